@@ -1,0 +1,313 @@
+//! goad's configuration: the `goad.toml` schema, its defaults and its loading.
+//!
+//! Every key has the reference system's default (see `DESIGN.md` §4 and the
+//! reference notes §2). [`Config::validate`] checks every rule and names the
+//! dotted key and the bad value; an unknown key is an error at parse time.
+//! Secrets are never part of the config: a sink or source names the
+//! environment variable that holds one.
+
+mod validate;
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub use validate::ConfigError;
+
+/// The whole node configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Where the shard environments live (`<data_dir>/shard-<k>/`).
+    pub data_dir: PathBuf,
+    /// The node's HTTP listen address (`goad serve`).
+    pub listen: String,
+    /// Shard threads; 0 means one per core. Fixed when a data directory is created.
+    pub shards: usize,
+    /// Ingest bodies above this get 413 from the node; also the largest hook `commit` takes.
+    pub max_body_bytes: u64,
+    /// The environment variable holding the admin API's bearer token.
+    pub admin_token_env: Option<String>,
+    pub replay: ReplayConfig,
+    pub dispatch: DispatchConfig,
+    pub retry: RetryConfig,
+    pub sources: Vec<SourceConfig>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: PathBuf::from("goad-data"),
+            listen: "127.0.0.1:7878".to_string(),
+            shards: 0,
+            max_body_bytes: 1024 * 1024,
+            admin_token_env: None,
+            replay: ReplayConfig::default(),
+            dispatch: DispatchConfig::default(),
+            retry: RetryConfig::default(),
+            sources: Vec::new(),
+        }
+    }
+}
+
+/// Replay pacing (used by the node's replay jobs).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReplayConfig {
+    /// Rows revived per second.
+    pub rate: u32,
+    /// Replays back off while the oldest due row is older than this.
+    pub max_lag_ms: u64,
+}
+
+impl Default for ReplayConfig {
+    fn default() -> Self {
+        ReplayConfig { rate: 1_000, max_lag_ms: 2_000 }
+    }
+}
+
+/// The dispatch pipeline's limits (`[dispatch]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DispatchConfig {
+    /// Rows claimed per scan of the due index (one page).
+    pub batch: u32,
+    /// Attempts running at once on the node.
+    pub concurrency: u32,
+    /// Claimed, unfinished rows on the node.
+    pub max_inflight: u32,
+    /// Sum of the stored hook sizes of claimed, unfinished rows on the node.
+    pub max_inflight_bytes: u64,
+    /// An attempt still running after this fails as `attempt_timeout`.
+    pub attempt_timeout_ms: u64,
+    /// Attempts running at once for one sink key {tenant, source, sink index, sink type}.
+    pub sink_concurrency: u32,
+    /// Consecutive failures that open a key's breaker; 0 disables breakers.
+    pub breaker_failures: u32,
+    /// First open period of a breaker.
+    pub breaker_open_ms: u64,
+    /// Longest open period (the period doubles per consecutive open).
+    pub breaker_max_open_ms: u64,
+    /// Per-tenant windows: `default` and one table per tenant id.
+    pub tenants: BTreeMap<String, TenantLimitsConfig>,
+}
+
+impl Default for DispatchConfig {
+    fn default() -> Self {
+        DispatchConfig {
+            batch: 128,
+            concurrency: 32,
+            max_inflight: 4_096,
+            max_inflight_bytes: 128 * 1024 * 1024,
+            attempt_timeout_ms: 30_000,
+            sink_concurrency: 8,
+            breaker_failures: 5,
+            breaker_open_ms: 30_000,
+            breaker_max_open_ms: 300_000,
+            tenants: BTreeMap::new(),
+        }
+    }
+}
+
+/// The limits of one tenant, as written (missing fields fall back to
+/// `dispatch.tenants.default`, then to [`TenantLimits::DEFAULT`]).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TenantLimitsConfig {
+    pub max_inflight: Option<u32>,
+    pub max_inflight_bytes: Option<u64>,
+    pub concurrency: Option<u32>,
+}
+
+/// The resolved limits of one tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TenantLimits {
+    /// Claimed, unfinished rows of the tenant.
+    pub max_inflight: u32,
+    /// Sum of stored hook sizes of the tenant's claimed rows.
+    pub max_inflight_bytes: u64,
+    /// The tenant's attempts running at once.
+    pub concurrency: u32,
+}
+
+impl TenantLimits {
+    /// A tenant may hold a quarter of the default node window and half of its
+    /// attempts, so one slow tenant leaves most of the node to the others
+    /// while a lone busy tenant still keeps a loopback sink saturated.
+    pub const DEFAULT: TenantLimits = TenantLimits {
+        max_inflight: 1_024,
+        max_inflight_bytes: 32 * 1024 * 1024,
+        concurrency: 16,
+    };
+}
+
+impl DispatchConfig {
+    /// The limits of `tenant`: its own table, then `default`, then [`TenantLimits::DEFAULT`].
+    pub fn tenant_limits(&self, tenant: &str) -> TenantLimits {
+        let base = self.tenants.get("default");
+        let own = self.tenants.get(tenant);
+        let pick = |f: fn(&TenantLimitsConfig) -> Option<u64>, fallback: u64| {
+            own.and_then(f).or_else(|| base.and_then(f)).unwrap_or(fallback)
+        };
+        let d = TenantLimits::DEFAULT;
+        TenantLimits {
+            max_inflight: pick(|t| t.max_inflight.map(u64::from), d.max_inflight.into()) as u32,
+            max_inflight_bytes: pick(|t| t.max_inflight_bytes, d.max_inflight_bytes),
+            concurrency: pick(|t| t.concurrency.map(u64::from), d.concurrency.into()) as u32,
+        }
+    }
+}
+
+/// The retry policy (`[retry]`): exponential backoff with jitter.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetryConfig {
+    /// Delay after the first failed attempt.
+    pub base_ms: u64,
+    /// Cap of a delay before jitter.
+    pub max_ms: u64,
+    /// Total attempts a row gets; the last failure dead-letters it.
+    pub max_attempts: u32,
+    /// Multiply each delay by a random factor in [0.5, 1.0).
+    pub jitter: bool,
+    /// The horizon: no row is retried or parked past its first attempt + this.
+    pub max_elapsed_ms: u64,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig {
+            base_ms: 100,
+            max_ms: 300_000,
+            max_attempts: 84,
+            jitter: true,
+            max_elapsed_ms: 24 * 60 * 60 * 1000,
+        }
+    }
+}
+
+/// A source: where hooks are committed, and the sinks each hook goes to.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SourceConfig {
+    pub id: String,
+    #[serde(default = "default_tenant")]
+    pub tenant: String,
+    /// Environment variable with the bearer token ingest needs (node only).
+    pub ingest_token_env: Option<String>,
+    /// Provider headers forwarded to sinks: absent = all but the never-forwarded
+    /// set; a list = only these (still minus that set).
+    pub forward_headers: Option<Vec<String>>,
+    #[serde(default)]
+    pub sinks: Vec<SinkConfig>,
+}
+
+fn default_tenant() -> String {
+    "default".to_string()
+}
+
+/// One sink entry of a source. `type` selects the sink; the other keys are
+/// that sink's options (validation rejects options of another type).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SinkConfig {
+    /// `http`, or the name of a sink the host registered with the engine.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// http: the endpoint.
+    pub url: Option<String>,
+    /// http: `post` (default), `put` or `patch`.
+    pub method: Option<String>,
+    /// http: extra request headers, which win over forwarded provider headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// http: per-phase timeout (connect, send, receive), default 5,000 ms.
+    pub timeout_ms: Option<u64>,
+    /// http: the environment variable(s) holding Standard Webhooks secrets.
+    pub secret_env: Option<OneOrMany>,
+    /// http: response bytes read before the rest is dropped, default 65,536.
+    pub max_response_bytes: Option<u64>,
+    /// Ordering lanes (not in this version; rejected by validation).
+    #[serde(default)]
+    pub ordered: bool,
+    pub ordering_key: Option<String>,
+}
+
+impl SinkConfig {
+    /// An HTTP sink posting to `url` with every other option at its default.
+    pub fn http(url: impl Into<String>) -> SinkConfig {
+        SinkConfig { url: Some(url.into()), ..SinkConfig::of_kind("http") }
+    }
+
+    /// A sink of `kind` (a host-registered sink's name) with no options.
+    pub fn of_kind(kind: impl Into<String>) -> SinkConfig {
+        SinkConfig {
+            kind: kind.into(),
+            url: None,
+            method: None,
+            headers: BTreeMap::new(),
+            timeout_ms: None,
+            secret_env: None,
+            max_response_bytes: None,
+            ordered: false,
+            ordering_key: None,
+        }
+    }
+}
+
+/// A string or a list of strings.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn to_vec(&self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
+}
+
+impl Config {
+    /// Parses a TOML document; unknown keys and ill-typed values are errors
+    /// that name the dotted key. Does not validate ranges (see [`Config::validate`]).
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let de = toml::Deserializer::parse(text).map_err(|e| ConfigError::Parse {
+            key: String::new(),
+            message: e.to_string(),
+        })?;
+        serde_path_to_error::deserialize(de).map_err(|e| ConfigError::Parse {
+            key: e.path().to_string(),
+            message: e.inner().to_string(),
+        })
+    }
+
+    /// Reads, parses and validates a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let config = Config::from_toml(&text)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The shard count to use: `shards`, or one per core when 0.
+    pub fn shard_count(&self) -> usize {
+        if self.shards > 0 {
+            self.shards
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        }
+    }
+
+    /// The source with this id.
+    pub fn source(&self, id: &str) -> Option<&SourceConfig> {
+        self.sources.iter().find(|s| s.id == id)
+    }
+}

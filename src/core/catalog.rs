@@ -1,0 +1,100 @@
+//! The sources as the core sees them, and binding a row to a sink.
+//!
+//! A row binds to (sink index, sink type) when it is committed. Its sink is
+//! looked up in the source as it is now: the sink at the row's index if it
+//! has the same type; else the one sink of that type if there is exactly one
+//! (the source's sinks were reordered); else the row cannot be bound.
+
+use crate::config::Config;
+use crate::core::types::TenantId;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A source's tenant and its sinks' types, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceEntry {
+    pub tenant: TenantId,
+    pub sink_types: Vec<Arc<str>>,
+}
+
+/// Where a row goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding {
+    /// The sink at this index of the current source.
+    Bound { sink_index: u16 },
+    SourceGone,
+    SinkGone,
+}
+
+/// Every source of the config, by id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Catalog {
+    sources: HashMap<Arc<str>, SourceEntry>,
+}
+
+impl Catalog {
+    pub fn from_config(config: &Config) -> Catalog {
+        let sources = config
+            .sources
+            .iter()
+            .map(|s| {
+                let entry = SourceEntry {
+                    tenant: Arc::from(s.tenant.as_str()),
+                    sink_types: s.sinks.iter().map(|k| Arc::from(k.kind.as_str())).collect(),
+                };
+                (Arc::from(s.id.as_str()), entry)
+            })
+            .collect();
+        Catalog { sources }
+    }
+
+    pub fn source(&self, source_id: &str) -> Option<&SourceEntry> {
+        self.sources.get(source_id)
+    }
+
+    /// Binds a row stored with (`sink_index`, `sink_type`) of `source_id`.
+    pub fn bind(&self, source_id: &str, sink_index: u16, sink_type: &str) -> Binding {
+        let Some(source) = self.sources.get(source_id) else {
+            return Binding::SourceGone;
+        };
+        if source.sink_types.get(sink_index as usize).is_some_and(|t| &**t == sink_type) {
+            return Binding::Bound { sink_index };
+        }
+        let mut same_type = source.sink_types.iter().enumerate().filter(|(_, t)| &***t == sink_type);
+        match (same_type.next(), same_type.next()) {
+            (Some((i, _)), None) => Binding::Bound { sink_index: i as u16 },
+            _ => Binding::SinkGone,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{SinkConfig, SourceConfig};
+
+    fn catalog(kinds: &[&str]) -> Catalog {
+        let mut config = Config::default();
+        config.sources.push(SourceConfig {
+            id: "s".into(),
+            tenant: "t".into(),
+            ingest_token_env: None,
+            forward_headers: None,
+            sinks: kinds.iter().map(|k| SinkConfig::of_kind(*k)).collect(),
+        });
+        Catalog::from_config(&config)
+    }
+
+    #[test]
+    fn binds_by_index_then_by_the_unique_type_else_gone() {
+        let c = catalog(&["http", "tag"]);
+        assert_eq!(c.bind("s", 1, "tag"), Binding::Bound { sink_index: 1 });
+        // Reordered: the row was stored at index 0 as "tag"; the one "tag" is at 1.
+        assert_eq!(c.bind("s", 0, "tag"), Binding::Bound { sink_index: 1 });
+        assert_eq!(c.bind("s", 0, "sqs"), Binding::SinkGone);
+        assert_eq!(c.bind("nope", 0, "http"), Binding::SourceGone);
+        let two = catalog(&["http", "http"]);
+        assert_eq!(two.bind("s", 5, "http"), Binding::SinkGone);
+        assert_eq!(two.bind("s", 1, "http"), Binding::Bound { sink_index: 1 });
+    }
+}

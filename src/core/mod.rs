@@ -1,0 +1,417 @@
+//! The sans-IO scheduler: one per shard.
+//!
+//! [`Core`] decides everything about the shard's rows — which due rows to
+//! claim (deficit round robin over tenants), which claimed rows start
+//! (round robin across tenants, then across each tenant's sink keys, within
+//! the windows and caps), what an outcome does to a row (the retry policy),
+//! and when attempts time out (a timer wheel). It never reads a clock, sleeps,
+//! spawns, locks or touches LMDB: time comes in as `now_ms`, randomness from
+//! a seeded [`Rng`], due rows through the [`DueIndex`] trait.
+//!
+//! The shell drives it in this order, once per loop iteration:
+//! 1. inputs: [`Core::handle_committed`], [`Core::handle_outcome`],
+//!    [`Core::handle_grant`], [`Core::handle_reconfigure`];
+//! 2. [`Core::handle_timers`] (attempt deadlines);
+//! 3. [`Core::handle_scan`] when [`Core::wants_scan`];
+//! 4. drain [`Core::poll_store_op`] into the iteration's store batch and
+//!    commit it;
+//! 5. drain [`Core::poll_abandoned`] (attempts whose worker is stuck) and
+//!    [`Core::poll_job`] (attempts to start now);
+//! 6. sleep until [`Core::poll_deadline`] or the next input.
+
+mod catalog;
+pub mod retry;
+pub mod rng;
+mod scan;
+mod slots;
+mod types;
+pub mod wheel;
+mod window;
+
+pub use catalog::{Binding, Catalog, SourceEntry};
+pub use retry::{FailureClass, RetryDecision};
+pub use rng::Rng;
+pub use types::*;
+pub use window::{Usage, Window};
+
+use crate::config::{DispatchConfig, RetryConfig, TenantLimits};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use wheel::{TimerId, Wheel};
+
+/// A claimed row, queued or running.
+#[derive(Debug)]
+struct Claim {
+    key: SinkKey,
+    size_bytes: u64,
+    /// The due time the row was claimed at (written back if it never starts).
+    due_at_ms: u64,
+    /// Attempts made before this claim (the stored count).
+    attempts: u32,
+    first_attempt_at_ms: u64,
+    /// The type the row is stored with (its key's type after binding).
+    sink_type: Arc<str>,
+    hook: Arc<crate::store::Hook>,
+    running: Option<JobId>,
+}
+
+#[derive(Debug)]
+struct Running {
+    row: RowId,
+    timer: TimerId,
+}
+
+/// Per-tenant state: its window, its running count and its keys with work.
+#[derive(Debug)]
+struct TenantState {
+    limits: TenantLimits,
+    claimed: Usage,
+    running: u64,
+    /// Keys of this tenant with queued jobs, in round-robin order.
+    key_ring: VecDeque<SinkKey>,
+}
+
+impl TenantState {
+    fn window(&self) -> Window {
+        Window { max_rows: self.limits.max_inflight.into(), max_bytes: self.limits.max_inflight_bytes }
+    }
+}
+
+#[derive(Debug, Default)]
+struct KeyState {
+    queue: VecDeque<RowId>,
+    running: u64,
+}
+
+/// Counters the shell reports (stats, demo, tick).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CoreStats {
+    pub claimed: Usage,
+    pub running: u64,
+    pub queued: u64,
+    pub delivered: u64,
+    pub dead: u64,
+    pub retried: u64,
+    pub timed_out: u64,
+    /// Tenants with rows claimed or due at the last scan.
+    pub active_tenants: u64,
+}
+
+impl CoreStats {
+    /// Rows that reached an end (delivered or dead-lettered).
+    pub fn settled(&self) -> u64 {
+        self.delivered + self.dead
+    }
+}
+
+/// The scheduler of one shard. See the module docs for the calling order.
+#[derive(Debug)]
+pub struct Core {
+    dispatch: DispatchConfig,
+    retry: RetryConfig,
+    catalog: Arc<Catalog>,
+    grant: Grant,
+    rng: Rng,
+    next_job_id: u64,
+    claims: HashMap<RowId, Claim>,
+    running: HashMap<JobId, Running>,
+    claimed: Usage,
+    running_count: u64,
+    tenants: HashMap<TenantId, TenantState>,
+    keys: HashMap<SinkKey, KeyState>,
+    /// Tenants with queued jobs, in round-robin order.
+    tenant_ring: VecDeque<TenantId>,
+    /// The deficit round robin's order of tenants for the next scan.
+    scan_order: VecDeque<TenantId>,
+    wheel: Wheel<JobId>,
+    ops: VecDeque<StoreOp>,
+    abandoned: VecDeque<JobId>,
+    /// A commit or freed window room asks for a scan now.
+    scan_requested: bool,
+    /// Shutting down: nothing more is claimed or started.
+    draining: bool,
+    /// The earliest due row of a tenant with room, as of the last scan and
+    /// the writes since.
+    next_due_at_ms: Option<u64>,
+    stats: CoreStats,
+}
+
+impl Core {
+    /// A core with nothing claimed. `grant` is the shard's initial share of
+    /// the global windows (the coordinator adjusts it).
+    /// Job ids start at `first_job_id` (a rebuilt core continues its
+    /// predecessor's ids).
+    pub fn new(dispatch: DispatchConfig, retry: RetryConfig, catalog: Arc<Catalog>, grant: Grant, now_ms: u64, seed: u64, first_job_id: u64) -> Core {
+        Core {
+            dispatch,
+            retry,
+            catalog,
+            grant,
+            rng: Rng::new(seed),
+            next_job_id: first_job_id,
+            claims: HashMap::new(),
+            running: HashMap::new(),
+            claimed: Usage::default(),
+            running_count: 0,
+            tenants: HashMap::new(),
+            keys: HashMap::new(),
+            tenant_ring: VecDeque::new(),
+            scan_order: VecDeque::new(),
+            wheel: Wheel::new(now_ms),
+            ops: VecDeque::new(),
+            abandoned: VecDeque::new(),
+            scan_requested: true,
+            draining: false,
+            next_due_at_ms: None,
+            stats: CoreStats::default(),
+        }
+    }
+
+    // ---- inputs -------------------------------------------------------
+
+    /// Rows were committed (due now): scan at once.
+    pub fn handle_committed(&mut self) {
+        self.scan_requested = true;
+    }
+
+    /// A new share of the global windows. A lowered share only stops new
+    /// claims and starts; nothing claimed or running is dropped.
+    pub fn handle_grant(&mut self, grant: Grant) {
+        if grant != self.grant {
+            self.grant = grant;
+            self.scan_requested = true;
+        }
+    }
+
+    /// New dispatch limits and sources (a reload). Claimed and running rows
+    /// are kept; lowered limits only stop the next claim or start.
+    pub fn handle_reconfigure(&mut self, dispatch: DispatchConfig, catalog: Arc<Catalog>) {
+        for (tenant, state) in &mut self.tenants {
+            state.limits = dispatch.tenant_limits(tenant);
+        }
+        self.dispatch = dispatch;
+        self.catalog = catalog;
+        self.scan_requested = true;
+    }
+
+    /// An attempt's result. A result for an attempt that already timed out
+    /// (or is unknown) is discarded: the row was already settled for it.
+    pub fn handle_outcome(&mut self, now_ms: u64, job: JobId, result: AttemptResult) {
+        let Some(run) = self.running.remove(&job) else {
+            return;
+        };
+        self.wheel.cancel(run.timer);
+        self.finish(now_ms, run.row, result);
+    }
+
+    /// Fails every attempt whose deadline passed as `attempt_timeout`; the
+    /// shell learns of their workers through [`Core::poll_abandoned`].
+    pub fn handle_timers(&mut self, now_ms: u64) {
+        while let Some(job) = self.wheel.poll(now_ms) {
+            let run = self.running.remove(&job).expect("a timer belongs to a running attempt");
+            self.abandoned.push_back(job);
+            self.stats.timed_out += 1;
+            let message = format!("attempt_timeout: no result after {} ms", self.dispatch.attempt_timeout_ms);
+            self.finish(now_ms, run.row, Err(AttemptFailure { class: FailureClass::Transient, message }));
+        }
+    }
+
+    // ---- outputs ------------------------------------------------------
+
+    /// The next store change, in decision order.
+    pub fn poll_store_op(&mut self) -> Option<StoreOp> {
+        self.ops.pop_front()
+    }
+
+    /// An attempt that timed out: its worker may be stuck.
+    pub fn poll_abandoned(&mut self) -> Option<JobId> {
+        self.abandoned.pop_front()
+    }
+
+    /// When the shell must call in again with nothing else happening: an
+    /// attempt deadline, the earliest due row, or now when a scan is wanted.
+    pub fn poll_deadline(&self, now_ms: u64) -> Option<u64> {
+        let due = if self.wants_scan(now_ms) { Some(now_ms) } else { self.next_due_at_ms };
+        earliest(due, self.wheel.next_deadline_ms())
+    }
+
+    /// Whether a scan would claim anything: asked for, or a row is due and
+    /// the shard has window room.
+    pub fn wants_scan(&self, now_ms: u64) -> bool {
+        !self.draining
+            && self.shard_window().has_room(self.claimed)
+            && (self.scan_requested || self.next_due_at_ms.is_some_and(|at| at <= now_ms))
+    }
+
+    /// Whether the shard's share of the in-flight window is full.
+    pub fn window_full(&self) -> bool {
+        !self.shard_window().has_room(self.claimed)
+    }
+
+    /// Nothing claimed, nothing running, and nothing due now.
+    pub fn is_idle(&self, now_ms: u64) -> bool {
+        self.claims.is_empty() && !self.wants_scan(now_ms) && self.ops.is_empty()
+    }
+
+    pub fn stats(&self) -> CoreStats {
+        CoreStats {
+            claimed: self.claimed,
+            running: self.running_count,
+            queued: self.claims.len() as u64 - self.running_count,
+            ..self.stats
+        }
+    }
+
+    /// Claimed rows (queued or running) of one tenant.
+    pub fn tenant_claimed(&self, tenant: &str) -> Usage {
+        self.tenants.get(tenant).map_or(Usage::default(), |t| t.claimed)
+    }
+
+    /// Store ops are waiting to be written.
+    pub fn has_store_ops(&self) -> bool {
+        !self.ops.is_empty()
+    }
+
+    /// The id the next attempt will get.
+    pub fn next_job_id(&self) -> u64 {
+        self.next_job_id
+    }
+
+    /// Shutting down: claims nothing more, starts nothing more, and writes
+    /// every claimed row that has not started back due as it was. Running
+    /// attempts still report their outcomes.
+    pub fn handle_drain(&mut self) {
+        self.draining = true;
+        let queued: Vec<RowId> = self.claims.iter().filter(|(_, c)| c.running.is_none()).map(|(r, _)| *r).collect();
+        for row in queued {
+            let claim = self.claims.remove(&row).expect("listed above");
+            let key = self.keys.get_mut(&claim.key).expect("a queued row has a key");
+            key.queue.retain(|r| *r != row);
+            self.release(&claim);
+            self.ops.push_back(StoreOp::Reschedule {
+                row,
+                tenant: claim.key.tenant.clone(),
+                sink_type: claim.sink_type.clone(),
+                due_at_ms: claim.due_at_ms,
+                attempts: claim.attempts,
+                first_attempt_at_ms: claim.first_attempt_at_ms,
+                size_bytes: claim.size_bytes,
+                error: None,
+            });
+        }
+        self.tenant_ring.clear();
+        for state in self.tenants.values_mut() {
+            state.key_ring.clear();
+        }
+    }
+
+    /// Running attempts.
+    pub fn running(&self) -> u64 {
+        self.running_count
+    }
+
+    // ---- internals ----------------------------------------------------
+
+    fn shard_window(&self) -> Window {
+        Window { max_rows: self.grant.max_inflight, max_bytes: self.grant.max_inflight_bytes }
+    }
+
+    fn tenant_mut(&mut self, tenant: &TenantId) -> &mut TenantState {
+        let dispatch = &self.dispatch;
+        self.tenants.entry(tenant.clone()).or_insert_with(|| TenantState {
+            limits: dispatch.tenant_limits(tenant),
+            claimed: Usage::default(),
+            running: 0,
+            key_ring: VecDeque::new(),
+        })
+    }
+
+    /// Settles a claimed row that ran: the outcome becomes a store op.
+    fn finish(&mut self, now_ms: u64, row: RowId, result: AttemptResult) {
+        let claim = self.claims.remove(&row).expect("a running attempt has a claim");
+        self.running_count -= 1;
+        self.keys.get_mut(&claim.key).expect("a running key").running -= 1;
+        self.tenant_mut(&claim.key.tenant).running -= 1;
+        self.release(&claim);
+        let attempts = claim.attempts + 1;
+        let failure = match result {
+            Ok(()) => {
+                self.stats.delivered += 1;
+                self.ops.push_back(StoreOp::Delivered { row });
+                return;
+            }
+            Err(failure) => failure,
+        };
+        let decision = self.retry.decide(now_ms, attempts, claim.first_attempt_at_ms, failure.class, &mut self.rng);
+        let reason = match decision {
+            RetryDecision::RetryAt { due_at_ms } => {
+                self.stats.retried += 1;
+                self.next_due_at_ms = earliest(self.next_due_at_ms, Some(due_at_ms));
+                self.ops.push_back(StoreOp::Reschedule {
+                    row,
+                    tenant: claim.key.tenant.clone(),
+                    sink_type: claim.sink_type.clone(),
+                    due_at_ms,
+                    attempts,
+                    first_attempt_at_ms: claim.first_attempt_at_ms,
+                    size_bytes: claim.size_bytes,
+                    error: Some(truncate(failure.message)),
+                });
+                return;
+            }
+            RetryDecision::GiveUp => DeadReason::Sink { sink_type: claim.sink_type.clone(), error: truncate(failure.message) },
+            RetryDecision::Horizon => DeadReason::RetryHorizon { sink_type: claim.sink_type.clone() },
+        };
+        self.dead(now_ms, row, &claim.key.tenant, &claim.sink_type, attempts, claim.first_attempt_at_ms, reason);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn dead(&mut self, now_ms: u64, row: RowId, tenant: &TenantId, sink_type: &Arc<str>, attempts: u32, first_attempt_at_ms: u64, reason: DeadReason) {
+        self.stats.dead += 1;
+        self.ops.push_back(StoreOp::Dead {
+            row,
+            tenant: tenant.clone(),
+            sink_type: sink_type.clone(),
+            dead_at_ms: now_ms,
+            attempts,
+            first_attempt_at_ms,
+            reason: truncate(reason.to_string()),
+        });
+    }
+
+    /// Takes a finished or released claim out of the windows; a holder that
+    /// was full gets a scan so its freed room is used.
+    fn release(&mut self, claim: &Claim) {
+        let shard_was_full = !self.shard_window().has_room(self.claimed);
+        self.claimed.remove(claim.size_bytes);
+        let tenant = self.tenant_mut(&claim.key.tenant);
+        let tenant_was_full = !tenant.window().has_room(tenant.claimed);
+        tenant.claimed.remove(claim.size_bytes);
+        if shard_was_full || tenant_was_full {
+            self.scan_requested = true;
+        }
+    }
+}
+
+/// The earlier of two optional times.
+fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn truncate(mut text: String) -> String {
+    let max = crate::limits::MAX_ERROR_TEXT_BYTES;
+    if text.len() > max {
+        let mut cut = max;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests;

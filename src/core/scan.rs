@@ -1,0 +1,168 @@
+//! The scan: claiming due rows by deficit round robin over tenants.
+//!
+//! A page of `dispatch.batch` rows (less when the shard's window has less
+//! room) is split in equal shares among the tenants that have rows due and
+//! window room. A tenant with less due than its share leaves the rest to the
+//! others in further passes; a tenant the page did not reach goes first in
+//! the next scan. So a tenant with a million due rows is one share of a
+//! page, never the head of the line. Each tenant's reads start at its own
+//! prefix of the due index, so its cost does not depend on its neighbours'
+//! backlogs.
+
+use super::*;
+
+/// A tenant taking part in one scan, with its read position.
+struct Active {
+    tenant: TenantId,
+    after: Option<DueEntry>,
+}
+
+impl Core {
+    /// Claims due rows. Claimed rows become `StoreOp::Claim` (and, for rows
+    /// that cannot run, their dead or forget op) and queue on their sink key.
+    pub fn handle_scan(&mut self, now_ms: u64, index: &mut dyn DueIndex) {
+        self.scan_requested = false;
+        let mut known = Vec::new();
+        index.tenants(&mut known);
+        for tenant in known {
+            if !self.scan_order.contains(&tenant) {
+                self.scan_order.push_back(tenant);
+            }
+        }
+        let mut active: Vec<Active> = Vec::new();
+        for tenant in &self.scan_order {
+            let has_room = self.tenants.get(tenant).is_none_or(|t| t.window().has_room(t.claimed));
+            if has_room && index.earliest_due_ms(tenant, None).is_some_and(|at| at <= now_ms) {
+                active.push(Active { tenant: tenant.clone(), after: None });
+            }
+        }
+        let mut page = u64::from(self.dispatch.batch).min(self.shard_window().rows_room(self.claimed));
+        let mut reached: Vec<TenantId> = Vec::new();
+        let mut read_to: HashMap<TenantId, DueEntry> = HashMap::new();
+        while page > 0 && !active.is_empty() {
+            let share = (page / active.len() as u64).max(1);
+            let mut i = 0;
+            while i < active.len() && page > 0 {
+                if !reached.contains(&active[i].tenant) {
+                    reached.push(active[i].tenant.clone());
+                }
+                let want = share.min(page);
+                let (got, more) = self.claim_from(now_ms, &mut active[i], want, index);
+                page -= got;
+                if let Some(after) = &active[i].after {
+                    read_to.insert(active[i].tenant.clone(), after.clone());
+                }
+                if more {
+                    i += 1;
+                } else {
+                    active.remove(i);
+                }
+            }
+        }
+        self.reorder(reached);
+        let mut next_due: Option<u64> = None;
+        let mut active_tenants = 0;
+        for tenant in &self.scan_order {
+            let state = self.tenants.get(tenant);
+            let due_at = index.earliest_due_ms(tenant, read_to.get(tenant));
+            if state.is_some_and(|s| s.claimed.rows > 0) || due_at.is_some_and(|at| at <= now_ms) {
+                active_tenants += 1;
+            }
+            // A tenant at its window is not woken for until an outcome frees room.
+            if state.is_none_or(|s| s.window().has_room(s.claimed)) {
+                next_due = earliest(next_due, due_at);
+            }
+        }
+        self.next_due_at_ms = if self.shard_window().has_room(self.claimed) { next_due } else { None };
+        self.stats.active_tenants = active_tenants;
+    }
+
+    /// Claims up to `want` of the tenant's due rows within its and the
+    /// shard's byte room (always at least one row while there is room).
+    /// Returns how many it claimed and whether the tenant may have more.
+    fn claim_from(&mut self, now_ms: u64, active: &mut Active, want: u64, index: &mut dyn DueIndex) -> (u64, bool) {
+        let tenant = active.tenant.clone();
+        let (rows_room, bytes_room) = {
+            let shard = self.shard_window();
+            let t = self.tenant_mut(&tenant);
+            let w = t.window();
+            let rows = w.rows_room(t.claimed);
+            let bytes = w.bytes_room(t.claimed);
+            (rows.min(shard.rows_room(self.claimed)), bytes.min(shard.bytes_room(self.claimed)))
+        };
+        let want = want.min(rows_room);
+        if want == 0 || bytes_room == 0 {
+            return (0, false);
+        }
+        let mut page = Vec::new();
+        index.due_page(&tenant, now_ms, active.after.as_ref(), want.min(crate::limits::MAX_DUE_PAGE_ROWS as u64) as usize, &mut page);
+        let read = page.len() as u64;
+        let (mut taken, mut bytes) = (0u64, 0u64);
+        for entry in page {
+            if taken > 0 && bytes + entry.size_bytes > bytes_room {
+                return (taken, false);
+            }
+            taken += 1;
+            bytes += entry.size_bytes;
+            active.after = Some(entry.clone());
+            let loaded = index.load(entry.row);
+            self.claim(now_ms, entry, loaded);
+        }
+        let t = &self.tenants[&tenant];
+        let more = read == want && t.window().has_room(t.claimed);
+        (taken, more)
+    }
+
+    /// One due row claimed: queued on its key, or settled at once when it
+    /// cannot run.
+    fn claim(&mut self, now_ms: u64, entry: DueEntry, loaded: Loaded) {
+        self.ops.push_back(StoreOp::Claim { row: entry.row, tenant: entry.tenant.clone(), due_at_ms: entry.due_at_ms, size_bytes: entry.size_bytes });
+        let (state, hook) = match loaded {
+            Loaded::Row { state, hook } => (state, hook),
+            Loaded::RowMissing | Loaded::HookMissing => {
+                self.ops.push_back(StoreOp::Forget { row: entry.row });
+                return;
+            }
+        };
+        let sink_index = match self.catalog.bind(&hook.source_id, entry.row.sink_index, &state.sink_type) {
+            Binding::Bound { sink_index } => sink_index,
+            Binding::SourceGone => {
+                let reason = DeadReason::SourceGone { source_id: hook.source_id.clone() };
+                self.dead(now_ms, entry.row, &entry.tenant, &state.sink_type, state.attempts, state.first_attempt_at_ms, reason);
+                return;
+            }
+            Binding::SinkGone => {
+                let reason = DeadReason::SinkGone { sink_index: entry.row.sink_index, sink_type: state.sink_type.clone() };
+                self.dead(now_ms, entry.row, &entry.tenant, &state.sink_type, state.attempts, state.first_attempt_at_ms, reason);
+                return;
+            }
+        };
+        let key = SinkKey { tenant: entry.tenant.clone(), source_id: hook.source_id.clone(), sink_index, sink_type: state.sink_type.clone() };
+        self.claimed.add(entry.size_bytes);
+        self.tenant_mut(&entry.tenant).claimed.add(entry.size_bytes);
+        let claim = Claim {
+            key: key.clone(),
+            size_bytes: entry.size_bytes,
+            due_at_ms: entry.due_at_ms,
+            attempts: state.attempts,
+            first_attempt_at_ms: state.first_attempt_at_ms,
+            sink_type: state.sink_type,
+            hook,
+            running: None,
+        };
+        let previous = self.claims.insert(entry.row, claim);
+        assert!(previous.is_none(), "row {:?} claimed twice", entry.row);
+        self.enqueue(entry.row, key);
+    }
+
+    /// Tenants the page did not reach lead the next scan; the others follow
+    /// in the order they were reached (rotated by one when all were reached,
+    /// so a page's remainder does not always go to the same tenant).
+    fn reorder(&mut self, mut reached: Vec<TenantId>) {
+        let unreached: Vec<TenantId> = self.scan_order.iter().filter(|t| !reached.contains(t)).cloned().collect();
+        if unreached.is_empty() && !reached.is_empty() {
+            reached.rotate_left(1);
+        }
+        self.scan_order = unreached.into_iter().chain(reached).collect();
+    }
+}

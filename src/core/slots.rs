@@ -1,0 +1,80 @@
+//! Attempt slots: claimed rows wait in one FIFO per sink key, and slots go
+//! round robin across tenants first, then across each tenant's keys, so one
+//! source's backlog cannot queue ahead of every other source's. A start needs
+//! room under the shard's concurrency, the tenant's concurrency and the
+//! key's `dispatch.sink_concurrency`.
+
+use super::*;
+
+impl Core {
+    /// Queues a claimed row on its key.
+    pub(super) fn enqueue(&mut self, row: RowId, key: SinkKey) {
+        let queue = &mut self.keys.entry(key.clone()).or_default().queue;
+        queue.push_back(row);
+        if queue.len() > 1 {
+            return;
+        }
+        let tenant = self.tenant_mut(&key.tenant);
+        tenant.key_ring.push_back(key.clone());
+        if tenant.key_ring.len() == 1 {
+            self.tenant_ring.push_back(key.tenant);
+        }
+    }
+
+    /// The next attempt to start now, if a queued row has a free slot.
+    pub fn poll_job(&mut self, now_ms: u64) -> Option<Job> {
+        if self.running_count >= self.grant.concurrency {
+            return None;
+        }
+        let sink_concurrency = u64::from(self.dispatch.sink_concurrency);
+        for _ in 0..self.tenant_ring.len() {
+            let tenant_id = self.tenant_ring.pop_front().expect("counted");
+            let tenant = self.tenants.get_mut(&tenant_id).expect("a ring tenant has state");
+            if tenant.running >= u64::from(tenant.limits.concurrency) {
+                self.tenant_ring.push_back(tenant_id);
+                continue;
+            }
+            let mut found = None;
+            for _ in 0..tenant.key_ring.len() {
+                let key = tenant.key_ring.pop_front().expect("counted");
+                if self.keys[&key].running < sink_concurrency {
+                    found = Some(key);
+                    break;
+                }
+                tenant.key_ring.push_back(key);
+            }
+            let Some(key) = found else {
+                self.tenant_ring.push_back(tenant_id);
+                continue;
+            };
+            let key_state = self.keys.get_mut(&key).expect("a ring key has state");
+            let row = key_state.queue.pop_front().expect("a ring key has queued rows");
+            key_state.running += 1;
+            if !key_state.queue.is_empty() {
+                tenant.key_ring.push_back(key);
+            }
+            tenant.running += 1;
+            if !tenant.key_ring.is_empty() {
+                self.tenant_ring.push_back(tenant_id);
+            }
+            return Some(self.start(now_ms, row));
+        }
+        None
+    }
+
+    fn start(&mut self, now_ms: u64, row: RowId) -> Job {
+        let id = JobId(self.next_job_id);
+        self.next_job_id += 1;
+        let deadline_at_ms = now_ms + self.dispatch.attempt_timeout_ms;
+        let timer = self.wheel.insert(deadline_at_ms, id);
+        self.running.insert(id, Running { row, timer });
+        self.running_count += 1;
+        let claim = self.claims.get_mut(&row).expect("a queued row has a claim");
+        assert!(claim.running.is_none(), "row {row:?} started twice");
+        claim.running = Some(id);
+        if claim.first_attempt_at_ms == 0 {
+            claim.first_attempt_at_ms = now_ms;
+        }
+        Job { id, row, key: claim.key.clone(), attempt: claim.attempts + 1, hook: claim.hook.clone(), deadline_at_ms }
+    }
+}

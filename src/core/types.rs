@@ -1,0 +1,149 @@
+//! The values that cross the core's boundary: ids, due entries, store
+//! operations, jobs and attempt results.
+
+use crate::core::retry::FailureClass;
+use crate::store::Hook;
+use std::fmt;
+use std::sync::Arc;
+
+/// A tenant id. Cheap to clone; the core keys everything per tenant by it.
+pub type TenantId = Arc<str>;
+
+/// One delivery row: a hook (by its shard-local commit order) and a sink index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RowId {
+    pub seq: u64,
+    pub sink_index: u16,
+}
+
+/// One attempt, from start to outcome. Unique per core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobId(pub u64);
+
+/// A row of the due index as the scan reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueEntry {
+    pub tenant: TenantId,
+    pub due_at_ms: u64,
+    pub row: RowId,
+    pub size_bytes: u64,
+}
+
+/// The stored state of a pending row the scan needs to decide on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowState {
+    pub sink_type: Arc<str>,
+    pub attempts: u32,
+    /// When the row was first tried; 0 = never.
+    pub first_attempt_at_ms: u64,
+}
+
+/// What loading a claimed row found.
+#[derive(Debug, Clone)]
+pub enum Loaded {
+    Row { state: RowState, hook: Arc<Hook> },
+    /// The due entry points at no row (a leftover): it is dropped.
+    RowMissing,
+    /// The row's hook is gone: the row is dropped (not a dead letter).
+    HookMissing,
+}
+
+/// The slice of the store the scan reads. The shell implements it over the
+/// shard's write transaction; tests implement it over a BTreeMap. It is
+/// infallible here: a store error is recorded by the implementation and the
+/// shell rebuilds the core from the store (see `runtime::step`).
+pub trait DueIndex {
+    /// Every tenant this shard has stored rows for.
+    fn tenants(&mut self, out: &mut Vec<TenantId>);
+    /// The earliest due time of the tenant's pending rows after `after`
+    /// (the scan's read position: rows it claimed are not yet written).
+    fn earliest_due_ms(&mut self, tenant: &TenantId, after: Option<&DueEntry>) -> Option<u64>;
+    /// Up to `max_rows` of the tenant's rows due at or before `now_ms`, in
+    /// (due time, seq, sink index) order, starting after `after`.
+    fn due_page(&mut self, tenant: &TenantId, now_ms: u64, after: Option<&DueEntry>, max_rows: usize, out: &mut Vec<DueEntry>);
+    /// The row and its hook.
+    fn load(&mut self, row: RowId) -> Loaded;
+}
+
+/// Why a row was dead-lettered. Stored as its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeadReason {
+    /// The retry policy gave up on the sink's last error, or the error was permanent.
+    Sink { sink_type: Arc<str>, error: String },
+    /// The row's source no longer exists.
+    SourceGone { source_id: Arc<str> },
+    /// The row's sink cannot be bound in its source any more.
+    SinkGone { sink_index: u16, sink_type: Arc<str> },
+    /// The row's retry horizon passed.
+    RetryHorizon { sink_type: Arc<str> },
+}
+
+impl fmt::Display for DeadReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeadReason::Sink { sink_type, error } => write!(f, "sink {sink_type}: {error}"),
+            DeadReason::SourceGone { source_id } => write!(f, "source_gone: {source_id}"),
+            DeadReason::SinkGone { sink_index, sink_type } => write!(f, "sink_gone: index {sink_index}, type {sink_type}"),
+            DeadReason::RetryHorizon { sink_type } => write!(f, "retry_horizon: {sink_type}"),
+        }
+    }
+}
+
+/// A store change the core decided. The shell applies each in order, in the
+/// loop iteration's one write transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum StoreOp {
+    /// A due row is claimed: out of the due index, marked in flight.
+    Claim { row: RowId, tenant: TenantId, due_at_ms: u64, size_bytes: u64 },
+    /// The sink took it: the row goes, and the hook with its last row.
+    Delivered { row: RowId },
+    /// Pending again (a retry or a write-back), due at `due_at_ms`.
+    Reschedule { row: RowId, tenant: TenantId, sink_type: Arc<str>, due_at_ms: u64, attempts: u32, first_attempt_at_ms: u64, size_bytes: u64, error: Option<String> },
+    /// Dead-lettered.
+    Dead { row: RowId, tenant: TenantId, sink_type: Arc<str>, dead_at_ms: u64, attempts: u32, first_attempt_at_ms: u64, reason: String },
+    /// The row or its hook is missing: drop what is left of the row.
+    Forget { row: RowId },
+}
+
+/// How an attempt failed: the class drives the retry policy, the message is
+/// stored on the row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptFailure {
+    pub class: FailureClass,
+    pub message: String,
+}
+
+/// The result of one attempt.
+pub type AttemptResult = Result<(), AttemptFailure>;
+
+/// The per-sink queue key: the tenant, source, (bound) sink index and type.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SinkKey {
+    pub tenant: TenantId,
+    pub source_id: Arc<str>,
+    pub sink_index: u16,
+    pub sink_type: Arc<str>,
+}
+
+/// An attempt to start: the shell runs it on the IO pool and reports its
+/// result with `handle_outcome(job.id, …)`.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Job {
+    pub id: JobId,
+    pub row: RowId,
+    pub key: SinkKey,
+    /// 1-based.
+    pub attempt: u32,
+    pub hook: Arc<Hook>,
+    pub deadline_at_ms: u64,
+}
+
+/// The shard's share of the node's global windows, granted by the coordinator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    pub max_inflight: u64,
+    pub max_inflight_bytes: u64,
+    pub concurrency: u64,
+}

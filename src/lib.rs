@@ -1,0 +1,21 @@
+//! goad: an at-least-once webhook dispatch engine, thread-per-core and
+//! runtime-free.
+//!
+//! A service commits a hook for a source; goad writes one durable delivery
+//! row per sink of that source and delivers every row at least once,
+//! retrying with backoff until the sink says ok or the row is
+//! dead-lettered. See `README.md` for the guarantees and `DESIGN.md` for the
+//! architecture.
+
+pub mod config;
+pub mod core;
+pub mod demo;
+pub mod limits;
+pub mod runtime;
+pub mod sink;
+pub mod store;
+
+pub use config::{Config, ConfigError, SinkConfig, SourceConfig};
+pub use runtime::{CommitError, Engine, EngineBuilder, NewHook, OpenError, Pressure, ShardStats, Unavailable};
+pub use sink::{Delivery, Sink, SinkError};
+pub use store::{Hook, RowRecord, RowStatus, RowView};

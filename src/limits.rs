@@ -1,0 +1,57 @@
+//! Named limits that are not configuration. Each bounds a queue, a buffer or
+//! a loop over external data; relations between them are asserted below.
+
+/// Most shard threads a node may run (the shard index is stored as u32).
+pub const MAX_SHARDS: usize = 256;
+
+/// Most sinks one source may list (the sink index is stored as u16).
+pub const MAX_SINKS_PER_SOURCE: usize = 64;
+
+/// Capacity of a shard's input channel (commits, completions, control).
+pub const SHARD_INPUT_CAPACITY: usize = 16_384;
+
+/// Most inputs a shard drains into one loop iteration (one store batch).
+pub const MAX_INPUTS_PER_ITERATION: usize = 4_096;
+
+/// How long `commit` waits for room in a full shard input channel before
+/// it reports the queue as full.
+pub const COMMIT_QUEUE_WAIT_MS: u64 = 1_000;
+
+/// How long `commit` waits for its batch to be durable before giving up.
+pub const COMMIT_REPLY_WAIT_MS: u64 = 30_000;
+
+/// Longest a shard sleeps with nothing to do, so that a lost wake-up costs at
+/// most this much.
+pub const MAX_SLEEP_MS: u64 = 1_000;
+
+/// Stuck workers (their attempt timed out and never came back) a shard's IO
+/// pool replaces; past this the pool runs short and says so in its stats.
+pub const MAX_ABANDONED_WORKERS: usize = 64;
+
+/// How often a busy shard reports its demand to the coordinator.
+pub const REPORT_INTERVAL_MS: u64 = 50;
+
+/// LMDB map size per shard environment (address space, not disk).
+pub const SHARD_MAP_BYTES: usize = 64 * 1024 * 1024 * 1024;
+
+/// Longest `Retry-After` a sink may ask for.
+pub const MAX_RETRY_AFTER_MS: u64 = 3_600_000;
+
+/// Longest error text kept on a row.
+pub const MAX_ERROR_TEXT_BYTES: usize = 1_024;
+
+/// Default per-phase timeout of an HTTP sink.
+pub const HTTP_TIMEOUT_MS: u64 = 5_000;
+
+/// Default response bytes an HTTP sink reads before dropping the rest.
+pub const HTTP_MAX_RESPONSE_BYTES: u64 = 65_536;
+
+/// How long `shutdown` waits for running attempts before leaving them due.
+pub const SHUTDOWN_GRACE_MS: u64 = 5_000;
+
+/// Due rows of one tenant read per call while scanning.
+pub const MAX_DUE_PAGE_ROWS: usize = 4_096;
+
+const _: () = assert!(MAX_INPUTS_PER_ITERATION <= SHARD_INPUT_CAPACITY);
+const _: () = assert!(MAX_SINKS_PER_SOURCE <= u16::MAX as usize);
+const _: () = assert!(MAX_SHARDS <= u32::MAX as usize);

@@ -1,0 +1,446 @@
+//! The engine handle: opens the shards, routes commits by tenant, and
+//! answers the library API (`commit`, `tick`, `pressure`, `reconfigure`,
+//! `shutdown`).
+
+use super::clock::wall_ms;
+use super::coordinator::{self, global_grant, CoordinatorInput};
+use super::pool::{IoPool, SharedRegistry};
+use super::shard::{ShardGauges, ShardInput, ShardThread};
+use super::step::{NewRows, ShardState};
+use crate::config::{Config, ConfigError};
+use crate::core::Catalog;
+use crate::limits::{COMMIT_QUEUE_WAIT_MS, COMMIT_REPLY_WAIT_MS, SHARD_INPUT_CAPACITY};
+use crate::sink::{Sink, SinkRegistry};
+use crate::store::{Hook, RowView, ShardStore, StoreError};
+use crossbeam_channel::{SendTimeoutError, Sender};
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// A hook to commit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewHook {
+    pub source_id: String,
+    /// Provider headers in arrival order.
+    pub headers: Vec<(String, String)>,
+    pub content_type: Option<String>,
+    pub body: Vec<u8>,
+    /// The provider's event key, if any (the idempotency key builds on it).
+    pub dedupe_key: Option<String>,
+}
+
+impl NewHook {
+    pub fn new(source_id: impl Into<String>, body: impl Into<Vec<u8>>) -> NewHook {
+        NewHook { source_id: source_id.into(), body: body.into(), ..NewHook::default() }
+    }
+}
+
+/// Why a commit was not acknowledged. Only `Ok` means durable; after
+/// `TimedOut` the hook may or may not have been stored.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum CommitError {
+    UnknownSource(String),
+    TooLarge { size_bytes: u64, max_bytes: u64 },
+    /// The shard's input queue stayed full: retry later.
+    QueueFull,
+    /// The store could not write the batch.
+    Store(Arc<StoreError>),
+    /// The engine is shut down.
+    Stopped,
+    /// No answer within the commit deadline: the outcome is unknown.
+    TimedOut,
+}
+
+impl fmt::Display for CommitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CommitError::UnknownSource(id) => write!(f, "unknown source {id:?}"),
+            CommitError::TooLarge { size_bytes, max_bytes } => write!(f, "body of {size_bytes} bytes is over max_body_bytes ({max_bytes})"),
+            CommitError::QueueFull => write!(f, "the commit queue is full"),
+            CommitError::Store(e) => write!(f, "commit failed: {e}"),
+            CommitError::Stopped => write!(f, "the engine is stopped"),
+            CommitError::TimedOut => write!(f, "no answer from the store within {COMMIT_REPLY_WAIT_MS} ms"),
+        }
+    }
+}
+
+impl std::error::Error for CommitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CommitError::Store(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+/// Why the engine did not open.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum OpenError {
+    Config(ConfigError),
+    Store(StoreError),
+    Thread(std::io::Error),
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::Config(e) => write!(f, "{e}"),
+            OpenError::Store(e) => write!(f, "{e}"),
+            OpenError::Thread(e) => write!(f, "cannot start a thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            OpenError::Config(e) => Some(e),
+            OpenError::Store(e) => Some(e),
+            OpenError::Thread(e) => Some(e),
+        }
+    }
+}
+
+/// The engine is stopped, or a shard did not answer within the call's deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unavailable;
+
+impl fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the dispatch engine is unavailable (stopped, or busy past the call's deadline)")
+    }
+}
+
+impl std::error::Error for Unavailable {}
+
+/// The spare capacity a replay may use right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pressure {
+    /// Age of the oldest due row; 0 when nothing is due.
+    pub lag_ms: u64,
+    /// The node's in-flight window is full.
+    pub window_full: bool,
+}
+
+/// A snapshot of one shard's gauges.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShardStats {
+    pub claimed_rows: u64,
+    pub claimed_bytes: u64,
+    pub running: u64,
+    pub queued: u64,
+    pub delivered: u64,
+    pub dead: u64,
+    pub retried: u64,
+    pub timed_out: u64,
+    pub active_tenants: u64,
+    pub window_full: bool,
+    pub abandoned_workers: u64,
+    pub recovered: u64,
+}
+
+impl ShardStats {
+    fn read(g: &ShardGauges) -> ShardStats {
+        let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        ShardStats {
+            claimed_rows: get(&g.claimed_rows),
+            claimed_bytes: get(&g.claimed_bytes),
+            running: get(&g.running),
+            queued: get(&g.queued),
+            delivered: get(&g.delivered),
+            dead: get(&g.dead),
+            retried: get(&g.retried),
+            timed_out: get(&g.timed_out),
+            active_tenants: get(&g.active_tenants),
+            window_full: get(&g.window_full) != 0,
+            abandoned_workers: get(&g.abandoned_workers),
+            recovered: get(&g.recovered),
+        }
+    }
+}
+
+/// Opens an engine with host sinks and a seed.
+pub struct EngineBuilder {
+    config: Config,
+    host_sinks: HashMap<String, Arc<dyn Sink>>,
+    seed: Option<u64>,
+}
+
+impl EngineBuilder {
+    /// Registers a Rust sink; config sink entries with `type = name` use it.
+    pub fn sink(mut self, name: impl Into<String>, sink: Arc<dyn Sink>) -> EngineBuilder {
+        self.host_sinks.insert(name.into(), sink);
+        self
+    }
+
+    /// Fixes the shards' PRNG seeds (jitter) for reproducible runs.
+    pub fn seed(mut self, seed: u64) -> EngineBuilder {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Validates the config, opens every shard (recovering claimed rows) and
+    /// starts the threads.
+    pub fn open(self) -> Result<Engine, OpenError> {
+        let names: Vec<&str> = self.host_sinks.keys().map(String::as_str).collect();
+        self.config.validate_with_sinks(&names).map_err(OpenError::Config)?;
+        let registry: SharedRegistry = Arc::new(RwLock::new(Arc::new(SinkRegistry::build(&self.config, &self.host_sinks).map_err(OpenError::Config)?)));
+        let shard_count = self.config.shard_count();
+        let mut stores = Vec::with_capacity(shard_count);
+        for k in 0..shard_count {
+            stores.push(ShardStore::open(&self.config.data_dir, k, shard_count).map_err(OpenError::Store)?);
+        }
+        let catalog = Arc::new(Catalog::from_config(&self.config));
+        let global = global_grant(&self.config.dispatch);
+        let grants = coordinator::shares(global, &vec![0; shard_count]);
+        let seed = self.seed.unwrap_or_else(wall_ms);
+        let (coord_tx, coord_rx) = crossbeam_channel::bounded(1024);
+        let core_ids = core_affinity::get_core_ids().unwrap_or_default();
+        let mut shards = Vec::new();
+        let mut threads = Vec::new();
+        let mut inputs = Vec::new();
+        let now_ms = wall_ms();
+        for (k, store) in stores.into_iter().enumerate() {
+            let (tx, rx) = crossbeam_channel::bounded(SHARD_INPUT_CAPACITY);
+            let state = ShardState::open(store.clone(), self.config.dispatch.clone(), self.config.retry, catalog.clone(), grants[k], now_ms, seed ^ (k as u64).wrapping_mul(0x9E37_79B9)).map_err(OpenError::Store)?;
+            let gauges = Arc::new(ShardGauges::default());
+            let pool = IoPool::start(k, self.config.dispatch.concurrency as usize, tx.clone(), registry.clone());
+            let thread = ShardThread { index: k, state, inputs: rx, pool, coordinator: coord_tx.clone(), gauges: gauges.clone() };
+            let core_id = (!core_ids.is_empty()).then(|| core_ids[k % core_ids.len()]);
+            let handle = std::thread::Builder::new()
+                .name(format!("goad-shard-{k}"))
+                .spawn(move || {
+                    if let Some(id) = core_id {
+                        core_affinity::set_for_current(id);
+                    }
+                    thread.run();
+                })
+                .map_err(OpenError::Thread)?;
+            threads.push(handle);
+            inputs.push(tx.clone());
+            shards.push(Shard { input: tx, store, gauges });
+        }
+        let coordinator = std::thread::Builder::new()
+            .name("goad-coordinator".into())
+            .spawn(move || coordinator::run(coord_rx, inputs, global))
+            .map_err(OpenError::Thread)?;
+        Ok(Engine {
+            config: RwLock::new(self.config),
+            catalog: RwLock::new(catalog),
+            registry,
+            host_sinks: self.host_sinks,
+            shards,
+            coordinator: coord_tx,
+            threads: Mutex::new(threads),
+            coordinator_thread: Mutex::new(Some(coordinator)),
+            stopped: AtomicBool::new(false),
+        })
+    }
+}
+
+struct Shard {
+    input: Sender<ShardInput>,
+    store: ShardStore,
+    gauges: Arc<ShardGauges>,
+}
+
+/// A running dispatch engine. Share it by reference or in an `Arc`; dropping
+/// it shuts it down.
+pub struct Engine {
+    config: RwLock<Config>,
+    catalog: RwLock<Arc<Catalog>>,
+    registry: SharedRegistry,
+    host_sinks: HashMap<String, Arc<dyn Sink>>,
+    shards: Vec<Shard>,
+    coordinator: Sender<CoordinatorInput>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    coordinator_thread: Mutex<Option<JoinHandle<()>>>,
+    stopped: AtomicBool,
+}
+
+/// How long `tick` waits by default.
+const TICK_WAIT: Duration = Duration::from_secs(30);
+
+impl Engine {
+    /// Opens an engine with goad's own sinks only.
+    pub fn open(config: Config) -> Result<Engine, OpenError> {
+        Engine::builder(config).open()
+    }
+
+    pub fn builder(config: Config) -> EngineBuilder {
+        EngineBuilder { config, host_sinks: HashMap::new(), seed: None }
+    }
+
+    /// The shard that owns a tenant: a stable hash (FNV-1a) of its id.
+    pub fn shard_of(tenant: &str, shard_count: usize) -> usize {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in tenant.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        (h % shard_count as u64) as usize
+    }
+
+    /// Commits a hook: one delivery row per sink of its source. Returns the
+    /// hook id once the hook and its rows are synced to disk.
+    pub fn commit(&self, hook: NewHook) -> Result<String, CommitError> {
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(CommitError::Stopped);
+        }
+        let max_bytes = self.config.read().max_body_bytes;
+        if hook.body.len() as u64 > max_bytes {
+            return Err(CommitError::TooLarge { size_bytes: hook.body.len() as u64, max_bytes });
+        }
+        let (tenant, sink_types) = {
+            let catalog = self.catalog.read();
+            let source = catalog.source(&hook.source_id).ok_or_else(|| CommitError::UnknownSource(hook.source_id.clone()))?;
+            (source.tenant.clone(), source.sink_types.clone())
+        };
+        let id = uuid::Uuid::now_v7().to_string();
+        let stored = Hook {
+            id: id.clone(),
+            seq: 0,
+            tenant: tenant.clone(),
+            source_id: Arc::from(hook.source_id),
+            received_at_ms: wall_ms(),
+            content_type: hook.content_type,
+            dedupe_key: hook.dedupe_key,
+            headers: hook.headers,
+            body: hook.body,
+        };
+        let shard = &self.shards[Engine::shard_of(&tenant, self.shards.len())];
+        let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
+        let input = ShardInput::Commit { rows: NewRows { hook: stored, sink_types }, reply: reply_tx };
+        match shard.input.send_timeout(input, Duration::from_millis(COMMIT_QUEUE_WAIT_MS)) {
+            Ok(()) => {}
+            Err(SendTimeoutError::Timeout(_)) => return Err(CommitError::QueueFull),
+            Err(SendTimeoutError::Disconnected(_)) => return Err(CommitError::Stopped),
+        }
+        match reply_rx.recv_timeout(Duration::from_millis(COMMIT_REPLY_WAIT_MS)) {
+            Ok(Ok(())) => Ok(id),
+            Ok(Err(e)) => Err(e),
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => Err(CommitError::TimedOut),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(CommitError::Stopped),
+        }
+    }
+
+    /// Blocks until nothing is claimed, running or due on any shard; returns
+    /// the rows settled (delivered or dead-lettered) meanwhile. Rows waiting
+    /// out a backoff are not due, so this does not wait for them.
+    pub fn tick(&self) -> Result<u64, Unavailable> {
+        self.tick_within(TICK_WAIT)
+    }
+
+    /// `tick` with its own deadline.
+    pub fn tick_within(&self, wait: Duration) -> Result<u64, Unavailable> {
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(Unavailable);
+        }
+        let deadline = std::time::Instant::now() + wait;
+        let mut replies = Vec::new();
+        for shard in &self.shards {
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            shard.input.send_deadline(ShardInput::Tick(tx), deadline).map_err(|_| Unavailable)?;
+            replies.push(rx);
+        }
+        let mut settled = 0;
+        for rx in replies {
+            settled += rx.recv_deadline(deadline).map_err(|_| Unavailable)?;
+        }
+        Ok(settled)
+    }
+
+    /// The lag of the oldest due row and whether the in-flight window is full.
+    pub fn pressure(&self) -> Result<Pressure, Unavailable> {
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(Unavailable);
+        }
+        let mut oldest: Option<u64> = None;
+        for shard in &self.shards {
+            if let Some(at) = shard.store.oldest_due_ms().map_err(|_| Unavailable)? {
+                oldest = Some(oldest.map_or(at, |o| o.min(at)));
+            }
+        }
+        let stats = self.stats();
+        let dispatch = &self.config.read().dispatch;
+        let rows: u64 = stats.iter().map(|s| s.claimed_rows).sum();
+        let bytes: u64 = stats.iter().map(|s| s.claimed_bytes).sum();
+        Ok(Pressure {
+            lag_ms: oldest.map_or(0, |at| wall_ms().saturating_sub(at)),
+            window_full: rows >= u64::from(dispatch.max_inflight) || bytes >= dispatch.max_inflight_bytes,
+        })
+    }
+
+    /// Takes `dispatch.concurrency`, `dispatch.sink_concurrency`,
+    /// `dispatch.tenants` and the sources from `config` without a restart.
+    /// Claimed and running rows are kept; lowered limits stop the next start.
+    pub fn reconfigure(&self, config: &Config) -> Result<(), ConfigError> {
+        let names: Vec<&str> = self.host_sinks.keys().map(String::as_str).collect();
+        config.validate_with_sinks(&names)?;
+        let registry = SinkRegistry::build(config, &self.host_sinks)?;
+        let catalog = Arc::new(Catalog::from_config(config));
+        *self.registry.write() = Arc::new(registry);
+        *self.catalog.write() = catalog.clone();
+        let mut current = self.config.write();
+        current.dispatch.concurrency = config.dispatch.concurrency;
+        current.dispatch.sink_concurrency = config.dispatch.sink_concurrency;
+        current.dispatch.tenants = config.dispatch.tenants.clone();
+        current.sources = config.sources.clone();
+        for shard in &self.shards {
+            let _ = shard.input.send(ShardInput::Reconfigure { dispatch: current.dispatch.clone(), catalog: catalog.clone() });
+        }
+        let _ = self.coordinator.send(CoordinatorInput::Reconfigure(global_grant(&current.dispatch)));
+        Ok(())
+    }
+
+    /// Each shard's gauges.
+    pub fn stats(&self) -> Vec<ShardStats> {
+        self.shards.iter().map(|s| ShardStats::read(&s.gauges)).collect()
+    }
+
+    /// Every stored row with its hook's ids, across shards: a diagnostic
+    /// snapshot (it reads every row) for tests and tools.
+    pub fn rows(&self) -> Result<Vec<RowView>, StoreError> {
+        let mut out = Vec::new();
+        for shard in &self.shards {
+            out.extend(shard.store.rows()?);
+        }
+        Ok(out)
+    }
+
+    /// How many hooks are stored across shards.
+    pub fn hook_count(&self) -> Result<u64, StoreError> {
+        self.shards.iter().map(|s| s.store.hook_count()).sum()
+    }
+
+    /// Stops claiming, lets running attempts finish (up to a grace period;
+    /// those still running are due again at the next open), syncs and joins
+    /// the threads. Idempotent.
+    pub fn shutdown(&self) {
+        if self.stopped.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        for shard in &self.shards {
+            let _ = shard.input.send(ShardInput::Shutdown);
+        }
+        for handle in self.threads.lock().drain(..) {
+            let _ = handle.join();
+        }
+        let _ = self.coordinator.send(CoordinatorInput::Stop);
+        if let Some(handle) = self.coordinator_thread.lock().take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

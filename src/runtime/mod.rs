@@ -1,0 +1,13 @@
+//! The threads around the core: shard loops, IO pools, the coordinator and
+//! the engine handle.
+
+mod clock;
+pub mod coordinator;
+mod engine;
+mod pool;
+pub mod shard;
+pub mod step;
+
+pub use clock::wall_ms;
+pub use engine::{CommitError, Engine, EngineBuilder, NewHook, OpenError, Pressure, ShardStats, Unavailable};
+pub use step::{NewRows, ShardState, StepOutput};

@@ -1,0 +1,110 @@
+//! A shard's IO pool: blocking worker threads running `Sink::deliver`.
+//!
+//! Jobs come over a bounded channel; each result goes back to the shard's
+//! input channel tagged with its job id (which wakes the shard). A worker
+//! whose attempt timed out may be stuck in a sink: the pool starts a
+//! replacement so the shard keeps its capacity, up to
+//! `MAX_ABANDONED_WORKERS` extra threads. A worker that finds the pool over
+//! its size after a job exits, so the count returns to its target once stuck
+//! workers come back.
+
+use super::shard::ShardInput;
+use crate::core::{AttemptFailure, FailureClass, Job};
+use crate::limits::MAX_ABANDONED_WORKERS;
+use crate::sink::{deliver_safely, Delivery, SinkRegistry};
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use parking_lot::RwLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// The sinks, swapped whole on reconfiguration.
+pub type SharedRegistry = Arc<RwLock<Arc<SinkRegistry>>>;
+
+struct Shared {
+    jobs: Receiver<Job>,
+    results: Sender<ShardInput>,
+    registry: SharedRegistry,
+    live: AtomicUsize,
+    target: usize,
+    shard_index: usize,
+    spawned: AtomicUsize,
+}
+
+/// The pool of one shard.
+pub struct IoPool {
+    jobs: Sender<Job>,
+    shared: Arc<Shared>,
+}
+
+impl IoPool {
+    /// Starts `workers` threads. The job channel holds every attempt the
+    /// shard may start at once plus those whose workers are stuck.
+    pub fn start(shard_index: usize, workers: usize, results: Sender<ShardInput>, registry: SharedRegistry) -> IoPool {
+        let (jobs_tx, jobs_rx) = crossbeam_channel::bounded(workers + MAX_ABANDONED_WORKERS);
+        let shared = Arc::new(Shared { jobs: jobs_rx, results, registry, live: AtomicUsize::new(0), target: workers, shard_index, spawned: AtomicUsize::new(0) });
+        for _ in 0..workers {
+            spawn_worker(&shared);
+        }
+        IoPool { jobs: jobs_tx, shared }
+    }
+
+    /// Hands a job to a worker. A full channel (every worker stuck past the
+    /// replacement bound) fails the attempt at once instead of blocking the shard.
+    pub fn submit(&self, job: Job) -> Result<(), (Job, AttemptFailure)> {
+        match self.jobs.try_send(job) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => {
+                let failure = AttemptFailure { class: FailureClass::Transient, message: "io pool saturated: every worker is stuck".into() };
+                Err((job, failure))
+            }
+        }
+    }
+
+    /// An attempt timed out: its worker may never come back, so start another
+    /// (within the bound).
+    pub fn replace_abandoned(&self) {
+        if self.abandoned() < MAX_ABANDONED_WORKERS {
+            spawn_worker(&self.shared);
+        }
+    }
+
+    /// Workers beyond the pool's size: stuck in an attempt that timed out.
+    pub fn abandoned(&self) -> usize {
+        self.shared.live.load(Ordering::Acquire).saturating_sub(self.shared.target)
+    }
+}
+
+fn spawn_worker(shared: &Arc<Shared>) {
+    shared.live.fetch_add(1, Ordering::AcqRel);
+    let n = shared.spawned.fetch_add(1, Ordering::Relaxed);
+    let worker = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("goad-io-{}-{n}", shared.shard_index))
+        .stack_size(512 * 1024)
+        .spawn(move || run_worker(&worker));
+    if let Err(e) = spawned {
+        shared.live.fetch_sub(1, Ordering::AcqRel);
+        eprintln!("goad: cannot start an IO worker for shard {}: {e}", shared.shard_index);
+    }
+}
+
+fn run_worker(shared: &Shared) {
+    while let Ok(job) = shared.jobs.recv() {
+        let sink = shared.registry.read().get(&job.key.source_id, job.key.sink_index).cloned();
+        let result = match sink {
+            Some(sink) => {
+                let delivery = Delivery { hook: &job.hook, attempt: job.attempt, sink_index: job.key.sink_index };
+                deliver_safely(sink.as_ref(), &delivery).map_err(|e| e.into_failure())
+            }
+            None => Err(AttemptFailure { class: FailureClass::Transient, message: format!("no sink at {}[{}]", job.key.source_id, job.key.sink_index) }),
+        };
+        if shared.results.send(ShardInput::Completion(job.id, result)).is_err() {
+            break;
+        }
+        let live = shared.live.load(Ordering::Acquire);
+        if live > shared.target && shared.live.compare_exchange(live, live - 1, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            return;
+        }
+    }
+    shared.live.fetch_sub(1, Ordering::AcqRel);
+}

@@ -1,0 +1,69 @@
+//! Which provider headers reach a sink.
+//!
+//! Never forwarded: credentials, hop-by-hop and framing headers, and
+//! goad's own namespaces (`x-goad-*`, `webhook-*`), so a provider cannot
+//! forge an id or a signature. A source's `forward_headers` list is an
+//! allowlist, still minus that set. Names are lowercased and repeats are
+//! joined with ", " in arrival order.
+
+const NEVER: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "x-api-key",
+    "host",
+    "content-length",
+    "content-type",
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+];
+
+fn never_forwarded(name: &str) -> bool {
+    NEVER.contains(&name) || name.starts_with("x-goad-") || name.starts_with("webhook-")
+}
+
+/// The forwarded headers of a hook, lowercased and joined.
+pub fn forwarded(headers: &[(String, String)], allow: Option<&[String]>) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (name, value) in headers {
+        let name = name.to_ascii_lowercase();
+        if never_forwarded(&name) || allow.is_some_and(|a| !a.iter().any(|n| n.eq_ignore_ascii_case(&name))) {
+            continue;
+        }
+        match out.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, joined)) => {
+                joined.push_str(", ");
+                joined.push_str(value);
+            }
+            None => out.push((name, value.clone())),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    }
+
+    #[test]
+    fn drops_credentials_framing_and_own_namespaces_and_joins_repeats() {
+        let got = forwarded(&h(&[("X-GitHub-Event", "push"), ("Authorization", "x"), ("x-goad-id", "forged"), ("webhook-signature", "v1,f"), ("Content-Length", "3"), ("x-a", "1"), ("X-A", "2")]), None);
+        assert_eq!(got, h(&[("x-github-event", "push"), ("x-a", "1, 2")]));
+    }
+
+    #[test]
+    fn an_allowlist_keeps_only_its_names_minus_the_never_set() {
+        let allow = vec!["x-keep".to_string(), "cookie".to_string()];
+        let got = forwarded(&h(&[("x-keep", "1"), ("x-drop", "2"), ("cookie", "c")]), Some(&allow));
+        assert_eq!(got, h(&[("x-keep", "1")]));
+    }
+}

@@ -1,0 +1,130 @@
+//! Sinks: where a row is delivered. goad's own HTTP sink and the host's
+//! Rust sinks implement the same [`Sink`] trait; the IO pool calls it on a
+//! blocking worker thread, and a sink that panics is a failed attempt.
+
+mod forward;
+pub mod http;
+mod registry;
+pub mod signing;
+mod status;
+
+pub use registry::SinkRegistry;
+
+use crate::core::{AttemptFailure, FailureClass};
+use crate::store::Hook;
+use std::fmt;
+
+/// A boxed error with its cause chain.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What one attempt delivers.
+#[derive(Debug, Clone, Copy)]
+pub struct Delivery<'a> {
+    pub hook: &'a Hook,
+    /// 1-based attempt number of this row.
+    pub attempt: u32,
+    /// The sink's index in its source.
+    pub sink_index: u16,
+}
+
+/// A destination. `deliver` blocks until the sink answered; it runs on an
+/// IO pool worker and may take up to `dispatch.attempt_timeout_ms`.
+pub trait Sink: Send + Sync + 'static {
+    fn deliver(&self, delivery: &Delivery<'_>) -> Result<(), SinkError>;
+}
+
+/// Why a sink did not take a delivery, and what the retry policy does.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SinkError {
+    /// Retrying cannot help: the row is dead-lettered now.
+    Permanent(BoxError),
+    /// Retry no sooner than `after_ms` (capped at an hour).
+    RetryAfter { after_ms: u64, cause: BoxError },
+    /// Retry per the policy.
+    Transient(BoxError),
+}
+
+impl SinkError {
+    pub fn permanent(cause: impl Into<BoxError>) -> SinkError {
+        SinkError::Permanent(cause.into())
+    }
+
+    pub fn transient(cause: impl Into<BoxError>) -> SinkError {
+        SinkError::Transient(cause.into())
+    }
+
+    pub fn retry_after(after_ms: u64, cause: impl Into<BoxError>) -> SinkError {
+        SinkError::RetryAfter { after_ms, cause: cause.into() }
+    }
+
+    fn cause(&self) -> &(dyn std::error::Error + 'static) {
+        match self {
+            SinkError::Permanent(c) | SinkError::Transient(c) | SinkError::RetryAfter { cause: c, .. } => c.as_ref(),
+        }
+    }
+
+    /// The failure as the core records it: its class and its cause chain as text.
+    pub fn into_failure(self) -> AttemptFailure {
+        let class = match &self {
+            SinkError::Permanent(_) => FailureClass::Permanent,
+            SinkError::RetryAfter { after_ms, .. } => FailureClass::RetryAfter { after_ms: *after_ms },
+            SinkError::Transient(_) => FailureClass::Transient,
+        };
+        AttemptFailure { class, message: self.to_string() }
+    }
+}
+
+impl fmt::Display for SinkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SinkError::Permanent(_) => write!(f, "permanent: ")?,
+            SinkError::RetryAfter { after_ms, .. } => write!(f, "retry after {after_ms} ms: ")?,
+            SinkError::Transient(_) => {}
+        }
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(self.cause());
+        let mut first = true;
+        while let Some(c) = cause {
+            if !first {
+                write!(f, ": ")?;
+            }
+            write!(f, "{c}")?;
+            first = false;
+            cause = c.source();
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for SinkError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.cause())
+    }
+}
+
+/// A sink that panicked: the panic's message.
+#[derive(Debug)]
+pub struct SinkPanicked(pub String);
+
+impl fmt::Display for SinkPanicked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sink panicked: {}", self.0)
+    }
+}
+
+impl std::error::Error for SinkPanicked {}
+
+/// Runs `sink.deliver`, turning a panic into a transient failure.
+pub fn deliver_safely(sink: &dyn Sink, delivery: &Delivery<'_>) -> Result<(), SinkError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sink.deliver(delivery))) {
+        Ok(result) => result,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a non-string panic payload".to_string());
+            Err(SinkError::transient(SinkPanicked(message)))
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! The sinks of every source, built from the config and the host's own
+//! sinks. Rebuilt on reconfiguration; options are never stored with rows, so
+//! a fixed sink applies to its backlog.
+
+use super::http::{HttpSink, HttpSinkOptions, Method};
+use super::signing::SigningKey;
+use super::Sink;
+use crate::config::{Config, ConfigError, SinkConfig, SourceConfig};
+use crate::limits::{HTTP_MAX_RESPONSE_BYTES, HTTP_TIMEOUT_MS};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Host sinks by type name.
+pub type HostSinks = HashMap<String, Arc<dyn Sink>>;
+
+/// Every sink by (source id, sink index).
+#[derive(Default, Clone)]
+pub struct SinkRegistry {
+    sinks: HashMap<(Arc<str>, u16), Arc<dyn Sink>>,
+}
+
+impl SinkRegistry {
+    /// Builds every sink. Secrets are read from the environment now; a
+    /// missing or bad one is a config error naming its key.
+    pub fn build(config: &Config, host: &HostSinks) -> Result<SinkRegistry, ConfigError> {
+        let mut sinks = HashMap::new();
+        for (i, source) in config.sources.iter().enumerate() {
+            for (j, entry) in source.sinks.iter().enumerate() {
+                let at = format!("sources[{i}].sinks[{j}]");
+                let sink: Arc<dyn Sink> = match host.get(&entry.kind) {
+                    Some(sink) => sink.clone(),
+                    None if entry.kind == "http" => Arc::new(HttpSink::new(http_options(config, source, entry, &at)?)),
+                    None => {
+                        return Err(ConfigError::Invalid { key: format!("{at}.type"), rule: "http or a sink registered by the host".into(), value: format!("{:?}", entry.kind) });
+                    }
+                };
+                sinks.insert((Arc::from(source.id.as_str()), j as u16), sink);
+            }
+        }
+        Ok(SinkRegistry { sinks })
+    }
+
+    pub fn get(&self, source_id: &str, sink_index: u16) -> Option<&Arc<dyn Sink>> {
+        self.sinks.get(&(Arc::from(source_id), sink_index))
+    }
+}
+
+fn http_options(config: &Config, source: &SourceConfig, entry: &SinkConfig, at: &str) -> Result<HttpSinkOptions, ConfigError> {
+    let method = match entry.method.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None | Some("post") => Method::Post,
+        Some("put") => Method::Put,
+        Some("patch") => Method::Patch,
+        Some(other) => return Err(ConfigError::Invalid { key: format!("{at}.method"), rule: "one of post, put, patch".into(), value: format!("{other:?}") }),
+    };
+    let mut keys = Vec::new();
+    for var in entry.secret_env.as_ref().map(|s| s.to_vec()).unwrap_or_default() {
+        let key = format!("{at}.secret_env");
+        let secret = std::env::var(&var).map_err(|_| ConfigError::Invalid { key: key.clone(), rule: "the name of a set environment variable".into(), value: format!("{var:?} (not set)") })?;
+        let parsed = SigningKey::parse(&secret).map_err(|e| ConfigError::Invalid { key, rule: format!("a variable holding a valid secret ({e})"), value: format!("{var:?}") })?;
+        keys.push(parsed);
+    }
+    Ok(HttpSinkOptions {
+        url: entry.url.clone().unwrap_or_default(),
+        method,
+        headers: entry.headers.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.clone())).collect(),
+        timeout_ms: entry.timeout_ms.unwrap_or(HTTP_TIMEOUT_MS.min(config.dispatch.attempt_timeout_ms)),
+        keys,
+        max_response_bytes: entry.max_response_bytes.unwrap_or(HTTP_MAX_RESPONSE_BYTES),
+        forward_allow: source.forward_headers.clone(),
+        idle_connections: config.dispatch.sink_concurrency.max(8) as usize,
+    })
+}

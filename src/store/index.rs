@@ -1,0 +1,109 @@
+//! The due index as the core's scan reads it: a view over the shard's write
+//! transaction, so rows committed earlier in the same iteration are seen.
+
+use super::keys::{hook_key, parse_timed_key, row_key, timed_key};
+use super::record::{decode_hook, decode_row, Hook, RowStatus};
+use super::{ShardStore, StoreError, TenantTable};
+use crate::core::{DueEntry, DueIndex, Loaded, RowId, RowState, TenantId};
+use heed::RwTxn;
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// Reads for one scan. The first store error is kept (and the reads that
+/// follow return nothing); the shell checks [`TxnIndex::into_error`].
+pub struct TxnIndex<'t> {
+    store: &'t ShardStore,
+    txn: &'t RwTxn<'t>,
+    tenants: &'t TenantTable,
+    hooks: HashMap<u64, Arc<Hook>>,
+    error: Option<StoreError>,
+}
+
+impl<'t> TxnIndex<'t> {
+    pub fn new(store: &'t ShardStore, txn: &'t RwTxn<'t>, tenants: &'t TenantTable) -> TxnIndex<'t> {
+        TxnIndex { store, txn, tenants, hooks: HashMap::new(), error: None }
+    }
+
+    /// The first error any read hit.
+    pub fn into_error(self) -> Option<StoreError> {
+        self.error
+    }
+
+    fn keep<T>(&mut self, r: Result<T, StoreError>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.error.get_or_insert(e);
+                None
+            }
+        }
+    }
+
+    fn first_after(&self, tenant_no: u32, after: Option<&DueEntry>, until_ms: u64, max_rows: usize) -> Result<Vec<DueEntry>, StoreError> {
+        let start = match after {
+            Some(e) => Bound::Excluded(timed_key(tenant_no, e.due_at_ms, e.row)),
+            None => Bound::Included(timed_key(tenant_no, 0, RowId { seq: 0, sink_index: 0 })),
+        };
+        let end = Bound::Included(timed_key(tenant_no, until_ms, RowId { seq: u64::MAX, sink_index: u16::MAX }));
+        let start = start.as_ref().map(|k| &k[..]);
+        let end = end.as_ref().map(|k| &k[..]);
+        let mut out = Vec::new();
+        for item in self.store.due.range(self.txn, &(start, end))?.take(max_rows) {
+            let (k, v) = item?;
+            let (_, due_at_ms, row) = parse_timed_key(k);
+            let size_bytes = u64::from_be_bytes(v.try_into().map_err(|_| super::CorruptRecord { what: "due" })?);
+            out.push(DueEntry { tenant: self.tenants.name(tenant_no).clone(), due_at_ms, row, size_bytes });
+        }
+        Ok(out)
+    }
+
+    fn load_row(&mut self, row: RowId) -> Result<Loaded, StoreError> {
+        let Some(bytes) = self.store.rows.get(self.txn, &row_key(row))? else {
+            return Ok(Loaded::RowMissing);
+        };
+        let record = decode_row(bytes)?;
+        assert_eq!(record.status, RowStatus::Pending, "row {row:?} is due but not pending");
+        let hook = match self.hooks.get(&row.seq) {
+            Some(h) => h.clone(),
+            None => {
+                let Some(bytes) = self.store.hooks.get(self.txn, &hook_key(row.seq))? else {
+                    return Ok(Loaded::HookMissing);
+                };
+                let hook = Arc::new(decode_hook(row.seq, bytes)?);
+                self.hooks.insert(row.seq, hook.clone());
+                hook
+            }
+        };
+        let state = RowState { sink_type: record.sink_type, attempts: record.attempts, first_attempt_at_ms: record.first_attempt_at_ms };
+        Ok(Loaded::Row { state, hook })
+    }
+}
+
+impl DueIndex for TxnIndex<'_> {
+    fn tenants(&mut self, out: &mut Vec<TenantId>) {
+        out.extend(self.tenants.names().iter().cloned());
+    }
+
+    fn earliest_due_ms(&mut self, tenant: &TenantId, after: Option<&DueEntry>) -> Option<u64> {
+        let tenant_no = self.tenants.number(tenant)?;
+        let r = self.first_after(tenant_no, after, u64::MAX, 1);
+        self.keep(r)?.first().map(|e| e.due_at_ms)
+    }
+
+    fn due_page(&mut self, tenant: &TenantId, now_ms: u64, after: Option<&DueEntry>, max_rows: usize, out: &mut Vec<DueEntry>) {
+        let Some(tenant_no) = self.tenants.number(tenant) else {
+            return;
+        };
+        let r = self.first_after(tenant_no, after, now_ms, max_rows);
+        if let Some(page) = self.keep(r) {
+            out.extend(page);
+        }
+    }
+
+    fn load(&mut self, row: RowId) -> Loaded {
+        let r = self.load_row(row);
+        // A read error leaves the row as it is; the shell rebuilds from the store.
+        self.keep(r).unwrap_or(Loaded::RowMissing)
+    }
+}

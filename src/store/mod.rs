@@ -1,0 +1,266 @@
+//! The shard store: one LMDB environment per shard (`<data_dir>/shard-<k>/`).
+//!
+//! # Layout
+//! Seven named databases; the keys are in [`keys`], the records in
+//! [`record`]:
+//! - `hooks`: seq → hook record (body verbatim).
+//! - `rows`: (seq, sink index) → row record (pending or dead).
+//! - `due`: (tenant_no, due_at_ms, seq, sink index) → size u64. A pending
+//!   row that is not claimed has exactly one due key.
+//! - `inflight`: (seq, sink index) → (tenant_no, size). A claimed row has
+//!   exactly one in-flight marker and no due key.
+//! - `dead`: (tenant_no, dead_at_ms, seq, sink index) → empty. A dead row
+//!   has exactly one dead key and keeps its hook.
+//! - `tenants`: tenant id → tenant_no u32 (shard-local, never reused).
+//! - `meta`: `format` u32, `shard_count` u32, `shard_index` u32, `next_seq`
+//!   u64, `next_tenant_no` u32.
+//!
+//! # Durability
+//! The shard thread is the environment's only writer, and each loop
+//! iteration is one write transaction holding the new hooks, the claims and
+//! the outcomes. The environment is opened with LMDB's default flags, so
+//! every commit is synced (data, then meta page) before it returns: a
+//! committed hook survives power loss, and many commits share one sync. No
+//! `NOSYNC`, whose out-of-order page writes could corrupt the file on power
+//! loss. A row moves from one place to another (due, in flight, dead, gone)
+//! inside one transaction, so it is always in exactly one.
+//!
+//! # Recovery
+//! Claims are in-flight markers. On open, every marker is turned back into
+//! a due key at the open time in one synced transaction: every row claimed
+//! when the process died is due again (at-least-once).
+
+pub mod index;
+pub mod keys;
+pub mod record;
+mod tenants;
+pub(crate) mod write;
+
+pub use index::TxnIndex;
+pub use record::{CorruptRecord, Hook, RowRecord, RowStatus};
+pub use tenants::TenantTable;
+pub use write::write_commit;
+
+use crate::core::{RowId, TenantId};
+use heed::types::Bytes;
+use heed::{CommitOrAbort, Database, Env, EnvOpenOptions, WithoutTls};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+const FORMAT_VERSION: u32 = 1;
+
+type Db = Database<'static, Bytes, Bytes>;
+
+/// A store failure.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// LMDB failed (disk full, I/O error, map full, ...).
+    Lmdb(heed::Error),
+    /// The data directory could not be created.
+    Io { path: PathBuf, source: std::io::Error },
+    /// The data directory was made with another shard count.
+    ShardCount { path: PathBuf, stored: u32, configured: u32 },
+    /// The data directory was written by another version of goad.
+    Format { path: PathBuf, stored: u32 },
+    /// A stored record does not decode.
+    Corrupt(CorruptRecord),
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Lmdb(e) => write!(f, "store: {e}"),
+            StoreError::Io { path, source } => write!(f, "store: cannot create {}: {source}", path.display()),
+            StoreError::ShardCount { path, stored, configured } => write!(
+                f,
+                "{} was created with {stored} shards but the config asks for {configured}; set shards = {stored} (resharding is not supported)",
+                path.display()
+            ),
+            StoreError::Format { path, stored } => {
+                write!(f, "{} has store format {stored}; this goad reads format {FORMAT_VERSION}", path.display())
+            }
+            StoreError::Corrupt(e) => write!(f, "store: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::Lmdb(e) => Some(e),
+            StoreError::Io { source, .. } => Some(source),
+            StoreError::Corrupt(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<heed::Error> for StoreError {
+    fn from(e: heed::Error) -> Self {
+        StoreError::Lmdb(e)
+    }
+}
+
+impl From<CorruptRecord> for StoreError {
+    fn from(e: CorruptRecord) -> Self {
+        StoreError::Corrupt(e)
+    }
+}
+
+/// The databases of one shard environment. Cheap to clone; any thread may
+/// read through it, only the shard thread writes.
+#[derive(Clone)]
+pub struct ShardStore {
+    pub(crate) env: Env<WithoutTls>,
+    pub(crate) hooks: Db,
+    pub(crate) rows: Db,
+    pub(crate) due: Db,
+    pub(crate) inflight: Db,
+    pub(crate) dead: Db,
+    pub(crate) tenants: Db,
+    pub(crate) meta: Db,
+}
+
+/// A row as a diagnostic snapshot lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowView {
+    pub row: RowId,
+    pub hook_id: String,
+    pub tenant: TenantId,
+    pub source_id: String,
+    pub record: RowRecord,
+    /// Claimed by a running or queued attempt when the snapshot was taken.
+    pub in_flight: bool,
+}
+
+impl ShardStore {
+    /// The directory of shard `index` under `data_dir`.
+    pub fn dir(data_dir: &Path, index: usize) -> PathBuf {
+        data_dir.join(format!("shard-{index}"))
+    }
+
+    /// Opens (creating if needed) shard `index` of `count`, checking the
+    /// stored format and shard count.
+    pub fn open(data_dir: &Path, index: usize, count: usize) -> Result<ShardStore, StoreError> {
+        let path = ShardStore::dir(data_dir, index);
+        std::fs::create_dir_all(&path).map_err(|source| StoreError::Io { path: path.clone(), source })?;
+        let mut options = EnvOpenOptions::new().read_txn_without_tls();
+        options.map_size(crate::limits::SHARD_MAP_BYTES).max_dbs(8).max_readers(256);
+        // SAFETY: heed requires that one process does not open the same
+        // environment twice; the engine opens each shard directory once and
+        // LMDB's lock file guards against other processes' readers.
+        let env = unsafe { options.open(&path)? };
+        let wtxn = env.write_txn()?;
+        let dbs = env
+            .create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, heed::Error> {
+                let mut one = |name| opener.create_database::<Bytes, Bytes>(wtxn, Some(name));
+                Ok(CommitOrAbort::<_, ()>::Commit([
+                    one("hooks")?,
+                    one("rows")?,
+                    one("due")?,
+                    one("inflight")?,
+                    one("dead")?,
+                    one("tenants")?,
+                    one("meta")?,
+                ]))
+            })?
+            .unwrap_commit();
+        let [hooks, rows, due, inflight, dead, tenants, meta] = dbs;
+        let store = ShardStore { env, hooks, rows, due, inflight, dead, tenants, meta };
+        store.check_meta(&path, index as u32, count as u32)?;
+        Ok(store)
+    }
+
+    fn check_meta(&self, path: &Path, index: u32, count: u32) -> Result<(), StoreError> {
+        let mut wtxn = self.env.write_txn()?;
+        match self.meta_u64(&wtxn, "format")? {
+            None => {
+                self.put_meta(&mut wtxn, "format", FORMAT_VERSION.into())?;
+                self.put_meta(&mut wtxn, "shard_count", count.into())?;
+                self.put_meta(&mut wtxn, "shard_index", index.into())?;
+            }
+            Some(f) if f != u64::from(FORMAT_VERSION) => return Err(StoreError::Format { path: path.to_path_buf(), stored: f as u32 }),
+            Some(_) => {
+                let stored = self.meta_u64(&wtxn, "shard_count")?.unwrap_or(0) as u32;
+                if stored != count {
+                    return Err(StoreError::ShardCount { path: path.to_path_buf(), stored, configured: count });
+                }
+            }
+        }
+        wtxn.commit()?;
+        Ok(())
+    }
+
+    pub(crate) fn meta_u64(&self, txn: &heed::RoTxn, name: &str) -> Result<Option<u64>, StoreError> {
+        Ok(self.meta.get(txn, name.as_bytes())?.map(|v| keys::u64_at(v, 0)))
+    }
+
+    pub(crate) fn put_meta(&self, txn: &mut heed::RwTxn, name: &str, value: u64) -> Result<(), StoreError> {
+        Ok(self.meta.put(txn, name.as_bytes(), &value.to_be_bytes())?)
+    }
+
+    /// Turns every in-flight marker back into a due key at `now_ms`, in one
+    /// synced transaction. Returns how many rows were recovered.
+    pub fn recover(&self, tenants: &TenantTable, now_ms: u64) -> Result<u64, StoreError> {
+        let mut wtxn = self.env.write_txn()?;
+        let mut claimed = Vec::new();
+        for item in self.inflight.iter(&wtxn)? {
+            let (k, v) = item?;
+            claimed.push((keys::parse_row_key(k), keys::parse_inflight_value(v)));
+        }
+        for (row, (tenant_no, size_bytes)) in &claimed {
+            let tenant = tenants.name(*tenant_no).clone();
+            write::put_pending_due(self, &mut wtxn, tenants, row, &tenant, now_ms, *size_bytes)?;
+        }
+        self.inflight.clear(&mut wtxn)?;
+        wtxn.commit()?;
+        Ok(claimed.len() as u64)
+    }
+
+    /// Every row with its hook's ids: a diagnostic snapshot for tests and tools.
+    pub fn rows(&self) -> Result<Vec<RowView>, StoreError> {
+        let rtxn = self.env.read_txn()?;
+        let mut out = Vec::new();
+        for item in self.rows.iter(&rtxn)? {
+            let (k, v) = item?;
+            let row = keys::parse_row_key(k);
+            let record = record::decode_row(v)?;
+            let hook = match self.hooks.get(&rtxn, &keys::hook_key(row.seq))? {
+                Some(h) => record::decode_hook(row.seq, h)?,
+                None => continue,
+            };
+            let in_flight = self.inflight.get(&rtxn, &keys::row_key(row))?.is_some();
+            out.push(RowView { row, hook_id: hook.id, tenant: hook.tenant, source_id: hook.source_id.to_string(), record, in_flight });
+        }
+        Ok(out)
+    }
+
+    /// How many hooks are stored.
+    pub fn hook_count(&self) -> Result<u64, StoreError> {
+        let rtxn = self.env.read_txn()?;
+        Ok(self.hooks.len(&rtxn)?)
+    }
+
+    /// The earliest due time of any pending, unclaimed row.
+    pub fn oldest_due_ms(&self) -> Result<Option<u64>, StoreError> {
+        let rtxn = self.env.read_txn()?;
+        let mut oldest: Option<u64> = None;
+        // The due index is ordered by tenant first: take each tenant's first key.
+        let mut cursor_tenant = 0u32;
+        loop {
+            let start = keys::timed_key(cursor_tenant, 0, RowId { seq: 0, sink_index: 0 });
+            let Some(item) = self.due.range(&rtxn, &(std::ops::Bound::Included(&start[..]), std::ops::Bound::Unbounded))?.next() else {
+                break;
+            };
+            let (k, _) = item?;
+            let (tenant_no, due_at_ms, _) = keys::parse_timed_key(k);
+            oldest = Some(oldest.map_or(due_at_ms, |o| o.min(due_at_ms)));
+            match tenant_no.checked_add(1) {
+                Some(next) => cursor_tenant = next,
+                None => break,
+            }
+        }
+        Ok(oldest)
+    }
+}
