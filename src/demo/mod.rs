@@ -1,1 +1,4 @@
-//! placeholder
+//! `goad demo`: the engine in-process against loopback receivers, and the
+//! receiver itself (also used by the tests and the load tools).
+
+pub mod receiver;

@@ -143,6 +143,7 @@ pub struct ShardStats {
     pub window_full: bool,
     pub abandoned_workers: u64,
     pub recovered: u64,
+    pub tick_waiters: u64,
 }
 
 impl ShardStats {
@@ -161,6 +162,7 @@ impl ShardStats {
             window_full: get(&g.window_full) != 0,
             abandoned_workers: get(&g.abandoned_workers),
             recovered: get(&g.recovered),
+            tick_waiters: get(&g.tick_waiters),
         }
     }
 }

@@ -51,6 +51,8 @@ pub struct ShardGauges {
     pub window_full: AtomicU64,
     pub abandoned_workers: AtomicU64,
     pub recovered: AtomicU64,
+    /// `tick` calls waiting on this shard.
+    pub tick_waiters: AtomicU64,
 }
 
 impl ShardGauges {
@@ -152,6 +154,7 @@ impl ShardThread {
                     let _ = reply.send(stats.settled() - baseline);
                 }
             }
+            self.gauges.tick_waiters.store(tick_waiters.len() as u64, Ordering::Relaxed);
             if let Some(since_ms) = draining_since_ms {
                 if self.state.core().running() == 0 || now_ms >= since_ms + SHUTDOWN_GRACE_MS {
                     for (reply, baseline) in tick_waiters.drain(..) {

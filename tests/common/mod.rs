@@ -1,0 +1,74 @@
+//! Helpers shared by the integration tests: configs, Rust sinks, and
+//! waiting on a condition with a deadline.
+#![allow(dead_code)]
+
+use goad::config::{SourceConfig, TenantLimitsConfig};
+use goad::{Config, Delivery, Engine, RowView, Sink, SinkConfig, SinkError};
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One shard, the reference test policy: retry base 0, 10 attempts, no jitter.
+pub fn config(dir: &Path) -> Config {
+    let mut c = Config { data_dir: dir.to_path_buf(), shards: 1, ..Config::default() };
+    c.retry.base_ms = 0;
+    c.retry.max_attempts = 10;
+    c.retry.jitter = false;
+    c.dispatch.breaker_failures = 0;
+    c
+}
+
+pub fn source(id: &str, tenant: &str, sinks: Vec<SinkConfig>) -> SourceConfig {
+    SourceConfig { id: id.into(), tenant: tenant.into(), ingest_token_env: None, forward_headers: None, sinks }
+}
+
+pub fn tenant_limits(max_inflight: u32, concurrency: u32) -> TenantLimitsConfig {
+    TenantLimitsConfig { max_inflight: Some(max_inflight), max_inflight_bytes: None, concurrency: Some(concurrency) }
+}
+
+/// A Rust sink from a closure.
+pub struct FnSink<F>(pub F);
+
+impl<F: Fn(&Delivery<'_>) -> Result<(), SinkError> + Send + Sync + 'static> Sink for FnSink<F> {
+    fn deliver(&self, d: &Delivery<'_>) -> Result<(), SinkError> {
+        (self.0)(d)
+    }
+}
+
+pub fn sink(f: impl Fn(&Delivery<'_>) -> Result<(), SinkError> + Send + Sync + 'static) -> Arc<dyn Sink> {
+    Arc::new(FnSink(f))
+}
+
+/// A sink that counts its calls and fails the first `failures` of them.
+pub fn failing_first(failures: u32) -> (Arc<dyn Sink>, Arc<AtomicU32>) {
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = calls.clone();
+    let s = sink(move |_| {
+        let n = c.fetch_add(1, Ordering::SeqCst) + 1;
+        if n <= failures {
+            Err(SinkError::transient(std::io::Error::other(format!("failure {n}"))))
+        } else {
+            Ok(())
+        }
+    });
+    (s, calls)
+}
+
+/// Waits for `cond` until `within` passes; panics naming `what` if it never holds.
+pub fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out after {within:?} waiting for {what}");
+        std::thread::yield_now();
+        std::thread::park_timeout(Duration::from_millis(2));
+    }
+}
+
+pub fn rows(engine: &Engine) -> Vec<RowView> {
+    engine.rows().expect("rows")
+}
+
+pub fn dead(engine: &Engine) -> Vec<RowView> {
+    rows(engine).into_iter().filter(|r| r.record.status == goad::RowStatus::Dead).collect()
+}
