@@ -24,6 +24,8 @@ pub struct Received {
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
     pub at: Instant,
+    /// The status it was answered with.
+    pub status: u16,
 }
 
 impl Received {
@@ -187,7 +189,7 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
         head.push_str("\r\n");
         let ok = (200..300).contains(&reply.status);
         if shared.record {
-            shared.received.lock().push(request);
+            shared.received.lock().push(Received { status: reply.status, ..request });
         }
         if stream.write_all(head.as_bytes()).is_err() {
             return;
@@ -242,6 +244,7 @@ fn parse(buf: &[u8]) -> Option<(Received, usize)> {
         headers,
         body: buf[head_len..head_len + length].to_vec(),
         at: Instant::now(),
+        status: 0,
     };
     Some((received, head_len + length))
 }
