@@ -16,6 +16,8 @@ pub mod sink;
 pub mod store;
 
 pub use config::{Config, ConfigError, SinkConfig, SourceConfig};
-pub use runtime::{CommitError, Engine, EngineBuilder, NewHook, OpenError, Pressure, ShardStats, Unavailable};
+pub use runtime::{
+    CommitError, Engine, EngineBuilder, NewHook, OpenError, Pressure, ShardStats, Unavailable,
+};
 pub use sink::{Delivery, Sink, SinkError};
 pub use store::{Hook, RowRecord, RowStatus, RowView};

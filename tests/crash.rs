@@ -23,7 +23,11 @@ fn crash_config(dir: &std::path::Path, url: &str) -> goad::Config {
     c.retry.max_ms = 10;
     c.retry.max_attempts = 1_000;
     for t in 0..4 {
-        c.sources.push(source(&format!("s{t}"), &format!("tenant-{t}"), vec![SinkConfig::http(url)]));
+        c.sources.push(source(
+            &format!("s{t}"),
+            &format!("tenant-{t}"),
+            vec![SinkConfig::http(url)],
+        ));
     }
     c
 }
@@ -41,7 +45,9 @@ fn crash_child_role() {
         for t in 0..4 {
             let (engine, out) = (&engine, &out);
             scope.spawn(move || loop {
-                let id = engine.commit(NewHook::new(format!("s{t}"), vec![b'x'; 512])).unwrap();
+                let id = engine
+                    .commit(NewHook::new(format!("s{t}"), vec![b'x'; 512]))
+                    .unwrap();
                 let mut out = out.lock().unwrap();
                 writeln!(out, "ACK {id}").unwrap();
                 out.flush().unwrap();
@@ -55,10 +61,22 @@ fn every_acknowledged_hook_is_delivered_after_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     // A flaky receiver: every third request fails, so rows are mid-retry too.
     let n = std::sync::atomic::AtomicU64::new(0);
-    let receiver = Receiver::start(move |_| if n.fetch_add(1, std::sync::atomic::Ordering::SeqCst) % 3 == 2 { Reply::status(503) } else { Reply::status(200) }).unwrap();
+    let receiver = Receiver::start(move |_| {
+        if n.fetch_add(1, std::sync::atomic::Ordering::SeqCst) % 3 == 2 {
+            Reply::status(503)
+        } else {
+            Reply::status(200)
+        }
+    })
+    .unwrap();
     let url = receiver.url("/hooks");
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "crash_child_role", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "crash_child_role",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_DIR, dir.path())
         .env(CHILD_URL, &url)
         .stdout(Stdio::piped())
@@ -73,7 +91,10 @@ fn every_acknowledged_hook_is_delivered_after_sigkill() {
             acked.insert(id.to_string());
         }
     }
-    assert!(receiver.ok_count() > 0, "deliveries were under way when the child was killed");
+    assert!(
+        receiver.ok_count() > 0,
+        "deliveries were under way when the child was killed"
+    );
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     // Acknowledgements printed before the kill that we have not read yet.
@@ -84,13 +105,24 @@ fn every_acknowledged_hook_is_delivered_after_sigkill() {
     }
     let delivered_before_kill = receiver.ok_count();
     let engine = Engine::open(crash_config(dir.path(), &url)).unwrap();
-    wait_until("every acknowledged hook delivered", Duration::from_secs(60), || {
-        let delivered: HashSet<String> = receiver.received().iter().filter(|r| r.status == 200).filter_map(|r| r.header("webhook-id").map(str::to_string)).collect();
-        acked.iter().all(|id| delivered.contains(id))
-    });
+    wait_until(
+        "every acknowledged hook delivered",
+        Duration::from_secs(60),
+        || {
+            let delivered: HashSet<String> = receiver
+                .received()
+                .iter()
+                .filter(|r| r.status == 200)
+                .filter_map(|r| r.header("webhook-id").map(str::to_string))
+                .collect();
+            acked.iter().all(|id| delivered.contains(id))
+        },
+    );
     // Rows committed but not yet acknowledged when the child died are
     // delivered too; then nothing is left pending or dead.
-    wait_until("an empty store", Duration::from_secs(60), || rows(&engine).is_empty());
+    wait_until("an empty store", Duration::from_secs(60), || {
+        rows(&engine).is_empty()
+    });
     let recovered: u64 = engine.stats().iter().map(|s| s.recovered).sum();
     eprintln!("{} acknowledged, {delivered_before_kill} deliveries before the kill, {recovered} rows recovered from in flight", acked.len());
 }

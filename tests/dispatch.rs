@@ -16,14 +16,27 @@ use std::time::{Duration, Instant};
 #[test]
 fn each_sink_of_a_source_gets_the_hook_once_and_the_hook_is_reclaimed() {
     let dir = tempfile::tempdir().unwrap();
-    let (a, b) = (Receiver::start(|_| Reply::status(200)).unwrap(), Receiver::start(|_| Reply::status(204)).unwrap());
+    let (a, b) = (
+        Receiver::start(|_| Reply::status(200)).unwrap(),
+        Receiver::start(|_| Reply::status(204)).unwrap(),
+    );
     let mut c = config(dir.path());
-    c.sources.push(source("stripe", "acme", vec![SinkConfig::http(a.url("/a")), SinkConfig::http(b.url("/b"))]));
+    c.sources.push(source(
+        "stripe",
+        "acme",
+        vec![SinkConfig::http(a.url("/a")), SinkConfig::http(b.url("/b"))],
+    ));
     let engine = Engine::open(c).unwrap();
     engine.commit(NewHook::new("stripe", "hello")).unwrap();
     engine.tick().unwrap();
     assert_eq!((a.count(), b.count()), (1, 1));
-    assert_eq!((a.received()[0].body.as_slice(), b.received()[0].path.as_str()), (&b"hello"[..], "/b"));
+    assert_eq!(
+        (
+            a.received()[0].body.as_slice(),
+            b.received()[0].path.as_str()
+        ),
+        (&b"hello"[..], "/b")
+    );
     assert_eq!(engine.hook_count().unwrap(), 0);
     assert!(rows(&engine).is_empty());
 }
@@ -34,13 +47,25 @@ fn a_failing_sink_is_retried_until_it_succeeds_on_attempt_three() {
     let dir = tempfile::tempdir().unwrap();
     let calls = Arc::new(AtomicU32::new(0));
     let seen = calls.clone();
-    let receiver = Receiver::start(move |_| if seen.fetch_add(1, Ordering::SeqCst) < 2 { Reply::status(500) } else { Reply::status(200) }).unwrap();
+    let receiver = Receiver::start(move |_| {
+        if seen.fetch_add(1, Ordering::SeqCst) < 2 {
+            Reply::status(500)
+        } else {
+            Reply::status(200)
+        }
+    })
+    .unwrap();
     let mut c = config(dir.path());
-    c.sources.push(source("s", "t", vec![SinkConfig::http(receiver.url("/"))]));
+    c.sources
+        .push(source("s", "t", vec![SinkConfig::http(receiver.url("/"))]));
     let engine = Engine::open(c).unwrap();
     engine.commit(NewHook::new("s", "x")).unwrap();
     engine.tick().unwrap();
-    let got: Vec<String> = receiver.received().iter().map(|r| r.header("x-goad-attempt").unwrap().to_string()).collect();
+    let got: Vec<String> = receiver
+        .received()
+        .iter()
+        .map(|r| r.header("x-goad-attempt").unwrap().to_string())
+        .collect();
     assert_eq!(got, ["1", "2", "3"]);
     assert_eq!(engine.hook_count().unwrap(), 0);
 }
@@ -57,16 +82,24 @@ fn a_failing_sink_does_not_hold_up_a_healthy_source() {
     c.retry.base_ms = 20;
     c.retry.max_ms = 20;
     c.retry.max_attempts = 1_000;
-    c.sources.push(source("bad", "default", vec![SinkConfig::of_kind("fail")]));
-    c.sources.push(source("good", "default", vec![SinkConfig::of_kind("ok")]));
+    c.sources
+        .push(source("bad", "default", vec![SinkConfig::of_kind("fail")]));
+    c.sources
+        .push(source("good", "default", vec![SinkConfig::of_kind("ok")]));
     let delivered = Arc::new(AtomicU32::new(0));
     let d = delivered.clone();
     let engine = Engine::builder(c)
-        .sink("fail", sink(|_| Err(SinkError::transient(std::io::Error::other("down")))))
-        .sink("ok", sink(move |_| {
-            d.fetch_add(1, Ordering::SeqCst);
-            Ok(())
-        }))
+        .sink(
+            "fail",
+            sink(|_| Err(SinkError::transient(std::io::Error::other("down")))),
+        )
+        .sink(
+            "ok",
+            sink(move |_| {
+                d.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }),
+        )
         .open()
         .unwrap();
     for _ in 0..20 {
@@ -76,7 +109,9 @@ fn a_failing_sink_does_not_hold_up_a_healthy_source() {
     for _ in 0..5 {
         engine.commit(NewHook::new("good", "y")).unwrap();
     }
-    wait_until("5 healthy deliveries", Duration::from_secs(2), || delivered.load(Ordering::SeqCst) == 5);
+    wait_until("5 healthy deliveries", Duration::from_secs(2), || {
+        delivered.load(Ordering::SeqCst) == 5
+    });
     eprintln!("healthy source delivered in {:?}", start.elapsed());
 }
 
@@ -91,32 +126,48 @@ fn a_hung_attempt_times_out_frees_its_slot_and_dead_letters_after_its_attempts()
     c.dispatch.sink_concurrency = 1;
     c.dispatch.attempt_timeout_ms = 100;
     c.retry.max_attempts = 2;
-    c.sources.push(source("hung", "default", vec![SinkConfig::of_kind("gate")]));
-    c.sources.push(source("good", "default", vec![SinkConfig::of_kind("ok")]));
+    c.sources
+        .push(source("hung", "default", vec![SinkConfig::of_kind("gate")]));
+    c.sources
+        .push(source("good", "default", vec![SinkConfig::of_kind("ok")]));
     let (release, gate) = crossbeam_channel::bounded::<()>(0);
     let delivered = Arc::new(AtomicU32::new(0));
     let d = delivered.clone();
     let engine = Engine::builder(c)
-        .sink("gate", sink(move |_| {
-            let _ = gate.recv();
-            Ok(())
-        }))
-        .sink("ok", sink(move |_| {
-            d.fetch_add(1, Ordering::SeqCst);
-            Ok(())
-        }))
+        .sink(
+            "gate",
+            sink(move |_| {
+                let _ = gate.recv();
+                Ok(())
+            }),
+        )
+        .sink(
+            "ok",
+            sink(move |_| {
+                d.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }),
+        )
         .open()
         .unwrap();
     engine.commit(NewHook::new("hung", "x")).unwrap();
     engine.commit(NewHook::new("good", "y")).unwrap();
-    wait_until("the healthy delivery", Duration::from_secs(1), || delivered.load(Ordering::SeqCst) == 1);
+    wait_until("the healthy delivery", Duration::from_secs(1), || {
+        delivered.load(Ordering::SeqCst) == 1
+    });
     engine.tick().unwrap();
     let dead = dead(&engine);
     assert_eq!(dead.len(), 1);
-    assert_eq!(dead[0].record.error.as_deref(), Some("sink gate: attempt_timeout: no result after 100 ms"));
+    assert_eq!(
+        dead[0].record.error.as_deref(),
+        Some("sink gate: attempt_timeout: no result after 100 ms")
+    );
     assert_eq!(dead[0].record.attempts, 2);
     assert_eq!(engine.stats()[0].timed_out, 2);
-    assert!(engine.stats()[0].abandoned_workers >= 1, "the stuck workers are reported");
+    assert!(
+        engine.stats()[0].abandoned_workers >= 1,
+        "the stuck workers are reported"
+    );
     drop(release);
 }
 
@@ -127,15 +178,28 @@ fn a_dead_lettered_row_keeps_its_hook_while_the_other_sink_delivers() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
     c.retry.max_attempts = 2;
-    c.sources.push(source("s", "t", vec![SinkConfig::of_kind("always_fail"), SinkConfig::of_kind("tag")]));
+    c.sources.push(source(
+        "s",
+        "t",
+        vec![
+            SinkConfig::of_kind("always_fail"),
+            SinkConfig::of_kind("tag"),
+        ],
+    ));
     let tagged = Arc::new(AtomicU32::new(0));
     let t = tagged.clone();
     let engine = Engine::builder(c)
-        .sink("always_fail", sink(|_| Err(SinkError::transient(std::io::Error::other("always")))))
-        .sink("tag", sink(move |_| {
-            t.fetch_add(1, Ordering::SeqCst);
-            Ok(())
-        }))
+        .sink(
+            "always_fail",
+            sink(|_| Err(SinkError::transient(std::io::Error::other("always")))),
+        )
+        .sink(
+            "tag",
+            sink(move |_| {
+                t.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }),
+        )
         .open()
         .unwrap();
     engine.commit(NewHook::new("s", "x")).unwrap();
@@ -143,7 +207,10 @@ fn a_dead_lettered_row_keeps_its_hook_while_the_other_sink_delivers() {
     assert_eq!(tagged.load(Ordering::SeqCst), 1);
     let dead = dead(&engine);
     assert_eq!(dead.len(), 1);
-    assert_eq!(dead[0].record.error.as_deref(), Some("sink always_fail: always"));
+    assert_eq!(
+        dead[0].record.error.as_deref(),
+        Some("sink always_fail: always")
+    );
     assert_eq!(dead[0].row.sink_index, 0);
     assert_eq!(engine.hook_count().unwrap(), 1);
 }
@@ -166,12 +233,26 @@ fn a_panicking_sink_and_a_garbage_answer_are_failed_attempts_not_a_dead_shard() 
     let ok = Receiver::start(|_| Reply::status(200)).unwrap();
     let mut c = config(dir.path());
     c.retry.max_attempts = 1;
-    c.sources.push(source("s", "t", vec![SinkConfig::of_kind("raising"), SinkConfig::http(garbage_url)]));
-    c.sources.push(source("after", "t", vec![SinkConfig::http(ok.url("/"))]));
-    let engine = Engine::builder(c).sink("raising", sink(|_| panic!("boom"))).open().unwrap();
+    c.sources.push(source(
+        "s",
+        "t",
+        vec![
+            SinkConfig::of_kind("raising"),
+            SinkConfig::http(garbage_url),
+        ],
+    ));
+    c.sources
+        .push(source("after", "t", vec![SinkConfig::http(ok.url("/"))]));
+    let engine = Engine::builder(c)
+        .sink("raising", sink(|_| panic!("boom")))
+        .open()
+        .unwrap();
     engine.commit(NewHook::new("s", "x")).unwrap();
     engine.tick().unwrap();
-    let mut reasons: Vec<String> = dead(&engine).into_iter().map(|r| r.record.error.unwrap()).collect();
+    let mut reasons: Vec<String> = dead(&engine)
+        .into_iter()
+        .map(|r| r.record.error.unwrap())
+        .collect();
     reasons.sort();
     assert_eq!(reasons.len(), 2);
     assert!(reasons[0].starts_with("sink http: "), "{reasons:?}");
@@ -187,13 +268,23 @@ fn a_permanent_error_dead_letters_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
     c.retry.max_attempts = 5;
-    c.sources.push(source("s", "t", vec![SinkConfig::of_kind("gone")]));
-    let engine = Engine::builder(c).sink("gone", sink(|_| Err(SinkError::permanent(std::io::Error::other("gone"))))).open().unwrap();
+    c.sources
+        .push(source("s", "t", vec![SinkConfig::of_kind("gone")]));
+    let engine = Engine::builder(c)
+        .sink(
+            "gone",
+            sink(|_| Err(SinkError::permanent(std::io::Error::other("gone")))),
+        )
+        .open()
+        .unwrap();
     engine.commit(NewHook::new("s", "x")).unwrap();
     engine.tick().unwrap();
     let dead = dead(&engine);
     assert_eq!((dead.len(), dead[0].record.attempts), (1, 1));
-    assert_eq!(dead[0].record.error.as_deref(), Some("sink gone: permanent: gone"));
+    assert_eq!(
+        dead[0].record.error.as_deref(),
+        Some("sink gone: permanent: gone")
+    );
 }
 
 /// Scenario 15: `Retry-After` of 60 s: the row waits (tick does not), with
@@ -203,16 +294,27 @@ fn retry_after_defers_the_row_past_the_asked_delay() {
     let dir = tempfile::tempdir().unwrap();
     let receiver = Receiver::start(|_| Reply::status(503).header("retry-after", "60")).unwrap();
     let mut c = config(dir.path());
-    c.sources.push(source("s", "t", vec![SinkConfig::http(receiver.url("/"))]));
+    c.sources
+        .push(source("s", "t", vec![SinkConfig::http(receiver.url("/"))]));
     let engine = Engine::open(c).unwrap();
     let before_ms = goad::runtime::wall_ms();
     engine.commit(NewHook::new("s", "x")).unwrap();
     assert_eq!(engine.tick().unwrap(), 0);
     let rows = rows(&engine);
     assert_eq!(rows.len(), 1);
-    assert_eq!((rows[0].record.status, rows[0].record.attempts), (RowStatus::Pending, 1));
-    assert!(rows[0].record.at_ms >= before_ms + 60_000, "due at {} (committed at {before_ms})", rows[0].record.at_ms);
-    assert_eq!(rows[0].record.error.as_deref(), Some("retry after 60000 ms: HTTP status 503"));
+    assert_eq!(
+        (rows[0].record.status, rows[0].record.attempts),
+        (RowStatus::Pending, 1)
+    );
+    assert!(
+        rows[0].record.at_ms >= before_ms + 60_000,
+        "due at {} (committed at {before_ms})",
+        rows[0].record.at_ms
+    );
+    assert_eq!(
+        rows[0].record.error.as_deref(),
+        Some("retry after 60000 ms: HTTP status 503")
+    );
 }
 
 /// Scenario 16: with four slots, two per key, twenty hooks to a sink that
@@ -235,17 +337,27 @@ fn a_slow_sink_is_capped_by_sink_concurrency_and_a_fast_source_runs_at_once() {
     let mut slow_sink = SinkConfig::http(slow.url("/"));
     slow_sink.timeout_ms = Some(1_500);
     c.sources.push(source("slow", "t", vec![slow_sink]));
-    c.sources.push(source("fast", "t", vec![SinkConfig::http(fast.url("/"))]));
+    c.sources
+        .push(source("fast", "t", vec![SinkConfig::http(fast.url("/"))]));
     let engine = Engine::open(c).unwrap();
     for _ in 0..20 {
         engine.commit(NewHook::new("slow", "x")).unwrap();
     }
-    wait_until("two slow attempts running", Duration::from_secs(2), || engine.stats()[0].running == 2);
+    wait_until("two slow attempts running", Duration::from_secs(2), || {
+        engine.stats()[0].running == 2
+    });
     let start = Instant::now();
     engine.commit(NewHook::new("fast", "y")).unwrap();
-    assert!(fast.wait_for(1, Duration::from_secs(1)), "the fast source waited behind the slow one");
+    assert!(
+        fast.wait_for(1, Duration::from_secs(1)),
+        "the fast source waited behind the slow one"
+    );
     assert_eq!(fast.received()[0].header("x-goad-attempt"), Some("1"));
-    assert_eq!(arrivals.load(Ordering::SeqCst), 2, "the slow key never runs more than 2 (none has timed out yet)");
+    assert_eq!(
+        arrivals.load(Ordering::SeqCst),
+        2,
+        "the slow key never runs more than 2 (none has timed out yet)"
+    );
     eprintln!("fast delivered {:?} after commit", start.elapsed());
 }
 
@@ -255,8 +367,15 @@ fn every_attempt_is_spent_before_a_row_is_dead_lettered() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
     c.retry.max_attempts = 3;
-    c.sources.push(source("s", "t", vec![SinkConfig::of_kind("fail")]));
-    let engine = Engine::builder(c).sink("fail", sink(|_| Err(SinkError::transient(std::io::Error::other("no"))))).open().unwrap();
+    c.sources
+        .push(source("s", "t", vec![SinkConfig::of_kind("fail")]));
+    let engine = Engine::builder(c)
+        .sink(
+            "fail",
+            sink(|_| Err(SinkError::transient(std::io::Error::other("no")))),
+        )
+        .open()
+        .unwrap();
     for _ in 0..6 {
         engine.commit(NewHook::new("s", "x")).unwrap();
     }
@@ -272,8 +391,20 @@ fn every_attempt_is_spent_before_a_row_is_dead_lettered() {
 fn rows_left_by_a_shutdown_are_delivered_after_reopening() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
-    c.sources.push(source("s", "t", vec![SinkConfig::of_kind("later")]));
-    let engine = Engine::builder(c.clone()).sink("later", sink(|_| Err(SinkError::retry_after(3_600_000, std::io::Error::other("not yet"))))).open().unwrap();
+    c.sources
+        .push(source("s", "t", vec![SinkConfig::of_kind("later")]));
+    let engine = Engine::builder(c.clone())
+        .sink(
+            "later",
+            sink(|_| {
+                Err(SinkError::retry_after(
+                    3_600_000,
+                    std::io::Error::other("not yet"),
+                ))
+            }),
+        )
+        .open()
+        .unwrap();
     for _ in 0..3 {
         engine.commit(NewHook::new("s", "x")).unwrap();
     }
@@ -283,14 +414,19 @@ fn rows_left_by_a_shutdown_are_delivered_after_reopening() {
     let delivered = Arc::new(AtomicU32::new(0));
     let d = delivered.clone();
     let engine = Engine::builder(c)
-        .sink("later", sink(move |_| {
-            d.fetch_add(1, Ordering::SeqCst);
-            Ok(())
-        }))
+        .sink(
+            "later",
+            sink(move |_| {
+                d.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }),
+        )
         .open()
         .unwrap();
     assert_eq!(rows(&engine).len(), 3, "three pending rows survived");
-    assert!(rows(&engine).iter().all(|r| r.record.attempts == 1 && !r.in_flight));
+    assert!(rows(&engine)
+        .iter()
+        .all(|r| r.record.attempts == 1 && !r.in_flight));
     assert_eq!(delivered.load(Ordering::SeqCst), 0, "not due for an hour");
 }
 
@@ -300,8 +436,14 @@ fn opening_a_data_directory_with_another_shard_count_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let c = config(dir.path());
     drop(Engine::open(c.clone()).unwrap());
-    let err = Engine::open(goad::Config { shards: 2, ..c }).err().expect("refused");
-    assert!(err.to_string().contains("was created with 1 shards but the config asks for 2"), "{err}");
+    let err = Engine::open(goad::Config { shards: 2, ..c })
+        .err()
+        .expect("refused");
+    assert!(
+        err.to_string()
+            .contains("was created with 1 shards but the config asks for 2"),
+        "{err}"
+    );
 }
 
 /// Two shards: tenants hash to both and every hook is delivered.
@@ -312,13 +454,25 @@ fn hooks_of_many_tenants_over_two_shards_are_all_delivered() {
     let mut c = config(dir.path());
     c.shards = 2;
     for t in 0..8 {
-        c.sources.push(source(&format!("s{t}"), &format!("tenant-{t}"), vec![SinkConfig::http(receiver.url(&format!("/{t}")))]));
+        c.sources.push(source(
+            &format!("s{t}"),
+            &format!("tenant-{t}"),
+            vec![SinkConfig::http(receiver.url(&format!("/{t}")))],
+        ));
     }
     let engine = Engine::open(c).unwrap();
-    let shards_used: std::collections::HashSet<usize> = (0..8).map(|t| Engine::shard_of(&format!("tenant-{t}"), 2)).collect();
-    assert_eq!(shards_used.len(), 2, "the test tenants spread over both shards");
+    let shards_used: std::collections::HashSet<usize> = (0..8)
+        .map(|t| Engine::shard_of(&format!("tenant-{t}"), 2))
+        .collect();
+    assert_eq!(
+        shards_used.len(),
+        2,
+        "the test tenants spread over both shards"
+    );
     for i in 0..400 {
-        engine.commit(NewHook::new(format!("s{}", i % 8), format!("{i}"))).unwrap();
+        engine
+            .commit(NewHook::new(format!("s{}", i % 8), format!("{i}")))
+            .unwrap();
     }
     engine.tick().unwrap();
     assert_eq!(receiver.count(), 400);
@@ -331,22 +485,32 @@ fn hooks_of_many_tenants_over_two_shards_are_all_delivered() {
 fn tick_waits_for_claimed_rows_and_counts_those_settled_during_the_call() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
-    c.sources.push(source("s", "t", vec![SinkConfig::of_kind("gate")]));
+    c.sources
+        .push(source("s", "t", vec![SinkConfig::of_kind("gate")]));
     let (open, gate) = crossbeam_channel::unbounded::<()>();
     let engine = Engine::builder(c)
-        .sink("gate", sink(move |_| {
-            gate.recv().map_err(SinkError::transient)?;
-            Ok(())
-        }))
+        .sink(
+            "gate",
+            sink(move |_| {
+                gate.recv().map_err(SinkError::transient)?;
+                Ok(())
+            }),
+        )
         .open()
         .unwrap();
     for _ in 0..3 {
         engine.commit(NewHook::new("s", "x")).unwrap();
     }
-    wait_until("three attempts held at the gate", Duration::from_secs(2), || engine.stats()[0].running == 3);
+    wait_until(
+        "three attempts held at the gate",
+        Duration::from_secs(2),
+        || engine.stats()[0].running == 3,
+    );
     std::thread::scope(|scope| {
         let ticking = scope.spawn(|| engine.tick().unwrap());
-        wait_until("the tick waiting", Duration::from_secs(2), || engine.stats()[0].tick_waiters == 1);
+        wait_until("the tick waiting", Duration::from_secs(2), || {
+            engine.stats()[0].tick_waiters == 1
+        });
         for _ in 0..3 {
             open.send(()).unwrap();
         }

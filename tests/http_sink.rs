@@ -13,14 +13,22 @@ use std::time::Duration;
 
 /// Delivers one hook through an HTTP sink built by `configure` and returns
 /// what the receiver got and the engine (for its rows).
-fn deliver(hook: NewHook, reply: Reply, configure: impl FnOnce(&mut goad::config::SourceConfig)) -> (Vec<Received>, Engine, tempfile::TempDir) {
+fn deliver(
+    hook: NewHook,
+    reply: Reply,
+    configure: impl FnOnce(&mut goad::config::SourceConfig),
+) -> (Vec<Received>, Engine, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let receiver = Receiver::start(move |_| reply.clone()).unwrap();
     let mut c = config(dir.path());
     // A failed attempt waits a minute: each case sees exactly one attempt.
     c.retry.base_ms = 60_000;
     c.retry.max_ms = 60_000;
-    let mut s = source("stripe", "acme", vec![SinkConfig::http(receiver.url("/hooks"))]);
+    let mut s = source(
+        "stripe",
+        "acme",
+        vec![SinkConfig::http(receiver.url("/hooks"))],
+    );
     configure(&mut s);
     c.sources.push(s);
     let engine = Engine::open(c).unwrap();
@@ -69,7 +77,10 @@ fn the_request_carries_the_body_verbatim_and_goads_headers() {
 #[test]
 fn a_hook_without_content_type_is_sent_as_octet_stream() {
     let (got, _e, _d) = deliver(NewHook::new("stripe", "raw"), Reply::status(200), |_| {});
-    assert_eq!(got[0].header("content-type"), Some("application/octet-stream"));
+    assert_eq!(
+        got[0].header("content-type"),
+        Some("application/octet-stream")
+    );
 }
 
 /// Scenario 59: `method = "put"` and operator headers.
@@ -77,7 +88,9 @@ fn a_hook_without_content_type_is_sent_as_octet_stream() {
 fn method_and_operator_headers_are_honoured() {
     let (got, _e, _d) = deliver(NewHook::new("stripe", "raw"), Reply::status(200), |s| {
         s.sinks[0].method = Some("put".into());
-        s.sinks[0].headers.insert("x-trace".into(), "operator".into());
+        s.sinks[0]
+            .headers
+            .insert("x-trace".into(), "operator".into());
     });
     assert_eq!(got[0].method, "PUT");
     assert_eq!(got[0].header("x-trace"), Some("operator"));
@@ -89,24 +102,45 @@ fn method_and_operator_headers_are_honoured() {
 #[test]
 fn provider_headers_are_forwarded_minus_credentials_and_forgeries() {
     let (got, _e, _d) = deliver(provider_hook(), Reply::status(200), |s| {
-        s.sinks[0].headers.insert("x-trace".into(), "operator".into());
+        s.sinks[0]
+            .headers
+            .insert("x-trace".into(), "operator".into());
     });
     let r = &got[0];
     assert_eq!(r.header("x-github-event"), Some("push"));
     assert_eq!(r.header("authorization"), None);
     assert_eq!(r.header("x-goad-whatever"), None);
     assert_ne!(r.header("webhook-id"), Some("forged"));
-    assert_eq!(r.headers.iter().filter(|(n, _)| n == "webhook-id").count(), 1);
-    assert_eq!(r.headers.iter().filter(|(n, _)| n == "x-trace").map(|(_, v)| v.as_str()).collect::<Vec<_>>(), ["operator"]);
-    assert_eq!(r.header("content-length"), Some("13"), "the real length, not a forwarded one");
+    assert_eq!(
+        r.headers.iter().filter(|(n, _)| n == "webhook-id").count(),
+        1
+    );
+    assert_eq!(
+        r.headers
+            .iter()
+            .filter(|(n, _)| n == "x-trace")
+            .map(|(_, v)| v.as_str())
+            .collect::<Vec<_>>(),
+        ["operator"]
+    );
+    assert_eq!(
+        r.header("content-length"),
+        Some("13"),
+        "the real length, not a forwarded one"
+    );
     assert_eq!(r.header("x-goad-dedupe-key"), Some("evt_1"));
-    assert_eq!(r.header("x-goad-idempotency-key"), Some("acme:stripe:evt_1"));
+    assert_eq!(
+        r.header("x-goad-idempotency-key"),
+        Some("acme:stripe:evt_1")
+    );
 }
 
 /// Scenario 64: a `forward_headers` allowlist forwards only its names.
 #[test]
 fn a_forward_headers_allowlist_forwards_only_its_names() {
-    let (got, _e, _d) = deliver(provider_hook(), Reply::status(200), |s| s.forward_headers = Some(vec!["x-keep".into()]));
+    let (got, _e, _d) = deliver(provider_hook(), Reply::status(200), |s| {
+        s.forward_headers = Some(vec!["x-keep".into()])
+    });
     assert_eq!(got[0].header("x-keep"), Some("1"));
     assert_eq!(got[0].header("x-github-event"), None);
     assert_eq!(got[0].header("x-trace"), None);
@@ -117,20 +151,33 @@ fn a_forward_headers_allowlist_forwards_only_its_names() {
 fn without_a_dedupe_key_the_idempotency_key_is_the_hook_id() {
     let (got, _e, _d) = deliver(NewHook::new("stripe", "x"), Reply::status(200), |_| {});
     assert_eq!(got[0].header("x-goad-dedupe-key"), None);
-    assert_eq!(got[0].header("x-goad-idempotency-key"), got[0].header("webhook-id"));
+    assert_eq!(
+        got[0].header("x-goad-idempotency-key"),
+        got[0].header("webhook-id")
+    );
 }
 
 /// Standard Webhooks: one `v1,` signature per secret, each an HMAC-SHA256 of
 /// `id.timestamp.body` under the decoded `whsec_` key.
 #[test]
 fn the_signature_verifies_with_each_secret() {
-    std::env::set_var("GOAD_TEST_SECRET_A", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
+    std::env::set_var(
+        "GOAD_TEST_SECRET_A",
+        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+    );
     std::env::set_var("GOAD_TEST_SECRET_B", "plain-secret");
     let (got, _e, _d) = deliver(provider_hook(), Reply::status(200), |s| {
-        s.sinks[0].secret_env = Some(goad::config::OneOrMany::Many(vec!["GOAD_TEST_SECRET_A".into(), "GOAD_TEST_SECRET_B".into()]));
+        s.sinks[0].secret_env = Some(goad::config::OneOrMany::Many(vec![
+            "GOAD_TEST_SECRET_A".into(),
+            "GOAD_TEST_SECRET_B".into(),
+        ]));
     });
     let r = &got[0];
-    let signed = format!("{}.{}.", r.header("webhook-id").unwrap(), r.header("webhook-timestamp").unwrap());
+    let signed = format!(
+        "{}.{}.",
+        r.header("webhook-id").unwrap(),
+        r.header("webhook-timestamp").unwrap()
+    );
     let b64 = base64::engine::general_purpose::STANDARD;
     let expect = |key: &[u8]| {
         let mut mac = Hmac::<sha2::Sha256>::new_from_slice(key).unwrap();
@@ -149,7 +196,9 @@ fn a_missing_secret_variable_is_a_config_error_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
     let mut sink = SinkConfig::http("http://127.0.0.1:9/");
-    sink.secret_env = Some(goad::config::OneOrMany::One("GOAD_TEST_UNSET_SECRET".into()));
+    sink.secret_env = Some(goad::config::OneOrMany::One(
+        "GOAD_TEST_UNSET_SECRET".into(),
+    ));
     c.sources.push(source("s", "t", vec![sink]));
     let err = Engine::open(c).err().expect("refused").to_string();
     assert_eq!(err, "sources[0].sinks[0].secret_env must be the name of a set environment variable, got \"GOAD_TEST_UNSET_SECRET\" (not set)");
@@ -160,22 +209,50 @@ fn a_missing_secret_variable_is_a_config_error_naming_the_key() {
 fn statuses_map_to_delivered_permanent_retry_after_or_transient() {
     let cases: &[(Reply, RowStatus, Option<&str>)] = &[
         (Reply::status(204), RowStatus::Pending, None),
-        (Reply::status(410), RowStatus::Dead, Some("sink http: permanent: HTTP status 410")),
-        (Reply::status(422), RowStatus::Dead, Some("sink http: permanent: HTTP status 422")),
-        (Reply::status(429).header("retry-after", "30"), RowStatus::Pending, Some("retry after 30000 ms: HTTP status 429")),
-        (Reply::status(503), RowStatus::Pending, Some("HTTP status 503")),
-        (Reply::status(302).header("location", "/elsewhere"), RowStatus::Pending, Some("HTTP status 302")),
+        (
+            Reply::status(410),
+            RowStatus::Dead,
+            Some("sink http: permanent: HTTP status 410"),
+        ),
+        (
+            Reply::status(422),
+            RowStatus::Dead,
+            Some("sink http: permanent: HTTP status 422"),
+        ),
+        (
+            Reply::status(429).header("retry-after", "30"),
+            RowStatus::Pending,
+            Some("retry after 30000 ms: HTTP status 429"),
+        ),
+        (
+            Reply::status(503),
+            RowStatus::Pending,
+            Some("HTTP status 503"),
+        ),
+        (
+            Reply::status(302).header("location", "/elsewhere"),
+            RowStatus::Pending,
+            Some("HTTP status 302"),
+        ),
     ];
     for (reply, status, error) in cases {
         let (got, engine, _d) = deliver(NewHook::new("stripe", "x"), reply.clone(), |_| {});
         let code = reply.status;
-        assert_eq!(got.len(), 1, "{code}: exactly one request (redirects are not followed)");
+        assert_eq!(
+            got.len(),
+            1,
+            "{code}: exactly one request (redirects are not followed)"
+        );
         let rows = rows(&engine);
         if code == 204 {
             assert!(rows.is_empty(), "{code}: delivered rows are deleted");
             continue;
         }
-        assert_eq!((rows[0].record.status, rows[0].record.attempts), (*status, 1), "{code}");
+        assert_eq!(
+            (rows[0].record.status, rows[0].record.attempts),
+            (*status, 1),
+            "{code}"
+        );
         assert_eq!(rows[0].record.error.as_deref(), *error, "{code}");
     }
 }
@@ -184,14 +261,31 @@ fn statuses_map_to_delivered_permanent_retry_after_or_transient() {
 #[test]
 fn an_unreachable_endpoint_is_a_transient_failure() {
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut c = config(dir.path());
     c.retry.max_attempts = 1;
-    c.sources.push(source("s", "t", vec![SinkConfig::http(format!("http://127.0.0.1:{port}/"))]));
+    c.sources.push(source(
+        "s",
+        "t",
+        vec![SinkConfig::http(format!("http://127.0.0.1:{port}/"))],
+    ));
     let engine = Engine::open(c).unwrap();
     engine.commit(NewHook::new("s", "x")).unwrap();
     engine.tick_within(Duration::from_secs(10)).unwrap();
     let dead = dead(&engine);
     assert_eq!(dead.len(), 1);
-    assert!(dead[0].record.error.as_deref().unwrap().starts_with("sink http: "), "{:?}", dead[0].record.error);
+    assert!(
+        dead[0]
+            .record
+            .error
+            .as_deref()
+            .unwrap()
+            .starts_with("sink http: "),
+        "{:?}",
+        dead[0].record.error
+    );
 }

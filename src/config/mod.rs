@@ -62,7 +62,10 @@ pub struct ReplayConfig {
 
 impl Default for ReplayConfig {
     fn default() -> Self {
-        ReplayConfig { rate: 1_000, max_lag_ms: 2_000 }
+        ReplayConfig {
+            rate: 1_000,
+            max_lag_ms: 2_000,
+        }
     }
 }
 
@@ -147,7 +150,9 @@ impl DispatchConfig {
         let base = self.tenants.get("default");
         let own = self.tenants.get(tenant);
         let pick = |f: fn(&TenantLimitsConfig) -> Option<u64>, fallback: u64| {
-            own.and_then(f).or_else(|| base.and_then(f)).unwrap_or(fallback)
+            own.and_then(f)
+                .or_else(|| base.and_then(f))
+                .unwrap_or(fallback)
         };
         let d = TenantLimits::DEFAULT;
         TenantLimits {
@@ -236,7 +241,10 @@ pub struct SinkConfig {
 impl SinkConfig {
     /// An HTTP sink posting to `url` with every other option at its default.
     pub fn http(url: impl Into<String>) -> SinkConfig {
-        SinkConfig { url: Some(url.into()), ..SinkConfig::of_kind("http") }
+        SinkConfig {
+            url: Some(url.into()),
+            ..SinkConfig::of_kind("http")
+        }
     }
 
     /// A sink of `kind` (a host-registered sink's name) with no options.

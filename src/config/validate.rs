@@ -9,11 +9,18 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum ConfigError {
     /// The file could not be read.
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// The TOML is malformed, a key is unknown or a value has the wrong type.
     Parse { key: String, message: String },
     /// A value is out of its range: `"<key> must be <rule>, got <value>"`.
-    Invalid { key: String, rule: String, value: String },
+    Invalid {
+        key: String,
+        rule: String,
+        value: String,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -53,10 +60,19 @@ impl ConfigError {
 }
 
 fn invalid(key: impl Into<String>, rule: impl Into<String>, value: impl fmt::Debug) -> ConfigError {
-    ConfigError::Invalid { key: key.into(), rule: rule.into(), value: format!("{value:?}") }
+    ConfigError::Invalid {
+        key: key.into(),
+        rule: rule.into(),
+        value: format!("{value:?}"),
+    }
 }
 
-fn at_least<T: PartialOrd + fmt::Debug + Copy>(key: &str, value: T, min: T, rule: &str) -> Result<(), ConfigError> {
+fn at_least<T: PartialOrd + fmt::Debug + Copy>(
+    key: &str,
+    value: T,
+    min: T,
+    rule: &str,
+) -> Result<(), ConfigError> {
     if value < min {
         return Err(invalid(key, rule, value));
     }
@@ -78,18 +94,35 @@ impl Config {
     /// Checks every rule; `host_sinks` are the sink type names the embedding
     /// host registered with the engine.
     pub fn validate_with_sinks(&self, host_sinks: &[&str]) -> Result<(), ConfigError> {
-        at_least("max_body_bytes", self.max_body_bytes, 1, "an integer from 1 to 4294967295")?;
+        at_least(
+            "max_body_bytes",
+            self.max_body_bytes,
+            1,
+            "an integer from 1 to 4294967295",
+        )?;
         if self.max_body_bytes > MAX_BODY_LIMIT_BYTES {
-            return Err(invalid("max_body_bytes", "an integer from 1 to 4294967295", self.max_body_bytes));
+            return Err(invalid(
+                "max_body_bytes",
+                "an integer from 1 to 4294967295",
+                self.max_body_bytes,
+            ));
         }
         if self.data_dir.as_os_str().is_empty() {
             return Err(invalid("data_dir", "a non-empty path", &self.data_dir));
         }
         if self.shards > crate::limits::MAX_SHARDS {
-            return Err(invalid("shards", format!("0 (one per core) or at most {}", crate::limits::MAX_SHARDS), self.shards));
+            return Err(invalid(
+                "shards",
+                format!("0 (one per core) or at most {}", crate::limits::MAX_SHARDS),
+                self.shards,
+            ));
         }
         if !(1..=100_000).contains(&self.replay.rate) {
-            return Err(invalid("replay.rate", "an integer from 1 to 100000", self.replay.rate));
+            return Err(invalid(
+                "replay.rate",
+                "an integer from 1 to 100000",
+                self.replay.rate,
+            ));
         }
         self.validate_dispatch()?;
         self.validate_retry()?;
@@ -99,22 +132,65 @@ impl Config {
     fn validate_dispatch(&self) -> Result<(), ConfigError> {
         let d = &self.dispatch;
         at_least("dispatch.batch", d.batch, 1, "a positive integer")?;
-        at_least("dispatch.concurrency", d.concurrency, 1, "a positive integer")?;
-        at_least("dispatch.max_inflight", d.max_inflight, 1, "a positive integer")?;
-        at_least("dispatch.max_inflight_bytes", d.max_inflight_bytes, 1, "a positive integer")?;
-        at_least("dispatch.attempt_timeout_ms", d.attempt_timeout_ms, 1, "a positive integer")?;
+        at_least(
+            "dispatch.concurrency",
+            d.concurrency,
+            1,
+            "a positive integer",
+        )?;
+        at_least(
+            "dispatch.max_inflight",
+            d.max_inflight,
+            1,
+            "a positive integer",
+        )?;
+        at_least(
+            "dispatch.max_inflight_bytes",
+            d.max_inflight_bytes,
+            1,
+            "a positive integer",
+        )?;
+        at_least(
+            "dispatch.attempt_timeout_ms",
+            d.attempt_timeout_ms,
+            1,
+            "a positive integer",
+        )?;
         if d.sink_concurrency < 1 || d.sink_concurrency > d.concurrency {
-            let rule = format!("an integer from 1 to dispatch.concurrency ({})", d.concurrency);
-            return Err(invalid("dispatch.sink_concurrency", rule, d.sink_concurrency));
+            let rule = format!(
+                "an integer from 1 to dispatch.concurrency ({})",
+                d.concurrency
+            );
+            return Err(invalid(
+                "dispatch.sink_concurrency",
+                rule,
+                d.sink_concurrency,
+            ));
         }
-        at_least("dispatch.breaker_open_ms", d.breaker_open_ms, 1, "a positive integer")?;
+        at_least(
+            "dispatch.breaker_open_ms",
+            d.breaker_open_ms,
+            1,
+            "a positive integer",
+        )?;
         if d.breaker_max_open_ms < d.breaker_open_ms {
-            let rule = format!("an integer >= dispatch.breaker_open_ms ({})", d.breaker_open_ms);
-            return Err(invalid("dispatch.breaker_max_open_ms", rule, d.breaker_max_open_ms));
+            let rule = format!(
+                "an integer >= dispatch.breaker_open_ms ({})",
+                d.breaker_open_ms
+            );
+            return Err(invalid(
+                "dispatch.breaker_max_open_ms",
+                rule,
+                d.breaker_max_open_ms,
+            ));
         }
         for (tenant, limits) in &d.tenants {
             if tenant != "default" && !is_id(tenant) {
-                return Err(invalid(format!("dispatch.tenants.{tenant}"), "a tenant id of [A-Za-z0-9_-]", tenant));
+                return Err(invalid(
+                    format!("dispatch.tenants.{tenant}"),
+                    "a tenant id of [A-Za-z0-9_-]",
+                    tenant,
+                ));
             }
             let key = |k: &str| format!("dispatch.tenants.{tenant}.{k}");
             if let Some(v) = limits.max_inflight {
@@ -133,23 +209,49 @@ impl Config {
     fn validate_retry(&self) -> Result<(), ConfigError> {
         let r = &self.retry;
         if r.max_ms < r.base_ms {
-            return Err(invalid("retry.max_ms", format!("an integer >= retry.base_ms ({})", r.base_ms), r.max_ms));
+            return Err(invalid(
+                "retry.max_ms",
+                format!("an integer >= retry.base_ms ({})", r.base_ms),
+                r.max_ms,
+            ));
         }
-        at_least("retry.max_attempts", r.max_attempts, 1, "a positive integer")?;
-        at_least("retry.max_elapsed_ms", r.max_elapsed_ms, 1, "a positive integer")
+        at_least(
+            "retry.max_attempts",
+            r.max_attempts,
+            1,
+            "a positive integer",
+        )?;
+        at_least(
+            "retry.max_elapsed_ms",
+            r.max_elapsed_ms,
+            1,
+            "a positive integer",
+        )
     }
 
     fn validate_sources(&self, host_sinks: &[&str]) -> Result<(), ConfigError> {
         for (i, source) in self.sources.iter().enumerate() {
             let at = format!("sources[{i}]");
             if !is_id(&source.id) {
-                return Err(invalid(format!("{at}.id"), "a source id of [A-Za-z0-9_-], 1 to 128 characters", &source.id));
+                return Err(invalid(
+                    format!("{at}.id"),
+                    "a source id of [A-Za-z0-9_-], 1 to 128 characters",
+                    &source.id,
+                ));
             }
             if self.sources[..i].iter().any(|s| s.id == source.id) {
-                return Err(invalid(format!("{at}.id"), "unique among sources", &source.id));
+                return Err(invalid(
+                    format!("{at}.id"),
+                    "unique among sources",
+                    &source.id,
+                ));
             }
             if !is_id(&source.tenant) {
-                return Err(invalid(format!("{at}.tenant"), "a tenant id of [A-Za-z0-9_-], 1 to 128 characters", &source.tenant));
+                return Err(invalid(
+                    format!("{at}.tenant"),
+                    "a tenant id of [A-Za-z0-9_-], 1 to 128 characters",
+                    &source.tenant,
+                ));
             }
             if source.sinks.len() > crate::limits::MAX_SINKS_PER_SOURCE {
                 let rule = format!("at most {} sinks", crate::limits::MAX_SINKS_PER_SOURCE);
@@ -162,9 +264,19 @@ impl Config {
         Ok(())
     }
 
-    fn validate_sink(&self, at: &str, _source: &SourceConfig, sink: &SinkConfig, host_sinks: &[&str]) -> Result<(), ConfigError> {
+    fn validate_sink(
+        &self,
+        at: &str,
+        _source: &SourceConfig,
+        sink: &SinkConfig,
+        host_sinks: &[&str],
+    ) -> Result<(), ConfigError> {
         if sink.ordered || sink.ordering_key.is_some() {
-            return Err(invalid(format!("{at}.ordered"), "false: ordering lanes are not implemented in this version", sink.ordered));
+            return Err(invalid(
+                format!("{at}.ordered"),
+                "false: ordering lanes are not implemented in this version",
+                sink.ordered,
+            ));
         }
         if sink.kind == "http" {
             return self.validate_http_sink(at, sink);
@@ -172,7 +284,11 @@ impl Config {
         if !host_sinks.contains(&sink.kind.as_str()) {
             let mut known: Vec<&str> = BUILTIN_SINK_TYPES.to_vec();
             known.extend_from_slice(host_sinks);
-            return Err(invalid(format!("{at}.type"), format!("one of {known:?}"), &sink.kind));
+            return Err(invalid(
+                format!("{at}.type"),
+                format!("one of {known:?}"),
+                &sink.kind,
+            ));
         }
         let http_only = [
             ("url", sink.url.is_some()),
@@ -183,7 +299,11 @@ impl Config {
             ("max_response_bytes", sink.max_response_bytes.is_some()),
         ];
         if let Some((key, _)) = http_only.iter().find(|(_, set)| *set) {
-            return Err(invalid(format!("{at}.{key}"), format!("absent for a sink of type {:?}", sink.kind), "set"));
+            return Err(invalid(
+                format!("{at}.{key}"),
+                format!("absent for a sink of type {:?}", sink.kind),
+                "set",
+            ));
         }
         Ok(())
     }
@@ -191,34 +311,59 @@ impl Config {
     fn validate_http_sink(&self, at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
         let url = sink.url.as_deref().unwrap_or("");
         let parsed = url.parse::<ureq::http::Uri>();
-        let ok = parsed.as_ref().is_ok_and(|u| matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some_and(|h| !h.is_empty()));
+        let ok = parsed.as_ref().is_ok_and(|u| {
+            matches!(u.scheme_str(), Some("http" | "https"))
+                && u.host().is_some_and(|h| !h.is_empty())
+        });
         if !ok {
-            return Err(invalid(format!("{at}.url"), "an http:// or https:// URL with a host", url));
+            return Err(invalid(
+                format!("{at}.url"),
+                "an http:// or https:// URL with a host",
+                url,
+            ));
         }
         if let Some(method) = &sink.method {
             if !["post", "put", "patch"].contains(&method.to_ascii_lowercase().as_str()) {
-                return Err(invalid(format!("{at}.method"), "one of post, put, patch", method));
+                return Err(invalid(
+                    format!("{at}.method"),
+                    "one of post, put, patch",
+                    method,
+                ));
             }
         }
         if let Some(timeout_ms) = sink.timeout_ms {
             let max = self.dispatch.attempt_timeout_ms;
             if timeout_ms < 1 || timeout_ms >= max {
-                let rule = format!("an integer from 1 to below dispatch.attempt_timeout_ms ({max})");
+                let rule =
+                    format!("an integer from 1 to below dispatch.attempt_timeout_ms ({max})");
                 return Err(invalid(format!("{at}.timeout_ms"), rule, timeout_ms));
             }
         }
         if let Some(bytes) = sink.max_response_bytes {
-            at_least(&format!("{at}.max_response_bytes"), bytes, 1, "a positive integer")?;
+            at_least(
+                &format!("{at}.max_response_bytes"),
+                bytes,
+                1,
+                "a positive integer",
+            )?;
         }
         for name in sink.headers.keys() {
             if ureq::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
-                return Err(invalid(format!("{at}.headers"), "valid HTTP header names", name));
+                return Err(invalid(
+                    format!("{at}.headers"),
+                    "valid HTTP header names",
+                    name,
+                ));
             }
         }
         if let Some(secrets) = &sink.secret_env {
             for var in secrets.to_vec() {
                 if var.is_empty() {
-                    return Err(invalid(format!("{at}.secret_env"), "environment variable names", var));
+                    return Err(invalid(
+                        format!("{at}.secret_env"),
+                        "environment variable names",
+                        var,
+                    ));
                 }
             }
         }
@@ -228,5 +373,8 @@ impl Config {
 
 /// Tenant and source ids: `[A-Za-z0-9_-]`, 1 to 128 characters.
 pub fn is_id(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 128 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    !s.is_empty()
+        && s.len() <= 128
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }

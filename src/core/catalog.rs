@@ -21,7 +21,9 @@ pub struct SourceEntry {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Binding {
     /// The sink at this index of the current source.
-    Bound { sink_index: u16 },
+    Bound {
+        sink_index: u16,
+    },
     SourceGone,
     SinkGone,
 }
@@ -57,12 +59,22 @@ impl Catalog {
         let Some(source) = self.sources.get(source_id) else {
             return Binding::SourceGone;
         };
-        if source.sink_types.get(sink_index as usize).is_some_and(|t| &**t == sink_type) {
+        if source
+            .sink_types
+            .get(sink_index as usize)
+            .is_some_and(|t| &**t == sink_type)
+        {
             return Binding::Bound { sink_index };
         }
-        let mut same_type = source.sink_types.iter().enumerate().filter(|(_, t)| &***t == sink_type);
+        let mut same_type = source
+            .sink_types
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| &***t == sink_type);
         match (same_type.next(), same_type.next()) {
-            (Some((i, _)), None) => Binding::Bound { sink_index: i as u16 },
+            (Some((i, _)), None) => Binding::Bound {
+                sink_index: i as u16,
+            },
             _ => Binding::SinkGone,
         }
     }

@@ -73,7 +73,10 @@ struct TenantState {
 
 impl TenantState {
     fn window(&self) -> Window {
-        Window { max_rows: self.limits.max_inflight.into(), max_bytes: self.limits.max_inflight_bytes }
+        Window {
+            max_rows: self.limits.max_inflight.into(),
+            max_bytes: self.limits.max_inflight_bytes,
+        }
     }
 }
 
@@ -141,7 +144,15 @@ impl Core {
     /// the global windows (the coordinator adjusts it).
     /// Job ids start at `first_job_id` (a rebuilt core continues its
     /// predecessor's ids).
-    pub fn new(dispatch: DispatchConfig, retry: RetryConfig, catalog: Arc<Catalog>, grant: Grant, now_ms: u64, seed: u64, first_job_id: u64) -> Core {
+    pub fn new(
+        dispatch: DispatchConfig,
+        retry: RetryConfig,
+        catalog: Arc<Catalog>,
+        grant: Grant,
+        now_ms: u64,
+        seed: u64,
+        first_job_id: u64,
+    ) -> Core {
         Core {
             dispatch,
             retry,
@@ -208,11 +219,24 @@ impl Core {
     /// shell learns of their workers through [`Core::poll_abandoned`].
     pub fn handle_timers(&mut self, now_ms: u64) {
         while let Some(job) = self.wheel.poll(now_ms) {
-            let run = self.running.remove(&job).expect("a timer belongs to a running attempt");
+            let run = self
+                .running
+                .remove(&job)
+                .expect("a timer belongs to a running attempt");
             self.abandoned.push_back(job);
             self.stats.timed_out += 1;
-            let message = format!("attempt_timeout: no result after {} ms", self.dispatch.attempt_timeout_ms);
-            self.finish(now_ms, run.row, Err(AttemptFailure { class: FailureClass::Transient, message }));
+            let message = format!(
+                "attempt_timeout: no result after {} ms",
+                self.dispatch.attempt_timeout_ms
+            );
+            self.finish(
+                now_ms,
+                run.row,
+                Err(AttemptFailure {
+                    class: FailureClass::Transient,
+                    message,
+                }),
+            );
         }
     }
 
@@ -231,7 +255,11 @@ impl Core {
     /// When the shell must call in again with nothing else happening: an
     /// attempt deadline, the earliest due row, or now when a scan is wanted.
     pub fn poll_deadline(&self, now_ms: u64) -> Option<u64> {
-        let due = if self.wants_scan(now_ms) { Some(now_ms) } else { self.next_due_at_ms };
+        let due = if self.wants_scan(now_ms) {
+            Some(now_ms)
+        } else {
+            self.next_due_at_ms
+        };
         earliest(due, self.wheel.next_deadline_ms())
     }
 
@@ -264,7 +292,9 @@ impl Core {
 
     /// Claimed rows (queued or running) of one tenant.
     pub fn tenant_claimed(&self, tenant: &str) -> Usage {
-        self.tenants.get(tenant).map_or(Usage::default(), |t| t.claimed)
+        self.tenants
+            .get(tenant)
+            .map_or(Usage::default(), |t| t.claimed)
     }
 
     /// Store ops are waiting to be written.
@@ -282,10 +312,18 @@ impl Core {
     /// attempts still report their outcomes.
     pub fn handle_drain(&mut self) {
         self.draining = true;
-        let queued: Vec<RowId> = self.claims.iter().filter(|(_, c)| c.running.is_none()).map(|(r, _)| *r).collect();
+        let queued: Vec<RowId> = self
+            .claims
+            .iter()
+            .filter(|(_, c)| c.running.is_none())
+            .map(|(r, _)| *r)
+            .collect();
         for row in queued {
             let claim = self.claims.remove(&row).expect("listed above");
-            let key = self.keys.get_mut(&claim.key).expect("a queued row has a key");
+            let key = self
+                .keys
+                .get_mut(&claim.key)
+                .expect("a queued row has a key");
             key.queue.retain(|r| *r != row);
             self.release(&claim);
             self.ops.push_back(StoreOp::Reschedule {
@@ -313,24 +351,35 @@ impl Core {
     // ---- internals ----------------------------------------------------
 
     fn shard_window(&self) -> Window {
-        Window { max_rows: self.grant.max_inflight, max_bytes: self.grant.max_inflight_bytes }
+        Window {
+            max_rows: self.grant.max_inflight,
+            max_bytes: self.grant.max_inflight_bytes,
+        }
     }
 
     fn tenant_mut(&mut self, tenant: &TenantId) -> &mut TenantState {
         let dispatch = &self.dispatch;
-        self.tenants.entry(tenant.clone()).or_insert_with(|| TenantState {
-            limits: dispatch.tenant_limits(tenant),
-            claimed: Usage::default(),
-            running: 0,
-            key_ring: VecDeque::new(),
-        })
+        self.tenants
+            .entry(tenant.clone())
+            .or_insert_with(|| TenantState {
+                limits: dispatch.tenant_limits(tenant),
+                claimed: Usage::default(),
+                running: 0,
+                key_ring: VecDeque::new(),
+            })
     }
 
     /// Settles a claimed row that ran: the outcome becomes a store op.
     fn finish(&mut self, now_ms: u64, row: RowId, result: AttemptResult) {
-        let claim = self.claims.remove(&row).expect("a running attempt has a claim");
+        let claim = self
+            .claims
+            .remove(&row)
+            .expect("a running attempt has a claim");
         self.running_count -= 1;
-        self.keys.get_mut(&claim.key).expect("a running key").running -= 1;
+        self.keys
+            .get_mut(&claim.key)
+            .expect("a running key")
+            .running -= 1;
         self.tenant_mut(&claim.key.tenant).running -= 1;
         self.release(&claim);
         let attempts = claim.attempts + 1;
@@ -342,7 +391,13 @@ impl Core {
             }
             Err(failure) => failure,
         };
-        let decision = self.retry.decide(now_ms, attempts, claim.first_attempt_at_ms, failure.class, &mut self.rng);
+        let decision = self.retry.decide(
+            now_ms,
+            attempts,
+            claim.first_attempt_at_ms,
+            failure.class,
+            &mut self.rng,
+        );
         let reason = match decision {
             RetryDecision::RetryAt { due_at_ms } => {
                 self.stats.retried += 1;
@@ -359,14 +414,36 @@ impl Core {
                 });
                 return;
             }
-            RetryDecision::GiveUp => DeadReason::Sink { sink_type: claim.sink_type.clone(), error: truncate(failure.message) },
-            RetryDecision::Horizon => DeadReason::RetryHorizon { sink_type: claim.sink_type.clone() },
+            RetryDecision::GiveUp => DeadReason::Sink {
+                sink_type: claim.sink_type.clone(),
+                error: truncate(failure.message),
+            },
+            RetryDecision::Horizon => DeadReason::RetryHorizon {
+                sink_type: claim.sink_type.clone(),
+            },
         };
-        self.dead(now_ms, row, &claim.key.tenant, &claim.sink_type, attempts, claim.first_attempt_at_ms, reason);
+        self.dead(
+            now_ms,
+            row,
+            &claim.key.tenant,
+            &claim.sink_type,
+            attempts,
+            claim.first_attempt_at_ms,
+            reason,
+        );
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn dead(&mut self, now_ms: u64, row: RowId, tenant: &TenantId, sink_type: &Arc<str>, attempts: u32, first_attempt_at_ms: u64, reason: DeadReason) {
+    fn dead(
+        &mut self,
+        now_ms: u64,
+        row: RowId,
+        tenant: &TenantId,
+        sink_type: &Arc<str>,
+        attempts: u32,
+        first_attempt_at_ms: u64,
+        reason: DeadReason,
+    ) {
         self.stats.dead += 1;
         self.ops.push_back(StoreOp::Dead {
             row,

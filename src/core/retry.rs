@@ -36,7 +36,10 @@ impl RetryConfig {
             return None;
         }
         let exponent = (attempts_made - 1).min(63);
-        let full = self.base_ms.saturating_mul(1u64 << exponent).min(self.max_ms);
+        let full = self
+            .base_ms
+            .saturating_mul(1u64 << exponent)
+            .min(self.max_ms);
         if !self.jitter {
             return Some(full);
         }
@@ -45,7 +48,14 @@ impl RetryConfig {
 
     /// The decision after a failed attempt at `now_ms`. `attempts_made`
     /// includes this attempt; `first_attempt_at_ms` is when the row was first tried.
-    pub fn decide(&self, now_ms: u64, attempts_made: u32, first_attempt_at_ms: u64, class: FailureClass, rng: &mut Rng) -> RetryDecision {
+    pub fn decide(
+        &self,
+        now_ms: u64,
+        attempts_made: u32,
+        first_attempt_at_ms: u64,
+        class: FailureClass,
+        rng: &mut Rng,
+    ) -> RetryDecision {
         let delay_ms = match class {
             FailureClass::Permanent => return RetryDecision::GiveUp,
             FailureClass::Transient => self.backoff_ms(attempts_made, rng),
@@ -60,7 +70,9 @@ impl RetryConfig {
         if now_ms >= horizon_ms {
             return RetryDecision::Horizon;
         }
-        RetryDecision::RetryAt { due_at_ms: now_ms.saturating_add(delay_ms).min(horizon_ms) }
+        RetryDecision::RetryAt {
+            due_at_ms: now_ms.saturating_add(delay_ms).min(horizon_ms),
+        }
     }
 
     /// The time past which a row first tried at `first_attempt_at_ms` is not retried.
@@ -74,7 +86,13 @@ mod tests {
     use super::*;
 
     fn policy(base_ms: u64, max_ms: u64, max_attempts: u32, jitter: bool) -> RetryConfig {
-        RetryConfig { base_ms, max_ms, max_attempts, jitter, ..RetryConfig::default() }
+        RetryConfig {
+            base_ms,
+            max_ms,
+            max_attempts,
+            jitter,
+            ..RetryConfig::default()
+        }
     }
 
     #[test]
@@ -92,7 +110,9 @@ mod tests {
         // Reference scenario 68.
         let p = policy(100, 30_000, 84, false);
         let mut rng = Rng::new(1);
-        let got: Vec<u64> = (1..=8).map(|a| p.backoff_ms(a, &mut rng).unwrap()).collect();
+        let got: Vec<u64> = (1..=8)
+            .map(|a| p.backoff_ms(a, &mut rng).unwrap())
+            .collect();
         assert_eq!(got, vec![100, 200, 400, 800, 1_600, 3_200, 6_400, 12_800]);
         assert_eq!(p.backoff_ms(20, &mut rng), Some(30_000));
     }
@@ -106,7 +126,10 @@ mod tests {
             let full = 100u64 << (attempt - 1);
             for _ in 0..200 {
                 let d = p.backoff_ms(attempt, &mut rng).unwrap();
-                assert!(d >= (full as f64 * 0.5).round() as u64 && d <= full, "attempt {attempt}: {d}");
+                assert!(
+                    d >= (full as f64 * 0.5).round() as u64 && d <= full,
+                    "attempt {attempt}: {d}"
+                );
             }
         }
     }
@@ -114,7 +137,10 @@ mod tests {
     #[test]
     fn defaults_sum_to_the_reference_schedule() {
         // Reference scenario 70: 83 backoffs sum to 21,709,500 ms; attempt 84 gives up.
-        let p = RetryConfig { jitter: false, ..RetryConfig::default() };
+        let p = RetryConfig {
+            jitter: false,
+            ..RetryConfig::default()
+        };
         let mut rng = Rng::new(1);
         let sum: u64 = (1..=83).map(|a| p.backoff_ms(a, &mut rng).unwrap()).sum();
         assert_eq!(sum, 21_709_500);
@@ -126,12 +152,37 @@ mod tests {
     fn retry_after_is_a_floor_capped_at_an_hour() {
         let p = policy(100, 300_000, 10, false);
         let mut rng = Rng::new(1);
-        let d = p.decide(1_000, 1, 1_000, FailureClass::RetryAfter { after_ms: 60_000 }, &mut rng);
+        let d = p.decide(
+            1_000,
+            1,
+            1_000,
+            FailureClass::RetryAfter { after_ms: 60_000 },
+            &mut rng,
+        );
         assert_eq!(d, RetryDecision::RetryAt { due_at_ms: 61_000 });
-        let d = p.decide(1_000, 1, 1_000, FailureClass::RetryAfter { after_ms: 10 }, &mut rng);
+        let d = p.decide(
+            1_000,
+            1,
+            1_000,
+            FailureClass::RetryAfter { after_ms: 10 },
+            &mut rng,
+        );
         assert_eq!(d, RetryDecision::RetryAt { due_at_ms: 1_100 });
-        let d = p.decide(0, 1, 0, FailureClass::RetryAfter { after_ms: 86_400_000 }, &mut rng);
-        assert_eq!(d, RetryDecision::RetryAt { due_at_ms: 3_600_000 });
+        let d = p.decide(
+            0,
+            1,
+            0,
+            FailureClass::RetryAfter {
+                after_ms: 86_400_000,
+            },
+            &mut rng,
+        );
+        assert_eq!(
+            d,
+            RetryDecision::RetryAt {
+                due_at_ms: 3_600_000
+            }
+        );
         let d = p.decide(0, 10, 0, FailureClass::RetryAfter { after_ms: 5 }, &mut rng);
         assert_eq!(d, RetryDecision::GiveUp);
     }
@@ -139,15 +190,27 @@ mod tests {
     #[test]
     fn permanent_gives_up_at_once() {
         let p = policy(100, 300_000, 10, false);
-        assert_eq!(p.decide(0, 1, 0, FailureClass::Permanent, &mut Rng::new(1)), RetryDecision::GiveUp);
+        assert_eq!(
+            p.decide(0, 1, 0, FailureClass::Permanent, &mut Rng::new(1)),
+            RetryDecision::GiveUp
+        );
     }
 
     #[test]
     fn horizon_caps_the_next_due_and_then_ends_the_row() {
-        let p = RetryConfig { max_elapsed_ms: 10_000, ..policy(100, 300_000, 84, false) };
+        let p = RetryConfig {
+            max_elapsed_ms: 10_000,
+            ..policy(100, 300_000, 84, false)
+        };
         let mut rng = Rng::new(1);
         // 1 s into the horizon, a 51.2 s backoff is cut to the horizon at 10 s.
-        assert_eq!(p.decide(1_000, 10, 0, FailureClass::Transient, &mut rng), RetryDecision::RetryAt { due_at_ms: 10_000 });
-        assert_eq!(p.decide(10_000, 11, 0, FailureClass::Transient, &mut rng), RetryDecision::Horizon);
+        assert_eq!(
+            p.decide(1_000, 10, 0, FailureClass::Transient, &mut rng),
+            RetryDecision::RetryAt { due_at_ms: 10_000 }
+        );
+        assert_eq!(
+            p.decide(10_000, 11, 0, FailureClass::Transient, &mut rng),
+            RetryDecision::Horizon
+        );
     }
 }

@@ -31,12 +31,23 @@ impl Core {
         }
         let mut active: Vec<Active> = Vec::new();
         for tenant in &self.scan_order {
-            let has_room = self.tenants.get(tenant).is_none_or(|t| t.window().has_room(t.claimed));
-            if has_room && index.earliest_due_ms(tenant, None).is_some_and(|at| at <= now_ms) {
-                active.push(Active { tenant: tenant.clone(), after: None });
+            let has_room = self
+                .tenants
+                .get(tenant)
+                .is_none_or(|t| t.window().has_room(t.claimed));
+            if has_room
+                && index
+                    .earliest_due_ms(tenant, None)
+                    .is_some_and(|at| at <= now_ms)
+            {
+                active.push(Active {
+                    tenant: tenant.clone(),
+                    after: None,
+                });
             }
         }
-        let mut page = u64::from(self.dispatch.batch).min(self.shard_window().rows_room(self.claimed));
+        let mut page =
+            u64::from(self.dispatch.batch).min(self.shard_window().rows_room(self.claimed));
         let mut reached: Vec<TenantId> = Vec::new();
         let mut read_to: HashMap<TenantId, DueEntry> = HashMap::new();
         while page > 0 && !active.is_empty() {
@@ -73,14 +84,24 @@ impl Core {
                 next_due = earliest(next_due, due_at);
             }
         }
-        self.next_due_at_ms = if self.shard_window().has_room(self.claimed) { next_due } else { None };
+        self.next_due_at_ms = if self.shard_window().has_room(self.claimed) {
+            next_due
+        } else {
+            None
+        };
         self.stats.active_tenants = active_tenants;
     }
 
     /// Claims up to `want` of the tenant's due rows within its and the
     /// shard's byte room (always at least one row while there is room).
     /// Returns how many it claimed and whether the tenant may have more.
-    fn claim_from(&mut self, now_ms: u64, active: &mut Active, want: u64, index: &mut dyn DueIndex) -> (u64, bool) {
+    fn claim_from(
+        &mut self,
+        now_ms: u64,
+        active: &mut Active,
+        want: u64,
+        index: &mut dyn DueIndex,
+    ) -> (u64, bool) {
         let tenant = active.tenant.clone();
         let (rows_room, bytes_room) = {
             let shard = self.shard_window();
@@ -88,14 +109,23 @@ impl Core {
             let w = t.window();
             let rows = w.rows_room(t.claimed);
             let bytes = w.bytes_room(t.claimed);
-            (rows.min(shard.rows_room(self.claimed)), bytes.min(shard.bytes_room(self.claimed)))
+            (
+                rows.min(shard.rows_room(self.claimed)),
+                bytes.min(shard.bytes_room(self.claimed)),
+            )
         };
         let want = want.min(rows_room);
         if want == 0 || bytes_room == 0 {
             return (0, false);
         }
         let mut page = Vec::new();
-        index.due_page(&tenant, now_ms, active.after.as_ref(), want.min(crate::limits::MAX_DUE_PAGE_ROWS as u64) as usize, &mut page);
+        index.due_page(
+            &tenant,
+            now_ms,
+            active.after.as_ref(),
+            want.min(crate::limits::MAX_DUE_PAGE_ROWS as u64) as usize,
+            &mut page,
+        );
         let read = page.len() as u64;
         let (mut taken, mut bytes) = (0u64, 0u64);
         for entry in page {
@@ -116,7 +146,12 @@ impl Core {
     /// One due row claimed: queued on its key, or settled at once when it
     /// cannot run.
     fn claim(&mut self, now_ms: u64, entry: DueEntry, loaded: Loaded) {
-        self.ops.push_back(StoreOp::Claim { row: entry.row, tenant: entry.tenant.clone(), due_at_ms: entry.due_at_ms, size_bytes: entry.size_bytes });
+        self.ops.push_back(StoreOp::Claim {
+            row: entry.row,
+            tenant: entry.tenant.clone(),
+            due_at_ms: entry.due_at_ms,
+            size_bytes: entry.size_bytes,
+        });
         let (state, hook) = match loaded {
             Loaded::Row { state, hook } => (state, hook),
             Loaded::RowMissing | Loaded::HookMissing => {
@@ -124,20 +159,50 @@ impl Core {
                 return;
             }
         };
-        let sink_index = match self.catalog.bind(&hook.source_id, entry.row.sink_index, &state.sink_type) {
-            Binding::Bound { sink_index } => sink_index,
-            Binding::SourceGone => {
-                let reason = DeadReason::SourceGone { source_id: hook.source_id.clone() };
-                self.dead(now_ms, entry.row, &entry.tenant, &state.sink_type, state.attempts, state.first_attempt_at_ms, reason);
-                return;
-            }
-            Binding::SinkGone => {
-                let reason = DeadReason::SinkGone { sink_index: entry.row.sink_index, sink_type: state.sink_type.clone() };
-                self.dead(now_ms, entry.row, &entry.tenant, &state.sink_type, state.attempts, state.first_attempt_at_ms, reason);
-                return;
-            }
+        let sink_index =
+            match self
+                .catalog
+                .bind(&hook.source_id, entry.row.sink_index, &state.sink_type)
+            {
+                Binding::Bound { sink_index } => sink_index,
+                Binding::SourceGone => {
+                    let reason = DeadReason::SourceGone {
+                        source_id: hook.source_id.clone(),
+                    };
+                    self.dead(
+                        now_ms,
+                        entry.row,
+                        &entry.tenant,
+                        &state.sink_type,
+                        state.attempts,
+                        state.first_attempt_at_ms,
+                        reason,
+                    );
+                    return;
+                }
+                Binding::SinkGone => {
+                    let reason = DeadReason::SinkGone {
+                        sink_index: entry.row.sink_index,
+                        sink_type: state.sink_type.clone(),
+                    };
+                    self.dead(
+                        now_ms,
+                        entry.row,
+                        &entry.tenant,
+                        &state.sink_type,
+                        state.attempts,
+                        state.first_attempt_at_ms,
+                        reason,
+                    );
+                    return;
+                }
+            };
+        let key = SinkKey {
+            tenant: entry.tenant.clone(),
+            source_id: hook.source_id.clone(),
+            sink_index,
+            sink_type: state.sink_type.clone(),
         };
-        let key = SinkKey { tenant: entry.tenant.clone(), source_id: hook.source_id.clone(), sink_index, sink_type: state.sink_type.clone() };
         self.claimed.add(entry.size_bytes);
         self.tenant_mut(&entry.tenant).claimed.add(entry.size_bytes);
         let claim = Claim {
@@ -159,7 +224,12 @@ impl Core {
     /// in the order they were reached (rotated by one when all were reached,
     /// so a page's remainder does not always go to the same tenant).
     fn reorder(&mut self, mut reached: Vec<TenantId>) {
-        let unreached: Vec<TenantId> = self.scan_order.iter().filter(|t| !reached.contains(t)).cloned().collect();
+        let unreached: Vec<TenantId> = self
+            .scan_order
+            .iter()
+            .filter(|t| !reached.contains(t))
+            .cloned()
+            .collect();
         if unreached.is_empty() && !reached.is_empty() {
             reached.rotate_left(1);
         }

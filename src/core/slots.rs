@@ -29,7 +29,10 @@ impl Core {
         let sink_concurrency = u64::from(self.dispatch.sink_concurrency);
         for _ in 0..self.tenant_ring.len() {
             let tenant_id = self.tenant_ring.pop_front().expect("counted");
-            let tenant = self.tenants.get_mut(&tenant_id).expect("a ring tenant has state");
+            let tenant = self
+                .tenants
+                .get_mut(&tenant_id)
+                .expect("a ring tenant has state");
             if tenant.running >= u64::from(tenant.limits.concurrency) {
                 self.tenant_ring.push_back(tenant_id);
                 continue;
@@ -48,7 +51,10 @@ impl Core {
                 continue;
             };
             let key_state = self.keys.get_mut(&key).expect("a ring key has state");
-            let row = key_state.queue.pop_front().expect("a ring key has queued rows");
+            let row = key_state
+                .queue
+                .pop_front()
+                .expect("a ring key has queued rows");
             key_state.running += 1;
             if !key_state.queue.is_empty() {
                 tenant.key_ring.push_back(key);
@@ -75,6 +81,13 @@ impl Core {
         if claim.first_attempt_at_ms == 0 {
             claim.first_attempt_at_ms = now_ms;
         }
-        Job { id, row, key: claim.key.clone(), attempt: claim.attempts + 1, hook: claim.hook.clone(), deadline_at_ms }
+        Job {
+            id,
+            row,
+            key: claim.key.clone(),
+            attempt: claim.attempts + 1,
+            hook: claim.hook.clone(),
+            deadline_at_ms,
+        }
     }
 }

@@ -36,9 +36,22 @@ impl Model {
             body: vec![0; 10],
         });
         for (i, t) in sink_types.iter().enumerate() {
-            let row = RowId { seq, sink_index: i as u16 };
+            let row = RowId {
+                seq,
+                sink_index: i as u16,
+            };
             self.due.insert((tenant.clone(), due_at_ms, row), 10);
-            self.rows.insert(row, (RowState { sink_type: Arc::from(*t), attempts: 0, first_attempt_at_ms: 0 }, hook.clone()));
+            self.rows.insert(
+                row,
+                (
+                    RowState {
+                        sink_type: Arc::from(*t),
+                        attempts: 0,
+                        first_attempt_at_ms: 0,
+                    },
+                    hook.clone(),
+                ),
+            );
         }
         seq
     }
@@ -48,14 +61,35 @@ impl Model {
         let mut ops = Vec::new();
         while let Some(op) = core.poll_store_op() {
             match &op {
-                StoreOp::Claim { row, tenant, due_at_ms, .. } => {
-                    assert!(self.due.remove(&(tenant.clone(), *due_at_ms, *row)).is_some(), "claimed a row that was not due");
+                StoreOp::Claim {
+                    row,
+                    tenant,
+                    due_at_ms,
+                    ..
+                } => {
+                    assert!(
+                        self.due
+                            .remove(&(tenant.clone(), *due_at_ms, *row))
+                            .is_some(),
+                        "claimed a row that was not due"
+                    );
                 }
-                StoreOp::Delivered { row } | StoreOp::Forget { row } | StoreOp::Dead { row, .. } => {
+                StoreOp::Delivered { row }
+                | StoreOp::Forget { row }
+                | StoreOp::Dead { row, .. } => {
                     self.rows.remove(row);
                 }
-                StoreOp::Reschedule { row, tenant, due_at_ms, attempts, first_attempt_at_ms, size_bytes, .. } => {
-                    self.due.insert((tenant.clone(), *due_at_ms, *row), *size_bytes);
+                StoreOp::Reschedule {
+                    row,
+                    tenant,
+                    due_at_ms,
+                    attempts,
+                    first_attempt_at_ms,
+                    size_bytes,
+                    ..
+                } => {
+                    self.due
+                        .insert((tenant.clone(), *due_at_ms, *row), *size_bytes);
                     let (state, _) = self.rows.get_mut(row).expect("a rescheduled row exists");
                     state.attempts = *attempts;
                     state.first_attempt_at_ms = *first_attempt_at_ms;
@@ -75,38 +109,80 @@ impl DueIndex for Model {
     fn earliest_due_ms(&mut self, tenant: &TenantId, after: Option<&DueEntry>) -> Option<u64> {
         self.due
             .keys()
-            .filter(|(t, at, row)| t == tenant && after.is_none_or(|a| (*at, *row) > (a.due_at_ms, a.row)))
+            .filter(|(t, at, row)| {
+                t == tenant && after.is_none_or(|a| (*at, *row) > (a.due_at_ms, a.row))
+            })
             .map(|(_, at, _)| *at)
             .next()
     }
 
-    fn due_page(&mut self, tenant: &TenantId, now_ms: u64, after: Option<&DueEntry>, max_rows: usize, out: &mut Vec<DueEntry>) {
+    fn due_page(
+        &mut self,
+        tenant: &TenantId,
+        now_ms: u64,
+        after: Option<&DueEntry>,
+        max_rows: usize,
+        out: &mut Vec<DueEntry>,
+    ) {
         let page = self
             .due
             .iter()
-            .filter(|((t, at, row), _)| t == tenant && *at <= now_ms && after.is_none_or(|a| (*at, *row) > (a.due_at_ms, a.row)))
+            .filter(|((t, at, row), _)| {
+                t == tenant
+                    && *at <= now_ms
+                    && after.is_none_or(|a| (*at, *row) > (a.due_at_ms, a.row))
+            })
             .take(max_rows)
-            .map(|((t, at, row), size)| DueEntry { tenant: t.clone(), due_at_ms: *at, row: *row, size_bytes: *size });
+            .map(|((t, at, row), size)| DueEntry {
+                tenant: t.clone(),
+                due_at_ms: *at,
+                row: *row,
+                size_bytes: *size,
+            });
         out.extend(page);
     }
 
     fn load(&mut self, row: RowId) -> Loaded {
         match self.rows.get(&row) {
-            Some((state, hook)) => Loaded::Row { state: state.clone(), hook: hook.clone() },
+            Some((state, hook)) => Loaded::Row {
+                state: state.clone(),
+                hook: hook.clone(),
+            },
             None => Loaded::RowMissing,
         }
     }
 }
 
-const BIG: Grant = Grant { max_inflight: 100_000, max_inflight_bytes: 1 << 40, concurrency: 1_000 };
+const BIG: Grant = Grant {
+    max_inflight: 100_000,
+    max_inflight_bytes: 1 << 40,
+    concurrency: 1_000,
+};
 
 fn source(id: &str, tenant: &str, kinds: &[&str]) -> SourceConfig {
-    SourceConfig { id: id.into(), tenant: tenant.into(), ingest_token_env: None, forward_headers: None, sinks: kinds.iter().map(|k| SinkConfig::of_kind(*k)).collect() }
+    SourceConfig {
+        id: id.into(),
+        tenant: tenant.into(),
+        ingest_token_env: None,
+        forward_headers: None,
+        sinks: kinds.iter().map(|k| SinkConfig::of_kind(*k)).collect(),
+    }
 }
 
 fn core(config: &Config, grant: Grant) -> Core {
-    let retry = RetryConfig { jitter: false, ..config.retry };
-    Core::new(config.dispatch.clone(), retry, Arc::new(Catalog::from_config(config)), grant, 0, 1, 1)
+    let retry = RetryConfig {
+        jitter: false,
+        ..config.retry
+    };
+    Core::new(
+        config.dispatch.clone(),
+        retry,
+        Arc::new(Catalog::from_config(config)),
+        grant,
+        0,
+        1,
+        1,
+    )
 }
 
 fn claimed_per_tenant(ops: &[StoreOp]) -> BTreeMap<String, usize> {
@@ -120,14 +196,27 @@ fn claimed_per_tenant(ops: &[StoreOp]) -> BTreeMap<String, usize> {
 }
 
 fn config_with(sources: Vec<SourceConfig>) -> Config {
-    let mut c = Config { sources, ..Config::default() };
-    c.dispatch.tenants.insert("default".into(), TenantLimitsConfig { max_inflight: Some(100_000), max_inflight_bytes: Some(1 << 40), concurrency: Some(1_000) });
+    let mut c = Config {
+        sources,
+        ..Config::default()
+    };
+    c.dispatch.tenants.insert(
+        "default".into(),
+        TenantLimitsConfig {
+            max_inflight: Some(100_000),
+            max_inflight_bytes: Some(1 << 40),
+            concurrency: Some(1_000),
+        },
+    );
     c
 }
 
 #[test]
 fn a_page_is_split_in_equal_shares_and_a_small_tenant_leaves_its_rest_to_others() {
-    let config = config_with(vec![source("a", "big", &["t"]), source("b", "small", &["t"])]);
+    let config = config_with(vec![
+        source("a", "big", &["t"]),
+        source("b", "small", &["t"]),
+    ]);
     let mut c = core(&config, BIG);
     let mut m = Model::default();
     for _ in 0..1_000 {
@@ -139,12 +228,19 @@ fn a_page_is_split_in_equal_shares_and_a_small_tenant_leaves_its_rest_to_others(
     c.handle_scan(0, &mut m);
     let ops = m.apply(&mut c);
     // Page 128: shares of 64; "small" takes its 10, "big" gets 64 + the 54 left.
-    assert_eq!(claimed_per_tenant(&ops), BTreeMap::from([("big".to_string(), 118), ("small".to_string(), 10)]));
+    assert_eq!(
+        claimed_per_tenant(&ops),
+        BTreeMap::from([("big".to_string(), 118), ("small".to_string(), 10)])
+    );
 }
 
 #[test]
 fn a_tenant_the_page_did_not_reach_goes_first_in_the_next_scan() {
-    let mut config = config_with(vec![source("a", "ta", &["t"]), source("b", "tb", &["t"]), source("c", "tc", &["t"])]);
+    let mut config = config_with(vec![
+        source("a", "ta", &["t"]),
+        source("b", "tb", &["t"]),
+        source("c", "tc", &["t"]),
+    ]);
     config.dispatch.batch = 2;
     let mut c = core(&config, BIG);
     let mut m = Model::default();
@@ -154,41 +250,77 @@ fn a_tenant_the_page_did_not_reach_goes_first_in_the_next_scan() {
         m.add("tc", "c", &["t"], 0);
     }
     c.handle_scan(0, &mut m);
-    assert_eq!(claimed_per_tenant(&m.apply(&mut c)), BTreeMap::from([("ta".into(), 1), ("tb".into(), 1)]));
+    assert_eq!(
+        claimed_per_tenant(&m.apply(&mut c)),
+        BTreeMap::from([("ta".into(), 1), ("tb".into(), 1)])
+    );
     c.handle_scan(0, &mut m);
-    assert_eq!(claimed_per_tenant(&m.apply(&mut c)), BTreeMap::from([("ta".into(), 1), ("tc".into(), 1)]));
+    assert_eq!(
+        claimed_per_tenant(&m.apply(&mut c)),
+        BTreeMap::from([("ta".into(), 1), ("tc".into(), 1)])
+    );
 }
 
 #[test]
 fn a_tenant_at_its_window_is_skipped_by_the_scan_and_the_wake_up_until_an_outcome_frees_room() {
-    let mut config = config_with(vec![source("a", "full", &["t"]), source("b", "free", &["t"])]);
-    config.dispatch.tenants.insert("full".into(), TenantLimitsConfig { max_inflight: Some(2), ..Default::default() });
+    let mut config = config_with(vec![
+        source("a", "full", &["t"]),
+        source("b", "free", &["t"]),
+    ]);
+    config.dispatch.tenants.insert(
+        "full".into(),
+        TenantLimitsConfig {
+            max_inflight: Some(2),
+            ..Default::default()
+        },
+    );
     let mut c = core(&config, BIG);
     let mut m = Model::default();
     for _ in 0..5 {
         m.add("full", "a", &["t"], 0);
     }
     c.handle_scan(0, &mut m);
-    assert_eq!(claimed_per_tenant(&m.apply(&mut c)), BTreeMap::from([("full".into(), 2)]));
+    assert_eq!(
+        claimed_per_tenant(&m.apply(&mut c)),
+        BTreeMap::from([("full".into(), 2)])
+    );
     // "full" has 3 rows due but no room: no wake-up for it.
     assert!(!c.wants_scan(0));
-    assert_eq!(c.poll_deadline(0), None, "nothing to wake for: no attempt runs, the due rows wait for room");
+    assert_eq!(
+        c.poll_deadline(0),
+        None,
+        "nothing to wake for: no attempt runs, the due rows wait for room"
+    );
     m.add("free", "b", &["t"], 0);
     c.handle_committed();
     c.handle_scan(0, &mut m);
-    assert_eq!(claimed_per_tenant(&m.apply(&mut c)), BTreeMap::from([("free".into(), 1)]));
+    assert_eq!(
+        claimed_per_tenant(&m.apply(&mut c)),
+        BTreeMap::from([("free".into(), 1)])
+    );
     let job = c.poll_job(0).expect("a job");
-    let first_full = if &*job.key.tenant == "full" { job } else { c.poll_job(0).unwrap() };
+    let first_full = if &*job.key.tenant == "full" {
+        job
+    } else {
+        c.poll_job(0).unwrap()
+    };
     c.handle_outcome(5, first_full.id, Ok(()));
     assert!(c.wants_scan(5), "freed room asks for a scan");
     c.handle_scan(5, &mut m);
     let ops = m.apply(&mut c);
-    assert_eq!(claimed_per_tenant(&ops), BTreeMap::from([("full".into(), 1)]));
+    assert_eq!(
+        claimed_per_tenant(&ops),
+        BTreeMap::from([("full".into(), 1)])
+    );
 }
 
 #[test]
 fn slots_go_round_robin_across_tenants_then_across_a_tenants_keys() {
-    let config = config_with(vec![source("a1", "ta", &["t"]), source("a2", "ta", &["t"]), source("b", "tb", &["t"])]);
+    let config = config_with(vec![
+        source("a1", "ta", &["t"]),
+        source("a2", "ta", &["t"]),
+        source("b", "tb", &["t"]),
+    ]);
     let mut c = core(&config, BIG);
     let mut m = Model::default();
     for _ in 0..3 {
@@ -198,15 +330,26 @@ fn slots_go_round_robin_across_tenants_then_across_a_tenants_keys() {
     }
     c.handle_scan(0, &mut m);
     let _ = m.apply(&mut c);
-    let order: Vec<String> = std::iter::from_fn(|| c.poll_job(0)).map(|j| format!("{}/{}", j.key.tenant, j.key.source_id)).collect();
-    assert_eq!(order, ["ta/a1", "tb/b", "ta/a2", "tb/b", "ta/a1", "tb/b", "ta/a2", "ta/a1", "ta/a2"]);
+    let order: Vec<String> = std::iter::from_fn(|| c.poll_job(0))
+        .map(|j| format!("{}/{}", j.key.tenant, j.key.source_id))
+        .collect();
+    assert_eq!(
+        order,
+        ["ta/a1", "tb/b", "ta/a2", "tb/b", "ta/a1", "tb/b", "ta/a2", "ta/a1", "ta/a2"]
+    );
 }
 
 #[test]
 fn a_key_never_runs_more_than_sink_concurrency_and_the_shard_not_more_than_its_grant() {
     let mut config = config_with(vec![source("a", "t", &["x"]), source("b", "t", &["x"])]);
     config.dispatch.sink_concurrency = 2;
-    let mut c = core(&config, Grant { concurrency: 3, ..BIG });
+    let mut c = core(
+        &config,
+        Grant {
+            concurrency: 3,
+            ..BIG
+        },
+    );
     let mut m = Model::default();
     for _ in 0..10 {
         m.add("t", "a", &["x"], 0);
@@ -216,11 +359,17 @@ fn a_key_never_runs_more_than_sink_concurrency_and_the_shard_not_more_than_its_g
     let _ = m.apply(&mut c);
     let jobs: Vec<Job> = std::iter::from_fn(|| c.poll_job(0)).collect();
     assert_eq!(jobs.len(), 3, "the shard's concurrency");
-    c.handle_grant(Grant { concurrency: 100, ..BIG });
+    c.handle_grant(Grant {
+        concurrency: 100,
+        ..BIG
+    });
     let more: Vec<Job> = std::iter::from_fn(|| c.poll_job(0)).collect();
     assert_eq!(more.len(), 1, "each key is capped at 2");
     c.handle_outcome(1, jobs[0].id, Ok(()));
-    assert_eq!(c.poll_job(1).map(|j| j.key.source_id.clone()), Some(jobs[0].key.source_id.clone()));
+    assert_eq!(
+        c.poll_job(1).map(|j| j.key.source_id.clone()),
+        Some(jobs[0].key.source_id.clone())
+    );
 }
 
 #[test]
@@ -235,21 +384,55 @@ fn a_failure_reschedules_by_the_policy_and_a_permanent_error_dead_letters_with_i
     let _ = m.apply(&mut c);
     let (j1, j2) = (c.poll_job(1_000).unwrap(), c.poll_job(1_000).unwrap());
     assert_eq!((j1.attempt, j1.deadline_at_ms), (1, 31_000));
-    c.handle_outcome(1_010, j1.id, Err(AttemptFailure { class: FailureClass::Transient, message: "boom".into() }));
-    c.handle_outcome(1_020, j2.id, Err(AttemptFailure { class: FailureClass::Permanent, message: "gone".into() }));
+    c.handle_outcome(
+        1_010,
+        j1.id,
+        Err(AttemptFailure {
+            class: FailureClass::Transient,
+            message: "boom".into(),
+        }),
+    );
+    c.handle_outcome(
+        1_020,
+        j2.id,
+        Err(AttemptFailure {
+            class: FailureClass::Permanent,
+            message: "gone".into(),
+        }),
+    );
     let ops = m.apply(&mut c);
     assert_eq!(
         ops[0],
-        StoreOp::Reschedule { row: j1.row, tenant: "t".into(), sink_type: "x".into(), due_at_ms: 1_110, attempts: 1, first_attempt_at_ms: 1_000, size_bytes: 10, error: Some("boom".into()) }
+        StoreOp::Reschedule {
+            row: j1.row,
+            tenant: "t".into(),
+            sink_type: "x".into(),
+            due_at_ms: 1_110,
+            attempts: 1,
+            first_attempt_at_ms: 1_000,
+            size_bytes: 10,
+            error: Some("boom".into())
+        }
     );
     assert_eq!(
         ops[1],
-        StoreOp::Dead { row: j2.row, tenant: "t".into(), sink_type: "x".into(), dead_at_ms: 1_020, attempts: 1, first_attempt_at_ms: 1_000, reason: "sink x: gone".into() }
+        StoreOp::Dead {
+            row: j2.row,
+            tenant: "t".into(),
+            sink_type: "x".into(),
+            dead_at_ms: 1_020,
+            attempts: 1,
+            first_attempt_at_ms: 1_000,
+            reason: "sink x: gone".into()
+        }
     );
     assert_eq!(c.poll_deadline(1_020), Some(1_110), "woken for the retry");
     c.handle_scan(1_110, &mut m);
     let _ = m.apply(&mut c);
-    assert_eq!(c.poll_job(1_110).map(|j| (j.row, j.attempt)), Some((j1.row, 2)));
+    assert_eq!(
+        c.poll_job(1_110).map(|j| (j.row, j.attempt)),
+        Some((j1.row, 2))
+    );
 }
 
 #[test]
@@ -268,9 +451,15 @@ fn an_attempt_past_its_deadline_fails_as_attempt_timeout_and_its_late_result_is_
     c.handle_timers(100);
     assert_eq!(c.poll_abandoned(), Some(job.id));
     let ops = m.apply(&mut c);
-    assert!(matches!(&ops[..], [StoreOp::Dead { reason, attempts: 1, .. }] if reason == "sink x: attempt_timeout: no result after 100 ms"), "{ops:?}");
+    assert!(
+        matches!(&ops[..], [StoreOp::Dead { reason, attempts: 1, .. }] if reason == "sink x: attempt_timeout: no result after 100 ms"),
+        "{ops:?}"
+    );
     c.handle_outcome(150, job.id, Ok(()));
-    assert!(m.apply(&mut c).is_empty(), "the late result changes nothing");
+    assert!(
+        m.apply(&mut c).is_empty(),
+        "the late result changes nothing"
+    );
     assert!(c.is_idle(150));
 }
 
@@ -286,11 +475,19 @@ fn rows_of_a_deleted_source_or_an_unbindable_sink_are_dead_lettered_with_attempt
         .apply(&mut c)
         .into_iter()
         .filter_map(|op| match op {
-            StoreOp::Dead { reason, attempts, .. } => Some((reason, attempts)),
+            StoreOp::Dead {
+                reason, attempts, ..
+            } => Some((reason, attempts)),
             _ => None,
         })
         .collect();
-    assert_eq!(dead, vec![("source_gone: gone".to_string(), 0), ("sink_gone: index 0, type y".to_string(), 0)]);
+    assert_eq!(
+        dead,
+        vec![
+            ("source_gone: gone".to_string(), 0),
+            ("sink_gone: index 0, type y".to_string(), 0)
+        ]
+    );
     assert_eq!(c.stats().claimed, Usage::default());
     assert!(c.is_idle(0));
 }
@@ -308,7 +505,18 @@ fn draining_writes_queued_rows_back_as_they_were_and_claims_nothing_more() {
     let running = c.poll_job(10).unwrap();
     c.handle_drain();
     let ops = m.apply(&mut c);
-    assert!(matches!(&ops[..], [StoreOp::Reschedule { due_at_ms: 7, attempts: 0, error: None, .. }]), "{ops:?}");
+    assert!(
+        matches!(
+            &ops[..],
+            [StoreOp::Reschedule {
+                due_at_ms: 7,
+                attempts: 0,
+                error: None,
+                ..
+            }]
+        ),
+        "{ops:?}"
+    );
     assert!(!c.wants_scan(10));
     assert!(c.poll_job(10).is_none());
     c.handle_outcome(11, running.id, Ok(()));

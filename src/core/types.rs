@@ -41,7 +41,10 @@ pub struct RowState {
 /// What loading a claimed row found.
 #[derive(Debug, Clone)]
 pub enum Loaded {
-    Row { state: RowState, hook: Arc<Hook> },
+    Row {
+        state: RowState,
+        hook: Arc<Hook>,
+    },
     /// The due entry points at no row (a leftover): it is dropped.
     RowMissing,
     /// The row's hook is gone: the row is dropped (not a dead letter).
@@ -60,7 +63,14 @@ pub trait DueIndex {
     fn earliest_due_ms(&mut self, tenant: &TenantId, after: Option<&DueEntry>) -> Option<u64>;
     /// Up to `max_rows` of the tenant's rows due at or before `now_ms`, in
     /// (due time, seq, sink index) order, starting after `after`.
-    fn due_page(&mut self, tenant: &TenantId, now_ms: u64, after: Option<&DueEntry>, max_rows: usize, out: &mut Vec<DueEntry>);
+    fn due_page(
+        &mut self,
+        tenant: &TenantId,
+        now_ms: u64,
+        after: Option<&DueEntry>,
+        max_rows: usize,
+        out: &mut Vec<DueEntry>,
+    );
     /// The row and its hook.
     fn load(&mut self, row: RowId) -> Loaded;
 }
@@ -73,7 +83,10 @@ pub enum DeadReason {
     /// The row's source no longer exists.
     SourceGone { source_id: Arc<str> },
     /// The row's sink cannot be bound in its source any more.
-    SinkGone { sink_index: u16, sink_type: Arc<str> },
+    SinkGone {
+        sink_index: u16,
+        sink_type: Arc<str>,
+    },
     /// The row's retry horizon passed.
     RetryHorizon { sink_type: Arc<str> },
 }
@@ -83,7 +96,10 @@ impl fmt::Display for DeadReason {
         match self {
             DeadReason::Sink { sink_type, error } => write!(f, "sink {sink_type}: {error}"),
             DeadReason::SourceGone { source_id } => write!(f, "source_gone: {source_id}"),
-            DeadReason::SinkGone { sink_index, sink_type } => write!(f, "sink_gone: index {sink_index}, type {sink_type}"),
+            DeadReason::SinkGone {
+                sink_index,
+                sink_type,
+            } => write!(f, "sink_gone: index {sink_index}, type {sink_type}"),
             DeadReason::RetryHorizon { sink_type } => write!(f, "retry_horizon: {sink_type}"),
         }
     }
@@ -95,13 +111,35 @@ impl fmt::Display for DeadReason {
 #[must_use]
 pub enum StoreOp {
     /// A due row is claimed: out of the due index, marked in flight.
-    Claim { row: RowId, tenant: TenantId, due_at_ms: u64, size_bytes: u64 },
+    Claim {
+        row: RowId,
+        tenant: TenantId,
+        due_at_ms: u64,
+        size_bytes: u64,
+    },
     /// The sink took it: the row goes, and the hook with its last row.
     Delivered { row: RowId },
     /// Pending again (a retry or a write-back), due at `due_at_ms`.
-    Reschedule { row: RowId, tenant: TenantId, sink_type: Arc<str>, due_at_ms: u64, attempts: u32, first_attempt_at_ms: u64, size_bytes: u64, error: Option<String> },
+    Reschedule {
+        row: RowId,
+        tenant: TenantId,
+        sink_type: Arc<str>,
+        due_at_ms: u64,
+        attempts: u32,
+        first_attempt_at_ms: u64,
+        size_bytes: u64,
+        error: Option<String>,
+    },
     /// Dead-lettered.
-    Dead { row: RowId, tenant: TenantId, sink_type: Arc<str>, dead_at_ms: u64, attempts: u32, first_attempt_at_ms: u64, reason: String },
+    Dead {
+        row: RowId,
+        tenant: TenantId,
+        sink_type: Arc<str>,
+        dead_at_ms: u64,
+        attempts: u32,
+        first_attempt_at_ms: u64,
+        reason: String,
+    },
     /// The row or its hook is missing: drop what is left of the row.
     Forget { row: RowId },
 }

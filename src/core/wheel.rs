@@ -85,14 +85,22 @@ impl<T> Wheel<T> {
         let index = match self.free.pop() {
             Some(i) => i,
             None => {
-                self.entries.push(Entry { generation: 0, deadline_ms, place: Place::Free, value: None });
+                self.entries.push(Entry {
+                    generation: 0,
+                    deadline_ms,
+                    place: Place::Free,
+                    value: None,
+                });
                 (self.entries.len() - 1) as u32
             }
         };
         let entry = &mut self.entries[index as usize];
         entry.deadline_ms = deadline_ms;
         entry.value = Some(value);
-        let id = TimerId { index, generation: entry.generation };
+        let id = TimerId {
+            index,
+            generation: entry.generation,
+        };
         self.len += 1;
         self.place(index);
         id
@@ -136,7 +144,11 @@ impl<T> Wheel<T> {
     /// holds it); `None` when the wheel is empty. Waking then and polling is
     /// enough: cascading moves the timer closer.
     pub fn next_deadline_ms(&self) -> Option<u64> {
-        if self.ready.iter().any(|id| self.entries[id.index as usize].generation == id.generation) {
+        if self
+            .ready
+            .iter()
+            .any(|id| self.entries[id.index as usize].generation == id.generation)
+        {
             return Some(self.elapsed_ms);
         }
         self.next_expiration().map(|(_, _, at)| at)
@@ -161,14 +173,22 @@ impl<T> Wheel<T> {
         let list = &mut self.slots[level * SLOTS as usize + slot];
         list.push(index);
         self.occupied[level] |= 1 << slot;
-        self.entries[index as usize].place = Place::Slot { level: level as u8, slot: slot as u8, pos: (list.len() - 1) as u32 };
+        self.entries[index as usize].place = Place::Slot {
+            level: level as u8,
+            slot: slot as u8,
+            pos: (list.len() - 1) as u32,
+        };
     }
 
     fn unlink(&mut self, level: usize, slot: usize, pos: usize) {
         let list = &mut self.slots[level * SLOTS as usize + slot];
         list.swap_remove(pos);
         if let Some(&moved) = list.get(pos) {
-            self.entries[moved as usize].place = Place::Slot { level: level as u8, slot: slot as u8, pos: pos as u32 };
+            self.entries[moved as usize].place = Place::Slot {
+                level: level as u8,
+                slot: slot as u8,
+                pos: pos as u32,
+            };
         }
         if list.is_empty() {
             self.occupied[level] &= !(1 << slot);
@@ -191,7 +211,9 @@ impl<T> Wheel<T> {
             let slot_range = 1u64 << shift;
             let level_range = slot_range << SLOT_BITS;
             let now_slot = (self.elapsed_ms >> shift) & (SLOTS - 1);
-            let offset = self.occupied[level].rotate_right(now_slot as u32).trailing_zeros() as u64;
+            let offset = self.occupied[level]
+                .rotate_right(now_slot as u32)
+                .trailing_zeros() as u64;
             let slot = (now_slot + offset) % SLOTS;
             let level_start = self.elapsed_ms & !(level_range.wrapping_sub(1));
             let mut at_ms = level_start + slot * slot_range;
@@ -249,14 +271,16 @@ mod tests {
             for n in 0..5_000u64 {
                 match rng.below(10) {
                     0..=4 => {
-                        let spread = [10, 1_000, 100_000, 10_000_000, 1 << 36][rng.below(5) as usize];
+                        let spread =
+                            [10, 1_000, 100_000, 10_000_000, 1 << 36][rng.below(5) as usize];
                         let deadline = now + rng.below(spread);
                         let id = wheel.insert(deadline, n);
                         model.insert((deadline, n), id);
                         ids.push((deadline, n, id));
                     }
                     5 if !ids.is_empty() => {
-                        let (deadline, value, id) = ids.swap_remove(rng.below(ids.len() as u64) as usize);
+                        let (deadline, value, id) =
+                            ids.swap_remove(rng.below(ids.len() as u64) as usize);
                         let expected = model.remove(&(deadline, value)).map(|_| value);
                         assert_eq!(wheel.cancel(id), expected, "seed {seed}");
                     }
@@ -279,7 +303,10 @@ mod tests {
                         assert_eq!(fired, due, "seed {seed} at {now}");
                         if let Some((&(first, _), _)) = model.iter().next() {
                             let next = wheel.next_deadline_ms().expect("timers remain");
-                            assert!(next <= first && next > now, "seed {seed}: next {next} first {first} now {now}");
+                            assert!(
+                                next <= first && next > now,
+                                "seed {seed}: next {next} first {first} now {now}"
+                            );
                         }
                     }
                 }

@@ -22,7 +22,10 @@ impl Usage {
     }
 
     pub fn remove(&mut self, bytes: u64) {
-        assert!(self.rows >= 1 && self.bytes >= bytes, "window usage below zero: {self:?} - {bytes} bytes");
+        assert!(
+            self.rows >= 1 && self.bytes >= bytes,
+            "window usage below zero: {self:?} - {bytes} bytes"
+        );
         self.rows -= 1;
         self.bytes -= bytes;
     }
@@ -50,7 +53,10 @@ mod tests {
 
     #[test]
     fn room_is_rows_and_bytes() {
-        let w = Window { max_rows: 2, max_bytes: 100 };
+        let w = Window {
+            max_rows: 2,
+            max_bytes: 100,
+        };
         let mut u = Usage::default();
         assert!(w.has_room(u));
         u.add(60);

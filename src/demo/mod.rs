@@ -2,3 +2,6 @@
 //! receiver itself (also used by the tests and the load tools).
 
 pub mod receiver;
+mod run;
+
+pub use run::{run, DemoOptions};

@@ -30,7 +30,10 @@ pub struct Received {
 
 impl Received {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -47,7 +50,12 @@ pub struct Reply {
 
 impl Reply {
     pub fn status(status: u16) -> Reply {
-        Reply { status, headers: Vec::new(), delay: Duration::ZERO, hang: false }
+        Reply {
+            status,
+            headers: Vec::new(),
+            delay: Duration::ZERO,
+            hang: false,
+        }
     }
 
     pub fn header(mut self, name: &str, value: &str) -> Reply {
@@ -61,7 +69,10 @@ impl Reply {
     }
 
     pub fn hang() -> Reply {
-        Reply { hang: true, ..Reply::status(200) }
+        Reply {
+            hang: true,
+            ..Reply::status(200)
+        }
     }
 }
 
@@ -85,12 +96,17 @@ pub struct Receiver {
 
 impl Receiver {
     /// Starts a receiver on 127.0.0.1 (a free port) that records every request.
-    pub fn start(behaviour: impl Fn(&Received) -> Reply + Send + Sync + 'static) -> std::io::Result<Receiver> {
+    pub fn start(
+        behaviour: impl Fn(&Received) -> Reply + Send + Sync + 'static,
+    ) -> std::io::Result<Receiver> {
         Receiver::start_with(behaviour, true)
     }
 
     /// Starts a receiver; `record` keeps every request (else only counts them).
-    pub fn start_with(behaviour: impl Fn(&Received) -> Reply + Send + Sync + 'static, record: bool) -> std::io::Result<Receiver> {
+    pub fn start_with(
+        behaviour: impl Fn(&Received) -> Reply + Send + Sync + 'static,
+        record: bool,
+    ) -> std::io::Result<Receiver> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
@@ -103,16 +119,21 @@ impl Receiver {
             stop: AtomicBool::new(false),
         });
         let accept = shared.clone();
-        std::thread::Builder::new().name("goad-receiver".into()).spawn(move || {
-            for stream in listener.incoming() {
-                if accept.stop.load(Ordering::Acquire) {
-                    return;
+        std::thread::Builder::new()
+            .name("goad-receiver".into())
+            .spawn(move || {
+                for stream in listener.incoming() {
+                    if accept.stop.load(Ordering::Acquire) {
+                        return;
+                    }
+                    let Ok(stream) = stream else { continue };
+                    let conn = accept.clone();
+                    let _ = std::thread::Builder::new()
+                        .name("goad-receiver-conn".into())
+                        .stack_size(256 * 1024)
+                        .spawn(move || serve(stream, &conn));
                 }
-                let Ok(stream) = stream else { continue };
-                let conn = accept.clone();
-                let _ = std::thread::Builder::new().name("goad-receiver-conn".into()).stack_size(256 * 1024).spawn(move || serve(stream, &conn));
-            }
-        })?;
+            })?;
         Ok(Receiver { addr, shared })
     }
 
@@ -140,7 +161,12 @@ impl Receiver {
         let deadline = Instant::now() + within;
         let mut guard = self.shared.received.lock();
         while self.count() < n {
-            if self.shared.arrived.wait_until(&mut guard, deadline).timed_out() {
+            if self
+                .shared
+                .arrived
+                .wait_until(&mut guard, deadline)
+                .timed_out()
+            {
                 return self.count() >= n;
             }
         }
@@ -165,7 +191,9 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
             if let Some(parsed) = parse(&buf) {
                 break parsed;
             }
-            if buf.len() > MAX_HEAD_BYTES + MAX_BODY_BYTES || !read_more(&mut stream, &mut buf, &mut chunk, shared) {
+            if buf.len() > MAX_HEAD_BYTES + MAX_BODY_BYTES
+                || !read_more(&mut stream, &mut buf, &mut chunk, shared)
+            {
                 return;
             }
         };
@@ -182,14 +210,21 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
         if !reply.delay.is_zero() {
             std::thread::sleep(reply.delay);
         }
-        let mut head = format!("HTTP/1.1 {} {}\r\ncontent-length: 0\r\n", reply.status, reason(reply.status));
+        let mut head = format!(
+            "HTTP/1.1 {} {}\r\ncontent-length: 0\r\n",
+            reply.status,
+            reason(reply.status)
+        );
         for (name, value) in &reply.headers {
             head.push_str(&format!("{name}: {value}\r\n"));
         }
         head.push_str("\r\n");
         let ok = (200..300).contains(&reply.status);
         if shared.record {
-            shared.received.lock().push(Received { status: reply.status, ..request });
+            shared.received.lock().push(Received {
+                status: reply.status,
+                ..request
+            });
         }
         if stream.write_all(head.as_bytes()).is_err() {
             return;
@@ -215,7 +250,14 @@ fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>, chunk: &mut [u8], shared
                 buf.extend_from_slice(&chunk[..n]);
                 return true;
             }
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
             Err(_) => return false,
         }
     }
@@ -232,9 +274,18 @@ fn parse(buf: &[u8]) -> Option<(Received, usize)> {
     let headers: Vec<(String, String)> = req
         .headers
         .iter()
-        .map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).into_owned()))
+        .map(|h| {
+            (
+                h.name.to_ascii_lowercase(),
+                String::from_utf8_lossy(h.value).into_owned(),
+            )
+        })
         .collect();
-    let length: usize = headers.iter().find(|(n, _)| n == "content-length").and_then(|(_, v)| v.trim().parse().ok()).unwrap_or(0);
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.trim().parse().ok())
+        .unwrap_or(0);
     if length > MAX_BODY_BYTES || buf.len() < head_len + length {
         return None;
     }

@@ -33,24 +33,40 @@ pub enum CoordinatorInput {
 
 /// The node's global windows as one grant.
 pub fn global_grant(dispatch: &DispatchConfig) -> Grant {
-    Grant { max_inflight: dispatch.max_inflight.into(), max_inflight_bytes: dispatch.max_inflight_bytes, concurrency: dispatch.concurrency.into() }
+    Grant {
+        max_inflight: dispatch.max_inflight.into(),
+        max_inflight_bytes: dispatch.max_inflight_bytes,
+        concurrency: dispatch.concurrency.into(),
+    }
 }
 
 /// Splits `global` among shards by weight: four per active tenant, one for
 /// a shard with none. Every share is at least 1; remainders go to the
 /// largest fractions.
 pub fn shares(global: Grant, active_tenants: &[u64]) -> Vec<Grant> {
-    let weights: Vec<u64> = active_tenants.iter().map(|&a| if a == 0 { 1 } else { 4 * a }).collect();
+    let weights: Vec<u64> = active_tenants
+        .iter()
+        .map(|&a| if a == 0 { 1 } else { 4 * a })
+        .collect();
     let split = |total: u64| split_by_weight(total, &weights);
     let rows = split(global.max_inflight);
     let bytes = split(global.max_inflight_bytes);
     let concurrency = split(global.concurrency);
-    (0..weights.len()).map(|i| Grant { max_inflight: rows[i], max_inflight_bytes: bytes[i], concurrency: concurrency[i] }).collect()
+    (0..weights.len())
+        .map(|i| Grant {
+            max_inflight: rows[i],
+            max_inflight_bytes: bytes[i],
+            concurrency: concurrency[i],
+        })
+        .collect()
 }
 
 fn split_by_weight(total: u64, weights: &[u64]) -> Vec<u64> {
     let sum: u128 = weights.iter().map(|&w| u128::from(w)).sum();
-    let exact: Vec<u128> = weights.iter().map(|&w| u128::from(total) * u128::from(w)).collect();
+    let exact: Vec<u128> = weights
+        .iter()
+        .map(|&w| u128::from(total) * u128::from(w))
+        .collect();
     let mut out: Vec<u64> = exact.iter().map(|e| (e / sum) as u64).collect();
     let mut left = total.saturating_sub(out.iter().sum());
     let mut by_fraction: Vec<usize> = (0..weights.len()).collect();
@@ -97,15 +113,28 @@ mod tests {
 
     #[test]
     fn shares_follow_active_tenants_and_sum_to_the_window() {
-        let global = Grant { max_inflight: 4096, max_inflight_bytes: 1 << 27, concurrency: 32 };
+        let global = Grant {
+            max_inflight: 4096,
+            max_inflight_bytes: 1 << 27,
+            concurrency: 32,
+        };
         let s = shares(global, &[1, 9]);
-        assert_eq!(s.iter().map(|g| g.concurrency).collect::<Vec<_>>(), vec![3, 29]);
+        assert_eq!(
+            s.iter().map(|g| g.concurrency).collect::<Vec<_>>(),
+            vec![3, 29]
+        );
         assert_eq!(s.iter().map(|g| g.max_inflight).sum::<u64>(), 4096);
         assert_eq!(s.iter().map(|g| g.max_inflight_bytes).sum::<u64>(), 1 << 27);
         // Idle shards weigh a quarter tenant each; nobody gets zero.
         let s = shares(global, &[0, 0]);
         assert_eq!(s[0].concurrency, 16);
-        let s = shares(Grant { concurrency: 2, ..global }, &[0, 50]);
+        let s = shares(
+            Grant {
+                concurrency: 2,
+                ..global
+            },
+            &[0, 50],
+        );
         assert_eq!((s[0].concurrency, s[1].concurrency), (1, 2));
     }
 }

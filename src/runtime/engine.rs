@@ -35,7 +35,11 @@ pub struct NewHook {
 
 impl NewHook {
     pub fn new(source_id: impl Into<String>, body: impl Into<Vec<u8>>) -> NewHook {
-        NewHook { source_id: source_id.into(), body: body.into(), ..NewHook::default() }
+        NewHook {
+            source_id: source_id.into(),
+            body: body.into(),
+            ..NewHook::default()
+        }
     }
 }
 
@@ -45,7 +49,10 @@ impl NewHook {
 #[non_exhaustive]
 pub enum CommitError {
     UnknownSource(String),
-    TooLarge { size_bytes: u64, max_bytes: u64 },
+    TooLarge {
+        size_bytes: u64,
+        max_bytes: u64,
+    },
     /// The shard's input queue stayed full: retry later.
     QueueFull,
     /// The store could not write the batch.
@@ -60,11 +67,20 @@ impl fmt::Display for CommitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CommitError::UnknownSource(id) => write!(f, "unknown source {id:?}"),
-            CommitError::TooLarge { size_bytes, max_bytes } => write!(f, "body of {size_bytes} bytes is over max_body_bytes ({max_bytes})"),
+            CommitError::TooLarge {
+                size_bytes,
+                max_bytes,
+            } => write!(
+                f,
+                "body of {size_bytes} bytes is over max_body_bytes ({max_bytes})"
+            ),
             CommitError::QueueFull => write!(f, "the commit queue is full"),
             CommitError::Store(e) => write!(f, "commit failed: {e}"),
             CommitError::Stopped => write!(f, "the engine is stopped"),
-            CommitError::TimedOut => write!(f, "no answer from the store within {COMMIT_REPLY_WAIT_MS} ms"),
+            CommitError::TimedOut => write!(
+                f,
+                "no answer from the store within {COMMIT_REPLY_WAIT_MS} ms"
+            ),
         }
     }
 }
@@ -113,7 +129,10 @@ pub struct Unavailable;
 
 impl fmt::Display for Unavailable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "the dispatch engine is unavailable (stopped, or busy past the call's deadline)")
+        write!(
+            f,
+            "the dispatch engine is unavailable (stopped, or busy past the call's deadline)"
+        )
     }
 }
 
@@ -191,12 +210,19 @@ impl EngineBuilder {
     /// starts the threads.
     pub fn open(self) -> Result<Engine, OpenError> {
         let names: Vec<&str> = self.host_sinks.keys().map(String::as_str).collect();
-        self.config.validate_with_sinks(&names).map_err(OpenError::Config)?;
-        let registry: SharedRegistry = Arc::new(RwLock::new(Arc::new(SinkRegistry::build(&self.config, &self.host_sinks).map_err(OpenError::Config)?)));
+        self.config
+            .validate_with_sinks(&names)
+            .map_err(OpenError::Config)?;
+        let registry: SharedRegistry = Arc::new(RwLock::new(Arc::new(
+            SinkRegistry::build(&self.config, &self.host_sinks).map_err(OpenError::Config)?,
+        )));
         let shard_count = self.config.shard_count();
         let mut stores = Vec::with_capacity(shard_count);
         for k in 0..shard_count {
-            stores.push(ShardStore::open(&self.config.data_dir, k, shard_count).map_err(OpenError::Store)?);
+            stores.push(
+                ShardStore::open(&self.config.data_dir, k, shard_count)
+                    .map_err(OpenError::Store)?,
+            );
         }
         let catalog = Arc::new(Catalog::from_config(&self.config));
         let global = global_grant(&self.config.dispatch);
@@ -210,10 +236,31 @@ impl EngineBuilder {
         let now_ms = wall_ms();
         for (k, store) in stores.into_iter().enumerate() {
             let (tx, rx) = crossbeam_channel::bounded(SHARD_INPUT_CAPACITY);
-            let state = ShardState::open(store.clone(), self.config.dispatch.clone(), self.config.retry, catalog.clone(), grants[k], now_ms, seed ^ (k as u64).wrapping_mul(0x9E37_79B9)).map_err(OpenError::Store)?;
+            let state = ShardState::open(
+                store.clone(),
+                self.config.dispatch.clone(),
+                self.config.retry,
+                catalog.clone(),
+                grants[k],
+                now_ms,
+                seed ^ (k as u64).wrapping_mul(0x9E37_79B9),
+            )
+            .map_err(OpenError::Store)?;
             let gauges = Arc::new(ShardGauges::default());
-            let pool = IoPool::start(k, self.config.dispatch.concurrency as usize, tx.clone(), registry.clone());
-            let thread = ShardThread { index: k, state, inputs: rx, pool, coordinator: coord_tx.clone(), gauges: gauges.clone() };
+            let pool = IoPool::start(
+                k,
+                self.config.dispatch.concurrency as usize,
+                tx.clone(),
+                registry.clone(),
+            );
+            let thread = ShardThread {
+                index: k,
+                state,
+                inputs: rx,
+                pool,
+                coordinator: coord_tx.clone(),
+                gauges: gauges.clone(),
+            };
             let core_id = (!core_ids.is_empty()).then(|| core_ids[k % core_ids.len()]);
             let handle = std::thread::Builder::new()
                 .name(format!("goad-shard-{k}"))
@@ -226,7 +273,11 @@ impl EngineBuilder {
                 .map_err(OpenError::Thread)?;
             threads.push(handle);
             inputs.push(tx.clone());
-            shards.push(Shard { input: tx, store, gauges });
+            shards.push(Shard {
+                input: tx,
+                store,
+                gauges,
+            });
         }
         let coordinator = std::thread::Builder::new()
             .name("goad-coordinator".into())
@@ -276,7 +327,11 @@ impl Engine {
     }
 
     pub fn builder(config: Config) -> EngineBuilder {
-        EngineBuilder { config, host_sinks: HashMap::new(), seed: None }
+        EngineBuilder {
+            config,
+            host_sinks: HashMap::new(),
+            seed: None,
+        }
     }
 
     /// The shard that owns a tenant: a stable hash (FNV-1a) of its id.
@@ -297,11 +352,16 @@ impl Engine {
         }
         let max_bytes = self.config.read().max_body_bytes;
         if hook.body.len() as u64 > max_bytes {
-            return Err(CommitError::TooLarge { size_bytes: hook.body.len() as u64, max_bytes });
+            return Err(CommitError::TooLarge {
+                size_bytes: hook.body.len() as u64,
+                max_bytes,
+            });
         }
         let (tenant, sink_types) = {
             let catalog = self.catalog.read();
-            let source = catalog.source(&hook.source_id).ok_or_else(|| CommitError::UnknownSource(hook.source_id.clone()))?;
+            let source = catalog
+                .source(&hook.source_id)
+                .ok_or_else(|| CommitError::UnknownSource(hook.source_id.clone()))?;
             (source.tenant.clone(), source.sink_types.clone())
         };
         let id = uuid::Uuid::now_v7().to_string();
@@ -318,8 +378,17 @@ impl Engine {
         };
         let shard = &self.shards[Engine::shard_of(&tenant, self.shards.len())];
         let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
-        let input = ShardInput::Commit { rows: NewRows { hook: stored, sink_types }, reply: reply_tx };
-        match shard.input.send_timeout(input, Duration::from_millis(COMMIT_QUEUE_WAIT_MS)) {
+        let input = ShardInput::Commit {
+            rows: NewRows {
+                hook: stored,
+                sink_types,
+            },
+            reply: reply_tx,
+        };
+        match shard
+            .input
+            .send_timeout(input, Duration::from_millis(COMMIT_QUEUE_WAIT_MS))
+        {
             Ok(()) => {}
             Err(SendTimeoutError::Timeout(_)) => return Err(CommitError::QueueFull),
             Err(SendTimeoutError::Disconnected(_)) => return Err(CommitError::Stopped),
@@ -348,7 +417,10 @@ impl Engine {
         let mut replies = Vec::new();
         for shard in &self.shards {
             let (tx, rx) = crossbeam_channel::bounded(1);
-            shard.input.send_deadline(ShardInput::Tick(tx), deadline).map_err(|_| Unavailable)?;
+            shard
+                .input
+                .send_deadline(ShardInput::Tick(tx), deadline)
+                .map_err(|_| Unavailable)?;
             replies.push(rx);
         }
         let mut settled = 0;
@@ -375,7 +447,8 @@ impl Engine {
         let bytes: u64 = stats.iter().map(|s| s.claimed_bytes).sum();
         Ok(Pressure {
             lag_ms: oldest.map_or(0, |at| wall_ms().saturating_sub(at)),
-            window_full: rows >= u64::from(dispatch.max_inflight) || bytes >= dispatch.max_inflight_bytes,
+            window_full: rows >= u64::from(dispatch.max_inflight)
+                || bytes >= dispatch.max_inflight_bytes,
         })
     }
 
@@ -395,15 +468,25 @@ impl Engine {
         current.dispatch.tenants = config.dispatch.tenants.clone();
         current.sources = config.sources.clone();
         for shard in &self.shards {
-            let _ = shard.input.send(ShardInput::Reconfigure { dispatch: current.dispatch.clone(), catalog: catalog.clone() });
+            let _ = shard.input.send(ShardInput::Reconfigure {
+                dispatch: current.dispatch.clone(),
+                catalog: catalog.clone(),
+            });
         }
-        let _ = self.coordinator.send(CoordinatorInput::Reconfigure(global_grant(&current.dispatch)));
+        let _ = self
+            .coordinator
+            .send(CoordinatorInput::Reconfigure(global_grant(
+                &current.dispatch,
+            )));
         Ok(())
     }
 
     /// Each shard's gauges.
     pub fn stats(&self) -> Vec<ShardStats> {
-        self.shards.iter().map(|s| ShardStats::read(&s.gauges)).collect()
+        self.shards
+            .iter()
+            .map(|s| ShardStats::read(&s.gauges))
+            .collect()
     }
 
     /// Every stored row with its hook's ids, across shards: a diagnostic

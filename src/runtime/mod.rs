@@ -9,5 +9,7 @@ pub mod shard;
 pub mod step;
 
 pub use clock::wall_ms;
-pub use engine::{CommitError, Engine, EngineBuilder, NewHook, OpenError, Pressure, ShardStats, Unavailable};
+pub use engine::{
+    CommitError, Engine, EngineBuilder, NewHook, OpenError, Pressure, ShardStats, Unavailable,
+};
 pub use step::{NewRows, ShardState, StepOutput};

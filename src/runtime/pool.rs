@@ -9,7 +9,7 @@
 //! workers come back.
 
 use super::shard::ShardInput;
-use crate::core::{AttemptFailure, FailureClass, Job};
+use crate::core::{AttemptFailure, FailureClass, Job, JobId};
 use crate::limits::MAX_ABANDONED_WORKERS;
 use crate::sink::{deliver_safely, Delivery, SinkRegistry};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -39,23 +39,42 @@ pub struct IoPool {
 impl IoPool {
     /// Starts `workers` threads. The job channel holds every attempt the
     /// shard may start at once plus those whose workers are stuck.
-    pub fn start(shard_index: usize, workers: usize, results: Sender<ShardInput>, registry: SharedRegistry) -> IoPool {
+    pub fn start(
+        shard_index: usize,
+        workers: usize,
+        results: Sender<ShardInput>,
+        registry: SharedRegistry,
+    ) -> IoPool {
         let (jobs_tx, jobs_rx) = crossbeam_channel::bounded(workers + MAX_ABANDONED_WORKERS);
-        let shared = Arc::new(Shared { jobs: jobs_rx, results, registry, live: AtomicUsize::new(0), target: workers, shard_index, spawned: AtomicUsize::new(0) });
+        let shared = Arc::new(Shared {
+            jobs: jobs_rx,
+            results,
+            registry,
+            live: AtomicUsize::new(0),
+            target: workers,
+            shard_index,
+            spawned: AtomicUsize::new(0),
+        });
         for _ in 0..workers {
             spawn_worker(&shared);
         }
-        IoPool { jobs: jobs_tx, shared }
+        IoPool {
+            jobs: jobs_tx,
+            shared,
+        }
     }
 
     /// Hands a job to a worker. A full channel (every worker stuck past the
     /// replacement bound) fails the attempt at once instead of blocking the shard.
-    pub fn submit(&self, job: Job) -> Result<(), (Job, AttemptFailure)> {
+    pub fn submit(&self, job: Job) -> Result<(), (JobId, AttemptFailure)> {
         match self.jobs.try_send(job) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => {
-                let failure = AttemptFailure { class: FailureClass::Transient, message: "io pool saturated: every worker is stuck".into() };
-                Err((job, failure))
+                let failure = AttemptFailure {
+                    class: FailureClass::Transient,
+                    message: "io pool saturated: every worker is stuck".into(),
+                };
+                Err((job.id, failure))
             }
         }
     }
@@ -70,7 +89,10 @@ impl IoPool {
 
     /// Workers beyond the pool's size: stuck in an attempt that timed out.
     pub fn abandoned(&self) -> usize {
-        self.shared.live.load(Ordering::Acquire).saturating_sub(self.shared.target)
+        self.shared
+            .live
+            .load(Ordering::Acquire)
+            .saturating_sub(self.shared.target)
     }
 }
 
@@ -84,25 +106,48 @@ fn spawn_worker(shared: &Arc<Shared>) {
         .spawn(move || run_worker(&worker));
     if let Err(e) = spawned {
         shared.live.fetch_sub(1, Ordering::AcqRel);
-        eprintln!("goad: cannot start an IO worker for shard {}: {e}", shared.shard_index);
+        eprintln!(
+            "goad: cannot start an IO worker for shard {}: {e}",
+            shared.shard_index
+        );
     }
 }
 
 fn run_worker(shared: &Shared) {
     while let Ok(job) = shared.jobs.recv() {
-        let sink = shared.registry.read().get(&job.key.source_id, job.key.sink_index).cloned();
+        let sink = shared
+            .registry
+            .read()
+            .get(&job.key.source_id, job.key.sink_index)
+            .cloned();
         let result = match sink {
             Some(sink) => {
-                let delivery = Delivery { hook: &job.hook, attempt: job.attempt, sink_index: job.key.sink_index };
+                let delivery = Delivery {
+                    hook: &job.hook,
+                    attempt: job.attempt,
+                    sink_index: job.key.sink_index,
+                };
                 deliver_safely(sink.as_ref(), &delivery).map_err(|e| e.into_failure())
             }
-            None => Err(AttemptFailure { class: FailureClass::Transient, message: format!("no sink at {}[{}]", job.key.source_id, job.key.sink_index) }),
+            None => Err(AttemptFailure {
+                class: FailureClass::Transient,
+                message: format!("no sink at {}[{}]", job.key.source_id, job.key.sink_index),
+            }),
         };
-        if shared.results.send(ShardInput::Completion(job.id, result)).is_err() {
+        if shared
+            .results
+            .send(ShardInput::Completion(job.id, result))
+            .is_err()
+        {
             break;
         }
         let live = shared.live.load(Ordering::Acquire);
-        if live > shared.target && shared.live.compare_exchange(live, live - 1, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+        if live > shared.target
+            && shared
+                .live
+                .compare_exchange(live, live - 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
             return;
         }
     }

@@ -9,12 +9,14 @@
 
 use super::clock::Clock;
 use super::coordinator::{CoordinatorInput, Demand};
+use super::engine::CommitError;
 use super::pool::IoPool;
 use super::step::{NewRows, ShardState, StepOutput};
 use crate::config::DispatchConfig;
 use crate::core::{AttemptResult, Catalog, CoreStats, Grant, JobId};
-use crate::limits::{MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS, SHUTDOWN_GRACE_MS};
-use super::engine::CommitError;
+use crate::limits::{
+    MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS, SHUTDOWN_GRACE_MS,
+};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -23,13 +25,19 @@ use std::time::Duration;
 /// Everything a shard thread is told.
 pub enum ShardInput {
     /// A hook to commit; the reply comes once its batch is durable.
-    Commit { rows: NewRows, reply: Sender<Result<(), CommitError>> },
+    Commit {
+        rows: NewRows,
+        reply: Sender<Result<(), CommitError>>,
+    },
     /// An attempt's result from the IO pool.
     Completion(JobId, AttemptResult),
     /// A new share of the global windows.
     Grant(Grant),
     /// New limits and sources.
-    Reconfigure { dispatch: DispatchConfig, catalog: Arc<Catalog> },
+    Reconfigure {
+        dispatch: DispatchConfig,
+        catalog: Arc<Catalog>,
+    },
     /// Answer with the rows settled once nothing is claimed, running or due.
     Tick(Sender<u64>),
     /// Stop claiming, let running attempts finish (within a grace period), exit.
@@ -56,7 +64,13 @@ pub struct ShardGauges {
 }
 
 impl ShardGauges {
-    fn publish(&self, stats: &CoreStats, window_full: bool, abandoned_workers: usize, recovered: u64) {
+    fn publish(
+        &self,
+        stats: &CoreStats,
+        window_full: bool,
+        abandoned_workers: usize,
+        recovered: u64,
+    ) {
         let set = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
         set(&self.claimed_rows, stats.claimed.rows);
         set(&self.claimed_bytes, stats.claimed.bytes);
@@ -96,10 +110,18 @@ impl ShardThread {
         let mut reported_at_ms = 0u64;
         loop {
             let now_ms = clock.now_ms();
-            let deadline_ms = self.state.core().poll_deadline(now_ms).unwrap_or(u64::MAX).min(now_ms + MAX_SLEEP_MS);
+            let deadline_ms = self
+                .state
+                .core()
+                .poll_deadline(now_ms)
+                .unwrap_or(u64::MAX)
+                .min(now_ms + MAX_SLEEP_MS);
             let mut inbox = Vec::new();
             if resubmit.is_empty() {
-                match self.inputs.recv_timeout(Duration::from_millis(deadline_ms.saturating_sub(now_ms))) {
+                match self
+                    .inputs
+                    .recv_timeout(Duration::from_millis(deadline_ms.saturating_sub(now_ms)))
+                {
                     Ok(input) => inbox.push(input),
                     Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => inbox.push(ShardInput::Shutdown),
@@ -125,8 +147,12 @@ impl ShardThread {
                     }
                     ShardInput::Completion(job, result) => outcomes.push((job, result)),
                     ShardInput::Grant(grant) => self.state.handle_grant(grant),
-                    ShardInput::Reconfigure { dispatch, catalog } => self.state.handle_reconfigure(dispatch, catalog),
-                    ShardInput::Tick(reply) => tick_waiters.push((reply, self.state.core().stats().settled())),
+                    ShardInput::Reconfigure { dispatch, catalog } => {
+                        self.state.handle_reconfigure(dispatch, catalog)
+                    }
+                    ShardInput::Tick(reply) => {
+                        tick_waiters.push((reply, self.state.core().stats().settled()))
+                    }
                     ShardInput::Shutdown => {
                         draining_since_ms.get_or_insert(clock.now_ms());
                     }
@@ -141,10 +167,24 @@ impl ShardThread {
             }
             self.dispatch(out, replies, &mut resubmit);
             let stats = self.state.core().stats();
-            self.gauges.publish(&stats, self.state.core().window_full(), self.pool.abandoned(), self.state.recovered);
-            if reported != Some(stats.active_tenants) || (stats.claimed.rows > 0 && now_ms >= reported_at_ms + REPORT_INTERVAL_MS) {
-                let demand = Demand { shard_index: self.index, active_tenants: stats.active_tenants };
-                if self.coordinator.try_send(CoordinatorInput::Demand(demand)).is_ok() {
+            self.gauges.publish(
+                &stats,
+                self.state.core().window_full(),
+                self.pool.abandoned(),
+                self.state.recovered,
+            );
+            if reported != Some(stats.active_tenants)
+                || (stats.claimed.rows > 0 && now_ms >= reported_at_ms + REPORT_INTERVAL_MS)
+            {
+                let demand = Demand {
+                    shard_index: self.index,
+                    active_tenants: stats.active_tenants,
+                };
+                if self
+                    .coordinator
+                    .try_send(CoordinatorInput::Demand(demand))
+                    .is_ok()
+                {
                     reported = Some(stats.active_tenants);
                     reported_at_ms = now_ms;
                 }
@@ -154,7 +194,9 @@ impl ShardThread {
                     let _ = reply.send(stats.settled() - baseline);
                 }
             }
-            self.gauges.tick_waiters.store(tick_waiters.len() as u64, Ordering::Relaxed);
+            self.gauges
+                .tick_waiters
+                .store(tick_waiters.len() as u64, Ordering::Relaxed);
             if let Some(since_ms) = draining_since_ms {
                 if self.state.core().running() == 0 || now_ms >= since_ms + SHUTDOWN_GRACE_MS {
                     for (reply, baseline) in tick_waiters.drain(..) {
@@ -166,7 +208,12 @@ impl ShardThread {
         }
     }
 
-    fn dispatch(&self, out: StepOutput, replies: Vec<Sender<Result<(), CommitError>>>, resubmit: &mut Vec<(JobId, AttemptResult)>) {
+    fn dispatch(
+        &self,
+        out: StepOutput,
+        replies: Vec<Sender<Result<(), CommitError>>>,
+        resubmit: &mut Vec<(JobId, AttemptResult)>,
+    ) {
         if let Some(committed) = out.committed {
             for reply in replies {
                 let _ = reply.send(committed.clone().map_err(CommitError::Store));
@@ -177,7 +224,7 @@ impl ShardThread {
         }
         for job in out.jobs {
             if let Err((job, failure)) = self.pool.submit(job) {
-                resubmit.push((job.id, Err(failure)));
+                resubmit.push((job, Err(failure)));
             }
         }
     }

@@ -51,9 +51,36 @@ pub struct ShardState {
 impl ShardState {
     /// Opens the shard: loads its tenants and commit counter and makes every
     /// row that was claimed when the process stopped due again.
-    pub fn open(store: ShardStore, dispatch: DispatchConfig, retry: RetryConfig, catalog: Arc<Catalog>, grant: Grant, now_ms: u64, seed: u64) -> Result<ShardState, StoreError> {
-        let core = Core::new(dispatch.clone(), retry, catalog.clone(), grant, now_ms, seed, 1);
-        let mut state = ShardState { store, tenants: TenantTable::default(), next_seq: 0, core, dispatch, retry, catalog, grant, seed, recovered: 0 };
+    pub fn open(
+        store: ShardStore,
+        dispatch: DispatchConfig,
+        retry: RetryConfig,
+        catalog: Arc<Catalog>,
+        grant: Grant,
+        now_ms: u64,
+        seed: u64,
+    ) -> Result<ShardState, StoreError> {
+        let core = Core::new(
+            dispatch.clone(),
+            retry,
+            catalog.clone(),
+            grant,
+            now_ms,
+            seed,
+            1,
+        );
+        let mut state = ShardState {
+            store,
+            tenants: TenantTable::default(),
+            next_seq: 0,
+            core,
+            dispatch,
+            retry,
+            catalog,
+            grant,
+            seed,
+            recovered: 0,
+        };
         state.reload(now_ms)?;
         Ok(state)
     }
@@ -95,7 +122,12 @@ impl ShardState {
 
     /// One iteration. `commits` are written and synced together; `outcomes`
     /// are attempt results since the last iteration.
-    pub fn step(&mut self, now_ms: u64, commits: Vec<NewRows>, outcomes: Vec<(JobId, AttemptResult)>) -> StepOutput {
+    pub fn step(
+        &mut self,
+        now_ms: u64,
+        commits: Vec<NewRows>,
+        outcomes: Vec<(JobId, AttemptResult)>,
+    ) -> StepOutput {
         for (job, result) in outcomes {
             self.core.handle_outcome(now_ms, job, result);
         }
@@ -138,7 +170,14 @@ impl ShardState {
             for mut new in commits {
                 new.hook.seq = self.next_seq;
                 self.next_seq += 1;
-                store::write_commit(&store, &mut wtxn, &mut self.tenants, &new.hook, &new.sink_types, now_ms)?;
+                store::write_commit(
+                    &store,
+                    &mut wtxn,
+                    &mut self.tenants,
+                    &new.hook,
+                    &new.sink_types,
+                    now_ms,
+                )?;
             }
             store.put_meta(&mut wtxn, "next_seq", self.next_seq)?;
             self.core.handle_committed();
@@ -167,9 +206,19 @@ impl ShardState {
     /// Job ids continue, so late results of the old core's attempts are
     /// discarded rather than mistaken for new ones.
     fn rebuild(&mut self, now_ms: u64, cause: &StoreError) {
-        eprintln!("goad: shard store write failed ({cause}); rebuilding the shard's state from the store");
+        eprintln!(
+            "goad: shard store write failed ({cause}); rebuilding the shard's state from the store"
+        );
         let next_job_id = self.core.next_job_id();
-        self.core = Core::new(self.dispatch.clone(), self.retry, self.catalog.clone(), self.grant, now_ms, self.seed ^ next_job_id, next_job_id);
+        self.core = Core::new(
+            self.dispatch.clone(),
+            self.retry,
+            self.catalog.clone(),
+            self.grant,
+            now_ms,
+            self.seed ^ next_job_id,
+            next_job_id,
+        );
         if let Err(e) = self.reload(now_ms) {
             eprintln!("goad: shard store reload failed ({e}); retrying on the next iteration");
         }

@@ -32,7 +32,9 @@ pub fn forwarded(headers: &[(String, String)], allow: Option<&[String]>) -> Vec<
     let mut out: Vec<(String, String)> = Vec::new();
     for (name, value) in headers {
         let name = name.to_ascii_lowercase();
-        if never_forwarded(&name) || allow.is_some_and(|a| !a.iter().any(|n| n.eq_ignore_ascii_case(&name))) {
+        if never_forwarded(&name)
+            || allow.is_some_and(|a| !a.iter().any(|n| n.eq_ignore_ascii_case(&name)))
+        {
             continue;
         }
         match out.iter_mut().find(|(n, _)| *n == name) {
@@ -51,19 +53,36 @@ mod tests {
     use super::*;
 
     fn h(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
     }
 
     #[test]
     fn drops_credentials_framing_and_own_namespaces_and_joins_repeats() {
-        let got = forwarded(&h(&[("X-GitHub-Event", "push"), ("Authorization", "x"), ("x-goad-id", "forged"), ("webhook-signature", "v1,f"), ("Content-Length", "3"), ("x-a", "1"), ("X-A", "2")]), None);
+        let got = forwarded(
+            &h(&[
+                ("X-GitHub-Event", "push"),
+                ("Authorization", "x"),
+                ("x-goad-id", "forged"),
+                ("webhook-signature", "v1,f"),
+                ("Content-Length", "3"),
+                ("x-a", "1"),
+                ("X-A", "2"),
+            ]),
+            None,
+        );
         assert_eq!(got, h(&[("x-github-event", "push"), ("x-a", "1, 2")]));
     }
 
     #[test]
     fn an_allowlist_keeps_only_its_names_minus_the_never_set() {
         let allow = vec!["x-keep".to_string(), "cookie".to_string()];
-        let got = forwarded(&h(&[("x-keep", "1"), ("x-drop", "2"), ("cookie", "c")]), Some(&allow));
+        let got = forwarded(
+            &h(&[("x-keep", "1"), ("x-drop", "2"), ("cookie", "c")]),
+            Some(&allow),
+        );
         assert_eq!(got, h(&[("x-keep", "1")]));
     }
 }

@@ -78,12 +78,24 @@ impl HttpSink {
             own.push(("x-goad-dedupe-key".to_string(), dedupe_key.clone()));
         }
         if !self.options.keys.is_empty() {
-            own.push(("webhook-signature".to_string(), signature_header(&self.options.keys, &hook.id, timestamp_s, &hook.body)));
+            own.push((
+                "webhook-signature".to_string(),
+                signature_header(&self.options.keys, &hook.id, timestamp_s, &hook.body),
+            ));
         }
         let taken = |name: &str| {
-            own.iter().any(|(n, _)| n == name) || self.options.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
+            own.iter().any(|(n, _)| n == name)
+                || self
+                    .options
+                    .headers
+                    .iter()
+                    .any(|(n, _)| n.eq_ignore_ascii_case(name))
         };
-        let provider: Vec<(String, String)> = forwarded(&hook.headers, self.options.forward_allow.as_deref()).into_iter().filter(|(n, _)| !taken(n)).collect();
+        let provider: Vec<(String, String)> =
+            forwarded(&hook.headers, self.options.forward_allow.as_deref())
+                .into_iter()
+                .filter(|(n, _)| !taken(n))
+                .collect();
         own.extend(provider);
         own.extend(self.options.headers.iter().cloned());
         own
@@ -93,25 +105,40 @@ impl HttpSink {
 impl Sink for HttpSink {
     fn deliver(&self, delivery: &Delivery<'_>) -> Result<(), SinkError> {
         let now = SystemTime::now();
-        let timestamp_s = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let timestamp_s = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
         let url = self.options.url.as_str();
         let mut request = match self.options.method {
             Method::Post => self.agent.post(url),
             Method::Put => self.agent.put(url),
             Method::Patch => self.agent.patch(url),
         };
-        let content_type = delivery.hook.content_type.as_deref().unwrap_or("application/octet-stream");
+        let content_type = delivery
+            .hook
+            .content_type
+            .as_deref()
+            .unwrap_or("application/octet-stream");
         request = request.header("content-type", content_type);
         for (name, value) in self.headers(delivery, timestamp_s) {
             request = request.header(name, value);
         }
-        let response = request.send(&delivery.hook.body[..]).map_err(SinkError::transient)?;
+        let response = request
+            .send(&delivery.hook.body[..])
+            .map_err(SinkError::transient)?;
         let status = response.status().as_u16();
-        let retry_after = response.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         // Drain up to the cap so the connection goes back to the pool; past
         // the cap the rest is dropped with the connection.
         let mut body = response.into_body();
-        let _ = body.with_config().limit(self.options.max_response_bytes).read_to_vec();
+        let _ = body
+            .with_config()
+            .limit(self.options.max_response_bytes)
+            .read_to_vec();
         classify(status, retry_after.as_deref(), now)
     }
 }

@@ -55,12 +55,17 @@ impl SinkError {
     }
 
     pub fn retry_after(after_ms: u64, cause: impl Into<BoxError>) -> SinkError {
-        SinkError::RetryAfter { after_ms, cause: cause.into() }
+        SinkError::RetryAfter {
+            after_ms,
+            cause: cause.into(),
+        }
     }
 
     fn cause(&self) -> &(dyn std::error::Error + 'static) {
         match self {
-            SinkError::Permanent(c) | SinkError::Transient(c) | SinkError::RetryAfter { cause: c, .. } => c.as_ref(),
+            SinkError::Permanent(c)
+            | SinkError::Transient(c)
+            | SinkError::RetryAfter { cause: c, .. } => c.as_ref(),
         }
     }
 
@@ -68,10 +73,15 @@ impl SinkError {
     pub fn into_failure(self) -> AttemptFailure {
         let class = match &self {
             SinkError::Permanent(_) => FailureClass::Permanent,
-            SinkError::RetryAfter { after_ms, .. } => FailureClass::RetryAfter { after_ms: *after_ms },
+            SinkError::RetryAfter { after_ms, .. } => FailureClass::RetryAfter {
+                after_ms: *after_ms,
+            },
             SinkError::Transient(_) => FailureClass::Transient,
         };
-        AttemptFailure { class, message: self.to_string() }
+        AttemptFailure {
+            class,
+            message: self.to_string(),
+        }
     }
 }
 

@@ -29,9 +29,15 @@ impl SinkRegistry {
                 let at = format!("sources[{i}].sinks[{j}]");
                 let sink: Arc<dyn Sink> = match host.get(&entry.kind) {
                     Some(sink) => sink.clone(),
-                    None if entry.kind == "http" => Arc::new(HttpSink::new(http_options(config, source, entry, &at)?)),
+                    None if entry.kind == "http" => {
+                        Arc::new(HttpSink::new(http_options(config, source, entry, &at)?))
+                    }
                     None => {
-                        return Err(ConfigError::Invalid { key: format!("{at}.type"), rule: "http or a sink registered by the host".into(), value: format!("{:?}", entry.kind) });
+                        return Err(ConfigError::Invalid {
+                            key: format!("{at}.type"),
+                            rule: "http or a sink registered by the host".into(),
+                            value: format!("{:?}", entry.kind),
+                        });
                     }
                 };
                 sinks.insert((Arc::from(source.id.as_str()), j as u16), sink);
@@ -45,25 +51,60 @@ impl SinkRegistry {
     }
 }
 
-fn http_options(config: &Config, source: &SourceConfig, entry: &SinkConfig, at: &str) -> Result<HttpSinkOptions, ConfigError> {
-    let method = match entry.method.as_deref().map(str::to_ascii_lowercase).as_deref() {
+fn http_options(
+    config: &Config,
+    source: &SourceConfig,
+    entry: &SinkConfig,
+    at: &str,
+) -> Result<HttpSinkOptions, ConfigError> {
+    let method = match entry
+        .method
+        .as_deref()
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
         None | Some("post") => Method::Post,
         Some("put") => Method::Put,
         Some("patch") => Method::Patch,
-        Some(other) => return Err(ConfigError::Invalid { key: format!("{at}.method"), rule: "one of post, put, patch".into(), value: format!("{other:?}") }),
+        Some(other) => {
+            return Err(ConfigError::Invalid {
+                key: format!("{at}.method"),
+                rule: "one of post, put, patch".into(),
+                value: format!("{other:?}"),
+            })
+        }
     };
     let mut keys = Vec::new();
-    for var in entry.secret_env.as_ref().map(|s| s.to_vec()).unwrap_or_default() {
+    for var in entry
+        .secret_env
+        .as_ref()
+        .map(|s| s.to_vec())
+        .unwrap_or_default()
+    {
         let key = format!("{at}.secret_env");
-        let secret = std::env::var(&var).map_err(|_| ConfigError::Invalid { key: key.clone(), rule: "the name of a set environment variable".into(), value: format!("{var:?} (not set)") })?;
-        let parsed = SigningKey::parse(&secret).map_err(|e| ConfigError::Invalid { key, rule: format!("a variable holding a valid secret ({e})"), value: format!("{var:?}") })?;
+        let secret = std::env::var(&var).map_err(|_| ConfigError::Invalid {
+            key: key.clone(),
+            rule: "the name of a set environment variable".into(),
+            value: format!("{var:?} (not set)"),
+        })?;
+        let parsed = SigningKey::parse(&secret).map_err(|e| ConfigError::Invalid {
+            key,
+            rule: format!("a variable holding a valid secret ({e})"),
+            value: format!("{var:?}"),
+        })?;
         keys.push(parsed);
     }
     Ok(HttpSinkOptions {
         url: entry.url.clone().unwrap_or_default(),
         method,
-        headers: entry.headers.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.clone())).collect(),
-        timeout_ms: entry.timeout_ms.unwrap_or(HTTP_TIMEOUT_MS.min(config.dispatch.attempt_timeout_ms)),
+        headers: entry
+            .headers
+            .iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+            .collect(),
+        timeout_ms: entry
+            .timeout_ms
+            .unwrap_or(HTTP_TIMEOUT_MS.min(config.dispatch.attempt_timeout_ms)),
         keys,
         max_response_bytes: entry.max_response_bytes.unwrap_or(HTTP_MAX_RESPONSE_BYTES),
         forward_allow: source.forward_headers.clone(),

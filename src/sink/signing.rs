@@ -56,7 +56,8 @@ impl SigningKey {
 
     /// `v1,<base64 signature>` of one message.
     pub fn sign(&self, id: &str, timestamp_s: u64, body: &[u8]) -> String {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes keys of any length");
+        let mut mac =
+            Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes keys of any length");
         mac.update(id.as_bytes());
         mac.update(b".");
         mac.update(timestamp_s.to_string().as_bytes());
@@ -68,7 +69,10 @@ impl SigningKey {
 
 /// The `webhook-signature` header value for all keys, in order.
 pub fn signature_header(keys: &[SigningKey], id: &str, timestamp_s: u64, body: &[u8]) -> String {
-    keys.iter().map(|k| k.sign(id, timestamp_s, body)).collect::<Vec<_>>().join(" ")
+    keys.iter()
+        .map(|k| k.sign(id, timestamp_s, body))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]
@@ -80,16 +84,25 @@ mod tests {
         // The example from the Standard Webhooks specification's test suite.
         let key = SigningKey::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
         let body = br#"{"test": 2432232314}"#;
-        assert_eq!(key.sign("msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body), "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+        assert_eq!(
+            key.sign("msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body),
+            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+        );
     }
 
     #[test]
     fn one_signature_per_key_and_bad_secrets_rejected() {
-        let keys = [SigningKey::parse("raw-secret").unwrap(), SigningKey::parse("whsec_c2Vjb25k").unwrap()];
+        let keys = [
+            SigningKey::parse("raw-secret").unwrap(),
+            SigningKey::parse("whsec_c2Vjb25k").unwrap(),
+        ];
         let header = signature_header(&keys, "id", 1, b"b");
         assert_eq!(header.split(' ').count(), 2);
         assert!(header.split(' ').all(|s| s.starts_with("v1,")));
         assert_eq!(SigningKey::parse("").unwrap_err(), BadSecret::Empty);
-        assert_eq!(SigningKey::parse("whsec_!!!").unwrap_err(), BadSecret::NotBase64);
+        assert_eq!(
+            SigningKey::parse("whsec_!!!").unwrap_err(),
+            BadSecret::NotBase64
+        );
     }
 }

@@ -30,7 +30,10 @@ pub fn classify(status: u16, retry_after: Option<&str>, now: SystemTime) -> Resu
         return Err(SinkError::permanent(BadStatus(status)));
     }
     let honours_retry_after = status == 408 || status == 429 || (500..600).contains(&status);
-    match retry_after.filter(|_| honours_retry_after).and_then(|v| retry_after_ms(v, now)) {
+    match retry_after
+        .filter(|_| honours_retry_after)
+        .and_then(|v| retry_after_ms(v, now))
+    {
         Some(after_ms) => Err(SinkError::retry_after(after_ms, BadStatus(status))),
         None => Err(SinkError::transient(BadStatus(status))),
     }
@@ -43,7 +46,10 @@ pub fn retry_after_ms(value: &str, now: SystemTime) -> Option<u64> {
         return (seconds > 0).then(|| seconds.saturating_mul(1000));
     }
     let at = httpdate::parse_http_date(value).ok()?;
-    at.duration_since(now).ok().filter(|d| *d > Duration::ZERO).map(|d| d.as_millis() as u64)
+    at.duration_since(now)
+        .ok()
+        .filter(|d| *d > Duration::ZERO)
+        .map(|d| d.as_millis() as u64)
 }
 
 #[cfg(test)]
@@ -53,7 +59,9 @@ mod tests {
 
     fn class(status: u16, retry_after: Option<&str>) -> Option<FailureClass> {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_700);
-        classify(status, retry_after, now).err().map(|e| e.into_failure().class)
+        classify(status, retry_after, now)
+            .err()
+            .map(|e| e.into_failure().class)
     }
 
     #[test]
@@ -71,12 +79,24 @@ mod tests {
 
     #[test]
     fn retry_after_in_seconds_or_as_an_http_date() {
-        assert_eq!(class(503, Some("120")), Some(FailureClass::RetryAfter { after_ms: 120_000 }));
-        assert_eq!(class(429, Some("1")), Some(FailureClass::RetryAfter { after_ms: 1_000 }));
+        assert_eq!(
+            class(503, Some("120")),
+            Some(FailureClass::RetryAfter { after_ms: 120_000 })
+        );
+        assert_eq!(
+            class(429, Some("1")),
+            Some(FailureClass::RetryAfter { after_ms: 1_000 })
+        );
         // 784111777 is Sun, 06 Nov 1994 08:49:37 GMT: 77 s after "now".
-        assert_eq!(class(408, Some("Sun, 06 Nov 1994 08:49:37 GMT")), Some(FailureClass::RetryAfter { after_ms: 77_000 }));
+        assert_eq!(
+            class(408, Some("Sun, 06 Nov 1994 08:49:37 GMT")),
+            Some(FailureClass::RetryAfter { after_ms: 77_000 })
+        );
         assert_eq!(class(503, Some("0")), Some(FailureClass::Transient));
-        assert_eq!(class(503, Some("Sun, 06 Nov 1994 08:00:00 GMT")), Some(FailureClass::Transient));
+        assert_eq!(
+            class(503, Some("Sun, 06 Nov 1994 08:00:00 GMT")),
+            Some(FailureClass::Transient)
+        );
         assert_eq!(class(503, Some("soon")), Some(FailureClass::Transient));
         assert_eq!(class(302, Some("10")), Some(FailureClass::Transient));
     }

@@ -21,8 +21,18 @@ pub struct TxnIndex<'t> {
 }
 
 impl<'t> TxnIndex<'t> {
-    pub fn new(store: &'t ShardStore, txn: &'t RwTxn<'t>, tenants: &'t TenantTable) -> TxnIndex<'t> {
-        TxnIndex { store, txn, tenants, hooks: HashMap::new(), error: None }
+    pub fn new(
+        store: &'t ShardStore,
+        txn: &'t RwTxn<'t>,
+        tenants: &'t TenantTable,
+    ) -> TxnIndex<'t> {
+        TxnIndex {
+            store,
+            txn,
+            tenants,
+            hooks: HashMap::new(),
+            error: None,
+        }
     }
 
     /// The first error any read hit.
@@ -40,20 +50,53 @@ impl<'t> TxnIndex<'t> {
         }
     }
 
-    fn first_after(&self, tenant_no: u32, after: Option<&DueEntry>, until_ms: u64, max_rows: usize) -> Result<Vec<DueEntry>, StoreError> {
+    fn first_after(
+        &self,
+        tenant_no: u32,
+        after: Option<&DueEntry>,
+        until_ms: u64,
+        max_rows: usize,
+    ) -> Result<Vec<DueEntry>, StoreError> {
         let start = match after {
             Some(e) => Bound::Excluded(timed_key(tenant_no, e.due_at_ms, e.row)),
-            None => Bound::Included(timed_key(tenant_no, 0, RowId { seq: 0, sink_index: 0 })),
+            None => Bound::Included(timed_key(
+                tenant_no,
+                0,
+                RowId {
+                    seq: 0,
+                    sink_index: 0,
+                },
+            )),
         };
-        let end = Bound::Included(timed_key(tenant_no, until_ms, RowId { seq: u64::MAX, sink_index: u16::MAX }));
+        let end = Bound::Included(timed_key(
+            tenant_no,
+            until_ms,
+            RowId {
+                seq: u64::MAX,
+                sink_index: u16::MAX,
+            },
+        ));
         let start = start.as_ref().map(|k| &k[..]);
         let end = end.as_ref().map(|k| &k[..]);
         let mut out = Vec::new();
-        for item in self.store.due.range(self.txn, &(start, end))?.take(max_rows) {
+        for item in self
+            .store
+            .due
+            .range(self.txn, &(start, end))?
+            .take(max_rows)
+        {
             let (k, v) = item?;
             let (_, due_at_ms, row) = parse_timed_key(k);
-            let size_bytes = u64::from_be_bytes(v.try_into().map_err(|_| super::CorruptRecord { what: "due" })?);
-            out.push(DueEntry { tenant: self.tenants.name(tenant_no).clone(), due_at_ms, row, size_bytes });
+            let size_bytes = u64::from_be_bytes(
+                v.try_into()
+                    .map_err(|_| super::CorruptRecord { what: "due" })?,
+            );
+            out.push(DueEntry {
+                tenant: self.tenants.name(tenant_no).clone(),
+                due_at_ms,
+                row,
+                size_bytes,
+            });
         }
         Ok(out)
     }
@@ -63,7 +106,11 @@ impl<'t> TxnIndex<'t> {
             return Ok(Loaded::RowMissing);
         };
         let record = decode_row(bytes)?;
-        assert_eq!(record.status, RowStatus::Pending, "row {row:?} is due but not pending");
+        assert_eq!(
+            record.status,
+            RowStatus::Pending,
+            "row {row:?} is due but not pending"
+        );
         let hook = match self.hooks.get(&row.seq) {
             Some(h) => h.clone(),
             None => {
@@ -75,7 +122,11 @@ impl<'t> TxnIndex<'t> {
                 hook
             }
         };
-        let state = RowState { sink_type: record.sink_type, attempts: record.attempts, first_attempt_at_ms: record.first_attempt_at_ms };
+        let state = RowState {
+            sink_type: record.sink_type,
+            attempts: record.attempts,
+            first_attempt_at_ms: record.first_attempt_at_ms,
+        };
         Ok(Loaded::Row { state, hook })
     }
 }
@@ -91,7 +142,14 @@ impl DueIndex for TxnIndex<'_> {
         self.keep(r)?.first().map(|e| e.due_at_ms)
     }
 
-    fn due_page(&mut self, tenant: &TenantId, now_ms: u64, after: Option<&DueEntry>, max_rows: usize, out: &mut Vec<DueEntry>) {
+    fn due_page(
+        &mut self,
+        tenant: &TenantId,
+        now_ms: u64,
+        after: Option<&DueEntry>,
+        max_rows: usize,
+        out: &mut Vec<DueEntry>,
+    ) {
         let Some(tenant_no) = self.tenants.number(tenant) else {
             return;
         };

@@ -26,7 +26,10 @@ pub fn row_key(row: RowId) -> [u8; 10] {
 
 pub fn parse_row_key(k: &[u8]) -> RowId {
     assert_eq!(k.len(), 10, "a row key is 10 bytes");
-    RowId { seq: u64_at(k, 0), sink_index: u16::from_be_bytes([k[8], k[9]]) }
+    RowId {
+        seq: u64_at(k, 0),
+        sink_index: u16::from_be_bytes([k[8], k[9]]),
+    }
 }
 
 /// A due or dead key: (tenant_no, at_ms, seq, sink_index).
@@ -41,7 +44,11 @@ pub fn timed_key(tenant_no: u32, at_ms: u64, row: RowId) -> [u8; 22] {
 /// The parts of a due or dead key.
 pub fn parse_timed_key(k: &[u8]) -> (u32, u64, RowId) {
     assert_eq!(k.len(), 22, "a due or dead key is 22 bytes");
-    (u32::from_be_bytes([k[0], k[1], k[2], k[3]]), u64_at(k, 4), parse_row_key(&k[12..]))
+    (
+        u32::from_be_bytes([k[0], k[1], k[2], k[3]]),
+        u64_at(k, 4),
+        parse_row_key(&k[12..]),
+    )
 }
 
 /// An in-flight marker's value: the tenant number and the size.
@@ -67,11 +74,33 @@ mod tests {
 
     #[test]
     fn keys_round_trip_and_sort_by_tenant_then_time() {
-        let row = RowId { seq: 7, sink_index: 3 };
+        let row = RowId {
+            seq: 7,
+            sink_index: 3,
+        };
         assert_eq!(parse_row_key(&row_key(row)), row);
         assert_eq!(parse_timed_key(&timed_key(2, 99, row)), (2, 99, row));
         assert!(timed_key(1, u64::MAX, row) < timed_key(2, 0, row));
-        assert!(timed_key(1, 5, RowId { seq: 9, sink_index: 0 }) < timed_key(1, 6, RowId { seq: 1, sink_index: 0 }));
-        assert_eq!(parse_inflight_value(&inflight_value(4, 1 << 40)), (4, 1 << 40));
+        assert!(
+            timed_key(
+                1,
+                5,
+                RowId {
+                    seq: 9,
+                    sink_index: 0
+                }
+            ) < timed_key(
+                1,
+                6,
+                RowId {
+                    seq: 1,
+                    sink_index: 0
+                }
+            )
+        );
+        assert_eq!(
+            parse_inflight_value(&inflight_value(4, 1 << 40)),
+            (4, 1 << 40)
+        );
     }
 }

@@ -58,9 +58,16 @@ pub enum StoreError {
     /// LMDB failed (disk full, I/O error, map full, ...).
     Lmdb(heed::Error),
     /// The data directory could not be created.
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// The data directory was made with another shard count.
-    ShardCount { path: PathBuf, stored: u32, configured: u32 },
+    ShardCount {
+        path: PathBuf,
+        stored: u32,
+        configured: u32,
+    },
     /// The data directory was written by another version of goad.
     Format { path: PathBuf, stored: u32 },
     /// A stored record does not decode.
@@ -144,9 +151,15 @@ impl ShardStore {
     /// stored format and shard count.
     pub fn open(data_dir: &Path, index: usize, count: usize) -> Result<ShardStore, StoreError> {
         let path = ShardStore::dir(data_dir, index);
-        std::fs::create_dir_all(&path).map_err(|source| StoreError::Io { path: path.clone(), source })?;
+        std::fs::create_dir_all(&path).map_err(|source| StoreError::Io {
+            path: path.clone(),
+            source,
+        })?;
         let mut options = EnvOpenOptions::new().read_txn_without_tls();
-        options.map_size(crate::limits::SHARD_MAP_BYTES).max_dbs(8).max_readers(256);
+        options
+            .map_size(crate::limits::SHARD_MAP_BYTES)
+            .max_dbs(8)
+            .max_readers(256);
         // SAFETY: heed requires that one process does not open the same
         // environment twice; the engine opens each shard directory once and
         // LMDB's lock file guards against other processes' readers.
@@ -167,7 +180,16 @@ impl ShardStore {
             })?
             .unwrap_commit();
         let [hooks, rows, due, inflight, dead, tenants, meta] = dbs;
-        let store = ShardStore { env, hooks, rows, due, inflight, dead, tenants, meta };
+        let store = ShardStore {
+            env,
+            hooks,
+            rows,
+            due,
+            inflight,
+            dead,
+            tenants,
+            meta,
+        };
         store.check_meta(&path, index as u32, count as u32)?;
         Ok(store)
     }
@@ -180,11 +202,20 @@ impl ShardStore {
                 self.put_meta(&mut wtxn, "shard_count", count.into())?;
                 self.put_meta(&mut wtxn, "shard_index", index.into())?;
             }
-            Some(f) if f != u64::from(FORMAT_VERSION) => return Err(StoreError::Format { path: path.to_path_buf(), stored: f as u32 }),
+            Some(f) if f != u64::from(FORMAT_VERSION) => {
+                return Err(StoreError::Format {
+                    path: path.to_path_buf(),
+                    stored: f as u32,
+                })
+            }
             Some(_) => {
                 let stored = self.meta_u64(&wtxn, "shard_count")?.unwrap_or(0) as u32;
                 if stored != count {
-                    return Err(StoreError::ShardCount { path: path.to_path_buf(), stored, configured: count });
+                    return Err(StoreError::ShardCount {
+                        path: path.to_path_buf(),
+                        stored,
+                        configured: count,
+                    });
                 }
             }
         }
@@ -192,11 +223,23 @@ impl ShardStore {
         Ok(())
     }
 
-    pub(crate) fn meta_u64(&self, txn: &heed::RoTxn, name: &str) -> Result<Option<u64>, StoreError> {
-        Ok(self.meta.get(txn, name.as_bytes())?.map(|v| keys::u64_at(v, 0)))
+    pub(crate) fn meta_u64(
+        &self,
+        txn: &heed::RoTxn,
+        name: &str,
+    ) -> Result<Option<u64>, StoreError> {
+        Ok(self
+            .meta
+            .get(txn, name.as_bytes())?
+            .map(|v| keys::u64_at(v, 0)))
     }
 
-    pub(crate) fn put_meta(&self, txn: &mut heed::RwTxn, name: &str, value: u64) -> Result<(), StoreError> {
+    pub(crate) fn put_meta(
+        &self,
+        txn: &mut heed::RwTxn,
+        name: &str,
+        value: u64,
+    ) -> Result<(), StoreError> {
         Ok(self.meta.put(txn, name.as_bytes(), &value.to_be_bytes())?)
     }
 
@@ -231,7 +274,14 @@ impl ShardStore {
                 None => continue,
             };
             let in_flight = self.inflight.get(&rtxn, &keys::row_key(row))?.is_some();
-            out.push(RowView { row, hook_id: hook.id, tenant: hook.tenant, source_id: hook.source_id.to_string(), record, in_flight });
+            out.push(RowView {
+                row,
+                hook_id: hook.id,
+                tenant: hook.tenant,
+                source_id: hook.source_id.to_string(),
+                record,
+                in_flight,
+            });
         }
         Ok(out)
     }
@@ -249,8 +299,25 @@ impl ShardStore {
         // The due index is ordered by tenant first: take each tenant's first key.
         let mut cursor_tenant = 0u32;
         loop {
-            let start = keys::timed_key(cursor_tenant, 0, RowId { seq: 0, sink_index: 0 });
-            let Some(item) = self.due.range(&rtxn, &(std::ops::Bound::Included(&start[..]), std::ops::Bound::Unbounded))?.next() else {
+            let start = keys::timed_key(
+                cursor_tenant,
+                0,
+                RowId {
+                    seq: 0,
+                    sink_index: 0,
+                },
+            );
+            let Some(item) = self
+                .due
+                .range(
+                    &rtxn,
+                    &(
+                        std::ops::Bound::Included(&start[..]),
+                        std::ops::Bound::Unbounded,
+                    ),
+                )?
+                .next()
+            else {
                 break;
             };
             let (k, _) = item?;

@@ -124,10 +124,14 @@ impl<'a> Reader<'a> {
         Ok(self.take(1)?[0])
     }
     fn u32(&mut self) -> Result<u32, CorruptRecord> {
-        Ok(u32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")))
+        Ok(u32::from_be_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
     }
     fn u64(&mut self) -> Result<u64, CorruptRecord> {
-        Ok(u64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_be_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
     fn bytes(&mut self) -> Result<&'a [u8], CorruptRecord> {
         let n = self.u32()? as usize;
@@ -145,7 +149,11 @@ impl<'a> Reader<'a> {
         }
     }
     fn end(&self) -> Result<(), CorruptRecord> {
-        if self.b.is_empty() { Ok(()) } else { Err(CorruptRecord { what: self.what }) }
+        if self.b.is_empty() {
+            Ok(())
+        } else {
+            Err(CorruptRecord { what: self.what })
+        }
     }
 }
 
@@ -185,7 +193,17 @@ pub fn decode_hook(seq: u64, b: &[u8]) -> Result<Hook, CorruptRecord> {
     }
     let body = r.bytes()?.to_vec();
     r.end()?;
-    Ok(Hook { id, seq, tenant, source_id, received_at_ms, content_type, dedupe_key, headers, body })
+    Ok(Hook {
+        id,
+        seq,
+        tenant,
+        source_id,
+        received_at_ms,
+        content_type,
+        dedupe_key,
+        headers,
+        body,
+    })
 }
 
 pub fn encode_row(row: &RowRecord) -> Vec<u8> {
@@ -247,7 +265,15 @@ mod tests {
         let bytes = encode_hook(&hook);
         assert_eq!(decode_hook(9, &bytes), Ok(hook));
         assert!(decode_hook(9, &bytes[..bytes.len() - 1]).is_err());
-        let row = RowRecord { status: RowStatus::Dead, sink_type: "http".into(), attempts: 3, first_attempt_at_ms: 5, at_ms: 6, size_bytes: 7, error: Some("boom".into()) };
+        let row = RowRecord {
+            status: RowStatus::Dead,
+            sink_type: "http".into(),
+            attempts: 3,
+            first_attempt_at_ms: 5,
+            at_ms: 6,
+            size_bytes: 7,
+            error: Some("boom".into()),
+        };
         assert_eq!(decode_row(&encode_row(&row)), Ok(row));
         assert!(decode_row(&[1, 7]).is_err());
     }

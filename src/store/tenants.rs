@@ -18,8 +18,12 @@ impl TenantTable {
         let mut pairs = Vec::new();
         for item in store.tenants.iter(&rtxn)? {
             let (k, v) = item?;
-            let name = std::str::from_utf8(k).map_err(|_| super::CorruptRecord { what: "tenant" })?;
-            let no = u32::from_be_bytes(v.try_into().map_err(|_| super::CorruptRecord { what: "tenant" })?);
+            let name =
+                std::str::from_utf8(k).map_err(|_| super::CorruptRecord { what: "tenant" })?;
+            let no = u32::from_be_bytes(
+                v.try_into()
+                    .map_err(|_| super::CorruptRecord { what: "tenant" })?,
+            );
             pairs.push((TenantId::from(name), no));
         }
         pairs.sort_by_key(|(_, no)| *no);
@@ -47,12 +51,19 @@ impl TenantTable {
     /// The tenant's number, assigning the next one (in `wtxn`) if it is new.
     /// A new number is only kept in memory once `wtxn` commits: call
     /// [`TenantTable::forget_after`] when it aborts.
-    pub fn number_or_assign(&mut self, store: &ShardStore, wtxn: &mut heed::RwTxn, tenant: &TenantId) -> Result<u32, StoreError> {
+    pub fn number_or_assign(
+        &mut self,
+        store: &ShardStore,
+        wtxn: &mut heed::RwTxn,
+        tenant: &TenantId,
+    ) -> Result<u32, StoreError> {
         if let Some(no) = self.number(tenant) {
             return Ok(no);
         }
         let no = self.names.len() as u32;
-        store.tenants.put(wtxn, tenant.as_bytes(), &no.to_be_bytes())?;
+        store
+            .tenants
+            .put(wtxn, tenant.as_bytes(), &no.to_be_bytes())?;
         self.by_name.insert(tenant.clone(), no);
         self.names.push(tenant.clone());
         Ok(no)

@@ -11,14 +11,26 @@ use std::sync::Arc;
 
 /// Writes a hook (its `seq` already assigned) and one pending row, due at
 /// `now_ms`, per sink type. A hook with no sinks writes nothing.
-pub fn write_commit(store: &ShardStore, wtxn: &mut RwTxn, tenants: &mut TenantTable, hook: &Hook, sink_types: &[Arc<str>], now_ms: u64) -> Result<(), StoreError> {
+pub fn write_commit(
+    store: &ShardStore,
+    wtxn: &mut RwTxn,
+    tenants: &mut TenantTable,
+    hook: &Hook,
+    sink_types: &[Arc<str>],
+    now_ms: u64,
+) -> Result<(), StoreError> {
     if sink_types.is_empty() {
         return Ok(());
     }
     let tenant_no = tenants.number_or_assign(store, wtxn, &hook.tenant)?;
-    store.hooks.put(wtxn, &hook_key(hook.seq), &encode_hook(hook))?;
+    store
+        .hooks
+        .put(wtxn, &hook_key(hook.seq), &encode_hook(hook))?;
     for (i, sink_type) in sink_types.iter().enumerate() {
-        let row = RowId { seq: hook.seq, sink_index: i as u16 };
+        let row = RowId {
+            seq: hook.seq,
+            sink_index: i as u16,
+        };
         let record = RowRecord {
             status: RowStatus::Pending,
             sink_type: sink_type.clone(),
@@ -29,26 +41,55 @@ pub fn write_commit(store: &ShardStore, wtxn: &mut RwTxn, tenants: &mut TenantTa
             error: None,
         };
         store.rows.put(wtxn, &row_key(row), &encode_row(&record))?;
-        store.due.put(wtxn, &timed_key(tenant_no, now_ms, row), &hook.size_bytes().to_be_bytes())?;
+        store.due.put(
+            wtxn,
+            &timed_key(tenant_no, now_ms, row),
+            &hook.size_bytes().to_be_bytes(),
+        )?;
     }
     Ok(())
 }
 
 /// Applies one store operation the core decided.
-pub fn apply(store: &ShardStore, wtxn: &mut RwTxn, tenants: &TenantTable, op: &StoreOp) -> Result<(), StoreError> {
+pub fn apply(
+    store: &ShardStore,
+    wtxn: &mut RwTxn,
+    tenants: &TenantTable,
+    op: &StoreOp,
+) -> Result<(), StoreError> {
     match op {
-        StoreOp::Claim { row, tenant, due_at_ms, size_bytes } => {
+        StoreOp::Claim {
+            row,
+            tenant,
+            due_at_ms,
+            size_bytes,
+        } => {
             let tenant_no = number(tenants, tenant);
-            let removed = store.due.delete(wtxn, &timed_key(tenant_no, *due_at_ms, *row))?;
+            let removed = store
+                .due
+                .delete(wtxn, &timed_key(tenant_no, *due_at_ms, *row))?;
             assert!(removed, "claimed row {row:?} had no due key at {due_at_ms}");
-            store.inflight.put(wtxn, &row_key(*row), &inflight_value(tenant_no, *size_bytes))?;
+            store.inflight.put(
+                wtxn,
+                &row_key(*row),
+                &inflight_value(tenant_no, *size_bytes),
+            )?;
         }
         StoreOp::Delivered { row } | StoreOp::Forget { row } => {
             store.inflight.delete(wtxn, &row_key(*row))?;
             store.rows.delete(wtxn, &row_key(*row))?;
             delete_hook_if_rowless(store, wtxn, row.seq)?;
         }
-        StoreOp::Reschedule { row, tenant, sink_type, due_at_ms, attempts, first_attempt_at_ms, size_bytes, error } => {
+        StoreOp::Reschedule {
+            row,
+            tenant,
+            sink_type,
+            due_at_ms,
+            attempts,
+            first_attempt_at_ms,
+            size_bytes,
+            error,
+        } => {
             store.inflight.delete(wtxn, &row_key(*row))?;
             let record = RowRecord {
                 status: RowStatus::Pending,
@@ -60,11 +101,26 @@ pub fn apply(store: &ShardStore, wtxn: &mut RwTxn, tenants: &TenantTable, op: &S
                 error: error.clone(),
             };
             store.rows.put(wtxn, &row_key(*row), &encode_row(&record))?;
-            store.due.put(wtxn, &timed_key(number(tenants, tenant), *due_at_ms, *row), &size_bytes.to_be_bytes())?;
+            store.due.put(
+                wtxn,
+                &timed_key(number(tenants, tenant), *due_at_ms, *row),
+                &size_bytes.to_be_bytes(),
+            )?;
         }
-        StoreOp::Dead { row, tenant, sink_type, dead_at_ms, attempts, first_attempt_at_ms, reason } => {
+        StoreOp::Dead {
+            row,
+            tenant,
+            sink_type,
+            dead_at_ms,
+            attempts,
+            first_attempt_at_ms,
+            reason,
+        } => {
             store.inflight.delete(wtxn, &row_key(*row))?;
-            let size_bytes = store.hooks.get(wtxn, &hook_key(row.seq))?.map_or(0, |h| h.len() as u64);
+            let size_bytes = store
+                .hooks
+                .get(wtxn, &hook_key(row.seq))?
+                .map_or(0, |h| h.len() as u64);
             let record = RowRecord {
                 status: RowStatus::Dead,
                 sink_type: sink_type.clone(),
@@ -75,30 +131,55 @@ pub fn apply(store: &ShardStore, wtxn: &mut RwTxn, tenants: &TenantTable, op: &S
                 error: Some(reason.clone()),
             };
             store.rows.put(wtxn, &row_key(*row), &encode_row(&record))?;
-            store.dead.put(wtxn, &timed_key(number(tenants, tenant), *dead_at_ms, *row), &[])?;
+            store.dead.put(
+                wtxn,
+                &timed_key(number(tenants, tenant), *dead_at_ms, *row),
+                &[],
+            )?;
         }
     }
     Ok(())
 }
 
 /// Puts a due key for a pending row and records the due time on the row.
-pub(super) fn put_pending_due(store: &ShardStore, wtxn: &mut RwTxn, tenants: &TenantTable, row: &RowId, tenant: &TenantId, due_at_ms: u64, size_bytes: u64) -> Result<(), StoreError> {
+pub(super) fn put_pending_due(
+    store: &ShardStore,
+    wtxn: &mut RwTxn,
+    tenants: &TenantTable,
+    row: &RowId,
+    tenant: &TenantId,
+    due_at_ms: u64,
+    size_bytes: u64,
+) -> Result<(), StoreError> {
     if let Some(bytes) = store.rows.get(wtxn, &row_key(*row))? {
         let mut record = super::record::decode_row(bytes)?;
         record.at_ms = due_at_ms;
         store.rows.put(wtxn, &row_key(*row), &encode_row(&record))?;
     }
-    store.due.put(wtxn, &timed_key(number(tenants, tenant), due_at_ms, *row), &size_bytes.to_be_bytes())?;
+    store.due.put(
+        wtxn,
+        &timed_key(number(tenants, tenant), due_at_ms, *row),
+        &size_bytes.to_be_bytes(),
+    )?;
     Ok(())
 }
 
 fn number(tenants: &TenantTable, tenant: &str) -> u32 {
-    tenants.number(tenant).unwrap_or_else(|| panic!("tenant {tenant:?} has rows but no number"))
+    tenants
+        .number(tenant)
+        .unwrap_or_else(|| panic!("tenant {tenant:?} has rows but no number"))
 }
 
-fn delete_hook_if_rowless(store: &ShardStore, wtxn: &mut RwTxn, seq: u64) -> Result<(), StoreError> {
+fn delete_hook_if_rowless(
+    store: &ShardStore,
+    wtxn: &mut RwTxn,
+    seq: u64,
+) -> Result<(), StoreError> {
     let first = row_key(RowId { seq, sink_index: 0 });
-    let last = row_key(RowId { seq, sink_index: u16::MAX });
+    let last = row_key(RowId {
+        seq,
+        sink_index: u16::MAX,
+    });
     let bounds = (Bound::Included(&first[..]), Bound::Included(&last[..]));
     let has_rows = store.rows.range(wtxn, &bounds)?.next().is_some();
     if !has_rows {

@@ -11,7 +11,11 @@ use std::time::{Duration, Instant};
 
 /// One shard, the reference test policy: retry base 0, 10 attempts, no jitter.
 pub fn config(dir: &Path) -> Config {
-    let mut c = Config { data_dir: dir.to_path_buf(), shards: 1, ..Config::default() };
+    let mut c = Config {
+        data_dir: dir.to_path_buf(),
+        shards: 1,
+        ..Config::default()
+    };
     c.retry.base_ms = 0;
     c.retry.max_attempts = 10;
     c.retry.jitter = false;
@@ -20,11 +24,21 @@ pub fn config(dir: &Path) -> Config {
 }
 
 pub fn source(id: &str, tenant: &str, sinks: Vec<SinkConfig>) -> SourceConfig {
-    SourceConfig { id: id.into(), tenant: tenant.into(), ingest_token_env: None, forward_headers: None, sinks }
+    SourceConfig {
+        id: id.into(),
+        tenant: tenant.into(),
+        ingest_token_env: None,
+        forward_headers: None,
+        sinks,
+    }
 }
 
 pub fn tenant_limits(max_inflight: u32, concurrency: u32) -> TenantLimitsConfig {
-    TenantLimitsConfig { max_inflight: Some(max_inflight), max_inflight_bytes: None, concurrency: Some(concurrency) }
+    TenantLimitsConfig {
+        max_inflight: Some(max_inflight),
+        max_inflight_bytes: None,
+        concurrency: Some(concurrency),
+    }
 }
 
 /// A Rust sink from a closure.
@@ -36,7 +50,9 @@ impl<F: Fn(&Delivery<'_>) -> Result<(), SinkError> + Send + Sync + 'static> Sink
     }
 }
 
-pub fn sink(f: impl Fn(&Delivery<'_>) -> Result<(), SinkError> + Send + Sync + 'static) -> Arc<dyn Sink> {
+pub fn sink(
+    f: impl Fn(&Delivery<'_>) -> Result<(), SinkError> + Send + Sync + 'static,
+) -> Arc<dyn Sink> {
     Arc::new(FnSink(f))
 }
 
@@ -47,7 +63,9 @@ pub fn failing_first(failures: u32) -> (Arc<dyn Sink>, Arc<AtomicU32>) {
     let s = sink(move |_| {
         let n = c.fetch_add(1, Ordering::SeqCst) + 1;
         if n <= failures {
-            Err(SinkError::transient(std::io::Error::other(format!("failure {n}"))))
+            Err(SinkError::transient(std::io::Error::other(format!(
+                "failure {n}"
+            ))))
         } else {
             Ok(())
         }
@@ -59,7 +77,10 @@ pub fn failing_first(failures: u32) -> (Arc<dyn Sink>, Arc<AtomicU32>) {
 pub fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + within;
     while !cond() {
-        assert!(Instant::now() < deadline, "timed out after {within:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {within:?} waiting for {what}"
+        );
         std::thread::yield_now();
         std::thread::park_timeout(Duration::from_millis(2));
     }
@@ -70,5 +91,8 @@ pub fn rows(engine: &Engine) -> Vec<RowView> {
 }
 
 pub fn dead(engine: &Engine) -> Vec<RowView> {
-    rows(engine).into_iter().filter(|r| r.record.status == goad::RowStatus::Dead).collect()
+    rows(engine)
+        .into_iter()
+        .filter(|r| r.record.status == goad::RowStatus::Dead)
+        .collect()
 }
