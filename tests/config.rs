@@ -1,0 +1,82 @@
+//! Config parsing and validation: every error names the key and the value;
+//! `goad check` exits 0 or prints the error and exits 2.
+
+use goad::Config;
+
+fn error_of(toml: &str) -> String {
+    match Config::from_toml(toml) {
+        Err(e) => e.to_string(),
+        Ok(c) => c.validate().err().map(|e| e.to_string()).unwrap_or_else(|| "valid".into()),
+    }
+}
+
+#[test]
+fn defaults_are_the_reference_defaults() {
+    let c = Config::from_toml("").unwrap();
+    assert_eq!((c.dispatch.batch, c.dispatch.concurrency, c.dispatch.max_inflight), (128, 32, 4_096));
+    assert_eq!((c.dispatch.max_inflight_bytes, c.dispatch.attempt_timeout_ms, c.dispatch.sink_concurrency), (134_217_728, 30_000, 8));
+    assert_eq!((c.dispatch.breaker_failures, c.dispatch.breaker_open_ms, c.dispatch.breaker_max_open_ms), (5, 30_000, 300_000));
+    assert_eq!((c.retry.base_ms, c.retry.max_ms, c.retry.max_attempts, c.retry.jitter, c.retry.max_elapsed_ms), (100, 300_000, 84, true, 86_400_000));
+    assert_eq!((c.listen.as_str(), c.max_body_bytes, c.replay.rate, c.replay.max_lag_ms), ("127.0.0.1:7878", 1_048_576, 1_000, 2_000));
+    assert_eq!(c.dispatch.tenant_limits("any"), goad::config::TenantLimits::DEFAULT);
+    c.validate().unwrap();
+}
+
+#[test]
+fn each_range_rule_names_the_key_and_the_value() {
+    let cases = [
+        ("[dispatch]\nbatch = 0", "dispatch.batch must be a positive integer, got 0"),
+        ("[dispatch]\nconcurrency = 0", "dispatch.concurrency must be a positive integer, got 0"),
+        ("[dispatch]\nmax_inflight = 0", "dispatch.max_inflight must be a positive integer, got 0"),
+        ("[dispatch]\nmax_inflight_bytes = 0", "dispatch.max_inflight_bytes must be a positive integer, got 0"),
+        ("[dispatch]\nattempt_timeout_ms = 0", "dispatch.attempt_timeout_ms must be a positive integer, got 0"),
+        ("[dispatch]\nsink_concurrency = 33", "dispatch.sink_concurrency must be an integer from 1 to dispatch.concurrency (32), got 33"),
+        ("[dispatch]\nbreaker_open_ms = 0", "dispatch.breaker_open_ms must be a positive integer, got 0"),
+        ("[dispatch]\nbreaker_max_open_ms = 10", "dispatch.breaker_max_open_ms must be an integer >= dispatch.breaker_open_ms (30000), got 10"),
+        ("[dispatch.tenants.acme]\nconcurrency = 0", "dispatch.tenants.acme.concurrency must be a positive integer, got 0"),
+        ("[retry]\nmax_attempts = 0", "retry.max_attempts must be a positive integer, got 0"),
+        ("[retry]\nbase_ms = 10\nmax_ms = 5", "retry.max_ms must be an integer >= retry.base_ms (10), got 5"),
+        ("[retry]\nmax_elapsed_ms = 0", "retry.max_elapsed_ms must be a positive integer, got 0"),
+        ("max_body_bytes = 0", "max_body_bytes must be an integer from 1 to 4294967295, got 0"),
+        ("[replay]\nrate = 0", "replay.rate must be an integer from 1 to 100000, got 0"),
+        ("[[sources]]\nid = \"a b\"", "sources[0].id must be a source id of [A-Za-z0-9_-], 1 to 128 characters, got \"a b\""),
+        ("[[sources]]\nid = \"a\"\n[[sources]]\nid = \"a\"", "sources[1].id must be unique among sources, got \"a\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"kafka\"", "sources[0].sinks[0].type must be one of [\"http\"], got \"kafka\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"ftp://x\"", "sources[0].sinks[0].url must be an http:// or https:// URL with a host, got \"ftp://x\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\ntimeout_ms = 30000", "sources[0].sinks[0].timeout_ms must be an integer from 1 to below dispatch.attempt_timeout_ms (30000), got 30000"),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nmethod = \"get\"", "sources[0].sinks[0].method must be one of post, put, patch, got \"get\""),
+    ];
+    for (toml, want) in cases {
+        assert_eq!(error_of(toml), want, "for {toml:?}");
+    }
+}
+
+#[test]
+fn unknown_keys_and_bad_types_name_the_dotted_key() {
+    let cases = [
+        ("[dispatch]\npoll_ms = 5", "config key dispatch.poll_ms:", "unknown field `poll_ms`"),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nreq_options = 1", "config key sources[0].sinks[0].req_options:", "unknown field `req_options`"),
+        ("[dispatch]\nconcurrency = -1", "config key dispatch.concurrency:", "invalid value: integer `-1`"),
+    ];
+    for (toml, prefix, cause) in cases {
+        let e = error_of(toml);
+        assert!(e.starts_with(prefix) && e.contains(cause), "for {toml:?}: {e}");
+    }
+}
+
+#[test]
+fn goad_check_exits_0_for_a_good_file_and_2_naming_the_key_for_a_bad_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.toml");
+    std::fs::write(&good, "[[sources]]\nid = \"stripe\"\ntenant = \"acme\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://127.0.0.1:9000/hooks\"\n").unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[dispatch]\nsink_concurrency = 0\n").unwrap();
+    let run = |path: &std::path::Path| std::process::Command::new(env!("CARGO_BIN_EXE_goad")).args(["check", "--config"]).arg(path).output().unwrap();
+    let ok = run(&good);
+    assert_eq!(ok.status.code(), Some(0));
+    let err = run(&bad);
+    assert_eq!(err.status.code(), Some(2));
+    assert_eq!(String::from_utf8_lossy(&err.stderr).trim(), "dispatch.sink_concurrency must be an integer from 1 to dispatch.concurrency (32), got 0");
+    let missing = run(&dir.path().join("nope.toml"));
+    assert_eq!(missing.status.code(), Some(2));
+}
