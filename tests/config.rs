@@ -6,19 +6,64 @@ use goad::Config;
 fn error_of(toml: &str) -> String {
     match Config::from_toml(toml) {
         Err(e) => e.to_string(),
-        Ok(c) => c.validate().err().map(|e| e.to_string()).unwrap_or_else(|| "valid".into()),
+        Ok(c) => c
+            .validate()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_else(|| "valid".into()),
     }
 }
 
 #[test]
 fn defaults_are_the_reference_defaults() {
     let c = Config::from_toml("").unwrap();
-    assert_eq!((c.dispatch.batch, c.dispatch.concurrency, c.dispatch.max_inflight), (128, 32, 4_096));
-    assert_eq!((c.dispatch.max_inflight_bytes, c.dispatch.attempt_timeout_ms, c.dispatch.sink_concurrency), (134_217_728, 30_000, 8));
-    assert_eq!((c.dispatch.breaker_failures, c.dispatch.breaker_open_ms, c.dispatch.breaker_max_open_ms), (5, 30_000, 300_000));
-    assert_eq!((c.retry.base_ms, c.retry.max_ms, c.retry.max_attempts, c.retry.jitter, c.retry.max_elapsed_ms), (100, 300_000, 84, true, 86_400_000));
-    assert_eq!((c.listen.as_str(), c.max_body_bytes, c.replay.rate, c.replay.max_lag_ms), ("127.0.0.1:7878", 1_048_576, 1_000, 2_000));
-    assert_eq!(c.dispatch.tenant_limits("any"), goad::config::TenantLimits::DEFAULT);
+    assert_eq!(
+        (
+            c.dispatch.batch,
+            c.dispatch.concurrency,
+            c.dispatch.max_inflight
+        ),
+        (128, 32, 4_096)
+    );
+    assert_eq!(
+        (
+            c.dispatch.max_inflight_bytes,
+            c.dispatch.attempt_timeout_ms,
+            c.dispatch.sink_concurrency
+        ),
+        (134_217_728, 30_000, 8)
+    );
+    assert_eq!(
+        (
+            c.dispatch.breaker_failures,
+            c.dispatch.breaker_open_ms,
+            c.dispatch.breaker_max_open_ms
+        ),
+        (5, 30_000, 300_000)
+    );
+    assert_eq!(
+        (
+            c.retry.base_ms,
+            c.retry.max_ms,
+            c.retry.max_attempts,
+            c.retry.jitter,
+            c.retry.max_elapsed_ms
+        ),
+        (100, 300_000, 84, true, 86_400_000)
+    );
+    assert_eq!(
+        (
+            c.listen.as_str(),
+            c.max_body_bytes,
+            c.replay.rate,
+            c.replay.max_lag_ms
+        ),
+        ("127.0.0.1:7878", 1_048_576, 1_000, 2_000)
+    );
+    assert_eq!(
+        c.dispatch.tenant_limits("any"),
+        goad::config::TenantLimits::DEFAULT
+    );
     c.validate().unwrap();
 }
 
@@ -60,7 +105,10 @@ fn unknown_keys_and_bad_types_name_the_dotted_key() {
     ];
     for (toml, prefix, cause) in cases {
         let e = error_of(toml);
-        assert!(e.starts_with(prefix) && e.contains(cause), "for {toml:?}: {e}");
+        assert!(
+            e.starts_with(prefix) && e.contains(cause),
+            "for {toml:?}: {e}"
+        );
     }
 }
 
@@ -71,12 +119,21 @@ fn goad_check_exits_0_for_a_good_file_and_2_naming_the_key_for_a_bad_one() {
     std::fs::write(&good, "[[sources]]\nid = \"stripe\"\ntenant = \"acme\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://127.0.0.1:9000/hooks\"\n").unwrap();
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "[dispatch]\nsink_concurrency = 0\n").unwrap();
-    let run = |path: &std::path::Path| std::process::Command::new(env!("CARGO_BIN_EXE_goad")).args(["check", "--config"]).arg(path).output().unwrap();
+    let run = |path: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_goad"))
+            .args(["check", "--config"])
+            .arg(path)
+            .output()
+            .unwrap()
+    };
     let ok = run(&good);
     assert_eq!(ok.status.code(), Some(0));
     let err = run(&bad);
     assert_eq!(err.status.code(), Some(2));
-    assert_eq!(String::from_utf8_lossy(&err.stderr).trim(), "dispatch.sink_concurrency must be an integer from 1 to dispatch.concurrency (32), got 0");
+    assert_eq!(
+        String::from_utf8_lossy(&err.stderr).trim(),
+        "dispatch.sink_concurrency must be an integer from 1 to dispatch.concurrency (32), got 0"
+    );
     let missing = run(&dir.path().join("nope.toml"));
     assert_eq!(missing.status.code(), Some(2));
 }

@@ -286,6 +286,13 @@ impl ShardStore {
         Ok(out)
     }
 
+    /// One row, if it exists.
+    pub fn row(&self, row: RowId) -> Result<Option<RowRecord>, StoreError> {
+        let rtxn = self.env.read_txn()?;
+        let bytes = self.rows.get(&rtxn, &keys::row_key(row))?;
+        Ok(bytes.map(record::decode_row).transpose()?)
+    }
+
     /// How many hooks are stored.
     pub fn hook_count(&self) -> Result<u64, StoreError> {
         let rtxn = self.env.read_txn()?;
