@@ -142,6 +142,11 @@ pub struct RowView {
 }
 
 impl ShardStore {
+    /// The LMDB environment (benches and tools open transactions on it).
+    pub fn env(&self) -> &Env<WithoutTls> {
+        &self.env
+    }
+
     /// The directory of shard `index` under `data_dir`.
     pub fn dir(data_dir: &Path, index: usize) -> PathBuf {
         data_dir.join(format!("shard-{index}"))

@@ -1,0 +1,115 @@
+//! End-to-end throughput, measured in one run on one machine:
+//! 1. raw: `connections` threads post 1 KiB bodies with ureq (keep-alive)
+//!    to a loopback receiver answering 200, for `seconds`;
+//! 2. goad: `committers` threads commit 1 KiB hooks as fast as they can to
+//!    an engine whose one HTTP sink (`sink_concurrency` = `connections`)
+//!    posts to the same receiver; deliveries/s over the time from the first
+//!    commit to the last delivery.
+//!
+//! `cargo run --release --bin goad-e2e -- [seconds] [committers] [connections]`
+
+use goad::config::SourceConfig;
+use goad::demo::receiver::{Receiver, Reply};
+use goad::{Config, Engine, NewHook, SinkConfig};
+use hdrhistogram::Histogram;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+fn main() {
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("numbers: seconds committers connections"))
+        .collect();
+    let seconds = args.first().copied().unwrap_or(5);
+    let committers = args.get(1).copied().unwrap_or(64) as usize;
+    let connections = args.get(2).copied().unwrap_or(8) as u32;
+    let body = vec![b'x'; 1024];
+    let receiver = Receiver::start_with(|_| Reply::status(200), false).expect("receiver");
+    let url = receiver.url("/hooks");
+
+    let raw = raw_rate(&url, connections, Duration::from_secs(seconds), &body);
+    println!("raw ureq      {connections:>3} connections: {raw:>9.0} requests/s");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = Config {
+        data_dir: dir.path().to_path_buf(),
+        ..Config::default()
+    };
+    config.dispatch.sink_concurrency = connections;
+    config.sources.push(SourceConfig {
+        id: "load".into(),
+        tenant: "load".into(),
+        ingest_token_env: None,
+        forward_headers: None,
+        sinks: vec![SinkConfig::http(url.clone())],
+    });
+    let engine = Engine::open(config).expect("engine");
+    let before = receiver.ok_count();
+    let stop = AtomicBool::new(false);
+    let committed = AtomicU64::new(0);
+    let mut commit_us = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..committers)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+                    while !stop.load(Ordering::Relaxed) {
+                        let t = Instant::now();
+                        engine
+                            .commit(NewHook::new("load", body.clone()))
+                            .expect("commit");
+                        h.saturating_record(t.elapsed().as_micros() as u64);
+                        committed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    h
+                })
+            })
+            .collect();
+        std::thread::park_timeout(Duration::from_secs(seconds));
+        stop.store(true, Ordering::Relaxed);
+        for h in handles {
+            commit_us.add(h.join().unwrap()).unwrap();
+        }
+    });
+    let commit_elapsed = start.elapsed();
+    let total = committed.load(Ordering::Relaxed);
+    while receiver.ok_count() - before < total
+        && start.elapsed() < Duration::from_secs(seconds * 10 + 30)
+    {
+        std::thread::park_timeout(Duration::from_millis(5));
+    }
+    let delivered = receiver.ok_count() - before;
+    let elapsed = start.elapsed();
+    let rate = delivered as f64 / elapsed.as_secs_f64();
+    println!("goad commits  {committers:>3} committers:  {:>9.0} commits/s (p50 {:.2} ms, p99 {:.2} ms per durable commit)", total as f64 / commit_elapsed.as_secs_f64(), commit_us.value_at_quantile(0.5) as f64 / 1000.0, commit_us.value_at_quantile(0.99) as f64 / 1000.0);
+    println!("goad delivery {connections:>3} connections: {rate:>9.0} deliveries/s ({delivered} of {total} in {:.2} s)", elapsed.as_secs_f64());
+    println!("ratio goad / raw: {:.2}", rate / raw);
+    engine.shutdown();
+}
+
+fn raw_rate(url: &str, connections: u32, duration: Duration, body: &[u8]) -> f64 {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .max_idle_connections_per_host(connections as usize)
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let count = AtomicU64::new(0);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..connections {
+            s.spawn(|| {
+                while start.elapsed() < duration {
+                    let mut r = agent
+                        .post(url)
+                        .header("content-type", "application/octet-stream")
+                        .send(body)
+                        .expect("raw request");
+                    let _ = r.body_mut().read_to_vec();
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    count.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+}
