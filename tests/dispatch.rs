@@ -86,20 +86,13 @@ fn a_failing_sink_does_not_hold_up_a_healthy_source() {
         .push(source("bad", "default", vec![SinkConfig::of_kind("fail")]));
     c.sources
         .push(source("good", "default", vec![SinkConfig::of_kind("ok")]));
-    let delivered = Arc::new(AtomicU32::new(0));
-    let d = delivered.clone();
+    let (counting, delivered) = counting_sink();
     let engine = Engine::builder(c)
         .sink(
             "fail",
             sink(|_| Err(SinkError::transient(std::io::Error::other("down")))),
         )
-        .sink(
-            "ok",
-            sink(move |_| {
-                d.fetch_add(1, Ordering::SeqCst);
-                Ok(())
-            }),
-        )
+        .sink("ok", counting)
         .open()
         .unwrap();
     for _ in 0..20 {
@@ -131,8 +124,7 @@ fn a_hung_attempt_times_out_frees_its_slot_and_dead_letters_after_its_attempts()
     c.sources
         .push(source("good", "default", vec![SinkConfig::of_kind("ok")]));
     let (release, gate) = crossbeam_channel::bounded::<()>(0);
-    let delivered = Arc::new(AtomicU32::new(0));
-    let d = delivered.clone();
+    let (counting, delivered) = counting_sink();
     let engine = Engine::builder(c)
         .sink(
             "gate",
@@ -141,13 +133,7 @@ fn a_hung_attempt_times_out_frees_its_slot_and_dead_letters_after_its_attempts()
                 Ok(())
             }),
         )
-        .sink(
-            "ok",
-            sink(move |_| {
-                d.fetch_add(1, Ordering::SeqCst);
-                Ok(())
-            }),
-        )
+        .sink("ok", counting)
         .open()
         .unwrap();
     engine.commit(NewHook::new("hung", "x")).unwrap();
@@ -186,20 +172,13 @@ fn a_dead_lettered_row_keeps_its_hook_while_the_other_sink_delivers() {
             SinkConfig::of_kind("tag"),
         ],
     ));
-    let tagged = Arc::new(AtomicU32::new(0));
-    let t = tagged.clone();
+    let (tagging, tagged) = counting_sink();
     let engine = Engine::builder(c)
         .sink(
             "always_fail",
             sink(|_| Err(SinkError::transient(std::io::Error::other("always")))),
         )
-        .sink(
-            "tag",
-            sink(move |_| {
-                t.fetch_add(1, Ordering::SeqCst);
-                Ok(())
-            }),
-        )
+        .sink("tag", tagging)
         .open()
         .unwrap();
     engine.commit(NewHook::new("s", "x")).unwrap();
@@ -411,18 +390,8 @@ fn rows_left_by_a_shutdown_are_delivered_after_reopening() {
     engine.tick().unwrap();
     engine.shutdown();
     drop(engine);
-    let delivered = Arc::new(AtomicU32::new(0));
-    let d = delivered.clone();
-    let engine = Engine::builder(c)
-        .sink(
-            "later",
-            sink(move |_| {
-                d.fetch_add(1, Ordering::SeqCst);
-                Ok(())
-            }),
-        )
-        .open()
-        .unwrap();
+    let (counting, delivered) = counting_sink();
+    let engine = Engine::builder(c).sink("later", counting).open().unwrap();
     assert_eq!(rows(&engine).len(), 3, "three pending rows survived");
     assert!(rows(&engine)
         .iter()

@@ -73,6 +73,11 @@ pub fn failing_first(failures: u32) -> (Arc<dyn Sink>, Arc<AtomicU32>) {
     (s, calls)
 }
 
+/// A sink that takes everything and counts its calls.
+pub fn counting_sink() -> (Arc<dyn Sink>, Arc<AtomicU32>) {
+    failing_first(0)
+}
+
 /// Waits for `cond` until `within` passes; panics naming `what` if it never holds.
 pub fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + within;
