@@ -159,44 +159,34 @@ impl Core {
                 return;
             }
         };
-        let sink_index =
-            match self
-                .catalog
-                .bind(&hook.source_id, entry.row.sink_index, &state.sink_type)
-            {
-                Binding::Bound { sink_index } => sink_index,
-                Binding::SourceGone => {
-                    let reason = DeadReason::SourceGone {
+        let binding = self
+            .catalog
+            .bind(&hook.source_id, entry.row.sink_index, &state.sink_type);
+        let sink_index = match binding {
+            Binding::Bound { sink_index } => sink_index,
+            Binding::SourceGone | Binding::SinkGone => {
+                let reason = match binding {
+                    Binding::SourceGone => DeadReason::SourceGone {
                         source_id: hook.source_id.clone(),
-                    };
-                    self.dead(
-                        now_ms,
-                        entry.row,
-                        &entry.tenant,
-                        &state.sink_type,
-                        state.attempts,
-                        state.first_attempt_at_ms,
-                        reason,
-                    );
-                    return;
-                }
-                Binding::SinkGone => {
-                    let reason = DeadReason::SinkGone {
+                    },
+                    _ => DeadReason::SinkGone {
                         sink_index: entry.row.sink_index,
                         sink_type: state.sink_type.clone(),
-                    };
-                    self.dead(
-                        now_ms,
-                        entry.row,
-                        &entry.tenant,
-                        &state.sink_type,
-                        state.attempts,
-                        state.first_attempt_at_ms,
-                        reason,
-                    );
-                    return;
-                }
-            };
+                    },
+                };
+                let (attempts, first_at_ms) = (state.attempts, state.first_attempt_at_ms);
+                self.dead(
+                    now_ms,
+                    entry.row,
+                    &entry.tenant,
+                    &state.sink_type,
+                    attempts,
+                    first_at_ms,
+                    reason,
+                );
+                return;
+            }
+        };
         let key = SinkKey {
             tenant: entry.tenant.clone(),
             source_id: hook.source_id.clone(),
