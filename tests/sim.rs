@@ -16,7 +16,7 @@
 
 use goad::config::{DispatchConfig, RetryConfig, SinkConfig, SourceConfig};
 use goad::core::{
-    AttemptFailure, AttemptResult, Catalog, FailureClass, Grant, JobId, Rng, RowId, SinkKey,
+    AttemptFailure, AttemptResult, Catalog, Core, FailureClass, Grant, JobId, Rng, RowId, SinkKey,
 };
 use goad::runtime::{NewRows, ShardState};
 use goad::store::{Hook, ShardStore};
@@ -136,12 +136,16 @@ impl Sim {
         self.shard = Some(
             ShardState::open(
                 store,
-                self.dispatch.clone(),
-                self.retry,
-                self.catalog.clone(),
-                self.grant,
+                Core::new(
+                    self.dispatch.clone(),
+                    self.retry,
+                    self.catalog.clone(),
+                    self.grant,
+                    self.now_ms,
+                    self.seed,
+                    1,
+                ),
                 self.now_ms,
-                self.seed,
             )
             .unwrap(),
         );

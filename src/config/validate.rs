@@ -1,6 +1,6 @@
 //! The rules every config must pass, each naming the dotted key and the value.
 
-use super::{Config, SinkConfig, SourceConfig};
+use super::{Config, SinkConfig};
 use std::fmt;
 use std::path::PathBuf;
 
@@ -258,7 +258,7 @@ impl Config {
                 return Err(invalid(format!("{at}.sinks"), rule, source.sinks.len()));
             }
             for (j, sink) in source.sinks.iter().enumerate() {
-                self.validate_sink(&format!("{at}.sinks[{j}]"), source, sink, host_sinks)?;
+                self.validate_sink(&format!("{at}.sinks[{j}]"), sink, host_sinks)?;
             }
         }
         Ok(())
@@ -267,7 +267,6 @@ impl Config {
     fn validate_sink(
         &self,
         at: &str,
-        _source: &SourceConfig,
         sink: &SinkConfig,
         host_sinks: &[&str],
     ) -> Result<(), ConfigError> {

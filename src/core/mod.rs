@@ -43,14 +43,10 @@ use wheel::{TimerId, Wheel};
 #[derive(Debug)]
 struct Claim {
     key: SinkKey,
-    size_bytes: u64,
     /// The due time the row was claimed at (written back if it never starts).
     due_at_ms: u64,
-    /// Attempts made before this claim (the stored count).
-    attempts: u32,
-    first_attempt_at_ms: u64,
-    /// The type the row is stored with (its key's type after binding).
-    sink_type: Arc<str>,
+    /// As stored when claimed; `first_attempt_at_ms` is set when it first starts.
+    fields: RowFields,
     hook: Arc<crate::store::Hook>,
     running: Option<JobId>,
 }
@@ -178,6 +174,25 @@ impl Core {
         }
     }
 
+    /// A core with nothing claimed and this one's settings, its PRNG stream
+    /// and its job ids continued, so late results of this core's attempts are
+    /// discarded rather than mistaken for new ones (after a store failure,
+    /// when the store is the truth again).
+    pub fn rebuilt(&self, now_ms: u64) -> Core {
+        let mut core = Core::new(
+            self.dispatch.clone(),
+            self.retry,
+            self.catalog.clone(),
+            self.grant,
+            now_ms,
+            0,
+            self.next_job_id,
+        );
+        core.rng = self.rng.clone();
+        core.draining = self.draining;
+        core
+    }
+
     // ---- inputs -------------------------------------------------------
 
     /// Rows were committed (due now): scan at once.
@@ -290,13 +305,6 @@ impl Core {
         }
     }
 
-    /// Claimed rows (queued or running) of one tenant.
-    pub fn tenant_claimed(&self, tenant: &str) -> Usage {
-        self.tenants
-            .get(tenant)
-            .map_or(Usage::default(), |t| t.claimed)
-    }
-
     /// Store ops are waiting to be written.
     pub fn has_store_ops(&self) -> bool {
         !self.ops.is_empty()
@@ -328,12 +336,8 @@ impl Core {
             self.release(&claim);
             self.ops.push_back(StoreOp::Reschedule {
                 row,
-                tenant: claim.key.tenant.clone(),
-                sink_type: claim.sink_type.clone(),
                 due_at_ms: claim.due_at_ms,
-                attempts: claim.attempts,
-                first_attempt_at_ms: claim.first_attempt_at_ms,
-                size_bytes: claim.size_bytes,
+                fields: claim.fields,
                 error: None,
             });
         }
@@ -382,7 +386,6 @@ impl Core {
             .running -= 1;
         self.tenant_mut(&claim.key.tenant).running -= 1;
         self.release(&claim);
-        let attempts = claim.attempts + 1;
         let failure = match result {
             Ok(()) => {
                 self.stats.delivered += 1;
@@ -391,10 +394,14 @@ impl Core {
             }
             Err(failure) => failure,
         };
+        let fields = RowFields {
+            attempts: claim.fields.attempts + 1,
+            ..claim.fields
+        };
         let decision = self.retry.decide(
             now_ms,
-            attempts,
-            claim.first_attempt_at_ms,
+            fields.attempts,
+            fields.first_attempt_at_ms,
             failure.class,
             &mut self.rng,
         );
@@ -402,56 +409,32 @@ impl Core {
             RetryDecision::RetryAt { due_at_ms } => {
                 self.stats.retried += 1;
                 self.next_due_at_ms = earliest(self.next_due_at_ms, Some(due_at_ms));
+                let error = Some(truncate(failure.message));
                 self.ops.push_back(StoreOp::Reschedule {
                     row,
-                    tenant: claim.key.tenant.clone(),
-                    sink_type: claim.sink_type.clone(),
+                    fields,
                     due_at_ms,
-                    attempts,
-                    first_attempt_at_ms: claim.first_attempt_at_ms,
-                    size_bytes: claim.size_bytes,
-                    error: Some(truncate(failure.message)),
+                    error,
                 });
                 return;
             }
             RetryDecision::GiveUp => DeadReason::Sink {
-                sink_type: claim.sink_type.clone(),
+                sink_type: fields.sink_type.clone(),
                 error: truncate(failure.message),
             },
             RetryDecision::Horizon => DeadReason::RetryHorizon {
-                sink_type: claim.sink_type.clone(),
+                sink_type: fields.sink_type.clone(),
             },
         };
-        self.dead(
-            now_ms,
-            row,
-            &claim.key.tenant,
-            &claim.sink_type,
-            attempts,
-            claim.first_attempt_at_ms,
-            reason,
-        );
+        self.dead(now_ms, row, fields, reason);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn dead(
-        &mut self,
-        now_ms: u64,
-        row: RowId,
-        tenant: &TenantId,
-        sink_type: &Arc<str>,
-        attempts: u32,
-        first_attempt_at_ms: u64,
-        reason: DeadReason,
-    ) {
+    fn dead(&mut self, now_ms: u64, row: RowId, fields: RowFields, reason: DeadReason) {
         self.stats.dead += 1;
         self.ops.push_back(StoreOp::Dead {
             row,
-            tenant: tenant.clone(),
-            sink_type: sink_type.clone(),
+            fields,
             dead_at_ms: now_ms,
-            attempts,
-            first_attempt_at_ms,
             reason: truncate(reason.to_string()),
         });
     }
@@ -460,10 +443,10 @@ impl Core {
     /// was full gets a scan so its freed room is used.
     fn release(&mut self, claim: &Claim) {
         let shard_was_full = !self.shard_window().has_room(self.claimed);
-        self.claimed.remove(claim.size_bytes);
+        self.claimed.remove(claim.fields.size_bytes);
         let tenant = self.tenant_mut(&claim.key.tenant);
         let tenant_was_full = !tenant.window().has_room(tenant.claimed);
-        tenant.claimed.remove(claim.size_bytes);
+        tenant.claimed.remove(claim.fields.size_bytes);
         if shard_was_full || tenant_was_full {
             self.scan_requested = true;
         }

@@ -159,49 +159,45 @@ impl Core {
                 return;
             }
         };
-        let binding = self
-            .catalog
-            .bind(&hook.source_id, entry.row.sink_index, &state.sink_type);
-        let sink_index = match binding {
-            Binding::Bound { sink_index } => sink_index,
-            Binding::SourceGone | Binding::SinkGone => {
-                let reason = match binding {
-                    Binding::SourceGone => DeadReason::SourceGone {
-                        source_id: hook.source_id.clone(),
-                    },
-                    _ => DeadReason::SinkGone {
-                        sink_index: entry.row.sink_index,
-                        sink_type: state.sink_type.clone(),
-                    },
-                };
-                let (attempts, first_at_ms) = (state.attempts, state.first_attempt_at_ms);
-                self.dead(
-                    now_ms,
-                    entry.row,
-                    &entry.tenant,
-                    &state.sink_type,
-                    attempts,
-                    first_at_ms,
-                    reason,
-                );
-                return;
-            }
+        let fields = RowFields {
+            tenant: entry.tenant.clone(),
+            sink_type: state.sink_type.clone(),
+            attempts: state.attempts,
+            first_attempt_at_ms: state.first_attempt_at_ms,
+            size_bytes: entry.size_bytes,
         };
+        let sink_index =
+            match self
+                .catalog
+                .bind(&hook.source_id, entry.row.sink_index, &state.sink_type)
+            {
+                Binding::Bound { sink_index } => sink_index,
+                Binding::SourceGone => {
+                    let reason = DeadReason::SourceGone {
+                        source_id: hook.source_id.clone(),
+                    };
+                    return self.dead(now_ms, entry.row, fields, reason);
+                }
+                Binding::SinkGone => {
+                    let reason = DeadReason::SinkGone {
+                        sink_index: entry.row.sink_index,
+                        sink_type: state.sink_type,
+                    };
+                    return self.dead(now_ms, entry.row, fields, reason);
+                }
+            };
         let key = SinkKey {
             tenant: entry.tenant.clone(),
             source_id: hook.source_id.clone(),
             sink_index,
-            sink_type: state.sink_type.clone(),
+            sink_type: state.sink_type,
         };
         self.claimed.add(entry.size_bytes);
         self.tenant_mut(&entry.tenant).claimed.add(entry.size_bytes);
         let claim = Claim {
             key: key.clone(),
-            size_bytes: entry.size_bytes,
             due_at_ms: entry.due_at_ms,
-            attempts: state.attempts,
-            first_attempt_at_ms: state.first_attempt_at_ms,
-            sink_type: state.sink_type,
+            fields,
             hook,
             running: None,
         };

@@ -78,14 +78,14 @@ impl Core {
         let claim = self.claims.get_mut(&row).expect("a queued row has a claim");
         assert!(claim.running.is_none(), "row {row:?} started twice");
         claim.running = Some(id);
-        if claim.first_attempt_at_ms == 0 {
-            claim.first_attempt_at_ms = now_ms;
+        if claim.fields.first_attempt_at_ms == 0 {
+            claim.fields.first_attempt_at_ms = now_ms;
         }
         Job {
             id,
             row,
             key: claim.key.clone(),
-            attempt: claim.attempts + 1,
+            attempt: claim.fields.attempts + 1,
             hook: claim.hook.clone(),
             deadline_at_ms,
         }

@@ -81,18 +81,15 @@ impl Model {
                 }
                 StoreOp::Reschedule {
                     row,
-                    tenant,
+                    fields,
                     due_at_ms,
-                    attempts,
-                    first_attempt_at_ms,
-                    size_bytes,
                     ..
                 } => {
                     self.due
-                        .insert((tenant.clone(), *due_at_ms, *row), *size_bytes);
+                        .insert((fields.tenant.clone(), *due_at_ms, *row), fields.size_bytes);
                     let (state, _) = self.rows.get_mut(row).expect("a rescheduled row exists");
-                    state.attempts = *attempts;
-                    state.first_attempt_at_ms = *first_attempt_at_ms;
+                    state.attempts = fields.attempts;
+                    state.first_attempt_at_ms = fields.first_attempt_at_ms;
                 }
             }
             ops.push(op);
@@ -405,12 +402,14 @@ fn a_failure_reschedules_by_the_policy_and_a_permanent_error_dead_letters_with_i
         ops[0],
         StoreOp::Reschedule {
             row: j1.row,
-            tenant: "t".into(),
-            sink_type: "x".into(),
+            fields: RowFields {
+                tenant: "t".into(),
+                sink_type: "x".into(),
+                attempts: 1,
+                first_attempt_at_ms: 1_000,
+                size_bytes: 10
+            },
             due_at_ms: 1_110,
-            attempts: 1,
-            first_attempt_at_ms: 1_000,
-            size_bytes: 10,
             error: Some("boom".into())
         }
     );
@@ -418,11 +417,14 @@ fn a_failure_reschedules_by_the_policy_and_a_permanent_error_dead_letters_with_i
         ops[1],
         StoreOp::Dead {
             row: j2.row,
-            tenant: "t".into(),
-            sink_type: "x".into(),
+            fields: RowFields {
+                tenant: "t".into(),
+                sink_type: "x".into(),
+                attempts: 1,
+                first_attempt_at_ms: 1_000,
+                size_bytes: 10
+            },
             dead_at_ms: 1_020,
-            attempts: 1,
-            first_attempt_at_ms: 1_000,
             reason: "sink x: gone".into()
         }
     );
@@ -452,7 +454,7 @@ fn an_attempt_past_its_deadline_fails_as_attempt_timeout_and_its_late_result_is_
     assert_eq!(c.poll_abandoned(), Some(job.id));
     let ops = m.apply(&mut c);
     assert!(
-        matches!(&ops[..], [StoreOp::Dead { reason, attempts: 1, .. }] if reason == "sink x: attempt_timeout: no result after 100 ms"),
+        matches!(&ops[..], [StoreOp::Dead { reason, fields: RowFields { attempts: 1, .. }, .. }] if reason == "sink x: attempt_timeout: no result after 100 ms"),
         "{ops:?}"
     );
     c.handle_outcome(150, job.id, Ok(()));
@@ -475,9 +477,7 @@ fn rows_of_a_deleted_source_or_an_unbindable_sink_are_dead_lettered_with_attempt
         .apply(&mut c)
         .into_iter()
         .filter_map(|op| match op {
-            StoreOp::Dead {
-                reason, attempts, ..
-            } => Some((reason, attempts)),
+            StoreOp::Dead { reason, fields, .. } => Some((reason, fields.attempts)),
             _ => None,
         })
         .collect();
@@ -510,7 +510,7 @@ fn draining_writes_queued_rows_back_as_they_were_and_claims_nothing_more() {
             &ops[..],
             [StoreOp::Reschedule {
                 due_at_ms: 7,
-                attempts: 0,
+                fields: RowFields { attempts: 0, .. },
                 error: None,
                 ..
             }]

@@ -105,6 +105,18 @@ impl fmt::Display for DeadReason {
     }
 }
 
+/// What the store keeps of a row besides where it is and its last error;
+/// a reschedule or a dead-letter writes it whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowFields {
+    pub tenant: TenantId,
+    pub sink_type: Arc<str>,
+    pub attempts: u32,
+    /// When the row was first tried; 0 = never.
+    pub first_attempt_at_ms: u64,
+    pub size_bytes: u64,
+}
+
 /// A store change the core decided. The shell applies each in order, in the
 /// loop iteration's one write transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,22 +134,15 @@ pub enum StoreOp {
     /// Pending again (a retry or a write-back), due at `due_at_ms`.
     Reschedule {
         row: RowId,
-        tenant: TenantId,
-        sink_type: Arc<str>,
+        fields: RowFields,
         due_at_ms: u64,
-        attempts: u32,
-        first_attempt_at_ms: u64,
-        size_bytes: u64,
         error: Option<String>,
     },
     /// Dead-lettered.
     Dead {
         row: RowId,
-        tenant: TenantId,
-        sink_type: Arc<str>,
+        fields: RowFields,
         dead_at_ms: u64,
-        attempts: u32,
-        first_attempt_at_ms: u64,
         reason: String,
     },
     /// The row or its hook is missing: drop what is left of the row.

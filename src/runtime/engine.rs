@@ -5,10 +5,10 @@
 use super::clock::wall_ms;
 use super::coordinator::{self, global_grant, CoordinatorInput};
 use super::pool::{IoPool, SharedRegistry};
-use super::shard::{ShardGauges, ShardInput, ShardThread};
+use super::shard::{ShardGauges, ShardInput, ShardStats, ShardThread};
 use super::step::{NewRows, ShardState};
 use crate::config::{Config, ConfigError};
-use crate::core::Catalog;
+use crate::core::{Catalog, Core};
 use crate::limits::{COMMIT_QUEUE_WAIT_MS, COMMIT_REPLY_WAIT_MS, SHARD_INPUT_CAPACITY};
 use crate::sink::{Sink, SinkRegistry};
 use crate::store::{Hook, RowView, ShardStore, StoreError};
@@ -147,45 +147,6 @@ pub struct Pressure {
     pub window_full: bool,
 }
 
-/// A snapshot of one shard's gauges.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ShardStats {
-    pub claimed_rows: u64,
-    pub claimed_bytes: u64,
-    pub running: u64,
-    pub queued: u64,
-    pub delivered: u64,
-    pub dead: u64,
-    pub retried: u64,
-    pub timed_out: u64,
-    pub active_tenants: u64,
-    pub window_full: bool,
-    pub abandoned_workers: u64,
-    pub recovered: u64,
-    pub tick_waiters: u64,
-}
-
-impl ShardStats {
-    fn read(g: &ShardGauges) -> ShardStats {
-        let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-        ShardStats {
-            claimed_rows: get(&g.claimed_rows),
-            claimed_bytes: get(&g.claimed_bytes),
-            running: get(&g.running),
-            queued: get(&g.queued),
-            delivered: get(&g.delivered),
-            dead: get(&g.dead),
-            retried: get(&g.retried),
-            timed_out: get(&g.timed_out),
-            active_tenants: get(&g.active_tenants),
-            window_full: get(&g.window_full) != 0,
-            abandoned_workers: get(&g.abandoned_workers),
-            recovered: get(&g.recovered),
-            tick_waiters: get(&g.tick_waiters),
-        }
-    }
-}
-
 /// Opens an engine with host sinks and a seed.
 pub struct EngineBuilder {
     config: Config,
@@ -236,16 +197,16 @@ impl EngineBuilder {
         let now_ms = wall_ms();
         for (k, store) in stores.into_iter().enumerate() {
             let (tx, rx) = crossbeam_channel::bounded(SHARD_INPUT_CAPACITY);
-            let state = ShardState::open(
-                store.clone(),
+            let core = Core::new(
                 self.config.dispatch.clone(),
                 self.config.retry,
                 catalog.clone(),
                 grants[k],
                 now_ms,
                 seed ^ (k as u64).wrapping_mul(0x9E37_79B9),
-            )
-            .map_err(OpenError::Store)?;
+                1,
+            );
+            let state = ShardState::open(store.clone(), core, now_ms).map_err(OpenError::Store)?;
             let gauges = Arc::new(ShardGauges::default());
             let pool = IoPool::start(
                 k,
@@ -483,10 +444,7 @@ impl Engine {
 
     /// Each shard's gauges.
     pub fn stats(&self) -> Vec<ShardStats> {
-        self.shards
-            .iter()
-            .map(|s| ShardStats::read(&s.gauges))
-            .collect()
+        self.shards.iter().map(|s| *s.gauges.lock()).collect()
     }
 
     /// Every stored row with its hook's ids, across shards: a diagnostic

@@ -9,7 +9,6 @@ pub mod shard;
 pub mod step;
 
 pub use clock::wall_ms;
-pub use engine::{
-    CommitError, Engine, EngineBuilder, NewHook, OpenError, Pressure, ShardStats, Unavailable,
-};
+pub use engine::{CommitError, Engine, EngineBuilder, NewHook, OpenError, Pressure, Unavailable};
+pub use shard::ShardStats;
 pub use step::{NewRows, ShardState, StepOutput};

@@ -13,12 +13,11 @@ use super::engine::CommitError;
 use super::pool::IoPool;
 use super::step::{NewRows, ShardState, StepOutput};
 use crate::config::DispatchConfig;
-use crate::core::{AttemptResult, Catalog, CoreStats, Grant, JobId};
+use crate::core::{AttemptResult, Catalog, Grant, JobId};
 use crate::limits::{
     MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS, SHUTDOWN_GRACE_MS,
 };
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,48 +43,30 @@ pub enum ShardInput {
     Shutdown,
 }
 
-/// A shard's counters, published after every iteration for any thread to read.
-#[derive(Debug, Default)]
-pub struct ShardGauges {
-    pub claimed_rows: AtomicU64,
-    pub claimed_bytes: AtomicU64,
-    pub running: AtomicU64,
-    pub queued: AtomicU64,
-    pub delivered: AtomicU64,
-    pub dead: AtomicU64,
-    pub retried: AtomicU64,
-    pub timed_out: AtomicU64,
-    pub active_tenants: AtomicU64,
-    pub window_full: AtomicU64,
-    pub abandoned_workers: AtomicU64,
-    pub recovered: AtomicU64,
+/// A snapshot of one shard's counters, published after every iteration.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShardStats {
+    pub claimed_rows: u64,
+    pub claimed_bytes: u64,
+    pub running: u64,
+    pub queued: u64,
+    pub delivered: u64,
+    pub dead: u64,
+    pub retried: u64,
+    pub timed_out: u64,
+    pub active_tenants: u64,
+    pub window_full: bool,
+    /// IO workers stuck in an attempt that timed out.
+    pub abandoned_workers: u64,
+    /// Rows made due again by recovery since the shard opened.
+    pub recovered: u64,
     /// `tick` calls waiting on this shard.
-    pub tick_waiters: AtomicU64,
+    pub tick_waiters: u64,
 }
 
-impl ShardGauges {
-    fn publish(
-        &self,
-        stats: &CoreStats,
-        window_full: bool,
-        abandoned_workers: usize,
-        recovered: u64,
-    ) {
-        let set = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
-        set(&self.claimed_rows, stats.claimed.rows);
-        set(&self.claimed_bytes, stats.claimed.bytes);
-        set(&self.running, stats.running);
-        set(&self.queued, stats.queued);
-        set(&self.delivered, stats.delivered);
-        set(&self.dead, stats.dead);
-        set(&self.retried, stats.retried);
-        set(&self.timed_out, stats.timed_out);
-        set(&self.active_tenants, stats.active_tenants);
-        set(&self.window_full, window_full.into());
-        set(&self.abandoned_workers, abandoned_workers as u64);
-        set(&self.recovered, recovered);
-    }
-}
+/// Where a shard publishes its stats for any thread to read (one short lock
+/// per iteration).
+pub type ShardGauges = parking_lot::Mutex<ShardStats>;
 
 /// What a shard thread runs with.
 pub struct ShardThread {
@@ -154,25 +135,17 @@ impl ShardThread {
                         tick_waiters.push((reply, self.state.core().stats().settled()))
                     }
                     ShardInput::Shutdown => {
-                        draining_since_ms.get_or_insert(clock.now_ms());
+                        if draining_since_ms.is_none() {
+                            draining_since_ms = Some(clock.now_ms());
+                            self.state.handle_drain();
+                        }
                     }
                 }
             }
             let now_ms = clock.now_ms();
-            let mut out = self.state.step(now_ms, commits, outcomes);
-            if draining_since_ms.is_some() {
-                let drained = self.state.drain(now_ms);
-                out.jobs.extend(drained.jobs);
-                out.abandoned.extend(drained.abandoned);
-            }
+            let out = self.state.step(now_ms, commits, outcomes);
             self.dispatch(out, replies, &mut resubmit);
             let stats = self.state.core().stats();
-            self.gauges.publish(
-                &stats,
-                self.state.core().window_full(),
-                self.pool.abandoned(),
-                self.state.recovered,
-            );
             if reported != Some(stats.active_tenants)
                 || (stats.claimed.rows > 0 && now_ms >= reported_at_ms + REPORT_INTERVAL_MS)
             {
@@ -194,9 +167,21 @@ impl ShardThread {
                     let _ = reply.send(stats.settled() - baseline);
                 }
             }
-            self.gauges
-                .tick_waiters
-                .store(tick_waiters.len() as u64, Ordering::Relaxed);
+            *self.gauges.lock() = ShardStats {
+                claimed_rows: stats.claimed.rows,
+                claimed_bytes: stats.claimed.bytes,
+                running: stats.running,
+                queued: stats.queued,
+                delivered: stats.delivered,
+                dead: stats.dead,
+                retried: stats.retried,
+                timed_out: stats.timed_out,
+                active_tenants: stats.active_tenants,
+                window_full: self.state.core().window_full(),
+                abandoned_workers: self.pool.abandoned() as u64,
+                recovered: self.state.recovered,
+                tick_waiters: tick_waiters.len() as u64,
+            };
             if let Some(since_ms) = draining_since_ms {
                 if self.state.core().running() == 0 || now_ms >= since_ms + SHUTDOWN_GRACE_MS {
                     for (reply, baseline) in tick_waiters.drain(..) {

@@ -9,7 +9,7 @@
 //! (claims dropped, in-flight rows due again): the failed iteration's
 //! commits are reported failed, and nothing acknowledged is lost.
 
-use crate::config::{DispatchConfig, RetryConfig};
+use crate::config::DispatchConfig;
 use crate::core::{AttemptResult, Catalog, Core, Grant, Job, JobId};
 use crate::store::{self, Hook, ShardStore, StoreError, TenantTable, TxnIndex};
 use std::sync::Arc;
@@ -39,46 +39,20 @@ pub struct ShardState {
     tenants: TenantTable,
     next_seq: u64,
     core: Core,
-    dispatch: DispatchConfig,
-    retry: RetryConfig,
-    catalog: Arc<Catalog>,
-    grant: Grant,
-    seed: u64,
     /// Rows made due again by recovery since open (at open and after store failures).
     pub recovered: u64,
 }
 
 impl ShardState {
-    /// Opens the shard: loads its tenants and commit counter and makes every
-    /// row that was claimed when the process stopped due again.
-    pub fn open(
-        store: ShardStore,
-        dispatch: DispatchConfig,
-        retry: RetryConfig,
-        catalog: Arc<Catalog>,
-        grant: Grant,
-        now_ms: u64,
-        seed: u64,
-    ) -> Result<ShardState, StoreError> {
-        let core = Core::new(
-            dispatch.clone(),
-            retry,
-            catalog.clone(),
-            grant,
-            now_ms,
-            seed,
-            1,
-        );
+    /// Opens the shard around a fresh `core`: loads its tenants and commit
+    /// counter and makes every row that was claimed when the process stopped
+    /// due again.
+    pub fn open(store: ShardStore, core: Core, now_ms: u64) -> Result<ShardState, StoreError> {
         let mut state = ShardState {
             store,
             tenants: TenantTable::default(),
             next_seq: 0,
             core,
-            dispatch,
-            retry,
-            catalog,
-            grant,
-            seed,
             recovered: 0,
         };
         state.reload(now_ms)?;
@@ -103,21 +77,17 @@ impl ShardState {
     }
 
     pub fn handle_grant(&mut self, grant: Grant) {
-        self.grant = grant;
         self.core.handle_grant(grant);
     }
 
     pub fn handle_reconfigure(&mut self, dispatch: DispatchConfig, catalog: Arc<Catalog>) {
-        self.dispatch = dispatch.clone();
-        self.catalog = catalog.clone();
         self.core.handle_reconfigure(dispatch, catalog);
     }
 
-    /// Stops claiming and writes every claimed row that has not started back
-    /// as due (at shutdown). Running attempts may still report.
-    pub fn drain(&mut self, now_ms: u64) -> StepOutput {
+    /// Stops claiming; the next step writes every claimed row that has not
+    /// started back as due (at shutdown). Running attempts may still report.
+    pub fn handle_drain(&mut self) {
         self.core.handle_drain();
-        self.step(now_ms, Vec::new(), Vec::new())
     }
 
     /// One iteration. `commits` are written and synced together; `outcomes`
@@ -209,16 +179,7 @@ impl ShardState {
         eprintln!(
             "goad: shard store write failed ({cause}); rebuilding the shard's state from the store"
         );
-        let next_job_id = self.core.next_job_id();
-        self.core = Core::new(
-            self.dispatch.clone(),
-            self.retry,
-            self.catalog.clone(),
-            self.grant,
-            now_ms,
-            self.seed ^ next_job_id,
-            next_job_id,
-        );
+        self.core = self.core.rebuilt(now_ms);
         if let Err(e) = self.reload(now_ms) {
             eprintln!("goad: shard store reload failed ({e}); retrying on the next iteration");
         }

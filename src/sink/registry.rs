@@ -13,10 +13,10 @@ use std::sync::Arc;
 /// Host sinks by type name.
 pub type HostSinks = HashMap<String, Arc<dyn Sink>>;
 
-/// Every sink by (source id, sink index).
+/// Every source's sinks, in index order (looked up per attempt, by `&str`).
 #[derive(Default, Clone)]
 pub struct SinkRegistry {
-    sinks: HashMap<(Arc<str>, u16), Arc<dyn Sink>>,
+    sinks: HashMap<Arc<str>, Vec<Arc<dyn Sink>>>,
 }
 
 impl SinkRegistry {
@@ -40,14 +40,17 @@ impl SinkRegistry {
                         });
                     }
                 };
-                sinks.insert((Arc::from(source.id.as_str()), j as u16), sink);
+                sinks
+                    .entry(Arc::from(source.id.as_str()))
+                    .or_insert_with(Vec::new)
+                    .push(sink);
             }
         }
         Ok(SinkRegistry { sinks })
     }
 
     pub fn get(&self, source_id: &str, sink_index: u16) -> Option<&Arc<dyn Sink>> {
-        self.sinks.get(&(Arc::from(source_id), sink_index))
+        self.sinks.get(source_id)?.get(usize::from(sink_index))
     }
 }
 

@@ -4,7 +4,7 @@
 use super::keys::{hook_key, inflight_value, row_key, timed_key};
 use super::record::{encode_hook, encode_row, Hook, RowRecord, RowStatus};
 use super::{ShardStore, StoreError, TenantTable};
-use crate::core::{RowId, StoreOp, TenantId};
+use crate::core::{RowFields, RowId, StoreOp, TenantId};
 use heed::RwTxn;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -82,62 +82,71 @@ pub fn apply(
         }
         StoreOp::Reschedule {
             row,
-            tenant,
-            sink_type,
+            fields,
             due_at_ms,
-            attempts,
-            first_attempt_at_ms,
-            size_bytes,
             error,
         } => {
-            store.inflight.delete(wtxn, &row_key(*row))?;
-            let record = RowRecord {
-                status: RowStatus::Pending,
-                sink_type: sink_type.clone(),
-                attempts: *attempts,
-                first_attempt_at_ms: *first_attempt_at_ms,
-                at_ms: *due_at_ms,
-                size_bytes: *size_bytes,
-                error: error.clone(),
-            };
-            store.rows.put(wtxn, &row_key(*row), &encode_row(&record))?;
+            let tenant_no = number(tenants, &fields.tenant);
+            put_row(
+                store,
+                wtxn,
+                *row,
+                fields,
+                RowStatus::Pending,
+                *due_at_ms,
+                error.clone(),
+            )?;
             store.due.put(
                 wtxn,
-                &timed_key(number(tenants, tenant), *due_at_ms, *row),
-                &size_bytes.to_be_bytes(),
+                &timed_key(tenant_no, *due_at_ms, *row),
+                &fields.size_bytes.to_be_bytes(),
             )?;
         }
         StoreOp::Dead {
             row,
-            tenant,
-            sink_type,
+            fields,
             dead_at_ms,
-            attempts,
-            first_attempt_at_ms,
             reason,
         } => {
-            store.inflight.delete(wtxn, &row_key(*row))?;
-            let size_bytes = store
-                .hooks
-                .get(wtxn, &hook_key(row.seq))?
-                .map_or(0, |h| h.len() as u64);
-            let record = RowRecord {
-                status: RowStatus::Dead,
-                sink_type: sink_type.clone(),
-                attempts: *attempts,
-                first_attempt_at_ms: *first_attempt_at_ms,
-                at_ms: *dead_at_ms,
-                size_bytes,
-                error: Some(reason.clone()),
-            };
-            store.rows.put(wtxn, &row_key(*row), &encode_row(&record))?;
-            store.dead.put(
+            let tenant_no = number(tenants, &fields.tenant);
+            put_row(
+                store,
                 wtxn,
-                &timed_key(number(tenants, tenant), *dead_at_ms, *row),
-                &[],
+                *row,
+                fields,
+                RowStatus::Dead,
+                *dead_at_ms,
+                Some(reason.clone()),
             )?;
+            store
+                .dead
+                .put(wtxn, &timed_key(tenant_no, *dead_at_ms, *row), &[])?;
         }
     }
+    Ok(())
+}
+
+/// Ends a row's claim and writes its record (pending or dead, at `at_ms`).
+fn put_row(
+    store: &ShardStore,
+    wtxn: &mut RwTxn,
+    row: RowId,
+    fields: &RowFields,
+    status: RowStatus,
+    at_ms: u64,
+    error: Option<String>,
+) -> Result<(), StoreError> {
+    store.inflight.delete(wtxn, &row_key(row))?;
+    let record = RowRecord {
+        status,
+        sink_type: fields.sink_type.clone(),
+        attempts: fields.attempts,
+        first_attempt_at_ms: fields.first_attempt_at_ms,
+        at_ms,
+        size_bytes: fields.size_bytes,
+        error,
+    };
+    store.rows.put(wtxn, &row_key(row), &encode_row(&record))?;
     Ok(())
 }
 
