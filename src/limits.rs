@@ -13,6 +13,13 @@ pub const SHARD_INPUT_CAPACITY: usize = 16_384;
 /// Most inputs a shard drains into one loop iteration (one store batch).
 pub const MAX_INPUTS_PER_ITERATION: usize = 4_096;
 
+/// Longest an outcome or claim waits uncommitted in a shard's open write
+/// transaction (a crash within it redelivers, never loses).
+pub const OUTCOME_FLUSH_MS: u64 = 10;
+
+/// Most operations a shard's write transaction holds before it is committed.
+pub const MAX_UNFLUSHED_OPS: usize = 16_384;
+
 /// How long `commit` waits for room in a full shard input channel before
 /// it reports the queue as full.
 pub const COMMIT_QUEUE_WAIT_MS: u64 = 1_000;

@@ -45,7 +45,6 @@ struct Sim {
     retry: RetryConfig,
     catalog: Arc<Catalog>,
     grant: Grant,
-    shard: Option<ShardState>,
     now_ms: u64,
     /// Completions in flight: (at, job) → result.
     pending: BTreeMap<(u64, JobId), AttemptResult>,
@@ -106,7 +105,7 @@ impl Sim {
             })
             .collect();
         let catalog = Arc::new(Catalog::from_config(&config));
-        let mut sim = Sim {
+        Sim {
             seed,
             rng,
             // tmpfs where there is one: the same LMDB, without waiting on a disk.
@@ -117,7 +116,6 @@ impl Sim {
             retry,
             catalog,
             grant,
-            shard: None,
             now_ms: 1_700_000_000_000,
             pending: BTreeMap::new(),
             running: HashMap::new(),
@@ -126,36 +124,26 @@ impl Sim {
             delivered: HashSet::new(),
             next_hook: 0,
             faults: true,
-        };
-        sim.open();
-        sim
+        }
     }
 
-    fn open(&mut self) {
-        let store = ShardStore::open(self.dir.path(), 0, 1).unwrap();
-        self.shard = Some(
-            ShardState::open(
-                store,
-                Core::new(
-                    self.dispatch.clone(),
-                    self.retry,
-                    self.catalog.clone(),
-                    self.grant,
-                    self.now_ms,
-                    self.seed,
-                    1,
-                ),
-                self.now_ms,
-            )
-            .unwrap(),
+    /// A process's life: the shard over `store`, recovering what the last
+    /// life left.
+    fn open<'s>(&self, store: &'s ShardStore) -> ShardState<'s> {
+        let core = Core::new(
+            self.dispatch.clone(),
+            self.retry,
+            self.catalog.clone(),
+            self.grant,
+            self.now_ms,
+            self.seed,
+            1,
         );
+        ShardState::open(store, core, self.now_ms).unwrap()
     }
 
-    fn crash(&mut self) {
-        self.shard = None;
-        self.pending.clear();
-        self.running.clear();
-        self.open();
+    fn store(&self) -> ShardStore {
+        ShardStore::open(self.dir.path(), 0, 1).unwrap()
     }
 
     fn new_hook(&mut self) -> NewRows {
@@ -220,7 +208,7 @@ impl Sim {
     }
 
     /// One iteration at the current time with these commits.
-    fn step(&mut self, commits: Vec<NewRows>) {
+    fn step(&mut self, shard: &mut ShardState, commits: Vec<NewRows>) {
         let ids: Vec<u64> = commits
             .iter()
             .map(|c| c.hook.id.trim_start_matches("hook-").parse().unwrap())
@@ -241,7 +229,6 @@ impl Sim {
             }
             outcomes.push((key.1, result));
         }
-        let shard = self.shard.as_mut().unwrap();
         let out = shard.step(self.now_ms, commits, outcomes);
         if let Some(committed) = out.committed {
             assert!(
@@ -256,9 +243,8 @@ impl Sim {
         for job in &out.abandoned {
             self.running.remove(job);
         }
-        let store = self.shard.as_ref().unwrap().store().clone();
         for job in out.jobs {
-            let record = store.row(job.row).unwrap().expect("a started row exists");
+            let record = shard.row(job.row).unwrap().expect("a started row exists");
             assert!(
                 record.at_ms <= self.now_ms,
                 "seed {}: row {:?} started at {} before it was due at {}",
@@ -279,11 +265,11 @@ impl Sim {
                 self.pending.insert((self.now_ms + latency, job.id), result);
             }
         }
-        self.check_limits();
+        self.check_limits(shard);
     }
 
-    fn check_limits(&self) {
-        let stats = self.shard.as_ref().unwrap().core().stats();
+    fn check_limits(&self, shard: &ShardState) {
+        let stats = shard.core().stats();
         let seed = self.seed;
         assert!(
             stats.claimed.rows <= self.grant.max_inflight,
@@ -311,9 +297,8 @@ impl Sim {
     }
 
     /// Moves time to the next thing that happens (or a little).
-    fn advance(&mut self) {
-        let shard = self.shard.as_ref().unwrap();
-        let wake = shard.core().poll_deadline(self.now_ms).unwrap_or(u64::MAX);
+    fn advance(&mut self, shard: &ShardState) {
+        let wake = shard.poll_deadline(self.now_ms).unwrap_or(u64::MAX);
         let completion = self.pending.keys().next().map_or(u64::MAX, |(at, _)| *at);
         let next = wake
             .min(completion)
@@ -322,35 +307,44 @@ impl Sim {
     }
 
     fn run(&mut self, safety_steps: u32) {
-        for _ in 0..safety_steps {
-            let commits = (0..self.rng.below(4)).map(|_| self.new_hook()).collect();
-            self.step(commits);
-            if self.rng.below(400) == 0 {
-                self.crash();
+        let mut steps_left = safety_steps;
+        while steps_left > 0 {
+            // One process life; a crash drops the shard (and its open write
+            // transaction) and the store, and the next life reopens them.
+            let store = self.store();
+            let mut shard = self.open(&store);
+            while steps_left > 0 {
+                steps_left -= 1;
+                let commits = (0..self.rng.below(4)).map(|_| self.new_hook()).collect();
+                self.step(&mut shard, commits);
+                if self.rng.below(400) == 0 {
+                    self.pending.clear();
+                    self.running.clear();
+                    break;
+                }
+                self.advance(&shard);
             }
-            self.advance();
         }
-        // Liveness: no more faults; every row must reach an end.
+        // Liveness: one more life, no more faults; every row must reach an end.
         self.faults = false;
+        self.pending.clear();
+        self.running.clear();
+        let store = self.store();
+        let mut shard = self.open(&store);
         for _ in 0..200_000 {
-            self.step(Vec::new());
-            let idle = self.pending.is_empty()
-                && self.running.is_empty()
-                && self.shard.as_ref().unwrap().core().is_idle(self.now_ms);
+            self.step(&mut shard, Vec::new());
+            let idle =
+                self.pending.is_empty() && self.running.is_empty() && shard.is_idle(self.now_ms);
             if idle
-                && self
-                    .shard
-                    .as_ref()
-                    .unwrap()
-                    .store()
+                && store
                     .rows()
                     .unwrap()
                     .iter()
                     .all(|r| r.record.status == RowStatus::Dead)
             {
-                return self.check_settled();
+                return self.check_settled(&store);
             }
-            self.advance();
+            self.advance(&shard);
         }
         panic!(
             "seed {}: rows still pending after the liveness phase",
@@ -360,8 +354,8 @@ impl Sim {
 
     /// Every commit is acknowledged in order (the simulated store does not
     /// fail), so hook N has seq N: each of its rows was delivered or is dead.
-    fn check_settled(&self) {
-        let rows = self.shard.as_ref().unwrap().store().rows().unwrap();
+    fn check_settled(&self, store: &ShardStore) {
+        let rows = store.rows().unwrap();
         let dead: HashSet<RowId> = rows
             .iter()
             .filter(|r| r.record.status == RowStatus::Dead)

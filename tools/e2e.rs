@@ -35,7 +35,14 @@ fn main() {
         data_dir: dir.path().to_path_buf(),
         ..Config::default()
     };
+    // One tenant, one sink: let the tenant use every connection.
+    config.dispatch.concurrency = config.dispatch.concurrency.max(connections);
     config.dispatch.sink_concurrency = connections;
+    let limits = goad::config::TenantLimitsConfig {
+        concurrency: Some(connections),
+        ..Default::default()
+    };
+    config.dispatch.tenants.insert("default".into(), limits);
     config.sources.push(SourceConfig {
         id: "load".into(),
         tenant: "load".into(),

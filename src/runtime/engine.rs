@@ -6,7 +6,7 @@ use super::clock::wall_ms;
 use super::coordinator::{self, global_grant, CoordinatorInput};
 use super::pool::{IoPool, SharedRegistry};
 use super::shard::{ShardGauges, ShardInput, ShardStats, ShardThread};
-use super::step::{NewRows, ShardState};
+use super::step::NewRows;
 use crate::config::{Config, ConfigError};
 use crate::core::{Catalog, Core};
 use crate::limits::{COMMIT_QUEUE_WAIT_MS, COMMIT_REPLY_WAIT_MS, SHARD_INPUT_CAPACITY};
@@ -206,7 +206,7 @@ impl EngineBuilder {
                 seed ^ (k as u64).wrapping_mul(0x9E37_79B9),
                 1,
             );
-            let state = ShardState::open(store.clone(), core, now_ms).map_err(OpenError::Store)?;
+            let (opened_tx, opened_rx) = crossbeam_channel::bounded(1);
             let gauges = Arc::new(ShardGauges::default());
             let pool = IoPool::start(
                 k,
@@ -216,7 +216,9 @@ impl EngineBuilder {
             );
             let thread = ShardThread {
                 index: k,
-                state,
+                store: store.clone(),
+                core,
+                opened: opened_tx,
                 inputs: rx,
                 pool,
                 coordinator: coord_tx.clone(),
@@ -233,6 +235,13 @@ impl EngineBuilder {
                 })
                 .map_err(OpenError::Thread)?;
             threads.push(handle);
+            // The shard opens (and recovers) on its own thread; wait for it.
+            opened_rx
+                .recv()
+                .map_err(|_| {
+                    OpenError::Thread(std::io::Error::other("a shard thread died while opening"))
+                })?
+                .map_err(OpenError::Store)?;
             inputs.push(tx.clone());
             shards.push(Shard {
                 input: tx,

@@ -13,10 +13,11 @@ use super::engine::CommitError;
 use super::pool::IoPool;
 use super::step::{NewRows, ShardState, StepOutput};
 use crate::config::DispatchConfig;
-use crate::core::{AttemptResult, Catalog, Grant, JobId};
+use crate::core::{AttemptResult, Catalog, Core, Grant, JobId};
 use crate::limits::{
     MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS, SHUTDOWN_GRACE_MS,
 };
+use crate::store::{ShardStore, StoreError};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,7 +72,10 @@ pub type ShardGauges = parking_lot::Mutex<ShardStats>;
 /// What a shard thread runs with.
 pub struct ShardThread {
     pub index: usize,
-    pub state: ShardState,
+    pub store: ShardStore,
+    pub core: Core,
+    /// Told once whether the shard opened (its recovery ran).
+    pub opened: Sender<Result<(), StoreError>>,
     pub inputs: Receiver<ShardInput>,
     pub pool: IoPool,
     pub coordinator: Sender<CoordinatorInput>,
@@ -82,8 +86,26 @@ impl ShardThread {
     /// The loop; returns after `Shutdown` once running attempts finished or
     /// the grace period passed (rows still running stay in flight in the
     /// store and are due again at the next open).
-    pub fn run(mut self) {
+    pub fn run(self) {
+        let ShardThread {
+            index,
+            store,
+            core,
+            opened,
+            inputs,
+            pool,
+            coordinator,
+            gauges,
+        } = self;
         let mut clock = Clock::default();
+        let mut state = match ShardState::open(&store, core, clock.now_ms()) {
+            Ok(state) => state,
+            Err(e) => {
+                let _ = opened.send(Err(e));
+                return;
+            }
+        };
+        let _ = opened.send(Ok(()));
         let mut tick_waiters: Vec<(Sender<u64>, u64)> = Vec::new();
         let mut resubmit: Vec<(JobId, AttemptResult)> = Vec::new();
         let mut draining_since_ms: Option<u64> = None;
@@ -91,17 +113,13 @@ impl ShardThread {
         let mut reported_at_ms = 0u64;
         loop {
             let now_ms = clock.now_ms();
-            let deadline_ms = self
-                .state
-                .core()
+            let deadline_ms = state
                 .poll_deadline(now_ms)
                 .unwrap_or(u64::MAX)
                 .min(now_ms + MAX_SLEEP_MS);
             let mut inbox = Vec::new();
             if resubmit.is_empty() {
-                match self
-                    .inputs
-                    .recv_timeout(Duration::from_millis(deadline_ms.saturating_sub(now_ms)))
+                match inputs.recv_timeout(Duration::from_millis(deadline_ms.saturating_sub(now_ms)))
                 {
                     Ok(input) => inbox.push(input),
                     Err(RecvTimeoutError::Timeout) => {}
@@ -109,7 +127,7 @@ impl ShardThread {
                 }
             }
             while inbox.len() < MAX_INPUTS_PER_ITERATION {
-                match self.inputs.try_recv() {
+                match inputs.try_recv() {
                     Ok(input) => inbox.push(input),
                     Err(_) => break,
                 }
@@ -127,34 +145,33 @@ impl ShardThread {
                         replies.push(reply);
                     }
                     ShardInput::Completion(job, result) => outcomes.push((job, result)),
-                    ShardInput::Grant(grant) => self.state.handle_grant(grant),
+                    ShardInput::Grant(grant) => state.handle_grant(grant),
                     ShardInput::Reconfigure { dispatch, catalog } => {
-                        self.state.handle_reconfigure(dispatch, catalog)
+                        state.handle_reconfigure(dispatch, catalog)
                     }
                     ShardInput::Tick(reply) => {
-                        tick_waiters.push((reply, self.state.core().stats().settled()))
+                        tick_waiters.push((reply, state.core().stats().settled()))
                     }
                     ShardInput::Shutdown => {
                         if draining_since_ms.is_none() {
                             draining_since_ms = Some(clock.now_ms());
-                            self.state.handle_drain();
+                            state.handle_drain();
                         }
                     }
                 }
             }
             let now_ms = clock.now_ms();
-            let out = self.state.step(now_ms, commits, outcomes);
-            self.dispatch(out, replies, &mut resubmit);
-            let stats = self.state.core().stats();
+            let out = state.step(now_ms, commits, outcomes);
+            dispatch(&pool, out, replies, &mut resubmit);
+            let stats = state.core().stats();
             if reported != Some(stats.active_tenants)
                 || (stats.claimed.rows > 0 && now_ms >= reported_at_ms + REPORT_INTERVAL_MS)
             {
                 let demand = Demand {
-                    shard_index: self.index,
+                    shard_index: index,
                     active_tenants: stats.active_tenants,
                 };
-                if self
-                    .coordinator
+                if coordinator
                     .try_send(CoordinatorInput::Demand(demand))
                     .is_ok()
                 {
@@ -162,12 +179,12 @@ impl ShardThread {
                     reported_at_ms = now_ms;
                 }
             }
-            if self.state.core().is_idle(now_ms) {
+            if state.is_idle(now_ms) {
                 for (reply, baseline) in tick_waiters.drain(..) {
                     let _ = reply.send(stats.settled() - baseline);
                 }
             }
-            *self.gauges.lock() = ShardStats {
+            *gauges.lock() = ShardStats {
                 claimed_rows: stats.claimed.rows,
                 claimed_bytes: stats.claimed.bytes,
                 running: stats.running,
@@ -177,13 +194,16 @@ impl ShardThread {
                 retried: stats.retried,
                 timed_out: stats.timed_out,
                 active_tenants: stats.active_tenants,
-                window_full: self.state.core().window_full(),
-                abandoned_workers: self.pool.abandoned() as u64,
-                recovered: self.state.recovered,
+                window_full: state.core().window_full(),
+                abandoned_workers: pool.abandoned() as u64,
+                recovered: state.recovered,
                 tick_waiters: tick_waiters.len() as u64,
             };
             if let Some(since_ms) = draining_since_ms {
-                if self.state.core().running() == 0 || now_ms >= since_ms + SHUTDOWN_GRACE_MS {
+                if state.core().running() == 0 || now_ms >= since_ms + SHUTDOWN_GRACE_MS {
+                    if let Err(e) = state.flush() {
+                        eprintln!("goad: shard {index}: final store write failed ({e}); its rows are due again at the next open");
+                    }
                     for (reply, baseline) in tick_waiters.drain(..) {
                         let _ = reply.send(stats.settled() - baseline);
                     }
@@ -192,25 +212,26 @@ impl ShardThread {
             }
         }
     }
+}
 
-    fn dispatch(
-        &self,
-        out: StepOutput,
-        replies: Vec<Sender<Result<(), CommitError>>>,
-        resubmit: &mut Vec<(JobId, AttemptResult)>,
-    ) {
-        if let Some(committed) = out.committed {
-            for reply in replies {
-                let _ = reply.send(committed.clone().map_err(CommitError::Store));
-            }
+/// Answers the commits and hands the jobs to the IO pool.
+fn dispatch(
+    pool: &IoPool,
+    out: StepOutput,
+    replies: Vec<Sender<Result<(), CommitError>>>,
+    resubmit: &mut Vec<(JobId, AttemptResult)>,
+) {
+    if let Some(committed) = out.committed {
+        for reply in replies {
+            let _ = reply.send(committed.clone().map_err(CommitError::Store));
         }
-        for _ in &out.abandoned {
-            self.pool.replace_abandoned();
-        }
-        for job in out.jobs {
-            if let Err((job, failure)) = self.pool.submit(job) {
-                resubmit.push((job, Err(failure)));
-            }
+    }
+    for _ in &out.abandoned {
+        pool.replace_abandoned();
+    }
+    for job in out.jobs {
+        if let Err((job, failure)) = pool.submit(job) {
+            resubmit.push((job, Err(failure)));
         }
     }
 }

@@ -2,16 +2,28 @@
 //! thread drives it with the wall clock and an IO pool, the simulator with a
 //! virtual clock and simulated sinks. Both run exactly this code.
 //!
-//! An iteration: outcomes and timers into the core; one write transaction
-//! holding the new hooks, the core's decisions and the scan's claims; one
-//! synced commit; then the jobs to start. A store failure aborts the
-//! transaction and rebuilds the core from the store as a restart would
-//! (claims dropped, in-flight rows due again): the failed iteration's
-//! commits are reported failed, and nothing acknowledged is lost.
+//! An iteration: outcomes and timers into the core; the new hooks, the
+//! core's decisions and the scan's claims written into the shard's write
+//! transaction; then the jobs to start.
+//!
+//! The write transaction stays open across iterations and is committed
+//! (synced) only when it must be: when it holds new hooks (their committers
+//! wait for durability), when it has been dirty for `OUTCOME_FLUSH_MS`, or
+//! when it holds `MAX_UNFLUSHED_OPS` operations. So outcome-only iterations
+//! cost no sync, and nothing is written to the file unsynced (LMDB's
+//! `NOSYNC`, which can corrupt the file on power loss, is not used). A crash
+//! loses at most the uncommitted outcomes and claims, which only redelivers.
+//!
+//! A store failure drops the transaction and rebuilds the core from the
+//! store as a restart would (claims dropped, in-flight rows due again): the
+//! failed iteration's commits are reported failed, and nothing acknowledged
+//! is lost.
 
 use crate::config::DispatchConfig;
-use crate::core::{AttemptResult, Catalog, Core, Grant, Job, JobId};
-use crate::store::{self, Hook, ShardStore, StoreError, TenantTable, TxnIndex};
+use crate::core::{AttemptResult, Catalog, Core, Grant, Job, JobId, RowId};
+use crate::limits::{MAX_UNFLUSHED_OPS, OUTCOME_FLUSH_MS};
+use crate::store::{self, Hook, RowRecord, ShardStore, StoreError, TenantTable, TxnIndex};
+use heed::RwTxn;
 use std::sync::Arc;
 
 /// A hook to commit: its sinks' types resolved from the source at commit.
@@ -33,9 +45,14 @@ pub struct StepOutput {
     pub abandoned: Vec<JobId>,
 }
 
-/// A shard's store, tenant table, commit counter and scheduler core.
-pub struct ShardState {
-    store: ShardStore,
+/// A shard's open write transaction, tenant table, commit counter and
+/// scheduler core, over a store the caller owns.
+pub struct ShardState<'s> {
+    store: &'s ShardStore,
+    txn: Option<RwTxn<'s>>,
+    /// When the open transaction got its first uncommitted write.
+    dirty_since_ms: Option<u64>,
+    unflushed_ops: usize,
     tenants: TenantTable,
     next_seq: u64,
     core: Core,
@@ -43,13 +60,20 @@ pub struct ShardState {
     pub recovered: u64,
 }
 
-impl ShardState {
+impl<'s> ShardState<'s> {
     /// Opens the shard around a fresh `core`: loads its tenants and commit
     /// counter and makes every row that was claimed when the process stopped
     /// due again.
-    pub fn open(store: ShardStore, core: Core, now_ms: u64) -> Result<ShardState, StoreError> {
+    pub fn open(
+        store: &'s ShardStore,
+        core: Core,
+        now_ms: u64,
+    ) -> Result<ShardState<'s>, StoreError> {
         let mut state = ShardState {
             store,
+            txn: None,
+            dirty_since_ms: None,
+            unflushed_ops: 0,
             tenants: TenantTable::default(),
             next_seq: 0,
             core,
@@ -60,7 +84,11 @@ impl ShardState {
     }
 
     fn reload(&mut self, now_ms: u64) -> Result<(), StoreError> {
-        self.tenants = TenantTable::load(&self.store)?;
+        assert!(
+            self.txn.is_none(),
+            "reloading with a write transaction open"
+        );
+        self.tenants = TenantTable::load(self.store)?;
         let rtxn = self.store.env.read_txn()?;
         self.next_seq = self.store.meta_u64(&rtxn, "next_seq")?.unwrap_or(1);
         drop(rtxn);
@@ -73,7 +101,15 @@ impl ShardState {
     }
 
     pub fn store(&self) -> &ShardStore {
-        &self.store
+        self.store
+    }
+
+    /// One row as this shard sees it (including writes not yet committed).
+    pub fn row(&self, row: RowId) -> Result<Option<RowRecord>, StoreError> {
+        match &self.txn {
+            Some(txn) => self.store.row_in(txn, row),
+            None => self.store.row(row),
+        }
     }
 
     pub fn handle_grant(&mut self, grant: Grant) {
@@ -90,6 +126,26 @@ impl ShardState {
         self.core.handle_drain();
     }
 
+    /// When to call `step` again with nothing else happening: the core's
+    /// deadline, or when uncommitted writes must be flushed.
+    pub fn poll_deadline(&self, now_ms: u64) -> Option<u64> {
+        let flush_at_ms = self.dirty_since_ms.map(|t| t + OUTCOME_FLUSH_MS);
+        match (self.core.poll_deadline(now_ms), flush_at_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Nothing claimed, running or due, and everything written is committed.
+    pub fn is_idle(&self, now_ms: u64) -> bool {
+        self.core.is_idle(now_ms) && self.txn.is_none()
+    }
+
+    /// Commits whatever is written (at shutdown).
+    pub fn flush(&mut self) -> Result<(), StoreError> {
+        self.commit()
+    }
+
     /// One iteration. `commits` are written and synced together; `outcomes`
     /// are attempt results since the last iteration.
     pub fn step(
@@ -104,14 +160,12 @@ impl ShardState {
         self.core.handle_timers(now_ms);
         let mut out = StepOutput::default();
         let has_commits = !commits.is_empty();
-        if has_commits || self.core.has_store_ops() || self.core.wants_scan(now_ms) {
-            let written = self.write(now_ms, commits);
-            if has_commits {
-                out.committed = Some(written.clone());
-            }
-            if let Err(e) = written {
-                self.rebuild(now_ms, &e);
-            }
+        let written = self.write(now_ms, commits);
+        if has_commits {
+            out.committed = Some(written.clone());
+        }
+        if let Err(e) = written {
+            self.rebuild(now_ms, &e);
         }
         while let Some(job) = self.core.poll_abandoned() {
             out.abandoned.push(job);
@@ -134,40 +188,60 @@ impl ShardState {
     }
 
     fn write_txn(&mut self, now_ms: u64, commits: Vec<NewRows>) -> Result<(), StoreError> {
-        let store = self.store.clone();
-        let mut wtxn = store.env.write_txn()?;
-        if !commits.is_empty() {
+        let has_commits = !commits.is_empty();
+        if has_commits || self.core.has_store_ops() || self.core.wants_scan(now_ms) {
+            let store = self.store;
+            let txn = match &mut self.txn {
+                Some(txn) => txn,
+                None => self.txn.insert(store.env.write_txn()?),
+            };
+            let mut writes = commits.len();
             for mut new in commits {
                 new.hook.seq = self.next_seq;
                 self.next_seq += 1;
                 store::write_commit(
-                    &store,
-                    &mut wtxn,
+                    store,
+                    txn,
                     &mut self.tenants,
                     &new.hook,
                     &new.sink_types,
                     now_ms,
                 )?;
             }
-            store.put_meta(&mut wtxn, "next_seq", self.next_seq)?;
-            self.core.handle_committed();
-        }
-        self.apply_ops(&store, &mut wtxn)?;
-        if self.core.wants_scan(now_ms) {
-            let mut index = TxnIndex::new(&store, &wtxn, &self.tenants);
-            self.core.handle_scan(now_ms, &mut index);
-            if let Some(e) = index.into_error() {
-                return Err(e);
+            if has_commits {
+                store.put_meta(txn, "next_seq", self.next_seq)?;
+                self.core.handle_committed();
             }
-            self.apply_ops(&store, &mut wtxn)?;
+            writes += apply_ops(store, txn, &self.tenants, &mut self.core)?;
+            if self.core.wants_scan(now_ms) {
+                let mut index = TxnIndex::new(store, txn, &self.tenants);
+                self.core.handle_scan(now_ms, &mut index);
+                if let Some(e) = index.into_error() {
+                    return Err(e);
+                }
+                writes += apply_ops(store, txn, &self.tenants, &mut self.core)?;
+            }
+            if writes > 0 {
+                self.dirty_since_ms.get_or_insert(now_ms);
+                self.unflushed_ops += writes;
+            }
         }
-        wtxn.commit()?;
+        let flush_due = self
+            .dirty_since_ms
+            .is_some_and(|t| now_ms >= t + OUTCOME_FLUSH_MS)
+            || self.unflushed_ops >= MAX_UNFLUSHED_OPS;
+        if has_commits || flush_due || self.dirty_since_ms.is_none() {
+            // A transaction with nothing to write is closed too (no sync).
+            self.commit()?;
+        }
         Ok(())
     }
 
-    fn apply_ops(&mut self, store: &ShardStore, wtxn: &mut heed::RwTxn) -> Result<(), StoreError> {
-        while let Some(op) = self.core.poll_store_op() {
-            store::write::apply(store, wtxn, &self.tenants, &op)?;
+    fn commit(&mut self) -> Result<(), StoreError> {
+        self.dirty_since_ms = None;
+        self.unflushed_ops = 0;
+        if let Some(txn) = self.txn.take() {
+            txn.commit()?;
         }
         Ok(())
     }
@@ -179,9 +253,27 @@ impl ShardState {
         eprintln!(
             "goad: shard store write failed ({cause}); rebuilding the shard's state from the store"
         );
+        self.txn = None;
+        self.dirty_since_ms = None;
+        self.unflushed_ops = 0;
         self.core = self.core.rebuilt(now_ms);
         if let Err(e) = self.reload(now_ms) {
             eprintln!("goad: shard store reload failed ({e}); retrying on the next iteration");
         }
     }
+}
+
+/// Writes every op the core decided; returns how many.
+fn apply_ops(
+    store: &ShardStore,
+    txn: &mut RwTxn,
+    tenants: &TenantTable,
+    core: &mut Core,
+) -> Result<usize, StoreError> {
+    let mut applied = 0;
+    while let Some(op) = core.poll_store_op() {
+        store::write::apply(store, txn, tenants, &op)?;
+        applied += 1;
+    }
+    Ok(applied)
 }

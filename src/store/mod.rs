@@ -291,10 +291,15 @@ impl ShardStore {
         Ok(out)
     }
 
-    /// One row, if it exists.
+    /// One row, as committed, if it exists.
     pub fn row(&self, row: RowId) -> Result<Option<RowRecord>, StoreError> {
         let rtxn = self.env.read_txn()?;
-        let bytes = self.rows.get(&rtxn, &keys::row_key(row))?;
+        self.row_in(&rtxn, row)
+    }
+
+    /// One row as `txn` sees it, if it exists.
+    pub fn row_in(&self, txn: &heed::RoTxn, row: RowId) -> Result<Option<RowRecord>, StoreError> {
+        let bytes = self.rows.get(txn, &keys::row_key(row))?;
         Ok(bytes.map(record::decode_row).transpose()?)
     }
 
