@@ -229,7 +229,8 @@ impl Sim {
             }
             outcomes.push((key.1, result));
         }
-        let out = shard.step(self.now_ms, commits, outcomes);
+        let mut jobs = Vec::new();
+        let out = shard.step(self.now_ms, commits, outcomes, &mut |job| jobs.push(job));
         if let Some(committed) = out.committed {
             assert!(
                 committed.is_ok(),
@@ -243,7 +244,7 @@ impl Sim {
         for job in &out.abandoned {
             self.running.remove(job);
         }
-        for job in out.jobs {
+        for job in jobs {
             let record = shard.row(job.row).unwrap().expect("a started row exists");
             assert!(
                 record.at_ms <= self.now_ms,

@@ -13,7 +13,7 @@ use super::engine::CommitError;
 use super::pool::IoPool;
 use super::step::{NewRows, ShardState, StepOutput};
 use crate::config::DispatchConfig;
-use crate::core::{AttemptResult, Catalog, Core, Grant, JobId};
+use crate::core::{AttemptResult, Catalog, Core, Grant, Job, JobId};
 use crate::limits::{
     MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS, SHUTDOWN_GRACE_MS,
 };
@@ -161,8 +161,13 @@ impl ShardThread {
                 }
             }
             let now_ms = clock.now_ms();
-            let out = state.step(now_ms, commits, outcomes);
-            dispatch(&pool, out, replies, &mut resubmit);
+            let mut start = |job: Job| {
+                if let Err((job, failure)) = pool.submit(job) {
+                    resubmit.push((job, Err(failure)));
+                }
+            };
+            let out = state.step(now_ms, commits, outcomes, &mut start);
+            answer(&pool, out, replies);
             let stats = state.core().stats();
             if reported != Some(stats.active_tenants)
                 || (stats.claimed.rows > 0 && now_ms >= reported_at_ms + REPORT_INTERVAL_MS)
@@ -214,13 +219,8 @@ impl ShardThread {
     }
 }
 
-/// Answers the commits and hands the jobs to the IO pool.
-fn dispatch(
-    pool: &IoPool,
-    out: StepOutput,
-    replies: Vec<Sender<Result<(), CommitError>>>,
-    resubmit: &mut Vec<(JobId, AttemptResult)>,
-) {
+/// Answers the commits and replaces the workers of abandoned attempts.
+fn answer(pool: &IoPool, out: StepOutput, replies: Vec<Sender<Result<(), CommitError>>>) {
     if let Some(committed) = out.committed {
         for reply in replies {
             let _ = reply.send(committed.clone().map_err(CommitError::Store));
@@ -228,10 +228,5 @@ fn dispatch(
     }
     for _ in &out.abandoned {
         pool.replace_abandoned();
-    }
-    for job in out.jobs {
-        if let Err((job, failure)) = pool.submit(job) {
-            resubmit.push((job, Err(failure)));
-        }
     }
 }

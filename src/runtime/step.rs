@@ -34,13 +34,11 @@ pub struct NewRows {
     pub sink_types: Vec<Arc<str>>,
 }
 
-/// What one iteration produced.
+/// What one iteration produced besides the attempts it started.
 #[derive(Debug, Default)]
 pub struct StepOutput {
     /// Ok when the iteration's commits are durable.
     pub committed: Option<Result<(), Arc<StoreError>>>,
-    /// Attempts to start now.
-    pub jobs: Vec<Job>,
     /// Attempts that timed out: their workers may be stuck.
     pub abandoned: Vec<JobId>,
 }
@@ -147,12 +145,16 @@ impl<'s> ShardState<'s> {
     }
 
     /// One iteration. `commits` are written and synced together; `outcomes`
-    /// are attempt results since the last iteration.
+    /// are attempt results since the last iteration. `start` is given every
+    /// attempt to start: those of rows that were durable before this batch
+    /// while the batch syncs (so deliveries overlap the sync), those of the
+    /// batch's own hooks once it is durable.
     pub fn step(
         &mut self,
         now_ms: u64,
         commits: Vec<NewRows>,
         outcomes: Vec<(JobId, AttemptResult)>,
+        start: &mut dyn FnMut(Job),
     ) -> StepOutput {
         for (job, result) in outcomes {
             self.core.handle_outcome(now_ms, job, result);
@@ -160,31 +162,38 @@ impl<'s> ShardState<'s> {
         self.core.handle_timers(now_ms);
         let mut out = StepOutput::default();
         let has_commits = !commits.is_empty();
-        let written = self.write(now_ms, commits);
+        let (tenants_before, first_new_seq) = (self.tenants.len(), self.next_seq);
+        let mut held = Vec::new();
+        let mut written = self.write_txn(now_ms, commits);
+        if written.is_ok() {
+            while let Some(job) = self.core.poll_job(now_ms) {
+                if job.row.seq >= first_new_seq {
+                    held.push(job);
+                } else {
+                    start(job);
+                }
+            }
+            if has_commits {
+                written = self.commit();
+            }
+        }
+        let written = written.map_err(Arc::new);
         if has_commits {
             out.committed = Some(written.clone());
         }
-        if let Err(e) = written {
-            self.rebuild(now_ms, &e);
+        match written {
+            Ok(()) => held.into_iter().for_each(&mut *start),
+            Err(e) => {
+                // Nothing of the batch is stored: its hooks' attempts are dropped.
+                self.tenants.forget_after(tenants_before);
+                self.next_seq = first_new_seq;
+                self.rebuild(now_ms, &e);
+            }
         }
         while let Some(job) = self.core.poll_abandoned() {
             out.abandoned.push(job);
         }
-        while let Some(job) = self.core.poll_job(now_ms) {
-            out.jobs.push(job);
-        }
         out
-    }
-
-    fn write(&mut self, now_ms: u64, commits: Vec<NewRows>) -> Result<(), Arc<StoreError>> {
-        let tenants_before = self.tenants.len();
-        let seq_before = self.next_seq;
-        let result = self.write_txn(now_ms, commits);
-        if result.is_err() {
-            self.tenants.forget_after(tenants_before);
-            self.next_seq = seq_before;
-        }
-        result.map_err(Arc::new)
     }
 
     fn write_txn(&mut self, now_ms: u64, commits: Vec<NewRows>) -> Result<(), StoreError> {
@@ -230,8 +239,9 @@ impl<'s> ShardState<'s> {
             .dirty_since_ms
             .is_some_and(|t| now_ms >= t + OUTCOME_FLUSH_MS)
             || self.unflushed_ops >= MAX_UNFLUSHED_OPS;
-        if has_commits || flush_due || self.dirty_since_ms.is_none() {
-            // A transaction with nothing to write is closed too (no sync).
+        if !has_commits && (flush_due || self.dirty_since_ms.is_none()) {
+            // A transaction with nothing to write is closed too (no sync);
+            // one with new hooks is committed by `step`.
             self.commit()?;
         }
         Ok(())
