@@ -20,6 +20,10 @@ pub const OUTCOME_FLUSH_MS: u64 = 10;
 /// Most operations a shard's write transaction holds before it is committed.
 pub const MAX_UNFLUSHED_OPS: usize = 16_384;
 
+/// Longest a shard waits for more commits before a sync when the last sync
+/// served many more than are queued (group commit; see `runtime::shard`).
+pub const GROUP_COMMIT_LINGER_US: u64 = 200;
+
 /// How long `commit` waits for room in a full shard input channel before
 /// it reports the queue as full.
 pub const COMMIT_QUEUE_WAIT_MS: u64 = 1_000;

@@ -4,6 +4,7 @@
 
 use super::clock::wall_ms;
 use super::coordinator::{self, global_grant, CoordinatorInput};
+use super::oneshot;
 use super::pool::{IoPool, SharedRegistry};
 use super::shard::{ShardGauges, ShardInput, ShardStats, ShardThread};
 use super::step::NewRows;
@@ -19,7 +20,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A hook to commit.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -347,7 +348,7 @@ impl Engine {
             body: hook.body,
         };
         let shard = &self.shards[Engine::shard_of(&tenant, self.shards.len())];
-        let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
+        let (reply_tx, reply_rx) = oneshot::channel();
         let input = ShardInput::Commit {
             rows: NewRows {
                 hook: stored,
@@ -363,11 +364,11 @@ impl Engine {
             Err(SendTimeoutError::Timeout(_)) => return Err(CommitError::QueueFull),
             Err(SendTimeoutError::Disconnected(_)) => return Err(CommitError::Stopped),
         }
-        match reply_rx.recv_timeout(Duration::from_millis(COMMIT_REPLY_WAIT_MS)) {
+        match reply_rx.recv_deadline(Instant::now() + Duration::from_millis(COMMIT_REPLY_WAIT_MS)) {
             Ok(Ok(())) => Ok(id),
             Ok(Err(e)) => Err(e),
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => Err(CommitError::TimedOut),
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(CommitError::Stopped),
+            Err(oneshot::RecvError::Timeout) => Err(CommitError::TimedOut),
+            Err(oneshot::RecvError::Closed) => Err(CommitError::Stopped),
         }
     }
 

@@ -4,6 +4,7 @@
 mod clock;
 pub mod coordinator;
 mod engine;
+mod oneshot;
 mod pool;
 pub mod shard;
 pub mod step;

@@ -10,24 +10,26 @@
 use super::clock::Clock;
 use super::coordinator::{CoordinatorInput, Demand};
 use super::engine::CommitError;
+use super::oneshot;
 use super::pool::IoPool;
 use super::step::{NewRows, ShardState, StepOutput};
 use crate::config::DispatchConfig;
 use crate::core::{AttemptResult, Catalog, Core, Grant, Job, JobId};
 use crate::limits::{
-    MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS, SHUTDOWN_GRACE_MS,
+    GROUP_COMMIT_LINGER_US, MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS,
+    SHUTDOWN_GRACE_MS,
 };
 use crate::store::{ShardStore, StoreError};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Everything a shard thread is told.
 pub enum ShardInput {
     /// A hook to commit; the reply comes once its batch is durable.
     Commit {
         rows: NewRows,
-        reply: Sender<Result<(), CommitError>>,
+        reply: oneshot::Sender<Result<(), CommitError>>,
     },
     /// An attempt's result from the IO pool.
     Completion(JobId, AttemptResult),
@@ -111,6 +113,7 @@ impl ShardThread {
         let mut draining_since_ms: Option<u64> = None;
         let mut reported: Option<u64> = None;
         let mut reported_at_ms = 0u64;
+        let mut last_commit_batch = 0usize;
         loop {
             let now_ms = clock.now_ms();
             let deadline_ms = state
@@ -132,13 +135,14 @@ impl ShardThread {
                     Err(_) => break,
                 }
             }
+            linger_for_commits(&inputs, &mut inbox, last_commit_batch);
             let mut commits = Vec::new();
             let mut replies = Vec::new();
             let mut outcomes = std::mem::take(&mut resubmit);
             for input in inbox {
                 match input {
                     ShardInput::Commit { reply, .. } if draining_since_ms.is_some() => {
-                        let _ = reply.send(Err(CommitError::Stopped));
+                        reply.send(Err(CommitError::Stopped));
                     }
                     ShardInput::Commit { rows, reply } => {
                         commits.push(rows);
@@ -161,6 +165,7 @@ impl ShardThread {
                 }
             }
             let now_ms = clock.now_ms();
+            last_commit_batch = commits.len();
             let mut start = |job: Job| {
                 if let Err((job, failure)) = pool.submit(job) {
                     resubmit.push((job, Err(failure)));
@@ -219,11 +224,42 @@ impl ShardThread {
     }
 }
 
+/// Group commit: the committers answered by the last sync need a moment to
+/// be scheduled and commit again. When that batch was large and only a few
+/// commits are here yet, wait up to `GROUP_COMMIT_LINGER_US` for half as many,
+/// so one sync serves many commits instead of many syncs serving a few.
+fn linger_for_commits(
+    inputs: &Receiver<ShardInput>,
+    inbox: &mut Vec<ShardInput>,
+    last_commit_batch: usize,
+) {
+    let count = |inbox: &[ShardInput]| {
+        inbox
+            .iter()
+            .filter(|i| matches!(i, ShardInput::Commit { .. }))
+            .count()
+    };
+    let mut commits = count(inbox);
+    if commits == 0 || commits >= last_commit_batch {
+        return;
+    }
+    let deadline = Instant::now() + Duration::from_micros(GROUP_COMMIT_LINGER_US);
+    while commits < last_commit_batch && inbox.len() < MAX_INPUTS_PER_ITERATION {
+        match inputs.recv_deadline(deadline) {
+            Ok(input) => {
+                commits += usize::from(matches!(input, ShardInput::Commit { .. }));
+                inbox.push(input);
+            }
+            Err(_) => return,
+        }
+    }
+}
+
 /// Answers the commits and replaces the workers of abandoned attempts.
-fn answer(pool: &IoPool, out: StepOutput, replies: Vec<Sender<Result<(), CommitError>>>) {
+fn answer(pool: &IoPool, out: StepOutput, replies: Vec<oneshot::Sender<Result<(), CommitError>>>) {
     if let Some(committed) = out.committed {
         for reply in replies {
-            let _ = reply.send(committed.clone().map_err(CommitError::Store));
+            reply.send(committed.clone().map_err(CommitError::Store));
         }
     }
     for _ in &out.abandoned {
