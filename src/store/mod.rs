@@ -16,14 +16,17 @@
 //!   u64, `next_tenant_no` u32.
 //!
 //! # Durability
-//! The shard thread is the environment's only writer, and each loop
-//! iteration is one write transaction holding the new hooks, the claims and
-//! the outcomes. The environment is opened with LMDB's default flags, so
-//! every commit is synced (data, then meta page) before it returns: a
-//! committed hook survives power loss, and many commits share one sync. No
-//! `NOSYNC`, whose out-of-order page writes could corrupt the file on power
-//! loss. A row moves from one place to another (due, in flight, dead, gone)
-//! inside one transaction, so it is always in exactly one.
+//! The shard thread is the environment's only writer. It keeps one write
+//! transaction open across loop iterations (new hooks, claims, outcomes) and
+//! commits it when committers wait on it, after `OUTCOME_FLUSH_MS` dirty, or
+//! when it is large (see `runtime::step`). The environment is opened with
+//! LMDB's default flags, so every commit is synced (data, then meta page)
+//! before it returns: a committed hook survives power loss, and many commits
+//! share one sync. Nothing is written to the file unsynced: no `NOSYNC`,
+//! whose out-of-order page writes could corrupt the file on power loss; work
+//! not yet committed is lost whole by a crash and only redelivers. A row
+//! moves from one place to another (due, in flight, dead, gone) inside one
+//! transaction, so it is always in exactly one.
 //!
 //! # Recovery
 //! Claims are in-flight markers. On open, every marker is turned back into
