@@ -12,13 +12,16 @@
 //! 1. inputs: [`Core::handle_committed`], [`Core::handle_outcome`],
 //!    [`Core::handle_grant`], [`Core::handle_reconfigure`];
 //! 2. [`Core::handle_timers`] (attempt deadlines);
-//! 3. [`Core::handle_scan`] when [`Core::wants_scan`];
-//! 4. drain [`Core::poll_store_op`] into the iteration's store batch and
-//!    commit it;
+//! 3. drain [`Core::poll_store_op`] into the iteration's store batch, then
+//!    [`Core::handle_scan`] when [`Core::wants_scan`] (the scan reads the due
+//!    index through that batch, so it must see the decisions so far), then
+//!    drain the scan's ops too;
+//! 4. commit the batch when it must be durable;
 //! 5. drain [`Core::poll_abandoned`] (attempts whose worker is stuck) and
 //!    [`Core::poll_job`] (attempts to start now);
 //! 6. sleep until [`Core::poll_deadline`] or the next input.
 
+mod breaker;
 mod catalog;
 pub mod retry;
 pub mod rng;
@@ -28,6 +31,7 @@ mod types;
 pub mod wheel;
 mod window;
 
+pub use breaker::{Admit, Breaker, BreakerConfig};
 pub use catalog::{Binding, Catalog, SourceEntry};
 pub use retry::{FailureClass, RetryDecision};
 pub use rng::Rng;
@@ -94,6 +98,10 @@ pub struct CoreStats {
     pub timed_out: u64,
     /// Tenants with rows claimed or due at the last scan.
     pub active_tenants: u64,
+    /// Rows written back due because their key's breaker was open.
+    pub parked: u64,
+    /// Breakers open or half-open now.
+    pub breakers_open: u64,
 }
 
 impl CoreStats {
@@ -132,6 +140,8 @@ pub struct Core {
     /// The earliest due row of a tenant with room, as of the last scan and
     /// the writes since.
     next_due_at_ms: Option<u64>,
+    /// Breakers of keys that failed lately (a closed, clean one is dropped).
+    breakers: HashMap<SinkKey, Breaker>,
     stats: CoreStats,
 }
 
@@ -170,6 +180,7 @@ impl Core {
             scan_requested: true,
             draining: false,
             next_due_at_ms: None,
+            breakers: HashMap::new(),
             stats: CoreStats::default(),
         }
     }
@@ -227,7 +238,7 @@ impl Core {
             return;
         };
         self.wheel.cancel(run.timer);
-        self.finish(now_ms, run.row, result);
+        self.finish(now_ms, job, run.row, result);
     }
 
     /// Fails every attempt whose deadline passed as `attempt_timeout`; the
@@ -246,6 +257,7 @@ impl Core {
             );
             self.finish(
                 now_ms,
+                job,
                 run.row,
                 Err(AttemptFailure {
                     class: FailureClass::Transient,
@@ -301,6 +313,7 @@ impl Core {
             claimed: self.claimed,
             running: self.running_count,
             queued: self.claims.len() as u64 - self.running_count,
+            breakers_open: self.breakers.values().filter(|b| b.is_open()).count() as u64,
             ..self.stats
         }
     }
@@ -374,7 +387,7 @@ impl Core {
     }
 
     /// Settles a claimed row that ran: the outcome becomes a store op.
-    fn finish(&mut self, now_ms: u64, row: RowId, result: AttemptResult) {
+    fn finish(&mut self, now_ms: u64, job: JobId, row: RowId, result: AttemptResult) {
         let claim = self
             .claims
             .remove(&row)
@@ -386,6 +399,14 @@ impl Core {
             .running -= 1;
         self.tenant_mut(&claim.key.tenant).running -= 1;
         self.release(&claim);
+        if let Some(until_ms) = self.record_breaker(
+            now_ms,
+            &claim.key,
+            job,
+            result.as_ref().err().map(|f| f.class),
+        ) {
+            self.park_queue(now_ms, &claim.key, until_ms);
+        }
         let failure = match result {
             Ok(()) => {
                 self.stats.delivered += 1;
@@ -436,6 +457,96 @@ impl Core {
             fields,
             dead_at_ms: now_ms,
             reason: truncate(reason.to_string()),
+        });
+    }
+
+    fn breaker_config(&self) -> BreakerConfig {
+        let d = &self.dispatch;
+        BreakerConfig {
+            failures: d.breaker_failures,
+            open_ms: d.breaker_open_ms,
+            max_open_ms: d.breaker_max_open_ms,
+        }
+    }
+
+    /// Whether a row of `key` may start now.
+    fn admit(&mut self, now_ms: u64, key: &SinkKey) -> Admit {
+        let config = self.breaker_config();
+        match self.breakers.get_mut(key) {
+            Some(breaker) => breaker.admit(now_ms, config),
+            None => Admit::Pass { probe: false },
+        }
+    }
+
+    /// Moves the key's breaker; returns the end of the open period when the
+    /// outcome opened it.
+    fn record_breaker(
+        &mut self,
+        now_ms: u64,
+        key: &SinkKey,
+        job: JobId,
+        failure: Option<FailureClass>,
+    ) -> Option<u64> {
+        let config = self.breaker_config();
+        if config.failures == 0 && !self.breakers.contains_key(key) {
+            return None;
+        }
+        let breaker = self.breakers.entry(key.clone()).or_default();
+        let opened = breaker.record(now_ms, config, job, failure);
+        if breaker.is_idle() {
+            self.breakers.remove(key);
+        }
+        opened
+    }
+
+    /// Parks every queued row of `key` until `until_ms` and takes the key
+    /// out of the round robin.
+    fn park_queue(&mut self, now_ms: u64, key: &SinkKey, until_ms: u64) {
+        let queued: Vec<RowId> = self
+            .keys
+            .get_mut(key)
+            .map(|k| k.queue.drain(..).collect())
+            .unwrap_or_default();
+        if queued.is_empty() {
+            return;
+        }
+        let tenant = self
+            .tenants
+            .get_mut(&key.tenant)
+            .expect("a queued key has a tenant");
+        tenant.key_ring.retain(|k| k != key);
+        if tenant.key_ring.is_empty() {
+            self.tenant_ring.retain(|t| *t != key.tenant);
+        }
+        for row in queued {
+            let claim = self.claims.remove(&row).expect("a queued row has a claim");
+            self.release(&claim);
+            self.park(now_ms, row, claim.fields, until_ms);
+        }
+    }
+
+    /// Writes a row back due at `until_ms` with its attempts unchanged, but
+    /// no later than its retry horizon; one parked at or past its horizon is
+    /// dead-lettered as `retry_horizon`.
+    fn park(&mut self, now_ms: u64, row: RowId, fields: RowFields, until_ms: u64) {
+        let mut due_at_ms = until_ms;
+        if fields.first_attempt_at_ms != 0 {
+            let horizon_ms = self.retry.horizon_ms(fields.first_attempt_at_ms);
+            if now_ms >= horizon_ms {
+                let reason = DeadReason::RetryHorizon {
+                    sink_type: fields.sink_type.clone(),
+                };
+                return self.dead(now_ms, row, fields, reason);
+            }
+            due_at_ms = due_at_ms.min(horizon_ms);
+        }
+        self.stats.parked += 1;
+        self.next_due_at_ms = earliest(self.next_due_at_ms, Some(due_at_ms));
+        self.ops.push_back(StoreOp::Reschedule {
+            row,
+            fields,
+            due_at_ms,
+            error: Some("breaker open".into()),
         });
     }
 

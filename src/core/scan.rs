@@ -22,6 +22,9 @@ impl Core {
     /// that cannot run, their dead or forget op) and queue on their sink key.
     pub fn handle_scan(&mut self, now_ms: u64, index: &mut dyn DueIndex) {
         self.scan_requested = false;
+        // From here on it holds only the due times this scan writes (parks);
+        // the index, read before those writes land, supplies the rest below.
+        self.next_due_at_ms = None;
         let mut known = Vec::new();
         index.tenants(&mut known);
         for tenant in known {
@@ -84,11 +87,9 @@ impl Core {
                 next_due = earliest(next_due, due_at);
             }
         }
-        self.next_due_at_ms = if self.shard_window().has_room(self.claimed) {
-            next_due
-        } else {
-            None
-        };
+        if self.shard_window().has_room(self.claimed) {
+            self.next_due_at_ms = earliest(self.next_due_at_ms, next_due);
+        }
         self.stats.active_tenants = active_tenants;
     }
 
@@ -192,6 +193,9 @@ impl Core {
             sink_index,
             sink_type: state.sink_type,
         };
+        if let Admit::Park { until_ms } = self.admit(now_ms, &key) {
+            return self.park(now_ms, entry.row, fields, until_ms);
+        }
         self.claimed.add(entry.size_bytes);
         self.tenant_mut(&entry.tenant).claimed.add(entry.size_bytes);
         let claim = Claim {

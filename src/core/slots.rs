@@ -50,6 +50,21 @@ impl Core {
                 self.tenant_ring.push_back(tenant_id);
                 continue;
             };
+            let probe = match self.admit(now_ms, &key) {
+                Admit::Pass { probe } => probe,
+                Admit::Park { until_ms } => {
+                    // The key is out of the ring already; its rows wait out the breaker.
+                    self.park_queue(now_ms, &key, until_ms);
+                    if !self.tenants[&tenant_id].key_ring.is_empty() {
+                        self.tenant_ring.push_back(tenant_id);
+                    }
+                    continue;
+                }
+            };
+            let tenant = self
+                .tenants
+                .get_mut(&tenant_id)
+                .expect("a ring tenant has state");
             let key_state = self.keys.get_mut(&key).expect("a ring key has state");
             let row = key_state
                 .queue
@@ -63,7 +78,14 @@ impl Core {
             if !tenant.key_ring.is_empty() {
                 self.tenant_ring.push_back(tenant_id);
             }
-            return Some(self.start(now_ms, row));
+            let job = self.start(now_ms, row);
+            if probe {
+                self.breakers
+                    .get_mut(&job.key)
+                    .expect("a probe's breaker is half-open")
+                    .probe_started(job.id);
+            }
+            return Some(job);
         }
         None
     }

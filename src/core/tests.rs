@@ -522,3 +522,187 @@ fn draining_writes_queued_rows_back_as_they_were_and_claims_nothing_more() {
     c.handle_outcome(11, running.id, Ok(()));
     assert_eq!(c.running(), 0);
 }
+
+/// Runs everything that can happen at `now_ms`: scans, and every attempt
+/// started is answered at once by `sink`.
+fn settle_at(
+    c: &mut Core,
+    m: &mut Model,
+    now_ms: u64,
+    sink: &mut dyn FnMut(&Job) -> AttemptResult,
+) {
+    loop {
+        // As the shell does: decisions written before a scan reads the index.
+        let _ = m.apply(c);
+        if c.wants_scan(now_ms) {
+            c.handle_scan(now_ms, m);
+        }
+        let _ = m.apply(c);
+        let Some(job) = c.poll_job(now_ms) else {
+            let _ = m.apply(c);
+            if !c.wants_scan(now_ms) {
+                return;
+            }
+            continue;
+        };
+        let result = sink(&job);
+        c.handle_outcome(now_ms, job.id, result);
+    }
+}
+
+fn breaker_config(failures: u32, open_ms: u64, max_open_ms: u64) -> Config {
+    let mut config = config_with(vec![source("a", "t", &["x"])]);
+    config.dispatch.breaker_failures = failures;
+    config.dispatch.breaker_open_ms = open_ms;
+    config.dispatch.breaker_max_open_ms = max_open_ms;
+    config.retry.base_ms = 0;
+    config.retry.max_attempts = 10;
+    config
+}
+
+fn fail(class: FailureClass) -> AttemptResult {
+    Err(AttemptFailure {
+        class,
+        message: "down".into(),
+    })
+}
+
+fn attempts_and_due(m: &Model) -> (u32, Vec<u32>, Vec<u64>) {
+    let mut attempts: Vec<u32> = m.rows.values().map(|(s, _)| s.attempts).collect();
+    attempts.sort_unstable();
+    (
+        attempts.iter().sum(),
+        attempts,
+        m.due.keys().map(|(_, at, _)| *at).collect(),
+    )
+}
+
+/// Reference scenario 17: three failures open the breaker; the other rows
+/// park without spending attempts; a failed probe reopens it for longer;
+/// once the sink recovers the probe closes it and every row is delivered once.
+#[test]
+fn a_breaker_parks_a_failing_key_probes_and_closes() {
+    let config = breaker_config(3, 500, 1_000);
+    let mut c = core(
+        &config,
+        Grant {
+            concurrency: 1,
+            ..BIG
+        },
+    );
+    let mut m = Model::default();
+    for _ in 0..10 {
+        m.add("t", "a", &["x"], 0);
+    }
+    let t = 1_000;
+    settle_at(&mut c, &mut m, t, &mut |_| fail(FailureClass::Transient));
+    let (sum, attempts, due) = attempts_and_due(&m);
+    assert_eq!(sum, 3);
+    assert_eq!(attempts, [0, 0, 0, 0, 0, 0, 0, 1, 1, 1]);
+    assert!(due.iter().all(|&at| at == t + 500), "{due:?}");
+    assert_eq!(c.stats().breakers_open, 1);
+    assert_eq!(
+        c.poll_deadline(t),
+        Some(t + 500),
+        "woken at the end of the open period"
+    );
+
+    settle_at(&mut c, &mut m, t + 600, &mut |_| {
+        fail(FailureClass::Transient)
+    });
+    let (sum, _, due) = attempts_and_due(&m);
+    assert_eq!(sum, 4, "one probe, which failed");
+    assert!(
+        due.iter().all(|&at| at == t + 1_600),
+        "reopened for 1,000 ms: {due:?}"
+    );
+
+    let mut delivered = Vec::new();
+    settle_at(&mut c, &mut m, t + 1_600, &mut |job| {
+        delivered.push(job.row);
+        Ok(())
+    });
+    delivered.sort();
+    delivered.dedup();
+    assert_eq!(delivered.len(), 10, "each row delivered exactly once");
+    assert!(m.rows.is_empty());
+    assert_eq!(c.stats().breakers_open, 0);
+}
+
+/// Reference scenario 19: permanent errors never open a breaker.
+#[test]
+fn permanent_errors_dead_letter_without_opening_the_breaker() {
+    let config = breaker_config(2, 500, 1_000);
+    let mut c = core(
+        &config,
+        Grant {
+            concurrency: 1,
+            ..BIG
+        },
+    );
+    let mut m = Model::default();
+    for _ in 0..5 {
+        m.add("t", "a", &["x"], 0);
+    }
+    settle_at(&mut c, &mut m, 0, &mut |_| fail(FailureClass::Permanent));
+    assert!(m.rows.is_empty());
+    assert_eq!(
+        (c.stats().dead, c.stats().parked, c.stats().breakers_open),
+        (5, 0, 0)
+    );
+}
+
+/// Reference scenario 20: while open, the rows park; when the probe's
+/// answer is permanent the breaker closes and every row is dead-lettered.
+#[test]
+fn a_permanent_answer_to_the_probe_closes_the_breaker() {
+    let config = breaker_config(2, 300, 300);
+    let mut c = core(
+        &config,
+        Grant {
+            concurrency: 1,
+            ..BIG
+        },
+    );
+    let mut m = Model::default();
+    for _ in 0..5 {
+        m.add("t", "a", &["x"], 0);
+    }
+    settle_at(&mut c, &mut m, 0, &mut |_| fail(FailureClass::Transient));
+    let (_, attempts, _) = attempts_and_due(&m);
+    assert_eq!(attempts, [0, 0, 0, 1, 1], "three rows parked at 0 attempts");
+    settle_at(&mut c, &mut m, 350, &mut |_| fail(FailureClass::Permanent));
+    settle_at(&mut c, &mut m, 700, &mut |_| fail(FailureClass::Permanent));
+    assert!(m.rows.is_empty(), "all five dead-lettered");
+    assert_eq!((c.stats().dead, c.stats().breakers_open), (5, 0));
+}
+
+/// The retry horizon ends a park: a parked row comes due at its horizon,
+/// and parked again at or past it, it is dead-lettered as `retry_horizon`.
+#[test]
+fn a_park_never_outlives_the_rows_retry_horizon() {
+    let mut config = breaker_config(1, 60_000, 60_000);
+    config.retry.max_elapsed_ms = 1_000;
+    let mut c = core(
+        &config,
+        Grant {
+            concurrency: 1,
+            ..BIG
+        },
+    );
+    let mut m = Model::default();
+    m.add("t", "a", &["x"], 0);
+    m.add("t", "a", &["x"], 0);
+    // The first row fails at 100 and opens the breaker for a minute; both park.
+    settle_at(&mut c, &mut m, 100, &mut |_| fail(FailureClass::Transient));
+    let due: Vec<u64> = m.due.keys().map(|(_, at, _)| *at).collect();
+    assert_eq!(
+        due,
+        [1_100, 60_100],
+        "the tried row comes due at its horizon, the untried one when the breaker reopens"
+    );
+    let dead_before = c.stats().dead;
+    settle_at(&mut c, &mut m, 1_100, &mut |_| Ok(()));
+    assert_eq!(c.stats().dead, dead_before + 1);
+    assert_eq!(m.rows.len(), 1, "only the never-tried row is left, parked");
+}

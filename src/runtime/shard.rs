@@ -58,6 +58,10 @@ pub struct ShardStats {
     pub retried: u64,
     pub timed_out: u64,
     pub active_tenants: u64,
+    /// Rows written back due because their key's breaker was open.
+    pub parked: u64,
+    /// Breakers open or half-open now.
+    pub breakers_open: u64,
     pub window_full: bool,
     /// IO workers stuck in an attempt that timed out.
     pub abandoned_workers: u64,
@@ -204,6 +208,8 @@ impl ShardThread {
                 retried: stats.retried,
                 timed_out: stats.timed_out,
                 active_tenants: stats.active_tenants,
+                parked: stats.parked,
+                breakers_open: stats.breakers_open,
                 window_full: state.core().window_full(),
                 abandoned_workers: pool.abandoned() as u64,
                 recovered: state.recovered,

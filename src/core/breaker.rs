@@ -1,0 +1,226 @@
+//! Circuit breakers, one per sink key (the key carries the tenant, so a
+//! breaker is per tenant).
+//!
+//! `dispatch.breaker_failures` consecutive failures open a breaker (0
+//! disables breakers; a permanent error does not count). It stays open for
+//! `breaker_open_ms`, doubling per consecutive open up to
+//! `breaker_max_open_ms`; then one attempt runs as a probe: success closes it,
+//! failure opens it again for longer, and a permanent answer to the probe
+//! closes it too (the sink answered). While a breaker is open its key's rows
+//! are parked — written back due at the end of the open period with their
+//! attempt count unchanged; rows claimed while the probe runs are parked for
+//! `breaker_open_ms`. Breakers live in memory: a restart closes them all.
+
+use super::retry::FailureClass;
+use super::types::JobId;
+
+/// The breaker settings (from `[dispatch]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerConfig {
+    pub failures: u32,
+    pub open_ms: u64,
+    pub max_open_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Closed,
+    Open { until_ms: u64 },
+    HalfOpen { probe: Option<JobId> },
+}
+
+/// One key's breaker. A closed breaker with no failures is not kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Breaker {
+    state: State,
+    failures: u32,
+    opens: u32,
+}
+
+/// Whether a row of the key may start now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// Start it; `probe` when it is the half-open breaker's one attempt.
+    Pass { probe: bool },
+    /// Park it until then.
+    Park { until_ms: u64 },
+}
+
+impl Default for Breaker {
+    fn default() -> Self {
+        Breaker {
+            state: State::Closed,
+            failures: 0,
+            opens: 0,
+        }
+    }
+}
+
+impl Breaker {
+    /// Whether a row may start now; an open breaker whose period ended turns
+    /// half-open and lets one attempt through as its probe.
+    pub fn admit(&mut self, now_ms: u64, config: BreakerConfig) -> Admit {
+        match self.state {
+            State::Closed => Admit::Pass { probe: false },
+            State::Open { until_ms } if now_ms < until_ms => Admit::Park { until_ms },
+            State::Open { .. } | State::HalfOpen { probe: None } => {
+                self.state = State::HalfOpen { probe: None };
+                Admit::Pass { probe: true }
+            }
+            State::HalfOpen { probe: Some(_) } => Admit::Park {
+                until_ms: now_ms + config.open_ms,
+            },
+        }
+    }
+
+    /// The probe started as `job`.
+    pub fn probe_started(&mut self, job: JobId) {
+        assert_eq!(
+            self.state,
+            State::HalfOpen { probe: None },
+            "a probe starts only from half-open with none running"
+        );
+        self.state = State::HalfOpen { probe: Some(job) };
+    }
+
+    /// An attempt of the key ended. Returns the end of the open period when
+    /// this outcome opened the breaker.
+    pub fn record(
+        &mut self,
+        now_ms: u64,
+        config: BreakerConfig,
+        job: JobId,
+        failure: Option<FailureClass>,
+    ) -> Option<u64> {
+        let was_probe = self.state == State::HalfOpen { probe: Some(job) };
+        match failure {
+            None => {
+                *self = Breaker::default();
+                None
+            }
+            Some(FailureClass::Permanent) if was_probe => {
+                *self = Breaker::default();
+                None
+            }
+            Some(FailureClass::Permanent) => None,
+            Some(_) if config.failures == 0 => None,
+            Some(_) => {
+                self.failures += 1;
+                let closed_and_over =
+                    self.state == State::Closed && self.failures >= config.failures;
+                if !(was_probe || closed_and_over) {
+                    return None;
+                }
+                self.opens += 1;
+                let period_ms = config
+                    .open_ms
+                    .saturating_mul(1u64 << (self.opens - 1).min(32))
+                    .min(config.max_open_ms);
+                let until_ms = now_ms + period_ms;
+                self.state = State::Open { until_ms };
+                Some(until_ms)
+            }
+        }
+    }
+
+    /// Closed with no failures: nothing worth keeping.
+    pub fn is_idle(&self) -> bool {
+        *self == Breaker::default()
+    }
+
+    /// Open or half-open.
+    pub fn is_open(&self) -> bool {
+        self.state != State::Closed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONFIG: BreakerConfig = BreakerConfig {
+        failures: 3,
+        open_ms: 500,
+        max_open_ms: 1_000,
+    };
+    const FAIL: Option<FailureClass> = Some(FailureClass::Transient);
+
+    #[test]
+    fn opens_after_consecutive_failures_and_doubles_up_to_the_cap() {
+        let mut b = Breaker::default();
+        assert_eq!(b.record(0, CONFIG, JobId(1), FAIL), None);
+        assert_eq!(b.record(0, CONFIG, JobId(2), FAIL), None);
+        assert_eq!(b.record(10, CONFIG, JobId(3), FAIL), Some(510));
+        assert_eq!(b.admit(509, CONFIG), Admit::Park { until_ms: 510 });
+        assert_eq!(b.admit(510, CONFIG), Admit::Pass { probe: true });
+        b.probe_started(JobId(4));
+        assert_eq!(
+            b.admit(520, CONFIG),
+            Admit::Park { until_ms: 1_020 },
+            "claimed while the probe runs"
+        );
+        assert_eq!(
+            b.record(600, CONFIG, JobId(4), FAIL),
+            Some(1_600),
+            "the probe failed: open for 1,000 ms"
+        );
+        assert_eq!(b.admit(1_600, CONFIG), Admit::Pass { probe: true });
+        b.probe_started(JobId(5));
+        assert_eq!(
+            b.record(1_700, CONFIG, JobId(5), FAIL),
+            Some(2_700),
+            "capped at breaker_max_open_ms"
+        );
+        assert_eq!(b.admit(2_700, CONFIG), Admit::Pass { probe: true });
+        b.probe_started(JobId(6));
+        assert_eq!(b.record(2_800, CONFIG, JobId(6), None), None);
+        assert!(b.is_idle(), "success closes and forgets");
+    }
+
+    #[test]
+    fn permanent_errors_do_not_count_but_a_permanent_probe_answer_closes() {
+        let mut b = Breaker::default();
+        for j in 0..10 {
+            assert_eq!(
+                b.record(0, CONFIG, JobId(j), Some(FailureClass::Permanent)),
+                None
+            );
+        }
+        assert!(b.is_idle());
+        for j in 0..3 {
+            b.record(0, CONFIG, JobId(j), FAIL);
+        }
+        assert!(b.is_open());
+        assert_eq!(b.admit(500, CONFIG), Admit::Pass { probe: true });
+        b.probe_started(JobId(9));
+        assert_eq!(
+            b.record(510, CONFIG, JobId(9), Some(FailureClass::Permanent)),
+            None
+        );
+        assert!(b.is_idle());
+    }
+
+    #[test]
+    fn zero_failures_disables_the_breaker() {
+        let mut b = Breaker::default();
+        let off = BreakerConfig {
+            failures: 0,
+            ..CONFIG
+        };
+        for j in 0..100 {
+            assert_eq!(b.record(0, off, JobId(j), FAIL), None);
+        }
+        assert_eq!(b.admit(0, off), Admit::Pass { probe: false });
+    }
+
+    #[test]
+    fn a_non_probe_failure_while_open_only_counts() {
+        let mut b = Breaker::default();
+        for j in 0..3 {
+            b.record(0, CONFIG, JobId(j), FAIL);
+        }
+        // An attempt started before the breaker opened fails late.
+        assert_eq!(b.record(100, CONFIG, JobId(7), FAIL), None);
+        assert_eq!(b.admit(499, CONFIG), Admit::Park { until_ms: 500 });
+    }
+}
