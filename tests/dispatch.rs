@@ -486,3 +486,52 @@ fn tick_waits_for_claimed_rows_and_counts_those_settled_during_the_call() {
         assert_eq!(ticking.join().unwrap(), 3);
     });
 }
+
+/// Breakers keep a hung tenant from hurting another: tenant A's endpoint
+/// accepts requests and never answers; after `breaker_failures` timeouts its
+/// breaker opens and its rows park, spending no attempts, while tenant B's
+/// hooks on the same shard are delivered at once.
+#[test]
+fn a_hung_tenant_parks_behind_its_breaker_while_another_tenant_is_delivered() {
+    let dir = tempfile::tempdir().unwrap();
+    let arrivals = Arc::new(AtomicU32::new(0));
+    let arrived = arrivals.clone();
+    let hung = Receiver::start(move |_| {
+        arrived.fetch_add(1, Ordering::SeqCst);
+        Reply::hang()
+    })
+    .unwrap();
+    let healthy = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.breaker_failures = 5;
+    c.dispatch.breaker_open_ms = 60_000;
+    c.dispatch.breaker_max_open_ms = 60_000;
+    c.dispatch.attempt_timeout_ms = 1_000;
+    let mut hung_sink = SinkConfig::http(hung.url("/"));
+    hung_sink.timeout_ms = Some(200);
+    c.sources.push(source("a", "tenant-a", vec![hung_sink]));
+    c.sources.push(source("b", "tenant-b", vec![SinkConfig::http(healthy.url("/"))]));
+    let engine = Engine::open(c).unwrap();
+    for _ in 0..2_000 {
+        engine.commit(NewHook::new("a", "x")).unwrap();
+    }
+    wait_until("tenant A's breaker open", Duration::from_secs(10), || engine.stats()[0].breakers_open == 1);
+    let start = Instant::now();
+    for _ in 0..100 {
+        engine.commit(NewHook::new("b", "y")).unwrap();
+    }
+    assert!(healthy.wait_for(100, Duration::from_secs(5)), "tenant B delivered {} of 100", healthy.count());
+    eprintln!("tenant B: 100 hooks committed and delivered in {:?}", start.elapsed());
+    wait_until("every row of A parked", Duration::from_secs(10), || {
+        let s = engine.stats()[0];
+        s.claimed_rows == 0 && s.parked >= 1_990
+    });
+    let attempts = arrivals.load(Ordering::SeqCst);
+    // At most a key's sink_concurrency (8) attempts were in flight when the
+    // fifth failure opened the breaker; none start while it is open.
+    assert!((5..=8 + 5).contains(&attempts), "{attempts} attempts reached the hung endpoint");
+    let pending: Vec<_> = rows(&engine).into_iter().filter(|r| &*r.tenant == "tenant-a").collect();
+    assert_eq!(pending.len(), 2_000);
+    assert!(pending.iter().filter(|r| r.record.attempts == 0).count() >= 1_987, "parked rows spend no attempts");
+    assert!(pending.iter().all(|r| r.record.status == RowStatus::Pending));
+}
