@@ -561,3 +561,53 @@ fn a_hung_tenant_parks_behind_its_breaker_while_another_tenant_is_delivered() {
         .iter()
         .all(|r| r.record.status == RowStatus::Pending));
 }
+
+/// `dead_letter_source`: pending rows are dead-lettered as `source_gone` and
+/// counted; a row claimed by a running attempt is left to settle.
+#[test]
+fn dead_letter_source_dead_letters_pending_rows_and_leaves_claimed_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.tenants.insert("t".into(), tenant_limits(1, 1));
+    c.sources
+        .push(source("doomed", "t", vec![SinkConfig::of_kind("gate")]));
+    let (open, gate) = crossbeam_channel::unbounded::<()>();
+    let engine = Engine::builder(c)
+        .sink(
+            "gate",
+            sink(move |_| {
+                gate.recv().map_err(SinkError::transient)?;
+                Ok(())
+            }),
+        )
+        .open()
+        .unwrap();
+    for _ in 0..10 {
+        engine.commit(NewHook::new("doomed", "x")).unwrap();
+    }
+    wait_until(
+        "one attempt held at the gate",
+        Duration::from_secs(2),
+        || engine.stats()[0].running == 1,
+    );
+    assert_eq!(engine.dead_letter_source("doomed").unwrap(), 9);
+    assert_eq!(
+        engine.dead_letter_source("doomed").unwrap(),
+        0,
+        "nothing pending is left"
+    );
+    let dead = dead(&engine);
+    assert_eq!(dead.len(), 9);
+    assert!(dead.iter().all(
+        |r| r.record.error.as_deref() == Some("source_gone: doomed") && r.record.attempts == 0
+    ));
+    open.send(()).unwrap();
+    engine.tick().unwrap();
+    assert_eq!(
+        rows(&engine).len(),
+        9,
+        "the claimed row settled (delivered); the dead ones stay"
+    );
+    engine.shutdown();
+    assert_eq!(engine.dead_letter_source("doomed"), Err(goad::Unavailable));
+}

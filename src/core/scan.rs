@@ -226,3 +226,87 @@ impl Core {
         self.scan_order = unreached.into_iter().chain(reached).collect();
     }
 }
+
+impl Core {
+    /// Dead-letters every pending (due, unclaimed) row of `source_id` now as
+    /// `source_gone` and returns how many; for deleting a source that still
+    /// has a backlog. A row whose hook is gone is dropped and not counted.
+    /// Claimed rows are left to settle.
+    pub fn handle_dead_letter_source(
+        &mut self,
+        now_ms: u64,
+        source_id: &str,
+        index: &mut dyn DueIndex,
+    ) -> u64 {
+        let mut tenants = Vec::new();
+        index.tenants(&mut tenants);
+        let mut count = 0;
+        for tenant in tenants {
+            let mut after: Option<DueEntry> = None;
+            loop {
+                let mut page = Vec::new();
+                index.due_page(
+                    &tenant,
+                    u64::MAX,
+                    after.as_ref(),
+                    crate::limits::MAX_DUE_PAGE_ROWS,
+                    &mut page,
+                );
+                let Some(last) = page.last().cloned() else {
+                    break;
+                };
+                for entry in page {
+                    count += self.dead_letter_if_of(now_ms, source_id, entry, index);
+                }
+                after = Some(last);
+            }
+        }
+        count
+    }
+
+    /// One due row: dead-lettered (1) if it belongs to `source_id`.
+    fn dead_letter_if_of(
+        &mut self,
+        now_ms: u64,
+        source_id: &str,
+        entry: DueEntry,
+        index: &mut dyn DueIndex,
+    ) -> u64 {
+        let (state, hook) = match index.load(entry.row) {
+            Loaded::Row { state, hook } if &*hook.source_id == source_id => (state, hook),
+            Loaded::Row { .. } => return 0,
+            Loaded::RowMissing | Loaded::HookMissing => {
+                self.ops.push_back(StoreOp::Claim {
+                    row: entry.row,
+                    tenant: entry.tenant.clone(),
+                    due_at_ms: entry.due_at_ms,
+                    size_bytes: entry.size_bytes,
+                });
+                self.ops.push_back(StoreOp::Forget { row: entry.row });
+                return 0;
+            }
+        };
+        self.ops.push_back(StoreOp::Claim {
+            row: entry.row,
+            tenant: entry.tenant.clone(),
+            due_at_ms: entry.due_at_ms,
+            size_bytes: entry.size_bytes,
+        });
+        let fields = RowFields {
+            tenant: entry.tenant,
+            sink_type: state.sink_type,
+            attempts: state.attempts,
+            first_attempt_at_ms: state.first_attempt_at_ms,
+            size_bytes: entry.size_bytes,
+        };
+        self.dead(
+            now_ms,
+            entry.row,
+            fields,
+            DeadReason::SourceGone {
+                source_id: hook.source_id.clone(),
+            },
+        );
+        1
+    }
+}

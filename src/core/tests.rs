@@ -706,3 +706,29 @@ fn a_park_never_outlives_the_rows_retry_horizon() {
     assert_eq!(c.stats().dead, dead_before + 1);
     assert_eq!(m.rows.len(), 1, "only the never-tried row is left, parked");
 }
+
+#[test]
+fn dead_letter_source_takes_only_that_sources_pending_rows_with_attempts_unchanged() {
+    let config = config_with(vec![
+        source("keep", "t", &["x"]),
+        source("drop", "t", &["x", "y"]),
+    ]);
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    m.add("t", "keep", &["x"], 5);
+    m.add("t", "drop", &["x", "y"], 5);
+    m.add("u", "drop", &["x", "y"], 9_999);
+    let count = c.handle_dead_letter_source(10, "drop", &mut m);
+    assert_eq!(count, 4, "due later counts too: every pending row");
+    let reasons: Vec<(String, u32)> = m
+        .apply(&mut c)
+        .into_iter()
+        .filter_map(|op| match op {
+            StoreOp::Dead { reason, fields, .. } => Some((reason, fields.attempts)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reasons, vec![("source_gone: drop".to_string(), 0); 4]);
+    assert_eq!(m.rows.len(), 1, "the kept source's row is untouched");
+    assert_eq!(c.stats().dead, 4);
+}

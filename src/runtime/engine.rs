@@ -288,6 +288,9 @@ pub struct Engine {
     stopped: AtomicBool,
 }
 
+/// How long `dead_letter_source` waits for the shards.
+const DEAD_LETTER_SOURCE_WAIT: Duration = Duration::from_secs(30);
+
 /// How long `tick` waits by default.
 const TICK_WAIT: Duration = Duration::from_secs(30);
 
@@ -399,6 +402,41 @@ impl Engine {
             settled += rx.recv_deadline(deadline).map_err(|_| Unavailable)?;
         }
         Ok(settled)
+    }
+
+    /// Dead-letters every pending row of `source_id` now as `source_gone`
+    /// and returns how many (for deleting a source that still has a
+    /// backlog). It runs inside each shard, the only mover of its rows, so
+    /// no claim races it. Rows whose hook is gone are dropped and not
+    /// counted; rows claimed by a running attempt are left to settle.
+    /// `Unavailable` when the engine is stopped, a shard's store fails, or a
+    /// shard does not answer within `DEAD_LETTER_SOURCE_WAIT`.
+    pub fn dead_letter_source(&self, source_id: &str) -> Result<u64, Unavailable> {
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(Unavailable);
+        }
+        let deadline = Instant::now() + DEAD_LETTER_SOURCE_WAIT;
+        let mut replies = Vec::new();
+        for shard in &self.shards {
+            let (reply, rx) = crossbeam_channel::bounded(1);
+            let input = ShardInput::DeadLetterSource {
+                source_id: source_id.to_string(),
+                reply,
+            };
+            shard
+                .input
+                .send_deadline(input, deadline)
+                .map_err(|_| Unavailable)?;
+            replies.push(rx);
+        }
+        let mut count = 0;
+        for rx in replies {
+            count += rx
+                .recv_deadline(deadline)
+                .map_err(|_| Unavailable)?
+                .map_err(|_| Unavailable)?;
+        }
+        Ok(count)
     }
 
     /// The lag of the oldest due row and whether the in-flight window is full.

@@ -40,6 +40,11 @@ pub enum ShardInput {
         dispatch: DispatchConfig,
         catalog: Arc<Catalog>,
     },
+    /// Dead-letter the source's pending rows; answer with how many.
+    DeadLetterSource {
+        source_id: String,
+        reply: Sender<Result<u64, Arc<StoreError>>>,
+    },
     /// Answer with the rows settled once nothing is claimed, running or due.
     Tick(Sender<u64>),
     /// Stop claiming, let running attempts finish (within a grace period), exit.
@@ -156,6 +161,9 @@ impl ShardThread {
                     ShardInput::Grant(grant) => state.handle_grant(grant),
                     ShardInput::Reconfigure { dispatch, catalog } => {
                         state.handle_reconfigure(dispatch, catalog)
+                    }
+                    ShardInput::DeadLetterSource { source_id, reply } => {
+                        let _ = reply.send(state.dead_letter_source(clock.now_ms(), &source_id));
                     }
                     ShardInput::Tick(reply) => {
                         tick_waiters.push((reply, state.core().stats().settled()))

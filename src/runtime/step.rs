@@ -124,6 +124,39 @@ impl<'s> ShardState<'s> {
         self.core.handle_drain();
     }
 
+    /// Dead-letters every pending row of `source_id` now (see
+    /// [`Core::handle_dead_letter_source`]) and commits, so the count it
+    /// returns is durable.
+    pub fn dead_letter_source(
+        &mut self,
+        now_ms: u64,
+        source_id: &str,
+    ) -> Result<u64, Arc<StoreError>> {
+        let result = self.dead_letter_source_txn(now_ms, source_id);
+        if let Err(e) = &result {
+            self.rebuild(now_ms, e);
+        }
+        result.map_err(Arc::new)
+    }
+
+    fn dead_letter_source_txn(&mut self, now_ms: u64, source_id: &str) -> Result<u64, StoreError> {
+        let store = self.store;
+        let txn = match &mut self.txn {
+            Some(txn) => txn,
+            None => self.txn.insert(store.env.write_txn()?),
+        };
+        let mut index = TxnIndex::new(store, txn, &self.tenants);
+        let count = self
+            .core
+            .handle_dead_letter_source(now_ms, source_id, &mut index);
+        if let Some(e) = index.into_error() {
+            return Err(e);
+        }
+        apply_ops(store, txn, &self.tenants, &mut self.core)?;
+        self.commit()?;
+        Ok(count)
+    }
+
     /// When to call `step` again with nothing else happening: the core's
     /// deadline, or when uncommitted writes must be flushed.
     pub fn poll_deadline(&self, now_ms: u64) -> Option<u64> {
