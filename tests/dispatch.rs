@@ -611,3 +611,89 @@ fn dead_letter_source_dead_letters_pending_rows_and_leaves_claimed_ones() {
     engine.shutdown();
     assert_eq!(engine.dead_letter_source("doomed"), Err(goad::Unavailable));
 }
+
+/// `reconfigure` under load: lowering `sink_concurrency` drops nothing that
+/// runs and only stops new starts until the count falls below it; raising
+/// it starts more at once.
+#[test]
+fn reconfigure_lowers_and_raises_concurrency_without_dropping_running_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.sink_concurrency = 8;
+    c.sources
+        .push(source("s", "t", vec![SinkConfig::of_kind("gate")]));
+    let (open, gate) = crossbeam_channel::unbounded::<()>();
+    let delivered = Arc::new(AtomicU32::new(0));
+    let counted = delivered.clone();
+    let engine = Engine::builder(c.clone())
+        .sink(
+            "gate",
+            sink(move |_| {
+                gate.recv().map_err(SinkError::transient)?;
+                counted.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }),
+        )
+        .open()
+        .unwrap();
+    for _ in 0..40 {
+        engine.commit(NewHook::new("s", "x")).unwrap();
+    }
+    wait_until("8 attempts running", Duration::from_secs(2), || {
+        engine.stats()[0].running == 8
+    });
+    let lowered = goad::Config {
+        dispatch: goad::config::DispatchConfig {
+            sink_concurrency: 2,
+            ..c.dispatch.clone()
+        },
+        ..c.clone()
+    };
+    engine.reconfigure(&lowered).unwrap();
+    // Let four attempts finish: the running count falls, and no new one
+    // starts while it is at or above the new limit.
+    for _ in 0..4 {
+        open.send(()).unwrap();
+    }
+    wait_until("four delivered", Duration::from_secs(2), || {
+        delivered.load(Ordering::SeqCst) == 4
+    });
+    wait_until("4 still running", Duration::from_secs(2), || {
+        engine.stats()[0].running == 4
+    });
+    for _ in 0..3 {
+        open.send(()).unwrap();
+    }
+    wait_until("seven delivered", Duration::from_secs(2), || {
+        delivered.load(Ordering::SeqCst) == 7
+    });
+    // 1 left running is below 2: exactly one more starts.
+    wait_until(
+        "2 running under the lowered limit",
+        Duration::from_secs(2),
+        || engine.stats()[0].running == 2,
+    );
+    let raised = goad::Config {
+        dispatch: goad::config::DispatchConfig {
+            sink_concurrency: 16,
+            ..c.dispatch.clone()
+        },
+        ..c
+    };
+    engine.reconfigure(&raised).unwrap();
+    wait_until(
+        "16 running under the raised limit",
+        Duration::from_secs(2),
+        || engine.stats()[0].running == 16,
+    );
+    for _ in 0..40 {
+        open.send(()).unwrap();
+    }
+    engine.tick().unwrap();
+    assert_eq!(
+        delivered.load(Ordering::SeqCst),
+        40,
+        "every row delivered, none dropped"
+    );
+    assert!(rows(&engine).is_empty());
+}
