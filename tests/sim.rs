@@ -52,6 +52,8 @@ struct Sim {
     sinks: HashMap<String, SinkModel>,
     acked: HashMap<u64, usize>,
     delivered: HashSet<RowId>,
+    /// Attempts started per row, across crashes.
+    started: HashMap<RowId, u32>,
     next_hook: u64,
     faults: bool,
 }
@@ -79,6 +81,9 @@ impl Sim {
         dispatch.concurrency = 1 + rng.below(16) as u32;
         dispatch.sink_concurrency = 1 + rng.below(u64::from(dispatch.concurrency)) as u32;
         dispatch.attempt_timeout_ms = 50 + rng.below(500);
+        dispatch.breaker_failures = rng.below(6) as u32;
+        dispatch.breaker_open_ms = 100 + rng.below(1_000);
+        dispatch.breaker_max_open_ms = dispatch.breaker_open_ms * (1 + rng.below(4));
         let retry = RetryConfig {
             base_ms: 1 + rng.below(50),
             max_ms: 2_000,
@@ -122,6 +127,7 @@ impl Sim {
             sinks,
             acked: HashMap::new(),
             delivered: HashSet::new(),
+            started: HashMap::new(),
             next_hook: 0,
             faults: true,
         }
@@ -260,6 +266,7 @@ impl Sim {
                 self.seed,
                 job.row
             );
+            self.check_start(&job, &record);
             self.running.insert(job.id, (job.row, job.key.clone()));
             let sink_type = job.key.sink_type.to_string();
             if let Some((latency, result)) = self.attempt(&sink_type) {
@@ -284,16 +291,62 @@ impl Sim {
             stats.running,
             self.grant.concurrency
         );
-        let mut per_key: HashMap<&SinkKey, u32> = HashMap::new();
-        for (_, key) in self.running.values() {
-            *per_key.entry(key).or_default() += 1;
-        }
-        for (key, n) in per_key {
+    }
+
+    /// What must hold whenever an attempt starts.
+    fn check_start(&mut self, job: &goad::core::Job, record: &goad::RowRecord) {
+        let seed = self.seed;
+        // Parked rows spend no attempts: the stored count never exceeds the
+        // attempts started (some of which a crash or timeout lost).
+        let started = self.started.entry(job.row).or_default();
+        assert!(
+            record.attempts <= *started,
+            "seed {seed}: row {:?} has {} attempts but only {started} started",
+            job.row,
+            record.attempts
+        );
+        assert_eq!(
+            job.attempt,
+            record.attempts + 1,
+            "seed {seed}: attempt numbering of {:?}",
+            job.row
+        );
+        *started += 1;
+        // A key never runs more than sink_concurrency at once (the limit
+        // now: a lowered one only stops new starts).
+        let on_key = 1 + self
+            .running
+            .values()
+            .filter(|(_, key)| *key == job.key)
+            .count();
+        assert!(
+            on_key <= self.dispatch.sink_concurrency as usize,
+            "seed {seed}: key {:?} runs {on_key} over {}",
+            job.key,
+            self.dispatch.sink_concurrency
+        );
+        // Nothing is retried at or past its horizon (so no row outlives it
+        // by more than one open period: a parked row comes due by then).
+        if record.first_attempt_at_ms != 0 {
+            let horizon_ms = record.first_attempt_at_ms + self.retry.max_elapsed_ms;
             assert!(
-                n <= self.dispatch.sink_concurrency,
-                "seed {seed}: key {key:?} runs {n} over sink_concurrency {}",
-                self.dispatch.sink_concurrency
+                self.now_ms < horizon_ms,
+                "seed {seed}: row {:?} started at {} at or past its horizon {horizon_ms}",
+                job.row,
+                self.now_ms
             );
+        }
+    }
+
+    /// Seeded operator actions: a reconfiguration or deleting a source's backlog.
+    fn operate(&mut self, shard: &mut ShardState) {
+        if self.rng.below(300) == 0 {
+            self.dispatch.sink_concurrency =
+                1 + self.rng.below(u64::from(self.dispatch.concurrency)) as u32;
+            shard.handle_reconfigure(self.dispatch.clone(), self.catalog.clone());
+        }
+        if self.rng.below(1_500) == 0 {
+            shard.dead_letter_source(self.now_ms, "s1").unwrap();
         }
     }
 
@@ -318,6 +371,7 @@ impl Sim {
                 steps_left -= 1;
                 let commits = (0..self.rng.below(4)).map(|_| self.new_hook()).collect();
                 self.step(&mut shard, commits);
+                self.operate(&mut shard);
                 if self.rng.below(400) == 0 {
                     self.pending.clear();
                     self.running.clear();

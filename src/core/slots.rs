@@ -70,13 +70,28 @@ impl Core {
                 .queue
                 .pop_front()
                 .expect("a ring key has queued rows");
-            key_state.running += 1;
+            // Nothing is retried past its horizon, however long it queued.
+            let first_attempt_at_ms = self.claims[&row].fields.first_attempt_at_ms;
+            let past_horizon =
+                first_attempt_at_ms != 0 && now_ms >= self.retry.horizon_ms(first_attempt_at_ms);
+            if !past_horizon {
+                key_state.running += 1;
+                tenant.running += 1;
+            }
             if !key_state.queue.is_empty() {
                 tenant.key_ring.push_back(key);
             }
-            tenant.running += 1;
             if !tenant.key_ring.is_empty() {
                 self.tenant_ring.push_back(tenant_id);
+            }
+            if past_horizon {
+                let claim = self.claims.remove(&row).expect("a queued row has a claim");
+                self.release(&claim);
+                let reason = DeadReason::RetryHorizon {
+                    sink_type: claim.fields.sink_type.clone(),
+                };
+                self.dead(now_ms, row, claim.fields, reason);
+                continue;
             }
             let job = self.start(now_ms, row);
             if probe {
