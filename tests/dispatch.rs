@@ -488,7 +488,7 @@ fn tick_waits_for_claimed_rows_and_counts_those_settled_during_the_call() {
 }
 
 /// Breakers keep a hung tenant from hurting another: tenant A's endpoint
-/// accepts requests and never answers; after `breaker_failures` timeouts its
+/// accepts requests and never answers (10,000 hooks); after `breaker_failures` timeouts its
 /// breaker opens and its rows park, spending no attempts, while tenant B's
 /// hooks on the same shard are delivered at once.
 #[test]
@@ -516,7 +516,7 @@ fn a_hung_tenant_parks_behind_its_breaker_while_another_tenant_is_delivered() {
         vec![SinkConfig::http(healthy.url("/"))],
     ));
     let engine = Engine::open(c).unwrap();
-    for _ in 0..2_000 {
+    for _ in 0..10_000 {
         engine.commit(NewHook::new("a", "x")).unwrap();
     }
     wait_until("tenant A's breaker open", Duration::from_secs(10), || {
@@ -537,10 +537,10 @@ fn a_hung_tenant_parks_behind_its_breaker_while_another_tenant_is_delivered() {
     );
     wait_until("every row of A parked", Duration::from_secs(10), || {
         let s = engine.stats()[0];
-        s.claimed_rows == 0 && s.parked >= 1_990
+        s.claimed_rows == 0 && s.parked >= 9_988
     });
     let attempts = arrivals.load(Ordering::SeqCst);
-    eprintln!("tenant A: {attempts} attempts reached the hung endpoint for 2,000 hooks");
+    eprintln!("tenant A: {attempts} attempts reached the hung endpoint for 10,000 hooks");
     // The key's 8 slots (sink_concurrency), plus one new start in each slot
     // freed by the first four failures; the fifth opens the breaker and
     // nothing starts while it is open.
@@ -552,9 +552,9 @@ fn a_hung_tenant_parks_behind_its_breaker_while_another_tenant_is_delivered() {
         .into_iter()
         .filter(|r| &*r.tenant == "tenant-a")
         .collect();
-    assert_eq!(pending.len(), 2_000);
+    assert_eq!(pending.len(), 10_000);
     assert!(
-        pending.iter().filter(|r| r.record.attempts == 0).count() >= 1_988,
+        pending.iter().filter(|r| r.record.attempts == 0).count() >= 9_988,
         "parked rows spend no attempts"
     );
     assert!(pending
@@ -696,4 +696,58 @@ fn reconfigure_lowers_and_raises_concurrency_without_dropping_running_attempts()
         "every row delivered, none dropped"
     );
     assert!(rows(&engine).is_empty());
+}
+
+/// `pressure`: no lag and a free window when idle; with the window full
+/// behind a blocked sink the oldest due row's lag grows; `Unavailable` once
+/// the engine is stopped.
+#[test]
+fn pressure_reports_the_lag_of_the_oldest_due_row_and_a_full_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.max_inflight = 2;
+    c.sources
+        .push(source("s", "t", vec![SinkConfig::of_kind("gate")]));
+    let (open, gate) = crossbeam_channel::unbounded::<()>();
+    let engine = Engine::builder(c)
+        .sink(
+            "gate",
+            sink(move |_| {
+                gate.recv().map_err(SinkError::transient)?;
+                Ok(())
+            }),
+        )
+        .open()
+        .unwrap();
+    assert_eq!(
+        engine.pressure().unwrap(),
+        goad::Pressure {
+            lag_ms: 0,
+            window_full: false
+        }
+    );
+    for _ in 0..5 {
+        engine.commit(NewHook::new("s", "x")).unwrap();
+    }
+    wait_until(
+        "the window full and the oldest due row 50 ms late",
+        Duration::from_secs(5),
+        || {
+            let p = engine.pressure().unwrap();
+            p.window_full && p.lag_ms >= 50
+        },
+    );
+    for _ in 0..5 {
+        open.send(()).unwrap();
+    }
+    engine.tick().unwrap();
+    wait_until("no pressure once drained", Duration::from_secs(2), || {
+        engine.pressure().unwrap()
+            == goad::Pressure {
+                lag_ms: 0,
+                window_full: false,
+            }
+    });
+    engine.shutdown();
+    assert_eq!(engine.pressure(), Err(goad::Unavailable));
 }
