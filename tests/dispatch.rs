@@ -696,6 +696,10 @@ fn reconfigure_lowers_and_raises_concurrency_without_dropping_running_attempts()
         "every row delivered, none dropped"
     );
     assert!(rows(&engine).is_empty());
+    engine.shutdown();
+    engine
+        .reconfigure(&lowered)
+        .expect("reconfigure succeeds on a stopped engine");
 }
 
 /// `pressure`: no lag and a free window when idle; with the window full
