@@ -456,17 +456,12 @@ fn tick_waits_for_claimed_rows_and_counts_those_settled_during_the_call() {
     let mut c = config(dir.path());
     c.sources
         .push(source("s", "t", vec![SinkConfig::of_kind("gate")]));
-    let (open, gate) = crossbeam_channel::unbounded::<()>();
+    let gate = gate();
     let engine = Engine::builder(c)
-        .sink(
-            "gate",
-            sink(move |_| {
-                gate.recv().map_err(SinkError::transient)?;
-                Ok(())
-            }),
-        )
+        .sink("gate", gate.sink.clone())
         .open()
         .unwrap();
+    let open = gate.open;
     for _ in 0..3 {
         engine.commit(NewHook::new("s", "x")).unwrap();
     }
@@ -571,17 +566,12 @@ fn dead_letter_source_dead_letters_pending_rows_and_leaves_claimed_ones() {
     c.dispatch.tenants.insert("t".into(), tenant_limits(1, 1));
     c.sources
         .push(source("doomed", "t", vec![SinkConfig::of_kind("gate")]));
-    let (open, gate) = crossbeam_channel::unbounded::<()>();
+    let gate = gate();
     let engine = Engine::builder(c)
-        .sink(
-            "gate",
-            sink(move |_| {
-                gate.recv().map_err(SinkError::transient)?;
-                Ok(())
-            }),
-        )
+        .sink("gate", gate.sink.clone())
         .open()
         .unwrap();
+    let open = gate.open;
     for _ in 0..10 {
         engine.commit(NewHook::new("doomed", "x")).unwrap();
     }
@@ -622,20 +612,13 @@ fn reconfigure_lowers_and_raises_concurrency_without_dropping_running_attempts()
     c.dispatch.sink_concurrency = 8;
     c.sources
         .push(source("s", "t", vec![SinkConfig::of_kind("gate")]));
-    let (open, gate) = crossbeam_channel::unbounded::<()>();
-    let delivered = Arc::new(AtomicU32::new(0));
-    let counted = delivered.clone();
+    let gate = gate();
+    let delivered = gate.passed.clone();
     let engine = Engine::builder(c.clone())
-        .sink(
-            "gate",
-            sink(move |_| {
-                gate.recv().map_err(SinkError::transient)?;
-                counted.fetch_add(1, Ordering::SeqCst);
-                Ok(())
-            }),
-        )
+        .sink("gate", gate.sink.clone())
         .open()
         .unwrap();
+    let open = gate.open;
     for _ in 0..40 {
         engine.commit(NewHook::new("s", "x")).unwrap();
     }
@@ -712,17 +695,12 @@ fn pressure_reports_the_lag_of_the_oldest_due_row_and_a_full_window() {
     c.dispatch.max_inflight = 2;
     c.sources
         .push(source("s", "t", vec![SinkConfig::of_kind("gate")]));
-    let (open, gate) = crossbeam_channel::unbounded::<()>();
+    let gate = gate();
     let engine = Engine::builder(c)
-        .sink(
-            "gate",
-            sink(move |_| {
-                gate.recv().map_err(SinkError::transient)?;
-                Ok(())
-            }),
-        )
+        .sink("gate", gate.sink.clone())
         .open()
         .unwrap();
+    let open = gate.open;
     assert_eq!(
         engine.pressure().unwrap(),
         goad::Pressure {

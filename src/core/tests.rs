@@ -560,6 +560,22 @@ fn breaker_config(failures: u32, open_ms: u64, max_open_ms: u64) -> Config {
     config
 }
 
+/// A core with one attempt slot over `rows` due rows of source "a".
+fn breaker_setup(config: Config, rows: usize) -> (Core, Model) {
+    let c = core(
+        &config,
+        Grant {
+            concurrency: 1,
+            ..BIG
+        },
+    );
+    let mut m = Model::default();
+    for _ in 0..rows {
+        m.add("t", "a", &["x"], 0);
+    }
+    (c, m)
+}
+
 fn fail(class: FailureClass) -> AttemptResult {
     Err(AttemptFailure {
         class,
@@ -582,18 +598,7 @@ fn attempts_and_due(m: &Model) -> (u32, Vec<u32>, Vec<u64>) {
 /// once the sink recovers the probe closes it and every row is delivered once.
 #[test]
 fn a_breaker_parks_a_failing_key_probes_and_closes() {
-    let config = breaker_config(3, 500, 1_000);
-    let mut c = core(
-        &config,
-        Grant {
-            concurrency: 1,
-            ..BIG
-        },
-    );
-    let mut m = Model::default();
-    for _ in 0..10 {
-        m.add("t", "a", &["x"], 0);
-    }
+    let (mut c, mut m) = breaker_setup(breaker_config(3, 500, 1_000), 10);
     let t = 1_000;
     settle_at(&mut c, &mut m, t, &mut |_| fail(FailureClass::Transient));
     let (sum, attempts, due) = attempts_and_due(&m);
@@ -632,18 +637,7 @@ fn a_breaker_parks_a_failing_key_probes_and_closes() {
 /// Reference scenario 19: permanent errors never open a breaker.
 #[test]
 fn permanent_errors_dead_letter_without_opening_the_breaker() {
-    let config = breaker_config(2, 500, 1_000);
-    let mut c = core(
-        &config,
-        Grant {
-            concurrency: 1,
-            ..BIG
-        },
-    );
-    let mut m = Model::default();
-    for _ in 0..5 {
-        m.add("t", "a", &["x"], 0);
-    }
+    let (mut c, mut m) = breaker_setup(breaker_config(2, 500, 1_000), 5);
     settle_at(&mut c, &mut m, 0, &mut |_| fail(FailureClass::Permanent));
     assert!(m.rows.is_empty());
     assert_eq!(
@@ -656,18 +650,7 @@ fn permanent_errors_dead_letter_without_opening_the_breaker() {
 /// answer is permanent the breaker closes and every row is dead-lettered.
 #[test]
 fn a_permanent_answer_to_the_probe_closes_the_breaker() {
-    let config = breaker_config(2, 300, 300);
-    let mut c = core(
-        &config,
-        Grant {
-            concurrency: 1,
-            ..BIG
-        },
-    );
-    let mut m = Model::default();
-    for _ in 0..5 {
-        m.add("t", "a", &["x"], 0);
-    }
+    let (mut c, mut m) = breaker_setup(breaker_config(2, 300, 300), 5);
     settle_at(&mut c, &mut m, 0, &mut |_| fail(FailureClass::Transient));
     let (_, attempts, _) = attempts_and_due(&m);
     assert_eq!(attempts, [0, 0, 0, 1, 1], "three rows parked at 0 attempts");

@@ -101,3 +101,23 @@ pub fn dead(engine: &Engine) -> Vec<RowView> {
         .filter(|r| r.record.status == goad::RowStatus::Dead)
         .collect()
 }
+
+/// A sink that holds each delivery until `open` gets one permit (a dropped
+/// sender fails the rest) and counts those that passed.
+pub struct Gate {
+    pub sink: Arc<dyn Sink>,
+    pub open: crossbeam_channel::Sender<()>,
+    pub passed: Arc<AtomicU32>,
+}
+
+pub fn gate() -> Gate {
+    let (open, permits) = crossbeam_channel::unbounded::<()>();
+    let passed = Arc::new(AtomicU32::new(0));
+    let counted = passed.clone();
+    let sink = sink(move |_| {
+        permits.recv().map_err(SinkError::transient)?;
+        counted.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    });
+    Gate { sink, open, passed }
+}
