@@ -11,11 +11,14 @@ pub mod config;
 pub mod core;
 pub mod demo;
 pub mod limits;
+pub mod log;
+pub mod node;
 pub mod runtime;
 pub mod sink;
 pub mod store;
 
 pub use config::{Config, ConfigError, SinkConfig, SourceConfig};
+pub use node::{Node, NodeOptions};
 pub use runtime::{
     CommitError, Engine, EngineBuilder, NewHook, OpenError, Pressure, ShardStats, Unavailable,
 };

@@ -63,6 +63,22 @@ pub const SHUTDOWN_GRACE_MS: u64 = 5_000;
 /// Due rows of one tenant read per call while scanning.
 pub const MAX_DUE_PAGE_ROWS: usize = 4_096;
 
+/// Dead keys one replay step examines in a shard before it yields (so a
+/// replay behind many non-matching dead rows still progresses, a page per step).
+pub const REPLAY_SCAN_BUDGET: usize = 20_000;
+
+/// Largest HTTP request head (request line and headers) the node reads.
+pub const MAX_HEAD_BYTES: usize = 16 * 1024;
+
+/// Most headers in one HTTP request to the node.
+pub const MAX_HEADERS: usize = 64;
+
+/// Bytes the node reads from a socket per read call.
+pub const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// How long a stopping node waits for in-flight requests before it closes them.
+pub const HTTP_DRAIN_MS: u64 = 10_000;
+
 const _: () = assert!(MAX_INPUTS_PER_ITERATION <= SHARD_INPUT_CAPACITY);
 const _: () = assert!(MAX_SINKS_PER_SOURCE <= u16::MAX as usize);
 const _: () = assert!(MAX_SHARDS <= u32::MAX as usize);

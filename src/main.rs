@@ -1,6 +1,8 @@
 //! The `goad` command.
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use goad::node::client::{encode, NodeClient};
+use goad::{Config, Node, NodeOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -29,11 +31,81 @@ enum Command {
         #[arg(long, default_value_t = 1_024)]
         body_bytes: usize,
     },
+    /// Run a node: the HTTP API of DESIGN.md §5 in front of the engine.
+    Serve {
+        /// The config file; without it, embedded defaults (data in
+        /// ./goad-data, listen 127.0.0.1:7878, no sources).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Serve the admin API on a non-loopback address without an admin token.
+        #[arg(long)]
+        allow_open_admin: bool,
+    },
     /// Validate a config file: exit 0, or print the error and exit 2.
     Check {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Dead letters on a node.
+    Dlq {
+        #[command(subcommand)]
+        command: DlqCommand,
+    },
+    /// A node's pressure: the oldest due row's lag and whether the window is full.
+    Pressure(NodeArgs),
+    /// A node's gauges per shard and per tenant.
+    Stats(NodeArgs),
+}
+
+#[derive(Subcommand)]
+enum DlqCommand {
+    /// List dead letters, newest first.
+    List {
+        #[command(flatten)]
+        node: NodeArgs,
+        #[arg(long)]
+        source: Option<String>,
+        #[arg(long)]
+        tenant: Option<String>,
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// The `next_cursor` of the previous page.
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// Replay matching dead letters through the pipeline.
+    Replay {
+        #[command(flatten)]
+        node: NodeArgs,
+        #[arg(long)]
+        source: Option<String>,
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Only rows dead at or after this time (unix ms).
+        #[arg(long)]
+        since_ms: Option<u64>,
+    },
+}
+
+#[derive(Args)]
+struct NodeArgs {
+    /// The node's base URL.
+    #[arg(long, env = "GOAD_NODE", default_value = "http://127.0.0.1:7878")]
+    node: String,
+    /// The environment variable holding the node's admin token.
+    #[arg(long, default_value = "GOAD_ADMIN_TOKEN")]
+    token_env: String,
+}
+
+impl NodeArgs {
+    fn client(&self) -> NodeClient {
+        NodeClient {
+            base_url: self.node.clone(),
+            admin_token: std::env::var(&self.token_env)
+                .ok()
+                .filter(|t| !t.is_empty()),
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -53,7 +125,11 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Check { config } => match goad::Config::load(&config) {
+        Command::Serve {
+            config,
+            allow_open_admin,
+        } => serve(config, allow_open_admin),
+        Command::Check { config } => match Config::load(&config) {
             Ok(c) => {
                 println!("{}: ok ({} sources)", config.display(), c.sources.len());
                 ExitCode::SUCCESS
@@ -63,5 +139,93 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Command::Dlq { command } => match command {
+            DlqCommand::List {
+                node,
+                source,
+                tenant,
+                limit,
+                cursor,
+            } => {
+                let mut query = format!("/v1/dead-letters?limit={limit}");
+                for (name, value) in [
+                    ("source_id", source),
+                    ("tenant", tenant),
+                    ("cursor", cursor),
+                ] {
+                    if let Some(v) = value {
+                        query.push_str(&format!("&{name}={}", encode(&v)));
+                    }
+                }
+                print_call(&node, "GET", &query, None)
+            }
+            DlqCommand::Replay {
+                node,
+                source,
+                tenant,
+                since_ms,
+            } => {
+                let body = serde_json::json!({
+                    "source_id": source,
+                    "tenant": tenant,
+                    "since_ms": since_ms,
+                });
+                print_call(&node, "POST", "/v1/replays", Some(&body))
+            }
+        },
+        Command::Pressure(node) => print_call(&node, "GET", "/v1/pressure", None),
+        Command::Stats(node) => print_call(&node, "GET", "/v1/stats", None),
+    }
+}
+
+fn serve(config_path: Option<PathBuf>, allow_open_admin: bool) -> ExitCode {
+    let config = match &config_path {
+        Some(path) => match Config::load(path) {
+            Ok(c) => c,
+            Err(e) => {
+                goad::log::error("invalid config", &[("error", &e)]);
+                return ExitCode::from(2);
+            }
+        },
+        None => Config::default(),
+    };
+    let node = match Node::start(NodeOptions {
+        config,
+        config_path,
+        allow_open_admin,
+    }) {
+        Ok(node) => node,
+        Err(e) => {
+            goad::log::error("cannot start the node", &[("error", &e)]);
+            return ExitCode::from(2);
+        }
+    };
+    match node.wait() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            goad::log::error("the node stopped with an error", &[("error", &e)]);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_call(
+    node: &NodeArgs,
+    method: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> ExitCode {
+    match node.client().call(method, path, body) {
+        Ok(value) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&value).expect("JSON values print")
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("goad: {e}");
+            ExitCode::FAILURE
+        }
     }
 }

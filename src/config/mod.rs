@@ -8,14 +8,14 @@
 
 mod validate;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use validate::ConfigError;
 
 /// The whole node configuration.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Where the shard environments live (`<data_dir>/shard-<k>/`).
@@ -28,6 +28,7 @@ pub struct Config {
     pub max_body_bytes: u64,
     /// The environment variable holding the admin API's bearer token.
     pub admin_token_env: Option<String>,
+    pub http: HttpConfig,
     pub replay: ReplayConfig,
     pub dispatch: DispatchConfig,
     pub retry: RetryConfig,
@@ -42,6 +43,7 @@ impl Default for Config {
             shards: 0,
             max_body_bytes: 1024 * 1024,
             admin_token_env: None,
+            http: HttpConfig::default(),
             replay: ReplayConfig::default(),
             dispatch: DispatchConfig::default(),
             retry: RetryConfig::default(),
@@ -50,8 +52,31 @@ impl Default for Config {
     }
 }
 
+/// The node's HTTP front (`[http]`; goad's addition to DESIGN §4).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// A request's head and body must arrive within this from its first byte
+    /// (slow clients get 408 and are closed).
+    pub read_timeout_ms: u64,
+    /// A keep-alive connection with no request in progress is closed after this.
+    pub idle_timeout_ms: u64,
+    /// Open connections; more are refused with 503 and closed.
+    pub max_connections: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            read_timeout_ms: 10_000,
+            idle_timeout_ms: 60_000,
+            max_connections: 1_024,
+        }
+    }
+}
+
 /// Replay pacing (used by the node's replay jobs).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ReplayConfig {
     /// Rows revived per second.
@@ -70,7 +95,7 @@ impl Default for ReplayConfig {
 }
 
 /// The dispatch pipeline's limits (`[dispatch]`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DispatchConfig {
     /// Rows claimed per scan of the due index (one page).
@@ -114,7 +139,7 @@ impl Default for DispatchConfig {
 
 /// The limits of one tenant, as written (missing fields fall back to
 /// `dispatch.tenants.default`, then to [`TenantLimits::DEFAULT`]).
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct TenantLimitsConfig {
     pub max_inflight: Option<u32>,
@@ -164,7 +189,7 @@ impl DispatchConfig {
 }
 
 /// The retry policy (`[retry]`): exponential backoff with jitter.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryConfig {
     /// Delay after the first failed attempt.
@@ -192,7 +217,7 @@ impl Default for RetryConfig {
 }
 
 /// A source: where hooks are committed, and the sinks each hook goes to.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SourceConfig {
     pub id: String,
@@ -213,7 +238,7 @@ fn default_tenant() -> String {
 
 /// One sink entry of a source. `type` selects the sink; the other keys are
 /// that sink's options (validation rejects options of another type).
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SinkConfig {
     /// `http`, or the name of a sink the host registered with the engine.
@@ -264,7 +289,7 @@ impl SinkConfig {
 }
 
 /// A string or a list of strings.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(untagged)]
 pub enum OneOrMany {
     One(String),

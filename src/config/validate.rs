@@ -117,6 +117,24 @@ impl Config {
                 self.shards,
             ));
         }
+        at_least(
+            "http.read_timeout_ms",
+            self.http.read_timeout_ms,
+            1,
+            "a positive integer",
+        )?;
+        at_least(
+            "http.idle_timeout_ms",
+            self.http.idle_timeout_ms,
+            1,
+            "a positive integer",
+        )?;
+        at_least(
+            "http.max_connections",
+            self.http.max_connections,
+            1,
+            "a positive integer",
+        )?;
         if !(1..=100_000).contains(&self.replay.rate) {
             return Err(invalid(
                 "replay.rate",

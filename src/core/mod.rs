@@ -23,6 +23,7 @@
 
 mod breaker;
 mod catalog;
+mod report;
 pub mod retry;
 pub mod rng;
 mod scan;
@@ -33,6 +34,7 @@ mod window;
 
 pub use breaker::{Admit, Breaker, BreakerConfig};
 pub use catalog::{Binding, Catalog, SourceEntry};
+pub use report::TenantStats;
 pub use retry::{FailureClass, RetryDecision};
 pub use rng::Rng;
 pub use types::*;
@@ -67,6 +69,8 @@ struct TenantState {
     limits: TenantLimits,
     claimed: Usage,
     running: u64,
+    /// Rows of this tenant parked behind an open breaker so far.
+    parked: u64,
     /// Keys of this tenant with queued jobs, in round-robin order.
     key_ring: VecDeque<SinkKey>,
 }
@@ -382,6 +386,7 @@ impl Core {
                 limits: dispatch.tenant_limits(tenant),
                 claimed: Usage::default(),
                 running: 0,
+                parked: 0,
                 key_ring: VecDeque::new(),
             })
     }
@@ -410,7 +415,10 @@ impl Core {
         let failure = match result {
             Ok(()) => {
                 self.stats.delivered += 1;
-                self.ops.push_back(StoreOp::Delivered { row });
+                self.ops.push_back(StoreOp::Delivered {
+                    row,
+                    replay: claim.fields.replay.clone(),
+                });
                 return;
             }
             Err(failure) => failure,
@@ -541,6 +549,7 @@ impl Core {
             due_at_ms = due_at_ms.min(horizon_ms);
         }
         self.stats.parked += 1;
+        self.tenant_mut(&fields.tenant).parked += 1;
         self.next_due_at_ms = earliest(self.next_due_at_ms, Some(due_at_ms));
         self.ops.push_back(StoreOp::Reschedule {
             row,

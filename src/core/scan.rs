@@ -166,6 +166,7 @@ impl Core {
             attempts: state.attempts,
             first_attempt_at_ms: state.first_attempt_at_ms,
             size_bytes: entry.size_bytes,
+            replay: state.replay.clone(),
         };
         let sink_index =
             match self
@@ -298,6 +299,7 @@ impl Core {
             attempts: state.attempts,
             first_attempt_at_ms: state.first_attempt_at_ms,
             size_bytes: entry.size_bytes,
+            replay: state.replay.clone(),
         };
         self.dead(
             now_ms,

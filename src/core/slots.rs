@@ -125,6 +125,7 @@ impl Core {
             attempt: claim.fields.attempts + 1,
             hook: claim.hook.clone(),
             deadline_at_ms,
+            replay: claim.fields.replay.clone(),
         }
     }
 }

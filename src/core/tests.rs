@@ -48,6 +48,7 @@ impl Model {
                         sink_type: Arc::from(*t),
                         attempts: 0,
                         first_attempt_at_ms: 0,
+                        replay: None,
                     },
                     hook.clone(),
                 ),
@@ -74,7 +75,7 @@ impl Model {
                         "claimed a row that was not due"
                     );
                 }
-                StoreOp::Delivered { row }
+                StoreOp::Delivered { row, .. }
                 | StoreOp::Forget { row }
                 | StoreOp::Dead { row, .. } => {
                     self.rows.remove(row);
@@ -407,6 +408,7 @@ fn a_failure_reschedules_by_the_policy_and_a_permanent_error_dead_letters_with_i
                 sink_type: "x".into(),
                 attempts: 1,
                 first_attempt_at_ms: 1_000,
+                replay: None,
                 size_bytes: 10
             },
             due_at_ms: 1_110,
@@ -422,6 +424,7 @@ fn a_failure_reschedules_by_the_policy_and_a_permanent_error_dead_letters_with_i
                 sink_type: "x".into(),
                 attempts: 1,
                 first_attempt_at_ms: 1_000,
+                replay: None,
                 size_bytes: 10
             },
             dead_at_ms: 1_020,

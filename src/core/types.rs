@@ -16,6 +16,17 @@ pub struct RowId {
     pub sink_index: u16,
 }
 
+impl RowId {
+    pub const MIN: RowId = RowId {
+        seq: 0,
+        sink_index: 0,
+    };
+    pub const MAX: RowId = RowId {
+        seq: u64::MAX,
+        sink_index: u16::MAX,
+    };
+}
+
 /// One attempt, from start to outcome. Unique per core.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct JobId(pub u64);
@@ -36,6 +47,8 @@ pub struct RowState {
     pub attempts: u32,
     /// When the row was first tried; 0 = never.
     pub first_attempt_at_ms: u64,
+    /// The replay that revived the row, if any.
+    pub replay: Option<Arc<str>>,
 }
 
 /// What loading a claimed row found.
@@ -115,6 +128,8 @@ pub struct RowFields {
     /// When the row was first tried; 0 = never.
     pub first_attempt_at_ms: u64,
     pub size_bytes: u64,
+    /// The replay that revived the row, if any.
+    pub replay: Option<Arc<str>>,
 }
 
 /// A store change the core decided. The shell applies each in order, in the
@@ -130,7 +145,11 @@ pub enum StoreOp {
         size_bytes: u64,
     },
     /// The sink took it: the row goes, and the hook with its last row.
-    Delivered { row: RowId },
+    /// A revived row's replay counts it.
+    Delivered {
+        row: RowId,
+        replay: Option<Arc<str>>,
+    },
     /// Pending again (a retry or a write-back), due at `due_at_ms`.
     Reschedule {
         row: RowId,
@@ -181,6 +200,8 @@ pub struct Job {
     pub attempt: u32,
     pub hook: Arc<Hook>,
     pub deadline_at_ms: u64,
+    /// The replay that revived the row, if any.
+    pub replay: Option<Arc<str>>,
 }
 
 /// The shard's share of the node's global windows, granted by the coordinator.

@@ -4,8 +4,10 @@
 
 use super::clock::wall_ms;
 use super::coordinator::{self, global_grant, CoordinatorInput};
+use super::latency::AttemptLatency;
 use super::oneshot;
 use super::pool::{IoPool, SharedRegistry};
+use super::reply::CommitReply;
 use super::shard::{ShardGauges, ShardInput, ShardStats, ShardThread};
 use super::step::NewRows;
 use crate::config::{Config, ConfigError};
@@ -13,7 +15,7 @@ use crate::core::{Catalog, Core};
 use crate::limits::{COMMIT_QUEUE_WAIT_MS, COMMIT_REPLY_WAIT_MS, SHARD_INPUT_CAPACITY};
 use crate::sink::{Sink, SinkRegistry};
 use crate::store::{Hook, RowView, ShardStore, StoreError};
-use crossbeam_channel::{SendTimeoutError, Sender};
+use crossbeam_channel::{SendTimeoutError, Sender, TrySendError};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::fmt;
@@ -196,6 +198,7 @@ impl EngineBuilder {
         let mut threads = Vec::new();
         let mut inputs = Vec::new();
         let now_ms = wall_ms();
+        let latency = Arc::new(AttemptLatency::default());
         for (k, store) in stores.into_iter().enumerate() {
             let (tx, rx) = crossbeam_channel::bounded(SHARD_INPUT_CAPACITY);
             let core = Core::new(
@@ -214,6 +217,7 @@ impl EngineBuilder {
                 self.config.dispatch.concurrency as usize,
                 tx.clone(),
                 registry.clone(),
+                latency.clone(),
             );
             let thread = ShardThread {
                 index: k,
@@ -258,6 +262,7 @@ impl EngineBuilder {
             config: RwLock::new(self.config),
             catalog: RwLock::new(catalog),
             registry,
+            latency,
             host_sinks: self.host_sinks,
             shards,
             coordinator: coord_tx,
@@ -268,9 +273,9 @@ impl EngineBuilder {
     }
 }
 
-struct Shard {
-    input: Sender<ShardInput>,
-    store: ShardStore,
+pub(super) struct Shard {
+    pub(super) input: Sender<ShardInput>,
+    pub(super) store: ShardStore,
     gauges: Arc<ShardGauges>,
 }
 
@@ -280,12 +285,13 @@ pub struct Engine {
     config: RwLock<Config>,
     catalog: RwLock<Arc<Catalog>>,
     registry: SharedRegistry,
+    pub(super) latency: Arc<AttemptLatency>,
     host_sinks: HashMap<String, Arc<dyn Sink>>,
-    shards: Vec<Shard>,
+    pub(super) shards: Vec<Shard>,
     coordinator: Sender<CoordinatorInput>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     coordinator_thread: Mutex<Option<JoinHandle<()>>>,
-    stopped: AtomicBool,
+    pub(super) stopped: AtomicBool,
 }
 
 /// How long `dead_letter_source` waits for the shards.
@@ -321,6 +327,59 @@ impl Engine {
     /// Commits a hook: one delivery row per sink of its source. Returns the
     /// hook id once the hook and its rows are synced to disk.
     pub fn commit(&self, hook: NewHook) -> Result<String, CommitError> {
+        let (id, shard, rows) = self.prepare(hook)?;
+        let (reply_tx, reply_rx) = oneshot::channel();
+        let input = ShardInput::Commit {
+            rows,
+            reply: CommitReply::wait(reply_tx),
+        };
+        match shard
+            .input
+            .send_timeout(input, Duration::from_millis(COMMIT_QUEUE_WAIT_MS))
+        {
+            Ok(()) => {}
+            Err(SendTimeoutError::Timeout(_)) => return Err(CommitError::QueueFull),
+            Err(SendTimeoutError::Disconnected(_)) => return Err(CommitError::Stopped),
+        }
+        match reply_rx.recv_deadline(Instant::now() + Duration::from_millis(COMMIT_REPLY_WAIT_MS)) {
+            Ok(Ok(())) => Ok(id),
+            Ok(Err(e)) => Err(e),
+            Err(oneshot::RecvError::Timeout) => Err(CommitError::TimedOut),
+            Err(oneshot::RecvError::Closed) => Err(CommitError::Stopped),
+        }
+    }
+
+    /// Commits a hook without blocking: `done` is called once, on the shard
+    /// thread, with the hook id when the hook is durable or with the error.
+    /// A commit refused at once (unknown source, too large, a full shard
+    /// queue, a stopped engine) returns the error and never calls `done`.
+    /// `done` must be quick: the shard waits for it.
+    pub fn commit_then(
+        &self,
+        hook: NewHook,
+        done: impl FnOnce(Result<String, CommitError>) + Send + 'static,
+    ) -> Result<(), CommitError> {
+        let (id, shard, rows) = self.prepare(hook)?;
+        let input = ShardInput::Commit {
+            rows,
+            reply: CommitReply::notify(move |result| done(result.map(|()| id))),
+        };
+        let refused = match shard.input.try_send(input) {
+            Ok(()) => return Ok(()),
+            Err(TrySendError::Full(input)) => (input, CommitError::QueueFull),
+            Err(TrySendError::Disconnected(input)) => (input, CommitError::Stopped),
+        };
+        match refused {
+            (ShardInput::Commit { reply, .. }, error) => {
+                reply.disarm();
+                Err(error)
+            }
+            (_, error) => Err(error),
+        }
+    }
+
+    /// Checks a hook against the config and builds its stored form.
+    fn prepare(&self, hook: NewHook) -> Result<(String, &Shard, NewRows), CommitError> {
         if self.stopped.load(Ordering::Acquire) {
             return Err(CommitError::Stopped);
         }
@@ -351,28 +410,11 @@ impl Engine {
             body: hook.body,
         };
         let shard = &self.shards[Engine::shard_of(&tenant, self.shards.len())];
-        let (reply_tx, reply_rx) = oneshot::channel();
-        let input = ShardInput::Commit {
-            rows: NewRows {
-                hook: stored,
-                sink_types,
-            },
-            reply: reply_tx,
+        let rows = NewRows {
+            hook: stored,
+            sink_types,
         };
-        match shard
-            .input
-            .send_timeout(input, Duration::from_millis(COMMIT_QUEUE_WAIT_MS))
-        {
-            Ok(()) => {}
-            Err(SendTimeoutError::Timeout(_)) => return Err(CommitError::QueueFull),
-            Err(SendTimeoutError::Disconnected(_)) => return Err(CommitError::Stopped),
-        }
-        match reply_rx.recv_deadline(Instant::now() + Duration::from_millis(COMMIT_REPLY_WAIT_MS)) {
-            Ok(Ok(())) => Ok(id),
-            Ok(Err(e)) => Err(e),
-            Err(oneshot::RecvError::Timeout) => Err(CommitError::TimedOut),
-            Err(oneshot::RecvError::Closed) => Err(CommitError::Stopped),
-        }
+        Ok((id, shard, rows))
     }
 
     /// Blocks until nothing is claimed, running or due on any shard; returns

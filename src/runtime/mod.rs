@@ -4,12 +4,17 @@
 mod clock;
 pub mod coordinator;
 mod engine;
+mod inspect;
+pub mod latency;
 mod oneshot;
 mod pool;
+mod reply;
 pub mod shard;
 pub mod step;
 
 pub use clock::wall_ms;
 pub use engine::{CommitError, Engine, EngineBuilder, NewHook, OpenError, Pressure, Unavailable};
+pub use inspect::ShardTenants;
 pub use shard::ShardStats;
+pub use step::ReviveStep;
 pub use step::{NewRows, ShardState, StepOutput};

@@ -8,6 +8,7 @@
 //! its size after a job exits, so the count returns to its target once stuck
 //! workers come back.
 
+use super::latency::AttemptLatency;
 use super::shard::ShardInput;
 use crate::core::{AttemptFailure, FailureClass, Job, JobId};
 use crate::limits::MAX_ABANDONED_WORKERS;
@@ -16,6 +17,7 @@ use crossbeam_channel::{Receiver, Sender, TrySendError};
 use parking_lot::RwLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// The sinks, swapped whole on reconfiguration.
 pub type SharedRegistry = Arc<RwLock<Arc<SinkRegistry>>>;
@@ -28,6 +30,7 @@ struct Shared {
     target: usize,
     shard_index: usize,
     spawned: AtomicUsize,
+    latency: Arc<AttemptLatency>,
 }
 
 /// The pool of one shard.
@@ -44,6 +47,7 @@ impl IoPool {
         workers: usize,
         results: Sender<ShardInput>,
         registry: SharedRegistry,
+        latency: Arc<AttemptLatency>,
     ) -> IoPool {
         let (jobs_tx, jobs_rx) = crossbeam_channel::bounded(workers + MAX_ABANDONED_WORKERS);
         let shared = Arc::new(Shared {
@@ -54,6 +58,7 @@ impl IoPool {
             target: workers,
             shard_index,
             spawned: AtomicUsize::new(0),
+            latency,
         });
         for _ in 0..workers {
             spawn_worker(&shared);
@@ -120,12 +125,14 @@ fn run_worker(shared: &Shared) {
             .read()
             .get(&job.key.source_id, job.key.sink_index)
             .cloned();
+        let started = Instant::now();
         let result = match sink {
             Some(sink) => {
                 let delivery = Delivery {
                     hook: &job.hook,
                     attempt: job.attempt,
                     sink_index: job.key.sink_index,
+                    replay_id: job.replay.as_deref(),
                 };
                 deliver_safely(sink.as_ref(), &delivery).map_err(|e| e.into_failure())
             }
@@ -134,6 +141,7 @@ fn run_worker(shared: &Shared) {
                 message: format!("no sink at {}[{}]", job.key.source_id, job.key.sink_index),
             }),
         };
+        shared.latency.record(started.elapsed());
         if shared
             .results
             .send(ShardInput::Completion(job.id, result))

@@ -10,16 +10,16 @@
 use super::clock::Clock;
 use super::coordinator::{CoordinatorInput, Demand};
 use super::engine::CommitError;
-use super::oneshot;
 use super::pool::IoPool;
-use super::step::{NewRows, ShardState, StepOutput};
+use super::reply::CommitReply;
+use super::step::{NewRows, ReviveStep, ShardState, StepOutput};
 use crate::config::DispatchConfig;
-use crate::core::{AttemptResult, Catalog, Core, Grant, Job, JobId};
+use crate::core::{AttemptResult, Catalog, Core, Grant, Job, JobId, TenantStats};
 use crate::limits::{
     GROUP_COMMIT_LINGER_US, MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS,
     SHUTDOWN_GRACE_MS,
 };
-use crate::store::{ShardStore, StoreError};
+use crate::store::{Revived, ShardStore, StoreError};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,10 +27,7 @@ use std::time::{Duration, Instant};
 /// Everything a shard thread is told.
 pub enum ShardInput {
     /// A hook to commit; the reply comes once its batch is durable.
-    Commit {
-        rows: NewRows,
-        reply: oneshot::Sender<Result<(), CommitError>>,
-    },
+    Commit { rows: NewRows, reply: CommitReply },
     /// An attempt's result from the IO pool.
     Completion(JobId, AttemptResult),
     /// A new share of the global windows.
@@ -45,6 +42,13 @@ pub enum ShardInput {
         source_id: String,
         reply: Sender<Result<u64, Arc<StoreError>>>,
     },
+    /// One replay step; answer with what it revived.
+    Revive {
+        step: ReviveStep,
+        reply: Sender<Result<Revived, Arc<StoreError>>>,
+    },
+    /// Answer with the core's per-tenant gauges.
+    TenantStats(Sender<Vec<TenantStats>>),
     /// Answer with the rows settled once nothing is claimed, running or due.
     Tick(Sender<u64>),
     /// Stop claiming, let running attempts finish (within a grace period), exit.
@@ -54,6 +58,8 @@ pub enum ShardInput {
 /// A snapshot of one shard's counters, published after every iteration.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ShardStats {
+    /// Hooks committed durably since the shard opened.
+    pub commits: u64,
     pub claimed_rows: u64,
     pub claimed_bytes: u64,
     pub running: u64,
@@ -123,6 +129,7 @@ impl ShardThread {
         let mut reported: Option<u64> = None;
         let mut reported_at_ms = 0u64;
         let mut last_commit_batch = 0usize;
+        let mut commits_done = 0u64;
         loop {
             let now_ms = clock.now_ms();
             let deadline_ms = state
@@ -165,6 +172,12 @@ impl ShardThread {
                     ShardInput::DeadLetterSource { source_id, reply } => {
                         let _ = reply.send(state.dead_letter_source(clock.now_ms(), &source_id));
                     }
+                    ShardInput::Revive { step, reply } => {
+                        let _ = reply.send(state.revive(clock.now_ms(), &step));
+                    }
+                    ShardInput::TenantStats(reply) => {
+                        let _ = reply.send(state.core().tenant_stats());
+                    }
                     ShardInput::Tick(reply) => {
                         tick_waiters.push((reply, state.core().stats().settled()))
                     }
@@ -184,6 +197,9 @@ impl ShardThread {
                 }
             };
             let out = state.step(now_ms, commits, outcomes, &mut start);
+            if matches!(out.committed, Some(Ok(()))) {
+                commits_done += replies.len() as u64;
+            }
             answer(&pool, out, replies);
             let stats = state.core().stats();
             if reported != Some(stats.active_tenants)
@@ -207,6 +223,7 @@ impl ShardThread {
                 }
             }
             *gauges.lock() = ShardStats {
+                commits: commits_done,
                 claimed_rows: stats.claimed.rows,
                 claimed_bytes: stats.claimed.bytes,
                 running: stats.running,
@@ -270,7 +287,7 @@ fn linger_for_commits(
 }
 
 /// Answers the commits and replaces the workers of abandoned attempts.
-fn answer(pool: &IoPool, out: StepOutput, replies: Vec<oneshot::Sender<Result<(), CommitError>>>) {
+fn answer(pool: &IoPool, out: StepOutput, replies: Vec<CommitReply>) {
     if let Some(committed) = out.committed {
         for reply in replies {
             reply.send(committed.clone().map_err(CommitError::Store));

@@ -21,8 +21,10 @@
 
 use crate::config::DispatchConfig;
 use crate::core::{AttemptResult, Catalog, Core, Grant, Job, JobId, RowId};
-use crate::limits::{MAX_UNFLUSHED_OPS, OUTCOME_FLUSH_MS};
-use crate::store::{self, Hook, RowRecord, ShardStore, StoreError, TenantTable, TxnIndex};
+use crate::limits::{MAX_UNFLUSHED_OPS, OUTCOME_FLUSH_MS, REPLAY_SCAN_BUDGET};
+use crate::store::{
+    self, DeadFilter, Hook, Revived, RowRecord, ShardStore, StoreError, TenantTable, TxnIndex,
+};
 use heed::RwTxn;
 use std::sync::Arc;
 
@@ -32,6 +34,16 @@ pub struct NewRows {
     /// The hook; its `seq` is assigned by the shard.
     pub hook: Hook,
     pub sink_types: Vec<Arc<str>>,
+}
+
+/// One replay step for a shard: revive up to `max_rows` rows matching
+/// `filter`, tagged `replay`, starting after `cursor`.
+#[derive(Debug, Clone)]
+pub struct ReviveStep {
+    pub replay: Arc<str>,
+    pub filter: DeadFilter,
+    pub cursor: Option<Vec<u8>>,
+    pub max_rows: u64,
 }
 
 /// What one iteration produced besides the attempts it started.
@@ -132,29 +144,65 @@ impl<'s> ShardState<'s> {
         now_ms: u64,
         source_id: &str,
     ) -> Result<u64, Arc<StoreError>> {
-        let result = self.dead_letter_source_txn(now_ms, source_id);
+        self.write_now(now_ms, |store, txn, tenants, core| {
+            let mut index = TxnIndex::new(store, txn, tenants);
+            let count = core.handle_dead_letter_source(now_ms, source_id, &mut index);
+            match index.into_error() {
+                Some(e) => Err(e),
+                None => Ok(count),
+            }
+        })
+    }
+
+    /// One replay step (see [`store::dead::revive`]): the revived rows are
+    /// due now and the core scans for them. Committed, so the counts are durable.
+    pub fn revive(&mut self, now_ms: u64, step: &ReviveStep) -> Result<Revived, Arc<StoreError>> {
+        self.write_now(now_ms, |store, txn, tenants, core| {
+            let revived = store::dead::revive(
+                store,
+                txn,
+                tenants,
+                &step.filter,
+                &step.replay,
+                step.cursor.as_deref(),
+                step.max_rows,
+                REPLAY_SCAN_BUDGET,
+                now_ms,
+            )?;
+            if revived.moved > 0 {
+                core.handle_committed();
+            }
+            Ok(revived)
+        })
+    }
+
+    /// Runs `write` in the open write transaction, writes the core's ops and
+    /// commits. A failure rebuilds the shard from the store.
+    fn write_now<T>(
+        &mut self,
+        now_ms: u64,
+        write: impl FnOnce(&ShardStore, &mut RwTxn, &TenantTable, &mut Core) -> Result<T, StoreError>,
+    ) -> Result<T, Arc<StoreError>> {
+        let result = self.write_now_txn(write);
         if let Err(e) = &result {
             self.rebuild(now_ms, e);
         }
         result.map_err(Arc::new)
     }
 
-    fn dead_letter_source_txn(&mut self, now_ms: u64, source_id: &str) -> Result<u64, StoreError> {
+    fn write_now_txn<T>(
+        &mut self,
+        write: impl FnOnce(&ShardStore, &mut RwTxn, &TenantTable, &mut Core) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let store = self.store;
         let txn = match &mut self.txn {
             Some(txn) => txn,
             None => self.txn.insert(store.env.write_txn()?),
         };
-        let mut index = TxnIndex::new(store, txn, &self.tenants);
-        let count = self
-            .core
-            .handle_dead_letter_source(now_ms, source_id, &mut index);
-        if let Some(e) = index.into_error() {
-            return Err(e);
-        }
+        let value = write(store, txn, &self.tenants, &mut self.core)?;
         apply_ops(store, txn, &self.tenants, &mut self.core)?;
         self.commit()?;
-        Ok(count)
+        Ok(value)
     }
 
     /// When to call `step` again with nothing else happening: the core's

@@ -23,7 +23,8 @@ const NEVER: &[&str] = &[
     "expect",
 ];
 
-fn never_forwarded(name: &str) -> bool {
+/// Whether a header is never stored with a hook nor forwarded (lowercase name).
+pub fn never_forwarded(name: &str) -> bool {
     NEVER.contains(&name) || name.starts_with("x-goad-") || name.starts_with("webhook-")
 }
 

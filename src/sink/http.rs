@@ -77,6 +77,9 @@ impl HttpSink {
         if let Some(dedupe_key) = &hook.dedupe_key {
             own.push(("x-goad-dedupe-key".to_string(), dedupe_key.clone()));
         }
+        if let Some(replay_id) = delivery.replay_id {
+            own.push(("x-goad-replay-id".to_string(), replay_id.to_string()));
+        }
         if !self.options.keys.is_empty() {
             own.push((
                 "webhook-signature".to_string(),

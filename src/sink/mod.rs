@@ -8,6 +8,7 @@ mod registry;
 pub mod signing;
 mod status;
 
+pub use forward::never_forwarded;
 pub use registry::SinkRegistry;
 
 use crate::core::{AttemptFailure, FailureClass};
@@ -25,6 +26,8 @@ pub struct Delivery<'a> {
     pub attempt: u32,
     /// The sink's index in its source.
     pub sink_index: u16,
+    /// The replay that revived the row, if any.
+    pub replay_id: Option<&'a str>,
 }
 
 /// A destination. `deliver` blocks until the sink answered; it runs on an

@@ -126,6 +126,7 @@ impl<'t> TxnIndex<'t> {
             sink_type: record.sink_type,
             attempts: record.attempts,
             first_attempt_at_ms: record.first_attempt_at_ms,
+            replay: record.replay,
         };
         Ok(Loaded::Row { state, hook })
     }

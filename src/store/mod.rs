@@ -13,7 +13,8 @@
 //!   has exactly one dead key and keeps its hook.
 //! - `tenants`: tenant id → tenant_no u32 (shard-local, never reused).
 //! - `meta`: `format` u32, `shard_count` u32, `shard_index` u32, `next_seq`
-//!   u64, `next_tenant_no` u32.
+//!   u64, and each replay's counters `replay/<id>/{moved,delivered,dead}`
+//!   u64 (see [`dead`]).
 //!
 //! # Durability
 //! The shard thread is the environment's only writer. It keeps one write
@@ -33,12 +34,14 @@
 //! a due key at the open time in one synced transaction: every row claimed
 //! when the process died is due again (at-least-once).
 
+pub mod dead;
 pub mod index;
 pub mod keys;
 pub mod record;
 mod tenants;
 pub(crate) mod write;
 
+pub use dead::{DeadFilter, DeadItem, DeadPosition, Revived};
 pub use index::TxnIndex;
 pub use record::{CorruptRecord, Hook, RowRecord, RowStatus};
 pub use tenants::TenantTable;
@@ -310,6 +313,37 @@ impl ShardStore {
     pub fn hook_count(&self) -> Result<u64, StoreError> {
         let rtxn = self.env.read_txn()?;
         Ok(self.hooks.len(&rtxn)?)
+    }
+
+    /// How many rows are due (pending and unclaimed) in this shard.
+    pub fn due_count(&self) -> Result<u64, StoreError> {
+        let rtxn = self.env.read_txn()?;
+        Ok(self.due.len(&rtxn)?)
+    }
+
+    /// How many rows are dead-lettered in this shard.
+    pub fn dead_count(&self) -> Result<u64, StoreError> {
+        let rtxn = self.env.read_txn()?;
+        Ok(self.dead.len(&rtxn)?)
+    }
+
+    /// How many rows are due (pending and unclaimed) per tenant. It reads
+    /// every due key: an admin call, not a hot path.
+    pub fn due_by_tenant(&self) -> Result<Vec<(TenantId, u64)>, StoreError> {
+        let table = TenantTable::load(self)?;
+        let rtxn = self.env.read_txn()?;
+        let mut out = Vec::new();
+        for (no, name) in table.names().iter().enumerate() {
+            let low = keys::timed_key(no as u32, 0, RowId::MIN);
+            let high = keys::timed_key(no as u32, u64::MAX, RowId::MAX);
+            let bounds = (
+                std::ops::Bound::Included(&low[..]),
+                std::ops::Bound::Included(&high[..]),
+            );
+            let count = self.due.range(&rtxn, &bounds)?.count() as u64;
+            out.push((name.clone(), count));
+        }
+        Ok(out)
     }
 
     /// The earliest due time of any pending, unclaimed row.

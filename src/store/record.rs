@@ -8,7 +8,8 @@
 //!
 //! Row (key: seq, sink index): `1, state u8 (0 pending, 1 dead), sink_type,
 //! attempts u32, first_attempt_at_ms u64 (0 = never), at_ms u64 (due time
-//! while pending, dead time once dead), size u64, error?`.
+//! while pending, dead time once dead), size u64, error?, replay?`. A row
+//! written before replays existed ends after `error`.
 
 use crate::core::TenantId;
 use std::fmt;
@@ -66,6 +67,8 @@ pub struct RowRecord {
     pub size_bytes: u64,
     /// The last error (pending) or the dead-letter reason (dead).
     pub error: Option<String>,
+    /// The replay that revived the row, if any.
+    pub replay: Option<Arc<str>>,
 }
 
 /// A record that does not decode: a broken invariant of the store.
@@ -206,6 +209,26 @@ pub fn decode_hook(seq: u64, b: &[u8]) -> Result<Hook, CorruptRecord> {
     })
 }
 
+/// A hook's ids without its headers and body (dead-letter listings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookHead {
+    pub id: String,
+    pub tenant: TenantId,
+    pub source_id: Arc<str>,
+}
+
+pub fn decode_hook_head(b: &[u8]) -> Result<HookHead, CorruptRecord> {
+    let mut r = Reader { b, what: "hook" };
+    if r.u8()? != FORMAT {
+        return Err(CorruptRecord { what: "hook" });
+    }
+    Ok(HookHead {
+        id: r.string()?,
+        tenant: Arc::from(r.string()?),
+        source_id: Arc::from(r.string()?),
+    })
+}
+
 pub fn encode_row(row: &RowRecord) -> Vec<u8> {
     let mut w = Writer(Vec::with_capacity(48));
     w.0.push(FORMAT);
@@ -219,6 +242,7 @@ pub fn encode_row(row: &RowRecord) -> Vec<u8> {
     w.u64(row.at_ms);
     w.u64(row.size_bytes);
     w.opt(row.error.as_deref());
+    w.opt(row.replay.as_deref());
     w.0
 }
 
@@ -240,6 +264,11 @@ pub fn decode_row(b: &[u8]) -> Result<RowRecord, CorruptRecord> {
         at_ms: r.u64()?,
         size_bytes: r.u64()?,
         error: r.opt()?,
+        replay: if r.b.is_empty() {
+            None
+        } else {
+            r.opt()?.map(Arc::from)
+        },
     };
     r.end()?;
     Ok(row)
@@ -263,6 +292,14 @@ mod tests {
             body: b"{\"a\":1}".to_vec(),
         };
         let bytes = encode_hook(&hook);
+        assert_eq!(
+            decode_hook_head(&bytes),
+            Ok(HookHead {
+                id: hook.id.clone(),
+                tenant: hook.tenant.clone(),
+                source_id: hook.source_id.clone(),
+            })
+        );
         assert_eq!(decode_hook(9, &bytes), Ok(hook));
         assert!(decode_hook(9, &bytes[..bytes.len() - 1]).is_err());
         let row = RowRecord {
@@ -273,6 +310,7 @@ mod tests {
             at_ms: 6,
             size_bytes: 7,
             error: Some("boom".into()),
+            replay: Some("r1".into()),
         };
         assert_eq!(decode_row(&encode_row(&row)), Ok(row));
         assert!(decode_row(&[1, 7]).is_err());

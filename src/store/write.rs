@@ -1,6 +1,7 @@
 //! The shard thread's writes: committing hooks and applying the core's
 //! store operations, all inside the loop iteration's one transaction.
 
+use super::dead::{self, ReplayCounter};
 use super::keys::{hook_key, inflight_value, row_key, timed_key};
 use super::record::{encode_hook, encode_row, Hook, RowRecord, RowStatus};
 use super::{ShardStore, StoreError, TenantTable};
@@ -39,6 +40,7 @@ pub fn write_commit(
             at_ms: now_ms,
             size_bytes: hook.size_bytes(),
             error: None,
+            replay: None,
         };
         store.rows.put(wtxn, &row_key(row), &encode_row(&record))?;
         store.due.put(
@@ -75,11 +77,13 @@ pub fn apply(
                 &inflight_value(tenant_no, *size_bytes),
             )?;
         }
-        StoreOp::Delivered { row } | StoreOp::Forget { row } => {
-            store.inflight.delete(wtxn, &row_key(*row))?;
-            store.rows.delete(wtxn, &row_key(*row))?;
-            delete_hook_if_rowless(store, wtxn, row.seq)?;
+        StoreOp::Delivered { row, replay } => {
+            forget(store, wtxn, *row)?;
+            if let Some(replay) = replay {
+                dead::count_replay(store, wtxn, replay, ReplayCounter::Delivered)?;
+            }
         }
+        StoreOp::Forget { row } => forget(store, wtxn, *row)?,
         StoreOp::Reschedule {
             row,
             fields,
@@ -121,9 +125,19 @@ pub fn apply(
             store
                 .dead
                 .put(wtxn, &timed_key(tenant_no, *dead_at_ms, *row), &[])?;
+            if let Some(replay) = &fields.replay {
+                dead::count_replay(store, wtxn, replay, ReplayCounter::DeadAgain)?;
+            }
         }
     }
     Ok(())
+}
+
+/// Drops a row (delivered, or its hook is gone), and its hook with its last row.
+fn forget(store: &ShardStore, wtxn: &mut RwTxn, row: RowId) -> Result<(), StoreError> {
+    store.inflight.delete(wtxn, &row_key(row))?;
+    store.rows.delete(wtxn, &row_key(row))?;
+    delete_hook_if_rowless(store, wtxn, row.seq)
 }
 
 /// Ends a row's claim and writes its record (pending or dead, at `at_ms`).
@@ -145,6 +159,7 @@ fn put_row(
         at_ms,
         size_bytes: fields.size_bytes,
         error,
+        replay: fields.replay.clone(),
     };
     store.rows.put(wtxn, &row_key(row), &encode_row(&record))?;
     Ok(())

@@ -2,6 +2,8 @@
 //! waiting on a condition with a deadline.
 #![allow(dead_code)]
 
+pub mod http;
+
 use goad::config::{SourceConfig, TenantLimitsConfig};
 use goad::{Config, Delivery, Engine, RowView, Sink, SinkConfig, SinkError};
 use std::path::Path;

@@ -1,0 +1,83 @@
+//! Structured log lines on stderr, in logfmt:
+//! `ts_ms=1764495000123 level=info msg="node listening" addr=127.0.0.1:7878`.
+//! A value with a space, a quote, an `=` or nothing in it is quoted.
+
+use std::fmt::{self, Display, Write as _};
+use std::io::Write as _;
+
+#[derive(Debug, Clone, Copy)]
+pub enum Level {
+    Info,
+    Warn,
+    Error,
+}
+
+impl Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Level::Info => "info",
+            Level::Warn => "warn",
+            Level::Error => "error",
+        })
+    }
+}
+
+pub fn info(msg: &str, fields: &[(&str, &dyn Display)]) {
+    write(Level::Info, msg, fields);
+}
+
+pub fn warn(msg: &str, fields: &[(&str, &dyn Display)]) {
+    write(Level::Warn, msg, fields);
+}
+
+pub fn error(msg: &str, fields: &[(&str, &dyn Display)]) {
+    write(Level::Error, msg, fields);
+}
+
+/// One line, written whole so lines from threads do not interleave.
+pub fn write(level: Level, msg: &str, fields: &[(&str, &dyn Display)]) {
+    let line = format_line(crate::runtime::wall_ms(), level, msg, fields);
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+fn format_line(ts_ms: u64, level: Level, msg: &str, fields: &[(&str, &dyn Display)]) -> String {
+    let mut line = format!("ts_ms={ts_ms} level={level} msg=");
+    push_value(&mut line, msg);
+    for (key, value) in fields {
+        let _ = write!(line, " {key}=");
+        push_value(&mut line, &value.to_string());
+    }
+    line.push('\n');
+    line
+}
+
+fn push_value(line: &mut String, value: &str) {
+    let plain = !value.is_empty()
+        && !value
+            .chars()
+            .any(|c| c.is_whitespace() || c == '"' || c == '=' || c.is_control());
+    if plain {
+        line.push_str(value);
+    } else {
+        let _ = write!(line, "{value:?}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_with_spaces_quotes_or_nothing_are_quoted() {
+        let line = format_line(
+            5,
+            Level::Warn,
+            "store failed",
+            &[("shard", &3), ("error", &"disk \"full\""), ("empty", &"")],
+        );
+        assert_eq!(
+            line,
+            "ts_ms=5 level=warn msg=\"store failed\" shard=3 error=\"disk \\\"full\\\"\" empty=\"\"\n"
+        );
+    }
+}

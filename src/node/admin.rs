@@ -1,0 +1,383 @@
+//! The admin routes and `/metrics`, answered on two worker threads so the
+//! HTTP loop never waits on a store scan or a shard.
+
+use super::http::{Replier, Request, Response};
+use super::replay::ReplaySpec;
+use super::routes::Route;
+use super::{metrics, NodeState};
+use crate::config::Config;
+use crate::runtime::Engine;
+use crate::store::{DeadFilter, DeadPosition};
+use crossbeam_channel::Receiver;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// Admin requests queued for the workers; more get 503.
+pub const ADMIN_QUEUE: usize = 64;
+
+const ADMIN_WORKERS: usize = 2;
+
+/// Dead letters per page by default, and at most.
+const DEFAULT_PAGE: usize = 100;
+const MAX_PAGE: usize = 1_000;
+
+pub struct AdminJob {
+    pub route: Route,
+    pub request: Request,
+    pub reply: Replier,
+}
+
+/// Starts the workers. They hold the node's state weakly: once the node is
+/// dropped, its job channel closes and they exit.
+pub(super) fn start_workers(state: &Arc<NodeState>, jobs: Receiver<AdminJob>) {
+    for n in 0..ADMIN_WORKERS {
+        let state = Arc::downgrade(state);
+        let jobs = jobs.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("goad-admin-{n}"))
+            .spawn(move || {
+                while let Ok(job) = jobs.recv() {
+                    let Some(state) = state.upgrade() else {
+                        return;
+                    };
+                    let response = match state.engine() {
+                        Some(engine) => answer(&state, engine, &job.route, &job.request),
+                        None => {
+                            Response::unavailable("not_ready", "the engine is still opening", 1)
+                        }
+                    };
+                    job.reply.send(response);
+                }
+            });
+        if let Err(e) = spawned {
+            crate::log::error("cannot start an admin worker", &[("error", &e)]);
+        }
+    }
+}
+
+fn answer(state: &NodeState, engine: &Engine, route: &Route, request: &Request) -> Response {
+    match route {
+        Route::Metrics => match metrics::render(engine) {
+            Ok(text) => Response::text(200, "text/plain; version=0.0.4", text),
+            Err(e) => store_error(&e),
+        },
+        Route::Pressure => match engine.pressure() {
+            Ok(p) => Response::json(
+                200,
+                &json!({"lag_ms": p.lag_ms, "window_full": p.window_full}),
+            ),
+            Err(e) => unavailable(&e),
+        },
+        Route::Stats => stats(engine),
+        Route::DeadLetters => dead_letters(engine, request),
+        Route::CreateReplay => create_replay(state, engine, request),
+        Route::GetReplay(id) => match state.replays.progress(engine, id) {
+            Ok(Some(progress)) => Response::json(200, &progress),
+            Ok(None) => Response::error(404, "unknown_replay", &format!("no replay {id:?}")),
+            Err(e) => store_error(&e),
+        },
+        Route::DeadLetterSource(source_id) => match engine.dead_letter_source(source_id) {
+            Ok(count) => {
+                crate::log::info(
+                    "source dead-lettered",
+                    &[("source", source_id), ("count", &count)],
+                );
+                Response::json(200, &json!({"count": count}))
+            }
+            Err(e) => unavailable(&e),
+        },
+        Route::Reload => reload(state, engine),
+        Route::Health | Route::Ready | Route::Ingest(_) => {
+            Response::error(500, "internal", "not an admin route")
+        }
+    }
+}
+
+fn store_error(e: &crate::store::StoreError) -> Response {
+    Response::unavailable("store_unavailable", &e.to_string(), 1)
+}
+
+fn unavailable(e: &crate::runtime::Unavailable) -> Response {
+    Response::unavailable("dispatch_unavailable", &e.to_string(), 1)
+}
+
+fn stats(engine: &Engine) -> Response {
+    let per_tenant = match engine.tenant_stats() {
+        Ok(s) => s,
+        Err(e) => return unavailable(&e),
+    };
+    let due = match engine.due_counts() {
+        Ok(d) => d,
+        Err(e) => return store_error(&e),
+    };
+    let shards: Vec<Value> = engine
+        .stats()
+        .iter()
+        .enumerate()
+        .map(|(k, s)| {
+            json!({
+                "shard": k,
+                "due": due[k],
+                "claimed": s.claimed_rows,
+                "claimed_bytes": s.claimed_bytes,
+                "running": s.running,
+                "queued": s.queued,
+                "parked": s.parked,
+                "breakers_open": s.breakers_open,
+                "window_full": s.window_full,
+                "commits": s.commits,
+                "delivered": s.delivered,
+                "retried": s.retried,
+                "dead": s.dead,
+                "abandoned_workers": s.abandoned_workers,
+            })
+        })
+        .collect();
+    let mut tenants = Vec::new();
+    for shard in &per_tenant {
+        let mut names: Vec<&str> = shard.due.iter().map(|(t, _)| &**t).collect();
+        names.extend(shard.tenants.iter().map(|t| &*t.tenant));
+        names.sort_unstable();
+        names.dedup();
+        for name in names {
+            let due = shard
+                .due
+                .iter()
+                .find(|(t, _)| &**t == name)
+                .map_or(0, |(_, n)| *n);
+            let core = shard.tenants.iter().find(|t| &*t.tenant == name);
+            tenants.push(json!({
+                "tenant": name,
+                "shard": shard.shard,
+                "due": due,
+                "claimed": core.map_or(0, |t| t.claimed_rows),
+                "running": core.map_or(0, |t| t.running),
+                "parked": core.map_or(0, |t| t.parked),
+                "breakers_open": core.map_or(0, |t| t.breakers_open),
+            }));
+        }
+    }
+    Response::json(200, &json!({"shards": shards, "tenants": tenants}))
+}
+
+/// A dead-letter cursor: the last listed row's `dead_at_ms-shard-seq-sink_index`.
+fn parse_cursor(text: &str) -> Option<DeadPosition> {
+    let mut parts = text.split('-');
+    let position = DeadPosition {
+        dead_at_ms: parts.next()?.parse().ok()?,
+        shard: parts.next()?.parse().ok()?,
+        row: crate::core::RowId {
+            seq: parts.next()?.parse().ok()?,
+            sink_index: parts.next()?.parse().ok()?,
+        },
+    };
+    parts.next().is_none().then_some(position)
+}
+
+fn format_cursor(p: &DeadPosition) -> String {
+    format!(
+        "{}-{}-{}-{}",
+        p.dead_at_ms, p.shard, p.row.seq, p.row.sink_index
+    )
+}
+
+fn dead_letters(engine: &Engine, request: &Request) -> Response {
+    let limit = match request.query_param("limit") {
+        None => DEFAULT_PAGE,
+        Some(text) => match text.parse::<usize>() {
+            Ok(n) if (1..=MAX_PAGE).contains(&n) => n,
+            _ => {
+                return Response::error(
+                    400,
+                    "bad_limit",
+                    &format!("limit must be an integer from 1 to {MAX_PAGE}, got {text:?}"),
+                )
+            }
+        },
+    };
+    let after = match request.query_param("cursor").filter(|c| !c.is_empty()) {
+        None => None,
+        Some(text) => match parse_cursor(&text) {
+            Some(p) => Some(p),
+            None => {
+                return Response::error(
+                    400,
+                    "bad_cursor",
+                    &format!("cursor {text:?} is not a cursor this node returned"),
+                )
+            }
+        },
+    };
+    let filter = DeadFilter {
+        source_id: request.query_param("source_id").filter(|s| !s.is_empty()),
+        tenant: request.query_param("tenant").filter(|s| !s.is_empty()),
+        since_ms: 0,
+        until_ms: u64::MAX,
+    };
+    let items = match engine.dead_letters(&filter, after, limit) {
+        Ok(items) => items,
+        Err(e) => return store_error(&e),
+    };
+    let next_cursor = (items.len() == limit)
+        .then(|| items.last().map(|i| format_cursor(&i.position)))
+        .flatten();
+    let items: Vec<Value> = items
+        .iter()
+        .map(|i| {
+            json!({
+                "hook_id": i.hook_id,
+                "source_id": i.source_id,
+                "tenant": &*i.tenant,
+                "sink_index": i.position.row.sink_index,
+                "sink_type": i.sink_type,
+                "reason": i.reason,
+                "attempts": i.attempts,
+                "dead_at_ms": i.position.dead_at_ms,
+            })
+        })
+        .collect();
+    Response::json(200, &json!({"items": items, "next_cursor": next_cursor}))
+}
+
+fn create_replay(state: &NodeState, engine: &Engine, request: &Request) -> Response {
+    let spec: ReplaySpec = if request.body.iter().all(u8::is_ascii_whitespace) {
+        ReplaySpec::default()
+    } else {
+        match serde_json::from_slice(&request.body) {
+            Ok(spec) => spec,
+            Err(e) => {
+                return Response::error(
+                    400,
+                    "bad_json",
+                    &format!(
+                        "the body must be {{\"source_id\"?, \"tenant\"?, \"since_ms\"?}}: {e}"
+                    ),
+                )
+            }
+        }
+    };
+    match state.replays.create(engine, spec) {
+        Ok((job, created)) => Response::json(
+            202,
+            &json!({"id": job.id, "matched": job.matched, "existing": !created}),
+        ),
+        Err(message) => Response::unavailable("store_unavailable", &message, 1),
+    }
+}
+
+/// Keys whose new value `reload` applies without a restart.
+const LIVE_KEYS: &[&str] = &[
+    "admin_token_env",
+    "replay.rate",
+    "replay.max_lag_ms",
+    "dispatch.concurrency",
+    "dispatch.sink_concurrency",
+    "dispatch.tenants",
+    "sources",
+];
+
+/// The dotted keys whose values differ (tables are compared one level down;
+/// `sources` and `dispatch.tenants` whole).
+fn changed_keys(old: &Config, new: &Config) -> Vec<String> {
+    let (old, new) = (
+        serde_json::to_value(old).expect("configs serialize"),
+        serde_json::to_value(new).expect("configs serialize"),
+    );
+    let mut changed = Vec::new();
+    let (Value::Object(old), Value::Object(new)) = (old, new) else {
+        return changed;
+    };
+    for (key, old_value) in &old {
+        let new_value = &new[key];
+        match (old_value, new_value) {
+            (Value::Object(a), Value::Object(b)) => {
+                for (sub, a_value) in a {
+                    if *a_value != b[sub] {
+                        changed.push(format!("{key}.{sub}"));
+                    }
+                }
+            }
+            (a, b) if a != b => changed.push(key.clone()),
+            _ => {}
+        }
+    }
+    changed
+}
+
+fn reload(state: &NodeState, engine: &Engine) -> Response {
+    let Some(path) = &state.config_path else {
+        return Response::error(
+            409,
+            "no_config_file",
+            "the node runs on embedded defaults; start it with --config to reload",
+        );
+    };
+    let new = match Config::load(path) {
+        Ok(c) => c,
+        Err(e) => return Response::error(400, "invalid_config", &e.to_string()),
+    };
+    let tokens = match super::auth::Tokens::from_config(&new) {
+        Ok(t) => t,
+        Err(e) => return Response::error(400, "invalid_config", &e.to_string()),
+    };
+    let mut current = state.config.write();
+    let changed = changed_keys(&current, &new);
+    if let Err(e) = engine.reconfigure(&new) {
+        return Response::error(400, "invalid_config", &e.to_string());
+    }
+    current.admin_token_env = new.admin_token_env.clone();
+    current.replay = new.replay.clone();
+    current.dispatch.concurrency = new.dispatch.concurrency;
+    current.dispatch.sink_concurrency = new.dispatch.sink_concurrency;
+    current.dispatch.tenants = new.dispatch.tenants.clone();
+    current.sources = new.sources.clone();
+    *state.tokens.write() = tokens;
+    let (applied, restart_required): (Vec<String>, Vec<String>) = changed
+        .into_iter()
+        .partition(|k| LIVE_KEYS.contains(&k.as_str()));
+    crate::log::info(
+        "config reloaded",
+        &[
+            ("applied", &applied.join(",")),
+            ("restart_required", &restart_required.join(",")),
+        ],
+    );
+    Response::json(
+        200,
+        &json!({"applied": applied, "restart_required": restart_required}),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_junk_is_refused() {
+        let p = DeadPosition {
+            dead_at_ms: 17,
+            shard: 1,
+            row: crate::core::RowId {
+                seq: 9,
+                sink_index: 2,
+            },
+        };
+        assert_eq!(parse_cursor(&format_cursor(&p)), Some(p));
+        assert_eq!(parse_cursor("1-2-3"), None);
+        assert_eq!(parse_cursor("1-2-3-4-5"), None);
+        assert_eq!(parse_cursor("a-b-c-d"), None);
+    }
+
+    #[test]
+    fn changed_keys_name_the_dotted_keys_that_differ() {
+        let old = Config::default();
+        let mut new = Config::default();
+        new.dispatch.concurrency = 9;
+        new.http.read_timeout_ms = 5;
+        new.shards = 3;
+        assert_eq!(
+            changed_keys(&old, &new),
+            vec!["dispatch.concurrency", "http.read_timeout_ms", "shards"]
+        );
+    }
+}

@@ -1,0 +1,9 @@
+//! HTTP/1.1 for the node: request parsing, responses and the mio server.
+
+pub mod request;
+pub mod response;
+pub mod server;
+
+pub use request::Request;
+pub use response::Response;
+pub use server::{Handler, Later, Replier, Server, Stopper};

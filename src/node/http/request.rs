@@ -1,0 +1,274 @@
+//! Parsing one HTTP/1.1 request out of a connection's read buffer, with
+//! `httparse` for the head and `Content-Length` framing for the body.
+//!
+//! Bounded: the head (request line and headers) is at most
+//! `MAX_HEAD_BYTES` with at most `MAX_HEADERS` headers, the body at most the
+//! node's `max_body_bytes`. A request without Content-Length has no body.
+//! Chunked bodies are refused (411): every
+//! provider goad serves sends a length, and refusing keeps the framing
+//! simple and unambiguous.
+
+use super::response::Response;
+use crate::limits::{MAX_HEADERS, MAX_HEAD_BYTES};
+
+/// A parsed request. Header names are lowercased.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub method: String,
+    /// The path without the query string.
+    pub path: String,
+    pub query: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// The connection stays open after the response.
+    pub keep_alive: bool,
+}
+
+impl Request {
+    /// The first value of a header.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// A query parameter, percent-decoded.
+    pub fn query_param(&self, name: &str) -> Option<String> {
+        self.query.split('&').find_map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (k == name).then(|| percent_decode(v))
+        })
+    }
+}
+
+/// What the buffer holds.
+#[derive(Debug)]
+pub enum Parsed {
+    /// More bytes are needed.
+    Partial,
+    /// A whole request, and how many bytes of the buffer it took.
+    Complete(Request, usize),
+    /// The request is malformed or over a bound: answer this and close.
+    Reject(Response),
+}
+
+/// Parses the request at the start of `buf`.
+pub fn parse(buf: &[u8], max_body_bytes: u64) -> Parsed {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    let head_len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD_BYTES => {
+            return Parsed::Reject(Response::error(
+                431,
+                "header_too_large",
+                &format!("the request head is over {MAX_HEAD_BYTES} bytes"),
+            ));
+        }
+        Ok(httparse::Status::Partial) => return Parsed::Partial,
+        Err(httparse::Error::TooManyHeaders) => {
+            return Parsed::Reject(Response::error(
+                431,
+                "too_many_headers",
+                &format!("the request has more than {MAX_HEADERS} headers"),
+            ));
+        }
+        Err(e) => {
+            return Parsed::Reject(Response::error(
+                400,
+                "bad_request",
+                &format!("malformed request: {e}"),
+            ))
+        }
+    };
+    if head_len > MAX_HEAD_BYTES {
+        return Parsed::Reject(Response::error(
+            431,
+            "header_too_large",
+            &format!("the request head is over {MAX_HEAD_BYTES} bytes"),
+        ));
+    }
+    let version = req.version.unwrap_or(1);
+    let method = req.method.unwrap_or_default().to_string();
+    let target = req.path.unwrap_or_default();
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let mut fields = Vec::with_capacity(req.headers.len());
+    for h in req.headers.iter() {
+        let Ok(value) = std::str::from_utf8(h.value) else {
+            return Parsed::Reject(Response::error(
+                400,
+                "bad_header",
+                &format!("header {} is not UTF-8", h.name),
+            ));
+        };
+        fields.push((h.name.to_ascii_lowercase(), value.trim().to_string()));
+    }
+    let mut request = Request {
+        method,
+        path: path.to_string(),
+        query: query.to_string(),
+        headers: fields,
+        body: Vec::new(),
+        keep_alive: false,
+    };
+    let connection = request.header("connection").map(str::to_ascii_lowercase);
+    request.keep_alive = match version {
+        1 => connection.as_deref() != Some("close"),
+        _ => connection.as_deref() == Some("keep-alive"),
+    };
+    if request.header("transfer-encoding").is_some() {
+        return Parsed::Reject(Response::error(
+            411,
+            "length_required",
+            "chunked or other transfer encodings are not accepted; send Content-Length",
+        ));
+    }
+    let length = match content_length(&request) {
+        Ok(n) => n,
+        Err(message) => {
+            return Parsed::Reject(Response::error(400, "bad_content_length", &message))
+        }
+    };
+    // No Content-Length (and no Transfer-Encoding): no body (RFC 9112
+    // §6.3). Ingest, which needs one, refuses such a request itself.
+    let length = length.unwrap_or(0);
+    if length > max_body_bytes {
+        return Parsed::Reject(Response::error(
+            413,
+            "body_too_large",
+            &format!("the body of {length} bytes is over max_body_bytes ({max_body_bytes})"),
+        ));
+    }
+    let total = head_len + length as usize;
+    if buf.len() < total {
+        return Parsed::Partial;
+    }
+    request.body = buf[head_len..total].to_vec();
+    Parsed::Complete(request, total)
+}
+
+/// The request's Content-Length: absent, or one valid value (repeats must agree).
+fn content_length(request: &Request) -> Result<Option<u64>, String> {
+    let mut length: Option<u64> = None;
+    for (_, value) in request
+        .headers
+        .iter()
+        .filter(|(n, _)| n == "content-length")
+    {
+        let n: u64 = value
+            .parse()
+            .map_err(|_| format!("Content-Length {value:?} is not a non-negative integer"))?;
+        if length.is_some_and(|l| l != n) {
+            return Err("conflicting Content-Length headers".to_string());
+        }
+        length = Some(n);
+    }
+    Ok(length)
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(b'%'),
+            },
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn complete(raw: &[u8]) -> (Request, usize) {
+        match parse(raw, 100) {
+            Parsed::Complete(r, n) => (r, n),
+            other => panic!("expected a request, got {other:?}"),
+        }
+    }
+
+    fn rejected(raw: &[u8]) -> u16 {
+        match parse(raw, 100) {
+            Parsed::Reject(r) => r.status,
+            other => panic!("expected a rejection, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_a_post_with_body_query_and_keep_alive() {
+        let raw = b"POST /v1/x?limit=5&source_id=a%20b HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nX-A: 1\r\n\r\nabcGET";
+        let (r, n) = complete(raw);
+        assert_eq!(n, raw.len() - 3);
+        assert_eq!(r.method, "POST");
+        assert_eq!(r.path, "/v1/x");
+        assert_eq!(r.query_param("limit").as_deref(), Some("5"));
+        assert_eq!(r.query_param("source_id").as_deref(), Some("a b"));
+        assert_eq!(r.header("x-a"), Some("1"));
+        assert_eq!(r.body, b"abc");
+        assert!(r.keep_alive);
+    }
+
+    #[test]
+    fn waits_for_the_whole_head_and_body() {
+        assert!(matches!(
+            parse(b"POST / HTTP/1.1\r\nContent-Le", 100),
+            Parsed::Partial
+        ));
+        assert!(matches!(
+            parse(b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nab", 100),
+            Parsed::Partial
+        ));
+    }
+
+    #[test]
+    fn connection_close_and_http_1_0_end_the_connection() {
+        let (r, _) = complete(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n");
+        assert!(!r.keep_alive);
+        let (r, _) = complete(b"GET / HTTP/1.0\r\n\r\n");
+        assert!(!r.keep_alive);
+    }
+
+    #[test]
+    fn rejects_bad_framing_with_the_right_status() {
+        assert_eq!(rejected(b"\x00\x01garbage\r\n\r\n"), 400);
+        assert_eq!(
+            rejected(b"POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n"),
+            400
+        );
+        assert_eq!(
+            rejected(b"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"),
+            400
+        );
+        assert_eq!(
+            rejected(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            411
+        );
+        assert_eq!(
+            rejected(b"POST / HTTP/1.1\r\nContent-Length: 101\r\n\r\n"),
+            413
+        );
+        let mut long = b"GET / HTTP/1.1\r\nX-Big: ".to_vec();
+        long.extend(std::iter::repeat_n(b'a', MAX_HEAD_BYTES));
+        assert_eq!(rejected(&long), 431);
+        let mut many = b"GET / HTTP/1.1\r\n".to_vec();
+        for i in 0..=MAX_HEADERS {
+            many.extend(format!("X-{i}: 1\r\n").as_bytes());
+        }
+        many.extend(b"\r\n");
+        assert_eq!(rejected(&many), 431);
+    }
+}

@@ -1,0 +1,120 @@
+//! A response and its HTTP/1.1 bytes. Errors are JSON
+//! `{"error": "<code>", "message": "<text>"}`.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Vec<u8>,
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    error: &'a str,
+    message: &'a str,
+}
+
+impl Response {
+    /// A JSON body.
+    pub fn json(status: u16, value: &impl Serialize) -> Response {
+        Response {
+            status,
+            content_type: "application/json",
+            headers: Vec::new(),
+            body: serde_json::to_vec(value).expect("response values serialize"),
+        }
+    }
+
+    /// A JSON error.
+    pub fn error(status: u16, code: &str, message: &str) -> Response {
+        Response::json(
+            status,
+            &ErrorBody {
+                error: code,
+                message,
+            },
+        )
+    }
+
+    /// 503 with `Retry-After` (seconds).
+    pub fn unavailable(code: &str, message: &str, retry_after_s: u64) -> Response {
+        Response::error(503, code, message).with_header("retry-after", retry_after_s.to_string())
+    }
+
+    pub fn text(status: u16, content_type: &'static str, body: String) -> Response {
+        Response {
+            status,
+            content_type,
+            headers: Vec::new(),
+            body: body.into_bytes(),
+        }
+    }
+
+    pub fn with_header(mut self, name: &'static str, value: String) -> Response {
+        self.headers.push((name, value));
+        self
+    }
+
+    /// Appends the response's bytes to `out`.
+    pub fn write_to(&self, out: &mut Vec<u8>, keep_alive: bool) {
+        use std::io::Write as _;
+        let _ = write!(
+            out,
+            "HTTP/1.1 {} {}\r\ncontent-type: {}\r\ncontent-length: {}\r\n",
+            self.status,
+            reason(self.status),
+            self.content_type,
+            self.body.len()
+        );
+        for (name, value) in &self.headers {
+            let _ = write!(out, "{name}: {value}\r\n");
+        }
+        if !keep_alive {
+            out.extend_from_slice(b"connection: close\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(&self.body);
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        202 => "Accepted",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        411 => "Length Required",
+        413 => "Content Too Large",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_is_json_with_its_length_and_extra_headers() {
+        let mut out = Vec::new();
+        Response::unavailable("queue_full", "later", 1).write_to(&mut out, false);
+        let text = String::from_utf8(out).unwrap();
+        let body = r#"{"error":"queue_full","message":"later"}"#;
+        assert_eq!(
+            text,
+            format!(
+                "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            )
+        );
+    }
+}

@@ -1,0 +1,505 @@
+//! The node's HTTP/1.1 front: one mio event loop thread over non-blocking
+//! sockets, keep-alive, one request in progress per connection (pipelined
+//! requests wait in the buffer, so responses keep their order).
+//!
+//! The loop never blocks on the engine: a [`Handler`] answers a request at
+//! once or takes a [`Replier`] and answers later from any thread (a commit
+//! answers from its shard once durable); the reply wakes the loop through a
+//! mio `Waker`. Slow clients are bounded by `http.read_timeout_ms` from a
+//! request's first byte (408, closed), idle keep-alive connections by
+//! `http.idle_timeout_ms`, and the connection count by
+//! `http.max_connections` (503, closed).
+//!
+//! Stopping (SIGTERM, SIGINT or [`Stopper::stop`]): the listener closes,
+//! idle connections close, requests in progress are answered with
+//! `connection: close`, and `run` returns once they are (or after
+//! `HTTP_DRAIN_MS`).
+
+use super::request::{parse, Parsed, Request};
+use super::response::Response;
+use crate::config::HttpConfig;
+use crate::limits::{HTTP_DRAIN_MS, MAX_HEAD_BYTES, READ_CHUNK_BYTES};
+use crossbeam_channel::{Receiver, Sender};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook_mio::v1_0::Signals;
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const LISTENER: Token = Token(usize::MAX - 1);
+const WAKER: Token = Token(usize::MAX - 2);
+const SIGNALS: Token = Token(usize::MAX - 3);
+
+/// How often the loop checks connection deadlines when nothing happens.
+const DEADLINE_CHECK: Duration = Duration::from_millis(100);
+
+/// Answers requests. Runs on the loop thread: it must not block.
+pub trait Handler: Send + Sync + 'static {
+    /// Answer now with `Some`, or take a [`Replier`] from `later` and
+    /// answer with it from any thread.
+    fn handle(&self, request: Request, later: Later<'_>) -> Option<Response>;
+}
+
+/// The means to answer a request later.
+pub struct Later<'a> {
+    target: (usize, u64),
+    wake: &'a Arc<Wake>,
+    taken: &'a mut bool,
+}
+
+impl Later<'_> {
+    pub fn replier(self) -> Replier {
+        *self.taken = true;
+        Replier {
+            target: Some(self.target),
+            wake: self.wake.clone(),
+        }
+    }
+}
+
+/// Answers one request from any thread. Dropped unanswered, it answers 500.
+pub struct Replier {
+    target: Option<(usize, u64)>,
+    wake: Arc<Wake>,
+}
+
+struct Wake {
+    replies: Sender<(usize, u64, Response)>,
+    waker: Waker,
+    pending: AtomicBool,
+    stop: AtomicBool,
+}
+
+impl Wake {
+    fn wake(&self) {
+        if !self.pending.swap(true, Ordering::AcqRel) {
+            let _ = self.waker.wake();
+        }
+    }
+}
+
+impl Replier {
+    pub fn send(mut self, response: Response) {
+        if let Some((slot, id)) = self.target.take() {
+            let _ = self.wake.replies.send((slot, id, response));
+            self.wake.wake();
+        }
+    }
+}
+
+impl Drop for Replier {
+    fn drop(&mut self) {
+        if let Some((slot, id)) = self.target.take() {
+            let response = Response::error(500, "internal", "the request was dropped unanswered");
+            let _ = self.wake.replies.send((slot, id, response));
+            self.wake.wake();
+        }
+    }
+}
+
+/// Stops a running server from another thread.
+#[derive(Clone)]
+pub struct Stopper(Arc<Wake>);
+
+impl Stopper {
+    pub fn stop(&self) {
+        self.0.stop.store(true, Ordering::Release);
+        let _ = self.0.waker.wake();
+    }
+}
+
+struct Conn {
+    stream: TcpStream,
+    input: Vec<u8>,
+    output: Vec<u8>,
+    written: usize,
+    /// The id of the request handed off whose answer has not come.
+    waiting: Option<u64>,
+    /// Whether the handed-off request keeps the connection open.
+    waiting_keep_alive: bool,
+    close_after_write: bool,
+    /// The peer closed its half: answer what is in progress, then close.
+    peer_closed: bool,
+    /// The first byte of the request in progress arrived then.
+    request_started: Option<Instant>,
+    last_active: Instant,
+    writable_interest: bool,
+}
+
+impl Conn {
+    fn is_idle(&self) -> bool {
+        self.waiting.is_none() && self.input.is_empty() && self.written == self.output.len()
+    }
+}
+
+/// A bound server, ready to run.
+pub struct Server {
+    poll: Poll,
+    listener: Option<TcpListener>,
+    signals: Signals,
+    wake: Arc<Wake>,
+    replies: Receiver<(usize, u64, Response)>,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    open: usize,
+    next_id: u64,
+    http: HttpConfig,
+    max_body_bytes: u64,
+    handler: Arc<dyn Handler>,
+    stopping_since: Option<Instant>,
+}
+
+impl Server {
+    /// Binds `addr` and registers SIGTERM and SIGINT.
+    pub fn bind(
+        addr: SocketAddr,
+        http: HttpConfig,
+        max_body_bytes: u64,
+        handler: Arc<dyn Handler>,
+    ) -> io::Result<Server> {
+        let poll = Poll::new()?;
+        let mut listener = TcpListener::bind(addr)?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let mut signals = Signals::new([SIGTERM, SIGINT])?;
+        poll.registry()
+            .register(&mut signals, SIGNALS, Interest::READABLE)?;
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let wake = Arc::new(Wake {
+            replies: tx,
+            waker: Waker::new(poll.registry(), WAKER)?,
+            pending: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+        });
+        Ok(Server {
+            poll,
+            listener: Some(listener),
+            signals,
+            wake,
+            replies: rx,
+            conns: Vec::new(),
+            free: Vec::new(),
+            open: 0,
+            next_id: 0,
+            http,
+            max_body_bytes,
+            handler,
+            stopping_since: None,
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        match &self.listener {
+            Some(l) => l.local_addr(),
+            None => Err(io::Error::other("the listener is closed")),
+        }
+    }
+
+    pub fn stopper(&self) -> Stopper {
+        Stopper(self.wake.clone())
+    }
+
+    /// Serves until stopped and drained.
+    pub fn run(mut self) -> io::Result<()> {
+        let mut events = Events::with_capacity(1024);
+        let mut last_check = Instant::now();
+        loop {
+            match self.poll.poll(&mut events, Some(DEADLINE_CHECK)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+            for event in events.iter() {
+                match event.token() {
+                    LISTENER => self.accept(),
+                    WAKER => self.take_replies(),
+                    SIGNALS => {
+                        for signal in self.signals.pending() {
+                            crate::log::info("stopping on signal", &[("signal", &signal)]);
+                            self.begin_stop();
+                        }
+                    }
+                    Token(slot) => self.drive(slot, true),
+                }
+            }
+            if self.wake.stop.load(Ordering::Acquire) && self.stopping_since.is_none() {
+                self.begin_stop();
+            }
+            if last_check.elapsed() >= DEADLINE_CHECK {
+                last_check = Instant::now();
+                self.check_deadlines();
+            }
+            if let Some(since) = self.stopping_since {
+                if self.open == 0 || since.elapsed() >= Duration::from_millis(HTTP_DRAIN_MS) {
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn begin_stop(&mut self) {
+        if self.stopping_since.is_some() {
+            return;
+        }
+        self.stopping_since = Some(Instant::now());
+        if let Some(mut listener) = self.listener.take() {
+            let _ = self.poll.registry().deregister(&mut listener);
+        }
+        for slot in 0..self.conns.len() {
+            if self.conns[slot].as_ref().is_some_and(Conn::is_idle) {
+                self.close(slot);
+            }
+        }
+    }
+
+    fn accept(&mut self) {
+        loop {
+            let Some(listener) = &self.listener else {
+                return;
+            };
+            let (mut stream, _) = match listener.accept() {
+                Ok(pair) => pair,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    crate::log::warn("accept failed", &[("error", &e)]);
+                    return;
+                }
+            };
+            if self.open >= self.http.max_connections {
+                let mut out = Vec::new();
+                Response::unavailable(
+                    "too_many_connections",
+                    &format!(
+                        "the node has {} connections open (http.max_connections)",
+                        self.open
+                    ),
+                    1,
+                )
+                .write_to(&mut out, false);
+                let _ = stream.write(&out);
+                continue;
+            }
+            let _ = stream.set_nodelay(true);
+            let slot = self.free.pop().unwrap_or_else(|| {
+                self.conns.push(None);
+                self.conns.len() - 1
+            });
+            if let Err(e) =
+                self.poll
+                    .registry()
+                    .register(&mut stream, Token(slot), Interest::READABLE)
+            {
+                crate::log::warn("cannot register a connection", &[("error", &e)]);
+                self.free.push(slot);
+                continue;
+            }
+            self.open += 1;
+            self.conns[slot] = Some(Conn {
+                stream,
+                input: Vec::new(),
+                output: Vec::new(),
+                written: 0,
+                waiting: None,
+                waiting_keep_alive: false,
+                close_after_write: false,
+                peer_closed: false,
+                request_started: None,
+                last_active: Instant::now(),
+                writable_interest: false,
+            });
+        }
+    }
+
+    fn take_replies(&mut self) {
+        self.wake.pending.store(false, Ordering::Release);
+        while let Ok((slot, id, response)) = self.replies.try_recv() {
+            let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+                continue;
+            };
+            if conn.waiting != Some(id) {
+                continue;
+            }
+            conn.waiting = None;
+            let keep_alive = conn.waiting_keep_alive && self.stopping_since.is_none();
+            response.write_to(&mut conn.output, keep_alive);
+            conn.close_after_write |= !keep_alive;
+            self.drive(slot, false);
+        }
+    }
+
+    /// Reads what arrived (when `readable`), answers what is complete and
+    /// writes what is pending; closes the connection when it is done.
+    fn drive(&mut self, slot: usize, readable: bool) {
+        let max_buffer = MAX_HEAD_BYTES + self.max_body_bytes as usize + READ_CHUNK_BYTES;
+        let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        let mut failed = false;
+        let mut read = readable || conn.waiting.is_none();
+        while read && !failed {
+            // A read that stopped at the buffer bound may have left bytes in
+            // the socket, which no new event will announce: read again once
+            // the buffered requests are answered.
+            let full = match read_into(conn, max_buffer) {
+                Ok(full) => full,
+                Err(_) => {
+                    failed = true;
+                    break;
+                }
+            };
+            while conn.waiting.is_none() && !conn.close_after_write && !conn.input.is_empty() {
+                match parse(&conn.input, self.max_body_bytes) {
+                    Parsed::Partial => {
+                        conn.request_started.get_or_insert_with(Instant::now);
+                        break;
+                    }
+                    Parsed::Reject(response) => {
+                        response.write_to(&mut conn.output, false);
+                        conn.close_after_write = true;
+                        conn.input.clear();
+                    }
+                    Parsed::Complete(request, used) => {
+                        conn.input.drain(..used);
+                        conn.request_started = None;
+                        let keep_alive = request.keep_alive && self.stopping_since.is_none();
+                        self.next_id += 1;
+                        let mut taken = false;
+                        let later = Later {
+                            target: (slot, self.next_id),
+                            wake: &self.wake,
+                            taken: &mut taken,
+                        };
+                        match self.handler.handle(request, later) {
+                            Some(response) => {
+                                response.write_to(&mut conn.output, keep_alive);
+                                conn.close_after_write |= !keep_alive;
+                            }
+                            None if taken => {
+                                conn.waiting = Some(self.next_id);
+                                conn.waiting_keep_alive = keep_alive;
+                            }
+                            None => {
+                                Response::error(500, "internal", "the request was not answered")
+                                    .write_to(&mut conn.output, false);
+                                conn.close_after_write = true;
+                            }
+                        }
+                    }
+                }
+            }
+            read = full && conn.waiting.is_none() && !conn.close_after_write;
+        }
+        if conn.peer_closed && conn.waiting.is_none() {
+            conn.close_after_write = true;
+        }
+        failed |= write_out(conn).is_err();
+        let done = conn.written == conn.output.len();
+        if done {
+            conn.output.clear();
+            conn.written = 0;
+        }
+        let close = failed || (done && conn.close_after_write);
+        if !close && done == conn.writable_interest {
+            // Ask for writable events only while output is pending.
+            conn.writable_interest = !done;
+            let interest = if done {
+                Interest::READABLE
+            } else {
+                Interest::READABLE | Interest::WRITABLE
+            };
+            failed |= self
+                .poll
+                .registry()
+                .reregister(&mut conn.stream, Token(slot), interest)
+                .is_err();
+        }
+        let stopping_and_idle = self.stopping_since.is_some() && conn.is_idle();
+        if close || failed || stopping_and_idle {
+            self.close(slot);
+        }
+    }
+
+    fn check_deadlines(&mut self) {
+        let read_timeout = Duration::from_millis(self.http.read_timeout_ms);
+        let idle_timeout = Duration::from_millis(self.http.idle_timeout_ms);
+        for slot in 0..self.conns.len() {
+            let Some(conn) = self.conns[slot].as_mut() else {
+                continue;
+            };
+            if conn.waiting.is_some() {
+                continue;
+            }
+            if conn
+                .request_started
+                .is_some_and(|t| t.elapsed() >= read_timeout)
+            {
+                conn.input.clear();
+                conn.request_started = None;
+                Response::error(
+                    408,
+                    "request_timeout",
+                    &format!(
+                        "the request did not arrive within {} ms (http.read_timeout_ms)",
+                        self.http.read_timeout_ms
+                    ),
+                )
+                .write_to(&mut conn.output, false);
+                conn.close_after_write = true;
+                self.drive(slot, false);
+            } else if conn.is_idle() && conn.last_active.elapsed() >= idle_timeout {
+                self.close(slot);
+            }
+        }
+    }
+
+    fn close(&mut self, slot: usize) {
+        if let Some(mut conn) = self.conns[slot].take() {
+            let _ = self.poll.registry().deregister(&mut conn.stream);
+            self.free.push(slot);
+            self.open -= 1;
+        }
+    }
+}
+
+/// Reads until the socket would block, the peer closed, or the buffer holds
+/// more than any request may be; true when it stopped at that bound.
+fn read_into(conn: &mut Conn, max_buffer: usize) -> io::Result<bool> {
+    let mut chunk = [0u8; READ_CHUNK_BYTES];
+    while !conn.peer_closed {
+        if conn.input.len() >= max_buffer {
+            return Ok(true);
+        }
+        match conn.stream.read(&mut chunk) {
+            Ok(0) => conn.peer_closed = true,
+            Ok(n) => {
+                conn.input.extend_from_slice(&chunk[..n]);
+                conn.last_active = Instant::now();
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(false)
+}
+
+fn write_out(conn: &mut Conn) -> io::Result<()> {
+    while conn.written < conn.output.len() {
+        match conn.stream.write(&conn.output[conn.written..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                conn.written += n;
+                conn.last_active = Instant::now();
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,281 @@
+//! `goad serve`: the engine as a standalone node behind the HTTP API of
+//! DESIGN §5.
+//!
+//! Threads: the HTTP loop ([`http::Server`]); one that opens the engine
+//! (recovery) so the node answers `/healthz` and `/readyz` meanwhile; two
+//! admin workers for the routes that read or move many rows (so the loop
+//! never waits on them); the replay pacer. Ingest never leaves the loop
+//! thread until the engine's shard answers the commit.
+
+mod admin;
+mod auth;
+pub mod client;
+pub mod http;
+mod metrics;
+pub mod replay;
+mod routes;
+
+use crate::config::{Config, ConfigError};
+use crate::runtime::{Engine, OpenError};
+use crate::sink::Sink;
+use auth::Tokens;
+use crossbeam_channel::Sender;
+use http::{Server, Stopper};
+use parking_lot::RwLock;
+use replay::Replays;
+use std::fmt;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How to run a node.
+#[derive(Debug, Clone)]
+pub struct NodeOptions {
+    pub config: Config,
+    /// The file `POST /v1/reload` re-reads; `None` runs on embedded defaults.
+    pub config_path: Option<PathBuf>,
+    /// Listen on a non-loopback address without an admin token.
+    pub allow_open_admin: bool,
+}
+
+/// Why a node did not start or stopped with an error.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum NodeError {
+    Config(ConfigError),
+    /// A non-loopback listen address without an admin token.
+    OpenAdmin {
+        listen: String,
+    },
+    Listen {
+        listen: String,
+        source: std::io::Error,
+    },
+    Open(OpenError),
+    Io(std::io::Error),
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeError::Config(e) => write!(f, "{e}"),
+            NodeError::OpenAdmin { listen } => write!(
+                f,
+                "listen = {listen:?} is not a loopback address and no admin token is set: set admin_token_env (and the variable it names), or pass --allow-open-admin to serve the admin API unauthenticated"
+            ),
+            NodeError::Listen { listen, source } => write!(f, "cannot listen on {listen}: {source}"),
+            NodeError::Open(e) => write!(f, "cannot open the engine: {e}"),
+            NodeError::Io(e) => write!(f, "the HTTP loop failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for NodeError {}
+
+/// What every node thread shares.
+pub(crate) struct NodeState {
+    /// Set once the engine is open (recovery finished).
+    engine: OnceLock<Arc<Engine>>,
+    config: RwLock<Config>,
+    config_path: Option<PathBuf>,
+    tokens: RwLock<Tokens>,
+    admin: Sender<admin::AdminJob>,
+    replays: Replays,
+}
+
+impl NodeState {
+    fn engine(&self) -> Option<&Arc<Engine>> {
+        self.engine.get()
+    }
+}
+
+/// A running node.
+pub struct Node {
+    addr: SocketAddr,
+    stopper: Stopper,
+    state: Arc<NodeState>,
+    server: Option<JoinHandle<Result<(), NodeError>>>,
+}
+
+impl Node {
+    /// Validates the config, binds the listen address and starts serving;
+    /// the engine opens (recovers) in the background, and `/readyz` says
+    /// when it has.
+    pub fn start(options: NodeOptions) -> Result<Node, NodeError> {
+        Node::start_with_sinks(options, Vec::new())
+    }
+
+    /// `start` with the host's Rust sinks: config sink entries with
+    /// `type = name` use them.
+    pub fn start_with_sinks(
+        options: NodeOptions,
+        host_sinks: Vec<(String, Arc<dyn Sink>)>,
+    ) -> Result<Node, NodeError> {
+        let config = options.config;
+        let names: Vec<&str> = host_sinks.iter().map(|(n, _)| n.as_str()).collect();
+        config
+            .validate_with_sinks(&names)
+            .map_err(NodeError::Config)?;
+        let tokens = Tokens::from_config(&config).map_err(NodeError::Config)?;
+        let addr = resolve(&config.listen)?;
+        if !addr.ip().is_loopback() && tokens.admin.is_none() && !options.allow_open_admin {
+            return Err(NodeError::OpenAdmin {
+                listen: config.listen.clone(),
+            });
+        }
+        let (admin_tx, admin_rx) = crossbeam_channel::bounded(admin::ADMIN_QUEUE);
+        let state = Arc::new(NodeState {
+            engine: OnceLock::new(),
+            replays: Replays::new(&config.data_dir),
+            config: RwLock::new(config.clone()),
+            config_path: options.config_path,
+            tokens: RwLock::new(tokens),
+            admin: admin_tx,
+        });
+        let handler = Arc::new(routes::NodeHandler::new(state.clone()));
+        let server = Server::bind(addr, config.http.clone(), config.max_body_bytes, handler)
+            .map_err(|source| NodeError::Listen {
+                listen: config.listen.clone(),
+                source,
+            })?;
+        let addr = server.local_addr().map_err(NodeError::Io)?;
+        let stopper = server.stopper();
+        admin::start_workers(&state, admin_rx);
+        let opener = {
+            let state = state.clone();
+            let stopper = stopper.clone();
+            std::thread::Builder::new()
+                .name("goad-open".into())
+                .spawn(move || open_engine(&state, config, host_sinks, &stopper))
+                .map_err(NodeError::Io)?
+        };
+        let server = std::thread::Builder::new()
+            .name("goad-http".into())
+            .spawn(move || {
+                let served = server.run().map_err(NodeError::Io);
+                let opened = opener.join().unwrap_or(Ok(()));
+                served.and(opened)
+            })
+            .map_err(NodeError::Io)?;
+        crate::log::info("node listening", &[("addr", &addr)]);
+        Ok(Node {
+            addr,
+            stopper,
+            state,
+            server: Some(server),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Waits until the engine is open; false if it is not within `wait`.
+    pub fn wait_ready(&self, wait: Duration) -> bool {
+        let deadline = Instant::now() + wait;
+        while self.state.engine().is_none() {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
+    }
+
+    /// The engine, once open (for embedding and tests).
+    pub fn engine(&self) -> Option<Arc<Engine>> {
+        self.state.engine().cloned()
+    }
+
+    /// Begins a graceful stop (as SIGTERM does).
+    pub fn stop(&self) {
+        self.stopper.stop();
+    }
+
+    /// Waits until the node stopped: the HTTP loop answered what was in
+    /// flight, replays paused, and the engine shut down (synced).
+    pub fn wait(mut self) -> Result<(), NodeError> {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<(), NodeError> {
+        let Some(server) = self.server.take() else {
+            return Ok(());
+        };
+        let served = server.join().unwrap_or_else(|_| {
+            Err(NodeError::Io(std::io::Error::other(
+                "the HTTP loop panicked",
+            )))
+        });
+        self.state.replays.stop();
+        if let Some(engine) = self.state.engine() {
+            engine.shutdown();
+        }
+        crate::log::info("node stopped", &[]);
+        served
+    }
+}
+
+/// Dropping a node stops it gracefully and waits.
+impl Drop for Node {
+    fn drop(&mut self) {
+        if self.server.is_some() {
+            self.stop();
+            let _ = self.finish();
+        }
+    }
+}
+
+fn resolve(listen: &str) -> Result<SocketAddr, NodeError> {
+    let invalid = || {
+        NodeError::Config(ConfigError::Invalid {
+            key: "listen".into(),
+            rule: "a host:port address".into(),
+            value: format!("{listen:?}"),
+        })
+    };
+    listen
+        .to_socket_addrs()
+        .map_err(|_| invalid())?
+        .next()
+        .ok_or_else(invalid)
+}
+
+/// Opens the engine (recovering claimed rows), then resumes replays. On
+/// failure the node stops with the error.
+fn open_engine(
+    state: &Arc<NodeState>,
+    config: Config,
+    host_sinks: Vec<(String, Arc<dyn Sink>)>,
+    stopper: &Stopper,
+) -> Result<(), NodeError> {
+    let started = Instant::now();
+    let builder = host_sinks
+        .into_iter()
+        .fold(Engine::builder(config), |b, (name, sink)| {
+            b.sink(name, sink)
+        });
+    match builder.open() {
+        Ok(engine) => {
+            let engine = Arc::new(engine);
+            let recovered: u64 = engine.stats().iter().map(|s| s.recovered).sum();
+            let _ = state.engine.set(engine.clone());
+            crate::log::info(
+                "engine ready",
+                &[
+                    ("recovered_rows", &recovered),
+                    ("open_ms", &started.elapsed().as_millis()),
+                ],
+            );
+            state.replays.start(state.clone());
+            Ok(())
+        }
+        Err(e) => {
+            crate::log::error("cannot open the engine", &[("error", &e)]);
+            stopper.stop();
+            Err(NodeError::Open(e))
+        }
+    }
+}

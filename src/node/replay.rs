@@ -1,0 +1,358 @@
+//! Replays: revive dead rows through the normal pipeline at a pace.
+//!
+//! A replay takes the dead rows matching its filter (source, tenant, dead
+//! at or after `since_ms`) that were dead when it was created; rows that die
+//! later, including its own that die again, are not taken. A pacer thread
+//! moves them back to due in steps of at most `replay.rate` rows per second,
+//! and moves none while the engine's pressure shows a lag over
+//! `replay.max_lag_ms` or a full window. Each step runs inside the owning
+//! shard, which resets the rows' attempts, tags them with the replay's id
+//! (sinks see it as `x-goad-replay-id`) and counts them; the shard counts
+//! their deliveries and new deaths in the same transactions.
+//!
+//! A replay's definition and state are a JSON file in
+//! `<data_dir>/replays/`, written (synced, then renamed) when it is created
+//! and when its state changes; its counters are in the shards' stores. After
+//! a restart a running replay resumes where the stores say it is: the rows
+//! it moved are no longer dead, so it only takes what is left.
+//!
+//! A replay pauses itself when, of its rows, at least `AUTO_PAUSE_MIN_DEAD`
+//! died again and more died than were delivered: replaying into a sink that
+//! still fails only refills the dead letters.
+
+use super::NodeState;
+use crate::runtime::{Engine, ReviveStep};
+use crate::store::{DeadFilter, StoreError};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How often the pacer moves rows.
+const STEP_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Rows of a replay dead again before it may pause itself.
+pub const AUTO_PAUSE_MIN_DEAD: u64 = 100;
+
+/// What a replay takes, as `POST /v1/replays` gives it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplaySpec {
+    pub source_id: Option<String>,
+    pub tenant: Option<String>,
+    pub since_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplayState {
+    /// Moving rows.
+    Running,
+    /// Every matching row was moved; their outcomes keep counting.
+    Done,
+    /// Stopped moving rows by itself (see `error`).
+    Paused,
+}
+
+impl ReplayState {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReplayState::Running => "running",
+            ReplayState::Done => "done",
+            ReplayState::Paused => "paused",
+        }
+    }
+}
+
+/// A replay as stored in its file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayJob {
+    pub id: String,
+    pub spec: ReplaySpec,
+    pub created_at_ms: u64,
+    /// Matching dead rows when it was created.
+    pub matched: u64,
+    pub state: ReplayState,
+    pub error: Option<String>,
+}
+
+impl ReplayJob {
+    fn filter(&self) -> DeadFilter {
+        DeadFilter {
+            source_id: self.spec.source_id.clone(),
+            tenant: self.spec.tenant.clone(),
+            since_ms: self.spec.since_ms.unwrap_or(0),
+            until_ms: self.created_at_ms,
+        }
+    }
+}
+
+/// A replay's progress, as `GET /v1/replays/{id}` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReplayProgress {
+    #[serde(flatten)]
+    pub job: ReplayJob,
+    pub moved: u64,
+    pub delivered: u64,
+    pub dead_again: u64,
+    /// The last step moved nothing because of pressure.
+    pub throttled: bool,
+}
+
+/// The pacer's memory of a running replay (rebuilt after a restart).
+#[derive(Default)]
+struct Pace {
+    /// Per shard: where its last step stopped, and whether it has no more.
+    cursors: Vec<Option<Vec<u8>>>,
+    exhausted: Vec<bool>,
+    /// Rows the rate allows now.
+    allowance: f64,
+    throttled: bool,
+}
+
+/// The node's replays.
+pub struct Replays {
+    dir: PathBuf,
+    jobs: Mutex<Vec<ReplayJob>>,
+    paces: Mutex<HashMap<String, Pace>>,
+    stop: Arc<AtomicBool>,
+    pacer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Replays {
+    /// Loads the replays stored under `data_dir`; a file that does not
+    /// parse is reported and skipped.
+    pub fn new(data_dir: &Path) -> Replays {
+        let dir = data_dir.join("replays");
+        let mut jobs = Vec::new();
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.extension().is_none_or(|e| e != "json") {
+                    continue;
+                }
+                match std::fs::read(&path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+                {
+                    Ok(job) => jobs.push(job),
+                    Err(e) => crate::log::warn(
+                        "skipping an unreadable replay file",
+                        &[("path", &path.display()), ("error", &e)],
+                    ),
+                }
+            }
+        }
+        jobs.sort_by_key(|j: &ReplayJob| j.created_at_ms);
+        Replays {
+            dir,
+            jobs: Mutex::new(jobs),
+            paces: Mutex::new(HashMap::new()),
+            stop: Arc::new(AtomicBool::new(false)),
+            pacer: Mutex::new(None),
+        }
+    }
+
+    /// Creates a replay, or returns the running one with the same spec
+    /// (`false`: it already existed).
+    pub fn create(&self, engine: &Engine, spec: ReplaySpec) -> Result<(ReplayJob, bool), String> {
+        let mut jobs = self.jobs.lock();
+        if let Some(job) = jobs
+            .iter()
+            .find(|j| j.spec == spec && j.state == ReplayState::Running)
+        {
+            return Ok((job.clone(), false));
+        }
+        let mut job = ReplayJob {
+            id: uuid::Uuid::now_v7().to_string(),
+            spec,
+            created_at_ms: crate::runtime::wall_ms(),
+            matched: 0,
+            state: ReplayState::Running,
+            error: None,
+        };
+        job.matched = engine
+            .count_dead(&job.filter())
+            .map_err(|e: StoreError| e.to_string())?;
+        self.save(&job)
+            .map_err(|e| format!("cannot store the replay: {e}"))?;
+        jobs.push(job.clone());
+        crate::log::info(
+            "replay created",
+            &[("replay", &job.id), ("matched", &job.matched)],
+        );
+        Ok((job, true))
+    }
+
+    /// A replay's progress.
+    pub fn progress(
+        &self,
+        engine: &Engine,
+        id: &str,
+    ) -> Result<Option<ReplayProgress>, StoreError> {
+        let Some(job) = self.jobs.lock().iter().find(|j| j.id == id).cloned() else {
+            return Ok(None);
+        };
+        let (moved, delivered, dead_again) = engine.replay_counters(id)?;
+        let throttled = self.paces.lock().get(id).is_some_and(|p| p.throttled);
+        Ok(Some(ReplayProgress {
+            job,
+            moved,
+            delivered,
+            dead_again,
+            throttled,
+        }))
+    }
+
+    /// Starts the pacer.
+    pub(super) fn start(&self, state: Arc<NodeState>) {
+        let stop = self.stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("goad-replay".into())
+            .spawn(move || {
+                let mut last = Instant::now();
+                while !stop.load(Ordering::Acquire) {
+                    std::thread::sleep(STEP_INTERVAL);
+                    let elapsed_s = last.elapsed().as_secs_f64();
+                    last = Instant::now();
+                    if let Some(engine) = state.engine() {
+                        let (rate, max_lag_ms) = {
+                            let c = state.config.read();
+                            (c.replay.rate, c.replay.max_lag_ms)
+                        };
+                        state.replays.step_all(engine, rate, max_lag_ms, elapsed_s);
+                    }
+                }
+            });
+        match handle {
+            Ok(h) => *self.pacer.lock() = Some(h),
+            Err(e) => crate::log::error("cannot start the replay pacer", &[("error", &e)]),
+        }
+    }
+
+    /// Stops the pacer (replays resume at the next start).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(h) = self.pacer.lock().take() {
+            let _ = h.join();
+        }
+    }
+
+    fn step_all(&self, engine: &Engine, rate: u32, max_lag_ms: u64, elapsed_s: f64) {
+        let running: Vec<ReplayJob> = self
+            .jobs
+            .lock()
+            .iter()
+            .filter(|j| j.state == ReplayState::Running)
+            .cloned()
+            .collect();
+        if running.is_empty() {
+            return;
+        }
+        let pressure = engine.pressure().ok();
+        let held = pressure.is_none_or(|p| p.lag_ms > max_lag_ms || p.window_full);
+        for job in running {
+            let next = self.step(engine, &job, held, f64::from(rate), elapsed_s);
+            if let Some((state, error)) = next {
+                self.set_state(&job.id, state, error);
+            }
+        }
+    }
+
+    /// One pacing step of one replay; its new state if it changed.
+    fn step(
+        &self,
+        engine: &Engine,
+        job: &ReplayJob,
+        held: bool,
+        rate: f64,
+        elapsed_s: f64,
+    ) -> Option<(ReplayState, Option<String>)> {
+        let shards = engine.shard_count();
+        let mut paces = self.paces.lock();
+        let pace = paces.entry(job.id.clone()).or_insert_with(|| Pace {
+            cursors: vec![None; shards],
+            exhausted: vec![false; shards],
+            ..Pace::default()
+        });
+        pace.throttled = held;
+        if held {
+            return None;
+        }
+        // Up to a fifth of a second's worth may accumulate, so a step's
+        // size follows the rate without bursting after a pause.
+        pace.allowance = (pace.allowance + rate * elapsed_s).min(rate / 5.0 + 1.0);
+        let mut budget = pace.allowance.floor() as u64;
+        for k in 0..shards {
+            if budget == 0 {
+                break;
+            }
+            if pace.exhausted[k] {
+                continue;
+            }
+            let step = ReviveStep {
+                replay: Arc::from(job.id.as_str()),
+                filter: job.filter(),
+                cursor: pace.cursors[k].clone(),
+                max_rows: budget,
+            };
+            match engine.revive(k, step) {
+                Ok(revived) => {
+                    budget -= revived.moved;
+                    pace.allowance -= revived.moved as f64;
+                    pace.cursors[k] = revived.cursor;
+                    pace.exhausted[k] = revived.exhausted;
+                }
+                Err(e) => {
+                    crate::log::warn("replay step failed", &[("replay", &job.id), ("error", &e)]);
+                    return None;
+                }
+            }
+        }
+        if pace.exhausted.iter().all(|e| *e) {
+            return Some((ReplayState::Done, None));
+        }
+        let (_, delivered, dead_again) = engine.replay_counters(&job.id).ok()?;
+        if dead_again >= AUTO_PAUSE_MIN_DEAD && dead_again > delivered {
+            let error = format!(
+                "auto-paused: {dead_again} replayed deliveries dead-lettered again ({delivered} delivered); fix the sink and start a new replay"
+            );
+            return Some((ReplayState::Paused, Some(error)));
+        }
+        None
+    }
+
+    fn set_state(&self, id: &str, state: ReplayState, error: Option<String>) {
+        let mut jobs = self.jobs.lock();
+        let Some(job) = jobs.iter_mut().find(|j| j.id == id) else {
+            return;
+        };
+        job.state = state;
+        job.error = error;
+        if let Err(e) = self.save(job) {
+            crate::log::warn(
+                "cannot store a replay's state",
+                &[("replay", &id), ("error", &e)],
+            );
+        }
+        crate::log::info("replay state", &[("replay", &id), ("state", &state.name())]);
+        self.paces.lock().remove(id);
+    }
+
+    /// Writes a replay's file durably: a synced temporary file renamed over it.
+    fn save(&self, job: &ReplayJob) -> std::io::Result<()> {
+        use std::io::Write as _;
+        std::fs::create_dir_all(&self.dir)?;
+        let path = self.dir.join(format!("{}.json", job.id));
+        let tmp = self.dir.join(format!("{}.json.tmp", job.id));
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(&serde_json::to_vec_pretty(job).map_err(std::io::Error::other)?)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        std::fs::File::open(&self.dir)?.sync_all()
+    }
+}

@@ -1,0 +1,234 @@
+//! The node's routes (DESIGN §5) and the part of each that runs on the HTTP
+//! loop: matching, authentication, and ingest, which hands the hook to its
+//! shard and answers from there once it is durable. Everything else goes to
+//! the admin workers.
+
+use super::admin::AdminJob;
+use super::auth::bearer_matches;
+use super::http::{Handler, Later, Request, Response};
+use super::NodeState;
+use crate::runtime::{CommitError, NewHook};
+use crossbeam_channel::TrySendError;
+use std::sync::Arc;
+
+/// A matched route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    Health,
+    Ready,
+    Metrics,
+    Ingest(String),
+    Pressure,
+    Stats,
+    DeadLetters,
+    CreateReplay,
+    GetReplay(String),
+    DeadLetterSource(String),
+    Reload,
+}
+
+impl Route {
+    /// Admin routes need the admin token when one is configured.
+    fn is_admin(&self) -> bool {
+        !matches!(
+            self,
+            Route::Health | Route::Ready | Route::Metrics | Route::Ingest(_)
+        )
+    }
+}
+
+/// Matches a method and path, or answers 404 / 405.
+pub fn route(method: &str, path: &str) -> Result<Route, Response> {
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let (route, allowed) = match segments.as_slice() {
+        ["healthz"] => (Route::Health, "GET"),
+        ["readyz"] => (Route::Ready, "GET"),
+        ["metrics"] => (Route::Metrics, "GET"),
+        ["v1", "pressure"] => (Route::Pressure, "GET"),
+        ["v1", "stats"] => (Route::Stats, "GET"),
+        ["v1", "dead-letters"] => (Route::DeadLetters, "GET"),
+        ["v1", "replays"] => (Route::CreateReplay, "POST"),
+        ["v1", "replays", id] if !id.is_empty() => (Route::GetReplay(id.to_string()), "GET"),
+        ["v1", "reload"] => (Route::Reload, "POST"),
+        ["v1", "sources", id, "hooks"] if !id.is_empty() => (Route::Ingest(id.to_string()), "POST"),
+        ["v1", "sources", id, "dead-letter"] if !id.is_empty() => {
+            (Route::DeadLetterSource(id.to_string()), "POST")
+        }
+        _ => {
+            return Err(Response::error(
+                404,
+                "not_found",
+                &format!("no route {method} {path}"),
+            ))
+        }
+    };
+    if method != allowed {
+        return Err(Response::error(
+            405,
+            "method_not_allowed",
+            &format!("{path} takes {allowed}, not {method}"),
+        )
+        .with_header("allow", allowed.to_string()));
+    }
+    Ok(route)
+}
+
+pub struct NodeHandler {
+    state: Arc<NodeState>,
+}
+
+impl NodeHandler {
+    pub(super) fn new(state: Arc<NodeState>) -> NodeHandler {
+        NodeHandler { state }
+    }
+
+    fn ingest(&self, source_id: String, request: Request, later: Later<'_>) -> Option<Response> {
+        let Some(engine) = self.state.engine() else {
+            return Some(not_ready());
+        };
+        match self.state.tokens.read().sources.get(&source_id) {
+            None => {
+                return Some(Response::error(
+                    404,
+                    "unknown_source",
+                    &format!("no source {source_id:?} is configured"),
+                ))
+            }
+            Some(Some(token)) if !bearer_matches(request.header("authorization"), token) => {
+                return Some(unauthorized("this source needs its ingest token"));
+            }
+            Some(_) => {}
+        }
+        if request.header("content-length").is_none() {
+            return Some(Response::error(
+                411,
+                "length_required",
+                "a hook needs a Content-Length",
+            ));
+        }
+        let hook = hook_of(source_id, request);
+        let replier = later.replier();
+        let committed = engine.commit_then(hook, move |result| {
+            replier.send(match result {
+                Ok(id) => Response::json(202, &serde_json::json!({ "id": id })),
+                Err(e) => commit_error(&e),
+            })
+        });
+        match committed {
+            Ok(()) => None,
+            Err(e) => Some(commit_error(&e)),
+        }
+    }
+}
+
+impl Handler for NodeHandler {
+    fn handle(&self, request: Request, later: Later<'_>) -> Option<Response> {
+        let route = match route(&request.method, &request.path) {
+            Ok(route) => route,
+            Err(response) => return Some(response),
+        };
+        if route.is_admin() {
+            if let Some(token) = &self.state.tokens.read().admin {
+                if !bearer_matches(request.header("authorization"), token) {
+                    return Some(unauthorized("the admin API needs the admin token"));
+                }
+            }
+        }
+        match route {
+            Route::Health => Some(Response::json(200, &serde_json::json!({"status": "ok"}))),
+            Route::Ready => Some(match self.state.engine() {
+                Some(_) => Response::json(200, &serde_json::json!({"status": "ready"})),
+                None => not_ready(),
+            }),
+            Route::Ingest(source_id) => self.ingest(source_id, request, later),
+            route => {
+                if self.state.engine().is_none() {
+                    return Some(not_ready());
+                }
+                let job = AdminJob {
+                    route,
+                    request,
+                    reply: later.replier(),
+                };
+                match self.state.admin.try_send(job) {
+                    Ok(()) => None,
+                    Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => {
+                        job.reply.send(Response::unavailable(
+                            "admin_busy",
+                            "too many admin requests are queued",
+                            1,
+                        ));
+                        None
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The hook a request carries: its body, content type, idempotency key and
+/// the provider headers that may ever be forwarded (credentials and framing
+/// headers are not stored).
+fn hook_of(source_id: String, request: Request) -> NewHook {
+    let content_type = request.header("content-type").map(str::to_string);
+    let dedupe_key = request.header("idempotency-key").map(str::to_string);
+    let headers = request
+        .headers
+        .into_iter()
+        .filter(|(name, _)| !crate::sink::never_forwarded(name))
+        .collect();
+    NewHook {
+        source_id,
+        headers,
+        content_type,
+        body: request.body,
+        dedupe_key,
+    }
+}
+
+fn commit_error(e: &CommitError) -> Response {
+    let message = e.to_string();
+    match e {
+        CommitError::UnknownSource(_) => Response::error(404, "unknown_source", &message),
+        CommitError::TooLarge { .. } => Response::error(413, "body_too_large", &message),
+        CommitError::QueueFull => Response::unavailable("queue_full", &message, 1),
+        CommitError::Store(_) => Response::unavailable("store_unavailable", &message, 1),
+        CommitError::Stopped => Response::unavailable("stopping", &message, 1),
+        CommitError::TimedOut => Response::unavailable("commit_timeout", &message, 1),
+    }
+}
+
+fn not_ready() -> Response {
+    Response::unavailable(
+        "not_ready",
+        "the engine is still opening (recovering claimed rows)",
+        1,
+    )
+}
+
+fn unauthorized(message: &str) -> Response {
+    Response::error(401, "unauthorized", message)
+        .with_header("www-authenticate", "Bearer".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_match_with_their_methods() {
+        assert_eq!(
+            route("POST", "/v1/sources/stripe/hooks"),
+            Ok(Route::Ingest("stripe".into()))
+        );
+        assert_eq!(
+            route("GET", "/v1/replays/r1"),
+            Ok(Route::GetReplay("r1".into()))
+        );
+        assert_eq!(route("GET", "/v1/sources//hooks").unwrap_err().status, 404);
+        let wrong = route("GET", "/v1/sources/stripe/hooks").unwrap_err();
+        assert_eq!(wrong.status, 405);
+        assert_eq!(wrong.headers, vec![("allow", "POST".to_string())]);
+        assert_eq!(route("GET", "/nope").unwrap_err().status, 404);
+    }
+}

@@ -1,0 +1,133 @@
+//! The engine's dead letters, replay steps and per-tenant gauges: what the
+//! node's admin routes read. Listings read the shards' stores directly
+//! (LMDB readers never block the writer); anything that moves rows runs
+//! inside the owning shard.
+
+use super::engine::{Engine, Unavailable};
+use super::latency::LatencySnapshot;
+use super::shard::ShardInput;
+use super::step::ReviveStep;
+use crate::core::{TenantId, TenantStats};
+use crate::store::{DeadFilter, DeadItem, DeadPosition, Revived, StoreError};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// How long a replay step or a stats call waits for a shard.
+const SHARD_CALL_WAIT: Duration = Duration::from_secs(10);
+
+/// One shard's gauges by tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardTenants {
+    pub shard: usize,
+    /// Rows due (pending, unclaimed) per tenant, from the store.
+    pub due: Vec<(TenantId, u64)>,
+    /// Claimed, running, parked and breakers per tenant, from the core.
+    pub tenants: Vec<TenantStats>,
+}
+
+impl Engine {
+    /// How long attempts took, from every IO worker.
+    pub fn attempt_latency(&self) -> LatencySnapshot {
+        self.latency.snapshot()
+    }
+
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Up to `limit` dead rows matching `filter`, newest first, after `after`.
+    pub fn dead_letters(
+        &self,
+        filter: &DeadFilter,
+        after: Option<DeadPosition>,
+        limit: usize,
+    ) -> Result<Vec<DeadItem>, StoreError> {
+        let mut out = Vec::new();
+        for (k, shard) in self.shards.iter().enumerate() {
+            out.extend(shard.store.dead_page(k as u32, filter, after, limit)?);
+        }
+        out.sort_by_key(|item| std::cmp::Reverse(item.position));
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    /// How many dead rows match `filter`.
+    pub fn count_dead(&self, filter: &DeadFilter) -> Result<u64, StoreError> {
+        self.shards.iter().map(|s| s.store.count_dead(filter)).sum()
+    }
+
+    /// Due rows per shard.
+    pub fn due_counts(&self) -> Result<Vec<u64>, StoreError> {
+        self.shards.iter().map(|s| s.store.due_count()).collect()
+    }
+
+    /// Dead rows per shard.
+    pub fn dead_counts(&self) -> Result<Vec<u64>, StoreError> {
+        self.shards.iter().map(|s| s.store.dead_count()).collect()
+    }
+
+    /// The earliest due time per shard (`None`: nothing due).
+    pub fn oldest_due(&self) -> Result<Vec<Option<u64>>, StoreError> {
+        self.shards
+            .iter()
+            .map(|s| s.store.oldest_due_ms())
+            .collect()
+    }
+
+    /// A replay's counters summed over the shards: (moved, delivered, dead again).
+    pub fn replay_counters(&self, replay: &str) -> Result<(u64, u64, u64), StoreError> {
+        let mut sum = (0, 0, 0);
+        for shard in &self.shards {
+            let (m, d, x) = shard.store.replay_counters(replay)?;
+            sum = (sum.0 + m, sum.1 + d, sum.2 + x);
+        }
+        Ok(sum)
+    }
+
+    /// Runs one replay step in shard `shard`.
+    pub fn revive(&self, shard: usize, step: ReviveStep) -> Result<Revived, Unavailable> {
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(Unavailable);
+        }
+        let deadline = Instant::now() + SHARD_CALL_WAIT;
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        self.shards[shard]
+            .input
+            .send_deadline(ShardInput::Revive { step, reply }, deadline)
+            .map_err(|_| Unavailable)?;
+        rx.recv_deadline(deadline)
+            .map_err(|_| Unavailable)?
+            .map_err(|_| Unavailable)
+    }
+
+    /// Every shard's gauges by tenant.
+    pub fn tenant_stats(&self) -> Result<Vec<ShardTenants>, Unavailable> {
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(Unavailable);
+        }
+        let deadline = Instant::now() + SHARD_CALL_WAIT;
+        let mut replies = Vec::new();
+        for shard in &self.shards {
+            let (reply, rx) = crossbeam_channel::bounded(1);
+            shard
+                .input
+                .send_deadline(ShardInput::TenantStats(reply), deadline)
+                .map_err(|_| Unavailable)?;
+            replies.push(rx);
+        }
+        let mut out = Vec::new();
+        for (k, rx) in replies.into_iter().enumerate() {
+            let tenants = rx.recv_deadline(deadline).map_err(|_| Unavailable)?;
+            let due = self.shards[k]
+                .store
+                .due_by_tenant()
+                .map_err(|_| Unavailable)?;
+            out.push(ShardTenants {
+                shard: k,
+                due,
+                tenants,
+            });
+        }
+        Ok(out)
+    }
+}

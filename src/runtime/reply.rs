@@ -1,0 +1,53 @@
+//! How a commit is answered once its batch is durable (or failed): a caller
+//! parked on a one-shot ([`Engine::commit`](super::Engine::commit)), or a
+//! callback run on the shard thread
+//! ([`Engine::commit_then`](super::Engine::commit_then), for callers such as
+//! the node's HTTP loop that must not block).
+
+use super::engine::CommitError;
+use super::oneshot;
+
+type Callback = Box<dyn FnOnce(Result<(), CommitError>) + Send>;
+
+/// Answers one commit exactly once. Dropped unanswered (the shard stopped),
+/// it answers `Stopped`.
+pub struct CommitReply(Option<Kind>);
+
+enum Kind {
+    Wait(oneshot::Sender<Result<(), CommitError>>),
+    Notify(Callback),
+}
+
+impl CommitReply {
+    pub fn wait(sender: oneshot::Sender<Result<(), CommitError>>) -> CommitReply {
+        CommitReply(Some(Kind::Wait(sender)))
+    }
+
+    pub fn notify(callback: impl FnOnce(Result<(), CommitError>) + Send + 'static) -> CommitReply {
+        CommitReply(Some(Kind::Notify(Box::new(callback))))
+    }
+
+    pub fn send(mut self, result: Result<(), CommitError>) {
+        match self.0.take() {
+            Some(Kind::Wait(sender)) => sender.send(result),
+            Some(Kind::Notify(callback)) => callback(result),
+            None => {}
+        }
+    }
+
+    /// Forgets the commit unanswered: its caller was told another way.
+    pub fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CommitReply {
+    fn drop(&mut self) {
+        if let Some(kind) = self.0.take() {
+            match kind {
+                Kind::Wait(sender) => drop(sender),
+                Kind::Notify(callback) => callback(Err(CommitError::Stopped)),
+            }
+        }
+    }
+}

@@ -1,0 +1,353 @@
+//! Dead letters: listing them newest first, counting and reviving them for
+//! a replay, and each replay's counters.
+//!
+//! A replay's counters live in the shard's `meta` database under
+//! `replay/<id>/<counter>` and change in the same transaction as the rows
+//! they count, so they survive a crash exactly as the rows do.
+
+use super::keys::{self, row_key, timed_key};
+use super::record::{decode_hook_head, decode_row, encode_row, RowStatus};
+use super::{ShardStore, StoreError, TenantTable};
+use crate::core::{RowId, TenantId};
+use heed::{RoTxn, RwTxn};
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// Which dead rows a listing or a replay takes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeadFilter {
+    pub source_id: Option<String>,
+    pub tenant: Option<String>,
+    /// Dead at or after this time.
+    pub since_ms: u64,
+    /// Dead at or before this time (a replay takes rows dead before it began).
+    pub until_ms: u64,
+}
+
+/// Where a dead row sits in the node's newest-first order: by dead time,
+/// then shard, then row, all descending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DeadPosition {
+    pub dead_at_ms: u64,
+    pub shard: u32,
+    pub row: RowId,
+}
+
+/// One dead row as listings show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadItem {
+    pub position: DeadPosition,
+    pub hook_id: String,
+    pub source_id: String,
+    pub tenant: TenantId,
+    pub sink_type: String,
+    pub reason: String,
+    pub attempts: u32,
+}
+
+/// The reason listed for a dead key whose row or hook does not decode (it
+/// is listed, never revived).
+const UNDECODABLE: &str = "undecodable delivery row";
+
+impl DeadItem {
+    fn is_decodable(&self) -> bool {
+        self.reason != UNDECODABLE
+    }
+}
+
+/// What one replay step did in a shard.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Revived {
+    pub moved: u64,
+    /// The last dead key examined: the next step starts after it.
+    pub cursor: Option<Vec<u8>>,
+    /// Every matching dead row of the shard has been moved.
+    pub exhausted: bool,
+}
+
+/// A replay counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayCounter {
+    Moved,
+    Delivered,
+    DeadAgain,
+}
+
+impl ReplayCounter {
+    fn name(self) -> &'static str {
+        match self {
+            ReplayCounter::Moved => "moved",
+            ReplayCounter::Delivered => "delivered",
+            ReplayCounter::DeadAgain => "dead",
+        }
+    }
+}
+
+fn counter_key(replay: &str, counter: ReplayCounter) -> String {
+    format!("replay/{replay}/{}", counter.name())
+}
+
+/// Adds `n` to a replay counter.
+pub(crate) fn add_replay(
+    store: &ShardStore,
+    wtxn: &mut RwTxn,
+    replay: &str,
+    counter: ReplayCounter,
+    n: u64,
+) -> Result<(), StoreError> {
+    let key = counter_key(replay, counter);
+    let now = store.meta_u64(wtxn, &key)?.unwrap_or(0);
+    store.put_meta(wtxn, &key, now + n)
+}
+
+/// Adds one to a replay counter.
+pub(crate) fn count_replay(
+    store: &ShardStore,
+    wtxn: &mut RwTxn,
+    replay: &str,
+    counter: ReplayCounter,
+) -> Result<(), StoreError> {
+    add_replay(store, wtxn, replay, counter, 1)
+}
+
+/// The tenants a filter reaches, as (number, id).
+fn tenants_of(table: &TenantTable, filter: &DeadFilter) -> Vec<(u32, TenantId)> {
+    match &filter.tenant {
+        Some(t) => table
+            .number(t)
+            .map(|no| (no, table.name(no).clone()))
+            .into_iter()
+            .collect(),
+        None => table
+            .names()
+            .iter()
+            .enumerate()
+            .map(|(no, name)| (no as u32, name.clone()))
+            .collect(),
+    }
+}
+
+/// A dead row's listing entry, or `None` when its source does not match.
+/// A row or hook that does not decode is listed with that as its reason.
+fn item(
+    store: &ShardStore,
+    txn: &RoTxn,
+    filter: &DeadFilter,
+    tenant: &TenantId,
+    position: DeadPosition,
+) -> Result<Option<DeadItem>, StoreError> {
+    let row = position.row;
+    let head = store
+        .hooks
+        .get(txn, &keys::hook_key(row.seq))?
+        .map(decode_hook_head);
+    let record = store.rows.get(txn, &row_key(row))?.map(decode_row);
+    let (hook_id, source_id) = match head {
+        Some(Ok(h)) => (h.id, h.source_id.to_string()),
+        _ => (String::new(), String::new()),
+    };
+    if filter.source_id.as_ref().is_some_and(|s| *s != source_id) {
+        return Ok(None);
+    }
+    let (sink_type, reason, attempts) = match record {
+        Some(Ok(r)) if r.status == RowStatus::Dead => (
+            r.sink_type.to_string(),
+            r.error.unwrap_or_default(),
+            r.attempts,
+        ),
+        _ => (String::new(), UNDECODABLE.to_string(), 0),
+    };
+    Ok(Some(DeadItem {
+        position,
+        hook_id,
+        source_id,
+        tenant: tenant.clone(),
+        sink_type,
+        reason,
+        attempts,
+    }))
+}
+
+impl ShardStore {
+    /// Up to `limit` of this shard's dead rows matching `filter`, newest
+    /// first, strictly after `after` in the node's newest-first order.
+    pub fn dead_page(
+        &self,
+        shard: u32,
+        filter: &DeadFilter,
+        after: Option<DeadPosition>,
+        limit: usize,
+    ) -> Result<Vec<DeadItem>, StoreError> {
+        let table = TenantTable::load(self)?;
+        let rtxn = self.env.read_txn()?;
+        let mut out = Vec::new();
+        for (no, tenant) in tenants_of(&table, filter) {
+            let low = timed_key(no, filter.since_ms, RowId::MIN);
+            let until = timed_key(no, filter.until_ms, RowId::MAX);
+            // The newest key this page may show in this shard.
+            let high = match after {
+                None => Bound::Included(until),
+                Some(c) if c.dead_at_ms > filter.until_ms => Bound::Included(until),
+                Some(c) if shard > c.shard => {
+                    Bound::Excluded(timed_key(no, c.dead_at_ms, RowId::MIN))
+                }
+                Some(c) if shard < c.shard => {
+                    Bound::Included(timed_key(no, c.dead_at_ms, RowId::MAX))
+                }
+                Some(c) => Bound::Excluded(timed_key(no, c.dead_at_ms, c.row)),
+            };
+            let high = match &high {
+                Bound::Included(k) => Bound::Included(&k[..]),
+                Bound::Excluded(k) => Bound::Excluded(&k[..]),
+                Bound::Unbounded => Bound::Unbounded,
+            };
+            let mut taken = 0;
+            for entry in self
+                .dead
+                .rev_range(&rtxn, &(Bound::Included(&low[..]), high))?
+            {
+                let (k, _) = entry?;
+                let (_, dead_at_ms, row) = keys::parse_timed_key(k);
+                let position = DeadPosition {
+                    dead_at_ms,
+                    shard,
+                    row,
+                };
+                if let Some(found) = item(self, &rtxn, filter, &tenant, position)? {
+                    out.push(found);
+                    taken += 1;
+                    if taken == limit {
+                        break;
+                    }
+                }
+            }
+        }
+        out.sort_by_key(|item| std::cmp::Reverse(item.position));
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    /// How many of this shard's dead rows match `filter`.
+    pub fn count_dead(&self, filter: &DeadFilter) -> Result<u64, StoreError> {
+        let table = TenantTable::load(self)?;
+        let rtxn = self.env.read_txn()?;
+        let mut count = 0;
+        for (no, tenant) in tenants_of(&table, filter) {
+            let low = timed_key(no, filter.since_ms, RowId::MIN);
+            let high = timed_key(no, filter.until_ms, RowId::MAX);
+            let bounds = (Bound::Included(&low[..]), Bound::Included(&high[..]));
+            for entry in self.dead.range(&rtxn, &bounds)? {
+                let (k, _) = entry?;
+                let (_, dead_at_ms, row) = keys::parse_timed_key(k);
+                let position = DeadPosition {
+                    dead_at_ms,
+                    shard: 0,
+                    row,
+                };
+                if item(self, &rtxn, filter, &tenant, position)?.is_some_and(|i| i.is_decodable()) {
+                    count += 1;
+                }
+            }
+        }
+        Ok(count)
+    }
+
+    /// A replay's counters in this shard: (moved, delivered, dead again).
+    pub fn replay_counters(&self, replay: &str) -> Result<(u64, u64, u64), StoreError> {
+        let rtxn = self.env.read_txn()?;
+        let get = |c| -> Result<u64, StoreError> {
+            Ok(self.meta_u64(&rtxn, &counter_key(replay, c))?.unwrap_or(0))
+        };
+        Ok((
+            get(ReplayCounter::Moved)?,
+            get(ReplayCounter::Delivered)?,
+            get(ReplayCounter::DeadAgain)?,
+        ))
+    }
+}
+
+/// One replay step in a shard, inside its write transaction: moves up to
+/// `max_rows` dead rows matching `filter` back to due at `now_ms`, with
+/// attempts reset and tagged with `replay`, examining at most `budget` dead
+/// keys after `cursor`. Rows that do not decode stay dead.
+#[allow(clippy::too_many_arguments)]
+pub fn revive(
+    store: &ShardStore,
+    wtxn: &mut RwTxn,
+    tenants: &TenantTable,
+    filter: &DeadFilter,
+    replay: &Arc<str>,
+    cursor: Option<&[u8]>,
+    max_rows: u64,
+    budget: usize,
+    now_ms: u64,
+) -> Result<Revived, StoreError> {
+    let mut moves = Vec::new();
+    let mut last: Option<Vec<u8>> = None;
+    let mut examined = 0;
+    let mut exhausted = true;
+    'tenants: for (no, tenant) in tenants_of(tenants, filter) {
+        let low = timed_key(no, filter.since_ms, RowId::MIN);
+        let high = timed_key(no, filter.until_ms, RowId::MAX);
+        let start = match cursor {
+            Some(c) if c >= &high[..] => continue,
+            Some(c) if c >= &low[..] => Bound::Excluded(c),
+            _ => Bound::Included(&low[..]),
+        };
+        for entry in store
+            .dead
+            .range(wtxn, &(start, Bound::Included(&high[..])))?
+        {
+            if moves.len() as u64 >= max_rows || examined >= budget {
+                exhausted = false;
+                break 'tenants;
+            }
+            let (k, _) = entry?;
+            let (_, dead_at_ms, row) = keys::parse_timed_key(k);
+            let position = DeadPosition {
+                dead_at_ms,
+                shard: 0,
+                row,
+            };
+            examined += 1;
+            last = Some(k.to_vec());
+            if item(store, wtxn, filter, &tenant, position)?.is_some_and(|i| i.is_decodable()) {
+                moves.push((k.to_vec(), no, row));
+            }
+        }
+    }
+    for (key, no, row) in &moves {
+        store.dead.delete(wtxn, key)?;
+        let bytes = store
+            .rows
+            .get(wtxn, &row_key(*row))?
+            .expect("a listed dead row exists");
+        let mut record = decode_row(bytes)?;
+        record.status = RowStatus::Pending;
+        record.attempts = 0;
+        record.first_attempt_at_ms = 0;
+        record.at_ms = now_ms;
+        record.error = None;
+        record.replay = Some(replay.clone());
+        store.rows.put(wtxn, &row_key(*row), &encode_row(&record))?;
+        store.due.put(
+            wtxn,
+            &timed_key(*no, now_ms, *row),
+            &record.size_bytes.to_be_bytes(),
+        )?;
+    }
+    if !moves.is_empty() {
+        add_replay(
+            store,
+            wtxn,
+            replay,
+            ReplayCounter::Moved,
+            moves.len() as u64,
+        )?;
+    }
+    Ok(Revived {
+        moved: moves.len() as u64,
+        cursor: last.or_else(|| cursor.map(<[u8]>::to_vec)),
+        exhausted,
+    })
+}

@@ -1,0 +1,179 @@
+//! A raw HTTP/1.1 client for the node tests: requests written byte for byte
+//! (so malformed ones can be sent), responses parsed with `httparse`.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct HttpReply {
+    pub status: u16,
+    /// Lowercased names.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl HttpReply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "the body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The JSON error code of an error reply.
+    pub fn error_code(&self) -> String {
+        self.json()["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+}
+
+/// One client connection (keep-alive).
+pub struct Client {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        Client::try_connect(addr).expect("connect to the node")
+    }
+
+    pub fn try_connect(addr: SocketAddr) -> Option<Client> {
+        let stream = TcpStream::connect(addr).ok()?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .ok()?;
+        Some(Client {
+            stream,
+            buf: Vec::new(),
+        })
+    }
+
+    pub fn send(&mut self, raw: &[u8]) {
+        self.stream.write_all(raw).expect("write the request");
+    }
+
+    /// The next response, or `None` if the node closed the connection first.
+    pub fn reply(&mut self) -> Option<HttpReply> {
+        loop {
+            let mut headers = [httparse::EMPTY_HEADER; 64];
+            let mut response = httparse::Response::new(&mut headers);
+            if let httparse::Status::Complete(head) =
+                response.parse(&self.buf).expect("a well-formed response")
+            {
+                let headers: Vec<(String, String)> = response
+                    .headers
+                    .iter()
+                    .map(|h| {
+                        (
+                            h.name.to_ascii_lowercase(),
+                            String::from_utf8_lossy(h.value).into_owned(),
+                        )
+                    })
+                    .collect();
+                let status = response.code.unwrap();
+                let length: usize = headers
+                    .iter()
+                    .find(|(n, _)| n == "content-length")
+                    .map(|(_, v)| v.parse().unwrap())
+                    .unwrap_or(0);
+                if self.buf.len() >= head + length {
+                    let body = self.buf[head..head + length].to_vec();
+                    self.buf.drain(..head + length);
+                    return Some(HttpReply {
+                        status,
+                        headers,
+                        body,
+                    });
+                }
+            }
+            let mut chunk = [0u8; 16 * 1024];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
+                Err(e) if self.buf.is_empty() && e.kind() != std::io::ErrorKind::WouldBlock => {
+                    return None
+                }
+                Err(e) => panic!("reading a response: {e}"),
+            }
+        }
+    }
+
+    /// True once the node has closed the connection (reads EOF).
+    pub fn is_closed(&mut self) -> bool {
+        let mut byte = [0u8; 1];
+        matches!(self.stream.read(&mut byte), Ok(0) | Err(_))
+    }
+
+    /// A request and its response; `None` if the connection failed or closed.
+    pub fn try_request(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Option<HttpReply> {
+        self.stream
+            .write_all(&raw_request(method, path, headers, body))
+            .ok()?;
+        self.reply()
+    }
+
+    pub fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> HttpReply {
+        self.send(&raw_request(method, path, headers, body));
+        self.reply().expect("a response")
+    }
+}
+
+/// The bytes of a well-formed request with a Content-Length.
+pub fn raw_request(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+    let mut raw = format!(
+        "{method} {path} HTTP/1.1\r\nhost: goad\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        raw.push_str(&format!("{name}: {value}\r\n"));
+    }
+    raw.push_str("\r\n");
+    let mut raw = raw.into_bytes();
+    raw.extend_from_slice(body);
+    raw
+}
+
+/// One request on a new connection.
+pub fn call(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> HttpReply {
+    Client::connect(addr).request(method, path, headers, body)
+}
+
+pub fn get(addr: SocketAddr, path: &str) -> HttpReply {
+    call(addr, "GET", path, &[], b"")
+}

@@ -1,0 +1,879 @@
+//! The node's HTTP API with real clients over loopback: every route and
+//! status, authentication, ingest to delivery end to end, and what the node
+//! does with malformed and slow requests.
+
+mod common;
+
+use common::http::{call, get, raw_request, Client, HttpReply};
+use common::*;
+use goad::demo::receiver::{Receiver, Reply};
+use goad::{Config, Node, NodeOptions, SinkConfig};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A node config on a free loopback port with short HTTP deadlines.
+fn node_config(dir: &std::path::Path) -> Config {
+    let mut c = config(dir);
+    c.listen = "127.0.0.1:0".into();
+    c.http.read_timeout_ms = 300;
+    c
+}
+
+fn start(config: Config) -> Node {
+    start_with(config, None)
+}
+
+fn start_with(config: Config, config_path: Option<std::path::PathBuf>) -> Node {
+    let node = Node::start(NodeOptions {
+        config,
+        config_path,
+        allow_open_admin: false,
+    })
+    .expect("the node starts");
+    assert!(
+        node.wait_ready(Duration::from_secs(20)),
+        "the node got ready"
+    );
+    node
+}
+
+fn ingest(addr: SocketAddr, source: &str, body: &[u8], headers: &[(&str, &str)]) -> HttpReply {
+    call(
+        addr,
+        "POST",
+        &format!("/v1/sources/{source}/hooks"),
+        headers,
+        body,
+    )
+}
+
+/// A receiver whose status can be changed while it runs.
+fn switchable(status: u16) -> (Receiver, Arc<AtomicU16>) {
+    let current = Arc::new(AtomicU16::new(status));
+    let c = current.clone();
+    let receiver = Receiver::start(move |_| Reply::status(c.load(Ordering::SeqCst))).unwrap();
+    (receiver, current)
+}
+
+#[test]
+fn an_ingested_hook_is_acknowledged_once_durable_and_delivered_with_its_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = node_config(dir.path());
+    c.sources.push(source(
+        "gh",
+        "acme",
+        vec![SinkConfig::http(receiver.url("/in"))],
+    ));
+    let node = start(c);
+    let reply = ingest(
+        node.local_addr(),
+        "gh",
+        br#"{"action":"opened"}"#,
+        &[
+            ("content-type", "application/json"),
+            ("x-github-event", "pull_request"),
+            ("idempotency-key", "evt-42"),
+            ("cookie", "session=secret"),
+        ],
+    );
+    assert_eq!(reply.status, 202, "{}", reply.text());
+    let id = reply.json()["id"].as_str().unwrap().to_string();
+    // Durable on the answer: the hook is in the store (or already delivered).
+    assert!(receiver.wait_for(1, Duration::from_secs(10)));
+    let got = &receiver.received()[0];
+    assert_eq!(got.body, br#"{"action":"opened"}"#);
+    assert_eq!(got.header("webhook-id"), Some(id.as_str()));
+    assert_eq!(got.header("content-type"), Some("application/json"));
+    assert_eq!(got.header("x-github-event"), Some("pull_request"));
+    assert_eq!(got.header("x-goad-dedupe-key"), Some("evt-42"));
+    assert_eq!(got.header("x-goad-source"), Some("gh"));
+    assert_eq!(got.header("cookie"), None);
+    let engine = node.engine().unwrap();
+    wait_until("the row settled", Duration::from_secs(10), || {
+        engine.hook_count().unwrap() == 0
+    });
+}
+
+#[test]
+fn ingest_refuses_unknown_sources_bad_tokens_large_bodies_and_missing_lengths() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = node_config(dir.path());
+    c.max_body_bytes = 16;
+    std::env::set_var("NODE_TEST_INGEST_TOKEN", "tok-123");
+    let mut s = source("gh", "acme", vec![SinkConfig::http(receiver.url("/in"))]);
+    s.ingest_token_env = Some("NODE_TEST_INGEST_TOKEN".into());
+    c.sources.push(s);
+    let node = start(c);
+    let addr = node.local_addr();
+
+    let unknown = ingest(addr, "nope", b"{}", &[]);
+    assert_eq!(
+        (unknown.status, unknown.error_code().as_str()),
+        (404, "unknown_source")
+    );
+    let missing = ingest(addr, "gh", b"{}", &[]);
+    assert_eq!(
+        (missing.status, missing.error_code().as_str()),
+        (401, "unauthorized")
+    );
+    assert_eq!(missing.header("www-authenticate"), Some("Bearer"));
+    let wrong = ingest(addr, "gh", b"{}", &[("authorization", "Bearer tok-124")]);
+    assert_eq!(wrong.status, 401);
+    let large = ingest(
+        addr,
+        "gh",
+        &[b'x'; 17],
+        &[("authorization", "Bearer tok-123")],
+    );
+    assert_eq!(
+        (large.status, large.error_code().as_str()),
+        (413, "body_too_large")
+    );
+    let no_length = Client::connect(addr).send_and_reply(
+        b"POST /v1/sources/gh/hooks HTTP/1.1\r\nauthorization: Bearer tok-123\r\n\r\n",
+    );
+    assert_eq!(
+        (no_length.status, no_length.error_code().as_str()),
+        (411, "length_required")
+    );
+    let ok = ingest(addr, "gh", b"{}", &[("authorization", "Bearer tok-123")]);
+    assert_eq!(ok.status, 202, "{}", ok.text());
+    assert!(receiver.wait_for(1, Duration::from_secs(10)));
+    // Only the accepted hook reached the sink, and without the token.
+    assert!(!receiver.wait_for(2, Duration::from_millis(200)));
+    assert_eq!(receiver.received()[0].header("authorization"), None);
+
+    let wrong_method = get(addr, "/v1/sources/gh/hooks");
+    assert_eq!(
+        (wrong_method.status, wrong_method.header("allow")),
+        (405, Some("POST"))
+    );
+    let no_route = get(addr, "/v2/anything");
+    assert_eq!(
+        (no_route.status, no_route.error_code().as_str()),
+        (404, "not_found")
+    );
+}
+
+trait SendAndReply {
+    fn send_and_reply(self, raw: &[u8]) -> HttpReply;
+}
+
+impl SendAndReply for Client {
+    fn send_and_reply(mut self, raw: &[u8]) -> HttpReply {
+        self.send(raw);
+        self.reply().expect("a response")
+    }
+}
+
+#[test]
+fn admin_routes_need_the_admin_token_and_health_and_metrics_do_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = node_config(dir.path());
+    std::env::set_var("NODE_TEST_ADMIN_TOKEN", "adm-1");
+    c.admin_token_env = Some("NODE_TEST_ADMIN_TOKEN".into());
+    let node = start(c);
+    let addr = node.local_addr();
+    for (method, path) in [
+        ("GET", "/v1/pressure"),
+        ("GET", "/v1/stats"),
+        ("GET", "/v1/dead-letters"),
+        ("POST", "/v1/replays"),
+        ("GET", "/v1/replays/x"),
+        ("POST", "/v1/sources/gh/dead-letter"),
+        ("POST", "/v1/reload"),
+    ] {
+        let denied = call(addr, method, path, &[], b"");
+        assert_eq!(denied.status, 401, "{method} {path}");
+        assert_eq!(denied.error_code(), "unauthorized");
+        let wrong = call(
+            addr,
+            method,
+            path,
+            &[("authorization", "Bearer adm-2")],
+            b"",
+        );
+        assert_eq!(wrong.status, 401, "{method} {path}");
+    }
+    let ok = call(
+        addr,
+        "GET",
+        "/v1/pressure",
+        &[("authorization", "Bearer adm-1")],
+        b"",
+    );
+    assert_eq!(ok.status, 200);
+    assert_eq!(
+        ok.json(),
+        serde_json::json!({"lag_ms": 0, "window_full": false})
+    );
+    assert_eq!(
+        get(addr, "/healthz").json(),
+        serde_json::json!({"status": "ok"})
+    );
+    assert_eq!(
+        get(addr, "/readyz").json(),
+        serde_json::json!({"status": "ready"})
+    );
+    assert_eq!(get(addr, "/metrics").status, 200);
+}
+
+#[test]
+fn a_node_refuses_a_public_address_without_an_admin_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = node_config(dir.path());
+    c.listen = "0.0.0.0:0".into();
+    let refused = Node::start(NodeOptions {
+        config: c.clone(),
+        config_path: None,
+        allow_open_admin: false,
+    });
+    let message = refused.err().expect("refused").to_string();
+    assert!(message.contains("admin_token_env"), "{message}");
+    assert!(message.contains("--allow-open-admin"), "{message}");
+    let allowed = Node::start(NodeOptions {
+        config: c,
+        config_path: None,
+        allow_open_admin: true,
+    })
+    .expect("allowed explicitly");
+    allowed.stop();
+    allowed.wait().unwrap();
+}
+
+#[test]
+fn malformed_requests_get_a_4xx_or_a_closed_connection_and_others_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(node_config(dir.path()));
+    let addr = node.local_addr();
+    let cases: Vec<(&str, Vec<u8>, u16)> = vec![
+        ("garbage", b"\x16\x03\x01\x02\x00garbage\r\n\r\n".to_vec(), 400),
+        ("bad length", b"POST /v1/reload HTTP/1.1\r\ncontent-length: ten\r\n\r\n".to_vec(), 400),
+        (
+            "two lengths",
+            b"POST /v1/reload HTTP/1.1\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\nab".to_vec(),
+            400,
+        ),
+        (
+            "chunked",
+            b"POST /v1/sources/gh/hooks HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n".to_vec(),
+            411,
+        ),
+        ("huge header", {
+            let mut r = b"GET /healthz HTTP/1.1\r\nx-big: ".to_vec();
+            r.extend(std::iter::repeat_n(b'a', 20_000));
+            r.extend(b"\r\n\r\n");
+            r
+        }, 431),
+        ("many headers", {
+            let mut r = b"GET /healthz HTTP/1.1\r\n".to_vec();
+            for i in 0..100 {
+                r.extend(format!("x-h{i}: 1\r\n").as_bytes());
+            }
+            r.extend(b"\r\n");
+            r
+        }, 431),
+    ];
+    for (what, raw, status) in cases {
+        let mut client = Client::connect(addr);
+        client.send(&raw);
+        let reply = client
+            .reply()
+            .unwrap_or_else(|| panic!("{what}: no response"));
+        assert_eq!(reply.status, status, "{what}: {}", reply.text());
+        assert!(!reply.error_code().is_empty(), "{what}: a JSON error");
+        assert_eq!(reply.header("connection"), Some("close"), "{what}");
+        assert!(client.is_closed(), "{what}: the connection is closed");
+        assert_eq!(get(addr, "/healthz").status, 200, "served after {what}");
+    }
+    // A truncated body: the client gives up mid-body; the node drops it.
+    let mut truncated = Client::connect(addr);
+    truncated.send(b"POST /v1/reload HTTP/1.1\r\ncontent-length: 100\r\n\r\nonly ten b");
+    drop(truncated);
+    assert_eq!(get(addr, "/healthz").status, 200);
+}
+
+#[test]
+fn a_slow_client_gets_408_and_is_closed_while_others_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(node_config(dir.path()));
+    let addr = node.local_addr();
+    let started = Instant::now();
+    let mut slow = Client::connect(addr);
+    slow.send(b"GET /healthz HTTP/1.1\r\nx-slow: ");
+    // Meanwhile another client is served at once.
+    assert_eq!(get(addr, "/healthz").status, 200);
+    let reply = slow.reply().expect("a 408");
+    assert_eq!(
+        (reply.status, reply.error_code().as_str()),
+        (408, "request_timeout")
+    );
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(slow.is_closed());
+}
+
+#[test]
+fn keep_alive_and_pipelined_requests_are_answered_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(node_config(dir.path()));
+    let mut client = Client::connect(node.local_addr());
+    assert_eq!(client.request("GET", "/healthz", &[], b"").status, 200);
+    assert_eq!(client.request("GET", "/readyz", &[], b"").status, 200);
+    let mut both = raw_request("GET", "/v1/pressure", &[], b"");
+    both.extend(raw_request("GET", "/nope", &[], b""));
+    client.send(&both);
+    let first = client.reply().unwrap();
+    let second = client.reply().unwrap();
+    assert_eq!((first.status, second.status), (200, 404));
+    assert!(first.json().get("lag_ms").is_some());
+    // Connection: close is honoured.
+    let closing = client.request("GET", "/healthz", &[("connection", "close")], b"");
+    assert_eq!(closing.header("connection"), Some("close"));
+    assert!(client.is_closed());
+}
+
+#[test]
+fn connections_over_the_cap_get_503() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = node_config(dir.path());
+    c.http.max_connections = 2;
+    let node = start(c);
+    let addr = node.local_addr();
+    let mut held: Vec<Client> = (0..2).map(|_| Client::connect(addr)).collect();
+    for client in &mut held {
+        assert_eq!(client.request("GET", "/healthz", &[], b"").status, 200);
+    }
+    let mut third = Client::connect(addr);
+    let refused = third.reply().expect("a 503");
+    assert_eq!(
+        (refused.status, refused.error_code().as_str()),
+        (503, "too_many_connections")
+    );
+    drop(held);
+    wait_until("a connection slot frees", Duration::from_secs(10), || {
+        let mut c = Client::connect(addr);
+        c.send(&raw_request("GET", "/healthz", &[], b""));
+        c.reply().is_some_and(|r| r.status == 200)
+    });
+}
+
+/// Dead letters newest first, filtered and paged with a cursor; then a
+/// replay revives them (attempts reset, tagged) once the sink is fixed.
+#[test]
+fn dead_letters_list_page_and_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, status) = switchable(400);
+    let mut c = node_config(dir.path());
+    c.shards = 2;
+    c.sources.push(source(
+        "a",
+        "t1",
+        vec![SinkConfig::http(receiver.url("/a"))],
+    ));
+    c.sources.push(source(
+        "b",
+        "t2",
+        vec![SinkConfig::http(receiver.url("/b"))],
+    ));
+    let node = start(c);
+    let addr = node.local_addr();
+    let mut ids = Vec::new();
+    for i in 0..7 {
+        let s = if i % 2 == 0 { "a" } else { "b" };
+        ids.push(
+            ingest(addr, s, format!("{i}").as_bytes(), &[]).json()["id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+        // Distinct dead times, so newest-first is the ingest order reversed.
+        assert!(receiver.wait_for(i + 1, Duration::from_secs(10)));
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    let engine = node.engine().unwrap();
+    wait_until("7 dead", Duration::from_secs(10), || {
+        dead(&engine).len() == 7
+    });
+
+    let mut listed = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let page = get(addr, &format!("/v1/dead-letters?limit=3&cursor={cursor}")).json();
+        let items = page["items"].as_array().unwrap().clone();
+        assert!(items.len() <= 3);
+        listed.extend(items);
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = next.to_string(),
+            None => break,
+        }
+    }
+    let listed_ids: Vec<&str> = listed
+        .iter()
+        .map(|i| i["hook_id"].as_str().unwrap())
+        .collect();
+    let newest_first: Vec<&str> = ids.iter().rev().map(String::as_str).collect();
+    assert_eq!(listed_ids, newest_first);
+    let first = &listed[0];
+    assert_eq!(first["source_id"], "a");
+    assert_eq!(first["tenant"], "t1");
+    assert_eq!(first["sink_index"], 0);
+    assert_eq!(first["sink_type"], "http");
+    assert_eq!(first["attempts"], 1);
+    assert!(first["reason"].as_str().unwrap().contains("400"), "{first}");
+    let only_b = get(addr, "/v1/dead-letters?source_id=b").json();
+    assert_eq!(only_b["items"].as_array().unwrap().len(), 3);
+    let only_t1 = get(addr, "/v1/dead-letters?tenant=t1&limit=1000").json();
+    assert_eq!(only_t1["items"].as_array().unwrap().len(), 4);
+    assert_eq!(get(addr, "/v1/dead-letters?limit=0").status, 400);
+    assert_eq!(
+        get(addr, "/v1/dead-letters?cursor=junk").error_code(),
+        "bad_cursor"
+    );
+
+    status.store(200, Ordering::SeqCst);
+    let created = call(addr, "POST", "/v1/replays", &[], br#"{"source_id":"a"}"#);
+    assert_eq!(created.status, 202, "{}", created.text());
+    let replay_id = created.json()["id"].as_str().unwrap().to_string();
+    assert_eq!(created.json()["matched"], 4);
+    wait_until("the replay delivered 4", Duration::from_secs(20), || {
+        let p = get(addr, &format!("/v1/replays/{replay_id}")).json();
+        p["state"] == "done" && p["delivered"] == 4
+    });
+    let progress = get(addr, &format!("/v1/replays/{replay_id}")).json();
+    assert_eq!(
+        (progress["moved"].clone(), progress["dead_again"].clone()),
+        (4.into(), 0.into())
+    );
+    let replayed: Vec<_> = receiver
+        .received()
+        .into_iter()
+        .filter(|r| r.status == 200)
+        .collect();
+    assert_eq!(replayed.len(), 4);
+    assert!(replayed
+        .iter()
+        .all(|r| r.header("x-goad-replay-id") == Some(replay_id.as_str())
+            && r.header("x-goad-attempt") == Some("1")));
+    let left = get(addr, "/v1/dead-letters").json();
+    assert_eq!(left["items"].as_array().unwrap().len(), 3);
+    assert!(left["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|i| i["source_id"] == "b"));
+    assert_eq!(get(addr, "/v1/replays/nope").error_code(), "unknown_replay");
+    assert_eq!(
+        call(addr, "POST", "/v1/replays", &[], b"{\"nope\":1}").error_code(),
+        "bad_json"
+    );
+}
+
+/// Scenario 28: a replay moves nothing while the node's lag is over
+/// `replay.max_lag_ms`, and resumes when it is not.
+#[test]
+fn a_replay_waits_while_the_node_lags() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dead_sink, dead_status) = switchable(400);
+    let g = gate();
+    let mut c = node_config(dir.path());
+    c.dispatch.concurrency = 1;
+    c.dispatch.sink_concurrency = 1;
+    c.dispatch.max_inflight = 2;
+    c.replay.max_lag_ms = 100;
+    c.sources.push(source(
+        "dead",
+        "t1",
+        vec![SinkConfig::http(dead_sink.url("/d"))],
+    ));
+    c.sources
+        .push(source("live", "t2", vec![SinkConfig::of_kind("gated")]));
+    let node = goad::Node::start_with_sinks(
+        NodeOptions {
+            config: c,
+            config_path: None,
+            allow_open_admin: false,
+        },
+        vec![("gated".to_string(), g.sink.clone())],
+    )
+    .unwrap();
+    assert!(node.wait_ready(Duration::from_secs(20)));
+    let addr = node.local_addr();
+    for i in 0..20 {
+        assert_eq!(
+            ingest(addr, "dead", format!("{i}").as_bytes(), &[]).status,
+            202
+        );
+    }
+    let engine = node.engine().unwrap();
+    wait_until("20 dead", Duration::from_secs(10), || {
+        dead(&engine).len() == 20
+    });
+    dead_status.store(200, Ordering::SeqCst);
+    for i in 0..20 {
+        assert_eq!(
+            ingest(addr, "live", format!("{i}").as_bytes(), &[]).status,
+            202
+        );
+    }
+    wait_until("a lag over 100 ms", Duration::from_secs(10), || {
+        engine.pressure().unwrap().lag_ms > 150
+    });
+    let id = call(addr, "POST", "/v1/replays", &[], b"{}").json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let progress = |addr| get(addr, &format!("/v1/replays/{id}")).json();
+    wait_until(
+        "the replay reports throttled",
+        Duration::from_secs(10),
+        || progress(addr)["throttled"] == true,
+    );
+    let frozen_until = Instant::now() + Duration::from_millis(600);
+    while Instant::now() < frozen_until {
+        assert_eq!(progress(addr)["moved"], 0, "moved while the node lagged");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(g.open); // the live sink fails fast from now on; its rows back off
+    wait_until(
+        "the replay moved and delivered all",
+        Duration::from_secs(30),
+        || {
+            let p = progress(addr);
+            p["delivered"] == 20 && p["state"] == "done"
+        },
+    );
+}
+
+/// Scenario 30: a replay stopped halfway resumes after a restart, and every
+/// row is delivered exactly once.
+#[test]
+fn a_replay_resumes_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, status) = switchable(400);
+    let mut c = node_config(dir.path());
+    c.replay.rate = 50;
+    c.sources.push(source(
+        "a",
+        "t1",
+        vec![SinkConfig::http(receiver.url("/a"))],
+    ));
+    let node = start(c.clone());
+    let addr = node.local_addr();
+    for i in 0..60 {
+        assert_eq!(
+            ingest(addr, "a", format!("{i}").as_bytes(), &[]).status,
+            202
+        );
+    }
+    let engine = node.engine().unwrap();
+    wait_until("60 dead", Duration::from_secs(10), || {
+        dead(&engine).len() == 60
+    });
+    drop(engine);
+    status.store(200, Ordering::SeqCst);
+    let id = call(addr, "POST", "/v1/replays", &[], b"{}").json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let progress = |addr| get(addr, &format!("/v1/replays/{id}")).json();
+    wait_until("some moved", Duration::from_secs(10), || {
+        progress(addr)["moved"].as_u64().unwrap() >= 10
+    });
+    node.stop();
+    node.wait().unwrap();
+    let moved_before = receiver.ok_count();
+    assert!(
+        moved_before < 60,
+        "the replay was cut halfway ({moved_before} delivered)"
+    );
+    let node = start(c);
+    let addr = node.local_addr();
+    wait_until(
+        "the replay finished after the restart",
+        Duration::from_secs(30),
+        || {
+            let p = progress(addr);
+            p["state"] == "done" && p["delivered"] == 60
+        },
+    );
+    let mut bodies: Vec<Vec<u8>> = receiver
+        .received()
+        .into_iter()
+        .filter(|r| r.status == 200)
+        .map(|r| r.body)
+        .collect();
+    bodies.sort();
+    bodies.dedup();
+    assert_eq!(bodies.len(), 60);
+    assert_eq!(receiver.ok_count(), 60, "each row delivered once");
+}
+
+#[test]
+fn dead_lettering_a_source_reports_the_count_and_lists_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, _) = switchable(503);
+    let mut c = node_config(dir.path());
+    c.retry.base_ms = 60_000;
+    c.retry.max_ms = 60_000;
+    c.sources.push(source(
+        "a",
+        "t1",
+        vec![SinkConfig::http(receiver.url("/a"))],
+    ));
+    let node = start(c);
+    let addr = node.local_addr();
+    for i in 0..5 {
+        assert_eq!(
+            ingest(addr, "a", format!("{i}").as_bytes(), &[]).status,
+            202
+        );
+    }
+    assert!(receiver.wait_for(5, Duration::from_secs(10)));
+    let engine = node.engine().unwrap();
+    wait_until("5 backing off", Duration::from_secs(10), || {
+        engine.stats().iter().map(|s| s.retried).sum::<u64>() == 5
+    });
+    let reply = call(addr, "POST", "/v1/sources/a/dead-letter", &[], b"");
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(reply.json(), serde_json::json!({"count": 5}));
+    let listed = get(addr, "/v1/dead-letters").json();
+    let items = listed["items"].as_array().unwrap();
+    assert_eq!(items.len(), 5);
+    assert!(
+        items.iter().all(|i| i["reason"] == "source_gone: a"),
+        "{listed}"
+    );
+}
+
+#[test]
+fn stats_report_shards_and_tenants() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = gate();
+    let mut c = node_config(dir.path());
+    c.shards = 2;
+    c.sources
+        .push(source("a", "t1", vec![SinkConfig::of_kind("gated")]));
+    let node = Node::start_with_sinks(
+        NodeOptions {
+            config: c,
+            config_path: None,
+            allow_open_admin: false,
+        },
+        vec![("gated".to_string(), g.sink.clone())],
+    )
+    .unwrap();
+    assert!(node.wait_ready(Duration::from_secs(20)));
+    let addr = node.local_addr();
+    for _ in 0..3 {
+        assert_eq!(ingest(addr, "a", b"x", &[]).status, 202);
+    }
+    let engine = node.engine().unwrap();
+    wait_until("3 running", Duration::from_secs(10), || {
+        engine.stats().iter().map(|s| s.running).sum::<u64>() == 3
+    });
+    let stats = get(addr, "/v1/stats").json();
+    assert_eq!(stats["shards"].as_array().unwrap().len(), 2);
+    let tenants = stats["tenants"].as_array().unwrap();
+    assert_eq!(tenants.len(), 1, "{stats}");
+    let t = &tenants[0];
+    assert_eq!(t["tenant"], "t1");
+    assert_eq!(
+        (t["claimed"].clone(), t["running"].clone(), t["due"].clone()),
+        (3.into(), 3.into(), 0.into())
+    );
+    assert_eq!(
+        (t["parked"].clone(), t["breakers_open"].clone()),
+        (0.into(), 0.into())
+    );
+    let shard = &stats["shards"][t["shard"].as_u64().unwrap() as usize];
+    assert_eq!(
+        (shard["running"].clone(), shard["commits"].clone()),
+        (3.into(), 3.into())
+    );
+    for _ in 0..3 {
+        g.open.send(()).unwrap();
+    }
+}
+
+#[test]
+fn reload_applies_live_keys_and_names_those_that_need_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("goad.toml");
+    let data = dir.path().join("data");
+    let write = |extra: &str| {
+        std::fs::write(
+            &path,
+            format!(
+                "data_dir = {data:?}\nlisten = \"127.0.0.1:0\"\nshards = 1\n{extra}\n[[sources]]\nid = \"a\"\ntenant = \"t\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://127.0.0.1:9/\"\n"
+            ),
+        )
+        .unwrap()
+    };
+    write("[dispatch]\nsink_concurrency = 8");
+    let node = start_with(Config::load(&path).unwrap(), Some(path.clone()));
+    let addr = node.local_addr();
+    assert_eq!(ingest(addr, "b", b"x", &[]).status, 404);
+
+    std::fs::write(&path, std::fs::read_to_string(&path).unwrap().replace("shards = 1", "shards = 3").replace("sink_concurrency = 8", "sink_concurrency = 4") + "[[sources]]\nid = \"b\"\ntenant = \"t\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://127.0.0.1:9/\"\n").unwrap();
+    let reply = call(addr, "POST", "/v1/reload", &[], b"");
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(
+        reply.json(),
+        serde_json::json!({
+            "applied": ["dispatch.sink_concurrency", "sources"],
+            "restart_required": ["shards"],
+        })
+    );
+    assert_eq!(
+        ingest(addr, "b", b"x", &[]).status,
+        202,
+        "the new source takes hooks"
+    );
+
+    write("[dispatch]\nsink_concurrency = 0");
+    let bad = call(addr, "POST", "/v1/reload", &[], b"");
+    assert_eq!(bad.status, 400);
+    assert_eq!(bad.error_code(), "invalid_config");
+    assert!(bad.json()["message"]
+        .as_str()
+        .unwrap()
+        .contains("dispatch.sink_concurrency"));
+    assert_eq!(ingest(addr, "b", b"x", &[]).status, 202, "nothing applied");
+
+    let dir2 = tempfile::tempdir().unwrap();
+    let plain = start(node_config(dir2.path()));
+    assert_eq!(
+        call(plain.local_addr(), "POST", "/v1/reload", &[], b"").error_code(),
+        "no_config_file"
+    );
+}
+
+/// `/metrics` parses as the Prometheus text format: every sample has a
+/// declared family, a valid name, labels and a number, and histogram
+/// buckets are cumulative.
+#[test]
+fn metrics_parse_as_prometheus_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = node_config(dir.path());
+    c.shards = 2;
+    c.sources.push(source(
+        "a",
+        "t1",
+        vec![SinkConfig::http(receiver.url("/a"))],
+    ));
+    let node = start(c);
+    let addr = node.local_addr();
+    for _ in 0..5 {
+        assert_eq!(ingest(addr, "a", b"x", &[]).status, 202);
+    }
+    assert!(receiver.wait_for(5, Duration::from_secs(10)));
+    let engine = node.engine().unwrap();
+    wait_until("5 delivered", Duration::from_secs(10), || {
+        engine.stats().iter().map(|s| s.delivered).sum::<u64>() == 5
+    });
+    let reply = get(addr, "/metrics");
+    assert_eq!(reply.status, 200);
+    assert!(reply
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/plain"));
+    let text = reply.text();
+    let samples = parse_prometheus(&text);
+    let sum = |name: &str, label: &str| -> f64 {
+        samples
+            .iter()
+            .filter(|(n, labels, _)| n == name && labels.contains(label))
+            .map(|(_, _, v)| v)
+            .sum()
+    };
+    assert_eq!(sum("goad_commits_total", ""), 5.0);
+    assert_eq!(sum("goad_deliveries_total", "result=\"delivered\""), 5.0);
+    assert_eq!(sum("goad_attempt_duration_seconds_count", ""), 5.0);
+    assert_eq!(sum("goad_dead_letters", ""), 0.0);
+    for family in [
+        "goad_attempts_total",
+        "goad_due_rows",
+        "goad_claimed_rows",
+        "goad_running_attempts",
+        "goad_parked_total",
+        "goad_breakers_open",
+        "goad_oldest_due_age_seconds",
+        "goad_abandoned_workers",
+    ] {
+        assert!(
+            samples.iter().any(|(n, _, _)| n == family),
+            "{family} missing"
+        );
+    }
+    let buckets: Vec<f64> = samples
+        .iter()
+        .filter(|(n, _, _)| n == "goad_attempt_duration_seconds_bucket")
+        .map(|(_, _, v)| *v)
+        .collect();
+    assert!(
+        buckets.windows(2).all(|w| w[0] <= w[1]),
+        "cumulative buckets"
+    );
+    assert_eq!(*buckets.last().unwrap(), 5.0);
+}
+
+/// (name, labels text, value) of every sample, checking the format.
+fn parse_prometheus(text: &str) -> Vec<(String, String, f64)> {
+    let mut typed: Vec<String> = Vec::new();
+    let mut samples = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("# TYPE name kind");
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+            typed.push(name.to_string());
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            continue;
+        }
+        assert!(
+            !line.starts_with('#') && !line.is_empty(),
+            "stray line {line:?}"
+        );
+        let (series, value) = line.rsplit_once(' ').expect("a sample has a value");
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value in {line:?}"));
+        let (name, labels) = match series.split_once('{') {
+            Some((name, rest)) => {
+                let labels = rest.strip_suffix('}').expect("labels end with }");
+                for pair in labels.split(',') {
+                    let (k, v) = pair.split_once('=').expect("label=value");
+                    assert!(
+                        k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                        "{line}"
+                    );
+                    assert!(v.starts_with('"') && v.ends_with('"'), "{line}");
+                }
+                (name, labels)
+            }
+            None => (series, ""),
+        };
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+                && !name.starts_with(|c: char| c.is_ascii_digit()),
+            "bad metric name in {line:?}"
+        );
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| {
+                name.strip_suffix(s)
+                    .filter(|f| typed.iter().any(|t| t == f))
+            })
+            .unwrap_or(name);
+        assert!(typed.iter().any(|t| t == family), "{name} has no # TYPE");
+        samples.push((name.to_string(), labels.to_string(), value));
+    }
+    samples
+}

@@ -1,0 +1,182 @@
+//! `goad serve` as a real child process under ingest load: stopped with
+//! SIGTERM (graceful: exit 0) or killed with SIGKILL, then restarted on the
+//! same data directory. Either way every hook the node answered 202 for
+//! reaches the sink.
+
+mod common;
+
+use common::http::Client;
+use common::wait_until;
+use goad::demo::receiver::{Receiver, Reply};
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+struct ServeProcess {
+    child: Child,
+    addr: SocketAddr,
+}
+
+/// Starts `goad serve --config <dir>/goad.toml` and waits until it is ready.
+fn serve(dir: &Path, sink_url: &str) -> ServeProcess {
+    let config = dir.join("goad.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {:?}\nlisten = \"127.0.0.1:0\"\nshards = 2\n[retry]\nbase_ms = 10\nmax_ms = 20\njitter = false\n[[sources]]\nid = \"a\"\ntenant = \"t1\"\n[[sources.sinks]]\ntype = \"http\"\nurl = {sink_url:?}\n[[sources]]\nid = \"b\"\ntenant = \"t2\"\n[[sources.sinks]]\ntype = \"http\"\nurl = {sink_url:?}\n",
+            dir.join("data")
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut addr = None;
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) {
+        if let Some(rest) = line.split("msg=\"node listening\" addr=").nth(1) {
+            addr = Some(rest.trim().parse().unwrap());
+        }
+        if line.contains("msg=\"engine ready\"") {
+            break;
+        }
+    }
+    ServeProcess {
+        child,
+        addr: addr.expect("the node logged its address and got ready"),
+    }
+}
+
+/// Eight keep-alive clients ingest until the node stops answering; returns
+/// the ids answered 202.
+fn load(
+    addr: SocketAddr,
+    acked: Arc<Mutex<HashSet<String>>>,
+    stop: Arc<AtomicBool>,
+) -> Vec<std::thread::JoinHandle<()>> {
+    (0..8)
+        .map(|t| {
+            let (acked, stop) = (acked.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let Some(mut client) = Client::try_connect(addr) else {
+                    return;
+                };
+                let source = if t % 2 == 0 { "a" } else { "b" };
+                let path = format!("/v1/sources/{source}/hooks");
+                while !stop.load(Ordering::Acquire) {
+                    let Some(reply) = client.try_request("POST", &path, &[], &[b'x'; 256]) else {
+                        return;
+                    };
+                    if reply.status == 202 {
+                        acked
+                            .lock()
+                            .unwrap()
+                            .insert(reply.json()["id"].as_str().unwrap().to_string());
+                    }
+                    if reply.header("connection") == Some("close") {
+                        return;
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+fn flaky_receiver() -> Receiver {
+    let n = AtomicU64::new(0);
+    Receiver::start(move |_| {
+        if n.fetch_add(1, Ordering::SeqCst) % 3 == 2 {
+            Reply::status(503)
+        } else {
+            Reply::status(200)
+        }
+    })
+    .unwrap()
+}
+
+fn delivered_ids(receiver: &Receiver) -> HashSet<String> {
+    receiver
+        .received()
+        .iter()
+        .filter(|r| r.status == 200)
+        .filter_map(|r| r.header("webhook-id").map(str::to_string))
+        .collect()
+}
+
+fn stop_under_load_then_restart(signal: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = flaky_receiver();
+    let url = receiver.url("/hooks");
+    let mut node = serve(dir.path(), &url);
+    let acked = Arc::new(Mutex::new(HashSet::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients = load(node.addr, acked.clone(), stop.clone());
+    wait_until("1,000 hooks acknowledged", Duration::from_secs(60), || {
+        acked.lock().unwrap().len() >= 1_000
+    });
+    assert!(receiver.ok_count() > 0, "deliveries were under way");
+    if signal == "KILL" {
+        node.child.kill().unwrap();
+        node.child.wait().unwrap();
+    } else {
+        let status = Command::new("kill")
+            .args(["-s", signal, &node.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let exit = node.child.wait().unwrap();
+        assert!(exit.success(), "a graceful stop exits 0, got {exit}");
+    }
+    stop.store(true, Ordering::Release);
+    for c in clients {
+        c.join().unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    let node = serve(dir.path(), &url);
+    wait_until(
+        "every acknowledged hook delivered",
+        Duration::from_secs(120),
+        || {
+            let delivered = delivered_ids(&receiver);
+            acked.iter().all(|id| delivered.contains(id))
+        },
+    );
+    eprintln!(
+        "SIG{signal}: {} acknowledged, all delivered; {} requests at the receiver",
+        acked.len(),
+        receiver.count()
+    );
+    drop(node);
+}
+
+#[test]
+fn every_acknowledged_hook_is_delivered_after_sigterm_and_a_restart() {
+    stop_under_load_then_restart("TERM");
+}
+
+#[test]
+fn every_acknowledged_hook_is_delivered_after_sigkill_and_a_restart() {
+    stop_under_load_then_restart("KILL");
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,353 @@
+//! goad-load: drives a `goad serve` node's ingest over HTTP and measures it.
+//!
+//! It starts a loopback receiver (answering 200), writes a config whose
+//! sources deliver there, starts `goad serve` on it (the `goad` binary next
+//! to this one), and posts hooks from `--connections` keep-alive
+//! connections, as fast as they are answered or at `--rate` hooks/s in
+//! all. Each body carries its send time, so the receiver measures the
+//! latency from the ingest request to the delivery (which includes the
+//! durable commit). Prints the ingest rate (202s per second), the delivery
+//! rate, and latency percentiles; `--plot FILE.svg` writes the delivery
+//! latency distribution.
+//!
+//! `cargo build --release && target/release/goad-load --connections 64 --seconds 10`
+//! `target/release/goad-load --rate 5000 --seconds 10 --plot latency.svg`
+
+use clap::Parser;
+use goad::demo::receiver::{Receiver, Reply};
+use hdrhistogram::Histogram;
+use parking_lot::Mutex;
+use std::io::{BufRead, BufReader, Write as _};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+#[derive(Parser)]
+#[command(about = "Load a goad node's HTTP ingest and measure ingest and delivery")]
+struct Args {
+    /// Keep-alive connections posting hooks.
+    #[arg(long, default_value_t = 64)]
+    connections: usize,
+    /// Hooks per second offered in all; 0 posts as fast as answered.
+    #[arg(long, default_value_t = 0)]
+    rate: u64,
+    /// How long to post.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    #[arg(long, default_value_t = 1_024)]
+    body_bytes: usize,
+    /// Tenants (one source each); hooks are spread over them.
+    #[arg(long, default_value_t = 4)]
+    tenants: usize,
+    /// The node's shards (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    shards: usize,
+    /// Write the delivery latency distribution here (SVG).
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// The goad binary (default: next to this one).
+    #[arg(long)]
+    goad: Option<PathBuf>,
+}
+
+/// Send times are nanoseconds since this instant.
+static EPOCH: OnceLock<Instant> = OnceLock::new();
+
+fn now_ns() -> u64 {
+    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 600_000_000, 3).expect("histogram bounds")
+}
+
+fn main() {
+    let args = Args::parse();
+    now_ns();
+    let delivery_us = Arc::new(Mutex::new(histogram()));
+    let delivered = Arc::new(AtomicU64::new(0));
+    let last_delivery_ns = Arc::new(AtomicU64::new(0));
+    let receiver = {
+        let (h, n, last) = (
+            delivery_us.clone(),
+            delivered.clone(),
+            last_delivery_ns.clone(),
+        );
+        Receiver::start_with(
+            move |r| {
+                let at = now_ns();
+                if let Some(sent) = std::str::from_utf8(&r.body[..r.body.len().min(20)])
+                    .ok()
+                    .and_then(|s| s.split(' ').next())
+                    .and_then(|s| s.parse::<u64>().ok())
+                {
+                    h.lock().saturating_record(at.saturating_sub(sent) / 1_000);
+                }
+                n.fetch_add(1, Ordering::Relaxed);
+                last.fetch_max(at, Ordering::Relaxed);
+                Reply::status(200)
+            },
+            false,
+        )
+        .expect("start the receiver")
+    };
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut node = start_node(&args, dir.path(), &receiver.url("/hooks"));
+    println!(
+        "goad-load: {} connections, {}, {} s, {} B bodies, {} tenants, node at {}",
+        args.connections,
+        if args.rate == 0 {
+            "max rate".to_string()
+        } else {
+            format!("{} hooks/s offered", args.rate)
+        },
+        args.seconds,
+        args.body_bytes,
+        args.tenants,
+        node.addr
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let failed = Arc::new(AtomicU64::new(0));
+    let started_ns = now_ns();
+    let senders: Vec<_> = (0..args.connections)
+        .map(|c| {
+            let (stop, failed) = (stop.clone(), failed.clone());
+            let addr = node.addr;
+            let tenants = args.tenants;
+            let body_bytes = args.body_bytes;
+            let interval = (args.rate > 0)
+                .then(|| Duration::from_nanos(1_000_000_000 * args.connections as u64 / args.rate));
+            std::thread::spawn(move || send(addr, c, tenants, body_bytes, interval, &stop, &failed))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(args.seconds));
+    stop.store(true, Ordering::Release);
+    let mut ack_us = histogram();
+    let mut acked = 0u64;
+    for s in senders {
+        let (n, h) = s.join().expect("a sender thread");
+        acked += n;
+        ack_us.add(h).expect("same bounds");
+    }
+    let sent_s = (now_ns() - started_ns) as f64 / 1e9;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while delivered.load(Ordering::Relaxed) < acked && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let delivered_n = delivered.load(Ordering::Relaxed);
+    let delivery_s = (last_delivery_ns.load(Ordering::Relaxed) - started_ns) as f64 / 1e9;
+    println!(
+        "ingest:   {acked} hooks acknowledged (202) in {sent_s:.2} s = {:.0} hooks/s; {} failed requests",
+        acked as f64 / sent_s,
+        failed.load(Ordering::Relaxed)
+    );
+    println!(
+        "delivery: {delivered_n} delivered in {delivery_s:.2} s = {:.0} deliveries/s",
+        delivered_n as f64 / delivery_s
+    );
+    print_percentiles("ingest request to 202 (durable)", &ack_us);
+    let delivery_us = delivery_us.lock().clone();
+    print_percentiles("ingest request to delivery", &delivery_us);
+    if let Some(path) = &args.plot {
+        match std::fs::write(path, svg(&delivery_us, &args)) {
+            Ok(()) => println!("plot: {}", path.display()),
+            Err(e) => eprintln!("goad-load: cannot write {}: {e}", path.display()),
+        }
+    }
+    node.stop();
+}
+
+/// One connection's loop: post hooks until told to stop; (acknowledged,
+/// ack latency µs).
+fn send(
+    addr: SocketAddr,
+    connection: usize,
+    tenants: usize,
+    body_bytes: usize,
+    interval: Option<Duration>,
+    stop: &AtomicBool,
+    failed: &AtomicU64,
+) -> (u64, Histogram<u64>) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_idle_connections_per_host(1)
+        .build()
+        .into();
+    let url = format!("http://{addr}/v1/sources/s{}/hooks", connection % tenants);
+    let mut h = histogram();
+    let mut acked = 0;
+    let mut next = Instant::now();
+    let mut body = vec![b'x'; body_bytes.max(24)];
+    while !stop.load(Ordering::Relaxed) {
+        if let Some(every) = interval {
+            let now = Instant::now();
+            if next > now {
+                std::thread::sleep(next - now);
+            }
+            next += every;
+        }
+        let sent = now_ns();
+        let stamp = format!("{sent:020} ");
+        body[..stamp.len()].copy_from_slice(stamp.as_bytes());
+        match agent
+            .post(&url)
+            .header("content-type", "application/octet-stream")
+            .send(&body[..])
+        {
+            Ok(mut r) if r.status().as_u16() == 202 => {
+                let _ = r.body_mut().read_to_vec();
+                h.saturating_record((now_ns() - sent) / 1_000);
+                acked += 1;
+            }
+            Ok(mut r) => {
+                let _ = r.body_mut().read_to_vec();
+                failed.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {
+                failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    (acked, h)
+}
+
+fn print_percentiles(what: &str, h: &Histogram<u64>) {
+    let ms = |q: f64| h.value_at_quantile(q) as f64 / 1_000.0;
+    println!(
+        "{what:<34} p50 {:>7.2} ms  p90 {:>7.2} ms  p99 {:>7.2} ms  p99.9 {:>7.2} ms  max {:>8.2} ms",
+        ms(0.5),
+        ms(0.9),
+        ms(0.99),
+        ms(0.999),
+        h.max() as f64 / 1_000.0
+    );
+}
+
+struct NodeProcess {
+    child: std::process::Child,
+    addr: SocketAddr,
+}
+
+impl NodeProcess {
+    /// SIGTERM, then wait for the graceful exit.
+    fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-s", "TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_node(args: &Args, dir: &std::path::Path, sink_url: &str) -> NodeProcess {
+    let mut config = format!(
+        "data_dir = {:?}\nlisten = \"127.0.0.1:0\"\nshards = {}\n[dispatch]\nconcurrency = 64\nsink_concurrency = 16\n[dispatch.tenants.default]\nconcurrency = 16\n",
+        dir.join("data"),
+        args.shards
+    );
+    for t in 0..args.tenants {
+        config.push_str(&format!(
+            "[[sources]]\nid = \"s{t}\"\ntenant = \"tenant-{t}\"\n[[sources.sinks]]\ntype = \"http\"\nurl = {sink_url:?}\n"
+        ));
+    }
+    let path = dir.join("goad.toml");
+    std::fs::File::create(&path)
+        .and_then(|mut f| f.write_all(config.as_bytes()))
+        .expect("write the node's config");
+    let goad = args.goad.clone().unwrap_or_else(|| {
+        std::env::current_exe()
+            .expect("this binary's path")
+            .with_file_name("goad")
+    });
+    let mut child = Command::new(&goad)
+        .args(["serve", "--config"])
+        .arg(&path)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot start {}: {e} (build it: cargo build --release)",
+                goad.display()
+            )
+        });
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let mut addr = None;
+    for line in lines.by_ref().map_while(Result::ok) {
+        if let Some(rest) = line.split("msg=\"node listening\" addr=").nth(1) {
+            addr = Some(rest.trim().parse().expect("an address"));
+        }
+        if line.contains("msg=\"engine ready\"") {
+            break;
+        }
+        if line.contains("level=error") {
+            panic!("the node failed: {line}");
+        }
+    }
+    // Keep draining the node's log so it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
+    NodeProcess {
+        child,
+        addr: addr.expect("the node logged its address"),
+    }
+}
+
+/// The latency distribution as an SVG line chart: latency (ms, y) against
+/// percentile (x, on a log scale of 1/(1-p), so the tail is visible).
+fn svg(h: &Histogram<u64>, args: &Args) -> String {
+    let (width, height, margin) = (800.0, 480.0, 60.0);
+    let max_x = 5.0f64; // up to the 99.999th percentile
+    let quantiles: Vec<f64> = (0..=500)
+        .map(|i| 1.0 - 10f64.powf(-max_x * i as f64 / 500.0))
+        .collect();
+    let points: Vec<(f64, f64)> = quantiles
+        .iter()
+        .map(|q| {
+            (
+                -(1.0 - q).max(1e-9).log10(),
+                h.value_at_quantile(*q) as f64 / 1_000.0,
+            )
+        })
+        .collect();
+    let max_ms = points.iter().map(|p| p.1).fold(0.1, f64::max) * 1.1;
+    let sx = |x: f64| margin + x / max_x * (width - 2.0 * margin);
+    let sy = |y: f64| height - margin - y / max_ms * (height - 2.0 * margin);
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{margin}\" y=\"24\" font-size=\"14\">goad: ingest request to delivery, {} connections, {}, {} B</text>\n",
+        args.connections,
+        if args.rate == 0 { "max rate".to_string() } else { format!("{} hooks/s", args.rate) },
+        args.body_bytes
+    );
+    for (i, label) in ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"]
+        .iter()
+        .enumerate()
+    {
+        let x = sx(i as f64);
+        out.push_str(&format!(
+            "<line x1=\"{x}\" y1=\"{margin}\" x2=\"{x}\" y2=\"{}\" stroke=\"#ddd\"/><text x=\"{x}\" y=\"{}\" text-anchor=\"middle\">{label}</text>\n",
+            height - margin,
+            height - margin + 18.0
+        ));
+    }
+    for i in 0..=4 {
+        let ms = max_ms * i as f64 / 4.0;
+        let y = sy(ms);
+        out.push_str(&format!(
+            "<line x1=\"{margin}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"#ddd\"/><text x=\"{}\" y=\"{y}\" text-anchor=\"end\">{ms:.1} ms</text>\n",
+            width - margin,
+            margin - 6.0
+        ));
+    }
+    let path: Vec<String> = points
+        .iter()
+        .map(|(x, y)| format!("{:.1},{:.1}", sx(*x), sy(*y)))
+        .collect();
+    out.push_str(&format!(
+        "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"{}\"/>\n<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">percentile</text>\n</svg>\n",
+        path.join(" "),
+        width / 2.0,
+        height - 12.0
+    ));
+    out
+}
