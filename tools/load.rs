@@ -42,6 +42,13 @@ struct Args {
     /// Tenants (one source each); hooks are spread over them.
     #[arg(long, default_value_t = 4)]
     tenants: usize,
+    /// The node's `dispatch.concurrency` (attempts at once, and each
+    /// shard's IO workers).
+    #[arg(long, default_value_t = 32)]
+    concurrency: u32,
+    /// The node's `dispatch.sink_concurrency`, also each tenant's concurrency.
+    #[arg(long, default_value_t = 8)]
+    sink_concurrency: u32,
     /// The node's shards (0: one per core).
     #[arg(long, default_value_t = 0)]
     shards: usize,
@@ -161,7 +168,8 @@ fn main() {
 }
 
 /// One connection's loop: post hooks until told to stop; (acknowledged,
-/// ack latency µs).
+/// ack latency µs). A minimal keep-alive client over a blocking socket, so
+/// the load costs the machine little next to the node it measures.
 fn send(
     addr: SocketAddr,
     connection: usize,
@@ -171,16 +179,18 @@ fn send(
     stop: &AtomicBool,
     failed: &AtomicU64,
 ) -> (u64, Histogram<u64>) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_idle_connections_per_host(1)
-        .build()
-        .into();
-    let url = format!("http://{addr}/v1/sources/s{}/hooks", connection % tenants);
     let mut h = histogram();
     let mut acked = 0;
+    let mut conn: Option<LoadConn> = None;
+    let head = format!(
+        "POST /v1/sources/s{}/hooks HTTP/1.1\r\nhost: goad\r\ncontent-type: application/octet-stream\r\ncontent-length: {}\r\n\r\n",
+        connection % tenants,
+        body_bytes.max(24)
+    );
+    let mut request = head.into_bytes();
+    let body_at = request.len();
+    request.resize(body_at + body_bytes.max(24), b'x');
     let mut next = Instant::now();
-    let mut body = vec![b'x'; body_bytes.max(24)];
     while !stop.load(Ordering::Relaxed) {
         if let Some(every) = interval {
             let now = Instant::now();
@@ -191,27 +201,86 @@ fn send(
         }
         let sent = now_ns();
         let stamp = format!("{sent:020} ");
-        body[..stamp.len()].copy_from_slice(stamp.as_bytes());
-        match agent
-            .post(&url)
-            .header("content-type", "application/octet-stream")
-            .send(&body[..])
-        {
-            Ok(mut r) if r.status().as_u16() == 202 => {
-                let _ = r.body_mut().read_to_vec();
-                h.saturating_record((now_ns() - sent) / 1_000);
-                acked += 1;
-            }
-            Ok(mut r) => {
-                let _ = r.body_mut().read_to_vec();
-                failed.fetch_add(1, Ordering::Relaxed);
+        request[body_at..body_at + stamp.len()].copy_from_slice(stamp.as_bytes());
+        let c = match conn.as_mut() {
+            Some(c) => c,
+            None => match LoadConn::connect(addr) {
+                Ok(c) => conn.insert(c),
+                Err(_) => {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+            },
+        };
+        match c.post(&request) {
+            Ok((status, close)) => {
+                if status == 202 {
+                    h.saturating_record((now_ns() - sent) / 1_000);
+                    acked += 1;
+                } else {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
+                if close {
+                    conn = None;
+                }
             }
             Err(_) => {
                 failed.fetch_add(1, Ordering::Relaxed);
+                conn = None;
             }
         }
     }
     (acked, h)
+}
+
+/// A keep-alive connection that posts a request and reads the status of
+/// its response (the node always sends a Content-Length).
+struct LoadConn {
+    stream: std::net::TcpStream,
+    buf: Vec<u8>,
+}
+
+impl LoadConn {
+    fn connect(addr: SocketAddr) -> std::io::Result<LoadConn> {
+        let stream = std::net::TcpStream::connect(addr)?;
+        stream.set_nodelay(true)?;
+        Ok(LoadConn {
+            stream,
+            buf: Vec::with_capacity(4096),
+        })
+    }
+
+    /// The response's status, and whether the node closes the connection.
+    fn post(&mut self, request: &[u8]) -> std::io::Result<(u16, bool)> {
+        use std::io::Read as _;
+        self.stream.write_all(request)?;
+        self.buf.clear();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = self.stream.read(&mut chunk)?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+            let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                continue;
+            };
+            let head = std::str::from_utf8(&self.buf[..end]).map_err(std::io::Error::other)?;
+            let status: u16 = head
+                .get(9..12)
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| std::io::Error::other("no status"))?;
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length: "))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if self.buf.len() >= end + 4 + length {
+                return Ok((status, head.contains("connection: close")));
+            }
+        }
+    }
 }
 
 fn print_percentiles(what: &str, h: &Histogram<u64>) {
@@ -243,9 +312,12 @@ impl NodeProcess {
 
 fn start_node(args: &Args, dir: &std::path::Path, sink_url: &str) -> NodeProcess {
     let mut config = format!(
-        "data_dir = {:?}\nlisten = \"127.0.0.1:0\"\nshards = {}\n[dispatch]\nconcurrency = 64\nsink_concurrency = 16\n[dispatch.tenants.default]\nconcurrency = 16\n",
+        "data_dir = {:?}\nlisten = \"127.0.0.1:0\"\nshards = {}\n[dispatch]\nconcurrency = {}\nsink_concurrency = {}\n[dispatch.tenants.default]\nconcurrency = {}\n",
         dir.join("data"),
-        args.shards
+        args.shards,
+        args.concurrency,
+        args.sink_concurrency,
+        args.sink_concurrency
     );
     for t in 0..args.tenants {
         config.push_str(&format!(

@@ -11,6 +11,12 @@ use crate::runtime::{CommitError, NewHook};
 use crossbeam_channel::TrySendError;
 use std::sync::Arc;
 
+/// The body of an ingest's 202.
+#[derive(serde::Serialize)]
+struct Accepted {
+    id: String,
+}
+
 /// A matched route.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
@@ -110,7 +116,7 @@ impl NodeHandler {
         let replier = later.replier();
         let committed = engine.commit_then(hook, move |result| {
             replier.send(match result {
-                Ok(id) => Response::json(202, &serde_json::json!({ "id": id })),
+                Ok(id) => Response::json(202, &Accepted { id }),
                 Err(e) => commit_error(&e),
             })
         });

@@ -5,6 +5,7 @@ mod clock;
 pub mod coordinator;
 mod engine;
 mod inspect;
+mod job_queue;
 pub mod latency;
 mod oneshot;
 mod pool;

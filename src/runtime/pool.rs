@@ -8,12 +8,13 @@
 //! its size after a job exits, so the count returns to its target once stuck
 //! workers come back.
 
+use super::job_queue::JobQueue;
 use super::latency::AttemptLatency;
 use super::shard::ShardInput;
 use crate::core::{AttemptFailure, FailureClass, Job, JobId};
 use crate::limits::MAX_ABANDONED_WORKERS;
 use crate::sink::{deliver_safely, Delivery, SinkRegistry};
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_channel::Sender;
 use parking_lot::RwLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -23,7 +24,7 @@ use std::time::Instant;
 pub type SharedRegistry = Arc<RwLock<Arc<SinkRegistry>>>;
 
 struct Shared {
-    jobs: Receiver<Job>,
+    jobs: JobQueue<Job>,
     results: Sender<ShardInput>,
     registry: SharedRegistry,
     live: AtomicUsize,
@@ -35,7 +36,6 @@ struct Shared {
 
 /// The pool of one shard.
 pub struct IoPool {
-    jobs: Sender<Job>,
     shared: Arc<Shared>,
 }
 
@@ -49,9 +49,8 @@ impl IoPool {
         registry: SharedRegistry,
         latency: Arc<AttemptLatency>,
     ) -> IoPool {
-        let (jobs_tx, jobs_rx) = crossbeam_channel::bounded(workers + MAX_ABANDONED_WORKERS);
         let shared = Arc::new(Shared {
-            jobs: jobs_rx,
+            jobs: JobQueue::new(workers + MAX_ABANDONED_WORKERS),
             results,
             registry,
             live: AtomicUsize::new(0),
@@ -63,18 +62,15 @@ impl IoPool {
         for _ in 0..workers {
             spawn_worker(&shared);
         }
-        IoPool {
-            jobs: jobs_tx,
-            shared,
-        }
+        IoPool { shared }
     }
 
     /// Hands a job to a worker. A full channel (every worker stuck past the
     /// replacement bound) fails the attempt at once instead of blocking the shard.
     pub fn submit(&self, job: Job) -> Result<(), (JobId, AttemptFailure)> {
-        match self.jobs.try_send(job) {
+        match self.shared.jobs.push(job) {
             Ok(()) => Ok(()),
-            Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => {
+            Err(job) => {
                 let failure = AttemptFailure {
                     class: FailureClass::Transient,
                     message: "io pool saturated: every worker is stuck".into(),
@@ -101,6 +97,13 @@ impl IoPool {
     }
 }
 
+/// The shard is gone: idle workers exit; busy ones after their attempt.
+impl Drop for IoPool {
+    fn drop(&mut self) {
+        self.shared.jobs.close();
+    }
+}
+
 fn spawn_worker(shared: &Arc<Shared>) {
     shared.live.fetch_add(1, Ordering::AcqRel);
     let n = shared.spawned.fetch_add(1, Ordering::Relaxed);
@@ -119,7 +122,7 @@ fn spawn_worker(shared: &Arc<Shared>) {
 }
 
 fn run_worker(shared: &Shared) {
-    while let Ok(job) = shared.jobs.recv() {
+    while let Some(job) = shared.jobs.pop() {
         let sink = shared
             .registry
             .read()

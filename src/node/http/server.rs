@@ -151,6 +151,8 @@ pub struct Server {
     max_body_bytes: u64,
     handler: Arc<dyn Handler>,
     stopping_since: Option<Instant>,
+    /// Where reads land before they join a connection's buffer (allocated once).
+    scratch: Box<[u8]>,
 }
 
 impl Server {
@@ -189,6 +191,7 @@ impl Server {
             max_body_bytes,
             handler,
             stopping_since: None,
+            scratch: vec![0; READ_CHUNK_BYTES].into_boxed_slice(),
         })
     }
 
@@ -345,7 +348,7 @@ impl Server {
             // A read that stopped at the buffer bound may have left bytes in
             // the socket, which no new event will announce: read again once
             // the buffered requests are answered.
-            let full = match read_into(conn, max_buffer) {
+            let full = match read_into(conn, &mut self.scratch, max_buffer) {
                 Ok(full) => full,
                 Err(_) => {
                     failed = true;
@@ -468,17 +471,21 @@ impl Server {
 
 /// Reads until the socket would block, the peer closed, or the buffer holds
 /// more than any request may be; true when it stopped at that bound.
-fn read_into(conn: &mut Conn, max_buffer: usize) -> io::Result<bool> {
-    let mut chunk = [0u8; READ_CHUNK_BYTES];
+fn read_into(conn: &mut Conn, chunk: &mut [u8], max_buffer: usize) -> io::Result<bool> {
     while !conn.peer_closed {
         if conn.input.len() >= max_buffer {
             return Ok(true);
         }
-        match conn.stream.read(&mut chunk) {
+        match conn.stream.read(chunk) {
             Ok(0) => conn.peer_closed = true,
             Ok(n) => {
                 conn.input.extend_from_slice(&chunk[..n]);
                 conn.last_active = Instant::now();
+                if n < chunk.len() {
+                    // The socket had no more: skip the read that would say
+                    // so. Bytes arriving later raise a new (edge) event.
+                    return Ok(false);
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
