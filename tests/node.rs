@@ -877,3 +877,184 @@ fn parse_prometheus(text: &str) -> Vec<(String, String, f64)> {
     }
     samples
 }
+
+/// Scenarios 29 and 33: the same spec while a replay runs is that replay;
+/// rows that die after a replay began are not its rows.
+#[test]
+fn a_replay_is_idempotent_and_takes_only_rows_dead_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let failing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let f = failing.clone();
+    let receiver = Receiver::start(move |r| {
+        if f.load(Ordering::SeqCst) || r.body.starts_with(b"late") {
+            Reply::status(400)
+        } else {
+            Reply::status(200)
+        }
+    })
+    .unwrap();
+    let mut c = node_config(dir.path());
+    c.replay.rate = 2;
+    c.sources.push(source(
+        "a",
+        "t1",
+        vec![SinkConfig::http(receiver.url("/a"))],
+    ));
+    let node = start(c);
+    let addr = node.local_addr();
+    for i in 0..3 {
+        assert_eq!(
+            ingest(addr, "a", format!("early {i}").as_bytes(), &[]).status,
+            202
+        );
+    }
+    let engine = node.engine().unwrap();
+    wait_until("3 dead", Duration::from_secs(10), || {
+        dead(&engine).len() == 3
+    });
+    failing.store(false, Ordering::SeqCst);
+    let first = call(addr, "POST", "/v1/replays", &[], br#"{"source_id":"a"}"#).json();
+    let again = call(addr, "POST", "/v1/replays", &[], br#"{"source_id":"a"}"#).json();
+    assert_eq!(again["id"], first["id"]);
+    assert_eq!(
+        (first["existing"].clone(), again["existing"].clone()),
+        (false.into(), true.into())
+    );
+    let other = call(addr, "POST", "/v1/replays", &[], br#"{"tenant":"nobody"}"#).json();
+    assert_ne!(other["id"], first["id"]);
+    assert_eq!(other["matched"], 0);
+    for i in 0..2 {
+        assert_eq!(
+            ingest(addr, "a", format!("late {i}").as_bytes(), &[]).status,
+            202
+        );
+    }
+    let id = first["id"].as_str().unwrap();
+    wait_until("the replay finished", Duration::from_secs(20), || {
+        let p = get(addr, &format!("/v1/replays/{id}")).json();
+        p["state"] == "done" && p["delivered"] == 3
+    });
+    let p = get(addr, &format!("/v1/replays/{id}")).json();
+    assert_eq!(
+        (p["matched"].clone(), p["moved"].clone()),
+        (3.into(), 3.into())
+    );
+    let left = get(addr, "/v1/dead-letters").json();
+    let bodies: Vec<&str> = left["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["hook_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(bodies.len(), 2, "the two late rows are still dead: {left}");
+}
+
+/// Scenario 31: a replay into a sink that still fails pauses itself once
+/// at least 100 of its rows died again, more than were delivered.
+#[test]
+fn a_replay_into_a_failing_sink_pauses_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, _) = switchable(400);
+    let mut c = node_config(dir.path());
+    c.replay.rate = 100;
+    c.sources.push(source(
+        "a",
+        "t1",
+        vec![SinkConfig::http(receiver.url("/a"))],
+    ));
+    let node = start(c);
+    let addr = node.local_addr();
+    let engine = node.engine().unwrap();
+    for i in 0..250 {
+        engine
+            .commit(goad::NewHook::new("a", format!("{i}").into_bytes()))
+            .unwrap();
+    }
+    wait_until("250 dead", Duration::from_secs(20), || {
+        dead(&engine).len() == 250
+    });
+    let id = call(addr, "POST", "/v1/replays", &[], b"").json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_until("the replay paused", Duration::from_secs(20), || {
+        get(addr, &format!("/v1/replays/{id}")).json()["state"] == "paused"
+    });
+    let p = get(addr, &format!("/v1/replays/{id}")).json();
+    let error = p["error"].as_str().unwrap();
+    assert!(
+        error.contains("auto-paused") && error.contains("dead-lettered again"),
+        "{error}"
+    );
+    assert!(p["dead_again"].as_u64().unwrap() >= 100, "{p}");
+    assert!(p["moved"].as_u64().unwrap() < 250, "{p}");
+    let moved = p["moved"].clone();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        get(addr, &format!("/v1/replays/{id}")).json()["moved"],
+        moved,
+        "a paused replay moves nothing"
+    );
+}
+
+/// The operator subcommands talk to a node's admin API.
+#[test]
+fn the_operator_cli_lists_replays_and_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, status) = switchable(400);
+    let mut c = node_config(dir.path());
+    std::env::set_var("NODE_TEST_CLI_TOKEN", "cli-1");
+    c.admin_token_env = Some("NODE_TEST_CLI_TOKEN".into());
+    c.sources.push(source(
+        "a",
+        "t1",
+        vec![SinkConfig::http(receiver.url("/a"))],
+    ));
+    let node = start(c);
+    let url = format!("http://{}", node.local_addr());
+    assert_eq!(ingest(node.local_addr(), "a", b"x", &[]).status, 202);
+    let engine = node.engine().unwrap();
+    wait_until("1 dead", Duration::from_secs(10), || {
+        dead(&engine).len() == 1
+    });
+    let goad = |args: &[&str], token: bool| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_goad"));
+        cmd.args(args)
+            .args(["--node", &url, "--token-env", "NODE_TEST_CLI_TOKEN"]);
+        if !token {
+            cmd.env_remove("NODE_TEST_CLI_TOKEN");
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, _) = goad(&["stats"], true);
+    assert_eq!(code, Some(0));
+    assert!(serde_json::from_str::<serde_json::Value>(&out).unwrap()["shards"].is_array());
+    let (code, out, _) = goad(&["pressure"], true);
+    assert_eq!(code, Some(0));
+    assert!(serde_json::from_str::<serde_json::Value>(&out).unwrap()["lag_ms"].is_u64());
+    let (code, out, _) = goad(&["dlq", "list", "--source", "a"], true);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    status.store(200, Ordering::SeqCst);
+    let (code, out, _) = goad(&["dlq", "replay", "--source", "a"], true);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["matched"],
+        1
+    );
+    assert!(receiver.wait_for(2, Duration::from_secs(10)));
+    let (code, _, err) = goad(&["stats"], false);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("401") && err.contains("unauthorized"), "{err}");
+}

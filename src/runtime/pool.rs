@@ -114,9 +114,9 @@ fn spawn_worker(shared: &Arc<Shared>) {
         .spawn(move || run_worker(&worker));
     if let Err(e) = spawned {
         shared.live.fetch_sub(1, Ordering::AcqRel);
-        eprintln!(
-            "goad: cannot start an IO worker for shard {}: {e}",
-            shared.shard_index
+        crate::log::error(
+            "cannot start an IO worker",
+            &[("shard", &shared.shard_index), ("error", &e)],
         );
     }
 }

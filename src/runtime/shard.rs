@@ -243,7 +243,10 @@ impl ShardThread {
             if let Some(since_ms) = draining_since_ms {
                 if state.core().running() == 0 || now_ms >= since_ms + SHUTDOWN_GRACE_MS {
                     if let Err(e) = state.flush() {
-                        eprintln!("goad: shard {index}: final store write failed ({e}); its rows are due again at the next open");
+                        crate::log::error(
+                            "final store write failed; its rows are due again at the next open",
+                            &[("shard", &index), ("error", &e)],
+                        );
                     }
                     for (reply, baseline) in tick_waiters.drain(..) {
                         let _ = reply.send(stats.settled() - baseline);

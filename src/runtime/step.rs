@@ -341,15 +341,19 @@ impl<'s> ShardState<'s> {
     /// Job ids continue, so late results of the old core's attempts are
     /// discarded rather than mistaken for new ones.
     fn rebuild(&mut self, now_ms: u64, cause: &StoreError) {
-        eprintln!(
-            "goad: shard store write failed ({cause}); rebuilding the shard's state from the store"
+        crate::log::error(
+            "shard store write failed; rebuilding the shard's state from the store",
+            &[("error", cause)],
         );
         self.txn = None;
         self.dirty_since_ms = None;
         self.unflushed_ops = 0;
         self.core = self.core.rebuilt(now_ms);
         if let Err(e) = self.reload(now_ms) {
-            eprintln!("goad: shard store reload failed ({e}); retrying on the next iteration");
+            crate::log::error(
+                "shard store reload failed; retrying on the next iteration",
+                &[("error", &e)],
+            );
         }
     }
 }
