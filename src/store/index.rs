@@ -1,14 +1,18 @@
 //! The due index as the core's scan reads it: a view over the shard's write
 //! transaction, so rows committed earlier in the same iteration are seen.
 
-use super::keys::{hook_key, parse_timed_key, row_key, timed_key};
-use super::record::{decode_hook, decode_row, Hook, RowStatus};
+use super::keys::{hook_key, parse_row_key, parse_timed_key, row_key, timed_key, u64_at};
+use super::record::{decode_hook, decode_row, Hook, RowRecord, RowStatus};
 use super::{ShardStore, StoreError, TenantTable};
 use crate::core::{DueEntry, DueIndex, Loaded, RowId, RowState, TenantId};
 use heed::RwTxn;
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
+
+/// How much wider than twice its rows a page's seq range may be and still be
+/// read ahead in one range scan.
+const READ_AHEAD_SLACK: u64 = 8;
 
 /// Reads for one scan. The first store error is kept (and the reads that
 /// follow return nothing); the shell checks [`TxnIndex::into_error`].
@@ -17,6 +21,9 @@ pub struct TxnIndex<'t> {
     txn: &'t RwTxn<'t>,
     tenants: &'t TenantTable,
     hooks: HashMap<u64, Arc<Hook>>,
+    /// Rows of the last page read ahead (see [`TxnIndex::read_ahead`]),
+    /// in row order.
+    rows: Vec<(RowId, Option<RowRecord>)>,
     error: Option<StoreError>,
 }
 
@@ -31,6 +38,7 @@ impl<'t> TxnIndex<'t> {
             txn,
             tenants,
             hooks: HashMap::new(),
+            rows: Vec::new(),
             error: None,
         }
     }
@@ -101,11 +109,59 @@ impl<'t> TxnIndex<'t> {
         Ok(out)
     }
 
-    fn load_row(&mut self, row: RowId) -> Result<Loaded, StoreError> {
-        let Some(bytes) = self.store.rows.get(self.txn, &row_key(row))? else {
-            return Ok(Loaded::RowMissing);
+    /// Reads a page's rows and hooks ahead with one range scan of each tree
+    /// when the page's seqs are dense (a tenant's recent commits usually
+    /// are): one descent of the shard-wide `rows` and `hooks` trees instead
+    /// of one per row, so a small tenant's claims cost about the same
+    /// beside a large tenant as alone. Sparse pages are loaded row by row.
+    fn read_ahead(&mut self, page: &[DueEntry]) -> Result<(), StoreError> {
+        self.rows.clear();
+        let mut wanted: Vec<RowId> = page.iter().map(|e| e.row).collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let (Some(first), Some(last)) = (wanted.first(), wanted.last()) else {
+            return Ok(());
         };
-        let record = decode_row(bytes)?;
+        let span = last.seq - first.seq + 1;
+        if wanted.len() < 2 || span > 2 * wanted.len() as u64 + READ_AHEAD_SLACK {
+            return Ok(());
+        }
+        let (low, high) = (row_key(*first), row_key(*last));
+        let bounds = (Bound::Included(&low[..]), Bound::Included(&high[..]));
+        for item in self.store.rows.range(self.txn, &bounds)? {
+            let (k, v) = item?;
+            let row = parse_row_key(k);
+            if wanted.binary_search(&row).is_ok() {
+                self.rows.push((row, Some(decode_row(v)?)));
+            }
+        }
+        let (low, high) = (hook_key(first.seq), hook_key(last.seq));
+        let bounds = (Bound::Included(&low[..]), Bound::Included(&high[..]));
+        for item in self.store.hooks.range(self.txn, &bounds)? {
+            let (k, v) = item?;
+            let seq = u64_at(k, 0);
+            let needed = wanted.binary_search_by(|r| r.seq.cmp(&seq)).is_ok();
+            if needed && !self.hooks.contains_key(&seq) {
+                self.hooks.insert(seq, Arc::new(decode_hook(seq, v)?));
+            }
+        }
+        Ok(())
+    }
+
+    fn load_row(&mut self, row: RowId) -> Result<Loaded, StoreError> {
+        let ahead = match self.rows.binary_search_by(|(r, _)| r.cmp(&row)) {
+            Ok(i) => self.rows[i].1.take(),
+            Err(_) => None,
+        };
+        let record = match ahead {
+            Some(record) => record,
+            None => {
+                let Some(bytes) = self.store.rows.get(self.txn, &row_key(row))? else {
+                    return Ok(Loaded::RowMissing);
+                };
+                decode_row(bytes)?
+            }
+        };
         assert_eq!(
             record.status,
             RowStatus::Pending,
@@ -156,6 +212,8 @@ impl DueIndex for TxnIndex<'_> {
         };
         let r = self.first_after(tenant_no, after, now_ms, max_rows);
         if let Some(page) = self.keep(r) {
+            let r = self.read_ahead(&page);
+            self.keep(r);
             out.extend(page);
         }
     }
