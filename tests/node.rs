@@ -49,6 +49,25 @@ fn ingest(addr: SocketAddr, source: &str, body: &[u8], headers: &[(&str, &str)])
     )
 }
 
+/// A node config whose source `a` (tenant `t1`) posts to `receiver`.
+fn one_source(dir: &std::path::Path, receiver: &Receiver) -> Config {
+    let mut c = node_config(dir);
+    c.sources.push(source(
+        "a",
+        "t1",
+        vec![SinkConfig::http(receiver.url("/a"))],
+    ));
+    c
+}
+
+/// Ingests `count` hooks with bodies `0`, `1`, … into `source`, each answered 202.
+fn ingest_n(addr: SocketAddr, source: &str, count: usize) {
+    for i in 0..count {
+        let reply = ingest(addr, source, format!("{i}").as_bytes(), &[]);
+        assert_eq!(reply.status, 202, "{}", reply.text());
+    }
+}
+
 /// A receiver whose status can be changed while it runs.
 fn switchable(status: u16) -> (Receiver, Arc<AtomicU16>) {
     let current = Arc::new(AtomicU16::new(status));
@@ -367,13 +386,8 @@ fn connections_over_the_cap_get_503() {
 fn dead_letters_list_page_and_replay() {
     let dir = tempfile::tempdir().unwrap();
     let (receiver, status) = switchable(400);
-    let mut c = node_config(dir.path());
+    let mut c = one_source(dir.path(), &receiver);
     c.shards = 2;
-    c.sources.push(source(
-        "a",
-        "t1",
-        vec![SinkConfig::http(receiver.url("/a"))],
-    ));
     c.sources.push(source(
         "b",
         "t2",
@@ -381,6 +395,7 @@ fn dead_letters_list_page_and_replay() {
     ));
     let node = start(c);
     let addr = node.local_addr();
+    let engine = node.engine().unwrap();
     let mut ids = Vec::new();
     for i in 0..7 {
         let s = if i % 2 == 0 { "a" } else { "b" };
@@ -391,10 +406,14 @@ fn dead_letters_list_page_and_replay() {
                 .to_string(),
         );
         // Distinct dead times, so newest-first is the ingest order reversed.
-        assert!(receiver.wait_for(i + 1, Duration::from_secs(10)));
-        std::thread::sleep(Duration::from_millis(3));
+        wait_until("the hook dead", Duration::from_secs(10), || {
+            dead(&engine).len() == i + 1
+        });
+        let dead_at_ms = goad::runtime::wall_ms();
+        wait_until("the clock past its death", Duration::from_secs(1), || {
+            goad::runtime::wall_ms() > dead_at_ms
+        });
     }
-    let engine = node.engine().unwrap();
     wait_until("7 dead", Duration::from_secs(10), || {
         dead(&engine).len() == 7
     });
@@ -502,23 +521,13 @@ fn a_replay_waits_while_the_node_lags() {
     .unwrap();
     assert!(node.wait_ready(Duration::from_secs(20)));
     let addr = node.local_addr();
-    for i in 0..20 {
-        assert_eq!(
-            ingest(addr, "dead", format!("{i}").as_bytes(), &[]).status,
-            202
-        );
-    }
+    ingest_n(addr, "dead", 20);
     let engine = node.engine().unwrap();
     wait_until("20 dead", Duration::from_secs(10), || {
         dead(&engine).len() == 20
     });
     dead_status.store(200, Ordering::SeqCst);
-    for i in 0..20 {
-        assert_eq!(
-            ingest(addr, "live", format!("{i}").as_bytes(), &[]).status,
-            202
-        );
-    }
+    ingest_n(addr, "live", 20);
     wait_until("a lag over 100 ms", Duration::from_secs(10), || {
         engine.pressure().unwrap().lag_ms > 150
     });
@@ -532,6 +541,7 @@ fn a_replay_waits_while_the_node_lags() {
         Duration::from_secs(10),
         || progress(addr)["throttled"] == true,
     );
+    // Nothing to wait for: watch `moved` stay 0 through a 600 ms window.
     let frozen_until = Instant::now() + Duration::from_millis(600);
     while Instant::now() < frozen_until {
         assert_eq!(progress(addr)["moved"], 0, "moved while the node lagged");
@@ -554,21 +564,11 @@ fn a_replay_waits_while_the_node_lags() {
 fn a_replay_resumes_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let (receiver, status) = switchable(400);
-    let mut c = node_config(dir.path());
+    let mut c = one_source(dir.path(), &receiver);
     c.replay.rate = 50;
-    c.sources.push(source(
-        "a",
-        "t1",
-        vec![SinkConfig::http(receiver.url("/a"))],
-    ));
     let node = start(c.clone());
     let addr = node.local_addr();
-    for i in 0..60 {
-        assert_eq!(
-            ingest(addr, "a", format!("{i}").as_bytes(), &[]).status,
-            202
-        );
-    }
+    ingest_n(addr, "a", 60);
     let engine = node.engine().unwrap();
     wait_until("60 dead", Duration::from_secs(10), || {
         dead(&engine).len() == 60
@@ -616,22 +616,12 @@ fn a_replay_resumes_after_a_restart() {
 fn dead_lettering_a_source_reports_the_count_and_lists_them() {
     let dir = tempfile::tempdir().unwrap();
     let (receiver, _) = switchable(503);
-    let mut c = node_config(dir.path());
+    let mut c = one_source(dir.path(), &receiver);
     c.retry.base_ms = 60_000;
     c.retry.max_ms = 60_000;
-    c.sources.push(source(
-        "a",
-        "t1",
-        vec![SinkConfig::http(receiver.url("/a"))],
-    ));
     let node = start(c);
     let addr = node.local_addr();
-    for i in 0..5 {
-        assert_eq!(
-            ingest(addr, "a", format!("{i}").as_bytes(), &[]).status,
-            202
-        );
-    }
+    ingest_n(addr, "a", 5);
     assert!(receiver.wait_for(5, Duration::from_secs(10)));
     let engine = node.engine().unwrap();
     wait_until("5 backing off", Duration::from_secs(10), || {
@@ -759,13 +749,8 @@ fn reload_applies_live_keys_and_names_those_that_need_a_restart() {
 fn metrics_parse_as_prometheus_text() {
     let dir = tempfile::tempdir().unwrap();
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
-    let mut c = node_config(dir.path());
+    let mut c = one_source(dir.path(), &receiver);
     c.shards = 2;
-    c.sources.push(source(
-        "a",
-        "t1",
-        vec![SinkConfig::http(receiver.url("/a"))],
-    ));
     let node = start(c);
     let addr = node.local_addr();
     for _ in 0..5 {
@@ -893,13 +878,8 @@ fn a_replay_is_idempotent_and_takes_only_rows_dead_before_it() {
         }
     })
     .unwrap();
-    let mut c = node_config(dir.path());
+    let mut c = one_source(dir.path(), &receiver);
     c.replay.rate = 2;
-    c.sources.push(source(
-        "a",
-        "t1",
-        vec![SinkConfig::http(receiver.url("/a"))],
-    ));
     let node = start(c);
     let addr = node.local_addr();
     for i in 0..3 {
@@ -955,13 +935,8 @@ fn a_replay_is_idempotent_and_takes_only_rows_dead_before_it() {
 fn a_replay_into_a_failing_sink_pauses_itself() {
     let dir = tempfile::tempdir().unwrap();
     let (receiver, _) = switchable(400);
-    let mut c = node_config(dir.path());
+    let mut c = one_source(dir.path(), &receiver);
     c.replay.rate = 100;
-    c.sources.push(source(
-        "a",
-        "t1",
-        vec![SinkConfig::http(receiver.url("/a"))],
-    ));
     let node = start(c);
     let addr = node.local_addr();
     let engine = node.engine().unwrap();
@@ -989,6 +964,7 @@ fn a_replay_into_a_failing_sink_pauses_itself() {
     assert!(p["dead_again"].as_u64().unwrap() >= 100, "{p}");
     assert!(p["moved"].as_u64().unwrap() < 250, "{p}");
     let moved = p["moved"].clone();
+    // Nothing to wait for: `moved` must not change across three pacing steps.
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
         get(addr, &format!("/v1/replays/{id}")).json()["moved"],
@@ -1002,14 +978,9 @@ fn a_replay_into_a_failing_sink_pauses_itself() {
 fn the_operator_cli_lists_replays_and_reports() {
     let dir = tempfile::tempdir().unwrap();
     let (receiver, status) = switchable(400);
-    let mut c = node_config(dir.path());
+    let mut c = one_source(dir.path(), &receiver);
     std::env::set_var("NODE_TEST_CLI_TOKEN", "cli-1");
     c.admin_token_env = Some("NODE_TEST_CLI_TOKEN".into());
-    c.sources.push(source(
-        "a",
-        "t1",
-        vec![SinkConfig::http(receiver.url("/a"))],
-    ));
     let node = start(c);
     let url = format!("http://{}", node.local_addr());
     assert_eq!(ingest(node.local_addr(), "a", b"x", &[]).status, 202);

@@ -17,7 +17,13 @@ impl Family<'_> {
     }
 
     /// One series per shard.
-    fn per_shard(&mut self, name: &str, kind: &str, help: &str, values: &[u64]) {
+    fn per_shard<T: std::fmt::Display>(
+        &mut self,
+        name: &str,
+        kind: &str,
+        help: &str,
+        values: &[T],
+    ) {
         self.head(name, kind, help);
         for (k, v) in values.iter().enumerate() {
             let _ = writeln!(self.out, "{name}{{shard=\"{k}\"}} {v}");
@@ -117,22 +123,16 @@ pub fn render(engine: &Engine) -> Result<String, StoreError> {
         "Sink keys whose breaker is open or half-open.",
         &col(|s| s.breakers_open),
     );
-    let ages: Vec<u64> = oldest
+    let ages_s: Vec<f64> = oldest
         .iter()
-        .map(|o| o.map_or(0, |at| now_ms.saturating_sub(at)))
+        .map(|o| o.map_or(0, |at| now_ms.saturating_sub(at)) as f64 / 1_000.0)
         .collect();
-    f.head(
+    f.per_shard(
         "goad_oldest_due_age_seconds",
         "gauge",
         "Age of the oldest due row (0 when none is due).",
+        &ages_s,
     );
-    for (k, age_ms) in ages.iter().enumerate() {
-        let _ = writeln!(
-            f.out,
-            "goad_oldest_due_age_seconds{{shard=\"{k}\"}} {}",
-            *age_ms as f64 / 1_000.0
-        );
-    }
     f.per_shard(
         "goad_dead_letters",
         "gauge",
