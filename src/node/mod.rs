@@ -21,7 +21,7 @@ use crate::sink::Sink;
 use auth::Tokens;
 use crossbeam_channel::Sender;
 use http::{Server, Stopper};
-use parking_lot::RwLock;
+use parking_lot::{Condvar, Mutex, RwLock};
 use replay::Replays;
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -78,6 +78,8 @@ impl std::error::Error for NodeError {}
 pub(crate) struct NodeState {
     /// Set once the engine is open (recovery finished).
     engine: OnceLock<Arc<Engine>>,
+    /// Signalled when `engine` is set or opening failed.
+    opened: (Mutex<bool>, Condvar),
     config: RwLock<Config>,
     config_path: Option<PathBuf>,
     tokens: RwLock<Tokens>,
@@ -128,6 +130,7 @@ impl Node {
         let (admin_tx, admin_rx) = crossbeam_channel::bounded(admin::ADMIN_QUEUE);
         let state = Arc::new(NodeState {
             engine: OnceLock::new(),
+            opened: (Mutex::new(false), Condvar::new()),
             replays: Replays::new(&config.data_dir),
             config: RwLock::new(config.clone()),
             config_path: options.config_path,
@@ -175,13 +178,10 @@ impl Node {
     /// Waits until the engine is open; false if it is not within `wait`.
     pub fn wait_ready(&self, wait: Duration) -> bool {
         let deadline = Instant::now() + wait;
-        while self.state.engine().is_none() {
-            if Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        true
+        let (done, opened) = &self.state.opened;
+        let mut done = done.lock();
+        while !*done && !opened.wait_until(&mut done, deadline).timed_out() {}
+        self.state.engine().is_some()
     }
 
     /// The engine, once open (for embedding and tests).
@@ -246,6 +246,20 @@ fn resolve(listen: &str) -> Result<SocketAddr, NodeError> {
 /// Opens the engine (recovering claimed rows), then resumes replays. On
 /// failure the node stops with the error.
 fn open_engine(
+    state: &Arc<NodeState>,
+    config: Config,
+    host_sinks: Vec<(String, Arc<dyn Sink>)>,
+    stopper: &Stopper,
+) -> Result<(), NodeError> {
+    let opened = try_open_engine(state, config, host_sinks, stopper);
+    // Whatever happened, `wait_ready` may stop waiting.
+    let (done, signal) = &state.opened;
+    *done.lock() = true;
+    signal.notify_all();
+    opened
+}
+
+fn try_open_engine(
     state: &Arc<NodeState>,
     config: Config,
     host_sinks: Vec<(String, Arc<dyn Sink>)>,
