@@ -92,6 +92,14 @@ fn main() {
     println!("goad commits  {committers:>3} committers:  {:>9.0} commits/s (p50 {:.2} ms, p99 {:.2} ms per durable commit)", total as f64 / commit_elapsed.as_secs_f64(), commit_us.value_at_quantile(0.5) as f64 / 1000.0, commit_us.value_at_quantile(0.99) as f64 / 1000.0);
     println!("goad delivery {connections:>3} connections: {rate:>9.0} deliveries/s ({delivered} of {total} in {:.2} s)", elapsed.as_secs_f64());
     println!("ratio goad / raw: {:.2}", rate / raw);
+    // Each of the sink's `connections` slots turns over once per delivery:
+    // compare the time a slot is held with the time the attempt itself took.
+    let latency = engine.attempt_latency();
+    let attempt_us = latency.sum_ms * 1_000.0 / latency.count().max(1) as f64;
+    println!(
+        "per slot: {:.0} µs per delivery, of which the attempt took {attempt_us:.0} µs",
+        connections as f64 * 1e6 / rate
+    );
     engine.shutdown();
 }
 
