@@ -49,6 +49,24 @@ fn ingest(addr: SocketAddr, source: &str, body: &[u8], headers: &[(&str, &str)])
     )
 }
 
+/// Starts a node whose sinks of type `gated` hold each delivery on `gate`.
+fn start_gated(config: Config, gate: &Gate) -> Node {
+    let node = Node::start_with_sinks(
+        NodeOptions {
+            config,
+            config_path: None,
+            allow_open_admin: false,
+        },
+        vec![("gated".to_string(), gate.sink.clone())],
+    )
+    .expect("the node starts");
+    assert!(
+        node.wait_ready(Duration::from_secs(20)),
+        "the node got ready"
+    );
+    node
+}
+
 /// A node config whose source `a` (tenant `t1`) posts to `receiver`.
 fn one_source(dir: &std::path::Path, receiver: &Receiver) -> Config {
     let mut c = node_config(dir);
@@ -510,16 +528,7 @@ fn a_replay_waits_while_the_node_lags() {
     ));
     c.sources
         .push(source("live", "t2", vec![SinkConfig::of_kind("gated")]));
-    let node = goad::Node::start_with_sinks(
-        NodeOptions {
-            config: c,
-            config_path: None,
-            allow_open_admin: false,
-        },
-        vec![("gated".to_string(), g.sink.clone())],
-    )
-    .unwrap();
-    assert!(node.wait_ready(Duration::from_secs(20)));
+    let node = start_gated(c, &g);
     let addr = node.local_addr();
     ingest_n(addr, "dead", 20);
     let engine = node.engine().unwrap();
@@ -647,16 +656,7 @@ fn stats_report_shards_and_tenants() {
     c.shards = 2;
     c.sources
         .push(source("a", "t1", vec![SinkConfig::of_kind("gated")]));
-    let node = Node::start_with_sinks(
-        NodeOptions {
-            config: c,
-            config_path: None,
-            allow_open_admin: false,
-        },
-        vec![("gated".to_string(), g.sink.clone())],
-    )
-    .unwrap();
-    assert!(node.wait_ready(Duration::from_secs(20)));
+    let node = start_gated(c, &g);
     let addr = node.local_addr();
     for _ in 0..3 {
         assert_eq!(ingest(addr, "a", b"x", &[]).status, 202);

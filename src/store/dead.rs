@@ -33,6 +33,18 @@ pub struct DeadPosition {
     pub row: RowId,
 }
 
+impl DeadPosition {
+    /// The position of a dead key in shard `shard`.
+    fn of_key(shard: u32, key: &[u8]) -> DeadPosition {
+        let (_, dead_at_ms, row) = keys::parse_timed_key(key);
+        DeadPosition {
+            dead_at_ms,
+            shard,
+            row,
+        }
+    }
+}
+
 /// One dead row as listings show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadItem {
@@ -207,12 +219,7 @@ impl ShardStore {
                 .rev_range(&rtxn, &(Bound::Included(&low[..]), high))?
             {
                 let (k, _) = entry?;
-                let (_, dead_at_ms, row) = keys::parse_timed_key(k);
-                let position = DeadPosition {
-                    dead_at_ms,
-                    shard,
-                    row,
-                };
+                let position = DeadPosition::of_key(shard, k);
                 if let Some(found) = item(self, &rtxn, filter, &tenant, position)? {
                     out.push(found);
                     taken += 1;
@@ -238,12 +245,7 @@ impl ShardStore {
             let bounds = (Bound::Included(&low[..]), Bound::Included(&high[..]));
             for entry in self.dead.range(&rtxn, &bounds)? {
                 let (k, _) = entry?;
-                let (_, dead_at_ms, row) = keys::parse_timed_key(k);
-                let position = DeadPosition {
-                    dead_at_ms,
-                    shard: 0,
-                    row,
-                };
+                let position = DeadPosition::of_key(0, k);
                 if item(self, &rtxn, filter, &tenant, position)?.is_some_and(|i| i.is_decodable()) {
                     count += 1;
                 }
@@ -303,16 +305,11 @@ pub fn revive(
                 break 'tenants;
             }
             let (k, _) = entry?;
-            let (_, dead_at_ms, row) = keys::parse_timed_key(k);
-            let position = DeadPosition {
-                dead_at_ms,
-                shard: 0,
-                row,
-            };
+            let position = DeadPosition::of_key(0, k);
             examined += 1;
             last = Some(k.to_vec());
             if item(store, wtxn, filter, &tenant, position)?.is_some_and(|i| i.is_decodable()) {
-                moves.push((k.to_vec(), no, row));
+                moves.push((k.to_vec(), no, position.row));
             }
         }
     }
