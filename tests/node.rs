@@ -1029,3 +1029,30 @@ fn the_operator_cli_lists_replays_and_reports() {
     assert_eq!(code, Some(1));
     assert!(err.contains("401") && err.contains("unauthorized"), "{err}");
 }
+
+/// A client that sends `Expect: 100-continue` gets the interim answer at
+/// once (no stall waiting for it), then the final one; an oversized body
+/// is refused before it is sent.
+#[test]
+fn expect_100_continue_is_answered_before_the_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = one_source(dir.path(), &receiver);
+    c.max_body_bytes = 1_000;
+    let node = start(c);
+    let mut client = Client::connect(node.local_addr());
+    client.send(
+        b"POST /v1/sources/a/hooks HTTP/1.1\r\nexpect: 100-continue\r\ncontent-length: 5\r\n\r\n",
+    );
+    let interim = client.reply().expect("100 Continue");
+    assert_eq!(interim.status, 100);
+    client.send(b"hello");
+    let accepted = client.reply().expect("the final answer");
+    assert_eq!(accepted.status, 202, "{}", accepted.text());
+    assert!(receiver.wait_for(1, Duration::from_secs(10)));
+    assert_eq!(receiver.received()[0].body, b"hello");
+    let mut big = Client::connect(node.local_addr());
+    big.send(b"POST /v1/sources/a/hooks HTTP/1.1\r\nexpect: 100-continue\r\ncontent-length: 5000\r\n\r\n");
+    let refused = big.reply().expect("413 without a 100 first");
+    assert_eq!(refused.status, 413);
+}

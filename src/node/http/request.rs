@@ -45,8 +45,9 @@ impl Request {
 /// What the buffer holds.
 #[derive(Debug)]
 pub enum Parsed {
-    /// More bytes are needed.
-    Partial,
+    /// More bytes are needed. `continue_wanted`: the head is complete and
+    /// asks for `100 Continue` before the client sends its body.
+    Partial { continue_wanted: bool },
     /// A whole request, and how many bytes of the buffer it took.
     Complete(Request, usize),
     /// The request is malformed or over a bound: answer this and close.
@@ -66,7 +67,11 @@ pub fn parse(buf: &[u8], max_body_bytes: u64) -> Parsed {
                 &format!("the request head is over {MAX_HEAD_BYTES} bytes"),
             ));
         }
-        Ok(httparse::Status::Partial) => return Parsed::Partial,
+        Ok(httparse::Status::Partial) => {
+            return Parsed::Partial {
+                continue_wanted: false,
+            }
+        }
         Err(httparse::Error::TooManyHeaders) => {
             return Parsed::Reject(Response::error(
                 431,
@@ -142,7 +147,11 @@ pub fn parse(buf: &[u8], max_body_bytes: u64) -> Parsed {
     }
     let total = head_len + length as usize;
     if buf.len() < total {
-        return Parsed::Partial;
+        let continue_wanted = version == 1
+            && request
+                .header("expect")
+                .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"));
+        return Parsed::Partial { continue_wanted };
     }
     request.body = buf[head_len..total].to_vec();
     Parsed::Complete(request, total)
@@ -226,11 +235,24 @@ mod tests {
     fn waits_for_the_whole_head_and_body() {
         assert!(matches!(
             parse(b"POST / HTTP/1.1\r\nContent-Le", 100),
-            Parsed::Partial
+            Parsed::Partial {
+                continue_wanted: false
+            }
         ));
         assert!(matches!(
             parse(b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nab", 100),
-            Parsed::Partial
+            Parsed::Partial {
+                continue_wanted: false
+            }
+        ));
+        assert!(matches!(
+            parse(
+                b"POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n",
+                100
+            ),
+            Parsed::Partial {
+                continue_wanted: true
+            }
         ));
     }
 

@@ -126,6 +126,8 @@ struct Conn {
     peer_closed: bool,
     /// The first byte of the request in progress arrived then.
     request_started: Option<Instant>,
+    /// `100 Continue` was sent for the request in progress.
+    continue_sent: bool,
     last_active: Instant,
     writable_interest: bool,
 }
@@ -312,6 +314,7 @@ impl Server {
                 close_after_write: false,
                 peer_closed: false,
                 request_started: None,
+                continue_sent: false,
                 last_active: Instant::now(),
                 writable_interest: false,
             });
@@ -357,8 +360,13 @@ impl Server {
             };
             while conn.waiting.is_none() && !conn.close_after_write && !conn.input.is_empty() {
                 match parse(&conn.input, self.max_body_bytes) {
-                    Parsed::Partial => {
+                    Parsed::Partial { continue_wanted } => {
                         conn.request_started.get_or_insert_with(Instant::now);
+                        if continue_wanted && !conn.continue_sent {
+                            conn.output
+                                .extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+                            conn.continue_sent = true;
+                        }
                         break;
                     }
                     Parsed::Reject(response) => {
@@ -369,6 +377,7 @@ impl Server {
                     Parsed::Complete(request, used) => {
                         conn.input.drain(..used);
                         conn.request_started = None;
+                        conn.continue_sent = false;
                         let keep_alive = request.keep_alive && self.stopping_since.is_none();
                         self.next_id += 1;
                         let mut taken = false;
