@@ -457,10 +457,7 @@ fn tick_waits_for_claimed_rows_and_counts_those_settled_during_the_call() {
     c.sources
         .push(source("s", "t", vec![SinkConfig::of_kind("gate")]));
     let gate = gate();
-    let engine = Engine::builder(c)
-        .sink("gate", gate.sink.clone())
-        .open()
-        .unwrap();
+    let engine = gated_engine(c, &gate);
     let open = gate.open;
     for _ in 0..3 {
         engine.commit(NewHook::new("s", "x")).unwrap();
@@ -567,10 +564,7 @@ fn dead_letter_source_dead_letters_pending_rows_and_leaves_claimed_ones() {
     c.sources
         .push(source("doomed", "t", vec![SinkConfig::of_kind("gate")]));
     let gate = gate();
-    let engine = Engine::builder(c)
-        .sink("gate", gate.sink.clone())
-        .open()
-        .unwrap();
+    let engine = gated_engine(c, &gate);
     let open = gate.open;
     for _ in 0..10 {
         engine.commit(NewHook::new("doomed", "x")).unwrap();
@@ -614,10 +608,7 @@ fn reconfigure_lowers_and_raises_concurrency_without_dropping_running_attempts()
         .push(source("s", "t", vec![SinkConfig::of_kind("gate")]));
     let gate = gate();
     let delivered = gate.passed.clone();
-    let engine = Engine::builder(c.clone())
-        .sink("gate", gate.sink.clone())
-        .open()
-        .unwrap();
+    let engine = gated_engine(c.clone(), &gate);
     let open = gate.open;
     for _ in 0..40 {
         engine.commit(NewHook::new("s", "x")).unwrap();
@@ -696,10 +687,7 @@ fn pressure_reports_the_lag_of_the_oldest_due_row_and_a_full_window() {
     c.sources
         .push(source("s", "t", vec![SinkConfig::of_kind("gate")]));
     let gate = gate();
-    let engine = Engine::builder(c)
-        .sink("gate", gate.sink.clone())
-        .open()
-        .unwrap();
+    let engine = gated_engine(c, &gate);
     let open = gate.open;
     assert_eq!(
         engine.pressure().unwrap(),

@@ -3,7 +3,7 @@
 
 use super::http::{Replier, Request, Response};
 use super::replay::ReplaySpec;
-use super::routes::Route;
+use super::routes::WorkerRoute;
 use super::{metrics, NodeState};
 use crate::config::Config;
 use crate::runtime::Engine;
@@ -22,7 +22,7 @@ const DEFAULT_PAGE: usize = 100;
 const MAX_PAGE: usize = 1_000;
 
 pub struct AdminJob {
-    pub route: Route,
+    pub route: WorkerRoute,
     pub request: Request,
     pub reply: Replier,
 }
@@ -55,28 +55,28 @@ pub(super) fn start_workers(state: &Arc<NodeState>, jobs: Receiver<AdminJob>) {
     }
 }
 
-fn answer(state: &NodeState, engine: &Engine, route: &Route, request: &Request) -> Response {
+fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Request) -> Response {
     match route {
-        Route::Metrics => match metrics::render(engine) {
+        WorkerRoute::Metrics => match metrics::render(engine) {
             Ok(text) => Response::text(200, "text/plain; version=0.0.4", text),
             Err(e) => store_error(&e),
         },
-        Route::Pressure => match engine.pressure() {
+        WorkerRoute::Pressure => match engine.pressure() {
             Ok(p) => Response::json(
                 200,
                 &json!({"lag_ms": p.lag_ms, "window_full": p.window_full}),
             ),
             Err(e) => unavailable(&e),
         },
-        Route::Stats => stats(engine),
-        Route::DeadLetters => dead_letters(engine, request),
-        Route::CreateReplay => create_replay(state, engine, request),
-        Route::GetReplay(id) => match state.replays.progress(engine, id) {
+        WorkerRoute::Stats => stats(engine),
+        WorkerRoute::DeadLetters => dead_letters(engine, request),
+        WorkerRoute::CreateReplay => create_replay(state, engine, request),
+        WorkerRoute::GetReplay(id) => match state.replays.progress(engine, id) {
             Ok(Some(progress)) => Response::json(200, &progress),
             Ok(None) => Response::error(404, "unknown_replay", &format!("no replay {id:?}")),
             Err(e) => store_error(&e),
         },
-        Route::DeadLetterSource(source_id) => match engine.dead_letter_source(source_id) {
+        WorkerRoute::DeadLetterSource(source_id) => match engine.dead_letter_source(source_id) {
             Ok(count) => {
                 crate::log::info(
                     "source dead-lettered",
@@ -86,10 +86,7 @@ fn answer(state: &NodeState, engine: &Engine, route: &Route, request: &Request) 
             }
             Err(e) => unavailable(&e),
         },
-        Route::Reload => reload(state, engine),
-        Route::Health | Route::Ready | Route::Ingest(_) => {
-            Response::error(500, "internal", "not an admin route")
-        }
+        WorkerRoute::Reload => reload(state, engine),
     }
 }
 

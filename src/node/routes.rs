@@ -17,13 +17,19 @@ struct Accepted {
     id: String,
 }
 
-/// A matched route.
+/// A matched route: answered on the loop thread, or by the admin workers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
     Health,
     Ready,
-    Metrics,
     Ingest(String),
+    Worker(WorkerRoute),
+}
+
+/// The routes the admin workers answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkerRoute {
+    Metrics,
     Pressure,
     Stats,
     DeadLetters,
@@ -34,12 +40,10 @@ pub enum Route {
 }
 
 impl Route {
-    /// Admin routes need the admin token when one is configured.
+    /// Admin routes (all but ingest, health and metrics) need the admin
+    /// token when one is configured.
     fn is_admin(&self) -> bool {
-        !matches!(
-            self,
-            Route::Health | Route::Ready | Route::Metrics | Route::Ingest(_)
-        )
+        matches!(self, Route::Worker(w) if *w != WorkerRoute::Metrics)
     }
 }
 
@@ -49,17 +53,20 @@ pub fn route(method: &str, path: &str) -> Result<Route, Response> {
     let (route, allowed) = match segments.as_slice() {
         ["healthz"] => (Route::Health, "GET"),
         ["readyz"] => (Route::Ready, "GET"),
-        ["metrics"] => (Route::Metrics, "GET"),
-        ["v1", "pressure"] => (Route::Pressure, "GET"),
-        ["v1", "stats"] => (Route::Stats, "GET"),
-        ["v1", "dead-letters"] => (Route::DeadLetters, "GET"),
-        ["v1", "replays"] => (Route::CreateReplay, "POST"),
-        ["v1", "replays", id] if !id.is_empty() => (Route::GetReplay(id.to_string()), "GET"),
-        ["v1", "reload"] => (Route::Reload, "POST"),
-        ["v1", "sources", id, "hooks"] if !id.is_empty() => (Route::Ingest(id.to_string()), "POST"),
-        ["v1", "sources", id, "dead-letter"] if !id.is_empty() => {
-            (Route::DeadLetterSource(id.to_string()), "POST")
+        ["metrics"] => (Route::Worker(WorkerRoute::Metrics), "GET"),
+        ["v1", "pressure"] => (Route::Worker(WorkerRoute::Pressure), "GET"),
+        ["v1", "stats"] => (Route::Worker(WorkerRoute::Stats), "GET"),
+        ["v1", "dead-letters"] => (Route::Worker(WorkerRoute::DeadLetters), "GET"),
+        ["v1", "replays"] => (Route::Worker(WorkerRoute::CreateReplay), "POST"),
+        ["v1", "replays", id] if !id.is_empty() => {
+            (Route::Worker(WorkerRoute::GetReplay(id.to_string())), "GET")
         }
+        ["v1", "reload"] => (Route::Worker(WorkerRoute::Reload), "POST"),
+        ["v1", "sources", id, "hooks"] if !id.is_empty() => (Route::Ingest(id.to_string()), "POST"),
+        ["v1", "sources", id, "dead-letter"] if !id.is_empty() => (
+            Route::Worker(WorkerRoute::DeadLetterSource(id.to_string())),
+            "POST",
+        ),
         _ => {
             return Err(Response::error(
                 404,
@@ -147,7 +154,7 @@ impl Handler for NodeHandler {
                 None => not_ready(),
             }),
             Route::Ingest(source_id) => self.ingest(source_id, request, later),
-            route => {
+            Route::Worker(route) => {
                 if self.state.engine().is_none() {
                     return Some(not_ready());
                 }
@@ -229,7 +236,7 @@ mod tests {
         );
         assert_eq!(
             route("GET", "/v1/replays/r1"),
-            Ok(Route::GetReplay("r1".into()))
+            Ok(Route::Worker(WorkerRoute::GetReplay("r1".into())))
         );
         assert_eq!(route("GET", "/v1/sources//hooks").unwrap_err().status, 404);
         let wrong = route("GET", "/v1/sources/stripe/hooks").unwrap_err();

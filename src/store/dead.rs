@@ -208,11 +208,7 @@ impl ShardStore {
                 }
                 Some(c) => Bound::Excluded(timed_key(no, c.dead_at_ms, c.row)),
             };
-            let high = match &high {
-                Bound::Included(k) => Bound::Included(&k[..]),
-                Bound::Excluded(k) => Bound::Excluded(&k[..]),
-                Bound::Unbounded => Bound::Unbounded,
-            };
+            let high = high.as_ref().map(|k| &k[..]);
             let mut taken = 0;
             for entry in self
                 .dead

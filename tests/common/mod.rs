@@ -112,6 +112,14 @@ pub struct Gate {
     pub passed: Arc<AtomicU32>,
 }
 
+/// An engine whose sinks of type `gate` hold each delivery on `gate`.
+pub fn gated_engine(config: Config, gate: &Gate) -> Engine {
+    Engine::builder(config)
+        .sink("gate", gate.sink.clone())
+        .open()
+        .expect("the engine opens")
+}
+
 pub fn gate() -> Gate {
     let (open, permits) = crossbeam_channel::unbounded::<()>();
     let passed = Arc::new(AtomicU32::new(0));
