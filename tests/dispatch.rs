@@ -721,3 +721,39 @@ fn pressure_reports_the_lag_of_the_oldest_due_row_and_a_full_window() {
     engine.shutdown();
     assert_eq!(engine.pressure(), Err(goad::Unavailable));
 }
+
+/// Group commit: commits queued together share one sync, and each is
+/// answered only once its batch is durable.
+#[test]
+fn commits_queued_together_share_a_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.sources
+        .push(source("s", "t", vec![SinkConfig::of_kind("count")]));
+    let (count, delivered) = counting_sink();
+    let engine = Engine::builder(c).sink("count", count).open().unwrap();
+    let (done_tx, done_rx) = crossbeam_channel::unbounded();
+    // Queued back to back without waiting: far faster than one store commit.
+    for _ in 0..200 {
+        let done = done_tx.clone();
+        engine
+            .commit_then(NewHook::new("s", "x"), move |r| done.send(r).unwrap())
+            .unwrap();
+    }
+    for _ in 0..200 {
+        done_rx
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap()
+            .unwrap();
+    }
+    engine.tick().unwrap();
+    assert_eq!(delivered.load(Ordering::SeqCst), 200);
+    // Gauges are published after an iteration's answers: wait for them.
+    wait_until(
+        "the stats count 200 commits",
+        Duration::from_secs(5),
+        || engine.stats()[0].commits == 200,
+    );
+    let syncs = engine.stats()[0].group_commits;
+    assert!(syncs < 200, "200 queued commits took {syncs} syncs");
+}

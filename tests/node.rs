@@ -681,8 +681,12 @@ fn stats_report_shards_and_tenants() {
     );
     let shard = &stats["shards"][t["shard"].as_u64().unwrap() as usize];
     assert_eq!(
-        (shard["running"].clone(), shard["commits"].clone()),
-        (3.into(), 3.into())
+        (
+            shard["running"].clone(),
+            shard["commits"].clone(),
+            shard["group_commits"].clone()
+        ),
+        (3.into(), 3.into(), 3.into())
     );
     for _ in 0..3 {
         g.open.send(()).unwrap();
@@ -777,6 +781,8 @@ fn metrics_parse_as_prometheus_text() {
             .sum()
     };
     assert_eq!(sum("goad_commits_total", ""), 5.0);
+    // One ingest at a time: each waited for a sync of its own.
+    assert_eq!(sum("goad_group_commits_total", ""), 5.0);
     assert_eq!(sum("goad_deliveries_total", "result=\"delivered\""), 5.0);
     assert_eq!(sum("goad_attempt_duration_seconds_count", ""), 5.0);
     assert_eq!(sum("goad_dead_letters", ""), 0.0);

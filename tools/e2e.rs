@@ -80,6 +80,7 @@ fn main() {
         }
     });
     let commit_elapsed = start.elapsed();
+    let delivered_while_committing = receiver.ok_count() - before;
     let total = committed.load(Ordering::Relaxed);
     while receiver.ok_count() - before < total
         && start.elapsed() < Duration::from_secs(seconds * 10 + 30)
@@ -91,6 +92,12 @@ fn main() {
     let rate = delivered as f64 / elapsed.as_secs_f64();
     println!("goad commits  {committers:>3} committers:  {:>9.0} commits/s (p50 {:.2} ms, p99 {:.2} ms per durable commit)", total as f64 / commit_elapsed.as_secs_f64(), commit_us.value_at_quantile(0.5) as f64 / 1000.0, commit_us.value_at_quantile(0.99) as f64 / 1000.0);
     println!("goad delivery {connections:>3} connections: {rate:>9.0} deliveries/s ({delivered} of {total} in {:.2} s)", elapsed.as_secs_f64());
+    println!(
+        "              of which {:>9.0} deliveries/s while committing, {:.0} deliveries/s after",
+        delivered_while_committing as f64 / commit_elapsed.as_secs_f64(),
+        (delivered - delivered_while_committing) as f64
+            / (elapsed - commit_elapsed).as_secs_f64().max(1e-3)
+    );
     println!("ratio goad / raw: {:.2}", rate / raw);
     // Each of the sink's `connections` slots turns over once per delivery:
     // compare the time a slot is held with the time the attempt itself took.

@@ -123,6 +123,7 @@ fn stats(engine: &Engine) -> Response {
                 "breakers_open": s.breakers_open,
                 "window_full": s.window_full,
                 "commits": s.commits,
+                "group_commits": s.group_commits,
                 "delivered": s.delivered,
                 "retried": s.retried,
                 "dead": s.dead,

@@ -47,6 +47,12 @@ pub fn render(engine: &Engine) -> Result<String, StoreError> {
         "Hooks committed durably.",
         &col(|s| s.commits),
     );
+    f.per_shard(
+        "goad_group_commits_total",
+        "counter",
+        "Synced store batches that carried commits; commits over group commits is the group-commit size.",
+        &col(|s| s.group_commits),
+    );
     f.head(
         "goad_deliveries_total",
         "counter",

@@ -60,6 +60,9 @@ pub enum ShardInput {
 pub struct ShardStats {
     /// Hooks committed durably since the shard opened.
     pub commits: u64,
+    /// Synced store batches that carried them: `commits / group_commits` is
+    /// the mean group-commit size.
+    pub group_commits: u64,
     pub claimed_rows: u64,
     pub claimed_bytes: u64,
     pub running: u64,
@@ -130,6 +133,7 @@ impl ShardThread {
         let mut reported_at_ms = 0u64;
         let mut last_commit_batch = 0usize;
         let mut commits_done = 0u64;
+        let mut group_commits = 0u64;
         loop {
             let now_ms = clock.now_ms();
             let deadline_ms = state
@@ -199,6 +203,7 @@ impl ShardThread {
             let out = state.step(now_ms, commits, outcomes, &mut start);
             if matches!(out.committed, Some(Ok(()))) {
                 commits_done += replies.len() as u64;
+                group_commits += 1;
             }
             answer(&pool, out, replies);
             let stats = state.core().stats();
@@ -224,6 +229,7 @@ impl ShardThread {
             }
             *gauges.lock() = ShardStats {
                 commits: commits_done,
+                group_commits,
                 claimed_rows: stats.claimed.rows,
                 claimed_bytes: stats.claimed.bytes,
                 running: stats.running,

@@ -150,10 +150,10 @@ fn item(
 ) -> Result<Option<DeadItem>, StoreError> {
     let row = position.row;
     let head = store
-        .hooks
+        .records
         .get(txn, &keys::hook_key(row.seq))?
         .map(decode_hook_head);
-    let record = store.rows.get(txn, &row_key(row))?.map(decode_row);
+    let record = store.records.get(txn, &row_key(row))?.map(decode_row);
     let (hook_id, source_id) = match head {
         Some(Ok(h)) => (h.id, h.source_id.to_string()),
         _ => (String::new(), String::new()),
@@ -312,7 +312,7 @@ pub fn revive(
     for (key, no, row) in &moves {
         store.dead.delete(wtxn, key)?;
         let bytes = store
-            .rows
+            .records
             .get(wtxn, &row_key(*row))?
             .expect("a listed dead row exists");
         let mut record = decode_row(bytes)?;
@@ -322,7 +322,9 @@ pub fn revive(
         record.at_ms = now_ms;
         record.error = None;
         record.replay = Some(replay.clone());
-        store.rows.put(wtxn, &row_key(*row), &encode_row(&record))?;
+        store
+            .records
+            .put(wtxn, &row_key(*row), &encode_row(&record))?;
         store.due.put(
             wtxn,
             &timed_key(*no, now_ms, *row),

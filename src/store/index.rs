@@ -1,7 +1,9 @@
 //! The due index as the core's scan reads it: a view over the shard's write
 //! transaction, so rows committed earlier in the same iteration are seen.
 
-use super::keys::{hook_key, parse_row_key, parse_timed_key, row_key, timed_key, u64_at};
+use super::keys::{
+    hook_key, is_hook_key, parse_row_key, parse_timed_key, row_key, timed_key, u64_at,
+};
 use super::record::{decode_hook, decode_row, Hook, RowRecord, RowStatus};
 use super::{ShardStore, StoreError, TenantTable};
 use crate::core::{DueEntry, DueIndex, Loaded, RowId, RowState, TenantId};
@@ -109,11 +111,11 @@ impl<'t> TxnIndex<'t> {
         Ok(out)
     }
 
-    /// Reads a page's rows and hooks ahead with one range scan of each tree
+    /// Reads a page's hooks and rows ahead with one range scan of `records`
     /// when the page's seqs are dense (a tenant's recent commits usually
-    /// are): one descent of the shard-wide `rows` and `hooks` trees instead
-    /// of one per row, so a small tenant's claims cost about the same
-    /// beside a large tenant as alone. Sparse pages are loaded row by row.
+    /// are): one descent of the shard-wide tree instead of two per row, so
+    /// a small tenant's claims cost about the same beside a large tenant as
+    /// alone. Sparse pages are loaded row by row.
     fn read_ahead(&mut self, page: &[DueEntry]) -> Result<(), StoreError> {
         self.rows.clear();
         let mut wanted: Vec<RowId> = page.iter().map(|e| e.row).collect();
@@ -126,23 +128,21 @@ impl<'t> TxnIndex<'t> {
         if wanted.len() < 2 || span > 2 * wanted.len() as u64 + READ_AHEAD_SLACK {
             return Ok(());
         }
-        let (low, high) = (row_key(*first), row_key(*last));
+        let (low, high) = (hook_key(first.seq), row_key(*last));
         let bounds = (Bound::Included(&low[..]), Bound::Included(&high[..]));
-        for item in self.store.rows.range(self.txn, &bounds)? {
+        for item in self.store.records.range(self.txn, &bounds)? {
             let (k, v) = item?;
-            let row = parse_row_key(k);
-            if wanted.binary_search(&row).is_ok() {
-                self.rows.push((row, Some(decode_row(v)?)));
-            }
-        }
-        let (low, high) = (hook_key(first.seq), hook_key(last.seq));
-        let bounds = (Bound::Included(&low[..]), Bound::Included(&high[..]));
-        for item in self.store.hooks.range(self.txn, &bounds)? {
-            let (k, v) = item?;
-            let seq = u64_at(k, 0);
-            let needed = wanted.binary_search_by(|r| r.seq.cmp(&seq)).is_ok();
-            if needed && !self.hooks.contains_key(&seq) {
-                self.hooks.insert(seq, Arc::new(decode_hook(seq, v)?));
+            if is_hook_key(k) {
+                let seq = u64_at(k, 0);
+                let needed = wanted.binary_search_by(|r| r.seq.cmp(&seq)).is_ok();
+                if needed && !self.hooks.contains_key(&seq) {
+                    self.hooks.insert(seq, Arc::new(decode_hook(seq, v)?));
+                }
+            } else {
+                let row = parse_row_key(k);
+                if wanted.binary_search(&row).is_ok() {
+                    self.rows.push((row, Some(decode_row(v)?)));
+                }
             }
         }
         Ok(())
@@ -156,7 +156,7 @@ impl<'t> TxnIndex<'t> {
         let record = match ahead {
             Some(record) => record,
             None => {
-                let Some(bytes) = self.store.rows.get(self.txn, &row_key(row))? else {
+                let Some(bytes) = self.store.records.get(self.txn, &row_key(row))? else {
                     return Ok(Loaded::RowMissing);
                 };
                 decode_row(bytes)?
@@ -170,7 +170,7 @@ impl<'t> TxnIndex<'t> {
         let hook = match self.hooks.get(&row.seq) {
             Some(h) => h.clone(),
             None => {
-                let Some(bytes) = self.store.hooks.get(self.txn, &hook_key(row.seq))? else {
+                let Some(bytes) = self.store.records.get(self.txn, &hook_key(row.seq))? else {
                     return Ok(Loaded::HookMissing);
                 };
                 let hook = Arc::new(decode_hook(row.seq, bytes)?);

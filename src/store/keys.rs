@@ -3,8 +3,8 @@
 //!
 //! | db       | key                                                      | bytes |
 //! |----------|----------------------------------------------------------|-------|
-//! | hooks    | seq u64                                                  | 8     |
-//! | rows     | seq u64, sink_index u16                                  | 10    |
+//! | records  | hook: seq u64                                            | 8     |
+//! | records  | row: seq u64, sink_index u16                             | 10    |
 //! | due      | tenant_no u32, due_at_ms u64, seq u64, sink_index u16    | 22    |
 //! | inflight | seq u64, sink_index u16                                  | 10    |
 //! | dead     | tenant_no u32, dead_at_ms u64, seq u64, sink_index u16   | 22    |
@@ -15,6 +15,11 @@ use crate::core::RowId;
 
 pub fn hook_key(seq: u64) -> [u8; 8] {
     seq.to_be_bytes()
+}
+
+/// Whether a `records` key is a hook's (the others are rows').
+pub fn is_hook_key(k: &[u8]) -> bool {
+    k.len() == 8
 }
 
 pub fn row_key(row: RowId) -> [u8; 10] {

@@ -1,10 +1,14 @@
 //! The shard store: one LMDB environment per shard (`<data_dir>/shard-<k>/`).
 //!
 //! # Layout
-//! Seven named databases; the keys are in [`keys`], the records in
+//! Six named databases; the keys are in [`keys`], the records in
 //! [`record`]:
-//! - `hooks`: seq → hook record (body verbatim).
-//! - `rows`: (seq, sink index) → row record (pending or dead).
+//! - `records`: seq → hook record (body verbatim), and (seq, sink index) →
+//!   row record (pending or dead). A hook and its rows share one tree, the
+//!   hook's 8-byte key sorting right before its rows' 10-byte keys: a commit
+//!   appends at one right edge instead of two, and a scan reads a page's
+//!   hooks and rows with one range scan (format 2; a format-1 store, with
+//!   separate `hooks` and `rows` trees, is migrated when opened).
 //! - `due`: (tenant_no, due_at_ms, seq, sink index) → size u64. A pending
 //!   row that is not claimed has exactly one due key.
 //! - `inflight`: (seq, sink index) → (tenant_no, size). A claimed row has
@@ -51,9 +55,10 @@ use crate::core::{RowId, TenantId};
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, Env, EnvOpenOptions, WithoutTls};
 use std::fmt;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
-const FORMAT_VERSION: u32 = 1;
+const FORMAT_VERSION: u32 = 2;
 
 type Db = Database<'static, Bytes, Bytes>;
 
@@ -126,8 +131,8 @@ impl From<CorruptRecord> for StoreError {
 #[derive(Clone)]
 pub struct ShardStore {
     pub(crate) env: Env<WithoutTls>,
-    pub(crate) hooks: Db,
-    pub(crate) rows: Db,
+    /// Hooks and rows (see the layout above).
+    pub(crate) records: Db,
     pub(crate) due: Db,
     pub(crate) inflight: Db,
     pub(crate) dead: Db,
@@ -177,24 +182,34 @@ impl ShardStore {
         let env = unsafe { options.open(&path)? };
         let wtxn = env.write_txn()?;
         let dbs = env
-            .create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, heed::Error> {
+            .create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, StoreError> {
                 let mut one = |name| opener.create_database::<Bytes, Bytes>(wtxn, Some(name));
-                Ok(CommitOrAbort::<_, ()>::Commit([
-                    one("hooks")?,
-                    one("rows")?,
+                let dbs = [
+                    one("records")?,
                     one("due")?,
                     one("inflight")?,
                     one("dead")?,
                     one("tenants")?,
                     one("meta")?,
-                ]))
+                ];
+                let [records, .., meta] = &dbs;
+                if meta_in(meta, wtxn, "format")? == Some(1) {
+                    for legacy in ["hooks", "rows"] {
+                        if let Some(db) =
+                            opener.open_database::<Bytes, Bytes>(wtxn, Some(legacy))?
+                        {
+                            move_all(&db, records, wtxn)?;
+                        }
+                    }
+                    meta.put(wtxn, b"format", &u64::from(FORMAT_VERSION).to_be_bytes())?;
+                }
+                Ok(CommitOrAbort::<_, ()>::Commit(dbs))
             })?
             .unwrap_commit();
-        let [hooks, rows, due, inflight, dead, tenants, meta] = dbs;
+        let [records, due, inflight, dead, tenants, meta] = dbs;
         let store = ShardStore {
             env,
-            hooks,
-            rows,
+            records,
             due,
             inflight,
             dead,
@@ -239,10 +254,7 @@ impl ShardStore {
         txn: &heed::RoTxn,
         name: &str,
     ) -> Result<Option<u64>, StoreError> {
-        Ok(self
-            .meta
-            .get(txn, name.as_bytes())?
-            .map(|v| keys::u64_at(v, 0)))
+        meta_in(&self.meta, txn, name)
     }
 
     pub(crate) fn put_meta(
@@ -276,11 +288,14 @@ impl ShardStore {
     pub fn rows(&self) -> Result<Vec<RowView>, StoreError> {
         let rtxn = self.env.read_txn()?;
         let mut out = Vec::new();
-        for item in self.rows.iter(&rtxn)? {
+        for item in self.records.iter(&rtxn)? {
             let (k, v) = item?;
+            if keys::is_hook_key(k) {
+                continue;
+            }
             let row = keys::parse_row_key(k);
             let record = record::decode_row(v)?;
-            let hook = match self.hooks.get(&rtxn, &keys::hook_key(row.seq))? {
+            let hook = match self.records.get(&rtxn, &keys::hook_key(row.seq))? {
                 Some(h) => record::decode_hook(row.seq, h)?,
                 None => continue,
             };
@@ -305,14 +320,18 @@ impl ShardStore {
 
     /// One row as `txn` sees it, if it exists.
     pub fn row_in(&self, txn: &heed::RoTxn, row: RowId) -> Result<Option<RowRecord>, StoreError> {
-        let bytes = self.rows.get(txn, &keys::row_key(row))?;
+        let bytes = self.records.get(txn, &keys::row_key(row))?;
         Ok(bytes.map(record::decode_row).transpose()?)
     }
 
-    /// How many hooks are stored.
+    /// How many hooks are stored (a diagnostic: it reads every record key).
     pub fn hook_count(&self) -> Result<u64, StoreError> {
         let rtxn = self.env.read_txn()?;
-        Ok(self.hooks.len(&rtxn)?)
+        let mut count = 0;
+        for item in self.records.lazily_decode_data().iter(&rtxn)? {
+            count += u64::from(keys::is_hook_key(item?.0));
+        }
+        Ok(count)
     }
 
     /// How many rows are due (pending and unclaimed) in this shard.
@@ -383,5 +402,125 @@ impl ShardStore {
             }
         }
         Ok(oldest)
+    }
+}
+
+fn meta_in(
+    meta: &Database<'_, Bytes, Bytes>,
+    txn: &heed::RoTxn,
+    name: &str,
+) -> Result<Option<u64>, StoreError> {
+    Ok(meta.get(txn, name.as_bytes())?.map(|v| keys::u64_at(v, 0)))
+}
+
+/// Moves every record of `from` into `to` and empties `from` (the format-1
+/// migration), a bounded batch of records in memory at a time.
+fn move_all(
+    from: &Database<'_, Bytes, Bytes>,
+    to: &Database<'_, Bytes, Bytes>,
+    wtxn: &mut heed::RwTxn,
+) -> Result<(), StoreError> {
+    const BATCH: usize = 4_096;
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let start = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        let batch = from
+            .range(wtxn, &(start, Bound::Unbounded))?
+            .take(BATCH)
+            .map(|item| item.map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .collect::<Result<Vec<_>, _>>()?;
+        let Some((last, _)) = batch.last() else {
+            break;
+        };
+        after = Some(last.clone());
+        for (k, v) in &batch {
+            to.put(wtxn, k, v)?;
+        }
+    }
+    from.clear(wtxn)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{DueIndex, Loaded};
+    use std::sync::Arc;
+
+    /// Rewrites a fresh shard's records into the format-1 layout: hooks and
+    /// rows in trees of their own.
+    fn downgrade_to_format_1(dir: &Path) {
+        let mut options = EnvOpenOptions::new().read_txn_without_tls();
+        options.map_size(crate::limits::SHARD_MAP_BYTES).max_dbs(8);
+        let env = unsafe { options.open(ShardStore::dir(dir, 0)) }.unwrap();
+        let wtxn = env.write_txn().unwrap();
+        env.create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, StoreError> {
+            let mut one = |name| opener.create_database::<Bytes, Bytes>(wtxn, Some(name));
+            let [records, hooks, rows, meta] =
+                [one("records")?, one("hooks")?, one("rows")?, one("meta")?];
+            let all = records
+                .iter(wtxn)?
+                .map(|item| item.map(|(k, v)| (k.to_vec(), v.to_vec())))
+                .collect::<Result<Vec<_>, _>>()?;
+            for (k, v) in &all {
+                let legacy = if keys::is_hook_key(k) { &hooks } else { &rows };
+                legacy.put(wtxn, k, v)?;
+            }
+            records.clear(wtxn)?;
+            meta.put(wtxn, b"format", &1u64.to_be_bytes())?;
+            Ok(CommitOrAbort::<_, ()>::Commit(()))
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn a_format_1_store_is_migrated_on_open_and_its_rows_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+        let mut tenants = TenantTable::load(&store).unwrap();
+        let hook = Hook {
+            id: "h1".into(),
+            seq: 1,
+            tenant: Arc::from("t"),
+            source_id: Arc::from("s"),
+            received_at_ms: 5,
+            content_type: None,
+            dedupe_key: None,
+            headers: vec![],
+            body: b"payload".to_vec(),
+        };
+        let sinks: Vec<Arc<str>> = vec![Arc::from("http"), Arc::from("sqs")];
+        let mut wtxn = store.env.write_txn().unwrap();
+        write_commit(&store, &mut wtxn, &mut tenants, &hook, &sinks, 10).unwrap();
+        wtxn.commit().unwrap();
+        drop(store);
+        downgrade_to_format_1(dir.path());
+
+        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+        let rtxn = store.env.read_txn().unwrap();
+        assert_eq!(store.meta_u64(&rtxn, "format").unwrap(), Some(2));
+        drop(rtxn);
+        assert_eq!(store.hook_count().unwrap(), 1);
+        let rows = store.rows().unwrap();
+        assert_eq!(rows.len(), 2);
+        assert!(rows.iter().all(|r| r.hook_id == "h1"));
+        let tenants = TenantTable::load(&store).unwrap();
+        let wtxn = store.env.write_txn().unwrap();
+        let mut index = TxnIndex::new(&store, &wtxn, &tenants);
+        let mut page = Vec::new();
+        index.due_page(&Arc::from("t"), 10, None, 16, &mut page);
+        assert_eq!(page.len(), 2);
+        for entry in page {
+            match index.load(entry.row) {
+                Loaded::Row { state, hook } => {
+                    assert_eq!(hook.body, b"payload");
+                    assert_eq!(
+                        &*state.sink_type,
+                        ["http", "sqs"][entry.row.sink_index as usize]
+                    );
+                }
+                other => panic!("row {:?} did not load: {other:?}", entry.row),
+            }
+        }
     }
 }

@@ -25,7 +25,7 @@ pub fn write_commit(
     }
     let tenant_no = tenants.number_or_assign(store, wtxn, &hook.tenant)?;
     store
-        .hooks
+        .records
         .put(wtxn, &hook_key(hook.seq), &encode_hook(hook))?;
     for (i, sink_type) in sink_types.iter().enumerate() {
         let row = RowId {
@@ -42,7 +42,9 @@ pub fn write_commit(
             error: None,
             replay: None,
         };
-        store.rows.put(wtxn, &row_key(row), &encode_row(&record))?;
+        store
+            .records
+            .put(wtxn, &row_key(row), &encode_row(&record))?;
         store.due.put(
             wtxn,
             &timed_key(tenant_no, now_ms, row),
@@ -136,7 +138,7 @@ pub fn apply(
 /// Drops a row (delivered, or its hook is gone), and its hook with its last row.
 fn forget(store: &ShardStore, wtxn: &mut RwTxn, row: RowId) -> Result<(), StoreError> {
     store.inflight.delete(wtxn, &row_key(row))?;
-    store.rows.delete(wtxn, &row_key(row))?;
+    store.records.delete(wtxn, &row_key(row))?;
     delete_hook_if_rowless(store, wtxn, row.seq)
 }
 
@@ -161,7 +163,9 @@ fn put_row(
         error,
         replay: fields.replay.clone(),
     };
-    store.rows.put(wtxn, &row_key(row), &encode_row(&record))?;
+    store
+        .records
+        .put(wtxn, &row_key(row), &encode_row(&record))?;
     Ok(())
 }
 
@@ -175,10 +179,12 @@ pub(super) fn put_pending_due(
     due_at_ms: u64,
     size_bytes: u64,
 ) -> Result<(), StoreError> {
-    if let Some(bytes) = store.rows.get(wtxn, &row_key(*row))? {
+    if let Some(bytes) = store.records.get(wtxn, &row_key(*row))? {
         let mut record = super::record::decode_row(bytes)?;
         record.at_ms = due_at_ms;
-        store.rows.put(wtxn, &row_key(*row), &encode_row(&record))?;
+        store
+            .records
+            .put(wtxn, &row_key(*row), &encode_row(&record))?;
     }
     store.due.put(
         wtxn,
@@ -205,9 +211,9 @@ fn delete_hook_if_rowless(
         sink_index: u16::MAX,
     });
     let bounds = (Bound::Included(&first[..]), Bound::Included(&last[..]));
-    let has_rows = store.rows.range(wtxn, &bounds)?.next().is_some();
+    let has_rows = store.records.range(wtxn, &bounds)?.next().is_some();
     if !has_rows {
-        store.hooks.delete(wtxn, &hook_key(seq))?;
+        store.records.delete(wtxn, &hook_key(seq))?;
     }
     Ok(())
 }
