@@ -181,6 +181,7 @@ impl ShardStore {
         // LMDB's lock file guards against other processes' readers.
         let env = unsafe { options.open(&path)? };
         let wtxn = env.write_txn()?;
+        let mut migrated = None;
         let dbs = env
             .create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, StoreError> {
                 let mut one = |name| opener.create_database::<Bytes, Bytes>(wtxn, Some(name));
@@ -194,18 +195,26 @@ impl ShardStore {
                 ];
                 let [records, .., meta] = &dbs;
                 if meta_in(meta, wtxn, "format")? == Some(1) {
+                    let mut moved = 0;
                     for legacy in ["hooks", "rows"] {
                         if let Some(db) =
                             opener.open_database::<Bytes, Bytes>(wtxn, Some(legacy))?
                         {
-                            move_all(&db, records, wtxn)?;
+                            moved += move_all(&db, records, wtxn)?;
                         }
                     }
                     meta.put(wtxn, b"format", &u64::from(FORMAT_VERSION).to_be_bytes())?;
+                    migrated = Some(moved);
                 }
                 Ok(CommitOrAbort::<_, ()>::Commit(dbs))
             })?
             .unwrap_commit();
+        if let Some(records) = migrated {
+            crate::log::info(
+                "store migrated from format 1 (hooks and rows now share one tree)",
+                &[("path", &path.display()), ("records", &records)],
+            );
+        }
         let [records, due, inflight, dead, tenants, meta] = dbs;
         let store = ShardStore {
             env,
@@ -414,13 +423,15 @@ fn meta_in(
 }
 
 /// Moves every record of `from` into `to` and empties `from` (the format-1
-/// migration), a bounded batch of records in memory at a time.
+/// migration), a bounded batch of records in memory at a time. Returns how
+/// many it moved.
 fn move_all(
     from: &Database<'_, Bytes, Bytes>,
     to: &Database<'_, Bytes, Bytes>,
     wtxn: &mut heed::RwTxn,
-) -> Result<(), StoreError> {
+) -> Result<u64, StoreError> {
     const BATCH: usize = 4_096;
+    let mut moved = 0;
     let mut after: Option<Vec<u8>> = None;
     loop {
         let start = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
@@ -436,9 +447,10 @@ fn move_all(
         for (k, v) in &batch {
             to.put(wtxn, k, v)?;
         }
+        moved += batch.len() as u64;
     }
     from.clear(wtxn)?;
-    Ok(())
+    Ok(moved)
 }
 
 #[cfg(test)]
