@@ -113,9 +113,9 @@ impl<'t> TxnIndex<'t> {
 
     /// Reads a page's hooks and rows ahead with one range scan of `records`
     /// when the page's seqs are dense (a tenant's recent commits usually
-    /// are): one descent of the shard-wide tree instead of two per row, so
-    /// a small tenant's claims cost about the same beside a large tenant as
-    /// alone. Sparse pages are loaded row by row.
+    /// are): one descent of the shard-wide tree instead of a lookup of each
+    /// row and of each hook, so a small tenant's claims cost about the same
+    /// beside a large tenant as alone. Sparse pages are loaded row by row.
     fn read_ahead(&mut self, page: &[DueEntry]) -> Result<(), StoreError> {
         self.rows.clear();
         let mut wanted: Vec<RowId> = page.iter().map(|e| e.row).collect();

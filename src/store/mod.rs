@@ -209,10 +209,10 @@ impl ShardStore {
                 Ok(CommitOrAbort::<_, ()>::Commit(dbs))
             })?
             .unwrap_commit();
-        if let Some(records) = migrated {
+        if let Some(moved) = migrated {
             crate::log::info(
                 "store migrated from format 1 (hooks and rows now share one tree)",
-                &[("path", &path.display()), ("records", &records)],
+                &[("path", &path.display()), ("records", &moved)],
             );
         }
         let [records, due, inflight, dead, tenants, meta] = dbs;
