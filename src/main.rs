@@ -63,10 +63,8 @@ enum DlqCommand {
     List {
         #[command(flatten)]
         node: NodeArgs,
-        #[arg(long)]
-        source: Option<String>,
-        #[arg(long)]
-        tenant: Option<String>,
+        #[command(flatten)]
+        filter: DeadLetterFilter,
         #[arg(long, default_value_t = 100)]
         limit: usize,
         /// The `next_cursor` of the previous page.
@@ -77,14 +75,23 @@ enum DlqCommand {
     Replay {
         #[command(flatten)]
         node: NodeArgs,
-        #[arg(long)]
-        source: Option<String>,
-        #[arg(long)]
-        tenant: Option<String>,
+        #[command(flatten)]
+        filter: DeadLetterFilter,
         /// Only rows dead at or after this time (unix ms).
         #[arg(long)]
         since_ms: Option<u64>,
     },
+}
+
+/// Which dead letters a `dlq` command takes.
+#[derive(Args)]
+struct DeadLetterFilter {
+    /// Only this source's.
+    #[arg(long)]
+    source: Option<String>,
+    /// Only this tenant's.
+    #[arg(long)]
+    tenant: Option<String>,
 }
 
 #[derive(Args)]
@@ -142,15 +149,14 @@ fn main() -> ExitCode {
         Command::Dlq { command } => match command {
             DlqCommand::List {
                 node,
-                source,
-                tenant,
+                filter,
                 limit,
                 cursor,
             } => {
                 let mut query = format!("/v1/dead-letters?limit={limit}");
                 for (name, value) in [
-                    ("source_id", source),
-                    ("tenant", tenant),
+                    ("source_id", filter.source),
+                    ("tenant", filter.tenant),
                     ("cursor", cursor),
                 ] {
                     if let Some(v) = value {
@@ -161,13 +167,12 @@ fn main() -> ExitCode {
             }
             DlqCommand::Replay {
                 node,
-                source,
-                tenant,
+                filter,
                 since_ms,
             } => {
                 let body = serde_json::json!({
-                    "source_id": source,
-                    "tenant": tenant,
+                    "source_id": filter.source,
+                    "tenant": filter.tenant,
                     "since_ms": since_ms,
                 });
                 print_call(&node, "POST", "/v1/replays", Some(&body))

@@ -426,24 +426,8 @@ impl Engine {
 
     /// `tick` with its own deadline.
     pub fn tick_within(&self, wait: Duration) -> Result<u64, Unavailable> {
-        if self.stopped.load(Ordering::Acquire) {
-            return Err(Unavailable);
-        }
-        let deadline = std::time::Instant::now() + wait;
-        let mut replies = Vec::new();
-        for shard in &self.shards {
-            let (tx, rx) = crossbeam_channel::bounded(1);
-            shard
-                .input
-                .send_deadline(ShardInput::Tick(tx), deadline)
-                .map_err(|_| Unavailable)?;
-            replies.push(rx);
-        }
-        let mut settled = 0;
-        for rx in replies {
-            settled += rx.recv_deadline(deadline).map_err(|_| Unavailable)?;
-        }
-        Ok(settled)
+        let settled = self.ask_shards(0..self.shards.len(), wait, ShardInput::Tick)?;
+        Ok(settled.into_iter().sum())
     }
 
     /// Dead-letters every pending row of `source_id` now as `source_gone`
@@ -454,31 +438,45 @@ impl Engine {
     /// `Unavailable` when the engine is stopped, a shard's store fails, or a
     /// shard does not answer within `DEAD_LETTER_SOURCE_WAIT`.
     pub fn dead_letter_source(&self, source_id: &str) -> Result<u64, Unavailable> {
+        let counts = self.ask_shards(0..self.shards.len(), DEAD_LETTER_SOURCE_WAIT, |reply| {
+            ShardInput::DeadLetterSource {
+                source_id: source_id.to_string(),
+                reply,
+            }
+        })?;
+        counts
+            .into_iter()
+            .map(|count| count.map_err(|_| Unavailable))
+            .sum()
+    }
+
+    /// Sends each shard in `shards` the input `ask` builds around a reply
+    /// channel, then collects their replies in shard order, all within
+    /// `wait`. `Unavailable` when the engine is stopped or a shard does not
+    /// take the input or answer in time.
+    pub(super) fn ask_shards<T>(
+        &self,
+        shards: std::ops::Range<usize>,
+        wait: Duration,
+        ask: impl Fn(Sender<T>) -> ShardInput,
+    ) -> Result<Vec<T>, Unavailable> {
         if self.stopped.load(Ordering::Acquire) {
             return Err(Unavailable);
         }
-        let deadline = Instant::now() + DEAD_LETTER_SOURCE_WAIT;
-        let mut replies = Vec::new();
-        for shard in &self.shards {
+        let deadline = Instant::now() + wait;
+        let mut replies = Vec::with_capacity(shards.len());
+        for shard in &self.shards[shards] {
             let (reply, rx) = crossbeam_channel::bounded(1);
-            let input = ShardInput::DeadLetterSource {
-                source_id: source_id.to_string(),
-                reply,
-            };
             shard
                 .input
-                .send_deadline(input, deadline)
+                .send_deadline(ask(reply), deadline)
                 .map_err(|_| Unavailable)?;
             replies.push(rx);
         }
-        let mut count = 0;
-        for rx in replies {
-            count += rx
-                .recv_deadline(deadline)
-                .map_err(|_| Unavailable)?
-                .map_err(|_| Unavailable)?;
-        }
-        Ok(count)
+        replies
+            .into_iter()
+            .map(|rx| rx.recv_deadline(deadline).map_err(|_| Unavailable))
+            .collect()
     }
 
     /// The lag of the oldest due row and whether the in-flight window is full.

@@ -9,8 +9,7 @@ use super::shard::ShardInput;
 use super::step::ReviveStep;
 use crate::core::{TenantId, TenantStats};
 use crate::store::{DeadFilter, DeadItem, DeadPosition, Revived, StoreError};
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a replay step or a stats call waits for a shard.
 const SHARD_CALL_WAIT: Duration = Duration::from_secs(10);
@@ -86,38 +85,24 @@ impl Engine {
 
     /// Runs one replay step in shard `shard`.
     pub fn revive(&self, shard: usize, step: ReviveStep) -> Result<Revived, Unavailable> {
-        if self.stopped.load(Ordering::Acquire) {
-            return Err(Unavailable);
-        }
-        let deadline = Instant::now() + SHARD_CALL_WAIT;
-        let (reply, rx) = crossbeam_channel::bounded(1);
-        self.shards[shard]
-            .input
-            .send_deadline(ShardInput::Revive { step, reply }, deadline)
-            .map_err(|_| Unavailable)?;
-        rx.recv_deadline(deadline)
-            .map_err(|_| Unavailable)?
-            .map_err(|_| Unavailable)
+        let mut revived = self.ask_shards(shard..shard + 1, SHARD_CALL_WAIT, |reply| {
+            ShardInput::Revive {
+                step: step.clone(),
+                reply,
+            }
+        })?;
+        revived.pop().ok_or(Unavailable)?.map_err(|_| Unavailable)
     }
 
     /// Every shard's gauges by tenant.
     pub fn tenant_stats(&self) -> Result<Vec<ShardTenants>, Unavailable> {
-        if self.stopped.load(Ordering::Acquire) {
-            return Err(Unavailable);
-        }
-        let deadline = Instant::now() + SHARD_CALL_WAIT;
-        let mut replies = Vec::new();
-        for shard in &self.shards {
-            let (reply, rx) = crossbeam_channel::bounded(1);
-            shard
-                .input
-                .send_deadline(ShardInput::TenantStats(reply), deadline)
-                .map_err(|_| Unavailable)?;
-            replies.push(rx);
-        }
+        let replies = self.ask_shards(
+            0..self.shards.len(),
+            SHARD_CALL_WAIT,
+            ShardInput::TenantStats,
+        )?;
         let mut out = Vec::new();
-        for (k, rx) in replies.into_iter().enumerate() {
-            let tenants = rx.recv_deadline(deadline).map_err(|_| Unavailable)?;
+        for (k, tenants) in replies.into_iter().enumerate() {
             let due = self.shards[k]
                 .store
                 .due_by_tenant()
