@@ -4,12 +4,14 @@
 //! row, its page, and loading each row and hook), in a write transaction
 //! like the shard's. Then both alternated in one loop, printing their ratio.
 
+mod common;
+
+use common::paired::{benching, paired};
 use criterion::Criterion;
 use goad::core::{DueIndex, TenantId};
 use goad::runtime::NewRows;
 use goad::store::{Hook, ShardStore, TenantTable, TxnIndex};
 use std::sync::Arc;
-use std::time::Instant;
 
 fn store_with(neighbour_rows: u64) -> (tempfile::TempDir, ShardStore, TenantTable) {
     let dir = tempfile::tempdir().unwrap();
@@ -86,29 +88,6 @@ fn claims(
     group.finish();
 }
 
-/// The two claims alternated in blocks of `BLOCK` (warm within a block),
-/// so the machine's drift (clock frequency, other guests) weighs on both
-/// alike: on a noisy machine this ratio is steadier than the ratio of the
-/// two criterion runs above.
-fn paired(alone: &(ShardStore, TenantTable), crowded: &(ShardStore, TenantTable), blocks: u32) {
-    const BLOCK: u32 = 1_000;
-    let mut ns = [0u128; 2];
-    for _ in 0..blocks {
-        for (k, (store, tenants)) in [alone, crowded].into_iter().enumerate() {
-            let start = Instant::now();
-            for _ in 0..BLOCK {
-                std::hint::black_box(claim_small(store, tenants));
-            }
-            ns[k] += start.elapsed().as_nanos();
-        }
-    }
-    let [a, c] = ns.map(|t| t as f64 / f64::from(blocks * BLOCK));
-    println!(
-        "claim_small_tenant paired, {blocks} blocks of {BLOCK}: no neighbour {a:.0} ns, beside 1M due {c:.0} ns, ratio {:.2}",
-        c / a
-    );
-}
-
 fn main() {
     let (_d1, alone_store, alone_tenants) = store_with(0);
     let (_d2, crowded_store, crowded_tenants) = store_with(1_000_000);
@@ -116,8 +95,20 @@ fn main() {
     let crowded = (crowded_store, crowded_tenants);
     let mut criterion = Criterion::default().configure_from_args();
     claims(&mut criterion, &alone, &crowded);
-    // `cargo bench` passes --bench; `cargo test` runs a short smoke pass.
-    let benching = std::env::args().any(|a| a == "--bench");
-    paired(&alone, &crowded, if benching { 500 } else { 1 });
+    let blocks = if benching() { 500 } else { 1 };
+    let [a, c] = paired(
+        blocks,
+        1_000,
+        || {
+            std::hint::black_box(claim_small(&alone.0, &alone.1));
+        },
+        || {
+            std::hint::black_box(claim_small(&crowded.0, &crowded.1));
+        },
+    );
+    println!(
+        "claim_small_tenant paired, {blocks} blocks of 1000: no neighbour {a:.0} ns, beside 1M due {c:.0} ns, ratio {:.2}",
+        c / a
+    );
     criterion.final_summary();
 }

@@ -6,6 +6,12 @@
 //!    posts to the same receiver; deliveries/s over the time from the first
 //!    commit to the last delivery.
 //!
+//! Then the CPU time this process spent (receiver included) per raw request,
+//! per goad delivery (after the commits stopped) and per commit (while
+//! committing, less its deliveries at that cost): at those costs, the rate
+//! at which the machine's cores could commit and deliver alike is a ceiling
+//! for the goad figure.
+//!
 //! `cargo run --release --bin goad-e2e -- [seconds] [committers] [connections]`
 
 use goad::config::SourceConfig;
@@ -27,7 +33,10 @@ fn main() {
     let receiver = Receiver::start_with(|_| Reply::status(200), false).expect("receiver");
     let url = receiver.url("/hooks");
 
+    let cpu_before_raw = process_cpu_s();
     let raw = raw_rate(&url, connections, Duration::from_secs(seconds), &body);
+    let raw_requests = receiver.ok_count();
+    let raw_cpu_us = (process_cpu_s() - cpu_before_raw) * 1e6 / raw_requests.max(1) as f64;
     println!("raw ureq      {connections:>3} connections: {raw:>9.0} requests/s");
 
     let dir = tempfile::tempdir().expect("tempdir");
@@ -54,6 +63,7 @@ fn main() {
     let before = receiver.ok_count();
     let stop = AtomicBool::new(false);
     let committed = AtomicU64::new(0);
+    let cpu_at_start = process_cpu_s();
     let mut commit_us = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
     let start = Instant::now();
     std::thread::scope(|s| {
@@ -81,6 +91,7 @@ fn main() {
     });
     let commit_elapsed = start.elapsed();
     let delivered_while_committing = receiver.ok_count() - before;
+    let cpu_at_commits_end = process_cpu_s();
     let total = committed.load(Ordering::Relaxed);
     while receiver.ok_count() - before < total
         && start.elapsed() < Duration::from_secs(seconds * 10 + 30)
@@ -89,6 +100,7 @@ fn main() {
     }
     let delivered = receiver.ok_count() - before;
     let elapsed = start.elapsed();
+    let cpu_at_end = process_cpu_s();
     let rate = delivered as f64 / elapsed.as_secs_f64();
     println!("goad commits  {committers:>3} committers:  {:>9.0} commits/s (p50 {:.2} ms, p99 {:.2} ms per durable commit)", total as f64 / commit_elapsed.as_secs_f64(), commit_us.value_at_quantile(0.5) as f64 / 1000.0, commit_us.value_at_quantile(0.99) as f64 / 1000.0);
     println!("goad delivery {connections:>3} connections: {rate:>9.0} deliveries/s ({delivered} of {total} in {:.2} s)", elapsed.as_secs_f64());
@@ -107,7 +119,39 @@ fn main() {
         "per slot: {:.0} µs per delivery, of which the attempt took {attempt_us:.0} µs",
         connections as f64 * 1e6 / rate
     );
+    let drained = (delivered - delivered_while_committing).max(1) as f64;
+    let delivery_cpu_us = (cpu_at_end - cpu_at_commits_end) * 1e6 / drained;
+    let commit_cpu_us = ((cpu_at_commits_end - cpu_at_start) * 1e6
+        - delivered_while_committing as f64 * delivery_cpu_us)
+        / total.max(1) as f64;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let ceiling = cores as f64 * 1e6 / (commit_cpu_us + delivery_cpu_us);
+    println!(
+        "CPU of this process: {raw_cpu_us:.0} µs per raw request; goad {delivery_cpu_us:.0} µs per delivery, {commit_cpu_us:.0} µs per commit"
+    );
+    println!(
+        "ceiling at those costs, committing and delivering alike on {cores} cores: {ceiling:.0}/s ({:.2} × raw)",
+        ceiling / raw
+    );
     engine.shutdown();
+}
+
+/// User plus system CPU seconds of this process so far (every thread, also
+/// those that exited), from /proc/self/stat.
+fn process_cpu_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    // utime and stime are the 14th and 15th fields, in clock ticks; count
+    // from after the parenthesised command name (field 2), which may hold spaces.
+    let rest = &stat[stat.rfind(')').expect("a stat line") + 2..];
+    let ticks: f64 = rest
+        .split(' ')
+        .skip(11)
+        .take(2)
+        .map(|f| f.parse::<f64>().expect("clock ticks"))
+        .sum();
+    // SAFETY: sysconf has no preconditions.
+    let per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    ticks / per_s
 }
 
 fn raw_rate(url: &str, connections: u32, duration: Duration, body: &[u8]) -> f64 {

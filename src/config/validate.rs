@@ -364,12 +364,19 @@ impl Config {
                 "a positive integer",
             )?;
         }
-        for name in sink.headers.keys() {
+        for (name, value) in &sink.headers {
             if ureq::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
                 return Err(invalid(
                     format!("{at}.headers"),
                     "valid HTTP header names",
                     name,
+                ));
+            }
+            if ureq::http::HeaderValue::from_str(value).is_err() {
+                return Err(invalid(
+                    format!("{at}.headers.{name}"),
+                    "a valid HTTP header value (visible ASCII, spaces and tabs)",
+                    value,
                 ));
             }
         }

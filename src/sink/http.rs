@@ -6,12 +6,21 @@
 //! (connect, send, receive): ureq 3's `timeout_global` would start a thread
 //! per request. Redirects are not followed. The response body is read up to
 //! `max_response_bytes` (so the connection can be reused) and dropped.
+//!
+//! The URL and the operator's headers are parsed once, when the sink is
+//! built. A hook whose own value cannot be sent as a header (a library
+//! caller's dedupe key with a line break, say) fails the attempt as
+//! permanent: no retry could send it.
 
 use super::forward::forwarded;
 use super::signing::{signature_header, SigningKey};
 use super::status::classify;
 use super::{Delivery, Sink, SinkError};
 use std::time::{Duration, SystemTime};
+use ureq::http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
+use ureq::http::Uri;
+use ureq::typestate::WithBody;
+use ureq::RequestBuilder;
 
 /// The request method of an HTTP sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,10 +50,57 @@ pub struct HttpSinkOptions {
 pub struct HttpSink {
     agent: ureq::Agent,
     options: HttpSinkOptions,
+    /// `options.url` and `options.headers`, parsed once.
+    uri: Uri,
+    operator_headers: Vec<(HeaderName, HeaderValue)>,
 }
 
+/// An option an HTTP sink cannot be built with (the config's validation
+/// rejects both first; a library caller may pass them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InvalidHttpSink {
+    Url(String),
+    Header(String),
+}
+
+impl std::fmt::Display for InvalidHttpSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InvalidHttpSink::Url(url) => write!(f, "not a valid URL: {url:?}"),
+            InvalidHttpSink::Header(name) => write!(f, "not a valid HTTP header: {name:?}"),
+        }
+    }
+}
+
+impl std::error::Error for InvalidHttpSink {}
+
+const WEBHOOK_ID: HeaderName = HeaderName::from_static("webhook-id");
+const WEBHOOK_TIMESTAMP: HeaderName = HeaderName::from_static("webhook-timestamp");
+const WEBHOOK_SIGNATURE: HeaderName = HeaderName::from_static("webhook-signature");
+const GOAD_SOURCE: HeaderName = HeaderName::from_static("x-goad-source");
+const GOAD_TENANT: HeaderName = HeaderName::from_static("x-goad-tenant");
+const GOAD_IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("x-goad-idempotency-key");
+const GOAD_ATTEMPT: HeaderName = HeaderName::from_static("x-goad-attempt");
+const GOAD_DEDUPE_KEY: HeaderName = HeaderName::from_static("x-goad-dedupe-key");
+const GOAD_REPLAY_ID: HeaderName = HeaderName::from_static("x-goad-replay-id");
+
 impl HttpSink {
-    pub fn new(options: HttpSinkOptions) -> HttpSink {
+    pub fn new(options: HttpSinkOptions) -> Result<HttpSink, InvalidHttpSink> {
+        let uri = options
+            .url
+            .parse::<Uri>()
+            .map_err(|_| InvalidHttpSink::Url(options.url.clone()))?;
+        let operator_headers = options
+            .headers
+            .iter()
+            .map(|(name, value)| {
+                let invalid = || InvalidHttpSink::Header(name.clone());
+                Ok((
+                    HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?,
+                    HeaderValue::from_str(value).map_err(|_| invalid())?,
+                ))
+            })
+            .collect::<Result<_, _>>()?;
         let timeout = Some(Duration::from_millis(options.timeout_ms));
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
@@ -60,48 +116,66 @@ impl HttpSink {
             .user_agent(concat!("goad/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
-        HttpSink { agent, options }
+        Ok(HttpSink {
+            agent,
+            options,
+            uri,
+            operator_headers,
+        })
     }
 
-    /// The request headers of one delivery (without content-type).
-    fn headers(&self, delivery: &Delivery<'_>, timestamp_s: u64) -> Vec<(String, String)> {
+    /// The request of one delivery: its headers, without the body.
+    fn request(
+        &self,
+        delivery: &Delivery<'_>,
+        timestamp_s: u64,
+    ) -> Result<RequestBuilder<WithBody>, SinkError> {
         let hook = delivery.hook;
-        let mut own = vec![
-            ("webhook-id".to_string(), hook.id.clone()),
-            ("webhook-timestamp".to_string(), timestamp_s.to_string()),
-            ("x-goad-source".to_string(), hook.source_id.to_string()),
-            ("x-goad-tenant".to_string(), hook.tenant.to_string()),
-            ("x-goad-idempotency-key".to_string(), hook.idempotency_key()),
-            ("x-goad-attempt".to_string(), delivery.attempt.to_string()),
-        ];
+        let uri = self.uri.clone();
+        let mut request = match self.options.method {
+            Method::Post => self.agent.post(uri),
+            Method::Put => self.agent.put(uri),
+            Method::Patch => self.agent.patch(uri),
+        };
+        let content_type = hook
+            .content_type
+            .as_deref()
+            .unwrap_or("application/octet-stream");
+        let value = |v: &str| HeaderValue::from_str(v).map_err(SinkError::permanent);
+        request = request
+            .header(CONTENT_TYPE, value(content_type)?)
+            .header(WEBHOOK_ID, value(&hook.id)?)
+            .header(WEBHOOK_TIMESTAMP, HeaderValue::from(timestamp_s))
+            .header(GOAD_SOURCE, value(&hook.source_id)?)
+            .header(GOAD_TENANT, value(&hook.tenant)?)
+            .header(GOAD_IDEMPOTENCY_KEY, value(&hook.idempotency_key())?)
+            .header(GOAD_ATTEMPT, HeaderValue::from(delivery.attempt));
         if let Some(dedupe_key) = &hook.dedupe_key {
-            own.push(("x-goad-dedupe-key".to_string(), dedupe_key.clone()));
+            request = request.header(GOAD_DEDUPE_KEY, value(dedupe_key)?);
         }
         if let Some(replay_id) = delivery.replay_id {
-            own.push(("x-goad-replay-id".to_string(), replay_id.to_string()));
+            request = request.header(GOAD_REPLAY_ID, value(replay_id)?);
         }
         if !self.options.keys.is_empty() {
-            own.push((
-                "webhook-signature".to_string(),
-                signature_header(&self.options.keys, &hook.id, timestamp_s, &hook.body),
-            ));
+            let signature = signature_header(&self.options.keys, &hook.id, timestamp_s, &hook.body);
+            request = request.header(WEBHOOK_SIGNATURE, value(&signature)?);
         }
-        let taken = |name: &str| {
-            own.iter().any(|(n, _)| n == name)
-                || self
-                    .options
-                    .headers
-                    .iter()
-                    .any(|(n, _)| n.eq_ignore_ascii_case(name))
-        };
-        let provider: Vec<(String, String)> =
-            forwarded(&hook.headers, self.options.forward_allow.as_deref())
-                .into_iter()
-                .filter(|(n, _)| !taken(n))
-                .collect();
-        own.extend(provider);
-        own.extend(self.options.headers.iter().cloned());
-        own
+        // Forwarded names never collide with goad's own (`forwarded` drops
+        // the `webhook-*` and `x-goad-*` namespaces); operator headers win.
+        for (name, v) in forwarded(&hook.headers, self.options.forward_allow.as_deref()) {
+            if !self
+                .operator_headers
+                .iter()
+                .any(|(n, _)| n == name.as_str())
+            {
+                let name = HeaderName::from_bytes(name.as_bytes()).map_err(SinkError::permanent)?;
+                request = request.header(name, value(&v)?);
+            }
+        }
+        for (name, v) in &self.operator_headers {
+            request = request.header(name.clone(), v.clone());
+        }
+        Ok(request)
     }
 }
 
@@ -111,22 +185,8 @@ impl Sink for HttpSink {
         let timestamp_s = now
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let url = self.options.url.as_str();
-        let mut request = match self.options.method {
-            Method::Post => self.agent.post(url),
-            Method::Put => self.agent.put(url),
-            Method::Patch => self.agent.patch(url),
-        };
-        let content_type = delivery
-            .hook
-            .content_type
-            .as_deref()
-            .unwrap_or("application/octet-stream");
-        request = request.header("content-type", content_type);
-        for (name, value) in self.headers(delivery, timestamp_s) {
-            request = request.header(name, value);
-        }
-        let response = request
+        let response = self
+            .request(delivery, timestamp_s)?
             .send(&delivery.hook.body[..])
             .map_err(SinkError::transient)?;
         let status = response.status().as_u16();
@@ -143,5 +203,41 @@ impl Sink for HttpSink {
             .limit(self.options.max_response_bytes)
             .read_to_vec();
         classify(status, retry_after.as_deref(), now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(url: &str, header: (&str, &str)) -> HttpSinkOptions {
+        HttpSinkOptions {
+            url: url.into(),
+            method: Method::Post,
+            headers: vec![(header.0.into(), header.1.into())],
+            timeout_ms: 1_000,
+            keys: vec![],
+            max_response_bytes: 1_024,
+            forward_allow: None,
+            idle_connections: 8,
+        }
+    }
+
+    #[test]
+    fn a_bad_url_or_operator_header_is_refused_when_the_sink_is_built() {
+        let build = |url, header| HttpSink::new(options(url, header)).err();
+        assert_eq!(build("http://127.0.0.1:9/h", ("x-a", "1")), None);
+        assert_eq!(
+            build("http://a b/", ("x-a", "1")),
+            Some(InvalidHttpSink::Url("http://a b/".into()))
+        );
+        assert_eq!(
+            build("http://127.0.0.1:9/h", ("x a", "1")),
+            Some(InvalidHttpSink::Header("x a".into()))
+        );
+        assert_eq!(
+            build("http://127.0.0.1:9/h", ("x-a", "1\n2")),
+            Some(InvalidHttpSink::Header("x-a".into()))
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! sinks. Rebuilt on reconfiguration; options are never stored with rows, so
 //! a fixed sink applies to its backlog.
 
-use super::http::{HttpSink, HttpSinkOptions, Method};
+use super::http::{HttpSink, HttpSinkOptions, InvalidHttpSink, Method};
 use super::signing::SigningKey;
 use super::Sink;
 use crate::config::{Config, ConfigError, SinkConfig, SourceConfig};
@@ -30,7 +30,19 @@ impl SinkRegistry {
                 let sink: Arc<dyn Sink> = match host.get(&entry.kind) {
                     Some(sink) => sink.clone(),
                     None if entry.kind == "http" => {
-                        Arc::new(HttpSink::new(http_options(config, source, entry, &at)?))
+                        let options = http_options(config, source, entry, &at)?;
+                        let sink = HttpSink::new(options).map_err(|e| {
+                            let (field, value) = match e {
+                                InvalidHttpSink::Url(url) => ("url", url),
+                                InvalidHttpSink::Header(name) => ("headers", name),
+                            };
+                            ConfigError::Invalid {
+                                key: format!("{at}.{field}"),
+                                rule: "a valid HTTP URL or header".into(),
+                                value: format!("{value:?}"),
+                            }
+                        })?;
+                        Arc::new(sink)
                     }
                     None => {
                         return Err(ConfigError::Invalid {

@@ -1,0 +1,82 @@
+//! The HTTP sink's cost per delivery beside a bare ureq post of the same
+//! 1 KiB body to the same loopback receiver, on one keep-alive connection:
+//! what goad adds to each attempt (its headers, the status mapping, the
+//! per-phase timeouts). Then both alternated in one loop, printing their ratio.
+
+mod common;
+
+use common::paired::{benching, paired};
+use criterion::Criterion;
+use goad::demo::receiver::{Receiver, Reply};
+use goad::sink::http::{HttpSink, HttpSinkOptions, Method};
+use goad::store::Hook;
+use goad::{Delivery, Sink};
+use std::sync::Arc;
+
+const BODY_BYTES: usize = 1_024;
+
+fn hook() -> Hook {
+    Hook {
+        id: "01890a5d-ac96-774b-bcce-b302099a8057".into(),
+        seq: 1,
+        tenant: Arc::from("acme"),
+        source_id: Arc::from("orders"),
+        received_at_ms: 1_700_000_000_000,
+        content_type: Some("application/json".into()),
+        dedupe_key: Some("evt_1".into()),
+        headers: vec![("X-Provider-Event".into(), "order.created".into())],
+        body: vec![b'x'; BODY_BYTES],
+    }
+}
+
+fn main() {
+    let receiver = Receiver::start_with(|_| Reply::status(200), false).expect("receiver");
+    let url = receiver.url("/hooks");
+    let sink = HttpSink::new(HttpSinkOptions {
+        url: url.clone(),
+        method: Method::Post,
+        headers: vec![("x-operator".into(), "1".into())],
+        timeout_ms: 10_000,
+        keys: vec![],
+        max_response_bytes: 64 * 1024,
+        forward_allow: None,
+        idle_connections: 8,
+    })
+    .expect("valid options");
+    let raw: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let hook = hook();
+    let deliver = || {
+        let delivery = Delivery {
+            hook: &hook,
+            attempt: 1,
+            sink_index: 0,
+            replay_id: None,
+        };
+        sink.deliver(&delivery).expect("delivered");
+    };
+    let post = || {
+        let mut response = raw
+            .post(&url)
+            .header("content-type", "application/json")
+            .send(&hook.body[..])
+            .expect("posted");
+        let _ = response.body_mut().read_to_vec();
+    };
+    let mut criterion = Criterion::default().configure_from_args();
+    let mut group = criterion.benchmark_group("http_delivery");
+    group.bench_function("goad_http_sink", |b| b.iter(deliver));
+    group.bench_function("raw_ureq_post", |b| b.iter(post));
+    group.finish();
+    let blocks = if benching() { 200 } else { 1 };
+    let [goad, bare] = paired(blocks, 100, deliver, post);
+    println!(
+        "http_delivery paired, {blocks} blocks of 100: goad sink {:.1} µs, raw ureq {:.1} µs, ratio {:.2}",
+        goad / 1e3,
+        bare / 1e3,
+        goad / bare
+    );
+    criterion.final_summary();
+}
