@@ -257,6 +257,28 @@ fn statuses_map_to_delivered_permanent_retry_after_or_transient() {
     }
 }
 
+/// A hook value that cannot be sent as a header (a library caller's dedupe
+/// key with a line break, first met in the idempotency key built on it) is
+/// dead at its first attempt: no retry could send it.
+#[test]
+fn a_hook_value_that_is_no_valid_header_is_a_permanent_failure() {
+    let hook = NewHook {
+        dedupe_key: Some("evt\n1".into()),
+        ..NewHook::new("stripe", "x")
+    };
+    let (got, engine, _d) = deliver(hook, Reply::status(200), |_| {});
+    assert!(got.is_empty(), "nothing was sent");
+    let dead = dead(&engine);
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        (dead[0].record.attempts, dead[0].record.error.as_deref()),
+        (
+            1,
+            Some("sink http: permanent: not a valid HTTP header value: \"acme:stripe:evt\\n1\"")
+        )
+    );
+}
+
 /// A connection refused is a transient failure with the transport's error.
 #[test]
 fn an_unreachable_endpoint_is_a_transient_failure() {

@@ -141,7 +141,10 @@ impl HttpSink {
             .content_type
             .as_deref()
             .unwrap_or("application/octet-stream");
-        let value = |v: &str| HeaderValue::from_str(v).map_err(SinkError::permanent);
+        let value = |v: &str| {
+            HeaderValue::from_str(v)
+                .map_err(|_| SinkError::permanent(format!("not a valid HTTP header value: {v:?}")))
+        };
         request = request
             .header(CONTENT_TYPE, value(content_type)?)
             .header(WEBHOOK_ID, value(&hook.id)?)
@@ -168,7 +171,9 @@ impl HttpSink {
                 .iter()
                 .any(|(n, _)| n == name.as_str())
             {
-                let name = HeaderName::from_bytes(name.as_bytes()).map_err(SinkError::permanent)?;
+                let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                    SinkError::permanent(format!("not a valid HTTP header name: {name:?}"))
+                })?;
                 request = request.header(name, value(&v)?);
             }
         }
