@@ -274,7 +274,7 @@ fn a_hook_value_that_is_no_valid_header_is_a_permanent_failure() {
         (dead[0].record.attempts, dead[0].record.error.as_deref()),
         (
             1,
-            Some("sink http: permanent: not a valid HTTP header value: \"acme:stripe:evt\\n1\"")
+            Some("sink http: permanent: cannot send \"acme:stripe:evt\\n1\" in a header: failed to parse header value")
         )
     );
 }

@@ -15,7 +15,7 @@
 use super::forward::forwarded;
 use super::signing::{signature_header, SigningKey};
 use super::status::classify;
-use super::{Delivery, Sink, SinkError};
+use super::{BoxError, Delivery, Sink, SinkError};
 use std::time::{Duration, SystemTime};
 use ureq::http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use ureq::http::Uri;
@@ -73,6 +73,33 @@ impl std::fmt::Display for InvalidHttpSink {
 }
 
 impl std::error::Error for InvalidHttpSink {}
+
+/// A hook's text that cannot be sent in a header, with the parser's cause.
+#[derive(Debug)]
+struct UnsendableHeader {
+    text: String,
+    cause: BoxError,
+}
+
+impl std::fmt::Display for UnsendableHeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot send {:?} in a header", self.text)
+    }
+}
+
+impl std::error::Error for UnsendableHeader {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.cause.as_ref())
+    }
+}
+
+/// No retry could send it: a permanent failure.
+fn unsendable(text: &str, cause: impl Into<BoxError>) -> SinkError {
+    SinkError::permanent(UnsendableHeader {
+        text: text.to_owned(),
+        cause: cause.into(),
+    })
+}
 
 const WEBHOOK_ID: HeaderName = HeaderName::from_static("webhook-id");
 const WEBHOOK_TIMESTAMP: HeaderName = HeaderName::from_static("webhook-timestamp");
@@ -141,10 +168,7 @@ impl HttpSink {
             .content_type
             .as_deref()
             .unwrap_or("application/octet-stream");
-        let value = |v: &str| {
-            HeaderValue::from_str(v)
-                .map_err(|_| SinkError::permanent(format!("not a valid HTTP header value: {v:?}")))
-        };
+        let value = |v: &str| HeaderValue::from_str(v).map_err(|e| unsendable(v, e));
         request = request
             .header(CONTENT_TYPE, value(content_type)?)
             .header(WEBHOOK_ID, value(&hook.id)?)
@@ -171,9 +195,8 @@ impl HttpSink {
                 .iter()
                 .any(|(n, _)| n == name.as_str())
             {
-                let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                    SinkError::permanent(format!("not a valid HTTP header name: {name:?}"))
-                })?;
+                let name =
+                    HeaderName::from_bytes(name.as_bytes()).map_err(|e| unsendable(&name, e))?;
                 request = request.header(name, value(&v)?);
             }
         }
