@@ -57,22 +57,36 @@ pub struct HttpSink {
 
 /// An option an HTTP sink cannot be built with (the config's validation
 /// rejects both first; a library caller may pass them).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
+#[non_exhaustive]
 pub enum InvalidHttpSink {
-    Url(String),
-    Header(String),
+    Url {
+        url: String,
+        cause: ureq::http::uri::InvalidUri,
+    },
+    Header {
+        name: String,
+        cause: ureq::http::Error,
+    },
 }
 
 impl std::fmt::Display for InvalidHttpSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            InvalidHttpSink::Url(url) => write!(f, "not a valid URL: {url:?}"),
-            InvalidHttpSink::Header(name) => write!(f, "not a valid HTTP header: {name:?}"),
+            InvalidHttpSink::Url { url, .. } => write!(f, "not a valid URL: {url:?}"),
+            InvalidHttpSink::Header { name, .. } => write!(f, "not a valid HTTP header: {name:?}"),
         }
     }
 }
 
-impl std::error::Error for InvalidHttpSink {}
+impl std::error::Error for InvalidHttpSink {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            InvalidHttpSink::Url { cause, .. } => Some(cause),
+            InvalidHttpSink::Header { cause, .. } => Some(cause),
+        }
+    }
+}
 
 /// A hook's text that cannot be sent in a header, with the parser's cause.
 #[derive(Debug)]
@@ -116,15 +130,21 @@ impl HttpSink {
         let uri = options
             .url
             .parse::<Uri>()
-            .map_err(|_| InvalidHttpSink::Url(options.url.clone()))?;
+            .map_err(|cause| InvalidHttpSink::Url {
+                url: options.url.clone(),
+                cause,
+            })?;
         let operator_headers = options
             .headers
             .iter()
             .map(|(name, value)| {
-                let invalid = || InvalidHttpSink::Header(name.clone());
+                let invalid = |cause: ureq::http::Error| InvalidHttpSink::Header {
+                    name: name.clone(),
+                    cause,
+                };
                 Ok((
-                    HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?,
-                    HeaderValue::from_str(value).map_err(|_| invalid())?,
+                    HeaderName::from_bytes(name.as_bytes()).map_err(|e| invalid(e.into()))?,
+                    HeaderValue::from_str(value).map_err(|e| invalid(e.into()))?,
                 ))
             })
             .collect::<Result<_, _>>()?;
@@ -254,18 +274,18 @@ mod tests {
     #[test]
     fn a_bad_url_or_operator_header_is_refused_when_the_sink_is_built() {
         let build = |url, header| HttpSink::new(options(url, header)).err();
-        assert_eq!(build("http://127.0.0.1:9/h", ("x-a", "1")), None);
-        assert_eq!(
+        assert!(build("http://127.0.0.1:9/h", ("x-a", "1")).is_none());
+        assert!(matches!(
             build("http://a b/", ("x-a", "1")),
-            Some(InvalidHttpSink::Url("http://a b/".into()))
-        );
-        assert_eq!(
+            Some(InvalidHttpSink::Url { url, .. }) if url == "http://a b/"
+        ));
+        assert!(matches!(
             build("http://127.0.0.1:9/h", ("x a", "1")),
-            Some(InvalidHttpSink::Header("x a".into()))
-        );
-        assert_eq!(
+            Some(InvalidHttpSink::Header { name, .. }) if name == "x a"
+        ));
+        assert!(matches!(
             build("http://127.0.0.1:9/h", ("x-a", "1\n2")),
-            Some(InvalidHttpSink::Header("x-a".into()))
-        );
+            Some(InvalidHttpSink::Header { name, .. }) if name == "x-a"
+        ));
     }
 }

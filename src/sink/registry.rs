@@ -32,13 +32,15 @@ impl SinkRegistry {
                     None if entry.kind == "http" => {
                         let options = http_options(config, source, entry, &at)?;
                         let sink = HttpSink::new(options).map_err(|e| {
-                            let (field, value) = match e {
-                                InvalidHttpSink::Url(url) => ("url", url),
-                                InvalidHttpSink::Header(name) => ("headers", name),
+                            let (field, rule, value) = match e {
+                                InvalidHttpSink::Url { url, .. } => ("url", "a valid URL", url),
+                                InvalidHttpSink::Header { name, .. } => {
+                                    ("headers", "valid HTTP headers", name)
+                                }
                             };
                             ConfigError::Invalid {
                                 key: format!("{at}.{field}"),
-                                rule: "a valid HTTP URL or header".into(),
+                                rule: rule.into(),
                                 value: format!("{value:?}"),
                             }
                         })?;
