@@ -263,6 +263,19 @@ fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>, chunk: &mut [u8], shared
     }
 }
 
+/// Parsed headers as owned (lowercase name, value) pairs, in order.
+pub fn lowercase_headers(headers: &[httparse::Header<'_>]) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|h| {
+            (
+                h.name.to_ascii_lowercase(),
+                String::from_utf8_lossy(h.value).into_owned(),
+            )
+        })
+        .collect()
+}
+
 /// A complete request at the start of `buf` and how many bytes it used.
 fn parse(buf: &[u8]) -> Option<(Received, usize)> {
     let mut headers = [httparse::EMPTY_HEADER; 64];
@@ -271,16 +284,7 @@ fn parse(buf: &[u8]) -> Option<(Received, usize)> {
         Ok(httparse::Status::Complete(n)) => n,
         _ => return None,
     };
-    let headers: Vec<(String, String)> = req
-        .headers
-        .iter()
-        .map(|h| {
-            (
-                h.name.to_ascii_lowercase(),
-                String::from_utf8_lossy(h.value).into_owned(),
-            )
-        })
-        .collect();
+    let headers = lowercase_headers(req.headers);
     let length: usize = headers
         .iter()
         .find(|(n, _)| n == "content-length")

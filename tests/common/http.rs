@@ -77,16 +77,7 @@ impl Client {
             if let httparse::Status::Complete(head) =
                 response.parse(&self.buf).expect("a well-formed response")
             {
-                let headers: Vec<(String, String)> = response
-                    .headers
-                    .iter()
-                    .map(|h| {
-                        (
-                            h.name.to_ascii_lowercase(),
-                            String::from_utf8_lossy(h.value).into_owned(),
-                        )
-                    })
-                    .collect();
+                let headers = goad::demo::receiver::lowercase_headers(response.headers);
                 let status = response.code.unwrap();
                 let length: usize = headers
                     .iter()
