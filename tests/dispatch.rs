@@ -757,3 +757,58 @@ fn commits_queued_together_share_a_sync() {
     let syncs = engine.stats()[0].group_commits;
     assert!(syncs < 200, "200 queued commits took {syncs} syncs");
 }
+
+/// An attempt starts only once its hook is durable, also while later
+/// batches sync (attempts of earlier rows start before each sync): a sink
+/// that looks its hook up in a fresh read of the store (which sees only
+/// committed, so synced, batches) finds it at every attempt.
+#[test]
+fn every_attempt_starts_after_its_hook_is_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.sources
+        .push(source("s", "t", vec![SinkConfig::of_kind("check")]));
+    let engine_slot: Arc<parking_lot::Mutex<Option<Arc<Engine>>>> = Arc::default();
+    let (checked, not_stored) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let check = {
+        let (slot, checked, not_stored) =
+            (engine_slot.clone(), checked.clone(), not_stored.clone());
+        sink(move |d| {
+            let engine = slot
+                .lock()
+                .clone()
+                .expect("the engine is set before any commit");
+            if !engine
+                .rows()
+                .unwrap()
+                .iter()
+                .any(|r| r.hook_id == d.hook.id)
+            {
+                not_stored.fetch_add(1, Ordering::SeqCst);
+            }
+            checked.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+    };
+    let engine = Arc::new(Engine::builder(c).sink("check", check).open().unwrap());
+    *engine_slot.lock() = Some(engine.clone());
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                for _ in 0..50 {
+                    engine.commit(NewHook::new("s", "x")).unwrap();
+                }
+            });
+        }
+    });
+    engine.tick().unwrap();
+    assert_eq!(
+        (
+            checked.load(Ordering::SeqCst),
+            not_stored.load(Ordering::SeqCst)
+        ),
+        (400, 0)
+    );
+    engine_slot.lock().take();
+    engine.shutdown();
+}
