@@ -7,10 +7,10 @@
 //!    commit to the last delivery.
 //!
 //! Then the CPU time this process spent (receiver included) per raw request,
-//! per goad delivery (after the commits stopped) and per commit (while
-//! committing, less its deliveries at that cost): at those costs, the rate
-//! at which the machine's cores could commit and deliver alike is a ceiling
-//! for the goad figure.
+//! per goad delivery (after the commits stopped; also split by thread role)
+//! and per commit (while committing, less its deliveries at that cost): at
+//! those costs, the rate at which the machine's cores could commit and
+//! deliver alike is a ceiling for the goad figure.
 //!
 //! `cargo run --release --bin goad-e2e -- [seconds] [committers] [connections]`
 
@@ -18,6 +18,7 @@ use goad::config::SourceConfig;
 use goad::demo::receiver::{Receiver, Reply};
 use goad::{Config, Engine, NewHook, SinkConfig};
 use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -92,6 +93,7 @@ fn main() {
     let commit_elapsed = start.elapsed();
     let delivered_while_committing = receiver.ok_count() - before;
     let cpu_at_commits_end = process_cpu_s();
+    let threads_at_commits_end = thread_cpu_s();
     let total = committed.load(Ordering::Relaxed);
     while receiver.ok_count() - before < total
         && start.elapsed() < Duration::from_secs(seconds * 10 + 30)
@@ -101,6 +103,7 @@ fn main() {
     let delivered = receiver.ok_count() - before;
     let elapsed = start.elapsed();
     let cpu_at_end = process_cpu_s();
+    let threads_at_end = thread_cpu_s();
     let rate = delivered as f64 / elapsed.as_secs_f64();
     println!("goad commits  {committers:>3} committers:  {:>9.0} commits/s (p50 {:.2} ms, p99 {:.2} ms per durable commit)", total as f64 / commit_elapsed.as_secs_f64(), commit_us.value_at_quantile(0.5) as f64 / 1000.0, commit_us.value_at_quantile(0.99) as f64 / 1000.0);
     println!("goad delivery {connections:>3} connections: {rate:>9.0} deliveries/s ({delivered} of {total} in {:.2} s)", elapsed.as_secs_f64());
@@ -129,6 +132,17 @@ fn main() {
     println!(
         "CPU of this process: {raw_cpu_us:.0} µs per raw request; goad {delivery_cpu_us:.0} µs per delivery, {commit_cpu_us:.0} µs per commit"
     );
+    let per_role: Vec<String> = threads_at_end
+        .iter()
+        .map(|(role, end_s)| {
+            let start_s = threads_at_commits_end.get(role).copied().unwrap_or(0.0);
+            format!("{role} {:.0} µs", (end_s - start_s) * 1e6 / drained)
+        })
+        .collect();
+    println!(
+        "  a delivery after the commits, by thread: {}",
+        per_role.join(", ")
+    );
     println!(
         "ceiling at those costs, committing and delivering alike on {cores} cores: {ceiling:.0}/s ({:.2} × raw)",
         ceiling / raw
@@ -137,13 +151,39 @@ fn main() {
 }
 
 /// User plus system CPU seconds of this process so far (every thread, also
-/// those that exited), from /proc/self/stat.
+/// those that exited).
 fn process_cpu_s() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
-    // utime and stime are the 14th and 15th fields, in clock ticks; count
-    // from after the parenthesised command name (field 2), which may hold spaces.
-    let rest = &stat[stat.rfind(')').expect("a stat line") + 2..];
-    let ticks: f64 = rest
+    stat_cpu_s(&std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat")).1
+}
+
+/// The CPU seconds of this process's live threads by role (the prefix of
+/// their names: goad's IO workers, shards, the receiver; the rest as other).
+fn thread_cpu_s() -> BTreeMap<&'static str, f64> {
+    let mut by_role = BTreeMap::new();
+    let tasks = std::fs::read_dir("/proc/self/task").expect("/proc/self/task");
+    for task in tasks.flatten() {
+        // A thread that exited since the listing has no stat any more.
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        let (name, seconds) = stat_cpu_s(&stat);
+        let role = ["goad-io", "goad-shard", "goad-receiver"]
+            .into_iter()
+            .find(|prefix| name.starts_with(prefix))
+            .unwrap_or("other");
+        *by_role.entry(role).or_insert(0.0) += seconds;
+    }
+    by_role
+}
+
+/// The command name and the user plus system CPU seconds of a
+/// /proc/…/stat line.
+fn stat_cpu_s(stat: &str) -> (String, f64) {
+    // The name is field 2, in parentheses and possibly with spaces; utime
+    // and stime are fields 14 and 15, in clock ticks.
+    let open = stat.find('(').expect("a stat line");
+    let close = stat.rfind(')').expect("a stat line");
+    let ticks: f64 = stat[close + 2..]
         .split(' ')
         .skip(11)
         .take(2)
@@ -151,7 +191,7 @@ fn process_cpu_s() -> f64 {
         .sum();
     // SAFETY: sysconf has no preconditions.
     let per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    ticks / per_s
+    (stat[open + 1..close].to_string(), ticks / per_s)
 }
 
 fn raw_rate(url: &str, connections: u32, duration: Duration, body: &[u8]) -> f64 {
