@@ -49,10 +49,13 @@ pub struct HttpSinkOptions {
 /// An HTTP endpoint.
 pub struct HttpSink {
     agent: ureq::Agent,
-    options: HttpSinkOptions,
-    /// `options.url` and `options.headers`, parsed once.
+    /// The options' URL and headers, parsed once.
     uri: Uri,
     operator_headers: Vec<(HeaderName, HeaderValue)>,
+    method: Method,
+    keys: Vec<SigningKey>,
+    forward_allow: Option<Vec<String>>,
+    max_response_bytes: u64,
 }
 
 /// An option an HTTP sink cannot be built with (the config's validation
@@ -165,9 +168,12 @@ impl HttpSink {
             .into();
         Ok(HttpSink {
             agent,
-            options,
             uri,
             operator_headers,
+            method: options.method,
+            keys: options.keys,
+            forward_allow: options.forward_allow,
+            max_response_bytes: options.max_response_bytes,
         })
     }
 
@@ -179,7 +185,7 @@ impl HttpSink {
     ) -> Result<RequestBuilder<WithBody>, SinkError> {
         let hook = delivery.hook;
         let uri = self.uri.clone();
-        let mut request = match self.options.method {
+        let mut request = match self.method {
             Method::Post => self.agent.post(uri),
             Method::Put => self.agent.put(uri),
             Method::Patch => self.agent.patch(uri),
@@ -203,13 +209,13 @@ impl HttpSink {
         if let Some(replay_id) = delivery.replay_id {
             request = request.header(GOAD_REPLAY_ID, value(replay_id)?);
         }
-        if !self.options.keys.is_empty() {
-            let signature = signature_header(&self.options.keys, &hook.id, timestamp_s, &hook.body);
+        if !self.keys.is_empty() {
+            let signature = signature_header(&self.keys, &hook.id, timestamp_s, &hook.body);
             request = request.header(WEBHOOK_SIGNATURE, value(&signature)?);
         }
         // Forwarded names never collide with goad's own (`forwarded` drops
         // the `webhook-*` and `x-goad-*` namespaces); operator headers win.
-        for (name, v) in forwarded(&hook.headers, self.options.forward_allow.as_deref()) {
+        for (name, v) in forwarded(&hook.headers, self.forward_allow.as_deref()) {
             if !self
                 .operator_headers
                 .iter()
@@ -248,7 +254,7 @@ impl Sink for HttpSink {
         let mut body = response.into_body();
         let _ = body
             .with_config()
-            .limit(self.options.max_response_bytes)
+            .limit(self.max_response_bytes)
             .read_to_vec();
         classify(status, retry_after.as_deref(), now)
     }
