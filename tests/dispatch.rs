@@ -415,6 +415,42 @@ fn opening_a_data_directory_with_another_shard_count_is_a_clear_error() {
     );
 }
 
+/// A second engine on a data directory in use is refused with a message that
+/// names the directory and the holder, and opens once the first is gone.
+#[test]
+fn a_data_directory_is_opened_by_one_engine_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = config(dir.path());
+    c.sources
+        .push(source("s", "t", vec![SinkConfig::http(receiver.url("/"))]));
+    let first = Engine::open(c.clone()).unwrap();
+    first.commit(NewHook::new("s", "before")).unwrap();
+    let err = Engine::open(c.clone()).err().expect("refused");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{} is in use by another engine in this process: one engine at a time may open a data directory",
+            dir.path().display()
+        )
+    );
+    assert!(
+        matches!(
+            err,
+            goad::OpenError::Store(goad::store::StoreError::InUse { holder_pid: Some(pid), .. })
+                if pid == std::process::id()
+        ),
+        "{err:?}"
+    );
+    first.tick().unwrap();
+    drop(first);
+    let second = Engine::open(c).unwrap();
+    second.commit(NewHook::new("s", "after")).unwrap();
+    second.tick().unwrap();
+    let bodies: Vec<Vec<u8>> = receiver.received().into_iter().map(|r| r.body).collect();
+    assert_eq!(bodies, vec![b"before".to_vec(), b"after".to_vec()]);
+}
+
 /// Two shards: tenants hash to both and every hook is delivered.
 #[test]
 fn hooks_of_many_tenants_over_two_shards_are_all_delivered() {

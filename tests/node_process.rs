@@ -187,6 +187,48 @@ fn every_acknowledged_hook_is_delivered_after_sigkill_and_a_restart() {
     stop_under_load_then_restart(Signal::Kill);
 }
 
+/// A second `goad serve` on a data directory in use exits with an error
+/// naming the directory and the first node's pid, and the first node goes on
+/// serving: two engines on one directory would overwrite each other's hooks.
+#[test]
+fn a_second_node_on_a_data_directory_in_use_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let first = serve(dir.path(), &receiver.url("/hooks"));
+    let mut second = Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["serve", "--config"])
+        .arg(dir.path().join("goad.toml"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut exit = None;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while exit.is_none() && std::time::Instant::now() < deadline {
+        exit = second.try_wait().unwrap();
+        std::thread::park_timeout(Duration::from_millis(5));
+    }
+    let Some(exit) = exit else {
+        second.kill().unwrap();
+        second.wait().unwrap();
+        panic!("the second node was still running after 30 s");
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut second.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(exit.code(), Some(1), "{stderr}");
+    let expected = format!(
+        "{} is in use by another goad process (pid {}): one engine at a time may open a data directory",
+        dir.path().join("data").display(),
+        first.child.id()
+    );
+    assert!(stderr.contains(&expected), "{stderr}");
+    let mut client = Client::connect(first.addr);
+    let reply = client.request("POST", "/v1/sources/a/hooks", &[], b"still served");
+    assert_eq!(reply.status, 202, "{}", reply.text());
+    assert!(receiver.wait_for(1, Duration::from_secs(30)), "delivered");
+    assert_eq!(receiver.received()[0].body, b"still served");
+}
+
 impl Drop for ServeProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -71,7 +71,7 @@ pub fn run(options: &DemoOptions) -> Result<(), Box<dyn std::error::Error>> {
     )?;
     let flaky = Receiver::start_with(
         move |r| {
-            if flaky_n.fetch_add(1, Ordering::Relaxed) % 5 == 0 {
+            if flaky_n.fetch_add(1, Ordering::Relaxed).is_multiple_of(5) {
                 return Reply::status(503);
             }
             flaky_tally(r);

@@ -14,7 +14,7 @@ use crate::config::{Config, ConfigError};
 use crate::core::{Catalog, Core};
 use crate::limits::{COMMIT_QUEUE_WAIT_MS, COMMIT_REPLY_WAIT_MS, SHARD_INPUT_CAPACITY};
 use crate::sink::{Sink, SinkRegistry};
-use crate::store::{Hook, RowView, ShardStore, StoreError};
+use crate::store::{DataDirLock, Hook, RowView, ShardStore, StoreError};
 use crossbeam_channel::{SendTimeoutError, Sender, TrySendError};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
@@ -27,16 +27,21 @@ use std::time::{Duration, Instant};
 /// A hook to commit.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NewHook {
+    /// The configured source it is for; its sinks get one row each.
     pub source_id: String,
     /// Provider headers in arrival order.
     pub headers: Vec<(String, String)>,
+    /// Sent as the delivery's `content-type` (`application/octet-stream`
+    /// when absent).
     pub content_type: Option<String>,
+    /// Delivered verbatim; at most `max_body_bytes`.
     pub body: Vec<u8>,
     /// The provider's event key, if any (the idempotency key builds on it).
     pub dedupe_key: Option<String>,
 }
 
 impl NewHook {
+    /// A hook with a body and no headers, content type or dedupe key.
     pub fn new(source_id: impl Into<String>, body: impl Into<Vec<u8>>) -> NewHook {
         NewHook {
             source_id: source_id.into(),
@@ -51,9 +56,13 @@ impl NewHook {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum CommitError {
+    /// No source with this id is configured.
     UnknownSource(String),
+    /// The body is over `max_body_bytes`.
     TooLarge {
+        /// The body's size.
         size_bytes: u64,
+        /// The configured `max_body_bytes`.
         max_bytes: u64,
     },
     /// The shard's input queue stayed full: retry later.
@@ -101,8 +110,11 @@ impl std::error::Error for CommitError {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum OpenError {
+    /// The config is invalid (the error names the key and the value).
     Config(ConfigError),
+    /// A shard's store did not open or recover.
     Store(StoreError),
+    /// A shard, worker or coordinator thread could not be started.
     Thread(std::io::Error),
 }
 
@@ -180,6 +192,7 @@ impl EngineBuilder {
         let registry: SharedRegistry = Arc::new(RwLock::new(Arc::new(
             SinkRegistry::build(&self.config, &self.host_sinks).map_err(OpenError::Config)?,
         )));
+        let lock = DataDirLock::acquire(&self.config.data_dir).map_err(OpenError::Store)?;
         let shard_count = self.config.shard_count();
         let mut stores = Vec::with_capacity(shard_count);
         for k in 0..shard_count {
@@ -269,6 +282,7 @@ impl EngineBuilder {
             threads: Mutex::new(threads),
             coordinator_thread: Mutex::new(Some(coordinator)),
             stopped: AtomicBool::new(false),
+            _lock: lock,
         })
     }
 }
@@ -292,6 +306,8 @@ pub struct Engine {
     threads: Mutex<Vec<JoinHandle<()>>>,
     coordinator_thread: Mutex<Option<JoinHandle<()>>>,
     pub(super) stopped: AtomicBool,
+    /// Released last, once the threads are joined and the stores closed.
+    _lock: DataDirLock,
 }
 
 /// How long `dead_letter_source` waits for the shards.
@@ -306,6 +322,8 @@ impl Engine {
         Engine::builder(config).open()
     }
 
+    /// An engine to open with the host's Rust sinks
+    /// ([`EngineBuilder::sink`]).
     pub fn builder(config: Config) -> EngineBuilder {
         EngineBuilder {
             config,

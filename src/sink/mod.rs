@@ -21,6 +21,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// What one attempt delivers.
 #[derive(Debug, Clone, Copy)]
 pub struct Delivery<'a> {
+    /// The hook as committed: id, tenant, source, headers, body.
     pub hook: &'a Hook,
     /// 1-based attempt number of this row.
     pub attempt: u32,
@@ -33,6 +34,8 @@ pub struct Delivery<'a> {
 /// A destination. `deliver` blocks until the sink answered; it runs on an
 /// IO pool worker and may take up to `dispatch.attempt_timeout_ms`.
 pub trait Sink: Send + Sync + 'static {
+    /// One attempt: `Ok` settles the row as delivered; an error (or a
+    /// panic, which counts as a transient failure) goes to the retry policy.
     fn deliver(&self, delivery: &Delivery<'_>) -> Result<(), SinkError>;
 }
 
@@ -43,20 +46,28 @@ pub enum SinkError {
     /// Retrying cannot help: the row is dead-lettered now.
     Permanent(BoxError),
     /// Retry no sooner than `after_ms` (capped at an hour).
-    RetryAfter { after_ms: u64, cause: BoxError },
+    RetryAfter {
+        /// The delay the sink asked for.
+        after_ms: u64,
+        /// What the sink answered.
+        cause: BoxError,
+    },
     /// Retry per the policy.
     Transient(BoxError),
 }
 
 impl SinkError {
+    /// Retrying cannot help: dead-letter the row now.
     pub fn permanent(cause: impl Into<BoxError>) -> SinkError {
         SinkError::Permanent(cause.into())
     }
 
+    /// Retry after the policy's backoff.
     pub fn transient(cause: impl Into<BoxError>) -> SinkError {
         SinkError::Transient(cause.into())
     }
 
+    /// Retry no sooner than `after_ms` from now.
     pub fn retry_after(after_ms: u64, cause: impl Into<BoxError>) -> SinkError {
         SinkError::RetryAfter {
             after_ms,

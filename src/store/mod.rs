@@ -33,6 +33,10 @@
 //! moves from one place to another (due, in flight, dead, gone) inside one
 //! transaction, so it is always in exactly one.
 //!
+//! # One engine at a time
+//! An engine holds an exclusive lock on `<data_dir>/goad.lock` while it runs
+//! (see [`lock`]); a second engine on the same directory is refused.
+//!
 //! # Recovery
 //! Claims are in-flight markers. On open, every marker is turned back into
 //! a due key at the open time in one synced transaction: every row claimed
@@ -41,12 +45,14 @@
 pub mod dead;
 pub mod index;
 pub mod keys;
+mod lock;
 pub mod record;
 mod tenants;
 pub(crate) mod write;
 
 pub use dead::{DeadFilter, DeadItem, DeadPosition, Revived};
 pub use index::TxnIndex;
+pub use lock::DataDirLock;
 pub use record::{CorruptRecord, Hook, RowRecord, RowStatus};
 pub use tenants::TenantTable;
 pub use write::write_commit;
@@ -79,6 +85,12 @@ pub enum StoreError {
         stored: u32,
         configured: u32,
     },
+    /// Another engine runs on the data directory (see [`DataDirLock`]).
+    InUse {
+        path: PathBuf,
+        /// The pid the holder wrote into the lock file.
+        holder_pid: Option<u32>,
+    },
     /// The data directory was written by another version of goad.
     Format { path: PathBuf, stored: u32 },
     /// A stored record does not decode.
@@ -94,6 +106,12 @@ impl fmt::Display for StoreError {
                 f,
                 "{} was created with {stored} shards but the config asks for {configured}; set shards = {stored} (resharding is not supported)",
                 path.display()
+            ),
+            StoreError::InUse { path, holder_pid } => write!(
+                f,
+                "{} is in use by {}: one engine at a time may open a data directory",
+                path.display(),
+                lock::describe_holder(*holder_pid)
             ),
             StoreError::Format { path, stored } => {
                 write!(f, "{} has store format {stored}; this goad reads format {FORMAT_VERSION}", path.display())
@@ -177,8 +195,9 @@ impl ShardStore {
             .max_dbs(8)
             .max_readers(256);
         // SAFETY: heed requires that one process does not open the same
-        // environment twice; the engine opens each shard directory once and
-        // LMDB's lock file guards against other processes' readers.
+        // environment twice; an engine opens each shard directory once, under
+        // the data directory's lock, and LMDB's lock file guards against
+        // other processes' readers.
         let env = unsafe { options.open(&path)? };
         let wtxn = env.write_txn()?;
         let mut migrated = None;

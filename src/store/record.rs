@@ -24,17 +24,22 @@ pub struct Hook {
     pub id: String,
     /// The shard's commit order (the key, not stored in the value).
     pub seq: u64,
+    /// The tenant of its source.
     pub tenant: TenantId,
     pub source_id: Arc<str>,
+    /// When it was committed (wall-clock ms since the Unix epoch).
     pub received_at_ms: u64,
     pub content_type: Option<String>,
+    /// The provider's event key, if any.
     pub dedupe_key: Option<String>,
     /// Provider headers in arrival order.
     pub headers: Vec<(String, String)>,
+    /// Verbatim, as committed.
     pub body: Vec<u8>,
 }
 
 impl Hook {
+    /// What the hook weighs in the in-flight byte windows: its body.
     pub fn size_bytes(&self) -> u64 {
         self.body.len() as u64
     }
@@ -51,7 +56,9 @@ impl Hook {
 /// Where a row is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RowStatus {
+    /// Due now or later, or claimed.
     Pending,
+    /// Dead-lettered: kept with its hook until replayed.
     Dead,
 }
 
@@ -59,11 +66,16 @@ pub enum RowStatus {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RowRecord {
     pub status: RowStatus,
+    /// The type of the sink the row was written for (`http` or a host sink's name).
     pub sink_type: Arc<str>,
+    /// Attempts spent so far.
     pub attempts: u32,
+    /// When the first attempt started (0 before it); the retry horizon
+    /// counts from it.
     pub first_attempt_at_ms: u64,
     /// Due time while pending; dead time once dead.
     pub at_ms: u64,
+    /// Its hook's body size.
     pub size_bytes: u64,
     /// The last error (pending) or the dead-letter reason (dead).
     pub error: Option<String>,
@@ -74,6 +86,7 @@ pub struct RowRecord {
 /// A record that does not decode: a broken invariant of the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CorruptRecord {
+    /// Which kind of record.
     pub what: &'static str,
 }
 

@@ -1,0 +1,101 @@
+//! The data directory's lock: one engine at a time.
+//!
+//! Two engines on one data directory would each number new hooks from the
+//! same stored counter, so one would overwrite the other's acknowledged
+//! hooks, and each would make the other's claimed rows due again when it
+//! opens. So an engine holds an exclusive `flock` on `<data_dir>/goad.lock`
+//! while it runs, and a second engine, in this process or another, is
+//! refused with the holder's pid. The kernel drops the lock when its holder
+//! exits, killed or not, so a crash never leaves the directory locked.
+
+use super::StoreError;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, Write};
+use std::path::Path;
+
+/// The lock file's name under the data directory.
+const LOCK_FILE: &str = "goad.lock";
+
+/// Held while an engine runs on a data directory; dropping it unlocks.
+#[derive(Debug)]
+pub struct DataDirLock {
+    _file: File,
+}
+
+impl DataDirLock {
+    /// Locks `data_dir` (creating it if needed) and writes this process's
+    /// pid into the lock file, or names the holder.
+    pub fn acquire(data_dir: &Path) -> Result<DataDirLock, StoreError> {
+        let path = data_dir.join(LOCK_FILE);
+        let io = |source| StoreError::Io {
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(data_dir).map_err(|source| StoreError::Io {
+            path: data_dir.to_path_buf(),
+            source,
+        })?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                return Err(StoreError::InUse {
+                    path: data_dir.to_path_buf(),
+                    holder_pid: holder_pid(&mut file),
+                })
+            }
+            Err(TryLockError::Error(source)) => return Err(io(source)),
+        }
+        file.set_len(0).map_err(io)?;
+        file.rewind().map_err(io)?;
+        writeln!(file, "{}", std::process::id()).map_err(io)?;
+        Ok(DataDirLock { _file: file })
+    }
+}
+
+/// The pid the holder wrote, if it is there yet.
+fn holder_pid(file: &mut File) -> Option<u32> {
+    let mut text = String::new();
+    file.read_to_string(&mut text).ok()?;
+    text.trim().parse().ok()
+}
+
+/// Who holds a data directory, for the error message.
+pub(super) fn describe_holder(holder_pid: Option<u32>) -> String {
+    match holder_pid {
+        Some(pid) if pid == std::process::id() => "another engine in this process".into(),
+        Some(pid) => format!("another goad process (pid {pid})"),
+        None => "another goad process".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_lock_is_refused_naming_the_holder_until_the_first_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = DataDirLock::acquire(dir.path()).unwrap();
+        let pid = std::process::id();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(LOCK_FILE)).unwrap(),
+            format!("{pid}\n")
+        );
+        match DataDirLock::acquire(dir.path()) {
+            Err(StoreError::InUse { path, holder_pid }) => {
+                assert_eq!(path, dir.path());
+                assert_eq!(holder_pid, Some(pid));
+            }
+            other => panic!("expected InUse, got {other:?}"),
+        }
+        drop(first);
+        DataDirLock::acquire(dir.path()).unwrap();
+    }
+}
