@@ -279,6 +279,26 @@ fn a_hook_value_that_is_no_valid_header_is_a_permanent_failure() {
     );
 }
 
+/// Header values beyond ASCII (UTF-8 text, which HTTP carries as opaque
+/// bytes and the node accepts at ingest) are sent byte for byte, not refused.
+#[test]
+fn utf8_header_values_are_sent_verbatim() {
+    let hook = NewHook {
+        headers: vec![("x-note".into(), "José ☃".into())],
+        dedupe_key: Some("évt_1".into()),
+        ..NewHook::new("stripe", "x")
+    };
+    let (got, engine, _d) = deliver(hook, Reply::status(200), |_| {});
+    assert_eq!(got.len(), 1, "{:?}", dead(&engine));
+    assert_eq!(got[0].header("x-note"), Some("José ☃"));
+    assert_eq!(got[0].header("x-goad-dedupe-key"), Some("évt_1"));
+    assert_eq!(
+        got[0].header("x-goad-idempotency-key"),
+        Some("acme:stripe:évt_1")
+    );
+    assert_eq!(engine.hook_count().unwrap(), 0, "delivered and reclaimed");
+}
+
 /// A connection refused is a transient failure with the transport's error.
 #[test]
 fn an_unreachable_endpoint_is_a_transient_failure() {

@@ -375,7 +375,7 @@ impl Config {
             if ureq::http::HeaderValue::from_str(value).is_err() {
                 return Err(invalid(
                     format!("{at}.headers.{name}"),
-                    "a valid HTTP header value (visible ASCII, spaces and tabs)",
+                    "a valid HTTP header value (no control characters but tab)",
                     value,
                 ));
             }
