@@ -102,12 +102,22 @@ impl Receiver {
         Receiver::start_with(behaviour, true)
     }
 
-    /// Starts a receiver; `record` keeps every request (else only counts them).
+    /// Starts a receiver on 127.0.0.1 (a free port); `record` keeps every
+    /// request (else only counts them).
     pub fn start_with(
         behaviour: impl Fn(&Received) -> Reply + Send + Sync + 'static,
         record: bool,
     ) -> std::io::Result<Receiver> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
+        Receiver::start_on("127.0.0.1:0", behaviour, record)
+    }
+
+    /// Starts a receiver listening on `addr`.
+    pub fn start_on(
+        addr: &str,
+        behaviour: impl Fn(&Received) -> Reply + Send + Sync + 'static,
+        record: bool,
+    ) -> std::io::Result<Receiver> {
+        let listener = TcpListener::bind(addr)?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             behaviour: Box::new(behaviour),

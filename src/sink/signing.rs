@@ -8,6 +8,7 @@ use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::fmt;
+use subtle::ConstantTimeEq;
 
 /// A secret that cannot sign.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +66,16 @@ impl SigningKey {
         mac.update(body);
         format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()))
     }
+
+    /// Whether a `webhook-signature` header carries this key's signature of
+    /// the message (any of its space-separated entries; compared in
+    /// constant time): what a consumer checks.
+    pub fn verify(&self, header: &str, id: &str, timestamp_s: u64, body: &[u8]) -> bool {
+        let expected = self.sign(id, timestamp_s, body);
+        header
+            .split(' ')
+            .any(|entry| bool::from(entry.as_bytes().ct_eq(expected.as_bytes())))
+    }
 }
 
 /// The `webhook-signature` header value for all keys, in order.
@@ -99,6 +110,11 @@ mod tests {
         let header = signature_header(&keys, "id", 1, b"b");
         assert_eq!(header.split(' ').count(), 2);
         assert!(header.split(' ').all(|s| s.starts_with("v1,")));
+        assert!(keys[1].verify(&header, "id", 1, b"b"));
+        assert!(!keys[1].verify(&header, "id", 2, b"b"), "another timestamp");
+        assert!(!keys[1].verify(&header, "id", 1, b"c"), "another body");
+        let other = SigningKey::parse("whsec_b3RoZXI=").unwrap();
+        assert!(!other.verify(&header, "id", 1, b"b"), "another key");
         assert_eq!(SigningKey::parse("").unwrap_err(), BadSecret::Empty);
         assert_eq!(
             SigningKey::parse("whsec_!!!").unwrap_err(),

@@ -1,0 +1,186 @@
+//! `goad-sink` (tools/sink.rs) as a child process, fed by a real engine: its
+//! failure share is exact, it verifies Standard Webhooks signatures, and its
+//! counts match what the engine settled.
+
+mod common;
+
+use common::*;
+use goad::{Engine, NewHook, SinkConfig};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const SECRET: &str = "whsec_c2luay10b29sLXNlY3JldA==";
+
+/// A running `goad-sink`, its URL and its stdout lines.
+struct SinkTool {
+    child: Child,
+    url: String,
+    lines: crossbeam_channel::Receiver<String>,
+}
+
+impl SinkTool {
+    fn start(args: &[&str]) -> SinkTool {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_goad-sink"))
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--secret-env",
+                "GOAD_SINK_TEST_SECRET",
+            ])
+            .args(args)
+            .env("GOAD_SINK_TEST_SECRET", SECRET)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = crossbeam_channel::unbounded();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let first = lines.recv_timeout(Duration::from_secs(30)).unwrap();
+        let url = first
+            .strip_prefix("goad-sink listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+            .to_string();
+        SinkTool { child, url, lines }
+    }
+
+    /// The first report whose `key` reaches `at_least`.
+    fn report_when(&self, key: &str, at_least: u64) -> HashMap<String, u64> {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("no report with {key} >= {at_least}"));
+            let report: HashMap<String, u64> = line
+                .split(' ')
+                .filter_map(|field| field.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
+                .collect();
+            if report[key] >= at_least {
+                return report;
+            }
+        }
+    }
+}
+
+impl Drop for SinkTool {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An engine whose one HTTP sink posts to `url`, signing with the secret in
+/// the variable `secret_env` (one variable per test: tests run in parallel),
+/// up to 10 attempts of at most `attempt_timeout_ms`.
+fn engine_for(
+    dir: &std::path::Path,
+    url: &str,
+    secret_env: &str,
+    secret: &str,
+    attempt_timeout_ms: u64,
+) -> Engine {
+    std::env::set_var(secret_env, secret);
+    let mut c = config(dir);
+    c.retry.max_attempts = 10;
+    c.dispatch.attempt_timeout_ms = attempt_timeout_ms;
+    let mut sink = SinkConfig::http(url);
+    sink.secret_env = Some(goad::config::OneOrMany::One(secret_env.into()));
+    c.sources.push(source("s", "t", vec![sink]));
+    Engine::open(c).unwrap()
+}
+
+/// A tenth of the requests hang and four tenths fail, spread as the tool
+/// documents; every hook is still delivered once, and every signature
+/// verifies.
+#[test]
+fn hangs_and_failures_are_exact_shares_and_every_hook_arrives_signed() {
+    let tool = SinkTool::start(&["--hang-percent", "10", "--fail-percent", "40"]);
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_for(
+        dir.path(),
+        &tool.url,
+        "GOAD_SINK_TEST_KEY_RIGHT",
+        SECRET,
+        300,
+    );
+    for i in 0..20 {
+        engine
+            .commit(NewHook::new("s", format!("hook {i}")))
+            .unwrap();
+    }
+    engine.tick_within(Duration::from_secs(60)).unwrap();
+    let report = tool.report_when("hooks", 20);
+    // Request n hangs when (n·37) mod 100 < 10 and fails when it is < 50:
+    // the requests it took to get 20 answered ok.
+    let (mut requests, mut hung, mut ok) = (0u64, 0u64, 0u64);
+    while ok < 20 {
+        let bucket = requests * 37 % 100;
+        hung += u64::from(bucket < 10);
+        ok += u64::from(bucket >= 50);
+        requests += 1;
+    }
+    let expected: HashMap<String, u64> = [
+        ("requests", requests),
+        ("ok", 20),
+        ("failed", requests - hung - 20),
+        ("hung", hung),
+        ("bad_signatures", 0),
+        ("hooks", 20),
+        ("redelivered", 0),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let seen: HashMap<String, u64> = report.into_iter().filter(|(k, _)| k != "t_s").collect();
+    assert_eq!(seen, expected);
+    assert_eq!(
+        engine.hook_count().unwrap(),
+        0,
+        "all delivered and reclaimed"
+    );
+}
+
+/// Signed with another secret, every request is refused with 401, which
+/// dead-letters each row at its first attempt.
+#[test]
+fn a_wrong_secret_is_refused_and_dead_letters() {
+    let tool = SinkTool::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_for(
+        dir.path(),
+        &tool.url,
+        "GOAD_SINK_TEST_KEY_WRONG",
+        "whsec_b3RoZXItc2VjcmV0",
+        30_000,
+    );
+    for i in 0..5 {
+        engine
+            .commit(NewHook::new("s", format!("hook {i}")))
+            .unwrap();
+    }
+    engine.tick_within(Duration::from_secs(60)).unwrap();
+    let report = tool.report_when("bad_signatures", 5);
+    assert_eq!(
+        (
+            report["bad_signatures"],
+            report["requests"],
+            report["hooks"]
+        ),
+        (5, 0, 0)
+    );
+    let dead = dead(&engine);
+    assert_eq!(dead.len(), 5);
+    for row in dead {
+        assert_eq!(row.record.attempts, 1);
+        assert_eq!(
+            row.record.error.as_deref(),
+            Some("sink http: permanent: HTTP status 401")
+        );
+    }
+}
