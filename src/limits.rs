@@ -20,6 +20,11 @@ pub const OUTCOME_FLUSH_MS: u64 = 10;
 /// Most operations a shard's write transaction holds before it is committed.
 pub const MAX_UNFLUSHED_OPS: usize = 16_384;
 
+/// How long a shard waits after a failed store write before it scans
+/// again, so a store that keeps failing costs a retry a second, not a busy
+/// loop.
+pub const STORE_RETRY_MS: u64 = 1_000;
+
 /// Longest a shard waits for more commits before a sync when the last sync
 /// served many more than are queued (group commit; see `runtime::shard`).
 pub const GROUP_COMMIT_LINGER_US: u64 = 200;

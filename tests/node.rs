@@ -786,6 +786,8 @@ fn metrics_parse_as_prometheus_text() {
     assert_eq!(sum("goad_deliveries_total", "result=\"delivered\""), 5.0);
     assert_eq!(sum("goad_attempt_duration_seconds_count", ""), 5.0);
     assert_eq!(sum("goad_dead_letters", ""), 0.0);
+    assert_eq!(sum("goad_store_failures_total", ""), 0.0);
+    assert_eq!(sum("goad_recovered_rows_total", ""), 0.0);
     for family in [
         "goad_attempts_total",
         "goad_due_rows",
@@ -795,6 +797,8 @@ fn metrics_parse_as_prometheus_text() {
         "goad_breakers_open",
         "goad_oldest_due_age_seconds",
         "goad_abandoned_workers",
+        "goad_recovered_rows_total",
+        "goad_store_failures_total",
     ] {
         assert!(
             samples.iter().any(|(n, _, _)| n == family),

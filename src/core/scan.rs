@@ -159,15 +159,21 @@ impl Core {
                 self.ops.push_back(StoreOp::Forget { row: entry.row });
                 return;
             }
+            Loaded::RowCorrupt => {
+                self.stats.dead += 1;
+                self.ops.push_back(StoreOp::Quarantine {
+                    row: entry.row,
+                    tenant: entry.tenant,
+                    dead_at_ms: now_ms,
+                });
+                return;
+            }
+            Loaded::HookCorrupt { state } => {
+                let fields = RowFields::of(&entry, &state);
+                return self.dead(now_ms, entry.row, fields, DeadReason::HookCorrupt);
+            }
         };
-        let fields = RowFields {
-            tenant: entry.tenant.clone(),
-            sink_type: state.sink_type.clone(),
-            attempts: state.attempts,
-            first_attempt_at_ms: state.first_attempt_at_ms,
-            size_bytes: entry.size_bytes,
-            replay: state.replay.clone(),
-        };
+        let fields = RowFields::of(&entry, &state);
         let sink_index =
             match self
                 .catalog
@@ -275,7 +281,8 @@ impl Core {
     ) -> u64 {
         let (state, hook) = match index.load(entry.row) {
             Loaded::Row { state, hook } if &*hook.source_id == source_id => (state, hook),
-            Loaded::Row { .. } => return 0,
+            // A corrupt row's source is unknown: the scan quarantines it.
+            Loaded::Row { .. } | Loaded::RowCorrupt | Loaded::HookCorrupt { .. } => return 0,
             Loaded::RowMissing | Loaded::HookMissing => {
                 self.ops.push_back(StoreOp::Claim {
                     row: entry.row,
@@ -293,14 +300,7 @@ impl Core {
             due_at_ms: entry.due_at_ms,
             size_bytes: entry.size_bytes,
         });
-        let fields = RowFields {
-            tenant: entry.tenant,
-            sink_type: state.sink_type,
-            attempts: state.attempts,
-            first_attempt_at_ms: state.first_attempt_at_ms,
-            size_bytes: entry.size_bytes,
-            replay: state.replay.clone(),
-        };
+        let fields = RowFields::of(&entry, &state);
         self.dead(
             now_ms,
             entry.row,

@@ -4,7 +4,7 @@
 use super::*;
 use crate::config::{Config, SinkConfig, SourceConfig, TenantLimitsConfig};
 use crate::store::Hook;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 /// The due index and rows as plain maps; store ops are applied to it.
 #[derive(Default)]
@@ -13,6 +13,9 @@ struct Model {
     rows: HashMap<RowId, (RowState, Arc<Hook>)>,
     tenants: Vec<TenantId>,
     next_seq: u64,
+    /// Rows whose record, and hooks (by seq) whose record, do not decode.
+    corrupt_rows: HashSet<RowId>,
+    corrupt_hooks: HashSet<u64>,
 }
 
 impl Model {
@@ -77,7 +80,8 @@ impl Model {
                 }
                 StoreOp::Delivered { row, .. }
                 | StoreOp::Forget { row }
-                | StoreOp::Dead { row, .. } => {
+                | StoreOp::Dead { row, .. }
+                | StoreOp::Quarantine { row, .. } => {
                     self.rows.remove(row);
                 }
                 StoreOp::Reschedule {
@@ -142,6 +146,10 @@ impl DueIndex for Model {
 
     fn load(&mut self, row: RowId) -> Loaded {
         match self.rows.get(&row) {
+            Some(_) if self.corrupt_rows.contains(&row) => Loaded::RowCorrupt,
+            Some((state, _)) if self.corrupt_hooks.contains(&row.seq) => Loaded::HookCorrupt {
+                state: state.clone(),
+            },
             Some((state, hook)) => Loaded::Row {
                 state: state.clone(),
                 hook: hook.clone(),
@@ -717,4 +725,56 @@ fn dead_letter_source_takes_only_that_sources_pending_rows_with_attempts_unchang
     assert_eq!(reasons, vec![("source_gone: drop".to_string(), 0); 4]);
     assert_eq!(m.rows.len(), 1, "the kept source's row is untouched");
     assert_eq!(c.stats().dead, 4);
+}
+
+/// A row whose record does not decode is quarantined and one whose hook
+/// does not is dead-lettered, both at claim; the rest of the page runs.
+#[test]
+fn corrupt_rows_and_hooks_are_settled_at_claim() {
+    let c = config_with(vec![source("s", "t", &["http"])]);
+    let mut m = Model::default();
+    for _ in 0..3 {
+        m.add("t", "s", &["http"], 0);
+    }
+    let row = |seq| RowId { seq, sink_index: 0 };
+    m.corrupt_rows.insert(row(1));
+    m.corrupt_hooks.insert(2);
+    let mut core = core(&c, BIG);
+    core.handle_scan(5, &mut m);
+    let t: TenantId = Arc::from("t");
+    let claim = |seq| StoreOp::Claim {
+        row: row(seq),
+        tenant: t.clone(),
+        due_at_ms: 0,
+        size_bytes: 10,
+    };
+    let fields = RowFields {
+        tenant: t.clone(),
+        sink_type: Arc::from("http"),
+        attempts: 0,
+        first_attempt_at_ms: 0,
+        size_bytes: 10,
+        replay: None,
+    };
+    assert_eq!(
+        m.apply(&mut core),
+        vec![
+            claim(1),
+            StoreOp::Quarantine {
+                row: row(1),
+                tenant: t.clone(),
+                dead_at_ms: 5,
+            },
+            claim(2),
+            StoreOp::Dead {
+                row: row(2),
+                fields,
+                dead_at_ms: 5,
+                reason: "undecodable hook record".into(),
+            },
+            claim(3),
+        ]
+    );
+    assert_eq!((core.stats().dead, core.stats().claimed.rows), (2, 1));
+    assert_eq!(core.poll_job(5).map(|j| j.row), Some(row(3)));
 }

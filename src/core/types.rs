@@ -62,6 +62,15 @@ pub enum Loaded {
     RowMissing,
     /// The row's hook is gone: the row is dropped (not a dead letter).
     HookMissing,
+    /// The row's record does not decode or says it is not pending: the
+    /// row is quarantined (its due key becomes a dead key; the bytes stay
+    /// for inspection), so one bad record cannot stall the shard.
+    RowCorrupt,
+    /// The row is fine but its hook's record does not decode: the row is
+    /// dead-lettered.
+    HookCorrupt {
+        state: RowState,
+    },
 }
 
 /// The slice of the store the scan reads. The shell implements it over the
@@ -102,6 +111,8 @@ pub enum DeadReason {
     },
     /// The row's retry horizon passed.
     RetryHorizon { sink_type: Arc<str> },
+    /// The row's hook record does not decode.
+    HookCorrupt,
 }
 
 impl fmt::Display for DeadReason {
@@ -114,6 +125,7 @@ impl fmt::Display for DeadReason {
                 sink_type,
             } => write!(f, "sink_gone: index {sink_index}, type {sink_type}"),
             DeadReason::RetryHorizon { sink_type } => write!(f, "retry_horizon: {sink_type}"),
+            DeadReason::HookCorrupt => write!(f, "undecodable hook record"),
         }
     }
 }
@@ -130,6 +142,20 @@ pub struct RowFields {
     pub size_bytes: u64,
     /// The replay that revived the row, if any.
     pub replay: Option<Arc<str>>,
+}
+
+impl RowFields {
+    /// The fields of a due row as loaded.
+    pub fn of(entry: &DueEntry, state: &RowState) -> RowFields {
+        RowFields {
+            tenant: entry.tenant.clone(),
+            sink_type: state.sink_type.clone(),
+            attempts: state.attempts,
+            first_attempt_at_ms: state.first_attempt_at_ms,
+            size_bytes: entry.size_bytes,
+            replay: state.replay.clone(),
+        }
+    }
 }
 
 /// A store change the core decided. The shell applies each in order, in the
@@ -166,6 +192,13 @@ pub enum StoreOp {
     },
     /// The row or its hook is missing: drop what is left of the row.
     Forget { row: RowId },
+    /// The row's record is corrupt: out of flight into the dead index,
+    /// its bytes left as they are.
+    Quarantine {
+        row: RowId,
+        tenant: TenantId,
+        dead_at_ms: u64,
+    },
 }
 
 /// How an attempt failed: the class drives the retry policy, the message is

@@ -157,5 +157,11 @@ pub fn render(engine: &Engine) -> Result<String, StoreError> {
         "Rows made due again by recovery (claimed when the process stopped).",
         &col(|s| s.recovered),
     );
+    f.per_shard(
+        "goad_store_failures_total",
+        "counter",
+        "Store writes that failed; each rebuilt the shard from the store.",
+        &col(|s| s.store_failures),
+    );
     Ok(out)
 }

@@ -81,6 +81,8 @@ pub struct ShardStats {
     pub abandoned_workers: u64,
     /// Rows made due again by recovery since the shard opened.
     pub recovered: u64,
+    /// Store writes that failed since the shard opened (each rebuilt it).
+    pub store_failures: u64,
     /// `tick` calls waiting on this shard.
     pub tick_waiters: u64,
 }
@@ -244,6 +246,7 @@ impl ShardThread {
                 window_full: state.core().window_full(),
                 abandoned_workers: pool.abandoned() as u64,
                 recovered: state.recovered,
+                store_failures: state.store_failures,
                 tick_waiters: tick_waiters.len() as u64,
             };
             if let Some(since_ms) = draining_since_ms {

@@ -17,11 +17,12 @@
 //! A store failure drops the transaction and rebuilds the core from the
 //! store as a restart would (claims dropped, in-flight rows due again): the
 //! failed iteration's commits are reported failed, and nothing acknowledged
-//! is lost.
+//! is lost. The shard then scans again only after `STORE_RETRY_MS`, so a
+//! store that keeps failing is retried once a second, not in a busy loop.
 
 use crate::config::DispatchConfig;
 use crate::core::{AttemptResult, Catalog, Core, Grant, Job, JobId, RowId};
-use crate::limits::{MAX_UNFLUSHED_OPS, OUTCOME_FLUSH_MS, REPLAY_SCAN_BUDGET};
+use crate::limits::{MAX_UNFLUSHED_OPS, OUTCOME_FLUSH_MS, REPLAY_SCAN_BUDGET, STORE_RETRY_MS};
 use crate::store::{
     self, DeadFilter, Hook, Revived, RowRecord, ShardStore, StoreError, TenantTable, TxnIndex,
 };
@@ -66,8 +67,12 @@ pub struct ShardState<'s> {
     tenants: TenantTable,
     next_seq: u64,
     core: Core,
+    /// No scan before this, after a store failure.
+    holdoff_until_ms: u64,
     /// Rows made due again by recovery since open (at open and after store failures).
     pub recovered: u64,
+    /// Store writes that failed since open (each rebuilt the shard).
+    pub store_failures: u64,
 }
 
 impl<'s> ShardState<'s> {
@@ -87,7 +92,9 @@ impl<'s> ShardState<'s> {
             tenants: TenantTable::default(),
             next_seq: 0,
             core,
+            holdoff_until_ms: 0,
             recovered: 0,
+            store_failures: 0,
         };
         state.reload(now_ms)?;
         Ok(state)
@@ -209,7 +216,11 @@ impl<'s> ShardState<'s> {
     /// deadline, or when uncommitted writes must be flushed.
     pub fn poll_deadline(&self, now_ms: u64) -> Option<u64> {
         let flush_at_ms = self.dirty_since_ms.map(|t| t + OUTCOME_FLUSH_MS);
-        match (self.core.poll_deadline(now_ms), flush_at_ms) {
+        let core_at_ms = self
+            .core
+            .poll_deadline(now_ms)
+            .map(|t| t.max(self.holdoff_until_ms));
+        match (core_at_ms, flush_at_ms) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -279,7 +290,8 @@ impl<'s> ShardState<'s> {
 
     fn write_txn(&mut self, now_ms: u64, commits: Vec<NewRows>) -> Result<(), StoreError> {
         let has_commits = !commits.is_empty();
-        if has_commits || self.core.has_store_ops() || self.core.wants_scan(now_ms) {
+        let held_off = now_ms < self.holdoff_until_ms;
+        if has_commits || self.core.has_store_ops() || (self.core.wants_scan(now_ms) && !held_off) {
             let store = self.store;
             let txn = match &mut self.txn {
                 Some(txn) => txn,
@@ -303,7 +315,8 @@ impl<'s> ShardState<'s> {
                 self.core.handle_committed();
             }
             writes += apply_ops(store, txn, &self.tenants, &mut self.core)?;
-            if self.core.wants_scan(now_ms) {
+            // After the commits: new hooks ask for a scan.
+            if self.core.wants_scan(now_ms) && !held_off {
                 let mut index = TxnIndex::new(store, txn, &self.tenants);
                 self.core.handle_scan(now_ms, &mut index);
                 if let Some(e) = index.into_error() {
@@ -343,8 +356,10 @@ impl<'s> ShardState<'s> {
     fn rebuild(&mut self, now_ms: u64, cause: &StoreError) {
         crate::log::error(
             "shard store write failed; rebuilding the shard's state from the store",
-            &[("error", cause)],
+            &[("error", cause), ("scan_again_in_ms", &STORE_RETRY_MS)],
         );
+        self.store_failures += 1;
+        self.holdoff_until_ms = now_ms + STORE_RETRY_MS;
         self.txn = None;
         self.dirty_since_ms = None;
         self.unflushed_ops = 0;

@@ -57,13 +57,15 @@ pub struct DeadItem {
     pub attempts: u32,
 }
 
-/// The reason listed for a dead key whose row or hook does not decode (it
-/// is listed, never revived).
+/// The reason listed for a dead key whose row does not decode (it is
+/// listed, never revived).
 const UNDECODABLE: &str = "undecodable delivery row";
 
 impl DeadItem {
+    /// Whether a replay can revive it: its row and its hook decode (a row
+    /// whose hook does not is listed without a hook id).
     fn is_decodable(&self) -> bool {
-        self.reason != UNDECODABLE
+        self.reason != UNDECODABLE && !self.hook_id.is_empty()
     }
 }
 

@@ -130,18 +130,24 @@ impl<'t> TxnIndex<'t> {
         }
         let (low, high) = (hook_key(first.seq), row_key(*last));
         let bounds = (Bound::Included(&low[..]), Bound::Included(&high[..]));
+        // A record that does not decode is left out: `load_row` reads it
+        // again and reports it corrupt.
         for item in self.store.records.range(self.txn, &bounds)? {
             let (k, v) = item?;
             if is_hook_key(k) {
                 let seq = u64_at(k, 0);
                 let needed = wanted.binary_search_by(|r| r.seq.cmp(&seq)).is_ok();
                 if needed && !self.hooks.contains_key(&seq) {
-                    self.hooks.insert(seq, Arc::new(decode_hook(seq, v)?));
+                    if let Ok(hook) = decode_hook(seq, v) {
+                        self.hooks.insert(seq, Arc::new(hook));
+                    }
                 }
             } else {
                 let row = parse_row_key(k);
                 if wanted.binary_search(&row).is_ok() {
-                    self.rows.push((row, Some(decode_row(v)?)));
+                    if let Ok(record) = decode_row(v) {
+                        self.rows.push((row, Some(record)));
+                    }
                 }
             }
         }
@@ -159,30 +165,36 @@ impl<'t> TxnIndex<'t> {
                 let Some(bytes) = self.store.records.get(self.txn, &row_key(row))? else {
                     return Ok(Loaded::RowMissing);
                 };
-                decode_row(bytes)?
+                match decode_row(bytes) {
+                    Ok(record) => record,
+                    Err(_) => return Ok(Loaded::RowCorrupt),
+                }
             }
         };
-        assert_eq!(
-            record.status,
-            RowStatus::Pending,
-            "row {row:?} is due but not pending"
-        );
+        // A due key names only pending rows; a row that says otherwise
+        // contradicts the index.
+        if record.status != RowStatus::Pending {
+            return Ok(Loaded::RowCorrupt);
+        }
+        let state = RowState {
+            sink_type: record.sink_type,
+            attempts: record.attempts,
+            first_attempt_at_ms: record.first_attempt_at_ms,
+            replay: record.replay,
+        };
         let hook = match self.hooks.get(&row.seq) {
             Some(h) => h.clone(),
             None => {
                 let Some(bytes) = self.store.records.get(self.txn, &hook_key(row.seq))? else {
                     return Ok(Loaded::HookMissing);
                 };
-                let hook = Arc::new(decode_hook(row.seq, bytes)?);
+                let Ok(hook) = decode_hook(row.seq, bytes) else {
+                    return Ok(Loaded::HookCorrupt { state });
+                };
+                let hook = Arc::new(hook);
                 self.hooks.insert(row.seq, hook.clone());
                 hook
             }
-        };
-        let state = RowState {
-            sink_type: record.sink_type,
-            attempts: record.attempts,
-            first_attempt_at_ms: record.first_attempt_at_ms,
-            replay: record.replay,
         };
         Ok(Loaded::Row { state, hook })
     }

@@ -33,6 +33,14 @@
 //! moves from one place to another (due, in flight, dead, gone) inside one
 //! transaction, so it is always in exactly one.
 //!
+//! # Corrupt records
+//! A row whose record does not decode, or is not pending while a due key
+//! names it, is quarantined when claimed: its due key becomes a dead key and
+//! its bytes stay for inspection (listed as `undecodable delivery row`, never
+//! revived). A row whose hook does not decode is dead-lettered. Recovery
+//! leaves an undecodable row's bytes alone. So one bad record stalls neither
+//! the shard's scans nor its opening.
+//!
 //! # One engine at a time
 //! An engine holds an exclusive lock on `<data_dir>/goad.lock` while it runs
 //! (see [`lock`]); a second engine on the same directory is refused.

@@ -86,6 +86,22 @@ pub fn apply(
             }
         }
         StoreOp::Forget { row } => forget(store, wtxn, *row)?,
+        StoreOp::Quarantine {
+            row,
+            tenant,
+            dead_at_ms,
+        } => {
+            crate::log::error(
+                "a row's record is corrupt; it is listed as a dead letter and its bytes are kept",
+                &[("seq", &row.seq), ("sink_index", &row.sink_index)],
+            );
+            store.inflight.delete(wtxn, &row_key(*row))?;
+            store.dead.put(
+                wtxn,
+                &timed_key(number(tenants, tenant), *dead_at_ms, *row),
+                &[],
+            )?;
+        }
         StoreOp::Reschedule {
             row,
             fields,
@@ -169,7 +185,9 @@ fn put_row(
     Ok(())
 }
 
-/// Puts a due key for a pending row and records the due time on the row.
+/// Puts a due key for a pending row and records the due time on the row
+/// (a row record that does not decode is left as it is: the scan
+/// quarantines it).
 pub(super) fn put_pending_due(
     store: &ShardStore,
     wtxn: &mut RwTxn,
@@ -179,8 +197,8 @@ pub(super) fn put_pending_due(
     due_at_ms: u64,
     size_bytes: u64,
 ) -> Result<(), StoreError> {
-    if let Some(bytes) = store.records.get(wtxn, &row_key(*row))? {
-        let mut record = super::record::decode_row(bytes)?;
+    let stored = store.records.get(wtxn, &row_key(*row))?;
+    if let Some(Ok(mut record)) = stored.map(super::record::decode_row) {
         record.at_ms = due_at_ms;
         store
             .records

@@ -1,0 +1,176 @@
+//! A shard over a store with broken records: a corrupt row or hook is
+//! dead-lettered and the shard delivers the rest, and a store failure that
+//! persists is retried once a second, not in a busy loop. The records are
+//! broken by writing bytes into a real LMDB environment.
+
+mod common;
+
+use common::*;
+use goad::core::{Catalog, Core};
+use goad::demo::receiver::{Receiver, Reply};
+use goad::runtime::coordinator::global_grant;
+use goad::runtime::{NewRows, ShardState};
+use goad::store::keys::{hook_key, row_key};
+use goad::store::{DeadFilter, Hook, ShardStore};
+use goad::{Config, Engine, SinkConfig};
+use heed::types::Bytes;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+const NOW_MS: u64 = 1_700_000_000_000;
+
+fn config_with_sink(dir: &Path, url: &str) -> Config {
+    let mut c = config(dir);
+    c.sources
+        .push(source("s", "t", vec![SinkConfig::http(url.to_string())]));
+    c
+}
+
+/// A shard over the store of `config`, opened at `now_ms`.
+fn shard<'s>(config: &Config, store: &'s ShardStore, now_ms: u64) -> ShardState<'s> {
+    let core = Core::new(
+        config.dispatch.clone(),
+        config.retry,
+        Arc::new(Catalog::from_config(config)),
+        global_grant(&config.dispatch),
+        now_ms,
+        1,
+        1,
+    );
+    ShardState::open(store, core, now_ms).unwrap()
+}
+
+/// Commits hooks "h1".."hN" of source `s` in one step; their attempts are
+/// claimed but never run, so the next open makes them due again.
+fn commit_hooks(state: &mut ShardState, now_ms: u64, n: u64) {
+    let commits = (1..=n)
+        .map(|i| NewRows {
+            hook: Hook {
+                id: format!("h{i}"),
+                seq: 0,
+                tenant: Arc::from("t"),
+                source_id: Arc::from("s"),
+                received_at_ms: now_ms,
+                content_type: None,
+                dedupe_key: None,
+                headers: Vec::new(),
+                body: format!("body {i}").into_bytes(),
+            },
+            sink_types: vec![Arc::from("http")],
+        })
+        .collect();
+    let out = state.step(now_ms, commits, Vec::new(), &mut |_job| {});
+    assert!(matches!(out.committed, Some(Ok(()))));
+}
+
+/// One of the store's named trees, opened raw.
+fn tree(store: &ShardStore, name: &str) -> heed::Database<'static, Bytes, Bytes> {
+    let wtxn = store.env().write_txn().unwrap();
+    store
+        .env()
+        .create_databases_and_commit(wtxn, |opener, wtxn| {
+            opener
+                .create_database::<Bytes, Bytes>(wtxn, Some(name))
+                .map(heed::CommitOrAbort::<_, ()>::Commit)
+        })
+        .unwrap()
+        .unwrap_commit()
+}
+
+/// Overwrites the values of `keys` in the tree `name` (hooks and rows
+/// share `records`) with `bytes`.
+fn overwrite(store: &ShardStore, name: &str, keys: &[&[u8]], bytes: &[u8]) {
+    let tree = tree(store, name);
+    let mut wtxn = store.env().write_txn().unwrap();
+    for key in keys {
+        tree.put(&mut wtxn, key, bytes).unwrap();
+    }
+    wtxn.commit().unwrap();
+}
+
+/// The hook of seq 2 and the row of seq 3 no longer decode: both rows are
+/// listed as dead letters (the bytes kept), the other hooks are delivered,
+/// and the store never failed.
+#[test]
+fn a_corrupt_row_or_hook_is_dead_lettered_and_the_shard_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let c = config_with_sink(dir.path(), &receiver.url("/hooks"));
+    {
+        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+        let mut state = shard(&c, &store, NOW_MS);
+        commit_hooks(&mut state, NOW_MS, 4);
+        drop(state);
+        let row_3 = row_key(goad::core::RowId {
+            seq: 3,
+            sink_index: 0,
+        });
+        overwrite(&store, "records", &[&hook_key(2), &row_3], b"not a record");
+    }
+    let engine = Engine::open(c).unwrap();
+    engine.tick_within(Duration::from_secs(30)).unwrap();
+    let mut bodies: Vec<Vec<u8>> = receiver.received().into_iter().map(|r| r.body).collect();
+    bodies.sort();
+    assert_eq!(bodies, vec![b"body 1".to_vec(), b"body 4".to_vec()]);
+    let filter = DeadFilter {
+        source_id: None,
+        tenant: None,
+        since_ms: 0,
+        until_ms: u64::MAX,
+    };
+    let mut dead: Vec<(u64, String, String)> = engine
+        .dead_letters(&filter, None, 10)
+        .unwrap()
+        .into_iter()
+        .map(|d| (d.position.row.seq, d.hook_id, d.reason))
+        .collect();
+    dead.sort();
+    assert_eq!(
+        dead,
+        vec![
+            // The row is fine: it names why; its hook's id is unreadable.
+            (2, String::new(), "undecodable hook record".to_string()),
+            // The row itself is unreadable; its hook is fine.
+            (3, "h3".to_string(), "undecodable delivery row".to_string()),
+        ]
+    );
+    let stats = engine.stats()[0];
+    assert_eq!(
+        (stats.delivered, stats.dead, stats.store_failures),
+        (2, 2, 0)
+    );
+}
+
+/// A due value that does not decode fails the scan's read: the shard
+/// rebuilds, and does not scan (nor fail) again until a second later.
+#[test]
+fn after_a_store_failure_the_shard_scans_again_a_second_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config_with_sink(dir.path(), "http://127.0.0.1:9/");
+    let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+    {
+        let mut state = shard(&c, &store, NOW_MS);
+        commit_hooks(&mut state, NOW_MS, 1);
+    }
+    // Reopened, the claimed row is due again; then its due value breaks.
+    let mut state = shard(&c, &store, NOW_MS + 1);
+    let due = tree(&store, "due");
+    let rtxn = store.env().read_txn().unwrap();
+    let keys: Vec<Vec<u8>> = due
+        .iter(&rtxn)
+        .unwrap()
+        .map(|e| e.unwrap().0.to_vec())
+        .collect();
+    drop(rtxn);
+    assert_eq!(keys.len(), 1, "one due key");
+    overwrite(&store, "due", &[&keys[0]], b"bad");
+    let mut step = |now_ms| {
+        state.step(now_ms, Vec::new(), Vec::new(), &mut |_job| {});
+        (state.store_failures, state.poll_deadline(now_ms))
+    };
+    let t = NOW_MS + 10;
+    assert_eq!(step(t), (1, Some(t + 1_000)));
+    assert_eq!(step(t + 500), (1, Some(t + 1_000)), "held off");
+    assert_eq!(step(t + 1_000), (2, Some(t + 2_000)), "tried again");
+}
