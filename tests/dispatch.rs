@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use goad::demo::receiver::{Receiver, Reply};
 use goad::{Engine, NewHook, RowStatus, SinkConfig, SinkError};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -847,4 +847,50 @@ fn every_attempt_starts_after_its_hook_is_durable() {
     );
     engine_slot.lock().take();
     engine.shutdown();
+}
+
+/// Reference scenario 9 through the library: a row dead after its one
+/// attempt is replayed once its sink is fixed: delivered once, carrying the
+/// replay's id, counted, its hook reclaimed; nothing is left to replay.
+#[test]
+fn a_replay_redelivers_a_dead_row_once_its_sink_is_fixed() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixed = Arc::new(AtomicBool::new(false));
+    let receiver = Receiver::start({
+        let fixed = fixed.clone();
+        move |_| {
+            Reply::status(if fixed.load(Ordering::SeqCst) {
+                200
+            } else {
+                500
+            })
+        }
+    })
+    .unwrap();
+    let mut c = config(dir.path());
+    c.retry.max_attempts = 1;
+    c.sources
+        .push(source("s", "t", vec![SinkConfig::http(receiver.url("/"))]));
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("s", "x")).unwrap();
+    engine.tick().unwrap();
+    assert_eq!(dead(&engine).len(), 1);
+    fixed.store(true, Ordering::SeqCst);
+    let all = goad::store::DeadFilter::default();
+    let replayed = engine.replay(&all).unwrap();
+    assert_eq!(replayed.moved, 1);
+    engine.tick().unwrap();
+    let got = receiver.received();
+    let statuses: Vec<u16> = got.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, vec![500, 200]);
+    assert_eq!(
+        got[1].header("x-goad-replay-id"),
+        Some(replayed.replay_id.as_str())
+    );
+    assert_eq!(
+        engine.replay_counters(&replayed.replay_id).unwrap(),
+        (1, 1, 0)
+    );
+    assert_eq!(engine.hook_count().unwrap(), 0);
+    assert_eq!(engine.replay(&all).unwrap().moved, 0, "nothing left dead");
 }

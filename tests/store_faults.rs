@@ -113,14 +113,8 @@ fn a_corrupt_row_or_hook_is_dead_lettered_and_the_shard_goes_on() {
     let mut bodies: Vec<Vec<u8>> = receiver.received().into_iter().map(|r| r.body).collect();
     bodies.sort();
     assert_eq!(bodies, vec![b"body 1".to_vec(), b"body 4".to_vec()]);
-    let filter = DeadFilter {
-        source_id: None,
-        tenant: None,
-        since_ms: 0,
-        until_ms: u64::MAX,
-    };
     let mut dead: Vec<(u64, String, String)> = engine
-        .dead_letters(&filter, None, 10)
+        .dead_letters(&DeadFilter::default(), None, 10)
         .unwrap()
         .into_iter()
         .map(|d| (d.position.row.seq, d.hook_id, d.reason))

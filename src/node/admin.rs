@@ -209,8 +209,7 @@ fn dead_letters(engine: &Engine, request: &Request) -> Response {
     let filter = DeadFilter {
         source_id: request.query_param("source_id").filter(|s| !s.is_empty()),
         tenant: request.query_param("tenant").filter(|s| !s.is_empty()),
-        since_ms: 0,
-        until_ms: u64::MAX,
+        ..DeadFilter::default()
     };
     let items = match engine.dead_letters(&filter, after, limit) {
         Ok(items) => items,

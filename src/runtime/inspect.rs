@@ -1,4 +1,4 @@
-//! The engine's dead letters, replay steps and per-tenant gauges: what the
+//! The engine's dead letters, replays and per-tenant gauges: what the
 //! node's admin routes read. Listings read the shards' stores directly
 //! (LMDB readers never block the writer); anything that moves rows runs
 //! inside the owning shard.
@@ -7,12 +7,27 @@ use super::engine::{Engine, Unavailable};
 use super::latency::LatencySnapshot;
 use super::shard::ShardInput;
 use super::step::ReviveStep;
+use super::wall_ms;
 use crate::core::{TenantId, TenantStats};
 use crate::store::{DeadFilter, DeadItem, DeadPosition, Revived, StoreError};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a replay step or a stats call waits for a shard.
 const SHARD_CALL_WAIT: Duration = Duration::from_secs(10);
+
+/// Most rows one step of [`Engine::replay`] revives in a shard (one write
+/// transaction each).
+const REPLAY_STEP_ROWS: u64 = 4_096;
+
+/// What [`Engine::replay`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replayed {
+    /// The id its rows carry.
+    pub replay_id: String,
+    /// Dead rows made due again.
+    pub moved: u64,
+}
 
 /// One shard's gauges by tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +107,43 @@ impl Engine {
             }
         })?;
         revived.pop().ok_or(Unavailable)?.map_err(|_| Unavailable)
+    }
+
+    /// Revives, now and unpaced, every dead row matching `filter` that is
+    /// dead at the call: attempts reset, due now, tagged with a new replay
+    /// id (sinks see it as `x-goad-replay-id`, and
+    /// [`replay_counters`](Engine::replay_counters) counts its deliveries
+    /// and new deaths). Rows it revives that die again are not taken again.
+    /// A node paces its replays, throttles them on pressure and resumes them
+    /// after a restart; a host that needs that drives [`revive`](Engine::revive).
+    pub fn replay(&self, filter: &DeadFilter) -> Result<Replayed, Unavailable> {
+        let replay_id: Arc<str> = Arc::from(uuid::Uuid::now_v7().to_string());
+        let filter = DeadFilter {
+            until_ms: filter.until_ms.min(wall_ms()),
+            ..filter.clone()
+        };
+        let mut moved = 0;
+        for shard in 0..self.shard_count() {
+            let mut cursor = None;
+            loop {
+                let step = ReviveStep {
+                    replay: replay_id.clone(),
+                    filter: filter.clone(),
+                    cursor,
+                    max_rows: REPLAY_STEP_ROWS,
+                };
+                let revived = self.revive(shard, step)?;
+                moved += revived.moved;
+                cursor = revived.cursor;
+                if revived.exhausted {
+                    break;
+                }
+            }
+        }
+        Ok(Replayed {
+            replay_id: replay_id.to_string(),
+            moved,
+        })
     }
 
     /// Every shard's gauges by tenant.

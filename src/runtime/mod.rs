@@ -15,7 +15,7 @@ pub mod step;
 
 pub use clock::wall_ms;
 pub use engine::{CommitError, Engine, EngineBuilder, NewHook, OpenError, Pressure, Unavailable};
-pub use inspect::ShardTenants;
+pub use inspect::{Replayed, ShardTenants};
 pub use shard::ShardStats;
 pub use step::ReviveStep;
 pub use step::{NewRows, ShardState, StepOutput};

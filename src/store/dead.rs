@@ -13,15 +13,28 @@ use heed::{RoTxn, RwTxn};
 use std::ops::Bound;
 use std::sync::Arc;
 
-/// Which dead rows a listing or a replay takes.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Which dead rows a listing or a replay takes; the default takes all.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadFilter {
+    /// Only this source's rows.
     pub source_id: Option<String>,
+    /// Only this tenant's rows.
     pub tenant: Option<String>,
     /// Dead at or after this time.
     pub since_ms: u64,
     /// Dead at or before this time (a replay takes rows dead before it began).
     pub until_ms: u64,
+}
+
+impl Default for DeadFilter {
+    fn default() -> DeadFilter {
+        DeadFilter {
+            source_id: None,
+            tenant: None,
+            since_ms: 0,
+            until_ms: u64::MAX,
+        }
+    }
 }
 
 /// Where a dead row sits in the node's newest-first order: by dead time,
