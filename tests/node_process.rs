@@ -6,10 +6,9 @@
 mod common;
 
 use common::http::Client;
-use common::wait_until;
+use common::{lines_of, wait_until};
 use goad::demo::receiver::{Receiver, Reply};
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -42,13 +41,7 @@ fn serve(dir: &Path, sink_url: &str) -> ServeProcess {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let (tx, rx) = crossbeam_channel::unbounded();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let rx = lines_of(child.stderr.take().unwrap());
     let mut addr = None;
     while let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) {
         if let Some(rest) = line.split("msg=\"node listening\" addr=").nth(1) {

@@ -7,7 +7,6 @@ mod common;
 use common::*;
 use goad::{Engine, NewHook, SinkConfig};
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -34,13 +33,7 @@ impl SinkTool {
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
-        let (tx, lines) = crossbeam_channel::unbounded();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
+        let lines = lines_of(child.stdout.take().unwrap());
         let first = lines.recv_timeout(Duration::from_secs(30)).unwrap();
         let url = first
             .strip_prefix("goad-sink listening on ")
@@ -95,6 +88,16 @@ fn engine_for(
     Engine::open(c).unwrap()
 }
 
+/// Commits `n` hooks and waits until they are settled.
+fn deliver_hooks(engine: &Engine, n: u32) {
+    for i in 0..n {
+        engine
+            .commit(NewHook::new("s", format!("hook {i}")))
+            .unwrap();
+    }
+    engine.tick_within(Duration::from_secs(60)).unwrap();
+}
+
 /// A tenth of the requests hang and four tenths fail, spread as the tool
 /// documents; every hook is still delivered once, and every signature
 /// verifies.
@@ -109,12 +112,7 @@ fn hangs_and_failures_are_exact_shares_and_every_hook_arrives_signed() {
         SECRET,
         300,
     );
-    for i in 0..20 {
-        engine
-            .commit(NewHook::new("s", format!("hook {i}")))
-            .unwrap();
-    }
-    engine.tick_within(Duration::from_secs(60)).unwrap();
+    deliver_hooks(&engine, 20);
     let report = tool.report_when("hooks", 20);
     // Request n hangs when (n·37) mod 100 < 10 and fails when it is < 50:
     // the requests it took to get 20 answered ok.
@@ -159,12 +157,7 @@ fn a_wrong_secret_is_refused_and_dead_letters() {
         "whsec_b3RoZXItc2VjcmV0",
         30_000,
     );
-    for i in 0..5 {
-        engine
-            .commit(NewHook::new("s", format!("hook {i}")))
-            .unwrap();
-    }
-    engine.tick_within(Duration::from_secs(60)).unwrap();
+    deliver_hooks(&engine, 5);
     let report = tool.report_when("bad_signatures", 5);
     assert_eq!(
         (

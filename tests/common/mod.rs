@@ -81,6 +81,18 @@ pub fn counting_sink() -> (Arc<dyn Sink>, Arc<AtomicU32>) {
 }
 
 /// Waits for `cond` until `within` passes; panics naming `what` if it never holds.
+/// The lines a child's pipe writes, read on a thread of their own.
+pub fn lines_of(pipe: impl std::io::Read + Send + 'static) -> crossbeam_channel::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = crossbeam_channel::unbounded();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
 pub fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + within;
     while !cond() {
