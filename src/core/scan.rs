@@ -153,6 +153,11 @@ impl Core {
             due_at_ms: entry.due_at_ms,
             size_bytes: entry.size_bytes,
         });
+        if self.claims.contains_key(&entry.row) {
+            // A second due key of a row already claimed (a broken index):
+            // the claim op above drops it, and the row runs once.
+            return;
+        }
         let (state, hook) = match loaded {
             Loaded::Row { state, hook } => (state, hook),
             Loaded::RowMissing | Loaded::HookMissing => {
@@ -212,8 +217,7 @@ impl Core {
             hook,
             running: None,
         };
-        let previous = self.claims.insert(entry.row, claim);
-        assert!(previous.is_none(), "row {:?} claimed twice", entry.row);
+        self.claims.insert(entry.row, claim);
         self.enqueue(entry.row, key);
     }
 

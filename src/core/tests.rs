@@ -778,3 +778,31 @@ fn corrupt_rows_and_hooks_are_settled_at_claim() {
     assert_eq!((core.stats().dead, core.stats().claimed.rows), (2, 1));
     assert_eq!(core.poll_job(5).map(|j| j.row), Some(row(3)));
 }
+
+/// A row with a second due key (a broken index) is claimed once: the
+/// second key is dropped, and one attempt starts.
+#[test]
+fn a_duplicate_due_key_is_dropped_and_its_row_runs_once() {
+    let c = config_with(vec![source("s", "t", &["http"])]);
+    let mut m = Model::default();
+    m.add("t", "s", &["http"], 0);
+    let row = RowId {
+        seq: 1,
+        sink_index: 0,
+    };
+    let t: TenantId = Arc::from("t");
+    m.due.insert((t.clone(), 3, row), 10);
+    let mut core = core(&c, BIG);
+    core.handle_scan(5, &mut m);
+    let claim = |due_at_ms| StoreOp::Claim {
+        row,
+        tenant: t.clone(),
+        due_at_ms,
+        size_bytes: 10,
+    };
+    assert_eq!(m.apply(&mut core), vec![claim(0), claim(3)]);
+    assert!(m.due.is_empty());
+    assert_eq!(core.stats().claimed.rows, 1);
+    assert_eq!(core.poll_job(5).map(|j| j.row), Some(row));
+    assert!(core.poll_job(5).is_none());
+}
