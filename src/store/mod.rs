@@ -37,9 +37,10 @@
 //! A row whose record does not decode, or is not pending while a due key
 //! names it, is quarantined when claimed: its due key becomes a dead key and
 //! its bytes stay for inspection (listed as `undecodable delivery row`, never
-//! revived). A row whose hook does not decode is dead-lettered. Recovery
-//! leaves an undecodable row's bytes alone. So one bad record stalls neither
-//! the shard's scans nor its opening.
+//! revived). A row whose hook does not decode is dead-lettered. A second
+//! due key of a row already claimed is dropped. Recovery leaves an
+//! undecodable row's bytes alone. So one bad record stalls neither the
+//! shard's scans nor its opening.
 //!
 //! # One engine at a time
 //! An engine holds an exclusive lock on `<data_dir>/goad.lock` while it runs
