@@ -894,3 +894,24 @@ fn a_replay_redelivers_a_dead_row_once_its_sink_is_fixed() {
     assert_eq!(engine.hook_count().unwrap(), 0);
     assert_eq!(engine.replay(&all).unwrap().moved, 0, "nothing left dead");
 }
+
+/// A host's `commit_then` callback runs on the shard thread; one that
+/// panics is contained: its hook stays committed and is delivered, and the
+/// shard goes on committing.
+#[test]
+fn a_panicking_commit_callback_does_not_stop_the_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = config(dir.path());
+    c.sources
+        .push(source("s", "t", vec![SinkConfig::http(receiver.url("/"))]));
+    let engine = Engine::open(c).unwrap();
+    engine
+        .commit_then(NewHook::new("s", "first"), |_| panic!("a bug in the host"))
+        .unwrap();
+    engine.commit(NewHook::new("s", "second")).unwrap();
+    engine.tick().unwrap();
+    let mut bodies: Vec<Vec<u8>> = receiver.received().into_iter().map(|r| r.body).collect();
+    bodies.sort();
+    assert_eq!(bodies, vec![b"first".to_vec(), b"second".to_vec()]);
+}

@@ -30,7 +30,7 @@ impl CommitReply {
     pub fn send(mut self, result: Result<(), CommitError>) {
         match self.0.take() {
             Some(Kind::Wait(sender)) => sender.send(result),
-            Some(Kind::Notify(callback)) => callback(result),
+            Some(Kind::Notify(callback)) => notify(callback, result),
             None => {}
         }
     }
@@ -46,8 +46,17 @@ impl Drop for CommitReply {
         if let Some(kind) = self.0.take() {
             match kind {
                 Kind::Wait(sender) => drop(sender),
-                Kind::Notify(callback) => callback(Err(CommitError::Stopped)),
+                Kind::Notify(callback) => notify(callback, Err(CommitError::Stopped)),
             }
         }
+    }
+}
+
+/// Runs a host's callback on the shard thread; one that panics is logged,
+/// and the shard goes on (as a sink's panic is a failed attempt).
+fn notify(callback: Callback, result: Result<(), CommitError>) {
+    let run = std::panic::AssertUnwindSafe(|| callback(result));
+    if std::panic::catch_unwind(run).is_err() {
+        crate::log::error("a commit_then callback panicked; the shard goes on", &[]);
     }
 }
