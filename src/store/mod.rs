@@ -44,7 +44,7 @@
 //!
 //! # One engine at a time
 //! An engine holds an exclusive lock on `<data_dir>/goad.lock` while it runs
-//! (see [`lock`]); a second engine on the same directory is refused.
+//! (see [`DataDirLock`]); a second engine on the same directory is refused.
 //!
 //! # Recovery
 //! Claims are in-flight markers. On open, every marker is turned back into
