@@ -322,8 +322,9 @@ fn a_slow_sink_is_capped_by_sink_concurrency_and_a_fast_source_runs_at_once() {
     for _ in 0..20 {
         engine.commit(NewHook::new("slow", "x")).unwrap();
     }
+    // Started by the shard and arrived at the endpoint: both.
     wait_until("two slow attempts running", Duration::from_secs(2), || {
-        engine.stats()[0].running == 2
+        engine.stats()[0].running == 2 && arrivals.load(Ordering::SeqCst) == 2
     });
     let start = Instant::now();
     engine.commit(NewHook::new("fast", "y")).unwrap();
