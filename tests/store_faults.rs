@@ -168,3 +168,28 @@ fn after_a_store_failure_the_shard_scans_again_a_second_later() {
     assert_eq!(step(t + 500), (1, Some(t + 1_000)), "held off");
     assert_eq!(step(t + 1_000), (2, Some(t + 2_000)), "tried again");
 }
+
+/// An in-flight marker that does not decode stops the engine from opening
+/// with an error that says so (before, the shard thread panicked): dropping
+/// the marker would leave its row in no index, never delivered.
+#[test]
+fn a_corrupt_in_flight_marker_is_a_clear_error_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config_with_sink(dir.path(), "http://127.0.0.1:9/");
+    {
+        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+        let mut state = shard(&c, &store, NOW_MS);
+        commit_hooks(&mut state, NOW_MS, 1);
+        drop(state);
+        let marker = row_key(goad::core::RowId {
+            seq: 1,
+            sink_index: 0,
+        });
+        overwrite(&store, "inflight", &[&marker], b"bad");
+    }
+    let err = Engine::open(c).err().expect("refused");
+    assert_eq!(
+        err.to_string(),
+        "store: undecodable in-flight marker record"
+    );
+}

@@ -64,9 +64,9 @@ pub fn inflight_value(tenant_no: u32, size_bytes: u64) -> [u8; 12] {
     v
 }
 
-pub fn parse_inflight_value(v: &[u8]) -> (u32, u64) {
-    assert_eq!(v.len(), 12, "an in-flight value is 12 bytes");
-    (u32::from_be_bytes([v[0], v[1], v[2], v[3]]), u64_at(v, 4))
+/// (tenant_no, size) of an in-flight marker; `None` if it is not 12 bytes.
+pub fn parse_inflight_value(v: &[u8]) -> Option<(u32, u64)> {
+    (v.len() == 12).then(|| (u32::from_be_bytes([v[0], v[1], v[2], v[3]]), u64_at(v, 4)))
 }
 
 pub fn u64_at(b: &[u8], at: usize) -> u64 {
@@ -104,7 +104,7 @@ mod tests {
             )
         );
         assert_eq!(
-            parse_inflight_value(&inflight_value(4, 1 << 40)),
+            parse_inflight_value(&inflight_value(4, 1 << 40)).unwrap(),
             (4, 1 << 40)
         );
     }

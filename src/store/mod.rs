@@ -49,7 +49,9 @@
 //! # Recovery
 //! Claims are in-flight markers. On open, every marker is turned back into
 //! a due key at the open time in one synced transaction: every row claimed
-//! when the process died is due again (at-least-once).
+//! when the process died is due again (at-least-once). A marker that does
+//! not decode fails the open with an error saying so: dropping it would
+//! leave its row in no index.
 
 pub mod dead;
 pub mod index;
@@ -304,17 +306,23 @@ impl ShardStore {
     }
 
     /// Turns every in-flight marker back into a due key at `now_ms`, in one
-    /// synced transaction. Returns how many rows were recovered.
+    /// synced transaction. Returns how many rows were recovered. A marker
+    /// that does not decode, or names no known tenant, is an error: dropping
+    /// it would leave its row in no index, never delivered.
     pub fn recover(&self, tenants: &TenantTable, now_ms: u64) -> Result<u64, StoreError> {
         let mut wtxn = self.env.write_txn()?;
         let mut claimed = Vec::new();
         for item in self.inflight.iter(&wtxn)? {
             let (k, v) = item?;
-            claimed.push((keys::parse_row_key(k), keys::parse_inflight_value(v)));
+            let corrupt = CorruptRecord {
+                what: "in-flight marker",
+            };
+            let (tenant_no, size_bytes) = keys::parse_inflight_value(v).ok_or(corrupt.clone())?;
+            let tenant = tenants.names().get(tenant_no as usize).ok_or(corrupt)?;
+            claimed.push((keys::parse_row_key(k), tenant.clone(), size_bytes));
         }
-        for (row, (tenant_no, size_bytes)) in &claimed {
-            let tenant = tenants.name(*tenant_no).clone();
-            write::put_pending_due(self, &mut wtxn, tenants, row, &tenant, now_ms, *size_bytes)?;
+        for (row, tenant, size_bytes) in &claimed {
+            write::put_pending_due(self, &mut wtxn, tenants, row, tenant, now_ms, *size_bytes)?;
         }
         self.inflight.clear(&mut wtxn)?;
         wtxn.commit()?;
