@@ -55,9 +55,7 @@ fn a_failing_sink_is_retried_until_it_succeeds_on_attempt_three() {
         }
     })
     .unwrap();
-    let mut c = config(dir.path());
-    c.sources
-        .push(source("s", "t", vec![SinkConfig::http(receiver.url("/"))]));
+    let c = config_with_http_sink(dir.path(), &receiver.url("/"));
     let engine = Engine::open(c).unwrap();
     engine.commit(NewHook::new("s", "x")).unwrap();
     engine.tick().unwrap();
@@ -272,9 +270,7 @@ fn a_permanent_error_dead_letters_at_once() {
 fn retry_after_defers_the_row_past_the_asked_delay() {
     let dir = tempfile::tempdir().unwrap();
     let receiver = Receiver::start(|_| Reply::status(503).header("retry-after", "60")).unwrap();
-    let mut c = config(dir.path());
-    c.sources
-        .push(source("s", "t", vec![SinkConfig::http(receiver.url("/"))]));
+    let c = config_with_http_sink(dir.path(), &receiver.url("/"));
     let engine = Engine::open(c).unwrap();
     let before_ms = goad::runtime::wall_ms();
     engine.commit(NewHook::new("s", "x")).unwrap();
@@ -422,9 +418,7 @@ fn opening_a_data_directory_with_another_shard_count_is_a_clear_error() {
 fn a_data_directory_is_opened_by_one_engine_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
-    let mut c = config(dir.path());
-    c.sources
-        .push(source("s", "t", vec![SinkConfig::http(receiver.url("/"))]));
+    let c = config_with_http_sink(dir.path(), &receiver.url("/"));
     let first = Engine::open(c.clone()).unwrap();
     first.commit(NewHook::new("s", "before")).unwrap();
     let err = Engine::open(c.clone()).err().expect("refused");
@@ -903,9 +897,7 @@ fn a_replay_redelivers_a_dead_row_once_its_sink_is_fixed() {
 fn a_panicking_commit_callback_does_not_stop_the_shard() {
     let dir = tempfile::tempdir().unwrap();
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
-    let mut c = config(dir.path());
-    c.sources
-        .push(source("s", "t", vec![SinkConfig::http(receiver.url("/"))]));
+    let c = config_with_http_sink(dir.path(), &receiver.url("/"));
     let engine = Engine::open(c).unwrap();
     engine
         .commit_then(NewHook::new("s", "first"), |_| panic!("a bug in the host"))

@@ -12,20 +12,12 @@ use goad::runtime::coordinator::global_grant;
 use goad::runtime::{NewRows, ShardState};
 use goad::store::keys::{hook_key, row_key};
 use goad::store::{DeadFilter, Hook, ShardStore};
-use goad::{Config, Engine, SinkConfig};
+use goad::{Config, Engine};
 use heed::types::Bytes;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 const NOW_MS: u64 = 1_700_000_000_000;
-
-fn config_with_sink(dir: &Path, url: &str) -> Config {
-    let mut c = config(dir);
-    c.sources
-        .push(source("s", "t", vec![SinkConfig::http(url.to_string())]));
-    c
-}
 
 /// A shard over the store of `config`, opened at `now_ms`.
 fn shard<'s>(config: &Config, store: &'s ShardStore, now_ms: u64) -> ShardState<'s> {
@@ -41,8 +33,15 @@ fn shard<'s>(config: &Config, store: &'s ShardStore, now_ms: u64) -> ShardState<
     ShardState::open(store, core, now_ms).unwrap()
 }
 
-/// Commits hooks "h1".."hN" of source `s` in one step; their attempts are
-/// claimed but never run, so the next open makes them due again.
+/// Commits hooks "h1".."hN" of source `s` in one step of a shard that then
+/// goes away: their attempts were claimed but never ran, so the next open
+/// makes them due again.
+fn leave_claimed_hooks(config: &Config, store: &ShardStore, n: u64) {
+    let mut state = shard(config, store, NOW_MS);
+    commit_hooks(&mut state, NOW_MS, n);
+}
+
+/// Commits hooks "h1".."hN" of source `s` in one step.
 fn commit_hooks(state: &mut ShardState, now_ms: u64, n: u64) {
     let commits = (1..=n)
         .map(|i| NewRows {
@@ -96,12 +95,10 @@ fn overwrite(store: &ShardStore, name: &str, keys: &[&[u8]], bytes: &[u8]) {
 fn a_corrupt_row_or_hook_is_dead_lettered_and_the_shard_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
-    let c = config_with_sink(dir.path(), &receiver.url("/hooks"));
+    let c = config_with_http_sink(dir.path(), &receiver.url("/hooks"));
     {
         let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-        let mut state = shard(&c, &store, NOW_MS);
-        commit_hooks(&mut state, NOW_MS, 4);
-        drop(state);
+        leave_claimed_hooks(&c, &store, 4);
         let row_3 = row_key(goad::core::RowId {
             seq: 3,
             sink_index: 0,
@@ -141,12 +138,9 @@ fn a_corrupt_row_or_hook_is_dead_lettered_and_the_shard_goes_on() {
 #[test]
 fn after_a_store_failure_the_shard_scans_again_a_second_later() {
     let dir = tempfile::tempdir().unwrap();
-    let c = config_with_sink(dir.path(), "http://127.0.0.1:9/");
+    let c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
     let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-    {
-        let mut state = shard(&c, &store, NOW_MS);
-        commit_hooks(&mut state, NOW_MS, 1);
-    }
+    leave_claimed_hooks(&c, &store, 1);
     // Reopened, the claimed row is due again; then its due value breaks.
     let mut state = shard(&c, &store, NOW_MS + 1);
     let due = tree(&store, "due");
@@ -175,12 +169,10 @@ fn after_a_store_failure_the_shard_scans_again_a_second_later() {
 #[test]
 fn a_corrupt_in_flight_marker_is_a_clear_error_at_open() {
     let dir = tempfile::tempdir().unwrap();
-    let c = config_with_sink(dir.path(), "http://127.0.0.1:9/");
+    let c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
     {
         let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-        let mut state = shard(&c, &store, NOW_MS);
-        commit_hooks(&mut state, NOW_MS, 1);
-        drop(state);
+        leave_claimed_hooks(&c, &store, 1);
         let marker = row_key(goad::core::RowId {
             seq: 1,
             sink_index: 0,

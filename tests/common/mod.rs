@@ -25,6 +25,14 @@ pub fn config(dir: &Path) -> Config {
     c
 }
 
+/// `config(dir)` with one source `s` of tenant `t` delivering over HTTP to `url`.
+pub fn config_with_http_sink(dir: &Path, url: &str) -> Config {
+    let mut c = config(dir);
+    c.sources
+        .push(source("s", "t", vec![SinkConfig::http(url.to_string())]));
+    c
+}
+
 pub fn source(id: &str, tenant: &str, sinks: Vec<SinkConfig>) -> SourceConfig {
     SourceConfig {
         id: id.into(),
