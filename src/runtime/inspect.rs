@@ -45,6 +45,7 @@ impl Engine {
         self.latency.snapshot()
     }
 
+    /// How many shards the engine runs (fixed by the data directory).
     pub fn shard_count(&self) -> usize {
         self.shards.len()
     }
@@ -99,6 +100,9 @@ impl Engine {
     }
 
     /// Runs one replay step in shard `shard`.
+    ///
+    /// # Panics
+    /// If `shard` is not below [`shard_count`](Engine::shard_count).
     pub fn revive(&self, shard: usize, step: ReviveStep) -> Result<Revived, Unavailable> {
         let mut revived = self.ask_shards(shard..shard + 1, SHARD_CALL_WAIT, |reply| {
             ShardInput::Revive {
