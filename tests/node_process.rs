@@ -228,3 +228,57 @@ impl Drop for ServeProcess {
         let _ = self.child.wait();
     }
 }
+
+/// `goad verify` refuses a data directory a node runs on, and finds the
+/// directory sound once the node stopped (SIGTERM) with hooks in it.
+#[test]
+fn goad_verify_checks_a_stopped_nodes_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(503)).unwrap();
+    let mut node = serve(dir.path(), &receiver.url("/hooks"));
+    let mut client = Client::connect(node.addr);
+    for _ in 0..5 {
+        let reply = client.request("POST", "/v1/sources/a/hooks", &[], b"kept");
+        assert_eq!(reply.status, 202, "{}", reply.text());
+    }
+    let verify = || {
+        Command::new(env!("CARGO_BIN_EXE_goad"))
+            .args(["verify", "--config"])
+            .arg(dir.path().join("goad.toml"))
+            .output()
+            .unwrap()
+    };
+    let running = verify();
+    assert_eq!(running.status.code(), Some(2));
+    let expected = format!(
+        "goad verify: {} is in use by another goad process (pid {})",
+        dir.path().join("data").display(),
+        node.child.id()
+    );
+    assert!(
+        String::from_utf8_lossy(&running.stderr).starts_with(&expected),
+        "{}",
+        String::from_utf8_lossy(&running.stderr)
+    );
+    // SAFETY: kill(2) on our own child's pid has no memory effects.
+    let sent = unsafe { libc::kill(node.child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(sent, 0);
+    assert!(node.child.wait().unwrap().success());
+    let stopped = verify();
+    let report = String::from_utf8_lossy(&stopped.stdout);
+    assert_eq!(stopped.status.code(), Some(0), "{report}");
+    let verdicts: Vec<&str> = report
+        .lines()
+        .map(|l| l.rsplit(": ").next().unwrap())
+        .collect();
+    assert_eq!(verdicts, vec!["sound", "sound"], "{report}");
+    // "shard k: H hooks; rows D due, F in flight, X dead: sound"
+    let numbers: Vec<u64> = report
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    let per_shard: Vec<&[u64]> = numbers.chunks(5).collect();
+    let hooks: u64 = per_shard.iter().map(|s| s[1]).sum();
+    let rows: u64 = per_shard.iter().map(|s| s[2] + s[3] + s[4]).sum();
+    assert_eq!((hooks, rows), (5, 5), "{report}");
+}

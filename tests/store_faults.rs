@@ -105,6 +105,15 @@ fn a_corrupt_row_or_hook_is_dead_lettered_and_the_shard_goes_on() {
         });
         overwrite(&store, "records", &[&hook_key(2), &row_3], b"not a record");
     }
+    let found = goad::store::verify_data_dir(dir.path(), 1).unwrap();
+    let corruption = vec![
+        "hook 2 does not decode".to_string(),
+        "row seq 3 sink 0 does not decode".to_string(),
+    ];
+    assert_eq!(
+        (found[0].hooks, found[0].in_flight, &found[0].problems),
+        (4, 4, &corruption)
+    );
     let engine = Engine::open(c).unwrap();
     engine.tick_within(Duration::from_secs(30)).unwrap();
     let mut bodies: Vec<Vec<u8>> = receiver.received().into_iter().map(|r| r.body).collect();
@@ -131,6 +140,20 @@ fn a_corrupt_row_or_hook_is_dead_lettered_and_the_shard_goes_on() {
         (stats.delivered, stats.dead, stats.store_failures),
         (2, 2, 0)
     );
+    drop(engine);
+    // Both rows are dead letters now, in the dead index; the bytes that do
+    // not decode are still there, and still reported.
+    let found = goad::store::verify_data_dir(dir.path(), 1).unwrap();
+    assert_eq!(
+        (
+            found[0].hooks,
+            found[0].due,
+            found[0].in_flight,
+            found[0].dead
+        ),
+        (2, 0, 0, 2)
+    );
+    assert_eq!(found[0].problems, corruption);
 }
 
 /// A due value that does not decode fails the scan's read: the shard

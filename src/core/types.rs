@@ -16,6 +16,13 @@ pub struct RowId {
     pub sink_index: u16,
 }
 
+/// `seq 12 sink 0`, for messages.
+impl fmt::Display for RowId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "seq {} sink {}", self.seq, self.sink_index)
+    }
+}
+
 impl RowId {
     pub const MIN: RowId = RowId {
         seq: 0,

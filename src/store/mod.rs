@@ -59,6 +59,7 @@ pub mod keys;
 mod lock;
 pub mod record;
 mod tenants;
+mod verify;
 pub(crate) mod write;
 
 pub use dead::{DeadFilter, DeadItem, DeadPosition, Revived};
@@ -66,6 +67,7 @@ pub use index::TxnIndex;
 pub use lock::DataDirLock;
 pub use record::{CorruptRecord, Hook, RowRecord, RowStatus};
 pub use tenants::TenantTable;
+pub use verify::{verify_data_dir, Verified};
 pub use write::write_commit;
 
 use crate::core::{RowId, TenantId};
