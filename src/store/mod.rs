@@ -528,17 +528,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = ShardStore::open(dir.path(), 0, 1).unwrap();
         let mut tenants = TenantTable::load(&store).unwrap();
-        let hook = Hook {
-            id: "h1".into(),
-            seq: 1,
-            tenant: Arc::from("t"),
-            source_id: Arc::from("s"),
-            received_at_ms: 5,
-            content_type: None,
-            dedupe_key: None,
-            headers: vec![],
-            body: b"payload".to_vec(),
-        };
+        let hook = record::sample_hook(1);
         let sinks: Vec<Arc<str>> = vec![Arc::from("http"), Arc::from("sqs")];
         let mut wtxn = store.env.write_txn().unwrap();
         write_commit(&store, &mut wtxn, &mut tenants, &hook, &sinks, 10).unwrap();

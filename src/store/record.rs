@@ -53,6 +53,22 @@ impl Hook {
     }
 }
 
+/// A hook `h<seq>` of tenant `t`, source `s`, body `payload`, for tests.
+#[cfg(test)]
+pub(crate) fn sample_hook(seq: u64) -> Hook {
+    Hook {
+        id: format!("h{seq}"),
+        seq,
+        tenant: Arc::from("t"),
+        source_id: Arc::from("s"),
+        received_at_ms: 5,
+        content_type: None,
+        dedupe_key: None,
+        headers: vec![],
+        body: b"payload".to_vec(),
+    }
+}
+
 /// Where a row is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RowStatus {

@@ -153,23 +153,10 @@ impl ShardStore {
 #[cfg(test)]
 mod tests {
     use super::super::keys::{hook_key, timed_key};
-    use super::super::{write_commit, Hook};
+    use super::super::record::{encode_hook, sample_hook as hook};
+    use super::super::write_commit;
     use super::*;
     use std::sync::Arc;
-
-    fn hook(seq: u64) -> Hook {
-        Hook {
-            id: format!("h{seq}"),
-            seq,
-            tenant: Arc::from("t"),
-            source_id: Arc::from("s"),
-            received_at_ms: 5,
-            content_type: None,
-            dedupe_key: None,
-            headers: vec![],
-            body: b"payload".to_vec(),
-        }
-    }
 
     #[test]
     fn each_broken_invariant_is_named() {
@@ -209,11 +196,7 @@ mod tests {
             .unwrap();
         store
             .records
-            .put(
-                &mut wtxn,
-                &hook_key(7),
-                &super::super::record::encode_hook(&hook(7)),
-            )
+            .put(&mut wtxn, &hook_key(7), &encode_hook(&hook(7)))
             .unwrap();
         wtxn.commit().unwrap();
         let found = store.verify().unwrap();
