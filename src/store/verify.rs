@@ -59,7 +59,7 @@ pub fn verify_data_dir(data_dir: &Path, shard_count: usize) -> Result<Vec<Verifi
 impl ShardStore {
     /// Checks the shard's invariants in one read transaction (run it with
     /// no engine on the directory: a running shard's open write batch is
-    /// not seen).
+    /// not seen). It keeps every row id in memory while it checks.
     pub fn verify(&self) -> Result<Verified, StoreError> {
         let tenants = TenantTable::load(self)?;
         let rtxn = self.env.read_txn()?;
