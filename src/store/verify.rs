@@ -30,6 +30,14 @@ pub struct Verified {
 }
 
 impl Verified {
+    fn count(&mut self, place: Place) {
+        *match place {
+            Place::Due => &mut self.due,
+            Place::InFlight => &mut self.in_flight,
+            Place::Dead => &mut self.dead,
+        } += 1;
+    }
+
     fn problem(&mut self, text: String) {
         self.problem_count += 1;
         if self.problems.len() < MAX_LISTED_PROBLEMS {
@@ -79,6 +87,7 @@ impl ShardStore {
                 if tenants.names().get(tenant_no as usize).is_none() {
                     out.problem(format!("the {name} key of row {row} names no known tenant"));
                 }
+                out.count(place);
                 places.entry(row).or_default().push(place);
             }
         }
@@ -88,6 +97,7 @@ impl ShardStore {
                 out.problem(format!("an in-flight key of {} bytes", k.len()));
                 continue;
             }
+            out.count(Place::InFlight);
             places
                 .entry(parse_row_key(k))
                 .or_default()
@@ -111,15 +121,6 @@ impl ShardStore {
             }
         }
         out.hooks = hooks.len() as u64;
-        for found in places.values() {
-            for place in found {
-                match place {
-                    Place::Due => out.due += 1,
-                    Place::InFlight => out.in_flight += 1,
-                    Place::Dead => out.dead += 1,
-                }
-            }
-        }
         for (row, status) in &rows {
             let found = places.get(row).map(Vec::as_slice).unwrap_or_default();
             match (status, found) {
