@@ -29,6 +29,14 @@ pub const STORE_RETRY_MS: u64 = 1_000;
 /// served many more than are queued (group commit; see `runtime::shard`).
 pub const GROUP_COMMIT_LINGER_US: u64 = 200;
 
+/// A shard that panics restarts from its store at once; one that panics
+/// again within `SHARD_HEALTHY_RUN_MS` of its restart first refuses commits
+/// for `SHARD_RESTART_DELAY_MS`, doubling per repeat up to
+/// `SHARD_MAX_RESTART_DELAY_MS` (see `runtime::restart`).
+pub const SHARD_HEALTHY_RUN_MS: u64 = 60_000;
+pub const SHARD_RESTART_DELAY_MS: u64 = 1_000;
+pub const SHARD_MAX_RESTART_DELAY_MS: u64 = 60_000;
+
 /// How long `commit` waits for room in a full shard input channel before
 /// it reports the queue as full.
 pub const COMMIT_QUEUE_WAIT_MS: u64 = 1_000;

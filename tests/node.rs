@@ -688,6 +688,10 @@ fn stats_report_shards_and_tenants() {
         ),
         (3.into(), 3.into(), 3.into())
     );
+    assert_eq!(
+        (shard["restarts"].clone(), shard["restarting"].clone()),
+        (0.into(), false.into())
+    );
     for _ in 0..3 {
         g.open.send(()).unwrap();
     }
@@ -788,6 +792,7 @@ fn metrics_parse_as_prometheus_text() {
     assert_eq!(sum("goad_dead_letters", ""), 0.0);
     assert_eq!(sum("goad_store_failures_total", ""), 0.0);
     assert_eq!(sum("goad_recovered_rows_total", ""), 0.0);
+    assert_eq!(sum("goad_shard_restarts_total", ""), 0.0);
     for family in [
         "goad_attempts_total",
         "goad_due_rows",
@@ -799,6 +804,7 @@ fn metrics_parse_as_prometheus_text() {
         "goad_abandoned_workers",
         "goad_recovered_rows_total",
         "goad_store_failures_total",
+        "goad_shard_restarts_total",
     ] {
         assert!(
             samples.iter().any(|(n, _, _)| n == family),

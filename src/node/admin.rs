@@ -128,6 +128,8 @@ fn stats(engine: &Engine) -> Response {
                 "retried": s.retried,
                 "dead": s.dead,
                 "abandoned_workers": s.abandoned_workers,
+                "restarts": s.restarts,
+                "restarting": s.restarting,
             })
         })
         .collect();

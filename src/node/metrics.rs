@@ -163,5 +163,11 @@ pub fn render(engine: &Engine) -> Result<String, StoreError> {
         "Store writes that failed; each rebuilt the shard from the store.",
         &col(|s| s.store_failures),
     );
+    f.per_shard(
+        "goad_shard_restarts_total",
+        "counter",
+        "Panics in a shard's loop; each restarted the shard from its store.",
+        &col(|s| s.restarts),
+    );
     Ok(out)
 }

@@ -150,7 +150,14 @@ impl Handler for NodeHandler {
         match route {
             Route::Health => Some(Response::json(200, &serde_json::json!({"status": "ok"}))),
             Route::Ready => Some(match self.state.engine() {
-                Some(_) => Response::json(200, &serde_json::json!({"status": "ready"})),
+                Some(engine) => match engine.stats().iter().position(|s| s.restarting) {
+                    None => Response::json(200, &serde_json::json!({"status": "ready"})),
+                    Some(shard) => Response::unavailable(
+                        "shard_restarting",
+                        &format!("shard {shard} is restarting after an internal error"),
+                        1,
+                    ),
+                },
                 None => not_ready(),
             }),
             Route::Ingest(source_id) => self.ingest(source_id, request, later),
@@ -208,6 +215,7 @@ fn commit_error(e: &CommitError) -> Response {
         CommitError::Store(_) => Response::unavailable("store_unavailable", &message, 1),
         CommitError::Stopped => Response::unavailable("stopping", &message, 1),
         CommitError::TimedOut => Response::unavailable("commit_timeout", &message, 1),
+        CommitError::ShardRestarting => Response::unavailable("shard_restarting", &message, 1),
     }
 }
 
@@ -243,5 +251,81 @@ mod tests {
         assert_eq!(wrong.status, 405);
         assert_eq!(wrong.headers, vec![("allow", "POST".to_string())]);
         assert_eq!(route("GET", "/nope").unwrap_err().status, 404);
+    }
+
+    /// While a shard that panicked twice in a row refuses commits, the node
+    /// is not ready and ingest answers 503 saying why; then both recover.
+    #[test]
+    fn a_restarting_shard_makes_the_node_unready_until_it_serves_again() {
+        use crate::config::{Config, SinkConfig, SourceConfig};
+        use crate::node::{Node, NodeOptions};
+        use std::time::{Duration, Instant};
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config {
+            data_dir: dir.path().to_path_buf(),
+            listen: "127.0.0.1:0".into(),
+            shards: 1,
+            ..Config::default()
+        };
+        config.sources.push(SourceConfig {
+            id: "s".into(),
+            tenant: "t".into(),
+            ingest_token_env: None,
+            forward_headers: None,
+            sinks: vec![SinkConfig::http("http://127.0.0.1:9/")],
+        });
+        let node = Node::start(NodeOptions {
+            config,
+            config_path: None,
+            allow_open_admin: false,
+        })
+        .unwrap();
+        assert!(node.wait_ready(Duration::from_secs(20)));
+        let engine = node.engine().unwrap();
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let base = format!("http://{}", node.local_addr());
+        let ask = |method: &str, path: &str| {
+            let url = format!("{base}{path}");
+            let mut response = match method {
+                "GET" => agent.get(&url).call(),
+                _ => agent.post(&url).send("{}"),
+            }
+            .unwrap();
+            let body = response.body_mut().read_to_string().unwrap();
+            (response.status().as_u16(), body)
+        };
+        assert_eq!(ask("GET", "/readyz").0, 200);
+
+        engine.panic_shard(0);
+        engine.panic_shard(0);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while engine.stats()[0].restarts < 2 {
+            assert!(Instant::now() < deadline, "no second restart");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let (status, body) = ask("GET", "/readyz");
+        assert_eq!(status, 503);
+        let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["error"], "shard_restarting");
+        assert_eq!(
+            body["message"],
+            "shard 0 is restarting after an internal error"
+        );
+        let (status, body) = ask("POST", "/v1/sources/s/hooks");
+        assert_eq!(status, 503);
+        assert!(body.contains("\"shard_restarting\""), "{body}");
+
+        while engine.stats()[0].restarting {
+            assert!(Instant::now() < deadline, "still restarting");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!(ask("GET", "/readyz").0, 200);
+        assert_eq!(ask("POST", "/v1/sources/s/hooks").0, 202);
+        node.stop();
+        node.wait().unwrap();
     }
 }

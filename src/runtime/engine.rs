@@ -73,6 +73,10 @@ pub enum CommitError {
     Stopped,
     /// No answer within the commit deadline: the outcome is unknown.
     TimedOut,
+    /// The hook's shard hit an internal error (a panic) and is restarting
+    /// from its store: the hook may not be durable; commit it again (if it
+    /// was, the hook is delivered twice).
+    ShardRestarting,
 }
 
 impl fmt::Display for CommitError {
@@ -92,6 +96,10 @@ impl fmt::Display for CommitError {
             CommitError::TimedOut => write!(
                 f,
                 "no answer from the store within {COMMIT_REPLY_WAIT_MS} ms"
+            ),
+            CommitError::ShardRestarting => write!(
+                f,
+                "the shard is restarting after an internal error: the hook may not be durable, commit it again"
             ),
         }
     }
@@ -340,6 +348,15 @@ impl Engine {
             h = h.wrapping_mul(0x0100_0000_01b3);
         }
         (h % shard_count as u64) as usize
+    }
+
+    /// Makes a shard's loop panic, as a bug in goad would (tests of the restart).
+    #[cfg(test)]
+    pub(crate) fn panic_shard(&self, shard: usize) {
+        self.shards[shard]
+            .input
+            .send(ShardInput::Panic)
+            .expect("the shard is running");
     }
 
     /// Commits a hook: one delivery row per sink of its source. Returns the

@@ -10,6 +10,7 @@ pub mod latency;
 mod oneshot;
 mod pool;
 mod reply;
+mod restart;
 pub mod shard;
 pub mod step;
 

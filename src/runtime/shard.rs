@@ -5,13 +5,16 @@
 //! wakes it at once); drain up to `MAX_INPUTS_PER_ITERATION` more inputs;
 //! run one iteration ([`ShardState::step`]: one synced store batch); answer
 //! the commits; hand the jobs to the IO pool; publish gauges; report demand
-//! to the coordinator; sleep again.
+//! to the coordinator; sleep again. A panic in the loop (a bug in goad)
+//! restarts the shard from its store on the same thread (see
+//! [`super::restart`]).
 
 use super::clock::Clock;
 use super::coordinator::{CoordinatorInput, Demand};
 use super::engine::CommitError;
 use super::pool::IoPool;
 use super::reply::CommitReply;
+use super::restart::{panic_message, Restarts};
 use super::step::{NewRows, ReviveStep, ShardState, StepOutput};
 use crate::config::DispatchConfig;
 use crate::core::{AttemptResult, Catalog, Core, Grant, Job, JobId, TenantStats};
@@ -21,6 +24,8 @@ use crate::limits::{
 };
 use crate::store::{Revived, ShardStore, StoreError};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use std::collections::VecDeque;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,6 +58,9 @@ pub enum ShardInput {
     Tick(Sender<u64>),
     /// Stop claiming, let running attempts finish (within a grace period), exit.
     Shutdown,
+    /// Panic in the loop, as a bug in goad would (tests of the restart).
+    #[cfg(test)]
+    Panic,
 }
 
 /// A snapshot of one shard's counters, published after every iteration.
@@ -83,6 +91,10 @@ pub struct ShardStats {
     pub recovered: u64,
     /// Store writes that failed since the shard opened (each rebuilt it).
     pub store_failures: u64,
+    /// Times the shard's loop panicked and was restarted from its store.
+    pub restarts: u64,
+    /// Refusing commits now, after panics in a row (see `runtime::restart`).
+    pub restarting: bool,
     /// `tick` calls waiting on this shard.
     pub tick_waiters: u64,
 }
@@ -107,7 +119,8 @@ pub struct ShardThread {
 impl ShardThread {
     /// The loop; returns after `Shutdown` once running attempts finished or
     /// the grace period passed (rows still running stay in flight in the
-    /// store and are due again at the next open).
+    /// store and are due again at the next open). A panic in the loop
+    /// restarts the shard from its store (see [`super::restart`]).
     pub fn run(self) {
         let ShardThread {
             index,
@@ -128,142 +141,272 @@ impl ShardThread {
             }
         };
         let _ = opened.send(Ok(()));
-        let mut tick_waiters: Vec<(Sender<u64>, u64)> = Vec::new();
-        let mut resubmit: Vec<(JobId, AttemptResult)> = Vec::new();
-        let mut draining_since_ms: Option<u64> = None;
-        let mut reported: Option<u64> = None;
-        let mut reported_at_ms = 0u64;
-        let mut last_commit_batch = 0usize;
-        let mut commits_done = 0u64;
-        let mut group_commits = 0u64;
+        let mut shard = ShardLoop {
+            index,
+            inputs,
+            pool,
+            coordinator,
+            gauges,
+            clock,
+            inbox: VecDeque::new(),
+            replies: Vec::new(),
+            tick_waiters: Vec::new(),
+            resubmit: Vec::new(),
+            draining_since_ms: None,
+            reported: None,
+            reported_at_ms: 0,
+            last_commit_batch: 0,
+            commits_done: 0,
+            group_commits: 0,
+            restarts: Restarts::default(),
+            refuse_until_ms: 0,
+        };
         loop {
-            let now_ms = clock.now_ms();
-            let deadline_ms = state
-                .poll_deadline(now_ms)
-                .unwrap_or(u64::MAX)
-                .min(now_ms + MAX_SLEEP_MS);
-            let mut inbox = Vec::new();
-            if resubmit.is_empty() {
-                match inputs.recv_timeout(Duration::from_millis(deadline_ms.saturating_sub(now_ms)))
-                {
-                    Ok(input) => inbox.push(input),
+            let served = panic::catch_unwind(AssertUnwindSafe(|| shard.serve(&mut state)));
+            match served {
+                Ok(()) => return,
+                Err(panic) => shard.restart(&mut state, panic_message(&*panic)),
+            }
+        }
+    }
+}
+
+/// A shard thread's loop and what it keeps across iterations (and across
+/// a restart after a panic).
+struct ShardLoop {
+    index: usize,
+    inputs: Receiver<ShardInput>,
+    pool: IoPool,
+    coordinator: Sender<CoordinatorInput>,
+    gauges: Arc<ShardGauges>,
+    clock: Clock,
+    /// Inputs received and not yet taken (kept across a panic, bar the one
+    /// being taken).
+    inbox: VecDeque<ShardInput>,
+    /// The commits of the iteration under way, answered once it is durable.
+    replies: Vec<CommitReply>,
+    tick_waiters: Vec<(Sender<u64>, u64)>,
+    /// Attempts the IO pool refused, to report failed next iteration.
+    resubmit: Vec<(JobId, AttemptResult)>,
+    draining_since_ms: Option<u64>,
+    reported: Option<u64>,
+    reported_at_ms: u64,
+    last_commit_batch: usize,
+    commits_done: u64,
+    group_commits: u64,
+    restarts: Restarts,
+    /// Commits are refused until then, after panics in a row.
+    refuse_until_ms: u64,
+}
+
+impl ShardLoop {
+    /// Iterations until the shard has drained after `Shutdown`.
+    fn serve(&mut self, state: &mut ShardState) {
+        loop {
+            let now_ms = self.clock.now_ms();
+            let refusing = now_ms < self.refuse_until_ms;
+            let deadline_ms = if refusing {
+                self.refuse_until_ms
+            } else {
+                state.poll_deadline(now_ms).unwrap_or(u64::MAX)
+            }
+            .min(now_ms + MAX_SLEEP_MS);
+            // Inputs left from an iteration that panicked are taken first.
+            if self.inbox.is_empty() && self.resubmit.is_empty() {
+                let wait = Duration::from_millis(deadline_ms.saturating_sub(now_ms));
+                match self.inputs.recv_timeout(wait) {
+                    Ok(input) => self.inbox.push_back(input),
                     Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => inbox.push(ShardInput::Shutdown),
+                    Err(RecvTimeoutError::Disconnected) => {
+                        self.inbox.push_back(ShardInput::Shutdown)
+                    }
                 }
             }
-            while inbox.len() < MAX_INPUTS_PER_ITERATION {
-                match inputs.try_recv() {
-                    Ok(input) => inbox.push(input),
+            while self.inbox.len() < MAX_INPUTS_PER_ITERATION {
+                match self.inputs.try_recv() {
+                    Ok(input) => self.inbox.push_back(input),
                     Err(_) => break,
                 }
             }
-            linger_for_commits(&inputs, &mut inbox, last_commit_batch);
+            linger_for_commits(&self.inputs, &mut self.inbox, self.last_commit_batch);
             let mut commits = Vec::new();
-            let mut replies = Vec::new();
-            let mut outcomes = std::mem::take(&mut resubmit);
-            for input in inbox {
-                match input {
-                    ShardInput::Commit { reply, .. } if draining_since_ms.is_some() => {
-                        reply.send(Err(CommitError::Stopped));
-                    }
-                    ShardInput::Commit { rows, reply } => {
-                        commits.push(rows);
-                        replies.push(reply);
-                    }
-                    ShardInput::Completion(job, result) => outcomes.push((job, result)),
-                    ShardInput::Grant(grant) => state.handle_grant(grant),
-                    ShardInput::Reconfigure { dispatch, catalog } => {
-                        state.handle_reconfigure(dispatch, catalog)
-                    }
-                    ShardInput::DeadLetterSource { source_id, reply } => {
-                        let _ = reply.send(state.dead_letter_source(clock.now_ms(), &source_id));
-                    }
-                    ShardInput::Revive { step, reply } => {
-                        let _ = reply.send(state.revive(clock.now_ms(), &step));
-                    }
-                    ShardInput::TenantStats(reply) => {
-                        let _ = reply.send(state.core().tenant_stats());
-                    }
-                    ShardInput::Tick(reply) => {
-                        tick_waiters.push((reply, state.core().stats().settled()))
-                    }
-                    ShardInput::Shutdown => {
-                        if draining_since_ms.is_none() {
-                            draining_since_ms = Some(clock.now_ms());
-                            state.handle_drain();
-                        }
-                    }
-                }
+            let mut outcomes = std::mem::take(&mut self.resubmit);
+            while let Some(input) = self.inbox.pop_front() {
+                self.take(state, input, refusing, &mut commits, &mut outcomes);
             }
-            let now_ms = clock.now_ms();
-            last_commit_batch = commits.len();
-            let mut start = |job: Job| {
-                if let Err((job, failure)) = pool.submit(job) {
-                    resubmit.push((job, Err(failure)));
-                }
-            };
-            let out = state.step(now_ms, commits, outcomes, &mut start);
-            if matches!(out.committed, Some(Ok(()))) {
-                commits_done += replies.len() as u64;
-                group_commits += 1;
+            let now_ms = self.clock.now_ms();
+            self.last_commit_batch = commits.len();
+            // While refusing nothing runs: outcomes are the old core's
+            // attempts', which the new core would discard.
+            if !refusing {
+                self.step(state, now_ms, commits, outcomes);
             }
-            answer(&pool, out, replies);
             let stats = state.core().stats();
-            if reported != Some(stats.active_tenants)
-                || (stats.claimed.rows > 0 && now_ms >= reported_at_ms + REPORT_INTERVAL_MS)
-            {
-                let demand = Demand {
-                    shard_index: index,
-                    active_tenants: stats.active_tenants,
-                };
-                if coordinator
-                    .try_send(CoordinatorInput::Demand(demand))
-                    .is_ok()
-                {
-                    reported = Some(stats.active_tenants);
-                    reported_at_ms = now_ms;
-                }
-            }
             if state.is_idle(now_ms) {
-                for (reply, baseline) in tick_waiters.drain(..) {
+                for (reply, baseline) in self.tick_waiters.drain(..) {
                     let _ = reply.send(stats.settled() - baseline);
                 }
             }
-            *gauges.lock() = ShardStats {
-                commits: commits_done,
-                group_commits,
-                claimed_rows: stats.claimed.rows,
-                claimed_bytes: stats.claimed.bytes,
-                running: stats.running,
-                queued: stats.queued,
-                delivered: stats.delivered,
-                dead: stats.dead,
-                retried: stats.retried,
-                timed_out: stats.timed_out,
-                active_tenants: stats.active_tenants,
-                parked: stats.parked,
-                breakers_open: stats.breakers_open,
-                window_full: state.core().window_full(),
-                abandoned_workers: pool.abandoned() as u64,
-                recovered: state.recovered,
-                store_failures: state.store_failures,
-                tick_waiters: tick_waiters.len() as u64,
-            };
-            if let Some(since_ms) = draining_since_ms {
+            self.publish(state, now_ms < self.refuse_until_ms);
+            if let Some(since_ms) = self.draining_since_ms {
                 if state.core().running() == 0 || now_ms >= since_ms + SHUTDOWN_GRACE_MS {
                     if let Err(e) = state.flush() {
                         crate::log::error(
                             "final store write failed; its rows are due again at the next open",
-                            &[("shard", &index), ("error", &e)],
+                            &[("shard", &self.index), ("error", &e)],
                         );
                     }
-                    for (reply, baseline) in tick_waiters.drain(..) {
+                    for (reply, baseline) in self.tick_waiters.drain(..) {
                         let _ = reply.send(stats.settled() - baseline);
                     }
                     return;
                 }
             }
         }
+    }
+
+    /// One input: commits and completions are batched for the iteration's
+    /// step; the rest is handled at once.
+    fn take(
+        &mut self,
+        state: &mut ShardState,
+        input: ShardInput,
+        refusing: bool,
+        commits: &mut Vec<NewRows>,
+        outcomes: &mut Vec<(JobId, AttemptResult)>,
+    ) {
+        let now_ms = self.clock.now_ms();
+        match input {
+            ShardInput::Commit { reply, .. } if self.draining_since_ms.is_some() => {
+                reply.send(Err(CommitError::Stopped));
+            }
+            ShardInput::Commit { reply, .. } if refusing => {
+                reply.send(Err(CommitError::ShardRestarting));
+            }
+            ShardInput::Commit { rows, reply } => {
+                commits.push(rows);
+                self.replies.push(reply);
+            }
+            ShardInput::Completion(job, result) => outcomes.push((job, result)),
+            ShardInput::Grant(grant) => state.handle_grant(grant),
+            ShardInput::Reconfigure { dispatch, catalog } => {
+                state.handle_reconfigure(dispatch, catalog)
+            }
+            ShardInput::DeadLetterSource { source_id, reply } => {
+                let _ = reply.send(state.dead_letter_source(now_ms, &source_id));
+            }
+            ShardInput::Revive { step, reply } => {
+                let _ = reply.send(state.revive(now_ms, &step));
+            }
+            ShardInput::TenantStats(reply) => {
+                let _ = reply.send(state.core().tenant_stats());
+            }
+            ShardInput::Tick(reply) => self
+                .tick_waiters
+                .push((reply, state.core().stats().settled())),
+            ShardInput::Shutdown => {
+                if self.draining_since_ms.is_none() {
+                    self.draining_since_ms = Some(now_ms);
+                    state.handle_drain();
+                }
+            }
+            #[cfg(test)]
+            ShardInput::Panic => panic!("a test made shard {} panic", self.index),
+        }
+    }
+
+    /// One store batch: the commits written and synced, the outcomes
+    /// recorded, the claims made; then the commits answered, the jobs
+    /// started and the demand reported.
+    fn step(
+        &mut self,
+        state: &mut ShardState,
+        now_ms: u64,
+        commits: Vec<NewRows>,
+        outcomes: Vec<(JobId, AttemptResult)>,
+    ) {
+        let pool = &self.pool;
+        let resubmit = &mut self.resubmit;
+        let mut start = |job: Job| {
+            if let Err((job, failure)) = pool.submit(job) {
+                resubmit.push((job, Err(failure)));
+            }
+        };
+        let out = state.step(now_ms, commits, outcomes, &mut start);
+        let replies = std::mem::take(&mut self.replies);
+        if matches!(out.committed, Some(Ok(()))) {
+            self.commits_done += replies.len() as u64;
+            self.group_commits += 1;
+        }
+        answer(&self.pool, out, replies);
+        let active_tenants = state.core().stats().active_tenants;
+        let claimed = state.core().stats().claimed.rows > 0;
+        if self.reported != Some(active_tenants)
+            || (claimed && now_ms >= self.reported_at_ms + REPORT_INTERVAL_MS)
+        {
+            let demand = Demand {
+                shard_index: self.index,
+                active_tenants,
+            };
+            if self
+                .coordinator
+                .try_send(CoordinatorInput::Demand(demand))
+                .is_ok()
+            {
+                self.reported = Some(active_tenants);
+                self.reported_at_ms = now_ms;
+            }
+        }
+    }
+
+    /// The loop panicked: answer the commits it held, rebuild the shard from
+    /// its store, and refuse commits for a while if it panicked just before.
+    fn restart(&mut self, state: &mut ShardState, message: &str) {
+        let now_ms = self.clock.now_ms();
+        let delay_ms = self.restarts.record(now_ms);
+        self.refuse_until_ms = now_ms + delay_ms;
+        crate::log::error(
+            "shard panicked; restarting it from its store",
+            &[
+                ("shard", &self.index),
+                ("panic", &message),
+                ("restarts", &self.restarts.count),
+                ("refusing_commits_ms", &delay_ms),
+            ],
+        );
+        for reply in self.replies.drain(..) {
+            reply.send(Err(CommitError::ShardRestarting));
+        }
+        state.restart(now_ms);
+        self.reported = None;
+        self.publish(state, delay_ms > 0);
+    }
+
+    /// The shard's counters, for any thread to read.
+    fn publish(&self, state: &ShardState, restarting: bool) {
+        let stats = state.core().stats();
+        *self.gauges.lock() = ShardStats {
+            commits: self.commits_done,
+            group_commits: self.group_commits,
+            claimed_rows: stats.claimed.rows,
+            claimed_bytes: stats.claimed.bytes,
+            running: stats.running,
+            queued: stats.queued,
+            delivered: stats.delivered,
+            dead: stats.dead,
+            retried: stats.retried,
+            timed_out: stats.timed_out,
+            active_tenants: stats.active_tenants,
+            parked: stats.parked,
+            breakers_open: stats.breakers_open,
+            window_full: state.core().window_full(),
+            abandoned_workers: self.pool.abandoned() as u64,
+            recovered: state.recovered,
+            store_failures: state.store_failures,
+            restarts: self.restarts.count,
+            restarting,
+            tick_waiters: self.tick_waiters.len() as u64,
+        };
     }
 }
 
@@ -273,10 +416,10 @@ impl ShardThread {
 /// so one sync serves many commits instead of many syncs serving a few.
 fn linger_for_commits(
     inputs: &Receiver<ShardInput>,
-    inbox: &mut Vec<ShardInput>,
+    inbox: &mut VecDeque<ShardInput>,
     last_commit_batch: usize,
 ) {
-    let count = |inbox: &[ShardInput]| {
+    let count = |inbox: &VecDeque<ShardInput>| {
         inbox
             .iter()
             .filter(|i| matches!(i, ShardInput::Commit { .. }))
@@ -291,7 +434,7 @@ fn linger_for_commits(
         match inputs.recv_deadline(deadline) {
             Ok(input) => {
                 commits += usize::from(matches!(input, ShardInput::Commit { .. }));
-                inbox.push(input);
+                inbox.push_back(input);
             }
             Err(_) => return,
         }

@@ -350,9 +350,8 @@ impl<'s> ShardState<'s> {
         Ok(())
     }
 
-    /// After a failed write: a new core from the store, as after a restart.
-    /// Job ids continue, so late results of the old core's attempts are
-    /// discarded rather than mistaken for new ones.
+    /// After a failed write: the shard restarted from the store, and no scan
+    /// for `STORE_RETRY_MS`.
     fn rebuild(&mut self, now_ms: u64, cause: &StoreError) {
         crate::log::error(
             "shard store write failed; rebuilding the shard's state from the store",
@@ -360,6 +359,15 @@ impl<'s> ShardState<'s> {
         );
         self.store_failures += 1;
         self.holdoff_until_ms = now_ms + STORE_RETRY_MS;
+        self.restart(now_ms);
+    }
+
+    /// After a panic in the middle of an iteration (or a failed write): the
+    /// open write transaction dropped unwritten, and a new core from the
+    /// store, as after a process restart. Job ids continue, so late results
+    /// of the old core's attempts are discarded rather than mistaken for
+    /// new ones.
+    pub fn restart(&mut self, now_ms: u64) {
         self.txn = None;
         self.dirty_since_ms = None;
         self.unflushed_ops = 0;

@@ -1,0 +1,206 @@
+//! What a shard thread does when its loop panics (a bug in goad, since a
+//! sink's panic is a failed attempt and a host callback's is caught where it
+//! runs): it logs the panic, answers the commits of the failed iteration
+//! with [`CommitError::ShardRestarting`](super::CommitError::ShardRestarting),
+//! and rebuilds its state from its store, as a process restart would (rows
+//! claimed or running are due again; the write transaction of the failed
+//! iteration is dropped, so nothing half-written is stored).
+//!
+//! A shard that panics for the first time (or after a healthy run) serves
+//! again at once. One that panics again soon after its restart refuses
+//! commits for a delay that doubles per repeat, so a panic that recurs on
+//! every iteration costs a log line per delay, not a busy loop, and commits
+//! fail fast instead of waiting for a shard that cannot answer.
+
+use crate::limits::{SHARD_HEALTHY_RUN_MS, SHARD_MAX_RESTART_DELAY_MS, SHARD_RESTART_DELAY_MS};
+use std::any::Any;
+
+/// A shard's restarts so far.
+#[derive(Debug, Default)]
+pub struct Restarts {
+    /// Restarts since the shard opened.
+    pub count: u64,
+    /// Panics in a row, each within `SHARD_HEALTHY_RUN_MS` of the last restart.
+    in_a_row: u32,
+    /// When the shard last started serving.
+    serving_since_ms: u64,
+}
+
+impl Restarts {
+    /// A panic at `now_ms`: counts it and returns how long the shard
+    /// refuses commits before it serves again.
+    pub fn record(&mut self, now_ms: u64) -> u64 {
+        self.count += 1;
+        let healthy = self.count == 1 || now_ms >= self.serving_since_ms + SHARD_HEALTHY_RUN_MS;
+        self.in_a_row = if healthy { 1 } else { self.in_a_row + 1 };
+        let delay_ms = restart_delay_ms(self.in_a_row);
+        self.serving_since_ms = now_ms + delay_ms;
+        delay_ms
+    }
+}
+
+/// The refusal before serving again after the `in_a_row`-th quick panic:
+/// none for the first, then 1 s, 2 s, 4 s, … up to a minute.
+fn restart_delay_ms(in_a_row: u32) -> u64 {
+    match in_a_row {
+        0 | 1 => 0,
+        n => SHARD_RESTART_DELAY_MS
+            .saturating_mul(1u64 << (n - 2).min(16))
+            .min(SHARD_MAX_RESTART_DELAY_MS),
+    }
+}
+
+/// The text a panic was raised with.
+pub fn panic_message(panic: &(dyn Any + Send)) -> &str {
+    if let Some(text) = panic.downcast_ref::<&'static str>() {
+        text
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text
+    } else {
+        "a panic without a message"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, SinkConfig, SourceConfig};
+    use crate::runtime::{CommitError, Engine, NewHook};
+    use crate::sink::{Delivery, Sink, SinkError};
+    use parking_lot::{Condvar, Mutex};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    /// A host sink that holds every attempt until it is opened, and lists
+    /// the bodies it was given.
+    #[derive(Default)]
+    struct Gate {
+        open: Mutex<bool>,
+        opened: Condvar,
+        arrivals: Mutex<Vec<String>>,
+    }
+
+    impl Sink for Gate {
+        fn deliver(&self, delivery: &Delivery<'_>) -> Result<(), SinkError> {
+            let body = String::from_utf8_lossy(&delivery.hook.body).into_owned();
+            self.arrivals.lock().push(body);
+            let mut open = self.open.lock();
+            while !*open {
+                self.opened.wait(&mut open);
+            }
+            Ok(())
+        }
+    }
+
+    impl Gate {
+        fn count(&self, body: &str) -> usize {
+            self.arrivals.lock().iter().filter(|b| *b == body).count()
+        }
+    }
+
+    fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// A panic in a shard's loop is a restart from its store: the rows the
+    /// shard was delivering are due again (and delivered again: at least
+    /// once), commits go on, and a second panic soon after refuses commits
+    /// for a second with an error saying why, instead of leaving them
+    /// waiting on a dead thread.
+    #[test]
+    fn a_shard_that_panics_restarts_from_its_store_and_loses_no_hook() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config {
+            data_dir: dir.path().to_path_buf(),
+            shards: 1,
+            ..Config::default()
+        };
+        config.sources.push(SourceConfig {
+            id: "s".into(),
+            tenant: "t".into(),
+            ingest_token_env: None,
+            forward_headers: None,
+            sinks: vec![SinkConfig::of_kind("gate")],
+        });
+        let gate = Arc::new(Gate::default());
+        let engine = Engine::builder(config)
+            .sink("gate", gate.clone())
+            .open()
+            .unwrap();
+        engine.commit(NewHook::new("s", "a")).unwrap();
+        wait_until("a's first attempt", || gate.count("a") == 1);
+
+        engine.panic_shard(0);
+        wait_until("the restart", || engine.stats()[0].restarts == 1);
+        assert!(
+            !engine.stats()[0].restarting,
+            "a first panic restarts at once"
+        );
+        // The attempt under way when the shard panicked is the old core's:
+        // a's row is due again and runs again.
+        wait_until("a's second attempt", || gate.count("a") == 2);
+        engine.commit(NewHook::new("s", "b")).unwrap();
+        wait_until("b's attempt", || gate.count("b") == 1);
+
+        engine.panic_shard(0);
+        wait_until("the second restart", || engine.stats()[0].restarts == 2);
+        assert!(
+            engine.stats()[0].restarting,
+            "a quick repeat refuses commits"
+        );
+        assert!(matches!(
+            engine.commit(NewHook::new("s", "refused")),
+            Err(CommitError::ShardRestarting)
+        ));
+        *gate.open.lock() = true;
+        gate.opened.notify_all();
+        wait_until("the refusal to end", || !engine.stats()[0].restarting);
+        engine.commit(NewHook::new("s", "c")).unwrap();
+        engine.tick().unwrap();
+
+        // Every committed hook delivered; each restart ran the rows it found
+        // claimed once more; the refused hook was never stored.
+        assert_eq!(
+            ["a", "b", "c", "refused"].map(|body| gate.count(body)),
+            [3, 2, 1, 0]
+        );
+        assert_eq!(engine.hook_count().unwrap(), 0);
+        engine.shutdown();
+    }
+
+    #[test]
+    fn a_first_panic_restarts_at_once_and_quick_repeats_back_off_to_a_minute() {
+        let mut restarts = Restarts::default();
+        assert_eq!(restarts.record(1_000), 0);
+        // Again 10 s later: within a healthy run of the restart.
+        assert_eq!(restarts.record(11_000), 1_000);
+        // Counted from when it served again (12 s).
+        assert_eq!(restarts.record(12_500), 2_000);
+        assert_eq!(restarts.record(14_500), 4_000);
+        let mut now_ms = 18_500;
+        let mut delays = Vec::new();
+        for _ in 0..5 {
+            let delay_ms = restarts.record(now_ms);
+            delays.push(delay_ms);
+            now_ms += delay_ms;
+        }
+        assert_eq!(delays, [8_000, 16_000, 32_000, 60_000, 60_000]);
+        // A minute of serving since the last restart: the next panic is a first again.
+        assert_eq!(restarts.record(now_ms + SHARD_HEALTHY_RUN_MS), 0);
+        assert_eq!(restarts.count, 10);
+    }
+
+    #[test]
+    fn a_panics_text_is_its_message() {
+        let text = std::panic::catch_unwind(|| panic!("row {} claimed twice", 7)).unwrap_err();
+        assert_eq!(panic_message(&*text), "row 7 claimed twice");
+        let fixed = std::panic::catch_unwind(|| panic!("fixed")).unwrap_err();
+        assert_eq!(panic_message(&*fixed), "fixed");
+        let other = std::panic::catch_unwind(|| std::panic::panic_any(3u8)).unwrap_err();
+        assert_eq!(panic_message(&*other), "a panic without a message");
+    }
+}
