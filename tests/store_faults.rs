@@ -157,7 +157,8 @@ fn a_corrupt_row_or_hook_is_dead_lettered_and_the_shard_goes_on() {
 }
 
 /// A due value that does not decode fails the scan's read: the shard
-/// rebuilds, and does not scan (nor fail) again until a second later.
+/// rebuilds, and does not scan (nor fail) again until a second later;
+/// `goad verify` names the entry.
 #[test]
 fn after_a_store_failure_the_shard_scans_again_a_second_later() {
     let dir = tempfile::tempdir().unwrap();
@@ -184,6 +185,34 @@ fn after_a_store_failure_the_shard_scans_again_a_second_later() {
     assert_eq!(step(t), (1, Some(t + 1_000)));
     assert_eq!(step(t + 500), (1, Some(t + 1_000)), "held off");
     assert_eq!(step(t + 1_000), (2, Some(t + 2_000)), "tried again");
+    // What an operator runs to find it.
+    assert_eq!(
+        store.verify().unwrap().problems,
+        ["the due value of row seq 1 sink 0 is 3 bytes, not 8"]
+    );
+}
+
+/// A due key of the wrong length inside a tenant's range fails the scan
+/// as a store error (the shard used to panic on it); `goad verify` names it.
+#[test]
+fn a_due_key_of_the_wrong_length_is_a_store_failure_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
+    let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+    leave_claimed_hooks(&c, &store, 1);
+    let mut state = shard(&c, &store, NOW_MS + 1);
+    // Tenant 0, due at NOW_MS, then 9 bytes where a row id takes 10.
+    let mut short_key = vec![0u8; 4];
+    short_key.extend_from_slice(&NOW_MS.to_be_bytes());
+    short_key.extend_from_slice(&[0; 9]);
+    overwrite(&store, "due", &[&short_key], &7u64.to_be_bytes());
+    let t = NOW_MS + 10;
+    state.step(t, Vec::new(), Vec::new(), &mut |_job| {});
+    assert_eq!(
+        (state.store_failures, state.poll_deadline(t)),
+        (1, Some(t + 1_000))
+    );
+    assert_eq!(store.verify().unwrap().problems, ["a due key of 21 bytes"]);
 }
 
 /// An in-flight marker that does not decode stops the engine from opening
@@ -191,20 +220,24 @@ fn after_a_store_failure_the_shard_scans_again_a_second_later() {
 /// the marker would leave its row in no index, never delivered.
 #[test]
 fn a_corrupt_in_flight_marker_is_a_clear_error_at_open() {
-    let dir = tempfile::tempdir().unwrap();
-    let c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
-    {
-        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-        leave_claimed_hooks(&c, &store, 1);
-        let marker = row_key(goad::core::RowId {
-            seq: 1,
-            sink_index: 0,
-        });
-        overwrite(&store, "inflight", &[&marker], b"bad");
+    let marker = row_key(goad::core::RowId {
+        seq: 1,
+        sink_index: 0,
+    });
+    // A marker whose value does not decode, and one whose key is short.
+    let corruptions: [(&[u8], &[u8]); 2] = [(&marker, b"bad"), (&marker[..9], &[0; 12])];
+    for (key, value) in corruptions {
+        let dir = tempfile::tempdir().unwrap();
+        let c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
+        {
+            let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+            leave_claimed_hooks(&c, &store, 1);
+            overwrite(&store, "inflight", &[key], value);
+        }
+        let err = Engine::open(c).err().expect("refused");
+        assert_eq!(
+            err.to_string(),
+            "store: undecodable in-flight marker record"
+        );
     }
-    let err = Engine::open(c).err().expect("refused");
-    assert_eq!(
-        err.to_string(),
-        "store: undecodable in-flight marker record"
-    );
 }

@@ -3,6 +3,7 @@
 
 use super::keys::{
     hook_key, is_hook_key, parse_row_key, parse_timed_key, row_key, timed_key, u64_at,
+    TIMED_KEY_BYTES,
 };
 use super::record::{decode_hook, decode_row, Hook, RowRecord, RowStatus};
 use super::{ShardStore, StoreError, TenantTable};
@@ -96,11 +97,12 @@ impl<'t> TxnIndex<'t> {
             .take(max_rows)
         {
             let (k, v) = item?;
+            let corrupt = || super::CorruptRecord { what: "due" };
+            if k.len() != TIMED_KEY_BYTES {
+                return Err(corrupt().into());
+            }
             let (_, due_at_ms, row) = parse_timed_key(k);
-            let size_bytes = u64::from_be_bytes(
-                v.try_into()
-                    .map_err(|_| super::CorruptRecord { what: "due" })?,
-            );
+            let size_bytes = u64::from_be_bytes(v.try_into().map_err(|_| corrupt())?);
             out.push(DueEntry {
                 tenant: self.tenants.name(tenant_no).clone(),
                 due_at_ms,

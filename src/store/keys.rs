@@ -22,24 +22,30 @@ pub fn is_hook_key(k: &[u8]) -> bool {
     k.len() == 8
 }
 
-pub fn row_key(row: RowId) -> [u8; 10] {
-    let mut k = [0u8; 10];
+/// The length of a row's key (in `records`, and of its in-flight marker).
+pub const ROW_KEY_BYTES: usize = 10;
+
+pub fn row_key(row: RowId) -> [u8; ROW_KEY_BYTES] {
+    let mut k = [0u8; ROW_KEY_BYTES];
     k[..8].copy_from_slice(&row.seq.to_be_bytes());
     k[8..].copy_from_slice(&row.sink_index.to_be_bytes());
     k
 }
 
 pub fn parse_row_key(k: &[u8]) -> RowId {
-    assert_eq!(k.len(), 10, "a row key is 10 bytes");
+    assert_eq!(k.len(), ROW_KEY_BYTES, "a row key is 10 bytes");
     RowId {
         seq: u64_at(k, 0),
         sink_index: u16::from_be_bytes([k[8], k[9]]),
     }
 }
 
+/// The length of a due or dead key.
+pub const TIMED_KEY_BYTES: usize = 22;
+
 /// A due or dead key: (tenant_no, at_ms, seq, sink_index).
-pub fn timed_key(tenant_no: u32, at_ms: u64, row: RowId) -> [u8; 22] {
-    let mut k = [0u8; 22];
+pub fn timed_key(tenant_no: u32, at_ms: u64, row: RowId) -> [u8; TIMED_KEY_BYTES] {
+    let mut k = [0u8; TIMED_KEY_BYTES];
     k[..4].copy_from_slice(&tenant_no.to_be_bytes());
     k[4..12].copy_from_slice(&at_ms.to_be_bytes());
     k[12..].copy_from_slice(&row_key(row));
@@ -48,7 +54,7 @@ pub fn timed_key(tenant_no: u32, at_ms: u64, row: RowId) -> [u8; 22] {
 
 /// The parts of a due or dead key.
 pub fn parse_timed_key(k: &[u8]) -> (u32, u64, RowId) {
-    assert_eq!(k.len(), 22, "a due or dead key is 22 bytes");
+    assert_eq!(k.len(), TIMED_KEY_BYTES, "a due or dead key is 22 bytes");
     (
         u32::from_be_bytes([k[0], k[1], k[2], k[3]]),
         u64_at(k, 4),

@@ -319,6 +319,9 @@ impl ShardStore {
             let corrupt = CorruptRecord {
                 what: "in-flight marker",
             };
+            if k.len() != keys::ROW_KEY_BYTES {
+                return Err(corrupt.into());
+            }
             let (tenant_no, size_bytes) = keys::parse_inflight_value(v).ok_or(corrupt.clone())?;
             let tenant = tenants.names().get(tenant_no as usize).ok_or(corrupt)?;
             claimed.push((keys::parse_row_key(k), tenant.clone(), size_bytes));

@@ -5,7 +5,9 @@
 //! no index would be neither delivered nor listed: the way a store could
 //! lose a hook silently, which this looks for.
 
-use super::keys::{is_hook_key, parse_row_key, parse_timed_key, u64_at};
+use super::keys::{
+    is_hook_key, parse_row_key, parse_timed_key, u64_at, ROW_KEY_BYTES, TIMED_KEY_BYTES,
+};
 use super::record::{decode_hook, decode_row, RowStatus};
 use super::{DataDirLock, ShardStore, StoreError, TenantTable};
 use crate::core::RowId;
@@ -73,13 +75,15 @@ impl ShardStore {
         let rtxn = self.env.read_txn()?;
         let mut out = Verified::default();
         let mut places: BTreeMap<RowId, Vec<Place>> = BTreeMap::new();
-        for (db, place, name) in [
-            (&self.due, Place::Due, "due"),
-            (&self.dead, Place::Dead, "dead"),
+        // The value each index holds: a due key's size (u64), nothing for a
+        // dead key, an in-flight marker's tenant and size (u32, u64).
+        for (db, place, name, value_bytes) in [
+            (&self.due, Place::Due, "due", 8),
+            (&self.dead, Place::Dead, "dead", 0),
         ] {
             for item in db.iter(&rtxn)? {
-                let (k, _) = item?;
-                if k.len() != 22 {
+                let (k, v) = item?;
+                if k.len() != TIMED_KEY_BYTES {
                     out.problem(format!("a {name} key of {} bytes", k.len()));
                     continue;
                 }
@@ -87,15 +91,28 @@ impl ShardStore {
                 if tenants.names().get(tenant_no as usize).is_none() {
                     out.problem(format!("the {name} key of row {row} names no known tenant"));
                 }
+                if v.len() != value_bytes {
+                    out.problem(format!(
+                        "the {name} value of row {row} is {} bytes, not {value_bytes}",
+                        v.len()
+                    ));
+                }
                 out.count(place);
                 places.entry(row).or_default().push(place);
             }
         }
         for item in self.inflight.iter(&rtxn)? {
-            let (k, _) = item?;
-            if k.len() != 10 {
+            let (k, v) = item?;
+            if k.len() != ROW_KEY_BYTES {
                 out.problem(format!("an in-flight key of {} bytes", k.len()));
                 continue;
+            }
+            if v.len() != 12 {
+                out.problem(format!(
+                    "the in-flight value of row {} is {} bytes, not 12",
+                    parse_row_key(k),
+                    v.len()
+                ));
             }
             out.count(Place::InFlight);
             places
@@ -113,7 +130,7 @@ impl ShardStore {
                     out.problem(format!("hook {seq} does not decode"));
                 }
                 hooks.insert(seq);
-            } else if k.len() == 10 {
+            } else if k.len() == ROW_KEY_BYTES {
                 let row = parse_row_key(k);
                 rows.insert(row, decode_row(v).ok().map(|r| r.status));
             } else {
@@ -199,17 +216,23 @@ mod tests {
             .records
             .put(&mut wtxn, &hook_key(7), &encode_hook(&hook(7)))
             .unwrap();
+        // Row 3's due value is cut short (a scan could not read its size).
+        store
+            .due
+            .put(&mut wtxn, &timed_key(0, 10, row(3)), b"bad")
+            .unwrap();
         wtxn.commit().unwrap();
         let found = store.verify().unwrap();
         assert_eq!(
             found.problems,
             vec![
+                "the due value of row seq 3 sink 0 is 3 bytes, not 8",
                 "row seq 1 sink 0 is Pending but in no index: it would never be delivered",
                 "row seq 2 sink 0 is Pending but in [Due, Due]",
                 "an index entry names row seq 9 sink 0, which does not exist",
                 "hook 7 has no rows left",
             ]
         );
-        assert_eq!((found.hooks, found.due, found.problem_count), (4, 4, 4));
+        assert_eq!((found.hooks, found.due, found.problem_count), (4, 4, 5));
     }
 }
