@@ -7,7 +7,7 @@
 //! the commits; hand the jobs to the IO pool; publish gauges; report demand
 //! to the coordinator; sleep again. A panic in the loop (a bug in goad)
 //! restarts the shard from its store on the same thread (see
-//! [`super::restart`]).
+//! `runtime::restart`).
 
 use super::clock::Clock;
 use super::coordinator::{CoordinatorInput, Demand};
@@ -120,7 +120,7 @@ impl ShardThread {
     /// The loop; returns after `Shutdown` once running attempts finished or
     /// the grace period passed (rows still running stay in flight in the
     /// store and are due again at the next open). A panic in the loop
-    /// restarts the shard from its store (see [`super::restart`]).
+    /// restarts the shard from its store (see `runtime::restart`).
     pub fn run(self) {
         let ShardThread {
             index,
