@@ -257,24 +257,12 @@ mod tests {
     /// is not ready and ingest answers 503 saying why; then both recover.
     #[test]
     fn a_restarting_shard_makes_the_node_unready_until_it_serves_again() {
-        use crate::config::{Config, SinkConfig, SourceConfig};
+        use crate::config::{one_source, SinkConfig};
         use crate::node::{Node, NodeOptions};
         use std::time::{Duration, Instant};
 
         let dir = tempfile::tempdir().unwrap();
-        let mut config = Config {
-            data_dir: dir.path().to_path_buf(),
-            listen: "127.0.0.1:0".into(),
-            shards: 1,
-            ..Config::default()
-        };
-        config.sources.push(SourceConfig {
-            id: "s".into(),
-            tenant: "t".into(),
-            ingest_token_env: None,
-            forward_headers: None,
-            sinks: vec![SinkConfig::http("http://127.0.0.1:9/")],
-        });
+        let config = one_source(dir.path(), SinkConfig::http("http://127.0.0.1:9/"));
         let node = Node::start(NodeOptions {
             config,
             config_path: None,

@@ -64,7 +64,7 @@ pub fn panic_message(panic: &(dyn Any + Send)) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Config, SinkConfig, SourceConfig};
+    use crate::config::{one_source, SinkConfig};
     use crate::runtime::{CommitError, Engine, NewHook};
     use crate::sink::{Delivery, Sink, SinkError};
     use parking_lot::{Condvar, Mutex};
@@ -114,18 +114,7 @@ mod tests {
     #[test]
     fn a_shard_that_panics_restarts_from_its_store_and_loses_no_hook() {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = Config {
-            data_dir: dir.path().to_path_buf(),
-            shards: 1,
-            ..Config::default()
-        };
-        config.sources.push(SourceConfig {
-            id: "s".into(),
-            tenant: "t".into(),
-            ingest_token_env: None,
-            forward_headers: None,
-            sinks: vec![SinkConfig::of_kind("gate")],
-        });
+        let config = one_source(dir.path(), SinkConfig::of_kind("gate"));
         let gate = Arc::new(Gate::default());
         let engine = Engine::builder(config)
             .sink("gate", gate.clone())
