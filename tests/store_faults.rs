@@ -156,6 +156,42 @@ fn a_corrupt_row_or_hook_is_dead_lettered_and_the_shard_goes_on() {
     assert_eq!(found[0].problems, corruption);
 }
 
+/// A dead key of the wrong length names no row: listings and replays step
+/// over it (they used to panic on it) and `goad verify` reports it.
+#[test]
+fn a_dead_key_of_the_wrong_length_is_skipped_by_listings_and_replays() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(410)).unwrap();
+    let c = config_with_http_sink(dir.path(), &receiver.url("/hooks"));
+    let engine = Engine::open(c.clone()).unwrap();
+    engine.commit(goad::NewHook::new("s", "gone")).unwrap();
+    engine.tick_within(Duration::from_secs(30)).unwrap();
+    drop(engine);
+    {
+        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+        // Tenant 0, dead at NOW_MS, then 9 bytes where a row id takes 10.
+        let mut short_key = vec![0u8; 4];
+        short_key.extend_from_slice(&NOW_MS.to_be_bytes());
+        short_key.extend_from_slice(&[0; 9]);
+        overwrite(&store, "dead", &[&short_key], b"");
+    }
+    let found = goad::store::verify_data_dir(dir.path(), 1).unwrap();
+    assert_eq!(found[0].problems, ["a dead key of 21 bytes"]);
+    let engine = Engine::open(c).unwrap();
+    let listed = engine
+        .dead_letters(&DeadFilter::default(), None, 10)
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].reason, "sink http: permanent: HTTP status 410");
+    assert_eq!(engine.replay(&DeadFilter::default()).unwrap().moved, 1);
+    engine.tick_within(Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        receiver.count(),
+        2,
+        "the first attempt and the replayed one"
+    );
+}
+
 /// A due value that does not decode fails the scan's read: the shard
 /// rebuilds, and does not scan (nor fail) again until a second later;
 /// `goad verify` names the entry.

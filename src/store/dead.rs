@@ -47,14 +47,15 @@ pub struct DeadPosition {
 }
 
 impl DeadPosition {
-    /// The position of a dead key in shard `shard`.
-    fn of_key(shard: u32, key: &[u8]) -> DeadPosition {
-        let (_, dead_at_ms, row) = keys::parse_timed_key(key);
-        DeadPosition {
+    /// The position of a dead key in shard `shard`; `None` for a key of
+    /// the wrong length, which names no row (`goad verify` reports it).
+    fn of_key(shard: u32, key: &[u8]) -> Option<DeadPosition> {
+        let (_, dead_at_ms, row) = keys::parse_timed_key(key)?;
+        Some(DeadPosition {
             dead_at_ms,
             shard,
             row,
-        }
+        })
     }
 }
 
@@ -230,7 +231,9 @@ impl ShardStore {
                 .rev_range(&rtxn, &(Bound::Included(&low[..]), high))?
             {
                 let (k, _) = entry?;
-                let position = DeadPosition::of_key(shard, k);
+                let Some(position) = DeadPosition::of_key(shard, k) else {
+                    continue;
+                };
                 if let Some(found) = item(self, &rtxn, filter, &tenant, position)? {
                     out.push(found);
                     taken += 1;
@@ -256,7 +259,9 @@ impl ShardStore {
             let bounds = (Bound::Included(&low[..]), Bound::Included(&high[..]));
             for entry in self.dead.range(&rtxn, &bounds)? {
                 let (k, _) = entry?;
-                let position = DeadPosition::of_key(0, k);
+                let Some(position) = DeadPosition::of_key(0, k) else {
+                    continue;
+                };
                 if item(self, &rtxn, filter, &tenant, position)?.is_some_and(|i| i.is_decodable()) {
                     count += 1;
                 }
@@ -316,9 +321,11 @@ pub fn revive(
                 break 'tenants;
             }
             let (k, _) = entry?;
-            let position = DeadPosition::of_key(0, k);
             examined += 1;
             last = Some(k.to_vec());
+            let Some(position) = DeadPosition::of_key(0, k) else {
+                continue;
+            };
             if item(store, wtxn, filter, &tenant, position)?.is_some_and(|i| i.is_decodable()) {
                 moves.push((k.to_vec(), no, position.row));
             }

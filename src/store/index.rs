@@ -3,7 +3,6 @@
 
 use super::keys::{
     hook_key, is_hook_key, parse_row_key, parse_timed_key, row_key, timed_key, u64_at,
-    TIMED_KEY_BYTES,
 };
 use super::record::{decode_hook, decode_row, Hook, RowRecord, RowStatus};
 use super::{ShardStore, StoreError, TenantTable};
@@ -98,10 +97,7 @@ impl<'t> TxnIndex<'t> {
         {
             let (k, v) = item?;
             let corrupt = || super::CorruptRecord { what: "due" };
-            if k.len() != TIMED_KEY_BYTES {
-                return Err(corrupt().into());
-            }
-            let (_, due_at_ms, row) = parse_timed_key(k);
+            let (_, due_at_ms, row) = parse_timed_key(k).ok_or_else(corrupt)?;
             let size_bytes = u64::from_be_bytes(v.try_into().map_err(|_| corrupt())?);
             out.push(DueEntry {
                 tenant: self.tenants.name(tenant_no).clone(),
@@ -144,8 +140,7 @@ impl<'t> TxnIndex<'t> {
                         self.hooks.insert(seq, Arc::new(hook));
                     }
                 }
-            } else {
-                let row = parse_row_key(k);
+            } else if let Some(row) = parse_row_key(k) {
                 if wanted.binary_search(&row).is_ok() {
                     if let Ok(record) = decode_row(v) {
                         self.rows.push((row, Some(record)));

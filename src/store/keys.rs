@@ -32,12 +32,12 @@ pub fn row_key(row: RowId) -> [u8; ROW_KEY_BYTES] {
     k
 }
 
-pub fn parse_row_key(k: &[u8]) -> RowId {
-    assert_eq!(k.len(), ROW_KEY_BYTES, "a row key is 10 bytes");
-    RowId {
+/// The row a key names; `None` for a key of the wrong length (corrupt).
+pub fn parse_row_key(k: &[u8]) -> Option<RowId> {
+    (k.len() == ROW_KEY_BYTES).then(|| RowId {
         seq: u64_at(k, 0),
         sink_index: u16::from_be_bytes([k[8], k[9]]),
-    }
+    })
 }
 
 /// The length of a due or dead key.
@@ -52,14 +52,16 @@ pub fn timed_key(tenant_no: u32, at_ms: u64, row: RowId) -> [u8; TIMED_KEY_BYTES
     k
 }
 
-/// The parts of a due or dead key.
-pub fn parse_timed_key(k: &[u8]) -> (u32, u64, RowId) {
-    assert_eq!(k.len(), TIMED_KEY_BYTES, "a due or dead key is 22 bytes");
-    (
+/// The parts of a due or dead key; `None` for a key of the wrong length.
+pub fn parse_timed_key(k: &[u8]) -> Option<(u32, u64, RowId)> {
+    if k.len() != TIMED_KEY_BYTES {
+        return None;
+    }
+    Some((
         u32::from_be_bytes([k[0], k[1], k[2], k[3]]),
         u64_at(k, 4),
-        parse_row_key(&k[12..]),
-    )
+        parse_row_key(&k[12..])?,
+    ))
 }
 
 /// An in-flight marker's value: the tenant number and the size.
@@ -89,8 +91,10 @@ mod tests {
             seq: 7,
             sink_index: 3,
         };
-        assert_eq!(parse_row_key(&row_key(row)), row);
-        assert_eq!(parse_timed_key(&timed_key(2, 99, row)), (2, 99, row));
+        assert_eq!(parse_row_key(&row_key(row)), Some(row));
+        assert_eq!(parse_timed_key(&timed_key(2, 99, row)), Some((2, 99, row)));
+        assert_eq!(parse_row_key(&row_key(row)[1..]), None);
+        assert_eq!(parse_timed_key(&timed_key(2, 99, row)[..21]), None);
         assert!(timed_key(1, u64::MAX, row) < timed_key(2, 0, row));
         assert!(
             timed_key(

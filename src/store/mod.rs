@@ -319,12 +319,10 @@ impl ShardStore {
             let corrupt = CorruptRecord {
                 what: "in-flight marker",
             };
-            if k.len() != keys::ROW_KEY_BYTES {
-                return Err(corrupt.into());
-            }
+            let row = keys::parse_row_key(k).ok_or(corrupt.clone())?;
             let (tenant_no, size_bytes) = keys::parse_inflight_value(v).ok_or(corrupt.clone())?;
             let tenant = tenants.names().get(tenant_no as usize).ok_or(corrupt)?;
-            claimed.push((keys::parse_row_key(k), tenant.clone(), size_bytes));
+            claimed.push((row, tenant.clone(), size_bytes));
         }
         for (row, tenant, size_bytes) in &claimed {
             write::put_pending_due(self, &mut wtxn, tenants, row, tenant, now_ms, *size_bytes)?;
@@ -343,7 +341,7 @@ impl ShardStore {
             if keys::is_hook_key(k) {
                 continue;
             }
-            let row = keys::parse_row_key(k);
+            let row = keys::parse_row_key(k).ok_or(CorruptRecord { what: "row" })?;
             let record = record::decode_row(v)?;
             let hook = match self.records.get(&rtxn, &keys::hook_key(row.seq))? {
                 Some(h) => record::decode_hook(row.seq, h)?,
@@ -444,7 +442,8 @@ impl ShardStore {
                 break;
             };
             let (k, _) = item?;
-            let (tenant_no, due_at_ms, _) = keys::parse_timed_key(k);
+            let (tenant_no, due_at_ms, _) =
+                keys::parse_timed_key(k).ok_or(CorruptRecord { what: "due" })?;
             oldest = Some(oldest.map_or(due_at_ms, |o| o.min(due_at_ms)));
             match tenant_no.checked_add(1) {
                 Some(next) => cursor_tenant = next,
@@ -460,7 +459,10 @@ fn meta_in(
     txn: &heed::RoTxn,
     name: &str,
 ) -> Result<Option<u64>, StoreError> {
-    Ok(meta.get(txn, name.as_bytes())?.map(|v| keys::u64_at(v, 0)))
+    let corrupt = || CorruptRecord { what: "meta" };
+    meta.get(txn, name.as_bytes())?
+        .map(|v| Ok(u64::from_be_bytes(v.try_into().map_err(|_| corrupt())?)))
+        .transpose()
 }
 
 /// Moves every record of `from` into `to` and empties `from` (the format-1

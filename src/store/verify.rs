@@ -5,9 +5,7 @@
 //! no index would be neither delivered nor listed: the way a store could
 //! lose a hook silently, which this looks for.
 
-use super::keys::{
-    is_hook_key, parse_row_key, parse_timed_key, u64_at, ROW_KEY_BYTES, TIMED_KEY_BYTES,
-};
+use super::keys::{is_hook_key, parse_row_key, parse_timed_key, u64_at};
 use super::record::{decode_hook, decode_row, RowStatus};
 use super::{DataDirLock, ShardStore, StoreError, TenantTable};
 use crate::core::RowId;
@@ -83,11 +81,10 @@ impl ShardStore {
         ] {
             for item in db.iter(&rtxn)? {
                 let (k, v) = item?;
-                if k.len() != TIMED_KEY_BYTES {
+                let Some((tenant_no, _, row)) = parse_timed_key(k) else {
                     out.problem(format!("a {name} key of {} bytes", k.len()));
                     continue;
-                }
-                let (tenant_no, _, row) = parse_timed_key(k);
+                };
                 if tenants.names().get(tenant_no as usize).is_none() {
                     out.problem(format!("the {name} key of row {row} names no known tenant"));
                 }
@@ -103,22 +100,18 @@ impl ShardStore {
         }
         for item in self.inflight.iter(&rtxn)? {
             let (k, v) = item?;
-            if k.len() != ROW_KEY_BYTES {
+            let Some(row) = parse_row_key(k) else {
                 out.problem(format!("an in-flight key of {} bytes", k.len()));
                 continue;
-            }
+            };
             if v.len() != 12 {
                 out.problem(format!(
-                    "the in-flight value of row {} is {} bytes, not 12",
-                    parse_row_key(k),
+                    "the in-flight value of row {row} is {} bytes, not 12",
                     v.len()
                 ));
             }
             out.count(Place::InFlight);
-            places
-                .entry(parse_row_key(k))
-                .or_default()
-                .push(Place::InFlight);
+            places.entry(row).or_default().push(Place::InFlight);
         }
         let mut hooks = BTreeSet::new();
         let mut rows: BTreeMap<RowId, Option<RowStatus>> = BTreeMap::new();
@@ -130,8 +123,7 @@ impl ShardStore {
                     out.problem(format!("hook {seq} does not decode"));
                 }
                 hooks.insert(seq);
-            } else if k.len() == ROW_KEY_BYTES {
-                let row = parse_row_key(k);
+            } else if let Some(row) = parse_row_key(k) {
                 rows.insert(row, decode_row(v).ok().map(|r| r.status));
             } else {
                 out.problem(format!("a record key of {} bytes", k.len()));
