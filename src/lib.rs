@@ -13,6 +13,7 @@ pub mod demo;
 pub mod limits;
 pub mod log;
 pub mod node;
+mod panics;
 pub mod runtime;
 pub mod sink;
 pub mod store;

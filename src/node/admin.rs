@@ -41,7 +41,7 @@ pub(super) fn start_workers(state: &Arc<NodeState>, jobs: Receiver<AdminJob>) {
                         return;
                     };
                     let response = match state.engine() {
-                        Some(engine) => answer(&state, engine, &job.route, &job.request),
+                        Some(engine) => answer_caught(&state, engine, &job),
                         None => {
                             Response::unavailable("not_ready", "the engine is still opening", 1)
                         }
@@ -53,6 +53,21 @@ pub(super) fn start_workers(state: &Arc<NodeState>, jobs: Receiver<AdminJob>) {
             crate::log::error("cannot start an admin worker", &[("error", &e)]);
         }
     }
+}
+
+/// `answer`, with a panic (a bug in goad) answered 500 and logged, so the
+/// worker lives on. Admin requests only read, or change state through the
+/// engine's own calls, so a panic leaves nothing half-changed here.
+fn answer_caught(state: &NodeState, engine: &Engine, job: &AdminJob) -> Response {
+    crate::panics::catch(|| answer(state, engine, &job.route, &job.request)).unwrap_or_else(
+        |panic| {
+            crate::log::error(
+                "an admin request panicked",
+                &[("path", &job.request.path), ("panic", &panic)],
+            );
+            Response::error(500, "internal", &format!("the request failed: {panic}"))
+        },
+    )
 }
 
 fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Request) -> Response {

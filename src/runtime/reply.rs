@@ -55,8 +55,11 @@ impl Drop for CommitReply {
 /// Runs a host's callback on the shard thread; one that panics is logged,
 /// and the shard goes on (as a sink's panic is a failed attempt).
 fn notify(callback: Callback, result: Result<(), CommitError>) {
-    let run = std::panic::AssertUnwindSafe(|| callback(result));
-    if std::panic::catch_unwind(run).is_err() {
-        crate::log::error("a commit_then callback panicked; the shard goes on", &[]);
+    // The callback is the host's: the shard's state is not in its reach.
+    if let Err(panic) = crate::panics::catch(|| callback(result)) {
+        crate::log::error(
+            "a commit_then callback panicked; the shard goes on",
+            &[("panic", &panic)],
+        );
     }
 }

@@ -13,7 +13,6 @@
 //! fail fast instead of waiting for a shard that cannot answer.
 
 use crate::limits::{SHARD_HEALTHY_RUN_MS, SHARD_MAX_RESTART_DELAY_MS, SHARD_RESTART_DELAY_MS};
-use std::any::Any;
 
 /// A shard's restarts so far.
 #[derive(Debug, Default)]
@@ -47,17 +46,6 @@ fn restart_delay_ms(in_a_row: u32) -> u64 {
         n => SHARD_RESTART_DELAY_MS
             .saturating_mul(1u64 << (n - 2).min(16))
             .min(SHARD_MAX_RESTART_DELAY_MS),
-    }
-}
-
-/// The text a panic was raised with.
-pub fn panic_message(panic: &(dyn Any + Send)) -> &str {
-    if let Some(text) = panic.downcast_ref::<&'static str>() {
-        text
-    } else if let Some(text) = panic.downcast_ref::<String>() {
-        text
-    } else {
-        "a panic without a message"
     }
 }
 
@@ -181,15 +169,5 @@ mod tests {
         // A minute of serving since the last restart: the next panic is a first again.
         assert_eq!(restarts.record(now_ms + SHARD_HEALTHY_RUN_MS), 0);
         assert_eq!(restarts.count, 10);
-    }
-
-    #[test]
-    fn a_panics_text_is_its_message() {
-        let text = std::panic::catch_unwind(|| panic!("row {} claimed twice", 7)).unwrap_err();
-        assert_eq!(panic_message(&*text), "row 7 claimed twice");
-        let fixed = std::panic::catch_unwind(|| panic!("fixed")).unwrap_err();
-        assert_eq!(panic_message(&*fixed), "fixed");
-        let other = std::panic::catch_unwind(|| std::panic::panic_any(3u8)).unwrap_err();
-        assert_eq!(panic_message(&*other), "a panic without a message");
     }
 }

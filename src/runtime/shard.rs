@@ -14,7 +14,7 @@ use super::coordinator::{CoordinatorInput, Demand};
 use super::engine::CommitError;
 use super::pool::IoPool;
 use super::reply::CommitReply;
-use super::restart::{panic_message, Restarts};
+use super::restart::Restarts;
 use super::step::{NewRows, ReviveStep, ShardState, StepOutput};
 use crate::config::DispatchConfig;
 use crate::core::{AttemptResult, Catalog, Core, Grant, Job, JobId, TenantStats};
@@ -25,7 +25,6 @@ use crate::limits::{
 use crate::store::{Revived, ShardStore, StoreError};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::collections::VecDeque;
-use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -162,10 +161,10 @@ impl ShardThread {
             refuse_until_ms: 0,
         };
         loop {
-            let served = panic::catch_unwind(AssertUnwindSafe(|| shard.serve(&mut state)));
-            match served {
+            // What a panic leaves half-changed, `restart` rebuilds from the store.
+            match crate::panics::catch(|| shard.serve(&mut state)) {
                 Ok(()) => return,
-                Err(panic) => shard.restart(&mut state, panic_message(&*panic)),
+                Err(panic) => shard.restart(&mut state, &panic),
             }
         }
     }

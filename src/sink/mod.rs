@@ -140,15 +140,7 @@ impl std::error::Error for SinkPanicked {}
 
 /// Runs `sink.deliver`, turning a panic into a transient failure.
 pub fn deliver_safely(sink: &dyn Sink, delivery: &Delivery<'_>) -> Result<(), SinkError> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sink.deliver(delivery))) {
-        Ok(result) => result,
-        Err(panic) => {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a non-string panic payload".to_string());
-            Err(SinkError::transient(SinkPanicked(message)))
-        }
-    }
+    // The sink is the host's: goad keeps no state it could leave half-changed.
+    crate::panics::catch(|| sink.deliver(delivery))
+        .unwrap_or_else(|message| Err(SinkError::transient(SinkPanicked(message))))
 }
