@@ -88,6 +88,15 @@ fn overwrite(store: &ShardStore, name: &str, keys: &[&[u8]], bytes: &[u8]) {
     wtxn.commit().unwrap();
 }
 
+/// A due or dead key one byte short: tenant 0, at NOW_MS, then 9 bytes
+/// where a row id takes 10. It sorts inside tenant 0's range.
+fn short_timed_key() -> Vec<u8> {
+    let mut key = vec![0u8; 4];
+    key.extend_from_slice(&NOW_MS.to_be_bytes());
+    key.extend_from_slice(&[0; 9]);
+    key
+}
+
 /// The hook of seq 2 and the row of seq 3 no longer decode: both rows are
 /// listed as dead letters (the bytes kept), the other hooks are delivered,
 /// and the store never failed.
@@ -169,11 +178,7 @@ fn a_dead_key_of_the_wrong_length_is_skipped_by_listings_and_replays() {
     drop(engine);
     {
         let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-        // Tenant 0, dead at NOW_MS, then 9 bytes where a row id takes 10.
-        let mut short_key = vec![0u8; 4];
-        short_key.extend_from_slice(&NOW_MS.to_be_bytes());
-        short_key.extend_from_slice(&[0; 9]);
-        overwrite(&store, "dead", &[&short_key], b"");
+        overwrite(&store, "dead", &[&short_timed_key()], b"");
     }
     let found = goad::store::verify_data_dir(dir.path(), 1).unwrap();
     assert_eq!(found[0].problems, ["a dead key of 21 bytes"]);
@@ -237,11 +242,7 @@ fn a_due_key_of_the_wrong_length_is_a_store_failure_not_a_panic() {
     let store = ShardStore::open(dir.path(), 0, 1).unwrap();
     leave_claimed_hooks(&c, &store, 1);
     let mut state = shard(&c, &store, NOW_MS + 1);
-    // Tenant 0, due at NOW_MS, then 9 bytes where a row id takes 10.
-    let mut short_key = vec![0u8; 4];
-    short_key.extend_from_slice(&NOW_MS.to_be_bytes());
-    short_key.extend_from_slice(&[0; 9]);
-    overwrite(&store, "due", &[&short_key], &7u64.to_be_bytes());
+    overwrite(&store, "due", &[&short_timed_key()], &7u64.to_be_bytes());
     let t = NOW_MS + 10;
     state.step(t, Vec::new(), Vec::new(), &mut |_job| {});
     assert_eq!(
