@@ -252,6 +252,21 @@ fn a_due_key_of_the_wrong_length_is_a_store_failure_not_a_panic() {
     assert_eq!(store.verify().unwrap().problems, ["a due key of 21 bytes"]);
 }
 
+/// A tenant number out of its dense sequence is a clear error at open (the
+/// shard thread used to panic on it).
+#[test]
+fn a_corrupt_tenant_number_is_a_clear_error_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
+    {
+        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+        leave_claimed_hooks(&c, &store, 1);
+        overwrite(&store, "tenants", &[b"t"], &5u32.to_be_bytes());
+    }
+    let err = Engine::open(c).err().expect("refused");
+    assert_eq!(err.to_string(), "store: undecodable tenant record");
+}
+
 /// An in-flight marker that does not decode stops the engine from opening
 /// with an error that says so (before, the shard thread panicked): dropping
 /// the marker would leave its row in no index, never delivered.

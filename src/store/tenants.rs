@@ -29,7 +29,10 @@ impl TenantTable {
         pairs.sort_by_key(|(_, no)| *no);
         let mut table = TenantTable::default();
         for (expected, (name, no)) in pairs.into_iter().enumerate() {
-            assert_eq!(no as usize, expected, "tenant numbers are dense from 0");
+            // Numbers are given out densely from 0: a gap or a repeat is corrupt.
+            if no as usize != expected {
+                return Err(super::CorruptRecord { what: "tenant" }.into());
+            }
             table.by_name.insert(name.clone(), no);
             table.names.push(name);
         }
