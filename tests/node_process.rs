@@ -5,11 +5,12 @@
 
 mod common;
 
-use common::http::Client;
+use common::http::{get, Client};
 use common::{lines_of, wait_until};
 use goad::demo::receiver::{Receiver, Reply};
 use std::collections::HashSet;
 use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,6 +26,11 @@ struct ServeProcess {
 /// Breakers stay on but open for 50–100 ms: the flaky receiver can fail a
 /// key five times running, and a default 30 s park would outlast the test.
 fn serve(dir: &Path, sink_url: &str) -> ServeProcess {
+    serve_with(dir, sink_url, |_| {})
+}
+
+/// `serve`, with `setup` applied to the command first.
+fn serve_with(dir: &Path, sink_url: &str, setup: impl FnOnce(&mut Command)) -> ServeProcess {
     let config = dir.join("goad.toml");
     std::fs::write(
         &config,
@@ -34,13 +40,14 @@ fn serve(dir: &Path, sink_url: &str) -> ServeProcess {
         ),
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_goad"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_goad"));
+    command
         .args(["serve", "--config"])
         .arg(&config)
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
+    setup(&mut command);
+    let mut child = command.spawn().unwrap();
     let rx = lines_of(child.stderr.take().unwrap());
     let mut addr = None;
     while let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) {
@@ -281,4 +288,99 @@ fn goad_verify_checks_a_stopped_nodes_data_directory() {
     let hooks: u64 = per_shard.iter().map(|s| s[1]).sum();
     let rows: u64 = per_shard.iter().map(|s| s[2] + s[3] + s[4]).sum();
     assert_eq!((hooks, rows), (5, 5), "{report}");
+}
+
+/// The file size limit of process `pid` (`RLIMIT_FSIZE`), in bytes.
+fn limit_file_size(pid: libc::pid_t, bytes: libc::rlim_t) {
+    let limit = libc::rlimit {
+        rlim_cur: bytes,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: prlimit(2) reads `limit` and writes nothing back (null old).
+    let set = unsafe { libc::prlimit(pid, libc::RLIMIT_FSIZE, &limit, std::ptr::null_mut()) };
+    assert_eq!(set, 0, "prlimit: {}", std::io::Error::last_os_error());
+}
+
+/// A full disk, made real with a file size limit on the node's process
+/// (writes past it fail with EFBIG, as they would with ENOSPC): ingest is
+/// refused with 503 `store_unavailable`, the node keeps serving, and once
+/// there is room again it commits, and every hook it acknowledged, before
+/// and after, is delivered.
+#[test]
+fn a_full_disk_refuses_ingest_and_loses_no_acknowledged_hook() {
+    const LIMIT_BYTES: libc::rlim_t = 512 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    // The sink fails until the disk is full, so committed rows pile up.
+    let accepting = Arc::new(AtomicBool::new(false));
+    let receiver = {
+        let accepting = accepting.clone();
+        Receiver::start(move |_| {
+            Reply::status(if accepting.load(Ordering::SeqCst) {
+                200
+            } else {
+                503
+            })
+        })
+        .unwrap()
+    };
+    let node = serve_with(dir.path(), &receiver.url("/hooks"), |command| {
+        // SAFETY: only async-signal-safe calls between fork and exec. With
+        // SIGXFSZ ignored, a write past the limit fails instead of killing.
+        unsafe {
+            command.pre_exec(|| {
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+    });
+    let pid = node.child.id() as libc::pid_t;
+    limit_file_size(pid, LIMIT_BYTES);
+    let mut client = Client::connect(node.addr);
+    let mut acked = HashSet::new();
+    let refused = loop {
+        let reply = client.request("POST", "/v1/sources/a/hooks", &[], &[b'x'; 1024]);
+        match reply.status {
+            202 => acked.insert(reply.json()["id"].as_str().unwrap().to_string()),
+            _ => break reply,
+        };
+        assert!(acked.len() < 100_000, "the file size limit never bit");
+    };
+    assert_eq!(
+        (refused.status, refused.error_code().as_str()),
+        (503, "store_unavailable"),
+        "{}",
+        refused.text()
+    );
+    assert!(!acked.is_empty(), "some hooks fit before the disk filled");
+    assert_eq!(get(node.addr, "/healthz").status, 200);
+
+    limit_file_size(pid, libc::RLIM_INFINITY);
+    accepting.store(true, Ordering::SeqCst);
+    wait_until("ingest accepted again", Duration::from_secs(30), || {
+        let reply = client.request("POST", "/v1/sources/a/hooks", &[], b"after");
+        if reply.status == 202 {
+            acked.insert(reply.json()["id"].as_str().unwrap().to_string());
+        }
+        reply.status == 202
+    });
+    wait_until(
+        "every acknowledged hook delivered",
+        Duration::from_secs(120),
+        || {
+            let delivered = delivered_ids(&receiver);
+            acked.iter().all(|id| delivered.contains(id))
+        },
+    );
+    let metrics = get(node.addr, "/metrics").text();
+    let failures: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("goad_store_failures_total"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum();
+    assert!(failures >= 1.0, "store failures counted: {failures}");
+    eprintln!(
+        "disk full after {} acknowledged hooks; {failures} store failures; all delivered",
+        acked.len()
+    );
+    drop(node);
 }
