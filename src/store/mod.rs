@@ -40,7 +40,11 @@
 //! revived). A row whose hook does not decode is dead-lettered. A second
 //! due key of a row already claimed is dropped. Recovery leaves an
 //! undecodable row's bytes alone. So one bad record stalls neither the
-//! shard's scans nor its opening.
+//! shard's scans nor its opening. Index entries are the exception: a due
+//! entry that does not decode fails the scan (a store failure, retried
+//! after `STORE_RETRY_MS`), an in-flight marker fails the open, a dead key
+//! that names no row is stepped over by listings and replays. `goad verify`
+//! names each. No stored byte makes a thread panic.
 //!
 //! # One engine at a time
 //! An engine holds an exclusive lock on `<data_dir>/goad.lock` while it runs
