@@ -56,6 +56,8 @@ mod tests {
     use crate::runtime::{CommitError, Engine, NewHook};
     use crate::sink::{Delivery, Sink, SinkError};
     use parking_lot::{Condvar, Mutex};
+    use std::collections::HashSet;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
@@ -169,5 +171,71 @@ mod tests {
         // A minute of serving since the last restart: the next panic is a first again.
         assert_eq!(restarts.record(now_ms + SHARD_HEALTHY_RUN_MS), 0);
         assert_eq!(restarts.count, 10);
+    }
+
+    /// Counts the hook ids it is given, and takes each at once.
+    #[derive(Default)]
+    struct Tally(Mutex<HashSet<String>>);
+
+    impl Sink for Tally {
+        fn deliver(&self, delivery: &Delivery<'_>) -> Result<(), SinkError> {
+            self.0.lock().insert(delivery.hook.id.clone());
+            Ok(())
+        }
+    }
+
+    /// Panics while eight threads commit and the shard delivers: every
+    /// commit is answered (acknowledged, or refused with `ShardRestarting`,
+    /// never left to time out), and every acknowledged hook is delivered.
+    #[test]
+    fn panics_under_load_lose_no_acknowledged_hook_and_leave_no_commit_unanswered() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = one_source(dir.path(), SinkConfig::of_kind("tally"));
+        let tally = Arc::new(Tally::default());
+        let engine = Engine::builder(config)
+            .sink("tally", tally.clone())
+            .open()
+            .unwrap();
+        let stop = AtomicBool::new(false);
+        let acked = Mutex::new(Vec::new());
+        let refused = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    while !stop.load(Ordering::Relaxed) {
+                        match engine.commit(NewHook::new("s", "x")) {
+                            Ok(id) => acked.lock().push(id),
+                            Err(CommitError::ShardRestarting) => {
+                                refused.fetch_add(1, Ordering::Relaxed);
+                                // As a client would: back off before trying again.
+                                std::thread::sleep(Duration::from_millis(1));
+                            }
+                            Err(e) => panic!("a commit failed otherwise: {e}"),
+                        }
+                    }
+                });
+            }
+            for restarts in 1..=3 {
+                let before = acked.lock().len();
+                wait_until("more commits", || acked.lock().len() >= before + 200);
+                engine.panic_shard(0);
+                wait_until("the restart", || engine.stats()[0].restarts == restarts);
+            }
+            wait_until("commits after the last restart", || {
+                !engine.stats()[0].restarting && acked.lock().len() >= 800
+            });
+            stop.store(true, Ordering::Relaxed);
+        });
+        engine.tick().unwrap();
+        let delivered = tally.0.lock();
+        let acked = acked.lock();
+        let lost = acked.iter().filter(|id| !delivered.contains(*id)).count();
+        assert_eq!(lost, 0, "of {} acknowledged", acked.len());
+        assert_eq!(engine.hook_count().unwrap(), 0);
+        eprintln!(
+            "{} acknowledged, {} refused while restarting, all delivered",
+            acked.len(),
+            refused.load(Ordering::Relaxed)
+        );
     }
 }
