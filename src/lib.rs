@@ -17,6 +17,8 @@ mod panics;
 pub mod runtime;
 pub mod sink;
 pub mod store;
+#[cfg(test)]
+mod test_support;
 
 pub use config::{Config, ConfigError, SinkConfig, SourceConfig};
 pub use node::{Node, NodeOptions};

@@ -41,6 +41,15 @@ fn leave_claimed_hooks(config: &Config, store: &ShardStore, n: u64) {
     commit_hooks(&mut state, NOW_MS, n);
 }
 
+/// A config whose sink is unreachable, and its shard's store (open) holding
+/// one hook "h1" whose row was claimed when its shard went away.
+fn one_claimed_hook(dir: &std::path::Path) -> (Config, ShardStore) {
+    let c = config_with_http_sink(dir, "http://127.0.0.1:9/");
+    let store = ShardStore::open(dir, 0, 1).unwrap();
+    leave_claimed_hooks(&c, &store, 1);
+    (c, store)
+}
+
 /// Commits hooks "h1".."hN" of source `s` in one step.
 fn commit_hooks(state: &mut ShardState, now_ms: u64, n: u64) {
     let commits = (1..=n)
@@ -203,9 +212,7 @@ fn a_dead_key_of_the_wrong_length_is_skipped_by_listings_and_replays() {
 #[test]
 fn after_a_store_failure_the_shard_scans_again_a_second_later() {
     let dir = tempfile::tempdir().unwrap();
-    let c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
-    let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-    leave_claimed_hooks(&c, &store, 1);
+    let (c, store) = one_claimed_hook(dir.path());
     // Reopened, the claimed row is due again; then its due value breaks.
     let mut state = shard(&c, &store, NOW_MS + 1);
     let due = tree(&store, "due");
@@ -238,9 +245,7 @@ fn after_a_store_failure_the_shard_scans_again_a_second_later() {
 #[test]
 fn a_due_key_of_the_wrong_length_is_a_store_failure_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
-    let c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
-    let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-    leave_claimed_hooks(&c, &store, 1);
+    let (c, store) = one_claimed_hook(dir.path());
     let mut state = shard(&c, &store, NOW_MS + 1);
     overwrite(&store, "due", &[&short_timed_key()], &7u64.to_be_bytes());
     let t = NOW_MS + 10;
@@ -257,12 +262,11 @@ fn a_due_key_of_the_wrong_length_is_a_store_failure_not_a_panic() {
 #[test]
 fn a_corrupt_tenant_number_is_a_clear_error_at_open() {
     let dir = tempfile::tempdir().unwrap();
-    let c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
-    {
-        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-        leave_claimed_hooks(&c, &store, 1);
+    let c = {
+        let (c, store) = one_claimed_hook(dir.path());
         overwrite(&store, "tenants", &[b"t"], &5u32.to_be_bytes());
-    }
+        c
+    };
     let err = Engine::open(c).err().expect("refused");
     assert_eq!(err.to_string(), "store: undecodable tenant record");
 }
@@ -280,12 +284,11 @@ fn a_corrupt_in_flight_marker_is_a_clear_error_at_open() {
     let corruptions: [(&[u8], &[u8]); 2] = [(&marker, b"bad"), (&marker[..9], &[0; 12])];
     for (key, value) in corruptions {
         let dir = tempfile::tempdir().unwrap();
-        let c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
-        {
-            let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-            leave_claimed_hooks(&c, &store, 1);
+        let c = {
+            let (c, store) = one_claimed_hook(dir.path());
             overwrite(&store, "inflight", &[key], value);
-        }
+            c
+        };
         let err = Engine::open(c).err().expect("refused");
         assert_eq!(
             err.to_string(),

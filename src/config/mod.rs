@@ -305,26 +305,6 @@ impl OneOrMany {
     }
 }
 
-/// One shard in `data_dir`, listening on a free loopback port, and source
-/// `s` of tenant `t` with one sink (unit tests).
-#[cfg(test)]
-pub(crate) fn one_source(data_dir: &Path, sink: SinkConfig) -> Config {
-    let mut config = Config {
-        data_dir: data_dir.to_path_buf(),
-        listen: "127.0.0.1:0".into(),
-        shards: 1,
-        ..Config::default()
-    };
-    config.sources.push(SourceConfig {
-        id: "s".into(),
-        tenant: "t".into(),
-        ingest_token_env: None,
-        forward_headers: None,
-        sinks: vec![sink],
-    });
-    config
-}
-
 impl Config {
     /// Parses a TOML document; unknown keys and ill-typed values are errors
     /// that name the dotted key. Does not validate ranges (see [`Config::validate`]).

@@ -52,14 +52,15 @@ fn restart_delay_ms(in_a_row: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{one_source, SinkConfig};
+    use crate::config::SinkConfig;
     use crate::runtime::{CommitError, Engine, NewHook};
     use crate::sink::{Delivery, Sink, SinkError};
+    use crate::test_support::{one_source, wait_until};
     use parking_lot::{Condvar, Mutex};
     use std::collections::HashSet;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::Arc;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     /// A host sink that holds every attempt until it is opened, and lists
     /// the bodies it was given.
@@ -88,12 +89,10 @@ mod tests {
         }
     }
 
-    fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !done() {
-            assert!(Instant::now() < deadline, "timed out waiting for {what}");
-            std::thread::sleep(Duration::from_millis(2));
-        }
+    /// An engine over `dir` whose source `s` delivers to the host sink `sink`.
+    fn engine_with(dir: &std::path::Path, sink: Arc<dyn Sink>) -> Engine {
+        let config = one_source(dir, SinkConfig::of_kind("host"));
+        Engine::builder(config).sink("host", sink).open().unwrap()
     }
 
     /// A panic in a shard's loop is a restart from its store: the rows the
@@ -104,12 +103,8 @@ mod tests {
     #[test]
     fn a_shard_that_panics_restarts_from_its_store_and_loses_no_hook() {
         let dir = tempfile::tempdir().unwrap();
-        let config = one_source(dir.path(), SinkConfig::of_kind("gate"));
         let gate = Arc::new(Gate::default());
-        let engine = Engine::builder(config)
-            .sink("gate", gate.clone())
-            .open()
-            .unwrap();
+        let engine = engine_with(dir.path(), gate.clone());
         engine.commit(NewHook::new("s", "a")).unwrap();
         wait_until("a's first attempt", || gate.count("a") == 1);
 
@@ -190,12 +185,8 @@ mod tests {
     #[test]
     fn panics_under_load_lose_no_acknowledged_hook_and_leave_no_commit_unanswered() {
         let dir = tempfile::tempdir().unwrap();
-        let config = one_source(dir.path(), SinkConfig::of_kind("tally"));
         let tally = Arc::new(Tally::default());
-        let engine = Engine::builder(config)
-            .sink("tally", tally.clone())
-            .open()
-            .unwrap();
+        let engine = engine_with(dir.path(), tally.clone());
         let stop = AtomicBool::new(false);
         let acked = Mutex::new(Vec::new());
         let refused = AtomicU64::new(0);

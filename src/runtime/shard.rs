@@ -274,7 +274,6 @@ impl ShardLoop {
         commits: &mut Vec<NewRows>,
         outcomes: &mut Vec<(JobId, AttemptResult)>,
     ) {
-        let now_ms = self.clock.now_ms();
         match input {
             ShardInput::Commit { reply, .. } if self.draining_since_ms.is_some() => {
                 reply.send(Err(CommitError::Stopped));
@@ -292,10 +291,10 @@ impl ShardLoop {
                 state.handle_reconfigure(dispatch, catalog)
             }
             ShardInput::DeadLetterSource { source_id, reply } => {
-                let _ = reply.send(state.dead_letter_source(now_ms, &source_id));
+                let _ = reply.send(state.dead_letter_source(self.clock.now_ms(), &source_id));
             }
             ShardInput::Revive { step, reply } => {
-                let _ = reply.send(state.revive(now_ms, &step));
+                let _ = reply.send(state.revive(self.clock.now_ms(), &step));
             }
             ShardInput::TenantStats(reply) => {
                 let _ = reply.send(state.core().tenant_stats());
@@ -305,7 +304,7 @@ impl ShardLoop {
                 .push((reply, state.core().stats().settled())),
             ShardInput::Shutdown => {
                 if self.draining_since_ms.is_none() {
-                    self.draining_since_ms = Some(now_ms);
+                    self.draining_since_ms = Some(self.clock.now_ms());
                     state.handle_drain();
                 }
             }
@@ -338,8 +337,8 @@ impl ShardLoop {
             self.group_commits += 1;
         }
         answer(&self.pool, out, replies);
-        let active_tenants = state.core().stats().active_tenants;
-        let claimed = state.core().stats().claimed.rows > 0;
+        let stats = state.core().stats();
+        let (active_tenants, claimed) = (stats.active_tenants, stats.claimed.rows > 0);
         if self.reported != Some(active_tenants)
             || (claimed && now_ms >= self.reported_at_ms + REPORT_INTERVAL_MS)
         {

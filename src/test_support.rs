@@ -1,0 +1,33 @@
+//! Helpers for the unit tests that start an engine or a node.
+
+use crate::config::{Config, SinkConfig, SourceConfig};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// One shard in `data_dir`, listening on a free loopback port, and source
+/// `s` of tenant `t` with one sink.
+pub(crate) fn one_source(data_dir: &Path, sink: SinkConfig) -> Config {
+    let mut config = Config {
+        data_dir: data_dir.to_path_buf(),
+        listen: "127.0.0.1:0".into(),
+        shards: 1,
+        ..Config::default()
+    };
+    config.sources.push(SourceConfig {
+        id: "s".into(),
+        tenant: "t".into(),
+        ingest_token_env: None,
+        forward_headers: None,
+        sinks: vec![sink],
+    });
+    config
+}
+
+/// Waits until `done`, failing the test after 20 s.
+pub(crate) fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
