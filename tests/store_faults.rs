@@ -296,3 +296,46 @@ fn a_corrupt_in_flight_marker_is_a_clear_error_at_open() {
         );
     }
 }
+
+/// The files of this process open under `dir`.
+fn open_files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter(|target| target.starts_with(dir))
+        .collect()
+}
+
+/// When one shard fails to open, the shards already started are stopped
+/// before `open` returns: none keeps its store open or delivers rows from
+/// it after the host was told the engine did not open (a host that opens
+/// again would otherwise run two copies of that shard).
+#[test]
+fn a_shard_that_fails_to_open_stops_the_shards_started_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = row_key(goad::core::RowId {
+        seq: 1,
+        sink_index: 0,
+    });
+    let mut c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
+    c.shards = 2;
+    {
+        let store = ShardStore::open(dir.path(), 1, 2).unwrap();
+        leave_claimed_hooks(&c, &store, 1);
+        overwrite(&store, "inflight", &[&marker], b"bad");
+    }
+    assert_eq!(
+        open_files_under(dir.path()),
+        Vec::<std::path::PathBuf>::new()
+    );
+    let err = Engine::open(c).err().expect("refused");
+    assert_eq!(
+        err.to_string(),
+        "store: undecodable in-flight marker record"
+    );
+    assert_eq!(
+        open_files_under(dir.path()),
+        Vec::<std::path::PathBuf>::new(),
+        "a shard's store stayed open after the engine failed to open"
+    );
+}

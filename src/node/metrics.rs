@@ -2,8 +2,8 @@
 //! format (version 0.0.4). Counters are since the node started; per-shard
 //! series carry a `shard` label.
 
-use crate::runtime::latency::BUCKET_BOUNDS_MS;
-use crate::runtime::{wall_ms, Engine};
+use crate::runtime::latency::{LatencySnapshot, BUCKET_BOUNDS_MS};
+use crate::runtime::{wall_ms, Engine, ShardStats};
 use crate::store::StoreError;
 use std::fmt::Write as _;
 
@@ -29,7 +29,136 @@ impl Family<'_> {
             let _ = writeln!(self.out, "{name}{{shard=\"{k}\"}} {v}");
         }
     }
+
+    /// One series per shard for each family.
+    fn from_stats(&mut self, families: &[ShardFamily], stats: &[ShardStats]) {
+        for (name, kind, help, get) in families {
+            let values: Vec<u64> = stats.iter().map(get).collect();
+            self.per_shard(name, kind, help, &values);
+        }
+    }
+
+    /// Attempt outcomes per shard and result.
+    fn deliveries(&mut self, stats: &[ShardStats]) {
+        self.head(
+            "goad_deliveries_total",
+            "counter",
+            "Attempt outcomes by result: delivered, retried (failed, due again), dead (dead-lettered), timed_out (attempt_timeout; also counted as retried or dead).",
+        );
+        for (k, s) in stats.iter().enumerate() {
+            for (result, v) in [
+                ("delivered", s.delivered),
+                ("retried", s.retried),
+                ("dead", s.dead),
+                ("timed_out", s.timed_out),
+            ] {
+                let _ = writeln!(
+                    self.out,
+                    "goad_deliveries_total{{shard=\"{k}\",result=\"{result}\"}} {v}"
+                );
+            }
+        }
+    }
+
+    /// The node's attempt count and duration histogram.
+    fn attempt_latency(&mut self, latency: &LatencySnapshot) {
+        self.head(
+            "goad_attempts_total",
+            "counter",
+            "Attempts finished by a sink worker.",
+        );
+        let _ = writeln!(self.out, "goad_attempts_total {}", latency.count());
+        self.head(
+            "goad_attempt_duration_seconds",
+            "histogram",
+            "How long sink attempts took.",
+        );
+        let mut cumulative = 0;
+        for (i, bound_ms) in BUCKET_BOUNDS_MS.iter().enumerate() {
+            cumulative += latency.counts[i];
+            let _ = writeln!(
+                self.out,
+                "goad_attempt_duration_seconds_bucket{{le=\"{}\"}} {cumulative}",
+                bound_ms / 1_000.0
+            );
+        }
+        let _ = writeln!(
+            self.out,
+            "goad_attempt_duration_seconds_bucket{{le=\"+Inf\"}} {}\ngoad_attempt_duration_seconds_sum {}\ngoad_attempt_duration_seconds_count {}",
+            latency.count(),
+            latency.sum_ms / 1_000.0,
+            latency.count()
+        );
+    }
 }
+
+/// A per-shard family read from `ShardStats`: name, type, help, value.
+type ShardFamily = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&ShardStats) -> u64,
+);
+
+/// The commit counters, first in the exposition.
+const COMMIT_FAMILIES: &[ShardFamily] = &[
+    ("goad_commits_total", "counter", "Hooks committed durably.", |s| s.commits),
+    (
+        "goad_group_commits_total",
+        "counter",
+        "Synced store batches that carried commits; commits over group commits is the group-commit size.",
+        |s| s.group_commits,
+    ),
+];
+
+/// The shards' work in hand and their health.
+const SHARD_FAMILIES: &[ShardFamily] = &[
+    (
+        "goad_claimed_rows",
+        "gauge",
+        "Rows claimed (queued or running).",
+        |s| s.claimed_rows,
+    ),
+    ("goad_running_attempts", "gauge", "Attempts running.", |s| {
+        s.running
+    }),
+    (
+        "goad_parked_total",
+        "counter",
+        "Rows parked behind an open circuit breaker.",
+        |s| s.parked,
+    ),
+    (
+        "goad_breakers_open",
+        "gauge",
+        "Sink keys whose breaker is open or half-open.",
+        |s| s.breakers_open,
+    ),
+    (
+        "goad_abandoned_workers",
+        "gauge",
+        "IO workers stuck in an attempt that timed out.",
+        |s| s.abandoned_workers,
+    ),
+    (
+        "goad_recovered_rows_total",
+        "counter",
+        "Rows made due again by recovery (claimed when the process stopped).",
+        |s| s.recovered,
+    ),
+    (
+        "goad_store_failures_total",
+        "counter",
+        "Store writes that failed; each rebuilt the shard from the store.",
+        |s| s.store_failures,
+    ),
+    (
+        "goad_shard_restarts_total",
+        "counter",
+        "Panics in a shard's loop; each restarted the shard from its store.",
+        |s| s.restarts,
+    ),
+];
 
 /// The whole exposition.
 pub fn render(engine: &Engine) -> Result<String, StoreError> {
@@ -40,94 +169,14 @@ pub fn render(engine: &Engine) -> Result<String, StoreError> {
     let now_ms = wall_ms();
     let mut out = String::new();
     let mut f = Family { out: &mut out };
-    let col = |get: fn(&crate::ShardStats) -> u64| stats.iter().map(get).collect::<Vec<u64>>();
-    f.per_shard(
-        "goad_commits_total",
-        "counter",
-        "Hooks committed durably.",
-        &col(|s| s.commits),
-    );
-    f.per_shard(
-        "goad_group_commits_total",
-        "counter",
-        "Synced store batches that carried commits; commits over group commits is the group-commit size.",
-        &col(|s| s.group_commits),
-    );
-    f.head(
-        "goad_deliveries_total",
-        "counter",
-        "Attempt outcomes by result: delivered, retried (failed, due again), dead (dead-lettered), timed_out (attempt_timeout; also counted as retried or dead).",
-    );
-    for (k, s) in stats.iter().enumerate() {
-        for (result, v) in [
-            ("delivered", s.delivered),
-            ("retried", s.retried),
-            ("dead", s.dead),
-            ("timed_out", s.timed_out),
-        ] {
-            let _ = writeln!(
-                f.out,
-                "goad_deliveries_total{{shard=\"{k}\",result=\"{result}\"}} {v}"
-            );
-        }
-    }
-    let latency = engine.attempt_latency();
-    f.head(
-        "goad_attempts_total",
-        "counter",
-        "Attempts finished by a sink worker.",
-    );
-    let _ = writeln!(f.out, "goad_attempts_total {}", latency.count());
-    f.head(
-        "goad_attempt_duration_seconds",
-        "histogram",
-        "How long sink attempts took.",
-    );
-    let mut cumulative = 0;
-    for (i, bound_ms) in BUCKET_BOUNDS_MS.iter().enumerate() {
-        cumulative += latency.counts[i];
-        let _ = writeln!(
-            f.out,
-            "goad_attempt_duration_seconds_bucket{{le=\"{}\"}} {cumulative}",
-            bound_ms / 1_000.0
-        );
-    }
-    let _ = writeln!(
-        f.out,
-        "goad_attempt_duration_seconds_bucket{{le=\"+Inf\"}} {}\ngoad_attempt_duration_seconds_sum {}\ngoad_attempt_duration_seconds_count {}",
-        latency.count(),
-        latency.sum_ms / 1_000.0,
-        latency.count()
-    );
+    f.from_stats(COMMIT_FAMILIES, &stats);
+    f.deliveries(&stats);
+    f.attempt_latency(&engine.attempt_latency());
     f.per_shard(
         "goad_due_rows",
         "gauge",
         "Rows due or waiting out a backoff, not claimed.",
         &due,
-    );
-    f.per_shard(
-        "goad_claimed_rows",
-        "gauge",
-        "Rows claimed (queued or running).",
-        &col(|s| s.claimed_rows),
-    );
-    f.per_shard(
-        "goad_running_attempts",
-        "gauge",
-        "Attempts running.",
-        &col(|s| s.running),
-    );
-    f.per_shard(
-        "goad_parked_total",
-        "counter",
-        "Rows parked behind an open circuit breaker.",
-        &col(|s| s.parked),
-    );
-    f.per_shard(
-        "goad_breakers_open",
-        "gauge",
-        "Sink keys whose breaker is open or half-open.",
-        &col(|s| s.breakers_open),
     );
     let ages_s: Vec<f64> = oldest
         .iter()
@@ -145,29 +194,6 @@ pub fn render(engine: &Engine) -> Result<String, StoreError> {
         "Rows dead-lettered and kept.",
         &dead,
     );
-    f.per_shard(
-        "goad_abandoned_workers",
-        "gauge",
-        "IO workers stuck in an attempt that timed out.",
-        &col(|s| s.abandoned_workers),
-    );
-    f.per_shard(
-        "goad_recovered_rows_total",
-        "counter",
-        "Rows made due again by recovery (claimed when the process stopped).",
-        &col(|s| s.recovered),
-    );
-    f.per_shard(
-        "goad_store_failures_total",
-        "counter",
-        "Store writes that failed; each rebuilt the shard from the store.",
-        &col(|s| s.store_failures),
-    );
-    f.per_shard(
-        "goad_shard_restarts_total",
-        "counter",
-        "Panics in a shard's loop; each restarted the shard from its store.",
-        &col(|s| s.restarts),
-    );
+    f.from_stats(SHARD_FAMILIES, &stats);
     Ok(out)
 }

@@ -3,16 +3,17 @@
 //! `shutdown`).
 
 use super::clock::wall_ms;
-use super::coordinator::{self, global_grant, CoordinatorInput};
+use super::coordinator::{global_grant, CoordinatorInput};
 use super::latency::AttemptLatency;
 use super::oneshot;
-use super::pool::{IoPool, SharedRegistry};
+use super::open::{stop_shards, EngineBuilder};
+use super::pool::SharedRegistry;
 use super::reply::CommitReply;
-use super::shard::{ShardGauges, ShardInput, ShardStats, ShardThread};
+use super::shard::{ShardGauges, ShardInput, ShardStats};
 use super::step::NewRows;
 use crate::config::{Config, ConfigError};
-use crate::core::{Catalog, Core};
-use crate::limits::{COMMIT_QUEUE_WAIT_MS, COMMIT_REPLY_WAIT_MS, SHARD_INPUT_CAPACITY};
+use crate::core::Catalog;
+use crate::limits::{COMMIT_QUEUE_WAIT_MS, COMMIT_REPLY_WAIT_MS};
 use crate::sink::{Sink, SinkRegistry};
 use crate::store::{DataDirLock, Hook, RowView, ShardStore, StoreError};
 use crossbeam_channel::{SendTimeoutError, Sender, TrySendError};
@@ -170,152 +171,27 @@ pub struct Pressure {
     pub window_full: bool,
 }
 
-/// Opens an engine with host sinks and a seed.
-pub struct EngineBuilder {
-    config: Config,
-    host_sinks: HashMap<String, Arc<dyn Sink>>,
-    seed: Option<u64>,
-}
-
-impl EngineBuilder {
-    /// Registers a Rust sink; config sink entries with `type = name` use it.
-    pub fn sink(mut self, name: impl Into<String>, sink: Arc<dyn Sink>) -> EngineBuilder {
-        self.host_sinks.insert(name.into(), sink);
-        self
-    }
-
-    /// Fixes the shards' PRNG seeds (jitter) for reproducible runs.
-    pub fn seed(mut self, seed: u64) -> EngineBuilder {
-        self.seed = Some(seed);
-        self
-    }
-
-    /// Validates the config, opens every shard (recovering claimed rows) and
-    /// starts the threads.
-    pub fn open(self) -> Result<Engine, OpenError> {
-        let names: Vec<&str> = self.host_sinks.keys().map(String::as_str).collect();
-        self.config
-            .validate_with_sinks(&names)
-            .map_err(OpenError::Config)?;
-        let registry: SharedRegistry = Arc::new(RwLock::new(Arc::new(
-            SinkRegistry::build(&self.config, &self.host_sinks).map_err(OpenError::Config)?,
-        )));
-        let lock = DataDirLock::acquire(&self.config.data_dir).map_err(OpenError::Store)?;
-        let shard_count = self.config.shard_count();
-        let mut stores = Vec::with_capacity(shard_count);
-        for k in 0..shard_count {
-            stores.push(
-                ShardStore::open(&self.config.data_dir, k, shard_count)
-                    .map_err(OpenError::Store)?,
-            );
-        }
-        let catalog = Arc::new(Catalog::from_config(&self.config));
-        let global = global_grant(&self.config.dispatch);
-        let grants = coordinator::shares(global, &vec![0; shard_count]);
-        let seed = self.seed.unwrap_or_else(wall_ms);
-        let (coord_tx, coord_rx) = crossbeam_channel::bounded(1024);
-        let core_ids = core_affinity::get_core_ids().unwrap_or_default();
-        let mut shards = Vec::new();
-        let mut threads = Vec::new();
-        let mut inputs = Vec::new();
-        let now_ms = wall_ms();
-        let latency = Arc::new(AttemptLatency::default());
-        for (k, store) in stores.into_iter().enumerate() {
-            let (tx, rx) = crossbeam_channel::bounded(SHARD_INPUT_CAPACITY);
-            let core = Core::new(
-                self.config.dispatch.clone(),
-                self.config.retry,
-                catalog.clone(),
-                grants[k],
-                now_ms,
-                seed ^ (k as u64).wrapping_mul(0x9E37_79B9),
-                1,
-            );
-            let (opened_tx, opened_rx) = crossbeam_channel::bounded(1);
-            let gauges = Arc::new(ShardGauges::default());
-            let pool = IoPool::start(
-                k,
-                self.config.dispatch.concurrency as usize,
-                tx.clone(),
-                registry.clone(),
-                latency.clone(),
-            );
-            let thread = ShardThread {
-                index: k,
-                store: store.clone(),
-                core,
-                opened: opened_tx,
-                inputs: rx,
-                pool,
-                coordinator: coord_tx.clone(),
-                gauges: gauges.clone(),
-            };
-            let core_id = (!core_ids.is_empty()).then(|| core_ids[k % core_ids.len()]);
-            let handle = std::thread::Builder::new()
-                .name(format!("goad-shard-{k}"))
-                .spawn(move || {
-                    if let Some(id) = core_id {
-                        core_affinity::set_for_current(id);
-                    }
-                    thread.run();
-                })
-                .map_err(OpenError::Thread)?;
-            threads.push(handle);
-            // The shard opens (and recovers) on its own thread; wait for it.
-            opened_rx
-                .recv()
-                .map_err(|_| {
-                    OpenError::Thread(std::io::Error::other("a shard thread died while opening"))
-                })?
-                .map_err(OpenError::Store)?;
-            inputs.push(tx.clone());
-            shards.push(Shard {
-                input: tx,
-                store,
-                gauges,
-            });
-        }
-        let coordinator = std::thread::Builder::new()
-            .name("goad-coordinator".into())
-            .spawn(move || coordinator::run(coord_rx, inputs, global))
-            .map_err(OpenError::Thread)?;
-        Ok(Engine {
-            config: RwLock::new(self.config),
-            catalog: RwLock::new(catalog),
-            registry,
-            latency,
-            host_sinks: self.host_sinks,
-            shards,
-            coordinator: coord_tx,
-            threads: Mutex::new(threads),
-            coordinator_thread: Mutex::new(Some(coordinator)),
-            stopped: AtomicBool::new(false),
-            _lock: lock,
-        })
-    }
-}
-
 pub(super) struct Shard {
     pub(super) input: Sender<ShardInput>,
     pub(super) store: ShardStore,
-    gauges: Arc<ShardGauges>,
+    pub(super) gauges: Arc<ShardGauges>,
 }
 
 /// A running dispatch engine. Share it by reference or in an `Arc`; dropping
 /// it shuts it down.
 pub struct Engine {
-    config: RwLock<Config>,
-    catalog: RwLock<Arc<Catalog>>,
-    registry: SharedRegistry,
+    pub(super) config: RwLock<Config>,
+    pub(super) catalog: RwLock<Arc<Catalog>>,
+    pub(super) registry: SharedRegistry,
     pub(super) latency: Arc<AttemptLatency>,
-    host_sinks: HashMap<String, Arc<dyn Sink>>,
+    pub(super) host_sinks: HashMap<String, Arc<dyn Sink>>,
     pub(super) shards: Vec<Shard>,
-    coordinator: Sender<CoordinatorInput>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
-    coordinator_thread: Mutex<Option<JoinHandle<()>>>,
+    pub(super) coordinator: Sender<CoordinatorInput>,
+    pub(super) threads: Mutex<Vec<JoinHandle<()>>>,
+    pub(super) coordinator_thread: Mutex<Option<JoinHandle<()>>>,
     pub(super) stopped: AtomicBool,
     /// Released last, once the threads are joined and the stores closed.
-    _lock: DataDirLock,
+    pub(super) _lock: DataDirLock,
 }
 
 /// How long `dead_letter_source` waits for the shards.
@@ -592,12 +468,7 @@ impl Engine {
         if self.stopped.swap(true, Ordering::AcqRel) {
             return;
         }
-        for shard in &self.shards {
-            let _ = shard.input.send(ShardInput::Shutdown);
-        }
-        for handle in self.threads.lock().drain(..) {
-            let _ = handle.join();
-        }
+        stop_shards(&self.shards, std::mem::take(&mut *self.threads.lock()));
         let _ = self.coordinator.send(CoordinatorInput::Stop);
         if let Some(handle) = self.coordinator_thread.lock().take() {
             let _ = handle.join();

@@ -8,6 +8,7 @@ mod inspect;
 mod job_queue;
 pub mod latency;
 mod oneshot;
+mod open;
 mod pool;
 mod reply;
 mod restart;
@@ -15,8 +16,9 @@ pub mod shard;
 pub mod step;
 
 pub use clock::wall_ms;
-pub use engine::{CommitError, Engine, EngineBuilder, NewHook, OpenError, Pressure, Unavailable};
+pub use engine::{CommitError, Engine, NewHook, OpenError, Pressure, Unavailable};
 pub use inspect::{Replayed, ShardTenants};
+pub use open::EngineBuilder;
 pub use shard::ShardStats;
 pub use step::ReviveStep;
 pub use step::{NewRows, ShardState, StepOutput};

@@ -1,0 +1,201 @@
+//! Opening an engine: the builder, then the shards started one by one (each
+//! opens and recovers its store on its own thread, pinned to a core), then
+//! the coordinator. A shard that fails to open stops the shards started
+//! before it, so a failed open leaves no thread running and no store open.
+
+use super::clock::wall_ms;
+use super::coordinator::{self, global_grant, CoordinatorInput};
+use super::engine::{Engine, OpenError, Shard};
+use super::latency::AttemptLatency;
+use super::pool::{IoPool, SharedRegistry};
+use super::shard::{ShardGauges, ShardInput, ShardThread};
+use crate::config::Config;
+use crate::core::{Catalog, Core, Grant};
+use crate::limits::SHARD_INPUT_CAPACITY;
+use crate::sink::{Sink, SinkRegistry};
+use crate::store::{DataDirLock, ShardStore};
+use crossbeam_channel::Sender;
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Opens an engine with host sinks and a seed.
+pub struct EngineBuilder {
+    pub(super) config: Config,
+    pub(super) host_sinks: HashMap<String, Arc<dyn Sink>>,
+    pub(super) seed: Option<u64>,
+}
+
+impl EngineBuilder {
+    /// Registers a Rust sink; config sink entries with `type = name` use it.
+    pub fn sink(mut self, name: impl Into<String>, sink: Arc<dyn Sink>) -> EngineBuilder {
+        self.host_sinks.insert(name.into(), sink);
+        self
+    }
+
+    /// Fixes the shards' PRNG seeds (jitter) for reproducible runs.
+    pub fn seed(mut self, seed: u64) -> EngineBuilder {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Validates the config, opens every shard (recovering claimed rows) and
+    /// starts the threads.
+    pub fn open(self) -> Result<Engine, OpenError> {
+        let names: Vec<&str> = self.host_sinks.keys().map(String::as_str).collect();
+        self.config
+            .validate_with_sinks(&names)
+            .map_err(OpenError::Config)?;
+        let registry: SharedRegistry = Arc::new(RwLock::new(Arc::new(
+            SinkRegistry::build(&self.config, &self.host_sinks).map_err(OpenError::Config)?,
+        )));
+        let lock = DataDirLock::acquire(&self.config.data_dir).map_err(OpenError::Store)?;
+        let shard_count = self.config.shard_count();
+        let stores = (0..shard_count)
+            .map(|k| ShardStore::open(&self.config.data_dir, k, shard_count))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(OpenError::Store)?;
+        let global = global_grant(&self.config.dispatch);
+        let (coordinator_tx, coordinator_rx) = crossbeam_channel::bounded(1024);
+        let start = ShardStart {
+            config: &self.config,
+            catalog: Arc::new(Catalog::from_config(&self.config)),
+            grants: coordinator::shares(global, &vec![0; shard_count]),
+            seed: self.seed.unwrap_or_else(wall_ms),
+            now_ms: wall_ms(),
+            registry: registry.clone(),
+            latency: Arc::new(AttemptLatency::default()),
+            coordinator: coordinator_tx.clone(),
+            core_ids: core_affinity::get_core_ids().unwrap_or_default(),
+        };
+        let mut shards = Vec::with_capacity(shard_count);
+        let mut threads = Vec::with_capacity(shard_count);
+        for (k, store) in stores.into_iter().enumerate() {
+            match start.shard(k, store) {
+                Ok((shard, thread)) => {
+                    shards.push(shard);
+                    threads.push(thread);
+                }
+                Err(e) => {
+                    stop_shards(&shards, threads);
+                    return Err(e);
+                }
+            }
+        }
+        let inputs = shards.iter().map(|s| s.input.clone()).collect();
+        let coordinator = match std::thread::Builder::new()
+            .name("goad-coordinator".into())
+            .spawn(move || coordinator::run(coordinator_rx, inputs, global))
+        {
+            Ok(thread) => thread,
+            Err(e) => {
+                stop_shards(&shards, threads);
+                return Err(OpenError::Thread(e));
+            }
+        };
+        Ok(Engine {
+            catalog: RwLock::new(start.catalog),
+            latency: start.latency,
+            config: RwLock::new(self.config),
+            registry,
+            host_sinks: self.host_sinks,
+            shards,
+            coordinator: coordinator_tx,
+            threads: Mutex::new(threads),
+            coordinator_thread: Mutex::new(Some(coordinator)),
+            stopped: AtomicBool::new(false),
+            _lock: lock,
+        })
+    }
+}
+
+/// What every shard is started with.
+struct ShardStart<'a> {
+    config: &'a Config,
+    catalog: Arc<Catalog>,
+    /// Each shard's first share of the global windows.
+    grants: Vec<Grant>,
+    seed: u64,
+    now_ms: u64,
+    registry: SharedRegistry,
+    latency: Arc<AttemptLatency>,
+    coordinator: Sender<CoordinatorInput>,
+    core_ids: Vec<core_affinity::CoreId>,
+}
+
+impl ShardStart<'_> {
+    /// Starts shard `k` and waits until it has opened and recovered its
+    /// store. On failure its thread has ended.
+    fn shard(&self, k: usize, store: ShardStore) -> Result<(Shard, JoinHandle<()>), OpenError> {
+        let (input, inputs) = crossbeam_channel::bounded(SHARD_INPUT_CAPACITY);
+        let core = Core::new(
+            self.config.dispatch.clone(),
+            self.config.retry,
+            self.catalog.clone(),
+            self.grants[k],
+            self.now_ms,
+            self.seed ^ (k as u64).wrapping_mul(0x9E37_79B9),
+            1,
+        );
+        let (opened_tx, opened_rx) = crossbeam_channel::bounded(1);
+        let gauges = Arc::new(ShardGauges::default());
+        let pool = IoPool::start(
+            k,
+            self.config.dispatch.concurrency as usize,
+            input.clone(),
+            self.registry.clone(),
+            self.latency.clone(),
+        );
+        let thread = ShardThread {
+            index: k,
+            store: store.clone(),
+            core,
+            opened: opened_tx,
+            inputs,
+            pool,
+            coordinator: self.coordinator.clone(),
+            gauges: gauges.clone(),
+        };
+        let core_id = (!self.core_ids.is_empty()).then(|| self.core_ids[k % self.core_ids.len()]);
+        let handle = std::thread::Builder::new()
+            .name(format!("goad-shard-{k}"))
+            .spawn(move || {
+                if let Some(id) = core_id {
+                    core_affinity::set_for_current(id);
+                }
+                thread.run();
+            })
+            .map_err(OpenError::Thread)?;
+        // The shard opens (and recovers) on its own thread; wait for it.
+        let opened = opened_rx.recv().map_err(|_| {
+            OpenError::Thread(std::io::Error::other("a shard thread died while opening"))
+        });
+        match opened.and_then(|result| result.map_err(OpenError::Store)) {
+            Ok(()) => Ok((
+                Shard {
+                    input,
+                    store,
+                    gauges,
+                },
+                handle,
+            )),
+            Err(e) => {
+                let _ = handle.join();
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Tells every shard to shut down (running attempts finish, up to a grace
+/// period) and waits for their threads.
+pub(super) fn stop_shards(shards: &[Shard], threads: Vec<JoinHandle<()>>) {
+    for shard in shards {
+        let _ = shard.input.send(ShardInput::Shutdown);
+    }
+    for thread in threads {
+        let _ = thread.join();
+    }
+}
