@@ -31,7 +31,7 @@ impl Family<'_> {
     }
 
     /// One series per shard for each family.
-    fn from_stats(&mut self, families: &[ShardFamily], stats: &[ShardStats]) {
+    fn stats_families(&mut self, families: &[ShardFamily], stats: &[ShardStats]) {
         for (name, kind, help, get) in families {
             let values: Vec<u64> = stats.iter().map(get).collect();
             self.per_shard(name, kind, help, &values);
@@ -169,7 +169,7 @@ pub fn render(engine: &Engine) -> Result<String, StoreError> {
     let now_ms = wall_ms();
     let mut out = String::new();
     let mut f = Family { out: &mut out };
-    f.from_stats(COMMIT_FAMILIES, &stats);
+    f.stats_families(COMMIT_FAMILIES, &stats);
     f.deliveries(&stats);
     f.attempt_latency(&engine.attempt_latency());
     f.per_shard(
@@ -194,6 +194,6 @@ pub fn render(engine: &Engine) -> Result<String, StoreError> {
         "Rows dead-lettered and kept.",
         &dead,
     );
-    f.from_stats(SHARD_FAMILIES, &stats);
+    f.stats_families(SHARD_FAMILIES, &stats);
     Ok(out)
 }
