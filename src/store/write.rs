@@ -9,6 +9,7 @@ use crate::core::{RowFields, RowId, StoreOp, TenantId};
 use heed::RwTxn;
 use std::ops::Bound;
 use std::sync::Arc;
+use RowStatus::{Dead, Pending};
 
 /// Writes a hook (its `seq` already assigned) and one pending row, due at
 /// `now_ms`, per sink type. A hook with no sinks writes nothing.
@@ -90,39 +91,15 @@ pub fn apply(
             row,
             tenant,
             dead_at_ms,
-        } => {
-            crate::log::error(
-                "a row's record is corrupt; it is listed as a dead letter and its bytes are kept",
-                &[("seq", &row.seq), ("sink_index", &row.sink_index)],
-            );
-            store.inflight.delete(wtxn, &row_key(*row))?;
-            store.dead.put(
-                wtxn,
-                &timed_key(number(tenants, tenant), *dead_at_ms, *row),
-                &[],
-            )?;
-        }
+        } => quarantine(store, wtxn, *row, number(tenants, tenant), *dead_at_ms)?,
         StoreOp::Reschedule {
             row,
             fields,
             due_at_ms,
             error,
         } => {
-            let tenant_no = number(tenants, &fields.tenant);
-            put_row(
-                store,
-                wtxn,
-                *row,
-                fields,
-                RowStatus::Pending,
-                *due_at_ms,
-                error.clone(),
-            )?;
-            store.due.put(
-                wtxn,
-                &timed_key(tenant_no, *due_at_ms, *row),
-                &fields.size_bytes.to_be_bytes(),
-            )?;
+            let record = settled(fields, Pending, *due_at_ms, error.clone());
+            put_row(store, wtxn, number(tenants, &fields.tenant), *row, &record)?;
         }
         StoreOp::Dead {
             row,
@@ -130,24 +107,32 @@ pub fn apply(
             dead_at_ms,
             reason,
         } => {
-            let tenant_no = number(tenants, &fields.tenant);
-            put_row(
-                store,
-                wtxn,
-                *row,
-                fields,
-                RowStatus::Dead,
-                *dead_at_ms,
-                Some(reason.clone()),
-            )?;
-            store
-                .dead
-                .put(wtxn, &timed_key(tenant_no, *dead_at_ms, *row), &[])?;
+            let record = settled(fields, Dead, *dead_at_ms, Some(reason.clone()));
+            put_row(store, wtxn, number(tenants, &fields.tenant), *row, &record)?;
             if let Some(replay) = &fields.replay {
                 dead::count_replay(store, wtxn, replay, ReplayCounter::DeadAgain)?;
             }
         }
     }
+    Ok(())
+}
+
+/// Lists a row whose record is corrupt as a dead letter, keeping its bytes.
+fn quarantine(
+    store: &ShardStore,
+    wtxn: &mut RwTxn,
+    row: RowId,
+    tenant_no: u32,
+    dead_at_ms: u64,
+) -> Result<(), StoreError> {
+    crate::log::error(
+        "a row's record is corrupt; it is listed as a dead letter and its bytes are kept",
+        &[("seq", &row.seq), ("sink_index", &row.sink_index)],
+    );
+    store.inflight.delete(wtxn, &row_key(row))?;
+    store
+        .dead
+        .put(wtxn, &timed_key(tenant_no, dead_at_ms, row), &[])?;
     Ok(())
 }
 
@@ -158,18 +143,10 @@ fn forget(store: &ShardStore, wtxn: &mut RwTxn, row: RowId) -> Result<(), StoreE
     delete_hook_if_rowless(store, wtxn, row.seq)
 }
 
-/// Ends a row's claim and writes its record (pending or dead, at `at_ms`).
-fn put_row(
-    store: &ShardStore,
-    wtxn: &mut RwTxn,
-    row: RowId,
-    fields: &RowFields,
-    status: RowStatus,
-    at_ms: u64,
-    error: Option<String>,
-) -> Result<(), StoreError> {
-    store.inflight.delete(wtxn, &row_key(row))?;
-    let record = RowRecord {
+/// The record of a row that leaves flight: due again at `at_ms`, or dead
+/// since then.
+fn settled(fields: &RowFields, status: RowStatus, at_ms: u64, error: Option<String>) -> RowRecord {
+    RowRecord {
         status,
         sink_type: fields.sink_type.clone(),
         attempts: fields.attempts,
@@ -178,10 +155,29 @@ fn put_row(
         size_bytes: fields.size_bytes,
         error,
         replay: fields.replay.clone(),
-    };
+    }
+}
+
+/// Writes back a row that leaves flight, with its index key: due at its
+/// `at_ms` when pending, dead since then when dead.
+fn put_row(
+    store: &ShardStore,
+    wtxn: &mut RwTxn,
+    tenant_no: u32,
+    row: RowId,
+    record: &RowRecord,
+) -> Result<(), StoreError> {
+    store.inflight.delete(wtxn, &row_key(row))?;
     store
         .records
-        .put(wtxn, &row_key(row), &encode_row(&record))?;
+        .put(wtxn, &row_key(row), &encode_row(record))?;
+    let key = timed_key(tenant_no, record.at_ms, row);
+    match record.status {
+        Pending => store
+            .due
+            .put(wtxn, &key, &record.size_bytes.to_be_bytes())?,
+        Dead => store.dead.put(wtxn, &key, &[])?,
+    }
     Ok(())
 }
 

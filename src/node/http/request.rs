@@ -56,52 +56,67 @@ pub enum Parsed {
 
 /// Parses the request at the start of `buf`.
 pub fn parse(buf: &[u8], max_body_bytes: u64) -> Parsed {
+    parse_request(buf, max_body_bytes).unwrap_or_else(Parsed::Reject)
+}
+
+fn parse_request(buf: &[u8], max_body_bytes: u64) -> Result<Parsed, Response> {
+    let Some((mut request, head_len, version)) = parse_head(buf)? else {
+        return Ok(Parsed::Partial {
+            continue_wanted: false,
+        });
+    };
+    let total = head_len + body_length(&request, max_body_bytes)? as usize;
+    if buf.len() < total {
+        let continue_wanted = version == 1
+            && request
+                .header("expect")
+                .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"));
+        return Ok(Parsed::Partial { continue_wanted });
+    }
+    request.body = buf[head_len..total].to_vec();
+    Ok(Parsed::Complete(request, total))
+}
+
+fn head_too_large() -> Response {
+    Response::error(
+        431,
+        "header_too_large",
+        &format!("the request head is over {MAX_HEAD_BYTES} bytes"),
+    )
+}
+
+/// The request head (without its body), its length and the HTTP minor
+/// version; `None` while the head is incomplete.
+fn parse_head(buf: &[u8]) -> Result<Option<(Request, usize, u8)>, Response> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     let head_len = match req.parse(buf) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD_BYTES => {
-            return Parsed::Reject(Response::error(
-                431,
-                "header_too_large",
-                &format!("the request head is over {MAX_HEAD_BYTES} bytes"),
-            ));
-        }
-        Ok(httparse::Status::Partial) => {
-            return Parsed::Partial {
-                continue_wanted: false,
-            }
-        }
+        Ok(httparse::Status::Complete(n)) if n <= MAX_HEAD_BYTES => n,
+        Ok(httparse::Status::Complete(_)) => return Err(head_too_large()),
+        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD_BYTES => return Err(head_too_large()),
+        Ok(httparse::Status::Partial) => return Ok(None),
         Err(httparse::Error::TooManyHeaders) => {
-            return Parsed::Reject(Response::error(
+            return Err(Response::error(
                 431,
                 "too_many_headers",
                 &format!("the request has more than {MAX_HEADERS} headers"),
-            ));
+            ))
         }
         Err(e) => {
-            return Parsed::Reject(Response::error(
+            return Err(Response::error(
                 400,
                 "bad_request",
                 &format!("malformed request: {e}"),
             ))
         }
     };
-    if head_len > MAX_HEAD_BYTES {
-        return Parsed::Reject(Response::error(
-            431,
-            "header_too_large",
-            &format!("the request head is over {MAX_HEAD_BYTES} bytes"),
-        ));
-    }
     let version = req.version.unwrap_or(1);
-    let method = req.method.unwrap_or_default().to_string();
     let target = req.path.unwrap_or_default();
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let mut fields = Vec::with_capacity(req.headers.len());
     for h in req.headers.iter() {
         let Ok(value) = std::str::from_utf8(h.value) else {
-            return Parsed::Reject(Response::error(
+            return Err(Response::error(
                 400,
                 "bad_header",
                 &format!("header {} is not UTF-8", h.name),
@@ -110,7 +125,7 @@ pub fn parse(buf: &[u8], max_body_bytes: u64) -> Parsed {
         fields.push((h.name.to_ascii_lowercase(), value.trim().to_string()));
     }
     let mut request = Request {
-        method,
+        method: req.method.unwrap_or_default().to_string(),
         path: path.to_string(),
         query: query.to_string(),
         headers: fields,
@@ -122,39 +137,31 @@ pub fn parse(buf: &[u8], max_body_bytes: u64) -> Parsed {
         1 => connection.as_deref() != Some("close"),
         _ => connection.as_deref() == Some("keep-alive"),
     };
+    Ok(Some((request, head_len, version)))
+}
+
+/// The length of the body that follows the head, at most `max_body_bytes`.
+fn body_length(request: &Request, max_body_bytes: u64) -> Result<u64, Response> {
     if request.header("transfer-encoding").is_some() {
-        return Parsed::Reject(Response::error(
+        return Err(Response::error(
             411,
             "length_required",
             "chunked or other transfer encodings are not accepted; send Content-Length",
         ));
     }
-    let length = match content_length(&request) {
-        Ok(n) => n,
-        Err(message) => {
-            return Parsed::Reject(Response::error(400, "bad_content_length", &message))
-        }
-    };
     // No Content-Length (and no Transfer-Encoding): no body (RFC 9112
     // §6.3). Ingest, which needs one, refuses such a request itself.
-    let length = length.unwrap_or(0);
+    let length = content_length(request)
+        .map_err(|message| Response::error(400, "bad_content_length", &message))?
+        .unwrap_or(0);
     if length > max_body_bytes {
-        return Parsed::Reject(Response::error(
+        return Err(Response::error(
             413,
             "body_too_large",
             &format!("the body of {length} bytes is over max_body_bytes ({max_body_bytes})"),
         ));
     }
-    let total = head_len + length as usize;
-    if buf.len() < total {
-        let continue_wanted = version == 1
-            && request
-                .header("expect")
-                .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"));
-        return Parsed::Partial { continue_wanted };
-    }
-    request.body = buf[head_len..total].to_vec();
-    Parsed::Complete(request, total)
+    Ok(length)
 }
 
 /// The request's Content-Length: absent, or one valid value (repeats must agree).
