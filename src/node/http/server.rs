@@ -15,16 +15,17 @@
 //! `connection: close`, and `run` returns once they are (or after
 //! `HTTP_DRAIN_MS`).
 
-use super::request::{parse, Parsed, Request};
+use super::conn::{read_into, write_out, Answer, Conn};
+use super::request::Request;
 use super::response::Response;
 use crate::config::HttpConfig;
 use crate::limits::{HTTP_DRAIN_MS, MAX_HEAD_BYTES, READ_CHUNK_BYTES};
 use crossbeam_channel::{Receiver, Sender};
-use mio::net::{TcpListener, TcpStream};
+use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -112,29 +113,37 @@ impl Stopper {
     }
 }
 
-struct Conn {
-    stream: TcpStream,
-    input: Vec<u8>,
-    output: Vec<u8>,
-    written: usize,
-    /// The id of the request handed off whose answer has not come.
-    waiting: Option<u64>,
-    /// Whether the handed-off request keeps the connection open.
-    waiting_keep_alive: bool,
-    close_after_write: bool,
-    /// The peer closed its half: answer what is in progress, then close.
-    peer_closed: bool,
-    /// The first byte of the request in progress arrived then.
-    request_started: Option<Instant>,
-    /// `100 Continue` was sent for the request in progress.
-    continue_sent: bool,
-    last_active: Instant,
-    writable_interest: bool,
-}
-
-impl Conn {
-    fn is_idle(&self) -> bool {
-        self.waiting.is_none() && self.input.is_empty() && self.written == self.output.len()
+/// Hands a request to the handler. A handler that panics answers 500 and
+/// the loop goes on: the panic is a bug in one request's handling, and the
+/// other connections need not lose their node for it.
+fn answer(
+    handler: &dyn Handler,
+    request: Request,
+    target: (usize, u64),
+    wake: &Arc<Wake>,
+) -> Answer {
+    let mut taken = false;
+    let later = Later {
+        target,
+        wake,
+        taken: &mut taken,
+    };
+    match crate::panics::catch(|| handler.handle(request, later)) {
+        Ok(Some(response)) => Answer::Now(response),
+        Ok(None) if taken => Answer::Later(target.1),
+        Ok(None) => Answer::Failed(Response::error(
+            500,
+            "internal",
+            "the request was not answered",
+        )),
+        Err(panic) => {
+            crate::log::error("a request handler panicked", &[("panic", &panic)]);
+            Answer::Failed(Response::error(
+                500,
+                "internal",
+                "internal error while handling the request",
+            ))
+        }
     }
 }
 
@@ -304,20 +313,7 @@ impl Server {
                 continue;
             }
             self.open += 1;
-            self.conns[slot] = Some(Conn {
-                stream,
-                input: Vec::new(),
-                output: Vec::new(),
-                written: 0,
-                waiting: None,
-                waiting_keep_alive: false,
-                close_after_write: false,
-                peer_closed: false,
-                request_started: None,
-                continue_sent: false,
-                last_active: Instant::now(),
-                writable_interest: false,
-            });
+            self.conns[slot] = Some(Conn::new(stream));
         }
     }
 
@@ -358,52 +354,12 @@ impl Server {
                     break;
                 }
             };
-            while conn.waiting.is_none() && !conn.close_after_write && !conn.input.is_empty() {
-                match parse(&conn.input, self.max_body_bytes) {
-                    Parsed::Partial { continue_wanted } => {
-                        conn.request_started.get_or_insert_with(Instant::now);
-                        if continue_wanted && !conn.continue_sent {
-                            conn.output
-                                .extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
-                            conn.continue_sent = true;
-                        }
-                        break;
-                    }
-                    Parsed::Reject(response) => {
-                        response.write_to(&mut conn.output, false);
-                        conn.close_after_write = true;
-                        conn.input.clear();
-                    }
-                    Parsed::Complete(request, used) => {
-                        conn.input.drain(..used);
-                        conn.request_started = None;
-                        conn.continue_sent = false;
-                        let keep_alive = request.keep_alive && self.stopping_since.is_none();
-                        self.next_id += 1;
-                        let mut taken = false;
-                        let later = Later {
-                            target: (slot, self.next_id),
-                            wake: &self.wake,
-                            taken: &mut taken,
-                        };
-                        match self.handler.handle(request, later) {
-                            Some(response) => {
-                                response.write_to(&mut conn.output, keep_alive);
-                                conn.close_after_write |= !keep_alive;
-                            }
-                            None if taken => {
-                                conn.waiting = Some(self.next_id);
-                                conn.waiting_keep_alive = keep_alive;
-                            }
-                            None => {
-                                Response::error(500, "internal", "the request was not answered")
-                                    .write_to(&mut conn.output, false);
-                                conn.close_after_write = true;
-                            }
-                        }
-                    }
-                }
-            }
+            let stopping = self.stopping_since.is_some();
+            let (handler, wake, next_id) = (&self.handler, &self.wake, &mut self.next_id);
+            conn.answer_buffered(self.max_body_bytes, stopping, |request| {
+                *next_id += 1;
+                answer(handler.as_ref(), request, (slot, *next_id), wake)
+            });
             read = full && conn.waiting.is_none() && !conn.close_after_write;
         }
         if conn.peer_closed && conn.waiting.is_none() {
@@ -478,44 +434,51 @@ impl Server {
     }
 }
 
-/// Reads until the socket would block, the peer closed, or the buffer holds
-/// more than any request may be; true when it stopped at that bound.
-fn read_into(conn: &mut Conn, chunk: &mut [u8], max_buffer: usize) -> io::Result<bool> {
-    while !conn.peer_closed {
-        if conn.input.len() >= max_buffer {
-            return Ok(true);
-        }
-        match conn.stream.read(chunk) {
-            Ok(0) => conn.peer_closed = true,
-            Ok(n) => {
-                conn.input.extend_from_slice(&chunk[..n]);
-                conn.last_active = Instant::now();
-                if n < chunk.len() {
-                    // The socket had no more: skip the read that would say
-                    // so. Bytes arriving later raise a new (edge) event.
-                    return Ok(false);
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(false)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
 
-fn write_out(conn: &mut Conn) -> io::Result<()> {
-    while conn.written < conn.output.len() {
-        match conn.stream.write(&conn.output[conn.written..]) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => {
-                conn.written += n;
-                conn.last_active = Instant::now();
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+    /// Panics on `/panic`, answers 200 otherwise.
+    struct Fragile;
+
+    impl Handler for Fragile {
+        fn handle(&self, request: Request, _later: Later<'_>) -> Option<Response> {
+            assert_ne!(request.path, "/panic", "a bug in a handler");
+            Some(Response::text(200, "text/plain", "fine".into()))
         }
     }
-    Ok(())
+
+    fn exchange(addr: SocketAddr, path: &str) -> String {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).unwrap();
+        reply
+    }
+
+    /// A handler that panics costs its request a 500 and its connection,
+    /// not the loop: the next request is served.
+    #[test]
+    fn a_handler_that_panics_answers_500_and_the_loop_serves_on() {
+        let addr = "127.0.0.1:0".parse().unwrap();
+        let server = Server::bind(addr, HttpConfig::default(), 1_024, Arc::new(Fragile)).unwrap();
+        let addr = server.local_addr().unwrap();
+        let stopper = server.stopper();
+        let loop_thread = std::thread::spawn(move || server.run());
+        let failed = exchange(addr, "/panic");
+        assert!(failed.starts_with("HTTP/1.1 500 "), "{failed}");
+        assert!(
+            failed.ends_with(
+                r#"{"error":"internal","message":"internal error while handling the request"}"#
+            ),
+            "{failed}"
+        );
+        let served = exchange(addr, "/fine");
+        assert!(served.starts_with("HTTP/1.1 200 "), "{served}");
+        assert!(served.ends_with("fine"), "{served}");
+        stopper.stop();
+        loop_thread.join().unwrap().unwrap();
+    }
 }

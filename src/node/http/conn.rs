@@ -1,0 +1,152 @@
+//! One client connection of the HTTP front: its buffers, the request in
+//! progress and the rules for reading, answering in order and writing.
+
+use super::request::{parse, Parsed, Request};
+use super::response::Response;
+use mio::net::TcpStream;
+use std::io::{self, Read, Write};
+use std::time::Instant;
+
+pub(super) struct Conn {
+    pub(super) stream: TcpStream,
+    pub(super) input: Vec<u8>,
+    pub(super) output: Vec<u8>,
+    pub(super) written: usize,
+    /// The id of the request handed off whose answer has not come.
+    pub(super) waiting: Option<u64>,
+    /// Whether the handed-off request keeps the connection open.
+    pub(super) waiting_keep_alive: bool,
+    pub(super) close_after_write: bool,
+    /// The peer closed its half: answer what is in progress, then close.
+    pub(super) peer_closed: bool,
+    /// The first byte of the request in progress arrived then.
+    pub(super) request_started: Option<Instant>,
+    /// `100 Continue` was sent for the request in progress.
+    pub(super) continue_sent: bool,
+    pub(super) last_active: Instant,
+    pub(super) writable_interest: bool,
+}
+
+impl Conn {
+    pub(super) fn new(stream: TcpStream) -> Conn {
+        Conn {
+            stream,
+            input: Vec::new(),
+            output: Vec::new(),
+            written: 0,
+            waiting: None,
+            waiting_keep_alive: false,
+            close_after_write: false,
+            peer_closed: false,
+            request_started: None,
+            continue_sent: false,
+            last_active: Instant::now(),
+            writable_interest: false,
+        }
+    }
+
+    pub(super) fn is_idle(&self) -> bool {
+        self.waiting.is_none() && self.input.is_empty() && self.written == self.output.len()
+    }
+
+    /// Parses and answers the buffered requests, in order, until one waits
+    /// for a later answer, the input runs out or the connection must close.
+    pub(super) fn answer_buffered(
+        &mut self,
+        max_body_bytes: u64,
+        stopping: bool,
+        mut handle: impl FnMut(Request) -> Answer,
+    ) {
+        while self.waiting.is_none() && !self.close_after_write && !self.input.is_empty() {
+            match parse(&self.input, max_body_bytes) {
+                Parsed::Partial { continue_wanted } => {
+                    self.request_started.get_or_insert_with(Instant::now);
+                    if continue_wanted && !self.continue_sent {
+                        self.output
+                            .extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+                        self.continue_sent = true;
+                    }
+                    return;
+                }
+                Parsed::Reject(response) => {
+                    response.write_to(&mut self.output, false);
+                    self.close_after_write = true;
+                    self.input.clear();
+                }
+                Parsed::Complete(request, used) => {
+                    self.input.drain(..used);
+                    self.request_started = None;
+                    self.continue_sent = false;
+                    let keep_alive = request.keep_alive && !stopping;
+                    match handle(request) {
+                        Answer::Now(response) => {
+                            response.write_to(&mut self.output, keep_alive);
+                            self.close_after_write |= !keep_alive;
+                        }
+                        Answer::Later(id) => {
+                            self.waiting = Some(id);
+                            self.waiting_keep_alive = keep_alive;
+                        }
+                        Answer::Failed(response) => {
+                            response.write_to(&mut self.output, false);
+                            self.close_after_write = true;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What became of a request handed to the handler.
+pub(super) enum Answer {
+    /// Answered at once.
+    Now(Response),
+    /// A replier was taken: the answer comes later, with this request id.
+    Later(u64),
+    /// The handler failed (it panicked, or answered neither way): answer
+    /// this and close the connection.
+    Failed(Response),
+}
+
+/// Reads until the socket would block, the peer closed, or the buffer holds
+/// more than any request may be; true when it stopped at that bound.
+pub(super) fn read_into(conn: &mut Conn, chunk: &mut [u8], max_buffer: usize) -> io::Result<bool> {
+    while !conn.peer_closed {
+        if conn.input.len() >= max_buffer {
+            return Ok(true);
+        }
+        match conn.stream.read(chunk) {
+            Ok(0) => conn.peer_closed = true,
+            Ok(n) => {
+                conn.input.extend_from_slice(&chunk[..n]);
+                conn.last_active = Instant::now();
+                if n < chunk.len() {
+                    // The socket had no more: skip the read that would say
+                    // so. Bytes arriving later raise a new (edge) event.
+                    return Ok(false);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(false)
+}
+
+pub(super) fn write_out(conn: &mut Conn) -> io::Result<()> {
+    while conn.written < conn.output.len() {
+        match conn.stream.write(&conn.output[conn.written..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                conn.written += n;
+                conn.last_active = Instant::now();
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
