@@ -26,27 +26,9 @@ impl Core {
         if self.running_count >= self.grant.concurrency {
             return None;
         }
-        let sink_concurrency = u64::from(self.dispatch.sink_concurrency);
         for _ in 0..self.tenant_ring.len() {
             let tenant_id = self.tenant_ring.pop_front().expect("counted");
-            let tenant = self
-                .tenants
-                .get_mut(&tenant_id)
-                .expect("a ring tenant has state");
-            if tenant.running >= u64::from(tenant.limits.concurrency) {
-                self.tenant_ring.push_back(tenant_id);
-                continue;
-            }
-            let mut found = None;
-            for _ in 0..tenant.key_ring.len() {
-                let key = tenant.key_ring.pop_front().expect("counted");
-                if self.keys[&key].running < sink_concurrency {
-                    found = Some(key);
-                    break;
-                }
-                tenant.key_ring.push_back(key);
-            }
-            let Some(key) = found else {
+            let Some(key) = self.key_with_room(&tenant_id) else {
                 self.tenant_ring.push_back(tenant_id);
                 continue;
             };
@@ -61,38 +43,9 @@ impl Core {
                     continue;
                 }
             };
-            let tenant = self
-                .tenants
-                .get_mut(&tenant_id)
-                .expect("a ring tenant has state");
-            let key_state = self.keys.get_mut(&key).expect("a ring key has state");
-            let row = key_state
-                .queue
-                .pop_front()
-                .expect("a ring key has queued rows");
-            // Nothing is retried past its horizon, however long it queued.
-            let first_attempt_at_ms = self.claims[&row].fields.first_attempt_at_ms;
-            let past_horizon =
-                first_attempt_at_ms != 0 && now_ms >= self.retry.horizon_ms(first_attempt_at_ms);
-            if !past_horizon {
-                key_state.running += 1;
-                tenant.running += 1;
-            }
-            if !key_state.queue.is_empty() {
-                tenant.key_ring.push_back(key);
-            }
-            if !tenant.key_ring.is_empty() {
-                self.tenant_ring.push_back(tenant_id);
-            }
-            if past_horizon {
-                let claim = self.claims.remove(&row).expect("a queued row has a claim");
-                self.release(&claim);
-                let reason = DeadReason::RetryHorizon {
-                    sink_type: claim.fields.sink_type.clone(),
-                };
-                self.dead(now_ms, row, claim.fields, reason);
+            let Some(row) = self.take_queued(now_ms, tenant_id, key) else {
                 continue;
-            }
+            };
             let job = self.start(now_ms, row);
             if probe {
                 self.breakers
@@ -102,6 +55,67 @@ impl Core {
             }
             return Some(job);
         }
+        None
+    }
+
+    /// The tenant's next key in ring order with a free slot, taken out of
+    /// the ring; `None` when the tenant is at its concurrency or none of
+    /// its keys has room.
+    fn key_with_room(&mut self, tenant_id: &TenantId) -> Option<SinkKey> {
+        let sink_concurrency = u64::from(self.dispatch.sink_concurrency);
+        let tenant = self
+            .tenants
+            .get_mut(tenant_id)
+            .expect("a ring tenant has state");
+        if tenant.running >= u64::from(tenant.limits.concurrency) {
+            return None;
+        }
+        for _ in 0..tenant.key_ring.len() {
+            let key = tenant.key_ring.pop_front().expect("counted");
+            if self.keys[&key].running < sink_concurrency {
+                return Some(key);
+            }
+            tenant.key_ring.push_back(key);
+        }
+        None
+    }
+
+    /// Takes the next row queued on `key` to start it, and puts the key
+    /// and the tenant back in their rings while they have rows queued. A
+    /// row past its retry horizon is dead-lettered instead (`None`):
+    /// nothing is retried past its horizon, however long it queued.
+    fn take_queued(&mut self, now_ms: u64, tenant_id: TenantId, key: SinkKey) -> Option<RowId> {
+        let tenant = self
+            .tenants
+            .get_mut(&tenant_id)
+            .expect("a ring tenant has state");
+        let key_state = self.keys.get_mut(&key).expect("a ring key has state");
+        let row = key_state
+            .queue
+            .pop_front()
+            .expect("a ring key has queued rows");
+        let first_attempt_at_ms = self.claims[&row].fields.first_attempt_at_ms;
+        let past_horizon =
+            first_attempt_at_ms != 0 && now_ms >= self.retry.horizon_ms(first_attempt_at_ms);
+        if !past_horizon {
+            key_state.running += 1;
+            tenant.running += 1;
+        }
+        if !key_state.queue.is_empty() {
+            tenant.key_ring.push_back(key);
+        }
+        if !tenant.key_ring.is_empty() {
+            self.tenant_ring.push_back(tenant_id);
+        }
+        if !past_horizon {
+            return Some(row);
+        }
+        let claim = self.claims.remove(&row).expect("a queued row has a claim");
+        self.release(&claim);
+        let reason = DeadReason::RetryHorizon {
+            sink_type: claim.fields.sink_type.clone(),
+        };
+        self.dead(now_ms, row, claim.fields, reason);
         None
     }
 

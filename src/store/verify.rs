@@ -9,6 +9,7 @@ use super::keys::{is_hook_key, parse_row_key, parse_timed_key, u64_at};
 use super::record::{decode_hook, decode_row, RowStatus};
 use super::{DataDirLock, ShardStore, StoreError, TenantTable};
 use crate::core::RowId;
+use heed::RoTxn;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -64,6 +65,12 @@ pub fn verify_data_dir(data_dir: &Path, shard_count: usize) -> Result<Vec<Verifi
         .collect()
 }
 
+/// Where the indexes put each row.
+type Places = BTreeMap<RowId, Vec<Place>>;
+
+/// The decoded status of each row record (`None`: it does not decode).
+type Rows = BTreeMap<RowId, Option<RowStatus>>;
+
 impl ShardStore {
     /// Checks the shard's invariants in one read transaction (run it with
     /// no engine on the directory: a running shard's open write batch is
@@ -72,63 +79,8 @@ impl ShardStore {
         let tenants = TenantTable::load(self)?;
         let rtxn = self.env.read_txn()?;
         let mut out = Verified::default();
-        let mut places: BTreeMap<RowId, Vec<Place>> = BTreeMap::new();
-        // The value each index holds: a due key's size (u64), nothing for a
-        // dead key, an in-flight marker's tenant and size (u32, u64).
-        for (db, place, name, value_bytes) in [
-            (&self.due, Place::Due, "due", 8),
-            (&self.dead, Place::Dead, "dead", 0),
-        ] {
-            for item in db.iter(&rtxn)? {
-                let (k, v) = item?;
-                let Some((tenant_no, _, row)) = parse_timed_key(k) else {
-                    out.problem(format!("a {name} key of {} bytes", k.len()));
-                    continue;
-                };
-                if tenants.names().get(tenant_no as usize).is_none() {
-                    out.problem(format!("the {name} key of row {row} names no known tenant"));
-                }
-                if v.len() != value_bytes {
-                    out.problem(format!(
-                        "the {name} value of row {row} is {} bytes, not {value_bytes}",
-                        v.len()
-                    ));
-                }
-                out.count(place);
-                places.entry(row).or_default().push(place);
-            }
-        }
-        for item in self.inflight.iter(&rtxn)? {
-            let (k, v) = item?;
-            let Some(row) = parse_row_key(k) else {
-                out.problem(format!("an in-flight key of {} bytes", k.len()));
-                continue;
-            };
-            if v.len() != 12 {
-                out.problem(format!(
-                    "the in-flight value of row {row} is {} bytes, not 12",
-                    v.len()
-                ));
-            }
-            out.count(Place::InFlight);
-            places.entry(row).or_default().push(Place::InFlight);
-        }
-        let mut hooks = BTreeSet::new();
-        let mut rows: BTreeMap<RowId, Option<RowStatus>> = BTreeMap::new();
-        for item in self.records.iter(&rtxn)? {
-            let (k, v) = item?;
-            if is_hook_key(k) {
-                let seq = u64_at(k, 0);
-                if decode_hook(seq, v).is_err() {
-                    out.problem(format!("hook {seq} does not decode"));
-                }
-                hooks.insert(seq);
-            } else if let Some(row) = parse_row_key(k) {
-                rows.insert(row, decode_row(v).ok().map(|r| r.status));
-            } else {
-                out.problem(format!("a record key of {} bytes", k.len()));
-            }
-        }
+        let places = self.index_places(&rtxn, &tenants, &mut out)?;
+        let (hooks, rows) = self.records(&rtxn, &mut out)?;
         out.hooks = hooks.len() as u64;
         for (row, status) in &rows {
             let found = places.get(row).map(Vec::as_slice).unwrap_or_default();
@@ -157,6 +109,83 @@ impl ShardStore {
             out.problem(format!("hook {seq} has no rows left"));
         }
         Ok(out)
+    }
+
+    /// Reads the three indexes, counting their entries and naming the ones
+    /// that do not decode.
+    fn index_places(
+        &self,
+        rtxn: &RoTxn,
+        tenants: &TenantTable,
+        out: &mut Verified,
+    ) -> Result<Places, StoreError> {
+        let mut places = Places::new();
+        // The value each index holds: a due key's size (u64), nothing for a
+        // dead key, an in-flight marker's tenant and size (u32, u64).
+        for (db, place, name, value_bytes) in [
+            (&self.due, Place::Due, "due", 8),
+            (&self.dead, Place::Dead, "dead", 0),
+        ] {
+            for item in db.iter(rtxn)? {
+                let (k, v) = item?;
+                let Some((tenant_no, _, row)) = parse_timed_key(k) else {
+                    out.problem(format!("a {name} key of {} bytes", k.len()));
+                    continue;
+                };
+                if tenants.names().get(tenant_no as usize).is_none() {
+                    out.problem(format!("the {name} key of row {row} names no known tenant"));
+                }
+                if v.len() != value_bytes {
+                    out.problem(format!(
+                        "the {name} value of row {row} is {} bytes, not {value_bytes}",
+                        v.len()
+                    ));
+                }
+                out.count(place);
+                places.entry(row).or_default().push(place);
+            }
+        }
+        for item in self.inflight.iter(rtxn)? {
+            let (k, v) = item?;
+            let Some(row) = parse_row_key(k) else {
+                out.problem(format!("an in-flight key of {} bytes", k.len()));
+                continue;
+            };
+            if v.len() != 12 {
+                out.problem(format!(
+                    "the in-flight value of row {row} is {} bytes, not 12",
+                    v.len()
+                ));
+            }
+            out.count(Place::InFlight);
+            places.entry(row).or_default().push(Place::InFlight);
+        }
+        Ok(places)
+    }
+
+    /// Reads the hook and row records, naming the ones that do not decode.
+    fn records(
+        &self,
+        rtxn: &RoTxn,
+        out: &mut Verified,
+    ) -> Result<(BTreeSet<u64>, Rows), StoreError> {
+        let mut hooks = BTreeSet::new();
+        let mut rows = Rows::new();
+        for item in self.records.iter(rtxn)? {
+            let (k, v) = item?;
+            if is_hook_key(k) {
+                let seq = u64_at(k, 0);
+                if decode_hook(seq, v).is_err() {
+                    out.problem(format!("hook {seq} does not decode"));
+                }
+                hooks.insert(seq);
+            } else if let Some(row) = parse_row_key(k) {
+                rows.insert(row, decode_row(v).ok().map(|r| r.status));
+            } else {
+                out.problem(format!("a record key of {} bytes", k.len()));
+            }
+        }
+        Ok((hooks, rows))
     }
 }
 
