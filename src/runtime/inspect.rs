@@ -6,9 +6,9 @@
 use super::engine::{Engine, Unavailable};
 use super::latency::LatencySnapshot;
 use super::shard::ShardInput;
-use super::step::ReviveStep;
 use super::wall_ms;
 use crate::core::{TenantId, TenantStats};
+use crate::store::ReviveStep;
 use crate::store::{DeadFilter, DeadItem, DeadPosition, Revived, StoreError};
 use std::sync::Arc;
 use std::time::Duration;

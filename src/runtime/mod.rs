@@ -15,10 +15,10 @@ mod restart;
 pub mod shard;
 pub mod step;
 
+pub use crate::store::ReviveStep;
 pub use clock::wall_ms;
 pub use engine::{CommitError, Engine, NewHook, OpenError, Pressure, Unavailable};
 pub use inspect::{Replayed, ShardTenants};
 pub use open::EngineBuilder;
 pub use shard::ShardStats;
-pub use step::ReviveStep;
 pub use step::{NewRows, ShardState, StepOutput};

@@ -15,13 +15,14 @@ use super::engine::CommitError;
 use super::pool::IoPool;
 use super::reply::CommitReply;
 use super::restart::Restarts;
-use super::step::{NewRows, ReviveStep, ShardState, StepOutput};
+use super::step::{NewRows, ShardState, StepOutput};
 use crate::config::DispatchConfig;
 use crate::core::{AttemptResult, Catalog, Core, Grant, Job, JobId, TenantStats};
 use crate::limits::{
     GROUP_COMMIT_LINGER_US, MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS,
     SHUTDOWN_GRACE_MS,
 };
+use crate::store::ReviveStep;
 use crate::store::{Revived, ShardStore, StoreError};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::collections::VecDeque;

@@ -24,7 +24,7 @@ use crate::config::DispatchConfig;
 use crate::core::{AttemptResult, Catalog, Core, Grant, Job, JobId, RowId};
 use crate::limits::{MAX_UNFLUSHED_OPS, OUTCOME_FLUSH_MS, REPLAY_SCAN_BUDGET, STORE_RETRY_MS};
 use crate::store::{
-    self, DeadFilter, Hook, Revived, RowRecord, ShardStore, StoreError, TenantTable, TxnIndex,
+    self, Hook, ReviveStep, Revived, RowRecord, ShardStore, StoreError, TenantTable, TxnIndex,
 };
 use heed::RwTxn;
 use std::sync::Arc;
@@ -35,16 +35,6 @@ pub struct NewRows {
     /// The hook; its `seq` is assigned by the shard.
     pub hook: Hook,
     pub sink_types: Vec<Arc<str>>,
-}
-
-/// One replay step for a shard: revive up to `max_rows` rows matching
-/// `filter`, tagged `replay`, starting after `cursor`.
-#[derive(Debug, Clone)]
-pub struct ReviveStep {
-    pub replay: Arc<str>,
-    pub filter: DeadFilter,
-    pub cursor: Option<Vec<u8>>,
-    pub max_rows: u64,
 }
 
 /// What one iteration produced besides the attempts it started.
@@ -165,17 +155,8 @@ impl<'s> ShardState<'s> {
     /// due now and the core scans for them. Committed, so the counts are durable.
     pub fn revive(&mut self, now_ms: u64, step: &ReviveStep) -> Result<Revived, Arc<StoreError>> {
         self.write_now(now_ms, |store, txn, tenants, core| {
-            let revived = store::dead::revive(
-                store,
-                txn,
-                tenants,
-                &step.filter,
-                &step.replay,
-                step.cursor.as_deref(),
-                step.max_rows,
-                REPLAY_SCAN_BUDGET,
-                now_ms,
-            )?;
+            let revived =
+                store::dead::revive(store, txn, tenants, step, REPLAY_SCAN_BUDGET, now_ms)?;
             if revived.moved > 0 {
                 core.handle_committed();
             }

@@ -284,22 +284,35 @@ impl ShardStore {
     }
 }
 
+/// One replay step for a shard: revive up to `max_rows` rows matching
+/// `filter`, tagged `replay`, starting after `cursor`.
+#[derive(Debug, Clone)]
+pub struct ReviveStep {
+    pub replay: Arc<str>,
+    pub filter: DeadFilter,
+    pub cursor: Option<Vec<u8>>,
+    pub max_rows: u64,
+}
+
 /// One replay step in a shard, inside its write transaction: moves up to
-/// `max_rows` dead rows matching `filter` back to due at `now_ms`, with
-/// attempts reset and tagged with `replay`, examining at most `budget` dead
-/// keys after `cursor`. Rows that do not decode stay dead.
-#[allow(clippy::too_many_arguments)]
+/// `step.max_rows` dead rows matching its filter back to due at `now_ms`,
+/// with attempts reset and tagged with its replay, examining at most
+/// `budget` dead keys after its cursor. Rows that do not decode stay dead.
 pub fn revive(
     store: &ShardStore,
     wtxn: &mut RwTxn,
     tenants: &TenantTable,
-    filter: &DeadFilter,
-    replay: &Arc<str>,
-    cursor: Option<&[u8]>,
-    max_rows: u64,
+    step: &ReviveStep,
     budget: usize,
     now_ms: u64,
 ) -> Result<Revived, StoreError> {
+    let ReviveStep {
+        replay,
+        filter,
+        cursor,
+        max_rows,
+    } = step;
+    let (cursor, max_rows) = (cursor.as_deref(), *max_rows);
     let mut moves = Vec::new();
     let mut last: Option<Vec<u8>> = None;
     let mut examined = 0;

@@ -66,7 +66,7 @@ mod tenants;
 mod verify;
 pub(crate) mod write;
 
-pub use dead::{DeadFilter, DeadItem, DeadPosition, Revived};
+pub use dead::{DeadFilter, DeadItem, DeadPosition, ReviveStep, Revived};
 pub use index::TxnIndex;
 pub use lock::DataDirLock;
 pub use record::{CorruptRecord, Hook, RowRecord, RowStatus};
