@@ -7,7 +7,7 @@ use crate::config::{Config, SinkConfig, SourceConfig};
 use crate::runtime::{Engine, NewHook};
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +28,16 @@ struct Tally {
     delivered: BTreeMap<String, u64>,
 }
 
+impl Tally {
+    fn record(&mut self, tenant: &str, latency_us: u64) {
+        self.latency_us
+            .entry(tenant.to_string())
+            .or_insert_with(|| Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid bounds"))
+            .saturating_record(latency_us);
+        *self.delivered.entry(tenant.to_string()).or_default() += 1;
+    }
+}
+
 const COMMITTED_HEADER: &str = "x-demo-committed-us";
 
 const TENANTS: [(&str, &[&str]); 4] = [
@@ -40,62 +50,104 @@ const TENANTS: [(&str, &[&str]); 4] = [
 pub fn run(options: &DemoOptions) -> Result<(), Box<dyn std::error::Error>> {
     let tally = Arc::new(Mutex::new(Tally::default()));
     let started = Instant::now();
-    let record = |tally: Arc<Mutex<Tally>>| {
-        move |r: &super::receiver::Received| {
-            let committed_us: Option<u64> = r.header(COMMITTED_HEADER).and_then(|v| v.parse().ok());
-            if let (Some(committed_us), Some(tenant)) = (committed_us, r.header("x-goad-tenant")) {
-                let us = (started.elapsed().as_micros() as u64).saturating_sub(committed_us);
-                let mut t = tally.lock();
-                t.latency_us
-                    .entry(tenant.to_string())
-                    .or_insert_with(|| {
-                        Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid bounds")
-                    })
-                    .saturating_record(us);
-                *t.delivered.entry(tenant.to_string()).or_default() += 1;
-            }
-        }
-    };
-    let flaky_n = AtomicU64::new(0);
-    let (fast_tally, flaky_tally, slow_tally) = (
-        record(tally.clone()),
-        record(tally.clone()),
-        record(tally.clone()),
-    );
-    let fast = Receiver::start_with(
-        move |r| {
-            fast_tally(r);
-            Reply::status(200)
-        },
-        false,
-    )?;
-    let flaky = Receiver::start_with(
-        move |r| {
-            if flaky_n.fetch_add(1, Ordering::Relaxed).is_multiple_of(5) {
-                return Reply::status(503);
-            }
-            flaky_tally(r);
-            Reply::status(200)
-        },
-        false,
-    )?;
-    let slow = Receiver::start_with(
-        move |r| {
-            slow_tally(r);
-            Reply::status(200).delayed(Duration::from_millis(20))
-        },
-        false,
-    )?;
-    let urls: HashMap<&str, String> = [
-        ("fast", fast.url("/hooks")),
-        ("flaky", flaky.url("/hooks")),
-        ("slow", slow.url("/hooks")),
-    ]
-    .into();
-
+    let receivers = Receivers::start(&tally, started)?;
     let data = tempfile::tempdir()?;
+    let config = demo_config(data.path(), &receivers);
+    let rows_total: u64 = (0..options.hooks)
+        .map(|i| TENANTS[(i % 4) as usize].1.len() as u64)
+        .sum();
+    println!("goad demo: {} hooks from {} committers, {} tenants, receivers fast / flaky (1 in 5 fails) / slow (20 ms)", options.hooks, options.committers, TENANTS.len());
+    println!(
+        "data directory {} ({} shards)",
+        data.path().display(),
+        config.shard_count()
+    );
+    let engine = Engine::open(config)?;
+    std::thread::scope(|scope| {
+        scope.spawn(|| commit_all(&engine, options, started));
+        scope.spawn(|| progress(&engine, rows_total, started));
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while settled(&engine) < rows_total && Instant::now() < deadline {
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+    let elapsed = started.elapsed();
+    print_summary(&engine, &tally.lock(), elapsed);
+    engine.shutdown();
+    Ok(())
+}
+
+/// The three loopback receivers; each records what it accepts in the tally.
+struct Receivers {
+    fast: Receiver,
+    flaky: Receiver,
+    slow: Receiver,
+}
+
+impl Receivers {
+    fn start(tally: &Arc<Mutex<Tally>>, started: Instant) -> std::io::Result<Receivers> {
+        let record = |tally: Arc<Mutex<Tally>>| {
+            move |r: &super::receiver::Received| {
+                let committed_us: Option<u64> =
+                    r.header(COMMITTED_HEADER).and_then(|v| v.parse().ok());
+                if let (Some(committed_us), Some(tenant)) =
+                    (committed_us, r.header("x-goad-tenant"))
+                {
+                    let us = (started.elapsed().as_micros() as u64).saturating_sub(committed_us);
+                    tally.lock().record(tenant, us);
+                }
+            }
+        };
+        let (fast_tally, flaky_tally, slow_tally) = (
+            record(tally.clone()),
+            record(tally.clone()),
+            record(tally.clone()),
+        );
+        let flaky_n = AtomicU64::new(0);
+        Ok(Receivers {
+            fast: Receiver::start_with(
+                move |r| {
+                    fast_tally(r);
+                    Reply::status(200)
+                },
+                false,
+            )?,
+            flaky: Receiver::start_with(
+                move |r| {
+                    if flaky_n.fetch_add(1, Ordering::Relaxed).is_multiple_of(5) {
+                        return Reply::status(503);
+                    }
+                    flaky_tally(r);
+                    Reply::status(200)
+                },
+                false,
+            )?,
+            slow: Receiver::start_with(
+                move |r| {
+                    slow_tally(r);
+                    Reply::status(200).delayed(Duration::from_millis(20))
+                },
+                false,
+            )?,
+        })
+    }
+
+    fn url(&self, name: &str) -> String {
+        match name {
+            "fast" => &self.fast,
+            "flaky" => &self.flaky,
+            "slow" => &self.slow,
+            _ => unreachable!("the demo's receivers are fast, flaky and slow"),
+        }
+        .url("/hooks")
+    }
+}
+
+/// The engine's config: goad's defaults, shorter backoffs, one source per
+/// tenant with the sinks of `TENANTS`.
+fn demo_config(data_dir: &std::path::Path, receivers: &Receivers) -> Config {
     let mut config = Config {
-        data_dir: data.path().to_path_buf(),
+        data_dir: data_dir.to_path_buf(),
         ..Config::default()
     };
     config.retry.base_ms = 50;
@@ -108,20 +160,16 @@ pub fn run(options: &DemoOptions) -> Result<(), Box<dyn std::error::Error>> {
             forward_headers: None,
             sinks: sinks
                 .iter()
-                .map(|s| SinkConfig::http(urls[s].clone()))
+                .map(|s| SinkConfig::http(receivers.url(s)))
                 .collect(),
         });
     }
-    let rows_total: u64 = (0..options.hooks)
-        .map(|i| TENANTS[(i % 4) as usize].1.len() as u64)
-        .sum();
-    println!("goad demo: {} hooks from {} committers, {} tenants, receivers fast / flaky (1 in 5 fails) / slow (20 ms)", options.hooks, options.committers, TENANTS.len());
-    println!(
-        "data directory {} ({} shards)",
-        data.path().display(),
-        config.shard_count()
-    );
-    let engine = Engine::open(config)?;
+    config
+}
+
+/// Commits the demo's hooks from `options.committers` threads, round robin
+/// over the tenants, each stamped with the instant its commit started.
+fn commit_all(engine: &Engine, options: &DemoOptions, started: Instant) {
     let next = AtomicU64::new(0);
     let body = vec![b'x'; options.body_bytes];
     std::thread::scope(|scope| {
@@ -142,16 +190,7 @@ pub fn run(options: &DemoOptions) -> Result<(), Box<dyn std::error::Error>> {
                 }
             });
         }
-        scope.spawn(|| progress(&engine, rows_total, started));
     });
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while settled(&engine) < rows_total && Instant::now() < deadline {
-        std::thread::park_timeout(Duration::from_millis(20));
-    }
-    let elapsed = started.elapsed();
-    print_summary(&engine, &tally.lock(), elapsed);
-    engine.shutdown();
-    Ok(())
 }
 
 fn settled(engine: &Engine) -> u64 {
