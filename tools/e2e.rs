@@ -41,11 +41,27 @@ fn main() {
     println!("raw ureq      {connections:>3} connections: {raw:>9.0} requests/s");
 
     let dir = tempfile::tempdir().expect("tempdir");
+    let engine = Engine::open(config(dir.path(), &url, connections)).expect("engine");
+    let run = GoadRun::measure(&engine, &receiver, committers, seconds, &body);
+    run.report(committers, connections, raw);
+    let latency = engine.attempt_latency();
+    let attempt_us = latency.sum_ms * 1_000.0 / latency.count().max(1) as f64;
+    // Each of the sink's `connections` slots turns over once per delivery:
+    // compare the time a slot is held with the time the attempt itself took.
+    println!(
+        "per slot: {:.0} µs per delivery, of which the attempt took {attempt_us:.0} µs",
+        connections as f64 * 1e6 / run.rate()
+    );
+    run.report_cpu(raw, raw_cpu_us);
+    engine.shutdown();
+}
+
+/// One tenant whose one HTTP sink may use every connection.
+fn config(data_dir: &std::path::Path, url: &str, connections: u32) -> Config {
     let mut config = Config {
-        data_dir: dir.path().to_path_buf(),
+        data_dir: data_dir.to_path_buf(),
         ..Config::default()
     };
-    // One tenant, one sink: let the tenant use every connection.
     config.dispatch.concurrency = config.dispatch.concurrency.max(connections);
     config.dispatch.sink_concurrency = connections;
     let limits = goad::config::TenantLimitsConfig {
@@ -58,96 +74,140 @@ fn main() {
         tenant: "load".into(),
         ingest_token_env: None,
         forward_headers: None,
-        sinks: vec![SinkConfig::http(url.clone())],
+        sinks: vec![SinkConfig::http(url.to_string())],
     });
-    let engine = Engine::open(config).expect("engine");
-    let before = receiver.ok_count();
-    let stop = AtomicBool::new(false);
-    let committed = AtomicU64::new(0);
-    let cpu_at_start = process_cpu_s();
-    let mut commit_us = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
-    let start = Instant::now();
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..committers)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
-                    while !stop.load(Ordering::Relaxed) {
-                        let t = Instant::now();
-                        engine
-                            .commit(NewHook::new("load", body.clone()))
-                            .expect("commit");
-                        h.saturating_record(t.elapsed().as_micros() as u64);
-                        committed.fetch_add(1, Ordering::Relaxed);
-                    }
-                    h
-                })
+    config
+}
+
+/// What the goad phase measured: commits for `seconds`, then the drain.
+struct GoadRun {
+    committed: u64,
+    commit_us: Histogram<u64>,
+    commit_elapsed: Duration,
+    delivered_while_committing: u64,
+    delivered: u64,
+    elapsed: Duration,
+    cpu_at_start: f64,
+    cpu_at_commits_end: f64,
+    cpu_at_end: f64,
+    threads_at_commits_end: BTreeMap<&'static str, f64>,
+    threads_at_end: BTreeMap<&'static str, f64>,
+}
+
+impl GoadRun {
+    fn measure(
+        engine: &Engine,
+        receiver: &Receiver,
+        committers: usize,
+        seconds: u64,
+        body: &[u8],
+    ) -> GoadRun {
+        let before = receiver.ok_count();
+        let stop = AtomicBool::new(false);
+        let cpu_at_start = process_cpu_s();
+        let mut commit_us = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+        let start = Instant::now();
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..committers)
+                .map(|_| s.spawn(|| commit_until(engine, &stop, body)))
+                .collect();
+            std::thread::park_timeout(Duration::from_secs(seconds));
+            stop.store(true, Ordering::Relaxed);
+            for h in handles {
+                commit_us.add(h.join().unwrap()).unwrap();
+            }
+        });
+        let commit_elapsed = start.elapsed();
+        let delivered_while_committing = receiver.ok_count() - before;
+        let cpu_at_commits_end = process_cpu_s();
+        let threads_at_commits_end = thread_cpu_s();
+        let committed = commit_us.len();
+        while receiver.ok_count() - before < committed
+            && start.elapsed() < Duration::from_secs(seconds * 10 + 30)
+        {
+            std::thread::park_timeout(Duration::from_millis(5));
+        }
+        GoadRun {
+            committed,
+            commit_us,
+            commit_elapsed,
+            delivered_while_committing,
+            delivered: receiver.ok_count() - before,
+            elapsed: start.elapsed(),
+            cpu_at_start,
+            cpu_at_commits_end,
+            cpu_at_end: process_cpu_s(),
+            threads_at_commits_end,
+            threads_at_end: thread_cpu_s(),
+        }
+    }
+
+    /// Deliveries per second from the first commit to the last delivery.
+    fn rate(&self) -> f64 {
+        self.delivered as f64 / self.elapsed.as_secs_f64()
+    }
+
+    fn report(&self, committers: usize, connections: u32, raw: f64) {
+        let ms = |q: f64| self.commit_us.value_at_quantile(q) as f64 / 1000.0;
+        println!("goad commits  {committers:>3} committers:  {:>9.0} commits/s (p50 {:.2} ms, p99 {:.2} ms per durable commit)", self.committed as f64 / self.commit_elapsed.as_secs_f64(), ms(0.5), ms(0.99));
+        println!("goad delivery {connections:>3} connections: {:>9.0} deliveries/s ({} of {} in {:.2} s)", self.rate(), self.delivered, self.committed, self.elapsed.as_secs_f64());
+        println!(
+            "              of which {:>9.0} deliveries/s while committing, {:.0} deliveries/s after",
+            self.delivered_while_committing as f64 / self.commit_elapsed.as_secs_f64(),
+            (self.delivered - self.delivered_while_committing) as f64
+                / (self.elapsed - self.commit_elapsed).as_secs_f64().max(1e-3)
+        );
+        println!("ratio goad / raw: {:.2}", self.rate() / raw);
+    }
+
+    /// The CPU per raw request, per delivery (after the commits, also by
+    /// thread role) and per commit, and the ceiling they set.
+    fn report_cpu(&self, raw: f64, raw_cpu_us: f64) {
+        let drained = (self.delivered - self.delivered_while_committing).max(1) as f64;
+        let delivery_cpu_us = (self.cpu_at_end - self.cpu_at_commits_end) * 1e6 / drained;
+        let commit_cpu_us = ((self.cpu_at_commits_end - self.cpu_at_start) * 1e6
+            - self.delivered_while_committing as f64 * delivery_cpu_us)
+            / self.committed.max(1) as f64;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let ceiling = cores as f64 * 1e6 / (commit_cpu_us + delivery_cpu_us);
+        println!(
+            "CPU of this process: {raw_cpu_us:.0} µs per raw request; goad {delivery_cpu_us:.0} µs per delivery, {commit_cpu_us:.0} µs per commit"
+        );
+        let per_role: Vec<String> = self
+            .threads_at_end
+            .iter()
+            .map(|(role, end_s)| {
+                let start_s = self
+                    .threads_at_commits_end
+                    .get(role)
+                    .copied()
+                    .unwrap_or(0.0);
+                format!("{role} {:.0} µs", (end_s - start_s) * 1e6 / drained)
             })
             .collect();
-        std::thread::park_timeout(Duration::from_secs(seconds));
-        stop.store(true, Ordering::Relaxed);
-        for h in handles {
-            commit_us.add(h.join().unwrap()).unwrap();
-        }
-    });
-    let commit_elapsed = start.elapsed();
-    let delivered_while_committing = receiver.ok_count() - before;
-    let cpu_at_commits_end = process_cpu_s();
-    let threads_at_commits_end = thread_cpu_s();
-    let total = committed.load(Ordering::Relaxed);
-    while receiver.ok_count() - before < total
-        && start.elapsed() < Duration::from_secs(seconds * 10 + 30)
-    {
-        std::thread::park_timeout(Duration::from_millis(5));
+        println!(
+            "  a delivery after the commits, by thread: {}",
+            per_role.join(", ")
+        );
+        println!(
+            "ceiling at those costs, committing and delivering alike on {cores} cores: {ceiling:.0}/s ({:.2} × raw)",
+            ceiling / raw
+        );
     }
-    let delivered = receiver.ok_count() - before;
-    let elapsed = start.elapsed();
-    let cpu_at_end = process_cpu_s();
-    let threads_at_end = thread_cpu_s();
-    let rate = delivered as f64 / elapsed.as_secs_f64();
-    println!("goad commits  {committers:>3} committers:  {:>9.0} commits/s (p50 {:.2} ms, p99 {:.2} ms per durable commit)", total as f64 / commit_elapsed.as_secs_f64(), commit_us.value_at_quantile(0.5) as f64 / 1000.0, commit_us.value_at_quantile(0.99) as f64 / 1000.0);
-    println!("goad delivery {connections:>3} connections: {rate:>9.0} deliveries/s ({delivered} of {total} in {:.2} s)", elapsed.as_secs_f64());
-    println!(
-        "              of which {:>9.0} deliveries/s while committing, {:.0} deliveries/s after",
-        delivered_while_committing as f64 / commit_elapsed.as_secs_f64(),
-        (delivered - delivered_while_committing) as f64
-            / (elapsed - commit_elapsed).as_secs_f64().max(1e-3)
-    );
-    println!("ratio goad / raw: {:.2}", rate / raw);
-    // Each of the sink's `connections` slots turns over once per delivery:
-    // compare the time a slot is held with the time the attempt itself took.
-    let latency = engine.attempt_latency();
-    let attempt_us = latency.sum_ms * 1_000.0 / latency.count().max(1) as f64;
-    println!(
-        "per slot: {:.0} µs per delivery, of which the attempt took {attempt_us:.0} µs",
-        connections as f64 * 1e6 / rate
-    );
-    let drained = (delivered - delivered_while_committing).max(1) as f64;
-    let delivery_cpu_us = (cpu_at_end - cpu_at_commits_end) * 1e6 / drained;
-    let commit_cpu_us = ((cpu_at_commits_end - cpu_at_start) * 1e6
-        - delivered_while_committing as f64 * delivery_cpu_us)
-        / total.max(1) as f64;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let ceiling = cores as f64 * 1e6 / (commit_cpu_us + delivery_cpu_us);
-    println!(
-        "CPU of this process: {raw_cpu_us:.0} µs per raw request; goad {delivery_cpu_us:.0} µs per delivery, {commit_cpu_us:.0} µs per commit"
-    );
-    let per_role: Vec<String> = threads_at_end
-        .iter()
-        .map(|(role, end_s)| {
-            let start_s = threads_at_commits_end.get(role).copied().unwrap_or(0.0);
-            format!("{role} {:.0} µs", (end_s - start_s) * 1e6 / drained)
-        })
-        .collect();
-    println!(
-        "  a delivery after the commits, by thread: {}",
-        per_role.join(", ")
-    );
-    println!(
-        "ceiling at those costs, committing and delivering alike on {cores} cores: {ceiling:.0}/s ({:.2} × raw)",
-        ceiling / raw
-    );
-    engine.shutdown();
+}
+
+/// One committer: commits 1 KiB hooks until told to stop; the latency of
+/// each durable commit.
+fn commit_until(engine: &Engine, stop: &AtomicBool, body: &[u8]) -> Histogram<u64> {
+    let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+    while !stop.load(Ordering::Relaxed) {
+        let t = Instant::now();
+        engine
+            .commit(NewHook::new("load", body.to_vec()))
+            .expect("commit");
+        h.saturating_record(t.elapsed().as_micros() as u64);
+    }
+    h
 }
 
 /// User plus system CPU seconds of this process so far (every thread, also
