@@ -74,33 +74,8 @@ fn histogram() -> Histogram<u64> {
 fn main() {
     let args = Args::parse();
     now_ns();
-    let delivery_us = Arc::new(Mutex::new(histogram()));
-    let delivered = Arc::new(AtomicU64::new(0));
-    let last_delivery_ns = Arc::new(AtomicU64::new(0));
-    let receiver = {
-        let (h, n, last) = (
-            delivery_us.clone(),
-            delivered.clone(),
-            last_delivery_ns.clone(),
-        );
-        Receiver::start_with(
-            move |r| {
-                let at = now_ns();
-                if let Some(sent) = std::str::from_utf8(&r.body[..r.body.len().min(20)])
-                    .ok()
-                    .and_then(|s| s.split(' ').next())
-                    .and_then(|s| s.parse::<u64>().ok())
-                {
-                    h.lock().saturating_record(at.saturating_sub(sent) / 1_000);
-                }
-                n.fetch_add(1, Ordering::Relaxed);
-                last.fetch_max(at, Ordering::Relaxed);
-                Reply::status(200)
-            },
-            false,
-        )
-        .expect("start the receiver")
-    };
+    let deliveries = Arc::new(Deliveries::default());
+    let receiver = deliveries.receiver();
     let dir = tempfile::tempdir().expect("a temporary directory");
     let mut node = start_node(&args, dir.path(), &receiver.url("/hooks"));
     println!(
@@ -116,13 +91,88 @@ fn main() {
         args.tenants,
         node.addr
     );
+    let started_ns = now_ns();
+    let (acked, ack_us, failed) = send_for(&args, node.addr);
+    let sent_s = (now_ns() - started_ns) as f64 / 1e9;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while deliveries.count.load(Ordering::Relaxed) < acked && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let delivered_n = deliveries.count.load(Ordering::Relaxed);
+    let delivery_s = (deliveries.last_ns.load(Ordering::Relaxed) - started_ns) as f64 / 1e9;
+    println!(
+        "ingest:   {acked} hooks acknowledged (202) in {sent_s:.2} s = {:.0} hooks/s; {failed} failed requests",
+        acked as f64 / sent_s,
+    );
+    println!(
+        "delivery: {delivered_n} delivered in {delivery_s:.2} s = {:.0} deliveries/s",
+        delivered_n as f64 / delivery_s
+    );
+    print_percentiles("ingest request to 202 (durable)", &ack_us);
+    let delivery_us = deliveries.latency_us.lock().clone();
+    print_percentiles("ingest request to delivery", &delivery_us);
+    if let Some(path) = &args.plot {
+        match std::fs::write(path, svg(&delivery_us, &args)) {
+            Ok(()) => println!("plot: {}", path.display()),
+            Err(e) => eprintln!("goad-load: cannot write {}: {e}", path.display()),
+        }
+    }
+    node.stop();
+}
+
+/// What the receiver saw: each delivery's latency from its ingest request
+/// (whose send time leads the body), how many, and when the last came.
+struct Deliveries {
+    latency_us: Mutex<Histogram<u64>>,
+    count: AtomicU64,
+    last_ns: AtomicU64,
+}
+
+impl Default for Deliveries {
+    fn default() -> Deliveries {
+        Deliveries {
+            latency_us: Mutex::new(histogram()),
+            count: AtomicU64::new(0),
+            last_ns: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Deliveries {
+    /// A loopback receiver answering 200 that records into `self`.
+    fn receiver(self: &Arc<Deliveries>) -> Receiver {
+        let deliveries = self.clone();
+        Receiver::start_with(
+            move |r| {
+                let at = now_ns();
+                if let Some(sent) = std::str::from_utf8(&r.body[..r.body.len().min(20)])
+                    .ok()
+                    .and_then(|s| s.split(' ').next())
+                    .and_then(|s| s.parse::<u64>().ok())
+                {
+                    deliveries
+                        .latency_us
+                        .lock()
+                        .saturating_record(at.saturating_sub(sent) / 1_000);
+                }
+                deliveries.count.fetch_add(1, Ordering::Relaxed);
+                deliveries.last_ns.fetch_max(at, Ordering::Relaxed);
+                Reply::status(200)
+            },
+            false,
+        )
+        .expect("start the receiver")
+    }
+}
+
+/// Posts from every connection for `args.seconds`: (hooks acknowledged,
+/// their ack latencies in µs, failed requests).
+fn send_for(args: &Args, addr: SocketAddr) -> (u64, Histogram<u64>, u64) {
     let stop = Arc::new(AtomicBool::new(false));
     let failed = Arc::new(AtomicU64::new(0));
-    let started_ns = now_ns();
     let senders: Vec<_> = (0..args.connections)
         .map(|c| {
             let (stop, failed) = (stop.clone(), failed.clone());
-            let addr = node.addr;
             let tenants = args.tenants;
             let body_bytes = args.body_bytes;
             let interval = (args.rate > 0)
@@ -139,32 +189,7 @@ fn main() {
         acked += n;
         ack_us.add(h).expect("same bounds");
     }
-    let sent_s = (now_ns() - started_ns) as f64 / 1e9;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while delivered.load(Ordering::Relaxed) < acked && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let delivered_n = delivered.load(Ordering::Relaxed);
-    let delivery_s = (last_delivery_ns.load(Ordering::Relaxed) - started_ns) as f64 / 1e9;
-    println!(
-        "ingest:   {acked} hooks acknowledged (202) in {sent_s:.2} s = {:.0} hooks/s; {} failed requests",
-        acked as f64 / sent_s,
-        failed.load(Ordering::Relaxed)
-    );
-    println!(
-        "delivery: {delivered_n} delivered in {delivery_s:.2} s = {:.0} deliveries/s",
-        delivered_n as f64 / delivery_s
-    );
-    print_percentiles("ingest request to 202 (durable)", &ack_us);
-    let delivery_us = delivery_us.lock().clone();
-    print_percentiles("ingest request to delivery", &delivery_us);
-    if let Some(path) = &args.plot {
-        match std::fs::write(path, svg(&delivery_us, &args)) {
-            Ok(()) => println!("plot: {}", path.display()),
-            Err(e) => eprintln!("goad-load: cannot write {}: {e}", path.display()),
-        }
-    }
-    node.stop();
+    (acked, ack_us, failed.load(Ordering::Relaxed))
 }
 
 /// One connection's loop: post hooks until told to stop; (acknowledged,
