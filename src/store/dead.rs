@@ -306,44 +306,7 @@ pub fn revive(
     budget: usize,
     now_ms: u64,
 ) -> Result<Revived, StoreError> {
-    let ReviveStep {
-        replay,
-        filter,
-        cursor,
-        max_rows,
-    } = step;
-    let (cursor, max_rows) = (cursor.as_deref(), *max_rows);
-    let mut moves = Vec::new();
-    let mut last: Option<Vec<u8>> = None;
-    let mut examined = 0;
-    let mut exhausted = true;
-    'tenants: for (no, tenant) in tenants_of(tenants, filter) {
-        let low = timed_key(no, filter.since_ms, RowId::MIN);
-        let high = timed_key(no, filter.until_ms, RowId::MAX);
-        let start = match cursor {
-            Some(c) if c >= &high[..] => continue,
-            Some(c) if c >= &low[..] => Bound::Excluded(c),
-            _ => Bound::Included(&low[..]),
-        };
-        for entry in store
-            .dead
-            .range(wtxn, &(start, Bound::Included(&high[..])))?
-        {
-            if moves.len() as u64 >= max_rows || examined >= budget {
-                exhausted = false;
-                break 'tenants;
-            }
-            let (k, _) = entry?;
-            examined += 1;
-            last = Some(k.to_vec());
-            let Some(position) = DeadPosition::of_key(0, k) else {
-                continue;
-            };
-            if item(store, wtxn, filter, &tenant, position)?.is_some_and(|i| i.is_decodable()) {
-                moves.push((k.to_vec(), no, position.row));
-            }
-        }
-    }
+    let (moves, last, exhausted) = revivable(store, wtxn, tenants, step, budget)?;
     for (key, no, row) in &moves {
         store.dead.delete(wtxn, key)?;
         let bytes = store
@@ -356,7 +319,7 @@ pub fn revive(
         record.first_attempt_at_ms = 0;
         record.at_ms = now_ms;
         record.error = None;
-        record.replay = Some(replay.clone());
+        record.replay = Some(step.replay.clone());
         store
             .records
             .put(wtxn, &row_key(*row), &encode_row(&record))?;
@@ -367,17 +330,58 @@ pub fn revive(
         )?;
     }
     if !moves.is_empty() {
-        add_replay(
-            store,
-            wtxn,
-            replay,
-            ReplayCounter::Moved,
-            moves.len() as u64,
-        )?;
+        let moved = moves.len() as u64;
+        add_replay(store, wtxn, &step.replay, ReplayCounter::Moved, moved)?;
     }
     Ok(Revived {
         moved: moves.len() as u64,
-        cursor: last.or_else(|| cursor.map(<[u8]>::to_vec)),
+        cursor: last.or_else(|| step.cursor.clone()),
         exhausted,
     })
+}
+
+/// A dead row to revive: its dead key, tenant number and id.
+type Revivable = (Vec<u8>, u32, RowId);
+
+/// The dead rows a step revives (decodable, matching its filter, at most
+/// `max_rows`), the last dead key examined, and whether every matching key
+/// after the cursor was examined within the budget.
+fn revivable(
+    store: &ShardStore,
+    wtxn: &RwTxn,
+    tenants: &TenantTable,
+    step: &ReviveStep,
+    budget: usize,
+) -> Result<(Vec<Revivable>, Option<Vec<u8>>, bool), StoreError> {
+    let (filter, cursor) = (&step.filter, step.cursor.as_deref());
+    let mut moves = Vec::new();
+    let mut last: Option<Vec<u8>> = None;
+    let mut examined = 0;
+    for (no, tenant) in tenants_of(tenants, filter) {
+        let low = timed_key(no, filter.since_ms, RowId::MIN);
+        let high = timed_key(no, filter.until_ms, RowId::MAX);
+        let start = match cursor {
+            Some(c) if c >= &high[..] => continue,
+            Some(c) if c >= &low[..] => Bound::Excluded(c),
+            _ => Bound::Included(&low[..]),
+        };
+        for entry in store
+            .dead
+            .range(wtxn, &(start, Bound::Included(&high[..])))?
+        {
+            if moves.len() as u64 >= step.max_rows || examined >= budget {
+                return Ok((moves, last, false));
+            }
+            let (k, _) = entry?;
+            examined += 1;
+            last = Some(k.to_vec());
+            let Some(position) = DeadPosition::of_key(0, k) else {
+                continue;
+            };
+            if item(store, wtxn, filter, &tenant, position)?.is_some_and(|i| i.is_decodable()) {
+                moves.push((k.to_vec(), no, position.row));
+            }
+        }
+    }
+    Ok((moves, last, true))
 }
