@@ -1,6 +1,6 @@
 //! The rules every config must pass, each naming the dotted key and the value.
 
-use super::{Config, SinkConfig};
+use super::{Config, SinkConfig, TenantLimitsConfig};
 use std::fmt;
 use std::path::PathBuf;
 
@@ -79,6 +79,37 @@ fn at_least<T: PartialOrd + fmt::Debug + Copy>(
     Ok(())
 }
 
+/// A `dispatch.tenants.<id>` entry: a tenant id (or `default`) and
+/// positive limits.
+fn validate_tenant_limits(tenant: &str, limits: &TenantLimitsConfig) -> Result<(), ConfigError> {
+    if tenant != "default" && !is_id(tenant) {
+        return Err(invalid(
+            format!("dispatch.tenants.{tenant}"),
+            "a tenant id of [A-Za-z0-9_-]",
+            tenant,
+        ));
+    }
+    let key = |k: &str| format!("dispatch.tenants.{tenant}.{k}");
+    if let Some(v) = limits.max_inflight {
+        positive(&key("max_inflight"), v)?;
+    }
+    if let Some(v) = limits.max_inflight_bytes {
+        positive(&key("max_inflight_bytes"), v)?;
+    }
+    if let Some(v) = limits.concurrency {
+        positive(&key("concurrency"), v)?;
+    }
+    Ok(())
+}
+
+/// `value` must be 1 or more.
+fn positive<T: PartialOrd + fmt::Debug + Copy + From<u8>>(
+    key: &str,
+    value: T,
+) -> Result<(), ConfigError> {
+    at_least(key, value, T::from(1), "a positive integer")
+}
+
 /// The sink types goad itself provides.
 pub const BUILTIN_SINK_TYPES: &[&str] = &["http"];
 
@@ -117,24 +148,9 @@ impl Config {
                 self.shards,
             ));
         }
-        at_least(
-            "http.read_timeout_ms",
-            self.http.read_timeout_ms,
-            1,
-            "a positive integer",
-        )?;
-        at_least(
-            "http.idle_timeout_ms",
-            self.http.idle_timeout_ms,
-            1,
-            "a positive integer",
-        )?;
-        at_least(
-            "http.max_connections",
-            self.http.max_connections,
-            1,
-            "a positive integer",
-        )?;
+        positive("http.read_timeout_ms", self.http.read_timeout_ms)?;
+        positive("http.idle_timeout_ms", self.http.idle_timeout_ms)?;
+        positive("http.max_connections", self.http.max_connections)?;
         if !(1..=100_000).contains(&self.replay.rate) {
             return Err(invalid(
                 "replay.rate",
@@ -149,31 +165,11 @@ impl Config {
 
     fn validate_dispatch(&self) -> Result<(), ConfigError> {
         let d = &self.dispatch;
-        at_least("dispatch.batch", d.batch, 1, "a positive integer")?;
-        at_least(
-            "dispatch.concurrency",
-            d.concurrency,
-            1,
-            "a positive integer",
-        )?;
-        at_least(
-            "dispatch.max_inflight",
-            d.max_inflight,
-            1,
-            "a positive integer",
-        )?;
-        at_least(
-            "dispatch.max_inflight_bytes",
-            d.max_inflight_bytes,
-            1,
-            "a positive integer",
-        )?;
-        at_least(
-            "dispatch.attempt_timeout_ms",
-            d.attempt_timeout_ms,
-            1,
-            "a positive integer",
-        )?;
+        positive("dispatch.batch", d.batch)?;
+        positive("dispatch.concurrency", d.concurrency)?;
+        positive("dispatch.max_inflight", d.max_inflight)?;
+        positive("dispatch.max_inflight_bytes", d.max_inflight_bytes)?;
+        positive("dispatch.attempt_timeout_ms", d.attempt_timeout_ms)?;
         if d.sink_concurrency < 1 || d.sink_concurrency > d.concurrency {
             let rule = format!(
                 "an integer from 1 to dispatch.concurrency ({})",
@@ -185,12 +181,7 @@ impl Config {
                 d.sink_concurrency,
             ));
         }
-        at_least(
-            "dispatch.breaker_open_ms",
-            d.breaker_open_ms,
-            1,
-            "a positive integer",
-        )?;
+        positive("dispatch.breaker_open_ms", d.breaker_open_ms)?;
         if d.breaker_max_open_ms < d.breaker_open_ms {
             let rule = format!(
                 "an integer >= dispatch.breaker_open_ms ({})",
@@ -203,23 +194,7 @@ impl Config {
             ));
         }
         for (tenant, limits) in &d.tenants {
-            if tenant != "default" && !is_id(tenant) {
-                return Err(invalid(
-                    format!("dispatch.tenants.{tenant}"),
-                    "a tenant id of [A-Za-z0-9_-]",
-                    tenant,
-                ));
-            }
-            let key = |k: &str| format!("dispatch.tenants.{tenant}.{k}");
-            if let Some(v) = limits.max_inflight {
-                at_least(&key("max_inflight"), v, 1, "a positive integer")?;
-            }
-            if let Some(v) = limits.max_inflight_bytes {
-                at_least(&key("max_inflight_bytes"), v, 1, "a positive integer")?;
-            }
-            if let Some(v) = limits.concurrency {
-                at_least(&key("concurrency"), v, 1, "a positive integer")?;
-            }
+            validate_tenant_limits(tenant, limits)?;
         }
         Ok(())
     }
@@ -233,18 +208,8 @@ impl Config {
                 r.max_ms,
             ));
         }
-        at_least(
-            "retry.max_attempts",
-            r.max_attempts,
-            1,
-            "a positive integer",
-        )?;
-        at_least(
-            "retry.max_elapsed_ms",
-            r.max_elapsed_ms,
-            1,
-            "a positive integer",
-        )
+        positive("retry.max_attempts", r.max_attempts)?;
+        positive("retry.max_elapsed_ms", r.max_elapsed_ms)
     }
 
     fn validate_sources(&self, host_sinks: &[&str]) -> Result<(), ConfigError> {
@@ -357,12 +322,7 @@ impl Config {
             }
         }
         if let Some(bytes) = sink.max_response_bytes {
-            at_least(
-                &format!("{at}.max_response_bytes"),
-                bytes,
-                1,
-                "a positive integer",
-            )?;
+            positive(&format!("{at}.max_response_bytes"), bytes)?;
         }
         for (name, value) in &sink.headers {
             if ureq::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
