@@ -306,7 +306,11 @@ pub fn revive(
     budget: usize,
     now_ms: u64,
 ) -> Result<Revived, StoreError> {
-    let (moves, last, exhausted) = revivable(store, wtxn, tenants, step, budget)?;
+    let Revivable {
+        rows: moves,
+        last,
+        exhausted,
+    } = revivable(store, wtxn, tenants, step, budget)?;
     for (key, no, row) in &moves {
         store.dead.delete(wtxn, key)?;
         let bytes = store
@@ -340,19 +344,24 @@ pub fn revive(
     })
 }
 
-/// A dead row to revive: its dead key, tenant number and id.
-type Revivable = (Vec<u8>, u32, RowId);
+/// What a replay step found to revive.
+struct Revivable {
+    /// The dead rows to revive (decodable, matching the filter, at most
+    /// `max_rows`): each one's dead key, tenant number and id.
+    rows: Vec<(Vec<u8>, u32, RowId)>,
+    /// The last dead key examined.
+    last: Option<Vec<u8>>,
+    /// Every matching key after the cursor was examined within the budget.
+    exhausted: bool,
+}
 
-/// The dead rows a step revives (decodable, matching its filter, at most
-/// `max_rows`), the last dead key examined, and whether every matching key
-/// after the cursor was examined within the budget.
 fn revivable(
     store: &ShardStore,
     wtxn: &RwTxn,
     tenants: &TenantTable,
     step: &ReviveStep,
     budget: usize,
-) -> Result<(Vec<Revivable>, Option<Vec<u8>>, bool), StoreError> {
+) -> Result<Revivable, StoreError> {
     let (filter, cursor) = (&step.filter, step.cursor.as_deref());
     let mut moves = Vec::new();
     let mut last: Option<Vec<u8>> = None;
@@ -370,7 +379,11 @@ fn revivable(
             .range(wtxn, &(start, Bound::Included(&high[..])))?
         {
             if moves.len() as u64 >= step.max_rows || examined >= budget {
-                return Ok((moves, last, false));
+                return Ok(Revivable {
+                    rows: moves,
+                    last,
+                    exhausted: false,
+                });
             }
             let (k, _) = entry?;
             examined += 1;
@@ -383,5 +396,9 @@ fn revivable(
             }
         }
     }
-    Ok((moves, last, true))
+    Ok(Revivable {
+        rows: moves,
+        last,
+        exhausted: true,
+    })
 }
