@@ -55,8 +55,21 @@ pub const MAX_ABANDONED_WORKERS: usize = 64;
 /// How often a busy shard reports its demand to the coordinator.
 pub const REPORT_INTERVAL_MS: u64 = 50;
 
-/// LMDB map size per shard environment (address space, not disk).
-pub const SHARD_MAP_BYTES: usize = 64 * 1024 * 1024 * 1024;
+/// `max_shard_bytes` by default: each shard's LMDB map (address space,
+/// not disk; the file grows as it fills).
+pub const DEFAULT_MAX_SHARD_BYTES: u64 = 64 * 1024 * 1024 * 1024;
+
+/// The smallest `max_shard_bytes`: room for a few thousand small hooks.
+pub const MIN_SHARD_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The largest `max_shard_bytes` (every shard's map shares the process's
+/// address space).
+pub const MAX_SHARD_BYTES: u64 = 4 * 1024 * 1024 * 1024 * 1024;
+
+/// The part of a shard's map new hooks may not fill: the writes that
+/// record deliveries, retries and replays need pages too (see
+/// `store::fill`).
+pub const SHARD_OUTCOME_RESERVE_DIVISOR: u64 = 8;
 
 /// Longest `Retry-After` a sink may ask for.
 pub const MAX_RETRY_AFTER_MS: u64 = 3_600_000;
@@ -93,5 +106,7 @@ pub const READ_CHUNK_BYTES: usize = 64 * 1024;
 pub const HTTP_DRAIN_MS: u64 = 10_000;
 
 const _: () = assert!(MAX_INPUTS_PER_ITERATION <= SHARD_INPUT_CAPACITY);
+const _: () = assert!(MIN_SHARD_BYTES <= DEFAULT_MAX_SHARD_BYTES);
+const _: () = assert!(DEFAULT_MAX_SHARD_BYTES <= MAX_SHARD_BYTES);
 const _: () = assert!(MAX_SINKS_PER_SOURCE <= u16::MAX as usize);
 const _: () = assert!(MAX_SHARDS <= u32::MAX as usize);

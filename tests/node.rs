@@ -692,6 +692,10 @@ fn stats_report_shards_and_tenants() {
         (shard["restarts"].clone(), shard["restarting"].clone()),
         (0.into(), false.into())
     );
+    // Three hooks and their rows fill a few pages of 64 GiB × 7/8.
+    assert_eq!(shard["store_ingest_limit_bytes"], 56u64 << 30);
+    let used = shard["store_used_bytes"].as_u64().unwrap();
+    assert!((4_096..1 << 20).contains(&used), "{used}");
     for _ in 0..3 {
         g.open.send(()).unwrap();
     }
@@ -750,6 +754,48 @@ fn reload_applies_live_keys_and_names_those_that_need_a_restart() {
     );
 }
 
+/// A shard whose store holds all that new hooks may fill answers ingest
+/// 503 `store_full`, and takes hooks again once deliveries free room.
+#[test]
+fn a_full_store_answers_503_store_full_until_deliveries_free_room() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, status) = switchable(503);
+    let mut c = one_source(dir.path(), &receiver);
+    c.max_shard_bytes = 16 << 20;
+    c.retry.base_ms = 50;
+    c.retry.max_ms = 200;
+    c.retry.max_attempts = 10_000;
+    let node = start(c);
+    let addr = node.local_addr();
+    let body = vec![b'x'; 64 * 1024];
+    let mut acked = 0;
+    let full = loop {
+        let reply = ingest(addr, "a", &body, &[]);
+        if reply.status != 202 {
+            break reply;
+        }
+        acked += 1;
+        assert!(acked < 300, "14 MiB took more than 300 hooks of 64 KiB");
+    };
+    assert_eq!((full.status, full.error_code()), (503, "store_full".into()));
+    assert_eq!(full.header("retry-after"), Some("5"));
+    let message = full.json()["message"].as_str().unwrap().to_string();
+    assert!(
+        message.starts_with("the shard's store is full (")
+            && message.ends_with(
+                "bytes in use; new hooks may fill 14680064, 7/8 of max_shard_bytes): commit again once deliveries free room"
+            ),
+        "{message}"
+    );
+    status.store(200, Ordering::SeqCst);
+    let engine = node.engine().unwrap();
+    wait_until("every hook delivered", Duration::from_secs(30), || {
+        engine.hook_count().unwrap() == 0
+    });
+    assert_eq!(engine.stats()[0].delivered, acked);
+    assert_eq!(ingest(addr, "a", &body, &[]).status, 202);
+}
+
 /// `/metrics` parses as the Prometheus text format: every sample has a
 /// declared family, a valid name, labels and a number, and histogram
 /// buckets are cumulative.
@@ -793,6 +839,11 @@ fn metrics_parse_as_prometheus_text() {
     assert_eq!(sum("goad_store_failures_total", ""), 0.0);
     assert_eq!(sum("goad_recovered_rows_total", ""), 0.0);
     assert_eq!(sum("goad_shard_restarts_total", ""), 0.0);
+    assert_eq!(
+        sum("goad_store_ingest_limit_bytes", ""),
+        2.0 * (56u64 << 30) as f64
+    );
+    assert!(sum("goad_store_used_bytes", "shard=\"0\"") > 0.0);
     for family in [
         "goad_attempts_total",
         "goad_due_rows",

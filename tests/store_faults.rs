@@ -14,6 +14,7 @@ use goad::store::keys::{hook_key, row_key};
 use goad::store::{DeadFilter, Hook, ShardStore};
 use goad::{Config, Engine};
 use heed::types::Bytes;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -338,4 +339,72 @@ fn a_shard_that_fails_to_open_stops_the_shards_started_before_it() {
         Vec::<std::path::PathBuf>::new(),
         "a shard's store stayed open after the engine failed to open"
     );
+}
+
+/// A store filled with hooks for a sink that is down refuses new hooks
+/// (`StoreFull`) before its map runs out, so the writes that record
+/// retries and deliveries still fit: once the sink is back every
+/// acknowledged hook is delivered and recorded once, and the store takes
+/// hooks again. (Filled to the map, it failed every batch after, the
+/// outcomes of its deliveries too, and delivered the same rows forever.)
+#[test]
+fn a_full_store_refuses_new_hooks_and_still_records_every_delivery() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = Arc::new(std::sync::atomic::AtomicU16::new(503));
+    let answer = status.clone();
+    let receiver = Receiver::start(move |_| Reply::status(answer.load(SeqCst))).unwrap();
+    let mut c = config_with_http_sink(dir.path(), &receiver.url("/h"));
+    c.max_shard_bytes = 16 << 20;
+    c.retry.base_ms = 50;
+    c.retry.max_ms = 200;
+    c.retry.max_attempts = 10_000;
+    let engine = Engine::open(c).unwrap();
+    let body = vec![b'x'; 4_000];
+    let acked: Vec<String> = std::thread::scope(|s| {
+        let committers: Vec<_> = (0..8)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut ids = Vec::new();
+                    loop {
+                        match engine.commit(goad::NewHook::new("s", body.clone())) {
+                            Ok(id) => ids.push(id),
+                            Err(goad::CommitError::StoreFull {
+                                used_bytes,
+                                limit_bytes,
+                            }) => {
+                                assert_eq!(limit_bytes, 14 << 20, "7/8 of max_shard_bytes");
+                                assert!(used_bytes <= limit_bytes, "{used_bytes}");
+                                return ids;
+                            }
+                            Err(e) => panic!("commit failed otherwise: {e}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        committers
+            .into_iter()
+            .flat_map(|c| c.join().unwrap())
+            .collect()
+    });
+    // About 14 MiB of 4 kB hooks were taken before the first refusal.
+    assert!((2_500..3_700).contains(&acked.len()), "{}", acked.len());
+    status.store(200, SeqCst);
+    wait_until("every hook delivered", Duration::from_secs(60), || {
+        engine.hook_count().unwrap() == 0
+    });
+    let stats = &engine.stats()[0];
+    assert_eq!(stats.store_failures, 0, "no write hit the map's end");
+    assert_eq!(stats.delivered, acked.len() as u64, "each recorded once");
+    let mut delivered: Vec<String> = receiver
+        .received()
+        .iter()
+        .filter(|r| r.status == 200)
+        .map(|r| r.header("webhook-id").unwrap().to_string())
+        .collect();
+    delivered.sort_unstable();
+    let mut acked = acked;
+    acked.sort_unstable();
+    assert_eq!(delivered, acked);
+    engine.commit(goad::NewHook::new("s", body)).unwrap();
 }

@@ -26,6 +26,10 @@ pub struct Config {
     pub shards: usize,
     /// Ingest bodies above this get 413 from the node; also the largest hook `commit` takes.
     pub max_body_bytes: u64,
+    /// The most a shard's store may hold (its LMDB map; the file grows as it
+    /// fills). New hooks may fill 7/8 of it: past that, commits are refused
+    /// (503 `store_full`) until deliveries free room.
+    pub max_shard_bytes: u64,
     /// The environment variable holding the admin API's bearer token.
     pub admin_token_env: Option<String>,
     pub http: HttpConfig,
@@ -42,6 +46,7 @@ impl Default for Config {
             listen: "127.0.0.1:7878".to_string(),
             shards: 0,
             max_body_bytes: 1024 * 1024,
+            max_shard_bytes: crate::limits::DEFAULT_MAX_SHARD_BYTES,
             admin_token_env: None,
             http: HttpConfig::default(),
             replay: ReplayConfig::default(),

@@ -1,6 +1,7 @@
 //! The rules every config must pass, each naming the dotted key and the value.
 
 use super::{Config, SinkConfig, TenantLimitsConfig};
+use crate::limits::{MAX_SHARD_BYTES, MIN_SHARD_BYTES};
 use std::fmt;
 use std::path::PathBuf;
 
@@ -140,6 +141,17 @@ impl Config {
         }
         if self.data_dir.as_os_str().is_empty() {
             return Err(invalid("data_dir", "a non-empty path", &self.data_dir));
+        }
+        // A store must hold several of the largest hooks.
+        let min_shard_bytes = MIN_SHARD_BYTES.max(8 * self.max_body_bytes);
+        if !(min_shard_bytes..=MAX_SHARD_BYTES).contains(&self.max_shard_bytes) {
+            return Err(invalid(
+                "max_shard_bytes",
+                format!(
+                    "an integer from {min_shard_bytes} (16 MiB, and 8 × max_body_bytes) to {MAX_SHARD_BYTES}"
+                ),
+                self.max_shard_bytes,
+            ));
         }
         if self.shards > crate::limits::MAX_SHARDS {
             return Err(invalid(

@@ -122,6 +122,11 @@ fn stats(engine: &Engine) -> Response {
         Ok(d) => d,
         Err(e) => return store_error(&e),
     };
+    let used = match engine.store_used_bytes() {
+        Ok(u) => u,
+        Err(e) => return store_error(&e),
+    };
+    let limits = engine.store_ingest_limit_bytes();
     let shards: Vec<Value> = engine
         .stats()
         .iter()
@@ -145,6 +150,8 @@ fn stats(engine: &Engine) -> Response {
                 "abandoned_workers": s.abandoned_workers,
                 "restarts": s.restarts,
                 "restarting": s.restarting,
+                "store_used_bytes": used[k],
+                "store_ingest_limit_bytes": limits[k],
             })
         })
         .collect();

@@ -166,6 +166,7 @@ pub fn render(engine: &Engine) -> Result<String, StoreError> {
     let due = engine.due_counts()?;
     let dead = engine.dead_counts()?;
     let oldest = engine.oldest_due()?;
+    let used = engine.store_used_bytes()?;
     let now_ms = wall_ms();
     let mut out = String::new();
     let mut f = Family { out: &mut out };
@@ -193,6 +194,18 @@ pub fn render(engine: &Engine) -> Result<String, StoreError> {
         "gauge",
         "Rows dead-lettered and kept.",
         &dead,
+    );
+    f.per_shard(
+        "goad_store_used_bytes",
+        "gauge",
+        "Bytes the shard's store holds (its pages in use).",
+        &used,
+    );
+    f.per_shard(
+        "goad_store_ingest_limit_bytes",
+        "gauge",
+        "Bytes new hooks may fill (7/8 of max_shard_bytes); at it, ingest answers 503 store_full.",
+        &engine.store_ingest_limit_bytes(),
     );
     f.stats_families(SHARD_FAMILIES, &stats);
     Ok(out)

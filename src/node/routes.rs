@@ -216,6 +216,7 @@ fn commit_error(e: &CommitError) -> Response {
         CommitError::Stopped => Response::unavailable("stopping", &message, 1),
         CommitError::TimedOut => Response::unavailable("commit_timeout", &message, 1),
         CommitError::ShardRestarting => Response::unavailable("shard_restarting", &message, 1),
+        CommitError::StoreFull { .. } => Response::unavailable("store_full", &message, 5),
     }
 }
 

@@ -74,6 +74,14 @@ pub enum CommitError {
     Stopped,
     /// No answer within the commit deadline: the outcome is unknown.
     TimedOut,
+    /// The hook's shard's store holds all new hooks may fill (7/8 of
+    /// `max_shard_bytes`): commit again once deliveries free room.
+    StoreFull {
+        /// About how many bytes of that the store holds.
+        used_bytes: u64,
+        /// What new hooks may fill.
+        limit_bytes: u64,
+    },
     /// The hook's shard hit an internal error (a panic) and is restarting
     /// from its store: the hook may not be durable; commit it again (if it
     /// was, the hook is delivered twice).
@@ -97,6 +105,13 @@ impl fmt::Display for CommitError {
             CommitError::TimedOut => write!(
                 f,
                 "no answer from the store within {COMMIT_REPLY_WAIT_MS} ms"
+            ),
+            CommitError::StoreFull {
+                used_bytes,
+                limit_bytes,
+            } => write!(
+                f,
+                "the shard's store is full ({used_bytes} bytes in use; new hooks may fill {limit_bytes}, 7/8 of max_shard_bytes): commit again once deliveries free room"
             ),
             CommitError::ShardRestarting => write!(
                 f,

@@ -76,6 +76,24 @@ impl Engine {
         self.shards.iter().map(|s| s.store.due_count()).collect()
     }
 
+    /// The bytes each shard's store holds (see [`ShardStore::used_bytes`]).
+    ///
+    /// [`ShardStore::used_bytes`]: crate::store::ShardStore::used_bytes
+    pub fn store_used_bytes(&self) -> Result<Vec<u64>, StoreError> {
+        self.shards
+            .iter()
+            .map(|s| s.store.committed_used_bytes())
+            .collect()
+    }
+
+    /// The bytes new hooks may fill in each shard's store.
+    pub fn store_ingest_limit_bytes(&self) -> Vec<u64> {
+        self.shards
+            .iter()
+            .map(|s| s.store.ingest_limit_bytes())
+            .collect()
+    }
+
     /// Dead rows per shard.
     pub fn dead_counts(&self) -> Result<Vec<u64>, StoreError> {
         self.shards.iter().map(|s| s.store.dead_count()).collect()

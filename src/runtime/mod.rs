@@ -12,6 +12,7 @@ mod open;
 mod pool;
 mod reply;
 mod restart;
+mod room;
 pub mod shard;
 pub mod step;
 

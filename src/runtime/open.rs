@@ -54,7 +54,14 @@ impl EngineBuilder {
         let lock = DataDirLock::acquire(&self.config.data_dir).map_err(OpenError::Store)?;
         let shard_count = self.config.shard_count();
         let stores = (0..shard_count)
-            .map(|k| ShardStore::open(&self.config.data_dir, k, shard_count))
+            .map(|k| {
+                ShardStore::open_sized(
+                    &self.config.data_dir,
+                    k,
+                    shard_count,
+                    self.config.max_shard_bytes,
+                )
+            })
             .collect::<Result<Vec<_>, _>>()
             .map_err(OpenError::Store)?;
         let global = global_grant(&self.config.dispatch);

@@ -15,6 +15,7 @@ use super::engine::CommitError;
 use super::pool::IoPool;
 use super::reply::CommitReply;
 use super::restart::Restarts;
+use super::room::StoreRoom;
 use super::step::{NewRows, ShardState, StepOutput};
 use crate::config::DispatchConfig;
 use crate::core::{AttemptResult, Catalog, Core, Grant, Job, JobId, TenantStats};
@@ -159,6 +160,7 @@ impl ShardThread {
             commits_done: 0,
             group_commits: 0,
             restarts: Restarts::default(),
+            room: StoreRoom::default(),
             refuse_until_ms: 0,
         };
         loop {
@@ -195,6 +197,8 @@ struct ShardLoop {
     commits_done: u64,
     group_commits: u64,
     restarts: Restarts,
+    /// Whether the store has room for new hooks.
+    room: StoreRoom,
     /// Commits are refused until then, after panics in a row.
     refuse_until_ms: u64,
 }
@@ -229,6 +233,7 @@ impl ShardLoop {
                 }
             }
             linger_for_commits(&self.inputs, &mut self.inbox, self.last_commit_batch);
+            self.room.next_iteration();
             let mut commits = Vec::new();
             let mut outcomes = std::mem::take(&mut self.resubmit);
             while let Some(input) = self.inbox.pop_front() {
@@ -282,10 +287,13 @@ impl ShardLoop {
             ShardInput::Commit { reply, .. } if refusing => {
                 reply.send(Err(CommitError::ShardRestarting));
             }
-            ShardInput::Commit { rows, reply } => {
-                commits.push(rows);
-                self.replies.push(reply);
-            }
+            ShardInput::Commit { rows, reply } => match self.room.admit(state, self.index, &rows) {
+                Ok(()) => {
+                    commits.push(rows);
+                    self.replies.push(reply);
+                }
+                Err(full) => reply.send(Err(full)),
+            },
             ShardInput::Completion(job, result) => outcomes.push((job, result)),
             ShardInput::Grant(grant) => state.handle_grant(grant),
             ShardInput::Reconfigure { dispatch, catalog } => {

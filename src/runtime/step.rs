@@ -37,6 +37,26 @@ pub struct NewRows {
     pub sink_types: Vec<Arc<str>>,
 }
 
+/// What a commit stores besides its body and headers, about: the hook's
+/// ids and key, and per row its record and due key (B-tree overhead
+/// included).
+const STORED_OVERHEAD_BYTES: u64 = 256;
+
+impl NewRows {
+    /// About how many bytes of the store the commit will fill.
+    pub fn stored_bytes(&self) -> u64 {
+        let headers: usize = self
+            .hook
+            .headers
+            .iter()
+            .map(|(n, v)| n.len() + v.len())
+            .sum();
+        self.hook.size_bytes()
+            + headers as u64
+            + STORED_OVERHEAD_BYTES * (1 + self.sink_types.len() as u64)
+    }
+}
+
 /// What one iteration produced besides the attempts it started.
 #[derive(Debug, Default)]
 pub struct StepOutput {
@@ -109,6 +129,14 @@ impl<'s> ShardState<'s> {
 
     pub fn store(&self) -> &ShardStore {
         self.store
+    }
+
+    /// The bytes the store holds, including writes not yet committed.
+    pub fn store_used_bytes(&self) -> Result<u64, StoreError> {
+        match &self.txn {
+            Some(txn) => self.store.used_bytes(txn),
+            None => self.store.committed_used_bytes(),
+        }
     }
 
     /// One row as this shard sees it (including writes not yet committed).

@@ -46,6 +46,15 @@
 //! that names no row is stepped over by listings and replays. `goad verify`
 //! names each. No stored byte makes a thread panic.
 //!
+//! # Store size
+//! A shard's store is bounded by `max_shard_bytes` (its LMDB map). New
+//! hooks may fill 7/8 of it; the rest is kept for the writes that record
+//! outcomes, which need pages before they free any, so a full store still
+//! records the deliveries that empty it. Commits past the limit are
+//! refused as `CommitError::StoreFull`. A store whose file is already
+//! larger than a lowered bound allows is mapped at its file's size plus
+//! that eighth.
+//!
 //! # One engine at a time
 //! An engine holds an exclusive lock on `<data_dir>/goad.lock` while it runs
 //! (see [`DataDirLock`]); a second engine on the same directory is refused.
@@ -58,6 +67,7 @@
 //! leave its row in no index.
 
 pub mod dead;
+mod fill;
 pub mod index;
 pub mod keys;
 mod lock;
@@ -75,6 +85,7 @@ pub use verify::{verify_data_dir, Verified};
 pub use write::write_commit;
 
 use crate::core::{RowId, TenantId};
+use crate::limits::DEFAULT_MAX_SHARD_BYTES;
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, Env, EnvOpenOptions, WithoutTls};
 use std::fmt;
@@ -173,6 +184,8 @@ pub struct ShardStore {
     pub(crate) dead: Db,
     pub(crate) tenants: Db,
     pub(crate) meta: Db,
+    /// The most bytes new hooks may fill (see [`fill`]).
+    ingest_limit_bytes: u64,
 }
 
 /// A row as a diagnostic snapshot lists it.
@@ -199,8 +212,19 @@ impl ShardStore {
     }
 
     /// Opens (creating if needed) shard `index` of `count`, checking the
-    /// stored format and shard count.
+    /// stored format and shard count, with the default `max_shard_bytes`.
     pub fn open(data_dir: &Path, index: usize, count: usize) -> Result<ShardStore, StoreError> {
+        ShardStore::open_sized(data_dir, index, count, DEFAULT_MAX_SHARD_BYTES)
+    }
+
+    /// [`ShardStore::open`] with an LMDB map of `max_bytes`, or larger when
+    /// the store's file already fills it (see "Store size" in the module docs).
+    pub fn open_sized(
+        data_dir: &Path,
+        index: usize,
+        count: usize,
+        max_bytes: u64,
+    ) -> Result<ShardStore, StoreError> {
         let path = ShardStore::dir(data_dir, index);
         std::fs::create_dir_all(&path).map_err(|source| StoreError::Io {
             path: path.clone(),
@@ -208,7 +232,7 @@ impl ShardStore {
         })?;
         let mut options = EnvOpenOptions::new().read_txn_without_tls();
         options
-            .map_size(crate::limits::SHARD_MAP_BYTES)
+            .map_size(fill::map_bytes_for(&path, max_bytes))
             .max_dbs(8)
             .max_readers(256);
         // SAFETY: heed requires that one process does not open the same
@@ -260,6 +284,7 @@ impl ShardStore {
             dead,
             tenants,
             meta,
+            ingest_limit_bytes: fill::ingest_limit_bytes(max_bytes),
         };
         store.check_meta(&path, index as u32, count as u32)?;
         Ok(store)
@@ -510,7 +535,9 @@ mod tests {
     /// rows in trees of their own.
     fn downgrade_to_format_1(dir: &Path) {
         let mut options = EnvOpenOptions::new().read_txn_without_tls();
-        options.map_size(crate::limits::SHARD_MAP_BYTES).max_dbs(8);
+        options
+            .map_size(DEFAULT_MAX_SHARD_BYTES as usize)
+            .max_dbs(8);
         let env = unsafe { options.open(ShardStore::dir(dir, 0)) }.unwrap();
         let wtxn = env.write_txn().unwrap();
         env.create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, StoreError> {

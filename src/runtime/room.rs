@@ -1,0 +1,70 @@
+//! Whether a shard's store has room for new hooks (see `store::fill`): the
+//! store is measured at an iteration's first commit, and each commit the
+//! iteration takes is counted against what was left. A commit past the
+//! limit is refused with `CommitError::StoreFull`; outcomes, claims and
+//! replays are never refused, so deliveries free the room again.
+
+use super::engine::CommitError;
+use super::step::{NewRows, ShardState};
+
+#[derive(Debug, Default)]
+pub(super) struct StoreRoom {
+    /// What new hooks may still fill this iteration; `None` until measured.
+    free_bytes: Option<u64>,
+    /// The last measure found no room (logged when it changes).
+    full: bool,
+}
+
+impl StoreRoom {
+    /// A new iteration: measure again at its first commit.
+    pub(super) fn next_iteration(&mut self) {
+        self.free_bytes = None;
+    }
+
+    /// Counts `rows` against the room, or refuses them.
+    pub(super) fn admit(
+        &mut self,
+        state: &ShardState,
+        shard: usize,
+        rows: &NewRows,
+    ) -> Result<(), CommitError> {
+        let limit_bytes = state.store().ingest_limit_bytes();
+        let free_bytes = match self.free_bytes {
+            Some(free_bytes) => free_bytes,
+            // A store that cannot be measured is written to: its writes
+            // report what is wrong with it.
+            None => match state.store_used_bytes() {
+                Ok(used_bytes) => limit_bytes.saturating_sub(used_bytes),
+                Err(_) => u64::MAX,
+            },
+        };
+        let bytes = rows.stored_bytes();
+        let room = bytes <= free_bytes;
+        let used_bytes = limit_bytes.saturating_sub(free_bytes);
+        if room == self.full {
+            self.full = !room;
+            let fields: &[(&str, &dyn std::fmt::Display)] = &[
+                ("shard", &shard),
+                ("used_bytes", &used_bytes),
+                ("limit_bytes", &limit_bytes),
+            ];
+            if room {
+                crate::log::info("shard store has room again; taking new hooks", fields);
+            } else {
+                crate::log::warn(
+                    "shard store is full; refusing new hooks until deliveries free room",
+                    fields,
+                );
+            }
+        }
+        if !room {
+            self.free_bytes = Some(free_bytes);
+            return Err(CommitError::StoreFull {
+                used_bytes,
+                limit_bytes,
+            });
+        }
+        self.free_bytes = Some(free_bytes - bytes);
+        Ok(())
+    }
+}
