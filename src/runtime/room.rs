@@ -1,24 +1,32 @@
-//! Whether a shard's store has room for new hooks (see `store::fill`): the
-//! store is measured at an iteration's first commit, and each commit the
-//! iteration takes is counted against what was left. A commit past the
-//! limit is refused with `CommitError::StoreFull`; outcomes, claims and
-//! replays are never refused, so deliveries free the room again.
+//! Whether a shard's store has room for new hooks (see `store::fill`).
+//! The store is measured at an iteration's first commit, and each commit
+//! taken since is counted against what was free. It is measured again
+//! once half of that is taken, or at every iteration while it is full (to
+//! see deliveries free room): outcomes, claims and replays keep the
+//! store's size or shrink it, so between measures the count only errs on
+//! the full side. A commit past the limit is refused with
+//! `CommitError::StoreFull`; outcomes are never refused.
 
 use super::engine::CommitError;
 use super::step::{NewRows, ShardState};
 
 #[derive(Debug, Default)]
 pub(super) struct StoreRoom {
-    /// What new hooks may still fill this iteration; `None` until measured.
+    /// What new hooks may still fill; `None` until measured again.
     free_bytes: Option<u64>,
+    /// What was free at the last measure.
+    measured_free_bytes: u64,
     /// The last measure found no room (logged when it changes).
     full: bool,
 }
 
 impl StoreRoom {
-    /// A new iteration: measure again at its first commit.
+    /// A new iteration: measure again at its first commit if the store was
+    /// full or half of what was free is taken.
     pub(super) fn next_iteration(&mut self) {
-        self.free_bytes = None;
+        if self.full || self.free_bytes < Some(self.measured_free_bytes / 2) {
+            self.free_bytes = None;
+        }
     }
 
     /// Counts `rows` against the room, or refuses them.
@@ -31,11 +39,14 @@ impl StoreRoom {
         let limit_bytes = state.store().ingest_limit_bytes();
         let free_bytes = match self.free_bytes {
             Some(free_bytes) => free_bytes,
-            // A store that cannot be measured is written to: its writes
-            // report what is wrong with it.
             None => match state.store_used_bytes() {
-                Ok(used_bytes) => limit_bytes.saturating_sub(used_bytes),
-                Err(_) => u64::MAX,
+                Ok(used_bytes) => {
+                    self.measured_free_bytes = limit_bytes.saturating_sub(used_bytes);
+                    self.measured_free_bytes
+                }
+                // A store that cannot be measured is written to (its writes
+                // report what is wrong with it) and measured again next time.
+                Err(_) => return Ok(()),
             },
         };
         let bytes = rows.stored_bytes();
