@@ -1,7 +1,8 @@
 //! Wall-clock milliseconds for the shell. Due times are stored, so they are
-//! wall-clock; a shard's clock never goes backwards.
+//! wall-clock; a shard's clock never goes backwards, and it keeps running
+//! when the wall clock is stepped back.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// Milliseconds since the Unix epoch.
 pub fn wall_ms() -> u64 {
@@ -10,15 +11,55 @@ pub fn wall_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// A clock that never goes backwards.
+/// A shard's clock: the wall clock, except that after the wall clock is
+/// stepped back it runs on at the monotonic clock's rate from where it was
+/// (a clock that only held still until the wall caught up would hold every
+/// retry and attempt deadline for the length of the step). A step forward
+/// is followed.
 #[derive(Debug, Default)]
 pub struct Clock {
+    /// A monotonic instant and the clock's reading then.
+    anchor: Option<(Instant, u64)>,
     last_ms: u64,
 }
 
 impl Clock {
     pub fn now_ms(&mut self) -> u64 {
-        self.last_ms = self.last_ms.max(wall_ms());
+        self.at(Instant::now(), wall_ms())
+    }
+
+    /// The reading at monotonic instant `now` when the wall clock says `wall_ms`.
+    fn at(&mut self, now: Instant, wall_ms: u64) -> u64 {
+        let (anchored_at, anchor_ms) = *self.anchor.get_or_insert((now, wall_ms));
+        let running_ms = anchor_ms + now.saturating_duration_since(anchored_at).as_millis() as u64;
+        if wall_ms >= running_ms {
+            self.anchor = Some((now, wall_ms));
+        }
+        self.last_ms = self.last_ms.max(wall_ms.max(running_ms));
         self.last_ms
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_step_back_of_the_wall_clock_does_not_stop_the_clock_and_a_step_forward_is_followed() {
+        let mut clock = Clock::default();
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let wall = 10_000_000;
+        assert_eq!(clock.at(at(0), wall), wall);
+        assert_eq!(clock.at(at(100), wall + 100), wall + 100);
+        // The wall clock is stepped back an hour: the clock runs on.
+        assert_eq!(clock.at(at(200), wall + 200 - 3_600_000), wall + 200);
+        assert_eq!(clock.at(at(1_200), wall + 1_200 - 3_600_000), wall + 1_200);
+        // Stepped forward a minute: followed, and run on from there.
+        assert_eq!(clock.at(at(1_300), wall + 61_300), wall + 61_300);
+        assert_eq!(clock.at(at(1_400), wall + 61_300), wall + 61_400);
+        // A monotonic reading from before the last one: never backwards.
+        assert_eq!(clock.at(at(1_350), wall + 61_350), wall + 61_400);
     }
 }
