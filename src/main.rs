@@ -80,6 +80,16 @@ enum DlqCommand {
         #[arg(long)]
         cursor: Option<String>,
     },
+    /// Delete matching dead letters for good (with their hooks).
+    Purge {
+        #[command(flatten)]
+        node: NodeArgs,
+        #[command(flatten)]
+        filter: DeadLetterFilter,
+        /// Only rows dead at or before this time (unix ms).
+        #[arg(long)]
+        until_ms: Option<u64>,
+    },
     /// Replay matching dead letters through the pipeline.
     Replay {
         #[command(flatten)]
@@ -101,6 +111,24 @@ struct DeadLetterFilter {
     /// Only this tenant's.
     #[arg(long)]
     tenant: Option<String>,
+}
+
+impl DeadLetterFilter {
+    /// The filter and `more` parameters as a query string (`?a=1&b=2`, or
+    /// empty), values percent-encoded.
+    fn query(&self, more: &[(&str, Option<String>)]) -> String {
+        let mine = [("source_id", &self.source), ("tenant", &self.tenant)];
+        let pairs: Vec<String> = mine
+            .into_iter()
+            .chain(more.iter().map(|(name, value)| (*name, value)))
+            .filter_map(|(name, value)| Some(format!("{name}={}", encode(value.as_ref()?))))
+            .collect();
+        if pairs.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", pairs.join("&"))
+        }
+    }
 }
 
 #[derive(Args)]
@@ -163,17 +191,16 @@ fn main() -> ExitCode {
                 limit,
                 cursor,
             } => {
-                let mut query = format!("/v1/dead-letters?limit={limit}");
-                for (name, value) in [
-                    ("source_id", filter.source),
-                    ("tenant", filter.tenant),
-                    ("cursor", cursor),
-                ] {
-                    if let Some(v) = value {
-                        query.push_str(&format!("&{name}={}", encode(&v)));
-                    }
-                }
-                print_call(&node, "GET", &query, None)
+                let query = filter.query(&[("limit", Some(limit.to_string())), ("cursor", cursor)]);
+                print_call(&node, "GET", &format!("/v1/dead-letters{query}"), None)
+            }
+            DlqCommand::Purge {
+                node,
+                filter,
+                until_ms,
+            } => {
+                let query = filter.query(&[("until_ms", until_ms.map(|t| t.to_string()))]);
+                print_call(&node, "DELETE", &format!("/v1/dead-letters{query}"), None)
             }
             DlqCommand::Replay {
                 node,

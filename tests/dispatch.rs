@@ -908,3 +908,52 @@ fn a_panicking_commit_callback_does_not_stop_the_shard() {
     bodies.sort();
     assert_eq!(bodies, vec![b"first".to_vec(), b"second".to_vec()]);
 }
+
+/// Purging dead letters deletes the matching dead rows for good, each hook
+/// with its last row, and leaves the rest; the store stays sound.
+#[test]
+fn purging_dead_letters_deletes_them_and_their_hooks_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.shards = 2;
+    // Source a's hooks: one row delivered, one dead; source b's: one dead.
+    c.sources.push(source(
+        "a",
+        "t1",
+        vec![SinkConfig::of_kind("ok"), SinkConfig::of_kind("fail")],
+    ));
+    c.sources
+        .push(source("b", "t2", vec![SinkConfig::of_kind("fail")]));
+    let engine = Engine::builder(c.clone())
+        .sink("ok", sink(|_| Ok(())))
+        .sink("fail", sink(|_| Err(SinkError::permanent("gone"))))
+        .open()
+        .unwrap();
+    for _ in 0..3 {
+        engine.commit(NewHook::new("a", "x")).unwrap();
+    }
+    for _ in 0..2 {
+        engine.commit(NewHook::new("b", "x")).unwrap();
+    }
+    engine.tick().unwrap();
+    assert_eq!((dead(&engine).len(), engine.hook_count().unwrap()), (5, 5));
+    let of_a = goad::store::DeadFilter {
+        source_id: Some("a".into()),
+        ..Default::default()
+    };
+    assert_eq!(engine.purge_dead_letters(&of_a).unwrap(), 3);
+    let left: Vec<String> = dead(&engine).iter().map(|r| r.source_id.clone()).collect();
+    assert_eq!(
+        (left, engine.hook_count().unwrap()),
+        (vec!["b".into(), "b".into()], 2)
+    );
+    assert_eq!(engine.purge_dead_letters(&of_a).unwrap(), 0, "none left");
+    let all = goad::store::DeadFilter::default();
+    assert_eq!(engine.purge_dead_letters(&all).unwrap(), 2);
+    assert_eq!((dead(&engine).len(), engine.hook_count().unwrap()), (0, 0));
+    engine.shutdown();
+    drop(engine);
+    for shard in goad::store::verify_data_dir(&c.data_dir, 2).unwrap() {
+        assert_eq!(shard.problems, Vec::<String>::new());
+    }
+}

@@ -219,6 +219,7 @@ fn admin_routes_need_the_admin_token_and_health_and_metrics_do_not() {
         ("GET", "/v1/pressure"),
         ("GET", "/v1/stats"),
         ("GET", "/v1/dead-letters"),
+        ("DELETE", "/v1/dead-letters"),
         ("POST", "/v1/replays"),
         ("GET", "/v1/replays/x"),
         ("POST", "/v1/sources/gh/dead-letter"),
@@ -796,6 +797,57 @@ fn a_full_store_answers_503_store_full_until_deliveries_free_room() {
     assert_eq!(ingest(addr, "a", &body, &[]).status, 202);
 }
 
+/// `DELETE /v1/dead-letters` deletes the matching dead letters for good and
+/// says how many; what it does not match stays listed.
+#[test]
+fn dead_letters_are_purged_by_source_and_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, _status) = switchable(400);
+    let mut c = one_source(dir.path(), &receiver);
+    c.sources.push(source(
+        "b",
+        "t2",
+        vec![SinkConfig::http(receiver.url("/b"))],
+    ));
+    let node = start(c);
+    let addr = node.local_addr();
+    ingest_n(addr, "a", 3);
+    ingest_n(addr, "b", 2);
+    let engine = node.engine().unwrap();
+    wait_until("5 dead", Duration::from_secs(10), || {
+        dead(&engine).len() == 5
+    });
+    let purge = |query: &str| {
+        call(
+            addr,
+            "DELETE",
+            &format!("/v1/dead-letters{query}"),
+            &[],
+            b"",
+        )
+    };
+    let bad = purge("?until_ms=soon");
+    assert_eq!((bad.status, bad.error_code()), (400, "bad_time".into()));
+    assert_eq!(
+        purge("?until_ms=1").json(),
+        serde_json::json!({"purged": 0})
+    );
+    assert_eq!(
+        purge("?source_id=a").json(),
+        serde_json::json!({"purged": 3})
+    );
+    let left = get(addr, "/v1/dead-letters").json();
+    let sources: Vec<&str> = left["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["source_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(sources, ["b", "b"]);
+    assert_eq!(purge("").json(), serde_json::json!({"purged": 2}));
+    assert_eq!(engine.hook_count().unwrap(), 0);
+}
+
 /// `/metrics` parses as the Prometheus text format: every sample has a
 /// declared family, a valid name, labels and a number, and histogram
 /// buckets are cumulative.
@@ -1092,6 +1144,18 @@ fn the_operator_cli_lists_replays_and_reports() {
         1
     );
     assert!(receiver.wait_for(2, Duration::from_secs(10)));
+    status.store(400, Ordering::SeqCst);
+    assert_eq!(ingest(node.local_addr(), "a", b"y", &[]).status, 202);
+    wait_until("1 dead again", Duration::from_secs(10), || {
+        dead(&engine).len() == 1
+    });
+    let (code, out, _) = goad(&["dlq", "purge", "--source", "a"], true);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap(),
+        serde_json::json!({"purged": 1})
+    );
+    assert_eq!(dead(&engine).len(), 0);
     let (code, _, err) = goad(&["stats"], false);
     assert_eq!(code, Some(1));
     assert!(err.contains("401") && err.contains("unauthorized"), "{err}");

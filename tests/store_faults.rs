@@ -173,6 +173,16 @@ fn a_corrupt_row_or_hook_is_dead_lettered_and_the_shard_goes_on() {
         (2, 0, 0, 2)
     );
     assert_eq!(found[0].problems, corruption);
+    // A purge is how an operator drops them: with their bytes.
+    let engine = Engine::open(config_with_http_sink(dir.path(), &receiver.url("/hooks"))).unwrap();
+    assert_eq!(
+        engine.purge_dead_letters(&DeadFilter::default()).unwrap(),
+        2
+    );
+    drop(engine);
+    let found = goad::store::verify_data_dir(dir.path(), 1).unwrap();
+    assert_eq!((found[0].hooks, found[0].dead), (0, 0));
+    assert_eq!(found[0].problems, Vec::<String>::new());
 }
 
 /// A dead key of the wrong length names no row: listings and replays step

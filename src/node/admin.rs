@@ -85,6 +85,7 @@ fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Req
         },
         WorkerRoute::Stats => stats(engine),
         WorkerRoute::DeadLetters => dead_letters(engine, request),
+        WorkerRoute::PurgeDeadLetters => purge_dead_letters(engine, request),
         WorkerRoute::CreateReplay => create_replay(state, engine, request),
         WorkerRoute::GetReplay(id) => match state.replays.progress(engine, id) {
             Ok(Some(progress)) => Response::json(200, &progress),
@@ -203,6 +204,51 @@ fn format_cursor(p: &DeadPosition) -> String {
     )
 }
 
+/// The dead letters a request names: `source_id`, `tenant`, and dead
+/// between `since_ms` and `until_ms` (unix ms, inclusive).
+fn dead_filter(request: &Request) -> Result<DeadFilter, Response> {
+    let time = |name: &str, default: u64| match request.query_param(name) {
+        None => Ok(default),
+        Some(text) => text.parse::<u64>().map_err(|_| {
+            Response::error(
+                400,
+                "bad_time",
+                &format!("{name} must be a time in unix milliseconds, got {text:?}"),
+            )
+        }),
+    };
+    Ok(DeadFilter {
+        source_id: request.query_param("source_id").filter(|s| !s.is_empty()),
+        tenant: request.query_param("tenant").filter(|s| !s.is_empty()),
+        since_ms: time("since_ms", 0)?,
+        until_ms: time("until_ms", u64::MAX)?,
+    })
+}
+
+/// `DELETE /v1/dead-letters`: the matching dead letters deleted for good.
+fn purge_dead_letters(engine: &Engine, request: &Request) -> Response {
+    let filter = match dead_filter(request) {
+        Ok(filter) => filter,
+        Err(bad) => return bad,
+    };
+    match engine.purge_dead_letters(&filter) {
+        Ok(purged) => {
+            crate::log::info(
+                "dead letters purged",
+                &[
+                    ("source", &filter.source_id.as_deref().unwrap_or("*")),
+                    ("tenant", &filter.tenant.as_deref().unwrap_or("*")),
+                    ("since_ms", &filter.since_ms),
+                    ("until_ms", &filter.until_ms),
+                    ("purged", &purged),
+                ],
+            );
+            Response::json(200, &json!({"purged": purged}))
+        }
+        Err(e) => unavailable(&e),
+    }
+}
+
 fn dead_letters(engine: &Engine, request: &Request) -> Response {
     let limit = match request.query_param("limit") {
         None => DEFAULT_PAGE,
@@ -230,10 +276,9 @@ fn dead_letters(engine: &Engine, request: &Request) -> Response {
             }
         },
     };
-    let filter = DeadFilter {
-        source_id: request.query_param("source_id").filter(|s| !s.is_empty()),
-        tenant: request.query_param("tenant").filter(|s| !s.is_empty()),
-        ..DeadFilter::default()
+    let filter = match dead_filter(request) {
+        Ok(filter) => filter,
+        Err(bad) => return bad,
     };
     let items = match engine.dead_letters(&filter, after, limit) {
         Ok(items) => items,

@@ -24,7 +24,16 @@ impl std::fmt::Display for ClientError {
 impl std::error::Error for ClientError {}
 
 impl NodeClient {
-    /// `GET path` (with its query) or `POST path` with a JSON body.
+    /// The request with the admin token, if there is one.
+    fn authorized<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        match &self.admin_token {
+            Some(token) => request.header("authorization", format!("Bearer {token}")),
+            None => request,
+        }
+    }
+
+    /// `GET` or `DELETE` `path` (with its query), or `POST path` with a
+    /// JSON body.
     pub fn call(
         &self,
         method: &str,
@@ -37,22 +46,13 @@ impl NodeClient {
             .build()
             .into();
         let url = format!("{}{}", self.base_url.trim_end_matches('/'), path_and_query);
-        let auth = self.admin_token.as_ref().map(|t| format!("Bearer {t}"));
         let response = match method {
-            "POST" => {
-                let mut req = agent.post(&url).header("content-type", "application/json");
-                if let Some(a) = &auth {
-                    req = req.header("authorization", a);
-                }
-                req.send(body.map(|b| b.to_string()).unwrap_or_default())
-            }
-            _ => {
-                let mut req = agent.get(&url);
-                if let Some(a) = &auth {
-                    req = req.header("authorization", a);
-                }
-                req.call()
-            }
+            "POST" => self
+                .authorized(agent.post(&url))
+                .header("content-type", "application/json")
+                .send(body.map(|b| b.to_string()).unwrap_or_default()),
+            "DELETE" => self.authorized(agent.delete(&url)).call(),
+            _ => self.authorized(agent.get(&url)).call(),
         };
         let mut response = response.map_err(|e| ClientError(format!("{url}: {e}")))?;
         let status = response.status().as_u16();

@@ -33,6 +33,7 @@ pub enum WorkerRoute {
     Pressure,
     Stats,
     DeadLetters,
+    PurgeDeadLetters,
     CreateReplay,
     GetReplay(String),
     DeadLetterSource(String),
@@ -50,22 +51,29 @@ impl Route {
 /// Matches a method and path, or answers 404 / 405.
 pub fn route(method: &str, path: &str) -> Result<Route, Response> {
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    let (route, allowed) = match segments.as_slice() {
-        ["healthz"] => (Route::Health, "GET"),
-        ["readyz"] => (Route::Ready, "GET"),
-        ["metrics"] => (Route::Worker(WorkerRoute::Metrics), "GET"),
-        ["v1", "pressure"] => (Route::Worker(WorkerRoute::Pressure), "GET"),
-        ["v1", "stats"] => (Route::Worker(WorkerRoute::Stats), "GET"),
-        ["v1", "dead-letters"] => (Route::Worker(WorkerRoute::DeadLetters), "GET"),
-        ["v1", "replays"] => (Route::Worker(WorkerRoute::CreateReplay), "POST"),
-        ["v1", "replays", id] if !id.is_empty() => {
-            (Route::Worker(WorkerRoute::GetReplay(id.to_string())), "GET")
+    let (route, allowed): (Route, &[&str]) = match segments.as_slice() {
+        ["healthz"] => (Route::Health, &["GET"]),
+        ["readyz"] => (Route::Ready, &["GET"]),
+        ["metrics"] => (Route::Worker(WorkerRoute::Metrics), &["GET"]),
+        ["v1", "pressure"] => (Route::Worker(WorkerRoute::Pressure), &["GET"]),
+        ["v1", "stats"] => (Route::Worker(WorkerRoute::Stats), &["GET"]),
+        ["v1", "dead-letters"] if method == "DELETE" => (
+            Route::Worker(WorkerRoute::PurgeDeadLetters),
+            &["GET", "DELETE"],
+        ),
+        ["v1", "dead-letters"] => (Route::Worker(WorkerRoute::DeadLetters), &["GET", "DELETE"]),
+        ["v1", "replays"] => (Route::Worker(WorkerRoute::CreateReplay), &["POST"]),
+        ["v1", "replays", id] if !id.is_empty() => (
+            Route::Worker(WorkerRoute::GetReplay(id.to_string())),
+            &["GET"],
+        ),
+        ["v1", "reload"] => (Route::Worker(WorkerRoute::Reload), &["POST"]),
+        ["v1", "sources", id, "hooks"] if !id.is_empty() => {
+            (Route::Ingest(id.to_string()), &["POST"])
         }
-        ["v1", "reload"] => (Route::Worker(WorkerRoute::Reload), "POST"),
-        ["v1", "sources", id, "hooks"] if !id.is_empty() => (Route::Ingest(id.to_string()), "POST"),
         ["v1", "sources", id, "dead-letter"] if !id.is_empty() => (
             Route::Worker(WorkerRoute::DeadLetterSource(id.to_string())),
-            "POST",
+            &["POST"],
         ),
         _ => {
             return Err(Response::error(
@@ -75,13 +83,14 @@ pub fn route(method: &str, path: &str) -> Result<Route, Response> {
             ))
         }
     };
-    if method != allowed {
+    if !allowed.contains(&method) {
+        let allowed = allowed.join(", ");
         return Err(Response::error(
             405,
             "method_not_allowed",
             &format!("{path} takes {allowed}, not {method}"),
         )
-        .with_header("allow", allowed.to_string()));
+        .with_header("allow", allowed));
     }
     Ok(route)
 }
@@ -252,6 +261,17 @@ mod tests {
         assert_eq!(wrong.status, 405);
         assert_eq!(wrong.headers, vec![("allow", "POST".to_string())]);
         assert_eq!(route("GET", "/nope").unwrap_err().status, 404);
+        // One path, two methods.
+        assert_eq!(
+            route("GET", "/v1/dead-letters"),
+            Ok(Route::Worker(WorkerRoute::DeadLetters))
+        );
+        assert_eq!(
+            route("DELETE", "/v1/dead-letters"),
+            Ok(Route::Worker(WorkerRoute::PurgeDeadLetters))
+        );
+        let wrong = route("POST", "/v1/dead-letters").unwrap_err();
+        assert_eq!(wrong.headers, vec![("allow", "GET, DELETE".to_string())]);
     }
 
     /// While a shard that panicked twice in a row refuses commits, the node

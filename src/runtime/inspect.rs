@@ -8,17 +8,26 @@ use super::latency::LatencySnapshot;
 use super::shard::ShardInput;
 use super::wall_ms;
 use crate::core::{TenantId, TenantStats};
-use crate::store::ReviveStep;
 use crate::store::{DeadFilter, DeadItem, DeadPosition, Revived, StoreError};
+use crate::store::{PurgeStep, ReviveStep};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a replay step or a stats call waits for a shard.
 const SHARD_CALL_WAIT: Duration = Duration::from_secs(10);
 
-/// Most rows one step of [`Engine::replay`] revives in a shard (one write
+/// What one step over a shard's dead keys did: the rows it took, the
+/// cursor to go on from, and whether the shard's matching keys are done.
+struct Stepped {
+    rows: u64,
+    cursor: Option<Vec<u8>>,
+    exhausted: bool,
+}
+
+/// Most rows one step of [`Engine::replay`] revives, or of
+/// [`Engine::purge_dead_letters`] deletes, in a shard (one write
 /// transaction each).
-const REPLAY_STEP_ROWS: u64 = 4_096;
+const DEAD_STEP_ROWS: u64 = 4_096;
 
 /// What [`Engine::replay`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,28 +153,76 @@ impl Engine {
             until_ms: filter.until_ms.min(wall_ms()),
             ..filter.clone()
         };
-        let mut moved = 0;
-        for shard in 0..self.shard_count() {
-            let mut cursor = None;
-            loop {
-                let step = ReviveStep {
-                    replay: replay_id.clone(),
-                    filter: filter.clone(),
-                    cursor,
-                    max_rows: REPLAY_STEP_ROWS,
-                };
-                let revived = self.revive(shard, step)?;
-                moved += revived.moved;
-                cursor = revived.cursor;
-                if revived.exhausted {
-                    break;
-                }
-            }
-        }
+        let moved = self.step_dead_keys(|shard, cursor| {
+            let step = ReviveStep {
+                replay: replay_id.clone(),
+                filter: filter.clone(),
+                cursor,
+                max_rows: DEAD_STEP_ROWS,
+            };
+            let revived = self.revive(shard, step)?;
+            Ok(Stepped {
+                rows: revived.moved,
+                cursor: revived.cursor,
+                exhausted: revived.exhausted,
+            })
+        })?;
         Ok(Replayed {
             replay_id: replay_id.to_string(),
             moved,
         })
+    }
+
+    /// Deletes for good every dead row matching `filter` that is dead at
+    /// the call, with each hook whose last row it was; returns how many.
+    /// Rows that do not decode are purged too when the filter names no
+    /// source.
+    pub fn purge_dead_letters(&self, filter: &DeadFilter) -> Result<u64, Unavailable> {
+        let filter = DeadFilter {
+            until_ms: filter.until_ms.min(wall_ms()),
+            ..filter.clone()
+        };
+        self.step_dead_keys(|shard, cursor| {
+            let step = PurgeStep {
+                filter: filter.clone(),
+                cursor,
+                max_rows: DEAD_STEP_ROWS,
+            };
+            let mut replies = self.ask_shards(shard..shard + 1, SHARD_CALL_WAIT, |reply| {
+                ShardInput::Purge {
+                    step: step.clone(),
+                    reply,
+                }
+            })?;
+            let purged = replies.pop().ok_or(Unavailable)?.map_err(|_| Unavailable)?;
+            Ok(Stepped {
+                rows: purged.purged,
+                cursor: purged.cursor,
+                exhausted: purged.exhausted,
+            })
+        })
+    }
+
+    /// Runs `step` in each shard in turn, from its first dead key (cursor
+    /// `None`) until it reports the shard's matching keys exhausted;
+    /// returns the sum of the rows the steps took.
+    fn step_dead_keys(
+        &self,
+        mut step: impl FnMut(usize, Option<Vec<u8>>) -> Result<Stepped, Unavailable>,
+    ) -> Result<u64, Unavailable> {
+        let mut total = 0;
+        for shard in 0..self.shard_count() {
+            let mut cursor = None;
+            loop {
+                let stepped = step(shard, cursor)?;
+                total += stepped.rows;
+                cursor = stepped.cursor;
+                if stepped.exhausted {
+                    break;
+                }
+            }
+        }
+        Ok(total)
     }
 
     /// Every shard's gauges by tenant.

@@ -23,7 +23,7 @@ use crate::limits::{
     GROUP_COMMIT_LINGER_US, MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS,
     SHUTDOWN_GRACE_MS,
 };
-use crate::store::ReviveStep;
+use crate::store::{PurgeStep, Purged, ReviveStep};
 use crate::store::{Revived, ShardStore, StoreError};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::collections::VecDeque;
@@ -52,6 +52,11 @@ pub enum ShardInput {
     Revive {
         step: ReviveStep,
         reply: Sender<Result<Revived, Arc<StoreError>>>,
+    },
+    /// One purge step; answer with what it purged.
+    Purge {
+        step: PurgeStep,
+        reply: Sender<Result<Purged, Arc<StoreError>>>,
     },
     /// Answer with the core's per-tenant gauges.
     TenantStats(Sender<Vec<TenantStats>>),
@@ -304,6 +309,9 @@ impl ShardLoop {
             }
             ShardInput::Revive { step, reply } => {
                 let _ = reply.send(state.revive(self.clock.now_ms(), &step));
+            }
+            ShardInput::Purge { step, reply } => {
+                let _ = reply.send(state.purge(self.clock.now_ms(), &step));
             }
             ShardInput::TenantStats(reply) => {
                 let _ = reply.send(state.core().tenant_stats());

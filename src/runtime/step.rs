@@ -24,7 +24,8 @@ use crate::config::DispatchConfig;
 use crate::core::{AttemptResult, Catalog, Core, Grant, Job, JobId, RowId};
 use crate::limits::{MAX_UNFLUSHED_OPS, OUTCOME_FLUSH_MS, REPLAY_SCAN_BUDGET, STORE_RETRY_MS};
 use crate::store::{
-    self, Hook, ReviveStep, Revived, RowRecord, ShardStore, StoreError, TenantTable, TxnIndex,
+    self, Hook, PurgeStep, Purged, ReviveStep, Revived, RowRecord, ShardStore, StoreError,
+    TenantTable, TxnIndex,
 };
 use heed::RwTxn;
 use std::sync::Arc;
@@ -189,6 +190,14 @@ impl<'s> ShardState<'s> {
                 core.handle_committed();
             }
             Ok(revived)
+        })
+    }
+
+    /// One purge step (see [`store::purge::purge`]). Committed, so what it
+    /// reports purged is gone.
+    pub fn purge(&mut self, now_ms: u64, step: &PurgeStep) -> Result<Purged, Arc<StoreError>> {
+        self.write_now(now_ms, |store, txn, tenants, _core| {
+            store::purge::purge(store, txn, tenants, step, REPLAY_SCAN_BUDGET)
         })
     }
 

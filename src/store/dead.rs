@@ -306,11 +306,17 @@ pub fn revive(
     budget: usize,
     now_ms: u64,
 ) -> Result<Revived, StoreError> {
-    let Revivable {
+    let scan = DeadScan {
+        filter: &step.filter,
+        cursor: step.cursor.as_deref(),
+        max_rows: step.max_rows,
+        budget,
+    };
+    let Matching {
         rows: moves,
         last,
         exhausted,
-    } = revivable(store, wtxn, tenants, step, budget)?;
+    } = scan.run(store, wtxn, tenants, DeadItem::is_decodable)?;
     for (key, no, row) in &moves {
         store.dead.delete(wtxn, key)?;
         let bytes = store
@@ -344,61 +350,74 @@ pub fn revive(
     })
 }
 
-/// What a replay step found to revive.
-struct Revivable {
-    /// The dead rows to revive (decodable, matching the filter, at most
-    /// `max_rows`): each one's dead key, tenant number and id.
-    rows: Vec<(Vec<u8>, u32, RowId)>,
-    /// The last dead key examined.
-    last: Option<Vec<u8>>,
-    /// Every matching key after the cursor was examined within the budget.
-    exhausted: bool,
+/// One bounded pass over a shard's dead keys, as replay and purge steps
+/// make them.
+pub(super) struct DeadScan<'a> {
+    pub(super) filter: &'a DeadFilter,
+    /// The last dead key a previous step examined.
+    pub(super) cursor: Option<&'a [u8]>,
+    /// The most rows to take.
+    pub(super) max_rows: u64,
+    /// The most dead keys to examine.
+    pub(super) budget: usize,
 }
 
-fn revivable(
-    store: &ShardStore,
-    wtxn: &RwTxn,
-    tenants: &TenantTable,
-    step: &ReviveStep,
-    budget: usize,
-) -> Result<Revivable, StoreError> {
-    let (filter, cursor) = (&step.filter, step.cursor.as_deref());
-    let mut moves = Vec::new();
-    let mut last: Option<Vec<u8>> = None;
-    let mut examined = 0;
-    for (no, tenant) in tenants_of(tenants, filter) {
-        let low = timed_key(no, filter.since_ms, RowId::MIN);
-        let high = timed_key(no, filter.until_ms, RowId::MAX);
-        let start = match cursor {
-            Some(c) if c >= &high[..] => continue,
-            Some(c) if c >= &low[..] => Bound::Excluded(c),
-            _ => Bound::Included(&low[..]),
-        };
-        for entry in store
-            .dead
-            .range(wtxn, &(start, Bound::Included(&high[..])))?
-        {
-            if moves.len() as u64 >= step.max_rows || examined >= budget {
-                return Ok(Revivable {
-                    rows: moves,
-                    last,
-                    exhausted: false,
-                });
-            }
-            let (k, _) = entry?;
-            examined += 1;
-            last = Some(k.to_vec());
-            let Some(position) = DeadPosition::of_key(0, k) else {
-                continue;
+/// What a [`DeadScan`] found.
+pub(super) struct Matching {
+    /// The rows taken: each one's dead key, tenant number and id.
+    pub(super) rows: Vec<(Vec<u8>, u32, RowId)>,
+    /// The last dead key examined.
+    pub(super) last: Option<Vec<u8>>,
+    /// Every matching key after the cursor was examined within the budget.
+    pub(super) exhausted: bool,
+}
+
+impl DeadScan<'_> {
+    /// The dead rows matching the filter that `take` accepts.
+    pub(super) fn run(
+        &self,
+        store: &ShardStore,
+        txn: &RoTxn,
+        tenants: &TenantTable,
+        take: impl Fn(&DeadItem) -> bool,
+    ) -> Result<Matching, StoreError> {
+        let mut rows = Vec::new();
+        let mut last: Option<Vec<u8>> = None;
+        let mut examined = 0;
+        for (no, tenant) in tenants_of(tenants, self.filter) {
+            let low = timed_key(no, self.filter.since_ms, RowId::MIN);
+            let high = timed_key(no, self.filter.until_ms, RowId::MAX);
+            let start = match self.cursor {
+                Some(c) if c >= &high[..] => continue,
+                Some(c) if c >= &low[..] => Bound::Excluded(c),
+                _ => Bound::Included(&low[..]),
             };
-            if item(store, wtxn, filter, &tenant, position)?.is_some_and(|i| i.is_decodable()) {
-                moves.push((k.to_vec(), no, position.row));
+            for entry in store
+                .dead
+                .range(txn, &(start, Bound::Included(&high[..])))?
+            {
+                if rows.len() as u64 >= self.max_rows || examined >= self.budget {
+                    return Ok(Matching {
+                        rows,
+                        last,
+                        exhausted: false,
+                    });
+                }
+                let (k, _) = entry?;
+                examined += 1;
+                last = Some(k.to_vec());
+                let Some(position) = DeadPosition::of_key(0, k) else {
+                    continue;
+                };
+                if item(store, txn, self.filter, &tenant, position)?.is_some_and(|i| take(&i)) {
+                    rows.push((k.to_vec(), no, position.row));
+                }
             }
         }
+        Ok(Matching {
+            rows,
+            last,
+            exhausted: true,
+        })
     }
-    Ok(Revivable {
-        rows: moves,
-        last,
-        exhausted: true,
-    })
 }

@@ -214,7 +214,7 @@ fn number(tenants: &TenantTable, tenant: &str) -> u32 {
         .unwrap_or_else(|| panic!("tenant {tenant:?} has rows but no number"))
 }
 
-fn delete_hook_if_rowless(
+pub(super) fn delete_hook_if_rowless(
     store: &ShardStore,
     wtxn: &mut RwTxn,
     seq: u64,
