@@ -9,8 +9,11 @@
 //! a seeded [`Rng`], due rows through the [`DueIndex`] trait.
 //!
 //! The shell drives it in this order, once per loop iteration:
-//! 1. inputs: [`Core::handle_committed`], [`Core::handle_outcome`],
-//!    [`Core::handle_grant`], [`Core::handle_reconfigure`];
+//! 1. inputs: [`Core::handle_committed_for`] (or [`Core::handle_committed`]
+//!    for rows whose tenants it does not name), [`Core::handle_outcome`],
+//!    [`Core::handle_grant`], [`Core::handle_reconfigure`]; every row the
+//!    shell writes due outside the core's own ops must be announced so (the
+//!    scan reads only tenants it knows may have rows due, see `hints`);
 //! 2. [`Core::handle_timers`] (attempt deadlines);
 //! 3. drain [`Core::poll_store_op`] into the iteration's store batch, then
 //!    [`Core::handle_scan`] when [`Core::wants_scan`] (the scan reads the due
@@ -23,6 +26,7 @@
 
 mod breaker;
 mod catalog;
+mod hints;
 mod report;
 pub mod retry;
 pub mod rng;
@@ -132,8 +136,24 @@ pub struct Core {
     keys: HashMap<SinkKey, KeyState>,
     /// Tenants with queued jobs, in round-robin order.
     tenant_ring: VecDeque<TenantId>,
-    /// The deficit round robin's order of tenants for the next scan.
+    /// Tenants with rows claimed.
+    claiming_tenants: u64,
+    /// The deficit round robin's order for the next scan, of the tenants
+    /// with due rows (see `scan`): those the last page did not reach first,
+    /// then those it reached.
     scan_order: VecDeque<TenantId>,
+    /// How many of `scan_order` lead it unreached.
+    unreached: usize,
+    /// Per tenant with due rows, no later than its earliest due row: read
+    /// from the index, lowered by every row written due since. A scan reads
+    /// the index only for tenants due by their hint.
+    due_hints: HashMap<TenantId, u64>,
+    /// Rows of unknown tenants were written due: the next scan reads every
+    /// tenant's hint from the index.
+    hints_stale: bool,
+    /// Due times written during the scan under way, which its index reads
+    /// do not see yet.
+    scan_notes: Option<HashMap<TenantId, u64>>,
     wheel: Wheel<JobId>,
     ops: VecDeque<StoreOp>,
     abandoned: VecDeque<JobId>,
@@ -177,7 +197,12 @@ impl Core {
             tenants: HashMap::new(),
             keys: HashMap::new(),
             tenant_ring: VecDeque::new(),
+            claiming_tenants: 0,
             scan_order: VecDeque::new(),
+            unreached: 0,
+            due_hints: HashMap::new(),
+            hints_stale: true,
+            scan_notes: None,
             wheel: Wheel::new(now_ms),
             ops: VecDeque::new(),
             abandoned: VecDeque::new(),
@@ -210,9 +235,17 @@ impl Core {
 
     // ---- inputs -------------------------------------------------------
 
-    /// Rows were committed (due now): scan at once.
+    /// Rows were written due by the shell for tenants it does not name (a
+    /// replay step): scan at once, reading every tenant's due rows.
     pub fn handle_committed(&mut self) {
         self.scan_requested = true;
+        self.hints_stale = true;
+    }
+
+    /// Rows of `tenant` were committed due at `due_at_ms`: scan at once.
+    pub fn handle_committed_for(&mut self, tenant: &TenantId, due_at_ms: u64) {
+        self.scan_requested = true;
+        self.note_due(tenant, due_at_ms);
     }
 
     /// A new share of the global windows. A lowered share only stops new
@@ -437,7 +470,7 @@ impl Core {
         let reason = match decision {
             RetryDecision::RetryAt { due_at_ms } => {
                 self.stats.retried += 1;
-                self.next_due_at_ms = earliest(self.next_due_at_ms, Some(due_at_ms));
+                self.note_due(&fields.tenant, due_at_ms);
                 let error = Some(truncate(failure.message));
                 self.ops.push_back(StoreOp::Reschedule {
                     row,
@@ -550,7 +583,7 @@ impl Core {
         }
         self.stats.parked += 1;
         self.tenant_mut(&fields.tenant).parked += 1;
-        self.next_due_at_ms = earliest(self.next_due_at_ms, Some(due_at_ms));
+        self.note_due(&fields.tenant, due_at_ms);
         self.ops.push_back(StoreOp::Reschedule {
             row,
             fields,
@@ -567,6 +600,8 @@ impl Core {
         let tenant = self.tenant_mut(&claim.key.tenant);
         let tenant_was_full = !tenant.window().has_room(tenant.claimed);
         tenant.claimed.remove(claim.fields.size_bytes);
+        let last_claim = tenant.claimed.rows == 0;
+        self.claiming_tenants -= u64::from(last_claim);
         if shard_was_full || tenant_was_full {
             self.scan_requested = true;
         }

@@ -10,6 +10,7 @@
 //! backlogs.
 
 use super::*;
+use std::collections::HashSet;
 
 /// A tenant taking part in one scan, with its read position.
 struct Active {
@@ -25,30 +26,13 @@ impl Core {
         // From here on it holds only the due times this scan writes (parks);
         // the index, read before those writes land, supplies the rest below.
         self.next_due_at_ms = None;
-        let mut known = Vec::new();
-        index.tenants(&mut known);
-        for tenant in known {
-            if !self.scan_order.contains(&tenant) {
-                self.scan_order.push_back(tenant);
-            }
+        // Hints read from the index just now are exact.
+        let exact = self.hints_stale;
+        if exact {
+            self.read_all_hints(index);
         }
-        let mut active: Vec<Active> = Vec::new();
-        for tenant in &self.scan_order {
-            let has_room = self
-                .tenants
-                .get(tenant)
-                .is_none_or(|t| t.window().has_room(t.claimed));
-            if has_room
-                && index
-                    .earliest_due_ms(tenant, None)
-                    .is_some_and(|at| at <= now_ms)
-            {
-                active.push(Active {
-                    tenant: tenant.clone(),
-                    after: None,
-                });
-            }
-        }
+        self.scan_notes = Some(HashMap::new());
+        let mut active = self.due_tenants(now_ms, index, exact);
         let mut page =
             u64::from(self.dispatch.batch).min(self.shard_window().rows_room(self.claimed));
         let mut reached: Vec<TenantId> = Vec::new();
@@ -73,24 +57,69 @@ impl Core {
                 }
             }
         }
+        let notes = self.scan_notes.take().unwrap_or_default();
+        // The tenants read past: their earliest row after what was claimed,
+        // or written due during the scan.
+        for (tenant, after) in &read_to {
+            let at = index.earliest_due_ms(tenant, Some(after));
+            self.set_hint(tenant, earliest(at, notes.get(tenant).copied()));
+        }
         self.reorder(reached);
         let mut next_due: Option<u64> = None;
-        let mut active_tenants = 0;
+        let mut due_now = 0;
         for tenant in &self.scan_order {
+            let hint = self.due_hints[tenant];
             let state = self.tenants.get(tenant);
-            let due_at = index.earliest_due_ms(tenant, read_to.get(tenant));
-            if state.is_some_and(|s| s.claimed.rows > 0) || due_at.is_some_and(|at| at <= now_ms) {
-                active_tenants += 1;
+            if hint <= now_ms && state.is_none_or(|s| s.claimed.rows == 0) {
+                due_now += 1;
             }
             // A tenant at its window is not woken for until an outcome frees room.
             if state.is_none_or(|s| s.window().has_room(s.claimed)) {
-                next_due = earliest(next_due, due_at);
+                next_due = earliest(next_due, Some(hint));
             }
         }
         if self.shard_window().has_room(self.claimed) {
             self.next_due_at_ms = earliest(self.next_due_at_ms, next_due);
         }
-        self.stats.active_tenants = active_tenants;
+        debug_assert_eq!(
+            self.claiming_tenants,
+            self.tenants.values().filter(|s| s.claimed.rows > 0).count() as u64,
+            "the count of tenants with claims"
+        );
+        self.stats.active_tenants = self.claiming_tenants + due_now;
+    }
+
+    /// The tenants with rows due now and window room, in round-robin order;
+    /// unless the hints are `exact`, the index is read for those due by
+    /// their hint, which it corrects.
+    fn due_tenants(&mut self, now_ms: u64, index: &mut dyn DueIndex, exact: bool) -> Vec<Active> {
+        let candidates: Vec<TenantId> = self
+            .scan_order
+            .iter()
+            .filter(|t| self.due_hints[*t] <= now_ms)
+            .filter(|t| {
+                self.tenants
+                    .get(*t)
+                    .is_none_or(|s| s.window().has_room(s.claimed))
+            })
+            .cloned()
+            .collect();
+        let mut active = Vec::new();
+        for tenant in candidates {
+            let at = if exact {
+                self.due_hints.get(&tenant).copied()
+            } else {
+                index.earliest_due_ms(&tenant, None)
+            };
+            self.set_hint(&tenant, at);
+            if at.is_some_and(|at| at <= now_ms) {
+                active.push(Active {
+                    tenant,
+                    after: None,
+                });
+            }
+        }
+        active
     }
 
     /// Claims up to `want` of the tenant's due rows within its and the
@@ -209,7 +238,10 @@ impl Core {
             return self.park(now_ms, entry.row, fields, until_ms);
         }
         self.claimed.add(entry.size_bytes);
-        self.tenant_mut(&entry.tenant).claimed.add(entry.size_bytes);
+        let tenant = self.tenant_mut(&entry.tenant);
+        let first_claim = tenant.claimed.rows == 0;
+        tenant.claimed.add(entry.size_bytes);
+        self.claiming_tenants += u64::from(first_claim);
         let claim = Claim {
             key: key.clone(),
             due_at_ms: entry.due_at_ms,
@@ -224,17 +256,22 @@ impl Core {
     /// Tenants the page did not reach lead the next scan; the others follow
     /// in the order they were reached (rotated by one when all were reached,
     /// so a page's remainder does not always go to the same tenant).
+    /// Tenants left without due rows leave the order.
     fn reorder(&mut self, mut reached: Vec<TenantId>) {
-        let unreached: Vec<TenantId> = self
+        let was_reached: HashSet<&TenantId> = reached.iter().collect();
+        let unreached: VecDeque<TenantId> = self
             .scan_order
             .iter()
-            .filter(|t| !reached.contains(t))
+            .filter(|t| !was_reached.contains(t) && self.due_hints.contains_key(*t))
             .cloned()
             .collect();
         if unreached.is_empty() && !reached.is_empty() {
             reached.rotate_left(1);
         }
-        self.scan_order = unreached.into_iter().chain(reached).collect();
+        reached.retain(|t| self.due_hints.contains_key(t));
+        self.unreached = unreached.len();
+        self.scan_order = unreached;
+        self.scan_order.extend(reached);
     }
 }
 

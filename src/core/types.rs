@@ -85,7 +85,9 @@ pub enum Loaded {
 /// infallible here: a store error is recorded by the implementation and the
 /// shell rebuilds the core from the store (see `runtime::step`).
 pub trait DueIndex {
-    /// Every tenant this shard has stored rows for.
+    /// Every tenant this shard has stored rows for (read when the core
+    /// cannot tell which tenants have rows due: a new core, rows written
+    /// for tenants not named).
     fn tenants(&mut self, out: &mut Vec<TenantId>);
     /// The earliest due time of the tenant's pending rows after `after`
     /// (the scan's read position: rows it claimed are not yet written).

@@ -327,10 +327,10 @@ impl<'s> ShardState<'s> {
                     &new.sink_types,
                     now_ms,
                 )?;
+                self.core.handle_committed_for(&new.hook.tenant, now_ms);
             }
             if has_commits {
                 store.put_meta(txn, "next_seq", self.next_seq)?;
-                self.core.handle_committed();
             }
             writes += apply_ops(store, txn, &self.tenants, &mut self.core)?;
             // After the commits: new hooks ask for a scan.

@@ -1,0 +1,60 @@
+//! Due hints: which tenants a scan must read. A shard may know many
+//! tenants (every tenant it ever stored a row for) while few have rows due;
+//! reading every tenant's due index at every scan made a scan cost
+//! O(tenants) index reads, and keeping the round-robin order of every
+//! tenant O(tenants²) comparisons.
+//!
+//! So each tenant with due rows has a hint no later than its earliest due
+//! row: read from the index, and lowered by every row written due since
+//! (commits, retries, parks). Rows leaving the index (claims, dead letters)
+//! leave the hint early, never late: a scan then reads the index and
+//! corrects it. Rows written due by the shell for tenants it does not name
+//! (a replay step), and a new core, make the next scan read every tenant.
+//! Only tenants with a hint take part in the round robin.
+
+use super::*;
+
+impl Core {
+    /// A row of `tenant` is written due at `due_at_ms`.
+    pub(super) fn note_due(&mut self, tenant: &TenantId, due_at_ms: u64) {
+        self.next_due_at_ms = earliest(self.next_due_at_ms, Some(due_at_ms));
+        if let Some(notes) = &mut self.scan_notes {
+            let note = notes.entry(tenant.clone()).or_insert(due_at_ms);
+            *note = (*note).min(due_at_ms);
+        }
+        let hint = self
+            .due_hints
+            .get(tenant)
+            .map_or(due_at_ms, |&h| h.min(due_at_ms));
+        self.set_hint(tenant, Some(hint));
+    }
+
+    /// Sets a tenant's hint (`None`: no due rows). A tenant that gains one
+    /// joins the round robin at the end of its unreached part: after the
+    /// tenants already waiting, before those the last page reached.
+    pub(super) fn set_hint(&mut self, tenant: &TenantId, hint: Option<u64>) {
+        match hint {
+            Some(at_ms) => {
+                if self.due_hints.insert(tenant.clone(), at_ms).is_none() {
+                    self.scan_order.insert(self.unreached, tenant.clone());
+                    self.unreached += 1;
+                }
+            }
+            // Dropped from the order by the next `reorder`.
+            None => {
+                self.due_hints.remove(tenant);
+            }
+        }
+    }
+
+    /// Reads every known tenant's hint from the index.
+    pub(super) fn read_all_hints(&mut self, index: &mut dyn DueIndex) {
+        self.hints_stale = false;
+        let mut known = Vec::new();
+        index.tenants(&mut known);
+        for tenant in known {
+            let hint = index.earliest_due_ms(&tenant, None);
+            self.set_hint(&tenant, hint);
+        }
+    }
+}
