@@ -272,6 +272,11 @@ impl Core {
         self.unreached = unreached.len();
         self.scan_order = unreached;
         self.scan_order.extend(reached);
+        debug_assert_eq!(
+            self.scan_order.len(),
+            self.due_hints.len(),
+            "the round robin holds each tenant with a hint once"
+        );
     }
 }
 
