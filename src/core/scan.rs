@@ -96,7 +96,9 @@ impl Core {
         let candidates: Vec<TenantId> = self
             .scan_order
             .iter()
-            .filter(|t| self.due_hints[*t] <= now_ms)
+            // A tenant whose hint a read of every tenant just dropped is
+            // still in the order until `reorder`.
+            .filter(|t| self.due_hints.get(*t).is_some_and(|&at| at <= now_ms))
             .filter(|t| {
                 self.tenants
                     .get(*t)

@@ -274,6 +274,30 @@ fn a_scan_reads_only_the_tenants_that_may_have_rows_due() {
     assert_eq!((c.stats().delivered, m.reads), (1_002, 1_000 + 2));
 }
 
+/// A hint may be early, never late: rows that leave the index behind a
+/// tenant's hint (dead-lettered with their source) leave the tenant in the
+/// round robin until a scan reads the index, which then drops it, also
+/// when that scan reads every tenant at once.
+#[test]
+fn a_tenant_whose_rows_left_the_index_leaves_the_round_robin_at_the_next_read() {
+    let config = config_with(vec![source("a", "ta", &["t"]), source("b", "tb", &["t"])]);
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    m.add("ta", "a", &["t"], 100);
+    c.handle_scan(0, &mut m);
+    assert_eq!(c.poll_deadline(0), Some(100), "woken for ta's row");
+    assert_eq!(c.handle_dead_letter_source(0, "a", &mut m), 1);
+    let _ = m.apply(&mut c);
+    m.add("tb", "b", &["t"], 0);
+    c.handle_committed();
+    c.handle_scan(0, &mut m);
+    assert_eq!(
+        claimed_per_tenant(&m.apply(&mut c)),
+        BTreeMap::from([("tb".into(), 1)])
+    );
+    assert_eq!(c.poll_deadline(0), None, "nothing left to wake for");
+}
+
 #[test]
 fn a_tenant_the_page_did_not_reach_goes_first_in_the_next_scan() {
     let mut config = config_with(vec![
