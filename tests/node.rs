@@ -78,6 +78,17 @@ fn one_source(dir: &std::path::Path, receiver: &Receiver) -> Config {
     c
 }
 
+/// `one_source` and a source `b` (tenant `t2`) posting to `receiver` too.
+fn two_sources(dir: &std::path::Path, receiver: &Receiver) -> Config {
+    let mut c = one_source(dir, receiver);
+    c.sources.push(source(
+        "b",
+        "t2",
+        vec![SinkConfig::http(receiver.url("/b"))],
+    ));
+    c
+}
+
 /// Ingests `count` hooks with bodies `0`, `1`, … into `source`, each answered 202.
 fn ingest_n(addr: SocketAddr, source: &str, count: usize) {
     for i in 0..count {
@@ -405,13 +416,8 @@ fn connections_over_the_cap_get_503() {
 fn dead_letters_list_page_and_replay() {
     let dir = tempfile::tempdir().unwrap();
     let (receiver, status) = switchable(400);
-    let mut c = one_source(dir.path(), &receiver);
+    let mut c = two_sources(dir.path(), &receiver);
     c.shards = 2;
-    c.sources.push(source(
-        "b",
-        "t2",
-        vec![SinkConfig::http(receiver.url("/b"))],
-    ));
     let node = start(c);
     let addr = node.local_addr();
     let engine = node.engine().unwrap();
@@ -803,13 +809,7 @@ fn a_full_store_answers_503_store_full_until_deliveries_free_room() {
 fn dead_letters_are_purged_by_source_and_time() {
     let dir = tempfile::tempdir().unwrap();
     let (receiver, _status) = switchable(400);
-    let mut c = one_source(dir.path(), &receiver);
-    c.sources.push(source(
-        "b",
-        "t2",
-        vec![SinkConfig::http(receiver.url("/b"))],
-    ));
-    let node = start(c);
+    let node = start(two_sources(dir.path(), &receiver));
     let addr = node.local_addr();
     ingest_n(addr, "a", 3);
     ingest_n(addr, "b", 2);

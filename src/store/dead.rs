@@ -306,12 +306,7 @@ pub fn revive(
     budget: usize,
     now_ms: u64,
 ) -> Result<Revived, StoreError> {
-    let scan = DeadScan {
-        filter: &step.filter,
-        cursor: step.cursor.as_deref(),
-        max_rows: step.max_rows,
-        budget,
-    };
+    let scan = DeadScan::new(&step.filter, &step.cursor, step.max_rows, budget);
     let Matching {
         rows: moves,
         last,
@@ -353,13 +348,13 @@ pub fn revive(
 /// One bounded pass over a shard's dead keys, as replay and purge steps
 /// make them.
 pub(super) struct DeadScan<'a> {
-    pub(super) filter: &'a DeadFilter,
+    filter: &'a DeadFilter,
     /// The last dead key a previous step examined.
-    pub(super) cursor: Option<&'a [u8]>,
+    cursor: Option<&'a [u8]>,
     /// The most rows to take.
-    pub(super) max_rows: u64,
+    max_rows: u64,
     /// The most dead keys to examine.
-    pub(super) budget: usize,
+    budget: usize,
 }
 
 /// What a [`DeadScan`] found.
@@ -372,7 +367,21 @@ pub(super) struct Matching {
     pub(super) exhausted: bool,
 }
 
-impl DeadScan<'_> {
+impl<'a> DeadScan<'a> {
+    pub(super) fn new(
+        filter: &'a DeadFilter,
+        cursor: &'a Option<Vec<u8>>,
+        max_rows: u64,
+        budget: usize,
+    ) -> DeadScan<'a> {
+        DeadScan {
+            filter,
+            cursor: cursor.as_deref(),
+            max_rows,
+            budget,
+        }
+    }
+
     /// The dead rows matching the filter that `take` accepts.
     pub(super) fn run(
         &self,

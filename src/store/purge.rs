@@ -39,12 +39,7 @@ pub fn purge(
     step: &PurgeStep,
     budget: usize,
 ) -> Result<Purged, StoreError> {
-    let scan = DeadScan {
-        filter: &step.filter,
-        cursor: step.cursor.as_deref(),
-        max_rows: step.max_rows,
-        budget,
-    };
+    let scan = DeadScan::new(&step.filter, &step.cursor, step.max_rows, budget);
     let Matching {
         rows,
         last,
