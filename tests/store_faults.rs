@@ -360,9 +360,7 @@ fn a_shard_that_fails_to_open_stops_the_shards_started_before_it() {
 #[test]
 fn a_full_store_refuses_new_hooks_and_still_records_every_delivery() {
     let dir = tempfile::tempdir().unwrap();
-    let status = Arc::new(std::sync::atomic::AtomicU16::new(503));
-    let answer = status.clone();
-    let receiver = Receiver::start(move |_| Reply::status(answer.load(SeqCst))).unwrap();
+    let (receiver, status) = switchable(503);
     let mut c = config_with_http_sink(dir.path(), &receiver.url("/h"));
     c.max_shard_bytes = 16 << 20;
     c.retry.base_ms = 50;

@@ -111,9 +111,10 @@ impl Core {
             let at = if exact {
                 self.due_hints.get(&tenant).copied()
             } else {
-                index.earliest_due_ms(&tenant, None)
+                let at = index.earliest_due_ms(&tenant, None);
+                self.set_hint(&tenant, at);
+                at
             };
-            self.set_hint(&tenant, at);
             if at.is_some_and(|at| at <= now_ms) {
                 active.push(Active {
                     tenant,

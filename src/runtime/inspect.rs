@@ -10,6 +10,7 @@ use super::wall_ms;
 use crate::core::{TenantId, TenantStats};
 use crate::store::{DeadFilter, DeadItem, DeadPosition, Revived, StoreError};
 use crate::store::{PurgeStep, ReviveStep};
+use crossbeam_channel::Sender;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -131,13 +132,22 @@ impl Engine {
     /// # Panics
     /// If `shard` is not below [`shard_count`](Engine::shard_count).
     pub fn revive(&self, shard: usize, step: ReviveStep) -> Result<Revived, Unavailable> {
-        let mut revived = self.ask_shards(shard..shard + 1, SHARD_CALL_WAIT, |reply| {
-            ShardInput::Revive {
-                step: step.clone(),
-                reply,
-            }
-        })?;
-        revived.pop().ok_or(Unavailable)?.map_err(|_| Unavailable)
+        self.ask_shard_to_write(shard, |reply| ShardInput::Revive {
+            step: step.clone(),
+            reply,
+        })
+    }
+
+    /// A write shard `shard` makes on request and answers with its result
+    /// (a store failure is `Unavailable`: the shard rebuilt and the step
+    /// may be asked again).
+    fn ask_shard_to_write<T>(
+        &self,
+        shard: usize,
+        ask: impl Fn(Sender<Result<T, Arc<StoreError>>>) -> ShardInput,
+    ) -> Result<T, Unavailable> {
+        let mut answers = self.ask_shards(shard..shard + 1, SHARD_CALL_WAIT, ask)?;
+        answers.pop().ok_or(Unavailable)?.map_err(|_| Unavailable)
     }
 
     /// Revives, now and unpaced, every dead row matching `filter` that is
@@ -188,13 +198,10 @@ impl Engine {
                 cursor,
                 max_rows: DEAD_STEP_ROWS,
             };
-            let mut replies = self.ask_shards(shard..shard + 1, SHARD_CALL_WAIT, |reply| {
-                ShardInput::Purge {
-                    step: step.clone(),
-                    reply,
-                }
+            let purged = self.ask_shard_to_write(shard, |reply| ShardInput::Purge {
+                step: step.clone(),
+                reply,
             })?;
-            let purged = replies.pop().ok_or(Unavailable)?.map_err(|_| Unavailable)?;
             Ok(Stepped {
                 rows: purged.purged,
                 cursor: purged.cursor,

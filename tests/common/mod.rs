@@ -5,9 +5,10 @@
 pub mod http;
 
 use goad::config::{SourceConfig, TenantLimitsConfig};
+use goad::demo::receiver::{Receiver, Reply};
 use goad::{Config, Delivery, Engine, RowView, Sink, SinkConfig, SinkError};
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -150,4 +151,12 @@ pub fn gate() -> Gate {
         Ok(())
     });
     Gate { sink, open, passed }
+}
+
+/// A receiver whose status can be changed while it runs.
+pub fn switchable(status: u16) -> (Receiver, Arc<AtomicU16>) {
+    let current = Arc::new(AtomicU16::new(status));
+    let c = current.clone();
+    let receiver = Receiver::start(move |_| Reply::status(c.load(Ordering::SeqCst))).unwrap();
+    (receiver, current)
 }
