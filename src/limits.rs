@@ -89,6 +89,10 @@ pub const SHUTDOWN_GRACE_MS: u64 = 5_000;
 /// Due rows of one tenant read per call while scanning.
 pub const MAX_DUE_PAGE_ROWS: usize = 4_096;
 
+/// Undecodable due entries one scan steps over before it stops reading; the
+/// shell sets them aside and scans again.
+pub const MAX_UNREADABLE_DUE_PER_SCAN: usize = 1_024;
+
 /// Dead keys one replay step examines in a shard before it yields (so a
 /// replay behind many non-matching dead rows still progresses, a page per step).
 pub const REPLAY_SCAN_BUDGET: usize = 20_000;

@@ -884,6 +884,7 @@ fn metrics_parse_as_prometheus_text() {
     assert_eq!(sum("goad_attempt_duration_seconds_count", ""), 5.0);
     assert_eq!(sum("goad_dead_letters", ""), 0.0);
     assert_eq!(sum("goad_store_failures_total", ""), 0.0);
+    assert_eq!(sum("goad_unreadable_due_entries_total", ""), 0.0);
     assert_eq!(sum("goad_recovered_rows_total", ""), 0.0);
     assert_eq!(sum("goad_shard_restarts_total", ""), 0.0);
     assert_eq!(

@@ -1,7 +1,8 @@
 //! A shard over a store with broken records: a corrupt row or hook is
-//! dead-lettered and the shard delivers the rest, and a store failure that
-//! persists is retried once a second, not in a busy loop. The records are
-//! broken by writing bytes into a real LMDB environment.
+//! dead-lettered and the shard delivers the rest, index entries that do not
+//! decode are set aside or rebuilt from their rows' records, and a store
+//! failure that persists is retried once a second, not in a busy loop. The
+//! records are broken by writing bytes into a real LMDB environment.
 
 mod common;
 
@@ -10,7 +11,7 @@ use goad::core::{Catalog, Core};
 use goad::demo::receiver::{Receiver, Reply};
 use goad::runtime::coordinator::global_grant;
 use goad::runtime::{NewRows, ShardState};
-use goad::store::keys::{hook_key, row_key};
+use goad::store::keys::{hook_key, parse_inflight_value, row_key};
 use goad::store::{DeadFilter, Hook, ShardStore};
 use goad::{Config, Engine};
 use heed::types::Bytes;
@@ -51,26 +52,42 @@ fn one_claimed_hook(dir: &std::path::Path) -> (Config, ShardStore) {
     (c, store)
 }
 
+/// Hook "h<i>" of source `s` (tenant `t`), to commit.
+fn new_rows(i: u64) -> NewRows {
+    NewRows {
+        hook: Hook {
+            id: format!("h{i}"),
+            seq: 0,
+            tenant: Arc::from("t"),
+            source_id: Arc::from("s"),
+            received_at_ms: NOW_MS,
+            content_type: None,
+            dedupe_key: None,
+            headers: Vec::new(),
+            body: format!("body {i}").into_bytes(),
+        },
+        sink_types: vec![Arc::from("http")],
+    }
+}
+
 /// Commits hooks "h1".."hN" of source `s` in one step.
 fn commit_hooks(state: &mut ShardState, now_ms: u64, n: u64) {
-    let commits = (1..=n)
-        .map(|i| NewRows {
-            hook: Hook {
-                id: format!("h{i}"),
-                seq: 0,
-                tenant: Arc::from("t"),
-                source_id: Arc::from("s"),
-                received_at_ms: now_ms,
-                content_type: None,
-                dedupe_key: None,
-                headers: Vec::new(),
-                body: format!("body {i}").into_bytes(),
-            },
-            sink_types: vec![Arc::from("http")],
-        })
-        .collect();
+    let commits = (1..=n).map(new_rows).collect();
     let out = state.step(now_ms, commits, Vec::new(), &mut |_job| {});
     assert!(matches!(out.committed, Some(Ok(()))));
+}
+
+/// The row of hook seq `seq` for its one sink.
+fn row(seq: u64) -> goad::core::RowId {
+    goad::core::RowId { seq, sink_index: 0 }
+}
+
+/// The keys of one of the store's named trees, in order.
+fn tree_keys(store: &ShardStore, name: &str) -> Vec<Vec<u8>> {
+    let tree = tree(store, name);
+    let rtxn = store.env().read_txn().unwrap();
+    let keys = tree.iter(&rtxn).unwrap();
+    keys.map(|e| e.unwrap().0.to_vec()).collect()
 }
 
 /// One of the store's named trees, opened raw.
@@ -217,55 +234,88 @@ fn a_dead_key_of_the_wrong_length_is_skipped_by_listings_and_replays() {
     );
 }
 
-/// A due value that does not decode fails the scan's read: the shard
-/// rebuilds, and does not scan (nor fail) again until a second later;
-/// `goad verify` names the entry.
+/// A write that fails (here: a tenant id longer than LMDB takes as a
+/// key, which config validation would refuse) rebuilds the shard from its
+/// store, and it does not scan again until a second later: a failure that
+/// persists is retried once a second, not in a busy loop.
 #[test]
 fn after_a_store_failure_the_shard_scans_again_a_second_later() {
     let dir = tempfile::tempdir().unwrap();
     let (c, store) = one_claimed_hook(dir.path());
-    // Reopened, the claimed row is due again; then its due value breaks.
+    // Reopened, the claimed row is due again.
     let mut state = shard(&c, &store, NOW_MS + 1);
-    let due = tree(&store, "due");
-    let rtxn = store.env().read_txn().unwrap();
-    let keys: Vec<Vec<u8>> = due
-        .iter(&rtxn)
-        .unwrap()
-        .map(|e| e.unwrap().0.to_vec())
-        .collect();
-    drop(rtxn);
-    assert_eq!(keys.len(), 1, "one due key");
-    overwrite(&store, "due", &[&keys[0]], b"bad");
-    let mut step = |now_ms| {
-        state.step(now_ms, Vec::new(), Vec::new(), &mut |_job| {});
-        (state.store_failures, state.poll_deadline(now_ms))
-    };
+    let mut unwritable = new_rows(1);
+    unwritable.hook.tenant = Arc::from("t".repeat(600));
     let t = NOW_MS + 10;
-    assert_eq!(step(t), (1, Some(t + 1_000)));
-    assert_eq!(step(t + 500), (1, Some(t + 1_000)), "held off");
-    assert_eq!(step(t + 1_000), (2, Some(t + 2_000)), "tried again");
-    // What an operator runs to find it.
-    assert_eq!(
-        store.verify().unwrap().problems,
-        ["the due value of row seq 1 sink 0 is 3 bytes, not 8"]
-    );
-}
-
-/// A due key of the wrong length inside a tenant's range fails the scan
-/// as a store error (the shard used to panic on it); `goad verify` names it.
-#[test]
-fn a_due_key_of_the_wrong_length_is_a_store_failure_not_a_panic() {
-    let dir = tempfile::tempdir().unwrap();
-    let (c, store) = one_claimed_hook(dir.path());
-    let mut state = shard(&c, &store, NOW_MS + 1);
-    overwrite(&store, "due", &[&short_timed_key()], &7u64.to_be_bytes());
-    let t = NOW_MS + 10;
-    state.step(t, Vec::new(), Vec::new(), &mut |_job| {});
+    let mut started = Vec::new();
+    let out = state.step(t, vec![unwritable], Vec::new(), &mut |job| {
+        started.push(job.row.seq)
+    });
+    assert!(matches!(out.committed, Some(Err(_))), "{:?}", out.committed);
     assert_eq!(
         (state.store_failures, state.poll_deadline(t)),
         (1, Some(t + 1_000))
     );
-    assert_eq!(store.verify().unwrap().problems, ["a due key of 21 bytes"]);
+    let mut step = |now_ms| {
+        state.step(now_ms, Vec::new(), Vec::new(), &mut |job| {
+            started.push(job.row.seq)
+        });
+        (state.store_failures, state.poll_deadline(now_ms))
+    };
+    assert_eq!(step(t + 500), (1, Some(t + 1_000)), "held off");
+    let (failures, _) = step(t + 1_000);
+    assert_eq!((failures, started), (1, vec![1]), "scanned again, once");
+}
+
+/// Due entries that do not decode are set aside, not failed on: a due value
+/// that is not a size is rewritten from its row's record, and the row is
+/// delivered as before; a key of the wrong length names no row and is
+/// deleted. The store never fails (it used to fail every scan of the shard
+/// on either), and `goad verify` finds a sound store after.
+#[test]
+fn unreadable_due_entries_are_set_aside_and_the_shard_claims_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
+    let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+    leave_claimed_hooks(&c, &store, 2);
+    // Reopened, both claimed rows are due again; then row 1's due value
+    // breaks and a short key appears in the tenant's range.
+    let mut state = shard(&c, &store, NOW_MS + 1);
+    let keys = tree_keys(&store, "due");
+    assert_eq!(keys.len(), 2, "one due key per row");
+    overwrite(&store, "due", &[&keys[0]], b"bad");
+    overwrite(&store, "due", &[&short_timed_key()], &7u64.to_be_bytes());
+    assert_eq!(
+        store.verify().unwrap().problems,
+        [
+            "a due key of 21 bytes",
+            "the due value of row seq 1 sink 0 is 3 bytes, not 8"
+        ]
+    );
+    let t = NOW_MS + 10;
+    let mut step = |now_ms| {
+        let mut started = Vec::new();
+        state.step(now_ms, Vec::new(), Vec::new(), &mut |job| {
+            started.push(job.row.seq)
+        });
+        started
+    };
+    assert_eq!(step(t), [2], "the readable row, at once");
+    assert_eq!(step(t), [1], "the rewritten one, at the next scan");
+    assert_eq!((state.store_failures, state.unreadable_due), (0, 2));
+    state.flush().unwrap();
+    assert!(tree_keys(&store, "due").is_empty(), "both rows claimed");
+    let size_bytes = store.row(row(1)).unwrap().unwrap().size_bytes;
+    let inflight = tree(&store, "inflight");
+    let rtxn = store.env().read_txn().unwrap();
+    let marker = inflight.get(&rtxn, &row_key(row(1))).unwrap().unwrap();
+    assert_eq!(
+        parse_inflight_value(marker).unwrap().1,
+        size_bytes,
+        "claimed with the size its record holds"
+    );
+    drop(rtxn);
+    assert_eq!(store.verify().unwrap().problems, Vec::<String>::new());
 }
 
 /// A tenant number out of its dense sequence is a clear error at open (the
@@ -282,30 +332,55 @@ fn a_corrupt_tenant_number_is_a_clear_error_at_open() {
     assert_eq!(err.to_string(), "store: undecodable tenant record");
 }
 
-/// An in-flight marker that does not decode stops the engine from opening
-/// with an error that says so (before, the shard thread panicked): dropping
-/// the marker would leave its row in no index, never delivered.
+/// Recovery reads past in-flight markers that do not decode (the engine
+/// used to refuse to open on either): a marker whose value is broken is
+/// rebuilt from its hook (the tenant) and row record (the size), and a
+/// marker key that names no row is dropped. Only a broken marker whose hook
+/// is broken too cannot be placed: the open fails with a clear error rather
+/// than leave its row in no index.
 #[test]
-fn a_corrupt_in_flight_marker_is_a_clear_error_at_open() {
-    let marker = row_key(goad::core::RowId {
-        seq: 1,
-        sink_index: 0,
-    });
+fn in_flight_markers_that_do_not_decode_are_recovered_from_their_records() {
+    let marker = row_key(row(1));
     // A marker whose value does not decode, and one whose key is short.
     let corruptions: [(&[u8], &[u8]); 2] = [(&marker, b"bad"), (&marker[..9], &[0; 12])];
     for (key, value) in corruptions {
         let dir = tempfile::tempdir().unwrap();
-        let c = {
-            let (c, store) = one_claimed_hook(dir.path());
-            overwrite(&store, "inflight", &[key], value);
-            c
-        };
-        let err = Engine::open(c).err().expect("refused");
-        assert_eq!(
-            err.to_string(),
-            "store: undecodable in-flight marker record"
-        );
+        let (c, store) = one_claimed_hook(dir.path());
+        overwrite(&store, "inflight", &[key], value);
+        let state = shard(&c, &store, NOW_MS + 1);
+        assert_eq!(state.recovered, 1, "{key:?}");
+        drop(state);
+        let size_bytes = store.row(row(1)).unwrap().unwrap().size_bytes;
+        let due = tree(&store, "due");
+        let rtxn = store.env().read_txn().unwrap();
+        let values: Vec<Vec<u8>> = due
+            .iter(&rtxn)
+            .unwrap()
+            .map(|e| e.unwrap().1.to_vec())
+            .collect();
+        assert_eq!(values, [size_bytes.to_be_bytes().to_vec()], "{key:?}");
+        drop(rtxn);
+        assert!(tree_keys(&store, "inflight").is_empty());
+        assert_eq!(store.verify().unwrap().problems, Vec::<String>::new());
     }
+    let dir = tempfile::tempdir().unwrap();
+    let c = {
+        let (c, store) = one_claimed_hook(dir.path());
+        break_marker_and_hook(&store);
+        c
+    };
+    let err = Engine::open(c).err().expect("refused");
+    assert_eq!(
+        err.to_string(),
+        "store: undecodable in-flight marker record"
+    );
+}
+
+/// Breaks the in-flight marker of hook 1's row and the hook: recovery
+/// cannot tell the row's tenant, and the open fails.
+fn break_marker_and_hook(store: &ShardStore) {
+    overwrite(store, "inflight", &[&row_key(row(1))], b"bad");
+    overwrite(store, "records", &[&hook_key(1)], b"bad");
 }
 
 /// The files of this process open under `dir`.
@@ -324,16 +399,12 @@ fn open_files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 #[test]
 fn a_shard_that_fails_to_open_stops_the_shards_started_before_it() {
     let dir = tempfile::tempdir().unwrap();
-    let marker = row_key(goad::core::RowId {
-        seq: 1,
-        sink_index: 0,
-    });
     let mut c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
     c.shards = 2;
     {
         let store = ShardStore::open(dir.path(), 1, 2).unwrap();
         leave_claimed_hooks(&c, &store, 1);
-        overwrite(&store, "inflight", &[&marker], b"bad");
+        break_marker_and_hook(&store);
     }
     assert_eq!(
         open_files_under(dir.path()),

@@ -153,6 +153,12 @@ const SHARD_FAMILIES: &[ShardFamily] = &[
         |s| s.store_failures,
     ),
     (
+        "goad_unreadable_due_entries_total",
+        "counter",
+        "Due index entries that did not decode: rewritten from their row, or deleted if they name none.",
+        |s| s.unreadable_due,
+    ),
+    (
         "goad_shard_restarts_total",
         "counter",
         "Panics in a shard's loop; each restarted the shard from its store.",

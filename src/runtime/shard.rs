@@ -97,6 +97,8 @@ pub struct ShardStats {
     pub recovered: u64,
     /// Store writes that failed since the shard opened (each rebuilt it).
     pub store_failures: u64,
+    /// Due entries that did not decode, set aside since the shard opened.
+    pub unreadable_due: u64,
     /// Times the shard's loop panicked and was restarted from its store.
     pub restarts: u64,
     /// Refusing commits now, after panics in a row (see `runtime::restart`).
@@ -418,6 +420,7 @@ impl ShardLoop {
             abandoned_workers: self.pool.abandoned() as u64,
             recovered: state.recovered,
             store_failures: state.store_failures,
+            unreadable_due: state.unreadable_due,
             restarts: self.restarts.count,
             restarting,
             tick_waiters: self.tick_waiters.len() as u64,

@@ -84,6 +84,8 @@ pub struct ShardState<'s> {
     pub recovered: u64,
     /// Store writes that failed since open (each rebuilt the shard).
     pub store_failures: u64,
+    /// Due entries that did not decode, set aside since open.
+    pub unreadable_due: u64,
 }
 
 impl<'s> ShardState<'s> {
@@ -106,6 +108,7 @@ impl<'s> ShardState<'s> {
             holdoff_until_ms: 0,
             recovered: 0,
             store_failures: 0,
+            unreadable_due: 0,
         };
         state.reload(now_ms)?;
         Ok(state)
@@ -164,20 +167,27 @@ impl<'s> ShardState<'s> {
 
     /// Dead-letters every pending row of `source_id` now (see
     /// [`Core::handle_dead_letter_source`]) and commits, so the count it
-    /// returns is durable.
+    /// returns is durable. A pass that set unreadable due entries aside is
+    /// followed by another (setting aside leaves nothing to set aside again).
     pub fn dead_letter_source(
         &mut self,
         now_ms: u64,
         source_id: &str,
     ) -> Result<u64, Arc<StoreError>> {
-        self.write_now(now_ms, |store, txn, tenants, core| {
-            let mut index = TxnIndex::new(store, txn, tenants);
-            let count = core.handle_dead_letter_source(now_ms, source_id, &mut index);
-            match index.into_error() {
-                Some(e) => Err(e),
-                None => Ok(count),
+        let mut count = 0;
+        // Rows whose due entries a pass set aside are due again for the next.
+        loop {
+            let (dead, set_aside) = self.write_now(now_ms, |store, txn, tenants, core| {
+                read_due(store, txn, tenants, core, |core, index| {
+                    core.handle_dead_letter_source(now_ms, source_id, index)
+                })
+            })?;
+            count += dead;
+            self.unreadable_due += set_aside as u64;
+            if set_aside == 0 {
+                return Ok(count);
             }
-        })
+        }
     }
 
     /// One replay step (see [`store::dead::revive`]): the revived rows are
@@ -335,12 +345,12 @@ impl<'s> ShardState<'s> {
             writes += apply_ops(store, txn, &self.tenants, &mut self.core)?;
             // After the commits: new hooks ask for a scan.
             if self.core.wants_scan(now_ms) && !held_off {
-                let mut index = TxnIndex::new(store, txn, &self.tenants);
-                self.core.handle_scan(now_ms, &mut index);
-                if let Some(e) = index.into_error() {
-                    return Err(e);
-                }
-                writes += apply_ops(store, txn, &self.tenants, &mut self.core)?;
+                let ((), set_aside) =
+                    read_due(store, txn, &self.tenants, &mut self.core, |core, index| {
+                        core.handle_scan(now_ms, index)
+                    })?;
+                self.unreadable_due += set_aside as u64;
+                writes += set_aside + apply_ops(store, txn, &self.tenants, &mut self.core)?;
             }
             if writes > 0 {
                 self.dirty_since_ms.get_or_insert(now_ms);
@@ -397,6 +407,28 @@ impl<'s> ShardState<'s> {
             );
         }
     }
+}
+
+/// Runs `read` over the due index of `txn`, then sets aside the due entries
+/// it stepped over (see [`store::set_aside_unreadable`]); returns what `read`
+/// returned and how many entries were set aside. Setting any aside asks for
+/// a scan of every tenant, which reads the rewritten ones and the entries
+/// past those a read stopped at.
+fn read_due<T>(
+    store: &ShardStore,
+    txn: &mut RwTxn,
+    tenants: &TenantTable,
+    core: &mut Core,
+    read: impl FnOnce(&mut Core, &mut TxnIndex) -> T,
+) -> Result<(T, usize), StoreError> {
+    let mut index = TxnIndex::new(store, txn, tenants);
+    let value = read(core, &mut index);
+    let unreadable = index.finish()?;
+    let set_aside = store::set_aside_unreadable(store, txn, unreadable)?;
+    if set_aside > 0 {
+        core.handle_committed();
+    }
+    Ok((value, set_aside))
 }
 
 /// Writes every op the core decided; returns how many.

@@ -1,5 +1,10 @@
 //! The due index as the core's scan reads it: a view over the shard's write
 //! transaction, so rows committed earlier in the same iteration are seen.
+//!
+//! A due entry that does not decode is stepped over and kept in
+//! [`Unreadable`]; the shell sets it aside after the scan (see
+//! [`super::repair`]), so one bad entry does not fail every scan of its
+//! shard.
 
 use super::keys::{
     hook_key, is_hook_key, parse_row_key, parse_timed_key, row_key, timed_key, u64_at,
@@ -7,6 +12,7 @@ use super::keys::{
 use super::record::{decode_hook, decode_row, Hook, RowRecord, RowStatus};
 use super::{ShardStore, StoreError, TenantTable};
 use crate::core::{DueEntry, DueIndex, Loaded, RowId, RowState, TenantId};
+use crate::limits::MAX_UNREADABLE_DUE_PER_SCAN;
 use heed::RwTxn;
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -16,8 +22,17 @@ use std::sync::Arc;
 /// read ahead in one range scan.
 const READ_AHEAD_SLACK: u64 = 8;
 
+/// A due entry a scan could not read: its key is not a due key, or its
+/// value is not a size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+}
+
 /// Reads for one scan. The first store error is kept (and the reads that
-/// follow return nothing); the shell checks [`TxnIndex::into_error`].
+/// follow return nothing); the shell takes it, and the due entries the reads
+/// stepped over, with [`TxnIndex::finish`].
 pub struct TxnIndex<'t> {
     store: &'t ShardStore,
     txn: &'t RwTxn<'t>,
@@ -26,6 +41,8 @@ pub struct TxnIndex<'t> {
     /// Rows of the last page read ahead (see [`TxnIndex::read_ahead`]),
     /// in row order.
     rows: Vec<(RowId, Option<RowRecord>)>,
+    /// Due entries stepped over (at most `MAX_UNREADABLE_DUE_PER_SCAN`).
+    unreadable: Vec<Unreadable>,
     error: Option<StoreError>,
 }
 
@@ -41,13 +58,17 @@ impl<'t> TxnIndex<'t> {
             tenants,
             hooks: HashMap::new(),
             rows: Vec::new(),
+            unreadable: Vec::new(),
             error: None,
         }
     }
 
-    /// The first error any read hit.
-    pub fn into_error(self) -> Option<StoreError> {
-        self.error
+    /// The due entries the reads stepped over, or the first error any read hit.
+    pub fn finish(self) -> Result<Vec<Unreadable>, StoreError> {
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(self.unreadable),
+        }
     }
 
     fn keep<T>(&mut self, r: Result<T, StoreError>) -> Option<T> {
@@ -60,8 +81,12 @@ impl<'t> TxnIndex<'t> {
         }
     }
 
+    /// Up to `max_rows` due entries of a tenant after `after`, due by
+    /// `until_ms`. Entries that do not decode are stepped over and kept; at
+    /// `MAX_UNREADABLE_DUE_PER_SCAN` of them the read stops short (the shell
+    /// asks for a new scan once it has set them aside).
     fn first_after(
-        &self,
+        &mut self,
         tenant_no: u32,
         after: Option<&DueEntry>,
         until_ms: u64,
@@ -69,42 +94,38 @@ impl<'t> TxnIndex<'t> {
     ) -> Result<Vec<DueEntry>, StoreError> {
         let start = match after {
             Some(e) => Bound::Excluded(timed_key(tenant_no, e.due_at_ms, e.row)),
-            None => Bound::Included(timed_key(
-                tenant_no,
-                0,
-                RowId {
-                    seq: 0,
-                    sink_index: 0,
-                },
-            )),
+            None => Bound::Included(timed_key(tenant_no, 0, RowId::MIN)),
         };
-        let end = Bound::Included(timed_key(
-            tenant_no,
-            until_ms,
-            RowId {
-                seq: u64::MAX,
-                sink_index: u16::MAX,
-            },
-        ));
+        let end = Bound::Included(timed_key(tenant_no, until_ms, RowId::MAX));
         let start = start.as_ref().map(|k| &k[..]);
         let end = end.as_ref().map(|k| &k[..]);
         let mut out = Vec::new();
-        for item in self
-            .store
-            .due
-            .range(self.txn, &(start, end))?
-            .take(max_rows)
-        {
+        if max_rows == 0 {
+            return Ok(out);
+        }
+        let (store, txn) = (self.store, self.txn);
+        for item in store.due.range(txn, &(start, end))? {
             let (k, v) = item?;
-            let corrupt = || super::CorruptRecord { what: "due" };
-            let (_, due_at_ms, row) = parse_timed_key(k).ok_or_else(corrupt)?;
-            let size_bytes = u64::from_be_bytes(v.try_into().map_err(|_| corrupt())?);
+            let decoded = parse_timed_key(k).zip(v.try_into().ok().map(u64::from_be_bytes));
+            let Some(((_, due_at_ms, row), size_bytes)) = decoded else {
+                self.unreadable.push(Unreadable {
+                    key: k.to_vec(),
+                    value: v.to_vec(),
+                });
+                if self.unreadable.len() >= MAX_UNREADABLE_DUE_PER_SCAN {
+                    break;
+                }
+                continue;
+            };
             out.push(DueEntry {
                 tenant: self.tenants.name(tenant_no).clone(),
                 due_at_ms,
                 row,
                 size_bytes,
             });
+            if out.len() == max_rows {
+                break;
+            }
         }
         Ok(out)
     }

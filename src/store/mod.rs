@@ -39,12 +39,16 @@
 //! its bytes stay for inspection (listed as `undecodable delivery row`, never
 //! revived). A row whose hook does not decode is dead-lettered. A second
 //! due key of a row already claimed is dropped. Recovery leaves an
-//! undecodable row's bytes alone. So one bad record stalls neither the
-//! shard's scans nor its opening. Index entries are the exception: a due
-//! entry that does not decode fails the scan (a store failure, retried
-//! after `STORE_RETRY_MS`), an in-flight marker fails the open, a dead key
-//! that names no row is stepped over by listings and replays. `goad verify`
-//! names each. No stored byte makes a thread panic.
+//! undecodable row's bytes alone. A due entry that does not decode is
+//! stepped over by the scan and set aside in the same transaction (see
+//! [`repair`]): a bad value is rewritten from the row's record, a key that
+//! names no row is deleted and logged. So one bad record stalls neither the
+//! shard's scans nor its opening. Recovery reads an in-flight marker that
+//! does not decode from its row's records, and drops one whose key names no
+//! row; only a marker whose hook cannot name its tenant fails the open
+//! (dropping it would leave its row in no index). A dead key that names no
+//! row is stepped over by listings and replays. `goad verify` names each.
+//! No stored byte makes a thread panic.
 //!
 //! # Store size
 //! A shard's store is bounded by `max_shard_bytes` (its LMDB map). New
@@ -73,15 +77,17 @@ pub mod keys;
 mod lock;
 pub mod purge;
 pub mod record;
+mod repair;
 mod tenants;
 mod verify;
 pub(crate) mod write;
 
 pub use dead::{DeadFilter, DeadItem, DeadPosition, ReviveStep, Revived};
-pub use index::TxnIndex;
+pub use index::{TxnIndex, Unreadable};
 pub use lock::DataDirLock;
 pub use purge::{PurgeStep, Purged};
 pub use record::{CorruptRecord, Hook, RowRecord, RowStatus};
+pub use repair::set_aside_unreadable;
 pub use tenants::TenantTable;
 pub use verify::{verify_data_dir, Verified};
 pub use write::write_commit;
@@ -340,20 +346,31 @@ impl ShardStore {
 
     /// Turns every in-flight marker back into a due key at `now_ms`, in one
     /// synced transaction. Returns how many rows were recovered. A marker
-    /// that does not decode, or names no known tenant, is an error: dropping
+    /// that does not decode is read from its row's records instead, and one
+    /// whose key names no row is dropped (both logged; see [`repair`]). A
+    /// marker whose hook cannot name its tenant either is an error: dropping
     /// it would leave its row in no index, never delivered.
     pub fn recover(&self, tenants: &TenantTable, now_ms: u64) -> Result<u64, StoreError> {
         let mut wtxn = self.env.write_txn()?;
         let mut claimed = Vec::new();
         for item in self.inflight.iter(&wtxn)? {
             let (k, v) = item?;
-            let corrupt = CorruptRecord {
-                what: "in-flight marker",
+            let Some(row) = keys::parse_row_key(k) else {
+                repair::log_unnamed_marker(k, v);
+                continue;
             };
-            let row = keys::parse_row_key(k).ok_or(corrupt.clone())?;
-            let (tenant_no, size_bytes) = keys::parse_inflight_value(v).ok_or(corrupt.clone())?;
-            let tenant = tenants.names().get(tenant_no as usize).ok_or(corrupt)?;
-            claimed.push((row, tenant.clone(), size_bytes));
+            let decoded = keys::parse_inflight_value(v).and_then(|(tenant_no, size_bytes)| {
+                Some((tenants.names().get(tenant_no as usize)?.clone(), size_bytes))
+            });
+            let (tenant, size_bytes) = match decoded {
+                Some(decoded) => decoded,
+                None => repair::claimed_row_from_records(self, &wtxn, tenants, row, v)?.ok_or(
+                    CorruptRecord {
+                        what: "in-flight marker",
+                    },
+                )?,
+            };
+            claimed.push((row, tenant, size_bytes));
         }
         for (row, tenant, size_bytes) in &claimed {
             write::put_pending_due(self, &mut wtxn, tenants, row, tenant, now_ms, *size_bytes)?;
