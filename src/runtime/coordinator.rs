@@ -9,6 +9,10 @@
 //! leases the shard spends locally; a lowered share only stops the shard's
 //! next claim or start, so during a rebalance the shards' sum can exceed the
 //! global window by what the shrinking shards still hold.
+//!
+//! A panic in its loop (a bug in goad) is logged and the loop goes on with
+//! the demand it knew, sending every shard its share again: shards never
+//! keep a stale share because the coordinator died.
 
 use super::shard::ShardInput;
 use crate::config::DispatchConfig;
@@ -29,6 +33,9 @@ pub enum CoordinatorInput {
     Demand(Demand),
     Reconfigure(Grant),
     Stop,
+    /// Panic in the loop, as a bug in goad would (tests of the restart).
+    #[cfg(test)]
+    Panic,
 }
 
 /// The node's global windows as one grant.
@@ -81,35 +88,131 @@ fn split_by_weight(total: u64, weights: &[u64]) -> Vec<u64> {
     out.iter().map(|&s| s.max(1)).collect()
 }
 
-/// Runs the coordinator until `Stop`.
-pub fn run(inputs: Receiver<CoordinatorInput>, shards: Vec<Sender<ShardInput>>, mut global: Grant) {
-    let mut active = vec![0u64; shards.len()];
-    let mut granted: Vec<Option<Grant>> = vec![None; shards.len()];
+/// Runs the coordinator until `Stop` (or until every sender is gone).
+pub fn run(inputs: Receiver<CoordinatorInput>, shards: Vec<Sender<ShardInput>>, global: Grant) {
+    let mut state = Coordinator {
+        global,
+        active: vec![0; shards.len()],
+        granted: vec![None; shards.len()],
+    };
     loop {
-        match inputs.recv_timeout(Duration::from_millis(crate::limits::REPORT_INTERVAL_MS * 4)) {
-            Ok(CoordinatorInput::Demand(d)) => active[d.shard_index] = d.active_tenants,
-            Ok(CoordinatorInput::Reconfigure(g)) => global = g,
-            Ok(CoordinatorInput::Stop) | Err(RecvTimeoutError::Disconnected) => return,
-            Err(RecvTimeoutError::Timeout) => {}
-        }
-        while let Ok(more) = inputs.try_recv() {
-            match more {
-                CoordinatorInput::Demand(d) => active[d.shard_index] = d.active_tenants,
-                CoordinatorInput::Reconfigure(g) => global = g,
-                CoordinatorInput::Stop => return,
+        match crate::panics::catch(|| state.serve(&inputs, &shards)) {
+            Ok(()) => return,
+            Err(panic) => {
+                crate::log::error(
+                    "coordinator panicked; its loop goes on and grants every shard its share again",
+                    &[("panic", &panic)],
+                );
+                state.granted.fill(None);
             }
         }
-        for (i, grant) in shares(global, &active).into_iter().enumerate() {
-            if granted[i] != Some(grant) && shards[i].try_send(ShardInput::Grant(grant)).is_ok() {
-                granted[i] = Some(grant);
+    }
+}
+
+/// What the coordinator knows: each field is replaced whole, so a panic
+/// leaves none half-changed.
+struct Coordinator {
+    global: Grant,
+    /// Active tenants per shard, as last reported.
+    active: Vec<u64>,
+    /// The share each shard was last sent.
+    granted: Vec<Option<Grant>>,
+}
+
+impl Coordinator {
+    /// Inputs, and the shares they change, until `Stop`.
+    fn serve(&mut self, inputs: &Receiver<CoordinatorInput>, shards: &[Sender<ShardInput>]) {
+        let wait = Duration::from_millis(crate::limits::REPORT_INTERVAL_MS * 4);
+        loop {
+            match inputs.recv_timeout(wait) {
+                Ok(input) => {
+                    if !self.take(input) {
+                        return;
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            while let Ok(more) = inputs.try_recv() {
+                if !self.take(more) {
+                    return;
+                }
+            }
+            for (i, grant) in shares(self.global, &self.active).into_iter().enumerate() {
+                if self.granted[i] != Some(grant)
+                    && shards[i].try_send(ShardInput::Grant(grant)).is_ok()
+                {
+                    self.granted[i] = Some(grant);
+                }
             }
         }
+    }
+
+    /// One input; false for `Stop`.
+    fn take(&mut self, input: CoordinatorInput) -> bool {
+        match input {
+            CoordinatorInput::Demand(d) => self.active[d.shard_index] = d.active_tenants,
+            CoordinatorInput::Reconfigure(g) => self.global = g,
+            CoordinatorInput::Stop => return false,
+            #[cfg(test)]
+            CoordinatorInput::Panic => panic!("a test made the coordinator panic"),
+        }
+        true
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crossbeam_channel::bounded;
+
+    const DEADLINE: Duration = Duration::from_secs(10);
+
+    /// The next grant a shard's channel receives.
+    fn next_grant(shard: &Receiver<ShardInput>) -> Grant {
+        match shard.recv_timeout(DEADLINE) {
+            Ok(ShardInput::Grant(grant)) => grant,
+            Ok(_) => panic!("the coordinator sent a shard something else"),
+            Err(e) => panic!("no grant: {e}"),
+        }
+    }
+
+    /// A panic in the coordinator's loop does not end it: it sends every
+    /// shard its share again and goes on following demand until `Stop`.
+    #[test]
+    fn the_coordinator_goes_on_after_a_panic() {
+        let global = Grant {
+            max_inflight: 100,
+            max_inflight_bytes: 1_000,
+            concurrency: 10,
+        };
+        let (input, inputs) = bounded(16);
+        let (shard_tx, shard) = bounded(16);
+        let coordinator = std::thread::spawn(move || run(inputs, vec![shard_tx], global));
+        let demand = |active_tenants| {
+            CoordinatorInput::Demand(Demand {
+                shard_index: 0,
+                active_tenants,
+            })
+        };
+        input.send(demand(3)).unwrap();
+        assert_eq!(
+            next_grant(&shard),
+            global,
+            "one shard holds the whole window"
+        );
+        input.send(CoordinatorInput::Panic).unwrap();
+        input.send(demand(5)).unwrap();
+        assert_eq!(next_grant(&shard), global, "sent again after the panic");
+        let halved = Grant {
+            concurrency: 5,
+            ..global
+        };
+        input.send(CoordinatorInput::Reconfigure(halved)).unwrap();
+        assert_eq!(next_grant(&shard), halved, "still following its inputs");
+        input.send(CoordinatorInput::Stop).unwrap();
+        coordinator.join().unwrap();
+    }
 
     #[test]
     fn shares_follow_active_tenants_and_sum_to_the_window() {
