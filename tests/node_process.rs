@@ -20,6 +20,29 @@ use std::time::Duration;
 struct ServeProcess {
     child: Child,
     addr: SocketAddr,
+    /// The lines the node logs after it got ready.
+    log: crossbeam_channel::Receiver<String>,
+}
+
+impl ServeProcess {
+    /// Sends the node `signal`.
+    fn signal(&self, signal: libc::c_int) {
+        // SAFETY: kill(2) on our own child's pid has no memory effects.
+        let sent = unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
+        assert_eq!(sent, 0, "signal {signal} sent");
+    }
+
+    /// The next line the node logs with message `msg`.
+    fn logged(&self, msg: &str) -> String {
+        let wanted = format!("msg=\"{msg}\"");
+        loop {
+            match self.log.recv_timeout(Duration::from_secs(30)) {
+                Ok(line) if line.contains(&wanted) => return line,
+                Ok(_) => {}
+                Err(e) => panic!("the node did not log {wanted}: {e}"),
+            }
+        }
+    }
 }
 
 /// Starts `goad serve --config <dir>/goad.toml` and waits until it is ready.
@@ -61,6 +84,7 @@ fn serve_with(dir: &Path, sink_url: &str, setup: impl FnOnce(&mut Command)) -> S
     ServeProcess {
         child,
         addr: addr.expect("the node logged its address and got ready"),
+        log: rx,
     }
 }
 
@@ -144,9 +168,7 @@ fn stop_under_load_then_restart(signal: Signal) {
             node.child.wait().unwrap();
         }
         Signal::Term => {
-            // SAFETY: kill(2) on our own child's pid has no memory effects.
-            let sent = unsafe { libc::kill(node.child.id() as libc::pid_t, libc::SIGTERM) };
-            assert_eq!(sent, 0, "SIGTERM sent");
+            node.signal(libc::SIGTERM);
             let exit = node.child.wait().unwrap();
             assert!(exit.success(), "a graceful stop exits 0, got {exit}");
         }
@@ -185,6 +207,40 @@ fn every_acknowledged_hook_is_delivered_after_sigterm_and_a_restart() {
 #[test]
 fn every_acknowledged_hook_is_delivered_after_sigkill_and_a_restart() {
     stop_under_load_then_restart(Signal::Kill);
+}
+
+/// SIGHUP re-reads the config file, as `POST /v1/reload` does: a changed
+/// live key is applied and logged; a file that does not validate is logged
+/// with the error naming its key, and the node goes on serving on the
+/// config it had.
+#[test]
+fn sighup_reloads_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut node = serve(dir.path(), &receiver.url("/hooks"));
+    let path = dir.path().join("goad.toml");
+    let config = std::fs::read_to_string(&path).unwrap();
+    let with = |line: &str| config.replace("[dispatch]\n", &format!("[dispatch]\n{line}\n"));
+    std::fs::write(&path, with("sink_concurrency = 3")).unwrap();
+    node.signal(libc::SIGHUP);
+    let line = node.logged("config reloaded");
+    assert!(
+        line.ends_with("applied=dispatch.sink_concurrency restart_required=\"\""),
+        "{line}"
+    );
+    std::fs::write(&path, with("sink_concurrency = 0")).unwrap();
+    node.signal(libc::SIGHUP);
+    let line = node.logged("config reload failed");
+    assert!(line.contains("dispatch.sink_concurrency"), "{line}");
+    let mut client = Client::connect(node.addr);
+    let reply = client.request("POST", "/v1/sources/a/hooks", &[], b"after");
+    assert_eq!(reply.status, 202, "still serving");
+    wait_until("the hook delivered", Duration::from_secs(10), || {
+        receiver.ok_count() == 1
+    });
+    node.signal(libc::SIGTERM);
+    let exit = node.child.wait().unwrap();
+    assert!(exit.success(), "a graceful stop exits 0, got {exit}");
 }
 
 /// A second `goad serve` on a data directory in use exits with an error

@@ -370,27 +370,58 @@ fn changed_keys(old: &Config, new: &Config) -> Vec<String> {
     changed
 }
 
+/// What a reload changed: keys applied now, and keys that changed in the
+/// file but take effect only at the next start.
+pub(super) struct Reloaded {
+    pub applied: Vec<String>,
+    pub restart_required: Vec<String>,
+}
+
+/// Why a reload changed nothing.
+pub(super) enum ReloadError {
+    /// The node runs on embedded defaults: there is no file to re-read.
+    NoConfigFile,
+    /// The file does not load or validate; the error names the key.
+    Invalid(String),
+}
+
+impl std::fmt::Display for ReloadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReloadError::NoConfigFile => {
+                f.write_str("the node runs on embedded defaults; start it with --config to reload")
+            }
+            ReloadError::Invalid(message) => f.write_str(message),
+        }
+    }
+}
+
 fn reload(state: &NodeState, engine: &Engine) -> Response {
-    let Some(path) = &state.config_path else {
-        return Response::error(
-            409,
-            "no_config_file",
-            "the node runs on embedded defaults; start it with --config to reload",
-        );
-    };
-    let new = match Config::load(path) {
-        Ok(c) => c,
-        Err(e) => return Response::error(400, "invalid_config", &e.to_string()),
-    };
-    let tokens = match super::auth::Tokens::from_config(&new) {
-        Ok(t) => t,
-        Err(e) => return Response::error(400, "invalid_config", &e.to_string()),
-    };
+    match reload_config(state, engine) {
+        Ok(done) => Response::json(
+            200,
+            &json!({"applied": done.applied, "restart_required": done.restart_required}),
+        ),
+        Err(e @ ReloadError::NoConfigFile) => {
+            Response::error(409, "no_config_file", &e.to_string())
+        }
+        Err(e @ ReloadError::Invalid(_)) => Response::error(400, "invalid_config", &e.to_string()),
+    }
+}
+
+/// Re-reads the config file and applies its live keys (`POST /v1/reload`,
+/// SIGHUP); logs what it applied.
+pub(super) fn reload_config(state: &NodeState, engine: &Engine) -> Result<Reloaded, ReloadError> {
+    let path = state
+        .config_path
+        .as_ref()
+        .ok_or(ReloadError::NoConfigFile)?;
+    let invalid = |e: &dyn std::fmt::Display| ReloadError::Invalid(e.to_string());
+    let new = Config::load(path).map_err(|e| invalid(&e))?;
+    let tokens = super::auth::Tokens::from_config(&new).map_err(|e| invalid(&e))?;
     let mut current = state.config.write();
     let changed = changed_keys(&current, &new);
-    if let Err(e) = engine.reconfigure(&new) {
-        return Response::error(400, "invalid_config", &e.to_string());
-    }
+    engine.reconfigure(&new).map_err(|e| invalid(&e))?;
     current.admin_token_env = new.admin_token_env.clone();
     current.replay = new.replay.clone();
     current.dispatch.concurrency = new.dispatch.concurrency;
@@ -408,10 +439,33 @@ fn reload(state: &NodeState, engine: &Engine) -> Response {
             ("restart_required", &restart_required.join(",")),
         ],
     );
-    Response::json(
-        200,
-        &json!({"applied": applied, "restart_required": restart_required}),
-    )
+    Ok(Reloaded {
+        applied,
+        restart_required,
+    })
+}
+
+/// SIGHUP: reload as `POST /v1/reload` does, on a thread of its own (the
+/// HTTP loop does not wait on it), and log what came of it.
+pub(super) fn reload_on_hangup(state: &Arc<NodeState>) {
+    let state = state.clone();
+    let spawned = std::thread::Builder::new()
+        .name("goad-reload".into())
+        .spawn(move || {
+            let Some(engine) = state.engine() else {
+                crate::log::warn("SIGHUP before the engine is open; nothing reloaded", &[]);
+                return;
+            };
+            if let Err(e) = reload_config(&state, engine) {
+                crate::log::error("config reload failed", &[("error", &e)]);
+            }
+        });
+    if let Err(e) = spawned {
+        crate::log::error(
+            "cannot start a thread to reload the config",
+            &[("error", &e)],
+        );
+    }
 }
 
 #[cfg(test)]

@@ -4,8 +4,9 @@
 //! Threads: the HTTP loop ([`http::Server`]); one that opens the engine
 //! (recovery) so the node answers `/healthz` and `/readyz` meanwhile; two
 //! admin workers for the routes that read or move many rows (so the loop
-//! never waits on them); the replay pacer. Ingest never leaves the loop
-//! thread until the engine's shard answers the commit.
+//! never waits on them); the replay pacer; a short-lived one per SIGHUP,
+//! which reloads the config file. Ingest never leaves the loop thread until
+//! the engine's shard answers the commit.
 
 mod admin;
 mod auth;

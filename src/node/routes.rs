@@ -144,6 +144,10 @@ impl NodeHandler {
 }
 
 impl Handler for NodeHandler {
+    fn hangup(&self) {
+        super::admin::reload_on_hangup(&self.state);
+    }
+
     fn handle(&self, request: Request, later: Later<'_>) -> Option<Response> {
         let route = match route(&request.method, &request.path) {
             Ok(route) => route,

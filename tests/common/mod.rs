@@ -89,7 +89,6 @@ pub fn counting_sink() -> (Arc<dyn Sink>, Arc<AtomicU32>) {
     failing_first(0)
 }
 
-/// Waits for `cond` until `within` passes; panics naming `what` if it never holds.
 /// The lines a child's pipe writes, read on a thread of their own.
 pub fn lines_of(pipe: impl std::io::Read + Send + 'static) -> crossbeam_channel::Receiver<String> {
     use std::io::BufRead;
@@ -102,6 +101,7 @@ pub fn lines_of(pipe: impl std::io::Read + Send + 'static) -> crossbeam_channel:
     rx
 }
 
+/// Waits for `cond` until `within` passes; panics naming `what` if it never holds.
 pub fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + within;
     while !cond() {

@@ -23,7 +23,7 @@ use crate::limits::{HTTP_DRAIN_MS, MAX_HEAD_BYTES, READ_CHUNK_BYTES};
 use crossbeam_channel::{Receiver, Sender};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
 use std::io::{self, Write};
 use std::net::SocketAddr;
@@ -43,6 +43,9 @@ pub trait Handler: Send + Sync + 'static {
     /// Answer now with `Some`, or take a [`Replier`] from `later` and
     /// answer with it from any thread.
     fn handle(&self, request: Request, later: Later<'_>) -> Option<Response>;
+
+    /// The process got SIGHUP. It must not block the loop.
+    fn hangup(&self) {}
 }
 
 /// The means to answer a request later.
@@ -167,7 +170,8 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds `addr` and registers SIGTERM and SIGINT.
+    /// Binds `addr` and registers SIGTERM and SIGINT (stop) and SIGHUP
+    /// (told to the handler).
     pub fn bind(
         addr: SocketAddr,
         http: HttpConfig,
@@ -178,7 +182,7 @@ impl Server {
         let mut listener = TcpListener::bind(addr)?;
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
-        let mut signals = Signals::new([SIGTERM, SIGINT])?;
+        let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])?;
         poll.registry()
             .register(&mut signals, SIGNALS, Interest::READABLE)?;
         let (tx, rx) = crossbeam_channel::unbounded();
@@ -233,6 +237,10 @@ impl Server {
                     WAKER => self.take_replies(),
                     SIGNALS => {
                         for signal in self.signals.pending() {
+                            if signal == SIGHUP {
+                                self.handler.hangup();
+                                continue;
+                            }
                             crate::log::info("stopping on signal", &[("signal", &signal)]);
                             self.begin_stop();
                         }
