@@ -562,6 +562,12 @@ fn a_hung_tenant_parks_behind_its_breaker_while_another_tenant_is_delivered() {
         let s = engine.stats()[0];
         s.claimed_rows == 0 && s.parked >= 9_988
     });
+    let s = engine.stats()[0];
+    assert_eq!(
+        (s.breaker_opens, s.breaker_closes),
+        (1, 0),
+        "opened once, for the minute"
+    );
     let attempts = arrivals.load(Ordering::SeqCst);
     eprintln!("tenant A: {attempts} attempts reached the hung endpoint for 10,000 hooks");
     // The key's 8 slots (sink_concurrency), plus one new start in each slot

@@ -899,6 +899,8 @@ fn metrics_parse_as_prometheus_text() {
         "goad_running_attempts",
         "goad_parked_total",
         "goad_breakers_open",
+        "goad_breaker_opens_total",
+        "goad_breaker_closes_total",
         "goad_oldest_due_age_seconds",
         "goad_abandoned_workers",
         "goad_recovered_rows_total",

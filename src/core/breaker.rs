@@ -12,7 +12,22 @@
 //! `breaker_open_ms`. Breakers live in memory: a restart closes them all.
 
 use super::retry::FailureClass;
-use super::types::JobId;
+use super::types::{JobId, SinkKey};
+
+/// A breaker's change of state, for the shell to log and count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BreakerEvent {
+    /// Opened by consecutive failures, or again by a failed probe: the
+    /// key's rows are parked until `until_ms`.
+    Opened {
+        key: SinkKey,
+        until_ms: u64,
+        /// Consecutive opens, this one included (the period doubles with each).
+        opens: u32,
+    },
+    /// Closed by an answer after it was open.
+    Closed { key: SinkKey },
+}
 
 /// The breaker settings (from `[dispatch]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +141,11 @@ impl Breaker {
     /// Closed with no failures: nothing worth keeping.
     pub fn is_idle(&self) -> bool {
         *self == Breaker::default()
+    }
+
+    /// Consecutive opens so far (0 once closed).
+    pub fn opens(&self) -> u32 {
+        self.opens
     }
 
     /// Open or half-open.

@@ -20,7 +20,8 @@
 //!    index through that batch, so it must see the decisions so far), then
 //!    drain the scan's ops too;
 //! 4. commit the batch when it must be durable;
-//! 5. drain [`Core::poll_abandoned`] (attempts whose worker is stuck) and
+//! 5. drain [`Core::poll_abandoned`] (attempts whose worker is stuck),
+//!    [`Core::poll_breaker_event`] (to log and count) and
 //!    [`Core::poll_job`] (attempts to start now);
 //! 6. sleep until [`Core::poll_deadline`] or the next input.
 
@@ -36,7 +37,7 @@ mod types;
 pub mod wheel;
 mod window;
 
-pub use breaker::{Admit, Breaker, BreakerConfig};
+pub use breaker::{Admit, Breaker, BreakerConfig, BreakerEvent};
 pub use catalog::{Binding, Catalog, SourceEntry};
 pub use report::TenantStats;
 pub use retry::{FailureClass, RetryDecision};
@@ -166,6 +167,8 @@ pub struct Core {
     next_due_at_ms: Option<u64>,
     /// Breakers of keys that failed lately (a closed, clean one is dropped).
     breakers: HashMap<SinkKey, Breaker>,
+    /// Breaker changes not yet polled (at most two per outcome handled).
+    breaker_events: VecDeque<BreakerEvent>,
     stats: CoreStats,
 }
 
@@ -210,6 +213,7 @@ impl Core {
             draining: false,
             next_due_at_ms: None,
             breakers: HashMap::new(),
+            breaker_events: VecDeque::new(),
             stats: CoreStats::default(),
         }
     }
@@ -309,6 +313,11 @@ impl Core {
     /// The next store change, in decision order.
     pub fn poll_store_op(&mut self) -> Option<StoreOp> {
         self.ops.pop_front()
+    }
+
+    /// The next change of a breaker's state (opened, closed), in order.
+    pub fn poll_breaker_event(&mut self) -> Option<BreakerEvent> {
+        self.breaker_events.pop_front()
     }
 
     /// An attempt that timed out: its worker may be stuck.
@@ -533,10 +542,23 @@ impl Core {
             return None;
         }
         let breaker = self.breakers.entry(key.clone()).or_default();
+        let was_open = breaker.is_open();
         let opened = breaker.record(now_ms, config, job, failure);
+        let event = match opened {
+            Some(until_ms) => Some(BreakerEvent::Opened {
+                key: key.clone(),
+                until_ms,
+                opens: breaker.opens(),
+            }),
+            None if was_open && !breaker.is_open() => {
+                Some(BreakerEvent::Closed { key: key.clone() })
+            }
+            None => None,
+        };
         if breaker.is_idle() {
             self.breakers.remove(key);
         }
+        self.breaker_events.extend(event);
         opened
     }
 

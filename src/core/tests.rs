@@ -662,9 +662,25 @@ fn attempts_and_due(m: &Model) -> (u32, Vec<u32>, Vec<u64>) {
     )
 }
 
+/// The breaker changes the core reported since the last call.
+fn breaker_events(c: &mut Core) -> Vec<BreakerEvent> {
+    std::iter::from_fn(|| c.poll_breaker_event()).collect()
+}
+
+/// The one sink key of `breaker_config`'s source.
+fn breaker_key() -> SinkKey {
+    SinkKey {
+        tenant: Arc::from("t"),
+        source_id: Arc::from("a"),
+        sink_index: 0,
+        sink_type: Arc::from("x"),
+    }
+}
+
 /// Reference scenario 17: three failures open the breaker; the other rows
 /// park without spending attempts; a failed probe reopens it for longer;
-/// once the sink recovers the probe closes it and every row is delivered once.
+/// once the sink recovers the probe closes it and every row is delivered
+/// once. Each change of the breaker is reported once, in order.
 #[test]
 fn a_breaker_parks_a_failing_key_probes_and_closes() {
     let (mut c, mut m) = breaker_setup(breaker_config(3, 500, 1_000), 10);
@@ -675,6 +691,12 @@ fn a_breaker_parks_a_failing_key_probes_and_closes() {
     assert_eq!(attempts, [0, 0, 0, 0, 0, 0, 0, 1, 1, 1]);
     assert!(due.iter().all(|&at| at == t + 500), "{due:?}");
     assert_eq!(c.stats().breakers_open, 1);
+    let opened = |until_ms, opens| BreakerEvent::Opened {
+        key: breaker_key(),
+        until_ms,
+        opens,
+    };
+    assert_eq!(breaker_events(&mut c), [opened(t + 500, 1)]);
     assert_eq!(
         c.poll_deadline(t),
         Some(t + 500),
@@ -690,6 +712,7 @@ fn a_breaker_parks_a_failing_key_probes_and_closes() {
         due.iter().all(|&at| at == t + 1_600),
         "reopened for 1,000 ms: {due:?}"
     );
+    assert_eq!(breaker_events(&mut c), [opened(t + 1_600, 2)]);
 
     let mut delivered = Vec::new();
     settle_at(&mut c, &mut m, t + 1_600, &mut |job| {
@@ -701,6 +724,10 @@ fn a_breaker_parks_a_failing_key_probes_and_closes() {
     assert_eq!(delivered.len(), 10, "each row delivered exactly once");
     assert!(m.rows.is_empty());
     assert_eq!(c.stats().breakers_open, 0);
+    assert_eq!(
+        breaker_events(&mut c),
+        [BreakerEvent::Closed { key: breaker_key() }]
+    );
 }
 
 /// Reference scenario 19: permanent errors never open a breaker.

@@ -135,6 +135,18 @@ const SHARD_FAMILIES: &[ShardFamily] = &[
         |s| s.breakers_open,
     ),
     (
+        "goad_breaker_opens_total",
+        "counter",
+        "Times a sink key's breaker opened (again after a failed probe too).",
+        |s| s.breaker_opens,
+    ),
+    (
+        "goad_breaker_closes_total",
+        "counter",
+        "Times a sink key's breaker closed.",
+        |s| s.breaker_closes,
+    ),
+    (
         "goad_abandoned_workers",
         "gauge",
         "IO workers stuck in an attempt that timed out.",

@@ -1,6 +1,7 @@
 //! The threads around the core: shard loops, IO pools, the coordinator and
 //! the engine handle.
 
+mod breaker_log;
 mod clock;
 pub mod coordinator;
 mod engine;

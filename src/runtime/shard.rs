@@ -9,6 +9,7 @@
 //! restarts the shard from its store on the same thread (see
 //! `runtime::restart`).
 
+use super::breaker_log::BreakerLog;
 use super::clock::Clock;
 use super::coordinator::{CoordinatorInput, Demand};
 use super::engine::CommitError;
@@ -90,6 +91,9 @@ pub struct ShardStats {
     pub parked: u64,
     /// Breakers open or half-open now.
     pub breakers_open: u64,
+    /// Times a breaker opened (again after a failed probe too), and closed.
+    pub breaker_opens: u64,
+    pub breaker_closes: u64,
     pub window_full: bool,
     /// IO workers stuck in an attempt that timed out.
     pub abandoned_workers: u64,
@@ -167,6 +171,7 @@ impl ShardThread {
             commits_done: 0,
             group_commits: 0,
             restarts: Restarts::default(),
+            breakers: BreakerLog::default(),
             room: StoreRoom::default(),
             refuse_until_ms: 0,
         };
@@ -204,6 +209,7 @@ struct ShardLoop {
     commits_done: u64,
     group_commits: u64,
     restarts: Restarts,
+    breakers: BreakerLog,
     /// Whether the store has room for new hooks.
     room: StoreRoom,
     /// Commits are refused until then, after panics in a row.
@@ -350,6 +356,9 @@ impl ShardLoop {
             }
         };
         let out = state.step(now_ms, commits, outcomes, &mut start);
+        for event in &out.breaker_events {
+            self.breakers.record(self.index, now_ms, event);
+        }
         let replies = std::mem::take(&mut self.replies);
         if matches!(out.committed, Some(Ok(()))) {
             self.commits_done += replies.len() as u64;
@@ -416,6 +425,8 @@ impl ShardLoop {
             active_tenants: stats.active_tenants,
             parked: stats.parked,
             breakers_open: stats.breakers_open,
+            breaker_opens: self.breakers.opens,
+            breaker_closes: self.breakers.closes,
             window_full: state.core().window_full(),
             abandoned_workers: self.pool.abandoned() as u64,
             recovered: state.recovered,

@@ -21,7 +21,7 @@
 //! store that keeps failing is retried once a second, not in a busy loop.
 
 use crate::config::DispatchConfig;
-use crate::core::{AttemptResult, Catalog, Core, Grant, Job, JobId, RowId};
+use crate::core::{AttemptResult, BreakerEvent, Catalog, Core, Grant, Job, JobId, RowId};
 use crate::limits::{MAX_UNFLUSHED_OPS, OUTCOME_FLUSH_MS, REPLAY_SCAN_BUDGET, STORE_RETRY_MS};
 use crate::store::{
     self, Hook, PurgeStep, Purged, ReviveStep, Revived, RowRecord, ShardStore, StoreError,
@@ -65,6 +65,8 @@ pub struct StepOutput {
     pub committed: Option<Result<(), Arc<StoreError>>>,
     /// Attempts that timed out: their workers may be stuck.
     pub abandoned: Vec<JobId>,
+    /// Breakers that opened or closed, in order.
+    pub breaker_events: Vec<BreakerEvent>,
 }
 
 /// A shard's open write transaction, tenant table, commit counter and
@@ -313,6 +315,8 @@ impl<'s> ShardState<'s> {
         while let Some(job) = self.core.poll_abandoned() {
             out.abandoned.push(job);
         }
+        out.breaker_events
+            .extend(std::iter::from_fn(|| self.core.poll_breaker_event()));
         out
     }
 
