@@ -209,6 +209,46 @@ fn ingest_refuses_unknown_sources_bad_tokens_large_bodies_and_missing_lengths() 
     );
 }
 
+/// A chunked ingest body, arriving in pieces, is decoded and delivered
+/// verbatim (the provider's framing is not forwarded), the connection
+/// serves the next request, and a chunked body over `max_body_bytes` gets
+/// 413 like one with a length.
+#[test]
+fn a_chunked_ingest_body_is_decoded_and_delivered() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = node_config(dir.path());
+    c.max_body_bytes = 16;
+    c.sources.push(source(
+        "gh",
+        "acme",
+        vec![SinkConfig::http(receiver.url("/in"))],
+    ));
+    let node = start(c);
+    let addr = node.local_addr();
+    let mut client = Client::connect(addr);
+    client.send(b"POST /v1/sources/gh/hooks HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n");
+    client.send(b"6\r\n{\"a\":1\r\n");
+    client.send(b"1;ext=x\r\n}\r\n0\r\nx-trailer: t\r\n\r\n");
+    let reply = client.reply().expect("a response");
+    assert_eq!(reply.status, 202, "{}", reply.text());
+    assert!(receiver.wait_for(1, Duration::from_secs(10)));
+    let got = &receiver.received()[0];
+    assert_eq!(got.body, br#"{"a":1}"#);
+    assert_eq!(got.header("transfer-encoding"), None);
+    assert_eq!(got.header("x-trailer"), None, "trailers are dropped");
+    let again = client.request("POST", "/v1/sources/gh/hooks", &[], b"{}");
+    assert_eq!(again.status, 202, "the connection serves on");
+    let large = Client::connect(addr).send_and_reply(
+        b"POST /v1/sources/gh/hooks HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n10\r\n0123456789abcdef\r\n1\r\nx\r\n0\r\n\r\n",
+    );
+    assert_eq!(
+        (large.status, large.error_code().as_str()),
+        (413, "body_too_large")
+    );
+    assert!(receiver.wait_for(2, Duration::from_secs(10)));
+}
+
 trait SendAndReply {
     fn send_and_reply(self, raw: &[u8]) -> HttpReply;
 }

@@ -121,11 +121,13 @@ impl NodeHandler {
             }
             Some(_) => {}
         }
-        if request.header("content-length").is_none() {
+        // The parser framed the body by one of these (it refuses the rest).
+        let framed = ["content-length", "transfer-encoding"];
+        if framed.iter().all(|name| request.header(name).is_none()) {
             return Some(Response::error(
                 411,
                 "length_required",
-                "a hook needs a Content-Length",
+                "a hook needs a body framed by Content-Length or Transfer-Encoding: chunked",
             ));
         }
         let hook = hook_of(source_id, request);

@@ -1,5 +1,6 @@
 //! HTTP/1.1 for the node: request parsing, responses and the mio server.
 
+mod chunked;
 mod conn;
 pub mod request;
 pub mod response;

@@ -1,13 +1,17 @@
 //! Parsing one HTTP/1.1 request out of a connection's read buffer, with
-//! `httparse` for the head and `Content-Length` framing for the body.
+//! `httparse` for the head, and the body framed by `Content-Length` or by
+//! the chunked transfer coding ([`super::chunked`]).
 //!
 //! Bounded: the head (request line and headers) is at most
 //! `MAX_HEAD_BYTES` with at most `MAX_HEADERS` headers, the body at most the
-//! node's `max_body_bytes`. A request without Content-Length has no body.
-//! Chunked bodies are refused (411): every
-//! provider goad serves sends a length, and refusing keeps the framing
-//! simple and unambiguous.
+//! node's `max_body_bytes`, and a chunked body's framing (chunk sizes,
+//! trailers) at most what is left of `MAX_HEAD_BYTES` after the head. A
+//! request without either framing has no body. Framing that could be read
+//! two ways is refused, as request smuggling needs: `Transfer-Encoding`
+//! with `Content-Length` (400), a transfer coding other than `chunked`
+//! alone (501), `Transfer-Encoding` on HTTP/1.0 (400).
 
+use super::chunked;
 use super::response::Response;
 use crate::limits::{MAX_HEADERS, MAX_HEAD_BYTES};
 
@@ -65,16 +69,37 @@ fn parse_request(buf: &[u8], max_body_bytes: u64) -> Result<Parsed, Response> {
             continue_wanted: false,
         });
     };
-    let total = head_len + body_length(&request, max_body_bytes)? as usize;
-    if buf.len() < total {
+    let body = match framing(&request, version, max_body_bytes)? {
+        Framing::Length(length) => {
+            let total = head_len + length as usize;
+            buf.get(head_len..total).map(|body| chunked::Decoded {
+                body: body.to_vec(),
+                used: total - head_len,
+            })
+        }
+        Framing::Chunked => chunked::decode(&buf[head_len..], max_body_bytes)?,
+    };
+    let Some(body) = body else {
+        // A chunked body still coming once the buffer holds a whole head
+        // and body's worth has framing past its bound (and the connection
+        // reads no further than that).
+        if buf.len() >= MAX_HEAD_BYTES + max_body_bytes as usize {
+            return Err(Response::error(
+                413,
+                "body_too_large",
+                &format!(
+                    "the chunked body's framing is over {MAX_HEAD_BYTES} bytes besides max_body_bytes ({max_body_bytes})"
+                ),
+            ));
+        }
         let continue_wanted = version == 1
             && request
                 .header("expect")
                 .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"));
         return Ok(Parsed::Partial { continue_wanted });
-    }
-    request.body = buf[head_len..total].to_vec();
-    Ok(Parsed::Complete(request, total))
+    };
+    request.body = body.body;
+    Ok(Parsed::Complete(request, head_len + body.used))
 }
 
 fn head_too_large() -> Response {
@@ -140,14 +165,41 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Request, usize, u8)>, Response> {
     Ok(Some((request, head_len, version)))
 }
 
-/// The length of the body that follows the head, at most `max_body_bytes`.
-fn body_length(request: &Request, max_body_bytes: u64) -> Result<u64, Response> {
-    if request.header("transfer-encoding").is_some() {
-        return Err(Response::error(
-            411,
-            "length_required",
-            "chunked or other transfer encodings are not accepted; send Content-Length",
-        ));
+/// How the body that follows the head is framed.
+enum Framing {
+    /// `Content-Length` bytes (0 without the header), at most `max_body_bytes`.
+    Length(u64),
+    Chunked,
+}
+
+fn framing(request: &Request, version: u8, max_body_bytes: u64) -> Result<Framing, Response> {
+    let codings: Vec<String> = request
+        .headers
+        .iter()
+        .filter(|(n, _)| n == "transfer-encoding")
+        .flat_map(|(_, v)| v.split(','))
+        .map(|coding| coding.trim().to_ascii_lowercase())
+        .collect();
+    if !codings.is_empty() {
+        if version == 0 {
+            return Err(bad_framing("Transfer-Encoding is not HTTP/1.0"));
+        }
+        if request.header("content-length").is_some() {
+            return Err(bad_framing(
+                "Transfer-Encoding and Content-Length together are refused",
+            ));
+        }
+        if codings != ["chunked"] {
+            return Err(Response::error(
+                501,
+                "unsupported_transfer_encoding",
+                &format!(
+                    "Transfer-Encoding {:?} is not supported; send chunked or Content-Length",
+                    codings.join(", ")
+                ),
+            ));
+        }
+        return Ok(Framing::Chunked);
     }
     // No Content-Length (and no Transfer-Encoding): no body (RFC 9112
     // §6.3). Ingest, which needs one, refuses such a request itself.
@@ -161,7 +213,11 @@ fn body_length(request: &Request, max_body_bytes: u64) -> Result<u64, Response> 
             &format!("the body of {length} bytes is over max_body_bytes ({max_body_bytes})"),
         ));
     }
-    Ok(length)
+    Ok(Framing::Length(length))
+}
+
+fn bad_framing(message: &str) -> Response {
+    Response::error(400, "bad_framing", message)
 }
 
 /// The request's Content-Length: absent, or one valid value (repeats must agree).
@@ -263,6 +319,34 @@ mod tests {
         ));
     }
 
+    /// A chunked body is decoded into the request's body, and the next
+    /// request starts right after its trailer section; one that is still
+    /// coming waits (asking for `100 Continue` if it said so) until its
+    /// framing outgrows what the connection buffers.
+    #[test]
+    fn a_chunked_body_is_decoded_and_bounded() {
+        let raw = b"POST /h HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\nGET";
+        let (r, n) = complete(raw);
+        assert_eq!((r.body.as_slice(), n), (&b"abcde"[..], raw.len() - 3));
+        let coming =
+            b"POST / HTTP/1.1\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nab";
+        assert!(matches!(
+            parse(coming, 100),
+            Parsed::Partial {
+                continue_wanted: true
+            }
+        ));
+        let mut long_extension =
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1;".to_vec();
+        long_extension.extend(std::iter::repeat_n(b'a', MAX_HEAD_BYTES + 100));
+        match parse(&long_extension, 100) {
+            Parsed::Reject(r) if r.status == 413 => {
+                assert!(String::from_utf8_lossy(&r.body).contains("framing"))
+            }
+            other => panic!("expected 413 for the framing, got {other:?}"),
+        }
+    }
+
     #[test]
     fn connection_close_and_http_1_0_end_the_connection() {
         let (r, _) = complete(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n");
@@ -282,9 +366,16 @@ mod tests {
             rejected(b"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"),
             400
         );
+        let chunked_with_length =
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n";
+        assert_eq!(rejected(chunked_with_length), 400);
         assert_eq!(
-            rejected(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"),
-            411
+            rejected(b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),
+            501
+        );
+        assert_eq!(
+            rejected(b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            400
         );
         assert_eq!(
             rejected(b"POST / HTTP/1.1\r\nContent-Length: 101\r\n\r\n"),
