@@ -350,9 +350,19 @@ fn malformed_requests_get_a_4xx_or_a_closed_connection_and_others_are_served() {
             400,
         ),
         (
-            "chunked",
-            b"POST /v1/sources/gh/hooks HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n".to_vec(),
-            411,
+            "chunked with a length",
+            b"POST /v1/reload HTTP/1.1\r\ntransfer-encoding: chunked\r\ncontent-length: 3\r\n\r\nabc".to_vec(),
+            400,
+        ),
+        (
+            "a bad chunk",
+            b"POST /v1/reload HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabcd\r\n0\r\n\r\n".to_vec(),
+            400,
+        ),
+        (
+            "another coding",
+            b"POST /v1/reload HTTP/1.1\r\ntransfer-encoding: gzip\r\n\r\n".to_vec(),
+            501,
         ),
         ("huge header", {
             let mut r = b"GET /healthz HTTP/1.1\r\nx-big: ".to_vec();

@@ -3,7 +3,9 @@
 //! for the metrics. The core reports the changes; the shard thread, which
 //! does IO, writes them (the simulator, which drives the same core, does not).
 
-use crate::core::BreakerEvent;
+use crate::core::{BreakerEvent, SinkKey};
+use crate::log::Level;
+use std::fmt::Display;
 
 /// Breaker changes a shard logged since it opened.
 #[derive(Debug, Default)]
@@ -22,32 +24,38 @@ impl BreakerLog {
                 opens,
             } => {
                 self.opens += 1;
-                crate::log::warn(
+                let open_ms = until_ms.saturating_sub(now_ms);
+                log_change(
+                    Level::Warn,
                     "breaker opened; the sink key's rows are parked until it lets a probe through",
-                    &[
-                        ("shard", &shard),
-                        ("tenant", &key.tenant),
-                        ("source", &key.source_id),
-                        ("sink_index", &key.sink_index),
-                        ("sink_type", &key.sink_type),
-                        ("open_ms", &until_ms.saturating_sub(now_ms)),
-                        ("consecutive_opens", opens),
-                    ],
+                    shard,
+                    key,
+                    &[("open_ms", &open_ms), ("consecutive_opens", opens)],
                 );
             }
             BreakerEvent::Closed { key } => {
                 self.closes += 1;
-                crate::log::info(
+                log_change(
+                    Level::Info,
                     "breaker closed; the sink key's rows run again",
-                    &[
-                        ("shard", &shard),
-                        ("tenant", &key.tenant),
-                        ("source", &key.source_id),
-                        ("sink_index", &key.sink_index),
-                        ("sink_type", &key.sink_type),
-                    ],
+                    shard,
+                    key,
+                    &[],
                 );
             }
         }
     }
+}
+
+/// One line naming the shard and the sink key, then `more`.
+fn log_change(level: Level, msg: &str, shard: usize, key: &SinkKey, more: &[(&str, &dyn Display)]) {
+    let mut fields: Vec<(&str, &dyn Display)> = vec![
+        ("shard", &shard),
+        ("tenant", &key.tenant),
+        ("source", &key.source_id),
+        ("sink_index", &key.sink_index),
+        ("sink_type", &key.sink_type),
+    ];
+    fields.extend_from_slice(more);
+    crate::log::write(level, msg, &fields);
 }
