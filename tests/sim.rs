@@ -9,7 +9,10 @@
 //! - every acknowledged hook is delivered or dead-lettered for every sink;
 //! - no row starts before it is due;
 //! - the shard's window and concurrency, and `sink_concurrency` per key,
-//!   are never exceeded; no row runs twice at once.
+//!   are never exceeded; no row runs twice at once;
+//! - the breaker changes the core reports account for its open breakers:
+//!   a breaker closes only after it opened, and the keys reported open are
+//!   exactly as many as the core counts open.
 //!
 //! CI runs a fixed set of seeds; `GOAD_SIM_SEEDS=N` runs seeds 0..N (from
 //! `GOAD_SIM_FROM`, 0 by default), and `GOAD_SIM_SEED=S` one seed. A
@@ -17,7 +20,8 @@
 
 use goad::config::{DispatchConfig, RetryConfig, SinkConfig, SourceConfig};
 use goad::core::{
-    AttemptFailure, AttemptResult, Catalog, Core, FailureClass, Grant, JobId, Rng, RowId, SinkKey,
+    AttemptFailure, AttemptResult, BreakerEvent, Catalog, Core, FailureClass, Grant, JobId, Rng,
+    RowId, SinkKey,
 };
 use goad::runtime::{NewRows, ShardState};
 use goad::store::{DeadFilter, Hook, ReviveStep, ShardStore};
@@ -55,6 +59,9 @@ struct Sim {
     delivered: HashSet<RowId>,
     /// Attempts started per row, across crashes.
     started: HashMap<RowId, u32>,
+    /// Keys whose breaker the core reported opened and not yet closed in
+    /// this process life (a restart closes every breaker).
+    open_breakers: HashSet<SinkKey>,
     next_hook: u64,
     faults: bool,
 }
@@ -129,14 +136,16 @@ impl Sim {
             acked: HashMap::new(),
             delivered: HashSet::new(),
             started: HashMap::new(),
+            open_breakers: HashSet::new(),
             next_hook: 0,
             faults: true,
         }
     }
 
     /// A process's life: the shard over `store`, recovering what the last
-    /// life left.
-    fn open<'s>(&self, store: &'s ShardStore) -> ShardState<'s> {
+    /// life left, with every breaker closed.
+    fn open<'s>(&mut self, store: &'s ShardStore) -> ShardState<'s> {
+        self.open_breakers.clear();
         let core = Core::new(
             self.dispatch.clone(),
             self.retry,
@@ -251,6 +260,7 @@ impl Sim {
         for job in &out.abandoned {
             self.running.remove(job);
         }
+        self.check_breakers(&out.breaker_events, shard);
         for job in jobs {
             let record = shard.row(job.row).unwrap().expect("a started row exists");
             assert!(
@@ -275,6 +285,26 @@ impl Sim {
             }
         }
         self.check_limits(shard);
+    }
+
+    fn check_breakers(&mut self, events: &[BreakerEvent], shard: &ShardState) {
+        let seed = self.seed;
+        for event in events {
+            match event {
+                BreakerEvent::Opened { key, .. } => {
+                    self.open_breakers.insert(key.clone());
+                }
+                BreakerEvent::Closed { key } => assert!(
+                    self.open_breakers.remove(key),
+                    "seed {seed}: breaker of {key:?} closed without having opened"
+                ),
+            }
+        }
+        assert_eq!(
+            self.open_breakers.len() as u64,
+            shard.core().stats().breakers_open,
+            "seed {seed}: breakers reported open vs counted open"
+        );
     }
 
     fn check_limits(&self, shard: &ShardState) {
