@@ -751,6 +751,10 @@ fn stats_report_shards_and_tenants() {
         (shard["restarts"].clone(), shard["restarting"].clone()),
         (0.into(), false.into())
     );
+    assert_eq!(
+        (shard["breaker_opens"].clone(), shard["breaker_closes"].clone()),
+        (0.into(), 0.into())
+    );
     // Three hooks and their rows fill a few pages of 64 GiB × 7/8.
     assert_eq!(shard["store_ingest_limit_bytes"], 56u64 << 30);
     let used = shard["store_used_bytes"].as_u64().unwrap();

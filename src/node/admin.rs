@@ -142,6 +142,8 @@ fn stats(engine: &Engine) -> Response {
                 "queued": s.queued,
                 "parked": s.parked,
                 "breakers_open": s.breakers_open,
+                "breaker_opens": s.breaker_opens,
+                "breaker_closes": s.breaker_closes,
                 "window_full": s.window_full,
                 "commits": s.commits,
                 "group_commits": s.group_commits,
