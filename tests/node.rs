@@ -752,7 +752,10 @@ fn stats_report_shards_and_tenants() {
         (0.into(), false.into())
     );
     assert_eq!(
-        (shard["breaker_opens"].clone(), shard["breaker_closes"].clone()),
+        (
+            shard["breaker_opens"].clone(),
+            shard["breaker_closes"].clone()
+        ),
         (0.into(), 0.into())
     );
     // Three hooks and their rows fill a few pages of 64 GiB × 7/8.
