@@ -3,7 +3,7 @@
 //!
 //! A due entry that does not decode is stepped over and kept in
 //! [`Unreadable`]; the shell sets it aside after the scan (see
-//! [`super::repair`]), so one bad entry does not fail every scan of its
+//! `store::repair`), so one bad entry does not fail every scan of its
 //! shard.
 
 use super::keys::{

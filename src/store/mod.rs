@@ -41,7 +41,7 @@
 //! due key of a row already claimed is dropped. Recovery leaves an
 //! undecodable row's bytes alone. A due entry that does not decode is
 //! stepped over by the scan and set aside in the same transaction (see
-//! [`repair`]): a bad value is rewritten from the row's record, a key that
+//! `repair`): a bad value is rewritten from the row's record, a key that
 //! names no row is deleted and logged. So one bad record stalls neither the
 //! shard's scans nor its opening. Recovery reads an in-flight marker that
 //! does not decode from its row's records, and drops one whose key names no
@@ -347,7 +347,7 @@ impl ShardStore {
     /// Turns every in-flight marker back into a due key at `now_ms`, in one
     /// synced transaction. Returns how many rows were recovered. A marker
     /// that does not decode is read from its row's records instead, and one
-    /// whose key names no row is dropped (both logged; see [`repair`]). A
+    /// whose key names no row is dropped (both logged; see `repair`). A
     /// marker whose hook cannot name its tenant either is an error: dropping
     /// it would leave its row in no index, never delivered.
     pub fn recover(&self, tenants: &TenantTable, now_ms: u64) -> Result<u64, StoreError> {

@@ -1,6 +1,6 @@
 //! Parsing one HTTP/1.1 request out of a connection's read buffer, with
 //! `httparse` for the head, and the body framed by `Content-Length` or by
-//! the chunked transfer coding ([`super::chunked`]).
+//! the chunked transfer coding (`http::chunked`).
 //!
 //! Bounded: the head (request line and headers) is at most
 //! `MAX_HEAD_BYTES` with at most `MAX_HEADERS` headers, the body at most the
