@@ -890,7 +890,12 @@ fn a_replay_redelivers_a_dead_row_once_its_sink_is_fixed() {
     );
     assert_eq!(
         engine.replay_counters(&replayed.replay_id).unwrap(),
-        (1, 1, 0)
+        goad::store::ReplayCounts {
+            moved: 1,
+            delivered: 1,
+            dead_again: 0,
+            parked: 0
+        }
     );
     assert_eq!(engine.hook_count().unwrap(), 0);
     assert_eq!(engine.replay(&all).unwrap().moved, 0, "nothing left dead");

@@ -1141,6 +1141,50 @@ fn a_replay_into_a_failing_sink_pauses_itself() {
     );
 }
 
+/// Scenario 32: a replay into a sink that fails transiently opens its
+/// breaker, and the rows it moves next are parked one after another; once
+/// its rows were parked 100 times and none delivered it pauses itself,
+/// before it moved them all.
+#[test]
+fn a_replay_behind_an_open_breaker_pauses_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, status) = switchable(400);
+    let mut c = one_source(dir.path(), &receiver);
+    c.dispatch.breaker_failures = 5;
+    c.dispatch.breaker_open_ms = 60_000;
+    c.dispatch.breaker_max_open_ms = 60_000;
+    c.replay.rate = 100;
+    let node = start(c);
+    let addr = node.local_addr();
+    let engine = node.engine().unwrap();
+    for i in 0..500 {
+        engine
+            .commit(goad::NewHook::new("a", format!("{i}").into_bytes()))
+            .unwrap();
+    }
+    wait_until("500 dead", Duration::from_secs(20), || {
+        dead(&engine).len() == 500
+    });
+    status.store(503, Ordering::SeqCst);
+    let id = call(addr, "POST", "/v1/replays", &[], b"").json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_until("the replay paused", Duration::from_secs(20), || {
+        get(addr, &format!("/v1/replays/{id}")).json()["state"] == "paused"
+    });
+    let p = get(addr, &format!("/v1/replays/{id}")).json();
+    let error = p["error"].as_str().unwrap();
+    assert!(
+        error.contains("auto-paused") && error.contains("parked behind an open circuit breaker"),
+        "{error}"
+    );
+    assert!(p["parked"].as_u64().unwrap() >= 100, "{p}");
+    assert_eq!(p["delivered"], 0, "{p}");
+    assert!(p["moved"].as_u64().unwrap() < 500, "{p}");
+    assert_eq!(engine.stats()[0].breakers_open, 1);
+}
+
 /// The operator subcommands talk to a node's admin API.
 #[test]
 fn the_operator_cli_lists_replays_and_reports() {

@@ -606,11 +606,10 @@ impl Core {
         self.stats.parked += 1;
         self.tenant_mut(&fields.tenant).parked += 1;
         self.note_due(&fields.tenant, due_at_ms);
-        self.ops.push_back(StoreOp::Reschedule {
+        self.ops.push_back(StoreOp::Park {
             row,
             fields,
             due_at_ms,
-            error: Some("breaker open".into()),
         });
     }
 

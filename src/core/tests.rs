@@ -91,6 +91,11 @@ impl Model {
                     fields,
                     due_at_ms,
                     ..
+                }
+                | StoreOp::Park {
+                    row,
+                    fields,
+                    due_at_ms,
                 } => {
                     self.due
                         .insert((fields.tenant.clone(), *due_at_ms, *row), fields.size_bytes);

@@ -192,6 +192,14 @@ pub enum StoreOp {
         due_at_ms: u64,
         error: Option<String>,
     },
+    /// Parked behind its key's open breaker: pending again, due at
+    /// `due_at_ms`, attempts unchanged, last error "breaker open". A revived
+    /// row's replay counts it.
+    Park {
+        row: RowId,
+        fields: RowFields,
+        due_at_ms: u64,
+    },
     /// Dead-lettered.
     Dead {
         row: RowId,

@@ -16,13 +16,15 @@
 //! a restart a running replay resumes where the stores say it is: the rows
 //! it moved are no longer dead, so it only takes what is left.
 //!
-//! A replay pauses itself when, of its rows, at least `AUTO_PAUSE_MIN_DEAD`
-//! died again and more died than were delivered: replaying into a sink that
-//! still fails only refills the dead letters.
+//! A replay pauses itself when, of its rows, at least `AUTO_PAUSE_MIN_ROWS`
+//! died again and more died than were delivered, or its rows were parked
+//! behind an open breaker that many times and more often than any were
+//! delivered: replaying into a sink that still fails only refills the dead
+//! letters, or parks row after row (see [`auto_pause`]).
 
 use super::NodeState;
 use crate::runtime::{Engine, ReviveStep};
-use crate::store::{DeadFilter, StoreError};
+use crate::store::{DeadFilter, ReplayCounts, StoreError};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -35,8 +37,8 @@ use std::time::{Duration, Instant};
 /// How often the pacer moves rows.
 const STEP_INTERVAL: Duration = Duration::from_millis(100);
 
-/// Rows of a replay dead again before it may pause itself.
-pub const AUTO_PAUSE_MIN_DEAD: u64 = 100;
+/// Rows of a replay dead again (or parks of its rows) before it may pause itself.
+pub const AUTO_PAUSE_MIN_ROWS: u64 = 100;
 
 /// What a replay takes, as `POST /v1/replays` gives it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,6 +101,8 @@ pub struct ReplayProgress {
     pub moved: u64,
     pub delivered: u64,
     pub dead_again: u64,
+    /// Parks of its rows behind an open breaker.
+    pub parked: u64,
     /// The last step moved nothing because of pressure.
     pub throttled: bool,
 }
@@ -197,13 +201,14 @@ impl Replays {
         let Some(job) = self.jobs.lock().iter().find(|j| j.id == id).cloned() else {
             return Ok(None);
         };
-        let (moved, delivered, dead_again) = engine.replay_counters(id)?;
+        let counts = engine.replay_counters(id)?;
         let throttled = self.paces.lock().get(id).is_some_and(|p| p.throttled);
         Ok(Some(ReplayProgress {
             job,
-            moved,
-            delivered,
-            dead_again,
+            moved: counts.moved,
+            delivered: counts.delivered,
+            dead_again: counts.dead_again,
+            parked: counts.parked,
             throttled,
         }))
     }
@@ -316,14 +321,7 @@ impl Replays {
         if pace.exhausted.iter().all(|e| *e) {
             return Some((ReplayState::Done, None));
         }
-        let (_, delivered, dead_again) = engine.replay_counters(&job.id).ok()?;
-        if dead_again >= AUTO_PAUSE_MIN_DEAD && dead_again > delivered {
-            let error = format!(
-                "auto-paused: {dead_again} replayed deliveries dead-lettered again ({delivered} delivered); fix the sink and start a new replay"
-            );
-            return Some((ReplayState::Paused, Some(error)));
-        }
-        None
+        auto_pause(engine.replay_counters(&job.id).ok()?).map(|e| (ReplayState::Paused, Some(e)))
     }
 
     fn set_state(&self, id: &str, state: ReplayState, error: Option<String>) {
@@ -354,5 +352,59 @@ impl Replays {
         file.sync_all()?;
         std::fs::rename(&tmp, &path)?;
         std::fs::File::open(&self.dir)?.sync_all()
+    }
+}
+
+/// Why a replay pauses itself, if it must: of its rows, at least
+/// `AUTO_PAUSE_MIN_ROWS` died again, or were parked behind an open breaker,
+/// and more than were delivered. Replaying into a sink that still fails only
+/// refills the dead letters, or parks row after row until the breaker lets
+/// a probe through.
+fn auto_pause(counts: ReplayCounts) -> Option<String> {
+    let ReplayCounts {
+        delivered,
+        dead_again,
+        parked,
+        ..
+    } = counts;
+    if dead_again >= AUTO_PAUSE_MIN_ROWS && dead_again > delivered {
+        return Some(format!(
+            "auto-paused: {dead_again} replayed deliveries dead-lettered again ({delivered} delivered); fix the sink and start a new replay"
+        ));
+    }
+    if parked >= AUTO_PAUSE_MIN_ROWS && parked > delivered {
+        return Some(format!(
+            "auto-paused: replayed rows parked behind an open circuit breaker {parked} times ({delivered} delivered); fix the sink and start a new replay"
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replay_pauses_on_rows_dead_again_or_parked_past_its_deliveries() {
+        let counts = |delivered, dead_again, parked| ReplayCounts {
+            moved: 500,
+            delivered,
+            dead_again,
+            parked,
+        };
+        assert_eq!(auto_pause(counts(0, 99, 99)), None, "under the minimum");
+        assert_eq!(auto_pause(counts(150, 100, 140)), None, "more delivered");
+        let dead = auto_pause(counts(20, 100, 0)).unwrap();
+        assert!(
+            dead.starts_with(
+                "auto-paused: 100 replayed deliveries dead-lettered again (20 delivered)"
+            ),
+            "{dead}"
+        );
+        let parked = auto_pause(counts(0, 5, 100)).unwrap();
+        assert!(
+            parked.contains("parked behind an open circuit breaker 100 times (0 delivered)"),
+            "{parked}"
+        );
     }
 }

@@ -9,7 +9,7 @@ use super::shard::ShardInput;
 use super::wall_ms;
 use crate::core::{TenantId, TenantStats};
 use crate::store::{DeadFilter, DeadItem, DeadPosition, Revived, StoreError};
-use crate::store::{PurgeStep, ReviveStep};
+use crate::store::{PurgeStep, ReplayCounts, ReviveStep};
 use crossbeam_channel::Sender;
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,12 +117,11 @@ impl Engine {
             .collect()
     }
 
-    /// A replay's counters summed over the shards: (moved, delivered, dead again).
-    pub fn replay_counters(&self, replay: &str) -> Result<(u64, u64, u64), StoreError> {
-        let mut sum = (0, 0, 0);
+    /// A replay's counters summed over the shards.
+    pub fn replay_counters(&self, replay: &str) -> Result<ReplayCounts, StoreError> {
+        let mut sum = ReplayCounts::default();
         for shard in &self.shards {
-            let (m, d, x) = shard.store.replay_counters(replay)?;
-            sum = (sum.0 + m, sum.1 + d, sum.2 + x);
+            sum = sum + shard.store.replay_counters(replay)?;
         }
         Ok(sum)
     }

@@ -99,6 +99,34 @@ pub enum ReplayCounter {
     Moved,
     Delivered,
     DeadAgain,
+    /// Written back due because its key's breaker was open.
+    Parked,
+}
+
+/// A replay's counters in one shard, or summed over the shards.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplayCounts {
+    /// Rows it revived.
+    pub moved: u64,
+    /// Of those, delivered.
+    pub delivered: u64,
+    /// Of those, dead-lettered again.
+    pub dead_again: u64,
+    /// Parks of those rows behind an open breaker (a row parked twice counts twice).
+    pub parked: u64,
+}
+
+impl std::ops::Add for ReplayCounts {
+    type Output = ReplayCounts;
+
+    fn add(self, other: ReplayCounts) -> ReplayCounts {
+        ReplayCounts {
+            moved: self.moved + other.moved,
+            delivered: self.delivered + other.delivered,
+            dead_again: self.dead_again + other.dead_again,
+            parked: self.parked + other.parked,
+        }
+    }
 }
 
 impl ReplayCounter {
@@ -107,6 +135,7 @@ impl ReplayCounter {
             ReplayCounter::Moved => "moved",
             ReplayCounter::Delivered => "delivered",
             ReplayCounter::DeadAgain => "dead",
+            ReplayCounter::Parked => "parked",
         }
     }
 }
@@ -270,17 +299,18 @@ impl ShardStore {
         Ok(count)
     }
 
-    /// A replay's counters in this shard: (moved, delivered, dead again).
-    pub fn replay_counters(&self, replay: &str) -> Result<(u64, u64, u64), StoreError> {
+    /// A replay's counters in this shard.
+    pub fn replay_counters(&self, replay: &str) -> Result<ReplayCounts, StoreError> {
         let rtxn = self.env.read_txn()?;
         let get = |c| -> Result<u64, StoreError> {
             Ok(self.meta_u64(&rtxn, &counter_key(replay, c))?.unwrap_or(0))
         };
-        Ok((
-            get(ReplayCounter::Moved)?,
-            get(ReplayCounter::Delivered)?,
-            get(ReplayCounter::DeadAgain)?,
-        ))
+        Ok(ReplayCounts {
+            moved: get(ReplayCounter::Moved)?,
+            delivered: get(ReplayCounter::Delivered)?,
+            dead_again: get(ReplayCounter::DeadAgain)?,
+            parked: get(ReplayCounter::Parked)?,
+        })
     }
 }
 

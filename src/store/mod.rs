@@ -17,7 +17,7 @@
 //!   has exactly one dead key and keeps its hook.
 //! - `tenants`: tenant id → tenant_no u32 (shard-local, never reused).
 //! - `meta`: `format` u32, `shard_count` u32, `shard_index` u32, `next_seq`
-//!   u64, and each replay's counters `replay/<id>/{moved,delivered,dead}`
+//!   u64, and each replay's counters `replay/<id>/{moved,delivered,dead,parked}`
 //!   u64 (see [`dead`]).
 //!
 //! # Durability
@@ -82,7 +82,7 @@ mod tenants;
 mod verify;
 pub(crate) mod write;
 
-pub use dead::{DeadFilter, DeadItem, DeadPosition, ReviveStep, Revived};
+pub use dead::{DeadFilter, DeadItem, DeadPosition, ReplayCounts, ReviveStep, Revived};
 pub use index::{TxnIndex, Unreadable};
 pub use lock::DataDirLock;
 pub use purge::{PurgeStep, Purged};

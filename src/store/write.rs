@@ -55,6 +55,9 @@ pub fn write_commit(
     Ok(())
 }
 
+/// The last error a parked row's record carries.
+const PARKED_ERROR: &str = "breaker open";
+
 /// Applies one store operation the core decided.
 pub fn apply(
     store: &ShardStore,
@@ -100,6 +103,17 @@ pub fn apply(
         } => {
             let record = settled(fields, Pending, *due_at_ms, error.clone());
             put_row(store, wtxn, number(tenants, &fields.tenant), *row, &record)?;
+        }
+        StoreOp::Park {
+            row,
+            fields,
+            due_at_ms,
+        } => {
+            let record = settled(fields, Pending, *due_at_ms, Some(PARKED_ERROR.into()));
+            put_row(store, wtxn, number(tenants, &fields.tenant), *row, &record)?;
+            if let Some(replay) = &fields.replay {
+                dead::count_replay(store, wtxn, replay, ReplayCounter::Parked)?;
+            }
         }
         StoreOp::Dead {
             row,
