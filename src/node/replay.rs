@@ -20,7 +20,7 @@
 //! died again and more died than were delivered, or its rows were parked
 //! behind an open breaker that many times and more often than any were
 //! delivered: replaying into a sink that still fails only refills the dead
-//! letters, or parks row after row (see [`auto_pause`]).
+//! letters, or parks row after row (see `auto_pause`).
 
 use super::NodeState;
 use crate::runtime::{Engine, ReviveStep};
