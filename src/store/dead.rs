@@ -460,3 +460,127 @@ impl<'a> DeadScan<'a> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::record::{sample_hook, Hook};
+    use super::super::write::{apply, write_commit};
+    use super::*;
+    use crate::core::{RowFields, StoreOp};
+
+    /// A store whose dead letters are, in dead-key order, `sources[i]`'s
+    /// hook `i + 1`, dead at `10 + i`.
+    fn dead_rows(dir: &std::path::Path, sources: &[&str]) -> (ShardStore, TenantTable) {
+        let store = ShardStore::open(dir, 0, 1).unwrap();
+        let mut tenants = TenantTable::load(&store).unwrap();
+        let mut wtxn = store.env.write_txn().unwrap();
+        for (i, source) in sources.iter().enumerate() {
+            let hook = Hook {
+                source_id: Arc::from(*source),
+                ..sample_hook(i as u64 + 1)
+            };
+            let sinks = [Arc::from("http")];
+            write_commit(&store, &mut wtxn, &mut tenants, &hook, &sinks, 1).unwrap();
+            let row = RowId {
+                seq: hook.seq,
+                sink_index: 0,
+            };
+            let fields = RowFields {
+                tenant: hook.tenant.clone(),
+                sink_type: Arc::from("http"),
+                attempts: 1,
+                first_attempt_at_ms: 2,
+                size_bytes: hook.size_bytes(),
+                replay: None,
+            };
+            let ops = [
+                StoreOp::Claim {
+                    row,
+                    tenant: hook.tenant.clone(),
+                    due_at_ms: 1,
+                    size_bytes: hook.size_bytes(),
+                },
+                StoreOp::Dead {
+                    row,
+                    fields,
+                    dead_at_ms: 10 + i as u64,
+                    reason: "sink http: permanent: HTTP status 410".into(),
+                },
+            ];
+            for op in &ops {
+                apply(&store, &mut wtxn, &tenants, op).unwrap();
+            }
+        }
+        wtxn.commit().unwrap();
+        (store, tenants)
+    }
+
+    /// Reference scenarios 35 and 36: a replay step examines at most its
+    /// budget of dead keys. Past it, the step stops with its cursor at the
+    /// last key it examined, not exhausted, and the next step resumes after
+    /// that key: a match behind more non-matching keys than one step's
+    /// budget is still found, and moved once.
+    #[test]
+    fn a_replay_step_stops_at_its_scan_budget_and_resumes_from_its_cursor() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sources = vec!["other"; 25];
+        sources.push("wanted");
+        let (store, tenants) = dead_rows(dir.path(), &sources);
+        let mut step = ReviveStep {
+            replay: Arc::from("r1"),
+            filter: DeadFilter {
+                source_id: Some("wanted".into()),
+                ..DeadFilter::default()
+            },
+            cursor: None,
+            max_rows: 5,
+        };
+        let revive_step = |step: &ReviveStep| {
+            let mut wtxn = store.env.write_txn().unwrap();
+            let revived = revive(&store, &mut wtxn, &tenants, step, 10, 100).unwrap();
+            wtxn.commit().unwrap();
+            revived
+        };
+        let tenth_key = timed_key(
+            0,
+            19,
+            RowId {
+                seq: 10,
+                sink_index: 0,
+            },
+        )
+        .to_vec();
+        let first = revive_step(&step);
+        assert_eq!(
+            first,
+            Revived {
+                moved: 0,
+                cursor: Some(tenth_key),
+                exhausted: false
+            },
+            "10 keys examined, no match"
+        );
+        step.cursor = first.cursor;
+        let second = revive_step(&step);
+        assert_eq!((second.moved, second.exhausted), (0, false));
+        step.cursor = second.cursor;
+        let third = revive_step(&step);
+        assert_eq!(
+            (third.moved, third.exhausted),
+            (1, true),
+            "the 26th key matched"
+        );
+        let wanted = RowId {
+            seq: 26,
+            sink_index: 0,
+        };
+        let record = store.row(wanted).unwrap().unwrap();
+        assert_eq!(
+            (record.status, record.attempts, record.replay.as_deref()),
+            (RowStatus::Pending, 0, Some("r1"))
+        );
+        assert_eq!(store.replay_counters("r1").unwrap().moved, 1);
+        step.cursor = None;
+        assert_eq!(revive_step(&step).moved, 0, "moved once");
+    }
+}
