@@ -396,6 +396,53 @@ fn rows_left_by_a_shutdown_are_delivered_after_reopening() {
     assert_eq!(delivered.load(Ordering::SeqCst), 0, "not due for an hour");
 }
 
+/// Scenario 12: rows of a source removed from the config while the engine
+/// was stopped are dead-lettered as `source_gone` once they come due, with
+/// their attempts unchanged, and keep their hooks.
+#[test]
+fn rows_of_a_source_removed_while_stopped_are_dead_lettered_as_source_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.sources
+        .push(source("s", "t", vec![SinkConfig::of_kind("later")]));
+    let later = || sink(|_| Err(SinkError::retry_after(50, std::io::Error::other("not yet"))));
+    let engine = Engine::builder(c.clone())
+        .sink("later", later())
+        .open()
+        .unwrap();
+    for _ in 0..2 {
+        engine.commit(NewHook::new("s", "x")).unwrap();
+    }
+    wait_until("both rows tried", Duration::from_secs(10), || {
+        rows(&engine).iter().all(|r| r.record.attempts >= 1)
+    });
+    engine.shutdown();
+    let attempts =
+        |engine: &Engine| -> Vec<u32> { rows(engine).iter().map(|r| r.record.attempts).collect() };
+    let tried = attempts(&engine);
+    drop(engine);
+    c.sources = vec![source("other", "t", vec![SinkConfig::of_kind("later")])];
+    let engine = Engine::builder(c).sink("later", later()).open().unwrap();
+    wait_until("both rows dead", Duration::from_secs(10), || {
+        rows(&engine)
+            .iter()
+            .all(|r| r.record.status == RowStatus::Dead)
+    });
+    let dead = rows(&engine);
+    assert_eq!(dead.len(), 2);
+    assert!(
+        dead.iter()
+            .all(|r| r.record.error.as_deref() == Some("source_gone: s")),
+        "{dead:?}"
+    );
+    assert_eq!(attempts(&engine), tried, "attempts unchanged");
+    assert_eq!(
+        engine.hook_count().unwrap(),
+        2,
+        "dead rows keep their hooks"
+    );
+}
+
 /// A data directory made with one shard count refuses another.
 #[test]
 fn opening_a_data_directory_with_another_shard_count_is_a_clear_error() {
