@@ -1097,6 +1097,33 @@ fn a_replay_is_idempotent_and_takes_only_rows_dead_before_it() {
     assert_eq!(left.len(), 2, "the two late rows are still dead: {left:?}");
 }
 
+/// Commits `n` hooks to source "a", whose sink refuses them, and waits
+/// until all `n` are dead letters.
+fn commit_until_dead(engine: &goad::Engine, n: usize) {
+    for i in 0..n {
+        engine
+            .commit(goad::NewHook::new("a", format!("{i}").into_bytes()))
+            .unwrap();
+    }
+    wait_until(&format!("{n} dead"), Duration::from_secs(20), || {
+        dead(engine).len() == n
+    });
+}
+
+/// Starts a replay of every dead letter and waits until it paused itself;
+/// returns its id and progress.
+fn replay_until_paused(addr: SocketAddr) -> (String, serde_json::Value) {
+    let id = call(addr, "POST", "/v1/replays", &[], b"").json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_until("the replay paused", Duration::from_secs(20), || {
+        get(addr, &format!("/v1/replays/{id}")).json()["state"] == "paused"
+    });
+    let progress = get(addr, &format!("/v1/replays/{id}")).json();
+    (id, progress)
+}
+
 /// Scenario 31: a replay into a sink that still fails pauses itself once
 /// at least 100 of its rows died again, more than were delivered.
 #[test]
@@ -1108,22 +1135,8 @@ fn a_replay_into_a_failing_sink_pauses_itself() {
     let node = start(c);
     let addr = node.local_addr();
     let engine = node.engine().unwrap();
-    for i in 0..250 {
-        engine
-            .commit(goad::NewHook::new("a", format!("{i}").into_bytes()))
-            .unwrap();
-    }
-    wait_until("250 dead", Duration::from_secs(20), || {
-        dead(&engine).len() == 250
-    });
-    let id = call(addr, "POST", "/v1/replays", &[], b"").json()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    wait_until("the replay paused", Duration::from_secs(20), || {
-        get(addr, &format!("/v1/replays/{id}")).json()["state"] == "paused"
-    });
-    let p = get(addr, &format!("/v1/replays/{id}")).json();
+    commit_until_dead(&engine, 250);
+    let (id, p) = replay_until_paused(addr);
     let error = p["error"].as_str().unwrap();
     assert!(
         error.contains("auto-paused") && error.contains("dead-lettered again"),
@@ -1157,23 +1170,9 @@ fn a_replay_behind_an_open_breaker_pauses_itself() {
     let node = start(c);
     let addr = node.local_addr();
     let engine = node.engine().unwrap();
-    for i in 0..500 {
-        engine
-            .commit(goad::NewHook::new("a", format!("{i}").into_bytes()))
-            .unwrap();
-    }
-    wait_until("500 dead", Duration::from_secs(20), || {
-        dead(&engine).len() == 500
-    });
+    commit_until_dead(&engine, 500);
     status.store(503, Ordering::SeqCst);
-    let id = call(addr, "POST", "/v1/replays", &[], b"").json()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    wait_until("the replay paused", Duration::from_secs(20), || {
-        get(addr, &format!("/v1/replays/{id}")).json()["state"] == "paused"
-    });
-    let p = get(addr, &format!("/v1/replays/{id}")).json();
+    let (_, p) = replay_until_paused(addr);
     let error = p["error"].as_str().unwrap();
     assert!(
         error.contains("auto-paused") && error.contains("parked behind an open circuit breaker"),

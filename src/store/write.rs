@@ -95,40 +95,38 @@ pub fn apply(
             tenant,
             dead_at_ms,
         } => quarantine(store, wtxn, *row, number(tenants, tenant), *dead_at_ms)?,
-        StoreOp::Reschedule {
-            row,
-            fields,
-            due_at_ms,
-            error,
-        } => {
-            let record = settled(fields, Pending, *due_at_ms, error.clone());
+        StoreOp::Reschedule { row, fields, .. }
+        | StoreOp::Park { row, fields, .. }
+        | StoreOp::Dead { row, fields, .. } => {
+            let (record, counter) = settled_record(op, fields);
             put_row(store, wtxn, number(tenants, &fields.tenant), *row, &record)?;
-        }
-        StoreOp::Park {
-            row,
-            fields,
-            due_at_ms,
-        } => {
-            let record = settled(fields, Pending, *due_at_ms, Some(PARKED_ERROR.into()));
-            put_row(store, wtxn, number(tenants, &fields.tenant), *row, &record)?;
-            if let Some(replay) = &fields.replay {
-                dead::count_replay(store, wtxn, replay, ReplayCounter::Parked)?;
-            }
-        }
-        StoreOp::Dead {
-            row,
-            fields,
-            dead_at_ms,
-            reason,
-        } => {
-            let record = settled(fields, Dead, *dead_at_ms, Some(reason.clone()));
-            put_row(store, wtxn, number(tenants, &fields.tenant), *row, &record)?;
-            if let Some(replay) = &fields.replay {
-                dead::count_replay(store, wtxn, replay, ReplayCounter::DeadAgain)?;
+            if let (Some(counter), Some(replay)) = (counter, &fields.replay) {
+                dead::count_replay(store, wtxn, replay, counter)?;
             }
         }
     }
     Ok(())
+}
+
+/// The record a row settles to by `op` (a reschedule, park or death, of a
+/// row with `fields`), and the replay counter it counts in, if any.
+fn settled_record(op: &StoreOp, fields: &RowFields) -> (RowRecord, Option<ReplayCounter>) {
+    match op {
+        StoreOp::Reschedule {
+            due_at_ms, error, ..
+        } => (settled(fields, Pending, *due_at_ms, error.clone()), None),
+        StoreOp::Park { due_at_ms, .. } => (
+            settled(fields, Pending, *due_at_ms, Some(PARKED_ERROR.into())),
+            Some(ReplayCounter::Parked),
+        ),
+        StoreOp::Dead {
+            dead_at_ms, reason, ..
+        } => (
+            settled(fields, Dead, *dead_at_ms, Some(reason.clone())),
+            Some(ReplayCounter::DeadAgain),
+        ),
+        other => unreachable!("{other:?} settles no row"),
+    }
 }
 
 /// Lists a row whose record is corrupt as a dead letter, keeping its bytes.
