@@ -2,7 +2,9 @@
 //! store (one shard, `ShardState`), driven in virtual time by a seeded
 //! scheduler. Simulated sinks have latency, transient and permanent errors,
 //! `Retry-After` and hangs; the process crashes (everything in memory is
-//! dropped and the store reopened). One seed fixes a whole run.
+//! dropped and the store reopened), and the shard restarts inside a live
+//! process (its core rebuilt from the store while its attempts still run).
+//! One seed fixes a whole run.
 //!
 //! A safety phase with faults is followed by a liveness phase without them.
 //! Checkers:
@@ -388,6 +390,13 @@ impl Sim {
         }
         if self.rng.below(1_500) == 0 {
             shard.dead_letter_source(self.now_ms, "s1").unwrap();
+        }
+        // A shard restart inside a live process (after a panic or a store
+        // failure): the core is rebuilt from the store while its attempts
+        // still run in the IO pool and report later.
+        if self.rng.below(700) == 0 {
+            shard.restart(self.now_ms);
+            self.open_breakers.clear();
         }
     }
 

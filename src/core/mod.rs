@@ -33,6 +33,7 @@ pub mod retry;
 pub mod rng;
 mod scan;
 mod slots;
+mod stragglers;
 mod types;
 pub mod wheel;
 mod window;
@@ -42,6 +43,7 @@ pub use catalog::{Binding, Catalog, SourceEntry};
 pub use report::TenantStats;
 pub use retry::{FailureClass, RetryDecision};
 pub use rng::Rng;
+pub use stragglers::RunningAttempt;
 pub use types::*;
 pub use window::{Usage, Window};
 
@@ -66,6 +68,7 @@ struct Claim {
 struct Running {
     row: RowId,
     timer: TimerId,
+    deadline_at_ms: u64,
 }
 
 /// Per-tenant state: its window, its running count and its keys with work.
@@ -169,6 +172,9 @@ pub struct Core {
     breakers: HashMap<SinkKey, Breaker>,
     /// Breaker changes not yet polled (at most two per outcome handled).
     breaker_events: VecDeque<BreakerEvent>,
+    /// Attempts of the core this one was rebuilt from, still running (see
+    /// `stragglers`).
+    stragglers: HashMap<JobId, stragglers::Straggler>,
     stats: CoreStats,
 }
 
@@ -214,6 +220,7 @@ impl Core {
             next_due_at_ms: None,
             breakers: HashMap::new(),
             breaker_events: VecDeque::new(),
+            stragglers: HashMap::new(),
             stats: CoreStats::default(),
         }
     }
@@ -276,6 +283,7 @@ impl Core {
     /// (or is unknown) is discarded: the row was already settled for it.
     pub fn handle_outcome(&mut self, now_ms: u64, job: JobId, result: AttemptResult) {
         let Some(run) = self.running.remove(&job) else {
+            self.handle_straggler(now_ms, job, false);
             return;
         };
         self.wheel.cancel(run.timer);
@@ -286,6 +294,9 @@ impl Core {
     /// shell learns of their workers through [`Core::poll_abandoned`].
     pub fn handle_timers(&mut self, now_ms: u64) {
         while let Some(job) = self.wheel.poll(now_ms) {
+            if self.handle_straggler(now_ms, job, true) {
+                continue;
+            }
             let run = self
                 .running
                 .remove(&job)
@@ -351,13 +362,16 @@ impl Core {
 
     /// Nothing claimed, nothing running, and nothing due now.
     pub fn is_idle(&self, now_ms: u64) -> bool {
-        self.claims.is_empty() && !self.wants_scan(now_ms) && self.ops.is_empty()
+        self.claims.is_empty()
+            && self.stragglers.is_empty()
+            && !self.wants_scan(now_ms)
+            && self.ops.is_empty()
     }
 
     pub fn stats(&self) -> CoreStats {
         CoreStats {
             claimed: self.claimed,
-            running: self.running_count,
+            running: self.running(),
             queued: self.claims.len() as u64 - self.running_count,
             breakers_open: self.breakers.values().filter(|b| b.is_open()).count() as u64,
             ..self.stats
@@ -407,8 +421,9 @@ impl Core {
     }
 
     /// Running attempts.
+    /// Attempts running: this core's, and the stragglers it adopted.
     pub fn running(&self) -> u64 {
-        self.running_count
+        self.running_count + self.stragglers.len() as u64
     }
 
     // ---- internals ----------------------------------------------------

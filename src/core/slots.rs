@@ -23,7 +23,7 @@ impl Core {
 
     /// The next attempt to start now, if a queued row has a free slot.
     pub fn poll_job(&mut self, now_ms: u64) -> Option<Job> {
-        if self.running_count >= self.grant.concurrency {
+        if self.running() >= self.grant.concurrency {
             return None;
         }
         for _ in 0..self.tenant_ring.len() {
@@ -124,7 +124,14 @@ impl Core {
         self.next_job_id += 1;
         let deadline_at_ms = now_ms + self.dispatch.attempt_timeout_ms;
         let timer = self.wheel.insert(deadline_at_ms, id);
-        self.running.insert(id, Running { row, timer });
+        self.running.insert(
+            id,
+            Running {
+                row,
+                timer,
+                deadline_at_ms,
+            },
+        );
         self.running_count += 1;
         let claim = self.claims.get_mut(&row).expect("a queued row has a claim");
         assert!(claim.running.is_none(), "row {row:?} started twice");

@@ -896,3 +896,74 @@ fn a_duplicate_due_key_is_dropped_and_its_row_runs_once() {
     assert_eq!(core.poll_job(5).map(|j| j.row), Some(row));
     assert!(core.poll_job(5).is_none());
 }
+
+/// A core rebuilt while its predecessor's attempts still run (after a
+/// panic or a failed store write) counts them against the key's
+/// `sink_concurrency` until they report or time out, and then writes their
+/// rows back due at once with their attempts as stored (their results
+/// belong to the old core and are not used).
+#[test]
+fn a_rebuilt_core_counts_the_old_attempts_until_they_report_or_time_out() {
+    let mut config = config_with(vec![source("a", "t", &["x"])]);
+    config.dispatch.sink_concurrency = 2;
+    config.dispatch.attempt_timeout_ms = 1_000;
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    for _ in 0..4 {
+        m.add("t", "a", &["x"], 0);
+    }
+    c.handle_scan(0, &mut m);
+    let _ = m.apply(&mut c);
+    let old: Vec<Job> = std::iter::from_fn(|| c.poll_job(0)).collect();
+    assert_eq!(old.len(), 2, "the key's two slots");
+    let running = c.running_attempts();
+    let mut c = c.rebuilt(10);
+    // The store after the rebuild: the queued rows due again, the running
+    // ones held in flight and adopted.
+    let running_rows: Vec<RowId> = old.iter().map(|j| j.row).collect();
+    for row in m.rows.keys().filter(|r| !running_rows.contains(r)) {
+        m.due.insert((Arc::from("t"), 10, *row), 10);
+    }
+    let stored = RowFields {
+        tenant: Arc::from("t"),
+        sink_type: Arc::from("x"),
+        attempts: 0,
+        first_attempt_at_ms: 0,
+        size_bytes: 10,
+        replay: None,
+    };
+    for attempt in running {
+        c.adopt_straggler(attempt, stored.clone());
+    }
+    c.handle_scan(10, &mut m);
+    let _ = m.apply(&mut c);
+    assert_eq!(c.running(), 2);
+    assert!(c.poll_job(10).is_none(), "both slots are the old attempts'");
+    assert!(!c.is_idle(10));
+
+    c.handle_outcome(20, old[0].id, Ok(()));
+    let requeue = |row, due_at_ms| StoreOp::Reschedule {
+        row,
+        fields: stored.clone(),
+        due_at_ms,
+        error: None,
+    };
+    assert_eq!(m.apply(&mut c), [requeue(old[0].row, 20)]);
+    assert_eq!(c.stats().delivered, 0, "its result is not used");
+    let next = c.poll_job(20).expect("a slot is free");
+    assert!(!running_rows.contains(&next.row), "a queued row starts");
+    assert!(
+        c.poll_job(20).is_none(),
+        "one slot is still the old attempt's"
+    );
+
+    c.handle_timers(1_000);
+    assert_eq!(
+        c.poll_abandoned(),
+        Some(old[1].id),
+        "its worker may be stuck"
+    );
+    assert_eq!(m.apply(&mut c), [requeue(old[1].row, 1_000)]);
+    c.handle_outcome(1_001, old[1].id, Ok(()));
+    assert!(m.apply(&mut c).is_empty(), "a late result changes nothing");
+}

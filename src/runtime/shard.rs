@@ -19,7 +19,9 @@ use super::restart::Restarts;
 use super::room::StoreRoom;
 use super::step::{NewRows, ShardState, StepOutput};
 use crate::config::DispatchConfig;
-use crate::core::{AttemptResult, Catalog, Core, Grant, Job, JobId, TenantStats};
+use crate::core::{
+    AttemptFailure, AttemptResult, Catalog, Core, FailureClass, Grant, Job, JobId, TenantStats,
+};
 use crate::limits::{
     GROUP_COMMIT_LINGER_US, MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS,
     SHUTDOWN_GRACE_MS,
@@ -164,6 +166,7 @@ impl ShardThread {
             replies: Vec::new(),
             tick_waiters: Vec::new(),
             resubmit: Vec::new(),
+            outcomes_taken: Vec::new(),
             draining_since_ms: None,
             reported: None,
             reported_at_ms: 0,
@@ -202,6 +205,9 @@ struct ShardLoop {
     tick_waiters: Vec<(Sender<u64>, u64)>,
     /// Attempts the IO pool refused, to report failed next iteration.
     resubmit: Vec<(JobId, AttemptResult)>,
+    /// The attempts whose results the iteration under way took: if it
+    /// panics, the rebuilt core learns they reported (see `restart`).
+    outcomes_taken: Vec<JobId>,
     draining_since_ms: Option<u64>,
     reported: Option<u64>,
     reported_at_ms: u64,
@@ -249,16 +255,20 @@ impl ShardLoop {
             self.room.next_iteration();
             let mut commits = Vec::new();
             let mut outcomes = std::mem::take(&mut self.resubmit);
+            self.outcomes_taken = outcomes.iter().map(|(job, _)| *job).collect();
             while let Some(input) = self.inbox.pop_front() {
                 self.take(state, input, refusing, &mut commits, &mut outcomes);
             }
             let now_ms = self.clock.now_ms();
             self.last_commit_batch = commits.len();
-            // While refusing nothing runs: outcomes are the old core's
-            // attempts', which the new core would discard.
-            if !refusing {
+            // While refusing nothing runs; the outcomes are of attempts the
+            // old core started, which the new core only counts off.
+            if refusing {
+                state.handle_outcomes(now_ms, outcomes);
+            } else {
                 self.step(state, now_ms, commits, outcomes);
             }
+            self.outcomes_taken.clear();
             let stats = state.core().stats();
             if state.is_idle(now_ms) {
                 for (reply, baseline) in self.tick_waiters.drain(..) {
@@ -307,7 +317,10 @@ impl ShardLoop {
                 }
                 Err(full) => reply.send(Err(full)),
             },
-            ShardInput::Completion(job, result) => outcomes.push((job, result)),
+            ShardInput::Completion(job, result) => {
+                self.outcomes_taken.push(job);
+                outcomes.push((job, result));
+            }
             ShardInput::Grant(grant) => state.handle_grant(grant),
             ShardInput::Reconfigure { dispatch, catalog } => {
                 state.handle_reconfigure(dispatch, catalog)
@@ -404,6 +417,21 @@ impl ShardLoop {
             reply.send(Err(CommitError::ShardRestarting));
         }
         state.restart(now_ms);
+        // Results the failed iteration took are lost with it; their attempts
+        // reported all the same, so the new core does not wait out their
+        // deadlines (it does not use an old attempt's result).
+        let lost = AttemptFailure {
+            class: FailureClass::Transient,
+            message: "result lost in a shard restart".into(),
+        };
+        let taken = std::mem::take(&mut self.outcomes_taken);
+        state.handle_outcomes(
+            now_ms,
+            taken
+                .into_iter()
+                .map(|job| (job, Err(lost.clone())))
+                .collect(),
+        );
         self.reported = None;
         self.publish(state, delay_ms > 0);
     }

@@ -21,7 +21,9 @@
 //! store that keeps failing is retried once a second, not in a busy loop.
 
 use crate::config::DispatchConfig;
-use crate::core::{AttemptResult, BreakerEvent, Catalog, Core, Grant, Job, JobId, RowId};
+use crate::core::{
+    AttemptResult, BreakerEvent, Catalog, Core, Grant, Job, JobId, RowId, RunningAttempt,
+};
 use crate::limits::{MAX_UNFLUSHED_OPS, OUTCOME_FLUSH_MS, REPLAY_SCAN_BUDGET, STORE_RETRY_MS};
 use crate::store::{
     self, Hook, PurgeStep, Purged, ReviveStep, Revived, RowRecord, ShardStore, StoreError,
@@ -266,6 +268,14 @@ impl<'s> ShardState<'s> {
         self.commit()
     }
 
+    /// Attempt results, handed to the core; their store writes wait for
+    /// the next step.
+    pub fn handle_outcomes(&mut self, now_ms: u64, outcomes: Vec<(JobId, AttemptResult)>) {
+        for (job, result) in outcomes {
+            self.core.handle_outcome(now_ms, job, result);
+        }
+    }
+
     /// One iteration. `commits` are written and synced together; `outcomes`
     /// are attempt results since the last iteration. `start` is given every
     /// attempt to start: those of rows that were durable before this batch
@@ -278,9 +288,7 @@ impl<'s> ShardState<'s> {
         outcomes: Vec<(JobId, AttemptResult)>,
         start: &mut dyn FnMut(Job),
     ) -> StepOutput {
-        for (job, result) in outcomes {
-            self.core.handle_outcome(now_ms, job, result);
-        }
+        self.handle_outcomes(now_ms, outcomes);
         self.core.handle_timers(now_ms);
         let mut out = StepOutput::default();
         let has_commits = !commits.is_empty();
@@ -403,13 +411,46 @@ impl<'s> ShardState<'s> {
         self.txn = None;
         self.dirty_since_ms = None;
         self.unflushed_ops = 0;
+        let running = self.core.running_attempts();
         self.core = self.core.rebuilt(now_ms);
         if let Err(e) = self.reload(now_ms) {
             crate::log::error(
                 "shard store reload failed; retrying on the next iteration",
                 &[("error", &e)],
             );
+            return;
         }
+        if let Err(e) = self.adopt_stragglers(running) {
+            crate::log::error(
+                "could not hold the rows of attempts still running; they may run twice",
+                &[("error", &e)],
+            );
+        }
+    }
+
+    /// Holds the rows of the old core's attempts, which still run in the IO
+    /// pool, in flight in the store (one synced write), and hands those
+    /// attempts to the new core (see `core::stragglers`), so their rows do
+    /// not start again beside them.
+    fn adopt_stragglers(&mut self, running: Vec<RunningAttempt>) -> Result<(), StoreError> {
+        if running.is_empty() {
+            return Ok(());
+        }
+        let mut wtxn = self.store.env.write_txn()?;
+        let mut held = Vec::new();
+        for attempt in running {
+            let (row, tenant) = (attempt.row, &attempt.key.tenant);
+            if let Some(fields) =
+                store::hold_in_flight(self.store, &mut wtxn, &self.tenants, row, tenant)?
+            {
+                held.push((attempt, fields));
+            }
+        }
+        wtxn.commit()?;
+        for (attempt, fields) in held {
+            self.core.adopt_straggler(attempt, fields);
+        }
+        Ok(())
     }
 }
 

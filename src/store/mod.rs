@@ -90,7 +90,7 @@ pub use record::{CorruptRecord, Hook, RowRecord, RowStatus};
 pub use repair::set_aside_unreadable;
 pub use tenants::TenantTable;
 pub use verify::{verify_data_dir, Verified};
-pub use write::write_commit;
+pub use write::{hold_in_flight, write_commit};
 
 use crate::core::{RowId, TenantId};
 use crate::limits::DEFAULT_MAX_SHARD_BYTES;
