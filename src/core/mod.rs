@@ -455,11 +455,7 @@ impl Core {
             .remove(&row)
             .expect("a running attempt has a claim");
         self.running_count -= 1;
-        self.keys
-            .get_mut(&claim.key)
-            .expect("a running key")
-            .running -= 1;
-        self.tenant_mut(&claim.key.tenant).running -= 1;
+        self.free_slot(&claim.key);
         self.release(&claim);
         if let Some(until_ms) = self.record_breaker(
             now_ms,
@@ -626,6 +622,13 @@ impl Core {
             fields,
             due_at_ms,
         });
+    }
+
+    /// An attempt of `key` (this core's or a straggler) ended: its key's
+    /// and tenant's slot is free.
+    fn free_slot(&mut self, key: &SinkKey) {
+        self.keys.get_mut(key).expect("a running key").running -= 1;
+        self.tenant_mut(&key.tenant).running -= 1;
     }
 
     /// Takes a finished or released claim out of the windows; a holder that

@@ -78,8 +78,7 @@ impl Core {
             fields,
             ..
         } = straggler;
-        self.tenant_mut(&key.tenant).running -= 1;
-        self.keys.get_mut(&key).expect("a straggler's key").running -= 1;
+        self.free_slot(&key);
         self.note_due(&key.tenant, now_ms);
         self.scan_requested = true;
         self.ops.push_back(StoreOp::Reschedule {
