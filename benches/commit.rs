@@ -1,5 +1,6 @@
 //! Durable commit throughput: `Engine::commit` from 1, 16 and 64 threads,
-//! beside a raw LMDB synced write of the same records (hook, row, due key).
+//! beside a raw LMDB synced write of the same records (hook, row, due key,
+//! commit counter) into the same databases of a shard's store.
 //!
 //! The engine runs twice: delivering every row at once to a no-op sink (so
 //! each sync also carries the claims and outcomes of earlier commits), and
@@ -8,16 +9,24 @@
 //! nothing else. Raw LMDB writes transactions of two sizes: one record per
 //! committer (the largest batch those committers could form), and each
 //! engine run's mean group-commit size (`commits / group_commits`).
+//!
+//! After the criterion runs, the lines that compare within one run: the
+//! engine at 64 committers and raw LMDB at the engine's batch size
+//! alternated in blocks, and raw transactions back to back against the same
+//! after a gap of busy work, as an engine's syncs are.
 
 use criterion::measurement::WallTime;
 use criterion::Throughput;
-use criterion::{criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion};
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion};
 use goad::config::{SourceConfig, TenantLimitsConfig};
 use goad::{Config, Delivery, Engine, NewHook, Sink, SinkConfig, SinkError};
 use heed::types::Bytes;
 use parking_lot::{Condvar, Mutex};
-use std::sync::Arc;
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
+
+mod common;
+use common::paired::{benching, paired};
 
 const BODY_BYTES: usize = 1_024;
 
@@ -111,44 +120,165 @@ fn engine_run(
     batch.max(1)
 }
 
+/// A shard's store, written to directly: the same databases the engine
+/// writes a commit to (hooks and rows in `records`, due keys in `due`, the
+/// commit counter in `meta`), with none of the engine around them.
+struct Raw {
+    _dir: tempfile::TempDir,
+    env: heed::Env<heed::WithoutTls>,
+    dbs: [heed::Database<'static, Bytes, Bytes>; 3],
+    seq: u64,
+}
+
+impl Raw {
+    fn open() -> Raw {
+        let dir = tempfile::tempdir().unwrap();
+        let store = goad::store::ShardStore::open(dir.path(), 0, 1).unwrap();
+        let env = store.env().clone();
+        let wtxn = env.write_txn().unwrap();
+        let dbs = env
+            .create_databases_and_commit(wtxn, |opener, wtxn| {
+                let open = |name| opener.open_database::<Bytes, Bytes>(wtxn, Some(name));
+                let dbs = [open("records")?, open("due")?, open("meta")?]
+                    .map(|db| db.expect("a shard store's database"));
+                Ok::<_, heed::Error>(heed::CommitOrAbort::<_, ()>::Commit(dbs))
+            })
+            .unwrap()
+            .unwrap_commit();
+        Raw {
+            _dir: dir,
+            env,
+            dbs,
+            seq: 0,
+        }
+    }
+
+    /// One synced transaction of `hooks` hooks' records, keyed as a shard
+    /// keys them: the hook and its row by seq, the due key by (tenant,
+    /// time, seq, sink), and the commit counter.
+    fn write(&mut self, hooks: usize) {
+        let [records, due, meta] = self.dbs;
+        let mut wtxn = self.env.write_txn().unwrap();
+        for _ in 0..hooks {
+            self.seq += 1;
+            let hook_key = self.seq.to_be_bytes();
+            records
+                .put(&mut wtxn, &hook_key, &[b'x'; BODY_BYTES + 64])
+                .unwrap();
+            let mut row_key = [0u8; 10];
+            row_key[..8].copy_from_slice(&hook_key);
+            records.put(&mut wtxn, &row_key, &[0u8; 40]).unwrap();
+            let mut due_key = [0u8; 22];
+            due_key[4..12].copy_from_slice(&hook_key);
+            due_key[12..20].copy_from_slice(&hook_key);
+            due.put(&mut wtxn, &due_key, &[0u8; 8]).unwrap();
+        }
+        meta.put(&mut wtxn, b"next_seq", &self.seq.to_be_bytes())
+            .unwrap();
+        wtxn.commit().unwrap();
+    }
+}
+
 /// Synced transactions of `batch` hooks' records each, written by one thread.
 fn raw_run(group: &mut BenchmarkGroup<WallTime>, name: &str, committers: usize, batch: usize) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = goad::store::ShardStore::open(dir.path(), 0, 1).unwrap();
-    let env = store.env().clone();
-    let wtxn = env.write_txn().unwrap();
-    let db = env
-        .create_databases_and_commit(wtxn, |opener, wtxn| {
-            opener
-                .create_database::<Bytes, Bytes>(wtxn, Some("raw"))
-                .map(heed::CommitOrAbort::<_, ()>::Commit)
-        })
-        .unwrap()
-        .unwrap_commit();
-    let mut seq = 0u64;
+    let mut raw = Raw::open();
     group.throughput(Throughput::Elements(batch as u64));
     group.bench_with_input(BenchmarkId::new(name, committers), &batch, |b, &n| {
         b.iter_custom(|iters| {
             let start = Instant::now();
             for _ in 0..iters {
-                let mut wtxn = env.write_txn().unwrap();
-                for _ in 0..n {
-                    seq += 1;
-                    let hook_key = seq.to_be_bytes();
-                    db.put(&mut wtxn, &hook_key, &[b'x'; BODY_BYTES + 64])
-                        .unwrap();
-                    let mut row_key = [0u8; 10];
-                    row_key[..8].copy_from_slice(&hook_key);
-                    db.put(&mut wtxn, &row_key, &[0u8; 40]).unwrap();
-                    let mut due_key = [1u8; 22];
-                    due_key[12..20].copy_from_slice(&hook_key);
-                    db.put(&mut wtxn, &due_key, &[0u8; 8]).unwrap();
-                }
-                wtxn.commit().unwrap();
+                raw.write(n);
             }
             start.elapsed()
         })
     });
+}
+
+/// The engine and raw LMDB alternated in blocks (see `common::paired`):
+/// `committers` threads commit `per_thread` hooks each, then one thread
+/// writes as many hooks' records raw, in transactions of the mean
+/// group-commit size the engine had in that block. Prints the rates over
+/// all blocks and the median of the blocks' ratios; returns the mean
+/// group-commit size.
+fn paired_commits(engine: &Engine, source: &str, committers: usize, blocks: usize) -> usize {
+    const PER_THREAD: usize = 40;
+    let (start, done) = (Barrier::new(committers + 1), Barrier::new(committers + 1));
+    let mut raw = Raw::open();
+    let (mut engine_s, mut raw_s, mut batches) = (0.0, 0.0, 0);
+    let mut ratios = Vec::with_capacity(blocks);
+    std::thread::scope(|s| {
+        for _ in 0..committers {
+            s.spawn(|| {
+                for _ in 0..blocks {
+                    start.wait();
+                    for _ in 0..PER_THREAD {
+                        let hook = NewHook::new(source, vec![b'x'; BODY_BYTES]);
+                        engine.commit(hook).unwrap();
+                    }
+                    done.wait();
+                }
+            });
+        }
+        let hooks = committers * PER_THREAD;
+        for _ in 0..blocks {
+            let before = engine.stats()[0];
+            let began = Instant::now();
+            start.wait();
+            done.wait();
+            let engine_block_s = began.elapsed().as_secs_f64();
+            let after = engine.stats()[0];
+            let syncs = (after.group_commits - before.group_commits).max(1);
+            let batch = ((after.commits - before.commits) as f64 / syncs as f64).round() as usize;
+            let began = Instant::now();
+            let mut left = hooks;
+            while left > 0 {
+                let n = batch.clamp(1, left);
+                raw.write(n);
+                left -= n;
+            }
+            let raw_block_s = began.elapsed().as_secs_f64();
+            engine_s += engine_block_s;
+            raw_s += raw_block_s;
+            batches += batch;
+            ratios.push(raw_block_s / engine_block_s);
+        }
+        let total = (hooks * blocks) as f64;
+        ratios.sort_by(f64::total_cmp);
+        println!(
+            "durable_commit paired, {source}/{committers}, {blocks} blocks of {hooks} hooks: engine {:.1}k/s, raw at its batch (mean {}) {:.1}k/s, ratio {:.2} (median block {:.2})",
+            total / engine_s / 1e3,
+            batches / blocks,
+            total / raw_s / 1e3,
+            raw_s / engine_s,
+            ratios[blocks / 2],
+        );
+    });
+    batches / blocks
+}
+
+/// A raw synced transaction of `batch` hooks written back to back, and the
+/// same after `GAP_US` of busy work, as an engine's sync follows its other
+/// work: alternated in blocks, the transaction's own time in each.
+fn sync_after_a_gap(batch: usize, blocks: u32) {
+    const GAP_US: u64 = 450;
+    let (mut back_to_back, mut after_gap) = (Raw::open(), Raw::open());
+    let [now, later] = paired(
+        blocks,
+        50,
+        || back_to_back.write(batch),
+        || {
+            let began = Instant::now();
+            while began.elapsed() < Duration::from_micros(GAP_US) {
+                std::hint::spin_loop();
+            }
+            after_gap.write(batch);
+        },
+    );
+    println!(
+        "raw_lmdb_synced paired, {blocks} blocks of 50 transactions of {batch} hooks: back to back {:.0} µs each, after {GAP_US} µs of busy work {:.0} µs",
+        now / 1e3,
+        later / 1e3 - GAP_US as f64,
+    );
 }
 
 fn commits(c: &mut Criterion) {
@@ -179,5 +309,22 @@ fn commits(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, commits);
-criterion_main!(benches);
+fn main() {
+    let mut criterion = Criterion::default().configure_from_args();
+    commits(&mut criterion);
+    let blocks = if benching() { 30 } else { 1 };
+    // A fresh engine for each, as each raw run gets a fresh store.
+    let mut held_batch = 1;
+    for held in [false, true] {
+        let sink = Arc::new(Accept::default());
+        sink.hold(held);
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine(dir.path(), &sink);
+        let source = if held { "held" } else { "delivering" };
+        held_batch = paired_commits(&engine, source, 64, blocks);
+        sink.hold(false);
+        engine.shutdown();
+    }
+    sync_after_a_gap(held_batch, blocks as u32);
+    criterion.final_summary();
+}
