@@ -609,12 +609,11 @@ fn a_replay_waits_while_the_node_lags() {
         Duration::from_secs(10),
         || progress(addr)["throttled"] == true,
     );
-    // Nothing to wait for: watch `moved` stay 0 through a 600 ms window.
-    let frozen_until = Instant::now() + Duration::from_millis(600);
-    while Instant::now() < frozen_until {
-        assert_eq!(progress(addr)["moved"], 0, "moved while the node lagged");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // Three more pacing steps looked at the replay while the node lagged.
+    pacer_passes(addr, 3);
+    let p = progress(addr);
+    assert_eq!(p["moved"], 0, "moved while the node lagged: {p}");
+    assert_eq!(p["throttled"], true, "{p}");
     drop(g.open); // the live sink fails fast from now on; its rows back off
     wait_until(
         "the replay moved and delivered all",
@@ -944,6 +943,7 @@ fn metrics_parse_as_prometheus_text() {
     assert_eq!(sum("goad_unreadable_due_entries_total", ""), 0.0);
     assert_eq!(sum("goad_recovered_rows_total", ""), 0.0);
     assert_eq!(sum("goad_shard_restarts_total", ""), 0.0);
+    assert_eq!(sum("goad_replays", ""), 0.0);
     assert_eq!(
         sum("goad_store_ingest_limit_bytes", ""),
         2.0 * (56u64 << 30) as f64
@@ -963,6 +963,7 @@ fn metrics_parse_as_prometheus_text() {
         "goad_recovered_rows_total",
         "goad_store_failures_total",
         "goad_shard_restarts_total",
+        "goad_replay_pacer_passes_total",
     ] {
         assert!(
             samples.iter().any(|(n, _, _)| n == family),
@@ -979,6 +980,24 @@ fn metrics_parse_as_prometheus_text() {
         "cumulative buckets"
     );
     assert_eq!(*buckets.last().unwrap(), 5.0);
+}
+
+/// The sum of a metric's samples whose labels contain `labels`.
+fn metric(addr: SocketAddr, name: &str, labels: &str) -> f64 {
+    parse_prometheus(&get(addr, "/metrics").text())
+        .iter()
+        .filter(|(n, l, _)| n == name && l.contains(labels))
+        .map(|(_, _, v)| v)
+        .sum()
+}
+
+/// Waits until the replay pacer has made `passes` more passes.
+fn pacer_passes(addr: SocketAddr, passes: u64) {
+    let name = "goad_replay_pacer_passes_total";
+    let from = metric(addr, name, "");
+    wait_until("more replay pacer passes", Duration::from_secs(10), || {
+        metric(addr, name, "") >= from + passes as f64
+    });
 }
 
 /// (name, labels text, value) of every sample, checking the format.
@@ -1145,8 +1164,8 @@ fn a_replay_into_a_failing_sink_pauses_itself() {
     assert!(p["dead_again"].as_u64().unwrap() >= 100, "{p}");
     assert!(p["moved"].as_u64().unwrap() < 250, "{p}");
     let moved = p["moved"].clone();
-    // Nothing to wait for: `moved` must not change across three pacing steps.
-    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(metric(addr, "goad_replays", "state=\"paused\""), 1.0);
+    pacer_passes(addr, 3);
     assert_eq!(
         get(addr, &format!("/v1/replays/{id}")).json()["moved"],
         moved,

@@ -2,6 +2,7 @@
 //! format (version 0.0.4). Counters are since the node started; per-shard
 //! series carry a `shard` label.
 
+use super::replay::Replays;
 use crate::runtime::latency::{LatencySnapshot, BUCKET_BOUNDS_MS};
 use crate::runtime::{wall_ms, Engine, ShardStats};
 use crate::store::StoreError;
@@ -36,6 +37,32 @@ impl Family<'_> {
             let values: Vec<u64> = stats.iter().map(get).collect();
             self.per_shard(name, kind, help, &values);
         }
+    }
+
+    /// Replays by state, and the pacer's passes.
+    fn replays(&mut self, replays: &Replays) {
+        self.head(
+            "goad_replays",
+            "gauge",
+            "Replays by state: running, done, paused (paused ones stopped themselves; see their error).",
+        );
+        for (state, count) in replays.count_by_state() {
+            let _ = writeln!(
+                self.out,
+                "goad_replays{{state=\"{}\"}} {count}",
+                state.name()
+            );
+        }
+        self.head(
+            "goad_replay_pacer_passes_total",
+            "counter",
+            "Times the replay pacer looked at the running replays (once per pacing step).",
+        );
+        let _ = writeln!(
+            self.out,
+            "goad_replay_pacer_passes_total {}",
+            replays.pacer_passes()
+        );
     }
 
     /// Attempt outcomes per shard and result.
@@ -179,7 +206,7 @@ const SHARD_FAMILIES: &[ShardFamily] = &[
 ];
 
 /// The whole exposition.
-pub fn render(engine: &Engine) -> Result<String, StoreError> {
+pub fn render(engine: &Engine, replays: &Replays) -> Result<String, StoreError> {
     let stats = engine.stats();
     let due = engine.due_counts()?;
     let dead = engine.dead_counts()?;
@@ -226,5 +253,6 @@ pub fn render(engine: &Engine) -> Result<String, StoreError> {
         &engine.store_ingest_limit_bytes(),
     );
     f.stats_families(SHARD_FAMILIES, &stats);
+    f.replays(replays);
     Ok(out)
 }

@@ -29,7 +29,7 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -61,6 +61,9 @@ pub enum ReplayState {
 }
 
 impl ReplayState {
+    pub const ALL: [ReplayState; 3] =
+        [ReplayState::Running, ReplayState::Done, ReplayState::Paused];
+
     pub fn name(self) -> &'static str {
         match self {
             ReplayState::Running => "running",
@@ -125,6 +128,8 @@ pub struct Replays {
     paces: Mutex<HashMap<String, Pace>>,
     stop: Arc<AtomicBool>,
     pacer: Mutex<Option<JoinHandle<()>>>,
+    /// Times the pacer looked at the running replays.
+    passes: AtomicU64,
 }
 
 impl Replays {
@@ -158,6 +163,7 @@ impl Replays {
             paces: Mutex::new(HashMap::new()),
             stop: Arc::new(AtomicBool::new(false)),
             pacer: Mutex::new(None),
+            passes: AtomicU64::new(0),
         }
     }
 
@@ -230,6 +236,7 @@ impl Replays {
                             (c.replay.rate, c.replay.max_lag_ms)
                         };
                         state.replays.step_all(engine, rate, max_lag_ms, elapsed_s);
+                        state.replays.passes.fetch_add(1, Ordering::Release);
                     }
                 }
             });
@@ -237,6 +244,18 @@ impl Replays {
             Ok(h) => *self.pacer.lock() = Some(h),
             Err(e) => crate::log::error("cannot start the replay pacer", &[("error", &e)]),
         }
+    }
+
+    /// How many replays are in each state.
+    pub fn count_by_state(&self) -> [(ReplayState, usize); 3] {
+        let jobs = self.jobs.lock();
+        ReplayState::ALL.map(|state| (state, jobs.iter().filter(|j| j.state == state).count()))
+    }
+
+    /// Times the pacer has looked at the running replays (each
+    /// `STEP_INTERVAL`, while the engine is open).
+    pub fn pacer_passes(&self) -> u64 {
+        self.passes.load(Ordering::Acquire)
     }
 
     /// Stops the pacer (replays resume at the next start).
