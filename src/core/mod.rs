@@ -53,7 +53,7 @@ use std::sync::Arc;
 use wheel::{TimerId, Wheel};
 
 /// A claimed row, queued or running.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Claim {
     key: SinkKey,
     /// The due time the row was claimed at (written back if it never starts).
@@ -172,9 +172,6 @@ pub struct Core {
     breakers: HashMap<SinkKey, Breaker>,
     /// Breaker changes not yet polled (at most two per outcome handled).
     breaker_events: VecDeque<BreakerEvent>,
-    /// Attempts of the core this one was rebuilt from, still running (see
-    /// `stragglers`).
-    stragglers: HashMap<JobId, stragglers::Straggler>,
     stats: CoreStats,
 }
 
@@ -220,7 +217,6 @@ impl Core {
             next_due_at_ms: None,
             breakers: HashMap::new(),
             breaker_events: VecDeque::new(),
-            stragglers: HashMap::new(),
             stats: CoreStats::default(),
         }
     }
@@ -283,7 +279,6 @@ impl Core {
     /// (or is unknown) is discarded: the row was already settled for it.
     pub fn handle_outcome(&mut self, now_ms: u64, job: JobId, result: AttemptResult) {
         let Some(run) = self.running.remove(&job) else {
-            self.handle_straggler(now_ms, job, false);
             return;
         };
         self.wheel.cancel(run.timer);
@@ -294,9 +289,6 @@ impl Core {
     /// shell learns of their workers through [`Core::poll_abandoned`].
     pub fn handle_timers(&mut self, now_ms: u64) {
         while let Some(job) = self.wheel.poll(now_ms) {
-            if self.handle_straggler(now_ms, job, true) {
-                continue;
-            }
             let run = self
                 .running
                 .remove(&job)
@@ -362,10 +354,7 @@ impl Core {
 
     /// Nothing claimed, nothing running, and nothing due now.
     pub fn is_idle(&self, now_ms: u64) -> bool {
-        self.claims.is_empty()
-            && self.stragglers.is_empty()
-            && !self.wants_scan(now_ms)
-            && self.ops.is_empty()
+        self.claims.is_empty() && !self.wants_scan(now_ms) && self.ops.is_empty()
     }
 
     pub fn stats(&self) -> CoreStats {
@@ -421,9 +410,9 @@ impl Core {
     }
 
     /// Running attempts.
-    /// Attempts running: this core's, and the stragglers it adopted.
+    /// Attempts running (stragglers adopted included).
     pub fn running(&self) -> u64 {
-        self.running_count + self.stragglers.len() as u64
+        self.running_count
     }
 
     // ---- internals ----------------------------------------------------
@@ -624,11 +613,21 @@ impl Core {
         });
     }
 
-    /// An attempt of `key` (this core's or a straggler) ended: its key's
-    /// and tenant's slot is free.
+    /// An attempt of `key` ended: its key's and tenant's slot is free.
     fn free_slot(&mut self, key: &SinkKey) {
         self.keys.get_mut(key).expect("a running key").running -= 1;
         self.tenant_mut(&key.tenant).running -= 1;
+    }
+
+    /// Counts a new claim in the windows.
+    fn add_claim(&mut self, row: RowId, claim: Claim) {
+        let size_bytes = claim.fields.size_bytes;
+        self.claimed.add(size_bytes);
+        let tenant = self.tenant_mut(&claim.key.tenant);
+        let first_claim = tenant.claimed.rows == 0;
+        tenant.claimed.add(size_bytes);
+        self.claiming_tenants += u64::from(first_claim);
+        self.claims.insert(row, claim);
     }
 
     /// Takes a finished or released claim out of the windows; a holder that

@@ -240,11 +240,6 @@ impl Core {
         if let Admit::Park { until_ms } = self.admit(now_ms, &key) {
             return self.park(now_ms, entry.row, fields, until_ms);
         }
-        self.claimed.add(entry.size_bytes);
-        let tenant = self.tenant_mut(&entry.tenant);
-        let first_claim = tenant.claimed.rows == 0;
-        tenant.claimed.add(entry.size_bytes);
-        self.claiming_tenants += u64::from(first_claim);
         let claim = Claim {
             key: key.clone(),
             due_at_ms: entry.due_at_ms,
@@ -252,7 +247,7 @@ impl Core {
             hook,
             running: None,
         };
-        self.claims.insert(entry.row, claim);
+        self.add_claim(entry.row, claim);
         self.enqueue(entry.row, key);
     }
 

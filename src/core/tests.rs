@@ -898,12 +898,12 @@ fn a_duplicate_due_key_is_dropped_and_its_row_runs_once() {
 }
 
 /// A core rebuilt while its predecessor's attempts still run (after a
-/// panic or a failed store write) counts them against the key's
-/// `sink_concurrency` until they report or time out, and then writes their
-/// rows back due at once with their attempts as stored (their results
-/// belong to the old core and are not used).
+/// panic or a failed store write) takes them on as its own: they hold the
+/// key's `sink_concurrency` slots and their rows' claims, a result settles
+/// its row as any attempt's would, and a deadline that passes fails the
+/// attempt as `attempt_timeout`.
 #[test]
-fn a_rebuilt_core_counts_the_old_attempts_until_they_report_or_time_out() {
+fn a_rebuilt_core_takes_on_the_old_attempts_and_settles_them_by_their_results() {
     let mut config = config_with(vec![source("a", "t", &["x"])]);
     config.dispatch.sink_concurrency = 2;
     config.dispatch.attempt_timeout_ms = 1_000;
@@ -912,9 +912,9 @@ fn a_rebuilt_core_counts_the_old_attempts_until_they_report_or_time_out() {
     for _ in 0..4 {
         m.add("t", "a", &["x"], 0);
     }
-    c.handle_scan(0, &mut m);
+    c.handle_scan(5, &mut m);
     let _ = m.apply(&mut c);
-    let old: Vec<Job> = std::iter::from_fn(|| c.poll_job(0)).collect();
+    let old: Vec<Job> = std::iter::from_fn(|| c.poll_job(5)).collect();
     assert_eq!(old.len(), 2, "the key's two slots");
     let running = c.running_attempts();
     let mut c = c.rebuilt(10);
@@ -924,32 +924,23 @@ fn a_rebuilt_core_counts_the_old_attempts_until_they_report_or_time_out() {
     for row in m.rows.keys().filter(|r| !running_rows.contains(r)) {
         m.due.insert((Arc::from("t"), 10, *row), 10);
     }
-    let stored = RowFields {
-        tenant: Arc::from("t"),
-        sink_type: Arc::from("x"),
-        attempts: 0,
-        first_attempt_at_ms: 0,
-        size_bytes: 10,
-        replay: None,
-    };
     for attempt in running {
-        c.adopt_straggler(attempt, stored.clone());
+        c.adopt_straggler(attempt);
     }
     c.handle_scan(10, &mut m);
     let _ = m.apply(&mut c);
-    assert_eq!(c.running(), 2);
+    assert_eq!((c.running(), c.stats().claimed.rows), (2, 4));
     assert!(c.poll_job(10).is_none(), "both slots are the old attempts'");
-    assert!(!c.is_idle(10));
 
     c.handle_outcome(20, old[0].id, Ok(()));
-    let requeue = |row, due_at_ms| StoreOp::Reschedule {
-        row,
-        fields: stored.clone(),
-        due_at_ms,
-        error: None,
-    };
-    assert_eq!(m.apply(&mut c), [requeue(old[0].row, 20)]);
-    assert_eq!(c.stats().delivered, 0, "its result is not used");
+    assert_eq!(
+        m.apply(&mut c),
+        [StoreOp::Delivered {
+            row: old[0].row,
+            replay: None
+        }]
+    );
+    assert_eq!(c.stats().delivered, 1);
     let next = c.poll_job(20).expect("a slot is free");
     assert!(!running_rows.contains(&next.row), "a queued row starts");
     assert!(
@@ -957,13 +948,29 @@ fn a_rebuilt_core_counts_the_old_attempts_until_they_report_or_time_out() {
         "one slot is still the old attempt's"
     );
 
-    c.handle_timers(1_000);
+    c.handle_timers(1_005);
     assert_eq!(
         c.poll_abandoned(),
         Some(old[1].id),
         "its worker may be stuck"
     );
-    assert_eq!(m.apply(&mut c), [requeue(old[1].row, 1_000)]);
-    c.handle_outcome(1_001, old[1].id, Ok(()));
+    assert_eq!(
+        m.apply(&mut c),
+        [StoreOp::Reschedule {
+            row: old[1].row,
+            fields: RowFields {
+                tenant: "t".into(),
+                sink_type: "x".into(),
+                attempts: 1,
+                first_attempt_at_ms: 5,
+                size_bytes: 10,
+                replay: None,
+            },
+            due_at_ms: 1_105,
+            error: Some("attempt_timeout: no result after 1000 ms".into()),
+        }]
+    );
+    assert_eq!(c.stats().timed_out, 1);
+    c.handle_outcome(1_006, old[1].id, Ok(()));
     assert!(m.apply(&mut c).is_empty(), "a late result changes nothing");
 }

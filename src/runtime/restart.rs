@@ -3,8 +3,9 @@
 //! runs): it logs the panic, answers the commits of the failed iteration
 //! with [`CommitError::ShardRestarting`](super::CommitError::ShardRestarting),
 //! and rebuilds its state from its store, as a process restart would (rows
-//! claimed or running are due again; the write transaction of the failed
-//! iteration is dropped, so nothing half-written is stored).
+//! claimed are due again; the write transaction of the failed iteration is
+//! dropped, so nothing half-written is stored). Attempts still running are
+//! taken on by the rebuilt core (see `core::stragglers`).
 //!
 //! A shard that panics for the first time (or after a healthy run) serves
 //! again at once. One that panics again soon after its restart refuses
@@ -107,9 +108,8 @@ mod tests {
     }
 
     /// A panic in a shard's loop is a restart from its store: the attempts
-    /// under way go on, their rows held until they report and then due
-    /// again (and delivered again: at least once, never twice at once),
-    /// commits go on, and a second panic soon after refuses commits for a
+    /// under way go on, their rows held, and their results settle them
+    /// (delivered once, never run twice at once), commits go on, and a second panic soon after refuses commits for a
     /// second with an error saying why, instead of leaving them waiting on
     /// a dead thread.
     #[test]
@@ -127,7 +127,7 @@ mod tests {
             "a first panic restarts at once"
         );
         // The attempt under way when the shard panicked is the old core's:
-        // it still runs, so a's row waits for it (and counts as running).
+        // it still runs, and the new core counts it as running.
         engine.commit(NewHook::new("s", "b")).unwrap();
         wait_until("b's attempt", || gate.count("b") == 1);
         assert_eq!(engine.stats()[0].running, 2, "a's old attempt and b's");
@@ -148,12 +148,12 @@ mod tests {
         engine.commit(NewHook::new("s", "c")).unwrap();
         engine.tick().unwrap();
 
-        // Every committed hook delivered; the rows whose attempts ran
-        // through a restart ran once more after those reported, never
-        // beside them; the refused hook was never stored.
+        // Every committed hook delivered once: the attempts that ran
+        // through a restart settled their rows; the refused hook was never
+        // stored.
         assert_eq!(
             ["a", "b", "c", "refused"].map(|body| gate.count(body)),
-            [2, 2, 1, 0]
+            [1, 1, 1, 0]
         );
         let overlap = gate.overlap.lock();
         assert!(

@@ -19,9 +19,7 @@ use super::restart::Restarts;
 use super::room::StoreRoom;
 use super::step::{NewRows, ShardState, StepOutput};
 use crate::config::DispatchConfig;
-use crate::core::{
-    AttemptFailure, AttemptResult, Catalog, Core, FailureClass, Grant, Job, JobId, TenantStats,
-};
+use crate::core::{AttemptResult, Catalog, Core, Grant, Job, JobId, TenantStats};
 use crate::limits::{
     GROUP_COMMIT_LINGER_US, MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS,
     SHUTDOWN_GRACE_MS,
@@ -205,9 +203,10 @@ struct ShardLoop {
     tick_waiters: Vec<(Sender<u64>, u64)>,
     /// Attempts the IO pool refused, to report failed next iteration.
     resubmit: Vec<(JobId, AttemptResult)>,
-    /// The attempts whose results the iteration under way took: if it
-    /// panics, the rebuilt core learns they reported (see `restart`).
-    outcomes_taken: Vec<JobId>,
+    /// The results the iteration under way took: if it panics, the rebuilt
+    /// core, which takes on the attempts still running, gets them again (see
+    /// `restart`).
+    outcomes_taken: Vec<(JobId, AttemptResult)>,
     draining_since_ms: Option<u64>,
     reported: Option<u64>,
     reported_at_ms: u64,
@@ -255,14 +254,14 @@ impl ShardLoop {
             self.room.next_iteration();
             let mut commits = Vec::new();
             let mut outcomes = std::mem::take(&mut self.resubmit);
-            self.outcomes_taken = outcomes.iter().map(|(job, _)| *job).collect();
+            self.outcomes_taken.clone_from(&outcomes);
             while let Some(input) = self.inbox.pop_front() {
                 self.take(state, input, refusing, &mut commits, &mut outcomes);
             }
             let now_ms = self.clock.now_ms();
             self.last_commit_batch = commits.len();
-            // While refusing nothing runs; the outcomes are of attempts the
-            // old core started, which the new core only counts off.
+            // While refusing nothing starts; the outcomes are of attempts the
+            // old core started, which the new core took on.
             if refusing {
                 state.handle_outcomes(now_ms, outcomes);
             } else {
@@ -318,7 +317,7 @@ impl ShardLoop {
                 Err(full) => reply.send(Err(full)),
             },
             ShardInput::Completion(job, result) => {
-                self.outcomes_taken.push(job);
+                self.outcomes_taken.push((job, result.clone()));
                 outcomes.push((job, result));
             }
             ShardInput::Grant(grant) => state.handle_grant(grant),
@@ -417,21 +416,10 @@ impl ShardLoop {
             reply.send(Err(CommitError::ShardRestarting));
         }
         state.restart(now_ms);
-        // Results the failed iteration took are lost with it; their attempts
-        // reported all the same, so the new core does not wait out their
-        // deadlines (it does not use an old attempt's result).
-        let lost = AttemptFailure {
-            class: FailureClass::Transient,
-            message: "result lost in a shard restart".into(),
-        };
+        // The rebuilt core took on the attempts still running, some of whose
+        // results the failed iteration had taken.
         let taken = std::mem::take(&mut self.outcomes_taken);
-        state.handle_outcomes(
-            now_ms,
-            taken
-                .into_iter()
-                .map(|job| (job, Err(lost.clone())))
-                .collect(),
-        );
+        state.handle_outcomes(now_ms, taken);
         self.reported = None;
         self.publish(state, delay_ms > 0);
     }

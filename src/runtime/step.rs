@@ -431,7 +431,7 @@ impl<'s> ShardState<'s> {
     /// Holds the rows of the old core's attempts, which still run in the IO
     /// pool, in flight in the store (one synced write), and hands those
     /// attempts to the new core (see `core::stragglers`), so their rows do
-    /// not start again beside them.
+    /// not start again beside them and their results settle them.
     fn adopt_stragglers(&mut self, running: Vec<RunningAttempt>) -> Result<(), StoreError> {
         if running.is_empty() {
             return Ok(());
@@ -439,16 +439,14 @@ impl<'s> ShardState<'s> {
         let mut wtxn = self.store.env.write_txn()?;
         let mut held = Vec::new();
         for attempt in running {
-            let (row, tenant) = (attempt.row, &attempt.key.tenant);
-            if let Some(fields) =
-                store::hold_in_flight(self.store, &mut wtxn, &self.tenants, row, tenant)?
-            {
-                held.push((attempt, fields));
+            let (row, tenant) = (attempt.row, attempt.tenant());
+            if store::hold_in_flight(self.store, &mut wtxn, &self.tenants, row, tenant)? {
+                held.push(attempt);
             }
         }
         wtxn.commit()?;
-        for (attempt, fields) in held {
-            self.core.adopt_straggler(attempt, fields);
+        for attempt in held {
+            self.core.adopt_straggler(attempt);
         }
         Ok(())
     }

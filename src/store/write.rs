@@ -131,36 +131,29 @@ fn settled_record(op: &StoreOp, fields: &RowFields) -> (RowRecord, Option<Replay
 
 /// Holds a pending row in flight again, because an attempt that a rebuilt
 /// shard's previous core started still runs it: its due key becomes an
-/// in-flight marker. Returns its fields as stored; `None` (and the row left
-/// as it is) when it is not a pending row with a due key.
+/// in-flight marker. Returns `false` (and leaves the row as it is) when it
+/// is not a pending row with a due key.
 pub fn hold_in_flight(
     store: &ShardStore,
     wtxn: &mut RwTxn,
     tenants: &TenantTable,
     row: RowId,
     tenant: &TenantId,
-) -> Result<Option<RowFields>, StoreError> {
+) -> Result<bool, StoreError> {
     let Some(tenant_no) = tenants.number(tenant) else {
-        return Ok(None);
+        return Ok(false);
     };
     let record = store.records.get(wtxn, &row_key(row))?;
     let Some(record) = record.and_then(|bytes| decode_row(bytes).ok()) else {
-        return Ok(None);
+        return Ok(false);
     };
     let due_key = timed_key(tenant_no, record.at_ms, row);
     if record.status != Pending || !store.due.delete(wtxn, &due_key)? {
-        return Ok(None);
+        return Ok(false);
     }
     let marker = inflight_value(tenant_no, record.size_bytes);
     store.inflight.put(wtxn, &row_key(row), &marker)?;
-    Ok(Some(RowFields {
-        tenant: tenant.clone(),
-        sink_type: record.sink_type,
-        attempts: record.attempts,
-        first_attempt_at_ms: record.first_attempt_at_ms,
-        size_bytes: record.size_bytes,
-        replay: record.replay,
-    }))
+    Ok(true)
 }
 
 /// Lists a row whose record is corrupt as a dead letter, keeping its bytes.
