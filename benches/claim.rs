@@ -9,15 +9,14 @@ mod common;
 use common::paired::{benching, paired};
 use criterion::Criterion;
 use goad::core::{DueIndex, TenantId};
-use goad::runtime::NewRows;
-use goad::store::{Hook, ShardStore, TenantTable, TxnIndex};
+use goad::store::{Hook, NewRow, ShardStore, TenantTable, TxnIndex};
 use std::sync::Arc;
 
 fn store_with(neighbour_rows: u64) -> (tempfile::TempDir, ShardStore, TenantTable) {
     let dir = tempfile::tempdir().unwrap();
     let store = ShardStore::open(dir.path(), 0, 1).unwrap();
     let mut tenants = TenantTable::load(&store).unwrap();
-    let sink_types: Vec<Arc<str>> = vec![Arc::from("http")];
+    let rows = [NewRow::unordered("http")];
     let mut seq = 0u64;
     let mut write = |tenant: &str, count: u64, seq: &mut u64| {
         let mut left = count;
@@ -36,16 +35,12 @@ fn store_with(neighbour_rows: u64) -> (tempfile::TempDir, ShardStore, TenantTabl
                     headers: vec![],
                     body: vec![0; 64],
                 };
-                let rows = NewRows {
-                    hook,
-                    sink_types: sink_types.clone(),
-                };
                 goad::store::write_commit(
                     &store,
                     &mut wtxn,
                     &mut tenants,
-                    &rows.hook,
-                    &rows.sink_types,
+                    &hook,
+                    &rows,
                     1_000 + *seq,
                 )
                 .unwrap();

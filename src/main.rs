@@ -284,8 +284,8 @@ fn verify(config_path: Option<PathBuf>) -> ExitCode {
             n => format!("{n} problems"),
         };
         println!(
-            "shard {k}: {} hooks; rows {} due, {} in flight, {} dead: {verdict}",
-            shard.hooks, shard.due, shard.in_flight, shard.dead
+            "shard {k}: {} hooks; rows {} due, {} in flight, {} waiting in lanes, {} dead: {verdict}",
+            shard.hooks, shard.due, shard.in_flight, shard.lane_members, shard.dead
         );
         for problem in &shard.problems {
             println!("  - {problem}");

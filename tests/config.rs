@@ -95,6 +95,9 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nmethod = \"get\"", "sources[0].sinks[0].method must be one of post, put, patch, got \"get\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nheaders = { \"x a\" = \"1\" }", "sources[0].sinks[0].headers must be valid HTTP header names, got \"x a\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nheaders = { x-a = \"1\\n2\" }", "sources[0].sinks[0].headers.x-a must be a valid HTTP header value (no control characters but tab), got \"1\\n2\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nordering_key = \"header:x-c\"", "sources[0].sinks[0].ordering_key must be set only with ordered = true, got \"header:x-c\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nordered = true\nordering_key = \"x-c\"", "sources[0].sinks[0].ordering_key must be \"header:<name>\", a header name of letters, digits, '-', '_' or '.', got \"x-c\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nordered = true\nordering_key = \"header:Authorization\"", "sources[0].sinks[0].ordering_key must be a header goad stores with the hook (credential and framing headers are not stored), got \"header:Authorization\""),
     ];
     for (toml, want) in cases {
         assert_eq!(error_of(toml), want, "for {toml:?}");

@@ -1,14 +1,15 @@
 //! A crash at any instant loses no acknowledged hook: a child process
 //! commits hooks and delivers them to a receiver on loopback, is killed with
 //! SIGKILL mid-flight, and a new engine on the same data directory delivers
-//! every hook the child had acknowledged, at least once.
+//! every hook the child had acknowledged, at least once, to each sink; the
+//! ordered sink's lanes get their hooks' first deliveries in commit order.
 
 mod common;
 
 use common::*;
 use goad::demo::receiver::{Receiver, Reply};
 use goad::{Engine, NewHook, SinkConfig};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -16,24 +17,40 @@ use std::time::Duration;
 const CHILD_DIR: &str = "GOAD_CRASH_CHILD_DIR";
 const CHILD_URL: &str = "GOAD_CRASH_CHILD_URL";
 
-fn crash_config(dir: &std::path::Path, url: &str) -> goad::Config {
+/// Lanes per source of the ordered sink (values of `x-key`).
+const KEYS: u64 = 4;
+
+/// Four sources of four tenants, each with an unordered sink (`/hooks`)
+/// and one ordered by the `x-key` header (`/ordered`) on the receiver at
+/// `base_url`.
+fn crash_config(dir: &std::path::Path, base_url: &str) -> goad::Config {
     let mut c = config(dir);
     c.shards = 2;
     c.retry.base_ms = 10;
     c.retry.max_ms = 10;
     c.retry.max_attempts = 1_000;
+    let ordered = SinkConfig {
+        ordered: true,
+        ordering_key: Some("header:x-key".into()),
+        ..SinkConfig::http(format!("{base_url}/ordered"))
+    };
     for t in 0..4 {
         c.sources.push(source(
             &format!("s{t}"),
             &format!("tenant-{t}"),
-            vec![SinkConfig::http(url)],
+            vec![
+                SinkConfig::http(format!("{base_url}/hooks")),
+                ordered.clone(),
+            ],
         ));
     }
     c
 }
 
 /// The child's role: commit hooks from four threads forever, printing each
-/// acknowledged hook id. Runs only when the parent test starts this binary.
+/// acknowledged hook id. Thread `t` commits to source `s{t}` one hook at a
+/// time, hook `i` with body `t-i-…` in lane `x-key: i % KEYS`. Runs only
+/// when the parent test starts this binary.
 #[test]
 fn crash_child_role() {
     let (Ok(dir), Ok(url)) = (std::env::var(CHILD_DIR), std::env::var(CHILD_URL)) else {
@@ -44,13 +61,17 @@ fn crash_child_role() {
     std::thread::scope(|scope| {
         for t in 0..4 {
             let (engine, out) = (&engine, &out);
-            scope.spawn(move || loop {
-                let id = engine
-                    .commit(NewHook::new(format!("s{t}"), vec![b'x'; 512]))
-                    .unwrap();
-                let mut out = out.lock().unwrap();
-                writeln!(out, "ACK {id}").unwrap();
-                out.flush().unwrap();
+            scope.spawn(move || {
+                for i in 0u64.. {
+                    let hook = NewHook {
+                        headers: vec![("x-key".into(), (i % KEYS).to_string())],
+                        ..NewHook::new(format!("s{t}"), format!("{t}-{i}-{:x<500}", ""))
+                    };
+                    let id = engine.commit(hook).unwrap();
+                    let mut out = out.lock().unwrap();
+                    writeln!(out, "ACK {id}").unwrap();
+                    out.flush().unwrap();
+                }
             });
         }
     });
@@ -69,7 +90,7 @@ fn every_acknowledged_hook_is_delivered_after_sigkill() {
         }
     })
     .unwrap();
-    let url = receiver.url("/hooks");
+    let url = receiver.url("");
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -110,26 +131,59 @@ fn every_acknowledged_hook_is_delivered_after_sigkill() {
     for shard in &left {
         assert_eq!(shard.problems, Vec::<String>::new());
     }
-    let rows_left: u64 = left.iter().map(|s| s.due + s.in_flight + s.dead).sum();
+    let rows_left: u64 = left
+        .iter()
+        .map(|s| s.due + s.in_flight + s.lane_members + s.dead)
+        .sum();
     assert!(rows_left > 0, "the kill left rows to recover");
     let engine = Engine::open(crash_config(dir.path(), &url)).unwrap();
+    // The hooks a sink answered 200 for.
+    let delivered_to = |path: &str| -> HashSet<String> {
+        receiver
+            .received()
+            .iter()
+            .filter(|r| r.status == 200 && r.path == path)
+            .filter_map(|r| r.header("webhook-id").map(str::to_string))
+            .collect()
+    };
     wait_until(
-        "every acknowledged hook delivered",
+        "every acknowledged hook delivered to both sinks",
         Duration::from_secs(60),
         || {
             // Counting first keeps the poll cheap: each acknowledged hook
-            // needs at least one 200 before the ids are worth comparing.
-            receiver.ok_count() >= acked.len() as u64 && {
-                let delivered: HashSet<String> = receiver
-                    .received()
+            // needs at least two 200s before the ids are worth comparing.
+            receiver.ok_count() >= 2 * acked.len() as u64 && {
+                let (hooks, ordered) = (delivered_to("/hooks"), delivered_to("/ordered"));
+                acked
                     .iter()
-                    .filter(|r| r.status == 200)
-                    .filter_map(|r| r.header("webhook-id").map(str::to_string))
-                    .collect();
-                acked.iter().all(|id| delivered.contains(id))
+                    .all(|id| hooks.contains(id) && ordered.contains(id))
             }
         },
     );
+    // In each lane (thread t's hooks with one x-key), first deliveries come
+    // in commit order: thread t committed hook i after hook i - 1.
+    let mut first_seen: HashSet<String> = HashSet::new();
+    let mut last_in_lane: HashMap<(String, String), u64> = HashMap::new();
+    for r in receiver.received() {
+        if r.status != 200 || r.path != "/ordered" {
+            continue;
+        }
+        if !first_seen.insert(r.header("webhook-id").unwrap().to_string()) {
+            continue;
+        }
+        let body = String::from_utf8_lossy(&r.body).into_owned();
+        let mut parts = body.split('-');
+        let (t, i) = (parts.next().unwrap(), parts.next().unwrap());
+        let i: u64 = i.parse().unwrap();
+        let lane = (t.to_string(), r.header("x-key").unwrap().to_string());
+        if let Some(last) = last_in_lane.insert(lane.clone(), i) {
+            assert!(
+                last < i,
+                "lane {lane:?}: hook {i} first delivered after hook {last}"
+            );
+        }
+    }
+    assert_eq!(last_in_lane.len() as u64, 4 * KEYS, "every lane delivered");
     // Rows committed but not yet acknowledged when the child died are
     // delivered too; then nothing is left pending or dead.
     wait_until("an empty store", Duration::from_secs(60), || {

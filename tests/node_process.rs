@@ -335,14 +335,14 @@ fn goad_verify_checks_a_stopped_nodes_data_directory() {
         .map(|l| l.rsplit(": ").next().unwrap())
         .collect();
     assert_eq!(verdicts, vec!["sound", "sound"], "{report}");
-    // "shard k: H hooks; rows D due, F in flight, X dead: sound"
+    // "shard k: H hooks; rows D due, F in flight, W waiting in lanes, X dead: sound"
     let numbers: Vec<u64> = report
         .split(|c: char| !c.is_ascii_digit())
         .filter_map(|n| n.parse().ok())
         .collect();
-    let per_shard: Vec<&[u64]> = numbers.chunks(5).collect();
+    let per_shard: Vec<&[u64]> = numbers.chunks(6).collect();
     let hooks: u64 = per_shard.iter().map(|s| s[1]).sum();
-    let rows: u64 = per_shard.iter().map(|s| s[2] + s[3] + s[4]).sum();
+    let rows: u64 = per_shard.iter().map(|s| s[2..].iter().sum::<u64>()).sum();
     assert_eq!((hooks, rows), (5, 5), "{report}");
 }
 

@@ -14,7 +14,12 @@
 //!   are never exceeded; no row runs twice at once;
 //! - the breaker changes the core reports account for its open breakers:
 //!   a breaker closes only after it opened, and the keys reported open are
-//!   exactly as many as the core counts open.
+//!   exactly as many as the core counts open;
+//! - an ordering lane (some sinks are ordered, per seed) runs one row at a
+//!   time, and its rows first start in commit order (a replayed row, which
+//!   rejoins its lane, aside);
+//! - at the end, `verify` finds the store sound (every row in one index,
+//!   every lane with members headed).
 //!
 //! CI runs a fixed set of seeds; `GOAD_SIM_SEEDS=N` runs seeds 0..N (from
 //! `GOAD_SIM_FROM`, 0 by default), and `GOAD_SIM_SEED=S` one seed. A
@@ -22,11 +27,11 @@
 
 use goad::config::{DispatchConfig, RetryConfig, SinkConfig, SourceConfig};
 use goad::core::{
-    AttemptFailure, AttemptResult, BreakerEvent, Catalog, Core, FailureClass, Grant, JobId, Rng,
-    RowId, SinkKey,
+    AttemptFailure, AttemptResult, BreakerEvent, Catalog, Core, FailureClass, Grant, JobId, LaneId,
+    Rng, RowId, SinkKey,
 };
 use goad::runtime::{NewRows, ShardState};
-use goad::store::{DeadFilter, Hook, ReviveStep, ShardStore};
+use goad::store::{DeadFilter, Hook, NewRow, ReviveStep, ShardStore};
 use goad::{Config, RowStatus};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -44,6 +49,13 @@ struct SinkModel {
     hang_pct: u64,
 }
 
+/// An attempt the simulated IO pool runs.
+struct Running {
+    row: RowId,
+    key: SinkKey,
+    lane: Option<LaneId>,
+}
+
 struct Sim {
     seed: u64,
     rng: Rng,
@@ -55,12 +67,14 @@ struct Sim {
     now_ms: u64,
     /// Completions in flight: (at, job) → result.
     pending: BTreeMap<(u64, JobId), AttemptResult>,
-    running: HashMap<JobId, (RowId, SinkKey)>,
+    running: HashMap<JobId, Running>,
     sinks: HashMap<String, SinkModel>,
     acked: HashMap<u64, usize>,
     delivered: HashSet<RowId>,
     /// Attempts started per row, across crashes.
     started: HashMap<RowId, u32>,
+    /// Per ordering lane, the seq of the last row that started a first time.
+    lane_first_starts: HashMap<LaneId, u64>,
     /// Keys whose breaker the core reported opened and not yet closed in
     /// this process life (a restart closes every breaker).
     open_breakers: HashSet<SinkKey>,
@@ -73,11 +87,18 @@ impl Sim {
         let mut rng = Rng::new(seed);
         let mut config = Config::default();
         for (i, tenant) in TENANTS.iter().enumerate() {
-            let sinks = if i == 0 {
+            let mut sinks = if i == 0 {
                 vec![SinkConfig::of_kind("a"), SinkConfig::of_kind("b")]
             } else {
                 vec![SinkConfig::of_kind(SINK_TYPES[i % 2])]
             };
+            // Ordered sinks: one lane per sink, or per value of header `k`.
+            for sink in &mut sinks {
+                sink.ordered = rng.below(2) == 0;
+                if sink.ordered && rng.below(2) == 0 {
+                    sink.ordering_key = Some("header:k".into());
+                }
+            }
             config.sources.push(SourceConfig {
                 id: format!("s{i}"),
                 tenant: tenant.to_string(),
@@ -138,6 +159,7 @@ impl Sim {
             acked: HashMap::new(),
             delivered: HashSet::new(),
             started: HashMap::new(),
+            lane_first_starts: HashMap::new(),
             open_breakers: HashSet::new(),
             next_hook: 0,
             faults: true,
@@ -176,13 +198,19 @@ impl Sim {
             received_at_ms: self.now_ms,
             content_type: None,
             dedupe_key: None,
-            headers: vec![],
+            headers: vec![("k".into(), self.rng.below(3).to_string())],
             body: vec![0; 1 + self.rng.below(2_000) as usize],
         };
-        NewRows {
-            hook,
-            sink_types: source.sink_types.clone(),
-        }
+        let rows = source
+            .sink_types
+            .iter()
+            .zip(&source.lanes)
+            .map(|(sink_type, lane_by)| NewRow {
+                sink_type: sink_type.clone(),
+                lane_key: lane_by.as_ref().map(|by| by.key(&hook.headers)),
+            })
+            .collect();
+        NewRows { hook, rows }
     }
 
     fn attempt(&mut self, sink_type: &str) -> Option<(u64, AttemptResult)> {
@@ -231,7 +259,7 @@ impl Sim {
             .iter()
             .map(|c| c.hook.id.trim_start_matches("hook-").parse().unwrap())
             .collect();
-        let sink_counts: Vec<usize> = commits.iter().map(|c| c.sink_types.len()).collect();
+        let sink_counts: Vec<usize> = commits.iter().map(|c| c.rows.len()).collect();
         let due: Vec<(u64, JobId)> = self
             .pending
             .range(..=(self.now_ms, JobId(u64::MAX)))
@@ -240,9 +268,9 @@ impl Sim {
         let mut outcomes = Vec::new();
         for key in due {
             let result = self.pending.remove(&key).unwrap();
-            if let Some((row, _)) = self.running.remove(&key.1) {
+            if let Some(run) = self.running.remove(&key.1) {
                 if result.is_ok() {
-                    self.delivered.insert(row);
+                    self.delivered.insert(run.row);
                 }
             }
             outcomes.push((key.1, result));
@@ -274,13 +302,18 @@ impl Sim {
                 record.at_ms
             );
             assert!(
-                !self.running.values().any(|(r, _)| *r == job.row),
+                !self.running.values().any(|run| run.row == job.row),
                 "seed {}: row {:?} runs twice",
                 self.seed,
                 job.row
             );
             self.check_start(&job, &record);
-            self.running.insert(job.id, (job.row, job.key.clone()));
+            let run = Running {
+                row: job.row,
+                key: job.key.clone(),
+                lane: record.lane,
+            };
+            self.running.insert(job.id, run);
             let sink_type = job.key.sink_type.to_string();
             if let Some((latency, result)) = self.attempt(&sink_type) {
                 self.pending.insert((self.now_ms + latency, job.id), result);
@@ -338,6 +371,28 @@ impl Sim {
             job.row,
             record.attempts
         );
+        if let Some(lane) = record.lane {
+            let other: Vec<RowId> = self
+                .running
+                .values()
+                .filter(|run| run.lane == Some(lane))
+                .map(|r| r.row)
+                .collect();
+            assert!(
+                other.is_empty(),
+                "seed {seed}: row {:?} ({record:?}) starts at {} while another row of its lane runs: {other:?}",
+                job.row, self.now_ms
+            );
+            // A replayed row rejoins its lane behind rows committed after it.
+            if *started == 0 && record.replay.is_none() {
+                let last = self.lane_first_starts.insert(lane, job.row.seq);
+                assert!(
+                    last.is_none_or(|seq| seq < job.row.seq),
+                    "seed {seed}: row {:?} starts a first time after row seq {last:?} of its lane",
+                    job.row
+                );
+            }
+        }
         assert_eq!(
             job.attempt,
             record.attempts + 1,
@@ -350,7 +405,7 @@ impl Sim {
         let on_key = 1 + self
             .running
             .values()
-            .filter(|(_, key)| *key == job.key)
+            .filter(|run| run.key == job.key)
             .count();
         assert!(
             on_key <= self.dispatch.sink_concurrency as usize,
@@ -464,6 +519,13 @@ impl Sim {
     /// Every commit is acknowledged in order (the simulated store does not
     /// fail), so hook N has seq N: each of its rows was delivered or is dead.
     fn check_settled(&self, store: &ShardStore) {
+        let verified = store.verify().unwrap();
+        assert!(
+            verified.problems.is_empty(),
+            "seed {}: the store is not sound: {:?}",
+            self.seed,
+            verified.problems
+        );
         let rows = store.rows().unwrap();
         let dead: HashSet<RowId> = rows
             .iter()

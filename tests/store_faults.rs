@@ -12,7 +12,7 @@ use goad::demo::receiver::{Receiver, Reply};
 use goad::runtime::coordinator::global_grant;
 use goad::runtime::{NewRows, ShardState};
 use goad::store::keys::{hook_key, parse_inflight_value, row_key};
-use goad::store::{DeadFilter, Hook, ShardStore};
+use goad::store::{DeadFilter, Hook, NewRow, ShardStore};
 use goad::{Config, Engine};
 use heed::types::Bytes;
 use std::sync::atomic::Ordering::SeqCst;
@@ -66,7 +66,7 @@ fn new_rows(i: u64) -> NewRows {
             headers: Vec::new(),
             body: format!("body {i}").into_bytes(),
         },
-        sink_types: vec![Arc::from("http")],
+        rows: vec![NewRow::unordered("http")],
     }
 }
 

@@ -1,6 +1,7 @@
 //! The rules every config must pass, each naming the dotted key and the value.
 
 use super::{Config, SinkConfig, TenantLimitsConfig};
+use crate::core::LaneBy;
 use crate::limits::{MAX_SHARD_BYTES, MIN_SHARD_BYTES};
 use std::fmt;
 use std::path::PathBuf;
@@ -265,12 +266,31 @@ impl Config {
         sink: &SinkConfig,
         host_sinks: &[&str],
     ) -> Result<(), ConfigError> {
-        if sink.ordered || sink.ordering_key.is_some() {
-            return Err(invalid(
-                format!("{at}.ordered"),
-                "false: ordering lanes are not implemented in this version",
-                sink.ordered,
-            ));
+        if let Some(key) = &sink.ordering_key {
+            if !sink.ordered {
+                return Err(invalid(
+                    format!("{at}.ordering_key"),
+                    "set only with ordered = true",
+                    key,
+                ));
+            }
+            match LaneBy::parse(Some(key)) {
+                Some(LaneBy::Header(name)) if crate::sink::never_forwarded(&name) => {
+                    return Err(invalid(
+                        format!("{at}.ordering_key"),
+                        "a header goad stores with the hook (credential and framing headers are not stored)",
+                        key,
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    return Err(invalid(
+                        format!("{at}.ordering_key"),
+                        "\"header:<name>\", a header name of letters, digits, '-', '_' or '.'",
+                        key,
+                    ));
+                }
+            }
         }
         if sink.kind == "http" {
             return self.validate_http_sink(at, sink);

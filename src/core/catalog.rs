@@ -15,6 +15,49 @@ use std::sync::Arc;
 pub struct SourceEntry {
     pub tenant: TenantId,
     pub sink_types: Vec<Arc<str>>,
+    /// Per sink, in the same order: how an ordered sink picks a hook's
+    /// lane; `None` for an unordered sink.
+    pub lanes: Vec<Option<LaneBy>>,
+}
+
+/// How an ordered sink picks the lane of a hook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LaneBy {
+    /// One lane for every hook of the sink.
+    Sink,
+    /// One lane per value of this header (lowercase name); hooks without it
+    /// share one lane.
+    Header(String),
+}
+
+impl LaneBy {
+    /// Parses a sink's `ordering_key` option (`header:<name>`); `None` when
+    /// it is not of that form.
+    pub fn parse(ordering_key: Option<&str>) -> Option<LaneBy> {
+        match ordering_key {
+            None => Some(LaneBy::Sink),
+            Some(key) => {
+                let name = key.strip_prefix("header:")?;
+                let valid = !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+                valid.then(|| LaneBy::Header(name.to_ascii_lowercase()))
+            }
+        }
+    }
+
+    /// The lane key of a hook with `headers`.
+    pub fn key(&self, headers: &[(String, String)]) -> String {
+        match self {
+            LaneBy::Sink => String::new(),
+            LaneBy::Header(name) => headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default(),
+        }
+    }
 }
 
 /// Where a row goes.
@@ -43,6 +86,14 @@ impl Catalog {
                 let entry = SourceEntry {
                     tenant: Arc::from(s.tenant.as_str()),
                     sink_types: s.sinks.iter().map(|k| Arc::from(k.kind.as_str())).collect(),
+                    lanes: s
+                        .sinks
+                        .iter()
+                        .map(|k| {
+                            let by = LaneBy::parse(k.ordering_key.as_deref());
+                            k.ordered.then(|| by.expect("a validated ordering_key"))
+                        })
+                        .collect(),
                 };
                 (Arc::from(s.id.as_str()), entry)
             })

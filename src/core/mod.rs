@@ -39,7 +39,7 @@ pub mod wheel;
 mod window;
 
 pub use breaker::{Admit, Breaker, BreakerConfig, BreakerEvent};
-pub use catalog::{Binding, Catalog, SourceEntry};
+pub use catalog::{Binding, Catalog, LaneBy, SourceEntry};
 pub use report::TenantStats;
 pub use retry::{FailureClass, RetryDecision};
 pub use rng::Rng;
@@ -172,6 +172,12 @@ pub struct Core {
     breakers: HashMap<SinkKey, Breaker>,
     /// Breaker changes not yet polled (at most two per outcome handled).
     breaker_events: VecDeque<BreakerEvent>,
+    /// The running attempt of each ordering lane that has one. Only a
+    /// lane's head is ever due, so a lane runs one row at a time; the one
+    /// exception, an attempt taken on from before a shard restart whose
+    /// lane moved on in the dropped batch, is kept apart by this (see
+    /// `scan::claim`).
+    running_lanes: HashMap<LaneId, JobId>,
     stats: CoreStats,
 }
 
@@ -217,6 +223,7 @@ impl Core {
             next_due_at_ms: None,
             breakers: HashMap::new(),
             breaker_events: VecDeque::new(),
+            running_lanes: HashMap::new(),
             stats: CoreStats::default(),
         }
     }
@@ -444,6 +451,9 @@ impl Core {
             .remove(&row)
             .expect("a running attempt has a claim");
         self.running_count -= 1;
+        if let Some(lane) = claim.fields.lane {
+            self.running_lanes.remove(&lane);
+        }
         self.free_slot(&claim.key);
         self.release(&claim);
         if let Some(until_ms) = self.record_breaker(
@@ -460,6 +470,7 @@ impl Core {
                 self.ops.push_back(StoreOp::Delivered {
                     row,
                     replay: claim.fields.replay.clone(),
+                    lane: claim.fields.lane,
                 });
                 return;
             }
@@ -611,6 +622,20 @@ impl Core {
             fields,
             due_at_ms,
         });
+    }
+
+    /// A lane's running attempt starts: another row of the lane may not.
+    fn lane_starts(&mut self, lane: Option<LaneId>, job: JobId) {
+        if let Some(lane) = lane {
+            let previous = self.running_lanes.insert(lane, job);
+            assert!(previous.is_none(), "lane {lane:?} runs two rows at once");
+        }
+    }
+
+    /// When the attempt running in `lane` times out, if one runs.
+    fn lane_busy_until_ms(&self, lane: Option<LaneId>) -> Option<u64> {
+        let job = self.running_lanes.get(&lane?)?;
+        Some(self.running[job].deadline_at_ms)
     }
 
     /// An attempt of `key` ended: its key's and tenant's slot is free.

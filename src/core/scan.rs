@@ -237,6 +237,18 @@ impl Core {
             sink_index,
             sink_type: state.sink_type,
         };
+        // Another row of its lane still runs (an attempt taken on from
+        // before a shard restart): it waits until that attempt ends.
+        if let Some(until_ms) = self.lane_busy_until_ms(fields.lane) {
+            self.note_due(&entry.tenant, until_ms);
+            self.ops.push_back(StoreOp::Reschedule {
+                row: entry.row,
+                fields,
+                due_at_ms: until_ms,
+                error: None,
+            });
+            return;
+        }
         if let Admit::Park { until_ms } = self.admit(now_ms, &key) {
             return self.park(now_ms, entry.row, fields, until_ms);
         }

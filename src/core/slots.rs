@@ -139,7 +139,8 @@ impl Core {
         if claim.fields.first_attempt_at_ms == 0 {
             claim.fields.first_attempt_at_ms = now_ms;
         }
-        Job {
+        let lane = claim.fields.lane;
+        let job = Job {
             id,
             row,
             key: claim.key.clone(),
@@ -147,6 +148,8 @@ impl Core {
             hook: claim.hook.clone(),
             deadline_at_ms,
             replay: claim.fields.replay.clone(),
-        }
+        };
+        self.lane_starts(lane, id);
+        job
     }
 }

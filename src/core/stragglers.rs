@@ -56,6 +56,7 @@ impl Core {
         assert_eq!(claim.running, Some(job), "a straggler's claim is its own");
         self.keys.entry(claim.key.clone()).or_default().running += 1;
         self.tenant_mut(&claim.key.tenant).running += 1;
+        self.lane_starts(claim.fields.lane, job);
         self.add_claim(row, claim);
         let timer = self.wheel.insert(deadline_at_ms, job);
         let previous = self.running.insert(

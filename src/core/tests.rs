@@ -54,6 +54,7 @@ impl Model {
                         attempts: 0,
                         first_attempt_at_ms: 0,
                         replay: None,
+                        lane: None,
                     },
                     hook.clone(),
                 ),
@@ -480,7 +481,8 @@ fn a_failure_reschedules_by_the_policy_and_a_permanent_error_dead_letters_with_i
                 attempts: 1,
                 first_attempt_at_ms: 1_000,
                 replay: None,
-                size_bytes: 10
+                size_bytes: 10,
+                lane: None,
             },
             due_at_ms: 1_110,
             error: Some("boom".into())
@@ -496,7 +498,8 @@ fn a_failure_reschedules_by_the_policy_and_a_permanent_error_dead_letters_with_i
                 attempts: 1,
                 first_attempt_at_ms: 1_000,
                 replay: None,
-                size_bytes: 10
+                size_bytes: 10,
+                lane: None,
             },
             dead_at_ms: 1_020,
             reason: "sink x: gone".into()
@@ -845,6 +848,7 @@ fn corrupt_rows_and_hooks_are_settled_at_claim() {
         first_attempt_at_ms: 0,
         size_bytes: 10,
         replay: None,
+        lane: None,
     };
     assert_eq!(
         m.apply(&mut core),
@@ -937,7 +941,8 @@ fn a_rebuilt_core_takes_on_the_old_attempts_and_settles_them_by_their_results() 
         m.apply(&mut c),
         [StoreOp::Delivered {
             row: old[0].row,
-            replay: None
+            replay: None,
+            lane: None
         }]
     );
     assert_eq!(c.stats().delivered, 1);
@@ -965,6 +970,7 @@ fn a_rebuilt_core_takes_on_the_old_attempts_and_settles_them_by_their_results() 
                 first_attempt_at_ms: 5,
                 size_bytes: 10,
                 replay: None,
+                lane: None,
             },
             due_at_ms: 1_105,
             error: Some("attempt_timeout: no result after 1000 ms".into()),

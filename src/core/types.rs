@@ -56,7 +56,19 @@ pub struct RowState {
     pub first_attempt_at_ms: u64,
     /// The replay that revived the row, if any.
     pub replay: Option<Arc<str>>,
+    /// The ordering lane of a row of an ordered sink.
+    pub lane: Option<LaneId>,
 }
+
+/// The length of a [`LaneId`].
+pub const LANE_ID_BYTES: usize = 14;
+
+/// The ordering lane a row of an ordered sink waits in (see `store::lanes`:
+/// tenant number, sink index and a hash of the source and the lane's key).
+/// The core only carries it, so that the store releases the lane when the
+/// row settles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LaneId(pub [u8; LANE_ID_BYTES]);
 
 /// What loading a claimed row found.
 #[derive(Debug, Clone)]
@@ -151,6 +163,8 @@ pub struct RowFields {
     pub size_bytes: u64,
     /// The replay that revived the row, if any.
     pub replay: Option<Arc<str>>,
+    /// The ordering lane of a row of an ordered sink.
+    pub lane: Option<LaneId>,
 }
 
 impl RowFields {
@@ -163,6 +177,7 @@ impl RowFields {
             first_attempt_at_ms: state.first_attempt_at_ms,
             size_bytes: entry.size_bytes,
             replay: state.replay.clone(),
+            lane: state.lane,
         }
     }
 }
@@ -180,10 +195,11 @@ pub enum StoreOp {
         size_bytes: u64,
     },
     /// The sink took it: the row goes, and the hook with its last row.
-    /// A revived row's replay counts it.
+    /// A revived row's replay counts it; its lane's next row is due.
     Delivered {
         row: RowId,
         replay: Option<Arc<str>>,
+        lane: Option<LaneId>,
     },
     /// Pending again (a retry or a write-back), due at `due_at_ms`.
     Reschedule {

@@ -127,6 +127,10 @@ fn stats(engine: &Engine) -> Response {
         Ok(u) => u,
         Err(e) => return store_error(&e),
     };
+    let lane_members = match engine.lane_member_counts() {
+        Ok(m) => m,
+        Err(e) => return store_error(&e),
+    };
     let limits = engine.store_ingest_limit_bytes();
     let shards: Vec<Value> = engine
         .stats()
@@ -136,6 +140,7 @@ fn stats(engine: &Engine) -> Response {
             json!({
                 "shard": k,
                 "due": due[k],
+                "lane_members": lane_members[k],
                 "claimed": s.claimed_rows,
                 "claimed_bytes": s.claimed_bytes,
                 "running": s.running,

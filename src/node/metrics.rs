@@ -235,6 +235,12 @@ pub fn render(engine: &Engine, replays: &Replays) -> Result<String, StoreError> 
         &ages_s,
     );
     f.per_shard(
+        "goad_lane_members",
+        "gauge",
+        "Rows of ordered sinks waiting behind the head of their lane (neither due nor claimed).",
+        &engine.lane_member_counts()?,
+    );
+    f.per_shard(
         "goad_dead_letters",
         "gauge",
         "Rows dead-lettered and kept.",

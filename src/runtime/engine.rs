@@ -15,7 +15,7 @@ use crate::config::{Config, ConfigError};
 use crate::core::Catalog;
 use crate::limits::{COMMIT_QUEUE_WAIT_MS, COMMIT_REPLY_WAIT_MS};
 use crate::sink::{Sink, SinkRegistry};
-use crate::store::{DataDirLock, Hook, RowView, ShardStore, StoreError};
+use crate::store::{DataDirLock, Hook, NewRow, RowView, ShardStore, StoreError};
 use crossbeam_channel::{SendTimeoutError, Sender, TrySendError};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
@@ -316,12 +316,21 @@ impl Engine {
                 max_bytes,
             });
         }
-        let (tenant, sink_types) = {
+        let (tenant, rows) = {
             let catalog = self.catalog.read();
             let source = catalog
                 .source(&hook.source_id)
                 .ok_or_else(|| CommitError::UnknownSource(hook.source_id.clone()))?;
-            (source.tenant.clone(), source.sink_types.clone())
+            let rows = source
+                .sink_types
+                .iter()
+                .zip(&source.lanes)
+                .map(|(sink_type, lane_by)| NewRow {
+                    sink_type: sink_type.clone(),
+                    lane_key: lane_by.as_ref().map(|by| by.key(&hook.headers)),
+                })
+                .collect();
+            (source.tenant.clone(), rows)
         };
         let id = uuid::Uuid::now_v7().to_string();
         let stored = Hook {
@@ -336,11 +345,7 @@ impl Engine {
             body: hook.body,
         };
         let shard = &self.shards[Engine::shard_of(&tenant, self.shards.len())];
-        let rows = NewRows {
-            hook: stored,
-            sink_types,
-        };
-        Ok((id, shard, rows))
+        Ok((id, shard, NewRows { hook: stored, rows }))
     }
 
     /// Blocks until nothing is claimed, running or due on any shard; returns

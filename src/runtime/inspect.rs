@@ -86,6 +86,14 @@ impl Engine {
         self.shards.iter().map(|s| s.store.due_count()).collect()
     }
 
+    /// Rows waiting behind their ordering lanes' heads, per shard.
+    pub fn lane_member_counts(&self) -> Result<Vec<u64>, StoreError> {
+        self.shards
+            .iter()
+            .map(|s| s.store.lane_member_count())
+            .collect()
+    }
+
     /// The bytes each shard's store holds (see [`ShardStore::used_bytes`]).
     ///
     /// [`ShardStore::used_bytes`]: crate::store::ShardStore::used_bytes

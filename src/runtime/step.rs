@@ -26,18 +26,18 @@ use crate::core::{
 };
 use crate::limits::{MAX_UNFLUSHED_OPS, OUTCOME_FLUSH_MS, REPLAY_SCAN_BUDGET, STORE_RETRY_MS};
 use crate::store::{
-    self, Hook, PurgeStep, Purged, ReviveStep, Revived, RowRecord, ShardStore, StoreError,
+    self, Hook, NewRow, PurgeStep, Purged, ReviveStep, Revived, RowRecord, ShardStore, StoreError,
     TenantTable, TxnIndex,
 };
 use heed::RwTxn;
 use std::sync::Arc;
 
-/// A hook to commit: its sinks' types resolved from the source at commit.
+/// A hook to commit: its rows' sinks resolved from the source at commit.
 #[derive(Debug, Clone)]
 pub struct NewRows {
     /// The hook; its `seq` is assigned by the shard.
     pub hook: Hook,
-    pub sink_types: Vec<Arc<str>>,
+    pub rows: Vec<NewRow>,
 }
 
 /// What a commit stores besides its body and headers, about: the hook's
@@ -56,7 +56,7 @@ impl NewRows {
             .sum();
         self.hook.size_bytes()
             + headers as u64
-            + STORED_OVERHEAD_BYTES * (1 + self.sink_types.len() as u64)
+            + STORED_OVERHEAD_BYTES * (1 + self.rows.len() as u64)
     }
 }
 
@@ -170,7 +170,8 @@ impl<'s> ShardState<'s> {
     }
 
     /// Dead-letters every pending row of `source_id` now (see
-    /// [`Core::handle_dead_letter_source`]) and commits, so the count it
+    /// [`Core::handle_dead_letter_source`]), and the rows waiting in its
+    /// lanes (see [`store::lanes`]), and commits, so the count it
     /// returns is durable. A pass that set unreadable due entries aside is
     /// followed by another (setting aside leaves nothing to set aside again).
     pub fn dead_letter_source(
@@ -182,9 +183,12 @@ impl<'s> ShardState<'s> {
         // Rows whose due entries a pass set aside are due again for the next.
         loop {
             let (dead, set_aside) = self.write_now(now_ms, |store, txn, tenants, core| {
-                read_due(store, txn, tenants, core, |core, index| {
+                let members =
+                    store::lanes::dead_letter_members(store, txn, tenants, source_id, now_ms)?;
+                let (dead, set_aside) = read_due(store, txn, tenants, core, |core, index| {
                     core.handle_dead_letter_source(now_ms, source_id, index)
-                })
+                })?;
+                Ok((members + dead, set_aside))
             })?;
             count += dead;
             self.unreadable_due += set_aside as u64;
@@ -341,14 +345,7 @@ impl<'s> ShardState<'s> {
             for mut new in commits {
                 new.hook.seq = self.next_seq;
                 self.next_seq += 1;
-                store::write_commit(
-                    store,
-                    txn,
-                    &mut self.tenants,
-                    &new.hook,
-                    &new.sink_types,
-                    now_ms,
-                )?;
+                store::write_commit(store, txn, &mut self.tenants, &new.hook, &new.rows, now_ms)?;
                 self.core.handle_committed_for(&new.hook.tenant, now_ms);
             }
             if has_commits {
@@ -474,7 +471,8 @@ fn read_due<T>(
     Ok((value, set_aside))
 }
 
-/// Writes every op the core decided; returns how many.
+/// Writes every op the core decided; returns how many. A lane member that
+/// an op made due is announced to the core.
 fn apply_ops(
     store: &ShardStore,
     txn: &mut RwTxn,
@@ -483,7 +481,9 @@ fn apply_ops(
 ) -> Result<usize, StoreError> {
     let mut applied = 0;
     while let Some(op) = core.poll_store_op() {
-        store::write::apply(store, txn, tenants, &op)?;
+        if let Some(head) = store::write::apply(store, txn, tenants, &op)? {
+            core.handle_committed_for(&head.tenant, head.due_at_ms);
+        }
         applied += 1;
     }
     Ok(applied)

@@ -358,11 +358,18 @@ pub fn revive(
         store
             .records
             .put(wtxn, &row_key(*row), &encode_row(&record))?;
-        store.due.put(
-            wtxn,
-            &timed_key(*no, now_ms, *row),
-            &record.size_bytes.to_be_bytes(),
-        )?;
+        // A row of an ordered sink queues in its lane again.
+        let heads = match record.lane {
+            Some(lane) => super::lanes::join(store, wtxn, lane, *row)?,
+            None => true,
+        };
+        if heads {
+            store.due.put(
+                wtxn,
+                &timed_key(*no, now_ms, *row),
+                &record.size_bytes.to_be_bytes(),
+            )?;
+        }
     }
     if !moves.is_empty() {
         let moved = moves.len() as u64;
@@ -464,7 +471,7 @@ impl<'a> DeadScan<'a> {
 #[cfg(test)]
 mod tests {
     use super::super::record::{sample_hook, Hook};
-    use super::super::write::{apply, write_commit};
+    use super::super::write::{apply, write_commit, NewRow};
     use super::*;
     use crate::core::{RowFields, StoreOp};
 
@@ -479,7 +486,7 @@ mod tests {
                 source_id: Arc::from(*source),
                 ..sample_hook(i as u64 + 1)
             };
-            let sinks = [Arc::from("http")];
+            let sinks = [NewRow::unordered("http")];
             write_commit(&store, &mut wtxn, &mut tenants, &hook, &sinks, 1).unwrap();
             let row = RowId {
                 seq: hook.seq,
@@ -492,6 +499,7 @@ mod tests {
                 first_attempt_at_ms: 2,
                 size_bytes: hook.size_bytes(),
                 replay: None,
+                lane: None,
             };
             let ops = [
                 StoreOp::Claim {

@@ -97,8 +97,8 @@ mod tests {
     use super::super::record::sample_hook;
     use super::super::{write_commit, TenantTable};
     use super::*;
+    use crate::store::NewRow;
     use heed::RwTxn;
-    use std::sync::Arc;
 
     #[test]
     fn the_limit_leaves_an_eighth_of_the_map_in_whole_pages() {
@@ -114,7 +114,7 @@ mod tests {
         for seq in 1..=count {
             let mut hook = sample_hook(seq);
             hook.body = vec![b'x'; 8_000];
-            let sinks = [Arc::from("http")];
+            let sinks = [NewRow::unordered("http")];
             write_commit(store, wtxn, &mut tenants, &hook, &sinks, 10).unwrap();
         }
     }

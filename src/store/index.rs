@@ -199,6 +199,7 @@ impl<'t> TxnIndex<'t> {
             attempts: record.attempts,
             first_attempt_at_ms: record.first_attempt_at_ms,
             replay: record.replay,
+            lane: record.lane,
         };
         let hook = match self.hooks.get(&row.seq) {
             Some(h) => h.clone(),

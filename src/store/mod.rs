@@ -1,20 +1,27 @@
 //! The shard store: one LMDB environment per shard (`<data_dir>/shard-<k>/`).
 //!
 //! # Layout
-//! Six named databases; the keys are in [`keys`], the records in
+//! Eight named databases; the keys are in [`keys`], the records in
 //! [`record`]:
 //! - `records`: seq → hook record (body verbatim), and (seq, sink index) →
 //!   row record (pending or dead). A hook and its rows share one tree, the
 //!   hook's 8-byte key sorting right before its rows' 10-byte keys: a commit
 //!   appends at one right edge instead of two, and a scan reads a page's
 //!   hooks and rows with one range scan (format 2; a format-1 store, with
-//!   separate `hooks` and `rows` trees, is migrated when opened).
+//!   separate `hooks` and `rows` trees, is migrated when opened). Format 3
+//!   added `lanes`, `members` and the row's lane; an older store is
+//!   upgraded when opened, and older goad refuses a format-3 store.
 //! - `due`: (tenant_no, due_at_ms, seq, sink index) → size u64. A pending
 //!   row that is not claimed has exactly one due key.
 //! - `inflight`: (seq, sink index) → (tenant_no, size). A claimed row has
 //!   exactly one in-flight marker and no due key.
 //! - `dead`: (tenant_no, dead_at_ms, seq, sink index) → empty. A dead row
 //!   has exactly one dead key and keeps its hook.
+//! - `lanes`: lane id → the row key of the lane's head, for each ordering
+//!   lane with rows (see [`lanes`]).
+//! - `members`: (lane id, seq) → empty: the rows of an ordered sink waiting
+//!   behind their lane's head. A pending row is due, in flight, or a
+//!   member: exactly one.
 //! - `tenants`: tenant id → tenant_no u32 (shard-local, never reused).
 //! - `meta`: `format` u32, `shard_count` u32, `shard_index` u32, `next_seq`
 //!   u64, and each replay's counters `replay/<id>/{moved,delivered,dead,parked}`
@@ -30,8 +37,8 @@
 //! share one sync. Nothing is written to the file unsynced: no `NOSYNC`,
 //! whose out-of-order page writes could corrupt the file on power loss; work
 //! not yet committed is lost whole by a crash and only redelivers. A row
-//! moves from one place to another (due, in flight, dead, gone) inside one
-//! transaction, so it is always in exactly one.
+//! moves from one place to another (due, in flight, waiting in its lane,
+//! dead, gone) inside one transaction, so it is always in exactly one.
 //!
 //! # Corrupt records
 //! A row whose record does not decode, or is not pending while a due key
@@ -74,6 +81,7 @@ pub mod dead;
 mod fill;
 pub mod index;
 pub mod keys;
+pub mod lanes;
 mod lock;
 pub mod purge;
 pub mod record;
@@ -84,13 +92,14 @@ pub(crate) mod write;
 
 pub use dead::{DeadFilter, DeadItem, DeadPosition, ReplayCounts, ReviveStep, Revived};
 pub use index::{TxnIndex, Unreadable};
+pub use lanes::NewHead;
 pub use lock::DataDirLock;
 pub use purge::{PurgeStep, Purged};
 pub use record::{CorruptRecord, Hook, RowRecord, RowStatus};
 pub use repair::set_aside_unreadable;
 pub use tenants::TenantTable;
 pub use verify::{verify_data_dir, Verified};
-pub use write::{hold_in_flight, write_commit};
+pub use write::{hold_in_flight, write_commit, NewRow};
 
 use crate::core::{RowId, TenantId};
 use crate::limits::DEFAULT_MAX_SHARD_BYTES;
@@ -100,7 +109,7 @@ use std::fmt;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
-const FORMAT_VERSION: u32 = 2;
+const FORMAT_VERSION: u32 = 3;
 
 type Db = Database<'static, Bytes, Bytes>;
 
@@ -192,6 +201,10 @@ pub struct ShardStore {
     pub(crate) dead: Db,
     pub(crate) tenants: Db,
     pub(crate) meta: Db,
+    /// Ordering lanes: lane id → its head row (see [`lanes`]).
+    pub(crate) lanes: Db,
+    /// (lane id, seq) → empty: the rows waiting behind their lane's head.
+    pub(crate) members: Db,
     /// The most bytes new hooks may fill (see [`fill`]).
     ingest_limit_bytes: u64,
 }
@@ -241,7 +254,7 @@ impl ShardStore {
         let mut options = EnvOpenOptions::new().read_txn_without_tls();
         options
             .map_size(fill::map_bytes_for(&path, max_bytes))
-            .max_dbs(8)
+            .max_dbs(12)
             .max_readers(256);
         // SAFETY: heed requires that one process does not open the same
         // environment twice; an engine opens each shard directory once, under
@@ -260,9 +273,12 @@ impl ShardStore {
                     one("dead")?,
                     one("tenants")?,
                     one("meta")?,
+                    one("lanes")?,
+                    one("members")?,
                 ];
-                let [records, .., meta] = &dbs;
-                if meta_in(meta, wtxn, "format")? == Some(1) {
+                let [records, _, _, _, _, meta, ..] = &dbs;
+                let format = meta_in(meta, wtxn, "format")?;
+                if format == Some(1) {
                     let mut moved = 0;
                     for legacy in ["hooks", "rows"] {
                         if let Some(db) =
@@ -271,8 +287,12 @@ impl ShardStore {
                             moved += move_all(&db, records, wtxn)?;
                         }
                     }
-                    meta.put(wtxn, b"format", &u64::from(FORMAT_VERSION).to_be_bytes())?;
                     migrated = Some(moved);
+                }
+                // Format 3 added the lane databases (created empty above)
+                // and the row's lane field (absent on older rows).
+                if matches!(format, Some(1 | 2)) {
+                    meta.put(wtxn, b"format", &u64::from(FORMAT_VERSION).to_be_bytes())?;
                 }
                 Ok(CommitOrAbort::<_, ()>::Commit(dbs))
             })?
@@ -283,7 +303,7 @@ impl ShardStore {
                 &[("path", &path.display()), ("records", &moved)],
             );
         }
-        let [records, due, inflight, dead, tenants, meta] = dbs;
+        let [records, due, inflight, dead, tenants, meta, lanes, members] = dbs;
         let store = ShardStore {
             env,
             records,
@@ -292,6 +312,8 @@ impl ShardStore {
             dead,
             tenants,
             meta,
+            lanes,
+            members,
             ingest_limit_bytes: fill::ingest_limit_bytes(max_bytes),
         };
         store.check_meta(&path, index as u32, count as u32)?;
@@ -434,6 +456,12 @@ impl ShardStore {
     pub fn due_count(&self) -> Result<u64, StoreError> {
         let rtxn = self.env.read_txn()?;
         Ok(self.due.len(&rtxn)?)
+    }
+
+    /// How many rows wait behind the heads of their ordering lanes.
+    pub fn lane_member_count(&self) -> Result<u64, StoreError> {
+        let rtxn = self.env.read_txn()?;
+        Ok(self.members.len(&rtxn)?)
     }
 
     /// How many rows are dead-lettered in this shard.
@@ -584,7 +612,7 @@ mod tests {
         let store = ShardStore::open(dir.path(), 0, 1).unwrap();
         let mut tenants = TenantTable::load(&store).unwrap();
         let hook = record::sample_hook(1);
-        let sinks: Vec<Arc<str>> = vec![Arc::from("http"), Arc::from("sqs")];
+        let sinks = [NewRow::unordered("http"), NewRow::unordered("sqs")];
         let mut wtxn = store.env.write_txn().unwrap();
         write_commit(&store, &mut wtxn, &mut tenants, &hook, &sinks, 10).unwrap();
         wtxn.commit().unwrap();
@@ -593,7 +621,10 @@ mod tests {
 
         let store = ShardStore::open(dir.path(), 0, 1).unwrap();
         let rtxn = store.env.read_txn().unwrap();
-        assert_eq!(store.meta_u64(&rtxn, "format").unwrap(), Some(2));
+        assert_eq!(
+            store.meta_u64(&rtxn, "format").unwrap(),
+            Some(FORMAT_VERSION.into())
+        );
         drop(rtxn);
         assert_eq!(store.hook_count().unwrap(), 1);
         let rows = store.rows().unwrap();

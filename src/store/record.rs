@@ -8,10 +8,11 @@
 //!
 //! Row (key: seq, sink index): `1, state u8 (0 pending, 1 dead), sink_type,
 //! attempts u32, first_attempt_at_ms u64 (0 = never), at_ms u64 (due time
-//! while pending, dead time once dead), size u64, error?, replay?`. A row
-//! written before replays existed ends after `error`.
+//! while pending, dead time once dead), size u64, error?, replay?`, and for
+//! a row of an ordered sink `1, lane id (14 bytes)`. A row written before
+//! replays existed ends after `error`.
 
-use crate::core::TenantId;
+use crate::core::{LaneId, TenantId, LANE_ID_BYTES};
 use std::fmt;
 use std::sync::Arc;
 
@@ -97,6 +98,8 @@ pub struct RowRecord {
     pub error: Option<String>,
     /// The replay that revived the row, if any.
     pub replay: Option<Arc<str>>,
+    /// The ordering lane of a row of an ordered sink.
+    pub lane: Option<LaneId>,
 }
 
 /// A record that does not decode: a broken invariant of the store.
@@ -272,6 +275,11 @@ pub fn encode_row(row: &RowRecord) -> Vec<u8> {
     w.u64(row.size_bytes);
     w.opt(row.error.as_deref());
     w.opt(row.replay.as_deref());
+    // Written only for a laned row, so other rows keep their old bytes.
+    if let Some(lane) = row.lane {
+        w.0.push(1);
+        w.0.extend_from_slice(&lane.0);
+    }
     w.0
 }
 
@@ -298,9 +306,18 @@ pub fn decode_row(b: &[u8]) -> Result<RowRecord, CorruptRecord> {
         } else {
             r.opt()?.map(Arc::from)
         },
+        lane: None,
+    };
+    let lane = if r.b.is_empty() {
+        None
+    } else if r.u8()? == 1 {
+        let id = r.take(LANE_ID_BYTES)?.try_into().expect("lane id bytes");
+        Some(LaneId(id))
+    } else {
+        return Err(CorruptRecord { what: "row" });
     };
     r.end()?;
-    Ok(row)
+    Ok(RowRecord { lane, ..row })
 }
 
 #[cfg(test)]
@@ -340,8 +357,16 @@ mod tests {
             size_bytes: 7,
             error: Some("boom".into()),
             replay: Some("r1".into()),
+            lane: None,
         };
-        assert_eq!(decode_row(&encode_row(&row)), Ok(row));
+        assert_eq!(decode_row(&encode_row(&row)), Ok(row.clone()));
+        let laned = RowRecord {
+            lane: Some(LaneId([7; LANE_ID_BYTES])),
+            ..row
+        };
+        let bytes = encode_row(&laned);
+        assert_eq!(decode_row(&bytes), Ok(laned));
+        assert!(decode_row(&bytes[..bytes.len() - 1]).is_err());
         assert!(decode_row(&[1, 7]).is_err());
     }
 }

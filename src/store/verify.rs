@@ -1,14 +1,16 @@
 //! An offline check of one shard's store (`goad verify`): every record
 //! decodes, every row is in exactly one place that agrees with its record
-//! (a pending row due or in flight, a dead row dead), every index entry
-//! names a row, every row has its hook and every hook has a row. A row in
-//! no index would be neither delivered nor listed: the way a store could
-//! lose a hook silently, which this looks for.
+//! (a pending row due, in flight or waiting in its lane, a dead row dead),
+//! every index entry names a row, every lane's head is a pending row due or
+//! in flight whose record names that lane, every member's lane has a head,
+//! every row has its hook and every hook has a row. A row in no index (or
+//! behind a lane with no head) would be neither delivered nor listed: the
+//! way a store could lose a hook silently, which this looks for.
 
-use super::keys::{is_hook_key, parse_row_key, parse_timed_key, u64_at};
+use super::keys::{is_hook_key, parse_member_key, parse_row_key, parse_timed_key, u64_at};
 use super::record::{decode_hook, decode_row, RowStatus};
 use super::{DataDirLock, ShardStore, StoreError, TenantTable};
-use crate::core::RowId;
+use crate::core::{LaneId, RowId, LANE_ID_BYTES};
 use heed::RoTxn;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -24,6 +26,9 @@ pub struct Verified {
     pub due: u64,
     pub in_flight: u64,
     pub dead: u64,
+    /// Ordering lanes with rows, and the rows waiting behind their heads.
+    pub lanes: u64,
+    pub lane_members: u64,
     /// Broken invariants, each a sentence naming its row or hook (at most
     /// `MAX_LISTED_PROBLEMS`; `problem_count` counts them all).
     pub problems: Vec<String>,
@@ -36,6 +41,7 @@ impl Verified {
             Place::Due => &mut self.due,
             Place::InFlight => &mut self.in_flight,
             Place::Dead => &mut self.dead,
+            Place::Member(_) => &mut self.lane_members,
         } += 1;
     }
 
@@ -53,6 +59,8 @@ enum Place {
     Due,
     InFlight,
     Dead,
+    /// Waiting behind the head of this lane.
+    Member(LaneId),
 }
 
 /// Verifies every shard of a data directory, holding its lock so no engine
@@ -68,8 +76,12 @@ pub fn verify_data_dir(data_dir: &Path, shard_count: usize) -> Result<Vec<Verifi
 /// Where the indexes put each row.
 type Places = BTreeMap<RowId, Vec<Place>>;
 
-/// The decoded status of each row record (`None`: it does not decode).
-type Rows = BTreeMap<RowId, Option<RowStatus>>;
+/// The decoded status and lane of each row record (`None`: it does not
+/// decode).
+type Rows = BTreeMap<RowId, Option<(RowStatus, Option<LaneId>)>>;
+
+/// Each lane's head.
+type Heads = BTreeMap<LaneId, RowId>;
 
 impl ShardStore {
     /// Checks the shard's invariants in one read transaction (run it with
@@ -80,23 +92,50 @@ impl ShardStore {
         let rtxn = self.env.read_txn()?;
         let mut out = Verified::default();
         let places = self.index_places(&rtxn, &tenants, &mut out)?;
+        let heads = self.lane_heads(&rtxn, &mut out)?;
         let (hooks, rows) = self.records(&rtxn, &mut out)?;
         out.hooks = hooks.len() as u64;
-        for (row, status) in &rows {
+        for (row, decoded) in &rows {
             let found = places.get(row).map(Vec::as_slice).unwrap_or_default();
+            let Some((status, lane)) = decoded else {
+                out.problem(format!("row {row} does not decode"));
+                continue;
+            };
             match (status, found) {
-                (Some(RowStatus::Pending), [Place::Due | Place::InFlight])
-                | (Some(RowStatus::Dead), [Place::Dead]) => {}
-                (None, _) => out.problem(format!("row {row} does not decode")),
-                (Some(status), []) => out.problem(format!(
+                (RowStatus::Pending, [Place::Due | Place::InFlight])
+                | (RowStatus::Dead, [Place::Dead]) => {}
+                (RowStatus::Pending, [Place::Member(member_of)]) if Some(*member_of) == *lane => {}
+                (status, []) => out.problem(format!(
                     "row {row} is {status:?} but in no index: it would never be delivered"
                 )),
-                (Some(status), found) => {
-                    out.problem(format!("row {row} is {status:?} but in {found:?}"))
-                }
+                (status, found) => out.problem(format!("row {row} is {status:?} but in {found:?}")),
             }
             if !hooks.contains(&row.seq) {
                 out.problem(format!("row {row} has no hook"));
+            }
+        }
+        for (lane, head) in &heads {
+            let headed = rows.get(head).copied().flatten();
+            let at = places.get(head).map(Vec::as_slice).unwrap_or_default();
+            if !matches!(headed, Some((RowStatus::Pending, Some(l))) if l == *lane)
+                || !matches!(at, [Place::Due | Place::InFlight])
+            {
+                out.problem(format!(
+                    "lane {} is headed by row {head}, which is not a pending row of that lane due or in flight",
+                    lane_hex(*lane)
+                ));
+            }
+        }
+        for (row, found) in &places {
+            for place in found {
+                if let Place::Member(lane) = place {
+                    if !heads.contains_key(lane) {
+                        out.problem(format!(
+                            "row {row} waits in lane {}, which has no head: it would never be delivered",
+                            lane_hex(*lane)
+                        ));
+                    }
+                }
             }
         }
         for row in places.keys().filter(|row| !rows.contains_key(row)) {
@@ -160,7 +199,32 @@ impl ShardStore {
             out.count(Place::InFlight);
             places.entry(row).or_default().push(Place::InFlight);
         }
+        for item in self.members.iter(rtxn)? {
+            let (k, _) = item?;
+            let Some((lane, row)) = parse_member_key(k) else {
+                out.problem(format!("a lane member key of {} bytes", k.len()));
+                continue;
+            };
+            out.count(Place::Member(lane));
+            places.entry(row).or_default().push(Place::Member(lane));
+        }
         Ok(places)
+    }
+
+    /// Reads the lanes and their heads.
+    fn lane_heads(&self, rtxn: &RoTxn, out: &mut Verified) -> Result<Heads, StoreError> {
+        let mut heads = Heads::new();
+        for item in self.lanes.iter(rtxn)? {
+            let (k, v) = item?;
+            match (<[u8; LANE_ID_BYTES]>::try_from(k), parse_row_key(v)) {
+                (Ok(id), Some(head)) => {
+                    heads.insert(LaneId(id), head);
+                }
+                _ => out.problem(format!("a lane entry of {} and {} bytes", k.len(), v.len())),
+            }
+        }
+        out.lanes = heads.len() as u64;
+        Ok(heads)
     }
 
     /// Reads the hook and row records, naming the ones that do not decode.
@@ -180,7 +244,7 @@ impl ShardStore {
                 }
                 hooks.insert(seq);
             } else if let Some(row) = parse_row_key(k) {
-                rows.insert(row, decode_row(v).ok().map(|r| r.status));
+                rows.insert(row, decode_row(v).ok().map(|r| (r.status, r.lane)));
             } else {
                 out.problem(format!("a record key of {} bytes", k.len()));
             }
@@ -189,13 +253,17 @@ impl ShardStore {
     }
 }
 
+/// A lane id as hex, for messages.
+fn lane_hex(lane: LaneId) -> String {
+    lane.0.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::keys::{hook_key, timed_key};
     use super::super::record::{encode_hook, sample_hook as hook};
-    use super::super::write_commit;
+    use super::super::{write_commit, NewRow};
     use super::*;
-    use std::sync::Arc;
 
     #[test]
     fn each_broken_invariant_is_named() {
@@ -204,7 +272,7 @@ mod tests {
         let mut tenants = TenantTable::load(&store).unwrap();
         let mut wtxn = store.env.write_txn().unwrap();
         for seq in 1..=3 {
-            let sinks = [Arc::from("http")];
+            let sinks = [NewRow::unordered("http")];
             write_commit(&store, &mut wtxn, &mut tenants, &hook(seq), &sinks, 10).unwrap();
         }
         wtxn.commit().unwrap();

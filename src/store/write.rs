@@ -2,7 +2,8 @@
 //! store operations, all inside the loop iteration's one transaction.
 
 use super::dead::{self, ReplayCounter};
-use super::keys::{hook_key, inflight_value, row_key, timed_key};
+use super::keys::{hook_key, inflight_value, lane_id, member_key, row_key, timed_key};
+use super::lanes::{self, NewHead};
 use super::record::{decode_row, encode_hook, encode_row, Hook, RowRecord, RowStatus};
 use super::{ShardStore, StoreError, TenantTable};
 use crate::core::{RowFields, RowId, StoreOp, TenantId};
@@ -11,46 +12,77 @@ use std::ops::Bound;
 use std::sync::Arc;
 use RowStatus::{Dead, Pending};
 
-/// Writes a hook (its `seq` already assigned) and one pending row, due at
-/// `now_ms`, per sink type. A hook with no sinks writes nothing.
+/// A row a commit writes: its sink's type and, for an ordered sink, the
+/// key of its lane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewRow {
+    pub sink_type: Arc<str>,
+    /// `Some` for an ordered sink: the hook's ordering key ("" when the sink
+    /// orders all its rows in one lane).
+    pub lane_key: Option<String>,
+}
+
+impl NewRow {
+    /// A row of an unordered sink of `sink_type`.
+    pub fn unordered(sink_type: &str) -> NewRow {
+        NewRow {
+            sink_type: Arc::from(sink_type),
+            lane_key: None,
+        }
+    }
+}
+
+/// Writes a committed hook and one pending row per sink, each due now, or
+/// for an ordered sink behind the rows already in its lane (see [`lanes`]).
 pub fn write_commit(
     store: &ShardStore,
     wtxn: &mut RwTxn,
     tenants: &mut TenantTable,
     hook: &Hook,
-    sink_types: &[Arc<str>],
+    rows: &[NewRow],
     now_ms: u64,
 ) -> Result<(), StoreError> {
-    if sink_types.is_empty() {
+    if rows.is_empty() {
         return Ok(());
     }
     let tenant_no = tenants.number_or_assign(store, wtxn, &hook.tenant)?;
     store
         .records
         .put(wtxn, &hook_key(hook.seq), &encode_hook(hook))?;
-    for (i, sink_type) in sink_types.iter().enumerate() {
+    for (i, new) in rows.iter().enumerate() {
         let row = RowId {
             seq: hook.seq,
             sink_index: i as u16,
         };
+        let lane = new
+            .lane_key
+            .as_deref()
+            .map(|key| lane_id(tenant_no, row.sink_index, &hook.source_id, key));
         let record = RowRecord {
             status: RowStatus::Pending,
-            sink_type: sink_type.clone(),
+            sink_type: new.sink_type.clone(),
             attempts: 0,
             first_attempt_at_ms: 0,
             at_ms: now_ms,
             size_bytes: hook.size_bytes(),
             error: None,
             replay: None,
+            lane,
         };
         store
             .records
             .put(wtxn, &row_key(row), &encode_row(&record))?;
-        store.due.put(
-            wtxn,
-            &timed_key(tenant_no, now_ms, row),
-            &hook.size_bytes().to_be_bytes(),
-        )?;
+        let heads = match lane {
+            Some(lane) => lanes::join(store, wtxn, lane, row)?,
+            None => true,
+        };
+        if heads {
+            store.due.put(
+                wtxn,
+                &timed_key(tenant_no, now_ms, row),
+                &hook.size_bytes().to_be_bytes(),
+            )?;
+        }
     }
     Ok(())
 }
@@ -58,13 +90,14 @@ pub fn write_commit(
 /// The last error a parked row's record carries.
 const PARKED_ERROR: &str = "breaker open";
 
-/// Applies one store operation the core decided.
+/// Applies one store operation the core decided. Returns the lane member
+/// that became due when the op settled its lane's head for good.
 pub fn apply(
     store: &ShardStore,
     wtxn: &mut RwTxn,
     tenants: &TenantTable,
     op: &StoreOp,
-) -> Result<(), StoreError> {
+) -> Result<Option<NewHead>, StoreError> {
     match op {
         StoreOp::Claim {
             row,
@@ -83,18 +116,36 @@ pub fn apply(
                 &inflight_value(tenant_no, *size_bytes),
             )?;
         }
-        StoreOp::Delivered { row, replay } => {
+        StoreOp::Delivered { row, replay, lane } => {
             forget(store, wtxn, *row)?;
             if let Some(replay) = replay {
                 dead::count_replay(store, wtxn, replay, ReplayCounter::Delivered)?;
             }
+            if let Some(lane) = lane {
+                return lanes::leave(store, wtxn, tenants, *lane, *row);
+            }
         }
-        StoreOp::Forget { row } => forget(store, wtxn, *row)?,
+        StoreOp::Forget { row } => {
+            let lane = store
+                .records
+                .get(wtxn, &row_key(*row))?
+                .and_then(|bytes| decode_row(bytes).ok())
+                .map(|record| record.lane);
+            forget(store, wtxn, *row)?;
+            return match lane {
+                Some(None) => Ok(None),
+                Some(Some(lane)) => lanes::leave(store, wtxn, tenants, lane, *row),
+                None => lanes::leave_headed_by(store, wtxn, tenants, *row),
+            };
+        }
         StoreOp::Quarantine {
             row,
             tenant,
             dead_at_ms,
-        } => quarantine(store, wtxn, *row, number(tenants, tenant), *dead_at_ms)?,
+        } => {
+            quarantine(store, wtxn, *row, number(tenants, tenant), *dead_at_ms)?;
+            return lanes::leave_headed_by(store, wtxn, tenants, *row);
+        }
         StoreOp::Reschedule { row, fields, .. }
         | StoreOp::Park { row, fields, .. }
         | StoreOp::Dead { row, fields, .. } => {
@@ -103,9 +154,12 @@ pub fn apply(
             if let (Some(counter), Some(replay)) = (counter, &fields.replay) {
                 dead::count_replay(store, wtxn, replay, counter)?;
             }
+            if let (Dead, Some(lane)) = (record.status, fields.lane) {
+                return lanes::leave(store, wtxn, tenants, lane, *row);
+            }
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// The record a row settles to by `op` (a reschedule, park or death, of a
@@ -130,9 +184,9 @@ fn settled_record(op: &StoreOp, fields: &RowFields) -> (RowRecord, Option<Replay
 }
 
 /// Holds a pending row in flight again, because an attempt that a rebuilt
-/// shard's previous core started still runs it: its due key becomes an
-/// in-flight marker. Returns `false` (and leaves the row as it is) when it
-/// is not a pending row with a due key.
+/// shard's previous core started still runs it: its due key (or its place
+/// in its lane) becomes an in-flight marker. Returns `false` (and leaves
+/// the row as it is) when it is not a pending row that is due or waiting.
 pub fn hold_in_flight(
     store: &ShardStore,
     wtxn: &mut RwTxn,
@@ -147,8 +201,18 @@ pub fn hold_in_flight(
     let Some(record) = record.and_then(|bytes| decode_row(bytes).ok()) else {
         return Ok(false);
     };
-    let due_key = timed_key(tenant_no, record.at_ms, row);
-    if record.status != Pending || !store.due.delete(wtxn, &due_key)? {
+    if record.status != Pending {
+        return Ok(false);
+    }
+    // Due, or (when the batch that made it its lane's head was dropped)
+    // waiting in its lane.
+    let mut held = store
+        .due
+        .delete(wtxn, &timed_key(tenant_no, record.at_ms, row))?;
+    if let (false, Some(lane)) = (held, record.lane) {
+        held = store.members.delete(wtxn, &member_key(lane, row.seq))?;
+    }
+    if !held {
         return Ok(false);
     }
     let marker = inflight_value(tenant_no, record.size_bytes);
@@ -194,6 +258,7 @@ fn settled(fields: &RowFields, status: RowStatus, at_ms: u64, error: Option<Stri
         size_bytes: fields.size_bytes,
         error,
         replay: fields.replay.clone(),
+        lane: fields.lane,
     }
 }
 
@@ -211,11 +276,12 @@ fn put_row(
         .records
         .put(wtxn, &row_key(row), &encode_row(record))?;
     let key = timed_key(tenant_no, record.at_ms, row);
-    match record.status {
-        Pending => store
+    match (record.status, record.lane) {
+        (Pending, Some(lane)) if !lanes::join(store, wtxn, lane, row)? => {}
+        (Pending, _) => store
             .due
             .put(wtxn, &key, &record.size_bytes.to_be_bytes())?,
-        Dead => store.dead.put(wtxn, &key, &[])?,
+        (Dead, _) => store.dead.put(wtxn, &key, &[])?,
     }
     Ok(())
 }
