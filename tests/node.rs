@@ -766,6 +766,41 @@ fn stats_report_shards_and_tenants() {
     }
 }
 
+/// Hooks posted with an ordering header wait behind their lane's head: the
+/// stats and the metrics count them, and they are delivered once the head
+/// is.
+#[test]
+fn hooks_waiting_in_an_ordering_lane_are_counted_in_stats_and_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = gate();
+    let mut c = node_config(dir.path());
+    let ordered = SinkConfig {
+        ordered: true,
+        ordering_key: Some("header:x-customer".into()),
+        ..SinkConfig::of_kind("gated")
+    };
+    c.sources.push(source("a", "t1", vec![ordered]));
+    let node = start_gated(c, &g);
+    let addr = node.local_addr();
+    for customer in ["c1", "c1", "c1", "c2"] {
+        let reply = ingest(addr, "a", b"x", &[("x-customer", customer)]);
+        assert_eq!(reply.status, 202);
+    }
+    let engine = node.engine().unwrap();
+    wait_until("both lanes' heads running", Duration::from_secs(10), || {
+        engine.stats()[0].running == 2
+    });
+    let stats = get(addr, "/v1/stats").json();
+    assert_eq!(stats["shards"][0]["lane_members"], 2, "{stats}");
+    assert_eq!(metric(addr, "goad_lane_members", ""), 2.0);
+    for _ in 0..4 {
+        g.open.send(()).unwrap();
+    }
+    engine.tick().unwrap();
+    assert_eq!(engine.stats()[0].delivered, 4);
+    assert_eq!(metric(addr, "goad_lane_members", ""), 0.0);
+}
+
 #[test]
 fn reload_applies_live_keys_and_names_those_that_need_a_restart() {
     let dir = tempfile::tempdir().unwrap();
@@ -944,6 +979,7 @@ fn metrics_parse_as_prometheus_text() {
     assert_eq!(sum("goad_recovered_rows_total", ""), 0.0);
     assert_eq!(sum("goad_shard_restarts_total", ""), 0.0);
     assert_eq!(sum("goad_replays", ""), 0.0);
+    assert_eq!(sum("goad_lane_members", ""), 0.0);
     assert_eq!(
         sum("goad_store_ingest_limit_bytes", ""),
         2.0 * (56u64 << 30) as f64
@@ -964,6 +1000,7 @@ fn metrics_parse_as_prometheus_text() {
         "goad_store_failures_total",
         "goad_shard_restarts_total",
         "goad_replay_pacer_passes_total",
+        "goad_lane_members",
     ] {
         assert!(
             samples.iter().any(|(n, _, _)| n == family),
