@@ -31,7 +31,7 @@ use goad::core::{
     Rng, RowId, SinkKey,
 };
 use goad::runtime::{NewRows, ShardState};
-use goad::store::{DeadFilter, Hook, NewRow, ReviveStep, ShardStore};
+use goad::store::{DeadFilter, Hook, ReviveStep, ShardStore};
 use goad::{Config, RowStatus};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -201,16 +201,7 @@ impl Sim {
             headers: vec![("k".into(), self.rng.below(3).to_string())],
             body: vec![0; 1 + self.rng.below(2_000) as usize],
         };
-        let rows = source
-            .sink_types
-            .iter()
-            .zip(&source.lanes)
-            .map(|(sink_type, lane_by)| NewRow {
-                sink_type: sink_type.clone(),
-                lane_key: lane_by.as_ref().map(|by| by.key(&hook.headers)),
-            })
-            .collect();
-        NewRows { hook, rows }
+        NewRows::of(&source, hook)
     }
 
     fn attempt(&mut self, sink_type: &str) -> Option<(u64, AttemptResult)> {

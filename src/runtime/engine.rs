@@ -15,7 +15,7 @@ use crate::config::{Config, ConfigError};
 use crate::core::Catalog;
 use crate::limits::{COMMIT_QUEUE_WAIT_MS, COMMIT_REPLY_WAIT_MS};
 use crate::sink::{Sink, SinkRegistry};
-use crate::store::{DataDirLock, Hook, NewRow, RowView, ShardStore, StoreError};
+use crate::store::{DataDirLock, Hook, RowView, ShardStore, StoreError};
 use crossbeam_channel::{SendTimeoutError, Sender, TrySendError};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
@@ -316,27 +316,15 @@ impl Engine {
                 max_bytes,
             });
         }
-        let (tenant, rows) = {
-            let catalog = self.catalog.read();
-            let source = catalog
-                .source(&hook.source_id)
-                .ok_or_else(|| CommitError::UnknownSource(hook.source_id.clone()))?;
-            let rows = source
-                .sink_types
-                .iter()
-                .zip(&source.lanes)
-                .map(|(sink_type, lane_by)| NewRow {
-                    sink_type: sink_type.clone(),
-                    lane_key: lane_by.as_ref().map(|by| by.key(&hook.headers)),
-                })
-                .collect();
-            (source.tenant.clone(), rows)
-        };
+        let catalog = self.catalog.read();
+        let source = catalog
+            .source(&hook.source_id)
+            .ok_or_else(|| CommitError::UnknownSource(hook.source_id.clone()))?;
         let id = uuid::Uuid::now_v7().to_string();
         let stored = Hook {
             id: id.clone(),
             seq: 0,
-            tenant: tenant.clone(),
+            tenant: source.tenant.clone(),
             source_id: Arc::from(hook.source_id),
             received_at_ms: wall_ms(),
             content_type: hook.content_type,
@@ -344,8 +332,8 @@ impl Engine {
             headers: hook.headers,
             body: hook.body,
         };
-        let shard = &self.shards[Engine::shard_of(&tenant, self.shards.len())];
-        Ok((id, shard, NewRows { hook: stored, rows }))
+        let shard = &self.shards[Engine::shard_of(&source.tenant, self.shards.len())];
+        Ok((id, shard, NewRows::of(source, stored)))
     }
 
     /// Blocks until nothing is claimed, running or due on any shard; returns

@@ -23,6 +23,7 @@
 use crate::config::DispatchConfig;
 use crate::core::{
     AttemptResult, BreakerEvent, Catalog, Core, Grant, Job, JobId, RowId, RunningAttempt,
+    SourceEntry,
 };
 use crate::limits::{MAX_UNFLUSHED_OPS, OUTCOME_FLUSH_MS, REPLAY_SCAN_BUDGET, STORE_RETRY_MS};
 use crate::store::{
@@ -46,6 +47,21 @@ pub struct NewRows {
 const STORED_OVERHEAD_BYTES: u64 = 256;
 
 impl NewRows {
+    /// The rows `hook` of `source` gets: one per sink, laned by the hook's
+    /// headers for an ordered sink.
+    pub fn of(source: &SourceEntry, hook: Hook) -> NewRows {
+        let rows = source
+            .sink_types
+            .iter()
+            .zip(&source.lanes)
+            .map(|(sink_type, lane_by)| NewRow {
+                sink_type: sink_type.clone(),
+                lane_key: lane_by.as_ref().map(|by| by.key(&hook.headers)),
+            })
+            .collect();
+        NewRows { hook, rows }
+    }
+
     /// About how many bytes of the store the commit will fill.
     pub fn stored_bytes(&self) -> u64 {
         let headers: usize = self
