@@ -416,8 +416,7 @@ impl Core {
         }
     }
 
-    /// Running attempts.
-    /// Attempts running (stragglers adopted included).
+    /// Attempts running (stragglers taken on included).
     pub fn running(&self) -> u64 {
         self.running_count
     }

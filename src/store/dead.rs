@@ -359,11 +359,7 @@ pub fn revive(
             .records
             .put(wtxn, &row_key(*row), &encode_row(&record))?;
         // A row of an ordered sink queues in its lane again.
-        let heads = match record.lane {
-            Some(lane) => super::lanes::join(store, wtxn, lane, *row)?,
-            None => true,
-        };
-        if heads {
+        if super::lanes::join(store, wtxn, record.lane, *row)? {
             store.due.put(
                 wtxn,
                 &timed_key(*no, now_ms, *row),

@@ -38,15 +38,19 @@ pub struct NewHead {
     pub due_at_ms: u64,
 }
 
-/// Puts `row` in `lane` as a pending row that may be due: `true` when it
-/// heads the lane (already, or now, the lane being empty), and the caller
-/// writes its due key; `false` when it waits behind the head as a member.
+/// Whether `row`, pending, may be due: a row of no lane always; a row of
+/// `lane` when it heads the lane (already, or now, the lane being empty).
+/// Otherwise it waits behind the head as a member (`false`). The caller
+/// writes the due key.
 pub fn join(
     store: &ShardStore,
     wtxn: &mut RwTxn,
-    lane: LaneId,
+    lane: Option<LaneId>,
     row: RowId,
 ) -> Result<bool, StoreError> {
+    let Some(lane) = lane else {
+        return Ok(true);
+    };
     match store.lanes.get(wtxn, &lane.0)?.and_then(parse_row_key) {
         Some(head) if head == row => Ok(true),
         Some(_) => {

@@ -72,11 +72,7 @@ pub fn write_commit(
         store
             .records
             .put(wtxn, &row_key(row), &encode_row(&record))?;
-        let heads = match lane {
-            Some(lane) => lanes::join(store, wtxn, lane, row)?,
-            None => true,
-        };
-        if heads {
+        if lanes::join(store, wtxn, lane, row)? {
             store.due.put(
                 wtxn,
                 &timed_key(tenant_no, now_ms, row),
@@ -276,12 +272,13 @@ fn put_row(
         .records
         .put(wtxn, &row_key(row), &encode_row(record))?;
     let key = timed_key(tenant_no, record.at_ms, row);
-    match (record.status, record.lane) {
-        (Pending, Some(lane)) if !lanes::join(store, wtxn, lane, row)? => {}
-        (Pending, _) => store
+    match record.status {
+        // A row of an ordered sink that does not head its lane waits in it.
+        Pending if !lanes::join(store, wtxn, record.lane, row)? => {}
+        Pending => store
             .due
             .put(wtxn, &key, &record.size_bytes.to_be_bytes())?,
-        (Dead, _) => store.dead.put(wtxn, &key, &[])?,
+        Dead => store.dead.put(wtxn, &key, &[])?,
     }
     Ok(())
 }
