@@ -83,6 +83,9 @@ pub const HTTP_TIMEOUT_MS: u64 = 5_000;
 /// Default response bytes an HTTP sink reads before dropping the rest.
 pub const HTTP_MAX_RESPONSE_BYTES: u64 = 65_536;
 
+/// Default largest SQS message (body and attributes): SQS's own limit.
+pub const SQS_MAX_MESSAGE_BYTES: u64 = 1_048_576;
+
 /// How long `shutdown` waits for running attempts before leaving them due.
 pub const SHUTDOWN_GRACE_MS: u64 = 5_000;
 

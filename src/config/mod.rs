@@ -246,7 +246,7 @@ fn default_tenant() -> String {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SinkConfig {
-    /// `http`, or the name of a sink the host registered with the engine.
+    /// `http`, `sqs`, or the name of a sink the host registered with the engine.
     #[serde(rename = "type")]
     pub kind: String,
     /// http: the endpoint.
@@ -262,9 +262,28 @@ pub struct SinkConfig {
     pub secret_env: Option<OneOrMany>,
     /// http: response bytes read before the rest is dropped, default 65,536.
     pub max_response_bytes: Option<u64>,
-    /// Ordering lanes (not in this version; rejected by validation).
+    /// sqs: the queue's URL (`https://sqs.<region>.amazonaws.com/<account>/<name>`;
+    /// a name ending `.fifo` is a FIFO queue).
+    pub queue_url: Option<String>,
+    /// sqs: the signing region; by default read from an AWS queue URL's host.
+    pub region: Option<String>,
+    /// sqs: where requests go, by default the queue URL's origin (an
+    /// SQS-compatible server, a VPC endpoint).
+    pub endpoint: Option<String>,
+    /// sqs: a FIFO queue's message group, by default `<tenant>/<source>`.
+    pub message_group_id: Option<String>,
+    /// sqs: the largest message (body and attributes), default 1,048,576;
+    /// a larger one is dead-lettered at once.
+    pub max_message_bytes: Option<u64>,
+    /// sqs: the environment variables holding the credentials, by default
+    /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and (if set) `AWS_SESSION_TOKEN`.
+    pub access_key_id_env: Option<String>,
+    pub secret_access_key_env: Option<String>,
+    pub session_token_env: Option<String>,
+    /// Deliver in commit order, one at a time per lane (see `store::lanes`).
     #[serde(default)]
     pub ordered: bool,
+    /// `header:<name>`: a lane per value of that header (needs `ordered`).
     pub ordering_key: Option<String>,
 }
 
@@ -274,6 +293,14 @@ impl SinkConfig {
         SinkConfig {
             url: Some(url.into()),
             ..SinkConfig::of_kind("http")
+        }
+    }
+
+    /// An SQS sink sending to `queue_url` with every other option at its default.
+    pub fn sqs(queue_url: impl Into<String>) -> SinkConfig {
+        SinkConfig {
+            queue_url: Some(queue_url.into()),
+            ..SinkConfig::of_kind("sqs")
         }
     }
 
@@ -287,6 +314,14 @@ impl SinkConfig {
             timeout_ms: None,
             secret_env: None,
             max_response_bytes: None,
+            queue_url: None,
+            region: None,
+            endpoint: None,
+            message_group_id: None,
+            max_message_bytes: None,
+            access_key_id_env: None,
+            secret_access_key_env: None,
+            session_token_env: None,
             ordered: false,
             ordering_key: None,
         }

@@ -113,7 +113,28 @@ fn positive<T: PartialOrd + fmt::Debug + Copy + From<u8>>(
 }
 
 /// The sink types goad itself provides.
-pub const BUILTIN_SINK_TYPES: &[&str] = &["http"];
+pub const BUILTIN_SINK_TYPES: &[&str] = &["http", "sqs"];
+
+/// The options of each built-in sink type (the other options are refused).
+const HTTP_OPTIONS: &[&str] = &[
+    "url",
+    "method",
+    "headers",
+    "timeout_ms",
+    "secret_env",
+    "max_response_bytes",
+];
+const SQS_OPTIONS: &[&str] = &[
+    "queue_url",
+    "region",
+    "endpoint",
+    "message_group_id",
+    "max_message_bytes",
+    "timeout_ms",
+    "access_key_id_env",
+    "secret_access_key_env",
+    "session_token_env",
+];
 
 /// Largest body a hook may have (the store records sizes as u32).
 const MAX_BODY_LIMIT_BYTES: u64 = u32::MAX as u64;
@@ -292,10 +313,8 @@ impl Config {
                 }
             }
         }
-        if sink.kind == "http" {
-            return self.validate_http_sink(at, sink);
-        }
-        if !host_sinks.contains(&sink.kind.as_str()) {
+        let builtin = BUILTIN_SINK_TYPES.contains(&sink.kind.as_str());
+        if !builtin && !host_sinks.contains(&sink.kind.as_str()) {
             let mut known: Vec<&str> = BUILTIN_SINK_TYPES.to_vec();
             known.extend_from_slice(host_sinks);
             return Err(invalid(
@@ -304,32 +323,55 @@ impl Config {
                 &sink.kind,
             ));
         }
-        let http_only = [
+        let accepted: &[&str] = match sink.kind.as_str() {
+            "http" => HTTP_OPTIONS,
+            "sqs" => SQS_OPTIONS,
+            _ => &[],
+        };
+        let set = [
             ("url", sink.url.is_some()),
             ("method", sink.method.is_some()),
             ("headers", !sink.headers.is_empty()),
             ("timeout_ms", sink.timeout_ms.is_some()),
             ("secret_env", sink.secret_env.is_some()),
             ("max_response_bytes", sink.max_response_bytes.is_some()),
+            ("queue_url", sink.queue_url.is_some()),
+            ("region", sink.region.is_some()),
+            ("endpoint", sink.endpoint.is_some()),
+            ("message_group_id", sink.message_group_id.is_some()),
+            ("max_message_bytes", sink.max_message_bytes.is_some()),
+            ("access_key_id_env", sink.access_key_id_env.is_some()),
+            (
+                "secret_access_key_env",
+                sink.secret_access_key_env.is_some(),
+            ),
+            ("session_token_env", sink.session_token_env.is_some()),
         ];
-        if let Some((key, _)) = http_only.iter().find(|(_, set)| *set) {
+        if let Some((key, _)) = set.iter().find(|(k, on)| *on && !accepted.contains(k)) {
             return Err(invalid(
                 format!("{at}.{key}"),
                 format!("absent for a sink of type {:?}", sink.kind),
                 "set",
             ));
         }
-        Ok(())
+        if let Some(timeout_ms) = sink.timeout_ms {
+            let max = self.dispatch.attempt_timeout_ms;
+            if timeout_ms < 1 || timeout_ms >= max {
+                let rule =
+                    format!("an integer from 1 to below dispatch.attempt_timeout_ms ({max})");
+                return Err(invalid(format!("{at}.timeout_ms"), rule, timeout_ms));
+            }
+        }
+        match sink.kind.as_str() {
+            "http" => self.validate_http_sink(at, sink),
+            "sqs" => validate_sqs_sink(at, sink),
+            _ => Ok(()),
+        }
     }
 
     fn validate_http_sink(&self, at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
         let url = sink.url.as_deref().unwrap_or("");
-        let parsed = url.parse::<ureq::http::Uri>();
-        let ok = parsed.as_ref().is_ok_and(|u| {
-            matches!(u.scheme_str(), Some("http" | "https"))
-                && u.host().is_some_and(|h| !h.is_empty())
-        });
-        if !ok {
+        if !is_http_url(url) {
             return Err(invalid(
                 format!("{at}.url"),
                 "an http:// or https:// URL with a host",
@@ -343,14 +385,6 @@ impl Config {
                     "one of post, put, patch",
                     method,
                 ));
-            }
-        }
-        if let Some(timeout_ms) = sink.timeout_ms {
-            let max = self.dispatch.attempt_timeout_ms;
-            if timeout_ms < 1 || timeout_ms >= max {
-                let rule =
-                    format!("an integer from 1 to below dispatch.attempt_timeout_ms ({max})");
-                return Err(invalid(format!("{at}.timeout_ms"), rule, timeout_ms));
             }
         }
         if let Some(bytes) = sink.max_response_bytes {
@@ -385,6 +419,72 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// Whether `url` is an http:// or https:// URL with a host.
+fn is_http_url(url: &str) -> bool {
+    url.parse::<ureq::http::Uri>().is_ok_and(|u| {
+        matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some_and(|h| !h.is_empty())
+    })
+}
+
+fn validate_sqs_sink(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
+    let queue_url = sink.queue_url.as_deref().unwrap_or("");
+    if !is_http_url(queue_url) || crate::sink::sqs::queue_name(queue_url).is_none() {
+        return Err(invalid(
+            format!("{at}.queue_url"),
+            "an http:// or https:// queue URL ending in the queue's name",
+            queue_url,
+        ));
+    }
+    if let Some(endpoint) = &sink.endpoint {
+        if !is_http_url(endpoint) {
+            let rule = "an http:// or https:// URL with a host";
+            return Err(invalid(format!("{at}.endpoint"), rule, endpoint));
+        }
+    }
+    match &sink.region {
+        Some(region) if !is_region(region) => {
+            let rule = "an AWS region name of lowercase letters, digits and '-'";
+            return Err(invalid(format!("{at}.region"), rule, region));
+        }
+        None if crate::sink::sqs::region_of(queue_url).is_none() => {
+            let rule = "set: the queue URL's host names no AWS region";
+            return Err(invalid(format!("{at}.region"), rule, "absent"));
+        }
+        _ => {}
+    }
+    if let Some(bytes) = sink.max_message_bytes {
+        positive(&format!("{at}.max_message_bytes"), bytes)?;
+    }
+    if let Some(group) = &sink.message_group_id {
+        if group.is_empty() || group.len() > 128 {
+            let rule = "1 to 128 characters";
+            return Err(invalid(format!("{at}.message_group_id"), rule, group));
+        }
+    }
+    for (key, var) in [
+        ("access_key_id_env", &sink.access_key_id_env),
+        ("secret_access_key_env", &sink.secret_access_key_env),
+        ("session_token_env", &sink.session_token_env),
+    ] {
+        if var.as_deref() == Some("") {
+            return Err(invalid(
+                format!("{at}.{key}"),
+                "an environment variable name",
+                "",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An AWS region name (`us-east-1`).
+fn is_region(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 32
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 /// Tenant and source ids: `[A-Za-z0-9_-]`, 1 to 128 characters.

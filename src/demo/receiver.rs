@@ -42,6 +42,8 @@ impl Received {
 pub struct Reply {
     pub status: u16,
     pub headers: Vec<(String, String)>,
+    /// The response body (empty by default).
+    pub body: Vec<u8>,
     /// Wait this long before answering (a slow endpoint).
     pub delay: Duration,
     /// Never answer: hold the connection until the receiver stops.
@@ -53,6 +55,7 @@ impl Reply {
         Reply {
             status,
             headers: Vec::new(),
+            body: Vec::new(),
             delay: Duration::ZERO,
             hang: false,
         }
@@ -60,6 +63,11 @@ impl Reply {
 
     pub fn header(mut self, name: &str, value: &str) -> Reply {
         self.headers.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn with_body(mut self, body: impl Into<Vec<u8>>) -> Reply {
+        self.body = body.into();
         self
     }
 
@@ -221,9 +229,10 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
             std::thread::sleep(reply.delay);
         }
         let mut head = format!(
-            "HTTP/1.1 {} {}\r\ncontent-length: 0\r\n",
+            "HTTP/1.1 {} {}\r\ncontent-length: {}\r\n",
             reply.status,
-            reason(reply.status)
+            reason(reply.status),
+            reply.body.len()
         );
         for (name, value) in &reply.headers {
             head.push_str(&format!("{name}: {value}\r\n"));
@@ -236,7 +245,7 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
                 ..request
             });
         }
-        if stream.write_all(head.as_bytes()).is_err() {
+        if stream.write_all(head.as_bytes()).is_err() || stream.write_all(&reply.body).is_err() {
             return;
         }
         if ok {

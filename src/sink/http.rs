@@ -15,8 +15,8 @@
 use super::forward::forwarded;
 use super::signing::{signature_header, SigningKey};
 use super::status::classify;
-use super::{BoxError, Delivery, Sink, SinkError};
-use std::time::{Duration, SystemTime};
+use super::{agent, BoxError, Delivery, Sink, SinkError};
+use std::time::SystemTime;
 use ureq::http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use ureq::http::Uri;
 use ureq::typestate::WithBody;
@@ -151,23 +151,8 @@ impl HttpSink {
                 ))
             })
             .collect::<Result<_, _>>()?;
-        let timeout = Some(Duration::from_millis(options.timeout_ms));
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .max_redirects_will_error(false)
-            .max_idle_connections_per_host(options.idle_connections)
-            .max_idle_connections(options.idle_connections)
-            .timeout_connect(timeout)
-            .timeout_send_request(timeout)
-            .timeout_send_body(timeout)
-            .timeout_recv_response(timeout)
-            .timeout_recv_body(timeout)
-            .user_agent(concat!("goad/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
         Ok(HttpSink {
-            agent,
+            agent: agent(options.timeout_ms, options.idle_connections),
             uri,
             operator_headers,
             method: options.method,

@@ -1,11 +1,14 @@
-//! Sinks: where a row is delivered. goad's own HTTP sink and the host's
-//! Rust sinks implement the same [`Sink`] trait; the IO pool calls it on a
+//! Sinks: where a row is delivered. goad's own HTTP and SQS sinks and the
+//! host's Rust sinks implement the same [`Sink`] trait; the IO pool calls it on a
 //! blocking worker thread, and a sink that panics is a failed attempt.
 
 mod forward;
 pub mod http;
+mod message;
 mod registry;
 pub mod signing;
+mod sigv4;
+pub mod sqs;
 mod status;
 
 pub use forward::never_forwarded;
@@ -14,6 +17,28 @@ pub use registry::SinkRegistry;
 use crate::core::{AttemptFailure, FailureClass};
 use crate::store::Hook;
 use std::fmt;
+
+/// The HTTP client of one sink: a keep-alive pool of `idle_connections`,
+/// per-phase timeouts of `timeout_ms` (connect, send, receive: ureq 3's
+/// `timeout_global` would start a thread per request), statuses as
+/// answers rather than errors, and no redirects followed.
+fn agent(timeout_ms: u64, idle_connections: usize) -> ureq::Agent {
+    let timeout = Some(std::time::Duration::from_millis(timeout_ms));
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .max_redirects_will_error(false)
+        .max_idle_connections_per_host(idle_connections)
+        .max_idle_connections(idle_connections)
+        .timeout_connect(timeout)
+        .timeout_send_request(timeout)
+        .timeout_send_body(timeout)
+        .timeout_recv_response(timeout)
+        .timeout_recv_body(timeout)
+        .user_agent(concat!("goad/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .into()
+}
 
 /// A boxed error with its cause chain.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;

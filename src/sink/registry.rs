@@ -4,9 +4,11 @@
 
 use super::http::{HttpSink, HttpSinkOptions, InvalidHttpSink, Method};
 use super::signing::SigningKey;
+use super::sigv4::EnvCredentials;
+use super::sqs::{region_of, SqsSink, SqsSinkOptions};
 use super::Sink;
 use crate::config::{Config, ConfigError, SinkConfig, SourceConfig};
-use crate::limits::{HTTP_MAX_RESPONSE_BYTES, HTTP_TIMEOUT_MS};
+use crate::limits::{HTTP_MAX_RESPONSE_BYTES, HTTP_TIMEOUT_MS, SQS_MAX_MESSAGE_BYTES};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -46,10 +48,19 @@ impl SinkRegistry {
                         })?;
                         Arc::new(sink)
                     }
+                    None if entry.kind == "sqs" => {
+                        let options = sqs_options(config, source, entry);
+                        let sink = SqsSink::new(options).ok_or_else(|| ConfigError::Invalid {
+                            key: format!("{at}.queue_url"),
+                            rule: "an http:// or https:// queue URL".into(),
+                            value: format!("{:?}", entry.queue_url),
+                        })?;
+                        Arc::new(sink)
+                    }
                     None => {
                         return Err(ConfigError::Invalid {
                             key: format!("{at}.type"),
-                            rule: "http or a sink registered by the host".into(),
+                            rule: "http, sqs or a sink registered by the host".into(),
                             value: format!("{:?}", entry.kind),
                         });
                     }
@@ -119,12 +130,55 @@ fn http_options(
             .iter()
             .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
             .collect(),
-        timeout_ms: entry
-            .timeout_ms
-            .unwrap_or(HTTP_TIMEOUT_MS.min(config.dispatch.attempt_timeout_ms)),
+        timeout_ms: sink_timeout_ms(config, entry),
         keys,
         max_response_bytes: entry.max_response_bytes.unwrap_or(HTTP_MAX_RESPONSE_BYTES),
         forward_allow: source.forward_headers.clone(),
-        idle_connections: config.dispatch.sink_concurrency.max(8) as usize,
+        idle_connections: idle_connections(config),
     })
+}
+
+fn sqs_options(config: &Config, source: &SourceConfig, entry: &SinkConfig) -> SqsSinkOptions {
+    let queue_url = entry.queue_url.clone().unwrap_or_default();
+    let defaults = EnvCredentials::default();
+    SqsSinkOptions {
+        region: entry
+            .region
+            .clone()
+            .or_else(|| region_of(&queue_url))
+            .unwrap_or_default(),
+        queue_url,
+        endpoint: entry.endpoint.clone(),
+        message_group_id: entry.message_group_id.clone(),
+        max_message_bytes: entry.max_message_bytes.unwrap_or(SQS_MAX_MESSAGE_BYTES),
+        timeout_ms: sink_timeout_ms(config, entry),
+        credentials: EnvCredentials {
+            access_key_id: entry
+                .access_key_id_env
+                .clone()
+                .unwrap_or(defaults.access_key_id),
+            secret_access_key: entry
+                .secret_access_key_env
+                .clone()
+                .unwrap_or(defaults.secret_access_key),
+            session_token: entry
+                .session_token_env
+                .clone()
+                .unwrap_or(defaults.session_token),
+        },
+        forward_allow: source.forward_headers.clone(),
+        idle_connections: idle_connections(config),
+    }
+}
+
+/// A sink's per-phase timeout: its own, or the default below the attempt timeout.
+fn sink_timeout_ms(config: &Config, entry: &SinkConfig) -> u64 {
+    entry
+        .timeout_ms
+        .unwrap_or(HTTP_TIMEOUT_MS.min(config.dispatch.attempt_timeout_ms))
+}
+
+/// Idle connections a sink keeps: at least one per attempt it may run.
+fn idle_connections(config: &Config) -> usize {
+    config.dispatch.sink_concurrency.max(8) as usize
 }
