@@ -86,6 +86,12 @@ pub const HTTP_MAX_RESPONSE_BYTES: u64 = 65_536;
 /// Default largest SQS message (body and attributes): SQS's own limit.
 pub const SQS_MAX_MESSAGE_BYTES: u64 = 1_048_576;
 
+/// Default largest Pub/Sub message (data, attributes, ordering key): Pub/Sub's own limit.
+pub const PUBSUB_MAX_MESSAGE_BYTES: u64 = 10_000_000;
+
+/// Where a Pub/Sub sink publishes unless its `endpoint` says otherwise.
+pub const PUBSUB_ENDPOINT: &str = "https://pubsub.googleapis.com";
+
 /// How long `shutdown` waits for running attempts before leaving them due.
 pub const SHUTDOWN_GRACE_MS: u64 = 5_000;
 

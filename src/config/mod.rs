@@ -246,7 +246,8 @@ fn default_tenant() -> String {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SinkConfig {
-    /// `http`, `sqs`, or the name of a sink the host registered with the engine.
+    /// `http`, `sqs`, `pubsub`, or the name of a sink the host registered
+    /// with the engine.
     #[serde(rename = "type")]
     pub kind: String,
     /// http: the endpoint.
@@ -267,19 +268,27 @@ pub struct SinkConfig {
     pub queue_url: Option<String>,
     /// sqs: the signing region; by default read from an AWS queue URL's host.
     pub region: Option<String>,
-    /// sqs: where requests go, by default the queue URL's origin (an
-    /// SQS-compatible server, a VPC endpoint).
+    /// sqs, pubsub: where requests go; by default the queue URL's origin
+    /// (sqs) or `https://pubsub.googleapis.com`.
     pub endpoint: Option<String>,
     /// sqs: a FIFO queue's message group, by default `<tenant>/<source>`.
     pub message_group_id: Option<String>,
-    /// sqs: the largest message (body and attributes), default 1,048,576;
-    /// a larger one is dead-lettered at once.
+    /// sqs, pubsub: the largest message (body and attributes), default
+    /// 1,048,576 (sqs) or 10,000,000 (pubsub); a larger one is
+    /// dead-lettered at once.
     pub max_message_bytes: Option<u64>,
     /// sqs: the environment variables holding the credentials, by default
     /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and (if set) `AWS_SESSION_TOKEN`.
     pub access_key_id_env: Option<String>,
     pub secret_access_key_env: Option<String>,
     pub session_token_env: Option<String>,
+    /// pubsub: the Google Cloud project and the topic to publish to.
+    pub project: Option<String>,
+    pub topic: Option<String>,
+    /// pubsub: the environment variable holding an OAuth 2 access token,
+    /// read at every attempt; without it no `authorization` is sent (the
+    /// Pub/Sub emulator).
+    pub token_env: Option<String>,
     /// Deliver in commit order, one at a time per lane (see `store::lanes`).
     #[serde(default)]
     pub ordered: bool,
@@ -304,6 +313,15 @@ impl SinkConfig {
         }
     }
 
+    /// A Pub/Sub sink publishing to `topic` of `project`, other options at their defaults.
+    pub fn pubsub(project: impl Into<String>, topic: impl Into<String>) -> SinkConfig {
+        SinkConfig {
+            project: Some(project.into()),
+            topic: Some(topic.into()),
+            ..SinkConfig::of_kind("pubsub")
+        }
+    }
+
     /// A sink of `kind` (a host-registered sink's name) with no options.
     pub fn of_kind(kind: impl Into<String>) -> SinkConfig {
         SinkConfig {
@@ -322,6 +340,9 @@ impl SinkConfig {
             access_key_id_env: None,
             secret_access_key_env: None,
             session_token_env: None,
+            project: None,
+            topic: None,
+            token_env: None,
             ordered: false,
             ordering_key: None,
         }

@@ -113,7 +113,7 @@ fn positive<T: PartialOrd + fmt::Debug + Copy + From<u8>>(
 }
 
 /// The sink types goad itself provides.
-pub const BUILTIN_SINK_TYPES: &[&str] = &["http", "sqs"];
+pub const BUILTIN_SINK_TYPES: &[&str] = &["http", "sqs", "pubsub"];
 
 /// The options of each built-in sink type (the other options are refused).
 const HTTP_OPTIONS: &[&str] = &[
@@ -134,6 +134,14 @@ const SQS_OPTIONS: &[&str] = &[
     "access_key_id_env",
     "secret_access_key_env",
     "session_token_env",
+];
+const PUBSUB_OPTIONS: &[&str] = &[
+    "project",
+    "topic",
+    "endpoint",
+    "token_env",
+    "max_message_bytes",
+    "timeout_ms",
 ];
 
 /// Largest body a hook may have (the store records sizes as u32).
@@ -326,6 +334,7 @@ impl Config {
         let accepted: &[&str] = match sink.kind.as_str() {
             "http" => HTTP_OPTIONS,
             "sqs" => SQS_OPTIONS,
+            "pubsub" => PUBSUB_OPTIONS,
             _ => &[],
         };
         let set = [
@@ -346,6 +355,9 @@ impl Config {
                 sink.secret_access_key_env.is_some(),
             ),
             ("session_token_env", sink.session_token_env.is_some()),
+            ("project", sink.project.is_some()),
+            ("topic", sink.topic.is_some()),
+            ("token_env", sink.token_env.is_some()),
         ];
         if let Some((key, _)) = set.iter().find(|(k, on)| *on && !accepted.contains(k)) {
             return Err(invalid(
@@ -365,6 +377,7 @@ impl Config {
         match sink.kind.as_str() {
             "http" => self.validate_http_sink(at, sink),
             "sqs" => validate_sqs_sink(at, sink),
+            "pubsub" => validate_pubsub_sink(at, sink),
             _ => Ok(()),
         }
     }
@@ -437,12 +450,7 @@ fn validate_sqs_sink(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
             queue_url,
         ));
     }
-    if let Some(endpoint) = &sink.endpoint {
-        if !is_http_url(endpoint) {
-            let rule = "an http:// or https:// URL with a host";
-            return Err(invalid(format!("{at}.endpoint"), rule, endpoint));
-        }
-    }
+    validate_queue_options(at, sink)?;
     match &sink.region {
         Some(region) if !is_region(region) => {
             let rule = "an AWS region name of lowercase letters, digits and '-'";
@@ -453,9 +461,6 @@ fn validate_sqs_sink(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
             return Err(invalid(format!("{at}.region"), rule, "absent"));
         }
         _ => {}
-    }
-    if let Some(bytes) = sink.max_message_bytes {
-        positive(&format!("{at}.max_message_bytes"), bytes)?;
     }
     if let Some(group) = &sink.message_group_id {
         if group.is_empty() || group.len() > 128 {
@@ -475,6 +480,36 @@ fn validate_sqs_sink(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
                 "",
             ));
         }
+    }
+    Ok(())
+}
+
+fn validate_pubsub_sink(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
+    for (key, value) in [("project", &sink.project), ("topic", &sink.topic)] {
+        let value = value.as_deref().unwrap_or("");
+        if value.is_empty() || value.len() > 255 {
+            return Err(invalid(format!("{at}.{key}"), "1 to 255 characters", value));
+        }
+    }
+    validate_queue_options(at, sink)?;
+    if sink.token_env.as_deref() == Some("") {
+        let rule = "an environment variable name";
+        return Err(invalid(format!("{at}.token_env"), rule, ""));
+    }
+    Ok(())
+}
+
+/// The options the queue sinks (sqs, pubsub) share: `endpoint` and
+/// `max_message_bytes`.
+fn validate_queue_options(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
+    if let Some(endpoint) = &sink.endpoint {
+        if !is_http_url(endpoint) {
+            let rule = "an http:// or https:// URL with a host";
+            return Err(invalid(format!("{at}.endpoint"), rule, endpoint));
+        }
+    }
+    if let Some(bytes) = sink.max_message_bytes {
+        positive(&format!("{at}.max_message_bytes"), bytes)?;
     }
     Ok(())
 }

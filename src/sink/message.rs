@@ -1,5 +1,6 @@
-//! The message goad sends to a queue (the SQS sink): the hook as a
-//! versioned JSON document, and the attributes that go beside it.
+//! The message goad sends to a queue or a topic (the SQS and Pub/Sub
+//! sinks): the hook as a versioned JSON document, and the attributes that
+//! go beside it.
 //!
 //! Version 1 (`"v": 1`): `v, id, source_id, tenant_id, received_at` (RFC
 //! 3339, UTC, milliseconds), `content_type` (or null), `size` (body bytes),

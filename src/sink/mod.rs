@@ -5,6 +5,7 @@
 mod forward;
 pub mod http;
 mod message;
+pub mod pubsub;
 mod registry;
 pub mod signing;
 mod sigv4;
@@ -39,6 +40,31 @@ fn agent(timeout_ms: u64, idle_connections: usize) -> ureq::Agent {
         .build()
         .into()
 }
+
+/// The start of a sink's answer, as text, for an error message.
+fn excerpt(reply: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&reply[..reply.len().min(256)]);
+    text.trim().to_string()
+}
+
+/// A message over the sink's `max_message_bytes`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageTooLarge {
+    pub size_bytes: usize,
+    pub max_bytes: u64,
+}
+
+impl fmt::Display for MessageTooLarge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "message of {} bytes over max_message_bytes {} (the body goes inline: goad has no claim check yet)",
+            self.size_bytes, self.max_bytes
+        )
+    }
+}
+
+impl std::error::Error for MessageTooLarge {}
 
 /// A boxed error with its cause chain.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;

@@ -3,12 +3,17 @@
 //! a fixed sink applies to its backlog.
 
 use super::http::{HttpSink, HttpSinkOptions, InvalidHttpSink, Method};
+use super::pubsub::{PubSubSink, PubSubSinkOptions};
 use super::signing::SigningKey;
 use super::sigv4::EnvCredentials;
 use super::sqs::{region_of, SqsSink, SqsSinkOptions};
 use super::Sink;
 use crate::config::{Config, ConfigError, SinkConfig, SourceConfig};
-use crate::limits::{HTTP_MAX_RESPONSE_BYTES, HTTP_TIMEOUT_MS, SQS_MAX_MESSAGE_BYTES};
+use crate::core::LaneBy;
+use crate::limits::{
+    HTTP_MAX_RESPONSE_BYTES, HTTP_TIMEOUT_MS, PUBSUB_ENDPOINT, PUBSUB_MAX_MESSAGE_BYTES,
+    SQS_MAX_MESSAGE_BYTES,
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -57,10 +62,13 @@ impl SinkRegistry {
                         })?;
                         Arc::new(sink)
                     }
+                    None if entry.kind == "pubsub" => {
+                        Arc::new(PubSubSink::new(pubsub_options(config, source, entry)))
+                    }
                     None => {
                         return Err(ConfigError::Invalid {
                             key: format!("{at}.type"),
-                            rule: "http, sqs or a sink registered by the host".into(),
+                            rule: "http, sqs, pubsub or a sink registered by the host".into(),
                             value: format!("{:?}", entry.kind),
                         });
                     }
@@ -168,6 +176,26 @@ fn sqs_options(config: &Config, source: &SourceConfig, entry: &SinkConfig) -> Sq
         },
         forward_allow: source.forward_headers.clone(),
         idle_connections: idle_connections(config),
+    }
+}
+
+fn pubsub_options(config: &Config, source: &SourceConfig, entry: &SinkConfig) -> PubSubSinkOptions {
+    PubSubSinkOptions {
+        endpoint: entry
+            .endpoint
+            .clone()
+            .unwrap_or_else(|| PUBSUB_ENDPOINT.into()),
+        project: entry.project.clone().unwrap_or_default(),
+        topic: entry.topic.clone().unwrap_or_default(),
+        token_env: entry.token_env.clone(),
+        max_message_bytes: entry.max_message_bytes.unwrap_or(PUBSUB_MAX_MESSAGE_BYTES),
+        timeout_ms: sink_timeout_ms(config, entry),
+        forward_allow: source.forward_headers.clone(),
+        idle_connections: idle_connections(config),
+        lane_by: entry
+            .ordered
+            .then(|| LaneBy::parse(entry.ordering_key.as_deref()))
+            .flatten(),
     }
 }
 

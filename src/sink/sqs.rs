@@ -24,7 +24,7 @@
 
 use super::message::{attributes, message_json};
 use super::sigv4::{sign_headers, EnvCredentials, SignError, Unsigned};
-use super::{agent, Delivery, Sink, SinkError};
+use super::{agent, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
 use md5::{Digest, Md5};
 use serde_json::{json, Map, Value};
 use std::fmt;
@@ -252,12 +252,6 @@ fn settle(status: u16, reply: &[u8], message_body: &str) -> Result<(), SinkError
     }
 }
 
-/// The start of an answer, as text, for an error message.
-fn excerpt(reply: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&reply[..reply.len().min(256)]);
-    text.trim().to_string()
-}
-
 /// An SQS answer that is not a delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SqsAnswer {
@@ -294,25 +288,6 @@ impl fmt::Display for SqsAnswer {
 }
 
 impl std::error::Error for SqsAnswer {}
-
-/// A message over the sink's `max_message_bytes`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MessageTooLarge {
-    pub size_bytes: usize,
-    pub max_bytes: u64,
-}
-
-impl fmt::Display for MessageTooLarge {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "message of {} bytes over max_message_bytes {} (the body goes inline: goad has no claim check yet)",
-            self.size_bytes, self.max_bytes
-        )
-    }
-}
-
-impl std::error::Error for MessageTooLarge {}
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,285 @@
+//! The Google Cloud Pub/Sub sink: one `publish` of one message per attempt
+//! (`POST {endpoint}/v1/projects/{project}/topics/{topic}:publish`, JSON).
+//! The message's `data` is goad's JSON envelope of the hook (base64, as
+//! Pub/Sub carries bytes) and its attributes goad's (see `message`). A row
+//! of an ordered sink with a lane key (`ordering_key = "header:<name>"`)
+//! carries that key as the message's `orderingKey`: goad already publishes
+//! one lane's messages one at a time in order, as Pub/Sub's ordering needs.
+//!
+//! Authentication: the OAuth 2 access token in the sink's `token_env`
+//! variable, read at every attempt (`authorization: Bearer`); a sink
+//! without `token_env` sends none (the Pub/Sub emulator), and a variable
+//! that is not set fails the attempt before anything is sent (transient).
+//!
+//! Answers: 200 with exactly one message id is delivered; another 200 is
+//! transient; a Google error document (`{"error": {"code", "message",
+//! "status"}}`) is permanent for `INVALID_ARGUMENT` and transient otherwise
+//! (a topic not found yet, permissions being granted, quotas); any other
+//! answer is transient. A topic without subscriptions takes the message and
+//! drops it: Pub/Sub does not say so.
+
+use super::message::{attributes, message_json};
+use super::{agent, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
+use crate::core::LaneBy;
+use base64::Engine as _;
+use serde_json::{json, Map, Value};
+use std::fmt;
+
+/// The most of an answer read (a publish answer is a few hundred bytes).
+const MAX_REPLY_BYTES: u64 = 64 * 1024;
+
+/// What a Pub/Sub sink needs, resolved from its config entry.
+#[derive(Debug, Clone)]
+pub struct PubSubSinkOptions {
+    pub endpoint: String,
+    pub project: String,
+    pub topic: String,
+    /// The variable holding the access token, if the sink sends one.
+    pub token_env: Option<String>,
+    pub max_message_bytes: u64,
+    pub timeout_ms: u64,
+    /// The source's `forward_headers` allowlist, if any.
+    pub forward_allow: Option<Vec<String>>,
+    pub idle_connections: usize,
+    /// How an ordered sink's lanes are keyed: a header's value is sent as
+    /// the message's ordering key.
+    pub lane_by: Option<LaneBy>,
+}
+
+/// A Pub/Sub topic.
+pub struct PubSubSink {
+    agent: ureq::Agent,
+    /// The topic's `:publish` URL.
+    publish_url: String,
+    options: PubSubSinkOptions,
+}
+
+/// `text` percent-encoded but for RFC 3986's unreserved characters, so a
+/// project or topic name is one path segment whatever it holds.
+fn path_segment(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+impl PubSubSink {
+    pub fn new(options: PubSubSinkOptions) -> PubSubSink {
+        let publish_url = format!(
+            "{}/v1/projects/{}/topics/{}:publish",
+            options.endpoint.trim_end_matches('/'),
+            path_segment(&options.project),
+            path_segment(&options.topic)
+        );
+        PubSubSink {
+            agent: agent(options.timeout_ms, options.idle_connections),
+            publish_url,
+            options,
+        }
+    }
+
+    /// The publish request of one delivery.
+    fn publish(&self, delivery: &Delivery<'_>) -> Result<String, SinkError> {
+        let message = message_json(delivery, self.options.forward_allow.as_deref());
+        let data = base64::engine::general_purpose::STANDARD.encode(message);
+        let attributes = attributes(delivery);
+        let lane_key = self
+            .options
+            .lane_by
+            .as_ref()
+            .map(|by| by.key(&delivery.hook.headers));
+        let ordering_key = lane_key.as_deref().filter(|key| !key.is_empty());
+        let size_bytes = data.len()
+            + attributes
+                .iter()
+                .map(|(name, value)| name.len() + value.len())
+                .sum::<usize>()
+            + ordering_key.map_or(0, str::len);
+        let max_bytes = self.options.max_message_bytes;
+        if size_bytes as u64 > max_bytes {
+            return Err(SinkError::permanent(MessageTooLarge {
+                size_bytes,
+                max_bytes,
+            }));
+        }
+        let attributes: Map<String, Value> = attributes
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), json!(value)))
+            .collect();
+        let mut message = json!({"data": data, "attributes": attributes});
+        if let Some(key) = ordering_key {
+            message["orderingKey"] = json!(key);
+        }
+        Ok(json!({ "messages": [message] }).to_string())
+    }
+}
+
+impl Sink for PubSubSink {
+    fn deliver(&self, delivery: &Delivery<'_>) -> Result<(), SinkError> {
+        let request = self.publish(delivery)?;
+        let mut post = self
+            .agent
+            .post(&self.publish_url)
+            .header("content-type", "application/json");
+        if let Some(variable) = &self.options.token_env {
+            let token = std::env::var(variable).map_err(|_| {
+                SinkError::transient(NoToken {
+                    variable: variable.clone(),
+                })
+            })?;
+            post = post.header("authorization", format!("Bearer {token}"));
+        }
+        let response = post
+            .send(request.as_bytes())
+            .map_err(SinkError::transient)?;
+        let status = response.status().as_u16();
+        let reply = response
+            .into_body()
+            .with_config()
+            .limit(MAX_REPLY_BYTES)
+            .read_to_vec()
+            .unwrap_or_default();
+        settle(status, &reply)
+    }
+}
+
+/// What an answer to a publish of one message means.
+fn settle(status: u16, reply: &[u8]) -> Result<(), SinkError> {
+    let document: Option<Value> = serde_json::from_slice(reply).ok();
+    if status == 200 {
+        let ids = document
+            .as_ref()
+            .and_then(|d| d.get("messageIds"))
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        return match ids {
+            1 => Ok(()),
+            _ => Err(SinkError::transient(PubSubAnswer::Unexpected(excerpt(
+                reply,
+            )))),
+        };
+    }
+    let error = document.as_ref().and_then(|d| d.get("error"));
+    let Some(google) = error.and_then(|e| e.get("status")).and_then(Value::as_str) else {
+        return Err(SinkError::transient(PubSubAnswer::Status {
+            status,
+            body: excerpt(reply),
+        }));
+    };
+    let message = error
+        .and_then(|e| e.get("message"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let answer = PubSubAnswer::Error {
+        status,
+        google_status: google.to_string(),
+        message: message.to_string(),
+    };
+    if google == "INVALID_ARGUMENT" {
+        Err(SinkError::permanent(answer))
+    } else {
+        Err(SinkError::transient(answer))
+    }
+}
+
+/// A Pub/Sub answer that is not a delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PubSubAnswer {
+    /// A Google error document.
+    Error {
+        status: u16,
+        google_status: String,
+        message: String,
+    },
+    /// A 200 that is not the answer to a publish of one message.
+    Unexpected(String),
+    /// Another status, without a Google error document.
+    Status { status: u16, body: String },
+}
+
+impl fmt::Display for PubSubAnswer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PubSubAnswer::Error {
+                status,
+                google_status,
+                message,
+            } => write!(
+                f,
+                "Pub/Sub error {google_status} (HTTP status {status}): {message}"
+            ),
+            PubSubAnswer::Unexpected(body) => write!(f, "unexpected Pub/Sub answer: {body}"),
+            PubSubAnswer::Status { status, body } => write!(f, "HTTP status {status}: {body}"),
+        }
+    }
+}
+
+impl std::error::Error for PubSubAnswer {}
+
+/// The sink's token variable is not set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoToken {
+    pub variable: String,
+}
+
+impl fmt::Display for NoToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "no Pub/Sub access token: {} is not set", self.variable)
+    }
+}
+
+impl std::error::Error for NoToken {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::FailureClass;
+
+    #[test]
+    fn project_and_topic_are_one_path_segment_each() {
+        let sink = PubSubSink::new(PubSubSinkOptions {
+            endpoint: "http://127.0.0.1:8085/".into(),
+            project: "p/../x".into(),
+            topic: "a b".into(),
+            token_env: None,
+            max_message_bytes: 100,
+            timeout_ms: 1_000,
+            forward_allow: None,
+            idle_connections: 1,
+            lane_by: None,
+        });
+        assert_eq!(
+            sink.publish_url,
+            "http://127.0.0.1:8085/v1/projects/p%2F..%2Fx/topics/a%20b:publish"
+        );
+    }
+
+    fn class(status: u16, reply: &str) -> Option<FailureClass> {
+        settle(status, reply.as_bytes())
+            .err()
+            .map(|e| e.into_failure().class)
+    }
+
+    #[test]
+    fn answers_map_to_delivered_permanent_or_transient() {
+        assert_eq!(class(200, r#"{"messageIds":["1"]}"#), None);
+        assert_eq!(class(200, "{}"), Some(FailureClass::Transient));
+        let unexpected = settle(200, b"{}").unwrap_err().to_string();
+        assert_eq!(unexpected, "unexpected Pub/Sub answer: {}");
+        let not_found =
+            r#"{"error":{"code":404,"message":"Resource not found","status":"NOT_FOUND"}}"#;
+        assert_eq!(class(404, not_found), Some(FailureClass::Transient));
+        let invalid = r#"{"error":{"code":400,"message":"bad","status":"INVALID_ARGUMENT"}}"#;
+        assert_eq!(class(400, invalid), Some(FailureClass::Permanent));
+        let failure = settle(400, invalid.as_bytes()).unwrap_err().to_string();
+        assert_eq!(
+            failure,
+            "permanent: Pub/Sub error INVALID_ARGUMENT (HTTP status 400): bad"
+        );
+        assert_eq!(class(500, "kaboom"), Some(FailureClass::Transient));
+    }
+}

@@ -1,0 +1,215 @@
+//! The Pub/Sub sink against a loopback server speaking Pub/Sub's publish
+//! API (Google's emulator needs the Cloud SDK, which cannot be installed
+//! here). Ports the reference's Pub/Sub scenarios (47–55) in goad's words.
+
+mod common;
+
+use base64::Engine as _;
+use common::*;
+use goad::demo::receiver::{Received, Receiver, Reply};
+use goad::store::DeadFilter;
+use goad::{Config, Engine, NewHook, SinkConfig};
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+const TOKEN_ENV: &str = "GOAD_TEST_PUBSUB_TOKEN";
+
+/// How the stand-in answers a publish.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Published,
+    InvalidArgument,
+}
+
+fn pubsub_reply(answer: Answer) -> Reply {
+    let (status, body) = match answer {
+        Answer::Published => (200, json!({"messageIds": ["1"]})),
+        Answer::InvalidArgument => (
+            400,
+            json!({"error": {"code": 400, "message": "bad", "status": "INVALID_ARGUMENT"}}),
+        ),
+    };
+    Reply::status(status)
+        .header("content-type", "application/json")
+        .with_body(body.to_string())
+}
+
+/// A stand-in answering every publish with `answer` (switchable).
+fn stand_in(answer: Answer) -> (Receiver, Arc<Mutex<Answer>>) {
+    let current = Arc::new(Mutex::new(answer));
+    let switch = current.clone();
+    let receiver = Receiver::start(move |_| pubsub_reply(*current.lock())).unwrap();
+    (receiver, switch)
+}
+
+fn pubsub_sink(receiver: &Receiver) -> SinkConfig {
+    std::env::set_var(TOKEN_ENV, "tok");
+    SinkConfig {
+        endpoint: Some(receiver.url("")),
+        token_env: Some(TOKEN_ENV.into()),
+        ..SinkConfig::pubsub("p", "hooks")
+    }
+}
+
+fn stripe_to(dir: &std::path::Path, sink: SinkConfig) -> Config {
+    let mut c = config(dir);
+    c.sources.push(source("stripe", "acme", vec![sink]));
+    c
+}
+
+/// The one message of a publish request, and its envelope decoded.
+fn published(r: &Received) -> (Value, Value) {
+    let request: Value = serde_json::from_slice(&r.body).unwrap();
+    let messages = request["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 1, "{request}");
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(messages[0]["data"].as_str().unwrap())
+        .unwrap();
+    (messages[0].clone(), serde_json::from_slice(&data).unwrap())
+}
+
+/// Scenarios 47, 51: one message is published to the topic's `:publish`
+/// URL with the bearer token; its data is goad's envelope, its attributes
+/// goad's six, with no ordering key. A sink without `token_env` sends no
+/// authorization (the emulator).
+#[test]
+fn a_hook_is_published_as_goads_message_with_the_token() {
+    let (receiver, _) = stand_in(Answer::Published);
+    let dir = tempfile::tempdir().unwrap();
+    let tokenless = SinkConfig {
+        token_env: None,
+        ..pubsub_sink(&receiver)
+    };
+    let mut c = stripe_to(dir.path(), pubsub_sink(&receiver));
+    c.sources.push(source("emulated", "acme", vec![tokenless]));
+    let engine = Engine::open(c).unwrap();
+    let id = engine.commit(NewHook::new("stripe", "hello")).unwrap();
+    engine.tick().unwrap();
+    engine.commit(NewHook::new("emulated", "x")).unwrap();
+    engine.tick().unwrap();
+    let received = receiver.received();
+    assert_eq!(received.len(), 2);
+    let first = &received[0];
+    assert_eq!(first.path, "/v1/projects/p/topics/hooks:publish");
+    assert_eq!(first.header("authorization"), Some("Bearer tok"));
+    assert_eq!(first.header("content-type"), Some("application/json"));
+    let (message, envelope) = published(first);
+    assert_eq!(envelope["v"], 1);
+    assert_eq!(envelope["id"], id.as_str());
+    assert_eq!(envelope["body_base64"], "aGVsbG8=");
+    let attributes = message["attributes"].as_object().unwrap();
+    let names: Vec<&str> = attributes.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "content_type",
+            "goad_id",
+            "goad_idempotency_key",
+            "goad_message_version",
+            "goad_source_id",
+            "goad_tenant_id"
+        ]
+    );
+    assert_eq!(attributes["goad_id"], id.as_str());
+    assert!(message.get("orderingKey").is_none());
+    assert_eq!(received[1].header("authorization"), None);
+}
+
+/// Scenarios 48, 49: an ordered sink keyed by a header publishes that
+/// header's value as the ordering key (a hook without it, none); a replayed
+/// row names its replay.
+#[test]
+fn an_ordered_sink_sends_its_lane_key_and_a_replay_names_itself() {
+    let (receiver, answer) = stand_in(Answer::InvalidArgument);
+    let dir = tempfile::tempdir().unwrap();
+    let sink = SinkConfig {
+        ordered: true,
+        ordering_key: Some("header:x-customer".into()),
+        ..pubsub_sink(&receiver)
+    };
+    let engine = Engine::open(stripe_to(dir.path(), sink)).unwrap();
+    let hook = NewHook {
+        headers: vec![("x-customer".into(), "cus_1".into())],
+        ..NewHook::new("stripe", "a")
+    };
+    engine.commit(hook).unwrap();
+    engine.commit(NewHook::new("stripe", "b")).unwrap();
+    engine.tick().unwrap();
+    // INVALID_ARGUMENT is permanent: both dead after one attempt each.
+    let dead = dead(&engine);
+    assert_eq!(dead.len(), 2);
+    assert!(dead.iter().all(|r| r.record.attempts == 1));
+    let reason = dead[0].record.error.as_deref().unwrap();
+    assert!(
+        reason.contains("Pub/Sub error INVALID_ARGUMENT (HTTP status 400)"),
+        "{reason}"
+    );
+    let keys: Vec<Option<Value>> = receiver
+        .received()
+        .iter()
+        .map(|r| published(r).0.get("orderingKey").cloned())
+        .collect();
+    assert_eq!(keys, [Some(json!("cus_1")), None]);
+
+    *answer.lock() = Answer::Published;
+    let replayed = engine.replay(&DeadFilter::default()).unwrap();
+    assert_eq!(replayed.moved, 2);
+    engine.tick().unwrap();
+    let received = receiver.received();
+    assert_eq!(received.len(), 4);
+    for r in &received[2..] {
+        let (message, envelope) = published(r);
+        assert_eq!(
+            message["attributes"]["goad_replay_id"],
+            replayed.replay_id.as_str()
+        );
+        assert_eq!(envelope["replay_id"], replayed.replay_id.as_str());
+    }
+}
+
+/// Scenarios 50, 55: a token variable that is not set, or a message over
+/// `max_message_bytes`, sends nothing; the first is retried (transient),
+/// the second dead-lettered at once.
+#[test]
+fn a_missing_token_or_a_message_too_large_publishes_nothing() {
+    let (receiver, _) = stand_in(Answer::Published);
+    let dir = tempfile::tempdir().unwrap();
+    let unset = SinkConfig {
+        token_env: Some("GOAD_TEST_PUBSUB_UNSET".into()),
+        ..pubsub_sink(&receiver)
+    };
+    let small = SinkConfig {
+        max_message_bytes: Some(100),
+        ..pubsub_sink(&receiver)
+    };
+    let mut c = config(dir.path());
+    c.retry.max_attempts = 2;
+    c.sources.push(source("anon", "acme", vec![unset]));
+    c.sources.push(source("big", "acme", vec![small]));
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("anon", "x")).unwrap();
+    engine.commit(NewHook::new("big", "x")).unwrap();
+    wait_until("both rows dead-lettered", Duration::from_secs(20), || {
+        engine.tick().unwrap();
+        dead(&engine).len() == 2
+    });
+    let mut reasons: Vec<(u32, String)> = dead(&engine)
+        .iter()
+        .map(|r| (r.record.attempts, r.record.error.clone().unwrap()))
+        .collect();
+    reasons.sort();
+    assert!(
+        reasons[0].0 == 1 && reasons[0].1.contains("over max_message_bytes 100"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[1].0 == 2
+            && reasons[1]
+                .1
+                .contains("no Pub/Sub access token: GOAD_TEST_PUBSUB_UNSET is not set"),
+        "{reasons:?}"
+    );
+    assert_eq!(receiver.count(), 0, "nothing was published");
+}
