@@ -382,11 +382,7 @@ fn a_message_too_large_or_missing_credentials_send_nothing() {
         engine.tick().unwrap();
         dead(&engine).len() == 2
     });
-    let mut reasons: Vec<(u32, String)> = dead(&engine)
-        .iter()
-        .map(|r| (r.record.attempts, r.record.error.clone().unwrap()))
-        .collect();
-    reasons.sort();
+    let reasons = dead_attempts_and_reasons(&engine);
     assert!(
         reasons[0].0 == 1 && reasons[0].1.contains("over max_message_bytes 100"),
         "{reasons:?}"

@@ -41,6 +41,27 @@ fn agent(timeout_ms: u64, idle_connections: usize) -> ureq::Agent {
         .into()
 }
 
+/// The most of an answer a queue sink reads (an answer is a few hundred bytes).
+const MAX_ANSWER_BYTES: u64 = 64 * 1024;
+
+/// Sends a queue sink's request and reads its answer (up to
+/// `MAX_ANSWER_BYTES`, so the connection can be reused): the status and the
+/// body. A transport error is a transient failure.
+fn answer_of(
+    request: ureq::RequestBuilder<ureq::typestate::WithBody>,
+    body: &[u8],
+) -> Result<(u16, Vec<u8>), SinkError> {
+    let response = request.send(body).map_err(SinkError::transient)?;
+    let status = response.status().as_u16();
+    let reply = response
+        .into_body()
+        .with_config()
+        .limit(MAX_ANSWER_BYTES)
+        .read_to_vec()
+        .unwrap_or_default();
+    Ok((status, reply))
+}
+
 /// The start of a sink's answer, as text, for an error message.
 fn excerpt(reply: &[u8]) -> String {
     let text = String::from_utf8_lossy(&reply[..reply.len().min(256)]);

@@ -19,14 +19,11 @@
 //! drops it: Pub/Sub does not say so.
 
 use super::message::{attributes, message_json};
-use super::{agent, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
+use super::{agent, answer_of, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
 use crate::core::LaneBy;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 use std::fmt;
-
-/// The most of an answer read (a publish answer is a few hundred bytes).
-const MAX_REPLY_BYTES: u64 = 64 * 1024;
 
 /// What a Pub/Sub sink needs, resolved from its config entry.
 #[derive(Debug, Clone)]
@@ -133,16 +130,7 @@ impl Sink for PubSubSink {
             })?;
             post = post.header("authorization", format!("Bearer {token}"));
         }
-        let response = post
-            .send(request.as_bytes())
-            .map_err(SinkError::transient)?;
-        let status = response.status().as_u16();
-        let reply = response
-            .into_body()
-            .with_config()
-            .limit(MAX_REPLY_BYTES)
-            .read_to_vec()
-            .unwrap_or_default();
+        let (status, reply) = answer_of(post, request.as_bytes())?;
         settle(status, &reply)
     }
 }

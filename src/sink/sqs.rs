@@ -24,7 +24,7 @@
 
 use super::message::{attributes, message_json};
 use super::sigv4::{sign_headers, EnvCredentials, SignError, Unsigned};
-use super::{agent, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
+use super::{agent, answer_of, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
 use md5::{Digest, Md5};
 use serde_json::{json, Map, Value};
 use std::fmt;
@@ -36,9 +36,6 @@ const PERMANENT_CODES: &[&str] = &[
     "InvalidParameterValue",
     "InvalidParameterValueException",
 ];
-
-/// The most of an answer read (an SQS answer is a few hundred bytes).
-const MAX_REPLY_BYTES: u64 = 64 * 1024;
 
 /// What an SQS sink needs, resolved from its config entry.
 #[derive(Debug, Clone)]
@@ -190,16 +187,7 @@ impl Sink for SqsSink {
         for (name, value) in &signed {
             post = post.header(name.as_str(), value.as_str());
         }
-        let response = post
-            .send(request.as_bytes())
-            .map_err(SinkError::transient)?;
-        let status = response.status().as_u16();
-        let reply = response
-            .into_body()
-            .with_config()
-            .limit(MAX_REPLY_BYTES)
-            .read_to_vec()
-            .unwrap_or_default();
+        let (status, reply) = answer_of(post, request.as_bytes())?;
         settle(status, &reply, &message_body)
     }
 }

@@ -125,6 +125,21 @@ pub fn dead(engine: &Engine) -> Vec<RowView> {
         .collect()
 }
 
+/// The dead rows' attempts and reasons, sorted.
+pub fn dead_attempts_and_reasons(engine: &Engine) -> Vec<(u32, String)> {
+    let mut out: Vec<(u32, String)> = dead(engine)
+        .iter()
+        .map(|r| {
+            (
+                r.record.attempts,
+                r.record.error.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// A sink that holds each delivery until `open` gets one permit (a dropped
 /// sender fails the rest) and counts those that passed.
 pub struct Gate {
