@@ -7,6 +7,7 @@
 //! dead-lettered. See `README.md` for the guarantees and `DESIGN.md` for the
 //! architecture.
 
+pub mod claim_check;
 pub mod config;
 pub mod core;
 pub mod demo;

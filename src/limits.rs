@@ -83,6 +83,15 @@ pub const HTTP_TIMEOUT_MS: u64 = 5_000;
 /// Default response bytes an HTTP sink reads before dropping the rest.
 pub const HTTP_MAX_RESPONSE_BYTES: u64 = 65_536;
 
+/// Default largest body a queue sink sends inline; larger ones go to the claim check.
+pub const INLINE_MAX_BYTES: u64 = 65_536;
+
+/// Default time a claim is kept after its last check-in: 7 days.
+pub const CLAIM_RETENTION_MS: u64 = 7 * 24 * 3_600_000;
+
+/// Longest the claim sweeper sleeps between sweeps.
+pub const CLAIM_SWEEP_INTERVAL_MS: u64 = 3_600_000;
+
 /// Default largest SQS message (body and attributes): SQS's own limit.
 pub const SQS_MAX_MESSAGE_BYTES: u64 = 1_048_576;
 

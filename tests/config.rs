@@ -87,6 +87,8 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("max_body_bytes = 4194304\nmax_shard_bytes = 16777216", "max_shard_bytes must be an integer from 33554432 (16 MiB, and 8 × max_body_bytes) to 4398046511104, got 16777216"),
         ("max_shard_bytes = 5000000000000", "max_shard_bytes must be an integer from 16777216 (16 MiB, and 8 × max_body_bytes) to 4398046511104, got 5000000000000"),
         ("[replay]\nrate = 0", "replay.rate must be an integer from 1 to 100000, got 0"),
+        ("[claim_check]\nretention_ms = 0", "claim_check.retention_ms must be a positive integer, got 0"),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"pubsub\"\nproject = \"p\"\ntopic = \"t\"\ninline_max_bytes = 0", "sources[0].sinks[0].inline_max_bytes must be a positive integer, got 0"),
         ("[[sources]]\nid = \"a b\"", "sources[0].id must be a source id of [A-Za-z0-9_-], 1 to 128 characters, got \"a b\""),
         ("[[sources]]\nid = \"a\"\n[[sources]]\nid = \"a\"", "sources[1].id must be unique among sources, got \"a\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"kafka\"", "sources[0].sinks[0].type must be one of [\"http\", \"sqs\", \"pubsub\"], got \"kafka\""),

@@ -766,6 +766,33 @@ fn stats_report_shards_and_tenants() {
     }
 }
 
+/// A claim's body is served to an admin by `GET /v1/claims/{tenant}/{sha256}`;
+/// an unknown claim, or names that are not a tenant id and a SHA-256, get 404.
+#[test]
+fn claims_are_redeemed_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let c = one_source(dir.path(), &receiver);
+    let claims = goad::claim_check::ClaimStore::new(c.claim_dir(), 60_000);
+    let claim = claims.check_in("acme", b"a large body").unwrap();
+    let node = start(c);
+    let addr = node.local_addr();
+    let reply = get(addr, &format!("/v1/claims/acme/{}", claim.sha256));
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        reply.header("content-type"),
+        Some("application/octet-stream")
+    );
+    assert_eq!(reply.body, b"a large body");
+    let unknown = get(addr, &format!("/v1/claims/acme/{}", "0".repeat(64)));
+    assert_eq!(
+        (unknown.status, unknown.error_code()),
+        (404, "unknown_claim".into())
+    );
+    let outside = get(addr, "/v1/claims/acme/..%2Fx");
+    assert_eq!(outside.status, 404);
+}
+
 /// Hooks posted with an ordering header wait behind their lane's head: the
 /// stats and the metrics count them, and they are delivered once the head
 /// is.

@@ -396,3 +396,44 @@ fn a_message_too_large_or_missing_credentials_send_nothing() {
     );
     assert!(!sent.load(Ordering::SeqCst), "nothing was sent");
 }
+
+/// A body over the sink's `inline_max_bytes` is checked in to the claim
+/// check once, whichever row checks it in first; both messages carry its
+/// reference instead of the body, and the engine redeems it.
+#[test]
+fn a_large_body_is_checked_in_once_and_messages_carry_its_claim() {
+    let moto = Moto::start();
+    let queue_url = moto.create_queue("large");
+    let dir = tempfile::tempdir().unwrap();
+    let claimed = SinkConfig {
+        inline_max_bytes: Some(100),
+        ..sqs_sink(&queue_url)
+    };
+    let mut c = config(dir.path());
+    c.sources
+        .push(source("stripe", "acme", vec![claimed.clone(), claimed]));
+    let engine = Engine::open(c.clone()).unwrap();
+    let body = vec![b'z'; 1_000];
+    engine.commit(NewHook::new("stripe", body.clone())).unwrap();
+    engine.tick().unwrap();
+    let messages = moto.receive(&queue_url);
+    assert_eq!(messages.len(), 2);
+    let envelopes: Vec<Value> = messages
+        .iter()
+        .map(|m| serde_json::from_str(m["Body"].as_str().unwrap()).unwrap())
+        .collect();
+    let sha256 = envelopes[0]["sha256"].as_str().unwrap().to_string();
+    for envelope in &envelopes {
+        assert_eq!(
+            envelope["claim"],
+            format!("urn:goad:claim:v1:acme:{sha256}").as_str()
+        );
+        assert!(envelope.get("body_base64").is_none());
+        assert_eq!(envelope["size"], 1_000);
+    }
+    let stored = std::fs::read_dir(c.claim_dir().join("acme"))
+        .unwrap()
+        .count();
+    assert_eq!(stored, 1, "one claim for both rows");
+    assert_eq!(engine.redeem_claim("acme", &sha256).unwrap(), Some(body));
+}

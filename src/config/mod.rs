@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub use validate::ConfigError;
+pub use validate::{is_id, ConfigError};
 
 /// The whole node configuration.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -34,6 +34,7 @@ pub struct Config {
     pub admin_token_env: Option<String>,
     pub http: HttpConfig,
     pub replay: ReplayConfig,
+    pub claim_check: ClaimCheckConfig,
     pub dispatch: DispatchConfig,
     pub retry: RetryConfig,
     pub sources: Vec<SourceConfig>,
@@ -50,6 +51,7 @@ impl Default for Config {
             admin_token_env: None,
             http: HttpConfig::default(),
             replay: ReplayConfig::default(),
+            claim_check: ClaimCheckConfig::default(),
             dispatch: DispatchConfig::default(),
             retry: RetryConfig::default(),
             sources: Vec::new(),
@@ -77,6 +79,37 @@ impl Default for HttpConfig {
             idle_timeout_ms: 60_000,
             max_connections: 1_024,
         }
+    }
+}
+
+/// The claim check (`[claim_check]`): where the bodies too large to go
+/// inline in a queue sink's message are kept (see `claim_check`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClaimCheckConfig {
+    /// The directory of the claims; by default `<data_dir>/claims`.
+    pub dir: Option<PathBuf>,
+    /// A claim not checked in again for this long is deleted (7 days by
+    /// default): consumers must redeem claims within it.
+    pub retention_ms: u64,
+}
+
+impl Default for ClaimCheckConfig {
+    fn default() -> Self {
+        ClaimCheckConfig {
+            dir: None,
+            retention_ms: crate::limits::CLAIM_RETENTION_MS,
+        }
+    }
+}
+
+impl Config {
+    /// The claim check's directory.
+    pub fn claim_dir(&self) -> PathBuf {
+        self.claim_check
+            .dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("claims"))
     }
 }
 
@@ -273,6 +306,9 @@ pub struct SinkConfig {
     pub endpoint: Option<String>,
     /// sqs: a FIFO queue's message group, by default `<tenant>/<source>`.
     pub message_group_id: Option<String>,
+    /// sqs, pubsub: bodies larger than this go to the claim check and the
+    /// message carries a reference (default 65,536).
+    pub inline_max_bytes: Option<u64>,
     /// sqs, pubsub: the largest message (body and attributes), default
     /// 1,048,576 (sqs) or 10,000,000 (pubsub); a larger one is
     /// dead-lettered at once.
@@ -336,6 +372,7 @@ impl SinkConfig {
             region: None,
             endpoint: None,
             message_group_id: None,
+            inline_max_bytes: None,
             max_message_bytes: None,
             access_key_id_env: None,
             secret_access_key_env: None,

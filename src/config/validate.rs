@@ -126,6 +126,7 @@ const HTTP_OPTIONS: &[&str] = &[
 ];
 const SQS_OPTIONS: &[&str] = &[
     "queue_url",
+    "inline_max_bytes",
     "region",
     "endpoint",
     "message_group_id",
@@ -137,6 +138,7 @@ const SQS_OPTIONS: &[&str] = &[
 ];
 const PUBSUB_OPTIONS: &[&str] = &[
     "project",
+    "inline_max_bytes",
     "topic",
     "endpoint",
     "token_env",
@@ -200,6 +202,7 @@ impl Config {
                 self.replay.rate,
             ));
         }
+        positive("claim_check.retention_ms", self.claim_check.retention_ms)?;
         self.validate_dispatch()?;
         self.validate_retry()?;
         self.validate_sources(host_sinks)
@@ -348,6 +351,7 @@ impl Config {
             ("region", sink.region.is_some()),
             ("endpoint", sink.endpoint.is_some()),
             ("message_group_id", sink.message_group_id.is_some()),
+            ("inline_max_bytes", sink.inline_max_bytes.is_some()),
             ("max_message_bytes", sink.max_message_bytes.is_some()),
             ("access_key_id_env", sink.access_key_id_env.is_some()),
             (
@@ -499,9 +503,12 @@ fn validate_pubsub_sink(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> 
     Ok(())
 }
 
-/// The options the queue sinks (sqs, pubsub) share: `endpoint` and
-/// `max_message_bytes`.
+/// The options the queue sinks (sqs, pubsub) share: `endpoint`,
+/// `inline_max_bytes` and `max_message_bytes`.
 fn validate_queue_options(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
+    if let Some(bytes) = sink.inline_max_bytes {
+        positive(&format!("{at}.inline_max_bytes"), bytes)?;
+    }
     if let Some(endpoint) = &sink.endpoint {
         if !is_http_url(endpoint) {
             let rule = "an http:// or https:// URL with a host";

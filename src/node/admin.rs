@@ -87,6 +87,24 @@ fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Req
         WorkerRoute::DeadLetters => dead_letters(engine, request),
         WorkerRoute::PurgeDeadLetters => purge_dead_letters(engine, request),
         WorkerRoute::CreateReplay => create_replay(state, engine, request),
+        WorkerRoute::RedeemClaim(tenant, sha256) => match engine.redeem_claim(tenant, sha256) {
+            Ok(Some(body)) => Response {
+                status: 200,
+                content_type: "application/octet-stream",
+                headers: Vec::new(),
+                body,
+            },
+            Ok(None) => Response::error(
+                404,
+                "unknown_claim",
+                &format!("no claim {sha256:?} of tenant {tenant:?} (never checked in, or past its retention)"),
+            ),
+            Err(e) => Response::unavailable(
+                "claim_check_unavailable",
+                &format!("cannot read the claim: {e}"),
+                1,
+            ),
+        },
         WorkerRoute::GetReplay(id) => match state.replays.progress(engine, id) {
             Ok(Some(progress)) => Response::json(200, &progress),
             Ok(None) => Response::error(404, "unknown_replay", &format!("no replay {id:?}")),

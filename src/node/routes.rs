@@ -38,6 +38,8 @@ pub enum WorkerRoute {
     GetReplay(String),
     DeadLetterSource(String),
     Reload,
+    /// A claim's body: (tenant, sha256).
+    RedeemClaim(String, String),
 }
 
 impl Route {
@@ -68,6 +70,13 @@ pub fn route(method: &str, path: &str) -> Result<Route, Response> {
             &["GET"],
         ),
         ["v1", "reload"] => (Route::Worker(WorkerRoute::Reload), &["POST"]),
+        ["v1", "claims", tenant, sha256] if !tenant.is_empty() && !sha256.is_empty() => (
+            Route::Worker(WorkerRoute::RedeemClaim(
+                tenant.to_string(),
+                sha256.to_string(),
+            )),
+            &["GET"],
+        ),
         ["v1", "sources", id, "hooks"] if !id.is_empty() => {
             (Route::Ingest(id.to_string()), &["POST"])
         }

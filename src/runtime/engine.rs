@@ -11,6 +11,7 @@ use super::pool::SharedRegistry;
 use super::reply::CommitReply;
 use super::shard::{ShardGauges, ShardInput, ShardStats};
 use super::step::NewRows;
+use crate::claim_check::{ClaimStore, ClaimSweeper};
 use crate::config::{Config, ConfigError};
 use crate::core::Catalog;
 use crate::limits::{COMMIT_QUEUE_WAIT_MS, COMMIT_REPLY_WAIT_MS};
@@ -196,6 +197,9 @@ pub(super) struct Shard {
 /// it shuts it down.
 pub struct Engine {
     pub(super) config: RwLock<Config>,
+    /// Where the queue sinks' large bodies are kept (see `claim_check`).
+    pub(super) claims: Arc<ClaimStore>,
+    pub(super) claim_sweeper: Mutex<Option<ClaimSweeper>>,
     pub(super) catalog: RwLock<Arc<Catalog>>,
     pub(super) registry: SharedRegistry,
     pub(super) latency: Arc<AttemptLatency>,
@@ -426,7 +430,7 @@ impl Engine {
     pub fn reconfigure(&self, config: &Config) -> Result<(), ConfigError> {
         let names: Vec<&str> = self.host_sinks.keys().map(String::as_str).collect();
         config.validate_with_sinks(&names)?;
-        let registry = SinkRegistry::build(config, &self.host_sinks)?;
+        let registry = SinkRegistry::build(config, &self.host_sinks, &self.claims)?;
         let catalog = Arc::new(Catalog::from_config(config));
         *self.registry.write() = Arc::new(registry);
         *self.catalog.write() = catalog.clone();
@@ -481,6 +485,15 @@ impl Engine {
         if let Some(handle) = self.coordinator_thread.lock().take() {
             let _ = handle.join();
         }
+        if let Some(sweeper) = self.claim_sweeper.lock().take() {
+            sweeper.stop();
+        }
+    }
+
+    /// The body a claim reference names (`urn:goad:claim:v1:<tenant>:<sha256>`),
+    /// if the claim check still has it.
+    pub fn redeem_claim(&self, tenant: &str, sha256: &str) -> std::io::Result<Option<Vec<u8>>> {
+        self.claims.redeem(tenant, sha256)
     }
 }
 

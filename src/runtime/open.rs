@@ -9,6 +9,7 @@ use super::engine::{Engine, OpenError, Shard};
 use super::latency::AttemptLatency;
 use super::pool::{IoPool, SharedRegistry};
 use super::shard::{ShardGauges, ShardInput, ShardThread};
+use crate::claim_check::{ClaimStore, ClaimSweeper};
 use crate::config::Config;
 use crate::core::{Catalog, Core, Grant};
 use crate::limits::SHARD_INPUT_CAPACITY;
@@ -48,8 +49,13 @@ impl EngineBuilder {
         self.config
             .validate_with_sinks(&names)
             .map_err(OpenError::Config)?;
+        let claims = Arc::new(ClaimStore::new(
+            self.config.claim_dir(),
+            self.config.claim_check.retention_ms,
+        ));
         let registry: SharedRegistry = Arc::new(RwLock::new(Arc::new(
-            SinkRegistry::build(&self.config, &self.host_sinks).map_err(OpenError::Config)?,
+            SinkRegistry::build(&self.config, &self.host_sinks, &claims)
+                .map_err(OpenError::Config)?,
         )));
         let lock = DataDirLock::acquire(&self.config.data_dir).map_err(OpenError::Store)?;
         let shard_count = self.config.shard_count();
@@ -102,7 +108,16 @@ impl EngineBuilder {
                 return Err(OpenError::Thread(e));
             }
         };
+        let claim_sweeper = match ClaimSweeper::start(claims.clone()) {
+            Ok(sweeper) => sweeper,
+            Err(e) => {
+                stop_shards(&shards, threads);
+                return Err(OpenError::Thread(e));
+            }
+        };
         Ok(Engine {
+            claims,
+            claim_sweeper: Mutex::new(Some(claim_sweeper)),
             catalog: RwLock::new(start.catalog),
             latency: start.latency,
             config: RwLock::new(self.config),

@@ -6,7 +6,8 @@
 //! 3339, UTC, milliseconds), `content_type` (or null), `size` (body bytes),
 //! `dedupe_key` and `replay_id` (or null), `idempotency_key`, `headers` (the
 //! forwarded provider headers, lowercased, repeats joined with ", "),
-//! `sha256` (lowercase hex of the body) and `body_base64`. `v` changes only
+//! `sha256` (lowercase hex of the body), and either `body_base64` or, for a
+//! body in the claim check, `claim` (its `urn:goad:claim:v1:…` reference). `v` changes only
 //! when a field changes meaning or goes away; consumers ignore keys they do
 //! not know.
 //!
@@ -17,6 +18,7 @@
 
 use super::forward::forwarded;
 use super::Delivery;
+use crate::claim_check::ClaimRef;
 use base64::Engine as _;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -40,11 +42,19 @@ struct Message<'a> {
     idempotency_key: String,
     headers: BTreeMap<String, String>,
     sha256: String,
-    body_base64: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    body_base64: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    claim: Option<String>,
 }
 
-/// The message of one delivery, as JSON text.
-pub fn message_json(delivery: &Delivery<'_>, forward_allow: Option<&[String]>) -> String {
+/// The message of one delivery, as JSON text: the body inline, or the
+/// reference of its `claim`.
+pub fn message_json(
+    delivery: &Delivery<'_>,
+    forward_allow: Option<&[String]>,
+    claim: Option<&ClaimRef>,
+) -> String {
     let hook = delivery.hook;
     let received_at = UNIX_EPOCH + Duration::from_millis(hook.received_at_ms);
     let sha256: String = Sha256::digest(&hook.body)
@@ -66,7 +76,10 @@ pub fn message_json(delivery: &Delivery<'_>, forward_allow: Option<&[String]>) -
             .into_iter()
             .collect(),
         sha256,
-        body_base64: base64::engine::general_purpose::STANDARD.encode(&hook.body),
+        body_base64: claim
+            .is_none()
+            .then(|| base64::engine::general_purpose::STANDARD.encode(&hook.body)),
+        claim: claim.map(ClaimRef::urn),
     };
     serde_json::to_string(&message).expect("a message serializes")
 }
@@ -124,7 +137,7 @@ mod tests {
             replay_id: Some("r1"),
         };
         let message: serde_json::Value =
-            serde_json::from_str(&message_json(&delivery, None)).unwrap();
+            serde_json::from_str(&message_json(&delivery, None, None)).unwrap();
         assert_eq!(
             message,
             serde_json::json!({
@@ -143,6 +156,15 @@ mod tests {
                 "body_base64": "e30=",
             })
         );
+        let claim = ClaimRef {
+            tenant: "acme".into(),
+            sha256: "44".into(),
+        };
+        let claimed: serde_json::Value =
+            serde_json::from_str(&message_json(&delivery, None, Some(&claim))).unwrap();
+        assert_eq!(claimed["claim"], "urn:goad:claim:v1:acme:44");
+        assert!(claimed.get("body_base64").is_none());
+        assert_eq!(claimed["sha256"], message["sha256"]);
         assert_eq!(
             attributes(&delivery),
             [

@@ -41,6 +41,49 @@ fn agent(timeout_ms: u64, idle_connections: usize) -> ureq::Agent {
         .into()
 }
 
+/// Where a queue sink's bodies go when they are too large to go inline.
+#[derive(Debug, Clone)]
+pub struct ClaimCheck {
+    pub store: std::sync::Arc<crate::claim_check::ClaimStore>,
+    /// Bodies larger than this are checked in.
+    pub inline_max_bytes: u64,
+}
+
+impl ClaimCheck {
+    /// The message of one delivery, its body inline or checked in (a
+    /// check-in that fails is a transient failure).
+    fn message(
+        &self,
+        delivery: &Delivery<'_>,
+        forward_allow: Option<&[String]>,
+    ) -> Result<String, SinkError> {
+        let hook = delivery.hook;
+        let claim = if hook.body.len() as u64 > self.inline_max_bytes {
+            let checked_in = self.store.check_in(&hook.tenant, &hook.body);
+            Some(checked_in.map_err(|e| SinkError::transient(ClaimCheckFailed(e)))?)
+        } else {
+            None
+        };
+        Ok(message::message_json(
+            delivery,
+            forward_allow,
+            claim.as_ref(),
+        ))
+    }
+}
+
+/// A body could not be checked in.
+#[derive(Debug)]
+pub struct ClaimCheckFailed(pub std::io::Error);
+
+impl fmt::Display for ClaimCheckFailed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cannot check the body in to the claim check: {}", self.0)
+    }
+}
+
+impl std::error::Error for ClaimCheckFailed {}
+
 /// The most of an answer a queue sink reads (an answer is a few hundred bytes).
 const MAX_ANSWER_BYTES: u64 = 64 * 1024;
 
@@ -79,7 +122,7 @@ impl fmt::Display for MessageTooLarge {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "message of {} bytes over max_message_bytes {} (the body goes inline: goad has no claim check yet)",
+            "message of {} bytes over max_message_bytes {}",
             self.size_bytes, self.max_bytes
         )
     }

@@ -1,7 +1,8 @@
 //! The Google Cloud Pub/Sub sink: one `publish` of one message per attempt
 //! (`POST {endpoint}/v1/projects/{project}/topics/{topic}:publish`, JSON).
 //! The message's `data` is goad's JSON envelope of the hook (base64, as
-//! Pub/Sub carries bytes) and its attributes goad's (see `message`). A row
+//! Pub/Sub carries bytes; a body over `inline_max_bytes` in the claim check)
+//! and its attributes goad's (see `message`). A row
 //! of an ordered sink with a lane key (`ordering_key = "header:<name>"`)
 //! carries that key as the message's `orderingKey`: goad already publishes
 //! one lane's messages one at a time in order, as Pub/Sub's ordering needs.
@@ -18,8 +19,8 @@
 //! answer is transient. A topic without subscriptions takes the message and
 //! drops it: Pub/Sub does not say so.
 
-use super::message::{attributes, message_json};
-use super::{agent, answer_of, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
+use super::message::attributes;
+use super::{agent, answer_of, excerpt, ClaimCheck, Delivery, MessageTooLarge, Sink, SinkError};
 use crate::core::LaneBy;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
@@ -37,6 +38,8 @@ pub struct PubSubSinkOptions {
     pub timeout_ms: u64,
     /// The source's `forward_headers` allowlist, if any.
     pub forward_allow: Option<Vec<String>>,
+    /// Where bodies over the inline limit go.
+    pub claim_check: ClaimCheck,
     pub idle_connections: usize,
     /// How an ordered sink's lanes are keyed: a header's value is sent as
     /// the message's ordering key.
@@ -81,7 +84,10 @@ impl PubSubSink {
 
     /// The publish request of one delivery.
     fn publish(&self, delivery: &Delivery<'_>) -> Result<String, SinkError> {
-        let message = message_json(delivery, self.options.forward_allow.as_deref());
+        let message = self
+            .options
+            .claim_check
+            .message(delivery, self.options.forward_allow.as_deref())?;
         let data = base64::engine::general_purpose::STANDARD.encode(message);
         let attributes = attributes(delivery);
         let lane_key = self
@@ -237,6 +243,10 @@ mod tests {
             max_message_bytes: 100,
             timeout_ms: 1_000,
             forward_allow: None,
+            claim_check: ClaimCheck {
+                store: std::sync::Arc::new(crate::claim_check::ClaimStore::new("/nonexistent", 1)),
+                inline_max_bytes: 1,
+            },
             idle_connections: 1,
             lane_by: None,
         });

@@ -7,12 +7,14 @@ use super::pubsub::{PubSubSink, PubSubSinkOptions};
 use super::signing::SigningKey;
 use super::sigv4::EnvCredentials;
 use super::sqs::{region_of, SqsSink, SqsSinkOptions};
+use super::ClaimCheck;
 use super::Sink;
+use crate::claim_check::ClaimStore;
 use crate::config::{Config, ConfigError, SinkConfig, SourceConfig};
 use crate::core::LaneBy;
 use crate::limits::{
-    HTTP_MAX_RESPONSE_BYTES, HTTP_TIMEOUT_MS, PUBSUB_ENDPOINT, PUBSUB_MAX_MESSAGE_BYTES,
-    SQS_MAX_MESSAGE_BYTES,
+    HTTP_MAX_RESPONSE_BYTES, HTTP_TIMEOUT_MS, INLINE_MAX_BYTES, PUBSUB_ENDPOINT,
+    PUBSUB_MAX_MESSAGE_BYTES, SQS_MAX_MESSAGE_BYTES,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,7 +31,11 @@ pub struct SinkRegistry {
 impl SinkRegistry {
     /// Builds every sink. Secrets are read from the environment now; a
     /// missing or bad one is a config error naming its key.
-    pub fn build(config: &Config, host: &HostSinks) -> Result<SinkRegistry, ConfigError> {
+    pub fn build(
+        config: &Config,
+        host: &HostSinks,
+        claims: &Arc<ClaimStore>,
+    ) -> Result<SinkRegistry, ConfigError> {
         let mut sinks = HashMap::new();
         for (i, source) in config.sources.iter().enumerate() {
             for (j, entry) in source.sinks.iter().enumerate() {
@@ -54,7 +60,7 @@ impl SinkRegistry {
                         Arc::new(sink)
                     }
                     None if entry.kind == "sqs" => {
-                        let options = sqs_options(config, source, entry);
+                        let options = sqs_options(config, source, entry, claims);
                         let sink = SqsSink::new(options).ok_or_else(|| ConfigError::Invalid {
                             key: format!("{at}.queue_url"),
                             rule: "an http:// or https:// queue URL".into(),
@@ -62,9 +68,9 @@ impl SinkRegistry {
                         })?;
                         Arc::new(sink)
                     }
-                    None if entry.kind == "pubsub" => {
-                        Arc::new(PubSubSink::new(pubsub_options(config, source, entry)))
-                    }
+                    None if entry.kind == "pubsub" => Arc::new(PubSubSink::new(pubsub_options(
+                        config, source, entry, claims,
+                    ))),
                     None => {
                         return Err(ConfigError::Invalid {
                             key: format!("{at}.type"),
@@ -146,7 +152,12 @@ fn http_options(
     })
 }
 
-fn sqs_options(config: &Config, source: &SourceConfig, entry: &SinkConfig) -> SqsSinkOptions {
+fn sqs_options(
+    config: &Config,
+    source: &SourceConfig,
+    entry: &SinkConfig,
+    claims: &Arc<ClaimStore>,
+) -> SqsSinkOptions {
     let queue_url = entry.queue_url.clone().unwrap_or_default();
     let defaults = EnvCredentials::default();
     SqsSinkOptions {
@@ -175,11 +186,17 @@ fn sqs_options(config: &Config, source: &SourceConfig, entry: &SinkConfig) -> Sq
                 .unwrap_or(defaults.session_token),
         },
         forward_allow: source.forward_headers.clone(),
+        claim_check: claim_check(entry, claims),
         idle_connections: idle_connections(config),
     }
 }
 
-fn pubsub_options(config: &Config, source: &SourceConfig, entry: &SinkConfig) -> PubSubSinkOptions {
+fn pubsub_options(
+    config: &Config,
+    source: &SourceConfig,
+    entry: &SinkConfig,
+    claims: &Arc<ClaimStore>,
+) -> PubSubSinkOptions {
     PubSubSinkOptions {
         endpoint: entry
             .endpoint
@@ -191,11 +208,20 @@ fn pubsub_options(config: &Config, source: &SourceConfig, entry: &SinkConfig) ->
         max_message_bytes: entry.max_message_bytes.unwrap_or(PUBSUB_MAX_MESSAGE_BYTES),
         timeout_ms: sink_timeout_ms(config, entry),
         forward_allow: source.forward_headers.clone(),
+        claim_check: claim_check(entry, claims),
         idle_connections: idle_connections(config),
         lane_by: entry
             .ordered
             .then(|| LaneBy::parse(entry.ordering_key.as_deref()))
             .flatten(),
+    }
+}
+
+/// A queue sink's claim check: the engine's store, the sink's inline limit.
+fn claim_check(entry: &SinkConfig, claims: &Arc<ClaimStore>) -> ClaimCheck {
+    ClaimCheck {
+        store: claims.clone(),
+        inline_max_bytes: entry.inline_max_bytes.unwrap_or(INLINE_MAX_BYTES),
     }
 }
 

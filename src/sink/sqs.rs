@@ -2,9 +2,10 @@
 //! protocol (`POST /` to the queue's endpoint, `content-type:
 //! application/x-amz-json-1.0`, `x-amz-target`), signed with SigV4 for
 //! service `sqs` (see `sigv4`). The message is goad's JSON envelope of the
-//! hook with its attributes (see `message`); the body goes inline, so a
-//! message larger than `max_message_bytes` is dead-lettered at once (goad
-//! has no claim check yet).
+//! hook with its attributes (see `message`); a body over the sink's
+//! `inline_max_bytes` goes to the claim check and the message carries its
+//! reference. A message still larger than `max_message_bytes` is
+//! dead-lettered at once.
 //!
 //! A queue whose name ends `.fifo` is FIFO: each message carries
 //! `MessageGroupId` (the sink's `message_group_id`, by default
@@ -22,9 +23,9 @@
 //! does not exist yet, throttling); any other answer is transient. goad
 //! never creates the queue.
 
-use super::message::{attributes, message_json};
+use super::message::attributes;
 use super::sigv4::{sign_headers, EnvCredentials, SignError, Unsigned};
-use super::{agent, answer_of, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
+use super::{agent, answer_of, excerpt, ClaimCheck, Delivery, MessageTooLarge, Sink, SinkError};
 use md5::{Digest, Md5};
 use serde_json::{json, Map, Value};
 use std::fmt;
@@ -50,6 +51,8 @@ pub struct SqsSinkOptions {
     pub credentials: EnvCredentials,
     /// The source's `forward_headers` allowlist, if any.
     pub forward_allow: Option<Vec<String>>,
+    /// Where bodies over the inline limit go.
+    pub claim_check: ClaimCheck,
     /// Idle keep-alive connections to keep (at least the sink's concurrency).
     pub idle_connections: usize,
 }
@@ -112,7 +115,10 @@ impl SqsSink {
     /// The `SendMessage` request body of one delivery.
     fn send_message(&self, delivery: &Delivery<'_>) -> Result<(String, String), SinkError> {
         let hook = delivery.hook;
-        let body = message_json(delivery, self.options.forward_allow.as_deref());
+        let body = self
+            .options
+            .claim_check
+            .message(delivery, self.options.forward_allow.as_deref())?;
         let attributes = attributes(delivery);
         let size_bytes = body.len()
             + attributes

@@ -1,0 +1,204 @@
+//! The claim check: a body larger than a queue sink's `inline_max_bytes`
+//! is kept in a directory, and the sink's message carries a reference to
+//! it (`urn:goad:claim:v1:<tenant>:<sha256>`) instead of the body.
+//!
+//! Claims are content-addressed per tenant (`<dir>/<tenant>/<sha256>`), so
+//! a hook's body is stored once whichever of its sinks and attempts checks
+//! it in first, and every other one reuses it: nothing needs storing with
+//! the hook. A check-in writes a temporary file, syncs it, renames it into
+//! place and syncs the directory, so a claim a message names is complete
+//! and survives a crash; checking in an existing claim refreshes its time.
+//! A claim not checked in again for `retention_ms` is deleted by
+//! [`ClaimStore::sweep`] (an engine runs it every hour): consumers redeem
+//! claims within that time, from the directory or through a node's
+//! `GET /v1/claims/{tenant}/{sha256}`.
+
+mod sweeper;
+
+pub use sweeper::ClaimSweeper;
+
+use sha2::{Digest, Sha256};
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+/// A stored body, named by its tenant and the SHA-256 of its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimRef {
+    pub tenant: String,
+    /// Lowercase hex.
+    pub sha256: String,
+}
+
+impl ClaimRef {
+    /// The reference a message carries.
+    pub fn urn(&self) -> String {
+        format!("urn:goad:claim:v1:{}:{}", self.tenant, self.sha256)
+    }
+}
+
+/// Where claims are kept.
+#[derive(Debug)]
+pub struct ClaimStore {
+    dir: PathBuf,
+    retention: Duration,
+    /// Names temporary files apart within this process.
+    next_temp: AtomicU64,
+}
+
+/// Whether `name` is a tenant id or a SHA-256 in hex (a claim's path has no
+/// other names, so no request can reach outside the directory).
+fn is_tenant(name: &str) -> bool {
+    crate::config::is_id(name)
+}
+
+fn is_sha256(name: &str) -> bool {
+    name.len() == 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+}
+
+impl ClaimStore {
+    pub fn new(dir: impl Into<PathBuf>, retention_ms: u64) -> ClaimStore {
+        ClaimStore {
+            dir: dir.into(),
+            retention: Duration::from_millis(retention_ms),
+            next_temp: AtomicU64::new(0),
+        }
+    }
+
+    fn path(&self, tenant: &str, sha256: &str) -> PathBuf {
+        self.dir.join(tenant).join(sha256)
+    }
+
+    /// Stores `body` for `tenant` (once: a stored claim is reused, and its
+    /// time refreshed) and returns its reference.
+    pub fn check_in(&self, tenant: &str, body: &[u8]) -> io::Result<ClaimRef> {
+        if !is_tenant(tenant) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("not a tenant id: {tenant:?}"),
+            ));
+        }
+        let sha256: String = Sha256::digest(body)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let path = self.path(tenant, &sha256);
+        match File::options().write(true).open(&path) {
+            Ok(file) => file.set_modified(SystemTime::now())?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => self.write_new(&path, body)?,
+            Err(e) => return Err(e),
+        }
+        Ok(ClaimRef {
+            tenant: tenant.to_string(),
+            sha256,
+        })
+    }
+
+    /// Writes a claim whole: a synced temporary file renamed into place,
+    /// then the directory synced.
+    fn write_new(&self, path: &Path, body: &[u8]) -> io::Result<()> {
+        let dir = path.parent().expect("a claim is in its tenant's directory");
+        fs::create_dir_all(dir)?;
+        let n = self.next_temp.fetch_add(1, Ordering::Relaxed);
+        let temp = dir.join(format!(".tmp-{}-{n}", std::process::id()));
+        let mut file = File::create(&temp)?;
+        file.write_all(body)?;
+        file.sync_all()?;
+        fs::rename(&temp, path)?;
+        File::open(dir)?.sync_all()
+    }
+
+    /// The body of a claim; `None` when there is no such claim (never
+    /// stored, or swept) or the names are not a tenant id and a SHA-256.
+    pub fn redeem(&self, tenant: &str, sha256: &str) -> io::Result<Option<Vec<u8>>> {
+        if !is_tenant(tenant) || !is_sha256(sha256) {
+            return Ok(None);
+        }
+        match fs::read(self.path(tenant, sha256)) {
+            Ok(body) => Ok(Some(body)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes the claims last checked in before `now` less the retention,
+    /// and temporary files a crash left as old; returns how many.
+    pub fn sweep(&self, now: SystemTime) -> io::Result<u64> {
+        let Some(cutoff) = now.checked_sub(self.retention) else {
+            return Ok(0);
+        };
+        let tenants = match fs::read_dir(&self.dir) {
+            Ok(tenants) => tenants,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        let mut swept = 0;
+        for tenant in tenants {
+            let tenant = tenant?;
+            if !tenant.file_type()?.is_dir() {
+                continue;
+            }
+            for claim in fs::read_dir(tenant.path())? {
+                let claim = claim?;
+                if claim.metadata()?.modified()? < cutoff {
+                    fs::remove_file(claim.path())?;
+                    swept += 1;
+                }
+            }
+        }
+        Ok(swept)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_is_stored_once_per_tenant_redeemed_and_swept_after_its_retention() {
+        let dir = tempfile::tempdir().unwrap();
+        let claims = ClaimStore::new(dir.path(), 60_000);
+        let body = vec![7u8; 10_000];
+        let first = claims.check_in("acme", &body).unwrap();
+        assert_eq!(first, claims.check_in("acme", &body).unwrap(), "reused");
+        assert_eq!(
+            first.urn(),
+            format!("urn:goad:claim:v1:acme:{}", first.sha256)
+        );
+        assert!(is_sha256(&first.sha256));
+        let other = claims.check_in("globex", &body).unwrap();
+        assert_eq!(other.sha256, first.sha256, "content-addressed");
+        assert_eq!(claims.redeem("acme", &first.sha256).unwrap(), Some(body));
+        assert_eq!(claims.redeem("acme", &"0".repeat(64)).unwrap(), None);
+        assert_eq!(
+            claims.redeem("..", &first.sha256).unwrap(),
+            None,
+            "no path outside"
+        );
+        assert_eq!(claims.redeem("acme", "../globex").unwrap(), None);
+        assert!(claims.check_in("../x", b"y").is_err());
+        let files = |t: &str| fs::read_dir(dir.path().join(t)).unwrap().count();
+        assert_eq!(
+            (files("acme"), files("globex")),
+            (1, 1),
+            "no temporary file left"
+        );
+
+        // acme's claim was last checked in two minutes ago: past retention.
+        let old = SystemTime::now() - Duration::from_secs(120);
+        File::options()
+            .write(true)
+            .open(dir.path().join("acme").join(&first.sha256))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert_eq!(claims.sweep(SystemTime::now()).unwrap(), 1);
+        assert_eq!(claims.redeem("acme", &first.sha256).unwrap(), None);
+        assert!(claims.redeem("globex", &first.sha256).unwrap().is_some());
+    }
+}
