@@ -1,134 +1,29 @@
-//! Sinks: where a row is delivered. goad's own HTTP and SQS sinks and the
-//! host's Rust sinks implement the same [`Sink`] trait; the IO pool calls it on a
-//! blocking worker thread, and a sink that panics is a failed attempt.
+//! Sinks: where a row is delivered. goad's own HTTP, SQS and Pub/Sub sinks
+//! and the host's Rust sinks implement the same [`Sink`] trait; the IO pool
+//! calls it on a blocking worker thread, and a sink that panics is a failed
+//! attempt.
 
+mod client;
 mod forward;
 pub mod http;
 mod message;
 pub mod pubsub;
+mod queue;
 mod registry;
 pub mod signing;
 mod sigv4;
 pub mod sqs;
 mod status;
 
+use client::agent;
 pub use forward::never_forwarded;
+use queue::{answer_of, excerpt};
+pub use queue::{ClaimCheck, ClaimCheckFailed, MessageTooLarge};
 pub use registry::SinkRegistry;
 
 use crate::core::{AttemptFailure, FailureClass};
 use crate::store::Hook;
 use std::fmt;
-
-/// The HTTP client of one sink: a keep-alive pool of `idle_connections`,
-/// per-phase timeouts of `timeout_ms` (connect, send, receive: ureq 3's
-/// `timeout_global` would start a thread per request), statuses as
-/// answers rather than errors, and no redirects followed.
-fn agent(timeout_ms: u64, idle_connections: usize) -> ureq::Agent {
-    let timeout = Some(std::time::Duration::from_millis(timeout_ms));
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .max_redirects_will_error(false)
-        .max_idle_connections_per_host(idle_connections)
-        .max_idle_connections(idle_connections)
-        .timeout_connect(timeout)
-        .timeout_send_request(timeout)
-        .timeout_send_body(timeout)
-        .timeout_recv_response(timeout)
-        .timeout_recv_body(timeout)
-        .user_agent(concat!("goad/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .into()
-}
-
-/// Where a queue sink's bodies go when they are too large to go inline.
-#[derive(Debug, Clone)]
-pub struct ClaimCheck {
-    pub store: std::sync::Arc<crate::claim_check::ClaimStore>,
-    /// Bodies larger than this are checked in.
-    pub inline_max_bytes: u64,
-}
-
-impl ClaimCheck {
-    /// The message of one delivery, its body inline or checked in (a
-    /// check-in that fails is a transient failure).
-    fn message(
-        &self,
-        delivery: &Delivery<'_>,
-        forward_allow: Option<&[String]>,
-    ) -> Result<String, SinkError> {
-        let hook = delivery.hook;
-        let claim = if hook.body.len() as u64 > self.inline_max_bytes {
-            let checked_in = self.store.check_in(&hook.tenant, &hook.body);
-            Some(checked_in.map_err(|e| SinkError::transient(ClaimCheckFailed(e)))?)
-        } else {
-            None
-        };
-        Ok(message::message_json(
-            delivery,
-            forward_allow,
-            claim.as_ref(),
-        ))
-    }
-}
-
-/// A body could not be checked in.
-#[derive(Debug)]
-pub struct ClaimCheckFailed(pub std::io::Error);
-
-impl fmt::Display for ClaimCheckFailed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "cannot check the body in to the claim check: {}", self.0)
-    }
-}
-
-impl std::error::Error for ClaimCheckFailed {}
-
-/// The most of an answer a queue sink reads (an answer is a few hundred bytes).
-const MAX_ANSWER_BYTES: u64 = 64 * 1024;
-
-/// Sends a queue sink's request and reads its answer (up to
-/// `MAX_ANSWER_BYTES`, so the connection can be reused): the status and the
-/// body. A transport error is a transient failure.
-fn answer_of(
-    request: ureq::RequestBuilder<ureq::typestate::WithBody>,
-    body: &[u8],
-) -> Result<(u16, Vec<u8>), SinkError> {
-    let response = request.send(body).map_err(SinkError::transient)?;
-    let status = response.status().as_u16();
-    let reply = response
-        .into_body()
-        .with_config()
-        .limit(MAX_ANSWER_BYTES)
-        .read_to_vec()
-        .unwrap_or_default();
-    Ok((status, reply))
-}
-
-/// The start of a sink's answer, as text, for an error message.
-fn excerpt(reply: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&reply[..reply.len().min(256)]);
-    text.trim().to_string()
-}
-
-/// A message over the sink's `max_message_bytes`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MessageTooLarge {
-    pub size_bytes: usize,
-    pub max_bytes: u64,
-}
-
-impl fmt::Display for MessageTooLarge {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "message of {} bytes over max_message_bytes {}",
-            self.size_bytes, self.max_bytes
-        )
-    }
-}
-
-impl std::error::Error for MessageTooLarge {}
 
 /// A boxed error with its cause chain.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;

@@ -1,0 +1,23 @@
+//! The HTTP client every one of goad's sinks uses, one per sink entry.
+
+/// The HTTP client of one sink: a keep-alive pool of `idle_connections`,
+/// per-phase timeouts of `timeout_ms` (connect, send, receive: ureq 3's
+/// `timeout_global` would start a thread per request), statuses as
+/// answers rather than errors, and no redirects followed.
+pub(super) fn agent(timeout_ms: u64, idle_connections: usize) -> ureq::Agent {
+    let timeout = Some(std::time::Duration::from_millis(timeout_ms));
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .max_redirects_will_error(false)
+        .max_idle_connections_per_host(idle_connections)
+        .max_idle_connections(idle_connections)
+        .timeout_connect(timeout)
+        .timeout_send_request(timeout)
+        .timeout_send_body(timeout)
+        .timeout_recv_response(timeout)
+        .timeout_recv_body(timeout)
+        .user_agent(concat!("goad/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .into()
+}
