@@ -12,7 +12,6 @@ use goad::{Config, Engine, NewHook, SinkConfig};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use std::sync::Arc;
-use std::time::Duration;
 
 const TOKEN_ENV: &str = "GOAD_TEST_PUBSUB_TOKEN";
 
@@ -184,18 +183,7 @@ fn a_missing_token_or_a_message_too_large_publishes_nothing() {
         max_message_bytes: Some(100),
         ..pubsub_sink(&receiver)
     };
-    let mut c = config(dir.path());
-    c.retry.max_attempts = 2;
-    c.sources.push(source("anon", "acme", vec![unset]));
-    c.sources.push(source("big", "acme", vec![small]));
-    let engine = Engine::open(c).unwrap();
-    engine.commit(NewHook::new("anon", "x")).unwrap();
-    engine.commit(NewHook::new("big", "x")).unwrap();
-    wait_until("both rows dead-lettered", Duration::from_secs(20), || {
-        engine.tick().unwrap();
-        dead(&engine).len() == 2
-    });
-    let reasons = dead_attempts_and_reasons(&engine);
+    let reasons = dead_within_two_attempts(dir.path(), unset, small);
     assert!(
         reasons[0].0 == 1 && reasons[0].1.contains("over max_message_bytes 100"),
         "{reasons:?}"

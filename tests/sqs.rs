@@ -371,18 +371,7 @@ fn a_message_too_large_or_missing_credentials_send_nothing() {
         access_key_id_env: Some("GOAD_TEST_SQS_UNSET".into()),
         ..sqs_sink(&receiver.url("/1/q"))
     };
-    let mut c = config(dir.path());
-    c.retry.max_attempts = 2;
-    c.sources.push(source("big", "acme", vec![small]));
-    c.sources.push(source("anon", "acme", vec![unset]));
-    let engine = Engine::open(c).unwrap();
-    engine.commit(NewHook::new("big", "x")).unwrap();
-    engine.commit(NewHook::new("anon", "x")).unwrap();
-    wait_until("both rows dead-lettered", Duration::from_secs(20), || {
-        engine.tick().unwrap();
-        dead(&engine).len() == 2
-    });
-    let reasons = dead_attempts_and_reasons(&engine);
+    let reasons = dead_within_two_attempts(dir.path(), small, unset);
     assert!(
         reasons[0].0 == 1 && reasons[0].1.contains("over max_message_bytes 100"),
         "{reasons:?}"

@@ -125,6 +125,29 @@ pub fn dead(engine: &Engine) -> Vec<RowView> {
         .collect()
 }
 
+/// Commits one hook to each of two sources of tenant `acme`, `a` delivering
+/// to `sink_a` and `b` to `sink_b`, with at most two attempts a row; waits
+/// until both rows are dead-lettered and returns their attempts and
+/// reasons, sorted.
+pub fn dead_within_two_attempts(
+    dir: &Path,
+    sink_a: SinkConfig,
+    sink_b: SinkConfig,
+) -> Vec<(u32, String)> {
+    let mut c = config(dir);
+    c.retry.max_attempts = 2;
+    c.sources.push(source("a", "acme", vec![sink_a]));
+    c.sources.push(source("b", "acme", vec![sink_b]));
+    let engine = Engine::open(c).unwrap();
+    engine.commit(goad::NewHook::new("a", "x")).unwrap();
+    engine.commit(goad::NewHook::new("b", "x")).unwrap();
+    wait_until("both rows dead-lettered", Duration::from_secs(20), || {
+        engine.tick().unwrap();
+        dead(&engine).len() == 2
+    });
+    dead_attempts_and_reasons(&engine)
+}
+
 /// The dead rows' attempts and reasons, sorted.
 pub fn dead_attempts_and_reasons(engine: &Engine) -> Vec<(u32, String)> {
     let mut out: Vec<(u32, String)> = dead(engine)
