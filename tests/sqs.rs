@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The environment variables the test sinks read their credentials from
 /// (set once, the same in every test).
@@ -78,15 +78,14 @@ impl Moto {
             child,
             url: format!("http://127.0.0.1:{port}"),
         };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        wait_until("moto's server listens", Duration::from_secs(30), || {
             let exited = moto.child.try_wait().unwrap();
             assert!(
-                exited.is_none() && Instant::now() < deadline,
-                "moto's server did not listen ({exited:?}): tools/test installs it (pip install 'moto[server]')"
+                exited.is_none(),
+                "moto's server exited ({exited:?}): tools/test installs it (pip install 'moto[server]')"
             );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
         moto
     }
 
