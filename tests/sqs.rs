@@ -56,12 +56,19 @@ struct Moto {
 
 impl Moto {
     fn start() -> Moto {
+        Moto::start_checking_signatures_after(None)
+    }
+
+    /// With `Some(n)`, moto takes the first `n` requests unsigned and then
+    /// checks every request's signature against its IAM users' keys.
+    fn start_checking_signatures_after(unsigned_requests: Option<u32>) -> Moto {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let child = Command::new("python3")
+        let mut command = Command::new("python3");
+        command
             .args([
                 "-m",
                 "moto.server",
@@ -71,7 +78,11 @@ impl Moto {
                 &port.to_string(),
             ])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::null());
+        if let Some(n) = unsigned_requests {
+            command.env("INITIAL_NO_AUTH_ACTION_COUNT", n.to_string());
+        }
+        let child = command
             .spawn()
             .expect("python3 runs (tools/test installs moto: pip install 'moto[server]')");
         let mut moto = Moto {
@@ -108,6 +119,35 @@ impl Moto {
         }
         let created = self.call("CreateQueue", request);
         created["QueueUrl"].as_str().unwrap().to_string()
+    }
+
+    /// An IAM request (query protocol); the answer's XML.
+    fn iam(&self, params: &str) -> String {
+        let auth = "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261130/us-east-1/iam/aws4_request, SignedHeaders=host, Signature=0";
+        let mut response = ureq::post(format!("{}/", self.url))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("authorization", auth)
+            .send(format!("{params}&Version=2010-05-08"))
+            .unwrap();
+        response.body_mut().read_to_string().unwrap()
+    }
+
+    /// An S3 request (moto does not check signatures; the scope names the service).
+    fn s3(&self, method: &str, path: &str) -> (u16, Vec<u8>) {
+        let auth = "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261130/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0";
+        let request = ureq::http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.url))
+            .header("authorization", auth)
+            .body(Vec::new())
+            .unwrap();
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut response = agent.run(request).unwrap();
+        let status = response.status().as_u16();
+        (status, response.body_mut().read_to_vec().unwrap())
     }
 
     /// The messages waiting in a queue, with every attribute.
@@ -423,5 +463,131 @@ fn a_large_body_is_checked_in_once_and_messages_carry_its_claim() {
         .unwrap()
         .count();
     assert_eq!(stored, 1, "one claim for both rows");
+    assert_eq!(engine.redeem_claim("acme", &sha256).unwrap(), Some(body));
+}
+
+/// With `claim_check.s3_bucket`, claims go to an S3-compatible bucket
+/// (moto's): one signed upload for both rows of a hook, under the prefix,
+/// named by both messages' claim, and redeemed by the engine from there.
+#[test]
+fn claims_can_go_to_an_s3_bucket() {
+    let moto = Moto::start();
+    let queue_url = moto.create_queue("large-s3");
+    assert_eq!(moto.s3("PUT", "/claims").0, 200, "bucket created");
+    let dir = tempfile::tempdir().unwrap();
+    let claimed = SinkConfig {
+        inline_max_bytes: Some(100),
+        ..sqs_sink(&queue_url)
+    };
+    let mut c = config(dir.path());
+    c.sources
+        .push(source("stripe", "acme", vec![claimed.clone(), claimed]));
+    c.claim_check.s3_bucket = Some("claims".into());
+    c.claim_check.s3_region = Some("us-east-1".into());
+    c.claim_check.s3_endpoint = Some(moto.url.clone());
+    c.claim_check.s3_prefix = Some("goad/".into());
+    c.claim_check.access_key_id_env = Some(KEY_ENV.into());
+    c.claim_check.secret_access_key_env = Some(SECRET_ENV.into());
+    c.claim_check.session_token_env = Some(TOKEN_ENV.into());
+    let engine = Engine::open(c.clone()).unwrap();
+    let body = vec![b'q'; 1_000];
+    engine.commit(NewHook::new("stripe", body.clone())).unwrap();
+    engine.tick().unwrap();
+    let messages = moto.receive(&queue_url);
+    assert_eq!(messages.len(), 2);
+    let claims: Vec<String> = messages
+        .iter()
+        .map(|m| {
+            let envelope: Value = serde_json::from_str(m["Body"].as_str().unwrap()).unwrap();
+            envelope["claim"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(claims[0], claims[1]);
+    let sha256 = claims[0].rsplit(':').next().unwrap();
+    let (status, stored) = moto.s3("GET", &format!("/claims/goad/acme/{sha256}"));
+    assert_eq!((status, stored), (200, body.clone()));
+    assert_eq!(engine.redeem_claim("acme", sha256).unwrap(), Some(body));
+    assert_eq!(
+        engine.redeem_claim("acme", &"0".repeat(64)).unwrap(),
+        None,
+        "a missing object"
+    );
+    assert!(!c.claim_dir().exists(), "nothing in the local directory");
+}
+
+/// The text of the first `<tag>` element of `xml`.
+fn xml_text<'a>(xml: &'a str, tag: &str) -> &'a str {
+    let start = xml.find(&format!("<{tag}>")).unwrap() + tag.len() + 2;
+    let end = xml[start..].find(&format!("</{tag}>")).unwrap();
+    &xml[start..start + end]
+}
+
+/// Scenario 41: moto checks every signature against the keys of its IAM
+/// users. goad's signed `SendMessage` and the claim check's `PUT` and `GET`
+/// are accepted; the same requests signed with a wrong secret are refused
+/// (`SignatureDoesNotMatch`, retried until the attempts run out).
+#[test]
+fn moto_accepts_goads_signatures_and_refuses_a_wrong_secret() {
+    // Five requests go unsigned: the user, its policy, its key, the queue
+    // and the bucket.
+    let moto = Moto::start_checking_signatures_after(Some(5));
+    moto.iam("Action=CreateUser&UserName=goad");
+    let everything =
+        r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}"#;
+    let policy: String = everything.bytes().map(|b| format!("%{b:02X}")).collect();
+    moto.iam(&format!(
+        "Action=PutUserPolicy&UserName=goad&PolicyName=all&PolicyDocument={policy}"
+    ));
+    let key = moto.iam("Action=CreateAccessKey&UserName=goad");
+    std::env::set_var("GOAD_TEST_SIGNED_KEY", xml_text(&key, "AccessKeyId"));
+    std::env::set_var("GOAD_TEST_SIGNED_SECRET", xml_text(&key, "SecretAccessKey"));
+    std::env::set_var("GOAD_TEST_SIGNED_WRONG", "not-the-secret");
+    let queue_url = moto.create_queue("signed.fifo");
+    assert_eq!(moto.s3("PUT", "/signed").0, 200);
+
+    let signed = |secret_env: &str| SinkConfig {
+        inline_max_bytes: Some(100),
+        access_key_id_env: Some("GOAD_TEST_SIGNED_KEY".into()),
+        secret_access_key_env: Some(secret_env.into()),
+        session_token_env: Some("GOAD_TEST_SIGNED_NO_TOKEN".into()),
+        ..sqs_sink(&queue_url)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.retry.max_attempts = 2;
+    c.sources.push(source(
+        "good",
+        "acme",
+        vec![signed("GOAD_TEST_SIGNED_SECRET")],
+    ));
+    c.sources.push(source(
+        "bad",
+        "acme",
+        vec![signed("GOAD_TEST_SIGNED_WRONG")],
+    ));
+    c.claim_check.s3_bucket = Some("signed".into());
+    c.claim_check.s3_region = Some("us-east-1".into());
+    c.claim_check.s3_endpoint = Some(moto.url.clone());
+    c.claim_check.access_key_id_env = Some("GOAD_TEST_SIGNED_KEY".into());
+    c.claim_check.secret_access_key_env = Some("GOAD_TEST_SIGNED_SECRET".into());
+    c.claim_check.session_token_env = Some("GOAD_TEST_SIGNED_NO_TOKEN".into());
+    let engine = Engine::open(c).unwrap();
+    let body = vec![b's'; 1_000];
+    engine.commit(NewHook::new("good", body.clone())).unwrap();
+    engine.commit(NewHook::new("bad", "x")).unwrap();
+    wait_until("one delivered, one dead", Duration::from_secs(20), || {
+        engine.tick().unwrap();
+        engine.stats()[0].delivered == 1 && dead(&engine).len() == 1
+    });
+    let reasons = dead_attempts_and_reasons(&engine);
+    assert_eq!(reasons[0].0, 2, "{reasons:?}");
+    assert!(
+        reasons[0].1.contains("SignatureDoesNotMatch"),
+        "{reasons:?}"
+    );
+    let sha256: String = sha2::Sha256::digest(&body)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     assert_eq!(engine.redeem_claim("acme", &sha256).unwrap(), Some(body));
 }

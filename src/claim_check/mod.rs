@@ -1,20 +1,24 @@
 //! The claim check: a body larger than a queue sink's `inline_max_bytes`
-//! is kept in a directory, and the sink's message carries a reference to
-//! it (`urn:goad:claim:v1:<tenant>:<sha256>`) instead of the body.
+//! is kept in a directory or an S3-compatible bucket, and the sink's
+//! message carries a reference to it (`urn:goad:claim:v1:<tenant>:<sha256>`)
+//! instead of the body.
 //!
-//! Claims are content-addressed per tenant (`<dir>/<tenant>/<sha256>`), so
-//! a hook's body is stored once whichever of its sinks and attempts checks
-//! it in first, and every other one reuses it: nothing needs storing with
-//! the hook. A check-in writes a temporary file, syncs it, renames it into
-//! place and syncs the directory, so a claim a message names is complete
-//! and survives a crash; checking in an existing claim refreshes its time.
-//! A claim not checked in again for `retention_ms` is deleted by
-//! [`ClaimStore::sweep`] (an engine runs it every hour): consumers redeem
-//! claims within that time, from the directory or through a node's
-//! `GET /v1/claims/{tenant}/{sha256}`.
+//! Claims are content-addressed per tenant (`<tenant>/<sha256>`), so a
+//! hook's body is stored once whichever of its sinks and attempts checks it
+//! in first, and every other one reuses it: nothing needs storing with the
+//! hook. In a directory, a check-in writes a temporary file, syncs it,
+//! renames it into place and syncs the directory, so a claim a message
+//! names is complete and survives a crash; checking in an existing claim
+//! refreshes its time. A claim not checked in again for `retention_ms` is
+//! deleted by [`ClaimStore::sweep`] (an engine runs it every hour). In a
+//! bucket (see `s3`), the bucket's lifecycle rule deletes old claims.
+//! Consumers redeem claims within the retention, from the directory or the
+//! bucket, or through a node's `GET /v1/claims/{tenant}/{sha256}`.
 
+mod s3;
 mod sweeper;
 
+pub use s3::{S3Bucket, S3Options};
 pub use sweeper::ClaimSweeper;
 
 use sha2::{Digest, Sha256};
@@ -23,6 +27,10 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
+
+/// The largest claim redeemed from a bucket (a hook's body is at most
+/// `max_body_bytes`, itself at most 4 GiB; this bounds a bucket's answer).
+const MAX_CLAIM_BYTES: u64 = u32::MAX as u64;
 
 /// A stored body, named by its tenant and the SHA-256 of its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,10 +50,16 @@ impl ClaimRef {
 /// Where claims are kept.
 #[derive(Debug)]
 pub struct ClaimStore {
-    dir: PathBuf,
+    backend: Backend,
     retention: Duration,
     /// Names temporary files apart within this process.
     next_temp: AtomicU64,
+}
+
+#[derive(Debug)]
+enum Backend {
+    Dir(PathBuf),
+    S3(S3Bucket),
 }
 
 /// Whether `name` is a tenant id or a SHA-256 in hex (a claim's path has no
@@ -62,16 +76,57 @@ fn is_sha256(name: &str) -> bool {
 }
 
 impl ClaimStore {
+    /// Claims in the directory `dir`.
     pub fn new(dir: impl Into<PathBuf>, retention_ms: u64) -> ClaimStore {
+        ClaimStore::with(Backend::Dir(dir.into()), retention_ms)
+    }
+
+    /// Claims in an S3-compatible bucket.
+    pub fn s3(bucket: S3Bucket, retention_ms: u64) -> ClaimStore {
+        ClaimStore::with(Backend::S3(bucket), retention_ms)
+    }
+
+    /// The claim check a config names (`[claim_check]`).
+    pub fn from_config(config: &crate::config::Config) -> ClaimStore {
+        let c = &config.claim_check;
+        let Some(bucket) = &c.s3_bucket else {
+            return ClaimStore::new(config.claim_dir(), c.retention_ms);
+        };
+        let region = c.s3_region.clone().unwrap_or_default();
+        let defaults = crate::sink::sigv4::EnvCredentials::default();
+        let options = S3Options {
+            endpoint: c
+                .s3_endpoint
+                .clone()
+                .unwrap_or_else(|| format!("https://s3.{region}.amazonaws.com")),
+            bucket: bucket.clone(),
+            region,
+            prefix: c.s3_prefix.clone().unwrap_or_default(),
+            credentials: crate::sink::sigv4::EnvCredentials {
+                access_key_id: c
+                    .access_key_id_env
+                    .clone()
+                    .unwrap_or(defaults.access_key_id),
+                secret_access_key: c
+                    .secret_access_key_env
+                    .clone()
+                    .unwrap_or(defaults.secret_access_key),
+                session_token: c
+                    .session_token_env
+                    .clone()
+                    .unwrap_or(defaults.session_token),
+            },
+            timeout_ms: crate::limits::HTTP_TIMEOUT_MS,
+        };
+        ClaimStore::s3(S3Bucket::new(options), c.retention_ms)
+    }
+
+    fn with(backend: Backend, retention_ms: u64) -> ClaimStore {
         ClaimStore {
-            dir: dir.into(),
+            backend,
             retention: Duration::from_millis(retention_ms),
             next_temp: AtomicU64::new(0),
         }
-    }
-
-    fn path(&self, tenant: &str, sha256: &str) -> PathBuf {
-        self.dir.join(tenant).join(sha256)
     }
 
     /// Stores `body` for `tenant` (once: a stored claim is reused, and its
@@ -87,11 +142,16 @@ impl ClaimStore {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
-        let path = self.path(tenant, &sha256);
-        match File::options().write(true).open(&path) {
-            Ok(file) => file.set_modified(SystemTime::now())?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => self.write_new(&path, body)?,
-            Err(e) => return Err(e),
+        match &self.backend {
+            Backend::Dir(dir) => {
+                let path = dir.join(tenant).join(&sha256);
+                match File::options().write(true).open(&path) {
+                    Ok(file) => file.set_modified(SystemTime::now())?,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => self.write_new(&path, body)?,
+                    Err(e) => return Err(e),
+                }
+            }
+            Backend::S3(bucket) => bucket.check_in(tenant, &sha256, body, self.retention)?,
         }
         Ok(ClaimRef {
             tenant: tenant.to_string(),
@@ -119,20 +179,27 @@ impl ClaimStore {
         if !is_tenant(tenant) || !is_sha256(sha256) {
             return Ok(None);
         }
-        match fs::read(self.path(tenant, sha256)) {
-            Ok(body) => Ok(Some(body)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
+        match &self.backend {
+            Backend::Dir(dir) => match fs::read(dir.join(tenant).join(sha256)) {
+                Ok(body) => Ok(Some(body)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e),
+            },
+            Backend::S3(bucket) => bucket.get(tenant, sha256, MAX_CLAIM_BYTES),
         }
     }
 
     /// Deletes the claims last checked in before `now` less the retention,
-    /// and temporary files a crash left as old; returns how many.
+    /// and temporary files a crash left as old; returns how many. A bucket's
+    /// lifecycle rule does this for a bucket: nothing is swept there.
     pub fn sweep(&self, now: SystemTime) -> io::Result<u64> {
+        let Backend::Dir(dir) = &self.backend else {
+            return Ok(0);
+        };
         let Some(cutoff) = now.checked_sub(self.retention) else {
             return Ok(0);
         };
-        let tenants = match fs::read_dir(&self.dir) {
+        let tenants = match fs::read_dir(dir) {
             Ok(tenants) => tenants,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
             Err(e) => return Err(e),

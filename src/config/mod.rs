@@ -92,6 +92,20 @@ pub struct ClaimCheckConfig {
     /// A claim not checked in again for this long is deleted (7 days by
     /// default): consumers must redeem claims within it.
     pub retention_ms: u64,
+    /// An S3-compatible bucket to keep claims in instead of `dir`: objects
+    /// `<s3_prefix><tenant>/<sha256>`.
+    pub s3_bucket: Option<String>,
+    /// The bucket's region (signing), required with `s3_bucket`.
+    pub s3_region: Option<String>,
+    /// Where S3 requests go (path-style), by default
+    /// `https://s3.<region>.amazonaws.com`.
+    pub s3_endpoint: Option<String>,
+    pub s3_prefix: Option<String>,
+    /// The environment variables holding the bucket's credentials, by
+    /// default `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`.
+    pub access_key_id_env: Option<String>,
+    pub secret_access_key_env: Option<String>,
+    pub session_token_env: Option<String>,
 }
 
 impl Default for ClaimCheckConfig {
@@ -99,6 +113,13 @@ impl Default for ClaimCheckConfig {
         ClaimCheckConfig {
             dir: None,
             retention_ms: crate::limits::CLAIM_RETENTION_MS,
+            s3_bucket: None,
+            s3_region: None,
+            s3_endpoint: None,
+            s3_prefix: None,
+            access_key_id_env: None,
+            secret_access_key_env: None,
+            session_token_env: None,
         }
     }
 }

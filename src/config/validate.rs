@@ -202,10 +202,77 @@ impl Config {
                 self.replay.rate,
             ));
         }
-        positive("claim_check.retention_ms", self.claim_check.retention_ms)?;
+        self.validate_claim_check()?;
         self.validate_dispatch()?;
         self.validate_retry()?;
         self.validate_sources(host_sinks)
+    }
+
+    fn validate_claim_check(&self) -> Result<(), ConfigError> {
+        let c = &self.claim_check;
+        positive("claim_check.retention_ms", c.retention_ms)?;
+        let Some(bucket) = &c.s3_bucket else {
+            let s3_only = [
+                ("s3_region", c.s3_region.is_some()),
+                ("s3_endpoint", c.s3_endpoint.is_some()),
+                ("s3_prefix", c.s3_prefix.is_some()),
+                ("access_key_id_env", c.access_key_id_env.is_some()),
+                ("secret_access_key_env", c.secret_access_key_env.is_some()),
+                ("session_token_env", c.session_token_env.is_some()),
+            ];
+            if let Some((key, _)) = s3_only.iter().find(|(_, set)| *set) {
+                let rule = "absent without claim_check.s3_bucket";
+                return Err(invalid(format!("claim_check.{key}"), rule, "set"));
+            }
+            return Ok(());
+        };
+        if c.dir.is_some() {
+            let rule = "absent with claim_check.s3_bucket (claims go to one place)";
+            return Err(invalid("claim_check.dir", rule, "set"));
+        }
+        let bucket_ok = (3..=63).contains(&bucket.len())
+            && bucket
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-');
+        if !bucket_ok {
+            let rule = "an S3 bucket name: 3 to 63 lowercase letters, digits, '.' or '-'";
+            return Err(invalid("claim_check.s3_bucket", rule, bucket));
+        }
+        match &c.s3_region {
+            Some(region) if is_region(region) => {}
+            Some(region) => {
+                let rule = "an AWS region name of lowercase letters, digits and '-'";
+                return Err(invalid("claim_check.s3_region", rule, region));
+            }
+            None => {
+                let rule = "set with claim_check.s3_bucket";
+                return Err(invalid("claim_check.s3_region", rule, "absent"));
+            }
+        }
+        if let Some(endpoint) = &c.s3_endpoint {
+            if !is_http_url(endpoint) {
+                let rule = "an http:// or https:// URL with a host";
+                return Err(invalid("claim_check.s3_endpoint", rule, endpoint));
+            }
+        }
+        if let Some(prefix) = &c.s3_prefix {
+            let ok = prefix.len() <= 256 && !prefix.contains("..") && !prefix.starts_with('/');
+            if !ok {
+                let rule = "at most 256 characters, not starting with '/' nor holding '..'";
+                return Err(invalid("claim_check.s3_prefix", rule, prefix));
+            }
+        }
+        for (key, var) in [
+            ("access_key_id_env", &c.access_key_id_env),
+            ("secret_access_key_env", &c.secret_access_key_env),
+            ("session_token_env", &c.session_token_env),
+        ] {
+            if var.as_deref() == Some("") {
+                let rule = "an environment variable name";
+                return Err(invalid(format!("claim_check.{key}"), rule, ""));
+            }
+        }
+        Ok(())
     }
 
     fn validate_dispatch(&self) -> Result<(), ConfigError> {

@@ -49,10 +49,7 @@ impl EngineBuilder {
         self.config
             .validate_with_sinks(&names)
             .map_err(OpenError::Config)?;
-        let claims = Arc::new(ClaimStore::new(
-            self.config.claim_dir(),
-            self.config.claim_check.retention_ms,
-        ));
+        let claims = Arc::new(ClaimStore::from_config(&self.config));
         let registry: SharedRegistry = Arc::new(RwLock::new(Arc::new(
             SinkRegistry::build(&self.config, &self.host_sinks, &claims)
                 .map_err(OpenError::Config)?,

@@ -4,7 +4,7 @@
 /// per-phase timeouts of `timeout_ms` (connect, send, receive: ureq 3's
 /// `timeout_global` would start a thread per request), statuses as
 /// answers rather than errors, and no redirects followed.
-pub(super) fn agent(timeout_ms: u64, idle_connections: usize) -> ureq::Agent {
+pub(crate) fn agent(timeout_ms: u64, idle_connections: usize) -> ureq::Agent {
     let timeout = Some(std::time::Duration::from_millis(timeout_ms));
     ureq::Agent::config_builder()
         .http_status_as_error(false)

@@ -3,7 +3,7 @@
 //! calls it on a blocking worker thread, and a sink that panics is a failed
 //! attempt.
 
-mod client;
+pub(crate) mod client;
 mod forward;
 pub mod http;
 mod message;
@@ -11,7 +11,7 @@ pub mod pubsub;
 mod queue;
 mod registry;
 pub mod signing;
-mod sigv4;
+pub(crate) mod sigv4;
 pub mod sqs;
 mod status;
 

@@ -4,7 +4,10 @@
 //! secret is kept in goad's config or store.
 
 use aws_credential_types::Credentials;
-use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
+use aws_sigv4::http_request::{
+    sign, PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings,
+    UriPathNormalizationMode,
+};
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
 use std::fmt;
@@ -80,6 +83,18 @@ impl fmt::Display for SignError {
 
 impl std::error::Error for SignError {}
 
+/// S3 signs its payload's hash in a header and its paths as they are (no
+/// double encoding, no normalizing); the other services take the defaults.
+fn settings_for(service: &str) -> SigningSettings {
+    let mut settings = SigningSettings::default();
+    if service == "s3" {
+        settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
+        settings.percent_encoding_mode = PercentEncodingMode::Single;
+        settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
+    }
+    settings
+}
+
 /// What a request to sign is: its method, URL, headers and body.
 pub struct Unsigned<'a> {
     pub method: &'a str,
@@ -90,7 +105,8 @@ pub struct Unsigned<'a> {
 
 /// The headers that sign `request` for `service` in `region` at `now`
 /// (`authorization`, `x-amz-date`, and `x-amz-security-token` with a
-/// session token), to send beside its own.
+/// session token; for S3 also `x-amz-content-sha256`), to send beside its
+/// own.
 pub fn sign_headers(
     credentials: &EnvCredentials,
     region: &str,
@@ -104,7 +120,7 @@ pub fn sign_headers(
         .region(region)
         .name(service)
         .time(now)
-        .settings(SigningSettings::default())
+        .settings(settings_for(service))
         .build()
         .map_err(|e| SignError::Signing(e.into()))?
         .into();

@@ -1,0 +1,155 @@
+//! Claims in an S3-compatible bucket: object `<prefix><tenant>/<sha256>`,
+//! path-style (`{endpoint}/{bucket}/{key}`), requests signed with SigV4 for
+//! service `s3` from credentials in the environment (read at every
+//! request). A check-in asks for the object first (`HEAD`) and writes it
+//! (`PUT`) only when it is missing or older than half the retention, so a
+//! body is uploaded once and a claim that is still in use stays fresh. The
+//! bucket's lifecycle rule deletes old claims: goad does not list buckets.
+
+use crate::sink::client::agent;
+use crate::sink::sigv4::{sign_headers, EnvCredentials, Unsigned};
+use std::io;
+use std::time::{Duration, SystemTime};
+
+/// Idle connections a bucket client keeps (check-ins come from the IO
+/// workers of every shard).
+const IDLE_CONNECTIONS: usize = 16;
+
+/// Where and how claims are stored in a bucket.
+#[derive(Debug, Clone)]
+pub struct S3Options {
+    pub endpoint: String,
+    pub bucket: String,
+    pub region: String,
+    pub prefix: String,
+    pub credentials: EnvCredentials,
+    pub timeout_ms: u64,
+}
+
+/// A bucket of claims.
+pub struct S3Bucket {
+    options: S3Options,
+    agent: ureq::Agent,
+}
+
+impl std::fmt::Debug for S3Bucket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Bucket")
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+/// The most of an error answer kept for the error's message.
+const MAX_ERROR_BODY_BYTES: u64 = 4 * 1024;
+
+impl S3Bucket {
+    pub fn new(options: S3Options) -> S3Bucket {
+        S3Bucket {
+            agent: agent(options.timeout_ms, IDLE_CONNECTIONS),
+            options,
+        }
+    }
+
+    fn object_url(&self, tenant: &str, sha256: &str) -> String {
+        let o = &self.options;
+        format!(
+            "{}/{}/{}{tenant}/{sha256}",
+            o.endpoint.trim_end_matches('/'),
+            o.bucket,
+            o.prefix
+        )
+    }
+
+    /// One signed request; the status, the `Last-Modified` header and the
+    /// body (read up to `max_body_bytes`).
+    fn call(
+        &self,
+        method: &str,
+        url: &str,
+        body: &[u8],
+        max_body_bytes: u64,
+    ) -> io::Result<(u16, Option<String>, Vec<u8>)> {
+        let unsigned = Unsigned {
+            method,
+            url,
+            headers: &[],
+            body,
+        };
+        let o = &self.options;
+        let signed = sign_headers(
+            &o.credentials,
+            &o.region,
+            "s3",
+            &unsigned,
+            SystemTime::now(),
+        )
+        .map_err(io::Error::other)?;
+        let mut request = ureq::http::Request::builder().method(method).uri(url);
+        for (name, value) in &signed {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        let request = request.body(body.to_vec()).map_err(io::Error::other)?;
+        let response = self.agent.run(request).map_err(io::Error::other)?;
+        let status = response.status().as_u16();
+        let modified = response
+            .headers()
+            .get("last-modified")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let body = response
+            .into_body()
+            .with_config()
+            .limit(max_body_bytes)
+            .read_to_vec()
+            .map_err(io::Error::other)?;
+        Ok((status, modified, body))
+    }
+
+    /// Stores `body` as the claim of `tenant`/`sha256` unless a copy newer
+    /// than half of `retention` is there.
+    pub fn check_in(
+        &self,
+        tenant: &str,
+        sha256: &str,
+        body: &[u8],
+        retention: Duration,
+    ) -> io::Result<()> {
+        let url = self.object_url(tenant, sha256);
+        let (status, modified, _) = self.call("HEAD", &url, &[], 0)?;
+        let fresh_after = SystemTime::now().checked_sub(retention / 2);
+        let fresh = status == 200
+            && modified
+                .and_then(|m| httpdate::parse_http_date(&m).ok())
+                .zip(fresh_after)
+                .is_some_and(|(at, after)| at > after);
+        if fresh {
+            return Ok(());
+        }
+        let (status, _, answer) = self.call("PUT", &url, body, MAX_ERROR_BODY_BYTES)?;
+        match status {
+            200..=299 => Ok(()),
+            _ => Err(failed("PUT", status, &answer)),
+        }
+    }
+
+    /// The claim's body; `None` when the bucket has no such object.
+    pub fn get(&self, tenant: &str, sha256: &str, max_bytes: u64) -> io::Result<Option<Vec<u8>>> {
+        let url = self.object_url(tenant, sha256);
+        let (status, _, body) = self.call("GET", &url, &[], max_bytes)?;
+        match status {
+            200 => Ok(Some(body)),
+            404 => Ok(None),
+            _ => Err(failed("GET", status, &body)),
+        }
+    }
+}
+
+/// An S3 answer that is not a success, as an error.
+fn failed(method: &str, status: u16, answer: &[u8]) -> io::Error {
+    let text = String::from_utf8_lossy(&answer[..answer.len().min(256)]);
+    io::Error::other(format!(
+        "S3 {method} answered HTTP status {status}: {}",
+        text.trim()
+    ))
+}
