@@ -482,13 +482,8 @@ fn claims_can_go_to_an_s3_bucket() {
     let mut c = config(dir.path());
     c.sources
         .push(source("stripe", "acme", vec![claimed.clone(), claimed]));
-    c.claim_check.s3_bucket = Some("claims".into());
-    c.claim_check.s3_region = Some("us-east-1".into());
-    c.claim_check.s3_endpoint = Some(moto.url.clone());
+    c.claim_check = s3_claims(&moto, "claims", [KEY_ENV, SECRET_ENV, TOKEN_ENV]);
     c.claim_check.s3_prefix = Some("goad/".into());
-    c.claim_check.access_key_id_env = Some(KEY_ENV.into());
-    c.claim_check.secret_access_key_env = Some(SECRET_ENV.into());
-    c.claim_check.session_token_env = Some(TOKEN_ENV.into());
     let engine = Engine::open(c.clone()).unwrap();
     let body = vec![b'q'; 1_000];
     engine.commit(NewHook::new("stripe", body.clone())).unwrap();
@@ -513,6 +508,21 @@ fn claims_can_go_to_an_s3_bucket() {
         "a missing object"
     );
     assert!(!c.claim_dir().exists(), "nothing in the local directory");
+}
+
+/// A claim check in `bucket` of moto's S3, with the credentials in the
+/// variables `[key id, secret, session token]`.
+fn s3_claims(moto: &Moto, bucket: &str, credentials: [&str; 3]) -> goad::config::ClaimCheckConfig {
+    let [key, secret, token] = credentials.map(|var| Some(var.to_string()));
+    goad::config::ClaimCheckConfig {
+        s3_bucket: Some(bucket.into()),
+        s3_region: Some("us-east-1".into()),
+        s3_endpoint: Some(moto.url.clone()),
+        access_key_id_env: key,
+        secret_access_key_env: secret,
+        session_token_env: token,
+        ..Default::default()
+    }
 }
 
 /// The text of the first `<tag>` element of `xml`.
@@ -565,12 +575,15 @@ fn moto_accepts_goads_signatures_and_refuses_a_wrong_secret() {
         "acme",
         vec![signed("GOAD_TEST_SIGNED_WRONG")],
     ));
-    c.claim_check.s3_bucket = Some("signed".into());
-    c.claim_check.s3_region = Some("us-east-1".into());
-    c.claim_check.s3_endpoint = Some(moto.url.clone());
-    c.claim_check.access_key_id_env = Some("GOAD_TEST_SIGNED_KEY".into());
-    c.claim_check.secret_access_key_env = Some("GOAD_TEST_SIGNED_SECRET".into());
-    c.claim_check.session_token_env = Some("GOAD_TEST_SIGNED_NO_TOKEN".into());
+    c.claim_check = s3_claims(
+        &moto,
+        "signed",
+        [
+            "GOAD_TEST_SIGNED_KEY",
+            "GOAD_TEST_SIGNED_SECRET",
+            "GOAD_TEST_SIGNED_NO_TOKEN",
+        ],
+    );
     let engine = Engine::open(c).unwrap();
     let body = vec![b's'; 1_000];
     engine.commit(NewHook::new("good", body.clone())).unwrap();

@@ -21,6 +21,7 @@ mod sweeper;
 pub use s3::{S3Bucket, S3Options};
 pub use sweeper::ClaimSweeper;
 
+use crate::sink::sigv4::EnvCredentials;
 use sha2::{Digest, Sha256};
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -93,7 +94,6 @@ impl ClaimStore {
             return ClaimStore::new(config.claim_dir(), c.retention_ms);
         };
         let region = c.s3_region.clone().unwrap_or_default();
-        let defaults = crate::sink::sigv4::EnvCredentials::default();
         let options = S3Options {
             endpoint: c
                 .s3_endpoint
@@ -102,20 +102,11 @@ impl ClaimStore {
             bucket: bucket.clone(),
             region,
             prefix: c.s3_prefix.clone().unwrap_or_default(),
-            credentials: crate::sink::sigv4::EnvCredentials {
-                access_key_id: c
-                    .access_key_id_env
-                    .clone()
-                    .unwrap_or(defaults.access_key_id),
-                secret_access_key: c
-                    .secret_access_key_env
-                    .clone()
-                    .unwrap_or(defaults.secret_access_key),
-                session_token: c
-                    .session_token_env
-                    .clone()
-                    .unwrap_or(defaults.session_token),
-            },
+            credentials: EnvCredentials::named(
+                &c.access_key_id_env,
+                &c.secret_access_key_env,
+                &c.session_token_env,
+            ),
             timeout_ms: crate::limits::HTTP_TIMEOUT_MS,
         };
         ClaimStore::s3(S3Bucket::new(options), c.retention_ms)

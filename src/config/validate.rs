@@ -262,17 +262,14 @@ impl Config {
                 return Err(invalid("claim_check.s3_prefix", rule, prefix));
             }
         }
-        for (key, var) in [
-            ("access_key_id_env", &c.access_key_id_env),
-            ("secret_access_key_env", &c.secret_access_key_env),
-            ("session_token_env", &c.session_token_env),
-        ] {
-            if var.as_deref() == Some("") {
-                let rule = "an environment variable name";
-                return Err(invalid(format!("claim_check.{key}"), rule, ""));
-            }
-        }
-        Ok(())
+        env_names(
+            "claim_check",
+            [
+                ("access_key_id_env", &c.access_key_id_env),
+                ("secret_access_key_env", &c.secret_access_key_env),
+                ("session_token_env", &c.session_token_env),
+            ],
+        )
     }
 
     fn validate_dispatch(&self) -> Result<(), ConfigError> {
@@ -539,20 +536,14 @@ fn validate_sqs_sink(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
             return Err(invalid(format!("{at}.message_group_id"), rule, group));
         }
     }
-    for (key, var) in [
-        ("access_key_id_env", &sink.access_key_id_env),
-        ("secret_access_key_env", &sink.secret_access_key_env),
-        ("session_token_env", &sink.session_token_env),
-    ] {
-        if var.as_deref() == Some("") {
-            return Err(invalid(
-                format!("{at}.{key}"),
-                "an environment variable name",
-                "",
-            ));
-        }
-    }
-    Ok(())
+    env_names(
+        at,
+        [
+            ("access_key_id_env", &sink.access_key_id_env),
+            ("secret_access_key_env", &sink.secret_access_key_env),
+            ("session_token_env", &sink.session_token_env),
+        ],
+    )
 }
 
 fn validate_pubsub_sink(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
@@ -563,11 +554,7 @@ fn validate_pubsub_sink(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> 
         }
     }
     validate_queue_options(at, sink)?;
-    if sink.token_env.as_deref() == Some("") {
-        let rule = "an environment variable name";
-        return Err(invalid(format!("{at}.token_env"), rule, ""));
-    }
-    Ok(())
+    env_names(at, [("token_env", &sink.token_env)])
 }
 
 /// The options the queue sinks (sqs, pubsub) share: `endpoint`,
@@ -586,6 +573,21 @@ fn validate_queue_options(at: &str, sink: &SinkConfig) -> Result<(), ConfigError
         positive(&format!("{at}.max_message_bytes"), bytes)?;
     }
     Ok(())
+}
+
+/// Options naming environment variables: none may be empty.
+fn env_names<const N: usize>(
+    at: &str,
+    options: [(&str, &Option<String>); N],
+) -> Result<(), ConfigError> {
+    match options.iter().find(|(_, var)| var.as_deref() == Some("")) {
+        Some((key, _)) => Err(invalid(
+            format!("{at}.{key}"),
+            "an environment variable name",
+            "",
+        )),
+        None => Ok(()),
+    }
 }
 
 /// An AWS region name (`us-east-1`).

@@ -159,7 +159,6 @@ fn sqs_options(
     claims: &Arc<ClaimStore>,
 ) -> SqsSinkOptions {
     let queue_url = entry.queue_url.clone().unwrap_or_default();
-    let defaults = EnvCredentials::default();
     SqsSinkOptions {
         region: entry
             .region
@@ -171,20 +170,11 @@ fn sqs_options(
         message_group_id: entry.message_group_id.clone(),
         max_message_bytes: entry.max_message_bytes.unwrap_or(SQS_MAX_MESSAGE_BYTES),
         timeout_ms: sink_timeout_ms(config, entry),
-        credentials: EnvCredentials {
-            access_key_id: entry
-                .access_key_id_env
-                .clone()
-                .unwrap_or(defaults.access_key_id),
-            secret_access_key: entry
-                .secret_access_key_env
-                .clone()
-                .unwrap_or(defaults.secret_access_key),
-            session_token: entry
-                .session_token_env
-                .clone()
-                .unwrap_or(defaults.session_token),
-        },
+        credentials: EnvCredentials::named(
+            &entry.access_key_id_env,
+            &entry.secret_access_key_env,
+            &entry.session_token_env,
+        ),
         forward_allow: source.forward_headers.clone(),
         claim_check: claim_check(entry, claims),
         idle_connections: idle_connections(config),

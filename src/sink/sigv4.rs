@@ -32,6 +32,24 @@ impl Default for EnvCredentials {
     }
 }
 
+impl EnvCredentials {
+    /// The variables a config names, each defaulting to AWS's own.
+    pub fn named(
+        access_key_id: &Option<String>,
+        secret_access_key: &Option<String>,
+        session_token: &Option<String>,
+    ) -> EnvCredentials {
+        let defaults = EnvCredentials::default();
+        EnvCredentials {
+            access_key_id: access_key_id.clone().unwrap_or(defaults.access_key_id),
+            secret_access_key: secret_access_key
+                .clone()
+                .unwrap_or(defaults.secret_access_key),
+            session_token: session_token.clone().unwrap_or(defaults.session_token),
+        }
+    }
+}
+
 /// A credential variable that is not set: the attempt fails (transient, so
 /// a fixed environment takes over on the next attempt).
 #[derive(Debug, Clone, PartialEq, Eq)]
