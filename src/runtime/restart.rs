@@ -130,7 +130,11 @@ mod tests {
         // it still runs, and the new core counts it as running.
         engine.commit(NewHook::new("s", "b")).unwrap();
         wait_until("b's attempt", || gate.count("b") == 1);
-        assert_eq!(engine.stats()[0].running, 2, "a's old attempt and b's");
+        // (The gauges are published after the iteration that started b,
+        // which its worker may outrun.)
+        wait_until("a's old attempt and b's counted running", || {
+            engine.stats()[0].running == 2
+        });
 
         engine.panic_shard(0);
         wait_until("the second restart", || engine.stats()[0].restarts == 2);
