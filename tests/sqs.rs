@@ -62,6 +62,10 @@ impl Moto {
     /// With `Some(n)`, moto takes the first `n` requests unsigned and then
     /// checks every request's signature against its IAM users' keys.
     fn start_checking_signatures_after(unsigned_requests: Option<u32>) -> Moto {
+        // One start at a time: a port picked free and released must be
+        // taken by this test's server before another test picks one.
+        static STARTING: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+        let _starting = STARTING.lock();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -103,13 +107,27 @@ impl Moto {
     /// One SQS JSON-protocol call (moto does not check signatures).
     fn call(&self, target: &str, body: Value) -> Value {
         let auth = "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261130/us-east-1/sqs/aws4_request, SignedHeaders=host, Signature=0";
-        let mut response = ureq::post(format!("{}/", self.url))
+        let request = ureq::http::Request::post(format!("{}/", self.url))
             .header("content-type", "application/x-amz-json-1.0")
             .header("x-amz-target", format!("AmazonSQS.{target}"))
             .header("authorization", auth)
-            .send(body.to_string())
+            .body(body.to_string())
             .unwrap();
-        serde_json::from_str(&response.body_mut().read_to_string().unwrap()).unwrap()
+        let (status, answer) = self.run(request);
+        let answer = String::from_utf8_lossy(&answer).into_owned();
+        assert_eq!(status, 200, "{target}: {answer}");
+        serde_json::from_str(&answer).unwrap()
+    }
+
+    /// A request to moto: the status and the body.
+    fn run(&self, request: ureq::http::Request<impl ureq::AsSendBody>) -> (u16, Vec<u8>) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut response = agent.run(request).unwrap();
+        let status = response.status().as_u16();
+        (status, response.body_mut().read_to_vec().unwrap())
     }
 
     fn create_queue(&self, name: &str) -> String {
@@ -124,12 +142,15 @@ impl Moto {
     /// An IAM request (query protocol); the answer's XML.
     fn iam(&self, params: &str) -> String {
         let auth = "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261130/us-east-1/iam/aws4_request, SignedHeaders=host, Signature=0";
-        let mut response = ureq::post(format!("{}/", self.url))
+        let request = ureq::http::Request::post(format!("{}/", self.url))
             .header("content-type", "application/x-www-form-urlencoded")
             .header("authorization", auth)
-            .send(format!("{params}&Version=2010-05-08"))
+            .body(format!("{params}&Version=2010-05-08"))
             .unwrap();
-        response.body_mut().read_to_string().unwrap()
+        let (status, answer) = self.run(request);
+        let answer = String::from_utf8_lossy(&answer).into_owned();
+        assert_eq!(status, 200, "{params}: {answer}");
+        answer
     }
 
     /// An S3 request (moto does not check signatures; the scope names the service).
@@ -141,13 +162,7 @@ impl Moto {
             .header("authorization", auth)
             .body(Vec::new())
             .unwrap();
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .build()
-            .into();
-        let mut response = agent.run(request).unwrap();
-        let status = response.status().as_u16();
-        (status, response.body_mut().read_to_vec().unwrap())
+        self.run(request)
     }
 
     /// The messages waiting in a queue, with every attribute.
