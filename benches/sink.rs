@@ -54,6 +54,7 @@ fn main() {
             attempt: 1,
             sink_index: 0,
             replay_id: None,
+            claim: None,
         };
         sink.deliver(&delivery).expect("delivered");
     };

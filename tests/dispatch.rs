@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use goad::demo::receiver::{Receiver, Reply};
-use goad::{Engine, NewHook, RowStatus, SinkConfig, SinkError};
+use goad::{Engine, NewHook, RowStatus, Sink, SinkConfig, SinkError};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -1013,5 +1013,79 @@ fn purging_dead_letters_deletes_them_and_their_hooks_and_nothing_else() {
     drop(engine);
     for shard in goad::store::verify_data_dir(&c.data_dir, 2).unwrap() {
         assert_eq!(shard.problems, Vec::<String>::new());
+    }
+}
+
+/// A host sink that takes bodies up to 10 bytes inline, and records the
+/// claim each delivery carried.
+#[derive(Default)]
+struct SmallInline(parking_lot::Mutex<Vec<Option<goad::claim_check::ClaimRef>>>);
+
+impl Sink for SmallInline {
+    fn deliver(&self, d: &goad::Delivery<'_>) -> Result<(), SinkError> {
+        self.0.lock().push(d.claim.cloned());
+        Ok(())
+    }
+
+    fn inline_max_bytes(&self) -> Option<u64> {
+        Some(10)
+    }
+}
+
+/// A host sink whose claim check threshold is broken.
+struct BrokenThreshold;
+
+impl Sink for BrokenThreshold {
+    fn deliver(&self, _: &goad::Delivery<'_>) -> Result<(), SinkError> {
+        Ok(())
+    }
+
+    fn inline_max_bytes(&self) -> Option<u64> {
+        panic!("a bug in the threshold")
+    }
+}
+
+/// Scenario 11: a host sink with an inline limit gets a larger body's claim
+/// (which the engine redeems) and a smaller one inline; a sink whose
+/// `inline_max_bytes` panics fails its own attempts, dead-lettered naming
+/// its threshold, while the other sink of the same source delivers.
+#[test]
+fn a_host_sinks_inline_limit_brings_a_claim_and_a_broken_one_fails_only_its_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = Arc::new(SmallInline::default());
+    let mut c = config(dir.path());
+    c.retry.max_attempts = 2;
+    c.sources.push(source(
+        "s",
+        "t",
+        vec![SinkConfig::of_kind("small"), SinkConfig::of_kind("broken")],
+    ));
+    let engine = Engine::builder(c)
+        .sink("small", small.clone())
+        .sink("broken", Arc::new(BrokenThreshold))
+        .open()
+        .unwrap();
+    let body = vec![b'b'; 100];
+    engine.commit(NewHook::new("s", body.clone())).unwrap();
+    engine.commit(NewHook::new("s", "tiny")).unwrap();
+    wait_until("both broken rows dead", Duration::from_secs(10), || {
+        engine.tick().unwrap();
+        dead(&engine).len() == 2
+    });
+    // The two hooks' rows ran side by side: in either order.
+    let mut claims = small.0.lock().clone();
+    claims.sort_by_key(Option::is_some);
+    assert_eq!(claims.len(), 2, "the healthy sink delivered both");
+    assert_eq!(claims[0], None, "the small one inline");
+    let claim = claims[1].clone().expect("the large body came as a claim");
+    assert_eq!(claim.tenant, "t");
+    assert_eq!(engine.redeem_claim("t", &claim.sha256).unwrap(), Some(body));
+    for row in dead(&engine) {
+        assert_eq!(row.record.attempts, 2);
+        let reason = row.record.error.unwrap();
+        assert!(
+            reason.contains("inline_max_bytes") && reason.contains("threshold"),
+            "{reason}"
+        );
     }
 }

@@ -136,6 +136,7 @@ fn run_worker(shared: &Shared) {
                     attempt: job.attempt,
                     sink_index: job.key.sink_index,
                     replay_id: job.replay.as_deref(),
+                    claim: None,
                 };
                 deliver_safely(sink.as_ref(), &delivery).map_err(|e| e.into_failure())
             }

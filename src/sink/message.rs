@@ -49,12 +49,9 @@ struct Message<'a> {
 }
 
 /// The message of one delivery, as JSON text: the body inline, or the
-/// reference of its `claim`.
-pub fn message_json(
-    delivery: &Delivery<'_>,
-    forward_allow: Option<&[String]>,
-    claim: Option<&ClaimRef>,
-) -> String {
+/// reference of its claim.
+pub fn message_json(delivery: &Delivery<'_>, forward_allow: Option<&[String]>) -> String {
+    let claim = delivery.claim;
     let hook = delivery.hook;
     let received_at = UNIX_EPOCH + Duration::from_millis(hook.received_at_ms);
     let sha256: String = Sha256::digest(&hook.body)
@@ -135,9 +132,10 @@ mod tests {
             attempt: 1,
             sink_index: 0,
             replay_id: Some("r1"),
+            claim: None,
         };
         let message: serde_json::Value =
-            serde_json::from_str(&message_json(&delivery, None, None)).unwrap();
+            serde_json::from_str(&message_json(&delivery, None)).unwrap();
         assert_eq!(
             message,
             serde_json::json!({
@@ -156,12 +154,16 @@ mod tests {
                 "body_base64": "e30=",
             })
         );
-        let claim = ClaimRef {
+        let claim = crate::claim_check::ClaimRef {
             tenant: "acme".into(),
             sha256: "44".into(),
         };
+        let with_claim = Delivery {
+            claim: Some(&claim),
+            ..delivery
+        };
         let claimed: serde_json::Value =
-            serde_json::from_str(&message_json(&delivery, None, Some(&claim))).unwrap();
+            serde_json::from_str(&message_json(&with_claim, None)).unwrap();
         assert_eq!(claimed["claim"], "urn:goad:claim:v1:acme:44");
         assert!(claimed.get("body_base64").is_none());
         assert_eq!(claimed["sha256"], message["sha256"]);

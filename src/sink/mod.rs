@@ -3,6 +3,7 @@
 //! calls it on a blocking worker thread, and a sink that panics is a failed
 //! attempt.
 
+mod claiming;
 pub(crate) mod client;
 mod forward;
 pub mod http;
@@ -15,12 +16,14 @@ pub(crate) mod sigv4;
 pub mod sqs;
 mod status;
 
+pub use claiming::{ClaimCheckFailed, ClaimingSink};
 use client::agent;
 pub use forward::never_forwarded;
+pub use queue::MessageTooLarge;
 use queue::{answer_of, excerpt};
-pub use queue::{ClaimCheck, ClaimCheckFailed, MessageTooLarge};
 pub use registry::SinkRegistry;
 
+use crate::claim_check::ClaimRef;
 use crate::core::{AttemptFailure, FailureClass};
 use crate::store::Hook;
 use std::fmt;
@@ -39,6 +42,9 @@ pub struct Delivery<'a> {
     pub sink_index: u16,
     /// The replay that revived the row, if any.
     pub replay_id: Option<&'a str>,
+    /// The body's claim, when it is over the sink's
+    /// [`Sink::inline_max_bytes`].
+    pub claim: Option<&'a ClaimRef>,
 }
 
 /// A destination. `deliver` blocks until the sink answered; it runs on an
@@ -47,6 +53,16 @@ pub trait Sink: Send + Sync + 'static {
     /// One attempt: `Ok` settles the row as delivered; an error (or a
     /// panic, which counts as a transient failure) goes to the retry policy.
     fn deliver(&self, delivery: &Delivery<'_>) -> Result<(), SinkError>;
+
+    /// The largest body this sink takes inline. A larger one is checked in
+    /// to the claim check first (once per hook, whichever sink or attempt
+    /// comes first), and the delivery carries its reference
+    /// ([`Delivery::claim`]) for the sink to send instead. `None` (the
+    /// default): every body inline. Asked at every attempt; a panic here is
+    /// a failed attempt too.
+    fn inline_max_bytes(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Why a sink did not take a delivery, and what the retry policy does.

@@ -20,7 +20,8 @@
 //! drops it: Pub/Sub does not say so.
 
 use super::message::attributes;
-use super::{agent, answer_of, excerpt, ClaimCheck, Delivery, MessageTooLarge, Sink, SinkError};
+use super::message::message_json;
+use super::{agent, answer_of, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
 use crate::core::LaneBy;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
@@ -38,8 +39,8 @@ pub struct PubSubSinkOptions {
     pub timeout_ms: u64,
     /// The source's `forward_headers` allowlist, if any.
     pub forward_allow: Option<Vec<String>>,
-    /// Where bodies over the inline limit go.
-    pub claim_check: ClaimCheck,
+    /// Bodies larger than this go to the claim check.
+    pub inline_max_bytes: u64,
     pub idle_connections: usize,
     /// How an ordered sink's lanes are keyed: a header's value is sent as
     /// the message's ordering key.
@@ -84,10 +85,7 @@ impl PubSubSink {
 
     /// The publish request of one delivery.
     fn publish(&self, delivery: &Delivery<'_>) -> Result<String, SinkError> {
-        let message = self
-            .options
-            .claim_check
-            .message(delivery, self.options.forward_allow.as_deref())?;
+        let message = message_json(delivery, self.options.forward_allow.as_deref());
         let data = base64::engine::general_purpose::STANDARD.encode(message);
         let attributes = attributes(delivery);
         let lane_key = self
@@ -138,6 +136,10 @@ impl Sink for PubSubSink {
         }
         let (status, reply) = answer_of(post, request.as_bytes())?;
         settle(status, &reply)
+    }
+
+    fn inline_max_bytes(&self) -> Option<u64> {
+        Some(self.options.inline_max_bytes)
     }
 }
 
@@ -243,10 +245,7 @@ mod tests {
             max_message_bytes: 100,
             timeout_ms: 1_000,
             forward_allow: None,
-            claim_check: ClaimCheck {
-                store: std::sync::Arc::new(crate::claim_check::ClaimStore::new("/nonexistent", 1)),
-                inline_max_bytes: 1,
-            },
+            inline_max_bytes: 1,
             idle_connections: 1,
             lane_by: None,
         });

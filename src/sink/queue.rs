@@ -1,52 +1,8 @@
-//! What the queue sinks (SQS, Pub/Sub) share: a delivery's message with
-//! its body inline or in the claim check, sending a request and reading its
-//! answer, and the error of a message too large to send.
+//! What the queue sinks (SQS, Pub/Sub) share: sending a request and
+//! reading its answer, and the error of a message too large to send.
 
-use super::{Delivery, SinkError};
+use super::SinkError;
 use std::fmt;
-
-/// Where a queue sink's bodies go when they are too large to go inline.
-#[derive(Debug, Clone)]
-pub struct ClaimCheck {
-    pub store: std::sync::Arc<crate::claim_check::ClaimStore>,
-    /// Bodies larger than this are checked in.
-    pub inline_max_bytes: u64,
-}
-
-impl ClaimCheck {
-    /// The message of one delivery, its body inline or checked in (a
-    /// check-in that fails is a transient failure).
-    pub(super) fn message(
-        &self,
-        delivery: &Delivery<'_>,
-        forward_allow: Option<&[String]>,
-    ) -> Result<String, SinkError> {
-        let hook = delivery.hook;
-        let claim = if hook.body.len() as u64 > self.inline_max_bytes {
-            let checked_in = self.store.check_in(&hook.tenant, &hook.body);
-            Some(checked_in.map_err(|e| SinkError::transient(ClaimCheckFailed(e)))?)
-        } else {
-            None
-        };
-        Ok(super::message::message_json(
-            delivery,
-            forward_allow,
-            claim.as_ref(),
-        ))
-    }
-}
-
-/// A body could not be checked in.
-#[derive(Debug)]
-pub struct ClaimCheckFailed(pub std::io::Error);
-
-impl fmt::Display for ClaimCheckFailed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "cannot check the body in to the claim check: {}", self.0)
-    }
-}
-
-impl std::error::Error for ClaimCheckFailed {}
 
 /// The most of an answer a queue sink reads (an answer is a few hundred bytes).
 const MAX_ANSWER_BYTES: u64 = 64 * 1024;

@@ -7,7 +7,7 @@ use super::pubsub::{PubSubSink, PubSubSinkOptions};
 use super::signing::SigningKey;
 use super::sigv4::EnvCredentials;
 use super::sqs::{region_of, SqsSink, SqsSinkOptions};
-use super::ClaimCheck;
+use super::ClaimingSink;
 use super::Sink;
 use crate::claim_check::ClaimStore;
 use crate::config::{Config, ConfigError, SinkConfig, SourceConfig};
@@ -60,7 +60,7 @@ impl SinkRegistry {
                         Arc::new(sink)
                     }
                     None if entry.kind == "sqs" => {
-                        let options = sqs_options(config, source, entry, claims);
+                        let options = sqs_options(config, source, entry);
                         let sink = SqsSink::new(options).ok_or_else(|| ConfigError::Invalid {
                             key: format!("{at}.queue_url"),
                             rule: "an http:// or https:// queue URL".into(),
@@ -68,9 +68,9 @@ impl SinkRegistry {
                         })?;
                         Arc::new(sink)
                     }
-                    None if entry.kind == "pubsub" => Arc::new(PubSubSink::new(pubsub_options(
-                        config, source, entry, claims,
-                    ))),
+                    None if entry.kind == "pubsub" => {
+                        Arc::new(PubSubSink::new(pubsub_options(config, source, entry)))
+                    }
                     None => {
                         return Err(ConfigError::Invalid {
                             key: format!("{at}.type"),
@@ -79,6 +79,7 @@ impl SinkRegistry {
                         });
                     }
                 };
+                let sink: Arc<dyn Sink> = Arc::new(ClaimingSink::new(sink, claims.clone()));
                 sinks
                     .entry(Arc::from(source.id.as_str()))
                     .or_insert_with(Vec::new)
@@ -152,12 +153,7 @@ fn http_options(
     })
 }
 
-fn sqs_options(
-    config: &Config,
-    source: &SourceConfig,
-    entry: &SinkConfig,
-    claims: &Arc<ClaimStore>,
-) -> SqsSinkOptions {
+fn sqs_options(config: &Config, source: &SourceConfig, entry: &SinkConfig) -> SqsSinkOptions {
     let queue_url = entry.queue_url.clone().unwrap_or_default();
     SqsSinkOptions {
         region: entry
@@ -176,17 +172,12 @@ fn sqs_options(
             &entry.session_token_env,
         ),
         forward_allow: source.forward_headers.clone(),
-        claim_check: claim_check(entry, claims),
+        inline_max_bytes: entry.inline_max_bytes.unwrap_or(INLINE_MAX_BYTES),
         idle_connections: idle_connections(config),
     }
 }
 
-fn pubsub_options(
-    config: &Config,
-    source: &SourceConfig,
-    entry: &SinkConfig,
-    claims: &Arc<ClaimStore>,
-) -> PubSubSinkOptions {
+fn pubsub_options(config: &Config, source: &SourceConfig, entry: &SinkConfig) -> PubSubSinkOptions {
     PubSubSinkOptions {
         endpoint: entry
             .endpoint
@@ -198,20 +189,12 @@ fn pubsub_options(
         max_message_bytes: entry.max_message_bytes.unwrap_or(PUBSUB_MAX_MESSAGE_BYTES),
         timeout_ms: sink_timeout_ms(config, entry),
         forward_allow: source.forward_headers.clone(),
-        claim_check: claim_check(entry, claims),
+        inline_max_bytes: entry.inline_max_bytes.unwrap_or(INLINE_MAX_BYTES),
         idle_connections: idle_connections(config),
         lane_by: entry
             .ordered
             .then(|| LaneBy::parse(entry.ordering_key.as_deref()))
             .flatten(),
-    }
-}
-
-/// A queue sink's claim check: the engine's store, the sink's inline limit.
-fn claim_check(entry: &SinkConfig, claims: &Arc<ClaimStore>) -> ClaimCheck {
-    ClaimCheck {
-        store: claims.clone(),
-        inline_max_bytes: entry.inline_max_bytes.unwrap_or(INLINE_MAX_BYTES),
     }
 }
 

@@ -24,8 +24,9 @@
 //! never creates the queue.
 
 use super::message::attributes;
+use super::message::message_json;
 use super::sigv4::{sign_headers, EnvCredentials, SignError, Unsigned};
-use super::{agent, answer_of, excerpt, ClaimCheck, Delivery, MessageTooLarge, Sink, SinkError};
+use super::{agent, answer_of, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
 use md5::{Digest, Md5};
 use serde_json::{json, Map, Value};
 use std::fmt;
@@ -51,8 +52,8 @@ pub struct SqsSinkOptions {
     pub credentials: EnvCredentials,
     /// The source's `forward_headers` allowlist, if any.
     pub forward_allow: Option<Vec<String>>,
-    /// Where bodies over the inline limit go.
-    pub claim_check: ClaimCheck,
+    /// Bodies larger than this go to the claim check.
+    pub inline_max_bytes: u64,
     /// Idle keep-alive connections to keep (at least the sink's concurrency).
     pub idle_connections: usize,
 }
@@ -115,10 +116,7 @@ impl SqsSink {
     /// The `SendMessage` request body of one delivery.
     fn send_message(&self, delivery: &Delivery<'_>) -> Result<(String, String), SinkError> {
         let hook = delivery.hook;
-        let body = self
-            .options
-            .claim_check
-            .message(delivery, self.options.forward_allow.as_deref())?;
+        let body = message_json(delivery, self.options.forward_allow.as_deref());
         let attributes = attributes(delivery);
         let size_bytes = body.len()
             + attributes
@@ -195,6 +193,10 @@ impl Sink for SqsSink {
         }
         let (status, reply) = answer_of(post, request.as_bytes())?;
         settle(status, &reply, &message_body)
+    }
+
+    fn inline_max_bytes(&self) -> Option<u64> {
+        Some(self.options.inline_max_bytes)
     }
 }
 
