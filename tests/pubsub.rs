@@ -186,16 +186,9 @@ fn a_missing_token_or_a_message_too_large_publishes_nothing() {
         ..pubsub_sink(&receiver)
     };
     let reasons = dead_within_two_attempts(dir.path(), unset, small);
-    assert!(
-        reasons[0].0 == 1 && reasons[0].1.contains("over max_message_bytes 100"),
-        "{reasons:?}"
-    );
-    assert!(
-        reasons[1].0 == 2
-            && reasons[1]
-                .1
-                .contains("no Pub/Sub access token: GOAD_TEST_PUBSUB_UNSET is not set"),
-        "{reasons:?}"
+    assert_too_large_and_missing_credentials(
+        &reasons,
+        "no Pub/Sub access token: GOAD_TEST_PUBSUB_UNSET is not set",
     );
     assert_eq!(receiver.count(), 0, "nothing was published");
 }

@@ -426,18 +426,36 @@ fn a_message_too_large_or_missing_credentials_send_nothing() {
         ..sqs_sink(&receiver.url("/1/q"))
     };
     let reasons = dead_within_two_attempts(dir.path(), small, unset);
-    assert!(
-        reasons[0].0 == 1 && reasons[0].1.contains("over max_message_bytes 100"),
-        "{reasons:?}"
-    );
-    assert!(
-        reasons[1].0 == 2
-            && reasons[1]
-                .1
-                .contains("no AWS credentials: GOAD_TEST_SQS_UNSET is not set"),
-        "{reasons:?}"
+    assert_too_large_and_missing_credentials(
+        &reasons,
+        "no AWS credentials: GOAD_TEST_SQS_UNSET is not set",
     );
     assert!(!sent.load(Ordering::SeqCst), "nothing was sent");
+}
+
+/// Source `stripe` of tenant `acme` with two sinks sending to `queue_url`
+/// that take 100 bytes inline.
+fn two_claiming_sinks(dir: &std::path::Path, queue_url: &str) -> Config {
+    let claimed = SinkConfig {
+        inline_max_bytes: Some(100),
+        ..sqs_sink(queue_url)
+    };
+    let mut c = config(dir);
+    c.sources
+        .push(source("stripe", "acme", vec![claimed.clone(), claimed]));
+    c
+}
+
+/// Commits `body` and delivers it; the envelopes waiting in `queue_url`.
+fn envelopes_of(engine: &Engine, moto: &Moto, queue_url: &str, body: &[u8]) -> Vec<Value> {
+    engine
+        .commit(NewHook::new("stripe", body.to_vec()))
+        .unwrap();
+    engine.tick().unwrap();
+    moto.receive(queue_url)
+        .iter()
+        .map(|m| serde_json::from_str(m["Body"].as_str().unwrap()).unwrap())
+        .collect()
 }
 
 /// A body over the sink's `inline_max_bytes` is checked in to the claim
@@ -448,23 +466,11 @@ fn a_large_body_is_checked_in_once_and_messages_carry_its_claim() {
     let moto = Moto::start();
     let queue_url = moto.create_queue("large");
     let dir = tempfile::tempdir().unwrap();
-    let claimed = SinkConfig {
-        inline_max_bytes: Some(100),
-        ..sqs_sink(&queue_url)
-    };
-    let mut c = config(dir.path());
-    c.sources
-        .push(source("stripe", "acme", vec![claimed.clone(), claimed]));
+    let c = two_claiming_sinks(dir.path(), &queue_url);
     let engine = Engine::open(c.clone()).unwrap();
     let body = vec![b'z'; 1_000];
-    engine.commit(NewHook::new("stripe", body.clone())).unwrap();
-    engine.tick().unwrap();
-    let messages = moto.receive(&queue_url);
-    assert_eq!(messages.len(), 2);
-    let envelopes: Vec<Value> = messages
-        .iter()
-        .map(|m| serde_json::from_str(m["Body"].as_str().unwrap()).unwrap())
-        .collect();
+    let envelopes = envelopes_of(&engine, &moto, &queue_url, &body);
+    assert_eq!(envelopes.len(), 2);
     let sha256 = envelopes[0]["sha256"].as_str().unwrap().to_string();
     for envelope in &envelopes {
         assert_eq!(
@@ -490,27 +496,16 @@ fn claims_can_go_to_an_s3_bucket() {
     let queue_url = moto.create_queue("large-s3");
     assert_eq!(moto.s3("PUT", "/claims").0, 200, "bucket created");
     let dir = tempfile::tempdir().unwrap();
-    let claimed = SinkConfig {
-        inline_max_bytes: Some(100),
-        ..sqs_sink(&queue_url)
-    };
-    let mut c = config(dir.path());
-    c.sources
-        .push(source("stripe", "acme", vec![claimed.clone(), claimed]));
+    let mut c = two_claiming_sinks(dir.path(), &queue_url);
     c.claim_check = s3_claims(&moto, "claims", [KEY_ENV, SECRET_ENV, TOKEN_ENV]);
     c.claim_check.s3_prefix = Some("goad/".into());
     let engine = Engine::open(c.clone()).unwrap();
     let body = vec![b'q'; 1_000];
-    engine.commit(NewHook::new("stripe", body.clone())).unwrap();
-    engine.tick().unwrap();
-    let messages = moto.receive(&queue_url);
-    assert_eq!(messages.len(), 2);
-    let claims: Vec<String> = messages
+    let envelopes = envelopes_of(&engine, &moto, &queue_url, &body);
+    assert_eq!(envelopes.len(), 2);
+    let claims: Vec<&str> = envelopes
         .iter()
-        .map(|m| {
-            let envelope: Value = serde_json::from_str(m["Body"].as_str().unwrap()).unwrap();
-            envelope["claim"].as_str().unwrap().to_string()
-        })
+        .map(|e| e["claim"].as_str().unwrap())
         .collect();
     assert_eq!(claims[0], claims[1]);
     let sha256 = claims[0].rsplit(':').next().unwrap();

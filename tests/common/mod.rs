@@ -148,6 +148,20 @@ pub fn dead_within_two_attempts(
     dead_attempts_and_reasons(&engine)
 }
 
+/// Asserts the two rows of [`dead_within_two_attempts`] for a sink that
+/// refused a message over `max_message_bytes` 100 at once and one whose
+/// credentials were missing (retried): `missing` is that failure's text.
+pub fn assert_too_large_and_missing_credentials(reasons: &[(u32, String)], missing: &str) {
+    assert!(
+        reasons[0].0 == 1 && reasons[0].1.contains("over max_message_bytes 100"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[1].0 == 2 && reasons[1].1.contains(missing),
+        "{reasons:?}"
+    );
+}
+
 /// The dead rows' attempts and reasons, sorted.
 pub fn dead_attempts_and_reasons(engine: &Engine) -> Vec<(u32, String)> {
     let mut out: Vec<(u32, String)> = dead(engine)
