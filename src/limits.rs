@@ -92,11 +92,23 @@ pub const CLAIM_RETENTION_MS: u64 = 7 * 24 * 3_600_000;
 /// Longest the claim sweeper sleeps between sweeps.
 pub const CLAIM_SWEEP_INTERVAL_MS: u64 = 3_600_000;
 
-/// Default largest SQS message (body and attributes): SQS's own limit.
+/// Default largest SQS message (body and attributes): SQS's own limit,
+/// for one message and for a batch's messages together.
 pub const SQS_MAX_MESSAGE_BYTES: u64 = 1_048_576;
 
-/// Default largest Pub/Sub message (data, attributes, ordering key): Pub/Sub's own limit.
+/// Default largest Pub/Sub message (data, attributes, ordering key):
+/// Pub/Sub's own limit, for one message and for a publish request.
 pub const PUBSUB_MAX_MESSAGE_BYTES: u64 = 10_000_000;
+
+/// Most messages in one SQS `SendMessageBatch`: SQS's own limit.
+pub const SQS_BATCH_MAX_ENTRIES: u16 = 10;
+
+/// Most messages in one Pub/Sub publish: Pub/Sub's own limit.
+pub const PUBSUB_BATCH_MAX_ENTRIES: u16 = 1_000;
+
+/// Most attempts in one batch of any sink; a host sink asking for more
+/// gets this many.
+pub const MAX_BATCH_ENTRIES: u16 = 1_000;
 
 /// Where a Pub/Sub sink publishes unless its `endpoint` says otherwise.
 pub const PUBSUB_ENDPOINT: &str = "https://pubsub.googleapis.com";
@@ -132,3 +144,5 @@ const _: () = assert!(MIN_SHARD_BYTES <= DEFAULT_MAX_SHARD_BYTES);
 const _: () = assert!(DEFAULT_MAX_SHARD_BYTES <= MAX_SHARD_BYTES);
 const _: () = assert!(MAX_SINKS_PER_SOURCE <= u16::MAX as usize);
 const _: () = assert!(MAX_SHARDS <= u32::MAX as usize);
+const _: () = assert!(SQS_BATCH_MAX_ENTRIES <= MAX_BATCH_ENTRIES);
+const _: () = assert!(PUBSUB_BATCH_MAX_ENTRIES <= MAX_BATCH_ENTRIES);

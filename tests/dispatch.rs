@@ -80,10 +80,8 @@ fn a_failing_sink_does_not_hold_up_a_healthy_source() {
     c.retry.base_ms = 20;
     c.retry.max_ms = 20;
     c.retry.max_attempts = 1_000;
-    c.sources
-        .push(source("bad", "default", vec![SinkConfig::of_kind("fail")]));
-    c.sources
-        .push(source("good", "default", vec![SinkConfig::of_kind("ok")]));
+    c.sources.push(source_of_kinds("bad", "default", &["fail"]));
+    c.sources.push(source_of_kinds("good", "default", &["ok"]));
     let (counting, delivered) = counting_sink();
     let engine = Engine::builder(c)
         .sink(
@@ -118,9 +116,8 @@ fn a_hung_attempt_times_out_frees_its_slot_and_dead_letters_after_its_attempts()
     c.dispatch.attempt_timeout_ms = 100;
     c.retry.max_attempts = 2;
     c.sources
-        .push(source("hung", "default", vec![SinkConfig::of_kind("gate")]));
-    c.sources
-        .push(source("good", "default", vec![SinkConfig::of_kind("ok")]));
+        .push(source_of_kinds("hung", "default", &["gate"]));
+    c.sources.push(source_of_kinds("good", "default", &["ok"]));
     let (release, gate) = crossbeam_channel::bounded::<()>(0);
     let (counting, delivered) = counting_sink();
     let engine = Engine::builder(c)
@@ -162,14 +159,8 @@ fn a_dead_lettered_row_keeps_its_hook_while_the_other_sink_delivers() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
     c.retry.max_attempts = 2;
-    c.sources.push(source(
-        "s",
-        "t",
-        vec![
-            SinkConfig::of_kind("always_fail"),
-            SinkConfig::of_kind("tag"),
-        ],
-    ));
+    c.sources
+        .push(source_of_kinds("s", "t", &["always_fail", "tag"]));
     let (tagging, tagged) = counting_sink();
     let engine = Engine::builder(c)
         .sink(
@@ -245,8 +236,7 @@ fn a_permanent_error_dead_letters_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
     c.retry.max_attempts = 5;
-    c.sources
-        .push(source("s", "t", vec![SinkConfig::of_kind("gone")]));
+    c.sources.push(source_of_kinds("s", "t", &["gone"]));
     let engine = Engine::builder(c)
         .sink(
             "gone",
@@ -343,8 +333,7 @@ fn every_attempt_is_spent_before_a_row_is_dead_lettered() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
     c.retry.max_attempts = 3;
-    c.sources
-        .push(source("s", "t", vec![SinkConfig::of_kind("fail")]));
+    c.sources.push(source_of_kinds("s", "t", &["fail"]));
     let engine = Engine::builder(c)
         .sink(
             "fail",
@@ -367,8 +356,7 @@ fn every_attempt_is_spent_before_a_row_is_dead_lettered() {
 fn rows_left_by_a_shutdown_are_delivered_after_reopening() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
-    c.sources
-        .push(source("s", "t", vec![SinkConfig::of_kind("later")]));
+    c.sources.push(source_of_kinds("s", "t", &["later"]));
     let engine = Engine::builder(c.clone())
         .sink(
             "later",
@@ -403,8 +391,7 @@ fn rows_left_by_a_shutdown_are_delivered_after_reopening() {
 fn rows_of_a_source_removed_while_stopped_are_dead_lettered_as_source_gone() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
-    c.sources
-        .push(source("s", "t", vec![SinkConfig::of_kind("later")]));
+    c.sources.push(source_of_kinds("s", "t", &["later"]));
     let later = || sink(|_| Err(SinkError::retry_after(50, std::io::Error::other("not yet"))));
     let engine = Engine::builder(c.clone())
         .sink("later", later())
@@ -421,7 +408,7 @@ fn rows_of_a_source_removed_while_stopped_are_dead_lettered_as_source_gone() {
         |engine: &Engine| -> Vec<u32> { rows(engine).iter().map(|r| r.record.attempts).collect() };
     let tried = attempts(&engine);
     drop(engine);
-    c.sources = vec![source("other", "t", vec![SinkConfig::of_kind("later")])];
+    c.sources = vec![source_of_kinds("other", "t", &["later"])];
     let engine = Engine::builder(c).sink("later", later()).open().unwrap();
     wait_until("both rows dead", Duration::from_secs(10), || {
         rows(&engine)
@@ -532,8 +519,7 @@ fn hooks_of_many_tenants_over_two_shards_are_all_delivered() {
 fn tick_waits_for_claimed_rows_and_counts_those_settled_during_the_call() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
-    c.sources
-        .push(source("s", "t", vec![SinkConfig::of_kind("gate")]));
+    c.sources.push(source_of_kinds("s", "t", &["gate"]));
     let gate = gate();
     let engine = gated_engine(c, &gate);
     let open = gate.open;
@@ -645,8 +631,7 @@ fn dead_letter_source_dead_letters_pending_rows_and_leaves_claimed_ones() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
     c.dispatch.tenants.insert("t".into(), tenant_limits(1, 1));
-    c.sources
-        .push(source("doomed", "t", vec![SinkConfig::of_kind("gate")]));
+    c.sources.push(source_of_kinds("doomed", "t", &["gate"]));
     let gate = gate();
     let engine = gated_engine(c, &gate);
     let open = gate.open;
@@ -688,8 +673,7 @@ fn reconfigure_lowers_and_raises_concurrency_without_dropping_running_attempts()
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
     c.dispatch.sink_concurrency = 8;
-    c.sources
-        .push(source("s", "t", vec![SinkConfig::of_kind("gate")]));
+    c.sources.push(source_of_kinds("s", "t", &["gate"]));
     let gate = gate();
     let delivered = gate.passed.clone();
     let engine = gated_engine(c.clone(), &gate);
@@ -768,8 +752,7 @@ fn pressure_reports_the_lag_of_the_oldest_due_row_and_a_full_window() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
     c.dispatch.max_inflight = 2;
-    c.sources
-        .push(source("s", "t", vec![SinkConfig::of_kind("gate")]));
+    c.sources.push(source_of_kinds("s", "t", &["gate"]));
     let gate = gate();
     let engine = gated_engine(c, &gate);
     let open = gate.open;
@@ -812,8 +795,7 @@ fn pressure_reports_the_lag_of_the_oldest_due_row_and_a_full_window() {
 fn commits_queued_together_share_a_sync() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
-    c.sources
-        .push(source("s", "t", vec![SinkConfig::of_kind("count")]));
+    c.sources.push(source_of_kinds("s", "t", &["count"]));
     let (count, delivered) = counting_sink();
     let engine = Engine::builder(c).sink("count", count).open().unwrap();
     let (done_tx, done_rx) = crossbeam_channel::unbounded();
@@ -850,8 +832,7 @@ fn commits_queued_together_share_a_sync() {
 fn every_attempt_starts_after_its_hook_is_durable() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
-    c.sources
-        .push(source("s", "t", vec![SinkConfig::of_kind("check")]));
+    c.sources.push(source_of_kinds("s", "t", &["check"]));
     let engine_slot: Arc<parking_lot::Mutex<Option<Arc<Engine>>>> = Arc::default();
     let (checked, not_stored) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
     let check = {
@@ -975,13 +956,8 @@ fn purging_dead_letters_deletes_them_and_their_hooks_and_nothing_else() {
     let mut c = config(dir.path());
     c.shards = 2;
     // Source a's hooks: one row delivered, one dead; source b's: one dead.
-    c.sources.push(source(
-        "a",
-        "t1",
-        vec![SinkConfig::of_kind("ok"), SinkConfig::of_kind("fail")],
-    ));
-    c.sources
-        .push(source("b", "t2", vec![SinkConfig::of_kind("fail")]));
+    c.sources.push(source_of_kinds("a", "t1", &["ok", "fail"]));
+    c.sources.push(source_of_kinds("b", "t2", &["fail"]));
     let engine = Engine::builder(c.clone())
         .sink("ok", sink(|_| Ok(())))
         .sink("fail", sink(|_| Err(SinkError::permanent("gone"))))
@@ -1055,11 +1031,8 @@ fn a_host_sinks_inline_limit_brings_a_claim_and_a_broken_one_fails_only_its_rows
     let small = Arc::new(SmallInline::default());
     let mut c = config(dir.path());
     c.retry.max_attempts = 2;
-    c.sources.push(source(
-        "s",
-        "t",
-        vec![SinkConfig::of_kind("small"), SinkConfig::of_kind("broken")],
-    ));
+    c.sources
+        .push(source_of_kinds("s", "t", &["small", "broken"]));
     let engine = Engine::builder(c)
         .sink("small", small.clone())
         .sink("broken", Arc::new(BrokenThreshold))

@@ -585,8 +585,7 @@ fn a_replay_waits_while_the_node_lags() {
         "t1",
         vec![SinkConfig::http(dead_sink.url("/d"))],
     ));
-    c.sources
-        .push(source("live", "t2", vec![SinkConfig::of_kind("gated")]));
+    c.sources.push(source_of_kinds("live", "t2", &["gated"]));
     let node = start_gated(c, &g);
     let addr = node.local_addr();
     ingest_n(addr, "dead", 20);
@@ -712,8 +711,7 @@ fn stats_report_shards_and_tenants() {
     let g = gate();
     let mut c = node_config(dir.path());
     c.shards = 2;
-    c.sources
-        .push(source("a", "t1", vec![SinkConfig::of_kind("gated")]));
+    c.sources.push(source_of_kinds("a", "t1", &["gated"]));
     let node = start_gated(c, &g);
     let addr = node.local_addr();
     for _ in 0..3 {
@@ -1017,6 +1015,7 @@ fn metrics_parse_as_prometheus_text() {
         "goad_due_rows",
         "goad_claimed_rows",
         "goad_running_attempts",
+        "goad_running_calls",
         "goad_parked_total",
         "goad_breakers_open",
         "goad_breaker_opens_total",

@@ -22,9 +22,12 @@ enum Answer {
     InvalidArgument,
 }
 
-fn pubsub_reply(answer: Answer) -> Reply {
+fn pubsub_reply(answer: Answer, r: &Received) -> Reply {
     let (status, body) = match answer {
-        Answer::Published => (200, json!({"messageIds": ["1"]})),
+        Answer::Published => {
+            let ids: Vec<String> = (0..published(r).len()).map(|i| i.to_string()).collect();
+            (200, json!({ "messageIds": ids }))
+        }
         Answer::InvalidArgument => (
             400,
             json!({"error": {"code": 400, "message": "bad", "status": "INVALID_ARGUMENT"}}),
@@ -39,7 +42,7 @@ fn pubsub_reply(answer: Answer) -> Reply {
 fn stand_in(answer: Answer) -> (Receiver, Arc<Mutex<Answer>>) {
     let current = Arc::new(Mutex::new(answer));
     let switch = current.clone();
-    let receiver = Receiver::start(move |_| pubsub_reply(*current.lock())).unwrap();
+    let receiver = Receiver::start(move |r| pubsub_reply(*current.lock(), r)).unwrap();
     (receiver, switch)
 }
 
@@ -58,15 +61,24 @@ fn stripe_to(dir: &std::path::Path, sink: SinkConfig) -> Config {
     c
 }
 
-/// The one message of a publish request, and its envelope decoded.
-fn published(r: &Received) -> (Value, Value) {
+/// The messages of a publish request, each with its envelope decoded.
+fn published(r: &Received) -> Vec<(Value, Value)> {
     let request: Value = serde_json::from_slice(&r.body).unwrap();
     let messages = request["messages"].as_array().unwrap();
-    assert_eq!(messages.len(), 1, "{request}");
-    let data = base64::engine::general_purpose::STANDARD
-        .decode(messages[0]["data"].as_str().unwrap())
-        .unwrap();
-    (messages[0].clone(), serde_json::from_slice(&data).unwrap())
+    messages
+        .iter()
+        .map(|message| {
+            let data = base64::engine::general_purpose::STANDARD
+                .decode(message["data"].as_str().unwrap())
+                .unwrap();
+            (message.clone(), serde_json::from_slice(&data).unwrap())
+        })
+        .collect()
+}
+
+/// Every message of `requests`, in order.
+fn all_published(requests: &[Received]) -> Vec<(Value, Value)> {
+    requests.iter().flat_map(published).collect()
 }
 
 /// Scenarios 47, 51: one message is published to the topic's `:publish`
@@ -94,7 +106,8 @@ fn a_hook_is_published_as_goads_message_with_the_token() {
     assert_eq!(first.path, "/v1/projects/p/topics/hooks:publish");
     assert_eq!(first.header("authorization"), Some("Bearer tok"));
     assert_eq!(first.header("content-type"), Some("application/json"));
-    let (message, envelope) = published(first);
+    let (message, envelope) = published(first).pop().unwrap();
+    assert_eq!(published(first).len(), 1);
     assert_eq!(envelope["v"], 1);
     assert_eq!(envelope["id"], id.as_str());
     assert_eq!(envelope["body_base64"], "aGVsbG8=");
@@ -145,11 +158,11 @@ fn an_ordered_sink_sends_its_lane_key_and_a_replay_names_itself() {
         reason.contains("Pub/Sub error INVALID_ARGUMENT (HTTP status 400)"),
         "{reason}"
     );
-    // (Two lanes: in either order.)
-    let mut keys: Vec<Option<String>> = receiver
-        .received()
+    // (Two lanes: in either order, in one publish or two.)
+    let first_publishes = receiver.received();
+    let mut keys: Vec<Option<String>> = all_published(&first_publishes)
         .iter()
-        .map(|r| published(r).0["orderingKey"].as_str().map(str::to_string))
+        .map(|(message, _)| message["orderingKey"].as_str().map(str::to_string))
         .collect();
     keys.sort();
     assert_eq!(keys, [None, Some("cus_1".to_string())]);
@@ -158,10 +171,9 @@ fn an_ordered_sink_sends_its_lane_key_and_a_replay_names_itself() {
     let replayed = engine.replay(&DeadFilter::default()).unwrap();
     assert_eq!(replayed.moved, 2);
     engine.tick().unwrap();
-    let received = receiver.received();
-    assert_eq!(received.len(), 4);
-    for r in &received[2..] {
-        let (message, envelope) = published(r);
+    let replays = all_published(&receiver.received()[first_publishes.len()..]);
+    assert_eq!(replays.len(), 2);
+    for (message, envelope) in &replays {
         assert_eq!(
             message["attributes"]["goad_replay_id"],
             replayed.replay_id.as_str()
@@ -191,4 +203,28 @@ fn a_missing_token_or_a_message_too_large_publishes_nothing() {
         "no Pub/Sub access token: GOAD_TEST_PUBSUB_UNSET is not set",
     );
     assert_eq!(receiver.count(), 0, "nothing was published");
+}
+
+/// A batch is one publish: 25 rows refused (INVALID_ARGUMENT, permanent),
+/// replayed once the topic takes them, come due at once and are published
+/// in one request of 25 messages, each hook once, and all delivered on its
+/// one answer.
+#[test]
+fn a_replayed_backlog_is_published_in_one_request() {
+    let (receiver, answer) = stand_in(Answer::InvalidArgument);
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(stripe_to(dir.path(), pubsub_sink(&receiver))).unwrap();
+    let mut ids = commit_refused(&engine, "stripe", 25);
+    let refused = receiver.received().len();
+    *answer.lock() = Answer::Published;
+    replay_until_delivered(&engine, 25);
+    let publishes = &receiver.received()[refused..];
+    assert_eq!(publishes.len(), 1, "one publish");
+    let mut published: Vec<String> = all_published(publishes)
+        .iter()
+        .map(|(_, envelope)| envelope["id"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    published.sort();
+    assert_eq!(published, ids);
 }

@@ -11,7 +11,9 @@
 //! - every acknowledged hook is delivered or dead-lettered for every sink;
 //! - no row starts before it is due;
 //! - the shard's window and concurrency, and `sink_concurrency` per key,
-//!   are never exceeded; no row runs twice at once;
+//!   are never exceeded, counted in calls (sink type `b` batches, per
+//!   seed: a batch is one call of up to its size, of one key); no row runs
+//!   twice at once;
 //! - the breaker changes the core reports account for its open breakers:
 //!   a breaker closes only after it opened, and the keys reported open are
 //!   exactly as many as the core counts open;
@@ -27,13 +29,14 @@
 
 use goad::config::{DispatchConfig, RetryConfig, SinkConfig, SourceConfig};
 use goad::core::{
-    AttemptFailure, AttemptResult, BreakerEvent, Catalog, Core, FailureClass, Grant, JobId, LaneId,
-    Rng, RowId, SinkKey,
+    AttemptFailure, AttemptResult, BreakerEvent, Call, Catalog, Core, FailureClass, Grant, JobId,
+    LaneId, Rng, RowId, SinkKey,
 };
 use goad::runtime::{NewRows, ShardState};
 use goad::store::{DeadFilter, Hook, ReviveStep, ShardStore};
 use goad::{Config, RowStatus};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::num::NonZeroU16;
 use std::sync::Arc;
 
 const TENANTS: [&str; 3] = ["t0", "t1", "t2"];
@@ -54,6 +57,8 @@ struct Running {
     row: RowId,
     key: SinkKey,
     lane: Option<LaneId>,
+    /// The call it is part of (its first attempt's id).
+    call: JobId,
 }
 
 struct Sim {
@@ -69,6 +74,8 @@ struct Sim {
     pending: BTreeMap<(u64, JobId), AttemptResult>,
     running: HashMap<JobId, Running>,
     sinks: HashMap<String, SinkModel>,
+    /// The batch size of sinks of type `b`, if they batch.
+    batch_max_entries: Option<NonZeroU16>,
     acked: HashMap<u64, usize>,
     delivered: HashSet<RowId>,
     /// Attempts started per row, across crashes.
@@ -140,7 +147,13 @@ impl Sim {
                 (t.to_string(), model)
             })
             .collect();
-        let catalog = Arc::new(Catalog::from_config(&config));
+        let batch_max_entries = NonZeroU16::new(rng.below(6) as u16);
+        let catalog = Catalog::from_config(&config).with_batches(|source_id, sink_index| {
+            let source = config.sources.iter().find(|s| s.id == source_id)?;
+            let batched = source.sinks[usize::from(sink_index)].kind == "b";
+            batch_max_entries.filter(|_| batched)
+        });
+        let catalog = Arc::new(catalog);
         Sim {
             seed,
             rng,
@@ -156,6 +169,7 @@ impl Sim {
             pending: BTreeMap::new(),
             running: HashMap::new(),
             sinks,
+            batch_max_entries,
             acked: HashMap::new(),
             delivered: HashSet::new(),
             started: HashMap::new(),
@@ -204,10 +218,17 @@ impl Sim {
         NewRows::of(&source, hook)
     }
 
-    fn attempt(&mut self, sink_type: &str) -> Option<(u64, AttemptResult)> {
+    /// How long a call to the sink takes; `None` when it hangs.
+    fn call_latency_ms(&mut self, sink_type: &str) -> Option<u64> {
         let m = self.sinks[sink_type];
-        let roll = self.rng.below(100);
-        let latency = 1 + self.rng.below(m.latency_ms + 1);
+        let latency_ms = 1 + self.rng.below(m.latency_ms + 1);
+        let hangs = self.faults && self.rng.below(100) < m.hang_pct;
+        (!hangs).then_some(latency_ms)
+    }
+
+    /// What the sink answers for one attempt of a call.
+    fn entry_result(&mut self, sink_type: &str) -> AttemptResult {
+        let m = self.sinks[sink_type];
         let fail = |class, message: &str| {
             Err(AttemptFailure {
                 class,
@@ -215,33 +236,23 @@ impl Sim {
             })
         };
         if !self.faults {
-            return Some((latency, Ok(())));
+            return Ok(());
         }
-        let mut edge = m.hang_pct;
+        let roll = self.rng.below(100);
+        let mut edge = m.permanent_pct;
         if roll < edge {
-            return None;
-        }
-        edge += m.permanent_pct;
-        if roll < edge {
-            return Some((latency, fail(FailureClass::Permanent, "permanent")));
+            return fail(FailureClass::Permanent, "permanent");
         }
         edge += m.retry_after_pct;
         if roll < edge {
-            return Some((
-                latency,
-                fail(
-                    FailureClass::RetryAfter {
-                        after_ms: self.rng.below(3_000),
-                    },
-                    "later",
-                ),
-            ));
+            let after_ms = self.rng.below(3_000);
+            return fail(FailureClass::RetryAfter { after_ms }, "later");
         }
         edge += m.transient_pct;
         if roll < edge {
-            return Some((latency, fail(FailureClass::Transient, "transient")));
+            return fail(FailureClass::Transient, "transient");
         }
-        Some((latency, Ok(())))
+        Ok(())
     }
 
     /// One iteration at the current time with these commits.
@@ -266,8 +277,8 @@ impl Sim {
             }
             outcomes.push((key.1, result));
         }
-        let mut jobs = Vec::new();
-        let out = shard.step(self.now_ms, commits, outcomes, &mut |job| jobs.push(job));
+        let mut calls = Vec::new();
+        let out = shard.step(self.now_ms, commits, outcomes, &mut |call| calls.push(call));
         if let Some(committed) = out.committed {
             assert!(
                 committed.is_ok(),
@@ -279,35 +290,45 @@ impl Sim {
             }
         }
         for job in &out.abandoned {
-            self.running.remove(job);
+            // The call timed out whole: every attempt of it is off the pool.
+            let call = self.running[job].call;
+            self.running.retain(|_, run| run.call != call);
         }
         self.check_breakers(&out.breaker_events, shard);
-        for job in jobs {
-            let record = shard.row(job.row).unwrap().expect("a started row exists");
-            assert!(
-                record.at_ms <= self.now_ms,
-                "seed {}: row {:?} started at {} before it was due at {}",
-                self.seed,
-                job.row,
-                self.now_ms,
-                record.at_ms
-            );
-            assert!(
-                !self.running.values().any(|run| run.row == job.row),
-                "seed {}: row {:?} runs twice",
-                self.seed,
-                job.row
-            );
-            self.check_start(&job, &record);
-            let run = Running {
-                row: job.row,
-                key: job.key.clone(),
-                lane: record.lane,
-            };
-            self.running.insert(job.id, run);
-            let sink_type = job.key.sink_type.to_string();
-            if let Some((latency, result)) = self.attempt(&sink_type) {
-                self.pending.insert((self.now_ms + latency, job.id), result);
+        for call in calls {
+            self.check_call(&call);
+            let jobs = call.jobs();
+            let sink_type = jobs[0].key.sink_type.to_string();
+            let latency_ms = self.call_latency_ms(&sink_type);
+            for job in jobs {
+                let record = shard.row(job.row).unwrap().expect("a started row exists");
+                assert!(
+                    record.at_ms <= self.now_ms,
+                    "seed {}: row {:?} started at {} before it was due at {}",
+                    self.seed,
+                    job.row,
+                    self.now_ms,
+                    record.at_ms
+                );
+                assert!(
+                    !self.running.values().any(|run| run.row == job.row),
+                    "seed {}: row {:?} runs twice",
+                    self.seed,
+                    job.row
+                );
+                self.check_start(job, &record);
+                let run = Running {
+                    row: job.row,
+                    key: job.key.clone(),
+                    lane: record.lane,
+                    call: jobs[0].id,
+                };
+                self.running.insert(job.id, run);
+                let result = self.entry_result(&sink_type);
+                if let Some(latency_ms) = latency_ms {
+                    self.pending
+                        .insert((self.now_ms + latency_ms, job.id), result);
+                }
             }
         }
         self.check_limits(shard);
@@ -343,10 +364,43 @@ impl Sim {
             self.grant.max_inflight
         );
         assert!(
-            stats.running <= self.grant.concurrency,
-            "seed {seed}: {} running over {}",
-            stats.running,
+            stats.calls <= self.grant.concurrency,
+            "seed {seed}: {} calls running over {}",
+            stats.calls,
             self.grant.concurrency
+        );
+    }
+
+    /// What must hold whenever a call starts: one key; a batch only of a
+    /// batching sink, within its size; a key never runs more than
+    /// `sink_concurrency` calls at once (the limit now: a lowered one only
+    /// stops new starts).
+    fn check_call(&self, call: &Call) {
+        let seed = self.seed;
+        let key = &call.jobs()[0].key;
+        assert!(
+            call.jobs().iter().all(|job| job.key == *key),
+            "seed {seed}: a call mixes keys: {call:?}"
+        );
+        if let Call::Batch(jobs) = call {
+            let max = self.batch_max_entries.map_or(0, |m| usize::from(m.get()));
+            assert!(
+                &*key.sink_type == "b" && jobs.len() <= max,
+                "seed {seed}: a batch of {} for {key:?} (batches of {max})",
+                jobs.len()
+            );
+        }
+        let calls_on_key: HashSet<JobId> = self
+            .running
+            .values()
+            .filter(|run| run.key == *key)
+            .map(|run| run.call)
+            .collect();
+        assert!(
+            calls_on_key.len() < self.dispatch.sink_concurrency as usize,
+            "seed {seed}: key {key:?} runs {} calls, and one more starts, over {}",
+            calls_on_key.len(),
+            self.dispatch.sink_concurrency
         );
     }
 
@@ -391,19 +445,6 @@ impl Sim {
             job.row
         );
         *started += 1;
-        // A key never runs more than sink_concurrency at once (the limit
-        // now: a lowered one only stops new starts).
-        let on_key = 1 + self
-            .running
-            .values()
-            .filter(|run| run.key == job.key)
-            .count();
-        assert!(
-            on_key <= self.dispatch.sink_concurrency as usize,
-            "seed {seed}: key {:?} runs {on_key} over {}",
-            job.key,
-            self.dispatch.sink_concurrency
-        );
         // Nothing is retried at or past its horizon (so no row outlives it
         // by more than one open period: a parked row comes due by then).
         if record.first_attempt_at_ms != 0 {

@@ -52,6 +52,9 @@ fn stripe_to(dir: &std::path::Path, sink: SinkConfig) -> Config {
 struct Moto {
     child: Child,
     url: String,
+    /// Where it writes what it records (its own file: moto's default is
+    /// one in the working directory).
+    _recording: tempfile::TempDir,
 }
 
 impl Moto {
@@ -83,6 +86,8 @@ impl Moto {
             ])
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        let recording = tempfile::tempdir().unwrap();
+        command.env("MOTO_RECORDER_FILEPATH", recording.path().join("recording"));
         if let Some(n) = unsigned_requests {
             command.env("INITIAL_NO_AUTH_ACTION_COUNT", n.to_string());
         }
@@ -92,6 +97,7 @@ impl Moto {
         let mut moto = Moto {
             child,
             url: format!("http://127.0.0.1:{port}"),
+            _recording: recording,
         };
         wait_until("moto's server listens", Duration::from_secs(30), || {
             let exited = moto.child.try_wait().unwrap();
@@ -163,6 +169,36 @@ impl Moto {
             .body(Vec::new())
             .unwrap();
         self.run(request)
+    }
+
+    /// From now on moto records every request it gets.
+    fn start_recording(&self) {
+        let url = format!("{}/moto-api/recorder/start-recording", self.url);
+        let request = ureq::http::Request::post(url).body(Vec::new()).unwrap();
+        assert_eq!(self.run(request).0, 200);
+    }
+
+    /// The number of entries of each `SendMessageBatch` recorded, sorted.
+    fn recorded_batch_sizes(&self) -> Vec<usize> {
+        let url = format!("{}/moto-api/recorder/download-recording", self.url);
+        let request = ureq::http::Request::get(url).body(Vec::new()).unwrap();
+        let (status, recording) = self.run(request);
+        assert_eq!(status, 200);
+        // One JSON document per request, not always a line each.
+        let mut sizes: Vec<usize> = serde_json::Deserializer::from_slice(&recording)
+            .into_iter::<Value>()
+            .map(Result::unwrap)
+            .filter(|r| r["headers"]["X-Amz-Target"] == "AmazonSQS.SendMessageBatch")
+            .map(|r| {
+                let body = base64::engine::general_purpose::STANDARD
+                    .decode(r["body"].as_str().unwrap())
+                    .unwrap();
+                let request: Value = serde_json::from_slice(&body).unwrap();
+                request["Entries"].as_array().unwrap().len()
+            })
+            .collect();
+        sizes.sort();
+        sizes
     }
 
     /// The messages waiting in a queue, with every attribute.
@@ -306,46 +342,83 @@ fn a_queue_that_does_not_exist_is_retried_until_the_attempts_run_out() {
     );
 }
 
-/// What a loopback SQS stand-in does with a `SendMessage`.
+/// A backlog goes in batches: 25 rows dead-lettered while their queue did
+/// not exist are replayed once it does, come due at once, and go as
+/// `SendMessageBatch`es of 10, 10 and 5 that moto takes: every hook
+/// arrives, once.
+#[test]
+fn a_replayed_backlog_reaches_the_queue_in_batches() {
+    let moto = Moto::start();
+    let queue_url = format!("{}/123456789012/later", moto.url);
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = stripe_to(dir.path(), sqs_sink(&queue_url));
+    c.retry.max_attempts = 1;
+    let engine = Engine::open(c).unwrap();
+    let mut ids = commit_refused(&engine, "stripe", 25);
+    assert_eq!(moto.create_queue("later"), queue_url);
+    moto.start_recording();
+    replay_until_delivered(&engine, 25);
+    let mut arrived = Vec::new();
+    while arrived.len() < 25 {
+        let messages = moto.receive(&queue_url);
+        assert!(!messages.is_empty(), "only {} arrived", arrived.len());
+        arrived.extend(
+            messages
+                .iter()
+                .map(|m| string_attribute(m, "goad_id").unwrap()),
+        );
+    }
+    ids.sort();
+    arrived.sort();
+    assert_eq!(arrived, ids);
+    assert_eq!(moto.recorded_batch_sizes(), [5, 10, 10]);
+}
+
+/// What a loopback SQS stand-in does with each message of a
+/// `SendMessageBatch`.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Answer {
-    /// 200 with the MD5 of the message body it got.
+    /// Successful, with the MD5 of the message body it got.
     Stored,
-    /// 200 with an MD5 of zeros.
+    /// Successful, with an MD5 of zeros.
     WrongMd5,
-    /// 400 `InvalidParameterValue`.
+    /// Failed: `InvalidParameterValue`.
     Invalid,
 }
 
 fn sqs_reply(r: &Received, answer: Answer) -> Reply {
     let request: Value = serde_json::from_slice(&r.body).unwrap();
-    let message_body = request["MessageBody"].as_str().unwrap();
-    let md5: String = Md5::digest(message_body.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let (status, body) = match answer {
-        Answer::Stored => (200, json!({"MessageId": "m1", "MD5OfMessageBody": md5})),
-        Answer::WrongMd5 => (
-            200,
-            json!({"MessageId": "m1", "MD5OfMessageBody": "0".repeat(32)}),
-        ),
-        Answer::Invalid => (
-            400,
-            json!({"__type": "com.amazonaws.sqs#InvalidParameterValue", "message": "bad"}),
-        ),
-    };
-    Reply::status(status)
+    let (mut successful, mut failed) = (Vec::new(), Vec::new());
+    for entry in request["Entries"].as_array().unwrap() {
+        let id = entry["Id"].clone();
+        let message_body = entry["MessageBody"].as_str().unwrap();
+        let md5: String = Md5::digest(message_body.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        match answer {
+            Answer::Stored => {
+                successful.push(json!({"Id": id, "MessageId": "m", "MD5OfMessageBody": md5}))
+            }
+            Answer::WrongMd5 => successful
+                .push(json!({"Id": id, "MessageId": "m", "MD5OfMessageBody": "0".repeat(32)})),
+            Answer::Invalid => failed.push(json!({
+                "Id": id, "SenderFault": true, "Code": "InvalidParameterValue", "Message": "bad"
+            })),
+        }
+    }
+    let body = json!({"Successful": successful, "Failed": failed});
+    Reply::status(200)
         .header("content-type", "application/x-amz-json-1.0")
         .with_body(body.to_string())
 }
 
-/// Scenarios 38, 41, 42, 44: the request is a signed `SendMessage` (the
-/// session token sent and signed); an MD5 that is not the body's is
+/// Scenarios 38, 41, 42, 44: the request is a signed `SendMessageBatch`
+/// (the session token sent and signed); an MD5 that is not the body's is
 /// retried; an invalid parameter is permanent; replayed, the row's message
 /// names its replay and gets a deduplication id of its own.
 #[test]
-fn send_message_is_signed_answers_are_checked_and_a_replay_gets_its_own_dedup_id() {
+fn send_message_batch_is_signed_answers_are_checked_and_a_replay_gets_its_own_dedup_id() {
     let answer = Arc::new(parking_lot::Mutex::new(Answer::WrongMd5));
     let current = answer.clone();
     let receiver = Receiver::start(move |r| sqs_reply(r, *current.lock())).unwrap();
@@ -364,10 +437,16 @@ fn send_message_is_signed_answers_are_checked_and_a_replay_gets_its_own_dedup_id
     });
     let row = &dead(&engine)[0];
     let reason = row.record.error.as_deref().unwrap();
-    assert!(reason.contains("InvalidParameterValue"), "{reason}");
+    assert_eq!(
+        reason,
+        "sink sqs: permanent: SQS refused the message: InvalidParameterValue: bad"
+    );
     let first = &receiver.received()[0];
     assert_eq!(first.path, "/");
-    assert_eq!(first.header("x-amz-target"), Some("AmazonSQS.SendMessage"));
+    assert_eq!(
+        first.header("x-amz-target"),
+        Some("AmazonSQS.SendMessageBatch")
+    );
     assert_eq!(
         first.header("content-type"),
         Some("application/x-amz-json-1.0")
@@ -390,6 +469,9 @@ fn send_message_is_signed_answers_are_checked_and_a_replay_gets_its_own_dedup_id
     assert!(dead(&engine).is_empty());
     let last = receiver.received().pop().unwrap();
     let request: Value = serde_json::from_slice(&last.body).unwrap();
+    let entries = request["Entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 1);
+    let request = &entries[0];
     let replay_id = replayed.replay_id.as_str();
     assert_eq!(
         request["MessageDeduplicationId"],

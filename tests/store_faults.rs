@@ -248,8 +248,8 @@ fn after_a_store_failure_the_shard_scans_again_a_second_later() {
     unwritable.hook.tenant = Arc::from("t".repeat(600));
     let t = NOW_MS + 10;
     let mut started = Vec::new();
-    let out = state.step(t, vec![unwritable], Vec::new(), &mut |job| {
-        started.push(job.row.seq)
+    let out = state.step(t, vec![unwritable], Vec::new(), &mut |call| {
+        started.extend(call.jobs().iter().map(|job| job.row.seq))
     });
     assert!(matches!(out.committed, Some(Err(_))), "{:?}", out.committed);
     assert_eq!(
@@ -257,8 +257,8 @@ fn after_a_store_failure_the_shard_scans_again_a_second_later() {
         (1, Some(t + 1_000))
     );
     let mut step = |now_ms| {
-        state.step(now_ms, Vec::new(), Vec::new(), &mut |job| {
-            started.push(job.row.seq)
+        state.step(now_ms, Vec::new(), Vec::new(), &mut |call| {
+            started.extend(call.jobs().iter().map(|job| job.row.seq))
         });
         (state.store_failures, state.poll_deadline(now_ms))
     };
@@ -295,8 +295,8 @@ fn unreadable_due_entries_are_set_aside_and_the_shard_claims_the_rest() {
     let t = NOW_MS + 10;
     let mut step = |now_ms| {
         let mut started = Vec::new();
-        state.step(now_ms, Vec::new(), Vec::new(), &mut |job| {
-            started.push(job.row.seq)
+        state.step(now_ms, Vec::new(), Vec::new(), &mut |call| {
+            started.extend(call.jobs().iter().map(|job| job.row.seq))
         });
         started
     };

@@ -125,6 +125,20 @@ impl Default for ClaimCheckConfig {
 }
 
 impl Config {
+    /// The defaults with source `s` of tenant `t` delivering to `sinks`, for tests.
+    #[cfg(test)]
+    pub(crate) fn with_one_source(sinks: Vec<SinkConfig>) -> Config {
+        let mut config = Config::default();
+        config.sources.push(SourceConfig {
+            id: "s".into(),
+            tenant: "t".into(),
+            ingest_token_env: None,
+            forward_headers: None,
+            sinks,
+        });
+        config
+    }
+
     /// The claim check's directory.
     pub fn claim_dir(&self) -> PathBuf {
         self.claim_check

@@ -8,6 +8,7 @@
 use crate::config::Config;
 use crate::core::types::TenantId;
 use std::collections::HashMap;
+use std::num::NonZeroU16;
 use std::sync::Arc;
 
 /// A source's tenant and its sinks' types, in order.
@@ -18,6 +19,9 @@ pub struct SourceEntry {
     /// Per sink, in the same order: how an ordered sink picks a hook's
     /// lane; `None` for an unordered sink.
     pub lanes: Vec<Option<LaneBy>>,
+    /// Per sink, in the same order: the most attempts one call of a
+    /// batching sink carries; `None` for a sink that does not batch.
+    pub batch_max_entries: Vec<Option<NonZeroU16>>,
 }
 
 /// How an ordered sink picks the lane of a hook.
@@ -94,11 +98,37 @@ impl Catalog {
                             k.ordered.then(|| by.expect("a validated ordering_key"))
                         })
                         .collect(),
+                    batch_max_entries: vec![None; s.sinks.len()],
                 };
                 (Arc::from(s.id.as_str()), entry)
             })
             .collect();
         Catalog { sources }
+    }
+
+    /// The catalog with each sink's batch size as `batch_max_entries`
+    /// (source id, sink index) gives it (the sinks themselves say, see
+    /// `Sink::batch_max_entries`).
+    pub fn with_batches(
+        mut self,
+        batch_max_entries: impl Fn(&str, u16) -> Option<NonZeroU16>,
+    ) -> Catalog {
+        for (source_id, entry) in &mut self.sources {
+            for (index, max) in entry.batch_max_entries.iter_mut().enumerate() {
+                *max = batch_max_entries(source_id, index as u16);
+            }
+        }
+        self
+    }
+
+    /// The batch size of the sink a key is bound to; `None` when it does
+    /// not batch (or is gone).
+    pub fn batch_max_entries(&self, source_id: &str, sink_index: u16) -> Option<NonZeroU16> {
+        *self
+            .sources
+            .get(source_id)?
+            .batch_max_entries
+            .get(usize::from(sink_index))?
     }
 
     pub fn source(&self, source_id: &str) -> Option<&SourceEntry> {
@@ -134,18 +164,11 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{SinkConfig, SourceConfig};
+    use crate::config::SinkConfig;
 
     fn catalog(kinds: &[&str]) -> Catalog {
-        let mut config = Config::default();
-        config.sources.push(SourceConfig {
-            id: "s".into(),
-            tenant: "t".into(),
-            ingest_token_env: None,
-            forward_headers: None,
-            sinks: kinds.iter().map(|k| SinkConfig::of_kind(*k)).collect(),
-        });
-        Catalog::from_config(&config)
+        let sinks = kinds.iter().map(|k| SinkConfig::of_kind(*k)).collect();
+        Catalog::from_config(&Config::with_one_source(sinks))
     }
 
     #[test]

@@ -20,9 +20,9 @@
 //!    index through that batch, so it must see the decisions so far), then
 //!    drain the scan's ops too;
 //! 4. commit the batch when it must be durable;
-//! 5. drain [`Core::poll_abandoned`] (attempts whose worker is stuck),
+//! 5. drain [`Core::poll_abandoned`] (calls whose worker is stuck),
 //!    [`Core::poll_breaker_event`] (to log and count) and
-//!    [`Core::poll_job`] (attempts to start now);
+//!    [`Core::poll_call`] (attempts to start now, one by one or batched);
 //! 6. sleep until [`Core::poll_deadline`] or the next input.
 
 mod breaker;
@@ -69,14 +69,18 @@ struct Running {
     row: RowId,
     timer: TimerId,
     deadline_at_ms: u64,
+    /// The batch the attempt is an entry of (named by its first attempt's
+    /// id); `None` for a call of one attempt.
+    batch: Option<JobId>,
 }
 
-/// Per-tenant state: its window, its running count and its keys with work.
+/// Per-tenant state: its window, its running calls and its keys with work.
 #[derive(Debug)]
 struct TenantState {
     limits: TenantLimits,
     claimed: Usage,
-    running: u64,
+    /// Sink calls running (a batch counts once), against `concurrency`.
+    calls: u64,
     /// Rows of this tenant parked behind an open breaker so far.
     parked: u64,
     /// Keys of this tenant with queued jobs, in round-robin order.
@@ -95,14 +99,18 @@ impl TenantState {
 #[derive(Debug, Default)]
 struct KeyState {
     queue: VecDeque<RowId>,
-    running: u64,
+    /// Sink calls running (a batch counts once), against `sink_concurrency`.
+    calls: u64,
 }
 
 /// Counters the shell reports (stats, demo, tick).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CoreStats {
     pub claimed: Usage,
+    /// Attempts running.
     pub running: u64,
+    /// Sink calls running: one per attempt, one per batch of attempts.
+    pub calls: u64,
     pub queued: u64,
     pub delivered: u64,
     pub dead: u64,
@@ -136,6 +144,10 @@ pub struct Core {
     running: HashMap<JobId, Running>,
     claimed: Usage,
     running_count: u64,
+    /// Sink calls running, against the shard's concurrency.
+    calls_count: u64,
+    /// Per batch running, its attempts not settled yet (see `Running::batch`).
+    batches: HashMap<JobId, u16>,
     tenants: HashMap<TenantId, TenantState>,
     keys: HashMap<SinkKey, KeyState>,
     /// Tenants with queued jobs, in round-robin order.
@@ -206,6 +218,8 @@ impl Core {
             running: HashMap::new(),
             claimed: Usage::default(),
             running_count: 0,
+            calls_count: 0,
+            batches: HashMap::new(),
             tenants: HashMap::new(),
             keys: HashMap::new(),
             tenant_ring: VecDeque::new(),
@@ -289,32 +303,30 @@ impl Core {
             return;
         };
         self.wheel.cancel(run.timer);
-        self.finish(now_ms, job, run.row, result);
+        self.finish(now_ms, job, run, result);
     }
 
     /// Fails every attempt whose deadline passed as `attempt_timeout`; the
-    /// shell learns of their workers through [`Core::poll_abandoned`].
+    /// shell learns of their workers through [`Core::poll_abandoned`] (once
+    /// per call: a batch's entries share their deadline).
     pub fn handle_timers(&mut self, now_ms: u64) {
         while let Some(job) = self.wheel.poll(now_ms) {
             let run = self
                 .running
                 .remove(&job)
                 .expect("a timer belongs to a running attempt");
-            self.abandoned.push_back(job);
             self.stats.timed_out += 1;
             let message = format!(
                 "attempt_timeout: no result after {} ms",
                 self.dispatch.attempt_timeout_ms
             );
-            self.finish(
-                now_ms,
-                job,
-                run.row,
-                Err(AttemptFailure {
-                    class: FailureClass::Transient,
-                    message,
-                }),
-            );
+            let failure = AttemptFailure {
+                class: FailureClass::Transient,
+                message,
+            };
+            if self.finish(now_ms, job, run, Err(failure)) {
+                self.abandoned.push_back(job);
+            }
         }
     }
 
@@ -330,7 +342,7 @@ impl Core {
         self.breaker_events.pop_front()
     }
 
-    /// An attempt that timed out: its worker may be stuck.
+    /// A call that timed out (named by its last attempt): its worker may be stuck.
     pub fn poll_abandoned(&mut self) -> Option<JobId> {
         self.abandoned.pop_front()
     }
@@ -368,6 +380,7 @@ impl Core {
         CoreStats {
             claimed: self.claimed,
             running: self.running(),
+            calls: self.calls_count,
             queued: self.claims.len() as u64 - self.running_count,
             breakers_open: self.breakers.values().filter(|b| b.is_open()).count() as u64,
             ..self.stats
@@ -437,14 +450,17 @@ impl Core {
             .or_insert_with(|| TenantState {
                 limits: dispatch.tenant_limits(tenant),
                 claimed: Usage::default(),
-                running: 0,
+                calls: 0,
                 parked: 0,
                 key_ring: VecDeque::new(),
             })
     }
 
     /// Settles a claimed row that ran: the outcome becomes a store op.
-    fn finish(&mut self, now_ms: u64, job: JobId, row: RowId, result: AttemptResult) {
+    /// Returns whether the attempt's call ended with it (a batch ends with
+    /// its last entry).
+    fn finish(&mut self, now_ms: u64, job: JobId, run: Running, result: AttemptResult) -> bool {
+        let row = run.row;
         let claim = self
             .claims
             .remove(&row)
@@ -453,7 +469,10 @@ impl Core {
         if let Some(lane) = claim.fields.lane {
             self.running_lanes.remove(&lane);
         }
-        self.free_slot(&claim.key);
+        let call_ended = self.call_ends(run.batch);
+        if call_ended {
+            self.free_slot(&claim.key);
+        }
         self.release(&claim);
         if let Some(until_ms) = self.record_breaker(
             now_ms,
@@ -471,7 +490,7 @@ impl Core {
                     replay: claim.fields.replay.clone(),
                     lane: claim.fields.lane,
                 });
-                return;
+                return call_ended;
             }
             Err(failure) => failure,
         };
@@ -497,7 +516,7 @@ impl Core {
                     due_at_ms,
                     error,
                 });
-                return;
+                return call_ended;
             }
             RetryDecision::GiveUp => DeadReason::Sink {
                 sink_type: fields.sink_type.clone(),
@@ -508,6 +527,7 @@ impl Core {
             },
         };
         self.dead(now_ms, row, fields, reason);
+        call_ended
     }
 
     fn dead(&mut self, now_ms: u64, row: RowId, fields: RowFields, reason: DeadReason) {
@@ -637,10 +657,34 @@ impl Core {
         Some(self.running[job].deadline_at_ms)
     }
 
-    /// An attempt of `key` ended: its key's and tenant's slot is free.
+    /// An attempt of `batch` (or of a call of its own) ended: whether its
+    /// call did too.
+    fn call_ends(&mut self, batch: Option<JobId>) -> bool {
+        let Some(batch) = batch else {
+            return true;
+        };
+        let left = self.batches.get_mut(&batch).expect("a running batch");
+        *left -= 1;
+        if *left > 0 {
+            return false;
+        }
+        self.batches.remove(&batch);
+        true
+    }
+
+    /// A call of `key` starts: it takes a slot of the key, its tenant and
+    /// the shard.
+    fn take_slot(&mut self, key: &SinkKey) {
+        self.keys.entry(key.clone()).or_default().calls += 1;
+        self.tenant_mut(&key.tenant).calls += 1;
+        self.calls_count += 1;
+    }
+
+    /// A call of `key` ended: its key's, tenant's and shard's slot is free.
     fn free_slot(&mut self, key: &SinkKey) {
-        self.keys.get_mut(key).expect("a running key").running -= 1;
-        self.tenant_mut(&key.tenant).running -= 1;
+        self.keys.get_mut(key).expect("a running key").calls -= 1;
+        self.tenant_mut(&key.tenant).calls -= 1;
+        self.calls_count -= 1;
     }
 
     /// Counts a new claim in the windows.

@@ -8,6 +8,7 @@ pub struct TenantStats {
     pub tenant: TenantId,
     pub claimed_rows: u64,
     pub claimed_bytes: u64,
+    /// Sink calls running: one per attempt, one per batch of attempts.
     pub running: u64,
     /// Rows parked behind an open breaker since the shard opened.
     pub parked: u64,
@@ -25,7 +26,7 @@ impl Core {
                 tenant: tenant.clone(),
                 claimed_rows: state.claimed.rows,
                 claimed_bytes: state.claimed.bytes,
-                running: state.running,
+                running: state.calls,
                 parked: state.parked,
                 breakers_open: self
                     .breakers

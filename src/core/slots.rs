@@ -1,8 +1,18 @@
-//! Attempt slots: claimed rows wait in one FIFO per sink key, and slots go
+//! Call slots: claimed rows wait in one FIFO per sink key, and slots go
 //! round robin across tenants first, then across each tenant's keys, so one
-//! source's backlog cannot queue ahead of every other source's. A start needs
+//! source's backlog cannot queue ahead of every other source's. A call needs
 //! room under the shard's concurrency, the tenant's concurrency and the
 //! key's `dispatch.sink_concurrency`.
+//!
+//! A call is one attempt, or for a batching sink a batch of up to its
+//! `batch_max_entries` attempts of one key, sent in one request. A batch
+//! takes one slot, as one request holds one IO worker: counting its
+//! attempts would cap a batch at `sink_concurrency` entries (8, not the 10
+//! of an SQS batch). Its attempts are bounded by the claimed-row windows
+//! instead, and each is still its own: its own deadline, its own outcome,
+//! its own move of the key's breaker. Batches form by themselves: while
+//! a key's calls are all running its rows queue, and the next free slot
+//! takes up to a batch of them.
 
 use super::*;
 
@@ -21,9 +31,11 @@ impl Core {
         }
     }
 
-    /// The next attempt to start now, if a queued row has a free slot.
-    pub fn poll_job(&mut self, now_ms: u64) -> Option<Job> {
-        if self.running() >= self.grant.concurrency {
+    /// The next call to start now, if a queued row has a free slot: one
+    /// attempt, or for a key of a batching sink up to its batch of them (a
+    /// breaker's probe goes alone). A call takes one slot whatever its size.
+    pub fn poll_call(&mut self, now_ms: u64) -> Option<Call> {
+        if self.calls_count >= self.grant.concurrency {
             return None;
         }
         for _ in 0..self.tenant_ring.len() {
@@ -43,17 +55,38 @@ impl Core {
                     continue;
                 }
             };
-            let Some(row) = self.take_queued(now_ms, tenant_id, key) else {
-                continue;
+            let batch_max = self
+                .catalog
+                .batch_max_entries(&key.source_id, key.sink_index);
+            let max_rows = match batch_max {
+                Some(max) if !probe => usize::from(max.get()),
+                _ => 1,
             };
-            let job = self.start(now_ms, row);
+            let rows = self.take_queued(now_ms, tenant_id, &key, max_rows);
+            if rows.is_empty() {
+                continue;
+            }
+            self.take_slot(&key);
+            let call = match batch_max {
+                None => Call::One(self.start(now_ms, rows[0], None)),
+                Some(_) => {
+                    let batch = JobId(self.next_job_id);
+                    self.batches.insert(batch, rows.len() as u16);
+                    let jobs = rows
+                        .into_iter()
+                        .map(|row| self.start(now_ms, row, Some(batch)))
+                        .collect();
+                    Call::Batch(jobs)
+                }
+            };
             if probe {
+                let job = &call.jobs()[0];
                 self.breakers
                     .get_mut(&job.key)
                     .expect("a probe's breaker is half-open")
                     .probe_started(job.id);
             }
-            return Some(job);
+            return Some(call);
         }
         None
     }
@@ -67,12 +100,12 @@ impl Core {
             .tenants
             .get_mut(tenant_id)
             .expect("a ring tenant has state");
-        if tenant.running >= u64::from(tenant.limits.concurrency) {
+        if tenant.calls >= u64::from(tenant.limits.concurrency) {
             return None;
         }
         for _ in 0..tenant.key_ring.len() {
             let key = tenant.key_ring.pop_front().expect("counted");
-            if self.keys[&key].running < sink_concurrency {
+            if self.keys[&key].calls < sink_concurrency {
                 return Some(key);
             }
             tenant.key_ring.push_back(key);
@@ -80,46 +113,53 @@ impl Core {
         None
     }
 
-    /// Takes the next row queued on `key` to start it, and puts the key
-    /// and the tenant back in their rings while they have rows queued. A
-    /// row past its retry horizon is dead-lettered instead (`None`):
+    /// Takes up to `max_rows` rows queued on `key` to start them, and puts
+    /// the key and the tenant back in their rings while they have rows
+    /// queued. A row past its retry horizon is dead-lettered instead:
     /// nothing is retried past its horizon, however long it queued.
-    fn take_queued(&mut self, now_ms: u64, tenant_id: TenantId, key: SinkKey) -> Option<RowId> {
+    fn take_queued(
+        &mut self,
+        now_ms: u64,
+        tenant_id: TenantId,
+        key: &SinkKey,
+        max_rows: usize,
+    ) -> Vec<RowId> {
+        let mut rows = Vec::new();
+        let mut past_horizon = Vec::new();
+        let key_state = self.keys.get_mut(key).expect("a ring key has state");
+        while rows.len() < max_rows {
+            let Some(row) = key_state.queue.pop_front() else {
+                break;
+            };
+            let first_attempt_at_ms = self.claims[&row].fields.first_attempt_at_ms;
+            if first_attempt_at_ms != 0 && now_ms >= self.retry.horizon_ms(first_attempt_at_ms) {
+                past_horizon.push(row);
+            } else {
+                rows.push(row);
+            }
+        }
         let tenant = self
             .tenants
             .get_mut(&tenant_id)
             .expect("a ring tenant has state");
-        let key_state = self.keys.get_mut(&key).expect("a ring key has state");
-        let row = key_state
-            .queue
-            .pop_front()
-            .expect("a ring key has queued rows");
-        let first_attempt_at_ms = self.claims[&row].fields.first_attempt_at_ms;
-        let past_horizon =
-            first_attempt_at_ms != 0 && now_ms >= self.retry.horizon_ms(first_attempt_at_ms);
-        if !past_horizon {
-            key_state.running += 1;
-            tenant.running += 1;
-        }
         if !key_state.queue.is_empty() {
-            tenant.key_ring.push_back(key);
+            tenant.key_ring.push_back(key.clone());
         }
         if !tenant.key_ring.is_empty() {
             self.tenant_ring.push_back(tenant_id);
         }
-        if !past_horizon {
-            return Some(row);
+        for row in past_horizon {
+            let claim = self.claims.remove(&row).expect("a queued row has a claim");
+            self.release(&claim);
+            let reason = DeadReason::RetryHorizon {
+                sink_type: claim.fields.sink_type.clone(),
+            };
+            self.dead(now_ms, row, claim.fields, reason);
         }
-        let claim = self.claims.remove(&row).expect("a queued row has a claim");
-        self.release(&claim);
-        let reason = DeadReason::RetryHorizon {
-            sink_type: claim.fields.sink_type.clone(),
-        };
-        self.dead(now_ms, row, claim.fields, reason);
-        None
+        rows
     }
 
-    fn start(&mut self, now_ms: u64, row: RowId) -> Job {
+    fn start(&mut self, now_ms: u64, row: RowId, batch: Option<JobId>) -> Job {
         let id = JobId(self.next_job_id);
         self.next_job_id += 1;
         let deadline_at_ms = now_ms + self.dispatch.attempt_timeout_ms;
@@ -130,6 +170,7 @@ impl Core {
                 row,
                 timer,
                 deadline_at_ms,
+                batch,
             },
         );
         self.running_count += 1;

@@ -8,7 +8,7 @@
 //! in flight in the store and hands it to the new core
 //! ([`Core::adopt_straggler`]), which takes the attempt on as its own: its
 //! row claimed, counted against the windows and the shard's, tenant's and
-//! key's concurrency, timed out at its deadline, and settled by its result
+//! key's concurrency (a batch once, as it was), timed out at its deadline, and settled by its result
 //! like any other attempt's (a delivery deletes the row, a failure retries
 //! or dead-letters it by the retry policy).
 
@@ -20,6 +20,9 @@ pub struct RunningAttempt {
     pub job: JobId,
     pub row: RowId,
     pub deadline_at_ms: u64,
+    /// The batch the attempt is an entry of, if any (see `Running::batch`):
+    /// a batch takes one slot in the new core as it did in the old.
+    batch: Option<JobId>,
     /// The row's claim: its key, hook and fields as the old core had them.
     claim: Claim,
 }
@@ -39,6 +42,7 @@ impl Core {
                 job: *job,
                 row: run.row,
                 deadline_at_ms: run.deadline_at_ms,
+                batch: run.batch,
                 claim: self.claims[&run.row].clone(),
             })
             .collect()
@@ -51,11 +55,21 @@ impl Core {
             job,
             row,
             deadline_at_ms,
+            batch,
             claim,
         } = attempt;
         assert_eq!(claim.running, Some(job), "a straggler's claim is its own");
-        self.keys.entry(claim.key.clone()).or_default().running += 1;
-        self.tenant_mut(&claim.key.tenant).running += 1;
+        let new_call = match batch {
+            Some(batch) => {
+                let entries = self.batches.entry(batch).or_default();
+                *entries += 1;
+                *entries == 1
+            }
+            None => true,
+        };
+        if new_call {
+            self.take_slot(&claim.key);
+        }
         self.lane_starts(claim.fields.lane, job);
         self.add_claim(row, claim);
         let timer = self.wheel.insert(deadline_at_ms, job);
@@ -65,6 +79,7 @@ impl Core {
                 row,
                 timer,
                 deadline_at_ms,
+                batch,
             },
         );
         assert!(previous.is_none(), "a straggler adopted twice");

@@ -5,6 +5,9 @@ use super::*;
 use crate::config::{Config, SinkConfig, SourceConfig, TenantLimitsConfig};
 use crate::store::Hook;
 use std::collections::{BTreeMap, HashSet};
+use std::num::NonZeroU16;
+
+mod batches;
 
 /// The due index and rows as plain maps; store ops are applied to it.
 #[derive(Default)]
@@ -182,6 +185,16 @@ fn source(id: &str, tenant: &str, kinds: &[&str]) -> SourceConfig {
         ingest_token_env: None,
         forward_headers: None,
         sinks: kinds.iter().map(|k| SinkConfig::of_kind(*k)).collect(),
+    }
+}
+
+impl Core {
+    /// The next call, of one attempt: the sinks of these tests do not batch.
+    fn poll_job(&mut self, now_ms: u64) -> Option<Job> {
+        self.poll_call(now_ms).map(|call| match call {
+            Call::One(job) => job,
+            Call::Batch(jobs) => panic!("a batch of {} where no sink batches", jobs.len()),
+        })
     }
 }
 

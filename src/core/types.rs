@@ -270,6 +270,28 @@ pub struct Job {
     pub replay: Option<Arc<str>>,
 }
 
+/// What the shell hands one IO worker: a call into one sink.
+#[derive(Debug)]
+#[must_use]
+pub enum Call {
+    /// One attempt (`Sink::deliver`).
+    One(Job),
+    /// Attempts of one key of a batching sink, in one request
+    /// (`Sink::deliver_batch`); each settles on its own entry's result.
+    /// A batch takes one slot of every concurrency cap, whatever its size.
+    Batch(Vec<Job>),
+}
+
+impl Call {
+    /// The attempts of the call, in order.
+    pub fn jobs(&self) -> &[Job] {
+        match self {
+            Call::One(job) => std::slice::from_ref(job),
+            Call::Batch(jobs) => jobs,
+        }
+    }
+}
+
 /// The shard's share of the node's global windows, granted by the coordinator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Grant {

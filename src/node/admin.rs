@@ -162,6 +162,7 @@ fn stats(engine: &Engine) -> Response {
                 "claimed": s.claimed_rows,
                 "claimed_bytes": s.claimed_bytes,
                 "running": s.running,
+                "calls": s.calls,
                 "queued": s.queued,
                 "parked": s.parked,
                 "breakers_open": s.breakers_open,

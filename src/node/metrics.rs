@@ -150,6 +150,12 @@ const SHARD_FAMILIES: &[ShardFamily] = &[
         s.running
     }),
     (
+        "goad_running_calls",
+        "gauge",
+        "Sink calls running: one per attempt, one per batch of a batching sink.",
+        |s| s.calls,
+    ),
+    (
         "goad_parked_total",
         "counter",
         "Rows parked behind an open circuit breaker.",

@@ -431,7 +431,7 @@ impl Engine {
         let names: Vec<&str> = self.host_sinks.keys().map(String::as_str).collect();
         config.validate_with_sinks(&names)?;
         let registry = SinkRegistry::build(config, &self.host_sinks, &self.claims)?;
-        let catalog = Arc::new(Catalog::from_config(config));
+        let catalog = Arc::new(registry.catalog(config));
         *self.registry.write() = Arc::new(registry);
         *self.catalog.write() = catalog.clone();
         let mut current = self.config.write();

@@ -50,10 +50,10 @@ impl EngineBuilder {
             .validate_with_sinks(&names)
             .map_err(OpenError::Config)?;
         let claims = Arc::new(ClaimStore::from_config(&self.config));
-        let registry: SharedRegistry = Arc::new(RwLock::new(Arc::new(
-            SinkRegistry::build(&self.config, &self.host_sinks, &claims)
-                .map_err(OpenError::Config)?,
-        )));
+        let sinks = SinkRegistry::build(&self.config, &self.host_sinks, &claims)
+            .map_err(OpenError::Config)?;
+        let catalog = Arc::new(sinks.catalog(&self.config));
+        let registry: SharedRegistry = Arc::new(RwLock::new(Arc::new(sinks)));
         let lock = DataDirLock::acquire(&self.config.data_dir).map_err(OpenError::Store)?;
         let shard_count = self.config.shard_count();
         let stores = (0..shard_count)
@@ -71,7 +71,7 @@ impl EngineBuilder {
         let (coordinator_tx, coordinator_rx) = crossbeam_channel::bounded(1024);
         let start = ShardStart {
             config: &self.config,
-            catalog: Arc::new(Catalog::from_config(&self.config)),
+            catalog,
             grants: coordinator::shares(global, &vec![0; shard_count]),
             seed: self.seed.unwrap_or_else(wall_ms),
             now_ms: wall_ms(),

@@ -1,8 +1,9 @@
 //! A shard's IO pool: blocking worker threads running `Sink::deliver`.
 //!
-//! Jobs come over a bounded channel; each result goes back to the shard's
-//! input channel tagged with its job id (which wakes the shard). A worker
-//! whose attempt timed out may be stuck in a sink: the pool starts a
+//! Calls come over a bounded channel: one attempt (`Sink::deliver`) or a
+//! batch (`Sink::deliver_batch`). Each attempt's result goes back to the
+//! shard's input channel tagged with its job id (which wakes the shard). A
+//! worker whose call timed out may be stuck in a sink: the pool starts a
 //! replacement so the shard keeps its capacity, up to
 //! `MAX_ABANDONED_WORKERS` extra threads. A worker that finds the pool over
 //! its size after a job exits, so the count returns to its target once stuck
@@ -11,9 +12,9 @@
 use super::job_queue::JobQueue;
 use super::latency::AttemptLatency;
 use super::shard::ShardInput;
-use crate::core::{AttemptFailure, FailureClass, Job, JobId};
+use crate::core::{AttemptFailure, AttemptResult, Call, FailureClass, Job, JobId};
 use crate::limits::MAX_ABANDONED_WORKERS;
-use crate::sink::{deliver_safely, Delivery, SinkRegistry};
+use crate::sink::{deliver_batch_safely, deliver_safely, Delivery, Sink, SinkRegistry};
 use crossbeam_channel::Sender;
 use parking_lot::RwLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,7 +25,7 @@ use std::time::Instant;
 pub type SharedRegistry = Arc<RwLock<Arc<SinkRegistry>>>;
 
 struct Shared {
-    jobs: JobQueue<Job>,
+    calls: JobQueue<Call>,
     results: Sender<ShardInput>,
     registry: SharedRegistry,
     live: AtomicUsize,
@@ -40,7 +41,7 @@ pub struct IoPool {
 }
 
 impl IoPool {
-    /// Starts `workers` threads. The job channel holds every attempt the
+    /// Starts `workers` threads. The call channel holds every call the
     /// shard may start at once plus those whose workers are stuck.
     pub fn start(
         shard_index: usize,
@@ -50,7 +51,7 @@ impl IoPool {
         latency: Arc<AttemptLatency>,
     ) -> IoPool {
         let shared = Arc::new(Shared {
-            jobs: JobQueue::new(workers + MAX_ABANDONED_WORKERS),
+            calls: JobQueue::new(workers + MAX_ABANDONED_WORKERS),
             results,
             registry,
             live: AtomicUsize::new(0),
@@ -65,22 +66,23 @@ impl IoPool {
         IoPool { shared }
     }
 
-    /// Hands a job to a worker. A full channel (every worker stuck past the
-    /// replacement bound) fails the attempt at once instead of blocking the shard.
-    pub fn submit(&self, job: Job) -> Result<(), (JobId, AttemptFailure)> {
-        match self.shared.jobs.push(job) {
-            Ok(()) => Ok(()),
-            Err(job) => {
-                let failure = AttemptFailure {
-                    class: FailureClass::Transient,
-                    message: "io pool saturated: every worker is stuck".into(),
-                };
-                Err((job.id, failure))
-            }
-        }
+    /// Hands a call to a worker. A full channel (every worker stuck past
+    /// the replacement bound) fails the call's attempts at once instead of
+    /// blocking the shard.
+    pub fn submit(&self, call: Call) -> Result<(), Vec<(JobId, AttemptResult)>> {
+        self.shared.calls.push(call).map_err(|call| {
+            let failure = AttemptFailure {
+                class: FailureClass::Transient,
+                message: "io pool saturated: every worker is stuck".into(),
+            };
+            call.jobs()
+                .iter()
+                .map(|job| (job.id, Err(failure.clone())))
+                .collect()
+        })
     }
 
-    /// An attempt timed out: its worker may never come back, so start another
+    /// A call timed out: its worker may never come back, so start another
     /// (within the bound).
     pub fn replace_abandoned(&self) {
         if self.abandoned() < MAX_ABANDONED_WORKERS {
@@ -100,7 +102,7 @@ impl IoPool {
 /// The shard is gone: idle workers exit; busy ones after their attempt.
 impl Drop for IoPool {
     fn drop(&mut self) {
-        self.shared.jobs.close();
+        self.shared.calls.close();
     }
 }
 
@@ -122,35 +124,32 @@ fn spawn_worker(shared: &Arc<Shared>) {
 }
 
 fn run_worker(shared: &Shared) {
-    while let Some(job) = shared.jobs.pop() {
+    while let Some(call) = shared.calls.pop() {
+        let key = &call.jobs()[0].key;
         let sink = shared
             .registry
             .read()
-            .get(&job.key.source_id, job.key.sink_index)
+            .get(&key.source_id, key.sink_index)
             .cloned();
         let started = Instant::now();
-        let result = match sink {
-            Some(sink) => {
-                let delivery = Delivery {
-                    hook: &job.hook,
-                    attempt: job.attempt,
-                    sink_index: job.key.sink_index,
-                    replay_id: job.replay.as_deref(),
-                    claim: None,
+        let results = match sink {
+            Some(sink) => run_call(sink.as_ref(), &call),
+            None => {
+                let failure = AttemptFailure {
+                    class: FailureClass::Transient,
+                    message: format!("no sink at {}[{}]", key.source_id, key.sink_index),
                 };
-                deliver_safely(sink.as_ref(), &delivery).map_err(|e| e.into_failure())
+                vec![Err(failure); call.jobs().len()]
             }
-            None => Err(AttemptFailure {
-                class: FailureClass::Transient,
-                message: format!("no sink at {}[{}]", job.key.source_id, job.key.sink_index),
-            }),
         };
         shared.latency.record(started.elapsed());
-        if shared
-            .results
-            .send(ShardInput::Completion(job.id, result))
-            .is_err()
-        {
+        let sent = call.jobs().iter().zip(results).all(|(job, result)| {
+            shared
+                .results
+                .send(ShardInput::Completion(job.id, result))
+                .is_ok()
+        });
+        if !sent {
             break;
         }
         let live = shared.live.load(Ordering::Acquire);
@@ -164,4 +163,31 @@ fn run_worker(shared: &Shared) {
         }
     }
     shared.live.fetch_sub(1, Ordering::AcqRel);
+}
+
+/// What the sink is given for `job`.
+fn delivery(job: &Job) -> Delivery<'_> {
+    Delivery {
+        hook: &job.hook,
+        attempt: job.attempt,
+        sink_index: job.key.sink_index,
+        replay_id: job.replay.as_deref(),
+        claim: None,
+    }
+}
+
+/// One call into `sink`: each attempt's result, in the call's order.
+fn run_call(sink: &dyn Sink, call: &Call) -> Vec<AttemptResult> {
+    match call {
+        Call::One(job) => {
+            vec![deliver_safely(sink, &delivery(job)).map_err(|e| e.into_failure())]
+        }
+        Call::Batch(jobs) => {
+            let deliveries: Vec<Delivery<'_>> = jobs.iter().map(delivery).collect();
+            deliver_batch_safely(sink, &deliveries)
+                .into_iter()
+                .map(|result| result.map_err(|e| e.into_failure()))
+                .collect()
+        }
+    }
 }

@@ -19,7 +19,7 @@ use super::restart::Restarts;
 use super::room::StoreRoom;
 use super::step::{NewRows, ShardState, StepOutput};
 use crate::config::DispatchConfig;
-use crate::core::{AttemptResult, Catalog, Core, Grant, Job, JobId, TenantStats};
+use crate::core::{AttemptResult, Call, Catalog, Core, Grant, JobId, TenantStats};
 use crate::limits::{
     GROUP_COMMIT_LINGER_US, MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS,
     SHUTDOWN_GRACE_MS,
@@ -80,7 +80,10 @@ pub struct ShardStats {
     pub group_commits: u64,
     pub claimed_rows: u64,
     pub claimed_bytes: u64,
+    /// Attempts running.
     pub running: u64,
+    /// Sink calls running: one per attempt, one per batch of attempts.
+    pub calls: u64,
     pub queued: u64,
     pub delivered: u64,
     pub dead: u64,
@@ -362,9 +365,9 @@ impl ShardLoop {
     ) {
         let pool = &self.pool;
         let resubmit = &mut self.resubmit;
-        let mut start = |job: Job| {
-            if let Err((job, failure)) = pool.submit(job) {
-                resubmit.push((job, Err(failure)));
+        let mut start = |call: Call| {
+            if let Err(failed) = pool.submit(call) {
+                resubmit.extend(failed);
             }
         };
         let out = state.step(now_ms, commits, outcomes, &mut start);
@@ -433,6 +436,7 @@ impl ShardLoop {
             claimed_rows: stats.claimed.rows,
             claimed_bytes: stats.claimed.bytes,
             running: stats.running,
+            calls: stats.calls,
             queued: stats.queued,
             delivered: stats.delivered,
             dead: stats.dead,

@@ -22,7 +22,7 @@
 
 use crate::config::DispatchConfig;
 use crate::core::{
-    AttemptResult, BreakerEvent, Catalog, Core, Grant, Job, JobId, RowId, RunningAttempt,
+    AttemptResult, BreakerEvent, Call, Catalog, Core, Grant, JobId, RowId, RunningAttempt,
     SourceEntry,
 };
 use crate::limits::{MAX_UNFLUSHED_OPS, OUTCOME_FLUSH_MS, REPLAY_SCAN_BUDGET, STORE_RETRY_MS};
@@ -298,15 +298,15 @@ impl<'s> ShardState<'s> {
 
     /// One iteration. `commits` are written and synced together; `outcomes`
     /// are attempt results since the last iteration. `start` is given every
-    /// attempt to start: those of rows that were durable before this batch
-    /// while the batch syncs (so deliveries overlap the sync), those of the
-    /// batch's own hooks once it is durable.
+    /// call to start: those of rows that were durable before this batch
+    /// while the batch syncs (so deliveries overlap the sync), those with
+    /// a row of the batch's own hooks once it is durable.
     pub fn step(
         &mut self,
         now_ms: u64,
         commits: Vec<NewRows>,
         outcomes: Vec<(JobId, AttemptResult)>,
-        start: &mut dyn FnMut(Job),
+        start: &mut dyn FnMut(Call),
     ) -> StepOutput {
         self.handle_outcomes(now_ms, outcomes);
         self.core.handle_timers(now_ms);
@@ -316,11 +316,11 @@ impl<'s> ShardState<'s> {
         let mut held = Vec::new();
         let mut written = self.write_txn(now_ms, commits);
         if written.is_ok() {
-            while let Some(job) = self.core.poll_job(now_ms) {
-                if job.row.seq >= first_new_seq {
-                    held.push(job);
+            while let Some(call) = self.core.poll_call(now_ms) {
+                if call.jobs().iter().any(|job| job.row.seq >= first_new_seq) {
+                    held.push(call);
                 } else {
-                    start(job);
+                    start(call);
                 }
             }
             if has_commits {

@@ -27,6 +27,8 @@ use crate::claim_check::ClaimRef;
 use crate::core::{AttemptFailure, FailureClass};
 use crate::store::Hook;
 use std::fmt;
+use std::num::NonZeroU16;
+use std::sync::Arc;
 
 /// A boxed error with its cause chain.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -62,6 +64,26 @@ pub trait Sink: Send + Sync + 'static {
     /// a failed attempt too.
     fn inline_max_bytes(&self) -> Option<u64> {
         None
+    }
+
+    /// `Some(n)`: the sink batches. Attempts of one key (one tenant's
+    /// source and sink) are then handed to [`Sink::deliver_batch`] up to
+    /// `n` at a time (at most `limits::MAX_BATCH_ENTRIES`), and a batch
+    /// takes one slot of the concurrency caps, whatever its size. `None`
+    /// (the default): one attempt per [`Sink::deliver`]. Asked when the
+    /// engine opens or is reconfigured.
+    fn batch_max_entries(&self) -> Option<NonZeroU16> {
+        None
+    }
+
+    /// Attempts of one key in one call (for a sink whose
+    /// [`Sink::batch_max_entries`] is `Some`): one result per delivery, in
+    /// order, each settling its own row. A sink whose request carries
+    /// fewer bytes than the whole batch may split it; a panic, or a
+    /// result count other than the deliveries', fails every attempt of
+    /// the batch. The default delivers one by one.
+    fn deliver_batch(&self, deliveries: &[Delivery<'_>]) -> Vec<Result<(), SinkError>> {
+        deliveries.iter().map(|d| self.deliver(d)).collect()
     }
 }
 
@@ -109,6 +131,27 @@ impl SinkError {
         }
     }
 
+    /// This failure of a whole batch as the failure of each of its
+    /// `entries` (one cause, shared).
+    pub fn for_each_of(self, entries: usize) -> Vec<SinkError> {
+        let (after_ms, permanent, cause) = match self {
+            SinkError::Permanent(cause) => (None, true, cause),
+            SinkError::RetryAfter { after_ms, cause } => (Some(after_ms), false, cause),
+            SinkError::Transient(cause) => (None, false, cause),
+        };
+        let shared = SharedCause(Arc::from(cause));
+        (0..entries)
+            .map(|_| {
+                let cause: BoxError = Box::new(shared.clone());
+                match (permanent, after_ms) {
+                    (true, _) => SinkError::Permanent(cause),
+                    (false, Some(after_ms)) => SinkError::RetryAfter { after_ms, cause },
+                    (false, None) => SinkError::Transient(cause),
+                }
+            })
+            .collect()
+    }
+
     /// The failure as the core records it: its class and its cause chain as text.
     pub fn into_failure(self) -> AttemptFailure {
         let class = match &self {
@@ -152,6 +195,23 @@ impl std::error::Error for SinkError {
     }
 }
 
+/// One cause shared by the failures of a batch's entries: it reads as the
+/// cause itself.
+#[derive(Debug, Clone)]
+struct SharedCause(Arc<dyn std::error::Error + Send + Sync + 'static>);
+
+impl fmt::Display for SharedCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for SharedCause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
 /// A sink that panicked: the panic's message.
 #[derive(Debug)]
 pub struct SinkPanicked(pub String);
@@ -163,6 +223,74 @@ impl fmt::Display for SinkPanicked {
 }
 
 impl std::error::Error for SinkPanicked {}
+
+/// A batching sink answered a number of results other than its entries'.
+#[derive(Debug)]
+pub struct BatchMiscounted {
+    pub entries: usize,
+    pub results: usize,
+}
+
+impl fmt::Display for BatchMiscounted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the sink answered {} results for a batch of {}",
+            self.results, self.entries
+        )
+    }
+}
+
+impl std::error::Error for BatchMiscounted {}
+
+/// Runs `sink.deliver_batch`; a panic or a miscounted answer fails every
+/// entry as transient.
+pub fn deliver_batch_safely(
+    sink: &dyn Sink,
+    deliveries: &[Delivery<'_>],
+) -> Vec<Result<(), SinkError>> {
+    let failure = match crate::panics::catch(|| sink.deliver_batch(deliveries)) {
+        Ok(results) if results.len() == deliveries.len() => return results,
+        Ok(results) => SinkError::transient(BatchMiscounted {
+            entries: deliveries.len(),
+            results: results.len(),
+        }),
+        Err(message) => SinkError::transient(SinkPanicked(message)),
+    };
+    failure
+        .for_each_of(deliveries.len())
+        .into_iter()
+        .map(Err)
+        .collect()
+}
+
+/// Hooks of tenant `t` with these bodies (each its id too), for tests.
+#[cfg(test)]
+pub(crate) fn hooks_with_bodies(bodies: &[&str]) -> Vec<Hook> {
+    bodies
+        .iter()
+        .map(|body| Hook {
+            id: body.to_string(),
+            body: body.as_bytes().to_vec(),
+            ..crate::store::record::sample_hook(1)
+        })
+        .collect()
+}
+
+/// The first attempt of each of `hooks` at sink 0, for tests.
+#[cfg(test)]
+pub(crate) fn first_attempts(hooks: &[Hook]) -> Vec<Delivery<'_>> {
+    hooks
+        .iter()
+        .map(|hook| Delivery {
+            hook,
+            attempt: 1,
+            sink_index: 0,
+            replay_id: None,
+            claim: None,
+        })
+        .collect()
+}
 
 /// Runs `sink.deliver`, turning a panic into a transient failure.
 pub fn deliver_safely(sink: &dyn Sink, delivery: &Delivery<'_>) -> Result<(), SinkError> {

@@ -1,31 +1,38 @@
-//! The Google Cloud Pub/Sub sink: one `publish` of one message per attempt
-//! (`POST {endpoint}/v1/projects/{project}/topics/{topic}:publish`, JSON).
-//! The message's `data` is goad's JSON envelope of the hook (base64, as
-//! Pub/Sub carries bytes; a body over `inline_max_bytes` in the claim check)
-//! and its attributes goad's (see `message`). A row
-//! of an ordered sink with a lane key (`ordering_key = "header:<name>"`)
-//! carries that key as the message's `orderingKey`: goad already publishes
-//! one lane's messages one at a time in order, as Pub/Sub's ordering needs.
+//! The Google Cloud Pub/Sub sink, a batching sink: a batch of up to 1,000
+//! attempts is one `publish` (`POST
+//! {endpoint}/v1/projects/{project}/topics/{topic}:publish`, JSON), or
+//! several when its messages together pass `max_message_bytes` (by
+//! default Pub/Sub's 10 MB, its limit for a request too). A message's
+//! `data` is goad's JSON envelope of the hook (base64, as Pub/Sub carries
+//! bytes; a body over `inline_max_bytes` in the claim check) and its
+//! attributes goad's (see `message`). A row of an ordered sink with a lane
+//! key (`ordering_key = "header:<name>"`) carries that key as the
+//! message's `orderingKey`: goad already publishes one lane's messages one
+//! at a time in order, as Pub/Sub's ordering needs.
 //!
 //! Authentication: the OAuth 2 access token in the sink's `token_env`
 //! variable, read at every attempt (`authorization: Bearer`); a sink
 //! without `token_env` sends none (the Pub/Sub emulator), and a variable
 //! that is not set fails the attempt before anything is sent (transient).
 //!
-//! Answers: 200 with exactly one message id is delivered; another 200 is
-//! transient; a Google error document (`{"error": {"code", "message",
-//! "status"}}`) is permanent for `INVALID_ARGUMENT` and transient otherwise
-//! (a topic not found yet, permissions being granted, quotas); any other
-//! answer is transient. A topic without subscriptions takes the message and
+//! Answers, for every message of the request alike (a publish is all or
+//! nothing): 200 with one message id per message is delivered; another
+//! 200 is transient; a Google error document (`{"error": {"code",
+//! "message", "status"}}`) is permanent for `INVALID_ARGUMENT` and
+//! transient otherwise (a topic not found yet, permissions being granted,
+//! quotas); any other answer is transient. A topic without subscriptions takes the message and
 //! drops it: Pub/Sub does not say so.
 
 use super::message::attributes;
 use super::message::message_json;
+use super::queue::{deliver_in_requests, deliver_one};
 use super::{agent, answer_of, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
 use crate::core::LaneBy;
+use crate::limits::PUBSUB_BATCH_MAX_ENTRIES;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 use std::fmt;
+use std::num::NonZeroU16;
 
 /// What a Pub/Sub sink needs, resolved from its config entry.
 #[derive(Debug, Clone)]
@@ -83,8 +90,8 @@ impl PubSubSink {
         }
     }
 
-    /// The publish request of one delivery.
-    fn publish(&self, delivery: &Delivery<'_>) -> Result<String, SinkError> {
+    /// One delivery's message and its size as Pub/Sub counts it.
+    fn message(&self, delivery: &Delivery<'_>) -> Result<(Value, u64), SinkError> {
         let message = message_json(delivery, self.options.forward_allow.as_deref());
         let data = base64::engine::general_purpose::STANDARD.encode(message);
         let attributes = attributes(delivery);
@@ -115,13 +122,25 @@ impl PubSubSink {
         if let Some(key) = ordering_key {
             message["orderingKey"] = json!(key);
         }
-        Ok(json!({ "messages": [message] }).to_string())
+        Ok((message, size_bytes as u64))
     }
-}
 
-impl Sink for PubSubSink {
-    fn deliver(&self, delivery: &Delivery<'_>) -> Result<(), SinkError> {
-        let request = self.publish(delivery)?;
+    /// One publish of `messages`: each is delivered, or each fails alike.
+    fn publish(&self, messages: Vec<Value>) -> Vec<Result<(), SinkError>> {
+        let count = messages.len();
+        let request = json!({ "messages": messages }).to_string();
+        match self
+            .post(&request)
+            .and_then(|(status, reply)| settle(status, &reply, count))
+        {
+            Ok(()) => (0..count).map(|_| Ok(())).collect(),
+            Err(failure) => failure.for_each_of(count).into_iter().map(Err).collect(),
+        }
+    }
+
+    /// Sends a publish request with the access token: the answer's status
+    /// and body.
+    fn post(&self, request: &str) -> Result<(u16, Vec<u8>), SinkError> {
         let mut post = self
             .agent
             .post(&self.publish_url)
@@ -134,17 +153,36 @@ impl Sink for PubSubSink {
             })?;
             post = post.header("authorization", format!("Bearer {token}"));
         }
-        let (status, reply) = answer_of(post, request.as_bytes())?;
-        settle(status, &reply)
+        answer_of(post, request.as_bytes())
+    }
+}
+
+impl Sink for PubSubSink {
+    fn deliver(&self, delivery: &Delivery<'_>) -> Result<(), SinkError> {
+        deliver_one(self, delivery)
+    }
+
+    fn deliver_batch(&self, deliveries: &[Delivery<'_>]) -> Vec<Result<(), SinkError>> {
+        deliver_in_requests(
+            deliveries,
+            usize::from(PUBSUB_BATCH_MAX_ENTRIES),
+            self.options.max_message_bytes,
+            |delivery| self.message(delivery),
+            |messages| self.publish(messages),
+        )
     }
 
     fn inline_max_bytes(&self) -> Option<u64> {
         Some(self.options.inline_max_bytes)
     }
+
+    fn batch_max_entries(&self) -> Option<NonZeroU16> {
+        NonZeroU16::new(PUBSUB_BATCH_MAX_ENTRIES)
+    }
 }
 
-/// What an answer to a publish of one message means.
-fn settle(status: u16, reply: &[u8]) -> Result<(), SinkError> {
+/// What an answer to a publish of `count` messages means for all of them.
+fn settle(status: u16, reply: &[u8], count: usize) -> Result<(), SinkError> {
     let document: Option<Value> = serde_json::from_slice(reply).ok();
     if status == 200 {
         let ids = document
@@ -153,7 +191,7 @@ fn settle(status: u16, reply: &[u8]) -> Result<(), SinkError> {
             .and_then(Value::as_array)
             .map_or(0, Vec::len);
         return match ids {
-            1 => Ok(()),
+            ids if ids == count => Ok(()),
             _ => Err(SinkError::transient(PubSubAnswer::Unexpected(excerpt(
                 reply,
             )))),
@@ -191,7 +229,7 @@ pub enum PubSubAnswer {
         google_status: String,
         message: String,
     },
-    /// A 200 that is not the answer to a publish of one message.
+    /// A 200 that is not the answer to the publish sent.
     Unexpected(String),
     /// Another status, without a Google error document.
     Status { status: u16, body: String },
@@ -256,7 +294,7 @@ mod tests {
     }
 
     fn class(status: u16, reply: &str) -> Option<FailureClass> {
-        settle(status, reply.as_bytes())
+        settle(status, reply.as_bytes(), 1)
             .err()
             .map(|e| e.into_failure().class)
     }
@@ -265,14 +303,17 @@ mod tests {
     fn answers_map_to_delivered_permanent_or_transient() {
         assert_eq!(class(200, r#"{"messageIds":["1"]}"#), None);
         assert_eq!(class(200, "{}"), Some(FailureClass::Transient));
-        let unexpected = settle(200, b"{}").unwrap_err().to_string();
+        let two = br#"{"messageIds":["1","2"]}"#;
+        assert!(settle(200, two, 2).is_ok());
+        assert!(settle(200, two, 3).is_err(), "an id per message published");
+        let unexpected = settle(200, b"{}", 1).unwrap_err().to_string();
         assert_eq!(unexpected, "unexpected Pub/Sub answer: {}");
         let not_found =
             r#"{"error":{"code":404,"message":"Resource not found","status":"NOT_FOUND"}}"#;
         assert_eq!(class(404, not_found), Some(FailureClass::Transient));
         let invalid = r#"{"error":{"code":400,"message":"bad","status":"INVALID_ARGUMENT"}}"#;
         assert_eq!(class(400, invalid), Some(FailureClass::Permanent));
-        let failure = settle(400, invalid.as_bytes()).unwrap_err().to_string();
+        let failure = settle(400, invalid.as_bytes(), 1).unwrap_err().to_string();
         assert_eq!(
             failure,
             "permanent: Pub/Sub error INVALID_ARGUMENT (HTTP status 400): bad"

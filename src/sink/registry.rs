@@ -11,12 +11,13 @@ use super::ClaimingSink;
 use super::Sink;
 use crate::claim_check::ClaimStore;
 use crate::config::{Config, ConfigError, SinkConfig, SourceConfig};
-use crate::core::LaneBy;
+use crate::core::{Catalog, LaneBy};
 use crate::limits::{
-    HTTP_MAX_RESPONSE_BYTES, HTTP_TIMEOUT_MS, INLINE_MAX_BYTES, PUBSUB_ENDPOINT,
+    HTTP_MAX_RESPONSE_BYTES, HTTP_TIMEOUT_MS, INLINE_MAX_BYTES, MAX_BATCH_ENTRIES, PUBSUB_ENDPOINT,
     PUBSUB_MAX_MESSAGE_BYTES, SQS_MAX_MESSAGE_BYTES,
 };
 use std::collections::HashMap;
+use std::num::NonZeroU16;
 use std::sync::Arc;
 
 /// Host sinks by type name.
@@ -25,7 +26,14 @@ pub type HostSinks = HashMap<String, Arc<dyn Sink>>;
 /// Every source's sinks, in index order (looked up per attempt, by `&str`).
 #[derive(Default, Clone)]
 pub struct SinkRegistry {
-    sinks: HashMap<Arc<str>, Vec<Arc<dyn Sink>>>,
+    sinks: HashMap<Arc<str>, Vec<Built>>,
+}
+
+/// A sink, with its batch size as it said when built.
+#[derive(Clone)]
+struct Built {
+    sink: Arc<dyn Sink>,
+    batch_max_entries: Option<NonZeroU16>,
 }
 
 impl SinkRegistry {
@@ -80,18 +88,50 @@ impl SinkRegistry {
                     }
                 };
                 let sink: Arc<dyn Sink> = Arc::new(ClaimingSink::new(sink, claims.clone()));
+                let batch_max_entries = batch_max_entries(sink.as_ref(), &entry.kind, &at)?;
                 sinks
                     .entry(Arc::from(source.id.as_str()))
                     .or_insert_with(Vec::new)
-                    .push(sink);
+                    .push(Built {
+                        sink,
+                        batch_max_entries,
+                    });
             }
         }
         Ok(SinkRegistry { sinks })
     }
 
     pub fn get(&self, source_id: &str, sink_index: u16) -> Option<&Arc<dyn Sink>> {
-        self.sinks.get(source_id)?.get(usize::from(sink_index))
+        let built = self.sinks.get(source_id)?.get(usize::from(sink_index))?;
+        Some(&built.sink)
     }
+
+    /// The sources of `config` as the core sees them, with these sinks'
+    /// batch sizes.
+    pub fn catalog(&self, config: &Config) -> Catalog {
+        Catalog::from_config(config).with_batches(|source_id, sink_index| {
+            let sinks = self.sinks.get(source_id)?;
+            sinks.get(usize::from(sink_index))?.batch_max_entries
+        })
+    }
+}
+
+/// A sink's batch size, capped at `MAX_BATCH_ENTRIES`. It is asked once,
+/// here; a host sink that panics in it is a config error.
+fn batch_max_entries(
+    sink: &dyn Sink,
+    kind: &str,
+    at: &str,
+) -> Result<Option<NonZeroU16>, ConfigError> {
+    let asked = crate::panics::catch(|| sink.batch_max_entries()).map_err(|message| {
+        ConfigError::Invalid {
+            key: format!("{at}.type"),
+            rule: "a sink whose batch_max_entries answers".into(),
+            value: format!("{kind:?} (it panicked: {message})"),
+        }
+    })?;
+    let cap = NonZeroU16::new(MAX_BATCH_ENTRIES).expect("a positive limit");
+    Ok(asked.map(|max| max.min(cap)))
 }
 
 fn http_options(
@@ -208,4 +248,54 @@ fn sink_timeout_ms(config: &Config, entry: &SinkConfig) -> u64 {
 /// Idle connections a sink keeps: at least one per attempt it may run.
 fn idle_connections(config: &Config) -> usize {
     config.dispatch.sink_concurrency.max(8) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sink::{Delivery, SinkError};
+
+    /// A host sink batching as `batch` says.
+    struct Batching(fn() -> Option<NonZeroU16>);
+
+    impl Sink for Batching {
+        fn deliver(&self, _: &Delivery<'_>) -> Result<(), SinkError> {
+            Ok(())
+        }
+
+        fn batch_max_entries(&self) -> Option<NonZeroU16> {
+            (self.0)()
+        }
+    }
+
+    fn build(batch: fn() -> Option<NonZeroU16>) -> Result<Catalog, ConfigError> {
+        let sinks = vec![SinkConfig::of_kind("host"), SinkConfig::sqs("http://q/1/q")];
+        let config = Config::with_one_source(sinks);
+        let host: HostSinks = [(
+            "host".to_string(),
+            Arc::new(Batching(batch)) as Arc<dyn Sink>,
+        )]
+        .into_iter()
+        .collect();
+        let claims = Arc::new(ClaimStore::new(std::env::temp_dir(), 1));
+        Ok(SinkRegistry::build(&config, &host, &claims)?.catalog(&config))
+    }
+
+    #[test]
+    fn each_sink_says_its_batch_size_once_capped_and_a_panic_is_a_config_error() {
+        let catalog = build(|| NonZeroU16::new(u16::MAX)).unwrap();
+        let sizes = [0, 1].map(|i| catalog.batch_max_entries("s", i).map(NonZeroU16::get));
+        assert_eq!(
+            sizes,
+            [Some(MAX_BATCH_ENTRIES), Some(10)],
+            "capped; SQS's 10"
+        );
+        let unbatched = build(|| None).unwrap();
+        assert_eq!(unbatched.batch_max_entries("s", 0), None);
+        let error = build(|| panic!("no size")).err().unwrap().to_string();
+        assert!(
+            error.contains("sources[0].sinks[0].type") && error.contains("it panicked: no size"),
+            "{error}"
+        );
+    }
 }

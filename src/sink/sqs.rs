@@ -1,11 +1,13 @@
-//! The SQS sink: one `AmazonSQS.SendMessage` per attempt, in the JSON
-//! protocol (`POST /` to the queue's endpoint, `content-type:
-//! application/x-amz-json-1.0`, `x-amz-target`), signed with SigV4 for
-//! service `sqs` (see `sigv4`). The message is goad's JSON envelope of the
-//! hook with its attributes (see `message`); a body over the sink's
-//! `inline_max_bytes` goes to the claim check and the message carries its
-//! reference. A message still larger than `max_message_bytes` is
-//! dead-lettered at once.
+//! The SQS sink, a batching sink: a batch of up to 10 attempts is one
+//! `AmazonSQS.SendMessageBatch` in the JSON protocol (`POST /` to the
+//! queue's endpoint, `content-type: application/x-amz-json-1.0`,
+//! `x-amz-target`), signed with SigV4 for service `sqs` (see `sigv4`); a
+//! batch whose messages together pass `max_message_bytes` (SQS's limit
+//! for one message and for a batch's total) goes in several requests. Each
+//! message is goad's JSON envelope of the hook with its attributes (see
+//! `message`); a body over the sink's `inline_max_bytes` goes to the claim
+//! check and the message carries its reference. A message still larger
+//! than `max_message_bytes` is dead-lettered at once.
 //!
 //! A queue whose name ends `.fifo` is FIFO: each message carries
 //! `MessageGroupId` (the sink's `message_group_id`, by default
@@ -14,22 +16,28 @@
 //! dropped as a duplicate). A standard queue gets neither unless a group is
 //! set.
 //!
-//! Answers: 200 with a `MessageId` and the MD5 of the body sent is
-//! delivered; an MD5 that differs, another 200, a transport error or
-//! missing credentials are transient; an SQS error document
-//! (`{"__type": "...#Code", "message": ...}`) is permanent for the codes
-//! no retry can fix (`InvalidMessageContents`, `InvalidParameterValue`,
-//! `InvalidParameterValueException`) and transient otherwise (a queue that
-//! does not exist yet, throttling); any other answer is transient. goad
-//! never creates the queue.
+//! Answers, per message: listed `Successful` with the MD5 of the body sent
+//! is delivered; an MD5 that differs, or a message the answer does not
+//! name, is transient; listed `Failed` is permanent for the codes no retry
+//! can fix (`InvalidMessageContents`, `InvalidParameterValue`,
+//! `InvalidParameterValueException`) and transient otherwise. A request
+//! that fails fails each of its messages alike: an SQS error document
+//! (`{"__type": "...#Code", "message": ...}`) by the same codes (a queue
+//! that does not exist yet, throttling: transient), another 200, a
+//! transport error or missing credentials transient. goad never creates
+//! the queue.
 
 use super::message::attributes;
 use super::message::message_json;
+use super::queue::{deliver_in_requests, deliver_one};
 use super::sigv4::{sign_headers, EnvCredentials, SignError, Unsigned};
 use super::{agent, answer_of, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
+use crate::limits::SQS_BATCH_MAX_ENTRIES;
 use md5::{Digest, Md5};
 use serde_json::{json, Map, Value};
+use std::collections::HashMap;
 use std::fmt;
+use std::num::NonZeroU16;
 use std::time::SystemTime;
 
 /// The SQS error codes that retrying cannot fix.
@@ -113,8 +121,9 @@ impl SqsSink {
         })
     }
 
-    /// The `SendMessage` request body of one delivery.
-    fn send_message(&self, delivery: &Delivery<'_>) -> Result<(String, String), SinkError> {
+    /// One delivery's message: its `SendMessageBatch` entry (but its `Id`)
+    /// and the MD5 of its body, and its size as SQS counts it.
+    fn message(&self, delivery: &Delivery<'_>) -> Result<(Message, u64), SinkError> {
         let hook = delivery.hook;
         let body = message_json(delivery, self.options.forward_allow.as_deref());
         let attributes = attributes(delivery);
@@ -130,9 +139,9 @@ impl SqsSink {
                 max_bytes,
             }));
         }
-        let mut request = Map::new();
-        request.insert("QueueUrl".into(), json!(self.options.queue_url));
-        request.insert("MessageBody".into(), json!(body));
+        let body_md5 = md5_hex(&body);
+        let mut entry = Map::new();
+        entry.insert("MessageBody".into(), json!(body));
         let attributes: Map<String, Value> = attributes
             .into_iter()
             .map(|(name, value)| {
@@ -140,32 +149,62 @@ impl SqsSink {
                 (name.to_string(), typed)
             })
             .collect();
-        request.insert("MessageAttributes".into(), Value::Object(attributes));
+        entry.insert("MessageAttributes".into(), Value::Object(attributes));
         let group = match &self.options.message_group_id {
             Some(group) => Some(group.clone()),
             None if self.fifo => Some(format!("{}/{}", hook.tenant, hook.source_id)),
             None => None,
         };
         if let Some(group) = group {
-            request.insert("MessageGroupId".into(), json!(group));
+            entry.insert("MessageGroupId".into(), json!(group));
         }
         if self.fifo {
             let dedupe = match delivery.replay_id {
                 Some(replay) => format!("{}:replay:{replay}", hook.id),
                 None => hook.id.clone(),
             };
-            request.insert("MessageDeduplicationId".into(), json!(dedupe));
+            entry.insert("MessageDeduplicationId".into(), json!(dedupe));
         }
-        Ok((Value::Object(request).to_string(), body))
+        Ok((Message { entry, body_md5 }, size_bytes as u64))
     }
-}
 
-impl Sink for SqsSink {
-    fn deliver(&self, delivery: &Delivery<'_>) -> Result<(), SinkError> {
-        let (request, message_body) = self.send_message(delivery)?;
+    /// One `SendMessageBatch` of `messages`; entry `Id`s are their indexes.
+    fn send_batch(&self, messages: Vec<Message>) -> Vec<Result<(), SinkError>> {
+        let mut md5s = Vec::with_capacity(messages.len());
+        let entries: Vec<Value> = messages
+            .into_iter()
+            .enumerate()
+            .map(
+                |(
+                    index,
+                    Message {
+                        mut entry,
+                        body_md5,
+                    },
+                )| {
+                    md5s.push(body_md5);
+                    entry.insert("Id".into(), json!(index.to_string()));
+                    Value::Object(entry)
+                },
+            )
+            .collect();
+        let request = json!({"QueueUrl": self.options.queue_url, "Entries": entries});
+        match self.post(&request.to_string()) {
+            Ok((status, reply)) => settle(status, &reply, &md5s),
+            Err(failure) => failure
+                .for_each_of(md5s.len())
+                .into_iter()
+                .map(Err)
+                .collect(),
+        }
+    }
+
+    /// Signs and sends a `SendMessageBatch` request: the answer's status
+    /// and body.
+    fn post(&self, request: &str) -> Result<(u16, Vec<u8>), SinkError> {
         let headers = [
             ("content-type", "application/x-amz-json-1.0"),
-            ("x-amz-target", "AmazonSQS.SendMessage"),
+            ("x-amz-target", "AmazonSQS.SendMessageBatch"),
         ];
         let unsigned = Unsigned {
             method: "POST",
@@ -191,17 +230,50 @@ impl Sink for SqsSink {
         for (name, value) in &signed {
             post = post.header(name.as_str(), value.as_str());
         }
-        let (status, reply) = answer_of(post, request.as_bytes())?;
-        settle(status, &reply, &message_body)
+        answer_of(post, request.as_bytes())
+    }
+}
+
+/// A message of a batch, ready to send.
+struct Message {
+    entry: Map<String, Value>,
+    body_md5: String,
+}
+
+fn md5_hex(text: &str) -> String {
+    Md5::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl Sink for SqsSink {
+    fn deliver(&self, delivery: &Delivery<'_>) -> Result<(), SinkError> {
+        deliver_one(self, delivery)
+    }
+
+    fn deliver_batch(&self, deliveries: &[Delivery<'_>]) -> Vec<Result<(), SinkError>> {
+        deliver_in_requests(
+            deliveries,
+            usize::from(SQS_BATCH_MAX_ENTRIES),
+            self.options.max_message_bytes,
+            |delivery| self.message(delivery),
+            |messages| self.send_batch(messages),
+        )
     }
 
     fn inline_max_bytes(&self) -> Option<u64> {
         Some(self.options.inline_max_bytes)
     }
+
+    fn batch_max_entries(&self) -> Option<NonZeroU16> {
+        NonZeroU16::new(SQS_BATCH_MAX_ENTRIES)
+    }
 }
 
-/// What an answer to `SendMessage` of `message_body` means.
-fn settle(status: u16, reply: &[u8], message_body: &str) -> Result<(), SinkError> {
+/// What an answer to a `SendMessageBatch` means for each of its messages,
+/// whose bodies had the MD5s `md5s` (entry `Id`s are their indexes).
+fn settle(status: u16, reply: &[u8], md5s: &[String]) -> Vec<Result<(), SinkError>> {
     let document: Option<Value> = serde_json::from_slice(reply).ok();
     let field = |name: &str| {
         document
@@ -210,41 +282,103 @@ fn settle(status: u16, reply: &[u8], message_body: &str) -> Result<(), SinkError
             .and_then(Value::as_str)
             .map(str::to_string)
     };
-    if status == 200 {
-        let expected: String = Md5::digest(message_body.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        return match (field("MessageId"), field("MD5OfMessageBody")) {
-            (Some(_), Some(got)) if got == expected => Ok(()),
-            (Some(_), Some(got)) => Err(SinkError::transient(SqsAnswer::Md5Mismatch {
-                expected,
-                got,
-            })),
-            _ => Err(SinkError::transient(SqsAnswer::Unexpected(excerpt(reply)))),
-        };
+    if status != 200 {
+        return request_failure(
+            status,
+            reply,
+            field("__type"),
+            field("message").or(field("Message")),
+        )
+        .for_each_of(md5s.len())
+        .into_iter()
+        .map(Err)
+        .collect();
     }
-    let Some(kind) = field("__type") else {
-        return Err(SinkError::transient(SqsAnswer::Status {
+    let entries = |list: &str| -> Option<HashMap<String, Value>> {
+        let list = document.as_ref()?.get(list)?.as_array()?;
+        let by_id = list
+            .iter()
+            .filter_map(|entry| Some((entry.get("Id")?.as_str()?.to_string(), entry.clone())));
+        Some(by_id.collect())
+    };
+    // An empty list may be left out of the answer, but not both.
+    let (successful, failed) = match (entries("Successful"), entries("Failed")) {
+        (None, None) => {
+            let unexpected = SinkError::transient(SqsAnswer::Unexpected(excerpt(reply)));
+            return unexpected
+                .for_each_of(md5s.len())
+                .into_iter()
+                .map(Err)
+                .collect();
+        }
+        (successful, failed) => (successful.unwrap_or_default(), failed.unwrap_or_default()),
+    };
+    let text = |entry: &Value, name: &str| {
+        entry
+            .get(name)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    md5s.iter()
+        .enumerate()
+        .map(|(index, expected)| {
+            let id = index.to_string();
+            if let Some(entry) = successful.get(&id) {
+                let got = text(entry, "MD5OfMessageBody");
+                if got == *expected {
+                    return Ok(());
+                }
+                let expected = expected.clone();
+                return Err(SinkError::transient(SqsAnswer::Md5Mismatch {
+                    expected,
+                    got,
+                }));
+            }
+            let Some(entry) = failed.get(&id) else {
+                return Err(SinkError::transient(SqsAnswer::Unanswered));
+            };
+            let refused = SqsAnswer::Refused {
+                code: text(entry, "Code"),
+                message: text(entry, "Message"),
+            };
+            Err(classify(refused))
+        })
+        .collect()
+}
+
+/// A request SQS did not take: an SQS error document (`__type` as
+/// `...#Code` or the bare code), or another answer.
+fn request_failure(
+    status: u16,
+    reply: &[u8],
+    kind: Option<String>,
+    message: Option<String>,
+) -> SinkError {
+    let Some(kind) = kind else {
+        return SinkError::transient(SqsAnswer::Status {
             status,
             body: excerpt(reply),
-        }));
+        });
     };
     // "com.amazonaws.sqs#QueueDoesNotExist", or the bare code.
     let code = kind.rsplit('#').next().unwrap_or(&kind).to_string();
-    let message = field("message")
-        .or_else(|| field("Message"))
-        .unwrap_or_default();
-    let error = SqsAnswer::Error {
+    classify(SqsAnswer::Error {
         status,
         code,
-        message,
-    };
-    match &error {
-        SqsAnswer::Error { code, .. } if PERMANENT_CODES.contains(&code.as_str()) => {
-            Err(SinkError::permanent(error))
+        message: message.unwrap_or_default(),
+    })
+}
+
+/// An SQS error, permanent for the codes no retry can fix.
+fn classify(answer: SqsAnswer) -> SinkError {
+    match &answer {
+        SqsAnswer::Error { code, .. } | SqsAnswer::Refused { code, .. }
+            if PERMANENT_CODES.contains(&code.as_str()) =>
+        {
+            SinkError::permanent(answer)
         }
-        _ => Err(SinkError::transient(error)),
+        _ => SinkError::transient(answer),
     }
 }
 
@@ -257,9 +391,13 @@ pub enum SqsAnswer {
         code: String,
         message: String,
     },
+    /// SQS refused one message of a batch.
+    Refused { code: String, message: String },
     /// The queue stored something else than what was sent.
     Md5Mismatch { expected: String, got: String },
-    /// A 200 that is not a `SendMessage` answer.
+    /// A batch answer that names neither success nor failure of a message.
+    Unanswered,
+    /// A 200 that is not a `SendMessageBatch` answer.
     Unexpected(String),
     /// Another status, without an SQS error document.
     Status { status: u16, body: String },
@@ -273,6 +411,10 @@ impl fmt::Display for SqsAnswer {
                 code,
                 message,
             } => write!(f, "SQS error {code} (HTTP status {status}): {message}"),
+            SqsAnswer::Refused { code, message } => {
+                write!(f, "SQS refused the message: {code}: {message}")
+            }
+            SqsAnswer::Unanswered => write!(f, "SQS's batch answer does not name the message"),
             SqsAnswer::Md5Mismatch { expected, got } => write!(
                 f,
                 "SQS stored a message body with MD5 {got}, not the {expected} sent"
@@ -303,30 +445,63 @@ mod tests {
         assert_eq!(origin(local).as_deref(), Some("http://127.0.0.1:5000"));
     }
 
-    fn class(status: u16, reply: &str) -> Option<FailureClass> {
-        settle(status, reply.as_bytes(), "{}")
-            .err()
-            .map(|e| e.into_failure().class)
+    /// The classes of the answer to a batch of two messages with bodies
+    /// `{}` and `[]`: `None` for delivered.
+    fn classes(status: u16, reply: &str) -> Vec<Option<FailureClass>> {
+        let md5s = [md5_hex("{}"), md5_hex("[]")];
+        settle(status, reply.as_bytes(), &md5s)
+            .into_iter()
+            .map(|r| r.err().map(|e| e.into_failure().class))
+            .collect()
     }
 
     #[test]
-    fn answers_map_to_delivered_permanent_or_transient() {
-        let md5_of_braces = "99914b932bd37a50b983c5e7c90ae93b";
-        let ok = format!(r#"{{"MessageId":"m","MD5OfMessageBody":"{md5_of_braces}"}}"#);
-        assert_eq!(class(200, &ok), None);
-        let wrong = r#"{"MessageId":"m","MD5OfMessageBody":"00000000000000000000000000000000"}"#;
-        assert_eq!(class(200, wrong), Some(FailureClass::Transient));
-        let failure = settle(200, wrong.as_bytes(), "{}").unwrap_err().to_string();
-        assert!(failure.contains(md5_of_braces), "{failure}");
-        assert_eq!(class(200, "{}"), Some(FailureClass::Transient));
+    fn each_message_of_a_batch_settles_on_its_own_entry_of_the_answer() {
+        use FailureClass::{Permanent, Transient};
+        let braces = "99914b932bd37a50b983c5e7c90ae93b";
+        let brackets = md5_hex("[]");
+        let both = format!(
+            r#"{{"Successful":[{{"Id":"1","MessageId":"b","MD5OfMessageBody":"{brackets}"}},
+                {{"Id":"0","MessageId":"a","MD5OfMessageBody":"{braces}"}}],"Failed":[]}}"#
+        );
+        assert_eq!(classes(200, &both), [None, None], "by Id, in any order");
+        let wrong = format!(
+            r#"{{"Successful":[{{"Id":"0","MessageId":"a","MD5OfMessageBody":"{brackets}"}}]}}"#
+        );
+        assert_eq!(classes(200, &wrong), [Some(Transient), Some(Transient)]);
+        let failures = settle(200, wrong.as_bytes(), &[md5_hex("{}"), brackets.clone()]);
+        let texts: Vec<String> = failures
+            .into_iter()
+            .map(|r| r.unwrap_err().to_string())
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                format!("SQS stored a message body with MD5 {brackets}, not the {braces} sent"),
+                "SQS's batch answer does not name the message".to_string()
+            ]
+        );
+        let refused = format!(
+            r#"{{"Successful":[{{"Id":"0","MessageId":"a","MD5OfMessageBody":"{braces}"}}],
+                "Failed":[{{"Id":"1","SenderFault":true,"Code":"InvalidParameterValue","Message":"bad"}}]}}"#
+        );
+        assert_eq!(classes(200, &refused), [None, Some(Permanent)]);
+        let throttled = r#"{"Failed":[{"Id":"0","SenderFault":false,"Code":"ServiceUnavailable","Message":"x"},{"Id":"1","SenderFault":true,"Code":"InvalidMessageContents","Message":"y"}]}"#;
+        assert_eq!(classes(200, throttled), [Some(Transient), Some(Permanent)]);
+        assert_eq!(classes(200, "{}"), [Some(Transient), Some(Transient)]);
+    }
+
+    #[test]
+    fn a_failed_request_fails_every_message_alike() {
+        use FailureClass::{Permanent, Transient};
         let missing = r#"{"__type":"com.amazonaws.sqs#QueueDoesNotExist","message":"no"}"#;
-        assert_eq!(class(400, missing), Some(FailureClass::Transient));
+        assert_eq!(classes(400, missing), [Some(Transient), Some(Transient)]);
         let bad = r#"{"__type":"com.amazonaws.sqs#InvalidParameterValue","message":"bad"}"#;
-        assert_eq!(class(400, bad), Some(FailureClass::Permanent));
-        let contents = r#"{"__type":"InvalidMessageContents","message":"x"}"#;
-        assert_eq!(class(400, contents), Some(FailureClass::Permanent));
-        assert_eq!(class(500, "kaboom"), Some(FailureClass::Transient));
-        let failure = settle(500, b"kaboom", "{}").unwrap_err().to_string();
-        assert_eq!(failure, "HTTP status 500: kaboom");
+        assert_eq!(classes(400, bad), [Some(Permanent), Some(Permanent)]);
+        let texts: Vec<String> = settle(500, b"kaboom", &[md5_hex("{}")])
+            .into_iter()
+            .map(|r| r.unwrap_err().to_string())
+            .collect();
+        assert_eq!(texts, ["HTTP status 500: kaboom"]);
     }
 }

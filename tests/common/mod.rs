@@ -44,6 +44,12 @@ pub fn source(id: &str, tenant: &str, sinks: Vec<SinkConfig>) -> SourceConfig {
     }
 }
 
+/// Source `id` of `tenant` with one sink of each of `kinds` (host sinks).
+pub fn source_of_kinds(id: &str, tenant: &str, kinds: &[&str]) -> SourceConfig {
+    let sinks = kinds.iter().map(|k| SinkConfig::of_kind(*k)).collect();
+    source(id, tenant, sinks)
+}
+
 pub fn tenant_limits(max_inflight: u32, concurrency: u32) -> TenantLimitsConfig {
     TenantLimitsConfig {
         max_inflight: Some(max_inflight),
@@ -175,6 +181,32 @@ pub fn dead_attempts_and_reasons(engine: &Engine) -> Vec<(u32, String)> {
         .collect();
     out.sort();
     out
+}
+
+/// Commits `count` hooks to `source` (bodies `0`, `1`, …) and waits until
+/// each is dead-lettered (its sink refuses them); returns their ids.
+pub fn commit_refused(engine: &Engine, source: &str, count: usize) -> Vec<String> {
+    let ids = (0..count)
+        .map(|i| {
+            engine
+                .commit(goad::NewHook::new(source, format!("{i}")))
+                .unwrap()
+        })
+        .collect();
+    wait_until("every row dead-lettered", Duration::from_secs(20), || {
+        dead(engine).len() == count
+    });
+    ids
+}
+
+/// Replays every dead row (there are `count`) and waits until every hook
+/// is delivered.
+pub fn replay_until_delivered(engine: &Engine, count: u64) {
+    let replayed = engine.replay(&goad::store::DeadFilter::default()).unwrap();
+    assert_eq!(replayed.moved, count);
+    wait_until("every hook delivered", Duration::from_secs(20), || {
+        engine.hook_count().unwrap() == 0
+    });
 }
 
 /// A sink that holds each delivery until `open` gets one permit (a dropped
