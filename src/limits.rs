@@ -110,6 +110,12 @@ pub const PUBSUB_BATCH_MAX_ENTRIES: u16 = 1_000;
 /// gets this many.
 pub const MAX_BATCH_ENTRIES: u16 = 1_000;
 
+/// Fetched AWS credentials are fetched again this long before they expire.
+pub const CREDENTIALS_REFRESH_MS: u64 = 5 * 60_000;
+
+/// How long fetched AWS credentials that name no expiry are kept.
+pub const CREDENTIALS_LIFETIME_MS: u64 = 15 * 60_000;
+
 /// Where a Pub/Sub sink publishes unless its `endpoint` says otherwise.
 pub const PUBSUB_ENDPOINT: &str = "https://pubsub.googleapis.com";
 
@@ -145,4 +151,5 @@ const _: () = assert!(DEFAULT_MAX_SHARD_BYTES <= MAX_SHARD_BYTES);
 const _: () = assert!(MAX_SINKS_PER_SOURCE <= u16::MAX as usize);
 const _: () = assert!(MAX_SHARDS <= u32::MAX as usize);
 const _: () = assert!(SQS_BATCH_MAX_ENTRIES <= MAX_BATCH_ENTRIES);
+const _: () = assert!(CREDENTIALS_REFRESH_MS < CREDENTIALS_LIFETIME_MS);
 const _: () = assert!(PUBSUB_BATCH_MAX_ENTRIES <= MAX_BATCH_ENTRIES);

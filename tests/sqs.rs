@@ -178,22 +178,33 @@ impl Moto {
         assert_eq!(self.run(request).0, 200);
     }
 
-    /// The number of entries of each `SendMessageBatch` recorded, sorted.
-    fn recorded_batch_sizes(&self) -> Vec<usize> {
+    /// Every request recorded since `start_recording`, in order.
+    fn recorded(&self) -> Vec<Value> {
         let url = format!("{}/moto-api/recorder/download-recording", self.url);
         let request = ureq::http::Request::get(url).body(Vec::new()).unwrap();
         let (status, recording) = self.run(request);
         assert_eq!(status, 200);
         // One JSON document per request, not always a line each.
-        let mut sizes: Vec<usize> = serde_json::Deserializer::from_slice(&recording)
+        serde_json::Deserializer::from_slice(&recording)
             .into_iter::<Value>()
             .map(Result::unwrap)
-            .filter(|r| r["headers"]["X-Amz-Target"] == "AmazonSQS.SendMessageBatch")
+            .collect()
+    }
+
+    /// The `SendMessageBatch` requests recorded.
+    fn recorded_sends(&self) -> Vec<Value> {
+        let mut sends = self.recorded();
+        sends.retain(|r| r["headers"]["X-Amz-Target"] == "AmazonSQS.SendMessageBatch");
+        sends
+    }
+
+    /// The number of entries of each `SendMessageBatch` recorded, sorted.
+    fn recorded_batch_sizes(&self) -> Vec<usize> {
+        let mut sizes: Vec<usize> = self
+            .recorded_sends()
+            .iter()
             .map(|r| {
-                let body = base64::engine::general_purpose::STANDARD
-                    .decode(r["body"].as_str().unwrap())
-                    .unwrap();
-                let request: Value = serde_json::from_slice(&body).unwrap();
+                let request: Value = serde_json::from_slice(&recorded_body(r)).unwrap();
                 request["Entries"].as_array().unwrap().len()
             })
             .collect();
@@ -213,6 +224,36 @@ impl Moto {
         let received = self.call("ReceiveMessage", request);
         received["Messages"].as_array().cloned().unwrap_or_default()
     }
+}
+
+/// The body of a request moto recorded.
+fn recorded_body(request: &Value) -> Vec<u8> {
+    let body = request["body"].as_str().unwrap_or_default();
+    if request["body_encoded"] == true {
+        base64::engine::general_purpose::STANDARD
+            .decode(body)
+            .unwrap()
+    } else {
+        body.as_bytes().to_vec()
+    }
+}
+
+/// The path of a request moto recorded.
+fn recorded_path(request: &Value) -> String {
+    let url: ureq::http::Uri = request["url"].as_str().unwrap().parse().unwrap();
+    url.path().to_string()
+}
+
+/// The access key id a recorded request was signed with, and its session token.
+fn signed_with(request: &Value) -> (String, String) {
+    let authorization = request["headers"]["Authorization"].as_str().unwrap();
+    let credential = authorization.split("Credential=").nth(1).unwrap();
+    let key_id = credential.split('/').next().unwrap().to_string();
+    let token = request["headers"]["X-Amz-Security-Token"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    (key_id, token)
 }
 
 impl Drop for Moto {
@@ -695,4 +736,148 @@ fn moto_accepts_goads_signatures_and_refuses_a_wrong_secret() {
         .map(|b| format!("{b:02x}"))
         .collect();
     assert_eq!(engine.redeem_claim("acme", &sha256).unwrap(), Some(body));
+}
+
+/// Source `stripe` sending to `queue_url` with credentials from `source`.
+fn fetching_credentials(dir: &std::path::Path, queue_url: &str, source: &str) -> Config {
+    let sink = SinkConfig {
+        credentials: Some(source.into()),
+        region: Some("us-east-1".into()),
+        ..SinkConfig::sqs(queue_url)
+    };
+    stripe_to(dir, sink)
+}
+
+/// `credentials = "instance"`: the sink signs with the instance role's
+/// credentials from the instance metadata service (moto's, at
+/// `AWS_EC2_METADATA_SERVICE_ENDPOINT`), fetched once (IMDSv2: a session
+/// token, the role's name, its credentials) and kept while fresh.
+#[test]
+fn instance_credentials_come_from_the_metadata_service_once_while_fresh() {
+    let moto = Moto::start();
+    std::env::set_var("AWS_EC2_METADATA_SERVICE_ENDPOINT", &moto.url);
+    let queue_url = moto.create_queue("from-instance");
+    moto.start_recording();
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(fetching_credentials(dir.path(), &queue_url, "instance")).unwrap();
+    for body in ["a", "b"] {
+        engine.commit(NewHook::new("stripe", body)).unwrap();
+        engine.tick().unwrap();
+    }
+    assert_eq!(moto.receive(&queue_url).len(), 2);
+    let metadata: Vec<String> = moto
+        .recorded()
+        .iter()
+        .map(recorded_path)
+        .filter(|path| path.starts_with("/latest/"))
+        .collect();
+    assert_eq!(
+        metadata,
+        [
+            "/latest/api/token",
+            "/latest/meta-data/iam/security-credentials/",
+            "/latest/meta-data/iam/security-credentials/default-role"
+        ]
+    );
+    let sends = moto.recorded_sends();
+    assert_eq!(sends.len(), 2);
+    for send in &sends {
+        let signed = signed_with(send);
+        assert_eq!(signed, ("test-key".into(), "test-session-token".into()));
+    }
+}
+
+/// `credentials = "web_identity"`: the service account's token (in
+/// `AWS_WEB_IDENTITY_TOKEN_FILE`) is exchanged for `AWS_ROLE_ARN`'s
+/// credentials by moto's STS (`AWS_ENDPOINT_URL_STS`), which the sink signs
+/// with.
+#[test]
+fn web_identity_credentials_come_from_sts_for_the_service_accounts_token() {
+    let moto = Moto::start();
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "eyJ.service-account.token\n").unwrap();
+    std::env::set_var("AWS_WEB_IDENTITY_TOKEN_FILE", &token_file);
+    std::env::set_var("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/hooks");
+    std::env::set_var("AWS_ENDPOINT_URL_STS", &moto.url);
+    let queue_url = moto.create_queue("from-sts");
+    moto.start_recording();
+    let c = fetching_credentials(&dir.path().join("data"), &queue_url, "web_identity");
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("stripe", "x")).unwrap();
+    engine.tick().unwrap();
+    assert_eq!(moto.receive(&queue_url).len(), 1);
+    let recorded = moto.recorded();
+    let assumed: Vec<String> = recorded
+        .iter()
+        .map(|r| String::from_utf8(recorded_body(r)).unwrap())
+        .filter(|body| body.contains("Action=AssumeRoleWithWebIdentity"))
+        .collect();
+    assert_eq!(assumed.len(), 1, "{assumed:?}");
+    for part in [
+        "RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fhooks",
+        "RoleSessionName=goad",
+        "WebIdentityToken=eyJ.service-account.token",
+    ] {
+        assert!(assumed[0].contains(part), "{part} in {}", assumed[0]);
+    }
+    let (key_id, token) = signed_with(&moto.recorded_sends()[0]);
+    assert!(key_id.starts_with("ASIA") && !token.is_empty(), "{key_id}");
+}
+
+/// `credentials = "container"`: credentials come from the container
+/// endpoint (`AWS_CONTAINER_CREDENTIALS_FULL_URI`) with the token of
+/// `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`; an endpoint that fails fails
+/// the attempt (transient), naming it, and nothing is sent.
+#[test]
+fn container_credentials_come_from_the_endpoint_and_its_failure_fails_the_attempt() {
+    let moto = Moto::start();
+    let serving = Arc::new(AtomicBool::new(false));
+    let on = serving.clone();
+    let endpoint = Receiver::start(move |r| {
+        if !on.load(Ordering::SeqCst) {
+            return Reply::status(500).with_body("nope");
+        }
+        if r.header("authorization") != Some("task-token") {
+            return Reply::status(401);
+        }
+        let document = json!({"AccessKeyId": "CONTAINERKEY", "SecretAccessKey": "s", "Token": "container-token"});
+        Reply::status(200).with_body(document.to_string())
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "task-token\n").unwrap();
+    std::env::set_var(
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        endpoint.url("/v2/credentials"),
+    );
+    std::env::set_var("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", &token_file);
+    let queue_url = moto.create_queue("from-container");
+    moto.start_recording();
+    let mut c = fetching_credentials(&dir.path().join("data"), &queue_url, "container");
+    c.retry.max_attempts = 1;
+    let engine = Engine::open(c).unwrap();
+    let reasons = {
+        commit_refused(&engine, "stripe", 1);
+        dead_attempts_and_reasons(&engine)
+    };
+    assert_eq!(
+        reasons,
+        [(
+            1,
+            "sink sqs: cannot get AWS credentials from the container credentials endpoint: \
+             HTTP status 500: nope"
+                .to_string()
+        )]
+    );
+    assert!(moto.receive(&queue_url).is_empty(), "nothing was sent");
+    serving.store(true, Ordering::SeqCst);
+    replay_until_delivered(&engine, 1);
+    let (key_id, token) = signed_with(&moto.recorded_sends()[0]);
+    assert_eq!(
+        (key_id.as_str(), token.as_str()),
+        ("CONTAINERKEY", "container-token")
+    );
+    assert_eq!(endpoint.received()[1].path, "/v2/credentials");
 }

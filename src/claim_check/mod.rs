@@ -21,7 +21,7 @@ mod sweeper;
 pub use s3::{S3Bucket, S3Options};
 pub use sweeper::ClaimSweeper;
 
-use crate::sink::sigv4::EnvCredentials;
+use crate::sink::aws_credentials::{AwsCredentials, EnvCredentials};
 use sha2::{Digest, Sha256};
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -94,6 +94,12 @@ impl ClaimStore {
             return ClaimStore::new(config.claim_dir(), c.retention_ms);
         };
         let region = c.s3_region.clone().unwrap_or_default();
+        let env = EnvCredentials::named(
+            &c.access_key_id_env,
+            &c.secret_access_key_env,
+            &c.session_token_env,
+        );
+        let credentials = AwsCredentials::new(c.credentials.as_deref(), env, &region);
         let options = S3Options {
             endpoint: c
                 .s3_endpoint
@@ -102,11 +108,7 @@ impl ClaimStore {
             bucket: bucket.clone(),
             region,
             prefix: c.s3_prefix.clone().unwrap_or_default(),
-            credentials: EnvCredentials::named(
-                &c.access_key_id_env,
-                &c.secret_access_key_env,
-                &c.session_token_env,
-            ),
+            credentials,
             timeout_ms: crate::limits::HTTP_TIMEOUT_MS,
         };
         ClaimStore::s3(S3Bucket::new(options), c.retention_ms)

@@ -1,13 +1,13 @@
 //! Claims in an S3-compatible bucket: object `<prefix><tenant>/<sha256>`,
 //! path-style (`{endpoint}/{bucket}/{key}`), requests signed with SigV4 for
-//! service `s3` from credentials in the environment (read at every
-//! request). A check-in asks for the object first (`HEAD`) and writes it
+//! service `s3` (credentials as `claim_check.credentials` says). A check-in asks for the object first (`HEAD`) and writes it
 //! (`PUT`) only when it is missing or older than half the retention, so a
 //! body is uploaded once and a claim that is still in use stays fresh. The
 //! bucket's lifecycle rule deletes old claims: goad does not list buckets.
 
+use crate::sink::aws_credentials::AwsCredentials;
 use crate::sink::client::agent;
-use crate::sink::sigv4::{sign_headers, EnvCredentials, Unsigned};
+use crate::sink::sigv4::{sign_headers, Unsigned};
 use std::io;
 use std::time::{Duration, SystemTime};
 
@@ -22,7 +22,7 @@ pub struct S3Options {
     pub bucket: String,
     pub region: String,
     pub prefix: String,
-    pub credentials: EnvCredentials,
+    pub credentials: AwsCredentials,
     pub timeout_ms: u64,
 }
 

@@ -101,8 +101,12 @@ pub struct ClaimCheckConfig {
     /// `https://s3.<region>.amazonaws.com`.
     pub s3_endpoint: Option<String>,
     pub s3_prefix: Option<String>,
-    /// The environment variables holding the bucket's credentials, by
-    /// default `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`.
+    /// Where the bucket's credentials come from: `env` (the default),
+    /// `instance`, `container` or `web_identity`.
+    pub credentials: Option<String>,
+    /// With `env`, the environment variables holding the bucket's
+    /// credentials, by default `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`
+    /// and `AWS_SESSION_TOKEN`.
     pub access_key_id_env: Option<String>,
     pub secret_access_key_env: Option<String>,
     pub session_token_env: Option<String>,
@@ -117,6 +121,7 @@ impl Default for ClaimCheckConfig {
             s3_region: None,
             s3_endpoint: None,
             s3_prefix: None,
+            credentials: None,
             access_key_id_env: None,
             secret_access_key_env: None,
             session_token_env: None,
@@ -348,8 +353,12 @@ pub struct SinkConfig {
     /// 1,048,576 (sqs) or 10,000,000 (pubsub); a larger one is
     /// dead-lettered at once.
     pub max_message_bytes: Option<u64>,
-    /// sqs: the environment variables holding the credentials, by default
-    /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and (if set) `AWS_SESSION_TOKEN`.
+    /// sqs: where the credentials come from: `env` (the default),
+    /// `instance`, `container` or `web_identity`.
+    pub credentials: Option<String>,
+    /// sqs, with `env`: the environment variables holding the credentials,
+    /// by default `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and (if set)
+    /// `AWS_SESSION_TOKEN`.
     pub access_key_id_env: Option<String>,
     pub secret_access_key_env: Option<String>,
     pub session_token_env: Option<String>,
@@ -409,6 +418,7 @@ impl SinkConfig {
             message_group_id: None,
             inline_max_bytes: None,
             max_message_bytes: None,
+            credentials: None,
             access_key_id_env: None,
             secret_access_key_env: None,
             session_token_env: None,

@@ -3,6 +3,7 @@
 use super::{Config, SinkConfig, TenantLimitsConfig};
 use crate::core::LaneBy;
 use crate::limits::{MAX_SHARD_BYTES, MIN_SHARD_BYTES};
+use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -132,6 +133,7 @@ const SQS_OPTIONS: &[&str] = &[
     "message_group_id",
     "max_message_bytes",
     "timeout_ms",
+    "credentials",
     "access_key_id_env",
     "secret_access_key_env",
     "session_token_env",
@@ -216,6 +218,7 @@ impl Config {
                 ("s3_region", c.s3_region.is_some()),
                 ("s3_endpoint", c.s3_endpoint.is_some()),
                 ("s3_prefix", c.s3_prefix.is_some()),
+                ("credentials", c.credentials.is_some()),
                 ("access_key_id_env", c.access_key_id_env.is_some()),
                 ("secret_access_key_env", c.secret_access_key_env.is_some()),
                 ("session_token_env", c.session_token_env.is_some()),
@@ -262,8 +265,9 @@ impl Config {
                 return Err(invalid("claim_check.s3_prefix", rule, prefix));
             }
         }
-        env_names(
+        aws_credentials(
             "claim_check",
+            &c.credentials,
             [
                 ("access_key_id_env", &c.access_key_id_env),
                 ("secret_access_key_env", &c.secret_access_key_env),
@@ -417,6 +421,7 @@ impl Config {
             ("message_group_id", sink.message_group_id.is_some()),
             ("inline_max_bytes", sink.inline_max_bytes.is_some()),
             ("max_message_bytes", sink.max_message_bytes.is_some()),
+            ("credentials", sink.credentials.is_some()),
             ("access_key_id_env", sink.access_key_id_env.is_some()),
             (
                 "secret_access_key_env",
@@ -536,14 +541,36 @@ fn validate_sqs_sink(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
             return Err(invalid(format!("{at}.message_group_id"), rule, group));
         }
     }
-    env_names(
+    aws_credentials(
         at,
+        &sink.credentials,
         [
             ("access_key_id_env", &sink.access_key_id_env),
             ("secret_access_key_env", &sink.secret_access_key_env),
             ("session_token_env", &sink.session_token_env),
         ],
     )
+}
+
+/// Where AWS credentials come from (`credentials`), and the variables that
+/// hold them with `env` (the only source that reads them).
+fn aws_credentials(
+    at: &str,
+    credentials: &Option<String>,
+    env_options: [(&str, &Option<String>); 3],
+) -> Result<(), ConfigError> {
+    let source = credentials.as_deref().unwrap_or("env");
+    if !CREDENTIAL_SOURCES.contains(&source) {
+        let rule = format!("one of {CREDENTIAL_SOURCES:?}");
+        return Err(invalid(format!("{at}.credentials"), rule, source));
+    }
+    if source != "env" {
+        if let Some((key, _)) = env_options.iter().find(|(_, var)| var.is_some()) {
+            let rule = format!("absent with credentials = {source:?} (only env reads variables)");
+            return Err(invalid(format!("{at}.{key}"), rule, "set"));
+        }
+    }
+    env_names(at, env_options)
 }
 
 fn validate_pubsub_sink(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {

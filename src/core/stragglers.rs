@@ -8,9 +8,9 @@
 //! in flight in the store and hands it to the new core
 //! ([`Core::adopt_straggler`]), which takes the attempt on as its own: its
 //! row claimed, counted against the windows and the shard's, tenant's and
-//! key's concurrency (a batch once, as it was), timed out at its deadline, and settled by its result
-//! like any other attempt's (a delivery deletes the row, a failure retries
-//! or dead-letters it by the retry policy).
+//! key's concurrency (a batch once, as it was), timed out at its deadline,
+//! and settled by its result like any other attempt's (a delivery deletes
+//! the row, a failure retries or dead-letters it by the retry policy).
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! The HTTP client every one of goad's sinks uses, one per sink entry.
+//! The HTTP client every one of goad's sinks uses, one per sink entry, and
+//! the percent-encoding of what goes into its URLs and forms.
 
 /// The HTTP client of one sink: a keep-alive pool of `idle_connections`,
 /// per-phase timeouts of `timeout_ms` (connect, send, receive: ureq 3's
@@ -20,4 +21,17 @@ pub(crate) fn agent(timeout_ms: u64, idle_connections: usize) -> ureq::Agent {
         .user_agent(concat!("goad/", env!("CARGO_PKG_VERSION")))
         .build()
         .into()
+}
+
+/// `text` percent-encoded but for RFC 3986's unreserved characters: one
+/// path segment or one form value, whatever it holds.
+pub(crate) fn percent_encoded(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }

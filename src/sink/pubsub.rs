@@ -23,6 +23,7 @@
 //! quotas); any other answer is transient. A topic without subscriptions takes the message and
 //! drops it: Pub/Sub does not say so.
 
+use super::client::percent_encoded;
 use super::message::attributes;
 use super::message::message_json;
 use super::queue::{deliver_in_requests, deliver_one};
@@ -62,26 +63,13 @@ pub struct PubSubSink {
     options: PubSubSinkOptions,
 }
 
-/// `text` percent-encoded but for RFC 3986's unreserved characters, so a
-/// project or topic name is one path segment whatever it holds.
-fn path_segment(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                char::from(b).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 impl PubSubSink {
     pub fn new(options: PubSubSinkOptions) -> PubSubSink {
         let publish_url = format!(
             "{}/v1/projects/{}/topics/{}:publish",
             options.endpoint.trim_end_matches('/'),
-            path_segment(&options.project),
-            path_segment(&options.topic)
+            percent_encoded(&options.project),
+            percent_encoded(&options.topic)
         );
         PubSubSink {
             agent: agent(options.timeout_ms, options.idle_connections),

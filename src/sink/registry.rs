@@ -2,10 +2,10 @@
 //! sinks. Rebuilt on reconfiguration; options are never stored with rows, so
 //! a fixed sink applies to its backlog.
 
+use super::aws_credentials::{AwsCredentials, EnvCredentials};
 use super::http::{HttpSink, HttpSinkOptions, InvalidHttpSink, Method};
 use super::pubsub::{PubSubSink, PubSubSinkOptions};
 use super::signing::SigningKey;
-use super::sigv4::EnvCredentials;
 use super::sqs::{region_of, SqsSink, SqsSinkOptions};
 use super::ClaimingSink;
 use super::Sink;
@@ -195,22 +195,24 @@ fn http_options(
 
 fn sqs_options(config: &Config, source: &SourceConfig, entry: &SinkConfig) -> SqsSinkOptions {
     let queue_url = entry.queue_url.clone().unwrap_or_default();
+    let region = entry
+        .region
+        .clone()
+        .or_else(|| region_of(&queue_url))
+        .unwrap_or_default();
+    let env = EnvCredentials::named(
+        &entry.access_key_id_env,
+        &entry.secret_access_key_env,
+        &entry.session_token_env,
+    );
     SqsSinkOptions {
-        region: entry
-            .region
-            .clone()
-            .or_else(|| region_of(&queue_url))
-            .unwrap_or_default(),
+        credentials: AwsCredentials::new(entry.credentials.as_deref(), env, &region),
+        region,
         queue_url,
         endpoint: entry.endpoint.clone(),
         message_group_id: entry.message_group_id.clone(),
         max_message_bytes: entry.max_message_bytes.unwrap_or(SQS_MAX_MESSAGE_BYTES),
         timeout_ms: sink_timeout_ms(config, entry),
-        credentials: EnvCredentials::named(
-            &entry.access_key_id_env,
-            &entry.secret_access_key_env,
-            &entry.session_token_env,
-        ),
         forward_allow: source.forward_headers.clone(),
         inline_max_bytes: entry.inline_max_bytes.unwrap_or(INLINE_MAX_BYTES),
         idle_connections: idle_connections(config),

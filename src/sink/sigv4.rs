@@ -1,9 +1,9 @@
-//! AWS Signature Version 4 for the SQS sink: AWS's own signer (the
-//! `aws-sigv4` crate, without the SDK), with credentials read from the
-//! environment at every attempt, so rotated keys apply at once and no
-//! secret is kept in goad's config or store.
+//! AWS Signature Version 4 for the SQS sink and the S3 claim bucket: AWS's
+//! own signer (the `aws-sigv4` crate, without the SDK), with credentials
+//! from where the config says (see `aws_credentials`); no secret is kept in
+//! goad's config or store.
 
-use aws_credential_types::Credentials;
+use super::aws_credentials::{AwsCredentials, CredentialsError};
 use aws_sigv4::http_request::{
     sign, PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings,
     UriPathNormalizationMode,
@@ -13,87 +13,17 @@ use aws_smithy_runtime_api::client::identity::Identity;
 use std::fmt;
 use std::time::SystemTime;
 
-/// The environment variables holding a sink's credentials.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EnvCredentials {
-    pub access_key_id: String,
-    pub secret_access_key: String,
-    /// Read when set (temporary credentials).
-    pub session_token: String,
-}
-
-impl Default for EnvCredentials {
-    fn default() -> Self {
-        EnvCredentials {
-            access_key_id: "AWS_ACCESS_KEY_ID".into(),
-            secret_access_key: "AWS_SECRET_ACCESS_KEY".into(),
-            session_token: "AWS_SESSION_TOKEN".into(),
-        }
-    }
-}
-
-impl EnvCredentials {
-    /// The variables a config names, each defaulting to AWS's own.
-    pub fn named(
-        access_key_id: &Option<String>,
-        secret_access_key: &Option<String>,
-        session_token: &Option<String>,
-    ) -> EnvCredentials {
-        let defaults = EnvCredentials::default();
-        EnvCredentials {
-            access_key_id: access_key_id.clone().unwrap_or(defaults.access_key_id),
-            secret_access_key: secret_access_key
-                .clone()
-                .unwrap_or(defaults.secret_access_key),
-            session_token: session_token.clone().unwrap_or(defaults.session_token),
-        }
-    }
-}
-
-/// A credential variable that is not set: the attempt fails (transient, so
-/// a fixed environment takes over on the next attempt).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NoCredentials {
-    pub variable: String,
-}
-
-impl fmt::Display for NoCredentials {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "no AWS credentials: {} is not set", self.variable)
-    }
-}
-
-impl std::error::Error for NoCredentials {}
-
-impl EnvCredentials {
-    fn read(&self) -> Result<Credentials, NoCredentials> {
-        let var = |name: &str| {
-            std::env::var(name).map_err(|_| NoCredentials {
-                variable: name.to_string(),
-            })
-        };
-        let token = std::env::var(&self.session_token).ok();
-        Ok(Credentials::new(
-            var(&self.access_key_id)?,
-            var(&self.secret_access_key)?,
-            token.filter(|t| !t.is_empty()),
-            None,
-            "environment",
-        ))
-    }
-}
-
 /// Why a request could not be signed.
 #[derive(Debug)]
 pub enum SignError {
-    NoCredentials(NoCredentials),
+    Credentials(CredentialsError),
     Signing(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl fmt::Display for SignError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SignError::NoCredentials(e) => write!(f, "{e}"),
+            SignError::Credentials(e) => write!(f, "{e}"),
             SignError::Signing(e) => write!(f, "cannot sign the request: {e}"),
         }
     }
@@ -126,13 +56,13 @@ pub struct Unsigned<'a> {
 /// session token; for S3 also `x-amz-content-sha256`), to send beside its
 /// own.
 pub fn sign_headers(
-    credentials: &EnvCredentials,
+    credentials: &AwsCredentials,
     region: &str,
     service: &str,
     request: &Unsigned<'_>,
     now: SystemTime,
 ) -> Result<Vec<(String, String)>, SignError> {
-    let identity: Identity = credentials.read().map_err(SignError::NoCredentials)?.into();
+    let identity: Identity = credentials.get(now).map_err(SignError::Credentials)?.into();
     let params = v4::SigningParams::builder()
         .identity(&identity)
         .region(region)

@@ -27,10 +27,11 @@
 //! transport error or missing credentials transient. goad never creates
 //! the queue.
 
+use super::aws_credentials::AwsCredentials;
 use super::message::attributes;
 use super::message::message_json;
 use super::queue::{deliver_in_requests, deliver_one};
-use super::sigv4::{sign_headers, EnvCredentials, SignError, Unsigned};
+use super::sigv4::{sign_headers, SignError, Unsigned};
 use super::{agent, answer_of, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
 use crate::limits::SQS_BATCH_MAX_ENTRIES;
 use md5::{Digest, Md5};
@@ -57,7 +58,7 @@ pub struct SqsSinkOptions {
     pub message_group_id: Option<String>,
     pub max_message_bytes: u64,
     pub timeout_ms: u64,
-    pub credentials: EnvCredentials,
+    pub credentials: AwsCredentials,
     /// The source's `forward_headers` allowlist, if any.
     pub forward_allow: Option<Vec<String>>,
     /// Bodies larger than this go to the claim check.
@@ -220,7 +221,7 @@ impl SqsSink {
             SystemTime::now(),
         )
         .map_err(|e| match e {
-            SignError::NoCredentials(e) => SinkError::transient(e),
+            SignError::Credentials(e) => SinkError::transient(e),
             other => SinkError::permanent(other),
         })?;
         let mut post = self.agent.post(&self.post_url);

@@ -1,0 +1,464 @@
+//! Where the AWS credentials of an SQS sink or an S3 claim bucket come
+//! from (`credentials` in its config), for signing (see `sigv4`):
+//!
+//! - `env` (the default): three environment variables, read at every
+//!   request, so rotated keys apply at once;
+//! - `instance`: the EC2 instance's role, from the instance metadata
+//!   service (IMDSv2: a session token, then the role's credentials), at
+//!   `AWS_EC2_METADATA_SERVICE_ENDPOINT` or `http://169.254.169.254`;
+//! - `container`: an ECS task's role (or EKS Pod Identity), from
+//!   `AWS_CONTAINER_CREDENTIALS_FULL_URI`, or
+//!   `http://169.254.170.2$AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`, with the
+//!   token of `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE` or
+//!   `AWS_CONTAINER_AUTHORIZATION_TOKEN` when set;
+//! - `web_identity`: an EKS service account's role (IRSA): the token in
+//!   `AWS_WEB_IDENTITY_TOKEN_FILE` exchanged for the credentials of
+//!   `AWS_ROLE_ARN` by STS's `AssumeRoleWithWebIdentity` (unsigned), at
+//!   `AWS_ENDPOINT_URL_STS` or `https://sts.<region>.amazonaws.com`.
+//!
+//! These are the variables AWS's SDKs read, and the platforms set them. The
+//! fetched credentials are kept until `CREDENTIALS_REFRESH_MS` before they
+//! expire; one request fetches them while the others wait, and when a
+//! refresh fails the ones in hand serve until they expire. Nothing is
+//! stored: a restart fetches again.
+
+use super::client::{agent, percent_encoded};
+use crate::limits::{CREDENTIALS_LIFETIME_MS, CREDENTIALS_REFRESH_MS, HTTP_TIMEOUT_MS};
+use aws_credential_types::Credentials;
+use parking_lot::Mutex;
+use serde_json::Value;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// The values of `credentials`.
+pub const CREDENTIAL_SOURCES: &[&str] = &["env", "instance", "container", "web_identity"];
+
+/// Where a sink's or a bucket's credentials come from.
+#[derive(Debug, Clone)]
+pub enum AwsCredentials {
+    /// Environment variables, read at every request.
+    Env(EnvCredentials),
+    /// Fetched from AWS, and kept until shortly before they expire.
+    Fetched(Arc<FetchedCredentials>),
+}
+
+impl AwsCredentials {
+    /// The credentials of a validated `credentials` option: `env` (or
+    /// none) reads `env`; the others fetch for `region` (STS's).
+    pub fn new(source: Option<&str>, env: EnvCredentials, region: &str) -> AwsCredentials {
+        let source = match source.unwrap_or("env") {
+            "instance" => CredentialSource::Instance,
+            "container" => CredentialSource::Container,
+            "web_identity" => CredentialSource::WebIdentity,
+            _ => return AwsCredentials::Env(env),
+        };
+        AwsCredentials::Fetched(Arc::new(FetchedCredentials {
+            source,
+            region: region.to_string(),
+            agent: agent(HTTP_TIMEOUT_MS, 1),
+            cached: Mutex::new(None),
+        }))
+    }
+
+    /// Credentials to sign a request at `now`.
+    pub fn get(&self, now: SystemTime) -> Result<Credentials, CredentialsError> {
+        match self {
+            AwsCredentials::Env(env) => env.read(),
+            AwsCredentials::Fetched(fetched) => fetched.get(now),
+        }
+    }
+}
+
+/// The environment variables holding a sink's credentials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvCredentials {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    /// Read when set (temporary credentials).
+    pub session_token: String,
+}
+
+impl Default for EnvCredentials {
+    fn default() -> Self {
+        EnvCredentials {
+            access_key_id: "AWS_ACCESS_KEY_ID".into(),
+            secret_access_key: "AWS_SECRET_ACCESS_KEY".into(),
+            session_token: "AWS_SESSION_TOKEN".into(),
+        }
+    }
+}
+
+impl EnvCredentials {
+    /// The variables a config names, each defaulting to AWS's own.
+    pub fn named(
+        access_key_id: &Option<String>,
+        secret_access_key: &Option<String>,
+        session_token: &Option<String>,
+    ) -> EnvCredentials {
+        let defaults = EnvCredentials::default();
+        EnvCredentials {
+            access_key_id: access_key_id.clone().unwrap_or(defaults.access_key_id),
+            secret_access_key: secret_access_key
+                .clone()
+                .unwrap_or(defaults.secret_access_key),
+            session_token: session_token.clone().unwrap_or(defaults.session_token),
+        }
+    }
+
+    fn read(&self) -> Result<Credentials, CredentialsError> {
+        let token = std::env::var(&self.session_token).ok();
+        Ok(Credentials::new(
+            variable(&self.access_key_id)?,
+            variable(&self.secret_access_key)?,
+            token.filter(|t| !t.is_empty()),
+            None,
+            "environment",
+        ))
+    }
+}
+
+/// An environment variable that must be set.
+fn variable(name: &str) -> Result<String, CredentialsError> {
+    std::env::var(name).map_err(|_| CredentialsError::NotSet {
+        variable: name.to_string(),
+    })
+}
+
+/// Where fetched credentials come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CredentialSource {
+    Instance,
+    Container,
+    WebIdentity,
+}
+
+impl fmt::Display for CredentialSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CredentialSource::Instance => "the instance metadata service",
+            CredentialSource::Container => "the container credentials endpoint",
+            CredentialSource::WebIdentity => "STS (AssumeRoleWithWebIdentity)",
+        })
+    }
+}
+
+/// Credentials fetched from `source`, kept while fresh.
+pub struct FetchedCredentials {
+    source: CredentialSource,
+    region: String,
+    agent: ureq::Agent,
+    cached: Mutex<Option<Credentials>>,
+}
+
+/// The source only: no credentials in logs.
+impl fmt::Debug for FetchedCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FetchedCredentials({})", self.source)
+    }
+}
+
+impl FetchedCredentials {
+    fn get(&self, now: SystemTime) -> Result<Credentials, CredentialsError> {
+        let mut cached = self.cached.lock();
+        let refresh_at = |c: &Credentials| {
+            let expiry = c.expiry().expect("fetched credentials expire");
+            expiry - Duration::from_millis(CREDENTIALS_REFRESH_MS)
+        };
+        if let Some(fresh) = cached.as_ref().filter(|c| now < refresh_at(c)) {
+            return Ok(fresh.clone());
+        }
+        let error = match self.fetch(now) {
+            Ok(fetched) => return Ok(cached.insert(fetched).clone()),
+            Err(e) => e,
+        };
+        match cached
+            .as_ref()
+            .filter(|c| c.expiry().is_some_and(|at| now < at))
+        {
+            Some(valid) => {
+                crate::log::warn(
+                    "cannot refresh AWS credentials; signing with those in hand until they expire",
+                    &[("error", &error)],
+                );
+                Ok(valid.clone())
+            }
+            None => Err(error),
+        }
+    }
+
+    fn fetch(&self, now: SystemTime) -> Result<Credentials, CredentialsError> {
+        let fetched = match self.source {
+            CredentialSource::Instance => self.fetch_instance(now),
+            CredentialSource::Container => self.fetch_container(now),
+            CredentialSource::WebIdentity => self.fetch_web_identity(now),
+        };
+        fetched.map_err(|cause| match cause {
+            Fetch::NotSet(variable) => CredentialsError::NotSet { variable },
+            Fetch::Failed(cause) => CredentialsError::Fetch {
+                from: self.source,
+                cause,
+            },
+        })
+    }
+
+    /// IMDSv2: a session token, the role's name, its credentials.
+    fn fetch_instance(&self, now: SystemTime) -> Result<Credentials, Fetch> {
+        let endpoint = std::env::var("AWS_EC2_METADATA_SERVICE_ENDPOINT")
+            .unwrap_or_else(|_| "http://169.254.169.254".into());
+        let endpoint = endpoint.trim_end_matches('/');
+        let token = self.read(
+            self.agent
+                .put(format!("{endpoint}/latest/api/token"))
+                .header("x-aws-ec2-metadata-token-ttl-seconds", "21600")
+                .send_empty(),
+        )?;
+        let roles_url = format!("{endpoint}/latest/meta-data/iam/security-credentials/");
+        let metadata = |url: &str| {
+            let request = self
+                .agent
+                .get(url)
+                .header("x-aws-ec2-metadata-token", token.trim());
+            self.read(request.call())
+        };
+        let roles = metadata(&roles_url)?;
+        let role = roles.lines().next().unwrap_or_default().trim();
+        if role.is_empty() {
+            return Err(Fetch::Failed("the instance has no role".into()));
+        }
+        let document = metadata(&format!("{roles_url}{role}"))?;
+        from_json(&document, now)
+    }
+
+    /// The container endpoint, with its authorization token when set.
+    fn fetch_container(&self, now: SystemTime) -> Result<Credentials, Fetch> {
+        let url = match std::env::var("AWS_CONTAINER_CREDENTIALS_FULL_URI") {
+            Ok(url) => url,
+            Err(_) => {
+                let relative = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")?;
+                format!("http://169.254.170.2{relative}")
+            }
+        };
+        let token = match std::env::var("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE") {
+            Ok(file) => Some(read_file(&file)?),
+            Err(_) => std::env::var("AWS_CONTAINER_AUTHORIZATION_TOKEN").ok(),
+        };
+        let mut request = self.agent.get(&url);
+        if let Some(token) = token {
+            request = request.header("authorization", token.trim());
+        }
+        from_json(&self.read(request.call())?, now)
+    }
+
+    /// STS's `AssumeRoleWithWebIdentity` with the service account's token.
+    fn fetch_web_identity(&self, now: SystemTime) -> Result<Credentials, Fetch> {
+        let token = read_file(&env("AWS_WEB_IDENTITY_TOKEN_FILE")?)?;
+        let role_arn = env("AWS_ROLE_ARN")?;
+        let session = std::env::var("AWS_ROLE_SESSION_NAME").unwrap_or_else(|_| "goad".into());
+        let endpoint = std::env::var("AWS_ENDPOINT_URL_STS")
+            .unwrap_or_else(|_| format!("https://sts.{}.amazonaws.com", self.region));
+        let form = [
+            ("Action", "AssumeRoleWithWebIdentity"),
+            ("Version", "2011-06-15"),
+            ("RoleArn", &role_arn),
+            ("RoleSessionName", &session),
+            ("WebIdentityToken", token.trim()),
+        ]
+        .map(|(name, value)| format!("{name}={}", percent_encoded(value)))
+        .join("&");
+        let answer = self.read(
+            self.agent
+                .post(format!("{}/", endpoint.trim_end_matches('/')))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .send(form),
+        )?;
+        let field = |tag: &str| {
+            xml_text(&answer, tag)
+                .ok_or_else(|| Fetch::Failed(format!("no {tag} in STS's answer").into()))
+        };
+        let expires_at = parse_expiration(field("Expiration")?)?;
+        Ok(Credentials::new(
+            field("AccessKeyId")?,
+            field("SecretAccessKey")?,
+            Some(field("SessionToken")?.to_string()),
+            Some(expires_at.max(now)),
+            "web_identity",
+        ))
+    }
+
+    /// The body of a 200 answer; anything else is a failure.
+    fn read(
+        &self,
+        response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> Result<String, Fetch> {
+        let response = response.map_err(|e| Fetch::Failed(e.into()))?;
+        let status = response.status().as_u16();
+        let body = response
+            .into_body()
+            .with_config()
+            .limit(MAX_ANSWER_BYTES)
+            .read_to_string()
+            .map_err(|e| Fetch::Failed(e.into()))?;
+        if status != 200 {
+            let excerpt: String = body.chars().take(256).collect();
+            let message = match excerpt.trim() {
+                "" => format!("HTTP status {status}"),
+                excerpt => format!("HTTP status {status}: {excerpt}"),
+            };
+            return Err(Fetch::Failed(message.into()));
+        }
+        Ok(body)
+    }
+}
+
+/// The most of a credentials answer read.
+const MAX_ANSWER_BYTES: u64 = 64 * 1024;
+
+/// Why fetching failed, before the source is named.
+enum Fetch {
+    NotSet(String),
+    Failed(Box<dyn std::error::Error + Send + Sync>),
+}
+
+fn env(name: &str) -> Result<String, Fetch> {
+    std::env::var(name).map_err(|_| Fetch::NotSet(name.to_string()))
+}
+
+fn read_file(path: &str) -> Result<String, Fetch> {
+    std::fs::read_to_string(path)
+        .map_err(|e| Fetch::Failed(format!("cannot read {path}: {e}").into()))
+}
+
+/// The credentials document of the instance metadata service and the
+/// container endpoint: `AccessKeyId`, `SecretAccessKey`, `Token`,
+/// `Expiration` (RFC 3339; when absent, `CREDENTIALS_LIFETIME_MS` from now).
+fn from_json(document: &str, now: SystemTime) -> Result<Credentials, Fetch> {
+    let document: Value = serde_json::from_str(document).map_err(|e| Fetch::Failed(e.into()))?;
+    let field = |name: &str| {
+        document
+            .get(name)
+            .and_then(Value::as_str)
+            .ok_or_else(|| Fetch::Failed(format!("no {name} in the credentials document").into()))
+    };
+    let expires_at = match document.get("Expiration").and_then(Value::as_str) {
+        Some(at) => parse_expiration(at)?,
+        None => now + Duration::from_millis(CREDENTIALS_LIFETIME_MS),
+    };
+    Ok(Credentials::new(
+        field("AccessKeyId")?,
+        field("SecretAccessKey")?,
+        document
+            .get("Token")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        Some(expires_at),
+        "fetched",
+    ))
+}
+
+fn parse_expiration(at: &str) -> Result<SystemTime, Fetch> {
+    humantime::parse_rfc3339_weak(at)
+        .map_err(|e| Fetch::Failed(format!("an Expiration of {at:?}: {e}").into()))
+}
+
+/// The text of the first `<tag>` element of an AWS query-protocol answer,
+/// whose credential fields are plain text (no markup, no entities).
+fn xml_text<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
+    let start = xml.find(&format!("<{tag}>"))? + tag.len() + 2;
+    let length = xml[start..].find(&format!("</{tag}>"))?;
+    Some(&xml[start..start + length])
+}
+
+/// No credentials to sign with: the attempt fails, transient (the
+/// environment or the source may come back).
+#[derive(Debug)]
+pub enum CredentialsError {
+    /// A variable the credentials come from is not set.
+    NotSet { variable: String },
+    /// The source did not give credentials.
+    Fetch {
+        from: CredentialSource,
+        cause: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl fmt::Display for CredentialsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CredentialsError::NotSet { variable } => {
+                write!(f, "no AWS credentials: {variable} is not set")
+            }
+            CredentialsError::Fetch { from, cause } => {
+                write!(f, "cannot get AWS credentials from {from}: {cause}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for CredentialsError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::demo::receiver::{Receiver, Reply};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    #[test]
+    fn fetched_credentials_are_kept_while_fresh_and_serve_past_a_failed_refresh_until_they_expire()
+    {
+        let failing = Arc::new(AtomicBool::new(false));
+        let fails = failing.clone();
+        let endpoint = Receiver::start(move |_| {
+            if fails.load(Ordering::SeqCst) {
+                return Reply::status(503);
+            }
+            let document = r#"{"AccessKeyId":"AK","SecretAccessKey":"S","Token":"T",
+                "Expiration":"2030-01-01T00:00:00Z"}"#;
+            Reply::status(200).with_body(document)
+        })
+        .unwrap();
+        std::env::set_var("AWS_CONTAINER_CREDENTIALS_FULL_URI", endpoint.url("/"));
+        let credentials = AwsCredentials::new(Some("container"), EnvCredentials::default(), "");
+        let expiry = humantime::parse_rfc3339("2030-01-01T00:00:00Z").unwrap();
+        let minutes_before = |minutes: u64| expiry - Duration::from_secs(60 * minutes);
+        let key = |now| credentials.get(now).map(|c| c.access_key_id().to_string());
+        assert_eq!(key(minutes_before(60)).ok().as_deref(), Some("AK"));
+        assert_eq!(key(minutes_before(6)).ok().as_deref(), Some("AK"));
+        assert_eq!(endpoint.received().len(), 1, "fresh: kept");
+        failing.store(true, Ordering::SeqCst);
+        let refresh_failed = key(minutes_before(4));
+        assert_eq!(refresh_failed.ok().as_deref(), Some("AK"));
+        assert_eq!(endpoint.received().len(), 2, "due: fetched again");
+        let expired = key(expiry + Duration::from_secs(1))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            expired,
+            "cannot get AWS credentials from the container credentials endpoint: HTTP status 503"
+        );
+    }
+
+    #[test]
+    fn documents_give_credentials_and_their_expiry() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let imds = r#"{"Code":"Success","AccessKeyId":"AK","SecretAccessKey":"S","Token":"T","Expiration":"2026-12-01T23:18:27Z"}"#;
+        let c = from_json(imds, now).ok().unwrap();
+        assert_eq!(
+            (c.access_key_id(), c.secret_access_key(), c.session_token()),
+            ("AK", "S", Some("T"))
+        );
+        let expected = humantime::parse_rfc3339("2026-12-01T23:18:27Z").unwrap();
+        assert_eq!(c.expiry(), Some(expected));
+        let forever = from_json(r#"{"AccessKeyId":"AK","SecretAccessKey":"S"}"#, now)
+            .ok()
+            .unwrap();
+        let lifetime = Duration::from_millis(CREDENTIALS_LIFETIME_MS);
+        assert_eq!(forever.expiry(), Some(now + lifetime));
+        assert!(from_json(r#"{"AccessKeyId":"AK"}"#, now).is_err());
+        let sts = "<R><Credentials><AccessKeyId>ASIA1</AccessKeyId>\
+                   <Expiration>2026-12-01T00:18:27.535519Z</Expiration></Credentials></R>";
+        assert_eq!(xml_text(sts, "AccessKeyId"), Some("ASIA1"));
+        assert!(parse_expiration(xml_text(sts, "Expiration").unwrap()).is_ok());
+        assert_eq!(xml_text(sts, "SessionToken"), None);
+    }
+}
