@@ -96,6 +96,8 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("[claim_check]\ncredentials = \"instance\"", "claim_check.credentials must be absent without claim_check.s3_bucket, got \"set\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"sqs\"\nqueue_url = \"https://sqs.us-east-1.amazonaws.com/1/q\"\ncredentials = \"web_identity\"\nsecret_access_key_env = \"S\"", "sources[0].sinks[0].secret_access_key_env must be absent with credentials = \"web_identity\" (only env reads variables), got \"set\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\ncredentials = \"env\"", "sources[0].sinks[0].credentials must be absent for a sink of type \"http\", got \"set\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"pubsub\"\nproject = \"p\"\ntopic = \"t\"\ncredentials = \"instance\"", "sources[0].sinks[0].credentials must be one of [\"env\", \"metadata\"], got \"instance\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"pubsub\"\nproject = \"p\"\ntopic = \"t\"\ncredentials = \"metadata\"\ntoken_env = \"T\"", "sources[0].sinks[0].token_env must be absent with credentials = \"metadata\" (only env reads variables), got \"set\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"pubsub\"\nproject = \"p\"\ntopic = \"t\"\ninline_max_bytes = 0", "sources[0].sinks[0].inline_max_bytes must be a positive integer, got 0"),
         ("[[sources]]\nid = \"a b\"", "sources[0].id must be a source id of [A-Za-z0-9_-], 1 to 128 characters, got \"a b\""),
         ("[[sources]]\nid = \"a\"\n[[sources]]\nid = \"a\"", "sources[1].id must be unique among sources, got \"a\""),

@@ -11,6 +11,7 @@ use goad::store::DeadFilter;
 use goad::{Config, Engine, NewHook, SinkConfig};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 const TOKEN_ENV: &str = "GOAD_TEST_PUBSUB_TOKEN";
@@ -227,4 +228,65 @@ fn a_replayed_backlog_is_published_in_one_request() {
     ids.sort();
     published.sort();
     assert_eq!(published, ids);
+}
+
+/// `credentials = "metadata"`: the token of the workload's service account
+/// comes from the metadata server (a stand-in at `GCE_METADATA_HOST` that
+/// answers only `Metadata-Flavor: Google`), fetched once while it is fresh;
+/// a server that fails fails the attempt, naming it, and nothing is
+/// published.
+#[test]
+fn a_metadata_token_is_fetched_once_while_fresh_and_its_failure_fails_the_attempt() {
+    let serving = Arc::new(AtomicBool::new(false));
+    let on = serving.clone();
+    let metadata = Receiver::start(move |r| {
+        if !on.load(Ordering::SeqCst) {
+            return Reply::status(503).with_body("not yet");
+        }
+        if r.header("metadata-flavor") != Some("Google") {
+            return Reply::status(403);
+        }
+        let token =
+            json!({"access_token": "ya29.token", "expires_in": 3599, "token_type": "Bearer"});
+        Reply::status(200).with_body(token.to_string())
+    })
+    .unwrap();
+    let host = metadata.url("");
+    std::env::set_var("GCE_METADATA_HOST", host.trim_start_matches("http://"));
+    let (receiver, _) = stand_in(Answer::Published);
+    let dir = tempfile::tempdir().unwrap();
+    let sink = SinkConfig {
+        token_env: None,
+        credentials: Some("metadata".into()),
+        ..pubsub_sink(&receiver)
+    };
+    let mut c = stripe_to(dir.path(), sink);
+    c.retry.max_attempts = 1;
+    let engine = Engine::open(c).unwrap();
+    commit_refused(&engine, "stripe", 1);
+    assert_eq!(
+        dead_attempts_and_reasons(&engine),
+        [(
+            1,
+            "sink pubsub: cannot get a Pub/Sub access token from the metadata server: \
+             HTTP status 503: not yet"
+                .to_string()
+        )]
+    );
+    assert_eq!(receiver.received().len(), 0, "nothing was published");
+    serving.store(true, Ordering::SeqCst);
+    replay_until_delivered(&engine, 1);
+    engine.commit(NewHook::new("stripe", "second")).unwrap();
+    engine.tick().unwrap();
+    let publishes = receiver.received();
+    assert_eq!(publishes.len(), 2);
+    for publish in &publishes {
+        assert_eq!(publish.header("authorization"), Some("Bearer ya29.token"));
+    }
+    let asked = metadata.received();
+    assert_eq!(asked.len(), 2, "the failure, then one token for both");
+    assert_eq!(
+        asked[1].path,
+        "/computeMetadata/v1/instance/service-accounts/default/token"
+    );
 }

@@ -354,7 +354,8 @@ pub struct SinkConfig {
     /// dead-lettered at once.
     pub max_message_bytes: Option<u64>,
     /// sqs: where the credentials come from: `env` (the default),
-    /// `instance`, `container` or `web_identity`.
+    /// `instance`, `container` or `web_identity`; pubsub: where the token
+    /// comes from: `env` (the default, `token_env`) or `metadata`.
     pub credentials: Option<String>,
     /// sqs, with `env`: the environment variables holding the credentials,
     /// by default `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and (if set)

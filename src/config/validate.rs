@@ -4,6 +4,7 @@ use super::{Config, SinkConfig, TenantLimitsConfig};
 use crate::core::LaneBy;
 use crate::limits::{MAX_SHARD_BYTES, MIN_SHARD_BYTES};
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
+use crate::sink::gcp_token::TOKEN_SOURCES;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -139,6 +140,7 @@ const SQS_OPTIONS: &[&str] = &[
     "session_token_env",
 ];
 const PUBSUB_OPTIONS: &[&str] = &[
+    "credentials",
     "project",
     "inline_max_bytes",
     "topic",
@@ -265,9 +267,10 @@ impl Config {
                 return Err(invalid("claim_check.s3_prefix", rule, prefix));
             }
         }
-        aws_credentials(
+        credentials(
             "claim_check",
             &c.credentials,
+            CREDENTIAL_SOURCES,
             [
                 ("access_key_id_env", &c.access_key_id_env),
                 ("secret_access_key_env", &c.secret_access_key_env),
@@ -541,9 +544,10 @@ fn validate_sqs_sink(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
             return Err(invalid(format!("{at}.message_group_id"), rule, group));
         }
     }
-    aws_credentials(
+    credentials(
         at,
         &sink.credentials,
+        CREDENTIAL_SOURCES,
         [
             ("access_key_id_env", &sink.access_key_id_env),
             ("secret_access_key_env", &sink.secret_access_key_env),
@@ -552,16 +556,17 @@ fn validate_sqs_sink(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
     )
 }
 
-/// Where AWS credentials come from (`credentials`), and the variables that
-/// hold them with `env` (the only source that reads them).
-fn aws_credentials(
+/// Where credentials come from (`credentials`, one of `sources`), and the
+/// variables that hold them with `env` (the only source that reads them).
+fn credentials<const N: usize>(
     at: &str,
     credentials: &Option<String>,
-    env_options: [(&str, &Option<String>); 3],
+    sources: &[&str],
+    env_options: [(&str, &Option<String>); N],
 ) -> Result<(), ConfigError> {
     let source = credentials.as_deref().unwrap_or("env");
-    if !CREDENTIAL_SOURCES.contains(&source) {
-        let rule = format!("one of {CREDENTIAL_SOURCES:?}");
+    if !sources.contains(&source) {
+        let rule = format!("one of {sources:?}");
         return Err(invalid(format!("{at}.credentials"), rule, source));
     }
     if source != "env" {
@@ -581,7 +586,12 @@ fn validate_pubsub_sink(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> 
         }
     }
     validate_queue_options(at, sink)?;
-    env_names(at, [("token_env", &sink.token_env)])
+    credentials(
+        at,
+        &sink.credentials,
+        TOKEN_SOURCES,
+        [("token_env", &sink.token_env)],
+    )
 }
 
 /// The options the queue sinks (sqs, pubsub) share: `endpoint`,

@@ -16,16 +16,14 @@
 //!   `AWS_ROLE_ARN` by STS's `AssumeRoleWithWebIdentity` (unsigned), at
 //!   `AWS_ENDPOINT_URL_STS` or `https://sts.<region>.amazonaws.com`.
 //!
-//! These are the variables AWS's SDKs read, and the platforms set them. The
-//! fetched credentials are kept until `CREDENTIALS_REFRESH_MS` before they
-//! expire; one request fetches them while the others wait, and when a
-//! refresh fails the ones in hand serve until they expire. Nothing is
+//! These are the variables AWS's SDKs read, and the platforms set them.
+//! Fetched credentials are kept while fresh (see `expiring`). Nothing is
 //! stored: a restart fetches again.
 
-use super::client::{agent, percent_encoded};
-use crate::limits::{CREDENTIALS_LIFETIME_MS, CREDENTIALS_REFRESH_MS, HTTP_TIMEOUT_MS};
+use super::client::{agent, ok_body, percent_encoded};
+use super::expiring::Expiring;
+use crate::limits::{CREDENTIALS_LIFETIME_MS, HTTP_TIMEOUT_MS};
 use aws_credential_types::Credentials;
-use parking_lot::Mutex;
 use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
@@ -57,7 +55,7 @@ impl AwsCredentials {
             source,
             region: region.to_string(),
             agent: agent(HTTP_TIMEOUT_MS, 1),
-            cached: Mutex::new(None),
+            held: Expiring::new(),
         }))
     }
 
@@ -148,7 +146,7 @@ pub struct FetchedCredentials {
     source: CredentialSource,
     region: String,
     agent: ureq::Agent,
-    cached: Mutex<Option<Credentials>>,
+    held: Expiring<Credentials>,
 }
 
 /// The source only: no credentials in logs.
@@ -160,31 +158,11 @@ impl fmt::Debug for FetchedCredentials {
 
 impl FetchedCredentials {
     fn get(&self, now: SystemTime) -> Result<Credentials, CredentialsError> {
-        let mut cached = self.cached.lock();
-        let refresh_at = |c: &Credentials| {
-            let expiry = c.expiry().expect("fetched credentials expire");
-            expiry - Duration::from_millis(CREDENTIALS_REFRESH_MS)
-        };
-        if let Some(fresh) = cached.as_ref().filter(|c| now < refresh_at(c)) {
-            return Ok(fresh.clone());
-        }
-        let error = match self.fetch(now) {
-            Ok(fetched) => return Ok(cached.insert(fetched).clone()),
-            Err(e) => e,
-        };
-        match cached
-            .as_ref()
-            .filter(|c| c.expiry().is_some_and(|at| now < at))
-        {
-            Some(valid) => {
-                crate::log::warn(
-                    "cannot refresh AWS credentials; signing with those in hand until they expire",
-                    &[("error", &error)],
-                );
-                Ok(valid.clone())
-            }
-            None => Err(error),
-        }
+        self.held.get(now, "AWS credentials", || {
+            let fetched = self.fetch(now)?;
+            let expiry = fetched.expiry().expect("fetched credentials expire");
+            Ok((fetched, expiry))
+        })
     }
 
     fn fetch(&self, now: SystemTime) -> Result<Credentials, CredentialsError> {
@@ -207,7 +185,7 @@ impl FetchedCredentials {
         let endpoint = std::env::var("AWS_EC2_METADATA_SERVICE_ENDPOINT")
             .unwrap_or_else(|_| "http://169.254.169.254".into());
         let endpoint = endpoint.trim_end_matches('/');
-        let token = self.read(
+        let token = read(
             self.agent
                 .put(format!("{endpoint}/latest/api/token"))
                 .header("x-aws-ec2-metadata-token-ttl-seconds", "21600")
@@ -219,7 +197,7 @@ impl FetchedCredentials {
                 .agent
                 .get(url)
                 .header("x-aws-ec2-metadata-token", token.trim());
-            self.read(request.call())
+            read(request.call())
         };
         let roles = metadata(&roles_url)?;
         let role = roles.lines().next().unwrap_or_default().trim();
@@ -247,7 +225,7 @@ impl FetchedCredentials {
         if let Some(token) = token {
             request = request.header("authorization", token.trim());
         }
-        from_json(&self.read(request.call())?, now)
+        from_json(&read(request.call())?, now)
     }
 
     /// STS's `AssumeRoleWithWebIdentity` with the service account's token.
@@ -266,7 +244,7 @@ impl FetchedCredentials {
         ]
         .map(|(name, value)| format!("{name}={}", percent_encoded(value)))
         .join("&");
-        let answer = self.read(
+        let answer = read(
             self.agent
                 .post(format!("{}/", endpoint.trim_end_matches('/')))
                 .header("content-type", "application/x-www-form-urlencoded")
@@ -285,39 +263,17 @@ impl FetchedCredentials {
             "web_identity",
         ))
     }
-
-    /// The body of a 200 answer; anything else is a failure.
-    fn read(
-        &self,
-        response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
-    ) -> Result<String, Fetch> {
-        let response = response.map_err(|e| Fetch::Failed(e.into()))?;
-        let status = response.status().as_u16();
-        let body = response
-            .into_body()
-            .with_config()
-            .limit(MAX_ANSWER_BYTES)
-            .read_to_string()
-            .map_err(|e| Fetch::Failed(e.into()))?;
-        if status != 200 {
-            let excerpt: String = body.chars().take(256).collect();
-            let message = match excerpt.trim() {
-                "" => format!("HTTP status {status}"),
-                excerpt => format!("HTTP status {status}: {excerpt}"),
-            };
-            return Err(Fetch::Failed(message.into()));
-        }
-        Ok(body)
-    }
 }
-
-/// The most of a credentials answer read.
-const MAX_ANSWER_BYTES: u64 = 64 * 1024;
 
 /// Why fetching failed, before the source is named.
 enum Fetch {
     NotSet(String),
     Failed(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// The body of a 200 answer; anything else is a failure.
+fn read(response: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<String, Fetch> {
+    ok_body(response).map_err(Fetch::Failed)
 }
 
 fn env(name: &str) -> Result<String, Fetch> {

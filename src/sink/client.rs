@@ -1,5 +1,6 @@
-//! The HTTP client every one of goad's sinks uses, one per sink entry, and
-//! the percent-encoding of what goes into its URLs and forms.
+//! The HTTP client every one of goad's sinks uses, one per sink entry, the
+//! percent-encoding of what goes into its URLs and forms, and reading a
+//! credentials service's answer.
 
 /// The HTTP client of one sink: a keep-alive pool of `idle_connections`,
 /// per-phase timeouts of `timeout_ms` (connect, send, receive: ureq 3's
@@ -34,4 +35,29 @@ pub(crate) fn percent_encoded(text: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// The most of a credentials service's answer read.
+const MAX_CREDENTIALS_ANSWER_BYTES: u64 = 64 * 1024;
+
+/// The body of a credentials service's 200 answer; a transport error or
+/// another status (with the start of its body) is the error.
+pub(crate) fn ok_body(
+    response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+) -> Result<String, super::BoxError> {
+    let response = response?;
+    let status = response.status().as_u16();
+    let body = response
+        .into_body()
+        .with_config()
+        .limit(MAX_CREDENTIALS_ANSWER_BYTES)
+        .read_to_string()?;
+    if status == 200 {
+        return Ok(body);
+    }
+    let excerpt: String = body.chars().take(256).collect();
+    Err(match excerpt.trim() {
+        "" => format!("HTTP status {status}").into(),
+        excerpt => format!("HTTP status {status}: {excerpt}").into(),
+    })
 }

@@ -6,7 +6,9 @@
 pub(crate) mod aws_credentials;
 mod claiming;
 pub(crate) mod client;
+mod expiring;
 mod forward;
+pub(crate) mod gcp_token;
 pub mod http;
 mod message;
 pub mod pubsub;

@@ -10,10 +10,9 @@
 //! message's `orderingKey`: goad already publishes one lane's messages one
 //! at a time in order, as Pub/Sub's ordering needs.
 //!
-//! Authentication: the OAuth 2 access token in the sink's `token_env`
-//! variable, read at every attempt (`authorization: Bearer`); a sink
-//! without `token_env` sends none (the Pub/Sub emulator), and a variable
-//! that is not set fails the attempt before anything is sent (transient).
+//! Authentication: an OAuth 2 access token (`authorization: Bearer`) from
+//! the sink's `token_env` variable or the metadata server, or none (the
+//! Pub/Sub emulator); see `gcp_token`.
 //!
 //! Answers, for every message of the request alike (a publish is all or
 //! nothing): 200 with one message id per message is delivered; another
@@ -24,6 +23,7 @@
 //! drops it: Pub/Sub does not say so.
 
 use super::client::percent_encoded;
+use super::gcp_token::PubSubAuth;
 use super::message::attributes;
 use super::message::message_json;
 use super::queue::{deliver_in_requests, deliver_one};
@@ -34,6 +34,8 @@ use base64::Engine as _;
 use serde_json::{json, Map, Value};
 use std::fmt;
 use std::num::NonZeroU16;
+use std::sync::Arc;
+use std::time::SystemTime;
 
 /// What a Pub/Sub sink needs, resolved from its config entry.
 #[derive(Debug, Clone)]
@@ -41,8 +43,8 @@ pub struct PubSubSinkOptions {
     pub endpoint: String,
     pub project: String,
     pub topic: String,
-    /// The variable holding the access token, if the sink sends one.
-    pub token_env: Option<String>,
+    /// Where the access token comes from.
+    pub auth: Arc<PubSubAuth>,
     pub max_message_bytes: u64,
     pub timeout_ms: u64,
     /// The source's `forward_headers` allowlist, if any.
@@ -133,12 +135,7 @@ impl PubSubSink {
             .agent
             .post(&self.publish_url)
             .header("content-type", "application/json");
-        if let Some(variable) = &self.options.token_env {
-            let token = std::env::var(variable).map_err(|_| {
-                SinkError::transient(NoToken {
-                    variable: variable.clone(),
-                })
-            })?;
+        if let Some(token) = self.options.auth.token(SystemTime::now())? {
             post = post.header("authorization", format!("Bearer {token}"));
         }
         answer_of(post, request.as_bytes())
@@ -242,20 +239,6 @@ impl fmt::Display for PubSubAnswer {
 
 impl std::error::Error for PubSubAnswer {}
 
-/// The sink's token variable is not set.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NoToken {
-    pub variable: String,
-}
-
-impl fmt::Display for NoToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "no Pub/Sub access token: {} is not set", self.variable)
-    }
-}
-
-impl std::error::Error for NoToken {}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,7 +250,7 @@ mod tests {
             endpoint: "http://127.0.0.1:8085/".into(),
             project: "p/../x".into(),
             topic: "a b".into(),
-            token_env: None,
+            auth: Arc::new(PubSubAuth::Anonymous),
             max_message_bytes: 100,
             timeout_ms: 1_000,
             forward_allow: None,

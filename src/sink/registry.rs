@@ -3,6 +3,7 @@
 //! a fixed sink applies to its backlog.
 
 use super::aws_credentials::{AwsCredentials, EnvCredentials};
+use super::gcp_token::PubSubAuth;
 use super::http::{HttpSink, HttpSinkOptions, InvalidHttpSink, Method};
 use super::pubsub::{PubSubSink, PubSubSinkOptions};
 use super::signing::SigningKey;
@@ -227,7 +228,10 @@ fn pubsub_options(config: &Config, source: &SourceConfig, entry: &SinkConfig) ->
             .unwrap_or_else(|| PUBSUB_ENDPOINT.into()),
         project: entry.project.clone().unwrap_or_default(),
         topic: entry.topic.clone().unwrap_or_default(),
-        token_env: entry.token_env.clone(),
+        auth: Arc::new(PubSubAuth::new(
+            entry.credentials.as_deref(),
+            entry.token_env.as_deref(),
+        )),
         max_message_bytes: entry.max_message_bytes.unwrap_or(PUBSUB_MAX_MESSAGE_BYTES),
         timeout_ms: sink_timeout_ms(config, entry),
         forward_allow: source.forward_headers.clone(),
