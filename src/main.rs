@@ -55,6 +55,21 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Move a stopped node's data directory to another shard count (one
+    /// per core on a bigger machine, say): each tenant's hooks and rows go
+    /// to its shard under the new count, as they are. The old shards are
+    /// kept in <data_dir>/before-reshard/. Exit 0 when done, 2 if it cannot
+    /// be done (a node runs on it, the store is unsound, ...).
+    Reshard {
+        /// The node's config file (for `data_dir` and `max_shard_bytes`);
+        /// without it, the embedded defaults.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The new shard count (0: one per core); set the config's
+        /// `shards` to it before starting the node.
+        #[arg(long)]
+        shards: usize,
+    },
     /// Dead letters on a node.
     Dlq {
         #[command(subcommand)]
@@ -184,6 +199,7 @@ fn main() -> ExitCode {
             }
         },
         Command::Verify { config } => verify(config),
+        Command::Reshard { config, shards } => reshard(config, shards),
         Command::Dlq { command } => match command {
             DlqCommand::List {
                 node,
@@ -300,6 +316,45 @@ fn verify(config_path: Option<PathBuf>) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+fn reshard(config_path: Option<PathBuf>, shards: usize) -> ExitCode {
+    let config = match config_or_default(&config_path) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let to_shards = Config {
+        shards,
+        ..config.clone()
+    }
+    .shard_count();
+    let now_ms = goad::runtime::wall_ms();
+    match goad::store::reshard(
+        &config.data_dir,
+        to_shards,
+        config.max_shard_bytes,
+        goad::Engine::shard_of,
+        now_ms,
+    ) {
+        Ok(done) => {
+            println!(
+                "resharded {} from {} to {} shards: {} hooks, {} rows; the old shards are in {} \
+                 (delete them once the node runs); set shards = {} in the config",
+                config.data_dir.display(),
+                done.from_shards,
+                done.to_shards,
+                done.hooks,
+                done.rows,
+                done.kept_at.display(),
+                done.to_shards
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("goad reshard: {e}");
+            ExitCode::from(2)
+        }
     }
 }
 

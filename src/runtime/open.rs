@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::core::{Catalog, Core, Grant};
 use crate::limits::SHARD_INPUT_CAPACITY;
 use crate::sink::{Sink, SinkRegistry};
-use crate::store::{DataDirLock, ShardStore};
+use crate::store::{refuse_unfinished_reshard, DataDirLock, ShardStore};
 use crossbeam_channel::Sender;
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
@@ -55,6 +55,7 @@ impl EngineBuilder {
         let catalog = Arc::new(sinks.catalog(&self.config));
         let registry: SharedRegistry = Arc::new(RwLock::new(Arc::new(sinks)));
         let lock = DataDirLock::acquire(&self.config.data_dir).map_err(OpenError::Store)?;
+        refuse_unfinished_reshard(&self.config.data_dir).map_err(OpenError::Store)?;
         let shard_count = self.config.shard_count();
         let stores = (0..shard_count)
             .map(|k| {

@@ -431,6 +431,30 @@ mod tests {
         assert!(store.verify().unwrap().problems.is_empty());
     }
 
+    /// The process stops while such a row is held: recovery puts it back
+    /// in its lane behind the head, not due beside it (the simulator found
+    /// two rows of a lane due at once, seed 3758, when this put it due).
+    #[test]
+    fn a_held_row_that_does_not_head_its_lane_rejoins_it_on_recovery() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+        let mut tenants = TenantTable::load(&store).unwrap();
+        four_hooks(&store, &mut tenants);
+        let mut wtxn = store.env.write_txn().unwrap();
+        let tenant: TenantId = "t".into();
+        assert!(hold_in_flight(&store, &mut wtxn, &tenants, row(2), &tenant).unwrap());
+        claim(&store, &mut wtxn, &tenants, 4, 14);
+        wtxn.commit().unwrap();
+        assert_eq!(store.recover(&tenants, 900).unwrap(), 2);
+        let rtxn = store.env.read_txn().unwrap();
+        assert_eq!(
+            due_and_waiting(&store, &rtxn),
+            (vec![(1, 11), (4, 900)], vec![2, 3])
+        );
+        drop(rtxn);
+        assert!(store.verify().unwrap().problems.is_empty());
+    }
+
     /// Dead-lettering a source's backlog takes the rows waiting in its
     /// lanes too; the heads are left to the due index's pass.
     #[test]

@@ -86,6 +86,7 @@ mod lock;
 pub mod purge;
 pub mod record;
 mod repair;
+pub mod reshard;
 mod tenants;
 mod verify;
 pub(crate) mod write;
@@ -97,6 +98,7 @@ pub use lock::DataDirLock;
 pub use purge::{PurgeStep, Purged};
 pub use record::{CorruptRecord, Hook, RowRecord, RowStatus};
 pub use repair::set_aside_unreadable;
+pub use reshard::{refuse_unfinished_reshard, reshard, Resharded};
 pub use tenants::TenantTable;
 pub use verify::{verify_data_dir, Verified};
 pub use write::{hold_in_flight, write_commit, NewRow};
@@ -140,6 +142,9 @@ pub enum StoreError {
     Format { path: PathBuf, stored: u32 },
     /// A stored record does not decode.
     Corrupt(CorruptRecord),
+    /// The data directory cannot be resharded, or a reshard is unfinished
+    /// (see [`reshard()`]).
+    Reshard { path: PathBuf, reason: String },
 }
 
 impl fmt::Display for StoreError {
@@ -149,7 +154,7 @@ impl fmt::Display for StoreError {
             StoreError::Io { path, source } => write!(f, "store: cannot create {}: {source}", path.display()),
             StoreError::ShardCount { path, stored, configured } => write!(
                 f,
-                "{} was created with {stored} shards but the config asks for {configured}; set shards = {stored} (resharding is not supported)",
+                "{} was created with {stored} shards but the config asks for {configured}; set shards = {stored}, or reshard the stopped node to {configured} shards (goad reshard --shards {configured})",
                 path.display()
             ),
             StoreError::InUse { path, holder_pid } => write!(
@@ -162,6 +167,7 @@ impl fmt::Display for StoreError {
                 write!(f, "{} has store format {stored}; this goad reads format {FORMAT_VERSION}", path.display())
             }
             StoreError::Corrupt(e) => write!(f, "store: {e}"),
+            StoreError::Reshard { path, reason } => write!(f, "{}: {reason}", path.display()),
         }
     }
 }

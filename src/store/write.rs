@@ -283,7 +283,8 @@ fn put_row(
     Ok(())
 }
 
-/// Puts a due key for a pending row and records the due time on the row
+/// Puts a due key for a pending row and records the due time on the row,
+/// or puts it back in its lane behind the head when another row heads it
 /// (a row record that does not decode is left as it is: the scan
 /// quarantines it).
 pub(super) fn put_pending_due(
@@ -301,6 +302,11 @@ pub(super) fn put_pending_due(
         store
             .records
             .put(wtxn, &row_key(*row), &encode_row(&record))?;
+        // A row its lane moved past (an attempt from before a shard
+        // restart, held in flight) waits behind the head again.
+        if !lanes::join(store, wtxn, record.lane, *row)? {
+            return Ok(());
+        }
     }
     store.due.put(
         wtxn,

@@ -1,0 +1,312 @@
+//! `goad reshard`: a stopped node's data directory moved to another shard
+//! count keeps every row as it was (pending, dead, claimed, in its lane),
+//! each tenant on the shard its id hashes to, replay counters summed; an
+//! engine refuses a directory whose reshard was cut short, and resharding
+//! again finishes it.
+
+mod common;
+
+use common::*;
+use goad::store::{reshard, DeadFilter, ShardStore};
+use goad::{Config, Engine, NewHook, RowStatus, SinkConfig, SinkError};
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+const MAX_SHARD_BYTES: u64 = 64 << 20;
+
+/// Tenants `t0`..`t5`, each with source `s<i>`: sinks `refuse` (permanent)
+/// and `later` (transient, retried in ten minutes); and tenant `lanes`
+/// whose source `ordered` delivers to `gate` in lanes keyed by header `k`.
+fn layout(dir: &Path, shards: usize) -> Config {
+    let mut c = config(dir);
+    c.shards = shards;
+    c.max_shard_bytes = MAX_SHARD_BYTES;
+    c.retry.base_ms = 600_000;
+    c.retry.max_ms = 600_000;
+    for i in 0..6 {
+        let sinks = &["refuse", "later"];
+        c.sources
+            .push(source_of_kinds(&format!("s{i}"), &format!("t{i}"), sinks));
+    }
+    let ordered = SinkConfig {
+        ordered: true,
+        ordering_key: Some("header:k".into()),
+        ..SinkConfig::of_kind("gate")
+    };
+    c.sources.push(source("ordered", "lanes", vec![ordered]));
+    c
+}
+
+/// A row as it is stored, by (hook id, sink index).
+type Snapshot = BTreeMap<(String, u16), (RowStatus, u32, Option<String>, u64, Option<String>)>;
+
+fn snapshot(engine: &Engine) -> Snapshot {
+    rows(engine)
+        .into_iter()
+        .map(|r| {
+            let record = r.record;
+            let replay = record.replay.map(|id| id.to_string());
+            let at_ms = match record.status {
+                RowStatus::Dead => record.at_ms,
+                // Claimed rows come back due when the store is reopened.
+                RowStatus::Pending if r.in_flight => 0,
+                RowStatus::Pending => record.at_ms,
+            };
+            let state = (record.status, record.attempts, record.error, at_ms, replay);
+            ((r.hook_id, r.row.sink_index), state)
+        })
+        .collect()
+}
+
+/// Deliveries a sink of every type took, as (source, body).
+type Taken = Arc<Mutex<Vec<(String, String)>>>;
+
+/// An engine whose sinks all take every delivery, recording them.
+fn taking_engine(c: Config) -> (Engine, Taken) {
+    let taken: Taken = Arc::default();
+    let mut builder = Engine::builder(c);
+    for kind in ["refuse", "later", "gate"] {
+        let taken = taken.clone();
+        builder = builder.sink(
+            kind,
+            sink(move |d| {
+                let body = String::from_utf8_lossy(&d.hook.body).into_owned();
+                taken.lock().push((d.hook.source_id.to_string(), body));
+                Ok(())
+            }),
+        );
+    }
+    (builder.open().unwrap(), taken)
+}
+
+#[test]
+fn a_resharded_directory_keeps_every_row_as_it_was_each_tenant_on_its_new_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = gate();
+    let engine = Engine::builder(layout(dir.path(), 2))
+        .sink("refuse", sink(|_| Err(SinkError::permanent("no"))))
+        .sink("later", sink(|_| Err(SinkError::transient("not now"))))
+        .sink("gate", gate.sink.clone())
+        .open()
+        .unwrap();
+    for i in 0..6 {
+        for n in 0..5 {
+            engine
+                .commit(NewHook::new(format!("s{i}"), format!("{n}")))
+                .unwrap();
+        }
+    }
+    for (k, n) in [("a", 1), ("b", 1), ("a", 2), ("a", 3), ("b", 2)] {
+        let hook = NewHook {
+            headers: vec![("k".into(), k.into())],
+            ..NewHook::new("ordered", format!("{k}{n}"))
+        };
+        engine.commit(hook).unwrap();
+    }
+    // Every refused row dead, every later row retried once, and the gate
+    // holding the lanes' heads.
+    wait_until(
+        "refused rows dead, later rows waiting",
+        Duration::from_secs(20),
+        || {
+            let rows = rows(&engine);
+            let dead = rows
+                .iter()
+                .filter(|r| r.record.status == RowStatus::Dead)
+                .count();
+            let retried = rows
+                .iter()
+                .filter(|r| r.record.status == RowStatus::Pending && r.record.attempts == 1)
+                .count();
+            let claimed = rows.iter().filter(|r| r.in_flight).count();
+            dead == 30 && retried == 30 && claimed == 2
+        },
+    );
+    // A replay whose rows die again: its counters move with them.
+    let replayed = engine.replay(&DeadFilter::default()).unwrap();
+    assert_eq!(replayed.moved, 30);
+    wait_until(
+        "the replayed rows dead again",
+        Duration::from_secs(20),
+        || {
+            engine
+                .replay_counters(&replayed.replay_id)
+                .unwrap()
+                .dead_again
+                == 30
+        },
+    );
+    let counters = engine.replay_counters(&replayed.replay_id).unwrap();
+    let before = snapshot(&engine);
+    drop(engine);
+    drop(gate);
+
+    let done = reshard(
+        dir.path(),
+        3,
+        MAX_SHARD_BYTES,
+        Engine::shard_of,
+        goad::runtime::wall_ms(),
+    )
+    .unwrap();
+    assert_eq!((done.from_shards, done.to_shards), (2, 3));
+    assert_eq!((done.hooks, done.rows), (35, 65));
+    assert_eq!(done.kept_at, dir.path().join("before-reshard"));
+    for k in 0..3 {
+        let store = ShardStore::open(dir.path(), k, 3).unwrap();
+        assert_eq!(store.verify().unwrap().problems, Vec::<String>::new());
+        for row in store.rows().unwrap() {
+            assert_eq!(Engine::shard_of(&row.tenant, 3), k, "{row:?}");
+        }
+    }
+    let (engine, taken) = taking_engine(layout(dir.path(), 3));
+    assert_eq!(
+        engine.replay_counters(&replayed.replay_id).unwrap(),
+        counters
+    );
+    // Claimed rows came back due and are delivered; the rest are as they were.
+    engine.tick().unwrap();
+    let mut after = snapshot(&engine);
+    let mut expected = before.clone();
+    expected.retain(|_, (status, attempts, ..)| *status == RowStatus::Dead || *attempts > 0);
+    after.retain(|_, (status, attempts, ..)| *status == RowStatus::Dead || *attempts > 0);
+    assert_eq!(after, expected);
+    let lanes: Vec<String> = taken
+        .lock()
+        .iter()
+        .filter(|(source, _)| source == "ordered")
+        .map(|(_, body)| body.clone())
+        .collect();
+    let lane = |k: &str| {
+        lanes
+            .iter()
+            .filter(|b| b.starts_with(k))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(lane("a"), ["a1", "a2", "a3"], "lane a in commit order");
+    assert_eq!(lane("b"), ["b1", "b2"], "lane b in commit order");
+}
+
+#[test]
+fn an_unfinished_reshard_is_refused_by_an_engine_and_finished_by_resharding_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.shards = 2;
+    c.max_shard_bytes = MAX_SHARD_BYTES;
+    for i in 0..4 {
+        c.sources.push(source_of_kinds(
+            &format!("s{i}"),
+            &format!("t{i}"),
+            &["gate"],
+        ));
+    }
+    let gate = gate();
+    let engine = gated_engine(c.clone(), &gate);
+    for i in 0..4 {
+        engine.commit(NewHook::new(format!("s{i}"), "x")).unwrap();
+    }
+    drop(engine);
+    drop(gate);
+    let now = goad::runtime::wall_ms;
+    let refused = reshard(dir.path(), 2, MAX_SHARD_BYTES, Engine::shard_of, now());
+    assert_eq!(
+        refused.unwrap_err().to_string(),
+        format!(
+            "{}: cannot reshard: it already has 2 shards",
+            dir.path().display()
+        )
+    );
+    reshard(dir.path(), 3, MAX_SHARD_BYTES, Engine::shard_of, now()).unwrap();
+    // Put the directory back as a crash during the moves leaves it: the
+    // marker written, old shard 0 moved aside, old shard 1 still in place,
+    // the new shards still staged.
+    let (data, staging, before) = (
+        dir.path(),
+        dir.path().join("resharding"),
+        dir.path().join("before-reshard"),
+    );
+    std::fs::create_dir_all(&staging).unwrap();
+    for k in 0..3 {
+        std::fs::rename(ShardStore::dir(data, k), ShardStore::dir(&staging, k)).unwrap();
+    }
+    std::fs::rename(ShardStore::dir(&before, 1), ShardStore::dir(data, 1)).unwrap();
+    std::fs::write(data.join("RESHARDING"), "2 3\n").unwrap();
+
+    c.shards = 3;
+    let unfinished = format!(
+        "{}: a reshard from 2 to 3 shards is unfinished: run `goad reshard --shards 3` again",
+        data.display()
+    );
+    let open = Engine::builder(c.clone())
+        .sink("gate", sink(|_| Ok(())))
+        .open()
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(open.contains(&unfinished), "{open}");
+    let other = reshard(data, 4, MAX_SHARD_BYTES, Engine::shard_of, now());
+    assert_eq!(
+        other.unwrap_err().to_string(),
+        format!(
+            "{}: cannot reshard: an unfinished reshard to 3 shards: run it again with 3",
+            data.display()
+        )
+    );
+    let done = reshard(data, 3, MAX_SHARD_BYTES, Engine::shard_of, now()).unwrap();
+    assert_eq!((done.from_shards, done.hooks, done.rows), (2, 4, 4));
+    assert!(!data.join("RESHARDING").exists() && !staging.exists());
+    let (engine, taken) = taking_engine(c);
+    engine.tick().unwrap();
+    assert_eq!(taken.lock().len(), 4);
+    assert_eq!(engine.hook_count().unwrap(), 0);
+}
+
+/// The command: `goad reshard --config FILE --shards N` prints what it did
+/// and exits 0; run again with the same count, it says why not and exits 2.
+#[test]
+fn goad_reshard_reports_what_it_did_and_why_it_cannot() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut c = config(&data);
+    c.shards = 1;
+    c.sources.push(source_of_kinds("s", "t", &["gate"]));
+    let gate = gate();
+    let engine = gated_engine(c, &gate);
+    engine.commit(NewHook::new("s", "x")).unwrap();
+    drop(engine);
+    drop(gate);
+    let file = dir.path().join("goad.toml");
+    let toml = format!("data_dir = {:?}\nshards = 1\n", data.display().to_string());
+    std::fs::write(&file, toml).unwrap();
+    let run = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_goad"))
+            .args([
+                "reshard",
+                "--config",
+                file.to_str().unwrap(),
+                "--shards",
+                "2",
+            ])
+            .output()
+            .unwrap()
+    };
+    let first = run();
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert_eq!(first.status.code(), Some(0), "{first:?}");
+    assert!(
+        stdout.contains("from 1 to 2 shards: 1 hooks, 1 rows")
+            && stdout.contains("set shards = 2 in the config"),
+        "{stdout}"
+    );
+    let again = run();
+    assert_eq!(again.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        stderr.contains("cannot reshard: it already has 2 shards"),
+        "{stderr}"
+    );
+}
