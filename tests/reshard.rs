@@ -191,6 +191,69 @@ fn a_resharded_directory_keeps_every_row_as_it_was_each_tenant_on_its_new_shard(
     assert_eq!(lane("b"), ["b1", "b2"], "lane b in commit order");
 }
 
+/// A directory larger than one write transaction of the copy (10,000
+/// hooks) is copied whole, its rows' due times and order kept.
+#[test]
+fn a_directory_larger_than_one_copy_transaction_is_copied_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.shards = 1;
+    c.max_shard_bytes = MAX_SHARD_BYTES;
+    c.retry.base_ms = 600_000;
+    c.retry.max_ms = 600_000;
+    for i in 0..4 {
+        let (source, tenant) = (format!("s{i}"), format!("t{i}"));
+        c.sources
+            .push(source_of_kinds(&source, &tenant, &["later"]));
+    }
+    let engine = Engine::builder(c)
+        .sink("later", sink(|_| Err(SinkError::transient("not now"))))
+        .open()
+        .unwrap();
+    let hooks = 10_050;
+    std::thread::scope(|s| {
+        for t in 0..16 {
+            let engine = &engine;
+            s.spawn(move || {
+                for n in (t..hooks).step_by(16) {
+                    let source = format!("s{}", n % 4);
+                    engine.commit(NewHook::new(source, format!("{n}"))).unwrap();
+                }
+            });
+        }
+    });
+    // Each hook's (tenant, seq), before and after.
+    let placed = |rows: Vec<goad::RowView>| -> BTreeMap<String, (String, u64)> {
+        rows.into_iter()
+            .map(|r| (r.hook_id, (r.tenant.to_string(), r.row.seq)))
+            .collect()
+    };
+    let before = placed(rows(&engine));
+    drop(engine);
+    let now = goad::runtime::wall_ms();
+    let done = reshard(dir.path(), 2, MAX_SHARD_BYTES, Engine::shard_of, now).unwrap();
+    assert_eq!((done.hooks, done.rows), (hooks as u64, hooks as u64));
+    let mut after = BTreeMap::new();
+    for k in 0..2 {
+        let store = ShardStore::open(dir.path(), k, 2).unwrap();
+        after.extend(placed(store.rows().unwrap()));
+    }
+    assert_eq!(after.len(), hooks);
+    // Within each tenant, the hooks keep their commit order.
+    let order = |placed: &BTreeMap<String, (String, u64)>| {
+        let mut by_seq: Vec<(&String, u64, &String)> = placed
+            .iter()
+            .map(|(id, (tenant, seq))| (tenant, *seq, id))
+            .collect();
+        by_seq.sort();
+        by_seq
+            .into_iter()
+            .map(|(tenant, _, id)| (tenant.clone(), id.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(order(&after), order(&before));
+}
+
 #[test]
 fn an_unfinished_reshard_is_refused_by_an_engine_and_finished_by_resharding_again() {
     let dir = tempfile::tempdir().unwrap();
