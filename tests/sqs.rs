@@ -527,6 +527,37 @@ fn send_message_batch_is_signed_answers_are_checked_and_a_replay_gets_its_own_de
     assert_eq!(message["replay_id"], replay_id);
 }
 
+/// Scenario 39: a sink's `message_group_id` is every message's group, on a
+/// standard queue (still without a deduplication id) and on a FIFO queue
+/// (with one).
+#[test]
+fn a_configured_message_group_is_sent_on_standard_and_fifo_queues() {
+    let receiver = Receiver::start(|r| sqs_reply(r, Answer::Stored)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let grouped = |queue: &str| SinkConfig {
+        message_group_id: Some("payments".into()),
+        ..sqs_sink(&receiver.url(queue))
+    };
+    let mut c = stripe_to(dir.path(), grouped("/1/standard"));
+    c.sources
+        .push(source("fifo", "acme", vec![grouped("/1/hooks.fifo")]));
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("stripe", "x")).unwrap();
+    engine.tick().unwrap();
+    let id = engine.commit(NewHook::new("fifo", "y")).unwrap();
+    engine.tick().unwrap();
+    let entries: Vec<Value> = receiver
+        .received()
+        .iter()
+        .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap()["Entries"][0].clone())
+        .collect();
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[0]["MessageGroupId"], "payments");
+    assert_eq!(entries[0]["MessageDeduplicationId"], Value::Null);
+    assert_eq!(entries[1]["MessageGroupId"], "payments");
+    assert_eq!(entries[1]["MessageDeduplicationId"], id.as_str());
+}
+
 /// Scenario 45: a message over `max_message_bytes` is dead-lettered at
 /// once and nothing is sent; missing credentials are retried (the
 /// environment may be fixed) and nothing is sent either.
