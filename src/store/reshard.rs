@@ -32,7 +32,7 @@ use super::record::{decode_hook_head, decode_row, encode_row, RowStatus};
 use super::{lanes, DataDirLock, ShardStore, StoreError, TenantTable, Verified};
 use crate::core::{LaneId, RowId, LANE_ID_BYTES};
 use crate::limits::MAX_SHARDS;
-use heed::RwTxn;
+use heed::{RoTxn, RwTxn};
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io::Write as _;
@@ -69,58 +69,17 @@ pub fn reshard(
     now_ms: u64,
 ) -> Result<Resharded, StoreError> {
     let _lock = DataDirLock::acquire(data_dir)?;
-    let refuse = |reason: String| StoreError::Reshard {
-        path: data_dir.to_path_buf(),
-        reason: format!("cannot reshard: {reason}"),
-    };
     if !(1..=MAX_SHARDS).contains(&to_shards) {
         let reason = format!("{to_shards} shards: the count must be from 1 to {MAX_SHARDS}");
-        return Err(refuse(reason));
+        return Err(refused(data_dir, reason));
     }
     let from_shards = match read_marker(data_dir)? {
         Some((from, to)) if to == to_shards => from,
         Some((_, to)) => {
-            return Err(refuse(format!(
-                "an unfinished reshard to {to} shards: run it again with {to}"
-            )))
+            let reason = format!("an unfinished reshard to {to} shards: run it again with {to}");
+            return Err(refused(data_dir, reason));
         }
-        None => {
-            let from = stored_shard_count(data_dir, max_shard_bytes)?
-                .ok_or_else(|| refuse("no shards to reshard".into()))?;
-            if from == to_shards {
-                return Err(refuse(format!("it already has {from} shards")));
-            }
-            let before = data_dir.join(BEFORE_DIR);
-            if before.exists() {
-                return Err(refuse(format!(
-                    "{} holds the shards an earlier reshard replaced: delete it (or move it away) first",
-                    before.display()
-                )));
-            }
-            let staging = data_dir.join(STAGING_DIR);
-            let (old, new) = copy_all(
-                data_dir,
-                &staging,
-                from,
-                to_shards,
-                max_shard_bytes,
-                shard_of,
-                now_ms,
-            )?;
-            if (old.hooks, old.rows()) != (new.hooks, new.rows()) {
-                return Err(refuse(format!(
-                    "the new shards hold {} hooks and {} rows, not the old {} and {} \
-                     (they are left in {} for inspection)",
-                    new.hooks,
-                    new.rows(),
-                    old.hooks,
-                    old.rows(),
-                    staging.display()
-                )));
-            }
-            write_marker(data_dir, from, to_shards)?;
-            from
-        }
+        None => stage(data_dir, to_shards, max_shard_bytes, shard_of, now_ms)?,
     };
     finish_moves(data_dir, from_shards, to_shards)?;
     let counted = count(data_dir, to_shards, max_shard_bytes)?;
@@ -131,6 +90,60 @@ pub fn reshard(
         rows: counted.rows(),
         kept_at: data_dir.join(BEFORE_DIR),
     })
+}
+
+/// Steps 1 to 3: the new shards staged, checked against the old, and the
+/// marker written. Returns the old shard count.
+fn stage(
+    data_dir: &Path,
+    to_shards: usize,
+    max_shard_bytes: u64,
+    shard_of: fn(&str, usize) -> usize,
+    now_ms: u64,
+) -> Result<usize, StoreError> {
+    let from = stored_shard_count(data_dir, max_shard_bytes)?
+        .ok_or_else(|| refused(data_dir, "no shards to reshard".into()))?;
+    if from == to_shards {
+        return Err(refused(data_dir, format!("it already has {from} shards")));
+    }
+    let before = data_dir.join(BEFORE_DIR);
+    if before.exists() {
+        let reason = format!(
+            "{} holds the shards an earlier reshard replaced: delete it (or move it away) first",
+            before.display()
+        );
+        return Err(refused(data_dir, reason));
+    }
+    let staging = data_dir.join(STAGING_DIR);
+    let copy = Copy {
+        from,
+        to: to_shards,
+        max_shard_bytes,
+        shard_of,
+        now_ms,
+    };
+    let (old, new) = copy.all(data_dir, &staging)?;
+    if (old.hooks, old.rows()) != (new.hooks, new.rows()) {
+        let reason = format!(
+            "the new shards hold {} hooks and {} rows, not the old {} and {} \
+             (they are left in {} for inspection)",
+            new.hooks,
+            new.rows(),
+            old.hooks,
+            old.rows(),
+            staging.display()
+        );
+        return Err(refused(data_dir, reason));
+    }
+    write_marker(data_dir, from, to_shards)?;
+    Ok(from)
+}
+
+fn refused(data_dir: &Path, reason: String) -> StoreError {
+    StoreError::Reshard {
+        path: data_dir.to_path_buf(),
+        reason: format!("cannot reshard: {reason}"),
+    }
 }
 
 /// Refuses a data directory whose reshard is moving directories.
@@ -205,48 +218,53 @@ fn count(data_dir: &Path, shards: usize, max_shard_bytes: u64) -> Result<Counts,
     verified(&stores, "the new", data_dir)
 }
 
-/// Steps 1 and 2: the old shards recovered and verified, the new ones
-/// written under `staging` and verified; both counts. Every store is
-/// closed on return.
-fn copy_all(
-    data_dir: &Path,
-    staging: &Path,
+/// What a copy takes: the counts, the store bound, the tenant placement and
+/// the time claimed rows come due.
+struct Copy {
     from: usize,
     to: usize,
     max_shard_bytes: u64,
     shard_of: fn(&str, usize) -> usize,
     now_ms: u64,
-) -> Result<(Counts, Counts), StoreError> {
-    let old = (0..from)
-        .map(|k| ShardStore::open_sized(data_dir, k, from, max_shard_bytes))
-        .collect::<Result<Vec<_>, _>>()?;
-    for store in &old {
-        store.recover(&TenantTable::load(store)?, now_ms)?;
+}
+
+impl Copy {
+    /// Steps 1 and 2: the old shards recovered and verified, the new ones
+    /// written under `staging` and verified; both counts. Every store is
+    /// closed on return.
+    fn all(&self, data_dir: &Path, staging: &Path) -> Result<(Counts, Counts), StoreError> {
+        let open = |dir: &Path, count: usize| {
+            (0..count)
+                .map(|k| ShardStore::open_sized(dir, k, count, self.max_shard_bytes))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let old = open(data_dir, self.from)?;
+        for store in &old {
+            store.recover(&TenantTable::load(store)?, self.now_ms)?;
+        }
+        let old_counts = verified(&old, "old", data_dir)?;
+        if staging.exists() {
+            fs::remove_dir_all(staging).map_err(|source| io(staging, source))?;
+        }
+        let new = open(staging, self.to)?;
+        let mut targets = new.iter().map(Target::new).collect::<Result<Vec<_>, _>>()?;
+        let mut replay_counters = BTreeMap::new();
+        for store in &old {
+            copy_shard(store, &mut targets, self.shard_of, &mut replay_counters)?;
+        }
+        let first = &mut targets[0];
+        let store = first.store;
+        let txn = first.txn()?;
+        for (name, value) in &replay_counters {
+            store.meta.put(txn, name, &value.to_be_bytes())?;
+        }
+        for target in &mut targets {
+            target.finish()?;
+        }
+        drop(targets);
+        let new_counts = verified(&new, "the new", staging)?;
+        Ok((old_counts, new_counts))
     }
-    let old_counts = verified(&old, "old", data_dir)?;
-    if staging.exists() {
-        fs::remove_dir_all(staging).map_err(|source| io(staging, source))?;
-    }
-    let new = (0..to)
-        .map(|k| ShardStore::open_sized(staging, k, to, max_shard_bytes))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut targets = new.iter().map(Target::new).collect::<Result<Vec<_>, _>>()?;
-    let mut replay_counters = BTreeMap::new();
-    for store in &old {
-        copy_shard(store, &mut targets, shard_of, &mut replay_counters)?;
-    }
-    let first = &mut targets[0];
-    let store = first.store;
-    let txn = first.txn()?;
-    for (name, value) in &replay_counters {
-        store.meta.put(txn, name, &value.to_be_bytes())?;
-    }
-    for target in &mut targets {
-        target.finish()?;
-    }
-    drop(targets);
-    let new_counts = verified(&new, "the new", staging)?;
-    Ok((old_counts, new_counts))
 }
 
 /// A new shard being written: its open transaction, tenants and next seq.
@@ -304,11 +322,29 @@ fn copy_shard(
     replay_counters: &mut BTreeMap<Vec<u8>, u64>,
 ) -> Result<(), StoreError> {
     let rtxn = old.env.read_txn()?;
+    let laned = copy_records(old, &rtxn, targets, shard_of)?;
+    place_in_lanes(old, &rtxn, targets, laned)?;
+    for entry in old.meta.prefix_iter(&rtxn, b"replay/")? {
+        let (name, value) = entry?;
+        let value: [u8; 8] = value.try_into().map_err(|_| corrupt("replay counter"))?;
+        *replay_counters.entry(name.to_vec()).or_default() += u64::from_be_bytes(value);
+    }
+    Ok(())
+}
+
+/// Copies every hook and row of `old`, each tenant's in commit order, with
+/// its index entry; returns the pending rows of lanes, placed next.
+fn copy_records(
+    old: &ShardStore,
+    rtxn: &RoTxn,
+    targets: &mut [Target],
+    shard_of: fn(&str, usize) -> usize,
+) -> Result<HashMap<(LaneId, u64), Laned>, StoreError> {
     // The hook being copied: its old seq, its target, new seq and tenant number.
     let mut hook: Option<(u64, usize, u64, u32)> = None;
     let mut laned: HashMap<(LaneId, u64), Laned> = HashMap::new();
     let mut copied = 0u64;
-    for entry in old.records.iter(&rtxn)? {
+    for entry in old.records.iter(rtxn)? {
         let (key, value) = entry?;
         if is_hook_key(key) {
             let head = decode_hook_head(value)?;
@@ -374,8 +410,18 @@ fn copy_shard(
             }
         }
     }
-    // Each lane's head first, then its members in order, as they were.
-    for entry in old.lanes.iter(&rtxn)? {
+    Ok(laned)
+}
+
+/// Places the pending rows of lanes as they were in `old`: each lane's head
+/// first (due), then its members in order.
+fn place_in_lanes(
+    old: &ShardStore,
+    rtxn: &RoTxn,
+    targets: &mut [Target],
+    mut laned: HashMap<(LaneId, u64), Laned>,
+) -> Result<(), StoreError> {
+    for entry in old.lanes.iter(rtxn)? {
         let (lane, head) = entry?;
         let lane = LaneId(lane.try_into().map_err(|_| corrupt("lane id"))?);
         let head = parse_row_key(head).ok_or_else(|| corrupt("lane head"))?;
@@ -391,7 +437,7 @@ fn copy_shard(
             .due
             .put(txn, &due, &waiting.size_bytes.to_be_bytes())?;
     }
-    for entry in old.members.iter(&rtxn)? {
+    for entry in old.members.iter(rtxn)? {
         let (key, _) = entry?;
         let (lane, row) = parse_member_key(key).ok_or_else(|| corrupt("lane member"))?;
         let waiting = laned
@@ -404,11 +450,6 @@ fn copy_shard(
     }
     if !laned.is_empty() {
         return Err(corrupt("pending row of a lane, neither head nor member"));
-    }
-    for entry in old.meta.prefix_iter(&rtxn, b"replay/")? {
-        let (name, value) = entry?;
-        let value: [u8; 8] = value.try_into().map_err(|_| corrupt("replay counter"))?;
-        *replay_counters.entry(name.to_vec()).or_default() += u64::from_be_bytes(value);
     }
     Ok(())
 }
