@@ -311,6 +311,11 @@ fn an_unfinished_reshard_is_refused_by_an_engine_and_finished_by_resharding_agai
         .unwrap()
         .to_string();
     assert!(open.contains(&unfinished), "{open}");
+    let verify = goad::store::verify_data_dir(data, 3)
+        .err()
+        .unwrap()
+        .to_string();
+    assert_eq!(verify, unfinished, "goad verify refuses it too");
     let other = reshard(data, 4, MAX_SHARD_BYTES, Engine::shard_of, now());
     assert_eq!(
         other.unwrap_err().to_string(),
