@@ -1062,3 +1062,60 @@ fn a_host_sinks_inline_limit_brings_a_claim_and_a_broken_one_fails_only_its_rows
         );
     }
 }
+
+/// Reference weakness 1, mended: an open breaker outlives a restart. An
+/// engine reopened within the breaker's open period keeps the key's rows
+/// parked until it ends, then runs one probe alone, not a wave of
+/// `sink_concurrency` attempts at a sink that may still be down.
+#[test]
+fn an_open_breaker_survives_a_restart_and_its_key_probes_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.breaker_failures = 2;
+    c.dispatch.breaker_open_ms = 5_000;
+    c.dispatch.breaker_max_open_ms = 5_000;
+    c.sources.push(source_of_kinds("s", "t", &["remote"]));
+    let down = Engine::builder(c.clone())
+        .sink("remote", sink(|_| Err(SinkError::transient("down"))))
+        .open()
+        .unwrap();
+    for n in 0..10 {
+        down.commit(NewHook::new("s", format!("{n}"))).unwrap();
+    }
+    wait_until("the breaker open", Duration::from_secs(10), || {
+        down.stats()[0].breakers_open == 1
+    });
+    drop(down);
+    // Each call's (calls in flight when it started, calls ended before it).
+    let calls: Arc<parking_lot::Mutex<Vec<(u32, u32)>>> = Arc::default();
+    let (in_flight, ended) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let record = calls.clone();
+    let up = Engine::builder(c)
+        .sink(
+            "remote",
+            sink(move |_| {
+                let running = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                record.lock().push((running, ended.load(Ordering::SeqCst)));
+                std::thread::yield_now();
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                ended.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }),
+        )
+        .open()
+        .unwrap();
+    // Taken back from the store (the sink is up: nothing else opens it).
+    wait_until("the breaker open again", Duration::from_secs(4), || {
+        up.stats()[0].breakers_open == 1
+    });
+    wait_until("every hook delivered", Duration::from_secs(20), || {
+        up.hook_count().unwrap() == 0
+    });
+    let calls = calls.lock();
+    assert_eq!(calls.len(), 10);
+    assert_eq!(calls[0], (1, 0), "the probe runs alone");
+    assert!(
+        calls[1..].iter().all(|&(_, ended)| ended >= 1),
+        "the rest start after the probe: {calls:?}"
+    );
+}

@@ -15,8 +15,9 @@
 //!   seed: a batch is one call of up to its size, of one key); no row runs
 //!   twice at once;
 //! - the breaker changes the core reports account for its open breakers:
-//!   a breaker closes only after it opened, and the keys reported open are
-//!   exactly as many as the core counts open;
+//!   a breaker closes only after it opened, the keys reported open are
+//!   exactly as many as the core counts open, and a core rebuilt after a
+//!   crash or a restart takes back no breaker that was not open;
 //! - an ordering lane (some sinks are ordered, per seed) runs one row at a
 //!   time, and its rows first start in commit order (a replayed row, which
 //!   rejoins its lane, aside);
@@ -82,9 +83,11 @@ struct Sim {
     started: HashMap<RowId, u32>,
     /// Per ordering lane, the seq of the last row that started a first time.
     lane_first_starts: HashMap<LaneId, u64>,
-    /// Keys whose breaker the core reported opened and not yet closed in
-    /// this process life (a restart closes every breaker).
+    /// Keys whose breaker the core reported opened and not yet closed, or
+    /// took back from the store when it was rebuilt.
     open_breakers: HashSet<SinkKey>,
+    /// Keys whose breaker the core ever reported opened.
+    ever_opened: HashSet<SinkKey>,
     next_hook: u64,
     faults: bool,
 }
@@ -175,15 +178,15 @@ impl Sim {
             started: HashMap::new(),
             lane_first_starts: HashMap::new(),
             open_breakers: HashSet::new(),
+            ever_opened: HashSet::new(),
             next_hook: 0,
             faults: true,
         }
     }
 
     /// A process's life: the shard over `store`, recovering what the last
-    /// life left, with every breaker closed.
+    /// life left, its open breakers included.
     fn open<'s>(&mut self, store: &'s ShardStore) -> ShardState<'s> {
-        self.open_breakers.clear();
         let core = Core::new(
             self.dispatch.clone(),
             self.retry,
@@ -193,7 +196,23 @@ impl Sim {
             self.seed,
             1,
         );
-        ShardState::open(store, core, self.now_ms).unwrap()
+        let shard = ShardState::open(store, core, self.now_ms).unwrap();
+        self.take_back_breakers(&shard);
+        shard
+    }
+
+    /// A rebuilt core's open breakers are those the store kept: breakers
+    /// reported opened (a close lost with a dropped batch leaves one open
+    /// until its period ends), none from nowhere.
+    fn take_back_breakers(&mut self, shard: &ShardState) {
+        let taken_back: HashSet<SinkKey> = shard.core().open_breaker_keys().into_iter().collect();
+        let from_nowhere: Vec<&SinkKey> = taken_back.difference(&self.ever_opened).collect();
+        assert!(
+            from_nowhere.is_empty(),
+            "seed {}: breakers open after a rebuild that were not open before: {from_nowhere:?}",
+            self.seed
+        );
+        self.open_breakers = taken_back;
     }
 
     fn store(&self) -> ShardStore {
@@ -339,6 +358,7 @@ impl Sim {
         for event in events {
             match event {
                 BreakerEvent::Opened { key, .. } => {
+                    self.ever_opened.insert(key.clone());
                     self.open_breakers.insert(key.clone());
                 }
                 BreakerEvent::Closed { key } => assert!(
@@ -483,7 +503,7 @@ impl Sim {
         // still run in the IO pool and report later.
         if self.rng.below(700) == 0 {
             shard.restart(self.now_ms);
-            self.open_breakers.clear();
+            self.take_back_breakers(shard);
         }
     }
 

@@ -9,7 +9,9 @@
 //! closes it too (the sink answered). While a breaker is open its key's rows
 //! are parked — written back due at the end of the open period with their
 //! attempt count unchanged; rows claimed while the probe runs are parked for
-//! `breaker_open_ms`. Breakers live in memory: a restart closes them all.
+//! `breaker_open_ms`. An open breaker is kept in the store (see
+//! `store::breakers`): a restart within its open period keeps it open, so
+//! the key's first attempt after it is a probe, not a wave.
 
 use super::retry::FailureClass;
 use super::types::{JobId, SinkKey};
@@ -72,6 +74,16 @@ impl Default for Breaker {
 }
 
 impl Breaker {
+    /// A breaker open until `until_ms`, its `opens`th open in a row (as the
+    /// store kept it).
+    pub fn reopened(until_ms: u64, opens: u32) -> Breaker {
+        Breaker {
+            state: State::Open { until_ms },
+            failures: 0,
+            opens,
+        }
+    }
+
     /// Whether a row may start now; an open breaker whose period ended turns
     /// half-open and lets one attempt through as its probe.
     pub fn admit(&mut self, now_ms: u64, config: BreakerConfig) -> Admit {

@@ -429,6 +429,20 @@ impl Core {
         }
     }
 
+    /// Takes back a breaker the store kept open until `until_ms` (its
+    /// `opens`th open in a row), as a new core opens: its key's rows park
+    /// until then, and then one probe runs, as before the restart.
+    pub fn restore_breaker(&mut self, key: SinkKey, until_ms: u64, opens: u32) {
+        self.breakers
+            .insert(key, Breaker::reopened(until_ms, opens));
+    }
+
+    /// The keys whose breaker is open or half-open.
+    pub fn open_breaker_keys(&self) -> Vec<SinkKey> {
+        let open = self.breakers.iter().filter(|(_, b)| b.is_open());
+        open.map(|(key, _)| key.clone()).collect()
+    }
+
     /// Attempts running (stragglers taken on included).
     pub fn running(&self) -> u64 {
         self.running_count
@@ -587,6 +601,21 @@ impl Core {
         };
         if breaker.is_idle() {
             self.breakers.remove(key);
+        }
+        match &event {
+            Some(BreakerEvent::Opened {
+                key,
+                until_ms,
+                opens,
+            }) => self.ops.push_back(StoreOp::BreakerOpened {
+                key: key.clone(),
+                until_ms: *until_ms,
+                opens: *opens,
+            }),
+            Some(BreakerEvent::Closed { key }) => self
+                .ops
+                .push_back(StoreOp::BreakerClosed { key: key.clone() }),
+            None => {}
         }
         self.breaker_events.extend(event);
         opened

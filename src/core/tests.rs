@@ -107,6 +107,8 @@ impl Model {
                     state.attempts = fields.attempts;
                     state.first_attempt_at_ms = fields.first_attempt_at_ms;
                 }
+                // Rows only: the breakers are the core's own to check.
+                StoreOp::BreakerOpened { .. } | StoreOp::BreakerClosed { .. } => {}
             }
             ops.push(op);
         }

@@ -232,6 +232,15 @@ pub enum StoreOp {
         tenant: TenantId,
         dead_at_ms: u64,
     },
+    /// A key's breaker opened until `until_ms`, its `opens`th open in a
+    /// row: kept in the store, so a restart in its open period keeps it open.
+    BreakerOpened {
+        key: SinkKey,
+        until_ms: u64,
+        opens: u32,
+    },
+    /// A key's breaker closed.
+    BreakerClosed { key: SinkKey },
 }
 
 /// How an attempt failed: the class drives the retry policy, the message is

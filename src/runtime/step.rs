@@ -144,6 +144,10 @@ impl<'s> ShardState<'s> {
         self.next_seq = self.store.meta_u64(&rtxn, "next_seq")?.unwrap_or(1);
         drop(rtxn);
         self.recovered += self.store.recover(&self.tenants, now_ms)?;
+        for (key, until_ms, opens) in store::breakers::take_back(self.store, &self.tenants, now_ms)?
+        {
+            self.core.restore_breaker(key, until_ms, opens);
+        }
         Ok(())
     }
 

@@ -24,8 +24,9 @@
 //!   member: exactly one.
 //! - `tenants`: tenant id → tenant_no u32 (shard-local, never reused).
 //! - `meta`: `format` u32, `shard_count` u32, `shard_index` u32, `next_seq`
-//!   u64, and each replay's counters `replay/<id>/{moved,delivered,dead,parked}`
-//!   u64 (see [`dead`]).
+//!   u64, each replay's counters `replay/<id>/{moved,delivered,dead,parked}`
+//!   u64 (see [`dead`]), and each open breaker under `breaker/` (see
+//!   [`breakers`]).
 //!
 //! # Durability
 //! The shard thread is the environment's only writer. It keeps one write
@@ -77,6 +78,7 @@
 //! not decode fails the open with an error saying so: dropping it would
 //! leave its row in no index.
 
+pub mod breakers;
 pub mod dead;
 mod fill;
 pub mod index;

@@ -7,7 +7,8 @@
 //! ordering lanes their head and members in order. Within a tenant, commit
 //! order (seq) is kept. Rows claimed when the node stopped are made due
 //! first, as opening the node would. Replay counters are summed into the
-//! new shard 0, so a replay's progress reads the same.
+//! new shard 0, so a replay's progress reads the same. Open breakers are
+//! not carried over: they close.
 //!
 //! The steps, each safe to crash in:
 //! 1. the old shards are recovered and verified (a store `goad verify`

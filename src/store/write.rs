@@ -1,6 +1,7 @@
 //! The shard thread's writes: committing hooks and applying the core's
 //! store operations, all inside the loop iteration's one transaction.
 
+use super::breakers;
 use super::dead::{self, ReplayCounter};
 use super::keys::{hook_key, inflight_value, lane_id, member_key, row_key, timed_key};
 use super::lanes::{self, NewHead};
@@ -142,6 +143,12 @@ pub fn apply(
             quarantine(store, wtxn, *row, number(tenants, tenant), *dead_at_ms)?;
             return lanes::leave_headed_by(store, wtxn, tenants, *row);
         }
+        StoreOp::BreakerOpened {
+            key,
+            until_ms,
+            opens,
+        } => breakers::put(store, wtxn, tenants, key, *until_ms, *opens)?,
+        StoreOp::BreakerClosed { key } => breakers::delete(store, wtxn, tenants, key)?,
         StoreOp::Reschedule { row, fields, .. }
         | StoreOp::Park { row, fields, .. }
         | StoreOp::Dead { row, fields, .. } => {
