@@ -602,21 +602,7 @@ impl Core {
         if breaker.is_idle() {
             self.breakers.remove(key);
         }
-        match &event {
-            Some(BreakerEvent::Opened {
-                key,
-                until_ms,
-                opens,
-            }) => self.ops.push_back(StoreOp::BreakerOpened {
-                key: key.clone(),
-                until_ms: *until_ms,
-                opens: *opens,
-            }),
-            Some(BreakerEvent::Closed { key }) => self
-                .ops
-                .push_back(StoreOp::BreakerClosed { key: key.clone() }),
-            None => {}
-        }
+        self.ops.extend(event.clone().map(StoreOp::Breaker));
         self.breaker_events.extend(event);
         opened
     }

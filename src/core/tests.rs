@@ -108,7 +108,7 @@ impl Model {
                     state.first_attempt_at_ms = fields.first_attempt_at_ms;
                 }
                 // Rows only: the breakers are the core's own to check.
-                StoreOp::BreakerOpened { .. } | StoreOp::BreakerClosed { .. } => {}
+                StoreOp::Breaker(_) => {}
             }
             ops.push(op);
         }

@@ -2,6 +2,7 @@
 //! operations, jobs and attempt results.
 
 use crate::core::retry::FailureClass;
+use crate::core::BreakerEvent;
 use crate::store::Hook;
 use std::fmt;
 use std::sync::Arc;
@@ -232,15 +233,9 @@ pub enum StoreOp {
         tenant: TenantId,
         dead_at_ms: u64,
     },
-    /// A key's breaker opened until `until_ms`, its `opens`th open in a
-    /// row: kept in the store, so a restart in its open period keeps it open.
-    BreakerOpened {
-        key: SinkKey,
-        until_ms: u64,
-        opens: u32,
-    },
-    /// A key's breaker closed.
-    BreakerClosed { key: SinkKey },
+    /// A key's breaker opened or closed: an open one is kept in the store,
+    /// so a restart in its open period keeps it open.
+    Breaker(BreakerEvent),
 }
 
 /// How an attempt failed: the class drives the retry policy, the message is

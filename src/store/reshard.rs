@@ -213,10 +213,18 @@ fn verified(stores: &[ShardStore], what: &str, dir: &Path) -> Result<Counts, Sto
 }
 
 fn count(data_dir: &Path, shards: usize, max_shard_bytes: u64) -> Result<Counts, StoreError> {
-    let stores = (0..shards)
-        .map(|k| ShardStore::open_sized(data_dir, k, shards, max_shard_bytes))
-        .collect::<Result<Vec<_>, _>>()?;
-    verified(&stores, "the new", data_dir)
+    verified(
+        &open_shards(data_dir, shards, max_shard_bytes)?,
+        "the new",
+        data_dir,
+    )
+}
+
+/// The `count` shards under `dir`, created with that count.
+fn open_shards(dir: &Path, count: usize, max_bytes: u64) -> Result<Vec<ShardStore>, StoreError> {
+    (0..count)
+        .map(|k| ShardStore::open_sized(dir, k, count, max_bytes))
+        .collect()
 }
 
 /// What a copy takes: the counts, the store bound, the tenant placement and
@@ -234,12 +242,7 @@ impl Copy {
     /// written under `staging` and verified; both counts. Every store is
     /// closed on return.
     fn all(&self, data_dir: &Path, staging: &Path) -> Result<(Counts, Counts), StoreError> {
-        let open = |dir: &Path, count: usize| {
-            (0..count)
-                .map(|k| ShardStore::open_sized(dir, k, count, self.max_shard_bytes))
-                .collect::<Result<Vec<_>, _>>()
-        };
-        let old = open(data_dir, self.from)?;
+        let old = open_shards(data_dir, self.from, self.max_shard_bytes)?;
         for store in &old {
             store.recover(&TenantTable::load(store)?, self.now_ms)?;
         }
@@ -247,7 +250,7 @@ impl Copy {
         if staging.exists() {
             fs::remove_dir_all(staging).map_err(|source| io(staging, source))?;
         }
-        let new = open(staging, self.to)?;
+        let new = open_shards(staging, self.to, self.max_shard_bytes)?;
         let mut targets = new.iter().map(Target::new).collect::<Result<Vec<_>, _>>()?;
         let mut replay_counters = BTreeMap::new();
         for store in &old {

@@ -7,7 +7,7 @@ use super::keys::{hook_key, inflight_value, lane_id, member_key, row_key, timed_
 use super::lanes::{self, NewHead};
 use super::record::{decode_row, encode_hook, encode_row, Hook, RowRecord, RowStatus};
 use super::{ShardStore, StoreError, TenantTable};
-use crate::core::{RowFields, RowId, StoreOp, TenantId};
+use crate::core::{BreakerEvent, RowFields, RowId, StoreOp, TenantId};
 use heed::RwTxn;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -143,12 +143,14 @@ pub fn apply(
             quarantine(store, wtxn, *row, number(tenants, tenant), *dead_at_ms)?;
             return lanes::leave_headed_by(store, wtxn, tenants, *row);
         }
-        StoreOp::BreakerOpened {
+        StoreOp::Breaker(BreakerEvent::Opened {
             key,
             until_ms,
             opens,
-        } => breakers::put(store, wtxn, tenants, key, *until_ms, *opens)?,
-        StoreOp::BreakerClosed { key } => breakers::delete(store, wtxn, tenants, key)?,
+        }) => breakers::put(store, wtxn, tenants, key, *until_ms, *opens)?,
+        StoreOp::Breaker(BreakerEvent::Closed { key }) => {
+            breakers::delete(store, wtxn, tenants, key)?
+        }
         StoreOp::Reschedule { row, fields, .. }
         | StoreOp::Park { row, fields, .. }
         | StoreOp::Dead { row, fields, .. } => {
