@@ -7,6 +7,7 @@ mod common;
 use base64::Engine as _;
 use common::*;
 use goad::demo::receiver::{Received, Receiver, Reply};
+use goad::node::http::request::percent_decode;
 use goad::store::DeadFilter;
 use goad::{Config, Engine, NewHook, SinkConfig};
 use parking_lot::Mutex;
@@ -289,4 +290,116 @@ fn a_metadata_token_is_fetched_once_while_fresh_and_its_failure_fails_the_attemp
         asked[1].path,
         "/computeMetadata/v1/instance/service-accounts/default/token"
     );
+}
+
+/// A form body's fields, decoded.
+fn form_fields(body: &[u8]) -> Vec<(String, String)> {
+    let fields = std::str::from_utf8(body).unwrap().split('&');
+    fields
+        .map(|field| {
+            let (name, value) = field.split_once('=').unwrap();
+            (percent_decode(name), percent_decode(value))
+        })
+        .collect()
+}
+
+/// `credentials = "service_account"`: the key file `GOOGLE_APPLICATION_CREDENTIALS`
+/// names is read when the engine opens (a missing one is a config error
+/// naming the key and the file); the token endpoint the file names gets
+/// one JWT bearer grant, signed with the file's key, for both publishes.
+#[test]
+fn a_service_account_key_is_exchanged_for_a_token_once_while_fresh() {
+    let keys = tempfile::tempdir().unwrap();
+    let key_path = keys.path().join("key.json");
+    std::env::set_var("GOOGLE_APPLICATION_CREDENTIALS", &key_path);
+    let (receiver, _) = stand_in(Answer::Published);
+    let dir = tempfile::tempdir().unwrap();
+    let sink = SinkConfig {
+        token_env: None,
+        credentials: Some("service_account".into()),
+        ..pubsub_sink(&receiver)
+    };
+    let c = stripe_to(dir.path(), sink);
+    let refused = Engine::open(c.clone()).err().expect("no key file");
+    assert_eq!(
+        refused.to_string(),
+        format!(
+            "sources[0].sinks[0].credentials must be \"service_account\" only with a usable \
+             key file at GOOGLE_APPLICATION_CREDENTIALS (cannot read {}: No such file or \
+             directory (os error 2)), got \"service_account\"",
+            key_path.display()
+        )
+    );
+
+    let token_endpoint = Receiver::start(|_| {
+        let token = json!({"access_token": "ya29.sa", "expires_in": 3599, "token_type": "Bearer"});
+        Reply::status(200).with_body(token.to_string())
+    })
+    .unwrap();
+    let token_uri = token_endpoint.url("/token");
+    let pem = include_str!("fixtures/google-service-account-test-key.pem");
+    let key_file = json!({
+        "type": "service_account",
+        "project_id": "p",
+        "private_key_id": "key-1",
+        "private_key": pem,
+        "client_email": "goad@p.iam.gserviceaccount.com",
+        "token_uri": token_uri,
+    });
+    std::fs::write(&key_path, key_file.to_string()).unwrap();
+    let engine = Engine::open(c).unwrap();
+    for body in ["first", "second"] {
+        engine.commit(NewHook::new("stripe", body)).unwrap();
+        engine.tick().unwrap();
+    }
+    let publishes = receiver.received();
+    assert_eq!(publishes.len(), 2);
+    for publish in &publishes {
+        assert_eq!(publish.header("authorization"), Some("Bearer ya29.sa"));
+    }
+
+    let asked = token_endpoint.received();
+    assert_eq!(asked.len(), 1, "one token for both publishes");
+    assert_eq!(asked[0].path, "/token");
+    assert_eq!(
+        asked[0].header("content-type"),
+        Some("application/x-www-form-urlencoded")
+    );
+    let fields = form_fields(&asked[0].body);
+    assert_eq!(fields[0].0, "grant_type");
+    assert_eq!(fields[0].1, "urn:ietf:params:oauth:grant-type:jwt-bearer");
+    assert_eq!(fields[1].0, "assertion");
+    let parts: Vec<&str> = fields[1].1.split('.').collect();
+    let decoded = |part: &str| -> Value {
+        let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(part)
+            .unwrap();
+        serde_json::from_slice(&json).unwrap()
+    };
+    assert_eq!(
+        decoded(parts[0]),
+        json!({"alg": "RS256", "typ": "JWT", "kid": "key-1"})
+    );
+    let claims = decoded(parts[1]);
+    assert_eq!(claims["iss"], "goad@p.iam.gserviceaccount.com");
+    assert_eq!(claims["scope"], "https://www.googleapis.com/auth/pubsub");
+    assert_eq!(claims["aud"], token_uri.as_str());
+    let issued_s = claims["iat"].as_u64().unwrap();
+    assert_eq!(claims["exp"].as_u64().unwrap(), issued_s + 3600);
+    let der: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(der)
+        .unwrap();
+    let key = ring::signature::RsaKeyPair::from_pkcs8(&der).unwrap();
+    let public = ring::signature::UnparsedPublicKey::new(
+        &ring::signature::RSA_PKCS1_2048_8192_SHA256,
+        key.public().as_ref(),
+    );
+    let signature = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(parts[2])
+        .unwrap();
+    let signed = format!("{}.{}", parts[0], parts[1]);
+    public
+        .verify(signed.as_bytes(), &signature)
+        .expect("signed with the key file's key");
 }

@@ -355,7 +355,8 @@ pub struct SinkConfig {
     pub max_message_bytes: Option<u64>,
     /// sqs: where the credentials come from: `env` (the default),
     /// `instance`, `container` or `web_identity`; pubsub: where the token
-    /// comes from: `env` (the default, `token_env`) or `metadata`.
+    /// comes from: `env` (the default, `token_env`), `metadata` or
+    /// `service_account` (the key file `GOOGLE_APPLICATION_CREDENTIALS` names).
     pub credentials: Option<String>,
     /// sqs, with `env`: the environment variables holding the credentials,
     /// by default `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and (if set)

@@ -20,7 +20,7 @@
 //! Fetched credentials are kept while fresh (see `expiring`). Nothing is
 //! stored: a restart fetches again.
 
-use super::client::{agent, ok_body, percent_encoded};
+use super::client::{agent, form, ok_body};
 use super::expiring::Expiring;
 use crate::limits::{CREDENTIALS_LIFETIME_MS, HTTP_TIMEOUT_MS};
 use aws_credential_types::Credentials;
@@ -235,15 +235,13 @@ impl FetchedCredentials {
         let session = std::env::var("AWS_ROLE_SESSION_NAME").unwrap_or_else(|_| "goad".into());
         let endpoint = std::env::var("AWS_ENDPOINT_URL_STS")
             .unwrap_or_else(|_| format!("https://sts.{}.amazonaws.com", self.region));
-        let form = [
+        let form = form(&[
             ("Action", "AssumeRoleWithWebIdentity"),
             ("Version", "2011-06-15"),
             ("RoleArn", &role_arn),
             ("RoleSessionName", &session),
             ("WebIdentityToken", token.trim()),
-        ]
-        .map(|(name, value)| format!("{name}={}", percent_encoded(value)))
-        .join("&");
+        ]);
         let answer = read(
             self.agent
                 .post(format!("{}/", endpoint.trim_end_matches('/')))

@@ -37,6 +37,15 @@ pub(crate) fn percent_encoded(text: &str) -> String {
         .collect()
 }
 
+/// `fields` as an `application/x-www-form-urlencoded` body.
+pub(crate) fn form(fields: &[(&str, &str)]) -> String {
+    let encoded: Vec<String> = fields
+        .iter()
+        .map(|(name, value)| format!("{name}={}", percent_encoded(value)))
+        .collect();
+    encoded.join("&")
+}
+
 /// The most of a credentials service's answer read.
 const MAX_CREDENTIALS_ANSWER_BYTES: u64 = 64 * 1024;
 

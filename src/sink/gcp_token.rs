@@ -8,18 +8,33 @@
 //! - `metadata`: the token of the service account the workload runs as
 //!   (GCE, GKE Workload Identity, Cloud Run), from the metadata server at
 //!   `GCE_METADATA_HOST` (the variable Google's libraries read) or
-//!   `metadata.google.internal`, kept while fresh (see `expiring`).
+//!   `metadata.google.internal`;
+//! - `service_account`: a token for the service account whose key file
+//!   `GOOGLE_APPLICATION_CREDENTIALS` names (read when the sink is built,
+//!   so at start and at each reload), from the token endpoint the file
+//!   names, for a JWT signed with the file's key (see `gcp_key`).
+//!
+//! Fetched tokens are kept while fresh (see `expiring`).
 
-use super::client::{agent, ok_body};
+use super::client::{agent, form, ok_body};
 use super::expiring::Expiring;
+use super::gcp_key::ServiceAccountKey;
 use super::{BoxError, SinkError};
 use crate::limits::HTTP_TIMEOUT_MS;
 use serde_json::Value;
 use std::fmt;
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 /// The values of a Pub/Sub sink's `credentials`.
-pub const TOKEN_SOURCES: &[&str] = &["env", "metadata"];
+pub const TOKEN_SOURCES: &[&str] = &["env", "metadata", "service_account"];
+
+/// The variable naming the key file of `credentials = "service_account"`,
+/// as Google's libraries read it.
+pub const KEY_FILE_VARIABLE: &str = "GOOGLE_APPLICATION_CREDENTIALS";
+
+/// The OAuth 2 scope of Pub/Sub's API.
+const PUBSUB_SCOPE: &str = "https://www.googleapis.com/auth/pubsub";
 
 /// Where a Pub/Sub sink's token comes from.
 #[derive(Debug)]
@@ -28,21 +43,30 @@ pub enum PubSubAuth {
     Anonymous,
     /// The token in this environment variable.
     Env(String),
-    /// The service account's token from the metadata server.
-    Metadata(MetadataToken),
+    /// A token fetched from Google, kept while fresh.
+    Fetched(FetchedToken),
 }
 
 impl PubSubAuth {
-    /// The auth of a validated `credentials` option and `token_env`.
-    pub fn new(credentials: Option<&str>, token_env: Option<&str>) -> PubSubAuth {
-        match (credentials, token_env) {
-            (Some("metadata"), _) => PubSubAuth::Metadata(MetadataToken {
-                agent: agent(HTTP_TIMEOUT_MS, 1),
-                held: Expiring::new(),
-            }),
-            (_, Some(variable)) => PubSubAuth::Env(variable.to_string()),
-            (_, None) => PubSubAuth::Anonymous,
-        }
+    /// The auth of a validated `credentials` option and `token_env`; with
+    /// `service_account`, the key file is read now, and the error says why
+    /// it cannot be used.
+    pub fn new(credentials: Option<&str>, token_env: Option<&str>) -> Result<PubSubAuth, String> {
+        let from = match (credentials, token_env) {
+            (Some("metadata"), _) => TokenSource::Metadata,
+            (Some("service_account"), _) => {
+                let path = std::env::var_os(KEY_FILE_VARIABLE)
+                    .ok_or_else(|| format!("{KEY_FILE_VARIABLE} is not set"))?;
+                TokenSource::ServiceAccount(ServiceAccountKey::read(Path::new(&path))?)
+            }
+            (_, Some(variable)) => return Ok(PubSubAuth::Env(variable.to_string())),
+            (_, None) => return Ok(PubSubAuth::Anonymous),
+        };
+        Ok(PubSubAuth::Fetched(FetchedToken {
+            from,
+            agent: agent(HTTP_TIMEOUT_MS, 1),
+            held: Expiring::new(),
+        }))
     }
 
     /// The token to send at `now`, if any.
@@ -54,56 +78,112 @@ impl PubSubAuth {
                     variable: variable.clone(),
                 })
             }),
-            PubSubAuth::Metadata(metadata) => metadata
-                .token(now)
-                .map(Some)
-                .map_err(|cause| SinkError::transient(NoToken::Metadata(cause))),
+            PubSubAuth::Fetched(fetched) => fetched.token(now).map(Some).map_err(|cause| {
+                SinkError::transient(NoToken::Fetch {
+                    from: fetched.from.to_string(),
+                    cause,
+                })
+            }),
         }
     }
 }
 
-/// Tokens from the metadata server.
-pub struct MetadataToken {
+/// Where a fetched token comes from.
+#[derive(Debug)]
+enum TokenSource {
+    Metadata,
+    ServiceAccount(ServiceAccountKey),
+}
+
+impl fmt::Display for TokenSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TokenSource::Metadata => f.write_str("the metadata server"),
+            TokenSource::ServiceAccount(key) => {
+                write!(f, "{} for {}", key.token_uri, key.client_email)
+            }
+        }
+    }
+}
+
+/// Tokens fetched from `from`, kept while fresh.
+pub struct FetchedToken {
+    from: TokenSource,
     agent: ureq::Agent,
     held: Expiring<String>,
 }
 
-/// No token in logs.
-impl fmt::Debug for MetadataToken {
+/// The source only: no token in logs.
+impl fmt::Debug for FetchedToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("MetadataToken")
+        write!(f, "FetchedToken({})", self.from)
     }
 }
 
-impl MetadataToken {
+impl FetchedToken {
     fn token(&self, now: SystemTime) -> Result<String, BoxError> {
         self.held.get(now, "a Google access token", || {
-            let host = std::env::var("GCE_METADATA_HOST")
-                .unwrap_or_else(|_| "metadata.google.internal".into());
-            let url =
-                format!("http://{host}/computeMetadata/v1/instance/service-accounts/default/token");
-            let request = self.agent.get(url).header("metadata-flavor", "Google");
-            let answer: Value = serde_json::from_str(&ok_body(request.call())?)?;
-            let token = answer.get("access_token").and_then(Value::as_str);
-            let expires_in_s = answer.get("expires_in").and_then(Value::as_u64);
-            match (token, expires_in_s) {
-                (Some(token), Some(seconds)) => {
-                    Ok((token.to_string(), now + Duration::from_secs(seconds)))
-                }
-                _ => Err("no access_token and expires_in in its answer".into()),
-            }
+            let answer = match &self.from {
+                TokenSource::Metadata => self.ask_metadata()?,
+                TokenSource::ServiceAccount(key) => self.ask_token_endpoint(key, now)?,
+            };
+            access_token(&answer, now)
         })
+    }
+
+    /// The metadata server's token for the workload's account.
+    fn ask_metadata(&self) -> Result<String, BoxError> {
+        let host = std::env::var("GCE_METADATA_HOST")
+            .unwrap_or_else(|_| "metadata.google.internal".into());
+        let url =
+            format!("http://{host}/computeMetadata/v1/instance/service-accounts/default/token");
+        ok_body(
+            self.agent
+                .get(url)
+                .header("metadata-flavor", "Google")
+                .call(),
+        )
+    }
+
+    /// The token endpoint's token for a JWT signed with `key`.
+    fn ask_token_endpoint(
+        &self,
+        key: &ServiceAccountKey,
+        now: SystemTime,
+    ) -> Result<String, BoxError> {
+        let assertion = key.assertion(PUBSUB_SCOPE, now)?;
+        let body = form(&[
+            ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
+            ("assertion", &assertion),
+        ]);
+        let request = self
+            .agent
+            .post(&key.token_uri)
+            .header("content-type", "application/x-www-form-urlencoded");
+        ok_body(request.send(body))
     }
 }
 
-/// No token to send: the attempt fails, transient (the environment or the
-/// metadata server may come back).
+/// The token and its expiry from a Google token answer (`access_token`,
+/// `expires_in` seconds), which both sources give.
+fn access_token(answer: &str, now: SystemTime) -> Result<(String, SystemTime), BoxError> {
+    let answer: Value = serde_json::from_str(answer)?;
+    let token = answer.get("access_token").and_then(Value::as_str);
+    let expires_in_s = answer.get("expires_in").and_then(Value::as_u64);
+    match (token, expires_in_s) {
+        (Some(token), Some(seconds)) => Ok((token.to_string(), now + Duration::from_secs(seconds))),
+        _ => Err("no access_token and expires_in in its answer".into()),
+    }
+}
+
+/// No token to send: the attempt fails, transient (the environment or
+/// Google's service may come back).
 #[derive(Debug)]
 pub enum NoToken {
     /// The sink's token variable is not set.
     NotSet { variable: String },
-    /// The metadata server did not give a token.
-    Metadata(BoxError),
+    /// Google did not give a token.
+    Fetch { from: String, cause: BoxError },
 }
 
 impl fmt::Display for NoToken {
@@ -112,10 +192,9 @@ impl fmt::Display for NoToken {
             NoToken::NotSet { variable } => {
                 write!(f, "no Pub/Sub access token: {variable} is not set")
             }
-            NoToken::Metadata(cause) => write!(
-                f,
-                "cannot get a Pub/Sub access token from the metadata server: {cause}"
-            ),
+            NoToken::Fetch { from, cause } => {
+                write!(f, "cannot get a Pub/Sub access token from {from}: {cause}")
+            }
         }
     }
 }

@@ -8,6 +8,7 @@ mod claiming;
 pub(crate) mod client;
 mod expiring;
 mod forward;
+mod gcp_key;
 pub(crate) mod gcp_token;
 pub mod http;
 mod message;

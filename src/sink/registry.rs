@@ -3,7 +3,7 @@
 //! a fixed sink applies to its backlog.
 
 use super::aws_credentials::{AwsCredentials, EnvCredentials};
-use super::gcp_token::PubSubAuth;
+use super::gcp_token::{PubSubAuth, KEY_FILE_VARIABLE};
 use super::http::{HttpSink, HttpSinkOptions, InvalidHttpSink, Method};
 use super::pubsub::{PubSubSink, PubSubSinkOptions};
 use super::signing::SigningKey;
@@ -78,7 +78,7 @@ impl SinkRegistry {
                         Arc::new(sink)
                     }
                     None if entry.kind == "pubsub" => {
-                        Arc::new(PubSubSink::new(pubsub_options(config, source, entry)))
+                        Arc::new(PubSubSink::new(pubsub_options(config, source, entry, &at)?))
                     }
                     None => {
                         return Err(ConfigError::Invalid {
@@ -220,18 +220,30 @@ fn sqs_options(config: &Config, source: &SourceConfig, entry: &SinkConfig) -> Sq
     }
 }
 
-fn pubsub_options(config: &Config, source: &SourceConfig, entry: &SinkConfig) -> PubSubSinkOptions {
-    PubSubSinkOptions {
+fn pubsub_options(
+    config: &Config,
+    source: &SourceConfig,
+    entry: &SinkConfig,
+    at: &str,
+) -> Result<PubSubSinkOptions, ConfigError> {
+    let credentials = entry.credentials.as_deref();
+    let auth = PubSubAuth::new(credentials, entry.token_env.as_deref()).map_err(|why| {
+        ConfigError::Invalid {
+            key: format!("{at}.credentials"),
+            rule: format!(
+                "\"service_account\" only with a usable key file at {KEY_FILE_VARIABLE} ({why})"
+            ),
+            value: format!("{:?}", credentials.unwrap_or_default()),
+        }
+    })?;
+    Ok(PubSubSinkOptions {
         endpoint: entry
             .endpoint
             .clone()
             .unwrap_or_else(|| PUBSUB_ENDPOINT.into()),
         project: entry.project.clone().unwrap_or_default(),
         topic: entry.topic.clone().unwrap_or_default(),
-        auth: Arc::new(PubSubAuth::new(
-            entry.credentials.as_deref(),
-            entry.token_env.as_deref(),
-        )),
+        auth: Arc::new(auth),
         max_message_bytes: entry.max_message_bytes.unwrap_or(PUBSUB_MAX_MESSAGE_BYTES),
         timeout_ms: sink_timeout_ms(config, entry),
         forward_allow: source.forward_headers.clone(),
@@ -241,7 +253,7 @@ fn pubsub_options(config: &Config, source: &SourceConfig, entry: &SinkConfig) ->
             .ordered
             .then(|| LaneBy::parse(entry.ordering_key.as_deref()))
             .flatten(),
-    }
+    })
 }
 
 /// A sink's per-phase timeout: its own, or the default below the attempt timeout.

@@ -239,7 +239,9 @@ fn content_length(request: &Request) -> Result<Option<u64>, String> {
     Ok(length)
 }
 
-fn percent_decode(s: &str) -> String {
+/// `s` with its `%XX` escapes decoded and `+` as a space (a query's or a
+/// form's value).
+pub fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -1,0 +1,207 @@
+//! A Google service-account key file — the JSON file that Google Cloud's
+//! console and `gcloud iam service-accounts keys create` write and that
+//! `GOOGLE_APPLICATION_CREDENTIALS` names — and the signed JWT (RS256) it
+//! makes to ask Google's token endpoint for an access token (the OAuth 2
+//! JWT bearer grant, RFC 7523).
+
+use super::BoxError;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine as _;
+use ring::rand::SystemRandom;
+use ring::signature::{RsaKeyPair, RSA_PKCS1_SHA256};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::fmt;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Google's token endpoint, where a key file names none.
+const GOOGLE_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
+
+/// How long an assertion is valid: the most Google accepts.
+const ASSERTION_LIFETIME_S: u64 = 3600;
+
+/// A service account's identity and private key.
+pub struct ServiceAccountKey {
+    pub client_email: String,
+    pub token_uri: String,
+    key_id: Option<String>,
+    key_pair: RsaKeyPair,
+}
+
+/// The account only: no key in logs.
+impl fmt::Debug for ServiceAccountKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ServiceAccountKey({})", self.client_email)
+    }
+}
+
+/// The fields of a key file goad reads.
+#[derive(Deserialize)]
+struct KeyFile {
+    #[serde(rename = "type")]
+    kind: String,
+    client_email: String,
+    private_key: String,
+    private_key_id: Option<String>,
+    token_uri: Option<String>,
+}
+
+impl ServiceAccountKey {
+    /// The key in the file at `path`; the error names the file and what is
+    /// wrong with it.
+    pub fn read(path: &Path) -> Result<ServiceAccountKey, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        ServiceAccountKey::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    fn parse(text: &str) -> Result<ServiceAccountKey, String> {
+        let file: KeyFile = serde_json::from_str(text)
+            .map_err(|e| format!("not a service-account key file ({e})"))?;
+        if file.kind != "service_account" {
+            return Err(format!(
+                "its type is {:?}, not \"service_account\"",
+                file.kind
+            ));
+        }
+        let der = pem_contents(&file.private_key, "PRIVATE KEY")
+            .ok_or("its private_key is not a PEM \"PRIVATE KEY\" (PKCS #8)")?;
+        let key_pair = RsaKeyPair::from_pkcs8(&der)
+            .map_err(|e| format!("its private_key is not a usable RSA key ({e})"))?;
+        Ok(ServiceAccountKey {
+            client_email: file.client_email,
+            token_uri: file.token_uri.unwrap_or_else(|| GOOGLE_TOKEN_URI.into()),
+            key_id: file.private_key_id,
+            key_pair,
+        })
+    }
+
+    /// A JWT asserting this account at `now`, for an access token of `scope`
+    /// from the token endpoint.
+    pub fn assertion(&self, scope: &str, now: SystemTime) -> Result<String, BoxError> {
+        let mut header = Map::new();
+        header.insert("alg".into(), "RS256".into());
+        header.insert("typ".into(), "JWT".into());
+        if let Some(id) = &self.key_id {
+            header.insert("kid".into(), id.as_str().into());
+        }
+        let issued_s = now.duration_since(UNIX_EPOCH)?.as_secs();
+        let claims = json!({
+            "iss": self.client_email,
+            "scope": scope,
+            "aud": self.token_uri,
+            "iat": issued_s,
+            "exp": issued_s + ASSERTION_LIFETIME_S,
+        });
+        let signed = format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(Value::Object(header).to_string()),
+            URL_SAFE_NO_PAD.encode(claims.to_string())
+        );
+        let mut signature = vec![0; self.key_pair.public().modulus_len()];
+        self.key_pair
+            .sign(
+                &RSA_PKCS1_SHA256,
+                &SystemRandom::new(),
+                signed.as_bytes(),
+                &mut signature,
+            )
+            .map_err(|_| "cannot sign the assertion")?;
+        Ok(format!("{signed}.{}", URL_SAFE_NO_PAD.encode(signature)))
+    }
+}
+
+/// The bytes of `pem`'s one `label` block, if it has one.
+fn pem_contents(pem: &str, label: &str) -> Option<Vec<u8>> {
+    let begin = format!("-----BEGIN {label}-----");
+    let end = format!("-----END {label}-----");
+    let inside = pem.split_once(&begin)?.1.split_once(&end)?.0;
+    let base64: String = inside.split_whitespace().collect();
+    STANDARD.decode(base64).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ring::signature::{UnparsedPublicKey, RSA_PKCS1_2048_8192_SHA256};
+    use std::time::Duration;
+
+    const TEST_KEY_PEM: &str =
+        include_str!("../../tests/fixtures/google-service-account-test-key.pem");
+
+    fn key_file(private_key: &str, token_uri: Option<&str>) -> String {
+        let mut file = json!({
+            "type": "service_account",
+            "project_id": "p",
+            "private_key_id": "k1",
+            "private_key": private_key,
+            "client_email": "goad@p.iam.gserviceaccount.com",
+        });
+        if let Some(uri) = token_uri {
+            file["token_uri"] = uri.into();
+        }
+        file.to_string()
+    }
+
+    fn decoded(part: &str) -> Value {
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(part).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn an_assertion_is_signed_by_the_key_and_claims_the_account_scope_and_hour() {
+        let key = ServiceAccountKey::parse(&key_file(TEST_KEY_PEM, None)).unwrap();
+        let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let jwt = key.assertion("https://s", now).unwrap();
+        let parts: Vec<&str> = jwt.split('.').collect();
+        assert_eq!(parts.len(), 3);
+        assert_eq!(
+            decoded(parts[0]),
+            json!({"alg": "RS256", "typ": "JWT", "kid": "k1"})
+        );
+        assert_eq!(
+            decoded(parts[1]),
+            json!({
+                "iss": "goad@p.iam.gserviceaccount.com",
+                "scope": "https://s",
+                "aud": "https://oauth2.googleapis.com/token",
+                "iat": 1_700_000_000u64,
+                "exp": 1_700_003_600u64,
+            })
+        );
+        let signature = URL_SAFE_NO_PAD.decode(parts[2]).unwrap();
+        let public =
+            UnparsedPublicKey::new(&RSA_PKCS1_2048_8192_SHA256, key.key_pair.public().as_ref());
+        let signed = format!("{}.{}", parts[0], parts[1]);
+        public.verify(signed.as_bytes(), &signature).unwrap();
+        let tampered = format!("{}.{}", parts[0], parts[0]);
+        assert!(public.verify(tampered.as_bytes(), &signature).is_err());
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_usable_key_is_named_with_what_is_wrong() {
+        let wrong = |text: &str| ServiceAccountKey::parse(text).unwrap_err();
+        assert!(wrong("{}").starts_with("not a service-account key file (missing field"));
+        let user = key_file(TEST_KEY_PEM, None).replace("service_account", "authorized_user");
+        assert_eq!(
+            wrong(&user),
+            "its type is \"authorized_user\", not \"service_account\""
+        );
+        assert_eq!(
+            wrong(&key_file("MIIB", None)),
+            "its private_key is not a PEM \"PRIVATE KEY\" (PKCS #8)"
+        );
+        let not_rsa = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n";
+        assert!(wrong(&key_file(not_rsa, None))
+            .starts_with("its private_key is not a usable RSA key ("));
+        let missing = ServiceAccountKey::read(Path::new("/nonexistent/key.json")).unwrap_err();
+        assert!(missing.starts_with("cannot read /nonexistent/key.json: "));
+        let own_uri = key_file(TEST_KEY_PEM, Some("http://127.0.0.1:9/token"));
+        let key = ServiceAccountKey::parse(&own_uri).unwrap();
+        assert_eq!(key.token_uri, "http://127.0.0.1:9/token");
+        assert_eq!(
+            format!("{key:?}"),
+            "ServiceAccountKey(goad@p.iam.gserviceaccount.com)"
+        );
+    }
+}
