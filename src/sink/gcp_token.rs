@@ -44,7 +44,7 @@ pub enum PubSubAuth {
     /// The token in this environment variable.
     Env(String),
     /// A token fetched from Google, kept while fresh.
-    Fetched(FetchedToken),
+    Fetched(Box<FetchedToken>),
 }
 
 impl PubSubAuth {
@@ -57,16 +57,16 @@ impl PubSubAuth {
             (Some("service_account"), _) => {
                 let path = std::env::var_os(KEY_FILE_VARIABLE)
                     .ok_or_else(|| format!("{KEY_FILE_VARIABLE} is not set"))?;
-                TokenSource::ServiceAccount(ServiceAccountKey::read(Path::new(&path))?)
+                TokenSource::ServiceAccount(Box::new(ServiceAccountKey::read(Path::new(&path))?))
             }
             (_, Some(variable)) => return Ok(PubSubAuth::Env(variable.to_string())),
             (_, None) => return Ok(PubSubAuth::Anonymous),
         };
-        Ok(PubSubAuth::Fetched(FetchedToken {
+        Ok(PubSubAuth::Fetched(Box::new(FetchedToken {
             from,
             agent: agent(HTTP_TIMEOUT_MS, 1),
             held: Expiring::new(),
-        }))
+        })))
     }
 
     /// The token to send at `now`, if any.
@@ -92,7 +92,7 @@ impl PubSubAuth {
 #[derive(Debug)]
 enum TokenSource {
     Metadata,
-    ServiceAccount(ServiceAccountKey),
+    ServiceAccount(Box<ServiceAccountKey>),
 }
 
 impl fmt::Display for TokenSource {
