@@ -41,6 +41,7 @@ fn main() {
         max_response_bytes: 64 * 1024,
         forward_allow: None,
         idle_connections: 8,
+        roots: ureq::tls::RootCerts::WebPki,
     })
     .expect("valid options");
     let raw: ureq::Agent = ureq::Agent::config_builder()

@@ -331,3 +331,67 @@ fn an_unreachable_endpoint_is_a_transient_failure() {
         dead[0].record.error
     );
 }
+
+/// An https:// endpoint whose certificate chains to the sink's `ca_file`
+/// (a private CA) gets the hook over TLS; one whose sink trusts Mozilla's
+/// roots (no `ca_file`) gets nothing, and the attempt's failure names the
+/// certificate. A `ca_file` that is missing or holds no certificate is a
+/// config error naming the key and the file.
+#[test]
+fn an_https_endpoint_is_trusted_through_the_sinks_ca_file() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let receiver = Receiver::start_tls(
+        include_bytes!("fixtures/localhost-cert.pem"),
+        include_bytes!("fixtures/localhost-key.pem"),
+        |_| Reply::status(200),
+    )
+    .unwrap();
+    assert!(receiver.url("/").starts_with("https://127.0.0.1:"));
+    let dir = tempfile::tempdir().unwrap();
+    let trusting = |ca_file: &str| SinkConfig {
+        ca_file: Some(fixtures.join(ca_file)),
+        ..SinkConfig::http(receiver.url("/hooks"))
+    };
+    let mut c = config(dir.path());
+    c.retry.max_attempts = 1;
+    c.sources
+        .push(source("private", "acme", vec![trusting("test-ca.pem")]));
+    let public = SinkConfig::http(receiver.url("/hooks"));
+    c.sources.push(source("public", "acme", vec![public]));
+    let engine = Engine::open(c.clone()).unwrap();
+    engine.commit(NewHook::new("private", "over tls")).unwrap();
+    engine.tick().unwrap();
+    let received = receiver.received();
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0].body, b"over tls");
+    commit_refused(&engine, "public", 1);
+    assert_eq!(
+        dead_attempts_and_reasons(&engine),
+        [(
+            1,
+            "sink http: io: invalid peer certificate: UnknownIssuer".to_string()
+        )]
+    );
+    assert_eq!(receiver.received().len(), 1, "nothing over untrusted TLS");
+    drop(engine);
+
+    for (file, why) in [
+        (
+            "missing.pem",
+            "cannot read {}: No such file or directory (os error 2)",
+        ),
+        ("localhost-key.pem", "{}: no CERTIFICATE in it"),
+    ] {
+        let path = fixtures.join(file);
+        c.sources[0].sinks[0] = trusting(file);
+        let refused = Engine::open(c.clone()).err().expect("a config error");
+        assert_eq!(
+            refused.to_string(),
+            format!(
+                "sources[0].sinks[0].ca_file must be a PEM file of root certificates ({}), \
+                 got {path:?}",
+                why.replace("{}", &path.display().to_string())
+            )
+        );
+    }
+}

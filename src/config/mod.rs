@@ -336,6 +336,10 @@ pub struct SinkConfig {
     pub secret_env: Option<OneOrMany>,
     /// http: response bytes read before the rest is dropped, default 65,536.
     pub max_response_bytes: Option<u64>,
+    /// http, with an https:// url: a PEM file of the root certificates the
+    /// endpoint's certificate must chain to, instead of Mozilla's roots (a
+    /// private CA); read when the sink is built.
+    pub ca_file: Option<PathBuf>,
     /// sqs: the queue's URL (`https://sqs.<region>.amazonaws.com/<account>/<name>`;
     /// a name ending `.fifo` is a FIFO queue).
     pub queue_url: Option<String>,
@@ -414,6 +418,7 @@ impl SinkConfig {
             timeout_ms: None,
             secret_env: None,
             max_response_bytes: None,
+            ca_file: None,
             queue_url: None,
             region: None,
             endpoint: None,

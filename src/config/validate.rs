@@ -125,6 +125,7 @@ const HTTP_OPTIONS: &[&str] = &[
     "timeout_ms",
     "secret_env",
     "max_response_bytes",
+    "ca_file",
 ];
 const SQS_OPTIONS: &[&str] = &[
     "queue_url",
@@ -418,6 +419,7 @@ impl Config {
             ("timeout_ms", sink.timeout_ms.is_some()),
             ("secret_env", sink.secret_env.is_some()),
             ("max_response_bytes", sink.max_response_bytes.is_some()),
+            ("ca_file", sink.ca_file.is_some()),
             ("queue_url", sink.queue_url.is_some()),
             ("region", sink.region.is_some()),
             ("endpoint", sink.endpoint.is_some()),
@@ -478,6 +480,12 @@ impl Config {
         }
         if let Some(bytes) = sink.max_response_bytes {
             positive(&format!("{at}.max_response_bytes"), bytes)?;
+        }
+        if let Some(file) = &sink.ca_file {
+            if !url.to_ascii_lowercase().starts_with("https://") {
+                let rule = "absent with an http:// url (only TLS uses it)";
+                return Err(invalid(format!("{at}.ca_file"), rule, file));
+            }
         }
         for (name, value) in &sink.headers {
             if ureq::http::HeaderName::from_bytes(name.as_bytes()).is_err() {

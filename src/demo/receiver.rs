@@ -1,9 +1,13 @@
 //! A loopback HTTP/1.1 receiver: the sink end of the demo, the integration
 //! tests and the load tools. One thread per connection, keep-alive, requests
 //! parsed with `httparse`; a behaviour function decides each answer (status,
-//! headers, a delay, or no answer at all).
+//! headers, a delay, or no answer at all). It speaks TLS when started with
+//! a certificate (`start_tls`).
 
 use parking_lot::{Condvar, Mutex};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::{ServerConfig, ServerConnection, StreamOwned};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -100,6 +104,7 @@ struct Shared {
 pub struct Receiver {
     addr: SocketAddr,
     shared: Arc<Shared>,
+    tls: bool,
 }
 
 impl Receiver {
@@ -125,6 +130,39 @@ impl Receiver {
         behaviour: impl Fn(&Received) -> Reply + Send + Sync + 'static,
         record: bool,
     ) -> std::io::Result<Receiver> {
+        Receiver::start_serving(addr, None, behaviour, record)
+    }
+
+    /// Starts a receiver on 127.0.0.1 (a free port) that speaks TLS with
+    /// the certificate chain and private key of these PEM texts, and
+    /// records every request.
+    pub fn start_tls(
+        certificate_chain_pem: &[u8],
+        private_key_pem: &[u8],
+        behaviour: impl Fn(&Received) -> Reply + Send + Sync + 'static,
+    ) -> std::io::Result<Receiver> {
+        let invalid = |e: rustls::Error| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
+        let chain = CertificateDer::pem_slice_iter(certificate_chain_pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let key = PrivateKeyDer::from_pem_slice(private_key_pem)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(invalid)?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(invalid)?;
+        Receiver::start_serving("127.0.0.1:0", Some(Arc::new(config)), behaviour, true)
+    }
+
+    fn start_serving(
+        addr: &str,
+        tls: Option<Arc<ServerConfig>>,
+        behaviour: impl Fn(&Received) -> Reply + Send + Sync + 'static,
+        record: bool,
+    ) -> std::io::Result<Receiver> {
         let listener = TcpListener::bind(addr)?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
@@ -137,6 +175,7 @@ impl Receiver {
             stop: AtomicBool::new(false),
         });
         let accept = shared.clone();
+        let (tls, config) = (tls.is_some(), tls);
         std::thread::Builder::new()
             .name("goad-receiver".into())
             .spawn(move || {
@@ -145,18 +184,26 @@ impl Receiver {
                         return;
                     }
                     let Ok(stream) = stream else { continue };
+                    let _ = stream.set_nodelay(true);
+                    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
                     let conn = accept.clone();
+                    let config = config.clone();
                     let _ = std::thread::Builder::new()
                         .name("goad-receiver-conn".into())
                         .stack_size(256 * 1024)
-                        .spawn(move || serve(stream, &conn));
+                        .spawn(move || match config.map(ServerConnection::new) {
+                            None => serve(stream, &conn),
+                            Some(Ok(tls)) => serve(StreamOwned::new(tls, stream), &conn),
+                            Some(Err(_)) => {}
+                        });
                 }
             })?;
-        Ok(Receiver { addr, shared })
+        Ok(Receiver { addr, shared, tls })
     }
 
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{}", self.addr, path)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}{}", self.addr, path)
     }
 
     /// Requests answered so far (any status, hung ones excluded).
@@ -199,9 +246,8 @@ impl Drop for Receiver {
     }
 }
 
-fn serve(mut stream: TcpStream, shared: &Shared) {
-    let _ = stream.set_nodelay(true);
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+/// Answers the requests of one connection (plain or TLS) until it closes.
+fn serve(mut stream: impl Read + Write, shared: &Shared) {
     let mut buf: Vec<u8> = Vec::with_capacity(8 * 1024);
     let mut chunk = [0u8; 16 * 1024];
     loop {
@@ -245,7 +291,12 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
                 ..request
             });
         }
-        if stream.write_all(head.as_bytes()).is_err() || stream.write_all(&reply.body).is_err() {
+        let written = stream.write_all(head.as_bytes());
+        if written
+            .and_then(|()| stream.write_all(&reply.body))
+            .and_then(|()| stream.flush())
+            .is_err()
+        {
             return;
         }
         if ok {
@@ -258,7 +309,7 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
 }
 
 /// Reads more bytes; false on EOF, error, or stop.
-fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>, chunk: &mut [u8], shared: &Shared) -> bool {
+fn read_more(stream: &mut impl Read, buf: &mut Vec<u8>, chunk: &mut [u8], shared: &Shared) -> bool {
     loop {
         if shared.stop.load(Ordering::Acquire) {
             return false;

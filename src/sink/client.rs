@@ -1,14 +1,28 @@
-//! The HTTP client every one of goad's sinks uses, one per sink entry, the
-//! percent-encoding of what goes into its URLs and forms, and reading a
-//! credentials service's answer.
+//! The HTTP client every one of goad's sinks uses, one per sink entry, and
+//! the roots its TLS trusts; the percent-encoding of what goes into its
+//! URLs and forms, and reading a credentials service's answer.
+
+use std::path::Path;
+use ureq::tls::{parse_pem, PemItem, RootCerts, TlsConfig};
 
 /// The HTTP client of one sink: a keep-alive pool of `idle_connections`,
 /// per-phase timeouts of `timeout_ms` (connect, send, receive: ureq 3's
 /// `timeout_global` would start a thread per request), statuses as
-/// answers rather than errors, and no redirects followed.
+/// answers rather than errors, no redirects followed, and TLS trusting
+/// Mozilla's root certificates.
 pub(crate) fn agent(timeout_ms: u64, idle_connections: usize) -> ureq::Agent {
+    agent_trusting(timeout_ms, idle_connections, RootCerts::WebPki)
+}
+
+/// `agent`, with TLS trusting `roots`.
+pub(crate) fn agent_trusting(
+    timeout_ms: u64,
+    idle_connections: usize,
+    roots: RootCerts,
+) -> ureq::Agent {
     let timeout = Some(std::time::Duration::from_millis(timeout_ms));
     ureq::Agent::config_builder()
+        .tls_config(TlsConfig::builder().root_certs(roots).build())
         .http_status_as_error(false)
         .max_redirects(0)
         .max_redirects_will_error(false)
@@ -22,6 +36,24 @@ pub(crate) fn agent(timeout_ms: u64, idle_connections: usize) -> ureq::Agent {
         .user_agent(concat!("goad/", env!("CARGO_PKG_VERSION")))
         .build()
         .into()
+}
+
+/// The certificates of the PEM file at `path`, as roots to trust; the
+/// error says why there are none.
+pub(crate) fn root_certificates(path: &Path) -> Result<RootCerts, String> {
+    let pem = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut certificates = Vec::new();
+    for item in parse_pem(&pem) {
+        match item {
+            Ok(PemItem::Certificate(certificate)) => certificates.push(certificate),
+            Ok(_) => {}
+            Err(e) => return Err(format!("{}: not PEM ({e})", path.display())),
+        }
+    }
+    if certificates.is_empty() {
+        return Err(format!("{}: no CERTIFICATE in it", path.display()));
+    }
+    Ok(RootCerts::from(certificates))
 }
 
 /// `text` percent-encoded but for RFC 3986's unreserved characters: one

@@ -12,13 +12,15 @@
 //! caller's dedupe key with a line break, say) fails the attempt as
 //! permanent: no retry could send it.
 
+use super::client::agent_trusting;
 use super::forward::forwarded;
 use super::signing::{signature_header, SigningKey};
 use super::status::classify;
-use super::{agent, BoxError, Delivery, Sink, SinkError};
+use super::{BoxError, Delivery, Sink, SinkError};
 use std::time::SystemTime;
 use ureq::http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use ureq::http::Uri;
+use ureq::tls::RootCerts;
 use ureq::typestate::WithBody;
 use ureq::RequestBuilder;
 
@@ -44,6 +46,9 @@ pub struct HttpSinkOptions {
     pub forward_allow: Option<Vec<String>>,
     /// Idle keep-alive connections to keep (at least the sink's concurrency).
     pub idle_connections: usize,
+    /// The root certificates an https:// endpoint's must chain to
+    /// (`RootCerts::WebPki`: Mozilla's).
+    pub roots: RootCerts,
 }
 
 /// An HTTP endpoint.
@@ -152,7 +157,7 @@ impl HttpSink {
             })
             .collect::<Result<_, _>>()?;
         Ok(HttpSink {
-            agent: agent(options.timeout_ms, options.idle_connections),
+            agent: agent_trusting(options.timeout_ms, options.idle_connections, options.roots),
             uri,
             operator_headers,
             method: options.method,
@@ -259,6 +264,7 @@ mod tests {
             max_response_bytes: 1_024,
             forward_allow: None,
             idle_connections: 8,
+            roots: RootCerts::WebPki,
         }
     }
 

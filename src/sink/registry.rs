@@ -3,6 +3,7 @@
 //! a fixed sink applies to its backlog.
 
 use super::aws_credentials::{AwsCredentials, EnvCredentials};
+use super::client::root_certificates;
 use super::gcp_token::{PubSubAuth, KEY_FILE_VARIABLE};
 use super::http::{HttpSink, HttpSinkOptions, InvalidHttpSink, Method};
 use super::pubsub::{PubSubSink, PubSubSinkOptions};
@@ -20,6 +21,7 @@ use crate::limits::{
 use std::collections::HashMap;
 use std::num::NonZeroU16;
 use std::sync::Arc;
+use ureq::tls::RootCerts;
 
 /// Host sinks by type name.
 pub type HostSinks = HashMap<String, Arc<dyn Sink>>;
@@ -178,6 +180,14 @@ fn http_options(
         })?;
         keys.push(parsed);
     }
+    let roots = match &entry.ca_file {
+        None => RootCerts::WebPki,
+        Some(file) => root_certificates(file).map_err(|why| ConfigError::Invalid {
+            key: format!("{at}.ca_file"),
+            rule: format!("a PEM file of root certificates ({why})"),
+            value: format!("{file:?}"),
+        })?,
+    };
     Ok(HttpSinkOptions {
         url: entry.url.clone().unwrap_or_default(),
         method,
@@ -191,6 +201,7 @@ fn http_options(
         max_response_bytes: entry.max_response_bytes.unwrap_or(HTTP_MAX_RESPONSE_BYTES),
         forward_allow: source.forward_headers.clone(),
         idle_connections: idle_connections(config),
+        roots,
     })
 }
 
