@@ -92,7 +92,7 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("[claim_check]\ns3_bucket = \"claims\"", "claim_check.s3_region must be set with claim_check.s3_bucket, got \"absent\""),
         ("[claim_check]\ns3_bucket = \"Claims_\"\ns3_region = \"us-east-1\"", "claim_check.s3_bucket must be an S3 bucket name: 3 to 63 lowercase letters, digits, '.' or '-', got \"Claims_\""),
         ("[claim_check]\ndir = \"/tmp/c\"\ns3_bucket = \"claims\"\ns3_region = \"us-east-1\"", "claim_check.dir must be absent with claim_check.s3_bucket (claims go to one place), got \"set\""),
-        ("[claim_check]\ns3_bucket = \"claims\"\ns3_region = \"us-east-1\"\ncredentials = \"profile\"", "claim_check.credentials must be one of [\"env\", \"instance\", \"container\", \"web_identity\"], got \"profile\""),
+        ("[claim_check]\ns3_bucket = \"claims\"\ns3_region = \"us-east-1\"\ncredentials = \"sso\"", "claim_check.credentials must be one of [\"env\", \"instance\", \"container\", \"web_identity\", \"profile\"], got \"sso\""),
         ("[claim_check]\ncredentials = \"instance\"", "claim_check.credentials must be absent without claim_check.s3_bucket, got \"set\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"sqs\"\nqueue_url = \"https://sqs.us-east-1.amazonaws.com/1/q\"\ncredentials = \"web_identity\"\nsecret_access_key_env = \"S\"", "sources[0].sinks[0].secret_access_key_env must be absent with credentials = \"web_identity\" (only env reads variables), got \"set\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\ncredentials = \"env\"", "sources[0].sinks[0].credentials must be absent for a sink of type \"http\", got \"set\""),

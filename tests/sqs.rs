@@ -856,6 +856,56 @@ fn web_identity_credentials_come_from_sts_for_the_service_accounts_token() {
     assert!(key_id.starts_with("ASIA") && !token.is_empty(), "{key_id}");
 }
 
+/// `credentials = "profile"`: the sink signs with the keys of the
+/// `AWS_PROFILE` section of the shared credentials file
+/// (`AWS_SHARED_CREDENTIALS_FILE`), session token included; a profile the
+/// file lacks fails the attempt, naming the profile and the file.
+#[test]
+fn profile_credentials_come_from_the_shared_credentials_file() {
+    let moto = Moto::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("credentials");
+    std::fs::write(
+        &file,
+        "[default]\naws_access_key_id = AKIADEFAULT\naws_secret_access_key = d\n\n\
+         [hooks]\naws_access_key_id = AKIAHOOKS\naws_secret_access_key = h\n\
+         aws_session_token = hooks-token\n",
+    )
+    .unwrap();
+    std::env::set_var("AWS_SHARED_CREDENTIALS_FILE", &file);
+    std::env::set_var("AWS_PROFILE", "hooks");
+    let queue_url = moto.create_queue("from-profile");
+    moto.start_recording();
+    let c = fetching_credentials(&dir.path().join("data"), &queue_url, "profile");
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("stripe", "x")).unwrap();
+    engine.tick().unwrap();
+    assert_eq!(moto.receive(&queue_url).len(), 1);
+    let sends = moto.recorded_sends();
+    assert_eq!(
+        signed_with(&sends[0]),
+        ("AKIAHOOKS".to_string(), "hooks-token".to_string())
+    );
+    drop(engine);
+
+    std::env::set_var("AWS_PROFILE", "missing");
+    let mut c = fetching_credentials(&dir.path().join("data2"), &queue_url, "profile");
+    c.retry.max_attempts = 1;
+    let engine = Engine::open(c).unwrap();
+    commit_refused(&engine, "stripe", 1);
+    assert_eq!(
+        dead_attempts_and_reasons(&engine),
+        [(
+            1,
+            format!(
+                "sink sqs: cannot get AWS credentials from the shared credentials file: \
+                 no aws_access_key_id in profile [missing] of {}",
+                file.display()
+            )
+        )]
+    );
+}
+
 /// `credentials = "container"`: credentials come from the container
 /// endpoint (`AWS_CONTAINER_CREDENTIALS_FULL_URI`) with the token of
 /// `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`; an endpoint that fails fails

@@ -102,7 +102,7 @@ pub struct ClaimCheckConfig {
     pub s3_endpoint: Option<String>,
     pub s3_prefix: Option<String>,
     /// Where the bucket's credentials come from: `env` (the default),
-    /// `instance`, `container` or `web_identity`.
+    /// `instance`, `container`, `web_identity` or `profile`.
     pub credentials: Option<String>,
     /// With `env`, the environment variables holding the bucket's
     /// credentials, by default `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`
@@ -358,7 +358,7 @@ pub struct SinkConfig {
     /// dead-lettered at once.
     pub max_message_bytes: Option<u64>,
     /// sqs: where the credentials come from: `env` (the default),
-    /// `instance`, `container` or `web_identity`; pubsub: where the token
+    /// `instance`, `container`, `web_identity` or `profile`; pubsub: where the token
     /// comes from: `env` (the default, `token_env`), `metadata` or
     /// `service_account` (the key file `GOOGLE_APPLICATION_CREDENTIALS` names).
     pub credentials: Option<String>,

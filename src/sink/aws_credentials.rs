@@ -14,7 +14,12 @@
 //! - `web_identity`: an EKS service account's role (IRSA): the token in
 //!   `AWS_WEB_IDENTITY_TOKEN_FILE` exchanged for the credentials of
 //!   `AWS_ROLE_ARN` by STS's `AssumeRoleWithWebIdentity` (unsigned), at
-//!   `AWS_ENDPOINT_URL_STS` or `https://sts.<region>.amazonaws.com`.
+//!   `AWS_ENDPOINT_URL_STS` or `https://sts.<region>.amazonaws.com`;
+//! - `profile`: the `AWS_PROFILE` section (else `default`) of the shared
+//!   credentials file, `AWS_SHARED_CREDENTIALS_FILE` or
+//!   `$HOME/.aws/credentials` (static keys, or a secret mounted as that
+//!   file), read again every `CREDENTIALS_LIFETIME_MS` less
+//!   `CREDENTIALS_REFRESH_MS`, so a rotated file applies within minutes.
 //!
 //! These are the variables AWS's SDKs read, and the platforms set them.
 //! Fetched credentials are kept while fresh (see `expiring`). Nothing is
@@ -30,7 +35,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// The values of `credentials`.
-pub const CREDENTIAL_SOURCES: &[&str] = &["env", "instance", "container", "web_identity"];
+pub const CREDENTIAL_SOURCES: &[&str] =
+    &["env", "instance", "container", "web_identity", "profile"];
 
 /// Where a sink's or a bucket's credentials come from.
 #[derive(Debug, Clone)]
@@ -49,6 +55,7 @@ impl AwsCredentials {
             "instance" => CredentialSource::Instance,
             "container" => CredentialSource::Container,
             "web_identity" => CredentialSource::WebIdentity,
+            "profile" => CredentialSource::Profile,
             _ => return AwsCredentials::Env(env),
         };
         AwsCredentials::Fetched(Arc::new(FetchedCredentials {
@@ -129,6 +136,7 @@ pub enum CredentialSource {
     Instance,
     Container,
     WebIdentity,
+    Profile,
 }
 
 impl fmt::Display for CredentialSource {
@@ -137,6 +145,7 @@ impl fmt::Display for CredentialSource {
             CredentialSource::Instance => "the instance metadata service",
             CredentialSource::Container => "the container credentials endpoint",
             CredentialSource::WebIdentity => "STS (AssumeRoleWithWebIdentity)",
+            CredentialSource::Profile => "the shared credentials file",
         })
     }
 }
@@ -170,6 +179,7 @@ impl FetchedCredentials {
             CredentialSource::Instance => self.fetch_instance(now),
             CredentialSource::Container => self.fetch_container(now),
             CredentialSource::WebIdentity => self.fetch_web_identity(now),
+            CredentialSource::Profile => read_profile(now),
         };
         fetched.map_err(|cause| match cause {
             Fetch::NotSet(variable) => CredentialsError::NotSet { variable },
@@ -261,6 +271,48 @@ impl FetchedCredentials {
             "web_identity",
         ))
     }
+}
+
+/// The profile's keys in the shared credentials file, kept for
+/// `CREDENTIALS_LIFETIME_MS` (the file names no expiry).
+fn read_profile(now: SystemTime) -> Result<Credentials, Fetch> {
+    let path = match std::env::var("AWS_SHARED_CREDENTIALS_FILE") {
+        Ok(path) => path,
+        Err(_) => format!("{}/.aws/credentials", env("HOME")?),
+    };
+    let profile = std::env::var("AWS_PROFILE").unwrap_or_else(|_| "default".into());
+    let file = read_file(&path)?;
+    let key = |name: &str| {
+        ini_value(&file, &profile, name).ok_or_else(|| {
+            Fetch::Failed(format!("no {name} in profile [{profile}] of {path}").into())
+        })
+    };
+    Ok(Credentials::new(
+        key("aws_access_key_id")?,
+        key("aws_secret_access_key")?,
+        ini_value(&file, &profile, "aws_session_token"),
+        Some(now + Duration::from_millis(CREDENTIALS_LIFETIME_MS)),
+        "profile",
+    ))
+}
+
+/// The value of `name` in the `[section]` of an INI text (AWS's shared
+/// files: `name = value` lines, `#` and `;` comments).
+fn ini_value(text: &str, section: &str, name: &str) -> Option<String> {
+    let mut in_section = false;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            in_section = header.trim() == section;
+        } else if let Some((key, value)) = line.split_once('=').filter(|_| in_section) {
+            if key.trim() == name {
+                return Some(value.trim().to_string());
+            }
+        }
+    }
+    None
 }
 
 /// Why fetching failed, before the source is named.
@@ -409,6 +461,22 @@ mod tests {
         let lifetime = Duration::from_millis(CREDENTIALS_LIFETIME_MS);
         assert_eq!(forever.expiry(), Some(now + lifetime));
         assert!(from_json(r#"{"AccessKeyId":"AK"}"#, now).is_err());
+        let file = "# keys\n[default]\naws_access_key_id = AKD\n\n[ hooks ]\n; rotated\n\
+                    aws_access_key_id=AKH\naws_secret_access_key = s=h \n";
+        assert_eq!(
+            ini_value(file, "default", "aws_access_key_id").as_deref(),
+            Some("AKD")
+        );
+        assert_eq!(
+            ini_value(file, "hooks", "aws_access_key_id").as_deref(),
+            Some("AKH")
+        );
+        assert_eq!(
+            ini_value(file, "hooks", "aws_secret_access_key").as_deref(),
+            Some("s=h")
+        );
+        assert_eq!(ini_value(file, "default", "aws_secret_access_key"), None);
+        assert_eq!(ini_value(file, "other", "aws_access_key_id"), None);
         let sts = "<R><Credentials><AccessKeyId>ASIA1</AccessKeyId>\
                    <Expiration>2026-12-01T00:18:27.535519Z</Expiration></Credentials></R>";
         assert_eq!(xml_text(sts, "AccessKeyId"), Some("ASIA1"));
