@@ -1,5 +1,5 @@
 //! Structured log lines on stderr, in logfmt:
-//! `ts_ms=1764495000123 level=info msg="node listening" addr=127.0.0.1:7878`.
+//! `ts_ms=1764495000123 level=info msg="node listening" addr=127.0.0.1:7878 scheme=http`.
 //! A value with a space, a quote, an `=` or nothing in it is quoted.
 
 use std::fmt::{self, Display, Write as _};

@@ -86,6 +86,8 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("max_shard_bytes = 1000", "max_shard_bytes must be an integer from 16777216 (16 MiB, and 8 × max_body_bytes) to 4398046511104, got 1000"),
         ("max_body_bytes = 4194304\nmax_shard_bytes = 16777216", "max_shard_bytes must be an integer from 33554432 (16 MiB, and 8 × max_body_bytes) to 4398046511104, got 16777216"),
         ("max_shard_bytes = 5000000000000", "max_shard_bytes must be an integer from 16777216 (16 MiB, and 8 × max_body_bytes) to 4398046511104, got 5000000000000"),
+        ("[http]\ntls_cert_file = \"c.pem\"", "http.tls_key_file must be set with http.tls_cert_file, got \"absent\""),
+        ("[http]\ntls_key_file = \"k.pem\"", "http.tls_cert_file must be set with http.tls_key_file, got \"absent\""),
         ("[replay]\nrate = 0", "replay.rate must be an integer from 1 to 100000, got 0"),
         ("[claim_check]\nretention_ms = 0", "claim_check.retention_ms must be a positive integer, got 0"),
         ("[claim_check]\ns3_region = \"us-east-1\"", "claim_check.s3_region must be absent without claim_check.s3_bucket, got \"set\""),

@@ -1361,3 +1361,101 @@ fn expect_100_continue_is_answered_before_the_body() {
     let refused = big.reply().expect("413 without a 100 first");
     assert_eq!(refused.status, 413);
 }
+
+/// With `http.tls_cert_file` and `http.tls_key_file` the node speaks
+/// HTTPS only: a client trusting the certificate's CA ingests (202, the
+/// hook delivered) and reads the health route on the same connection; a
+/// plain HTTP request gets a TLS alert and a closed connection, and the
+/// node goes on. A key file that is missing, or that does not fit the
+/// certificate, stops the start with an error naming the key and file.
+#[test]
+fn with_a_certificate_the_node_serves_https_only() {
+    use std::io::{Read, Write};
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = one_source(dir.path(), &receiver);
+    c.http.tls_cert_file = Some(fixtures.join("localhost-cert.pem"));
+    c.http.tls_key_file = Some(fixtures.join("localhost-key.pem"));
+    let node = start(c.clone());
+    let addr = node.local_addr();
+
+    let ca = std::fs::read(fixtures.join("test-ca.pem")).unwrap();
+    let roots: Vec<_> = ureq::tls::parse_pem(&ca)
+        .filter_map(|item| match item.unwrap() {
+            ureq::tls::PemItem::Certificate(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    let tls = ureq::tls::TlsConfig::builder()
+        .root_certs(ureq::tls::RootCerts::from(roots))
+        .build();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .tls_config(tls)
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let url = |path: &str| format!("https://localhost:{}{path}", addr.port());
+    let mut ingested = agent
+        .post(url("/v1/sources/a/hooks"))
+        .send("over tls")
+        .unwrap();
+    assert_eq!(ingested.status(), 202);
+    let answer = ingested.body_mut().read_to_string().unwrap();
+    assert!(answer.starts_with("{\"id\":"), "{answer}");
+    assert!(receiver.wait_for(1, Duration::from_secs(20)));
+    assert_eq!(receiver.received()[0].body, b"over tls");
+    let health = |agent: &ureq::Agent| {
+        let mut reply = agent.get(url("/healthz")).call().unwrap();
+        (
+            reply.status().as_u16(),
+            reply.body_mut().read_to_string().unwrap(),
+        )
+    };
+    assert_eq!(health(&agent), (200, r#"{"status":"ok"}"#.to_string()));
+    let large: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let status = agent.post(url("/v1/sources/a/hooks")).send(&large[..]);
+    assert_eq!(status.unwrap().status(), 202, "a body of many TLS records");
+    assert!(receiver.wait_for(2, Duration::from_secs(20)));
+    assert_eq!(receiver.received()[1].body, large);
+
+    let mut plain = std::net::TcpStream::connect(addr).unwrap();
+    plain
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    plain
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+        .unwrap();
+    let mut refused = Vec::new();
+    plain.read_to_end(&mut refused).unwrap();
+    assert_eq!(refused.first(), Some(&0x15), "a TLS alert: {refused:?}");
+    assert_eq!(health(&agent), (200, r#"{"status":"ok"}"#.to_string()));
+    drop(node);
+
+    let mut refused = |key_file: &str| {
+        c.http.tls_key_file = Some(fixtures.join(key_file));
+        let options = NodeOptions {
+            config: c.clone(),
+            config_path: None,
+            allow_open_admin: false,
+        };
+        Node::start(options).err().expect("refused").to_string()
+    };
+    let missing = fixtures.join("missing-key.pem");
+    assert_eq!(
+        refused("missing-key.pem"),
+        format!(
+            "http.tls_key_file must be a readable PEM file (No such file or directory \
+             (os error 2)), got {missing:?}"
+        )
+    );
+    let cert = fixtures.join("localhost-cert.pem");
+    assert_eq!(
+        refused("google-service-account-test-key.pem"),
+        format!(
+            "http.tls_cert_file must be a PEM certificate chain for http.tls_key_file's \
+             key: the key does not fit the certificate (keys may not be consistent: \
+             KeyMismatch), got {cert:?}"
+        )
+    );
+}

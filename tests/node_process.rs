@@ -75,7 +75,7 @@ fn serve_with(dir: &Path, sink_url: &str, setup: impl FnOnce(&mut Command)) -> S
     let mut addr = None;
     while let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) {
         if let Some(rest) = line.split("msg=\"node listening\" addr=").nth(1) {
-            addr = Some(rest.trim().parse().unwrap());
+            addr = Some(rest.split_whitespace().next().unwrap().parse().unwrap());
         }
         if line.contains("msg=\"engine ready\"") {
             break;

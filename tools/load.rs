@@ -374,7 +374,13 @@ fn start_node(args: &Args, dir: &std::path::Path, sink_url: &str) -> NodeProcess
     let mut addr = None;
     for line in lines.by_ref().map_while(Result::ok) {
         if let Some(rest) = line.split("msg=\"node listening\" addr=").nth(1) {
-            addr = Some(rest.trim().parse().expect("an address"));
+            addr = Some(
+                rest.split_whitespace()
+                    .next()
+                    .expect("an address")
+                    .parse()
+                    .expect("an address"),
+            );
         }
         if line.contains("msg=\"engine ready\"") {
             break;

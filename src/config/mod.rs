@@ -70,6 +70,10 @@ pub struct HttpConfig {
     pub idle_timeout_ms: u64,
     /// Open connections; more are refused with 503 and closed.
     pub max_connections: usize,
+    /// Serve HTTPS: the PEM certificate chain (the node's first) and the
+    /// PEM private key, both or neither; read at start.
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_key_file: Option<PathBuf>,
 }
 
 impl Default for HttpConfig {
@@ -78,6 +82,8 @@ impl Default for HttpConfig {
             read_timeout_ms: 10_000,
             idle_timeout_ms: 60_000,
             max_connections: 1_024,
+            tls_cert_file: None,
+            tls_key_file: None,
         }
     }
 }

@@ -200,6 +200,23 @@ impl Config {
         positive("http.read_timeout_ms", self.http.read_timeout_ms)?;
         positive("http.idle_timeout_ms", self.http.idle_timeout_ms)?;
         positive("http.max_connections", self.http.max_connections)?;
+        match (&self.http.tls_cert_file, &self.http.tls_key_file) {
+            (Some(_), None) => {
+                return Err(invalid(
+                    "http.tls_key_file",
+                    "set with http.tls_cert_file",
+                    "absent",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(invalid(
+                    "http.tls_cert_file",
+                    "set with http.tls_key_file",
+                    "absent",
+                ))
+            }
+            _ => {}
+        }
         if !(1..=100_000).contains(&self.replay.rate) {
             return Err(invalid(
                 "replay.rate",

@@ -4,9 +4,8 @@
 //! headers, a delay, or no answer at all). It speaks TLS when started with
 //! a certificate (`start_tls`).
 
+use crate::node::http::tls::server_config;
 use parking_lot::{Condvar, Mutex};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -141,19 +140,8 @@ impl Receiver {
         private_key_pem: &[u8],
         behaviour: impl Fn(&Received) -> Reply + Send + Sync + 'static,
     ) -> std::io::Result<Receiver> {
-        let invalid = |e: rustls::Error| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
-        let chain = CertificateDer::pem_slice_iter(certificate_chain_pem)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-        let key = PrivateKeyDer::from_pem_slice(private_key_pem)
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(invalid)?
-            .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .map_err(invalid)?;
+        let config = server_config(certificate_chain_pem, private_key_pem)
+            .map_err(|why| std::io::Error::new(std::io::ErrorKind::InvalidInput, why))?;
         Receiver::start_serving("127.0.0.1:0", Some(Arc::new(config)), behaviour, true)
     }
 

@@ -139,11 +139,19 @@ impl Node {
             admin: admin_tx,
         });
         let handler = Arc::new(routes::NodeHandler::new(state.clone()));
-        let server = Server::bind(addr, config.http.clone(), config.max_body_bytes, handler)
-            .map_err(|source| NodeError::Listen {
-                listen: config.listen.clone(),
-                source,
-            })?;
+        let tls = http::tls::from_config(&config.http).map_err(NodeError::Config)?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let server = Server::bind(
+            addr,
+            config.http.clone(),
+            tls,
+            config.max_body_bytes,
+            handler,
+        )
+        .map_err(|source| NodeError::Listen {
+            listen: config.listen.clone(),
+            source,
+        })?;
         let addr = server.local_addr().map_err(NodeError::Io)?;
         let stopper = server.stopper();
         admin::start_workers(&state, admin_rx);
@@ -163,7 +171,7 @@ impl Node {
                 served.and(opened)
             })
             .map_err(NodeError::Io)?;
-        crate::log::info("node listening", &[("addr", &addr)]);
+        crate::log::info("node listening", &[("addr", &addr), ("scheme", &scheme)]);
         Ok(Node {
             addr,
             stopper,

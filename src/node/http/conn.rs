@@ -3,12 +3,16 @@
 
 use super::request::{parse, Parsed, Request};
 use super::response::Response;
+use super::tls::{read_plaintext, write_records};
 use mio::net::TcpStream;
+use rustls::ServerConnection;
 use std::io::{self, Read, Write};
 use std::time::Instant;
 
 pub(super) struct Conn {
     pub(super) stream: TcpStream,
+    /// The TLS session, when the front speaks TLS.
+    pub(super) tls: Option<Box<ServerConnection>>,
     pub(super) input: Vec<u8>,
     pub(super) output: Vec<u8>,
     pub(super) written: usize,
@@ -28,9 +32,10 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    pub(super) fn new(stream: TcpStream) -> Conn {
+    pub(super) fn new(stream: TcpStream, tls: Option<Box<ServerConnection>>) -> Conn {
         Conn {
             stream,
+            tls,
             input: Vec::new(),
             output: Vec::new(),
             written: 0,
@@ -46,7 +51,20 @@ impl Conn {
     }
 
     pub(super) fn is_idle(&self) -> bool {
-        self.waiting.is_none() && self.input.is_empty() && self.written == self.output.len()
+        self.waiting.is_none() && self.input.is_empty() && !self.output_pending()
+    }
+
+    /// Whether bytes wait to go out: answers, or TLS records.
+    pub(super) fn output_pending(&self) -> bool {
+        self.written < self.output.len() || self.tls.as_ref().is_some_and(|t| t.wants_write())
+    }
+
+    /// Tells a TLS peer the connection closes (best effort).
+    pub(super) fn say_close(&mut self) {
+        if let Some(tls) = self.tls.as_mut() {
+            tls.send_close_notify();
+            let _ = tls.write_tls(&mut self.stream);
+        }
     }
 
     /// Parses and answers the buffered requests, in order, until one waits
@@ -112,6 +130,18 @@ pub(super) enum Answer {
 /// Reads until the socket would block, the peer closed, or the buffer holds
 /// more than any request may be; true when it stopped at that bound.
 pub(super) fn read_into(conn: &mut Conn, chunk: &mut [u8], max_buffer: usize) -> io::Result<bool> {
+    if let Some(tls) = conn.tls.as_mut() {
+        if conn.peer_closed {
+            return Ok(false);
+        }
+        let before = conn.input.len();
+        let end = read_plaintext(tls, &mut conn.stream, &mut conn.input, chunk, max_buffer)?;
+        conn.peer_closed = end.closed;
+        if conn.input.len() > before {
+            conn.last_active = Instant::now();
+        }
+        return Ok(end.full);
+    }
     while !conn.peer_closed {
         if conn.input.len() >= max_buffer {
             return Ok(true);
@@ -136,6 +166,11 @@ pub(super) fn read_into(conn: &mut Conn, chunk: &mut [u8], max_buffer: usize) ->
 }
 
 pub(super) fn write_out(conn: &mut Conn) -> io::Result<()> {
+    if let Some(tls) = conn.tls.as_mut() {
+        conn.written = write_records(tls, &mut conn.stream, &conn.output, conn.written)?;
+        conn.last_active = Instant::now();
+        return Ok(());
+    }
     while conn.written < conn.output.len() {
         match conn.stream.write(&conn.output[conn.written..]) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),

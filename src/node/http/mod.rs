@@ -5,6 +5,7 @@ mod conn;
 pub mod request;
 pub mod response;
 pub mod server;
+pub mod tls;
 
 pub use request::Request;
 pub use response::Response;

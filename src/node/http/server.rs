@@ -23,6 +23,7 @@ use crate::limits::{HTTP_DRAIN_MS, MAX_HEAD_BYTES, READ_CHUNK_BYTES};
 use crossbeam_channel::{Receiver, Sender};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
+use rustls::{ServerConfig, ServerConnection};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
 use std::io::{self, Write};
@@ -162,6 +163,8 @@ pub struct Server {
     open: usize,
     next_id: u64,
     http: HttpConfig,
+    /// Every connection speaks TLS with this, when set.
+    tls: Option<Arc<ServerConfig>>,
     max_body_bytes: u64,
     handler: Arc<dyn Handler>,
     stopping_since: Option<Instant>,
@@ -171,10 +174,11 @@ pub struct Server {
 
 impl Server {
     /// Binds `addr` and registers SIGTERM and SIGINT (stop) and SIGHUP
-    /// (told to the handler).
+    /// (told to the handler); with `tls`, every connection speaks TLS.
     pub fn bind(
         addr: SocketAddr,
         http: HttpConfig,
+        tls: Option<Arc<ServerConfig>>,
         max_body_bytes: u64,
         handler: Arc<dyn Handler>,
     ) -> io::Result<Server> {
@@ -203,6 +207,7 @@ impl Server {
             open: 0,
             next_id: 0,
             http,
+            tls,
             max_body_bytes,
             handler,
             stopping_since: None,
@@ -293,6 +298,10 @@ impl Server {
                 }
             };
             if self.open >= self.http.max_connections {
+                if self.tls.is_some() {
+                    // A TLS client could not read a plain answer.
+                    continue;
+                }
                 let mut out = Vec::new();
                 Response::unavailable(
                     "too_many_connections",
@@ -307,6 +316,14 @@ impl Server {
                 continue;
             }
             let _ = stream.set_nodelay(true);
+            let tls = match self.tls.as_ref().map(|c| ServerConnection::new(c.clone())) {
+                None => None,
+                Some(Ok(tls)) => Some(Box::new(tls)),
+                Some(Err(e)) => {
+                    crate::log::warn("cannot start TLS on a connection", &[("error", &e)]);
+                    continue;
+                }
+            };
             let slot = self.free.pop().unwrap_or_else(|| {
                 self.conns.push(None);
                 self.conns.len() - 1
@@ -321,7 +338,7 @@ impl Server {
                 continue;
             }
             self.open += 1;
-            self.conns[slot] = Some(Conn::new(stream));
+            self.conns[slot] = Some(Conn::new(stream, tls));
         }
     }
 
@@ -374,11 +391,11 @@ impl Server {
             conn.close_after_write = true;
         }
         failed |= write_out(conn).is_err();
-        let done = conn.written == conn.output.len();
-        if done {
+        if conn.written == conn.output.len() {
             conn.output.clear();
             conn.written = 0;
         }
+        let done = !conn.output_pending();
         let close = failed || (done && conn.close_after_write);
         if !close && done == conn.writable_interest {
             // Ask for writable events only while output is pending.
@@ -435,6 +452,7 @@ impl Server {
 
     fn close(&mut self, slot: usize) {
         if let Some(mut conn) = self.conns[slot].take() {
+            conn.say_close();
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.free.push(slot);
             self.open -= 1;
@@ -471,7 +489,8 @@ mod tests {
     #[test]
     fn a_handler_that_panics_answers_500_and_the_loop_serves_on() {
         let addr = "127.0.0.1:0".parse().unwrap();
-        let server = Server::bind(addr, HttpConfig::default(), 1_024, Arc::new(Fragile)).unwrap();
+        let server =
+            Server::bind(addr, HttpConfig::default(), None, 1_024, Arc::new(Fragile)).unwrap();
         let addr = server.local_addr().unwrap();
         let stopper = server.stopper();
         let loop_thread = std::thread::spawn(move || server.run());

@@ -1,0 +1,154 @@
+//! TLS on the node's HTTP front (`http.tls_cert_file` and
+//! `http.tls_key_file`): the server config from PEM files, and a
+//! connection's reads and writes through rustls over its non-blocking
+//! socket. The files are read when the node starts.
+
+use crate::config::{ConfigError, HttpConfig};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::{ServerConfig, ServerConnection};
+use std::io::{self, Read, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+/// A server config for the certificate chain and private key of these
+/// PEM texts (the key PKCS #8, PKCS #1 or SEC1); the error says what is
+/// wrong with them.
+pub fn server_config(chain_pem: &[u8], key_pem: &[u8]) -> Result<ServerConfig, String> {
+    let chain = CertificateDer::pem_slice_iter(chain_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("not a PEM certificate chain ({e})"))?;
+    if chain.is_empty() {
+        return Err("no CERTIFICATE in it".into());
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem)
+        .map_err(|e| format!("no PEM private key in it ({e})"))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("the key does not fit the certificate ({e})"))
+}
+
+/// The front's TLS config, when `http` names a certificate and key.
+pub(crate) fn from_config(http: &HttpConfig) -> Result<Option<Arc<ServerConfig>>, ConfigError> {
+    let (Some(cert_file), Some(key_file)) = (&http.tls_cert_file, &http.tls_key_file) else {
+        return Ok(None);
+    };
+    let read = |key: &str, path: &Path| {
+        std::fs::read(path).map_err(|e| ConfigError::Invalid {
+            key: key.into(),
+            rule: format!("a readable PEM file ({e})"),
+            value: format!("{path:?}"),
+        })
+    };
+    let chain = read("http.tls_cert_file", cert_file)?;
+    let key = read("http.tls_key_file", key_file)?;
+    let config = server_config(&chain, &key).map_err(|why| ConfigError::Invalid {
+        key: "http.tls_cert_file".into(),
+        rule: format!("a PEM certificate chain for http.tls_key_file's key: {why}"),
+        value: format!("{cert_file:?}"),
+    })?;
+    Ok(Some(Arc::new(config)))
+}
+
+/// What a read through TLS ended on.
+pub(super) struct ReadEnd {
+    /// `input` reached the bound: bytes may be left to read.
+    pub full: bool,
+    /// The peer closed its half.
+    pub closed: bool,
+}
+
+/// Reads plaintext into `input` until the socket would block, the peer
+/// closes, or `input` reaches `max_buffer`.
+pub(super) fn read_plaintext(
+    tls: &mut ServerConnection,
+    socket: &mut (impl Read + Write),
+    input: &mut Vec<u8>,
+    chunk: &mut [u8],
+    max_buffer: usize,
+) -> io::Result<ReadEnd> {
+    let mut socket_closed = false;
+    loop {
+        loop {
+            if input.len() >= max_buffer {
+                return Ok(ReadEnd {
+                    full: true,
+                    closed: false,
+                });
+            }
+            match tls.reader().read(chunk) {
+                Ok(0) => {
+                    return Ok(ReadEnd {
+                        full: false,
+                        closed: true,
+                    })
+                }
+                Ok(n) => input.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                // Closed without close_notify: what arrived stands.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    return Ok(ReadEnd {
+                        full: false,
+                        closed: true,
+                    })
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if socket_closed {
+            return Ok(ReadEnd {
+                full: false,
+                closed: true,
+            });
+        }
+        match tls.read_tls(socket) {
+            Ok(0) => socket_closed = true,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                return Ok(ReadEnd {
+                    full: false,
+                    closed: false,
+                })
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+        if let Err(e) = tls.process_new_packets() {
+            // Tell the peer why (an alert) before the connection closes.
+            let _ = tls.write_tls(socket);
+            return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+        }
+    }
+}
+
+/// Hands `output[written..]` to rustls and writes its records until the
+/// socket would block; returns the new `written`.
+pub(super) fn write_records(
+    tls: &mut ServerConnection,
+    socket: &mut impl Write,
+    output: &[u8],
+    mut written: usize,
+) -> io::Result<usize> {
+    loop {
+        while tls.wants_write() {
+            match tls.write_tls(socket) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(written),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if written == output.len() {
+            return Ok(written);
+        }
+        match tls.writer().write(&output[written..])? {
+            0 => return Ok(written),
+            n => written += n,
+        }
+    }
+}
