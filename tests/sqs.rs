@@ -86,6 +86,11 @@ impl Moto {
             ])
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        // Tests point goad's credential sources at AWS variables (a
+        // profile, a role); moto's own boto must not follow them.
+        for (name, _) in std::env::vars().filter(|(name, _)| name.starts_with("AWS_")) {
+            command.env_remove(name);
+        }
         let recording = tempfile::tempdir().unwrap();
         command.env("MOTO_RECORDER_FILEPATH", recording.path().join("recording"));
         if let Some(n) = unsigned_requests {
