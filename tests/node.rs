@@ -1362,25 +1362,10 @@ fn expect_100_continue_is_answered_before_the_body() {
     assert_eq!(refused.status, 413);
 }
 
-/// With `http.tls_cert_file` and `http.tls_key_file` the node speaks
-/// HTTPS only: a client trusting the certificate's CA ingests (202, the
-/// hook delivered) and reads the health route on the same connection; a
-/// plain HTTP request gets a TLS alert and a closed connection, and the
-/// node goes on. A key file that is missing, or that does not fit the
-/// certificate, stops the start with an error naming the key and file.
-#[test]
-fn with_a_certificate_the_node_serves_https_only() {
-    use std::io::{Read, Write};
+/// A client whose TLS trusts only the CA certificate of this fixture file.
+fn agent_trusting(ca_fixture: &str) -> ureq::Agent {
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = one_source(dir.path(), &receiver);
-    c.http.tls_cert_file = Some(fixtures.join("localhost-cert.pem"));
-    c.http.tls_key_file = Some(fixtures.join("localhost-key.pem"));
-    let node = start(c.clone());
-    let addr = node.local_addr();
-
-    let ca = std::fs::read(fixtures.join("test-ca.pem")).unwrap();
+    let ca = std::fs::read(fixtures.join(ca_fixture)).unwrap();
     let roots: Vec<_> = ureq::tls::parse_pem(&ca)
         .filter_map(|item| match item.unwrap() {
             ureq::tls::PemItem::Certificate(c) => Some(c),
@@ -1390,12 +1375,55 @@ fn with_a_certificate_the_node_serves_https_only() {
     let tls = ureq::tls::TlsConfig::builder()
         .root_certs(ureq::tls::RootCerts::from(roots))
         .build();
-    let agent: ureq::Agent = ureq::Agent::config_builder()
+    ureq::Agent::config_builder()
         .tls_config(tls)
         .http_status_as_error(false)
         .build()
-        .into();
+        .into()
+}
+
+/// With `http.tls_cert_file` and `http.tls_key_file` the node speaks
+/// HTTPS only: a client trusting the certificate's CA ingests (202, the
+/// hook delivered, a body of many TLS records too) and reads the health
+/// route; a plain HTTP request gets a TLS alert and a closed connection,
+/// and the node goes on. A reload takes the files again (a renewed
+/// certificate, at the same paths): new connections get the new one, and
+/// files that do not load leave the one in hand.
+#[test]
+fn with_a_certificate_the_node_serves_https_only_and_a_reload_renews_it() {
+    use std::io::{Read, Write};
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let install = |cert_fixture: &str, key_fixture: &str| {
+        std::fs::copy(fixtures.join(cert_fixture), &cert).unwrap();
+        std::fs::copy(fixtures.join(key_fixture), &key).unwrap();
+    };
+    install("localhost-cert.pem", "localhost-key.pem");
+    let path = dir.path().join("goad.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "data_dir = {:?}\nlisten = \"127.0.0.1:0\"\n[http]\ntls_cert_file = {cert:?}\n\
+             tls_key_file = {key:?}\n[[sources]]\nid = \"a\"\ntenant = \"t1\"\n\
+             [[sources.sinks]]\ntype = \"http\"\nurl = {:?}\n",
+            dir.path().join("data"),
+            receiver.url("/a")
+        ),
+    )
+    .unwrap();
+    let node = start_with(Config::load(&path).unwrap(), Some(path.clone()));
+    let addr = node.local_addr();
     let url = |path: &str| format!("https://localhost:{}{path}", addr.port());
+    let health = |agent: &ureq::Agent| {
+        let mut reply = agent.get(url("/healthz")).call()?;
+        let body = reply.body_mut().read_to_string().unwrap();
+        Ok::<_, ureq::Error>((reply.status().as_u16(), body))
+    };
+    let healthy = (200, r#"{"status":"ok"}"#.to_string());
+
+    let agent = agent_trusting("test-ca.pem");
     let mut ingested = agent
         .post(url("/v1/sources/a/hooks"))
         .send("over tls")
@@ -1403,21 +1431,14 @@ fn with_a_certificate_the_node_serves_https_only() {
     assert_eq!(ingested.status(), 202);
     let answer = ingested.body_mut().read_to_string().unwrap();
     assert!(answer.starts_with("{\"id\":"), "{answer}");
-    assert!(receiver.wait_for(1, Duration::from_secs(20)));
-    assert_eq!(receiver.received()[0].body, b"over tls");
-    let health = |agent: &ureq::Agent| {
-        let mut reply = agent.get(url("/healthz")).call().unwrap();
-        (
-            reply.status().as_u16(),
-            reply.body_mut().read_to_string().unwrap(),
-        )
-    };
-    assert_eq!(health(&agent), (200, r#"{"status":"ok"}"#.to_string()));
     let large: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     let status = agent.post(url("/v1/sources/a/hooks")).send(&large[..]);
-    assert_eq!(status.unwrap().status(), 202, "a body of many TLS records");
+    assert_eq!(status.unwrap().status(), 202);
     assert!(receiver.wait_for(2, Duration::from_secs(20)));
-    assert_eq!(receiver.received()[1].body, large);
+    let mut bodies: Vec<Vec<u8>> = receiver.received().into_iter().map(|r| r.body).collect();
+    bodies.sort_by_key(Vec::len);
+    assert_eq!(bodies, [b"over tls".to_vec(), large]);
+    assert_eq!(health(&agent).unwrap(), healthy);
 
     let mut plain = std::net::TcpStream::connect(addr).unwrap();
     plain
@@ -1429,9 +1450,48 @@ fn with_a_certificate_the_node_serves_https_only() {
     let mut refused = Vec::new();
     plain.read_to_end(&mut refused).unwrap();
     assert_eq!(refused.first(), Some(&0x15), "a TLS alert: {refused:?}");
-    assert_eq!(health(&agent), (200, r#"{"status":"ok"}"#.to_string()));
-    drop(node);
+    assert_eq!(health(&agent).unwrap(), healthy);
 
+    install("localhost-2-cert.pem", "localhost-2-key.pem");
+    let mut reload = agent.post(url("/v1/reload")).send_empty().unwrap();
+    assert_eq!(reload.status(), 200);
+    assert_eq!(
+        reload.body_mut().read_to_string().unwrap(),
+        r#"{"applied":[],"restart_required":[]}"#
+    );
+    assert_eq!(health(&agent_trusting("test-ca-2.pem")).unwrap(), healthy);
+    let old_ca = health(&agent_trusting("test-ca.pem")).unwrap_err();
+    assert!(old_ca.to_string().contains("UnknownIssuer"), "{old_ca}");
+
+    std::fs::write(&key, "not a key").unwrap();
+    let mut refused = agent_trusting("test-ca-2.pem")
+        .post(url("/v1/reload"))
+        .send_empty()
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let refused: serde_json::Value =
+        serde_json::from_str(&refused.body_mut().read_to_string().unwrap()).unwrap();
+    assert_eq!(refused["error"], "invalid_config");
+    let message = refused["message"].as_str().unwrap();
+    assert_eq!(
+        message,
+        format!(
+            "http.tls_key_file must be the certificate's PEM private key (no PEM private \
+             key in it (no items found)), got {key:?}"
+        )
+    );
+    assert_eq!(health(&agent_trusting("test-ca-2.pem")).unwrap(), healthy);
+}
+
+/// A TLS key file that is missing or does not fit the certificate, or a
+/// certificate file without a certificate, stops the node's start with an
+/// error naming the key and the file.
+#[test]
+fn tls_files_that_do_not_load_stop_the_start_naming_the_key() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = node_config(dir.path());
+    c.http.tls_cert_file = Some(fixtures.join("localhost-cert.pem"));
     let mut refused = |key_file: &str| {
         c.http.tls_key_file = Some(fixtures.join(key_file));
         let options = NodeOptions {
@@ -1445,17 +1505,25 @@ fn with_a_certificate_the_node_serves_https_only() {
     assert_eq!(
         refused("missing-key.pem"),
         format!(
-            "http.tls_key_file must be a readable PEM file (No such file or directory \
-             (os error 2)), got {missing:?}"
+            "http.tls_key_file must be the certificate's PEM private key (cannot read it: \
+             No such file or directory (os error 2)), got {missing:?}"
         )
     );
-    let cert = fixtures.join("localhost-cert.pem");
+    let other = fixtures.join("google-service-account-test-key.pem");
     assert_eq!(
         refused("google-service-account-test-key.pem"),
         format!(
-            "http.tls_cert_file must be a PEM certificate chain for http.tls_key_file's \
-             key: the key does not fit the certificate (keys may not be consistent: \
-             KeyMismatch), got {cert:?}"
+            "http.tls_key_file must be the certificate's PEM private key (it does not fit \
+             the certificate (keys may not be consistent: KeyMismatch)), got {other:?}"
+        )
+    );
+    let key_as_cert = fixtures.join("localhost-key.pem");
+    c.http.tls_cert_file = Some(key_as_cert.clone());
+    assert_eq!(
+        refused("localhost-key.pem"),
+        format!(
+            "http.tls_cert_file must be a PEM certificate chain (no CERTIFICATE in it), \
+             got {key_as_cert:?}"
         )
     );
 }

@@ -445,6 +445,12 @@ pub(super) fn reload_config(state: &NodeState, engine: &Engine) -> Result<Reload
     let invalid = |e: &dyn std::fmt::Display| ReloadError::Invalid(e.to_string());
     let new = Config::load(path).map_err(|e| invalid(&e))?;
     let tokens = super::auth::Tokens::from_config(&new).map_err(|e| invalid(&e))?;
+    // A front that serves HTTPS and goes on doing so takes the files again
+    // (a renewed certificate); turning TLS on or off takes a restart.
+    let renewed_tls = match &state.tls {
+        Some(_) => super::http::tls::from_config(&new.http).map_err(|e| invalid(&e))?,
+        None => None,
+    };
     let mut current = state.config.write();
     let changed = changed_keys(&current, &new);
     engine.reconfigure(&new).map_err(|e| invalid(&e))?;
@@ -455,9 +461,20 @@ pub(super) fn reload_config(state: &NodeState, engine: &Engine) -> Result<Reload
     current.dispatch.tenants = new.dispatch.tenants.clone();
     current.sources = new.sources.clone();
     *state.tokens.write() = tokens;
-    let (applied, restart_required): (Vec<String>, Vec<String>) = changed
-        .into_iter()
-        .partition(|k| LIVE_KEYS.contains(&k.as_str()));
+    let tls_renewed = match (&state.tls, renewed_tls) {
+        (Some(shared), Some(renewed)) => {
+            *shared.write() = renewed;
+            current.http.tls_cert_file = new.http.tls_cert_file.clone();
+            current.http.tls_key_file = new.http.tls_key_file.clone();
+            crate::log::info("TLS certificate reloaded; new connections use it", &[]);
+            true
+        }
+        _ => false,
+    };
+    let (applied, restart_required): (Vec<String>, Vec<String>) =
+        changed.into_iter().partition(|k| {
+            LIVE_KEYS.contains(&k.as_str()) || (tls_renewed && k.starts_with("http.tls_"))
+        });
     crate::log::info(
         "config reloaded",
         &[

@@ -21,6 +21,7 @@ use crate::runtime::{Engine, OpenError};
 use crate::sink::Sink;
 use auth::Tokens;
 use crossbeam_channel::Sender;
+use http::tls::SharedTls;
 use http::{Server, Stopper};
 use parking_lot::{Condvar, Mutex, RwLock};
 use replay::Replays;
@@ -84,6 +85,8 @@ pub(crate) struct NodeState {
     config: RwLock<Config>,
     config_path: Option<PathBuf>,
     tokens: RwLock<Tokens>,
+    /// The front's TLS config, when it serves HTTPS (a reload renews it).
+    tls: Option<SharedTls>,
     admin: Sender<admin::AdminJob>,
     replays: Replays,
 }
@@ -128,6 +131,9 @@ impl Node {
                 listen: config.listen.clone(),
             });
         }
+        let tls = http::tls::from_config(&config.http).map_err(NodeError::Config)?;
+        let tls = tls.map(|config| Arc::new(RwLock::new(config)));
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let (admin_tx, admin_rx) = crossbeam_channel::bounded(admin::ADMIN_QUEUE);
         let state = Arc::new(NodeState {
             engine: OnceLock::new(),
@@ -136,11 +142,10 @@ impl Node {
             config: RwLock::new(config.clone()),
             config_path: options.config_path,
             tokens: RwLock::new(tokens),
+            tls: tls.clone(),
             admin: admin_tx,
         });
         let handler = Arc::new(routes::NodeHandler::new(state.clone()));
-        let tls = http::tls::from_config(&config.http).map_err(NodeError::Config)?;
-        let scheme = if tls.is_some() { "https" } else { "http" };
         let server = Server::bind(
             addr,
             config.http.clone(),

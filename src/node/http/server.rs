@@ -18,12 +18,13 @@
 use super::conn::{read_into, write_out, Answer, Conn};
 use super::request::Request;
 use super::response::Response;
+use super::tls::SharedTls;
 use crate::config::HttpConfig;
 use crate::limits::{HTTP_DRAIN_MS, MAX_HEAD_BYTES, READ_CHUNK_BYTES};
 use crossbeam_channel::{Receiver, Sender};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
-use rustls::{ServerConfig, ServerConnection};
+use rustls::ServerConnection;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
 use std::io::{self, Write};
@@ -163,8 +164,8 @@ pub struct Server {
     open: usize,
     next_id: u64,
     http: HttpConfig,
-    /// Every connection speaks TLS with this, when set.
-    tls: Option<Arc<ServerConfig>>,
+    /// Every connection speaks TLS with the config in hand, when set.
+    tls: Option<SharedTls>,
     max_body_bytes: u64,
     handler: Arc<dyn Handler>,
     stopping_since: Option<Instant>,
@@ -178,7 +179,7 @@ impl Server {
     pub fn bind(
         addr: SocketAddr,
         http: HttpConfig,
-        tls: Option<Arc<ServerConfig>>,
+        tls: Option<SharedTls>,
         max_body_bytes: u64,
         handler: Arc<dyn Handler>,
     ) -> io::Result<Server> {
@@ -316,7 +317,8 @@ impl Server {
                 continue;
             }
             let _ = stream.set_nodelay(true);
-            let tls = match self.tls.as_ref().map(|c| ServerConnection::new(c.clone())) {
+            let config = self.tls.as_ref().map(|shared| shared.read().clone());
+            let tls = match config.map(ServerConnection::new) {
                 None => None,
                 Some(Ok(tls)) => Some(Box::new(tls)),
                 Some(Err(e)) => {

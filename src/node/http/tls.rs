@@ -1,9 +1,11 @@
 //! TLS on the node's HTTP front (`http.tls_cert_file` and
 //! `http.tls_key_file`): the server config from PEM files, and a
 //! connection's reads and writes through rustls over its non-blocking
-//! socket. The files are read when the node starts.
+//! socket. The files are read when the node starts and at each reload
+//! (a renewed certificate); new connections take the config in hand.
 
 use crate::config::{ConfigError, HttpConfig};
+use parking_lot::RwLock;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ServerConfig, ServerConnection};
@@ -11,47 +13,82 @@ use std::io::{self, Read, Write};
 use std::path::Path;
 use std::sync::Arc;
 
+/// The TLS config new connections take; a reload replaces it.
+pub type SharedTls = Arc<RwLock<Arc<ServerConfig>>>;
+
 /// A server config for the certificate chain and private key of these
 /// PEM texts (the key PKCS #8, PKCS #1 or SEC1); the error says what is
 /// wrong with them.
 pub fn server_config(chain_pem: &[u8], key_pem: &[u8]) -> Result<ServerConfig, String> {
-    let chain = CertificateDer::pem_slice_iter(chain_pem)
+    server_config_of(certificate_chain(chain_pem)?, private_key(key_pem)?)
+}
+
+fn certificate_chain(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+    let chain = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("not a PEM certificate chain ({e})"))?;
-    if chain.is_empty() {
-        return Err("no CERTIFICATE in it".into());
+        .map_err(|e| format!("not PEM ({e})"))?;
+    match chain.is_empty() {
+        true => Err("no CERTIFICATE in it".into()),
+        false => Ok(chain),
     }
-    let key = PrivateKeyDer::from_pem_slice(key_pem)
-        .map_err(|e| format!("no PEM private key in it ({e})"))?;
+}
+
+fn private_key(pem: &[u8]) -> Result<PrivateKeyDer<'static>, String> {
+    PrivateKeyDer::from_pem_slice(pem).map_err(|e| format!("no PEM private key in it ({e})"))
+}
+
+fn server_config_of(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+) -> Result<ServerConfig, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .with_no_client_auth()
         .with_single_cert(chain, key)
-        .map_err(|e| format!("the key does not fit the certificate ({e})"))
+        .map_err(|e| format!("it does not fit the certificate ({e})"))
 }
 
-/// The front's TLS config, when `http` names a certificate and key.
+/// The front's TLS config, when `http` names a certificate and key; an
+/// error names the key whose file does not load.
 pub(crate) fn from_config(http: &HttpConfig) -> Result<Option<Arc<ServerConfig>>, ConfigError> {
     let (Some(cert_file), Some(key_file)) = (&http.tls_cert_file, &http.tls_key_file) else {
         return Ok(None);
     };
-    let read = |key: &str, path: &Path| {
-        std::fs::read(path).map_err(|e| ConfigError::Invalid {
-            key: key.into(),
-            rule: format!("a readable PEM file ({e})"),
-            value: format!("{path:?}"),
-        })
-    };
-    let chain = read("http.tls_cert_file", cert_file)?;
-    let key = read("http.tls_key_file", key_file)?;
-    let config = server_config(&chain, &key).map_err(|why| ConfigError::Invalid {
-        key: "http.tls_cert_file".into(),
-        rule: format!("a PEM certificate chain for http.tls_key_file's key: {why}"),
-        value: format!("{cert_file:?}"),
-    })?;
+    let cert = (
+        "http.tls_cert_file",
+        "a PEM certificate chain",
+        cert_file.as_path(),
+    );
+    let key = (
+        "http.tls_key_file",
+        "the certificate's PEM private key",
+        key_file.as_path(),
+    );
+    let chain = loaded(cert, certificate_chain)?;
+    let private_key = loaded(key, private_key)?;
+    let config = server_config_of(chain, private_key).map_err(|why| not_loaded(key, why))?;
     Ok(Some(Arc::new(config)))
+}
+
+/// A config key naming a file, what the file must hold, and its path.
+type FileKey<'a> = (&'a str, &'a str, &'a Path);
+
+/// What `parse` makes of the file, or an error naming its key.
+fn loaded<T>(file: FileKey<'_>, parse: fn(&[u8]) -> Result<T, String>) -> Result<T, ConfigError> {
+    let pem = std::fs::read(file.2).map_err(|e| format!("cannot read it: {e}"));
+    pem.and_then(|pem| parse(&pem))
+        .map_err(|why| not_loaded(file, why))
+}
+
+fn not_loaded(file: FileKey<'_>, why: String) -> ConfigError {
+    let (key, rule, path) = file;
+    ConfigError::Invalid {
+        key: key.into(),
+        rule: format!("{rule} ({why})"),
+        value: format!("{path:?}"),
+    }
 }
 
 /// What a read through TLS ended on.
