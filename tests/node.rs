@@ -1490,12 +1490,12 @@ fn with_a_certificate_the_node_serves_https_only_and_a_reload_renews_it() {
 fn tls_files_that_do_not_load_stop_the_start_naming_the_key() {
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let dir = tempfile::tempdir().unwrap();
-    let mut c = node_config(dir.path());
-    c.http.tls_cert_file = Some(fixtures.join("localhost-cert.pem"));
-    let mut refused = |key_file: &str| {
-        c.http.tls_key_file = Some(fixtures.join(key_file));
+    let refused = |cert_file: &str, key_file: &str| {
+        let mut config = node_config(dir.path());
+        config.http.tls_cert_file = Some(fixtures.join(cert_file));
+        config.http.tls_key_file = Some(fixtures.join(key_file));
         let options = NodeOptions {
-            config: c.clone(),
+            config,
             config_path: None,
             allow_open_admin: false,
         };
@@ -1503,7 +1503,7 @@ fn tls_files_that_do_not_load_stop_the_start_naming_the_key() {
     };
     let missing = fixtures.join("missing-key.pem");
     assert_eq!(
-        refused("missing-key.pem"),
+        refused("localhost-cert.pem", "missing-key.pem"),
         format!(
             "http.tls_key_file must be the certificate's PEM private key (cannot read it: \
              No such file or directory (os error 2)), got {missing:?}"
@@ -1511,16 +1511,15 @@ fn tls_files_that_do_not_load_stop_the_start_naming_the_key() {
     );
     let other = fixtures.join("google-service-account-test-key.pem");
     assert_eq!(
-        refused("google-service-account-test-key.pem"),
+        refused("localhost-cert.pem", "google-service-account-test-key.pem"),
         format!(
             "http.tls_key_file must be the certificate's PEM private key (it does not fit \
              the certificate (keys may not be consistent: KeyMismatch)), got {other:?}"
         )
     );
     let key_as_cert = fixtures.join("localhost-key.pem");
-    c.http.tls_cert_file = Some(key_as_cert.clone());
     assert_eq!(
-        refused("localhost-key.pem"),
+        refused("localhost-key.pem", "localhost-key.pem"),
         format!(
             "http.tls_cert_file must be a PEM certificate chain (no CERTIFICATE in it), \
              got {key_as_cert:?}"
