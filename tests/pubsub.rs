@@ -78,6 +78,13 @@ fn published(r: &Received) -> Vec<(Value, Value)> {
         .collect()
 }
 
+/// The `authorization` of every request `receiver` got, in order.
+fn authorizations(receiver: &Receiver) -> Vec<Option<String>> {
+    let requests = receiver.received();
+    let header = |r: &Received| r.header("authorization").map(str::to_string);
+    requests.iter().map(header).collect()
+}
+
 /// Every message of `requests`, in order.
 fn all_published(requests: &[Received]) -> Vec<(Value, Value)> {
     requests.iter().flat_map(published).collect()
@@ -279,11 +286,10 @@ fn a_metadata_token_is_fetched_once_while_fresh_and_its_failure_fails_the_attemp
     replay_until_delivered(&engine, 1);
     engine.commit(NewHook::new("stripe", "second")).unwrap();
     engine.tick().unwrap();
-    let publishes = receiver.received();
-    assert_eq!(publishes.len(), 2);
-    for publish in &publishes {
-        assert_eq!(publish.header("authorization"), Some("Bearer ya29.token"));
-    }
+    assert_eq!(
+        authorizations(&receiver),
+        vec![Some("Bearer ya29.token".to_string()); 2]
+    );
     let asked = metadata.received();
     assert_eq!(asked.len(), 2, "the failure, then one token for both");
     assert_eq!(
@@ -352,11 +358,10 @@ fn a_service_account_key_is_exchanged_for_a_token_once_while_fresh() {
         engine.commit(NewHook::new("stripe", body)).unwrap();
         engine.tick().unwrap();
     }
-    let publishes = receiver.received();
-    assert_eq!(publishes.len(), 2);
-    for publish in &publishes {
-        assert_eq!(publish.header("authorization"), Some("Bearer ya29.sa"));
-    }
+    assert_eq!(
+        authorizations(&receiver),
+        vec![Some("Bearer ya29.sa".to_string()); 2]
+    );
 
     let asked = token_endpoint.received();
     assert_eq!(asked.len(), 1, "one token for both publishes");

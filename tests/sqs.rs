@@ -784,6 +784,24 @@ fn fetching_credentials(dir: &std::path::Path, queue_url: &str, source: &str) ->
     stripe_to(dir, sink)
 }
 
+/// Creates queue `name`, records moto's requests from then on, and sends
+/// one hook through an SQS sink whose credentials come from `source`;
+/// returns the queue's URL.
+fn send_one_with_credentials(
+    moto: &Moto,
+    name: &str,
+    dir: &std::path::Path,
+    source: &str,
+) -> String {
+    let queue_url = moto.create_queue(name);
+    moto.start_recording();
+    let engine = Engine::open(fetching_credentials(dir, &queue_url, source)).unwrap();
+    engine.commit(NewHook::new("stripe", "x")).unwrap();
+    engine.tick().unwrap();
+    assert_eq!(moto.receive(&queue_url).len(), 1);
+    queue_url
+}
+
 /// `credentials = "instance"`: the sink signs with the instance role's
 /// credentials from the instance metadata service (moto's, at
 /// `AWS_EC2_METADATA_SERVICE_ENDPOINT`), fetched once (IMDSv2: a session
@@ -836,13 +854,7 @@ fn web_identity_credentials_come_from_sts_for_the_service_accounts_token() {
     std::env::set_var("AWS_WEB_IDENTITY_TOKEN_FILE", &token_file);
     std::env::set_var("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/hooks");
     std::env::set_var("AWS_ENDPOINT_URL_STS", &moto.url);
-    let queue_url = moto.create_queue("from-sts");
-    moto.start_recording();
-    let c = fetching_credentials(&dir.path().join("data"), &queue_url, "web_identity");
-    let engine = Engine::open(c).unwrap();
-    engine.commit(NewHook::new("stripe", "x")).unwrap();
-    engine.tick().unwrap();
-    assert_eq!(moto.receive(&queue_url).len(), 1);
+    send_one_with_credentials(&moto, "from-sts", &dir.path().join("data"), "web_identity");
     let recorded = moto.recorded();
     let assumed: Vec<String> = recorded
         .iter()
@@ -879,19 +891,13 @@ fn profile_credentials_come_from_the_shared_credentials_file() {
     .unwrap();
     std::env::set_var("AWS_SHARED_CREDENTIALS_FILE", &file);
     std::env::set_var("AWS_PROFILE", "hooks");
-    let queue_url = moto.create_queue("from-profile");
-    moto.start_recording();
-    let c = fetching_credentials(&dir.path().join("data"), &queue_url, "profile");
-    let engine = Engine::open(c).unwrap();
-    engine.commit(NewHook::new("stripe", "x")).unwrap();
-    engine.tick().unwrap();
-    assert_eq!(moto.receive(&queue_url).len(), 1);
+    let queue_url =
+        send_one_with_credentials(&moto, "from-profile", &dir.path().join("data"), "profile");
     let sends = moto.recorded_sends();
     assert_eq!(
         signed_with(&sends[0]),
         ("AKIAHOOKS".to_string(), "hooks-token".to_string())
     );
-    drop(engine);
 
     std::env::set_var("AWS_PROFILE", "missing");
     let mut c = fetching_credentials(&dir.path().join("data2"), &queue_url, "profile");
