@@ -15,6 +15,7 @@ pub mod limits;
 pub mod log;
 pub mod node;
 mod panics;
+mod pem;
 pub mod runtime;
 pub mod sink;
 pub mod store;

@@ -71,7 +71,7 @@ pub struct HttpConfig {
     /// Open connections; more are refused with 503 and closed.
     pub max_connections: usize,
     /// Serve HTTPS: the PEM certificate chain (the node's first) and the
-    /// PEM private key, both or neither; read at start.
+    /// PEM private key, both or neither; read at start and at each reload.
     pub tls_cert_file: Option<PathBuf>,
     pub tls_key_file: Option<PathBuf>,
 }

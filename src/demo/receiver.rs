@@ -147,7 +147,7 @@ impl Receiver {
 
     fn start_serving(
         addr: &str,
-        tls: Option<Arc<ServerConfig>>,
+        tls_config: Option<Arc<ServerConfig>>,
         behaviour: impl Fn(&Received) -> Reply + Send + Sync + 'static,
         record: bool,
     ) -> std::io::Result<Receiver> {
@@ -163,7 +163,7 @@ impl Receiver {
             stop: AtomicBool::new(false),
         });
         let accept = shared.clone();
-        let (tls, config) = (tls.is_some(), tls);
+        let tls = tls_config.is_some();
         std::thread::Builder::new()
             .name("goad-receiver".into())
             .spawn(move || {
@@ -175,7 +175,7 @@ impl Receiver {
                     let _ = stream.set_nodelay(true);
                     let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
                     let conn = accept.clone();
-                    let config = config.clone();
+                    let config = tls_config.clone();
                     let _ = std::thread::Builder::new()
                         .name("goad-receiver-conn".into())
                         .stack_size(256 * 1024)

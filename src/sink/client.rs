@@ -3,7 +3,7 @@
 //! URLs and forms, and reading a credentials service's answer.
 
 use std::path::Path;
-use ureq::tls::{parse_pem, PemItem, RootCerts, TlsConfig};
+use ureq::tls::{Certificate, RootCerts, TlsConfig};
 
 /// The HTTP client of one sink: a keep-alive pool of `idle_connections`,
 /// per-phase timeouts of `timeout_ms` (connect, send, receive: ureq 3's
@@ -42,18 +42,12 @@ pub(crate) fn agent_trusting(
 /// error says why there are none.
 pub(crate) fn root_certificates(path: &Path) -> Result<RootCerts, String> {
     let pem = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mut certificates = Vec::new();
-    for item in parse_pem(&pem) {
-        match item {
-            Ok(PemItem::Certificate(certificate)) => certificates.push(certificate),
-            Ok(_) => {}
-            Err(e) => return Err(format!("{}: not PEM ({e})", path.display())),
-        }
-    }
-    if certificates.is_empty() {
-        return Err(format!("{}: no CERTIFICATE in it", path.display()));
-    }
-    Ok(RootCerts::from(certificates))
+    let certificates =
+        crate::pem::certificates(&pem).map_err(|why| format!("{}: {why}", path.display()))?;
+    let roots = certificates
+        .iter()
+        .map(|der| Certificate::from_der(der).to_owned());
+    Ok(RootCerts::from(roots))
 }
 
 /// `text` percent-encoded but for RFC 3986's unreserved characters: one

@@ -5,10 +5,12 @@
 //! JWT bearer grant, RFC 7523).
 
 use super::BoxError;
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use ring::rand::SystemRandom;
 use ring::signature::{RsaKeyPair, RSA_PKCS1_SHA256};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::PrivatePkcs8KeyDer;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::fmt;
@@ -65,9 +67,9 @@ impl ServiceAccountKey {
                 file.kind
             ));
         }
-        let der = pem_contents(&file.private_key, "PRIVATE KEY")
-            .ok_or("its private_key is not a PEM \"PRIVATE KEY\" (PKCS #8)")?;
-        let key_pair = RsaKeyPair::from_pkcs8(&der)
+        let der = PrivatePkcs8KeyDer::from_pem_slice(file.private_key.as_bytes())
+            .map_err(|_| "its private_key is not a PEM \"PRIVATE KEY\" (PKCS #8)")?;
+        let key_pair = RsaKeyPair::from_pkcs8(der.secret_pkcs8_der())
             .map_err(|e| format!("its private_key is not a usable RSA key ({e})"))?;
         Ok(ServiceAccountKey {
             client_email: file.client_email,
@@ -110,15 +112,6 @@ impl ServiceAccountKey {
             .map_err(|_| "cannot sign the assertion")?;
         Ok(format!("{signed}.{}", URL_SAFE_NO_PAD.encode(signature)))
     }
-}
-
-/// The bytes of `pem`'s one `label` block, if it has one.
-fn pem_contents(pem: &str, label: &str) -> Option<Vec<u8>> {
-    let begin = format!("-----BEGIN {label}-----");
-    let end = format!("-----END {label}-----");
-    let inside = pem.split_once(&begin)?.1.split_once(&end)?.0;
-    let base64: String = inside.split_whitespace().collect();
-    STANDARD.decode(base64).ok()
 }
 
 #[cfg(test)]

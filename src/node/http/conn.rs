@@ -166,9 +166,12 @@ pub(super) fn read_into(conn: &mut Conn, chunk: &mut [u8], max_buffer: usize) ->
 }
 
 pub(super) fn write_out(conn: &mut Conn) -> io::Result<()> {
+    let pending = conn.output_pending();
     if let Some(tls) = conn.tls.as_mut() {
-        conn.written = write_records(tls, &mut conn.stream, &conn.output, conn.written)?;
-        conn.last_active = Instant::now();
+        if pending {
+            conn.written = write_records(tls, &mut conn.stream, &conn.output, conn.written)?;
+            conn.last_active = Instant::now();
+        }
         return Ok(());
     }
     while conn.written < conn.output.len() {

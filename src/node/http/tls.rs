@@ -5,8 +5,8 @@
 //! (a renewed certificate); new connections take the config in hand.
 
 use crate::config::{ConfigError, HttpConfig};
+use crate::pem::{certificates, private_key};
 use parking_lot::RwLock;
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ServerConfig, ServerConnection};
 use std::io::{self, Read, Write};
@@ -20,21 +20,7 @@ pub type SharedTls = Arc<RwLock<Arc<ServerConfig>>>;
 /// PEM texts (the key PKCS #8, PKCS #1 or SEC1); the error says what is
 /// wrong with them.
 pub fn server_config(chain_pem: &[u8], key_pem: &[u8]) -> Result<ServerConfig, String> {
-    server_config_of(certificate_chain(chain_pem)?, private_key(key_pem)?)
-}
-
-fn certificate_chain(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
-    let chain = CertificateDer::pem_slice_iter(pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("not PEM ({e})"))?;
-    match chain.is_empty() {
-        true => Err("no CERTIFICATE in it".into()),
-        false => Ok(chain),
-    }
-}
-
-fn private_key(pem: &[u8]) -> Result<PrivateKeyDer<'static>, String> {
-    PrivateKeyDer::from_pem_slice(pem).map_err(|e| format!("no PEM private key in it ({e})"))
+    server_config_of(certificates(chain_pem)?, private_key(key_pem)?)
 }
 
 fn server_config_of(
@@ -66,7 +52,7 @@ pub(crate) fn from_config(http: &HttpConfig) -> Result<Option<Arc<ServerConfig>>
         "the certificate's PEM private key",
         key_file.as_path(),
     );
-    let chain = loaded(cert, certificate_chain)?;
+    let chain = loaded(cert, certificates)?;
     let private_key = loaded(key, private_key)?;
     let config = server_config_of(chain, private_key).map_err(|why| not_loaded(key, why))?;
     Ok(Some(Arc::new(config)))
