@@ -10,13 +10,21 @@
 //! rate, and latency percentiles; `--plot FILE.svg` writes the delivery
 //! latency distribution.
 //!
+//! With `--tls-cert`, `--tls-key` and `--tls-ca` the node serves HTTPS
+//! with that certificate and key, and the connections trust that CA.
+//!
 //! `cargo build --release && target/release/goad-load --connections 64 --seconds 10`
 //! `target/release/goad-load --rate 5000 --seconds 10 --plot latency.svg`
+//! `target/release/goad-load --tls-cert tests/fixtures/localhost-cert.pem \
+//!     --tls-key tests/fixtures/localhost-key.pem --tls-ca tests/fixtures/test-ca.pem`
 
 use clap::Parser;
 use goad::demo::receiver::{Receiver, Reply};
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 use std::io::{BufRead, BufReader, Write as _};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -58,6 +66,33 @@ struct Args {
     /// The goad binary (default: next to this one).
     #[arg(long)]
     goad: Option<PathBuf>,
+    /// Serve HTTPS with this PEM certificate (for `localhost`)...
+    #[arg(long, requires_all = ["tls_key", "tls_ca"])]
+    tls_cert: Option<PathBuf>,
+    /// ...and this PEM private key...
+    #[arg(long, requires_all = ["tls_cert", "tls_ca"])]
+    tls_key: Option<PathBuf>,
+    /// ...which the connections check against this PEM CA certificate.
+    #[arg(long, requires_all = ["tls_cert", "tls_key"])]
+    tls_ca: Option<PathBuf>,
+}
+
+/// The client side of `--tls-ca`: rustls trusting that CA.
+fn client_tls(ca_file: &std::path::Path) -> Arc<ClientConfig> {
+    let pem = std::fs::read(ca_file).expect("read --tls-ca");
+    let mut roots = RootCertStore::empty();
+    for certificate in CertificateDer::pem_slice_iter(&pem) {
+        roots
+            .add(certificate.expect("a PEM certificate in --tls-ca"))
+            .expect("a CA certificate");
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Arc::new(config)
 }
 
 /// Send times are nanoseconds since this instant.
@@ -79,8 +114,13 @@ fn main() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let mut node = start_node(&args, dir.path(), &receiver.url("/hooks"));
     println!(
-        "goad-load: {} connections, {}, {} s, {} B bodies, {} tenants, node at {}",
+        "goad-load: {} connections{}, {}, {} s, {} B bodies, {} tenants, node at {}",
         args.connections,
+        if args.tls_cert.is_some() {
+            " (HTTPS)"
+        } else {
+            ""
+        },
         if args.rate == 0 {
             "max rate".to_string()
         } else {
@@ -91,8 +131,9 @@ fn main() {
         args.tenants,
         node.addr
     );
+    let tls = args.tls_ca.as_deref().map(client_tls);
     let started_ns = now_ns();
-    let (acked, ack_us, failed) = send_for(&args, node.addr);
+    let (acked, ack_us, failed) = send_for(&args, node.addr, tls);
     let sent_s = (now_ns() - started_ns) as f64 / 1e9;
     let deadline = Instant::now() + Duration::from_secs(60);
     while deliveries.count.load(Ordering::Relaxed) < acked && Instant::now() < deadline {
@@ -167,17 +208,24 @@ impl Deliveries {
 
 /// Posts from every connection for `args.seconds`: (hooks acknowledged,
 /// their ack latencies in µs, failed requests).
-fn send_for(args: &Args, addr: SocketAddr) -> (u64, Histogram<u64>, u64) {
+fn send_for(
+    args: &Args,
+    addr: SocketAddr,
+    tls: Option<Arc<ClientConfig>>,
+) -> (u64, Histogram<u64>, u64) {
     let stop = Arc::new(AtomicBool::new(false));
     let failed = Arc::new(AtomicU64::new(0));
     let senders: Vec<_> = (0..args.connections)
         .map(|c| {
-            let (stop, failed) = (stop.clone(), failed.clone());
+            let (stop, failed, tls) = (stop.clone(), failed.clone(), tls.clone());
             let tenants = args.tenants;
             let body_bytes = args.body_bytes;
             let interval = (args.rate > 0)
                 .then(|| Duration::from_nanos(1_000_000_000 * args.connections as u64 / args.rate));
-            std::thread::spawn(move || send(addr, c, tenants, body_bytes, interval, &stop, &failed))
+            let target = Target { addr, tls };
+            std::thread::spawn(move || {
+                send(target, c, tenants, body_bytes, interval, &stop, &failed)
+            })
         })
         .collect();
     std::thread::sleep(Duration::from_secs(args.seconds));
@@ -196,7 +244,7 @@ fn send_for(args: &Args, addr: SocketAddr) -> (u64, Histogram<u64>, u64) {
 /// ack latency µs). A minimal keep-alive client over a blocking socket, so
 /// the load costs the machine little next to the node it measures.
 fn send(
-    addr: SocketAddr,
+    target: Target,
     connection: usize,
     tenants: usize,
     body_bytes: usize,
@@ -229,7 +277,7 @@ fn send(
         request[body_at..body_at + stamp.len()].copy_from_slice(stamp.as_bytes());
         let c = match conn.as_mut() {
             Some(c) => c,
-            None => match LoadConn::connect(addr) {
+            None => match LoadConn::connect(&target) {
                 Ok(c) => conn.insert(c),
                 Err(_) => {
                     failed.fetch_add(1, Ordering::Relaxed);
@@ -259,17 +307,36 @@ fn send(
     (acked, h)
 }
 
+/// Where connections go: the node, over TLS with this config when set.
+struct Target {
+    addr: SocketAddr,
+    tls: Option<Arc<ClientConfig>>,
+}
+
+/// A connection's byte stream, plain or TLS.
+trait Stream: std::io::Read + std::io::Write + Send {}
+impl<S: std::io::Read + std::io::Write + Send> Stream for S {}
+
 /// A keep-alive connection that posts a request and reads the status of
 /// its response (the node always sends a Content-Length).
 struct LoadConn {
-    stream: std::net::TcpStream,
+    stream: Box<dyn Stream>,
     buf: Vec<u8>,
 }
 
 impl LoadConn {
-    fn connect(addr: SocketAddr) -> std::io::Result<LoadConn> {
-        let stream = std::net::TcpStream::connect(addr)?;
-        stream.set_nodelay(true)?;
+    fn connect(target: &Target) -> std::io::Result<LoadConn> {
+        let socket = std::net::TcpStream::connect(target.addr)?;
+        socket.set_nodelay(true)?;
+        let stream: Box<dyn Stream> = match &target.tls {
+            None => Box::new(socket),
+            Some(config) => {
+                let name = ServerName::try_from("localhost").expect("a server name");
+                let tls =
+                    ClientConnection::new(config.clone(), name).map_err(std::io::Error::other)?;
+                Box::new(StreamOwned::new(tls, socket))
+            }
+        };
         Ok(LoadConn {
             stream,
             buf: Vec::with_capacity(4096),
@@ -345,6 +412,13 @@ fn start_node(args: &Args, dir: &std::path::Path, sink_url: &str) -> NodeProcess
         args.sink_concurrency,
         args.sink_concurrency
     );
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        let absolute = |path: &PathBuf| std::fs::canonicalize(path).expect("a TLS file");
+        let (cert, key) = (absolute(cert), absolute(key));
+        config.push_str(&format!(
+            "[http]\ntls_cert_file = {cert:?}\ntls_key_file = {key:?}\n"
+        ));
+    }
     for t in 0..args.tenants {
         config.push_str(&format!(
             "[[sources]]\nid = \"s{t}\"\ntenant = \"tenant-{t}\"\n[[sources.sinks]]\ntype = \"http\"\nurl = {sink_url:?}\n"
