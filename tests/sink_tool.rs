@@ -68,12 +68,13 @@ impl Drop for SinkTool {
     }
 }
 
-/// An engine whose one HTTP sink posts to `url`, signing with the secret in
-/// the variable `secret_env` (one variable per test: tests run in parallel),
-/// up to 10 attempts of at most `attempt_timeout_ms`.
+/// An engine whose one HTTP sink posts to `url` (trusting the CA of
+/// `ca_file`, if any), signing with the secret in the variable
+/// `secret_env` (one variable per test: tests run in parallel), up to 10
+/// attempts of at most `attempt_timeout_ms`.
 fn engine_for(
     dir: &std::path::Path,
-    url: &str,
+    (url, ca_file): (&str, Option<std::path::PathBuf>),
     secret_env: &str,
     secret: &str,
     attempt_timeout_ms: u64,
@@ -83,6 +84,7 @@ fn engine_for(
     c.retry.max_attempts = 10;
     c.dispatch.attempt_timeout_ms = attempt_timeout_ms;
     let mut sink = SinkConfig::http(url);
+    sink.ca_file = ca_file;
     sink.secret_env = Some(goad::config::OneOrMany::One(secret_env.into()));
     c.sources.push(source("s", "t", vec![sink]));
     Engine::open(c).unwrap()
@@ -107,7 +109,7 @@ fn hangs_and_failures_are_exact_shares_and_every_hook_arrives_signed() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine_for(
         dir.path(),
-        &tool.url,
+        (&tool.url, None),
         "GOAD_SINK_TEST_KEY_RIGHT",
         SECRET,
         300,
@@ -152,7 +154,7 @@ fn a_wrong_secret_is_refused_and_dead_letters() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine_for(
         dir.path(),
-        &tool.url,
+        (&tool.url, None),
         "GOAD_SINK_TEST_KEY_WRONG",
         "whsec_b3RoZXItc2VjcmV0",
         30_000,
@@ -176,4 +178,28 @@ fn a_wrong_secret_is_refused_and_dead_letters() {
             Some("sink http: permanent: HTTP status 401")
         );
     }
+}
+
+/// With `--tls-cert` and `--tls-key` the tool speaks HTTPS: a sink whose
+/// `ca_file` names the CA that signed its certificate delivers every hook.
+#[test]
+fn with_a_certificate_it_speaks_https_to_a_sink_trusting_its_ca() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let file = |name: &str| fixtures.join(name).display().to_string();
+    let (cert, key) = (file("localhost-cert.pem"), file("localhost-key.pem"));
+    let tool = SinkTool::start(&["--tls-cert", &cert, "--tls-key", &key]);
+    assert!(tool.url.starts_with("https://127.0.0.1:"), "{}", tool.url);
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = Some(fixtures.join("test-ca.pem"));
+    let engine = engine_for(
+        dir.path(),
+        (&tool.url, ca_file),
+        "GOAD_SINK_TEST_KEY_TLS",
+        SECRET,
+        30_000,
+    );
+    deliver_hooks(&engine, 5);
+    let report = tool.report_when("hooks", 5);
+    assert_eq!((report["ok"], report["bad_signatures"]), (5, 0));
+    assert_eq!(engine.hook_count().unwrap(), 0, "all delivered");
 }

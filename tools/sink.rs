@@ -14,6 +14,9 @@
 //! distinct hooks answered ok (by `webhook-id`) and redeliveries (a hook
 //! answered ok again: at-least-once at work).
 //!
+//! With `--tls-cert` and `--tls-key` it speaks HTTPS (a sink's `ca_file`
+//! names the CA that signed the certificate).
+//!
 //! `cargo run --release --bin goad-sink -- --listen 127.0.0.1:9000 --fail-percent 20`
 
 use clap::Parser;
@@ -54,6 +57,12 @@ struct Args {
     /// Stop after this many seconds (0: run until interrupted).
     #[arg(long, default_value_t = 0)]
     seconds: u64,
+    /// Speak HTTPS with this PEM certificate chain...
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// ...and this PEM private key.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
 }
 
 /// What the endpoint saw.
@@ -130,8 +139,19 @@ fn main() {
             Reply::status(200).delayed(latency)
         }
     };
-    let receiver = Receiver::start_on(&args.listen, answer, false)
-        .unwrap_or_else(|e| fail(&format!("cannot listen on {}: {e}", args.listen)));
+    let started = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            let read = |path: &std::path::Path| {
+                std::fs::read(path)
+                    .unwrap_or_else(|e| fail(&format!("cannot read {}: {e}", path.display())))
+            };
+            let (chain, key) = (read(cert), read(key));
+            Receiver::start_tls_on(&args.listen, (&chain, &key), answer, false)
+        }
+        _ => Receiver::start_on(&args.listen, answer, false),
+    };
+    let receiver =
+        started.unwrap_or_else(|e| fail(&format!("cannot listen on {}: {e}", args.listen)));
     println!("goad-sink listening on {}", receiver.url("/"));
     let start = Instant::now();
     let end = (args.seconds > 0).then(|| start + Duration::from_secs(args.seconds));

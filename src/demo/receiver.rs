@@ -140,9 +140,20 @@ impl Receiver {
         private_key_pem: &[u8],
         behaviour: impl Fn(&Received) -> Reply + Send + Sync + 'static,
     ) -> std::io::Result<Receiver> {
+        let pems = (certificate_chain_pem, private_key_pem);
+        Receiver::start_tls_on("127.0.0.1:0", pems, behaviour, true)
+    }
+
+    /// `start_tls` listening on `addr`; `record` as for `start_with`.
+    pub fn start_tls_on(
+        addr: &str,
+        (certificate_chain_pem, private_key_pem): (&[u8], &[u8]),
+        behaviour: impl Fn(&Received) -> Reply + Send + Sync + 'static,
+        record: bool,
+    ) -> std::io::Result<Receiver> {
         let config = server_config(certificate_chain_pem, private_key_pem)
             .map_err(|why| std::io::Error::new(std::io::ErrorKind::InvalidInput, why))?;
-        Receiver::start_serving("127.0.0.1:0", Some(Arc::new(config)), behaviour, true)
+        Receiver::start_serving(addr, Some(Arc::new(config)), behaviour, record)
     }
 
     fn start_serving(
