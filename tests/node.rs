@@ -1526,3 +1526,48 @@ fn tls_files_that_do_not_load_stop_the_start_naming_the_key() {
         )
     );
 }
+
+/// Over HTTPS the front's deadlines hold as over plain HTTP: a client that
+/// sends half a request through TLS gets 408 through TLS and is closed.
+#[test]
+fn a_slow_https_client_gets_408_through_tls() {
+    use rustls::pki_types::pem::PemObject;
+    use std::io::{Read, Write};
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = node_config(dir.path());
+    c.http.tls_cert_file = Some(fixtures.join("localhost-cert.pem"));
+    c.http.tls_key_file = Some(fixtures.join("localhost-key.pem"));
+    let node = start(c);
+    let mut roots = rustls::RootCertStore::empty();
+    let ca = std::fs::read(fixtures.join("test-ca.pem")).unwrap();
+    for certificate in rustls::pki_types::CertificateDer::pem_slice_iter(&ca) {
+        roots.add(certificate.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    let socket = std::net::TcpStream::connect(node.local_addr()).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut slow = rustls::StreamOwned::new(tls, socket);
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nx-slow: ")
+        .unwrap();
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    let read = slow.read_to_end(&mut answer);
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 408 Request Timeout\r\n")
+            && answer.contains("request_timeout"),
+        "{answer} ({read:?})"
+    );
+    assert!(read.is_ok(), "closed with close_notify: {read:?}");
+}
