@@ -45,6 +45,10 @@ enum Command {
     Check {
         #[arg(long)]
         config: PathBuf,
+        /// Also read what the config names outside itself, as a start
+        /// does: token and secret variables, TLS and CA files, key files.
+        #[arg(long)]
+        environment: bool,
     },
     /// Check a stopped node's data directory: every row in exactly one
     /// index, every record readable. Exit 0 if sound, 1 if not, 2 if it
@@ -188,16 +192,10 @@ fn main() -> ExitCode {
             config,
             allow_open_admin,
         } => serve(config, allow_open_admin),
-        Command::Check { config } => match Config::load(&config) {
-            Ok(c) => {
-                println!("{}: ok ({} sources)", config.display(), c.sources.len());
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("{e}");
-                ExitCode::from(2)
-            }
-        },
+        Command::Check {
+            config,
+            environment,
+        } => check(&config, environment),
         Command::Verify { config } => verify(config),
         Command::Reshard { config, shards } => reshard(config, shards),
         Command::Dlq { command } => match command {
@@ -233,6 +231,31 @@ fn main() -> ExitCode {
         },
         Command::Pressure(node) => print_call(&node, "GET", "/v1/pressure", None),
         Command::Stats(node) => print_call(&node, "GET", "/v1/stats", None),
+    }
+}
+
+/// `goad check`: the file, and with `environment` what it names.
+fn check(path: &std::path::Path, environment: bool) -> ExitCode {
+    let checked = Config::load(path).and_then(|c| {
+        if environment {
+            goad::node::check_environment(&c)?;
+        }
+        Ok(c)
+    });
+    match checked {
+        Ok(c) => {
+            let what = if environment {
+                "; its variables and files read"
+            } else {
+                ""
+            };
+            println!("{}: ok ({} sources{what})", path.display(), c.sources.len());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(2)
+        }
     }
 }
 

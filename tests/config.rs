@@ -168,3 +168,75 @@ fn goad_check_exits_0_for_a_good_file_and_2_naming_the_key_for_a_bad_one() {
     let missing = run(&dir.path().join("nope.toml"));
     assert_eq!(missing.status.code(), Some(2));
 }
+
+/// `goad check --environment` also reads what the file names, as a start
+/// does: a secret variable that is not set and a CA file that is missing
+/// are errors naming their keys (plain `goad check` passes both).
+#[test]
+fn goad_check_environment_reads_the_variables_and_files_the_config_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let write = |ca_file: &std::path::Path| {
+        let path = dir.path().join("goad.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[[sources]]\nid = \"stripe\"\n[[sources.sinks]]\ntype = \"http\"\n\
+                 url = \"https://127.0.0.1:9000/hooks\"\nsecret_env = \"GOAD_CHECK_SECRET\"\n\
+                 ca_file = {ca_file:?}\n"
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let check = |path: &std::path::Path, args: &[&str], secret: Option<&str>| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_goad"));
+        command.args(["check", "--config"]).arg(path).args(args);
+        command.env_remove("GOAD_CHECK_SECRET");
+        if let Some(secret) = secret {
+            command.env("GOAD_CHECK_SECRET", secret);
+        }
+        let out = command.output().unwrap();
+        let text = String::from_utf8_lossy(if out.status.success() {
+            &out.stdout
+        } else {
+            &out.stderr
+        });
+        (out.status.code(), text.trim().to_string())
+    };
+    let good = write(&fixtures.join("test-ca.pem"));
+    let shown = good.display();
+    assert_eq!(
+        check(&good, &[], None),
+        (Some(0), format!("{shown}: ok (1 sources)"))
+    );
+    assert_eq!(
+        check(&good, &["--environment"], None),
+        (
+            Some(2),
+            "sources[0].sinks[0].secret_env must be the name of a set environment variable, \
+             got \"GOAD_CHECK_SECRET\" (not set)"
+                .to_string()
+        )
+    );
+    assert_eq!(
+        check(&good, &["--environment"], Some("whsec_c2VjcmV0")),
+        (
+            Some(0),
+            format!("{shown}: ok (1 sources; its variables and files read)")
+        )
+    );
+    let missing = fixtures.join("missing-ca.pem");
+    let bad = write(&missing);
+    assert_eq!(
+        check(&bad, &["--environment"], Some("whsec_c2VjcmV0")),
+        (
+            Some(2),
+            format!(
+                "sources[0].sinks[0].ca_file must be a PEM file of root certificates (cannot \
+                 read {}: No such file or directory (os error 2)), got {missing:?}",
+                missing.display()
+            )
+        )
+    );
+}

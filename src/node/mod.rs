@@ -76,6 +76,19 @@ impl fmt::Display for NodeError {
 
 impl std::error::Error for NodeError {}
 
+/// Reads what `config` names outside itself, as a start does: the
+/// variables of its tokens and secrets, the HTTPS front's certificate and
+/// key, HTTP sinks' `ca_file`s and a Pub/Sub sink's key file; opens no
+/// store and starts nothing (`goad check --environment`). The error names
+/// the key.
+pub fn check_environment(config: &Config) -> Result<(), ConfigError> {
+    Tokens::from_config(config)?;
+    http::tls::from_config(&config.http)?;
+    let claims = Arc::new(crate::claim_check::ClaimStore::from_config(config));
+    crate::sink::SinkRegistry::build(config, &Default::default(), &claims)?;
+    Ok(())
+}
+
 /// What every node thread shares.
 pub(crate) struct NodeState {
     /// Set once the engine is open (recovery finished).
