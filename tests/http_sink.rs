@@ -339,7 +339,7 @@ fn an_unreachable_endpoint_is_a_transient_failure() {
 /// config error naming the key and the file.
 #[test]
 fn an_https_endpoint_is_trusted_through_the_sinks_ca_file() {
-    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let fixtures = fixtures();
     let receiver = Receiver::start_tls(
         include_bytes!("fixtures/localhost-cert.pem"),
         include_bytes!("fixtures/localhost-key.pem"),

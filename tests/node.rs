@@ -1364,8 +1364,7 @@ fn expect_100_continue_is_answered_before_the_body() {
 
 /// A client whose TLS trusts only the CA certificate of this fixture file.
 fn agent_trusting(ca_fixture: &str) -> ureq::Agent {
-    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let ca = std::fs::read(fixtures.join(ca_fixture)).unwrap();
+    let ca = std::fs::read(fixtures().join(ca_fixture)).unwrap();
     let roots: Vec<_> = ureq::tls::parse_pem(&ca)
         .filter_map(|item| match item.unwrap() {
             ureq::tls::PemItem::Certificate(c) => Some(c),
@@ -1392,7 +1391,7 @@ fn agent_trusting(ca_fixture: &str) -> ureq::Agent {
 #[test]
 fn with_a_certificate_the_node_serves_https_only_and_a_reload_renews_it() {
     use std::io::{Read, Write};
-    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let fixtures = fixtures();
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
@@ -1488,7 +1487,7 @@ fn with_a_certificate_the_node_serves_https_only_and_a_reload_renews_it() {
 /// error naming the key and the file.
 #[test]
 fn tls_files_that_do_not_load_stop_the_start_naming_the_key() {
-    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let fixtures = fixtures();
     let dir = tempfile::tempdir().unwrap();
     let refused = |cert_file: &str, key_file: &str| {
         let mut config = node_config(dir.path());
@@ -1533,7 +1532,7 @@ fn tls_files_that_do_not_load_stop_the_start_naming_the_key() {
 fn a_slow_https_client_gets_408_through_tls() {
     use rustls::pki_types::pem::PemObject;
     use std::io::{Read, Write};
-    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let fixtures = fixtures();
     let dir = tempfile::tempdir().unwrap();
     let mut c = node_config(dir.path());
     c.http.tls_cert_file = Some(fixtures.join("localhost-cert.pem"));

@@ -74,7 +74,8 @@ impl Drop for SinkTool {
 /// attempts of at most `attempt_timeout_ms`.
 fn engine_for(
     dir: &std::path::Path,
-    (url, ca_file): (&str, Option<std::path::PathBuf>),
+    url: &str,
+    ca_file: Option<std::path::PathBuf>,
     secret_env: &str,
     secret: &str,
     attempt_timeout_ms: u64,
@@ -109,7 +110,8 @@ fn hangs_and_failures_are_exact_shares_and_every_hook_arrives_signed() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine_for(
         dir.path(),
-        (&tool.url, None),
+        &tool.url,
+        None,
         "GOAD_SINK_TEST_KEY_RIGHT",
         SECRET,
         300,
@@ -154,7 +156,8 @@ fn a_wrong_secret_is_refused_and_dead_letters() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine_for(
         dir.path(),
-        (&tool.url, None),
+        &tool.url,
+        None,
         "GOAD_SINK_TEST_KEY_WRONG",
         "whsec_b3RoZXItc2VjcmV0",
         30_000,
@@ -184,7 +187,7 @@ fn a_wrong_secret_is_refused_and_dead_letters() {
 /// `ca_file` names the CA that signed its certificate delivers every hook.
 #[test]
 fn with_a_certificate_it_speaks_https_to_a_sink_trusting_its_ca() {
-    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let fixtures = fixtures();
     let file = |name: &str| fixtures.join(name).display().to_string();
     let (cert, key) = (file("localhost-cert.pem"), file("localhost-key.pem"));
     let tool = SinkTool::start(&["--tls-cert", &cert, "--tls-key", &key]);
@@ -193,7 +196,8 @@ fn with_a_certificate_it_speaks_https_to_a_sink_trusting_its_ca() {
     let ca_file = Some(fixtures.join("test-ca.pem"));
     let engine = engine_for(
         dir.path(),
-        (&tool.url, ca_file),
+        &tool.url,
+        ca_file,
         "GOAD_SINK_TEST_KEY_TLS",
         SECRET,
         30_000,

@@ -146,7 +146,7 @@ fn main() {
                     .unwrap_or_else(|e| fail(&format!("cannot read {}: {e}", path.display())))
             };
             let (chain, key) = (read(cert), read(key));
-            Receiver::start_tls_on(&args.listen, (&chain, &key), answer, false)
+            Receiver::start_tls_on(&args.listen, &chain, &key, answer, false)
         }
         _ => Receiver::start_on(&args.listen, answer, false),
     };

@@ -140,14 +140,15 @@ impl Receiver {
         private_key_pem: &[u8],
         behaviour: impl Fn(&Received) -> Reply + Send + Sync + 'static,
     ) -> std::io::Result<Receiver> {
-        let pems = (certificate_chain_pem, private_key_pem);
-        Receiver::start_tls_on("127.0.0.1:0", pems, behaviour, true)
+        let (chain, key) = (certificate_chain_pem, private_key_pem);
+        Receiver::start_tls_on("127.0.0.1:0", chain, key, behaviour, true)
     }
 
     /// `start_tls` listening on `addr`; `record` as for `start_with`.
     pub fn start_tls_on(
         addr: &str,
-        (certificate_chain_pem, private_key_pem): (&[u8], &[u8]),
+        certificate_chain_pem: &[u8],
+        private_key_pem: &[u8],
         behaviour: impl Fn(&Received) -> Reply + Send + Sync + 'static,
         record: bool,
     ) -> std::io::Result<Receiver> {

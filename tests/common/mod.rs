@@ -12,6 +12,12 @@ use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The test keys and certificates (`tests/fixtures/README.md` says how
+/// each was made).
+pub fn fixtures() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
 /// One shard, the reference test policy: retry base 0, 10 attempts, no jitter.
 pub fn config(dir: &Path) -> Config {
     let mut c = Config {

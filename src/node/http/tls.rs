@@ -63,7 +63,8 @@ type FileKey<'a> = (&'a str, &'a str, &'a Path);
 
 /// What `parse` makes of the file, or an error naming its key.
 fn loaded<T>(file: FileKey<'_>, parse: fn(&[u8]) -> Result<T, String>) -> Result<T, ConfigError> {
-    let pem = std::fs::read(file.2).map_err(|e| format!("cannot read it: {e}"));
+    let (_, _, path) = file;
+    let pem = std::fs::read(path).map_err(|e| format!("cannot read it: {e}"));
     pem.and_then(|pem| parse(&pem))
         .map_err(|why| not_loaded(file, why))
 }
