@@ -109,6 +109,13 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nmethod = \"get\"", "sources[0].sinks[0].method must be one of post, put, patch, got \"get\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nheaders = { \"x a\" = \"1\" }", "sources[0].sinks[0].headers must be valid HTTP header names, got \"x a\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nheaders = { x-a = \"1\\n2\" }", "sources[0].sinks[0].headers.x-a must be a valid HTTP header value (no control characters but tab), got \"1\\n2\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nheaders = { Content-Length = \"3\" }", "sources[0].sinks[0].headers must be a header goad does not set itself (not a framing or hop-by-hop header, x-goad-* or webhook-*), got \"Content-Length\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nheaders = { webhook-signature = \"v1,x\" }", "sources[0].sinks[0].headers must be a header goad does not set itself (not a framing or hop-by-hop header, x-goad-* or webhook-*), got \"webhook-signature\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nheaders_env = { x-goad-tenant = \"T\" }", "sources[0].sinks[0].headers_env must be a header goad does not set itself (not a framing or hop-by-hop header, x-goad-* or webhook-*), got \"x-goad-tenant\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nheaders = { x-key = \"1\" }\nheaders_env = { X-Key = \"K\" }", "sources[0].sinks[0].headers_env must be header names given once across headers and headers_env (in any case), got \"X-Key\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nheaders_env = { \"x a\" = \"K\" }", "sources[0].sinks[0].headers_env must be valid HTTP header names, got \"x a\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nheaders_env = { authorization = \"\" }", "sources[0].sinks[0].headers_env.authorization must be an environment variable name, got \"\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"sqs\"\nqueue_url = \"https://sqs.us-east-1.amazonaws.com/1/q\"\nheaders_env = { authorization = \"K\" }", "sources[0].sinks[0].headers_env must be absent for a sink of type \"sqs\", got \"set\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nca_file = \"ca.pem\"", "sources[0].sinks[0].ca_file must be absent with an http:// url (only TLS uses it), got \"ca.pem\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"sqs\"\nqueue_url = \"https://sqs.us-east-1.amazonaws.com/1/q\"\nca_file = \"ca.pem\"", "sources[0].sinks[0].ca_file must be absent for a sink of type \"sqs\", got \"set\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"pubsub\"\nproject = \"p\"", "sources[0].sinks[0].topic must be 1 to 255 characters, got \"\""),
@@ -214,7 +221,7 @@ fn goad_check_environment_reads_the_variables_and_files_the_config_names() {
         check(&good, &["--environment"], None),
         (
             Some(2),
-            "sources[0].sinks[0].secret_env must be the name of a set environment variable, \
+            "sources[0].sinks[0].secret_env must be the name of a set, non-empty environment variable, \
              got \"GOAD_CHECK_SECRET\" (not set)"
                 .to_string()
         )

@@ -201,7 +201,47 @@ fn a_missing_secret_variable_is_a_config_error_naming_the_key() {
     ));
     c.sources.push(source("s", "t", vec![sink]));
     let err = Engine::open(c).err().expect("refused").to_string();
-    assert_eq!(err, "sources[0].sinks[0].secret_env must be the name of a set environment variable, got \"GOAD_TEST_UNSET_SECRET\" (not set)");
+    assert_eq!(err, "sources[0].sinks[0].secret_env must be the name of a set, non-empty environment variable, got \"GOAD_TEST_UNSET_SECRET\" (not set)");
+}
+
+/// A sink's `headers_env` sends the values of environment variables (a
+/// receiver's credentials, which the config file must not hold), read when
+/// the sink is built; an operator `content-type` replaces the hook's (sent
+/// once). An unset variable, or one whose value cannot be a header, is a
+/// config error naming the key and the variable but not the value.
+#[test]
+fn secret_headers_come_from_the_environment_and_content_type_is_replaced() {
+    std::env::set_var("GOAD_TEST_RECEIVER_AUTH", "Bearer receiver-token");
+    std::env::set_var("GOAD_TEST_BROKEN_HEADER", "secret\nvalue");
+    let (got, _e, _d) = deliver(provider_hook(), Reply::status(200), |s| {
+        let sink = &mut s.sinks[0];
+        sink.headers_env
+            .insert("Authorization".into(), "GOAD_TEST_RECEIVER_AUTH".into());
+        sink.headers
+            .insert("content-type".into(), "application/cloudevents+json".into());
+    });
+    let r = &got[0];
+    assert_eq!(r.header("authorization"), Some("Bearer receiver-token"));
+    let content_types: Vec<&str> = r
+        .headers
+        .iter()
+        .filter(|(name, _)| name == "content-type")
+        .map(|(_, value)| value.as_str())
+        .collect();
+    assert_eq!(content_types, ["application/cloudevents+json"]);
+
+    let dir = tempfile::tempdir().unwrap();
+    for (var, why) in [
+        ("GOAD_TEST_UNSET_HEADER", "the name of a set, non-empty environment variable, got \"GOAD_TEST_UNSET_HEADER\" (not set)"),
+        ("GOAD_TEST_BROKEN_HEADER", "a variable holding a valid HTTP header value (no control characters but tab), got \"GOAD_TEST_BROKEN_HEADER\""),
+    ] {
+        let mut c = config(dir.path());
+        let mut sink = SinkConfig::http("http://127.0.0.1:9/");
+        sink.headers_env.insert("x-api-key".into(), var.into());
+        c.sources.push(source("s", "t", vec![sink]));
+        let err = Engine::open(c).err().expect("refused").to_string();
+        assert_eq!(err, format!("sources[0].sinks[0].headers_env.x-api-key must be {why}"));
+    }
 }
 
 /// The status mapping over real HTTP: the row's state after one attempt.

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub(crate) use validate::env_value;
 pub use validate::{is_id, ConfigError};
 
 /// The whole node configuration.
@@ -333,9 +334,15 @@ pub struct SinkConfig {
     pub url: Option<String>,
     /// http: `post` (default), `put` or `patch`.
     pub method: Option<String>,
-    /// http: extra request headers, which win over forwarded provider headers.
+    /// http: extra request headers, which win over forwarded provider headers
+    /// (and a `content-type` over the hook's).
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// http: extra request headers whose values are secrets: header name →
+    /// the environment variable holding its value (read when the sink is
+    /// built, never stored nor printed).
+    #[serde(default)]
+    pub headers_env: BTreeMap<String, String>,
     /// http: per-phase timeout (connect, send, receive), default 5,000 ms.
     pub timeout_ms: Option<u64>,
     /// http: the environment variable(s) holding Standard Webhooks secrets.
@@ -421,6 +428,7 @@ impl SinkConfig {
             url: None,
             method: None,
             headers: BTreeMap::new(),
+            headers_env: BTreeMap::new(),
             timeout_ms: None,
             secret_env: None,
             max_response_bytes: None,

@@ -71,6 +71,22 @@ fn invalid(key: impl Into<String>, rule: impl Into<String>, value: impl fmt::Deb
     }
 }
 
+/// The value of the environment variable `var`, which the config's `key`
+/// names: a variable that is unset or empty is an error naming both (an
+/// operator who named one expects it read).
+pub(crate) fn env_value(key: String, var: &str) -> Result<String, ConfigError> {
+    let why = match std::env::var(var) {
+        Ok(value) if !value.is_empty() => return Ok(value),
+        Ok(_) => "empty",
+        Err(_) => "not set",
+    };
+    Err(ConfigError::Invalid {
+        key,
+        rule: "the name of a set, non-empty environment variable".into(),
+        value: format!("{var:?} ({why})"),
+    })
+}
+
 fn at_least<T: PartialOrd + fmt::Debug + Copy>(
     key: &str,
     value: T,
@@ -122,6 +138,7 @@ const HTTP_OPTIONS: &[&str] = &[
     "url",
     "method",
     "headers",
+    "headers_env",
     "timeout_ms",
     "secret_env",
     "max_response_bytes",
@@ -433,6 +450,7 @@ impl Config {
             ("url", sink.url.is_some()),
             ("method", sink.method.is_some()),
             ("headers", !sink.headers.is_empty()),
+            ("headers_env", !sink.headers_env.is_empty()),
             ("timeout_ms", sink.timeout_ms.is_some()),
             ("secret_env", sink.secret_env.is_some()),
             ("max_response_bytes", sink.max_response_bytes.is_some()),
@@ -504,22 +522,7 @@ impl Config {
                 return Err(invalid(format!("{at}.ca_file"), rule, file));
             }
         }
-        for (name, value) in &sink.headers {
-            if ureq::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
-                return Err(invalid(
-                    format!("{at}.headers"),
-                    "valid HTTP header names",
-                    name,
-                ));
-            }
-            if ureq::http::HeaderValue::from_str(value).is_err() {
-                return Err(invalid(
-                    format!("{at}.headers.{name}"),
-                    "a valid HTTP header value (no control characters but tab)",
-                    value,
-                ));
-            }
-        }
+        validate_operator_headers(at, sink)?;
         if let Some(secrets) = &sink.secret_env {
             for var in secrets.to_vec() {
                 if var.is_empty() {
@@ -533,6 +536,54 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// An HTTP sink's `headers` and `headers_env`: valid names, none that
+/// goad or the HTTP client sets itself, none twice (names are
+/// case-insensitive), valid values and variable names.
+fn validate_operator_headers(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
+    let named = sink
+        .headers
+        .keys()
+        .map(|name| ("headers", name))
+        .chain(sink.headers_env.keys().map(|name| ("headers_env", name)));
+    let mut seen: Vec<String> = Vec::new();
+    for (field, name) in named {
+        if ureq::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(invalid(
+                format!("{at}.{field}"),
+                "valid HTTP header names",
+                name,
+            ));
+        }
+        let lowercase = name.to_ascii_lowercase();
+        if crate::sink::reserved_header(&lowercase) {
+            let rule = "a header goad does not set itself (not a framing or hop-by-hop \
+                        header, x-goad-* or webhook-*)";
+            return Err(invalid(format!("{at}.{field}"), rule, name));
+        }
+        if seen.contains(&lowercase) {
+            let rule = "header names given once across headers and headers_env (in any case)";
+            return Err(invalid(format!("{at}.{field}"), rule, name));
+        }
+        seen.push(lowercase);
+    }
+    for (name, value) in &sink.headers {
+        if ureq::http::HeaderValue::from_str(value).is_err() {
+            return Err(invalid(
+                format!("{at}.headers.{name}"),
+                "a valid HTTP header value (no control characters but tab)",
+                value,
+            ));
+        }
+    }
+    for (name, var) in &sink.headers_env {
+        if var.is_empty() {
+            let rule = "an environment variable name";
+            return Err(invalid(format!("{at}.headers_env.{name}"), rule, var));
+        }
+    }
+    Ok(())
 }
 
 /// Whether `url` is an http:// or https:// URL with a host.

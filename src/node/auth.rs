@@ -2,7 +2,7 @@
 //! the environment variables the config names (never from the config
 //! itself) and compared in constant time.
 
-use crate::config::{Config, ConfigError};
+use crate::config::{env_value, Config, ConfigError};
 use std::collections::HashMap;
 use subtle::ConstantTimeEq;
 
@@ -14,34 +14,18 @@ pub struct Tokens {
     pub sources: HashMap<String, Option<String>>,
 }
 
-fn read_env(key: String, var: &str) -> Result<String, ConfigError> {
-    match std::env::var(var) {
-        Ok(value) if !value.is_empty() => Ok(value),
-        Ok(_) => Err(ConfigError::Invalid {
-            key,
-            rule: "the name of a set, non-empty environment variable".into(),
-            value: format!("{var:?} (empty)"),
-        }),
-        Err(_) => Err(ConfigError::Invalid {
-            key,
-            rule: "the name of a set, non-empty environment variable".into(),
-            value: format!("{var:?} (not set)"),
-        }),
-    }
-}
-
 impl Tokens {
     /// Reads every token `config` names; a named variable that is unset or
     /// empty is an error (an operator who configured a token expects it).
     pub fn from_config(config: &Config) -> Result<Tokens, ConfigError> {
         let admin = match &config.admin_token_env {
-            Some(var) => Some(read_env("admin_token_env".into(), var)?),
+            Some(var) => Some(env_value("admin_token_env".into(), var)?),
             None => None,
         };
         let mut sources = HashMap::new();
         for (i, source) in config.sources.iter().enumerate() {
             let token = match &source.ingest_token_env {
-                Some(var) => Some(read_env(format!("sources[{i}].ingest_token_env"), var)?),
+                Some(var) => Some(env_value(format!("sources[{i}].ingest_token_env"), var)?),
                 None => None,
             };
             sources.insert(source.id.clone(), token);

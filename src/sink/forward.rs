@@ -6,14 +6,19 @@
 //! allowlist, still minus that set. Names are lowercased and repeats are
 //! joined with ", " in arrival order.
 
-const NEVER: &[&str] = &[
+/// Credentials: never stored with a hook nor forwarded, but a sink's own
+/// `headers` may send them (a receiver's API key).
+const CREDENTIALS: &[&str] = &[
     "authorization",
     "proxy-authorization",
     "cookie",
     "x-api-key",
+];
+
+/// Hop-by-hop and framing headers: the HTTP client's alone.
+const FRAMING: &[&str] = &[
     "host",
     "content-length",
-    "content-type",
     "connection",
     "keep-alive",
     "transfer-encoding",
@@ -23,9 +28,16 @@ const NEVER: &[&str] = &[
     "expect",
 ];
 
+/// Whether a header is goad's or the HTTP client's to send (lowercase
+/// name): framing and hop-by-hop headers and goad's own namespaces. A
+/// sink's own `headers` may not name one.
+pub fn reserved_header(name: &str) -> bool {
+    FRAMING.contains(&name) || name.starts_with("x-goad-") || name.starts_with("webhook-")
+}
+
 /// Whether a header is never stored with a hook nor forwarded (lowercase name).
 pub fn never_forwarded(name: &str) -> bool {
-    NEVER.contains(&name) || name.starts_with("x-goad-") || name.starts_with("webhook-")
+    reserved_header(name) || CREDENTIALS.contains(&name) || name == "content-type"
 }
 
 /// The forwarded headers of a hook, lowercased and joined.

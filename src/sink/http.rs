@@ -13,7 +13,7 @@
 //! permanent: no retry could send it.
 
 use super::client::agent_trusting;
-use super::forward::forwarded;
+use super::forward::{forwarded, reserved_header};
 use super::signing::{signature_header, SigningKey};
 use super::status::classify;
 use super::{BoxError, Delivery, Sink, SinkError};
@@ -33,11 +33,14 @@ pub enum Method {
 }
 
 /// What an HTTP sink needs, resolved from its config entry.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct HttpSinkOptions {
     pub url: String,
     pub method: Method,
-    /// Operator headers; they win over forwarded provider headers.
+    /// Operator headers (some values may be secrets); they win over
+    /// forwarded provider headers, and a `content-type` over the hook's.
+    /// Framing and hop-by-hop headers and goad's namespaces are refused
+    /// (`reserved_header`).
     pub headers: Vec<(String, String)>,
     pub timeout_ms: u64,
     pub keys: Vec<SigningKey>,
@@ -51,12 +54,32 @@ pub struct HttpSinkOptions {
     pub roots: RootCerts,
 }
 
+/// Header values are not shown: some are secrets.
+impl std::fmt::Debug for HttpSinkOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let header_names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("HttpSinkOptions")
+            .field("url", &self.url)
+            .field("method", &self.method)
+            .field("header_names", &header_names)
+            .field("timeout_ms", &self.timeout_ms)
+            .field("keys", &self.keys)
+            .field("max_response_bytes", &self.max_response_bytes)
+            .field("forward_allow", &self.forward_allow)
+            .field("idle_connections", &self.idle_connections)
+            .field("roots", &self.roots)
+            .finish()
+    }
+}
+
 /// An HTTP endpoint.
 pub struct HttpSink {
     agent: ureq::Agent,
     /// The options' URL and headers, parsed once.
     uri: Uri,
     operator_headers: Vec<(HeaderName, HeaderValue)>,
+    /// The operator's `content-type`, sent instead of the hook's.
+    content_type: Option<HeaderValue>,
     method: Method,
     keys: Vec<SigningKey>,
     forward_allow: Option<Vec<String>>,
@@ -76,6 +99,8 @@ pub enum InvalidHttpSink {
         name: String,
         cause: ureq::http::Error,
     },
+    /// A header goad or the HTTP client sets itself (`reserved_header`).
+    ReservedHeader { name: String },
 }
 
 impl std::fmt::Display for InvalidHttpSink {
@@ -83,6 +108,9 @@ impl std::fmt::Display for InvalidHttpSink {
         match self {
             InvalidHttpSink::Url { url, .. } => write!(f, "not a valid URL: {url:?}"),
             InvalidHttpSink::Header { name, .. } => write!(f, "not a valid HTTP header: {name:?}"),
+            InvalidHttpSink::ReservedHeader { name } => {
+                write!(f, "a header goad sets itself: {name:?}")
+            }
         }
     }
 }
@@ -92,6 +120,7 @@ impl std::error::Error for InvalidHttpSink {
         match self {
             InvalidHttpSink::Url { cause, .. } => Some(cause),
             InvalidHttpSink::Header { cause, .. } => Some(cause),
+            InvalidHttpSink::ReservedHeader { .. } => None,
         }
     }
 }
@@ -142,24 +171,29 @@ impl HttpSink {
                 url: options.url.clone(),
                 cause,
             })?;
-        let operator_headers = options
-            .headers
-            .iter()
-            .map(|(name, value)| {
-                let invalid = |cause: ureq::http::Error| InvalidHttpSink::Header {
-                    name: name.clone(),
-                    cause,
-                };
-                Ok((
-                    HeaderName::from_bytes(name.as_bytes()).map_err(|e| invalid(e.into()))?,
-                    HeaderValue::from_str(value).map_err(|e| invalid(e.into()))?,
-                ))
-            })
-            .collect::<Result<_, _>>()?;
+        let mut operator_headers = Vec::with_capacity(options.headers.len());
+        let mut content_type = None;
+        for (name, value) in &options.headers {
+            let invalid = |cause: ureq::http::Error| InvalidHttpSink::Header {
+                name: name.clone(),
+                cause,
+            };
+            let header_name =
+                HeaderName::from_bytes(name.as_bytes()).map_err(|e| invalid(e.into()))?;
+            if reserved_header(header_name.as_str()) {
+                return Err(InvalidHttpSink::ReservedHeader { name: name.clone() });
+            }
+            let value = HeaderValue::from_str(value).map_err(|e| invalid(e.into()))?;
+            match header_name == CONTENT_TYPE {
+                true => content_type = Some(value),
+                false => operator_headers.push((header_name, value)),
+            }
+        }
         Ok(HttpSink {
             agent: agent_trusting(options.timeout_ms, options.idle_connections, options.roots),
             uri,
             operator_headers,
+            content_type,
             method: options.method,
             keys: options.keys,
             forward_allow: options.forward_allow,
@@ -180,13 +214,17 @@ impl HttpSink {
             Method::Put => self.agent.put(uri),
             Method::Patch => self.agent.patch(uri),
         };
-        let content_type = hook
-            .content_type
-            .as_deref()
-            .unwrap_or("application/octet-stream");
         let value = |v: &str| HeaderValue::from_str(v).map_err(|e| unsendable(v, e));
+        let content_type = match &self.content_type {
+            Some(operators) => operators.clone(),
+            None => value(
+                hook.content_type
+                    .as_deref()
+                    .unwrap_or("application/octet-stream"),
+            )?,
+        };
         request = request
-            .header(CONTENT_TYPE, value(content_type)?)
+            .header(CONTENT_TYPE, content_type)
             .header(WEBHOOK_ID, value(&hook.id)?)
             .header(WEBHOOK_TIMESTAMP, HeaderValue::from(timestamp_s))
             .header(GOAD_SOURCE, value(&hook.source_id)?)
@@ -283,6 +321,10 @@ mod tests {
         assert!(matches!(
             build("http://127.0.0.1:9/h", ("x-a", "1\n2")),
             Some(InvalidHttpSink::Header { name, .. }) if name == "x-a"
+        ));
+        assert!(matches!(
+            build("http://127.0.0.1:9/h", ("transfer-encoding", "chunked")),
+            Some(InvalidHttpSink::ReservedHeader { name }) if name == "transfer-encoding"
         ));
     }
 }

@@ -22,7 +22,7 @@ mod status;
 
 pub use claiming::{ClaimCheckFailed, ClaimingSink};
 use client::agent;
-pub use forward::never_forwarded;
+pub use forward::{never_forwarded, reserved_header};
 pub use queue::MessageTooLarge;
 use queue::{answer_of, excerpt};
 pub use registry::SinkRegistry;

@@ -12,7 +12,7 @@ use super::sqs::{region_of, SqsSink, SqsSinkOptions};
 use super::ClaimingSink;
 use super::Sink;
 use crate::claim_check::ClaimStore;
-use crate::config::{Config, ConfigError, SinkConfig, SourceConfig};
+use crate::config::{env_value, Config, ConfigError, SinkConfig, SourceConfig};
 use crate::core::{Catalog, LaneBy};
 use crate::limits::{
     HTTP_MAX_RESPONSE_BYTES, HTTP_TIMEOUT_MS, INLINE_MAX_BYTES, MAX_BATCH_ENTRIES, PUBSUB_ENDPOINT,
@@ -60,6 +60,9 @@ impl SinkRegistry {
                                 InvalidHttpSink::Url { url, .. } => ("url", "a valid URL", url),
                                 InvalidHttpSink::Header { name, .. } => {
                                     ("headers", "valid HTTP headers", name)
+                                }
+                                InvalidHttpSink::ReservedHeader { name } => {
+                                    ("headers", "headers goad does not set itself", name)
                                 }
                             };
                             ConfigError::Invalid {
@@ -168,17 +171,33 @@ fn http_options(
         .unwrap_or_default()
     {
         let key = format!("{at}.secret_env");
-        let secret = std::env::var(&var).map_err(|_| ConfigError::Invalid {
-            key: key.clone(),
-            rule: "the name of a set environment variable".into(),
-            value: format!("{var:?} (not set)"),
-        })?;
+        let secret = env_value(key.clone(), &var)?;
         let parsed = SigningKey::parse(&secret).map_err(|e| ConfigError::Invalid {
             key,
             rule: format!("a variable holding a valid secret ({e})"),
             value: format!("{var:?}"),
         })?;
         keys.push(parsed);
+    }
+    let mut headers: Vec<(String, String)> = entry
+        .headers
+        .iter()
+        .map(|(name, value)| (name.to_ascii_lowercase(), value.clone()))
+        .collect();
+    for (name, var) in &entry.headers_env {
+        let key = format!("{at}.headers_env.{name}");
+        let value = env_value(key.clone(), var)?;
+        // The value is a secret: the error names only its variable.
+        if ureq::http::HeaderValue::from_str(&value).is_err() {
+            return Err(ConfigError::Invalid {
+                key,
+                rule:
+                    "a variable holding a valid HTTP header value (no control characters but tab)"
+                        .into(),
+                value: format!("{var:?}"),
+            });
+        }
+        headers.push((name.to_ascii_lowercase(), value));
     }
     let roots = match &entry.ca_file {
         None => RootCerts::WebPki,
@@ -191,11 +210,7 @@ fn http_options(
     Ok(HttpSinkOptions {
         url: entry.url.clone().unwrap_or_default(),
         method,
-        headers: entry
-            .headers
-            .iter()
-            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
-            .collect(),
+        headers,
         timeout_ms: sink_timeout_ms(config, entry),
         keys,
         max_response_bytes: entry.max_response_bytes.unwrap_or(HTTP_MAX_RESPONSE_BYTES),
