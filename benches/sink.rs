@@ -8,7 +8,7 @@ mod common;
 use common::paired::{benching, paired};
 use criterion::Criterion;
 use goad::demo::receiver::{Receiver, Reply};
-use goad::sink::http::{HttpSink, HttpSinkOptions, Method};
+use goad::sink::http::{HttpSink, HttpSinkOptions};
 use goad::store::Hook;
 use goad::{Delivery, Sink};
 use std::sync::Arc;
@@ -32,18 +32,10 @@ fn hook() -> Hook {
 fn main() {
     let receiver = Receiver::start_with(|_| Reply::status(200), false).expect("receiver");
     let url = receiver.url("/hooks");
-    let sink = HttpSink::new(HttpSinkOptions {
-        url: url.clone(),
-        method: Method::Post,
-        headers: vec![("x-operator".into(), "1".into())],
-        timeout_ms: 10_000,
-        keys: vec![],
-        max_response_bytes: 64 * 1024,
-        forward_allow: None,
-        idle_connections: 8,
-        roots: ureq::tls::RootCerts::WebPki,
-    })
-    .expect("valid options");
+    let mut options = HttpSinkOptions::new(url.clone());
+    options.headers = vec![("x-operator".into(), "1".into())];
+    options.timeout_ms = 10_000;
+    let sink = HttpSink::new(options).expect("valid options");
     let raw: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()

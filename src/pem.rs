@@ -1,8 +1,37 @@
 //! PEM texts goad reads: the certificates and private key of the node's
-//! HTTPS, and the root certificates an HTTP sink trusts.
+//! HTTPS, and the root certificates and client certificate of an HTTP
+//! sink; and the files the config names for them.
 
+use crate::config::ConfigError;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use std::path::Path;
+
+/// A config key naming a PEM file: the key, what the file must hold, and
+/// its path.
+pub(crate) struct PemFile<'a> {
+    pub key: &'a str,
+    pub holds: &'a str,
+    pub path: &'a Path,
+}
+
+impl PemFile<'_> {
+    /// What `parse` makes of the file, or an error naming its key.
+    pub fn load<T>(&self, parse: fn(&[u8]) -> Result<T, String>) -> Result<T, ConfigError> {
+        let pem = std::fs::read(self.path).map_err(|e| format!("cannot read it: {e}"));
+        pem.and_then(|pem| parse(&pem))
+            .map_err(|why| self.refused(why))
+    }
+
+    /// The error naming the key, what the file must hold and why it does not.
+    pub fn refused(&self, why: String) -> ConfigError {
+        ConfigError::Invalid {
+            key: self.key.into(),
+            rule: format!("{} ({why})", self.holds),
+            value: format!("{:?}", self.path),
+        }
+    }
+}
 
 /// The certificates of a PEM text, in order; an error says why there are
 /// none.

@@ -88,6 +88,7 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("max_shard_bytes = 5000000000000", "max_shard_bytes must be an integer from 16777216 (16 MiB, and 8 × max_body_bytes) to 4398046511104, got 5000000000000"),
         ("[http]\ntls_cert_file = \"c.pem\"", "http.tls_key_file must be set with http.tls_cert_file, got \"absent\""),
         ("[http]\ntls_key_file = \"k.pem\"", "http.tls_cert_file must be set with http.tls_key_file, got \"absent\""),
+        ("[http]\ntls_client_ca_file = \"ca.pem\"", "http.tls_client_ca_file must be absent without http.tls_cert_file (only HTTPS asks for client certificates), got \"ca.pem\""),
         ("[replay]\nrate = 0", "replay.rate must be an integer from 1 to 100000, got 0"),
         ("[claim_check]\nretention_ms = 0", "claim_check.retention_ms must be a positive integer, got 0"),
         ("[claim_check]\ns3_region = \"us-east-1\"", "claim_check.s3_region must be absent without claim_check.s3_bucket, got \"set\""),
@@ -116,6 +117,10 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nheaders_env = { \"x a\" = \"K\" }", "sources[0].sinks[0].headers_env must be valid HTTP header names, got \"x a\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nheaders_env = { authorization = \"\" }", "sources[0].sinks[0].headers_env.authorization must be an environment variable name, got \"\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"sqs\"\nqueue_url = \"https://sqs.us-east-1.amazonaws.com/1/q\"\nheaders_env = { authorization = \"K\" }", "sources[0].sinks[0].headers_env must be absent for a sink of type \"sqs\", got \"set\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nclient_cert_file = \"c.pem\"\nclient_key_file = \"k.pem\"", "sources[0].sinks[0].client_cert_file must be absent with an http:// url (only TLS uses it), got \"c.pem\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"https://x\"\nclient_cert_file = \"c.pem\"", "sources[0].sinks[0].client_cert_file must be set with client_key_file (a certificate and its key), got \"c.pem\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"https://x\"\nclient_key_file = \"k.pem\"", "sources[0].sinks[0].client_key_file must be set with client_cert_file (a certificate and its key), got \"k.pem\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"pubsub\"\nproject = \"p\"\ntopic = \"t\"\nclient_key_file = \"k.pem\"", "sources[0].sinks[0].client_key_file must be absent for a sink of type \"pubsub\", got \"set\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nca_file = \"ca.pem\"", "sources[0].sinks[0].ca_file must be absent with an http:// url (only TLS uses it), got \"ca.pem\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"sqs\"\nqueue_url = \"https://sqs.us-east-1.amazonaws.com/1/q\"\nca_file = \"ca.pem\"", "sources[0].sinks[0].ca_file must be absent for a sink of type \"sqs\", got \"set\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"pubsub\"\nproject = \"p\"", "sources[0].sinks[0].topic must be 1 to 255 characters, got \"\""),
@@ -241,8 +246,7 @@ fn goad_check_environment_reads_the_variables_and_files_the_config_names() {
             Some(2),
             format!(
                 "sources[0].sinks[0].ca_file must be a PEM file of root certificates (cannot \
-                 read {}: No such file or directory (os error 2)), got {missing:?}",
-                missing.display()
+                 read it: No such file or directory (os error 2)), got {missing:?}"
             )
         )
     );

@@ -1364,21 +1364,108 @@ fn expect_100_continue_is_answered_before_the_body() {
 
 /// A client whose TLS trusts only the CA certificate of this fixture file.
 fn agent_trusting(ca_fixture: &str) -> ureq::Agent {
-    let ca = std::fs::read(fixtures().join(ca_fixture)).unwrap();
-    let roots: Vec<_> = ureq::tls::parse_pem(&ca)
-        .filter_map(|item| match item.unwrap() {
-            ureq::tls::PemItem::Certificate(c) => Some(c),
-            _ => None,
-        })
-        .collect();
+    tls_agent(ca_fixture, None)
+}
+
+/// `agent_trusting`, presenting the client certificate and private key of
+/// these fixture files when the server asks for one.
+fn tls_agent(ca_fixture: &str, client: Option<(&str, &str)>) -> ureq::Agent {
+    let read = |fixture: &str| std::fs::read(fixtures().join(fixture)).unwrap();
+    let certificates = |pem: Vec<u8>| -> Vec<ureq::tls::Certificate<'static>> {
+        ureq::tls::parse_pem(&pem)
+            .filter_map(|item| match item.unwrap() {
+                ureq::tls::PemItem::Certificate(c) => Some(c),
+                _ => None,
+            })
+            .collect()
+    };
+    let client = client.map(|(cert, key)| {
+        let key = ureq::tls::PrivateKey::from_pem(&read(key)).unwrap();
+        ureq::tls::ClientCert::new_with_certs(&certificates(read(cert)), key)
+    });
     let tls = ureq::tls::TlsConfig::builder()
-        .root_certs(ureq::tls::RootCerts::from(roots))
+        .root_certs(ureq::tls::RootCerts::from(certificates(read(ca_fixture))))
+        .client_cert(client)
         .build();
     ureq::Agent::config_builder()
         .tls_config(tls)
         .http_status_as_error(false)
         .build()
         .into()
+}
+
+/// With `http.tls_client_ca_file` the node serves only clients presenting
+/// a certificate that CA signed (mutual TLS): such a client ingests and
+/// the hook is delivered; a client with no certificate, or one another CA
+/// signed, is refused in the handshake. A reload that drops the key lets
+/// every client in again. A file that does not load stops the start,
+/// naming the key and the file.
+#[test]
+fn with_a_client_ca_the_node_serves_only_clients_it_signed() {
+    let fixtures = fixtures();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("goad.toml");
+    let write_config = |client_ca: &str| {
+        let text = format!(
+            "data_dir = {:?}\nlisten = \"127.0.0.1:0\"\n[http]\ntls_cert_file = {:?}\n\
+             tls_key_file = {:?}\n{client_ca}[[sources]]\nid = \"a\"\ntenant = \"t1\"\n\
+             [[sources.sinks]]\ntype = \"http\"\nurl = {:?}\n",
+            dir.path().join("data"),
+            fixtures.join("localhost-cert.pem"),
+            fixtures.join("localhost-key.pem"),
+            receiver.url("/a")
+        );
+        std::fs::write(&path, text).unwrap();
+    };
+    let client_ca = format!(
+        "tls_client_ca_file = {:?}\n",
+        fixtures.join("test-client-ca.pem")
+    );
+    write_config(&client_ca);
+    let node = start_with(Config::load(&path).unwrap(), Some(path.clone()));
+    let url = |route: &str| format!("https://localhost:{}{route}", node.local_addr().port());
+    let presenting = tls_agent("test-ca.pem", Some(("client-cert.pem", "client-key.pem")));
+    let anonymous = agent_trusting("test-ca.pem");
+    let stranger = tls_agent(
+        "test-ca.pem",
+        Some(("localhost-cert.pem", "localhost-key.pem")),
+    );
+    let health = |agent: &ureq::Agent| agent.get(url("/healthz")).call().map(|r| r.status());
+
+    let ingested = presenting.post(url("/v1/sources/a/hooks")).send("mutual");
+    assert_eq!(ingested.unwrap().status(), 202);
+    assert!(receiver.wait_for(1, Duration::from_secs(20)));
+    assert_eq!(receiver.received()[0].body, b"mutual");
+    assert!(health(&anonymous).is_err(), "no client certificate");
+    assert!(health(&stranger).is_err(), "a certificate of another CA");
+    assert_eq!(health(&presenting).unwrap(), 200, "the node goes on");
+
+    write_config("");
+    let mut reload = presenting.post(url("/v1/reload")).send_empty().unwrap();
+    assert_eq!(reload.status(), 200);
+    assert_eq!(
+        reload.body_mut().read_to_string().unwrap(),
+        r#"{"applied":["http.tls_client_ca_file"],"restart_required":[]}"#
+    );
+    assert_eq!(health(&anonymous).unwrap(), 200);
+    drop(node);
+
+    let missing = fixtures.join("missing-ca.pem");
+    let mut config = Config::load(&path).unwrap();
+    config.http.tls_client_ca_file = Some(missing.clone());
+    let options = NodeOptions {
+        config,
+        config_path: None,
+        allow_open_admin: false,
+    };
+    assert_eq!(
+        Node::start(options).err().expect("refused").to_string(),
+        format!(
+            "http.tls_client_ca_file must be a PEM file of root certificates (cannot read it: \
+             No such file or directory (os error 2)), got {missing:?}"
+        )
+    );
 }
 
 /// With `http.tls_cert_file` and `http.tls_key_file` the node speaks

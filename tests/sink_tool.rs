@@ -74,8 +74,7 @@ impl Drop for SinkTool {
 /// attempts of at most `attempt_timeout_ms`.
 fn engine_for(
     dir: &std::path::Path,
-    url: &str,
-    ca_file: Option<std::path::PathBuf>,
+    mut sink: SinkConfig,
     secret_env: &str,
     secret: &str,
     attempt_timeout_ms: u64,
@@ -84,8 +83,6 @@ fn engine_for(
     let mut c = config(dir);
     c.retry.max_attempts = 10;
     c.dispatch.attempt_timeout_ms = attempt_timeout_ms;
-    let mut sink = SinkConfig::http(url);
-    sink.ca_file = ca_file;
     sink.secret_env = Some(goad::config::OneOrMany::One(secret_env.into()));
     c.sources.push(source("s", "t", vec![sink]));
     Engine::open(c).unwrap()
@@ -110,8 +107,7 @@ fn hangs_and_failures_are_exact_shares_and_every_hook_arrives_signed() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine_for(
         dir.path(),
-        &tool.url,
-        None,
+        SinkConfig::http(&tool.url),
         "GOAD_SINK_TEST_KEY_RIGHT",
         SECRET,
         300,
@@ -156,8 +152,7 @@ fn a_wrong_secret_is_refused_and_dead_letters() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine_for(
         dir.path(),
-        &tool.url,
-        None,
+        SinkConfig::http(&tool.url),
         "GOAD_SINK_TEST_KEY_WRONG",
         "whsec_b3RoZXItc2VjcmV0",
         30_000,
@@ -183,25 +178,34 @@ fn a_wrong_secret_is_refused_and_dead_letters() {
     }
 }
 
-/// With `--tls-cert` and `--tls-key` the tool speaks HTTPS: a sink whose
-/// `ca_file` names the CA that signed its certificate delivers every hook.
+/// With `--tls-cert` and `--tls-key` the tool speaks HTTPS, and with
+/// `--tls-client-ca` asks for a client certificate that CA signed: a sink
+/// whose `ca_file` names the CA that signed the tool's certificate, and
+/// whose `client_cert_file` and `client_key_file` hold a certificate the
+/// client CA signed, delivers every hook.
 #[test]
 fn with_a_certificate_it_speaks_https_to_a_sink_trusting_its_ca() {
     let fixtures = fixtures();
     let file = |name: &str| fixtures.join(name).display().to_string();
     let (cert, key) = (file("localhost-cert.pem"), file("localhost-key.pem"));
-    let tool = SinkTool::start(&["--tls-cert", &cert, "--tls-key", &key]);
+    let client_ca = file("test-client-ca.pem");
+    let tool = SinkTool::start(&[
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--tls-client-ca",
+        &client_ca,
+    ]);
     assert!(tool.url.starts_with("https://127.0.0.1:"), "{}", tool.url);
     let dir = tempfile::tempdir().unwrap();
-    let ca_file = Some(fixtures.join("test-ca.pem"));
-    let engine = engine_for(
-        dir.path(),
-        &tool.url,
-        ca_file,
-        "GOAD_SINK_TEST_KEY_TLS",
-        SECRET,
-        30_000,
-    );
+    let sink = SinkConfig {
+        ca_file: Some(fixtures.join("test-ca.pem")),
+        client_cert_file: Some(fixtures.join("client-cert.pem")),
+        client_key_file: Some(fixtures.join("client-key.pem")),
+        ..SinkConfig::http(&tool.url)
+    };
+    let engine = engine_for(dir.path(), sink, "GOAD_SINK_TEST_KEY_TLS", SECRET, 30_000);
     deliver_hooks(&engine, 5);
     let report = tool.report_when("hooks", 5);
     assert_eq!((report["ok"], report["bad_signatures"]), (5, 0));

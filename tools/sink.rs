@@ -15,7 +15,9 @@
 //! answered ok again: at-least-once at work).
 //!
 //! With `--tls-cert` and `--tls-key` it speaks HTTPS (a sink's `ca_file`
-//! names the CA that signed the certificate).
+//! names the CA that signed the certificate); with `--tls-client-ca` too,
+//! it accepts only clients presenting a certificate that CA signed (a
+//! sink's `client_cert_file` and `client_key_file`).
 //!
 //! `cargo run --release --bin goad-sink -- --listen 127.0.0.1:9000 --fail-percent 20`
 
@@ -63,6 +65,10 @@ struct Args {
     /// ...and this PEM private key.
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<std::path::PathBuf>,
+    /// With HTTPS, accept only clients with a certificate chaining to this
+    /// PEM file's roots.
+    #[arg(long, requires = "tls_cert")]
+    tls_client_ca: Option<std::path::PathBuf>,
 }
 
 /// What the endpoint saw.
@@ -146,7 +152,9 @@ fn main() {
                     .unwrap_or_else(|e| fail(&format!("cannot read {}: {e}", path.display())))
             };
             let (chain, key) = (read(cert), read(key));
-            Receiver::start_tls_on(&args.listen, &chain, &key, answer, false)
+            let clients = args.tls_client_ca.as_deref().map(read);
+            let clients = clients.as_deref();
+            Receiver::start_tls_on(&args.listen, &chain, &key, clients, answer, false)
         }
         _ => Receiver::start_on(&args.listen, answer, false),
     };

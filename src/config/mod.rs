@@ -75,6 +75,10 @@ pub struct HttpConfig {
     /// PEM private key, both or neither; read at start and at each reload.
     pub tls_cert_file: Option<PathBuf>,
     pub tls_key_file: Option<PathBuf>,
+    /// With HTTPS: a PEM file of root certificates every client must
+    /// present a certificate chaining to (mutual TLS); read at start and
+    /// at each reload.
+    pub tls_client_ca_file: Option<PathBuf>,
 }
 
 impl Default for HttpConfig {
@@ -85,6 +89,7 @@ impl Default for HttpConfig {
             max_connections: 1_024,
             tls_cert_file: None,
             tls_key_file: None,
+            tls_client_ca_file: None,
         }
     }
 }
@@ -353,6 +358,11 @@ pub struct SinkConfig {
     /// endpoint's certificate must chain to, instead of Mozilla's roots (a
     /// private CA); read when the sink is built.
     pub ca_file: Option<PathBuf>,
+    /// http, with an https:// url: the PEM certificate chain (and, in
+    /// `client_key_file`, its private key) presented to an endpoint that
+    /// asks for one (mutual TLS); read when the sink is built.
+    pub client_cert_file: Option<PathBuf>,
+    pub client_key_file: Option<PathBuf>,
     /// sqs: the queue's URL (`https://sqs.<region>.amazonaws.com/<account>/<name>`;
     /// a name ending `.fifo` is a FIFO queue).
     pub queue_url: Option<String>,
@@ -433,6 +443,8 @@ impl SinkConfig {
             secret_env: None,
             max_response_bytes: None,
             ca_file: None,
+            client_cert_file: None,
+            client_key_file: None,
             queue_url: None,
             region: None,
             endpoint: None,

@@ -143,6 +143,8 @@ const HTTP_OPTIONS: &[&str] = &[
     "secret_env",
     "max_response_bytes",
     "ca_file",
+    "client_cert_file",
+    "client_key_file",
 ];
 const SQS_OPTIONS: &[&str] = &[
     "queue_url",
@@ -233,6 +235,11 @@ impl Config {
                 ))
             }
             _ => {}
+        }
+        if let (Some(file), None) = (&self.http.tls_client_ca_file, &self.http.tls_cert_file) {
+            let rule =
+                "absent without http.tls_cert_file (only HTTPS asks for client certificates)";
+            return Err(invalid("http.tls_client_ca_file", rule, file));
         }
         if !(1..=100_000).contains(&self.replay.rate) {
             return Err(invalid(
@@ -455,6 +462,8 @@ impl Config {
             ("secret_env", sink.secret_env.is_some()),
             ("max_response_bytes", sink.max_response_bytes.is_some()),
             ("ca_file", sink.ca_file.is_some()),
+            ("client_cert_file", sink.client_cert_file.is_some()),
+            ("client_key_file", sink.client_key_file.is_some()),
             ("queue_url", sink.queue_url.is_some()),
             ("region", sink.region.is_some()),
             ("endpoint", sink.endpoint.is_some()),
@@ -516,11 +525,29 @@ impl Config {
         if let Some(bytes) = sink.max_response_bytes {
             positive(&format!("{at}.max_response_bytes"), bytes)?;
         }
-        if let Some(file) = &sink.ca_file {
-            if !url.to_ascii_lowercase().starts_with("https://") {
-                let rule = "absent with an http:// url (only TLS uses it)";
-                return Err(invalid(format!("{at}.ca_file"), rule, file));
+        let tls_files = [
+            ("ca_file", &sink.ca_file),
+            ("client_cert_file", &sink.client_cert_file),
+            ("client_key_file", &sink.client_key_file),
+        ];
+        for (field, file) in tls_files {
+            if let Some(file) = file {
+                if !url.to_ascii_lowercase().starts_with("https://") {
+                    let rule = "absent with an http:// url (only TLS uses it)";
+                    return Err(invalid(format!("{at}.{field}"), rule, file));
+                }
             }
+        }
+        match (&sink.client_cert_file, &sink.client_key_file) {
+            (Some(file), None) => {
+                let rule = "set with client_key_file (a certificate and its key)";
+                return Err(invalid(format!("{at}.client_cert_file"), rule, file));
+            }
+            (None, Some(file)) => {
+                let rule = "set with client_cert_file (a certificate and its key)";
+                return Err(invalid(format!("{at}.client_key_file"), rule, file));
+            }
+            _ => {}
         }
         validate_operator_headers(at, sink)?;
         if let Some(secrets) = &sink.secret_env {

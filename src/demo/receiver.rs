@@ -141,18 +141,32 @@ impl Receiver {
         behaviour: impl Fn(&Received) -> Reply + Send + Sync + 'static,
     ) -> std::io::Result<Receiver> {
         let (chain, key) = (certificate_chain_pem, private_key_pem);
-        Receiver::start_tls_on("127.0.0.1:0", chain, key, behaviour, true)
+        Receiver::start_tls_on("127.0.0.1:0", chain, key, None, behaviour, true)
     }
 
-    /// `start_tls` listening on `addr`; `record` as for `start_with`.
+    /// `start_tls` that accepts only clients presenting a certificate that
+    /// chains to the roots of the PEM text `client_roots_pem` (mutual TLS).
+    pub fn start_mutual_tls(
+        certificate_chain_pem: &[u8],
+        private_key_pem: &[u8],
+        client_roots_pem: &[u8],
+        behaviour: impl Fn(&Received) -> Reply + Send + Sync + 'static,
+    ) -> std::io::Result<Receiver> {
+        let (chain, key, clients) = (certificate_chain_pem, private_key_pem, client_roots_pem);
+        Receiver::start_tls_on("127.0.0.1:0", chain, key, Some(clients), behaviour, true)
+    }
+
+    /// `start_tls` (or with `client_roots_pem`, `start_mutual_tls`)
+    /// listening on `addr`; `record` as for `start_with`.
     pub fn start_tls_on(
         addr: &str,
         certificate_chain_pem: &[u8],
         private_key_pem: &[u8],
+        client_roots_pem: Option<&[u8]>,
         behaviour: impl Fn(&Received) -> Reply + Send + Sync + 'static,
         record: bool,
     ) -> std::io::Result<Receiver> {
-        let config = server_config(certificate_chain_pem, private_key_pem)
+        let config = server_config(certificate_chain_pem, private_key_pem, client_roots_pem)
             .map_err(|why| std::io::Error::new(std::io::ErrorKind::InvalidInput, why))?;
         Receiver::start_serving(addr, Some(Arc::new(config)), behaviour, record)
     }

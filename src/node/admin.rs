@@ -466,6 +466,7 @@ pub(super) fn reload_config(state: &NodeState, engine: &Engine) -> Result<Reload
             *shared.write() = renewed;
             current.http.tls_cert_file = new.http.tls_cert_file.clone();
             current.http.tls_key_file = new.http.tls_key_file.clone();
+            current.http.tls_client_ca_file = new.http.tls_client_ca_file.clone();
             crate::log::info("TLS certificate reloaded; new connections use it", &[]);
             true
         }

@@ -1,9 +1,12 @@
-//! The HTTP client every one of goad's sinks uses, one per sink entry, and
-//! the roots its TLS trusts; the percent-encoding of what goes into its
-//! URLs and forms, and reading a credentials service's answer.
+//! The HTTP client every one of goad's sinks uses, one per sink entry, the
+//! roots its TLS trusts and the certificate it presents; the
+//! percent-encoding of what goes into its URLs and forms, and reading a
+//! credentials service's answer.
 
-use std::path::Path;
-use ureq::tls::{Certificate, RootCerts, TlsConfig};
+use crate::config::ConfigError;
+use crate::pem::{certificates, private_key, PemFile};
+use rustls::pki_types::PrivateKeyDer;
+use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
 
 /// The HTTP client of one sink: a keep-alive pool of `idle_connections`,
 /// per-phase timeouts of `timeout_ms` (connect, send, receive: ureq 3's
@@ -11,18 +14,18 @@ use ureq::tls::{Certificate, RootCerts, TlsConfig};
 /// answers rather than errors, no redirects followed, and TLS trusting
 /// Mozilla's root certificates.
 pub(crate) fn agent(timeout_ms: u64, idle_connections: usize) -> ureq::Agent {
-    agent_trusting(timeout_ms, idle_connections, RootCerts::WebPki)
+    agent_with_tls(timeout_ms, idle_connections, TlsConfig::default())
 }
 
-/// `agent`, with TLS trusting `roots`.
-pub(crate) fn agent_trusting(
+/// `agent`, with TLS as `tls` says (roots, client certificate).
+pub(crate) fn agent_with_tls(
     timeout_ms: u64,
     idle_connections: usize,
-    roots: RootCerts,
+    tls: TlsConfig,
 ) -> ureq::Agent {
     let timeout = Some(std::time::Duration::from_millis(timeout_ms));
     ureq::Agent::config_builder()
-        .tls_config(TlsConfig::builder().root_certs(roots).build())
+        .tls_config(tls)
         .http_status_as_error(false)
         .max_redirects(0)
         .max_redirects_will_error(false)
@@ -38,16 +41,41 @@ pub(crate) fn agent_trusting(
         .into()
 }
 
-/// The certificates of the PEM file at `path`, as roots to trust; the
-/// error says why there are none.
-pub(crate) fn root_certificates(path: &Path) -> Result<RootCerts, String> {
-    let pem = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let certificates =
-        crate::pem::certificates(&pem).map_err(|why| format!("{}: {why}", path.display()))?;
-    let roots = certificates
+/// The certificates of a PEM file, as roots to trust.
+pub(crate) fn root_certificates(file: &PemFile<'_>) -> Result<RootCerts, ConfigError> {
+    let roots = file.load(certificates)?;
+    let roots = roots
         .iter()
         .map(|der| Certificate::from_der(der).to_owned());
     Ok(RootCerts::from(roots))
+}
+
+/// The certificate chain of one PEM file and the private key of another,
+/// which must fit it, as a TLS client's certificate.
+pub(crate) fn client_certificate(
+    chain: &PemFile<'_>,
+    key: &PemFile<'_>,
+) -> Result<ClientCert, ConfigError> {
+    let chain_der = chain.load(certificates)?;
+    let (key_der, key_for_ureq) = key.load(rustls_and_ureq_key)?;
+    let provider = rustls::crypto::ring::default_provider();
+    rustls::sign::CertifiedKey::from_der(chain_der.clone(), key_der, &provider)
+        .map_err(|e| key.refused(format!("it does not fit the certificate ({e})")))?;
+    let chain: Vec<Certificate<'static>> = chain_der
+        .iter()
+        .map(|der| Certificate::from_der(der).to_owned())
+        .collect();
+    Ok(ClientCert::new_with_certs(&chain, key_for_ureq))
+}
+
+/// The private key of a PEM text, as rustls takes it (to check it fits
+/// its certificate) and as ureq does.
+fn rustls_and_ureq_key(
+    pem: &[u8],
+) -> Result<(PrivateKeyDer<'static>, PrivateKey<'static>), String> {
+    let der = private_key(pem)?;
+    let key = PrivateKey::from_pem(pem).map_err(|e| format!("no PEM private key in it ({e})"))?;
+    Ok((der, key))
 }
 
 /// `text` percent-encoded but for RFC 3986's unreserved characters: one

@@ -3,7 +3,7 @@
 //! a fixed sink applies to its backlog.
 
 use super::aws_credentials::{AwsCredentials, EnvCredentials};
-use super::client::root_certificates;
+use super::client::{client_certificate, root_certificates};
 use super::gcp_token::{PubSubAuth, KEY_FILE_VARIABLE};
 use super::http::{HttpSink, HttpSinkOptions, InvalidHttpSink, Method};
 use super::pubsub::{PubSubSink, PubSubSinkOptions};
@@ -18,6 +18,7 @@ use crate::limits::{
     HTTP_MAX_RESPONSE_BYTES, HTTP_TIMEOUT_MS, INLINE_MAX_BYTES, MAX_BATCH_ENTRIES, PUBSUB_ENDPOINT,
     PUBSUB_MAX_MESSAGE_BYTES, SQS_MAX_MESSAGE_BYTES,
 };
+use crate::pem::PemFile;
 use std::collections::HashMap;
 use std::num::NonZeroU16;
 use std::sync::Arc;
@@ -201,11 +202,26 @@ fn http_options(
     }
     let roots = match &entry.ca_file {
         None => RootCerts::WebPki,
-        Some(file) => root_certificates(file).map_err(|why| ConfigError::Invalid {
-            key: format!("{at}.ca_file"),
-            rule: format!("a PEM file of root certificates ({why})"),
-            value: format!("{file:?}"),
+        Some(path) => root_certificates(&PemFile {
+            key: &format!("{at}.ca_file"),
+            holds: "a PEM file of root certificates",
+            path,
         })?,
+    };
+    let client_certificate = match (&entry.client_cert_file, &entry.client_key_file) {
+        (Some(cert_path), Some(key_path)) => Some(client_certificate(
+            &PemFile {
+                key: &format!("{at}.client_cert_file"),
+                holds: "a PEM certificate chain",
+                path: cert_path,
+            },
+            &PemFile {
+                key: &format!("{at}.client_key_file"),
+                holds: "the client certificate's PEM private key",
+                path: key_path,
+            },
+        )?),
+        _ => None,
     };
     Ok(HttpSinkOptions {
         url: entry.url.clone().unwrap_or_default(),
@@ -217,6 +233,7 @@ fn http_options(
         forward_allow: source.forward_headers.clone(),
         idle_connections: idle_connections(config),
         roots,
+        client_certificate,
     })
 }
 

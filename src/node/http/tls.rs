@@ -5,33 +5,65 @@
 //! (a renewed certificate); new connections take the config in hand.
 
 use crate::config::{ConfigError, HttpConfig};
-use crate::pem::{certificates, private_key};
+use crate::pem::{certificates, private_key, PemFile};
 use parking_lot::RwLock;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::{ServerConfig, ServerConnection};
+use rustls::server::danger::ClientCertVerifier;
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig, ServerConnection};
 use std::io::{self, Read, Write};
-use std::path::Path;
 use std::sync::Arc;
 
 /// The TLS config new connections take; a reload replaces it.
 pub type SharedTls = Arc<RwLock<Arc<ServerConfig>>>;
 
 /// A server config for the certificate chain and private key of these
-/// PEM texts (the key PKCS #8, PKCS #1 or SEC1); the error says what is
-/// wrong with them.
-pub fn server_config(chain_pem: &[u8], key_pem: &[u8]) -> Result<ServerConfig, String> {
-    server_config_of(certificates(chain_pem)?, private_key(key_pem)?)
+/// PEM texts (the key PKCS #8, PKCS #1 or SEC1) that, given the PEM text
+/// of client roots, accepts only clients with a certificate chaining to
+/// them; the error says what is wrong with the texts.
+pub fn server_config(
+    chain_pem: &[u8],
+    key_pem: &[u8],
+    client_roots_pem: Option<&[u8]>,
+) -> Result<ServerConfig, String> {
+    let clients = match client_roots_pem {
+        Some(pem) => Some(client_verifier(certificates(pem)?)?),
+        None => None,
+    };
+    server_config_of(certificates(chain_pem)?, private_key(key_pem)?, clients)
 }
 
+/// Accepts clients whose certificate chains to one of `roots`.
+fn client_verifier(
+    roots: Vec<CertificateDer<'static>>,
+) -> Result<Arc<dyn ClientCertVerifier>, String> {
+    let mut store = RootCertStore::empty();
+    for root in roots {
+        store
+            .add(root)
+            .map_err(|e| format!("not a usable root certificate ({e})"))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    WebPkiClientVerifier::builder_with_provider(Arc::new(store), provider)
+        .build()
+        .map_err(|e| format!("no usable root certificate ({e})"))
+}
+
+/// The error is the key's: it does not fit the certificate.
 fn server_config_of(
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
+    clients: Option<Arc<dyn ClientCertVerifier>>,
 ) -> Result<ServerConfig, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    ServerConfig::builder_with_provider(provider)
+    let builder = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_no_client_auth()
+        .map_err(|e| e.to_string())?;
+    let builder = match clients {
+        None => builder.with_no_client_auth(),
+        Some(verifier) => builder.with_client_cert_verifier(verifier),
+    };
+    builder
         .with_single_cert(chain, key)
         .map_err(|e| format!("it does not fit the certificate ({e})"))
 }
@@ -42,40 +74,32 @@ pub(crate) fn from_config(http: &HttpConfig) -> Result<Option<Arc<ServerConfig>>
     let (Some(cert_file), Some(key_file)) = (&http.tls_cert_file, &http.tls_key_file) else {
         return Ok(None);
     };
-    let cert = (
-        "http.tls_cert_file",
-        "a PEM certificate chain",
-        cert_file.as_path(),
-    );
-    let key = (
-        "http.tls_key_file",
-        "the certificate's PEM private key",
-        key_file.as_path(),
-    );
-    let chain = loaded(cert, certificates)?;
-    let private_key = loaded(key, private_key)?;
-    let config = server_config_of(chain, private_key).map_err(|why| not_loaded(key, why))?;
+    let cert = PemFile {
+        key: "http.tls_cert_file",
+        holds: "a PEM certificate chain",
+        path: cert_file,
+    };
+    let key = PemFile {
+        key: "http.tls_key_file",
+        holds: "the certificate's PEM private key",
+        path: key_file,
+    };
+    let chain = cert.load(certificates)?;
+    let private_key = key.load(private_key)?;
+    let clients = match &http.tls_client_ca_file {
+        Some(path) => {
+            let file = PemFile {
+                key: "http.tls_client_ca_file",
+                holds: "a PEM file of root certificates",
+                path,
+            };
+            let roots = file.load(certificates)?;
+            Some(client_verifier(roots).map_err(|why| file.refused(why))?)
+        }
+        None => None,
+    };
+    let config = server_config_of(chain, private_key, clients).map_err(|why| key.refused(why))?;
     Ok(Some(Arc::new(config)))
-}
-
-/// A config key naming a file, what the file must hold, and its path.
-type FileKey<'a> = (&'a str, &'a str, &'a Path);
-
-/// What `parse` makes of the file, or an error naming its key.
-fn loaded<T>(file: FileKey<'_>, parse: fn(&[u8]) -> Result<T, String>) -> Result<T, ConfigError> {
-    let (_, _, path) = file;
-    let pem = std::fs::read(path).map_err(|e| format!("cannot read it: {e}"));
-    pem.and_then(|pem| parse(&pem))
-        .map_err(|why| not_loaded(file, why))
-}
-
-fn not_loaded(file: FileKey<'_>, why: String) -> ConfigError {
-    let (key, rule, path) = file;
-    ConfigError::Invalid {
-        key: key.into(),
-        rule: format!("{rule} ({why})"),
-        value: format!("{path:?}"),
-    }
 }
 
 /// What a read through TLS ended on.
