@@ -99,6 +99,16 @@ enum DlqCommand {
         #[arg(long)]
         cursor: Option<String>,
     },
+    /// Show one dead letter with its hook's headers and body.
+    Show {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// The dead letter's `id`, as `list` gives it.
+        id: String,
+        /// Write only the body, as committed, to stdout.
+        #[arg(long)]
+        body: bool,
+    },
     /// Delete matching dead letters for good (with their hooks).
     Purge {
         #[command(flatten)]
@@ -207,6 +217,13 @@ fn main() -> ExitCode {
             } => {
                 let query = filter.query(&[("limit", Some(limit.to_string())), ("cursor", cursor)]);
                 print_call(&node, "GET", &format!("/v1/dead-letters{query}"), None)
+            }
+            DlqCommand::Show { node, id, body } => {
+                let path = format!("/v1/dead-letters/{}", encode(&id));
+                match body {
+                    false => print_call(&node, "GET", &path, None),
+                    true => print_body(&node, &path),
+                }
             }
             DlqCommand::Purge {
                 node,
@@ -377,6 +394,31 @@ fn reshard(config_path: Option<PathBuf>, shards: usize) -> ExitCode {
         Err(e) => {
             eprintln!("goad reshard: {e}");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// `goad dlq show --body`: the dead letter's body, decoded, on stdout.
+fn print_body(node: &NodeArgs, path: &str) -> ExitCode {
+    use base64::Engine as _;
+    use std::io::Write as _;
+    let body = node.client().call("GET", path, None).and_then(|letter| {
+        let encoded = letter["body_base64"].as_str().unwrap_or_default();
+        base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .map_err(|e| {
+                goad::node::client::ClientError(format!("{path}: the body is not base64: {e}"))
+            })
+    });
+    match body.map(|body| std::io::stdout().write_all(&body)) {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
+            eprintln!("goad: writing the body: {e}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("goad: {e}");
+            ExitCode::FAILURE
         }
     }
 }

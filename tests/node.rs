@@ -501,9 +501,13 @@ fn dead_letters_list_page_and_replay() {
         let page = get(addr, &format!("/v1/dead-letters?limit=3&cursor={cursor}")).json();
         let items = page["items"].as_array().unwrap().clone();
         assert!(items.len() <= 3);
+        let last_id = items.last().map(|item| item["id"].clone());
         listed.extend(items);
         match page["next_cursor"].as_str() {
-            Some(next) => cursor = next.to_string(),
+            Some(next) => {
+                assert_eq!(last_id, Some(next.into()), "the cursor is the last id");
+                cursor = next.to_string();
+            }
             None => break,
         }
     }
@@ -566,6 +570,94 @@ fn dead_letters_list_page_and_replay() {
         call(addr, "POST", "/v1/replays", &[], b"{\"nope\":1}").error_code(),
         "bad_json"
     );
+}
+
+/// `GET /v1/dead-letters/{id}` shows one dead letter, by the id its
+/// listing gave, with its hook: the provider's stored headers (credentials
+/// are not stored), content type, dedupe key and the body verbatim in
+/// base64. Once it is replayed (and dies again, a new dead letter) its id
+/// names nothing (404), as an id that never did.
+#[test]
+fn a_dead_letter_is_shown_with_its_hook_until_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(400)).unwrap();
+    let node = start(one_source(dir.path(), &receiver));
+    let addr = node.local_addr();
+    let body = b"{\"n\":1}\xff\x00";
+    let before_ms = goad::runtime::wall_ms();
+    let reply = ingest(
+        addr,
+        "a",
+        body,
+        &[
+            ("content-type", "application/json"),
+            ("X-GitHub-Event", "push"),
+            ("idempotency-key", "evt-9"),
+            ("authorization", "Bearer provider-secret"),
+        ],
+    );
+    assert_eq!(reply.status, 202, "{}", reply.text());
+    let hook_id = reply.json()["id"].as_str().unwrap().to_string();
+    let engine = node.engine().unwrap();
+    wait_until("the hook dead", Duration::from_secs(10), || {
+        dead(&engine).len() == 1
+    });
+    let item = get(addr, "/v1/dead-letters").json()["items"][0].clone();
+    let id = item["id"].as_str().unwrap().to_string();
+    let mut shown = get(addr, &format!("/v1/dead-letters/{id}")).json();
+    let received_at_ms = shown["received_at_ms"].as_u64().unwrap();
+    assert!((before_ms..=goad::runtime::wall_ms()).contains(&received_at_ms));
+    shown.as_object_mut().unwrap().remove("received_at_ms");
+    assert_eq!(
+        shown,
+        serde_json::json!({
+            "id": id,
+            "hook_id": hook_id,
+            "source_id": "a",
+            "tenant": "t1",
+            "sink_index": 0,
+            "sink_type": "http",
+            "reason": item["reason"],
+            "attempts": 1,
+            "dead_at_ms": item["dead_at_ms"],
+            "content_type": "application/json",
+            "dedupe_key": "evt-9",
+            "headers": [["x-github-event", "push"], ["idempotency-key", "evt-9"]],
+            "body_base64": "eyJuIjoxff8A",
+        })
+    );
+    assert_eq!(item["reason"], "sink http: permanent: HTTP status 400");
+    for unknown in ["junk", "1-0-1-0", "1-9-1-0"] {
+        let refused = get(addr, &format!("/v1/dead-letters/{unknown}"));
+        assert_eq!(
+            (refused.status, refused.error_code()),
+            (404, "unknown_dead_letter".into())
+        );
+    }
+    assert_eq!(
+        call(addr, "DELETE", &format!("/v1/dead-letters/{id}"), &[], b"").status,
+        405
+    );
+
+    // Replayed, it dies again (the sink still refuses it) at a later time:
+    // a new dead letter, and the old id names nothing.
+    let first_dead_ms = item["dead_at_ms"].as_u64().unwrap();
+    wait_until("the clock past its death", Duration::from_secs(1), || {
+        goad::runtime::wall_ms() > first_dead_ms
+    });
+    let created = call(addr, "POST", "/v1/replays", &[], b"");
+    assert_eq!(created.status, 202, "{}", created.text());
+    assert!(receiver.wait_for(2, Duration::from_secs(10)));
+    wait_until("dead again", Duration::from_secs(10), || {
+        listed(addr, "id").first().is_some_and(|again| *again != id)
+    });
+    let again = listed(addr, "id")[0].clone();
+    assert_eq!(
+        get(addr, &format!("/v1/dead-letters/{again}")).json()["hook_id"],
+        hook_id
+    );
+    let gone = get(addr, &format!("/v1/dead-letters/{id}"));
+    assert_eq!(gone.error_code(), "unknown_dead_letter");
 }
 
 /// Scenario 28: a replay moves nothing while the node's lag is over
@@ -1303,13 +1395,21 @@ fn the_operator_cli_lists_replays_and_reports() {
     assert!(serde_json::from_str::<serde_json::Value>(&out).unwrap()["lag_ms"].is_u64());
     let (code, out, _) = goad(&["dlq", "list", "--source", "a"], true);
     assert_eq!(code, Some(0));
+    let items = serde_json::from_str::<serde_json::Value>(&out).unwrap()["items"].clone();
+    assert_eq!(items.as_array().unwrap().len(), 1);
+    let id = items[0]["id"].as_str().unwrap();
+    let (code, out, _) = goad(&["dlq", "show", id], true);
+    assert_eq!(code, Some(0), "{out}");
+    let shown = serde_json::from_str::<serde_json::Value>(&out).unwrap();
     assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&out).unwrap()["items"]
-            .as_array()
-            .unwrap()
-            .len(),
-        1
+        (&shown["id"], &shown["body_base64"]),
+        (&items[0]["id"], &"eA==".into())
     );
+    let (code, out, _) = goad(&["dlq", "show", id, "--body"], true);
+    assert_eq!((code, out.as_str()), (Some(0), "x"));
+    let (code, _, err) = goad(&["dlq", "show", "0-0-0-0"], true);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("HTTP 404 unknown_dead_letter"), "{err}");
     status.store(200, Ordering::SeqCst);
     let (code, out, _) = goad(&["dlq", "replay", "--source", "a"], true);
     assert_eq!(code, Some(0), "{out}");

@@ -7,7 +7,8 @@ use super::routes::WorkerRoute;
 use super::{metrics, NodeState};
 use crate::config::Config;
 use crate::runtime::Engine;
-use crate::store::{DeadFilter, DeadPosition};
+use crate::store::{DeadFilter, DeadItem, DeadPosition};
+use base64::Engine as _;
 use crossbeam_channel::Receiver;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -85,6 +86,7 @@ fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Req
         },
         WorkerRoute::Stats => stats(engine),
         WorkerRoute::DeadLetters => dead_letters(engine, request),
+        WorkerRoute::DeadLetter(id) => dead_letter(engine, id),
         WorkerRoute::PurgeDeadLetters => purge_dead_letters(engine, request),
         WorkerRoute::CreateReplay => create_replay(state, engine, request),
         WorkerRoute::RedeemClaim(tenant, sha256) => match engine.redeem_claim(tenant, sha256) {
@@ -209,8 +211,9 @@ fn stats(engine: &Engine) -> Response {
     Response::json(200, &json!({"shards": shards, "tenants": tenants}))
 }
 
-/// A dead-letter cursor: the last listed row's `dead_at_ms-shard-seq-sink_index`.
-fn parse_cursor(text: &str) -> Option<DeadPosition> {
+/// A dead letter's id, and a listing's cursor (the last listed row's id):
+/// `dead_at_ms-shard-seq-sink_index`.
+fn parse_position(text: &str) -> Option<DeadPosition> {
     let mut parts = text.split('-');
     let position = DeadPosition {
         dead_at_ms: parts.next()?.parse().ok()?,
@@ -223,7 +226,7 @@ fn parse_cursor(text: &str) -> Option<DeadPosition> {
     parts.next().is_none().then_some(position)
 }
 
-fn format_cursor(p: &DeadPosition) -> String {
+fn format_position(p: &DeadPosition) -> String {
     format!(
         "{}-{}-{}-{}",
         p.dead_at_ms, p.shard, p.row.seq, p.row.sink_index
@@ -291,7 +294,7 @@ fn dead_letters(engine: &Engine, request: &Request) -> Response {
     };
     let after = match request.query_param("cursor").filter(|c| !c.is_empty()) {
         None => None,
-        Some(text) => match parse_cursor(&text) {
+        Some(text) => match parse_position(&text) {
             Some(p) => Some(p),
             None => {
                 return Response::error(
@@ -311,24 +314,57 @@ fn dead_letters(engine: &Engine, request: &Request) -> Response {
         Err(e) => return store_error(&e),
     };
     let next_cursor = (items.len() == limit)
-        .then(|| items.last().map(|i| format_cursor(&i.position)))
+        .then(|| items.last().map(|i| format_position(&i.position)))
         .flatten();
-    let items: Vec<Value> = items
-        .iter()
-        .map(|i| {
-            json!({
-                "hook_id": i.hook_id,
-                "source_id": i.source_id,
-                "tenant": &*i.tenant,
-                "sink_index": i.position.row.sink_index,
-                "sink_type": i.sink_type,
-                "reason": i.reason,
-                "attempts": i.attempts,
-                "dead_at_ms": i.position.dead_at_ms,
-            })
-        })
-        .collect();
+    let items: Vec<Value> = items.iter().map(dead_item_json).collect();
     Response::json(200, &json!({"items": items, "next_cursor": next_cursor}))
+}
+
+/// A dead letter as listings show it; its `id` names it for
+/// `GET /v1/dead-letters/{id}`.
+fn dead_item_json(item: &DeadItem) -> Value {
+    json!({
+        "id": format_position(&item.position),
+        "hook_id": item.hook_id,
+        "source_id": item.source_id,
+        "tenant": &*item.tenant,
+        "sink_index": item.position.row.sink_index,
+        "sink_type": item.sink_type,
+        "reason": item.reason,
+        "attempts": item.attempts,
+        "dead_at_ms": item.position.dead_at_ms,
+    })
+}
+
+/// One dead letter with its hook: what the listing shows, and when the
+/// hook was received, its content type, dedupe key, headers and body
+/// (base64).
+fn dead_letter(engine: &Engine, id: &str) -> Response {
+    let not_found = || {
+        let message = format!("no dead letter {id:?} (replayed, purged, or never dead)");
+        Response::error(404, "unknown_dead_letter", &message)
+    };
+    let Some(position) = parse_position(id) else {
+        return not_found();
+    };
+    let letter = match engine.dead_letter(position) {
+        Ok(Some(letter)) => letter,
+        Ok(None) => return not_found(),
+        Err(e) => return store_error(&e),
+    };
+    let hook = &letter.hook;
+    let mut shown = dead_item_json(&letter.item);
+    let more = json!({
+        "received_at_ms": hook.received_at_ms,
+        "content_type": hook.content_type,
+        "dedupe_key": hook.dedupe_key,
+        "headers": hook.headers,
+        "body_base64": base64::engine::general_purpose::STANDARD.encode(&hook.body),
+    });
+    if let (Value::Object(shown), Value::Object(more)) = (&mut shown, more) {
+        shown.extend(more);
+    }
+    Response::json(200, &shown)
 }
 
 fn create_replay(state: &NodeState, engine: &Engine, request: &Request) -> Response {
@@ -526,10 +562,10 @@ mod tests {
                 sink_index: 2,
             },
         };
-        assert_eq!(parse_cursor(&format_cursor(&p)), Some(p));
-        assert_eq!(parse_cursor("1-2-3"), None);
-        assert_eq!(parse_cursor("1-2-3-4-5"), None);
-        assert_eq!(parse_cursor("a-b-c-d"), None);
+        assert_eq!(parse_position(&format_position(&p)), Some(p));
+        assert_eq!(parse_position("1-2-3"), None);
+        assert_eq!(parse_position("1-2-3-4-5"), None);
+        assert_eq!(parse_position("a-b-c-d"), None);
     }
 
     #[test]

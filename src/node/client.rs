@@ -3,6 +3,10 @@
 
 use std::time::Duration;
 
+/// The largest answer read: a page of dead letters, or one with a large
+/// body in base64.
+const MAX_ANSWER_BYTES: u64 = 1 << 30;
+
 /// Where the node is and how to authenticate.
 #[derive(Debug, Clone)]
 pub struct NodeClient {
@@ -58,6 +62,8 @@ impl NodeClient {
         let status = response.status().as_u16();
         let text = response
             .body_mut()
+            .with_config()
+            .limit(MAX_ANSWER_BYTES)
             .read_to_string()
             .map_err(|e| ClientError(format!("{url}: reading the answer: {e}")))?;
         let value: serde_json::Value = serde_json::from_str(&text)

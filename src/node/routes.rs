@@ -33,6 +33,8 @@ pub enum WorkerRoute {
     Pressure,
     Stats,
     DeadLetters,
+    /// One dead letter with its hook, by the id its listing gave.
+    DeadLetter(String),
     PurgeDeadLetters,
     CreateReplay,
     GetReplay(String),
@@ -64,6 +66,10 @@ pub fn route(method: &str, path: &str) -> Result<Route, Response> {
             &["GET", "DELETE"],
         ),
         ["v1", "dead-letters"] => (Route::Worker(WorkerRoute::DeadLetters), &["GET", "DELETE"]),
+        ["v1", "dead-letters", id] if !id.is_empty() => (
+            Route::Worker(WorkerRoute::DeadLetter(id.to_string())),
+            &["GET"],
+        ),
         ["v1", "replays"] => (Route::Worker(WorkerRoute::CreateReplay), &["POST"]),
         ["v1", "replays", id] if !id.is_empty() => (
             Route::Worker(WorkerRoute::GetReplay(id.to_string())),

@@ -8,7 +8,7 @@ use super::latency::LatencySnapshot;
 use super::shard::ShardInput;
 use super::wall_ms;
 use crate::core::{TenantId, TenantStats};
-use crate::store::{DeadFilter, DeadItem, DeadPosition, Revived, StoreError};
+use crate::store::{DeadFilter, DeadItem, DeadLetter, DeadPosition, Revived, StoreError};
 use crate::store::{PurgeStep, ReplayCounts, ReviveStep};
 use crossbeam_channel::Sender;
 use std::sync::Arc;
@@ -74,6 +74,15 @@ impl Engine {
         out.sort_by_key(|item| std::cmp::Reverse(item.position));
         out.truncate(limit);
         Ok(out)
+    }
+
+    /// The dead letter at `position` (a listing's item names it) with its
+    /// hook; `None` once it is replayed or purged, or if it never was.
+    pub fn dead_letter(&self, position: DeadPosition) -> Result<Option<DeadLetter>, StoreError> {
+        match self.shards.get(position.shard as usize) {
+            Some(shard) => shard.store.dead_letter(position),
+            None => Ok(None),
+        }
     }
 
     /// How many dead rows match `filter`.

@@ -6,7 +6,7 @@
 //! they count, so they survive a crash exactly as the rows do.
 
 use super::keys::{self, row_key, timed_key};
-use super::record::{decode_hook_head, decode_row, encode_row, RowStatus};
+use super::record::{decode_hook, decode_hook_head, decode_row, encode_row, Hook, RowStatus};
 use super::{ShardStore, StoreError, TenantTable};
 use crate::core::{RowId, TenantId};
 use heed::{RoTxn, RwTxn};
@@ -225,7 +225,42 @@ fn item(
     }))
 }
 
+/// One dead letter with its hook, as an operator inspects it.
+#[derive(Debug, Clone)]
+pub struct DeadLetter {
+    pub item: DeadItem,
+    pub hook: Hook,
+}
+
 impl ShardStore {
+    /// The row `position` names with its hook, if that row is dead since
+    /// that time (not replayed or purged since) and both decode.
+    pub fn dead_letter(&self, position: DeadPosition) -> Result<Option<DeadLetter>, StoreError> {
+        let rtxn = self.env.read_txn()?;
+        let row = position.row;
+        let record = self.records.get(&rtxn, &row_key(row))?.map(decode_row);
+        let Some(Ok(record)) = record else {
+            return Ok(None);
+        };
+        if record.status != RowStatus::Dead || record.at_ms != position.dead_at_ms {
+            return Ok(None);
+        }
+        let hook = self.records.get(&rtxn, &keys::hook_key(row.seq))?;
+        let Some(Ok(hook)) = hook.map(|bytes| decode_hook(row.seq, bytes)) else {
+            return Ok(None);
+        };
+        let item = DeadItem {
+            position,
+            hook_id: hook.id.clone(),
+            source_id: hook.source_id.to_string(),
+            tenant: hook.tenant.clone(),
+            sink_type: record.sink_type.to_string(),
+            reason: record.error.unwrap_or_default(),
+            attempts: record.attempts,
+        };
+        Ok(Some(DeadLetter { item, hook }))
+    }
+
     /// Up to `limit` of this shard's dead rows matching `filter`, newest
     /// first, strictly after `after` in the node's newest-first order.
     pub fn dead_page(

@@ -93,7 +93,7 @@ mod tenants;
 mod verify;
 pub(crate) mod write;
 
-pub use dead::{DeadFilter, DeadItem, DeadPosition, ReplayCounts, ReviveStep, Revived};
+pub use dead::{DeadFilter, DeadItem, DeadLetter, DeadPosition, ReplayCounts, ReviveStep, Revived};
 pub use index::{TxnIndex, Unreadable};
 pub use lanes::NewHead;
 pub use lock::DataDirLock;
