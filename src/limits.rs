@@ -4,6 +4,10 @@
 /// Most shard threads a node may run (the shard index is stored as u32).
 pub const MAX_SHARDS: usize = 256;
 
+/// The highest `max_calls_per_s` of a sink: a call every 10 µs, finer
+/// than the shard's loop can space them anyway.
+pub const MAX_CALLS_PER_S: u32 = 100_000;
+
 /// Most sinks one source may list (the sink index is stored as u16).
 pub const MAX_SINKS_PER_SOURCE: usize = 64;
 

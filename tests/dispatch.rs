@@ -1119,3 +1119,49 @@ fn an_open_breaker_survives_a_restart_and_its_key_probes_alone() {
         "the rest start after the probe: {calls:?}"
     );
 }
+
+/// A sink with `max_calls_per_s` gets its calls one interval apart: 21
+/// hooks to a sink at 20 per second take at least a second from the first
+/// commit to the last request (calls 1 and 21 start more than 20 intervals
+/// less 1 ms apart), however fast the receiver answers; the sink beside it
+/// without a rate gets every hook too.
+#[test]
+fn a_sink_with_a_rate_gets_its_calls_one_interval_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let arrivals_ms = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let seen = arrivals_ms.clone();
+    let limited = Receiver::start(move |_| {
+        seen.lock().push(goad::runtime::wall_ms());
+        Reply::status(200)
+    })
+    .unwrap();
+    let free = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = config(dir.path());
+    let rated = SinkConfig {
+        max_calls_per_s: Some(20),
+        ..SinkConfig::http(limited.url("/limited"))
+    };
+    c.sources.push(source("rated", "acme", vec![rated]));
+    c.sources.push(source(
+        "free",
+        "acme",
+        vec![SinkConfig::http(free.url("/free"))],
+    ));
+    let engine = Engine::open(c).unwrap();
+    let first_commit_ms = goad::runtime::wall_ms();
+    for i in 0..21 {
+        engine
+            .commit(NewHook::new("rated", format!("{i}")))
+            .unwrap();
+        engine.commit(NewHook::new("free", format!("{i}"))).unwrap();
+    }
+    engine.tick().unwrap();
+    assert_eq!((limited.count(), free.count()), (21, 21));
+    let last_ms = *arrivals_ms.lock().iter().max().unwrap();
+    assert!(
+        last_ms - first_commit_ms >= 999,
+        "21 calls at 20/s within {} ms",
+        last_ms - first_commit_ms
+    );
+    assert_eq!(engine.hook_count().unwrap(), 0);
+}

@@ -14,6 +14,9 @@
 //!   are never exceeded, counted in calls (sink type `b` batches, per
 //!   seed: a batch is one call of up to its size, of one key); no row runs
 //!   twice at once;
+//! - a key of a sink with `max_calls_per_s` (some are, per seed) starts
+//!   calls k and k + n more than n intervals less 1 ms apart, across shard
+//!   restarts (a crash forgets);
 //! - the breaker changes the core reports account for its open breakers:
 //!   a breaker closes only after it opened, the keys reported open are
 //!   exactly as many as the core counts open, and a core rebuilt after a
@@ -36,7 +39,7 @@ use goad::core::{
 use goad::runtime::{NewRows, ShardState};
 use goad::store::{DeadFilter, Hook, ReviveStep, ShardStore};
 use goad::{Config, RowStatus};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::num::NonZeroU16;
 use std::sync::Arc;
 
@@ -88,6 +91,9 @@ struct Sim {
     open_breakers: HashSet<SinkKey>,
     /// Keys whose breaker the core ever reported opened.
     ever_opened: HashSet<SinkKey>,
+    /// Per key of a sink with a rate, its latest call starts (ms) since
+    /// the last crash.
+    call_starts: HashMap<SinkKey, VecDeque<u64>>,
     next_hook: u64,
     faults: bool,
 }
@@ -116,6 +122,14 @@ impl Sim {
                 forward_headers: None,
                 sinks,
             });
+        }
+        // Rates, from a PRNG of their own: a seed's other draws stay as
+        // they were before sinks had rates.
+        let mut rates = Rng::new(seed ^ 0x7a7e_5eed);
+        for sink in config.sources.iter_mut().flat_map(|s| s.sinks.iter_mut()) {
+            if rates.below(2) == 0 {
+                sink.max_calls_per_s = Some(20 + rates.below(1_500) as u32);
+            }
         }
         let mut dispatch = config.dispatch.clone();
         dispatch.batch = 1 + rng.below(32) as u32;
@@ -179,6 +193,7 @@ impl Sim {
             lane_first_starts: HashMap::new(),
             open_breakers: HashSet::new(),
             ever_opened: HashSet::new(),
+            call_starts: HashMap::new(),
             next_hook: 0,
             faults: true,
         }
@@ -395,7 +410,7 @@ impl Sim {
     /// batching sink, within its size; a key never runs more than
     /// `sink_concurrency` calls at once (the limit now: a lowered one only
     /// stops new starts).
-    fn check_call(&self, call: &Call) {
+    fn check_call(&mut self, call: &Call) {
         let seed = self.seed;
         let key = &call.jobs()[0].key;
         assert!(
@@ -410,6 +425,7 @@ impl Sim {
                 jobs.len()
             );
         }
+        self.check_rate(key);
         let calls_on_key: HashSet<JobId> = self
             .running
             .values()
@@ -422,6 +438,34 @@ impl Sim {
             calls_on_key.len(),
             self.dispatch.sink_concurrency
         );
+    }
+
+    /// A call of `key` starts now: for a sink with a rate, each of the
+    /// key's recent starts, n calls back, lies more than n intervals less
+    /// 1 ms before it.
+    fn check_rate(&mut self, key: &SinkKey) {
+        let Some(interval_us) = self
+            .catalog
+            .call_interval_us(&key.source_id, key.sink_index)
+        else {
+            return;
+        };
+        let seed = self.seed;
+        let starts = self.call_starts.entry(key.clone()).or_default();
+        for (back, start_ms) in starts.iter().rev().enumerate() {
+            let n = back as u64 + 1;
+            assert!(
+                (self.now_ms - start_ms) * 1_000 + 1_000 > n * interval_us,
+                "seed {seed}: key {key:?} starts a call at {} only {} ms after the call {n} back \
+                 (one every {interval_us} µs)",
+                self.now_ms,
+                self.now_ms - start_ms
+            );
+        }
+        starts.push_back(self.now_ms);
+        if starts.len() > 32 {
+            starts.pop_front();
+        }
     }
 
     /// What must hold whenever an attempt starts.
@@ -532,6 +576,7 @@ impl Sim {
                 if self.rng.below(400) == 0 {
                     self.pending.clear();
                     self.running.clear();
+                    self.call_starts.clear();
                     break;
                 }
                 self.advance(&shard);
@@ -541,6 +586,7 @@ impl Sim {
         self.faults = false;
         self.pending.clear();
         self.running.clear();
+        self.call_starts.clear();
         let store = self.store();
         let mut shard = self.open(&store);
         // Rows never attempted wait out every open spell of a breaker; with an

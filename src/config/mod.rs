@@ -403,6 +403,9 @@ pub struct SinkConfig {
     pub ordered: bool,
     /// `header:<name>`: a lane per value of that header (needs `ordered`).
     pub ordering_key: Option<String>,
+    /// Calls (requests: one attempt, or one batch) that start per second at
+    /// most, per tenant's key of this sink, evenly spaced; none by default.
+    pub max_calls_per_s: Option<u32>,
 }
 
 impl SinkConfig {
@@ -460,6 +463,7 @@ impl SinkConfig {
             token_env: None,
             ordered: false,
             ordering_key: None,
+            max_calls_per_s: None,
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use super::{Config, SinkConfig, TenantLimitsConfig};
 use crate::core::LaneBy;
-use crate::limits::{MAX_SHARD_BYTES, MIN_SHARD_BYTES};
+use crate::limits::{MAX_CALLS_PER_S, MAX_SHARD_BYTES, MIN_SHARD_BYTES};
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
 use crate::sink::gcp_token::TOKEN_SOURCES;
 use std::fmt;
@@ -411,6 +411,12 @@ impl Config {
         sink: &SinkConfig,
         host_sinks: &[&str],
     ) -> Result<(), ConfigError> {
+        if let Some(rate) = sink.max_calls_per_s {
+            if !(1..=MAX_CALLS_PER_S).contains(&rate) {
+                let rule = format!("an integer from 1 to {MAX_CALLS_PER_S}");
+                return Err(invalid(format!("{at}.max_calls_per_s"), rule, rate));
+            }
+        }
         if let Some(key) = &sink.ordering_key {
             if !sink.ordered {
                 return Err(invalid(

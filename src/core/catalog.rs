@@ -22,6 +22,10 @@ pub struct SourceEntry {
     /// Per sink, in the same order: the most attempts one call of a
     /// batching sink carries; `None` for a sink that does not batch.
     pub batch_max_entries: Vec<Option<NonZeroU16>>,
+    /// Per sink, in the same order: the least time between two of its
+    /// key's calls, from its `max_calls_per_s` (µs, rounded up); `None`
+    /// for a sink without a rate.
+    pub call_interval_us: Vec<Option<u64>>,
 }
 
 /// How an ordered sink picks the lane of a hook.
@@ -99,6 +103,14 @@ impl Catalog {
                         })
                         .collect(),
                     batch_max_entries: vec![None; s.sinks.len()],
+                    call_interval_us: s
+                        .sinks
+                        .iter()
+                        .map(|k| {
+                            k.max_calls_per_s
+                                .map(|rate| 1_000_000u64.div_ceil(rate.into()))
+                        })
+                        .collect(),
                 };
                 (Arc::from(s.id.as_str()), entry)
             })
@@ -128,6 +140,16 @@ impl Catalog {
             .sources
             .get(source_id)?
             .batch_max_entries
+            .get(usize::from(sink_index))?
+    }
+
+    /// The least time between two calls of a key of this sink (µs);
+    /// `None` when it has no rate (or is gone).
+    pub fn call_interval_us(&self, source_id: &str, sink_index: u16) -> Option<u64> {
+        *self
+            .sources
+            .get(source_id)?
+            .call_interval_us
             .get(usize::from(sink_index))?
     }
 

@@ -101,6 +101,9 @@ struct KeyState {
     queue: VecDeque<RowId>,
     /// Sink calls running (a batch counts once), against `sink_concurrency`.
     calls: u64,
+    /// For a sink with `max_calls_per_s`: when the key's next call may
+    /// start (µs, on the core's clock; see `slots`).
+    next_call_us: u64,
 }
 
 /// Counters the shell reports (stats, demo, tick).
@@ -152,6 +155,9 @@ pub struct Core {
     keys: HashMap<SinkKey, KeyState>,
     /// Tenants with queued jobs, in round-robin order.
     tenant_ring: VecDeque<TenantId>,
+    /// The earliest time a key that waits out its `max_calls_per_s` may
+    /// start a call, as of the last `poll_call` pass.
+    rate_wake_ms: Option<u64>,
     /// Tenants with rows claimed.
     claiming_tenants: u64,
     /// The deficit round robin's order for the next scan, of the tenants
@@ -222,6 +228,7 @@ impl Core {
             batches: HashMap::new(),
             tenants: HashMap::new(),
             keys: HashMap::new(),
+            rate_wake_ms: None,
             tenant_ring: VecDeque::new(),
             claiming_tenants: 0,
             scan_order: VecDeque::new(),
@@ -258,6 +265,20 @@ impl Core {
         );
         core.rng = self.rng.clone();
         core.draining = self.draining;
+        // Rates hold across the rebuild: each key keeps its next call's time.
+        core.keys = self
+            .keys
+            .iter()
+            .filter(|(_, state)| state.next_call_us > 0)
+            .map(|(key, state)| {
+                let next_call_us = state.next_call_us;
+                let state = KeyState {
+                    next_call_us,
+                    ..KeyState::default()
+                };
+                (key.clone(), state)
+            })
+            .collect();
         core
     }
 
@@ -348,13 +369,15 @@ impl Core {
     }
 
     /// When the shell must call in again with nothing else happening: an
-    /// attempt deadline, the earliest due row, or now when a scan is wanted.
+    /// attempt deadline, the earliest due row, the time a key that waits
+    /// out its rate may start a call, or now when a scan is wanted.
     pub fn poll_deadline(&self, now_ms: u64) -> Option<u64> {
         let due = if self.wants_scan(now_ms) {
             Some(now_ms)
         } else {
             self.next_due_at_ms
         };
+        let due = earliest(due, self.rate_wake_ms);
         earliest(due, self.wheel.next_deadline_ms())
     }
 

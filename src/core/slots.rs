@@ -13,6 +13,16 @@
 //! its own move of the key's breaker. Batches form by themselves: while
 //! a key's calls are all running its rows queue, and the next free slot
 //! takes up to a batch of them.
+//!
+//! A key of a sink with `max_calls_per_s` also waits for its turn: calls
+//! start one interval (1 s / the rate, in µs) apart, by the core's clock
+//! in ms. A key keeps the time its next call may start (`next_call_us`);
+//! it may start one within the current millisecond, which then moves that
+//! time to one interval after the later of itself and now. So calls
+//! k and k + n of a key start more than n intervals less 1 ms apart; an
+//! idle key's next call starts at once (no burst is saved up). A process
+//! restart forgets the times; a shard rebuilt inside the process keeps
+//! them.
 
 use super::*;
 
@@ -35,12 +45,13 @@ impl Core {
     /// attempt, or for a key of a batching sink up to its batch of them (a
     /// breaker's probe goes alone). A call takes one slot whatever its size.
     pub fn poll_call(&mut self, now_ms: u64) -> Option<Call> {
+        self.rate_wake_ms = None;
         if self.calls_count >= self.grant.concurrency {
             return None;
         }
         for _ in 0..self.tenant_ring.len() {
             let tenant_id = self.tenant_ring.pop_front().expect("counted");
-            let Some(key) = self.key_with_room(&tenant_id) else {
+            let Some(key) = self.key_with_room(now_ms, &tenant_id) else {
                 self.tenant_ring.push_back(tenant_id);
                 continue;
             };
@@ -67,6 +78,7 @@ impl Core {
                 continue;
             }
             self.take_slot(&key);
+            self.take_turn(now_ms, &key);
             let call = match batch_max {
                 None => Call::One(self.start(now_ms, rows[0], None)),
                 Some(_) => {
@@ -91,10 +103,11 @@ impl Core {
         None
     }
 
-    /// The tenant's next key in ring order with a free slot, taken out of
-    /// the ring; `None` when the tenant is at its concurrency or none of
-    /// its keys has room.
-    fn key_with_room(&mut self, tenant_id: &TenantId) -> Option<SinkKey> {
+    /// The tenant's next key in ring order with a free slot (and its turn,
+    /// for a sink with a rate), taken out of the ring; `None` when the
+    /// tenant is at its concurrency or none of its keys has room. A key
+    /// with a slot that waits for its turn sets `rate_wake_ms`.
+    fn key_with_room(&mut self, now_ms: u64, tenant_id: &TenantId) -> Option<SinkKey> {
         let sink_concurrency = u64::from(self.dispatch.sink_concurrency);
         let tenant = self
             .tenants
@@ -105,12 +118,33 @@ impl Core {
         }
         for _ in 0..tenant.key_ring.len() {
             let key = tenant.key_ring.pop_front().expect("counted");
-            if self.keys[&key].calls < sink_concurrency {
-                return Some(key);
+            let state = &self.keys[&key];
+            if state.calls < sink_concurrency {
+                let limited = self
+                    .catalog
+                    .call_interval_us(&key.source_id, key.sink_index)
+                    .is_some();
+                if !limited || state.next_call_us < (now_ms + 1) * 1_000 {
+                    return Some(key);
+                }
+                let turn_ms = state.next_call_us / 1_000;
+                self.rate_wake_ms = earliest(self.rate_wake_ms, Some(turn_ms));
             }
             tenant.key_ring.push_back(key);
         }
         None
+    }
+
+    /// A call of `key` starts now: for a sink with a rate, the key's next
+    /// call waits one interval after the later of its turn and now.
+    fn take_turn(&mut self, now_ms: u64, key: &SinkKey) {
+        let interval_us = self
+            .catalog
+            .call_interval_us(&key.source_id, key.sink_index);
+        if let Some(interval_us) = interval_us {
+            let state = self.keys.get_mut(key).expect("a starting key has state");
+            state.next_call_us = state.next_call_us.max(now_ms * 1_000) + interval_us;
+        }
     }
 
     /// Takes up to `max_rows` rows queued on `key` to start them, and puts

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::num::NonZeroU16;
 
 mod batches;
+mod rates;
 
 /// The due index and rows as plain maps; store ops are applied to it.
 #[derive(Default)]
