@@ -69,13 +69,11 @@ fn engine(dir: &std::path::Path, sink: &Arc<Accept>) -> Engine {
     };
     c.dispatch.tenants.insert("held".into(), one_row);
     for tenant in ["delivering", "held"] {
-        c.sources.push(SourceConfig {
-            id: tenant.into(),
-            tenant: tenant.into(),
-            ingest_token_env: None,
-            forward_headers: None,
-            sinks: vec![SinkConfig::of_kind("accept")],
-        });
+        c.sources.push(SourceConfig::new(
+            tenant,
+            tenant,
+            vec![SinkConfig::of_kind("accept")],
+        ));
     }
     Engine::builder(c)
         .sink("accept", sink.clone())

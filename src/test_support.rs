@@ -13,13 +13,7 @@ pub(crate) fn one_source(data_dir: &Path, sink: SinkConfig) -> Config {
         shards: 1,
         ..Config::default()
     };
-    config.sources.push(SourceConfig {
-        id: "s".into(),
-        tenant: "t".into(),
-        ingest_token_env: None,
-        forward_headers: None,
-        sinks: vec![sink],
-    });
+    config.sources.push(SourceConfig::new("s", "t", vec![sink]));
     config
 }
 

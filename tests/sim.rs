@@ -115,13 +115,9 @@ impl Sim {
                     sink.ordering_key = Some("header:k".into());
                 }
             }
-            config.sources.push(SourceConfig {
-                id: format!("s{i}"),
-                tenant: tenant.to_string(),
-                ingest_token_env: None,
-                forward_headers: None,
-                sinks,
-            });
+            config
+                .sources
+                .push(SourceConfig::new(format!("s{i}"), *tenant, sinks));
         }
         // Rates, from a PRNG of their own: a seed's other draws stay as
         // they were before sinks had rates.

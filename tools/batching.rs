@@ -94,13 +94,11 @@ fn run(hooks: u64, call: Duration, batch: Option<NonZeroU16>) -> (f64, u64) {
         ..Config::default()
     };
     for t in 0..TENANTS {
-        config.sources.push(SourceConfig {
-            id: format!("s{t}"),
-            tenant: format!("t{t}"),
-            ingest_token_env: None,
-            forward_headers: None,
-            sinks: vec![SinkConfig::of_kind("remote")],
-        });
+        config.sources.push(SourceConfig::new(
+            format!("s{t}"),
+            format!("t{t}"),
+            vec![SinkConfig::of_kind("remote")],
+        ));
     }
     let remote = Arc::new(Remote {
         call,

@@ -69,13 +69,11 @@ fn config(data_dir: &std::path::Path, url: &str, connections: u32) -> Config {
         ..Default::default()
     };
     config.dispatch.tenants.insert("default".into(), limits);
-    config.sources.push(SourceConfig {
-        id: "load".into(),
-        tenant: "load".into(),
-        ingest_token_env: None,
-        forward_headers: None,
-        sinks: vec![SinkConfig::http(url.to_string())],
-    });
+    config.sources.push(SourceConfig::new(
+        "load",
+        "load",
+        vec![SinkConfig::http(url.to_string())],
+    ));
     config
 }
 

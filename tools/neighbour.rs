@@ -78,13 +78,11 @@ fn run(b_hooks: u64, b_rate: u64, with_neighbour: bool) -> Histogram<u64> {
         ..Config::default()
     };
     for (id, url) in [("a", hung.url("/")), ("b", healthy.url("/"))] {
-        config.sources.push(SourceConfig {
-            id: id.into(),
-            tenant: format!("tenant-{id}"),
-            ingest_token_env: None,
-            forward_headers: None,
-            sinks: vec![SinkConfig::http(url)],
-        });
+        config.sources.push(SourceConfig::new(
+            id,
+            format!("tenant-{id}"),
+            vec![SinkConfig::http(url)],
+        ));
     }
     let engine = Engine::open(config).expect("engine");
     if with_neighbour {

@@ -44,12 +44,12 @@ fn run(tenants: usize, hooks: u64) {
         ..Config::default()
     };
     config.sources = (0..tenants)
-        .map(|t| SourceConfig {
-            id: format!("s{t}"),
-            tenant: format!("t{t}"),
-            ingest_token_env: None,
-            forward_headers: None,
-            sinks: vec![SinkConfig::of_kind("noop")],
+        .map(|t| {
+            SourceConfig::new(
+                format!("s{t}"),
+                format!("t{t}"),
+                vec![SinkConfig::of_kind("noop")],
+            )
         })
         .collect();
     let engine = Engine::builder(config)

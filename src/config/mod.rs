@@ -146,13 +146,7 @@ impl Config {
     #[cfg(test)]
     pub(crate) fn with_one_source(sinks: Vec<SinkConfig>) -> Config {
         let mut config = Config::default();
-        config.sources.push(SourceConfig {
-            id: "s".into(),
-            tenant: "t".into(),
-            ingest_token_env: None,
-            forward_headers: None,
-            sinks,
-        });
+        config.sources.push(SourceConfig::new("s", "t", sinks));
         config
     }
 
@@ -320,6 +314,24 @@ pub struct SourceConfig {
     pub forward_headers: Option<Vec<String>>,
     #[serde(default)]
     pub sinks: Vec<SinkConfig>,
+}
+
+impl SourceConfig {
+    /// A source of `tenant` with these sinks, no token nor signature, and
+    /// every provider header forwarded.
+    pub fn new(
+        id: impl Into<String>,
+        tenant: impl Into<String>,
+        sinks: Vec<SinkConfig>,
+    ) -> SourceConfig {
+        SourceConfig {
+            id: id.into(),
+            tenant: tenant.into(),
+            ingest_token_env: None,
+            forward_headers: None,
+            sinks,
+        }
+    }
 }
 
 fn default_tenant() -> String {

@@ -182,13 +182,11 @@ const BIG: Grant = Grant {
 };
 
 fn source(id: &str, tenant: &str, kinds: &[&str]) -> SourceConfig {
-    SourceConfig {
-        id: id.into(),
-        tenant: tenant.into(),
-        ingest_token_env: None,
-        forward_headers: None,
-        sinks: kinds.iter().map(|k| SinkConfig::of_kind(*k)).collect(),
-    }
+    SourceConfig::new(
+        id,
+        tenant,
+        kinds.iter().map(|k| SinkConfig::of_kind(*k)).collect(),
+    )
 }
 
 impl Core {

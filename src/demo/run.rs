@@ -153,16 +153,13 @@ fn demo_config(data_dir: &std::path::Path, receivers: &Receivers) -> Config {
     config.retry.base_ms = 50;
     config.retry.max_ms = 1_000;
     for (tenant, sinks) in TENANTS {
-        config.sources.push(SourceConfig {
-            id: format!("{tenant}-events"),
-            tenant: tenant.to_string(),
-            ingest_token_env: None,
-            forward_headers: None,
-            sinks: sinks
-                .iter()
-                .map(|s| SinkConfig::http(receivers.url(s)))
-                .collect(),
-        });
+        let sinks = sinks
+            .iter()
+            .map(|s| SinkConfig::http(receivers.url(s)))
+            .collect();
+        config
+            .sources
+            .push(SourceConfig::new(format!("{tenant}-events"), tenant, sinks));
     }
     config
 }

@@ -41,13 +41,7 @@ pub fn config_with_http_sink(dir: &Path, url: &str) -> Config {
 }
 
 pub fn source(id: &str, tenant: &str, sinks: Vec<SinkConfig>) -> SourceConfig {
-    SourceConfig {
-        id: id.into(),
-        tenant: tenant.into(),
-        ingest_token_env: None,
-        forward_headers: None,
-        sinks,
-    }
+    SourceConfig::new(id, tenant, sinks)
 }
 
 /// Source `id` of `tenant` with one sink of each of `kinds` (host sinks).
