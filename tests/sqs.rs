@@ -438,10 +438,7 @@ fn sqs_reply(r: &Received, answer: Answer) -> Reply {
     for entry in request["Entries"].as_array().unwrap() {
         let id = entry["Id"].clone();
         let message_body = entry["MessageBody"].as_str().unwrap();
-        let md5: String = Md5::digest(message_body.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let md5 = hex::encode(Md5::digest(message_body.as_bytes()));
         match answer {
             Answer::Stored => {
                 successful.push(json!({"Id": id, "MessageId": "m", "MD5OfMessageBody": md5}))
@@ -767,10 +764,7 @@ fn moto_accepts_goads_signatures_and_refuses_a_wrong_secret() {
         reasons[0].1.contains("SignatureDoesNotMatch"),
         "{reasons:?}"
     );
-    let sha256: String = sha2::Sha256::digest(&body)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let sha256 = hex::encode(sha2::Sha256::digest(&body));
     assert_eq!(engine.redeem_claim("acme", &sha256).unwrap(), Some(body));
 }
 

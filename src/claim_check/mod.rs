@@ -131,10 +131,7 @@ impl ClaimStore {
                 format!("not a tenant id: {tenant:?}"),
             ));
         }
-        let sha256: String = Sha256::digest(body)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let sha256 = hex::encode(Sha256::digest(body));
         match &self.backend {
             Backend::Dir(dir) => {
                 let path = dir.join(tenant).join(&sha256);

@@ -180,10 +180,7 @@ mod tests {
     fn a_batch_checks_in_each_large_body_and_one_that_fails_fails_alone() {
         let dir = tempfile::tempdir().unwrap();
         // A directory where the claim of "broken" would go: it cannot be stored.
-        let sha: String = Sha256::digest(b"broken")
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let sha = hex::encode(Sha256::digest(b"broken"));
         std::fs::create_dir_all(dir.path().join("t").join(sha)).unwrap();
         let recorder = Arc::new(Recorder::default());
         let claims = Arc::new(ClaimStore::new(dir.path(), 60_000));

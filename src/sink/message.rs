@@ -54,10 +54,7 @@ pub fn message_json(delivery: &Delivery<'_>, forward_allow: Option<&[String]>) -
     let claim = delivery.claim;
     let hook = delivery.hook;
     let received_at = UNIX_EPOCH + Duration::from_millis(hook.received_at_ms);
-    let sha256: String = Sha256::digest(&hook.body)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let sha256 = hex::encode(Sha256::digest(&hook.body));
     let message = Message {
         v: MESSAGE_VERSION,
         id: &hook.id,

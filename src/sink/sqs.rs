@@ -242,10 +242,7 @@ struct Message {
 }
 
 fn md5_hex(text: &str) -> String {
-    Md5::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(Md5::digest(text.as_bytes()))
 }
 
 impl Sink for SqsSink {

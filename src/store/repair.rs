@@ -24,7 +24,6 @@ use super::record::{decode_hook_head, decode_row};
 use super::{ShardStore, StoreError, TenantTable};
 use crate::core::{RowId, TenantId};
 use heed::{RoTxn, RwTxn};
-use std::fmt::Write;
 
 /// Sets `unreadable` aside; returns how many entries were rewritten or
 /// deleted (an entry read twice by one scan counts once).
@@ -36,7 +35,7 @@ pub fn set_aside_unreadable(
     unreadable.sort_unstable_by(|a, b| a.key.cmp(&b.key));
     unreadable.dedup_by(|a, b| a.key == b.key);
     for entry in &unreadable {
-        let (key, value) = (hex(&entry.key), hex(&entry.value));
+        let (key, value) = (hex::encode(&entry.key), hex::encode(&entry.value));
         match parse_timed_key(&entry.key) {
             Some((_, _, row)) => {
                 let size_bytes = recorded_size_bytes(store, wtxn, row)?.unwrap_or(0);
@@ -85,7 +84,7 @@ pub fn claimed_row_from_records(
         "an in-flight marker did not decode; the row is due again under its hook's tenant",
         &[
             ("row", &row),
-            ("value", &hex(value)),
+            ("value", &hex::encode(value)),
             ("tenant", &tenant),
             ("size_bytes", &size_bytes),
         ],
@@ -97,7 +96,7 @@ pub fn claimed_row_from_records(
 pub fn log_unnamed_marker(key: &[u8], value: &[u8]) {
     crate::log::error(
         "an in-flight marker key names no row; dropped it (goad verify names a row it leaves in no index)",
-        &[("key", &hex(key)), ("value", &hex(value))],
+        &[("key", &hex::encode(key)), ("value", &hex::encode(value))],
     );
 }
 
@@ -111,12 +110,4 @@ fn recorded_size_bytes(
     Ok(record
         .and_then(|bytes| decode_row(bytes).ok())
         .map(|record| record.size_bytes))
-}
-
-/// Bytes as lowercase hex, for a log line.
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }

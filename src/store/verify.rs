@@ -256,7 +256,7 @@ impl ShardStore {
 
 /// A lane id as hex, for messages.
 fn lane_hex(lane: LaneId) -> String {
-    lane.0.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(lane.0)
 }
 
 #[cfg(test)]
