@@ -465,7 +465,7 @@ fn an_endpoint_asking_for_a_client_certificate_gets_the_sinks() {
         .push(source("mutual", "acme", vec![presenting(client)]));
     c.sources
         .push(source("anonymous", "acme", vec![presenting(None)]));
-    let stranger = Some(("localhost-cert.pem", "localhost-key.pem"));
+    let stranger = Some(("client-2-cert.pem", "client-2-key.pem"));
     c.sources
         .push(source("stranger", "acme", vec![presenting(stranger)]));
     let engine = Engine::open(c.clone()).unwrap();

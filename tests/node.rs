@@ -1529,7 +1529,7 @@ fn with_a_client_ca_the_node_serves_only_clients_it_signed() {
     let anonymous = agent_trusting("test-ca.pem");
     let stranger = tls_agent(
         "test-ca.pem",
-        Some(("localhost-cert.pem", "localhost-key.pem")),
+        Some(("client-2-cert.pem", "client-2-key.pem")),
     );
     let health = |agent: &ureq::Agent| agent.get(url("/healthz")).call().map(|r| r.status());
 
