@@ -260,6 +260,151 @@ impl SendAndReply for Client {
     }
 }
 
+/// HMAC-SHA256 of the concatenated `parts` under `secret`.
+fn hmac_sha256(secret: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+    use hmac::Mac;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret).unwrap();
+    parts.iter().for_each(|part| mac.update(part));
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// A source with `ingest_signature` takes only hooks its provider signed
+/// with the secret of `ingest_secret_env` (signatures made here as each
+/// provider documents them): each scheme's signed hook is accepted and
+/// delivered; a wrong secret, another body, a missing header or a
+/// timestamp past the tolerance gets 401 `bad_signature` saying which, and
+/// nothing is stored. A second secret (a rotation) is accepted too.
+#[test]
+fn a_source_with_a_provider_signature_takes_only_signed_hooks() {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = node_config(dir.path());
+    let schemes = ["github", "stripe", "slack", "shopify", "standard_webhooks"];
+    for scheme in schemes {
+        let var = format!("NODE_TEST_SIG_{}", scheme.to_uppercase());
+        let secret = match scheme {
+            "standard_webhooks" => "whsec_c2lnbmluZy1zZWNyZXQ=".to_string(),
+            _ => format!("{scheme}-secret"),
+        };
+        std::env::set_var(&var, secret);
+        let mut source = source(scheme, "t1", vec![SinkConfig::http(receiver.url("/in"))]);
+        source.ingest_signature = Some(scheme.into());
+        let vars = vec![var, "NODE_TEST_SIG_ROTATED".to_string()];
+        source.ingest_secret_env = Some(goad::config::OneOrMany::Many(vars));
+        c.sources.push(source);
+    }
+    std::env::set_var("NODE_TEST_SIG_ROTATED", "rotated-secret");
+    let node = start(c);
+    let addr = node.local_addr();
+    let now_s = goad::runtime::wall_ms() / 1_000;
+    let body = br#"{"event":"paid"}"#;
+    // The headers `scheme`'s provider sends for `body` signed with
+    // `secret` at `t` (unix seconds).
+    let signed = |scheme: &str, secret: &[u8], body: &[u8], t: u64| -> Vec<(String, String)> {
+        let ts = t.to_string();
+        let pairs: Vec<(&str, String)> = match scheme {
+            "github" => vec![(
+                "x-hub-signature-256",
+                format!("sha256={}", hex::encode(hmac_sha256(secret, &[body]))),
+            )],
+            "stripe" => {
+                let sig = hex::encode(hmac_sha256(secret, &[ts.as_bytes(), b".", body]));
+                vec![("stripe-signature", format!("t={ts},v1={sig},v0=ignored"))]
+            }
+            "slack" => {
+                let sig = hex::encode(hmac_sha256(secret, &[b"v0:", ts.as_bytes(), b":", body]));
+                vec![
+                    ("x-slack-signature", format!("v0={sig}")),
+                    ("x-slack-request-timestamp", ts.clone()),
+                ]
+            }
+            "shopify" => vec![(
+                "x-shopify-hmac-sha256",
+                b64.encode(hmac_sha256(secret, &[body])),
+            )],
+            _ => {
+                let id = "msg_1";
+                let sig = hmac_sha256(secret, &[id.as_bytes(), b".", ts.as_bytes(), b".", body]);
+                vec![
+                    ("webhook-id", id.to_string()),
+                    ("webhook-timestamp", ts.clone()),
+                    ("webhook-signature", format!("v1,{}", b64.encode(sig))),
+                ]
+            }
+        };
+        pairs.into_iter().map(|(n, v)| (n.to_string(), v)).collect()
+    };
+    let post = |scheme: &str, headers: &[(String, String)], body: &[u8]| {
+        let headers: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        ingest(addr, scheme, body, &headers)
+    };
+    let refused = |reply: HttpReply| {
+        assert_eq!(
+            (reply.status, reply.error_code()),
+            (401, "bad_signature".to_string())
+        );
+        reply.json()["message"].as_str().unwrap().to_string()
+    };
+    for scheme in schemes {
+        let secret: Vec<u8> = match scheme {
+            "standard_webhooks" => b"signing-secret".to_vec(),
+            _ => format!("{scheme}-secret").into_bytes(),
+        };
+        let ok = post(scheme, &signed(scheme, &secret, body, now_s), body);
+        assert_eq!(ok.status, 202, "{scheme}: {}", ok.text());
+        let rotated = post(
+            scheme,
+            &signed(scheme, b"rotated-secret", body, now_s),
+            body,
+        );
+        assert_eq!(rotated.status, 202, "{scheme} with the second secret");
+        let header = signed(scheme, &secret, body, now_s)
+            .into_iter()
+            .find(|(n, _)| n.contains("signature") || n.contains("hmac"))
+            .unwrap()
+            .0;
+        let wrong = post(scheme, &signed(scheme, b"wrong", body, now_s), body);
+        assert_eq!(
+            refused(wrong),
+            format!("{header} does not match the body under any of the source's secrets")
+        );
+        let other_body = post(scheme, &signed(scheme, &secret, body, now_s), b"{}");
+        assert!(refused(other_body).contains("does not match"));
+        assert_eq!(
+            refused(post(scheme, &[], body)),
+            match scheme {
+                "standard_webhooks" => "this source needs a signed hook: no webhook-id".to_string(),
+                _ => format!("this source needs a signed hook: no {header}"),
+            }
+        );
+        if ["stripe", "slack", "standard_webhooks"].contains(&scheme) {
+            let stale = post(scheme, &signed(scheme, &secret, body, now_s - 3_600), body);
+            let message = refused(stale);
+            assert!(
+                message.contains("s from now, more than the 300 s allowed"),
+                "{scheme}: {message}"
+            );
+        }
+    }
+    assert!(receiver.wait_for(10, Duration::from_secs(20)));
+    let engine = node.engine().unwrap();
+    wait_until(
+        "every signed hook delivered",
+        Duration::from_secs(20),
+        || engine.hook_count().unwrap() == 0,
+    );
+    assert_eq!(
+        receiver.count(),
+        10,
+        "two signed hooks per scheme, nothing else"
+    );
+}
+
 #[test]
 fn admin_routes_need_the_admin_token_and_health_and_metrics_do_not() {
     let dir = tempfile::tempdir().unwrap();

@@ -309,6 +309,13 @@ pub struct SourceConfig {
     pub tenant: String,
     /// Environment variable with the bearer token ingest needs (node only).
     pub ingest_token_env: Option<String>,
+    /// How the provider signs its hooks (node only; one of
+    /// `node::provider_signature::SCHEMES`): ingest accepts only hooks
+    /// signed with a secret of `ingest_secret_env`.
+    pub ingest_signature: Option<String>,
+    /// The environment variable(s) holding the provider's signing secret
+    /// (several while one is rotated).
+    pub ingest_secret_env: Option<OneOrMany>,
     /// Provider headers forwarded to sinks: absent = all but the never-forwarded
     /// set; a list = only these (still minus that set).
     pub forward_headers: Option<Vec<String>>,
@@ -328,6 +335,8 @@ impl SourceConfig {
             id: id.into(),
             tenant: tenant.into(),
             ingest_token_env: None,
+            ingest_signature: None,
+            ingest_secret_env: None,
             forward_headers: None,
             sinks,
         }

@@ -1,6 +1,6 @@
 //! The rules every config must pass, each naming the dotted key and the value.
 
-use super::{Config, SinkConfig, TenantLimitsConfig};
+use super::{Config, SinkConfig, SourceConfig, TenantLimitsConfig};
 use crate::core::LaneBy;
 use crate::limits::{MAX_CALLS_PER_S, MAX_SHARD_BYTES, MIN_SHARD_BYTES};
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
@@ -394,6 +394,7 @@ impl Config {
                     &source.tenant,
                 ));
             }
+            validate_ingest_signature(&at, source)?;
             if source.sinks.len() > crate::limits::MAX_SINKS_PER_SOURCE {
                 let rule = format!("at most {} sinks", crate::limits::MAX_SINKS_PER_SOURCE);
                 return Err(invalid(format!("{at}.sinks"), rule, source.sinks.len()));
@@ -568,6 +569,31 @@ impl Config {
             }
         }
         Ok(())
+    }
+}
+
+/// A source's `ingest_signature` and `ingest_secret_env`: a known scheme,
+/// and the two together.
+fn validate_ingest_signature(at: &str, source: &SourceConfig) -> Result<(), ConfigError> {
+    let schemes = crate::node::provider_signature::SCHEMES;
+    match (&source.ingest_signature, &source.ingest_secret_env) {
+        (Some(scheme), _) if !schemes.contains(&scheme.as_str()) => {
+            let rule = format!("one of {schemes:?}");
+            Err(invalid(format!("{at}.ingest_signature"), rule, scheme))
+        }
+        (Some(scheme), None) => {
+            let rule = "set with ingest_secret_env (the provider's signing secret)";
+            Err(invalid(format!("{at}.ingest_signature"), rule, scheme))
+        }
+        (None, Some(_)) => {
+            let rule = "set with ingest_secret_env (how the provider signs)";
+            Err(invalid(format!("{at}.ingest_signature"), rule, "absent"))
+        }
+        (Some(_), Some(vars)) if vars.to_vec().iter().any(String::is_empty) => {
+            let rule = "environment variable names";
+            Err(invalid(format!("{at}.ingest_secret_env"), rule, ""))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -1,7 +1,9 @@
-//! Bearer tokens: the admin token and each source's ingest token, read from
-//! the environment variables the config names (never from the config
-//! itself) and compared in constant time.
+//! Ingest and admin authentication: the admin token, each source's ingest
+//! token and its provider's signing secrets, read from the environment
+//! variables the config names (never from the config itself); tokens are
+//! compared in constant time (signatures: see `provider_signature`).
 
+use super::provider_signature::SignatureCheck;
 use crate::config::{env_value, Config, ConfigError};
 use std::collections::HashMap;
 use subtle::ConstantTimeEq;
@@ -10,8 +12,17 @@ use subtle::ConstantTimeEq;
 #[derive(Debug, Clone, Default)]
 pub struct Tokens {
     pub admin: Option<String>,
-    /// Every configured source, with its ingest token if it has one.
-    pub sources: HashMap<String, Option<String>>,
+    /// Every configured source, with what its ingest needs.
+    pub sources: HashMap<String, SourceAuth>,
+}
+
+/// What ingest into one source needs.
+#[derive(Debug, Clone, Default)]
+pub struct SourceAuth {
+    /// `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+    /// A body signed by the provider.
+    pub signature: Option<SignatureCheck>,
 }
 
 impl Tokens {
@@ -28,10 +39,29 @@ impl Tokens {
                 Some(var) => Some(env_value(format!("sources[{i}].ingest_token_env"), var)?),
                 None => None,
             };
-            sources.insert(source.id.clone(), token);
+            let signature = match (&source.ingest_signature, &source.ingest_secret_env) {
+                (Some(scheme), Some(vars)) => Some(signature_check(i, scheme, &vars.to_vec())?),
+                _ => None,
+            };
+            sources.insert(source.id.clone(), SourceAuth { token, signature });
         }
         Ok(Tokens { admin, sources })
     }
+}
+
+/// Source `i`'s check of `scheme` with the secrets of `vars`; a variable
+/// that is unset, empty or no secret of the scheme is an error naming it.
+fn signature_check(i: usize, scheme: &str, vars: &[String]) -> Result<SignatureCheck, ConfigError> {
+    let key = format!("sources[{i}].ingest_secret_env");
+    let secrets = vars
+        .iter()
+        .map(|var| env_value(key.clone(), var))
+        .collect::<Result<Vec<_>, _>>()?;
+    SignatureCheck::new(scheme, &secrets).map_err(|why| ConfigError::Invalid {
+        key: key.clone(),
+        rule: format!("variables holding {scheme} secrets ({why})"),
+        value: format!("{vars:?}"),
+    })
 }
 
 /// Whether the request's `Authorization: Bearer <token>` matches `expected`.
@@ -48,6 +78,34 @@ pub fn bearer_matches(authorization: Option<&str>, expected: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_signing_secret_that_is_unset_or_not_of_the_scheme_names_the_key() {
+        let mut source = crate::config::SourceConfig::new("s", "t", vec![]);
+        source.ingest_signature = Some("standard_webhooks".into());
+        source.ingest_secret_env = Some(crate::config::OneOrMany::One(
+            "GOAD_AUTH_TEST_SECRET".into(),
+        ));
+        let config = Config {
+            sources: vec![source],
+            ..Config::default()
+        };
+        let refused = |config: &Config| Tokens::from_config(config).unwrap_err().to_string();
+        assert_eq!(
+            refused(&config),
+            "sources[0].ingest_secret_env must be the name of a set, non-empty environment \
+             variable, got \"GOAD_AUTH_TEST_SECRET\" (not set)"
+        );
+        std::env::set_var("GOAD_AUTH_TEST_SECRET", "whsec_!!!");
+        assert_eq!(
+            refused(&config),
+            "sources[0].ingest_secret_env must be variables holding standard_webhooks secrets \
+             (a whsec_ secret must be base64 after the prefix), got [\"GOAD_AUTH_TEST_SECRET\"]"
+        );
+        std::env::set_var("GOAD_AUTH_TEST_SECRET", "whsec_c2VjcmV0");
+        let tokens = Tokens::from_config(&config).unwrap();
+        assert!(tokens.sources["s"].signature.is_some());
+    }
 
     #[test]
     fn only_the_exact_bearer_token_matches() {

@@ -13,6 +13,7 @@ mod auth;
 pub mod client;
 pub mod http;
 mod metrics;
+pub mod provider_signature;
 pub mod replay;
 mod routes;
 

@@ -4,7 +4,7 @@
 //! the admin workers.
 
 use super::admin::AdminJob;
-use super::auth::bearer_matches;
+use super::auth::{bearer_matches, SourceAuth};
 use super::http::{Handler, Later, Request, Response};
 use super::NodeState;
 use crate::runtime::{CommitError, NewHook};
@@ -123,18 +123,16 @@ impl NodeHandler {
         let Some(engine) = self.state.engine() else {
             return Some(not_ready());
         };
-        match self.state.tokens.read().sources.get(&source_id) {
-            None => {
-                return Some(Response::error(
-                    404,
-                    "unknown_source",
-                    &format!("no source {source_id:?} is configured"),
-                ))
-            }
-            Some(Some(token)) if !bearer_matches(request.header("authorization"), token) => {
-                return Some(unauthorized("this source needs its ingest token"));
-            }
-            Some(_) => {}
+        let refused = match self.state.tokens.read().sources.get(&source_id) {
+            None => Some(Response::error(
+                404,
+                "unknown_source",
+                &format!("no source {source_id:?} is configured"),
+            )),
+            Some(auth) => refused_ingest(auth, &request),
+        };
+        if refused.is_some() {
+            return refused;
         }
         // The parser framed the body by one of these (it refuses the rest).
         let framed = ["content-length", "transfer-encoding"];
@@ -214,6 +212,21 @@ impl Handler for NodeHandler {
             }
         }
     }
+}
+
+/// The 401 of an ingest that lacks the source's token or its provider's
+/// signature, if it does.
+fn refused_ingest(auth: &SourceAuth, request: &Request) -> Option<Response> {
+    if let Some(token) = &auth.token {
+        if !bearer_matches(request.header("authorization"), token) {
+            return Some(unauthorized("this source needs its ingest token"));
+        }
+    }
+    let check = auth.signature.as_ref()?;
+    let headers = |name: &str| request.header(name);
+    let now_s = crate::runtime::wall_ms() / 1_000;
+    let refusal = check.verify(&headers, &request.body, now_s).err()?;
+    Some(Response::error(401, "bad_signature", &refusal.to_string()))
 }
 
 /// The hook a request carries: its body, content type, idempotency key and

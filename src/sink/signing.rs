@@ -55,6 +55,11 @@ impl SigningKey {
         }
     }
 
+    /// The key's bytes (a `whsec_` secret decoded).
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
     /// `v1,<base64 signature>` of one message.
     pub fn sign(&self, id: &str, timestamp_s: u64, body: &[u8]) -> String {
         let mut mac =
