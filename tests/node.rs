@@ -403,6 +403,14 @@ fn a_source_with_a_provider_signature_takes_only_signed_hooks() {
         10,
         "two signed hooks per scheme, nothing else"
     );
+    // Three refusals per scheme, and a stale one for each of the three
+    // schemes that sign a timestamp.
+    let refusals = metric(
+        addr,
+        "goad_ingest_requests_total",
+        "error=\"bad_signature\"",
+    );
+    assert_eq!(refusals, 18.0);
 }
 
 #[test]
@@ -1210,6 +1218,7 @@ fn metrics_parse_as_prometheus_text() {
     for _ in 0..5 {
         assert_eq!(ingest(addr, "a", b"x", &[]).status, 202);
     }
+    assert_eq!(ingest(addr, "nope", b"x", &[]).status, 404);
     assert!(receiver.wait_for(5, Duration::from_secs(10)));
     let engine = node.engine().unwrap();
     wait_until("5 delivered", Duration::from_secs(10), || {
@@ -1231,6 +1240,18 @@ fn metrics_parse_as_prometheus_text() {
             .sum()
     };
     assert_eq!(sum("goad_commits_total", ""), 5.0);
+    let ingested: Vec<(&str, f64)> = samples
+        .iter()
+        .filter(|(n, _, _)| n == "goad_ingest_requests_total")
+        .map(|(_, labels, v)| (labels.as_str(), *v))
+        .collect();
+    assert_eq!(
+        ingested,
+        [
+            (r#"source="",status="404",error="unknown_source""#, 1.0),
+            (r#"source="a",status="202",error="""#, 5.0),
+        ]
+    );
     // One ingest at a time: each waited for a sync of its own.
     assert_eq!(sum("goad_group_commits_total", ""), 5.0);
     assert_eq!(sum("goad_deliveries_total", "result=\"delivered\""), 5.0);

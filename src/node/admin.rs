@@ -73,7 +73,7 @@ fn answer_caught(state: &NodeState, engine: &Engine, job: &AdminJob) -> Response
 
 fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Request) -> Response {
     match route {
-        WorkerRoute::Metrics => match metrics::render(engine, &state.replays) {
+        WorkerRoute::Metrics => match metrics::render(engine, &state.replays, &state.ingest) {
             Ok(text) => Response::text(200, "text/plain; version=0.0.4", text),
             Err(e) => store_error(&e),
         },

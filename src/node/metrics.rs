@@ -2,6 +2,7 @@
 //! format (version 0.0.4). Counters are since the node started; per-shard
 //! series carry a `shard` label.
 
+use super::ingest_counts::IngestCounts;
 use super::replay::Replays;
 use crate::runtime::latency::{LatencySnapshot, BUCKET_BOUNDS_MS};
 use crate::runtime::{wall_ms, Engine, ShardStats};
@@ -63,6 +64,21 @@ impl Family<'_> {
             "goad_replay_pacer_passes_total {}",
             replays.pacer_passes()
         );
+    }
+
+    /// Ingest answers by source, status and error code.
+    fn ingest(&mut self, ingest: &IngestCounts) {
+        self.head(
+            "goad_ingest_requests_total",
+            "counter",
+            "Ingest requests answered, by source (\"\" for one not configured), HTTP status and error code (\"\" when accepted).",
+        );
+        for ((source, status, error), count) in ingest.snapshot() {
+            let _ = writeln!(
+                self.out,
+                "goad_ingest_requests_total{{source=\"{source}\",status=\"{status}\",error=\"{error}\"}} {count}"
+            );
+        }
     }
 
     /// Attempt outcomes per shard and result.
@@ -212,7 +228,11 @@ const SHARD_FAMILIES: &[ShardFamily] = &[
 ];
 
 /// The whole exposition.
-pub fn render(engine: &Engine, replays: &Replays) -> Result<String, StoreError> {
+pub fn render(
+    engine: &Engine,
+    replays: &Replays,
+    ingest: &IngestCounts,
+) -> Result<String, StoreError> {
     let stats = engine.stats();
     let due = engine.due_counts()?;
     let dead = engine.dead_counts()?;
@@ -266,5 +286,6 @@ pub fn render(engine: &Engine, replays: &Replays) -> Result<String, StoreError> 
     );
     f.stats_families(SHARD_FAMILIES, &stats);
     f.replays(replays);
+    f.ingest(ingest);
     Ok(out)
 }

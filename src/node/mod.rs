@@ -12,6 +12,7 @@ mod admin;
 mod auth;
 pub mod client;
 pub mod http;
+mod ingest_counts;
 mod metrics;
 pub mod provider_signature;
 pub mod replay;
@@ -24,6 +25,7 @@ use auth::Tokens;
 use crossbeam_channel::Sender;
 use http::tls::SharedTls;
 use http::{Server, Stopper};
+use ingest_counts::IngestCounts;
 use parking_lot::{Condvar, Mutex, RwLock};
 use replay::Replays;
 use std::fmt;
@@ -103,6 +105,7 @@ pub(crate) struct NodeState {
     tls: Option<SharedTls>,
     admin: Sender<admin::AdminJob>,
     replays: Replays,
+    ingest: IngestCounts,
 }
 
 impl NodeState {
@@ -153,6 +156,7 @@ impl Node {
             engine: OnceLock::new(),
             opened: (Mutex::new(false), Condvar::new()),
             replays: Replays::new(&config.data_dir),
+            ingest: IngestCounts::default(),
             config: RwLock::new(config.clone()),
             config_path: options.config_path,
             tokens: RwLock::new(tokens),

@@ -119,41 +119,56 @@ impl NodeHandler {
         NodeHandler { state }
     }
 
+    /// An ingest, its answer counted (see `IngestCounts`) whether it is
+    /// given now or once the commit is durable.
     fn ingest(&self, source_id: String, request: Request, later: Later<'_>) -> Option<Response> {
         let Some(engine) = self.state.engine() else {
             return Some(not_ready());
         };
+        let counts = &self.state.ingest;
         let refused = match self.state.tokens.read().sources.get(&source_id) {
-            None => Some(Response::error(
-                404,
-                "unknown_source",
-                &format!("no source {source_id:?} is configured"),
-            )),
+            None => {
+                let message = format!("no source {source_id:?} is configured");
+                let response = Response::error(404, "unknown_source", &message);
+                counts.count(&source_id, false, &response);
+                return Some(response);
+            }
             Some(auth) => refused_ingest(auth, &request),
         };
-        if refused.is_some() {
-            return refused;
-        }
         // The parser framed the body by one of these (it refuses the rest).
         let framed = ["content-length", "transfer-encoding"];
-        if framed.iter().all(|name| request.header(name).is_none()) {
-            return Some(Response::error(
-                411,
-                "length_required",
-                "a hook needs a body framed by Content-Length or Transfer-Encoding: chunked",
-            ));
+        let refused = refused.or_else(|| {
+            let unframed = framed.iter().all(|name| request.header(name).is_none());
+            unframed.then(|| {
+                let message =
+                    "a hook needs a body framed by Content-Length or Transfer-Encoding: chunked";
+                Response::error(411, "length_required", message)
+            })
+        });
+        if let Some(response) = refused {
+            counts.count(&source_id, true, &response);
+            return Some(response);
         }
-        let hook = hook_of(source_id, request);
+        let state = self.state.clone();
+        let counted_as = source_id.clone();
+        let hook = hook_of(source_id.clone(), request);
         let replier = later.replier();
         let committed = engine.commit_then(hook, move |result| {
-            replier.send(match result {
+            let response = match result {
                 Ok(id) => Response::json(202, &Accepted { id }),
                 Err(e) => commit_error(&e),
-            })
+            };
+            state.ingest.count(&counted_as, true, &response);
+            replier.send(response)
         });
         match committed {
             Ok(()) => None,
-            Err(e) => Some(commit_error(&e)),
+            Err(e) => {
+                let response = commit_error(&e);
+                let configured = !matches!(e, CommitError::UnknownSource(_));
+                counts.count(&source_id, configured, &response);
+                Some(response)
+            }
         }
     }
 }
