@@ -244,6 +244,68 @@ fn secret_headers_come_from_the_environment_and_content_type_is_replaced() {
     }
 }
 
+/// A sink's `url_env` names the variable holding its URL (a secret, as
+/// Slack's incoming webhooks are): the hook goes there. An unset variable,
+/// one that holds no http(s) URL, or TLS files with an http:// one, are
+/// config errors naming the key and the variable, never the URL.
+#[test]
+fn a_url_from_the_environment_is_delivered_to_and_never_printed() {
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    std::env::set_var("GOAD_TEST_SINK_URL", receiver.url("/T000/B000/s3cr3t"));
+    std::env::set_var("GOAD_TEST_BAD_URL", "hooks.example.com/s3cr3t");
+    let dir = tempfile::tempdir().unwrap();
+    let from_env = |var: &str| SinkConfig {
+        url_env: Some(var.into()),
+        ..SinkConfig::of_kind("http")
+    };
+    let mut c = config(dir.path());
+    c.sources.push(source(
+        "slack",
+        "acme",
+        vec![from_env("GOAD_TEST_SINK_URL")],
+    ));
+    let engine = Engine::open(c.clone()).unwrap();
+    engine.commit(NewHook::new("slack", "hi")).unwrap();
+    engine.tick().unwrap();
+    let received = receiver.received();
+    assert_eq!(
+        (received.len(), received[0].path.as_str()),
+        (1, "/T000/B000/s3cr3t")
+    );
+    drop(engine);
+
+    let refused = |sink: SinkConfig| {
+        let mut c = c.clone();
+        c.sources[0].sinks[0] = sink;
+        let error = Engine::open(c).err().expect("a config error").to_string();
+        assert!(!error.contains("s3cr3t"), "{error}");
+        error
+    };
+    assert_eq!(
+        refused(from_env("GOAD_TEST_UNSET_URL")),
+        "sources[0].sinks[0].url_env must be the name of a set, non-empty environment \
+         variable, got \"GOAD_TEST_UNSET_URL\" (not set)"
+    );
+    assert_eq!(
+        refused(from_env("GOAD_TEST_BAD_URL")),
+        "sources[0].sinks[0].url_env must be a variable holding an http:// or https:// URL \
+         with a host, got \"GOAD_TEST_BAD_URL\""
+    );
+    let ca_file = Some(fixtures().join("test-ca.pem"));
+    let plain_with_ca = SinkConfig {
+        ca_file: ca_file.clone(),
+        ..from_env("GOAD_TEST_SINK_URL")
+    };
+    assert_eq!(
+        refused(plain_with_ca),
+        format!(
+            "sources[0].sinks[0].ca_file must be absent with an http:// url (only TLS uses \
+             it), got {ca_file:?}",
+            ca_file = ca_file.unwrap()
+        )
+    );
+}
+
 /// The status mapping over real HTTP: the row's state after one attempt.
 #[test]
 fn statuses_map_to_delivered_permanent_retry_after_or_transient() {

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub(crate) use validate::env_value;
+pub(crate) use validate::{env_value, is_http_url, tls_files_need_https};
 pub use validate::{is_id, ConfigError};
 
 /// The whole node configuration.
@@ -358,6 +358,10 @@ pub struct SinkConfig {
     pub kind: String,
     /// http: the endpoint.
     pub url: Option<String>,
+    /// http, instead of `url`: the environment variable holding the
+    /// endpoint, for a URL that is a secret (Slack's or Discord's incoming
+    /// webhooks); read when the sink is built, never printed.
+    pub url_env: Option<String>,
     /// http: `post` (default), `put` or `patch`.
     pub method: Option<String>,
     /// http: extra request headers, which win over forwarded provider headers
@@ -460,6 +464,7 @@ impl SinkConfig {
         SinkConfig {
             kind: kind.into(),
             url: None,
+            url_env: None,
             method: None,
             headers: BTreeMap::new(),
             headers_env: BTreeMap::new(),

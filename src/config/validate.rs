@@ -136,6 +136,7 @@ pub const BUILTIN_SINK_TYPES: &[&str] = &["http", "sqs", "pubsub"];
 /// The options of each built-in sink type (the other options are refused).
 const HTTP_OPTIONS: &[&str] = &[
     "url",
+    "url_env",
     "method",
     "headers",
     "headers_env",
@@ -462,6 +463,7 @@ impl Config {
         };
         let set = [
             ("url", sink.url.is_some()),
+            ("url_env", sink.url_env.is_some()),
             ("method", sink.method.is_some()),
             ("headers", !sink.headers.is_empty()),
             ("headers_env", !sink.headers_env.is_empty()),
@@ -512,13 +514,25 @@ impl Config {
     }
 
     fn validate_http_sink(&self, at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
-        let url = sink.url.as_deref().unwrap_or("");
-        if !is_http_url(url) {
-            return Err(invalid(
-                format!("{at}.url"),
-                "an http:// or https:// URL with a host",
-                url,
-            ));
+        match (&sink.url, &sink.url_env) {
+            (Some(_), Some(_)) => {
+                let rule = "absent with url (the URL is one or the other)";
+                return Err(invalid(format!("{at}.url_env"), rule, "set"));
+            }
+            (None, Some(var)) if var.is_empty() => {
+                let rule = "an environment variable name";
+                return Err(invalid(format!("{at}.url_env"), rule, var));
+            }
+            // Read and checked when the sink is built, as a secret is.
+            (None, Some(_)) => {}
+            (url, None) => {
+                let url = url.as_deref().unwrap_or("");
+                if !is_http_url(url) {
+                    let rule = "an http:// or https:// URL with a host";
+                    return Err(invalid(format!("{at}.url"), rule, url));
+                }
+                tls_files_need_https(at, sink, url)?;
+            }
         }
         if let Some(method) = &sink.method {
             if !["post", "put", "patch"].contains(&method.to_ascii_lowercase().as_str()) {
@@ -531,19 +545,6 @@ impl Config {
         }
         if let Some(bytes) = sink.max_response_bytes {
             positive(&format!("{at}.max_response_bytes"), bytes)?;
-        }
-        let tls_files = [
-            ("ca_file", &sink.ca_file),
-            ("client_cert_file", &sink.client_cert_file),
-            ("client_key_file", &sink.client_key_file),
-        ];
-        for (field, file) in tls_files {
-            if let Some(file) = file {
-                if !url.to_ascii_lowercase().starts_with("https://") {
-                    let rule = "absent with an http:// url (only TLS uses it)";
-                    return Err(invalid(format!("{at}.{field}"), rule, file));
-                }
-            }
         }
         match (&sink.client_cert_file, &sink.client_key_file) {
             (Some(file), None) => {
@@ -645,8 +646,29 @@ fn validate_operator_headers(at: &str, sink: &SinkConfig) -> Result<(), ConfigEr
     Ok(())
 }
 
+/// An HTTP sink's TLS files, which only an https:// `url` uses.
+pub(crate) fn tls_files_need_https(
+    at: &str,
+    sink: &SinkConfig,
+    url: &str,
+) -> Result<(), ConfigError> {
+    let tls_files = [
+        ("ca_file", &sink.ca_file),
+        ("client_cert_file", &sink.client_cert_file),
+        ("client_key_file", &sink.client_key_file),
+    ];
+    let https = url.to_ascii_lowercase().starts_with("https://");
+    match tls_files.into_iter().find(|(_, file)| file.is_some()) {
+        Some((field, Some(file))) if !https => {
+            let rule = "absent with an http:// url (only TLS uses it)";
+            Err(invalid(format!("{at}.{field}"), rule, file))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Whether `url` is an http:// or https:// URL with a host.
-fn is_http_url(url: &str) -> bool {
+pub(crate) fn is_http_url(url: &str) -> bool {
     url.parse::<ureq::http::Uri>().is_ok_and(|u| {
         matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some_and(|h| !h.is_empty())
     })

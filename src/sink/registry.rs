@@ -12,7 +12,9 @@ use super::sqs::{region_of, SqsSink, SqsSinkOptions};
 use super::ClaimingSink;
 use super::Sink;
 use crate::claim_check::ClaimStore;
-use crate::config::{env_value, Config, ConfigError, SinkConfig, SourceConfig};
+use crate::config::{
+    env_value, is_http_url, tls_files_need_https, Config, ConfigError, SinkConfig, SourceConfig,
+};
 use crate::core::{Catalog, LaneBy};
 use crate::limits::{
     HTTP_MAX_RESPONSE_BYTES, HTTP_TIMEOUT_MS, INLINE_MAX_BYTES, MAX_BATCH_ENTRIES, PUBSUB_ENDPOINT,
@@ -224,7 +226,7 @@ fn http_options(
         _ => None,
     };
     Ok(HttpSinkOptions {
-        url: entry.url.clone().unwrap_or_default(),
+        url: http_url(entry, at)?,
         method,
         headers,
         timeout_ms: sink_timeout_ms(config, entry),
@@ -235,6 +237,26 @@ fn http_options(
         roots,
         client_certificate,
     })
+}
+
+/// An HTTP sink's URL: its `url`, or the value of its `url_env` variable,
+/// checked as the config checks a `url` (an error names the variable, not
+/// the URL, which may be a secret).
+fn http_url(entry: &SinkConfig, at: &str) -> Result<String, ConfigError> {
+    let Some(var) = &entry.url_env else {
+        return Ok(entry.url.clone().unwrap_or_default());
+    };
+    let key = format!("{at}.url_env");
+    let url = env_value(key.clone(), var)?;
+    if !is_http_url(&url) {
+        return Err(ConfigError::Invalid {
+            key,
+            rule: "a variable holding an http:// or https:// URL with a host".into(),
+            value: format!("{var:?}"),
+        });
+    }
+    tls_files_need_https(at, entry, &url)?;
+    Ok(url)
 }
 
 fn sqs_options(config: &Config, source: &SourceConfig, entry: &SinkConfig) -> SqsSinkOptions {
