@@ -291,17 +291,16 @@ fn a_url_from_the_environment_is_delivered_to_and_never_printed() {
         "sources[0].sinks[0].url_env must be a variable holding an http:// or https:// URL \
          with a host, got \"GOAD_TEST_BAD_URL\""
     );
-    let ca_file = Some(fixtures().join("test-ca.pem"));
+    let ca_file = fixtures().join("test-ca.pem");
     let plain_with_ca = SinkConfig {
-        ca_file: ca_file.clone(),
+        ca_file: Some(ca_file.clone()),
         ..from_env("GOAD_TEST_SINK_URL")
     };
     assert_eq!(
         refused(plain_with_ca),
         format!(
             "sources[0].sinks[0].ca_file must be absent with an http:// url (only TLS uses \
-             it), got {ca_file:?}",
-            ca_file = ca_file.unwrap()
+             it), got {ca_file:?}"
         )
     );
 }
