@@ -130,6 +130,8 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nurl_env = \"U\"", "sources[0].sinks[0].url_env must be absent with url (the URL is one or the other), got \"set\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl_env = \"\"", "sources[0].sinks[0].url_env must be an environment variable name, got \"\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"sqs\"\nqueue_url = \"https://sqs.us-east-1.amazonaws.com/1/q\"\nurl_env = \"U\"", "sources[0].sinks[0].url_env must be absent for a sink of type \"sqs\", got \"set\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nretry = { max_attempts = 0 }", "sources[0].sinks[0].retry.max_attempts must be a positive integer, got 0"),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nretry = { max_ms = 50 }", "sources[0].sinks[0].retry.max_ms must be an integer >= sources[0].sinks[0].retry.base_ms (100), got 50"),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nca_file = \"ca.pem\"", "sources[0].sinks[0].ca_file must be absent with an http:// url (only TLS uses it), got \"ca.pem\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"sqs\"\nqueue_url = \"https://sqs.us-east-1.amazonaws.com/1/q\"\nca_file = \"ca.pem\"", "sources[0].sinks[0].ca_file must be absent for a sink of type \"sqs\", got \"set\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"pubsub\"\nproject = \"p\"", "sources[0].sinks[0].topic must be 1 to 255 characters, got \"\""),

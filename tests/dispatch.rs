@@ -1165,3 +1165,37 @@ fn a_sink_with_a_rate_gets_its_calls_one_interval_apart() {
     );
     assert_eq!(engine.hook_count().unwrap(), 0);
 }
+
+/// A sink's own `retry` keys hold for its rows: beside a sink on the
+/// node's policy (3 attempts), one with `retry = { max_attempts = 1 }`
+/// dead-letters the hook's row at its first failure.
+#[test]
+fn a_sinks_own_retry_keys_hold_for_its_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let failing = Receiver::start(|_| Reply::status(503)).unwrap();
+    let mut c = config(dir.path());
+    c.retry.base_ms = 10;
+    c.retry.max_ms = 10;
+    c.retry.max_attempts = 3;
+    let once = SinkConfig {
+        retry: Some(goad::config::SinkRetryConfig {
+            max_attempts: Some(1),
+            ..Default::default()
+        }),
+        ..SinkConfig::http(failing.url("/once"))
+    };
+    let sinks = vec![SinkConfig::http(failing.url("/policy")), once];
+    c.sources.push(source("s", "acme", sinks));
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("s", "x")).unwrap();
+    engine.tick().unwrap();
+    let mut dead: Vec<(u16, u32)> = dead(&engine)
+        .iter()
+        .map(|r| (r.row.sink_index, r.record.attempts))
+        .collect();
+    dead.sort();
+    assert_eq!(dead, [(0, 3), (1, 1)]);
+    let paths: Vec<String> = failing.received().into_iter().map(|r| r.path).collect();
+    assert_eq!(paths.iter().filter(|p| *p == "/once").count(), 1);
+    assert_eq!(paths.iter().filter(|p| *p == "/policy").count(), 3);
+}

@@ -14,6 +14,8 @@
 //!   are never exceeded, counted in calls (sink type `b` batches, per
 //!   seed: a batch is one call of up to its size, of one key); no row runs
 //!   twice at once;
+//! - nothing is retried at or past its horizon, a sink's own where it has
+//!   one (some have their own retry keys, per seed);
 //! - a key of a sink with `max_calls_per_s` (some are, per seed) starts
 //!   calls k and k + n more than n intervals less 1 ms apart, across shard
 //!   restarts (a crash forgets);
@@ -31,7 +33,7 @@
 //! `GOAD_SIM_FROM`, 0 by default), and `GOAD_SIM_SEED=S` one seed. A
 //! failure names its seed.
 
-use goad::config::{DispatchConfig, RetryConfig, SinkConfig, SourceConfig};
+use goad::config::{DispatchConfig, RetryConfig, SinkConfig, SinkRetryConfig, SourceConfig};
 use goad::core::{
     AttemptFailure, AttemptResult, BreakerEvent, Call, Catalog, Core, FailureClass, Grant, JobId,
     LaneId, Rng, RowId, SinkKey,
@@ -125,6 +127,15 @@ impl Sim {
         for sink in config.sources.iter_mut().flat_map(|s| s.sinks.iter_mut()) {
             if rates.below(2) == 0 {
                 sink.max_calls_per_s = Some(20 + rates.below(1_500) as u32);
+            }
+            // A sink's own retry keys, likewise apart.
+            if rates.below(3) == 0 {
+                sink.retry = Some(SinkRetryConfig {
+                    base_ms: Some(1 + rates.below(500)),
+                    max_attempts: Some(1 + rates.below(5) as u32),
+                    max_elapsed_ms: Some(500 + rates.below(20_000)),
+                    ..SinkRetryConfig::default()
+                });
             }
         }
         let mut dispatch = config.dispatch.clone();
@@ -508,7 +519,10 @@ impl Sim {
         // Nothing is retried at or past its horizon (so no row outlives it
         // by more than one open period: a parked row comes due by then).
         if record.first_attempt_at_ms != 0 {
-            let horizon_ms = record.first_attempt_at_ms + self.retry.max_elapsed_ms;
+            let key = &job.key;
+            let own = self.catalog.retry(&key.source_id, key.sink_index);
+            let policy = own.map_or(self.retry, |own| own.over(self.retry));
+            let horizon_ms = record.first_attempt_at_ms + policy.max_elapsed_ms;
             assert!(
                 self.now_ms < horizon_ms,
                 "seed {seed}: row {:?} started at {} at or past its horizon {horizon_ms}",

@@ -300,6 +300,31 @@ impl Default for RetryConfig {
     }
 }
 
+/// A sink's own retry policy (`retry = { … }` on a sink entry): each key
+/// set replaces `[retry]`'s for that sink's rows.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SinkRetryConfig {
+    pub base_ms: Option<u64>,
+    pub max_ms: Option<u64>,
+    pub max_attempts: Option<u32>,
+    pub jitter: Option<bool>,
+    pub max_elapsed_ms: Option<u64>,
+}
+
+impl SinkRetryConfig {
+    /// `policy` with this sink's keys in place of its own.
+    pub fn over(&self, policy: RetryConfig) -> RetryConfig {
+        RetryConfig {
+            base_ms: self.base_ms.unwrap_or(policy.base_ms),
+            max_ms: self.max_ms.unwrap_or(policy.max_ms),
+            max_attempts: self.max_attempts.unwrap_or(policy.max_attempts),
+            jitter: self.jitter.unwrap_or(policy.jitter),
+            max_elapsed_ms: self.max_elapsed_ms.unwrap_or(policy.max_elapsed_ms),
+        }
+    }
+}
+
 /// A source: where hooks are committed, and the sinks each hook goes to.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -431,6 +456,8 @@ pub struct SinkConfig {
     /// Calls (requests: one attempt, or one batch) that start per second at
     /// most, per tenant's key of this sink, evenly spaced; none by default.
     pub max_calls_per_s: Option<u32>,
+    /// This sink's retry policy where it differs from `[retry]`.
+    pub retry: Option<SinkRetryConfig>,
 }
 
 impl SinkConfig {
@@ -490,6 +517,7 @@ impl SinkConfig {
             ordered: false,
             ordering_key: None,
             max_calls_per_s: None,
+            retry: None,
         }
     }
 }

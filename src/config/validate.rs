@@ -1,6 +1,6 @@
 //! The rules every config must pass, each naming the dotted key and the value.
 
-use super::{Config, SinkConfig, SourceConfig, TenantLimitsConfig};
+use super::{Config, RetryConfig, SinkConfig, SourceConfig, TenantLimitsConfig};
 use crate::core::LaneBy;
 use crate::limits::{MAX_CALLS_PER_S, MAX_SHARD_BYTES, MIN_SHARD_BYTES};
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
@@ -359,16 +359,7 @@ impl Config {
     }
 
     fn validate_retry(&self) -> Result<(), ConfigError> {
-        let r = &self.retry;
-        if r.max_ms < r.base_ms {
-            return Err(invalid(
-                "retry.max_ms",
-                format!("an integer >= retry.base_ms ({})", r.base_ms),
-                r.max_ms,
-            ));
-        }
-        positive("retry.max_attempts", r.max_attempts)?;
-        positive("retry.max_elapsed_ms", r.max_elapsed_ms)
+        validate_retry_policy("retry", &self.retry)
     }
 
     fn validate_sources(&self, host_sinks: &[&str]) -> Result<(), ConfigError> {
@@ -413,6 +404,9 @@ impl Config {
         sink: &SinkConfig,
         host_sinks: &[&str],
     ) -> Result<(), ConfigError> {
+        if let Some(retry) = &sink.retry {
+            validate_retry_policy(&format!("{at}.retry"), &retry.over(self.retry))?;
+        }
         if let Some(rate) = sink.max_calls_per_s {
             if !(1..=MAX_CALLS_PER_S).contains(&rate) {
                 let rule = format!("an integer from 1 to {MAX_CALLS_PER_S}");
@@ -571,6 +565,20 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// A retry policy, `[retry]` or a sink's (with `[retry]`'s keys where it
+/// sets none), its keys under `at`.
+fn validate_retry_policy(at: &str, r: &RetryConfig) -> Result<(), ConfigError> {
+    if r.max_ms < r.base_ms {
+        return Err(invalid(
+            format!("{at}.max_ms"),
+            format!("an integer >= {at}.base_ms ({})", r.base_ms),
+            r.max_ms,
+        ));
+    }
+    positive(&format!("{at}.max_attempts"), r.max_attempts)?;
+    positive(&format!("{at}.max_elapsed_ms"), r.max_elapsed_ms)
 }
 
 /// A source's `ingest_signature` and `ingest_secret_env`: a known scheme,

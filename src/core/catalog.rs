@@ -5,7 +5,7 @@
 //! has the same type; else the one sink of that type if there is exactly one
 //! (the source's sinks were reordered); else the row cannot be bound.
 
-use crate::config::Config;
+use crate::config::{Config, SinkRetryConfig};
 use crate::core::types::TenantId;
 use std::collections::HashMap;
 use std::num::NonZeroU16;
@@ -26,6 +26,8 @@ pub struct SourceEntry {
     /// key's calls, from its `max_calls_per_s` (µs, rounded up); `None`
     /// for a sink without a rate.
     pub call_interval_us: Vec<Option<u64>>,
+    /// Per sink, in the same order: its own retry keys, if it has any.
+    pub retry: Vec<Option<SinkRetryConfig>>,
 }
 
 /// How an ordered sink picks the lane of a hook.
@@ -111,6 +113,7 @@ impl Catalog {
                                 .map(|rate| 1_000_000u64.div_ceil(rate.into()))
                         })
                         .collect(),
+                    retry: s.sinks.iter().map(|k| k.retry).collect(),
                 };
                 (Arc::from(s.id.as_str()), entry)
             })
@@ -150,6 +153,15 @@ impl Catalog {
             .sources
             .get(source_id)?
             .call_interval_us
+            .get(usize::from(sink_index))?
+    }
+
+    /// The retry keys of the sink a key is bound to, where it has its own.
+    pub fn retry(&self, source_id: &str, sink_index: u16) -> Option<SinkRetryConfig> {
+        *self
+            .sources
+            .get(source_id)?
+            .retry
             .get(usize::from(sink_index))?
     }
 

@@ -535,7 +535,7 @@ impl Core {
             attempts: claim.fields.attempts + 1,
             ..claim.fields
         };
-        let decision = self.retry.decide(
+        let decision = self.retry_for(&claim.key).decide(
             now_ms,
             fields.attempts,
             fields.first_attempt_at_ms,
@@ -652,17 +652,17 @@ impl Core {
         for row in queued {
             let claim = self.claims.remove(&row).expect("a queued row has a claim");
             self.release(&claim);
-            self.park(now_ms, row, claim.fields, until_ms);
+            self.park(now_ms, key, row, claim.fields, until_ms);
         }
     }
 
     /// Writes a row back due at `until_ms` with its attempts unchanged, but
     /// no later than its retry horizon; one parked at or past its horizon is
     /// dead-lettered as `retry_horizon`.
-    fn park(&mut self, now_ms: u64, row: RowId, fields: RowFields, until_ms: u64) {
+    fn park(&mut self, now_ms: u64, key: &SinkKey, row: RowId, fields: RowFields, until_ms: u64) {
         let mut due_at_ms = until_ms;
         if fields.first_attempt_at_ms != 0 {
-            let horizon_ms = self.retry.horizon_ms(fields.first_attempt_at_ms);
+            let horizon_ms = self.retry_for(key).horizon_ms(fields.first_attempt_at_ms);
             if now_ms >= horizon_ms {
                 let reason = DeadReason::RetryHorizon {
                     sink_type: fields.sink_type.clone(),
@@ -679,6 +679,15 @@ impl Core {
             fields,
             due_at_ms,
         });
+    }
+
+    /// The retry policy of `key`'s rows: `[retry]`, with the keys its sink
+    /// sets in their place.
+    fn retry_for(&self, key: &SinkKey) -> RetryConfig {
+        match self.catalog.retry(&key.source_id, key.sink_index) {
+            Some(own) => own.over(self.retry),
+            None => self.retry,
+        }
     }
 
     /// A lane's running attempt starts: another row of the lane may not.

@@ -160,13 +160,14 @@ impl Core {
     ) -> Vec<RowId> {
         let mut rows = Vec::new();
         let mut past_horizon = Vec::new();
+        let retry = self.retry_for(key);
         let key_state = self.keys.get_mut(key).expect("a ring key has state");
         while rows.len() < max_rows {
             let Some(row) = key_state.queue.pop_front() else {
                 break;
             };
             let first_attempt_at_ms = self.claims[&row].fields.first_attempt_at_ms;
-            if first_attempt_at_ms != 0 && now_ms >= self.retry.horizon_ms(first_attempt_at_ms) {
+            if first_attempt_at_ms != 0 && now_ms >= retry.horizon_ms(first_attempt_at_ms) {
                 past_horizon.push(row);
             } else {
                 rows.push(row);

@@ -9,6 +9,7 @@ use std::num::NonZeroU16;
 
 mod batches;
 mod rates;
+mod sink_retry;
 
 /// The due index and rows as plain maps; store ops are applied to it.
 #[derive(Default)]
