@@ -16,7 +16,7 @@ fn store_with(neighbour_rows: u64) -> (tempfile::TempDir, ShardStore, TenantTabl
     let dir = tempfile::tempdir().unwrap();
     let store = ShardStore::open(dir.path(), 0, 1).unwrap();
     let mut tenants = TenantTable::load(&store).unwrap();
-    let rows = [NewRow::unordered("http")];
+    let rows = [NewRow::unordered(0, "http")];
     let mut seq = 0u64;
     let mut write = |tenant: &str, count: u64, seq: &mut u64| {
         let mut left = count;

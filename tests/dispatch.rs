@@ -1199,3 +1199,63 @@ fn a_sinks_own_retry_keys_hold_for_its_rows() {
     assert_eq!(paths.iter().filter(|p| *p == "/once").count(), 1);
     assert_eq!(paths.iter().filter(|p| *p == "/policy").count(), 3);
 }
+
+/// A sink's `filter` takes only the hooks whose header has one of its
+/// values (event types): a source fans `push` events out to its CI sink
+/// and every event to its audit sink; a hook of no filtered sink's type
+/// goes to the unfiltered one only, and a hook that no sink takes is
+/// acknowledged and not stored.
+#[test]
+fn a_sinks_filter_takes_only_the_hooks_whose_header_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = config(dir.path());
+    let only = |path: &str, values: &[&str]| SinkConfig {
+        filter: Some(goad::config::HeaderFilter {
+            header: "X-GitHub-Event".into(),
+            values: values.iter().map(|v| v.to_string()).collect(),
+        }),
+        ..SinkConfig::http(receiver.url(path))
+    };
+    let fan_out = vec![
+        only("/ci", &["push"]),
+        SinkConfig::http(receiver.url("/audit")),
+    ];
+    c.sources.push(source("github", "acme", fan_out));
+    c.sources.push(source(
+        "pushes",
+        "acme",
+        vec![only("/pushes", &["push", "tag"])],
+    ));
+    let engine = Engine::open(c).unwrap();
+    let event = |source: &str, kind: Option<&str>, body: &str| NewHook {
+        headers: kind
+            .map(|k| vec![("x-github-event".to_string(), k.to_string())])
+            .unwrap_or_default(),
+        ..NewHook::new(source, body)
+    };
+    engine.commit(event("github", Some("push"), "1")).unwrap();
+    engine.commit(event("github", Some("issues"), "2")).unwrap();
+    engine.commit(event("github", None, "3")).unwrap();
+    engine.commit(event("pushes", Some("issues"), "4")).unwrap();
+    engine.tick().unwrap();
+    let mut got: Vec<(String, String)> = receiver
+        .received()
+        .into_iter()
+        .map(|r| (r.path, String::from_utf8(r.body).unwrap()))
+        .collect();
+    got.sort();
+    let want = [
+        ("/audit", "1"),
+        ("/audit", "2"),
+        ("/audit", "3"),
+        ("/ci", "1"),
+    ];
+    let want: Vec<(String, String)> = want
+        .iter()
+        .map(|(p, b)| (p.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(got, want);
+    // A stored hook with no rows would stay for good: hook 4 was not stored.
+    assert_eq!(engine.hook_count().unwrap(), 0);
+}

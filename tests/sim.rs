@@ -33,7 +33,9 @@
 //! `GOAD_SIM_FROM`, 0 by default), and `GOAD_SIM_SEED=S` one seed. A
 //! failure names its seed.
 
-use goad::config::{DispatchConfig, RetryConfig, SinkConfig, SinkRetryConfig, SourceConfig};
+use goad::config::{
+    DispatchConfig, HeaderFilter, RetryConfig, SinkConfig, SinkRetryConfig, SourceConfig,
+};
 use goad::core::{
     AttemptFailure, AttemptResult, BreakerEvent, Call, Catalog, Core, FailureClass, Grant, JobId,
     LaneId, Rng, RowId, SinkKey,
@@ -82,7 +84,8 @@ struct Sim {
     sinks: HashMap<String, SinkModel>,
     /// The batch size of sinks of type `b`, if they batch.
     batch_max_entries: Option<NonZeroU16>,
-    acked: HashMap<u64, usize>,
+    /// Per acknowledged hook, the sinks it has rows for.
+    acked: HashMap<u64, Vec<u16>>,
     delivered: HashSet<RowId>,
     /// Attempts started per row, across crashes.
     started: HashMap<RowId, u32>,
@@ -127,6 +130,19 @@ impl Sim {
         for sink in config.sources.iter_mut().flat_map(|s| s.sinks.iter_mut()) {
             if rates.below(2) == 0 {
                 sink.max_calls_per_s = Some(20 + rates.below(1_500) as u32);
+            }
+            // A filter on the hooks' header `k` (values 0, 1, 2): one
+            // value or two.
+            if rates.below(4) == 0 {
+                let values = match rates.below(3) {
+                    0 => vec!["0".to_string()],
+                    1 => vec!["1".to_string(), "2".to_string()],
+                    _ => vec!["2".to_string()],
+                };
+                sink.filter = Some(HeaderFilter {
+                    header: "K".into(),
+                    values,
+                });
             }
             // A sink's own retry keys, likewise apart.
             if rates.below(3) == 0 {
@@ -302,7 +318,10 @@ impl Sim {
             .iter()
             .map(|c| c.hook.id.trim_start_matches("hook-").parse().unwrap())
             .collect();
-        let sink_counts: Vec<usize> = commits.iter().map(|c| c.rows.len()).collect();
+        let sinks: Vec<Vec<u16>> = commits
+            .iter()
+            .map(|c| c.rows.iter().map(|row| row.sink_index).collect())
+            .collect();
         let due: Vec<(u64, JobId)> = self
             .pending
             .range(..=(self.now_ms, JobId(u64::MAX)))
@@ -326,8 +345,8 @@ impl Sim {
                 "seed {}: the store failed a commit: {committed:?}",
                 self.seed
             );
-            for (id, n) in ids.into_iter().zip(sink_counts) {
-                self.acked.insert(id, n);
+            for (id, indices) in ids.into_iter().zip(sinks) {
+                self.acked.insert(id, indices);
             }
         }
         for job in &out.abandoned {
@@ -646,8 +665,8 @@ impl Sim {
             "seed {}: only dead rows remain",
             self.seed
         );
-        for (&seq, &sinks) in &self.acked {
-            for sink_index in 0..sinks as u16 {
+        for (&seq, sinks) in &self.acked {
+            for &sink_index in sinks {
                 let row = RowId { seq, sink_index };
                 assert!(
                     self.delivered.contains(&row) || dead.contains(&row),

@@ -66,7 +66,7 @@ fn new_rows(i: u64) -> NewRows {
             headers: Vec::new(),
             body: format!("body {i}").into_bytes(),
         },
-        rows: vec![NewRow::unordered("http")],
+        rows: vec![NewRow::unordered(0, "http")],
     }
 }
 

@@ -458,6 +458,30 @@ pub struct SinkConfig {
     pub max_calls_per_s: Option<u32>,
     /// This sink's retry policy where it differs from `[retry]`.
     pub retry: Option<SinkRetryConfig>,
+    /// Only hooks whose header has one of these values get a row for this
+    /// sink (event types: GitHub's `x-github-event`, say); decided at commit.
+    pub filter: Option<HeaderFilter>,
+}
+
+/// A sink's `filter`: a header and the values it takes.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct HeaderFilter {
+    /// A header stored with the hook (any case).
+    pub header: String,
+    /// The values (exact) whose hooks the sink takes.
+    pub values: Vec<String>,
+}
+
+impl HeaderFilter {
+    /// Whether a hook with these headers passes: its first `header` has
+    /// one of the values.
+    pub fn passes(&self, headers: &[(String, String)]) -> bool {
+        headers
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(&self.header))
+            .is_some_and(|(_, value)| self.values.contains(value))
+    }
 }
 
 impl SinkConfig {
@@ -518,6 +542,7 @@ impl SinkConfig {
             ordering_key: None,
             max_calls_per_s: None,
             retry: None,
+            filter: None,
         }
     }
 }

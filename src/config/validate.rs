@@ -407,6 +407,19 @@ impl Config {
         if let Some(retry) = &sink.retry {
             validate_retry_policy(&format!("{at}.retry"), &retry.over(self.retry))?;
         }
+        if let Some(filter) = &sink.filter {
+            let header = filter.header.to_ascii_lowercase();
+            let named = ureq::http::HeaderName::from_bytes(header.as_bytes()).is_ok();
+            if !named || crate::sink::never_forwarded(&header) {
+                let rule =
+                    "a header goad stores with the hook (not a credential or framing header)";
+                return Err(invalid(format!("{at}.filter.header"), rule, &filter.header));
+            }
+            if filter.values.is_empty() {
+                let rule = "a list of at least one value";
+                return Err(invalid(format!("{at}.filter.values"), rule, "[]"));
+            }
+        }
         if let Some(rate) = sink.max_calls_per_s {
             if !(1..=MAX_CALLS_PER_S).contains(&rate) {
                 let rule = format!("an integer from 1 to {MAX_CALLS_PER_S}");

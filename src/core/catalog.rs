@@ -5,7 +5,7 @@
 //! has the same type; else the one sink of that type if there is exactly one
 //! (the source's sinks were reordered); else the row cannot be bound.
 
-use crate::config::{Config, SinkRetryConfig};
+use crate::config::{Config, HeaderFilter, SinkRetryConfig};
 use crate::core::types::TenantId;
 use std::collections::HashMap;
 use std::num::NonZeroU16;
@@ -28,6 +28,8 @@ pub struct SourceEntry {
     pub call_interval_us: Vec<Option<u64>>,
     /// Per sink, in the same order: its own retry keys, if it has any.
     pub retry: Vec<Option<SinkRetryConfig>>,
+    /// Per sink, in the same order: the hooks it takes, if not all.
+    pub filters: Vec<Option<HeaderFilter>>,
 }
 
 /// How an ordered sink picks the lane of a hook.
@@ -114,6 +116,7 @@ impl Catalog {
                         })
                         .collect(),
                     retry: s.sinks.iter().map(|k| k.retry).collect(),
+                    filters: s.sinks.iter().map(|k| k.filter.clone()).collect(),
                 };
                 (Arc::from(s.id.as_str()), entry)
             })

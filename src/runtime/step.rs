@@ -47,16 +47,20 @@ pub struct NewRows {
 const STORED_OVERHEAD_BYTES: u64 = 256;
 
 impl NewRows {
-    /// The rows `hook` of `source` gets: one per sink, laned by the hook's
-    /// headers for an ordered sink.
+    /// The rows `hook` of `source` gets: one per sink whose `filter` it
+    /// passes (a hook that passes none is stored not at all), laned by
+    /// the hook's headers for an ordered sink.
     pub fn of(source: &SourceEntry, hook: Hook) -> NewRows {
-        let rows = source
-            .sink_types
-            .iter()
-            .zip(&source.lanes)
-            .map(|(sink_type, lane_by)| NewRow {
-                sink_type: sink_type.clone(),
-                lane_key: lane_by.as_ref().map(|by| by.key(&hook.headers)),
+        let rows = (0..source.sink_types.len())
+            .filter(|&i| {
+                source.filters[i]
+                    .as_ref()
+                    .is_none_or(|f| f.passes(&hook.headers))
+            })
+            .map(|i| NewRow {
+                sink_index: i as u16,
+                sink_type: source.sink_types[i].clone(),
+                lane_key: source.lanes[i].as_ref().map(|by| by.key(&hook.headers)),
             })
             .collect();
         NewRows { hook, rows }

@@ -517,7 +517,7 @@ mod tests {
                 source_id: Arc::from(*source),
                 ..sample_hook(i as u64 + 1)
             };
-            let sinks = [NewRow::unordered("http")];
+            let sinks = [NewRow::unordered(0, "http")];
             write_commit(&store, &mut wtxn, &mut tenants, &hook, &sinks, 1).unwrap();
             let row = RowId {
                 seq: hook.seq,

@@ -114,7 +114,7 @@ mod tests {
         for seq in 1..=count {
             let mut hook = sample_hook(seq);
             hook.body = vec![b'x'; 8_000];
-            let sinks = [NewRow::unordered("http")];
+            let sinks = [NewRow::unordered(0, "http")];
             write_commit(store, wtxn, &mut tenants, &hook, &sinks, 10).unwrap();
         }
     }

@@ -210,6 +210,7 @@ mod tests {
 
     fn ordered(key: &str) -> NewRow {
         NewRow {
+            sink_index: 0,
             sink_type: "http".into(),
             lane_key: Some(key.into()),
         }

@@ -620,7 +620,7 @@ mod tests {
         let store = ShardStore::open(dir.path(), 0, 1).unwrap();
         let mut tenants = TenantTable::load(&store).unwrap();
         let hook = record::sample_hook(1);
-        let sinks = [NewRow::unordered("http"), NewRow::unordered("sqs")];
+        let sinks = [NewRow::unordered(0, "http"), NewRow::unordered(1, "sqs")];
         let mut wtxn = store.env.write_txn().unwrap();
         write_commit(&store, &mut wtxn, &mut tenants, &hook, &sinks, 10).unwrap();
         wtxn.commit().unwrap();

@@ -273,7 +273,7 @@ mod tests {
         let mut tenants = TenantTable::load(&store).unwrap();
         let mut wtxn = store.env.write_txn().unwrap();
         for seq in 1..=3 {
-            let sinks = [NewRow::unordered("http")];
+            let sinks = [NewRow::unordered(0, "http")];
             write_commit(&store, &mut wtxn, &mut tenants, &hook(seq), &sinks, 10).unwrap();
         }
         wtxn.commit().unwrap();

@@ -13,10 +13,11 @@ use std::ops::Bound;
 use std::sync::Arc;
 use RowStatus::{Dead, Pending};
 
-/// A row a commit writes: its sink's type and, for an ordered sink, the
-/// key of its lane.
+/// A row a commit writes: its sink's index and type and, for an ordered
+/// sink, the key of its lane.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewRow {
+    pub sink_index: u16,
     pub sink_type: Arc<str>,
     /// `Some` for an ordered sink: the hook's ordering key ("" when the sink
     /// orders all its rows in one lane).
@@ -24,9 +25,10 @@ pub struct NewRow {
 }
 
 impl NewRow {
-    /// A row of an unordered sink of `sink_type`.
-    pub fn unordered(sink_type: &str) -> NewRow {
+    /// A row of the unordered sink of `sink_type` at `sink_index`.
+    pub fn unordered(sink_index: u16, sink_type: &str) -> NewRow {
         NewRow {
+            sink_index,
             sink_type: Arc::from(sink_type),
             lane_key: None,
         }
@@ -50,10 +52,10 @@ pub fn write_commit(
     store
         .records
         .put(wtxn, &hook_key(hook.seq), &encode_hook(hook))?;
-    for (i, new) in rows.iter().enumerate() {
+    for new in rows {
         let row = RowId {
             seq: hook.seq,
-            sink_index: i as u16,
+            sink_index: new.sink_index,
         };
         let lane = new
             .lane_key
