@@ -140,13 +140,20 @@ struct DeadLetterFilter {
     /// Only this tenant's.
     #[arg(long)]
     tenant: Option<String>,
+    /// Only this hook's (its id, as ingest answered it).
+    #[arg(long)]
+    hook: Option<String>,
 }
 
 impl DeadLetterFilter {
     /// The filter and `more` parameters as a query string (`?a=1&b=2`, or
     /// empty), values percent-encoded.
     fn query(&self, more: &[(&str, Option<String>)]) -> String {
-        let mine = [("source_id", &self.source), ("tenant", &self.tenant)];
+        let mine = [
+            ("source_id", &self.source),
+            ("tenant", &self.tenant),
+            ("hook_id", &self.hook),
+        ];
         let pairs: Vec<String> = mine
             .into_iter()
             .chain(more.iter().map(|(name, value)| (*name, value)))
@@ -241,6 +248,7 @@ fn main() -> ExitCode {
                 let body = serde_json::json!({
                     "source_id": filter.source,
                     "tenant": filter.tenant,
+                    "hook_id": filter.hook,
                     "since_ms": since_ms,
                 });
                 print_call(&node, "POST", "/v1/replays", Some(&body))

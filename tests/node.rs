@@ -813,6 +813,54 @@ fn a_dead_letter_is_shown_with_its_hook_until_replayed() {
     assert_eq!(gone.error_code(), "unknown_dead_letter");
 }
 
+/// `hook_id` narrows the dead letters to one hook's rows: listed, replayed
+/// (the replay matches and revives that hook alone) and purged.
+#[test]
+fn one_hooks_dead_letters_are_listed_replayed_and_purged_by_its_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, status) = switchable(400);
+    let node = start(one_source(dir.path(), &receiver));
+    let addr = node.local_addr();
+    let ids: Vec<String> = ["first", "second", "third"]
+        .iter()
+        .map(|body| {
+            let reply = ingest(addr, "a", body.as_bytes(), &[]);
+            reply.json()["id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let engine = node.engine().unwrap();
+    wait_until("3 dead", Duration::from_secs(10), || {
+        dead(&engine).len() == 3
+    });
+    let of = |id: &str| get(addr, &format!("/v1/dead-letters?hook_id={id}")).json();
+    let of_second = of(&ids[1]);
+    let items = of_second["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["hook_id"], ids[1].as_str());
+
+    status.store(200, Ordering::SeqCst);
+    let body = format!("{{\"hook_id\":\"{}\"}}", ids[1]);
+    let created = call(addr, "POST", "/v1/replays", &[], body.as_bytes());
+    assert_eq!(created.status, 202, "{}", created.text());
+    assert_eq!(created.json()["matched"], 1);
+    assert!(receiver.wait_for(4, Duration::from_secs(10)));
+    wait_until("2 dead", Duration::from_secs(10), || {
+        dead(&engine).len() == 2
+    });
+    let delivered: Vec<Vec<u8>> = receiver
+        .received()
+        .into_iter()
+        .filter(|r| r.status == 200)
+        .map(|r| r.body)
+        .collect();
+    assert_eq!(delivered, [b"second".to_vec()]);
+
+    let purge = format!("/v1/dead-letters?hook_id={}", ids[2]);
+    let purged = call(addr, "DELETE", &purge, &[], b"");
+    assert_eq!(purged.json(), serde_json::json!({"purged": 1}));
+    assert_eq!(listed(addr, "hook_id"), [ids[0].clone()]);
+}
+
 /// Scenario 28: a replay moves nothing while the node's lag is over
 /// `replay.max_lag_ms`, and resumes when it is not.
 #[test]
@@ -1573,6 +1621,13 @@ fn the_operator_cli_lists_replays_and_reports() {
     );
     let (code, out, _) = goad(&["dlq", "show", id, "--body"], true);
     assert_eq!((code, out.as_str()), (Some(0), "x"));
+    let hook_id = items[0]["hook_id"].as_str().unwrap();
+    for (hook, count) in [(hook_id, 1), ("no-such-hook", 0)] {
+        let (code, out, _) = goad(&["dlq", "list", "--hook", hook], true);
+        assert_eq!(code, Some(0), "{out}");
+        let page = serde_json::from_str::<serde_json::Value>(&out).unwrap();
+        assert_eq!(page["items"].as_array().unwrap().len(), count);
+    }
     let (code, _, err) = goad(&["dlq", "show", "0-0-0-0"], true);
     assert_eq!(code, Some(1));
     assert!(err.contains("HTTP 404 unknown_dead_letter"), "{err}");

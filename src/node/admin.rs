@@ -249,6 +249,7 @@ fn dead_filter(request: &Request) -> Result<DeadFilter, Response> {
     Ok(DeadFilter {
         source_id: request.query_param("source_id").filter(|s| !s.is_empty()),
         tenant: request.query_param("tenant").filter(|s| !s.is_empty()),
+        hook_id: request.query_param("hook_id").filter(|s| !s.is_empty()),
         since_ms: time("since_ms", 0)?,
         until_ms: time("until_ms", u64::MAX)?,
     })
@@ -267,6 +268,7 @@ fn purge_dead_letters(engine: &Engine, request: &Request) -> Response {
                 &[
                     ("source", &filter.source_id.as_deref().unwrap_or("*")),
                     ("tenant", &filter.tenant.as_deref().unwrap_or("*")),
+                    ("hook", &filter.hook_id.as_deref().unwrap_or("*")),
                     ("since_ms", &filter.since_ms),
                     ("until_ms", &filter.until_ms),
                     ("purged", &purged),
@@ -378,7 +380,7 @@ fn create_replay(state: &NodeState, engine: &Engine, request: &Request) -> Respo
                     400,
                     "bad_json",
                     &format!(
-                        "the body must be {{\"source_id\"?, \"tenant\"?, \"since_ms\"?}}: {e}"
+                        "the body must be {{\"source_id\"?, \"tenant\"?, \"hook_id\"?, \"since_ms\"?}}: {e}"
                     ),
                 )
             }

@@ -46,6 +46,10 @@ pub const AUTO_PAUSE_MIN_ROWS: u64 = 100;
 pub struct ReplaySpec {
     pub source_id: Option<String>,
     pub tenant: Option<String>,
+    /// Only the dead rows of this hook (absent from specs written before
+    /// it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook_id: Option<String>,
     pub since_ms: Option<u64>,
 }
 
@@ -90,6 +94,7 @@ impl ReplayJob {
         DeadFilter {
             source_id: self.spec.source_id.clone(),
             tenant: self.spec.tenant.clone(),
+            hook_id: self.spec.hook_id.clone(),
             since_ms: self.spec.since_ms.unwrap_or(0),
             until_ms: self.created_at_ms,
         }

@@ -20,6 +20,8 @@ pub struct DeadFilter {
     pub source_id: Option<String>,
     /// Only this tenant's rows.
     pub tenant: Option<String>,
+    /// Only the rows of this hook (its id, as sinks and ingest see it).
+    pub hook_id: Option<String>,
     /// Dead at or after this time.
     pub since_ms: u64,
     /// Dead at or before this time (a replay takes rows dead before it began).
@@ -31,6 +33,7 @@ impl Default for DeadFilter {
         DeadFilter {
             source_id: None,
             tenant: None,
+            hook_id: None,
             since_ms: 0,
             until_ms: u64::MAX,
         }
@@ -184,7 +187,8 @@ fn tenants_of(table: &TenantTable, filter: &DeadFilter) -> Vec<(u32, TenantId)> 
     }
 }
 
-/// A dead row's listing entry, or `None` when its source does not match.
+/// A dead row's listing entry, or `None` when its source or hook does not
+/// match.
 /// A row or hook that does not decode is listed with that as its reason.
 fn item(
     store: &ShardStore,
@@ -203,7 +207,9 @@ fn item(
         Some(Ok(h)) => (h.id, h.source_id.to_string()),
         _ => (String::new(), String::new()),
     };
-    if filter.source_id.as_ref().is_some_and(|s| *s != source_id) {
+    let other_source = filter.source_id.as_ref().is_some_and(|s| *s != source_id);
+    let other_hook = filter.hook_id.as_ref().is_some_and(|h| *h != hook_id);
+    if other_source || other_hook {
         return Ok(None);
     }
     let (sink_type, reason, attempts) = match record {
