@@ -409,6 +409,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_spec_written_before_hook_ids_reads_as_one_without() {
+        let before: ReplaySpec =
+            serde_json::from_str(r#"{"source_id":"a","tenant":null,"since_ms":5}"#).unwrap();
+        let spec = ReplaySpec {
+            source_id: Some("a".into()),
+            since_ms: Some(5),
+            ..ReplaySpec::default()
+        };
+        assert_eq!(before, spec);
+        assert_eq!(
+            serde_json::to_string(&spec).unwrap(),
+            r#"{"source_id":"a","tenant":null,"since_ms":5}"#,
+            "written as before while it names no hook"
+        );
+    }
+
+    #[test]
     fn a_replay_pauses_on_rows_dead_again_or_parked_past_its_deliveries() {
         let counts = |delivered, dead_again, parked| ReplayCounts {
             moved: 500,
