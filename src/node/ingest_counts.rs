@@ -7,15 +7,17 @@ use super::http::Response;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 
-/// (source, status, error code): the source is `""` for a source that is
-/// not configured (its name is the client's, not a bounded label), the
-/// code `""` for an accepted hook.
-pub(crate) type IngestSeries = (String, u16, String);
-
+/// Per source (`""` for a source that is not configured: its name is the
+/// client's, not a bounded label), per (status, error code — `""` for an
+/// accepted hook), the answers given. Counting an answer in a series seen
+/// before allocates nothing.
 #[derive(Debug, Default)]
 pub(crate) struct IngestCounts {
-    counts: Mutex<BTreeMap<IngestSeries, u64>>,
+    counts: Mutex<BTreeMap<String, Answers>>,
 }
+
+/// One source's answers, by (status, error code).
+type Answers = BTreeMap<(u16, String), u64>;
 
 impl IngestCounts {
     /// Counts `response`, an answer to an ingest into `source` (configured
@@ -29,16 +31,22 @@ impl IngestCounts {
                 .unwrap_or_default(),
         };
         let source = if configured { source } else { "" };
-        let series = (source.to_string(), response.status, code);
-        *self.counts.lock().entry(series).or_default() += 1;
+        let mut counts = self.counts.lock();
+        if !counts.contains_key(source) {
+            counts.insert(source.to_string(), Answers::new());
+        }
+        let of_source = counts.get_mut(source).expect("inserted above");
+        *of_source.entry((response.status, code)).or_default() += 1;
     }
 
-    /// Every series and its count, in order.
-    pub fn snapshot(&self) -> Vec<(IngestSeries, u64)> {
+    /// Every series, (source, status, error code), and its count, in order.
+    pub fn snapshot(&self) -> Vec<((String, u16, String), u64)> {
         let counts = self.counts.lock();
-        counts
-            .iter()
-            .map(|(series, n)| (series.clone(), *n))
-            .collect()
+        let series = counts.iter().flat_map(|(source, of_source)| {
+            of_source
+                .iter()
+                .map(move |((status, code), n)| ((source.clone(), *status, code.clone()), *n))
+        });
+        series.collect()
     }
 }
