@@ -264,3 +264,26 @@ fn goad_check_environment_reads_the_variables_and_files_the_config_names() {
         )
     );
 }
+
+/// The README's `goad.toml` (under "Configuration") is a valid config:
+/// every key it shows exists and every value it shows passes.
+#[test]
+fn the_readmes_example_config_is_valid() {
+    let readme = include_str!("../README.md");
+    let section = &readme[readme.find("## Configuration").expect("the section")..];
+    let start = section.find("```toml\n").expect("a toml block") + "```toml\n".len();
+    let block = &section[start..];
+    let example = &block[..block.find("```").expect("the block's end")];
+    let config = Config::from_toml(example).expect("the example parses");
+    config.validate().expect("the example validates");
+    let stripe = config.source("stripe").expect("the example's source");
+    assert_eq!(stripe.ingest_signature.as_deref(), Some("stripe"));
+    let sink = &stripe.sinks[0];
+    assert_eq!(
+        (
+            sink.max_calls_per_s,
+            sink.retry.and_then(|r| r.max_attempts)
+        ),
+        (Some(50), Some(10))
+    );
+}
