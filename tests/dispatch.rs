@@ -1188,7 +1188,10 @@ fn a_sinks_own_retry_keys_hold_for_its_rows() {
     c.sources.push(source("s", "acme", sinks));
     let engine = Engine::open(c).unwrap();
     engine.commit(NewHook::new("s", "x")).unwrap();
-    engine.tick().unwrap();
+    // `tick` does not wait out backoffs: wait for both rows' ends.
+    wait_until("both rows dead", Duration::from_secs(20), || {
+        dead(&engine).len() == 2
+    });
     let mut dead: Vec<(u16, u32)> = dead(&engine)
         .iter()
         .map(|r| (r.row.sink_index, r.record.attempts))

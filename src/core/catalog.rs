@@ -11,25 +11,29 @@ use std::collections::HashMap;
 use std::num::NonZeroU16;
 use std::sync::Arc;
 
-/// A source's tenant and its sinks' types, in order.
+/// A source's tenant and its sinks, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceEntry {
     pub tenant: TenantId,
-    pub sink_types: Vec<Arc<str>>,
-    /// Per sink, in the same order: how an ordered sink picks a hook's
-    /// lane; `None` for an unordered sink.
-    pub lanes: Vec<Option<LaneBy>>,
-    /// Per sink, in the same order: the most attempts one call of a
-    /// batching sink carries; `None` for a sink that does not batch.
-    pub batch_max_entries: Vec<Option<NonZeroU16>>,
-    /// Per sink, in the same order: the least time between two of its
-    /// key's calls, from its `max_calls_per_s` (µs, rounded up); `None`
-    /// for a sink without a rate.
-    pub call_interval_us: Vec<Option<u64>>,
-    /// Per sink, in the same order: its own retry keys, if it has any.
-    pub retry: Vec<Option<SinkRetryConfig>>,
-    /// Per sink, in the same order: the hooks it takes, if not all.
-    pub filters: Vec<Option<HeaderFilter>>,
+    pub sinks: Vec<SinkEntry>,
+}
+
+/// What the core needs of one sink entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SinkEntry {
+    pub sink_type: Arc<str>,
+    /// How an ordered sink picks a hook's lane; `None` for an unordered sink.
+    pub lane: Option<LaneBy>,
+    /// The most attempts one call of a batching sink carries; `None` for a
+    /// sink that does not batch.
+    pub batch_max_entries: Option<NonZeroU16>,
+    /// The least time between two of its key's calls, from its
+    /// `max_calls_per_s` (µs, rounded up); `None` for a sink without a rate.
+    pub call_interval_us: Option<u64>,
+    /// Its own retry keys, if it has any.
+    pub retry: Option<SinkRetryConfig>,
+    /// The hooks it takes, if not all.
+    pub filter: Option<HeaderFilter>,
 }
 
 /// How an ordered sink picks the lane of a hook.
@@ -95,28 +99,26 @@ impl Catalog {
             .sources
             .iter()
             .map(|s| {
+                let sinks = s
+                    .sinks
+                    .iter()
+                    .map(|k| SinkEntry {
+                        sink_type: Arc::from(k.kind.as_str()),
+                        lane: k.ordered.then(|| {
+                            LaneBy::parse(k.ordering_key.as_deref())
+                                .expect("a validated ordering_key")
+                        }),
+                        batch_max_entries: None,
+                        call_interval_us: k
+                            .max_calls_per_s
+                            .map(|rate| 1_000_000u64.div_ceil(rate.into())),
+                        retry: k.retry,
+                        filter: k.filter.clone(),
+                    })
+                    .collect();
                 let entry = SourceEntry {
                     tenant: Arc::from(s.tenant.as_str()),
-                    sink_types: s.sinks.iter().map(|k| Arc::from(k.kind.as_str())).collect(),
-                    lanes: s
-                        .sinks
-                        .iter()
-                        .map(|k| {
-                            let by = LaneBy::parse(k.ordering_key.as_deref());
-                            k.ordered.then(|| by.expect("a validated ordering_key"))
-                        })
-                        .collect(),
-                    batch_max_entries: vec![None; s.sinks.len()],
-                    call_interval_us: s
-                        .sinks
-                        .iter()
-                        .map(|k| {
-                            k.max_calls_per_s
-                                .map(|rate| 1_000_000u64.div_ceil(rate.into()))
-                        })
-                        .collect(),
-                    retry: s.sinks.iter().map(|k| k.retry).collect(),
-                    filters: s.sinks.iter().map(|k| k.filter.clone()).collect(),
+                    sinks,
                 };
                 (Arc::from(s.id.as_str()), entry)
             })
@@ -132,40 +134,36 @@ impl Catalog {
         batch_max_entries: impl Fn(&str, u16) -> Option<NonZeroU16>,
     ) -> Catalog {
         for (source_id, entry) in &mut self.sources {
-            for (index, max) in entry.batch_max_entries.iter_mut().enumerate() {
-                *max = batch_max_entries(source_id, index as u16);
+            for (index, sink) in entry.sinks.iter_mut().enumerate() {
+                sink.batch_max_entries = batch_max_entries(source_id, index as u16);
             }
         }
         self
     }
 
+    /// The sink at `sink_index` of `source_id`, if there is one.
+    pub fn sink(&self, source_id: &str, sink_index: u16) -> Option<&SinkEntry> {
+        self.sources
+            .get(source_id)?
+            .sinks
+            .get(usize::from(sink_index))
+    }
+
     /// The batch size of the sink a key is bound to; `None` when it does
     /// not batch (or is gone).
     pub fn batch_max_entries(&self, source_id: &str, sink_index: u16) -> Option<NonZeroU16> {
-        *self
-            .sources
-            .get(source_id)?
-            .batch_max_entries
-            .get(usize::from(sink_index))?
+        self.sink(source_id, sink_index)?.batch_max_entries
     }
 
     /// The least time between two calls of a key of this sink (µs);
     /// `None` when it has no rate (or is gone).
     pub fn call_interval_us(&self, source_id: &str, sink_index: u16) -> Option<u64> {
-        *self
-            .sources
-            .get(source_id)?
-            .call_interval_us
-            .get(usize::from(sink_index))?
+        self.sink(source_id, sink_index)?.call_interval_us
     }
 
     /// The retry keys of the sink a key is bound to, where it has its own.
     pub fn retry(&self, source_id: &str, sink_index: u16) -> Option<SinkRetryConfig> {
-        *self
-            .sources
-            .get(source_id)?
-            .retry
-            .get(usize::from(sink_index))?
+        self.sink(source_id, sink_index)?.retry
     }
 
     pub fn source(&self, source_id: &str) -> Option<&SourceEntry> {
@@ -178,17 +176,17 @@ impl Catalog {
             return Binding::SourceGone;
         };
         if source
-            .sink_types
+            .sinks
             .get(sink_index as usize)
-            .is_some_and(|t| &**t == sink_type)
+            .is_some_and(|sink| &*sink.sink_type == sink_type)
         {
             return Binding::Bound { sink_index };
         }
         let mut same_type = source
-            .sink_types
+            .sinks
             .iter()
             .enumerate()
-            .filter(|(_, t)| &***t == sink_type);
+            .filter(|(_, sink)| &*sink.sink_type == sink_type);
         match (same_type.next(), same_type.next()) {
             (Some((i, _)), None) => Binding::Bound {
                 sink_index: i as u16,

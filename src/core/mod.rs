@@ -39,7 +39,7 @@ pub mod wheel;
 mod window;
 
 pub use breaker::{Admit, Breaker, BreakerConfig, BreakerEvent};
-pub use catalog::{Binding, Catalog, LaneBy, SourceEntry};
+pub use catalog::{Binding, Catalog, LaneBy, SinkEntry, SourceEntry};
 pub use report::TenantStats;
 pub use retry::{FailureClass, RetryDecision};
 pub use rng::Rng;

@@ -95,6 +95,7 @@ fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Req
                 content_type: "application/octet-stream",
                 headers: Vec::new(),
                 body,
+                error: None,
             },
             Ok(None) => Response::error(
                 404,

@@ -17,35 +17,29 @@ pub(crate) struct IngestCounts {
 }
 
 /// One source's answers, by (status, error code).
-type Answers = BTreeMap<(u16, String), u64>;
+type Answers = BTreeMap<(u16, &'static str), u64>;
 
 impl IngestCounts {
     /// Counts `response`, an answer to an ingest into `source` (configured
     /// or not).
     pub fn count(&self, source: &str, configured: bool, response: &Response) {
-        let code = match response.status {
-            ..400 => String::new(),
-            _ => serde_json::from_slice::<serde_json::Value>(&response.body)
-                .ok()
-                .and_then(|body| body["error"].as_str().map(str::to_string))
-                .unwrap_or_default(),
-        };
         let source = if configured { source } else { "" };
+        let series = (response.status, response.error.unwrap_or(""));
         let mut counts = self.counts.lock();
         if !counts.contains_key(source) {
             counts.insert(source.to_string(), Answers::new());
         }
         let of_source = counts.get_mut(source).expect("inserted above");
-        *of_source.entry((response.status, code)).or_default() += 1;
+        *of_source.entry(series).or_default() += 1;
     }
 
     /// Every series, (source, status, error code), and its count, in order.
-    pub fn snapshot(&self) -> Vec<((String, u16, String), u64)> {
+    pub fn snapshot(&self) -> Vec<((String, u16, &'static str), u64)> {
         let counts = self.counts.lock();
         let series = counts.iter().flat_map(|(source, of_source)| {
             of_source
                 .iter()
-                .map(move |((status, code), n)| ((source.clone(), *status, code.clone()), *n))
+                .map(move |((status, code), n)| ((source.clone(), *status, *code), *n))
         });
         series.collect()
     }

@@ -51,16 +51,15 @@ impl NewRows {
     /// passes (a hook that passes none is stored not at all), laned by
     /// the hook's headers for an ordered sink.
     pub fn of(source: &SourceEntry, hook: Hook) -> NewRows {
-        let rows = (0..source.sink_types.len())
-            .filter(|&i| {
-                source.filters[i]
-                    .as_ref()
-                    .is_none_or(|f| f.passes(&hook.headers))
-            })
-            .map(|i| NewRow {
+        let rows = source
+            .sinks
+            .iter()
+            .enumerate()
+            .filter(|(_, sink)| sink.filter.as_ref().is_none_or(|f| f.passes(&hook.headers)))
+            .map(|(i, sink)| NewRow {
                 sink_index: i as u16,
-                sink_type: source.sink_types[i].clone(),
-                lane_key: source.lanes[i].as_ref().map(|by| by.key(&hook.headers)),
+                sink_type: sink.sink_type.clone(),
+                lane_key: sink.lane.as_ref().map(|by| by.key(&hook.headers)),
             })
             .collect();
         NewRows { hook, rows }

@@ -9,6 +9,8 @@ pub struct Response {
     pub content_type: &'static str,
     pub headers: Vec<(&'static str, String)>,
     pub body: Vec<u8>,
+    /// An error's code, as its body names it (what counters label it by).
+    pub error: Option<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -25,22 +27,24 @@ impl Response {
             content_type: "application/json",
             headers: Vec::new(),
             body: serde_json::to_vec(value).expect("response values serialize"),
+            error: None,
         }
     }
 
     /// A JSON error.
-    pub fn error(status: u16, code: &str, message: &str) -> Response {
-        Response::json(
-            status,
-            &ErrorBody {
-                error: code,
-                message,
-            },
-        )
+    pub fn error(status: u16, code: &'static str, message: &str) -> Response {
+        let body = ErrorBody {
+            error: code,
+            message,
+        };
+        Response {
+            error: Some(code),
+            ..Response::json(status, &body)
+        }
     }
 
     /// 503 with `Retry-After` (seconds).
-    pub fn unavailable(code: &str, message: &str, retry_after_s: u64) -> Response {
+    pub fn unavailable(code: &'static str, message: &str, retry_after_s: u64) -> Response {
         Response::error(503, code, message).with_header("retry-after", retry_after_s.to_string())
     }
 
@@ -50,6 +54,7 @@ impl Response {
             content_type,
             headers: Vec::new(),
             body: body.into_bytes(),
+            error: None,
         }
     }
 
