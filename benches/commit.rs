@@ -1,6 +1,7 @@
 //! Durable commit throughput: `Engine::commit` from 1, 16 and 64 threads,
 //! beside a raw LMDB synced write of the same records (hook, row, due key,
-//! commit counter) into the same databases of a shard's store.
+//! hook-id index entry, commit counter) into the same databases of a
+//! shard's store.
 //!
 //! The engine runs twice: delivering every row at once to a no-op sink (so
 //! each sync also carries the claims and outcomes of earlier commits), and
@@ -120,11 +121,12 @@ fn engine_run(
 
 /// A shard's store, written to directly: the same databases the engine
 /// writes a commit to (hooks and rows in `records`, due keys in `due`, the
-/// commit counter in `meta`), with none of the engine around them.
+/// id index in `hook_ids`, the commit counter in `meta`), with none of the
+/// engine around them.
 struct Raw {
     _dir: tempfile::TempDir,
     env: heed::Env<heed::WithoutTls>,
-    dbs: [heed::Database<'static, Bytes, Bytes>; 3],
+    dbs: [heed::Database<'static, Bytes, Bytes>; 4],
     seq: u64,
 }
 
@@ -137,8 +139,13 @@ impl Raw {
         let dbs = env
             .create_databases_and_commit(wtxn, |opener, wtxn| {
                 let open = |name| opener.open_database::<Bytes, Bytes>(wtxn, Some(name));
-                let dbs = [open("records")?, open("due")?, open("meta")?]
-                    .map(|db| db.expect("a shard store's database"));
+                let dbs = [
+                    open("records")?,
+                    open("due")?,
+                    open("hook_ids")?,
+                    open("meta")?,
+                ]
+                .map(|db| db.expect("a shard store's database"));
                 Ok::<_, heed::Error>(heed::CommitOrAbort::<_, ()>::Commit(dbs))
             })
             .unwrap()
@@ -153,9 +160,10 @@ impl Raw {
 
     /// One synced transaction of `hooks` hooks' records, keyed as a shard
     /// keys them: the hook and its row by seq, the due key by (tenant,
-    /// time, seq, sink), and the commit counter.
+    /// time, seq, sink), the id index entry by a 36-byte id that grows as
+    /// a UUIDv7's does, and the commit counter.
     fn write(&mut self, hooks: usize) {
-        let [records, due, meta] = self.dbs;
+        let [records, due, hook_ids, meta] = self.dbs;
         let mut wtxn = self.env.write_txn().unwrap();
         for _ in 0..hooks {
             self.seq += 1;
@@ -170,6 +178,9 @@ impl Raw {
             due_key[4..12].copy_from_slice(&hook_key);
             due_key[12..20].copy_from_slice(&hook_key);
             due.put(&mut wtxn, &due_key, &[0u8; 8]).unwrap();
+            let mut id = [b'0'; 36];
+            id[..8].copy_from_slice(&hook_key);
+            hook_ids.put(&mut wtxn, &id, &[0u8; 11]).unwrap();
         }
         meta.put(&mut wtxn, b"next_seq", &self.seq.to_be_bytes())
             .unwrap();

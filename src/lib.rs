@@ -28,4 +28,4 @@ pub use runtime::{
     CommitError, Engine, EngineBuilder, NewHook, OpenError, Pressure, ShardStats, Unavailable,
 };
 pub use sink::{Delivery, Sink, SinkError};
-pub use store::{Hook, RowRecord, RowStatus, RowView};
+pub use store::{Hook, HookStatus, RowRecord, RowStatus, RowView, SinkState, SinkStatus};

@@ -74,6 +74,17 @@ enum Command {
         #[arg(long)]
         shards: usize,
     },
+    /// Show a hook on a node by the id its ingest returned, with each
+    /// sink's state: due, in_flight, in_lane, dead, delivered or purged.
+    Hook {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// The hook's id.
+        id: String,
+        /// Write only the body, as committed, to stdout.
+        #[arg(long)]
+        body: bool,
+    },
     /// Dead letters on a node.
     Dlq {
         #[command(subcommand)]
@@ -215,6 +226,9 @@ fn main() -> ExitCode {
         } => check(&config, environment),
         Command::Verify { config } => verify(config),
         Command::Reshard { config, shards } => reshard(config, shards),
+        Command::Hook { node, id, body } => {
+            show(&node, &format!("/v1/hooks/{}", encode(&id)), body)
+        }
         Command::Dlq { command } => match command {
             DlqCommand::List {
                 node,
@@ -226,11 +240,7 @@ fn main() -> ExitCode {
                 print_call(&node, "GET", &format!("/v1/dead-letters{query}"), None)
             }
             DlqCommand::Show { node, id, body } => {
-                let path = format!("/v1/dead-letters/{}", encode(&id));
-                match body {
-                    false => print_call(&node, "GET", &path, None),
-                    true => print_body(&node, &path),
-                }
+                show(&node, &format!("/v1/dead-letters/{}", encode(&id)), body)
             }
             DlqCommand::Purge {
                 node,
@@ -406,7 +416,16 @@ fn reshard(config_path: Option<PathBuf>, shards: usize) -> ExitCode {
     }
 }
 
-/// `goad dlq show --body`: the dead letter's body, decoded, on stdout.
+/// `goad hook` and `goad dlq show`: the node's JSON answer for `path`, or
+/// with `body` only the hook's body.
+fn show(node: &NodeArgs, path: &str, body: bool) -> ExitCode {
+    match body {
+        false => print_call(node, "GET", path, None),
+        true => print_body(node, path),
+    }
+}
+
+/// `--body`: the body of the hook `path` shows, decoded, on stdout.
 fn print_body(node: &NodeArgs, path: &str) -> ExitCode {
     use base64::Engine as _;
     use std::io::Write as _;

@@ -426,6 +426,7 @@ fn admin_routes_need_the_admin_token_and_health_and_metrics_do_not() {
         ("GET", "/v1/stats"),
         ("GET", "/v1/dead-letters"),
         ("DELETE", "/v1/dead-letters"),
+        ("GET", "/v1/hooks/x"),
         ("POST", "/v1/replays"),
         ("GET", "/v1/replays/x"),
         ("POST", "/v1/sources/gh/dead-letter"),
@@ -859,6 +860,139 @@ fn one_hooks_dead_letters_are_listed_replayed_and_purged_by_its_id() {
     let purged = call(addr, "DELETE", &purge, &[], b"");
     assert_eq!(purged.json(), serde_json::json!({"purged": 1}));
     assert_eq!(listed(addr, "hook_id"), [ids[0].clone()]);
+}
+
+/// `GET /v1/hooks/{id}` finds a hook by the id its ingest returned and
+/// says where each sink's row is: delivered (gone, not purged), dead (with
+/// its dead letter's id), due again after a `Retry-After` (with the error),
+/// in flight (its attempt hangs) and, for the next hook of an ordered sink,
+/// waiting in its lane; a purged row is `purged`. Once every row of a hook
+/// is delivered, the hook is gone (404), as is an id never committed.
+#[test]
+fn a_hook_is_found_by_its_id_with_each_sinks_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|r| match r.path.as_str() {
+        "/ok" => Reply::status(200),
+        "/refuse" => Reply::status(400),
+        "/later" => Reply::status(503).header("retry-after", "3600"),
+        _ => Reply::hang(),
+    })
+    .unwrap();
+    let mut c = node_config(dir.path());
+    let mut ordered = SinkConfig::http(receiver.url("/hang"));
+    ordered.ordered = true;
+    let sinks = ["/ok", "/refuse", "/later"].map(|path| SinkConfig::http(receiver.url(path)));
+    let mut sinks = sinks.to_vec();
+    sinks.push(ordered);
+    c.sources.push(source("a", "t1", sinks));
+    c.sources.push(source(
+        "b",
+        "t2",
+        vec![SinkConfig::http(receiver.url("/ok"))],
+    ));
+    let node = start(c);
+    let addr = node.local_addr();
+    let before_ms = goad::runtime::wall_ms();
+    let headers = [("content-type", "text/plain"), ("idempotency-key", "k-1")];
+    let first = ingest(addr, "a", b"first", &headers).json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let second = ingest(addr, "a", b"second", &[]).json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let states = |id: &str| -> Vec<String> {
+        let shown = get(addr, &format!("/v1/hooks/{id}")).json();
+        let sinks = shown["sinks"].as_array().cloned().unwrap_or_default();
+        sinks
+            .iter()
+            .map(|s| s["state"].as_str().unwrap().to_string())
+            .collect()
+    };
+    wait_until("each sink's row settled", Duration::from_secs(10), || {
+        states(&first) == ["delivered", "dead", "due", "in_flight"]
+            && states(&second) == ["delivered", "dead", "due", "in_lane"]
+    });
+    let mut shown = get(addr, &format!("/v1/hooks/{first}")).json();
+    let received_at_ms = shown["received_at_ms"].as_u64().unwrap();
+    assert!((before_ms..=goad::runtime::wall_ms()).contains(&received_at_ms));
+    let of_first = get(addr, &format!("/v1/dead-letters?hook_id={first}")).json();
+    let dead_letter = of_first["items"][0]["id"].clone();
+    let sinks = shown["sinks"].as_array_mut().unwrap();
+    let mut times = Vec::new();
+    for (sink, key) in [
+        (1, "first_attempt_at_ms"),
+        (1, "dead_at_ms"),
+        (2, "first_attempt_at_ms"),
+        (2, "due_at_ms"),
+    ] {
+        let at = sinks[sink].as_object_mut().unwrap().remove(key).unwrap();
+        times.push(
+            at.as_u64()
+                .unwrap_or_else(|| panic!("sink {sink}'s {key} is {at}")),
+        );
+    }
+    let later_ms = goad::runtime::wall_ms();
+    assert!(
+        times[..3]
+            .iter()
+            .all(|t| (received_at_ms..=later_ms).contains(t)),
+        "{times:?}"
+    );
+    assert!(
+        (received_at_ms + 3_599_000..=later_ms + 3_600_000).contains(&times[3]),
+        "{times:?}"
+    );
+    shown.as_object_mut().unwrap().remove("received_at_ms");
+    assert_eq!(
+        shown,
+        serde_json::json!({
+            "id": first,
+            "source_id": "a",
+            "tenant": "t1",
+            "content_type": "text/plain",
+            "dedupe_key": "k-1",
+            "headers": [["idempotency-key", "k-1"]],
+            "body_base64": "Zmlyc3Q=",
+            "sinks": [
+                {"sink_index": 0, "state": "delivered"},
+                {"sink_index": 1, "state": "dead", "sink_type": "http", "attempts": 1,
+                 "last_error": "sink http: permanent: HTTP status 400", "replay_id": null,
+                 "dead_letter_id": dead_letter},
+                {"sink_index": 2, "state": "due", "sink_type": "http", "attempts": 1,
+                 "last_error": "retry after 3600000 ms: HTTP status 503", "replay_id": null},
+                {"sink_index": 3, "state": "in_flight", "sink_type": "http", "attempts": 0,
+                 "first_attempt_at_ms": null,
+                 "last_error": null, "replay_id": null},
+            ]
+        })
+    );
+    let in_lane = &get(addr, &format!("/v1/hooks/{second}")).json()["sinks"][3];
+    assert_eq!(
+        in_lane,
+        &serde_json::json!({"sink_index": 3, "state": "in_lane", "sink_type": "http", "attempts": 0,
+                            "first_attempt_at_ms": null, "last_error": null, "replay_id": null})
+    );
+
+    let purge = format!("/v1/dead-letters?hook_id={first}");
+    assert_eq!(call(addr, "DELETE", &purge, &[], b"").json()["purged"], 1);
+    assert_eq!(states(&first), ["delivered", "purged", "due", "in_flight"]);
+
+    let delivered = ingest(addr, "b", b"only", &[]).json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_until("the delivered hook gone", Duration::from_secs(10), || {
+        get(addr, &format!("/v1/hooks/{delivered}")).status == 404
+    });
+    for unknown in [delivered.as_str(), "no-such-hook"] {
+        let refused = get(addr, &format!("/v1/hooks/{unknown}"));
+        assert_eq!(
+            (refused.status, refused.error_code()),
+            (404, "unknown_hook".into())
+        );
+    }
 }
 
 /// Scenario 28: a replay moves nothing while the node's lag is over
@@ -1628,6 +1762,18 @@ fn the_operator_cli_lists_replays_and_reports() {
         let page = serde_json::from_str::<serde_json::Value>(&out).unwrap();
         assert_eq!(page["items"].as_array().unwrap().len(), count);
     }
+    let (code, out, _) = goad(&["hook", hook_id], true);
+    assert_eq!(code, Some(0), "{out}");
+    let hook = serde_json::from_str::<serde_json::Value>(&out).unwrap();
+    assert_eq!(
+        (&hook["id"], &hook["sinks"][0]["state"]),
+        (&hook_id.into(), &"dead".into())
+    );
+    let (code, out, _) = goad(&["hook", hook_id, "--body"], true);
+    assert_eq!((code, out.as_str()), (Some(0), "x"));
+    let (code, _, err) = goad(&["hook", "no-such-hook"], true);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("HTTP 404 unknown_hook"), "{err}");
     let (code, _, err) = goad(&["dlq", "show", "0-0-0-0"], true);
     assert_eq!(code, Some(1));
     assert!(err.contains("HTTP 404 unknown_dead_letter"), "{err}");

@@ -1,6 +1,7 @@
 //! The admin routes and `/metrics`, answered on two worker threads so the
 //! HTTP loop never waits on a store scan or a shard.
 
+use super::hook_status::{hook_json, hook_status};
 use super::http::{Replier, Request, Response};
 use super::replay::ReplaySpec;
 use super::routes::WorkerRoute;
@@ -8,7 +9,6 @@ use super::{metrics, NodeState};
 use crate::config::Config;
 use crate::runtime::Engine;
 use crate::store::{DeadFilter, DeadItem, DeadPosition};
-use base64::Engine as _;
 use crossbeam_channel::Receiver;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -87,6 +87,7 @@ fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Req
         WorkerRoute::Stats => stats(engine),
         WorkerRoute::DeadLetters => dead_letters(engine, request),
         WorkerRoute::DeadLetter(id) => dead_letter(engine, id),
+        WorkerRoute::Hook(id) => hook_status(engine, id),
         WorkerRoute::PurgeDeadLetters => purge_dead_letters(engine, request),
         WorkerRoute::CreateReplay => create_replay(state, engine, request),
         WorkerRoute::RedeemClaim(tenant, sha256) => match engine.redeem_claim(tenant, sha256) {
@@ -127,7 +128,7 @@ fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Req
     }
 }
 
-fn store_error(e: &crate::store::StoreError) -> Response {
+pub(super) fn store_error(e: &crate::store::StoreError) -> Response {
     Response::unavailable("store_unavailable", &e.to_string(), 1)
 }
 
@@ -227,7 +228,7 @@ fn parse_position(text: &str) -> Option<DeadPosition> {
     parts.next().is_none().then_some(position)
 }
 
-fn format_position(p: &DeadPosition) -> String {
+pub(super) fn format_position(p: &DeadPosition) -> String {
     format!(
         "{}-{}-{}-{}",
         p.dead_at_ms, p.shard, p.row.seq, p.row.sink_index
@@ -355,16 +356,8 @@ fn dead_letter(engine: &Engine, id: &str) -> Response {
         Ok(None) => return not_found(),
         Err(e) => return store_error(&e),
     };
-    let hook = &letter.hook;
     let mut shown = dead_item_json(&letter.item);
-    let more = json!({
-        "received_at_ms": hook.received_at_ms,
-        "content_type": hook.content_type,
-        "dedupe_key": hook.dedupe_key,
-        "headers": hook.headers,
-        "body_base64": base64::engine::general_purpose::STANDARD.encode(&hook.body),
-    });
-    if let (Value::Object(shown), Value::Object(more)) = (&mut shown, more) {
+    if let (Value::Object(shown), Value::Object(more)) = (&mut shown, hook_json(&letter.hook)) {
         shown.extend(more);
     }
     Response::json(200, &shown)

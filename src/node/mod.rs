@@ -11,6 +11,7 @@
 mod admin;
 mod auth;
 pub mod client;
+mod hook_status;
 pub mod http;
 mod ingest_counts;
 mod metrics;

@@ -36,6 +36,8 @@ pub enum WorkerRoute {
     /// One dead letter with its hook, by the id its listing gave.
     DeadLetter(String),
     PurgeDeadLetters,
+    /// A hook and its sinks' states, by the id its ingest returned.
+    Hook(String),
     CreateReplay,
     GetReplay(String),
     DeadLetterSource(String),
@@ -70,6 +72,9 @@ pub fn route(method: &str, path: &str) -> Result<Route, Response> {
             Route::Worker(WorkerRoute::DeadLetter(id.to_string())),
             &["GET"],
         ),
+        ["v1", "hooks", id] if !id.is_empty() => {
+            (Route::Worker(WorkerRoute::Hook(id.to_string())), &["GET"])
+        }
         ["v1", "replays"] => (Route::Worker(WorkerRoute::CreateReplay), &["POST"]),
         ["v1", "replays", id] if !id.is_empty() => (
             Route::Worker(WorkerRoute::GetReplay(id.to_string())),

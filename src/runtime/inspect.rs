@@ -1,4 +1,4 @@
-//! The engine's dead letters, replays and per-tenant gauges: what the
+//! The engine's hooks by id, dead letters, replays and per-tenant gauges: what the
 //! node's admin routes read. Listings read the shards' stores directly
 //! (LMDB readers never block the writer); anything that moves rows runs
 //! inside the owning shard.
@@ -8,7 +8,9 @@ use super::latency::LatencySnapshot;
 use super::shard::ShardInput;
 use super::wall_ms;
 use crate::core::{TenantId, TenantStats};
-use crate::store::{DeadFilter, DeadItem, DeadLetter, DeadPosition, Revived, StoreError};
+use crate::store::{
+    DeadFilter, DeadItem, DeadLetter, DeadPosition, HookStatus, Revived, StoreError,
+};
 use crate::store::{PurgeStep, ReplayCounts, ReviveStep};
 use crossbeam_channel::Sender;
 use std::sync::Arc;
@@ -83,6 +85,18 @@ impl Engine {
             Some(shard) => shard.store.dead_letter(position),
             None => Ok(None),
         }
+    }
+
+    /// The hook whose commit returned `id`, with the state of each sink's
+    /// row (see [`HookStatus`]); `None` once every row is delivered or
+    /// purged, or for an id never committed. A point read in each shard.
+    pub fn hook_status(&self, id: &str) -> Result<Option<HookStatus>, StoreError> {
+        for (k, shard) in self.shards.iter().enumerate() {
+            if let Some(status) = shard.store.hook_status(k as u32, id)? {
+                return Ok(Some(status));
+            }
+        }
+        Ok(None)
     }
 
     /// How many dead rows match `filter`.

@@ -1,7 +1,7 @@
 //! The shard store: one LMDB environment per shard (`<data_dir>/shard-<k>/`).
 //!
 //! # Layout
-//! Eight named databases; the keys are in [`keys`], the records in
+//! Nine named databases; the keys are in [`keys`], the records in
 //! [`record`]:
 //! - `records`: seq → hook record (body verbatim), and (seq, sink index) →
 //!   row record (pending or dead). A hook and its rows share one tree, the
@@ -9,8 +9,9 @@
 //!   appends at one right edge instead of two, and a scan reads a page's
 //!   hooks and rows with one range scan (format 2; a format-1 store, with
 //!   separate `hooks` and `rows` trees, is migrated when opened). Format 3
-//!   added `lanes`, `members` and the row's lane; an older store is
-//!   upgraded when opened, and older goad refuses a format-3 store.
+//!   added `lanes`, `members` and the row's lane; format 4 added
+//!   `hook_ids`. An older store is upgraded when opened, and older goad
+//!   refuses a newer store.
 //! - `due`: (tenant_no, due_at_ms, seq, sink index) → size u64. A pending
 //!   row that is not claimed has exactly one due key.
 //! - `inflight`: (seq, sink index) → (tenant_no, size). A claimed row has
@@ -22,6 +23,9 @@
 //! - `members`: (lane id, seq) → empty: the rows of an ordered sink waiting
 //!   behind their lane's head. A pending row is due, in flight, or a
 //!   member: exactly one.
+//! - `hook_ids`: hook id → its seq and the sinks its commit wrote rows
+//!   for, each marked when its row is purged (see [`hook_index`]). Every
+//!   stored hook has exactly one entry.
 //! - `tenants`: tenant id → tenant_no u32 (shard-local, never reused).
 //! - `meta`: `format` u32, `shard_count` u32, `shard_index` u32, `next_seq`
 //!   u64, each replay's counters `replay/<id>/{moved,delivered,dead,parked}`
@@ -81,6 +85,8 @@
 pub mod breakers;
 pub mod dead;
 mod fill;
+pub mod hook_index;
+mod hook_status;
 pub mod index;
 pub mod keys;
 pub mod lanes;
@@ -94,6 +100,7 @@ mod verify;
 pub(crate) mod write;
 
 pub use dead::{DeadFilter, DeadItem, DeadLetter, DeadPosition, ReplayCounts, ReviveStep, Revived};
+pub use hook_status::{HookStatus, SinkState, SinkStatus};
 pub use index::{TxnIndex, Unreadable};
 pub use lanes::NewHead;
 pub use lock::DataDirLock;
@@ -113,7 +120,7 @@ use std::fmt;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
-const FORMAT_VERSION: u32 = 3;
+const FORMAT_VERSION: u32 = 4;
 
 type Db = Database<'static, Bytes, Bytes>;
 
@@ -213,6 +220,8 @@ pub struct ShardStore {
     pub(crate) lanes: Db,
     /// (lane id, seq) → empty: the rows waiting behind their lane's head.
     pub(crate) members: Db,
+    /// Hook id → its seq and sinks (see [`hook_index`]).
+    pub(crate) hook_ids: Db,
     /// The most bytes new hooks may fill (see [`fill`]).
     ingest_limit_bytes: u64,
 }
@@ -271,6 +280,7 @@ impl ShardStore {
         let env = unsafe { options.open(&path)? };
         let wtxn = env.write_txn()?;
         let mut migrated = None;
+        let mut upgrade = false;
         let dbs = env
             .create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, StoreError> {
                 let mut one = |name| opener.create_database::<Bytes, Bytes>(wtxn, Some(name));
@@ -283,6 +293,7 @@ impl ShardStore {
                     one("meta")?,
                     one("lanes")?,
                     one("members")?,
+                    one("hook_ids")?,
                 ];
                 let [records, _, _, _, _, meta, ..] = &dbs;
                 let format = meta_in(meta, wtxn, "format")?;
@@ -298,10 +309,9 @@ impl ShardStore {
                     migrated = Some(moved);
                 }
                 // Format 3 added the lane databases (created empty above)
-                // and the row's lane field (absent on older rows).
-                if matches!(format, Some(1 | 2)) {
-                    meta.put(wtxn, b"format", &u64::from(FORMAT_VERSION).to_be_bytes())?;
-                }
+                // and the row's lane field (absent on older rows); format 4
+                // the hook-id index, built below.
+                upgrade = matches!(format, Some(1..=3));
                 Ok(CommitOrAbort::<_, ()>::Commit(dbs))
             })?
             .unwrap_commit();
@@ -311,7 +321,7 @@ impl ShardStore {
                 &[("path", &path.display()), ("records", &moved)],
             );
         }
-        let [records, due, inflight, dead, tenants, meta, lanes, members] = dbs;
+        let [records, due, inflight, dead, tenants, meta, lanes, members, hook_ids] = dbs;
         let store = ShardStore {
             env,
             records,
@@ -322,10 +332,28 @@ impl ShardStore {
             meta,
             lanes,
             members,
+            hook_ids,
             ingest_limit_bytes: fill::ingest_limit_bytes(max_bytes),
         };
+        if upgrade {
+            store.upgrade(&path)?;
+        }
         store.check_meta(&path, index as u32, count as u32)?;
         Ok(store)
+    }
+
+    /// Brings a store of an older format to this one in one transaction:
+    /// the hook-id index is built from the records, then the format is set.
+    fn upgrade(&self, path: &Path) -> Result<(), StoreError> {
+        let mut wtxn = self.env.write_txn()?;
+        let indexed = hook_index::rebuild(self, &mut wtxn)?;
+        self.put_meta(&mut wtxn, "format", FORMAT_VERSION.into())?;
+        wtxn.commit()?;
+        crate::log::info(
+            "store upgraded to format 4 (hooks can be looked up by id)",
+            &[("path", &path.display()), ("hooks", &indexed)],
+        );
+        Ok(())
     }
 
     fn check_meta(&self, path: &Path, index: u32, count: u32) -> Result<(), StoreError> {
@@ -656,5 +684,62 @@ mod tests {
                 other => panic!("row {:?} did not load: {other:?}", entry.row),
             }
         }
+    }
+    /// A store of format 3 has no hook-id index: opening it builds one from
+    /// the rows it holds (a sink whose row is gone is not listed), so its
+    /// hooks can be looked up by id and the store verifies sound.
+    #[test]
+    fn a_format_3_store_gets_its_hook_id_index_on_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+        let mut tenants = TenantTable::load(&store).unwrap();
+        let mut wtxn = store.env.write_txn().unwrap();
+        let sinks = [NewRow::unordered(0, "http"), NewRow::unordered(2, "sqs")];
+        for seq in [1, 2] {
+            let hook = record::sample_hook(seq);
+            write_commit(&store, &mut wtxn, &mut tenants, &hook, &sinks, 10).unwrap();
+        }
+        // Hook 2's first row was delivered before the upgrade.
+        let delivered = keys::row_key(RowId {
+            seq: 2,
+            sink_index: 0,
+        });
+        store.records.delete(&mut wtxn, &delivered).unwrap();
+        store
+            .due
+            .delete(
+                &mut wtxn,
+                &keys::timed_key(
+                    0,
+                    10,
+                    RowId {
+                        seq: 2,
+                        sink_index: 0,
+                    },
+                ),
+            )
+            .unwrap();
+        store.hook_ids.clear(&mut wtxn).unwrap();
+        store.put_meta(&mut wtxn, "format", 3).unwrap();
+        wtxn.commit().unwrap();
+        drop(store);
+
+        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+        let rtxn = store.env.read_txn().unwrap();
+        assert_eq!(store.meta_u64(&rtxn, "format").unwrap(), Some(4));
+        let sinks_of = |id| {
+            let entry = hook_index::get(&store, &rtxn, id).unwrap().unwrap();
+            (entry.seq, entry.sinks)
+        };
+        assert_eq!(sinks_of("h1"), (1, vec![(0, false), (2, false)]));
+        assert_eq!(sinks_of("h2"), (2, vec![(2, false)]));
+        let status = store.hook_status(0, "h2").unwrap().unwrap();
+        let states: Vec<_> = status
+            .sinks
+            .iter()
+            .map(|s| (s.sink_index, &s.state))
+            .collect();
+        assert!(matches!(states[..], [(2, SinkState::Due(_))]), "{states:?}");
+        assert_eq!(store.verify().unwrap().problems, Vec::<String>::new());
     }
 }

@@ -6,6 +6,7 @@
 //! without one takes them).
 
 use super::dead::{DeadFilter, DeadScan, Matching};
+use super::hook_index;
 use super::keys::row_key;
 use super::write::delete_hook_if_rowless;
 use super::{ShardStore, StoreError, TenantTable};
@@ -48,6 +49,7 @@ pub fn purge(
     for (key, _, row) in &rows {
         store.dead.delete(wtxn, key)?;
         store.records.delete(wtxn, &row_key(*row))?;
+        hook_index::mark_purged(store, wtxn, row.seq, row.sink_index)?;
         delete_hook_if_rowless(store, wtxn, row.seq)?;
     }
     Ok(Purged {

@@ -26,6 +26,7 @@
 //!
 //! The old shards stay in `before-reshard/` for the operator to delete.
 
+use super::hook_index::{self, Indexed};
 use super::keys::{
     hook_key, is_hook_key, lane_parts, parse_member_key, parse_row_key, row_key, timed_key,
 };
@@ -363,6 +364,11 @@ fn copy_records(
             let seq = target.next_seq;
             target.next_seq += 1;
             store.records.put(txn, &hook_key(seq), value)?;
+            // Verify refuses a hook without its entry first.
+            let indexed =
+                hook_index::get(old, rtxn, &head.id)?.ok_or_else(|| corrupt("hook-id index"))?;
+            let moved = Indexed { seq, ..indexed };
+            hook_index::put(store, txn, &head.id, &moved)?;
             let old_seq = u64::from_be_bytes(key.try_into().expect("a hook key"));
             hook = Some((old_seq, t, seq, tenant_no));
             copied += 1;

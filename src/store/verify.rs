@@ -3,10 +3,12 @@
 //! (a pending row due, in flight or waiting in its lane, a dead row dead),
 //! every index entry names a row, every lane's head is a pending row due or
 //! in flight whose record names that lane, every member's lane has a head,
-//! every row has its hook and every hook has a row. A row in no index (or
+//! every row has its hook and every hook has a row, and the hook-id index
+//! agrees with the hooks. A row in no index (or
 //! behind a lane with no head) would be neither delivered nor listed: the
 //! way a store could lose a hook silently, which this looks for.
 
+use super::hook_index;
 use super::keys::{is_hook_key, parse_member_key, parse_row_key, parse_timed_key, u64_at};
 use super::record::{decode_hook, decode_row, RowStatus};
 use super::{DataDirLock, ShardStore, StoreError, TenantTable};
@@ -81,6 +83,9 @@ type Places = BTreeMap<RowId, Vec<Place>>;
 /// decode).
 type Rows = BTreeMap<RowId, Option<(RowStatus, Option<LaneId>)>>;
 
+/// Each hook's seq and id (`None`: it does not decode).
+type Hooks = BTreeMap<u64, Option<String>>;
+
 /// Each lane's head.
 type Heads = BTreeMap<LaneId, RowId>;
 
@@ -111,7 +116,7 @@ impl ShardStore {
                 )),
                 (status, found) => out.problem(format!("row {row} is {status:?} but in {found:?}")),
             }
-            if !hooks.contains(&row.seq) {
+            if !hooks.contains_key(&row.seq) {
                 out.problem(format!("row {row} has no hook"));
             }
         }
@@ -145,10 +150,75 @@ impl ShardStore {
             ));
         }
         let with_rows: BTreeSet<u64> = rows.keys().map(|r| r.seq).collect();
-        for seq in hooks.difference(&with_rows) {
+        for seq in hooks.keys().filter(|seq| !with_rows.contains(seq)) {
             out.problem(format!("hook {seq} has no rows left"));
         }
+        self.check_hook_index(&rtxn, &hooks, &rows, &mut out)?;
         Ok(out)
+    }
+
+    /// Checks the hook-id index against the records: each hook that
+    /// decodes has one entry naming its seq and listing each of its rows'
+    /// sinks as not purged, and each entry names a stored hook of its id.
+    fn check_hook_index(
+        &self,
+        rtxn: &RoTxn,
+        hooks: &Hooks,
+        rows: &Rows,
+        out: &mut Verified,
+    ) -> Result<(), StoreError> {
+        for (seq, id) in hooks {
+            let Some(id) = id else { continue };
+            let entry = match hook_index::get(self, rtxn, id) {
+                Ok(Some(entry)) => entry,
+                Ok(None) => {
+                    out.problem(format!("hook {seq} ({id}) is not in the hook-id index"));
+                    continue;
+                }
+                Err(_) => {
+                    out.problem(format!(
+                        "the hook-id index entry of hook {seq} ({id}) does not decode"
+                    ));
+                    continue;
+                }
+            };
+            if entry.seq != *seq {
+                out.problem(format!(
+                    "the hook-id index names seq {} for hook {seq} ({id})",
+                    entry.seq
+                ));
+                continue;
+            }
+            let first = RowId {
+                seq: *seq,
+                sink_index: 0,
+            };
+            for row in rows
+                .range(first..)
+                .map(|(row, _)| *row)
+                .take_while(|r| r.seq == *seq)
+            {
+                if !entry.sinks.contains(&(row.sink_index, false)) {
+                    out.problem(format!(
+                        "row {row} is not listed in its hook's hook-id index entry"
+                    ));
+                }
+            }
+        }
+        for item in self.hook_ids.iter(rtxn)? {
+            let (k, _) = item?;
+            let id = String::from_utf8_lossy(k);
+            let named = hook_index::get(self, rtxn, &id).ok().flatten();
+            match named.and_then(|entry| hooks.get(&entry.seq)) {
+                // A hook that does not decode is named above.
+                Some(None) => {}
+                Some(Some(stored)) if *stored == id => {}
+                _ => out.problem(format!(
+                    "the hook-id index entry {id:?} names no stored hook of that id"
+                )),
+            }
+        }
+        Ok(())
     }
 
     /// Reads the three indexes, counting their entries and naming the ones
@@ -229,21 +299,18 @@ impl ShardStore {
     }
 
     /// Reads the hook and row records, naming the ones that do not decode.
-    fn records(
-        &self,
-        rtxn: &RoTxn,
-        out: &mut Verified,
-    ) -> Result<(BTreeSet<u64>, Rows), StoreError> {
-        let mut hooks = BTreeSet::new();
+    fn records(&self, rtxn: &RoTxn, out: &mut Verified) -> Result<(Hooks, Rows), StoreError> {
+        let mut hooks = Hooks::new();
         let mut rows = Rows::new();
         for item in self.records.iter(rtxn)? {
             let (k, v) = item?;
             if is_hook_key(k) {
                 let seq = u64_at(k, 0);
-                if decode_hook(seq, v).is_err() {
+                let id = decode_hook(seq, v).ok().map(|hook| hook.id);
+                if id.is_none() {
                     out.problem(format!("hook {seq} does not decode"));
                 }
-                hooks.insert(seq);
+                hooks.insert(seq, id);
             } else if let Some(row) = parse_row_key(k) {
                 rows.insert(row, decode_row(v).ok().map(|r| (r.status, r.lane)));
             } else {
@@ -261,6 +328,7 @@ fn lane_hex(lane: LaneId) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::hook_index::Indexed;
     use super::super::keys::{hook_key, timed_key};
     use super::super::record::{encode_hook, sample_hook as hook};
     use super::super::{write_commit, NewRow};
@@ -311,6 +379,11 @@ mod tests {
             .due
             .put(&mut wtxn, &timed_key(0, 10, row(3)), b"bad")
             .unwrap();
+        // Hook 3's index entry loses its sink; an entry names no hook.
+        let unlisted = Indexed::committed(3, std::iter::empty());
+        hook_index::put(&store, &mut wtxn, "h3", &unlisted).unwrap();
+        let ghost = Indexed::committed(8, [0].into_iter());
+        hook_index::put(&store, &mut wtxn, "ghost", &ghost).unwrap();
         wtxn.commit().unwrap();
         let found = store.verify().unwrap();
         assert_eq!(
@@ -321,8 +394,11 @@ mod tests {
                 "row seq 2 sink 0 is Pending but in [Due, Due]",
                 "an index entry names row seq 9 sink 0, which does not exist",
                 "hook 7 has no rows left",
+                "row seq 3 sink 0 is not listed in its hook's hook-id index entry",
+                "hook 7 (h7) is not in the hook-id index",
+                "the hook-id index entry \"ghost\" names no stored hook of that id",
             ]
         );
-        assert_eq!((found.hooks, found.due, found.problem_count), (4, 4, 5));
+        assert_eq!((found.hooks, found.due, found.problem_count), (4, 4, 8));
     }
 }

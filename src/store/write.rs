@@ -3,6 +3,7 @@
 
 use super::breakers;
 use super::dead::{self, ReplayCounter};
+use super::hook_index::{self, Indexed};
 use super::keys::{hook_key, inflight_value, lane_id, member_key, row_key, timed_key};
 use super::lanes::{self, NewHead};
 use super::record::{decode_row, encode_hook, encode_row, Hook, RowRecord, RowStatus};
@@ -52,6 +53,8 @@ pub fn write_commit(
     store
         .records
         .put(wtxn, &hook_key(hook.seq), &encode_hook(hook))?;
+    let sinks = rows.iter().map(|row| row.sink_index);
+    hook_index::put(store, wtxn, &hook.id, &Indexed::committed(hook.seq, sinks))?;
     for new in rows {
         let row = RowId {
             seq: hook.seq,
@@ -346,6 +349,7 @@ pub(super) fn delete_hook_if_rowless(
     let bounds = (Bound::Included(&first[..]), Bound::Included(&last[..]));
     let has_rows = store.records.range(wtxn, &bounds)?.next().is_some();
     if !has_rows {
+        hook_index::forget(store, wtxn, seq)?;
         store.records.delete(wtxn, &hook_key(seq))?;
     }
     Ok(())
