@@ -93,6 +93,14 @@ pub const INLINE_MAX_BYTES: u64 = 65_536;
 /// Default time a claim is kept after its last check-in: 7 days.
 pub const CLAIM_RETENTION_MS: u64 = 7 * 24 * 3_600_000;
 
+/// The shortest `dead_letters.retention_ms` other than 0 (off): shorter
+/// is more likely a unit mistake than a policy.
+pub const MIN_DEAD_RETENTION_MS: u64 = 1_000;
+
+/// Longest a shard waits between sweeps for dead letters past
+/// `dead_letters.retention_ms`.
+pub const DEAD_EXPIRY_INTERVAL_MS: u64 = 60_000;
+
 /// Longest the claim sweeper sleeps between sweeps.
 pub const CLAIM_SWEEP_INTERVAL_MS: u64 = 3_600_000;
 

@@ -90,6 +90,7 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("[http]\ntls_key_file = \"k.pem\"", "http.tls_cert_file must be set with http.tls_key_file, got \"absent\""),
         ("[http]\ntls_client_ca_file = \"ca.pem\"", "http.tls_client_ca_file must be absent without http.tls_cert_file (only HTTPS asks for client certificates), got \"ca.pem\""),
         ("[replay]\nrate = 0", "replay.rate must be an integer from 1 to 100000, got 0"),
+        ("[dead_letters]\nretention_ms = 500", "dead_letters.retention_ms must be 0 (keep dead letters until replayed or purged) or at least 1000, got 500"),
         ("[claim_check]\nretention_ms = 0", "claim_check.retention_ms must be a positive integer, got 0"),
         ("[claim_check]\ns3_region = \"us-east-1\"", "claim_check.s3_region must be absent without claim_check.s3_bucket, got \"set\""),
         ("[claim_check]\ns3_bucket = \"claims\"", "claim_check.s3_region must be set with claim_check.s3_bucket, got \"absent\""),
@@ -276,6 +277,7 @@ fn the_readmes_example_config_is_valid() {
     let example = &block[..block.find("```").expect("the block's end")];
     let config = Config::from_toml(example).expect("the example parses");
     config.validate().expect("the example validates");
+    assert_eq!(config.dead_letters.retention_ms, 30 * 24 * 3_600_000);
     let stripe = config.source("stripe").expect("the example's source");
     assert_eq!(stripe.ingest_signature.as_deref(), Some("stripe"));
     let sink = &stripe.sinks[0];

@@ -1262,3 +1262,80 @@ fn a_sinks_filter_takes_only_the_hooks_whose_header_it_names() {
     // A stored hook with no rows would stay for good: hook 4 was not stored.
     assert_eq!(engine.hook_count().unwrap(), 0);
 }
+
+/// With `dead_letters.retention_ms`, a shard deletes the rows dead longer
+/// than that, and none sooner: each hook goes with its last row, while a
+/// hook that still has a pending row stays, its expired sink shown purged.
+/// The shard counts what it deleted.
+#[test]
+fn dead_letters_past_their_retention_are_deleted_and_none_sooner() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.dead_letters.retention_ms = 1_000;
+    c.sources.push(source_of_kinds("s", "t", &["refuse"]));
+    c.sources
+        .push(source_of_kinds("both", "t", &["refuse", "gate"]));
+    let gate = gate();
+    let engine = Engine::builder(c)
+        .sink("refuse", sink(|_| Err(SinkError::permanent("no"))))
+        .sink("gate", gate.sink.clone())
+        .open()
+        .unwrap();
+    let mut ids: Vec<String> = (0..3)
+        .map(|n| engine.commit(NewHook::new("s", format!("{n}"))).unwrap())
+        .collect();
+    let held = engine.commit(NewHook::new("both", "held")).unwrap();
+    ids.push(held.clone());
+    let all = goad::store::DeadFilter::default();
+    let dead_at = |engine: &Engine| -> Vec<(String, u64)> {
+        let page = engine.dead_letters(&all, None, 100).unwrap();
+        page.into_iter()
+            .map(|d| (d.hook_id, d.position.dead_at_ms))
+            .collect()
+    };
+    wait_until("4 dead", Duration::from_secs(10), || {
+        dead_at(&engine).len() == 4
+    });
+    let died: std::collections::HashMap<String, u64> = dead_at(&engine).into_iter().collect();
+    // Watch each dead letter go: none may go before its retention is over.
+    let mut gone_at = std::collections::HashMap::new();
+    wait_until("every dead letter deleted", Duration::from_secs(20), || {
+        let now_ms = goad::runtime::wall_ms();
+        let left: Vec<String> = dead_at(&engine).into_iter().map(|(id, _)| id).collect();
+        for id in died.keys().filter(|id| !left.contains(id)) {
+            gone_at.entry(id.clone()).or_insert(now_ms);
+        }
+        left.is_empty()
+    });
+    for (id, dead_at_ms) in &died {
+        assert!(
+            gone_at[id] >= dead_at_ms + 1_000,
+            "hook {id} dead at {dead_at_ms} was deleted by {}",
+            gone_at[id]
+        );
+    }
+    assert_eq!(engine.stats()[0].dead_expired, 4);
+    for id in &ids[..3] {
+        assert!(engine.hook_status(id).unwrap().is_none(), "{id} is gone");
+    }
+    let kept = engine.hook_status(&held).unwrap().unwrap();
+    let states: Vec<_> = kept
+        .sinks
+        .iter()
+        .map(|s| (s.sink_index, &s.state))
+        .collect();
+    assert!(
+        matches!(
+            states[..],
+            [
+                (0, goad::SinkState::Purged),
+                (1, goad::SinkState::InFlight(_))
+            ]
+        ),
+        "{states:?}"
+    );
+    gate.open.send(()).unwrap();
+    wait_until("the held hook delivered", Duration::from_secs(10), || {
+        engine.hook_count().unwrap() == 0
+    });
+}

@@ -1443,6 +1443,7 @@ fn metrics_parse_as_prometheus_text() {
     assert_eq!(sum("goad_unreadable_due_entries_total", ""), 0.0);
     assert_eq!(sum("goad_recovered_rows_total", ""), 0.0);
     assert_eq!(sum("goad_shard_restarts_total", ""), 0.0);
+    assert_eq!(sum("goad_dead_letters_expired_total", ""), 0.0);
     assert_eq!(sum("goad_replays", ""), 0.0);
     assert_eq!(sum("goad_lane_members", ""), 0.0);
     assert_eq!(

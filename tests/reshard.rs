@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use goad::store::{reshard, DeadFilter, ShardStore};
-use goad::{Config, Engine, NewHook, RowStatus, SinkConfig, SinkError};
+use goad::{Config, Engine, NewHook, RowStatus, SinkConfig, SinkError, SinkState};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -174,6 +174,23 @@ fn a_resharded_directory_keeps_every_row_as_it_was_each_tenant_on_its_new_shard(
     expected.retain(|_, (status, attempts, ..)| *status == RowStatus::Dead || *attempts > 0);
     after.retain(|_, (status, attempts, ..)| *status == RowStatus::Dead || *attempts > 0);
     assert_eq!(after, expected);
+    // Each dead row's hook is found by its id, on its tenant's new shard.
+    for ((hook_id, sink_index), (status, attempts, ..)) in &after {
+        if *status != RowStatus::Dead {
+            continue;
+        }
+        let found = engine.hook_status(hook_id).unwrap().unwrap();
+        assert_eq!(
+            found.shard as usize,
+            Engine::shard_of(&found.hook.tenant, 3)
+        );
+        let sink = found.sinks.iter().find(|s| s.sink_index == *sink_index);
+        let dead_attempts = match sink.map(|s| &s.state) {
+            Some(SinkState::Dead(record)) => record.attempts,
+            other => panic!("hook {hook_id} sink {sink_index}: {other:?}"),
+        };
+        assert_eq!(dead_attempts, *attempts);
+    }
     let lanes: Vec<String> = taken
         .lock()
         .iter()

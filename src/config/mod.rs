@@ -35,6 +35,7 @@ pub struct Config {
     pub admin_token_env: Option<String>,
     pub http: HttpConfig,
     pub replay: ReplayConfig,
+    pub dead_letters: DeadLettersConfig,
     pub claim_check: ClaimCheckConfig,
     pub dispatch: DispatchConfig,
     pub retry: RetryConfig,
@@ -52,6 +53,7 @@ impl Default for Config {
             admin_token_env: None,
             http: HttpConfig::default(),
             replay: ReplayConfig::default(),
+            dead_letters: DeadLettersConfig::default(),
             claim_check: ClaimCheckConfig::default(),
             dispatch: DispatchConfig::default(),
             retry: RetryConfig::default(),
@@ -176,6 +178,15 @@ impl Default for ReplayConfig {
             max_lag_ms: 2_000,
         }
     }
+}
+
+/// Dead letters (`[dead_letters]`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeadLettersConfig {
+    /// Rows dead longer than this are deleted by their shard, each hook
+    /// with its last row; 0 (the default) keeps them until replayed or purged.
+    pub retention_ms: u64,
 }
 
 /// The dispatch pipeline's limits (`[dispatch]`).

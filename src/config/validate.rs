@@ -2,7 +2,7 @@
 
 use super::{Config, RetryConfig, SinkConfig, SourceConfig, TenantLimitsConfig};
 use crate::core::LaneBy;
-use crate::limits::{MAX_CALLS_PER_S, MAX_SHARD_BYTES, MIN_SHARD_BYTES};
+use crate::limits::{MAX_CALLS_PER_S, MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS, MIN_SHARD_BYTES};
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
 use crate::sink::gcp_token::TOKEN_SOURCES;
 use std::fmt;
@@ -247,6 +247,14 @@ impl Config {
                 "replay.rate",
                 "an integer from 1 to 100000",
                 self.replay.rate,
+            ));
+        }
+        let retention_ms = self.dead_letters.retention_ms;
+        if (1..MIN_DEAD_RETENTION_MS).contains(&retention_ms) {
+            return Err(invalid(
+                "dead_letters.retention_ms",
+                "0 (keep dead letters until replayed or purged) or at least 1000",
+                retention_ms,
             ));
         }
         self.validate_claim_check()?;

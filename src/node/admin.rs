@@ -178,6 +178,7 @@ fn stats(engine: &Engine) -> Response {
                 "delivered": s.delivered,
                 "retried": s.retried,
                 "dead": s.dead,
+                "dead_expired": s.dead_expired,
                 "abandoned_workers": s.abandoned_workers,
                 "restarts": s.restarts,
                 "restarting": s.restarting,

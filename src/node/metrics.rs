@@ -220,6 +220,12 @@ const SHARD_FAMILIES: &[ShardFamily] = &[
         |s| s.unreadable_due,
     ),
     (
+        "goad_dead_letters_expired_total",
+        "counter",
+        "Dead rows deleted past dead_letters.retention_ms.",
+        |s| s.dead_expired,
+    ),
+    (
         "goad_shard_restarts_total",
         "counter",
         "Panics in a shard's loop; each restarted the shard from its store.",

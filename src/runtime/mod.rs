@@ -5,6 +5,7 @@ mod breaker_log;
 mod clock;
 pub mod coordinator;
 mod engine;
+mod expiry;
 mod inspect;
 mod job_queue;
 pub mod latency;

@@ -177,6 +177,7 @@ impl ShardStart<'_> {
             pool,
             coordinator: self.coordinator.clone(),
             gauges: gauges.clone(),
+            dead_retention_ms: self.config.dead_letters.retention_ms,
         };
         let core_id = (!self.core_ids.is_empty()).then(|| self.core_ids[k % self.core_ids.len()]);
         let handle = std::thread::Builder::new()

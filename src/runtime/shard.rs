@@ -13,6 +13,7 @@ use super::breaker_log::BreakerLog;
 use super::clock::Clock;
 use super::coordinator::{CoordinatorInput, Demand};
 use super::engine::CommitError;
+use super::expiry::DeadExpiry;
 use super::pool::IoPool;
 use super::reply::CommitReply;
 use super::restart::Restarts;
@@ -106,6 +107,8 @@ pub struct ShardStats {
     pub store_failures: u64,
     /// Due entries that did not decode, set aside since the shard opened.
     pub unreadable_due: u64,
+    /// Dead rows deleted past `dead_letters.retention_ms` since it opened.
+    pub dead_expired: u64,
     /// Times the shard's loop panicked and was restarted from its store.
     pub restarts: u64,
     /// Refusing commits now, after panics in a row (see `runtime::restart`).
@@ -129,6 +132,8 @@ pub struct ShardThread {
     pub pool: IoPool,
     pub coordinator: Sender<CoordinatorInput>,
     pub gauges: Arc<ShardGauges>,
+    /// `dead_letters.retention_ms` (0: dead letters are kept).
+    pub dead_retention_ms: u64,
 }
 
 impl ShardThread {
@@ -146,8 +151,10 @@ impl ShardThread {
             pool,
             coordinator,
             gauges,
+            dead_retention_ms,
         } = self;
         let mut clock = Clock::default();
+        let expiry = DeadExpiry::new(dead_retention_ms, clock.now_ms());
         let mut state = match ShardState::open(&store, core, clock.now_ms()) {
             Ok(state) => state,
             Err(e) => {
@@ -178,6 +185,7 @@ impl ShardThread {
             breakers: BreakerLog::default(),
             room: StoreRoom::default(),
             refuse_until_ms: 0,
+            expiry,
         };
         loop {
             // What a panic leaves half-changed, `restart` rebuilds from the store.
@@ -222,6 +230,8 @@ struct ShardLoop {
     room: StoreRoom,
     /// Commits are refused until then, after panics in a row.
     refuse_until_ms: u64,
+    /// Deletes dead letters past their retention.
+    expiry: DeadExpiry,
 }
 
 impl ShardLoop {
@@ -233,7 +243,11 @@ impl ShardLoop {
             let deadline_ms = if refusing {
                 self.refuse_until_ms
             } else {
-                state.poll_deadline(now_ms).unwrap_or(u64::MAX)
+                let expiry_at_ms = self.expiry.wake_at_ms().unwrap_or(u64::MAX);
+                state
+                    .poll_deadline(now_ms)
+                    .unwrap_or(u64::MAX)
+                    .min(expiry_at_ms)
             }
             .min(now_ms + MAX_SLEEP_MS);
             // Inputs left from an iteration that panicked are taken first.
@@ -269,6 +283,9 @@ impl ShardLoop {
                 state.handle_outcomes(now_ms, outcomes);
             } else {
                 self.step(state, now_ms, commits, outcomes);
+                if self.draining_since_ms.is_none() {
+                    self.expiry.run(self.index, state, now_ms);
+                }
             }
             self.outcomes_taken.clear();
             let stats = state.core().stats();
@@ -452,6 +469,7 @@ impl ShardLoop {
             recovered: state.recovered,
             store_failures: state.store_failures,
             unreadable_due: state.unreadable_due,
+            dead_expired: self.expiry.expired,
             restarts: self.restarts.count,
             restarting,
             tick_waiters: self.tick_waiters.len() as u64,
