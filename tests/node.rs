@@ -986,7 +986,8 @@ fn a_hook_is_found_by_its_id_with_each_sinks_state() {
     wait_until("the delivered hook gone", Duration::from_secs(10), || {
         get(addr, &format!("/v1/hooks/{delivered}")).status == 404
     });
-    for unknown in [delivered.as_str(), "no-such-hook"] {
+    let too_long = "x".repeat(600);
+    for unknown in [delivered.as_str(), "no-such-hook", &too_long] {
         let refused = get(addr, &format!("/v1/hooks/{unknown}"));
         assert_eq!(
             (refused.status, refused.error_code()),

@@ -82,8 +82,14 @@ pub(super) fn put(
     Ok(store.hook_ids.put(wtxn, id.as_bytes(), &entry.encode())?)
 }
 
+/// The longest key LMDB takes: no id longer (or empty) was ever indexed.
+const MAX_KEY_BYTES: usize = 511;
+
 /// The index entry of hook `id`, if any.
 pub fn get(store: &ShardStore, txn: &RoTxn, id: &str) -> Result<Option<Indexed>, StoreError> {
+    if id.is_empty() || id.len() > MAX_KEY_BYTES {
+        return Ok(None);
+    }
     match store.hook_ids.get(txn, id.as_bytes())? {
         Some(v) => Ok(Some(Indexed::decode(v)?)),
         None => Ok(None),
