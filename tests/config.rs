@@ -89,6 +89,8 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("[http]\ntls_cert_file = \"c.pem\"", "http.tls_key_file must be set with http.tls_cert_file, got \"absent\""),
         ("[http]\ntls_key_file = \"k.pem\"", "http.tls_cert_file must be set with http.tls_key_file, got \"absent\""),
         ("[http]\ntls_client_ca_file = \"ca.pem\"", "http.tls_client_ca_file must be absent without http.tls_cert_file (only HTTPS asks for client certificates), got \"ca.pem\""),
+        ("[[sources]]\nid = \"a\"\ndedupe_header = \"Authorization\"", "sources[0].dedupe_header must be a header goad stores with the hook (not a credential or framing header), got \"Authorization\""),
+        ("[[sources]]\nid = \"a\"\ndedupe_header = \"bad header\"", "sources[0].dedupe_header must be a header goad stores with the hook (not a credential or framing header), got \"bad header\""),
         ("[replay]\nrate = 0", "replay.rate must be an integer from 1 to 100000, got 0"),
         ("[dead_letters]\nretention_ms = 500", "dead_letters.retention_ms must be 0 (keep dead letters until replayed or purged) or at least 1000, got 500"),
         ("[claim_check]\nretention_ms = 0", "claim_check.retention_ms must be a positive integer, got 0"),
@@ -280,6 +282,7 @@ fn the_readmes_example_config_is_valid() {
     assert_eq!(config.dead_letters.retention_ms, 30 * 24 * 3_600_000);
     let stripe = config.source("stripe").expect("the example's source");
     assert_eq!(stripe.ingest_signature.as_deref(), Some("stripe"));
+    assert_eq!(stripe.dedupe_header.as_deref(), Some("idempotency-key"));
     let sink = &stripe.sinks[0];
     assert_eq!(
         (

@@ -147,6 +147,51 @@ fn an_ingested_hook_is_acknowledged_once_durable_and_delivered_with_its_headers(
     });
 }
 
+/// A source's `dedupe_header` names the header whose value is the dedupe
+/// key: a provider's redeliveries (GitHub's `X-GitHub-Delivery`) then reach
+/// the sink with one idempotency key, while an `Idempotency-Key` header is
+/// only a provider header there. Without it a hook has none.
+#[test]
+fn a_sources_dedupe_header_names_its_hooks_dedupe_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = node_config(dir.path());
+    let mut gh = source("gh", "acme", vec![SinkConfig::http(receiver.url("/in"))]);
+    gh.dedupe_header = Some("X-GitHub-Delivery".into());
+    c.sources.push(gh);
+    let node = start(c);
+    let delivery = [
+        ("x-github-delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958"),
+        ("idempotency-key", "not-this-one"),
+    ];
+    for headers in [&delivery[..], &delivery[..], &delivery[1..]] {
+        let reply = ingest(node.local_addr(), "gh", b"{}", headers);
+        assert_eq!(reply.status, 202, "{}", reply.text());
+    }
+    assert!(receiver.wait_for(3, Duration::from_secs(10)));
+    let mut keys: Vec<(Option<String>, Option<String>)> = receiver
+        .received()
+        .iter()
+        .map(|r| {
+            let header = |name| r.header(name).map(str::to_string);
+            (
+                header("x-goad-dedupe-key"),
+                header("x-goad-idempotency-key"),
+            )
+        })
+        .collect();
+    keys.sort();
+    let redelivered = (
+        Some("72d3162e-cc78-11e3-81ab-4c9367dc0958".to_string()),
+        Some("acme:gh:72d3162e-cc78-11e3-81ab-4c9367dc0958".to_string()),
+    );
+    assert_eq!(keys[1..], [redelivered.clone(), redelivered]);
+    assert_eq!(
+        keys[0].0, None,
+        "the hook without the header has no dedupe key"
+    );
+}
+
 #[test]
 fn ingest_refuses_unknown_sources_bad_tokens_large_bodies_and_missing_lengths() {
     let dir = tempfile::tempdir().unwrap();

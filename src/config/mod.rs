@@ -355,6 +355,11 @@ pub struct SourceConfig {
     /// Provider headers forwarded to sinks: absent = all but the never-forwarded
     /// set; a list = only these (still minus that set).
     pub forward_headers: Option<Vec<String>>,
+    /// The ingest header whose value is the hook's dedupe key (node only):
+    /// absent = `Idempotency-Key`; a provider's delivery id
+    /// (`x-github-delivery`, `x-shopify-webhook-id`, `webhook-id`) makes its
+    /// redeliveries share one idempotency key downstream.
+    pub dedupe_header: Option<String>,
     #[serde(default)]
     pub sinks: Vec<SinkConfig>,
 }
@@ -374,6 +379,7 @@ impl SourceConfig {
             ingest_signature: None,
             ingest_secret_env: None,
             forward_headers: None,
+            dedupe_header: None,
             sinks,
         }
     }

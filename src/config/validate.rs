@@ -395,6 +395,9 @@ impl Config {
                 ));
             }
             validate_ingest_signature(&at, source)?;
+            if let Some(header) = &source.dedupe_header {
+                stored_header(format!("{at}.dedupe_header"), header)?;
+            }
             if source.sinks.len() > crate::limits::MAX_SINKS_PER_SOURCE {
                 let rule = format!("at most {} sinks", crate::limits::MAX_SINKS_PER_SOURCE);
                 return Err(invalid(format!("{at}.sinks"), rule, source.sinks.len()));
@@ -416,13 +419,7 @@ impl Config {
             validate_retry_policy(&format!("{at}.retry"), &retry.over(self.retry))?;
         }
         if let Some(filter) = &sink.filter {
-            let header = filter.header.to_ascii_lowercase();
-            let named = ureq::http::HeaderName::from_bytes(header.as_bytes()).is_ok();
-            if !named || crate::sink::never_forwarded(&header) {
-                let rule =
-                    "a header goad stores with the hook (not a credential or framing header)";
-                return Err(invalid(format!("{at}.filter.header"), rule, &filter.header));
-            }
+            stored_header(format!("{at}.filter.header"), &filter.header)?;
             if filter.values.is_empty() {
                 let rule = "a list of at least one value";
                 return Err(invalid(format!("{at}.filter.values"), rule, "[]"));
@@ -600,6 +597,18 @@ fn validate_retry_policy(at: &str, r: &RetryConfig) -> Result<(), ConfigError> {
     }
     positive(&format!("{at}.max_attempts"), r.max_attempts)?;
     positive(&format!("{at}.max_elapsed_ms"), r.max_elapsed_ms)
+}
+
+/// `name` (at `key`) is a header goad stores with the hook: a valid name,
+/// not a credential or framing header (those are never stored).
+fn stored_header(key: String, name: &str) -> Result<(), ConfigError> {
+    let lower = name.to_ascii_lowercase();
+    let named = ureq::http::HeaderName::from_bytes(lower.as_bytes()).is_ok();
+    if !named || crate::sink::never_forwarded(&lower) {
+        let rule = "a header goad stores with the hook (not a credential or framing header)";
+        return Err(invalid(key, rule, name));
+    }
+    Ok(())
 }
 
 /// A source's `ingest_signature` and `ingest_secret_env`: a known scheme,

@@ -13,16 +13,19 @@ use subtle::ConstantTimeEq;
 pub struct Tokens {
     pub admin: Option<String>,
     /// Every configured source, with what its ingest needs.
-    pub sources: HashMap<String, SourceAuth>,
+    pub sources: HashMap<String, SourceIngest>,
 }
 
-/// What ingest into one source needs.
+/// What ingest into one source needs, and which header names its hooks'
+/// dedupe key.
 #[derive(Debug, Clone, Default)]
-pub struct SourceAuth {
+pub struct SourceIngest {
     /// `Authorization: Bearer <token>`.
     pub token: Option<String>,
     /// A body signed by the provider.
     pub signature: Option<SignatureCheck>,
+    /// Lower case: the source's `dedupe_header`, or `idempotency-key`.
+    pub dedupe_header: String,
 }
 
 impl Tokens {
@@ -43,7 +46,17 @@ impl Tokens {
                 (Some(scheme), Some(vars)) => Some(signature_check(i, scheme, &vars.to_vec())?),
                 _ => None,
             };
-            sources.insert(source.id.clone(), SourceAuth { token, signature });
+            let dedupe_header = source
+                .dedupe_header
+                .as_deref()
+                .unwrap_or("idempotency-key")
+                .to_ascii_lowercase();
+            let ingest = SourceIngest {
+                token,
+                signature,
+                dedupe_header,
+            };
+            sources.insert(source.id.clone(), ingest);
         }
         Ok(Tokens { admin, sources })
     }

@@ -4,7 +4,7 @@
 //! the admin workers.
 
 use super::admin::AdminJob;
-use super::auth::{bearer_matches, SourceAuth};
+use super::auth::{bearer_matches, SourceIngest};
 use super::http::{Handler, Later, Request, Response};
 use super::NodeState;
 use crate::runtime::{CommitError, NewHook};
@@ -131,14 +131,17 @@ impl NodeHandler {
             return Some(not_ready());
         };
         let counts = &self.state.ingest;
-        let refused = match self.state.tokens.read().sources.get(&source_id) {
+        let (refused, dedupe_key) = match self.state.tokens.read().sources.get(&source_id) {
             None => {
                 let message = format!("no source {source_id:?} is configured");
                 let response = Response::error(404, "unknown_source", &message);
                 counts.count(&source_id, false, &response);
                 return Some(response);
             }
-            Some(auth) => refused_ingest(auth, &request),
+            Some(ingest) => {
+                let dedupe_key = request.header(&ingest.dedupe_header).map(str::to_string);
+                (refused_ingest(ingest, &request), dedupe_key)
+            }
         };
         // The parser framed the body by one of these (it refuses the rest).
         let framed = ["content-length", "transfer-encoding"];
@@ -156,7 +159,7 @@ impl NodeHandler {
         }
         let state = self.state.clone();
         let counted_as = source_id.clone();
-        let hook = hook_of(source_id.clone(), request);
+        let hook = hook_of(source_id.clone(), dedupe_key, request);
         let replier = later.replier();
         let committed = engine.commit_then(hook, move |result| {
             let response = match result {
@@ -236,25 +239,24 @@ impl Handler for NodeHandler {
 
 /// The 401 of an ingest that lacks the source's token or its provider's
 /// signature, if it does.
-fn refused_ingest(auth: &SourceAuth, request: &Request) -> Option<Response> {
-    if let Some(token) = &auth.token {
+fn refused_ingest(ingest: &SourceIngest, request: &Request) -> Option<Response> {
+    if let Some(token) = &ingest.token {
         if !bearer_matches(request.header("authorization"), token) {
             return Some(unauthorized("this source needs its ingest token"));
         }
     }
-    let check = auth.signature.as_ref()?;
+    let check = ingest.signature.as_ref()?;
     let headers = |name: &str| request.header(name);
     let now_s = crate::runtime::wall_ms() / 1_000;
     let refusal = check.verify(&headers, &request.body, now_s).err()?;
     Some(Response::error(401, "bad_signature", &refusal.to_string()))
 }
 
-/// The hook a request carries: its body, content type, idempotency key and
-/// the provider headers that may ever be forwarded (credentials and framing
-/// headers are not stored).
-fn hook_of(source_id: String, request: Request) -> NewHook {
+/// The hook a request carries: its body, content type, dedupe key (the
+/// value of the source's dedupe header) and the provider headers that may
+/// ever be forwarded (credentials and framing headers are not stored).
+fn hook_of(source_id: String, dedupe_key: Option<String>, request: Request) -> NewHook {
     let content_type = request.header("content-type").map(str::to_string);
-    let dedupe_key = request.header("idempotency-key").map(str::to_string);
     let headers = request
         .headers
         .into_iter()
