@@ -283,6 +283,7 @@ fn the_readmes_example_config_is_valid() {
     let stripe = config.source("stripe").expect("the example's source");
     assert_eq!(stripe.ingest_signature.as_deref(), Some("stripe"));
     assert_eq!(stripe.dedupe_header.as_deref(), Some("idempotency-key"));
+    assert_eq!(stripe.dedupe_window_ms, Some(86_400_000));
     let sink = &stripe.sinks[0];
     assert_eq!(
         (

@@ -1339,3 +1339,60 @@ fn dead_letters_past_their_retention_are_deleted_and_none_sooner() {
         engine.hook_count().unwrap() == 0
     });
 }
+
+/// A source with `dedupe_window_ms` stores a hook with a dedupe key once
+/// per window: committing the key again, from one thread or from many at
+/// once (within one group commit too), answers the first hook's id and
+/// stores nothing; another key, a hook without one, or another source's
+/// hook is stored; once the window ends, the key is stored again.
+#[test]
+fn a_dedupe_key_is_stored_once_per_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    let mut long = source_of_kinds("long", "t", &["count"]);
+    long.dedupe_window_ms = Some(3_600_000);
+    let mut short = source_of_kinds("short", "t", &["count"]);
+    short.dedupe_window_ms = Some(1_000);
+    c.sources
+        .extend([long, short, source_of_kinds("none", "t", &["count"])]);
+    let (counting, delivered) = counting_sink();
+    let engine = Arc::new(Engine::builder(c).sink("count", counting).open().unwrap());
+    let keyed = |source: &str, key: Option<&str>| NewHook {
+        dedupe_key: key.map(str::to_string),
+        ..NewHook::new(source, "x")
+    };
+    let first = engine.commit(keyed("long", Some("evt-1"))).unwrap();
+    assert_eq!(engine.commit(keyed("long", Some("evt-1"))).unwrap(), first);
+    let racing: Vec<String> = (0..16)
+        .map(|_| {
+            let engine = engine.clone();
+            std::thread::spawn(move || engine.commit(keyed("long", Some("evt-2"))).unwrap())
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .collect();
+    assert!(racing.iter().all(|id| *id == racing[0]), "{racing:?}");
+    let others = [
+        engine.commit(keyed("long", None)).unwrap(),
+        engine.commit(keyed("long", None)).unwrap(),
+        engine.commit(keyed("none", Some("evt-1"))).unwrap(),
+        engine.commit(keyed("none", Some("evt-1"))).unwrap(),
+    ];
+    let mut ids: Vec<&String> = others.iter().chain([&first, &racing[0]]).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 6, "each stored hook has its own id");
+    let short_first = engine.commit(keyed("short", Some("evt-1"))).unwrap();
+    let committed_at_ms = goad::runtime::wall_ms();
+    wait_until("the short window over", Duration::from_secs(5), || {
+        goad::runtime::wall_ms() > committed_at_ms + 1_000
+    });
+    let short_again = engine.commit(keyed("short", Some("evt-1"))).unwrap();
+    assert_ne!(short_again, short_first, "stored again after its window");
+    wait_until("8 hooks delivered", Duration::from_secs(10), || {
+        delivered.load(Ordering::SeqCst) == 8 && engine.hook_count().unwrap() == 0
+    });
+    let stats = engine.stats()[0];
+    assert_eq!((stats.commits, stats.duplicates), (8, 16));
+}

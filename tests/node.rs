@@ -192,6 +192,39 @@ fn a_sources_dedupe_header_names_its_hooks_dedupe_key() {
     );
 }
 
+/// With `dedupe_window_ms`, a provider's redelivery within the window is
+/// answered 202 with the first hook's id and not stored or delivered again;
+/// `goad_duplicate_hooks_total` and the stats count it.
+#[test]
+fn a_redelivery_within_the_dedupe_window_gets_the_first_id_and_is_not_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = node_config(dir.path());
+    let mut gh = source("gh", "acme", vec![SinkConfig::http(receiver.url("/in"))]);
+    gh.dedupe_header = Some("x-github-delivery".into());
+    gh.dedupe_window_ms = Some(86_400_000);
+    c.sources.push(gh);
+    let node = start(c);
+    let addr = node.local_addr();
+    let ids: Vec<String> = ["d-1", "d-1", "d-2", "d-1"]
+        .iter()
+        .map(|delivery| {
+            let reply = ingest(addr, "gh", b"{}", &[("x-github-delivery", delivery)]);
+            assert_eq!(reply.status, 202, "{}", reply.text());
+            reply.json()["id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!((&ids[1], &ids[3]), (&ids[0], &ids[0]));
+    assert_ne!(ids[2], ids[0]);
+    let engine = node.engine().unwrap();
+    wait_until("both hooks delivered", Duration::from_secs(10), || {
+        engine.hook_count().unwrap() == 0 && receiver.count() == 2
+    });
+    assert_eq!(metric(addr, "goad_duplicate_hooks_total", ""), 2.0);
+    assert_eq!(metric(addr, "goad_commits_total", ""), 2.0);
+    assert_eq!(get(addr, "/v1/stats").json()["shards"][0]["duplicates"], 2);
+}
+
 #[test]
 fn ingest_refuses_unknown_sources_bad_tokens_large_bodies_and_missing_lengths() {
     let dir = tempfile::tempdir().unwrap();

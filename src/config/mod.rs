@@ -360,6 +360,10 @@ pub struct SourceConfig {
     /// (`x-github-delivery`, `x-shopify-webhook-id`, `webhook-id`) makes its
     /// redeliveries share one idempotency key downstream.
     pub dedupe_header: Option<String>,
+    /// A hook whose dedupe key this source committed less than this long
+    /// ago is not stored again: its commit answers the first hook's id.
+    /// Absent or 0: every hook is stored.
+    pub dedupe_window_ms: Option<u64>,
     #[serde(default)]
     pub sinks: Vec<SinkConfig>,
 }
@@ -380,6 +384,7 @@ impl SourceConfig {
             ingest_secret_env: None,
             forward_headers: None,
             dedupe_header: None,
+            dedupe_window_ms: None,
             sinks,
         }
     }

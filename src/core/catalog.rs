@@ -16,6 +16,8 @@ use std::sync::Arc;
 pub struct SourceEntry {
     pub tenant: TenantId,
     pub sinks: Vec<SinkEntry>,
+    /// Its `dedupe_window_ms` (0: no dedupe).
+    pub dedupe_window_ms: u64,
 }
 
 /// What the core needs of one sink entry.
@@ -119,6 +121,7 @@ impl Catalog {
                 let entry = SourceEntry {
                     tenant: Arc::from(s.tenant.as_str()),
                     sinks,
+                    dedupe_window_ms: s.dedupe_window_ms.unwrap_or(0),
                 };
                 (Arc::from(s.id.as_str()), entry)
             })

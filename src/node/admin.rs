@@ -175,6 +175,7 @@ fn stats(engine: &Engine) -> Response {
                 "window_full": s.window_full,
                 "commits": s.commits,
                 "group_commits": s.group_commits,
+                "duplicates": s.duplicates,
                 "delivered": s.delivered,
                 "retried": s.retried,
                 "dead": s.dead,

@@ -152,6 +152,12 @@ const COMMIT_FAMILIES: &[ShardFamily] = &[
         "Synced store batches that carried commits; commits over group commits is the group-commit size.",
         |s| s.group_commits,
     ),
+    (
+        "goad_duplicate_hooks_total",
+        "counter",
+        "Commits not stored because their source took their dedupe key within its dedupe_window_ms.",
+        |s| s.duplicates,
+    ),
 ];
 
 /// The shards' work in hand and their health.

@@ -272,7 +272,7 @@ impl Engine {
             Err(SendTimeoutError::Disconnected(_)) => return Err(CommitError::Stopped),
         }
         match reply_rx.recv_deadline(Instant::now() + Duration::from_millis(COMMIT_REPLY_WAIT_MS)) {
-            Ok(Ok(())) => Ok(id),
+            Ok(Ok(first_id)) => Ok(first_id.unwrap_or(id)),
             Ok(Err(e)) => Err(e),
             Err(oneshot::RecvError::Timeout) => Err(CommitError::TimedOut),
             Err(oneshot::RecvError::Closed) => Err(CommitError::Stopped),
@@ -292,7 +292,7 @@ impl Engine {
         let (id, shard, rows) = self.prepare(hook)?;
         let input = ShardInput::Commit {
             rows,
-            reply: CommitReply::notify(move |result| done(result.map(|()| id))),
+            reply: CommitReply::notify(move |result| done(result.map(|first| first.unwrap_or(id)))),
         };
         let refused = match shard.input.try_send(input) {
             Ok(()) => return Ok(()),

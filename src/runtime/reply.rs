@@ -7,27 +7,33 @@
 use super::engine::CommitError;
 use super::oneshot;
 
-type Callback = Box<dyn FnOnce(Result<(), CommitError>) + Send>;
+/// What a durable commit answers: `None` when its hook was stored, or the
+/// id of the hook that took its dedupe key first (see `store::dedupe`).
+pub type FirstId = Option<String>;
+
+type Answer = Result<FirstId, CommitError>;
+
+type Callback = Box<dyn FnOnce(Answer) + Send>;
 
 /// Answers one commit exactly once. Dropped unanswered (the shard stopped),
 /// it answers `Stopped`.
 pub struct CommitReply(Option<Kind>);
 
 enum Kind {
-    Wait(oneshot::Sender<Result<(), CommitError>>),
+    Wait(oneshot::Sender<Answer>),
     Notify(Callback),
 }
 
 impl CommitReply {
-    pub fn wait(sender: oneshot::Sender<Result<(), CommitError>>) -> CommitReply {
+    pub fn wait(sender: oneshot::Sender<Answer>) -> CommitReply {
         CommitReply(Some(Kind::Wait(sender)))
     }
 
-    pub fn notify(callback: impl FnOnce(Result<(), CommitError>) + Send + 'static) -> CommitReply {
+    pub fn notify(callback: impl FnOnce(Answer) + Send + 'static) -> CommitReply {
         CommitReply(Some(Kind::Notify(Box::new(callback))))
     }
 
-    pub fn send(mut self, result: Result<(), CommitError>) {
+    pub fn send(mut self, result: Answer) {
         match self.0.take() {
             Some(Kind::Wait(sender)) => sender.send(result),
             Some(Kind::Notify(callback)) => notify(callback, result),
@@ -54,7 +60,7 @@ impl Drop for CommitReply {
 
 /// Runs a host's callback on the shard thread; one that panics is logged,
 /// and the shard goes on (as a sink's panic is a failed attempt).
-fn notify(callback: Callback, result: Result<(), CommitError>) {
+fn notify(callback: Callback, result: Answer) {
     // The callback is the host's: the shard's state is not in its reach.
     if let Err(panic) = crate::panics::catch(|| callback(result)) {
         crate::log::error(

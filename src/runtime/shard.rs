@@ -79,6 +79,9 @@ pub struct ShardStats {
     /// Synced store batches that carried them: `commits / group_commits` is
     /// the mean group-commit size.
     pub group_commits: u64,
+    /// Commits not stored because their source took their dedupe key within
+    /// its `dedupe_window_ms` (answered with the first hook's id).
+    pub duplicates: u64,
     pub claimed_rows: u64,
     pub claimed_bytes: u64,
     /// Attempts running.
@@ -180,6 +183,7 @@ impl ShardThread {
             reported_at_ms: 0,
             last_commit_batch: 0,
             commits_done: 0,
+            duplicates: 0,
             group_commits: 0,
             restarts: Restarts::default(),
             breakers: BreakerLog::default(),
@@ -223,6 +227,8 @@ struct ShardLoop {
     reported_at_ms: u64,
     last_commit_batch: usize,
     commits_done: u64,
+    /// Commits answered with the id of the hook that took their dedupe key.
+    duplicates: u64,
     group_commits: u64,
     restarts: Restarts,
     breakers: BreakerLog,
@@ -392,8 +398,10 @@ impl ShardLoop {
             self.breakers.record(self.index, now_ms, event);
         }
         let replies = std::mem::take(&mut self.replies);
-        if matches!(out.committed, Some(Ok(()))) {
-            self.commits_done += replies.len() as u64;
+        if let Some(Ok(first_ids)) = &out.committed {
+            let duplicates = first_ids.iter().filter(|id| id.is_some()).count() as u64;
+            self.commits_done += first_ids.len() as u64 - duplicates;
+            self.duplicates += duplicates;
             self.group_commits += 1;
         }
         answer(&self.pool, out, replies);
@@ -450,6 +458,7 @@ impl ShardLoop {
         *self.gauges.lock() = ShardStats {
             commits: self.commits_done,
             group_commits: self.group_commits,
+            duplicates: self.duplicates,
             claimed_rows: stats.claimed.rows,
             claimed_bytes: stats.claimed.bytes,
             running: stats.running,
@@ -510,10 +519,18 @@ fn linger_for_commits(
 
 /// Answers the commits and replaces the workers of abandoned attempts.
 fn answer(pool: &IoPool, out: StepOutput, replies: Vec<CommitReply>) {
-    if let Some(committed) = out.committed {
-        for reply in replies {
-            reply.send(committed.clone().map_err(CommitError::Store));
+    match out.committed {
+        Some(Ok(first_ids)) => {
+            for (reply, first_id) in replies.into_iter().zip(first_ids) {
+                reply.send(Ok(first_id));
+            }
         }
+        Some(Err(e)) => {
+            for reply in replies {
+                reply.send(Err(CommitError::Store(e.clone())));
+            }
+        }
+        None => {}
     }
     for _ in &out.abandoned {
         pool.replace_abandoned();

@@ -20,6 +20,7 @@
 //! is lost. The shard then scans again only after `STORE_RETRY_MS`, so a
 //! store that keeps failing is retried once a second, not in a busy loop.
 
+use super::reply::FirstId;
 use crate::config::DispatchConfig;
 use crate::core::{
     AttemptResult, BreakerEvent, Call, Catalog, Core, Grant, JobId, RowId, RunningAttempt,
@@ -27,8 +28,8 @@ use crate::core::{
 };
 use crate::limits::{MAX_UNFLUSHED_OPS, OUTCOME_FLUSH_MS, REPLAY_SCAN_BUDGET, STORE_RETRY_MS};
 use crate::store::{
-    self, Hook, NewRow, PurgeStep, Purged, ReviveStep, Revived, RowRecord, ShardStore, StoreError,
-    TenantTable, TxnIndex,
+    self, dedupe, Hook, NewRow, PurgeStep, Purged, ReviveStep, Revived, RowRecord, ShardStore,
+    StoreError, TenantTable, TxnIndex,
 };
 use heed::RwTxn;
 use std::sync::Arc;
@@ -39,6 +40,8 @@ pub struct NewRows {
     /// The hook; its `seq` is assigned by the shard.
     pub hook: Hook,
     pub rows: Vec<NewRow>,
+    /// Its source's `dedupe_window_ms` (0: no dedupe).
+    pub dedupe_window_ms: u64,
 }
 
 /// What a commit stores besides its body and headers, about: the hook's
@@ -62,7 +65,11 @@ impl NewRows {
                 lane_key: sink.lane.as_ref().map(|by| by.key(&hook.headers)),
             })
             .collect();
-        NewRows { hook, rows }
+        NewRows {
+            hook,
+            rows,
+            dedupe_window_ms: source.dedupe_window_ms,
+        }
     }
 
     /// About how many bytes of the store the commit will fill.
@@ -82,8 +89,10 @@ impl NewRows {
 /// What one iteration produced besides the attempts it started.
 #[derive(Debug, Default)]
 pub struct StepOutput {
-    /// Ok when the iteration's commits are durable.
-    pub committed: Option<Result<(), Arc<StoreError>>>,
+    /// Ok when the iteration's commits are durable: for each, in order,
+    /// `None` when it stored its hook, or the id of the hook that took its
+    /// dedupe key first.
+    pub committed: Option<Result<Vec<FirstId>, Arc<StoreError>>>,
     /// Attempts that timed out: their workers may be stuck.
     pub abandoned: Vec<JobId>,
     /// Breakers that opened or closed, in order.
@@ -321,7 +330,8 @@ impl<'s> ShardState<'s> {
         let has_commits = !commits.is_empty();
         let (tenants_before, first_new_seq) = (self.tenants.len(), self.next_seq);
         let mut held = Vec::new();
-        let mut written = self.write_txn(now_ms, commits);
+        let mut first_ids = Vec::new();
+        let mut written = self.write_txn(now_ms, commits, &mut first_ids);
         if written.is_ok() {
             while let Some(call) = self.core.poll_call(now_ms) {
                 if call.jobs().iter().any(|job| job.row.seq >= first_new_seq) {
@@ -336,7 +346,7 @@ impl<'s> ShardState<'s> {
         }
         let written = written.map_err(Arc::new);
         if has_commits {
-            out.committed = Some(written.clone());
+            out.committed = Some(written.clone().map(|()| first_ids));
         }
         match written {
             Ok(()) => held.into_iter().for_each(&mut *start),
@@ -355,7 +365,14 @@ impl<'s> ShardState<'s> {
         out
     }
 
-    fn write_txn(&mut self, now_ms: u64, commits: Vec<NewRows>) -> Result<(), StoreError> {
+    /// Writes the commits, pushing for each what it answers onto
+    /// `first_ids`, and the core's ops; scans if the core wants to.
+    fn write_txn(
+        &mut self,
+        now_ms: u64,
+        commits: Vec<NewRows>,
+        first_ids: &mut Vec<FirstId>,
+    ) -> Result<(), StoreError> {
         let has_commits = !commits.is_empty();
         let held_off = now_ms < self.holdoff_until_ms;
         if has_commits || self.core.has_store_ops() || (self.core.wants_scan(now_ms) && !held_off) {
@@ -366,10 +383,27 @@ impl<'s> ShardState<'s> {
             };
             let mut writes = commits.len();
             for mut new in commits {
+                let dedupe_key = match (new.dedupe_window_ms, &new.hook.dedupe_key) {
+                    (1.., Some(key)) if !new.rows.is_empty() => Some(key.clone()),
+                    _ => None,
+                };
+                if let Some(key) = &dedupe_key {
+                    let first = dedupe::first_id(store, txn, &new.hook.source_id, key, now_ms)?;
+                    if first.is_some() {
+                        first_ids.push(first);
+                        continue;
+                    }
+                }
                 new.hook.seq = self.next_seq;
                 self.next_seq += 1;
                 store::write_commit(store, txn, &mut self.tenants, &new.hook, &new.rows, now_ms)?;
+                if let Some(key) = &dedupe_key {
+                    let (source_id, id) = (&new.hook.source_id, &new.hook.id);
+                    let ends_at_ms = now_ms.saturating_add(new.dedupe_window_ms);
+                    dedupe::remember(store, txn, source_id, key, id, now_ms, ends_at_ms)?;
+                }
                 self.core.handle_committed_for(&new.hook.tenant, now_ms);
+                first_ids.push(None);
             }
             if has_commits {
                 store.put_meta(txn, "next_seq", self.next_seq)?;

@@ -1,7 +1,7 @@
 //! The shard store: one LMDB environment per shard (`<data_dir>/shard-<k>/`).
 //!
 //! # Layout
-//! Nine named databases; the keys are in [`keys`], the records in
+//! Eleven named databases; the keys are in [`keys`], the records in
 //! [`record`]:
 //! - `records`: seq → hook record (body verbatim), and (seq, sink index) →
 //!   row record (pending or dead). A hook and its rows share one tree, the
@@ -10,7 +10,7 @@
 //!   hooks and rows with one range scan (format 2; a format-1 store, with
 //!   separate `hooks` and `rows` trees, is migrated when opened). Format 3
 //!   added `lanes`, `members` and the row's lane; format 4 added
-//!   `hook_ids`. An older store is upgraded when opened, and older goad
+//!   `hook_ids`, `dedupe` and `dedupe_ends`. An older store is upgraded when opened, and older goad
 //!   refuses a newer store.
 //! - `due`: (tenant_no, due_at_ms, seq, sink index) → size u64. A pending
 //!   row that is not claimed has exactly one due key.
@@ -26,6 +26,8 @@
 //! - `hook_ids`: hook id → its seq and the sinks its commit wrote rows
 //!   for, each marked when its row is purged (see [`hook_index`]). Every
 //!   stored hook has exactly one entry.
+//! - `dedupe`, `dedupe_ends`: the dedupe keys of sources with a
+//!   `dedupe_window_ms`, and when each window ends (see [`dedupe`]).
 //! - `tenants`: tenant id → tenant_no u32 (shard-local, never reused).
 //! - `meta`: `format` u32, `shard_count` u32, `shard_index` u32, `next_seq`
 //!   u64, each replay's counters `replay/<id>/{moved,delivered,dead,parked}`
@@ -84,6 +86,7 @@
 
 pub mod breakers;
 pub mod dead;
+pub mod dedupe;
 mod fill;
 pub mod hook_index;
 mod hook_status;
@@ -222,6 +225,9 @@ pub struct ShardStore {
     pub(crate) members: Db,
     /// Hook id → its seq and sinks (see [`hook_index`]).
     pub(crate) hook_ids: Db,
+    /// Ingest dedupe entries and their window ends (see [`dedupe`]).
+    pub(crate) dedupe: Db,
+    pub(crate) dedupe_ends: Db,
     /// The most bytes new hooks may fill (see [`fill`]).
     ingest_limit_bytes: u64,
 }
@@ -271,7 +277,7 @@ impl ShardStore {
         let mut options = EnvOpenOptions::new().read_txn_without_tls();
         options
             .map_size(fill::map_bytes_for(&path, max_bytes))
-            .max_dbs(12)
+            .max_dbs(16)
             .max_readers(256);
         // SAFETY: heed requires that one process does not open the same
         // environment twice; an engine opens each shard directory once, under
@@ -294,6 +300,8 @@ impl ShardStore {
                     one("lanes")?,
                     one("members")?,
                     one("hook_ids")?,
+                    one("dedupe")?,
+                    one("dedupe_ends")?,
                 ];
                 let [records, _, _, _, _, meta, ..] = &dbs;
                 let format = meta_in(meta, wtxn, "format")?;
@@ -321,7 +329,8 @@ impl ShardStore {
                 &[("path", &path.display()), ("records", &moved)],
             );
         }
-        let [records, due, inflight, dead, tenants, meta, lanes, members, hook_ids] = dbs;
+        let [records, due, inflight, dead, tenants, meta, lanes, members, hook_ids, dedupe, dedupe_ends] =
+            dbs;
         let store = ShardStore {
             env,
             records,
@@ -333,6 +342,8 @@ impl ShardStore {
             lanes,
             members,
             hook_ids,
+            dedupe,
+            dedupe_ends,
             ingest_limit_bytes: fill::ingest_limit_bytes(max_bytes),
         };
         if upgrade {

@@ -3,8 +3,8 @@
 //! (a pending row due, in flight or waiting in its lane, a dead row dead),
 //! every index entry names a row, every lane's head is a pending row due or
 //! in flight whose record names that lane, every member's lane has a head,
-//! every row has its hook and every hook has a row, and the hook-id index
-//! agrees with the hooks. A row in no index (or
+//! every row has its hook and every hook has a row, the hook-id index
+//! agrees with the hooks, and each dedupe entry has its end key. A row in no index (or
 //! behind a lane with no head) would be neither delivered nor listed: the
 //! way a store could lose a hook silently, which this looks for.
 
@@ -154,6 +154,9 @@ impl ShardStore {
             out.problem(format!("hook {seq} has no rows left"));
         }
         self.check_hook_index(&rtxn, &hooks, &rows, &mut out)?;
+        for problem in super::dedupe::check(self, &rtxn)? {
+            out.problem(problem);
+        }
         Ok(out)
     }
 

@@ -1,0 +1,229 @@
+//! Ingest deduplication: a source with a `dedupe_window_ms` stores a hook
+//! with a dedupe key once per window. A commit of the same key for the same
+//! source within the window stores nothing and is answered with the first
+//! hook's id, as a provider retrying a delivery whose answer it lost
+//! expects.
+//!
+//! - `dedupe`: SHA-256(source id, 0, dedupe key) → the window's end
+//!   (u64 ms) and the first hook's id.
+//! - `dedupe_ends`: (window end u64, that hash) → empty, in the order the
+//!   windows end.
+//!
+//! An entry is written in its hook's commit, so it is as durable as the
+//! hook. Each commit that writes one first deletes up to two whose window
+//! ended, so the entries stay about as many as the open windows hold; a
+//! lookup checks the end too, so an entry not yet deleted never matches.
+//! The window is the source's when the first hook was committed. A
+//! reshard does not carry the entries over (an entry names no tenant, so
+//! no shard): right after one, a redelivery is stored again, as a hook
+//! without a dedupe window is.
+
+use super::{ShardStore, StoreError};
+use crate::store::record::CorruptRecord;
+use heed::{RoTxn, RwTxn};
+use sha2::{Digest, Sha256};
+
+const HASH_BYTES: usize = 32;
+
+/// Expired entries a commit deletes before it writes its own.
+const EXPIRED_PER_COMMIT: usize = 2;
+
+fn hash(source_id: &str, dedupe_key: &str) -> [u8; HASH_BYTES] {
+    let mut h = Sha256::new();
+    h.update(source_id.as_bytes());
+    h.update([0]);
+    h.update(dedupe_key.as_bytes());
+    h.finalize().into()
+}
+
+fn end_key(ends_at_ms: u64, hash: &[u8; HASH_BYTES]) -> [u8; 8 + HASH_BYTES] {
+    let mut k = [0u8; 8 + HASH_BYTES];
+    k[..8].copy_from_slice(&ends_at_ms.to_be_bytes());
+    k[8..].copy_from_slice(hash);
+    k
+}
+
+/// An entry's window end and hook id.
+fn decode(v: &[u8]) -> Result<(u64, &str), CorruptRecord> {
+    let corrupt = CorruptRecord {
+        what: "dedupe entry",
+    };
+    let (end, id) = v.split_at_checked(8).ok_or(corrupt.clone())?;
+    let id = std::str::from_utf8(id).map_err(|_| corrupt)?;
+    Ok((u64::from_be_bytes(end.try_into().expect("8 bytes")), id))
+}
+
+/// The problems `goad verify` names: an entry that does not decode or has
+/// no end key of its end, an end key that names no entry of that end.
+pub(super) fn check(store: &ShardStore, txn: &RoTxn) -> Result<Vec<String>, StoreError> {
+    let mut problems = Vec::new();
+    for item in store.dedupe.iter(txn)? {
+        let (hash, v) = item?;
+        let hex = hex::encode(hash);
+        match (<&[u8; HASH_BYTES]>::try_from(hash), decode(v)) {
+            (Ok(hash), Ok((end_ms, _))) => {
+                if store
+                    .dedupe_ends
+                    .get(txn, &end_key(end_ms, hash))?
+                    .is_none()
+                {
+                    problems.push(format!("dedupe entry {hex} has no end key"));
+                }
+            }
+            _ => problems.push(format!("dedupe entry {hex} does not decode")),
+        }
+    }
+    for item in store.dedupe_ends.iter(txn)? {
+        let (k, _) = item?;
+        let named = match k.split_at_checked(8) {
+            Some((end, hash)) => store
+                .dedupe
+                .get(txn, hash)?
+                .and_then(|v| decode(v).ok())
+                .is_some_and(|(end_ms, _)| end_ms.to_be_bytes() == end),
+            None => false,
+        };
+        if !named {
+            problems.push(format!("dedupe end key {} names no entry", hex::encode(k)));
+        }
+    }
+    Ok(problems)
+}
+
+/// The id of the hook that took `dedupe_key` for `source_id` in a window
+/// still open at `now_ms`, if any.
+pub fn first_id(
+    store: &ShardStore,
+    txn: &RoTxn,
+    source_id: &str,
+    dedupe_key: &str,
+    now_ms: u64,
+) -> Result<Option<String>, StoreError> {
+    let Some(v) = store.dedupe.get(txn, &hash(source_id, dedupe_key))? else {
+        return Ok(None);
+    };
+    let (ends_at_ms, id) = decode(v)?;
+    Ok((now_ms < ends_at_ms).then(|| id.to_string()))
+}
+
+/// Records that hook `hook_id` took `dedupe_key` for `source_id` until
+/// `ends_at_ms`, after deleting up to two entries whose window ended.
+pub fn remember(
+    store: &ShardStore,
+    wtxn: &mut RwTxn,
+    source_id: &str,
+    dedupe_key: &str,
+    hook_id: &str,
+    now_ms: u64,
+    ends_at_ms: u64,
+) -> Result<(), StoreError> {
+    forget_ended(store, wtxn, now_ms)?;
+    let hash = hash(source_id, dedupe_key);
+    if let Some(old) = store.dedupe.get(wtxn, &hash)? {
+        // An ended window not yet deleted: its end key goes with it.
+        let (old_end_ms, _) = decode(old)?;
+        store
+            .dedupe_ends
+            .delete(wtxn, &end_key(old_end_ms, &hash))?;
+    }
+    let mut value = Vec::with_capacity(8 + hook_id.len());
+    value.extend_from_slice(&ends_at_ms.to_be_bytes());
+    value.extend_from_slice(hook_id.as_bytes());
+    store.dedupe.put(wtxn, &hash, &value)?;
+    store
+        .dedupe_ends
+        .put(wtxn, &end_key(ends_at_ms, &hash), &[])?;
+    Ok(())
+}
+
+/// Deletes up to `EXPIRED_PER_COMMIT` entries whose window ended by `now_ms`.
+fn forget_ended(store: &ShardStore, wtxn: &mut RwTxn, now_ms: u64) -> Result<(), StoreError> {
+    let ended: Vec<Vec<u8>> = store
+        .dedupe_ends
+        .iter(wtxn)?
+        .take(EXPIRED_PER_COMMIT)
+        .map(|item| item.map(|(k, _)| k.to_vec()))
+        .collect::<Result<_, _>>()?;
+    for key in ended {
+        let ends_at_ms = (key.len() == 8 + HASH_BYTES).then(|| super::keys::u64_at(&key, 0));
+        if ends_at_ms.is_some_and(|end| end > now_ms) {
+            break;
+        }
+        store.dedupe_ends.delete(wtxn, &key)?;
+        if let Some(hash) = key.get(8..) {
+            store.dedupe.delete(wtxn, hash)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(store: &ShardStore, txn: &RoTxn) -> (u64, u64) {
+        (
+            store.dedupe.len(txn).unwrap(),
+            store.dedupe_ends.len(txn).unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_key_matches_within_its_window_and_ended_entries_are_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+        let mut wtxn = store.env.write_txn().unwrap();
+        remember(&store, &mut wtxn, "gh", "d-1", "h1", 100, 1_100).unwrap();
+        remember(&store, &mut wtxn, "gh", "d-2", "h2", 200, 1_200).unwrap();
+        let first =
+            |txn: &RoTxn, source, key, now_ms| first_id(&store, txn, source, key, now_ms).unwrap();
+        assert_eq!(first(&wtxn, "gh", "d-1", 1_099).as_deref(), Some("h1"));
+        assert_eq!(first(&wtxn, "gh", "d-1", 1_100), None, "its window ended");
+        assert_eq!(first(&wtxn, "other", "d-1", 500), None, "another source's");
+        // A commit at 1,150 deletes d-1's ended entry, not d-2's.
+        remember(&store, &mut wtxn, "gh", "d-3", "h3", 1_150, 1_300).unwrap();
+        assert_eq!(counts(&store, &wtxn), (2, 2));
+        assert_eq!(first(&wtxn, "gh", "d-2", 1_150).as_deref(), Some("h2"));
+        // At 2,000 all three ended; a commit deletes two (d-2, d-3) and
+        // d-4's own; d-1 is long gone.
+        remember(&store, &mut wtxn, "gh", "d-4", "h4", 2_000, 3_000).unwrap();
+        assert_eq!(counts(&store, &wtxn), (1, 1));
+        // Three ended entries (d-4, a, b), the last retaken: two deleted by
+        // the budget, the third replaced with its end key.
+        for (key, id, end) in [("a", "ha", 3_010), ("b", "hb", 3_020)] {
+            remember(&store, &mut wtxn, "gh", key, id, 2_500, end).unwrap();
+        }
+        remember(&store, &mut wtxn, "gh", "b", "hb2", 3_500, 4_500).unwrap();
+        assert_eq!(first(&wtxn, "gh", "b", 3_600).as_deref(), Some("hb2"));
+        assert_eq!(counts(&store, &wtxn), (1, 1), "only b's new entry is left");
+    }
+
+    #[test]
+    fn verify_names_an_entry_without_its_end_key_and_a_stray_end_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+        let mut wtxn = store.env.write_txn().unwrap();
+        remember(&store, &mut wtxn, "gh", "d-1", "h1", 100, 1_100).unwrap();
+        remember(&store, &mut wtxn, "gh", "d-2", "h2", 100, 1_200).unwrap();
+        assert_eq!(check(&store, &wtxn).unwrap(), Vec::<String>::new());
+        let (h1, h2) = (hash("gh", "d-1"), hash("gh", "d-2"));
+        store
+            .dedupe_ends
+            .delete(&mut wtxn, &end_key(1_100, &h1))
+            .unwrap();
+        store
+            .dedupe_ends
+            .put(&mut wtxn, &end_key(1_300, &h2), &[])
+            .unwrap();
+        assert_eq!(
+            check(&store, &wtxn).unwrap(),
+            [
+                format!("dedupe entry {} has no end key", hex::encode(h1)),
+                format!(
+                    "dedupe end key {} names no entry",
+                    hex::encode(end_key(1_300, &h2))
+                ),
+            ]
+        );
+    }
+}
