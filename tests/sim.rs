@@ -26,8 +26,13 @@
 //! - an ordering lane (some sinks are ordered, per seed) runs one row at a
 //!   time, and its rows first start in commit order (a replayed row, which
 //!   rejoins its lane, aside);
+//! - a source with a dedupe window (some are, per seed) stores a dedupe key
+//!   at most once per window, across crashes: a commit answered with an
+//!   earlier hook's id names the last stored hook of that source and key,
+//!   committed less than a window before;
 //! - at the end, `verify` finds the store sound (every row in one index,
-//!   every lane with members headed).
+//!   every lane with members headed, the hook-id index and the dedupe
+//!   entries agreeing with the hooks).
 //!
 //! CI runs a fixed set of seeds; `GOAD_SIM_SEEDS=N` runs seeds 0..N (from
 //! `GOAD_SIM_FROM`, 0 by default), and `GOAD_SIM_SEED=S` one seed. A
@@ -69,6 +74,16 @@ struct Running {
     call: JobId,
 }
 
+/// A commit handed to the shard, as the checkers need it.
+struct Committing {
+    id: String,
+    source_id: Arc<str>,
+    /// Its dedupe key, if it has one and rows (a rowless hook is not stored).
+    dedupe_key: Option<String>,
+    window_ms: u64,
+    sinks: Vec<u16>,
+}
+
 struct Sim {
     seed: u64,
     rng: Rng,
@@ -84,8 +99,15 @@ struct Sim {
     sinks: HashMap<String, SinkModel>,
     /// The batch size of sinks of type `b`, if they batch.
     batch_max_entries: Option<NonZeroU16>,
-    /// Per acknowledged hook, the sinks it has rows for.
+    /// Per acknowledged hook (by seq), the sinks it has rows for.
     acked: HashMap<u64, Vec<u16>>,
+    /// The seq the shard gives the next hook it stores.
+    next_seq: u64,
+    /// Dedupe keys drawn from a PRNG of their own.
+    dedupe_rng: Rng,
+    /// Per (source, dedupe key), the last hook stored with it: its id and
+    /// when its window ends.
+    dedupe_taken: HashMap<(Arc<str>, String), (String, u64)>,
     delivered: HashSet<RowId>,
     /// Attempts started per row, across crashes.
     started: HashMap<RowId, u32>,
@@ -123,6 +145,13 @@ impl Sim {
             config
                 .sources
                 .push(SourceConfig::new(format!("s{i}"), *tenant, sinks));
+        }
+        // Dedupe windows, from a PRNG of their own too.
+        let mut dedupe_rng = Rng::new(seed ^ 0xd3d0_9e5e);
+        for source in &mut config.sources {
+            if dedupe_rng.below(2) == 0 {
+                source.dedupe_window_ms = Some(50 + dedupe_rng.below(5_000));
+            }
         }
         // Rates, from a PRNG of their own: a seed's other draws stay as
         // they were before sinks had rates.
@@ -211,6 +240,9 @@ impl Sim {
             sinks,
             batch_max_entries,
             acked: HashMap::new(),
+            next_seq: 1,
+            dedupe_rng,
+            dedupe_taken: HashMap::new(),
             delivered: HashSet::new(),
             started: HashMap::new(),
             lane_first_starts: HashMap::new(),
@@ -268,7 +300,9 @@ impl Sim {
             source_id: Arc::from(format!("s{i}")),
             received_at_ms: self.now_ms,
             content_type: None,
-            dedupe_key: None,
+            // Half the hooks of a source with a window carry one of 8 keys.
+            dedupe_key: (source.dedupe_window_ms > 0 && self.dedupe_rng.below(2) == 0)
+                .then(|| format!("e{}", self.dedupe_rng.below(8))),
             headers: vec![("k".into(), self.rng.below(3).to_string())],
             body: vec![0; 1 + self.rng.below(2_000) as usize],
         };
@@ -312,15 +346,41 @@ impl Sim {
         Ok(())
     }
 
+    /// A commit was answered: stored (`first_id` `None`, its hook takes the
+    /// next seq), or with the id of the last hook stored with its source
+    /// and dedupe key, within that hook's window.
+    fn check_dedupe(&mut self, hook: Committing, first_id: Option<String>) {
+        let key = hook.dedupe_key.map(|k| (hook.source_id, k));
+        let taken = key.as_ref().and_then(|key| self.dedupe_taken.get(key));
+        let open = taken.filter(|(_, ends_at_ms)| self.now_ms < *ends_at_ms);
+        match (first_id, open) {
+            (None, None) => {
+                self.acked.insert(self.next_seq, hook.sinks);
+                self.next_seq += 1;
+                if let Some(key) = key {
+                    let ends_at_ms = self.now_ms + hook.window_ms;
+                    self.dedupe_taken.insert(key, (hook.id, ends_at_ms));
+                }
+            }
+            (Some(first), Some((id, _))) if first == *id => {}
+            (first, open) => panic!(
+                "seed {}: hook {} with key {key:?} was answered {first:?}, but the open window is {open:?}",
+                self.seed, hook.id
+            ),
+        }
+    }
+
     /// One iteration at the current time with these commits.
     fn step(&mut self, shard: &mut ShardState, commits: Vec<NewRows>) {
-        let ids: Vec<u64> = commits
+        let hooks: Vec<Committing> = commits
             .iter()
-            .map(|c| c.hook.id.trim_start_matches("hook-").parse().unwrap())
-            .collect();
-        let sinks: Vec<Vec<u16>> = commits
-            .iter()
-            .map(|c| c.rows.iter().map(|row| row.sink_index).collect())
+            .map(|c| Committing {
+                id: c.hook.id.clone(),
+                source_id: c.hook.source_id.clone(),
+                dedupe_key: c.hook.dedupe_key.clone().filter(|_| !c.rows.is_empty()),
+                window_ms: c.dedupe_window_ms,
+                sinks: c.rows.iter().map(|row| row.sink_index).collect(),
+            })
             .collect();
         let due: Vec<(u64, JobId)> = self
             .pending
@@ -340,13 +400,10 @@ impl Sim {
         let mut calls = Vec::new();
         let out = shard.step(self.now_ms, commits, outcomes, &mut |call| calls.push(call));
         if let Some(committed) = out.committed {
-            assert!(
-                committed.is_ok(),
-                "seed {}: the store failed a commit: {committed:?}",
-                self.seed
-            );
-            for (id, indices) in ids.into_iter().zip(sinks) {
-                self.acked.insert(id, indices);
+            let first_ids = committed
+                .unwrap_or_else(|e| panic!("seed {}: the store failed a commit: {e:?}", self.seed));
+            for (hook, first_id) in hooks.into_iter().zip(first_ids) {
+                self.check_dedupe(hook, first_id);
             }
         }
         for job in &out.abandoned {
@@ -644,7 +701,8 @@ impl Sim {
     }
 
     /// Every commit is acknowledged in order (the simulated store does not
-    /// fail), so hook N has seq N: each of its rows was delivered or is dead.
+    /// fail), so the seqs of `acked` are the store's: each of their rows was
+    /// delivered or is dead.
     fn check_settled(&self, store: &ShardStore) {
         let verified = store.verify().unwrap();
         assert!(
