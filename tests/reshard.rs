@@ -208,6 +208,47 @@ fn a_resharded_directory_keeps_every_row_as_it_was_each_tenant_on_its_new_shard(
     assert_eq!(lane("b"), ["b1", "b2"], "lane b in commit order");
 }
 
+/// Dedupe windows survive a reshard: each entry moves to its tenant's new
+/// shard, so a key taken before is still answered with the first hook's id.
+#[test]
+fn dedupe_windows_move_with_their_tenants() {
+    let dir = tempfile::tempdir().unwrap();
+    let windowed = |shards| {
+        let mut c = layout(dir.path(), shards);
+        for source in &mut c.sources {
+            source.dedupe_window_ms = Some(86_400_000);
+        }
+        c
+    };
+    let keyed = |i: usize| NewHook {
+        dedupe_key: Some("evt-1".into()),
+        ..NewHook::new(format!("s{i}"), "x")
+    };
+    let (engine, _) = taking_engine(windowed(2));
+    let ids: Vec<String> = (0..6).map(|i| engine.commit(keyed(i)).unwrap()).collect();
+    engine.tick().unwrap();
+    drop(engine);
+    reshard(
+        dir.path(),
+        3,
+        MAX_SHARD_BYTES,
+        Engine::shard_of,
+        goad::runtime::wall_ms(),
+    )
+    .unwrap();
+    for k in 0..3 {
+        let store = ShardStore::open(dir.path(), k, 3).unwrap();
+        assert_eq!(store.verify().unwrap().problems, Vec::<String>::new());
+    }
+    let (engine, taken) = taking_engine(windowed(3));
+    let again: Vec<String> = (0..6).map(|i| engine.commit(keyed(i)).unwrap()).collect();
+    assert_eq!(again, ids);
+    let duplicates: u64 = engine.stats().iter().map(|s| s.duplicates).sum();
+    assert_eq!(duplicates, 6);
+    engine.tick().unwrap();
+    assert!(taken.lock().is_empty(), "nothing stored again");
+}
+
 /// A directory larger than one write transaction of the copy (10,000
 /// hooks) is copied whole, its rows' due times and order kept.
 #[test]

@@ -383,12 +383,10 @@ impl<'s> ShardState<'s> {
             };
             let mut writes = commits.len();
             for mut new in commits {
-                let dedupe_key = match (new.dedupe_window_ms, &new.hook.dedupe_key) {
-                    (1.., Some(key)) if !new.rows.is_empty() => Some(key.clone()),
-                    _ => None,
-                };
-                if let Some(key) = &dedupe_key {
-                    let first = dedupe::first_id(store, txn, &new.hook.source_id, key, now_ms)?;
+                // A rowless hook is not stored, so it takes no dedupe key.
+                let deduped = new.dedupe_window_ms > 0 && !new.rows.is_empty();
+                if deduped {
+                    let first = dedupe::first_id(store, txn, &new.hook, now_ms)?;
                     if first.is_some() {
                         first_ids.push(first);
                         continue;
@@ -397,10 +395,9 @@ impl<'s> ShardState<'s> {
                 new.hook.seq = self.next_seq;
                 self.next_seq += 1;
                 store::write_commit(store, txn, &mut self.tenants, &new.hook, &new.rows, now_ms)?;
-                if let Some(key) = &dedupe_key {
-                    let (source_id, id) = (&new.hook.source_id, &new.hook.id);
+                if deduped {
                     let ends_at_ms = now_ms.saturating_add(new.dedupe_window_ms);
-                    dedupe::remember(store, txn, source_id, key, id, now_ms, ends_at_ms)?;
+                    dedupe::remember(store, txn, &new.hook, now_ms, ends_at_ms)?;
                 }
                 self.core.handle_committed_for(&new.hook.tenant, now_ms);
                 first_ids.push(None);

@@ -5,7 +5,8 @@
 //! expects.
 //!
 //! - `dedupe`: SHA-256(source id, 0, dedupe key) → the window's end
-//!   (u64 ms) and the first hook's id.
+//!   (u64 ms), the source's tenant (u8 length, bytes) and the first hook's
+//!   id.
 //! - `dedupe_ends`: (window end u64, that hash) → empty, in the order the
 //!   windows end.
 //!
@@ -14,12 +15,10 @@
 //! ended, so the entries stay about as many as the open windows hold; a
 //! lookup checks the end too, so an entry not yet deleted never matches.
 //! The window is the source's when the first hook was committed. A
-//! reshard does not carry the entries over (an entry names no tenant, so
-//! no shard): right after one, a redelivery is stored again, as a hook
-//! without a dedupe window is.
+//! reshard moves each entry to its tenant's new shard.
 
+use super::record::{CorruptRecord, Hook};
 use super::{ShardStore, StoreError};
-use crate::store::record::CorruptRecord;
 use heed::{RoTxn, RwTxn};
 use sha2::{Digest, Sha256};
 
@@ -43,14 +42,39 @@ fn end_key(ends_at_ms: u64, hash: &[u8; HASH_BYTES]) -> [u8; 8 + HASH_BYTES] {
     k
 }
 
-/// An entry's window end and hook id.
-fn decode(v: &[u8]) -> Result<(u64, &str), CorruptRecord> {
-    let corrupt = CorruptRecord {
-        what: "dedupe entry",
-    };
-    let (end, id) = v.split_at_checked(8).ok_or(corrupt.clone())?;
-    let id = std::str::from_utf8(id).map_err(|_| corrupt)?;
-    Ok((u64::from_be_bytes(end.try_into().expect("8 bytes")), id))
+/// An entry as stored.
+struct Entry<'v> {
+    ends_at_ms: u64,
+    tenant: &'v str,
+    hook_id: &'v str,
+}
+
+impl<'v> Entry<'v> {
+    fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(9 + self.tenant.len() + self.hook_id.len());
+        v.extend_from_slice(&self.ends_at_ms.to_be_bytes());
+        v.push(self.tenant.len() as u8);
+        v.extend_from_slice(self.tenant.as_bytes());
+        v.extend_from_slice(self.hook_id.as_bytes());
+        v
+    }
+
+    fn decode(v: &'v [u8]) -> Result<Entry<'v>, CorruptRecord> {
+        let corrupt = || CorruptRecord {
+            what: "dedupe entry",
+        };
+        let (end, rest) = v.split_at_checked(8).ok_or_else(corrupt)?;
+        let (&len, rest) = rest.split_first().ok_or_else(corrupt)?;
+        let (tenant, id) = rest
+            .split_at_checked(usize::from(len))
+            .ok_or_else(corrupt)?;
+        let text = |b| std::str::from_utf8(b).map_err(|_| corrupt());
+        Ok(Entry {
+            ends_at_ms: u64::from_be_bytes(end.try_into().expect("8 bytes")),
+            tenant: text(tenant)?,
+            hook_id: text(id)?,
+        })
+    }
 }
 
 /// The problems `goad verify` names: an entry that does not decode or has
@@ -60,11 +84,11 @@ pub(super) fn check(store: &ShardStore, txn: &RoTxn) -> Result<Vec<String>, Stor
     for item in store.dedupe.iter(txn)? {
         let (hash, v) = item?;
         let hex = hex::encode(hash);
-        match (<&[u8; HASH_BYTES]>::try_from(hash), decode(v)) {
-            (Ok(hash), Ok((end_ms, _))) => {
+        match (<&[u8; HASH_BYTES]>::try_from(hash), Entry::decode(v)) {
+            (Ok(hash), Ok(entry)) => {
                 if store
                     .dedupe_ends
-                    .get(txn, &end_key(end_ms, hash))?
+                    .get(txn, &end_key(entry.ends_at_ms, hash))?
                     .is_none()
                 {
                     problems.push(format!("dedupe entry {hex} has no end key"));
@@ -79,8 +103,8 @@ pub(super) fn check(store: &ShardStore, txn: &RoTxn) -> Result<Vec<String>, Stor
             Some((end, hash)) => store
                 .dedupe
                 .get(txn, hash)?
-                .and_then(|v| decode(v).ok())
-                .is_some_and(|(end_ms, _)| end_ms.to_be_bytes() == end),
+                .and_then(|v| Entry::decode(v).ok())
+                .is_some_and(|entry| entry.ends_at_ms.to_be_bytes() == end),
             None => false,
         };
         if !named {
@@ -90,50 +114,81 @@ pub(super) fn check(store: &ShardStore, txn: &RoTxn) -> Result<Vec<String>, Stor
     Ok(problems)
 }
 
-/// The id of the hook that took `dedupe_key` for `source_id` in a window
-/// still open at `now_ms`, if any.
+/// The id of the hook that took `hook`'s dedupe key for its source in a
+/// window still open at `now_ms`, if any.
 pub fn first_id(
     store: &ShardStore,
     txn: &RoTxn,
-    source_id: &str,
-    dedupe_key: &str,
+    hook: &Hook,
     now_ms: u64,
 ) -> Result<Option<String>, StoreError> {
-    let Some(v) = store.dedupe.get(txn, &hash(source_id, dedupe_key))? else {
+    let Some(key) = &hook.dedupe_key else {
         return Ok(None);
     };
-    let (ends_at_ms, id) = decode(v)?;
-    Ok((now_ms < ends_at_ms).then(|| id.to_string()))
+    let Some(v) = store.dedupe.get(txn, &hash(&hook.source_id, key))? else {
+        return Ok(None);
+    };
+    let entry = Entry::decode(v)?;
+    Ok((now_ms < entry.ends_at_ms).then(|| entry.hook_id.to_string()))
 }
 
-/// Records that hook `hook_id` took `dedupe_key` for `source_id` until
+/// Records that `hook` took its dedupe key for its source until
 /// `ends_at_ms`, after deleting up to two entries whose window ended.
 pub fn remember(
     store: &ShardStore,
     wtxn: &mut RwTxn,
-    source_id: &str,
-    dedupe_key: &str,
-    hook_id: &str,
+    hook: &Hook,
     now_ms: u64,
     ends_at_ms: u64,
 ) -> Result<(), StoreError> {
+    let Some(key) = &hook.dedupe_key else {
+        return Ok(());
+    };
     forget_ended(store, wtxn, now_ms)?;
-    let hash = hash(source_id, dedupe_key);
-    if let Some(old) = store.dedupe.get(wtxn, &hash)? {
-        // An ended window not yet deleted: its end key goes with it.
-        let (old_end_ms, _) = decode(old)?;
-        store
-            .dedupe_ends
-            .delete(wtxn, &end_key(old_end_ms, &hash))?;
+    let entry = Entry {
+        ends_at_ms,
+        tenant: &hook.tenant,
+        hook_id: &hook.id,
+    };
+    put(store, wtxn, &hash(&hook.source_id, key), &entry.encode())
+}
+
+/// Writes an entry and its end key, replacing the entry of that hash
+/// (whose window ended) and its end key. A reshard writes each entry
+/// [`entries`] read into its tenant's new shard with it.
+pub(super) fn put(
+    store: &ShardStore,
+    wtxn: &mut RwTxn,
+    hash: &[u8; HASH_BYTES],
+    value: &[u8],
+) -> Result<(), StoreError> {
+    if let Some(old) = store.dedupe.get(wtxn, hash)? {
+        let old_end_ms = Entry::decode(old)?.ends_at_ms;
+        store.dedupe_ends.delete(wtxn, &end_key(old_end_ms, hash))?;
     }
-    let mut value = Vec::with_capacity(8 + hook_id.len());
-    value.extend_from_slice(&ends_at_ms.to_be_bytes());
-    value.extend_from_slice(hook_id.as_bytes());
-    store.dedupe.put(wtxn, &hash, &value)?;
+    let ends_at_ms = Entry::decode(value)?.ends_at_ms;
+    store.dedupe.put(wtxn, hash, value)?;
     store
         .dedupe_ends
-        .put(wtxn, &end_key(ends_at_ms, &hash), &[])?;
+        .put(wtxn, &end_key(ends_at_ms, hash), &[])?;
     Ok(())
+}
+
+/// Every entry of `store` as (hash, stored value, tenant), for a reshard
+/// to write in the tenant's new shard with [`put`].
+pub(super) fn entries(
+    store: &ShardStore,
+    txn: &RoTxn,
+) -> Result<Vec<([u8; HASH_BYTES], Vec<u8>, String)>, StoreError> {
+    let mut out = Vec::new();
+    for item in store.dedupe.iter(txn)? {
+        let (hash, v) = item?;
+        let hash = <[u8; HASH_BYTES]>::try_from(hash).map_err(|_| CorruptRecord {
+            what: "dedupe entry",
+        })?;
+        out.push((hash, v.to_vec(), Entry::decode(v)?.tenant.to_string()));
+    }
+    Ok(out)
 }
 
 /// Deletes up to `EXPIRED_PER_COMMIT` entries whose window ended by `now_ms`.
@@ -159,7 +214,19 @@ fn forget_ended(store: &ShardStore, wtxn: &mut RwTxn, now_ms: u64) -> Result<(),
 
 #[cfg(test)]
 mod tests {
+    use super::super::record::sample_hook;
     use super::*;
+    use std::sync::Arc;
+
+    /// Hook `id` of `source` with dedupe key `key`.
+    fn hook(source: &str, key: &str, id: &str) -> Hook {
+        Hook {
+            id: id.into(),
+            source_id: Arc::from(source),
+            dedupe_key: Some(key.into()),
+            ..sample_hook(0)
+        }
+    }
 
     fn counts(store: &ShardStore, txn: &RoTxn) -> (u64, u64) {
         (
@@ -173,27 +240,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = ShardStore::open(dir.path(), 0, 1).unwrap();
         let mut wtxn = store.env.write_txn().unwrap();
-        remember(&store, &mut wtxn, "gh", "d-1", "h1", 100, 1_100).unwrap();
-        remember(&store, &mut wtxn, "gh", "d-2", "h2", 200, 1_200).unwrap();
-        let first =
-            |txn: &RoTxn, source, key, now_ms| first_id(&store, txn, source, key, now_ms).unwrap();
+        remember(&store, &mut wtxn, &hook("gh", "d-1", "h1"), 100, 1_100).unwrap();
+        remember(&store, &mut wtxn, &hook("gh", "d-2", "h2"), 200, 1_200).unwrap();
+        let first = |txn: &RoTxn, source, key, now_ms| {
+            first_id(&store, txn, &hook(source, key, "later"), now_ms).unwrap()
+        };
         assert_eq!(first(&wtxn, "gh", "d-1", 1_099).as_deref(), Some("h1"));
         assert_eq!(first(&wtxn, "gh", "d-1", 1_100), None, "its window ended");
         assert_eq!(first(&wtxn, "other", "d-1", 500), None, "another source's");
         // A commit at 1,150 deletes d-1's ended entry, not d-2's.
-        remember(&store, &mut wtxn, "gh", "d-3", "h3", 1_150, 1_300).unwrap();
+        remember(&store, &mut wtxn, &hook("gh", "d-3", "h3"), 1_150, 1_300).unwrap();
         assert_eq!(counts(&store, &wtxn), (2, 2));
         assert_eq!(first(&wtxn, "gh", "d-2", 1_150).as_deref(), Some("h2"));
         // At 2,000 all three ended; a commit deletes two (d-2, d-3) and
         // d-4's own; d-1 is long gone.
-        remember(&store, &mut wtxn, "gh", "d-4", "h4", 2_000, 3_000).unwrap();
+        remember(&store, &mut wtxn, &hook("gh", "d-4", "h4"), 2_000, 3_000).unwrap();
         assert_eq!(counts(&store, &wtxn), (1, 1));
         // Three ended entries (d-4, a, b), the last retaken: two deleted by
         // the budget, the third replaced with its end key.
         for (key, id, end) in [("a", "ha", 3_010), ("b", "hb", 3_020)] {
-            remember(&store, &mut wtxn, "gh", key, id, 2_500, end).unwrap();
+            remember(&store, &mut wtxn, &hook("gh", key, id), 2_500, end).unwrap();
         }
-        remember(&store, &mut wtxn, "gh", "b", "hb2", 3_500, 4_500).unwrap();
+        remember(&store, &mut wtxn, &hook("gh", "b", "hb2"), 3_500, 4_500).unwrap();
         assert_eq!(first(&wtxn, "gh", "b", 3_600).as_deref(), Some("hb2"));
         assert_eq!(counts(&store, &wtxn), (1, 1), "only b's new entry is left");
     }
@@ -203,8 +271,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = ShardStore::open(dir.path(), 0, 1).unwrap();
         let mut wtxn = store.env.write_txn().unwrap();
-        remember(&store, &mut wtxn, "gh", "d-1", "h1", 100, 1_100).unwrap();
-        remember(&store, &mut wtxn, "gh", "d-2", "h2", 100, 1_200).unwrap();
+        remember(&store, &mut wtxn, &hook("gh", "d-1", "h1"), 100, 1_100).unwrap();
+        remember(&store, &mut wtxn, &hook("gh", "d-2", "h2"), 100, 1_200).unwrap();
         assert_eq!(check(&store, &wtxn).unwrap(), Vec::<String>::new());
         let (h1, h2) = (hash("gh", "d-1"), hash("gh", "d-2"));
         store

@@ -7,7 +7,8 @@
 //! ordering lanes their head and members in order. Within a tenant, commit
 //! order (seq) is kept. Rows claimed when the node stopped are made due
 //! first, as opening the node would. Replay counters are summed into the
-//! new shard 0, so a replay's progress reads the same. Open breakers are
+//! new shard 0, so a replay's progress reads the same. Dedupe entries go
+//! to their tenant's shard. Open breakers are
 //! not carried over: they close.
 //!
 //! The steps, each safe to crash in:
@@ -26,6 +27,7 @@
 //!
 //! The old shards stay in `before-reshard/` for the operator to delete.
 
+use super::dedupe;
 use super::hook_index::{self, Indexed};
 use super::keys::{
     hook_key, is_hook_key, lane_parts, parse_member_key, parse_row_key, row_key, timed_key,
@@ -318,8 +320,8 @@ struct Laned {
     size_bytes: u64,
 }
 
-/// Copies every hook and row of `old` into the targets, and its lanes; adds
-/// its replay counters to `replay_counters`.
+/// Copies every hook and row of `old` into the targets, its lanes and its
+/// dedupe entries; adds its replay counters to `replay_counters`.
 fn copy_shard(
     old: &ShardStore,
     targets: &mut [Target],
@@ -329,6 +331,11 @@ fn copy_shard(
     let rtxn = old.env.read_txn()?;
     let laned = copy_records(old, &rtxn, targets, shard_of)?;
     place_in_lanes(old, &rtxn, targets, laned)?;
+    for (hash, value, tenant) in dedupe::entries(old, &rtxn)? {
+        let target = &mut targets[shard_of(&tenant, targets.len())];
+        let store = target.store;
+        dedupe::put(store, target.txn()?, &hash, &value)?;
+    }
     for entry in old.meta.prefix_iter(&rtxn, b"replay/")? {
         let (name, value) = entry?;
         let value: [u8; 8] = value.try_into().map_err(|_| corrupt("replay counter"))?;
