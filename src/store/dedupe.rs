@@ -174,12 +174,13 @@ pub(super) fn put(
     Ok(())
 }
 
-/// Every entry of `store` as (hash, stored value, tenant), for a reshard
-/// to write in the tenant's new shard with [`put`].
-pub(super) fn entries(
-    store: &ShardStore,
-    txn: &RoTxn,
-) -> Result<Vec<([u8; HASH_BYTES], Vec<u8>, String)>, StoreError> {
+/// An entry as [`entries`] reads it: its hash, its stored value and its
+/// tenant.
+pub(super) type Stored = ([u8; HASH_BYTES], Vec<u8>, String);
+
+/// Every entry of `store`, for a reshard to write in the tenant's new
+/// shard with [`put`].
+pub(super) fn entries(store: &ShardStore, txn: &RoTxn) -> Result<Vec<Stored>, StoreError> {
     let mut out = Vec::new();
     for item in store.dedupe.iter(txn)? {
         let (hash, v) = item?;
