@@ -128,8 +128,11 @@ pub fn first_id(
     let Some(v) = store.dedupe.get(txn, &hash(&hook.source_id, key))? else {
         return Ok(None);
     };
-    let entry = Entry::decode(v)?;
-    Ok((now_ms < entry.ends_at_ms).then(|| entry.hook_id.to_string()))
+    // An entry that does not decode matches nothing; the commit replaces it.
+    let open = Entry::decode(v)
+        .ok()
+        .filter(|entry| now_ms < entry.ends_at_ms);
+    Ok(open.map(|entry| entry.hook_id.to_string()))
 }
 
 /// Records that `hook` took its dedupe key for its source until
@@ -154,17 +157,28 @@ pub fn remember(
 }
 
 /// Writes an entry and its end key, replacing the entry of that hash
-/// (whose window ended) and its end key. A reshard writes each entry
-/// [`entries`] read into its tenant's new shard with it.
+/// (whose window ended, or which does not decode) and its end key. A
+/// reshard writes each entry [`entries`] read into its tenant's new shard
+/// with it.
 pub(super) fn put(
     store: &ShardStore,
     wtxn: &mut RwTxn,
     hash: &[u8; HASH_BYTES],
     value: &[u8],
 ) -> Result<(), StoreError> {
-    if let Some(old) = store.dedupe.get(wtxn, hash)? {
-        let old_end_ms = Entry::decode(old)?.ends_at_ms;
-        store.dedupe_ends.delete(wtxn, &end_key(old_end_ms, hash))?;
+    let old = store
+        .dedupe
+        .get(wtxn, hash)?
+        .map(|v| Entry::decode(v).map(|e| e.ends_at_ms));
+    match old {
+        Some(Ok(old_end_ms)) => {
+            store.dedupe_ends.delete(wtxn, &end_key(old_end_ms, hash))?;
+        }
+        Some(Err(_)) => crate::log::error(
+            "a dedupe entry did not decode; replaced it (its end key goes when its time comes)",
+            &[("hash", &hex::encode(hash))],
+        ),
+        None => {}
     }
     let ends_at_ms = Entry::decode(value)?.ends_at_ms;
     store.dedupe.put(wtxn, hash, value)?;
@@ -192,7 +206,9 @@ pub(super) fn entries(store: &ShardStore, txn: &RoTxn) -> Result<Vec<Stored>, St
     Ok(out)
 }
 
-/// Deletes up to `EXPIRED_PER_COMMIT` entries whose window ended by `now_ms`.
+/// Deletes up to `EXPIRED_PER_COMMIT` end keys whose time came by `now_ms`,
+/// each with its entry if that ended too (a stray end key, left by an
+/// entry that did not decode, leaves a newer entry of its hash alone).
 fn forget_ended(store: &ShardStore, wtxn: &mut RwTxn, now_ms: u64) -> Result<(), StoreError> {
     let ended: Vec<Vec<u8>> = store
         .dedupe_ends
@@ -206,7 +222,14 @@ fn forget_ended(store: &ShardStore, wtxn: &mut RwTxn, now_ms: u64) -> Result<(),
             break;
         }
         store.dedupe_ends.delete(wtxn, &key)?;
-        if let Some(hash) = key.get(8..) {
+        let Some(hash) = key.get(8..) else {
+            continue;
+        };
+        let ended = match store.dedupe.get(wtxn, hash)? {
+            Some(v) => Entry::decode(v).map_or(true, |entry| entry.ends_at_ms <= now_ms),
+            None => false,
+        };
+        if ended {
             store.dedupe.delete(wtxn, hash)?;
         }
     }
@@ -294,5 +317,31 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    /// A stored entry that does not decode matches nothing, stalls no
+    /// commit, and is replaced; the end key it leaves behind deletes no
+    /// newer entry when its time comes.
+    #[test]
+    fn an_entry_that_does_not_decode_matches_nothing_and_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+        let mut wtxn = store.env.write_txn().unwrap();
+        remember(&store, &mut wtxn, &hook("gh", "d-1", "h1"), 100, 1_100).unwrap();
+        store
+            .dedupe
+            .put(&mut wtxn, &hash("gh", "d-1"), b"junk")
+            .unwrap();
+        let first = |txn: &RoTxn, now_ms| {
+            first_id(&store, txn, &hook("gh", "d-1", "later"), now_ms).unwrap()
+        };
+        assert_eq!(first(&wtxn, 200), None);
+        remember(&store, &mut wtxn, &hook("gh", "d-1", "h2"), 200, 5_000).unwrap();
+        assert_eq!(first(&wtxn, 300).as_deref(), Some("h2"));
+        // At 2,000 the stray end key (1,100) goes; h2's entry stays.
+        remember(&store, &mut wtxn, &hook("gh", "d-9", "h3"), 2_000, 6_000).unwrap();
+        assert_eq!(first(&wtxn, 2_100).as_deref(), Some("h2"));
+        assert_eq!(counts(&store, &wtxn), (2, 2));
+        assert_eq!(check(&store, &wtxn).unwrap(), Vec::<String>::new());
     }
 }
