@@ -148,8 +148,12 @@ pub(super) fn mark_purged(
     let Some(id) = id_at(store, wtxn, seq)? else {
         return Ok(());
     };
-    let Some(mut entry) = get(store, wtxn, &id)? else {
-        return Ok(());
+    let mut entry = match get(store, wtxn, &id) {
+        Ok(Some(entry)) => entry,
+        // An entry that does not decode is `goad verify`'s to name: the
+        // purge goes on.
+        Ok(None) | Err(StoreError::Corrupt(_)) => return Ok(()),
+        Err(e) => return Err(e),
     };
     for sink in entry.sinks.iter_mut().filter(|s| s.0 == sink_index) {
         sink.1 = true;
@@ -225,5 +229,35 @@ mod tests {
         assert!(Indexed::decode(&[0; 7]).is_err());
         assert!(Indexed::decode(&[0; 10]).is_err());
         assert!(Indexed::decode(&[0, 0, 0, 0, 0, 0, 0, 1, 0, 2, 9]).is_err());
+    }
+
+    /// A purge marks its row's sink in the entry; an entry that does not
+    /// decode stops no purge (`goad verify` names it).
+    #[test]
+    fn a_purge_marks_its_sink_and_a_junk_entry_stops_nothing() {
+        use super::super::record::sample_hook;
+        use super::super::{write_commit, NewRow, TenantTable};
+        let dir = tempfile::tempdir().unwrap();
+        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+        let mut tenants = TenantTable::load(&store).unwrap();
+        let mut wtxn = store.env.write_txn().unwrap();
+        let rows = [NewRow::unordered(0, "http"), NewRow::unordered(3, "sqs")];
+        for seq in [1, 2] {
+            write_commit(
+                &store,
+                &mut wtxn,
+                &mut tenants,
+                &sample_hook(seq),
+                &rows,
+                10,
+            )
+            .unwrap();
+        }
+        mark_purged(&store, &mut wtxn, 1, 3).unwrap();
+        let entry = get(&store, &wtxn, "h1").unwrap().unwrap();
+        assert_eq!(entry.sinks, [(0, false), (3, true)]);
+        store.hook_ids.put(&mut wtxn, b"h2", b"junk").unwrap();
+        mark_purged(&store, &mut wtxn, 2, 3).unwrap();
+        assert!(get(&store, &wtxn, "h2").is_err(), "left for verify to name");
     }
 }
