@@ -265,6 +265,16 @@ impl Core {
         );
         core.rng = self.rng.clone();
         core.draining = self.draining;
+        // Outcome counters count since the shard opened: the node's counters
+        // and a `tick` waiting for rows to settle never go back.
+        core.stats = CoreStats {
+            delivered: self.stats.delivered,
+            dead: self.stats.dead,
+            retried: self.stats.retried,
+            timed_out: self.stats.timed_out,
+            parked: self.stats.parked,
+            ..CoreStats::default()
+        };
         // Rates hold across the rebuild: each key keeps its next call's time.
         core.keys = self
             .keys

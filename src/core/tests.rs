@@ -916,6 +916,40 @@ fn a_duplicate_due_key_is_dropped_and_its_row_runs_once() {
     assert!(core.poll_job(5).is_none());
 }
 
+/// A rebuilt core counts on from the old one's outcome counters, so the
+/// shard's counters (and a `tick` waiting for rows to settle) never go back
+/// after a rebuild.
+#[test]
+fn a_rebuilt_core_keeps_the_outcome_counters() {
+    let config = config_with(vec![source("a", "t", &["x"])]);
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    for _ in 0..3 {
+        m.add("t", "a", &["x"], 0);
+    }
+    let mut results = [
+        Ok(()),
+        fail(FailureClass::Permanent),
+        fail(FailureClass::Transient),
+    ]
+    .into_iter();
+    settle_at(&mut c, &mut m, 0, &mut |_| results.next().unwrap_or(Ok(())));
+    let before = c.stats();
+    assert_eq!((before.delivered, before.dead, before.retried), (1, 1, 1));
+    let rebuilt = c.rebuilt(10).stats();
+    assert_eq!(
+        (
+            rebuilt.delivered,
+            rebuilt.dead,
+            rebuilt.retried,
+            rebuilt.timed_out,
+            rebuilt.parked
+        ),
+        (1, 1, 1, 0, 0)
+    );
+    assert_eq!(rebuilt.settled(), before.settled());
+}
+
 /// A core rebuilt while its predecessor's attempts still run (after a
 /// panic or a failed store write) takes them on as its own: they hold the
 /// key's `sink_concurrency` slots and their rows' claims, a result settles
