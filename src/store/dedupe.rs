@@ -153,17 +153,24 @@ pub fn remember(
         tenant: &hook.tenant,
         hook_id: &hook.id,
     };
-    put(store, wtxn, &hash(&hook.source_id, key), &entry.encode())
+    put(
+        store,
+        wtxn,
+        &hash(&hook.source_id, key),
+        ends_at_ms,
+        &entry.encode(),
+    )
 }
 
-/// Writes an entry and its end key, replacing the entry of that hash
-/// (whose window ended, or which does not decode) and its end key. A
-/// reshard writes each entry [`entries`] read into its tenant's new shard
-/// with it.
+/// Writes an entry (`value`, its window ending at `ends_at_ms`) and its end
+/// key, replacing the entry of that hash (whose window ended, or which
+/// does not decode) and its end key. A reshard writes each entry
+/// [`entries`] read into its tenant's new shard with it.
 pub(super) fn put(
     store: &ShardStore,
     wtxn: &mut RwTxn,
     hash: &[u8; HASH_BYTES],
+    ends_at_ms: u64,
     value: &[u8],
 ) -> Result<(), StoreError> {
     let old = store
@@ -180,7 +187,6 @@ pub(super) fn put(
         ),
         None => {}
     }
-    let ends_at_ms = Entry::decode(value)?.ends_at_ms;
     store.dedupe.put(wtxn, hash, value)?;
     store
         .dedupe_ends
@@ -188,9 +194,14 @@ pub(super) fn put(
     Ok(())
 }
 
-/// An entry as [`entries`] reads it: its hash, its stored value and its
-/// tenant.
-pub(super) type Stored = ([u8; HASH_BYTES], Vec<u8>, String);
+/// An entry as [`entries`] reads it.
+pub(super) struct Stored {
+    pub hash: [u8; HASH_BYTES],
+    pub ends_at_ms: u64,
+    pub tenant: String,
+    /// The entry's bytes, as [`put`] writes them.
+    pub value: Vec<u8>,
+}
 
 /// Every entry of `store`, for a reshard to write in the tenant's new
 /// shard with [`put`].
@@ -201,7 +212,13 @@ pub(super) fn entries(store: &ShardStore, txn: &RoTxn) -> Result<Vec<Stored>, St
         let hash = <[u8; HASH_BYTES]>::try_from(hash).map_err(|_| CorruptRecord {
             what: "dedupe entry",
         })?;
-        out.push((hash, v.to_vec(), Entry::decode(v)?.tenant.to_string()));
+        let entry = Entry::decode(v)?;
+        out.push(Stored {
+            hash,
+            ends_at_ms: entry.ends_at_ms,
+            tenant: entry.tenant.to_string(),
+            value: v.to_vec(),
+        });
     }
     Ok(out)
 }

@@ -49,8 +49,10 @@ pub fn purge(
     for (key, _, row) in &rows {
         store.dead.delete(wtxn, key)?;
         store.records.delete(wtxn, &row_key(*row))?;
-        hook_index::mark_purged(store, wtxn, row.seq, row.sink_index)?;
-        delete_hook_if_rowless(store, wtxn, row.seq)?;
+        // A hook that keeps other rows keeps its entry: mark the sink purged.
+        if !delete_hook_if_rowless(store, wtxn, row.seq)? {
+            hook_index::mark_purged(store, wtxn, row.seq, row.sink_index)?;
+        }
     }
     Ok(Purged {
         purged: rows.len() as u64,

@@ -331,10 +331,16 @@ fn copy_shard(
     let rtxn = old.env.read_txn()?;
     let laned = copy_records(old, &rtxn, targets, shard_of)?;
     place_in_lanes(old, &rtxn, targets, laned)?;
-    for (hash, value, tenant) in dedupe::entries(old, &rtxn)? {
-        let target = &mut targets[shard_of(&tenant, targets.len())];
+    for entry in dedupe::entries(old, &rtxn)? {
+        let target = &mut targets[shard_of(&entry.tenant, targets.len())];
         let store = target.store;
-        dedupe::put(store, target.txn()?, &hash, &value)?;
+        dedupe::put(
+            store,
+            target.txn()?,
+            &entry.hash,
+            entry.ends_at_ms,
+            &entry.value,
+        )?;
     }
     for entry in old.meta.prefix_iter(&rtxn, b"replay/")? {
         let (name, value) = entry?;

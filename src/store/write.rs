@@ -253,7 +253,8 @@ fn quarantine(
 fn forget(store: &ShardStore, wtxn: &mut RwTxn, row: RowId) -> Result<(), StoreError> {
     store.inflight.delete(wtxn, &row_key(row))?;
     store.records.delete(wtxn, &row_key(row))?;
-    delete_hook_if_rowless(store, wtxn, row.seq)
+    delete_hook_if_rowless(store, wtxn, row.seq)?;
+    Ok(())
 }
 
 /// The record of a row that leaves flight: due again at `at_ms`, or dead
@@ -336,11 +337,13 @@ fn number(tenants: &TenantTable, tenant: &str) -> u32 {
         .unwrap_or_else(|| panic!("tenant {tenant:?} has rows but no number"))
 }
 
+/// Deletes the hook at `seq` with its id-index entry if it has no rows
+/// left; returns whether it did.
 pub(super) fn delete_hook_if_rowless(
     store: &ShardStore,
     wtxn: &mut RwTxn,
     seq: u64,
-) -> Result<(), StoreError> {
+) -> Result<bool, StoreError> {
     let first = row_key(RowId { seq, sink_index: 0 });
     let last = row_key(RowId {
         seq,
@@ -352,5 +355,5 @@ pub(super) fn delete_hook_if_rowless(
         hook_index::forget(store, wtxn, seq)?;
         store.records.delete(wtxn, &hook_key(seq))?;
     }
-    Ok(())
+    Ok(!has_rows)
 }
