@@ -94,6 +94,18 @@ enum Command {
     Pressure(NodeArgs),
     /// A node's gauges per shard and per tenant.
     Stats(NodeArgs),
+    /// A node's sinks: each one's outcomes since the node started, its
+    /// latest failure and its breaker.
+    Sinks {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// Only this source's.
+        #[arg(long)]
+        source: Option<String>,
+        /// Only this tenant's.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -157,24 +169,27 @@ struct DeadLetterFilter {
 }
 
 impl DeadLetterFilter {
-    /// The filter and `more` parameters as a query string (`?a=1&b=2`, or
-    /// empty), values percent-encoded.
+    /// The filter and `more` parameters as a query string.
     fn query(&self, more: &[(&str, Option<String>)]) -> String {
         let mine = [
-            ("source_id", &self.source),
-            ("tenant", &self.tenant),
-            ("hook_id", &self.hook),
+            ("source_id", self.source.clone()),
+            ("tenant", self.tenant.clone()),
+            ("hook_id", self.hook.clone()),
         ];
-        let pairs: Vec<String> = mine
-            .into_iter()
-            .chain(more.iter().map(|(name, value)| (*name, value)))
-            .filter_map(|(name, value)| Some(format!("{name}={}", encode(value.as_ref()?))))
-            .collect();
-        if pairs.is_empty() {
-            String::new()
-        } else {
-            format!("?{}", pairs.join("&"))
-        }
+        query(mine.iter().chain(more))
+    }
+}
+
+/// The parameters that have a value as a query string (`?a=1&b=2`, or
+/// empty), values percent-encoded.
+fn query<'a>(params: impl Iterator<Item = &'a (&'a str, Option<String>)>) -> String {
+    let pairs: Vec<String> = params
+        .filter_map(|(name, value)| Some(format!("{name}={}", encode(value.as_ref()?))))
+        .collect();
+    if pairs.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", pairs.join("&"))
     }
 }
 
@@ -266,6 +281,14 @@ fn main() -> ExitCode {
         },
         Command::Pressure(node) => print_call(&node, "GET", "/v1/pressure", None),
         Command::Stats(node) => print_call(&node, "GET", "/v1/stats", None),
+        Command::Sinks {
+            node,
+            source,
+            tenant,
+        } => {
+            let query = query([("source_id", source), ("tenant", tenant)].iter());
+            print_call(&node, "GET", &format!("/v1/sinks{query}"), None)
+        }
     }
 }
 

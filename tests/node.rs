@@ -505,6 +505,7 @@ fn admin_routes_need_the_admin_token_and_health_and_metrics_do_not() {
         ("GET", "/v1/dead-letters"),
         ("DELETE", "/v1/dead-letters"),
         ("GET", "/v1/hooks/x"),
+        ("GET", "/v1/sinks"),
         ("POST", "/v1/replays"),
         ("GET", "/v1/replays/x"),
         ("POST", "/v1/sources/gh/dead-letter"),
@@ -1072,6 +1073,142 @@ fn a_hook_is_found_by_its_id_with_each_sinks_state() {
             (404, "unknown_hook".into())
         );
     }
+}
+
+/// `/v1/sinks` says which receiver fails and why: each configured sink's
+/// outcomes, latest failure and breaker (zeros for a sink with no attempt
+/// yet), filtered by source or tenant; `/metrics` carries the same counts.
+#[test]
+fn each_sinks_outcomes_failure_and_breaker_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|r| match r.path.as_str() {
+        "/ok" => Reply::status(200),
+        "/refuse" => Reply::status(400),
+        _ => Reply::status(503),
+    })
+    .unwrap();
+    let mut c = node_config(dir.path());
+    c.dispatch.breaker_failures = 2;
+    c.dispatch.breaker_open_ms = 3_600_000;
+    c.dispatch.breaker_max_open_ms = 3_600_000;
+    // No retry runs while the test looks: each sink has two attempts.
+    c.retry.base_ms = 60_000;
+    let sinks = ["/ok", "/refuse", "/down"].map(|path| SinkConfig::http(receiver.url(path)));
+    c.sources.push(source("a", "t1", sinks.to_vec()));
+    c.sources.push(source(
+        "b",
+        "t2",
+        vec![SinkConfig::http(receiver.url("/ok"))],
+    ));
+    let node = start(c);
+    let addr = node.local_addr();
+    let before_ms = goad::runtime::wall_ms();
+    ingest_n(addr, "a", 2);
+    let sinks = |query: &str| -> Vec<serde_json::Value> {
+        let shown = get(addr, &format!("/v1/sinks{query}")).json();
+        shown["sinks"].as_array().cloned().unwrap_or_default()
+    };
+    // Two rows a sink: /ok delivers both, /refuse dead-letters both, and
+    // /down's two failures open its breaker, which parks its rows.
+    wait_until("the breaker of /down open", Duration::from_secs(10), || {
+        let now = sinks("");
+        now.len() == 4
+            && now[0]["delivered"] == 2
+            && now[1]["dead"] == 2
+            && now[2]["breaker"] == "open"
+    });
+    let mut shown = sinks("");
+    let later_ms = goad::runtime::wall_ms();
+    // Each time is checked against the clock, then shown as "t".
+    let mut take_time = |sink: usize, path: &[&str]| -> u64 {
+        let mut at = &mut shown[sink];
+        for p in path {
+            at = &mut at[*p];
+        }
+        let taken = std::mem::replace(at, serde_json::json!("t"));
+        taken
+            .as_u64()
+            .unwrap_or_else(|| panic!("sink {sink}'s {path:?} is {taken}"))
+    };
+    let times = [
+        take_time(0, &["last_delivered_at_ms"]),
+        take_time(1, &["last_failure", "at_ms"]),
+        take_time(2, &["last_failure", "at_ms"]),
+    ];
+    assert!(
+        times.iter().all(|t| (before_ms..=later_ms).contains(t)),
+        "{times:?}"
+    );
+    let open_until_ms = take_time(2, &["breaker_open_until_ms"]);
+    assert_eq!(
+        open_until_ms,
+        times[2] + 3_600_000,
+        "opened by the last failure"
+    );
+    let sink = |source: &str, tenant: &str, index: u16| {
+        serde_json::json!({
+            "source_id": source, "tenant": tenant, "sink_index": index, "sink_type": "http",
+            "delivered": 0, "retried": 0, "dead": 0, "timed_out": 0,
+            "last_delivered_at_ms": null, "last_failure": null,
+            "breaker": "closed", "breaker_open_until_ms": null, "consecutive_failures": 0,
+            "running": 0, "queued": 0,
+        })
+    };
+    let with = |mut base: serde_json::Value, more: serde_json::Value| {
+        let fields = base.as_object_mut().unwrap();
+        fields.extend(more.as_object().unwrap().clone());
+        base
+    };
+    let expected = vec![
+        with(
+            sink("a", "t1", 0),
+            serde_json::json!({"delivered": 2, "last_delivered_at_ms": "t"}),
+        ),
+        with(
+            sink("a", "t1", 1),
+            serde_json::json!({"dead": 2,
+                               "last_failure": {"at_ms": "t", "error": "permanent: HTTP status 400"}}),
+        ),
+        with(
+            sink("a", "t1", 2),
+            serde_json::json!({"retried": 2, "consecutive_failures": 2,
+                               "breaker": "open", "breaker_open_until_ms": "t",
+                               "last_failure": {"at_ms": "t", "error": "HTTP status 503"}}),
+        ),
+        sink("b", "t2", 0),
+    ];
+    assert_eq!(shown, expected);
+    let sources = |query: &str| -> Vec<(String, u64)> {
+        let listed = sinks(query);
+        let pairs = listed.iter().map(|s| {
+            let source = s["source_id"].as_str().unwrap().to_string();
+            (source, s["sink_index"].as_u64().unwrap())
+        });
+        pairs.collect()
+    };
+    assert_eq!(sources("?source_id=b"), [("b".to_string(), 0)]);
+    assert_eq!(sources("?tenant=t1").len(), 3);
+    assert!(sources("?source_id=nope").is_empty());
+
+    let labels = |index: u16, result: &str| {
+        format!("tenant=\"t1\",source=\"a\",sink=\"{index}\",type=\"http\",result=\"{result}\"")
+    };
+    let sink_metric =
+        |index, result| metric(addr, "goad_sink_outcomes_total", &labels(index, result));
+    assert_eq!(
+        [
+            sink_metric(0, "delivered"),
+            sink_metric(1, "dead"),
+            sink_metric(2, "retried"),
+            sink_metric(2, "delivered"),
+        ],
+        [2.0, 2.0, 2.0, 0.0]
+    );
+    let open = |index: u16| {
+        let labels = format!("tenant=\"t1\",source=\"a\",sink=\"{index}\"");
+        metric(addr, "goad_sink_breaker_open", &labels)
+    };
+    assert_eq!((open(0), open(2)), (0.0, 1.0));
 }
 
 /// Scenario 28: a replay moves nothing while the node's lag is over
@@ -1851,6 +1988,28 @@ fn the_operator_cli_lists_replays_and_reports() {
     );
     let (code, out, _) = goad(&["hook", hook_id, "--body"], true);
     assert_eq!((code, out.as_str()), (Some(0), "x"));
+    for args in [
+        &["sinks"][..],
+        &["sinks", "--source", "a", "--tenant", "t1"],
+    ] {
+        let (code, out, _) = goad(args, true);
+        assert_eq!(code, Some(0), "{out}");
+        let sinks = serde_json::from_str::<serde_json::Value>(&out).unwrap()["sinks"].clone();
+        assert_eq!(
+            (
+                &sinks[0]["source_id"],
+                &sinks[0]["dead"],
+                sinks.as_array().unwrap().len()
+            ),
+            (&"a".into(), &1.into(), 1)
+        );
+    }
+    let (code, out, _) = goad(&["sinks", "--tenant", "t2"], true);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap(),
+        serde_json::json!({"sinks": []})
+    );
     let (code, _, err) = goad(&["hook", "no-such-hook"], true);
     assert_eq!(code, Some(1));
     assert!(err.contains("HTTP 404 unknown_hook"), "{err}");

@@ -472,6 +472,34 @@ impl Sim {
         );
     }
 
+    /// Each outcome of an attempt is its sink key's: the keys' counts add
+    /// up to the shard's (across rebuilds too), but for rows dead without
+    /// an attempt (source or sink gone, unreadable).
+    fn check_sink_outcomes(&self, shard: &ShardState) {
+        let seed = self.seed;
+        let core = shard.core();
+        let stats = core.stats();
+        let sinks = core.sink_stats();
+        let sum = |count: fn(&goad::core::SinkOutcomes) -> u64| -> u64 {
+            sinks.iter().map(|s| count(&s.outcomes)).sum()
+        };
+        assert_eq!(
+            (
+                sum(|o| o.delivered),
+                sum(|o| o.retried),
+                sum(|o| o.timed_out)
+            ),
+            (stats.delivered, stats.retried, stats.timed_out),
+            "seed {seed}: the sinks' delivered, retried and timed out vs the shard's"
+        );
+        assert!(
+            sum(|o| o.dead) <= stats.dead,
+            "seed {seed}: the sinks' dead {} over the shard's {}",
+            sum(|o| o.dead),
+            stats.dead
+        );
+    }
+
     fn check_limits(&self, shard: &ShardState) {
         let stats = shard.core().stats();
         let seed = self.seed;
@@ -660,6 +688,7 @@ impl Sim {
                 self.step(&mut shard, commits);
                 self.operate(&mut shard);
                 if self.rng.below(400) == 0 {
+                    self.check_sink_outcomes(&shard);
                     self.pending.clear();
                     self.running.clear();
                     self.call_starts.clear();
@@ -690,6 +719,7 @@ impl Sim {
                     .iter()
                     .all(|r| r.record.status == RowStatus::Dead)
             {
+                self.check_sink_outcomes(&shard);
                 return self.check_settled(&store);
             }
             self.advance(&shard);

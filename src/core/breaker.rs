@@ -46,6 +46,18 @@ enum State {
     HalfOpen { probe: Option<JobId> },
 }
 
+/// A breaker's state, as reports show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerState {
+    Closed,
+    /// Rows park until `until_ms`; then one attempt runs as a probe.
+    Open {
+        until_ms: u64,
+    },
+    /// Its open period is over: a probe runs or is next.
+    HalfOpen,
+}
+
 /// One key's breaker. A closed breaker with no failures is not kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Breaker {
@@ -163,6 +175,19 @@ impl Breaker {
     /// Open or half-open.
     pub fn is_open(&self) -> bool {
         self.state != State::Closed
+    }
+
+    pub fn state(&self) -> BreakerState {
+        match self.state {
+            State::Closed => BreakerState::Closed,
+            State::Open { until_ms } => BreakerState::Open { until_ms },
+            State::HalfOpen { .. } => BreakerState::HalfOpen,
+        }
+    }
+
+    /// Failures (not permanent errors) since the key's last answer that closed it.
+    pub fn failures(&self) -> u32 {
+        self.failures
     }
 }
 

@@ -38,9 +38,9 @@ mod types;
 pub mod wheel;
 mod window;
 
-pub use breaker::{Admit, Breaker, BreakerConfig, BreakerEvent};
+pub use breaker::{Admit, Breaker, BreakerConfig, BreakerEvent, BreakerState};
 pub use catalog::{Binding, Catalog, LaneBy, SinkEntry, SourceEntry};
-pub use report::TenantStats;
+pub use report::{LastFailure, SinkOutcomes, SinkStats, TenantStats};
 pub use retry::{FailureClass, RetryDecision};
 pub use rng::Rng;
 pub use stragglers::RunningAttempt;
@@ -104,6 +104,8 @@ struct KeyState {
     /// For a sink with `max_calls_per_s`: when the key's next call may
     /// start (µs, on the core's clock; see `slots`).
     next_call_us: u64,
+    /// What the key's attempts came to since the shard opened.
+    outcomes: SinkOutcomes,
 }
 
 /// Counters the shell reports (stats, demo, tick).
@@ -275,15 +277,15 @@ impl Core {
             parked: self.stats.parked,
             ..CoreStats::default()
         };
-        // Rates hold across the rebuild: each key keeps its next call's time.
+        // Rates and outcomes hold across the rebuild: each key keeps its
+        // next call's time and what its attempts came to.
         core.keys = self
             .keys
             .iter()
-            .filter(|(_, state)| state.next_call_us > 0)
             .map(|(key, state)| {
-                let next_call_us = state.next_call_us;
                 let state = KeyState {
-                    next_call_us,
+                    next_call_us: state.next_call_us,
+                    outcomes: state.outcomes.clone(),
                     ..KeyState::default()
                 };
                 (key.clone(), state)
@@ -347,6 +349,12 @@ impl Core {
                 .remove(&job)
                 .expect("a timer belongs to a running attempt");
             self.stats.timed_out += 1;
+            let key = &self.claims[&run.row].key;
+            self.keys
+                .get_mut(key)
+                .expect("a running key")
+                .outcomes
+                .timed_out += 1;
             let message = format!(
                 "attempt_timeout: no result after {} ms",
                 self.dispatch.attempt_timeout_ms
@@ -532,6 +540,13 @@ impl Core {
         let failure = match result {
             Ok(()) => {
                 self.stats.delivered += 1;
+                let outcomes = &mut self
+                    .keys
+                    .get_mut(&claim.key)
+                    .expect("a running key")
+                    .outcomes;
+                outcomes.delivered += 1;
+                outcomes.last_delivered_at_ms = Some(now_ms);
                 self.ops.push_back(StoreOp::Delivered {
                     row,
                     replay: claim.fields.replay.clone(),
@@ -552,29 +567,53 @@ impl Core {
             failure.class,
             &mut self.rng,
         );
+        let error = truncate(failure.message);
+        let outcomes = &mut self
+            .keys
+            .get_mut(&claim.key)
+            .expect("a running key")
+            .outcomes;
+        outcomes.last_failure = Some(LastFailure {
+            at_ms: now_ms,
+            error: error.clone(),
+        });
         let reason = match decision {
             RetryDecision::RetryAt { due_at_ms } => {
                 self.stats.retried += 1;
+                outcomes.retried += 1;
                 self.note_due(&fields.tenant, due_at_ms);
-                let error = Some(truncate(failure.message));
                 self.ops.push_back(StoreOp::Reschedule {
                     row,
                     fields,
                     due_at_ms,
-                    error,
+                    error: Some(error),
                 });
                 return call_ended;
             }
             RetryDecision::GiveUp => DeadReason::Sink {
                 sink_type: fields.sink_type.clone(),
-                error: truncate(failure.message),
+                error,
             },
             RetryDecision::Horizon => DeadReason::RetryHorizon {
                 sink_type: fields.sink_type.clone(),
             },
         };
-        self.dead(now_ms, row, fields, reason);
+        self.sink_dead(now_ms, &claim.key, row, fields, reason);
         call_ended
+    }
+
+    /// Dead-letters a row by its key's answers (an error, its attempts used
+    /// up, or its retry horizon), counting it as the key's outcome too.
+    fn sink_dead(
+        &mut self,
+        now_ms: u64,
+        key: &SinkKey,
+        row: RowId,
+        fields: RowFields,
+        reason: DeadReason,
+    ) {
+        self.keys.entry(key.clone()).or_default().outcomes.dead += 1;
+        self.dead(now_ms, row, fields, reason);
     }
 
     fn dead(&mut self, now_ms: u64, row: RowId, fields: RowFields, reason: DeadReason) {
@@ -677,7 +716,7 @@ impl Core {
                 let reason = DeadReason::RetryHorizon {
                     sink_type: fields.sink_type.clone(),
                 };
-                return self.dead(now_ms, row, fields, reason);
+                return self.sink_dead(now_ms, key, row, fields, reason);
             }
             due_at_ms = due_at_ms.min(horizon_ms);
         }

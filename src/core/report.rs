@@ -1,6 +1,6 @@
-//! Per-tenant gauges for the node's stats route.
+//! Per-tenant and per-sink gauges and counters for the node's stats routes.
 
-use super::{Core, TenantId};
+use super::{BreakerState, Core, SinkKey, TenantId};
 
 /// One tenant's claimed, running and parked rows and open breakers in a shard.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,6 +14,61 @@ pub struct TenantStats {
     pub parked: u64,
     /// The tenant's sink keys whose breaker is open or half-open.
     pub breakers_open: u64,
+}
+
+/// What one sink key's attempts came to since the shard opened. Rows
+/// dead-lettered before any attempt of theirs could run (their source or
+/// sink gone from the config, their record unreadable) are not a sink's
+/// outcomes and are counted only in the shard's totals.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SinkOutcomes {
+    pub delivered: u64,
+    /// Failed and due again.
+    pub retried: u64,
+    /// Dead-lettered by the sink's answers: a permanent error, the
+    /// attempts used up, or the retry horizon passed.
+    pub dead: u64,
+    /// Attempts that reached `attempt_timeout_ms` (each also counted as
+    /// retried or dead).
+    pub timed_out: u64,
+    pub last_delivered_at_ms: Option<u64>,
+    pub last_failure: Option<LastFailure>,
+}
+
+/// A sink key's latest failed attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastFailure {
+    pub at_ms: u64,
+    /// The sink's error, as the row stores it.
+    pub error: String,
+}
+
+/// One sink key in a shard: its outcomes, its breaker and its calls now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SinkStats {
+    pub key: SinkKey,
+    pub outcomes: SinkOutcomes,
+    pub breaker: BreakerState,
+    /// Failures in a row that count toward opening the breaker.
+    pub consecutive_failures: u32,
+    /// Sink calls running: one per attempt, one per batch of attempts.
+    pub running: u64,
+    /// Claimed rows waiting for a slot.
+    pub queued: u64,
+}
+
+impl SinkStats {
+    /// A key with no attempts and no breaker.
+    pub fn unseen(key: SinkKey) -> SinkStats {
+        SinkStats {
+            key,
+            outcomes: SinkOutcomes::default(),
+            breaker: BreakerState::Closed,
+            consecutive_failures: 0,
+            running: 0,
+            queued: 0,
+        }
+    }
 }
 
 impl Core {
@@ -38,4 +93,39 @@ impl Core {
         out.sort_by(|a, b| a.tenant.cmp(&b.tenant));
         out
     }
+
+    /// Every sink key the core has claimed rows for or keeps a breaker of,
+    /// by source, sink index and type.
+    pub fn sink_stats(&self) -> Vec<SinkStats> {
+        let mut out: Vec<SinkStats> = self
+            .keys
+            .iter()
+            .map(|(key, state)| {
+                let breaker = self.breakers.get(key);
+                SinkStats {
+                    key: key.clone(),
+                    outcomes: state.outcomes.clone(),
+                    breaker: breaker.map_or(BreakerState::Closed, |b| b.state()),
+                    consecutive_failures: breaker.map_or(0, |b| b.failures()),
+                    running: state.calls,
+                    queued: state.queue.len() as u64,
+                }
+            })
+            .collect();
+        let restored = self
+            .breakers
+            .iter()
+            .filter(|(key, _)| !self.keys.contains_key(*key));
+        out.extend(restored.map(|(key, breaker)| SinkStats {
+            breaker: breaker.state(),
+            consecutive_failures: breaker.failures(),
+            ..SinkStats::unseen(key.clone())
+        }));
+        out.sort_by(|a, b| sink_order(&a.key).cmp(&sink_order(&b.key)));
+        out
+    }
+}
+
+fn sink_order(key: &SinkKey) -> (&str, u16, &str) {
+    (&key.source_id, key.sink_index, &key.sink_type)
 }

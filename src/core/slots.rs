@@ -189,7 +189,7 @@ impl Core {
             let reason = DeadReason::RetryHorizon {
                 sink_type: claim.fields.sink_type.clone(),
             };
-            self.dead(now_ms, row, claim.fields, reason);
+            self.sink_dead(now_ms, key, row, claim.fields, reason);
         }
         rows
     }

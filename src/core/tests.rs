@@ -10,6 +10,7 @@ use std::num::NonZeroU16;
 mod batches;
 mod rates;
 mod sink_retry;
+mod sink_stats;
 
 /// The due index and rows as plain maps; store ops are applied to it.
 #[derive(Default)]

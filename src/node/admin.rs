@@ -5,6 +5,7 @@ use super::hook_status::{hook_json, hook_status};
 use super::http::{Replier, Request, Response};
 use super::replay::ReplaySpec;
 use super::routes::WorkerRoute;
+use super::sinks::sinks;
 use super::{metrics, NodeState};
 use crate::config::Config;
 use crate::runtime::Engine;
@@ -88,6 +89,7 @@ fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Req
         WorkerRoute::DeadLetters => dead_letters(engine, request),
         WorkerRoute::DeadLetter(id) => dead_letter(engine, id),
         WorkerRoute::Hook(id) => hook_status(engine, id),
+        WorkerRoute::Sinks => sinks(engine, request),
         WorkerRoute::PurgeDeadLetters => purge_dead_letters(engine, request),
         WorkerRoute::CreateReplay => create_replay(state, engine, request),
         WorkerRoute::RedeemClaim(tenant, sha256) => match engine.redeem_claim(tenant, sha256) {
@@ -132,7 +134,7 @@ pub(super) fn store_error(e: &crate::store::StoreError) -> Response {
     Response::unavailable("store_unavailable", &e.to_string(), 1)
 }
 
-fn unavailable(e: &crate::runtime::Unavailable) -> Response {
+pub(super) fn unavailable(e: &crate::runtime::Unavailable) -> Response {
     Response::unavailable("dispatch_unavailable", &e.to_string(), 1)
 }
 

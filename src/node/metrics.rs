@@ -4,6 +4,7 @@
 
 use super::ingest_counts::IngestCounts;
 use super::replay::Replays;
+use crate::core::{BreakerState, SinkStats};
 use crate::runtime::latency::{LatencySnapshot, BUCKET_BOUNDS_MS};
 use crate::runtime::{wall_ms, Engine, ShardStats};
 use crate::store::StoreError;
@@ -100,6 +101,43 @@ impl Family<'_> {
                     "goad_deliveries_total{{shard=\"{k}\",result=\"{result}\"}} {v}"
                 );
             }
+        }
+    }
+
+    /// Each configured sink's attempt outcomes, and whether its breaker is open.
+    fn sinks(&mut self, sinks: &[SinkStats]) {
+        self.head(
+            "goad_sink_outcomes_total",
+            "counter",
+            "Each configured sink's attempt outcomes by result (as goad_deliveries_total; rows dead-lettered because their source or sink left the config are not a sink's).",
+        );
+        for s in sinks {
+            let o = &s.outcomes;
+            for (result, v) in [
+                ("delivered", o.delivered),
+                ("retried", o.retried),
+                ("dead", o.dead),
+                ("timed_out", o.timed_out),
+            ] {
+                let _ = writeln!(
+                    self.out,
+                    "goad_sink_outcomes_total{{{},result=\"{result}\"}} {v}",
+                    sink_labels(s)
+                );
+            }
+        }
+        self.head(
+            "goad_sink_breaker_open",
+            "gauge",
+            "1 while the sink's breaker is open or half-open (its rows park), else 0.",
+        );
+        for s in sinks {
+            let open = u8::from(s.breaker != BreakerState::Closed);
+            let _ = writeln!(
+                self.out,
+                "goad_sink_breaker_open{{{}}} {open}",
+                sink_labels(s)
+            );
         }
     }
 
@@ -239,6 +277,27 @@ const SHARD_FAMILIES: &[ShardFamily] = &[
     ),
 ];
 
+/// A sink's labels: its tenant, source, index and type.
+fn sink_labels(s: &SinkStats) -> String {
+    let k = &s.key;
+    format!(
+        "tenant=\"{}\",source=\"{}\",sink=\"{}\",type=\"{}\"",
+        k.tenant,
+        k.source_id,
+        k.sink_index,
+        escape_label(&k.sink_type)
+    )
+}
+
+/// A label value as the text format wants it: ids are `[A-Za-z0-9_-]`,
+/// but a host sink's type is whatever name the host registered it under.
+fn escape_label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 /// The whole exposition.
 pub fn render(
     engine: &Engine,
@@ -256,6 +315,10 @@ pub fn render(
     f.stats_families(COMMIT_FAMILIES, &stats);
     f.deliveries(&stats);
     f.attempt_latency(&engine.attempt_latency());
+    // Shards that do not answer in time (stopping) leave these out.
+    if let Ok(sinks) = engine.sink_stats() {
+        f.sinks(&sinks);
+    }
     f.per_shard(
         "goad_due_rows",
         "gauge",
@@ -300,4 +363,15 @@ pub fn render(
     f.replays(replays);
     f.ingest(ingest);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape_label;
+
+    #[test]
+    fn label_values_escape_backslashes_quotes_and_newlines() {
+        assert_eq!(escape_label("my-sink_2"), "my-sink_2");
+        assert_eq!(escape_label("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+    }
 }

@@ -18,6 +18,7 @@ mod metrics;
 pub mod provider_signature;
 pub mod replay;
 mod routes;
+mod sinks;
 
 use crate::config::{Config, ConfigError};
 use crate::runtime::{Engine, OpenError};

@@ -38,6 +38,8 @@ pub enum WorkerRoute {
     PurgeDeadLetters,
     /// A hook and its sinks' states, by the id its ingest returned.
     Hook(String),
+    /// Every configured sink's outcomes and breaker.
+    Sinks,
     CreateReplay,
     GetReplay(String),
     DeadLetterSource(String),
@@ -75,6 +77,7 @@ pub fn route(method: &str, path: &str) -> Result<Route, Response> {
         ["v1", "hooks", id] if !id.is_empty() => {
             (Route::Worker(WorkerRoute::Hook(id.to_string())), &["GET"])
         }
+        ["v1", "sinks"] => (Route::Worker(WorkerRoute::Sinks), &["GET"]),
         ["v1", "replays"] => (Route::Worker(WorkerRoute::CreateReplay), &["POST"]),
         ["v1", "replays", id] if !id.is_empty() => (
             Route::Worker(WorkerRoute::GetReplay(id.to_string())),

@@ -7,12 +7,13 @@ use super::engine::{Engine, Unavailable};
 use super::latency::LatencySnapshot;
 use super::shard::ShardInput;
 use super::wall_ms;
-use crate::core::{TenantId, TenantStats};
+use crate::core::{SinkKey, SinkStats, TenantId, TenantStats};
 use crate::store::{
     DeadFilter, DeadItem, DeadLetter, DeadPosition, HookStatus, Revived, StoreError,
 };
 use crate::store::{PurgeStep, ReplayCounts, ReviveStep};
 use crossbeam_channel::Sender;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -280,6 +281,37 @@ impl Engine {
                 due,
                 tenants,
             });
+        }
+        Ok(out)
+    }
+
+    /// Every sink of the config, sources in config order and each source's
+    /// sinks by index: what its attempts came to since the node started,
+    /// its breaker and its calls now. A sink with no attempts yet shows
+    /// zeros.
+    pub fn sink_stats(&self) -> Result<Vec<SinkStats>, Unavailable> {
+        let replies =
+            self.ask_shards(0..self.shards.len(), SHARD_CALL_WAIT, ShardInput::SinkStats)?;
+        let mut seen: HashMap<SinkKey, SinkStats> = replies
+            .into_iter()
+            .flatten()
+            .map(|stats| (stats.key.clone(), stats))
+            .collect();
+        let config = self.config.read();
+        let mut out = Vec::new();
+        for source in &config.sources {
+            for (index, sink) in source.sinks.iter().enumerate() {
+                let key = SinkKey {
+                    tenant: source.tenant.as_str().into(),
+                    source_id: source.id.as_str().into(),
+                    sink_index: index as u16,
+                    sink_type: sink.kind.as_str().into(),
+                };
+                out.push(match seen.remove(&key) {
+                    Some(stats) => stats,
+                    None => SinkStats::unseen(key),
+                });
+            }
         }
         Ok(out)
     }

@@ -20,7 +20,7 @@ use super::restart::Restarts;
 use super::room::StoreRoom;
 use super::step::{NewRows, ShardState, StepOutput};
 use crate::config::DispatchConfig;
-use crate::core::{AttemptResult, Call, Catalog, Core, Grant, JobId, TenantStats};
+use crate::core::{AttemptResult, Call, Catalog, Core, Grant, JobId, SinkStats, TenantStats};
 use crate::limits::{
     GROUP_COMMIT_LINGER_US, MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS,
     SHUTDOWN_GRACE_MS,
@@ -62,6 +62,8 @@ pub enum ShardInput {
     },
     /// Answer with the core's per-tenant gauges.
     TenantStats(Sender<Vec<TenantStats>>),
+    /// Answer with the core's per-sink outcomes and breakers.
+    SinkStats(Sender<Vec<SinkStats>>),
     /// Answer with the rows settled once nothing is claimed, running or due.
     Tick(Sender<u64>),
     /// Stop claiming, let running attempts finish (within a grace period), exit.
@@ -361,6 +363,9 @@ impl ShardLoop {
             }
             ShardInput::TenantStats(reply) => {
                 let _ = reply.send(state.core().tenant_stats());
+            }
+            ShardInput::SinkStats(reply) => {
+                let _ = reply.send(state.core().sink_stats());
             }
             ShardInput::Tick(reply) => self
                 .tick_waiters

@@ -1,0 +1,133 @@
+//! Per-sink outcomes: each key counts what its own attempts came to, keeps
+//! its latest failure and shows its breaker, and a rebuilt core keeps them.
+
+use super::*;
+
+#[test]
+fn each_sink_counts_its_own_outcomes_and_shows_its_breaker() {
+    let mut config = config_with(vec![
+        source("a", "t", &["x", "y"]),
+        source("b", "u", &["x"]),
+    ]);
+    config.dispatch.breaker_failures = 2;
+    config.dispatch.breaker_open_ms = 1_000;
+    config.dispatch.attempt_timeout_ms = 1_000;
+    config.retry.base_ms = 0;
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    m.add("t", "a", &["x", "y"], 0);
+    m.add("u", "b", &["x"], 0);
+    c.handle_scan(0, &mut m);
+    let _ = m.apply(&mut c);
+    let jobs: Vec<Job> = std::iter::from_fn(|| c.poll_job(0)).collect();
+    let job = |source: &str, index: u16| {
+        let found = jobs
+            .iter()
+            .find(|j| &*j.key.source_id == source && j.key.sink_index == index);
+        found.expect("a job of each sink").id
+    };
+    c.handle_outcome(5, job("a", 0), Ok(()));
+    c.handle_outcome(6, job("a", 1), fail(FailureClass::Transient));
+    c.handle_outcome(7, job("b", 0), fail(FailureClass::Permanent));
+    let _ = m.apply(&mut c);
+    // a/1 is due again at once (base 0): it starts, and times out.
+    c.handle_scan(10, &mut m);
+    let _ = m.apply(&mut c);
+    assert_eq!(c.poll_job(10).map(|j| j.key.sink_index), Some(1));
+    c.handle_timers(1_010);
+    let _ = m.apply(&mut c);
+
+    let key = |tenant: &str, source: &str, sink_index: u16, sink_type: &str| SinkKey {
+        tenant: tenant.into(),
+        source_id: source.into(),
+        sink_index,
+        sink_type: sink_type.into(),
+    };
+    let expected = vec![
+        SinkStats {
+            outcomes: SinkOutcomes {
+                delivered: 1,
+                last_delivered_at_ms: Some(5),
+                ..SinkOutcomes::default()
+            },
+            ..SinkStats::unseen(key("t", "a", 0, "x"))
+        },
+        SinkStats {
+            outcomes: SinkOutcomes {
+                retried: 2,
+                timed_out: 1,
+                last_failure: Some(LastFailure {
+                    at_ms: 1_010,
+                    error: "attempt_timeout: no result after 1000 ms".into(),
+                }),
+                ..SinkOutcomes::default()
+            },
+            breaker: BreakerState::Open { until_ms: 2_010 },
+            consecutive_failures: 2,
+            ..SinkStats::unseen(key("t", "a", 1, "y"))
+        },
+        SinkStats {
+            outcomes: SinkOutcomes {
+                dead: 1,
+                last_failure: Some(LastFailure {
+                    at_ms: 7,
+                    error: "down".into(),
+                }),
+                ..SinkOutcomes::default()
+            },
+            ..SinkStats::unseen(key("u", "b", 0, "x"))
+        },
+    ];
+    assert_eq!(c.sink_stats(), expected);
+
+    // A rebuilt core keeps the outcomes; its breakers come back from the
+    // store (`restore_breaker`), as at any open.
+    let mut rebuilt = c.rebuilt(1_020);
+    rebuilt.restore_breaker(key("t", "a", 1, "y"), 2_010, 1);
+    let mut kept = expected;
+    kept[1].consecutive_failures = 0;
+    assert_eq!(rebuilt.sink_stats(), kept);
+}
+
+#[test]
+fn rows_past_their_horizon_in_the_queue_are_the_sinks_dead() {
+    let mut config = config_with(vec![source("a", "t", &["x"])]);
+    config.retry.max_elapsed_ms = 1_000;
+    config.retry.base_ms = 0;
+    let mut c = core(
+        &config,
+        Grant {
+            concurrency: 1,
+            ..BIG
+        },
+    );
+    let mut m = Model::default();
+    m.add("t", "a", &["x"], 0);
+    m.add("t", "a", &["x"], 0);
+    // Time starts at 1: a first attempt at 0 would read as none yet.
+    c.handle_scan(1, &mut m);
+    let _ = m.apply(&mut c);
+    let first = c.poll_job(1).expect("one slot");
+    c.handle_outcome(2, first.id, fail(FailureClass::Transient));
+    let _ = m.apply(&mut c);
+    let second = c.poll_job(2).expect("the slot is free");
+    // The first row, due again, is claimed and queues behind the second
+    // until after its horizon (first attempt at 1 + 1,000 ms).
+    c.handle_scan(2, &mut m);
+    let _ = m.apply(&mut c);
+    c.handle_outcome(2_000, second.id, Ok(()));
+    assert!(
+        c.poll_job(2_000).is_none(),
+        "the queued row is past its horizon"
+    );
+    let ops = m.apply(&mut c);
+    assert!(
+        matches!(ops.last(), Some(StoreOp::Dead { row, .. }) if *row == first.row),
+        "{ops:?}"
+    );
+    let outcomes = &c.sink_stats()[0].outcomes;
+    assert_eq!(
+        (outcomes.delivered, outcomes.retried, outcomes.dead),
+        (1, 1, 1)
+    );
+}

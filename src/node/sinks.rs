@@ -1,0 +1,60 @@
+//! `GET /v1/sinks`: every configured sink with what its attempts came to
+//! since the node started, its latest failure and its breaker: which
+//! receiver is failing, and why, without reading the logs.
+
+use super::admin::unavailable;
+use super::http::{Request, Response};
+use crate::core::{BreakerState, SinkStats};
+use crate::runtime::Engine;
+use serde_json::{json, Value};
+
+pub(super) fn sinks(engine: &Engine, request: &Request) -> Response {
+    let source = request.query_param("source_id").filter(|s| !s.is_empty());
+    let tenant = request.query_param("tenant").filter(|t| !t.is_empty());
+    let stats = match engine.sink_stats() {
+        Ok(stats) => stats,
+        Err(e) => return unavailable(&e),
+    };
+    let sinks: Vec<Value> = stats
+        .iter()
+        .filter(|s| source.as_deref().is_none_or(|id| *s.key.source_id == *id))
+        .filter(|s| tenant.as_deref().is_none_or(|t| *s.key.tenant == *t))
+        .map(sink_json)
+        .collect();
+    Response::json(200, &json!({ "sinks": sinks }))
+}
+
+/// `closed`, `open` or `half_open`, and when an open one lets a probe through.
+pub(super) fn breaker_name(state: BreakerState) -> (&'static str, Option<u64>) {
+    match state {
+        BreakerState::Closed => ("closed", None),
+        BreakerState::Open { until_ms } => ("open", Some(until_ms)),
+        BreakerState::HalfOpen => ("half_open", None),
+    }
+}
+
+fn sink_json(stats: &SinkStats) -> Value {
+    let key = &stats.key;
+    let outcomes = &stats.outcomes;
+    let (breaker, open_until_ms) = breaker_name(stats.breaker);
+    json!({
+        "source_id": &*key.source_id,
+        "tenant": &*key.tenant,
+        "sink_index": key.sink_index,
+        "sink_type": &*key.sink_type,
+        "delivered": outcomes.delivered,
+        "retried": outcomes.retried,
+        "dead": outcomes.dead,
+        "timed_out": outcomes.timed_out,
+        "last_delivered_at_ms": outcomes.last_delivered_at_ms,
+        "last_failure": outcomes.last_failure.as_ref().map(|f| json!({
+            "at_ms": f.at_ms,
+            "error": f.error,
+        })),
+        "breaker": breaker,
+        "breaker_open_until_ms": open_until_ms,
+        "consecutive_failures": stats.consecutive_failures,
+        "running": stats.running,
+        "queued": stats.queued,
+    })
+}
