@@ -11,6 +11,7 @@ pub mod claim_check;
 pub mod config;
 pub mod core;
 pub mod demo;
+pub mod latency;
 pub mod limits;
 pub mod log;
 pub mod node;

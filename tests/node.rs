@@ -1119,6 +1119,31 @@ fn each_sinks_outcomes_failure_and_breaker_are_reported() {
     });
     let mut shown = sinks("");
     let later_ms = goad::runtime::wall_ms();
+    // Durations are the receiver's: each sink's count is exact, its mean
+    // and bucket bounds are checked for sense and then shown as "d".
+    for (sink, count) in [(0, 2), (1, 2), (2, 2), (3, 0)] {
+        let timed = &mut shown[sink]["attempt_ms"];
+        assert_eq!(timed["count"], count, "sink {sink}: {timed}");
+        if count == 0 {
+            assert_eq!(
+                *timed,
+                serde_json::json!({"count": 0, "mean": null, "p50_at_most": null, "p99_at_most": null})
+            );
+            continue;
+        }
+        let [mean, p50, p99] = ["mean", "p50_at_most", "p99_at_most"].map(|k| {
+            timed[k]
+                .as_f64()
+                .unwrap_or_else(|| panic!("sink {sink}: {timed}"))
+        });
+        assert!(
+            mean > 0.0 && mean <= p99 && p50 <= p99,
+            "sink {sink}: {timed}"
+        );
+        for k in ["mean", "p50_at_most", "p99_at_most"] {
+            timed[k] = "d".into();
+        }
+    }
     // Each time is checked against the clock, then shown as "t".
     let mut take_time = |sink: usize, path: &[&str]| -> u64 {
         let mut at = &mut shown[sink];
@@ -1152,8 +1177,11 @@ fn each_sinks_outcomes_failure_and_breaker_are_reported() {
             "last_delivered_at_ms": null, "last_failure": null,
             "breaker": "closed", "breaker_open_until_ms": null, "consecutive_failures": 0,
             "running": 0, "queued": 0,
+            "attempt_ms": {"count": 0, "mean": null, "p50_at_most": null, "p99_at_most": null},
         })
     };
+    let timed =
+        serde_json::json!({"count": 2, "mean": "d", "p50_at_most": "d", "p99_at_most": "d"});
     let with = |mut base: serde_json::Value, more: serde_json::Value| {
         let fields = base.as_object_mut().unwrap();
         fields.extend(more.as_object().unwrap().clone());
@@ -1162,16 +1190,16 @@ fn each_sinks_outcomes_failure_and_breaker_are_reported() {
     let expected = vec![
         with(
             sink("a", "t1", 0),
-            serde_json::json!({"delivered": 2, "last_delivered_at_ms": "t"}),
+            serde_json::json!({"delivered": 2, "last_delivered_at_ms": "t", "attempt_ms": timed}),
         ),
         with(
             sink("a", "t1", 1),
-            serde_json::json!({"dead": 2,
+            serde_json::json!({"dead": 2, "attempt_ms": timed,
                                "last_failure": {"at_ms": "t", "error": "permanent: HTTP status 400"}}),
         ),
         with(
             sink("a", "t1", 2),
-            serde_json::json!({"retried": 2, "consecutive_failures": 2,
+            serde_json::json!({"retried": 2, "consecutive_failures": 2, "attempt_ms": timed,
                                "breaker": "open", "breaker_open_until_ms": "t",
                                "last_failure": {"at_ms": "t", "error": "HTTP status 503"}}),
         ),
@@ -1204,6 +1232,11 @@ fn each_sinks_outcomes_failure_and_breaker_are_reported() {
         ],
         [2.0, 2.0, 2.0, 0.0]
     );
+    let timed = |index: u16| {
+        let labels = format!("tenant=\"t1\",source=\"a\",sink=\"{index}\",type=\"http\"");
+        metric(addr, "goad_sink_attempt_duration_seconds_count", &labels)
+    };
+    assert_eq!((timed(0), timed(2)), (2.0, 2.0));
     let open = |index: u16| {
         let labels = format!("tenant=\"t1\",source=\"a\",sink=\"{index}\"");
         metric(addr, "goad_sink_breaker_open", &labels)
@@ -1700,6 +1733,27 @@ fn metrics_parse_as_prometheus_text() {
         "cumulative buckets"
     );
     assert_eq!(*buckets.last().unwrap(), 5.0);
+    // The one sink's histogram is the node's, with the sink's labels.
+    let sink_buckets: Vec<(&str, f64)> = samples
+        .iter()
+        .filter(|(n, _, _)| n == "goad_sink_attempt_duration_seconds_bucket")
+        .map(|(_, labels, v)| (labels.as_str(), *v))
+        .collect();
+    assert_eq!(
+        sink_buckets.iter().map(|(_, v)| *v).collect::<Vec<f64>>(),
+        buckets
+    );
+    assert!(sink_buckets
+        .iter()
+        .all(|(l, _)| l.starts_with(r#"tenant="t1",source="a",sink="0",type="http",le="#)));
+    assert_eq!(sum("goad_sink_attempt_duration_seconds_count", ""), 5.0);
+    assert_eq!(
+        sum(
+            "goad_sink_outcomes_total",
+            r#"source="a",sink="0",type="http",result="delivered""#
+        ),
+        5.0
+    );
 }
 
 /// The sum of a metric's samples whose labels contain `labels`.

@@ -45,12 +45,13 @@ use goad::core::{
     AttemptFailure, AttemptResult, BreakerEvent, Call, Catalog, Core, FailureClass, Grant, JobId,
     LaneId, Rng, RowId, SinkKey,
 };
-use goad::runtime::{NewRows, ShardState};
+use goad::runtime::{Completion, NewRows, ShardState};
 use goad::store::{DeadFilter, Hook, ReviveStep, ShardStore};
 use goad::{Config, RowStatus};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::num::NonZeroU16;
 use std::sync::Arc;
+use std::time::Duration;
 
 const TENANTS: [&str; 3] = ["t0", "t1", "t2"];
 const SINK_TYPES: [&str; 2] = ["a", "b"];
@@ -93,8 +94,8 @@ struct Sim {
     catalog: Arc<Catalog>,
     grant: Grant,
     now_ms: u64,
-    /// Completions in flight: (at, job) → result.
-    pending: BTreeMap<(u64, JobId), AttemptResult>,
+    /// Completions in flight: (at, job) → what the worker reports.
+    pending: BTreeMap<(u64, JobId), Completion>,
     running: HashMap<JobId, Running>,
     sinks: HashMap<String, SinkModel>,
     /// The batch size of sinks of type `b`, if they batch.
@@ -389,13 +390,13 @@ impl Sim {
             .collect();
         let mut outcomes = Vec::new();
         for key in due {
-            let result = self.pending.remove(&key).unwrap();
+            let completion = self.pending.remove(&key).unwrap();
             if let Some(run) = self.running.remove(&key.1) {
-                if result.is_ok() {
+                if completion.result.is_ok() {
                     self.delivered.insert(run.row);
                 }
             }
-            outcomes.push((key.1, result));
+            outcomes.push(completion);
         }
         let mut calls = Vec::new();
         let out = shard.step(self.now_ms, commits, outcomes, &mut |call| calls.push(call));
@@ -443,8 +444,13 @@ impl Sim {
                 self.running.insert(job.id, run);
                 let result = self.entry_result(&sink_type);
                 if let Some(latency_ms) = latency_ms {
+                    let completion = Completion {
+                        job: job.id,
+                        result,
+                        took: Duration::from_millis(latency_ms),
+                    };
                     self.pending
-                        .insert((self.now_ms + latency_ms, job.id), result);
+                        .insert((self.now_ms + latency_ms, job.id), completion);
                 }
             }
         }
@@ -474,7 +480,8 @@ impl Sim {
 
     /// Each outcome of an attempt is its sink key's: the keys' counts add
     /// up to the shard's (across rebuilds too), but for rows dead without
-    /// an attempt (source or sink gone, unreadable).
+    /// an attempt (source or sink gone, unreadable); and each key timed
+    /// every attempt that settled a row of it, and no other.
     fn check_sink_outcomes(&self, shard: &ShardState) {
         let seed = self.seed;
         let core = shard.core();
@@ -492,6 +499,15 @@ impl Sim {
             (stats.delivered, stats.retried, stats.timed_out),
             "seed {seed}: the sinks' delivered, retried and timed out vs the shard's"
         );
+        for s in &sinks {
+            let o = &s.outcomes;
+            let attempts = o.durations.count();
+            assert!(
+                (o.delivered + o.retried..=o.delivered + o.retried + o.dead).contains(&attempts),
+                "seed {seed}: {:?} timed {attempts} attempts for {o:?}",
+                s.key
+            );
+        }
         assert!(
             sum(|o| o.dead) <= stats.dead,
             "seed {seed}: the sinks' dead {} over the shard's {}",

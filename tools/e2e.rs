@@ -45,7 +45,7 @@ fn main() {
     let run = GoadRun::measure(&engine, &receiver, committers, seconds, &body);
     run.report(committers, connections, raw);
     let latency = engine.attempt_latency();
-    let attempt_us = latency.sum_ms * 1_000.0 / latency.count().max(1) as f64;
+    let attempt_us = latency.sum_ms() * 1_000.0 / latency.count().max(1) as f64;
     // Each of the sink's `connections` slots turns over once per delivery:
     // compare the time a slot is held with the time the attempt itself took.
     println!(

@@ -50,6 +50,7 @@ pub use window::{Usage, Window};
 use crate::config::{DispatchConfig, RetryConfig, TenantLimits};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 use wheel::{TimerId, Wheel};
 
 /// A claimed row, queued or running.
@@ -331,12 +332,19 @@ impl Core {
 
     /// An attempt's result. A result for an attempt that already timed out
     /// (or is unknown) is discarded: the row was already settled for it.
-    pub fn handle_outcome(&mut self, now_ms: u64, job: JobId, result: AttemptResult) {
+    /// `took` is how long the attempt's call ran, as its worker measured it.
+    pub fn handle_outcome(
+        &mut self,
+        now_ms: u64,
+        job: JobId,
+        result: AttemptResult,
+        took: Duration,
+    ) {
         let Some(run) = self.running.remove(&job) else {
             return;
         };
         self.wheel.cancel(run.timer);
-        self.finish(now_ms, job, run, result);
+        self.finish(now_ms, job, run, result, took);
     }
 
     /// Fails every attempt whose deadline passed as `attempt_timeout`; the
@@ -363,7 +371,8 @@ impl Core {
                 class: FailureClass::Transient,
                 message,
             };
-            if self.finish(now_ms, job, run, Err(failure)) {
+            let took = Duration::from_millis(self.dispatch.attempt_timeout_ms);
+            if self.finish(now_ms, job, run, Err(failure), took) {
                 self.abandoned.push_back(job);
             }
         }
@@ -511,15 +520,33 @@ impl Core {
             })
     }
 
-    /// Settles a claimed row that ran: the outcome becomes a store op.
-    /// Returns whether the attempt's call ended with it (a batch ends with
-    /// its last entry).
-    fn finish(&mut self, now_ms: u64, job: JobId, run: Running, result: AttemptResult) -> bool {
+    /// Settles a claimed row that ran: the outcome becomes a store op, and
+    /// counts in its key's outcomes with `took` (an attempt that timed out
+    /// counts as taking its timeout). Returns whether the attempt's call
+    /// ended with it (a batch ends with its last entry).
+    fn finish(
+        &mut self,
+        now_ms: u64,
+        job: JobId,
+        run: Running,
+        result: AttemptResult,
+        took: Duration,
+    ) -> bool {
         let row = run.row;
         let claim = self
             .claims
             .remove(&row)
             .expect("a running attempt has a claim");
+        let outcomes = &mut self
+            .keys
+            .get_mut(&claim.key)
+            .expect("a running key")
+            .outcomes;
+        outcomes.durations.record(took);
+        if result.is_ok() {
+            outcomes.delivered += 1;
+            outcomes.last_delivered_at_ms = Some(now_ms);
+        }
         self.running_count -= 1;
         if let Some(lane) = claim.fields.lane {
             self.running_lanes.remove(&lane);
@@ -540,13 +567,6 @@ impl Core {
         let failure = match result {
             Ok(()) => {
                 self.stats.delivered += 1;
-                let outcomes = &mut self
-                    .keys
-                    .get_mut(&claim.key)
-                    .expect("a running key")
-                    .outcomes;
-                outcomes.delivered += 1;
-                outcomes.last_delivered_at_ms = Some(now_ms);
                 self.ops.push_back(StoreOp::Delivered {
                     row,
                     replay: claim.fields.replay.clone(),

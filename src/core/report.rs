@@ -1,6 +1,7 @@
 //! Per-tenant and per-sink gauges and counters for the node's stats routes.
 
 use super::{BreakerState, Core, SinkKey, TenantId};
+use crate::latency::LatencyCounts;
 
 /// One tenant's claimed, running and parked rows and open breakers in a shard.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +34,9 @@ pub struct SinkOutcomes {
     pub timed_out: u64,
     pub last_delivered_at_ms: Option<u64>,
     pub last_failure: Option<LastFailure>,
+    /// How long the attempts' calls ran (a batch's entries each count its
+    /// call; one that timed out counts as `attempt_timeout_ms`).
+    pub durations: LatencyCounts,
 }
 
 /// A sink key's latest failed attempt.

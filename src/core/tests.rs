@@ -177,6 +177,9 @@ impl DueIndex for Model {
     }
 }
 
+/// How long the tests' attempts take, as their workers would report it.
+const TOOK: Duration = Duration::from_millis(3);
+
 const BIG: Grant = Grant {
     max_inflight: 100_000,
     max_inflight_bytes: 1 << 40,
@@ -390,7 +393,7 @@ fn a_tenant_at_its_window_is_skipped_by_the_scan_and_the_wake_up_until_an_outcom
     } else {
         c.poll_job(0).unwrap()
     };
-    c.handle_outcome(5, first_full.id, Ok(()));
+    c.handle_outcome(5, first_full.id, Ok(()), TOOK);
     assert!(c.wants_scan(5), "freed room asks for a scan");
     c.handle_scan(5, &mut m);
     let ops = m.apply(&mut c);
@@ -451,7 +454,7 @@ fn a_key_never_runs_more_than_sink_concurrency_and_the_shard_not_more_than_its_g
     });
     let more: Vec<Job> = std::iter::from_fn(|| c.poll_job(0)).collect();
     assert_eq!(more.len(), 1, "each key is capped at 2");
-    c.handle_outcome(1, jobs[0].id, Ok(()));
+    c.handle_outcome(1, jobs[0].id, Ok(()), TOOK);
     assert_eq!(
         c.poll_job(1).map(|j| j.key.source_id.clone()),
         Some(jobs[0].key.source_id.clone())
@@ -477,6 +480,7 @@ fn a_failure_reschedules_by_the_policy_and_a_permanent_error_dead_letters_with_i
             class: FailureClass::Transient,
             message: "boom".into(),
         }),
+        TOOK,
     );
     c.handle_outcome(
         1_020,
@@ -485,6 +489,7 @@ fn a_failure_reschedules_by_the_policy_and_a_permanent_error_dead_letters_with_i
             class: FailureClass::Permanent,
             message: "gone".into(),
         }),
+        TOOK,
     );
     let ops = m.apply(&mut c);
     assert_eq!(
@@ -550,7 +555,7 @@ fn an_attempt_past_its_deadline_fails_as_attempt_timeout_and_its_late_result_is_
         matches!(&ops[..], [StoreOp::Dead { reason, fields: RowFields { attempts: 1, .. }, .. }] if reason == "sink x: attempt_timeout: no result after 100 ms"),
         "{ops:?}"
     );
-    c.handle_outcome(150, job.id, Ok(()));
+    c.handle_outcome(150, job.id, Ok(()), TOOK);
     assert!(
         m.apply(&mut c).is_empty(),
         "the late result changes nothing"
@@ -612,7 +617,7 @@ fn draining_writes_queued_rows_back_as_they_were_and_claims_nothing_more() {
     );
     assert!(!c.wants_scan(10));
     assert!(c.poll_job(10).is_none());
-    c.handle_outcome(11, running.id, Ok(()));
+    c.handle_outcome(11, running.id, Ok(()), TOOK);
     assert_eq!(c.running(), 0);
 }
 
@@ -639,7 +644,7 @@ fn settle_at(
             continue;
         };
         let result = sink(&job);
-        c.handle_outcome(now_ms, job.id, result);
+        c.handle_outcome(now_ms, job.id, result, TOOK);
     }
 }
 
@@ -986,7 +991,7 @@ fn a_rebuilt_core_takes_on_the_old_attempts_and_settles_them_by_their_results() 
     assert_eq!((c.running(), c.stats().claimed.rows), (2, 4));
     assert!(c.poll_job(10).is_none(), "both slots are the old attempts'");
 
-    c.handle_outcome(20, old[0].id, Ok(()));
+    c.handle_outcome(20, old[0].id, Ok(()), TOOK);
     assert_eq!(
         m.apply(&mut c),
         [StoreOp::Delivered {
@@ -1027,6 +1032,6 @@ fn a_rebuilt_core_takes_on_the_old_attempts_and_settles_them_by_their_results() 
         }]
     );
     assert_eq!(c.stats().timed_out, 1);
-    c.handle_outcome(1_006, old[1].id, Ok(()));
+    c.handle_outcome(1_006, old[1].id, Ok(()), TOOK);
     assert!(m.apply(&mut c).is_empty(), "a late result changes nothing");
 }

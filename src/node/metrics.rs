@@ -5,7 +5,7 @@
 use super::ingest_counts::IngestCounts;
 use super::replay::Replays;
 use crate::core::{BreakerState, SinkStats};
-use crate::runtime::latency::{LatencySnapshot, BUCKET_BOUNDS_MS};
+use crate::latency::{LatencyCounts, BUCKET_BOUNDS_MS};
 use crate::runtime::{wall_ms, Engine, ShardStats};
 use crate::store::StoreError;
 use std::fmt::Write as _;
@@ -104,7 +104,8 @@ impl Family<'_> {
         }
     }
 
-    /// Each configured sink's attempt outcomes, and whether its breaker is open.
+    /// Each configured sink's attempt outcomes and durations, and whether
+    /// its breaker is open.
     fn sinks(&mut self, sinks: &[SinkStats]) {
         self.head(
             "goad_sink_outcomes_total",
@@ -126,6 +127,15 @@ impl Family<'_> {
                 );
             }
         }
+        let name = "goad_sink_attempt_duration_seconds";
+        self.head(
+            name,
+            "histogram",
+            "How long each configured sink's attempts took (one that timed out counts as attempt_timeout_ms).",
+        );
+        for s in sinks {
+            self.histogram(name, &sink_labels(s), &s.outcomes.durations);
+        }
         self.head(
             "goad_sink_breaker_open",
             "gauge",
@@ -142,7 +152,7 @@ impl Family<'_> {
     }
 
     /// The node's attempt count and duration histogram.
-    fn attempt_latency(&mut self, latency: &LatencySnapshot) {
+    fn attempt_latency(&mut self, latency: &LatencyCounts) {
         self.head(
             "goad_attempts_total",
             "counter",
@@ -154,21 +164,32 @@ impl Family<'_> {
             "histogram",
             "How long sink attempts took.",
         );
+        self.histogram("goad_attempt_duration_seconds", "", latency);
+    }
+
+    /// One histogram's series: its buckets (cumulative), sum and count,
+    /// each with `labels` (`a="x",b="y"`, or empty).
+    fn histogram(&mut self, name: &str, labels: &str, latency: &LatencyCounts) {
+        let sep = if labels.is_empty() { "" } else { "," };
         let mut cumulative = 0;
         for (i, bound_ms) in BUCKET_BOUNDS_MS.iter().enumerate() {
             cumulative += latency.counts[i];
+            let le = bound_ms / 1_000.0;
             let _ = writeln!(
                 self.out,
-                "goad_attempt_duration_seconds_bucket{{le=\"{}\"}} {cumulative}",
-                bound_ms / 1_000.0
+                "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {cumulative}"
             );
         }
+        let count = latency.count();
+        let braced = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}}")
+        };
         let _ = writeln!(
             self.out,
-            "goad_attempt_duration_seconds_bucket{{le=\"+Inf\"}} {}\ngoad_attempt_duration_seconds_sum {}\ngoad_attempt_duration_seconds_count {}",
-            latency.count(),
-            latency.sum_ms / 1_000.0,
-            latency.count()
+            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {count}\n{name}_sum{braced} {}\n{name}_count{braced} {count}",
+            latency.sum_ms() / 1_000.0
         );
     }
 }

@@ -5,6 +5,7 @@
 use super::admin::unavailable;
 use super::http::{Request, Response};
 use crate::core::{BreakerState, SinkStats};
+use crate::latency::LatencyCounts;
 use crate::runtime::Engine;
 use serde_json::{json, Value};
 
@@ -25,12 +26,18 @@ pub(super) fn sinks(engine: &Engine, request: &Request) -> Response {
 }
 
 /// `closed`, `open` or `half_open`, and when an open one lets a probe through.
-pub(super) fn breaker_name(state: BreakerState) -> (&'static str, Option<u64>) {
+fn breaker_name(state: BreakerState) -> (&'static str, Option<u64>) {
     match state {
         BreakerState::Closed => ("closed", None),
         BreakerState::Open { until_ms } => ("open", Some(until_ms)),
         BreakerState::HalfOpen => ("half_open", None),
     }
+}
+
+/// The mean duration in ms, to the µs; `None` with nothing counted.
+fn mean_ms(durations: &LatencyCounts) -> Option<f64> {
+    let count = durations.count();
+    (count > 0).then(|| (durations.sum_us / count) as f64 / 1_000.0)
 }
 
 fn sink_json(stats: &SinkStats) -> Value {
@@ -56,5 +63,11 @@ fn sink_json(stats: &SinkStats) -> Value {
         "consecutive_failures": stats.consecutive_failures,
         "running": stats.running,
         "queued": stats.queued,
+        "attempt_ms": {
+            "count": outcomes.durations.count(),
+            "mean": mean_ms(&outcomes.durations),
+            "p50_at_most": outcomes.durations.quantile_at_most_ms(0.5),
+            "p99_at_most": outcomes.durations.quantile_at_most_ms(0.99),
+        },
     })
 }

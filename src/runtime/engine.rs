@@ -4,7 +4,6 @@
 
 use super::clock::wall_ms;
 use super::coordinator::{global_grant, CoordinatorInput};
-use super::latency::AttemptLatency;
 use super::oneshot;
 use super::open::{stop_shards, EngineBuilder};
 use super::pool::SharedRegistry;
@@ -14,6 +13,7 @@ use super::step::NewRows;
 use crate::claim_check::{ClaimStore, ClaimSweeper};
 use crate::config::{Config, ConfigError};
 use crate::core::Catalog;
+use crate::latency::AttemptLatency;
 use crate::limits::{COMMIT_QUEUE_WAIT_MS, COMMIT_REPLY_WAIT_MS};
 use crate::sink::{Sink, SinkRegistry};
 use crate::store::{DataDirLock, Hook, RowView, ShardStore, StoreError};

@@ -4,10 +4,10 @@
 //! inside the owning shard.
 
 use super::engine::{Engine, Unavailable};
-use super::latency::LatencySnapshot;
 use super::shard::ShardInput;
 use super::wall_ms;
 use crate::core::{SinkKey, SinkStats, TenantId, TenantStats};
+use crate::latency::LatencyCounts;
 use crate::store::{
     DeadFilter, DeadItem, DeadLetter, DeadPosition, HookStatus, Revived, StoreError,
 };
@@ -54,7 +54,7 @@ pub struct ShardTenants {
 
 impl Engine {
     /// How long attempts took, from every IO worker.
-    pub fn attempt_latency(&self) -> LatencySnapshot {
+    pub fn attempt_latency(&self) -> LatencyCounts {
         self.latency.snapshot()
     }
 

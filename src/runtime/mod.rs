@@ -8,7 +8,6 @@ mod engine;
 mod expiry;
 mod inspect;
 mod job_queue;
-pub mod latency;
 mod oneshot;
 mod open;
 mod pool;
@@ -24,4 +23,4 @@ pub use engine::{CommitError, Engine, NewHook, OpenError, Pressure, Unavailable}
 pub use inspect::{Replayed, ShardTenants};
 pub use open::EngineBuilder;
 pub use shard::ShardStats;
-pub use step::{NewRows, ShardState, StepOutput};
+pub use step::{Completion, NewRows, ShardState, StepOutput};

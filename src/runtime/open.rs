@@ -6,12 +6,12 @@
 use super::clock::wall_ms;
 use super::coordinator::{self, global_grant, CoordinatorInput};
 use super::engine::{Engine, OpenError, Shard};
-use super::latency::AttemptLatency;
 use super::pool::{IoPool, SharedRegistry};
 use super::shard::{ShardGauges, ShardInput, ShardThread};
 use crate::claim_check::{ClaimStore, ClaimSweeper};
 use crate::config::Config;
 use crate::core::{Catalog, Core, Grant};
+use crate::latency::AttemptLatency;
 use crate::limits::SHARD_INPUT_CAPACITY;
 use crate::sink::{Sink, SinkRegistry};
 use crate::store::{refuse_unfinished_reshard, DataDirLock, ShardStore};

@@ -10,16 +10,17 @@
 //! workers come back.
 
 use super::job_queue::JobQueue;
-use super::latency::AttemptLatency;
 use super::shard::ShardInput;
-use crate::core::{AttemptFailure, AttemptResult, Call, FailureClass, Job, JobId};
+use super::step::Completion;
+use crate::core::{AttemptFailure, AttemptResult, Call, FailureClass, Job};
+use crate::latency::AttemptLatency;
 use crate::limits::MAX_ABANDONED_WORKERS;
 use crate::sink::{deliver_batch_safely, deliver_safely, Delivery, Sink, SinkRegistry};
 use crossbeam_channel::Sender;
 use parking_lot::RwLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The sinks, swapped whole on reconfiguration.
 pub type SharedRegistry = Arc<RwLock<Arc<SinkRegistry>>>;
@@ -69,7 +70,7 @@ impl IoPool {
     /// Hands a call to a worker. A full channel (every worker stuck past
     /// the replacement bound) fails the call's attempts at once instead of
     /// blocking the shard.
-    pub fn submit(&self, call: Call) -> Result<(), Vec<(JobId, AttemptResult)>> {
+    pub fn submit(&self, call: Call) -> Result<(), Vec<Completion>> {
         self.shared.calls.push(call).map_err(|call| {
             let failure = AttemptFailure {
                 class: FailureClass::Transient,
@@ -77,7 +78,11 @@ impl IoPool {
             };
             call.jobs()
                 .iter()
-                .map(|job| (job.id, Err(failure.clone())))
+                .map(|job| Completion {
+                    job: job.id,
+                    result: Err(failure.clone()),
+                    took: Duration::ZERO,
+                })
                 .collect()
         })
     }
@@ -142,11 +147,17 @@ fn run_worker(shared: &Shared) {
                 vec![Err(failure); call.jobs().len()]
             }
         };
-        shared.latency.record(started.elapsed());
+        let took = started.elapsed();
+        shared.latency.record(took);
         let sent = call.jobs().iter().zip(results).all(|(job, result)| {
+            let completion = Completion {
+                job: job.id,
+                result,
+                took,
+            };
             shared
                 .results
-                .send(ShardInput::Completion(job.id, result))
+                .send(ShardInput::Completion(completion))
                 .is_ok()
         });
         if !sent {

@@ -18,9 +18,9 @@ use super::pool::IoPool;
 use super::reply::CommitReply;
 use super::restart::Restarts;
 use super::room::StoreRoom;
-use super::step::{NewRows, ShardState, StepOutput};
+use super::step::{Completion, NewRows, ShardState, StepOutput};
 use crate::config::DispatchConfig;
-use crate::core::{AttemptResult, Call, Catalog, Core, Grant, JobId, SinkStats, TenantStats};
+use crate::core::{Call, Catalog, Core, Grant, SinkStats, TenantStats};
 use crate::limits::{
     GROUP_COMMIT_LINGER_US, MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS,
     SHUTDOWN_GRACE_MS,
@@ -37,7 +37,7 @@ pub enum ShardInput {
     /// A hook to commit; the reply comes once its batch is durable.
     Commit { rows: NewRows, reply: CommitReply },
     /// An attempt's result from the IO pool.
-    Completion(JobId, AttemptResult),
+    Completion(Completion),
     /// A new share of the global windows.
     Grant(Grant),
     /// New limits and sources.
@@ -219,11 +219,11 @@ struct ShardLoop {
     replies: Vec<CommitReply>,
     tick_waiters: Vec<(Sender<u64>, u64)>,
     /// Attempts the IO pool refused, to report failed next iteration.
-    resubmit: Vec<(JobId, AttemptResult)>,
+    resubmit: Vec<Completion>,
     /// The results the iteration under way took: if it panics, the rebuilt
     /// core, which takes on the attempts still running, gets them again (see
     /// `restart`).
-    outcomes_taken: Vec<(JobId, AttemptResult)>,
+    outcomes_taken: Vec<Completion>,
     draining_since_ms: Option<u64>,
     reported: Option<u64>,
     reported_at_ms: u64,
@@ -328,7 +328,7 @@ impl ShardLoop {
         input: ShardInput,
         refusing: bool,
         commits: &mut Vec<NewRows>,
-        outcomes: &mut Vec<(JobId, AttemptResult)>,
+        outcomes: &mut Vec<Completion>,
     ) {
         match input {
             ShardInput::Commit { reply, .. } if self.draining_since_ms.is_some() => {
@@ -344,9 +344,9 @@ impl ShardLoop {
                 }
                 Err(full) => reply.send(Err(full)),
             },
-            ShardInput::Completion(job, result) => {
-                self.outcomes_taken.push((job, result.clone()));
-                outcomes.push((job, result));
+            ShardInput::Completion(completion) => {
+                self.outcomes_taken.push(completion.clone());
+                outcomes.push(completion);
             }
             ShardInput::Grant(grant) => state.handle_grant(grant),
             ShardInput::Reconfigure { dispatch, catalog } => {
@@ -389,7 +389,7 @@ impl ShardLoop {
         state: &mut ShardState,
         now_ms: u64,
         commits: Vec<NewRows>,
-        outcomes: Vec<(JobId, AttemptResult)>,
+        outcomes: Vec<Completion>,
     ) {
         let pool = &self.pool;
         let resubmit = &mut self.resubmit;

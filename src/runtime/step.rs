@@ -33,6 +33,16 @@ use crate::store::{
 };
 use heed::RwTxn;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// An attempt's result as its IO worker reports it, with how long its
+/// call ran (a batch's entries each carry their call's time).
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub job: JobId,
+    pub result: AttemptResult,
+    pub took: Duration,
+}
 
 /// A hook to commit: its rows' sinks resolved from the source at commit.
 #[derive(Debug, Clone)]
@@ -306,9 +316,9 @@ impl<'s> ShardState<'s> {
 
     /// Attempt results, handed to the core; their store writes wait for
     /// the next step.
-    pub fn handle_outcomes(&mut self, now_ms: u64, outcomes: Vec<(JobId, AttemptResult)>) {
-        for (job, result) in outcomes {
-            self.core.handle_outcome(now_ms, job, result);
+    pub fn handle_outcomes(&mut self, now_ms: u64, outcomes: Vec<Completion>) {
+        for c in outcomes {
+            self.core.handle_outcome(now_ms, c.job, c.result, c.took);
         }
     }
 
@@ -321,7 +331,7 @@ impl<'s> ShardState<'s> {
         &mut self,
         now_ms: u64,
         commits: Vec<NewRows>,
-        outcomes: Vec<(JobId, AttemptResult)>,
+        outcomes: Vec<Completion>,
         start: &mut dyn FnMut(Call),
     ) -> StepOutput {
         self.handle_outcomes(now_ms, outcomes);

@@ -53,7 +53,7 @@ fn batches_take_one_slot_each_and_the_slot_frees_with_the_last_entry() {
             1 => failed(FailureClass::Permanent),
             _ => Ok(()),
         };
-        c.handle_outcome(5, job.id, result);
+        c.handle_outcome(5, job.id, result, TOOK);
         if i < 9 {
             assert!(c.poll_call(5).is_none(), "entry {i}: the batch still runs");
         }
@@ -92,7 +92,7 @@ fn a_batch_counts_once_against_the_tenants_and_the_shards_concurrency() {
     assert_eq!(jobs.len(), 10, "ten attempts in the tenant's one slot");
     assert!(c.poll_call(0).is_none(), "the tenant's one call runs");
     for job in &jobs {
-        c.handle_outcome(1, job.id, Ok(()));
+        c.handle_outcome(1, job.id, Ok(()), TOOK);
     }
     let next = batch(c.poll_call(1).expect("the tenant's slot is free"));
     assert_eq!(
@@ -139,7 +139,7 @@ fn a_half_open_breaker_probes_with_one_attempt_and_closed_batches_again() {
     let jobs = batch(c.poll_call(0).expect("a batch"));
     assert_eq!(jobs.len(), 5);
     for job in &jobs {
-        c.handle_outcome(1, job.id, failed(FailureClass::Transient));
+        c.handle_outcome(1, job.id, failed(FailureClass::Transient), TOOK);
     }
     assert_eq!(c.stats().breakers_open, 1, "two failures open it");
     let _ = m.apply(&mut c);
@@ -150,7 +150,7 @@ fn a_half_open_breaker_probes_with_one_attempt_and_closed_batches_again() {
     let probe = batch(c.poll_call(at_ms).expect("the probe"));
     assert_eq!(probe.len(), 1);
     assert!(c.poll_call(at_ms).is_none(), "nothing beside the probe");
-    c.handle_outcome(at_ms + 1, probe[0].id, Ok(()));
+    c.handle_outcome(at_ms + 1, probe[0].id, Ok(()), TOOK);
     assert_eq!(c.stats().breakers_open, 0);
     let rest = batch(c.poll_call(at_ms + 1).expect("batching again"));
     assert_eq!(rest.len(), 4);

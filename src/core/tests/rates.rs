@@ -78,7 +78,7 @@ fn a_rate_waits_behind_the_keys_concurrency_and_both_hold() {
     assert!(c.poll_job(0).is_none());
     // No slot: the wake-up is the attempt's deadline, not the turn at 100.
     assert!(c.poll_deadline(0) > Some(100), "{:?}", c.poll_deadline(0));
-    c.handle_outcome(40, first.id, Ok(()));
+    c.handle_outcome(40, first.id, Ok(()), TOOK);
     assert!(
         c.poll_job(40).is_none(),
         "the slot is free, the turn is not"
@@ -89,6 +89,6 @@ fn a_rate_waits_behind_the_keys_concurrency_and_both_hold() {
         c.poll_job(300).is_none(),
         "the turn is there, the slot is not"
     );
-    c.handle_outcome(301, second.id, Ok(()));
+    c.handle_outcome(301, second.id, Ok(()), TOOK);
     assert!(c.poll_job(301).is_some());
 }

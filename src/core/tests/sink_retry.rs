@@ -31,7 +31,7 @@ fn a_sinks_own_retry_keys_replace_the_nodes_for_its_rows_only() {
     let _ = m.apply(&mut c);
     let jobs: Vec<Job> = std::iter::from_fn(|| c.poll_job(0)).collect();
     for job in &jobs {
-        c.handle_outcome(0, job.id, transient());
+        c.handle_outcome(0, job.id, transient(), TOOK);
     }
     let due: Vec<(u16, u64)> = m
         .apply(&mut c)
@@ -48,7 +48,7 @@ fn a_sinks_own_retry_keys_replace_the_nodes_for_its_rows_only() {
     let jobs: Vec<Job> = std::iter::from_fn(|| c.poll_job(1_000)).collect();
     assert_eq!(jobs.len(), 2);
     for job in &jobs {
-        c.handle_outcome(1_000, job.id, transient());
+        c.handle_outcome(1_000, job.id, transient(), TOOK);
     }
     let ops = m.apply(&mut c);
     let settled: Vec<(u16, &str)> = ops
@@ -84,7 +84,7 @@ fn a_sinks_own_horizon_bounds_its_rows_retries_only() {
                 class: FailureClass::Transient,
                 message: "boom".into(),
             });
-            c.handle_outcome(now_ms + 10, job.id, failed);
+            c.handle_outcome(now_ms + 10, job.id, failed, TOOK);
         }
         m.apply(c)
             .into_iter()

@@ -2,6 +2,16 @@
 //! its latest failure and shows its breaker, and a rebuilt core keeps them.
 
 use super::*;
+use crate::latency::LatencyCounts;
+
+/// The counts of attempts that took these times.
+fn durations(took: &[Duration]) -> LatencyCounts {
+    let mut counts = LatencyCounts::default();
+    for t in took {
+        counts.record(*t);
+    }
+    counts
+}
 
 #[test]
 fn each_sink_counts_its_own_outcomes_and_shows_its_breaker() {
@@ -26,9 +36,9 @@ fn each_sink_counts_its_own_outcomes_and_shows_its_breaker() {
             .find(|j| &*j.key.source_id == source && j.key.sink_index == index);
         found.expect("a job of each sink").id
     };
-    c.handle_outcome(5, job("a", 0), Ok(()));
-    c.handle_outcome(6, job("a", 1), fail(FailureClass::Transient));
-    c.handle_outcome(7, job("b", 0), fail(FailureClass::Permanent));
+    c.handle_outcome(5, job("a", 0), Ok(()), TOOK);
+    c.handle_outcome(6, job("a", 1), fail(FailureClass::Transient), TOOK);
+    c.handle_outcome(7, job("b", 0), fail(FailureClass::Permanent), TOOK);
     let _ = m.apply(&mut c);
     // a/1 is due again at once (base 0): it starts, and times out.
     c.handle_scan(10, &mut m);
@@ -48,6 +58,7 @@ fn each_sink_counts_its_own_outcomes_and_shows_its_breaker() {
             outcomes: SinkOutcomes {
                 delivered: 1,
                 last_delivered_at_ms: Some(5),
+                durations: durations(&[TOOK]),
                 ..SinkOutcomes::default()
             },
             ..SinkStats::unseen(key("t", "a", 0, "x"))
@@ -60,6 +71,8 @@ fn each_sink_counts_its_own_outcomes_and_shows_its_breaker() {
                     at_ms: 1_010,
                     error: "attempt_timeout: no result after 1000 ms".into(),
                 }),
+                // The attempt that timed out counts as taking its timeout.
+                durations: durations(&[TOOK, Duration::from_secs(1)]),
                 ..SinkOutcomes::default()
             },
             breaker: BreakerState::Open { until_ms: 2_010 },
@@ -73,6 +86,7 @@ fn each_sink_counts_its_own_outcomes_and_shows_its_breaker() {
                     at_ms: 7,
                     error: "down".into(),
                 }),
+                durations: durations(&[TOOK]),
                 ..SinkOutcomes::default()
             },
             ..SinkStats::unseen(key("u", "b", 0, "x"))
@@ -108,14 +122,14 @@ fn rows_past_their_horizon_in_the_queue_are_the_sinks_dead() {
     c.handle_scan(1, &mut m);
     let _ = m.apply(&mut c);
     let first = c.poll_job(1).expect("one slot");
-    c.handle_outcome(2, first.id, fail(FailureClass::Transient));
+    c.handle_outcome(2, first.id, fail(FailureClass::Transient), TOOK);
     let _ = m.apply(&mut c);
     let second = c.poll_job(2).expect("the slot is free");
     // The first row, due again, is claimed and queues behind the second
     // until after its horizon (first attempt at 1 + 1,000 ms).
     c.handle_scan(2, &mut m);
     let _ = m.apply(&mut c);
-    c.handle_outcome(2_000, second.id, Ok(()));
+    c.handle_outcome(2_000, second.id, Ok(()), TOOK);
     assert!(
         c.poll_job(2_000).is_none(),
         "the queued row is past its horizon"
@@ -129,5 +143,10 @@ fn rows_past_their_horizon_in_the_queue_are_the_sinks_dead() {
     assert_eq!(
         (outcomes.delivered, outcomes.retried, outcomes.dead),
         (1, 1, 1)
+    );
+    assert_eq!(
+        outcomes.durations,
+        durations(&[TOOK, TOOK]),
+        "two attempts ran"
     );
 }
