@@ -1747,6 +1747,24 @@ fn metrics_parse_as_prometheus_text() {
         .iter()
         .all(|(l, _)| l.starts_with(r#"tenant="t1",source="a",sink="0",type="http",le="#)));
     assert_eq!(sum("goad_sink_attempt_duration_seconds_count", ""), 5.0);
+    // Every metric the operations guide names, its alert rules included,
+    // is one the node exports (a histogram by its base name).
+    let guide = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operations.md"),
+    )
+    .unwrap();
+    let named: std::collections::BTreeSet<&str> = guide
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|word| word.starts_with("goad_"))
+        .collect();
+    assert!(named.len() >= 15, "{named:?}");
+    for name in named {
+        let exported = |n: &str| samples.iter().any(|(s, _, _)| s == n);
+        assert!(
+            exported(name) || exported(&format!("{name}_bucket")),
+            "docs/operations.md names {name}, which the node does not export"
+        );
+    }
     assert_eq!(
         sum(
             "goad_sink_outcomes_total",
