@@ -46,7 +46,7 @@ use goad::core::{
     LaneId, Rng, RowId, SinkKey,
 };
 use goad::runtime::{Completion, NewRows, ShardState};
-use goad::store::{DeadFilter, Hook, ReviveStep, ShardStore};
+use goad::store::{DeadFilter, Hook, PurgeStep, ReviveStep, ShardStore};
 use goad::{Config, RowStatus};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::num::NonZeroU16;
@@ -124,6 +124,14 @@ struct Sim {
     call_starts: HashMap<SinkKey, VecDeque<u64>>,
     next_hook: u64,
     faults: bool,
+    /// Draws for dead-letter retention, from a PRNG of their own.
+    expiry_rng: Rng,
+    /// `dead_letters.retention_ms` (half the seeds), swept at seeded times.
+    retention_ms: Option<u64>,
+    /// Dead rows a sweep deleted past their retention.
+    expired: HashSet<RowId>,
+    /// When the next sweep runs (a seeded time within one retention).
+    next_sweep_at_ms: u64,
 }
 
 impl Sim {
@@ -156,6 +164,8 @@ impl Sim {
         }
         // Rates, from a PRNG of their own: a seed's other draws stay as
         // they were before sinks had rates.
+        let mut expiry_rng = Rng::new(seed ^ 0xdead_0e1d);
+        let retention_ms = (expiry_rng.below(2) == 0).then(|| 50 + expiry_rng.below(10_000));
         let mut rates = Rng::new(seed ^ 0x7a7e_5eed);
         for sink in config.sources.iter_mut().flat_map(|s| s.sinks.iter_mut()) {
             if rates.below(2) == 0 {
@@ -252,6 +262,10 @@ impl Sim {
             call_starts: HashMap::new(),
             next_hook: 0,
             faults: true,
+            expiry_rng,
+            retention_ms,
+            expired: HashSet::new(),
+            next_sweep_at_ms: 0,
         }
     }
 
@@ -653,7 +667,8 @@ impl Sim {
     }
 
     /// Seeded operator actions: a reconfiguration, deleting a source's
-    /// backlog, or a replay step (dead rows due again now).
+    /// backlog, a replay step (dead rows due again now), or a sweep of
+    /// dead rows past their retention.
     fn operate(&mut self, shard: &mut ShardState) {
         if self.rng.below(500) == 0 {
             let step = ReviveStep {
@@ -672,12 +687,75 @@ impl Sim {
         if self.rng.below(1_500) == 0 {
             shard.dead_letter_source(self.now_ms, "s1").unwrap();
         }
+        self.sweep_when_due(shard);
         // A shard restart inside a live process (after a panic or a store
         // failure): the core is rebuilt from the store while its attempts
         // still run in the IO pool and report later.
         if self.rng.below(700) == 0 {
             shard.restart(self.now_ms);
             self.take_back_breakers(shard);
+        }
+    }
+
+    /// Sweeps at seeded times, each within one retention of the last (a
+    /// shard's expiry sweeps every half retention).
+    fn sweep_when_due(&mut self, shard: &mut ShardState) {
+        let Some(retention_ms) = self.retention_ms else {
+            return;
+        };
+        if self.now_ms >= self.next_sweep_at_ms {
+            self.expire(shard);
+            self.next_sweep_at_ms = self.now_ms + 1 + self.expiry_rng.below(retention_ms);
+        }
+    }
+
+    /// A sweep of dead rows past the retention, in seeded steps, as a
+    /// shard's expiry runs it: the rows dead at or before the cutoff go
+    /// (each hook with its last row, which the end-of-run verify checks),
+    /// all of them, and nothing else but rows the sweep's write settled as
+    /// delivered.
+    fn expire(&mut self, shard: &mut ShardState) {
+        let seed = self.seed;
+        let retention_ms = self.retention_ms.expect("expiry is on");
+        let until_ms = self.now_ms.saturating_sub(retention_ms);
+        shard.flush().unwrap();
+        let before = shard.store().rows().unwrap();
+        let mut step = PurgeStep {
+            filter: DeadFilter {
+                until_ms,
+                ..DeadFilter::default()
+            },
+            cursor: None,
+            max_rows: 1 + self.expiry_rng.below(50),
+        };
+        loop {
+            let purged = shard.purge(self.now_ms, &step).unwrap();
+            if purged.exhausted {
+                break;
+            }
+            step.cursor = purged.cursor;
+        }
+        let after: HashSet<RowId> = shard
+            .store()
+            .rows()
+            .unwrap()
+            .iter()
+            .map(|r| r.row)
+            .collect();
+        for r in before {
+            let past = r.record.status == RowStatus::Dead && r.record.at_ms <= until_ms;
+            let gone = !after.contains(&r.row);
+            assert!(
+                past == gone || (gone && self.delivered.contains(&r.row)),
+                "seed {seed}: row {:?} ({:?} at {}) {} by a sweep of rows dead until {until_ms}",
+                r.row,
+                r.record.status,
+                r.record.at_ms,
+                if gone { "deleted" } else { "kept" }
+            );
+            if past {
+                self.expired.insert(r.row);
+            }
         }
     }
 
@@ -726,6 +804,7 @@ impl Sim {
         // 555 s of virtual time, 1.9M parks for 2,676 rows) to settle.
         for _ in 0..4_000_000 {
             self.step(&mut shard, Vec::new());
+            self.sweep_when_due(&mut shard);
             let idle =
                 self.pending.is_empty() && self.running.is_empty() && shard.is_idle(self.now_ms);
             if idle
@@ -773,7 +852,9 @@ impl Sim {
             for &sink_index in sinks {
                 let row = RowId { seq, sink_index };
                 assert!(
-                    self.delivered.contains(&row) || dead.contains(&row),
+                    self.delivered.contains(&row)
+                        || dead.contains(&row)
+                        || self.expired.contains(&row),
                     "seed {}: acknowledged row {row:?} was neither delivered nor dead-lettered",
                     self.seed
                 );
