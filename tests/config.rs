@@ -79,6 +79,7 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("[dispatch]\nbreaker_open_ms = 0", "dispatch.breaker_open_ms must be a positive integer, got 0"),
         ("[dispatch]\nbreaker_max_open_ms = 10", "dispatch.breaker_max_open_ms must be an integer >= dispatch.breaker_open_ms (30000), got 10"),
         ("[dispatch.tenants.acme]\nconcurrency = 0", "dispatch.tenants.acme.concurrency must be a positive integer, got 0"),
+        ("[dispatch.tenants.acme]\nmax_stored_bytes = 1000", "dispatch.tenants.acme.max_stored_bytes must be 0 (no bound) or at least max_body_bytes (1048576): a smaller bound would refuse a hook goad takes, got 1000"),
         ("[retry]\nmax_attempts = 0", "retry.max_attempts must be a positive integer, got 0"),
         ("[retry]\nbase_ms = 10\nmax_ms = 5", "retry.max_ms must be an integer >= retry.base_ms (10), got 5"),
         ("[retry]\nmax_elapsed_ms = 0", "retry.max_elapsed_ms must be a positive integer, got 0"),

@@ -1597,6 +1597,73 @@ fn a_full_store_answers_503_store_full_until_deliveries_free_room() {
     assert_eq!(ingest(addr, "a", &body, &[]).status, 202);
 }
 
+/// A tenant at its `max_stored_bytes` gets 503 `tenant_full` (naming the
+/// tenant and its bound) while another tenant's ingest goes on; `/v1/stats`
+/// shows what each tenant's hooks hold against its bound.
+#[test]
+fn a_tenant_at_its_stored_bytes_bound_answers_503_tenant_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, _status) = switchable(503);
+    let mut c = two_sources(dir.path(), &receiver);
+    c.max_body_bytes = 64 * 1024;
+    c.retry.base_ms = 60_000;
+    let bound = goad::config::TenantLimitsConfig {
+        max_stored_bytes: Some(256 * 1024),
+        ..Default::default()
+    };
+    c.dispatch.tenants.insert("t1".into(), bound);
+    let node = start(c);
+    let addr = node.local_addr();
+    let body = vec![b'x'; 64 * 1024];
+    let mut acked = 0;
+    let full = loop {
+        let reply = ingest(addr, "a", &body, &[]);
+        if reply.status != 202 {
+            break reply;
+        }
+        acked += 1;
+        assert!(acked < 10, "more than 256 KiB of 64 KiB hooks taken");
+    };
+    assert_eq!(acked, 3, "a fourth hook and its headers would pass 256 KiB");
+    assert_eq!(
+        (full.status, full.error_code()),
+        (503, "tenant_full".into())
+    );
+    assert_eq!(full.header("retry-after"), Some("5"));
+    let message = full.json()["message"].as_str().unwrap().to_string();
+    assert!(
+        message
+            .starts_with("tenant \"t1\" is at its max_stored_bytes (262144; its hooks would hold ")
+            && message.ends_with(" with this one): commit again once its deliveries free room"),
+        "{message}"
+    );
+    assert_eq!(
+        ingest(addr, "b", &body, &[]).status,
+        202,
+        "t2 is not bounded by t1"
+    );
+    let tenants = get(addr, "/v1/stats").json()["tenants"].clone();
+    let stored = |tenant: &str| {
+        let of = tenants
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["tenant"] == tenant)
+            .unwrap();
+        (
+            of["stored_bytes"].as_u64().unwrap(),
+            of["max_stored_bytes"].as_u64().unwrap(),
+        )
+    };
+    let (t1_bytes, t1_bound) = stored("t1");
+    let (t2_bytes, t2_bound) = stored("t2");
+    assert_eq!((t1_bound, t2_bound), (256 * 1024, 0));
+    assert_eq!(t1_bytes, 3 * t2_bytes, "three hooks of t1, one of t2");
+    assert!((64 * 1024..65 * 1024).contains(&t2_bytes), "{t2_bytes}");
+    let refused = metric(addr, "goad_ingest_requests_total", r#"error="tenant_full""#);
+    assert_eq!(refused, 1.0);
+}
+
 /// `DELETE /v1/dead-letters` deletes the matching dead letters for good and
 /// says how many; what it does not match stays listed.
 #[test]

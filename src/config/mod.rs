@@ -240,6 +240,7 @@ pub struct TenantLimitsConfig {
     pub max_inflight: Option<u32>,
     pub max_inflight_bytes: Option<u64>,
     pub concurrency: Option<u32>,
+    pub max_stored_bytes: Option<u64>,
 }
 
 /// The resolved limits of one tenant.
@@ -251,6 +252,10 @@ pub struct TenantLimits {
     pub max_inflight_bytes: u64,
     /// The tenant's attempts running at once.
     pub concurrency: u32,
+    /// The bytes the tenant's stored hooks (pending or dead) may hold in a
+    /// shard's store before its ingest is refused; 0: no bound but the
+    /// store's own.
+    pub max_stored_bytes: u64,
 }
 
 impl TenantLimits {
@@ -261,6 +266,7 @@ impl TenantLimits {
         max_inflight: 1_024,
         max_inflight_bytes: 32 * 1024 * 1024,
         concurrency: 16,
+        max_stored_bytes: 0,
     };
 }
 
@@ -279,6 +285,7 @@ impl DispatchConfig {
             max_inflight: pick(|t| t.max_inflight.map(u64::from), d.max_inflight.into()) as u32,
             max_inflight_bytes: pick(|t| t.max_inflight_bytes, d.max_inflight_bytes),
             concurrency: pick(|t| t.concurrency.map(u64::from), d.concurrency.into()) as u32,
+            max_stored_bytes: pick(|t| t.max_stored_bytes, d.max_stored_bytes),
         }
     }
 }

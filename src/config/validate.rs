@@ -101,7 +101,11 @@ fn at_least<T: PartialOrd + fmt::Debug + Copy>(
 
 /// A `dispatch.tenants.<id>` entry: a tenant id (or `default`) and
 /// positive limits.
-fn validate_tenant_limits(tenant: &str, limits: &TenantLimitsConfig) -> Result<(), ConfigError> {
+fn validate_tenant_limits(
+    tenant: &str,
+    limits: &TenantLimitsConfig,
+    max_body_bytes: u64,
+) -> Result<(), ConfigError> {
     if tenant != "default" && !is_id(tenant) {
         return Err(invalid(
             format!("dispatch.tenants.{tenant}"),
@@ -119,7 +123,14 @@ fn validate_tenant_limits(tenant: &str, limits: &TenantLimitsConfig) -> Result<(
     if let Some(v) = limits.concurrency {
         positive(&key("concurrency"), v)?;
     }
-    Ok(())
+    match limits.max_stored_bytes {
+        Some(v) if v > 0 && v < max_body_bytes => Err(invalid(
+            key("max_stored_bytes"),
+            format!("0 (no bound) or at least max_body_bytes ({max_body_bytes}): a smaller bound would refuse a hook goad takes"),
+            v,
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// `value` must be 1 or more.
@@ -361,7 +372,7 @@ impl Config {
             ));
         }
         for (tenant, limits) in &d.tenants {
-            validate_tenant_limits(tenant, limits)?;
+            validate_tenant_limits(tenant, limits, self.max_body_bytes)?;
         }
         Ok(())
     }

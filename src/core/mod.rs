@@ -493,6 +493,11 @@ impl Core {
         open.map(|(key, _)| key.clone()).collect()
     }
 
+    /// The limits `dispatch.tenants` gives the tenant now.
+    pub fn tenant_limits(&self, tenant: &str) -> TenantLimits {
+        self.dispatch.tenant_limits(tenant)
+    }
+
     /// Attempts running (stragglers taken on included).
     pub fn running(&self) -> u64 {
         self.running_count

@@ -241,6 +241,7 @@ fn config_with(sources: Vec<SourceConfig>) -> Config {
             max_inflight: Some(100_000),
             max_inflight_bytes: Some(1 << 40),
             concurrency: Some(1_000),
+            max_stored_bytes: None,
         },
     );
     c

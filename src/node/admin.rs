@@ -8,6 +8,7 @@ use super::routes::WorkerRoute;
 use super::sinks::sinks;
 use super::{metrics, NodeState};
 use crate::config::Config;
+use crate::core::TenantId;
 use crate::runtime::Engine;
 use crate::store::{DeadFilter, DeadItem, DeadPosition};
 use crossbeam_channel::Receiver;
@@ -193,20 +194,22 @@ fn stats(engine: &Engine) -> Response {
     let mut tenants = Vec::new();
     for shard in &per_tenant {
         let mut names: Vec<&str> = shard.due.iter().map(|(t, _)| &**t).collect();
+        names.extend(shard.stored_bytes.iter().map(|(t, _)| &**t));
         names.extend(shard.tenants.iter().map(|t| &*t.tenant));
         names.sort_unstable();
         names.dedup();
         for name in names {
-            let due = shard
-                .due
-                .iter()
-                .find(|(t, _)| &**t == name)
-                .map_or(0, |(_, n)| *n);
+            let of = |pairs: &[(TenantId, u64)]| {
+                let pair = pairs.iter().find(|(t, _)| &**t == name);
+                pair.map_or(0, |(_, n)| *n)
+            };
             let core = shard.tenants.iter().find(|t| &*t.tenant == name);
             tenants.push(json!({
                 "tenant": name,
                 "shard": shard.shard,
-                "due": due,
+                "due": of(&shard.due),
+                "stored_bytes": of(&shard.stored_bytes),
+                "max_stored_bytes": engine.tenant_limits(name).max_stored_bytes,
                 "claimed": core.map_or(0, |t| t.claimed_rows),
                 "running": core.map_or(0, |t| t.running),
                 "parked": core.map_or(0, |t| t.parked),

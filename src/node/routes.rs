@@ -285,6 +285,7 @@ fn commit_error(e: &CommitError) -> Response {
         CommitError::TimedOut => Response::unavailable("commit_timeout", &message, 1),
         CommitError::ShardRestarting => Response::unavailable("shard_restarting", &message, 1),
         CommitError::StoreFull { .. } => Response::unavailable("store_full", &message, 5),
+        CommitError::TenantFull { .. } => Response::unavailable("tenant_full", &message, 5),
     }
 }
 

@@ -83,6 +83,16 @@ pub enum CommitError {
         /// What new hooks may fill.
         limit_bytes: u64,
     },
+    /// The hook's tenant holds its `max_stored_bytes` in its shard's store
+    /// (pending and dead hooks): commit again once its deliveries, or a
+    /// purge of its dead letters, free room.
+    TenantFull {
+        tenant: String,
+        /// About how many bytes the tenant's hooks hold, with this one.
+        used_bytes: u64,
+        /// The tenant's `max_stored_bytes`.
+        limit_bytes: u64,
+    },
     /// The hook's shard hit an internal error (a panic) and is restarting
     /// from its store: the hook may not be durable; commit it again (if it
     /// was, the hook is delivered twice).
@@ -113,6 +123,14 @@ impl fmt::Display for CommitError {
             } => write!(
                 f,
                 "the shard's store is full ({used_bytes} bytes in use; new hooks may fill {limit_bytes}, 7/8 of max_shard_bytes): commit again once deliveries free room"
+            ),
+            CommitError::TenantFull {
+                tenant,
+                used_bytes,
+                limit_bytes,
+            } => write!(
+                f,
+                "tenant {tenant:?} is at its max_stored_bytes ({limit_bytes}; its hooks would hold {used_bytes} with this one): commit again once its deliveries free room"
             ),
             CommitError::ShardRestarting => write!(
                 f,
@@ -400,6 +418,11 @@ impl Engine {
             .into_iter()
             .map(|rx| rx.recv_deadline(deadline).map_err(|_| Unavailable))
             .collect()
+    }
+
+    /// The limits `dispatch.tenants` gives the tenant now.
+    pub fn tenant_limits(&self, tenant: &str) -> crate::config::TenantLimits {
+        self.config.read().dispatch.tenant_limits(tenant)
     }
 
     /// The lag of the oldest due row and whether the in-flight window is full.

@@ -48,6 +48,9 @@ pub struct ShardTenants {
     pub shard: usize,
     /// Rows due (pending, unclaimed) per tenant, from the store.
     pub due: Vec<(TenantId, u64)>,
+    /// The bytes each tenant's hooks hold in the store (pending and dead),
+    /// which its `max_stored_bytes` bounds.
+    pub stored_bytes: Vec<(TenantId, u64)>,
     /// Claimed, running, parked and breakers per tenant, from the core.
     pub tenants: Vec<TenantStats>,
 }
@@ -276,9 +279,14 @@ impl Engine {
                 .store
                 .due_by_tenant()
                 .map_err(|_| Unavailable)?;
+            let stored_bytes = self.shards[k]
+                .store
+                .stored_by_tenant()
+                .map_err(|_| Unavailable)?;
             out.push(ShardTenants {
                 shard: k,
                 due,
+                stored_bytes,
                 tenants,
             });
         }

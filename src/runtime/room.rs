@@ -1,4 +1,7 @@
-//! Whether a shard's store has room for new hooks (see `store::fill`).
+//! Whether a shard's store has room for new hooks: for the shard (see
+//! `store::fill`), and for the hook's tenant under its `max_stored_bytes`
+//! (see `store::tenant_bytes`).
+//!
 //! The store is measured at an iteration's first commit, and each commit
 //! taken since is counted against what was free. It is measured again
 //! once half of that is taken, or at every iteration while it is full (to
@@ -9,6 +12,8 @@
 
 use super::engine::CommitError;
 use super::step::{NewRows, ShardState};
+use crate::core::TenantId;
+use std::collections::{HashMap, HashSet};
 
 #[derive(Debug, Default)]
 pub(super) struct StoreRoom {
@@ -76,6 +81,74 @@ impl StoreRoom {
             });
         }
         self.free_bytes = Some(free_bytes - bytes);
+        Ok(())
+    }
+}
+
+/// Each tenant's room under its `max_stored_bytes`: what the store counts
+/// for it (through the open write transaction, so commits written and not
+/// yet synced count), and the commits taken this iteration, which the
+/// iteration writes. A tenant with no bound costs nothing.
+#[derive(Debug, Default)]
+pub(super) struct TenantRoom {
+    /// Per tenant, the bytes of commits taken this iteration.
+    taken: HashMap<TenantId, u64>,
+    /// Tenants refused lately (logged when they are, and when they have room again).
+    full: HashSet<TenantId>,
+}
+
+impl TenantRoom {
+    /// A new iteration: the last one's commits are written.
+    pub(super) fn next_iteration(&mut self) {
+        self.taken.clear();
+    }
+
+    /// Counts `rows` against their tenant's bound, or refuses them.
+    pub(super) fn admit(
+        &mut self,
+        state: &ShardState,
+        shard: usize,
+        rows: &NewRows,
+    ) -> Result<(), CommitError> {
+        let tenant = &rows.hook.tenant;
+        let limit_bytes = state.core().tenant_limits(tenant).max_stored_bytes;
+        if limit_bytes == 0 {
+            return Ok(());
+        }
+        // A store that cannot be read is written to (its writes report
+        // what is wrong with it).
+        let Ok(stored_bytes) = state.tenant_stored_bytes(tenant) else {
+            return Ok(());
+        };
+        let taken = self.taken.get(tenant).copied().unwrap_or(0);
+        let used_bytes = stored_bytes + taken + rows.stored_bytes();
+        let room = used_bytes <= limit_bytes;
+        if room == self.full.contains(tenant) {
+            let fields: &[(&str, &dyn std::fmt::Display)] = &[
+                ("shard", &shard),
+                ("tenant", tenant),
+                ("stored_bytes", &stored_bytes),
+                ("limit_bytes", &limit_bytes),
+            ];
+            if room {
+                self.full.remove(tenant);
+                crate::log::info("tenant has room again; taking its hooks", fields);
+            } else {
+                self.full.insert(tenant.clone());
+                crate::log::warn(
+                    "tenant is at its max_stored_bytes; refusing its hooks until deliveries free room",
+                    fields,
+                );
+            }
+        }
+        if !room {
+            return Err(CommitError::TenantFull {
+                tenant: tenant.to_string(),
+                used_bytes,
+                limit_bytes,
+            });
+        }
+        *self.taken.entry(tenant.clone()).or_default() += rows.stored_bytes();
         Ok(())
     }
 }

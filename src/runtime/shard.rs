@@ -17,7 +17,7 @@ use super::expiry::DeadExpiry;
 use super::pool::IoPool;
 use super::reply::CommitReply;
 use super::restart::Restarts;
-use super::room::StoreRoom;
+use super::room::{StoreRoom, TenantRoom};
 use super::step::{Completion, NewRows, ShardState, StepOutput};
 use crate::config::DispatchConfig;
 use crate::core::{Call, Catalog, Core, Grant, SinkStats, TenantStats};
@@ -190,6 +190,7 @@ impl ShardThread {
             restarts: Restarts::default(),
             breakers: BreakerLog::default(),
             room: StoreRoom::default(),
+            tenant_room: TenantRoom::default(),
             refuse_until_ms: 0,
             expiry,
         };
@@ -234,8 +235,9 @@ struct ShardLoop {
     group_commits: u64,
     restarts: Restarts,
     breakers: BreakerLog,
-    /// Whether the store has room for new hooks.
+    /// Whether the store has room for new hooks, and each tenant under its bound.
     room: StoreRoom,
+    tenant_room: TenantRoom,
     /// Commits are refused until then, after panics in a row.
     refuse_until_ms: u64,
     /// Deletes dead letters past their retention.
@@ -277,6 +279,7 @@ impl ShardLoop {
             }
             linger_for_commits(&self.inputs, &mut self.inbox, self.last_commit_batch);
             self.room.next_iteration();
+            self.tenant_room.next_iteration();
             let mut commits = Vec::new();
             let mut outcomes = std::mem::take(&mut self.resubmit);
             self.outcomes_taken.clone_from(&outcomes);
@@ -337,7 +340,11 @@ impl ShardLoop {
             ShardInput::Commit { reply, .. } if refusing => {
                 reply.send(Err(CommitError::ShardRestarting));
             }
-            ShardInput::Commit { rows, reply } => match self.room.admit(state, self.index, &rows) {
+            ShardInput::Commit { rows, reply } => match self
+                .tenant_room
+                .admit(state, self.index, &rows)
+                .and_then(|()| self.room.admit(state, self.index, &rows))
+            {
                 Ok(()) => {
                     commits.push(rows);
                     self.replies.push(reply);

@@ -189,6 +189,21 @@ impl<'s> ShardState<'s> {
         }
     }
 
+    /// The bytes the tenant's hooks hold in the store, including writes
+    /// not yet committed (see `store::tenant_bytes`).
+    pub fn tenant_stored_bytes(&self, tenant: &str) -> Result<u64, StoreError> {
+        let Some(tenant_no) = self.tenants.number(tenant) else {
+            return Ok(0);
+        };
+        match &self.txn {
+            Some(txn) => store::tenant_bytes::get(self.store, txn, tenant_no),
+            None => {
+                let rtxn = self.store.env().read_txn()?;
+                store::tenant_bytes::get(self.store, &rtxn, tenant_no)
+            }
+        }
+    }
+
     /// One row as this shard sees it (including writes not yet committed).
     pub fn row(&self, row: RowId) -> Result<Option<RowRecord>, StoreError> {
         match &self.txn {

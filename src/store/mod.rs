@@ -1,7 +1,7 @@
 //! The shard store: one LMDB environment per shard (`<data_dir>/shard-<k>/`).
 //!
 //! # Layout
-//! Eleven named databases; the keys are in [`keys`], the records in
+//! Twelve named databases; the keys are in [`keys`], the records in
 //! [`record`]:
 //! - `records`: seq → hook record (body verbatim), and (seq, sink index) →
 //!   row record (pending or dead). A hook and its rows share one tree, the
@@ -10,8 +10,9 @@
 //!   hooks and rows with one range scan (format 2; a format-1 store, with
 //!   separate `hooks` and `rows` trees, is migrated when opened). Format 3
 //!   added `lanes`, `members` and the row's lane; format 4 added
-//!   `hook_ids`, `dedupe` and `dedupe_ends`. An older store is upgraded when opened, and older goad
-//!   refuses a newer store.
+//!   `hook_ids`, `dedupe` and `dedupe_ends`, format 5 `tenant_bytes`. An
+//!   older store is upgraded when opened, and older goad refuses a newer
+//!   store.
 //! - `due`: (tenant_no, due_at_ms, seq, sink index) → size u64. A pending
 //!   row that is not claimed has exactly one due key.
 //! - `inflight`: (seq, sink index) → (tenant_no, size). A claimed row has
@@ -29,6 +30,8 @@
 //! - `dedupe`, `dedupe_ends`: the dedupe keys of sources with a
 //!   `dedupe_window_ms`, and when each window ends (see [`dedupe`]).
 //! - `tenants`: tenant id → tenant_no u32 (shard-local, never reused).
+//! - `tenant_bytes`: tenant_no → the bytes its hook records hold, written
+//!   with each hook and its deletion (see [`tenant_bytes`]).
 //! - `meta`: `format` u32, `shard_count` u32, `shard_index` u32, `next_seq`
 //!   u64, each replay's counters `replay/<id>/{moved,delivered,dead,parked}`
 //!   u64 (see [`dead`]), and each open breaker under `breaker/` (see
@@ -98,6 +101,7 @@ pub mod purge;
 pub mod record;
 mod repair;
 pub mod reshard;
+pub mod tenant_bytes;
 mod tenants;
 mod verify;
 pub(crate) mod write;
@@ -123,7 +127,7 @@ use std::fmt;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
-const FORMAT_VERSION: u32 = 4;
+const FORMAT_VERSION: u32 = 5;
 
 type Db = Database<'static, Bytes, Bytes>;
 
@@ -228,6 +232,8 @@ pub struct ShardStore {
     /// Ingest dedupe entries and their window ends (see [`dedupe`]).
     pub(crate) dedupe: Db,
     pub(crate) dedupe_ends: Db,
+    /// Per tenant, the bytes its hooks hold (see [`tenant_bytes`]).
+    pub(crate) tenant_bytes: Db,
     /// The most bytes new hooks may fill (see [`fill`]).
     ingest_limit_bytes: u64,
 }
@@ -286,7 +292,7 @@ impl ShardStore {
         let env = unsafe { options.open(&path)? };
         let wtxn = env.write_txn()?;
         let mut migrated = None;
-        let mut upgrade = false;
+        let mut upgrade = None;
         let dbs = env
             .create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, StoreError> {
                 let mut one = |name| opener.create_database::<Bytes, Bytes>(wtxn, Some(name));
@@ -302,6 +308,7 @@ impl ShardStore {
                     one("hook_ids")?,
                     one("dedupe")?,
                     one("dedupe_ends")?,
+                    one("tenant_bytes")?,
                 ];
                 let [records, _, _, _, _, meta, ..] = &dbs;
                 let format = meta_in(meta, wtxn, "format")?;
@@ -318,8 +325,9 @@ impl ShardStore {
                 }
                 // Format 3 added the lane databases (created empty above)
                 // and the row's lane field (absent on older rows); format 4
-                // the hook-id index, built below.
-                upgrade = matches!(format, Some(1..=3));
+                // the hook-id index and format 5 the tenants' byte counts,
+                // both built below.
+                upgrade = format.filter(|f| *f < u64::from(FORMAT_VERSION));
                 Ok(CommitOrAbort::<_, ()>::Commit(dbs))
             })?
             .unwrap_commit();
@@ -329,7 +337,7 @@ impl ShardStore {
                 &[("path", &path.display()), ("records", &moved)],
             );
         }
-        let [records, due, inflight, dead, tenants, meta, lanes, members, hook_ids, dedupe, dedupe_ends] =
+        let [records, due, inflight, dead, tenants, meta, lanes, members, hook_ids, dedupe, dedupe_ends, tenant_bytes] =
             dbs;
         let store = ShardStore {
             env,
@@ -344,25 +352,38 @@ impl ShardStore {
             hook_ids,
             dedupe,
             dedupe_ends,
+            tenant_bytes,
             ingest_limit_bytes: fill::ingest_limit_bytes(max_bytes),
         };
-        if upgrade {
-            store.upgrade(&path)?;
+        if let Some(format) = upgrade {
+            store.upgrade(&path, format)?;
         }
         store.check_meta(&path, index as u32, count as u32)?;
         Ok(store)
     }
 
-    /// Brings a store of an older format to this one in one transaction:
-    /// the hook-id index is built from the records, then the format is set.
-    fn upgrade(&self, path: &Path) -> Result<(), StoreError> {
+    /// Brings a store of an older `format` to this one in one transaction:
+    /// what the records imply (the hook-id index before format 4, the
+    /// tenants' byte counts before format 5) is built from them, then the
+    /// format is set.
+    fn upgrade(&self, path: &Path, format: u64) -> Result<(), StoreError> {
         let mut wtxn = self.env.write_txn()?;
-        let indexed = hook_index::rebuild(self, &mut wtxn)?;
+        let indexed = if format < 4 {
+            hook_index::rebuild(self, &mut wtxn)?
+        } else {
+            0
+        };
+        let counted = tenant_bytes::recount(self, &mut wtxn)?;
         self.put_meta(&mut wtxn, "format", FORMAT_VERSION.into())?;
         wtxn.commit()?;
         crate::log::info(
-            "store upgraded to format 4 (hooks can be looked up by id)",
-            &[("path", &path.display()), ("hooks", &indexed)],
+            "store upgraded to format 5 (hooks can be looked up by id; each tenant's stored bytes are counted)",
+            &[
+                ("path", &path.display()),
+                ("from_format", &format),
+                ("hooks_indexed", &indexed),
+                ("tenants_counted", &counted),
+            ],
         );
         Ok(())
     }
@@ -536,6 +557,18 @@ impl ShardStore {
         Ok(out)
     }
 
+    /// The bytes each tenant's hooks hold (see [`tenant_bytes`]), of the
+    /// tenants that hold any.
+    pub fn stored_by_tenant(&self) -> Result<Vec<(TenantId, u64)>, StoreError> {
+        let table = TenantTable::load(self)?;
+        let rtxn = self.env.read_txn()?;
+        let stored = tenant_bytes::stored(self, &rtxn)?;
+        Ok(stored
+            .into_iter()
+            .filter_map(|(no, bytes)| Some((table.names().get(no as usize)?.clone(), bytes)))
+            .collect())
+    }
+
     /// The earliest due time of any pending, unclaimed row.
     pub fn oldest_due_ms(&self) -> Result<Option<u64>, StoreError> {
         let rtxn = self.env.read_txn()?;
@@ -623,6 +656,7 @@ fn move_all(
 mod tests {
     use super::*;
     use crate::core::{DueIndex, Loaded};
+    use record::encode_hook;
     use std::sync::Arc;
 
     /// Rewrites a fresh shard's records into the format-1 layout: hooks and
@@ -696,11 +730,13 @@ mod tests {
             }
         }
     }
-    /// A store of format 3 has no hook-id index: opening it builds one from
-    /// the rows it holds (a sink whose row is gone is not listed), so its
-    /// hooks can be looked up by id and the store verifies sound.
+
+    /// A store of format 3 has no hook-id index and no byte counts: opening
+    /// it builds both from the records it holds (a sink whose row is gone is
+    /// not listed), so its hooks can be looked up by id, its tenants' bytes
+    /// are counted and the store verifies sound.
     #[test]
-    fn a_format_3_store_gets_its_hook_id_index_on_open() {
+    fn a_format_3_store_gets_its_hook_id_index_and_byte_counts_on_open() {
         let dir = tempfile::tempdir().unwrap();
         let store = ShardStore::open(dir.path(), 0, 1).unwrap();
         let mut tenants = TenantTable::load(&store).unwrap();
@@ -731,13 +767,19 @@ mod tests {
             )
             .unwrap();
         store.hook_ids.clear(&mut wtxn).unwrap();
+        store.tenant_bytes.clear(&mut wtxn).unwrap();
         store.put_meta(&mut wtxn, "format", 3).unwrap();
         wtxn.commit().unwrap();
         drop(store);
 
         let store = ShardStore::open(dir.path(), 0, 1).unwrap();
         let rtxn = store.env.read_txn().unwrap();
-        assert_eq!(store.meta_u64(&rtxn, "format").unwrap(), Some(4));
+        assert_eq!(
+            store.meta_u64(&rtxn, "format").unwrap(),
+            Some(FORMAT_VERSION.into())
+        );
+        let two_hooks = 2 * encode_hook(&record::sample_hook(1)).len() as u64;
+        assert_eq!(tenant_bytes::get(&store, &rtxn, 0).unwrap(), two_hooks);
         let sinks_of = |id| {
             let entry = hook_index::get(&store, &rtxn, id).unwrap().unwrap();
             (entry.seq, entry.sinks)

@@ -46,11 +46,11 @@ pub fn purge(
         last,
         exhausted,
     } = scan.run(store, wtxn, tenants, |_| true)?;
-    for (key, _, row) in &rows {
+    for (key, tenant_no, row) in &rows {
         store.dead.delete(wtxn, key)?;
         store.records.delete(wtxn, &row_key(*row))?;
         // A hook that keeps other rows keeps its entry: mark the sink purged.
-        if !delete_hook_if_rowless(store, wtxn, row.seq)? {
+        if !delete_hook_if_rowless(store, wtxn, row.seq, Some(*tenant_no))? {
             hook_index::mark_purged(store, wtxn, row.seq, row.sink_index)?;
         }
     }

@@ -33,7 +33,7 @@ use super::keys::{
     hook_key, is_hook_key, lane_parts, parse_member_key, parse_row_key, row_key, timed_key,
 };
 use super::record::{decode_hook_head, decode_row, encode_row, RowStatus};
-use super::{lanes, DataDirLock, ShardStore, StoreError, TenantTable, Verified};
+use super::{lanes, tenant_bytes, DataDirLock, ShardStore, StoreError, TenantTable, Verified};
 use crate::core::{LaneId, RowId, LANE_ID_BYTES};
 use crate::limits::MAX_SHARDS;
 use heed::{RoTxn, RwTxn};
@@ -377,6 +377,7 @@ fn copy_records(
             let seq = target.next_seq;
             target.next_seq += 1;
             store.records.put(txn, &hook_key(seq), value)?;
+            tenant_bytes::add(store, txn, tenant_no, value.len() as u64)?;
             // Verify refuses a hook without its entry first.
             let indexed =
                 hook_index::get(old, rtxn, &head.id)?.ok_or_else(|| corrupt("hook-id index"))?;

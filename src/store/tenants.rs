@@ -15,8 +15,13 @@ pub struct TenantTable {
 impl TenantTable {
     pub fn load(store: &ShardStore) -> Result<TenantTable, StoreError> {
         let rtxn = store.env.read_txn()?;
+        TenantTable::load_in(store, &rtxn)
+    }
+
+    /// The table as `txn` sees it.
+    pub fn load_in(store: &ShardStore, txn: &heed::RoTxn) -> Result<TenantTable, StoreError> {
         let mut pairs = Vec::new();
-        for item in store.tenants.iter(&rtxn)? {
+        for item in store.tenants.iter(txn)? {
             let (k, v) = item?;
             let name =
                 std::str::from_utf8(k).map_err(|_| super::CorruptRecord { what: "tenant" })?;

@@ -4,7 +4,8 @@
 //! every index entry names a row, every lane's head is a pending row due or
 //! in flight whose record names that lane, every member's lane has a head,
 //! every row has its hook and every hook has a row, the hook-id index
-//! agrees with the hooks, and each dedupe entry has its end key. A row in no index (or
+//! agrees with the hooks, each dedupe entry has its end key, and each
+//! tenant's byte count is what its hooks hold. A row in no index (or
 //! behind a lane with no head) would be neither delivered nor listed: the
 //! way a store could lose a hook silently, which this looks for.
 
@@ -155,6 +156,9 @@ impl ShardStore {
         }
         self.check_hook_index(&rtxn, &hooks, &rows, &mut out)?;
         for problem in super::dedupe::check(self, &rtxn)? {
+            out.problem(problem);
+        }
+        for problem in super::tenant_bytes::check(self, &rtxn)? {
             out.problem(problem);
         }
         Ok(out)
@@ -400,8 +404,10 @@ mod tests {
                 "row seq 3 sink 0 is not listed in its hook's hook-id index entry",
                 "hook 7 (h7) is not in the hook-id index",
                 "the hook-id index entry \"ghost\" names no stored hook of that id",
+                // Hook 7 was written without its bytes counted.
+                "tenant \"t\" (number 0) counts 126 stored bytes, but its hooks hold 168",
             ]
         );
-        assert_eq!((found.hooks, found.due, found.problem_count), (4, 4, 8));
+        assert_eq!((found.hooks, found.due, found.problem_count), (4, 4, 9));
     }
 }

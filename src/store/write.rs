@@ -4,9 +4,14 @@
 use super::breakers;
 use super::dead::{self, ReplayCounter};
 use super::hook_index::{self, Indexed};
-use super::keys::{hook_key, inflight_value, lane_id, member_key, row_key, timed_key};
+use super::keys::{
+    hook_key, inflight_value, lane_id, member_key, parse_inflight_value, row_key, timed_key,
+};
 use super::lanes::{self, NewHead};
-use super::record::{decode_row, encode_hook, encode_row, Hook, RowRecord, RowStatus};
+use super::record::{
+    decode_hook_head, decode_row, encode_hook, encode_row, Hook, RowRecord, RowStatus,
+};
+use super::tenant_bytes;
 use super::{ShardStore, StoreError, TenantTable};
 use crate::core::{BreakerEvent, RowFields, RowId, StoreOp, TenantId};
 use heed::RwTxn;
@@ -50,9 +55,9 @@ pub fn write_commit(
         return Ok(());
     }
     let tenant_no = tenants.number_or_assign(store, wtxn, &hook.tenant)?;
-    store
-        .records
-        .put(wtxn, &hook_key(hook.seq), &encode_hook(hook))?;
+    let encoded = encode_hook(hook);
+    store.records.put(wtxn, &hook_key(hook.seq), &encoded)?;
+    tenant_bytes::add(store, wtxn, tenant_no, encoded.len() as u64)?;
     let sinks = rows.iter().map(|row| row.sink_index);
     hook_index::put(store, wtxn, &hook.id, &Indexed::committed(hook.seq, sinks))?;
     for new in rows {
@@ -249,11 +254,17 @@ fn quarantine(
     Ok(())
 }
 
-/// Drops a row (delivered, or its hook is gone), and its hook with its last row.
+/// Drops a claimed row (delivered, or its hook is gone), and its hook with
+/// its last row (counted off the tenant its in-flight marker names).
 fn forget(store: &ShardStore, wtxn: &mut RwTxn, row: RowId) -> Result<(), StoreError> {
+    let tenant_no = store
+        .inflight
+        .get(wtxn, &row_key(row))?
+        .and_then(parse_inflight_value)
+        .map(|(tenant_no, _)| tenant_no);
     store.inflight.delete(wtxn, &row_key(row))?;
     store.records.delete(wtxn, &row_key(row))?;
-    delete_hook_if_rowless(store, wtxn, row.seq)?;
+    delete_hook_if_rowless(store, wtxn, row.seq, tenant_no)?;
     Ok(())
 }
 
@@ -338,11 +349,16 @@ fn number(tenants: &TenantTable, tenant: &str) -> u32 {
 }
 
 /// Deletes the hook at `seq` with its id-index entry if it has no rows
-/// left; returns whether it did.
+/// left, taking its bytes off its tenant's count (the tenant number its
+/// rows' keys carry; `None` only for a corrupt in-flight marker, which
+/// leaves them counted; a hook record that no longer decodes has its
+/// tenant counted again, a walk only corruption costs); returns whether
+/// it did.
 pub(super) fn delete_hook_if_rowless(
     store: &ShardStore,
     wtxn: &mut RwTxn,
     seq: u64,
+    tenant_no: Option<u32>,
 ) -> Result<bool, StoreError> {
     let first = row_key(RowId { seq, sink_index: 0 });
     let last = row_key(RowId {
@@ -352,8 +368,24 @@ pub(super) fn delete_hook_if_rowless(
     let bounds = (Bound::Included(&first[..]), Bound::Included(&last[..]));
     let has_rows = store.records.range(wtxn, &bounds)?.next().is_some();
     if !has_rows {
+        // The record's length, and whether it is still what was counted.
+        let counted = store
+            .records
+            .get(wtxn, &hook_key(seq))?
+            .map(|hook| (hook.len() as u64, decode_hook_head(hook).is_ok()));
         hook_index::forget(store, wtxn, seq)?;
         store.records.delete(wtxn, &hook_key(seq))?;
+        match (tenant_no, counted) {
+            (Some(tenant_no), Some((bytes, true))) => {
+                tenant_bytes::remove(store, wtxn, tenant_no, bytes)?
+            }
+            // A record that no longer decodes was counted at another
+            // length: the tenant is counted again from its hooks.
+            (Some(tenant_no), Some((_, false))) => {
+                tenant_bytes::recount_tenant(store, wtxn, tenant_no)?
+            }
+            _ => {}
+        }
     }
     Ok(!has_rows)
 }

@@ -53,8 +53,8 @@ pub fn source_of_kinds(id: &str, tenant: &str, kinds: &[&str]) -> SourceConfig {
 pub fn tenant_limits(max_inflight: u32, concurrency: u32) -> TenantLimitsConfig {
     TenantLimitsConfig {
         max_inflight: Some(max_inflight),
-        max_inflight_bytes: None,
         concurrency: Some(concurrency),
+        ..TenantLimitsConfig::default()
     }
 }
 
