@@ -121,12 +121,12 @@ fn engine_run(
 
 /// A shard's store, written to directly: the same databases the engine
 /// writes a commit to (hooks and rows in `records`, due keys in `due`, the
-/// id index in `hook_ids`, the commit counter in `meta`), with none of the
-/// engine around them.
+/// id index in `hook_ids`, the tenant's byte count in `tenant_bytes`, the
+/// commit counter in `meta`), with none of the engine around them.
 struct Raw {
     _dir: tempfile::TempDir,
     env: heed::Env<heed::WithoutTls>,
-    dbs: [heed::Database<'static, Bytes, Bytes>; 4],
+    dbs: [heed::Database<'static, Bytes, Bytes>; 5],
     seq: u64,
 }
 
@@ -143,6 +143,7 @@ impl Raw {
                     open("records")?,
                     open("due")?,
                     open("hook_ids")?,
+                    open("tenant_bytes")?,
                     open("meta")?,
                 ]
                 .map(|db| db.expect("a shard store's database"));
@@ -161,9 +162,9 @@ impl Raw {
     /// One synced transaction of `hooks` hooks' records, keyed as a shard
     /// keys them: the hook and its row by seq, the due key by (tenant,
     /// time, seq, sink), the id index entry by a 36-byte id that grows as
-    /// a UUIDv7's does, and the commit counter.
+    /// a UUIDv7's does, the tenant's byte count, and the commit counter.
     fn write(&mut self, hooks: usize) {
-        let [records, due, hook_ids, meta] = self.dbs;
+        let [records, due, hook_ids, tenant_bytes, meta] = self.dbs;
         let mut wtxn = self.env.write_txn().unwrap();
         for _ in 0..hooks {
             self.seq += 1;
@@ -181,6 +182,10 @@ impl Raw {
             let mut id = [b'0'; 36];
             id[..8].copy_from_slice(&hook_key);
             hook_ids.put(&mut wtxn, &id, &[0u8; 11]).unwrap();
+            let stored_bytes = self.seq * (BODY_BYTES as u64 + 64);
+            tenant_bytes
+                .put(&mut wtxn, &[0u8; 4], &stored_bytes.to_be_bytes())
+                .unwrap();
         }
         meta.put(&mut wtxn, b"next_seq", &self.seq.to_be_bytes())
             .unwrap();

@@ -407,6 +407,7 @@ impl<'s> ShardState<'s> {
                 None => self.txn.insert(store.env.write_txn()?),
             };
             let mut writes = commits.len();
+            let mut deltas = store::tenant_bytes::TenantDeltas::default();
             for mut new in commits {
                 // A rowless hook is not stored, so it takes no dedupe key.
                 let deduped = new.dedupe_window_ms > 0 && !new.rows.is_empty();
@@ -419,7 +420,17 @@ impl<'s> ShardState<'s> {
                 }
                 new.hook.seq = self.next_seq;
                 self.next_seq += 1;
-                store::write_commit(store, txn, &mut self.tenants, &new.hook, &new.rows, now_ms)?;
+                let tenants = &mut self.tenants;
+                let (hook, rows) = (&new.hook, &new.rows);
+                store::write::write_commit_counted(
+                    store,
+                    txn,
+                    tenants,
+                    hook,
+                    rows,
+                    now_ms,
+                    &mut deltas,
+                )?;
                 if deduped {
                     let ends_at_ms = now_ms.saturating_add(new.dedupe_window_ms);
                     dedupe::remember(store, txn, &new.hook, now_ms, ends_at_ms)?;
@@ -429,6 +440,7 @@ impl<'s> ShardState<'s> {
             }
             if has_commits {
                 store.put_meta(txn, "next_seq", self.next_seq)?;
+                deltas.write(store, txn)?;
             }
             writes += apply_ops(store, txn, &self.tenants, &mut self.core)?;
             // After the commits: new hooks ask for a scan.
@@ -559,11 +571,13 @@ fn apply_ops(
     core: &mut Core,
 ) -> Result<usize, StoreError> {
     let mut applied = 0;
+    let mut deltas = store::tenant_bytes::TenantDeltas::default();
     while let Some(op) = core.poll_store_op() {
-        if let Some(head) = store::write::apply(store, txn, tenants, &op)? {
+        if let Some(head) = store::write::apply(store, txn, tenants, &op, &mut deltas)? {
             core.handle_committed_for(&head.tenant, head.due_at_ms);
         }
         applied += 1;
     }
+    deltas.write(store, txn)?;
     Ok(applied)
 }

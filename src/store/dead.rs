@@ -508,6 +508,7 @@ impl<'a> DeadScan<'a> {
 #[cfg(test)]
 mod tests {
     use super::super::record::{sample_hook, Hook};
+    use super::super::tenant_bytes::TenantDeltas;
     use super::super::write::{apply, write_commit, NewRow};
     use super::*;
     use crate::core::{RowFields, StoreOp};
@@ -553,7 +554,14 @@ mod tests {
                 },
             ];
             for op in &ops {
-                apply(&store, &mut wtxn, &tenants, op).unwrap();
+                apply(
+                    &store,
+                    &mut wtxn,
+                    &tenants,
+                    op,
+                    &mut TenantDeltas::default(),
+                )
+                .unwrap();
             }
         }
         wtxn.commit().unwrap();

@@ -26,6 +26,7 @@
 
 use super::keys::{lane_parts, member_key, parse_member_key, parse_row_key, row_key, timed_key};
 use super::record::{decode_hook_head, decode_row};
+use super::tenant_bytes::TenantDeltas;
 use super::write::apply;
 use super::{keys, ShardStore, StoreError, TenantTable};
 use crate::core::{DeadReason, LaneId, RowFields, RowId, StoreOp, TenantId, LANE_ID_BYTES};
@@ -194,7 +195,8 @@ pub fn dead_letter_members(
             dead_at_ms: now_ms,
             reason: reason.clone(),
         };
-        apply(store, wtxn, tenants, &op)?;
+        // A death deletes no hook: nothing is counted off.
+        apply(store, wtxn, tenants, &op, &mut TenantDeltas::default())?;
         dead += 1;
     }
     Ok(dead)
@@ -207,6 +209,19 @@ mod tests {
     use crate::store::record::sample_hook;
     use crate::store::{hold_in_flight, write_commit, NewRow};
     use heed::RoTxn;
+
+    /// One op, its byte counts written.
+    fn apply_now(
+        store: &ShardStore,
+        wtxn: &mut RwTxn,
+        tenants: &TenantTable,
+        op: &StoreOp,
+    ) -> Option<NewHead> {
+        let mut deltas = TenantDeltas::default();
+        let head = apply(store, wtxn, tenants, op, &mut deltas).unwrap();
+        deltas.write(store, wtxn).unwrap();
+        head
+    }
 
     fn ordered(key: &str) -> NewRow {
         NewRow {
@@ -273,7 +288,7 @@ mod tests {
             due_at_ms,
             size_bytes: 7,
         };
-        assert_eq!(apply(store, wtxn, tenants, &op).unwrap(), None);
+        assert_eq!(apply_now(store, wtxn, tenants, &op), None);
     }
 
     fn fields(lane: LaneId, attempts: u32) -> RowFields {
@@ -312,7 +327,7 @@ mod tests {
             replay: None,
             lane: Some(a),
         };
-        let head = apply(&store, &mut wtxn, &tenants, &delivered).unwrap();
+        let head = apply_now(&store, &mut wtxn, &tenants, &delivered);
         let at = |due_at_ms| {
             Some(NewHead {
                 tenant: "t".into(),
@@ -331,7 +346,7 @@ mod tests {
             due_at_ms: 500,
             error: Some("503".into()),
         };
-        assert_eq!(apply(&store, &mut wtxn, &tenants, &retry).unwrap(), None);
+        assert_eq!(apply_now(&store, &mut wtxn, &tenants, &retry), None);
         assert_eq!(
             due_and_waiting(&store, &wtxn),
             (vec![(4, 14), (2, 500)], vec![3])
@@ -343,7 +358,7 @@ mod tests {
             reason: "sink http: 410".into(),
         };
         claim(&store, &mut wtxn, &tenants, 2, 500);
-        assert_eq!(apply(&store, &mut wtxn, &tenants, &dead).unwrap(), at(13));
+        assert_eq!(apply_now(&store, &mut wtxn, &tenants, &dead), at(13));
         assert_eq!(
             due_and_waiting(&store, &wtxn),
             (vec![(3, 13), (4, 14)], vec![])
@@ -354,7 +369,7 @@ mod tests {
             lane: Some(a),
         };
         claim(&store, &mut wtxn, &tenants, 3, 13);
-        assert_eq!(apply(&store, &mut wtxn, &tenants, &last).unwrap(), None);
+        assert_eq!(apply_now(&store, &mut wtxn, &tenants, &last), None);
         assert!(
             store.lanes.get(&wtxn, &a.0).unwrap().is_none(),
             "an empty lane goes"
@@ -387,12 +402,12 @@ mod tests {
             tenant: "t".into(),
             dead_at_ms: 50,
         };
-        let head = apply(&store, &mut wtxn, &tenants, &quarantine).unwrap();
+        let head = apply_now(&store, &mut wtxn, &tenants, &quarantine);
         assert_eq!(head.map(|h| h.due_at_ms), Some(12));
         claim(&store, &mut wtxn, &tenants, 2, 12);
         store.records.delete(&mut wtxn, &row_key(row(2))).unwrap();
         let forget = StoreOp::Forget { row: row(2) };
-        let head = apply(&store, &mut wtxn, &tenants, &forget).unwrap();
+        let head = apply_now(&store, &mut wtxn, &tenants, &forget);
         assert_eq!(head.map(|h| h.due_at_ms), Some(13));
         assert_eq!(
             due_and_waiting(&store, &wtxn),
@@ -423,7 +438,7 @@ mod tests {
             due_at_ms: 500,
             error: None,
         };
-        assert_eq!(apply(&store, &mut wtxn, &tenants, &retry).unwrap(), None);
+        assert_eq!(apply_now(&store, &mut wtxn, &tenants, &retry), None);
         assert_eq!(
             due_and_waiting(&store, &wtxn),
             (vec![(1, 11), (4, 14)], vec![2, 3])

@@ -74,7 +74,10 @@
 //! records the deliveries that empty it. Commits past the limit are
 //! refused as `CommitError::StoreFull`. A store whose file is already
 //! larger than a lowered bound allows is mapped at its file's size plus
-//! that eighth.
+//! that eighth. Within that, a tenant with a `max_stored_bytes` is
+//! refused as `CommitError::TenantFull` once its hooks hold that many
+//! bytes (counted in `tenant_bytes`), so one tenant's backlog cannot
+//! refuse the others' hooks.
 //!
 //! # One engine at a time
 //! An engine holds an exclusive lock on `<data_dir>/goad.lock` while it runs
@@ -729,6 +732,36 @@ mod tests {
                 other => panic!("row {:?} did not load: {other:?}", entry.row),
             }
         }
+    }
+
+    /// A store of format 4 (the hook-id index, no byte counts) gets each
+    /// tenant's count from its hooks when opened; its index is kept.
+    #[test]
+    fn a_format_4_store_gets_its_tenants_byte_counts_on_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+        let mut tenants = TenantTable::load(&store).unwrap();
+        let mut wtxn = store.env.write_txn().unwrap();
+        let mut bytes = [0u64; 2];
+        for (seq, tenant) in [(1, "a"), (2, "b"), (3, "a")] {
+            let mut hook = record::sample_hook(seq);
+            hook.tenant = tenant.into();
+            hook.body = vec![b'x'; 100 * seq as usize];
+            bytes[usize::from(tenant == "b")] += encode_hook(&hook).len() as u64;
+            let sinks = [NewRow::unordered(0, "http")];
+            write_commit(&store, &mut wtxn, &mut tenants, &hook, &sinks, 10).unwrap();
+        }
+        store.tenant_bytes.clear(&mut wtxn).unwrap();
+        store.put_meta(&mut wtxn, "format", 4).unwrap();
+        wtxn.commit().unwrap();
+        drop(store);
+
+        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+        let mut stored = store.stored_by_tenant().unwrap();
+        stored.sort();
+        assert_eq!(stored, [("a".into(), bytes[0]), ("b".into(), bytes[1])]);
+        assert_eq!(store.hook_status(0, "h2").unwrap().unwrap().hook.seq, 2);
+        assert_eq!(store.verify().unwrap().problems, Vec::<String>::new());
     }
 
     /// A store of format 3 has no hook-id index and no byte counts: opening

@@ -8,6 +8,7 @@
 use super::dead::{DeadFilter, DeadScan, Matching};
 use super::hook_index;
 use super::keys::row_key;
+use super::tenant_bytes::TenantDeltas;
 use super::write::delete_hook_if_rowless;
 use super::{ShardStore, StoreError, TenantTable};
 use heed::RwTxn;
@@ -46,14 +47,16 @@ pub fn purge(
         last,
         exhausted,
     } = scan.run(store, wtxn, tenants, |_| true)?;
+    let mut deltas = TenantDeltas::default();
     for (key, tenant_no, row) in &rows {
         store.dead.delete(wtxn, key)?;
         store.records.delete(wtxn, &row_key(*row))?;
         // A hook that keeps other rows keeps its entry: mark the sink purged.
-        if !delete_hook_if_rowless(store, wtxn, row.seq, Some(*tenant_no))? {
+        if !delete_hook_if_rowless(store, wtxn, row.seq, Some(*tenant_no), &mut deltas)? {
             hook_index::mark_purged(store, wtxn, row.seq, row.sink_index)?;
         }
     }
+    deltas.write(store, wtxn)?;
     Ok(Purged {
         purged: rows.len() as u64,
         cursor: last.or_else(|| step.cursor.clone()),

@@ -11,7 +11,7 @@ use super::lanes::{self, NewHead};
 use super::record::{
     decode_hook_head, decode_row, encode_hook, encode_row, Hook, RowRecord, RowStatus,
 };
-use super::tenant_bytes;
+use super::tenant_bytes::{self, TenantDeltas};
 use super::{ShardStore, StoreError, TenantTable};
 use crate::core::{BreakerEvent, RowFields, RowId, StoreOp, TenantId};
 use heed::RwTxn;
@@ -51,13 +51,29 @@ pub fn write_commit(
     rows: &[NewRow],
     now_ms: u64,
 ) -> Result<(), StoreError> {
+    let mut deltas = TenantDeltas::default();
+    write_commit_counted(store, wtxn, tenants, hook, rows, now_ms, &mut deltas)?;
+    deltas.write(store, wtxn)
+}
+
+/// [`write_commit`], one of a batch: its hook's bytes go into `deltas`,
+/// which the batch writes at its end.
+pub fn write_commit_counted(
+    store: &ShardStore,
+    wtxn: &mut RwTxn,
+    tenants: &mut TenantTable,
+    hook: &Hook,
+    rows: &[NewRow],
+    now_ms: u64,
+    deltas: &mut TenantDeltas,
+) -> Result<(), StoreError> {
     if rows.is_empty() {
         return Ok(());
     }
     let tenant_no = tenants.number_or_assign(store, wtxn, &hook.tenant)?;
     let encoded = encode_hook(hook);
     store.records.put(wtxn, &hook_key(hook.seq), &encoded)?;
-    tenant_bytes::add(store, wtxn, tenant_no, encoded.len() as u64)?;
+    deltas.add(tenant_no, encoded.len() as u64);
     let sinks = rows.iter().map(|row| row.sink_index);
     hook_index::put(store, wtxn, &hook.id, &Indexed::committed(hook.seq, sinks))?;
     for new in rows {
@@ -104,6 +120,7 @@ pub fn apply(
     wtxn: &mut RwTxn,
     tenants: &TenantTable,
     op: &StoreOp,
+    deltas: &mut TenantDeltas,
 ) -> Result<Option<NewHead>, StoreError> {
     match op {
         StoreOp::Claim {
@@ -124,7 +141,7 @@ pub fn apply(
             )?;
         }
         StoreOp::Delivered { row, replay, lane } => {
-            forget(store, wtxn, *row)?;
+            forget(store, wtxn, *row, deltas)?;
             if let Some(replay) = replay {
                 dead::count_replay(store, wtxn, replay, ReplayCounter::Delivered)?;
             }
@@ -138,7 +155,7 @@ pub fn apply(
                 .get(wtxn, &row_key(*row))?
                 .and_then(|bytes| decode_row(bytes).ok())
                 .map(|record| record.lane);
-            forget(store, wtxn, *row)?;
+            forget(store, wtxn, *row, deltas)?;
             return match lane {
                 Some(None) => Ok(None),
                 Some(Some(lane)) => lanes::leave(store, wtxn, tenants, lane, *row),
@@ -256,7 +273,12 @@ fn quarantine(
 
 /// Drops a claimed row (delivered, or its hook is gone), and its hook with
 /// its last row (counted off the tenant its in-flight marker names).
-fn forget(store: &ShardStore, wtxn: &mut RwTxn, row: RowId) -> Result<(), StoreError> {
+fn forget(
+    store: &ShardStore,
+    wtxn: &mut RwTxn,
+    row: RowId,
+    deltas: &mut TenantDeltas,
+) -> Result<(), StoreError> {
     let tenant_no = store
         .inflight
         .get(wtxn, &row_key(row))?
@@ -264,7 +286,7 @@ fn forget(store: &ShardStore, wtxn: &mut RwTxn, row: RowId) -> Result<(), StoreE
         .map(|(tenant_no, _)| tenant_no);
     store.inflight.delete(wtxn, &row_key(row))?;
     store.records.delete(wtxn, &row_key(row))?;
-    delete_hook_if_rowless(store, wtxn, row.seq, tenant_no)?;
+    delete_hook_if_rowless(store, wtxn, row.seq, tenant_no, deltas)?;
     Ok(())
 }
 
@@ -359,6 +381,7 @@ pub(super) fn delete_hook_if_rowless(
     wtxn: &mut RwTxn,
     seq: u64,
     tenant_no: Option<u32>,
+    deltas: &mut TenantDeltas,
 ) -> Result<bool, StoreError> {
     let first = row_key(RowId { seq, sink_index: 0 });
     let last = row_key(RowId {
@@ -376,13 +399,11 @@ pub(super) fn delete_hook_if_rowless(
         hook_index::forget(store, wtxn, seq)?;
         store.records.delete(wtxn, &hook_key(seq))?;
         match (tenant_no, counted) {
-            (Some(tenant_no), Some((bytes, true))) => {
-                tenant_bytes::remove(store, wtxn, tenant_no, bytes)?
-            }
+            (Some(tenant_no), Some((bytes, true))) => deltas.remove(tenant_no, bytes),
             // A record that no longer decodes was counted at another
             // length: the tenant is counted again from its hooks.
             (Some(tenant_no), Some((_, false))) => {
-                tenant_bytes::recount_tenant(store, wtxn, tenant_no)?
+                tenant_bytes::recount_tenant(store, wtxn, tenant_no, deltas)?
             }
             _ => {}
         }
