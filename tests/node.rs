@@ -1555,6 +1555,31 @@ fn reload_applies_live_keys_and_names_those_that_need_a_restart() {
     );
 }
 
+/// Ingests `body` into `source` until it is refused, at most `max` times:
+/// the hooks taken, and the refusal's message, checked to be a 503 with
+/// `error` and `Retry-After: 5`.
+fn ingest_until_refused(
+    addr: SocketAddr,
+    source: &str,
+    body: &[u8],
+    max: u64,
+    error: &str,
+) -> (u64, String) {
+    let mut acked = 0;
+    let refused = loop {
+        let reply = ingest(addr, source, body, &[]);
+        if reply.status != 202 {
+            break reply;
+        }
+        acked += 1;
+        assert!(acked < max, "{max} hooks of {} bytes taken", body.len());
+    };
+    assert_eq!((refused.status, refused.error_code()), (503, error.into()));
+    assert_eq!(refused.header("retry-after"), Some("5"));
+    let message = refused.json()["message"].as_str().unwrap().to_string();
+    (acked, message)
+}
+
 /// A shard whose store holds all that new hooks may fill answers ingest
 /// 503 `store_full`, and takes hooks again once deliveries free room.
 #[test]
@@ -1569,18 +1594,7 @@ fn a_full_store_answers_503_store_full_until_deliveries_free_room() {
     let node = start(c);
     let addr = node.local_addr();
     let body = vec![b'x'; 64 * 1024];
-    let mut acked = 0;
-    let full = loop {
-        let reply = ingest(addr, "a", &body, &[]);
-        if reply.status != 202 {
-            break reply;
-        }
-        acked += 1;
-        assert!(acked < 300, "14 MiB took more than 300 hooks of 64 KiB");
-    };
-    assert_eq!((full.status, full.error_code()), (503, "store_full".into()));
-    assert_eq!(full.header("retry-after"), Some("5"));
-    let message = full.json()["message"].as_str().unwrap().to_string();
+    let (acked, message) = ingest_until_refused(addr, "a", &body, 300, "store_full");
     assert!(
         message.starts_with("the shard's store is full (")
             && message.ends_with(
@@ -1615,22 +1629,8 @@ fn a_tenant_at_its_stored_bytes_bound_answers_503_tenant_full() {
     let node = start(c);
     let addr = node.local_addr();
     let body = vec![b'x'; 64 * 1024];
-    let mut acked = 0;
-    let full = loop {
-        let reply = ingest(addr, "a", &body, &[]);
-        if reply.status != 202 {
-            break reply;
-        }
-        acked += 1;
-        assert!(acked < 10, "more than 256 KiB of 64 KiB hooks taken");
-    };
+    let (acked, message) = ingest_until_refused(addr, "a", &body, 10, "tenant_full");
     assert_eq!(acked, 3, "a fourth hook and its headers would pass 256 KiB");
-    assert_eq!(
-        (full.status, full.error_code()),
-        (503, "tenant_full".into())
-    );
-    assert_eq!(full.header("retry-after"), Some("5"));
-    let message = full.json()["message"].as_str().unwrap().to_string();
     assert!(
         message
             .starts_with("tenant \"t1\" is at its max_stored_bytes (262144; its hooks would hold ")

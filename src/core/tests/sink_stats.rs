@@ -108,16 +108,7 @@ fn rows_past_their_horizon_in_the_queue_are_the_sinks_dead() {
     let mut config = config_with(vec![source("a", "t", &["x"])]);
     config.retry.max_elapsed_ms = 1_000;
     config.retry.base_ms = 0;
-    let mut c = core(
-        &config,
-        Grant {
-            concurrency: 1,
-            ..BIG
-        },
-    );
-    let mut m = Model::default();
-    m.add("t", "a", &["x"], 0);
-    m.add("t", "a", &["x"], 0);
+    let (mut c, mut m) = breaker_setup(config, 2);
     // Time starts at 1: a first attempt at 0 would read as none yet.
     c.handle_scan(1, &mut m);
     let _ = m.apply(&mut c);
