@@ -1,6 +1,7 @@
 //! A tenant's `max_stored_bytes`: the bytes its hooks hold in its shard's
 //! store, counted exactly with each commit and deletion, bound its ingest
-//! while the other tenants of the shard go on, across a restart too.
+//! while the other tenants of the shard go on, across a restart too; a
+//! redelivery of a hook it already stored still gets the first id.
 
 mod common;
 
@@ -43,13 +44,22 @@ fn a_tenant_at_its_bound_is_refused_while_others_commit_until_deliveries_free_ro
         let sinks = vec![SinkConfig::http(receiver.url("/"))];
         c.sources.push(common::source(source, tenant, sinks));
     }
+    c.sources[0].dedupe_window_ms = Some(3_600_000);
     let engine = Engine::open(c.clone()).unwrap();
+    let keyed = || NewHook {
+        dedupe_key: Some("k-1".into()),
+        ..kib_hook("a")
+    };
+    let first_id = engine.commit(keyed()).unwrap();
+    let keyed_bytes = stored_bytes(&engine, "t1");
     engine.commit(kib_hook("a")).unwrap();
-    let one_hook_bytes = stored_bytes(&engine, "t1");
+    let one_hook_bytes = stored_bytes(&engine, "t1") - keyed_bytes;
     assert!(
-        (1024..2048).contains(&one_hook_bytes),
-        "a 1 KiB hook is stored in {one_hook_bytes} bytes"
+        (1024..2048).contains(&one_hook_bytes) && keyed_bytes > one_hook_bytes,
+        "a 1 KiB hook is stored in {one_hook_bytes} bytes, with its key in {keyed_bytes}"
     );
+    // What t1's hooks hold: the keyed one and `n` others.
+    let holding = |n: u64| keyed_bytes + n * one_hook_bytes;
     let mut stored = 1;
     let refused = loop {
         match engine.commit(kib_hook("a")) {
@@ -67,10 +77,10 @@ fn a_tenant_at_its_bound_is_refused_while_others_commit_until_deliveries_free_ro
         panic!("refused as {refused:?}");
     };
     assert_eq!((tenant.as_str(), limit_bytes), ("t1", LIMIT_BYTES));
-    assert_eq!(stored_bytes(&engine, "t1"), stored * one_hook_bytes);
-    assert!(stored * one_hook_bytes <= LIMIT_BYTES);
+    assert_eq!(stored_bytes(&engine, "t1"), holding(stored));
+    assert!(holding(stored) <= LIMIT_BYTES);
     // What was refused is what is stored and about one hook more.
-    let one_more = used_bytes - stored * one_hook_bytes;
+    let one_more = used_bytes - holding(stored);
     assert!(
         used_bytes > LIMIT_BYTES && (one_hook_bytes..2 * one_hook_bytes).contains(&one_more),
         "refused at {used_bytes} with {stored} hooks of {one_hook_bytes} bytes stored"
@@ -80,12 +90,16 @@ fn a_tenant_at_its_bound_is_refused_while_others_commit_until_deliveries_free_ro
         engine.commit(kib_hook("b")).unwrap();
     }
     assert_eq!(stored_bytes(&engine, "t2"), 100 * one_hook_bytes);
+    // A provider's redelivery of a hook t1 already stored costs nothing:
+    // it gets the first hook's id, full or not.
+    assert_eq!(engine.commit(keyed()).unwrap(), first_id);
+    assert_eq!(stored_bytes(&engine, "t1"), holding(stored));
 
     // The counts are the store's: after a restart t1 is still at its bound.
     engine.shutdown();
     drop(engine);
     let engine = Engine::open(c).unwrap();
-    assert_eq!(stored_bytes(&engine, "t1"), stored * one_hook_bytes);
+    assert_eq!(stored_bytes(&engine, "t1"), holding(stored));
     assert!(matches!(
         engine.commit(kib_hook("a")),
         Err(CommitError::TenantFull { .. })

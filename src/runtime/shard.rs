@@ -340,17 +340,29 @@ impl ShardLoop {
             ShardInput::Commit { reply, .. } if refusing => {
                 reply.send(Err(CommitError::ShardRestarting));
             }
-            ShardInput::Commit { rows, reply } => match self
-                .tenant_room
-                .admit(state, self.index, &rows)
-                .and_then(|()| self.room.admit(state, self.index, &rows))
-            {
-                Ok(()) => {
-                    commits.push(rows);
-                    self.replies.push(reply);
+            ShardInput::Commit { rows, reply } => {
+                let admitted = self
+                    .tenant_room
+                    .admit(state, self.index, &rows)
+                    .and_then(|()| self.room.admit(state, self.index, &rows));
+                // A redelivery of a hook already taken stores nothing: it
+                // gets the first id even when its tenant or store is full.
+                let clock = &mut self.clock;
+                let duplicate = |full| {
+                    if state.is_duplicate(&rows, clock.now_ms()) {
+                        Ok(())
+                    } else {
+                        Err(full)
+                    }
+                };
+                match admitted.or_else(duplicate) {
+                    Ok(()) => {
+                        commits.push(rows);
+                        self.replies.push(reply);
+                    }
+                    Err(full) => reply.send(Err(full)),
                 }
-                Err(full) => reply.send(Err(full)),
-            },
+            }
             ShardInput::Completion(completion) => {
                 self.outcomes_taken.push(completion.clone());
                 outcomes.push(completion);

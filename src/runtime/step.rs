@@ -204,6 +204,25 @@ impl<'s> ShardState<'s> {
         }
     }
 
+    /// Whether `rows` repeats a dedupe key its source took within its
+    /// window, as of the writes so far: committing it stores nothing (it is
+    /// answered with the first hook's id).
+    pub fn is_duplicate(&self, rows: &NewRows, now_ms: u64) -> bool {
+        if rows.dedupe_window_ms == 0 || rows.rows.is_empty() {
+            return false;
+        }
+        let found = match &self.txn {
+            Some(txn) => dedupe::first_id(self.store, txn, &rows.hook, now_ms),
+            None => self
+                .store
+                .env()
+                .read_txn()
+                .map_err(StoreError::from)
+                .and_then(|rtxn| dedupe::first_id(self.store, &rtxn, &rows.hook, now_ms)),
+        };
+        matches!(found, Ok(Some(_)))
+    }
+
     /// One row as this shard sees it (including writes not yet committed).
     pub fn row(&self, row: RowId) -> Result<Option<RowRecord>, StoreError> {
         match &self.txn {
