@@ -26,7 +26,9 @@
 //!   member: exactly one.
 //! - `hook_ids`: hook id → its seq and the sinks its commit wrote rows
 //!   for, each marked when its row is purged (see [`hook_index`]). Every
-//!   stored hook has exactly one entry.
+//!   stored hook has exactly one entry. It finds a hook by id, and a
+//!   hook's dead rows for a listing, replay or purge without walking
+//!   `dead`.
 //! - `dedupe`, `dedupe_ends`: the dedupe keys of sources with a
 //!   `dedupe_window_ms`, and when each window ends (see [`dedupe`]).
 //! - `tenants`: tenant id → tenant_no u32 (shard-local, never reused).
@@ -92,6 +94,7 @@
 
 pub mod breakers;
 pub mod dead;
+mod dead_keys;
 pub mod dedupe;
 mod fill;
 pub mod hook_index;
