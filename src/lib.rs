@@ -26,7 +26,8 @@ mod test_support;
 pub use config::{Config, ConfigError, SinkConfig, SourceConfig};
 pub use node::{Node, NodeOptions};
 pub use runtime::{
-    CommitError, Engine, EngineBuilder, NewHook, OpenError, Pressure, ShardStats, Unavailable,
+    Backup, BackupError, CommitError, Engine, EngineBuilder, NewHook, OpenError, Pressure,
+    ShardStats, Unavailable, BACKUP_MANIFEST,
 };
 pub use sink::{Delivery, Sink, SinkError};
 pub use store::{Hook, HookStatus, RowRecord, RowStatus, RowView, SinkState, SinkStatus};

@@ -5,6 +5,7 @@ use goad::node::client::{encode, NodeClient};
 use goad::{Config, Node, NodeOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 #[derive(Parser)]
 #[command(
@@ -84,6 +85,17 @@ enum Command {
         /// Write only the body, as committed, to stdout.
         #[arg(long)]
         body: bool,
+    },
+    /// Back up a running node's data directory: the node writes each
+    /// shard's store as its last commit left it, the directory's other
+    /// files and backup.json (last) to a new or empty directory on its
+    /// host. Start a node on that directory to restore it.
+    Backup {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// The directory to write (a relative path is taken from here).
+        #[arg(long)]
+        to: PathBuf,
     },
     /// Dead letters on a node.
     Dlq {
@@ -244,6 +256,7 @@ fn main() -> ExitCode {
         Command::Hook { node, id, body } => {
             show(&node, &format!("/v1/hooks/{}", encode(&id)), body)
         }
+        Command::Backup { node, to } => backup(&node, &to),
         Command::Dlq { command } => match command {
             DlqCommand::List {
                 node,
@@ -473,13 +486,35 @@ fn print_body(node: &NodeArgs, path: &str) -> ExitCode {
     }
 }
 
+/// `goad backup`: the node writes the backup; this waits up to an hour.
+fn backup(node: &NodeArgs, to: &std::path::Path) -> ExitCode {
+    const BACKUP_WAIT: Duration = Duration::from_secs(3_600);
+    let to = match std::path::absolute(to) {
+        Ok(to) => to,
+        Err(e) => {
+            eprintln!("goad: --to {}: {e}", to.display());
+            return ExitCode::from(2);
+        }
+    };
+    let body = serde_json::json!({"to": to});
+    let answer = node
+        .client()
+        .call_within("POST", "/v1/backup", Some(&body), BACKUP_WAIT);
+    print_answer(answer)
+}
+
 fn print_call(
     node: &NodeArgs,
     method: &str,
     path: &str,
     body: Option<&serde_json::Value>,
 ) -> ExitCode {
-    match node.client().call(method, path, body) {
+    print_answer(node.client().call(method, path, body))
+}
+
+/// A node's JSON answer on stdout, or its error on stderr (exit 1).
+fn print_answer(answer: Result<serde_json::Value, goad::node::client::ClientError>) -> ExitCode {
+    match answer {
         Ok(value) => {
             println!(
                 "{}",

@@ -510,6 +510,7 @@ fn admin_routes_need_the_admin_token_and_health_and_metrics_do_not() {
         ("GET", "/v1/replays/x"),
         ("POST", "/v1/sources/gh/dead-letter"),
         ("POST", "/v1/reload"),
+        ("POST", "/v1/backup"),
     ] {
         let denied = call(addr, method, path, &[], b"");
         assert_eq!(denied.status, 401, "{method} {path}");
@@ -1553,6 +1554,51 @@ fn reload_applies_live_keys_and_names_those_that_need_a_restart() {
         call(plain.local_addr(), "POST", "/v1/reload", &[], b"").error_code(),
         "no_config_file"
     );
+}
+
+/// `POST /v1/backup` writes the data directory to an absolute path on the
+/// node's host, answering what it wrote; a body that is not its JSON, a
+/// relative path and a directory holding files are 400s saying so.
+#[test]
+fn a_backup_is_written_where_the_request_says_or_refused_with_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(node_config(dir.path()));
+    let addr = node.local_addr();
+    let backup = |body: &str| call(addr, "POST", "/v1/backup", &[], body.as_bytes());
+
+    let bad = backup("{\"dir\": \"/tmp/x\"}");
+    assert_eq!((bad.status, bad.error_code()), (400, "bad_json".into()));
+    let relative = backup("{\"to\": \"backups/today\"}");
+    assert_eq!(
+        (
+            relative.status,
+            relative.json()["message"].as_str().unwrap()
+        ),
+        (
+            400,
+            "to must be an absolute path on the node's host, got \"backups/today\""
+        )
+    );
+    let full = tempfile::tempdir().unwrap();
+    std::fs::write(full.path().join("old"), b"x").unwrap();
+    let refused = backup(&serde_json::json!({"to": full.path()}).to_string());
+    assert_eq!(
+        (refused.status, refused.error_code()),
+        (400, "bad_backup_dir".into()),
+        "{}",
+        refused.text()
+    );
+
+    let to = full.path().join("today");
+    let made = backup(&serde_json::json!({"to": to}).to_string());
+    assert_eq!(made.status, 200, "{}", made.text());
+    let made = made.json();
+    assert_eq!(made["to"], to.display().to_string());
+    assert_eq!(
+        made["shards"],
+        serde_json::json!([{"shard": 0, "bytes": std::fs::metadata(to.join("shard-0/data.mdb")).unwrap().len()}])
+    );
+    assert!(to.join(goad::BACKUP_MANIFEST).exists());
 }
 
 /// Ingests `body` into `source` until it is refused, at most `max` times:

@@ -346,6 +346,66 @@ fn goad_verify_checks_a_stopped_nodes_data_directory() {
     assert_eq!((hooks, rows), (5, 5), "{report}");
 }
 
+/// `goad backup` writes a running node's data directory to another while
+/// eight clients ingest: it exits 0 with the node's answer, and a node
+/// started on the backup delivers every hook the first node acknowledged
+/// before the backup began (its receiver hung on them).
+#[test]
+fn goad_backup_copies_a_running_node_and_a_node_on_the_copy_delivers_its_hooks() {
+    let dir = tempfile::tempdir().unwrap();
+    let hanging = Receiver::start(|_| Reply::hang()).unwrap();
+    let mut node = serve(dir.path(), &hanging.url("/hooks"));
+    let acked = Arc::new(Mutex::new(HashSet::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients = load(node.addr, acked.clone(), stop.clone());
+    wait_until("500 hooks acknowledged", Duration::from_secs(60), || {
+        acked.lock().unwrap().len() >= 500
+    });
+    let restored_dir = tempfile::tempdir().unwrap();
+    let to = restored_dir.path().join("data");
+    let before = acked.lock().unwrap().clone();
+    let backup = Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["backup", "--node", &format!("http://{}", node.addr), "--to"])
+        .arg(&to)
+        .output()
+        .unwrap();
+    let answer = String::from_utf8_lossy(&backup.stdout);
+    assert_eq!(
+        backup.status.code(),
+        Some(0),
+        "{answer}{}",
+        String::from_utf8_lossy(&backup.stderr)
+    );
+    let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(answer["to"], to.display().to_string());
+    assert_eq!(answer["shards"].as_array().unwrap().len(), 2);
+    assert!(
+        acked.lock().unwrap().len() > before.len(),
+        "ingest went on during the backup"
+    );
+    node.logged("backup written");
+    stop.store(true, Ordering::Release);
+    node.child.kill().unwrap();
+    node.child.wait().unwrap();
+    for c in clients {
+        c.join().unwrap();
+    }
+
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let restored = serve(restored_dir.path(), &receiver.url("/hooks"));
+    wait_until(
+        "every hook acknowledged before the backup delivered",
+        Duration::from_secs(60),
+        || {
+            receiver.ok_count() >= before.len() as u64 && {
+                let delivered = delivered_ids(&receiver);
+                before.iter().all(|id| delivered.contains(id))
+            }
+        },
+    );
+    drop(restored);
+}
+
 /// The file size limit of process `pid` (`RLIMIT_FSIZE`), in bytes.
 fn limit_file_size(pid: libc::pid_t, bytes: libc::rlim_t) {
     let limit = libc::rlimit {

@@ -128,6 +128,7 @@ fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Req
             Err(e) => unavailable(&e),
         },
         WorkerRoute::Reload => reload(state, engine),
+        WorkerRoute::Backup => super::backup::backup(engine, request),
     }
 }
 

@@ -1,11 +1,14 @@
 //! The operator subcommands' HTTP client (`goad dlq`, `goad pressure`,
-//! `goad stats`): one request to a node's admin API, the JSON answer back.
+//! `goad stats`, `goad backup`, ...): one request to a node's admin API, the JSON answer back.
 
 use std::time::Duration;
 
 /// The largest answer read: a page of dead letters, or one with a large
 /// body in base64.
 const MAX_ANSWER_BYTES: u64 = 1 << 30;
+
+/// How long a call waits for its answer.
+const CALL_WAIT: Duration = Duration::from_secs(60);
 
 /// Where the node is and how to authenticate.
 #[derive(Debug, Clone)]
@@ -37,16 +40,27 @@ impl NodeClient {
     }
 
     /// `GET` or `DELETE` `path` (with its query), or `POST path` with a
-    /// JSON body.
+    /// JSON body, answered within a minute.
     pub fn call(
         &self,
         method: &str,
         path_and_query: &str,
         body: Option<&serde_json::Value>,
     ) -> Result<serde_json::Value, ClientError> {
+        self.call_within(method, path_and_query, body, CALL_WAIT)
+    }
+
+    /// [`NodeClient::call`], answered within `wait`.
+    pub fn call_within(
+        &self,
+        method: &str,
+        path_and_query: &str,
+        body: Option<&serde_json::Value>,
+        wait: Duration,
+    ) -> Result<serde_json::Value, ClientError> {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(60)))
+            .timeout_global(Some(wait))
             .build()
             .into();
         let url = format!("{}{}", self.base_url.trim_end_matches('/'), path_and_query);

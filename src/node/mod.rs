@@ -10,6 +10,7 @@
 
 mod admin;
 mod auth;
+mod backup;
 pub mod client;
 mod hook_status;
 pub mod http;

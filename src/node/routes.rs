@@ -44,6 +44,8 @@ pub enum WorkerRoute {
     GetReplay(String),
     DeadLetterSource(String),
     Reload,
+    /// A backup of the data directory to a directory on the node's host.
+    Backup,
     /// A claim's body: (tenant, sha256).
     RedeemClaim(String, String),
 }
@@ -84,6 +86,7 @@ pub fn route(method: &str, path: &str) -> Result<Route, Response> {
             &["GET"],
         ),
         ["v1", "reload"] => (Route::Worker(WorkerRoute::Reload), &["POST"]),
+        ["v1", "backup"] => (Route::Worker(WorkerRoute::Backup), &["POST"]),
         ["v1", "claims", tenant, sha256] if !tenant.is_empty() && !sha256.is_empty() => (
             Route::Worker(WorkerRoute::RedeemClaim(
                 tenant.to_string(),

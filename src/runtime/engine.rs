@@ -227,6 +227,8 @@ pub struct Engine {
     pub(super) threads: Mutex<Vec<JoinHandle<()>>>,
     pub(super) coordinator_thread: Mutex<Option<JoinHandle<()>>>,
     pub(super) stopped: AtomicBool,
+    /// Held while a backup runs (see `Engine::backup`).
+    pub(super) backing_up: Mutex<()>,
     /// Released last, once the threads are joined and the stores closed.
     pub(super) _lock: DataDirLock,
 }

@@ -1,6 +1,7 @@
 //! The threads around the core: shard loops, IO pools, the coordinator and
 //! the engine handle.
 
+mod backup;
 mod breaker_log;
 mod clock;
 pub mod coordinator;
@@ -18,6 +19,7 @@ pub mod shard;
 pub mod step;
 
 pub use crate::store::ReviveStep;
+pub use backup::{Backup, BackupError, BACKUP_MANIFEST};
 pub use clock::wall_ms;
 pub use engine::{CommitError, Engine, NewHook, OpenError, Pressure, Unavailable};
 pub use inspect::{Replayed, ShardTenants};

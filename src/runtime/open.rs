@@ -126,6 +126,7 @@ impl EngineBuilder {
             threads: Mutex::new(threads),
             coordinator_thread: Mutex::new(Some(coordinator)),
             stopped: AtomicBool::new(false),
+            backing_up: Mutex::new(()),
             _lock: lock,
         })
     }

@@ -30,7 +30,7 @@ fn page_bytes() -> u64 {
 
 /// The LMDB map size for the store in `dir` bounded by `max_bytes`.
 pub(super) fn map_bytes_for(dir: &Path, max_bytes: u64) -> usize {
-    let file_bytes = std::fs::metadata(dir.join("data.mdb")).map_or(0, |m| m.len());
+    let file_bytes = std::fs::metadata(dir.join(super::DATA_FILE)).map_or(0, |m| m.len());
     let needed_bytes = file_bytes + file_bytes / (SHARD_OUTCOME_RESERVE_DIVISOR - 1);
     if needed_bytes <= max_bytes {
         return map_bytes(max_bytes);
@@ -129,7 +129,7 @@ mod tests {
             let mut wtxn = store.env.write_txn().unwrap();
             fill(&store, &mut wtxn, 3_000);
             wtxn.commit().unwrap();
-            std::fs::metadata(ShardStore::dir(dir.path(), 0).join("data.mdb"))
+            std::fs::metadata(ShardStore::dir(dir.path(), 0).join(super::super::DATA_FILE))
                 .unwrap()
                 .len()
         };

@@ -92,6 +92,7 @@
 //! not decode fails the open with an error saying so: dropping it would
 //! leave its row in no index.
 
+mod backup;
 pub mod breakers;
 pub mod dead;
 mod dead_keys;
@@ -134,6 +135,9 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 const FORMAT_VERSION: u32 = 5;
+
+/// An LMDB environment's data file in its shard's directory.
+const DATA_FILE: &str = "data.mdb";
 
 type Db = Database<'static, Bytes, Bytes>;
 
