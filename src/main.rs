@@ -59,6 +59,10 @@ enum Command {
         /// it, the embedded defaults.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Check this directory instead of the config's `data_dir` (a
+        /// backup, say).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
     },
     /// Move a stopped node's data directory to another shard count (one
     /// per core on a bigger machine, say): each tenant's hooks and rows go
@@ -251,7 +255,7 @@ fn main() -> ExitCode {
             config,
             environment,
         } => check(&config, environment),
-        Command::Verify { config } => verify(config),
+        Command::Verify { config, data_dir } => verify(config, data_dir),
         Command::Reshard { config, shards } => reshard(config, shards),
         Command::Hook { node, id, body } => {
             show(&node, &format!("/v1/hooks/{}", encode(&id)), body)
@@ -367,11 +371,14 @@ fn serve(config_path: Option<PathBuf>, allow_open_admin: bool) -> ExitCode {
     }
 }
 
-fn verify(config_path: Option<PathBuf>) -> ExitCode {
-    let config = match config_or_default(&config_path) {
+fn verify(config_path: Option<PathBuf>, data_dir: Option<PathBuf>) -> ExitCode {
+    let mut config = match config_or_default(&config_path) {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if let Some(dir) = data_dir {
+        config.data_dir = dir;
+    }
     if !config.data_dir.is_dir() {
         eprintln!(
             "goad verify: no data directory at {}",

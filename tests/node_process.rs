@@ -347,9 +347,10 @@ fn goad_verify_checks_a_stopped_nodes_data_directory() {
 }
 
 /// `goad backup` writes a running node's data directory to another while
-/// eight clients ingest: it exits 0 with the node's answer, and a node
-/// started on the backup delivers every hook the first node acknowledged
-/// before the backup began (its receiver hung on them).
+/// eight clients ingest: it exits 0 with the node's answer, `goad verify
+/// --data-dir` finds the backup sound, and a node started on it delivers
+/// every hook the first node acknowledged before the backup began (its
+/// receiver hung on them).
 #[test]
 fn goad_backup_copies_a_running_node_and_a_node_on_the_copy_delivers_its_hooks() {
     let dir = tempfile::tempdir().unwrap();
@@ -390,6 +391,17 @@ fn goad_backup_copies_a_running_node_and_a_node_on_the_copy_delivers_its_hooks()
     for c in clients {
         c.join().unwrap();
     }
+
+    let verify = Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["verify", "--config"])
+        .arg(dir.path().join("goad.toml"))
+        .arg("--data-dir")
+        .arg(&to)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&verify.stdout);
+    assert_eq!(verify.status.code(), Some(0), "{report}");
+    assert_eq!(report.matches(": sound\n").count(), 2, "{report}");
 
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
     let restored = serve(restored_dir.path(), &receiver.url("/hooks"));
