@@ -1,18 +1,20 @@
 //! One client connection of the HTTP front: its buffers, the request in
 //! progress and the rules for reading, answering in order and writing.
 
+use super::handshake::Tls;
 use super::request::{parse, Parsed, Request};
 use super::response::Response;
 use super::tls::{read_plaintext, write_records};
 use mio::net::TcpStream;
-use rustls::ServerConnection;
 use std::io::{self, Read, Write};
 use std::time::Instant;
 
 pub(super) struct Conn {
+    /// Tells this connection from an earlier one in its slot.
+    pub(super) id: u64,
     pub(super) stream: TcpStream,
-    /// The TLS session, when the front speaks TLS.
-    pub(super) tls: Option<Box<ServerConnection>>,
+    /// Its TLS, when the front speaks TLS.
+    pub(super) tls: Option<Tls>,
     pub(super) input: Vec<u8>,
     pub(super) output: Vec<u8>,
     pub(super) written: usize,
@@ -32,8 +34,9 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    pub(super) fn new(stream: TcpStream, tls: Option<Box<ServerConnection>>) -> Conn {
+    pub(super) fn new(id: u64, stream: TcpStream, tls: Option<Tls>) -> Conn {
         Conn {
+            id,
             stream,
             tls,
             input: Vec::new(),
@@ -56,12 +59,19 @@ impl Conn {
 
     /// Whether bytes wait to go out: answers, or TLS records.
     pub(super) fn output_pending(&self) -> bool {
-        self.written < self.output.len() || self.tls.as_ref().is_some_and(|t| t.wants_write())
+        self.written < self.output.len()
+            || matches!(&self.tls, Some(Tls::Session(t)) if t.wants_write())
+    }
+
+    /// Whether its TLS handshake waits for the client's hello or a signer:
+    /// the loop neither reads requests nor writes.
+    pub(super) fn in_hello(&self) -> bool {
+        matches!(self.tls, Some(Tls::Hello(_) | Tls::Signing))
     }
 
     /// Tells a TLS peer the connection closes (best effort).
     pub(super) fn say_close(&mut self) {
-        if let Some(tls) = self.tls.as_mut() {
+        if let Some(Tls::Session(tls)) = self.tls.as_mut() {
             tls.send_close_notify();
             let _ = tls.write_tls(&mut self.stream);
         }
@@ -128,19 +138,25 @@ pub(super) enum Answer {
 }
 
 /// Reads until the socket would block, the peer closed, or the buffer holds
-/// more than any request may be; true when it stopped at that bound.
+/// more than any request may be; true when it stopped at that bound. A
+/// connection whose handshake waits for its hello reads nothing here (the
+/// server reads the hello).
 pub(super) fn read_into(conn: &mut Conn, chunk: &mut [u8], max_buffer: usize) -> io::Result<bool> {
-    if let Some(tls) = conn.tls.as_mut() {
-        if conn.peer_closed {
-            return Ok(false);
+    match conn.tls.as_mut() {
+        Some(Tls::Session(tls)) => {
+            if conn.peer_closed {
+                return Ok(false);
+            }
+            let before = conn.input.len();
+            let end = read_plaintext(tls, &mut conn.stream, &mut conn.input, chunk, max_buffer)?;
+            conn.peer_closed = end.closed;
+            if conn.input.len() > before {
+                conn.last_active = Instant::now();
+            }
+            return Ok(end.full);
         }
-        let before = conn.input.len();
-        let end = read_plaintext(tls, &mut conn.stream, &mut conn.input, chunk, max_buffer)?;
-        conn.peer_closed = end.closed;
-        if conn.input.len() > before {
-            conn.last_active = Instant::now();
-        }
-        return Ok(end.full);
+        Some(Tls::Hello(_) | Tls::Signing) => return Ok(false),
+        None => {}
     }
     while !conn.peer_closed {
         if conn.input.len() >= max_buffer {
@@ -167,12 +183,16 @@ pub(super) fn read_into(conn: &mut Conn, chunk: &mut [u8], max_buffer: usize) ->
 
 pub(super) fn write_out(conn: &mut Conn) -> io::Result<()> {
     let pending = conn.output_pending();
-    if let Some(tls) = conn.tls.as_mut() {
-        if pending {
-            conn.written = write_records(tls, &mut conn.stream, &conn.output, conn.written)?;
-            conn.last_active = Instant::now();
+    match conn.tls.as_mut() {
+        Some(Tls::Session(tls)) => {
+            if pending {
+                conn.written = write_records(tls, &mut conn.stream, &conn.output, conn.written)?;
+                conn.last_active = Instant::now();
+            }
+            return Ok(());
         }
-        return Ok(());
+        Some(Tls::Hello(_) | Tls::Signing) => return Ok(()),
+        None => {}
     }
     while conn.written < conn.output.len() {
         match conn.stream.write(&conn.output[conn.written..]) {

@@ -2,6 +2,7 @@
 
 mod chunked;
 mod conn;
+mod handshake;
 pub mod request;
 pub mod response;
 pub mod server;

@@ -8,7 +8,8 @@
 //! mio `Waker`. Slow clients are bounded by `http.read_timeout_ms` from a
 //! request's first byte (408, closed), idle keep-alive connections by
 //! `http.idle_timeout_ms`, and the connection count by
-//! `http.max_connections` (503, closed).
+//! `http.max_connections` (503, closed). With TLS, each connection's hello
+//! is answered by a signer thread (see `handshake`), not the loop.
 //!
 //! Stopping (SIGTERM, SIGINT or [`Stopper::stop`]): the listener closes,
 //! idle connections close, requests in progress are answered with
@@ -16,6 +17,7 @@
 //! `HTTP_DRAIN_MS`).
 
 use super::conn::{read_into, write_out, Answer, Conn};
+use super::handshake::{read_hello, Answered, Hello, Signers, Tls};
 use super::request::Request;
 use super::response::Response;
 use super::tls::SharedTls;
@@ -24,7 +26,6 @@ use crate::limits::{HTTP_DRAIN_MS, MAX_HEAD_BYTES, READ_CHUNK_BYTES};
 use crossbeam_channel::{Receiver, Sender};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
-use rustls::ServerConnection;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
 use std::io::{self, Write};
@@ -164,8 +165,12 @@ pub struct Server {
     open: usize,
     next_id: u64,
     http: HttpConfig,
-    /// Every connection speaks TLS with the config in hand, when set.
-    tls: Option<SharedTls>,
+    /// Every connection speaks TLS with the config in hand, when set,
+    /// its hello answered by the signers.
+    tls: Option<(SharedTls, Signers)>,
+    handshakes: Receiver<Answered>,
+    /// The id of the latest connection accepted.
+    last_conn: u64,
     max_body_bytes: u64,
     handler: Arc<dyn Handler>,
     stopping_since: Option<Instant>,
@@ -197,6 +202,15 @@ impl Server {
             pending: AtomicBool::new(false),
             stop: AtomicBool::new(false),
         });
+        let (answered, handshakes) = crossbeam_channel::unbounded();
+        let tls = match tls {
+            Some(shared) => {
+                let woken = wake.clone();
+                let signers = Signers::start(answered, Arc::new(move || woken.wake()))?;
+                Some((shared, signers))
+            }
+            None => None,
+        };
         Ok(Server {
             poll,
             listener: Some(listener),
@@ -209,6 +223,8 @@ impl Server {
             next_id: 0,
             http,
             tls,
+            handshakes,
+            last_conn: 0,
             max_body_bytes,
             handler,
             stopping_since: None,
@@ -240,7 +256,11 @@ impl Server {
             for event in events.iter() {
                 match event.token() {
                     LISTENER => self.accept(),
-                    WAKER => self.take_replies(),
+                    WAKER => {
+                        self.wake.pending.store(false, Ordering::Release);
+                        self.take_replies();
+                        self.take_handshakes();
+                    }
                     SIGNALS => {
                         for signal in self.signals.pending() {
                             if signal == SIGHUP {
@@ -317,15 +337,7 @@ impl Server {
                 continue;
             }
             let _ = stream.set_nodelay(true);
-            let config = self.tls.as_ref().map(|shared| shared.read().clone());
-            let tls = match config.map(ServerConnection::new) {
-                None => None,
-                Some(Ok(tls)) => Some(Box::new(tls)),
-                Some(Err(e)) => {
-                    crate::log::warn("cannot start TLS on a connection", &[("error", &e)]);
-                    continue;
-                }
-            };
+            let tls = self.tls.as_ref().map(|_| Tls::Hello(Box::default()));
             let slot = self.free.pop().unwrap_or_else(|| {
                 self.conns.push(None);
                 self.conns.len() - 1
@@ -340,12 +352,12 @@ impl Server {
                 continue;
             }
             self.open += 1;
-            self.conns[slot] = Some(Conn::new(stream, tls));
+            self.last_conn += 1;
+            self.conns[slot] = Some(Conn::new(self.last_conn, stream, tls));
         }
     }
 
     fn take_replies(&mut self) {
-        self.wake.pending.store(false, Ordering::Release);
         while let Ok((slot, id, response)) = self.replies.try_recv() {
             let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
                 continue;
@@ -361,6 +373,56 @@ impl Server {
         }
     }
 
+    /// Sessions the signers made: each connection still waiting for its
+    /// own goes on with it (the server's answer goes out); one that could
+    /// not be made closes its connection, after the alert saying why.
+    fn take_handshakes(&mut self) {
+        while let Ok(((slot, id), answered)) = self.handshakes.try_recv() {
+            let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+                continue;
+            };
+            if conn.id != id || !matches!(conn.tls, Some(Tls::Signing)) {
+                continue;
+            }
+            match answered {
+                Ok(session) => {
+                    conn.tls = Some(Tls::Session(Box::new(session)));
+                    // Bytes that came while it was signed raised their
+                    // (edge) event then: read them now.
+                    self.drive(slot, true);
+                }
+                Err(alert) => {
+                    if let Some(mut alert) = alert {
+                        let _ = alert.write_all(&mut conn.stream);
+                    }
+                    self.close(slot);
+                }
+            }
+        }
+    }
+
+    /// Reads a connection's TLS hello and, once it is whole, has a signer
+    /// answer it.
+    fn read_hello(&mut self, slot: usize) {
+        let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        let Some(Tls::Hello(acceptor)) = conn.tls.as_mut() else {
+            return;
+        };
+        match read_hello(acceptor, &mut conn.stream) {
+            Hello::Partial => {}
+            Hello::Whole(accepted) => {
+                conn.tls = Some(Tls::Signing);
+                if let Some((shared, signers)) = &self.tls {
+                    let config = shared.read().clone();
+                    signers.answer((slot, conn.id), accepted, config);
+                }
+            }
+            Hello::Refused => self.close(slot),
+        }
+    }
+
     /// Reads what arrived (when `readable`), answers what is complete and
     /// writes what is pending; closes the connection when it is done.
     fn drive(&mut self, slot: usize, readable: bool) {
@@ -368,6 +430,9 @@ impl Server {
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
+        if conn.in_hello() {
+            return self.read_hello(slot);
+        }
         let mut failed = false;
         let mut read = readable || conn.waiting.is_none();
         while read && !failed {
