@@ -101,6 +101,18 @@ enum Command {
         #[arg(long)]
         to: PathBuf,
     },
+    /// Drain a node: it takes no new hooks (503 draining, /readyz 503)
+    /// and delivers those it holds; prints how many rows it still holds.
+    Drain {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// Take hooks again.
+        #[arg(long, conflicts_with = "status")]
+        end: bool,
+        /// Only show whether it drains and what it holds.
+        #[arg(long)]
+        status: bool,
+    },
     /// Dead letters on a node.
     Dlq {
         #[command(subcommand)]
@@ -261,6 +273,14 @@ fn main() -> ExitCode {
             show(&node, &format!("/v1/hooks/{}", encode(&id)), body)
         }
         Command::Backup { node, to } => backup(&node, &to),
+        Command::Drain { node, end, status } => {
+            let method = match (end, status) {
+                (_, true) => "GET",
+                (true, _) => "DELETE",
+                _ => "POST",
+            };
+            print_call(&node, method, "/v1/drain", None)
+        }
         Command::Dlq { command } => match command {
             DlqCommand::List {
                 node,

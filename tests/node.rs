@@ -511,6 +511,9 @@ fn admin_routes_need_the_admin_token_and_health_and_metrics_do_not() {
         ("POST", "/v1/sources/gh/dead-letter"),
         ("POST", "/v1/reload"),
         ("POST", "/v1/backup"),
+        ("POST", "/v1/drain"),
+        ("DELETE", "/v1/drain"),
+        ("GET", "/v1/drain"),
     ] {
         let denied = call(addr, method, path, &[], b"");
         assert_eq!(denied.status, 401, "{method} {path}");
@@ -1556,6 +1559,81 @@ fn reload_applies_live_keys_and_names_those_that_need_a_restart() {
     );
 }
 
+/// A draining node takes no new hooks (503 `draining`, and `/readyz` 503
+/// so a load balancer moves providers away) while it delivers the ones it
+/// holds, counting them down to 0; it drains on after a restart, and
+/// `DELETE /v1/drain` takes hooks again.
+#[test]
+fn a_draining_node_delivers_what_it_holds_takes_nothing_new_and_drains_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, status) = switchable(503);
+    let config = {
+        let mut c = one_source(dir.path(), &receiver);
+        c.retry.base_ms = 50;
+        c
+    };
+    let node = start(config.clone());
+    let addr = node.local_addr();
+    for body in ["one", "two", "three"] {
+        assert_eq!(ingest(addr, "a", body.as_bytes(), &[]).status, 202);
+    }
+    assert!(
+        receiver.wait_for(3, Duration::from_secs(10)),
+        "each tried once"
+    );
+
+    let started = call(addr, "POST", "/v1/drain", &[], b"");
+    assert_eq!(
+        started.json(),
+        serde_json::json!({"draining": true, "pending_rows": 3})
+    );
+    let refused = ingest(addr, "a", b"four", &[]);
+    assert_eq!(
+        (
+            refused.status,
+            refused.error_code(),
+            refused.header("retry-after")
+        ),
+        (503, "draining".to_string(), Some("5"))
+    );
+    assert_eq!(get(addr, "/readyz").error_code(), "draining");
+    assert!(get(addr, "/metrics").text().contains("\ngoad_draining 1\n"));
+
+    status.store(200, Ordering::SeqCst);
+    wait_until("the held hooks delivered", Duration::from_secs(10), || {
+        get(addr, "/v1/drain").json()["pending_rows"] == 0
+    });
+    let mut delivered: Vec<Vec<u8>> = receiver
+        .received()
+        .into_iter()
+        .filter(|r| r.status == 200)
+        .map(|r| r.body)
+        .collect();
+    delivered.sort();
+    assert_eq!(
+        delivered,
+        [b"one".to_vec(), b"three".to_vec(), b"two".to_vec()]
+    );
+    drop(node);
+
+    let node = start(config);
+    let addr = node.local_addr();
+    assert_eq!(
+        get(addr, "/readyz").error_code(),
+        "draining",
+        "after a restart"
+    );
+    assert_eq!(ingest(addr, "a", b"four", &[]).status, 503);
+    let ended = call(addr, "DELETE", "/v1/drain", &[], b"");
+    assert_eq!(
+        ended.json(),
+        serde_json::json!({"draining": false, "pending_rows": 0})
+    );
+    assert_eq!(get(addr, "/readyz").status, 200);
+    assert_eq!(ingest(addr, "a", b"four", &[]).status, 202);
+    assert!(get(addr, "/metrics").text().contains("\ngoad_draining 0\n"));
+}
+
 /// `POST /v1/backup` writes the data directory to an absolute path on the
 /// node's host, answering what it wrote; a body that is not its JSON, a
 /// relative path and a directory holding files are 400s saying so.
@@ -2195,6 +2273,19 @@ fn the_operator_cli_lists_replays_and_reports() {
         serde_json::from_str::<serde_json::Value>(&out).unwrap(),
         serde_json::json!({"sinks": []})
     );
+    for (args, draining) in [
+        (&["drain"][..], true),
+        (&["drain", "--status"], true),
+        (&["drain", "--end"], false),
+    ] {
+        let (code, out, _) = goad(args, true);
+        assert_eq!(code, Some(0), "{out}");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&out).unwrap(),
+            serde_json::json!({"draining": draining, "pending_rows": 0}),
+            "{args:?}"
+        );
+    }
     let (code, _, err) = goad(&["hook", "no-such-hook"], true);
     assert_eq!(code, Some(1));
     assert!(err.contains("HTTP 404 unknown_hook"), "{err}");

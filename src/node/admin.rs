@@ -75,7 +75,7 @@ fn answer_caught(state: &NodeState, engine: &Engine, job: &AdminJob) -> Response
 
 fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Request) -> Response {
     match route {
-        WorkerRoute::Metrics => match metrics::render(engine, &state.replays, &state.ingest) {
+        WorkerRoute::Metrics => match metrics::render(engine, &state.replays, &state.ingest, state.drain.is_on()) {
             Ok(text) => Response::text(200, "text/plain; version=0.0.4", text),
             Err(e) => store_error(&e),
         },
@@ -129,6 +129,7 @@ fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Req
         },
         WorkerRoute::Reload => reload(state, engine),
         WorkerRoute::Backup => super::backup::backup(engine, request),
+        WorkerRoute::Drain(set) => super::drain::drain(&state.drain, engine, *set),
     }
 }
 

@@ -324,6 +324,7 @@ pub fn render(
     engine: &Engine,
     replays: &Replays,
     ingest: &IngestCounts,
+    draining: bool,
 ) -> Result<String, StoreError> {
     let stats = engine.stats();
     let due = engine.due_counts()?;
@@ -383,6 +384,12 @@ pub fn render(
     f.stats_families(SHARD_FAMILIES, &stats);
     f.replays(replays);
     f.ingest(ingest);
+    f.head(
+        "goad_draining",
+        "gauge",
+        "1 while the node drains: it takes no new hooks (POST /v1/drain).",
+    );
+    let _ = writeln!(f.out, "goad_draining {}", u8::from(draining));
     Ok(out)
 }
 

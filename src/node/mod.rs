@@ -12,6 +12,7 @@ mod admin;
 mod auth;
 mod backup;
 pub mod client;
+mod drain;
 mod hook_status;
 pub mod http;
 mod ingest_counts;
@@ -107,6 +108,8 @@ pub(crate) struct NodeState {
     /// The front's TLS config, when it serves HTTPS (a reload renews it).
     tls: Option<SharedTls>,
     admin: Sender<admin::AdminJob>,
+    /// Whether the node takes no new hooks (see `drain`).
+    drain: drain::Drain,
     replays: Replays,
     ingest: IngestCounts,
 }
@@ -159,6 +162,7 @@ impl Node {
             engine: OnceLock::new(),
             opened: (Mutex::new(false), Condvar::new()),
             replays: Replays::new(&config.data_dir),
+            drain: drain::Drain::load(&config.data_dir),
             ingest: IngestCounts::default(),
             config: RwLock::new(config.clone()),
             config_path: options.config_path,
@@ -318,6 +322,12 @@ fn try_open_engine(
                     ("open_ms", &started.elapsed().as_millis()),
                 ],
             );
+            if state.drain.is_on() {
+                crate::log::warn(
+                    "the node is draining (a DRAINING file in its data directory): it takes no new hooks until DELETE /v1/drain",
+                    &[],
+                );
+            }
             state.replays.start(state.clone());
             Ok(())
         }

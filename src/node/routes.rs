@@ -46,6 +46,8 @@ pub enum WorkerRoute {
     Reload,
     /// A backup of the data directory to a directory on the node's host.
     Backup,
+    /// Whether the node drains: asked (`None`), started or ended.
+    Drain(Option<bool>),
     /// A claim's body: (tenant, sha256).
     RedeemClaim(String, String),
 }
@@ -87,6 +89,17 @@ pub fn route(method: &str, path: &str) -> Result<Route, Response> {
         ),
         ["v1", "reload"] => (Route::Worker(WorkerRoute::Reload), &["POST"]),
         ["v1", "backup"] => (Route::Worker(WorkerRoute::Backup), &["POST"]),
+        ["v1", "drain"] => {
+            let set = match method {
+                "POST" => Some(true),
+                "DELETE" => Some(false),
+                _ => None,
+            };
+            (
+                Route::Worker(WorkerRoute::Drain(set)),
+                &["GET", "POST", "DELETE"],
+            )
+        }
         ["v1", "claims", tenant, sha256] if !tenant.is_empty() && !sha256.is_empty() => (
             Route::Worker(WorkerRoute::RedeemClaim(
                 tenant.to_string(),
@@ -159,6 +172,7 @@ impl NodeHandler {
                 Response::error(411, "length_required", message)
             })
         });
+        let refused = refused.or_else(|| self.state.drain.is_on().then(super::drain::refused));
         if let Some(response) = refused {
             counts.count(&source_id, true, &response);
             return Some(response);
@@ -207,6 +221,7 @@ impl Handler for NodeHandler {
         match route {
             Route::Health => Some(Response::json(200, &serde_json::json!({"status": "ok"}))),
             Route::Ready => Some(match self.state.engine() {
+                Some(_) if self.state.drain.is_on() => super::drain::not_ready(),
                 Some(engine) => match engine.stats().iter().position(|s| s.restarting) {
                     None => Response::json(200, &serde_json::json!({"status": "ready"})),
                     Some(shard) => Response::unavailable(

@@ -113,6 +113,12 @@ impl Engine {
         self.shards.iter().map(|s| s.store.due_count()).collect()
     }
 
+    /// Pending rows across shards, as the stores last committed them (see
+    /// `ShardStore::pending_count`): what the engine still has to deliver.
+    pub fn pending_rows(&self) -> Result<u64, StoreError> {
+        self.shards.iter().map(|s| s.store.pending_count()).sum()
+    }
+
     /// Rows waiting behind their ordering lanes' heads, per shard.
     pub fn lane_member_counts(&self) -> Result<Vec<u64>, StoreError> {
         self.shards

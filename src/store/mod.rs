@@ -542,6 +542,17 @@ impl ShardStore {
         Ok(self.members.len(&rtxn)?)
     }
 
+    /// How many rows are pending (due or waiting out a backoff, claimed,
+    /// or waiting in their ordering lanes) as of the last commit, read in
+    /// one transaction: a row moves between those places inside one, so
+    /// none is counted twice or missed.
+    pub fn pending_count(&self) -> Result<u64, StoreError> {
+        let rtxn = self.env.read_txn()?;
+        let [due, claimed, in_lanes] =
+            [self.due, self.inflight, self.members].map(|db| db.len(&rtxn));
+        Ok(due? + claimed? + in_lanes?)
+    }
+
     /// How many rows are dead-lettered in this shard.
     pub fn dead_count(&self) -> Result<u64, StoreError> {
         let rtxn = self.env.read_txn()?;
