@@ -144,6 +144,43 @@ fn delivered_ids(receiver: &Receiver) -> HashSet<String> {
         .collect()
 }
 
+/// Waits until `receiver` got every hook of `acked` (by `webhook-id`)
+/// from `node`; past `within`, panics with where the node says the first
+/// missing hooks are, its stats and what it logged.
+fn wait_all_delivered(
+    node: &ServeProcess,
+    receiver: &Receiver,
+    acked: &HashSet<String>,
+    within: Duration,
+) {
+    let deadline = std::time::Instant::now() + within;
+    while std::time::Instant::now() < deadline {
+        // Counting first keeps the poll cheap: each acknowledged hook needs
+        // at least one 200 before the ids are worth comparing.
+        if receiver.ok_count() >= acked.len() as u64 {
+            let delivered = delivered_ids(receiver);
+            if acked.iter().all(|id| delivered.contains(id)) {
+                return;
+            }
+        }
+        std::thread::park_timeout(Duration::from_millis(5));
+    }
+    let delivered = delivered_ids(receiver);
+    let missing: Vec<&String> = acked.iter().filter(|id| !delivered.contains(*id)).collect();
+    let states: Vec<String> = missing
+        .iter()
+        .take(5)
+        .map(|id| get(node.addr, &format!("/v1/hooks/{id}")).text())
+        .collect();
+    let log: Vec<String> = node.log.try_iter().collect();
+    panic!(
+        "{} of {} acknowledged hooks not delivered after {within:?}; the first: {states:#?}\nstats: {}\nlog: {log:#?}",
+        missing.len(),
+        acked.len(),
+        get(node.addr, "/v1/stats").text()
+    );
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Signal {
     Term,
@@ -179,18 +216,7 @@ fn stop_under_load_then_restart(signal: Signal) {
     }
     let acked = acked.lock().unwrap().clone();
     let node = serve(dir.path(), &url);
-    wait_until(
-        "every acknowledged hook delivered",
-        Duration::from_secs(120),
-        || {
-            // Counting first keeps the poll cheap: each acknowledged hook
-            // needs at least one 200 before the ids are worth comparing.
-            receiver.ok_count() >= acked.len() as u64 && {
-                let delivered = delivered_ids(&receiver);
-                acked.iter().all(|id| delivered.contains(id))
-            }
-        },
-    );
+    wait_all_delivered(&node, &receiver, &acked, Duration::from_secs(120));
     eprintln!(
         "{signal:?}: {} acknowledged, all delivered; {} requests at the receiver",
         acked.len(),
@@ -405,16 +431,7 @@ fn goad_backup_copies_a_running_node_and_a_node_on_the_copy_delivers_its_hooks()
 
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
     let restored = serve(restored_dir.path(), &receiver.url("/hooks"));
-    wait_until(
-        "every hook acknowledged before the backup delivered",
-        Duration::from_secs(60),
-        || {
-            receiver.ok_count() >= before.len() as u64 && {
-                let delivered = delivered_ids(&receiver);
-                before.iter().all(|id| delivered.contains(id))
-            }
-        },
-    );
+    wait_all_delivered(&restored, &receiver, &before, Duration::from_secs(60));
     drop(restored);
 }
 
@@ -491,14 +508,7 @@ fn a_full_disk_refuses_ingest_and_loses_no_acknowledged_hook() {
         }
         reply.status == 202
     });
-    wait_until(
-        "every acknowledged hook delivered",
-        Duration::from_secs(120),
-        || {
-            let delivered = delivered_ids(&receiver);
-            acked.iter().all(|id| delivered.contains(id))
-        },
-    );
+    wait_all_delivered(&node, &receiver, &acked, Duration::from_secs(120));
     let metrics = get(node.addr, "/metrics").text();
     let failures: f64 = metrics
         .lines()

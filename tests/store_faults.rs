@@ -272,6 +272,98 @@ fn after_a_store_failure_the_shard_scans_again_a_second_later() {
     assert_eq!((failures, started), (1, vec![1]), "scanned again, once");
 }
 
+/// The (seq, job) of each attempt one step of `state` starts.
+fn started_by(
+    state: &mut ShardState,
+    now_ms: u64,
+    outcomes: Vec<goad::runtime::Completion>,
+) -> Vec<(u64, goad::core::JobId)> {
+    let mut started = Vec::new();
+    state.step(now_ms, Vec::new(), outcomes, &mut |call| {
+        started.extend(call.jobs().iter().map(|job| (job.row.seq, job.id)))
+    });
+    started
+}
+
+/// A store failure whose recovery cannot be written either (here: a
+/// claimed row's marker and hook that do not decode, so recovery fails
+/// until they are mended) is recovered a second later, not left undone:
+/// nothing is claimed meanwhile, then the rows claimed in the store are
+/// due again — the row whose old attempt ended meanwhile is delivered
+/// again, the one whose attempt still runs is held for it — and both
+/// settle. (Recovery used to be tried once: the rows stayed claimed in the
+/// store, never delivered, until the process restarted.)
+#[test]
+fn a_recovery_that_cannot_be_written_after_a_store_failure_is_tried_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
+    let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+    let mut state = shard(&c, &store, NOW_MS);
+    let mut started = Vec::new();
+    let out = state.step(
+        NOW_MS,
+        (1..=2).map(new_rows).collect(),
+        Vec::new(),
+        &mut |call| started.extend(call.jobs().iter().map(|job| (job.row.seq, job.id))),
+    );
+    assert!(matches!(out.committed, Some(Ok(_))));
+    // The claims are written with the next step's batch.
+    state.step(NOW_MS + 20, Vec::new(), Vec::new(), &mut |_| {});
+    started.sort();
+    let [(1, first), (2, second)] = started[..] else {
+        panic!("both rows started: {started:?}");
+    };
+    assert_eq!(tree_keys(&store, "inflight").len(), 2);
+
+    let good_hook = {
+        let rtxn = store.env().read_txn().unwrap();
+        let records = tree(&store, "records");
+        records.get(&rtxn, &hook_key(1)).unwrap().unwrap().to_vec()
+    };
+    let good_marker = {
+        let rtxn = store.env().read_txn().unwrap();
+        let markers = tree(&store, "inflight");
+        markers
+            .get(&rtxn, &row_key(row(1)))
+            .unwrap()
+            .unwrap()
+            .to_vec()
+    };
+    break_marker_and_hook(&store);
+    let mut unwritable = new_rows(3);
+    unwritable.hook.tenant = Arc::from("t".repeat(600));
+    let t = NOW_MS + 100;
+    let out = state.step(t, vec![unwritable], Vec::new(), &mut |_| {});
+    assert!(matches!(out.committed, Some(Err(_))));
+    assert_eq!(state.poll_deadline(t), Some(t + 1_000), "tried again then");
+    overwrite(&store, "records", &[&hook_key(1)], &good_hook);
+    overwrite(&store, "inflight", &[&row_key(row(1))], &good_marker);
+    // Hook 1's old attempt ends before its row is held: not counted.
+    let ended = goad::runtime::Completion {
+        job: first,
+        result: Ok(()),
+        took: Duration::from_millis(1),
+    };
+    let claimed = started_by(&mut state, t + 500, vec![ended]);
+    assert!(claimed.is_empty(), "nothing claimed before the recovery");
+    assert!(!state.is_idle(t + 500));
+
+    let again = started_by(&mut state, t + 1_000, Vec::new());
+    let [(1, again)] = again[..] else {
+        panic!("hook 1 again, hook 2's attempt still running: {again:?}");
+    };
+    let outcomes = [second, again].map(|job| goad::runtime::Completion {
+        job,
+        result: Ok(()),
+        took: Duration::from_millis(1),
+    });
+    started_by(&mut state, t + 1_010, outcomes.to_vec());
+    started_by(&mut state, t + 1_100, Vec::new());
+    assert_eq!(store.hook_count().unwrap(), 0, "both delivered");
+    assert_eq!(state.core().stats().delivered, 2);
+    assert!(state.is_idle(t + 1_100));
+}
+
 /// Due entries that do not decode are set aside, not failed on: a due value
 /// that is not a size is rewritten from its row's record, and the row is
 /// delivered as before; a key of the wrong length names no row and is

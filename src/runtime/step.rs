@@ -122,6 +122,11 @@ pub struct ShardState<'s> {
     core: Core,
     /// No scan before this, after a store failure.
     holdoff_until_ms: u64,
+    /// After a restart whose recovery could not be written (the store
+    /// failing still): the old core's attempts still running, whose rows
+    /// are held for the new core once the recovery is written (see
+    /// `recover_after_restart`).
+    unrecovered: Option<Vec<RunningAttempt>>,
     /// Rows made due again by recovery since open (at open and after store failures).
     pub recovered: u64,
     /// Store writes that failed since open (each rebuilt the shard).
@@ -148,6 +153,7 @@ impl<'s> ShardState<'s> {
             next_seq: 0,
             core,
             holdoff_until_ms: 0,
+            unrecovered: None,
             recovered: 0,
             store_failures: 0,
             unreadable_due: 0,
@@ -328,10 +334,14 @@ impl<'s> ShardState<'s> {
     /// deadline, or when uncommitted writes must be flushed.
     pub fn poll_deadline(&self, now_ms: u64) -> Option<u64> {
         let flush_at_ms = self.dirty_since_ms.map(|t| t + OUTCOME_FLUSH_MS);
-        let core_at_ms = self
-            .core
-            .poll_deadline(now_ms)
-            .map(|t| t.max(self.holdoff_until_ms));
+        let core_at_ms = match self.unrecovered {
+            // The recovery is tried again then.
+            Some(_) => Some(self.holdoff_until_ms),
+            None => self
+                .core
+                .poll_deadline(now_ms)
+                .map(|t| t.max(self.holdoff_until_ms)),
+        };
         match (core_at_ms, flush_at_ms) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -340,7 +350,7 @@ impl<'s> ShardState<'s> {
 
     /// Nothing claimed, running or due, and everything written is committed.
     pub fn is_idle(&self, now_ms: u64) -> bool {
-        self.core.is_idle(now_ms) && self.txn.is_none()
+        self.core.is_idle(now_ms) && self.txn.is_none() && self.unrecovered.is_none()
     }
 
     /// Commits whatever is written (at shutdown).
@@ -352,6 +362,15 @@ impl<'s> ShardState<'s> {
     /// the next step.
     pub fn handle_outcomes(&mut self, now_ms: u64, outcomes: Vec<Completion>) {
         for c in outcomes {
+            if let Some(running) = &mut self.unrecovered {
+                // An attempt of the old core that ended before its row was
+                // held for the new one: the recovery makes its row due, and
+                // it is delivered again (at least once).
+                if let Some(i) = running.iter().position(|a| a.job == c.job) {
+                    running.swap_remove(i);
+                    continue;
+                }
+            }
             self.core.handle_outcome(now_ms, c.job, c.result, c.took);
         }
     }
@@ -368,6 +387,9 @@ impl<'s> ShardState<'s> {
         outcomes: Vec<Completion>,
         start: &mut dyn FnMut(Call),
     ) -> StepOutput {
+        if self.unrecovered.is_some() && now_ms >= self.holdoff_until_ms {
+            self.recover_after_restart(now_ms);
+        }
         self.handle_outcomes(now_ms, outcomes);
         self.core.handle_timers(now_ms);
         let mut out = StepOutput::default();
@@ -418,7 +440,9 @@ impl<'s> ShardState<'s> {
         first_ids: &mut Vec<FirstId>,
     ) -> Result<(), StoreError> {
         let has_commits = !commits.is_empty();
-        let held_off = now_ms < self.holdoff_until_ms;
+        // Until a restart's recovery is written, nothing is claimed: the
+        // recovery would make a new claim due again while its attempt runs.
+        let held_off = now_ms < self.holdoff_until_ms || self.unrecovered.is_some();
         if has_commits || self.core.has_store_ops() || (self.core.wants_scan(now_ms) && !held_off) {
             let store = self.store;
             let txn = match &mut self.txn {
@@ -518,13 +542,26 @@ impl<'s> ShardState<'s> {
         self.txn = None;
         self.dirty_since_ms = None;
         self.unflushed_ops = 0;
-        let running = self.core.running_attempts();
+        self.unrecovered = Some(self.core.running_attempts());
         self.core = self.core.rebuilt(now_ms);
+        self.recover_after_restart(now_ms);
+    }
+
+    /// Reloads the store as an open does (the rows claimed in it due
+    /// again) and holds the rows of the old core's attempts still running
+    /// for the new core. While the store cannot be written, this is tried
+    /// again every `STORE_RETRY_MS`, and the shard claims nothing meanwhile.
+    fn recover_after_restart(&mut self, now_ms: u64) {
+        let Some(running) = self.unrecovered.take() else {
+            return;
+        };
         if let Err(e) = self.reload(now_ms) {
             crate::log::error(
-                "shard store reload failed; retrying on the next iteration",
-                &[("error", &e)],
+                "shard store reload failed; trying again later",
+                &[("error", &e), ("again_in_ms", &STORE_RETRY_MS)],
             );
+            self.holdoff_until_ms = now_ms + STORE_RETRY_MS;
+            self.unrecovered = Some(running);
             return;
         }
         if let Err(e) = self.adopt_stragglers(running) {
