@@ -128,6 +128,10 @@ pub const CREDENTIALS_REFRESH_MS: u64 = 5 * 60_000;
 /// How long fetched AWS credentials that name no expiry are kept.
 pub const CREDENTIALS_LIFETIME_MS: u64 = 15 * 60_000;
 
+/// How long an assumed role's credentials last (STS's default, and the
+/// most a role allows unless its maximum session duration is raised).
+pub const ASSUMED_ROLE_DURATION_S: u64 = 3_600;
+
 /// Where a Pub/Sub sink publishes unless its `endpoint` says otherwise.
 pub const PUBSUB_ENDPOINT: &str = "https://pubsub.googleapis.com";
 
@@ -164,4 +168,5 @@ const _: () = assert!(MAX_SINKS_PER_SOURCE <= u16::MAX as usize);
 const _: () = assert!(MAX_SHARDS <= u32::MAX as usize);
 const _: () = assert!(SQS_BATCH_MAX_ENTRIES <= MAX_BATCH_ENTRIES);
 const _: () = assert!(CREDENTIALS_REFRESH_MS < CREDENTIALS_LIFETIME_MS);
+const _: () = assert!(CREDENTIALS_REFRESH_MS < ASSUMED_ROLE_DURATION_S * 1_000);
 const _: () = assert!(PUBSUB_BATCH_MAX_ENTRIES <= MAX_BATCH_ENTRIES);

@@ -835,6 +835,166 @@ fn instance_credentials_come_from_the_metadata_service_once_while_fresh() {
     }
 }
 
+/// Tests that point `AWS_ENDPOINT_URL_STS` at their moto take turns: the
+/// variable is the process's.
+static STS_ENDPOINT_VARIABLE: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
+/// `role_arn`: an IAM user that may only assume a role writes to a queue
+/// and a bucket through that role. moto checks the signatures and the
+/// policies: the user's own `SendMessage` is refused (`AccessDenied`); the
+/// sink and the claim bucket each assume the role once (with the external
+/// id and session name configured, signed with the user's key) and sign
+/// every request with the role's temporary credentials; a sink whose user
+/// secret is wrong cannot assume the role, and its row is dead-lettered
+/// saying so.
+#[test]
+fn a_role_to_assume_signs_the_queues_and_the_buckets_requests() {
+    let _sts = STS_ENDPOINT_VARIABLE.lock();
+    // Seven requests go unsigned: the user, its policy, its key, the
+    // role, the role's policy, the queue and the bucket.
+    let moto = Moto::start_checking_signatures_after(Some(7));
+    std::env::set_var("AWS_ENDPOINT_URL_STS", &moto.url);
+    let encoded = |json: &str| -> String { json.bytes().map(|b| format!("%{b:02X}")).collect() };
+    let allow = |action: &str| {
+        encoded(&format!(
+            r#"{{"Version":"2012-10-17","Statement":[{{"Effect":"Allow","Action":"{action}","Resource":"*"}}]}}"#
+        ))
+    };
+    moto.iam("Action=CreateUser&UserName=hooks");
+    moto.iam(&format!(
+        "Action=PutUserPolicy&UserName=hooks&PolicyName=assume&PolicyDocument={}",
+        allow("sts:AssumeRole")
+    ));
+    let key = moto.iam("Action=CreateAccessKey&UserName=hooks");
+    let key_id = xml_text(&key, "AccessKeyId").to_string();
+    std::env::set_var("GOAD_TEST_ROLE_KEY", &key_id);
+    std::env::set_var("GOAD_TEST_ROLE_SECRET", xml_text(&key, "SecretAccessKey"));
+    std::env::set_var("GOAD_TEST_ROLE_WRONG", "not-the-secret");
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":"*"},"Action":"sts:AssumeRole"}]}"#;
+    moto.iam(&format!(
+        "Action=CreateRole&RoleName=writer&AssumeRolePolicyDocument={}",
+        encoded(trust)
+    ));
+    moto.iam(&format!(
+        "Action=PutRolePolicy&RoleName=writer&PolicyName=write&PolicyDocument={}",
+        allow("*")
+    ));
+    let queue_url = moto.create_queue("cross");
+    assert_eq!(moto.s3("PUT", "/cross-claims").0, 200);
+    moto.start_recording();
+
+    let role_arn = Some("arn:aws:iam::123456789012:role/writer".to_string());
+    let sink = |secret_env: &str, role_arn: &Option<String>| SinkConfig {
+        inline_max_bytes: Some(100),
+        access_key_id_env: Some("GOAD_TEST_ROLE_KEY".into()),
+        secret_access_key_env: Some(secret_env.into()),
+        session_token_env: Some("GOAD_TEST_ROLE_NO_TOKEN".into()),
+        role_arn: role_arn.clone(),
+        external_id: role_arn.as_ref().map(|_| "ext-1".into()),
+        role_session_name: role_arn.as_ref().map(|_| "goad-test".into()),
+        ..sqs_sink(&queue_url)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.retry.max_attempts = 2;
+    let sources = [
+        ("assumed", sink("GOAD_TEST_ROLE_SECRET", &role_arn)),
+        ("direct", sink("GOAD_TEST_ROLE_SECRET", &None)),
+        ("wrong", sink("GOAD_TEST_ROLE_WRONG", &role_arn)),
+    ];
+    for (id, sink) in sources {
+        c.sources.push(source(id, "acme", vec![sink]));
+    }
+    c.claim_check = s3_claims(
+        &moto,
+        "cross-claims",
+        [
+            "GOAD_TEST_ROLE_KEY",
+            "GOAD_TEST_ROLE_SECRET",
+            "GOAD_TEST_ROLE_NO_TOKEN",
+        ],
+    );
+    c.claim_check.role_arn = role_arn.clone();
+    let engine = Engine::open(c).unwrap();
+    let large = vec![b'r'; 1_000];
+    for body in [b"a".to_vec(), b"b".to_vec(), large.clone()] {
+        engine.commit(NewHook::new("assumed", body)).unwrap();
+    }
+    engine.commit(NewHook::new("direct", "d")).unwrap();
+    engine.commit(NewHook::new("wrong", "w")).unwrap();
+    wait_until("3 delivered, 2 dead", Duration::from_secs(30), || {
+        engine.tick().unwrap();
+        engine.stats()[0].delivered == 3 && dead(&engine).len() == 2
+    });
+
+    let mut reasons: Vec<(String, String)> = dead(&engine)
+        .into_iter()
+        .map(|r| (r.source_id, r.record.error.unwrap_or_default()))
+        .collect();
+    reasons.sort();
+    assert_eq!(reasons[0].0, "direct");
+    assert!(
+        reasons[0].1.contains("AccessDenied") && reasons[0].1.contains("sqs:SendMessageBatch"),
+        "{reasons:?}"
+    );
+    assert_eq!(reasons[1].0, "wrong");
+    assert!(
+        reasons[1].1.starts_with(
+            "sink sqs: cannot assume role arn:aws:iam::123456789012:role/writer: HTTP status 403"
+        ) && reasons[1].1.contains("SignatureDoesNotMatch"),
+        "{reasons:?}"
+    );
+
+    let recorded = moto.recorded();
+    let assumed: Vec<(String, (String, String))> = recorded
+        .iter()
+        .map(|r| (String::from_utf8(recorded_body(r)).unwrap(), r))
+        .filter(|(body, _)| body.contains("Action=AssumeRole"))
+        .map(|(body, r)| (body, signed_with(r)))
+        .collect();
+    // The sink and the bucket once each; the wrong secret once per attempt.
+    assert_eq!(assumed.len(), 4, "{assumed:?}");
+    for (body, (signer, token)) in &assumed {
+        for part in [
+            "RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fwriter",
+            "DurationSeconds=3600",
+        ] {
+            assert!(body.contains(part), "{part} in {body}");
+        }
+        assert_eq!((signer, token.as_str()), (&key_id, ""));
+    }
+    let with_sink_options = assumed
+        .iter()
+        .filter(|(body, _)| {
+            body.contains("RoleSessionName=goad-test&") && body.ends_with("&ExternalId=ext-1")
+        })
+        .count();
+    assert_eq!(
+        with_sink_options, 3,
+        "the bucket's session is goad's default"
+    );
+    assert!(assumed
+        .iter()
+        .any(|(body, _)| body.contains("RoleSessionName=goad&")));
+
+    let role_signed = |r: &&Value| {
+        let (signer, token) = signed_with(r);
+        signer.starts_with("ASIA") && !token.is_empty()
+    };
+    let sends = moto.recorded_sends();
+    let by_role = sends.iter().filter(role_signed).count();
+    assert!(by_role >= 1, "{sends:?}");
+    assert_eq!(sends.len() - by_role, 2, "the direct sink's two attempts");
+    let puts: Vec<&Value> = recorded
+        .iter()
+        .filter(|r| r["method"] == "PUT" && recorded_path(r).starts_with("/cross-claims/"))
+        .collect();
+    assert_eq!(puts.len(), 1);
+    assert!(role_signed(&puts[0]), "{:?}", puts[0]);
+    let sha256 = hex::encode(sha2::Sha256::digest(&large));
+    assert_eq!(engine.redeem_claim("acme", &sha256).unwrap(), Some(large));
+}
+
 /// `credentials = "web_identity"`: the service account's token (in
 /// `AWS_WEB_IDENTITY_TOKEN_FILE`) is exchanged for `AWS_ROLE_ARN`'s
 /// credentials by moto's STS (`AWS_ENDPOINT_URL_STS`), which the sink signs
@@ -847,6 +1007,7 @@ fn web_identity_credentials_come_from_sts_for_the_service_accounts_token() {
     std::fs::write(&token_file, "eyJ.service-account.token\n").unwrap();
     std::env::set_var("AWS_WEB_IDENTITY_TOKEN_FILE", &token_file);
     std::env::set_var("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/hooks");
+    let _sts = STS_ENDPOINT_VARIABLE.lock();
     std::env::set_var("AWS_ENDPOINT_URL_STS", &moto.url);
     send_one_with_credentials(&moto, "from-sts", &dir.path().join("data"), "web_identity");
     let recorded = moto.recorded();

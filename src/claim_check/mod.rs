@@ -21,6 +21,7 @@ mod sweeper;
 pub use s3::{S3Bucket, S3Options};
 pub use sweeper::ClaimSweeper;
 
+use crate::sink::assume_role::RoleToAssume;
 use crate::sink::aws_credentials::{AwsCredentials, EnvCredentials};
 use sha2::{Digest, Sha256};
 use std::fs::{self, File};
@@ -99,7 +100,9 @@ impl ClaimStore {
             &c.secret_access_key_env,
             &c.session_token_env,
         );
-        let credentials = AwsCredentials::new(c.credentials.as_deref(), env, &region);
+        let role = RoleToAssume::named(&c.role_arn, &c.external_id, &c.role_session_name);
+        let credentials =
+            AwsCredentials::new(c.credentials.as_deref(), env, &region).assuming(role, &region);
         let options = S3Options {
             endpoint: c
                 .s3_endpoint

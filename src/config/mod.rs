@@ -6,6 +6,7 @@
 //! Secrets are never part of the config: a sink or source names the
 //! environment variable that holds one.
 
+mod aws_role;
 mod validate;
 
 use serde::{Deserialize, Serialize};
@@ -124,6 +125,11 @@ pub struct ClaimCheckConfig {
     pub access_key_id_env: Option<String>,
     pub secret_access_key_env: Option<String>,
     pub session_token_env: Option<String>,
+    /// A role to assume for the bucket, as for an SQS sink (`role_arn`,
+    /// `external_id`, `role_session_name`).
+    pub role_arn: Option<String>,
+    pub external_id: Option<String>,
+    pub role_session_name: Option<String>,
 }
 
 impl Default for ClaimCheckConfig {
@@ -139,6 +145,9 @@ impl Default for ClaimCheckConfig {
             access_key_id_env: None,
             secret_access_key_env: None,
             session_token_env: None,
+            role_arn: None,
+            external_id: None,
+            role_session_name: None,
         }
     }
 }
@@ -470,6 +479,15 @@ pub struct SinkConfig {
     pub access_key_id_env: Option<String>,
     pub secret_access_key_env: Option<String>,
     pub session_token_env: Option<String>,
+    /// sqs: an IAM role to assume (STS `AssumeRole`, signed with the
+    /// credentials above), whose temporary credentials sign the sink's
+    /// requests: a queue in another account, say.
+    pub role_arn: Option<String>,
+    /// sqs, with `role_arn`: the external id the role's trust policy asks for.
+    pub external_id: Option<String>,
+    /// sqs, with `role_arn`: the session's name in the role's CloudTrail
+    /// records (`goad` by default).
+    pub role_session_name: Option<String>,
     /// pubsub: the Google Cloud project and the topic to publish to.
     pub project: Option<String>,
     pub topic: Option<String>,
@@ -564,6 +582,9 @@ impl SinkConfig {
             access_key_id_env: None,
             secret_access_key_env: None,
             session_token_env: None,
+            role_arn: None,
+            external_id: None,
+            role_session_name: None,
             project: None,
             topic: None,
             token_env: None,

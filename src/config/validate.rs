@@ -1,5 +1,6 @@
 //! The rules every config must pass, each naming the dotted key and the value.
 
+use super::aws_role::aws_role;
 use super::{Config, RetryConfig, SinkConfig, SourceConfig, TenantLimitsConfig};
 use crate::core::LaneBy;
 use crate::limits::{MAX_CALLS_PER_S, MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS, MIN_SHARD_BYTES};
@@ -63,7 +64,11 @@ impl ConfigError {
     }
 }
 
-fn invalid(key: impl Into<String>, rule: impl Into<String>, value: impl fmt::Debug) -> ConfigError {
+pub(super) fn invalid(
+    key: impl Into<String>,
+    rule: impl Into<String>,
+    value: impl fmt::Debug,
+) -> ConfigError {
     ConfigError::Invalid {
         key: key.into(),
         rule: rule.into(),
@@ -170,6 +175,9 @@ const SQS_OPTIONS: &[&str] = &[
     "access_key_id_env",
     "secret_access_key_env",
     "session_token_env",
+    "role_arn",
+    "external_id",
+    "role_session_name",
 ];
 const PUBSUB_OPTIONS: &[&str] = &[
     "credentials",
@@ -286,6 +294,9 @@ impl Config {
                 ("access_key_id_env", c.access_key_id_env.is_some()),
                 ("secret_access_key_env", c.secret_access_key_env.is_some()),
                 ("session_token_env", c.session_token_env.is_some()),
+                ("role_arn", c.role_arn.is_some()),
+                ("external_id", c.external_id.is_some()),
+                ("role_session_name", c.role_session_name.is_some()),
             ];
             if let Some((key, _)) = s3_only.iter().find(|(_, set)| *set) {
                 let rule = "absent without claim_check.s3_bucket";
@@ -338,6 +349,12 @@ impl Config {
                 ("secret_access_key_env", &c.secret_access_key_env),
                 ("session_token_env", &c.session_token_env),
             ],
+        )?;
+        aws_role(
+            "claim_check",
+            &c.role_arn,
+            &c.external_id,
+            &c.role_session_name,
         )
     }
 
@@ -509,6 +526,9 @@ impl Config {
                 sink.secret_access_key_env.is_some(),
             ),
             ("session_token_env", sink.session_token_env.is_some()),
+            ("role_arn", sink.role_arn.is_some()),
+            ("external_id", sink.external_id.is_some()),
+            ("role_session_name", sink.role_session_name.is_some()),
             ("project", sink.project.is_some()),
             ("topic", sink.topic.is_some()),
             ("token_env", sink.token_env.is_some()),
@@ -759,6 +779,12 @@ fn validate_sqs_sink(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
             ("secret_access_key_env", &sink.secret_access_key_env),
             ("session_token_env", &sink.session_token_env),
         ],
+    )?;
+    aws_role(
+        at,
+        &sink.role_arn,
+        &sink.external_id,
+        &sink.role_session_name,
     )
 }
 

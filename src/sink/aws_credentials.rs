@@ -23,8 +23,10 @@
 //!
 //! These are the variables AWS's SDKs read, and the platforms set them.
 //! Fetched credentials are kept while fresh (see `expiring`). Nothing is
-//! stored: a restart fetches again.
+//! stored: a restart fetches again. With `role_arn`, the credentials of
+//! any of these assume that role (see `assume_role`).
 
+use super::assume_role::{AssumedRole, RoleToAssume, DEFAULT_ROLE_SESSION_NAME};
 use super::client::{agent, form, ok_body};
 use super::expiring::Expiring;
 use crate::limits::{CREDENTIALS_LIFETIME_MS, HTTP_TIMEOUT_MS};
@@ -45,6 +47,8 @@ pub enum AwsCredentials {
     Env(EnvCredentials),
     /// Fetched from AWS, and kept until shortly before they expire.
     Fetched(Arc<FetchedCredentials>),
+    /// A role's, assumed with other credentials.
+    Assumed(Arc<AssumedRole>),
 }
 
 impl AwsCredentials {
@@ -66,11 +70,21 @@ impl AwsCredentials {
         }))
     }
 
+    /// These credentials, or those of `role` assumed with them at the STS
+    /// endpoint of `region`.
+    pub fn assuming(self, role: Option<RoleToAssume>, region: &str) -> AwsCredentials {
+        match role {
+            Some(role) => AwsCredentials::Assumed(Arc::new(AssumedRole::new(role, self, region))),
+            None => self,
+        }
+    }
+
     /// Credentials to sign a request at `now`.
     pub fn get(&self, now: SystemTime) -> Result<Credentials, CredentialsError> {
         match self {
             AwsCredentials::Env(env) => env.read(),
             AwsCredentials::Fetched(fetched) => fetched.get(now),
+            AwsCredentials::Assumed(role) => role.get(now),
         }
     }
 }
@@ -242,9 +256,8 @@ impl FetchedCredentials {
     fn fetch_web_identity(&self, now: SystemTime) -> Result<Credentials, Fetch> {
         let token = read_file(&env("AWS_WEB_IDENTITY_TOKEN_FILE")?)?;
         let role_arn = env("AWS_ROLE_ARN")?;
-        let session = std::env::var("AWS_ROLE_SESSION_NAME").unwrap_or_else(|_| "goad".into());
-        let endpoint = std::env::var("AWS_ENDPOINT_URL_STS")
-            .unwrap_or_else(|_| format!("https://sts.{}.amazonaws.com", self.region));
+        let session = std::env::var("AWS_ROLE_SESSION_NAME")
+            .unwrap_or_else(|_| DEFAULT_ROLE_SESSION_NAME.into());
         let form = form(&[
             ("Action", "AssumeRoleWithWebIdentity"),
             ("Version", "2011-06-15"),
@@ -252,25 +265,41 @@ impl FetchedCredentials {
             ("RoleSessionName", &session),
             ("WebIdentityToken", token.trim()),
         ]);
-        let answer = read(
-            self.agent
-                .post(format!("{}/", endpoint.trim_end_matches('/')))
-                .header("content-type", "application/x-www-form-urlencoded")
-                .send(form),
-        )?;
-        let field = |tag: &str| {
-            xml_text(&answer, tag)
-                .ok_or_else(|| Fetch::Failed(format!("no {tag} in STS's answer").into()))
-        };
-        let expires_at = parse_expiration(field("Expiration")?)?;
-        Ok(Credentials::new(
-            field("AccessKeyId")?,
-            field("SecretAccessKey")?,
-            Some(field("SessionToken")?.to_string()),
-            Some(expires_at.max(now)),
-            "web_identity",
-        ))
+        let answer = self
+            .agent
+            .post(sts_endpoint(&self.region))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .send(form);
+        sts_credentials(answer, now, "web_identity").map_err(Fetch::Failed)
     }
+}
+
+/// Where STS requests go: `AWS_ENDPOINT_URL_STS` or STS's endpoint in
+/// `region`, as `<origin>/`.
+pub(super) fn sts_endpoint(region: &str) -> String {
+    let endpoint = std::env::var("AWS_ENDPOINT_URL_STS")
+        .unwrap_or_else(|_| format!("https://sts.{region}.amazonaws.com"));
+    format!("{}/", endpoint.trim_end_matches('/'))
+}
+
+/// The credentials of STS's answer to an `AssumeRole*` call (its
+/// `Credentials` element), named `provider`.
+pub(super) fn sts_credentials(
+    response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    now: SystemTime,
+    provider: &'static str,
+) -> Result<Credentials, super::BoxError> {
+    let answer = ok_body(response)?;
+    let field =
+        |tag: &str| xml_text(&answer, tag).ok_or_else(|| format!("no {tag} in STS's answer"));
+    let expires_at = parse_expiration(field("Expiration")?)?;
+    Ok(Credentials::new(
+        field("AccessKeyId")?,
+        field("SecretAccessKey")?,
+        Some(field("SessionToken")?.to_string()),
+        Some(expires_at.max(now)),
+        provider,
+    ))
 }
 
 /// The profile's keys in the shared credentials file, kept for
@@ -347,7 +376,7 @@ fn from_json(document: &str, now: SystemTime) -> Result<Credentials, Fetch> {
             .ok_or_else(|| Fetch::Failed(format!("no {name} in the credentials document").into()))
     };
     let expires_at = match document.get("Expiration").and_then(Value::as_str) {
-        Some(at) => parse_expiration(at)?,
+        Some(at) => parse_expiration(at).map_err(Fetch::Failed)?,
         None => now + Duration::from_millis(CREDENTIALS_LIFETIME_MS),
     };
     Ok(Credentials::new(
@@ -362,9 +391,8 @@ fn from_json(document: &str, now: SystemTime) -> Result<Credentials, Fetch> {
     ))
 }
 
-fn parse_expiration(at: &str) -> Result<SystemTime, Fetch> {
-    humantime::parse_rfc3339_weak(at)
-        .map_err(|e| Fetch::Failed(format!("an Expiration of {at:?}: {e}").into()))
+fn parse_expiration(at: &str) -> Result<SystemTime, super::BoxError> {
+    humantime::parse_rfc3339_weak(at).map_err(|e| format!("an Expiration of {at:?}: {e}").into())
 }
 
 /// The text of the first `<tag>` element of an AWS query-protocol answer,
@@ -386,6 +414,12 @@ pub enum CredentialsError {
         from: CredentialSource,
         cause: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// STS did not give the role's credentials (or the credentials to ask
+    /// with were missing).
+    Assume {
+        role_arn: String,
+        cause: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl fmt::Display for CredentialsError {
@@ -396,6 +430,9 @@ impl fmt::Display for CredentialsError {
             }
             CredentialsError::Fetch { from, cause } => {
                 write!(f, "cannot get AWS credentials from {from}: {cause}")
+            }
+            CredentialsError::Assume { role_arn, cause } => {
+                write!(f, "cannot assume role {role_arn}: {cause}")
             }
         }
     }

@@ -2,6 +2,7 @@
 //! sinks. Rebuilt on reconfiguration; options are never stored with rows, so
 //! a fixed sink applies to its backlog.
 
+use super::assume_role::RoleToAssume;
 use super::aws_credentials::{AwsCredentials, EnvCredentials};
 use super::client::{client_certificate, root_certificates};
 use super::gcp_token::{PubSubAuth, KEY_FILE_VARIABLE};
@@ -271,8 +272,14 @@ fn sqs_options(config: &Config, source: &SourceConfig, entry: &SinkConfig) -> Sq
         &entry.secret_access_key_env,
         &entry.session_token_env,
     );
+    let role = RoleToAssume::named(
+        &entry.role_arn,
+        &entry.external_id,
+        &entry.role_session_name,
+    );
     SqsSinkOptions {
-        credentials: AwsCredentials::new(entry.credentials.as_deref(), env, &region),
+        credentials: AwsCredentials::new(entry.credentials.as_deref(), env, &region)
+            .assuming(role, &region),
         region,
         queue_url,
         endpoint: entry.endpoint.clone(),

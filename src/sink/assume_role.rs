@@ -1,0 +1,129 @@
+//! A role to assume (`role_arn` of an SQS sink or of the S3 claim bucket):
+//! STS's `AssumeRole`, signed with the credentials `credentials` names,
+//! gives the role's temporary credentials, which sign the sink's requests —
+//! a queue or a bucket in another account, or a role that only goad's
+//! writes may take. They are kept while fresh (see `expiring`), so STS is
+//! asked once an hour per sink, not per request.
+
+use super::aws_credentials::{sts_credentials, sts_endpoint, AwsCredentials, CredentialsError};
+use super::client::{agent, form};
+use super::expiring::Expiring;
+use super::sigv4::{sign_headers, SignError, Unsigned};
+use crate::limits::{ASSUMED_ROLE_DURATION_S, HTTP_TIMEOUT_MS};
+use aws_credential_types::Credentials;
+use std::fmt;
+use std::time::SystemTime;
+
+/// The session name a role's sessions get unless the config names one.
+pub const DEFAULT_ROLE_SESSION_NAME: &str = "goad";
+
+/// Which role to assume, as the config says (validated there).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoleToAssume {
+    pub role_arn: String,
+    /// The external id the role's trust policy asks for, if any.
+    pub external_id: Option<String>,
+    /// The session's name in the role's CloudTrail records.
+    pub session_name: String,
+}
+
+impl RoleToAssume {
+    /// The role of a config's `role_arn`, `external_id` and
+    /// `role_session_name`; `None` without `role_arn`.
+    pub fn named(
+        role_arn: &Option<String>,
+        external_id: &Option<String>,
+        session_name: &Option<String>,
+    ) -> Option<RoleToAssume> {
+        Some(RoleToAssume {
+            role_arn: role_arn.clone()?,
+            external_id: external_id.clone(),
+            session_name: session_name
+                .clone()
+                .unwrap_or_else(|| DEFAULT_ROLE_SESSION_NAME.into()),
+        })
+    }
+}
+
+/// A role's credentials, asked of STS with `base` and kept while fresh.
+pub struct AssumedRole {
+    role: RoleToAssume,
+    base: AwsCredentials,
+    region: String,
+    agent: ureq::Agent,
+    held: Expiring<Credentials>,
+}
+
+/// The role only: no credentials in logs.
+impl fmt::Debug for AssumedRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AssumedRole({})", self.role.role_arn)
+    }
+}
+
+impl AssumedRole {
+    /// `role`, assumed with `base` at the STS endpoint of `region`.
+    pub fn new(role: RoleToAssume, base: AwsCredentials, region: &str) -> AssumedRole {
+        AssumedRole {
+            role,
+            base,
+            region: region.to_string(),
+            agent: agent(HTTP_TIMEOUT_MS, 1),
+            held: Expiring::new(),
+        }
+    }
+
+    /// The role's credentials at `now`.
+    pub fn get(&self, now: SystemTime) -> Result<Credentials, CredentialsError> {
+        let what = format!("the credentials of role {}", self.role.role_arn);
+        self.held.get(now, &what, || {
+            let assumed = self.assume(now).map_err(|cause| CredentialsError::Assume {
+                role_arn: self.role.role_arn.clone(),
+                cause,
+            })?;
+            let expiry = assumed.expiry().expect("STS's credentials expire");
+            Ok((assumed, expiry))
+        })
+    }
+
+    /// One `AssumeRole` call, signed with the base credentials.
+    fn assume(&self, now: SystemTime) -> Result<Credentials, super::BoxError> {
+        let duration_s = ASSUMED_ROLE_DURATION_S.to_string();
+        let mut fields = vec![
+            ("Action", "AssumeRole"),
+            ("Version", "2011-06-15"),
+            ("RoleArn", self.role.role_arn.as_str()),
+            ("RoleSessionName", self.role.session_name.as_str()),
+            ("DurationSeconds", duration_s.as_str()),
+        ];
+        if let Some(external_id) = &self.role.external_id {
+            fields.push(("ExternalId", external_id));
+        }
+        let body = form(&fields);
+        let url = sts_endpoint(&self.region);
+        let headers = [("content-type", "application/x-www-form-urlencoded")];
+        let unsigned = Unsigned {
+            method: "POST",
+            url: &url,
+            headers: &headers,
+            body: body.as_bytes(),
+        };
+        let signed = sign_headers(&self.base, &self.region, "sts", &unsigned, now).map_err(
+            |e| -> super::BoxError {
+                match e {
+                    // The base credentials' own error says where they failed.
+                    SignError::Credentials(e) => Box::new(e),
+                    other => Box::new(other),
+                }
+            },
+        )?;
+        let mut post = self.agent.post(&url);
+        for (name, value) in headers.iter().copied() {
+            post = post.header(name, value);
+        }
+        for (name, value) in &signed {
+            post = post.header(name.as_str(), value.as_str());
+        }
+        sts_credentials(post.send(body), now, "assumed_role")
+    }
+}
