@@ -128,6 +128,14 @@ pub const CREDENTIALS_REFRESH_MS: u64 = 5 * 60_000;
 /// How long fetched AWS credentials that name no expiry are kept.
 pub const CREDENTIALS_LIFETIME_MS: u64 = 15 * 60_000;
 
+/// How long an AWS profile's `credential_process` may run before it is
+/// killed (with the processes it started) and the attempt fails.
+pub const CREDENTIAL_PROCESS_TIMEOUT_MS: u64 = 30_000;
+
+/// The most of a `credential_process`'s output read: its standard output
+/// (a credentials document of a few hundred bytes) and its standard error.
+pub const CREDENTIAL_PROCESS_OUTPUT_BYTES: u64 = 64 * 1024;
+
 /// How long an assumed role's credentials last (STS's default, and the
 /// most a role allows unless its maximum session duration is raised).
 pub const ASSUMED_ROLE_DURATION_S: u64 = 3_600;

@@ -1034,8 +1034,11 @@ fn web_identity_credentials_come_from_sts_for_the_service_accounts_token() {
 /// file lacks fails the attempt, naming the profile and the file.
 #[test]
 fn profile_credentials_come_from_the_shared_credentials_file() {
+    let _profile = PROFILE_VARIABLES.lock();
     let moto = Moto::start();
     let dir = tempfile::tempdir().unwrap();
+    let config_file = dir.path().join("config");
+    std::env::set_var("AWS_CONFIG_FILE", &config_file);
     let file = dir.path().join("credentials");
     std::fs::write(
         &file,
@@ -1064,10 +1067,96 @@ fn profile_credentials_come_from_the_shared_credentials_file() {
         [(
             1,
             format!(
-                "sink sqs: cannot get AWS credentials from the shared credentials file: \
-                 no aws_access_key_id in profile [missing] of {}",
-                file.display()
+                "sink sqs: cannot get AWS credentials from the AWS profile: \
+                 no aws_access_key_id in profile [missing] of {} \
+                 nor a credential_process in [profile missing] of {}",
+                file.display(),
+                config_file.display()
             )
+        )]
+    );
+}
+
+/// Tests that set `AWS_PROFILE` and the files it is read from take turns:
+/// the variables are the process's.
+static PROFILE_VARIABLES: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
+/// `credentials = "profile"` with a profile that has no keys in the
+/// credentials file but a `credential_process` in the config file (as IAM
+/// Roles Anywhere's signing helper is set up): the command runs once, and
+/// its credentials, fresh until their `Expiration`, sign both hooks'
+/// requests; a process that fails fails the attempt with its exit status
+/// and what it wrote to its standard error.
+#[test]
+fn a_profiles_credential_process_gives_credentials_kept_until_they_expire() {
+    let _profile = PROFILE_VARIABLES.lock();
+    let moto = Moto::start();
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let helper = dir.path().join("helper.sh");
+    std::fs::write(
+        &helper,
+        "echo run >> \"$1\"\n\
+         printf '{\"Version\": 1, \"AccessKeyId\": \"AKPROC\", \"SecretAccessKey\": \"s\", \
+         \"SessionToken\": \"proc-token\", \"Expiration\": \"2099-01-01T00:00:00Z\"}'\n",
+    )
+    .unwrap();
+    let failing = dir.path().join("failing.sh");
+    std::fs::write(&failing, "echo the trust anchor is gone >&2\nexit 2\n").unwrap();
+    let credentials_file = dir.path().join("credentials");
+    std::fs::write(
+        &credentials_file,
+        "[default]\naws_access_key_id = AKIADEFAULT\n",
+    )
+    .unwrap();
+    let config_file = dir.path().join("config");
+    std::fs::write(
+        &config_file,
+        format!(
+            "[default]\nregion = us-east-1\n\n[profile roles-anywhere]\n\
+             credential_process = sh {} {}\n[profile broken]\ncredential_process = sh {}\n",
+            helper.display(),
+            runs.display(),
+            failing.display()
+        ),
+    )
+    .unwrap();
+    std::env::set_var("AWS_SHARED_CREDENTIALS_FILE", &credentials_file);
+    std::env::set_var("AWS_CONFIG_FILE", &config_file);
+    std::env::set_var("AWS_PROFILE", "roles-anywhere");
+    let queue_url = moto.create_queue("from-process");
+    moto.start_recording();
+    let engine = Engine::open(fetching_credentials(
+        &dir.path().join("data"),
+        &queue_url,
+        "profile",
+    ))
+    .unwrap();
+    for body in ["a", "b"] {
+        engine.commit(NewHook::new("stripe", body)).unwrap();
+        engine.tick().unwrap();
+    }
+    assert_eq!(moto.receive(&queue_url).len(), 2);
+    let sends = moto.recorded_sends();
+    assert_eq!(sends.len(), 2);
+    for send in &sends {
+        assert_eq!(signed_with(send), ("AKPROC".into(), "proc-token".into()));
+    }
+    assert_eq!(std::fs::read_to_string(&runs).unwrap(), "run\n", "run once");
+    engine.shutdown();
+
+    std::env::set_var("AWS_PROFILE", "broken");
+    let mut c = fetching_credentials(&dir.path().join("data2"), &queue_url, "profile");
+    c.retry.max_attempts = 1;
+    let engine = Engine::open(c).unwrap();
+    commit_refused(&engine, "stripe", 1);
+    assert_eq!(
+        dead_attempts_and_reasons(&engine),
+        [(
+            1,
+            "sink sqs: cannot get AWS credentials from the AWS profile: \
+             credential_process failed (exit status: 2): the trust anchor is gone"
+                .to_string()
         )]
     );
 }

@@ -15,11 +15,8 @@
 //!   `AWS_WEB_IDENTITY_TOKEN_FILE` exchanged for the credentials of
 //!   `AWS_ROLE_ARN` by STS's `AssumeRoleWithWebIdentity` (unsigned), at
 //!   `AWS_ENDPOINT_URL_STS` or `https://sts.<region>.amazonaws.com`;
-//! - `profile`: the `AWS_PROFILE` section (else `default`) of the shared
-//!   credentials file, `AWS_SHARED_CREDENTIALS_FILE` or
-//!   `$HOME/.aws/credentials` (static keys, or a secret mounted as that
-//!   file), read again every `CREDENTIALS_LIFETIME_MS` less
-//!   `CREDENTIALS_REFRESH_MS`, so a rotated file applies within minutes.
+//! - `profile`: the `AWS_PROFILE` profile (else `default`): its keys in the
+//!   shared credentials file or its `credential_process` (see `aws_profile`).
 //!
 //! These are the variables AWS's SDKs read, and the platforms set them.
 //! Fetched credentials are kept while fresh (see `expiring`). Nothing is
@@ -27,6 +24,7 @@
 //! any of these assume that role (see `assume_role`).
 
 use super::assume_role::{AssumedRole, RoleToAssume, DEFAULT_ROLE_SESSION_NAME};
+use super::aws_profile::profile_credentials;
 use super::client::{agent, form, ok_body};
 use super::expiring::Expiring;
 use crate::limits::{CREDENTIALS_LIFETIME_MS, HTTP_TIMEOUT_MS};
@@ -159,7 +157,7 @@ impl fmt::Display for CredentialSource {
             CredentialSource::Instance => "the instance metadata service",
             CredentialSource::Container => "the container credentials endpoint",
             CredentialSource::WebIdentity => "STS (AssumeRoleWithWebIdentity)",
-            CredentialSource::Profile => "the shared credentials file",
+            CredentialSource::Profile => "the AWS profile",
         })
     }
 }
@@ -193,7 +191,7 @@ impl FetchedCredentials {
             CredentialSource::Instance => self.fetch_instance(now),
             CredentialSource::Container => self.fetch_container(now),
             CredentialSource::WebIdentity => self.fetch_web_identity(now),
-            CredentialSource::Profile => read_profile(now),
+            CredentialSource::Profile => profile_credentials(now),
         };
         fetched.map_err(|cause| match cause {
             Fetch::NotSet(variable) => CredentialsError::NotSet { variable },
@@ -302,50 +300,8 @@ pub(super) fn sts_credentials(
     ))
 }
 
-/// The profile's keys in the shared credentials file, kept for
-/// `CREDENTIALS_LIFETIME_MS` (the file names no expiry).
-fn read_profile(now: SystemTime) -> Result<Credentials, Fetch> {
-    let path = match std::env::var("AWS_SHARED_CREDENTIALS_FILE") {
-        Ok(path) => path,
-        Err(_) => format!("{}/.aws/credentials", env("HOME")?),
-    };
-    let profile = std::env::var("AWS_PROFILE").unwrap_or_else(|_| "default".into());
-    let file = read_file(&path)?;
-    let key = |name: &str| {
-        ini_value(&file, &profile, name).ok_or_else(|| {
-            Fetch::Failed(format!("no {name} in profile [{profile}] of {path}").into())
-        })
-    };
-    Ok(Credentials::new(
-        key("aws_access_key_id")?,
-        key("aws_secret_access_key")?,
-        ini_value(&file, &profile, "aws_session_token"),
-        Some(now + Duration::from_millis(CREDENTIALS_LIFETIME_MS)),
-        "profile",
-    ))
-}
-
-/// The value of `name` in the `[section]` of an INI text (AWS's shared
-/// files: `name = value` lines, `#` and `;` comments).
-fn ini_value(text: &str, section: &str, name: &str) -> Option<String> {
-    let mut in_section = false;
-    for line in text.lines().map(str::trim) {
-        if line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            in_section = header.trim() == section;
-        } else if let Some((key, value)) = line.split_once('=').filter(|_| in_section) {
-            if key.trim() == name {
-                return Some(value.trim().to_string());
-            }
-        }
-    }
-    None
-}
-
 /// Why fetching failed, before the source is named.
-enum Fetch {
+pub(super) enum Fetch {
     NotSet(String),
     Failed(Box<dyn std::error::Error + Send + Sync>),
 }
@@ -355,19 +311,20 @@ fn read(response: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Resu
     ok_body(response).map_err(Fetch::Failed)
 }
 
-fn env(name: &str) -> Result<String, Fetch> {
+pub(super) fn env(name: &str) -> Result<String, Fetch> {
     std::env::var(name).map_err(|_| Fetch::NotSet(name.to_string()))
 }
 
-fn read_file(path: &str) -> Result<String, Fetch> {
+pub(super) fn read_file(path: &str) -> Result<String, Fetch> {
     std::fs::read_to_string(path)
         .map_err(|e| Fetch::Failed(format!("cannot read {path}: {e}").into()))
 }
 
-/// The credentials document of the instance metadata service and the
-/// container endpoint: `AccessKeyId`, `SecretAccessKey`, `Token`,
-/// `Expiration` (RFC 3339; when absent, `CREDENTIALS_LIFETIME_MS` from now).
-fn from_json(document: &str, now: SystemTime) -> Result<Credentials, Fetch> {
+/// The credentials document of the instance metadata service, the
+/// container endpoint and a `credential_process`: `AccessKeyId`,
+/// `SecretAccessKey`, `Token` (or `SessionToken`), `Expiration` (RFC 3339;
+/// when absent, `CREDENTIALS_LIFETIME_MS` from now).
+pub(super) fn from_json(document: &str, now: SystemTime) -> Result<Credentials, Fetch> {
     let document: Value = serde_json::from_str(document).map_err(|e| Fetch::Failed(e.into()))?;
     let field = |name: &str| {
         document
@@ -382,9 +339,9 @@ fn from_json(document: &str, now: SystemTime) -> Result<Credentials, Fetch> {
     Ok(Credentials::new(
         field("AccessKeyId")?,
         field("SecretAccessKey")?,
-        document
-            .get("Token")
-            .and_then(Value::as_str)
+        ["Token", "SessionToken"]
+            .iter()
+            .find_map(|name| document.get(*name).and_then(Value::as_str))
             .map(str::to_string),
         Some(expires_at),
         "fetched",
@@ -498,22 +455,12 @@ mod tests {
         let lifetime = Duration::from_millis(CREDENTIALS_LIFETIME_MS);
         assert_eq!(forever.expiry(), Some(now + lifetime));
         assert!(from_json(r#"{"AccessKeyId":"AK"}"#, now).is_err());
-        let file = "# keys\n[default]\naws_access_key_id = AKD\n\n[ hooks ]\n; rotated\n\
-                    aws_access_key_id=AKH\naws_secret_access_key = s=h \n";
+        let process =
+            r#"{"Version":1,"AccessKeyId":"AK","SecretAccessKey":"S","SessionToken":"P"}"#;
         assert_eq!(
-            ini_value(file, "default", "aws_access_key_id").as_deref(),
-            Some("AKD")
+            from_json(process, now).ok().unwrap().session_token(),
+            Some("P")
         );
-        assert_eq!(
-            ini_value(file, "hooks", "aws_access_key_id").as_deref(),
-            Some("AKH")
-        );
-        assert_eq!(
-            ini_value(file, "hooks", "aws_secret_access_key").as_deref(),
-            Some("s=h")
-        );
-        assert_eq!(ini_value(file, "default", "aws_secret_access_key"), None);
-        assert_eq!(ini_value(file, "other", "aws_access_key_id"), None);
         let sts = "<R><Credentials><AccessKeyId>ASIA1</AccessKeyId>\
                    <Expiration>2026-12-01T00:18:27.535519Z</Expiration></Credentials></R>";
         assert_eq!(xml_text(sts, "AccessKeyId"), Some("ASIA1"));

@@ -5,6 +5,7 @@
 
 pub(crate) mod assume_role;
 pub(crate) mod aws_credentials;
+mod aws_profile;
 mod claiming;
 pub(crate) mod client;
 mod expiring;

@@ -1,0 +1,246 @@
+//! `credentials = "profile"`: an AWS profile's credentials, found as AWS's
+//! SDKs find them. The profile is `AWS_PROFILE`, else `default`:
+//!
+//! 1. its keys (and session token) in the shared credentials file,
+//!    `AWS_SHARED_CREDENTIALS_FILE` or `$HOME/.aws/credentials` — static
+//!    keys, or a secret mounted as that file — kept for
+//!    `CREDENTIALS_LIFETIME_MS`, so a rotated file applies within minutes;
+//! 2. else its `credential_process` in the config file, `AWS_CONFIG_FILE`
+//!    or `$HOME/.aws/config` (section `[profile <name>]`, or `[default]`):
+//!    a command, run by `sh -c`, whose standard output is AWS's credentials
+//!    document (`Version` 1, `AccessKeyId`, `SecretAccessKey`,
+//!    `SessionToken`, `Expiration`) — IAM Roles Anywhere's signing helper,
+//!    aws-vault, a secrets manager's CLI. Its credentials are kept until
+//!    shortly before their `Expiration` (`CREDENTIALS_LIFETIME_MS` when it
+//!    names none). It may run `CREDENTIAL_PROCESS_TIMEOUT_MS`, in a process
+//!    group of its own, killed whole when it overruns.
+
+use super::aws_credentials::{env, from_json, read_file, Fetch};
+use super::BoxError;
+use crate::limits::{
+    CREDENTIALS_LIFETIME_MS, CREDENTIAL_PROCESS_OUTPUT_BYTES, CREDENTIAL_PROCESS_TIMEOUT_MS,
+};
+use aws_credential_types::Credentials;
+use serde_json::Value;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime};
+
+/// The credentials of the `AWS_PROFILE` profile at `now`.
+pub(super) fn profile_credentials(now: SystemTime) -> Result<Credentials, Fetch> {
+    let profile = std::env::var("AWS_PROFILE").unwrap_or_else(|_| "default".into());
+    let credentials_path = file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials")?;
+    if let Some(file) = read_if_present(&credentials_path)? {
+        if let Some(key_id) = ini_value(&file, &profile, "aws_access_key_id") {
+            let secret = ini_value(&file, &profile, "aws_secret_access_key").ok_or_else(|| {
+                failed(format!(
+                    "no aws_secret_access_key in profile [{profile}] of {credentials_path}"
+                ))
+            })?;
+            return Ok(Credentials::new(
+                key_id,
+                secret,
+                ini_value(&file, &profile, "aws_session_token"),
+                Some(now + Duration::from_millis(CREDENTIALS_LIFETIME_MS)),
+                "profile",
+            ));
+        }
+    }
+    let config_path = file_path("AWS_CONFIG_FILE", "config")?;
+    let sections = match profile.as_str() {
+        "default" => vec!["default".to_string(), "profile default".to_string()],
+        name => vec![format!("profile {name}")],
+    };
+    let command = read_if_present(&config_path)?.and_then(|file| {
+        sections
+            .iter()
+            .find_map(|section| ini_value(&file, section, "credential_process"))
+    });
+    let Some(command) = command else {
+        return Err(failed(format!(
+            "no aws_access_key_id in profile [{profile}] of {credentials_path} \
+             nor a credential_process in [{}] of {config_path}",
+            sections[0]
+        )));
+    };
+    let timeout = Duration::from_millis(CREDENTIAL_PROCESS_TIMEOUT_MS);
+    let document = run_credential_process(&command, timeout).map_err(Fetch::Failed)?;
+    let version = serde_json::from_str::<Value>(&document)
+        .ok()
+        .and_then(|d| d.get("Version").and_then(Value::as_u64));
+    if version != Some(1) {
+        let why = "credential_process printed no credentials document of Version 1";
+        return Err(failed(why.to_string()));
+    }
+    from_json(&document, now)
+}
+
+/// The file `variable` names, else `$HOME/.aws/<name>`.
+fn file_path(variable: &str, name: &str) -> Result<String, Fetch> {
+    match std::env::var(variable) {
+        Ok(path) => Ok(path),
+        Err(_) => Ok(format!("{}/.aws/{name}", env("HOME")?)),
+    }
+}
+
+/// A file's text; `None` when there is no such file.
+fn read_if_present(path: &str) -> Result<Option<String>, Fetch> {
+    match std::path::Path::new(path).exists() {
+        true => read_file(path).map(Some),
+        false => Ok(None),
+    }
+}
+
+fn failed(why: String) -> Fetch {
+    Fetch::Failed(why.into())
+}
+
+/// The value of `name` in the `[section]` of an INI text (AWS's shared
+/// files: `name = value` lines, `#` and `;` comments; a section's name
+/// with its words one space apart).
+fn ini_value(text: &str, section: &str, name: &str) -> Option<String> {
+    let mut in_section = false;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            in_section = header.split_whitespace().eq(section.split(' '));
+        } else if let Some((key, value)) = line.split_once('=').filter(|_| in_section) {
+            if key.trim() == name {
+                return Some(value.trim().to_string());
+            }
+        }
+    }
+    None
+}
+
+/// The standard output of `command` run by `sh -c`, once it exits 0
+/// within `timeout`; otherwise why not (its exit status and the start of
+/// its standard error, or the timeout, when its process group is killed).
+fn run_credential_process(command: &str, timeout: Duration) -> Result<String, BoxError> {
+    let child = Command::new("sh")
+        .args(["-c", command])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot start credential_process: {e}"))?;
+    let group = child.id() as libc::pid_t;
+    let (finished, outcome) = crossbeam_channel::bounded(1);
+    std::thread::Builder::new()
+        .name("goad-credential-process".into())
+        .spawn(move || {
+            let _ = finished.send(output_of(child));
+        })
+        .map_err(|e| format!("cannot start credential_process's reader: {e}"))?;
+    match outcome.recv_timeout(timeout) {
+        Ok(output) => output,
+        Err(_) => {
+            // SAFETY: kill(2) touches no memory of ours. The group is the
+            // child's own (`process_group(0)`), alive while any process of
+            // it is, so the signal reaches nothing else.
+            unsafe { libc::kill(-group, libc::SIGKILL) };
+            let ms = timeout.as_millis();
+            Err(format!("credential_process did not finish within {ms} ms, killed").into())
+        }
+    }
+}
+
+/// Reads `child`'s output (each stream up to its limit) and waits for it.
+fn output_of(mut child: Child) -> Result<String, BoxError> {
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        out.take(CREDENTIAL_PROCESS_OUTPUT_BYTES)
+            .read_to_end(&mut stdout)?;
+    }
+    if let Some(err) = child.stderr.take() {
+        err.take(CREDENTIAL_PROCESS_OUTPUT_BYTES)
+            .read_to_end(&mut stderr)?;
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        let stderr = String::from_utf8_lossy(&stderr);
+        let excerpt: String = stderr.trim().chars().take(256).collect();
+        return Err(format!("credential_process failed ({status}): {excerpt}").into());
+    }
+    String::from_utf8(stdout).map_err(|_| "credential_process printed no UTF-8 text".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::wait_until;
+
+    #[test]
+    fn ini_sections_are_found_by_name_with_comments_and_spacing() {
+        let file = "# keys\n[default]\naws_access_key_id = AKD\n\n[ hooks ]\n; rotated\n\
+                    aws_access_key_id=AKH\naws_secret_access_key = s=h \n\
+                    [profile   roles  anywhere]\ncredential_process = helper --a=b\n";
+        let value = |section, name| ini_value(file, section, name);
+        assert_eq!(
+            value("default", "aws_access_key_id").as_deref(),
+            Some("AKD")
+        );
+        assert_eq!(value("hooks", "aws_access_key_id").as_deref(), Some("AKH"));
+        assert_eq!(
+            value("hooks", "aws_secret_access_key").as_deref(),
+            Some("s=h")
+        );
+        assert_eq!(
+            value("profile roles anywhere", "credential_process").as_deref(),
+            Some("helper --a=b")
+        );
+        assert_eq!(value("default", "aws_secret_access_key"), None);
+        assert_eq!(value("other", "aws_access_key_id"), None);
+    }
+
+    #[test]
+    fn a_credential_process_gives_its_output_or_its_failure() {
+        let long = Duration::from_secs(30);
+        assert_eq!(
+            run_credential_process("printf '%s' \"$0-ok\"", long).unwrap(),
+            "sh-ok"
+        );
+        assert_eq!(
+            run_credential_process("echo no token >&2; exit 3", long)
+                .unwrap_err()
+                .to_string(),
+            "credential_process failed (exit status: 3): no token"
+        );
+    }
+
+    /// A process that overruns is killed with what it started: here a
+    /// `sleep` in the background, which would outlive the shell.
+    #[test]
+    fn a_credential_process_that_overruns_is_killed_with_its_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let command = format!("sleep 30 & echo $! > '{}'; sleep 30", pid_file.display());
+        let error = run_credential_process(&command, Duration::from_millis(200))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "credential_process did not finish within 200 ms, killed"
+        );
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        let stat = format!("/proc/{}/stat", pid.trim());
+        // Gone, or a zombie until its new parent reaps it.
+        wait_until(
+            "the background sleep is killed",
+            || match std::fs::read_to_string(&stat) {
+                Ok(text) => text
+                    .rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z'),
+                Err(_) => true,
+            },
+        );
+    }
+}
