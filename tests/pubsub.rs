@@ -315,6 +315,7 @@ fn form_fields(body: &[u8]) -> Vec<(String, String)> {
 /// one JWT bearer grant, signed with the file's key, for both publishes.
 #[test]
 fn a_service_account_key_is_exchanged_for_a_token_once_while_fresh() {
+    let _file = CREDENTIALS_FILE_VARIABLE.lock();
     let keys = tempfile::tempdir().unwrap();
     let key_path = keys.path().join("key.json");
     std::env::set_var("GOOGLE_APPLICATION_CREDENTIALS", &key_path);
@@ -407,4 +408,194 @@ fn a_service_account_key_is_exchanged_for_a_token_once_while_fresh() {
     public
         .verify(signed.as_bytes(), &signature)
         .expect("signed with the key file's key");
+}
+
+/// Tests that point `GOOGLE_APPLICATION_CREDENTIALS` at their file take
+/// turns: the variable is the process's.
+static CREDENTIALS_FILE_VARIABLE: Mutex<()> = Mutex::new(());
+
+/// A stand-in for Google's STS and IAM credentials, and for a platform's
+/// token endpoint (`/subject`, answering JSON when asked with `metadata:
+/// true`): STS gives `sts-for-<subject token>`, IAM credentials
+/// `ya29.as-<account>` when the bearer is an STS token.
+fn google_stand_in() -> Receiver {
+    Receiver::start(|r| {
+        let answer = match r.path.as_str() {
+            "/v1/token" => {
+                let fields = form_fields(&r.body);
+                let subject = &fields.iter().find(|(k, _)| k == "subject_token").unwrap().1;
+                json!({"access_token": format!("sts-for-{subject}"), "expires_in": 3600,
+                       "token_type": "Bearer",
+                       "issued_token_type": "urn:ietf:params:oauth:token-type:access_token"})
+            }
+            "/subject" if r.header("metadata") == Some("true") => {
+                json!({"access_token": "platform-token", "expires_in": 600})
+            }
+            path => match (
+                path.strip_prefix("/v1/projects/-/serviceAccounts/"),
+                r.header("authorization"),
+            ) {
+                (Some(account), Some(bearer)) if bearer.starts_with("Bearer sts-for-") => {
+                    let account = account.trim_end_matches(":generateAccessToken");
+                    json!({"accessToken": format!("ya29.as-{account}"),
+                           "expireTime": "2099-01-01T00:00:00Z"})
+                }
+                _ => return Reply::status(403).with_body("{\"error\": \"denied\"}"),
+            },
+        };
+        Reply::status(200)
+            .header("content-type", "application/json")
+            .with_body(answer.to_string())
+    })
+    .unwrap()
+}
+
+/// `credentials = "external_account"` (workload identity federation): the
+/// configuration file `GOOGLE_APPLICATION_CREDENTIALS` names is read when
+/// the engine opens. With a subject token in a file and impersonation, the
+/// token is exchanged at STS (RFC 8693's fields, cloud-platform scope) and
+/// the STS token asks IAM credentials for the service account's token of
+/// Pub/Sub's scope, which both publishes carry: one exchange for both.
+/// With a subject token from a URL (a JSON field, with the source's
+/// headers) and no impersonation, the STS token itself is sent. A subject
+/// token file that is gone fails the attempt, naming it; a source goad
+/// cannot read is a config error naming the file and the source.
+#[test]
+fn a_federated_identity_is_exchanged_for_a_service_accounts_token_once_while_fresh() {
+    let _file = CREDENTIALS_FILE_VARIABLE.lock();
+    let google = google_stand_in();
+    let files = tempfile::tempdir().unwrap();
+    let subject_file = files.path().join("oidc-token");
+    std::fs::write(&subject_file, "eyJ.platform.oidc\n").unwrap();
+    let audience = "//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/nodes/providers/aws";
+    let account = "goad@p.iam.gserviceaccount.com";
+    let configuration = |source: Value, impersonate: bool| {
+        let mut file = json!({
+            "type": "external_account",
+            "audience": audience,
+            "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+            "token_url": google.url("/v1/token"),
+            "credential_source": source,
+        });
+        if impersonate {
+            file["service_account_impersonation_url"] = google
+                .url(&format!(
+                    "/v1/projects/-/serviceAccounts/{account}:generateAccessToken"
+                ))
+                .into();
+        }
+        let path = files
+            .path()
+            .join(format!("wif-{}.json", google.received().len()));
+        std::fs::write(&path, file.to_string()).unwrap();
+        std::env::set_var("GOOGLE_APPLICATION_CREDENTIALS", &path);
+        path
+    };
+    let (receiver, _) = stand_in(Answer::Published);
+    let sink = SinkConfig {
+        token_env: None,
+        credentials: Some("external_account".into()),
+        ..pubsub_sink(&receiver)
+    };
+    let publish_two = |name: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = stripe_to(&dir.path().join(name), sink.clone());
+        c.retry.max_attempts = 1;
+        let engine = Engine::open(c).unwrap();
+        for body in ["first", "second"] {
+            engine.commit(NewHook::new("stripe", body)).unwrap();
+            engine.tick().unwrap();
+        }
+        engine
+    };
+
+    configuration(json!({"file": subject_file}), true);
+    publish_two("impersonated").shutdown();
+    let bearer = format!("Bearer ya29.as-{account}");
+    assert_eq!(authorizations(&receiver), vec![Some(bearer); 2]);
+    let asked = google.received();
+    assert_eq!(asked.len(), 2, "one exchange, one impersonation");
+    assert_eq!(asked[0].path, "/v1/token");
+    assert_eq!(
+        form_fields(&asked[0].body),
+        [
+            (
+                "grant_type",
+                "urn:ietf:params:oauth:grant-type:token-exchange"
+            ),
+            ("audience", audience),
+            ("scope", "https://www.googleapis.com/auth/cloud-platform"),
+            (
+                "requested_token_type",
+                "urn:ietf:params:oauth:token-type:access_token"
+            ),
+            ("subject_token", "eyJ.platform.oidc"),
+            ("subject_token_type", "urn:ietf:params:oauth:token-type:jwt"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+    );
+    assert_eq!(
+        asked[1].path,
+        format!("/v1/projects/-/serviceAccounts/{account}:generateAccessToken")
+    );
+    assert_eq!(
+        asked[1].header("authorization"),
+        Some("Bearer sts-for-eyJ.platform.oidc")
+    );
+    let request: Value = serde_json::from_slice(&asked[1].body).unwrap();
+    assert_eq!(
+        request,
+        json!({"scope": ["https://www.googleapis.com/auth/pubsub"], "lifetime": "3600s"})
+    );
+
+    let url_source = json!({"url": google.url("/subject"), "headers": {"Metadata": "true"},
+                            "format": {"type": "json", "subject_token_field_name": "access_token"}});
+    configuration(url_source, false);
+    publish_two("federated").shutdown();
+    assert_eq!(
+        authorizations(&receiver)[2..],
+        [
+            Some("Bearer sts-for-platform-token".to_string()),
+            Some("Bearer sts-for-platform-token".to_string())
+        ]
+    );
+    let asked = google.received();
+    let paths: Vec<&str> = asked[2..].iter().map(|r| r.path.as_str()).collect();
+    assert_eq!(paths, ["/subject", "/v1/token"]);
+
+    configuration(json!({"file": files.path().join("gone")}), true);
+    let engine = publish_two("gone");
+    wait_until("both rows dead", std::time::Duration::from_secs(20), || {
+        dead(&engine).len() == 2
+    });
+    let reasons = dead_attempts_and_reasons(&engine);
+    assert_eq!(
+        reasons[0].1,
+        format!(
+            "sink pubsub: cannot get a Pub/Sub access token from {} for {audience}: \
+             cannot read the subject token {}: No such file or directory (os error 2)",
+            google.url("/v1/token"),
+            files.path().join("gone").display()
+        )
+    );
+    engine.shutdown();
+
+    let aws = configuration(
+        json!({"environment_id": "aws1", "region_url": "http://x"}),
+        false,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let refused = Engine::open(stripe_to(dir.path(), sink.clone()))
+        .err()
+        .unwrap();
+    assert_eq!(
+        refused.to_string(),
+        format!(
+            "sources[0].sinks[0].credentials must be \"external_account\" only with a usable \
+             external_account configuration at GOOGLE_APPLICATION_CREDENTIALS ({}: its \
+             credential_source has an environment_id of \"aws1\": goad reads a subject token \
+             from a file or a url (text or json format)), got \"external_account\"",
+            aws.display()
+        )
+    );
 }

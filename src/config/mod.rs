@@ -470,8 +470,10 @@ pub struct SinkConfig {
     pub max_message_bytes: Option<u64>,
     /// sqs: where the credentials come from: `env` (the default),
     /// `instance`, `container`, `web_identity` or `profile`; pubsub: where the token
-    /// comes from: `env` (the default, `token_env`), `metadata` or
-    /// `service_account` (the key file `GOOGLE_APPLICATION_CREDENTIALS` names).
+    /// comes from: `env` (the default, `token_env`), `metadata`,
+    /// `service_account` (the key file `GOOGLE_APPLICATION_CREDENTIALS`
+    /// names) or `external_account` (the workload identity federation
+    /// configuration it names).
     pub credentials: Option<String>,
     /// sqs, with `env`: the environment variables holding the credentials,
     /// by default `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and (if set)

@@ -12,12 +12,17 @@
 //! - `service_account`: a token for the service account whose key file
 //!   `GOOGLE_APPLICATION_CREDENTIALS` names (read when the sink is built,
 //!   so at start and at each reload), from the token endpoint the file
-//!   names, for a JWT signed with the file's key (see `gcp_key`).
+//!   names, for a JWT signed with the file's key (see `gcp_key`);
+//! - `external_account`: workload identity federation, the configuration
+//!   file `GOOGLE_APPLICATION_CREDENTIALS` names (read likewise): the
+//!   platform's own token exchanged at Google's STS, and a service
+//!   account's token asked with it (see `gcp_external`).
 //!
 //! Fetched tokens are kept while fresh (see `expiring`).
 
 use super::client::{agent, form, ok_body};
 use super::expiring::Expiring;
+use super::gcp_external::ExternalAccount;
 use super::gcp_key::ServiceAccountKey;
 use super::{BoxError, SinkError};
 use crate::limits::HTTP_TIMEOUT_MS;
@@ -27,10 +32,10 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 /// The values of a Pub/Sub sink's `credentials`.
-pub const TOKEN_SOURCES: &[&str] = &["env", "metadata", "service_account"];
+pub const TOKEN_SOURCES: &[&str] = &["env", "metadata", "service_account", "external_account"];
 
-/// The variable naming the key file of `credentials = "service_account"`,
-/// as Google's libraries read it.
+/// The variable naming the file of `credentials = "service_account"` or
+/// `"external_account"`, as Google's libraries read it.
 pub const KEY_FILE_VARIABLE: &str = "GOOGLE_APPLICATION_CREDENTIALS";
 
 /// The OAuth 2 scope of Pub/Sub's API.
@@ -49,15 +54,20 @@ pub enum PubSubAuth {
 
 impl PubSubAuth {
     /// The auth of a validated `credentials` option and `token_env`; with
-    /// `service_account`, the key file is read now, and the error says why
-    /// it cannot be used.
+    /// `service_account` or `external_account`, the file is read now, and
+    /// the error says why it cannot be used.
     pub fn new(credentials: Option<&str>, token_env: Option<&str>) -> Result<PubSubAuth, String> {
+        let file = || {
+            std::env::var_os(KEY_FILE_VARIABLE)
+                .ok_or_else(|| format!("{KEY_FILE_VARIABLE} is not set"))
+        };
         let from = match (credentials, token_env) {
             (Some("metadata"), _) => TokenSource::Metadata,
             (Some("service_account"), _) => {
-                let path = std::env::var_os(KEY_FILE_VARIABLE)
-                    .ok_or_else(|| format!("{KEY_FILE_VARIABLE} is not set"))?;
-                TokenSource::ServiceAccount(Box::new(ServiceAccountKey::read(Path::new(&path))?))
+                TokenSource::ServiceAccount(Box::new(ServiceAccountKey::read(Path::new(&file()?))?))
+            }
+            (Some("external_account"), _) => {
+                TokenSource::External(Box::new(ExternalAccount::read(Path::new(&file()?))?))
             }
             (_, Some(variable)) => return Ok(PubSubAuth::Env(variable.to_string())),
             (_, None) => return Ok(PubSubAuth::Anonymous),
@@ -93,6 +103,7 @@ impl PubSubAuth {
 enum TokenSource {
     Metadata,
     ServiceAccount(Box<ServiceAccountKey>),
+    External(Box<ExternalAccount>),
 }
 
 impl fmt::Display for TokenSource {
@@ -102,6 +113,7 @@ impl fmt::Display for TokenSource {
             TokenSource::ServiceAccount(key) => {
                 write!(f, "{} for {}", key.token_uri, key.client_email)
             }
+            TokenSource::External(account) => write!(f, "{account}"),
         }
     }
 }
@@ -126,6 +138,9 @@ impl FetchedToken {
             let answer = match &self.from {
                 TokenSource::Metadata => self.ask_metadata()?,
                 TokenSource::ServiceAccount(key) => self.ask_token_endpoint(key, now)?,
+                TokenSource::External(account) => {
+                    return account.token(&self.agent, PUBSUB_SCOPE, now);
+                }
             };
             access_token(&answer, now)
         })
@@ -165,8 +180,12 @@ impl FetchedToken {
 }
 
 /// The token and its expiry from a Google token answer (`access_token`,
-/// `expires_in` seconds), which both sources give.
-fn access_token(answer: &str, now: SystemTime) -> Result<(String, SystemTime), BoxError> {
+/// `expires_in` seconds), which the metadata server, the token endpoint and
+/// STS give.
+pub(super) fn access_token(
+    answer: &str,
+    now: SystemTime,
+) -> Result<(String, SystemTime), BoxError> {
     let answer: Value = serde_json::from_str(answer)?;
     let token = answer.get("access_token").and_then(Value::as_str);
     let expires_in_s = answer.get("expires_in").and_then(Value::as_u64);

@@ -10,6 +10,7 @@ mod claiming;
 pub(crate) mod client;
 mod expiring;
 mod forward;
+mod gcp_external;
 mod gcp_key;
 pub(crate) mod gcp_token;
 pub mod http;

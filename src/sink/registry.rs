@@ -303,7 +303,12 @@ fn pubsub_options(
         ConfigError::Invalid {
             key: format!("{at}.credentials"),
             rule: format!(
-                "\"service_account\" only with a usable key file at {KEY_FILE_VARIABLE} ({why})"
+                "{:?} only with a usable {} at {KEY_FILE_VARIABLE} ({why})",
+                credentials.unwrap_or_default(),
+                match credentials {
+                    Some("external_account") => "external_account configuration",
+                    _ => "key file",
+                }
             ),
             value: format!("{:?}", credentials.unwrap_or_default()),
         }
