@@ -1057,24 +1057,30 @@ fn profile_credentials_come_from_the_shared_credentials_file() {
         ("AKIAHOOKS".to_string(), "hooks-token".to_string())
     );
 
-    std::env::set_var("AWS_PROFILE", "missing");
-    let mut c = fetching_credentials(&dir.path().join("data2"), &queue_url, "profile");
+    assert_eq!(
+        dead_reason_with_profile("missing", &dir.path().join("data2"), &queue_url),
+        format!(
+            "sink sqs: cannot get AWS credentials from the AWS profile: \
+             no aws_access_key_id in profile [missing] of {} \
+             nor a credential_process in [profile missing] of {}",
+            file.display(),
+            config_file.display()
+        )
+    );
+}
+
+/// The dead-letter reason of a hook sent with `profile`'s credentials,
+/// its one attempt failed.
+fn dead_reason_with_profile(profile: &str, dir: &std::path::Path, queue_url: &str) -> String {
+    std::env::set_var("AWS_PROFILE", profile);
+    let mut c = fetching_credentials(dir, queue_url, "profile");
     c.retry.max_attempts = 1;
     let engine = Engine::open(c).unwrap();
     commit_refused(&engine, "stripe", 1);
-    assert_eq!(
-        dead_attempts_and_reasons(&engine),
-        [(
-            1,
-            format!(
-                "sink sqs: cannot get AWS credentials from the AWS profile: \
-                 no aws_access_key_id in profile [missing] of {} \
-                 nor a credential_process in [profile missing] of {}",
-                file.display(),
-                config_file.display()
-            )
-        )]
-    );
+    let mut reasons = dead_attempts_and_reasons(&engine);
+    assert_eq!(reasons.len(), 1);
+    assert_eq!(reasons[0].0, 1, "one attempt");
+    reasons.remove(0).1
 }
 
 /// Tests that set `AWS_PROFILE` and the files it is read from take turns:
@@ -1145,19 +1151,10 @@ fn a_profiles_credential_process_gives_credentials_kept_until_they_expire() {
     assert_eq!(std::fs::read_to_string(&runs).unwrap(), "run\n", "run once");
     engine.shutdown();
 
-    std::env::set_var("AWS_PROFILE", "broken");
-    let mut c = fetching_credentials(&dir.path().join("data2"), &queue_url, "profile");
-    c.retry.max_attempts = 1;
-    let engine = Engine::open(c).unwrap();
-    commit_refused(&engine, "stripe", 1);
     assert_eq!(
-        dead_attempts_and_reasons(&engine),
-        [(
-            1,
-            "sink sqs: cannot get AWS credentials from the AWS profile: \
-             credential_process failed (exit status: 2): the trust anchor is gone"
-                .to_string()
-        )]
+        dead_reason_with_profile("broken", &dir.path().join("data2"), &queue_url),
+        "sink sqs: cannot get AWS credentials from the AWS profile: \
+         credential_process failed (exit status: 2): the trust anchor is gone"
     );
 }
 
