@@ -106,7 +106,11 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"pubsub\"\nproject = \"p\"\ntopic = \"t\"\ncredentials = \"instance\"", "sources[0].sinks[0].credentials must be one of [\"env\", \"metadata\", \"service_account\", \"external_account\"], got \"instance\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"pubsub\"\nproject = \"p\"\ntopic = \"t\"\ncredentials = \"metadata\"\ntoken_env = \"T\"", "sources[0].sinks[0].token_env must be absent with credentials = \"metadata\" (only env reads variables), got \"set\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"pubsub\"\nproject = \"p\"\ntopic = \"t\"\ninline_max_bytes = 0", "sources[0].sinks[0].inline_max_bytes must be a positive integer, got 0"),
-        ("[[sources]]\nid = \"a\"\ningest_signature = \"paypal\"\ningest_secret_env = \"S\"", "sources[0].ingest_signature must be one of [\"github\", \"stripe\", \"slack\", \"shopify\", \"standard_webhooks\"], got \"paypal\""),
+        ("[[sources]]\nid = \"a\"\ningest_signature = \"paypal\"\ningest_secret_env = \"S\"", "sources[0].ingest_signature must be one of [\"github\", \"stripe\", \"slack\", \"shopify\", \"standard_webhooks\", \"gitlab\", \"telegram\"] or a table { header, prefix, encoding, algorithm }, got \"paypal\""),
+        ("[[sources]]\nid = \"a\"\ningest_signature = { header = \"x sig\" }\ningest_secret_env = \"S\"", "sources[0].ingest_signature.header must be a header name, got \"x sig\""),
+        ("[[sources]]\nid = \"a\"\ningest_signature = { header = \"x-sig\", encoding = \"base32\" }\ningest_secret_env = \"S\"", "sources[0].ingest_signature.encoding must be one of [\"hex\", \"base64\"], got \"base32\""),
+        ("[[sources]]\nid = \"a\"\ningest_signature = { header = \"x-sig\", algorithm = \"md5\" }\ningest_secret_env = \"S\"", "sources[0].ingest_signature.algorithm must be one of [\"sha256\", \"sha1\", \"sha512\"], got \"md5\""),
+        ("[[sources]]\nid = \"a\"\ningest_signature = { header = \"x-sig\" }", "sources[0].ingest_signature must be set with ingest_secret_env (the provider's signing secret), got \"an HMAC in x-sig\""),
         ("[[sources]]\nid = \"a\"\ningest_signature = \"github\"", "sources[0].ingest_signature must be set with ingest_secret_env (the provider's signing secret), got \"github\""),
         ("[[sources]]\nid = \"a\"\ningest_secret_env = \"S\"", "sources[0].ingest_signature must be set with ingest_secret_env (how the provider signs), got \"absent\""),
         ("[[sources]]\nid = \"a\"\ningest_signature = \"stripe\"\ningest_secret_env = [\"S\", \"\"]", "sources[0].ingest_secret_env must be environment variable names, got \"\""),
@@ -167,6 +171,9 @@ fn unknown_keys_and_bad_types_name_the_dotted_key() {
         ("[dispatch]\npoll_ms = 5", "config key dispatch.poll_ms:", "unknown field `poll_ms`"),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nreq_options = 1", "config key sources[0].sinks[0].req_options:", "unknown field `req_options`"),
         ("[dispatch]\nconcurrency = -1", "config key dispatch.concurrency:", "invalid value: integer `-1`"),
+        ("[[sources]]\nid = \"a\"\ningest_signature = { header = \"x-sig\", digest = \"sha1\" }", "config key sources[0].ingest_signature.digest:", "unknown field `digest`, expected one of `header`, `prefix`, `encoding`, `algorithm`"),
+        ("[[sources]]\nid = \"a\"\ningest_signature = { prefix = \"sha1=\" }", "config key sources[0].ingest_signature:", "missing field `header`"),
+        ("[[sources]]\nid = \"a\"\ningest_signature = 1", "config key sources[0].ingest_signature:", "expected a scheme's name or a table { header, prefix, encoding, algorithm }"),
     ];
     for (toml, prefix, cause) in cases {
         let e = error_of(toml);
@@ -287,7 +294,7 @@ fn the_readmes_example_config_is_valid() {
     config.validate().expect("the example validates");
     assert_eq!(config.dead_letters.retention_ms, 30 * 24 * 3_600_000);
     let stripe = config.source("stripe").expect("the example's source");
-    assert_eq!(stripe.ingest_signature.as_deref(), Some("stripe"));
+    assert_eq!(stripe.ingest_signature, Some("stripe".into()));
     assert_eq!(stripe.dedupe_header.as_deref(), Some("idempotency-key"));
     assert_eq!(stripe.dedupe_window_ms, Some(86_400_000));
     let sink = &stripe.sinks[0];

@@ -491,6 +491,147 @@ fn a_source_with_a_provider_signature_takes_only_signed_hooks() {
     assert_eq!(refusals, 18.0);
 }
 
+/// Providers outside the named schemes: a table checks an HMAC of the body
+/// in the header, prefix, encoding and algorithm it names (Intercom's
+/// `x-hub-signature: sha1=<hex>`, Typeform's `typeform-signature:
+/// sha256=<base64>`), and `gitlab` takes the secret itself in
+/// `x-gitlab-token`, which is a credential: never stored nor forwarded,
+/// while the provider's other headers are. Anything else gets 401
+/// `bad_signature` saying why, and is not delivered.
+#[test]
+fn a_table_or_a_token_scheme_takes_only_hooks_that_carry_the_secret() {
+    use base64::Engine as _;
+    use goad::config::{HmacSignature, IngestSignature, OneOrMany};
+    use hmac::Mac;
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = node_config(dir.path());
+    let table = |header: &str, prefix: &str, encoding: &str, algorithm: &str| {
+        IngestSignature::Hmac(HmacSignature {
+            header: header.to_string(),
+            prefix: Some(prefix.to_string()),
+            encoding: Some(encoding.to_string()),
+            algorithm: Some(algorithm.to_string()),
+        })
+    };
+    let signatures = [
+        ("intercom", table("X-Hub-Signature", "sha1=", "hex", "sha1")),
+        (
+            "typeform",
+            table("typeform-signature", "sha256=", "base64", "sha256"),
+        ),
+        ("gitlab", IngestSignature::from("gitlab")),
+    ];
+    for (id, signature) in &signatures {
+        let var = format!("NODE_TEST_TABLE_{}", id.to_uppercase());
+        std::env::set_var(&var, format!("{id}-secret"));
+        let mut source = source(id, "t1", vec![SinkConfig::http(receiver.url("/in"))]);
+        source.ingest_signature = Some(signature.clone());
+        source.ingest_secret_env = Some(OneOrMany::One(var));
+        c.sources.push(source);
+    }
+    let node = start(c);
+    let addr = node.local_addr();
+    let body = br#"{"topic":"conversation.user.created"}"#;
+    let sha1_hex = |secret: &[u8], body: &[u8]| {
+        let mut mac = hmac::Hmac::<sha1::Sha1>::new_from_slice(secret).unwrap();
+        mac.update(body);
+        format!("sha1={}", hex::encode(mac.finalize().into_bytes()))
+    };
+    let sha256_b64 = |secret: &[u8], body: &[u8]| {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        format!("sha256={}", b64.encode(hmac_sha256(secret, &[body])))
+    };
+    let post = |id: &str, header: &str, value: &str, body: &[u8]| {
+        ingest(
+            addr,
+            id,
+            body,
+            &[(header, value), ("x-gitlab-event", "Push Hook")],
+        )
+    };
+    let refusal = |reply: HttpReply| {
+        assert_eq!(
+            (reply.status, reply.error_code().as_str()),
+            (401, "bad_signature")
+        );
+        reply.json()["message"].as_str().unwrap().to_string()
+    };
+
+    let intercom = |secret: &[u8], signed: &[u8], sent: &[u8]| {
+        post(
+            "intercom",
+            "x-hub-signature",
+            &sha1_hex(secret, signed),
+            sent,
+        )
+    };
+    assert_eq!(intercom(b"intercom-secret", body, body).status, 202);
+    assert_eq!(
+        refusal(intercom(b"other-secret", body, body)),
+        "x-hub-signature does not match the body under any of the source's secrets"
+    );
+    assert_eq!(
+        refusal(intercom(b"intercom-secret", body, b"{}")),
+        "x-hub-signature does not match the body under any of the source's secrets"
+    );
+    let sha256_in_a_sha1_table = post("intercom", "x-hub-signature", "sha256=00", body);
+    assert_eq!(
+        refusal(sha256_in_a_sha1_table),
+        "x-hub-signature is not a signature of this scheme"
+    );
+
+    let typeform = sha256_b64(b"typeform-secret", body);
+    assert_eq!(
+        post("typeform", "typeform-signature", &typeform, body).status,
+        202
+    );
+    assert_eq!(
+        refusal(post(
+            "typeform",
+            "typeform-signature",
+            "sha256=no base64!",
+            body
+        )),
+        "typeform-signature is not a signature of this scheme"
+    );
+    assert_eq!(
+        refusal(ingest(addr, "typeform", body, &[])),
+        "this source needs a signed hook: no typeform-signature"
+    );
+
+    let gitlab = post("gitlab", "x-gitlab-token", "gitlab-secret", body);
+    assert_eq!(gitlab.status, 202, "{}", gitlab.text());
+    let gitlab_id = gitlab.json()["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        refusal(post("gitlab", "x-gitlab-token", "gitlab-secret2", body)),
+        "x-gitlab-token is none of the source's secrets"
+    );
+
+    assert!(receiver.wait_for(3, Duration::from_secs(20)));
+    let engine = node.engine().unwrap();
+    wait_until("every hook delivered", Duration::from_secs(20), || {
+        engine.hook_count().unwrap() == 0
+    });
+    let received = receiver.received();
+    assert_eq!(received.len(), 3, "one hook per source, nothing refused");
+    let from_gitlab = received
+        .iter()
+        .find(|r| r.header("webhook-id") == Some(gitlab_id.as_str()))
+        .expect("gitlab's hook");
+    assert_eq!(from_gitlab.header("x-gitlab-token"), None, "a credential");
+    assert_eq!(from_gitlab.header("x-gitlab-event"), Some("Push Hook"));
+    let from_intercom = received
+        .iter()
+        .find(|r| r.header("x-goad-source") == Some("intercom"))
+        .expect("intercom's hook");
+    assert_eq!(
+        from_intercom.header("x-hub-signature"),
+        Some(sha1_hex(b"intercom-secret", body).as_str()),
+        "a signature is no secret: forwarded like any provider header"
+    );
+}
+
 #[test]
 fn admin_routes_need_the_admin_token_and_health_and_metrics_do_not() {
     let dir = tempfile::tempdir().unwrap();

@@ -361,10 +361,11 @@ pub struct SourceConfig {
     pub tenant: String,
     /// Environment variable with the bearer token ingest needs (node only).
     pub ingest_token_env: Option<String>,
-    /// How the provider signs its hooks (node only; one of
-    /// `node::provider_signature::SCHEMES`): ingest accepts only hooks
-    /// signed with a secret of `ingest_secret_env`.
-    pub ingest_signature: Option<String>,
+    /// How the provider signs its hooks (node only): one of
+    /// `node::provider_signature::SCHEMES`, or an HMAC of the body in a
+    /// header of the provider's choosing. Ingest accepts only hooks signed
+    /// with (or, for a token scheme, carrying) a secret of `ingest_secret_env`.
+    pub ingest_signature: Option<IngestSignature>,
     /// The environment variable(s) holding the provider's signing secret
     /// (several while one is rotated).
     pub ingest_secret_env: Option<OneOrMany>,
@@ -596,6 +597,72 @@ impl SinkConfig {
             retry: None,
             filter: None,
         }
+    }
+}
+
+/// A source's `ingest_signature`: a provider's scheme by name
+/// (`ingest_signature = "github"`), or a table for any provider that sends
+/// an HMAC of the body in a header (`ingest_signature = { header =
+/// "linear-signature" }`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum IngestSignature {
+    Scheme(String),
+    Hmac(HmacSignature),
+}
+
+/// An HMAC of the request body, under the source's secret, in `header`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct HmacSignature {
+    /// The header carrying the signature.
+    pub header: String,
+    /// Text before the signature in the header's value (`sha256=`), none by default.
+    pub prefix: Option<String>,
+    /// `hex` (the default) or `base64`.
+    pub encoding: Option<String>,
+    /// `sha256` (the default), `sha1` or `sha512`.
+    pub algorithm: Option<String>,
+}
+
+impl From<&str> for IngestSignature {
+    fn from(scheme: &str) -> IngestSignature {
+        IngestSignature::Scheme(scheme.to_string())
+    }
+}
+
+impl std::fmt::Display for IngestSignature {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IngestSignature::Scheme(name) => f.write_str(name),
+            IngestSignature::Hmac(hmac) => write!(f, "an HMAC in {}", hmac.header),
+        }
+    }
+}
+
+/// A string is a scheme's name, a table an [`HmacSignature`] (whose
+/// unknown keys are errors naming them, which an untagged enum would
+/// lose).
+impl<'de> Deserialize<'de> for IngestSignature {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<IngestSignature, D::Error> {
+        struct Either;
+        impl<'de> serde::de::Visitor<'de> for Either {
+            type Value = IngestSignature;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a scheme's name or a table { header, prefix, encoding, algorithm }")
+            }
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<IngestSignature, E> {
+                Ok(IngestSignature::from(name))
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                map: M,
+            ) -> Result<IngestSignature, M::Error> {
+                let table = serde::de::value::MapAccessDeserializer::new(map);
+                HmacSignature::deserialize(table).map(IngestSignature::Hmac)
+            }
+        }
+        de.deserialize_any(Either)
     }
 }
 

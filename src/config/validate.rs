@@ -1,7 +1,7 @@
 //! The rules every config must pass, each naming the dotted key and the value.
 
 use super::aws_role::aws_role;
-use super::{Config, RetryConfig, SinkConfig, SourceConfig, TenantLimitsConfig};
+use super::{Config, IngestSignature, RetryConfig, SinkConfig, SourceConfig, TenantLimitsConfig};
 use crate::core::LaneBy;
 use crate::limits::{MAX_CALLS_PER_S, MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS, MIN_SHARD_BYTES};
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
@@ -642,22 +642,46 @@ fn stored_header(key: String, name: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// A source's `ingest_signature` and `ingest_secret_env`: a known scheme,
-/// and the two together.
+/// A source's `ingest_signature` and `ingest_secret_env`: a known scheme
+/// or a table of known values, and the two together.
 fn validate_ingest_signature(at: &str, source: &SourceConfig) -> Result<(), ConfigError> {
-    let schemes = crate::node::provider_signature::SCHEMES;
-    match (&source.ingest_signature, &source.ingest_secret_env) {
-        (Some(scheme), _) if !schemes.contains(&scheme.as_str()) => {
-            let rule = format!("one of {schemes:?}");
-            Err(invalid(format!("{at}.ingest_signature"), rule, scheme))
+    use crate::node::provider_signature::{ALGORITHMS, ENCODINGS, SCHEMES};
+    let key = format!("{at}.ingest_signature");
+    match &source.ingest_signature {
+        Some(IngestSignature::Scheme(name)) if !SCHEMES.contains(&name.as_str()) => {
+            let rule =
+                format!("one of {SCHEMES:?} or a table {{ header, prefix, encoding, algorithm }}");
+            return Err(invalid(key, rule, name));
         }
+        Some(IngestSignature::Hmac(table)) => {
+            let header = &table.header;
+            if ureq::http::HeaderName::from_bytes(header.as_bytes()).is_err() {
+                return Err(invalid(format!("{key}.header"), "a header name", header));
+            }
+            let options = [
+                ("encoding", &table.encoding, ENCODINGS),
+                ("algorithm", &table.algorithm, ALGORITHMS),
+            ];
+            for (name, value, allowed) in options {
+                if let Some(value) = value.as_deref().filter(|v| !allowed.contains(v)) {
+                    return Err(invalid(
+                        format!("{key}.{name}"),
+                        format!("one of {allowed:?}"),
+                        value,
+                    ));
+                }
+            }
+        }
+        _ => {}
+    }
+    match (&source.ingest_signature, &source.ingest_secret_env) {
         (Some(scheme), None) => {
             let rule = "set with ingest_secret_env (the provider's signing secret)";
-            Err(invalid(format!("{at}.ingest_signature"), rule, scheme))
+            Err(invalid(key, rule, scheme.to_string()))
         }
         (None, Some(_)) => {
             let rule = "set with ingest_secret_env (how the provider signs)";
-            Err(invalid(format!("{at}.ingest_signature"), rule, "absent"))
+            Err(invalid(key, rule, "absent"))
         }
         (Some(_), Some(vars)) if vars.to_vec().iter().any(String::is_empty) => {
             let rule = "environment variable names";

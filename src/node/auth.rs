@@ -4,7 +4,7 @@
 //! compared in constant time (signatures: see `provider_signature`).
 
 use super::provider_signature::SignatureCheck;
-use crate::config::{env_value, Config, ConfigError};
+use crate::config::{env_value, Config, ConfigError, IngestSignature};
 use std::collections::HashMap;
 use subtle::ConstantTimeEq;
 
@@ -64,7 +64,11 @@ impl Tokens {
 
 /// Source `i`'s check of `scheme` with the secrets of `vars`; a variable
 /// that is unset, empty or no secret of the scheme is an error naming it.
-fn signature_check(i: usize, scheme: &str, vars: &[String]) -> Result<SignatureCheck, ConfigError> {
+fn signature_check(
+    i: usize,
+    scheme: &IngestSignature,
+    vars: &[String],
+) -> Result<SignatureCheck, ConfigError> {
     let key = format!("sources[{i}].ingest_secret_env");
     let secrets = vars
         .iter()

@@ -11,34 +11,126 @@
 //! | `slack` | `x-slack-signature: v0=<sig>`, `x-slack-request-timestamp` | `v0:<ts>:<body>` | hex |
 //! | `shopify` | `x-shopify-hmac-sha256: <sig>` | body | base64 |
 //! | `standard_webhooks` | `webhook-signature: v1,<sig> …`, `webhook-id`, `webhook-timestamp` | `<id>.<ts>.<body>` | base64 |
+//! | a table `{ header, prefix, encoding, algorithm }` | `<header>: <prefix><sig>` | body | hex or base64 |
 //!
-//! Every signature is HMAC-SHA256 under the secret, compared in constant
-//! time. A secret is the variable's bytes, or for `standard_webhooks` a
-//! `whsec_<base64>` key. A signed timestamp (unix seconds) must lie within
-//! [`TOLERANCE_S`] of now, so a captured request cannot be replayed later.
+//! Those signatures are HMAC-SHA256 under the secret (a table may name
+//! SHA-1 or SHA-512), compared in constant time. A secret is the
+//! variable's bytes, or for `standard_webhooks` a `whsec_<base64>` key. A
+//! signed timestamp (unix seconds) must lie within [`TOLERANCE_S`] of now,
+//! so a captured request cannot be replayed later.
+//!
+//! Two providers send the secret itself instead, in a header of their own:
+//! `gitlab` (`x-gitlab-token`) and `telegram`
+//! (`x-telegram-bot-api-secret-token`); those headers are credentials,
+//! never stored with a hook nor forwarded.
 
+use crate::config::{HmacSignature, IngestSignature};
 use crate::sink::signing::SigningKey;
+use crate::sink::PROVIDER_TOKENS;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
+use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use sha1::Sha1;
+use sha2::{Sha256, Sha512};
 use std::fmt;
 use subtle::ConstantTimeEq;
 
 /// The schemes `ingest_signature` names.
-pub const SCHEMES: &[&str] = &["github", "stripe", "slack", "shopify", "standard_webhooks"];
+pub const SCHEMES: &[&str] = &[
+    "github",
+    "stripe",
+    "slack",
+    "shopify",
+    "standard_webhooks",
+    "gitlab",
+    "telegram",
+];
+
+/// An `ingest_signature` table's `encoding`s, the default first.
+pub const ENCODINGS: &[&str] = &["hex", "base64"];
+
+/// An `ingest_signature` table's `algorithm`s, the default first.
+pub const ALGORITHMS: &[&str] = &["sha256", "sha1", "sha512"];
 
 /// How far a signed timestamp may be from now, either way (the 5 minutes
 /// Stripe, Slack and Standard Webhooks recommend).
 pub const TOLERANCE_S: u64 = 300;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Scheme {
     GitHub,
     Stripe,
     Slack,
     Shopify,
     StandardWebhooks,
+    /// The secret itself, in this header (one of [`PROVIDER_TOKENS`]).
+    Token(&'static str),
+    BodyHmac(BodyHmac),
+}
+
+/// An `ingest_signature` table: an HMAC of the body in `header`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct BodyHmac {
+    /// Lower case.
+    header: String,
+    prefix: String,
+    base64: bool,
+    algorithm: Algorithm,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Algorithm {
+    Sha256,
+    Sha1,
+    Sha512,
+}
+
+impl Algorithm {
+    /// The HMAC of the concatenated `parts` under `key`.
+    fn mac(self, key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+        fn of<M: Mac + KeyInit>(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+            let mut mac = <M as KeyInit>::new_from_slice(key).expect("HMAC takes any key");
+            parts.iter().for_each(|part| mac.update(part));
+            mac.finalize().into_bytes().to_vec()
+        }
+        match self {
+            Algorithm::Sha256 => of::<Hmac<Sha256>>(key, parts),
+            Algorithm::Sha1 => of::<Hmac<Sha1>>(key, parts),
+            Algorithm::Sha512 => of::<Hmac<Sha512>>(key, parts),
+        }
+    }
+}
+
+impl BodyHmac {
+    /// The check a table describes; the error names the value no check has.
+    fn of(table: &HmacSignature) -> Result<BodyHmac, String> {
+        let encoding = table.encoding.as_deref().unwrap_or(ENCODINGS[0]);
+        let algorithm = match table.algorithm.as_deref().unwrap_or(ALGORITHMS[0]) {
+            "sha256" => Algorithm::Sha256,
+            "sha1" => Algorithm::Sha1,
+            "sha512" => Algorithm::Sha512,
+            other => return Err(format!("no algorithm {other:?}")),
+        };
+        if !ENCODINGS.contains(&encoding) {
+            return Err(format!("no encoding {encoding:?}"));
+        }
+        Ok(BodyHmac {
+            header: table.header.to_ascii_lowercase(),
+            prefix: table.prefix.clone().unwrap_or_default(),
+            base64: encoding == "base64",
+            algorithm,
+        })
+    }
+
+    /// The signature a header's value carries, if it is one.
+    fn signature(&self, value: &str) -> Option<Vec<u8>> {
+        let text = value.trim().strip_prefix(self.prefix.as_str())?;
+        match self.base64 {
+            true => STANDARD.decode(text).ok(),
+            false => hex::decode(text).ok(),
+        }
+    }
 }
 
 /// A source's check: its provider's scheme and the secrets it accepts
@@ -63,20 +155,22 @@ impl fmt::Debug for SignatureCheck {
 /// Why a request's signature does not verify (its text is the 401's
 /// message, which names what to fix and never a secret).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
-    Missing(&'static str),
-    Malformed(&'static str),
+pub enum Refusal<'a> {
+    Missing(&'a str),
+    Malformed(&'a str),
     /// The signed timestamp is this far from now.
     Stale {
-        header: &'static str,
+        header: &'a str,
         off_s: u64,
     },
     /// Well formed, but signed with none of the source's secrets (or over
     /// other bytes).
-    Mismatch(&'static str),
+    Mismatch(&'a str),
+    /// A token scheme's header holds none of the source's secrets.
+    NotASecret(&'a str),
 }
 
-impl fmt::Display for Refusal {
+impl fmt::Display for Refusal<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Refusal::Missing(header) => write!(f, "this source needs a signed hook: no {header}"),
@@ -91,6 +185,9 @@ impl fmt::Display for Refusal {
                     "{header} does not match the body under any of the source's secrets"
                 )
             }
+            Refusal::NotASecret(header) => {
+                write!(f, "{header} is none of the source's secrets")
+            }
         }
     }
 }
@@ -98,17 +195,28 @@ impl fmt::Display for Refusal {
 /// The request's headers by lowercase name.
 pub type Headers<'a> = &'a dyn Fn(&str) -> Option<&'a str>;
 
+/// The value of the header `name`, which the scheme requires.
+fn required<'h, 'c>(headers: Headers<'h>, name: &'c str) -> Result<&'h str, Refusal<'c>> {
+    headers(name).ok_or(Refusal::Missing(name))
+}
+
 impl SignatureCheck {
-    /// The check of `scheme` (one of [`SCHEMES`]) with these secrets; the
-    /// error says why a secret cannot be one of that scheme.
-    pub fn new(scheme: &str, secrets: &[String]) -> Result<SignatureCheck, String> {
-        let scheme = match scheme {
-            "github" => Scheme::GitHub,
-            "stripe" => Scheme::Stripe,
-            "slack" => Scheme::Slack,
-            "shopify" => Scheme::Shopify,
-            "standard_webhooks" => Scheme::StandardWebhooks,
-            other => return Err(format!("no signature scheme {other:?}")),
+    /// The check `signature` describes (a scheme of [`SCHEMES`] or a
+    /// table) with these secrets; the error says why a secret cannot be
+    /// one of that scheme, or which value of the table no check has.
+    pub fn new(signature: &IngestSignature, secrets: &[String]) -> Result<SignatureCheck, String> {
+        let scheme = match signature {
+            IngestSignature::Hmac(table) => Scheme::BodyHmac(BodyHmac::of(table)?),
+            IngestSignature::Scheme(name) => match name.as_str() {
+                "github" => Scheme::GitHub,
+                "stripe" => Scheme::Stripe,
+                "slack" => Scheme::Slack,
+                "shopify" => Scheme::Shopify,
+                "standard_webhooks" => Scheme::StandardWebhooks,
+                "gitlab" => Scheme::Token(PROVIDER_TOKENS[0]),
+                "telegram" => Scheme::Token(PROVIDER_TOKENS[1]),
+                other => return Err(format!("no signature scheme {other:?}")),
+            },
         };
         let secrets = secrets
             .iter()
@@ -124,21 +232,21 @@ impl SignatureCheck {
 
     /// Whether the request (its `headers` and `body`) is signed with one
     /// of the secrets, at `now_s` (unix seconds).
-    pub fn verify(&self, headers: Headers<'_>, body: &[u8], now_s: u64) -> Result<(), Refusal> {
-        let required = |name: &'static str| headers(name).ok_or(Refusal::Missing(name));
-        match self.scheme {
+    pub fn verify(&self, headers: Headers<'_>, body: &[u8], now_s: u64) -> Result<(), Refusal<'_>> {
+        let sha256 = Algorithm::Sha256;
+        match &self.scheme {
             Scheme::GitHub => {
                 let name = "x-hub-signature-256";
-                let signature = required(name)?
+                let signature = required(headers, name)?
                     .strip_prefix("sha256=")
                     .and_then(|hex| hex::decode(hex).ok())
                     .ok_or(Refusal::Malformed(name))?;
-                self.any_secret(name, &[signature], &[body])
+                self.any_secret(sha256, name, &[signature], &[body])
             }
             Scheme::Stripe => {
                 let name = "stripe-signature";
                 let (mut timestamp, mut signatures) = (None, Vec::new());
-                for pair in required(name)?.split(',') {
+                for pair in required(headers, name)?.split(',') {
                     match pair.trim().split_once('=') {
                         Some(("t", t)) => timestamp = t.parse::<u64>().ok(),
                         Some(("v1", hex)) => signatures.extend(hex::decode(hex).ok()),
@@ -150,33 +258,34 @@ impl SignatureCheck {
                     .ok_or(Refusal::Malformed(name))?;
                 fresh(name, timestamp, now_s)?;
                 let t = timestamp.to_string();
-                self.any_secret(name, &signatures, &[t.as_bytes(), b".", body])
+                self.any_secret(sha256, name, &signatures, &[t.as_bytes(), b".", body])
             }
             Scheme::Slack => {
                 let (name, stamp) = ("x-slack-signature", "x-slack-request-timestamp");
-                let signature = required(name)?
+                let signature = required(headers, name)?
                     .strip_prefix("v0=")
                     .and_then(|hex| hex::decode(hex).ok())
                     .ok_or(Refusal::Malformed(name))?;
-                let t = required(stamp)?;
+                let t = required(headers, stamp)?;
                 let timestamp = t.parse::<u64>().map_err(|_| Refusal::Malformed(stamp))?;
                 fresh(stamp, timestamp, now_s)?;
-                self.any_secret(name, &[signature], &[b"v0:", t.as_bytes(), b":", body])
+                let signed = [b"v0:", t.as_bytes(), b":", body];
+                self.any_secret(sha256, name, &[signature], &signed)
             }
             Scheme::Shopify => {
                 let name = "x-shopify-hmac-sha256";
                 let signature = STANDARD
-                    .decode(required(name)?)
+                    .decode(required(headers, name)?)
                     .map_err(|_| Refusal::Malformed(name))?;
-                self.any_secret(name, &[signature], &[body])
+                self.any_secret(sha256, name, &[signature], &[body])
             }
             Scheme::StandardWebhooks => {
                 let (name, stamp) = ("webhook-signature", "webhook-timestamp");
-                let id = required("webhook-id")?;
-                let t = required(stamp)?;
+                let id = required(headers, "webhook-id")?;
+                let t = required(headers, stamp)?;
                 let timestamp = t.parse::<u64>().map_err(|_| Refusal::Malformed(stamp))?;
                 fresh(stamp, timestamp, now_s)?;
-                let signatures: Vec<Vec<u8>> = required(name)?
+                let signatures: Vec<Vec<u8>> = required(headers, name)?
                     .split(' ')
                     .filter_map(|entry| entry.strip_prefix("v1,"))
                     .filter_map(|b64| STANDARD.decode(b64).ok())
@@ -185,33 +294,47 @@ impl SignatureCheck {
                     return Err(Refusal::Malformed(name));
                 }
                 let signed = [id.as_bytes(), b".", t.as_bytes(), b".", body];
-                self.any_secret(name, &signatures, &signed)
+                self.any_secret(sha256, name, &signatures, &signed)
+            }
+            Scheme::BodyHmac(hmac) => {
+                let name = hmac.header.as_str();
+                let signature = hmac
+                    .signature(required(headers, name)?)
+                    .ok_or(Refusal::Malformed(name))?;
+                self.any_secret(hmac.algorithm, name, &[signature], &[body])
+            }
+            Scheme::Token(name) => {
+                let token = required(headers, name)?.as_bytes();
+                let known = self
+                    .secrets
+                    .iter()
+                    .any(|secret| bool::from(token.ct_eq(secret)));
+                known.then_some(()).ok_or(Refusal::NotASecret(name))
             }
         }
     }
 
-    /// Ok if any of `signatures` is the HMAC of the concatenated `signed`
-    /// parts under any secret.
-    fn any_secret(
+    /// Ok if any of `signatures` is the HMAC (by `algorithm`) of the
+    /// concatenated `signed` parts under any secret.
+    fn any_secret<'c>(
         &self,
-        header: &'static str,
+        algorithm: Algorithm,
+        header: &'c str,
         signatures: &[Vec<u8>],
         signed: &[&[u8]],
-    ) -> Result<(), Refusal> {
+    ) -> Result<(), Refusal<'c>> {
         let matched = self.secrets.iter().any(|secret| {
-            let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key");
-            signed.iter().for_each(|part| mac.update(part));
-            let expected = mac.finalize().into_bytes();
+            let expected = algorithm.mac(secret, signed);
             signatures
                 .iter()
-                .any(|signature| bool::from(signature.as_slice().ct_eq(expected.as_slice())))
+                .any(|signature| bool::from(signature.as_slice().ct_eq(&expected)))
         });
         matched.then_some(()).ok_or(Refusal::Mismatch(header))
     }
 }
 
 /// Ok if `timestamp` lies within the tolerance of `now_s`.
-fn fresh(header: &'static str, timestamp: u64, now_s: u64) -> Result<(), Refusal> {
+fn fresh(header: &str, timestamp: u64, now_s: u64) -> Result<(), Refusal<'_>> {
     let off_s = timestamp.abs_diff(now_s);
     match off_s <= TOLERANCE_S {
         true => Ok(()),
@@ -226,15 +349,15 @@ mod tests {
     const NOW_S: u64 = 1_700_000_000;
 
     fn check(scheme: &str, secret: &str) -> SignatureCheck {
-        SignatureCheck::new(scheme, &[secret.to_string()]).unwrap()
+        SignatureCheck::new(&scheme.into(), &[secret.to_string()]).unwrap()
     }
 
-    fn verify_at(
-        check: &SignatureCheck,
+    fn verify_at<'c>(
+        check: &'c SignatureCheck,
         pairs: &[(&'static str, String)],
         body: &[u8],
         now_s: u64,
-    ) -> Result<(), Refusal> {
+    ) -> Result<(), Refusal<'c>> {
         let lookup = |name: &str| {
             pairs
                 .iter()
@@ -244,11 +367,11 @@ mod tests {
         check.verify(&lookup, body, now_s)
     }
 
-    fn verify(
-        check: &SignatureCheck,
+    fn verify<'c>(
+        check: &'c SignatureCheck,
         pairs: &[(&'static str, String)],
         body: &[u8],
-    ) -> Result<(), Refusal> {
+    ) -> Result<(), Refusal<'c>> {
         verify_at(check, pairs, body, NOW_S)
     }
 
@@ -275,11 +398,96 @@ mod tests {
         );
     }
 
+    fn table(header: &str, prefix: &str, encoding: &str, algorithm: &str) -> IngestSignature {
+        IngestSignature::Hmac(HmacSignature {
+            header: header.to_string(),
+            prefix: Some(prefix.to_string()).filter(|p| !p.is_empty()),
+            encoding: Some(encoding.to_string()),
+            algorithm: Some(algorithm.to_string()),
+        })
+    }
+
+    /// RFC 2202's and RFC 4231's second test case (key "Jefe"), through a
+    /// table of each algorithm and encoding: the header's name is matched
+    /// in any case, its prefix is required, and a signature of another
+    /// algorithm does not match.
+    #[test]
+    fn a_table_checks_the_rfc_vectors_of_each_algorithm() {
+        let body = b"what do ya want for nothing?";
+        let sha256 = "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843";
+        let sha1 = "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79";
+        let sha512 = "164b7a7bfcf819e2e395fbe73b56e0a387bd64222e831fd610270cd7ea250554\
+                      9758bf75c05a994a6d034f65f8f0e6fdcaeab1a34d4a6b4b636e070a38bce737";
+        let b64 = |hex: &str| STANDARD.encode(hex::decode(hex).unwrap());
+        let cases = [
+            ("Linear-Signature", "", "hex", "sha256", sha256.to_string()),
+            ("linear-signature", "sha1=", "hex", "sha1", sha1.to_string()),
+            ("linear-signature", "", "hex", "sha512", sha512.to_string()),
+            (
+                "linear-signature",
+                "sha256=",
+                "base64",
+                "sha256",
+                b64(sha256),
+            ),
+        ];
+        for (name, prefix, encoding, algorithm, encoded) in cases {
+            let signature = table(name, prefix, encoding, algorithm);
+            let check = SignatureCheck::new(&signature, &["Jefe".to_string()]).unwrap();
+            let header = [("linear-signature", format!("{prefix}{encoded}"))];
+            assert_eq!(verify(&check, &header, body), Ok(()), "{signature:?}");
+            assert_eq!(
+                verify(&check, &header, b"what do ya want for something?"),
+                Err(Refusal::Mismatch("linear-signature"))
+            );
+            if !prefix.is_empty() {
+                assert_eq!(
+                    verify(&check, &[("linear-signature", encoded)], body),
+                    Err(Refusal::Malformed("linear-signature")),
+                    "{signature:?} without its prefix"
+                );
+            }
+            assert_eq!(
+                verify(&check, &[], body),
+                Err(Refusal::Missing("linear-signature"))
+            );
+        }
+        let sha256_check = SignatureCheck::new(&table("s", "", "hex", "sha256"), &["Jefe".into()]);
+        let sha1_signature = [("s", sha1.to_string())];
+        assert_eq!(
+            verify(&sha256_check.unwrap(), &sha1_signature, body),
+            Err(Refusal::Mismatch("s"))
+        );
+        assert!(SignatureCheck::new(&table("s", "", "base32", "sha256"), &[]).is_err());
+        assert!(SignatureCheck::new(&table("s", "", "hex", "md5"), &[]).is_err());
+    }
+
+    /// GitLab's and Telegram's token headers: the secret itself, any of
+    /// the source's (a rotation).
+    #[test]
+    fn a_token_scheme_takes_any_of_the_secrets_in_its_header() {
+        let secrets = ["old-token".to_string(), "new-token".to_string()];
+        for (scheme, header) in [
+            ("gitlab", "x-gitlab-token"),
+            ("telegram", "x-telegram-bot-api-secret-token"),
+        ] {
+            let check = SignatureCheck::new(&scheme.into(), &secrets).unwrap();
+            for secret in &secrets {
+                assert_eq!(verify(&check, &[(header, secret.clone())], b"{}"), Ok(()));
+            }
+            assert_eq!(
+                verify(&check, &[(header, "new-token2".into())], b"{}"),
+                Err(Refusal::NotASecret(header))
+            );
+            assert_eq!(verify(&check, &[], b"{}"), Err(Refusal::Missing(header)));
+        }
+    }
+
     /// Standard Webhooks' reference vector, through the ingest check.
     #[test]
     fn the_standard_webhooks_vector_verifies_within_the_tolerance_only() {
         let key = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-        let check = SignatureCheck::new("standard_webhooks", &[key.to_string()]).unwrap();
+        let check = SignatureCheck::new(&"standard_webhooks".into(), &[key.to_string()]).unwrap();
         let headers = |timestamp: u64| {
             [
                 ("webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek".to_string()),
@@ -302,7 +510,7 @@ mod tests {
                 off_s: TOLERANCE_S + 1
             })
         );
-        assert!(SignatureCheck::new("standard_webhooks", &["whsec_!".into()]).is_err());
-        assert!(SignatureCheck::new("paypal", &["s".into()]).is_err());
+        assert!(SignatureCheck::new(&"standard_webhooks".into(), &["whsec_!".into()]).is_err());
+        assert!(SignatureCheck::new(&"paypal".into(), &["s".into()]).is_err());
     }
 }

@@ -15,6 +15,11 @@ const CREDENTIALS: &[&str] = &[
     "x-api-key",
 ];
 
+/// Headers in which providers send a source's secret itself (GitLab's,
+/// Telegram's; checked by `ingest_signature = "gitlab"` or `"telegram"`):
+/// credentials as well.
+pub const PROVIDER_TOKENS: [&str; 2] = ["x-gitlab-token", "x-telegram-bot-api-secret-token"];
+
 /// Hop-by-hop and framing headers: the HTTP client's alone.
 const FRAMING: &[&str] = &[
     "host",
@@ -37,7 +42,10 @@ pub fn reserved_header(name: &str) -> bool {
 
 /// Whether a header is never stored with a hook nor forwarded (lowercase name).
 pub fn never_forwarded(name: &str) -> bool {
-    reserved_header(name) || CREDENTIALS.contains(&name) || name == "content-type"
+    reserved_header(name)
+        || CREDENTIALS.contains(&name)
+        || PROVIDER_TOKENS.contains(&name)
+        || name == "content-type"
 }
 
 /// The forwarded headers of a hook, lowercased and joined.

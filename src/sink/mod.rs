@@ -25,7 +25,7 @@ mod status;
 
 pub use claiming::{ClaimCheckFailed, ClaimingSink};
 use client::agent;
-pub use forward::{never_forwarded, reserved_header};
+pub use forward::{never_forwarded, reserved_header, PROVIDER_TOKENS};
 pub use queue::MessageTooLarge;
 use queue::{answer_of, excerpt};
 pub use registry::SinkRegistry;
