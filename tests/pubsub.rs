@@ -410,6 +410,82 @@ fn a_service_account_key_is_exchanged_for_a_token_once_while_fresh() {
         .expect("signed with the key file's key");
 }
 
+/// `credentials = "authorized_user"` (what `gcloud auth
+/// application-default login` writes): without
+/// `GOOGLE_APPLICATION_CREDENTIALS`, gcloud's file under `CLOUDSDK_CONFIG`
+/// is read when the engine opens (a missing one is a config error naming
+/// it); its refresh token gets one token from the endpoint the file names,
+/// which both publishes carry with the file's quota project.
+#[test]
+fn a_users_refresh_token_is_exchanged_once_while_fresh_and_names_its_quota_project() {
+    let _file = CREDENTIALS_FILE_VARIABLE.lock();
+    std::env::remove_var("GOOGLE_APPLICATION_CREDENTIALS");
+    let gcloud = tempfile::tempdir().unwrap();
+    std::env::set_var("CLOUDSDK_CONFIG", gcloud.path());
+    let adc = gcloud.path().join("application_default_credentials.json");
+    let (receiver, _) = stand_in(Answer::Published);
+    let dir = tempfile::tempdir().unwrap();
+    let sink = SinkConfig {
+        token_env: None,
+        credentials: Some("authorized_user".into()),
+        ..pubsub_sink(&receiver)
+    };
+    let c = stripe_to(dir.path(), sink);
+    let refused = Engine::open(c.clone()).err().expect("no credentials file");
+    assert_eq!(
+        refused.to_string(),
+        format!(
+            "sources[0].sinks[0].credentials must be \"authorized_user\" only with a usable \
+             authorized_user file at GOOGLE_APPLICATION_CREDENTIALS or gcloud's application \
+             default credentials (cannot read {}: No such file or directory (os error 2)), \
+             got \"authorized_user\"",
+            adc.display()
+        )
+    );
+
+    let token_endpoint = Receiver::start(|_| {
+        let token =
+            json!({"access_token": "ya29.user", "expires_in": 3599, "token_type": "Bearer"});
+        Reply::status(200).with_body(token.to_string())
+    })
+    .unwrap();
+    let user = json!({
+        "type": "authorized_user",
+        "client_id": "764086051850-6qr4p6gpi6hn506pt8ejuq83di341hur.apps.googleusercontent.com",
+        "client_secret": "d-FL95Q19q7MQmFpd7hHD0Ty",
+        "refresh_token": "1//0g-refresh",
+        "quota_project_id": "billed-project",
+        "token_uri": token_endpoint.url("/token"),
+    });
+    std::fs::write(&adc, user.to_string()).unwrap();
+    let engine = Engine::open(c).unwrap();
+    for body in ["first", "second"] {
+        engine.commit(NewHook::new("stripe", body)).unwrap();
+        engine.tick().unwrap();
+    }
+    std::env::remove_var("CLOUDSDK_CONFIG");
+    assert_eq!(
+        authorizations(&receiver),
+        vec![Some("Bearer ya29.user".to_string()); 2]
+    );
+    let projects: Vec<_> = (receiver.received().iter())
+        .map(|r| r.header("x-goog-user-project").map(str::to_string))
+        .collect();
+    assert_eq!(projects, vec![Some("billed-project".to_string()); 2]);
+    let asked = token_endpoint.received();
+    assert_eq!(asked.len(), 1, "one token for both publishes");
+    assert_eq!(
+        form_fields(&asked[0].body),
+        [
+            ("grant_type", "refresh_token"),
+            ("client_id", user["client_id"].as_str().unwrap()),
+            ("client_secret", "d-FL95Q19q7MQmFpd7hHD0Ty"),
+            ("refresh_token", "1//0g-refresh"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+    );
+}
+
 /// Tests that point `GOOGLE_APPLICATION_CREDENTIALS` at their file take
 /// turns: the variable is the process's.
 static CREDENTIALS_FILE_VARIABLE: Mutex<()> = Mutex::new(());

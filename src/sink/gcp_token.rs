@@ -16,7 +16,12 @@
 //! - `external_account`: workload identity federation, the configuration
 //!   file `GOOGLE_APPLICATION_CREDENTIALS` names (read likewise): the
 //!   platform's own token exchanged at Google's STS, and a service
-//!   account's token asked with it (see `gcp_external`).
+//!   account's token asked with it (see `gcp_external`);
+//! - `authorized_user`: a user's credentials, from the file
+//!   `GOOGLE_APPLICATION_CREDENTIALS` names or else the one `gcloud auth
+//!   application-default login` writes (read likewise): a token for its
+//!   refresh token, and the file's quota project, if any, named in each
+//!   publish (see `gcp_user`).
 //!
 //! Fetched tokens are kept while fresh (see `expiring`).
 
@@ -24,18 +29,25 @@ use super::client::{agent, form, ok_body};
 use super::expiring::Expiring;
 use super::gcp_external::ExternalAccount;
 use super::gcp_key::ServiceAccountKey;
+use super::gcp_user::AuthorizedUser;
 use super::{BoxError, SinkError};
 use crate::limits::HTTP_TIMEOUT_MS;
 use serde_json::Value;
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 /// The values of a Pub/Sub sink's `credentials`.
-pub const TOKEN_SOURCES: &[&str] = &["env", "metadata", "service_account", "external_account"];
+pub const TOKEN_SOURCES: &[&str] = &[
+    "env",
+    "metadata",
+    "service_account",
+    "external_account",
+    "authorized_user",
+];
 
-/// The variable naming the file of `credentials = "service_account"` or
-/// `"external_account"`, as Google's libraries read it.
+/// The variable naming the file of `credentials = "service_account"`,
+/// `"external_account"` or `"authorized_user"`, as Google's libraries read it.
 pub const KEY_FILE_VARIABLE: &str = "GOOGLE_APPLICATION_CREDENTIALS";
 
 /// The OAuth 2 scope of Pub/Sub's API.
@@ -69,6 +81,17 @@ impl PubSubAuth {
             (Some("external_account"), _) => {
                 TokenSource::External(Box::new(ExternalAccount::read(Path::new(&file()?))?))
             }
+            (Some("authorized_user"), _) => {
+                let path = match std::env::var_os(KEY_FILE_VARIABLE) {
+                    Some(path) => PathBuf::from(path),
+                    None => AuthorizedUser::gcloud_file(
+                        std::env::var_os("CLOUDSDK_CONFIG"),
+                        std::env::var_os("HOME"),
+                    )
+                    .ok_or_else(|| format!("neither {KEY_FILE_VARIABLE} nor HOME is set"))?,
+                };
+                TokenSource::User(Box::new(AuthorizedUser::read(&path)?))
+            }
             (_, Some(variable)) => return Ok(PubSubAuth::Env(variable.to_string())),
             (_, None) => return Ok(PubSubAuth::Anonymous),
         };
@@ -77,6 +100,18 @@ impl PubSubAuth {
             agent: agent(HTTP_TIMEOUT_MS, 1),
             held: Expiring::new(),
         })))
+    }
+
+    /// The project a user's calls are billed to (`x-goog-user-project`),
+    /// if the credentials name one.
+    pub fn quota_project(&self) -> Option<&str> {
+        match self {
+            PubSubAuth::Fetched(fetched) => match &fetched.from {
+                TokenSource::User(user) => user.quota_project_id.as_deref(),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     /// The token to send at `now`, if any.
@@ -104,6 +139,7 @@ enum TokenSource {
     Metadata,
     ServiceAccount(Box<ServiceAccountKey>),
     External(Box<ExternalAccount>),
+    User(Box<AuthorizedUser>),
 }
 
 impl fmt::Display for TokenSource {
@@ -114,6 +150,7 @@ impl fmt::Display for TokenSource {
                 write!(f, "{} for {}", key.token_uri, key.client_email)
             }
             TokenSource::External(account) => write!(f, "{account}"),
+            TokenSource::User(user) => write!(f, "{user}"),
         }
     }
 }
@@ -138,6 +175,7 @@ impl FetchedToken {
             let answer = match &self.from {
                 TokenSource::Metadata => self.ask_metadata()?,
                 TokenSource::ServiceAccount(key) => self.ask_token_endpoint(key, now)?,
+                TokenSource::User(user) => user.ask(&self.agent)?,
                 TokenSource::External(account) => {
                     return account.token(&self.agent, PUBSUB_SCOPE, now);
                 }

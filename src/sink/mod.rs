@@ -13,6 +13,7 @@ mod forward;
 mod gcp_external;
 mod gcp_key;
 pub(crate) mod gcp_token;
+mod gcp_user;
 pub mod http;
 mod message;
 pub mod pubsub;

@@ -11,7 +11,9 @@
 //! at a time in order, as Pub/Sub's ordering needs.
 //!
 //! Authentication: an OAuth 2 access token (`authorization: Bearer`) from
-//! the sink's `token_env` variable or the metadata server, or none (the
+//! the sink's `token_env` variable, the metadata server, a service
+//! account's key, workload identity federation or a user's credentials
+//! (with their quota project in `x-goog-user-project`), or none (the
 //! Pub/Sub emulator); see `gcp_token`.
 //!
 //! Answers, for every message of the request alike (a publish is all or
@@ -137,6 +139,9 @@ impl PubSubSink {
             .header("content-type", "application/json");
         if let Some(token) = self.options.auth.token(SystemTime::now())? {
             post = post.header("authorization", format!("Bearer {token}"));
+        }
+        if let Some(project) = self.options.auth.quota_project() {
+            post = post.header("x-goog-user-project", project);
         }
         answer_of(post, request.as_bytes())
     }

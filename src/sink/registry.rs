@@ -303,11 +303,17 @@ fn pubsub_options(
         ConfigError::Invalid {
             key: format!("{at}.credentials"),
             rule: format!(
-                "{:?} only with a usable {} at {KEY_FILE_VARIABLE} ({why})",
+                "{:?} only with a usable {} ({why})",
                 credentials.unwrap_or_default(),
                 match credentials {
-                    Some("external_account") => "external_account configuration",
-                    _ => "key file",
+                    Some("external_account") => {
+                        format!("external_account configuration at {KEY_FILE_VARIABLE}")
+                    }
+                    Some("authorized_user") => format!(
+                        "authorized_user file at {KEY_FILE_VARIABLE} or gcloud's application \
+                         default credentials"
+                    ),
+                    _ => format!("key file at {KEY_FILE_VARIABLE}"),
                 }
             ),
             value: format!("{:?}", credentials.unwrap_or_default()),
