@@ -51,6 +51,15 @@ enum Command {
         #[arg(long)]
         environment: bool,
     },
+    /// Make a signing secret for an HTTP sink's `secret_env`: an Ed25519
+    /// key (`whsk_…`, signatures `v1a`) and the public key its receivers
+    /// verify with (`whpk_…`), or with --hmac a shared secret (`whsec_…`,
+    /// signatures `v1`).
+    Keygen {
+        /// A shared secret instead of a key pair.
+        #[arg(long)]
+        hmac: bool,
+    },
     /// Check a stopped node's data directory: every row in exactly one
     /// index, every record readable. Exit 0 if sound, 1 if not, 2 if it
     /// cannot be checked (a node is running on it, say).
@@ -242,6 +251,32 @@ impl NodeArgs {
     }
 }
 
+/// Prints a new signing secret, each line after the comment saying what it is for.
+fn keygen(hmac: bool) -> ExitCode {
+    use goad::sink::signing::SigningKey;
+    let made = match hmac {
+        true => SigningKey::generate_secret().map(|secret| {
+            format!("# the sink's secret_env variable and its receivers hold this shared secret:\n{secret}")
+        }),
+        false => SigningKey::generate().map(|(private, public)| {
+            format!(
+                "# the sink's secret_env variable holds this private key (keep it secret):\n{private}\n\
+                 # its receivers verify the v1a signatures with this public key:\n{public}"
+            )
+        }),
+    };
+    match made {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(_) => {
+            eprintln!("goad keygen: the system gave no randomness");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Demo {
@@ -267,6 +302,7 @@ fn main() -> ExitCode {
             config,
             environment,
         } => check(&config, environment),
+        Command::Keygen { hmac } => keygen(hmac),
         Command::Verify { config, data_dir } => verify(config, data_dir),
         Command::Reshard { config, shards } => reshard(config, shards),
         Command::Hook { node, id, body } => {

@@ -157,19 +157,28 @@ fn without_a_dedupe_key_the_idempotency_key_is_the_hook_id() {
     );
 }
 
-/// Standard Webhooks: one `v1,` signature per secret, each an HMAC-SHA256 of
-/// `id.timestamp.body` under the decoded `whsec_` key.
+/// Standard Webhooks: one signature per secret, in order: `v1,` for a
+/// shared secret, an HMAC-SHA256 of `id.timestamp.body` under the decoded
+/// `whsec_` key (or the raw bytes), and `v1a,` for a `whsk_` private key,
+/// an Ed25519 signature of the same bytes (RFC 8032's first test key here,
+/// checked with its public key).
 #[test]
 fn the_signature_verifies_with_each_secret() {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let seed = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
+    let public = "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a";
     std::env::set_var(
         "GOAD_TEST_SECRET_A",
         "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
     );
     std::env::set_var("GOAD_TEST_SECRET_B", "plain-secret");
+    let private = format!("whsk_{}", b64.encode(hex::decode(seed).unwrap()));
+    std::env::set_var("GOAD_TEST_SECRET_C", private);
     let (got, _e, _d) = deliver(provider_hook(), Reply::status(200), |s| {
         s.sinks[0].secret_env = Some(goad::config::OneOrMany::Many(vec![
             "GOAD_TEST_SECRET_A".into(),
             "GOAD_TEST_SECRET_B".into(),
+            "GOAD_TEST_SECRET_C".into(),
         ]));
     });
     let r = &got[0];
@@ -178,7 +187,6 @@ fn the_signature_verifies_with_each_secret() {
         r.header("webhook-id").unwrap(),
         r.header("webhook-timestamp").unwrap()
     );
-    let b64 = base64::engine::general_purpose::STANDARD;
     let expect = |key: &[u8]| {
         let mut mac = Hmac::<sha2::Sha256>::new_from_slice(key).unwrap();
         mac.update(signed.as_bytes());
@@ -186,8 +194,21 @@ fn the_signature_verifies_with_each_secret() {
         format!("v1,{}", b64.encode(mac.finalize().into_bytes()))
     };
     let key_a = b64.decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
-    let want = format!("{} {}", expect(&key_a), expect(b"plain-secret"));
-    assert_eq!(r.header("webhook-signature"), Some(want.as_str()));
+    let header = r.header("webhook-signature").unwrap();
+    let (symmetric, asymmetric) = header.rsplit_once(' ').unwrap();
+    assert_eq!(
+        symmetric,
+        format!("{} {}", expect(&key_a), expect(b"plain-secret"))
+    );
+    let signature = b64
+        .decode(asymmetric.strip_prefix("v1a,").unwrap())
+        .unwrap();
+    let public = hex::decode(public).unwrap();
+    let public = ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, public);
+    let content = [signed.as_bytes(), &r.body].concat();
+    public
+        .verify(&content, &signature)
+        .expect("the private key's signature of id.timestamp.body");
 }
 
 /// A secret variable that is not set is a config error naming the key.

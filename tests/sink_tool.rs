@@ -20,7 +20,13 @@ struct SinkTool {
 }
 
 impl SinkTool {
+    /// The tool verifying signatures with [`SECRET`].
     fn start(args: &[&str]) -> SinkTool {
+        SinkTool::verifying(SECRET, args)
+    }
+
+    /// The tool verifying signatures with `secret` (or a public key).
+    fn verifying(secret: &str, args: &[&str]) -> SinkTool {
         let mut child = Command::new(env!("CARGO_BIN_EXE_goad-sink"))
             .args([
                 "--listen",
@@ -29,7 +35,7 @@ impl SinkTool {
                 "GOAD_SINK_TEST_SECRET",
             ])
             .args(args)
-            .env("GOAD_SINK_TEST_SECRET", SECRET)
+            .env("GOAD_SINK_TEST_SECRET", secret)
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
@@ -176,6 +182,62 @@ fn a_wrong_secret_is_refused_and_dead_letters() {
             Some("sink http: permanent: HTTP status 401")
         );
     }
+}
+
+/// A key pair `goad keygen` prints: its lines that are no comment.
+fn keygen() -> (String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_goad"))
+        .arg("keygen")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let keys: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    match keys[..] {
+        [private, public] if private.starts_with("whsk_") && public.starts_with("whpk_") => {
+            (private.to_string(), public.to_string())
+        }
+        _ => panic!("not a key pair: {text}"),
+    }
+}
+
+/// Asymmetric signatures: a sink signing with the private key of `goad
+/// keygen` (`v1a`) is verified by a receiver that holds only its public
+/// key; a sink signing with another pair's key is refused (401, dead
+/// letters), as is a shared secret's `v1` signature.
+#[test]
+fn a_receiver_holding_the_public_key_verifies_the_private_keys_signatures() {
+    let (private, public) = keygen();
+    let (other_private, other_public) = keygen();
+    assert_ne!(public, other_public, "each run makes a new key");
+    let tool = SinkTool::verifying(&public, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let sink = || SinkConfig::http(&tool.url);
+    let signed = engine_for(
+        dir.path(),
+        sink(),
+        "GOAD_SINK_TEST_KEY_PAIR",
+        &private,
+        30_000,
+    );
+    deliver_hooks(&signed, 5);
+    let report = tool.report_when("hooks", 5);
+    assert_eq!((report["hooks"], report["bad_signatures"]), (5, 0));
+    assert_eq!(signed.hook_count().unwrap(), 0);
+    signed.shutdown();
+    for (n, secret) in [other_private.as_str(), SECRET].into_iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let variable = format!("GOAD_SINK_TEST_KEY_NOT_THE_PAIR_{n}");
+        let refused = engine_for(dir.path(), sink(), &variable, secret, 30_000);
+        deliver_hooks(&refused, 2);
+        let dead = dead(&refused);
+        assert_eq!(dead.len(), 2, "signed with {secret:.8}…");
+        assert!(dead.iter().all(
+            |row| row.record.error.as_deref() == Some("sink http: permanent: HTTP status 401")
+        ));
+    }
+    let report = tool.report_when("bad_signatures", 4);
+    assert_eq!((report["hooks"], report["bad_signatures"]), (5, 4));
 }
 
 /// With `--tls-cert` and `--tls-key` the tool speaks HTTPS, and with

@@ -7,7 +7,8 @@
 //! `(n·37) mod 100 < hang% + fail%`, else answers 200: exact shares,
 //! spread over each hundred requests. With `--secret-env NAME` it checks
 //! each request's Standard Webhooks signature against that variable's
-//! secret and answers 401 when it does not verify, as a consumer would.
+//! secret (`v1`) or public key (`whpk_…`, `v1a`) and answers 401 when it
+//! does not verify, as a consumer would.
 //!
 //! Once a second (and when `--seconds` ends the run) it prints what it saw
 //! as one logfmt line: requests, answered ok, failed, hung, bad signatures,
@@ -23,7 +24,7 @@
 
 use clap::Parser;
 use goad::demo::receiver::{Received, Receiver, Reply};
-use goad::sink::signing::SigningKey;
+use goad::sink::signing::Verifier;
 use parking_lot::Mutex;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,7 +54,8 @@ struct Args {
     /// Share of requests never answered (until the connection closes).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
     hang_percent: u8,
-    /// Environment variable holding the sink's signing secret (`whsec_…`).
+    /// Environment variable holding the sink's signing secret (`whsec_…`)
+    /// or the public key of its `whsk_…` key (`whpk_…`).
     #[arg(long)]
     secret_env: Option<String>,
     /// Stop after this many seconds (0: run until interrupted).
@@ -108,7 +110,7 @@ fn main() {
     let key = args.secret_env.as_ref().map(|name| {
         let secret = std::env::var(name)
             .unwrap_or_else(|_| fail(&format!("--secret-env {name}: the variable is not set")));
-        SigningKey::parse(&secret).unwrap_or_else(|e| fail(&format!("--secret-env {name}: {e}")))
+        Verifier::parse(&secret).unwrap_or_else(|e| fail(&format!("--secret-env {name}: {e}")))
     });
     let seen = Arc::new(Seen::default());
     let answer = {
@@ -178,7 +180,7 @@ fn main() {
 }
 
 /// Whether the request carries a valid signature by `key`.
-fn signed_by(key: &SigningKey, request: &Received) -> bool {
+fn signed_by(key: &Verifier, request: &Received) -> bool {
     let (Some(id), Some(timestamp), Some(signature)) = (
         request.header("webhook-id"),
         request.header("webhook-timestamp"),

@@ -25,7 +25,7 @@
 //! never stored with a hook nor forwarded.
 
 use crate::config::{HmacSignature, IngestSignature};
-use crate::sink::signing::SigningKey;
+use crate::sink::signing::Verifier;
 use crate::sink::PROVIDER_TOKENS;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
@@ -63,7 +63,8 @@ enum Scheme {
     Stripe,
     Slack,
     Shopify,
-    StandardWebhooks,
+    /// Its secrets (`v1`) and public keys (`v1a`).
+    StandardWebhooks(Vec<Verifier>),
     /// The secret itself, in this header (one of [`PROVIDER_TOKENS`]).
     Token(&'static str),
     BodyHmac(BodyHmac),
@@ -212,21 +213,19 @@ impl SignatureCheck {
                 "stripe" => Scheme::Stripe,
                 "slack" => Scheme::Slack,
                 "shopify" => Scheme::Shopify,
-                "standard_webhooks" => Scheme::StandardWebhooks,
+                "standard_webhooks" => {
+                    let keys = secrets.iter().map(|secret| Verifier::parse(secret));
+                    let keys = keys.collect::<Result<_, _>>().map_err(|e| e.to_string())?;
+                    let scheme = Scheme::StandardWebhooks(keys);
+                    let secrets = Vec::new();
+                    return Ok(SignatureCheck { scheme, secrets });
+                }
                 "gitlab" => Scheme::Token(PROVIDER_TOKENS[0]),
                 "telegram" => Scheme::Token(PROVIDER_TOKENS[1]),
                 other => return Err(format!("no signature scheme {other:?}")),
             },
         };
-        let secrets = secrets
-            .iter()
-            .map(|secret| match scheme {
-                Scheme::StandardWebhooks => SigningKey::parse(secret)
-                    .map(|key| key.as_bytes().to_vec())
-                    .map_err(|e| e.to_string()),
-                _ => Ok(secret.as_bytes().to_vec()),
-            })
-            .collect::<Result<_, _>>()?;
+        let secrets = secrets.iter().map(|s| s.as_bytes().to_vec()).collect();
         Ok(SignatureCheck { scheme, secrets })
     }
 
@@ -279,22 +278,21 @@ impl SignatureCheck {
                     .map_err(|_| Refusal::Malformed(name))?;
                 self.any_secret(sha256, name, &[signature], &[body])
             }
-            Scheme::StandardWebhooks => {
+            Scheme::StandardWebhooks(keys) => {
                 let (name, stamp) = ("webhook-signature", "webhook-timestamp");
                 let id = required(headers, "webhook-id")?;
                 let t = required(headers, stamp)?;
                 let timestamp = t.parse::<u64>().map_err(|_| Refusal::Malformed(stamp))?;
                 fresh(stamp, timestamp, now_s)?;
-                let signatures: Vec<Vec<u8>> = required(headers, name)?
-                    .split(' ')
-                    .filter_map(|entry| entry.strip_prefix("v1,"))
-                    .filter_map(|b64| STANDARD.decode(b64).ok())
-                    .collect();
-                if signatures.is_empty() {
+                let signatures = required(headers, name)?;
+                let versioned = |entry: &str| entry.starts_with("v1,") || entry.starts_with("v1a,");
+                if !signatures.split(' ').any(versioned) {
                     return Err(Refusal::Malformed(name));
                 }
-                let signed = [id.as_bytes(), b".", t.as_bytes(), b".", body];
-                self.any_secret(sha256, name, &signatures, &signed)
+                let signed = keys
+                    .iter()
+                    .any(|key| key.verify(signatures, id, timestamp, body));
+                signed.then_some(()).ok_or(Refusal::Mismatch(name))
             }
             Scheme::BodyHmac(hmac) => {
                 let name = hmac.header.as_str();
@@ -481,6 +479,45 @@ mod tests {
             );
             assert_eq!(verify(&check, &[], b"{}"), Err(Refusal::Missing(header)));
         }
+    }
+
+    /// A `standard_webhooks` source given a `whpk_` public key takes the
+    /// `v1a` signatures of its private key, beside a shared secret's `v1`
+    /// (a provider moving to asymmetric signatures); a header with
+    /// neither version is malformed, another key's signature a mismatch.
+    #[test]
+    fn a_public_key_takes_the_v1a_signatures_of_its_private_key() {
+        use crate::sink::signing::SigningKey;
+        let (private, public) = SigningKey::generate().unwrap();
+        let (other, _) = SigningKey::generate().unwrap();
+        let secrets = [public.to_string(), "whsec_c2lnbmluZy1zZWNyZXQ=".to_string()];
+        let check = SignatureCheck::new(&"standard_webhooks".into(), &secrets).unwrap();
+        let body = br#"{"type":"invoice.paid"}"#;
+        let headers = |signature: String| {
+            [
+                ("webhook-id", "msg_1".to_string()),
+                ("webhook-timestamp", NOW_S.to_string()),
+                ("webhook-signature", signature),
+            ]
+        };
+        let signed_by = |secret: &str| {
+            let key = SigningKey::parse(secret).unwrap();
+            headers(key.sign("msg_1", NOW_S, body))
+        };
+        assert_eq!(verify(&check, &signed_by(&private), body), Ok(()));
+        assert_eq!(verify(&check, &signed_by(&secrets[1]), body), Ok(()));
+        assert_eq!(
+            verify(&check, &signed_by(&other), body),
+            Err(Refusal::Mismatch("webhook-signature"))
+        );
+        assert_eq!(
+            verify(&check, &signed_by(&private), b"{}"),
+            Err(Refusal::Mismatch("webhook-signature"))
+        );
+        assert_eq!(
+            verify(&check, &headers("v2,abc".into()), body),
+            Err(Refusal::Malformed("webhook-signature"))
+        );
     }
 
     /// Standard Webhooks' reference vector, through the ingest check.
