@@ -17,8 +17,8 @@ use std::fmt;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Google's token endpoint, where a key file names none.
-const GOOGLE_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
+/// Google's token endpoint, where a key file (or a user's) names none.
+pub(super) const GOOGLE_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
 
 /// How long an assertion is valid: the most Google accepts.
 const ASSERTION_LIFETIME_S: u64 = 3600;

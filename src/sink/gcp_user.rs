@@ -6,14 +6,12 @@
 //! `external_account`).
 
 use super::client::{form, ok_body};
+use super::gcp_key::GOOGLE_TOKEN_URI;
 use super::BoxError;
 use serde::Deserialize;
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
-
-/// Google's token endpoint, where the file names none.
-const GOOGLE_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
 
 /// The file gcloud writes, under its configuration directory.
 const GCLOUD_ADC_FILE: &str = "application_default_credentials.json";
