@@ -1,13 +1,36 @@
-//! Attempt durations in Prometheus-style buckets: the node-wide histogram
-//! every IO worker records into (lock-free), and the plain counts each sink
-//! key keeps in its shard's core. Cumulative buckets are computed when read.
+//! Durations in Prometheus-style buckets: the node-wide histogram of
+//! attempt durations every IO worker records into (lock-free), and the
+//! plain counts each sink key keeps in its shard's core (its attempts'
+//! durations, and how long after receipt its hooks were delivered, which
+//! retries stretch to hours: hence bounds up to a day). Cumulative buckets
+//! are computed when read.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Bucket upper bounds in milliseconds; one more bucket holds the rest.
-pub const BUCKET_BOUNDS_MS: [f64; 14] = [
-    0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1_000.0, 2_500.0, 5_000.0, 10_000.0,
+pub const BUCKET_BOUNDS_MS: [f64; 21] = [
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    25.0,
+    50.0,
+    100.0,
+    250.0,
+    500.0,
+    1_000.0,
+    2_500.0,
+    5_000.0,
+    10_000.0,
+    30_000.0,
+    60_000.0,
+    300_000.0,
+    900_000.0,
+    3_600_000.0,
+    21_600_000.0,
+    86_400_000.0,
 ];
 
 const BUCKETS: usize = BUCKET_BOUNDS_MS.len() + 1;

@@ -1264,11 +1264,20 @@ fn each_sinks_outcomes_failure_and_breaker_are_reported() {
     });
     let mut shown = sinks("");
     let later_ms = goad::runtime::wall_ms();
-    // Durations are the receiver's: each sink's count is exact, its mean
-    // and bucket bounds are checked for sense and then shown as "d".
-    for (sink, count) in [(0, 2), (1, 2), (2, 2), (3, 0)] {
-        let timed = &mut shown[sink]["attempt_ms"];
-        assert_eq!(timed["count"], count, "sink {sink}: {timed}");
+    // Durations are the receiver's and the clock's: each sink's count is
+    // exact (a delivery latency for each row delivered), its mean and
+    // bucket bounds are checked for sense and then shown as "d".
+    let counts = [
+        ("attempt_ms", [2, 2, 2, 0]),
+        ("delivery_latency_ms", [2, 0, 0, 0]),
+    ];
+    let ran_ms = (goad::runtime::wall_ms() - before_ms) as f64;
+    for (field, sink, count) in counts
+        .iter()
+        .flat_map(|(field, counts)| (0..4).map(move |sink| (*field, sink, counts[sink])))
+    {
+        let timed = &mut shown[sink][field];
+        assert_eq!(timed["count"], count, "sink {sink}'s {field}: {timed}");
         if count == 0 {
             assert_eq!(
                 *timed,
@@ -1282,8 +1291,8 @@ fn each_sinks_outcomes_failure_and_breaker_are_reported() {
                 .unwrap_or_else(|| panic!("sink {sink}: {timed}"))
         });
         assert!(
-            mean > 0.0 && mean <= p99 && p50 <= p99,
-            "sink {sink}: {timed}"
+            mean >= 0.0 && mean <= p99 && p50 <= p99 && mean <= ran_ms,
+            "sink {sink}'s {field}: {timed}"
         );
         for k in ["mean", "p50_at_most", "p99_at_most"] {
             timed[k] = "d".into();
@@ -1323,6 +1332,7 @@ fn each_sinks_outcomes_failure_and_breaker_are_reported() {
             "breaker": "closed", "breaker_open_until_ms": null, "consecutive_failures": 0,
             "running": 0, "queued": 0,
             "attempt_ms": {"count": 0, "mean": null, "p50_at_most": null, "p99_at_most": null},
+            "delivery_latency_ms": {"count": 0, "mean": null, "p50_at_most": null, "p99_at_most": null},
         })
     };
     let timed =
@@ -1335,7 +1345,8 @@ fn each_sinks_outcomes_failure_and_breaker_are_reported() {
     let expected = vec![
         with(
             sink("a", "t1", 0),
-            serde_json::json!({"delivered": 2, "last_delivered_at_ms": "t", "attempt_ms": timed}),
+            serde_json::json!({"delivered": 2, "last_delivered_at_ms": "t", "attempt_ms": timed,
+                               "delivery_latency_ms": timed}),
         ),
         with(
             sink("a", "t1", 1),
@@ -2079,6 +2090,10 @@ fn metrics_parse_as_prometheus_text() {
         .iter()
         .all(|(l, _)| l.starts_with(r#"tenant="t1",source="a",sink="0",type="http",le="#)));
     assert_eq!(sum("goad_sink_attempt_duration_seconds_count", ""), 5.0);
+    // Each delivered row's latency from its ingest: all within the test.
+    assert_eq!(sum("goad_sink_delivery_latency_seconds_count", ""), 5.0);
+    let waited_s = sum("goad_sink_delivery_latency_seconds_sum", "");
+    assert!((0.0..50.0).contains(&waited_s), "{waited_s}");
     // Every metric the operations guide names, its alert rules included,
     // is one the node exports (a histogram by its base name).
     let guide = std::fs::read_to_string(

@@ -495,7 +495,8 @@ impl Sim {
     /// Each outcome of an attempt is its sink key's: the keys' counts add
     /// up to the shard's (across rebuilds too), but for rows dead without
     /// an attempt (source or sink gone, unreadable); and each key timed
-    /// every attempt that settled a row of it, and no other.
+    /// every attempt that settled a row of it, and no other; a delivery
+    /// latency is counted only for a row delivered (not for a replayed one).
     fn check_sink_outcomes(&self, shard: &ShardState) {
         let seed = self.seed;
         let core = shard.core();
@@ -519,6 +520,11 @@ impl Sim {
             assert!(
                 (o.delivered + o.retried..=o.delivered + o.retried + o.dead).contains(&attempts),
                 "seed {seed}: {:?} timed {attempts} attempts for {o:?}",
+                s.key
+            );
+            assert!(
+                o.delivery_latency.count() <= o.delivered,
+                "seed {seed}: {:?} has more delivery latencies than deliveries: {o:?}",
                 s.key
             );
         }

@@ -551,6 +551,12 @@ impl Core {
         if result.is_ok() {
             outcomes.delivered += 1;
             outcomes.last_delivered_at_ms = Some(now_ms);
+            if claim.fields.replay.is_none() {
+                let waited_ms = now_ms.saturating_sub(claim.hook.received_at_ms);
+                outcomes
+                    .delivery_latency
+                    .record(Duration::from_millis(waited_ms));
+            }
         }
         self.running_count -= 1;
         if let Some(lane) = claim.fields.lane {

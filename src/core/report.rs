@@ -37,6 +37,10 @@ pub struct SinkOutcomes {
     /// How long the attempts' calls ran (a batch's entries each count its
     /// call; one that timed out counts as `attempt_timeout_ms`).
     pub durations: LatencyCounts,
+    /// How long after its hook was received each row was delivered, retries
+    /// included: the wait a receiver sees. A replayed row is not counted
+    /// (its hook was received before it was dead-lettered).
+    pub delivery_latency: LatencyCounts,
 }
 
 /// A sink key's latest failed attempt.

@@ -136,6 +136,15 @@ impl Family<'_> {
         for s in sinks {
             self.histogram(name, &sink_labels(s), &s.outcomes.durations);
         }
+        let name = "goad_sink_delivery_latency_seconds";
+        self.head(
+            name,
+            "histogram",
+            "How long after its hook was received each of the sink's rows was delivered, retries included (replayed rows are not counted).",
+        );
+        for s in sinks {
+            self.histogram(name, &sink_labels(s), &s.outcomes.delivery_latency);
+        }
         self.head(
             "goad_sink_breaker_open",
             "gauge",

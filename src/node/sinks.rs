@@ -40,6 +40,16 @@ fn mean_ms(durations: &LatencyCounts) -> Option<f64> {
     (count > 0).then(|| (durations.sum_us / count) as f64 / 1_000.0)
 }
 
+/// Durations' count, mean and bucket-bound median and 99th percentile, in ms.
+fn summary_ms(durations: &LatencyCounts) -> Value {
+    json!({
+        "count": durations.count(),
+        "mean": mean_ms(durations),
+        "p50_at_most": durations.quantile_at_most_ms(0.5),
+        "p99_at_most": durations.quantile_at_most_ms(0.99),
+    })
+}
+
 fn sink_json(stats: &SinkStats) -> Value {
     let key = &stats.key;
     let outcomes = &stats.outcomes;
@@ -63,11 +73,7 @@ fn sink_json(stats: &SinkStats) -> Value {
         "consecutive_failures": stats.consecutive_failures,
         "running": stats.running,
         "queued": stats.queued,
-        "attempt_ms": {
-            "count": outcomes.durations.count(),
-            "mean": mean_ms(&outcomes.durations),
-            "p50_at_most": outcomes.durations.quantile_at_most_ms(0.5),
-            "p99_at_most": outcomes.durations.quantile_at_most_ms(0.99),
-        },
+        "attempt_ms": summary_ms(&outcomes.durations),
+        "delivery_latency_ms": summary_ms(&outcomes.delivery_latency),
     })
 }

@@ -59,6 +59,8 @@ fn each_sink_counts_its_own_outcomes_and_shows_its_breaker() {
                 delivered: 1,
                 last_delivered_at_ms: Some(5),
                 durations: durations(&[TOOK]),
+                // Received at 0, delivered at 5.
+                delivery_latency: durations(&[Duration::from_millis(5)]),
                 ..SinkOutcomes::default()
             },
             ..SinkStats::unseen(key("t", "a", 0, "x"))
@@ -139,5 +141,43 @@ fn rows_past_their_horizon_in_the_queue_are_the_sinks_dead() {
         outcomes.durations,
         durations(&[TOOK, TOOK]),
         "two attempts ran"
+    );
+}
+
+/// A sink's delivery latency runs from its hook's receipt to the attempt
+/// that delivered it, so it holds the failed attempts and the waits between
+/// them; a replayed row, received long before it was dead-lettered, is not
+/// counted.
+#[test]
+fn delivery_latency_runs_from_receipt_through_retries_and_skips_replays() {
+    let mut config = config_with(vec![source("a", "t", &["x"])]);
+    config.retry.base_ms = 0;
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    let retried = m.add("t", "a", &["x"], 100);
+    let replayed = m.add("t", "a", &["x"], 100);
+    let replayed_row = RowId {
+        seq: replayed,
+        sink_index: 0,
+    };
+    m.rows.get_mut(&replayed_row).unwrap().0.replay = Some("r1".into());
+    c.handle_scan(100, &mut m);
+    let _ = m.apply(&mut c);
+    let jobs: Vec<Job> = std::iter::from_fn(|| c.poll_job(100)).collect();
+    let job_of = |seq: u64| jobs.iter().find(|j| j.row.seq == seq).unwrap().id;
+    c.handle_outcome(150, job_of(retried), fail(FailureClass::Transient), TOOK);
+    c.handle_outcome(300, job_of(replayed), Ok(()), TOOK);
+    let _ = m.apply(&mut c);
+    c.handle_scan(200, &mut m);
+    let _ = m.apply(&mut c);
+    let again = c.poll_job(200).expect("the failed row, due again at once");
+    assert_eq!(again.row.seq, retried);
+    c.handle_outcome(2_600, again.id, Ok(()), TOOK);
+    let outcomes = &c.sink_stats()[0].outcomes;
+    assert_eq!((outcomes.delivered, outcomes.retried), (2, 1));
+    assert_eq!(
+        outcomes.delivery_latency,
+        durations(&[Duration::from_millis(2_500)]),
+        "received at 100, delivered at 2,600; the replayed row not counted"
     );
 }
