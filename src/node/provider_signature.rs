@@ -289,9 +289,7 @@ impl SignatureCheck {
                 if !signatures.split(' ').any(versioned) {
                     return Err(Refusal::Malformed(name));
                 }
-                let signed = keys
-                    .iter()
-                    .any(|key| key.verify(signatures, id, timestamp, body));
+                let signed = keys.iter().any(|key| key.verify(signatures, id, t, body));
                 signed.then_some(()).ok_or(Refusal::Mismatch(name))
             }
             Scheme::BodyHmac(hmac) => {

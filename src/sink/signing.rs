@@ -82,19 +82,20 @@ fn decoded(prefix: &'static str, b64: &str) -> Result<Vec<u8>, BadSecret> {
     }
 }
 
-/// What is signed: `<id>.<timestamp>.` then the body.
-fn signed_prefix(id: &str, timestamp_s: u64) -> String {
-    format!("{id}.{timestamp_s}.")
+/// What is signed: `<id>.<timestamp>.` then the body, the timestamp as the
+/// `webhook-timestamp` header's text.
+fn signed_prefix(id: &str, timestamp: &str) -> String {
+    format!("{id}.{timestamp}.")
 }
 
 /// The signed content in one piece, as Ed25519 takes it.
-fn signed_content(id: &str, timestamp_s: u64, body: &[u8]) -> Vec<u8> {
-    [signed_prefix(id, timestamp_s).as_bytes(), body].concat()
+fn signed_content(id: &str, timestamp: &str, body: &[u8]) -> Vec<u8> {
+    [signed_prefix(id, timestamp).as_bytes(), body].concat()
 }
 
-fn hmac(key: &[u8], id: &str, timestamp_s: u64, body: &[u8]) -> Vec<u8> {
+fn hmac(key: &[u8], id: &str, timestamp: &str, body: &[u8]) -> Vec<u8> {
     let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes keys of any length");
-    mac.update(signed_prefix(id, timestamp_s).as_bytes());
+    mac.update(signed_prefix(id, timestamp).as_bytes());
     mac.update(body);
     mac.finalize().into_bytes().to_vec()
 }
@@ -164,12 +165,13 @@ impl SigningKey {
 
     /// This key's signature of one message: `v1,…` or `v1a,…`.
     pub fn sign(&self, id: &str, timestamp_s: u64, body: &[u8]) -> String {
+        let timestamp = timestamp_s.to_string();
         match self {
             SigningKey::Symmetric(key) => {
-                format!("v1,{}", STANDARD.encode(hmac(key, id, timestamp_s, body)))
+                format!("v1,{}", STANDARD.encode(hmac(key, id, &timestamp, body)))
             }
             SigningKey::Asymmetric(pair) => {
-                let signature = pair.sign(&signed_content(id, timestamp_s, body));
+                let signature = pair.sign(&signed_content(id, &timestamp, body));
                 format!("v1a,{}", STANDARD.encode(signature.as_ref()))
             }
         }
@@ -234,19 +236,20 @@ impl Verifier {
 
     /// Whether a `webhook-signature` header carries a signature of the
     /// message this verifier accepts (any of its space-separated entries;
-    /// a secret's compared in constant time).
-    pub fn verify(&self, header: &str, id: &str, timestamp_s: u64, body: &[u8]) -> bool {
+    /// a secret's compared in constant time). `timestamp` is the
+    /// `webhook-timestamp` header's text, as signed.
+    pub fn verify(&self, header: &str, id: &str, timestamp: &str, body: &[u8]) -> bool {
         let signatures = header.split(' ').filter_map(|entry| entry.split_once(','));
         match self {
             Verifier::Symmetric(key) => {
-                let expected = STANDARD.encode(hmac(key, id, timestamp_s, body));
+                let expected = STANDARD.encode(hmac(key, id, timestamp, body));
                 signatures
                     .filter(|(version, _)| *version == "v1")
                     .any(|(_, b64)| bool::from(b64.as_bytes().ct_eq(expected.as_bytes())))
             }
             Verifier::Public(key) => {
                 let public = UnparsedPublicKey::new(&ED25519, key);
-                let content = signed_content(id, timestamp_s, body);
+                let content = signed_content(id, timestamp, body);
                 signatures
                     .filter(|(version, _)| *version == "v1a")
                     .filter_map(|(_, b64)| STANDARD.decode(b64).ok())
@@ -289,14 +292,21 @@ mod tests {
         assert_eq!(header.split(' ').count(), 2);
         assert!(header.split(' ').all(|s| s.starts_with("v1,")));
         let verifier = keys[1].verifier();
-        assert!(verifier.verify(&header, "id", 1, b"b"));
+        assert!(verifier.verify(&header, "id", "1", b"b"));
         assert!(
-            !verifier.verify(&header, "id", 2, b"b"),
+            !verifier.verify(&header, "id", "2", b"b"),
             "another timestamp"
         );
-        assert!(!verifier.verify(&header, "id", 1, b"c"), "another body");
+        assert!(!verifier.verify(&header, "id", "1", b"c"), "another body");
         let other = Verifier::parse("whsec_b3RoZXI=").unwrap();
-        assert!(!other.verify(&header, "id", 1, b"b"), "another key");
+        // The timestamp as its header's text: signed as "0123", it is not "123".
+        let padded = format!(
+            "v1,{}",
+            STANDARD.encode(hmac(b"second", "id", "0123", b"b"))
+        );
+        assert!(verifier.verify(&padded, "id", "0123", b"b"));
+        assert!(!verifier.verify(&padded, "id", "123", b"b"));
+        assert!(!other.verify(&header, "id", "1", b"b"), "another key");
         assert_eq!(SigningKey::parse("").unwrap_err(), BadSecret::Empty);
         assert_eq!(
             SigningKey::parse("whsec_!!!").unwrap_err(),
@@ -321,11 +331,11 @@ mod tests {
             let header = key.sign("msg_1", 1_700_000_000, b"{}");
             assert!(header.starts_with("v1a,"), "{header}");
             let receiver = Verifier::parse(&whpk).unwrap();
-            assert!(receiver.verify(&header, "msg_1", 1_700_000_000, b"{}"));
-            assert!(!receiver.verify(&header, "msg_1", 1_700_000_000, b"[]"));
-            assert!(!receiver.verify(&header, "msg_2", 1_700_000_000, b"{}"));
+            assert!(receiver.verify(&header, "msg_1", "1700000000", b"{}"));
+            assert!(!receiver.verify(&header, "msg_1", "1700000000", b"[]"));
+            assert!(!receiver.verify(&header, "msg_2", "1700000000", b"{}"));
             let as_v1 = header.replacen("v1a,", "v1,", 1);
-            assert!(!receiver.verify(&as_v1, "msg_1", 1_700_000_000, b"{}"));
+            assert!(!receiver.verify(&as_v1, "msg_1", "1700000000", b"{}"));
         }
         let wrong_public = [seed.clone(), vec![0; 32]].concat();
         let refused = SigningKey::parse(&format!("whsk_{}", STANDARD.encode(wrong_public)));
@@ -348,7 +358,7 @@ mod tests {
         let header = key.sign("id", 1, b"body");
         assert!(Verifier::parse(&verifier.to_string())
             .unwrap()
-            .verify(&header, "id", 1, b"body"));
+            .verify(&header, "id", "1", b"body"));
         let secret = SigningKey::generate_secret().unwrap();
         assert_eq!(
             STANDARD.decode(&secret["whsec_".len()..]).unwrap().len(),
