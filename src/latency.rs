@@ -116,7 +116,7 @@ mod tests {
         for took in [
             Duration::from_micros(400),
             Duration::from_millis(3),
-            Duration::from_secs(60),
+            Duration::from_secs(2 * 86_400),
         ] {
             h.record(took);
             plain.record(took);
@@ -127,8 +127,8 @@ mod tests {
         assert_eq!(s.counts[3], 1);
         assert_eq!(s.counts[BUCKET_BOUNDS_MS.len()], 1);
         assert_eq!(s.count(), 3);
-        assert_eq!(s.sum_us, 60_003_400);
-        assert!((s.sum_ms() - 60_003.4).abs() < 0.001);
+        assert_eq!(s.sum_us, 172_800_003_400);
+        assert!((s.sum_ms() - 172_800_003.4).abs() < 0.001);
     }
 
     #[test]
@@ -139,10 +139,21 @@ mod tests {
             counts.record(Duration::from_millis(2));
         }
         counts.record(Duration::from_millis(40));
-        counts.record(Duration::from_secs(11));
+        counts.record(Duration::from_secs(86_401));
         assert_eq!(counts.quantile_at_most_ms(0.5), Some(2.5));
         assert_eq!(counts.quantile_at_most_ms(0.98), Some(2.5));
         assert_eq!(counts.quantile_at_most_ms(0.99), Some(50.0));
-        assert_eq!(counts.quantile_at_most_ms(1.0), None, "past the last bound");
+        assert_eq!(
+            counts.quantile_at_most_ms(1.0),
+            None,
+            "past the last bound, a day"
+        );
+        // A retried hook's hours are in a bucket of their own.
+        counts.record(Duration::from_secs(12 * 3_600));
+        assert_eq!(
+            counts.counts[BUCKET_BOUNDS_MS.len() - 1],
+            1,
+            "over 6 h, up to 24 h"
+        );
     }
 }

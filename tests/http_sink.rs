@@ -327,10 +327,30 @@ fn a_url_from_the_environment_is_delivered_to_and_never_printed() {
 }
 
 /// The status mapping over real HTTP: the row's state after one attempt.
+/// A failure's error quotes the start of the answer's body, where a
+/// receiver says why (its first 256 bytes, whitespace runs as one space,
+/// "…" where cut).
 #[test]
 fn statuses_map_to_delivered_permanent_retry_after_or_transient() {
+    let html = format!("<html>\n<body>{}", "x".repeat(1_000));
+    let html_quoted = format!("HTTP status 503: <html> <body>{}…", "x".repeat(243));
     let cases: &[(Reply, RowStatus, Option<&str>)] = &[
         (Reply::status(204), RowStatus::Pending, None),
+        (
+            Reply::status(200).with_body("x".repeat(100_000)),
+            RowStatus::Pending,
+            None,
+        ),
+        (
+            Reply::status(400).with_body("{\n  \"error\": \"unknown event type\"\n}\n"),
+            RowStatus::Dead,
+            Some("sink http: permanent: HTTP status 400: { \"error\": \"unknown event type\" }"),
+        ),
+        (
+            Reply::status(503).with_body(html.clone()),
+            RowStatus::Pending,
+            Some(&html_quoted),
+        ),
         (
             Reply::status(410),
             RowStatus::Dead,
@@ -366,7 +386,7 @@ fn statuses_map_to_delivered_permanent_retry_after_or_transient() {
             "{code}: exactly one request (redirects are not followed)"
         );
         let rows = rows(&engine);
-        if code == 204 {
+        if (200..300).contains(&code) {
             assert!(rows.is_empty(), "{code}: delivered rows are deleted");
             continue;
         }

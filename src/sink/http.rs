@@ -5,7 +5,8 @@
 //! headers, and maps the status (see `status`). Timeouts are per phase
 //! (connect, send, receive): ureq 3's `timeout_global` would start a thread
 //! per request. Redirects are not followed. The response body is read up to
-//! `max_response_bytes` (so the connection can be reused) and dropped.
+//! `max_response_bytes` (so the connection can be reused) and dropped, but
+//! for the start of a failure's, which its error quotes.
 //!
 //! The URL and the operator's headers are parsed once, when the sink is
 //! built. A hook whose own value cannot be sent as a header (a library
@@ -15,9 +16,10 @@
 use super::client::agent_with_tls;
 use super::forward::{forwarded, reserved_header};
 use super::signing::{signature_header, SigningKey};
-use super::status::classify;
+use super::status::{classify, EXCERPT_BYTES};
 use super::{BoxError, Delivery, Sink, SinkError};
 use crate::limits::{HTTP_MAX_RESPONSE_BYTES, HTTP_TIMEOUT_MS};
+use std::io::Read as _;
 use std::time::SystemTime;
 use ureq::http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use ureq::http::Uri;
@@ -312,11 +314,15 @@ impl Sink for HttpSink {
         // Drain up to the cap so the connection goes back to the pool; past
         // the cap the rest is dropped with the connection.
         let mut body = response.into_body();
-        let _ = body
-            .with_config()
-            .limit(self.max_response_bytes)
-            .read_to_vec();
-        classify(status, retry_after.as_deref(), now)
+        let mut reader = body.with_config().limit(self.max_response_bytes).reader();
+        let mut answer = Vec::new();
+        if !(200..300).contains(&status) {
+            // One byte past the excerpt says whether it was cut.
+            let mut start = (&mut reader).take(EXCERPT_BYTES as u64 + 1);
+            let _ = start.read_to_end(&mut answer);
+        }
+        let _ = std::io::copy(&mut reader, &mut std::io::sink());
+        classify(status, retry_after.as_deref(), &answer, now)
     }
 }
 

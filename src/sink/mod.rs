@@ -27,9 +27,10 @@ mod status;
 pub use claiming::{ClaimCheckFailed, ClaimingSink};
 use client::agent;
 pub use forward::{never_forwarded, reserved_header, PROVIDER_TOKENS};
+use queue::answer_of;
 pub use queue::MessageTooLarge;
-use queue::{answer_of, excerpt};
 pub use registry::SinkRegistry;
+use status::excerpt;
 
 use crate::claim_check::ClaimRef;
 use crate::core::{AttemptFailure, FailureClass};

@@ -77,12 +77,6 @@ pub(super) fn deliver_one(sink: &dyn Sink, delivery: &Delivery<'_>) -> Result<()
     results.pop().expect("one result per delivery")
 }
 
-/// The start of a sink's answer, as text, for an error message.
-pub(super) fn excerpt(reply: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&reply[..reply.len().min(256)]);
-    text.trim().to_string()
-}
-
 /// A message over the sink's `max_message_bytes`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageTooLarge {

@@ -1,41 +1,81 @@
 //! What an HTTP status means for a delivery: 2xx is ok; 400, 401, 403, 404,
 //! 410, 413 and 422 are permanent; 408, 429 and 5xx honour a future
 //! `Retry-After` (delay-seconds or an HTTP-date); anything else, including
-//! 3xx (redirects are not followed), is a transient failure.
+//! 3xx (redirects are not followed), is a transient failure. A failure
+//! quotes the start of the answer's body, where receivers say why.
 
 use super::SinkError;
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-/// An HTTP answer that was not a success.
+/// An HTTP answer that was not a success: its status and an [`excerpt`]
+/// of its body (empty for none).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BadStatus(pub u16);
+pub struct BadStatus {
+    pub status: u16,
+    pub answer: String,
+}
 
 impl fmt::Display for BadStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "HTTP status {}", self.0)
+        write!(f, "HTTP status {}", self.status)?;
+        match self.answer.is_empty() {
+            true => Ok(()),
+            false => write!(f, ": {}", self.answer),
+        }
     }
+}
+
+/// How much of an answer's body an error quotes.
+pub(super) const EXCERPT_BYTES: usize = 256;
+
+/// The start of a sink's answer, as text, for an error message: its first
+/// [`EXCERPT_BYTES`], each run of whitespace and control characters one
+/// space (an HTML error page, a pretty-printed JSON error), and "…" where
+/// it was cut.
+pub(super) fn excerpt(reply: &[u8]) -> String {
+    let cut = reply.len().min(EXCERPT_BYTES);
+    let text = String::from_utf8_lossy(&reply[..cut]);
+    let words = text.split(|c: char| c.is_whitespace() || c.is_control());
+    let mut out = words
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    if reply.len() > cut {
+        out.push('…');
+    }
+    out
 }
 
 impl std::error::Error for BadStatus {}
 
 const PERMANENT: &[u16] = &[400, 401, 403, 404, 410, 413, 422];
 
-/// Maps a status and its `Retry-After` header (if any) to the attempt's result.
-pub fn classify(status: u16, retry_after: Option<&str>, now: SystemTime) -> Result<(), SinkError> {
+/// Maps a status, its `Retry-After` header (if any) and its body to the
+/// attempt's result.
+pub fn classify(
+    status: u16,
+    retry_after: Option<&str>,
+    answer: &[u8],
+    now: SystemTime,
+) -> Result<(), SinkError> {
     if (200..300).contains(&status) {
         return Ok(());
     }
+    let bad = BadStatus {
+        status,
+        answer: excerpt(answer),
+    };
     if PERMANENT.contains(&status) {
-        return Err(SinkError::permanent(BadStatus(status)));
+        return Err(SinkError::permanent(bad));
     }
     let honours_retry_after = status == 408 || status == 429 || (500..600).contains(&status);
     match retry_after
         .filter(|_| honours_retry_after)
         .and_then(|v| retry_after_ms(v, now))
     {
-        Some(after_ms) => Err(SinkError::retry_after(after_ms, BadStatus(status))),
-        None => Err(SinkError::transient(BadStatus(status))),
+        Some(after_ms) => Err(SinkError::retry_after(after_ms, bad)),
+        None => Err(SinkError::transient(bad)),
     }
 }
 
@@ -59,9 +99,31 @@ mod tests {
 
     fn class(status: u16, retry_after: Option<&str>) -> Option<FailureClass> {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_700);
-        classify(status, retry_after, now)
+        classify(status, retry_after, b"", now)
             .err()
             .map(|e| e.into_failure().class)
+    }
+
+    #[test]
+    fn an_answers_excerpt_is_one_line_and_says_where_it_was_cut() {
+        assert_eq!(excerpt(b""), "");
+        assert_eq!(excerpt(b" \r\n\t "), "");
+        assert_eq!(excerpt(b"line one\r\n\tline\x00two "), "line one line two");
+        assert_eq!(excerpt(b"caf\xc3\xa9 \xff!"), "caf\u{e9} \u{fffd}!");
+        let exact = [b'a'; EXCERPT_BYTES];
+        assert_eq!(excerpt(&exact), "a".repeat(EXCERPT_BYTES));
+        let longer = [b'a'; EXCERPT_BYTES + 1];
+        assert_eq!(excerpt(&longer), format!("{}…", "a".repeat(EXCERPT_BYTES)));
+        let failed = classify(
+            409,
+            None,
+            b"{\"error\": \"conflict\"}",
+            SystemTime::UNIX_EPOCH,
+        );
+        assert_eq!(
+            failed.unwrap_err().into_failure().message,
+            "HTTP status 409: {\"error\": \"conflict\"}"
+        );
     }
 
     #[test]
