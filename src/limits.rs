@@ -101,6 +101,10 @@ pub const MIN_DEAD_RETENTION_MS: u64 = 1_000;
 /// `dead_letters.retention_ms`.
 pub const DEAD_EXPIRY_INTERVAL_MS: u64 = 60_000;
 
+/// Longest a shard waits after logging dead-lettered rows before it logs
+/// more: a sink refusing everything gets a line per key this often.
+pub const DEAD_LOG_INTERVAL_MS: u64 = 10_000;
+
 /// Longest the claim sweeper sleeps between sweeps.
 pub const CLAIM_SWEEP_INTERVAL_MS: u64 = 3_600_000;
 

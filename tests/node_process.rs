@@ -269,6 +269,49 @@ fn sighup_reloads_the_config_file() {
     assert!(exit.success(), "a graceful stop exits 0, got {exit}");
 }
 
+/// Rows a sink's answers dead-letter are logged per sink key, at most a
+/// line every 10 s with how many and the latest failure (the receiver's
+/// answer quoted), not a line per row: three refused hooks add up to three
+/// rows over the lines, all of source `a`'s one sink.
+#[test]
+fn rows_dead_lettered_by_a_sink_are_logged_per_key_with_its_latest_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(400).with_body("unknown event\n")).unwrap();
+    let node = serve(dir.path(), &receiver.url("/hooks"));
+    let mut client = Client::connect(node.addr);
+    for n in 0..3 {
+        let reply = client.request(
+            "POST",
+            "/v1/sources/a/hooks",
+            &[],
+            format!("{n}").as_bytes(),
+        );
+        assert_eq!(reply.status, 202);
+    }
+    let (mut rows, mut lines) = (0, 0);
+    while rows < 3 {
+        let line = node.logged("rows dead-lettered by their sink's answers");
+        lines += 1;
+        let (fields, count) = line
+            .split_once(" rows=")
+            .unwrap_or_else(|| panic!("no count in {line}"));
+        assert!(
+            fields.ends_with("tenant=t1 source=a sink_index=0 sink_type=http"),
+            "{line}"
+        );
+        let (count, rest) = count.split_once(' ').unwrap();
+        rows += count.parse::<u64>().unwrap();
+        assert_eq!(
+            rest, "latest_failure=\"permanent: HTTP status 400: unknown event\"",
+            "{line}"
+        );
+    }
+    assert_eq!(rows, 3);
+    // The first line comes at once; the rows refused within the next 10 s
+    // share the second.
+    assert!(lines <= 2, "{lines} lines for 3 rows");
+}
+
 /// A second `goad serve` on a data directory in use exits with an error
 /// naming the directory and the first node's pid, and the first node goes on
 /// serving: two engines on one directory would overwrite each other's hooks.

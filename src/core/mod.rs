@@ -40,7 +40,7 @@ mod window;
 
 pub use breaker::{Admit, Breaker, BreakerConfig, BreakerEvent, BreakerState};
 pub use catalog::{Binding, Catalog, LaneBy, SinkEntry, SourceEntry};
-pub use report::{LastFailure, SinkOutcomes, SinkStats, TenantStats};
+pub use report::{LastFailure, SinkOutcomes, SinkStats, TenantStats, UnloggedDead};
 pub use retry::{FailureClass, RetryDecision};
 pub use rng::Rng;
 pub use stragglers::RunningAttempt;
@@ -107,6 +107,8 @@ struct KeyState {
     next_call_us: u64,
     /// What the key's attempts came to since the shard opened.
     outcomes: SinkOutcomes,
+    /// Its rows dead-lettered since the shell last logged them.
+    unlogged_dead: u64,
 }
 
 /// Counters the shell reports (stats, demo, tick).
@@ -287,6 +289,7 @@ impl Core {
                 let state = KeyState {
                     next_call_us: state.next_call_us,
                     outcomes: state.outcomes.clone(),
+                    unlogged_dead: state.unlogged_dead,
                     ..KeyState::default()
                 };
                 (key.clone(), state)
@@ -643,7 +646,9 @@ impl Core {
         fields: RowFields,
         reason: DeadReason,
     ) {
-        self.keys.entry(key.clone()).or_default().outcomes.dead += 1;
+        let state = self.keys.entry(key.clone()).or_default();
+        state.outcomes.dead += 1;
+        state.unlogged_dead += 1;
         self.dead(now_ms, row, fields, reason);
     }
 

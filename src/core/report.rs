@@ -79,7 +79,39 @@ impl SinkStats {
     }
 }
 
+/// A sink key's rows dead-lettered since they were last taken, for a log
+/// line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnloggedDead {
+    pub key: SinkKey,
+    pub rows: u64,
+    /// The key's latest failed attempt's error.
+    pub latest_failure: Option<String>,
+}
+
 impl Core {
+    /// Each key's rows dead-lettered by its answers since the last call,
+    /// by key; the counts start again from 0.
+    pub fn take_unlogged_dead(&mut self) -> Vec<UnloggedDead> {
+        let mut out: Vec<UnloggedDead> = (self.keys.iter_mut())
+            .filter(|(_, state)| state.unlogged_dead > 0)
+            .map(|(key, state)| UnloggedDead {
+                key: key.clone(),
+                rows: std::mem::take(&mut state.unlogged_dead),
+                latest_failure: state
+                    .outcomes
+                    .last_failure
+                    .as_ref()
+                    .map(|f| f.error.clone()),
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            let order = |k: &SinkKey| (k.tenant.clone(), k.source_id.clone(), k.sink_index);
+            order(&a.key).cmp(&order(&b.key))
+        });
+        out
+    }
+
     /// Every tenant the core has seen, by tenant id.
     pub fn tenant_stats(&self) -> Vec<TenantStats> {
         let mut out: Vec<TenantStats> = self

@@ -48,7 +48,13 @@ impl BreakerLog {
 }
 
 /// One line naming the shard and the sink key, then `more`.
-fn log_change(level: Level, msg: &str, shard: usize, key: &SinkKey, more: &[(&str, &dyn Display)]) {
+pub(super) fn log_change(
+    level: Level,
+    msg: &str,
+    shard: usize,
+    key: &SinkKey,
+    more: &[(&str, &dyn Display)],
+) {
     let mut fields: Vec<(&str, &dyn Display)> = vec![
         ("shard", &shard),
         ("tenant", &key.tenant),

@@ -5,6 +5,7 @@ mod backup;
 mod breaker_log;
 mod clock;
 pub mod coordinator;
+mod dead_log;
 mod engine;
 mod expiry;
 mod inspect;

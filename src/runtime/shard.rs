@@ -12,6 +12,7 @@
 use super::breaker_log::BreakerLog;
 use super::clock::Clock;
 use super::coordinator::{CoordinatorInput, Demand};
+use super::dead_log::DeadLog;
 use super::engine::CommitError;
 use super::expiry::DeadExpiry;
 use super::pool::IoPool;
@@ -189,6 +190,7 @@ impl ShardThread {
             group_commits: 0,
             restarts: Restarts::default(),
             breakers: BreakerLog::default(),
+            dead_log: DeadLog::default(),
             room: StoreRoom::default(),
             tenant_room: TenantRoom::default(),
             refuse_until_ms: 0,
@@ -235,6 +237,8 @@ struct ShardLoop {
     group_commits: u64,
     restarts: Restarts,
     breakers: BreakerLog,
+    /// Logs rows dead-lettered by their sinks' answers.
+    dead_log: DeadLog,
     /// Whether the store has room for new hooks, and each tenant under its bound.
     room: StoreRoom,
     tenant_room: TenantRoom,
@@ -294,6 +298,7 @@ impl ShardLoop {
                 state.handle_outcomes(now_ms, outcomes);
             } else {
                 self.step(state, now_ms, commits, outcomes);
+                self.dead_log.run(self.index, state, now_ms);
                 if self.draining_since_ms.is_none() {
                     self.expiry.run(self.index, state, now_ms);
                 }

@@ -353,6 +353,12 @@ impl<'s> ShardState<'s> {
         self.core.is_idle(now_ms) && self.txn.is_none() && self.unrecovered.is_none()
     }
 
+    /// Each sink key's rows dead-lettered since the last call (see
+    /// [`Core::take_unlogged_dead`]).
+    pub fn take_unlogged_dead(&mut self) -> Vec<crate::core::UnloggedDead> {
+        self.core.take_unlogged_dead()
+    }
+
     /// Commits whatever is written (at shutdown).
     pub fn flush(&mut self) -> Result<(), StoreError> {
         self.commit()

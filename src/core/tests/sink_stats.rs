@@ -95,6 +95,17 @@ fn each_sink_counts_its_own_outcomes_and_shows_its_breaker() {
         },
     ];
     assert_eq!(c.sink_stats(), expected);
+    // The one row dead-lettered by its sink's answer, for the shell's log,
+    // taken once.
+    assert_eq!(
+        c.take_unlogged_dead(),
+        vec![UnloggedDead {
+            key: key("u", "b", 0, "x"),
+            rows: 1,
+            latest_failure: Some("down".into()),
+        }]
+    );
+    assert_eq!(c.take_unlogged_dead(), vec![]);
 
     // A rebuilt core keeps the outcomes; its breakers come back from the
     // store (`restore_breaker`), as at any open.
