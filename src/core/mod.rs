@@ -24,6 +24,11 @@
 //!    [`Core::poll_breaker_event`] (to log and count) and
 //!    [`Core::poll_call`] (attempts to start now, one by one or batched);
 //! 6. sleep until [`Core::poll_deadline`] or the next input.
+//!
+//! Reports are read when the shell wants them: [`Core::stats`],
+//! [`Core::tenant_stats`], [`Core::sink_stats`], and
+//! [`Core::take_unlogged_dead`] (each key's rows dead-lettered since the
+//! last call, which the shell logs at its own pace).
 
 mod breaker;
 mod catalog;
