@@ -68,6 +68,92 @@ fn a_failing_sink_is_retried_until_it_succeeds_on_attempt_three() {
     assert_eq!(engine.hook_count().unwrap(), 0);
 }
 
+/// An embedding host's outcome observer sees every attempt of a hook: a
+/// receiver failing once then answering 200 gives "retrying" (with the
+/// error and the due time) then "delivered" on attempt 2; one answering
+/// 410 gives "dead" with the dead letter's reason. An observer that panics
+/// leaves its shard delivering and observing.
+#[test]
+fn an_outcome_observer_sees_every_attempt_and_outlives_its_own_panic() {
+    use goad::{Outcome, OutcomeEvent};
+    let dir = tempfile::tempdir().unwrap();
+    let failed_once = AtomicBool::new(false);
+    let flaky = Receiver::start(move |_| match failed_once.swap(true, Ordering::SeqCst) {
+        false => Reply::status(503),
+        true => Reply::status(200),
+    })
+    .unwrap();
+    let refusing = Receiver::start(|_| Reply::status(410).with_body("gone")).unwrap();
+    let mut c = config(dir.path());
+    let sinks = vec![
+        SinkConfig::http(flaky.url("/")),
+        SinkConfig::http(refusing.url("/")),
+    ];
+    c.sources.push(source("s", "t", sinks));
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::<OutcomeEvent>::new()));
+    let observed = seen.clone();
+    let engine = Engine::builder(c)
+        .on_outcome(move |event| {
+            let mut seen = observed.lock();
+            seen.push(event.clone());
+            assert!(
+                seen.len() > 1,
+                "the host's observer panics at its first event"
+            );
+        })
+        .open()
+        .unwrap();
+    let before_ms = goad::runtime::wall_ms();
+    let id = engine.commit(NewHook::new("s", "x")).unwrap();
+    engine.tick().unwrap();
+    let after_ms = goad::runtime::wall_ms();
+    let events = seen.lock().clone();
+    assert_eq!(events.len(), 3, "{events:?}");
+    for e in &events {
+        assert_eq!(
+            (e.hook_id.as_str(), &*e.tenant, &*e.source_id, &*e.sink_type),
+            (id.as_str(), "t", "s", "http")
+        );
+        assert!((before_ms..=after_ms).contains(&e.at_ms), "{e:?}");
+    }
+    let of_sink = |index: u16| -> Vec<(u32, Outcome)> {
+        let mine = events.iter().filter(|e| e.sink_index == index);
+        mine.map(|e| (e.attempt, e.outcome.clone())).collect()
+    };
+    let flaky_events = of_sink(0);
+    let retried_at_ms = events.iter().find(|e| e.sink_index == 0).unwrap().at_ms;
+    assert_eq!(
+        flaky_events,
+        vec![
+            (
+                1,
+                Outcome::Retrying {
+                    // Retries at once here (base_ms 0).
+                    due_at_ms: retried_at_ms,
+                    error: "HTTP status 503".into()
+                }
+            ),
+            (2, Outcome::Delivered),
+        ]
+    );
+    let reason = "sink http: permanent: HTTP status 410: gone".to_string();
+    assert_eq!(of_sink(1), vec![(1, Outcome::Dead { reason })]);
+    // After the observer's panic the shard goes on, observed.
+    let second = engine.commit(NewHook::new("s", "y")).unwrap();
+    engine.tick().unwrap();
+    let mut later: Vec<(u16, Outcome)> = (seen.lock().iter())
+        .filter(|e| e.hook_id == second)
+        .map(|e| (e.sink_index, e.outcome.clone()))
+        .collect();
+    later.sort_by_key(|(index, _)| *index);
+    let reason = "sink http: permanent: HTTP status 410: gone".to_string();
+    assert_eq!(
+        later,
+        vec![(0, Outcome::Delivered), (1, Outcome::Dead { reason })]
+    );
+    assert_eq!(flaky.ok_count(), 2);
+}
+
 /// Scenario 6 (D1): with one attempt slot and a window of two, twenty hooks
 /// to a failing sink do not hold up five hooks to a healthy source.
 #[test]

@@ -21,7 +21,9 @@
 //!    drain the scan's ops too;
 //! 4. commit the batch when it must be durable;
 //! 5. drain [`Core::poll_abandoned`] (calls whose worker is stuck),
-//!    [`Core::poll_breaker_event`] (to log and count) and
+//!    [`Core::poll_breaker_event`] (to log and count),
+//!    [`Core::poll_outcome_event`] (when [`Core::observe_outcomes`] is on)
+//!    and
 //!    [`Core::poll_call`] (attempts to start now, one by one or batched);
 //! 6. sleep until [`Core::poll_deadline`] or the next input.
 //!
@@ -33,6 +35,7 @@
 mod breaker;
 mod catalog;
 mod hints;
+mod outcome_event;
 mod report;
 pub mod retry;
 pub mod rng;
@@ -45,6 +48,7 @@ mod window;
 
 pub use breaker::{Admit, Breaker, BreakerConfig, BreakerEvent, BreakerState};
 pub use catalog::{Binding, Catalog, LaneBy, SinkEntry, SourceEntry};
+pub use outcome_event::{Outcome, OutcomeEvent};
 pub use report::{LastFailure, SinkOutcomes, SinkStats, TenantStats, UnloggedDead};
 pub use retry::{FailureClass, RetryDecision};
 pub use rng::Rng;
@@ -200,6 +204,10 @@ pub struct Core {
     breakers: HashMap<SinkKey, Breaker>,
     /// Breaker changes not yet polled (at most two per outcome handled).
     breaker_events: VecDeque<BreakerEvent>,
+    /// Whether each settled attempt is queued as an [`OutcomeEvent`].
+    observed: bool,
+    /// Attempts' outcomes not yet polled (one per outcome handled).
+    outcome_events: VecDeque<OutcomeEvent>,
     /// The running attempt of each ordering lane that has one. Only a
     /// lane's head is ever due, so a lane runs one row at a time; the one
     /// exception, an attempt taken on from before a shard restart whose
@@ -254,6 +262,8 @@ impl Core {
             next_due_at_ms: None,
             breakers: HashMap::new(),
             breaker_events: VecDeque::new(),
+            observed: false,
+            outcome_events: VecDeque::new(),
             running_lanes: HashMap::new(),
             stats: CoreStats::default(),
         }
@@ -275,6 +285,7 @@ impl Core {
         );
         core.rng = self.rng.clone();
         core.draining = self.draining;
+        core.observed = self.observed;
         // Outcome counters count since the shard opened: the node's counters
         // and a `tick` waiting for rows to settle never go back.
         core.stats = CoreStats {
@@ -583,8 +594,12 @@ impl Core {
         ) {
             self.park_queue(now_ms, &claim.key, until_ms);
         }
+        let attempt = claim.fields.attempts + 1;
         let failure = match result {
             Ok(()) => {
+                self.observe(&claim.key, &claim.hook, attempt, now_ms, || {
+                    Outcome::Delivered
+                });
                 self.stats.delivered += 1;
                 self.ops.push_back(StoreOp::Delivered {
                     row,
@@ -596,7 +611,7 @@ impl Core {
             Err(failure) => failure,
         };
         let fields = RowFields {
-            attempts: claim.fields.attempts + 1,
+            attempts: attempt,
             ..claim.fields
         };
         let decision = self.retry_for(&claim.key).decide(
@@ -620,6 +635,12 @@ impl Core {
             RetryDecision::RetryAt { due_at_ms } => {
                 self.stats.retried += 1;
                 outcomes.retried += 1;
+                self.observe(&claim.key, &claim.hook, attempt, now_ms, || {
+                    Outcome::Retrying {
+                        due_at_ms,
+                        error: error.clone(),
+                    }
+                });
                 self.note_due(&fields.tenant, due_at_ms);
                 self.ops.push_back(StoreOp::Reschedule {
                     row,
@@ -637,6 +658,9 @@ impl Core {
                 sink_type: fields.sink_type.clone(),
             },
         };
+        self.observe(&claim.key, &claim.hook, attempt, now_ms, || Outcome::Dead {
+            reason: reason.to_string(),
+        });
         self.sink_dead(now_ms, &claim.key, row, fields, reason);
         call_ended
     }

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::num::NonZeroU16;
 
 mod batches;
+mod outcome_events;
 mod rates;
 mod sink_retry;
 mod sink_stats;

@@ -252,6 +252,7 @@ impl Engine {
             config,
             host_sinks: HashMap::new(),
             seed: None,
+            observer: None,
         }
     }
 

@@ -24,6 +24,6 @@ pub use backup::{Backup, BackupError, BACKUP_MANIFEST};
 pub use clock::wall_ms;
 pub use engine::{CommitError, Engine, NewHook, OpenError, Pressure, Unavailable};
 pub use inspect::{Replayed, ShardTenants};
-pub use open::EngineBuilder;
+pub use open::{EngineBuilder, OutcomeObserver};
 pub use shard::ShardStats;
 pub use step::{Completion, NewRows, ShardState, StepOutput};

@@ -10,7 +10,7 @@ use super::pool::{IoPool, SharedRegistry};
 use super::shard::{ShardGauges, ShardInput, ShardThread};
 use crate::claim_check::{ClaimStore, ClaimSweeper};
 use crate::config::Config;
-use crate::core::{Catalog, Core, Grant};
+use crate::core::{Catalog, Core, Grant, OutcomeEvent};
 use crate::latency::AttemptLatency;
 use crate::limits::SHARD_INPUT_CAPACITY;
 use crate::sink::{Sink, SinkRegistry};
@@ -22,17 +22,37 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-/// Opens an engine with host sinks and a seed.
+/// A host's watcher of attempts' outcomes (see [`EngineBuilder::on_outcome`]).
+pub type OutcomeObserver = Arc<dyn Fn(&OutcomeEvent) + Send + Sync>;
+
+/// Opens an engine with host sinks, a seed and an outcome observer.
 pub struct EngineBuilder {
     pub(super) config: Config,
     pub(super) host_sinks: HashMap<String, Arc<dyn Sink>>,
     pub(super) seed: Option<u64>,
+    pub(super) observer: Option<OutcomeObserver>,
 }
 
 impl EngineBuilder {
     /// Registers a Rust sink; config sink entries with `type = name` use it.
     pub fn sink(mut self, name: impl Into<String>, sink: Arc<dyn Sink>) -> EngineBuilder {
         self.host_sinks.insert(name.into(), sink);
+        self
+    }
+
+    /// Calls `observer` with the outcome of every attempt — delivered, due
+    /// again after a failure, or dead-lettered — on the thread of the
+    /// row's shard, in the order that shard settled them: to mark a
+    /// delivery in the host's own records, or count per customer. It must
+    /// return quickly (the shard waits for it); one that panics is logged
+    /// and the shard goes on. An outcome is reported when decided, before
+    /// its store write is synced: after a crash a row can be attempted,
+    /// and reported, again (at least once, as deliveries are).
+    pub fn on_outcome(
+        mut self,
+        observer: impl Fn(&OutcomeEvent) + Send + Sync + 'static,
+    ) -> EngineBuilder {
+        self.observer = Some(Arc::new(observer));
         self
     }
 
@@ -80,6 +100,7 @@ impl EngineBuilder {
             latency: Arc::new(AttemptLatency::default()),
             coordinator: coordinator_tx.clone(),
             core_ids: core_affinity::get_core_ids().unwrap_or_default(),
+            observer: self.observer,
         };
         let mut shards = Vec::with_capacity(shard_count);
         let mut threads = Vec::with_capacity(shard_count);
@@ -144,6 +165,7 @@ struct ShardStart<'a> {
     latency: Arc<AttemptLatency>,
     coordinator: Sender<CoordinatorInput>,
     core_ids: Vec<core_affinity::CoreId>,
+    observer: Option<OutcomeObserver>,
 }
 
 impl ShardStart<'_> {
@@ -151,7 +173,7 @@ impl ShardStart<'_> {
     /// store. On failure its thread has ended.
     fn shard(&self, k: usize, store: ShardStore) -> Result<(Shard, JoinHandle<()>), OpenError> {
         let (input, inputs) = crossbeam_channel::bounded(SHARD_INPUT_CAPACITY);
-        let core = Core::new(
+        let mut core = Core::new(
             self.config.dispatch.clone(),
             self.config.retry,
             self.catalog.clone(),
@@ -160,6 +182,7 @@ impl ShardStart<'_> {
             self.seed ^ (k as u64).wrapping_mul(0x9E37_79B9),
             1,
         );
+        core.observe_outcomes(self.observer.is_some());
         let (opened_tx, opened_rx) = crossbeam_channel::bounded(1);
         let gauges = Arc::new(ShardGauges::default());
         let pool = IoPool::start(
@@ -179,6 +202,7 @@ impl ShardStart<'_> {
             coordinator: self.coordinator.clone(),
             gauges: gauges.clone(),
             dead_retention_ms: self.config.dead_letters.retention_ms,
+            observer: self.observer.clone(),
         };
         let core_id = (!self.core_ids.is_empty()).then(|| self.core_ids[k % self.core_ids.len()]);
         let handle = std::thread::Builder::new()

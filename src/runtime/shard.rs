@@ -15,6 +15,7 @@ use super::coordinator::{CoordinatorInput, Demand};
 use super::dead_log::DeadLog;
 use super::engine::CommitError;
 use super::expiry::DeadExpiry;
+use super::open::OutcomeObserver;
 use super::pool::IoPool;
 use super::reply::CommitReply;
 use super::restart::Restarts;
@@ -140,6 +141,8 @@ pub struct ShardThread {
     pub gauges: Arc<ShardGauges>,
     /// `dead_letters.retention_ms` (0: dead letters are kept).
     pub dead_retention_ms: u64,
+    /// The host's watcher of attempts' outcomes, if any.
+    pub observer: Option<OutcomeObserver>,
 }
 
 impl ShardThread {
@@ -158,6 +161,7 @@ impl ShardThread {
             coordinator,
             gauges,
             dead_retention_ms,
+            observer,
         } = self;
         let mut clock = Clock::default();
         let expiry = DeadExpiry::new(dead_retention_ms, clock.now_ms());
@@ -191,6 +195,7 @@ impl ShardThread {
             restarts: Restarts::default(),
             breakers: BreakerLog::default(),
             dead_log: DeadLog::default(),
+            observer,
             room: StoreRoom::default(),
             tenant_room: TenantRoom::default(),
             refuse_until_ms: 0,
@@ -239,6 +244,7 @@ struct ShardLoop {
     breakers: BreakerLog,
     /// Logs rows dead-lettered by their sinks' answers.
     dead_log: DeadLog,
+    observer: Option<OutcomeObserver>,
     /// Whether the store has room for new hooks, and each tenant under its bound.
     room: StoreRoom,
     tenant_room: TenantRoom,
@@ -425,6 +431,17 @@ impl ShardLoop {
         let out = state.step(now_ms, commits, outcomes, &mut start);
         for event in &out.breaker_events {
             self.breakers.record(self.index, now_ms, event);
+        }
+        if let Some(observer) = &self.observer {
+            for event in &out.outcome_events {
+                // The observer is the host's: the shard's state is not in its reach.
+                if let Err(panic) = crate::panics::catch(|| observer(event)) {
+                    crate::log::error(
+                        "an on_outcome observer panicked; the shard goes on",
+                        &[("shard", &self.index), ("panic", &panic)],
+                    );
+                }
+            }
         }
         let replies = std::mem::take(&mut self.replies);
         if let Some(Ok(first_ids)) = &out.committed {

@@ -23,8 +23,8 @@
 use super::reply::FirstId;
 use crate::config::DispatchConfig;
 use crate::core::{
-    AttemptResult, BreakerEvent, Call, Catalog, Core, Grant, JobId, RowId, RunningAttempt,
-    SourceEntry,
+    AttemptResult, BreakerEvent, Call, Catalog, Core, Grant, JobId, OutcomeEvent, RowId,
+    RunningAttempt, SourceEntry,
 };
 use crate::limits::{MAX_UNFLUSHED_OPS, OUTCOME_FLUSH_MS, REPLAY_SCAN_BUDGET, STORE_RETRY_MS};
 use crate::store::{
@@ -107,6 +107,8 @@ pub struct StepOutput {
     pub abandoned: Vec<JobId>,
     /// Breakers that opened or closed, in order.
     pub breaker_events: Vec<BreakerEvent>,
+    /// Attempts' outcomes, in order, when the core is observed.
+    pub outcome_events: Vec<OutcomeEvent>,
 }
 
 /// A shard's open write transaction, tenant table, commit counter and
@@ -434,6 +436,8 @@ impl<'s> ShardState<'s> {
         }
         out.breaker_events
             .extend(std::iter::from_fn(|| self.core.poll_breaker_event()));
+        out.outcome_events
+            .extend(std::iter::from_fn(|| self.core.poll_outcome_event()));
         out
     }
 

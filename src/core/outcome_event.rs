@@ -1,0 +1,77 @@
+//! What became of each attempt, for a host that watches its deliveries
+//! (`EngineBuilder::on_outcome`): delivered, failed and due again, or
+//! dead-lettered. Off unless the shell asks ([`Core::observe_outcomes`]),
+//! so an engine nobody watches builds no events.
+
+use super::{Core, SinkKey, TenantId};
+use crate::store::Hook;
+use std::sync::Arc;
+
+/// One attempt's outcome: the row it was for (its hook, and the sink by
+/// source, index and type), which attempt, when, and what it came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OutcomeEvent {
+    pub hook_id: String,
+    pub tenant: TenantId,
+    pub source_id: Arc<str>,
+    pub sink_index: u16,
+    pub sink_type: Arc<str>,
+    /// 1-based.
+    pub attempt: u32,
+    pub at_ms: u64,
+    pub outcome: Outcome,
+}
+
+/// What an attempt came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    Delivered,
+    /// Failed; the row is due again at `due_at_ms`.
+    Retrying {
+        due_at_ms: u64,
+        error: String,
+    },
+    /// Failed for good: the row is a dead letter with this reason.
+    Dead {
+        reason: String,
+    },
+}
+
+impl Core {
+    /// Whether to build an [`OutcomeEvent`] per settled attempt for
+    /// [`Core::poll_outcome_event`].
+    pub fn observe_outcomes(&mut self, on: bool) {
+        self.observed = on;
+    }
+
+    /// The next attempt's outcome, in the order they were handled.
+    pub fn poll_outcome_event(&mut self) -> Option<OutcomeEvent> {
+        self.outcome_events.pop_front()
+    }
+
+    /// Queues the outcome of `hook`'s row of `key`, if observed.
+    pub(super) fn observe(
+        &mut self,
+        key: &SinkKey,
+        hook: &Hook,
+        attempt: u32,
+        at_ms: u64,
+        outcome: impl FnOnce() -> Outcome,
+    ) {
+        if !self.observed {
+            return;
+        }
+        self.outcome_events.push_back(OutcomeEvent {
+            hook_id: hook.id.clone(),
+            tenant: key.tenant.clone(),
+            source_id: key.source_id.clone(),
+            sink_index: key.sink_index,
+            sink_type: key.sink_type.clone(),
+            attempt,
+            at_ms,
+            outcome: outcome(),
+        });
+    }
+}

@@ -1,0 +1,79 @@
+//! Outcome events: an observed core reports every settled attempt — its
+//! row, attempt number, time and what it came to — in the order handled;
+//! an unobserved one builds none.
+
+use super::*;
+
+#[test]
+fn an_observed_core_reports_each_attempts_outcome_in_order() {
+    let mut config = config_with(vec![source("a", "t", &["x", "y"])]);
+    config.retry.base_ms = 0;
+    config.retry.jitter = false;
+    let mut c = core(&config, BIG);
+    c.observe_outcomes(true);
+    let mut m = Model::default();
+    m.add("t", "a", &["x", "y"], 0);
+    c.handle_scan(0, &mut m);
+    let _ = m.apply(&mut c);
+    let jobs: Vec<Job> = std::iter::from_fn(|| c.poll_job(0)).collect();
+    let job_of = |index: u16| jobs.iter().find(|j| j.row.sink_index == index).unwrap().id;
+    c.handle_outcome(5, job_of(0), fail(FailureClass::Transient), TOOK);
+    c.handle_outcome(6, job_of(1), fail(FailureClass::Permanent), TOOK);
+    let ops = m.apply(&mut c);
+    // The event's reason is the dead letter's.
+    assert!(ops
+        .iter()
+        .any(|op| matches!(op, StoreOp::Dead { reason, .. } if reason == "sink y: down")));
+    c.handle_scan(10, &mut m);
+    let _ = m.apply(&mut c);
+    let again = c.poll_job(10).expect("sink x's row, due again at once");
+    c.handle_outcome(12, again.id, Ok(()), TOOK);
+
+    let event =
+        |sink_index: u16, sink_type: &str, attempt: u32, at_ms: u64, outcome| OutcomeEvent {
+            hook_id: "h1".into(),
+            tenant: "t".into(),
+            source_id: "a".into(),
+            sink_index,
+            sink_type: sink_type.into(),
+            attempt,
+            at_ms,
+            outcome,
+        };
+    let events: Vec<OutcomeEvent> = std::iter::from_fn(|| c.poll_outcome_event()).collect();
+    assert_eq!(
+        events,
+        vec![
+            event(
+                0,
+                "x",
+                1,
+                5,
+                Outcome::Retrying {
+                    due_at_ms: 5,
+                    error: "down".into()
+                }
+            ),
+            event(
+                1,
+                "y",
+                1,
+                6,
+                Outcome::Dead {
+                    reason: "sink y: down".into()
+                }
+            ),
+            event(0, "x", 2, 12, Outcome::Delivered),
+        ]
+    );
+}
+
+#[test]
+fn an_unobserved_core_builds_no_events() {
+    let (mut c, mut m) = breaker_setup(config_with(vec![source("a", "t", &["x"])]), 1);
+    c.handle_scan(0, &mut m);
+    let _ = m.apply(&mut c);
+    let job = c.poll_job(0).expect("one row");
+    c.handle_outcome(1, job.id, Ok(()), TOOK);
+    assert_eq!(c.poll_outcome_event(), None);
+}
