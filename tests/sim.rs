@@ -43,7 +43,7 @@ use goad::config::{
 };
 use goad::core::{
     AttemptFailure, AttemptResult, BreakerEvent, Call, Catalog, Core, FailureClass, Grant, JobId,
-    LaneId, Rng, RowId, SinkKey,
+    LaneId, Outcome, OutcomeEvent, Rng, RowId, SinkKey,
 };
 use goad::runtime::{Completion, NewRows, ShardState};
 use goad::store::{DeadFilter, Hook, PurgeStep, ReviveStep, ShardStore};
@@ -281,6 +281,8 @@ impl Sim {
             self.seed,
             1,
         );
+        let mut core = core;
+        core.observe_outcomes(true);
         let shard = ShardState::open(store, core, self.now_ms).unwrap();
         self.take_back_breakers(&shard);
         shard
@@ -413,7 +415,12 @@ impl Sim {
             outcomes.push(completion);
         }
         let mut calls = Vec::new();
+        let settled_before = settled_by_sinks(shard);
         let out = shard.step(self.now_ms, commits, outcomes, &mut |call| calls.push(call));
+        self.check_outcome_events(
+            &out.outcome_events,
+            settled_by_sinks(shard) - settled_before,
+        );
         if let Some(committed) = out.committed {
             let first_ids = committed
                 .unwrap_or_else(|e| panic!("seed {}: the store failed a commit: {e:?}", self.seed));
@@ -469,6 +476,29 @@ impl Sim {
             }
         }
         self.check_limits(shard);
+    }
+
+    /// The observed core reported each outcome its sinks settled in the
+    /// step, and each says what it is consistently.
+    fn check_outcome_events(&self, events: &[OutcomeEvent], settled: u64) {
+        let seed = self.seed;
+        assert_eq!(
+            events.len() as u64,
+            settled,
+            "seed {seed}: {settled} attempts settled, events {events:?}"
+        );
+        for e in events {
+            let sound = e.attempt >= 1
+                && e.at_ms == self.now_ms
+                && match &e.outcome {
+                    Outcome::Delivered => true,
+                    Outcome::Retrying { due_at_ms, .. } => *due_at_ms >= e.at_ms,
+                    // "sink <type>: <error>" or "retry_horizon: <type>".
+                    Outcome::Dead { reason } => reason.contains(&*e.sink_type),
+                    _ => false,
+                };
+            assert!(sound, "seed {seed}: at {}: {e:?}", self.now_ms);
+        }
     }
 
     fn check_breakers(&mut self, events: &[BreakerEvent], shard: &ShardState) {
@@ -867,6 +897,14 @@ impl Sim {
             }
         }
     }
+}
+
+/// The attempts a shard's sinks settled since it opened: delivered, due
+/// again or dead by their answers.
+fn settled_by_sinks(shard: &ShardState) -> u64 {
+    let sinks = shard.core().sink_stats();
+    let each = sinks.iter().map(|s| &s.outcomes);
+    each.map(|o| o.delivered + o.retried + o.dead).sum()
 }
 
 fn seeds() -> Vec<u64> {

@@ -658,23 +658,25 @@ impl Core {
                 sink_type: fields.sink_type.clone(),
             },
         };
-        self.observe(&claim.key, &claim.hook, attempt, now_ms, || Outcome::Dead {
-            reason: reason.to_string(),
-        });
-        self.sink_dead(now_ms, &claim.key, row, fields, reason);
+        self.sink_dead(now_ms, &claim.key, &claim.hook, row, fields, reason);
         call_ended
     }
 
     /// Dead-letters a row by its key's answers (an error, its attempts used
-    /// up, or its retry horizon), counting it as the key's outcome too.
+    /// up, or its retry horizon), counting it as the key's outcome too, and
+    /// reporting it (with its last attempt's number) when observed.
     fn sink_dead(
         &mut self,
         now_ms: u64,
         key: &SinkKey,
+        hook: &crate::store::Hook,
         row: RowId,
         fields: RowFields,
         reason: DeadReason,
     ) {
+        self.observe(key, hook, fields.attempts, now_ms, || Outcome::Dead {
+            reason: truncate(reason.to_string()),
+        });
         let state = self.keys.entry(key.clone()).or_default();
         state.outcomes.dead += 1;
         state.unlogged_dead += 1;
@@ -766,14 +768,22 @@ impl Core {
         for row in queued {
             let claim = self.claims.remove(&row).expect("a queued row has a claim");
             self.release(&claim);
-            self.park(now_ms, key, row, claim.fields, until_ms);
+            self.park(now_ms, key, &claim.hook, row, claim.fields, until_ms);
         }
     }
 
     /// Writes a row back due at `until_ms` with its attempts unchanged, but
     /// no later than its retry horizon; one parked at or past its horizon is
     /// dead-lettered as `retry_horizon`.
-    fn park(&mut self, now_ms: u64, key: &SinkKey, row: RowId, fields: RowFields, until_ms: u64) {
+    fn park(
+        &mut self,
+        now_ms: u64,
+        key: &SinkKey,
+        hook: &crate::store::Hook,
+        row: RowId,
+        fields: RowFields,
+        until_ms: u64,
+    ) {
         let mut due_at_ms = until_ms;
         if fields.first_attempt_at_ms != 0 {
             let horizon_ms = self.retry_for(key).horizon_ms(fields.first_attempt_at_ms);
@@ -781,7 +791,7 @@ impl Core {
                 let reason = DeadReason::RetryHorizon {
                     sink_type: fields.sink_type.clone(),
                 };
-                return self.sink_dead(now_ms, key, row, fields, reason);
+                return self.sink_dead(now_ms, key, hook, row, fields, reason);
             }
             due_at_ms = due_at_ms.min(horizon_ms);
         }

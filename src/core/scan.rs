@@ -250,7 +250,7 @@ impl Core {
             return;
         }
         if let Admit::Park { until_ms } = self.admit(now_ms, &key) {
-            return self.park(now_ms, &key, entry.row, fields, until_ms);
+            return self.park(now_ms, &key, &hook, entry.row, fields, until_ms);
         }
         let claim = Claim {
             key: key.clone(),

@@ -189,7 +189,7 @@ impl Core {
             let reason = DeadReason::RetryHorizon {
                 sink_type: claim.fields.sink_type.clone(),
             };
-            self.sink_dead(now_ms, key, row, claim.fields, reason);
+            self.sink_dead(now_ms, key, &claim.hook, row, claim.fields, reason);
         }
         rows
     }
