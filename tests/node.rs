@@ -1677,13 +1677,13 @@ fn reload_applies_live_keys_and_names_those_that_need_a_restart() {
     let addr = node.local_addr();
     assert_eq!(ingest(addr, "b", b"x", &[]).status, 404);
 
-    std::fs::write(&path, std::fs::read_to_string(&path).unwrap().replace("shards = 1", "shards = 3").replace("sink_concurrency = 8", "sink_concurrency = 4") + "[[sources]]\nid = \"b\"\ntenant = \"t\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://127.0.0.1:9/\"\n").unwrap();
+    std::fs::write(&path, std::fs::read_to_string(&path).unwrap().replace("shards = 1", "shards = 3").replace("sink_concurrency = 8", "sink_concurrency = 4\nbreaker_failures = 3\n[retry]\nmax_attempts = 5") + "[[sources]]\nid = \"b\"\ntenant = \"t\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://127.0.0.1:9/\"\n").unwrap();
     let reply = call(addr, "POST", "/v1/reload", &[], b"");
     assert_eq!(reply.status, 200, "{}", reply.text());
     assert_eq!(
         reply.json(),
         serde_json::json!({
-            "applied": ["dispatch.sink_concurrency", "sources"],
+            "applied": ["dispatch.breaker_failures", "dispatch.sink_concurrency", "retry.max_attempts", "sources"],
             "restart_required": ["shards"],
         })
     );

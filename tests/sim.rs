@@ -718,7 +718,7 @@ impl Sim {
         if self.rng.below(300) == 0 {
             self.dispatch.sink_concurrency =
                 1 + self.rng.below(u64::from(self.dispatch.concurrency)) as u32;
-            shard.handle_reconfigure(self.dispatch.clone(), self.catalog.clone());
+            shard.handle_reconfigure(self.dispatch.clone(), self.retry, self.catalog.clone());
         }
         if self.rng.below(1_500) == 0 {
             shard.dead_letter_source(self.now_ms, "s1").unwrap();

@@ -79,6 +79,9 @@ struct Running {
     row: RowId,
     timer: TimerId,
     deadline_at_ms: u64,
+    /// `dispatch.attempt_timeout_ms` when it started (a reconfigure may
+    /// change it since).
+    timeout_ms: u64,
     /// The batch the attempt is an entry of (named by its first attempt's
     /// id); `None` for a call of one attempt.
     batch: Option<JobId>,
@@ -340,11 +343,17 @@ impl Core {
 
     /// New dispatch limits and sources (a reload). Claimed and running rows
     /// are kept; lowered limits only stop the next claim or start.
-    pub fn handle_reconfigure(&mut self, dispatch: DispatchConfig, catalog: Arc<Catalog>) {
+    pub fn handle_reconfigure(
+        &mut self,
+        dispatch: DispatchConfig,
+        retry: RetryConfig,
+        catalog: Arc<Catalog>,
+    ) {
         for (tenant, state) in &mut self.tenants {
             state.limits = dispatch.tenant_limits(tenant);
         }
         self.dispatch = dispatch;
+        self.retry = retry;
         self.catalog = catalog;
         self.scan_requested = true;
     }
@@ -382,15 +391,12 @@ impl Core {
                 .expect("a running key")
                 .outcomes
                 .timed_out += 1;
-            let message = format!(
-                "attempt_timeout: no result after {} ms",
-                self.dispatch.attempt_timeout_ms
-            );
+            let message = format!("attempt_timeout: no result after {} ms", run.timeout_ms);
             let failure = AttemptFailure {
                 class: FailureClass::Transient,
                 message,
             };
-            let took = Duration::from_millis(self.dispatch.attempt_timeout_ms);
+            let took = Duration::from_millis(run.timeout_ms);
             if self.finish(now_ms, job, run, Err(failure), took) {
                 self.abandoned.push_back(job);
             }

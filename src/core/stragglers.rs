@@ -79,6 +79,7 @@ impl Core {
                 row,
                 timer,
                 deadline_at_ms,
+                timeout_ms: self.dispatch.attempt_timeout_ms,
                 batch,
             },
         );

@@ -398,16 +398,19 @@ fn create_replay(state: &NodeState, engine: &Engine, request: &Request) -> Respo
     }
 }
 
-/// Keys whose new value `reload` applies without a restart.
-const LIVE_KEYS: &[&str] = &[
-    "admin_token_env",
-    "replay.rate",
-    "replay.max_lag_ms",
-    "dispatch.concurrency",
-    "dispatch.sink_concurrency",
-    "dispatch.tenants",
-    "sources",
-];
+/// Keys whose new value `reload` applies without a restart: these, and
+/// every key of the sections of [`LIVE_SECTIONS`].
+const LIVE_KEYS: &[&str] = &["admin_token_env", "sources"];
+
+/// Sections whose every key `reload` applies without a restart (each
+/// applies to what starts after it: a claim, an attempt, a retry decision).
+const LIVE_SECTIONS: &[&str] = &["dispatch", "retry", "replay"];
+
+/// Whether a changed dotted key applies at a reload.
+fn is_live(key: &str) -> bool {
+    LIVE_KEYS.contains(&key)
+        || (key.split_once('.')).is_some_and(|(section, _)| LIVE_SECTIONS.contains(&section))
+}
 
 /// The dotted keys whose values differ (tables are compared one level down;
 /// `sources` and `dispatch.tenants` whole).
@@ -497,9 +500,8 @@ pub(super) fn reload_config(state: &NodeState, engine: &Engine) -> Result<Reload
     engine.reconfigure(&new).map_err(|e| invalid(&e))?;
     current.admin_token_env = new.admin_token_env.clone();
     current.replay = new.replay.clone();
-    current.dispatch.concurrency = new.dispatch.concurrency;
-    current.dispatch.sink_concurrency = new.dispatch.sink_concurrency;
-    current.dispatch.tenants = new.dispatch.tenants.clone();
+    current.dispatch = new.dispatch.clone();
+    current.retry = new.retry;
     current.sources = new.sources.clone();
     *state.tokens.write() = tokens;
     let tls_renewed = match (&state.tls, renewed_tls) {
@@ -513,10 +515,9 @@ pub(super) fn reload_config(state: &NodeState, engine: &Engine) -> Result<Reload
         }
         _ => false,
     };
-    let (applied, restart_required): (Vec<String>, Vec<String>) =
-        changed.into_iter().partition(|k| {
-            LIVE_KEYS.contains(&k.as_str()) || (tls_renewed && k.starts_with("http.tls_"))
-        });
+    let (applied, restart_required): (Vec<String>, Vec<String>) = changed
+        .into_iter()
+        .partition(|k| is_live(k) || (tls_renewed && k.starts_with("http.tls_")));
     crate::log::info(
         "config reloaded",
         &[
@@ -571,6 +572,37 @@ mod tests {
         assert_eq!(parse_position("1-2-3"), None);
         assert_eq!(parse_position("1-2-3-4-5"), None);
         assert_eq!(parse_position("a-b-c-d"), None);
+    }
+
+    #[test]
+    #[test]
+    fn dispatch_retry_and_replay_keys_apply_at_a_reload_and_the_rest_at_a_start() {
+        for key in [
+            "admin_token_env",
+            "sources",
+            "dispatch.batch",
+            "dispatch.max_inflight",
+            "dispatch.attempt_timeout_ms",
+            "dispatch.breaker_open_ms",
+            "dispatch.tenants",
+            "retry.max_attempts",
+            "retry.max_elapsed_ms",
+            "replay.rate",
+        ] {
+            assert!(is_live(key), "{key}");
+        }
+        for key in [
+            "shards",
+            "data_dir",
+            "listen",
+            "max_shard_bytes",
+            "http.read_timeout_ms",
+            "dead_letters.retention_ms",
+            "claim_check.dir",
+            "dispatchx.batch",
+        ] {
+            assert!(!is_live(key), "{key}");
+        }
     }
 
     #[test]

@@ -461,13 +461,13 @@ impl Engine {
         *self.registry.write() = Arc::new(registry);
         *self.catalog.write() = catalog.clone();
         let mut current = self.config.write();
-        current.dispatch.concurrency = config.dispatch.concurrency;
-        current.dispatch.sink_concurrency = config.dispatch.sink_concurrency;
-        current.dispatch.tenants = config.dispatch.tenants.clone();
+        current.dispatch = config.dispatch.clone();
+        current.retry = config.retry;
         current.sources = config.sources.clone();
         for shard in &self.shards {
             let _ = shard.input.send(ShardInput::Reconfigure {
                 dispatch: current.dispatch.clone(),
+                retry: current.retry,
                 catalog: catalog.clone(),
             });
         }

@@ -21,7 +21,7 @@ use super::reply::CommitReply;
 use super::restart::Restarts;
 use super::room::{StoreRoom, TenantRoom};
 use super::step::{Completion, NewRows, ShardState, StepOutput};
-use crate::config::DispatchConfig;
+use crate::config::{DispatchConfig, RetryConfig};
 use crate::core::{Call, Catalog, Core, Grant, SinkStats, TenantStats};
 use crate::limits::{
     GROUP_COMMIT_LINGER_US, MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS,
@@ -45,6 +45,7 @@ pub enum ShardInput {
     /// New limits and sources.
     Reconfigure {
         dispatch: DispatchConfig,
+        retry: RetryConfig,
         catalog: Arc<Catalog>,
     },
     /// Dead-letter the source's pending rows; answer with how many.
@@ -379,9 +380,11 @@ impl ShardLoop {
                 outcomes.push(completion);
             }
             ShardInput::Grant(grant) => state.handle_grant(grant),
-            ShardInput::Reconfigure { dispatch, catalog } => {
-                state.handle_reconfigure(dispatch, catalog)
-            }
+            ShardInput::Reconfigure {
+                dispatch,
+                retry,
+                catalog,
+            } => state.handle_reconfigure(dispatch, retry, catalog),
             ShardInput::DeadLetterSource { source_id, reply } => {
                 let _ = reply.send(state.dead_letter_source(self.clock.now_ms(), &source_id));
             }

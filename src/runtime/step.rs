@@ -21,7 +21,7 @@
 //! store that keeps failing is retried once a second, not in a busy loop.
 
 use super::reply::FirstId;
-use crate::config::DispatchConfig;
+use crate::config::{DispatchConfig, RetryConfig};
 use crate::core::{
     AttemptResult, BreakerEvent, Call, Catalog, Core, Grant, JobId, OutcomeEvent, RowId,
     RunningAttempt, SourceEntry,
@@ -243,8 +243,13 @@ impl<'s> ShardState<'s> {
         self.core.handle_grant(grant);
     }
 
-    pub fn handle_reconfigure(&mut self, dispatch: DispatchConfig, catalog: Arc<Catalog>) {
-        self.core.handle_reconfigure(dispatch, catalog);
+    pub fn handle_reconfigure(
+        &mut self,
+        dispatch: DispatchConfig,
+        retry: RetryConfig,
+        catalog: Arc<Catalog>,
+    ) {
+        self.core.handle_reconfigure(dispatch, retry, catalog);
     }
 
     /// Stops claiming; the next step writes every claimed row that has not

@@ -110,3 +110,51 @@ fn a_sinks_own_horizon_bounds_its_rows_retries_only() {
         [(1, "retry_horizon: y".to_string())]
     );
 }
+
+/// A reconfigured `[retry]` decides the failures after it, and a
+/// reconfigured attempt timeout the attempts that start after it: row A,
+/// allowed five attempts, fails once; row B starts under the old 1,000 ms
+/// timeout; then two attempts are allowed and 300 ms. B times out after
+/// the 1,000 ms it started with and is due again (its first attempt); A's
+/// second attempt gets the new timeout, and its failure dead-letters it.
+#[test]
+fn a_reconfigured_retry_policy_and_timeout_apply_from_then_on() {
+    let mut config = config_with(vec![source("a", "t", &["x"])]);
+    config.retry.base_ms = 0;
+    config.retry.max_attempts = 5;
+    config.dispatch.attempt_timeout_ms = 1_000;
+    let (mut c, mut m) = breaker_setup(config.clone(), 2);
+    c.handle_scan(0, &mut m);
+    let _ = m.apply(&mut c);
+    let a = c.poll_job(0).expect("row A");
+    c.handle_outcome(1, a.id, fail(FailureClass::Transient), TOOK);
+    let b = c.poll_job(1).expect("row B, in A's slot");
+    assert_eq!(b.deadline_at_ms, 1_001);
+    let _ = m.apply(&mut c);
+
+    let mut changed = config.clone();
+    changed.retry.max_attempts = 2;
+    changed.dispatch.attempt_timeout_ms = 300;
+    let catalog = Arc::new(Catalog::from_config(&changed));
+    c.handle_reconfigure(changed.dispatch.clone(), changed.retry, catalog);
+
+    c.handle_timers(1_001);
+    let ops = m.apply(&mut c);
+    assert!(
+        matches!(&ops[..], [StoreOp::Reschedule { row, fields, error: Some(error), .. }]
+            if *row == b.row && fields.attempts == 1
+                && error == "attempt_timeout: no result after 1000 ms"),
+        "{ops:?}"
+    );
+    c.handle_scan(1_001, &mut m);
+    let _ = m.apply(&mut c);
+    let a_again = c.poll_job(1_001).expect("a row again");
+    assert_eq!(a_again.row, a.row, "A was due first");
+    assert_eq!(a_again.deadline_at_ms, 1_301, "the new timeout");
+    c.handle_outcome(1_002, a_again.id, fail(FailureClass::Transient), TOOK);
+    let ops = m.apply(&mut c);
+    assert!(
+        matches!(&ops[..], [StoreOp::Dead { row, fields, .. }] if *row == a.row && fields.attempts == 2),
+        "two attempts now: {ops:?}"
+    );
+}
