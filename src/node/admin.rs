@@ -575,7 +575,6 @@ mod tests {
     }
 
     #[test]
-    #[test]
     fn dispatch_retry_and_replay_keys_apply_at_a_reload_and_the_rest_at_a_start() {
         for key in [
             "admin_token_env",
