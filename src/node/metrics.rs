@@ -4,11 +4,14 @@
 
 use super::ingest_counts::IngestCounts;
 use super::replay::Replays;
-use crate::core::{BreakerState, SinkStats};
+use crate::core::{BreakerState, SinkOutcomes, SinkStats};
 use crate::latency::{LatencyCounts, BUCKET_BOUNDS_MS};
 use crate::runtime::{wall_ms, Engine, ShardStats};
 use crate::store::StoreError;
 use std::fmt::Write as _;
+
+/// Which of a sink's outcome histograms a metric exposes.
+type OutcomeCounts = fn(&SinkOutcomes) -> &LatencyCounts;
 
 struct Family<'a> {
     out: &'a mut String,
@@ -127,23 +130,23 @@ impl Family<'_> {
                 );
             }
         }
-        let name = "goad_sink_attempt_duration_seconds";
-        self.head(
-            name,
-            "histogram",
-            "How long each configured sink's attempts took (one that timed out counts as attempt_timeout_ms).",
-        );
-        for s in sinks {
-            self.histogram(name, &sink_labels(s), &s.outcomes.durations);
-        }
-        let name = "goad_sink_delivery_latency_seconds";
-        self.head(
-            name,
-            "histogram",
-            "How long after its hook was received each of the sink's rows was delivered, retries included (replayed rows are not counted).",
-        );
-        for s in sinks {
-            self.histogram(name, &sink_labels(s), &s.outcomes.delivery_latency);
+        let histograms: [(&str, &str, OutcomeCounts); 2] = [
+            (
+                "goad_sink_attempt_duration_seconds",
+                "How long each configured sink's attempts took (one that timed out counts as attempt_timeout_ms).",
+                |o| &o.durations,
+            ),
+            (
+                "goad_sink_delivery_latency_seconds",
+                "How long after its hook was received each of the sink's rows was delivered, retries included (replayed rows are not counted).",
+                |o| &o.delivery_latency,
+            ),
+        ];
+        for (name, help, counts) in histograms {
+            self.head(name, "histogram", help);
+            for s in sinks {
+                self.histogram(name, &sink_labels(s), counts(&s.outcomes));
+            }
         }
         self.head(
             "goad_sink_breaker_open",
