@@ -211,6 +211,9 @@ pub struct Core {
     observed: bool,
     /// Attempts' outcomes not yet polled (one per outcome handled).
     outcome_events: VecDeque<OutcomeEvent>,
+    /// The keys whose `unlogged_dead` is not 0, so taking them costs the
+    /// keys with news, not every key.
+    unlogged_dead_keys: Vec<SinkKey>,
     /// The running attempt of each ordering lane that has one. Only a
     /// lane's head is ever due, so a lane runs one row at a time; the one
     /// exception, an attempt taken on from before a shard restart whose
@@ -267,6 +270,7 @@ impl Core {
             breaker_events: VecDeque::new(),
             observed: false,
             outcome_events: VecDeque::new(),
+            unlogged_dead_keys: Vec::new(),
             running_lanes: HashMap::new(),
             stats: CoreStats::default(),
         }
@@ -289,6 +293,7 @@ impl Core {
         core.rng = self.rng.clone();
         core.draining = self.draining;
         core.observed = self.observed;
+        core.unlogged_dead_keys = self.unlogged_dead_keys.clone();
         // Outcome counters count since the shard opened: the node's counters
         // and a `tick` waiting for rows to settle never go back.
         core.stats = CoreStats {
@@ -686,6 +691,9 @@ impl Core {
         let state = self.keys.entry(key.clone()).or_default();
         state.outcomes.dead += 1;
         state.unlogged_dead += 1;
+        if state.unlogged_dead == 1 {
+            self.unlogged_dead_keys.push(key.clone());
+        }
         self.dead(now_ms, row, fields, reason);
     }
 

@@ -93,16 +93,19 @@ impl Core {
     /// Each key's rows dead-lettered by its answers since the last call,
     /// by key; the counts start again from 0.
     pub fn take_unlogged_dead(&mut self) -> Vec<UnloggedDead> {
-        let mut out: Vec<UnloggedDead> = (self.keys.iter_mut())
-            .filter(|(_, state)| state.unlogged_dead > 0)
-            .map(|(key, state)| UnloggedDead {
-                key: key.clone(),
-                rows: std::mem::take(&mut state.unlogged_dead),
-                latest_failure: state
-                    .outcomes
-                    .last_failure
-                    .as_ref()
-                    .map(|f| f.error.clone()),
+        let keys = std::mem::take(&mut self.unlogged_dead_keys);
+        let mut out: Vec<UnloggedDead> = keys
+            .into_iter()
+            .filter_map(|key| {
+                let state = self.keys.get_mut(&key)?;
+                let rows = std::mem::take(&mut state.unlogged_dead);
+                let failure = state.outcomes.last_failure.as_ref();
+                let latest_failure = failure.map(|f| f.error.clone());
+                Some(UnloggedDead {
+                    key,
+                    rows,
+                    latest_failure,
+                })
             })
             .collect();
         out.sort_by(|a, b| {
