@@ -126,6 +126,8 @@ struct Sim {
     faults: bool,
     /// Draws for dead-letter retention, from a PRNG of their own.
     expiry_rng: Rng,
+    /// Draws for live changes of `[retry]`, from a PRNG of their own.
+    retry_rng: Rng,
     /// `dead_letters.retention_ms` (half the seeds), swept at seeded times.
     retention_ms: Option<u64>,
     /// Dead rows a sweep deleted past their retention.
@@ -263,6 +265,7 @@ impl Sim {
             next_hook: 0,
             faults: true,
             expiry_rng,
+            retry_rng: Rng::new(seed ^ 0x7e7_0a11),
             retention_ms,
             expired: HashSet::new(),
             next_sweep_at_ms: 0,
@@ -718,6 +721,12 @@ impl Sim {
         if self.rng.below(300) == 0 {
             self.dispatch.sink_concurrency =
                 1 + self.rng.below(u64::from(self.dispatch.concurrency)) as u32;
+            // Half the time the retry policy changes too: the checkers
+            // hold each row to the policy in force when it starts.
+            if self.retry_rng.below(2) == 0 {
+                self.retry.max_attempts = 1 + self.retry_rng.below(9) as u32;
+                self.retry.max_elapsed_ms = 1_000 + self.retry_rng.below(80_000);
+            }
             shard.handle_reconfigure(self.dispatch.clone(), self.retry, self.catalog.clone());
         }
         if self.rng.below(1_500) == 0 {
