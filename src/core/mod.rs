@@ -697,6 +697,29 @@ impl Core {
         self.dead(now_ms, row, fields, reason);
     }
 
+    /// Dead-letters a row its config no longer delivers (its source or
+    /// sink gone): no sink's outcome, but reported when observed, under
+    /// the sink it was written for and its last attempt's number (0: none).
+    fn config_dead(
+        &mut self,
+        now_ms: u64,
+        row: RowId,
+        hook: &crate::store::Hook,
+        fields: RowFields,
+        reason: DeadReason,
+    ) {
+        let key = SinkKey {
+            tenant: fields.tenant.clone(),
+            source_id: hook.source_id.clone(),
+            sink_index: row.sink_index,
+            sink_type: fields.sink_type.clone(),
+        };
+        self.observe(&key, hook, fields.attempts, now_ms, || Outcome::Dead {
+            reason: truncate(reason.to_string()),
+        });
+        self.dead(now_ms, row, fields, reason);
+    }
+
     fn dead(&mut self, now_ms: u64, row: RowId, fields: RowFields, reason: DeadReason) {
         self.stats.dead += 1;
         self.ops.push_back(StoreOp::Dead {

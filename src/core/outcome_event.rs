@@ -1,6 +1,7 @@
 //! What became of each attempt, for a host that watches its deliveries
 //! (`EngineBuilder::on_outcome`): delivered, failed and due again, or
-//! dead-lettered. Off unless the shell asks ([`Core::observe_outcomes`]),
+//! dead-lettered (and rows dead-lettered without one, for their horizon
+//! or their config). Off unless the shell asks ([`Core::observe_outcomes`]),
 //! so an engine nobody watches builds no events.
 
 use super::{Core, SinkKey, TenantId};
@@ -17,7 +18,9 @@ pub struct OutcomeEvent {
     pub source_id: Arc<str>,
     pub sink_index: u16,
     pub sink_type: Arc<str>,
-    /// 1-based.
+    /// The attempt's number, 1-based; for a row dead-lettered without a
+    /// new attempt (past its horizon while it waited, or its source or
+    /// sink gone from the config), its last attempt's (0: none).
     pub attempt: u32,
     pub at_ms: u64,
     pub outcome: Outcome,

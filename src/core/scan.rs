@@ -221,14 +221,14 @@ impl Core {
                     let reason = DeadReason::SourceGone {
                         source_id: hook.source_id.clone(),
                     };
-                    return self.dead(now_ms, entry.row, fields, reason);
+                    return self.config_dead(now_ms, entry.row, &hook, fields, reason);
                 }
                 Binding::SinkGone => {
                     let reason = DeadReason::SinkGone {
                         sink_index: entry.row.sink_index,
                         sink_type: state.sink_type,
                     };
-                    return self.dead(now_ms, entry.row, fields, reason);
+                    return self.config_dead(now_ms, entry.row, &hook, fields, reason);
                 }
             };
         let key = SinkKey {

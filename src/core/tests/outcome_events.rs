@@ -77,3 +77,45 @@ fn an_unobserved_core_builds_no_events() {
     c.handle_outcome(1, job.id, Ok(()), TOOK);
     assert_eq!(c.poll_outcome_event(), None);
 }
+
+/// Rows the config no longer delivers (their source or sink gone) are no
+/// sink's outcome but are reported, under the sink they were written for
+/// and their attempts so far (none here).
+#[test]
+fn rows_dead_for_the_config_are_reported_with_the_attempts_they_had() {
+    let config = config_with(vec![source("a", "t", &["x"])]);
+    let mut c = core(&config, BIG);
+    c.observe_outcomes(true);
+    let mut m = Model::default();
+    m.add("t", "gone", &["x"], 0);
+    m.add("t", "a", &["y"], 0);
+    c.handle_scan(3, &mut m);
+    let _ = m.apply(&mut c);
+    let reported: Vec<(String, String, u16, String, u32, Outcome)> =
+        std::iter::from_fn(|| c.poll_outcome_event())
+            .map(|e| {
+                let (source, sink_type) = (e.source_id.to_string(), e.sink_type.to_string());
+                (
+                    e.hook_id,
+                    source,
+                    e.sink_index,
+                    sink_type,
+                    e.attempt,
+                    e.outcome,
+                )
+            })
+            .collect();
+    let row = |hook: &str, source: &str, sink_type: &str, reason: &str| {
+        let dead = Outcome::Dead {
+            reason: reason.into(),
+        };
+        (hook.into(), source.into(), 0, sink_type.into(), 0, dead)
+    };
+    assert_eq!(
+        reported,
+        vec![
+            row("h1", "gone", "x", "source_gone: gone"),
+            row("h2", "a", "y", "sink_gone: index 0, type y"),
+        ]
+    );
+}
