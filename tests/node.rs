@@ -2090,6 +2090,13 @@ fn metrics_parse_as_prometheus_text() {
         .iter()
         .all(|(l, _)| l.starts_with(r#"tenant="t1",source="a",sink="0",type="http",le="#)));
     assert_eq!(sum("goad_sink_attempt_duration_seconds_count", ""), 5.0);
+    assert_eq!(
+        sum(
+            "goad_build_info",
+            &format!("version=\"{}\"", env!("CARGO_PKG_VERSION"))
+        ),
+        1.0
+    );
     // Each delivered row's latency from its ingest: all within the test.
     assert_eq!(sum("goad_sink_delivery_latency_seconds_count", ""), 5.0);
     let waited_s = sum("goad_sink_delivery_latency_seconds_sum", "");

@@ -402,6 +402,13 @@ pub fn render(
         "1 while the node drains: it takes no new hooks (POST /v1/drain).",
     );
     let _ = writeln!(f.out, "goad_draining {}", u8::from(draining));
+    f.head(
+        "goad_build_info",
+        "gauge",
+        "1, labelled with the running goad's version (a fleet's versions at a glance).",
+    );
+    let version = env!("CARGO_PKG_VERSION");
+    let _ = writeln!(f.out, "goad_build_info{{version=\"{version}\"}} 1");
     Ok(out)
 }
 
