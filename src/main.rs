@@ -143,6 +143,9 @@ enum Command {
         #[arg(long)]
         tenant: Option<String>,
     },
+    /// A node's sources as its config stands: each one's ingest path, how
+    /// ingest checks it, how it dedupes and where its sinks deliver.
+    Sources(NodeArgs),
 }
 
 #[derive(Subcommand)]
@@ -354,6 +357,7 @@ fn main() -> ExitCode {
         },
         Command::Pressure(node) => print_call(&node, "GET", "/v1/pressure", None),
         Command::Stats(node) => print_call(&node, "GET", "/v1/stats", None),
+        Command::Sources(node) => print_call(&node, "GET", "/v1/sources", None),
         Command::Sinks {
             node,
             source,

@@ -632,6 +632,77 @@ fn a_table_or_a_token_scheme_takes_only_hooks_that_carry_the_secret() {
     );
 }
 
+/// `GET /v1/sources` shows each configured source as a provider is wired
+/// to it — its ingest path, whether a token or which signature ingest
+/// checks, its dedupe header and window — and where its sinks deliver,
+/// with no secret: a URL loses its user information and query, and a
+/// `url_env` URL shows only its variable.
+#[test]
+fn the_sources_are_listed_as_configured_without_secrets() {
+    use goad::config::{HeaderFilter, OneOrMany};
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = node_config(dir.path());
+    std::env::set_var("NODE_TEST_SOURCES_TOKEN", "tok");
+    std::env::set_var("NODE_TEST_SOURCES_SECRET", "gh-secret");
+    std::env::set_var(
+        "NODE_TEST_SOURCES_URL",
+        "https://hooks.slack.com/services/T/B/secret",
+    );
+    let mut signed = source(
+        "gh",
+        "acme",
+        vec![SinkConfig::http(
+            "https://u:pw@ci.example.com:8443/hooks?key=k1",
+        )],
+    );
+    signed.ingest_token_env = Some("NODE_TEST_SOURCES_TOKEN".into());
+    signed.ingest_signature = Some("github".into());
+    signed.ingest_secret_env = Some(OneOrMany::One("NODE_TEST_SOURCES_SECRET".into()));
+    signed.dedupe_header = Some("X-GitHub-Delivery".into());
+    signed.dedupe_window_ms = Some(60_000);
+    signed.sinks[0].ordered = true;
+    signed.sinks[0].filter = Some(HeaderFilter {
+        header: "x-github-event".into(),
+        values: vec!["push".into()],
+    });
+    let slack = SinkConfig {
+        url: None,
+        url_env: Some("NODE_TEST_SOURCES_URL".into()),
+        ..SinkConfig::http("http://unused")
+    };
+    let pubsub = SinkConfig {
+        project: Some("p".into()),
+        topic: Some("hooks".into()),
+        endpoint: Some("http://127.0.0.1:9".into()),
+        ..SinkConfig::of_kind("pubsub")
+    };
+    let mut plain = source("app", "beta", vec![slack, pubsub]);
+    plain.forward_headers = Some(vec!["x-app-event".into()]);
+    c.sources = vec![signed, plain];
+    let node = start(c);
+    let listed = get(node.local_addr(), "/v1/sources");
+    assert_eq!(listed.status, 200, "{}", listed.text());
+    let sink = |index: u32, kind: &str, target: &str| serde_json::json!({"index": index, "type": kind, "target": target, "ordered": false, "filter": null});
+    assert_eq!(
+        listed.json(),
+        serde_json::json!({"sources": [
+            {"id": "gh", "tenant": "acme", "ingest_path": "/v1/sources/gh/hooks",
+             "ingest_token": true, "ingest_signature": "github",
+             "dedupe_header": "x-github-delivery", "dedupe_window_ms": 60_000,
+             "forward_headers": null,
+             "sinks": [{"index": 0, "type": "http", "target": "https://ci.example.com:8443/hooks",
+                        "ordered": true, "filter": {"header": "x-github-event", "values": ["push"]}}]},
+            {"id": "app", "tenant": "beta", "ingest_path": "/v1/sources/app/hooks",
+             "ingest_token": false, "ingest_signature": null,
+             "dedupe_header": "idempotency-key", "dedupe_window_ms": null,
+             "forward_headers": ["x-app-event"],
+             "sinks": [sink(0, "http", "$NODE_TEST_SOURCES_URL"),
+                       sink(1, "pubsub", "projects/p/topics/hooks")]},
+        ]})
+    );
+    assert!(!listed.text().contains("secret") && !listed.text().contains("pw"));
+}
+
 #[test]
 fn admin_routes_need_the_admin_token_and_health_and_metrics_do_not() {
     let dir = tempfile::tempdir().unwrap();
@@ -647,6 +718,7 @@ fn admin_routes_need_the_admin_token_and_health_and_metrics_do_not() {
         ("DELETE", "/v1/dead-letters"),
         ("GET", "/v1/hooks/x"),
         ("GET", "/v1/sinks"),
+        ("GET", "/v1/sources"),
         ("POST", "/v1/replays"),
         ("GET", "/v1/replays/x"),
         ("POST", "/v1/sources/gh/dead-letter"),

@@ -91,6 +91,7 @@ fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Req
         WorkerRoute::DeadLetter(id) => dead_letter(engine, id),
         WorkerRoute::Hook(id) => hook_status(engine, id),
         WorkerRoute::Sinks => sinks(engine, request),
+        WorkerRoute::Sources => super::sources::sources(&state.config.read()),
         WorkerRoute::PurgeDeadLetters => purge_dead_letters(engine, request),
         WorkerRoute::CreateReplay => create_replay(state, engine, request),
         WorkerRoute::RedeemClaim(tenant, sha256) => match engine.redeem_claim(tenant, sha256) {

@@ -21,6 +21,7 @@ pub mod provider_signature;
 pub mod replay;
 mod routes;
 mod sinks;
+mod sources;
 
 use crate::config::{Config, ConfigError};
 use crate::runtime::{Engine, OpenError};

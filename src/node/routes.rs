@@ -40,6 +40,8 @@ pub enum WorkerRoute {
     Hook(String),
     /// Every configured sink's outcomes and breaker.
     Sinks,
+    /// The configured sources: ingest paths, checks and sinks' targets.
+    Sources,
     CreateReplay,
     GetReplay(String),
     DeadLetterSource(String),
@@ -82,6 +84,7 @@ pub fn route(method: &str, path: &str) -> Result<Route, Response> {
             (Route::Worker(WorkerRoute::Hook(id.to_string())), &["GET"])
         }
         ["v1", "sinks"] => (Route::Worker(WorkerRoute::Sinks), &["GET"]),
+        ["v1", "sources"] => (Route::Worker(WorkerRoute::Sources), &["GET"]),
         ["v1", "replays"] => (Route::Worker(WorkerRoute::CreateReplay), &["POST"]),
         ["v1", "replays", id] if !id.is_empty() => (
             Route::Worker(WorkerRoute::GetReplay(id.to_string())),

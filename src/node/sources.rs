@@ -1,0 +1,85 @@
+//! `GET /v1/sources`: the sources the node takes hooks for, as its config
+//! stands (after the last reload): where each one's provider posts, how
+//! ingest checks it (a token, a signature scheme), how it dedupes, and
+//! where each of its sinks delivers — what an operator wiring a provider
+//! or checking a reload asks. No secret is shown: tokens and secrets are
+//! named by whether they are set, and a sink's URL loses its user
+//! information and query (`url_env` URLs are shown as their variable).
+
+use super::http::Response;
+use crate::config::{Config, SinkConfig, SourceConfig};
+use serde_json::{json, Value};
+
+pub(super) fn sources(config: &Config) -> Response {
+    let sources: Vec<Value> = config.sources.iter().map(source_json).collect();
+    Response::json(200, &json!({ "sources": sources }))
+}
+
+fn source_json(source: &SourceConfig) -> Value {
+    let sinks: Vec<Value> = (source.sinks.iter().enumerate())
+        .map(|(index, sink)| sink_json(index, sink))
+        .collect();
+    json!({
+        "id": source.id,
+        "tenant": source.tenant,
+        "ingest_path": format!("/v1/sources/{}/hooks", source.id),
+        "ingest_token": source.ingest_token_env.is_some(),
+        "ingest_signature": source.ingest_signature,
+        "dedupe_header": source.dedupe_header.as_deref().unwrap_or("idempotency-key").to_ascii_lowercase(),
+        "dedupe_window_ms": source.dedupe_window_ms.filter(|ms| *ms > 0),
+        "forward_headers": source.forward_headers,
+        "sinks": sinks,
+    })
+}
+
+fn sink_json(index: usize, sink: &SinkConfig) -> Value {
+    let target = match sink.kind.as_str() {
+        "http" => match (&sink.url, &sink.url_env) {
+            (Some(url), _) => Some(shown_url(url)),
+            (None, Some(variable)) => Some(format!("${variable}")),
+            (None, None) => None,
+        },
+        "sqs" => sink.queue_url.as_deref().map(shown_url),
+        "pubsub" => match (&sink.project, &sink.topic) {
+            (Some(project), Some(topic)) => Some(format!("projects/{project}/topics/{topic}")),
+            _ => None,
+        },
+        _ => None,
+    };
+    json!({
+        "index": index,
+        "type": sink.kind,
+        "target": target,
+        "ordered": sink.ordered,
+        "filter": sink.filter,
+    })
+}
+
+/// A URL without its user information and query, which may hold secrets.
+fn shown_url(url: &str) -> String {
+    let Ok(uri) = url.parse::<ureq::http::Uri>() else {
+        return "(not a URL)".into();
+    };
+    let host = uri.host().unwrap_or_default();
+    let port = uri.port().map(|p| format!(":{p}")).unwrap_or_default();
+    let scheme = uri.scheme_str().unwrap_or("http");
+    format!("{scheme}://{host}{port}{}", uri.path())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shown_url_keeps_its_origin_and_path_only() {
+        assert_eq!(
+            shown_url("https://user:pw@hooks.example.com:8443/in/a?token=s3cret#x"),
+            "https://hooks.example.com:8443/in/a"
+        );
+        assert_eq!(
+            shown_url("http://127.0.0.1/hooks"),
+            "http://127.0.0.1/hooks"
+        );
+        assert_eq!(shown_url("not a url"), "(not a URL)");
+    }
+}
