@@ -685,16 +685,13 @@ impl Core {
         fields: RowFields,
         reason: DeadReason,
     ) {
-        self.observe(key, hook, fields.attempts, now_ms, || Outcome::Dead {
-            reason: truncate(reason.to_string()),
-        });
         let state = self.keys.entry(key.clone()).or_default();
         state.outcomes.dead += 1;
         state.unlogged_dead += 1;
         if state.unlogged_dead == 1 {
             self.unlogged_dead_keys.push(key.clone());
         }
-        self.dead(now_ms, row, fields, reason);
+        self.dead(now_ms, row, fields, reason, Some((key, hook)));
     }
 
     /// Dead-letters a row its config no longer delivers (its source or
@@ -714,19 +711,31 @@ impl Core {
             sink_index: row.sink_index,
             sink_type: fields.sink_type.clone(),
         };
-        self.observe(&key, hook, fields.attempts, now_ms, || Outcome::Dead {
-            reason: truncate(reason.to_string()),
-        });
-        self.dead(now_ms, row, fields, reason);
+        self.dead(now_ms, row, fields, reason, Some((&key, hook)));
     }
 
-    fn dead(&mut self, now_ms: u64, row: RowId, fields: RowFields, reason: DeadReason) {
+    /// Writes a row dead; `reported_as` (its sink key and hook) also
+    /// reports it, with its last attempt's number, when observed.
+    fn dead(
+        &mut self,
+        now_ms: u64,
+        row: RowId,
+        fields: RowFields,
+        reason: DeadReason,
+        reported_as: Option<(&SinkKey, &crate::store::Hook)>,
+    ) {
         self.stats.dead += 1;
+        let reason = truncate(reason.to_string());
+        if let Some((key, hook)) = reported_as {
+            self.observe(key, hook, fields.attempts, now_ms, || Outcome::Dead {
+                reason: reason.clone(),
+            });
+        }
         self.ops.push_back(StoreOp::Dead {
             row,
             fields,
             dead_at_ms: now_ms,
-            reason: truncate(reason.to_string()),
+            reason,
         });
     }
 

@@ -108,10 +108,8 @@ impl Core {
                 })
             })
             .collect();
-        out.sort_by(|a, b| {
-            let order = |k: &SinkKey| (k.tenant.clone(), k.source_id.clone(), k.sink_index);
-            order(&a.key).cmp(&order(&b.key))
-        });
+        let order = |k: &SinkKey| (k.tenant.clone(), k.source_id.clone(), k.sink_index);
+        out.sort_by_cached_key(|dead| order(&dead.key));
         out
     }
 

@@ -207,7 +207,7 @@ impl Core {
             }
             Loaded::HookCorrupt { state } => {
                 let fields = RowFields::of(&entry, &state);
-                return self.dead(now_ms, entry.row, fields, DeadReason::HookCorrupt);
+                return self.dead(now_ms, entry.row, fields, DeadReason::HookCorrupt, None);
             }
         };
         let fields = RowFields::of(&entry, &state);
@@ -364,6 +364,7 @@ impl Core {
             DeadReason::SourceGone {
                 source_id: hook.source_id.clone(),
             },
+            None,
         );
         1
     }
