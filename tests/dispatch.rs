@@ -238,6 +238,65 @@ fn a_hung_attempt_times_out_frees_its_slot_and_dead_letters_after_its_attempts()
     drop(release);
 }
 
+/// A worker started in place of a stuck one runs on every CPU the engine's
+/// opener may use: a Linux thread inherits its creator's affinity, and the
+/// replacement is started by the shard thread, which is pinned to one core.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_replacement_io_worker_is_not_pinned_to_its_shards_core() {
+    fn allowed_cpus() -> usize {
+        // SAFETY: `cpu_set_t` is plain bits, written by the call.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            assert_eq!(
+                libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set),
+                0
+            );
+            libc::CPU_COUNT(&set) as usize
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.concurrency = 1;
+    c.dispatch.sink_concurrency = 1;
+    c.dispatch.attempt_timeout_ms = 100;
+    c.retry.max_attempts = 1;
+    c.sources
+        .push(source_of_kinds("hung", "default", &["gate"]));
+    c.sources
+        .push(source_of_kinds("probe", "default", &["probe"]));
+    let (release, gate) = crossbeam_channel::bounded::<()>(0);
+    let (seen_tx, seen) = crossbeam_channel::unbounded::<usize>();
+    let engine = Engine::builder(c)
+        .sink(
+            "gate",
+            sink(move |_| {
+                let _ = gate.recv();
+                Ok(())
+            }),
+        )
+        .sink(
+            "probe",
+            sink(move |_| {
+                let _ = seen_tx.send(allowed_cpus());
+                Ok(())
+            }),
+        )
+        .open()
+        .unwrap();
+    engine.commit(NewHook::new("hung", "x")).unwrap();
+    wait_until(
+        "the pool's one worker to be replaced",
+        Duration::from_secs(5),
+        || engine.stats()[0].abandoned_workers == 1,
+    );
+    // The only worker able to take this attempt is the replacement.
+    engine.commit(NewHook::new("probe", "y")).unwrap();
+    let cpus = seen.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(cpus, allowed_cpus());
+    drop(release);
+}
+
 /// Scenario 8: sinks [always-fail, tag] with two attempts: tag delivered
 /// once; exactly one dead row with the sink's last error; the hook is kept.
 #[test]

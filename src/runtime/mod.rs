@@ -5,6 +5,7 @@ mod backup;
 mod breaker_log;
 mod clock;
 pub mod coordinator;
+mod cpu_set;
 mod dead_log;
 mod engine;
 mod expiry;

@@ -7,8 +7,10 @@
 //! replacement so the shard keeps its capacity, up to
 //! `MAX_ABANDONED_WORKERS` extra threads. A worker that finds the pool over
 //! its size after a job exits, so the count returns to its target once stuck
-//! workers come back.
+//! workers come back. Every worker runs on the CPUs of the thread that
+//! started the pool, wherever the pinned shard thread starts a replacement.
 
+use super::cpu_set::CpuSet;
 use super::job_queue::JobQueue;
 use super::shard::ShardInput;
 use super::step::Completion;
@@ -34,6 +36,7 @@ struct Shared {
     shard_index: usize,
     spawned: AtomicUsize,
     latency: Arc<AttemptLatency>,
+    cpus: Option<CpuSet>,
 }
 
 /// The pool of one shard.
@@ -60,6 +63,7 @@ impl IoPool {
             shard_index,
             spawned: AtomicUsize::new(0),
             latency,
+            cpus: CpuSet::of_current_thread(),
         });
         for _ in 0..workers {
             spawn_worker(&shared);
@@ -129,6 +133,9 @@ fn spawn_worker(shared: &Arc<Shared>) {
 }
 
 fn run_worker(shared: &Shared) {
+    if let Some(cpus) = &shared.cpus {
+        cpus.apply_to_current_thread();
+    }
     while let Some(call) = shared.calls.pop() {
         let key = &call.jobs()[0].key;
         let sink = shared
