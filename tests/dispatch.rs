@@ -769,26 +769,42 @@ fn a_hung_tenant_parks_behind_its_breaker_while_another_tenant_is_delivered() {
         .all(|r| r.record.status == RowStatus::Pending));
 }
 
-/// `dead_letter_source`: pending rows are dead-lettered as `source_gone` and
-/// counted; a row claimed by a running attempt is left to settle.
+/// `dead_letter_source`: pending rows are dead-lettered as `source_gone`,
+/// counted and reported to the host's observer; a row claimed by a running
+/// attempt is left to settle.
 #[test]
 fn dead_letter_source_dead_letters_pending_rows_and_leaves_claimed_ones() {
+    use goad::{Outcome, OutcomeEvent};
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
     c.dispatch.tenants.insert("t".into(), tenant_limits(1, 1));
     c.sources.push(source_of_kinds("doomed", "t", &["gate"]));
     let gate = gate();
-    let engine = gated_engine(c, &gate);
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::<OutcomeEvent>::new()));
+    let observed = seen.clone();
+    let engine = Engine::builder(c)
+        .sink("gate", gate.sink.clone())
+        .on_outcome(move |event| observed.lock().push(event.clone()))
+        .open()
+        .unwrap();
     let open = gate.open;
-    for _ in 0..10 {
-        engine.commit(NewHook::new("doomed", "x")).unwrap();
-    }
+    let mut ids: Vec<String> = (0..10)
+        .map(|_| engine.commit(NewHook::new("doomed", "x")).unwrap())
+        .collect();
     wait_until(
         "one attempt held at the gate",
         Duration::from_secs(2),
         || engine.stats()[0].running == 1,
     );
     assert_eq!(engine.dead_letter_source("doomed").unwrap(), 9);
+    let events = std::mem::take(&mut *seen.lock());
+    let gone = Outcome::Dead {
+        reason: "source_gone: doomed".into(),
+    };
+    assert!(events.iter().all(|e| e.outcome == gone
+        && e.attempt == 0
+        && (&*e.source_id, &*e.sink_type) == ("doomed", "gate")));
+    let mut reported: Vec<String> = events.into_iter().map(|e| e.hook_id).collect();
     assert_eq!(
         engine.dead_letter_source("doomed").unwrap(),
         0,
@@ -805,6 +821,19 @@ fn dead_letter_source_dead_letters_pending_rows_and_leaves_claimed_ones() {
         rows(&engine).len(),
         9,
         "the claimed row settled (delivered); the dead ones stay"
+    );
+    let delivered = seen.lock().clone();
+    assert_eq!(delivered.len(), 1);
+    assert_eq!(
+        (delivered[0].outcome.clone(), delivered[0].attempt),
+        (Outcome::Delivered, 1)
+    );
+    reported.push(delivered[0].hook_id.clone());
+    reported.sort();
+    ids.sort();
+    assert_eq!(
+        reported, ids,
+        "each hook reported once: 9 dead, 1 delivered"
     );
     engine.shutdown();
     assert_eq!(engine.dead_letter_source("doomed"), Err(goad::Unavailable));

@@ -510,6 +510,22 @@ impl Sim {
         }
     }
 
+    /// Each row `dead_letter_source` moved is reported once, dead now as
+    /// `source_gone`.
+    fn check_source_gone_events(&self, events: &[OutcomeEvent], dead: u64) {
+        let seed = self.seed;
+        assert_eq!(events.len() as u64, dead, "seed {seed}: {events:?}");
+        for e in events {
+            let gone =
+                matches!(&e.outcome, Outcome::Dead { reason } if reason == "source_gone: s1");
+            assert!(
+                gone && &*e.source_id == "s1" && e.at_ms == self.now_ms,
+                "seed {seed}: at {}: {e:?}",
+                self.now_ms
+            );
+        }
+    }
+
     fn check_breakers(&mut self, events: &[BreakerEvent], shard: &ShardState) {
         let seed = self.seed;
         for event in events {
@@ -736,7 +752,8 @@ impl Sim {
             shard.handle_reconfigure(self.dispatch.clone(), self.retry, self.catalog.clone());
         }
         if self.rng.below(1_500) == 0 {
-            shard.dead_letter_source(self.now_ms, "s1").unwrap();
+            let dead = shard.dead_letter_source(self.now_ms, "s1").unwrap();
+            self.check_source_gone_events(&shard.take_outcome_events(), dead);
         }
         self.sweep_when_due(shard);
         // A shard restart inside a live process (after a panic or a store

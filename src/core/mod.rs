@@ -608,7 +608,7 @@ impl Core {
         let attempt = claim.fields.attempts + 1;
         let failure = match result {
             Ok(()) => {
-                self.observe(&claim.key, &claim.hook, attempt, now_ms, || {
+                self.observe(&claim.key, &claim.hook.id, attempt, now_ms, || {
                     Outcome::Delivered
                 });
                 self.stats.delivered += 1;
@@ -646,7 +646,7 @@ impl Core {
             RetryDecision::RetryAt { due_at_ms } => {
                 self.stats.retried += 1;
                 outcomes.retried += 1;
-                self.observe(&claim.key, &claim.hook, attempt, now_ms, || {
+                self.observe(&claim.key, &claim.hook.id, attempt, now_ms, || {
                     Outcome::Retrying {
                         due_at_ms,
                         error: error.clone(),
@@ -727,7 +727,7 @@ impl Core {
         self.stats.dead += 1;
         let reason = truncate(reason.to_string());
         if let Some((key, hook)) = reported_as {
-            self.observe(key, hook, fields.attempts, now_ms, || Outcome::Dead {
+            self.observe(key, &hook.id, fields.attempts, now_ms, || Outcome::Dead {
                 reason: reason.clone(),
             });
         }

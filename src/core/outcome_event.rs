@@ -1,11 +1,10 @@
 //! What became of each attempt, for a host that watches its deliveries
 //! (`EngineBuilder::on_outcome`): delivered, failed and due again, or
-//! dead-lettered (and rows dead-lettered without one, for their horizon
-//! or their config). Off unless the shell asks ([`Core::observe_outcomes`]),
+//! dead-lettered (and rows dead-lettered without one, for their horizon,
+//! their config or an operator's `dead_letter_source`). Off unless the shell asks ([`Core::observe_outcomes`]),
 //! so an engine nobody watches builds no events.
 
-use super::{Core, SinkKey, TenantId};
-use crate::store::Hook;
+use super::{Core, RowFields, RowId, SinkKey, TenantId};
 use std::sync::Arc;
 
 /// One attempt's outcome: the row it was for (its hook, and the sink by
@@ -54,11 +53,33 @@ impl Core {
         self.outcome_events.pop_front()
     }
 
-    /// Queues the outcome of `hook`'s row of `key`, if observed.
+    /// Reports a row the store wrote dead without the core's hand (a
+    /// lane member of a source being dead-lettered): `source_id`'s sink of
+    /// `row`, a hook `hook_id`, with the dead letter's `reason`.
+    pub fn report_dead(
+        &mut self,
+        now_ms: u64,
+        source_id: &Arc<str>,
+        (row, hook_id): (RowId, &str),
+        fields: &RowFields,
+        reason: &str,
+    ) {
+        let key = SinkKey {
+            tenant: fields.tenant.clone(),
+            source_id: source_id.clone(),
+            sink_index: row.sink_index,
+            sink_type: fields.sink_type.clone(),
+        };
+        self.observe(&key, hook_id, fields.attempts, now_ms, || Outcome::Dead {
+            reason: reason.to_string(),
+        });
+    }
+
+    /// Queues the outcome of hook `hook_id`'s row of `key`, if observed.
     pub(super) fn observe(
         &mut self,
         key: &SinkKey,
-        hook: &Hook,
+        hook_id: &str,
         attempt: u32,
         at_ms: u64,
         outcome: impl FnOnce() -> Outcome,
@@ -67,7 +88,7 @@ impl Core {
             return;
         }
         self.outcome_events.push_back(OutcomeEvent {
-            hook_id: hook.id.clone(),
+            hook_id: hook_id.to_string(),
             tenant: key.tenant.clone(),
             source_id: key.source_id.clone(),
             sink_index: key.sink_index,

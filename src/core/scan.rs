@@ -357,15 +357,10 @@ impl Core {
             size_bytes: entry.size_bytes,
         });
         let fields = RowFields::of(&entry, &state);
-        self.dead(
-            now_ms,
-            entry.row,
-            fields,
-            DeadReason::SourceGone {
-                source_id: hook.source_id.clone(),
-            },
-            None,
-        );
+        let reason = DeadReason::SourceGone {
+            source_id: hook.source_id.clone(),
+        };
+        self.config_dead(now_ms, entry.row, &hook, fields, reason);
         1
     }
 }

@@ -47,7 +47,10 @@ impl EngineBuilder {
     /// return quickly (the shard waits for it); one that panics is logged
     /// and the shard goes on. An outcome is reported when decided, before
     /// its store write is synced: after a crash a row can be attempted,
-    /// and reported, again (at least once, as deliveries are).
+    /// and reported, again (at least once, as deliveries are). Rows dead
+    /// without an attempt (their horizon, their config, or
+    /// [`Engine::dead_letter_source`], which reports its rows before it
+    /// returns) are reported too.
     pub fn on_outcome(
         mut self,
         observer: impl Fn(&OutcomeEvent) + Send + Sync + 'static,

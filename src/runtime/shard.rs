@@ -22,7 +22,7 @@ use super::restart::Restarts;
 use super::room::{StoreRoom, TenantRoom};
 use super::step::{Completion, NewRows, ShardState, StepOutput};
 use crate::config::{DispatchConfig, RetryConfig};
-use crate::core::{Call, Catalog, Core, Grant, SinkStats, TenantStats};
+use crate::core::{Call, Catalog, Core, Grant, OutcomeEvent, SinkStats, TenantStats};
 use crate::limits::{
     GROUP_COMMIT_LINGER_US, MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS,
     SHUTDOWN_GRACE_MS,
@@ -386,7 +386,9 @@ impl ShardLoop {
                 catalog,
             } => state.handle_reconfigure(dispatch, retry, catalog),
             ShardInput::DeadLetterSource { source_id, reply } => {
-                let _ = reply.send(state.dead_letter_source(self.clock.now_ms(), &source_id));
+                let dead = state.dead_letter_source(self.clock.now_ms(), &source_id);
+                self.report_outcomes(&state.take_outcome_events());
+                let _ = reply.send(dead);
             }
             ShardInput::Revive { step, reply } => {
                 let _ = reply.send(state.revive(self.clock.now_ms(), &step));
@@ -435,17 +437,7 @@ impl ShardLoop {
         for event in &out.breaker_events {
             self.breakers.record(self.index, now_ms, event);
         }
-        if let Some(observer) = &self.observer {
-            for event in &out.outcome_events {
-                // The observer is the host's: the shard's state is not in its reach.
-                if let Err(panic) = crate::panics::catch(|| observer(event)) {
-                    crate::log::error(
-                        "an on_outcome observer panicked; the shard goes on",
-                        &[("shard", &self.index), ("panic", &panic)],
-                    );
-                }
-            }
-        }
+        self.report_outcomes(&out.outcome_events);
         let replies = std::mem::take(&mut self.replies);
         if let Some(Ok(first_ids)) = &out.committed {
             let duplicates = first_ids.iter().filter(|id| id.is_some()).count() as u64;
@@ -470,6 +462,22 @@ impl ShardLoop {
             {
                 self.reported = Some(active_tenants);
                 self.reported_at_ms = now_ms;
+            }
+        }
+    }
+
+    /// Hands each outcome to the host's observer, if it set one.
+    fn report_outcomes(&self, events: &[OutcomeEvent]) {
+        let Some(observer) = &self.observer else {
+            return;
+        };
+        for event in events {
+            // The observer is the host's: the shard's state is not in its reach.
+            if let Err(panic) = crate::panics::catch(|| observer(event)) {
+                crate::log::error(
+                    "an on_outcome observer panicked; the shard goes on",
+                    &[("shard", &self.index), ("panic", &panic)],
+                );
             }
         }
     }

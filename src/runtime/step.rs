@@ -272,8 +272,17 @@ impl<'s> ShardState<'s> {
         // Rows whose due entries a pass set aside are due again for the next.
         loop {
             let (dead, set_aside) = self.write_now(now_ms, |store, txn, tenants, core| {
-                let members =
-                    store::lanes::dead_letter_members(store, txn, tenants, source_id, now_ms)?;
+                let source: Arc<str> = source_id.into();
+                let members = store::lanes::dead_letter_members(
+                    store,
+                    txn,
+                    tenants,
+                    source_id,
+                    now_ms,
+                    &mut |row, hook_id, fields, reason| {
+                        core.report_dead(now_ms, &source, (row, hook_id), fields, reason)
+                    },
+                )?;
                 let (dead, set_aside) = read_due(store, txn, tenants, core, |core, index| {
                     core.handle_dead_letter_source(now_ms, source_id, index)
                 })?;
@@ -441,9 +450,15 @@ impl<'s> ShardState<'s> {
         }
         out.breaker_events
             .extend(std::iter::from_fn(|| self.core.poll_breaker_event()));
-        out.outcome_events
-            .extend(std::iter::from_fn(|| self.core.poll_outcome_event()));
+        out.outcome_events = self.take_outcome_events();
         out
+    }
+
+    /// The outcomes decided since the last step (or since the last call),
+    /// in order: a step's own are in its output; those of an admin call
+    /// (`dead_letter_source`) are taken after it.
+    pub fn take_outcome_events(&mut self) -> Vec<OutcomeEvent> {
+        std::iter::from_fn(|| self.core.poll_outcome_event()).collect()
     }
 
     /// Writes the commits, pushing for each what it answers onto

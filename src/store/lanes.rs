@@ -140,13 +140,15 @@ pub fn leave_headed_by(
 /// `source_id`; returns how many. Their heads are due or claimed rows,
 /// which the caller settles the usual way. Reads every lane's head hook,
 /// so only for this admin call. A member whose record does not decode is
-/// left for the scan.
+/// left for the scan. `report` is given each row written dead whose hook
+/// record decodes: its id, its hook's id, its fields and the reason.
 pub fn dead_letter_members(
     store: &ShardStore,
     wtxn: &mut RwTxn,
     tenants: &TenantTable,
     source_id: &str,
     now_ms: u64,
+    report: &mut dyn FnMut(RowId, &str, &RowFields, &str),
 ) -> Result<u64, StoreError> {
     let mut members = Vec::new();
     for item in store.lanes.iter(wtxn)? {
@@ -189,6 +191,13 @@ pub fn dead_letter_members(
             replay: record.replay,
             lane: Some(lane),
         };
+        let hook = store
+            .records
+            .get(wtxn, &keys::hook_key(row.seq))?
+            .and_then(|bytes| decode_hook_head(bytes).ok());
+        if let Some(hook) = hook {
+            report(row, &hook.id, &fields, &reason);
+        }
         let op = StoreOp::Dead {
             row,
             fields,
@@ -480,10 +489,31 @@ mod tests {
         let mut tenants = TenantTable::load(&store).unwrap();
         four_hooks(&store, &mut tenants);
         let mut wtxn = store.env.write_txn().unwrap();
-        let other = dead_letter_members(&store, &mut wtxn, &tenants, "other", 70).unwrap();
+        let other = dead_letter_members(
+            &store,
+            &mut wtxn,
+            &tenants,
+            "other",
+            70,
+            &mut |_, _, _, _| {},
+        )
+        .unwrap();
         assert_eq!(other, 0);
-        let dead = dead_letter_members(&store, &mut wtxn, &tenants, "s", 70).unwrap();
+        let mut reported = Vec::new();
+        let dead = dead_letter_members(
+            &store,
+            &mut wtxn,
+            &tenants,
+            "s",
+            70,
+            &mut |row, hook, f, why| {
+                reported.push((row.seq, hook.to_string(), f.attempts, why.to_string()))
+            },
+        )
+        .unwrap();
         assert_eq!(dead, 2);
+        let gone = |seq: u64| (seq, format!("h{seq}"), 0, "source_gone: s".to_string());
+        assert_eq!(reported, vec![gone(2), gone(3)]);
         assert_eq!(
             due_and_waiting(&store, &wtxn),
             (vec![(1, 11), (4, 14)], vec![])
