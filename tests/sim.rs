@@ -34,8 +34,8 @@
 //!   every lane with members headed, the hook-id index and the dedupe
 //!   entries agreeing with the hooks).
 //!
-//! CI runs a fixed set of seeds; `GOAD_SIM_SEEDS=N` runs seeds 0..N (from
-//! `GOAD_SIM_FROM`, 0 by default), and `GOAD_SIM_SEED=S` one seed. A
+//! CI runs a fixed set of seeds; `GOAD_SIM_SEEDS=N` runs N seeds from
+//! `GOAD_SIM_FROM` (0 by default), and `GOAD_SIM_SEED=S` one seed. A
 //! failure names its seed.
 
 use goad::config::{
@@ -960,7 +960,7 @@ fn seeds() -> Vec<u64> {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
-    (from..n).collect()
+    (from..from + n).collect()
 }
 
 #[test]
