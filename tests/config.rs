@@ -174,6 +174,8 @@ fn unknown_keys_and_bad_types_name_the_dotted_key() {
         ("[[sources]]\nid = \"a\"\ningest_signature = { header = \"x-sig\", digest = \"sha1\" }", "config key sources[0].ingest_signature.digest:", "unknown field `digest`, expected one of `header`, `prefix`, `encoding`, `algorithm`"),
         ("[[sources]]\nid = \"a\"\ningest_signature = { prefix = \"sha1=\" }", "config key sources[0].ingest_signature:", "missing field `header`"),
         ("[[sources]]\nid = \"a\"\ningest_signature = 1", "config key sources[0].ingest_signature:", "expected a scheme's name or a table { header, prefix, encoding, algorithm }"),
+        ("[egress]\ndeny_private_addresses = \"yes\"", "config key egress.deny_private_addresses:", "invalid type: string \"yes\", expected a boolean"),
+        ("[egress]\ndeny_private = true", "config key egress.deny_private:", "unknown field `deny_private`"),
     ];
     for (toml, prefix, cause) in cases {
         let e = error_of(toml);

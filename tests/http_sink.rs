@@ -625,3 +625,49 @@ fn an_endpoint_asking_for_a_client_certificate_gets_the_sinks() {
         )
     );
 }
+
+/// `egress.deny_private_addresses`: a receiver on loopback, by address or
+/// by name, is never connected to; each row is dead-lettered at its first
+/// attempt with a reason naming the host, its addresses and the key. The
+/// key applies at a reconfiguration: turned off, a replay delivers.
+#[test]
+fn private_receivers_are_refused_when_egress_denies_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = config(dir.path());
+    c.egress.deny_private_addresses = true;
+    let sinks = vec![
+        SinkConfig::http(receiver.url("/by-address")),
+        SinkConfig::http(receiver.url("/by-name").replace("127.0.0.1", "localhost")),
+    ];
+    c.sources.push(source("s", "t", sinks));
+    let engine = Engine::open(c.clone()).unwrap();
+    engine.commit(NewHook::new("s", "x")).unwrap();
+    engine.tick().unwrap();
+    assert_eq!(receiver.count(), 0);
+    let reasons = dead_attempts_and_reasons(&engine);
+    let refused = |host: &str, addresses: &str| {
+        format!(
+            "sink http: permanent: {host} resolves only to private addresses ({addresses}), \
+             which egress.deny_private_addresses refuses"
+        )
+    };
+    assert_eq!(reasons[0], (1, refused("127.0.0.1", "127.0.0.1")));
+    let by_name = &reasons[1].1;
+    assert_eq!(reasons[1].0, 1);
+    assert!(
+        [
+            refused("localhost", "127.0.0.1"),
+            refused("localhost", "::1, 127.0.0.1"),
+            refused("localhost", "127.0.0.1, ::1")
+        ]
+        .contains(by_name),
+        "{by_name}"
+    );
+    c.egress.deny_private_addresses = false;
+    engine.reconfigure(&c).unwrap();
+    replay_until_delivered(&engine, 2);
+    let paths: Vec<String> = receiver.received().into_iter().map(|r| r.path).collect();
+    assert_eq!(paths.len(), 2);
+    assert!(paths.contains(&"/by-address".to_string()) && paths.contains(&"/by-name".to_string()));
+}

@@ -42,7 +42,33 @@ fn an_http_sink_delivers_through_the_environments_proxy_unless_no_proxy_names_it
     );
     assert_eq!(proxied[1].header("host"), Some("hooks.example.invalid"));
     assert_eq!(proxied[1].body, b"via proxy");
-    let direct = direct.received();
-    assert_eq!(direct.len(), 1);
-    assert_eq!(direct[0].path, "/b");
+    let direct_received = direct.received();
+    assert_eq!(direct_received.len(), 1);
+    assert_eq!(direct_received[0].path, "/b");
+
+    // With egress.deny_private_addresses the proxy, though on loopback, is
+    // still used (it resolves and connects the proxied host, under its own
+    // policy); the host NO_PROXY names is resolved here, and refused.
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.egress.deny_private_addresses = true;
+    let sinks = vec![
+        SinkConfig::http("http://hooks.example.invalid/c"),
+        SinkConfig::http(direct.url("/d")),
+    ];
+    c.sources.push(source("stripe", "acme", sinks));
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("stripe", "guarded")).unwrap();
+    engine.tick().unwrap();
+    let proxied = proxy.received();
+    assert_eq!(proxied.len(), 4);
+    assert_eq!(proxied[3].path, "/c");
+    assert_eq!(
+        direct.received().len(),
+        1,
+        "nothing more reached the direct host"
+    );
+    let dead = dead(&engine);
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].row.sink_index, 1);
 }

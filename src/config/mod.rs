@@ -38,6 +38,7 @@ pub struct Config {
     pub replay: ReplayConfig,
     pub dead_letters: DeadLettersConfig,
     pub claim_check: ClaimCheckConfig,
+    pub egress: EgressConfig,
     pub dispatch: DispatchConfig,
     pub retry: RetryConfig,
     pub sources: Vec<SourceConfig>,
@@ -56,6 +57,7 @@ impl Default for Config {
             replay: ReplayConfig::default(),
             dead_letters: DeadLettersConfig::default(),
             claim_check: ClaimCheckConfig::default(),
+            egress: EgressConfig::default(),
             dispatch: DispatchConfig::default(),
             retry: RetryConfig::default(),
             sources: Vec::new(),
@@ -196,6 +198,17 @@ pub struct DeadLettersConfig {
     /// Rows dead longer than this are deleted by their shard, each hook
     /// with its last row; 0 (the default) keeps them until replayed or purged.
     pub retention_ms: u64,
+}
+
+/// Where HTTP sinks may connect (`[egress]`, goad's addition).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EgressConfig {
+    /// HTTP sinks connect to public addresses only: an attempt whose host
+    /// resolves to loopback, private, link-local (the cloud metadata
+    /// service) or other non-public addresses fails permanently. Off by
+    /// default (receivers on the node's own networks are common).
+    pub deny_private_addresses: bool,
 }
 
 /// The dispatch pipeline's limits (`[dispatch]`).

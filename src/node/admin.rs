@@ -405,7 +405,7 @@ const LIVE_KEYS: &[&str] = &["admin_token_env", "sources"];
 
 /// Sections whose every key `reload` applies without a restart (each
 /// applies to what starts after it: a claim, an attempt, a retry decision).
-const LIVE_SECTIONS: &[&str] = &["dispatch", "retry", "replay"];
+const LIVE_SECTIONS: &[&str] = &["dispatch", "retry", "replay", "egress"];
 
 /// Whether a changed dotted key applies at a reload.
 fn is_live(key: &str) -> bool {
@@ -588,6 +588,7 @@ mod tests {
             "retry.max_attempts",
             "retry.max_elapsed_ms",
             "replay.rate",
+            "egress.deny_private_addresses",
         ] {
             assert!(is_live(key), "{key}");
         }

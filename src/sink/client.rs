@@ -3,10 +3,12 @@
 //! percent-encoding of what goes into its URLs and forms, and reading a
 //! credentials service's answer.
 
+use super::egress::PublicOnly;
 use crate::config::ConfigError;
 use crate::pem::{certificates, private_key, PemFile};
 use rustls::pki_types::PrivateKeyDer;
 use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
+use ureq::unversioned::transport::DefaultConnector;
 
 /// The HTTP client of one sink: a keep-alive pool of `idle_connections`,
 /// per-phase timeouts of `timeout_ms` (connect, send, receive: ureq 3's
@@ -14,17 +16,20 @@ use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
 /// answers rather than errors, no redirects followed, and TLS trusting
 /// Mozilla's root certificates.
 pub(crate) fn agent(timeout_ms: u64, idle_connections: usize) -> ureq::Agent {
-    agent_with_tls(timeout_ms, idle_connections, TlsConfig::default())
+    agent_with_tls(timeout_ms, idle_connections, TlsConfig::default(), false)
 }
 
-/// `agent`, with TLS as `tls` says (roots, client certificate).
+/// `agent`, with TLS as `tls` says (roots, client certificate), and
+/// connecting to public addresses only if `public_only` (see
+/// [`super::egress`]).
 pub(crate) fn agent_with_tls(
     timeout_ms: u64,
     idle_connections: usize,
     tls: TlsConfig,
+    public_only: bool,
 ) -> ureq::Agent {
     let timeout = Some(std::time::Duration::from_millis(timeout_ms));
-    ureq::Agent::config_builder()
+    let config = ureq::Agent::config_builder()
         .tls_config(tls)
         .http_status_as_error(false)
         .max_redirects(0)
@@ -37,8 +42,11 @@ pub(crate) fn agent_with_tls(
         .timeout_recv_response(timeout)
         .timeout_recv_body(timeout)
         .user_agent(concat!("goad/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .into()
+        .build();
+    match public_only {
+        true => ureq::Agent::with_parts(config, DefaultConnector::new(), PublicOnly::default()),
+        false => config.into(),
+    }
 }
 
 /// The certificates of a PEM file, as roots to trust.

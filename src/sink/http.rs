@@ -14,6 +14,7 @@
 //! permanent: no retry could send it.
 
 use super::client::agent_with_tls;
+use super::egress::PrivateAddress;
 use super::forward::{forwarded, reserved_header};
 use super::signing::{signature_header, SigningKey};
 use super::status::{classify, EXCERPT_BYTES};
@@ -60,13 +61,16 @@ pub struct HttpSinkOptions {
     /// The certificate presented to an https:// endpoint that asks for one
     /// (mutual TLS).
     pub client_certificate: Option<ClientCert>,
+    /// Connect to public addresses only (see [`super::egress`]); an
+    /// attempt whose host resolves to none fails permanently.
+    pub deny_private_addresses: bool,
 }
 
 impl HttpSinkOptions {
     /// A sink posting to `url` with the config's defaults: no headers nor
     /// secrets, 5 s per phase, 64 KiB of response read, every provider
     /// header forwarded, 8 idle connections, Mozilla's roots, no client
-    /// certificate.
+    /// certificate, any address.
     pub fn new(url: impl Into<String>) -> HttpSinkOptions {
         HttpSinkOptions {
             url: url.into(),
@@ -79,6 +83,7 @@ impl HttpSinkOptions {
             idle_connections: 8,
             roots: RootCerts::WebPki,
             client_certificate: None,
+            deny_private_addresses: false,
         }
     }
 }
@@ -98,6 +103,7 @@ impl std::fmt::Debug for HttpSinkOptions {
             .field("idle_connections", &self.idle_connections)
             .field("roots", &self.roots)
             .field("client_certificate", &self.client_certificate.is_some())
+            .field("deny_private_addresses", &self.deny_private_addresses)
             .finish()
     }
 }
@@ -224,7 +230,12 @@ impl HttpSink {
             .client_cert(options.client_certificate)
             .build();
         Ok(HttpSink {
-            agent: agent_with_tls(options.timeout_ms, options.idle_connections, tls),
+            agent: agent_with_tls(
+                options.timeout_ms,
+                options.idle_connections,
+                tls,
+                options.deny_private_addresses,
+            ),
             uri,
             operator_headers,
             content_type,
@@ -304,7 +315,10 @@ impl Sink for HttpSink {
         let response = self
             .request(delivery, timestamp_s)?
             .send(&delivery.hook.body[..])
-            .map_err(SinkError::transient)?;
+            .map_err(|e| match PrivateAddress::of(&e) {
+                Some(refused) => SinkError::permanent(refused.to_string()),
+                None => SinkError::transient(e),
+            })?;
         let status = response.status().as_u16();
         let retry_after = response
             .headers()

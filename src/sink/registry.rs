@@ -237,6 +237,7 @@ fn http_options(
         idle_connections: idle_connections(config),
         roots,
         client_certificate,
+        deny_private_addresses: config.egress.deny_private_addresses,
     })
 }
 
