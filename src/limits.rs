@@ -17,6 +17,9 @@ pub const SHARD_INPUT_CAPACITY: usize = 16_384;
 /// Most inputs a shard drains into one loop iteration (one store batch).
 pub const MAX_INPUTS_PER_ITERATION: usize = 4_096;
 
+/// How long an HTTP client keeps a host's addresses (see `sink::resolver`).
+pub const DNS_CACHE_MS: u64 = 30_000;
+
 /// Longest an outcome or claim waits uncommitted in a shard's open write
 /// transaction (a crash within it redelivers, never loses).
 pub const OUTCOME_FLUSH_MS: u64 = 10;

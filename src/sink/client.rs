@@ -3,7 +3,7 @@
 //! percent-encoding of what goes into its URLs and forms, and reading a
 //! credentials service's answer.
 
-use super::egress::PublicOnly;
+use super::resolver::CachingResolver;
 use crate::config::ConfigError;
 use crate::pem::{certificates, private_key, PemFile};
 use rustls::pki_types::PrivateKeyDer;
@@ -21,7 +21,8 @@ pub(crate) fn agent(timeout_ms: u64, idle_connections: usize) -> ureq::Agent {
 
 /// `agent`, with TLS as `tls` says (roots, client certificate), and
 /// connecting to public addresses only if `public_only` (see
-/// [`super::egress`]).
+/// [`super::egress`]). Hosts' addresses are kept a while (see
+/// [`super::resolver`]).
 pub(crate) fn agent_with_tls(
     timeout_ms: u64,
     idle_connections: usize,
@@ -43,10 +44,8 @@ pub(crate) fn agent_with_tls(
         .timeout_recv_body(timeout)
         .user_agent(concat!("goad/", env!("CARGO_PKG_VERSION")))
         .build();
-    match public_only {
-        true => ureq::Agent::with_parts(config, DefaultConnector::new(), PublicOnly::default()),
-        false => config.into(),
-    }
+    let resolver = CachingResolver::new(public_only);
+    ureq::Agent::with_parts(config, DefaultConnector::new(), resolver)
 }
 
 /// The certificates of a PEM file, as roots to trust.

@@ -4,14 +4,11 @@
 //! admin API or another internal service. The check is on the addresses a
 //! host name resolves to when the connection is made, so a name that
 //! resolves to a public address at configuration and a private one later
-//! (DNS rebinding) is refused too. Through a proxy, the proxy resolves and
-//! connects: its own policy governs, and its own address may be private.
+//! (DNS rebinding) is refused too (by [`super::resolver`]). Through a
+//! proxy, the proxy resolves and connects: its own policy governs, and its
+//! own address may be private.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use ureq::config::Config;
-use ureq::http::Uri;
-use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
-use ureq::unversioned::transport::NextTimeout;
 
 /// Whether `ip` is an address a public receiver does not have: loopback,
 /// unspecified, private (RFC 1918), shared (carrier-grade NAT), link-local
@@ -60,8 +57,8 @@ fn is_private_v6(ip: Ipv6Addr) -> bool {
 /// private addresses.
 #[derive(Debug)]
 pub struct PrivateAddress {
-    host: String,
-    addresses: Vec<IpAddr>,
+    pub host: String,
+    pub addresses: Vec<IpAddr>,
 }
 
 impl std::fmt::Display for PrivateAddress {
@@ -85,42 +82,6 @@ impl PrivateAddress {
             ureq::Error::Io(io) => io.get_ref()?.downcast_ref(),
             _ => None,
         }
-    }
-}
-
-/// The system resolver, keeping only public addresses (and a proxy's own,
-/// whatever it is).
-#[derive(Debug, Default)]
-pub struct PublicOnly(DefaultResolver);
-
-impl Resolver for PublicOnly {
-    fn resolve(
-        &self,
-        uri: &Uri,
-        config: &Config,
-        timeout: NextTimeout,
-    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
-        let resolved = self.0.resolve(uri, config, timeout)?;
-        if config.proxy().is_some_and(|proxy| proxy.uri() == uri) {
-            return Ok(resolved);
-        }
-        let mut public = self.empty();
-        let mut refused = Vec::new();
-        for &addr in &resolved {
-            match is_private(addr.ip()) {
-                true => refused.push(addr.ip()),
-                false => public.push(addr),
-            }
-        }
-        if public.is_empty() {
-            let refusal = PrivateAddress {
-                host: uri.host().unwrap_or_default().to_string(),
-                addresses: refused,
-            };
-            let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, refusal);
-            return Err(ureq::Error::Io(io));
-        }
-        Ok(public)
     }
 }
 

@@ -20,6 +20,7 @@ mod message;
 pub mod pubsub;
 mod queue;
 mod registry;
+mod resolver;
 pub mod signing;
 pub(crate) mod sigv4;
 pub mod sqs;
