@@ -61,8 +61,9 @@ pub struct HttpSinkOptions {
     /// The certificate presented to an https:// endpoint that asks for one
     /// (mutual TLS).
     pub client_certificate: Option<ClientCert>,
-    /// Connect to public addresses only (see [`super::egress`]); an
-    /// attempt whose host resolves to none fails permanently.
+    /// Connect to public addresses only (`egress.deny_private_addresses`
+    /// in a config); an attempt whose host resolves to none fails
+    /// permanently.
     pub deny_private_addresses: bool,
 }
 

@@ -8,7 +8,7 @@ pub(crate) mod aws_credentials;
 mod aws_profile;
 mod claiming;
 pub(crate) mod client;
-pub mod egress;
+mod egress;
 mod expiring;
 mod forward;
 mod gcp_external;
