@@ -176,6 +176,7 @@ fn unknown_keys_and_bad_types_name_the_dotted_key() {
         ("[[sources]]\nid = \"a\"\ningest_signature = 1", "config key sources[0].ingest_signature:", "expected a scheme's name or a table { header, prefix, encoding, algorithm }"),
         ("[egress]\ndeny_private_addresses = \"yes\"", "config key egress.deny_private_addresses:", "invalid type: string \"yes\", expected a boolean"),
         ("[egress]\ndeny_private = true", "config key egress.deny_private:", "unknown field `deny_private`"),
+        ("[metrics]\nper_sink = \"some\"", "config key metrics.per_sink:", "unknown variant `some`, expected one of `all`, `counts`, `off`"),
     ];
     for (toml, prefix, cause) in cases {
         let e = error_of(toml);

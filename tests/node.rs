@@ -1783,6 +1783,77 @@ fn reload_applies_live_keys_and_names_those_that_need_a_restart() {
     );
 }
 
+/// `metrics.per_sink`: `counts` keeps each sink's outcomes and breaker
+/// and drops its histograms, `off` every `goad_sink_` series (the node's
+/// own stay), and a reload applies it to the next scrape. A reload applies
+/// `egress` too, and a later one does not name it again.
+#[test]
+fn per_sink_metrics_are_cut_to_counts_or_off_at_a_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let path = dir.path().join("goad.toml");
+    let data = dir.path().join("data");
+    let url = receiver.url("/a");
+    let write = |per_sink: &str, deny: bool| {
+        std::fs::write(
+            &path,
+            format!(
+                "data_dir = {data:?}\nlisten = \"127.0.0.1:0\"\nshards = 1\n[metrics]\nper_sink = \"{per_sink}\"\n[egress]\ndeny_private_addresses = {deny}\n[[sources]]\nid = \"a\"\ntenant = \"t\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"{url}\"\n"
+            ),
+        )
+        .unwrap()
+    };
+    write("counts", false);
+    let node = start_with(Config::load(&path).unwrap(), Some(path.clone()));
+    let addr = node.local_addr();
+    assert_eq!(ingest(addr, "a", b"x", &[]).status, 202);
+    assert!(receiver.wait_for(1, Duration::from_secs(10)));
+    wait_until("the delivery counted", Duration::from_secs(10), || {
+        metric(addr, "goad_sink_outcomes_total", r#"result="delivered""#) == 1.0
+    });
+    let families = || -> std::collections::BTreeSet<String> {
+        parse_prometheus(&get(addr, "/metrics").text())
+            .into_iter()
+            .map(|(name, _, _)| name)
+            .filter(|name| name.starts_with("goad_sink_"))
+            .collect()
+    };
+    let counts = ["goad_sink_breaker_open", "goad_sink_outcomes_total"];
+    assert_eq!(families(), counts.map(String::from).into());
+    assert_eq!(
+        metric(addr, "goad_deliveries_total", r#"result="delivered""#),
+        1.0
+    );
+
+    write("off", true);
+    let reply = call(addr, "POST", "/v1/reload", &[], b"");
+    let applied = ["egress.deny_private_addresses", "metrics.per_sink"];
+    assert_eq!(
+        reply.json(),
+        serde_json::json!({"applied": applied, "restart_required": []})
+    );
+    assert_eq!(families(), Default::default());
+    assert_eq!(
+        metric(addr, "goad_deliveries_total", r#"result="delivered""#),
+        1.0
+    );
+
+    write("all", true);
+    assert_eq!(
+        call(addr, "POST", "/v1/reload", &[], b"").json(),
+        serde_json::json!({"applied": ["metrics.per_sink"], "restart_required": []})
+    );
+    let all = families();
+    assert!(
+        all.contains("goad_sink_attempt_duration_seconds_bucket"),
+        "{all:?}"
+    );
+    assert!(
+        all.contains("goad_sink_delivery_latency_seconds_count"),
+        "{all:?}"
+    );
+}
+
 /// A draining node takes no new hooks (503 `draining`, and `/readyz` 503
 /// so a load balancer moves providers away) while it delivers the ones it
 /// holds, counting them down to 0; it drains on after a restart, and

@@ -39,6 +39,7 @@ pub struct Config {
     pub dead_letters: DeadLettersConfig,
     pub claim_check: ClaimCheckConfig,
     pub egress: EgressConfig,
+    pub metrics: MetricsConfig,
     pub dispatch: DispatchConfig,
     pub retry: RetryConfig,
     pub sources: Vec<SourceConfig>,
@@ -58,6 +59,7 @@ impl Default for Config {
             dead_letters: DeadLettersConfig::default(),
             claim_check: ClaimCheckConfig::default(),
             egress: EgressConfig::default(),
+            metrics: MetricsConfig::default(),
             dispatch: DispatchConfig::default(),
             retry: RetryConfig::default(),
             sources: Vec::new(),
@@ -209,6 +211,28 @@ pub struct EgressConfig {
     /// service) or other non-public addresses fails permanently. Off by
     /// default (receivers on the node's own networks are common).
     pub deny_private_addresses: bool,
+}
+
+/// What a node's `/metrics` shows (`[metrics]`, goad's addition).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Which series each configured sink has.
+    pub per_sink: PerSinkMetrics,
+}
+
+/// A sink's series in `/metrics`: each of its two histograms is ~30
+/// series, so a node with thousands of sinks may keep only the counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PerSinkMetrics {
+    /// Outcomes, breaker, attempt durations and delivery latencies.
+    #[default]
+    All,
+    /// Outcomes and breaker: five series a sink.
+    Counts,
+    /// None (`/v1/sinks` still answers with everything).
+    Off,
 }
 
 /// The dispatch pipeline's limits (`[dispatch]`).

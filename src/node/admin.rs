@@ -75,7 +75,13 @@ fn answer_caught(state: &NodeState, engine: &Engine, job: &AdminJob) -> Response
 
 fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Request) -> Response {
     match route {
-        WorkerRoute::Metrics => match metrics::render(engine, &state.replays, &state.ingest, state.drain.is_on()) {
+        WorkerRoute::Metrics => match metrics::render(
+            engine,
+            &state.replays,
+            &state.ingest,
+            state.drain.is_on(),
+            state.config.read().metrics.per_sink,
+        ) {
             Ok(text) => Response::text(200, "text/plain; version=0.0.4", text),
             Err(e) => store_error(&e),
         },
@@ -405,7 +411,7 @@ const LIVE_KEYS: &[&str] = &["admin_token_env", "sources"];
 
 /// Sections whose every key `reload` applies without a restart (each
 /// applies to what starts after it: a claim, an attempt, a retry decision).
-const LIVE_SECTIONS: &[&str] = &["dispatch", "retry", "replay", "egress"];
+const LIVE_SECTIONS: &[&str] = &["dispatch", "retry", "replay", "egress", "metrics"];
 
 /// Whether a changed dotted key applies at a reload.
 fn is_live(key: &str) -> bool {
@@ -503,6 +509,8 @@ pub(super) fn reload_config(state: &NodeState, engine: &Engine) -> Result<Reload
     current.replay = new.replay.clone();
     current.dispatch = new.dispatch.clone();
     current.retry = new.retry;
+    current.egress = new.egress.clone();
+    current.metrics = new.metrics.clone();
     current.sources = new.sources.clone();
     *state.tokens.write() = tokens;
     let tls_renewed = match (&state.tls, renewed_tls) {
@@ -589,6 +597,7 @@ mod tests {
             "retry.max_elapsed_ms",
             "replay.rate",
             "egress.deny_private_addresses",
+            "metrics.per_sink",
         ] {
             assert!(is_live(key), "{key}");
         }

@@ -4,6 +4,7 @@
 
 use super::ingest_counts::IngestCounts;
 use super::replay::Replays;
+use crate::config::PerSinkMetrics;
 use crate::core::{BreakerState, SinkOutcomes, SinkStats};
 use crate::latency::{LatencyCounts, BUCKET_BOUNDS_MS};
 use crate::runtime::{wall_ms, Engine, ShardStats};
@@ -107,9 +108,17 @@ impl Family<'_> {
         }
     }
 
-    /// Each configured sink's attempt outcomes and durations, and whether
-    /// its breaker is open.
-    fn sinks(&mut self, sinks: &[SinkStats]) {
+    /// Each configured sink's attempt outcomes and whether its breaker is
+    /// open, and with `All` its durations and latencies.
+    fn sinks(&mut self, sinks: &[SinkStats], shown: PerSinkMetrics) {
+        self.sink_outcomes(sinks);
+        if shown == PerSinkMetrics::All {
+            self.sink_histograms(sinks);
+        }
+        self.sink_breakers(sinks);
+    }
+
+    fn sink_outcomes(&mut self, sinks: &[SinkStats]) {
         self.head(
             "goad_sink_outcomes_total",
             "counter",
@@ -130,6 +139,9 @@ impl Family<'_> {
                 );
             }
         }
+    }
+
+    fn sink_histograms(&mut self, sinks: &[SinkStats]) {
         let histograms: [(&str, &str, OutcomeCounts); 2] = [
             (
                 "goad_sink_attempt_duration_seconds",
@@ -148,6 +160,9 @@ impl Family<'_> {
                 self.histogram(name, &sink_labels(s), counts(&s.outcomes));
             }
         }
+    }
+
+    fn sink_breakers(&mut self, sinks: &[SinkStats]) {
         self.head(
             "goad_sink_breaker_open",
             "gauge",
@@ -331,12 +346,13 @@ fn escape_label(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// The whole exposition.
+/// The whole exposition, each sink's series as `per_sink` says.
 pub fn render(
     engine: &Engine,
     replays: &Replays,
     ingest: &IngestCounts,
     draining: bool,
+    per_sink: PerSinkMetrics,
 ) -> Result<String, StoreError> {
     let stats = engine.stats();
     let due = engine.due_counts()?;
@@ -350,8 +366,10 @@ pub fn render(
     f.deliveries(&stats);
     f.attempt_latency(&engine.attempt_latency());
     // Shards that do not answer in time (stopping) leave these out.
-    if let Ok(sinks) = engine.sink_stats() {
-        f.sinks(&sinks);
+    if per_sink != PerSinkMetrics::Off {
+        if let Ok(sinks) = engine.sink_stats() {
+            f.sinks(&sinks, per_sink);
+        }
     }
     f.per_shard(
         "goad_due_rows",
