@@ -96,6 +96,59 @@ fn method_and_operator_headers_are_honoured() {
     assert_eq!(got[0].header("x-trace"), Some("operator"));
 }
 
+/// A URL's user information is sent as a Basic authorization, decoded
+/// (`%40` is `@`; a user alone has an empty password), and not in the
+/// request line or `host`; a sink's own `authorization` header wins.
+#[test]
+fn a_urls_user_information_is_sent_as_a_decoded_basic_authorization() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let at = |user_info: &str, path: &str| {
+        receiver
+            .url(path)
+            .replace("http://", &format!("http://{user_info}@"))
+    };
+    let mut operators = SinkConfig::http(at("alice:pw", "/c"));
+    operators
+        .headers
+        .insert("authorization".into(), "Bearer operator".into());
+    let sinks = vec![
+        SinkConfig::http(at("alice:s%40cret%3A1", "/a")),
+        SinkConfig::http(at("token", "/b")),
+        operators,
+    ];
+    let mut c = config(dir.path());
+    c.sources.push(source("s", "t", sinks));
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("s", "x")).unwrap();
+    engine.tick().unwrap();
+    let mut got: Vec<(String, String, String)> = receiver
+        .received()
+        .into_iter()
+        .map(|r| {
+            let auth = r.header("authorization").unwrap_or_default().to_string();
+            let host = r.header("host").unwrap_or_default().to_string();
+            (r.path, auth, host)
+        })
+        .collect();
+    got.sort();
+    let basic = |credentials: &str| {
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(credentials)
+        )
+    };
+    let host = receiver.url("").replace("http://", "");
+    assert_eq!(
+        got,
+        [
+            ("/a".into(), basic("alice:s@cret:1"), host.clone()),
+            ("/b".into(), basic("token:"), host.clone()),
+            ("/c".into(), "Bearer operator".into(), host),
+        ]
+    );
+}
+
 /// Scenarios 63 and 65: default forwarding drops credentials, framing and
 /// goad's namespaces; goad's own id wins over a forged one; the operator's
 /// header wins over the provider's; the dedupe key is sent.

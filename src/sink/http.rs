@@ -20,6 +20,7 @@ use super::signing::{signature_header, SigningKey};
 use super::status::{classify, EXCERPT_BYTES};
 use super::{BoxError, Delivery, Sink, SinkError};
 use crate::limits::{HTTP_MAX_RESPONSE_BYTES, HTTP_TIMEOUT_MS};
+use base64::prelude::{Engine as _, BASE64_STANDARD};
 use std::io::Read as _;
 use std::time::SystemTime;
 use ureq::http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
@@ -226,6 +227,13 @@ impl HttpSink {
                 false => operator_headers.push((header_name, value)),
             }
         }
+        let (uri, basic) = without_user_info(uri);
+        let authorization = ureq::http::header::AUTHORIZATION;
+        if let Some(basic) = basic {
+            if !operator_headers.iter().any(|(n, _)| n == authorization) {
+                operator_headers.push((authorization, basic));
+            }
+        }
         let tls = TlsConfig::builder()
             .root_certs(options.roots)
             .client_cert(options.client_certificate)
@@ -304,6 +312,28 @@ impl HttpSink {
             request = request.header(name.clone(), v.clone());
         }
         Ok(request)
+    }
+}
+
+/// `uri` without its user information, and that information (RFC 3986:
+/// `user:password@`, percent-encoded) as a Basic authorization, as curl
+/// sends it. ureq would send it still encoded (a password `s%40cret` as
+/// those 8 characters), which a receiver refuses.
+fn without_user_info(uri: Uri) -> (Uri, Option<HeaderValue>) {
+    let Some((user_info, host)) = uri.authority().and_then(|a| a.as_str().rsplit_once('@')) else {
+        return (uri, None);
+    };
+    let decoded: Vec<u8> = percent_encoding::percent_decode_str(user_info).collect();
+    let credentials = match decoded.contains(&b':') {
+        true => decoded,
+        false => [decoded, b":".to_vec()].concat(),
+    };
+    let basic = format!("Basic {}", BASE64_STANDARD.encode(credentials));
+    let mut parts = uri.clone().into_parts();
+    parts.authority = host.parse().ok();
+    match Uri::from_parts(parts) {
+        Ok(bare) => (bare, HeaderValue::from_str(&basic).ok()),
+        Err(_) => (uri, None),
     }
 }
 
