@@ -8,6 +8,7 @@
 
 use super::http::Response;
 use crate::config::{Config, SinkConfig, SourceConfig};
+use crate::sink::client::shown_url;
 use serde_json::{json, Value};
 
 pub(super) fn sources(config: &Config) -> Response {
@@ -53,33 +54,4 @@ fn sink_json(index: usize, sink: &SinkConfig) -> Value {
         "ordered": sink.ordered,
         "filter": sink.filter,
     })
-}
-
-/// A URL without its user information and query, which may hold secrets.
-fn shown_url(url: &str) -> String {
-    let Ok(uri) = url.parse::<ureq::http::Uri>() else {
-        return "(not a URL)".into();
-    };
-    let host = uri.host().unwrap_or_default();
-    let port = uri.port().map(|p| format!(":{p}")).unwrap_or_default();
-    let scheme = uri.scheme_str().unwrap_or("http");
-    format!("{scheme}://{host}{port}{}", uri.path())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_shown_url_keeps_its_origin_and_path_only() {
-        assert_eq!(
-            shown_url("https://user:pw@hooks.example.com:8443/in/a?token=s3cret#x"),
-            "https://hooks.example.com:8443/in/a"
-        );
-        assert_eq!(
-            shown_url("http://127.0.0.1/hooks"),
-            "http://127.0.0.1/hooks"
-        );
-        assert_eq!(shown_url("not a url"), "(not a URL)");
-    }
 }

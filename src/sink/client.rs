@@ -98,6 +98,17 @@ pub(crate) fn percent_encoded(text: &str) -> String {
         .collect()
 }
 
+/// A URL without its user information and query, which may hold secrets.
+pub(crate) fn shown_url(url: &str) -> String {
+    let Ok(uri) = url.parse::<ureq::http::Uri>() else {
+        return "(not a URL)".into();
+    };
+    let host = uri.host().unwrap_or_default();
+    let port = uri.port().map(|p| format!(":{p}")).unwrap_or_default();
+    let scheme = uri.scheme_str().unwrap_or("http");
+    format!("{scheme}://{host}{port}{}", uri.path())
+}
+
 /// `fields` as an `application/x-www-form-urlencoded` body.
 pub(crate) fn form(fields: &[(&str, &str)]) -> String {
     let encoded: Vec<String> = fields
@@ -130,4 +141,22 @@ pub(crate) fn ok_body(
         "" => format!("HTTP status {status}").into(),
         excerpt => format!("HTTP status {status}: {excerpt}").into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shown_url_keeps_its_origin_and_path_only() {
+        assert_eq!(
+            shown_url("https://user:pw@hooks.example.com:8443/in/a?token=s3cret#x"),
+            "https://hooks.example.com:8443/in/a"
+        );
+        assert_eq!(
+            shown_url("http://127.0.0.1/hooks"),
+            "http://127.0.0.1/hooks"
+        );
+        assert_eq!(shown_url("not a url"), "(not a URL)");
+    }
 }

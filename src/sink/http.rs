@@ -13,7 +13,7 @@
 //! caller's dedupe key with a line break, say) fails the attempt as
 //! permanent: no retry could send it.
 
-use super::client::agent_with_tls;
+use super::client::{agent_with_tls, shown_url};
 use super::egress::PrivateAddress;
 use super::forward::{forwarded, reserved_header};
 use super::signing::{signature_header, SigningKey};
@@ -90,12 +90,13 @@ impl HttpSinkOptions {
     }
 }
 
-/// Header values are not shown: some are secrets.
+/// Header values, and the URL's user information and query, are not
+/// shown: they may be secrets.
 impl std::fmt::Debug for HttpSinkOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let header_names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
         f.debug_struct("HttpSinkOptions")
-            .field("url", &self.url)
+            .field("url", &shown_url(&self.url))
             .field("method", &self.method)
             .field("header_names", &header_names)
             .field("timeout_ms", &self.timeout_ms)
@@ -380,6 +381,20 @@ mod tests {
             headers: vec![(header.0.into(), header.1.into())],
             ..HttpSinkOptions::new(url)
         }
+    }
+
+    #[test]
+    fn options_show_no_secret_when_debugged() {
+        let url = "https://alice:pw-secret@hooks.example.com/in?key=key-secret";
+        let shown = format!(
+            "{:?}",
+            options(url, ("authorization", "Bearer header-secret"))
+        );
+        assert!(
+            shown.contains(r#"url: "https://hooks.example.com/in""#),
+            "{shown}"
+        );
+        assert!(!shown.contains("secret"), "{shown}");
     }
 
     #[test]
