@@ -129,6 +129,10 @@ pub const PUBSUB_BATCH_MAX_ENTRIES: u16 = 1_000;
 /// gets this many.
 pub const MAX_BATCH_ENTRIES: u16 = 1_000;
 
+/// How long an OAuth 2 token whose answer names no lifetime is kept (a
+/// receiver's 401 to it sooner drops it).
+pub const OAUTH2_DEFAULT_LIFETIME_S: u64 = 3_600;
+
 /// Fetched AWS credentials are fetched again this long before they expire.
 pub const CREDENTIALS_REFRESH_MS: u64 = 5 * 60_000;
 

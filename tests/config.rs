@@ -103,6 +103,10 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("[claim_check]\ncredentials = \"instance\"", "claim_check.credentials must be absent without claim_check.s3_bucket, got \"set\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"sqs\"\nqueue_url = \"https://sqs.us-east-1.amazonaws.com/1/q\"\ncredentials = \"web_identity\"\nsecret_access_key_env = \"S\"", "sources[0].sinks[0].secret_access_key_env must be absent with credentials = \"web_identity\" (only env reads variables), got \"set\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\ncredentials = \"env\"", "sources[0].sinks[0].credentials must be absent for a sink of type \"http\", got \"set\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"sqs\"\nqueue_url = \"https://sqs.us-east-1.amazonaws.com/1/q\"\noauth2 = { token_url = \"https://auth/t\", client_id = \"c\", client_secret_env = \"S\" }", "sources[0].sinks[0].oauth2 must be absent for a sink of type \"sqs\", got \"set\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\noauth2 = { token_url = \"ftp://auth/t\", client_id = \"c\", client_secret_env = \"S\" }", "sources[0].sinks[0].oauth2.token_url must be an http:// or https:// URL with a host, got \"ftp://auth/t\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\noauth2 = { token_url = \"https://auth/t\", client_id = \"c\", client_secret_env = \"\" }", "sources[0].sinks[0].oauth2.client_secret_env must be an environment variable name, got \"\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nheaders_env = { Authorization = \"A\" }\noauth2 = { token_url = \"https://auth/t\", client_id = \"c\", client_secret_env = \"S\" }", "sources[0].sinks[0].headers_env.Authorization must be absent with oauth2 (its token is the authorization), got \"set\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"pubsub\"\nproject = \"p\"\ntopic = \"t\"\ncredentials = \"instance\"", "sources[0].sinks[0].credentials must be one of [\"env\", \"metadata\", \"service_account\", \"external_account\", \"authorized_user\"], got \"instance\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"pubsub\"\nproject = \"p\"\ntopic = \"t\"\ncredentials = \"metadata\"\ntoken_env = \"T\"", "sources[0].sinks[0].token_env must be absent with credentials = \"metadata\" (only env reads variables), got \"set\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"pubsub\"\nproject = \"p\"\ntopic = \"t\"\ninline_max_bytes = 0", "sources[0].sinks[0].inline_max_bytes must be a positive integer, got 0"),
@@ -177,6 +181,8 @@ fn unknown_keys_and_bad_types_name_the_dotted_key() {
         ("[egress]\ndeny_private_addresses = \"yes\"", "config key egress.deny_private_addresses:", "invalid type: string \"yes\", expected a boolean"),
         ("[egress]\ndeny_private = true", "config key egress.deny_private:", "unknown field `deny_private`"),
         ("[metrics]\nper_sink = \"some\"", "config key metrics.per_sink:", "unknown variant `some`, expected one of `all`, `counts`, `off`"),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\noauth2 = { token_url = \"https://auth/t\", client_id = \"c\", client_secret_env = \"S\", client_auth = \"jwt\" }", "config key sources[0].sinks[0].oauth2.client_auth:", "unknown variant `jwt`, expected `basic` or `body`"),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\noauth2 = { token_url = \"https://auth/t\", client_secret_env = \"S\" }", "config key sources[0].sinks[0].oauth2:", "missing field `client_id`"),
     ];
     for (toml, prefix, cause) in cases {
         let e = error_of(toml);

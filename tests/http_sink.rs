@@ -274,8 +274,21 @@ fn a_missing_secret_variable_is_a_config_error_naming_the_key() {
         "GOAD_TEST_UNSET_SECRET".into(),
     ));
     c.sources.push(source("s", "t", vec![sink]));
-    let err = Engine::open(c).err().expect("refused").to_string();
+    let err = Engine::open(c.clone()).err().expect("refused").to_string();
     assert_eq!(err, "sources[0].sinks[0].secret_env must be the name of a set, non-empty environment variable, got \"GOAD_TEST_UNSET_SECRET\" (not set)");
+    // An OAuth 2 client's secret likewise.
+    let sink = &mut c.sources[0].sinks[0];
+    sink.secret_env = None;
+    sink.oauth2 = Some(goad::config::OAuth2Config {
+        token_url: "https://auth.example.com/token".into(),
+        client_id: "c".into(),
+        client_secret_env: "GOAD_TEST_UNSET_SECRET".into(),
+        scope: None,
+        audience: None,
+        client_auth: Default::default(),
+    });
+    let err = Engine::open(c).err().expect("refused").to_string();
+    assert_eq!(err, "sources[0].sinks[0].oauth2.client_secret_env must be the name of a set, non-empty environment variable, got \"GOAD_TEST_UNSET_SECRET\" (not set)");
 }
 
 /// A sink's `headers_env` sends the values of environment variables (a
@@ -723,4 +736,169 @@ fn private_receivers_are_refused_when_egress_denies_them() {
     let paths: Vec<String> = receiver.received().into_iter().map(|r| r.path).collect();
     assert_eq!(paths.len(), 2);
     assert!(paths.contains(&"/by-address".to_string()) && paths.contains(&"/by-name".to_string()));
+}
+
+/// A token endpoint that issues `tok-1`, `tok-2`, … (one per request).
+fn token_endpoint() -> Receiver {
+    let issued = std::sync::atomic::AtomicU32::new(0);
+    Receiver::start(move |_| {
+        let n = issued.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        Reply::status(200)
+            .header("content-type", "application/json")
+            .with_body(format!(
+                r#"{{"access_token": "tok-{n}", "token_type": "Bearer", "expires_in": 3600}}"#
+            ))
+    })
+    .unwrap()
+}
+
+/// An HTTP sink with `oauth2` sends `authorization: Bearer` with a token of
+/// the client-credentials grant (client authenticated with HTTP Basic,
+/// each part form-encoded), kept across deliveries. A 401 to a token held
+/// a while drops it and is retried with a new one; a 401 to a fresh token
+/// is the receiver's refusal, dead-lettered.
+#[test]
+fn an_oauth2_sink_sends_the_grants_token_and_asks_again_after_a_401() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    std::env::set_var("GOAD_TEST_OAUTH2_SECRET", "s3cret:/");
+    let tokens = token_endpoint();
+    let accepted = std::sync::Arc::new(AtomicU32::new(1));
+    let accepting = accepted.clone();
+    let receiver = Receiver::start(move |r| {
+        let wanted = format!("Bearer tok-{}", accepting.load(Ordering::SeqCst));
+        match r.header("authorization") == Some(wanted.as_str()) {
+            true => Reply::status(200),
+            false => Reply::status(401).with_body("invalid_token"),
+        }
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.retry.base_ms = 10;
+    c.retry.max_ms = 10;
+    let mut sink = SinkConfig::http(receiver.url("/in"));
+    sink.oauth2 = Some(goad::config::OAuth2Config {
+        token_url: tokens.url("/token"),
+        client_id: "goad client".into(),
+        client_secret_env: "GOAD_TEST_OAUTH2_SECRET".into(),
+        scope: Some("hooks:write".into()),
+        audience: Some("https://api.example.com".into()),
+        client_auth: Default::default(),
+    });
+    c.sources.push(source("s", "t", vec![sink]));
+    let engine = Engine::open(c).unwrap();
+    let deliver = |body: &str| {
+        engine.commit(NewHook::new("s", body)).unwrap();
+        engine.tick().unwrap();
+    };
+    deliver("a");
+    deliver("b");
+    // The receiver now takes only the next token.
+    accepted.store(2, Ordering::SeqCst);
+    deliver("c");
+    // And then none.
+    accepted.store(99, Ordering::SeqCst);
+    deliver("d");
+    let seen: Vec<(String, String, u16)> = receiver
+        .received()
+        .into_iter()
+        .map(|r| {
+            let auth = r.header("authorization").unwrap_or_default().to_string();
+            (String::from_utf8(r.body).unwrap(), auth, r.status)
+        })
+        .collect();
+    let sent =
+        |body: &str, token: u32, status| (body.to_string(), format!("Bearer tok-{token}"), status);
+    assert_eq!(
+        seen,
+        [
+            sent("a", 1, 200),
+            sent("b", 1, 200),
+            sent("c", 1, 401),
+            sent("c", 2, 200),
+            sent("d", 2, 401),
+            sent("d", 3, 401),
+        ]
+    );
+    assert_eq!(
+        dead_attempts_and_reasons(&engine),
+        [(
+            2,
+            "sink http: permanent: HTTP status 401: invalid_token".to_string()
+        )]
+    );
+    let asked = tokens.received();
+    assert_eq!(asked.len(), 3);
+    let basic = base64::engine::general_purpose::STANDARD.encode("goad%20client:s3cret%3A%2F");
+    for request in &asked {
+        assert_eq!(
+            (request.method.as_str(), request.path.as_str()),
+            ("POST", "/token")
+        );
+        assert_eq!(
+            request.header("authorization"),
+            Some(format!("Basic {basic}").as_str())
+        );
+        assert_eq!(
+            request.header("content-type"),
+            Some("application/x-www-form-urlencoded")
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&request.body),
+            "grant_type=client_credentials&scope=hooks%3Awrite&audience=https%3A%2F%2Fapi.example.com"
+        );
+    }
+}
+
+/// With `client_auth = "body"` the client's id and secret go in the token
+/// request's form, and no `authorization` is sent to the token endpoint; a
+/// token endpoint that fails fails the attempt, naming it.
+#[test]
+fn an_oauth2_client_may_authenticate_in_the_form_and_a_failing_endpoint_is_named() {
+    std::env::set_var("GOAD_TEST_OAUTH2_BODY_SECRET", "s3cret");
+    let tokens = token_endpoint();
+    let refusing =
+        Receiver::start(|_| Reply::status(400).with_body(r#"{"error":"invalid_client"}"#)).unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.retry.max_attempts = 1;
+    let grant = |token_url: String| goad::config::OAuth2Config {
+        token_url,
+        client_id: "goad".into(),
+        client_secret_env: "GOAD_TEST_OAUTH2_BODY_SECRET".into(),
+        scope: None,
+        audience: None,
+        client_auth: goad::config::ClientAuth::Body,
+    };
+    let mut good = SinkConfig::http(receiver.url("/good"));
+    good.oauth2 = Some(grant(tokens.url("/token")));
+    let mut bad = SinkConfig::http(receiver.url("/bad"));
+    bad.oauth2 = Some(grant(refusing.url("/token")));
+    c.sources.push(source("s", "t", vec![good, bad]));
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("s", "x")).unwrap();
+    engine.tick().unwrap();
+    let got = receiver.received();
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        (got[0].path.as_str(), got[0].header("authorization")),
+        ("/good", Some("Bearer tok-1"))
+    );
+    let asked = tokens.received();
+    assert_eq!(asked[0].header("authorization"), None);
+    assert_eq!(
+        String::from_utf8_lossy(&asked[0].body),
+        "grant_type=client_credentials&client_id=goad&client_secret=s3cret"
+    );
+    let token_url = refusing.url("/token");
+    assert_eq!(
+        dead_attempts_and_reasons(&engine),
+        [(
+            1,
+            format!(
+                r#"sink http: cannot get an OAuth 2 token from {token_url}: HTTP status 400: {{"error":"invalid_client"}}"#
+            )
+        )]
+    );
 }

@@ -548,6 +548,36 @@ pub struct SinkConfig {
     /// Only hooks whose header has one of these values get a row for this
     /// sink (event types: GitHub's `x-github-event`, say); decided at commit.
     pub filter: Option<HeaderFilter>,
+    /// http: an OAuth 2 client-credentials grant whose token each request
+    /// carries (`authorization: Bearer`).
+    pub oauth2: Option<OAuth2Config>,
+}
+
+/// An HTTP sink's `oauth2`: where and as whom goad asks for tokens.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct OAuth2Config {
+    /// The authorization server's token endpoint.
+    pub token_url: String,
+    pub client_id: String,
+    /// The environment variable holding the client's secret (read when the
+    /// sink is built).
+    pub client_secret_env: String,
+    pub scope: Option<String>,
+    /// Asked for by some servers (Auth0) to name the receiver's API.
+    pub audience: Option<String>,
+    /// How the client authenticates to the token endpoint.
+    #[serde(default)]
+    pub client_auth: ClientAuth,
+}
+
+/// RFC 6749 §2.3.1: HTTP Basic (the default) or the form's fields.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientAuth {
+    #[default]
+    Basic,
+    Body,
 }
 
 /// A sink's `filter`: a header and the values it takes.
@@ -633,6 +663,7 @@ impl SinkConfig {
             max_calls_per_s: None,
             retry: None,
             filter: None,
+            oauth2: None,
         }
     }
 }

@@ -1,7 +1,10 @@
 //! The rules every config must pass, each naming the dotted key and the value.
 
 use super::aws_role::aws_role;
-use super::{Config, IngestSignature, RetryConfig, SinkConfig, SourceConfig, TenantLimitsConfig};
+use super::{
+    Config, IngestSignature, OAuth2Config, RetryConfig, SinkConfig, SourceConfig,
+    TenantLimitsConfig,
+};
 use crate::core::LaneBy;
 use crate::limits::{MAX_CALLS_PER_S, MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS, MIN_SHARD_BYTES};
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
@@ -162,6 +165,7 @@ const HTTP_OPTIONS: &[&str] = &[
     "ca_file",
     "client_cert_file",
     "client_key_file",
+    "oauth2",
 ];
 const SQS_OPTIONS: &[&str] = &[
     "queue_url",
@@ -532,6 +536,7 @@ impl Config {
             ("project", sink.project.is_some()),
             ("topic", sink.topic.is_some()),
             ("token_env", sink.token_env.is_some()),
+            ("oauth2", sink.oauth2.is_some()),
         ];
         if let Some((key, _)) = set.iter().find(|(k, on)| *on && !accepted.contains(k)) {
             return Err(invalid(
@@ -601,6 +606,9 @@ impl Config {
             _ => {}
         }
         validate_operator_headers(at, sink)?;
+        if let Some(oauth2) = &sink.oauth2 {
+            validate_oauth2(at, sink, oauth2)?;
+        }
         if let Some(secrets) = &sink.secret_env {
             for var in secrets.to_vec() {
                 if var.is_empty() {
@@ -735,6 +743,36 @@ fn validate_operator_headers(at: &str, sink: &SinkConfig) -> Result<(), ConfigEr
             let rule = "an environment variable name";
             return Err(invalid(format!("{at}.headers_env.{name}"), rule, var));
         }
+    }
+    Ok(())
+}
+
+/// An HTTP sink's `oauth2`: a token endpoint URL and a secret's variable,
+/// and no `authorization` header of the operator's beside it.
+fn validate_oauth2(at: &str, sink: &SinkConfig, oauth2: &OAuth2Config) -> Result<(), ConfigError> {
+    if !is_http_url(&oauth2.token_url) {
+        let rule = "an http:// or https:// URL with a host";
+        return Err(invalid(
+            format!("{at}.oauth2.token_url"),
+            rule,
+            &oauth2.token_url,
+        ));
+    }
+    if oauth2.client_secret_env.is_empty() {
+        let rule = "an environment variable name";
+        return Err(invalid(format!("{at}.oauth2.client_secret_env"), rule, ""));
+    }
+    let operators = sink.headers.keys().chain(sink.headers_env.keys());
+    if let Some(name) = operators
+        .into_iter()
+        .find(|n| n.eq_ignore_ascii_case("authorization"))
+    {
+        let rule = "absent with oauth2 (its token is the authorization)";
+        let key = match sink.headers.contains_key(name) {
+            true => format!("{at}.headers.{name}"),
+            false => format!("{at}.headers_env.{name}"),
+        };
+        return Err(invalid(key, rule, "set"));
     }
     Ok(())
 }

@@ -181,7 +181,7 @@ impl ExternalAccount {
             .post(&self.token_url)
             .header("content-type", "application/x-www-form-urlencoded")
             .send(exchange);
-        let federated = super::gcp_token::access_token(&ok_body(answer)?, now)?;
+        let federated = super::oauth2::token_answer(&ok_body(answer)?, now)?;
         let Some(url) = &self.impersonation_url else {
             return Ok(federated);
         };

@@ -30,12 +30,12 @@ use super::expiring::Expiring;
 use super::gcp_external::ExternalAccount;
 use super::gcp_key::ServiceAccountKey;
 use super::gcp_user::AuthorizedUser;
+use super::oauth2::token_answer;
 use super::{BoxError, SinkError};
 use crate::limits::HTTP_TIMEOUT_MS;
-use serde_json::Value;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 /// The values of a Pub/Sub sink's `credentials`.
 pub const TOKEN_SOURCES: &[&str] = &[
@@ -180,7 +180,7 @@ impl FetchedToken {
                     return account.token(&self.agent, PUBSUB_SCOPE, now);
                 }
             };
-            access_token(&answer, now)
+            token_answer(&answer, now)
         })
     }
 
@@ -214,22 +214,6 @@ impl FetchedToken {
             .post(&key.token_uri)
             .header("content-type", "application/x-www-form-urlencoded");
         ok_body(request.send(body))
-    }
-}
-
-/// The token and its expiry from a Google token answer (`access_token`,
-/// `expires_in` seconds), which the metadata server, the token endpoint and
-/// STS give.
-pub(super) fn access_token(
-    answer: &str,
-    now: SystemTime,
-) -> Result<(String, SystemTime), BoxError> {
-    let answer: Value = serde_json::from_str(answer)?;
-    let token = answer.get("access_token").and_then(Value::as_str);
-    let expires_in_s = answer.get("expires_in").and_then(Value::as_u64);
-    match (token, expires_in_s) {
-        (Some(token), Some(seconds)) => Ok((token.to_string(), now + Duration::from_secs(seconds))),
-        _ => Err("no access_token and expires_in in its answer".into()),
     }
 }
 

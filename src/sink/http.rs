@@ -16,12 +16,14 @@
 use super::client::{agent_with_tls, shown_url};
 use super::egress::PrivateAddress;
 use super::forward::{forwarded, reserved_header};
+use super::oauth2::ClientCredentials;
 use super::signing::{signature_header, SigningKey};
 use super::status::{classify, EXCERPT_BYTES};
 use super::{BoxError, Delivery, Sink, SinkError};
 use crate::limits::{HTTP_MAX_RESPONSE_BYTES, HTTP_TIMEOUT_MS};
 use base64::prelude::{Engine as _, BASE64_STANDARD};
 use std::io::Read as _;
+use std::sync::Arc;
 use std::time::SystemTime;
 use ureq::http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use ureq::http::Uri;
@@ -66,6 +68,9 @@ pub struct HttpSinkOptions {
     /// in a config); an attempt whose host resolves to none fails
     /// permanently.
     pub deny_private_addresses: bool,
+    /// The grant whose token every request carries (`authorization:
+    /// Bearer`), if the receiver wants one.
+    pub oauth2: Option<Arc<ClientCredentials>>,
 }
 
 impl HttpSinkOptions {
@@ -86,6 +91,7 @@ impl HttpSinkOptions {
             roots: RootCerts::WebPki,
             client_certificate: None,
             deny_private_addresses: false,
+            oauth2: None,
         }
     }
 }
@@ -107,6 +113,7 @@ impl std::fmt::Debug for HttpSinkOptions {
             .field("roots", &self.roots)
             .field("client_certificate", &self.client_certificate.is_some())
             .field("deny_private_addresses", &self.deny_private_addresses)
+            .field("oauth2", &self.oauth2)
             .finish()
     }
 }
@@ -123,6 +130,7 @@ pub struct HttpSink {
     keys: Vec<SigningKey>,
     forward_allow: Option<Vec<String>>,
     max_response_bytes: u64,
+    oauth2: Option<Arc<ClientCredentials>>,
 }
 
 /// An option an HTTP sink cannot be built with (the config's validation
@@ -230,7 +238,7 @@ impl HttpSink {
         }
         let (uri, basic) = without_user_info(uri);
         let authorization = ureq::http::header::AUTHORIZATION;
-        if let Some(basic) = basic {
+        if let Some(basic) = basic.filter(|_| options.oauth2.is_none()) {
             if !operator_headers.iter().any(|(n, _)| n == authorization) {
                 operator_headers.push((authorization, basic));
             }
@@ -253,6 +261,7 @@ impl HttpSink {
             keys: options.keys,
             forward_allow: options.forward_allow,
             max_response_bytes: options.max_response_bytes,
+            oauth2: options.oauth2,
         })
     }
 
@@ -344,13 +353,23 @@ impl Sink for HttpSink {
         let timestamp_s = now
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let response = self
-            .request(delivery, timestamp_s)?
-            .send(&delivery.hook.body[..])
-            .map_err(|e| match PrivateAddress::of(&e) {
-                Some(refused) => SinkError::permanent(refused.to_string()),
-                None => SinkError::transient(e),
-            })?;
+        let mut request = self.request(delivery, timestamp_s)?;
+        let token = match &self.oauth2 {
+            Some(grant) => Some(grant.token(now).map_err(SinkError::transient)?),
+            None => None,
+        };
+        if let Some(token) = &token {
+            let bearer = format!("Bearer {}", token.value);
+            let bearer = HeaderValue::from_str(&bearer).map_err(|e| unsendable("token", e))?;
+            request = request.header(ureq::http::header::AUTHORIZATION, bearer);
+        }
+        let response =
+            request
+                .send(&delivery.hook.body[..])
+                .map_err(|e| match PrivateAddress::of(&e) {
+                    Some(refused) => SinkError::permanent(refused.to_string()),
+                    None => SinkError::transient(e),
+                })?;
         let status = response.status().as_u16();
         let retry_after = response
             .headers()
@@ -368,7 +387,22 @@ impl Sink for HttpSink {
             let _ = start.read_to_end(&mut answer);
         }
         let _ = std::io::copy(&mut reader, &mut std::io::sink());
-        classify(status, retry_after.as_deref(), &answer, now)
+        let result = classify(status, retry_after.as_deref(), &answer, now);
+        match (&self.oauth2, token) {
+            // A token held a while may have been revoked or expired early:
+            // the next attempt asks for a new one. A 401 to a fresh one is
+            // the receiver's refusal, permanent as any 401.
+            (Some(grant), Some(token)) if status == 401 && !token.fresh => {
+                grant.refused(&token.value);
+                result.map_err(|e| match e {
+                    SinkError::Permanent(cause) => SinkError::transient(format!(
+                        "{cause}; a new OAuth 2 token is asked for the next attempt"
+                    )),
+                    other => other,
+                })
+            }
+            _ => result,
+        }
     }
 }
 

@@ -17,6 +17,7 @@ pub(crate) mod gcp_token;
 mod gcp_user;
 pub mod http;
 mod message;
+pub mod oauth2;
 pub mod pubsub;
 mod queue;
 mod registry;

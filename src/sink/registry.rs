@@ -7,6 +7,7 @@ use super::aws_credentials::{AwsCredentials, EnvCredentials};
 use super::client::{client_certificate, root_certificates};
 use super::gcp_token::{PubSubAuth, KEY_FILE_VARIABLE};
 use super::http::{HttpSink, HttpSinkOptions, InvalidHttpSink, Method};
+use super::oauth2::ClientCredentials;
 use super::pubsub::{PubSubSink, PubSubSinkOptions};
 use super::signing::SigningKey;
 use super::sqs::{region_of, SqsSink, SqsSinkOptions};
@@ -144,6 +145,28 @@ fn batch_max_entries(
     Ok(asked.map(|max| max.min(cap)))
 }
 
+/// An HTTP sink's client-credentials grant, its secret read now.
+fn oauth2_grant(
+    entry: &SinkConfig,
+    at: &str,
+) -> Result<Option<Arc<ClientCredentials>>, ConfigError> {
+    let Some(o) = &entry.oauth2 else {
+        return Ok(None);
+    };
+    let secret = env_value(
+        format!("{at}.oauth2.client_secret_env"),
+        &o.client_secret_env,
+    )?;
+    Ok(Some(Arc::new(ClientCredentials::new(
+        o.token_url.clone(),
+        o.client_id.clone(),
+        secret,
+        o.scope.clone(),
+        o.audience.clone(),
+        o.client_auth,
+    ))))
+}
+
 fn http_options(
     config: &Config,
     source: &SourceConfig,
@@ -238,6 +261,7 @@ fn http_options(
         roots,
         client_certificate,
         deny_private_addresses: config.egress.deny_private_addresses,
+        oauth2: oauth2_grant(entry, at)?,
     })
 }
 

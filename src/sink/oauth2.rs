@@ -1,0 +1,185 @@
+//! OAuth 2 for goad's clients: reading a token endpoint's answer (RFC 6749
+//! §5.1), and an HTTP sink's client-credentials grant (§4.4): the receiver
+//! wants `authorization: Bearer <token>`, and goad gets the token from the
+//! receiver's authorization server with the sink's client id and secret,
+//! keeps it while fresh (see `expiring`), and drops it when the receiver
+//! answers 401 to it, so the next attempt asks for a new one.
+
+use super::client::{agent, form, ok_body};
+use super::expiring::Expiring;
+use super::BoxError;
+use crate::config::ClientAuth;
+use crate::limits::{HTTP_TIMEOUT_MS, OAUTH2_DEFAULT_LIFETIME_S};
+use base64::prelude::{Engine as _, BASE64_STANDARD};
+use serde_json::Value;
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+/// The token and its expiry from a token endpoint's answer: `access_token`,
+/// and `expires_in` seconds (when it is missing, as the RFC allows,
+/// `OAUTH2_DEFAULT_LIFETIME_S`); a `token_type` other than Bearer is
+/// refused (goad sends only Bearer tokens).
+pub(super) fn token_answer(
+    answer: &str,
+    now: SystemTime,
+) -> Result<(String, SystemTime), BoxError> {
+    let answer: Value = serde_json::from_str(answer)?;
+    let Some(token) = answer.get("access_token").and_then(Value::as_str) else {
+        return Err("no access_token in its answer".into());
+    };
+    let kind = answer.get("token_type").and_then(Value::as_str);
+    if let Some(kind) = kind.filter(|kind| !kind.eq_ignore_ascii_case("bearer")) {
+        return Err(format!("its token_type is {kind:?}, not Bearer").into());
+    }
+    let lifetime_s = answer.get("expires_in").and_then(Value::as_u64);
+    let lifetime = Duration::from_secs(lifetime_s.unwrap_or(OAUTH2_DEFAULT_LIFETIME_S));
+    Ok((token.to_string(), now + lifetime))
+}
+
+/// An HTTP sink's client-credentials grant.
+pub struct ClientCredentials {
+    token_url: String,
+    client_id: String,
+    client_secret: String,
+    scope: Option<String>,
+    audience: Option<String>,
+    client_auth: ClientAuth,
+    agent: ureq::Agent,
+    held: Expiring<String>,
+}
+
+/// The endpoint and client only: no secret nor token in logs.
+impl fmt::Debug for ClientCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "ClientCredentials({} for {})",
+            self.token_url, self.client_id
+        )
+    }
+}
+
+/// A token to send, and whether it was fetched for this attempt (a 401 to
+/// a fresh token is the receiver's refusal, not an expired token).
+pub struct Token {
+    pub value: String,
+    pub fresh: bool,
+}
+
+/// No token to send: the attempt fails, transient.
+#[derive(Debug)]
+pub struct NoToken {
+    token_url: String,
+    cause: BoxError,
+}
+
+impl fmt::Display for NoToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let NoToken { token_url, cause } = self;
+        write!(f, "cannot get an OAuth 2 token from {token_url}: {cause}")
+    }
+}
+
+impl std::error::Error for NoToken {}
+
+impl ClientCredentials {
+    pub fn new(
+        token_url: String,
+        client_id: String,
+        client_secret: String,
+        scope: Option<String>,
+        audience: Option<String>,
+        client_auth: ClientAuth,
+    ) -> ClientCredentials {
+        ClientCredentials {
+            token_url,
+            client_id,
+            client_secret,
+            scope,
+            audience,
+            client_auth,
+            agent: agent(HTTP_TIMEOUT_MS, 1),
+            held: Expiring::new(),
+        }
+    }
+
+    /// The token to send at `now`: the one held while fresh, else a new one.
+    pub fn token(&self, now: SystemTime) -> Result<Token, NoToken> {
+        let mut fresh = false;
+        let value = self.held.get(now, "an OAuth 2 token", || {
+            fresh = true;
+            token_answer(&self.ask()?, now)
+        });
+        let value = value.map_err(|cause| NoToken {
+            token_url: self.token_url.clone(),
+            cause,
+        })?;
+        Ok(Token { value, fresh })
+    }
+
+    /// The receiver refused `token`: it is not sent again.
+    pub fn refused(&self, token: &str) {
+        self.held.forget_if(|held| held == token);
+    }
+
+    /// The token endpoint's answer to the grant.
+    fn ask(&self) -> Result<String, BoxError> {
+        let mut fields = vec![("grant_type", "client_credentials")];
+        fields.extend(self.scope.as_deref().map(|s| ("scope", s)));
+        fields.extend(self.audience.as_deref().map(|a| ("audience", a)));
+        let mut request = self
+            .agent
+            .post(&self.token_url)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("accept", "application/json");
+        match self.client_auth {
+            // RFC 6749 §2.3.1: each part form-encoded, then Basic.
+            ClientAuth::Basic => {
+                let pair = format!(
+                    "{}:{}",
+                    super::client::percent_encoded(&self.client_id),
+                    super::client::percent_encoded(&self.client_secret)
+                );
+                let basic = format!("Basic {}", BASE64_STANDARD.encode(pair));
+                request = request.header("authorization", basic);
+            }
+            ClientAuth::Body => {
+                fields.push(("client_id", &self.client_id));
+                fields.push(("client_secret", &self.client_secret));
+            }
+        }
+        ok_body(request.send(form(&fields)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_answer_gives_the_token_and_its_expiry() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let at = |s: u64| now + Duration::from_secs(s);
+        let answer = r#"{"access_token": "t", "token_type": "bearer", "expires_in": 60}"#;
+        assert_eq!(token_answer(answer, now).unwrap(), ("t".into(), at(60)));
+        let answer = r#"{"access_token": "t"}"#;
+        let lifetime_s = OAUTH2_DEFAULT_LIFETIME_S;
+        assert_eq!(
+            token_answer(answer, now).unwrap(),
+            ("t".into(), at(lifetime_s))
+        );
+        let refused = [
+            (
+                r#"{"token_type": "Bearer"}"#,
+                "no access_token in its answer",
+            ),
+            (
+                r#"{"access_token": "t", "token_type": "mac"}"#,
+                r#"its token_type is "mac", not Bearer"#,
+            ),
+        ];
+        for (answer, why) in refused {
+            assert_eq!(token_answer(answer, now).unwrap_err().to_string(), why);
+        }
+    }
+}
