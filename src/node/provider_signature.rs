@@ -11,11 +11,13 @@
 //! | `slack` | `x-slack-signature: v0=<sig>`, `x-slack-request-timestamp` | `v0:<ts>:<body>` | hex |
 //! | `shopify` | `x-shopify-hmac-sha256: <sig>` | body | base64 |
 //! | `standard_webhooks` | `webhook-signature: v1,<sig> …`, `webhook-id`, `webhook-timestamp` | `<id>.<ts>.<body>` | base64 |
+//! | `svix` (Clerk, Resend and the other senders on Svix) | the same, named `svix-signature`, `svix-id`, `svix-timestamp` | `<id>.<ts>.<body>` | base64 |
 //! | a table `{ header, prefix, encoding, algorithm }` | `<header>: <prefix><sig>` | body | hex or base64 |
 //!
 //! Those signatures are HMAC-SHA256 under the secret (a table may name
 //! SHA-1 or SHA-512), compared in constant time. A secret is the
-//! variable's bytes, or for `standard_webhooks` a `whsec_<base64>` key. A
+//! variable's bytes, or for `standard_webhooks` and `svix` a
+//! `whsec_<base64>` key. A
 //! signed timestamp (unix seconds) must lie within [`TOLERANCE_S`] of now,
 //! so a captured request cannot be replayed later.
 //!
@@ -43,6 +45,7 @@ pub const SCHEMES: &[&str] = &[
     "slack",
     "shopify",
     "standard_webhooks",
+    "svix",
     "gitlab",
     "telegram",
 ];
@@ -63,12 +66,33 @@ enum Scheme {
     Stripe,
     Slack,
     Shopify,
-    /// Its secrets (`v1`) and public keys (`v1a`).
-    StandardWebhooks(Vec<Verifier>),
+    /// Its secrets (`v1`) and public keys (`v1a`), and its headers' names.
+    StandardWebhooks(Vec<Verifier>, &'static StandardHeaders),
     /// The secret itself, in this header (one of [`PROVIDER_TOKENS`]).
     Token(&'static str),
     BodyHmac(BodyHmac),
 }
+
+/// The headers of a Standard Webhooks signature: the standard's own, or
+/// Svix's (the same scheme, which Svix sent before it was a standard).
+#[derive(Debug, PartialEq, Eq)]
+struct StandardHeaders {
+    id: &'static str,
+    timestamp: &'static str,
+    signature: &'static str,
+}
+
+const STANDARD_WEBHOOKS: StandardHeaders = StandardHeaders {
+    id: "webhook-id",
+    timestamp: "webhook-timestamp",
+    signature: "webhook-signature",
+};
+
+const SVIX: StandardHeaders = StandardHeaders {
+    id: "svix-id",
+    timestamp: "svix-timestamp",
+    signature: "svix-signature",
+};
 
 /// An `ingest_signature` table: an HMAC of the body in `header`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -213,10 +237,14 @@ impl SignatureCheck {
                 "stripe" => Scheme::Stripe,
                 "slack" => Scheme::Slack,
                 "shopify" => Scheme::Shopify,
-                "standard_webhooks" => {
+                standard @ ("standard_webhooks" | "svix") => {
                     let keys = secrets.iter().map(|secret| Verifier::parse(secret));
                     let keys = keys.collect::<Result<_, _>>().map_err(|e| e.to_string())?;
-                    let scheme = Scheme::StandardWebhooks(keys);
+                    let names = match standard {
+                        "svix" => &SVIX,
+                        _ => &STANDARD_WEBHOOKS,
+                    };
+                    let scheme = Scheme::StandardWebhooks(keys, names);
                     let secrets = Vec::new();
                     return Ok(SignatureCheck { scheme, secrets });
                 }
@@ -278,9 +306,9 @@ impl SignatureCheck {
                     .map_err(|_| Refusal::Malformed(name))?;
                 self.any_secret(sha256, name, &[signature], &[body])
             }
-            Scheme::StandardWebhooks(keys) => {
-                let (name, stamp) = ("webhook-signature", "webhook-timestamp");
-                let id = required(headers, "webhook-id")?;
+            Scheme::StandardWebhooks(keys, names) => {
+                let (name, stamp) = (names.signature, names.timestamp);
+                let id = required(headers, names.id)?;
                 let t = required(headers, stamp)?;
                 let timestamp = t.parse::<u64>().map_err(|_| Refusal::Malformed(stamp))?;
                 fresh(stamp, timestamp, now_s)?;
@@ -518,33 +546,45 @@ mod tests {
         );
     }
 
-    /// Standard Webhooks' reference vector, through the ingest check.
+    /// Standard Webhooks' reference vector (Svix's own), through the
+    /// ingest check under each scheme's header names; each scheme reads
+    /// only its own names.
     #[test]
     fn the_standard_webhooks_vector_verifies_within_the_tolerance_only() {
         let key = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-        let check = SignatureCheck::new(&"standard_webhooks".into(), &[key.to_string()]).unwrap();
-        let headers = |timestamp: u64| {
-            [
-                ("webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek".to_string()),
-                ("webhook-timestamp", timestamp.to_string()),
-                (
-                    "webhook-signature",
-                    "v1,bm9ldHZhbGlk v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=".to_string(),
-                ),
-            ]
-        };
         let body = br#"{"test": 2432232314}"#;
         let signed_at = 1_614_265_330;
-        let pairs = headers(signed_at);
-        let lookup_at = |now_s: u64| verify_at(&check, &pairs, body, now_s);
-        assert_eq!(lookup_at(signed_at + TOLERANCE_S), Ok(()));
-        assert_eq!(
-            lookup_at(signed_at + TOLERANCE_S + 1),
-            Err(Refusal::Stale {
-                header: "webhook-timestamp",
-                off_s: TOLERANCE_S + 1
-            })
-        );
+        for (scheme, names, other) in [
+            ("standard_webhooks", &STANDARD_WEBHOOKS, &SVIX),
+            ("svix", &SVIX, &STANDARD_WEBHOOKS),
+        ] {
+            let check = SignatureCheck::new(&scheme.into(), &[key.to_string()]).unwrap();
+            let headers = |names: &StandardHeaders| {
+                [
+                    (names.id, "msg_p5jXN8AQM9LWM0D4loKWxJek".to_string()),
+                    (names.timestamp, signed_at.to_string()),
+                    (
+                        names.signature,
+                        "v1,bm9ldHZhbGlk v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+                            .to_string(),
+                    ),
+                ]
+            };
+            let pairs = headers(names);
+            let lookup_at = |now_s: u64| verify_at(&check, &pairs, body, now_s);
+            assert_eq!(lookup_at(signed_at + TOLERANCE_S), Ok(()), "{scheme}");
+            assert_eq!(
+                lookup_at(signed_at + TOLERANCE_S + 1),
+                Err(Refusal::Stale {
+                    header: names.timestamp,
+                    off_s: TOLERANCE_S + 1
+                })
+            );
+            assert_eq!(
+                verify_at(&check, &headers(other), body, signed_at),
+                Err(Refusal::Missing(names.id))
+            );
+        }
         assert!(SignatureCheck::new(&"standard_webhooks".into(), &["whsec_!".into()]).is_err());
         assert!(SignatureCheck::new(&"paypal".into(), &["s".into()]).is_err());
     }
