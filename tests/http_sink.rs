@@ -738,6 +738,44 @@ fn private_receivers_are_refused_when_egress_denies_them() {
     assert!(paths.contains(&"/by-address".to_string()) && paths.contains(&"/by-name".to_string()));
 }
 
+/// An OAuth 2 token endpoint is held to `egress.deny_private_addresses` as
+/// the receiver is: one on loopback is never asked, and the row is
+/// dead-lettered at once, naming the endpoint.
+#[test]
+fn egress_denies_a_private_oauth2_token_endpoint_too() {
+    std::env::set_var("GOAD_TEST_EGRESS_SECRET", "s");
+    let tokens = token_endpoint();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.egress.deny_private_addresses = true;
+    let mut sink = SinkConfig::http("https://hooks.example.com/in");
+    sink.oauth2 = Some(goad::config::OAuth2Config {
+        token_url: tokens.url("/token"),
+        client_id: "c".into(),
+        client_secret_env: "GOAD_TEST_EGRESS_SECRET".into(),
+        scope: None,
+        audience: None,
+        client_auth: Default::default(),
+    });
+    c.sources.push(source("s", "t", vec![sink]));
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("s", "x")).unwrap();
+    engine.tick().unwrap();
+    assert_eq!(tokens.count(), 0);
+    let token_url = tokens.url("/token");
+    assert_eq!(
+        dead_attempts_and_reasons(&engine),
+        [(
+            1,
+            format!(
+                "sink http: permanent: cannot get an OAuth 2 token from {token_url}: \
+                 127.0.0.1 resolves only to private addresses (127.0.0.1), \
+                 which egress.deny_private_addresses refuses"
+            )
+        )]
+    );
+}
+
 /// A token endpoint that issues `tok-1`, `tok-2`, … (one per request).
 fn token_endpoint() -> Receiver {
     let issued = std::sync::atomic::AtomicU32::new(0);

@@ -355,7 +355,10 @@ impl Sink for HttpSink {
             .map_or(0, |d| d.as_secs());
         let mut request = self.request(delivery, timestamp_s)?;
         let token = match &self.oauth2 {
-            Some(grant) => Some(grant.token(now).map_err(SinkError::transient)?),
+            Some(grant) => Some(grant.token(now).map_err(|e| match e.refused_by_egress {
+                true => SinkError::permanent(e),
+                false => SinkError::transient(e),
+            })?),
             None => None,
         };
         if let Some(token) = &token {

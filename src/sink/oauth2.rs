@@ -3,9 +3,11 @@
 //! wants `authorization: Bearer <token>`, and goad gets the token from the
 //! receiver's authorization server with the sink's client id and secret,
 //! keeps it while fresh (see `expiring`), and drops it when the receiver
-//! answers 401 to it, so the next attempt asks for a new one.
+//! answers 401 to it, so the next attempt asks for a new one. The token
+//! endpoint is held to the sink's `egress` rule, as the receiver is.
 
-use super::client::{agent, form, ok_body};
+use super::client::{agent_with_tls, form, ok_body};
+use super::egress::PrivateAddress;
 use super::expiring::Expiring;
 use super::BoxError;
 use crate::config::ClientAuth;
@@ -14,6 +16,7 @@ use base64::prelude::{Engine as _, BASE64_STANDARD};
 use serde_json::Value;
 use std::fmt;
 use std::time::{Duration, SystemTime};
+use ureq::tls::TlsConfig;
 
 /// The token and its expiry from a token endpoint's answer: `access_token`,
 /// and `expires_in` seconds (when it is missing, as the RFC allows,
@@ -71,16 +74,34 @@ pub struct Token {
 pub struct NoToken {
     token_url: String,
     cause: BoxError,
+    /// The endpoint is refused by `egress.deny_private_addresses`, which
+    /// makes the attempt's failure permanent, as for a receiver.
+    pub refused_by_egress: bool,
 }
 
 impl fmt::Display for NoToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let NoToken { token_url, cause } = self;
+        let (token_url, cause) = (&self.token_url, &self.cause);
         write!(f, "cannot get an OAuth 2 token from {token_url}: {cause}")
     }
 }
 
 impl std::error::Error for NoToken {}
+
+impl NoToken {
+    /// Why `token_url` gave no token; a refusal of the egress rule is told
+    /// as the receiver's would be.
+    fn new(token_url: &str, cause: BoxError) -> NoToken {
+        let refusal = (cause.downcast_ref::<ureq::Error>())
+            .and_then(PrivateAddress::of)
+            .map(ToString::to_string);
+        NoToken {
+            token_url: token_url.to_string(),
+            refused_by_egress: refusal.is_some(),
+            cause: refusal.map_or(cause, Into::into),
+        }
+    }
+}
 
 impl ClientCredentials {
     pub fn new(
@@ -90,6 +111,7 @@ impl ClientCredentials {
         scope: Option<String>,
         audience: Option<String>,
         client_auth: ClientAuth,
+        public_only: bool,
     ) -> ClientCredentials {
         ClientCredentials {
             token_url,
@@ -98,7 +120,7 @@ impl ClientCredentials {
             scope,
             audience,
             client_auth,
-            agent: agent(HTTP_TIMEOUT_MS, 1),
+            agent: agent_with_tls(HTTP_TIMEOUT_MS, 1, TlsConfig::default(), public_only),
             held: Expiring::new(),
         }
     }
@@ -110,10 +132,7 @@ impl ClientCredentials {
             fresh = true;
             token_answer(&self.ask()?, now)
         });
-        let value = value.map_err(|cause| NoToken {
-            token_url: self.token_url.clone(),
-            cause,
-        })?;
+        let value = value.map_err(|cause| NoToken::new(&self.token_url, cause))?;
         Ok(Token { value, fresh })
     }
 

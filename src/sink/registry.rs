@@ -147,6 +147,7 @@ fn batch_max_entries(
 
 /// An HTTP sink's client-credentials grant, its secret read now.
 fn oauth2_grant(
+    config: &Config,
     entry: &SinkConfig,
     at: &str,
 ) -> Result<Option<Arc<ClientCredentials>>, ConfigError> {
@@ -164,6 +165,7 @@ fn oauth2_grant(
         o.scope.clone(),
         o.audience.clone(),
         o.client_auth,
+        config.egress.deny_private_addresses,
     ))))
 }
 
@@ -261,7 +263,7 @@ fn http_options(
         roots,
         client_certificate,
         deny_private_addresses: config.egress.deny_private_addresses,
-        oauth2: oauth2_grant(entry, at)?,
+        oauth2: oauth2_grant(config, entry, at)?,
     })
 }
 
