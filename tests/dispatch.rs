@@ -529,6 +529,46 @@ fn rows_left_by_a_shutdown_are_delivered_after_reopening() {
     assert_eq!(delivered.load(Ordering::SeqCst), 0, "not due for an hour");
 }
 
+/// Scenario 13 (D7): sinks [tag, gate] with one attempt slot: tag is
+/// delivered while gate holds its row; a graceful stop that outwaits its
+/// grace leaves that row in flight; the next engine delivers it, does not
+/// deliver tag's again, and reclaims the hook.
+#[test]
+fn a_row_in_flight_at_a_graceful_stop_is_delivered_after_it_and_no_other_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.concurrency = 1;
+    c.dispatch.sink_concurrency = 1;
+    c.sources.push(source_of_kinds("s", "t", &["tag", "gate"]));
+    let (tag, tagged) = counting_sink();
+    let gate = gate();
+    let engine = Engine::builder(c.clone())
+        .sink("tag", tag)
+        .sink("gate", gate.sink.clone())
+        .open()
+        .unwrap();
+    engine.commit(NewHook::new("s", "x")).unwrap();
+    wait_until(
+        "tag delivered, gate holding",
+        Duration::from_secs(5),
+        || tagged.load(Ordering::SeqCst) == 1 && engine.stats()[0].running == 1,
+    );
+    engine.shutdown();
+    drop(gate.open);
+    drop(engine);
+    let (tag_again, tagged_again) = counting_sink();
+    let (gate_ok, gated) = counting_sink();
+    let engine = Engine::builder(c)
+        .sink("tag", tag_again)
+        .sink("gate", gate_ok)
+        .open()
+        .unwrap();
+    engine.tick().unwrap();
+    assert_eq!(gated.load(Ordering::SeqCst), 1);
+    assert_eq!(tagged_again.load(Ordering::SeqCst), 0);
+    assert_eq!(engine.hook_count().unwrap(), 0);
+}
+
 /// Scenario 12: rows of a source removed from the config while the engine
 /// was stopped are dead-lettered as `source_gone` once they come due, with
 /// their attempts unchanged, and keep their hooks.

@@ -126,6 +126,24 @@ struct Pace {
     throttled: bool,
 }
 
+impl Pace {
+    /// The rows a step may move after `elapsed_s` at `rate` a second:
+    /// what the time since the last pass earned, so the rate holds however
+    /// late passes run, but no more than a second's worth (after a stalled
+    /// pacer) and, unspent (no rows to move), no more than a fifth of a
+    /// second's worth: no burst after either.
+    fn grant(&mut self, rate: f64, elapsed_s: f64) -> u64 {
+        let most = rate * elapsed_s.clamp(0.2, 1.0) + 1.0;
+        self.allowance = (self.allowance + rate * elapsed_s).min(most);
+        self.allowance.floor() as u64
+    }
+
+    /// `rows` of the grant were moved.
+    fn spent(&mut self, rows: u64) {
+        self.allowance -= rows as f64;
+    }
+}
+
 /// The node's replays.
 pub struct Replays {
     dir: PathBuf,
@@ -312,10 +330,7 @@ impl Replays {
         if held {
             return None;
         }
-        // Up to a fifth of a second's worth may accumulate, so a step's
-        // size follows the rate without bursting after a pause.
-        pace.allowance = (pace.allowance + rate * elapsed_s).min(rate / 5.0 + 1.0);
-        let mut budget = pace.allowance.floor() as u64;
+        let mut budget = pace.grant(rate, elapsed_s);
         for k in 0..shards {
             if budget == 0 {
                 break;
@@ -332,7 +347,7 @@ impl Replays {
             match engine.revive(k, step) {
                 Ok(revived) => {
                     budget -= revived.moved;
-                    pace.allowance -= revived.moved as f64;
+                    pace.spent(revived.moved);
                     pace.cursors[k] = revived.cursor;
                     pace.exhausted[k] = revived.exhausted;
                 }
@@ -407,6 +422,57 @@ fn auto_pause(counts: ReplayCounts) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rows a pace moves in `seconds` of passes `pass_s` apart, each
+    /// moving all it is granted of the `rows` left.
+    fn moved(rate: f64, seconds: f64, pass_s: f64, rows: u64) -> u64 {
+        let mut pace = Pace::default();
+        let mut moved = 0;
+        for _ in 0..(seconds / pass_s).round() as u64 {
+            let step = pace.grant(rate, pass_s).min(rows - moved);
+            pace.spent(step);
+            moved += step;
+        }
+        moved
+    }
+
+    /// Scenarios 26 and 27, in virtual time: a replay moves its rate's
+    /// worth of rows a second, however its passes are spaced (a pass later
+    /// than a fifth of a second used to lose the rest: 84 a second at 100),
+    /// and no burst after a stall or a time with nothing to move.
+    #[test]
+    fn a_replay_moves_its_rate_a_second_without_bursting() {
+        for pass_s in [0.01, 0.05, 0.25] {
+            let first_second = moved(100.0, 1.0, pass_s, 500);
+            let two_seconds = moved(100.0, 2.0, pass_s, 500);
+            assert!(
+                (99..=100).contains(&first_second),
+                "{pass_s}: {first_second}"
+            );
+            assert!(
+                (199..=200).contains(&two_seconds),
+                "{pass_s}: {two_seconds}"
+            );
+        }
+        assert_eq!(moved(100.0, 10.0, 0.05, 500), 500, "all of them in time");
+        assert_eq!(moved(1.0, 0.9, 0.1, 5), 0);
+        assert_eq!(moved(1.0, 5.5, 0.1, 5), 5);
+        let mut pace = Pace::default();
+        assert_eq!(
+            pace.grant(100.0, 10.0),
+            101,
+            "a second's worth after a stall"
+        );
+        let mut idle = Pace::default();
+        for _ in 0..10 {
+            idle.grant(100.0, 0.1);
+        }
+        assert_eq!(
+            idle.grant(100.0, 0.1),
+            21,
+            "unspent: a fifth of a second's worth"
+        );
+    }
 
     #[test]
     fn a_spec_written_before_hook_ids_reads_as_one_without() {
