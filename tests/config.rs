@@ -169,6 +169,7 @@ fn each_range_rule_names_the_key_and_the_value() {
     }
 }
 
+/// Scenario 62 among them: an option the sink does not have.
 #[test]
 fn unknown_keys_and_bad_types_name_the_dotted_key() {
     let cases = [

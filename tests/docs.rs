@@ -82,3 +82,85 @@ fn anchors_are_githubs() {
     );
     assert_eq!(anchor(" `goad-sink`: a receiver"), "goad-sink-a-receiver");
 }
+
+/// The scenario numbers a text names: each number of a run that follows
+/// "Scenario"/"Scenarios" (any case), as in "Scenarios 38, 41, 42 and 44"
+/// or "scenarios 57–66".
+fn scenario_numbers(text: &str) -> BTreeSet<u32> {
+    let mut found = BTreeSet::new();
+    let lower = text.to_lowercase();
+    for after in lower.split("scenario").skip(1) {
+        let run = after.trim_start_matches('s').trim_start();
+        let end = run
+            .find(|c: char| !(c.is_ascii_digit() || " ,–-and".contains(c)))
+            .unwrap_or(run.len());
+        let run = &run[..end];
+        for part in run
+            .split([',', ' '])
+            .filter(|p| !p.is_empty() && *p != "and")
+        {
+            match part.split_once(['–', '-']) {
+                Some((a, b)) => {
+                    if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
+                        found.extend(a..=b);
+                    }
+                }
+                None => found.extend(part.parse::<u32>().ok()),
+            }
+        }
+    }
+    found
+}
+
+/// The comments (`//` lines, docs included) of every Rust file under `dir`.
+fn comments(dir: &Path, into: &mut String) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            comments(&path, into);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            for line in text.lines().map(str::trim_start) {
+                if let Some(doc) = line.strip_prefix("//") {
+                    into.push_str(doc);
+                    into.push('\n');
+                }
+            }
+        }
+    }
+}
+
+/// Every one of the reference's 70 scenarios is named by a test's comment
+/// or listed, with why, in `docs/reference-scenarios.md`.
+#[test]
+fn every_reference_scenario_is_ported_or_explained() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut docs = String::new();
+    comments(&root.join("tests"), &mut docs);
+    comments(&root.join("src"), &mut docs);
+    let ported = scenario_numbers(&docs);
+    let page = std::fs::read_to_string(root.join("docs/reference-scenarios.md")).unwrap();
+    let explained: BTreeSet<u32> = page
+        .lines()
+        .filter_map(|line| line.strip_prefix("| "))
+        .filter_map(|row| row.split(' ').next()?.parse().ok())
+        .collect();
+    let missing: Vec<u32> = (1..=70)
+        .filter(|n| !ported.contains(n) && !explained.contains(n))
+        .collect();
+    assert_eq!(
+        missing,
+        Vec::<u32>::new(),
+        "scenarios neither ported nor explained"
+    );
+    let both: Vec<&u32> = explained.intersection(&ported).collect();
+    assert_eq!(
+        both,
+        Vec::<&u32>::new(),
+        "explained as not ported, yet named by a test"
+    );
+    assert_eq!(
+        scenario_numbers("Scenarios 38, 41, 42, 44; scenario 7 (D6); scenarios 57–66"),
+        [7, 38, 41, 42, 44].into_iter().chain(57..=66).collect()
+    );
+}

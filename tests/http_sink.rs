@@ -392,7 +392,9 @@ fn a_url_from_the_environment_is_delivered_to_and_never_printed() {
     );
 }
 
-/// The status mapping over real HTTP: the row's state after one attempt.
+/// The status mapping over real HTTP (scenarios 60 and 61 among them: a
+/// 503 without `Retry-After`, a 302 not followed): the row's state after
+/// one attempt.
 /// A failure's error quotes the start of the answer's body, where a
 /// receiver says why (its first 256 bytes, whitespace runs as one space,
 /// "…" where cut).

@@ -276,13 +276,16 @@ fn string_attribute(message: &Value, name: &str) -> Option<String> {
 
 /// Scenario 37: a hook reaches a FIFO queue as goad's message, with its
 /// attributes, the group `<tenant>/<source>` and the hook id as the
-/// deduplication id.
+/// deduplication id. Scenario 24: a body under the sink's threshold is
+/// carried inline, and nothing is checked in to the claim check.
 #[test]
 fn a_hook_reaches_a_fifo_queue_as_goads_message() {
     let moto = Moto::start();
     let queue_url = moto.create_queue("hooks.fifo");
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(stripe_to(dir.path(), sqs_sink(&queue_url))).unwrap();
+    let config = stripe_to(dir.path(), sqs_sink(&queue_url));
+    let claim_dir = config.claim_dir();
+    let engine = Engine::open(config).unwrap();
     let hook = NewHook {
         content_type: Some("application/json".into()),
         dedupe_key: Some("evt_1".into()),
@@ -321,6 +324,9 @@ fn a_hook_reaches_a_fifo_queue_as_goads_message() {
         .decode(body["body_base64"].as_str().unwrap())
         .unwrap();
     assert_eq!(inline, br#"{"amount":100}"#);
+    assert_eq!(body["claim"], Value::Null);
+    let claims = std::fs::read_dir(&claim_dir).map_or(0, |d| d.count());
+    assert_eq!(claims, 0, "nothing checked in");
     assert_eq!(body["sha256"].as_str().unwrap().len(), 64);
     for (name, value) in [
         ("goad_id", id.as_str()),
@@ -614,9 +620,9 @@ fn envelopes_of(engine: &Engine, moto: &Moto, queue_url: &str, body: &[u8]) -> V
         .collect()
 }
 
-/// A body over the sink's `inline_max_bytes` is checked in to the claim
-/// check once, whichever row checks it in first; both messages carry its
-/// reference instead of the body, and the engine redeems it.
+/// Scenario 22: a body over the sink's `inline_max_bytes` is checked in to
+/// the claim check once, whichever row checks it in first; both messages
+/// carry its reference instead of the body, and the engine redeems it.
 #[test]
 fn a_large_body_is_checked_in_once_and_messages_carry_its_claim() {
     let moto = Moto::start();

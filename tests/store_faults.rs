@@ -125,8 +125,9 @@ fn short_timed_key() -> Vec<u8> {
     key
 }
 
-/// The hook of seq 2 and the row of seq 3 no longer decode: both rows are
-/// listed as dead letters (the bytes kept), the other hooks are delivered,
+/// Scenario 34: the hook of seq 2 and the row of seq 3 no longer decode:
+/// both rows are listed as dead letters with the reason (the bytes kept),
+/// a replay moves neither and keeps them, the other hooks are delivered,
 /// and the store never failed.
 #[test]
 fn a_corrupt_row_or_hook_is_dead_lettered_and_the_shard_goes_on() {
@@ -181,6 +182,9 @@ fn a_corrupt_row_or_hook_is_dead_lettered_and_the_shard_goes_on() {
         (stats.delivered, stats.dead, stats.store_failures),
         (2, 2, 0)
     );
+    assert_eq!(engine.replay(&DeadFilter::default()).unwrap().moved, 0);
+    let listed = engine.dead_letters(&DeadFilter::default(), None, 10);
+    assert_eq!(listed.unwrap().len(), 2, "kept after the replay");
     drop(engine);
     // Both rows are dead letters now, in the dead index; the bytes that do
     // not decode are still there, and still reported.

@@ -249,6 +249,7 @@ mod tests {
     use super::*;
     use crate::core::FailureClass;
 
+    /// Scenario 52.
     #[test]
     fn project_and_topic_are_one_path_segment_each() {
         let sink = PubSubSink::new(PubSubSinkOptions {
@@ -275,6 +276,7 @@ mod tests {
             .map(|e| e.into_failure().class)
     }
 
+    /// Scenarios 53 and 54.
     #[test]
     fn answers_map_to_delivered_permanent_or_transient() {
         assert_eq!(class(200, r#"{"messageIds":["1"]}"#), None);
