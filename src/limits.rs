@@ -17,6 +17,10 @@ pub const SHARD_INPUT_CAPACITY: usize = 16_384;
 /// Most inputs a shard drains into one loop iteration (one store batch).
 pub const MAX_INPUTS_PER_ITERATION: usize = 4_096;
 
+/// Notifications (`notifications.source`) waiting to be committed; more
+/// are counted dropped.
+pub const NOTIFICATION_QUEUE: usize = 10_000;
+
 /// How long an HTTP client keeps a host's addresses (see `sink::resolver`).
 pub const DNS_CACHE_MS: u64 = 30_000;
 

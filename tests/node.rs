@@ -1783,6 +1783,78 @@ fn reload_applies_live_keys_and_names_those_that_need_a_restart() {
     );
 }
 
+/// `notifications.source`: a row dead-lettered raises a `row.dead` event,
+/// committed to that source and delivered by its sink as a JSON hook; a
+/// row of that source itself raises none (a failing notifications sink
+/// cannot feed itself).
+#[test]
+fn a_dead_row_is_notified_through_the_notifications_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let refusing = Receiver::start(|_| Reply::status(410).with_body("gone")).unwrap();
+    let (ops, ops_status) = switchable(200);
+    let mut c = node_config(dir.path());
+    c.sources.push(source(
+        "a",
+        "t1",
+        vec![SinkConfig::http(refusing.url("/a"))],
+    ));
+    c.sources.push(source(
+        "ops",
+        "operator",
+        vec![SinkConfig::http(ops.url("/ops"))],
+    ));
+    c.notifications.source = Some("ops".into());
+    let node = start(c);
+    let addr = node.local_addr();
+    let before_ms = goad::runtime::wall_ms();
+    let reply = ingest(addr, "a", b"x", &[]);
+    let id = reply.json()["id"].as_str().unwrap().to_string();
+    assert!(ops.wait_for(1, Duration::from_secs(10)));
+    let after_ms = goad::runtime::wall_ms();
+    let notice = &ops.received()[0];
+    assert_eq!(notice.header("content-type"), Some("application/json"));
+    assert_eq!(notice.header("x-goad-source"), Some("ops"));
+    let mut event: serde_json::Value = serde_json::from_slice(&notice.body).unwrap();
+    let at_ms = event["at_ms"].as_u64().unwrap();
+    assert!((before_ms..=after_ms).contains(&at_ms), "{event}");
+    event.as_object_mut().unwrap().remove("at_ms");
+    assert_eq!(
+        event,
+        serde_json::json!({
+            "type": "row.dead",
+            "hook_id": id,
+            "tenant": "t1",
+            "source_id": "a",
+            "sink_index": 0,
+            "sink_type": "http",
+            "attempt": 1,
+            "reason": "sink http: permanent: HTTP status 410: gone",
+        })
+    );
+    ops_status.store(410, Ordering::SeqCst);
+    assert_eq!(ingest(addr, "ops", b"y", &[]).status, 202);
+    let engine = node.engine().unwrap();
+    wait_until("the ops row dead too", Duration::from_secs(10), || {
+        dead(&engine).len() == 2
+    });
+    let counted = |result: &str| {
+        metric(
+            addr,
+            "goad_notifications_total",
+            &format!("result=\"{result}\""),
+        )
+    };
+    assert_eq!(
+        [
+            counted("queued"),
+            counted("committed"),
+            counted("dropped"),
+            counted("failed")
+        ],
+        [1.0, 1.0, 0.0, 0.0]
+    );
+}
+
 /// `metrics.per_sink`: `counts` keeps each sink's outcomes and breaker
 /// and drops its histograms, `off` every `goad_sink_` series (the node's
 /// own stay), and a reload applies it to the next scrape. A reload applies

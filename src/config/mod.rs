@@ -40,6 +40,7 @@ pub struct Config {
     pub claim_check: ClaimCheckConfig,
     pub egress: EgressConfig,
     pub metrics: MetricsConfig,
+    pub notifications: NotificationsConfig,
     pub dispatch: DispatchConfig,
     pub retry: RetryConfig,
     pub sources: Vec<SourceConfig>,
@@ -60,6 +61,7 @@ impl Default for Config {
             claim_check: ClaimCheckConfig::default(),
             egress: EgressConfig::default(),
             metrics: MetricsConfig::default(),
+            notifications: NotificationsConfig::default(),
             dispatch: DispatchConfig::default(),
             retry: RetryConfig::default(),
             sources: Vec::new(),
@@ -211,6 +213,16 @@ pub struct EgressConfig {
     /// service) or other non-public addresses fails permanently. Off by
     /// default (receivers on the node's own networks are common).
     pub deny_private_addresses: bool,
+}
+
+/// A node's notices to its operator (`[notifications]`, goad's addition).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NotificationsConfig {
+    /// A configured source to which the node commits a `row.dead` event
+    /// for every row dead-lettered (but that source's own), delivered by
+    /// its sinks as any hook: a chat webhook, an incident tool, a queue.
+    pub source: Option<String>,
 }
 
 /// What a node's `/metrics` shows (`[metrics]`, goad's addition).

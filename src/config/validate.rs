@@ -280,6 +280,12 @@ impl Config {
                 retention_ms,
             ));
         }
+        if let Some(source) = &self.notifications.source {
+            if !self.sources.iter().any(|s| &s.id == source) {
+                let rule = "the id of one of the sources";
+                return Err(invalid("notifications.source", rule, source));
+            }
+        }
         self.validate_claim_check()?;
         self.validate_dispatch()?;
         self.validate_retry()?;

@@ -75,13 +75,7 @@ fn answer_caught(state: &NodeState, engine: &Engine, job: &AdminJob) -> Response
 
 fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Request) -> Response {
     match route {
-        WorkerRoute::Metrics => match metrics::render(
-            engine,
-            &state.replays,
-            &state.ingest,
-            state.drain.is_on(),
-            state.config.read().metrics.per_sink,
-        ) {
+        WorkerRoute::Metrics => match metrics::render(engine, state) {
             Ok(text) => Response::text(200, "text/plain; version=0.0.4", text),
             Err(e) => store_error(&e),
         },
@@ -411,7 +405,14 @@ const LIVE_KEYS: &[&str] = &["admin_token_env", "sources"];
 
 /// Sections whose every key `reload` applies without a restart (each
 /// applies to what starts after it: a claim, an attempt, a retry decision).
-const LIVE_SECTIONS: &[&str] = &["dispatch", "retry", "replay", "egress", "metrics"];
+const LIVE_SECTIONS: &[&str] = &[
+    "dispatch",
+    "retry",
+    "replay",
+    "egress",
+    "metrics",
+    "notifications",
+];
 
 /// Whether a changed dotted key applies at a reload.
 fn is_live(key: &str) -> bool {
@@ -511,6 +512,8 @@ pub(super) fn reload_config(state: &NodeState, engine: &Engine) -> Result<Reload
     current.retry = new.retry;
     current.egress = new.egress.clone();
     current.metrics = new.metrics.clone();
+    current.notifications = new.notifications.clone();
+    state.notifier.set_source(new.notifications.source.clone());
     current.sources = new.sources.clone();
     *state.tokens.write() = tokens;
     let tls_renewed = match (&state.tls, renewed_tls) {
@@ -598,6 +601,7 @@ mod tests {
             "replay.rate",
             "egress.deny_private_addresses",
             "metrics.per_sink",
+            "notifications.source",
         ] {
             assert!(is_live(key), "{key}");
         }

@@ -3,7 +3,9 @@
 //! series carry a `shard` label.
 
 use super::ingest_counts::IngestCounts;
+use super::notify::NotificationCounts;
 use super::replay::Replays;
+use super::NodeState;
 use crate::config::PerSinkMetrics;
 use crate::core::{BreakerState, SinkOutcomes, SinkStats};
 use crate::latency::{LatencyCounts, BUCKET_BOUNDS_MS};
@@ -178,6 +180,27 @@ impl Family<'_> {
         }
     }
 
+    /// What became of the dead rows' notifications.
+    fn notifications(&mut self, counts: &NotificationCounts) {
+        self.head(
+            "goad_notifications_total",
+            "counter",
+            "row.dead notifications (notifications.source) by what became of them: queued, dropped (the queue was full), committed, failed (the commit was refused).",
+        );
+        for (result, n) in [
+            ("queued", &counts.queued),
+            ("dropped", &counts.dropped),
+            ("committed", &counts.committed),
+            ("failed", &counts.failed),
+        ] {
+            let n = n.load(std::sync::atomic::Ordering::Relaxed);
+            let _ = writeln!(
+                self.out,
+                "goad_notifications_total{{result=\"{result}\"}} {n}"
+            );
+        }
+    }
+
     /// The node's attempt count and duration histogram.
     fn attempt_latency(&mut self, latency: &LatencyCounts) {
         self.head(
@@ -346,14 +369,9 @@ fn escape_label(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// The whole exposition, each sink's series as `per_sink` says.
-pub fn render(
-    engine: &Engine,
-    replays: &Replays,
-    ingest: &IngestCounts,
-    draining: bool,
-    per_sink: PerSinkMetrics,
-) -> Result<String, StoreError> {
+/// The whole exposition of the node `state` and its `engine`.
+pub(super) fn render(engine: &Engine, state: &NodeState) -> Result<String, StoreError> {
+    let per_sink = state.config.read().metrics.per_sink;
     let stats = engine.stats();
     let due = engine.due_counts()?;
     let dead = engine.dead_counts()?;
@@ -412,13 +430,15 @@ pub fn render(
         &engine.store_ingest_limit_bytes(),
     );
     f.stats_families(SHARD_FAMILIES, &stats);
-    f.replays(replays);
-    f.ingest(ingest);
+    f.replays(&state.replays);
+    f.ingest(&state.ingest);
+    f.notifications(&state.notifier.counts);
     f.head(
         "goad_draining",
         "gauge",
         "1 while the node drains: it takes no new hooks (POST /v1/drain).",
     );
+    let draining = state.drain.is_on();
     let _ = writeln!(f.out, "goad_draining {}", u8::from(draining));
     f.head(
         "goad_build_info",

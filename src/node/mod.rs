@@ -17,6 +17,7 @@ mod hook_status;
 pub mod http;
 mod ingest_counts;
 mod metrics;
+mod notify;
 pub mod provider_signature;
 pub mod replay;
 mod routes;
@@ -113,6 +114,7 @@ pub(crate) struct NodeState {
     drain: drain::Drain,
     replays: Replays,
     ingest: IngestCounts,
+    notifier: Arc<notify::Notifier>,
 }
 
 impl NodeState {
@@ -165,6 +167,7 @@ impl Node {
             replays: Replays::new(&config.data_dir),
             drain: drain::Drain::load(&config.data_dir),
             ingest: IngestCounts::default(),
+            notifier: notify::Notifier::new(config.notifications.source.clone()),
             config: RwLock::new(config.clone()),
             config_path: options.config_path,
             tokens: RwLock::new(tokens),
@@ -250,6 +253,7 @@ impl Node {
             )))
         });
         self.state.replays.stop();
+        self.state.notifier.stop();
         if let Some(engine) = self.state.engine() {
             engine.shutdown();
         }
@@ -299,6 +303,16 @@ fn open_engine(
     opened
 }
 
+/// Starts the thread committing notifications.
+fn start_notifier(state: &Arc<NodeState>, engine: Arc<Engine>) -> Result<(), NodeError> {
+    let notifier = state.notifier.clone();
+    std::thread::Builder::new()
+        .name("goad-notify".into())
+        .spawn(move || notifier.run(&engine))
+        .map(drop)
+        .map_err(NodeError::Io)
+}
+
 fn try_open_engine(
     state: &Arc<NodeState>,
     config: Config,
@@ -306,11 +320,13 @@ fn try_open_engine(
     stopper: &Stopper,
 ) -> Result<(), NodeError> {
     let started = Instant::now();
+    let notifier = state.notifier.clone();
     let builder = host_sinks
         .into_iter()
         .fold(Engine::builder(config), |b, (name, sink)| {
             b.sink(name, sink)
-        });
+        })
+        .on_outcome(move |event| notifier.observe(event));
     match builder.open() {
         Ok(engine) => {
             let engine = Arc::new(engine);
@@ -330,6 +346,7 @@ fn try_open_engine(
                 );
             }
             state.replays.start(state.clone());
+            start_notifier(state, engine)?;
             Ok(())
         }
         Err(e) => {
