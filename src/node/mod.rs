@@ -303,16 +303,6 @@ fn open_engine(
     opened
 }
 
-/// Starts the thread committing notifications.
-fn start_notifier(state: &Arc<NodeState>, engine: Arc<Engine>) -> Result<(), NodeError> {
-    let notifier = state.notifier.clone();
-    std::thread::Builder::new()
-        .name("goad-notify".into())
-        .spawn(move || notifier.run(&engine))
-        .map(drop)
-        .map_err(NodeError::Io)
-}
-
 fn try_open_engine(
     state: &Arc<NodeState>,
     config: Config,
@@ -346,7 +336,7 @@ fn try_open_engine(
                 );
             }
             state.replays.start(state.clone());
-            start_notifier(state, engine)?;
+            state.notifier.start(engine).map_err(NodeError::Io)?;
             Ok(())
         }
         Err(e) => {

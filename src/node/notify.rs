@@ -15,11 +15,15 @@ use crate::core::{Outcome, OutcomeEvent};
 use crate::limits::NOTIFICATION_QUEUE;
 use crate::runtime::{Engine, NewHook};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
+
+/// How soon the committing thread sees a stop.
+const STOP_CHECK: Duration = Duration::from_millis(20);
 
 /// The queue between the shards' observer and the committing thread.
 pub(crate) struct Notifier {
@@ -28,6 +32,8 @@ pub(crate) struct Notifier {
     queue: Sender<OutcomeEvent>,
     queued: Receiver<OutcomeEvent>,
     stop: AtomicBool,
+    /// The committing thread, which holds the engine until it ends.
+    thread: Mutex<Option<JoinHandle<()>>>,
     pub counts: NotificationCounts,
 }
 
@@ -50,6 +56,7 @@ impl Notifier {
             queue,
             queued,
             stop: AtomicBool::new(false),
+            thread: Mutex::new(None),
             counts: NotificationCounts::default(),
         })
     }
@@ -78,10 +85,20 @@ impl Notifier {
         };
     }
 
+    /// Starts the thread that commits the queued events to `engine`.
+    pub fn start(self: &Arc<Notifier>, engine: Arc<Engine>) -> std::io::Result<()> {
+        let notifier = self.clone();
+        let thread = std::thread::Builder::new()
+            .name("goad-notify".into())
+            .spawn(move || notifier.run(&engine))?;
+        *self.thread.lock() = Some(thread);
+        Ok(())
+    }
+
     /// Commits the queued events until `stop`.
-    pub fn run(&self, engine: &Engine) {
+    fn run(&self, engine: &Engine) {
         while !self.stop.load(Ordering::Acquire) {
-            let Ok(event) = self.queued.recv_timeout(Duration::from_millis(100)) else {
+            let Ok(event) = self.queued.recv_timeout(STOP_CHECK) else {
                 continue;
             };
             let Some(source) = self.source.read().clone() else {
@@ -101,9 +118,14 @@ impl Notifier {
         }
     }
 
-    /// Ends `run` (at a node's stop).
+    /// Ends the committing thread and waits for it, so that it no longer
+    /// holds the engine (a node's stop; the node may start again on the
+    /// same data directory at once).
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.lock().take() {
+            let _ = thread.join();
+        }
     }
 }
 
