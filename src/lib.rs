@@ -24,7 +24,7 @@ pub mod store;
 mod test_support;
 
 pub use config::{Config, ConfigError, SinkConfig, SourceConfig};
-pub use core::{Outcome, OutcomeEvent};
+pub use core::{BreakerEvent, Outcome, OutcomeEvent, SinkKey};
 pub use node::{Node, NodeOptions};
 pub use runtime::{
     Backup, BackupError, CommitError, Engine, EngineBuilder, NewHook, OpenError, Pressure,

@@ -238,6 +238,76 @@ fn a_hung_attempt_times_out_frees_its_slot_and_dead_letters_after_its_attempts()
     drop(release);
 }
 
+/// `on_breaker`: a host hears when a sink key's breaker opens (and until
+/// when its rows park) and when an answer closes it again; an observer
+/// that panics does not stop the shard.
+#[test]
+fn a_breaker_observer_hears_a_key_open_and_close() {
+    use goad::{BreakerEvent, SinkKey};
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.concurrency = 1;
+    c.dispatch.sink_concurrency = 1;
+    // Long enough that the sink is fixed before the first probe.
+    c.dispatch.breaker_failures = 2;
+    c.dispatch.breaker_open_ms = 1_000;
+    c.dispatch.breaker_max_open_ms = 1_000;
+    c.retry.base_ms = 10;
+    c.retry.max_ms = 10;
+    c.sources.push(source_of_kinds("s", "t", &["flaky"]));
+    let failing = Arc::new(AtomicBool::new(true));
+    let fails = failing.clone();
+    let flaky = sink(move |_| match fails.load(Ordering::SeqCst) {
+        true => Err(SinkError::transient(std::io::Error::other("down"))),
+        false => Ok(()),
+    });
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::<(BreakerEvent, u64)>::new()));
+    let observed = seen.clone();
+    let engine = Engine::builder(c)
+        .sink("flaky", flaky)
+        .on_breaker(move |event, at_ms| {
+            observed.lock().push((event.clone(), at_ms));
+            panic!("the host's observer panics at every event");
+        })
+        .open()
+        .unwrap();
+    for _ in 0..2 {
+        engine.commit(NewHook::new("s", "x")).unwrap();
+    }
+    wait_until("the breaker opened", Duration::from_secs(5), || {
+        !seen.lock().is_empty()
+    });
+    failing.store(false, Ordering::SeqCst);
+    wait_until(
+        "both delivered after the probe",
+        Duration::from_secs(5),
+        || engine.hook_count().unwrap() == 0 && seen.lock().len() == 2,
+    );
+    let events = seen.lock().clone();
+    let key = SinkKey {
+        tenant: "t".into(),
+        source_id: "s".into(),
+        sink_index: 0,
+        sink_type: "flaky".into(),
+    };
+    let (opened_at_ms, closed_at_ms) = (events[0].1, events[1].1);
+    assert_eq!(
+        events,
+        [
+            (
+                BreakerEvent::Opened {
+                    key: key.clone(),
+                    until_ms: opened_at_ms + 1_000,
+                    opens: 1
+                },
+                opened_at_ms
+            ),
+            (BreakerEvent::Closed { key }, closed_at_ms),
+        ]
+    );
+    assert!(closed_at_ms >= opened_at_ms + 1_000);
+}
+
 /// A worker started in place of a stuck one runs on every CPU the engine's
 /// opener may use: a Linux thread inherits its creator's affinity, and the
 /// replacement is started by the shard thread, which is pinned to one core.

@@ -1855,6 +1855,55 @@ fn a_dead_row_is_notified_through_the_notifications_source() {
     );
 }
 
+/// `notifications.source` hears of breakers too: a receiver failing until
+/// its key's breaker opens raises `sink.breaker_opened` (with until when
+/// its rows park), and its first answer after that `sink.breaker_closed`.
+#[test]
+fn a_breaker_opening_and_closing_is_notified() {
+    let dir = tempfile::tempdir().unwrap();
+    let (failing, status) = switchable(503);
+    let ops = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = node_config(dir.path());
+    // Long enough that the receiver is fixed before the first probe.
+    c.dispatch.breaker_failures = 2;
+    c.dispatch.breaker_open_ms = 2_000;
+    c.dispatch.breaker_max_open_ms = 2_000;
+    c.sources
+        .push(source("a", "t1", vec![SinkConfig::http(failing.url("/a"))]));
+    c.sources.push(source(
+        "ops",
+        "operator",
+        vec![SinkConfig::http(ops.url("/ops"))],
+    ));
+    c.notifications.source = Some("ops".into());
+    let node = start(c);
+    let addr = node.local_addr();
+    for _ in 0..2 {
+        assert_eq!(ingest(addr, "a", b"x", &[]).status, 202);
+    }
+    assert!(ops.wait_for(1, Duration::from_secs(10)));
+    status.store(200, Ordering::SeqCst);
+    assert!(ops.wait_for(2, Duration::from_secs(10)));
+    let events: Vec<serde_json::Value> = ops
+        .received()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    let (opened_at_ms, closed_at_ms) = (&events[0]["at_ms"], &events[1]["at_ms"]);
+    let key = |kind: &str| {
+        serde_json::json!({
+            "type": kind, "tenant": "t1", "source_id": "a", "sink_index": 0, "sink_type": "http",
+        })
+    };
+    let mut opened = key("sink.breaker_opened");
+    opened["at_ms"] = opened_at_ms.clone();
+    opened["open_until_ms"] = (opened_at_ms.as_u64().unwrap() + 2_000).into();
+    opened["consecutive_opens"] = 1.into();
+    let mut closed = key("sink.breaker_closed");
+    closed["at_ms"] = closed_at_ms.clone();
+    assert_eq!(events, [opened, closed]);
+}
+
 /// `metrics.per_sink`: `counts` keeps each sink's outcomes and breaker
 /// and drops its histograms, `off` every `goad_sink_` series (the node's
 /// own stay), and a reload applies it to the next scrape. A reload applies

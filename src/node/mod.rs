@@ -310,13 +310,14 @@ fn try_open_engine(
     stopper: &Stopper,
 ) -> Result<(), NodeError> {
     let started = Instant::now();
-    let notifier = state.notifier.clone();
+    let (outcomes, breakers) = (state.notifier.clone(), state.notifier.clone());
     let builder = host_sinks
         .into_iter()
         .fold(Engine::builder(config), |b, (name, sink)| {
             b.sink(name, sink)
         })
-        .on_outcome(move |event| notifier.observe(event));
+        .on_outcome(move |event| outcomes.observe(event))
+        .on_breaker(move |event, at_ms| breakers.observe_breaker(event, at_ms));
     match builder.open() {
         Ok(engine) => {
             let engine = Arc::new(engine);

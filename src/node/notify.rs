@@ -1,17 +1,19 @@
 //! `notifications.source`: the node tells its operator of every row it
-//! dead-letters by committing a `row.dead` event, a JSON hook, to a source
-//! of its own config, whose sinks deliver it as any hook (retried, signed,
-//! to a chat webhook, an incident tool or a queue).
+//! dead-letters (`row.dead`) and every sink key whose breaker opens
+//! (`sink.breaker_opened`: its receiver is failing, its rows park) or
+//! closes (`sink.breaker_closed`), by committing the event, a JSON hook,
+//! to a source of its own config, whose sinks deliver it as any hook
+//! (retried, signed, to a chat webhook, an incident tool or a queue).
 //!
-//! The engine reports each outcome on its shard thread, which must not
-//! wait: a dead row's event goes into a bounded queue there (or, when the
-//! queue is full, is counted dropped), and a thread of its own commits the
-//! queued events. Rows of the notifications source itself raise none, so
-//! a failing notifications sink cannot feed itself. An event is committed
-//! after its row is decided dead; a crash in between loses the event, not
-//! the dead letter (best effort, as an alert is).
+//! The engine reports on its shard thread, which must not wait: an event
+//! goes into a bounded queue there (or, when the queue is full, is counted
+//! dropped), and a thread of its own commits the queued events. Rows and
+//! keys of the notifications source itself raise none, so a failing
+//! notifications sink cannot feed itself. An event is committed after it
+//! is decided; a crash in between loses the event, not what it tells of
+//! (best effort, as an alert is).
 
-use crate::core::{Outcome, OutcomeEvent};
+use crate::core::{BreakerEvent, Outcome, OutcomeEvent, SinkKey};
 use crate::limits::NOTIFICATION_QUEUE;
 use crate::runtime::{Engine, NewHook};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -29,12 +31,20 @@ const STOP_CHECK: Duration = Duration::from_millis(20);
 pub(crate) struct Notifier {
     /// The notifications source, as the node's config stands.
     source: RwLock<Option<String>>,
-    queue: Sender<OutcomeEvent>,
-    queued: Receiver<OutcomeEvent>,
+    queue: Sender<Notice>,
+    queued: Receiver<Notice>,
     stop: AtomicBool,
     /// The committing thread, which holds the engine until it ends.
     thread: Mutex<Option<JoinHandle<()>>>,
     pub counts: NotificationCounts,
+}
+
+/// What the node tells of.
+enum Notice {
+    /// An outcome that dead-lettered its row.
+    Dead(OutcomeEvent),
+    /// A breaker change, and when its shard saw it.
+    Breaker(BreakerEvent, u64),
 }
 
 /// What became of the events, for `/metrics`.
@@ -68,16 +78,25 @@ impl Notifier {
 
     /// The engine's outcome observer: queues each dead row's event.
     pub fn observe(&self, event: &OutcomeEvent) {
-        if !matches!(event.outcome, Outcome::Dead { .. }) {
+        if matches!(event.outcome, Outcome::Dead { .. }) {
+            self.queue_for(&event.source_id, || Notice::Dead(event.clone()));
+        }
+    }
+
+    /// The engine's breaker observer: queues each change.
+    pub fn observe_breaker(&self, event: &BreakerEvent, at_ms: u64) {
+        let key = breaker_key(event);
+        self.queue_for(&key.source_id, || Notice::Breaker(event.clone(), at_ms));
+    }
+
+    /// Queues `notice` of a row or key of source `of`, unless no
+    /// notifications source is set or `of` is it.
+    fn queue_for(&self, of: &str, notice: impl FnOnce() -> Notice) {
+        if self.source.read().as_deref().is_none_or(|own| own == of) {
             return;
         }
-        let source = self.source.read();
-        match source.as_deref() {
-            Some(own) if own != &*event.source_id => {}
-            _ => return,
-        }
         let counts = &self.counts;
-        match self.queue.try_send(event.clone()) {
+        match self.queue.try_send(notice()) {
             Ok(()) => counts.queued.fetch_add(1, Ordering::Relaxed),
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                 counts.dropped.fetch_add(1, Ordering::Relaxed)
@@ -98,19 +117,20 @@ impl Notifier {
     /// Commits the queued events until `stop`.
     fn run(&self, engine: &Engine) {
         while !self.stop.load(Ordering::Acquire) {
-            let Ok(event) = self.queued.recv_timeout(STOP_CHECK) else {
+            let Ok(notice) = self.queued.recv_timeout(STOP_CHECK) else {
                 continue;
             };
             let Some(source) = self.source.read().clone() else {
                 continue;
             };
             let counts = &self.counts;
-            match engine.commit(notice(&source, &event)) {
+            let hook = notice.hook(&source);
+            match engine.commit(hook) {
                 Ok(_) => counts.committed.fetch_add(1, Ordering::Relaxed),
                 Err(e) => {
                     crate::log::warn(
                         "cannot commit a notification",
-                        &[("source", &source), ("hook", &event.hook_id), ("error", &e)],
+                        &[("source", &source), ("error", &e)],
                     );
                     counts.failed.fetch_add(1, Ordering::Relaxed)
                 }
@@ -129,30 +149,68 @@ impl Notifier {
     }
 }
 
-/// The hook telling of `event`'s dead row, committed to `source`; its
-/// dedupe key is the row's and attempt's, so a notice is taken once.
-fn notice(source: &str, event: &OutcomeEvent) -> NewHook {
-    let Outcome::Dead { reason } = &event.outcome else {
-        unreachable!("only dead rows are queued");
-    };
-    let body = json!({
-        "type": "row.dead",
-        "hook_id": event.hook_id,
-        "tenant": &*event.tenant,
-        "source_id": &*event.source_id,
-        "sink_index": event.sink_index,
-        "sink_type": &*event.sink_type,
-        "attempt": event.attempt,
-        "at_ms": event.at_ms,
-        "reason": reason,
-    });
-    let key = format!(
-        "{}:{}:dead:{}",
-        event.hook_id, event.sink_index, event.attempt
-    );
-    NewHook {
-        content_type: Some("application/json".into()),
-        dedupe_key: Some(key),
-        ..NewHook::new(source, body.to_string())
+/// The sink key a breaker change is of.
+fn breaker_key(event: &BreakerEvent) -> &SinkKey {
+    match event {
+        BreakerEvent::Opened { key, .. } | BreakerEvent::Closed { key } => key,
+    }
+}
+
+impl Notice {
+    /// The hook telling of it, committed to `source`. A dead row's has the
+    /// row's and attempt's dedupe key, so it is taken once.
+    fn hook(&self, source: &str) -> NewHook {
+        let (body, dedupe_key) = match self {
+            Notice::Dead(event) => {
+                let Outcome::Dead { reason } = &event.outcome else {
+                    unreachable!("only dead rows are queued");
+                };
+                let body = json!({
+                    "type": "row.dead",
+                    "hook_id": event.hook_id,
+                    "tenant": &*event.tenant,
+                    "source_id": &*event.source_id,
+                    "sink_index": event.sink_index,
+                    "sink_type": &*event.sink_type,
+                    "attempt": event.attempt,
+                    "at_ms": event.at_ms,
+                    "reason": reason,
+                });
+                let key = format!(
+                    "{}:{}:dead:{}",
+                    event.hook_id, event.sink_index, event.attempt
+                );
+                (body, Some(key))
+            }
+            Notice::Breaker(event, at_ms) => {
+                let key = breaker_key(event);
+                let mut body = json!({
+                    "tenant": &*key.tenant,
+                    "source_id": &*key.source_id,
+                    "sink_index": key.sink_index,
+                    "sink_type": &*key.sink_type,
+                    "at_ms": at_ms,
+                });
+                let fields = body.as_object_mut().expect("an object");
+                match event {
+                    BreakerEvent::Opened {
+                        until_ms, opens, ..
+                    } => {
+                        fields.insert("type".into(), "sink.breaker_opened".into());
+                        fields.insert("open_until_ms".into(), (*until_ms).into());
+                        fields.insert("consecutive_opens".into(), (*opens).into());
+                    }
+                    BreakerEvent::Closed { .. } => {
+                        fields.insert("type".into(), "sink.breaker_closed".into());
+                    }
+                }
+                (body, None)
+            }
+        };
+        NewHook {
+            content_type: Some("application/json".into()),
+            dedupe_key,
+            ..NewHook::new(source, body.to_string())
+        }
     }
 }

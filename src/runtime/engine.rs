@@ -252,7 +252,7 @@ impl Engine {
             config,
             host_sinks: HashMap::new(),
             seed: None,
-            observer: None,
+            observers: Default::default(),
         }
     }
 

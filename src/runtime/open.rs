@@ -6,11 +6,12 @@
 use super::clock::wall_ms;
 use super::coordinator::{self, global_grant, CoordinatorInput};
 use super::engine::{Engine, OpenError, Shard};
+use super::observers::Observers;
 use super::pool::{IoPool, SharedRegistry};
 use super::shard::{ShardGauges, ShardInput, ShardThread};
 use crate::claim_check::{ClaimStore, ClaimSweeper};
 use crate::config::Config;
-use crate::core::{Catalog, Core, Grant, OutcomeEvent};
+use crate::core::{BreakerEvent, Catalog, Core, Grant, OutcomeEvent};
 use crate::latency::AttemptLatency;
 use crate::limits::SHARD_INPUT_CAPACITY;
 use crate::sink::{Sink, SinkRegistry};
@@ -22,15 +23,12 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-/// A host's watcher of attempts' outcomes (see [`EngineBuilder::on_outcome`]).
-pub type OutcomeObserver = Arc<dyn Fn(&OutcomeEvent) + Send + Sync>;
-
-/// Opens an engine with host sinks, a seed and an outcome observer.
+/// Opens an engine with host sinks, a seed and observers.
 pub struct EngineBuilder {
     pub(super) config: Config,
     pub(super) host_sinks: HashMap<String, Arc<dyn Sink>>,
     pub(super) seed: Option<u64>,
-    pub(super) observer: Option<OutcomeObserver>,
+    pub(super) observers: Observers,
 }
 
 impl EngineBuilder {
@@ -55,7 +53,22 @@ impl EngineBuilder {
         mut self,
         observer: impl Fn(&OutcomeEvent) + Send + Sync + 'static,
     ) -> EngineBuilder {
-        self.observer = Some(Arc::new(observer));
+        self.observers.outcome = Some(Arc::new(observer));
+        self
+    }
+
+    /// Calls `observer` with each change of a sink key's circuit breaker
+    /// — opened (its rows park until `until_ms`) or closed (they run
+    /// again) — and the time its shard saw it, on that shard's thread: to
+    /// tell someone a receiver is failing. It must return quickly; one that
+    /// panics is logged and the shard goes on. Breakers are kept in the
+    /// store, so one open at a crash is open again at the next start,
+    /// without a second report.
+    pub fn on_breaker(
+        mut self,
+        observer: impl Fn(&BreakerEvent, u64) + Send + Sync + 'static,
+    ) -> EngineBuilder {
+        self.observers.breaker = Some(Arc::new(observer));
         self
     }
 
@@ -103,7 +116,7 @@ impl EngineBuilder {
             latency: Arc::new(AttemptLatency::default()),
             coordinator: coordinator_tx.clone(),
             core_ids: core_affinity::get_core_ids().unwrap_or_default(),
-            observer: self.observer,
+            observers: self.observers,
         };
         let mut shards = Vec::with_capacity(shard_count);
         let mut threads = Vec::with_capacity(shard_count);
@@ -168,7 +181,7 @@ struct ShardStart<'a> {
     latency: Arc<AttemptLatency>,
     coordinator: Sender<CoordinatorInput>,
     core_ids: Vec<core_affinity::CoreId>,
-    observer: Option<OutcomeObserver>,
+    observers: Observers,
 }
 
 impl ShardStart<'_> {
@@ -185,7 +198,7 @@ impl ShardStart<'_> {
             self.seed ^ (k as u64).wrapping_mul(0x9E37_79B9),
             1,
         );
-        core.observe_outcomes(self.observer.is_some());
+        core.observe_outcomes(self.observers.outcome.is_some());
         let (opened_tx, opened_rx) = crossbeam_channel::bounded(1);
         let gauges = Arc::new(ShardGauges::default());
         let pool = IoPool::start(
@@ -205,7 +218,7 @@ impl ShardStart<'_> {
             coordinator: self.coordinator.clone(),
             gauges: gauges.clone(),
             dead_retention_ms: self.config.dead_letters.retention_ms,
-            observer: self.observer.clone(),
+            observers: self.observers.clone(),
         };
         let core_id = (!self.core_ids.is_empty()).then(|| self.core_ids[k % self.core_ids.len()]);
         let handle = std::thread::Builder::new()

@@ -15,14 +15,14 @@ use super::coordinator::{CoordinatorInput, Demand};
 use super::dead_log::DeadLog;
 use super::engine::CommitError;
 use super::expiry::DeadExpiry;
-use super::open::OutcomeObserver;
+use super::observers::Observers;
 use super::pool::IoPool;
 use super::reply::CommitReply;
 use super::restart::Restarts;
 use super::room::{StoreRoom, TenantRoom};
 use super::step::{Completion, NewRows, ShardState, StepOutput};
 use crate::config::{DispatchConfig, RetryConfig};
-use crate::core::{Call, Catalog, Core, Grant, OutcomeEvent, SinkStats, TenantStats};
+use crate::core::{Call, Catalog, Core, Grant, SinkStats, TenantStats};
 use crate::limits::{
     GROUP_COMMIT_LINGER_US, MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS,
     SHUTDOWN_GRACE_MS,
@@ -142,8 +142,8 @@ pub struct ShardThread {
     pub gauges: Arc<ShardGauges>,
     /// `dead_letters.retention_ms` (0: dead letters are kept).
     pub dead_retention_ms: u64,
-    /// The host's watcher of attempts' outcomes, if any.
-    pub observer: Option<OutcomeObserver>,
+    /// The host's watchers, if any.
+    pub observers: Observers,
 }
 
 impl ShardThread {
@@ -162,7 +162,7 @@ impl ShardThread {
             coordinator,
             gauges,
             dead_retention_ms,
-            observer,
+            observers,
         } = self;
         let mut clock = Clock::default();
         let expiry = DeadExpiry::new(dead_retention_ms, clock.now_ms());
@@ -196,7 +196,7 @@ impl ShardThread {
             restarts: Restarts::default(),
             breakers: BreakerLog::default(),
             dead_log: DeadLog::default(),
-            observer,
+            observers,
             room: StoreRoom::default(),
             tenant_room: TenantRoom::default(),
             refuse_until_ms: 0,
@@ -245,7 +245,7 @@ struct ShardLoop {
     breakers: BreakerLog,
     /// Logs rows dead-lettered by their sinks' answers.
     dead_log: DeadLog,
-    observer: Option<OutcomeObserver>,
+    observers: Observers,
     /// Whether the store has room for new hooks, and each tenant under its bound.
     room: StoreRoom,
     tenant_room: TenantRoom,
@@ -387,7 +387,8 @@ impl ShardLoop {
             } => state.handle_reconfigure(dispatch, retry, catalog),
             ShardInput::DeadLetterSource { source_id, reply } => {
                 let dead = state.dead_letter_source(self.clock.now_ms(), &source_id);
-                self.report_outcomes(&state.take_outcome_events());
+                let events = state.take_outcome_events();
+                self.observers.outcomes(self.index, &events);
                 let _ = reply.send(dead);
             }
             ShardInput::Revive { step, reply } => {
@@ -436,8 +437,9 @@ impl ShardLoop {
         let out = state.step(now_ms, commits, outcomes, &mut start);
         for event in &out.breaker_events {
             self.breakers.record(self.index, now_ms, event);
+            self.observers.breaker(self.index, event, now_ms);
         }
-        self.report_outcomes(&out.outcome_events);
+        self.observers.outcomes(self.index, &out.outcome_events);
         let replies = std::mem::take(&mut self.replies);
         if let Some(Ok(first_ids)) = &out.committed {
             let duplicates = first_ids.iter().filter(|id| id.is_some()).count() as u64;
@@ -462,22 +464,6 @@ impl ShardLoop {
             {
                 self.reported = Some(active_tenants);
                 self.reported_at_ms = now_ms;
-            }
-        }
-    }
-
-    /// Hands each outcome to the host's observer, if it set one.
-    fn report_outcomes(&self, events: &[OutcomeEvent]) {
-        let Some(observer) = &self.observer else {
-            return;
-        };
-        for event in events {
-            // The observer is the host's: the shard's state is not in its reach.
-            if let Err(panic) = crate::panics::catch(|| observer(event)) {
-                crate::log::error(
-                    "an on_outcome observer panicked; the shard goes on",
-                    &[("shard", &self.index), ("panic", &panic)],
-                );
             }
         }
     }
