@@ -660,6 +660,7 @@ fn the_sources_are_listed_as_configured_without_secrets() {
     signed.ingest_secret_env = Some(OneOrMany::One("NODE_TEST_SOURCES_SECRET".into()));
     signed.dedupe_header = Some("X-GitHub-Delivery".into());
     signed.dedupe_window_ms = Some(60_000);
+    signed.max_ingest_per_s = Some(500);
     signed.sinks[0].ordered = true;
     signed.sinks[0].filter = Some(HeaderFilter {
         header: "x-github-event".into(),
@@ -689,13 +690,13 @@ fn the_sources_are_listed_as_configured_without_secrets() {
             {"id": "gh", "tenant": "acme", "ingest_path": "/v1/sources/gh/hooks",
              "ingest_token": true, "ingest_signature": "github",
              "dedupe_header": "x-github-delivery", "dedupe_window_ms": 60_000,
-             "forward_headers": null,
+             "max_ingest_per_s": 500, "forward_headers": null,
              "sinks": [{"index": 0, "type": "http", "target": "https://ci.example.com:8443/hooks",
                         "ordered": true, "filter": {"header": "x-github-event", "values": ["push"]}}]},
             {"id": "app", "tenant": "beta", "ingest_path": "/v1/sources/app/hooks",
              "ingest_token": false, "ingest_signature": null,
              "dedupe_header": "idempotency-key", "dedupe_window_ms": null,
-             "forward_headers": ["x-app-event"],
+             "max_ingest_per_s": null, "forward_headers": ["x-app-event"],
              "sinks": [sink(0, "http", "$NODE_TEST_SOURCES_URL"),
                        sink(1, "pubsub", "projects/p/topics/hooks")]},
         ]})
@@ -1781,6 +1782,36 @@ fn reload_applies_live_keys_and_names_those_that_need_a_restart() {
         call(plain.local_addr(), "POST", "/v1/reload", &[], b"").error_code(),
         "no_config_file"
     );
+}
+
+/// A source's `max_ingest_per_s`: past a second's worth its ingest is
+/// answered 429 `rate_limited` with `Retry-After`, counted in the ingest
+/// metrics, while another source takes hooks.
+#[test]
+fn a_source_over_its_ingest_rate_gets_429_and_the_others_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = two_sources(dir.path(), &receiver);
+    c.sources[0].max_ingest_per_s = Some(1);
+    let node = start(c);
+    let addr = node.local_addr();
+    assert_eq!(ingest(addr, "a", b"x", &[]).status, 202);
+    let refused = ingest(addr, "a", b"y", &[]);
+    assert_eq!(
+        (
+            refused.status,
+            refused.error_code(),
+            refused.header("retry-after")
+        ),
+        (429, "rate_limited".to_string(), Some("1"))
+    );
+    assert_eq!(
+        refused.json()["message"],
+        "this source takes at most its max_ingest_per_s; come back in 1 s"
+    );
+    assert_eq!(ingest(addr, "b", b"z", &[]).status, 202);
+    let labels = r#"source="a",status="429",error="rate_limited""#;
+    assert_eq!(metric(addr, "goad_ingest_requests_total", labels), 1.0);
 }
 
 /// `notifications.source`: a row dead-lettered raises a `row.dead` event,

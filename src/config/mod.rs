@@ -430,6 +430,9 @@ pub struct SourceConfig {
     /// ago is not stored again: its commit answers the first hook's id.
     /// Absent or 0: every hook is stored.
     pub dedupe_window_ms: Option<u64>,
+    /// Hooks a second ingest takes at most (node only), a second's worth
+    /// at once; more are answered 429 `rate_limited`. Absent: no bound.
+    pub max_ingest_per_s: Option<u32>,
     #[serde(default)]
     pub sinks: Vec<SinkConfig>,
 }
@@ -451,6 +454,7 @@ impl SourceConfig {
             forward_headers: None,
             dedupe_header: None,
             dedupe_window_ms: None,
+            max_ingest_per_s: None,
             sinks,
         }
     }

@@ -436,6 +436,9 @@ impl Config {
             if let Some(header) = &source.dedupe_header {
                 stored_header(format!("{at}.dedupe_header"), header)?;
             }
+            if let Some(per_s) = source.max_ingest_per_s {
+                positive(&format!("{at}.max_ingest_per_s"), per_s)?;
+            }
             if source.sinks.len() > crate::limits::MAX_SINKS_PER_SOURCE {
                 let rule = format!("at most {} sinks", crate::limits::MAX_SINKS_PER_SOURCE);
                 return Err(invalid(format!("{at}.sinks"), rule, source.sinks.len()));

@@ -3,9 +3,11 @@
 //! variables the config names (never from the config itself); tokens are
 //! compared in constant time (signatures: see `provider_signature`).
 
+use super::ingest_rate::IngestRate;
 use super::provider_signature::SignatureCheck;
 use crate::config::{env_value, Config, ConfigError, IngestSignature};
 use std::collections::HashMap;
+use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
 /// The tokens of one config.
@@ -26,6 +28,8 @@ pub struct SourceIngest {
     pub signature: Option<SignatureCheck>,
     /// Lower case: the source's `dedupe_header`, or `idempotency-key`.
     pub dedupe_header: String,
+    /// The source's `max_ingest_per_s`, if it has one.
+    pub rate: Option<Arc<IngestRate>>,
 }
 
 impl Tokens {
@@ -51,10 +55,15 @@ impl Tokens {
                 .as_deref()
                 .unwrap_or("idempotency-key")
                 .to_ascii_lowercase();
+            let now_ms = crate::runtime::wall_ms();
+            let rate = source
+                .max_ingest_per_s
+                .map(|per_s| Arc::new(IngestRate::new(per_s, now_ms)));
             let ingest = SourceIngest {
                 token,
                 signature,
                 dedupe_header,
+                rate,
             };
             sources.insert(source.id.clone(), ingest);
         }

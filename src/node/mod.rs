@@ -16,6 +16,7 @@ mod drain;
 mod hook_status;
 pub mod http;
 mod ingest_counts;
+mod ingest_rate;
 mod metrics;
 mod notify;
 pub mod provider_signature;

@@ -269,11 +269,18 @@ fn refused_ingest(ingest: &SourceIngest, request: &Request) -> Option<Response> 
             return Some(unauthorized("this source needs its ingest token"));
         }
     }
-    let check = ingest.signature.as_ref()?;
-    let headers = |name: &str| request.header(name);
-    let now_s = crate::runtime::wall_ms() / 1_000;
-    let refusal = check.verify(&headers, &request.body, now_s).err()?;
-    Some(Response::error(401, "bad_signature", &refusal.to_string()))
+    let now_ms = crate::runtime::wall_ms();
+    if let Some(check) = &ingest.signature {
+        let headers = |name: &str| request.header(name);
+        if let Err(refusal) = check.verify(&headers, &request.body, now_ms / 1_000) {
+            return Some(Response::error(401, "bad_signature", &refusal.to_string()));
+        }
+    }
+    let wait_s = ingest.rate.as_ref()?.take(now_ms).err()?;
+    let message =
+        format!("this source takes at most its max_ingest_per_s; come back in {wait_s} s");
+    let response = Response::error(429, "rate_limited", &message);
+    Some(response.with_header("retry-after", wait_s.to_string()))
 }
 
 /// The hook a request carries: its body, content type, dedupe key (the

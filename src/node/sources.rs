@@ -28,6 +28,7 @@ fn source_json(source: &SourceConfig) -> Value {
         "ingest_signature": source.ingest_signature,
         "dedupe_header": source.dedupe_header.as_deref().unwrap_or("idempotency-key").to_ascii_lowercase(),
         "dedupe_window_ms": source.dedupe_window_ms.filter(|ms| *ms > 0),
+        "max_ingest_per_s": source.max_ingest_per_s,
         "forward_headers": source.forward_headers,
         "sinks": sinks,
     })
