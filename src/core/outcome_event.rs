@@ -41,6 +41,18 @@ pub enum Outcome {
     },
 }
 
+impl OutcomeEvent {
+    /// The sink key of the row it is of.
+    pub fn sink_key(&self) -> SinkKey {
+        SinkKey {
+            tenant: self.tenant.clone(),
+            source_id: self.source_id.clone(),
+            sink_index: self.sink_index,
+            sink_type: self.sink_type.clone(),
+        }
+    }
+}
+
 impl Core {
     /// Whether to build an [`OutcomeEvent`] per settled attempt for
     /// [`Core::poll_outcome_event`].

@@ -160,53 +160,45 @@ impl Notice {
     /// The hook telling of it, committed to `source`. A dead row's has the
     /// row's and attempt's dedupe key, so it is taken once.
     fn hook(&self, source: &str) -> NewHook {
-        let (body, dedupe_key) = match self {
+        let (key, at_ms) = match self {
+            Notice::Dead(event) => (event.sink_key(), event.at_ms),
+            Notice::Breaker(event, at_ms) => (breaker_key(event).clone(), *at_ms),
+        };
+        let mut body = json!({
+            "tenant": &*key.tenant,
+            "source_id": &*key.source_id,
+            "sink_index": key.sink_index,
+            "sink_type": &*key.sink_type,
+            "at_ms": at_ms,
+        });
+        let fields = body.as_object_mut().expect("an object");
+        let mut dedupe_key = None;
+        match self {
             Notice::Dead(event) => {
                 let Outcome::Dead { reason } = &event.outcome else {
                     unreachable!("only dead rows are queued");
                 };
-                let body = json!({
-                    "type": "row.dead",
-                    "hook_id": event.hook_id,
-                    "tenant": &*event.tenant,
-                    "source_id": &*event.source_id,
-                    "sink_index": event.sink_index,
-                    "sink_type": &*event.sink_type,
-                    "attempt": event.attempt,
-                    "at_ms": event.at_ms,
-                    "reason": reason,
-                });
-                let key = format!(
-                    "{}:{}:dead:{}",
-                    event.hook_id, event.sink_index, event.attempt
-                );
-                (body, Some(key))
+                fields.insert("type".into(), "row.dead".into());
+                fields.insert("hook_id".into(), event.hook_id.clone().into());
+                fields.insert("attempt".into(), event.attempt.into());
+                fields.insert("reason".into(), reason.clone().into());
+                let (id, index, attempt) = (&event.hook_id, event.sink_index, event.attempt);
+                dedupe_key = Some(format!("{id}:{index}:dead:{attempt}"));
             }
-            Notice::Breaker(event, at_ms) => {
-                let key = breaker_key(event);
-                let mut body = json!({
-                    "tenant": &*key.tenant,
-                    "source_id": &*key.source_id,
-                    "sink_index": key.sink_index,
-                    "sink_type": &*key.sink_type,
-                    "at_ms": at_ms,
-                });
-                let fields = body.as_object_mut().expect("an object");
-                match event {
-                    BreakerEvent::Opened {
-                        until_ms, opens, ..
-                    } => {
-                        fields.insert("type".into(), "sink.breaker_opened".into());
-                        fields.insert("open_until_ms".into(), (*until_ms).into());
-                        fields.insert("consecutive_opens".into(), (*opens).into());
-                    }
-                    BreakerEvent::Closed { .. } => {
-                        fields.insert("type".into(), "sink.breaker_closed".into());
-                    }
-                }
-                (body, None)
+            Notice::Breaker(
+                BreakerEvent::Opened {
+                    until_ms, opens, ..
+                },
+                _,
+            ) => {
+                fields.insert("type".into(), "sink.breaker_opened".into());
+                fields.insert("open_until_ms".into(), (*until_ms).into());
+                fields.insert("consecutive_opens".into(), (*opens).into());
             }
-        };
+            Notice::Breaker(BreakerEvent::Closed { .. }, _) => {
+                fields.insert("type".into(), "sink.breaker_closed".into());
+            }
+        }
         NewHook {
             content_type: Some("application/json".into()),
             dedupe_key,

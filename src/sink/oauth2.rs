@@ -10,7 +10,7 @@ use super::client::{agent_with_tls, form, ok_body};
 use super::egress::PrivateAddress;
 use super::expiring::Expiring;
 use super::BoxError;
-use crate::config::ClientAuth;
+use crate::config::{ClientAuth, OAuth2Config};
 use crate::limits::{HTTP_TIMEOUT_MS, OAUTH2_DEFAULT_LIFETIME_S};
 use base64::prelude::{Engine as _, BASE64_STANDARD};
 use serde_json::Value;
@@ -104,22 +104,21 @@ impl NoToken {
 }
 
 impl ClientCredentials {
+    /// The grant `config` describes, with the client's secret (read from
+    /// its variable), asking the token endpoint only at a public address
+    /// if `public_only` (the sink's `egress` rule).
     pub fn new(
-        token_url: String,
-        client_id: String,
+        config: &OAuth2Config,
         client_secret: String,
-        scope: Option<String>,
-        audience: Option<String>,
-        client_auth: ClientAuth,
         public_only: bool,
     ) -> ClientCredentials {
         ClientCredentials {
-            token_url,
-            client_id,
+            token_url: config.token_url.clone(),
+            client_id: config.client_id.clone(),
             client_secret,
-            scope,
-            audience,
-            client_auth,
+            scope: config.scope.clone(),
+            audience: config.audience.clone(),
+            client_auth: config.client_auth,
             agent: agent_with_tls(HTTP_TIMEOUT_MS, 1, TlsConfig::default(), public_only),
             held: Expiring::new(),
         }

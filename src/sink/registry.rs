@@ -158,14 +158,11 @@ fn oauth2_grant(
         format!("{at}.oauth2.client_secret_env"),
         &o.client_secret_env,
     )?;
+    let public_only = config.egress.deny_private_addresses;
     Ok(Some(Arc::new(ClientCredentials::new(
-        o.token_url.clone(),
-        o.client_id.clone(),
+        o,
         secret,
-        o.scope.clone(),
-        o.audience.clone(),
-        o.client_auth,
-        config.egress.deny_private_addresses,
+        public_only,
     ))))
 }
 
