@@ -1814,6 +1814,24 @@ fn a_source_over_its_ingest_rate_gets_429_and_the_others_go_on() {
     assert_eq!(metric(addr, "goad_ingest_requests_total", labels), 1.0);
 }
 
+/// A source `a` (tenant `t1`) posting to `receiver`, and a source `ops`
+/// posting to `ops` that is the notifications source.
+fn notifying(dir: &std::path::Path, receiver: &Receiver, ops: &Receiver) -> Config {
+    let mut c = node_config(dir);
+    c.sources.push(source(
+        "a",
+        "t1",
+        vec![SinkConfig::http(receiver.url("/a"))],
+    ));
+    c.sources.push(source(
+        "ops",
+        "operator",
+        vec![SinkConfig::http(ops.url("/ops"))],
+    ));
+    c.notifications.source = Some("ops".into());
+    c
+}
+
 /// `notifications.source`: a row dead-lettered raises a `row.dead` event,
 /// committed to that source and delivered by its sink as a JSON hook; a
 /// row of that source itself raises none (a failing notifications sink
@@ -1823,19 +1841,7 @@ fn a_dead_row_is_notified_through_the_notifications_source() {
     let dir = tempfile::tempdir().unwrap();
     let refusing = Receiver::start(|_| Reply::status(410).with_body("gone")).unwrap();
     let (ops, ops_status) = switchable(200);
-    let mut c = node_config(dir.path());
-    c.sources.push(source(
-        "a",
-        "t1",
-        vec![SinkConfig::http(refusing.url("/a"))],
-    ));
-    c.sources.push(source(
-        "ops",
-        "operator",
-        vec![SinkConfig::http(ops.url("/ops"))],
-    ));
-    c.notifications.source = Some("ops".into());
-    let node = start(c);
+    let node = start(notifying(dir.path(), &refusing, &ops));
     let addr = node.local_addr();
     let before_ms = goad::runtime::wall_ms();
     let reply = ingest(addr, "a", b"x", &[]);
@@ -1894,19 +1900,11 @@ fn a_breaker_opening_and_closing_is_notified() {
     let dir = tempfile::tempdir().unwrap();
     let (failing, status) = switchable(503);
     let ops = Receiver::start(|_| Reply::status(200)).unwrap();
-    let mut c = node_config(dir.path());
+    let mut c = notifying(dir.path(), &failing, &ops);
     // Long enough that the receiver is fixed before the first probe.
     c.dispatch.breaker_failures = 2;
     c.dispatch.breaker_open_ms = 2_000;
     c.dispatch.breaker_max_open_ms = 2_000;
-    c.sources
-        .push(source("a", "t1", vec![SinkConfig::http(failing.url("/a"))]));
-    c.sources.push(source(
-        "ops",
-        "operator",
-        vec![SinkConfig::http(ops.url("/ops"))],
-    ));
-    c.notifications.source = Some("ops".into());
     let node = start(c);
     let addr = node.local_addr();
     for _ in 0..2 {
