@@ -333,11 +333,12 @@ fn without_user_info(uri: Uri) -> (Uri, Option<HeaderValue>) {
     let Some((user_info, host)) = uri.authority().and_then(|a| a.as_str().rsplit_once('@')) else {
         return (uri, None);
     };
-    let decoded: Vec<u8> = percent_encoding::percent_decode_str(user_info).collect();
-    let credentials = match decoded.contains(&b':') {
-        true => decoded,
-        false => [decoded, b":".to_vec()].concat(),
+    // A user alone (no `:` before decoding) has an empty password.
+    let user_and_password = match user_info.contains(':') {
+        true => user_info.to_string(),
+        false => format!("{user_info}:"),
     };
+    let credentials: Vec<u8> = percent_encoding::percent_decode_str(&user_and_password).collect();
     let basic = format!("Basic {}", BASE64_STANDARD.encode(credentials));
     let mut parts = uri.clone().into_parts();
     parts.authority = host.parse().ok();
