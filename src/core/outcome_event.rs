@@ -1,8 +1,9 @@
 //! What became of each attempt, for a host that watches its deliveries
 //! (`EngineBuilder::on_outcome`): delivered, failed and due again, or
 //! dead-lettered (and rows dead-lettered without one, for their horizon,
-//! their config or an operator's `dead_letter_source`). Off unless the shell asks ([`Core::observe_outcomes`]),
-//! so an engine nobody watches builds no events.
+//! their config or an operator's `dead_letter_source`). Off unless the
+//! shell asks ([`Core::observe_outcomes`]), so an engine nobody watches
+//! builds no events.
 
 use super::{Core, RowFields, RowId, SinkKey, TenantId};
 use std::sync::Arc;
