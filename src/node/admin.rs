@@ -414,6 +414,20 @@ const LIVE_SECTIONS: &[&str] = &[
     "notifications",
 ];
 
+/// Takes `new`'s keys of [`LIVE_KEYS`] and [`LIVE_SECTIONS`] into the
+/// node's `current` config (the others keep their running values until a
+/// restart).
+fn adopt_live_keys(current: &mut Config, new: &Config) {
+    current.admin_token_env = new.admin_token_env.clone();
+    current.sources = new.sources.clone();
+    current.dispatch = new.dispatch.clone();
+    current.retry = new.retry;
+    current.replay = new.replay.clone();
+    current.egress = new.egress.clone();
+    current.metrics = new.metrics.clone();
+    current.notifications = new.notifications.clone();
+}
+
 /// Whether a changed dotted key applies at a reload.
 fn is_live(key: &str) -> bool {
     LIVE_KEYS.contains(&key)
@@ -506,15 +520,8 @@ pub(super) fn reload_config(state: &NodeState, engine: &Engine) -> Result<Reload
     let mut current = state.config.write();
     let changed = changed_keys(&current, &new);
     engine.reconfigure(&new).map_err(|e| invalid(&e))?;
-    current.admin_token_env = new.admin_token_env.clone();
-    current.replay = new.replay.clone();
-    current.dispatch = new.dispatch.clone();
-    current.retry = new.retry;
-    current.egress = new.egress.clone();
-    current.metrics = new.metrics.clone();
-    current.notifications = new.notifications.clone();
+    adopt_live_keys(&mut current, &new);
     state.notifier.set_source(new.notifications.source.clone());
-    current.sources = new.sources.clone();
     *state.tokens.write() = tokens;
     let tls_renewed = match (&state.tls, renewed_tls) {
         (Some(shared), Some(renewed)) => {
@@ -617,6 +624,37 @@ mod tests {
         ] {
             assert!(!is_live(key), "{key}");
         }
+    }
+
+    /// Every live key and section is taken into the node's config: one
+    /// left out would run on while the next reload named it changed again.
+    #[test]
+    fn a_reload_takes_every_live_key_and_section_and_nothing_else() {
+        let old = Config::default();
+        let mut new = Config::default();
+        new.admin_token_env = Some("T".into());
+        new.sources
+            .push(crate::config::SourceConfig::new("ops", "t", vec![]));
+        new.dispatch.batch = 7;
+        new.retry.max_attempts = 3;
+        new.replay.rate = 5;
+        new.egress.deny_private_addresses = true;
+        new.metrics.per_sink = crate::config::PerSinkMetrics::Off;
+        new.notifications.source = Some("ops".into());
+        new.shards = 3;
+        let value = |c: &Config| serde_json::to_value(c).unwrap();
+        let (before, wanted) = (value(&old), value(&new));
+        let live = LIVE_KEYS.iter().chain(LIVE_SECTIONS);
+        for key in live.clone() {
+            assert_ne!(before[key], wanted[key], "the test changes {key}");
+        }
+        let mut current = old.clone();
+        adopt_live_keys(&mut current, &new);
+        let after = value(&current);
+        for key in live {
+            assert_eq!(after[key], wanted[key], "{key} taken");
+        }
+        assert_eq!(after["shards"], before["shards"], "a restart key kept");
     }
 
     #[test]
