@@ -631,8 +631,11 @@ mod tests {
     #[test]
     fn a_reload_takes_every_live_key_and_section_and_nothing_else() {
         let old = Config::default();
-        let mut new = Config::default();
-        new.admin_token_env = Some("T".into());
+        let mut new = Config {
+            admin_token_env: Some("T".into()),
+            shards: 3,
+            ..Config::default()
+        };
         new.sources
             .push(crate::config::SourceConfig::new("ops", "t", vec![]));
         new.dispatch.batch = 7;
@@ -641,7 +644,6 @@ mod tests {
         new.egress.deny_private_addresses = true;
         new.metrics.per_sink = crate::config::PerSinkMetrics::Off;
         new.notifications.source = Some("ops".into());
-        new.shards = 3;
         let value = |c: &Config| serde_json::to_value(c).unwrap();
         let (before, wanted) = (value(&old), value(&new));
         let live = LIVE_KEYS.iter().chain(LIVE_SECTIONS);
