@@ -1892,6 +1892,37 @@ fn a_dead_row_is_notified_through_the_notifications_source() {
     );
 }
 
+/// A burst of dead rows (a source's backlog dead-lettered at once) is
+/// notified in full: 2,000 events queued and committed, none dropped.
+#[test]
+fn a_burst_of_dead_rows_is_notified_in_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let held = Receiver::start(|_| Reply::status(503).header("retry-after", "3600")).unwrap();
+    let ops = Receiver::start(|_| Reply::status(200)).unwrap();
+    let node = start(notifying(dir.path(), &held, &ops));
+    let addr = node.local_addr();
+    ingest_n(addr, "a", 2_000);
+    let started = std::time::Instant::now();
+    let reply = call(addr, "POST", "/v1/sources/a/dead-letter", &[], b"");
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let dead = reply.json()["count"].as_u64().unwrap();
+    let counted = |result: &str| {
+        metric(
+            addr,
+            "goad_notifications_total",
+            &format!("result=\"{result}\""),
+        )
+    };
+    wait_until("every notice committed", Duration::from_secs(60), || {
+        counted("committed") + counted("failed") + counted("dropped") >= dead as f64
+    });
+    eprintln!("{dead} notices committed in {:?}", started.elapsed());
+    assert_eq!(
+        [counted("queued"), counted("committed"), counted("dropped")],
+        [dead as f64, dead as f64, 0.0]
+    );
+}
+
 /// `notifications.source` hears of breakers too: a receiver failing until
 /// its key's breaker opens raises `sink.breaker_opened` (with until when
 /// its rows park), and its first answer after that `sink.breaker_closed`.

@@ -7,7 +7,8 @@
 //!
 //! The engine reports on its shard thread, which must not wait: an event
 //! goes into a bounded queue there (or, when the queue is full, is counted
-//! dropped), and a thread of its own commits the queued events. Rows and
+//! dropped), and a thread of its own commits the queued events, each
+//! without waiting for the last, so a burst shares the shards' syncs. Rows and
 //! keys of the notifications source itself raise none, so a failing
 //! notifications sink cannot feed itself. An event is committed after it
 //! is decided; a crash in between loses the event, not what it tells of
@@ -15,7 +16,7 @@
 
 use crate::core::{BreakerEvent, Outcome, OutcomeEvent, SinkKey};
 use crate::limits::NOTIFICATION_QUEUE;
-use crate::runtime::{Engine, NewHook};
+use crate::runtime::{CommitError, Engine, NewHook};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use parking_lot::{Mutex, RwLock};
 use serde_json::json;
@@ -114,8 +115,10 @@ impl Notifier {
         Ok(())
     }
 
-    /// Commits the queued events until `stop`.
-    fn run(&self, engine: &Engine) {
+    /// Commits the queued events until `stop`, without waiting for each
+    /// (a burst shares the shard's syncs); when the shard's queue is full,
+    /// waits for that commit.
+    fn run(self: &Arc<Notifier>, engine: &Engine) {
         while !self.stop.load(Ordering::Acquire) {
             let Ok(notice) = self.queued.recv_timeout(STOP_CHECK) else {
                 continue;
@@ -123,19 +126,27 @@ impl Notifier {
             let Some(source) = self.source.read().clone() else {
                 continue;
             };
-            let counts = &self.counts;
             let hook = notice.hook(&source);
-            match engine.commit(hook) {
-                Ok(_) => counts.committed.fetch_add(1, Ordering::Relaxed),
-                Err(e) => {
-                    crate::log::warn(
-                        "cannot commit a notification",
-                        &[("source", &source), ("error", &e)],
-                    );
-                    counts.failed.fetch_add(1, Ordering::Relaxed)
-                }
-            };
+            let notifier = self.clone();
+            let settled = move |result: Result<String, CommitError>| notifier.settled(result);
+            match engine.commit_then(hook.clone(), settled) {
+                Ok(()) => {}
+                Err(CommitError::QueueFull) => self.settled(engine.commit(hook)),
+                Err(e) => self.settled(Err(e)),
+            }
         }
+    }
+
+    /// Counts a commit's result (and logs a refusal).
+    fn settled(&self, result: Result<String, CommitError>) {
+        let counts = &self.counts;
+        match result {
+            Ok(_) => counts.committed.fetch_add(1, Ordering::Relaxed),
+            Err(e) => {
+                crate::log::warn("cannot commit a notification", &[("error", &e)]);
+                counts.failed.fetch_add(1, Ordering::Relaxed)
+            }
+        };
     }
 
     /// Ends the committing thread and waits for it, so that it no longer
