@@ -1786,14 +1786,19 @@ fn reload_applies_live_keys_and_names_those_that_need_a_restart() {
 
 /// A source's `max_ingest_per_s`: past a second's worth its ingest is
 /// answered 429 `rate_limited` with `Retry-After`, counted in the ingest
-/// metrics, while another source takes hooks.
+/// metrics, while another source takes hooks. A reload that leaves the
+/// rate as it was keeps the source's bucket (no fresh second's worth); one
+/// that changes it starts a new one.
 #[test]
 fn a_source_over_its_ingest_rate_gets_429_and_the_others_go_on() {
     let dir = tempfile::tempdir().unwrap();
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
     let mut c = two_sources(dir.path(), &receiver);
     c.sources[0].max_ingest_per_s = Some(1);
-    let node = start(c);
+    let path = dir.path().join("goad.toml");
+    let write = |c: &Config| std::fs::write(&path, toml::to_string(c).unwrap()).unwrap();
+    write(&c);
+    let node = start_with(c.clone(), Some(path.clone()));
     let addr = node.local_addr();
     assert_eq!(ingest(addr, "a", b"x", &[]).status, 202);
     let refused = ingest(addr, "a", b"y", &[]);
@@ -1812,6 +1817,17 @@ fn a_source_over_its_ingest_rate_gets_429_and_the_others_go_on() {
     assert_eq!(ingest(addr, "b", b"z", &[]).status, 202);
     let labels = r#"source="a",status="429",error="rate_limited""#;
     assert_eq!(metric(addr, "goad_ingest_requests_total", labels), 1.0);
+    let reload = || call(addr, "POST", "/v1/reload", &[], b"").status;
+    assert_eq!(reload(), 200);
+    assert_eq!(ingest(addr, "a", b"y", &[]).status, 429, "the bucket kept");
+    c.sources[0].max_ingest_per_s = Some(2);
+    write(&c);
+    assert_eq!(reload(), 200);
+    assert_eq!(
+        ingest(addr, "a", b"y", &[]).status,
+        202,
+        "a new rate, a new bucket"
+    );
 }
 
 /// A source `a` (tenant `t1`) posting to `receiver`, and a source `ops`

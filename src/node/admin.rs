@@ -511,6 +511,7 @@ pub(super) fn reload_config(state: &NodeState, engine: &Engine) -> Result<Reload
     let invalid = |e: &dyn std::fmt::Display| ReloadError::Invalid(e.to_string());
     let new = Config::load(path).map_err(|e| invalid(&e))?;
     let tokens = super::auth::Tokens::from_config(&new).map_err(|e| invalid(&e))?;
+    let tokens = tokens.keep_rates_of(&state.tokens.read());
     // A front that serves HTTPS and goes on doing so takes the files again
     // (a renewed certificate); turning TLS on or off takes a restart.
     let renewed_tls = match &state.tls {

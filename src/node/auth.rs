@@ -33,6 +33,21 @@ pub struct SourceIngest {
 }
 
 impl Tokens {
+    /// A reload's tokens: a source whose `max_ingest_per_s` did not change
+    /// keeps its bucket (a reload must not hand a flooding provider a
+    /// fresh second's worth).
+    pub fn keep_rates_of(mut self, old: &Tokens) -> Tokens {
+        for (id, ingest) in &mut self.sources {
+            let kept = old.sources.get(id).and_then(|o| o.rate.as_ref());
+            if let (Some(rate), Some(kept)) = (&ingest.rate, kept) {
+                if kept.same_rate_as(rate) {
+                    ingest.rate = Some(kept.clone());
+                }
+            }
+        }
+        self
+    }
+
     /// Reads every token `config` names; a named variable that is unset or
     /// empty is an error (an operator who configured a token expects it).
     pub fn from_config(config: &Config) -> Result<Tokens, ConfigError> {

@@ -32,6 +32,11 @@ impl IngestRate {
         }
     }
 
+    /// Whether both allow as many hooks a second.
+    pub fn same_rate_as(&self, other: &IngestRate) -> bool {
+        self.per_s == other.per_s
+    }
+
     /// Takes one hook's token at `now_ms`; or, when there is none, the
     /// whole seconds until there is.
     pub fn take(&self, now_ms: u64) -> Result<(), u64> {
