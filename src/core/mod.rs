@@ -705,12 +705,7 @@ impl Core {
         fields: RowFields,
         reason: DeadReason,
     ) {
-        let key = SinkKey {
-            tenant: fields.tenant.clone(),
-            source_id: hook.source_id.clone(),
-            sink_index: row.sink_index,
-            sink_type: fields.sink_type.clone(),
-        };
+        let key = fields.key(&hook.source_id, row);
         self.dead(now_ms, row, fields, reason, Some((&key, hook)));
     }
 

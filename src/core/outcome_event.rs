@@ -77,12 +77,7 @@ impl Core {
         fields: &RowFields,
         reason: &str,
     ) {
-        let key = SinkKey {
-            tenant: fields.tenant.clone(),
-            source_id: source_id.clone(),
-            sink_index: row.sink_index,
-            sink_type: fields.sink_type.clone(),
-        };
+        let key = fields.key(source_id, row);
         self.observe(&key, hook_id, fields.attempts, now_ms, || Outcome::Dead {
             reason: reason.to_string(),
         });

@@ -181,6 +181,16 @@ impl RowFields {
             lane: state.lane,
         }
     }
+
+    /// The sink key of `row`, a row of source `source_id` with these fields.
+    pub fn key(&self, source_id: &Arc<str>, row: RowId) -> SinkKey {
+        SinkKey {
+            tenant: self.tenant.clone(),
+            source_id: source_id.clone(),
+            sink_index: row.sink_index,
+            sink_type: self.sink_type.clone(),
+        }
+    }
 }
 
 /// A store change the core decided. The shell applies each in order, in the
