@@ -740,6 +740,46 @@ fn private_receivers_are_refused_when_egress_denies_them() {
     assert!(paths.contains(&"/by-address".to_string()) && paths.contains(&"/by-name".to_string()));
 }
 
+/// `egress.allow_private_networks`: with private addresses denied, a
+/// receiver in an allowed network is delivered to and one outside them
+/// dead-lettered, naming the key; the list applies at a reconfiguration.
+#[test]
+fn egress_reaches_the_allowed_private_networks_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = config(dir.path());
+    c.egress.deny_private_addresses = true;
+    c.egress.allow_private_networks = vec!["10.0.0.0/8".into(), "::1".into()];
+    c.sources.push(source(
+        "s",
+        "t",
+        vec![SinkConfig::http(receiver.url("/in"))],
+    ));
+    let engine = Engine::open(c.clone()).unwrap();
+    engine.commit(NewHook::new("s", "first")).unwrap();
+    engine.tick().unwrap();
+    assert_eq!(receiver.count(), 0);
+    assert_eq!(
+        dead_attempts_and_reasons(&engine),
+        [(
+            1,
+            "sink http: permanent: 127.0.0.1 resolves only to private addresses (127.0.0.1), \
+             which egress.deny_private_addresses refuses \
+             (none is in egress.allow_private_networks)"
+                .to_string()
+        )]
+    );
+    c.egress.allow_private_networks.push("127.0.0.1/32".into());
+    engine.reconfigure(&c).unwrap();
+    engine.commit(NewHook::new("s", "second")).unwrap();
+    engine.tick().unwrap();
+    assert_eq!(receiver.count(), 1);
+    replay_until_delivered(&engine, 1);
+    let mut bodies: Vec<Vec<u8>> = receiver.received().into_iter().map(|r| r.body).collect();
+    bodies.sort();
+    assert_eq!(bodies, [b"first".to_vec(), b"second".to_vec()]);
+}
+
 /// An OAuth 2 token endpoint is held to `egress.deny_private_addresses` as
 /// the receiver is: one on loopback is never asked, and the row is
 /// dead-lettered at once, naming the endpoint.

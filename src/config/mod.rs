@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub(crate) use validate::invalid;
 pub(crate) use validate::{env_value, is_http_url, tls_files_need_https};
 pub use validate::{is_id, ConfigError};
 
@@ -213,6 +214,11 @@ pub struct EgressConfig {
     /// service) or other non-public addresses fails permanently. Off by
     /// default (receivers on the node's own networks are common).
     pub deny_private_addresses: bool,
+    /// Private networks HTTP sinks may reach all the same, as
+    /// `address/prefix length` (`10.20.0.0/16`, `fd00:1::/48`) or single
+    /// addresses: the operator's own receivers beside customers' URLs.
+    /// Nothing is denied without `deny_private_addresses`.
+    pub allow_private_networks: Vec<String>,
 }
 
 /// A node's notices to its operator (`[notifications]`, goad's addition).

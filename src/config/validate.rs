@@ -67,7 +67,7 @@ impl ConfigError {
     }
 }
 
-pub(super) fn invalid(
+pub(crate) fn invalid(
     key: impl Into<String>,
     rule: impl Into<String>,
     value: impl fmt::Debug,
@@ -280,6 +280,7 @@ impl Config {
                 retention_ms,
             ));
         }
+        crate::sink::Egress::of(&self.egress)?;
         if let Some(source) = &self.notifications.source {
             if !self.sources.iter().any(|s| &s.id == source) {
                 let rule = "the id of one of the sources";

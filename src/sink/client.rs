@@ -3,6 +3,7 @@
 //! percent-encoding of what goes into its URLs and forms, and reading a
 //! credentials service's answer.
 
+use super::egress::Egress;
 use super::resolver::CachingResolver;
 use crate::config::ConfigError;
 use crate::pem::{certificates, private_key, PemFile};
@@ -16,18 +17,22 @@ use ureq::unversioned::transport::DefaultConnector;
 /// answers rather than errors, no redirects followed, and TLS trusting
 /// Mozilla's root certificates.
 pub(crate) fn agent(timeout_ms: u64, idle_connections: usize) -> ureq::Agent {
-    agent_with_tls(timeout_ms, idle_connections, TlsConfig::default(), false)
+    agent_with_tls(
+        timeout_ms,
+        idle_connections,
+        TlsConfig::default(),
+        Egress::open(),
+    )
 }
 
 /// `agent`, with TLS as `tls` says (roots, client certificate), and
-/// connecting to public addresses only if `public_only` (see
-/// [`super::egress`]). Hosts' addresses are kept a while (see
+/// connecting only where `egress` allows. Hosts' addresses are kept a while (see
 /// [`super::resolver`]).
 pub(crate) fn agent_with_tls(
     timeout_ms: u64,
     idle_connections: usize,
     tls: TlsConfig,
-    public_only: bool,
+    egress: Egress,
 ) -> ureq::Agent {
     let timeout = Some(std::time::Duration::from_millis(timeout_ms));
     let config = ureq::Agent::config_builder()
@@ -44,7 +49,7 @@ pub(crate) fn agent_with_tls(
         .timeout_recv_body(timeout)
         .user_agent(concat!("goad/", env!("CARGO_PKG_VERSION")))
         .build();
-    let resolver = CachingResolver::new(public_only);
+    let resolver = CachingResolver::new(egress);
     ureq::Agent::with_parts(config, DefaultConnector::new(), resolver)
 }
 

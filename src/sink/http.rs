@@ -14,7 +14,7 @@
 //! permanent: no retry could send it.
 
 use super::client::{agent_with_tls, shown_url};
-use super::egress::PrivateAddress;
+use super::egress::{Egress, PrivateAddress};
 use super::forward::{forwarded, reserved_header};
 use super::oauth2::ClientCredentials;
 use super::signing::{signature_header, SigningKey};
@@ -64,10 +64,9 @@ pub struct HttpSinkOptions {
     /// The certificate presented to an https:// endpoint that asks for one
     /// (mutual TLS).
     pub client_certificate: Option<ClientCert>,
-    /// Connect to public addresses only (`egress.deny_private_addresses`
-    /// in a config); an attempt whose host resolves to none fails
-    /// permanently.
-    pub deny_private_addresses: bool,
+    /// Where it may connect (`[egress]` in a config); an attempt whose
+    /// host resolves to no address allowed fails permanently.
+    pub egress: Egress,
     /// The grant whose token every request carries (`authorization:
     /// Bearer`), if the receiver wants one.
     pub oauth2: Option<Arc<ClientCredentials>>,
@@ -90,7 +89,7 @@ impl HttpSinkOptions {
             idle_connections: 8,
             roots: RootCerts::WebPki,
             client_certificate: None,
-            deny_private_addresses: false,
+            egress: Egress::open(),
             oauth2: None,
         }
     }
@@ -112,7 +111,7 @@ impl std::fmt::Debug for HttpSinkOptions {
             .field("idle_connections", &self.idle_connections)
             .field("roots", &self.roots)
             .field("client_certificate", &self.client_certificate.is_some())
-            .field("deny_private_addresses", &self.deny_private_addresses)
+            .field("egress", &self.egress)
             .field("oauth2", &self.oauth2)
             .finish()
     }
@@ -252,7 +251,7 @@ impl HttpSink {
                 options.timeout_ms,
                 options.idle_connections,
                 tls,
-                options.deny_private_addresses,
+                options.egress,
             ),
             uri,
             operator_headers,

@@ -7,7 +7,7 @@
 //! endpoint is held to the sink's `egress` rule, as the receiver is.
 
 use super::client::{agent_with_tls, form, ok_body};
-use super::egress::PrivateAddress;
+use super::egress::{Egress, PrivateAddress};
 use super::expiring::Expiring;
 use super::BoxError;
 use crate::config::{ClientAuth, OAuth2Config};
@@ -105,13 +105,9 @@ impl NoToken {
 
 impl ClientCredentials {
     /// The grant `config` describes, with the client's secret (read from
-    /// its variable), asking the token endpoint only at a public address
-    /// if `public_only` (the sink's `egress` rule).
-    pub fn new(
-        config: &OAuth2Config,
-        client_secret: String,
-        public_only: bool,
-    ) -> ClientCredentials {
+    /// its variable), asking the token endpoint only where `egress` (the
+    /// sink's) allows.
+    pub fn new(config: &OAuth2Config, client_secret: String, egress: Egress) -> ClientCredentials {
         ClientCredentials {
             token_url: config.token_url.clone(),
             client_id: config.client_id.clone(),
@@ -119,7 +115,7 @@ impl ClientCredentials {
             scope: config.scope.clone(),
             audience: config.audience.clone(),
             client_auth: config.client_auth,
-            agent: agent_with_tls(HTTP_TIMEOUT_MS, 1, TlsConfig::default(), public_only),
+            agent: agent_with_tls(HTTP_TIMEOUT_MS, 1, TlsConfig::default(), egress),
             held: Expiring::new(),
         }
     }

@@ -5,6 +5,7 @@
 use super::assume_role::RoleToAssume;
 use super::aws_credentials::{AwsCredentials, EnvCredentials};
 use super::client::{client_certificate, root_certificates};
+use super::egress::Egress;
 use super::gcp_token::{PubSubAuth, KEY_FILE_VARIABLE};
 use super::http::{HttpSink, HttpSinkOptions, InvalidHttpSink, Method};
 use super::oauth2::ClientCredentials;
@@ -53,13 +54,14 @@ impl SinkRegistry {
         claims: &Arc<ClaimStore>,
     ) -> Result<SinkRegistry, ConfigError> {
         let mut sinks = HashMap::new();
+        let egress = Egress::of(&config.egress)?;
         for (i, source) in config.sources.iter().enumerate() {
             for (j, entry) in source.sinks.iter().enumerate() {
                 let at = format!("sources[{i}].sinks[{j}]");
                 let sink: Arc<dyn Sink> = match host.get(&entry.kind) {
                     Some(sink) => sink.clone(),
                     None if entry.kind == "http" => {
-                        let options = http_options(config, source, entry, &at)?;
+                        let options = http_options(config, &egress, source, entry, &at)?;
                         let sink = HttpSink::new(options).map_err(|e| {
                             let (field, rule, value) = match e {
                                 InvalidHttpSink::Url { url, .. } => ("url", "a valid URL", url),
@@ -147,7 +149,7 @@ fn batch_max_entries(
 
 /// An HTTP sink's client-credentials grant, its secret read now.
 fn oauth2_grant(
-    config: &Config,
+    egress: &Egress,
     entry: &SinkConfig,
     at: &str,
 ) -> Result<Option<Arc<ClientCredentials>>, ConfigError> {
@@ -158,16 +160,16 @@ fn oauth2_grant(
         format!("{at}.oauth2.client_secret_env"),
         &o.client_secret_env,
     )?;
-    let public_only = config.egress.deny_private_addresses;
     Ok(Some(Arc::new(ClientCredentials::new(
         o,
         secret,
-        public_only,
+        egress.clone(),
     ))))
 }
 
 fn http_options(
     config: &Config,
+    egress: &Egress,
     source: &SourceConfig,
     entry: &SinkConfig,
     at: &str,
@@ -259,8 +261,8 @@ fn http_options(
         idle_connections: idle_connections(config),
         roots,
         client_certificate,
-        deny_private_addresses: config.egress.deny_private_addresses,
-        oauth2: oauth2_grant(config, entry, at)?,
+        egress: egress.clone(),
+        oauth2: oauth2_grant(egress, entry, at)?,
     })
 }
 

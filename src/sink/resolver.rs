@@ -8,10 +8,10 @@
 //! manager (the system's resolver does not report record TTLs), so a
 //! receiver that moves is reached at its new address within that time (a
 //! pooled connection to the old one is used until it closes). Failed
-//! look-ups are not kept. With `public_only` it keeps only public
-//! addresses (`egress.deny_private_addresses`, see [`super::egress`]).
+//! look-ups are not kept. It passes on only the addresses its [`Egress`]
+//! allows (see [`super::egress`]).
 
-use super::egress::{is_private, PrivateAddress};
+use super::egress::{Egress, PrivateAddress};
 use crate::limits::DNS_CACHE_MS;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -25,20 +25,20 @@ use ureq::unversioned::transport::NextTimeout;
 #[derive(Debug)]
 pub struct CachingResolver {
     system: Box<dyn Resolver>,
-    public_only: bool,
+    egress: Egress,
     /// By `host:port`: when resolved, and the addresses.
     cache: Mutex<HashMap<String, (Instant, ResolvedSocketAddrs)>>,
 }
 
 impl CachingResolver {
-    pub fn new(public_only: bool) -> CachingResolver {
-        CachingResolver::over(Box::new(DefaultResolver::default()), public_only)
+    pub fn new(egress: Egress) -> CachingResolver {
+        CachingResolver::over(Box::new(DefaultResolver::default()), egress)
     }
 
-    fn over(system: Box<dyn Resolver>, public_only: bool) -> CachingResolver {
+    fn over(system: Box<dyn Resolver>, egress: Egress) -> CachingResolver {
         CachingResolver {
             system,
-            public_only,
+            egress,
             cache: Mutex::new(HashMap::new()),
         }
     }
@@ -75,26 +75,27 @@ impl Resolver for CachingResolver {
     ) -> Result<ResolvedSocketAddrs, ureq::Error> {
         let resolved = self.addresses(uri, config, timeout, Instant::now())?;
         let is_proxy = config.proxy().is_some_and(|proxy| proxy.uri() == uri);
-        if !self.public_only || is_proxy {
+        if self.egress.is_open() || is_proxy {
             return Ok(resolved);
         }
-        let mut public = self.empty();
+        let mut allowed = self.empty();
         let mut refused = Vec::new();
         for &addr in &resolved {
-            match is_private(addr.ip()) {
+            match self.egress.refuses(addr.ip()) {
                 true => refused.push(addr.ip()),
-                false => public.push(addr),
+                false => allowed.push(addr),
             }
         }
-        if public.is_empty() {
+        if allowed.is_empty() {
             let refusal = PrivateAddress {
                 host: uri.host().unwrap_or_default().to_string(),
                 addresses: refused,
+                networks_allowed: self.egress.allows_networks(),
             };
             let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, refusal);
             return Err(ureq::Error::Io(io));
         }
-        Ok(public)
+        Ok(allowed)
     }
 }
 
@@ -131,14 +132,14 @@ mod tests {
         }
     }
 
-    fn resolver(addresses: &[&str], public_only: bool) -> (CachingResolver, Counting) {
+    fn resolver(addresses: &[&str], egress: Egress) -> (CachingResolver, Counting) {
         let counting = Counting {
             lookups: Arc::new(AtomicU32::new(0)),
             addresses: addresses.iter().map(|a| a.parse().unwrap()).collect(),
             failing: Arc::new(false.into()),
         };
         (
-            CachingResolver::over(Box::new(counting.clone()), public_only),
+            CachingResolver::over(Box::new(counting.clone()), egress),
             counting,
         )
     }
@@ -149,7 +150,7 @@ mod tests {
 
     #[test]
     fn a_hosts_addresses_are_looked_up_once_per_cache_period_and_failures_are_not_kept() {
-        let (r, system) = resolver(&["93.184.215.14:443"], false);
+        let (r, system) = resolver(&["93.184.215.14:443"], Egress::open());
         let config = Config::default();
         let t0 = Instant::now();
         let uri: Uri = "https://hooks.example.com/a".parse().unwrap();
@@ -183,10 +184,12 @@ mod tests {
     fn public_only_keeps_the_public_addresses_and_refuses_a_host_with_none() {
         let config = Config::default();
         let uri: Uri = "http://mixed.example.com/".parse().unwrap();
-        let (r, _) = resolver(&["10.0.0.7:80", "93.184.215.14:80", "[::1]:80"], true);
+        let public_only = || Egress::public_and(Vec::new());
+        let mixed = ["10.0.0.7:80", "93.184.215.14:80", "[::1]:80"];
+        let (r, _) = resolver(&mixed, public_only());
         let resolved = r.resolve(&uri, &config, NextTimeout::default());
         assert_eq!(ips(resolved), ["93.184.215.14:80"]);
-        let (r, _) = resolver(&["169.254.169.254:80", "[fd00::1]:80"], true);
+        let (r, _) = resolver(&["169.254.169.254:80", "[fd00::1]:80"], public_only());
         let e = r
             .resolve(&uri, &config, NextTimeout::default())
             .unwrap_err();
@@ -197,10 +200,40 @@ mod tests {
                  (169.254.169.254, fd00::1), which egress.deny_private_addresses refuses"
             )
         );
-        let (r, _) = resolver(&["10.0.0.7:80"], false);
+        let (r, _) = resolver(&["10.0.0.7:80"], Egress::open());
         assert_eq!(
             ips(r.resolve(&uri, &config, NextTimeout::default())),
             ["10.0.0.7:80"]
+        );
+    }
+
+    /// An allowed private network's addresses pass with the public ones;
+    /// a refusal says that none was in the allowed networks.
+    #[test]
+    fn allowed_private_networks_pass_and_a_refusal_names_them() {
+        let config = Config::default();
+        let uri: Uri = "http://internal.example.com/".parse().unwrap();
+        let egress = Egress::public_and(vec!["10.20.0.0/16".parse().unwrap()]);
+        let mixed = [
+            "10.20.3.4:80",
+            "10.21.0.1:80",
+            "93.184.215.14:80",
+            "[::1]:80",
+        ];
+        let (r, _) = resolver(&mixed, egress.clone());
+        let resolved = r.resolve(&uri, &config, NextTimeout::default());
+        assert_eq!(ips(resolved), ["10.20.3.4:80", "93.184.215.14:80"]);
+        let (r, _) = resolver(&["10.21.0.1:80"], egress);
+        let e = r
+            .resolve(&uri, &config, NextTimeout::default())
+            .unwrap_err();
+        assert_eq!(
+            PrivateAddress::of(&e).map(ToString::to_string).as_deref(),
+            Some(
+                "internal.example.com resolves only to private addresses (10.21.0.1), \
+                 which egress.deny_private_addresses refuses \
+                 (none is in egress.allow_private_networks)"
+            )
         );
     }
 }
