@@ -69,6 +69,12 @@ impl Client {
         self.stream.write_all(raw).expect("write the request");
     }
 
+    /// Sends `raw` on a connection of its own and reads the answer.
+    pub fn send_and_reply(mut self, raw: &[u8]) -> HttpReply {
+        self.send(raw);
+        self.reply().expect("a response")
+    }
+
     /// The next response, or `None` if the node closed the connection first.
     pub fn reply(&mut self) -> Option<HttpReply> {
         loop {

@@ -1,0 +1,315 @@
+//! Dead letters over HTTP: listed, paged, shown with their hook,
+//! replayed, purged, and a source's pending rows dead-lettered.
+
+use super::*;
+
+/// Dead letters newest first, filtered and paged with a cursor; then a
+/// replay revives them (attempts reset, tagged) once the sink is fixed.
+#[test]
+fn dead_letters_list_page_and_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, status) = switchable(400);
+    let mut c = two_sources(dir.path(), &receiver);
+    c.shards = 2;
+    let node = start(c);
+    let addr = node.local_addr();
+    let engine = node.engine().unwrap();
+    let mut ids = Vec::new();
+    for i in 0..7 {
+        let s = if i % 2 == 0 { "a" } else { "b" };
+        ids.push(
+            ingest(addr, s, format!("{i}").as_bytes(), &[]).json()["id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+        // Distinct dead times, so newest-first is the ingest order reversed.
+        wait_until("the hook dead", Duration::from_secs(10), || {
+            dead(&engine).len() == i + 1
+        });
+        let dead_at_ms = goad::runtime::wall_ms();
+        wait_until("the clock past its death", Duration::from_secs(1), || {
+            goad::runtime::wall_ms() > dead_at_ms
+        });
+    }
+    wait_until("7 dead", Duration::from_secs(10), || {
+        dead(&engine).len() == 7
+    });
+
+    let mut listed = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let page = get(addr, &format!("/v1/dead-letters?limit=3&cursor={cursor}")).json();
+        let items = page["items"].as_array().unwrap().clone();
+        assert!(items.len() <= 3);
+        let last_id = items.last().map(|item| item["id"].clone());
+        listed.extend(items);
+        match page["next_cursor"].as_str() {
+            Some(next) => {
+                assert_eq!(last_id, Some(next.into()), "the cursor is the last id");
+                cursor = next.to_string();
+            }
+            None => break,
+        }
+    }
+    let listed_ids: Vec<&str> = listed
+        .iter()
+        .map(|i| i["hook_id"].as_str().unwrap())
+        .collect();
+    let newest_first: Vec<&str> = ids.iter().rev().map(String::as_str).collect();
+    assert_eq!(listed_ids, newest_first);
+    let first = &listed[0];
+    assert_eq!(first["source_id"], "a");
+    assert_eq!(first["tenant"], "t1");
+    assert_eq!(first["sink_index"], 0);
+    assert_eq!(first["sink_type"], "http");
+    assert_eq!(first["attempts"], 1);
+    assert!(first["reason"].as_str().unwrap().contains("400"), "{first}");
+    let only_b = get(addr, "/v1/dead-letters?source_id=b").json();
+    assert_eq!(only_b["items"].as_array().unwrap().len(), 3);
+    let only_t1 = get(addr, "/v1/dead-letters?tenant=t1&limit=1000").json();
+    assert_eq!(only_t1["items"].as_array().unwrap().len(), 4);
+    assert_eq!(get(addr, "/v1/dead-letters?limit=0").status, 400);
+    assert_eq!(
+        get(addr, "/v1/dead-letters?cursor=junk").error_code(),
+        "bad_cursor"
+    );
+
+    status.store(200, Ordering::SeqCst);
+    let created = call(addr, "POST", "/v1/replays", &[], br#"{"source_id":"a"}"#);
+    assert_eq!(created.status, 202, "{}", created.text());
+    let replay_id = created.json()["id"].as_str().unwrap().to_string();
+    assert_eq!(created.json()["matched"], 4);
+    wait_until("the replay delivered 4", Duration::from_secs(20), || {
+        let p = get(addr, &format!("/v1/replays/{replay_id}")).json();
+        p["state"] == "done" && p["delivered"] == 4
+    });
+    let progress = get(addr, &format!("/v1/replays/{replay_id}")).json();
+    assert_eq!(
+        (progress["moved"].clone(), progress["dead_again"].clone()),
+        (4.into(), 0.into())
+    );
+    let replayed: Vec<_> = receiver
+        .received()
+        .into_iter()
+        .filter(|r| r.status == 200)
+        .collect();
+    assert_eq!(replayed.len(), 4);
+    assert!(replayed
+        .iter()
+        .all(|r| r.header("x-goad-replay-id") == Some(replay_id.as_str())
+            && r.header("x-goad-attempt") == Some("1")));
+    let left = get(addr, "/v1/dead-letters").json();
+    assert_eq!(left["items"].as_array().unwrap().len(), 3);
+    assert!(left["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|i| i["source_id"] == "b"));
+    assert_eq!(get(addr, "/v1/replays/nope").error_code(), "unknown_replay");
+    assert_eq!(
+        call(addr, "POST", "/v1/replays", &[], b"{\"nope\":1}").error_code(),
+        "bad_json"
+    );
+}
+
+/// `GET /v1/dead-letters/{id}` shows one dead letter, by the id its
+/// listing gave, with its hook: the provider's stored headers (credentials
+/// are not stored), content type, dedupe key and the body verbatim in
+/// base64. Once it is replayed (and dies again, a new dead letter) its id
+/// names nothing (404), as an id that never did.
+#[test]
+fn a_dead_letter_is_shown_with_its_hook_until_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(400)).unwrap();
+    let node = start(one_source(dir.path(), &receiver));
+    let addr = node.local_addr();
+    let body = b"{\"n\":1}\xff\x00";
+    let before_ms = goad::runtime::wall_ms();
+    let reply = ingest(
+        addr,
+        "a",
+        body,
+        &[
+            ("content-type", "application/json"),
+            ("X-GitHub-Event", "push"),
+            ("idempotency-key", "evt-9"),
+            ("authorization", "Bearer provider-secret"),
+        ],
+    );
+    assert_eq!(reply.status, 202, "{}", reply.text());
+    let hook_id = reply.json()["id"].as_str().unwrap().to_string();
+    let engine = node.engine().unwrap();
+    wait_until("the hook dead", Duration::from_secs(10), || {
+        dead(&engine).len() == 1
+    });
+    let item = get(addr, "/v1/dead-letters").json()["items"][0].clone();
+    let id = item["id"].as_str().unwrap().to_string();
+    let mut shown = get(addr, &format!("/v1/dead-letters/{id}")).json();
+    let received_at_ms = shown["received_at_ms"].as_u64().unwrap();
+    assert!((before_ms..=goad::runtime::wall_ms()).contains(&received_at_ms));
+    shown.as_object_mut().unwrap().remove("received_at_ms");
+    assert_eq!(
+        shown,
+        serde_json::json!({
+            "id": id,
+            "hook_id": hook_id,
+            "source_id": "a",
+            "tenant": "t1",
+            "sink_index": 0,
+            "sink_type": "http",
+            "reason": item["reason"],
+            "attempts": 1,
+            "dead_at_ms": item["dead_at_ms"],
+            "content_type": "application/json",
+            "dedupe_key": "evt-9",
+            "headers": [["x-github-event", "push"], ["idempotency-key", "evt-9"]],
+            "body_base64": "eyJuIjoxff8A",
+        })
+    );
+    assert_eq!(item["reason"], "sink http: permanent: HTTP status 400");
+    for unknown in ["junk", "1-0-1-0", "1-9-1-0"] {
+        let refused = get(addr, &format!("/v1/dead-letters/{unknown}"));
+        assert_eq!(
+            (refused.status, refused.error_code()),
+            (404, "unknown_dead_letter".into())
+        );
+    }
+    assert_eq!(
+        call(addr, "DELETE", &format!("/v1/dead-letters/{id}"), &[], b"").status,
+        405
+    );
+
+    // Replayed, it dies again (the sink still refuses it) at a later time:
+    // a new dead letter, and the old id names nothing.
+    let first_dead_ms = item["dead_at_ms"].as_u64().unwrap();
+    wait_until("the clock past its death", Duration::from_secs(1), || {
+        goad::runtime::wall_ms() > first_dead_ms
+    });
+    let created = call(addr, "POST", "/v1/replays", &[], b"");
+    assert_eq!(created.status, 202, "{}", created.text());
+    assert!(receiver.wait_for(2, Duration::from_secs(10)));
+    wait_until("dead again", Duration::from_secs(10), || {
+        listed(addr, "id").first().is_some_and(|again| *again != id)
+    });
+    let again = listed(addr, "id")[0].clone();
+    assert_eq!(
+        get(addr, &format!("/v1/dead-letters/{again}")).json()["hook_id"],
+        hook_id
+    );
+    let gone = get(addr, &format!("/v1/dead-letters/{id}"));
+    assert_eq!(gone.error_code(), "unknown_dead_letter");
+}
+
+/// `hook_id` narrows the dead letters to one hook's rows: listed, replayed
+/// (the replay matches and revives that hook alone) and purged.
+#[test]
+fn one_hooks_dead_letters_are_listed_replayed_and_purged_by_its_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, status) = switchable(400);
+    let node = start(one_source(dir.path(), &receiver));
+    let addr = node.local_addr();
+    let ids: Vec<String> = ["first", "second", "third"]
+        .iter()
+        .map(|body| {
+            let reply = ingest(addr, "a", body.as_bytes(), &[]);
+            reply.json()["id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let engine = node.engine().unwrap();
+    wait_until("3 dead", Duration::from_secs(10), || {
+        dead(&engine).len() == 3
+    });
+    let of = |id: &str| get(addr, &format!("/v1/dead-letters?hook_id={id}")).json();
+    let of_second = of(&ids[1]);
+    let items = of_second["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["hook_id"], ids[1].as_str());
+
+    status.store(200, Ordering::SeqCst);
+    let body = format!("{{\"hook_id\":\"{}\"}}", ids[1]);
+    let created = call(addr, "POST", "/v1/replays", &[], body.as_bytes());
+    assert_eq!(created.status, 202, "{}", created.text());
+    assert_eq!(created.json()["matched"], 1);
+    assert!(receiver.wait_for(4, Duration::from_secs(10)));
+    wait_until("2 dead", Duration::from_secs(10), || {
+        dead(&engine).len() == 2
+    });
+    let delivered: Vec<Vec<u8>> = receiver
+        .received()
+        .into_iter()
+        .filter(|r| r.status == 200)
+        .map(|r| r.body)
+        .collect();
+    assert_eq!(delivered, [b"second".to_vec()]);
+
+    let purge = format!("/v1/dead-letters?hook_id={}", ids[2]);
+    let purged = call(addr, "DELETE", &purge, &[], b"");
+    assert_eq!(purged.json(), serde_json::json!({"purged": 1}));
+    assert_eq!(listed(addr, "hook_id"), [ids[0].clone()]);
+}
+
+#[test]
+fn dead_lettering_a_source_reports_the_count_and_lists_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, _) = switchable(503);
+    let mut c = one_source(dir.path(), &receiver);
+    c.retry.base_ms = 60_000;
+    c.retry.max_ms = 60_000;
+    let node = start(c);
+    let addr = node.local_addr();
+    ingest_n(addr, "a", 5);
+    assert!(receiver.wait_for(5, Duration::from_secs(10)));
+    let engine = node.engine().unwrap();
+    wait_until("5 backing off", Duration::from_secs(10), || {
+        engine.stats().iter().map(|s| s.retried).sum::<u64>() == 5
+    });
+    let reply = call(addr, "POST", "/v1/sources/a/dead-letter", &[], b"");
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(reply.json(), serde_json::json!({"count": 5}));
+    let listed = get(addr, "/v1/dead-letters").json();
+    let items = listed["items"].as_array().unwrap();
+    assert_eq!(items.len(), 5);
+    assert!(
+        items.iter().all(|i| i["reason"] == "source_gone: a"),
+        "{listed}"
+    );
+}
+
+/// `DELETE /v1/dead-letters` deletes the matching dead letters for good and
+/// says how many; what it does not match stays listed.
+#[test]
+fn dead_letters_are_purged_by_source_and_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, _status) = switchable(400);
+    let node = start(two_sources(dir.path(), &receiver));
+    let addr = node.local_addr();
+    ingest_n(addr, "a", 3);
+    ingest_n(addr, "b", 2);
+    let engine = node.engine().unwrap();
+    wait_until("5 dead", Duration::from_secs(10), || {
+        dead(&engine).len() == 5
+    });
+    let purge = |query: &str| {
+        call(
+            addr,
+            "DELETE",
+            &format!("/v1/dead-letters{query}"),
+            &[],
+            b"",
+        )
+    };
+    let bad = purge("?until_ms=soon");
+    assert_eq!((bad.status, bad.error_code()), (400, "bad_time".into()));
+    assert_eq!(
+        purge("?until_ms=1").json(),
+        serde_json::json!({"purged": 0})
+    );
+    assert_eq!(
+        purge("?source_id=a").json(),
+        serde_json::json!({"purged": 3})
+    );
+    assert_eq!(listed(addr, "source_id"), ["b", "b"]);
+    assert_eq!(purge("").json(), serde_json::json!({"purged": 2}));
+    assert_eq!(engine.hook_count().unwrap(), 0);
+}

@@ -1,0 +1,213 @@
+//! The HTTP front itself: the admin token, malformed, slow, pipelined and
+//! surplus connections.
+
+use super::*;
+
+#[test]
+fn admin_routes_need_the_admin_token_and_health_and_metrics_do_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = node_config(dir.path());
+    std::env::set_var("NODE_TEST_ADMIN_TOKEN", "adm-1");
+    c.admin_token_env = Some("NODE_TEST_ADMIN_TOKEN".into());
+    let node = start(c);
+    let addr = node.local_addr();
+    for (method, path) in [
+        ("GET", "/v1/pressure"),
+        ("GET", "/v1/stats"),
+        ("GET", "/v1/dead-letters"),
+        ("DELETE", "/v1/dead-letters"),
+        ("GET", "/v1/hooks/x"),
+        ("GET", "/v1/sinks"),
+        ("GET", "/v1/sources"),
+        ("POST", "/v1/replays"),
+        ("GET", "/v1/replays/x"),
+        ("POST", "/v1/sources/gh/dead-letter"),
+        ("POST", "/v1/reload"),
+        ("POST", "/v1/backup"),
+        ("POST", "/v1/drain"),
+        ("DELETE", "/v1/drain"),
+        ("GET", "/v1/drain"),
+    ] {
+        let denied = call(addr, method, path, &[], b"");
+        assert_eq!(denied.status, 401, "{method} {path}");
+        assert_eq!(denied.error_code(), "unauthorized");
+        let wrong = call(
+            addr,
+            method,
+            path,
+            &[("authorization", "Bearer adm-2")],
+            b"",
+        );
+        assert_eq!(wrong.status, 401, "{method} {path}");
+    }
+    let ok = call(
+        addr,
+        "GET",
+        "/v1/pressure",
+        &[("authorization", "Bearer adm-1")],
+        b"",
+    );
+    assert_eq!(ok.status, 200);
+    assert_eq!(
+        ok.json(),
+        serde_json::json!({"lag_ms": 0, "window_full": false})
+    );
+    assert_eq!(
+        get(addr, "/healthz").json(),
+        serde_json::json!({"status": "ok"})
+    );
+    assert_eq!(
+        get(addr, "/readyz").json(),
+        serde_json::json!({"status": "ready"})
+    );
+    assert_eq!(get(addr, "/metrics").status, 200);
+}
+
+#[test]
+fn a_node_refuses_a_public_address_without_an_admin_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = node_config(dir.path());
+    c.listen = "0.0.0.0:0".into();
+    let refused = Node::start(NodeOptions {
+        config: c.clone(),
+        config_path: None,
+        allow_open_admin: false,
+    });
+    let message = refused.err().expect("refused").to_string();
+    assert!(message.contains("admin_token_env"), "{message}");
+    assert!(message.contains("--allow-open-admin"), "{message}");
+    let allowed = Node::start(NodeOptions {
+        config: c,
+        config_path: None,
+        allow_open_admin: true,
+    })
+    .expect("allowed explicitly");
+    allowed.stop();
+    allowed.wait().unwrap();
+}
+
+#[test]
+fn malformed_requests_get_a_4xx_or_a_closed_connection_and_others_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(node_config(dir.path()));
+    let addr = node.local_addr();
+    let cases: Vec<(&str, Vec<u8>, u16)> = vec![
+        ("garbage", b"\x16\x03\x01\x02\x00garbage\r\n\r\n".to_vec(), 400),
+        ("bad length", b"POST /v1/reload HTTP/1.1\r\ncontent-length: ten\r\n\r\n".to_vec(), 400),
+        (
+            "two lengths",
+            b"POST /v1/reload HTTP/1.1\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\nab".to_vec(),
+            400,
+        ),
+        (
+            "chunked with a length",
+            b"POST /v1/reload HTTP/1.1\r\ntransfer-encoding: chunked\r\ncontent-length: 3\r\n\r\nabc".to_vec(),
+            400,
+        ),
+        (
+            "a bad chunk",
+            b"POST /v1/reload HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabcd\r\n0\r\n\r\n".to_vec(),
+            400,
+        ),
+        (
+            "another coding",
+            b"POST /v1/reload HTTP/1.1\r\ntransfer-encoding: gzip\r\n\r\n".to_vec(),
+            501,
+        ),
+        ("huge header", {
+            let mut r = b"GET /healthz HTTP/1.1\r\nx-big: ".to_vec();
+            r.extend(std::iter::repeat_n(b'a', 20_000));
+            r.extend(b"\r\n\r\n");
+            r
+        }, 431),
+        ("many headers", {
+            let mut r = b"GET /healthz HTTP/1.1\r\n".to_vec();
+            for i in 0..100 {
+                r.extend(format!("x-h{i}: 1\r\n").as_bytes());
+            }
+            r.extend(b"\r\n");
+            r
+        }, 431),
+    ];
+    for (what, raw, status) in cases {
+        let mut client = Client::connect(addr);
+        client.send(&raw);
+        let reply = client
+            .reply()
+            .unwrap_or_else(|| panic!("{what}: no response"));
+        assert_eq!(reply.status, status, "{what}: {}", reply.text());
+        assert!(!reply.error_code().is_empty(), "{what}: a JSON error");
+        assert_eq!(reply.header("connection"), Some("close"), "{what}");
+        assert!(client.is_closed(), "{what}: the connection is closed");
+        assert_eq!(get(addr, "/healthz").status, 200, "served after {what}");
+    }
+    // A truncated body: the client gives up mid-body; the node drops it.
+    let mut truncated = Client::connect(addr);
+    truncated.send(b"POST /v1/reload HTTP/1.1\r\ncontent-length: 100\r\n\r\nonly ten b");
+    drop(truncated);
+    assert_eq!(get(addr, "/healthz").status, 200);
+}
+
+#[test]
+fn a_slow_client_gets_408_and_is_closed_while_others_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(node_config(dir.path()));
+    let addr = node.local_addr();
+    let started = Instant::now();
+    let mut slow = Client::connect(addr);
+    slow.send(b"GET /healthz HTTP/1.1\r\nx-slow: ");
+    // Meanwhile another client is served at once.
+    assert_eq!(get(addr, "/healthz").status, 200);
+    let reply = slow.reply().expect("a 408");
+    assert_eq!(
+        (reply.status, reply.error_code().as_str()),
+        (408, "request_timeout")
+    );
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(slow.is_closed());
+}
+
+#[test]
+fn keep_alive_and_pipelined_requests_are_answered_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(node_config(dir.path()));
+    let mut client = Client::connect(node.local_addr());
+    assert_eq!(client.request("GET", "/healthz", &[], b"").status, 200);
+    assert_eq!(client.request("GET", "/readyz", &[], b"").status, 200);
+    let mut both = raw_request("GET", "/v1/pressure", &[], b"");
+    both.extend(raw_request("GET", "/nope", &[], b""));
+    client.send(&both);
+    let first = client.reply().unwrap();
+    let second = client.reply().unwrap();
+    assert_eq!((first.status, second.status), (200, 404));
+    assert!(first.json().get("lag_ms").is_some());
+    // Connection: close is honoured.
+    let closing = client.request("GET", "/healthz", &[("connection", "close")], b"");
+    assert_eq!(closing.header("connection"), Some("close"));
+    assert!(client.is_closed());
+}
+
+#[test]
+fn connections_over_the_cap_get_503() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = node_config(dir.path());
+    c.http.max_connections = 2;
+    let node = start(c);
+    let addr = node.local_addr();
+    let mut held: Vec<Client> = (0..2).map(|_| Client::connect(addr)).collect();
+    for client in &mut held {
+        assert_eq!(client.request("GET", "/healthz", &[], b"").status, 200);
+    }
+    let mut third = Client::connect(addr);
+    let refused = third.reply().expect("a 503");
+    assert_eq!(
+        (refused.status, refused.error_code().as_str()),
+        (503, "too_many_connections")
+    );
+    drop(held);
+    wait_until("a connection slot frees", Duration::from_secs(10), || {
+        let mut c = Client::connect(addr);
+        c.send(&raw_request("GET", "/healthz", &[], b""));
+        c.reply().is_some_and(|r| r.status == 200)
+    });
+}

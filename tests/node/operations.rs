@@ -1,0 +1,307 @@
+//! Operating a node: reload, drain, backup and the operator CLI.
+
+use super::*;
+
+#[test]
+fn reload_applies_live_keys_and_names_those_that_need_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("goad.toml");
+    let data = dir.path().join("data");
+    let write = |extra: &str| {
+        std::fs::write(
+            &path,
+            format!(
+                "data_dir = {data:?}\nlisten = \"127.0.0.1:0\"\nshards = 1\n{extra}\n[[sources]]\nid = \"a\"\ntenant = \"t\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://127.0.0.1:9/\"\n"
+            ),
+        )
+        .unwrap()
+    };
+    write("[dispatch]\nsink_concurrency = 8");
+    let node = start_with(Config::load(&path).unwrap(), Some(path.clone()));
+    let addr = node.local_addr();
+    assert_eq!(ingest(addr, "b", b"x", &[]).status, 404);
+
+    std::fs::write(&path, std::fs::read_to_string(&path).unwrap().replace("shards = 1", "shards = 3").replace("sink_concurrency = 8", "sink_concurrency = 4\nbreaker_failures = 3\n[retry]\nmax_attempts = 5") + "[[sources]]\nid = \"b\"\ntenant = \"t\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://127.0.0.1:9/\"\n").unwrap();
+    let reply = call(addr, "POST", "/v1/reload", &[], b"");
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(
+        reply.json(),
+        serde_json::json!({
+            "applied": ["dispatch.breaker_failures", "dispatch.sink_concurrency", "retry.max_attempts", "sources"],
+            "restart_required": ["shards"],
+        })
+    );
+    assert_eq!(
+        ingest(addr, "b", b"x", &[]).status,
+        202,
+        "the new source takes hooks"
+    );
+
+    write("[dispatch]\nsink_concurrency = 0");
+    let bad = call(addr, "POST", "/v1/reload", &[], b"");
+    assert_eq!(bad.status, 400);
+    assert_eq!(bad.error_code(), "invalid_config");
+    assert!(bad.json()["message"]
+        .as_str()
+        .unwrap()
+        .contains("dispatch.sink_concurrency"));
+    assert_eq!(ingest(addr, "b", b"x", &[]).status, 202, "nothing applied");
+
+    let dir2 = tempfile::tempdir().unwrap();
+    let plain = start(node_config(dir2.path()));
+    assert_eq!(
+        call(plain.local_addr(), "POST", "/v1/reload", &[], b"").error_code(),
+        "no_config_file"
+    );
+}
+
+/// A draining node takes no new hooks (503 `draining`, and `/readyz` 503
+/// so a load balancer moves providers away) while it delivers the ones it
+/// holds, counting them down to 0; it drains on after a restart, and
+/// `DELETE /v1/drain` takes hooks again.
+#[test]
+fn a_draining_node_delivers_what_it_holds_takes_nothing_new_and_drains_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, status) = switchable(503);
+    let config = {
+        let mut c = one_source(dir.path(), &receiver);
+        c.retry.base_ms = 50;
+        c
+    };
+    let node = start(config.clone());
+    let addr = node.local_addr();
+    for body in ["one", "two", "three"] {
+        assert_eq!(ingest(addr, "a", body.as_bytes(), &[]).status, 202);
+    }
+    assert!(
+        receiver.wait_for(3, Duration::from_secs(10)),
+        "each tried once"
+    );
+
+    let started = call(addr, "POST", "/v1/drain", &[], b"");
+    assert_eq!(
+        started.json(),
+        serde_json::json!({"draining": true, "pending_rows": 3})
+    );
+    let refused = ingest(addr, "a", b"four", &[]);
+    assert_eq!(
+        (
+            refused.status,
+            refused.error_code(),
+            refused.header("retry-after")
+        ),
+        (503, "draining".to_string(), Some("5"))
+    );
+    assert_eq!(get(addr, "/readyz").error_code(), "draining");
+    assert!(get(addr, "/metrics").text().contains("\ngoad_draining 1\n"));
+
+    status.store(200, Ordering::SeqCst);
+    wait_until("the held hooks delivered", Duration::from_secs(10), || {
+        get(addr, "/v1/drain").json()["pending_rows"] == 0
+    });
+    let mut delivered: Vec<Vec<u8>> = receiver
+        .received()
+        .into_iter()
+        .filter(|r| r.status == 200)
+        .map(|r| r.body)
+        .collect();
+    delivered.sort();
+    assert_eq!(
+        delivered,
+        [b"one".to_vec(), b"three".to_vec(), b"two".to_vec()]
+    );
+    drop(node);
+
+    let node = start(config);
+    let addr = node.local_addr();
+    assert_eq!(
+        get(addr, "/readyz").error_code(),
+        "draining",
+        "after a restart"
+    );
+    assert_eq!(ingest(addr, "a", b"four", &[]).status, 503);
+    let ended = call(addr, "DELETE", "/v1/drain", &[], b"");
+    assert_eq!(
+        ended.json(),
+        serde_json::json!({"draining": false, "pending_rows": 0})
+    );
+    assert_eq!(get(addr, "/readyz").status, 200);
+    assert_eq!(ingest(addr, "a", b"four", &[]).status, 202);
+    assert!(get(addr, "/metrics").text().contains("\ngoad_draining 0\n"));
+}
+
+/// `POST /v1/backup` writes the data directory to an absolute path on the
+/// node's host, answering what it wrote; a body that is not its JSON, a
+/// relative path and a directory holding files are 400s saying so.
+#[test]
+fn a_backup_is_written_where_the_request_says_or_refused_with_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(node_config(dir.path()));
+    let addr = node.local_addr();
+    let backup = |body: &str| call(addr, "POST", "/v1/backup", &[], body.as_bytes());
+
+    let bad = backup("{\"dir\": \"/tmp/x\"}");
+    assert_eq!((bad.status, bad.error_code()), (400, "bad_json".into()));
+    let relative = backup("{\"to\": \"backups/today\"}");
+    assert_eq!(
+        (
+            relative.status,
+            relative.json()["message"].as_str().unwrap()
+        ),
+        (
+            400,
+            "to must be an absolute path on the node's host, got \"backups/today\""
+        )
+    );
+    let full = tempfile::tempdir().unwrap();
+    std::fs::write(full.path().join("old"), b"x").unwrap();
+    let refused = backup(&serde_json::json!({"to": full.path()}).to_string());
+    assert_eq!(
+        (refused.status, refused.error_code()),
+        (400, "bad_backup_dir".into()),
+        "{}",
+        refused.text()
+    );
+
+    let to = full.path().join("today");
+    let made = backup(&serde_json::json!({"to": to}).to_string());
+    assert_eq!(made.status, 200, "{}", made.text());
+    let made = made.json();
+    assert_eq!(made["to"], to.display().to_string());
+    assert_eq!(
+        made["shards"],
+        serde_json::json!([{"shard": 0, "bytes": std::fs::metadata(to.join("shard-0/data.mdb")).unwrap().len()}])
+    );
+    assert!(to.join(goad::BACKUP_MANIFEST).exists());
+}
+
+/// The operator subcommands talk to a node's admin API.
+#[test]
+fn the_operator_cli_lists_replays_and_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, status) = switchable(400);
+    let mut c = one_source(dir.path(), &receiver);
+    std::env::set_var("NODE_TEST_CLI_TOKEN", "cli-1");
+    c.admin_token_env = Some("NODE_TEST_CLI_TOKEN".into());
+    let node = start(c);
+    let url = format!("http://{}", node.local_addr());
+    assert_eq!(ingest(node.local_addr(), "a", b"x", &[]).status, 202);
+    let engine = node.engine().unwrap();
+    wait_until("1 dead", Duration::from_secs(10), || {
+        dead(&engine).len() == 1
+    });
+    let goad = |args: &[&str], token: bool| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_goad"));
+        cmd.args(args)
+            .args(["--node", &url, "--token-env", "NODE_TEST_CLI_TOKEN"]);
+        if !token {
+            cmd.env_remove("NODE_TEST_CLI_TOKEN");
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, _) = goad(&["stats"], true);
+    assert_eq!(code, Some(0));
+    assert!(serde_json::from_str::<serde_json::Value>(&out).unwrap()["shards"].is_array());
+    let (code, out, _) = goad(&["pressure"], true);
+    assert_eq!(code, Some(0));
+    assert!(serde_json::from_str::<serde_json::Value>(&out).unwrap()["lag_ms"].is_u64());
+    let (code, out, _) = goad(&["dlq", "list", "--source", "a"], true);
+    assert_eq!(code, Some(0));
+    let items = serde_json::from_str::<serde_json::Value>(&out).unwrap()["items"].clone();
+    assert_eq!(items.as_array().unwrap().len(), 1);
+    let id = items[0]["id"].as_str().unwrap();
+    let (code, out, _) = goad(&["dlq", "show", id], true);
+    assert_eq!(code, Some(0), "{out}");
+    let shown = serde_json::from_str::<serde_json::Value>(&out).unwrap();
+    assert_eq!(
+        (&shown["id"], &shown["body_base64"]),
+        (&items[0]["id"], &"eA==".into())
+    );
+    let (code, out, _) = goad(&["dlq", "show", id, "--body"], true);
+    assert_eq!((code, out.as_str()), (Some(0), "x"));
+    let hook_id = items[0]["hook_id"].as_str().unwrap();
+    for (hook, count) in [(hook_id, 1), ("no-such-hook", 0)] {
+        let (code, out, _) = goad(&["dlq", "list", "--hook", hook], true);
+        assert_eq!(code, Some(0), "{out}");
+        let page = serde_json::from_str::<serde_json::Value>(&out).unwrap();
+        assert_eq!(page["items"].as_array().unwrap().len(), count);
+    }
+    let (code, out, _) = goad(&["hook", hook_id], true);
+    assert_eq!(code, Some(0), "{out}");
+    let hook = serde_json::from_str::<serde_json::Value>(&out).unwrap();
+    assert_eq!(
+        (&hook["id"], &hook["sinks"][0]["state"]),
+        (&hook_id.into(), &"dead".into())
+    );
+    let (code, out, _) = goad(&["hook", hook_id, "--body"], true);
+    assert_eq!((code, out.as_str()), (Some(0), "x"));
+    for args in [
+        &["sinks"][..],
+        &["sinks", "--source", "a", "--tenant", "t1"],
+    ] {
+        let (code, out, _) = goad(args, true);
+        assert_eq!(code, Some(0), "{out}");
+        let sinks = serde_json::from_str::<serde_json::Value>(&out).unwrap()["sinks"].clone();
+        assert_eq!(
+            (
+                &sinks[0]["source_id"],
+                &sinks[0]["dead"],
+                sinks.as_array().unwrap().len()
+            ),
+            (&"a".into(), &1.into(), 1)
+        );
+    }
+    let (code, out, _) = goad(&["sinks", "--tenant", "t2"], true);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap(),
+        serde_json::json!({"sinks": []})
+    );
+    for (args, draining) in [
+        (&["drain"][..], true),
+        (&["drain", "--status"], true),
+        (&["drain", "--end"], false),
+    ] {
+        let (code, out, _) = goad(args, true);
+        assert_eq!(code, Some(0), "{out}");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&out).unwrap(),
+            serde_json::json!({"draining": draining, "pending_rows": 0}),
+            "{args:?}"
+        );
+    }
+    let (code, _, err) = goad(&["hook", "no-such-hook"], true);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("HTTP 404 unknown_hook"), "{err}");
+    let (code, _, err) = goad(&["dlq", "show", "0-0-0-0"], true);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("HTTP 404 unknown_dead_letter"), "{err}");
+    status.store(200, Ordering::SeqCst);
+    let (code, out, _) = goad(&["dlq", "replay", "--source", "a"], true);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["matched"],
+        1
+    );
+    assert!(receiver.wait_for(2, Duration::from_secs(10)));
+    status.store(400, Ordering::SeqCst);
+    assert_eq!(ingest(node.local_addr(), "a", b"y", &[]).status, 202);
+    wait_until("1 dead again", Duration::from_secs(10), || {
+        dead(&engine).len() == 1
+    });
+    let (code, out, _) = goad(&["dlq", "purge", "--source", "a"], true);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap(),
+        serde_json::json!({"purged": 1})
+    );
+    assert_eq!(dead(&engine).len(), 0);
+    let (code, _, err) = goad(&["stats"], false);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("401") && err.contains("unauthorized"), "{err}");
+}

@@ -1,0 +1,261 @@
+//! Replays over HTTP: paced by the node's lag, resumed after a restart,
+//! idempotent, and pausing themselves into a sink that still fails.
+
+use super::*;
+
+/// Scenario 28: a replay moves nothing while the node's lag is over
+/// `replay.max_lag_ms`, and resumes when it is not.
+#[test]
+fn a_replay_waits_while_the_node_lags() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dead_sink, dead_status) = switchable(400);
+    let g = gate();
+    let mut c = node_config(dir.path());
+    c.dispatch.concurrency = 1;
+    c.dispatch.sink_concurrency = 1;
+    c.dispatch.max_inflight = 2;
+    c.replay.max_lag_ms = 100;
+    c.sources.push(source(
+        "dead",
+        "t1",
+        vec![SinkConfig::http(dead_sink.url("/d"))],
+    ));
+    c.sources.push(source_of_kinds("live", "t2", &["gated"]));
+    let node = start_gated(c, &g);
+    let addr = node.local_addr();
+    ingest_n(addr, "dead", 20);
+    let engine = node.engine().unwrap();
+    wait_until("20 dead", Duration::from_secs(10), || {
+        dead(&engine).len() == 20
+    });
+    dead_status.store(200, Ordering::SeqCst);
+    ingest_n(addr, "live", 20);
+    wait_until("a lag over 100 ms", Duration::from_secs(10), || {
+        engine.pressure().unwrap().lag_ms > 150
+    });
+    let id = call(addr, "POST", "/v1/replays", &[], b"{}").json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let progress = |addr| get(addr, &format!("/v1/replays/{id}")).json();
+    wait_until(
+        "the replay reports throttled",
+        Duration::from_secs(10),
+        || progress(addr)["throttled"] == true,
+    );
+    // Three more pacing steps looked at the replay while the node lagged.
+    pacer_passes(addr, 3);
+    let p = progress(addr);
+    assert_eq!(p["moved"], 0, "moved while the node lagged: {p}");
+    assert_eq!(p["throttled"], true, "{p}");
+    drop(g.open); // the live sink fails fast from now on; its rows back off
+    wait_until(
+        "the replay moved and delivered all",
+        Duration::from_secs(30),
+        || {
+            let p = progress(addr);
+            p["delivered"] == 20 && p["state"] == "done"
+        },
+    );
+}
+
+/// Scenario 30: a replay stopped halfway resumes after a restart, and every
+/// row is delivered exactly once.
+#[test]
+fn a_replay_resumes_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, status) = switchable(400);
+    let mut c = one_source(dir.path(), &receiver);
+    c.replay.rate = 50;
+    let node = start(c.clone());
+    let addr = node.local_addr();
+    ingest_n(addr, "a", 60);
+    let engine = node.engine().unwrap();
+    wait_until("60 dead", Duration::from_secs(10), || {
+        dead(&engine).len() == 60
+    });
+    drop(engine);
+    status.store(200, Ordering::SeqCst);
+    let id = call(addr, "POST", "/v1/replays", &[], b"{}").json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let progress = |addr| get(addr, &format!("/v1/replays/{id}")).json();
+    wait_until("some moved", Duration::from_secs(10), || {
+        progress(addr)["moved"].as_u64().unwrap() >= 10
+    });
+    node.stop();
+    node.wait().unwrap();
+    let moved_before = receiver.ok_count();
+    assert!(
+        moved_before < 60,
+        "the replay was cut halfway ({moved_before} delivered)"
+    );
+    let node = start(c);
+    let addr = node.local_addr();
+    wait_until(
+        "the replay finished after the restart",
+        Duration::from_secs(30),
+        || {
+            let p = progress(addr);
+            p["state"] == "done" && p["delivered"] == 60
+        },
+    );
+    let mut bodies: Vec<Vec<u8>> = receiver
+        .received()
+        .into_iter()
+        .filter(|r| r.status == 200)
+        .map(|r| r.body)
+        .collect();
+    bodies.sort();
+    bodies.dedup();
+    assert_eq!(bodies.len(), 60);
+    assert_eq!(receiver.ok_count(), 60, "each row delivered once");
+}
+
+/// Scenarios 29 and 33: the same spec while a replay runs is that replay;
+/// rows that die after a replay began are not its rows.
+#[test]
+fn a_replay_is_idempotent_and_takes_only_rows_dead_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let failing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let f = failing.clone();
+    let receiver = Receiver::start(move |r| {
+        if f.load(Ordering::SeqCst) || r.body.starts_with(b"late") {
+            Reply::status(400)
+        } else {
+            Reply::status(200)
+        }
+    })
+    .unwrap();
+    let mut c = one_source(dir.path(), &receiver);
+    c.replay.rate = 2;
+    let node = start(c);
+    let addr = node.local_addr();
+    for i in 0..3 {
+        assert_eq!(
+            ingest(addr, "a", format!("early {i}").as_bytes(), &[]).status,
+            202
+        );
+    }
+    let engine = node.engine().unwrap();
+    wait_until("3 dead", Duration::from_secs(10), || {
+        dead(&engine).len() == 3
+    });
+    failing.store(false, Ordering::SeqCst);
+    let first = call(addr, "POST", "/v1/replays", &[], br#"{"source_id":"a"}"#).json();
+    let again = call(addr, "POST", "/v1/replays", &[], br#"{"source_id":"a"}"#).json();
+    assert_eq!(again["id"], first["id"]);
+    assert_eq!(
+        (first["existing"].clone(), again["existing"].clone()),
+        (false.into(), true.into())
+    );
+    let other = call(addr, "POST", "/v1/replays", &[], br#"{"tenant":"nobody"}"#).json();
+    assert_ne!(other["id"], first["id"]);
+    assert_eq!(other["matched"], 0);
+    for i in 0..2 {
+        assert_eq!(
+            ingest(addr, "a", format!("late {i}").as_bytes(), &[]).status,
+            202
+        );
+    }
+    let id = first["id"].as_str().unwrap();
+    wait_until("the replay finished", Duration::from_secs(20), || {
+        let p = get(addr, &format!("/v1/replays/{id}")).json();
+        p["state"] == "done" && p["delivered"] == 3
+    });
+    let p = get(addr, &format!("/v1/replays/{id}")).json();
+    assert_eq!(
+        (p["matched"].clone(), p["moved"].clone()),
+        (3.into(), 3.into())
+    );
+    let left = listed(addr, "hook_id");
+    assert_eq!(left.len(), 2, "the two late rows are still dead: {left:?}");
+}
+
+/// Commits `n` hooks to source "a", whose sink refuses them, and waits
+/// until all `n` are dead letters.
+fn commit_until_dead(engine: &goad::Engine, n: usize) {
+    for i in 0..n {
+        engine
+            .commit(goad::NewHook::new("a", format!("{i}").into_bytes()))
+            .unwrap();
+    }
+    wait_until(&format!("{n} dead"), Duration::from_secs(20), || {
+        dead(engine).len() == n
+    });
+}
+
+/// Starts a replay of every dead letter and waits until it paused itself;
+/// returns its id and progress.
+fn replay_until_paused(addr: SocketAddr) -> (String, serde_json::Value) {
+    let id = call(addr, "POST", "/v1/replays", &[], b"").json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_until("the replay paused", Duration::from_secs(20), || {
+        get(addr, &format!("/v1/replays/{id}")).json()["state"] == "paused"
+    });
+    let progress = get(addr, &format!("/v1/replays/{id}")).json();
+    (id, progress)
+}
+
+/// Scenario 31: a replay into a sink that still fails pauses itself once
+/// at least 100 of its rows died again, more than were delivered.
+#[test]
+fn a_replay_into_a_failing_sink_pauses_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, _) = switchable(400);
+    let mut c = one_source(dir.path(), &receiver);
+    c.replay.rate = 100;
+    let node = start(c);
+    let addr = node.local_addr();
+    let engine = node.engine().unwrap();
+    commit_until_dead(&engine, 250);
+    let (id, p) = replay_until_paused(addr);
+    let error = p["error"].as_str().unwrap();
+    assert!(
+        error.contains("auto-paused") && error.contains("dead-lettered again"),
+        "{error}"
+    );
+    assert!(p["dead_again"].as_u64().unwrap() >= 100, "{p}");
+    assert!(p["moved"].as_u64().unwrap() < 250, "{p}");
+    let moved = p["moved"].clone();
+    assert_eq!(metric(addr, "goad_replays", "state=\"paused\""), 1.0);
+    pacer_passes(addr, 3);
+    assert_eq!(
+        get(addr, &format!("/v1/replays/{id}")).json()["moved"],
+        moved,
+        "a paused replay moves nothing"
+    );
+}
+
+/// Scenario 32: a replay into a sink that fails transiently opens its
+/// breaker, and the rows it moves next are parked one after another; once
+/// its rows were parked 100 times and none delivered it pauses itself,
+/// before it moved them all.
+#[test]
+fn a_replay_behind_an_open_breaker_pauses_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, status) = switchable(400);
+    let mut c = one_source(dir.path(), &receiver);
+    c.dispatch.breaker_failures = 5;
+    c.dispatch.breaker_open_ms = 60_000;
+    c.dispatch.breaker_max_open_ms = 60_000;
+    c.replay.rate = 100;
+    let node = start(c);
+    let addr = node.local_addr();
+    let engine = node.engine().unwrap();
+    commit_until_dead(&engine, 500);
+    status.store(503, Ordering::SeqCst);
+    let (_, p) = replay_until_paused(addr);
+    let error = p["error"].as_str().unwrap();
+    assert!(
+        error.contains("auto-paused") && error.contains("parked behind an open circuit breaker"),
+        "{error}"
+    );
+    assert!(p["parked"].as_u64().unwrap() >= 100, "{p}");
+    assert_eq!(p["delivered"], 0, "{p}");
+    assert!(p["moved"].as_u64().unwrap() < 500, "{p}");
+    assert_eq!(engine.stats()[0].breakers_open, 1);
+}

@@ -1,0 +1,298 @@
+//! Provider signatures and token schemes at ingest: only hooks that carry
+//! the source's secret are taken.
+
+use super::*;
+
+/// HMAC-SHA256 of the concatenated `parts` under `secret`.
+fn hmac_sha256(secret: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+    use hmac::Mac;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret).unwrap();
+    parts.iter().for_each(|part| mac.update(part));
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// A source with `ingest_signature` takes only hooks its provider signed
+/// with the secret of `ingest_secret_env` (signatures made here as each
+/// provider documents them): each scheme's signed hook is accepted and
+/// delivered; a wrong secret, another body, a missing header or a
+/// timestamp past the tolerance gets 401 `bad_signature` saying which, and
+/// nothing is stored. A second secret (a rotation) is accepted too.
+#[test]
+fn a_source_with_a_provider_signature_takes_only_signed_hooks() {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = node_config(dir.path());
+    let schemes = ["github", "stripe", "slack", "shopify", "standard_webhooks"];
+    for scheme in schemes {
+        let var = format!("NODE_TEST_SIG_{}", scheme.to_uppercase());
+        let secret = match scheme {
+            "standard_webhooks" => "whsec_c2lnbmluZy1zZWNyZXQ=".to_string(),
+            _ => format!("{scheme}-secret"),
+        };
+        std::env::set_var(&var, secret);
+        let mut source = source(scheme, "t1", vec![SinkConfig::http(receiver.url("/in"))]);
+        source.ingest_signature = Some(scheme.into());
+        let vars = vec![var, "NODE_TEST_SIG_ROTATED".to_string()];
+        source.ingest_secret_env = Some(goad::config::OneOrMany::Many(vars));
+        c.sources.push(source);
+    }
+    std::env::set_var("NODE_TEST_SIG_ROTATED", "rotated-secret");
+    let node = start(c);
+    let addr = node.local_addr();
+    let now_s = goad::runtime::wall_ms() / 1_000;
+    let body = br#"{"event":"paid"}"#;
+    // The headers `scheme`'s provider sends for `body` signed with
+    // `secret` at `t` (unix seconds).
+    let signed = |scheme: &str, secret: &[u8], body: &[u8], t: u64| -> Vec<(String, String)> {
+        let ts = t.to_string();
+        let pairs: Vec<(&str, String)> = match scheme {
+            "github" => vec![(
+                "x-hub-signature-256",
+                format!("sha256={}", hex::encode(hmac_sha256(secret, &[body]))),
+            )],
+            "stripe" => {
+                let sig = hex::encode(hmac_sha256(secret, &[ts.as_bytes(), b".", body]));
+                vec![("stripe-signature", format!("t={ts},v1={sig},v0=ignored"))]
+            }
+            "slack" => {
+                let sig = hex::encode(hmac_sha256(secret, &[b"v0:", ts.as_bytes(), b":", body]));
+                vec![
+                    ("x-slack-signature", format!("v0={sig}")),
+                    ("x-slack-request-timestamp", ts.clone()),
+                ]
+            }
+            "shopify" => vec![(
+                "x-shopify-hmac-sha256",
+                b64.encode(hmac_sha256(secret, &[body])),
+            )],
+            _ => {
+                let id = "msg_1";
+                let sig = hmac_sha256(secret, &[id.as_bytes(), b".", ts.as_bytes(), b".", body]);
+                vec![
+                    ("webhook-id", id.to_string()),
+                    ("webhook-timestamp", ts.clone()),
+                    ("webhook-signature", format!("v1,{}", b64.encode(sig))),
+                ]
+            }
+        };
+        pairs.into_iter().map(|(n, v)| (n.to_string(), v)).collect()
+    };
+    let post = |scheme: &str, headers: &[(String, String)], body: &[u8]| {
+        let headers: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        ingest(addr, scheme, body, &headers)
+    };
+    let refused = |reply: HttpReply| {
+        assert_eq!(
+            (reply.status, reply.error_code()),
+            (401, "bad_signature".to_string())
+        );
+        reply.json()["message"].as_str().unwrap().to_string()
+    };
+    for scheme in schemes {
+        let secret: Vec<u8> = match scheme {
+            "standard_webhooks" => b"signing-secret".to_vec(),
+            _ => format!("{scheme}-secret").into_bytes(),
+        };
+        let ok = post(scheme, &signed(scheme, &secret, body, now_s), body);
+        assert_eq!(ok.status, 202, "{scheme}: {}", ok.text());
+        let rotated = post(
+            scheme,
+            &signed(scheme, b"rotated-secret", body, now_s),
+            body,
+        );
+        assert_eq!(rotated.status, 202, "{scheme} with the second secret");
+        let header = signed(scheme, &secret, body, now_s)
+            .into_iter()
+            .find(|(n, _)| n.contains("signature") || n.contains("hmac"))
+            .unwrap()
+            .0;
+        let wrong = post(scheme, &signed(scheme, b"wrong", body, now_s), body);
+        assert_eq!(
+            refused(wrong),
+            format!("{header} does not match the body under any of the source's secrets")
+        );
+        let other_body = post(scheme, &signed(scheme, &secret, body, now_s), b"{}");
+        assert!(refused(other_body).contains("does not match"));
+        assert_eq!(
+            refused(post(scheme, &[], body)),
+            match scheme {
+                "standard_webhooks" => "this source needs a signed hook: no webhook-id".to_string(),
+                _ => format!("this source needs a signed hook: no {header}"),
+            }
+        );
+        if ["stripe", "slack", "standard_webhooks"].contains(&scheme) {
+            let stale = post(scheme, &signed(scheme, &secret, body, now_s - 3_600), body);
+            let message = refused(stale);
+            assert!(
+                message.contains("s from now, more than the 300 s allowed"),
+                "{scheme}: {message}"
+            );
+        }
+    }
+    assert!(receiver.wait_for(10, Duration::from_secs(20)));
+    let engine = node.engine().unwrap();
+    wait_until(
+        "every signed hook delivered",
+        Duration::from_secs(20),
+        || engine.hook_count().unwrap() == 0,
+    );
+    assert_eq!(
+        receiver.count(),
+        10,
+        "two signed hooks per scheme, nothing else"
+    );
+    // Three refusals per scheme, and a stale one for each of the three
+    // schemes that sign a timestamp.
+    let refusals = metric(
+        addr,
+        "goad_ingest_requests_total",
+        "error=\"bad_signature\"",
+    );
+    assert_eq!(refusals, 18.0);
+}
+
+/// Providers outside the named schemes: a table checks an HMAC of the body
+/// in the header, prefix, encoding and algorithm it names (Intercom's
+/// `x-hub-signature: sha1=<hex>`, Typeform's `typeform-signature:
+/// sha256=<base64>`), and `gitlab` takes the secret itself in
+/// `x-gitlab-token`, which is a credential: never stored nor forwarded,
+/// while the provider's other headers are. Anything else gets 401
+/// `bad_signature` saying why, and is not delivered.
+#[test]
+fn a_table_or_a_token_scheme_takes_only_hooks_that_carry_the_secret() {
+    use base64::Engine as _;
+    use goad::config::{HmacSignature, IngestSignature, OneOrMany};
+    use hmac::Mac;
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = node_config(dir.path());
+    let table = |header: &str, prefix: &str, encoding: &str, algorithm: &str| {
+        IngestSignature::Hmac(HmacSignature {
+            header: header.to_string(),
+            prefix: Some(prefix.to_string()),
+            encoding: Some(encoding.to_string()),
+            algorithm: Some(algorithm.to_string()),
+        })
+    };
+    let signatures = [
+        ("intercom", table("X-Hub-Signature", "sha1=", "hex", "sha1")),
+        (
+            "typeform",
+            table("typeform-signature", "sha256=", "base64", "sha256"),
+        ),
+        ("gitlab", IngestSignature::from("gitlab")),
+    ];
+    for (id, signature) in &signatures {
+        let var = format!("NODE_TEST_TABLE_{}", id.to_uppercase());
+        std::env::set_var(&var, format!("{id}-secret"));
+        let mut source = source(id, "t1", vec![SinkConfig::http(receiver.url("/in"))]);
+        source.ingest_signature = Some(signature.clone());
+        source.ingest_secret_env = Some(OneOrMany::One(var));
+        c.sources.push(source);
+    }
+    let node = start(c);
+    let addr = node.local_addr();
+    let body = br#"{"topic":"conversation.user.created"}"#;
+    let sha1_hex = |secret: &[u8], body: &[u8]| {
+        let mut mac = hmac::Hmac::<sha1::Sha1>::new_from_slice(secret).unwrap();
+        mac.update(body);
+        format!("sha1={}", hex::encode(mac.finalize().into_bytes()))
+    };
+    let sha256_b64 = |secret: &[u8], body: &[u8]| {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        format!("sha256={}", b64.encode(hmac_sha256(secret, &[body])))
+    };
+    let post = |id: &str, header: &str, value: &str, body: &[u8]| {
+        ingest(
+            addr,
+            id,
+            body,
+            &[(header, value), ("x-gitlab-event", "Push Hook")],
+        )
+    };
+    let refusal = |reply: HttpReply| {
+        assert_eq!(
+            (reply.status, reply.error_code().as_str()),
+            (401, "bad_signature")
+        );
+        reply.json()["message"].as_str().unwrap().to_string()
+    };
+
+    let intercom = |secret: &[u8], signed: &[u8], sent: &[u8]| {
+        post(
+            "intercom",
+            "x-hub-signature",
+            &sha1_hex(secret, signed),
+            sent,
+        )
+    };
+    assert_eq!(intercom(b"intercom-secret", body, body).status, 202);
+    assert_eq!(
+        refusal(intercom(b"other-secret", body, body)),
+        "x-hub-signature does not match the body under any of the source's secrets"
+    );
+    assert_eq!(
+        refusal(intercom(b"intercom-secret", body, b"{}")),
+        "x-hub-signature does not match the body under any of the source's secrets"
+    );
+    let sha256_in_a_sha1_table = post("intercom", "x-hub-signature", "sha256=00", body);
+    assert_eq!(
+        refusal(sha256_in_a_sha1_table),
+        "x-hub-signature is not a signature of this scheme"
+    );
+
+    let typeform = sha256_b64(b"typeform-secret", body);
+    assert_eq!(
+        post("typeform", "typeform-signature", &typeform, body).status,
+        202
+    );
+    assert_eq!(
+        refusal(post(
+            "typeform",
+            "typeform-signature",
+            "sha256=no base64!",
+            body
+        )),
+        "typeform-signature is not a signature of this scheme"
+    );
+    assert_eq!(
+        refusal(ingest(addr, "typeform", body, &[])),
+        "this source needs a signed hook: no typeform-signature"
+    );
+
+    let gitlab = post("gitlab", "x-gitlab-token", "gitlab-secret", body);
+    assert_eq!(gitlab.status, 202, "{}", gitlab.text());
+    let gitlab_id = gitlab.json()["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        refusal(post("gitlab", "x-gitlab-token", "gitlab-secret2", body)),
+        "x-gitlab-token is none of the source's secrets"
+    );
+
+    assert!(receiver.wait_for(3, Duration::from_secs(20)));
+    let engine = node.engine().unwrap();
+    wait_until("every hook delivered", Duration::from_secs(20), || {
+        engine.hook_count().unwrap() == 0
+    });
+    let received = receiver.received();
+    assert_eq!(received.len(), 3, "one hook per source, nothing refused");
+    let from_gitlab = received
+        .iter()
+        .find(|r| r.header("webhook-id") == Some(gitlab_id.as_str()))
+        .expect("gitlab's hook");
+    assert_eq!(from_gitlab.header("x-gitlab-token"), None, "a credential");
+    assert_eq!(from_gitlab.header("x-gitlab-event"), Some("Push Hook"));
+    let from_intercom = received
+        .iter()
+        .find(|r| r.header("x-goad-source") == Some("intercom"))
+        .expect("intercom's hook");
+    assert_eq!(
+        from_intercom.header("x-hub-signature"),
+        Some(sha1_hex(b"intercom-secret", body).as_str()),
+        "a signature is no secret: forwarded like any provider header"
+    );
+}
