@@ -1,0 +1,224 @@
+//! An engine across stops and opens: rows left by a shutdown or a graceful
+//! stop, sources removed while stopped, the shard count and the one-engine
+//! lock of a data directory, `tick`, a panicking commit callback.
+
+use super::*;
+
+/// A committed hook survives a restart of the engine: rows not yet
+/// delivered are delivered by the next engine on the same directory.
+#[test]
+fn rows_left_by_a_shutdown_are_delivered_after_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.sources.push(source_of_kinds("s", "t", &["later"]));
+    let engine = Engine::builder(c.clone())
+        .sink(
+            "later",
+            sink(|_| {
+                Err(SinkError::retry_after(
+                    3_600_000,
+                    std::io::Error::other("not yet"),
+                ))
+            }),
+        )
+        .open()
+        .unwrap();
+    for _ in 0..3 {
+        engine.commit(NewHook::new("s", "x")).unwrap();
+    }
+    engine.tick().unwrap();
+    engine.shutdown();
+    drop(engine);
+    let (counting, delivered) = counting_sink();
+    let engine = Engine::builder(c).sink("later", counting).open().unwrap();
+    assert_eq!(rows(&engine).len(), 3, "three pending rows survived");
+    assert!(rows(&engine)
+        .iter()
+        .all(|r| r.record.attempts == 1 && !r.in_flight));
+    assert_eq!(delivered.load(Ordering::SeqCst), 0, "not due for an hour");
+}
+
+/// Scenario 13 (D7): sinks [tag, gate] with one attempt slot: tag is
+/// delivered while gate holds its row; a graceful stop that outwaits its
+/// grace leaves that row in flight; the next engine delivers it, does not
+/// deliver tag's again, and reclaims the hook.
+#[test]
+fn a_row_in_flight_at_a_graceful_stop_is_delivered_after_it_and_no_other_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.concurrency = 1;
+    c.dispatch.sink_concurrency = 1;
+    c.sources.push(source_of_kinds("s", "t", &["tag", "gate"]));
+    let (tag, tagged) = counting_sink();
+    let gate = gate();
+    let engine = Engine::builder(c.clone())
+        .sink("tag", tag)
+        .sink("gate", gate.sink.clone())
+        .open()
+        .unwrap();
+    engine.commit(NewHook::new("s", "x")).unwrap();
+    wait_until(
+        "tag delivered, gate holding",
+        Duration::from_secs(5),
+        || tagged.load(Ordering::SeqCst) == 1 && engine.stats()[0].running == 1,
+    );
+    engine.shutdown();
+    drop(gate.open);
+    drop(engine);
+    let (tag_again, tagged_again) = counting_sink();
+    let (gate_ok, gated) = counting_sink();
+    let engine = Engine::builder(c)
+        .sink("tag", tag_again)
+        .sink("gate", gate_ok)
+        .open()
+        .unwrap();
+    engine.tick().unwrap();
+    assert_eq!(gated.load(Ordering::SeqCst), 1);
+    assert_eq!(tagged_again.load(Ordering::SeqCst), 0);
+    assert_eq!(engine.hook_count().unwrap(), 0);
+}
+
+/// Scenario 12: rows of a source removed from the config while the engine
+/// was stopped are dead-lettered as `source_gone` once they come due, with
+/// their attempts unchanged, and keep their hooks.
+#[test]
+fn rows_of_a_source_removed_while_stopped_are_dead_lettered_as_source_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.sources.push(source_of_kinds("s", "t", &["later"]));
+    let later = || sink(|_| Err(SinkError::retry_after(50, std::io::Error::other("not yet"))));
+    let engine = Engine::builder(c.clone())
+        .sink("later", later())
+        .open()
+        .unwrap();
+    for _ in 0..2 {
+        engine.commit(NewHook::new("s", "x")).unwrap();
+    }
+    wait_until("both rows tried", Duration::from_secs(10), || {
+        rows(&engine).iter().all(|r| r.record.attempts >= 1)
+    });
+    engine.shutdown();
+    let attempts =
+        |engine: &Engine| -> Vec<u32> { rows(engine).iter().map(|r| r.record.attempts).collect() };
+    let tried = attempts(&engine);
+    drop(engine);
+    c.sources = vec![source_of_kinds("other", "t", &["later"])];
+    let engine = Engine::builder(c).sink("later", later()).open().unwrap();
+    wait_until("both rows dead", Duration::from_secs(10), || {
+        rows(&engine)
+            .iter()
+            .all(|r| r.record.status == RowStatus::Dead)
+    });
+    let dead = rows(&engine);
+    assert_eq!(dead.len(), 2);
+    assert!(
+        dead.iter()
+            .all(|r| r.record.error.as_deref() == Some("source_gone: s")),
+        "{dead:?}"
+    );
+    assert_eq!(attempts(&engine), tried, "attempts unchanged");
+    assert_eq!(
+        engine.hook_count().unwrap(),
+        2,
+        "dead rows keep their hooks"
+    );
+}
+
+/// A data directory made with one shard count refuses another.
+#[test]
+fn opening_a_data_directory_with_another_shard_count_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config(dir.path());
+    drop(Engine::open(c.clone()).unwrap());
+    let err = Engine::open(goad::Config { shards: 2, ..c })
+        .err()
+        .expect("refused");
+    assert!(
+        err.to_string()
+            .contains("was created with 1 shards but the config asks for 2"),
+        "{err}"
+    );
+}
+
+/// A second engine on a data directory in use is refused with a message that
+/// names the directory and the holder, and opens once the first is gone.
+#[test]
+fn a_data_directory_is_opened_by_one_engine_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let c = config_with_http_sink(dir.path(), &receiver.url("/"));
+    let first = Engine::open(c.clone()).unwrap();
+    first.commit(NewHook::new("s", "before")).unwrap();
+    let err = Engine::open(c.clone()).err().expect("refused");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{} is in use by another engine in this process: one engine at a time may open a data directory",
+            dir.path().display()
+        )
+    );
+    assert!(
+        matches!(
+            err,
+            goad::OpenError::Store(goad::store::StoreError::InUse { holder_pid: Some(pid), .. })
+                if pid == std::process::id()
+        ),
+        "{err:?}"
+    );
+    first.tick().unwrap();
+    drop(first);
+    let second = Engine::open(c).unwrap();
+    second.commit(NewHook::new("s", "after")).unwrap();
+    second.tick().unwrap();
+    let bodies: Vec<Vec<u8>> = receiver.received().into_iter().map(|r| r.body).collect();
+    assert_eq!(bodies, vec![b"before".to_vec(), b"after".to_vec()]);
+}
+
+/// `tick` counts the rows settled while it waits: three rows held by a gate
+/// until the tick is waiting settle during the call.
+#[test]
+fn tick_waits_for_claimed_rows_and_counts_those_settled_during_the_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.sources.push(source_of_kinds("s", "t", &["gate"]));
+    let gate = gate();
+    let engine = gated_engine(c, &gate);
+    let open = gate.open;
+    for _ in 0..3 {
+        engine.commit(NewHook::new("s", "x")).unwrap();
+    }
+    wait_until(
+        "three attempts held at the gate",
+        Duration::from_secs(2),
+        || engine.stats()[0].running == 3,
+    );
+    std::thread::scope(|scope| {
+        let ticking = scope.spawn(|| engine.tick().unwrap());
+        wait_until("the tick waiting", Duration::from_secs(2), || {
+            engine.stats()[0].tick_waiters == 1
+        });
+        for _ in 0..3 {
+            open.send(()).unwrap();
+        }
+        assert_eq!(ticking.join().unwrap(), 3);
+    });
+}
+
+/// A host's `commit_then` callback runs on the shard thread; one that
+/// panics is contained: its hook stays committed and is delivered, and the
+/// shard goes on committing.
+#[test]
+fn a_panicking_commit_callback_does_not_stop_the_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let c = config_with_http_sink(dir.path(), &receiver.url("/"));
+    let engine = Engine::open(c).unwrap();
+    engine
+        .commit_then(NewHook::new("s", "first"), |_| panic!("a bug in the host"))
+        .unwrap();
+    engine.commit(NewHook::new("s", "second")).unwrap();
+    engine.tick().unwrap();
+    let mut bodies: Vec<Vec<u8>> = receiver.received().into_iter().map(|r| r.body).collect();
+    bodies.sort();
+    assert_eq!(bodies, vec![b"first".to_vec(), b"second".to_vec()]);
+}

@@ -1,0 +1,480 @@
+//! What a sink's options do: concurrency caps and their reconfiguration,
+//! breakers, rates, retry keys, filters and a host sink's inline limit.
+
+use super::*;
+
+/// Scenario 16: with four slots, two per key, twenty hooks to a sink that
+/// takes ten seconds do not delay one hook to a fast source past a second.
+#[test]
+fn a_slow_sink_is_capped_by_sink_concurrency_and_a_fast_source_runs_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let arrivals = Arc::new(AtomicU32::new(0));
+    let arrived = arrivals.clone();
+    let slow = Receiver::start(move |_| {
+        arrived.fetch_add(1, Ordering::SeqCst);
+        Reply::status(200).delayed(Duration::from_secs(10))
+    })
+    .unwrap();
+    let fast = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.concurrency = 4;
+    c.dispatch.sink_concurrency = 2;
+    c.dispatch.attempt_timeout_ms = 2_000;
+    let mut slow_sink = SinkConfig::http(slow.url("/"));
+    slow_sink.timeout_ms = Some(1_500);
+    c.sources.push(source("slow", "t", vec![slow_sink]));
+    c.sources
+        .push(source("fast", "t", vec![SinkConfig::http(fast.url("/"))]));
+    let engine = Engine::open(c).unwrap();
+    for _ in 0..20 {
+        engine.commit(NewHook::new("slow", "x")).unwrap();
+    }
+    // Started by the shard and arrived at the endpoint: both.
+    wait_until("two slow attempts running", Duration::from_secs(2), || {
+        engine.stats()[0].running == 2 && arrivals.load(Ordering::SeqCst) == 2
+    });
+    let start = Instant::now();
+    engine.commit(NewHook::new("fast", "y")).unwrap();
+    assert!(
+        fast.wait_for(1, Duration::from_secs(1)),
+        "the fast source waited behind the slow one"
+    );
+    assert_eq!(fast.received()[0].header("x-goad-attempt"), Some("1"));
+    assert_eq!(
+        arrivals.load(Ordering::SeqCst),
+        2,
+        "the slow key never runs more than 2 (none has timed out yet)"
+    );
+    eprintln!("fast delivered {:?} after commit", start.elapsed());
+}
+
+/// Breakers keep a hung tenant from hurting another: tenant A's endpoint
+/// accepts requests and never answers (10,000 hooks); after `breaker_failures` timeouts its
+/// breaker opens and its rows park, spending no attempts, while tenant B's
+/// hooks on the same shard are delivered at once.
+#[test]
+fn a_hung_tenant_parks_behind_its_breaker_while_another_tenant_is_delivered() {
+    let dir = tempfile::tempdir().unwrap();
+    let arrivals = Arc::new(AtomicU32::new(0));
+    let arrived = arrivals.clone();
+    let hung = Receiver::start(move |_| {
+        arrived.fetch_add(1, Ordering::SeqCst);
+        Reply::hang()
+    })
+    .unwrap();
+    let healthy = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.breaker_failures = 5;
+    c.dispatch.breaker_open_ms = 60_000;
+    c.dispatch.breaker_max_open_ms = 60_000;
+    c.dispatch.attempt_timeout_ms = 1_000;
+    let mut hung_sink = SinkConfig::http(hung.url("/"));
+    hung_sink.timeout_ms = Some(200);
+    c.sources.push(source("a", "tenant-a", vec![hung_sink]));
+    c.sources.push(source(
+        "b",
+        "tenant-b",
+        vec![SinkConfig::http(healthy.url("/"))],
+    ));
+    let engine = Engine::open(c).unwrap();
+    for _ in 0..10_000 {
+        engine.commit(NewHook::new("a", "x")).unwrap();
+    }
+    wait_until("tenant A's breaker open", Duration::from_secs(10), || {
+        engine.stats()[0].breakers_open == 1
+    });
+    let start = Instant::now();
+    for _ in 0..100 {
+        engine.commit(NewHook::new("b", "y")).unwrap();
+    }
+    assert!(
+        healthy.wait_for(100, Duration::from_secs(5)),
+        "tenant B delivered {} of 100",
+        healthy.count()
+    );
+    eprintln!(
+        "tenant B: 100 hooks committed and delivered in {:?}",
+        start.elapsed()
+    );
+    wait_until("every row of A parked", Duration::from_secs(10), || {
+        let s = engine.stats()[0];
+        s.claimed_rows == 0 && s.parked >= 9_988
+    });
+    let s = engine.stats()[0];
+    assert_eq!(
+        (s.breaker_opens, s.breaker_closes),
+        (1, 0),
+        "opened once, for the minute"
+    );
+    let attempts = arrivals.load(Ordering::SeqCst);
+    eprintln!("tenant A: {attempts} attempts reached the hung endpoint for 10,000 hooks");
+    // The key's 8 slots (sink_concurrency), plus one new start in each slot
+    // freed by the first four failures; the fifth opens the breaker and
+    // nothing starts while it is open.
+    assert!(
+        (5..=8 + 4).contains(&attempts),
+        "{attempts} attempts reached the hung endpoint"
+    );
+    let pending: Vec<_> = rows(&engine)
+        .into_iter()
+        .filter(|r| &*r.tenant == "tenant-a")
+        .collect();
+    assert_eq!(pending.len(), 10_000);
+    assert!(
+        pending.iter().filter(|r| r.record.attempts == 0).count() >= 9_988,
+        "parked rows spend no attempts"
+    );
+    assert!(pending
+        .iter()
+        .all(|r| r.record.status == RowStatus::Pending));
+}
+
+/// `reconfigure` under load: lowering `sink_concurrency` drops nothing that
+/// runs and only stops new starts until the count falls below it; raising
+/// it starts more at once.
+#[test]
+fn reconfigure_lowers_and_raises_concurrency_without_dropping_running_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.sink_concurrency = 8;
+    c.sources.push(source_of_kinds("s", "t", &["gate"]));
+    let gate = gate();
+    let delivered = gate.passed.clone();
+    let engine = gated_engine(c.clone(), &gate);
+    let open = gate.open;
+    for _ in 0..40 {
+        engine.commit(NewHook::new("s", "x")).unwrap();
+    }
+    wait_until("8 attempts running", Duration::from_secs(2), || {
+        engine.stats()[0].running == 8
+    });
+    let lowered = goad::Config {
+        dispatch: goad::config::DispatchConfig {
+            sink_concurrency: 2,
+            ..c.dispatch.clone()
+        },
+        ..c.clone()
+    };
+    engine.reconfigure(&lowered).unwrap();
+    // Let four attempts finish: the running count falls, and no new one
+    // starts while it is at or above the new limit.
+    for _ in 0..4 {
+        open.send(()).unwrap();
+    }
+    wait_until("four delivered", Duration::from_secs(2), || {
+        delivered.load(Ordering::SeqCst) == 4
+    });
+    wait_until("4 still running", Duration::from_secs(2), || {
+        engine.stats()[0].running == 4
+    });
+    for _ in 0..3 {
+        open.send(()).unwrap();
+    }
+    wait_until("seven delivered", Duration::from_secs(2), || {
+        delivered.load(Ordering::SeqCst) == 7
+    });
+    // 1 left running is below 2: exactly one more starts.
+    wait_until(
+        "2 running under the lowered limit",
+        Duration::from_secs(2),
+        || engine.stats()[0].running == 2,
+    );
+    let raised = goad::Config {
+        dispatch: goad::config::DispatchConfig {
+            sink_concurrency: 16,
+            ..c.dispatch.clone()
+        },
+        ..c
+    };
+    engine.reconfigure(&raised).unwrap();
+    wait_until(
+        "16 running under the raised limit",
+        Duration::from_secs(2),
+        || engine.stats()[0].running == 16,
+    );
+    for _ in 0..40 {
+        open.send(()).unwrap();
+    }
+    engine.tick().unwrap();
+    assert_eq!(
+        delivered.load(Ordering::SeqCst),
+        40,
+        "every row delivered, none dropped"
+    );
+    assert!(rows(&engine).is_empty());
+    engine.shutdown();
+    engine
+        .reconfigure(&lowered)
+        .expect("reconfigure succeeds on a stopped engine");
+}
+
+/// A host sink that takes bodies up to 10 bytes inline, and records the
+/// claim each delivery carried.
+#[derive(Default)]
+struct SmallInline(parking_lot::Mutex<Vec<Option<goad::claim_check::ClaimRef>>>);
+
+impl Sink for SmallInline {
+    fn deliver(&self, d: &goad::Delivery<'_>) -> Result<(), SinkError> {
+        self.0.lock().push(d.claim.cloned());
+        Ok(())
+    }
+
+    fn inline_max_bytes(&self) -> Option<u64> {
+        Some(10)
+    }
+}
+
+/// A host sink whose claim check threshold is broken.
+struct BrokenThreshold;
+
+impl Sink for BrokenThreshold {
+    fn deliver(&self, _: &goad::Delivery<'_>) -> Result<(), SinkError> {
+        Ok(())
+    }
+
+    fn inline_max_bytes(&self) -> Option<u64> {
+        panic!("a bug in the threshold")
+    }
+}
+
+/// Scenario 11: a host sink with an inline limit gets a larger body's claim
+/// (which the engine redeems) and a smaller one inline; a sink whose
+/// `inline_max_bytes` panics fails its own attempts, dead-lettered naming
+/// its threshold, while the other sink of the same source delivers.
+#[test]
+fn a_host_sinks_inline_limit_brings_a_claim_and_a_broken_one_fails_only_its_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = Arc::new(SmallInline::default());
+    let mut c = config(dir.path());
+    c.retry.max_attempts = 2;
+    c.sources
+        .push(source_of_kinds("s", "t", &["small", "broken"]));
+    let engine = Engine::builder(c)
+        .sink("small", small.clone())
+        .sink("broken", Arc::new(BrokenThreshold))
+        .open()
+        .unwrap();
+    let body = vec![b'b'; 100];
+    engine.commit(NewHook::new("s", body.clone())).unwrap();
+    engine.commit(NewHook::new("s", "tiny")).unwrap();
+    wait_until("both broken rows dead", Duration::from_secs(10), || {
+        engine.tick().unwrap();
+        dead(&engine).len() == 2
+    });
+    // The two hooks' rows ran side by side: in either order.
+    let mut claims = small.0.lock().clone();
+    claims.sort_by_key(Option::is_some);
+    assert_eq!(claims.len(), 2, "the healthy sink delivered both");
+    assert_eq!(claims[0], None, "the small one inline");
+    let claim = claims[1].clone().expect("the large body came as a claim");
+    assert_eq!(claim.tenant, "t");
+    assert_eq!(engine.redeem_claim("t", &claim.sha256).unwrap(), Some(body));
+    for row in dead(&engine) {
+        assert_eq!(row.record.attempts, 2);
+        let reason = row.record.error.unwrap();
+        assert!(
+            reason.contains("inline_max_bytes") && reason.contains("threshold"),
+            "{reason}"
+        );
+    }
+}
+
+/// Reference weakness 1, mended: an open breaker outlives a restart. An
+/// engine reopened within the breaker's open period keeps the key's rows
+/// parked until it ends, then runs one probe alone, not a wave of
+/// `sink_concurrency` attempts at a sink that may still be down.
+#[test]
+fn an_open_breaker_survives_a_restart_and_its_key_probes_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.breaker_failures = 2;
+    c.dispatch.breaker_open_ms = 5_000;
+    c.dispatch.breaker_max_open_ms = 5_000;
+    c.sources.push(source_of_kinds("s", "t", &["remote"]));
+    let down = Engine::builder(c.clone())
+        .sink("remote", sink(|_| Err(SinkError::transient("down"))))
+        .open()
+        .unwrap();
+    for n in 0..10 {
+        down.commit(NewHook::new("s", format!("{n}"))).unwrap();
+    }
+    wait_until("the breaker open", Duration::from_secs(10), || {
+        down.stats()[0].breakers_open == 1
+    });
+    drop(down);
+    // Each call's (calls in flight when it started, calls ended before it).
+    let calls: Arc<parking_lot::Mutex<Vec<(u32, u32)>>> = Arc::default();
+    let (in_flight, ended) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let record = calls.clone();
+    let up = Engine::builder(c)
+        .sink(
+            "remote",
+            sink(move |_| {
+                let running = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                record.lock().push((running, ended.load(Ordering::SeqCst)));
+                std::thread::yield_now();
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                ended.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }),
+        )
+        .open()
+        .unwrap();
+    // Taken back from the store (the sink is up: nothing else opens it).
+    wait_until("the breaker open again", Duration::from_secs(4), || {
+        up.stats()[0].breakers_open == 1
+    });
+    wait_until("every hook delivered", Duration::from_secs(20), || {
+        up.hook_count().unwrap() == 0
+    });
+    let calls = calls.lock();
+    assert_eq!(calls.len(), 10);
+    assert_eq!(calls[0], (1, 0), "the probe runs alone");
+    assert!(
+        calls[1..].iter().all(|&(_, ended)| ended >= 1),
+        "the rest start after the probe: {calls:?}"
+    );
+}
+
+/// A sink with `max_calls_per_s` gets its calls one interval apart: 21
+/// hooks to a sink at 20 per second take at least a second from the first
+/// commit to the last request (calls 1 and 21 start more than 20 intervals
+/// less 1 ms apart), however fast the receiver answers; the sink beside it
+/// without a rate gets every hook too.
+#[test]
+fn a_sink_with_a_rate_gets_its_calls_one_interval_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let arrivals_ms = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let seen = arrivals_ms.clone();
+    let limited = Receiver::start(move |_| {
+        seen.lock().push(goad::runtime::wall_ms());
+        Reply::status(200)
+    })
+    .unwrap();
+    let free = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = config(dir.path());
+    let rated = SinkConfig {
+        max_calls_per_s: Some(20),
+        ..SinkConfig::http(limited.url("/limited"))
+    };
+    c.sources.push(source("rated", "acme", vec![rated]));
+    c.sources.push(source(
+        "free",
+        "acme",
+        vec![SinkConfig::http(free.url("/free"))],
+    ));
+    let engine = Engine::open(c).unwrap();
+    let first_commit_ms = goad::runtime::wall_ms();
+    for i in 0..21 {
+        engine
+            .commit(NewHook::new("rated", format!("{i}")))
+            .unwrap();
+        engine.commit(NewHook::new("free", format!("{i}"))).unwrap();
+    }
+    engine.tick().unwrap();
+    assert_eq!((limited.count(), free.count()), (21, 21));
+    let last_ms = *arrivals_ms.lock().iter().max().unwrap();
+    assert!(
+        last_ms - first_commit_ms >= 999,
+        "21 calls at 20/s within {} ms",
+        last_ms - first_commit_ms
+    );
+    assert_eq!(engine.hook_count().unwrap(), 0);
+}
+
+/// A sink's own `retry` keys hold for its rows: beside a sink on the
+/// node's policy (3 attempts), one with `retry = { max_attempts = 1 }`
+/// dead-letters the hook's row at its first failure.
+#[test]
+fn a_sinks_own_retry_keys_hold_for_its_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let failing = Receiver::start(|_| Reply::status(503)).unwrap();
+    let mut c = config(dir.path());
+    c.retry.base_ms = 10;
+    c.retry.max_ms = 10;
+    c.retry.max_attempts = 3;
+    let once = SinkConfig {
+        retry: Some(goad::config::SinkRetryConfig {
+            max_attempts: Some(1),
+            ..Default::default()
+        }),
+        ..SinkConfig::http(failing.url("/once"))
+    };
+    let sinks = vec![SinkConfig::http(failing.url("/policy")), once];
+    c.sources.push(source("s", "acme", sinks));
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("s", "x")).unwrap();
+    // `tick` does not wait out backoffs: wait for both rows' ends.
+    wait_until("both rows dead", Duration::from_secs(20), || {
+        dead(&engine).len() == 2
+    });
+    let mut dead: Vec<(u16, u32)> = dead(&engine)
+        .iter()
+        .map(|r| (r.row.sink_index, r.record.attempts))
+        .collect();
+    dead.sort();
+    assert_eq!(dead, [(0, 3), (1, 1)]);
+    let paths: Vec<String> = failing.received().into_iter().map(|r| r.path).collect();
+    assert_eq!(paths.iter().filter(|p| *p == "/once").count(), 1);
+    assert_eq!(paths.iter().filter(|p| *p == "/policy").count(), 3);
+}
+
+/// A sink's `filter` takes only the hooks whose header has one of its
+/// values (event types): a source fans `push` events out to its CI sink
+/// and every event to its audit sink; a hook of no filtered sink's type
+/// goes to the unfiltered one only, and a hook that no sink takes is
+/// acknowledged and not stored.
+#[test]
+fn a_sinks_filter_takes_only_the_hooks_whose_header_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = config(dir.path());
+    let only = |path: &str, values: &[&str]| SinkConfig {
+        filter: Some(goad::config::HeaderFilter {
+            header: "X-GitHub-Event".into(),
+            values: values.iter().map(|v| v.to_string()).collect(),
+        }),
+        ..SinkConfig::http(receiver.url(path))
+    };
+    let fan_out = vec![
+        only("/ci", &["push"]),
+        SinkConfig::http(receiver.url("/audit")),
+    ];
+    c.sources.push(source("github", "acme", fan_out));
+    c.sources.push(source(
+        "pushes",
+        "acme",
+        vec![only("/pushes", &["push", "tag"])],
+    ));
+    let engine = Engine::open(c).unwrap();
+    let event = |source: &str, kind: Option<&str>, body: &str| NewHook {
+        headers: kind
+            .map(|k| vec![("x-github-event".to_string(), k.to_string())])
+            .unwrap_or_default(),
+        ..NewHook::new(source, body)
+    };
+    engine.commit(event("github", Some("push"), "1")).unwrap();
+    engine.commit(event("github", Some("issues"), "2")).unwrap();
+    engine.commit(event("github", None, "3")).unwrap();
+    engine.commit(event("pushes", Some("issues"), "4")).unwrap();
+    engine.tick().unwrap();
+    let mut got: Vec<(String, String)> = receiver
+        .received()
+        .into_iter()
+        .map(|r| (r.path, String::from_utf8(r.body).unwrap()))
+        .collect();
+    got.sort();
+    let want = [
+        ("/audit", "1"),
+        ("/audit", "2"),
+        ("/audit", "3"),
+        ("/ci", "1"),
+    ];
+    let want: Vec<(String, String)> = want
+        .iter()
+        .map(|(p, b)| (p.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(got, want);
+    // A stored hook with no rows would stay for good: hook 4 was not stored.
+    assert_eq!(engine.hook_count().unwrap(), 0);
+}
