@@ -1,0 +1,91 @@
+//! The claim check under SQS: a large body checked in once, in a directory
+//! or an S3 bucket, and messages that carry its claim.
+
+use super::*;
+
+/// Source `stripe` of tenant `acme` with two sinks sending to `queue_url`
+/// that take 100 bytes inline.
+fn two_claiming_sinks(dir: &std::path::Path, queue_url: &str) -> Config {
+    let claimed = SinkConfig {
+        inline_max_bytes: Some(100),
+        ..sqs_sink(queue_url)
+    };
+    let mut c = config(dir);
+    c.sources
+        .push(source("stripe", "acme", vec![claimed.clone(), claimed]));
+    c
+}
+
+/// Commits `body` and delivers it; the envelopes waiting in `queue_url`.
+fn envelopes_of(engine: &Engine, moto: &Moto, queue_url: &str, body: &[u8]) -> Vec<Value> {
+    engine
+        .commit(NewHook::new("stripe", body.to_vec()))
+        .unwrap();
+    engine.tick().unwrap();
+    moto.receive(queue_url)
+        .iter()
+        .map(|m| serde_json::from_str(m["Body"].as_str().unwrap()).unwrap())
+        .collect()
+}
+
+/// Scenario 22: a body over the sink's `inline_max_bytes` is checked in to
+/// the claim check once, whichever row checks it in first; both messages
+/// carry its reference instead of the body, and the engine redeems it.
+#[test]
+fn a_large_body_is_checked_in_once_and_messages_carry_its_claim() {
+    let moto = Moto::start();
+    let queue_url = moto.create_queue("large");
+    let dir = tempfile::tempdir().unwrap();
+    let c = two_claiming_sinks(dir.path(), &queue_url);
+    let engine = Engine::open(c.clone()).unwrap();
+    let body = vec![b'z'; 1_000];
+    let envelopes = envelopes_of(&engine, &moto, &queue_url, &body);
+    assert_eq!(envelopes.len(), 2);
+    let sha256 = envelopes[0]["sha256"].as_str().unwrap().to_string();
+    for envelope in &envelopes {
+        assert_eq!(
+            envelope["claim"],
+            format!("urn:goad:claim:v1:acme:{sha256}").as_str()
+        );
+        assert!(envelope.get("body_base64").is_none());
+        assert_eq!(envelope["size"], 1_000);
+    }
+    let stored = std::fs::read_dir(c.claim_dir().join("acme"))
+        .unwrap()
+        .count();
+    assert_eq!(stored, 1, "one claim for both rows");
+    assert_eq!(engine.redeem_claim("acme", &sha256).unwrap(), Some(body));
+}
+
+/// With `claim_check.s3_bucket`, claims go to an S3-compatible bucket
+/// (moto's): one signed upload for both rows of a hook, under the prefix,
+/// named by both messages' claim, and redeemed by the engine from there.
+#[test]
+fn claims_can_go_to_an_s3_bucket() {
+    let moto = Moto::start();
+    let queue_url = moto.create_queue("large-s3");
+    assert_eq!(moto.s3("PUT", "/claims").0, 200, "bucket created");
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = two_claiming_sinks(dir.path(), &queue_url);
+    c.claim_check = s3_claims(&moto, "claims", [KEY_ENV, SECRET_ENV, TOKEN_ENV]);
+    c.claim_check.s3_prefix = Some("goad/".into());
+    let engine = Engine::open(c.clone()).unwrap();
+    let body = vec![b'q'; 1_000];
+    let envelopes = envelopes_of(&engine, &moto, &queue_url, &body);
+    assert_eq!(envelopes.len(), 2);
+    let claims: Vec<&str> = envelopes
+        .iter()
+        .map(|e| e["claim"].as_str().unwrap())
+        .collect();
+    assert_eq!(claims[0], claims[1]);
+    let sha256 = claims[0].rsplit(':').next().unwrap();
+    let (status, stored) = moto.s3("GET", &format!("/claims/goad/acme/{sha256}"));
+    assert_eq!((status, stored), (200, body.clone()));
+    assert_eq!(engine.redeem_claim("acme", sha256).unwrap(), Some(body));
+    assert_eq!(
+        engine.redeem_claim("acme", &"0".repeat(64)).unwrap(),
+        None,
+        "a missing object"
+    );
+    assert!(!c.claim_dir().exists(), "nothing in the local directory");
+}
