@@ -21,6 +21,14 @@ pub const MAX_INPUTS_PER_ITERATION: usize = 4_096;
 /// are counted dropped.
 pub const NOTIFICATION_QUEUE: usize = 10_000;
 
+/// A `rows.dead` notification names at most this many distinct reasons
+/// (the rest are counted together) and this many of its rows' hook ids.
+pub const SUMMARY_MAX_REASONS: usize = 10;
+pub const SUMMARY_MAX_HOOK_IDS: usize = 10;
+
+/// The longest `notifications.coalesce_ms`: a summary waits no more than a day.
+pub const MAX_COALESCE_MS: u64 = 86_400_000;
+
 /// How long an HTTP client keeps a host's addresses (see `sink::resolver`).
 pub const DNS_CACHE_MS: u64 = 30_000;
 

@@ -166,6 +166,7 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nordered = true\nordering_key = \"x-c\"", "sources[0].sinks[0].ordering_key must be \"header:<name>\", a header name of letters, digits, '-', '_' or '.', got \"x-c\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nordered = true\nordering_key = \"header:Authorization\"", "sources[0].sinks[0].ordering_key must be a header goad stores with the hook (credential and framing headers are not stored), got \"header:Authorization\""),
         ("[egress]\ndeny_private_addresses = true\nallow_private_networks = [\"10.0.0.0/8\", \"10.20.1.0/16\"]", "egress.allow_private_networks[1] must be a network whose address has no bits set past its prefix length (10.20.0.0/16), got \"10.20.1.0/16\""),
+        ("[notifications]\ncoalesce_ms = 86400001", "notifications.coalesce_ms must be an integer from 0 (each dead row told alone) to 86400000 (a day), got 86400001"),
         ("[egress]\nallow_private_networks = [\"internal.example.com\"]", "egress.allow_private_networks[0] must be a network as address/prefix length (10.20.0.0/16, fd00:1::/48), got \"internal.example.com\""),
     ];
     for (toml, want) in cases {

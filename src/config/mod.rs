@@ -222,13 +222,27 @@ pub struct EgressConfig {
 }
 
 /// A node's notices to its operator (`[notifications]`, goad's addition).
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NotificationsConfig {
     /// A configured source to which the node commits a `row.dead` event
     /// for every row dead-lettered (but that source's own), delivered by
     /// its sinks as any hook: a chat webhook, an incident tool, a queue.
     pub source: Option<String>,
+    /// After a sink's row is told dead, its further dead rows within this
+    /// window are told together, in one `rows.dead` event at the window's
+    /// end (a window that told of rows opens another; 0: each row alone),
+    /// so a receiver down for a day is not a storm of notices.
+    pub coalesce_ms: u64,
+}
+
+impl Default for NotificationsConfig {
+    fn default() -> Self {
+        NotificationsConfig {
+            source: None,
+            coalesce_ms: 60_000,
+        }
+    }
 }
 
 /// What a node's `/metrics` shows (`[metrics]`, goad's addition).

@@ -6,7 +6,9 @@ use super::{
     TenantLimitsConfig,
 };
 use crate::core::LaneBy;
-use crate::limits::{MAX_CALLS_PER_S, MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS, MIN_SHARD_BYTES};
+use crate::limits::{
+    MAX_CALLS_PER_S, MAX_COALESCE_MS, MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS, MIN_SHARD_BYTES,
+};
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
 use crate::sink::gcp_token::TOKEN_SOURCES;
 use std::fmt;
@@ -281,6 +283,13 @@ impl Config {
             ));
         }
         crate::sink::Egress::of(&self.egress)?;
+        if self.notifications.coalesce_ms > MAX_COALESCE_MS {
+            return Err(invalid(
+                "notifications.coalesce_ms",
+                "an integer from 0 (each dead row told alone) to 86400000 (a day)",
+                self.notifications.coalesce_ms,
+            ));
+        }
         if let Some(source) = &self.notifications.source {
             if !self.sources.iter().any(|s| &s.id == source) {
                 let rule = "the id of one of the sources";

@@ -522,7 +522,7 @@ pub(super) fn reload_config(state: &NodeState, engine: &Engine) -> Result<Reload
     let changed = changed_keys(&current, &new);
     engine.reconfigure(&new).map_err(|e| invalid(&e))?;
     adopt_live_keys(&mut current, &new);
-    state.notifier.set_source(new.notifications.source.clone());
+    state.notifier.configure(&new.notifications);
     *state.tokens.write() = tokens;
     let tls_renewed = match (&state.tls, renewed_tls) {
         (Some(shared), Some(renewed)) => {

@@ -185,11 +185,12 @@ impl Family<'_> {
         self.head(
             "goad_notifications_total",
             "counter",
-            "row.dead notifications (notifications.source) by what became of them: queued, dropped (the queue was full), committed, failed (the commit was refused).",
+            "Notifications (notifications.source) by what became of them: queued (events to tell), dropped (the queue was full), coalesced (dead rows told in a rows.dead summary, not alone), committed (notification hooks, summaries included), failed (the commit was refused).",
         );
         for (result, n) in [
             ("queued", &counts.queued),
             ("dropped", &counts.dropped),
+            ("coalesced", &counts.coalesced),
             ("committed", &counts.committed),
             ("failed", &counts.failed),
         ] {

@@ -12,6 +12,7 @@ mod admin;
 mod auth;
 mod backup;
 pub mod client;
+mod dead_summary;
 mod drain;
 mod hook_status;
 pub mod http;
@@ -168,7 +169,7 @@ impl Node {
             replays: Replays::new(&config.data_dir),
             drain: drain::Drain::load(&config.data_dir),
             ingest: IngestCounts::default(),
-            notifier: notify::Notifier::new(config.notifications.source.clone()),
+            notifier: notify::Notifier::new(&config.notifications),
             config: RwLock::new(config.clone()),
             config_path: options.config_path,
             tokens: RwLock::new(tokens),

@@ -1,5 +1,7 @@
-//! `notifications.source`: the node tells its operator of every row it
-//! dead-letters (`row.dead`) and every sink key whose breaker opens
+//! `notifications.source`: the node tells its operator of the rows it
+//! dead-letters (`row.dead`, and `rows.dead` for those of a sink that die
+//! within `notifications.coalesce_ms` of one told: see
+//! [`super::dead_summary`]) and every sink key whose breaker opens
 //! (`sink.breaker_opened`: its receiver is failing, its rows park) or
 //! closes (`sink.breaker_closed`), by committing the event, a JSON hook,
 //! to a source of its own config, whose sinks deliver it as any hook
@@ -14,8 +16,11 @@
 //! is decided; a crash in between loses the event, not what it tells of
 //! (best effort, as an alert is).
 
+use super::dead_summary::{DeadSummaries, Summary};
+use crate::config::NotificationsConfig;
 use crate::core::{BreakerEvent, Outcome, OutcomeEvent, SinkKey};
 use crate::limits::NOTIFICATION_QUEUE;
+use crate::runtime::wall_ms;
 use crate::runtime::{CommitError, Engine, NewHook};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use parking_lot::{Mutex, RwLock};
@@ -23,15 +28,18 @@ use serde_json::json;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// How soon the committing thread sees a stop.
+/// How soon the committing thread sees a stop, and how often it looks for
+/// windows to close.
 const STOP_CHECK: Duration = Duration::from_millis(20);
 
 /// The queue between the shards' observer and the committing thread.
 pub(crate) struct Notifier {
     /// The notifications source, as the node's config stands.
     source: RwLock<Option<String>>,
+    /// `notifications.coalesce_ms`, as the node's config stands.
+    coalesce_ms: AtomicU64,
     queue: Sender<Notice>,
     queued: Receiver<Notice>,
     stop: AtomicBool,
@@ -46,6 +54,8 @@ enum Notice {
     Dead(OutcomeEvent),
     /// A breaker change, and when its shard saw it.
     Breaker(BreakerEvent, u64),
+    /// Rows of one sink dead within a window, and when it closed.
+    DeadRows(Summary, u64),
 }
 
 /// What became of the events, for `/metrics`.
@@ -55,15 +65,18 @@ pub(crate) struct NotificationCounts {
     /// The queue was full.
     pub dropped: AtomicU64,
     pub committed: AtomicU64,
+    /// Dead rows told in a `rows.dead` summary rather than alone.
+    pub coalesced: AtomicU64,
     /// The commit was refused (the store full, the node stopping).
     pub failed: AtomicU64,
 }
 
 impl Notifier {
-    pub fn new(source: Option<String>) -> Arc<Notifier> {
+    pub fn new(config: &NotificationsConfig) -> Arc<Notifier> {
         let (queue, queued) = crossbeam_channel::bounded(NOTIFICATION_QUEUE);
         Arc::new(Notifier {
-            source: RwLock::new(source),
+            source: RwLock::new(config.source.clone()),
+            coalesce_ms: AtomicU64::new(config.coalesce_ms),
             queue,
             queued,
             stop: AtomicBool::new(false),
@@ -72,9 +85,10 @@ impl Notifier {
         })
     }
 
-    /// A reload's `notifications.source`.
-    pub fn set_source(&self, source: Option<String>) {
-        *self.source.write() = source;
+    /// A reload's `[notifications]`.
+    pub fn configure(&self, config: &NotificationsConfig) {
+        *self.source.write() = config.source.clone();
+        (self.coalesce_ms).store(config.coalesce_ms, Ordering::Relaxed);
     }
 
     /// The engine's outcome observer: queues each dead row's event.
@@ -115,25 +129,56 @@ impl Notifier {
         Ok(())
     }
 
-    /// Commits the queued events until `stop`, without waiting for each
-    /// (a burst shares the shard's syncs); when the shard's queue is full,
-    /// waits for that commit.
+    /// Commits the queued events until `stop` (a dead row counted in its
+    /// sink's window waits for the window's summary), and the summaries
+    /// as their windows close; at `stop`, the summaries of the open
+    /// windows, each waited for.
     fn run(self: &Arc<Notifier>, engine: &Engine) {
+        let started = Instant::now();
+        let now_ms = || started.elapsed().as_millis() as u64;
+        let mut summaries = DeadSummaries::default();
+        let mut next_check_ms = 0;
         while !self.stop.load(Ordering::Acquire) {
-            let Ok(notice) = self.queued.recv_timeout(STOP_CHECK) else {
-                continue;
-            };
-            let Some(source) = self.source.read().clone() else {
-                continue;
-            };
-            let hook = notice.hook(&source);
-            let notifier = self.clone();
-            let settled = move |result: Result<String, CommitError>| notifier.settled(result);
-            match engine.commit_then(hook.clone(), settled) {
-                Ok(()) => {}
-                Err(CommitError::QueueFull) => self.settled(engine.commit(hook)),
-                Err(e) => self.settled(Err(e)),
+            let window_ms = self.coalesce_ms.load(Ordering::Relaxed);
+            if let Ok(notice) = self.queued.recv_timeout(STOP_CHECK) {
+                let alone = match &notice {
+                    Notice::Dead(event) => summaries.take(event, now_ms(), window_ms),
+                    _ => true,
+                };
+                match alone {
+                    true => self.commit(engine, &notice, false),
+                    false => _ = self.counts.coalesced.fetch_add(1, Ordering::Relaxed),
+                }
             }
+            if now_ms() >= next_check_ms {
+                for summary in summaries.closed(now_ms(), window_ms) {
+                    self.commit(engine, &Notice::DeadRows(summary, wall_ms()), false);
+                }
+                next_check_ms = now_ms() + STOP_CHECK.as_millis() as u64;
+            }
+        }
+        for summary in summaries.drain() {
+            self.commit(engine, &Notice::DeadRows(summary, wall_ms()), true);
+        }
+    }
+
+    /// Commits `notice` to the notifications source, without waiting for
+    /// it (a burst shares the shard's syncs) unless `wait` or the shard's
+    /// queue is full.
+    fn commit(self: &Arc<Notifier>, engine: &Engine, notice: &Notice, wait: bool) {
+        let Some(source) = self.source.read().clone() else {
+            return;
+        };
+        let hook = notice.hook(&source);
+        if wait {
+            return self.settled(engine.commit(hook));
+        }
+        let notifier = self.clone();
+        let settled = move |result: Result<String, CommitError>| notifier.settled(result);
+        match engine.commit_then(hook.clone(), settled) {
+            Ok(()) => {}
+            Err(CommitError::QueueFull) => self.settled(engine.commit(hook)),
+            Err(e) => self.settled(Err(e)),
         }
     }
 
@@ -174,6 +219,7 @@ impl Notice {
         let (key, at_ms) = match self {
             Notice::Dead(event) => (event.sink_key(), event.at_ms),
             Notice::Breaker(event, at_ms) => (breaker_key(event).clone(), *at_ms),
+            Notice::DeadRows(summary, at_ms) => (summary.key.clone(), *at_ms),
         };
         let mut body = json!({
             "tenant": &*key.tenant,
@@ -208,6 +254,15 @@ impl Notice {
             }
             Notice::Breaker(BreakerEvent::Closed { .. }, _) => {
                 fields.insert("type".into(), "sink.breaker_closed".into());
+            }
+            Notice::DeadRows(summary, _) => {
+                fields.insert("type".into(), "rows.dead".into());
+                fields.insert("count".into(), summary.count.into());
+                fields.insert("first_at_ms".into(), summary.first_at_ms.into());
+                fields.insert("last_at_ms".into(), summary.last_at_ms.into());
+                fields.insert("reasons".into(), json!(summary.reasons));
+                fields.insert("other_reasons".into(), summary.other_reasons.into());
+                fields.insert("hook_ids".into(), json!(summary.hook_ids));
             }
         }
         NewHook {

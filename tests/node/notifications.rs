@@ -81,14 +81,17 @@ fn a_dead_row_is_notified_through_the_notifications_source() {
     );
 }
 
-/// A burst of dead rows (a source's backlog dead-lettered at once) is
-/// notified in full: 2,000 events queued and committed, none dropped.
+/// With `coalesce_ms = 0`, a burst of dead rows (a source's backlog
+/// dead-lettered at once) is notified in full: 2,000 events queued and
+/// committed, none dropped.
 #[test]
 fn a_burst_of_dead_rows_is_notified_in_full() {
     let dir = tempfile::tempdir().unwrap();
     let held = Receiver::start(|_| Reply::status(503).header("retry-after", "3600")).unwrap();
     let ops = Receiver::start(|_| Reply::status(200)).unwrap();
-    let node = start(notifying(dir.path(), &held, &ops));
+    let mut c = notifying(dir.path(), &held, &ops);
+    c.notifications.coalesce_ms = 0;
+    let node = start(c);
     let addr = node.local_addr();
     ingest_n(addr, "a", 2_000);
     let started = std::time::Instant::now();
@@ -110,6 +113,117 @@ fn a_burst_of_dead_rows_is_notified_in_full() {
         [counted("queued"), counted("committed"), counted("dropped")],
         [dead as f64, dead as f64, 0.0]
     );
+}
+
+/// By default a sink's dead rows after the first are told together: a
+/// backlog of ~2,000 dead-lettered at once (all but a row in flight) is one
+/// `row.dead` and a `rows.dead` summary of the others (their reason, first
+/// and last time, the first ten hooks) when the window ends, not a notice
+/// a row.
+#[test]
+fn a_burst_of_dead_rows_is_told_in_one_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let held = Receiver::start(|_| Reply::status(503).header("retry-after", "3600")).unwrap();
+    let ops = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = notifying(dir.path(), &held, &ops);
+    c.notifications.coalesce_ms = 1_000;
+    let node = start(c);
+    let addr = node.local_addr();
+    ingest_n(addr, "a", 2_000);
+    let reply = call(addr, "POST", "/v1/sources/a/dead-letter", &[], b"");
+    let dead = reply.json()["count"].as_u64().unwrap();
+    assert!(dead > 1_000, "{dead}");
+    let counted = |result: &str| {
+        metric(
+            addr,
+            "goad_notifications_total",
+            &format!("result=\"{result}\""),
+        )
+    };
+    let events = || -> Vec<serde_json::Value> {
+        (ops.received().iter())
+            .map(|r| serde_json::from_slice(&r.body).unwrap())
+            .collect()
+    };
+    let told = |events: &[serde_json::Value]| -> u64 {
+        (events.iter())
+            .map(|e| e["count"].as_u64().unwrap_or(1))
+            .sum()
+    };
+    wait_until("every dead row told", Duration::from_secs(30), || {
+        told(&events()) == dead
+    });
+    let events = events();
+    assert_eq!(events[0]["type"], "row.dead");
+    let summaries = &events[1..];
+    assert!(
+        (1..=3).contains(&summaries.len()),
+        "one summary a window: {summaries:?}"
+    );
+    for summary in summaries {
+        assert_eq!(summary["type"], "rows.dead");
+        assert_eq!(
+            (
+                &summary["tenant"],
+                &summary["source_id"],
+                &summary["sink_index"]
+            ),
+            (&"t1".into(), &"a".into(), &0.into())
+        );
+        assert!(summary["first_at_ms"].as_u64() <= summary["last_at_ms"].as_u64());
+        let count = &summary["count"];
+        assert_eq!(
+            summary["reasons"],
+            serde_json::json!({ "source_gone: a": count })
+        );
+        assert_eq!(summary["other_reasons"], 0);
+        let hooks = summary["hook_ids"].as_array().unwrap().len() as u64;
+        assert_eq!(hooks, count.as_u64().unwrap().min(10));
+    }
+    let committed = events.len() as f64;
+    wait_until("the last commit counted", Duration::from_secs(10), || {
+        counted("committed") == committed
+    });
+    assert_eq!(
+        [
+            counted("queued"),
+            counted("coalesced"),
+            counted("dropped"),
+            counted("failed")
+        ],
+        [dead as f64, dead as f64 - 1.0, 0.0, 0.0]
+    );
+}
+
+/// A node that stops tells of its open windows first: the summary of a
+/// window that had a minute to run is committed at the stop and delivered
+/// by the next start.
+#[test]
+fn a_stopping_node_tells_of_its_open_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    let refusing = Receiver::start(|_| Reply::status(410)).unwrap();
+    let ops = Receiver::start(|_| Reply::status(200)).unwrap();
+    let c = notifying(dir.path(), &refusing, &ops);
+    assert_eq!(c.notifications.coalesce_ms, 60_000, "the default");
+    let node = start(c.clone());
+    let addr = node.local_addr();
+    ingest_n(addr, "a", 3);
+    assert!(ops.wait_for(1, Duration::from_secs(10)));
+    let engine = node.engine().unwrap();
+    wait_until("every row dead", Duration::from_secs(10), || {
+        dead(&engine).len() == 3
+    });
+    drop(engine);
+    node.stop();
+    node.wait().unwrap();
+    let node = start(c);
+    assert!(ops.wait_for(2, Duration::from_secs(10)));
+    let summary: serde_json::Value = serde_json::from_slice(&ops.received()[1].body).unwrap();
+    assert_eq!(
+        (&summary["type"], &summary["count"]),
+        (&"rows.dead".into(), &2.into())
+    );
+    drop(node);
 }
 
 /// `notifications.source` hears of breakers too: a receiver failing until
