@@ -4,6 +4,7 @@
 
 use super::receiver::{Receiver, Reply};
 use crate::config::{Config, SinkConfig, SourceConfig};
+use crate::core::{Outcome, OutcomeEvent};
 use crate::runtime::{Engine, NewHook};
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
@@ -20,12 +21,16 @@ pub struct DemoOptions {
     pub body_bytes: usize,
 }
 
-/// Per-tenant commit-to-delivery latency. Each hook carries the instant its
-/// commit started (µs since the demo's start) in a provider header.
+/// Per-tenant commit-to-delivery latency, as the receivers saw it (each
+/// hook carries the instant its commit started, µs since the demo's start,
+/// in a provider header), and the failed attempts, as the engine reported
+/// them.
 #[derive(Default)]
 struct Tally {
     latency_us: BTreeMap<String, Histogram<u64>>,
     delivered: BTreeMap<String, u64>,
+    retried: BTreeMap<String, u64>,
+    dead: BTreeMap<String, u64>,
 }
 
 impl Tally {
@@ -35,6 +40,15 @@ impl Tally {
             .or_insert_with(|| Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid bounds"))
             .saturating_record(latency_us);
         *self.delivered.entry(tenant.to_string()).or_default() += 1;
+    }
+
+    fn outcome(&mut self, event: &OutcomeEvent) {
+        let count = match event.outcome {
+            Outcome::Retrying { .. } => &mut self.retried,
+            Outcome::Dead { .. } => &mut self.dead,
+            _ => return,
+        };
+        *count.entry(event.tenant.to_string()).or_default() += 1;
     }
 }
 
@@ -62,20 +76,35 @@ pub fn run(options: &DemoOptions) -> Result<(), Box<dyn std::error::Error>> {
         data.path().display(),
         config.shard_count()
     );
-    let engine = Engine::open(config)?;
-    std::thread::scope(|scope| {
-        scope.spawn(|| commit_all(&engine, options, started));
-        scope.spawn(|| progress(&engine, rows_total, started));
+    let outcomes = tally.clone();
+    let engine = Engine::builder(config)
+        .on_outcome(move |event| outcomes.lock().outcome(event))
+        .open()?;
+    let deadline = started + SETTLE_WITHIN;
+    let failed_commits = std::thread::scope(|scope| {
+        let committing = scope.spawn(|| commit_all(&engine, options, started));
+        progress(&engine, rows_total, started, deadline);
+        committing.join().expect("the committers do not panic")
     });
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while settled(&engine) < rows_total && Instant::now() < deadline {
-        std::thread::park_timeout(Duration::from_millis(20));
-    }
     let elapsed = started.elapsed();
+    let settled = settled(&engine);
     print_summary(&engine, &tally.lock(), elapsed);
     engine.shutdown();
+    if failed_commits > 0 {
+        return Err(format!("{failed_commits} of {} commits failed", options.hooks).into());
+    }
+    if settled < rows_total {
+        let within_s = SETTLE_WITHIN.as_secs();
+        let e = format!(
+            "{settled} of {rows_total} rows delivered or dead-lettered within {within_s} s"
+        );
+        return Err(e.into());
+    }
     Ok(())
 }
+
+/// How long the demo waits for every row to be delivered or dead-lettered.
+const SETTLE_WITHIN: Duration = Duration::from_secs(120);
 
 /// The three loopback receivers; each records what it accepts in the tally.
 struct Receivers {
@@ -165,9 +194,11 @@ fn demo_config(data_dir: &std::path::Path, receivers: &Receivers) -> Config {
 }
 
 /// Commits the demo's hooks from `options.committers` threads, round robin
-/// over the tenants, each stamped with the instant its commit started.
-fn commit_all(engine: &Engine, options: &DemoOptions, started: Instant) {
+/// over the tenants, each stamped with the instant its commit started;
+/// returns how many commits failed.
+fn commit_all(engine: &Engine, options: &DemoOptions, started: Instant) -> u64 {
     let next = AtomicU64::new(0);
+    let failed = AtomicU64::new(0);
     let body = vec![b'x'; options.body_bytes];
     std::thread::scope(|scope| {
         for _ in 0..options.committers {
@@ -184,18 +215,22 @@ fn commit_all(engine: &Engine, options: &DemoOptions, started: Instant) {
                 ));
                 if let Err(e) = engine.commit(hook) {
                     eprintln!("commit failed: {e}");
+                    failed.fetch_add(1, Ordering::Relaxed);
                 }
             });
         }
     });
+    failed.into_inner()
 }
 
 fn settled(engine: &Engine) -> u64 {
     engine.stats().iter().map(|s| s.delivered + s.dead).sum()
 }
 
-fn progress(engine: &Engine, rows_total: u64, started: Instant) {
-    loop {
+/// Prints the counts every half second until every row is settled or
+/// `deadline` passed.
+fn progress(engine: &Engine, rows_total: u64, started: Instant, deadline: Instant) {
+    while Instant::now() < deadline {
         std::thread::park_timeout(Duration::from_millis(500));
         let stats = engine.stats();
         let delivered: u64 = stats.iter().map(|s| s.delivered).sum();
@@ -213,18 +248,25 @@ fn print_summary(engine: &Engine, tally: &Tally, elapsed: Duration) {
     let delivered: u64 = stats.iter().map(|s| s.delivered).sum();
     println!();
     println!(
-        "{:<10} {:>10} {:>10} {:>10} {:>10}",
-        "tenant", "delivered", "p50 ms", "p99 ms", "max ms"
+        "{:<10} {:>10} {:>8} {:>6} {:>10} {:>10} {:>10}",
+        "tenant", "delivered", "retried", "dead", "p50 ms", "p99 ms", "max ms"
     );
-    for (tenant, hist) in &tally.latency_us {
-        let ms = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
+    let count = |counts: &BTreeMap<String, u64>, tenant| counts.get(tenant).copied().unwrap_or(0);
+    for (tenant, _) in TENANTS {
+        let ms = |q: f64| {
+            let hist = tally.latency_us.get(tenant)?;
+            Some(hist.value_at_quantile(q) as f64 / 1000.0)
+        };
+        let shown = |ms: Option<f64>| ms.map_or("-".to_string(), |ms| format!("{ms:.2}"));
         println!(
-            "{:<10} {:>10} {:>10.2} {:>10.2} {:>10.2}",
+            "{:<10} {:>10} {:>8} {:>6} {:>10} {:>10} {:>10}",
             tenant,
-            tally.delivered.get(tenant).copied().unwrap_or(0),
-            ms(0.5),
-            ms(0.99),
-            hist.max() as f64 / 1000.0
+            count(&tally.delivered, tenant),
+            count(&tally.retried, tenant),
+            count(&tally.dead, tenant),
+            shown(ms(0.5)),
+            shown(ms(0.99)),
+            shown(ms(1.0)),
         );
     }
     println!();
