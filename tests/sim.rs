@@ -30,6 +30,9 @@
 //!   at most once per window, across crashes: a commit answered with an
 //!   earlier hook's id names the last stored hook of that source and key,
 //!   committed less than a window before;
+//! - no call of a paused sink starts (sinks are paused and resumed at
+//!   seeded times), and after each change only rows of paused sinks are
+//!   held;
 //! - at the end, `verify` finds the store sound (every row in one index,
 //!   every lane with members headed, the hook-id index and the dedupe
 //!   entries agreeing with the hooks).
@@ -42,8 +45,8 @@ use goad::config::{
     DispatchConfig, HeaderFilter, RetryConfig, SinkConfig, SinkRetryConfig, SourceConfig,
 };
 use goad::core::{
-    AttemptFailure, AttemptResult, BreakerEvent, Call, Catalog, Core, FailureClass, Grant, JobId,
-    LaneId, Outcome, OutcomeEvent, Rng, RowId, SinkKey,
+    AttemptFailure, AttemptResult, Binding, BreakerEvent, Call, Catalog, Core, FailureClass, Grant,
+    JobId, LaneId, Outcome, OutcomeEvent, Rng, RowId, SinkKey, HELD_DUE_MS,
 };
 use goad::runtime::{Completion, NewRows, ShardState};
 use goad::store::{DeadFilter, Hook, PurgeStep, ReviveStep, ShardStore};
@@ -134,6 +137,11 @@ struct Sim {
     expired: HashSet<RowId>,
     /// When the next sweep runs (a seeded time within one retention).
     next_sweep_at_ms: u64,
+    /// The sources and sinks the catalog is built from; sinks are paused
+    /// and resumed at seeded times (from a PRNG of their own), all resumed
+    /// for the liveness phase.
+    config: Config,
+    pause_rng: Rng,
 }
 
 impl Sim {
@@ -230,12 +238,7 @@ impl Sim {
             })
             .collect();
         let batch_max_entries = NonZeroU16::new(rng.below(6) as u16);
-        let catalog = Catalog::from_config(&config).with_batches(|source_id, sink_index| {
-            let source = config.sources.iter().find(|s| s.id == source_id)?;
-            let batched = source.sinks[usize::from(sink_index)].kind == "b";
-            batch_max_entries.filter(|_| batched)
-        });
-        let catalog = Arc::new(catalog);
+        let catalog = catalog_of(&config, batch_max_entries);
         Sim {
             seed,
             rng,
@@ -269,7 +272,59 @@ impl Sim {
             retention_ms,
             expired: HashSet::new(),
             next_sweep_at_ms: 0,
+            config,
+            pause_rng: Rng::new(seed ^ 0x9a05_ed51),
         }
+    }
+
+    /// Pauses or resumes one sink (its rows park, or run again) at seeded
+    /// times.
+    fn pause_or_resume(&mut self, shard: &mut ShardState) {
+        if self.pause_rng.below(400) != 0 {
+            return;
+        }
+        let sources = self.config.sources.len() as u64;
+        let source = &mut self.config.sources[self.pause_rng.below(sources) as usize];
+        let sink = self.pause_rng.below(source.sinks.len() as u64) as usize;
+        source.sinks[sink].paused = !source.sinks[sink].paused;
+        self.reconfigure_sinks(shard);
+        self.check_held(shard);
+    }
+
+    /// Held rows are those of paused sinks only: a resumed sink's were
+    /// made due when it was resumed.
+    fn check_held(&self, shard: &mut ShardState) {
+        shard.flush().unwrap();
+        for view in shard.store().rows().unwrap() {
+            let record = &view.record;
+            if record.status != RowStatus::Pending || record.at_ms != HELD_DUE_MS {
+                continue;
+            }
+            let binding =
+                (self.catalog).bind(&view.source_id, view.row.sink_index, &record.sink_type);
+            let paused = match binding {
+                Binding::Bound { sink_index } => {
+                    self.catalog.is_paused(&view.source_id, sink_index)
+                }
+                _ => false,
+            };
+            assert!(
+                paused,
+                "seed {}: row {:?} of {} is held, its sink not paused",
+                self.seed, view.row, view.source_id
+            );
+        }
+    }
+
+    /// The catalog of `config` as it now stands, given to the shard.
+    fn reconfigure_sinks(&mut self, shard: &mut ShardState) {
+        self.catalog = catalog_of(&self.config, self.batch_max_entries);
+        shard.handle_reconfigure(
+            self.now_ms,
+            self.dispatch.clone(),
+            self.retry,
+            self.catalog.clone(),
+        );
     }
 
     /// A process's life: the shard over `store`, recovering what the last
@@ -619,6 +674,10 @@ impl Sim {
             call.jobs().iter().all(|job| job.key == *key),
             "seed {seed}: a call mixes keys: {call:?}"
         );
+        assert!(
+            !self.catalog.is_paused(&key.source_id, key.sink_index),
+            "seed {seed}: a call of paused {key:?} starts"
+        );
         if let Call::Batch(jobs) = call {
             let max = self.batch_max_entries.map_or(0, |m| usize::from(m.get()));
             assert!(
@@ -749,8 +808,14 @@ impl Sim {
                 self.retry.max_attempts = 1 + self.retry_rng.below(9) as u32;
                 self.retry.max_elapsed_ms = 1_000 + self.retry_rng.below(80_000);
             }
-            shard.handle_reconfigure(self.dispatch.clone(), self.retry, self.catalog.clone());
+            shard.handle_reconfigure(
+                self.now_ms,
+                self.dispatch.clone(),
+                self.retry,
+                self.catalog.clone(),
+            );
         }
+        self.pause_or_resume(shard);
         if self.rng.below(1_500) == 0 {
             let dead = shard.dead_letter_source(self.now_ms, "s1").unwrap();
             self.check_source_gone_events(&shard.take_outcome_events(), dead);
@@ -859,13 +924,21 @@ impl Sim {
                 self.advance(&shard);
             }
         }
-        // Liveness: one more life, no more faults; every row must reach an end.
+        // Liveness: one more life, no more faults, no sink paused; every
+        // row must reach an end.
         self.faults = false;
+        for source in &mut self.config.sources {
+            source.sinks.iter_mut().for_each(|sink| sink.paused = false);
+        }
+        self.catalog = catalog_of(&self.config, self.batch_max_entries);
         self.pending.clear();
         self.running.clear();
         self.call_starts.clear();
         let store = self.store();
         let mut shard = self.open(&store);
+        // The sinks were resumed while the process was down: its open
+        // made their held rows due.
+        self.check_held(&mut shard);
         // Rows never attempted wait out every open spell of a breaker; with an
         // attempt timeout below the sink's latency (half the attempts time
         // out) a breaker flaps, and some seeds take ~1M steps (seed 3059:
@@ -974,4 +1047,15 @@ fn simulated_runs_keep_every_invariant() {
             std::panic::resume_unwind(e);
         }
     }
+}
+
+/// The sources of `config` as the core sees them, sinks of type `b`
+/// batching up to `batch_max_entries` (when that is some).
+fn catalog_of(config: &Config, batch_max_entries: Option<NonZeroU16>) -> Arc<Catalog> {
+    let catalog = Catalog::from_config(config).with_batches(|source_id, sink_index| {
+        let source = config.sources.iter().find(|s| s.id == source_id)?;
+        let batched = source.sinks[usize::from(sink_index)].kind == "b";
+        batch_max_entries.filter(|_| batched)
+    });
+    Arc::new(catalog)
 }

@@ -587,6 +587,10 @@ pub struct SinkConfig {
     /// http: an OAuth 2 client-credentials grant whose token each request
     /// carries (`authorization: Bearer`).
     pub oauth2: Option<OAuth2Config>,
+    /// Hold its rows: none is attempted while paused; they wait, and new
+    /// hooks still get theirs (live at a reload).
+    #[serde(default)]
+    pub paused: bool,
 }
 
 /// An HTTP sink's `oauth2`: where and as whom goad asks for tokens.
@@ -700,6 +704,7 @@ impl SinkConfig {
             retry: None,
             filter: None,
             oauth2: None,
+            paused: false,
         }
     }
 }

@@ -73,6 +73,8 @@ pub enum Admit {
     Pass { probe: bool },
     /// Park it until then.
     Park { until_ms: u64 },
+    /// Hold it until its sink is not paused (never the breaker's answer).
+    Hold,
 }
 
 impl Default for Breaker {

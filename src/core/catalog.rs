@@ -36,6 +36,8 @@ pub struct SinkEntry {
     pub retry: Option<SinkRetryConfig>,
     /// The hooks it takes, if not all.
     pub filter: Option<HeaderFilter>,
+    /// Its rows are held: none is attempted.
+    pub paused: bool,
 }
 
 /// How an ordered sink picks the lane of a hook.
@@ -116,6 +118,7 @@ impl Catalog {
                             .map(|rate| 1_000_000u64.div_ceil(rate.into())),
                         retry: k.retry,
                         filter: k.filter.clone(),
+                        paused: k.paused,
                     })
                     .collect();
                 let entry = SourceEntry {
@@ -162,6 +165,19 @@ impl Catalog {
     /// `None` when it has no rate (or is gone).
     pub fn call_interval_us(&self, source_id: &str, sink_index: u16) -> Option<u64> {
         self.sink(source_id, sink_index)?.call_interval_us
+    }
+
+    /// Whether the sink a key is bound to holds its rows.
+    pub fn is_paused(&self, source_id: &str, sink_index: u16) -> bool {
+        self.sink(source_id, sink_index).is_some_and(|s| s.paused)
+    }
+
+    /// Whether a sink paused here is not in `next` (resumed, or gone).
+    pub fn resumes_in(&self, next: &Catalog) -> bool {
+        self.sources.iter().any(|(source_id, entry)| {
+            (entry.sinks.iter().enumerate())
+                .any(|(i, sink)| sink.paused && !next.is_paused(source_id, i as u16))
+        })
     }
 
     /// The retry keys of the sink a key is bound to, where it has its own.

@@ -27,6 +27,11 @@
 //!    [`Core::poll_call`] (attempts to start now, one by one or batched);
 //! 6. sleep until [`Core::poll_deadline`] or the next input.
 //!
+//! Operator actions run in a write of their own, reading the due index
+//! through it: [`Core::handle_dead_letter_source`], and
+//! [`Core::handle_wake_held`] when the shard opens and after a
+//! reconfiguration that resumes a paused sink (see `held`).
+//!
 //! Reports are read when the shell wants them: [`Core::stats`],
 //! [`Core::tenant_stats`], [`Core::sink_stats`], and
 //! [`Core::take_unlogged_dead`] (each key's rows dead-lettered since the
@@ -34,6 +39,7 @@
 
 mod breaker;
 mod catalog;
+mod held;
 mod hints;
 mod outcome_event;
 mod report;
@@ -140,6 +146,8 @@ pub struct CoreStats {
     pub active_tenants: u64,
     /// Rows written back due because their key's breaker was open.
     pub parked: u64,
+    /// Rows held because their sink was paused (each time one came up).
+    pub held: u64,
     /// Breakers open or half-open now.
     pub breakers_open: u64,
 }
@@ -302,6 +310,7 @@ impl Core {
             retried: self.stats.retried,
             timed_out: self.stats.timed_out,
             parked: self.stats.parked,
+            held: self.stats.held,
             ..CoreStats::default()
         };
         // Rates and outcomes hold across the rebuild: each key keeps its
@@ -344,6 +353,11 @@ impl Core {
             self.grant = grant;
             self.scan_requested = true;
         }
+    }
+
+    /// The sources as the core sees them.
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
     }
 
     /// New dispatch limits and sources (a reload). Claimed and running rows
@@ -603,7 +617,7 @@ impl Core {
             job,
             result.as_ref().err().map(|f| f.class),
         ) {
-            self.park_queue(now_ms, &claim.key, until_ms);
+            self.park_queue(now_ms, &claim.key, Admit::Park { until_ms });
         }
         let attempt = claim.fields.attempts + 1;
         let failure = match result {
@@ -743,8 +757,12 @@ impl Core {
         }
     }
 
-    /// Whether a row of `key` may start now.
+    /// Whether a row of `key` may start now: not while its sink is paused
+    /// (its rows park), nor while its breaker is open.
     fn admit(&mut self, now_ms: u64, key: &SinkKey) -> Admit {
+        if self.catalog.is_paused(&key.source_id, key.sink_index) {
+            return Admit::Hold;
+        }
         let config = self.breaker_config();
         match self.breakers.get_mut(key) {
             Some(breaker) => breaker.admit(now_ms, config),
@@ -787,9 +805,10 @@ impl Core {
         opened
     }
 
-    /// Parks every queued row of `key` until `until_ms` and takes the key
-    /// out of the round robin.
-    fn park_queue(&mut self, now_ms: u64, key: &SinkKey, until_ms: u64) {
+    /// Sets every queued row of `key` aside as `admit` says (parked until
+    /// the breaker's period ends, or held while its sink is paused) and
+    /// takes the key out of the round robin.
+    fn park_queue(&mut self, now_ms: u64, key: &SinkKey, admit: Admit) {
         let queued: Vec<RowId> = self
             .keys
             .get_mut(key)
@@ -809,7 +828,24 @@ impl Core {
         for row in queued {
             let claim = self.claims.remove(&row).expect("a queued row has a claim");
             self.release(&claim);
-            self.park(now_ms, key, &claim.hook, row, claim.fields, until_ms);
+            self.set_aside(now_ms, key, &claim.hook, row, claim.fields, admit);
+        }
+    }
+
+    /// A row `admit` does not let start: parked, or held.
+    fn set_aside(
+        &mut self,
+        now_ms: u64,
+        key: &SinkKey,
+        hook: &crate::store::Hook,
+        row: RowId,
+        fields: RowFields,
+        admit: Admit,
+    ) {
+        match admit {
+            Admit::Park { until_ms } => self.park(now_ms, key, hook, row, fields, until_ms),
+            Admit::Hold => self.hold(row, fields),
+            Admit::Pass { .. } => unreachable!("a row that may start is not set aside"),
         }
     }
 

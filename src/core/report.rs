@@ -63,6 +63,9 @@ pub struct SinkStats {
     pub running: u64,
     /// Claimed rows waiting for a slot.
     pub queued: u64,
+    /// Its sink is paused: its rows are held (set by the engine, from the
+    /// config).
+    pub paused: bool,
 }
 
 impl SinkStats {
@@ -75,6 +78,7 @@ impl SinkStats {
             consecutive_failures: 0,
             running: 0,
             queued: 0,
+            paused: false,
         }
     }
 }
@@ -150,6 +154,7 @@ impl Core {
                     consecutive_failures: breaker.map_or(0, |b| b.failures()),
                     running: state.calls,
                     queued: state.queue.len() as u64,
+                    paused: false,
                 }
             })
             .collect();

@@ -178,7 +178,7 @@ impl Core {
 
     /// One due row claimed: queued on its key, or settled at once when it
     /// cannot run.
-    fn claim(&mut self, now_ms: u64, entry: DueEntry, loaded: Loaded) {
+    pub(super) fn claim(&mut self, now_ms: u64, entry: DueEntry, loaded: Loaded) {
         self.ops.push_back(StoreOp::Claim {
             row: entry.row,
             tenant: entry.tenant.clone(),
@@ -249,8 +249,9 @@ impl Core {
             });
             return;
         }
-        if let Admit::Park { until_ms } = self.admit(now_ms, &key) {
-            return self.park(now_ms, &key, &hook, entry.row, fields, until_ms);
+        let admit = self.admit(now_ms, &key);
+        if !matches!(admit, Admit::Pass { .. }) {
+            return self.set_aside(now_ms, &key, &hook, entry.row, fields, admit);
         }
         let claim = Claim {
             key: key.clone(),

@@ -57,9 +57,10 @@ impl Core {
             };
             let probe = match self.admit(now_ms, &key) {
                 Admit::Pass { probe } => probe,
-                Admit::Park { until_ms } => {
-                    // The key is out of the ring already; its rows wait out the breaker.
-                    self.park_queue(now_ms, &key, until_ms);
+                admit => {
+                    // The key is out of the ring already; its rows wait out
+                    // the breaker, or the pause.
+                    self.park_queue(now_ms, &key, admit);
                     if !self.tenants[&tenant_id].key_ring.is_empty() {
                         self.tenant_ring.push_back(tenant_id);
                     }

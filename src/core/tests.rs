@@ -10,6 +10,7 @@ use std::num::NonZeroU16;
 mod batches;
 mod breakers;
 mod outcome_events;
+mod paused;
 mod rates;
 mod sink_retry;
 mod sink_stats;
@@ -111,6 +112,12 @@ impl Model {
                     let (state, _) = self.rows.get_mut(row).expect("a rescheduled row exists");
                     state.attempts = fields.attempts;
                     state.first_attempt_at_ms = fields.first_attempt_at_ms;
+                }
+                StoreOp::Hold { row, fields } => {
+                    self.due.insert(
+                        (fields.tenant.clone(), HELD_DUE_MS, *row),
+                        fields.size_bytes,
+                    );
                 }
                 // Rows only: the breakers are the core's own to check.
                 StoreOp::Breaker(_) => {}

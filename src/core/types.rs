@@ -193,6 +193,12 @@ impl RowFields {
     }
 }
 
+/// The due time of a held row (its sink paused): later than any real
+/// time, so no scan reaches it, and far enough below `u64::MAX` that no
+/// arithmetic on due times overflows. [`super::Core::handle_wake_held`] makes it
+/// due once its sink is not paused.
+pub const HELD_DUE_MS: u64 = 1 << 62;
+
 /// A store change the core decided. The shell applies each in order, in the
 /// loop iteration's one write transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -227,6 +233,10 @@ pub enum StoreOp {
         fields: RowFields,
         due_at_ms: u64,
     },
+    /// Held while its sink is paused: pending again, due at
+    /// [`HELD_DUE_MS`] (no scan reaches it; a wake makes it due),
+    /// attempts unchanged, last error "sink paused".
+    Hold { row: RowId, fields: RowFields },
     /// Dead-lettered.
     Dead {
         row: RowId,

@@ -175,6 +175,7 @@ fn stats(engine: &Engine) -> Response {
                 "calls": s.calls,
                 "queued": s.queued,
                 "parked": s.parked,
+                "held": s.held,
                 "breakers_open": s.breakers_open,
                 "breaker_opens": s.breaker_opens,
                 "breaker_closes": s.breaker_closes,

@@ -294,6 +294,12 @@ const SHARD_FAMILIES: &[ShardFamily] = &[
         |s| s.parked,
     ),
     (
+        "goad_held_total",
+        "counter",
+        "Rows held because their sink is paused (each time one came up).",
+        |s| s.held,
+    ),
+    (
         "goad_breakers_open",
         "gauge",
         "Sink keys whose breaker is open or half-open.",

@@ -68,6 +68,7 @@ fn sink_json(stats: &SinkStats) -> Value {
             "at_ms": f.at_ms,
             "error": f.error,
         })),
+        "paused": stats.paused,
         "breaker": breaker,
         "breaker_open_until_ms": open_until_ms,
         "consecutive_failures": stats.consecutive_failures,

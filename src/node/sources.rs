@@ -53,6 +53,7 @@ fn sink_json(index: usize, sink: &SinkConfig) -> Value {
         "type": sink.kind,
         "target": target,
         "ordered": sink.ordered,
+        "paused": sink.paused,
         "filter": sink.filter,
     })
 }

@@ -321,9 +321,10 @@ impl Engine {
                     sink_index: index as u16,
                     sink_type: sink.kind.as_str().into(),
                 };
-                out.push(match seen.remove(&key) {
-                    Some(stats) => stats,
-                    None => SinkStats::unseen(key),
+                let stats = seen.remove(&key);
+                out.push(SinkStats {
+                    paused: sink.paused,
+                    ..stats.unwrap_or_else(|| SinkStats::unseen(key))
                 });
             }
         }

@@ -101,6 +101,8 @@ pub struct ShardStats {
     pub active_tenants: u64,
     /// Rows written back due because their key's breaker was open.
     pub parked: u64,
+    /// Rows held because their sink was paused (each time one came up).
+    pub held: u64,
     /// Breakers open or half-open now.
     pub breakers_open: u64,
     /// Times a breaker opened (again after a failed probe too), and closed.
@@ -384,7 +386,7 @@ impl ShardLoop {
                 dispatch,
                 retry,
                 catalog,
-            } => state.handle_reconfigure(dispatch, retry, catalog),
+            } => state.handle_reconfigure(self.clock.now_ms(), dispatch, retry, catalog),
             ShardInput::DeadLetterSource { source_id, reply } => {
                 let dead = state.dead_letter_source(self.clock.now_ms(), &source_id);
                 let events = state.take_outcome_events();
@@ -513,6 +515,7 @@ impl ShardLoop {
             timed_out: stats.timed_out,
             active_tenants: stats.active_tenants,
             parked: stats.parked,
+            held: stats.held,
             breakers_open: stats.breakers_open,
             breaker_opens: self.breakers.opens,
             breaker_closes: self.breakers.closes,

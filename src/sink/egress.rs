@@ -83,7 +83,7 @@ pub struct Network {
 
 impl Network {
     /// Whether `ip` is in this network (an IPv4 address mapped into IPv6 is
-    /// its IPv4 self, as for [`is_private`]).
+    /// its IPv4 self, as for `is_private`).
     pub fn contains(&self, ip: IpAddr) -> bool {
         let ip = match ip {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),

@@ -7,7 +7,7 @@ use super::hook_index;
 use super::keys::{hook_key, member_key, parse_row_key, row_key};
 use super::record::{decode_hook, decode_row, Hook, RowRecord, RowStatus};
 use super::{ShardStore, StoreError};
-use crate::core::RowId;
+use crate::core::{RowId, HELD_DUE_MS};
 use heed::RoTxn;
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -38,6 +38,8 @@ pub enum SinkState {
     InFlight(RowRecord),
     /// Waiting behind the head of its ordering lane.
     InLane(RowRecord),
+    /// Held while its sink is paused.
+    Held(RowRecord),
     /// Dead-lettered at its record's `at_ms`, for the reason in `error`.
     Dead(RowRecord),
     /// Its record does not decode (`goad verify` names it).
@@ -121,6 +123,8 @@ impl ShardStore {
         };
         Ok(if member {
             SinkState::InLane(record)
+        } else if record.at_ms == HELD_DUE_MS {
+            SinkState::Held(record)
         } else {
             SinkState::Due(record)
         })

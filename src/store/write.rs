@@ -13,7 +13,7 @@ use super::record::{
 };
 use super::tenant_bytes::{self, TenantDeltas};
 use super::{ShardStore, StoreError, TenantTable};
-use crate::core::{BreakerEvent, RowFields, RowId, StoreOp, TenantId};
+use crate::core::{BreakerEvent, RowFields, RowId, StoreOp, TenantId, HELD_DUE_MS};
 use heed::RwTxn;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -112,6 +112,7 @@ pub fn write_commit_counted(
 
 /// The last error a parked row's record carries.
 const PARKED_ERROR: &str = "breaker open";
+const HELD_ERROR: &str = "sink paused";
 
 /// Applies one store operation the core decided. Returns the lane member
 /// that became due when the op settled its lane's head for good.
@@ -180,6 +181,7 @@ pub fn apply(
         }
         StoreOp::Reschedule { row, fields, .. }
         | StoreOp::Park { row, fields, .. }
+        | StoreOp::Hold { row, fields }
         | StoreOp::Dead { row, fields, .. } => {
             let (record, counter) = settled_record(op, fields);
             put_row(store, wtxn, number(tenants, &fields.tenant), *row, &record)?;
@@ -204,6 +206,10 @@ fn settled_record(op: &StoreOp, fields: &RowFields) -> (RowRecord, Option<Replay
         StoreOp::Park { due_at_ms, .. } => (
             settled(fields, Pending, *due_at_ms, Some(PARKED_ERROR.into())),
             Some(ReplayCounter::Parked),
+        ),
+        StoreOp::Hold { .. } => (
+            settled(fields, Pending, HELD_DUE_MS, Some(HELD_ERROR.into())),
+            None,
         ),
         StoreOp::Dead {
             dead_at_ms, reason, ..

@@ -33,6 +33,7 @@ fn the_sources_are_listed_as_configured_without_secrets() {
     signed.dedupe_window_ms = Some(60_000);
     signed.max_ingest_per_s = Some(500);
     signed.sinks[0].ordered = true;
+    signed.sinks[0].paused = true;
     signed.sinks[0].filter = Some(HeaderFilter {
         header: "x-github-event".into(),
         values: vec!["push".into()],
@@ -54,7 +55,7 @@ fn the_sources_are_listed_as_configured_without_secrets() {
     let node = start(c);
     let listed = get(node.local_addr(), "/v1/sources");
     assert_eq!(listed.status, 200, "{}", listed.text());
-    let sink = |index: u32, kind: &str, target: &str| serde_json::json!({"index": index, "type": kind, "target": target, "ordered": false, "filter": null});
+    let sink = |index: u32, kind: &str, target: &str| serde_json::json!({"index": index, "type": kind, "target": target, "ordered": false, "paused": false, "filter": null});
     assert_eq!(
         listed.json(),
         serde_json::json!({"sources": [
@@ -63,7 +64,8 @@ fn the_sources_are_listed_as_configured_without_secrets() {
              "dedupe_header": "x-github-delivery", "dedupe_window_ms": 60_000,
              "max_ingest_per_s": 500, "forward_headers": null,
              "sinks": [{"index": 0, "type": "http", "target": "https://ci.example.com:8443/hooks",
-                        "ordered": true, "filter": {"header": "x-github-event", "values": ["push"]}}]},
+                        "ordered": true, "paused": true,
+                        "filter": {"header": "x-github-event", "values": ["push"]}}]},
             {"id": "app", "tenant": "beta", "ingest_path": "/v1/sources/app/hooks",
              "ingest_token": false, "ingest_signature": null,
              "dedupe_header": "idempotency-key", "dedupe_window_ms": null,
@@ -319,7 +321,7 @@ fn each_sinks_outcomes_failure_and_breaker_are_reported() {
             "delivered": 0, "retried": 0, "dead": 0, "timed_out": 0,
             "last_delivered_at_ms": null, "last_failure": null,
             "breaker": "closed", "breaker_open_until_ms": null, "consecutive_failures": 0,
-            "running": 0, "queued": 0,
+            "running": 0, "queued": 0, "paused": false,
             "attempt_ms": {"count": 0, "mean": null, "p50_at_most": null, "p99_at_most": null},
             "delivery_latency_ms": {"count": 0, "mean": null, "p50_at_most": null, "p99_at_most": null},
         })
