@@ -70,12 +70,7 @@ impl Core {
                 return 0;
             }
         }
-        self.ops.push_back(StoreOp::Claim {
-            row: entry.row,
-            tenant: entry.tenant.clone(),
-            due_at_ms: entry.due_at_ms,
-            size_bytes: entry.size_bytes,
-        });
+        self.ops.push_back(StoreOp::claim_of(&entry));
         self.note_due(&entry.tenant, now_ms);
         let fields = RowFields::of(&entry, &state);
         self.ops.push_back(StoreOp::Reschedule {

@@ -179,12 +179,7 @@ impl Core {
     /// One due row claimed: queued on its key, or settled at once when it
     /// cannot run.
     pub(super) fn claim(&mut self, now_ms: u64, entry: DueEntry, loaded: Loaded) {
-        self.ops.push_back(StoreOp::Claim {
-            row: entry.row,
-            tenant: entry.tenant.clone(),
-            due_at_ms: entry.due_at_ms,
-            size_bytes: entry.size_bytes,
-        });
+        self.ops.push_back(StoreOp::claim_of(&entry));
         if self.claims.contains_key(&entry.row) {
             // A second due key of a row already claimed (a broken index):
             // the claim op above drops it, and the row runs once.
@@ -341,22 +336,12 @@ impl Core {
             // A corrupt row's source is unknown: the scan quarantines it.
             Loaded::Row { .. } | Loaded::RowCorrupt | Loaded::HookCorrupt { .. } => return 0,
             Loaded::RowMissing | Loaded::HookMissing => {
-                self.ops.push_back(StoreOp::Claim {
-                    row: entry.row,
-                    tenant: entry.tenant.clone(),
-                    due_at_ms: entry.due_at_ms,
-                    size_bytes: entry.size_bytes,
-                });
+                self.ops.push_back(StoreOp::claim_of(&entry));
                 self.ops.push_back(StoreOp::Forget { row: entry.row });
                 return 0;
             }
         };
-        self.ops.push_back(StoreOp::Claim {
-            row: entry.row,
-            tenant: entry.tenant.clone(),
-            due_at_ms: entry.due_at_ms,
-            size_bytes: entry.size_bytes,
-        });
+        self.ops.push_back(StoreOp::claim_of(&entry));
         let fields = RowFields::of(&entry, &state);
         let reason = DeadReason::SourceGone {
             source_id: hook.source_id.clone(),

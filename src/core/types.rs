@@ -258,6 +258,18 @@ pub enum StoreOp {
     Breaker(BreakerEvent),
 }
 
+impl StoreOp {
+    /// The claim of a due entry: out of the due index, in flight.
+    pub fn claim_of(entry: &DueEntry) -> StoreOp {
+        StoreOp::Claim {
+            row: entry.row,
+            tenant: entry.tenant.clone(),
+            due_at_ms: entry.due_at_ms,
+            size_bytes: entry.size_bytes,
+        }
+    }
+}
+
 /// How an attempt failed: the class drives the retry policy, the message is
 /// stored on the row.
 #[derive(Debug, Clone, PartialEq, Eq)]
