@@ -305,3 +305,41 @@ fn the_operator_cli_lists_replays_and_reports() {
     assert_eq!(code, Some(1));
     assert!(err.contains("401") && err.contains("unauthorized"), "{err}");
 }
+
+/// A sink paused in the config file holds its rows — `/v1/hooks` shows
+/// them `held`, `/v1/sinks` the sink `paused` — until a reload that
+/// resumes it, which delivers them at once.
+#[test]
+fn a_sink_paused_in_the_config_file_is_resumed_by_a_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let path = dir.path().join("goad.toml");
+    let data = dir.path().join("data");
+    let url = receiver.url("/in");
+    let write = |paused: bool| {
+        let config = format!(
+            "data_dir = {data:?}\nlisten = \"127.0.0.1:0\"\nshards = 1\n[[sources]]\nid = \"a\"\ntenant = \"t\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"{url}\"\npaused = {paused}\n"
+        );
+        std::fs::write(&path, config).unwrap()
+    };
+    write(true);
+    let node = start_with(Config::load(&path).unwrap(), Some(path.clone()));
+    let addr = node.local_addr();
+    let id = ingest(addr, "a", b"x", &[]).json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let state = || get(addr, &format!("/v1/hooks/{id}")).json()["sinks"][0].clone();
+    wait_until("the row held", Duration::from_secs(10), || {
+        state()["state"] == "held"
+    });
+    assert_eq!(state()["attempts"], 0);
+    assert_eq!(state()["last_error"], "sink paused");
+    assert_eq!(get(addr, "/v1/sinks").json()["sinks"][0]["paused"], true);
+    assert_eq!(receiver.count(), 0);
+    write(false);
+    let reply = call(addr, "POST", "/v1/reload", &[], b"");
+    assert_eq!(reply.json()["applied"], serde_json::json!(["sources"]));
+    assert!(receiver.wait_for(1, Duration::from_secs(5)));
+    assert_eq!(get(addr, "/v1/sinks").json()["sinks"][0]["paused"], false);
+}
