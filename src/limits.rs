@@ -26,6 +26,10 @@ pub const NOTIFICATION_QUEUE: usize = 10_000;
 pub const SUMMARY_MAX_REASONS: usize = 10;
 pub const SUMMARY_MAX_HOOK_IDS: usize = 10;
 
+/// Held rows (of paused sinks) one scan reads at most while a pass wakes
+/// those of resumed sinks.
+pub const WAKE_STEP_ROWS: usize = 4_096;
+
 /// The longest `notifications.coalesce_ms`: a summary waits no more than a day.
 pub const MAX_COALESCE_MS: u64 = 86_400_000;
 

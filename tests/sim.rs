@@ -31,8 +31,8 @@
 //!   earlier hook's id names the last stored hook of that source and key,
 //!   committed less than a window before;
 //! - no call of a paused sink starts (sinks are paused and resumed at
-//!   seeded times), and after each change only rows of paused sinks are
-//!   held;
+//!   seeded times), and once the pass over held rows that a change (or
+//!   an open) starts ends, only rows of paused sinks are held;
 //! - at the end, `verify` finds the store sound (every row in one index,
 //!   every lane with members headed, the hook-id index and the dedupe
 //!   entries agreeing with the hooks).
@@ -142,6 +142,9 @@ struct Sim {
     /// for the liveness phase.
     config: Config,
     pause_rng: Rng,
+    /// A pause changed: once the core's pass over held rows ends, only
+    /// paused sinks' rows may be held.
+    held_check_due: bool,
 }
 
 impl Sim {
@@ -274,6 +277,7 @@ impl Sim {
             next_sweep_at_ms: 0,
             config,
             pause_rng: Rng::new(seed ^ 0x9a05_ed51),
+            held_check_due: false,
         }
     }
 
@@ -288,12 +292,17 @@ impl Sim {
         let sink = self.pause_rng.below(source.sinks.len() as u64) as usize;
         source.sinks[sink].paused = !source.sinks[sink].paused;
         self.reconfigure_sinks(shard);
-        self.check_held(shard);
+        self.held_check_due = true;
     }
 
-    /// Held rows are those of paused sinks only: a resumed sink's were
-    /// made due when it was resumed.
-    fn check_held(&self, shard: &mut ShardState) {
+    /// Once the core's pass over held rows ends after a pause changed (or
+    /// a process opened), held rows are those of paused sinks only: a
+    /// resumed sink's were made due.
+    fn check_held_when_woken(&mut self, shard: &mut ShardState) {
+        if !self.held_check_due || shard.core().is_waking() {
+            return;
+        }
+        self.held_check_due = false;
         shard.flush().unwrap();
         for view in shard.store().rows().unwrap() {
             let record = &view.record;
@@ -319,12 +328,7 @@ impl Sim {
     /// The catalog of `config` as it now stands, given to the shard.
     fn reconfigure_sinks(&mut self, shard: &mut ShardState) {
         self.catalog = catalog_of(&self.config, self.batch_max_entries);
-        shard.handle_reconfigure(
-            self.now_ms,
-            self.dispatch.clone(),
-            self.retry,
-            self.catalog.clone(),
-        );
+        shard.handle_reconfigure(self.dispatch.clone(), self.retry, self.catalog.clone());
     }
 
     /// A process's life: the shard over `store`, recovering what the last
@@ -808,12 +812,7 @@ impl Sim {
                 self.retry.max_attempts = 1 + self.retry_rng.below(9) as u32;
                 self.retry.max_elapsed_ms = 1_000 + self.retry_rng.below(80_000);
             }
-            shard.handle_reconfigure(
-                self.now_ms,
-                self.dispatch.clone(),
-                self.retry,
-                self.catalog.clone(),
-            );
+            shard.handle_reconfigure(self.dispatch.clone(), self.retry, self.catalog.clone());
         }
         self.pause_or_resume(shard);
         if self.rng.below(1_500) == 0 {
@@ -913,6 +912,7 @@ impl Sim {
                 steps_left -= 1;
                 let commits = (0..self.rng.below(4)).map(|_| self.new_hook()).collect();
                 self.step(&mut shard, commits);
+                self.check_held_when_woken(&mut shard);
                 self.operate(&mut shard);
                 if self.rng.below(400) == 0 {
                     self.check_sink_outcomes(&shard);
@@ -936,15 +936,16 @@ impl Sim {
         self.call_starts.clear();
         let store = self.store();
         let mut shard = self.open(&store);
-        // The sinks were resumed while the process was down: its open
-        // made their held rows due.
-        self.check_held(&mut shard);
+        // The sinks were resumed while the process was down: the new
+        // core's pass makes their held rows due.
+        self.held_check_due = true;
         // Rows never attempted wait out every open spell of a breaker; with an
         // attempt timeout below the sink's latency (half the attempts time
         // out) a breaker flaps, and some seeds take ~1M steps (seed 3059:
         // 555 s of virtual time, 1.9M parks for 2,676 rows) to settle.
         for _ in 0..4_000_000 {
             self.step(&mut shard, Vec::new());
+            self.check_held_when_woken(&mut shard);
             self.sweep_when_due(&mut shard);
             let idle =
                 self.pending.is_empty() && self.running.is_empty() && shard.is_idle(self.now_ms);

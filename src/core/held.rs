@@ -8,13 +8,29 @@
 //! attempts and first attempt are kept; its retry horizon is looked at
 //! again at its next failure.
 //!
-//! [`Core::handle_wake_held`] makes every held row whose sink is not
-//! paused (resumed, or gone from the config, which the scan then settles)
-//! due now. The shell runs it when a shard opens, after a crash too, and
-//! after a reconfiguration that resumes or removes a paused sink; held rows
-//! sit at the end of their tenant's due index, so it reads held rows only.
+//! A pass over the held rows makes those whose sink is not paused
+//! (resumed, or gone from the config, which the scan then settles) due
+//! now. A new core starts one (a shard's open, after a crash too, and its
+//! rebuild), and so does a reconfiguration that resumes or removes a
+//! paused sink. It runs in steps, one at the end of each scan, each
+//! reading at most `WAKE_STEP_ROWS` held rows, so a shard with a million
+//! held rows goes on claiming and committing while it wakes them. Held
+//! rows sit at the end of their tenant's due index: a pass reads held rows
+//! only.
 
 use super::*;
+use crate::limits::WAKE_STEP_ROWS;
+
+/// Where a pass over the held rows stands.
+#[derive(Debug, Default)]
+pub(super) struct WakePass {
+    /// The shard's tenants, read at the pass's first step.
+    tenants: Option<Vec<TenantId>>,
+    /// The position in `tenants` of the tenant being read.
+    next: usize,
+    /// The last held row read of that tenant, when a step stopped in it.
+    after: Option<DueEntry>,
+}
 
 impl Core {
     /// Holds a row of a paused sink (see the module docs).
@@ -23,33 +39,50 @@ impl Core {
         self.ops.push_back(StoreOp::Hold { row, fields });
     }
 
-    /// Makes every held row whose sink is not paused due at `now_ms`;
-    /// returns how many. Rows that cannot be read are made due too, for
-    /// the scan to settle as it settles any such row.
-    pub fn handle_wake_held(&mut self, now_ms: u64, index: &mut dyn DueIndex) -> u64 {
-        let mut tenants = Vec::new();
-        index.tenants(&mut tenants);
-        let mut woken = 0;
-        for tenant in tenants {
-            let mut after = DueEntry {
+    /// Whether a pass over the held rows is under way.
+    pub fn is_waking(&self) -> bool {
+        self.waking.is_some()
+    }
+
+    /// One step of the pass under way, if any: reads at most
+    /// `WAKE_STEP_ROWS` held rows, tenant by tenant, making those whose
+    /// sink is not paused due at `now_ms`; returns how many. The pass ends
+    /// once every tenant's held rows were read.
+    pub(super) fn wake_step(&mut self, now_ms: u64, index: &mut dyn DueIndex) -> u64 {
+        let Some(mut pass) = self.waking.take() else {
+            return 0;
+        };
+        let tenants = pass.tenants.take().unwrap_or_else(|| {
+            let mut tenants = Vec::new();
+            index.tenants(&mut tenants);
+            tenants
+        });
+        let (mut budget, mut woken) = (WAKE_STEP_ROWS, 0);
+        while pass.next < tenants.len() && budget > 0 {
+            let tenant = &tenants[pass.next];
+            let after = pass.after.take().unwrap_or_else(|| DueEntry {
                 tenant: tenant.clone(),
                 due_at_ms: HELD_DUE_MS - 1,
                 row: RowId::MAX,
                 size_bytes: 0,
-            };
-            loop {
-                let mut page = Vec::new();
-                let max_rows = crate::limits::MAX_DUE_PAGE_ROWS;
-                index.due_page(&tenant, u64::MAX, Some(&after), max_rows, &mut page);
-                let Some(last) = page.last().cloned() else {
-                    break;
-                };
-                for entry in page {
-                    woken += self.wake_if_resumed(now_ms, entry, index);
-                }
-                after = last;
+            });
+            let mut page = Vec::new();
+            index.due_page(tenant, u64::MAX, Some(&after), budget, &mut page);
+            budget -= page.len();
+            match page.last() {
+                // The step's budget ran out in this tenant: it may have more.
+                Some(last) if budget == 0 => pass.after = Some(last.clone()),
+                _ => pass.next += 1,
+            }
+            for entry in page {
+                woken += self.wake_if_resumed(now_ms, entry, index);
             }
         }
+        if pass.next < tenants.len() {
+            pass.tenants = Some(tenants);
+            self.waking = Some(pass);
+        }
+        self.scan_requested |= woken > 0;
         woken
     }
 
@@ -71,7 +104,10 @@ impl Core {
             }
         }
         self.ops.push_back(StoreOp::claim_of(&entry));
-        self.note_due(&entry.tenant, now_ms);
+        // Its tenant is due now for the next scan, which a woken row asks
+        // for (not a wake-up of its own: the windows may be full).
+        let hint = (self.due_hints.get(&entry.tenant)).map_or(now_ms, |&h| h.min(now_ms));
+        self.set_hint(&entry.tenant, Some(hint));
         let fields = RowFields::of(&entry, &state);
         self.ops.push_back(StoreOp::Reschedule {
             row: entry.row,

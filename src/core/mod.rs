@@ -27,10 +27,8 @@
 //!    [`Core::poll_call`] (attempts to start now, one by one or batched);
 //! 6. sleep until [`Core::poll_deadline`] or the next input.
 //!
-//! Operator actions run in a write of their own, reading the due index
-//! through it: [`Core::handle_dead_letter_source`], and
-//! [`Core::handle_wake_held`] when the shard opens and after a
-//! reconfiguration that resumes a paused sink (see `held`).
+//! An operator action runs in a write of its own, reading the due index
+//! through it: [`Core::handle_dead_letter_source`].
 //!
 //! Reports are read when the shell wants them: [`Core::stats`],
 //! [`Core::tenant_stats`], [`Core::sink_stats`], and
@@ -206,6 +204,9 @@ pub struct Core {
     abandoned: VecDeque<JobId>,
     /// A commit or freed window room asks for a scan now.
     scan_requested: bool,
+    /// A pass over the held rows under way (see `held`): a new core, or a
+    /// reconfiguration that resumed a paused sink, starts one.
+    waking: Option<held::WakePass>,
     /// Shutting down: nothing more is claimed or started.
     draining: bool,
     /// The earliest due row of a tenant with room, as of the last scan and
@@ -272,6 +273,7 @@ impl Core {
             ops: VecDeque::new(),
             abandoned: VecDeque::new(),
             scan_requested: true,
+            waking: Some(held::WakePass::default()),
             draining: false,
             next_due_at_ms: None,
             breakers: HashMap::new(),
@@ -355,11 +357,6 @@ impl Core {
         }
     }
 
-    /// The sources as the core sees them.
-    pub fn catalog(&self) -> &Arc<Catalog> {
-        &self.catalog
-    }
-
     /// New dispatch limits and sources (a reload). Claimed and running rows
     /// are kept; lowered limits only stop the next claim or start.
     pub fn handle_reconfigure(
@@ -370,6 +367,9 @@ impl Core {
     ) {
         for (tenant, state) in &mut self.tenants {
             state.limits = dispatch.tenant_limits(tenant);
+        }
+        if self.catalog.resumes_in(&catalog) {
+            self.waking = Some(held::WakePass::default());
         }
         self.dispatch = dispatch;
         self.retry = retry;
@@ -452,12 +452,12 @@ impl Core {
         earliest(due, self.wheel.next_deadline_ms())
     }
 
-    /// Whether a scan would claim anything: asked for, or a row is due and
-    /// the shard has window room.
+    /// Whether a scan has work: a pass over held rows under way, or, with
+    /// window room, a scan asked for or a row due.
     pub fn wants_scan(&self, now_ms: u64) -> bool {
-        !self.draining
-            && self.shard_window().has_room(self.claimed)
-            && (self.scan_requested || self.next_due_at_ms.is_some_and(|at| at <= now_ms))
+        let claims = self.shard_window().has_room(self.claimed)
+            && (self.scan_requested || self.next_due_at_ms.is_some_and(|at| at <= now_ms));
+        !self.draining && (self.waking.is_some() || claims)
     }
 
     /// Whether the shard's share of the in-flight window is full.

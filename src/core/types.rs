@@ -195,8 +195,8 @@ impl RowFields {
 
 /// The due time of a held row (its sink paused): later than any real
 /// time, so no scan reaches it, and far enough below `u64::MAX` that no
-/// arithmetic on due times overflows. [`super::Core::handle_wake_held`] makes it
-/// due once its sink is not paused.
+/// arithmetic on due times overflows. A pass over the held rows (see
+/// `core::held`) makes it due once its sink is not paused.
 pub const HELD_DUE_MS: u64 = 1 << 62;
 
 /// A store change the core decided. The shell applies each in order, in the

@@ -386,7 +386,7 @@ impl ShardLoop {
                 dispatch,
                 retry,
                 catalog,
-            } => state.handle_reconfigure(self.clock.now_ms(), dispatch, retry, catalog),
+            } => state.handle_reconfigure(dispatch, retry, catalog),
             ShardInput::DeadLetterSource { source_id, reply } => {
                 let dead = state.dead_letter_source(self.clock.now_ms(), &source_id);
                 let events = state.take_outcome_events();

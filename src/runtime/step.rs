@@ -178,8 +178,6 @@ impl<'s> ShardState<'s> {
         {
             self.core.restore_breaker(key, until_ms, opens);
         }
-        // The config may have resumed a paused sink while the shard was down.
-        self.write_now_txn(wake_held(now_ms))?;
         Ok(())
     }
 
@@ -245,22 +243,13 @@ impl<'s> ShardState<'s> {
         self.core.handle_grant(grant);
     }
 
-    /// New dispatch limits and sources (a reload); a sink that was paused
-    /// and is not any more has its held rows made due (see
-    /// `Core::handle_wake_held`).
     pub fn handle_reconfigure(
         &mut self,
-        now_ms: u64,
         dispatch: DispatchConfig,
         retry: RetryConfig,
         catalog: Arc<Catalog>,
     ) {
-        let resumes = self.core.catalog().resumes_in(&catalog);
         self.core.handle_reconfigure(dispatch, retry, catalog);
-        if resumes {
-            // A failure rebuilds the shard, whose reload wakes them.
-            let _ = self.write_now(now_ms, wake_held(now_ms));
-        }
     }
 
     /// Stops claiming; the next step writes every claimed row that has not
@@ -657,19 +646,6 @@ fn read_due<T>(
         core.handle_committed();
     }
     Ok((value, set_aside))
-}
-
-/// A write that makes every held row whose sink is not paused due at
-/// `now_ms` (see [`Core::handle_wake_held`]); it returns how many.
-fn wake_held(
-    now_ms: u64,
-) -> impl FnOnce(&ShardStore, &mut RwTxn, &TenantTable, &mut Core) -> Result<u64, StoreError> {
-    move |store, txn, tenants, core| {
-        let (woken, _) = read_due(store, txn, tenants, core, |core, index| {
-            core.handle_wake_held(now_ms, index)
-        })?;
-        Ok(woken)
-    }
 }
 
 /// Writes every op the core decided; returns how many. A lane member that

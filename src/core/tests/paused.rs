@@ -1,8 +1,10 @@
 //! A paused sink: its rows are held (due at `HELD_DUE_MS`, attempts
 //! unchanged, no scan reaches them) while the tenant's other sinks run,
-//! and a wake makes them due once the sink is resumed or gone.
+//! and a pass over the held rows, in steps at the end of scans, makes
+//! them due once the sink is resumed or gone.
 
 use super::*;
+use crate::limits::WAKE_STEP_ROWS;
 
 /// The rows a batch of ops held.
 fn held(ops: &[StoreOp]) -> Vec<RowId> {
@@ -50,15 +52,19 @@ fn a_paused_sinks_rows_are_held_and_woken_once_it_is_resumed() {
     let jobs: Vec<Job> = std::iter::from_fn(|| c.poll_job(0)).collect();
     let started: Vec<RowId> = jobs.iter().map(|j| j.row).collect();
     assert_eq!(started, [row(h1, 0), row(h2, 0)], "only x runs");
-    // No scan reaches them, however late; a wake leaves them while paused.
+    // No scan reaches them, however late; a reconfiguration that leaves
+    // the sink paused starts no pass.
     c.handle_scan(1 << 50, &mut m);
     assert!(m.apply(&mut c).is_empty());
-    assert_eq!(c.handle_wake_held(1_000, &mut m), 0);
-    assert!(m.apply(&mut c).is_empty());
-    // Resumed: a wake makes them due now, attempts unchanged, and they run.
+    reconfigure(&mut c, &config);
+    assert!(!c.is_waking());
+    // Resumed: the next scan's pass makes them due now, attempts
+    // unchanged, and the scan after claims them.
     config.sources[0].sinks[1].paused = false;
     reconfigure(&mut c, &config);
-    assert_eq!(c.handle_wake_held(2_000, &mut m), 2);
+    assert!(c.is_waking() && c.wants_scan(2_000));
+    c.handle_scan(2_000, &mut m);
+    assert!(!c.is_waking());
     let ops = m.apply(&mut c);
     assert_eq!(made_due(&ops), [(row(h1, 1), 2_000), (row(h2, 1), 2_000)]);
     assert!(c.wants_scan(2_000));
@@ -107,7 +113,7 @@ fn held_rows_of_a_removed_sink_are_woken_and_dead_lettered() {
     assert_eq!(held(&m.apply(&mut c)), [row(a, 0), row(b, 0)]);
     config.sources.remove(0);
     reconfigure(&mut c, &config);
-    assert_eq!(c.handle_wake_held(5, &mut m), 1);
+    c.handle_scan(5, &mut m);
     assert_eq!(made_due(&m.apply(&mut c)), [(row(a, 0), 5)]);
     c.handle_scan(5, &mut m);
     let ops = m.apply(&mut c);
@@ -122,4 +128,40 @@ fn held_rows_of_a_removed_sink_are_woken_and_dead_lettered() {
     assert!(m
         .due
         .contains_key(&(Arc::from("t"), HELD_DUE_MS, row(b, 0))));
+}
+
+/// A pass reads at most `WAKE_STEP_ROWS` held rows a scan, tenant by
+/// tenant, so a large held backlog is woken over several scans while the
+/// shard goes on; a new core starts a pass of its own.
+#[test]
+fn a_pass_wakes_held_rows_a_bounded_step_at_a_time() {
+    let mut config = config_with(vec![source("a", "t", &["x"]), source("b", "u", &["x"])]);
+    config.sources[0].sinks[0].paused = true;
+    config.sources[1].sinks[0].paused = true;
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    let held_rows = WAKE_STEP_ROWS + 10;
+    for _ in 0..held_rows {
+        m.add("t", "a", &["x"], 0);
+    }
+    m.add("u", "b", &["x"], 0);
+    while c.wants_scan(0) {
+        c.handle_scan(0, &mut m);
+        let _ = m.apply(&mut c);
+    }
+    assert_eq!(c.stats().held, held_rows as u64 + 1);
+    config.sources[0].sinks[0].paused = false;
+    config.sources[1].sinks[0].paused = false;
+    // A new core over the same rows: its pass wakes them.
+    let mut c = core(&config, BIG);
+    assert!(c.is_waking());
+    c.handle_scan(10, &mut m);
+    assert_eq!(made_due(&m.apply(&mut c)).len(), WAKE_STEP_ROWS);
+    assert!(c.is_waking(), "the step's budget ran out in tenant t");
+    c.handle_scan(10, &mut m);
+    let ops = m.apply(&mut c);
+    let woken = made_due(&ops);
+    assert_eq!(woken.len(), 11, "t's last 10, then u's");
+    assert!(woken.iter().all(|(_, due_at_ms)| *due_at_ms == 10));
+    assert!(!c.is_waking());
 }
