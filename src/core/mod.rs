@@ -758,7 +758,7 @@ impl Core {
     }
 
     /// Whether a row of `key` may start now: not while its sink is paused
-    /// (its rows park), nor while its breaker is open.
+    /// (its rows are held), nor while its breaker is open (they park).
     fn admit(&mut self, now_ms: u64, key: &SinkKey) -> Admit {
         if self.catalog.is_paused(&key.source_id, key.sink_index) {
             return Admit::Hold;
