@@ -106,8 +106,7 @@ impl Core {
         self.ops.push_back(StoreOp::claim_of(&entry));
         // Its tenant is due now for the next scan, which a woken row asks
         // for (not a wake-up of its own: the windows may be full).
-        let hint = (self.due_hints.get(&entry.tenant)).map_or(now_ms, |&h| h.min(now_ms));
-        self.set_hint(&entry.tenant, Some(hint));
+        self.lower_hint(&entry.tenant, now_ms);
         let fields = RowFields::of(&entry, &state);
         self.ops.push_back(StoreOp::Reschedule {
             row: entry.row,

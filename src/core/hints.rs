@@ -22,6 +22,11 @@ impl Core {
             let note = notes.entry(tenant.clone()).or_insert(due_at_ms);
             *note = (*note).min(due_at_ms);
         }
+        self.lower_hint(tenant, due_at_ms);
+    }
+
+    /// Lowers a tenant's hint to `due_at_ms` (gives it one if it has none).
+    pub(super) fn lower_hint(&mut self, tenant: &TenantId, due_at_ms: u64) {
         let hint = self
             .due_hints
             .get(tenant)

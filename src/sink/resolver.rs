@@ -144,6 +144,12 @@ mod tests {
         )
     }
 
+    /// The refusal `r` answers for `uri`'s host, as text.
+    fn refusal(r: &CachingResolver, uri: &Uri) -> String {
+        let e = (r.resolve(uri, &Config::default(), NextTimeout::default())).unwrap_err();
+        PrivateAddress::of(&e).expect("a refusal").to_string()
+    }
+
     fn ips(r: Result<ResolvedSocketAddrs, ureq::Error>) -> Vec<String> {
         r.unwrap().iter().map(|a| a.to_string()).collect()
     }
@@ -190,15 +196,10 @@ mod tests {
         let resolved = r.resolve(&uri, &config, NextTimeout::default());
         assert_eq!(ips(resolved), ["93.184.215.14:80"]);
         let (r, _) = resolver(&["169.254.169.254:80", "[fd00::1]:80"], public_only());
-        let e = r
-            .resolve(&uri, &config, NextTimeout::default())
-            .unwrap_err();
         assert_eq!(
-            PrivateAddress::of(&e).map(ToString::to_string).as_deref(),
-            Some(
-                "mixed.example.com resolves only to private addresses \
-                 (169.254.169.254, fd00::1), which egress.deny_private_addresses refuses"
-            )
+            refusal(&r, &uri),
+            "mixed.example.com resolves only to private addresses \
+             (169.254.169.254, fd00::1), which egress.deny_private_addresses refuses"
         );
         let (r, _) = resolver(&["10.0.0.7:80"], Egress::open());
         assert_eq!(
@@ -224,16 +225,11 @@ mod tests {
         let resolved = r.resolve(&uri, &config, NextTimeout::default());
         assert_eq!(ips(resolved), ["10.20.3.4:80", "93.184.215.14:80"]);
         let (r, _) = resolver(&["10.21.0.1:80"], egress);
-        let e = r
-            .resolve(&uri, &config, NextTimeout::default())
-            .unwrap_err();
         assert_eq!(
-            PrivateAddress::of(&e).map(ToString::to_string).as_deref(),
-            Some(
-                "internal.example.com resolves only to private addresses (10.21.0.1), \
-                 which egress.deny_private_addresses refuses \
-                 (none is in egress.allow_private_networks)"
-            )
+            refusal(&r, &uri),
+            "internal.example.com resolves only to private addresses (10.21.0.1), \
+             which egress.deny_private_addresses refuses \
+             (none is in egress.allow_private_networks)"
         );
     }
 }
