@@ -46,7 +46,7 @@ use goad::config::{
 };
 use goad::core::{
     AttemptFailure, AttemptResult, Binding, BreakerEvent, Call, Catalog, Core, FailureClass, Grant,
-    JobId, LaneId, Outcome, OutcomeEvent, Rng, RowId, SinkKey, HELD_DUE_MS,
+    JobId, LaneId, Outcome, OutcomeEvent, Rng, RowId, SinkKey, SourceSweep, HELD_DUE_MS,
 };
 use goad::runtime::{Completion, NewRows, ShardState};
 use goad::store::{DeadFilter, Hook, PurgeStep, ReviveStep, ShardStore};
@@ -142,6 +142,12 @@ struct Sim {
     /// for the liveness phase.
     config: Config,
     pause_rng: Rng,
+    /// A `dead_letter_source` of s1 under way: where its next step goes
+    /// on. Its steps are of seeded sizes (from a PRNG of their own), one
+    /// after each iteration, as a node's shard serves its commits and
+    /// attempts between them.
+    source_sweep: Option<SourceSweep>,
+    sweep_rng: Rng,
     /// A pause changed: once the core's pass over held rows ends, only
     /// paused sinks' rows may be held.
     held_check_due: bool,
@@ -277,6 +283,8 @@ impl Sim {
             next_sweep_at_ms: 0,
             config,
             pause_rng: Rng::new(seed ^ 0x9a05_ed51),
+            source_sweep: None,
+            sweep_rng: Rng::new(seed ^ 0x5eed_50c7),
             held_check_due: false,
         }
     }
@@ -815,10 +823,10 @@ impl Sim {
             shard.handle_reconfigure(self.dispatch.clone(), self.retry, self.catalog.clone());
         }
         self.pause_or_resume(shard);
-        if self.rng.below(1_500) == 0 {
-            let dead = shard.dead_letter_source(self.now_ms, "s1").unwrap();
-            self.check_source_gone_events(&shard.take_outcome_events(), dead);
+        if self.rng.below(1_500) == 0 && self.source_sweep.is_none() {
+            self.source_sweep = Some(SourceSweep::default());
         }
+        self.step_source_sweep(shard);
         self.sweep_when_due(shard);
         // A shard restart inside a live process (after a panic or a store
         // failure): the core is rebuilt from the store while its attempts
@@ -827,6 +835,19 @@ impl Sim {
             shard.restart(self.now_ms);
             self.take_back_breakers(shard);
         }
+    }
+
+    /// One step of the sweep of s1's backlog under way, if one is.
+    fn step_source_sweep(&mut self, shard: &mut ShardState) {
+        let Some(from) = self.source_sweep.take() else {
+            return;
+        };
+        let max_entries = 1 + self.sweep_rng.below(16) as usize;
+        let step = shard
+            .dead_letter_source(self.now_ms, "s1", &from, max_entries)
+            .unwrap();
+        self.check_source_gone_events(&shard.take_outcome_events(), step.dead);
+        self.source_sweep = step.next;
     }
 
     /// Sweeps at seeded times, each within one retention of the last (a
@@ -916,6 +937,8 @@ impl Sim {
                 self.operate(&mut shard);
                 if self.rng.below(400) == 0 {
                     self.check_sink_outcomes(&shard);
+                    // The crash fails the call whose sweep was under way.
+                    self.source_sweep = None;
                     self.pending.clear();
                     self.running.clear();
                     self.call_starts.clear();

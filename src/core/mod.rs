@@ -27,8 +27,8 @@
 //!    [`Core::poll_call`] (attempts to start now, one by one or batched);
 //! 6. sleep until [`Core::poll_deadline`] or the next input.
 //!
-//! An operator action runs in a write of its own, reading the due index
-//! through it: [`Core::handle_dead_letter_source`].
+//! An operator action runs in writes of its own, reading the due index
+//! through them: [`Core::handle_dead_letter_source`], a step at a time.
 //!
 //! Reports are read when the shell wants them: [`Core::stats`],
 //! [`Core::tenant_stats`], [`Core::sink_stats`], and
@@ -45,6 +45,7 @@ pub mod retry;
 pub mod rng;
 mod scan;
 mod slots;
+mod source_sweep;
 mod stragglers;
 mod types;
 pub mod wheel;
@@ -56,6 +57,7 @@ pub use outcome_event::{Outcome, OutcomeEvent};
 pub use report::{LastFailure, SinkOutcomes, SinkStats, TenantStats, UnloggedDead};
 pub use retry::{FailureClass, RetryDecision};
 pub use rng::Rng;
+pub use source_sweep::{DueCursor, LanePlace, SourceSweep, SweepStep};
 pub use stragglers::RunningAttempt;
 pub use types::*;
 pub use window::{Usage, Window};

@@ -321,7 +321,10 @@ fn a_tenant_whose_rows_left_the_index_leaves_the_round_robin_at_the_next_read() 
     m.add("ta", "a", &["t"], 100);
     c.handle_scan(0, &mut m);
     assert_eq!(c.poll_deadline(0), Some(100), "woken for ta's row");
-    assert_eq!(c.handle_dead_letter_source(0, "a", &mut m), 1);
+    assert_eq!(
+        c.handle_dead_letter_source(0, "a", FROM_START, ALL, &mut m),
+        (1, None)
+    );
     let _ = m.apply(&mut c);
     m.add("tb", "b", &["t"], 0);
     c.handle_committed();
@@ -692,8 +695,9 @@ fn dead_letter_source_takes_only_that_sources_pending_rows_with_attempts_unchang
     m.add("t", "keep", &["x"], 5);
     m.add("t", "drop", &["x", "y"], 5);
     m.add("u", "drop", &["x", "y"], 9_999);
-    let count = c.handle_dead_letter_source(10, "drop", &mut m);
+    let (count, next) = c.handle_dead_letter_source(10, "drop", FROM_START, ALL, &mut m);
     assert_eq!(count, 4, "due later counts too: every pending row");
+    assert_eq!(next, None);
     let reasons: Vec<(String, u32)> = m
         .apply(&mut c)
         .into_iter()
@@ -705,6 +709,52 @@ fn dead_letter_source_takes_only_that_sources_pending_rows_with_attempts_unchang
     assert_eq!(reasons, vec![("source_gone: drop".to_string(), 0); 4]);
     assert_eq!(m.rows.len(), 1, "the kept source's row is untouched");
     assert_eq!(c.stats().dead, 4);
+}
+
+/// The due index from its start, in one step.
+const FROM_START: DueCursor = DueCursor {
+    tenant: 0,
+    after: None,
+};
+const ALL: usize = usize::MAX;
+
+/// Dead-lettering a backlog in steps: each walks at most its entries (a
+/// tenant with none due counts one) and the next goes on where it stopped,
+/// so the steps take each of the source's rows once, and rows behind the
+/// last step's place are left.
+#[test]
+fn dead_letter_source_goes_in_steps_of_at_most_its_entries() {
+    let config = config_with(vec![
+        source("keep", "t", &["x"]),
+        source("drop", "u", &["x", "y"]),
+    ]);
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    for at in [5, 6, 7] {
+        m.add("t", "keep", &["x"], at);
+        m.add("u", "drop", &["x", "y"], at);
+    }
+    m.tenants.push(Arc::from("idle"));
+    let mut steps = Vec::new();
+    let mut from = Some(FROM_START);
+    while let Some(at) = from {
+        let (dead, next) = c.handle_dead_letter_source(10, "drop", at, 4, &mut m);
+        let _ = m.apply(&mut c);
+        steps.push((
+            dead,
+            next.as_ref()
+                .map(|n| (n.tenant, n.after.clone().map(|e| e.row.seq))),
+        ));
+        from = next;
+    }
+    // t's 3 rows kept and its end (4 entries); u's first 4 rows; u's last
+    // 2, its end and the idle tenant.
+    assert_eq!(
+        steps,
+        vec![(0, Some((1, None))), (4, Some((1, Some(4)))), (2, None)]
+    );
+    assert_eq!(c.stats().dead, 6);
+    assert_eq!(m.rows.len(), 3, "the kept source's rows are untouched");
 }
 
 /// A row whose record does not decode is quarantined and one whose hook

@@ -12,7 +12,7 @@ use super::shard::{ShardGauges, ShardInput, ShardStats};
 use super::step::NewRows;
 use crate::claim_check::{ClaimStore, ClaimSweeper};
 use crate::config::{Config, ConfigError};
-use crate::core::Catalog;
+use crate::core::{Catalog, SourceSweep};
 use crate::latency::AttemptLatency;
 use crate::limits::{COMMIT_QUEUE_WAIT_MS, COMMIT_REPLY_WAIT_MS};
 use crate::sink::{Sink, SinkRegistry};
@@ -233,7 +233,7 @@ pub struct Engine {
     pub(super) _lock: DataDirLock,
 }
 
-/// How long `dead_letter_source` waits for the shards.
+/// How long `dead_letter_source` waits for a shard's answer to one step.
 const DEAD_LETTER_SOURCE_WAIT: Duration = Duration::from_secs(30);
 
 /// How long `tick` waits by default.
@@ -374,24 +374,35 @@ impl Engine {
         Ok(settled.into_iter().sum())
     }
 
-    /// Dead-letters every pending row of `source_id` now as `source_gone`
-    /// and returns how many (for deleting a source that still has a
-    /// backlog). It runs inside each shard, the only mover of its rows, so
-    /// no claim races it. Rows whose hook is gone are dropped and not
+    /// Dead-letters every pending row of `source_id` as `source_gone` and
+    /// returns how many (for deleting a source that still has a backlog).
+    /// It runs inside each shard, the only mover of its rows, so no claim
+    /// races it, in steps of `DEAD_LETTER_STEP_ENTRIES` rows walked, so
+    /// the shard commits and delivers between them however large the
+    /// backlog (see [`crate::core::SourceSweep`]: rows committed while it
+    /// runs may be left). Rows whose hook is gone are dropped and not
     /// counted; rows claimed by a running attempt are left to settle.
-    /// `Unavailable` when the engine is stopped, a shard's store fails, or a
-    /// shard does not answer within `DEAD_LETTER_SOURCE_WAIT`.
+    /// `Unavailable` when the engine is stopped, a shard's store fails, or
+    /// a shard does not answer a step within `DEAD_LETTER_SOURCE_WAIT`; the
+    /// steps before it stay done.
     pub fn dead_letter_source(&self, source_id: &str) -> Result<u64, Unavailable> {
-        let counts = self.ask_shards(0..self.shards.len(), DEAD_LETTER_SOURCE_WAIT, |reply| {
-            ShardInput::DeadLetterSource {
-                source_id: source_id.to_string(),
-                reply,
+        let mut dead = 0;
+        for shard in 0..self.shards.len() {
+            let mut from = Some(SourceSweep::default());
+            while let Some(at) = from {
+                let ask = |reply| ShardInput::DeadLetterSource {
+                    source_id: source_id.to_string(),
+                    from: at.clone(),
+                    reply,
+                };
+                let answer = self.ask_shards(shard..shard + 1, DEAD_LETTER_SOURCE_WAIT, ask)?;
+                let step = answer.into_iter().next().ok_or(Unavailable)?;
+                let step = step.map_err(|_| Unavailable)?;
+                dead += step.dead;
+                from = step.next;
             }
-        })?;
-        counts
-            .into_iter()
-            .map(|count| count.map_err(|_| Unavailable))
-            .sum()
+        }
+        Ok(dead)
     }
 
     /// Sends each shard in `shards` the input `ask` builds around a reply

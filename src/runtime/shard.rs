@@ -22,10 +22,10 @@ use super::restart::Restarts;
 use super::room::{StoreRoom, TenantRoom};
 use super::step::{Completion, NewRows, ShardState, StepOutput};
 use crate::config::{DispatchConfig, RetryConfig};
-use crate::core::{Call, Catalog, Core, Grant, SinkStats, TenantStats};
+use crate::core::{Call, Catalog, Core, Grant, SinkStats, SourceSweep, SweepStep, TenantStats};
 use crate::limits::{
-    GROUP_COMMIT_LINGER_US, MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS,
-    SHUTDOWN_GRACE_MS,
+    DEAD_LETTER_STEP_ENTRIES, GROUP_COMMIT_LINGER_US, MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS,
+    REPORT_INTERVAL_MS, SHUTDOWN_GRACE_MS,
 };
 use crate::store::{PurgeStep, Purged, ReviveStep};
 use crate::store::{Revived, ShardStore, StoreError};
@@ -48,10 +48,12 @@ pub enum ShardInput {
         retry: RetryConfig,
         catalog: Arc<Catalog>,
     },
-    /// Dead-letter the source's pending rows; answer with how many.
+    /// One step of dead-lettering the source's pending rows; answer with
+    /// how many and where the next step goes on.
     DeadLetterSource {
         source_id: String,
-        reply: Sender<Result<u64, Arc<StoreError>>>,
+        from: SourceSweep,
+        reply: Sender<Result<SweepStep, Arc<StoreError>>>,
     },
     /// One replay step; answer with what it revived.
     Revive {
@@ -387,8 +389,14 @@ impl ShardLoop {
                 retry,
                 catalog,
             } => state.handle_reconfigure(dispatch, retry, catalog),
-            ShardInput::DeadLetterSource { source_id, reply } => {
-                let dead = state.dead_letter_source(self.clock.now_ms(), &source_id);
+            ShardInput::DeadLetterSource {
+                source_id,
+                from,
+                reply,
+            } => {
+                let now_ms = self.clock.now_ms();
+                let dead =
+                    state.dead_letter_source(now_ms, &source_id, &from, DEAD_LETTER_STEP_ENTRIES);
                 let events = state.take_outcome_events();
                 self.observers.outcomes(self.index, &events);
                 let _ = reply.send(dead);

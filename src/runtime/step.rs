@@ -23,8 +23,8 @@
 use super::reply::FirstId;
 use crate::config::{DispatchConfig, RetryConfig};
 use crate::core::{
-    AttemptResult, BreakerEvent, Call, Catalog, Core, Grant, JobId, OutcomeEvent, RowId,
-    RunningAttempt, SourceEntry,
+    AttemptResult, BreakerEvent, Call, Catalog, Core, DueCursor, Grant, JobId, OutcomeEvent, RowId,
+    RunningAttempt, SourceEntry, SourceSweep, SweepStep,
 };
 use crate::limits::{MAX_UNFLUSHED_OPS, OUTCOME_FLUSH_MS, REPLAY_SCAN_BUDGET, STORE_RETRY_MS};
 use crate::store::{
@@ -258,42 +258,67 @@ impl<'s> ShardState<'s> {
         self.core.handle_drain();
     }
 
-    /// Dead-letters every pending row of `source_id` now (see
-    /// [`Core::handle_dead_letter_source`]), and the rows waiting in its
-    /// lanes (see [`store::lanes`]), and commits, so the count it
-    /// returns is durable. A pass that set unreadable due entries aside is
-    /// followed by another (setting aside leaves nothing to set aside again).
+    /// One step of dead-lettering the pending rows of `source_id` (see
+    /// [`crate::core::SourceSweep`]): at most `max_entries` lane members or
+    /// due entries from `from` on, committed, so the count it returns is
+    /// durable. A step that set unreadable due entries aside may have read
+    /// short, so the next goes on from where it began (setting aside leaves
+    /// nothing to set aside again).
     pub fn dead_letter_source(
         &mut self,
         now_ms: u64,
         source_id: &str,
-    ) -> Result<u64, Arc<StoreError>> {
-        let mut count = 0;
-        // Rows whose due entries a pass set aside are due again for the next.
-        loop {
-            let (dead, set_aside) = self.write_now(now_ms, |store, txn, tenants, core| {
-                let source: Arc<str> = source_id.into();
-                let members = store::lanes::dead_letter_members(
-                    store,
-                    txn,
-                    tenants,
-                    source_id,
-                    now_ms,
-                    &mut |row, hook_id, fields, reason| {
-                        core.report_dead(now_ms, &source, (row, hook_id), fields, reason)
-                    },
-                )?;
-                let (dead, set_aside) = read_due(store, txn, tenants, core, |core, index| {
-                    core.handle_dead_letter_source(now_ms, source_id, index)
-                })?;
-                Ok((members + dead, set_aside))
-            })?;
-            count += dead;
-            self.unreadable_due += set_aside as u64;
-            if set_aside == 0 {
-                return Ok(count);
+        from: &SourceSweep,
+        max_entries: usize,
+    ) -> Result<SweepStep, Arc<StoreError>> {
+        let (dead, next, set_aside) = self.write_now(now_ms, |store, txn, tenants, core| {
+            let source: Arc<str> = source_id.into();
+            match from {
+                SourceSweep::Lanes(place) => {
+                    let sweep = store::lanes::MemberSweep {
+                        source_id,
+                        from: *place,
+                        max_entries,
+                        now_ms,
+                    };
+                    let (dead, next) = store::lanes::dead_letter_members(
+                        store,
+                        txn,
+                        tenants,
+                        &sweep,
+                        &mut |row, hook_id, fields, reason| {
+                            core.report_dead(now_ms, &source, (row, hook_id), fields, reason)
+                        },
+                    )?;
+                    let next = match next {
+                        Some(place) => SourceSweep::Lanes(Some(place)),
+                        None => SourceSweep::Due(DueCursor::default()),
+                    };
+                    Ok((dead, Some(next), 0))
+                }
+                SourceSweep::Due(at) => {
+                    let ((dead, next), set_aside) =
+                        read_due(store, txn, tenants, core, |core, index| {
+                            let at = at.clone();
+                            core.handle_dead_letter_source(
+                                now_ms,
+                                source_id,
+                                at,
+                                max_entries,
+                                index,
+                            )
+                        })?;
+                    Ok((dead, next.map(SourceSweep::Due), set_aside))
+                }
             }
-        }
+        })?;
+        self.unreadable_due += set_aside as u64;
+        let next = if set_aside > 0 {
+            Some(from.clone())
+        } else {
+            next
+        };
+        Ok(SweepStep { dead, next })
     }
 
     /// One replay step (see [`store::dead::revive`]): the revived rows are

@@ -29,8 +29,11 @@ use super::record::{decode_hook_head, decode_row};
 use super::tenant_bytes::TenantDeltas;
 use super::write::apply;
 use super::{keys, ShardStore, StoreError, TenantTable};
-use crate::core::{DeadReason, LaneId, RowFields, RowId, StoreOp, TenantId, LANE_ID_BYTES};
+use crate::core::{
+    DeadReason, LaneId, LanePlace, RowFields, RowId, StoreOp, TenantId, LANE_ID_BYTES,
+};
 use heed::RwTxn;
+use std::ops::Bound;
 
 /// A member that became its lane's head, and so a due row of its tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,37 +139,96 @@ pub fn leave_headed_by(
     }
 }
 
-/// Dead-letters, as `source_gone`, every member of the lanes of
-/// `source_id`; returns how many. Their heads are due or claimed rows,
-/// which the caller settles the usual way. Reads every lane's head hook,
-/// so only for this admin call. A member whose record does not decode is
-/// left for the scan. `report` is given each row written dead whose hook
-/// record decodes: its id, its hook's id, its fields and the reason.
+/// One step of dead-lettering the members of a source's lanes.
+pub struct MemberSweep<'a> {
+    pub source_id: &'a str,
+    /// Where to go on from; `None` for the first lane.
+    pub from: Option<LanePlace>,
+    /// Members walked plus lanes walked (at least 1).
+    pub max_entries: usize,
+    pub now_ms: u64,
+}
+
+/// Dead-letters, as `source_gone`, the members of the lanes of the
+/// sweep's source, walking at most `max_entries` lanes and members;
+/// returns how many, and where the next step goes on (`None` when every
+/// lane was walked). Their heads are due or claimed rows, which the caller
+/// settles the usual way. Reads every lane's head hook, so only for this
+/// admin call. A member whose record does not decode is left for the scan
+/// (it is quarantined when it heads its lane). `report` is given each row
+/// written dead whose hook record decodes: its id, its hook's id, its
+/// fields and the reason.
 pub fn dead_letter_members(
     store: &ShardStore,
     wtxn: &mut RwTxn,
     tenants: &TenantTable,
-    source_id: &str,
-    now_ms: u64,
+    sweep: &MemberSweep,
     report: &mut dyn FnMut(RowId, &str, &RowFields, &str),
-) -> Result<u64, StoreError> {
-    let mut members = Vec::new();
-    for item in store.lanes.iter(wtxn)? {
+) -> Result<(u64, Option<LanePlace>), StoreError> {
+    let (source_id, now_ms) = (sweep.source_id, sweep.now_ms);
+    let first = sweep.from.map(|place| place.lane.0);
+    let start = first
+        .as_ref()
+        .map_or(Bound::Unbounded, |id| Bound::Included(&id[..]));
+    let mut budget = sweep.max_entries.max(1);
+    let (mut members, mut next) = (Vec::new(), None);
+    for item in store.lanes.range(wtxn, &(start, Bound::Unbounded))? {
         let (k, v) = item?;
         let (Ok(id), Some(head)) = (<[u8; LANE_ID_BYTES]>::try_from(k), parse_row_key(v)) else {
             continue;
         };
+        let lane = LaneId(id);
+        if budget == 0 {
+            next = Some(LanePlace {
+                lane,
+                after_seq: None,
+            });
+            break;
+        }
         let source = store
             .records
             .get(wtxn, &keys::hook_key(head.seq))?
             .and_then(|bytes| decode_hook_head(bytes).ok())
             .map(|head| head.source_id);
         if source.as_deref() != Some(source_id) {
+            budget -= 1;
             continue;
         }
-        for member in store.members.prefix_iter(wtxn, &id)? {
+        let after_seq = sweep
+            .from
+            .filter(|place| place.lane == lane)
+            .and_then(|p| p.after_seq);
+        let low = member_key(lane, after_seq.unwrap_or(0));
+        let low = match after_seq {
+            Some(_) => Bound::Excluded(&low[..]),
+            None => Bound::Included(&low[..]),
+        };
+        let high = member_key(lane, u64::MAX);
+        // A lane of the source costs its members, or one if it has none
+        // left: each step takes at least one member or lane.
+        let mut last_taken = None;
+        for member in store
+            .members
+            .range(wtxn, &(low, Bound::Included(&high[..])))?
+        {
             let (k, _) = member?;
-            members.extend(parse_member_key(k));
+            let Some((_, row)) = parse_member_key(k) else {
+                continue;
+            };
+            if budget == 0 {
+                let after_seq = last_taken.or(after_seq);
+                next = Some(LanePlace { lane, after_seq });
+                break;
+            }
+            budget -= 1;
+            last_taken = Some(row.seq);
+            members.push((lane, row));
+        }
+        if last_taken.is_none() {
+            budget -= 1;
+        }
+        if next.is_some() {
+            break;
         }
     }
     let reason = DeadReason::SourceGone {
@@ -208,7 +270,7 @@ pub fn dead_letter_members(
         apply(store, wtxn, tenants, &op, &mut TenantDeltas::default())?;
         dead += 1;
     }
-    Ok(dead)
+    Ok((dead, next))
 }
 
 #[cfg(test)]
@@ -493,25 +555,23 @@ mod tests {
             &store,
             &mut wtxn,
             &tenants,
-            "other",
-            70,
+            &sweep("other", None, 100),
             &mut |_, _, _, _| {},
         )
         .unwrap();
-        assert_eq!(other, 0);
+        assert_eq!(other, (0, None));
         let mut reported = Vec::new();
         let dead = dead_letter_members(
             &store,
             &mut wtxn,
             &tenants,
-            "s",
-            70,
+            &sweep("s", None, 100),
             &mut |row, hook, f, why| {
                 reported.push((row.seq, hook.to_string(), f.attempts, why.to_string()))
             },
         )
         .unwrap();
-        assert_eq!(dead, 2);
+        assert_eq!(dead, (2, None));
         let gone = |seq: u64| (seq, format!("h{seq}"), 0, "source_gone: s".to_string());
         assert_eq!(reported, vec![gone(2), gone(3)]);
         assert_eq!(
@@ -524,5 +584,64 @@ mod tests {
         assert_eq!(reason.as_deref(), Some("source_gone: s"));
         wtxn.commit().unwrap();
         assert!(store.verify().unwrap().problems.is_empty());
+    }
+
+    fn sweep(source_id: &str, from: Option<LanePlace>, max_entries: usize) -> MemberSweep<'_> {
+        MemberSweep {
+            source_id,
+            from,
+            max_entries,
+            now_ms: 70,
+        }
+    }
+
+    /// In steps of one entry each, lane "a"'s members go one a step and
+    /// lane "b" (no members) costs one; a member whose record does not
+    /// decode is passed over and stays, so no step walks it again.
+    #[test]
+    fn a_sources_lane_members_go_in_steps_and_an_unreadable_one_is_passed_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+        let mut tenants = TenantTable::load(&store).unwrap();
+        let (a, b) = four_hooks(&store, &mut tenants);
+        let mut wtxn = store.env.write_txn().unwrap();
+        store
+            .records
+            .put(&mut wtxn, &row_key(row(2)), b"?")
+            .unwrap();
+        let (mut reported, mut steps) = (Vec::new(), Vec::new());
+        let mut from = None;
+        loop {
+            let (dead, next) = dead_letter_members(
+                &store,
+                &mut wtxn,
+                &tenants,
+                &sweep("s", from, 1),
+                &mut |row, _, _, _| reported.push(row.seq),
+            )
+            .unwrap();
+            steps.push((dead, next));
+            match next {
+                Some(place) => from = Some(place),
+                None => break,
+            }
+        }
+        let a_first = a < b;
+        let in_a = |after_seq| Some(LanePlace { lane: a, after_seq });
+        let expected = if a_first {
+            let at_b = Some(LanePlace {
+                lane: b,
+                after_seq: None,
+            });
+            vec![(0, in_a(Some(2))), (1, at_b), (0, None)]
+        } else {
+            vec![(0, in_a(None)), (0, in_a(Some(2))), (1, None)]
+        };
+        assert_eq!(steps, expected);
+        assert_eq!(reported, vec![3]);
+        assert_eq!(
+            due_and_waiting(&store, &wtxn),
+            (vec![(1, 11), (4, 14)], vec![2])
+        );
     }
 }

@@ -73,6 +73,61 @@ fn dead_letter_source_dead_letters_pending_rows_and_leaves_claimed_ones() {
     assert_eq!(engine.dead_letter_source("doomed"), Err(goad::Unavailable));
 }
 
+/// A backlog of several steps of `dead_letter_source` (1,024 rows walked
+/// each): the steps together take each of the source's pending rows
+/// once, beside another tenant's backlog that they walk and leave.
+#[test]
+fn dead_letter_source_takes_a_backlog_of_many_steps_once_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    for (source, tenant) in [("doomed", "t"), ("kept", "u")] {
+        c.dispatch
+            .tenants
+            .insert(tenant.into(), tenant_limits(1, 1));
+        c.sources.push(source_of_kinds(source, tenant, &["gate"]));
+    }
+    let gate = gate();
+    let dead_hooks = Arc::new(parking_lot::Mutex::new(Vec::<String>::new()));
+    let observed = dead_hooks.clone();
+    let engine = Engine::builder(c)
+        .sink("gate", gate.sink.clone())
+        .on_outcome(move |event| observed.lock().push(event.hook_id.clone()))
+        .open()
+        .unwrap();
+    std::thread::scope(|s| {
+        for (source, hooks) in [("doomed", 2_400), ("kept", 1_600)] {
+            for _ in 0..8 {
+                let engine = &engine;
+                s.spawn(move || {
+                    for _ in 0..hooks / 8 {
+                        engine.commit(NewHook::new(source, "x")).unwrap();
+                    }
+                });
+            }
+        }
+    });
+    wait_until(
+        "one attempt of each tenant held at the gate",
+        Duration::from_secs(5),
+        || engine.stats()[0].running == 2,
+    );
+    assert_eq!(engine.dead_letter_source("doomed").unwrap(), 2_399);
+    let mut reported = std::mem::take(&mut *dead_hooks.lock());
+    reported.sort();
+    reported.dedup();
+    assert_eq!(reported.len(), 2_399, "each reported once");
+    let pending = |source: &str| {
+        rows(&engine)
+            .iter()
+            .filter(|r| r.record.status == RowStatus::Pending && r.source_id == source)
+            .count()
+    };
+    assert_eq!((pending("doomed"), pending("kept")), (1, 1_600));
+    assert_eq!(dead(&engine).len(), 2_399);
+    drop(gate.open);
+    engine.shutdown();
+}
+
 /// Reference scenario 9 through the library: a row dead after its one
 /// attempt is replayed once its sink is fixed: delivered once, carrying the
 /// replay's id, counted, its hook reclaimed; nothing is left to replay.
