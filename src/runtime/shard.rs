@@ -457,6 +457,9 @@ impl ShardLoop {
             self.duplicates += duplicates;
             self.group_commits += 1;
         }
+        // A committer that reads the stats once answered sees its commit
+        // (or duplicate) counted.
+        self.publish(state, false);
         answer(&self.pool, out, replies);
         let stats = state.core().stats();
         let (active_tenants, claimed) = (stats.active_tenants, stats.claimed.rows > 0);

@@ -222,3 +222,26 @@ fn a_panicking_commit_callback_does_not_stop_the_shard() {
     bodies.sort();
     assert_eq!(bodies, vec![b"first".to_vec(), b"second".to_vec()]);
 }
+
+/// A committer that reads the stats once its commit returned sees it
+/// counted (the shard publishes its counters before it answers), and its
+/// duplicate too.
+#[test]
+fn a_commit_is_counted_in_the_stats_by_the_time_it_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    let mut s = source_of_kinds("s", "t", &["gate"]);
+    s.dedupe_window_ms = Some(60_000);
+    c.sources.push(s);
+    let gate = gate();
+    let engine = gated_engine(c, &gate);
+    for n in 1..=300u64 {
+        let mut hook = NewHook::new("s", "x");
+        hook.dedupe_key = Some(format!("k{}", n / 2));
+        engine.commit(hook).unwrap();
+        let stats = engine.stats()[0];
+        assert_eq!(stats.commits + stats.duplicates, n, "after commit {n}");
+    }
+    drop(gate.open);
+    engine.shutdown();
+}
