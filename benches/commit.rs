@@ -13,8 +13,10 @@
 //!
 //! After the criterion runs, the lines that compare within one run: the
 //! engine at 64 committers and raw LMDB at the engine's batch size
-//! alternated in blocks, and raw transactions back to back against the same
-//! after a gap of busy work, as an engine's syncs are.
+//! alternated in blocks; the same with 64 commits in flight from one
+//! thread through `commit_then`, as the node's event loop commits (no
+//! committer thread to wake per commit); and raw transactions back to back
+//! against the same after a gap of busy work, as an engine's syncs are.
 
 use criterion::measurement::WallTime;
 use criterion::Throughput;
@@ -208,24 +210,88 @@ fn raw_run(group: &mut BenchmarkGroup<WallTime>, name: &str, committers: usize, 
     });
 }
 
-/// The engine and raw LMDB alternated in blocks (see `common::paired`):
-/// `committers` threads commit `per_thread` hooks each, then one thread
-/// writes as many hooks' records raw, in transactions of the mean
-/// group-commit size the engine had in that block. Prints the rates over
-/// all blocks and the median of the blocks' ratios; returns the mean
-/// group-commit size.
+/// Engine blocks against raw LMDB blocks of the same hooks, alternated
+/// (see `common::paired`): each raw block is written by one thread in
+/// transactions of the mean group-commit size the engine had in the block
+/// before it.
+struct PairedBlocks<'e> {
+    engine: &'e Engine,
+    raw: Raw,
+    engine_s: f64,
+    raw_s: f64,
+    batches: usize,
+    ratios: Vec<f64>,
+}
+
+impl PairedBlocks<'_> {
+    fn new(engine: &Engine) -> PairedBlocks<'_> {
+        PairedBlocks {
+            engine,
+            raw: Raw::open(),
+            engine_s: 0.0,
+            raw_s: 0.0,
+            batches: 0,
+            ratios: Vec::new(),
+        }
+    }
+
+    /// Times `commit_block` (which commits `hooks` hooks), then as many
+    /// hooks' records written raw at the block's mean group-commit size.
+    fn block(&mut self, hooks: usize, commit_block: impl FnOnce()) {
+        let before = self.engine.stats()[0];
+        let began = Instant::now();
+        commit_block();
+        let engine_block_s = began.elapsed().as_secs_f64();
+        let after = self.engine.stats()[0];
+        let syncs = (after.group_commits - before.group_commits).max(1);
+        let batch = ((after.commits - before.commits) as f64 / syncs as f64).round() as usize;
+        let began = Instant::now();
+        let mut left = hooks;
+        while left > 0 {
+            let n = batch.clamp(1, left);
+            self.raw.write(n);
+            left -= n;
+        }
+        let raw_block_s = began.elapsed().as_secs_f64();
+        self.engine_s += engine_block_s;
+        self.raw_s += raw_block_s;
+        self.batches += batch;
+        self.ratios.push(raw_block_s / engine_block_s);
+    }
+
+    /// Prints the rates over all blocks and the median of the blocks'
+    /// ratios; returns the mean group-commit size.
+    fn report(mut self, what: &str, hooks: usize) -> usize {
+        let blocks = self.ratios.len();
+        let total = (hooks * blocks) as f64;
+        self.ratios.sort_by(f64::total_cmp);
+        println!(
+            "durable_commit paired, {what}, {blocks} blocks of {hooks} hooks: engine {:.1}k/s, raw at its batch (mean {}) {:.1}k/s, ratio {:.2} (median block {:.2})",
+            total / self.engine_s / 1e3,
+            self.batches / blocks,
+            total / self.raw_s / 1e3,
+            self.raw_s / self.engine_s,
+            self.ratios[blocks / 2],
+        );
+        self.batches / blocks
+    }
+}
+
+/// Hooks each committer commits in a block of the paired runs.
+const PER_COMMITTER: usize = 40;
+
+/// `committers` threads, each committing `PER_COMMITTER` hooks a block with
+/// `Engine::commit`, against raw LMDB; returns the mean group-commit size.
 fn paired_commits(engine: &Engine, source: &str, committers: usize, blocks: usize) -> usize {
-    const PER_THREAD: usize = 40;
     let (start, done) = (Barrier::new(committers + 1), Barrier::new(committers + 1));
-    let mut raw = Raw::open();
-    let (mut engine_s, mut raw_s, mut batches) = (0.0, 0.0, 0);
-    let mut ratios = Vec::with_capacity(blocks);
+    let hooks = committers * PER_COMMITTER;
+    let mut paired = PairedBlocks::new(engine);
     std::thread::scope(|s| {
         for _ in 0..committers {
             s.spawn(|| {
                 for _ in 0..blocks {
                     start.wait();
-                    for _ in 0..PER_THREAD {
+                    for _ in 0..PER_COMMITTER {
                         let hook = NewHook::new(source, vec![b'x'; BODY_BYTES]);
                         engine.commit(hook).unwrap();
                     }
@@ -233,41 +299,53 @@ fn paired_commits(engine: &Engine, source: &str, committers: usize, blocks: usiz
                 }
             });
         }
-        let hooks = committers * PER_THREAD;
         for _ in 0..blocks {
-            let before = engine.stats()[0];
-            let began = Instant::now();
-            start.wait();
-            done.wait();
-            let engine_block_s = began.elapsed().as_secs_f64();
-            let after = engine.stats()[0];
-            let syncs = (after.group_commits - before.group_commits).max(1);
-            let batch = ((after.commits - before.commits) as f64 / syncs as f64).round() as usize;
-            let began = Instant::now();
-            let mut left = hooks;
-            while left > 0 {
-                let n = batch.clamp(1, left);
-                raw.write(n);
-                left -= n;
-            }
-            let raw_block_s = began.elapsed().as_secs_f64();
-            engine_s += engine_block_s;
-            raw_s += raw_block_s;
-            batches += batch;
-            ratios.push(raw_block_s / engine_block_s);
+            paired.block(hooks, || {
+                start.wait();
+                done.wait();
+            });
         }
-        let total = (hooks * blocks) as f64;
-        ratios.sort_by(f64::total_cmp);
-        println!(
-            "durable_commit paired, {source}/{committers}, {blocks} blocks of {hooks} hooks: engine {:.1}k/s, raw at its batch (mean {}) {:.1}k/s, ratio {:.2} (median block {:.2})",
-            total / engine_s / 1e3,
-            batches / blocks,
-            total / raw_s / 1e3,
-            raw_s / engine_s,
-            ratios[blocks / 2],
-        );
     });
-    batches / blocks
+    paired.report(&format!("{source}/{committers}"), hooks)
+}
+
+/// `in_flight` commits at a time from one thread with `commit_then`, as
+/// the node's event loop commits its requests (each answered by a callback
+/// on the shard thread, no committer thread to wake), `in_flight *
+/// PER_COMMITTER` hooks a block, against raw LMDB.
+fn paired_commits_then(engine: &Engine, source: &str, in_flight: usize, blocks: usize) {
+    let hooks = in_flight * PER_COMMITTER;
+    let window = Arc::new((Mutex::new(0usize), Condvar::new()));
+    let mut paired = PairedBlocks::new(engine);
+    for _ in 0..blocks {
+        paired.block(hooks, || {
+            let (open, freed) = &*window;
+            for _ in 0..hooks {
+                let mut n = open.lock();
+                while *n == in_flight {
+                    freed.wait(&mut n);
+                }
+                *n += 1;
+                drop(n);
+                let window = window.clone();
+                let hook = NewHook::new(source, vec![b'x'; BODY_BYTES]);
+                let done = move |result: Result<String, goad::CommitError>| {
+                    result.unwrap();
+                    *window.0.lock() -= 1;
+                    window.1.notify_one();
+                };
+                engine.commit_then(hook, done).unwrap();
+            }
+            let mut n = open.lock();
+            while *n > 0 {
+                freed.wait(&mut n);
+            }
+        });
+    }
+    paired.report(
+        &format!("{source}/{in_flight} in flight, commit_then"),
+        hooks,
+    );
 }
 
 /// A raw synced transaction of `batch` hooks written back to back, and the
@@ -336,6 +414,7 @@ fn main() {
         let engine = engine(dir.path(), &sink);
         let source = if held { "held" } else { "delivering" };
         held_batch = paired_commits(&engine, source, 64, blocks);
+        paired_commits_then(&engine, source, 64, blocks);
         sink.hold(false);
         engine.shutdown();
     }
