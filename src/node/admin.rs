@@ -130,7 +130,9 @@ fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Req
         },
         WorkerRoute::Reload => reload(state, engine),
         WorkerRoute::Backup => super::backup::backup(engine, request),
-        WorkerRoute::Drain(set) => super::drain::drain(&state.drain, engine, *set),
+        WorkerRoute::Drain(set) => {
+            super::drain::drain(&state.drain, engine, &state.config.read(), *set)
+        }
     }
 }
 

@@ -6,8 +6,9 @@
 //! while draining goes on draining instead of taking hooks again.
 
 use super::http::Response;
+use crate::config::Config;
 use crate::runtime::Engine;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -68,8 +69,15 @@ pub(super) fn not_ready() -> Response {
 }
 
 /// `GET /v1/drain` (`set` none), `POST` (start) or `DELETE` (end): whether
-/// the node drains, and the rows it still holds.
-pub(super) fn drain(drain: &Drain, engine: &Engine, set: Option<bool>) -> Response {
+/// the node drains, the rows it still holds, and the sinks the config
+/// pauses (their rows are held, so a drain does not end while they have
+/// any).
+pub(super) fn drain(
+    drain: &Drain,
+    engine: &Engine,
+    config: &Config,
+    set: Option<bool>,
+) -> Response {
     if let Some(on) = set {
         if let Err(e) = drain.set(on) {
             let message = format!("cannot write {}: {e}", drain.marker.display());
@@ -87,6 +95,21 @@ pub(super) fn drain(drain: &Drain, engine: &Engine, set: Option<bool>) -> Respon
         &json!({
             "draining": drain.is_on(),
             "pending_rows": pending_rows,
+            "paused_sinks": paused_sinks(config),
         }),
     )
+}
+
+fn paused_sinks(config: &Config) -> Vec<Value> {
+    let sinks = config.sources.iter().flat_map(|source| {
+        let paused = source
+            .sinks
+            .iter()
+            .enumerate()
+            .filter(|(_, sink)| sink.paused);
+        paused.map(|(index, sink)| {
+            json!({"source_id": source.id, "sink_index": index, "sink_type": sink.kind})
+        })
+    });
+    sinks.collect()
 }

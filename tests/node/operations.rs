@@ -81,7 +81,7 @@ fn a_draining_node_delivers_what_it_holds_takes_nothing_new_and_drains_across_a_
     let started = call(addr, "POST", "/v1/drain", &[], b"");
     assert_eq!(
         started.json(),
-        serde_json::json!({"draining": true, "pending_rows": 3})
+        serde_json::json!({"draining": true, "pending_rows": 3, "paused_sinks": []})
     );
     let refused = ingest(addr, "a", b"four", &[]);
     assert_eq!(
@@ -123,7 +123,7 @@ fn a_draining_node_delivers_what_it_holds_takes_nothing_new_and_drains_across_a_
     let ended = call(addr, "DELETE", "/v1/drain", &[], b"");
     assert_eq!(
         ended.json(),
-        serde_json::json!({"draining": false, "pending_rows": 0})
+        serde_json::json!({"draining": false, "pending_rows": 0, "paused_sinks": []})
     );
     assert_eq!(get(addr, "/readyz").status, 200);
     assert_eq!(ingest(addr, "a", b"four", &[]).status, 202);
@@ -271,7 +271,7 @@ fn the_operator_cli_lists_replays_and_reports() {
         assert_eq!(code, Some(0), "{out}");
         assert_eq!(
             serde_json::from_str::<serde_json::Value>(&out).unwrap(),
-            serde_json::json!({"draining": draining, "pending_rows": 0}),
+            serde_json::json!({"draining": draining, "pending_rows": 0, "paused_sinks": []}),
             "{args:?}"
         );
     }
@@ -337,6 +337,16 @@ fn a_sink_paused_in_the_config_file_is_resumed_by_a_reload() {
     assert_eq!(state()["last_error"], "sink paused");
     assert_eq!(get(addr, "/v1/sinks").json()["sinks"][0]["paused"], true);
     assert_eq!(receiver.count(), 0);
+    // A drain names the paused sink that keeps its row.
+    assert_eq!(
+        call(addr, "POST", "/v1/drain", &[], b"").json(),
+        serde_json::json!({
+            "draining": true,
+            "pending_rows": 1,
+            "paused_sinks": [{"source_id": "a", "sink_index": 0, "sink_type": "http"}],
+        })
+    );
+    call(addr, "DELETE", "/v1/drain", &[], b"");
     write(false);
     let reply = call(addr, "POST", "/v1/reload", &[], b"");
     assert_eq!(reply.json()["applied"], serde_json::json!(["sources"]));
