@@ -122,6 +122,10 @@ enum Command {
         #[arg(long)]
         status: bool,
     },
+    /// Re-read a node's config file, as SIGHUP does: prints the keys it
+    /// applied and those that need a restart; an invalid file changes
+    /// nothing and is named with its error.
+    Reload(NodeArgs),
     /// Dead letters on a node.
     Dlq {
         #[command(subcommand)]
@@ -181,6 +185,15 @@ enum DlqCommand {
         /// Only rows dead at or before this time (unix ms).
         #[arg(long)]
         until_ms: Option<u64>,
+    },
+    /// Dead-letter every pending row of a source as `source_gone` (to
+    /// delete a source that still has a backlog); prints how many.
+    Add {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// The source whose pending rows to dead-letter.
+        #[arg(long)]
+        source: String,
     },
     /// Replay matching dead letters through the pipeline.
     Replay {
@@ -320,6 +333,7 @@ fn main() -> ExitCode {
             };
             print_call(&node, method, "/v1/drain", None)
         }
+        Command::Reload(node) => print_call(&node, "POST", "/v1/reload", None),
         Command::Dlq { command } => match command {
             DlqCommand::List {
                 node,
@@ -329,6 +343,10 @@ fn main() -> ExitCode {
             } => {
                 let query = filter.query(&[("limit", Some(limit.to_string())), ("cursor", cursor)]);
                 print_call(&node, "GET", &format!("/v1/dead-letters{query}"), None)
+            }
+            DlqCommand::Add { node, source } => {
+                let path = format!("/v1/sources/{}/dead-letter", encode(&source));
+                print_call(&node, "POST", &path, None)
             }
             DlqCommand::Show { node, id, body } => {
                 show(&node, &format!("/v1/dead-letters/{}", encode(&id)), body)

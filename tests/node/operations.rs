@@ -240,6 +240,17 @@ fn the_operator_cli_lists_replays_and_reports() {
     );
     let (code, out, _) = goad(&["hook", hook_id, "--body"], true);
     assert_eq!((code, out.as_str()), (Some(0), "x"));
+    // Its one hook is dead already: nothing pending to dead-letter.
+    let (code, out, _) = goad(&["dlq", "add", "--source", "a"], true);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap(),
+        serde_json::json!({"count": 0})
+    );
+    // This node was started without a config file.
+    let (code, _, err) = goad(&["reload"], true);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("HTTP 409 no_config_file"), "{err}");
     for args in [
         &["sinks"][..],
         &["sinks", "--source", "a", "--tenant", "t1"],
