@@ -1,13 +1,16 @@
 //! `GET /v1/sinks`: every configured sink with what its attempts came to
 //! since the node started, its latest failure and its breaker: which
-//! receiver is failing, and why, without reading the logs.
+//! receiver is failing, and why, without reading the logs; and for a
+//! paused sink, how many rows it holds.
 
-use super::admin::unavailable;
+use super::admin::{store_error, unavailable};
 use super::http::{Request, Response};
 use crate::core::{BreakerState, SinkStats};
 use crate::latency::LatencyCounts;
 use crate::runtime::Engine;
+use crate::store::HeldBySink;
 use serde_json::{json, Value};
+use std::collections::HashMap;
 
 pub(super) fn sinks(engine: &Engine, request: &Request) -> Response {
     let source = request.query_param("source_id").filter(|s| !s.is_empty());
@@ -16,11 +19,33 @@ pub(super) fn sinks(engine: &Engine, request: &Request) -> Response {
         Ok(stats) => stats,
         Err(e) => return unavailable(&e),
     };
-    let sinks: Vec<Value> = stats
+    let listed: Vec<&SinkStats> = stats
         .iter()
         .filter(|s| source.as_deref().is_none_or(|id| *s.key.source_id == *id))
         .filter(|s| tenant.as_deref().is_none_or(|t| *s.key.tenant == *t))
-        .map(sink_json)
+        .collect();
+    // Held rows are counted for paused sinks only, each tenant's once.
+    let mut held: HashMap<&str, HeldBySink> = HashMap::new();
+    for stats in listed.iter().filter(|s| s.paused) {
+        let tenant = &*stats.key.tenant;
+        if !held.contains_key(tenant) {
+            match engine.held_by_sink(tenant) {
+                Ok(counts) => held.insert(tenant, counts),
+                Err(e) => return store_error(&e),
+            };
+        }
+    }
+    let sinks: Vec<Value> = listed
+        .into_iter()
+        .map(|stats| {
+            let key = &stats.key;
+            let counts = held.get(&*key.tenant).filter(|_| stats.paused);
+            let held = counts.map(|c| {
+                let sink = (key.source_id.clone(), key.sink_index);
+                c.get(&sink).copied().unwrap_or(0)
+            });
+            sink_json(stats, held)
+        })
         .collect();
     Response::json(200, &json!({ "sinks": sinks }))
 }
@@ -50,7 +75,8 @@ fn summary_ms(durations: &LatencyCounts) -> Value {
     })
 }
 
-fn sink_json(stats: &SinkStats) -> Value {
+/// A sink's entry; `held` is counted for a paused sink (`None`: not paused).
+fn sink_json(stats: &SinkStats, held: Option<u64>) -> Value {
     let key = &stats.key;
     let outcomes = &stats.outcomes;
     let (breaker, open_until_ms) = breaker_name(stats.breaker);
@@ -69,6 +95,7 @@ fn sink_json(stats: &SinkStats) -> Value {
             "error": f.error,
         })),
         "paused": stats.paused,
+        "held": held,
         "breaker": breaker,
         "breaker_open_until_ms": open_until_ms,
         "consecutive_failures": stats.consecutive_failures,

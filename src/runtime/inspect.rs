@@ -11,7 +11,7 @@ use crate::latency::LatencyCounts;
 use crate::store::{
     DeadFilter, DeadItem, DeadLetter, DeadPosition, HookStatus, Revived, StoreError,
 };
-use crate::store::{PurgeStep, ReplayCounts, ReviveStep};
+use crate::store::{HeldBySink, PurgeStep, ReplayCounts, ReviveStep};
 use crossbeam_channel::Sender;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -106,6 +106,16 @@ impl Engine {
     /// How many dead rows match `filter`.
     pub fn count_dead(&self, filter: &DeadFilter) -> Result<u64, StoreError> {
         self.shards.iter().map(|s| s.store.count_dead(filter)).sum()
+    }
+
+    /// How many of `tenant`'s rows are held for paused sinks, by source
+    /// and sink index (see [`ShardStore::held_by_sink`]: a walk of the
+    /// tenant's held rows, on the calling thread).
+    ///
+    /// [`ShardStore::held_by_sink`]: crate::store::ShardStore::held_by_sink
+    pub fn held_by_sink(&self, tenant: &str) -> Result<HeldBySink, StoreError> {
+        let shard = &self.shards[Engine::shard_of(tenant, self.shards.len())];
+        shard.store.held_by_sink(tenant)
     }
 
     /// Due rows per shard.

@@ -98,6 +98,7 @@ pub mod dead;
 mod dead_keys;
 pub mod dedupe;
 mod fill;
+mod held_count;
 pub mod hook_index;
 mod hook_status;
 pub mod index;
@@ -114,6 +115,7 @@ mod verify;
 pub(crate) mod write;
 
 pub use dead::{DeadFilter, DeadItem, DeadLetter, DeadPosition, ReplayCounts, ReviveStep, Revived};
+pub use held_count::HeldBySink;
 pub use hook_status::{HookStatus, SinkState, SinkStatus};
 pub use index::{TxnIndex, Unreadable};
 pub use lanes::NewHead;

@@ -515,6 +515,9 @@ fn a_paused_sink_holds_its_rows_until_it_is_resumed() {
     let stats = engine.sink_stats().unwrap();
     assert_eq!((stats[0].paused, stats[1].paused), (false, true));
     assert_eq!(engine.stats()[0].held, 3);
+    let held = engine.held_by_sink("t").unwrap();
+    assert_eq!(held.into_iter().collect::<Vec<_>>(), [(("s".into(), 1), 3)]);
+    assert!(engine.held_by_sink("no-such-tenant").unwrap().is_empty());
     // Resumed: delivered at once, not after a wait.
     c.sources[0].sinks[1].paused = false;
     engine.reconfigure(&c).unwrap();
