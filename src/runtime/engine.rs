@@ -370,61 +370,66 @@ impl Engine {
 
     /// `tick` with its own deadline.
     pub fn tick_within(&self, wait: Duration) -> Result<u64, Unavailable> {
-        let settled = self.ask_shards(0..self.shards.len(), wait, ShardInput::Tick)?;
+        let settled = self.ask_shards(0..self.shards.len(), wait, |_, reply| {
+            ShardInput::Tick(reply)
+        })?;
         Ok(settled.into_iter().sum())
     }
 
     /// Dead-letters every pending row of `source_id` as `source_gone` and
     /// returns how many (for deleting a source that still has a backlog).
     /// It runs inside each shard, the only mover of its rows, so no claim
-    /// races it, in steps of `DEAD_LETTER_STEP_ENTRIES` rows walked, so
-    /// the shard commits and delivers between them however large the
-    /// backlog (see [`crate::core::SourceSweep`]: rows committed while it
+    /// races it, in steps of `DEAD_LETTER_STEP_ENTRIES` rows walked (the
+    /// shards step at once), so each shard commits and delivers between
+    /// them however large the backlog (see [`crate::core::SourceSweep`]: rows committed while it
     /// runs may be left). Rows whose hook is gone are dropped and not
     /// counted; rows claimed by a running attempt are left to settle.
     /// `Unavailable` when the engine is stopped, a shard's store fails, or
     /// a shard does not answer a step within `DEAD_LETTER_SOURCE_WAIT`; the
     /// steps before it stay done.
     pub fn dead_letter_source(&self, source_id: &str) -> Result<u64, Unavailable> {
+        // Each shard's sweep, until it is done; the shards step at once.
+        let mut from = vec![Some(SourceSweep::default()); self.shards.len()];
         let mut dead = 0;
-        for shard in 0..self.shards.len() {
-            let mut from = Some(SourceSweep::default());
-            while let Some(at) = from {
-                let ask = |reply| ShardInput::DeadLetterSource {
-                    source_id: source_id.to_string(),
-                    from: at.clone(),
-                    reply,
-                };
-                let answer = self.ask_shards(shard..shard + 1, DEAD_LETTER_SOURCE_WAIT, ask)?;
-                let step = answer.into_iter().next().ok_or(Unavailable)?;
+        loop {
+            let sweeping: Vec<usize> = (0..from.len()).filter(|&k| from[k].is_some()).collect();
+            if sweeping.is_empty() {
+                return Ok(dead);
+            }
+            let ask = |k: usize, reply| ShardInput::DeadLetterSource {
+                source_id: source_id.to_string(),
+                from: from[k].clone().expect("a sweep under way"),
+                reply,
+            };
+            let steps = self.ask_shards(sweeping.iter().copied(), DEAD_LETTER_SOURCE_WAIT, ask)?;
+            for (k, step) in sweeping.into_iter().zip(steps) {
                 let step = step.map_err(|_| Unavailable)?;
                 dead += step.dead;
-                from = step.next;
+                from[k] = step.next;
             }
         }
-        Ok(dead)
     }
 
-    /// Sends each shard in `shards` the input `ask` builds around a reply
-    /// channel, then collects their replies in shard order, all within
+    /// Sends each shard in `shards` the input `ask` builds for it (given
+    /// its index) around a reply channel, then collects their replies in shard order, all within
     /// `wait`. `Unavailable` when the engine is stopped or a shard does not
     /// take the input or answer in time.
     pub(super) fn ask_shards<T>(
         &self,
-        shards: std::ops::Range<usize>,
+        shards: impl IntoIterator<Item = usize>,
         wait: Duration,
-        ask: impl Fn(Sender<T>) -> ShardInput,
+        ask: impl Fn(usize, Sender<T>) -> ShardInput,
     ) -> Result<Vec<T>, Unavailable> {
         if self.stopped.load(Ordering::Acquire) {
             return Err(Unavailable);
         }
         let deadline = Instant::now() + wait;
-        let mut replies = Vec::with_capacity(shards.len());
-        for shard in &self.shards[shards] {
+        let mut replies = Vec::new();
+        for k in shards {
             let (reply, rx) = crossbeam_channel::bounded(1);
-            shard
+            self.shards[k]
                 .input
-                .send_deadline(ask(reply), deadline)
+                .send_deadline(ask(k, reply), deadline)
                 .map_err(|_| Unavailable)?;
             replies.push(rx);
         }

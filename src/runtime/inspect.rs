@@ -196,7 +196,7 @@ impl Engine {
         shard: usize,
         ask: impl Fn(Sender<Result<T, Arc<StoreError>>>) -> ShardInput,
     ) -> Result<T, Unavailable> {
-        let mut answers = self.ask_shards(shard..shard + 1, SHARD_CALL_WAIT, ask)?;
+        let mut answers = self.ask_shards([shard], SHARD_CALL_WAIT, |_, reply| ask(reply))?;
         answers.pop().ok_or(Unavailable)?.map_err(|_| Unavailable)
     }
 
@@ -284,11 +284,9 @@ impl Engine {
 
     /// Every shard's gauges by tenant.
     pub fn tenant_stats(&self) -> Result<Vec<ShardTenants>, Unavailable> {
-        let replies = self.ask_shards(
-            0..self.shards.len(),
-            SHARD_CALL_WAIT,
-            ShardInput::TenantStats,
-        )?;
+        let replies = self.ask_shards(0..self.shards.len(), SHARD_CALL_WAIT, |_, reply| {
+            ShardInput::TenantStats(reply)
+        })?;
         let mut out = Vec::new();
         for (k, tenants) in replies.into_iter().enumerate() {
             let due = self.shards[k]
@@ -314,8 +312,9 @@ impl Engine {
     /// its breaker and its calls now. A sink with no attempts yet shows
     /// zeros.
     pub fn sink_stats(&self) -> Result<Vec<SinkStats>, Unavailable> {
-        let replies =
-            self.ask_shards(0..self.shards.len(), SHARD_CALL_WAIT, ShardInput::SinkStats)?;
+        let replies = self.ask_shards(0..self.shards.len(), SHARD_CALL_WAIT, |_, reply| {
+            ShardInput::SinkStats(reply)
+        })?;
         let mut seen: HashMap<SinkKey, SinkStats> = replies
             .into_iter()
             .flatten()

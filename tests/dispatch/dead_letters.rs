@@ -74,12 +74,14 @@ fn dead_letter_source_dead_letters_pending_rows_and_leaves_claimed_ones() {
 }
 
 /// A backlog of several steps of `dead_letter_source` (1,024 rows walked
-/// each): the steps together take each of the source's pending rows
-/// once, beside another tenant's backlog that they walk and leave.
+/// each, two shards stepping at once): the steps together take each of
+/// the source's pending rows once, beside another tenant's backlog that
+/// they walk and leave.
 #[test]
 fn dead_letter_source_takes_a_backlog_of_many_steps_once_each() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
+    c.shards = 2;
     for (source, tenant) in [("doomed", "t"), ("kept", "u")] {
         c.dispatch
             .tenants
@@ -109,7 +111,7 @@ fn dead_letter_source_takes_a_backlog_of_many_steps_once_each() {
     wait_until(
         "one attempt of each tenant held at the gate",
         Duration::from_secs(5),
-        || engine.stats()[0].running == 2,
+        || engine.stats().iter().map(|s| s.running).sum::<u64>() == 2,
     );
     assert_eq!(engine.dead_letter_source("doomed").unwrap(), 2_399);
     let mut reported = std::mem::take(&mut *dead_hooks.lock());
