@@ -321,7 +321,7 @@ fn each_sinks_outcomes_failure_and_breaker_are_reported() {
             "delivered": 0, "retried": 0, "dead": 0, "timed_out": 0,
             "last_delivered_at_ms": null, "last_failure": null,
             "breaker": "closed", "breaker_open_until_ms": null, "consecutive_failures": 0,
-            "running": 0, "queued": 0, "paused": false,
+            "running": 0, "queued": 0, "paused": false, "held": null,
             "attempt_ms": {"count": 0, "mean": null, "p50_at_most": null, "p99_at_most": null},
             "delivery_latency_ms": {"count": 0, "mean": null, "p50_at_most": null, "p99_at_most": null},
         })
