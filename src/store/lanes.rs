@@ -166,71 +166,8 @@ pub fn dead_letter_members(
     report: &mut dyn FnMut(RowId, &str, &RowFields, &str),
 ) -> Result<(u64, Option<LanePlace>), StoreError> {
     let (source_id, now_ms) = (sweep.source_id, sweep.now_ms);
-    let first = sweep.from.map(|place| place.lane.0);
-    let start = first
-        .as_ref()
-        .map_or(Bound::Unbounded, |id| Bound::Included(&id[..]));
-    let mut budget = sweep.max_entries.max(1);
-    let (mut members, mut next) = (Vec::new(), None);
-    for item in store.lanes.range(wtxn, &(start, Bound::Unbounded))? {
-        let (k, v) = item?;
-        let (Ok(id), Some(head)) = (<[u8; LANE_ID_BYTES]>::try_from(k), parse_row_key(v)) else {
-            continue;
-        };
-        let lane = LaneId(id);
-        if budget == 0 {
-            next = Some(LanePlace {
-                lane,
-                after_seq: None,
-            });
-            break;
-        }
-        let source = store
-            .records
-            .get(wtxn, &keys::hook_key(head.seq))?
-            .and_then(|bytes| decode_hook_head(bytes).ok())
-            .map(|head| head.source_id);
-        if source.as_deref() != Some(source_id) {
-            budget -= 1;
-            continue;
-        }
-        let after_seq = sweep
-            .from
-            .filter(|place| place.lane == lane)
-            .and_then(|p| p.after_seq);
-        let low = member_key(lane, after_seq.unwrap_or(0));
-        let low = match after_seq {
-            Some(_) => Bound::Excluded(&low[..]),
-            None => Bound::Included(&low[..]),
-        };
-        let high = member_key(lane, u64::MAX);
-        // A lane of the source costs its members, or one if it has none
-        // left: each step takes at least one member or lane.
-        let mut last_taken = None;
-        for member in store
-            .members
-            .range(wtxn, &(low, Bound::Included(&high[..])))?
-        {
-            let (k, _) = member?;
-            let Some((_, row)) = parse_member_key(k) else {
-                continue;
-            };
-            if budget == 0 {
-                let after_seq = last_taken.or(after_seq);
-                next = Some(LanePlace { lane, after_seq });
-                break;
-            }
-            budget -= 1;
-            last_taken = Some(row.seq);
-            members.push((lane, row));
-        }
-        if last_taken.is_none() {
-            budget -= 1;
-        }
-        if next.is_some() {
-            break;
-        }
-    }
+    let mut members = Vec::new();
+    let next = members_to_take(store, wtxn, sweep, &mut members)?;
     let reason = DeadReason::SourceGone {
         source_id: source_id.into(),
     }
@@ -271,6 +208,93 @@ pub fn dead_letter_members(
         dead += 1;
     }
     Ok((dead, next))
+}
+
+/// Puts the members a step of `sweep` takes into `members`, in lane and
+/// seq order; returns where the next step goes on.
+fn members_to_take(
+    store: &ShardStore,
+    txn: &RwTxn,
+    sweep: &MemberSweep,
+    members: &mut Vec<(LaneId, RowId)>,
+) -> Result<Option<LanePlace>, StoreError> {
+    let first = sweep.from.map(|place| place.lane.0);
+    let start = first
+        .as_ref()
+        .map_or(Bound::Unbounded, |id| Bound::Included(&id[..]));
+    let mut budget = sweep.max_entries.max(1);
+    for item in store.lanes.range(txn, &(start, Bound::Unbounded))? {
+        let (k, v) = item?;
+        let (Ok(id), Some(head)) = (<[u8; LANE_ID_BYTES]>::try_from(k), parse_row_key(v)) else {
+            continue;
+        };
+        let lane = LaneId(id);
+        if budget == 0 {
+            let next = LanePlace {
+                lane,
+                after_seq: None,
+            };
+            return Ok(Some(next));
+        }
+        let source = store
+            .records
+            .get(txn, &keys::hook_key(head.seq))?
+            .and_then(|bytes| decode_hook_head(bytes).ok())
+            .map(|head| head.source_id);
+        if source.as_deref() != Some(sweep.source_id) {
+            budget -= 1;
+            continue;
+        }
+        // The lane a step stopped in goes on after its last member taken.
+        let resumed = sweep.from.filter(|place| place.lane == lane);
+        let place = LanePlace {
+            lane,
+            after_seq: resumed.and_then(|place| place.after_seq),
+        };
+        if let Some(next) = take_members(store, txn, place, &mut budget, members)? {
+            return Ok(Some(next));
+        }
+    }
+    Ok(None)
+}
+
+/// Takes the members of a lane after `from.after_seq` into `members`
+/// while `budget` lasts (at least one, or one for a lane with none left,
+/// so every step moves on); returns where to go on if it ran out first.
+fn take_members(
+    store: &ShardStore,
+    txn: &RwTxn,
+    from: LanePlace,
+    budget: &mut usize,
+    members: &mut Vec<(LaneId, RowId)>,
+) -> Result<Option<LanePlace>, StoreError> {
+    let lane = from.lane;
+    let low = member_key(lane, from.after_seq.unwrap_or(0));
+    let low = match from.after_seq {
+        Some(_) => Bound::Excluded(&low[..]),
+        None => Bound::Included(&low[..]),
+    };
+    let high = member_key(lane, u64::MAX);
+    let mut last_taken = None;
+    for member in store
+        .members
+        .range(txn, &(low, Bound::Included(&high[..])))?
+    {
+        let Some((_, row)) = parse_member_key(member?.0) else {
+            continue;
+        };
+        if *budget == 0 {
+            let after_seq = last_taken.or(from.after_seq);
+            return Ok(Some(LanePlace { lane, after_seq }));
+        }
+        *budget -= 1;
+        last_taken = Some(row.seq);
+        members.push((lane, row));
+    }
+    if last_taken.is_none() {
+        *budget = budget.saturating_sub(1);
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
