@@ -65,9 +65,9 @@ impl Core {
     /// Dead-letters as `source_gone` the pending rows of `source_id` among
     /// at most `max_entries` due entries (a tenant with none counts one)
     /// from `from` on. Returns how many, and where the next step goes on
-    /// (`None` after the last tenant). Attempts are kept; a row whose hook is gone is dropped
-    /// and not counted; claimed rows are not in the index and settle as
-    /// their attempts end.
+    /// (`None` after the last tenant). Attempts are kept; a row whose hook
+    /// is gone is dropped and not counted; claimed rows are not in the
+    /// index and settle as their attempts end.
     pub fn handle_dead_letter_source(
         &mut self,
         now_ms: u64,

@@ -271,9 +271,8 @@ impl<'s> ShardState<'s> {
         from: &SourceSweep,
         max_entries: usize,
     ) -> Result<SweepStep, Arc<StoreError>> {
-        let (dead, next, set_aside) = self.write_now(now_ms, |store, txn, tenants, core| {
-            let source: Arc<str> = source_id.into();
-            match from {
+        let (dead, next, set_aside) =
+            self.write_now(now_ms, |store, txn, tenants, core| match from {
                 SourceSweep::Lanes(place) => {
                     let sweep = store::lanes::MemberSweep {
                         source_id,
@@ -281,37 +280,37 @@ impl<'s> ShardState<'s> {
                         max_entries,
                         now_ms,
                     };
+                    let source: Arc<str> = source_id.into();
+                    let mut report = |row, hook_id: &str, fields: &_, reason: &str| {
+                        core.report_dead(now_ms, &source, (row, hook_id), fields, reason)
+                    };
                     let (dead, next) = store::lanes::dead_letter_members(
                         store,
                         txn,
                         tenants,
                         &sweep,
-                        &mut |row, hook_id, fields, reason| {
-                            core.report_dead(now_ms, &source, (row, hook_id), fields, reason)
-                        },
+                        &mut report,
                     )?;
-                    let next = match next {
-                        Some(place) => SourceSweep::Lanes(Some(place)),
-                        None => SourceSweep::Due(DueCursor::default()),
-                    };
+                    // After the last lane, the due index from its start.
+                    let next = next.map_or(SourceSweep::Due(DueCursor::default()), |place| {
+                        SourceSweep::Lanes(Some(place))
+                    });
                     Ok((dead, Some(next), 0))
                 }
                 SourceSweep::Due(at) => {
                     let ((dead, next), set_aside) =
                         read_due(store, txn, tenants, core, |core, index| {
-                            let at = at.clone();
                             core.handle_dead_letter_source(
                                 now_ms,
                                 source_id,
-                                at,
+                                at.clone(),
                                 max_entries,
                                 index,
                             )
                         })?;
                     Ok((dead, next.map(SourceSweep::Due), set_aside))
                 }
-            }
-        })?;
+            })?;
         self.unreadable_due += set_aside as u64;
         let next = if set_aside > 0 {
             Some(from.clone())
