@@ -1,5 +1,9 @@
-//! The admin routes and `/metrics`, answered on two worker threads so the
-//! HTTP loop never waits on a store scan or a shard.
+//! The admin routes and `/metrics`, answered on worker threads so the
+//! HTTP loop never waits on a store scan or a shard. Monitoring routes
+//! (`WorkerRoute::is_monitoring`: bounded reads that machines poll on short
+//! deadlines) have a worker and a queue of their own, so an operation that
+//! takes seconds (a backup, a source's dead-lettering, a replay's count, a
+//! claim fetched from its bucket) never delays a scrape or a pressure read.
 
 use super::hook_status::{hook_json, hook_status};
 use super::http::{Replier, Request, Response};
@@ -11,14 +15,17 @@ use crate::config::Config;
 use crate::core::TenantId;
 use crate::runtime::Engine;
 use crate::store::{DeadFilter, DeadItem, DeadPosition};
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-/// Admin requests queued for the workers; more get 503.
+/// Requests each queue holds for its workers; more get 503 `admin_busy`.
 pub const ADMIN_QUEUE: usize = 64;
 
-const ADMIN_WORKERS: usize = 2;
+/// Workers of the operations queue.
+const OPERATION_WORKERS: usize = 2;
+/// Workers of the monitoring queue.
+const MONITORING_WORKERS: usize = 1;
 
 /// Dead letters per page by default, and at most.
 const DEFAULT_PAGE: usize = 100;
@@ -30,30 +37,83 @@ pub struct AdminJob {
     pub reply: Replier,
 }
 
-/// Starts the workers. They hold the node's state weakly: once the node is
-/// dropped, its job channel closes and they exit.
-pub(super) fn start_workers(state: &Arc<NodeState>, jobs: Receiver<AdminJob>) {
-    for n in 0..ADMIN_WORKERS {
-        let state = Arc::downgrade(state);
-        let jobs = jobs.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("goad-admin-{n}"))
-            .spawn(move || {
-                while let Ok(job) = jobs.recv() {
-                    let Some(state) = state.upgrade() else {
-                        return;
-                    };
-                    let response = match state.engine() {
-                        Some(engine) => answer_caught(&state, engine, &job),
-                        None => {
-                            Response::unavailable("not_ready", "the engine is still opening", 1)
-                        }
-                    };
-                    job.reply.send(response);
-                }
-            });
-        if let Err(e) = spawned {
-            crate::log::error("cannot start an admin worker", &[("error", &e)]);
+/// Where admin jobs are queued: one queue for monitoring, one for the
+/// rest.
+pub(super) struct AdminQueues {
+    monitoring: Sender<AdminJob>,
+    operations: Sender<AdminJob>,
+}
+
+/// The workers' ends of the queues, until `start_workers` takes them.
+pub(super) struct AdminReceivers {
+    monitoring: Receiver<AdminJob>,
+    operations: Receiver<AdminJob>,
+}
+
+/// The two queues, `ADMIN_QUEUE` jobs each.
+pub(super) fn admin_queues() -> (AdminQueues, AdminReceivers) {
+    let (monitoring, monitoring_jobs) = crossbeam_channel::bounded(ADMIN_QUEUE);
+    let (operations, operation_jobs) = crossbeam_channel::bounded(ADMIN_QUEUE);
+    let queues = AdminQueues {
+        monitoring,
+        operations,
+    };
+    let receivers = AdminReceivers {
+        monitoring: monitoring_jobs,
+        operations: operation_jobs,
+    };
+    (queues, receivers)
+}
+
+impl AdminQueues {
+    /// Queues `job` for its route's workers; a full queue answers it 503
+    /// `admin_busy` at once.
+    pub(super) fn submit(&self, job: AdminJob) {
+        let queue = match job.route.is_monitoring() {
+            true => &self.monitoring,
+            false => &self.operations,
+        };
+        if let Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) = queue.try_send(job)
+        {
+            job.reply.send(Response::unavailable(
+                "admin_busy",
+                "too many admin requests are queued",
+                1,
+            ));
+        }
+    }
+}
+
+/// Starts the workers of both queues. They hold the node's state weakly:
+/// once the node is dropped, its queues close and they exit.
+pub(super) fn start_workers(state: &Arc<NodeState>, receivers: AdminReceivers) {
+    let queues = [
+        ("goad-monitor", MONITORING_WORKERS, receivers.monitoring),
+        ("goad-admin", OPERATION_WORKERS, receivers.operations),
+    ];
+    for (name, workers, jobs) in queues {
+        for n in 0..workers {
+            let state = Arc::downgrade(state);
+            let jobs = jobs.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("{name}-{n}"))
+                .spawn(move || {
+                    while let Ok(job) = jobs.recv() {
+                        let Some(state) = state.upgrade() else {
+                            return;
+                        };
+                        let response = match state.engine() {
+                            Some(engine) => answer_caught(&state, engine, &job),
+                            None => {
+                                Response::unavailable("not_ready", "the engine is still opening", 1)
+                            }
+                        };
+                        job.reply.send(response);
+                    }
+                });
+            if let Err(e) = spawned {
+                crate::log::error("cannot start an admin worker", &[("error", &e)]);
+            }
         }
     }
 }

@@ -30,7 +30,6 @@ use crate::config::{Config, ConfigError};
 use crate::runtime::{Engine, OpenError};
 use crate::sink::Sink;
 use auth::Tokens;
-use crossbeam_channel::Sender;
 use http::tls::SharedTls;
 use http::{Server, Stopper};
 use ingest_counts::IngestCounts;
@@ -111,7 +110,7 @@ pub(crate) struct NodeState {
     tokens: RwLock<Tokens>,
     /// The front's TLS config, when it serves HTTPS (a reload renews it).
     tls: Option<SharedTls>,
-    admin: Sender<admin::AdminJob>,
+    admin: admin::AdminQueues,
     /// Whether the node takes no new hooks (see `drain`).
     drain: drain::Drain,
     replays: Replays,
@@ -162,7 +161,7 @@ impl Node {
         let tls = http::tls::from_config(&config.http).map_err(NodeError::Config)?;
         let tls = tls.map(|config| Arc::new(RwLock::new(config)));
         let scheme = if tls.is_some() { "https" } else { "http" };
-        let (admin_tx, admin_rx) = crossbeam_channel::bounded(admin::ADMIN_QUEUE);
+        let (admin_queues, admin_jobs) = admin::admin_queues();
         let state = Arc::new(NodeState {
             engine: OnceLock::new(),
             opened: (Mutex::new(false), Condvar::new()),
@@ -174,7 +173,7 @@ impl Node {
             config_path: options.config_path,
             tokens: RwLock::new(tokens),
             tls: tls.clone(),
-            admin: admin_tx,
+            admin: admin_queues,
         });
         let handler = Arc::new(routes::NodeHandler::new(state.clone()));
         let server = Server::bind(
@@ -190,7 +189,7 @@ impl Node {
         })?;
         let addr = server.local_addr().map_err(NodeError::Io)?;
         let stopper = server.stopper();
-        admin::start_workers(&state, admin_rx);
+        admin::start_workers(&state, admin_jobs);
         let opener = {
             let state = state.clone();
             let stopper = stopper.clone();

@@ -8,7 +8,6 @@ use super::auth::{bearer_matches, SourceIngest};
 use super::http::{Handler, Later, Request, Response};
 use super::NodeState;
 use crate::runtime::{CommitError, NewHook};
-use crossbeam_channel::TrySendError;
 use std::sync::Arc;
 
 /// The body of an ingest's 202.
@@ -52,6 +51,18 @@ pub enum WorkerRoute {
     Drain(Option<bool>),
     /// A claim's body: (tenant, sha256).
     RedeemClaim(String, String),
+}
+
+impl WorkerRoute {
+    /// Bounded reads that machines poll on short deadlines (a scrape, a
+    /// service reading the pressure to throttle): answered on a worker of
+    /// their own, never queued behind an operation that takes seconds.
+    pub fn is_monitoring(&self) -> bool {
+        matches!(
+            self,
+            WorkerRoute::Metrics | WorkerRoute::Pressure | WorkerRoute::Stats
+        )
+    }
 }
 
 impl Route {
@@ -245,17 +256,8 @@ impl Handler for NodeHandler {
                     request,
                     reply: later.replier(),
                 };
-                match self.state.admin.try_send(job) {
-                    Ok(()) => None,
-                    Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => {
-                        job.reply.send(Response::unavailable(
-                            "admin_busy",
-                            "too many admin requests are queued",
-                            1,
-                        ));
-                        None
-                    }
-                }
+                self.state.admin.submit(job);
+                None
             }
         }
     }

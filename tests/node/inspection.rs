@@ -477,6 +477,68 @@ fn claims_are_redeemed_over_http() {
     assert_eq!(outside.status, 404);
 }
 
+/// Operations that take seconds never delay monitoring: while two claims
+/// are being fetched from a bucket that holds both requests (every
+/// operations worker busy, and a third operation queued behind them),
+/// `/metrics`, `/v1/pressure` and `/v1/stats` are answered; once the
+/// bucket answers, the claims and the queued operation are too.
+#[test]
+fn monitoring_is_answered_while_slow_operations_hold_every_admin_worker() {
+    const KEY_ENV: &str = "GOAD_TEST_ADMIN_BUCKET_KEY";
+    const SECRET_ENV: &str = "GOAD_TEST_ADMIN_BUCKET_SECRET";
+    std::env::set_var(KEY_ENV, "AKIDEXAMPLE");
+    std::env::set_var(SECRET_ENV, "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY");
+    let (in_hand, requests_held) = crossbeam_channel::unbounded::<()>();
+    let (release, released) = crossbeam_channel::unbounded::<()>();
+    let bucket = Receiver::start(move |_| {
+        in_hand.send(()).unwrap();
+        // A dropped sender (the test ended) releases the request too.
+        let _ = released.recv();
+        Reply::status(404)
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = one_source(dir.path(), &receiver);
+    c.claim_check = goad::config::ClaimCheckConfig {
+        s3_bucket: Some("claims".into()),
+        s3_region: Some("us-east-1".into()),
+        s3_endpoint: Some(bucket.url("")),
+        access_key_id_env: Some(KEY_ENV.into()),
+        secret_access_key_env: Some(SECRET_ENV.into()),
+        ..Default::default()
+    };
+    let node = start(c);
+    let addr = node.local_addr();
+    let claim = format!("/v1/claims/acme/{}", "0".repeat(64));
+    std::thread::scope(|s| {
+        let fetches: Vec<_> = (0..2).map(|_| s.spawn(|| get(addr, &claim))).collect();
+        for _ in 0..2 {
+            requests_held
+                .recv_timeout(Duration::from_secs(30))
+                .expect("both claims asked of the bucket");
+        }
+        let queued = s.spawn(|| get(addr, "/v1/sources"));
+        for path in ["/metrics", "/v1/pressure", "/v1/stats"] {
+            assert_eq!(get(addr, path).status, 200, "{path}");
+        }
+        assert!(
+            requests_held.is_empty(),
+            "no third request reached the bucket"
+        );
+        assert!(!queued.is_finished(), "the operation waits for a worker");
+        drop(release);
+        for fetch in fetches {
+            let reply = fetch.join().unwrap();
+            assert_eq!(
+                (reply.status, reply.error_code()),
+                (404, "unknown_claim".into())
+            );
+        }
+        assert_eq!(queued.join().unwrap().status, 200);
+    });
+}
+
 /// Hooks posted with an ordering header wait behind their lane's head: the
 /// stats and the metrics count them, and they are delivered once the head
 /// is.
