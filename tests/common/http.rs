@@ -113,10 +113,24 @@ impl Client {
         }
     }
 
-    /// True once the node has closed the connection (reads EOF).
+    /// True once the node has closed the connection (reads EOF, or a
+    /// reset); false if a byte arrives or the read times out first.
     pub fn is_closed(&mut self) -> bool {
         let mut byte = [0u8; 1];
-        matches!(self.stream.read(&mut byte), Ok(0) | Err(_))
+        match self.stream.read(&mut byte) {
+            Ok(n) => n == 0,
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+        }
+    }
+
+    /// Closes the writing half: the node reads the end of the stream.
+    pub fn finish_sending(&mut self) {
+        self.stream
+            .shutdown(std::net::Shutdown::Write)
+            .expect("shut the writing half");
     }
 
     /// A request and its response; `None` if the connection failed or closed.

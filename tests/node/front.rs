@@ -148,6 +148,35 @@ fn malformed_requests_get_a_4xx_or_a_closed_connection_and_others_are_served() {
     assert_eq!(get(addr, "/healthz").status, 200);
 }
 
+/// A client that sends its request and closes its writing half in one go
+/// gets its answer, and the connection is closed at once — not after the
+/// idle or read timeout: an answer given on the spot (a 404), one from an
+/// admin worker, and a request cut short by the end of the stream (no
+/// answer can come). The deadlines are set past the client's read timeout
+/// (30 s), so a connection left open fails the test.
+#[test]
+fn a_client_that_closes_its_half_after_a_request_is_answered_and_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = node_config(dir.path());
+    c.http.read_timeout_ms = 120_000;
+    c.http.idle_timeout_ms = 120_000;
+    let node = start(c);
+    let addr = node.local_addr();
+    for (path, status) in [("/nope", Some(404)), ("/v1/stats", Some(200))] {
+        let mut client = Client::connect(addr);
+        client.send(&raw_request("GET", path, &[], b""));
+        client.finish_sending();
+        let reply = client.reply().map(|r| r.status);
+        assert_eq!(reply, status, "{path}");
+        assert!(client.is_closed(), "{path}: closed after its answer");
+    }
+    let mut cut_short = Client::connect(addr);
+    cut_short.send(b"GET /v1/sta");
+    cut_short.finish_sending();
+    assert!(cut_short.is_closed(), "a request cut short: closed");
+    assert_eq!(get(addr, "/healthz").status, 200);
+}
+
 #[test]
 fn a_slow_client_gets_408_and_is_closed_while_others_are_served() {
     let dir = tempfile::tempdir().unwrap();

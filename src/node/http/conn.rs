@@ -25,6 +25,10 @@ pub(super) struct Conn {
     pub(super) close_after_write: bool,
     /// The peer closed its half: answer what is in progress, then close.
     pub(super) peer_closed: bool,
+    /// An event said the peer closed its half (its FIN arrived, maybe with
+    /// the last bytes): reads go on to the read that returns 0, which no
+    /// later event would announce.
+    pub(super) fin_announced: bool,
     /// The first byte of the request in progress arrived then.
     pub(super) request_started: Option<Instant>,
     /// `100 Continue` was sent for the request in progress.
@@ -46,6 +50,7 @@ impl Conn {
             waiting_keep_alive: false,
             close_after_write: false,
             peer_closed: false,
+            fin_announced: false,
             request_started: None,
             continue_sent: false,
             last_active: Instant::now(),
@@ -167,9 +172,10 @@ pub(super) fn read_into(conn: &mut Conn, chunk: &mut [u8], max_buffer: usize) ->
             Ok(n) => {
                 conn.input.extend_from_slice(&chunk[..n]);
                 conn.last_active = Instant::now();
-                if n < chunk.len() {
+                if n < chunk.len() && !conn.fin_announced {
                     // The socket had no more: skip the read that would say
-                    // so. Bytes arriving later raise a new (edge) event.
+                    // so. Bytes (or a FIN) arriving later raise a new
+                    // (edge) event.
                     return Ok(false);
                 }
             }

@@ -271,7 +271,12 @@ impl Server {
                             self.begin_stop();
                         }
                     }
-                    Token(slot) => self.drive(slot, true),
+                    Token(slot) => {
+                        if let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) {
+                            conn.fin_announced |= event.is_read_closed();
+                        }
+                        self.drive(slot, true)
+                    }
                 }
             }
             if self.wake.stop.load(Ordering::Acquire) && self.stopping_since.is_none() {
