@@ -200,6 +200,11 @@ pub const MAX_HEADERS: usize = 64;
 /// Bytes the node reads from a socket per read call.
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;
 
+/// Bytes of answers one connection to the node may hold unwritten before
+/// the node answers no further request of it (a client that pipelines
+/// requests and never reads the answers); it goes on as the client reads.
+pub const MAX_PENDING_OUTPUT_BYTES: usize = 256 * 1024;
+
 /// How long a stopping node waits for in-flight requests before it closes them.
 pub const HTTP_DRAIN_MS: u64 = 10_000;
 

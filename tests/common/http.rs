@@ -55,14 +55,18 @@ impl Client {
     }
 
     pub fn try_connect(addr: SocketAddr) -> Option<Client> {
-        let stream = TcpStream::connect(addr).ok()?;
+        Some(Client::from_stream(TcpStream::connect(addr).ok()?))
+    }
+
+    /// A client on a connection already open, reading with a 30 s timeout.
+    pub fn from_stream(stream: TcpStream) -> Client {
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
-            .ok()?;
-        Some(Client {
+            .expect("set a read timeout");
+        Client {
             stream,
             buf: Vec::new(),
-        })
+        }
     }
 
     pub fn send(&mut self, raw: &[u8]) {

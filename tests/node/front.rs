@@ -177,6 +177,54 @@ fn a_client_that_closes_its_half_after_a_request_is_answered_and_closed() {
     assert_eq!(get(addr, "/healthz").status, 200);
 }
 
+/// A client that pipelines requests and reads no answer does not make the
+/// node buffer answers without end: the node stops reading it, so its
+/// sends block (here before 64 MiB of requests; without the bound the node
+/// took 94 MB in 20 s and held the answers in memory). Once it reads, every
+/// whole request it sent is answered, in order, and others are served
+/// meanwhile.
+#[test]
+fn a_client_that_reads_no_answers_is_stopped_then_served_as_it_reads() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = node_config(dir.path());
+    c.http.read_timeout_ms = 120_000;
+    let node = start(c);
+    let addr = node.local_addr();
+    let request = raw_request("GET", "/healthz", &[], b"");
+    let pipeline = request.repeat(1_000);
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_write_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let mut sent_bytes = 0;
+    let blocked = loop {
+        assert!(
+            sent_bytes < 64 << 20,
+            "64 MiB of requests taken while no answer was read"
+        );
+        let offset = sent_bytes % pipeline.len();
+        match stream.write(&pipeline[offset..]) {
+            Ok(n) => sent_bytes += n,
+            Err(e) => break e,
+        }
+    };
+    assert!(
+        matches!(
+            blocked.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+        "{blocked}"
+    );
+    assert_eq!(get(addr, "/healthz").status, 200, "others are served");
+    let mut client = Client::from_stream(stream);
+    let whole_requests = sent_bytes / request.len();
+    for n in 0..whole_requests {
+        let reply = client.reply().unwrap_or_else(|| panic!("answer {n}"));
+        assert_eq!(reply.status, 200, "answer {n}");
+    }
+}
+
 #[test]
 fn a_slow_client_gets_408_and_is_closed_while_others_are_served() {
     let dir = tempfile::tempdir().unwrap();

@@ -5,6 +5,7 @@ use super::handshake::Tls;
 use super::request::{parse, Parsed, Request};
 use super::response::Response;
 use super::tls::{read_plaintext, write_records};
+use crate::limits::MAX_PENDING_OUTPUT_BYTES;
 use mio::net::TcpStream;
 use std::io::{self, Read, Write};
 use std::time::Instant;
@@ -68,6 +69,12 @@ impl Conn {
             || matches!(&self.tls, Some(Tls::Session(t)) if t.wants_write())
     }
 
+    /// Whether the answers not yet written reach `MAX_PENDING_OUTPUT_BYTES`:
+    /// no further request is answered until the client reads them.
+    pub(super) fn output_full(&self) -> bool {
+        self.output.len() - self.written >= MAX_PENDING_OUTPUT_BYTES
+    }
+
     /// Whether its TLS handshake waits for the client's hello or a signer:
     /// the loop neither reads requests nor writes.
     pub(super) fn in_hello(&self) -> bool {
@@ -83,14 +90,19 @@ impl Conn {
     }
 
     /// Parses and answers the buffered requests, in order, until one waits
-    /// for a later answer, the input runs out or the connection must close.
+    /// for a later answer, the input runs out, the connection must close or
+    /// the answers fill the output (`output_full`); true in that last case,
+    /// when requests are held back until the output has room.
     pub(super) fn answer_buffered(
         &mut self,
         max_body_bytes: u64,
         stopping: bool,
         mut handle: impl FnMut(Request) -> Answer,
-    ) {
+    ) -> bool {
         while self.waiting.is_none() && !self.close_after_write && !self.input.is_empty() {
+            if self.output_full() {
+                return true;
+            }
             match parse(&self.input, max_body_bytes) {
                 Parsed::Partial { continue_wanted } => {
                     self.request_started.get_or_insert_with(Instant::now);
@@ -99,7 +111,7 @@ impl Conn {
                             .extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
                         self.continue_sent = true;
                     }
-                    return;
+                    return false;
                 }
                 Parsed::Reject(response) => {
                     response.write_to(&mut self.output, false);
@@ -128,6 +140,7 @@ impl Conn {
                 }
             }
         }
+        false
     }
 }
 

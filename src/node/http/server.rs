@@ -8,7 +8,10 @@
 //! mio `Waker`. Slow clients are bounded by `http.read_timeout_ms` from a
 //! request's first byte (408, closed), idle keep-alive connections by
 //! `http.idle_timeout_ms`, and the connection count by
-//! `http.max_connections` (503, closed). With TLS, each connection's hello
+//! `http.max_connections` (503, closed). A client that pipelines requests
+//! without reading the answers gets no more answered once
+//! `MAX_PENDING_OUTPUT_BYTES` of them wait: the node stops reading it, so
+//! its sends block, and goes on as it reads. With TLS, each connection's hello
 //! is answered by a signer thread (see `handshake`), not the loop.
 //!
 //! Stopping (SIGTERM, SIGINT or [`Stopper::stop`]): the listener closes,
@@ -440,32 +443,41 @@ impl Server {
         }
         let mut failed = false;
         let mut read = readable || conn.waiting.is_none();
-        while read && !failed {
-            // A read that stopped at the buffer bound may have left bytes in
-            // the socket, which no new event will announce: read again once
-            // the buffered requests are answered.
-            let full = match read_into(conn, &mut self.scratch, max_buffer) {
-                Ok(full) => full,
-                Err(_) => {
-                    failed = true;
-                    break;
-                }
-            };
-            let stopping = self.stopping_since.is_some();
-            let (handler, wake, next_id) = (&self.handler, &self.wake, &mut self.next_id);
-            conn.answer_buffered(self.max_body_bytes, stopping, |request| {
-                *next_id += 1;
-                answer(handler.as_ref(), request, (slot, *next_id), wake)
-            });
-            read = full && conn.waiting.is_none() && !conn.close_after_write;
-        }
-        if conn.peer_closed && conn.waiting.is_none() {
-            conn.close_after_write = true;
-        }
-        failed |= write_out(conn).is_err();
-        if conn.written == conn.output.len() {
-            conn.output.clear();
-            conn.written = 0;
+        loop {
+            let mut held_back = false;
+            while read && !failed {
+                // A read that stopped at the buffer bound may have left bytes
+                // in the socket, which no new event will announce: read again
+                // once the buffered requests are answered.
+                let full = match read_into(conn, &mut self.scratch, max_buffer) {
+                    Ok(full) => full,
+                    Err(_) => {
+                        failed = true;
+                        break;
+                    }
+                };
+                let stopping = self.stopping_since.is_some();
+                let (handler, wake, next_id) = (&self.handler, &self.wake, &mut self.next_id);
+                held_back = conn.answer_buffered(self.max_body_bytes, stopping, |request| {
+                    *next_id += 1;
+                    answer(handler.as_ref(), request, (slot, *next_id), wake)
+                });
+                read = full && conn.waiting.is_none() && !conn.close_after_write && !held_back;
+            }
+            if conn.peer_closed && conn.waiting.is_none() && !held_back {
+                conn.close_after_write = true;
+            }
+            failed |= write_out(conn).is_err();
+            if conn.written == conn.output.len() {
+                conn.output.clear();
+                conn.written = 0;
+            }
+            // Requests held back while the answers filled the output go on
+            // once writing made room: no event would announce them.
+            if failed || !held_back || conn.output_full() {
+                break;
+            }
+            read = true;
         }
         let done = !conn.output_pending();
         let close = failed || (done && conn.close_after_write);
