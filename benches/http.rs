@@ -3,7 +3,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use goad::node::http::request::{parse, Parsed};
-use goad::node::http::Response;
+use goad::node::http::{ChunkedProgress, Response};
 
 fn ingest_request() -> Vec<u8> {
     let body = vec![b'x'; 1_024];
@@ -21,9 +21,15 @@ fn http(c: &mut Criterion) {
     let mut group = c.benchmark_group("node_http");
     group.throughput(Throughput::Elements(1));
     group.bench_function("parse_ingest_request", |b| {
-        b.iter(|| match parse(std::hint::black_box(&raw), 1 << 20) {
-            Parsed::Complete(request, used) => (request.body.len(), used),
-            other => panic!("{other:?}"),
+        b.iter(|| {
+            match parse(
+                std::hint::black_box(&raw),
+                1 << 20,
+                &mut ChunkedProgress::default(),
+            ) {
+                Parsed::Complete(request, used) => (request.body.len(), used),
+                other => panic!("{other:?}"),
+            }
         })
     });
     let accepted = Response::json(

@@ -1,6 +1,7 @@
 //! One client connection of the HTTP front: its buffers, the request in
 //! progress and the rules for reading, answering in order and writing.
 
+use super::chunked::ChunkedProgress;
 use super::handshake::Tls;
 use super::request::{parse, Parsed, Request};
 use super::response::Response;
@@ -34,6 +35,8 @@ pub(super) struct Conn {
     pub(super) request_started: Option<Instant>,
     /// `100 Continue` was sent for the request in progress.
     pub(super) continue_sent: bool,
+    /// The whole chunks of the request in progress, if its body is chunked.
+    pub(super) chunked: ChunkedProgress,
     pub(super) last_active: Instant,
     pub(super) writable_interest: bool,
 }
@@ -54,6 +57,7 @@ impl Conn {
             fin_announced: false,
             request_started: None,
             continue_sent: false,
+            chunked: ChunkedProgress::default(),
             last_active: Instant::now(),
             writable_interest: false,
         }
@@ -67,6 +71,14 @@ impl Conn {
     pub(super) fn output_pending(&self) -> bool {
         self.written < self.output.len()
             || matches!(&self.tls, Some(Tls::Session(t)) if t.wants_write())
+    }
+
+    /// Drops what is buffered, with what was known of the request in it.
+    pub(super) fn drop_input(&mut self) {
+        self.input.clear();
+        self.request_started = None;
+        self.continue_sent = false;
+        self.chunked = ChunkedProgress::default();
     }
 
     /// Whether the answers not yet written reach `MAX_PENDING_OUTPUT_BYTES`:
@@ -103,7 +115,7 @@ impl Conn {
             if self.output_full() {
                 return true;
             }
-            match parse(&self.input, max_body_bytes) {
+            match parse(&self.input, max_body_bytes, &mut self.chunked) {
                 Parsed::Partial { continue_wanted } => {
                     self.request_started.get_or_insert_with(Instant::now);
                     if continue_wanted && !self.continue_sent {
@@ -116,7 +128,7 @@ impl Conn {
                 Parsed::Reject(response) => {
                     response.write_to(&mut self.output, false);
                     self.close_after_write = true;
-                    self.input.clear();
+                    self.drop_input();
                 }
                 Parsed::Complete(request, used) => {
                     self.input.drain(..used);

@@ -8,6 +8,7 @@ pub mod response;
 pub mod server;
 pub mod tls;
 
+pub use chunked::ChunkedProgress;
 pub use request::Request;
 pub use response::Response;
 pub use server::{Handler, Later, Replier, Server, Stopper};

@@ -11,7 +11,7 @@
 //! with `Content-Length` (400), a transfer coding other than `chunked`
 //! alone (501), `Transfer-Encoding` on HTTP/1.0 (400).
 
-use super::chunked;
+use super::chunked::{self, ChunkedProgress};
 use super::response::Response;
 use crate::limits::{MAX_HEADERS, MAX_HEAD_BYTES};
 
@@ -58,12 +58,17 @@ pub enum Parsed {
     Reject(Response),
 }
 
-/// Parses the request at the start of `buf`.
-pub fn parse(buf: &[u8], max_body_bytes: u64) -> Parsed {
-    parse_request(buf, max_body_bytes).unwrap_or_else(Parsed::Reject)
+/// Parses the request at the start of `buf`; a chunked body resumes after
+/// the chunks `progress` holds of it (see `chunked::decode`).
+pub fn parse(buf: &[u8], max_body_bytes: u64, progress: &mut ChunkedProgress) -> Parsed {
+    parse_request(buf, max_body_bytes, progress).unwrap_or_else(Parsed::Reject)
 }
 
-fn parse_request(buf: &[u8], max_body_bytes: u64) -> Result<Parsed, Response> {
+fn parse_request(
+    buf: &[u8],
+    max_body_bytes: u64,
+    progress: &mut ChunkedProgress,
+) -> Result<Parsed, Response> {
     let Some((mut request, head_len, version)) = parse_head(buf)? else {
         return Ok(Parsed::Partial {
             continue_wanted: false,
@@ -77,7 +82,7 @@ fn parse_request(buf: &[u8], max_body_bytes: u64) -> Result<Parsed, Response> {
                 used: total - head_len,
             })
         }
-        Framing::Chunked => chunked::decode(&buf[head_len..], max_body_bytes)?,
+        Framing::Chunked => chunked::decode(&buf[head_len..], max_body_bytes, progress)?,
     };
     let Some(body) = body else {
         // A chunked body still coming once the buffer holds a whole head
@@ -268,15 +273,20 @@ pub fn percent_decode(s: &str) -> String {
 mod tests {
     use super::*;
 
+    /// `parse` of a buffer seen for the first time.
+    fn parse_new(raw: &[u8], max_body_bytes: u64) -> Parsed {
+        parse(raw, max_body_bytes, &mut ChunkedProgress::default())
+    }
+
     fn complete(raw: &[u8]) -> (Request, usize) {
-        match parse(raw, 100) {
+        match parse_new(raw, 100) {
             Parsed::Complete(r, n) => (r, n),
             other => panic!("expected a request, got {other:?}"),
         }
     }
 
     fn rejected(raw: &[u8]) -> u16 {
-        match parse(raw, 100) {
+        match parse_new(raw, 100) {
             Parsed::Reject(r) => r.status,
             other => panic!("expected a rejection, got {other:?}"),
         }
@@ -299,19 +309,19 @@ mod tests {
     #[test]
     fn waits_for_the_whole_head_and_body() {
         assert!(matches!(
-            parse(b"POST / HTTP/1.1\r\nContent-Le", 100),
+            parse_new(b"POST / HTTP/1.1\r\nContent-Le", 100),
             Parsed::Partial {
                 continue_wanted: false
             }
         ));
         assert!(matches!(
-            parse(b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nab", 100),
+            parse_new(b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nab", 100),
             Parsed::Partial {
                 continue_wanted: false
             }
         ));
         assert!(matches!(
-            parse(
+            parse_new(
                 b"POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n",
                 100
             ),
@@ -333,7 +343,7 @@ mod tests {
         let coming =
             b"POST / HTTP/1.1\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nab";
         assert!(matches!(
-            parse(coming, 100),
+            parse_new(coming, 100),
             Parsed::Partial {
                 continue_wanted: true
             }
@@ -341,7 +351,7 @@ mod tests {
         let mut long_extension =
             b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1;".to_vec();
         long_extension.extend(std::iter::repeat_n(b'a', MAX_HEAD_BYTES + 100));
-        match parse(&long_extension, 100) {
+        match parse_new(&long_extension, 100) {
             Parsed::Reject(r) if r.status == 413 => {
                 assert!(String::from_utf8_lossy(&r.body).contains("framing"))
             }

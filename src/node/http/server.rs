@@ -515,8 +515,7 @@ impl Server {
                 .request_started
                 .is_some_and(|t| t.elapsed() >= read_timeout)
             {
-                conn.input.clear();
-                conn.request_started = None;
+                conn.drop_input();
                 Response::error(
                     408,
                     "request_timeout",
