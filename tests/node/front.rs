@@ -148,6 +148,16 @@ fn malformed_requests_get_a_4xx_or_a_closed_connection_and_others_are_served() {
     assert_eq!(get(addr, "/healthz").status, 200);
 }
 
+/// A node whose read and idle deadlines (120 s) are past a test client's
+/// read timeout (30 s): no deadline closes a connection or answers 408
+/// while a test reads.
+fn node_with_long_deadlines(dir: &std::path::Path) -> Node {
+    let mut c = node_config(dir);
+    c.http.read_timeout_ms = 120_000;
+    c.http.idle_timeout_ms = 120_000;
+    start(c)
+}
+
 /// A client that sends its request and closes its writing half in one go
 /// gets its answer, and the connection is closed at once — not after the
 /// idle or read timeout: an answer given on the spot (a 404), one from an
@@ -157,10 +167,7 @@ fn malformed_requests_get_a_4xx_or_a_closed_connection_and_others_are_served() {
 #[test]
 fn a_client_that_closes_its_half_after_a_request_is_answered_and_closed() {
     let dir = tempfile::tempdir().unwrap();
-    let mut c = node_config(dir.path());
-    c.http.read_timeout_ms = 120_000;
-    c.http.idle_timeout_ms = 120_000;
-    let node = start(c);
+    let node = node_with_long_deadlines(dir.path());
     let addr = node.local_addr();
     for (path, status) in [("/nope", Some(404)), ("/v1/stats", Some(200))] {
         let mut client = Client::connect(addr);
@@ -187,9 +194,7 @@ fn a_client_that_closes_its_half_after_a_request_is_answered_and_closed() {
 fn a_client_that_reads_no_answers_is_stopped_then_served_as_it_reads() {
     use std::io::Write as _;
     let dir = tempfile::tempdir().unwrap();
-    let mut c = node_config(dir.path());
-    c.http.read_timeout_ms = 120_000;
-    let node = start(c);
+    let node = node_with_long_deadlines(dir.path());
     let addr = node.local_addr();
     let request = raw_request("GET", "/healthz", &[], b"");
     let pipeline = request.repeat(1_000);
