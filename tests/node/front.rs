@@ -189,12 +189,13 @@ fn a_client_that_closes_its_half_after_a_request_is_answered_and_closed() {
 /// sends block (here before 64 MiB of requests; without the bound the node
 /// took 94 MB in 20 s and held the answers in memory). Once it reads, every
 /// whole request it sent is answered, in order, and others are served
-/// meanwhile.
+/// meanwhile. The time it was not read does not count against the read
+/// timeout (300 ms here; its send blocks for 1 s): no request gets 408.
 #[test]
 fn a_client_that_reads_no_answers_is_stopped_then_served_as_it_reads() {
     use std::io::Write as _;
     let dir = tempfile::tempdir().unwrap();
-    let node = node_with_long_deadlines(dir.path());
+    let node = start(node_config(dir.path()));
     let addr = node.local_addr();
     let request = raw_request("GET", "/healthz", &[], b"");
     let pipeline = request.repeat(1_000);
@@ -228,6 +229,48 @@ fn a_client_that_reads_no_answers_is_stopped_then_served_as_it_reads() {
         let reply = client.reply().unwrap_or_else(|| panic!("answer {n}"));
         assert_eq!(reply.status, 200, "answer {n}");
     }
+}
+
+/// A client that takes none of its answers for `http.idle_timeout_ms` (1 s
+/// here) is closed: stopped from sending more, it would otherwise hold a
+/// connection and its answers as long as it liked. The node closes with
+/// the client's requests unread, so the client sees a reset.
+#[test]
+fn a_client_that_takes_no_answers_is_closed_after_the_idle_timeout() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = node_config(dir.path());
+    c.http.idle_timeout_ms = 1_000;
+    let node = start(c);
+    let mut stream = std::net::TcpStream::connect(node.local_addr()).unwrap();
+    stream
+        .set_write_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let pipeline = raw_request("GET", "/healthz", &[], b"").repeat(1_000);
+    let mut sent_bytes = 0;
+    // Until its sends block, or fail if the node has reset it already.
+    let mut error = loop {
+        match stream.write(&pipeline) {
+            Ok(n) => sent_bytes += n,
+            Err(e) => break e,
+        }
+        assert!(sent_bytes < 64 << 20, "64 MiB of requests taken");
+    };
+    // The answers it has not read stay readable after the reset: its
+    // pending error tells without reading them.
+    wait_until(
+        "the node resets the connection",
+        Duration::from_secs(30),
+        || {
+            if let Some(pending) = stream.take_error().unwrap() {
+                error = pending;
+            }
+            matches!(
+                error.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            )
+        },
+    );
 }
 
 #[test]

@@ -7,7 +7,8 @@
 //! answers from its shard once durable); the reply wakes the loop through a
 //! mio `Waker`. Slow clients are bounded by `http.read_timeout_ms` from a
 //! request's first byte (408, closed), idle keep-alive connections by
-//! `http.idle_timeout_ms`, and the connection count by
+//! `http.idle_timeout_ms` (as are connections whose client takes none of
+//! their answers for as long), and the connection count by
 //! `http.max_connections` (503, closed). A client that pipelines requests
 //! without reading the answers gets no more answered once
 //! `MAX_PENDING_OUTPUT_BYTES` of them wait: the node stops reading it, so
@@ -527,7 +528,11 @@ impl Server {
                 .write_to(&mut conn.output, false);
                 conn.close_after_write = true;
                 self.drive(slot, false);
-            } else if conn.is_idle() && conn.last_active.elapsed() >= idle_timeout {
+            } else if (conn.is_idle() || conn.output_pending())
+                && conn.last_active.elapsed() >= idle_timeout
+            {
+                // Idle, or its client has taken none of its answers for as
+                // long (nor sent anything the node would read).
                 self.close(slot);
             }
         }
