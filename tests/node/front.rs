@@ -184,6 +184,30 @@ fn a_client_that_closes_its_half_after_a_request_is_answered_and_closed() {
     assert_eq!(get(addr, "/healthz").status, 200);
 }
 
+/// Writes `request` pipelined over and over, each write from where the
+/// last left off, reading nothing, until a write fails (it blocked for
+/// 1 s, or the node reset the connection): the bytes written and the
+/// error. Fails past 64 MiB: the node took them all unanswered.
+fn send_until_refused(stream: &mut std::net::TcpStream, request: &[u8]) -> (usize, std::io::Error) {
+    use std::io::Write as _;
+    stream
+        .set_write_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let pipeline = request.repeat(1_000);
+    let mut sent_bytes = 0;
+    loop {
+        assert!(
+            sent_bytes < 64 << 20,
+            "64 MiB of requests taken while no answer was read"
+        );
+        let offset = sent_bytes % pipeline.len();
+        match stream.write(&pipeline[offset..]) {
+            Ok(n) => sent_bytes += n,
+            Err(e) => return (sent_bytes, e),
+        }
+    }
+}
+
 /// A client that pipelines requests and reads no answer does not make the
 /// node buffer answers without end: the node stops reading it, so its
 /// sends block (here before 64 MiB of requests; without the bound the node
@@ -193,28 +217,12 @@ fn a_client_that_closes_its_half_after_a_request_is_answered_and_closed() {
 /// timeout (300 ms here; its send blocks for 1 s): no request gets 408.
 #[test]
 fn a_client_that_reads_no_answers_is_stopped_then_served_as_it_reads() {
-    use std::io::Write as _;
     let dir = tempfile::tempdir().unwrap();
     let node = start(node_config(dir.path()));
     let addr = node.local_addr();
     let request = raw_request("GET", "/healthz", &[], b"");
-    let pipeline = request.repeat(1_000);
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    stream
-        .set_write_timeout(Some(Duration::from_secs(1)))
-        .unwrap();
-    let mut sent_bytes = 0;
-    let blocked = loop {
-        assert!(
-            sent_bytes < 64 << 20,
-            "64 MiB of requests taken while no answer was read"
-        );
-        let offset = sent_bytes % pipeline.len();
-        match stream.write(&pipeline[offset..]) {
-            Ok(n) => sent_bytes += n,
-            Err(e) => break e,
-        }
-    };
+    let (sent_bytes, blocked) = send_until_refused(&mut stream, &request);
     assert!(
         matches!(
             blocked.kind(),
@@ -237,25 +245,14 @@ fn a_client_that_reads_no_answers_is_stopped_then_served_as_it_reads() {
 /// the client's requests unread, so the client sees a reset.
 #[test]
 fn a_client_that_takes_no_answers_is_closed_after_the_idle_timeout() {
-    use std::io::Write as _;
     let dir = tempfile::tempdir().unwrap();
     let mut c = node_config(dir.path());
     c.http.idle_timeout_ms = 1_000;
     let node = start(c);
     let mut stream = std::net::TcpStream::connect(node.local_addr()).unwrap();
-    stream
-        .set_write_timeout(Some(Duration::from_secs(1)))
-        .unwrap();
-    let pipeline = raw_request("GET", "/healthz", &[], b"").repeat(1_000);
-    let mut sent_bytes = 0;
-    // Until its sends block, or fail if the node has reset it already.
-    let mut error = loop {
-        match stream.write(&pipeline) {
-            Ok(n) => sent_bytes += n,
-            Err(e) => break e,
-        }
-        assert!(sent_bytes < 64 << 20, "64 MiB of requests taken");
-    };
+    let request = raw_request("GET", "/healthz", &[], b"");
+    // Its sends block, or fail if the node has reset it already.
+    let (_, mut error) = send_until_refused(&mut stream, &request);
     // The answers it has not read stay readable after the reset: its
     // pending error tells without reading them.
     wait_until(
