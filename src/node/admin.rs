@@ -17,7 +17,7 @@ use crate::runtime::Engine;
 use crate::store::{DeadFilter, DeadItem, DeadPosition};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use serde_json::{json, Value};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// Requests each queue holds for its workers; more get 503 `admin_busy`.
 pub const ADMIN_QUEUE: usize = 64;
@@ -93,28 +93,30 @@ pub(super) fn start_workers(state: &Arc<NodeState>, receivers: AdminReceivers) {
     ];
     for (name, workers, jobs) in queues {
         for n in 0..workers {
-            let state = Arc::downgrade(state);
-            let jobs = jobs.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("{name}-{n}"))
-                .spawn(move || {
-                    while let Ok(job) = jobs.recv() {
-                        let Some(state) = state.upgrade() else {
-                            return;
-                        };
-                        let response = match state.engine() {
-                            Some(engine) => answer_caught(&state, engine, &job),
-                            None => {
-                                Response::unavailable("not_ready", "the engine is still opening", 1)
-                            }
-                        };
-                        job.reply.send(response);
-                    }
+                .spawn({
+                    let (state, jobs) = (Arc::downgrade(state), jobs.clone());
+                    move || serve_jobs(&state, &jobs)
                 });
             if let Err(e) = spawned {
                 crate::log::error("cannot start an admin worker", &[("error", &e)]);
             }
         }
+    }
+}
+
+/// One worker: answers `jobs` until the queue closes or the node is gone.
+fn serve_jobs(state: &Weak<NodeState>, jobs: &Receiver<AdminJob>) {
+    while let Ok(job) = jobs.recv() {
+        let Some(state) = state.upgrade() else {
+            return;
+        };
+        let response = match state.engine() {
+            Some(engine) => answer_caught(&state, engine, &job),
+            None => Response::unavailable("not_ready", "the engine is still opening", 1),
+        };
+        job.reply.send(response);
     }
 }
 

@@ -445,25 +445,26 @@ impl Server {
         let mut failed = false;
         let mut read = readable || conn.waiting.is_none();
         loop {
-            let mut held_back = false;
-            while read && !failed {
-                // A read that stopped at the buffer bound may have left bytes
-                // in the socket, which no new event will announce: read again
-                // once the buffered requests are answered.
-                let full = match read_into(conn, &mut self.scratch, max_buffer) {
+            let full = read
+                && match read_into(conn, &mut self.scratch, max_buffer) {
                     Ok(full) => full,
                     Err(_) => {
                         failed = true;
-                        break;
+                        false
                     }
                 };
-                let stopping = self.stopping_since.is_some();
-                let (handler, wake, next_id) = (&self.handler, &self.wake, &mut self.next_id);
-                held_back = conn.answer_buffered(self.max_body_bytes, stopping, |request| {
+            let stopping = self.stopping_since.is_some();
+            let (handler, wake, next_id) = (&self.handler, &self.wake, &mut self.next_id);
+            let held_back = !failed
+                && conn.answer_buffered(self.max_body_bytes, stopping, |request| {
                     *next_id += 1;
                     answer(handler.as_ref(), request, (slot, *next_id), wake)
                 });
-                read = full && conn.waiting.is_none() && !conn.close_after_write && !held_back;
+            // A read that stopped at the buffer bound may have left bytes in
+            // the socket, which no new event will announce: read again once
+            // the buffered requests are answered.
+            if full && !held_back && conn.waiting.is_none() && !conn.close_after_write {
+                continue;
             }
             if conn.peer_closed && conn.waiting.is_none() && !held_back {
                 conn.close_after_write = true;
