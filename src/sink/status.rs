@@ -80,9 +80,11 @@ pub fn classify(
 }
 
 /// A `Retry-After` value as milliseconds from `now`, if it is in the future.
+/// Delay-seconds too large for a `u64` saturate (the core caps every wait).
 pub fn retry_after_ms(value: &str, now: SystemTime) -> Option<u64> {
     let value = value.trim();
-    if let Ok(seconds) = value.parse::<u64>() {
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        let seconds = value.parse::<u64>().unwrap_or(u64::MAX);
         return (seconds > 0).then(|| seconds.saturating_mul(1000));
     }
     let at = httpdate::parse_http_date(value).ok()?;
@@ -160,6 +162,11 @@ mod tests {
             Some(FailureClass::Transient)
         );
         assert_eq!(class(503, Some("soon")), Some(FailureClass::Transient));
+        assert_eq!(class(503, Some("-5")), Some(FailureClass::Transient));
+        assert_eq!(
+            class(429, Some("99999999999999999999999")),
+            Some(FailureClass::RetryAfter { after_ms: u64::MAX })
+        );
         assert_eq!(class(302, Some("10")), Some(FailureClass::Transient));
     }
 }
