@@ -17,6 +17,8 @@ use std::collections::{BTreeMap, HashMap};
 #[derive(Default)]
 pub(crate) struct DeadSummaries {
     windows: HashMap<SinkKey, Window>,
+    /// The earliest of `windows`' closing times.
+    next_close_ms: Option<u64>,
 }
 
 struct Window {
@@ -52,6 +54,7 @@ impl DeadSummaries {
         let key = event.sink_key();
         let Some(window) = self.windows.get_mut(&key) else {
             let closes_at_ms = now_ms + window_ms;
+            self.next_close_ms = Some(closes_at_ms.min(self.next_close_ms.unwrap_or(u64::MAX)));
             self.windows.insert(
                 key,
                 Window {
@@ -89,12 +92,19 @@ impl DeadSummaries {
             window.closes_at_ms = now_ms + window_ms;
             window_ms > 0
         });
+        self.next_close_ms = self.windows.values().map(|w| w.closes_at_ms).min();
         told.sort_by_key(|s| s.first_at_ms);
         told
     }
 
+    /// When the first open window closes, if any is open.
+    pub fn next_close_ms(&self) -> Option<u64> {
+        self.next_close_ms
+    }
+
     /// Every window's rows, closing them all (the node stops).
     pub fn drain(&mut self) -> Vec<Summary> {
+        self.next_close_ms = None;
         let mut told: Vec<Summary> = (self.windows.drain())
             .filter_map(|(_, window)| window.summary)
             .collect();
@@ -149,12 +159,15 @@ mod tests {
     #[test]
     fn a_keys_dead_rows_after_the_first_are_told_once_per_window() {
         let mut s = DeadSummaries::default();
+        assert_eq!(s.next_close_ms(), None);
         assert!(s.take(&dead("a", 1, 100, "gone"), 0, 1_000));
         assert!(!s.take(&dead("a", 2, 150, "gone"), 50, 1_000));
         assert!(!s.take(&dead("a", 3, 120, "timeout"), 60, 1_000));
         assert!(s.take(&dead("b", 4, 130, "gone"), 70, 1_000), "b's first");
+        assert_eq!(s.next_close_ms(), Some(1_000), "a's window closes first");
         assert_eq!(s.closed(999, 1_000), []);
         let told = s.closed(1_100, 1_000);
+        assert_eq!(s.next_close_ms(), Some(2_100), "a's next window");
         assert_eq!(told.len(), 1, "b's window had no rows after its first");
         let a = &told[0];
         assert_eq!(&*a.key.source_id, "a");
@@ -173,6 +186,7 @@ mod tests {
         assert_eq!(s.windows.len(), 1);
         assert_eq!(s.closed(3_100, 1_000), []);
         assert!(s.windows.is_empty());
+        assert_eq!(s.next_close_ms(), None);
         assert!(s.take(&dead("a", 7, 3_200, "gone"), 3_200, 1_000));
     }
 
@@ -198,5 +212,6 @@ mod tests {
         assert_eq!(a.hook_ids.len(), SUMMARY_MAX_HOOK_IDS);
         assert_eq!(a.hook_ids[0], "h1");
         assert!(s.windows.is_empty(), "drained");
+        assert_eq!(s.next_close_ms(), None);
     }
 }

@@ -22,17 +22,13 @@ use crate::core::{BreakerEvent, Outcome, OutcomeEvent, SinkKey};
 use crate::limits::NOTIFICATION_QUEUE;
 use crate::runtime::wall_ms;
 use crate::runtime::{CommitError, Engine, NewHook};
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_channel::{select, Receiver, Sender, TrySendError};
 use parking_lot::{Mutex, RwLock};
 use serde_json::json;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// How soon the committing thread sees a stop, and how often it looks for
-/// windows to close.
-const STOP_CHECK: Duration = Duration::from_millis(20);
 
 /// The queue between the shards' observer and the committing thread.
 pub(crate) struct Notifier {
@@ -42,7 +38,10 @@ pub(crate) struct Notifier {
     coalesce_ms: AtomicU64,
     queue: Sender<Notice>,
     queued: Receiver<Notice>,
-    stop: AtomicBool,
+    /// Asks the committing thread to stop (it sleeps until an event
+    /// comes, a window closes or this).
+    stop: Sender<()>,
+    stopping: Receiver<()>,
     /// The committing thread, which holds the engine until it ends.
     thread: Mutex<Option<JoinHandle<()>>>,
     pub counts: NotificationCounts,
@@ -74,12 +73,14 @@ pub(crate) struct NotificationCounts {
 impl Notifier {
     pub fn new(config: &NotificationsConfig) -> Arc<Notifier> {
         let (queue, queued) = crossbeam_channel::bounded(NOTIFICATION_QUEUE);
+        let (stop, stopping) = crossbeam_channel::bounded(1);
         Arc::new(Notifier {
             source: RwLock::new(config.source.clone()),
             coalesce_ms: AtomicU64::new(config.coalesce_ms),
             queue,
             queued,
-            stop: AtomicBool::new(false),
+            stop,
+            stopping,
             thread: Mutex::new(None),
             counts: NotificationCounts::default(),
         })
@@ -137,24 +138,34 @@ impl Notifier {
         let started = Instant::now();
         let now_ms = || started.elapsed().as_millis() as u64;
         let mut summaries = DeadSummaries::default();
-        let mut next_check_ms = 0;
-        while !self.stop.load(Ordering::Acquire) {
+        loop {
             let window_ms = self.coalesce_ms.load(Ordering::Relaxed);
-            if let Ok(notice) = self.queued.recv_timeout(STOP_CHECK) {
-                let alone = match &notice {
-                    Notice::Dead(event) => summaries.take(event, now_ms(), window_ms),
-                    _ => true,
-                };
-                match alone {
-                    true => self.commit(engine, &notice, false),
-                    false => _ = self.counts.coalesced.fetch_add(1, Ordering::Relaxed),
+            let closes = match summaries.next_close_ms() {
+                Some(at_ms) => crossbeam_channel::at(started + Duration::from_millis(at_ms)),
+                None => crossbeam_channel::never(),
+            };
+            select! {
+                recv(self.queued) -> notice => {
+                    let notice = notice.expect("the notifier holds its queue's sender");
+                    let alone = match &notice {
+                        Notice::Dead(event) => summaries.take(event, now_ms(), window_ms),
+                        _ => true,
+                    };
+                    match alone {
+                        true => self.commit(engine, &notice, false),
+                        false => _ = self.counts.coalesced.fetch_add(1, Ordering::Relaxed),
+                    }
                 }
+                recv(closes) -> _ => {}
+                recv(self.stopping) -> _ => break,
             }
-            if now_ms() >= next_check_ms {
+            if summaries
+                .next_close_ms()
+                .is_some_and(|at_ms| at_ms <= now_ms())
+            {
                 for summary in summaries.closed(now_ms(), window_ms) {
                     self.commit(engine, &Notice::DeadRows(summary, wall_ms()), false);
                 }
-                next_check_ms = now_ms() + STOP_CHECK.as_millis() as u64;
             }
         }
         for summary in summaries.drain() {
@@ -198,7 +209,7 @@ impl Notifier {
     /// holds the engine (a node's stop; the node may start again on the
     /// same data directory at once).
     pub fn stop(&self) {
-        self.stop.store(true, Ordering::Release);
+        let _ = self.stop.try_send(());
         if let Some(thread) = self.thread.lock().take() {
             let _ = thread.join();
         }
