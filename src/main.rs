@@ -429,6 +429,7 @@ fn serve(config_path: Option<PathBuf>, allow_open_admin: bool) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
+    goad::node::open_files::raise_soft_limit();
     let node = match Node::start(NodeOptions {
         config,
         config_path,

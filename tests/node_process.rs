@@ -20,6 +20,8 @@ use std::time::Duration;
 struct ServeProcess {
     child: Child,
     addr: SocketAddr,
+    /// The lines the node logged until it got ready.
+    started: Vec<String>,
     /// The lines the node logs after it got ready.
     log: crossbeam_channel::Receiver<String>,
 }
@@ -73,17 +75,21 @@ fn serve_with(dir: &Path, sink_url: &str, setup: impl FnOnce(&mut Command)) -> S
     let mut child = command.spawn().unwrap();
     let rx = lines_of(child.stderr.take().unwrap());
     let mut addr = None;
+    let mut started = Vec::new();
     while let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) {
         if let Some(rest) = line.split("msg=\"node listening\" addr=").nth(1) {
             addr = Some(rest.split_whitespace().next().unwrap().parse().unwrap());
         }
-        if line.contains("msg=\"engine ready\"") {
+        let ready = line.contains("msg=\"engine ready\"");
+        started.push(line);
+        if ready {
             break;
         }
     }
     ServeProcess {
         child,
         addr: addr.expect("the node logged its address and got ready"),
+        started,
         log: rx,
     }
 }
@@ -564,4 +570,106 @@ fn a_full_disk_refuses_ingest_and_loses_no_acknowledged_hook() {
         acked.len()
     );
     drop(node);
+}
+
+/// `serve`, the child's open-files limit (`RLIMIT_NOFILE`) set to `soft`
+/// and `hard` before it starts.
+fn serve_with_open_files(dir: &Path, soft: libc::rlim_t, hard: libc::rlim_t) -> ServeProcess {
+    serve_with(dir, "http://127.0.0.1:9/unused", |command| {
+        // SAFETY: setrlimit(2) is async-signal-safe; it only reads `limit`.
+        unsafe {
+            command.pre_exec(move || {
+                let limit = libc::rlimit {
+                    rlim_cur: soft,
+                    rlim_max: hard,
+                };
+                match libc::setrlimit(libc::RLIMIT_NOFILE, &limit) {
+                    0 => Ok(()),
+                    _ => Err(std::io::Error::last_os_error()),
+                }
+            });
+        }
+    })
+}
+
+/// The descriptors `serve`'s config can take: 1,024 connections
+/// (`http.max_connections`), 32 attempts (`dispatch.concurrency`), two
+/// sinks' pools of 8 idle connections, and 64 of the node's own.
+const NEEDED_FDS: u64 = 1_024 + 32 + 2 * 8 + 64;
+
+/// The soft and hard open-files limits of process `pid`, from /proc.
+fn open_files_limits(pid: u32) -> (u64, u64) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("a Max open files line");
+    let mut numbers = line.split_whitespace().filter_map(|w| w.parse().ok());
+    (numbers.next().unwrap(), numbers.next().unwrap())
+}
+
+/// A service manager's usual soft limit of 1,024 (here 256) under a higher
+/// hard one: `goad serve` raises its soft limit to the hard one, and then
+/// has what its config can take, so it warns of nothing.
+#[test]
+fn goad_serve_raises_its_open_files_limit_to_the_hard_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ours = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit(2) fills `ours`.
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut ours) },
+        0
+    );
+    let hard = ours.rlim_max.min(4_096);
+    assert!(
+        hard > NEEDED_FDS,
+        "the test needs a hard limit above a node's needs"
+    );
+    let node = serve_with_open_files(dir.path(), 256, hard);
+    assert_eq!(open_files_limits(node.child.id()), (hard, hard));
+    let warned = node.started.iter().find(|l| l.contains("open-files limit"));
+    assert_eq!(warned, None, "no warning with the limit raised");
+}
+
+/// A node whose descriptors run out (a limit of 128, which the node warns
+/// of as it starts) answers each connection it cannot take 503
+/// `too_many_connections` at once, saying why, instead of leaving it
+/// unanswered in the listener's backlog; once connections close, it
+/// serves new ones.
+#[test]
+fn a_node_out_of_file_descriptors_refuses_connections_with_503_and_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = serve_with_open_files(dir.path(), 128, 128);
+    let warned = node.started.iter().find(|l| l.contains("open-files limit"));
+    let warned = warned.expect("the node warned of its limit as it started");
+    let expected = format!("open_files_limit=128 needed={NEEDED_FDS}");
+    assert!(warned.contains(&expected), "{warned}");
+    // More connections than descriptors: those past the limit are refused.
+    let held: Vec<std::net::TcpStream> = (0..150)
+        .map(|_| std::net::TcpStream::connect(node.addr).unwrap())
+        .collect();
+    // Refused without a request (which, unread, could reset the answer).
+    let refused = Client::connect(node.addr)
+        .reply()
+        .expect("an answer, not a connection left waiting");
+    assert_eq!(
+        (refused.status, refused.error_code().as_str()),
+        (503, "too_many_connections"),
+        "{}",
+        refused.text()
+    );
+    let message = refused.json()["message"].as_str().unwrap().to_string();
+    assert!(
+        message.starts_with("the node is out of file descriptors"),
+        "{message}"
+    );
+    let logged = node.logged("out of file descriptors: new connections are refused with 503 until some close (raise the open-files limit, or lower http.max_connections)");
+    assert!(logged.contains("open_files_limit=128"), "{logged}");
+    drop(held);
+    wait_until("a new connection served", Duration::from_secs(30), || {
+        get(node.addr, "/healthz").status == 200
+    });
 }

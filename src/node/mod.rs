@@ -20,6 +20,7 @@ mod ingest_counts;
 mod ingest_rate;
 mod metrics;
 mod notify;
+pub mod open_files;
 pub mod provider_signature;
 pub mod replay;
 mod routes;
@@ -160,6 +161,7 @@ impl Node {
         }
         let tls = http::tls::from_config(&config.http).map_err(NodeError::Config)?;
         let tls = tls.map(|config| Arc::new(RwLock::new(config)));
+        open_files::warn_if_short(&config);
         let scheme = if tls.is_some() { "https" } else { "http" };
         let (admin_queues, admin_jobs) = admin::admin_queues();
         let state = Arc::new(NodeState {

@@ -373,7 +373,7 @@ fn sink_timeout_ms(config: &Config, entry: &SinkConfig) -> u64 {
 }
 
 /// Idle connections a sink keeps: at least one per attempt it may run.
-fn idle_connections(config: &Config) -> usize {
+pub(crate) fn idle_connections(config: &Config) -> usize {
     config.dispatch.sink_concurrency.max(8) as usize
 }
 

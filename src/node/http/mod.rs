@@ -6,6 +6,7 @@ mod handshake;
 pub mod request;
 pub mod response;
 pub mod server;
+mod spare_fd;
 pub mod tls;
 
 pub use chunked::ChunkedProgress;

@@ -9,7 +9,8 @@
 //! request's first byte (408, closed), idle keep-alive connections by
 //! `http.idle_timeout_ms` (as are connections whose client takes none of
 //! their answers for as long), and the connection count by
-//! `http.max_connections` (503, closed). A client that pipelines requests
+//! `http.max_connections` (503, closed; so is a connection the process has
+//! no descriptor for: see `spare_fd`). A client that pipelines requests
 //! without reading the answers gets no more answered once
 //! `MAX_PENDING_OUTPUT_BYTES` of them wait: the node stops reading it, so
 //! its sends block, and goes on as it reads. With TLS, each connection's hello
@@ -24,11 +25,12 @@ use super::conn::{read_into, write_out, Answer, Conn};
 use super::handshake::{read_hello, Answered, Hello, Signers, Tls};
 use super::request::Request;
 use super::response::Response;
+use super::spare_fd::{Refusal, SpareFd};
 use super::tls::SharedTls;
 use crate::config::HttpConfig;
 use crate::limits::{HTTP_DRAIN_MS, MAX_HEAD_BYTES, READ_CHUNK_BYTES};
 use crossbeam_channel::{Receiver, Sender};
-use mio::net::TcpListener;
+use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
@@ -42,7 +44,8 @@ const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
 const SIGNALS: Token = Token(usize::MAX - 3);
 
-/// How often the loop checks connection deadlines when nothing happens.
+/// How often the loop checks connection deadlines when nothing happens
+/// (and, out of descriptors, tries again to answer waiting connections).
 const DEADLINE_CHECK: Duration = Duration::from_millis(100);
 
 /// Answers requests. Runs on the loop thread: it must not block.
@@ -109,6 +112,17 @@ impl Drop for Replier {
             let _ = self.wake.replies.send((slot, id, response));
             self.wake.wake();
         }
+    }
+}
+
+/// Refuses a connection the node cannot take: 503 `too_many_connections`
+/// saying why, over a `plain` connection (a TLS client could not read a
+/// plain answer: it is only closed).
+fn refuse(mut stream: TcpStream, plain: bool, why: &str) {
+    if plain {
+        let mut out = Vec::new();
+        Response::unavailable("too_many_connections", why, 1).write_to(&mut out, false);
+        let _ = stream.write(&out);
     }
 }
 
@@ -180,6 +194,13 @@ pub struct Server {
     stopping_since: Option<Instant>,
     /// Where reads land before they join a connection's buffer (allocated once).
     scratch: Box<[u8]>,
+    spare: SpareFd,
+    /// The process ran out of descriptors since the last connection taken
+    /// (logged once a time).
+    out_of_fds: bool,
+    /// Connections may wait in the backlog unanswered: out of descriptors,
+    /// the spare could not be used.
+    accept_stalled: bool,
 }
 
 impl Server {
@@ -233,6 +254,9 @@ impl Server {
             handler,
             stopping_since: None,
             scratch: vec![0; READ_CHUNK_BYTES].into_boxed_slice(),
+            spare: SpareFd::new(),
+            out_of_fds: false,
+            accept_stalled: false,
         })
     }
 
@@ -252,7 +276,13 @@ impl Server {
         let mut events = Events::with_capacity(1024);
         let mut last_check = Instant::now();
         loop {
-            match self.poll.poll(&mut events, Some(DEADLINE_CHECK)) {
+            // With no connection and none waiting unanswered, nothing has a
+            // deadline: the loop sleeps until an event.
+            let checks = self.open > 0 || self.accept_stalled || self.stopping_since.is_some();
+            match self
+                .poll
+                .poll(&mut events, checks.then_some(DEADLINE_CHECK))
+            {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
@@ -289,6 +319,9 @@ impl Server {
             if last_check.elapsed() >= DEADLINE_CHECK {
                 last_check = Instant::now();
                 self.check_deadlines();
+                if self.accept_stalled {
+                    self.accept();
+                }
             }
             if let Some(since) = self.stopping_since {
                 if self.open == 0 || since.elapsed() >= Duration::from_millis(HTTP_DRAIN_MS) {
@@ -314,37 +347,53 @@ impl Server {
     }
 
     fn accept(&mut self) {
+        self.accept_stalled = false;
         loop {
             let Some(listener) = &self.listener else {
                 return;
             };
-            let (mut stream, _) = match listener.accept() {
+            let (stream, _) = match listener.accept() {
                 Ok(pair) => pair,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if SpareFd::is_exhaustion(&e) => {
+                    let message = format!(
+                        "the node is out of file descriptors, with {} connections open",
+                        self.open
+                    );
+                    if !std::mem::replace(&mut self.out_of_fds, true) {
+                        let limit = crate::node::open_files::soft_limit();
+                        let limit = limit.map_or("unlimited".into(), |n| n.to_string());
+                        crate::log::warn(
+                            "out of file descriptors: new connections are refused with 503 until some close (raise the open-files limit, or lower http.max_connections)",
+                            &[("open_connections", &self.open), ("open_files_limit", &limit)],
+                        );
+                    }
+                    let plain = self.tls.is_none();
+                    match (self.spare).refuse_one(listener, |s| refuse(s, plain, &message)) {
+                        Refusal::Refused => continue,
+                        Refusal::NoneWaiting => return,
+                        Refusal::NoSpare => {
+                            self.accept_stalled = true;
+                            return;
+                        }
+                    }
+                }
                 Err(e) => {
                     crate::log::warn("accept failed", &[("error", &e)]);
                     return;
                 }
             };
+            self.out_of_fds = false;
             if self.open >= self.http.max_connections {
-                if self.tls.is_some() {
-                    // A TLS client could not read a plain answer.
-                    continue;
-                }
-                let mut out = Vec::new();
-                Response::unavailable(
-                    "too_many_connections",
-                    &format!(
-                        "the node has {} connections open (http.max_connections)",
-                        self.open
-                    ),
-                    1,
-                )
-                .write_to(&mut out, false);
-                let _ = stream.write(&out);
+                let message = format!(
+                    "the node has {} connections open (http.max_connections)",
+                    self.open
+                );
+                refuse(stream, self.tls.is_none(), &message);
                 continue;
             }
+            let mut stream = stream;
             let _ = stream.set_nodelay(true);
             let tls = self.tls.as_ref().map(|_| Tls::Hello(Box::default()));
             let slot = self.free.pop().unwrap_or_else(|| {

@@ -1,0 +1,97 @@
+//! The process's open-files limit (`RLIMIT_NOFILE`): every connection the
+//! node serves, every connection to a sink and each store file takes a
+//! descriptor. Many systems start a service with a soft limit of 1,024,
+//! below what `http.max_connections` (1,024 by default) and the rest need,
+//! while allowing far more: `goad serve` raises its soft limit to the hard
+//! one at start, as a Go program does, and the node warns when even that
+//! is short. A node out of descriptors still answers new connections (see
+//! `http::spare_fd`).
+
+use crate::config::Config;
+
+/// The soft limit now (`None` when it cannot be read, or is unlimited).
+pub fn soft_limit() -> Option<u64> {
+    limits()
+        .map(|l| l.rlim_cur)
+        .filter(|&n| n != libc::RLIM_INFINITY)
+}
+
+/// Raises the soft limit to the hard limit; returns the soft limit then.
+/// For a program of its own, such as `goad serve`: the limit is the
+/// whole process's, which a host embedding goad decides for itself.
+pub fn raise_soft_limit() -> Option<u64> {
+    if let Some(mut l) = limits().filter(|l| l.rlim_cur < l.rlim_max) {
+        l.rlim_cur = l.rlim_max;
+        // SAFETY: `l` is a valid rlimit, which setrlimit only reads.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &l) };
+    }
+    soft_limit()
+}
+
+/// Descriptors the node needs beside its connections and its sinks':
+/// its stores, its event loop, its log and its threads' wakers.
+const NODE_OWN_FDS: u64 = 64;
+
+/// The most descriptors `config` can take at once: every connection it
+/// may serve, a sink connection per attempt running, every sink's pool
+/// of idle connections full, and the node's own.
+pub fn needed(config: &Config) -> u64 {
+    let served = config.http.max_connections as u64;
+    let running = u64::from(config.dispatch.concurrency);
+    let sinks: usize = config.sources.iter().map(|s| s.sinks.len()).sum();
+    let idle = (sinks * crate::sink::idle_connections(config)) as u64;
+    served + running + idle + NODE_OWN_FDS
+}
+
+/// Logs a warning when the soft limit is below what `config` can take.
+pub fn warn_if_short(config: &Config) {
+    let Some(limit) = soft_limit() else {
+        return;
+    };
+    let needed = needed(config);
+    if limit < needed {
+        crate::log::warn(
+            "the open-files limit is below what http.max_connections and dispatch.concurrency can take: past it, new connections are refused with 503 (raise LimitNOFILE or ulimit -n, or lower http.max_connections)",
+            &[
+                ("open_files_limit", &limit),
+                ("needed", &needed),
+                ("http.max_connections", &config.http.max_connections),
+                ("dispatch.concurrency", &config.dispatch.concurrency),
+            ],
+        );
+    }
+}
+
+fn limits() -> Option<libc::rlimit> {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `l` is a valid rlimit for getrlimit to fill.
+    let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) };
+    (read == 0).then_some(l)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{SinkConfig, SourceConfig};
+
+    #[test]
+    fn a_node_needs_its_connections_its_sinks_and_its_own() {
+        let mut config = Config::default();
+        config.http.max_connections = 1_000;
+        config.dispatch.concurrency = 50;
+        config.dispatch.sink_concurrency = 10;
+        let sinks = |n| {
+            (0..n)
+                .map(|_| SinkConfig::http("http://127.0.0.1:9/"))
+                .collect()
+        };
+        config.sources = vec![
+            SourceConfig::new("a", "t1", sinks(2)),
+            SourceConfig::new("b", "t2", sinks(1)),
+        ];
+        assert_eq!(needed(&config), 1_000 + 50 + 3 * 10 + NODE_OWN_FDS);
+    }
+}
