@@ -9,6 +9,8 @@ use common::*;
 use goad::demo::receiver::{Received, Receiver, Reply};
 use goad::{Engine, NewHook, RowStatus, SinkConfig};
 use hmac::{Hmac, Mac};
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Delivers one hook through an HTTP sink built by `configure` and returns
@@ -981,4 +983,136 @@ fn an_oauth2_client_may_authenticate_in_the_form_and_a_failing_endpoint_is_named
             )
         )]
     );
+}
+
+/// A receiver over raw TCP, so it can end a kept-alive connection the
+/// moment a request arrives: it answers 200 with keep-alive, but closes
+/// the connection unanswered on the requests `unanswered` numbers (from 0,
+/// across connections). It records each request's connection (numbered
+/// from 0), `webhook-id` and `x-goad-attempt`.
+struct ClosingReceiver {
+    url: String,
+    seen: Arc<Mutex<Vec<(usize, String, String)>>>,
+}
+
+impl ClosingReceiver {
+    fn start(unanswered: &'static [usize]) -> ClosingReceiver {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/hooks", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let recorded = seen.clone();
+        std::thread::spawn(move || {
+            for (connection, stream) in listener.incoming().enumerate() {
+                let seen = recorded.clone();
+                std::thread::spawn(move || {
+                    let mut stream = stream.unwrap();
+                    while let Some((id, attempt)) = read_request(&mut stream) {
+                        let mut seen = seen.lock().unwrap();
+                        let number = seen.len();
+                        seen.push((connection, id, attempt));
+                        if unanswered.contains(&number) {
+                            return;
+                        }
+                        let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+                        stream.write_all(ok).unwrap();
+                    }
+                });
+            }
+        });
+        ClosingReceiver { url, seen }
+    }
+
+    fn seen(&self) -> Vec<(usize, String, String)> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// One whole request from `stream`: its `webhook-id` and `x-goad-attempt`;
+/// `None` at the end of the stream.
+fn read_request(stream: &mut std::net::TcpStream) -> Option<(String, String)> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut request = httparse::Request::new(&mut headers);
+        if let httparse::Status::Complete(head) = request.parse(&buf).unwrap() {
+            let header = |name: &str| {
+                let found = request
+                    .headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case(name));
+                String::from_utf8(found.unwrap().value.to_vec()).unwrap()
+            };
+            let length: usize = header("content-length").parse().unwrap();
+            let (id, attempt) = (header("webhook-id"), header("x-goad-attempt"));
+            while buf.len() < head + length {
+                let n = stream.read(&mut chunk).ok().filter(|&n| n > 0)?;
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            return Some((id, attempt));
+        }
+        let n = stream.read(&mut chunk).ok().filter(|&n| n > 0)?;
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// The keep-alive race: a receiver closes an idle connection just as goad
+/// reuses it (its idle timeout), so the connection ends with no answer and
+/// the request never reached the receiver's application. goad sends it
+/// again at once on a new connection, as the same attempt: no failure, no
+/// backoff, no second attempt counted.
+#[test]
+fn a_request_on_a_kept_alive_connection_closed_as_it_was_reused_is_sent_again_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = ClosingReceiver::start(&[1]);
+    let mut c = config(dir.path());
+    c.retry.base_ms = 60_000;
+    c.retry.max_ms = 60_000;
+    c.sources.push(source(
+        "s",
+        "t",
+        vec![SinkConfig::http(receiver.url.clone())],
+    ));
+    let engine = Engine::open(c).unwrap();
+    let first = engine.commit(NewHook::new("s", "first")).unwrap();
+    assert_eq!(engine.tick().unwrap(), 1);
+    let second = engine.commit(NewHook::new("s", "second")).unwrap();
+    assert_eq!(engine.tick().unwrap(), 1);
+    let one = || "1".to_string();
+    assert_eq!(
+        receiver.seen(),
+        [
+            (0, first, one()),
+            (0, second.clone(), one()),
+            (1, second, one())
+        ]
+    );
+    assert_eq!(rows(&engine).len(), 0, "both delivered");
+}
+
+/// A new connection that ends without an answer is the receiver's failure:
+/// the attempt fails (transient, retried later), and is not sent again at
+/// once.
+#[test]
+fn a_new_connection_closed_without_an_answer_fails_the_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = ClosingReceiver::start(&[0]);
+    let mut c = config(dir.path());
+    c.retry.base_ms = 60_000;
+    c.retry.max_ms = 60_000;
+    c.sources.push(source(
+        "s",
+        "t",
+        vec![SinkConfig::http(receiver.url.clone())],
+    ));
+    let engine = Engine::open(c).unwrap();
+    let id = engine.commit(NewHook::new("s", "x")).unwrap();
+    engine.tick().unwrap();
+    assert_eq!(receiver.seen(), [(0, id, "1".to_string())]);
+    let rows = rows(&engine);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].record.attempts, 1);
+    assert_eq!(rows[0].record.status, RowStatus::Pending);
+    let error = rows[0].record.error.as_deref().unwrap();
+    assert_eq!(error, "io: Peer disconnected");
 }

@@ -6,7 +6,7 @@
 //! bucket's lifecycle rule deletes old claims: goad does not list buckets.
 
 use crate::sink::aws_credentials::AwsCredentials;
-use crate::sink::client::agent;
+use crate::sink::client::{agent, send_past_stale_connections};
 use crate::sink::sigv4::{sign_headers, Unsigned};
 use std::io;
 use std::time::{Duration, SystemTime};
@@ -89,8 +89,9 @@ impl S3Bucket {
         for (name, value) in &signed {
             request = request.header(name.as_str(), value.as_str());
         }
-        let request = request.body(body.to_vec()).map_err(io::Error::other)?;
-        let response = self.agent.run(request).map_err(io::Error::other)?;
+        let request = request.body(body).map_err(io::Error::other)?;
+        let response = send_past_stale_connections(|| self.agent.run(request.clone()))
+            .map_err(io::Error::other)?;
         let status = response.status().as_u16();
         let modified = response
             .headers()

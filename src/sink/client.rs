@@ -8,8 +8,9 @@ use super::resolver::CachingResolver;
 use crate::config::ConfigError;
 use crate::pem::{certificates, private_key, PemFile};
 use rustls::pki_types::PrivateKeyDer;
+use std::cell::Cell;
 use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
-use ureq::unversioned::transport::DefaultConnector;
+use ureq::unversioned::transport::{ConnectionDetails, Connector, DefaultConnector, Transport};
 
 /// The HTTP client of one sink: a keep-alive pool of `idle_connections`,
 /// per-phase timeouts of `timeout_ms` (connect, send, receive: ureq 3's
@@ -50,7 +51,73 @@ pub(crate) fn agent_with_tls(
         .user_agent(concat!("goad/", env!("CARGO_PKG_VERSION")))
         .build();
     let resolver = CachingResolver::new(egress);
-    ureq::Agent::with_parts(config, DefaultConnector::new(), resolver)
+    let connector = DefaultConnector::new().chain(CountsOpened);
+    ureq::Agent::with_parts(config, connector, resolver)
+}
+
+thread_local! {
+    /// Connections this thread's agents opened (ureq connects on the
+    /// thread that sends): a try that opened none went over a pooled one.
+    static OPENED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The last link of every agent's connector chain: counts the connections
+/// it opens, in `OPENED`.
+#[derive(Debug)]
+struct CountsOpened;
+
+impl Connector<Box<dyn Transport>> for CountsOpened {
+    type Out = Box<dyn Transport>;
+
+    fn connect(
+        &self,
+        _: &ConnectionDetails,
+        chained: Option<Box<dyn Transport>>,
+    ) -> Result<Option<Self::Out>, ureq::Error> {
+        if chained.is_some() {
+            OPENED.set(OPENED.get() + 1);
+        }
+        Ok(chained)
+    }
+}
+
+/// Tries of one request over pooled connections the receiver had closed,
+/// at most (each such try fails at once).
+const MAX_STALE_TRIES: usize = 4;
+
+/// Sends a request with `send`, again when a try went over a kept-alive
+/// connection that the receiver closed as it was reused (its idle timeout
+/// raced the request: the connection ends before any answer, and the
+/// request never reached the receiver's application), as curl and Go's
+/// client do. A try over a connection it opened itself is not repeated:
+/// that failure is the receiver's.
+pub(crate) fn send_past_stale_connections<T>(
+    mut send: impl FnMut() -> Result<T, ureq::Error>,
+) -> Result<T, ureq::Error> {
+    let mut stale_tries = 0;
+    loop {
+        let opened = OPENED.get();
+        let sent = send();
+        match &sent {
+            Err(e) if ended_by_peer(e) && OPENED.get() == opened => stale_tries += 1,
+            _ => return sent,
+        }
+        if stale_tries == MAX_STALE_TRIES {
+            return sent;
+        }
+    }
+}
+
+/// Whether `e` is the connection's end: reset, or closed, by the peer.
+fn ended_by_peer(e: &ureq::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
+    match e {
+        ureq::Error::Io(io) => matches!(
+            io.kind(),
+            ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
+        ),
+        _ => false,
+    }
 }
 
 /// The certificates of a PEM file, as roots to trust.

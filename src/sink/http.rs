@@ -13,7 +13,7 @@
 //! caller's dedupe key with a line break, say) fails the attempt as
 //! permanent: no retry could send it.
 
-use super::client::{agent_with_tls, shown_url};
+use super::client::{agent_with_tls, send_past_stale_connections, shown_url};
 use super::egress::{Egress, PrivateAddress};
 use super::forward::{forwarded, reserved_header};
 use super::oauth2::ClientCredentials;
@@ -25,11 +25,9 @@ use base64::prelude::{Engine as _, BASE64_STANDARD};
 use std::io::Read as _;
 use std::sync::Arc;
 use std::time::SystemTime;
-use ureq::http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
-use ureq::http::Uri;
+use ureq::http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use ureq::http::{Request, Uri};
 use ureq::tls::{ClientCert, RootCerts, TlsConfig};
-use ureq::typestate::WithBody;
-use ureq::RequestBuilder;
 
 /// The request method of an HTTP sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -264,19 +262,21 @@ impl HttpSink {
         })
     }
 
-    /// The request of one delivery: its headers, without the body.
+    /// The request of one delivery: its headers (with `bearer`'s
+    /// authorization, if any), without the body.
     fn request(
         &self,
         delivery: &Delivery<'_>,
         timestamp_s: u64,
-    ) -> Result<RequestBuilder<WithBody>, SinkError> {
+        bearer: Option<HeaderValue>,
+    ) -> Result<Request<()>, SinkError> {
         let hook = delivery.hook;
-        let uri = self.uri.clone();
-        let mut request = match self.method {
-            Method::Post => self.agent.post(uri),
-            Method::Put => self.agent.put(uri),
-            Method::Patch => self.agent.patch(uri),
+        let method = match self.method {
+            Method::Post => ureq::http::Method::POST,
+            Method::Put => ureq::http::Method::PUT,
+            Method::Patch => ureq::http::Method::PATCH,
         };
+        let mut request = Request::builder().method(method).uri(self.uri.clone());
         let value = |v: &str| HeaderValue::from_str(v).map_err(|e| unsendable(v, e));
         let content_type = match &self.content_type {
             Some(operators) => operators.clone(),
@@ -320,7 +320,10 @@ impl HttpSink {
         for (name, v) in &self.operator_headers {
             request = request.header(name.clone(), v.clone());
         }
-        Ok(request)
+        if let Some(bearer) = bearer {
+            request = request.header(AUTHORIZATION, bearer);
+        }
+        request.body(()).map_err(SinkError::permanent)
     }
 }
 
@@ -353,7 +356,6 @@ impl Sink for HttpSink {
         let timestamp_s = now
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let mut request = self.request(delivery, timestamp_s)?;
         let token = match &self.oauth2 {
             Some(grant) => Some(grant.token(now).map_err(|e| match e.refused_by_egress {
                 true => SinkError::permanent(e),
@@ -361,18 +363,23 @@ impl Sink for HttpSink {
             })?),
             None => None,
         };
-        if let Some(token) = &token {
-            let bearer = format!("Bearer {}", token.value);
-            let bearer = HeaderValue::from_str(&bearer).map_err(|e| unsendable("token", e))?;
-            request = request.header(ureq::http::header::AUTHORIZATION, bearer);
-        }
-        let response =
-            request
-                .send(&delivery.hook.body[..])
-                .map_err(|e| match PrivateAddress::of(&e) {
-                    Some(refused) => SinkError::permanent(refused.to_string()),
-                    None => SinkError::transient(e),
-                })?;
+        let bearer = match &token {
+            Some(token) => {
+                let bearer = format!("Bearer {}", token.value);
+                Some(HeaderValue::from_str(&bearer).map_err(|e| unsendable("token", e))?)
+            }
+            None => None,
+        };
+        let request = self.request(delivery, timestamp_s, bearer)?;
+        let body = &delivery.hook.body[..];
+        let response = send_past_stale_connections(|| {
+            let (head, ()) = request.clone().into_parts();
+            self.agent.run(Request::from_parts(head, body))
+        })
+        .map_err(|e| match PrivateAddress::of(&e) {
+            Some(refused) => SinkError::permanent(refused.to_string()),
+            None => SinkError::transient(e),
+        })?;
         let status = response.status().as_u16();
         let retry_after = response
             .headers()

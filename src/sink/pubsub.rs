@@ -133,16 +133,20 @@ impl PubSubSink {
     /// Sends a publish request with the access token: the answer's status
     /// and body.
     fn post(&self, request: &str) -> Result<(u16, Vec<u8>), SinkError> {
-        let mut post = self
-            .agent
-            .post(&self.publish_url)
-            .header("content-type", "application/json");
-        if let Some(token) = self.options.auth.token(SystemTime::now())? {
-            post = post.header("authorization", format!("Bearer {token}"));
-        }
-        if let Some(project) = self.options.auth.quota_project() {
-            post = post.header("x-goog-user-project", project);
-        }
+        let token = self.options.auth.token(SystemTime::now())?;
+        let post = || {
+            let mut post = self
+                .agent
+                .post(&self.publish_url)
+                .header("content-type", "application/json");
+            if let Some(token) = &token {
+                post = post.header("authorization", format!("Bearer {token}"));
+            }
+            if let Some(project) = self.options.auth.quota_project() {
+                post = post.header("x-goog-user-project", project);
+            }
+            post
+        };
         answer_of(post, request.as_bytes())
     }
 }

@@ -2,20 +2,25 @@
 //! into requests, sending a request and reading its answer, and the error
 //! of a message too large to send.
 
+use super::client::send_past_stale_connections;
 use super::{Delivery, Sink, SinkError};
 use std::fmt;
 
 /// The most of an answer a queue sink reads (an answer is a few hundred bytes).
 const MAX_ANSWER_BYTES: u64 = 64 * 1024;
 
-/// Sends a queue sink's request and reads its answer (up to
-/// `MAX_ANSWER_BYTES`, so the connection can be reused): the status and the
-/// body. A transport error is a transient failure.
+/// Sends a queue sink's request, as `request` builds it, and reads its
+/// answer (up to `MAX_ANSWER_BYTES`, so the connection can be reused): the
+/// status and the body. A request that met a kept-alive connection closed
+/// as it was reused is built and sent again (see
+/// [`send_past_stale_connections`]). A transport error is a transient
+/// failure.
 pub(super) fn answer_of(
-    request: ureq::RequestBuilder<ureq::typestate::WithBody>,
+    request: impl Fn() -> ureq::RequestBuilder<ureq::typestate::WithBody>,
     body: &[u8],
 ) -> Result<(u16, Vec<u8>), SinkError> {
-    let response = request.send(body).map_err(SinkError::transient)?;
+    let response =
+        send_past_stale_connections(|| request().send(body)).map_err(SinkError::transient)?;
     let status = response.status().as_u16();
     let reply = response
         .into_body()

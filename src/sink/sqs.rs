@@ -224,13 +224,16 @@ impl SqsSink {
             SignError::Credentials(e) => SinkError::transient(e),
             other => SinkError::permanent(other),
         })?;
-        let mut post = self.agent.post(&self.post_url);
-        for (name, value) in headers {
-            post = post.header(name, value);
-        }
-        for (name, value) in &signed {
-            post = post.header(name.as_str(), value.as_str());
-        }
+        let post = || {
+            let mut post = self.agent.post(&self.post_url);
+            for (name, value) in headers {
+                post = post.header(name, value);
+            }
+            for (name, value) in &signed {
+                post = post.header(name.as_str(), value.as_str());
+            }
+            post
+        };
         answer_of(post, request.as_bytes())
     }
 }
