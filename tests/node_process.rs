@@ -5,10 +5,11 @@
 
 mod common;
 
-use common::http::{get, Client};
+use common::http::{get, raw_request, Client};
 use common::{lines_of, wait_until};
 use goad::demo::receiver::{Receiver, Reply};
 use std::collections::HashSet;
+use std::io::Write;
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -672,4 +673,81 @@ fn a_node_out_of_file_descriptors_refuses_connections_with_503_and_recovers() {
     wait_until("a new connection served", Duration::from_secs(30), || {
         get(node.addr, "/healthz").status == 200
     });
+}
+
+/// Replaces `link` with a symbolic link to `target` (atomically: a link
+/// made beside it is renamed over it).
+fn point(link: &Path, target: &Path) {
+    let made = link.with_extension("new-link");
+    std::os::unix::fs::symlink(target, &made).unwrap();
+    std::fs::rename(&made, link).unwrap();
+}
+
+/// Two reloads at once (SIGHUP, then `POST /v1/reload`) with the config
+/// file changed between their reads: they run one at a time, each reading
+/// the file under the lock, so the node ends on the file as it is now. The
+/// first reads the older config through a FIFO the test feeds late; had
+/// the second not waited, it would have read the newer file and applied it
+/// first, and the first the older one over it.
+#[test]
+fn reloads_run_one_at_a_time_so_the_node_ends_on_the_latest_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = serve(dir.path(), "http://127.0.0.1:9/unused");
+    let path = dir.path().join("goad.toml");
+    let config = std::fs::read_to_string(&path).unwrap();
+    let with = |line: &str| config.replace("[dispatch]\n", &format!("[dispatch]\n{line}\n"));
+    let (older, newer) = (dir.path().join("older.fifo"), dir.path().join("newer.toml"));
+    let fifo_path = std::ffi::CString::new(older.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) reads the NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo_path.as_ptr(), 0o600) }, 0);
+    std::fs::write(&newer, with("sink_concurrency = 3")).unwrap();
+
+    point(&path, &older);
+    node.signal(libc::SIGHUP);
+    // Its reader is there once a writer may open without blocking.
+    let mut fifo = None;
+    wait_until(
+        "the SIGHUP's reload opens the file",
+        Duration::from_secs(30),
+        || {
+            use std::os::unix::fs::OpenOptionsExt;
+            let open = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&older);
+            fifo = open.ok();
+            fifo.is_some()
+        },
+    );
+    point(&path, &newer);
+    let mut second = Client::connect(node.addr);
+    second.send(&raw_request("POST", "/v1/reload", &[], b""));
+    assert!(
+        !second.answers_within(Duration::from_secs(1)),
+        "the second reload waits for the first"
+    );
+    let mut fifo = fifo.unwrap();
+    fifo.write_all(with("sink_concurrency = 2").as_bytes())
+        .unwrap();
+    drop(fifo);
+    let first = node.logged("config reloaded");
+    assert!(
+        first.contains("applied=dispatch.sink_concurrency"),
+        "{first}"
+    );
+    let reply = second.reply().expect("the second reload's answer");
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(
+        reply.json()["applied"],
+        serde_json::json!(["dispatch.sink_concurrency"])
+    );
+    // The node is on the file as it is: a reload now changes nothing.
+    let again =
+        Client::connect(node.addr).send_and_reply(&raw_request("POST", "/v1/reload", &[], b""));
+    assert_eq!(
+        again.json()["applied"],
+        serde_json::json!([]),
+        "{}",
+        again.text()
+    );
 }

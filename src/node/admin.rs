@@ -567,8 +567,12 @@ fn reload(state: &NodeState, engine: &Engine) -> Response {
 }
 
 /// Re-reads the config file and applies its live keys (`POST /v1/reload`,
-/// SIGHUP); logs what it applied.
+/// SIGHUP); logs what it applied. One reload at a time, each reading the
+/// file under the lock: otherwise one that read the file before an edit
+/// could apply after one that read it since, and leave the node on the
+/// older config.
 pub(super) fn reload_config(state: &NodeState, engine: &Engine) -> Result<Reloaded, ReloadError> {
+    let _one_at_a_time = state.reloading.lock();
     let path = state
         .config_path
         .as_ref()

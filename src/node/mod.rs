@@ -108,6 +108,8 @@ pub(crate) struct NodeState {
     opened: (Mutex<bool>, Condvar),
     config: RwLock<Config>,
     config_path: Option<PathBuf>,
+    /// Held by the reload under way (see `admin::reload_config`).
+    reloading: Mutex<()>,
     tokens: RwLock<Tokens>,
     /// The front's TLS config, when it serves HTTPS (a reload renews it).
     tls: Option<SharedTls>,
@@ -173,6 +175,7 @@ impl Node {
             notifier: notify::Notifier::new(&config.notifications),
             config: RwLock::new(config.clone()),
             config_path: options.config_path,
+            reloading: Mutex::new(()),
             tokens: RwLock::new(tokens),
             tls: tls.clone(),
             admin: admin_queues,

@@ -5,6 +5,9 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+/// How long a client waits for a response.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
 #[derive(Debug, Clone)]
 pub struct HttpReply {
     pub status: u16,
@@ -61,7 +64,7 @@ impl Client {
     /// A client on a connection already open, reading with a 30 s timeout.
     pub fn from_stream(stream: TcpStream) -> Client {
         stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
+            .set_read_timeout(Some(READ_TIMEOUT))
             .expect("set a read timeout");
         Client {
             stream,
@@ -71,6 +74,20 @@ impl Client {
 
     pub fn send(&mut self, raw: &[u8]) {
         self.stream.write_all(raw).expect("write the request");
+    }
+
+    /// Whether the node sends anything within `wait` (what it sends is
+    /// left for [`Client::reply`]).
+    pub fn answers_within(&mut self, wait: Duration) -> bool {
+        self.stream
+            .set_read_timeout(Some(wait))
+            .expect("set a read timeout");
+        let mut byte = [0u8; 1];
+        let answered = !self.buf.is_empty() || self.stream.peek(&mut byte).is_ok_and(|n| n > 0);
+        (self.stream)
+            .set_read_timeout(Some(READ_TIMEOUT))
+            .expect("set a read timeout");
+        answered
     }
 
     /// Sends `raw` on a connection of its own and reads the answer.
