@@ -45,7 +45,8 @@ const WAKER: Token = Token(usize::MAX - 2);
 const SIGNALS: Token = Token(usize::MAX - 3);
 
 /// How often the loop checks connection deadlines when nothing happens
-/// (and, out of descriptors, tries again to answer waiting connections).
+/// (and, after `accept` failed for want of resources, tries again to take
+/// waiting connections).
 const DEADLINE_CHECK: Duration = Duration::from_millis(100);
 
 /// Answers requests. Runs on the loop thread: it must not block.
@@ -126,6 +127,27 @@ fn refuse(mut stream: TcpStream, plain: bool, why: &str) {
     }
 }
 
+/// Whether an `accept` error is one connection's: its client gave up
+/// first, or a network error of its that Linux passes on (accept(2) asks
+/// that these be taken like `EAGAIN`, and the next connection accepted).
+fn only_that_connection(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::ECONNABORTED
+                | libc::EPROTO
+                | libc::EPERM
+                | libc::ENETDOWN
+                | libc::ENETUNREACH
+                | libc::ENONET
+                | libc::EHOSTDOWN
+                | libc::EHOSTUNREACH
+                | libc::ENOPROTOOPT
+                | libc::EOPNOTSUPP
+        )
+    )
+}
+
 /// Stops a running server from another thread.
 #[derive(Clone)]
 pub struct Stopper(Arc<Wake>);
@@ -198,8 +220,8 @@ pub struct Server {
     /// The process ran out of descriptors since the last connection taken
     /// (logged once a time).
     out_of_fds: bool,
-    /// Connections may wait in the backlog unanswered: out of descriptors,
-    /// the spare could not be used.
+    /// Connections may wait in the backlog unanswered: `accept` failed for
+    /// want of memory, or of descriptors with the spare not to be had.
     accept_stalled: bool,
 }
 
@@ -379,8 +401,13 @@ impl Server {
                         }
                     }
                 }
+                // That connection's own failure: take the next.
+                Err(e) if only_that_connection(&e) => continue,
                 Err(e) => {
+                    // The system's (memory, socket buffers): waiting
+                    // connections are tried again at the next check.
                     crate::log::warn("accept failed", &[("error", &e)]);
+                    self.accept_stalled = true;
                     return;
                 }
             };
