@@ -86,11 +86,12 @@ impl Connector<Box<dyn Transport>> for CountsOpened {
 const MAX_STALE_TRIES: usize = 4;
 
 /// Sends a request with `send`, again when a try went over a kept-alive
-/// connection that the receiver closed as it was reused (its idle timeout
-/// raced the request: the connection ends before any answer, and the
-/// request never reached the receiver's application), as curl and Go's
-/// client do. A try over a connection it opened itself is not repeated:
-/// that failure is the receiver's.
+/// connection that ended without an answer: most often the receiver closed
+/// it as it was reused (its idle timeout raced the request, which never
+/// reached its application), as curl and Go's client assume; a receiver
+/// that took the request and then dropped the connection gets it twice,
+/// which at-least-once delivery allows. A try over a connection it opened
+/// itself is not repeated: that failure is the receiver's.
 pub(crate) fn send_past_stale_connections<T>(
     mut send: impl FnMut() -> Result<T, ureq::Error>,
 ) -> Result<T, ureq::Error> {
