@@ -670,9 +670,27 @@ fn a_node_out_of_file_descriptors_refuses_connections_with_503_and_recovers() {
     let logged = node.logged("out of file descriptors: new connections are refused with 503 until some close (raise the open-files limit, or lower http.max_connections)");
     assert!(logged.contains("open_files_limit=128"), "{logged}");
     drop(held);
+    let mut tries = 0;
     wait_until("a new connection served", Duration::from_secs(30), || {
+        tries += 1;
         get(node.addr, "/healthz").status == 200
     });
+    // Every connection made was taken or refused for want of descriptors:
+    // the 150, the refused one, the tries and this scrape.
+    let metrics = get(node.addr, "/metrics").text();
+    let value = |series: &str| -> f64 {
+        let line = metrics.lines().find(|l| l.starts_with(series));
+        line.and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap()
+    };
+    let taken = value("goad_http_connections_total ");
+    let refused = value("goad_http_connections_refused_total{reason=\"file_descriptors\"} ");
+    assert!(refused >= 1.0, "{metrics}");
+    assert_eq!(taken + refused, f64::from(150 + 1 + tries + 1), "{metrics}");
+    assert_eq!(
+        value("goad_http_connections_refused_total{reason=\"max_connections\"} "),
+        0.0
+    );
 }
 
 /// Replaces `link` with a symbolic link to `target` (atomically: a link

@@ -2,6 +2,7 @@
 //! format (version 0.0.4). Counters are since the node started; per-shard
 //! series carry a `shard` label.
 
+use super::http::FrontCounts;
 use super::ingest_counts::IngestCounts;
 use super::notify::NotificationCounts;
 use super::replay::Replays;
@@ -70,6 +71,48 @@ impl Family<'_> {
             self.out,
             "goad_replay_pacer_passes_total {}",
             replays.pacer_passes()
+        );
+    }
+
+    /// The HTTP front's connections.
+    fn front(&mut self, front: &FrontCounts) {
+        let get = FrontCounts::get;
+        self.head("goad_http_connections", "gauge", "Client connections open.");
+        let _ = writeln!(self.out, "goad_http_connections {}", get(&front.open));
+        self.head(
+            "goad_http_connections_total",
+            "counter",
+            "Client connections taken.",
+        );
+        let _ = writeln!(
+            self.out,
+            "goad_http_connections_total {}",
+            get(&front.accepted)
+        );
+        self.head(
+            "goad_http_connections_refused_total",
+            "counter",
+            "Connections refused (503 too_many_connections; closed at once over TLS), by reason: max_connections (at http.max_connections) or file_descriptors (none left: raise the open-files limit).",
+        );
+        for (reason, counter) in [
+            ("max_connections", &front.refused_at_cap),
+            ("file_descriptors", &front.refused_without_fds),
+        ] {
+            let _ = writeln!(
+                self.out,
+                "goad_http_connections_refused_total{{reason=\"{reason}\"}} {}",
+                get(counter)
+            );
+        }
+        self.head(
+            "goad_http_request_timeouts_total",
+            "counter",
+            "Requests that did not arrive within http.read_timeout_ms of their first byte (408, closed).",
+        );
+        let _ = writeln!(
+            self.out,
+            "goad_http_request_timeouts_total {}",
+            get(&front.read_timeouts)
         );
     }
 
@@ -439,6 +482,7 @@ pub(super) fn render(engine: &Engine, state: &NodeState) -> Result<String, Store
     f.stats_families(SHARD_FAMILIES, &stats);
     f.replays(&state.replays);
     f.ingest(&state.ingest);
+    f.front(&state.front);
     f.notifications(&state.notifier.counts);
     f.head(
         "goad_draining",

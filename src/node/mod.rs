@@ -118,6 +118,8 @@ pub(crate) struct NodeState {
     drain: drain::Drain,
     replays: Replays,
     ingest: IngestCounts,
+    /// What the HTTP front did with its connections.
+    front: Arc<http::FrontCounts>,
     notifier: Arc<notify::Notifier>,
 }
 
@@ -172,6 +174,7 @@ impl Node {
             replays: Replays::new(&config.data_dir),
             drain: drain::Drain::load(&config.data_dir),
             ingest: IngestCounts::default(),
+            front: Arc::default(),
             notifier: notify::Notifier::new(&config.notifications),
             config: RwLock::new(config.clone()),
             config_path: options.config_path,
@@ -187,6 +190,7 @@ impl Node {
             tls,
             config.max_body_bytes,
             handler,
+            state.front.clone(),
         )
         .map_err(|source| NodeError::Listen {
             listen: config.listen.clone(),

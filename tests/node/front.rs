@@ -287,6 +287,7 @@ fn a_slow_client_gets_408_and_is_closed_while_others_are_served() {
     );
     assert!(started.elapsed() >= Duration::from_millis(300));
     assert!(slow.is_closed());
+    assert_eq!(metric(addr, "goad_http_request_timeouts_total", ""), 1.0);
 }
 
 #[test]
@@ -326,6 +327,18 @@ fn connections_over_the_cap_get_503() {
         (refused.status, refused.error_code().as_str()),
         (503, "too_many_connections")
     );
+    // Scraped over a held connection (a new one would be refused).
+    let scraped = held[0].request("GET", "/metrics", &[], b"").text();
+    let samples = parse_prometheus(&scraped);
+    let value = |name: &str, labels: &str| {
+        let found = samples.iter().find(|(n, l, _)| n == name && l == labels);
+        found.map(|(_, _, v)| *v)
+    };
+    assert_eq!(value("goad_http_connections", ""), Some(2.0));
+    assert_eq!(value("goad_http_connections_total", ""), Some(2.0));
+    let refused = "goad_http_connections_refused_total";
+    assert_eq!(value(refused, r#"reason="max_connections""#), Some(1.0));
+    assert_eq!(value(refused, r#"reason="file_descriptors""#), Some(0.0));
     drop(held);
     wait_until("a connection slot frees", Duration::from_secs(10), || {
         let mut c = Client::connect(addr);

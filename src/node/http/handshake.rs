@@ -271,6 +271,7 @@ mod tests {
             Some(tls),
             1_024,
             Arc::new(Fine),
+            Arc::default(),
         )
         .unwrap();
         let addr = server.local_addr().unwrap();

@@ -2,6 +2,7 @@
 
 mod chunked;
 mod conn;
+mod front_counts;
 mod handshake;
 pub mod request;
 pub mod response;
@@ -10,6 +11,7 @@ mod spare_fd;
 pub mod tls;
 
 pub use chunked::ChunkedProgress;
+pub use front_counts::FrontCounts;
 pub use request::Request;
 pub use response::Response;
 pub use server::{Handler, Later, Replier, Server, Stopper};

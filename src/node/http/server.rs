@@ -22,6 +22,7 @@
 //! `HTTP_DRAIN_MS`).
 
 use super::conn::{read_into, write_out, Answer, Conn};
+use super::front_counts::FrontCounts;
 use super::handshake::{read_hello, Answered, Hello, Signers, Tls};
 use super::request::Request;
 use super::response::Response;
@@ -217,6 +218,7 @@ pub struct Server {
     /// Where reads land before they join a connection's buffer (allocated once).
     scratch: Box<[u8]>,
     spare: SpareFd,
+    counts: Arc<FrontCounts>,
     /// The process ran out of descriptors since the last connection taken
     /// (logged once a time).
     out_of_fds: bool,
@@ -227,13 +229,15 @@ pub struct Server {
 
 impl Server {
     /// Binds `addr` and registers SIGTERM and SIGINT (stop) and SIGHUP
-    /// (told to the handler); with `tls`, every connection speaks TLS.
+    /// (told to the handler); with `tls`, every connection speaks TLS. The
+    /// loop counts what it does with connections in `counts`.
     pub fn bind(
         addr: SocketAddr,
         http: HttpConfig,
         tls: Option<SharedTls>,
         max_body_bytes: u64,
         handler: Arc<dyn Handler>,
+        counts: Arc<FrontCounts>,
     ) -> io::Result<Server> {
         let poll = Poll::new()?;
         let mut listener = TcpListener::bind(addr)?;
@@ -277,6 +281,7 @@ impl Server {
             stopping_since: None,
             scratch: vec![0; READ_CHUNK_BYTES].into_boxed_slice(),
             spare: SpareFd::new(),
+            counts,
             out_of_fds: false,
             accept_stalled: false,
         })
@@ -392,7 +397,12 @@ impl Server {
                         );
                     }
                     let plain = self.tls.is_none();
-                    match (self.spare).refuse_one(listener, |s| refuse(s, plain, &message)) {
+                    let refused = &self.counts.refused_without_fds;
+                    let refuse = |s| {
+                        FrontCounts::add(refused);
+                        refuse(s, plain, &message)
+                    };
+                    match (self.spare).refuse_one(listener, refuse) {
                         Refusal::Refused => continue,
                         Refusal::NoneWaiting => return,
                         Refusal::NoSpare => {
@@ -417,6 +427,7 @@ impl Server {
                     "the node has {} connections open (http.max_connections)",
                     self.open
                 );
+                FrontCounts::add(&self.counts.refused_at_cap);
                 refuse(stream, self.tls.is_none(), &message);
                 continue;
             }
@@ -437,6 +448,8 @@ impl Server {
                 continue;
             }
             self.open += 1;
+            FrontCounts::add(&self.counts.accepted);
+            self.counts.open.store(self.open as u64, Ordering::Relaxed);
             self.last_conn += 1;
             self.conns[slot] = Some(Conn::new(self.last_conn, stream, tls));
         }
@@ -593,6 +606,7 @@ impl Server {
                 .request_started
                 .is_some_and(|t| t.elapsed() >= read_timeout)
             {
+                FrontCounts::add(&self.counts.read_timeouts);
                 conn.drop_input();
                 Response::error(
                     408,
@@ -621,6 +635,7 @@ impl Server {
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.free.push(slot);
             self.open -= 1;
+            self.counts.open.store(self.open as u64, Ordering::Relaxed);
         }
     }
 }
@@ -654,8 +669,8 @@ mod tests {
     #[test]
     fn a_handler_that_panics_answers_500_and_the_loop_serves_on() {
         let addr = "127.0.0.1:0".parse().unwrap();
-        let server =
-            Server::bind(addr, HttpConfig::default(), None, 1_024, Arc::new(Fragile)).unwrap();
+        let (http, handler) = (HttpConfig::default(), Arc::new(Fragile));
+        let server = Server::bind(addr, http, None, 1_024, handler, Arc::default()).unwrap();
         let addr = server.local_addr().unwrap();
         let stopper = server.stopper();
         let loop_thread = std::thread::spawn(move || server.run());

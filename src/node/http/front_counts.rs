@@ -1,0 +1,28 @@
+//! What the HTTP front did with its connections, for `/metrics`: the loop
+//! counts, the metrics route reads.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Debug, Default)]
+pub struct FrontCounts {
+    /// Client connections open now.
+    pub open: AtomicU64,
+    /// Client connections taken since the node started.
+    pub accepted: AtomicU64,
+    /// Connections refused at `http.max_connections`.
+    pub refused_at_cap: AtomicU64,
+    /// Connections refused with no file descriptor left.
+    pub refused_without_fds: AtomicU64,
+    /// Requests that did not arrive within `http.read_timeout_ms` (408).
+    pub read_timeouts: AtomicU64,
+}
+
+impl FrontCounts {
+    pub(super) fn add(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}
