@@ -13,6 +13,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// `println!`, but a reader that went away (`goad demo | head`) is no
+/// reason to stop: the demo runs to its end and removes its directory.
+macro_rules! say {
+    ($($line:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($line)*);
+    }};
+}
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct DemoOptions {
@@ -70,8 +79,8 @@ pub fn run(options: &DemoOptions) -> Result<(), Box<dyn std::error::Error>> {
     let rows_total: u64 = (0..options.hooks)
         .map(|i| TENANTS[(i % 4) as usize].1.len() as u64)
         .sum();
-    println!("goad demo: {} hooks from {} committers, {} tenants, receivers fast / flaky (1 in 5 fails) / slow (20 ms)", options.hooks, options.committers, TENANTS.len());
-    println!(
+    say!("goad demo: {} hooks from {} committers, {} tenants, receivers fast / flaky (1 in 5 fails) / slow (20 ms)", options.hooks, options.committers, TENANTS.len());
+    say!(
         "data directory {} ({} shards)",
         data.path().display(),
         config.shard_count()
@@ -236,7 +245,7 @@ fn progress(engine: &Engine, rows_total: u64, started: Instant, deadline: Instan
         let delivered: u64 = stats.iter().map(|s| s.delivered).sum();
         let retried: u64 = stats.iter().map(|s| s.retried).sum();
         let dead: u64 = stats.iter().map(|s| s.dead).sum();
-        println!("  {:>6.1}s  delivered {delivered:>7} / {rows_total}  retried {retried:>6}  dead {dead:>4}", started.elapsed().as_secs_f64());
+        say!("  {:>6.1}s  delivered {delivered:>7} / {rows_total}  retried {retried:>6}  dead {dead:>4}", started.elapsed().as_secs_f64());
         if delivered + dead >= rows_total {
             return;
         }
@@ -246,10 +255,16 @@ fn progress(engine: &Engine, rows_total: u64, started: Instant, deadline: Instan
 fn print_summary(engine: &Engine, tally: &Tally, elapsed: Duration) {
     let stats = engine.stats();
     let delivered: u64 = stats.iter().map(|s| s.delivered).sum();
-    println!();
-    println!(
+    say!();
+    say!(
         "{:<10} {:>10} {:>8} {:>6} {:>10} {:>10} {:>10}",
-        "tenant", "delivered", "retried", "dead", "p50 ms", "p99 ms", "max ms"
+        "tenant",
+        "delivered",
+        "retried",
+        "dead",
+        "p50 ms",
+        "p99 ms",
+        "max ms"
     );
     let count = |counts: &BTreeMap<String, u64>, tenant| counts.get(tenant).copied().unwrap_or(0);
     for (tenant, _) in TENANTS {
@@ -258,7 +273,7 @@ fn print_summary(engine: &Engine, tally: &Tally, elapsed: Duration) {
             Some(hist.value_at_quantile(q) as f64 / 1000.0)
         };
         let shown = |ms: Option<f64>| ms.map_or("-".to_string(), |ms| format!("{ms:.2}"));
-        println!(
+        say!(
             "{:<10} {:>10} {:>8} {:>6} {:>10} {:>10} {:>10}",
             tenant,
             count(&tally.delivered, tenant),
@@ -269,13 +284,13 @@ fn print_summary(engine: &Engine, tally: &Tally, elapsed: Duration) {
             shown(ms(1.0)),
         );
     }
-    println!();
-    println!(
+    say!();
+    say!(
         "delivered {delivered}  retried {}  dead-lettered {}  in {:.2}s  = {:.0} deliveries/s",
         stats.iter().map(|s| s.retried).sum::<u64>(),
         stats.iter().map(|s| s.dead).sum::<u64>(),
         elapsed.as_secs_f64(),
         delivered as f64 / elapsed.as_secs_f64()
     );
-    println!("(latency: commit acknowledged → first successful delivery, per tenant)");
+    say!("(latency: commit acknowledged → first successful delivery, per tenant)");
 }

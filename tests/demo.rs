@@ -1,0 +1,51 @@
+//! `goad demo`, the README's first command, as a child process.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+fn demo() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_goad"));
+    command.args(["demo", "--hooks", "400", "--committers", "4"]);
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    command
+}
+
+/// 400 hooks of 4 tenants make 500 rows (one tenant's source has two
+/// sinks); the flaky receiver fails some attempts, which are retried, and
+/// none is dead-lettered.
+#[test]
+fn the_demo_delivers_every_row_and_prints_its_summary() {
+    let out = demo().output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = stdout.lines().find(|l| l.starts_with("delivered "));
+    let summary = summary.expect("a summary line");
+    assert!(summary.starts_with("delivered 500  retried "), "{summary}");
+    assert!(summary.contains("  dead-lettered 0  in "), "{summary}");
+    for tenant in ["acme", "globex", "initech", "umbrella"] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(tenant)),
+            "{tenant}: {stdout}"
+        );
+    }
+}
+
+/// A reader that stops after the first line (`goad demo | head -1`) does
+/// not make the demo fail: it runs to its end and exits 0.
+#[test]
+fn a_reader_that_goes_away_does_not_fail_the_demo() {
+    let mut child = demo().spawn().unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("goad demo: 400 hooks"), "{first}");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
