@@ -405,3 +405,26 @@ fn expect_100_continue_is_answered_before_the_body() {
     let refused = big.reply().expect("413 without a 100 first");
     assert_eq!(refused.status, 413);
 }
+
+/// A request target in absolute form (`POST http://node/v1/sources/…`, as
+/// a client configured to reach the node through a proxy may send it) is
+/// served by its path, as RFC 9112 asks of a server.
+#[test]
+fn an_absolute_form_request_target_is_served_by_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = node_config(dir.path());
+    c.sources.push(source(
+        "gh",
+        "acme",
+        vec![SinkConfig::http(receiver.url("/in"))],
+    ));
+    let node = start(c);
+    let addr = node.local_addr();
+    let target = format!("http://{addr}/v1/sources/gh/hooks");
+    let mut client = Client::connect(addr);
+    let reply = client.request("POST", &target, &[], b"absolute");
+    assert_eq!(reply.status, 202, "{}", reply.text());
+    assert!(receiver.wait_for(1, Duration::from_secs(10)));
+    assert_eq!(receiver.received()[0].body, b"absolute");
+}

@@ -141,8 +141,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Request, usize, u8)>, Response> {
         }
     };
     let version = req.version.unwrap_or(1);
-    let target = req.path.unwrap_or_default();
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let (path, query) = path_and_query(req.path.unwrap_or_default());
     let mut fields = Vec::with_capacity(req.headers.len());
     for h in req.headers.iter() {
         let Ok(value) = std::str::from_utf8(h.value) else {
@@ -244,6 +243,27 @@ fn content_length(request: &Request) -> Result<Option<u64>, String> {
     Ok(length)
 }
 
+/// A request target's path and query. An absolute-form target
+/// (`http://host/path?query`, which RFC 9112 §3.2.2 says a server must
+/// accept) is taken without its scheme and authority, its path `/` when it
+/// has none.
+fn path_and_query(target: &str) -> (&str, &str) {
+    let scheme = ["http://", "https://"].into_iter().find(|scheme| {
+        let head = target.get(..scheme.len());
+        head.is_some_and(|h| h.eq_ignore_ascii_case(scheme))
+    });
+    let rest = match scheme {
+        Some(scheme) => {
+            let after_scheme = &target[scheme.len()..];
+            let authority_len = after_scheme.find(['/', '?']).unwrap_or(after_scheme.len());
+            &after_scheme[authority_len..]
+        }
+        None => target,
+    };
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    (if path.is_empty() { "/" } else { path }, query)
+}
+
 /// `s` with its `%XX` escapes decoded and `+` as a space (a query's or a
 /// form's value).
 pub fn percent_decode(s: &str) -> String {
@@ -304,6 +324,18 @@ mod tests {
         assert_eq!(r.header("x-a"), Some("1"));
         assert_eq!(r.body, b"abc");
         assert!(r.keep_alive);
+    }
+
+    /// An absolute-form target is taken as its path and query.
+    #[test]
+    fn an_absolute_form_target_is_its_path_and_query() {
+        let (r, _) = complete(b"GET http://node:7878/v1/x?limit=5 HTTP/1.1\r\nHost: node\r\n\r\n");
+        assert_eq!((r.path.as_str(), r.query.as_str()), ("/v1/x", "limit=5"));
+        let (r, _) = complete(b"GET HTTPS://node HTTP/1.1\r\nHost: node\r\n\r\n");
+        assert_eq!((r.path.as_str(), r.query.as_str()), ("/", ""));
+        assert_eq!(path_and_query("http://node?a=1"), ("/", "a=1"));
+        assert_eq!(path_and_query("/plain?x"), ("/plain", "x"));
+        assert_eq!(path_and_query("httpx://node/p"), ("httpx://node/p", ""));
     }
 
     #[test]
