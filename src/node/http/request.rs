@@ -232,9 +232,14 @@ fn content_length(request: &Request) -> Result<Option<u64>, String> {
         .iter()
         .filter(|(n, _)| n == "content-length")
     {
+        // Digits only (RFC 9110 §8.6): `+5`, which Rust's parse takes, is
+        // refused, as a proxy in front may read it otherwise.
+        let digits = !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit());
         let n: u64 = value
             .parse()
-            .map_err(|_| format!("Content-Length {value:?} is not a non-negative integer"))?;
+            .ok()
+            .filter(|_| digits)
+            .ok_or_else(|| format!("Content-Length {value:?} is not a non-negative integer"))?;
         if length.is_some_and(|l| l != n) {
             return Err("conflicting Content-Length headers".to_string());
         }
@@ -410,6 +415,11 @@ mod tests {
             rejected(b"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"),
             400
         );
+        // Digits only: a sign, which Rust's integer parse takes, is refused.
+        for length in ["+5", "-1", "5 5", ""] {
+            let raw = format!("POST / HTTP/1.1\r\nContent-Length: {length}\r\n\r\nhello");
+            assert_eq!(rejected(raw.as_bytes()), 400, "{length:?}");
+        }
         let chunked_with_length =
             b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n";
         assert_eq!(rejected(chunked_with_length), 400);
