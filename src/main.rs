@@ -1,7 +1,7 @@
 //! The `goad` command.
 
 use clap::{Args, Parser, Subcommand};
-use goad::node::client::{encode, NodeClient};
+use goad::node::client::{encode, ClientError, ClientTlsFiles, NodeClient};
 use goad::{Config, Node, NodeOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -254,16 +254,31 @@ struct NodeArgs {
     /// The environment variable holding the node's admin token.
     #[arg(long, default_value = "GOAD_ADMIN_TOKEN")]
     token_env: String,
+    /// An https:// node: trust the certificates of this PEM file (the CA
+    /// that signed the node's) instead of Mozilla's roots.
+    #[arg(long, env = "GOAD_CA_FILE")]
+    ca_file: Option<PathBuf>,
+    /// An https:// node that asks for one (`http.tls_client_ca_file`):
+    /// present this PEM certificate chain...
+    #[arg(long, env = "GOAD_CLIENT_CERT")]
+    client_cert: Option<PathBuf>,
+    /// ...and this PEM private key.
+    #[arg(long, env = "GOAD_CLIENT_KEY")]
+    client_key: Option<PathBuf>,
 }
 
 impl NodeArgs {
-    fn client(&self) -> NodeClient {
-        NodeClient {
-            base_url: self.node.clone(),
-            admin_token: std::env::var(&self.token_env)
-                .ok()
-                .filter(|t| !t.is_empty()),
-        }
+    fn client(&self) -> Result<NodeClient, ClientError> {
+        let token = std::env::var(&self.token_env)
+            .ok()
+            .filter(|t| !t.is_empty());
+        let files = ClientTlsFiles {
+            ca_file: self.ca_file.as_deref(),
+            client_cert: self.client_cert.as_deref(),
+            client_key: self.client_key.as_deref(),
+        };
+        let client = NodeClient::new(self.node.clone(), token).with_tls(files);
+        client.map_err(|e| ClientError(e.to_string()))
     }
 }
 
@@ -551,13 +566,12 @@ fn show(node: &NodeArgs, path: &str, body: bool) -> ExitCode {
 fn print_body(node: &NodeArgs, path: &str) -> ExitCode {
     use base64::Engine as _;
     use std::io::Write as _;
-    let body = node.client().call("GET", path, None).and_then(|letter| {
+    let letter = node.client().and_then(|c| c.call("GET", path, None));
+    let body = letter.and_then(|letter| {
         let encoded = letter["body_base64"].as_str().unwrap_or_default();
         base64::engine::general_purpose::STANDARD
             .decode(encoded)
-            .map_err(|e| {
-                goad::node::client::ClientError(format!("{path}: the body is not base64: {e}"))
-            })
+            .map_err(|e| ClientError(format!("{path}: the body is not base64: {e}")))
     });
     match body.map(|body| std::io::stdout().write_all(&body)) {
         Ok(Ok(())) => ExitCode::SUCCESS,
@@ -583,9 +597,8 @@ fn backup(node: &NodeArgs, to: &std::path::Path) -> ExitCode {
         }
     };
     let body = serde_json::json!({"to": to});
-    let answer = node
-        .client()
-        .call_within("POST", "/v1/backup", Some(&body), BACKUP_WAIT);
+    let answer =
+        (node.client()).and_then(|c| c.call_within("POST", "/v1/backup", Some(&body), BACKUP_WAIT));
     print_answer(answer)
 }
 
@@ -595,11 +608,11 @@ fn print_call(
     path: &str,
     body: Option<&serde_json::Value>,
 ) -> ExitCode {
-    print_answer(node.client().call(method, path, body))
+    print_answer(node.client().and_then(|c| c.call(method, path, body)))
 }
 
 /// A node's JSON answer on stdout, or its error on stderr (exit 1).
-fn print_answer(answer: Result<serde_json::Value, goad::node::client::ClientError>) -> ExitCode {
+fn print_answer(answer: Result<serde_json::Value, ClientError>) -> ExitCode {
     match answer {
         Ok(value) => {
             println!(

@@ -1,7 +1,12 @@
 //! The operator subcommands' HTTP client (`goad dlq`, `goad pressure`,
 //! `goad stats`, `goad backup`, ...): one request to a node's admin API, the JSON answer back.
 
+use crate::config::{invalid, ConfigError};
+use crate::pem::PemFile;
+use crate::sink::client::{client_certificate, root_certificates};
+use std::path::Path;
 use std::time::Duration;
+use ureq::tls::TlsConfig;
 
 /// The largest answer read: a page of dead letters, or one with a large
 /// body in base64.
@@ -16,6 +21,22 @@ pub struct NodeClient {
     /// e.g. `http://127.0.0.1:7878`
     pub base_url: String,
     pub admin_token: Option<String>,
+    /// For an https:// node: the roots it trusts, the certificate it
+    /// presents (see [`NodeClient::with_tls`]).
+    tls: TlsConfig,
+}
+
+/// The files [`NodeClient::with_tls`] reads; its errors name them by the
+/// `goad` options that give them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClientTlsFiles<'a> {
+    /// `--ca-file`: trust the certificates of this PEM file instead of
+    /// Mozilla's roots (a node whose certificate a private CA signed).
+    pub ca_file: Option<&'a Path>,
+    /// `--client-cert` and `--client-key`: present this PEM certificate
+    /// chain and private key (a node with `http.tls_client_ca_file`).
+    pub client_cert: Option<&'a Path>,
+    pub client_key: Option<&'a Path>,
 }
 
 /// A failed call: the node's JSON error when it answered, else the transport error.
@@ -31,6 +52,59 @@ impl std::fmt::Display for ClientError {
 impl std::error::Error for ClientError {}
 
 impl NodeClient {
+    /// A client of the node at `base_url`, trusting Mozilla's roots for
+    /// an https:// one.
+    pub fn new(base_url: impl Into<String>, admin_token: Option<String>) -> NodeClient {
+        NodeClient {
+            base_url: base_url.into(),
+            admin_token,
+            tls: TlsConfig::default(),
+        }
+    }
+
+    /// This client, with TLS as `files` say; a file that does not load, or
+    /// a certificate without its key, is an error naming its option.
+    pub fn with_tls(mut self, files: ClientTlsFiles<'_>) -> Result<NodeClient, ConfigError> {
+        let mut tls = TlsConfig::builder();
+        if let Some(path) = files.ca_file {
+            let holds = "a PEM file of root certificates";
+            let ca = PemFile {
+                key: "--ca-file",
+                holds,
+                path,
+            };
+            tls = tls.root_certs(root_certificates(&ca)?);
+        }
+        match (files.client_cert, files.client_key) {
+            (Some(cert), Some(key)) => {
+                let holds = "a PEM certificate chain";
+                let chain = PemFile {
+                    key: "--client-cert",
+                    holds,
+                    path: cert,
+                };
+                let holds = "a PEM private key";
+                let key = PemFile {
+                    key: "--client-key",
+                    holds,
+                    path: key,
+                };
+                tls = tls.client_cert(Some(client_certificate(&chain, &key)?));
+            }
+            (Some(cert), None) => {
+                let rule = "given with --client-key (a certificate and its key)";
+                return Err(invalid("--client-cert", rule, cert));
+            }
+            (None, Some(key)) => {
+                let rule = "given with --client-cert (a certificate and its key)";
+                return Err(invalid("--client-key", rule, key));
+            }
+            (None, None) => {}
+        }
+        self.tls = tls.build();
+        Ok(self)
+    }
+
     /// The request with the admin token, if there is one.
     fn authorized<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
         match &self.admin_token {
@@ -59,6 +133,7 @@ impl NodeClient {
         wait: Duration,
     ) -> Result<serde_json::Value, ClientError> {
         let agent: ureq::Agent = ureq::Agent::config_builder()
+            .tls_config(self.tls.clone())
             .http_status_as_error(false)
             .timeout_global(Some(wait))
             .build()

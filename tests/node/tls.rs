@@ -298,3 +298,60 @@ fn a_slow_https_client_gets_408_through_tls() {
     );
     assert!(read.is_ok(), "closed with close_notify: {read:?}");
 }
+
+/// The operator commands reach a node that serves HTTPS with a private
+/// CA's certificate and asks for client certificates: `--ca-file` trusts
+/// the CA, `--client-cert` and `--client-key` present the certificate.
+/// Without the client certificate the handshake is refused; a certificate
+/// without its key is an error naming the option.
+#[test]
+fn operator_commands_reach_a_mutual_tls_node_with_their_tls_options() {
+    let fixtures = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = node_config(dir.path());
+    c.http.tls_cert_file = Some(fixtures.join("localhost-cert.pem"));
+    c.http.tls_key_file = Some(fixtures.join("localhost-key.pem"));
+    c.http.tls_client_ca_file = Some(fixtures.join("test-client-ca.pem"));
+    let node = start(c);
+    let url = format!("https://localhost:{}", node.local_addr().port());
+    let goad = |options: &[&str]| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_goad"));
+        command.args(["pressure", "--node", &url]);
+        for option in options {
+            match option.starts_with("--") {
+                true => command.arg(option),
+                false => command.arg(fixtures.join(option)),
+            };
+        }
+        let out = command.env_remove("GOAD_ADMIN_TOKEN").output().unwrap();
+        let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
+        (out.status.code(), text(out.stdout), text(out.stderr))
+    };
+    let ca = ["--ca-file", "test-ca.pem"];
+    let client = [
+        "--client-cert",
+        "client-cert.pem",
+        "--client-key",
+        "client-key.pem",
+    ];
+
+    let (code, stdout, stderr) = goad(&[&ca[..], &client[..]].concat());
+    assert_eq!(code, Some(0), "{stderr}");
+    let pressure: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(pressure.get("lag_ms").is_some(), "{stdout}");
+
+    let (code, _, stderr) = goad(&ca);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.starts_with(&format!("goad: {url}/v1/pressure: ")),
+        "{stderr}"
+    );
+
+    let (code, _, stderr) = goad(&[&ca[..], &client[..2]].concat());
+    assert_eq!(code, Some(1));
+    let cert = fixtures.join("client-cert.pem");
+    assert_eq!(
+        stderr.trim_end(),
+        format!("goad: --client-cert must be given with --client-key (a certificate and its key), got {cert:?}")
+    );
+}
