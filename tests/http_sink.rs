@@ -1027,6 +1027,17 @@ impl ClosingReceiver {
     }
 }
 
+/// An engine whose source `s` delivers to `url`; a failed attempt waits a
+/// minute, so a test sees each attempt once.
+fn engine_delivering_to(dir: &std::path::Path, url: &str) -> Engine {
+    let mut c = config(dir);
+    c.retry.base_ms = 60_000;
+    c.retry.max_ms = 60_000;
+    c.sources
+        .push(source("s", "t", vec![SinkConfig::http(url)]));
+    Engine::open(c).unwrap()
+}
+
 /// One whole request from `stream`: its `webhook-id` and `x-goad-attempt`;
 /// `None` at the end of the stream.
 fn read_request(stream: &mut std::net::TcpStream) -> Option<(String, String)> {
@@ -1065,15 +1076,7 @@ fn read_request(stream: &mut std::net::TcpStream) -> Option<(String, String)> {
 fn a_request_on_a_kept_alive_connection_closed_as_it_was_reused_is_sent_again_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let receiver = ClosingReceiver::start(&[1]);
-    let mut c = config(dir.path());
-    c.retry.base_ms = 60_000;
-    c.retry.max_ms = 60_000;
-    c.sources.push(source(
-        "s",
-        "t",
-        vec![SinkConfig::http(receiver.url.clone())],
-    ));
-    let engine = Engine::open(c).unwrap();
+    let engine = engine_delivering_to(dir.path(), &receiver.url);
     let first = engine.commit(NewHook::new("s", "first")).unwrap();
     assert_eq!(engine.tick().unwrap(), 1);
     let second = engine.commit(NewHook::new("s", "second")).unwrap();
@@ -1097,15 +1100,7 @@ fn a_request_on_a_kept_alive_connection_closed_as_it_was_reused_is_sent_again_at
 fn a_new_connection_closed_without_an_answer_fails_the_attempt() {
     let dir = tempfile::tempdir().unwrap();
     let receiver = ClosingReceiver::start(&[0]);
-    let mut c = config(dir.path());
-    c.retry.base_ms = 60_000;
-    c.retry.max_ms = 60_000;
-    c.sources.push(source(
-        "s",
-        "t",
-        vec![SinkConfig::http(receiver.url.clone())],
-    ));
-    let engine = Engine::open(c).unwrap();
+    let engine = engine_delivering_to(dir.path(), &receiver.url);
     let id = engine.commit(NewHook::new("s", "x")).unwrap();
     engine.tick().unwrap();
     assert_eq!(receiver.seen(), [(0, id, "1".to_string())]);

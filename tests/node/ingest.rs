@@ -4,17 +4,23 @@
 
 use super::*;
 
-#[test]
-fn an_ingested_hook_is_acknowledged_once_durable_and_delivered_with_its_headers() {
-    let dir = tempfile::tempdir().unwrap();
+/// A node whose source `gh` (tenant `acme`) delivers to a receiver
+/// answering 200.
+fn gh_node(dir: &std::path::Path) -> (Node, Receiver) {
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
-    let mut c = node_config(dir.path());
+    let mut c = node_config(dir);
     c.sources.push(source(
         "gh",
         "acme",
         vec![SinkConfig::http(receiver.url("/in"))],
     ));
-    let node = start(c);
+    (start(c), receiver)
+}
+
+#[test]
+fn an_ingested_hook_is_acknowledged_once_durable_and_delivered_with_its_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (node, receiver) = gh_node(dir.path());
     let reply = ingest(
         node.local_addr(),
         "gh",
@@ -412,14 +418,7 @@ fn expect_100_continue_is_answered_before_the_body() {
 #[test]
 fn an_absolute_form_request_target_is_served_by_its_path() {
     let dir = tempfile::tempdir().unwrap();
-    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
-    let mut c = node_config(dir.path());
-    c.sources.push(source(
-        "gh",
-        "acme",
-        vec![SinkConfig::http(receiver.url("/in"))],
-    ));
-    let node = start(c);
+    let (node, receiver) = gh_node(dir.path());
     let addr = node.local_addr();
     let target = format!("http://{addr}/v1/sources/gh/hooks");
     let mut client = Client::connect(addr);
