@@ -312,6 +312,26 @@ pub(super) fn format_position(p: &DeadPosition) -> String {
 
 /// The dead letters a request names: `source_id`, `tenant`, and dead
 /// between `since_ms` and `until_ms` (unix ms, inclusive).
+/// The query parameters of a dead-letter filter.
+const DEAD_FILTER_PARAMS: [&str; 5] = ["source_id", "tenant", "hook_id", "since_ms", "until_ms"];
+
+/// 400 `unknown_parameter` for a query parameter the route does not take:
+/// a misspelt filter (`?source=` for `?source_id=`) would otherwise match
+/// every row, and a purge delete them all.
+pub(super) fn known_params(request: &Request, known: &[&str]) -> Result<(), Response> {
+    match request.unknown_query_param(known) {
+        None => Ok(()),
+        Some(name) => Err(Response::error(
+            400,
+            "unknown_parameter",
+            &format!(
+                "no query parameter {name:?} here; this route takes {}",
+                known.join(", ")
+            ),
+        )),
+    }
+}
+
 fn dead_filter(request: &Request) -> Result<DeadFilter, Response> {
     let time = |name: &str, default: u64| match request.query_param(name) {
         None => Ok(default),
@@ -334,6 +354,9 @@ fn dead_filter(request: &Request) -> Result<DeadFilter, Response> {
 
 /// `DELETE /v1/dead-letters`: the matching dead letters deleted for good.
 fn purge_dead_letters(engine: &Engine, request: &Request) -> Response {
+    if let Err(unknown) = known_params(request, &DEAD_FILTER_PARAMS) {
+        return unknown;
+    }
     let filter = match dead_filter(request) {
         Ok(filter) => filter,
         Err(bad) => return bad,
@@ -358,6 +381,10 @@ fn purge_dead_letters(engine: &Engine, request: &Request) -> Response {
 }
 
 fn dead_letters(engine: &Engine, request: &Request) -> Response {
+    let paging = ["limit", "cursor"];
+    if let Err(unknown) = known_params(request, &[&DEAD_FILTER_PARAMS[..], &paging].concat()) {
+        return unknown;
+    }
     let limit = match request.query_param("limit") {
         None => DEFAULT_PAGE,
         Some(text) => match text.parse::<usize>() {

@@ -3,7 +3,7 @@
 //! receiver is failing, and why, without reading the logs; and for a
 //! paused sink, how many rows it holds.
 
-use super::admin::{store_error, unavailable};
+use super::admin::{known_params, store_error, unavailable};
 use super::http::{Request, Response};
 use crate::core::{BreakerState, SinkStats};
 use crate::latency::LatencyCounts;
@@ -13,6 +13,9 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 
 pub(super) fn sinks(engine: &Engine, request: &Request) -> Response {
+    if let Err(unknown) = known_params(request, &["source_id", "tenant"]) {
+        return unknown;
+    }
     let source = request.query_param("source_id").filter(|s| !s.is_empty());
     let tenant = request.query_param("tenant").filter(|t| !t.is_empty());
     let stats = match engine.sink_stats() {

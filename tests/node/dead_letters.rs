@@ -301,6 +301,23 @@ fn dead_letters_are_purged_by_source_and_time() {
     };
     let bad = purge("?until_ms=soon");
     assert_eq!((bad.status, bad.error_code()), (400, "bad_time".into()));
+    // A misspelt filter is refused, not read as no filter (which would
+    // purge them all).
+    let misspelt = purge("?source=a");
+    assert_eq!(
+        (misspelt.status, misspelt.json()["message"].as_str().unwrap()),
+        (
+            400,
+            "no query parameter \"source\" here; this route takes source_id, tenant, hook_id, since_ms, until_ms"
+        )
+    );
+    assert_eq!(misspelt.error_code(), "unknown_parameter");
+    let listing = get(addr, "/v1/dead-letters?sorce_id=a");
+    assert_eq!(
+        (listing.status, listing.error_code()),
+        (400, "unknown_parameter".into())
+    );
+    assert_eq!(dead(&engine).len(), 5, "nothing purged");
     assert_eq!(
         purge("?until_ms=1").json(),
         serde_json::json!({"purged": 0})

@@ -364,6 +364,11 @@ fn each_sinks_outcomes_failure_and_breaker_are_reported() {
     assert_eq!(sources("?source_id=b"), [("b".to_string(), 0)]);
     assert_eq!(sources("?tenant=t1").len(), 3);
     assert!(sources("?source_id=nope").is_empty());
+    let misspelt = get(addr, "/v1/sinks?source=b");
+    assert_eq!(
+        (misspelt.status, misspelt.error_code()),
+        (400, "unknown_parameter".into())
+    );
 
     let labels = |index: u16, result: &str| {
         format!("tenant=\"t1\",source=\"a\",sink=\"{index}\",type=\"http\",result=\"{result}\"")

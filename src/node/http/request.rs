@@ -39,10 +39,23 @@ impl Request {
 
     /// A query parameter, percent-decoded.
     pub fn query_param(&self, name: &str) -> Option<String> {
-        self.query.split('&').find_map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (k == name).then(|| percent_decode(v))
-        })
+        self.query_pairs()
+            .find_map(|(k, v)| (k == name).then(|| percent_decode(v)))
+    }
+
+    /// The first query parameter whose name is not one of `known`: a
+    /// route that filters by its parameters refuses it (a misspelt filter
+    /// would otherwise match everything).
+    pub fn unknown_query_param(&self, known: &[&str]) -> Option<String> {
+        let names = self.query_pairs().map(|(k, _)| percent_decode(k));
+        names
+            .into_iter()
+            .find(|name| !known.contains(&name.as_str()))
+    }
+
+    fn query_pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        let pairs = self.query.split('&').filter(|pair| !pair.is_empty());
+        pairs.map(|pair| pair.split_once('=').unwrap_or((pair, "")))
     }
 }
 
