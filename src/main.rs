@@ -185,6 +185,10 @@ enum DlqCommand {
         /// Only rows dead at or before this time (unix ms).
         #[arg(long)]
         until_ms: Option<u64>,
+        /// Delete every dead letter: required when no filter is given, so
+        /// a forgotten one deletes nothing.
+        #[arg(long)]
+        all: bool,
     },
     /// Dead-letter every pending row of a source as `source_gone` (to
     /// delete a source that still has a backlog); prints how many.
@@ -370,9 +374,14 @@ fn main() -> ExitCode {
                 node,
                 filter,
                 until_ms,
+                all,
             } => {
                 let query = filter.query(&[("until_ms", until_ms.map(|t| t.to_string()))]);
-                print_call(&node, "DELETE", &format!("/v1/dead-letters{query}"), None)
+                match (query.is_empty(), all) {
+                    (true, false) => usage("goad dlq purge: give a filter (--source, --tenant, --hook, --until-ms), or --all to delete every dead letter"),
+                    (false, true) => usage("goad dlq purge: --all deletes every dead letter; give it no filter"),
+                    _ => print_call(&node, "DELETE", &format!("/v1/dead-letters{query}"), None),
+                }
             }
             DlqCommand::Replay {
                 node,
@@ -609,6 +618,12 @@ fn print_call(
     body: Option<&serde_json::Value>,
 ) -> ExitCode {
     print_answer(node.client().and_then(|c| c.call(method, path, body)))
+}
+
+/// A command given wrongly: `why` on stderr, exit 2.
+fn usage(why: &str) -> ExitCode {
+    eprintln!("{why}");
+    ExitCode::from(2)
 }
 
 /// A node's JSON answer on stdout, or its error on stderr (exit 1).

@@ -305,6 +305,17 @@ fn the_operator_cli_lists_replays_and_reports() {
     wait_until("1 dead again", Duration::from_secs(10), || {
         dead(&engine).len() == 1
     });
+    // Without a filter a purge needs --all, and --all takes no filter.
+    let (code, _, err) = goad(&["dlq", "purge"], true);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("or --all to delete every dead letter"),
+        "{err}"
+    );
+    let (code, _, err) = goad(&["dlq", "purge", "--all", "--tenant", "t1"], true);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("give it no filter"), "{err}");
+    assert_eq!(dead(&engine).len(), 1, "nothing purged");
     let (code, out, _) = goad(&["dlq", "purge", "--source", "a"], true);
     assert_eq!(code, Some(0), "{out}");
     assert_eq!(
