@@ -28,9 +28,14 @@ pub fn raise_soft_limit() -> Option<u64> {
     soft_limit()
 }
 
-/// Descriptors the node needs beside its connections and its sinks':
-/// its stores, its event loop, its log and its threads' wakers.
-const NODE_OWN_FDS: u64 = 64;
+/// Descriptors the node holds whatever its config: its listener, event
+/// loop, signal pipe, log, and the spare (18 in all measured, with 2
+/// shards, less the shards' 6).
+const NODE_FDS: u64 = 16;
+
+/// Descriptors a shard holds: LMDB opens its data file twice and its lock
+/// file once (3 measured), and one more to spare.
+const SHARD_FDS: u64 = 4;
 
 /// The most descriptors `config` can take at once: every connection it
 /// may serve, a sink connection per attempt running, every sink's pool
@@ -40,7 +45,8 @@ pub fn needed(config: &Config) -> u64 {
     let running = u64::from(config.dispatch.concurrency);
     let sinks: usize = config.sources.iter().map(|s| s.sinks.len()).sum();
     let idle = (sinks * crate::sink::idle_connections(config)) as u64;
-    served + running + idle + NODE_OWN_FDS
+    let own = NODE_FDS + SHARD_FDS * config.shard_count() as u64;
+    served + running + idle + own
 }
 
 /// Logs a warning when the soft limit is below what `config` can take.
@@ -83,6 +89,7 @@ mod tests {
         config.http.max_connections = 1_000;
         config.dispatch.concurrency = 50;
         config.dispatch.sink_concurrency = 10;
+        config.shards = 3;
         let sinks = |n| {
             (0..n)
                 .map(|_| SinkConfig::http("http://127.0.0.1:9/"))
@@ -92,6 +99,9 @@ mod tests {
             SourceConfig::new("a", "t1", sinks(2)),
             SourceConfig::new("b", "t2", sinks(1)),
         ];
-        assert_eq!(needed(&config), 1_000 + 50 + 3 * 10 + NODE_OWN_FDS);
+        assert_eq!(
+            needed(&config),
+            1_000 + 50 + 3 * 10 + NODE_FDS + 3 * SHARD_FDS
+        );
     }
 }
