@@ -219,9 +219,9 @@ pub struct Server {
     scratch: Box<[u8]>,
     spare: SpareFd,
     counts: Arc<FrontCounts>,
-    /// The process ran out of descriptors since the last connection taken
-    /// (logged once a time).
-    out_of_fds: bool,
+    /// `accept` failed for want of resources since the last connection
+    /// taken (logged once for the lot).
+    accept_failing: bool,
     /// Connections may wait in the backlog unanswered: `accept` failed for
     /// want of memory, or of descriptors with the spare not to be had.
     accept_stalled: bool,
@@ -282,7 +282,7 @@ impl Server {
             scratch: vec![0; READ_CHUNK_BYTES].into_boxed_slice(),
             spare: SpareFd::new(),
             counts,
-            out_of_fds: false,
+            accept_failing: false,
             accept_stalled: false,
         })
     }
@@ -388,7 +388,7 @@ impl Server {
                         "the node is out of file descriptors, with {} connections open",
                         self.open
                     );
-                    if !std::mem::replace(&mut self.out_of_fds, true) {
+                    if !std::mem::replace(&mut self.accept_failing, true) {
                         let limit = crate::node::open_files::soft_limit();
                         let limit = limit.map_or("unlimited".into(), |n| n.to_string());
                         crate::log::warn(
@@ -416,12 +416,17 @@ impl Server {
                 Err(e) => {
                     // The system's (memory, socket buffers): waiting
                     // connections are tried again at the next check.
-                    crate::log::warn("accept failed", &[("error", &e)]);
+                    if !std::mem::replace(&mut self.accept_failing, true) {
+                        let retry_ms = DEADLINE_CHECK.as_millis();
+                        let fields: [(&str, &dyn std::fmt::Display); 2] =
+                            [("error", &e), ("retry_ms", &retry_ms)];
+                        crate::log::warn("accept failed", &fields);
+                    }
                     self.accept_stalled = true;
                     return;
                 }
             };
-            self.out_of_fds = false;
+            self.accept_failing = false;
             if self.open >= self.http.max_connections {
                 let message = format!(
                     "the node has {} connections open (http.max_connections)",
