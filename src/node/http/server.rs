@@ -418,9 +418,10 @@ impl Server {
                     // connections are tried again at the next check.
                     if !std::mem::replace(&mut self.accept_failing, true) {
                         let retry_ms = DEADLINE_CHECK.as_millis();
-                        let fields: [(&str, &dyn std::fmt::Display); 2] =
-                            [("error", &e), ("retry_ms", &retry_ms)];
-                        crate::log::warn("accept failed", &fields);
+                        crate::log::warn(
+                            "accept failed",
+                            &[("error", &e), ("retry_ms", &retry_ms)],
+                        );
                     }
                     self.accept_stalled = true;
                     return;
