@@ -116,6 +116,57 @@ impl Family<'_> {
         );
     }
 
+    /// The process's CPU, descriptors and memory, as Prometheus clients
+    /// name them.
+    #[cfg(target_os = "linux")]
+    fn process(&mut self) {
+        let Some(p) = super::process_metrics::read() else {
+            return;
+        };
+        let mut gauge = |name: &str, kind: &str, help: &str, value: f64| {
+            self.head(name, kind, help);
+            let _ = writeln!(self.out, "{name} {value}");
+        };
+        gauge(
+            "process_cpu_seconds_total",
+            "counter",
+            "User and system CPU time spent, in seconds.",
+            p.cpu_seconds,
+        );
+        gauge(
+            "process_open_fds",
+            "gauge",
+            "Open file descriptors.",
+            p.open_fds as f64,
+        );
+        if let Some(max) = p.max_fds {
+            gauge(
+                "process_max_fds",
+                "gauge",
+                "The open-files limit (soft).",
+                max as f64,
+            );
+        }
+        gauge(
+            "process_virtual_memory_bytes",
+            "gauge",
+            "Virtual memory size, in bytes.",
+            p.virtual_memory_bytes as f64,
+        );
+        gauge(
+            "process_resident_memory_bytes",
+            "gauge",
+            "Resident memory size, in bytes.",
+            p.resident_memory_bytes as f64,
+        );
+        gauge(
+            "process_start_time_seconds",
+            "gauge",
+            "When the process started, in seconds since the Unix epoch.",
+            p.start_time_seconds,
+        );
+    }
+
     /// Ingest answers by source, status and error code.
     fn ingest(&mut self, ingest: &IngestCounts) {
         self.head(
@@ -483,6 +534,8 @@ pub(super) fn render(engine: &Engine, state: &NodeState) -> Result<String, Store
     f.replays(&state.replays);
     f.ingest(&state.ingest);
     f.front(&state.front);
+    #[cfg(target_os = "linux")]
+    f.process();
     f.notifications(&state.notifier.counts);
     f.head(
         "goad_draining",

@@ -21,6 +21,8 @@ mod ingest_rate;
 mod metrics;
 mod notify;
 pub mod open_files;
+#[cfg(target_os = "linux")]
+mod process_metrics;
 pub mod provider_signature;
 pub mod replay;
 mod routes;

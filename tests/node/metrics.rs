@@ -110,6 +110,21 @@ fn metrics_parse_as_prometheus_text() {
             .sum()
     };
     assert_eq!(sum("goad_commits_total", ""), 5.0);
+    // The process's own, as Prometheus clients name them (this test's
+    // process: the node runs in it).
+    let now_s = goad::runtime::wall_ms() as f64 / 1_000.0;
+    let started_s = sum("process_start_time_seconds", "");
+    assert!(
+        (now_s - 3_600.0..=now_s).contains(&started_s),
+        "{started_s}"
+    );
+    let open_fds = sum("process_open_fds", "");
+    assert!(
+        (1.0..=sum("process_max_fds", "")).contains(&open_fds),
+        "{open_fds}"
+    );
+    assert!(sum("process_resident_memory_bytes", "") > 1_048_576.0);
+    assert!(sum("process_cpu_seconds_total", "") > 0.0);
     let ingested: Vec<(&str, f64)> = samples
         .iter()
         .filter(|(n, _, _)| n == "goad_ingest_requests_total")
