@@ -770,3 +770,38 @@ fn reloads_run_one_at_a_time_so_the_node_ends_on_the_latest_file() {
         again.text()
     );
 }
+
+/// A relative `data_dir` is the working directory's (not the config
+/// file's), and the node logs it as the absolute path it opened.
+#[test]
+fn the_node_logs_the_data_directory_it_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("elsewhere.toml");
+    std::fs::write(
+        &config,
+        "data_dir = \"relative-data\"\nlisten = \"127.0.0.1:0\"\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .current_dir(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = lines_of(child.stderr.take().unwrap());
+    let ready = loop {
+        let line = log
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the node got ready");
+        if line.contains("msg=\"engine ready\"") {
+            break line;
+        }
+    };
+    let expected = format!("data_dir={}", dir.path().join("relative-data").display());
+    assert!(ready.contains(&expected), "{ready}");
+    assert!(dir.path().join("relative-data").is_dir());
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

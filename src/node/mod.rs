@@ -322,6 +322,9 @@ fn try_open_engine(
     stopper: &Stopper,
 ) -> Result<(), NodeError> {
     let started = Instant::now();
+    // As the process sees it: a relative `data_dir` is the working
+    // directory's.
+    let data_dir = std::path::absolute(&config.data_dir).unwrap_or(config.data_dir.clone());
     let (outcomes, breakers) = (state.notifier.clone(), state.notifier.clone());
     let builder = host_sinks
         .into_iter()
@@ -338,6 +341,7 @@ fn try_open_engine(
             crate::log::info(
                 "engine ready",
                 &[
+                    ("data_dir", &data_dir.display()),
                     ("recovered_rows", &recovered),
                     ("open_ms", &started.elapsed().as_millis()),
                 ],
