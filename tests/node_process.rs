@@ -632,7 +632,16 @@ fn goad_serve_raises_its_open_files_limit_to_the_hard_limit() {
     );
     let node = serve_with_open_files(dir.path(), 256, hard);
     assert_eq!(open_files_limits(node.child.id()), (hard, hard));
-    let warned = node.started.iter().find(|l| l.contains("open-files limit"));
+    let raised = node
+        .started
+        .iter()
+        .find(|l| l.contains("open-files limit raised"));
+    let raised = raised.expect("the raise logged");
+    assert!(
+        raised.ends_with(&format!(" from=256 to={hard}")),
+        "{raised}"
+    );
+    let warned = node.started.iter().find(|l| l.contains("level=warn"));
     assert_eq!(warned, None, "no warning with the limit raised");
 }
 
@@ -645,7 +654,10 @@ fn goad_serve_raises_its_open_files_limit_to_the_hard_limit() {
 fn a_node_out_of_file_descriptors_refuses_connections_with_503_and_recovers() {
     let dir = tempfile::tempdir().unwrap();
     let node = serve_with_open_files(dir.path(), 128, 128);
-    let warned = node.started.iter().find(|l| l.contains("open-files limit"));
+    let warned = node
+        .started
+        .iter()
+        .find(|l| l.contains("the open-files limit is below"));
     let warned = warned.expect("the node warned of its limit as it started");
     let expected = format!("open_files_limit=128 needed={NEEDED_FDS}");
     assert!(warned.contains(&expected), "{warned}");

@@ -10,22 +10,26 @@
 use crate::config::Config;
 
 /// The soft limit now (`None` when it cannot be read, or is unlimited).
-pub fn soft_limit() -> Option<u64> {
+pub(crate) fn soft_limit() -> Option<u64> {
     limits()
         .map(|l| l.rlim_cur)
         .filter(|&n| n != libc::RLIM_INFINITY)
 }
 
-/// Raises the soft limit to the hard limit; returns the soft limit then.
-/// For a program of its own, such as `goad serve`: the limit is the
-/// whole process's, which a host embedding goad decides for itself.
-pub fn raise_soft_limit() -> Option<u64> {
-    if let Some(mut l) = limits().filter(|l| l.rlim_cur < l.rlim_max) {
-        l.rlim_cur = l.rlim_max;
-        // SAFETY: `l` is a valid rlimit, which setrlimit only reads.
-        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &l) };
+/// Raises the soft limit to the hard limit, and logs it. For a program of
+/// its own, such as `goad serve`: the limit is the whole process's, which
+/// a host embedding goad decides for itself.
+pub fn raise_soft_limit() {
+    let Some(mut l) = limits().filter(|l| l.rlim_cur < l.rlim_max) else {
+        return;
+    };
+    let from = l.rlim_cur;
+    l.rlim_cur = l.rlim_max;
+    // SAFETY: `l` is a valid rlimit, which setrlimit only reads.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &l) } == 0 {
+        let to = soft_limit().map_or("unlimited".into(), |n| n.to_string());
+        crate::log::info("open-files limit raised", &[("from", &from), ("to", &to)]);
     }
-    soft_limit()
 }
 
 /// Descriptors the node holds whatever its config: its listener, event
@@ -40,7 +44,7 @@ const SHARD_FDS: u64 = 4;
 /// The most descriptors `config` can take at once: every connection it
 /// may serve, a sink connection per attempt running, every sink's pool
 /// of idle connections full, and the node's own.
-pub fn needed(config: &Config) -> u64 {
+pub(crate) fn needed(config: &Config) -> u64 {
     let served = config.http.max_connections as u64;
     let running = u64::from(config.dispatch.concurrency);
     let sinks: usize = config.sources.iter().map(|s| s.sinks.len()).sum();
@@ -50,7 +54,7 @@ pub fn needed(config: &Config) -> u64 {
 }
 
 /// Logs a warning when the soft limit is below what `config` can take.
-pub fn warn_if_short(config: &Config) {
+pub(crate) fn warn_if_short(config: &Config) {
     let Some(limit) = soft_limit() else {
         return;
     };
