@@ -310,8 +310,6 @@ pub(super) fn format_position(p: &DeadPosition) -> String {
     )
 }
 
-/// The dead letters a request names: `source_id`, `tenant`, and dead
-/// between `since_ms` and `until_ms` (unix ms, inclusive).
 /// The query parameters of a dead-letter filter.
 const DEAD_FILTER_PARAMS: [&str; 5] = ["source_id", "tenant", "hook_id", "since_ms", "until_ms"];
 
@@ -332,6 +330,8 @@ pub(super) fn known_params(request: &Request, known: &[&str]) -> Result<(), Resp
     }
 }
 
+/// The dead letters a request names: `source_id`, `tenant`, and dead
+/// between `since_ms` and `until_ms` (unix ms, inclusive).
 fn dead_filter(request: &Request) -> Result<DeadFilter, Response> {
     let time = |name: &str, default: u64| match request.query_param(name) {
         None => Ok(default),

@@ -262,13 +262,11 @@ impl HttpSink {
         })
     }
 
-    /// The request of one delivery: its headers (with `bearer`'s
-    /// authorization, if any), without the body.
+    /// The request of one delivery: its headers, without the body.
     fn request(
         &self,
         delivery: &Delivery<'_>,
         timestamp_s: u64,
-        bearer: Option<HeaderValue>,
     ) -> Result<Request<()>, SinkError> {
         let hook = delivery.hook;
         let method = match self.method {
@@ -320,9 +318,6 @@ impl HttpSink {
         for (name, v) in &self.operator_headers {
             request = request.header(name.clone(), v.clone());
         }
-        if let Some(bearer) = bearer {
-            request = request.header(AUTHORIZATION, bearer);
-        }
         request.body(()).map_err(SinkError::permanent)
     }
 }
@@ -356,6 +351,7 @@ impl Sink for HttpSink {
         let timestamp_s = now
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
+        let mut request = self.request(delivery, timestamp_s)?;
         let token = match &self.oauth2 {
             Some(grant) => Some(grant.token(now).map_err(|e| match e.refused_by_egress {
                 true => SinkError::permanent(e),
@@ -363,14 +359,11 @@ impl Sink for HttpSink {
             })?),
             None => None,
         };
-        let bearer = match &token {
-            Some(token) => {
-                let bearer = format!("Bearer {}", token.value);
-                Some(HeaderValue::from_str(&bearer).map_err(|e| unsendable("token", e))?)
-            }
-            None => None,
-        };
-        let request = self.request(delivery, timestamp_s, bearer)?;
+        if let Some(token) = &token {
+            let bearer = format!("Bearer {}", token.value);
+            let bearer = HeaderValue::from_str(&bearer).map_err(|e| unsendable("token", e))?;
+            request.headers_mut().insert(AUTHORIZATION, bearer);
+        }
         let body = &delivery.hook.body[..];
         let response = send_past_stale_connections(|| {
             let (head, ()) = request.clone().into_parts();
