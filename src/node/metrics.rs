@@ -74,21 +74,25 @@ impl Family<'_> {
         );
     }
 
+    /// A family of one unlabelled series.
+    fn one(&mut self, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
+        self.head(name, kind, help);
+        let _ = writeln!(self.out, "{name} {value}");
+    }
+
     /// The HTTP front's connections.
     fn front(&mut self, front: &FrontCounts) {
         let get = FrontCounts::get;
-        self.head("goad_http_connections", "gauge", "Client connections open.");
-        let _ = writeln!(self.out, "goad_http_connections {}", get(&front.open));
-        self.head(
-            "goad_http_connections_total",
-            "counter",
-            "Client connections taken.",
+        let open = get(&front.open);
+        self.one(
+            "goad_http_connections",
+            "gauge",
+            "Client connections open.",
+            open,
         );
-        let _ = writeln!(
-            self.out,
-            "goad_http_connections_total {}",
-            get(&front.accepted)
-        );
+        let taken = get(&front.accepted);
+        let help = "Client connections taken.";
+        self.one("goad_http_connections_total", "counter", help, taken);
         self.head(
             "goad_http_connections_refused_total",
             "counter",
@@ -104,15 +108,11 @@ impl Family<'_> {
                 get(counter)
             );
         }
-        self.head(
+        self.one(
             "goad_http_request_timeouts_total",
             "counter",
             "Requests that did not arrive within http.read_timeout_ms of their first byte (408, closed).",
-        );
-        let _ = writeln!(
-            self.out,
-            "goad_http_request_timeouts_total {}",
-            get(&front.read_timeouts)
+            get(&front.read_timeouts),
         );
     }
 
@@ -123,48 +123,49 @@ impl Family<'_> {
         let Some(p) = super::process_metrics::read() else {
             return;
         };
-        let mut gauge = |name: &str, kind: &str, help: &str, value: f64| {
-            self.head(name, kind, help);
-            let _ = writeln!(self.out, "{name} {value}");
-        };
-        gauge(
-            "process_cpu_seconds_total",
-            "counter",
-            "User and system CPU time spent, in seconds.",
-            p.cpu_seconds,
-        );
-        gauge(
-            "process_open_fds",
-            "gauge",
-            "Open file descriptors.",
-            p.open_fds as f64,
-        );
+        let figures = [
+            (
+                "process_cpu_seconds_total",
+                "counter",
+                "User and system CPU time spent, in seconds.",
+                p.cpu_seconds,
+            ),
+            (
+                "process_open_fds",
+                "gauge",
+                "Open file descriptors.",
+                p.open_fds as f64,
+            ),
+            (
+                "process_virtual_memory_bytes",
+                "gauge",
+                "Virtual memory size, in bytes.",
+                p.virtual_memory_bytes as f64,
+            ),
+            (
+                "process_resident_memory_bytes",
+                "gauge",
+                "Resident memory size, in bytes.",
+                p.resident_memory_bytes as f64,
+            ),
+            (
+                "process_start_time_seconds",
+                "gauge",
+                "When the process started, in seconds since the Unix epoch.",
+                p.start_time_seconds,
+            ),
+        ];
+        for (name, kind, help, value) in figures {
+            self.one(name, kind, help, value);
+        }
         if let Some(max) = p.max_fds {
-            gauge(
+            self.one(
                 "process_max_fds",
                 "gauge",
                 "The open-files limit (soft).",
-                max as f64,
+                max,
             );
         }
-        gauge(
-            "process_virtual_memory_bytes",
-            "gauge",
-            "Virtual memory size, in bytes.",
-            p.virtual_memory_bytes as f64,
-        );
-        gauge(
-            "process_resident_memory_bytes",
-            "gauge",
-            "Resident memory size, in bytes.",
-            p.resident_memory_bytes as f64,
-        );
-        gauge(
-            "process_start_time_seconds",
-            "gauge",
-            "When the process started, in seconds since the Unix epoch.",
-            p.start_time_seconds,
-        );
     }
 
     /// Ingest answers by source, status and error code.

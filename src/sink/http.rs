@@ -263,11 +263,7 @@ impl HttpSink {
     }
 
     /// The request of one delivery: its headers, without the body.
-    fn request(
-        &self,
-        delivery: &Delivery<'_>,
-        timestamp_s: u64,
-    ) -> Result<Request<()>, SinkError> {
+    fn request(&self, delivery: &Delivery<'_>, timestamp_s: u64) -> Result<Request<()>, SinkError> {
         let hook = delivery.hook;
         let method = match self.method {
             Method::Post => ureq::http::Method::POST,
