@@ -261,10 +261,23 @@ fn sighup_reloads_the_config_file() {
         line.ends_with("applied=dispatch.sink_concurrency restart_required=\"\""),
         "{line}"
     );
+    let reloads = |applied: u64, failed: u64, last_ok: u8| {
+        let expected = format!(
+            "goad_config_reloads_total{{result=\"applied\"}} {applied}\n\
+             goad_config_reloads_total{{result=\"failed\"}} {failed}\n"
+        );
+        let last = format!("\ngoad_config_last_reload_successful {last_ok}\n");
+        wait_until("the reloads counted", Duration::from_secs(10), || {
+            let metrics = get(node.addr, "/metrics").text();
+            metrics.contains(&expected) && metrics.contains(&last)
+        });
+    };
+    reloads(1, 0, 1);
     std::fs::write(&path, with("sink_concurrency = 0")).unwrap();
     node.signal(libc::SIGHUP);
     let line = node.logged("config reload failed");
     assert!(line.contains("dispatch.sink_concurrency"), "{line}");
+    reloads(1, 1, 0);
     let mut client = Client::connect(node.addr);
     let reply = client.request("POST", "/v1/sources/a/hooks", &[], b"after");
     assert_eq!(reply.status, 202, "still serving");

@@ -600,6 +600,17 @@ fn reload(state: &NodeState, engine: &Engine) -> Response {
 /// older config.
 pub(super) fn reload_config(state: &NodeState, engine: &Engine) -> Result<Reloaded, ReloadError> {
     let _one_at_a_time = state.reloading.lock();
+    let reloaded = apply_config_file(state, engine);
+    match &reloaded {
+        Ok(_) => state.reloads.applied(),
+        Err(ReloadError::Invalid(_)) => state.reloads.failed(),
+        Err(ReloadError::NoConfigFile) => {}
+    }
+    reloaded
+}
+
+/// The body of [`reload_config`], under its lock.
+fn apply_config_file(state: &NodeState, engine: &Engine) -> Result<Reloaded, ReloadError> {
     let path = state
         .config_path
         .as_ref()

@@ -5,6 +5,7 @@
 use super::http::FrontCounts;
 use super::ingest_counts::IngestCounts;
 use super::notify::NotificationCounts;
+use super::reload_counts::ReloadCounts;
 use super::replay::Replays;
 use super::NodeState;
 use crate::config::PerSinkMetrics;
@@ -78,6 +79,29 @@ impl Family<'_> {
     fn one(&mut self, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
         self.head(name, kind, help);
         let _ = writeln!(self.out, "{name} {value}");
+    }
+
+    /// What came of the config reloads.
+    fn reloads(&mut self, reloads: &ReloadCounts) {
+        let (applied, failed, last_ok) = reloads.snapshot();
+        self.head(
+            "goad_config_reloads_total",
+            "counter",
+            "Config reloads (POST /v1/reload, SIGHUP) by result: applied, or failed (the file refused; the node runs on the config it had).",
+        );
+        for (result, count) in [("applied", applied), ("failed", failed)] {
+            let _ = writeln!(
+                self.out,
+                "goad_config_reloads_total{{result=\"{result}\"}} {count}"
+            );
+        }
+        let help = "0 when the latest config reload failed (1 before any).";
+        self.one(
+            "goad_config_last_reload_successful",
+            "gauge",
+            help,
+            u8::from(last_ok),
+        );
     }
 
     /// The HTTP front's connections.
@@ -535,6 +559,7 @@ pub(super) fn render(engine: &Engine, state: &NodeState) -> Result<String, Store
     f.replays(&state.replays);
     f.ingest(&state.ingest);
     f.front(&state.front);
+    f.reloads(&state.reloads);
     #[cfg(target_os = "linux")]
     f.process();
     f.notifications(&state.notifier.counts);

@@ -24,6 +24,7 @@ pub mod open_files;
 #[cfg(target_os = "linux")]
 mod process_metrics;
 pub mod provider_signature;
+mod reload_counts;
 pub mod replay;
 mod routes;
 mod sinks;
@@ -112,6 +113,7 @@ pub(crate) struct NodeState {
     config_path: Option<PathBuf>,
     /// Held by the reload under way (see `admin::reload_config`).
     reloading: Mutex<()>,
+    reloads: reload_counts::ReloadCounts,
     tokens: RwLock<Tokens>,
     /// The front's TLS config, when it serves HTTPS (a reload renews it).
     tls: Option<SharedTls>,
@@ -181,6 +183,7 @@ impl Node {
             config: RwLock::new(config.clone()),
             config_path: options.config_path,
             reloading: Mutex::new(()),
+            reloads: Default::default(),
             tokens: RwLock::new(tokens),
             tls: tls.clone(),
             admin: admin_queues,
