@@ -17,6 +17,7 @@ pub mod log;
 pub mod node;
 mod panics;
 mod pem;
+mod private_file;
 pub mod runtime;
 pub mod sink;
 pub mod store;

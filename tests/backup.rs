@@ -98,6 +98,16 @@ fn a_backup_holds_every_hook_acknowledged_before_it_and_an_engine_on_it_delivers
         serde_json::from_slice(&std::fs::read(to.join(goad::BACKUP_MANIFEST)).unwrap()).unwrap();
     assert_eq!(manifest["shards"], 2);
     assert_eq!(manifest["started_at_ms"], backup.started_at_ms);
+    for k in 0..2 {
+        use std::os::unix::fs::PermissionsExt;
+        let copy = to.join(format!("shard-{k}")).join("data.mdb");
+        let mode = std::fs::metadata(&copy).unwrap().permissions().mode();
+        assert_eq!(
+            mode & 0o777,
+            0o600,
+            "the store copy its owner's only, as the store"
+        );
+    }
     for (k, shard) in verify_data_dir(&to, 2).unwrap().iter().enumerate() {
         assert_eq!(shard.problems, Vec::<String>::new(), "shard {k}");
     }

@@ -159,7 +159,7 @@ impl ClaimStore {
         fs::create_dir_all(dir)?;
         let n = self.next_temp.fetch_add(1, Ordering::Relaxed);
         let temp = dir.join(format!(".tmp-{}-{n}", std::process::id()));
-        let mut file = File::create(&temp)?;
+        let mut file = crate::private_file::create(&temp)?;
         file.write_all(body)?;
         file.sync_all()?;
         fs::rename(&temp, path)?;
@@ -218,6 +218,7 @@ impl ClaimStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn a_body_is_stored_once_per_tenant_redeemed_and_swept_after_its_retention() {
@@ -242,6 +243,11 @@ mod tests {
         );
         assert_eq!(claims.redeem("acme", "../globex").unwrap(), None);
         assert!(claims.check_in("../x", b"y").is_err());
+        let mode = fs::metadata(dir.path().join("acme").join(&first.sha256))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "the body its owner's only");
         let files = |t: &str| fs::read_dir(dir.path().join(t)).unwrap().count();
         assert_eq!(
             (files("acme"), files("globex")),

@@ -21,7 +21,7 @@ impl ShardStore {
             source,
         };
         std::fs::create_dir_all(dir).map_err(io)?;
-        let mut file = std::fs::File::create(&path).map_err(io)?;
+        let mut file = crate::private_file::create(&path).map_err(io)?;
         let (mut reader, writer) = std::io::pipe().map_err(io)?;
         let (written, copied) = std::thread::scope(|s| {
             let copier = s.spawn(move || {
