@@ -75,6 +75,21 @@ impl Family<'_> {
         );
     }
 
+    /// A family of one series per value of the label `label`.
+    fn by_label(
+        &mut self,
+        name: &str,
+        kind: &str,
+        help: &str,
+        label: &str,
+        series: &[(&str, u64)],
+    ) {
+        self.head(name, kind, help);
+        for (value, count) in series {
+            let _ = writeln!(self.out, "{name}{{{label}=\"{value}\"}} {count}");
+        }
+    }
+
     /// A family of one unlabelled series.
     fn one(&mut self, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
         self.head(name, kind, help);
@@ -84,17 +99,13 @@ impl Family<'_> {
     /// What came of the config reloads.
     fn reloads(&mut self, reloads: &ReloadCounts) {
         let (applied, failed, last_ok) = reloads.snapshot();
-        self.head(
+        self.by_label(
             "goad_config_reloads_total",
             "counter",
             "Config reloads (POST /v1/reload, SIGHUP) by result: applied, or failed (the file refused; the node runs on the config it had).",
+            "result",
+            &[("applied", applied), ("failed", failed)],
         );
-        for (result, count) in [("applied", applied), ("failed", failed)] {
-            let _ = writeln!(
-                self.out,
-                "goad_config_reloads_total{{result=\"{result}\"}} {count}"
-            );
-        }
         let help = "0 when the latest config reload failed (1 before any).";
         self.one(
             "goad_config_last_reload_successful",
@@ -117,21 +128,16 @@ impl Family<'_> {
         let taken = get(&front.accepted);
         let help = "Client connections taken.";
         self.one("goad_http_connections_total", "counter", help, taken);
-        self.head(
+        self.by_label(
             "goad_http_connections_refused_total",
             "counter",
             "Connections refused (503 too_many_connections; closed at once over TLS), by reason: max_connections (at http.max_connections) or file_descriptors (none left: raise the open-files limit).",
+            "reason",
+            &[
+                ("max_connections", get(&front.refused_at_cap)),
+                ("file_descriptors", get(&front.refused_without_fds)),
+            ],
         );
-        for (reason, counter) in [
-            ("max_connections", &front.refused_at_cap),
-            ("file_descriptors", &front.refused_without_fds),
-        ] {
-            let _ = writeln!(
-                self.out,
-                "goad_http_connections_refused_total{{reason=\"{reason}\"}} {}",
-                get(counter)
-            );
-        }
         self.one(
             "goad_http_request_timeouts_total",
             "counter",
@@ -301,24 +307,22 @@ impl Family<'_> {
 
     /// What became of the dead rows' notifications.
     fn notifications(&mut self, counts: &NotificationCounts) {
-        self.head(
+        let n = |counter: &std::sync::atomic::AtomicU64| {
+            counter.load(std::sync::atomic::Ordering::Relaxed)
+        };
+        self.by_label(
             "goad_notifications_total",
             "counter",
             "Notifications (notifications.source) by what became of them: queued (events to tell), dropped (the queue was full), coalesced (dead rows told in a rows.dead summary, not alone), committed (notification hooks, summaries included), failed (the commit was refused).",
+            "result",
+            &[
+                ("queued", n(&counts.queued)),
+                ("dropped", n(&counts.dropped)),
+                ("coalesced", n(&counts.coalesced)),
+                ("committed", n(&counts.committed)),
+                ("failed", n(&counts.failed)),
+            ],
         );
-        for (result, n) in [
-            ("queued", &counts.queued),
-            ("dropped", &counts.dropped),
-            ("coalesced", &counts.coalesced),
-            ("committed", &counts.committed),
-            ("failed", &counts.failed),
-        ] {
-            let n = n.load(std::sync::atomic::Ordering::Relaxed);
-            let _ = writeln!(
-                self.out,
-                "goad_notifications_total{{result=\"{result}\"}} {n}"
-            );
-        }
     }
 
     /// The node's attempt count and duration histogram.
