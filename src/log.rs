@@ -34,6 +34,24 @@ pub fn error(msg: &str, fields: &[(&str, &dyn Display)]) {
     write(Level::Error, msg, fields);
 }
 
+/// A line of a command's output on stdout. A reader that went away (`goad
+/// dlq list | head`) is no error: the command goes on to its end, as it
+/// would have with a reader that read everything.
+pub fn out(line: fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stdout(), "{line}");
+}
+
+/// `println!` for a command's output, through [`out`].
+#[macro_export]
+macro_rules! say {
+    () => {
+        $crate::log::out(format_args!(""))
+    };
+    ($($line:tt)*) => {
+        $crate::log::out(format_args!($($line)*))
+    };
+}
+
 /// One line, written whole so lines from threads do not interleave.
 pub fn write(level: Level, msg: &str, fields: &[(&str, &dyn Display)]) {
     let line = format_line(crate::runtime::wall_ms(), level, msg, fields);

@@ -2,7 +2,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use goad::node::client::{encode, ClientError, ClientTlsFiles, NodeClient};
-use goad::{Config, Node, NodeOptions};
+use goad::{say, Config, Node, NodeOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -302,7 +302,7 @@ fn keygen(hmac: bool) -> ExitCode {
     };
     match made {
         Ok(text) => {
-            println!("{text}");
+            say!("{text}");
             ExitCode::SUCCESS
         }
         Err(_) => {
@@ -426,7 +426,7 @@ fn check(path: &std::path::Path, environment: bool) -> ExitCode {
             } else {
                 ""
             };
-            println!("{}: ok ({} sources{what})", path.display(), c.sources.len());
+            say!("{}: ok ({} sources{what})", path.display(), c.sources.len());
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -503,16 +503,16 @@ fn verify(config_path: Option<PathBuf>, data_dir: Option<PathBuf>) -> ExitCode {
             1 => "1 problem".to_string(),
             n => format!("{n} problems"),
         };
-        println!(
+        say!(
             "shard {k}: {} hooks; rows {} due, {} in flight, {} waiting in lanes, {} dead: {verdict}",
             shard.hooks, shard.due, shard.in_flight, shard.lane_members, shard.dead
         );
         for problem in &shard.problems {
-            println!("  - {problem}");
+            say!("  - {problem}");
         }
         let unlisted = shard.problem_count - shard.problems.len() as u64;
         if unlisted > 0 {
-            println!("  - and {unlisted} more");
+            say!("  - and {unlisted} more");
         }
         sound &= shard.problem_count == 0;
     }
@@ -542,7 +542,7 @@ fn reshard(config_path: Option<PathBuf>, shards: usize) -> ExitCode {
         now_ms,
     ) {
         Ok(done) => {
-            println!(
+            say!(
                 "resharded {} from {} to {} shards: {} hooks, {} rows; the old shards are in {} \
                  (delete them once the node runs); set shards = {} in the config",
                 config.data_dir.display(),
@@ -584,6 +584,8 @@ fn print_body(node: &NodeArgs, path: &str) -> ExitCode {
     });
     match body.map(|body| std::io::stdout().write_all(&body)) {
         Ok(Ok(())) => ExitCode::SUCCESS,
+        // A reader that went away (`| head -c 100`) is no error.
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Ok(Err(e)) => {
             eprintln!("goad: writing the body: {e}");
             ExitCode::FAILURE
@@ -630,7 +632,7 @@ fn usage(why: &str) -> ExitCode {
 fn print_answer(answer: Result<serde_json::Value, ClientError>) -> ExitCode {
     match answer {
         Ok(value) => {
-            println!(
+            say!(
                 "{}",
                 serde_json::to_string_pretty(&value).expect("JSON values print")
             );

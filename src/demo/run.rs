@@ -13,14 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// `println!`, but a reader that went away (`goad demo | head`) is no
-/// reason to stop: the demo runs to its end and removes its directory.
-macro_rules! say {
-    ($($line:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($line)*);
-    }};
-}
+// A reader that went away (`goad demo | head`) is no reason to stop: the
+// demo runs to its end and removes its directory.
+use crate::say;
 
 /// What to run.
 #[derive(Debug, Clone)]

@@ -1,4 +1,5 @@
-//! `goad demo`, the README's first command, as a child process.
+//! The `goad` command as a child process: `goad demo`, the README's first
+//! command, and output into a pipe whose reader went away.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -48,4 +49,22 @@ fn a_reader_that_goes_away_does_not_fail_the_demo() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// Output into a pipe whose reader is gone before the command writes
+/// (`goad keygen | true`) is no error: the command exits 0, not with a
+/// panic at its first line.
+#[test]
+fn output_into_a_closed_pipe_is_no_error() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_goad"))
+        .arg("keygen")
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert_eq!(stderr, "");
 }
