@@ -14,6 +14,12 @@ use crate::latency::{LatencyCounts, BUCKET_BOUNDS_MS};
 use crate::runtime::{wall_ms, Engine, ShardStats};
 use crate::store::StoreError;
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A counter's value now.
+fn count(counter: &AtomicU64) -> u64 {
+    counter.load(Ordering::Relaxed)
+}
 
 /// Which of a sink's outcome histograms a metric exposes.
 type OutcomeCounts = fn(&SinkOutcomes) -> &LatencyCounts;
@@ -51,27 +57,21 @@ impl Family<'_> {
 
     /// Replays by state, and the pacer's passes.
     fn replays(&mut self, replays: &Replays) {
-        self.head(
+        let by_state = replays
+            .count_by_state()
+            .map(|(state, n)| (state.name(), n as u64));
+        self.by_label(
             "goad_replays",
             "gauge",
             "Replays by state: running, done, paused (paused ones stopped themselves; see their error).",
+            "state",
+            &by_state,
         );
-        for (state, count) in replays.count_by_state() {
-            let _ = writeln!(
-                self.out,
-                "goad_replays{{state=\"{}\"}} {count}",
-                state.name()
-            );
-        }
-        self.head(
+        self.one(
             "goad_replay_pacer_passes_total",
             "counter",
             "Times the replay pacer looked at the running replays (once per pacing step).",
-        );
-        let _ = writeln!(
-            self.out,
-            "goad_replay_pacer_passes_total {}",
-            replays.pacer_passes()
+            replays.pacer_passes(),
         );
     }
 
@@ -117,7 +117,7 @@ impl Family<'_> {
 
     /// The HTTP front's connections.
     fn front(&mut self, front: &FrontCounts) {
-        let get = FrontCounts::get;
+        let get = count;
         let open = get(&front.open);
         self.one(
             "goad_http_connections",
@@ -307,9 +307,7 @@ impl Family<'_> {
 
     /// What became of the dead rows' notifications.
     fn notifications(&mut self, counts: &NotificationCounts) {
-        let n = |counter: &std::sync::atomic::AtomicU64| {
-            counter.load(std::sync::atomic::Ordering::Relaxed)
-        };
+        let n = count;
         self.by_label(
             "goad_notifications_total",
             "counter",
@@ -567,20 +565,19 @@ pub(super) fn render(engine: &Engine, state: &NodeState) -> Result<String, Store
     #[cfg(target_os = "linux")]
     f.process();
     f.notifications(&state.notifier.counts);
-    f.head(
+    f.one(
         "goad_draining",
         "gauge",
         "1 while the node drains: it takes no new hooks (POST /v1/drain).",
+        u8::from(state.drain.is_on()),
     );
-    let draining = state.drain.is_on();
-    let _ = writeln!(f.out, "goad_draining {}", u8::from(draining));
-    f.head(
+    f.by_label(
         "goad_build_info",
         "gauge",
         "1, labelled with the running goad's version (a fleet's versions at a glance).",
+        "version",
+        &[(env!("CARGO_PKG_VERSION"), 1)],
     );
-    let version = env!("CARGO_PKG_VERSION");
-    let _ = writeln!(f.out, "goad_build_info{{version=\"{version}\"}} 1");
     Ok(out)
 }
 
