@@ -35,6 +35,15 @@ fn tls_agent(ca_fixture: &str, client: Option<(&str, &str)>) -> ureq::Agent {
         .into()
 }
 
+/// A node's config serving HTTPS with the `localhost` certificate the
+/// test CA signed.
+fn https_config(dir: &std::path::Path) -> Config {
+    let mut c = node_config(dir);
+    c.http.tls_cert_file = Some(fixtures().join("localhost-cert.pem"));
+    c.http.tls_key_file = Some(fixtures().join("localhost-key.pem"));
+    c
+}
+
 /// With `http.tls_client_ca_file` the node serves only clients presenting
 /// a certificate that CA signed (mutual TLS): such a client ingests and
 /// the hook is delivered; a client with no certificate, or one another CA
@@ -262,10 +271,7 @@ fn a_slow_https_client_gets_408_through_tls() {
     use std::io::{Read, Write};
     let fixtures = fixtures();
     let dir = tempfile::tempdir().unwrap();
-    let mut c = node_config(dir.path());
-    c.http.tls_cert_file = Some(fixtures.join("localhost-cert.pem"));
-    c.http.tls_key_file = Some(fixtures.join("localhost-key.pem"));
-    let node = start(c);
+    let node = start(https_config(dir.path()));
     let mut roots = rustls::RootCertStore::empty();
     let ca = std::fs::read(fixtures.join("test-ca.pem")).unwrap();
     for certificate in rustls::pki_types::CertificateDer::pem_slice_iter(&ca) {
@@ -308,9 +314,7 @@ fn a_slow_https_client_gets_408_through_tls() {
 fn operator_commands_reach_a_mutual_tls_node_with_their_tls_options() {
     let fixtures = fixtures();
     let dir = tempfile::tempdir().unwrap();
-    let mut c = node_config(dir.path());
-    c.http.tls_cert_file = Some(fixtures.join("localhost-cert.pem"));
-    c.http.tls_key_file = Some(fixtures.join("localhost-key.pem"));
+    let mut c = https_config(dir.path());
     c.http.tls_client_ca_file = Some(fixtures.join("test-client-ca.pem"));
     let node = start(c);
     let url = format!("https://localhost:{}", node.local_addr().port());
