@@ -6,7 +6,12 @@
 //! `breaker_open_ms`, doubling per consecutive open up to
 //! `breaker_max_open_ms`; then one attempt runs as a probe: success closes it,
 //! failure opens it again for longer, and a permanent answer to the probe
-//! closes it too (the sink answered). While a breaker is open its key's rows
+//! closes it too (the sink answered). Only the probe closes it: an attempt
+//! that started before the breaker opened and succeeds after is no word
+//! on the sink since (the reference let it close the breaker, which then
+//! flapped — open, closed by a straggler, open again five failures later —
+//! on a sink that fails some of its attempts, and its open period never
+//! grew). While a breaker is open its key's rows
 //! are parked — written back due at the end of the open period with their
 //! attempt count unchanged; rows claimed while the probe runs are parked for
 //! `breaker_open_ms`. An open breaker is kept in the store (see
@@ -135,15 +140,18 @@ impl Breaker {
     ) -> Option<u64> {
         let was_probe = self.state == State::HalfOpen { probe: Some(job) };
         match failure {
-            None => {
+            None | Some(FailureClass::Permanent) if was_probe => {
                 *self = Breaker::default();
                 None
             }
-            Some(FailureClass::Permanent) if was_probe => {
+            None if self.state == State::Closed => {
                 *self = Breaker::default();
                 None
             }
-            Some(FailureClass::Permanent) => None,
+            // An answer of an attempt that started before the breaker
+            // opened tells of the sink before the failures that opened it:
+            // only the probe closes an open breaker.
+            None | Some(FailureClass::Permanent) => None,
             Some(_) if config.failures == 0 => None,
             Some(_) => {
                 self.failures += 1;
@@ -270,6 +278,41 @@ mod tests {
             assert_eq!(b.record(0, off, JobId(j), FAIL), None);
         }
         assert_eq!(b.admit(0, off), Admit::Pass { probe: false });
+    }
+
+    #[test]
+    fn only_the_probe_closes_an_open_breaker() {
+        let mut b = Breaker::default();
+        for j in 0..3 {
+            b.record(0, CONFIG, JobId(j), FAIL);
+        }
+        // Attempts started before the breaker opened succeed late.
+        assert_eq!(b.record(100, CONFIG, JobId(7), None), None);
+        assert_eq!(b.admit(499, CONFIG), Admit::Park { until_ms: 500 });
+        assert_eq!(b.admit(500, CONFIG), Admit::Pass { probe: true });
+        b.probe_started(JobId(9));
+        assert_eq!(b.record(510, CONFIG, JobId(8), None), None);
+        assert_eq!(b.state(), BreakerState::HalfOpen, "still probing");
+        assert_eq!(
+            b.record(520, CONFIG, JobId(9), FAIL),
+            Some(1_520),
+            "the probe failed: open for 1,000 ms, the second open in a row"
+        );
+        assert_eq!(b.opens(), 2);
+    }
+
+    #[test]
+    fn a_success_while_closed_forgets_the_failures_before_it() {
+        let mut b = Breaker::default();
+        b.record(0, CONFIG, JobId(1), FAIL);
+        b.record(0, CONFIG, JobId(2), FAIL);
+        assert_eq!(b.record(0, CONFIG, JobId(3), None), None);
+        assert!(b.is_idle());
+        assert_eq!(
+            b.record(0, CONFIG, JobId(4), FAIL),
+            None,
+            "one failure in a row"
+        );
     }
 
     #[test]

@@ -92,6 +92,47 @@ fn a_breaker_parks_a_failing_key_probes_and_closes() {
     );
 }
 
+/// An attempt that started before the breaker opened and succeeds after
+/// it does not close it: the queued rows stay parked for the open period
+/// and the key's next attempt is the probe.
+#[test]
+fn a_late_success_of_an_attempt_started_before_the_open_leaves_the_breaker_open() {
+    let config = breaker_config(3, 500, 1_000);
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    for _ in 0..10 {
+        m.add("t", "a", &["x"], 0);
+    }
+    c.handle_scan(0, &mut m);
+    let _ = m.apply(&mut c);
+    let jobs: Vec<Job> = std::iter::from_fn(|| c.poll_job(0)).collect();
+    assert_eq!(jobs.len(), 8, "sink_concurrency");
+    for job in &jobs[..3] {
+        c.handle_outcome(10, job.id, fail(FailureClass::Transient), TOOK);
+    }
+    c.handle_outcome(20, jobs[3].id, Ok(()), TOOK);
+    let _ = m.apply(&mut c);
+    assert_eq!(c.stats().breakers_open, 1);
+    assert_eq!(
+        breaker_events(&mut c),
+        [BreakerEvent::Opened {
+            key: breaker_key(),
+            until_ms: 510,
+            opens: 1
+        }],
+        "opened once, not closed by the late success"
+    );
+    assert_eq!(m.rows.len(), 9, "the late success is delivered");
+    assert!(c.poll_job(20).is_none(), "nothing starts while open");
+    assert_eq!(c.stats().parked, 2, "the two queued rows parked");
+    for job in &jobs[4..] {
+        c.handle_outcome(30, job.id, Ok(()), TOOK);
+    }
+    let _ = m.apply(&mut c);
+    assert_eq!(c.stats().breakers_open, 1);
+    assert_eq!(breaker_events(&mut c), []);
+}
+
 /// Reference scenario 19: permanent errors never open a breaker.
 #[test]
 fn permanent_errors_dead_letter_without_opening_the_breaker() {
