@@ -1111,3 +1111,74 @@ fn a_new_connection_closed_without_an_answer_fails_the_attempt() {
     let error = rows[0].record.error.as_deref().unwrap();
     assert_eq!(error, "io: Peer disconnected");
 }
+
+/// A reconfiguration keeps a sink whose options did not change, with its
+/// kept-alive connection: the receiver sees the next delivery on the same
+/// connection. A sink whose options changed is built anew (a new
+/// connection).
+#[test]
+fn a_reconfiguration_keeps_an_unchanged_sinks_connection() {
+    let receiver = ClosingReceiver::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.sources.push(source(
+        "s",
+        "t",
+        vec![SinkConfig::http(receiver.url.clone())],
+    ));
+    let engine = Engine::open(c.clone()).unwrap();
+    let deliver = |body: &str| {
+        engine.commit(NewHook::new("s", body)).unwrap();
+        engine.tick().unwrap();
+    };
+    deliver("before");
+    engine.reconfigure(&c).unwrap();
+    deliver("after an unchanged reconfiguration");
+    c.sources[0].sinks[0]
+        .headers
+        .insert("x-team".into(), "payments".into());
+    engine.reconfigure(&c).unwrap();
+    deliver("after a changed one");
+    let connections: Vec<usize> = receiver.seen().into_iter().map(|(c, _, _)| c).collect();
+    assert_eq!(connections, [0, 0, 1]);
+}
+
+/// A reconfiguration keeps an unchanged OAuth 2 sink's token; a new client
+/// secret builds the sink anew, which asks for a new token.
+#[test]
+fn a_reconfiguration_keeps_an_unchanged_sinks_oauth2_token() {
+    let variable = "GOAD_TEST_OAUTH2_RELOAD_SECRET";
+    std::env::set_var(variable, "first");
+    let tokens = token_endpoint();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    let mut sink = SinkConfig::http(receiver.url("/in"));
+    sink.oauth2 = Some(goad::config::OAuth2Config {
+        token_url: tokens.url("/token"),
+        client_id: "goad".into(),
+        client_secret_env: variable.into(),
+        scope: None,
+        audience: None,
+        client_auth: Default::default(),
+    });
+    c.sources.push(source("s", "t", vec![sink]));
+    let engine = Engine::open(c.clone()).unwrap();
+    let deliver = |body: &str| {
+        engine.commit(NewHook::new("s", body)).unwrap();
+        engine.tick().unwrap();
+    };
+    deliver("a");
+    engine.reconfigure(&c).unwrap();
+    deliver("b");
+    std::env::set_var(variable, "second");
+    engine.reconfigure(&c).unwrap();
+    deliver("c");
+    let sent: Vec<String> = receiver
+        .received()
+        .iter()
+        .map(|r| r.header("authorization").unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(sent, ["Bearer tok-1", "Bearer tok-1", "Bearer tok-2"]);
+    assert_eq!(tokens.received().len(), 2);
+}

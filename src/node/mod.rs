@@ -99,7 +99,7 @@ pub fn check_environment(config: &Config) -> Result<(), ConfigError> {
     Tokens::from_config(config)?;
     http::tls::from_config(&config.http)?;
     let claims = Arc::new(crate::claim_check::ClaimStore::from_config(config));
-    crate::sink::SinkRegistry::build(config, &Default::default(), &claims)?;
+    crate::sink::SinkRegistry::build(config, &Default::default(), &claims, &Default::default())?;
     Ok(())
 }
 

@@ -472,7 +472,12 @@ impl Engine {
     pub fn reconfigure(&self, config: &Config) -> Result<(), ConfigError> {
         let names: Vec<&str> = self.host_sinks.keys().map(String::as_str).collect();
         config.validate_with_sinks(&names)?;
-        let registry = SinkRegistry::build(config, &self.host_sinks, &self.claims)?;
+        let registry = SinkRegistry::build(
+            config,
+            &self.host_sinks,
+            &self.claims,
+            &self.registry.read(),
+        )?;
         let catalog = Arc::new(registry.catalog(config));
         *self.registry.write() = Arc::new(registry);
         *self.catalog.write() = catalog.clone();

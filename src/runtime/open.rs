@@ -86,8 +86,13 @@ impl EngineBuilder {
             .validate_with_sinks(&names)
             .map_err(OpenError::Config)?;
         let claims = Arc::new(ClaimStore::from_config(&self.config));
-        let sinks = SinkRegistry::build(&self.config, &self.host_sinks, &claims)
-            .map_err(OpenError::Config)?;
+        let sinks = SinkRegistry::build(
+            &self.config,
+            &self.host_sinks,
+            &claims,
+            &SinkRegistry::default(),
+        )
+        .map_err(OpenError::Config)?;
         let catalog = Arc::new(sinks.catalog(&self.config));
         let registry: SharedRegistry = Arc::new(RwLock::new(Arc::new(sinks)));
         let lock = DataDirLock::acquire(&self.config.data_dir).map_err(OpenError::Store)?;

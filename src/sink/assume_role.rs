@@ -73,6 +73,12 @@ impl AssumedRole {
         }
     }
 
+    /// Whether `other` assumes the same role, at the same region's STS,
+    /// with credentials from the same place.
+    pub(crate) fn same_role(&self, other: &AssumedRole) -> bool {
+        self.role == other.role && self.region == other.region && self.base.same_source(&other.base)
+    }
+
     /// The role's credentials at `now`.
     pub fn get(&self, now: SystemTime) -> Result<Credentials, CredentialsError> {
         let what = format!("the credentials of role {}", self.role.role_arn);

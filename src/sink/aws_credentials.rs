@@ -77,6 +77,20 @@ impl AwsCredentials {
         }
     }
 
+    /// Whether `other` takes its credentials from the same place (the
+    /// same variables, service and region, or the same role assumed with
+    /// the same credentials): the ones these hold would do for it.
+    pub(crate) fn same_source(&self, other: &AwsCredentials) -> bool {
+        match (self, other) {
+            (AwsCredentials::Env(a), AwsCredentials::Env(b)) => a == b,
+            (AwsCredentials::Fetched(a), AwsCredentials::Fetched(b)) => {
+                a.source == b.source && a.region == b.region
+            }
+            (AwsCredentials::Assumed(a), AwsCredentials::Assumed(b)) => a.same_role(b),
+            _ => false,
+        }
+    }
+
     /// Credentials to sign a request at `now`.
     pub fn get(&self, now: SystemTime) -> Result<Credentials, CredentialsError> {
         match self {

@@ -55,6 +55,34 @@ pub(crate) fn agent_with_tls(
     ureq::Agent::with_parts(config, connector, resolver)
 }
 
+/// Whether two sets of roots trust the same certificates.
+pub(crate) fn same_roots(a: &RootCerts, b: &RootCerts) -> bool {
+    match (a, b) {
+        (RootCerts::WebPki, RootCerts::WebPki) => true,
+        (RootCerts::PlatformVerifier, RootCerts::PlatformVerifier) => true,
+        (RootCerts::Specific(a), RootCerts::Specific(b)) => {
+            a.len() == b.len() && a.iter().zip(b.iter()).all(|(a, b)| a.der() == b.der())
+        }
+        _ => false,
+    }
+}
+
+/// Whether two client certificates (or none) are the same chain and key.
+pub(crate) fn same_client_certificate(a: Option<&ClientCert>, b: Option<&ClientCert>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => {
+            a.certs().len() == b.certs().len()
+                && a.certs()
+                    .iter()
+                    .zip(b.certs())
+                    .all(|(a, b)| a.der() == b.der())
+                && a.private_key().der() == b.private_key().der()
+        }
+        _ => false,
+    }
+}
+
 thread_local! {
     /// Connections this thread's agents opened (ureq connects on the
     /// thread that sends): a try that opened none went over a pooled one.

@@ -13,7 +13,9 @@
 //! caller's dedupe key with a line break, say) fails the attempt as
 //! permanent: no retry could send it.
 
-use super::client::{agent_with_tls, send_past_stale_connections, shown_url};
+use super::client::{
+    agent_with_tls, same_client_certificate, same_roots, send_past_stale_connections, shown_url,
+};
 use super::egress::{Egress, PrivateAddress};
 use super::forward::{forwarded, reserved_header};
 use super::oauth2::ClientCredentials;
@@ -90,6 +92,52 @@ impl HttpSinkOptions {
             egress: Egress::open(),
             oauth2: None,
         }
+    }
+}
+
+impl HttpSinkOptions {
+    /// Whether a sink built from `other` would do what one built from
+    /// these does: every option equal, secrets, keys and certificates by
+    /// their bytes, an OAuth 2 grant by its endpoint, client, secret and
+    /// parameters.
+    pub(crate) fn same_as(&self, other: &HttpSinkOptions) -> bool {
+        let HttpSinkOptions {
+            url,
+            method,
+            headers,
+            timeout_ms,
+            keys,
+            max_response_bytes,
+            forward_allow,
+            idle_connections,
+            roots,
+            client_certificate,
+            egress,
+            oauth2,
+        } = self;
+        *url == other.url
+            && *method == other.method
+            && *headers == other.headers
+            && *timeout_ms == other.timeout_ms
+            && keys.len() == other.keys.len()
+            && keys
+                .iter()
+                .zip(&other.keys)
+                .all(|(a, b)| a.verifier() == b.verifier())
+            && *max_response_bytes == other.max_response_bytes
+            && *forward_allow == other.forward_allow
+            && *idle_connections == other.idle_connections
+            && same_roots(roots, &other.roots)
+            && same_client_certificate(
+                client_certificate.as_ref(),
+                other.client_certificate.as_ref(),
+            )
+            && *egress == other.egress
+            && match (oauth2, &other.oauth2) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.same_grant(b),
+                _ => false,
+            }
     }
 }
 

@@ -120,6 +120,27 @@ impl ClientCredentials {
         }
     }
 
+    /// Whether `other` asks the same endpoint for the same client's token
+    /// with the same secret and parameters (its token would do for this).
+    pub(crate) fn same_grant(&self, other: &ClientCredentials) -> bool {
+        let ClientCredentials {
+            token_url,
+            client_id,
+            client_secret,
+            scope,
+            audience,
+            client_auth,
+            agent: _,
+            held: _,
+        } = self;
+        *token_url == other.token_url
+            && *client_id == other.client_id
+            && *client_secret == other.client_secret
+            && *scope == other.scope
+            && *audience == other.audience
+            && *client_auth == other.client_auth
+    }
+
     /// The token to send at `now`: the one held while fresh, else a new one.
     pub fn token(&self, now: SystemTime) -> Result<Token, NoToken> {
         let mut fresh = false;

@@ -1,6 +1,7 @@
 //! The sinks of every source, built from the config and the host's own
-//! sinks. Rebuilt on reconfiguration; options are never stored with rows, so
-//! a fixed sink applies to its backlog.
+//! sinks. Built again on reconfiguration, keeping each sink whose options
+//! did not change; options are never stored with rows, so a fixed sink
+//! applies to its backlog.
 
 use super::assume_role::RoleToAssume;
 use super::aws_credentials::{AwsCredentials, EnvCredentials};
@@ -24,7 +25,7 @@ use crate::limits::{
     PUBSUB_MAX_MESSAGE_BYTES, SQS_MAX_MESSAGE_BYTES,
 };
 use crate::pem::PemFile;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::num::NonZeroU16;
 use std::sync::Arc;
 use ureq::tls::RootCerts;
@@ -38,77 +39,121 @@ pub struct SinkRegistry {
     sinks: HashMap<Arc<str>, Vec<Built>>,
 }
 
-/// A sink, with its batch size as it said when built.
+/// A sink, with its batch size as it said when built and, for a sink goad
+/// builds from options, what it was built from.
 #[derive(Clone)]
 struct Built {
     sink: Arc<dyn Sink>,
     batch_max_entries: Option<NonZeroU16>,
+    recipe: Option<Recipe>,
+}
+
+/// The options an HTTP or SQS sink was built from. A reload reads every
+/// sink's options again (its secrets and files too) and keeps the sink it
+/// has when they are the same, so an unchanged sink keeps its kept-alive
+/// connections, its OAuth 2 token and its AWS credentials; a changed one
+/// is built anew. (A Pub/Sub sink is always built anew: its Google
+/// credentials are not compared.)
+#[derive(Clone)]
+enum Recipe {
+    Http(HttpSinkOptions),
+    Sqs(SqsSinkOptions),
+}
+
+impl Recipe {
+    fn same_as(&self, other: &Recipe) -> bool {
+        match (self, other) {
+            (Recipe::Http(a), Recipe::Http(b)) => a.same_as(b),
+            (Recipe::Sqs(a), Recipe::Sqs(b)) => a.same_as(b),
+            _ => false,
+        }
+    }
+}
+
+/// The sinks of the registry a reload replaces, each kept at most once.
+struct Kept<'a> {
+    previous: &'a SinkRegistry,
+    taken: HashSet<(&'a str, usize)>,
+}
+
+impl<'a> Kept<'a> {
+    /// A sink of `source_id` built from the same options, not kept yet.
+    fn take(&mut self, source_id: &str, recipe: &Recipe) -> Option<Built> {
+        let (source_id, sinks) = self.previous.sinks.get_key_value(source_id)?;
+        let (index, built) = sinks.iter().enumerate().find(|(index, built)| {
+            !self.taken.contains(&(&**source_id, *index))
+                && built.recipe.as_ref().is_some_and(|r| r.same_as(recipe))
+        })?;
+        self.taken.insert((source_id, index));
+        Some(built.clone())
+    }
+
+    /// The sink of `source` built from `recipe`: the one kept, else a new one.
+    fn or_build(
+        &mut self,
+        source: &SourceConfig,
+        recipe: Recipe,
+        entry: &SinkConfig,
+        claims: &Arc<ClaimStore>,
+        at: &str,
+    ) -> Result<Built, ConfigError> {
+        if let Some(built) = self.take(&source.id, &recipe) {
+            return Ok(built);
+        }
+        let sink = built_from(&recipe, entry, at)?;
+        claiming(sink, Some(recipe), claims, &entry.kind, at)
+    }
 }
 
 impl SinkRegistry {
-    /// Builds every sink. Secrets are read from the environment now; a
-    /// missing or bad one is a config error naming its key.
+    /// Builds every sink, keeping those of `previous` (the registry a
+    /// reload replaces) whose options did not change. Secrets are read
+    /// from the environment now; a missing or bad one is a config error
+    /// naming its key.
     pub fn build(
         config: &Config,
         host: &HostSinks,
         claims: &Arc<ClaimStore>,
+        previous: &SinkRegistry,
     ) -> Result<SinkRegistry, ConfigError> {
         let mut sinks = HashMap::new();
+        let mut kept = Kept {
+            previous,
+            taken: HashSet::new(),
+        };
         let egress = Egress::of(&config.egress)?;
         for (i, source) in config.sources.iter().enumerate() {
             for (j, entry) in source.sinks.iter().enumerate() {
                 let at = format!("sources[{i}].sinks[{j}]");
-                let sink: Arc<dyn Sink> = match host.get(&entry.kind) {
-                    Some(sink) => sink.clone(),
-                    None if entry.kind == "http" => {
-                        let options = http_options(config, &egress, source, entry, &at)?;
-                        let sink = HttpSink::new(options).map_err(|e| {
-                            let (field, rule, value) = match e {
-                                InvalidHttpSink::Url { url, .. } => ("url", "a valid URL", url),
-                                InvalidHttpSink::Header { name, .. } => {
-                                    ("headers", "valid HTTP headers", name)
-                                }
-                                InvalidHttpSink::ReservedHeader { name } => {
-                                    ("headers", "headers goad does not set itself", name)
-                                }
-                            };
-                            ConfigError::Invalid {
-                                key: format!("{at}.{field}"),
-                                rule: rule.into(),
-                                value: format!("{value:?}"),
-                            }
-                        })?;
-                        Arc::new(sink)
-                    }
-                    None if entry.kind == "sqs" => {
-                        let options = sqs_options(config, source, entry);
-                        let sink = SqsSink::new(options).ok_or_else(|| ConfigError::Invalid {
-                            key: format!("{at}.queue_url"),
-                            rule: "an http:// or https:// queue URL".into(),
-                            value: format!("{:?}", entry.queue_url),
-                        })?;
-                        Arc::new(sink)
-                    }
-                    None if entry.kind == "pubsub" => {
-                        Arc::new(PubSubSink::new(pubsub_options(config, source, entry, &at)?))
-                    }
-                    None => {
-                        return Err(ConfigError::Invalid {
-                            key: format!("{at}.type"),
-                            rule: "http, sqs, pubsub or a sink registered by the host".into(),
-                            value: format!("{:?}", entry.kind),
-                        });
-                    }
+                let built = match host.get(&entry.kind) {
+                    Some(sink) => claiming(sink.clone(), None, claims, &entry.kind, &at)?,
+                    None => match entry.kind.as_str() {
+                        "http" => {
+                            let options = http_options(config, &egress, source, entry, &at)?;
+                            kept.or_build(source, Recipe::Http(options), entry, claims, &at)?
+                        }
+                        "sqs" => {
+                            let options = sqs_options(config, source, entry);
+                            kept.or_build(source, Recipe::Sqs(options), entry, claims, &at)?
+                        }
+                        "pubsub" => {
+                            let options = pubsub_options(config, source, entry, &at)?;
+                            let sink = Arc::new(PubSubSink::new(options));
+                            claiming(sink, None, claims, &entry.kind, &at)?
+                        }
+                        _ => {
+                            return Err(ConfigError::Invalid {
+                                key: format!("{at}.type"),
+                                rule: "http, sqs, pubsub or a sink registered by the host".into(),
+                                value: format!("{:?}", entry.kind),
+                            });
+                        }
+                    },
                 };
-                let sink: Arc<dyn Sink> = Arc::new(ClaimingSink::new(sink, claims.clone()));
-                let batch_max_entries = batch_max_entries(sink.as_ref(), &entry.kind, &at)?;
                 sinks
                     .entry(Arc::from(source.id.as_str()))
                     .or_insert_with(Vec::new)
-                    .push(Built {
-                        sink,
-                        batch_max_entries,
-                    });
+                    .push(built);
             }
         }
         Ok(SinkRegistry { sinks })
@@ -127,6 +172,54 @@ impl SinkRegistry {
             sinks.get(usize::from(sink_index))?.batch_max_entries
         })
     }
+}
+
+/// An HTTP or SQS sink built from its options.
+fn built_from(recipe: &Recipe, entry: &SinkConfig, at: &str) -> Result<Arc<dyn Sink>, ConfigError> {
+    match recipe {
+        Recipe::Http(options) => {
+            let sink = HttpSink::new(options.clone()).map_err(|e| {
+                let (field, rule, value) = match e {
+                    InvalidHttpSink::Url { url, .. } => ("url", "a valid URL", url),
+                    InvalidHttpSink::Header { name, .. } => ("headers", "valid HTTP headers", name),
+                    InvalidHttpSink::ReservedHeader { name } => {
+                        ("headers", "headers goad does not set itself", name)
+                    }
+                };
+                ConfigError::Invalid {
+                    key: format!("{at}.{field}"),
+                    rule: rule.into(),
+                    value: format!("{value:?}"),
+                }
+            })?;
+            Ok(Arc::new(sink))
+        }
+        Recipe::Sqs(options) => {
+            let sink = SqsSink::new(options.clone()).ok_or_else(|| ConfigError::Invalid {
+                key: format!("{at}.queue_url"),
+                rule: "an http:// or https:// queue URL".into(),
+                value: format!("{:?}", entry.queue_url),
+            })?;
+            Ok(Arc::new(sink))
+        }
+    }
+}
+
+/// `sink` behind the claim check, with its batch size.
+fn claiming(
+    sink: Arc<dyn Sink>,
+    recipe: Option<Recipe>,
+    claims: &Arc<ClaimStore>,
+    kind: &str,
+    at: &str,
+) -> Result<Built, ConfigError> {
+    let sink: Arc<dyn Sink> = Arc::new(ClaimingSink::new(sink, claims.clone()));
+    let batch_max_entries = batch_max_entries(sink.as_ref(), kind, at)?;
+    Ok(Built {
+        sink,
+        batch_max_entries,
+        recipe,
+    })
 }
 
 /// A sink's batch size, capped at `MAX_BATCH_ENTRIES`. It is asked once,
@@ -380,6 +473,7 @@ pub(crate) fn idle_connections(config: &Config) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::OneOrMany;
     use crate::sink::{Delivery, SinkError};
 
     /// A host sink batching as `batch` says.
@@ -405,7 +499,74 @@ mod tests {
         .into_iter()
         .collect();
         let claims = Arc::new(ClaimStore::new(std::env::temp_dir(), 1));
-        Ok(SinkRegistry::build(&config, &host, &claims)?.catalog(&config))
+        Ok(
+            SinkRegistry::build(&config, &host, &claims, &SinkRegistry::default())?
+                .catalog(&config),
+        )
+    }
+
+    /// Source "s"'s sinks built from `sinks`, keeping those of `previous`.
+    fn rebuilt(sinks: Vec<SinkConfig>, previous: &SinkRegistry) -> SinkRegistry {
+        let config = Config::with_one_source(sinks);
+        let claims = Arc::new(ClaimStore::new(std::env::temp_dir(), 1));
+        SinkRegistry::build(&config, &HostSinks::new(), &claims, previous).unwrap()
+    }
+
+    /// Which sinks of `b` are `a`'s, by index: `Some(i)` when `b`'s sink
+    /// is the very sink `a` has at `i`.
+    fn kept_from(a: &SinkRegistry, b: &SinkRegistry, sinks: u16) -> Vec<Option<u16>> {
+        (0..sinks)
+            .map(|j| {
+                (0..sinks).find(|&i| Arc::ptr_eq(a.get("s", i).unwrap(), b.get("s", j).unwrap()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_rebuild_keeps_each_sink_whose_options_did_not_change_and_builds_the_others() {
+        let variable = "GOAD_TEST_REGISTRY_SIGNING_SECRET";
+        std::env::set_var(variable, "first secret");
+        let signed = || SinkConfig {
+            secret_env: Some(OneOrMany::One(variable.into())),
+            ..SinkConfig::http("http://a.example/hooks")
+        };
+        let other = || SinkConfig::http("http://b.example/hooks");
+        let queue = || SinkConfig::sqs("http://q/1/q");
+        let first = rebuilt(vec![signed(), queue(), other()], &SinkRegistry::default());
+        let same = rebuilt(vec![signed(), queue(), other()], &first);
+        assert_eq!(kept_from(&first, &same, 3), [Some(0), Some(1), Some(2)]);
+
+        let reordered = rebuilt(vec![other(), signed(), queue()], &same);
+        assert_eq!(
+            kept_from(&same, &reordered, 3),
+            [Some(2), Some(0), Some(1)],
+            "each sink kept at its new index"
+        );
+
+        std::env::set_var(variable, "second secret");
+        let rotated = rebuilt(vec![other(), signed(), queue()], &reordered);
+        assert_eq!(
+            kept_from(&reordered, &rotated, 3),
+            [Some(0), None, Some(2)],
+            "a new secret builds its sink anew"
+        );
+        let moved = rebuilt(
+            vec![
+                SinkConfig::http("http://c.example/hooks"),
+                signed(),
+                queue(),
+            ],
+            &rotated,
+        );
+        assert_eq!(kept_from(&rotated, &moved, 3), [None, Some(1), Some(2)]);
+
+        let twins = rebuilt(vec![other(), other()], &SinkRegistry::default());
+        let twins_again = rebuilt(vec![other(), other()], &twins);
+        assert_eq!(
+            kept_from(&twins, &twins_again, 2),
+            [Some(0), Some(1)],
+            "two like sinks keep one each"
+        );
     }
 
     #[test]

@@ -67,6 +67,35 @@ pub struct SqsSinkOptions {
     pub idle_connections: usize,
 }
 
+impl SqsSinkOptions {
+    /// Whether a sink built from `other` would do what one built from
+    /// these does: every option equal, credentials from the same place.
+    pub(crate) fn same_as(&self, other: &SqsSinkOptions) -> bool {
+        let SqsSinkOptions {
+            queue_url,
+            endpoint,
+            region,
+            message_group_id,
+            max_message_bytes,
+            timeout_ms,
+            credentials,
+            forward_allow,
+            inline_max_bytes,
+            idle_connections,
+        } = self;
+        *queue_url == other.queue_url
+            && *endpoint == other.endpoint
+            && *region == other.region
+            && *message_group_id == other.message_group_id
+            && *max_message_bytes == other.max_message_bytes
+            && *timeout_ms == other.timeout_ms
+            && credentials.same_source(&other.credentials)
+            && *forward_allow == other.forward_allow
+            && *inline_max_bytes == other.inline_max_bytes
+            && *idle_connections == other.idle_connections
+    }
+}
+
 /// An SQS queue.
 pub struct SqsSink {
     agent: ureq::Agent,
