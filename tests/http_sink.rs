@@ -13,6 +13,12 @@ use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Commits a hook of source `s` and runs the engine until it is settled.
+fn commit_and_tick(engine: &Engine, body: &str) {
+    engine.commit(NewHook::new("s", body)).unwrap();
+    engine.tick().unwrap();
+}
+
 /// Delivers one hook through an HTTP sink built by `configure` and returns
 /// what the receiver got and the engine (for its rows).
 fn deliver(
@@ -869,18 +875,14 @@ fn an_oauth2_sink_sends_the_grants_token_and_asks_again_after_a_401() {
     });
     c.sources.push(source("s", "t", vec![sink]));
     let engine = Engine::open(c).unwrap();
-    let deliver = |body: &str| {
-        engine.commit(NewHook::new("s", body)).unwrap();
-        engine.tick().unwrap();
-    };
-    deliver("a");
-    deliver("b");
+    commit_and_tick(&engine, "a");
+    commit_and_tick(&engine, "b");
     // The receiver now takes only the next token.
     accepted.store(2, Ordering::SeqCst);
-    deliver("c");
+    commit_and_tick(&engine, "c");
     // And then none.
     accepted.store(99, Ordering::SeqCst);
-    deliver("d");
+    commit_and_tick(&engine, "d");
     let seen: Vec<(String, String, u16)> = receiver
         .received()
         .into_iter()
@@ -1127,18 +1129,14 @@ fn a_reconfiguration_keeps_an_unchanged_sinks_connection() {
         vec![SinkConfig::http(receiver.url.clone())],
     ));
     let engine = Engine::open(c.clone()).unwrap();
-    let deliver = |body: &str| {
-        engine.commit(NewHook::new("s", body)).unwrap();
-        engine.tick().unwrap();
-    };
-    deliver("before");
+    commit_and_tick(&engine, "before");
     engine.reconfigure(&c).unwrap();
-    deliver("after an unchanged reconfiguration");
+    commit_and_tick(&engine, "after an unchanged reconfiguration");
     c.sources[0].sinks[0]
         .headers
         .insert("x-team".into(), "payments".into());
     engine.reconfigure(&c).unwrap();
-    deliver("after a changed one");
+    commit_and_tick(&engine, "after a changed one");
     let connections: Vec<usize> = receiver.seen().into_iter().map(|(c, _, _)| c).collect();
     assert_eq!(connections, [0, 0, 1]);
 }
@@ -1164,16 +1162,12 @@ fn a_reconfiguration_keeps_an_unchanged_sinks_oauth2_token() {
     });
     c.sources.push(source("s", "t", vec![sink]));
     let engine = Engine::open(c.clone()).unwrap();
-    let deliver = |body: &str| {
-        engine.commit(NewHook::new("s", body)).unwrap();
-        engine.tick().unwrap();
-    };
-    deliver("a");
+    commit_and_tick(&engine, "a");
     engine.reconfigure(&c).unwrap();
-    deliver("b");
+    commit_and_tick(&engine, "b");
     std::env::set_var(variable, "second");
     engine.reconfigure(&c).unwrap();
-    deliver("c");
+    commit_and_tick(&engine, "c");
     let sent: Vec<String> = receiver
         .received()
         .iter()
