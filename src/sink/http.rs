@@ -93,9 +93,7 @@ impl HttpSinkOptions {
             oauth2: None,
         }
     }
-}
 
-impl HttpSinkOptions {
     /// Whether a sink built from `other` would do what one built from
     /// these does: every option equal, secrets, keys and certificates by
     /// their bytes, an OAuth 2 grant by its endpoint, client, secret and
