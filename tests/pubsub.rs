@@ -354,7 +354,7 @@ fn a_service_account_key_is_exchanged_for_a_token_once_while_fresh() {
         "token_uri": token_uri,
     });
     std::fs::write(&key_path, key_file.to_string()).unwrap();
-    let engine = Engine::open(c).unwrap();
+    let engine = Engine::open(c.clone()).unwrap();
     for body in ["first", "second"] {
         engine.commit(NewHook::new("stripe", body)).unwrap();
         engine.tick().unwrap();
@@ -408,6 +408,28 @@ fn a_service_account_key_is_exchanged_for_a_token_once_while_fresh() {
     public
         .verify(signed.as_bytes(), &signature)
         .expect("signed with the key file's key");
+
+    // A reconfiguration keeps the sink, and its token, while the key file
+    // is the same; a new key file builds the sink anew, which asks again.
+    let publish = |body: &str| {
+        engine.commit(NewHook::new("stripe", body)).unwrap();
+        engine.tick().unwrap();
+    };
+    engine.reconfigure(&c).unwrap();
+    publish("third");
+    assert_eq!(token_endpoint.received().len(), 1);
+    let mut rotated = key_file.clone();
+    rotated["private_key_id"] = json!("key-2");
+    std::fs::write(&key_path, rotated.to_string()).unwrap();
+    engine.reconfigure(&c).unwrap();
+    publish("fourth");
+    let asked = token_endpoint.received();
+    assert_eq!(asked.len(), 2);
+    let assertion = &form_fields(&asked[1].body)[1].1;
+    assert_eq!(
+        decoded(assertion.split('.').next().unwrap())["kid"],
+        "key-2"
+    );
 }
 
 /// `credentials = "authorized_user"` (what `gcloud auth

@@ -34,6 +34,7 @@ const CLOUD_PLATFORM_SCOPE: &str = "https://www.googleapis.com/auth/cloud-platfo
 const IMPERSONATED_LIFETIME: &str = "3600s";
 
 /// A federated identity, as its configuration file says.
+#[derive(PartialEq, Eq)]
 pub struct ExternalAccount {
     audience: String,
     subject_token_type: String,
@@ -56,6 +57,7 @@ impl fmt::Display for ExternalAccount {
 }
 
 /// Where the subject token is read, and in what form.
+#[derive(PartialEq, Eq)]
 enum SubjectTokenSource {
     File(String, TokenFormat),
     Url {
@@ -66,6 +68,7 @@ enum SubjectTokenSource {
 }
 
 /// The whole text (trimmed), or one field of a JSON document.
+#[derive(PartialEq, Eq)]
 enum TokenFormat {
     Text,
     Json(String),

@@ -31,6 +31,22 @@ pub struct ServiceAccountKey {
     key_pair: RsaKeyPair,
 }
 
+/// The same account, token endpoint and key (a key pair by its public key).
+impl PartialEq for ServiceAccountKey {
+    fn eq(&self, other: &ServiceAccountKey) -> bool {
+        let ServiceAccountKey {
+            client_email,
+            token_uri,
+            key_id,
+            key_pair,
+        } = self;
+        *client_email == other.client_email
+            && *token_uri == other.token_uri
+            && *key_id == other.key_id
+            && key_pair.public().as_ref() == other.key_pair.public().as_ref()
+    }
+}
+
 /// The account only: no key in logs.
 impl fmt::Debug for ServiceAccountKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -102,6 +102,18 @@ impl PubSubAuth {
         })))
     }
 
+    /// Whether `other` takes its token from the same place (the same
+    /// variable, server, key, federated identity or user): the token these
+    /// hold would do for it.
+    pub(crate) fn same_source(&self, other: &PubSubAuth) -> bool {
+        match (self, other) {
+            (PubSubAuth::Anonymous, PubSubAuth::Anonymous) => true,
+            (PubSubAuth::Env(a), PubSubAuth::Env(b)) => a == b,
+            (PubSubAuth::Fetched(a), PubSubAuth::Fetched(b)) => a.from == b.from,
+            _ => false,
+        }
+    }
+
     /// The project a user's calls are billed to (`x-goog-user-project`),
     /// if the credentials name one.
     pub fn quota_project(&self) -> Option<&str> {
@@ -134,7 +146,7 @@ impl PubSubAuth {
 }
 
 /// Where a fetched token comes from.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 enum TokenSource {
     Metadata,
     ServiceAccount(Box<ServiceAccountKey>),

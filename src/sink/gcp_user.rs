@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 const GCLOUD_ADC_FILE: &str = "application_default_credentials.json";
 
 /// A user's OAuth client and refresh token.
+#[derive(PartialEq, Eq)]
 pub struct AuthorizedUser {
     client_id: String,
     client_secret: String,

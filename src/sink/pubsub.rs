@@ -59,6 +59,35 @@ pub struct PubSubSinkOptions {
     pub lane_by: Option<LaneBy>,
 }
 
+impl PubSubSinkOptions {
+    /// Whether a sink built from `other` would do what one built from
+    /// these does: every option equal, its token from the same place.
+    pub(crate) fn same_as(&self, other: &PubSubSinkOptions) -> bool {
+        let PubSubSinkOptions {
+            endpoint,
+            project,
+            topic,
+            auth,
+            max_message_bytes,
+            timeout_ms,
+            forward_allow,
+            inline_max_bytes,
+            idle_connections,
+            lane_by,
+        } = self;
+        *endpoint == other.endpoint
+            && *project == other.project
+            && *topic == other.topic
+            && auth.same_source(&other.auth)
+            && *max_message_bytes == other.max_message_bytes
+            && *timeout_ms == other.timeout_ms
+            && *forward_allow == other.forward_allow
+            && *inline_max_bytes == other.inline_max_bytes
+            && *idle_connections == other.idle_connections
+            && *lane_by == other.lane_by
+    }
+}
+
 /// A Pub/Sub topic.
 pub struct PubSubSink {
     agent: ureq::Agent,

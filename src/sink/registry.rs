@@ -48,16 +48,16 @@ struct Built {
     recipe: Option<Recipe>,
 }
 
-/// The options an HTTP or SQS sink was built from. A reload reads every
+/// The options a sink of goad's was built from. A reload reads every
 /// sink's options again (its secrets and files too) and keeps the sink it
 /// has when they are the same, so an unchanged sink keeps its kept-alive
-/// connections, its OAuth 2 token and its AWS credentials; a changed one
-/// is built anew. (A Pub/Sub sink is always built anew: its Google
-/// credentials are not compared.)
+/// connections and its OAuth 2 token, AWS credentials or Google token; a
+/// changed one is built anew.
 #[derive(Clone)]
 enum Recipe {
     Http(HttpSinkOptions),
     Sqs(SqsSinkOptions),
+    PubSub(PubSubSinkOptions),
 }
 
 impl Recipe {
@@ -65,6 +65,7 @@ impl Recipe {
         match (self, other) {
             (Recipe::Http(a), Recipe::Http(b)) => a.same_as(b),
             (Recipe::Sqs(a), Recipe::Sqs(b)) => a.same_as(b),
+            (Recipe::PubSub(a), Recipe::PubSub(b)) => a.same_as(b),
             _ => false,
         }
     }
@@ -138,8 +139,7 @@ impl SinkRegistry {
                         }
                         "pubsub" => {
                             let options = pubsub_options(config, source, entry, &at)?;
-                            let sink = Arc::new(PubSubSink::new(options));
-                            claiming(sink, None, claims, &entry.kind, &at)?
+                            kept.or_build(source, Recipe::PubSub(options), entry, claims, &at)?
                         }
                         _ => {
                             return Err(ConfigError::Invalid {
@@ -174,7 +174,7 @@ impl SinkRegistry {
     }
 }
 
-/// An HTTP or SQS sink built from its options.
+/// A sink of goad's built from its options.
 fn built_from(recipe: &Recipe, entry: &SinkConfig, at: &str) -> Result<Arc<dyn Sink>, ConfigError> {
     match recipe {
         Recipe::Http(options) => {
@@ -202,6 +202,7 @@ fn built_from(recipe: &Recipe, entry: &SinkConfig, at: &str) -> Result<Arc<dyn S
             })?;
             Ok(Arc::new(sink))
         }
+        Recipe::PubSub(options) => Ok(Arc::new(PubSubSink::new(options.clone()))),
     }
 }
 
