@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::http::{get, raw_request, Client};
+use common::http::{call, get, raw_request, Client};
 use common::{lines_of, wait_until};
 use goad::demo::receiver::{Receiver, Reply};
 use std::collections::HashSet;
@@ -829,4 +829,47 @@ fn the_node_logs_the_data_directory_it_opened() {
     assert!(dir.path().join("relative-data").is_dir());
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// The node's resident memory, from `/proc`.
+fn resident_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib * 1024
+}
+
+/// A reload gives back what it allocated for a while: five reloads of a
+/// 4,000-sink config leave the node's resident memory within a quarter of
+/// what it was after the first (glibc's allocator kept the freed pages:
+/// ~130 MB more a reload at 10,000 sinks, up to ~350 MB).
+#[test]
+fn reloads_of_a_large_config_give_back_the_memory_they_took() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = serve(dir.path(), "http://127.0.0.1:9/x");
+    let config = dir.path().join("goad.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    for i in 0..2_000 {
+        let tenant = i % 100;
+        text.push_str(&format!(
+            "[[sources]]\nid = \"s{i}\"\ntenant = \"t{tenant}\"\n\
+             [[sources.sinks]]\ntype = \"http\"\nurl = \"https://r{i}.example.com/a\"\n\
+             [[sources.sinks]]\ntype = \"http\"\nurl = \"https://r{i}.example.com/b\"\n"
+        ));
+    }
+    std::fs::write(&config, text).unwrap();
+    let reload = || {
+        let reply = call(node.addr, "POST", "/v1/reload", &[], b"");
+        assert_eq!(reply.status, 200, "{}", reply.text());
+    };
+    reload();
+    let after_first = resident_bytes(node.child.id());
+    for _ in 0..4 {
+        reload();
+    }
+    let after_five = resident_bytes(node.child.id());
+    assert!(
+        after_five <= after_first + after_first / 4,
+        "resident {after_first} bytes after the first reload, {after_five} after five"
+    );
 }

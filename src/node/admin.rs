@@ -601,6 +601,7 @@ fn reload(state: &NodeState, engine: &Engine) -> Response {
 pub(super) fn reload_config(state: &NodeState, engine: &Engine) -> Result<Reloaded, ReloadError> {
     let _one_at_a_time = state.reloading.lock();
     let reloaded = apply_config_file(state, engine);
+    super::free_memory::give_back();
     match &reloaded {
         Ok(_) => state.reloads.applied(),
         Err(ReloadError::Invalid(_)) => state.reloads.failed(),

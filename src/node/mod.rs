@@ -14,6 +14,7 @@ mod backup;
 pub mod client;
 mod dead_summary;
 mod drain;
+mod free_memory;
 mod hook_status;
 pub mod http;
 mod ingest_counts;
