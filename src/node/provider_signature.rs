@@ -257,6 +257,11 @@ impl SignatureCheck {
         Ok(SignatureCheck { scheme, secrets })
     }
 
+    /// Whether it is Slack's (whose endpoint checks ingest answers).
+    pub fn is_slack(&self) -> bool {
+        matches!(self.scheme, Scheme::Slack)
+    }
+
     /// Whether the request (its `headers` and `body`) is signed with one
     /// of the secrets, at `now_s` (unix seconds).
     pub fn verify(&self, headers: Headers<'_>, body: &[u8], now_s: u64) -> Result<(), Refusal<'_>> {

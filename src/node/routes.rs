@@ -173,7 +173,18 @@ impl NodeHandler {
             }
             Some(ingest) => {
                 let dedupe_key = request.header(&ingest.dedupe_header).map(str::to_string);
-                (refused_ingest(ingest, &request), dedupe_key)
+                let refused = refused_ingest(ingest, &request);
+                let slack = ingest.signature.as_ref().is_some_and(|s| s.is_slack());
+                let check = (refused.is_none() && slack)
+                    .then(|| super::provider_handshake::slack_challenge(&request.body))
+                    .flatten();
+                if let Some(challenge) = check {
+                    let response =
+                        Response::json(200, &serde_json::json!({ "challenge": challenge }));
+                    counts.count(&source_id, true, &response);
+                    return Some(response);
+                }
+                (refused, dedupe_key)
             }
         };
         // The parser framed the body by one of these (it refuses the rest).

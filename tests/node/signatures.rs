@@ -296,3 +296,53 @@ fn a_table_or_a_token_scheme_takes_only_hooks_that_carry_the_secret() {
         "a signature is no secret: forwarded like any provider header"
     );
 }
+
+/// Slack enables an Events API URL only once it answers the signed
+/// `url_verification` request with its challenge: a `slack` source answers
+/// it 200 `{"challenge": …}` and stores nothing; an unsigned one is refused
+/// as any unsigned hook is; a signed event is taken as a hook.
+#[test]
+fn a_slack_source_answers_slacks_url_verification_with_its_challenge() {
+    std::env::set_var("NODE_TEST_SLACK_CHECK_SECRET", "slack-secret");
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = node_config(dir.path());
+    let mut slack = source("slack", "t1", vec![SinkConfig::http(receiver.url("/in"))]);
+    slack.ingest_signature = Some("slack".into());
+    slack.ingest_secret_env = Some(goad::config::OneOrMany::One(
+        "NODE_TEST_SLACK_CHECK_SECRET".into(),
+    ));
+    c.sources.push(slack);
+    let node = start(c);
+    let addr = node.local_addr();
+    let post = |body: &[u8], secret: &[u8]| {
+        let ts = (goad::runtime::wall_ms() / 1_000).to_string();
+        let sig = hex::encode(hmac_sha256(secret, &[b"v0:", ts.as_bytes(), b":", body]));
+        let signature = format!("v0={sig}");
+        let headers = [
+            ("content-type", "application/json"),
+            ("x-slack-signature", signature.as_str()),
+            ("x-slack-request-timestamp", ts.as_str()),
+        ];
+        ingest(addr, "slack", body, &headers)
+    };
+    // Slack's documented example.
+    let check = br#"{"token": "Jhj5dZrVaK7ZwHHjRyZWjbDl", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", "type": "url_verification"}"#;
+    let answer = post(check, b"slack-secret");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(
+        answer.json(),
+        serde_json::json!({"challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"})
+    );
+    let forged = post(check, b"not the secret");
+    assert_eq!(
+        (forged.status, forged.error_code()),
+        (401, "bad_signature".to_string())
+    );
+    let engine = node.engine().unwrap();
+    assert_eq!(engine.hook_count().unwrap(), 0, "the check is not a hook");
+    let event = br#"{"type": "event_callback", "event": {"type": "app_mention"}}"#;
+    assert_eq!(post(event, b"slack-secret").status, 202);
+    assert!(receiver.wait_for(1, Duration::from_secs(20)));
+    assert_eq!(receiver.received()[0].body, event.to_vec());
+}
