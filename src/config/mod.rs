@@ -430,6 +430,10 @@ pub struct SourceConfig {
     pub tenant: String,
     /// Environment variable with the bearer token ingest needs (node only).
     pub ingest_token_env: Option<String>,
+    /// Environment variable with the token a provider's subscription check
+    /// carries (node only): Meta's `GET …?hub.mode=subscribe&hub.verify_token=…&hub.challenge=…`
+    /// is answered with the challenge when the token is this one.
+    pub ingest_verify_token_env: Option<String>,
     /// How the provider signs its hooks (node only): one of
     /// `node::provider_signature::SCHEMES`, or an HMAC of the body in a
     /// header of the provider's choosing. Ingest accepts only hooks signed
@@ -469,6 +473,7 @@ impl SourceConfig {
             id: id.into(),
             tenant: tenant.into(),
             ingest_token_env: None,
+            ingest_verify_token_env: None,
             ingest_signature: None,
             ingest_secret_env: None,
             forward_headers: None,

@@ -24,6 +24,8 @@ pub struct Tokens {
 pub struct SourceIngest {
     /// `Authorization: Bearer <token>`.
     pub token: Option<String>,
+    /// The token a provider's subscription check carries.
+    pub verify_token: Option<String>,
     /// A body signed by the provider.
     pub signature: Option<SignatureCheck>,
     /// Lower case: the source's `dedupe_header`, or `idempotency-key`.
@@ -61,6 +63,13 @@ impl Tokens {
                 Some(var) => Some(env_value(format!("sources[{i}].ingest_token_env"), var)?),
                 None => None,
             };
+            let verify_token = match &source.ingest_verify_token_env {
+                Some(var) => Some(env_value(
+                    format!("sources[{i}].ingest_verify_token_env"),
+                    var,
+                )?),
+                None => None,
+            };
             let signature = match (&source.ingest_signature, &source.ingest_secret_env) {
                 (Some(scheme), Some(vars)) => Some(signature_check(i, scheme, &vars.to_vec())?),
                 _ => None,
@@ -76,6 +85,7 @@ impl Tokens {
                 .map(|per_s| Arc::new(IngestRate::new(per_s, now_ms)));
             let ingest = SourceIngest {
                 token,
+                verify_token,
                 signature,
                 dedupe_header,
                 rate,
@@ -113,6 +123,11 @@ pub fn bearer_matches(authorization: Option<&str>, expected: &str) -> bool {
                 .or_else(|| v.strip_prefix("bearer "))
         })
         .unwrap_or("");
+    secret_matches(presented, expected)
+}
+
+/// Whether `presented` is the secret `expected`, compared in constant time.
+pub fn secret_matches(presented: &str, expected: &str) -> bool {
     bool::from(presented.as_bytes().ct_eq(expected.as_bytes()))
 }
 

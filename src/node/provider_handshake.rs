@@ -3,8 +3,12 @@
 //! answers a signed `url_verification` request with the request's
 //! `challenge`: a source whose `ingest_signature` is `slack` answers it
 //! (after the signature check, as any hook's) with `200 {"challenge": …}`,
-//! and commits nothing.
+//! and commits nothing. Meta (Facebook, Instagram, WhatsApp) checks a
+//! subscription with a `GET` of the URL carrying the token the subscription
+//! was made with: a source with `ingest_verify_token_env` answers it.
 
+use super::auth::secret_matches;
+use super::http::{Request, Response};
 use serde::Deserialize;
 
 /// The body of Slack's check.
@@ -19,6 +23,32 @@ struct UrlVerification {
 pub fn slack_challenge(body: &[u8]) -> Option<String> {
     let check: UrlVerification = serde_json::from_slice(body).ok()?;
     (check.kind == "url_verification").then_some(check.challenge)
+}
+
+/// The answer to Meta's check of a subscription: `GET
+/// …?hub.mode=subscribe&hub.verify_token=…&hub.challenge=…` is answered
+/// 200 with the challenge as the body when the token is `verify_token`.
+pub fn subscription_answer(request: &Request, verify_token: &str) -> Response {
+    let mode = request.query_param("hub.mode").unwrap_or_default();
+    if mode != "subscribe" {
+        let message = format!("a subscription check has hub.mode=subscribe, got {mode:?}");
+        return Response::error(400, "bad_subscription_check", &message);
+    }
+    let token = request.query_param("hub.verify_token").unwrap_or_default();
+    if !secret_matches(&token, verify_token) {
+        let message = "hub.verify_token is not the token of the source's ingest_verify_token_env";
+        return Response::error(403, "bad_verify_token", message);
+    }
+    match request.query_param("hub.challenge") {
+        Some(challenge) if !challenge.is_empty() => {
+            Response::text(200, "text/plain; charset=utf-8", challenge)
+        }
+        _ => Response::error(
+            400,
+            "bad_subscription_check",
+            "a subscription check has a hub.challenge to answer",
+        ),
+    }
 }
 
 #[cfg(test)]

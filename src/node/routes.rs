@@ -22,6 +22,8 @@ pub enum Route {
     Health,
     Ready,
     Ingest(String),
+    /// A provider's check of a subscription to the source (`GET`).
+    SubscriptionCheck(String),
     Worker(WorkerRoute),
 }
 
@@ -121,8 +123,11 @@ pub fn route(method: &str, path: &str) -> Result<Route, Response> {
             )),
             &["GET"],
         ),
+        ["v1", "sources", id, "hooks"] if !id.is_empty() && method == "GET" => {
+            (Route::SubscriptionCheck(id.to_string()), &["GET", "POST"])
+        }
         ["v1", "sources", id, "hooks"] if !id.is_empty() => {
-            (Route::Ingest(id.to_string()), &["POST"])
+            (Route::Ingest(id.to_string()), &["GET", "POST"])
         }
         ["v1", "sources", id, "dead-letter"] if !id.is_empty() => (
             Route::Worker(WorkerRoute::DeadLetterSource(id.to_string())),
@@ -137,15 +142,20 @@ pub fn route(method: &str, path: &str) -> Result<Route, Response> {
         }
     };
     if !allowed.contains(&method) {
-        let allowed = allowed.join(", ");
-        return Err(Response::error(
-            405,
-            "method_not_allowed",
-            &format!("{path} takes {allowed}, not {method}"),
-        )
-        .with_header("allow", allowed));
+        return Err(method_not_allowed(path, method, allowed));
     }
     Ok(route)
+}
+
+/// 405: `path` takes only the `allowed` methods.
+fn method_not_allowed(path: &str, method: &str, allowed: &[&str]) -> Response {
+    let allowed = allowed.join(", ");
+    Response::error(
+        405,
+        "method_not_allowed",
+        &format!("{path} takes {allowed}, not {method}"),
+    )
+    .with_header("allow", allowed)
 }
 
 pub struct NodeHandler {
@@ -226,6 +236,31 @@ impl NodeHandler {
     }
 }
 
+impl NodeHandler {
+    /// A provider's `GET` of the ingest path: its check of a subscription,
+    /// answered for a source with `ingest_verify_token_env` (a source
+    /// without one takes only `POST`). Counted as an ingest answer.
+    fn subscription_check(&self, source_id: &str, request: &Request) -> Response {
+        let tokens = self.state.tokens.read();
+        let (response, configured) = match tokens.sources.get(source_id) {
+            None => {
+                let message = format!("no source {source_id:?} is configured");
+                (Response::error(404, "unknown_source", &message), false)
+            }
+            Some(SourceIngest {
+                verify_token: Some(token),
+                ..
+            }) => (
+                super::provider_handshake::subscription_answer(request, token),
+                true,
+            ),
+            Some(_) => (method_not_allowed(&request.path, "GET", &["POST"]), true),
+        };
+        self.state.ingest.count(source_id, configured, &response);
+        response
+    }
+}
+
 impl Handler for NodeHandler {
     fn hangup(&self) {
         super::admin::reload_on_hangup(&self.state);
@@ -258,6 +293,9 @@ impl Handler for NodeHandler {
                 None => not_ready(),
             }),
             Route::Ingest(source_id) => self.ingest(source_id, request, later),
+            Route::SubscriptionCheck(source_id) => {
+                Some(self.subscription_check(&source_id, &request))
+            }
             Route::Worker(route) => {
                 if self.state.engine().is_none() {
                     return Some(not_ready());
@@ -358,9 +396,13 @@ mod tests {
             Ok(Route::Worker(WorkerRoute::GetReplay("r1".into())))
         );
         assert_eq!(route("GET", "/v1/sources//hooks").unwrap_err().status, 404);
-        let wrong = route("GET", "/v1/sources/stripe/hooks").unwrap_err();
+        assert_eq!(
+            route("GET", "/v1/sources/stripe/hooks"),
+            Ok(Route::SubscriptionCheck("stripe".into()))
+        );
+        let wrong = route("PUT", "/v1/sources/stripe/hooks").unwrap_err();
         assert_eq!(wrong.status, 405);
-        assert_eq!(wrong.headers, vec![("allow", "POST".to_string())]);
+        assert_eq!(wrong.headers, vec![("allow", "GET, POST".to_string())]);
         assert_eq!(route("GET", "/nope").unwrap_err().status, 404);
         // One path, two methods.
         assert_eq!(

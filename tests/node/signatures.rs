@@ -346,3 +346,90 @@ fn a_slack_source_answers_slacks_url_verification_with_its_challenge() {
     assert!(receiver.wait_for(1, Duration::from_secs(20)));
     assert_eq!(receiver.received()[0].body, event.to_vec());
 }
+
+/// Meta (Facebook, Instagram, WhatsApp) checks a subscription with a `GET`
+/// of the URL carrying the token it was made with: a source with
+/// `ingest_verify_token_env` answers it with the challenge when the token
+/// is its own (403 otherwise, 400 for a check that is not one, counted as
+/// ingest answers); a source without one takes only `POST`. Its events
+/// are signed as GitHub's are (`x-hub-signature-256`).
+#[test]
+fn a_source_answers_metas_subscription_check_with_its_verify_token() {
+    std::env::set_var("NODE_TEST_META_VERIFY", "meatyhamhock");
+    std::env::set_var("NODE_TEST_META_SECRET", "app-secret");
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = node_config(dir.path());
+    let mut meta = source("meta", "t1", vec![SinkConfig::http(receiver.url("/in"))]);
+    meta.ingest_verify_token_env = Some("NODE_TEST_META_VERIFY".into());
+    meta.ingest_signature = Some("github".into());
+    meta.ingest_secret_env = Some(goad::config::OneOrMany::One("NODE_TEST_META_SECRET".into()));
+    c.sources.push(meta);
+    c.sources.push(source("plain", "t1", vec![]));
+    let node = start(c);
+    let addr = node.local_addr();
+    // Meta's documented example.
+    let check =
+        |source: &str, query: &str| get(addr, &format!("/v1/sources/{source}/hooks?{query}"));
+    let answer = check(
+        "meta",
+        "hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=meatyhamhock",
+    );
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.text(), "1158201444");
+    assert_eq!(
+        answer.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    let wrong = check(
+        "meta",
+        "hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=guess",
+    );
+    assert_eq!(
+        (wrong.status, wrong.error_code()),
+        (403, "bad_verify_token".to_string())
+    );
+    assert_eq!(
+        wrong.json()["message"],
+        "hub.verify_token is not the token of the source's ingest_verify_token_env"
+    );
+    let no_challenge = check("meta", "hub.mode=subscribe&hub.verify_token=meatyhamhock");
+    assert_eq!(no_challenge.error_code(), "bad_subscription_check");
+    let other_mode = check(
+        "meta",
+        "hub.mode=unsubscribe&hub.challenge=1&hub.verify_token=meatyhamhock",
+    );
+    assert_eq!(
+        other_mode.json()["message"],
+        "a subscription check has hub.mode=subscribe, got \"unsubscribe\""
+    );
+    let plain = check(
+        "plain",
+        "hub.mode=subscribe&hub.challenge=1&hub.verify_token=x",
+    );
+    assert_eq!(plain.status, 405);
+    assert_eq!(plain.header("allow"), Some("POST"));
+    assert_eq!(check("nope", "hub.mode=subscribe").status, 404);
+    assert_eq!(node.engine().unwrap().hook_count().unwrap(), 0);
+    let checks = |status: &str| {
+        metric(
+            addr,
+            "goad_ingest_requests_total",
+            &format!("source=\"meta\",status=\"{status}\""),
+        )
+    };
+    assert_eq!(
+        (checks("200"), checks("403"), checks("400")),
+        (1.0, 1.0, 2.0)
+    );
+
+    // An event, signed with the app secret as GitHub signs.
+    let body = br#"{"object": "whatsapp_business_account", "entry": []}"#;
+    let signature = format!(
+        "sha256={}",
+        hex::encode(hmac_sha256(b"app-secret", &[body]))
+    );
+    let headers = [("x-hub-signature-256", signature.as_str())];
+    assert_eq!(ingest(addr, "meta", body, &headers).status, 202);
+    assert!(receiver.wait_for(1, Duration::from_secs(20)));
+}
