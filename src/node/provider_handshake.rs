@@ -3,7 +3,10 @@
 //! answers a signed `url_verification` request with the request's
 //! `challenge`: a source whose `ingest_signature` is `slack` answers it
 //! (after the signature check, as any hook's) with `200 {"challenge": …}`,
-//! and commits nothing. Meta (Facebook, Instagram, WhatsApp) checks a
+//! and commits nothing. Zoom validates an endpoint (when it is set, and
+//! every 72 hours) with a signed `endpoint.url_validation`: a `zoom`
+//! source answers `{"plainToken", "encryptedToken"}`, the token's
+//! HMAC-SHA256 under the secret. Meta (Facebook, Instagram, WhatsApp) checks a
 //! subscription with a `GET` of the URL carrying the token the subscription
 //! was made with: a source with `ingest_verify_token_env` answers it.
 
@@ -17,6 +20,25 @@ struct UrlVerification {
     #[serde(rename = "type")]
     kind: String,
     challenge: String,
+}
+
+/// The body of Zoom's check.
+#[derive(Deserialize)]
+struct UrlValidation {
+    event: String,
+    payload: UrlValidationPayload,
+}
+
+#[derive(Deserialize)]
+struct UrlValidationPayload {
+    #[serde(rename = "plainToken")]
+    plain_token: String,
+}
+
+/// The token to answer, when `body` is Zoom's `endpoint.url_validation`.
+pub fn zoom_plain_token(body: &[u8]) -> Option<String> {
+    let check: UrlValidation = serde_json::from_slice(body).ok()?;
+    (check.event == "endpoint.url_validation").then_some(check.payload.plain_token)
 }
 
 /// The challenge to answer, when `body` is Slack's `url_verification`.
@@ -68,5 +90,21 @@ mod tests {
         assert_eq!(slack_challenge(event), None);
         assert_eq!(slack_challenge(br#"{"type": "url_verification"}"#), None);
         assert_eq!(slack_challenge(b"not json"), None);
+    }
+
+    #[test]
+    fn only_an_endpoint_url_validation_carries_a_plain_token() {
+        // Zoom's documented example.
+        let check = br#"{"payload": {"plainToken": "qgg8vlvZRS6UYooatFL8Aw"}, "event_ts": 1654503849680, "event": "endpoint.url_validation"}"#;
+        assert_eq!(
+            zoom_plain_token(check).as_deref(),
+            Some("qgg8vlvZRS6UYooatFL8Aw")
+        );
+        let event = br#"{"event": "meeting.started", "payload": {"plainToken": "x"}}"#;
+        assert_eq!(zoom_plain_token(event), None);
+        assert_eq!(
+            zoom_plain_token(br#"{"event": "endpoint.url_validation"}"#),
+            None
+        );
     }
 }

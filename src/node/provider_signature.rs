@@ -48,6 +48,7 @@ pub const SCHEMES: &[&str] = &[
     "svix",
     "gitlab",
     "telegram",
+    "zoom",
 ];
 
 /// An `ingest_signature` table's `encoding`s, the default first.
@@ -64,7 +65,11 @@ pub const TOLERANCE_S: u64 = 300;
 enum Scheme {
     GitHub,
     Stripe,
-    Slack,
+    /// `v0=<hex>` of `v0:<timestamp>:<body>`, in these two headers (Slack's, Zoom's).
+    V0 {
+        signature: &'static str,
+        timestamp: &'static str,
+    },
     Shopify,
     /// Its secrets (`v1`) and public keys (`v1a`), and its headers' names.
     StandardWebhooks(Vec<Verifier>, &'static StandardHeaders),
@@ -72,6 +77,18 @@ enum Scheme {
     Token(&'static str),
     BodyHmac(BodyHmac),
 }
+
+/// Slack's signature headers.
+const SLACK: Scheme = Scheme::V0 {
+    signature: "x-slack-signature",
+    timestamp: "x-slack-request-timestamp",
+};
+
+/// Zoom's: Slack's scheme under its own names.
+const ZOOM: Scheme = Scheme::V0 {
+    signature: "x-zm-signature",
+    timestamp: "x-zm-request-timestamp",
+};
 
 /// The headers of a Standard Webhooks signature: the standard's own, or
 /// Svix's (the same scheme, which Svix sent before it was a standard).
@@ -235,7 +252,8 @@ impl SignatureCheck {
             IngestSignature::Scheme(name) => match name.as_str() {
                 "github" => Scheme::GitHub,
                 "stripe" => Scheme::Stripe,
-                "slack" => Scheme::Slack,
+                "slack" => SLACK,
+                "zoom" => ZOOM,
                 "shopify" => Scheme::Shopify,
                 standard @ ("standard_webhooks" | "svix") => {
                     let keys = secrets.iter().map(|secret| Verifier::parse(secret));
@@ -257,9 +275,24 @@ impl SignatureCheck {
         Ok(SignatureCheck { scheme, secrets })
     }
 
-    /// Whether it is Slack's (whose endpoint checks ingest answers).
-    pub fn is_slack(&self) -> bool {
-        matches!(self.scheme, Scheme::Slack)
+    /// The answer to the provider's check of its endpoint, when `body` (of
+    /// a request this check verified) is one: Slack's `url_verification`
+    /// (`{"challenge"}`), Zoom's `endpoint.url_validation` (`{"plainToken",
+    /// "encryptedToken"}`: the token's HMAC under the first secret).
+    pub fn endpoint_check_answer(&self, body: &[u8]) -> Option<serde_json::Value> {
+        match self.scheme {
+            SLACK => {
+                let challenge = super::provider_handshake::slack_challenge(body)?;
+                Some(serde_json::json!({ "challenge": challenge }))
+            }
+            ZOOM => {
+                let plain = super::provider_handshake::zoom_plain_token(body)?;
+                let secret = self.secrets.first()?;
+                let encrypted = hex::encode(Algorithm::Sha256.mac(secret, &[plain.as_bytes()]));
+                Some(serde_json::json!({ "plainToken": plain, "encryptedToken": encrypted }))
+            }
+            _ => None,
+        }
     }
 
     /// Whether the request (its `headers` and `body`) is signed with one
@@ -292,8 +325,11 @@ impl SignatureCheck {
                 let t = timestamp.to_string();
                 self.any_secret(sha256, name, &signatures, &[t.as_bytes(), b".", body])
             }
-            Scheme::Slack => {
-                let (name, stamp) = ("x-slack-signature", "x-slack-request-timestamp");
+            Scheme::V0 {
+                signature: name,
+                timestamp: stamp,
+            } => {
+                let (name, stamp) = (*name, *stamp);
                 let signature = required(headers, name)?
                     .strip_prefix("v0=")
                     .and_then(|hex| hex::decode(hex).ok())

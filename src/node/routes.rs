@@ -184,13 +184,12 @@ impl NodeHandler {
             Some(ingest) => {
                 let dedupe_key = request.header(&ingest.dedupe_header).map(str::to_string);
                 let refused = refused_ingest(ingest, &request);
-                let slack = ingest.signature.as_ref().is_some_and(|s| s.is_slack());
-                let check = (refused.is_none() && slack)
-                    .then(|| super::provider_handshake::slack_challenge(&request.body))
-                    .flatten();
-                if let Some(challenge) = check {
-                    let response =
-                        Response::json(200, &serde_json::json!({ "challenge": challenge }));
+                let check = match (&refused, &ingest.signature) {
+                    (None, Some(signature)) => signature.endpoint_check_answer(&request.body),
+                    _ => None,
+                };
+                if let Some(answer) = check {
+                    let response = Response::json(200, &answer);
                     counts.count(&source_id, true, &response);
                     return Some(response);
                 }

@@ -24,7 +24,14 @@ fn a_source_with_a_provider_signature_takes_only_signed_hooks() {
     let dir = tempfile::tempdir().unwrap();
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
     let mut c = node_config(dir.path());
-    let schemes = ["github", "stripe", "slack", "shopify", "standard_webhooks"];
+    let schemes = [
+        "github",
+        "stripe",
+        "slack",
+        "zoom",
+        "shopify",
+        "standard_webhooks",
+    ];
     for scheme in schemes {
         let var = format!("NODE_TEST_SIG_{}", scheme.to_uppercase());
         let secret = match scheme {
@@ -56,12 +63,13 @@ fn a_source_with_a_provider_signature_takes_only_signed_hooks() {
                 let sig = hex::encode(hmac_sha256(secret, &[ts.as_bytes(), b".", body]));
                 vec![("stripe-signature", format!("t={ts},v1={sig},v0=ignored"))]
             }
-            "slack" => {
+            "slack" | "zoom" => {
                 let sig = hex::encode(hmac_sha256(secret, &[b"v0:", ts.as_bytes(), b":", body]));
-                vec![
-                    ("x-slack-signature", format!("v0={sig}")),
-                    ("x-slack-request-timestamp", ts.clone()),
-                ]
+                let (signature, timestamp) = match scheme {
+                    "slack" => ("x-slack-signature", "x-slack-request-timestamp"),
+                    _ => ("x-zm-signature", "x-zm-request-timestamp"),
+                };
+                vec![(signature, format!("v0={sig}")), (timestamp, ts.clone())]
             }
             "shopify" => vec![(
                 "x-shopify-hmac-sha256",
@@ -125,7 +133,7 @@ fn a_source_with_a_provider_signature_takes_only_signed_hooks() {
                 _ => format!("this source needs a signed hook: no {header}"),
             }
         );
-        if ["stripe", "slack", "standard_webhooks"].contains(&scheme) {
+        if ["stripe", "slack", "zoom", "standard_webhooks"].contains(&scheme) {
             let stale = post(scheme, &signed(scheme, &secret, body, now_s - 3_600), body);
             let message = refused(stale);
             assert!(
@@ -134,7 +142,7 @@ fn a_source_with_a_provider_signature_takes_only_signed_hooks() {
             );
         }
     }
-    assert!(receiver.wait_for(10, Duration::from_secs(20)));
+    assert!(receiver.wait_for(12, Duration::from_secs(20)));
     let engine = node.engine().unwrap();
     wait_until(
         "every signed hook delivered",
@@ -143,17 +151,17 @@ fn a_source_with_a_provider_signature_takes_only_signed_hooks() {
     );
     assert_eq!(
         receiver.count(),
-        10,
+        12,
         "two signed hooks per scheme, nothing else"
     );
-    // Three refusals per scheme, and a stale one for each of the three
+    // Three refusals per scheme, and a stale one for each of the four
     // schemes that sign a timestamp.
     let refusals = metric(
         addr,
         "goad_ingest_requests_total",
         "error=\"bad_signature\"",
     );
-    assert_eq!(refusals, 18.0);
+    assert_eq!(refusals, 22.0);
 }
 
 /// Providers outside the named schemes: a table checks an HMAC of the body
@@ -432,4 +440,48 @@ fn a_source_answers_metas_subscription_check_with_its_verify_token() {
     let headers = [("x-hub-signature-256", signature.as_str())];
     assert_eq!(ingest(addr, "meta", body, &headers).status, 202);
     assert!(receiver.wait_for(1, Duration::from_secs(20)));
+}
+
+/// Zoom validates an endpoint (when it is set, and every 72 hours) with a
+/// signed `endpoint.url_validation`: a `zoom` source answers it 200 with
+/// the plain token and its HMAC-SHA256 under the secret token, hex, and
+/// stores nothing; an unsigned one is refused as any unsigned hook is.
+#[test]
+fn a_zoom_source_answers_zooms_url_validation() {
+    std::env::set_var("NODE_TEST_ZOOM_SECRET", "zoom-secret-token");
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = node_config(dir.path());
+    let mut zoom = source("zoom", "t1", vec![SinkConfig::http("http://127.0.0.1:9/x")]);
+    zoom.ingest_signature = Some("zoom".into());
+    zoom.ingest_secret_env = Some(goad::config::OneOrMany::One("NODE_TEST_ZOOM_SECRET".into()));
+    c.sources.push(zoom);
+    let node = start(c);
+    let addr = node.local_addr();
+    let body = br#"{"payload": {"plainToken": "qgg8vlvZRS6UYooatFL8Aw"}, "event_ts": 1654503849680, "event": "endpoint.url_validation"}"#;
+    let ts = (goad::runtime::wall_ms() / 1_000).to_string();
+    let sig = hex::encode(hmac_sha256(
+        b"zoom-secret-token",
+        &[b"v0:", ts.as_bytes(), b":", body],
+    ));
+    let signature = format!("v0={sig}");
+    let headers = [
+        ("x-zm-signature", signature.as_str()),
+        ("x-zm-request-timestamp", ts.as_str()),
+    ];
+    let answer = ingest(addr, "zoom", body, &headers);
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let encrypted = hex::encode(hmac_sha256(
+        b"zoom-secret-token",
+        &[b"qgg8vlvZRS6UYooatFL8Aw"],
+    ));
+    assert_eq!(
+        answer.json(),
+        serde_json::json!({"plainToken": "qgg8vlvZRS6UYooatFL8Aw", "encryptedToken": encrypted})
+    );
+    let unsigned = ingest(addr, "zoom", body, &[]);
+    assert_eq!(
+        (unsigned.status, unsigned.error_code()),
+        (401, "bad_signature".to_string())
+    );
+    assert_eq!(node.engine().unwrap().hook_count().unwrap(), 0);
 }
