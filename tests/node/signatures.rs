@@ -11,6 +11,20 @@ fn hmac_sha256(secret: &[u8], parts: &[&[u8]]) -> Vec<u8> {
     mac.finalize().into_bytes().to_vec()
 }
 
+/// Source `id` of tenant `t1`, delivering to `url`, whose hooks `scheme`
+/// signs with the secret in variable `secret_var`.
+fn signed_source(
+    id: &str,
+    scheme: &str,
+    secret_var: &str,
+    url: &str,
+) -> goad::config::SourceConfig {
+    let mut source = source(id, "t1", vec![SinkConfig::http(url)]);
+    source.ingest_signature = Some(scheme.into());
+    source.ingest_secret_env = Some(goad::config::OneOrMany::One(secret_var.into()));
+    source
+}
+
 /// A source with `ingest_signature` takes only hooks its provider signed
 /// with the secret of `ingest_secret_env` (signatures made here as each
 /// provider documents them): each scheme's signed hook is accepted and
@@ -315,12 +329,13 @@ fn a_slack_source_answers_slacks_url_verification_with_its_challenge() {
     let dir = tempfile::tempdir().unwrap();
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
     let mut c = node_config(dir.path());
-    let mut slack = source("slack", "t1", vec![SinkConfig::http(receiver.url("/in"))]);
-    slack.ingest_signature = Some("slack".into());
-    slack.ingest_secret_env = Some(goad::config::OneOrMany::One(
-        "NODE_TEST_SLACK_CHECK_SECRET".into(),
+    let url = receiver.url("/in");
+    c.sources.push(signed_source(
+        "slack",
+        "slack",
+        "NODE_TEST_SLACK_CHECK_SECRET",
+        &url,
     ));
-    c.sources.push(slack);
     let node = start(c);
     let addr = node.local_addr();
     let post = |body: &[u8], secret: &[u8]| {
@@ -368,10 +383,13 @@ fn a_source_answers_metas_subscription_check_with_its_verify_token() {
     let dir = tempfile::tempdir().unwrap();
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
     let mut c = node_config(dir.path());
-    let mut meta = source("meta", "t1", vec![SinkConfig::http(receiver.url("/in"))]);
+    let mut meta = signed_source(
+        "meta",
+        "github",
+        "NODE_TEST_META_SECRET",
+        &receiver.url("/in"),
+    );
     meta.ingest_verify_token_env = Some("NODE_TEST_META_VERIFY".into());
-    meta.ingest_signature = Some("github".into());
-    meta.ingest_secret_env = Some(goad::config::OneOrMany::One("NODE_TEST_META_SECRET".into()));
     c.sources.push(meta);
     c.sources.push(source("plain", "t1", vec![]));
     let node = start(c);
@@ -451,10 +469,9 @@ fn a_zoom_source_answers_zooms_url_validation() {
     std::env::set_var("NODE_TEST_ZOOM_SECRET", "zoom-secret-token");
     let dir = tempfile::tempdir().unwrap();
     let mut c = node_config(dir.path());
-    let mut zoom = source("zoom", "t1", vec![SinkConfig::http("http://127.0.0.1:9/x")]);
-    zoom.ingest_signature = Some("zoom".into());
-    zoom.ingest_secret_env = Some(goad::config::OneOrMany::One("NODE_TEST_ZOOM_SECRET".into()));
-    c.sources.push(zoom);
+    let url = "http://127.0.0.1:9/x";
+    c.sources
+        .push(signed_source("zoom", "zoom", "NODE_TEST_ZOOM_SECRET", url));
     let node = start(c);
     let addr = node.local_addr();
     let body = br#"{"payload": {"plainToken": "qgg8vlvZRS6UYooatFL8Aw"}, "event_ts": 1654503849680, "event": "endpoint.url_validation"}"#;
