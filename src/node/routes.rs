@@ -176,8 +176,7 @@ impl NodeHandler {
         let counts = &self.state.ingest;
         let (refused, dedupe_key) = match self.state.tokens.read().sources.get(&source_id) {
             None => {
-                let message = format!("no source {source_id:?} is configured");
-                let response = Response::error(404, "unknown_source", &message);
+                let response = unknown_source(&source_id);
                 counts.count(&source_id, false, &response);
                 return Some(response);
             }
@@ -233,19 +232,14 @@ impl NodeHandler {
             }
         }
     }
-}
 
-impl NodeHandler {
     /// A provider's `GET` of the ingest path: its check of a subscription,
     /// answered for a source with `ingest_verify_token_env` (a source
     /// without one takes only `POST`). Counted as an ingest answer.
     fn subscription_check(&self, source_id: &str, request: &Request) -> Response {
         let tokens = self.state.tokens.read();
         let (response, configured) = match tokens.sources.get(source_id) {
-            None => {
-                let message = format!("no source {source_id:?} is configured");
-                (Response::error(404, "unknown_source", &message), false)
-            }
+            None => (unknown_source(source_id), false),
             Some(SourceIngest {
                 verify_token: Some(token),
                 ..
@@ -373,6 +367,11 @@ fn not_ready() -> Response {
         "the engine is still opening (recovering claimed rows)",
         1,
     )
+}
+
+fn unknown_source(source_id: &str) -> Response {
+    let message = format!("no source {source_id:?} is configured");
+    Response::error(404, "unknown_source", &message)
 }
 
 fn unauthorized(message: &str) -> Response {
