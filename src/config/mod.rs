@@ -434,6 +434,11 @@ pub struct SourceConfig {
     /// carries (node only): Meta's `GET …?hub.mode=subscribe&hub.verify_token=…&hub.challenge=…`
     /// is answered with the challenge when the token is this one.
     pub ingest_verify_token_env: Option<String>,
+    /// A provider's check of a new endpoint that ingest answers (node
+    /// only): one of `node::provider_handshake::HANDSHAKES` —
+    /// `microsoft_graph` (its `validationToken`), `event_grid` (Azure Event
+    /// Grid's subscription validation and the CloudEvents webhook handshake).
+    pub ingest_handshake: Option<String>,
     /// How the provider signs its hooks (node only): one of
     /// `node::provider_signature::SCHEMES`, or an HMAC of the body in a
     /// header of the provider's choosing. Ingest accepts only hooks signed
@@ -474,6 +479,7 @@ impl SourceConfig {
             tenant: tenant.into(),
             ingest_token_env: None,
             ingest_verify_token_env: None,
+            ingest_handshake: None,
             ingest_signature: None,
             ingest_secret_env: None,
             forward_headers: None,

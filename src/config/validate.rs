@@ -443,6 +443,7 @@ impl Config {
                 ));
             }
             validate_ingest_signature(&at, source)?;
+            validate_ingest_handshake(&at, source)?;
             if let Some(header) = &source.dedupe_header {
                 stored_header(format!("{at}.dedupe_header"), header)?;
             }
@@ -667,6 +668,19 @@ fn stored_header(key: String, name: &str) -> Result<(), ConfigError> {
         return Err(invalid(key, rule, name));
     }
     Ok(())
+}
+
+/// A source's `ingest_handshake`: a known one.
+fn validate_ingest_handshake(at: &str, source: &SourceConfig) -> Result<(), ConfigError> {
+    use crate::node::provider_handshake::HANDSHAKES;
+    match &source.ingest_handshake {
+        Some(name) if !HANDSHAKES.contains(&name.as_str()) => Err(invalid(
+            format!("{at}.ingest_handshake"),
+            format!("one of {HANDSHAKES:?}"),
+            name,
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// A source's `ingest_signature` and `ingest_secret_env`: a known scheme

@@ -4,6 +4,7 @@
 //! compared in constant time (signatures: see `provider_signature`).
 
 use super::ingest_rate::IngestRate;
+use super::provider_handshake::Handshake;
 use super::provider_signature::SignatureCheck;
 use crate::config::{env_value, Config, ConfigError, IngestSignature};
 use std::collections::HashMap;
@@ -26,6 +27,8 @@ pub struct SourceIngest {
     pub token: Option<String>,
     /// The token a provider's subscription check carries.
     pub verify_token: Option<String>,
+    /// The provider's check of a new endpoint that ingest answers.
+    pub handshake: Option<Handshake>,
     /// A body signed by the provider.
     pub signature: Option<SignatureCheck>,
     /// Lower case: the source's `dedupe_header`, or `idempotency-key`.
@@ -83,9 +86,14 @@ impl Tokens {
             let rate = source
                 .max_ingest_per_s
                 .map(|per_s| Arc::new(IngestRate::new(per_s, now_ms)));
+            let handshake = source
+                .ingest_handshake
+                .as_deref()
+                .and_then(Handshake::named);
             let ingest = SourceIngest {
                 token,
                 verify_token,
+                handshake,
                 signature,
                 dedupe_header,
                 rate,

@@ -24,7 +24,7 @@ mod notify;
 pub mod open_files;
 #[cfg(target_os = "linux")]
 mod process_metrics;
-mod provider_handshake;
+pub mod provider_handshake;
 pub mod provider_signature;
 mod reload_counts;
 pub mod replay;

@@ -9,10 +9,103 @@
 //! HMAC-SHA256 under the secret. Meta (Facebook, Instagram, WhatsApp) checks a
 //! subscription with a `GET` of the URL carrying the token the subscription
 //! was made with: a source with `ingest_verify_token_env` answers it.
+//! Microsoft's checks carry no secret, so a source answers them only when
+//! its `ingest_handshake` names them: Microsoft Graph's `validationToken`,
+//! Azure Event Grid's subscription validation and the CloudEvents webhook
+//! handshake (`OPTIONS`) its CloudEvents schema uses.
 
 use super::auth::secret_matches;
 use super::http::{Request, Response};
 use serde::Deserialize;
+
+/// The values of a source's `ingest_handshake`.
+pub const HANDSHAKES: &[&str] = &["microsoft_graph", "event_grid"];
+
+/// A provider's check of a new endpoint, answered for a source whose
+/// `ingest_handshake` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handshake {
+    MicrosoftGraph,
+    EventGrid,
+}
+
+impl Handshake {
+    /// The handshake of a validated `ingest_handshake`.
+    pub fn named(name: &str) -> Option<Handshake> {
+        match name {
+            "microsoft_graph" => Some(Handshake::MicrosoftGraph),
+            "event_grid" => Some(Handshake::EventGrid),
+            _ => None,
+        }
+    }
+
+    /// The answer to a `POST` of the ingest path that is this provider's
+    /// check: Microsoft Graph's `?validationToken=…` (200, the token as
+    /// `text/plain`), Event Grid's `aeg-event-type: SubscriptionValidation`
+    /// (200 `{"validationResponse": <its data.validationCode>}`). `None`
+    /// for a hook.
+    pub fn answer_post(self, request: &Request) -> Option<Response> {
+        match self {
+            Handshake::MicrosoftGraph => {
+                let token = request.query_param("validationToken")?;
+                Some(Response::text(200, "text/plain; charset=utf-8", token))
+            }
+            Handshake::EventGrid => {
+                let kind = request.header("aeg-event-type")?;
+                if !kind.eq_ignore_ascii_case("SubscriptionValidation") {
+                    return None;
+                }
+                Some(match event_grid_validation_code(&request.body) {
+                    Some(code) => {
+                        Response::json(200, &serde_json::json!({ "validationResponse": code }))
+                    }
+                    None => Response::error(
+                        400,
+                        "bad_subscription_check",
+                        "an Event Grid subscription validation carries data.validationCode \
+                         in its first event",
+                    ),
+                })
+            }
+        }
+    }
+
+    /// The answer to an `OPTIONS` of the ingest path: the CloudEvents
+    /// webhook handshake (`WebHook-Request-Origin`, answered with
+    /// `WebHook-Allowed-Origin` and any rate) for `event_grid`.
+    pub fn answer_options(self, request: &Request) -> Option<Response> {
+        match self {
+            Handshake::EventGrid => {
+                let origin = request.header("webhook-request-origin")?.to_string();
+                let response = Response::text(200, "text/plain; charset=utf-8", String::new());
+                Some(
+                    response
+                        .with_header("webhook-allowed-origin", origin)
+                        .with_header("webhook-allowed-rate", "*".to_string()),
+                )
+            }
+            Handshake::MicrosoftGraph => None,
+        }
+    }
+}
+
+/// Event Grid's validation event, as much as is read of it.
+#[derive(Deserialize)]
+struct ValidationEvent {
+    data: ValidationData,
+}
+
+#[derive(Deserialize)]
+struct ValidationData {
+    #[serde(rename = "validationCode")]
+    validation_code: String,
+}
+
+/// The code of the first event of an Event Grid subscription validation.
+fn event_grid_validation_code(body: &[u8]) -> Option<String> {
+    let events: Vec<ValidationEvent> = serde_json::from_slice(body).ok()?;
+    Some(events.into_iter().next()?.data.validation_code)
+}
 
 /// The body of Slack's check.
 #[derive(Deserialize)]
@@ -102,6 +195,18 @@ mod tests {
         assert_eq!(slack_challenge(event), None);
         assert_eq!(slack_challenge(br#"{"type": "url_verification"}"#), None);
         assert_eq!(slack_challenge(b"not json"), None);
+    }
+
+    #[test]
+    fn event_grids_validation_code_is_its_first_events() {
+        // Event Grid's documented example.
+        let check = br#"[{"id": "2d1781af-3a4c-4d7c-bd0c-e34b19da4e66", "topic": "/subscriptions/xx/resourceGroups/yy", "subject": "", "data": {"validationCode": "512d38b6-c7b8-40c8-89fe-f46f9e9622b6", "validationUrl": "https://rp-eastus2.eventgrid.azure.net:553/eventsubscriptions/myeventsub/validate?id=0000000000-0000-0000-0000-00000000000000&t=2022-10-28T04:23:35.1981776Z&apiVersion=2018-05-01-preview&token=1A1A1A1A"}, "eventType": "Microsoft.EventGrid.SubscriptionValidationEvent", "eventTime": "2022-10-28T04:23:35.1981776Z", "metadataVersion": "1", "dataVersion": "1"}]"#;
+        assert_eq!(
+            event_grid_validation_code(check).as_deref(),
+            Some("512d38b6-c7b8-40c8-89fe-f46f9e9622b6")
+        );
+        assert_eq!(event_grid_validation_code(b"[]"), None);
+        assert_eq!(event_grid_validation_code(br#"[{"data": {}}]"#), None);
     }
 
     #[test]

@@ -123,11 +123,14 @@ pub fn route(method: &str, path: &str) -> Result<Route, Response> {
             )),
             &["GET"],
         ),
-        ["v1", "sources", id, "hooks"] if !id.is_empty() && method == "GET" => {
-            (Route::SubscriptionCheck(id.to_string()), &["GET", "POST"])
+        ["v1", "sources", id, "hooks"] if !id.is_empty() && matches!(method, "GET" | "OPTIONS") => {
+            (
+                Route::SubscriptionCheck(id.to_string()),
+                &["GET", "OPTIONS", "POST"],
+            )
         }
         ["v1", "sources", id, "hooks"] if !id.is_empty() => {
-            (Route::Ingest(id.to_string()), &["GET", "POST"])
+            (Route::Ingest(id.to_string()), &["GET", "OPTIONS", "POST"])
         }
         ["v1", "sources", id, "dead-letter"] if !id.is_empty() => (
             Route::Worker(WorkerRoute::DeadLetterSource(id.to_string())),
@@ -181,6 +184,12 @@ impl NodeHandler {
                 return Some(response);
             }
             Some(ingest) => {
+                // A check that carries no secret is answered before the
+                // checks of the source's token and signature.
+                if let Some(response) = ingest.handshake.and_then(|h| h.answer_post(&request)) {
+                    counts.count(&source_id, true, &response);
+                    return Some(response);
+                }
                 let dedupe_key = request.header(&ingest.dedupe_header).map(str::to_string);
                 let refused = refused_ingest(ingest, &request);
                 let check = match (&refused, &ingest.signature) {
@@ -233,21 +242,25 @@ impl NodeHandler {
         }
     }
 
-    /// A provider's `GET` of the ingest path: its check of a subscription,
-    /// answered for a source with `ingest_verify_token_env` (a source
-    /// without one takes only `POST`). Counted as an ingest answer.
+    /// A provider's `GET` or `OPTIONS` of the ingest path: its check of a
+    /// subscription, answered for a source with `ingest_verify_token_env`
+    /// (`GET`, Meta's) or an `ingest_handshake` that has one (`OPTIONS`,
+    /// the CloudEvents webhook handshake); other sources take only `POST`.
+    /// Counted as an ingest answer.
     fn subscription_check(&self, source_id: &str, request: &Request) -> Response {
         let tokens = self.state.tokens.read();
         let (response, configured) = match tokens.sources.get(source_id) {
             None => (unknown_source(source_id), false),
-            Some(SourceIngest {
-                verify_token: Some(token),
-                ..
-            }) => (
-                super::provider_handshake::subscription_answer(request, token),
-                true,
-            ),
-            Some(_) => (method_not_allowed(&request.path, "GET", &["POST"]), true),
+            Some(ingest) => {
+                let answer = match request.method.as_str() {
+                    "GET" => ingest.verify_token.as_deref().map(|token| {
+                        super::provider_handshake::subscription_answer(request, token)
+                    }),
+                    _ => ingest.handshake.and_then(|h| h.answer_options(request)),
+                };
+                let refused = || method_not_allowed(&request.path, &request.method, &["POST"]);
+                (answer.unwrap_or_else(refused), true)
+            }
         };
         self.state.ingest.count(source_id, configured, &response);
         response
@@ -400,7 +413,10 @@ mod tests {
         );
         let wrong = route("PUT", "/v1/sources/stripe/hooks").unwrap_err();
         assert_eq!(wrong.status, 405);
-        assert_eq!(wrong.headers, vec![("allow", "GET, POST".to_string())]);
+        assert_eq!(
+            wrong.headers,
+            vec![("allow", "GET, OPTIONS, POST".to_string())]
+        );
         assert_eq!(route("GET", "/nope").unwrap_err().status, 404);
         // One path, two methods.
         assert_eq!(

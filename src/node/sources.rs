@@ -26,6 +26,7 @@ fn source_json(source: &SourceConfig) -> Value {
         "ingest_path": format!("/v1/sources/{}/hooks", source.id),
         "ingest_token": source.ingest_token_env.is_some(),
         "ingest_verify_token": source.ingest_verify_token_env.is_some(),
+        "ingest_handshake": source.ingest_handshake,
         "ingest_signature": source.ingest_signature,
         "dedupe_header": source.dedupe_header.as_deref().unwrap_or("idempotency-key").to_ascii_lowercase(),
         "dedupe_window_ms": source.dedupe_window_ms.filter(|ms| *ms > 0),

@@ -28,6 +28,7 @@ fn the_sources_are_listed_as_configured_without_secrets() {
     );
     signed.ingest_token_env = Some("NODE_TEST_SOURCES_TOKEN".into());
     signed.ingest_verify_token_env = Some("NODE_TEST_SOURCES_TOKEN".into());
+    signed.ingest_handshake = Some("event_grid".into());
     signed.ingest_signature = Some("github".into());
     signed.ingest_secret_env = Some(OneOrMany::One("NODE_TEST_SOURCES_SECRET".into()));
     signed.dedupe_header = Some("X-GitHub-Delivery".into());
@@ -61,14 +62,16 @@ fn the_sources_are_listed_as_configured_without_secrets() {
         listed.json(),
         serde_json::json!({"sources": [
             {"id": "gh", "tenant": "acme", "ingest_path": "/v1/sources/gh/hooks",
-             "ingest_token": true, "ingest_verify_token": true, "ingest_signature": "github",
+             "ingest_token": true, "ingest_verify_token": true, "ingest_handshake": "event_grid",
+             "ingest_signature": "github",
              "dedupe_header": "x-github-delivery", "dedupe_window_ms": 60_000,
              "max_ingest_per_s": 500, "forward_headers": null,
              "sinks": [{"index": 0, "type": "http", "target": "https://ci.example.com:8443/hooks",
                         "ordered": true, "paused": true,
                         "filter": {"header": "x-github-event", "values": ["push"]}}]},
             {"id": "app", "tenant": "beta", "ingest_path": "/v1/sources/app/hooks",
-             "ingest_token": false, "ingest_verify_token": false, "ingest_signature": null,
+             "ingest_token": false, "ingest_verify_token": false, "ingest_handshake": null,
+             "ingest_signature": null,
              "dedupe_header": "idempotency-key", "dedupe_window_ms": null,
              "max_ingest_per_s": null, "forward_headers": ["x-app-event"],
              "sinks": [sink(0, "http", "$NODE_TEST_SOURCES_URL"),

@@ -1,5 +1,6 @@
 //! Provider signatures and token schemes at ingest: only hooks that carry
-//! the source's secret are taken.
+//! the source's secret are taken; and providers' checks of a new endpoint
+//! (Slack, Zoom, Meta, Microsoft Graph, Event Grid), answered, not stored.
 
 use super::*;
 
@@ -501,4 +502,95 @@ fn a_zoom_source_answers_zooms_url_validation() {
         (401, "bad_signature".to_string())
     );
     assert_eq!(node.engine().unwrap().hook_count().unwrap(), 0);
+}
+
+/// Microsoft's checks carry no secret, so a source answers them only when
+/// its `ingest_handshake` names them, before its token check: Microsoft
+/// Graph's `POST ?validationToken=…` gets the token back as `text/plain`;
+/// Event Grid's `aeg-event-type: SubscriptionValidation` gets
+/// `{"validationResponse"}`, and the CloudEvents `OPTIONS` handshake
+/// `WebHook-Allowed-Origin`. Nothing is stored, and a source without the
+/// handshake takes such a request as any other.
+#[test]
+fn a_source_answers_microsofts_endpoint_checks_when_its_handshake_names_them() {
+    std::env::set_var("NODE_TEST_GRID_TOKEN", "grid-token");
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = node_config(dir.path());
+    let mut graph = source(
+        "graph",
+        "t1",
+        vec![SinkConfig::http("http://127.0.0.1:9/x")],
+    );
+    graph.ingest_handshake = Some("microsoft_graph".into());
+    let mut grid = source("grid", "t1", vec![SinkConfig::http("http://127.0.0.1:9/x")]);
+    grid.ingest_handshake = Some("event_grid".into());
+    grid.ingest_token_env = Some("NODE_TEST_GRID_TOKEN".into());
+    c.sources
+        .extend([graph, grid, source("plain", "t1", vec![])]);
+    let node = start(c);
+    let addr = node.local_addr();
+    let engine = node.engine().unwrap();
+
+    let token = "Validation%3A%20Testing%20client%20application%20reachability";
+    let path = format!("/v1/sources/graph/hooks?validationToken={token}");
+    let plain_text = [("content-type", "text/plain; charset=utf-8")];
+    let answer = call(addr, "POST", &path, &plain_text, b"");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(
+        answer.text(),
+        "Validation: Testing client application reachability"
+    );
+    assert_eq!(
+        answer.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+
+    // Event Grid's documented example.
+    let validation = br#"[{"id": "2d1781af-3a4c-4d7c-bd0c-e34b19da4e66", "topic": "/subscriptions/xx/resourceGroups/yy", "subject": "", "data": {"validationCode": "512d38b6-c7b8-40c8-89fe-f46f9e9622b6", "validationUrl": "https://rp-eastus2.eventgrid.azure.net:553/eventsubscriptions/myeventsub/validate?id=0000000000-0000-0000-0000-00000000000000&t=2022-10-28T04:23:35.1981776Z&apiVersion=2018-05-01-preview&token=1A1A1A1A"}, "eventType": "Microsoft.EventGrid.SubscriptionValidationEvent", "eventTime": "2022-10-28T04:23:35.1981776Z", "metadataVersion": "1", "dataVersion": "1"}]"#;
+    let grid_check = [("aeg-event-type", "SubscriptionValidation")];
+    let answer = call(
+        addr,
+        "POST",
+        "/v1/sources/grid/hooks",
+        &grid_check,
+        validation,
+    );
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(
+        answer.json(),
+        serde_json::json!({"validationResponse": "512d38b6-c7b8-40c8-89fe-f46f9e9622b6"})
+    );
+    let garbled = call(addr, "POST", "/v1/sources/grid/hooks", &grid_check, b"[]");
+    assert_eq!(
+        (garbled.status, garbled.error_code()),
+        (400, "bad_subscription_check".to_string())
+    );
+    let origin = [("webhook-request-origin", "eventgrid.azure.net")];
+    let answer = call(addr, "OPTIONS", "/v1/sources/grid/hooks", &origin, b"");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(
+        answer.header("webhook-allowed-origin"),
+        Some("eventgrid.azure.net")
+    );
+    assert_eq!(answer.header("webhook-allowed-rate"), Some("*"));
+    assert_eq!(engine.hook_count().unwrap(), 0, "no check is a hook");
+
+    // An event still needs the source's token; the other sources take
+    // none of these checks.
+    let event = [("aeg-event-type", "Notification")];
+    let refused = call(addr, "POST", "/v1/sources/grid/hooks", &event, b"[]");
+    assert_eq!(refused.status, 401);
+    let options = call(addr, "OPTIONS", "/v1/sources/plain/hooks", &origin, b"");
+    assert_eq!(options.status, 405);
+    let graph_like = call(
+        addr,
+        "POST",
+        &format!("/v1/sources/plain/hooks?validationToken={token}"),
+        &plain_text,
+        b"x",
+    );
+    assert_eq!(
+        graph_like.status, 202,
+        "a hook of a source without the handshake"
+    );
 }
