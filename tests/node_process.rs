@@ -242,6 +242,49 @@ fn every_acknowledged_hook_is_delivered_after_sigkill_and_a_restart() {
     stop_under_load_then_restart(Signal::Kill);
 }
 
+/// A node killed again and again under ingest load, each time once 1,000
+/// more hooks were acknowledged and restarted on the same directory, loses
+/// none: after each kill `goad verify` finds the store sound, and the last
+/// node delivers every hook any of them answered 202. `GOAD_KILLS` sets
+/// the number of kills (3 by default, as CI runs it; more for a soak).
+#[test]
+fn a_node_killed_again_and_again_loses_no_acknowledged_hook() {
+    let kills: usize = std::env::var("GOAD_KILLS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(3);
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = flaky_receiver();
+    let url = receiver.url("/hooks");
+    let acked = Arc::new(Mutex::new(HashSet::new()));
+    for kill in 1..=kills {
+        let mut node = serve(dir.path(), &url);
+        let stop = Arc::new(AtomicBool::new(false));
+        let clients = load(node.addr, acked.clone(), stop.clone());
+        wait_until(
+            "1,000 more hooks acknowledged",
+            Duration::from_secs(60),
+            || acked.lock().unwrap().len() >= kill * 1_000,
+        );
+        node.child.kill().unwrap();
+        node.child.wait().unwrap();
+        stop.store(true, Ordering::Release);
+        for c in clients {
+            c.join().unwrap();
+        }
+        let verified = goad_verify(dir.path());
+        let report = String::from_utf8_lossy(&verified.stdout);
+        assert_eq!(
+            verified.status.code(),
+            Some(0),
+            "after kill {kill}: {report}"
+        );
+    }
+    let acked = acked.lock().unwrap().clone();
+    let node = serve(dir.path(), &url);
+    wait_all_delivered(&node, &receiver, &acked, Duration::from_secs(120));
+}
+
 /// SIGHUP re-reads the config file, as `POST /v1/reload` does: a changed
 /// live key is applied and logged; a file that does not validate is logged
 /// with the error naming its key, and the node goes on serving on the
@@ -383,6 +426,15 @@ impl Drop for ServeProcess {
 
 /// `goad verify` refuses a data directory a node runs on, and finds the
 /// directory sound once the node stopped (SIGTERM) with hooks in it.
+/// `goad verify` of the node `serve` ran in `dir`.
+fn goad_verify(dir: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["verify", "--config"])
+        .arg(dir.join("goad.toml"))
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn goad_verify_checks_a_stopped_nodes_data_directory() {
     let dir = tempfile::tempdir().unwrap();
@@ -393,13 +445,7 @@ fn goad_verify_checks_a_stopped_nodes_data_directory() {
         let reply = client.request("POST", "/v1/sources/a/hooks", &[], b"kept");
         assert_eq!(reply.status, 202, "{}", reply.text());
     }
-    let verify = || {
-        Command::new(env!("CARGO_BIN_EXE_goad"))
-            .args(["verify", "--config"])
-            .arg(dir.path().join("goad.toml"))
-            .output()
-            .unwrap()
-    };
+    let verify = || goad_verify(dir.path());
     let running = verify();
     assert_eq!(running.status.code(), Some(2));
     let expected = format!(
