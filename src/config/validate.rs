@@ -672,13 +672,16 @@ fn stored_header(key: String, name: &str) -> Result<(), ConfigError> {
 
 /// A source's `ingest_handshake`: a known one.
 fn validate_ingest_handshake(at: &str, source: &SourceConfig) -> Result<(), ConfigError> {
-    use crate::node::provider_handshake::HANDSHAKES;
+    use crate::node::provider_handshake::{Handshake, HANDSHAKES};
     match &source.ingest_handshake {
-        Some(name) if !HANDSHAKES.contains(&name.as_str()) => Err(invalid(
-            format!("{at}.ingest_handshake"),
-            format!("one of {HANDSHAKES:?}"),
-            name,
-        )),
+        Some(name) if Handshake::named(name).is_none() => {
+            let names: Vec<&str> = HANDSHAKES.iter().map(|(name, _)| *name).collect();
+            Err(invalid(
+                format!("{at}.ingest_handshake"),
+                format!("one of {names:?}"),
+                name,
+            ))
+        }
         _ => Ok(()),
     }
 }

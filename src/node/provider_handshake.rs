@@ -18,8 +18,11 @@ use super::auth::secret_matches;
 use super::http::{Request, Response};
 use serde::Deserialize;
 
-/// The values of a source's `ingest_handshake`.
-pub const HANDSHAKES: &[&str] = &["microsoft_graph", "event_grid"];
+/// The values of a source's `ingest_handshake`, and what each names.
+pub const HANDSHAKES: [(&str, Handshake); 2] = [
+    ("microsoft_graph", Handshake::MicrosoftGraph),
+    ("event_grid", Handshake::EventGrid),
+];
 
 /// A provider's check of a new endpoint, answered for a source whose
 /// `ingest_handshake` names it.
@@ -30,13 +33,12 @@ pub enum Handshake {
 }
 
 impl Handshake {
-    /// The handshake of a validated `ingest_handshake`.
+    /// The handshake an `ingest_handshake` names, if any.
     pub fn named(name: &str) -> Option<Handshake> {
-        match name {
-            "microsoft_graph" => Some(Handshake::MicrosoftGraph),
-            "event_grid" => Some(Handshake::EventGrid),
-            _ => None,
-        }
+        HANDSHAKES
+            .iter()
+            .find(|(known, _)| *known == name)
+            .map(|(_, handshake)| *handshake)
     }
 
     /// The answer to a `POST` of the ingest path that is this provider's

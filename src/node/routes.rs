@@ -123,14 +123,12 @@ pub fn route(method: &str, path: &str) -> Result<Route, Response> {
             )),
             &["GET"],
         ),
-        ["v1", "sources", id, "hooks"] if !id.is_empty() && matches!(method, "GET" | "OPTIONS") => {
-            (
-                Route::SubscriptionCheck(id.to_string()),
-                &["GET", "OPTIONS", "POST"],
-            )
-        }
         ["v1", "sources", id, "hooks"] if !id.is_empty() => {
-            (Route::Ingest(id.to_string()), &["GET", "OPTIONS", "POST"])
+            let route = match method {
+                "GET" | "OPTIONS" => Route::SubscriptionCheck(id.to_string()),
+                _ => Route::Ingest(id.to_string()),
+            };
+            (route, &["GET", "OPTIONS", "POST"])
         }
         ["v1", "sources", id, "dead-letter"] if !id.is_empty() => (
             Route::Worker(WorkerRoute::DeadLetterSource(id.to_string())),
@@ -177,36 +175,32 @@ impl NodeHandler {
             return Some(not_ready());
         };
         let counts = &self.state.ingest;
-        let (refused, dedupe_key) = match self.state.tokens.read().sources.get(&source_id) {
+        // An answer without a commit: a refusal, or a provider's check of
+        // the endpoint (one that carries no secret before the source's
+        // token and signature checks, a signed one after them).
+        let (answered, dedupe_key) = match self.state.tokens.read().sources.get(&source_id) {
             None => {
                 let response = unknown_source(&source_id);
                 counts.count(&source_id, false, &response);
                 return Some(response);
             }
             Some(ingest) => {
-                // A check that carries no secret is answered before the
-                // checks of the source's token and signature.
-                if let Some(response) = ingest.handshake.and_then(|h| h.answer_post(&request)) {
-                    counts.count(&source_id, true, &response);
-                    return Some(response);
-                }
                 let dedupe_key = request.header(&ingest.dedupe_header).map(str::to_string);
-                let refused = refused_ingest(ingest, &request);
-                let check = match (&refused, &ingest.signature) {
-                    (None, Some(signature)) => signature.endpoint_check_answer(&request.body),
-                    _ => None,
-                };
-                if let Some(answer) = check {
-                    let response = Response::json(200, &answer);
-                    counts.count(&source_id, true, &response);
-                    return Some(response);
-                }
-                (refused, dedupe_key)
+                let answered = ingest
+                    .handshake
+                    .and_then(|h| h.answer_post(&request))
+                    .or_else(|| refused_ingest(ingest, &request))
+                    .or_else(|| {
+                        let check = ingest.signature.as_ref()?;
+                        let answer = check.endpoint_check_answer(&request.body)?;
+                        Some(Response::json(200, &answer))
+                    });
+                (answered, dedupe_key)
             }
         };
         // The parser framed the body by one of these (it refuses the rest).
         let framed = ["content-length", "transfer-encoding"];
-        let refused = refused.or_else(|| {
+        let answered = answered.or_else(|| {
             let unframed = framed.iter().all(|name| request.header(name).is_none());
             unframed.then(|| {
                 let message =
@@ -214,8 +208,8 @@ impl NodeHandler {
                 Response::error(411, "length_required", message)
             })
         });
-        let refused = refused.or_else(|| self.state.drain.is_on().then(super::drain::refused));
-        if let Some(response) = refused {
+        let answered = answered.or_else(|| self.state.drain.is_on().then(super::drain::refused));
+        if let Some(response) = answered {
             counts.count(&source_id, true, &response);
             return Some(response);
         }
