@@ -130,6 +130,34 @@ fn load(
         .collect()
 }
 
+/// Ingests into `node` with `load`'s clients until `acked` holds
+/// `at_least` hooks, then stops the node with `stop` and the clients after it.
+fn ingest_then_stop(
+    node: &mut ServeProcess,
+    acked: &Arc<Mutex<HashSet<String>>>,
+    at_least: usize,
+    stop: impl FnOnce(&mut ServeProcess),
+) {
+    let stopped = Arc::new(AtomicBool::new(false));
+    let clients = load(node.addr, acked.clone(), stopped.clone());
+    wait_until(
+        &format!("{at_least} hooks acknowledged"),
+        Duration::from_secs(60),
+        || acked.lock().unwrap().len() >= at_least,
+    );
+    stop(node);
+    stopped.store(true, Ordering::Release);
+    for c in clients {
+        c.join().unwrap();
+    }
+}
+
+/// SIGKILL, and the child reaped.
+fn kill(node: &mut ServeProcess) {
+    node.child.kill().unwrap();
+    node.child.wait().unwrap();
+}
+
 fn flaky_receiver() -> Receiver {
     let n = AtomicU64::new(0);
     Receiver::start(move |_| {
@@ -200,27 +228,17 @@ fn stop_under_load_then_restart(signal: Signal) {
     let url = receiver.url("/hooks");
     let mut node = serve(dir.path(), &url);
     let acked = Arc::new(Mutex::new(HashSet::new()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let clients = load(node.addr, acked.clone(), stop.clone());
-    wait_until("3,000 hooks acknowledged", Duration::from_secs(60), || {
-        acked.lock().unwrap().len() >= 3_000
+    ingest_then_stop(&mut node, &acked, 3_000, |node| {
+        assert!(receiver.ok_count() > 0, "deliveries were under way");
+        match signal {
+            Signal::Kill => kill(node),
+            Signal::Term => {
+                node.signal(libc::SIGTERM);
+                let exit = node.child.wait().unwrap();
+                assert!(exit.success(), "a graceful stop exits 0, got {exit}");
+            }
+        }
     });
-    assert!(receiver.ok_count() > 0, "deliveries were under way");
-    match signal {
-        Signal::Kill => {
-            node.child.kill().unwrap();
-            node.child.wait().unwrap();
-        }
-        Signal::Term => {
-            node.signal(libc::SIGTERM);
-            let exit = node.child.wait().unwrap();
-            assert!(exit.success(), "a graceful stop exits 0, got {exit}");
-        }
-    }
-    stop.store(true, Ordering::Release);
-    for c in clients {
-        c.join().unwrap();
-    }
     let acked = acked.lock().unwrap().clone();
     let node = serve(dir.path(), &url);
     wait_all_delivered(&node, &receiver, &acked, Duration::from_secs(120));
@@ -257,27 +275,15 @@ fn a_node_killed_again_and_again_loses_no_acknowledged_hook() {
     let receiver = flaky_receiver();
     let url = receiver.url("/hooks");
     let acked = Arc::new(Mutex::new(HashSet::new()));
-    for kill in 1..=kills {
+    for kills_so_far in 1..=kills {
         let mut node = serve(dir.path(), &url);
-        let stop = Arc::new(AtomicBool::new(false));
-        let clients = load(node.addr, acked.clone(), stop.clone());
-        wait_until(
-            "1,000 more hooks acknowledged",
-            Duration::from_secs(60),
-            || acked.lock().unwrap().len() >= kill * 1_000,
-        );
-        node.child.kill().unwrap();
-        node.child.wait().unwrap();
-        stop.store(true, Ordering::Release);
-        for c in clients {
-            c.join().unwrap();
-        }
+        ingest_then_stop(&mut node, &acked, kills_so_far * 1_000, kill);
         let verified = goad_verify(dir.path());
         let report = String::from_utf8_lossy(&verified.stdout);
         assert_eq!(
             verified.status.code(),
             Some(0),
-            "after kill {kill}: {report}"
+            "after kill {kills_so_far}: {report}"
         );
     }
     let acked = acked.lock().unwrap().clone();
@@ -424,8 +430,6 @@ impl Drop for ServeProcess {
     }
 }
 
-/// `goad verify` refuses a data directory a node runs on, and finds the
-/// directory sound once the node stopped (SIGTERM) with hooks in it.
 /// `goad verify` of the node `serve` ran in `dir`.
 fn goad_verify(dir: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_goad"))
@@ -435,6 +439,8 @@ fn goad_verify(dir: &Path) -> std::process::Output {
         .unwrap()
 }
 
+/// `goad verify` refuses a data directory a node runs on, and finds the
+/// directory sound once the node stopped (SIGTERM) with hooks in it.
 #[test]
 fn goad_verify_checks_a_stopped_nodes_data_directory() {
     let dir = tempfile::tempdir().unwrap();
@@ -521,8 +527,7 @@ fn goad_backup_copies_a_running_node_and_a_node_on_the_copy_delivers_its_hooks()
     );
     node.logged("backup written");
     stop.store(true, Ordering::Release);
-    node.child.kill().unwrap();
-    node.child.wait().unwrap();
+    kill(&mut node);
     for c in clients {
         c.join().unwrap();
     }

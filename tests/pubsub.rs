@@ -355,10 +355,12 @@ fn a_service_account_key_is_exchanged_for_a_token_once_while_fresh() {
     });
     std::fs::write(&key_path, key_file.to_string()).unwrap();
     let engine = Engine::open(c.clone()).unwrap();
-    for body in ["first", "second"] {
+    let publish = |body: &str| {
         engine.commit(NewHook::new("stripe", body)).unwrap();
         engine.tick().unwrap();
-    }
+    };
+    publish("first");
+    publish("second");
     assert_eq!(
         authorizations(&receiver),
         vec![Some("Bearer ya29.sa".to_string()); 2]
@@ -411,10 +413,6 @@ fn a_service_account_key_is_exchanged_for_a_token_once_while_fresh() {
 
     // A reconfiguration keeps the sink, and its token, while the key file
     // is the same; a new key file builds the sink anew, which asks again.
-    let publish = |body: &str| {
-        engine.commit(NewHook::new("stripe", body)).unwrap();
-        engine.tick().unwrap();
-    };
     engine.reconfigure(&c).unwrap();
     publish("third");
     assert_eq!(token_endpoint.received().len(), 1);
