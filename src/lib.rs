@@ -6,6 +6,82 @@
 //! retrying with backoff until the sink says ok or the row is
 //! dead-lettered. See `README.md` for the guarantees and `DESIGN.md` for the
 //! architecture.
+//!
+//! # Embedding
+//!
+//! A host commits hooks and delivers them to a sink of its own (or to the
+//! HTTP, SQS and Pub/Sub sinks a config names). This program is the
+//! README's; `tools/test` runs it.
+//!
+//! ```
+//! use goad::{Config, Delivery, Engine, NewHook, Outcome, OutcomeEvent, Sink, SinkError};
+//! use std::sync::{mpsc, Arc, Mutex};
+//! use std::time::Duration;
+//!
+//! /// The host's own destination: a ledger that turns its first call away,
+//! /// as a service that is starting might.
+//! #[derive(Default)]
+//! struct Ledger {
+//!     calls: Mutex<u32>,
+//!     entries: Mutex<Vec<Vec<u8>>>,
+//! }
+//!
+//! impl Sink for Ledger {
+//!     fn deliver(&self, d: &Delivery<'_>) -> Result<(), SinkError> {
+//!         let mut calls = self.calls.lock().unwrap();
+//!         *calls += 1;
+//!         if *calls == 1 {
+//!             // Or SinkError::permanent (dead-letter now) / transient (back off).
+//!             return Err(SinkError::retry_after(50, "the ledger is starting"));
+//!         }
+//!         self.entries.lock().unwrap().push(d.hook.body.clone());
+//!         Ok(())
+//!     }
+//! }
+//!
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     // The host's data directory: a temporary one here.
+//!     let data_dir = tempfile::tempdir()?;
+//!     // Or Config::load(path) for a goad.toml: the same keys.
+//!     let config = Config::from_toml(&format!(
+//!         r#"
+//!         data_dir = "{}"
+//!         shards = 1
+//!         [[sources]]
+//!         id = "orders"
+//!         tenant = "acme"
+//!         sinks = [{{ type = "ledger" }}]
+//!         "#,
+//!         data_dir.path().display()
+//!     ))?;
+//!     let ledger = Arc::new(Ledger::default());
+//!     let (outcomes, reported) = mpsc::channel();
+//!     let engine = Engine::builder(config)
+//!         .sink("ledger", ledger.clone())
+//!         // On the shard thread, once per attempt: keep it quick.
+//!         .on_outcome(move |e: &OutcomeEvent| {
+//!             let _ = outcomes.send((e.hook_id.clone(), e.attempt, e.outcome.clone()));
+//!         })
+//!         .open()?;
+//!
+//!     // Durable on return: a crash from here on still delivers it.
+//!     let id = engine.commit(NewHook::new("orders", r#"{"order": 42}"#))?;
+//!
+//!     let (hook, attempt, outcome) = reported.recv_timeout(Duration::from_secs(10))?;
+//!     assert_eq!((hook.as_str(), attempt), (id.as_str(), 1));
+//!     assert!(matches!(outcome, Outcome::Retrying { .. }));
+//!     let (hook, attempt, outcome) = reported.recv_timeout(Duration::from_secs(10))?;
+//!     assert_eq!((hook, attempt, outcome), (id.clone(), 2, Outcome::Delivered));
+//!     assert_eq!(*ledger.entries.lock().unwrap(), [br#"{"order": 42}"#.to_vec()]);
+//!     // An outcome is reported before it is written; `tick` returns once
+//!     // nothing is due, claimed or running and what settled is written.
+//!     engine.tick()?;
+//!     // Delivered to every sink: the hook is gone from the store.
+//!     assert!(engine.hook_status(&id)?.is_none());
+//!     engine.shutdown();
+//!     Ok(())
+//! }
+//! ```
 
 pub mod claim_check;
 pub mod config;

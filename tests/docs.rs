@@ -1,5 +1,7 @@
 //! The README and the pages under `docs/` link to each other: every
 //! relative link names a file that exists and, after `#`, a heading of it.
+//! The README's embedding program is the crate page's, which runs as a
+//! doc test.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -163,4 +165,44 @@ fn every_reference_scenario_is_ported_or_explained() {
         scenario_numbers("Scenarios 38, 41, 42, 44; scenario 7 (D6); scenarios 57–66"),
         [7, 38, 41, 42, 44].into_iter().chain(57..=66).collect()
     );
+}
+
+/// The first `rust` code block after `## Embedding` in the README.
+fn readme_embedding_program(readme: &str) -> String {
+    let section = readme
+        .split_once("\n## Embedding\n")
+        .expect("the README has an Embedding section")
+        .1;
+    let block = section
+        .split_once("```rust\n")
+        .expect("the Embedding section has a rust block")
+        .1;
+    block
+        .split_once("```")
+        .expect("the block ends")
+        .0
+        .to_string()
+}
+
+/// The crate page's doc test: `//!` lines between its first two fences.
+fn crate_page_program(lib: &str) -> String {
+    let lines: Vec<&str> = lib.lines().take_while(|l| l.starts_with("//!")).collect();
+    let fences: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i] == "//! ```")
+        .collect();
+    assert!(fences.len() >= 2, "src/lib.rs's docs hold a fenced example");
+    lines[fences[0] + 1..fences[1]]
+        .iter()
+        .map(|l| format!("{}\n", l.strip_prefix("//! ").unwrap_or("")))
+        .collect()
+}
+
+#[test]
+fn the_readmes_embedding_program_is_the_one_the_doc_test_runs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    let program = crate_page_program(&lib);
+    assert!(program.contains("fn main()"), "{program}");
+    assert_eq!(readme_embedding_program(&readme), program);
 }
