@@ -365,6 +365,8 @@ fn commit_error(e: &CommitError) -> Response {
         CommitError::ShardRestarting => Response::unavailable("shard_restarting", &message, 1),
         CommitError::StoreFull { .. } => Response::unavailable("store_full", &message, 5),
         CommitError::TenantFull { .. } => Response::unavailable("tenant_full", &message, 5),
+        // The node commits from its HTTP loop, never from a shard's thread.
+        CommitError::OnShardThread => Response::error(500, "internal", &message),
     }
 }
 

@@ -5,10 +5,11 @@
 use super::clock::wall_ms;
 use super::coordinator::{global_grant, CoordinatorInput};
 use super::oneshot;
-use super::open::{stop_shards, EngineBuilder};
+use super::open::{own_shard, send_to_shard, stop_shards, EngineBuilder};
 use super::pool::SharedRegistry;
 use super::reply::CommitReply;
 use super::shard::{ShardGauges, ShardInput, ShardStats};
+use super::shard_thread;
 use super::step::NewRows;
 use crate::claim_check::{ClaimStore, ClaimSweeper};
 use crate::config::{Config, ConfigError};
@@ -17,7 +18,7 @@ use crate::latency::AttemptLatency;
 use crate::limits::{COMMIT_QUEUE_WAIT_MS, COMMIT_REPLY_WAIT_MS};
 use crate::sink::{Sink, SinkRegistry};
 use crate::store::{DataDirLock, Hook, RowView, ShardStore, StoreError};
-use crossbeam_channel::{SendTimeoutError, Sender, TrySendError};
+use crossbeam_channel::{RecvTimeoutError, SendTimeoutError, Sender, TrySendError};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::fmt;
@@ -97,6 +98,11 @@ pub enum CommitError {
     /// from its store: the hook may not be durable; commit it again (if it
     /// was, the hook is delivered twice).
     ShardRestarting,
+    /// `commit` was called on a shard's thread (in an `on_outcome`,
+    /// `on_breaker` or `commit_then` callback), where waiting for a shard
+    /// could wait for the thread it blocks: nothing was committed. Commit
+    /// with `commit_then` there.
+    OnShardThread,
 }
 
 impl fmt::Display for CommitError {
@@ -136,6 +142,7 @@ impl fmt::Display for CommitError {
                 f,
                 "the shard is restarting after an internal error: the hook may not be durable, commit it again"
             ),
+            CommitError::OnShardThread => write!(f, "{ON_SHARD_THREAD}: nothing was committed; use commit_then, which does not wait"),
         }
     }
 }
@@ -181,16 +188,44 @@ impl std::error::Error for OpenError {
     }
 }
 
-/// The engine is stopped, or a shard did not answer within the call's deadline.
+/// Why an engine call that asks the shards got no answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Unavailable;
+#[non_exhaustive]
+pub enum Unavailable {
+    /// The engine is shut down.
+    Stopped,
+    /// A shard did not take the call or answer it within its deadline.
+    TimedOut,
+    /// A shard's store failed to read or write (its log says why; a shard
+    /// whose write failed rebuilds from its store, and the call may be
+    /// made again).
+    StoreFailed,
+    /// Called on a shard's thread (in an `on_outcome`, `on_breaker` or
+    /// `commit_then` callback), where waiting for the shards could wait for
+    /// the thread it blocks: call it from another thread.
+    OnShardThread,
+}
+
+/// How the errors of a waiting call made on a shard's thread begin.
+const ON_SHARD_THREAD: &str =
+    "called on a shard's thread (in an on_outcome, on_breaker or commit_then callback), where waiting for the shards would stall this one";
 
 impl fmt::Display for Unavailable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "the dispatch engine is unavailable (stopped, or busy past the call's deadline)"
-        )
+        match self {
+            Unavailable::Stopped => write!(f, "the dispatch engine is stopped"),
+            Unavailable::TimedOut => write!(
+                f,
+                "a shard of the dispatch engine did not answer within the call's deadline"
+            ),
+            Unavailable::StoreFailed => write!(
+                f,
+                "a shard's store failed (the log says why); the call may be made again"
+            ),
+            Unavailable::OnShardThread => {
+                write!(f, "{ON_SHARD_THREAD}: call it from another thread")
+            }
+        }
     }
 }
 
@@ -276,8 +311,14 @@ impl Engine {
     }
 
     /// Commits a hook: one delivery row per sink of its source. Returns the
-    /// hook id once the hook and its rows are synced to disk.
+    /// hook id once the hook and its rows are synced to disk. On a shard's
+    /// thread (in a callback) it commits nothing and answers
+    /// [`CommitError::OnShardThread`]: commit there with
+    /// [`commit_then`](Engine::commit_then).
     pub fn commit(&self, hook: NewHook) -> Result<String, CommitError> {
+        if shard_thread::is_current() {
+            return Err(CommitError::OnShardThread);
+        }
         let (id, shard, rows) = self.prepare(hook)?;
         let (reply_tx, reply_rx) = oneshot::channel();
         let input = ShardInput::Commit {
@@ -403,7 +444,7 @@ impl Engine {
             };
             let steps = self.ask_shards(sweeping.iter().copied(), DEAD_LETTER_SOURCE_WAIT, ask)?;
             for (k, step) in sweeping.into_iter().zip(steps) {
-                let step = step.map_err(|_| Unavailable)?;
+                let step = step.map_err(|_| Unavailable::StoreFailed)?;
                 dead += step.dead;
                 from[k] = step.next;
             }
@@ -412,8 +453,10 @@ impl Engine {
 
     /// Sends each shard in `shards` the input `ask` builds for it (given
     /// its index) around a reply channel, then collects their replies in shard order, all within
-    /// `wait`. `Unavailable` when the engine is stopped or a shard does not
-    /// take the input or answer in time.
+    /// `wait`. `Unavailable` when the engine is stopped, a shard does not
+    /// take the input or answer in time, or the caller is a shard's thread
+    /// (`OnShardThread`: the calls built on this one answer so from a
+    /// callback).
     pub(super) fn ask_shards<T>(
         &self,
         shards: impl IntoIterator<Item = usize>,
@@ -421,7 +464,10 @@ impl Engine {
         ask: impl Fn(usize, Sender<T>) -> ShardInput,
     ) -> Result<Vec<T>, Unavailable> {
         if self.stopped.load(Ordering::Acquire) {
-            return Err(Unavailable);
+            return Err(Unavailable::Stopped);
+        }
+        if shard_thread::is_current() {
+            return Err(Unavailable::OnShardThread);
         }
         let deadline = Instant::now() + wait;
         let mut replies = Vec::new();
@@ -430,12 +476,20 @@ impl Engine {
             self.shards[k]
                 .input
                 .send_deadline(ask(k, reply), deadline)
-                .map_err(|_| Unavailable)?;
+                .map_err(|e| match e {
+                    SendTimeoutError::Timeout(_) => Unavailable::TimedOut,
+                    SendTimeoutError::Disconnected(_) => Unavailable::Stopped,
+                })?;
             replies.push(rx);
         }
         replies
             .into_iter()
-            .map(|rx| rx.recv_deadline(deadline).map_err(|_| Unavailable))
+            .map(|rx| {
+                rx.recv_deadline(deadline).map_err(|e| match e {
+                    RecvTimeoutError::Timeout => Unavailable::TimedOut,
+                    RecvTimeoutError::Disconnected => Unavailable::Stopped,
+                })
+            })
             .collect()
     }
 
@@ -447,11 +501,15 @@ impl Engine {
     /// The lag of the oldest due row and whether the in-flight window is full.
     pub fn pressure(&self) -> Result<Pressure, Unavailable> {
         if self.stopped.load(Ordering::Acquire) {
-            return Err(Unavailable);
+            return Err(Unavailable::Stopped);
         }
         let mut oldest: Option<u64> = None;
         for shard in &self.shards {
-            if let Some(at) = shard.store.oldest_due_ms().map_err(|_| Unavailable)? {
+            if let Some(at) = shard
+                .store
+                .oldest_due_ms()
+                .map_err(|_| Unavailable::StoreFailed)?
+            {
                 oldest = Some(oldest.map_or(at, |o| o.min(at)));
             }
         }
@@ -485,12 +543,14 @@ impl Engine {
         current.dispatch = config.dispatch.clone();
         current.retry = config.retry;
         current.sources = config.sources.clone();
-        for shard in &self.shards {
-            let _ = shard.input.send(ShardInput::Reconfigure {
+        let own = own_shard(&self.threads.lock());
+        for (k, shard) in self.shards.iter().enumerate() {
+            let input = ShardInput::Reconfigure {
                 dispatch: current.dispatch.clone(),
                 retry: current.retry,
                 catalog: catalog.clone(),
-            });
+            };
+            send_to_shard(shard, k, input, own == Some(k));
         }
         let _ = self
             .coordinator
@@ -522,7 +582,9 @@ impl Engine {
 
     /// Stops claiming, lets running attempts finish (up to a grace period;
     /// those still running are due again at the next open), syncs and joins
-    /// the threads. Idempotent.
+    /// the threads. Idempotent. Called in a callback, it does not wait for
+    /// the shard whose thread runs it: that shard stops once the callback
+    /// returns.
     pub fn shutdown(&self) {
         if self.stopped.swap(true, Ordering::AcqRel) {
             return;

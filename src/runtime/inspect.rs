@@ -197,7 +197,8 @@ impl Engine {
         ask: impl Fn(Sender<Result<T, Arc<StoreError>>>) -> ShardInput,
     ) -> Result<T, Unavailable> {
         let mut answers = self.ask_shards([shard], SHARD_CALL_WAIT, |_, reply| ask(reply))?;
-        answers.pop().ok_or(Unavailable)?.map_err(|_| Unavailable)
+        let answer = answers.pop().ok_or(Unavailable::TimedOut)?;
+        answer.map_err(|_| Unavailable::StoreFailed)
     }
 
     /// Revives, now and unpaced, every dead row matching `filter` that is
@@ -292,11 +293,11 @@ impl Engine {
             let due = self.shards[k]
                 .store
                 .due_by_tenant()
-                .map_err(|_| Unavailable)?;
+                .map_err(|_| Unavailable::StoreFailed)?;
             let stored_bytes = self.shards[k]
                 .store
                 .stored_by_tenant()
-                .map_err(|_| Unavailable)?;
+                .map_err(|_| Unavailable::StoreFailed)?;
             out.push(ShardTenants {
                 shard: k,
                 due,

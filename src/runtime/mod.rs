@@ -19,6 +19,7 @@ mod reply;
 mod restart;
 mod room;
 pub mod shard;
+mod shard_thread;
 pub mod step;
 
 pub use crate::store::ReviveStep;

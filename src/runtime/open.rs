@@ -16,7 +16,7 @@ use crate::latency::AttemptLatency;
 use crate::limits::SHARD_INPUT_CAPACITY;
 use crate::sink::{Sink, SinkRegistry};
 use crate::store::{refuse_unfinished_reshard, DataDirLock, ShardStore};
-use crossbeam_channel::Sender;
+use crossbeam_channel::{Sender, TrySendError};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -232,6 +232,7 @@ impl ShardStart<'_> {
                 if let Some(id) = core_id {
                     core_affinity::set_for_current(id);
                 }
+                super::shard_thread::mark();
                 thread.run();
             })
             .map_err(OpenError::Thread)?;
@@ -257,12 +258,47 @@ impl ShardStart<'_> {
 }
 
 /// Tells every shard to shut down (running attempts finish, up to a grace
-/// period) and waits for their threads.
+/// period) and waits for their threads (`threads[k]` is shard `k`'s), but
+/// for the caller's own when a shard's callback calls it: that shard stops
+/// once the callback returns.
 pub(super) fn stop_shards(shards: &[Shard], threads: Vec<JoinHandle<()>>) {
-    for shard in shards {
-        let _ = shard.input.send(ShardInput::Shutdown);
+    let own = own_shard(&threads);
+    for (k, shard) in shards.iter().enumerate() {
+        send_to_shard(shard, k, ShardInput::Shutdown, own == Some(k));
     }
-    for thread in threads {
-        let _ = thread.join();
+    for (k, thread) in threads.into_iter().enumerate() {
+        if own != Some(k) {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The shard whose thread calls (in a callback), if one of `threads` does.
+pub(super) fn own_shard(threads: &[JoinHandle<()>]) -> Option<usize> {
+    let me = std::thread::current().id();
+    threads.iter().position(|t| t.thread().id() == me)
+}
+
+/// Sends shard `k` an input that asks no answer. Its `own` shard's queue
+/// empties only after the calling callback returns, so a full one is sent
+/// to by a thread of its own, which waits for that.
+pub(super) fn send_to_shard(shard: &Shard, k: usize, input: ShardInput, own: bool) {
+    if !own {
+        let _ = shard.input.send(input);
+        return;
+    }
+    if let Err(TrySendError::Full(input)) = shard.input.try_send(input) {
+        let queue = shard.input.clone();
+        let sent = std::thread::Builder::new()
+            .name(format!("goad-send-shard-{k}"))
+            .spawn(move || {
+                let _ = queue.send(input);
+            });
+        if let Err(e) = sent {
+            crate::log::error(
+                "cannot start a thread to send to the calling shard; the input is dropped",
+                &[("shard", &k), ("error", &e)],
+            );
+        }
     }
 }

@@ -201,5 +201,173 @@ fn pressure_reports_the_lag_of_the_oldest_due_row_and_a_full_window() {
             }
     });
     engine.shutdown();
-    assert_eq!(engine.pressure(), Err(goad::Unavailable));
+    assert_eq!(engine.pressure(), Err(goad::Unavailable::Stopped));
+}
+
+/// A host's callbacks run on a shard's thread. One that calls an engine
+/// call that waits for the shards (a dead letter's observer committing an
+/// alert with `commit`, or calling `tick`) would wait for the thread it
+/// blocks: the shard, every tenant of it, stalled for the call's 30 s.
+/// Such a call answers `OnShardThread` at once instead, naming
+/// `commit_then`, which commits from the callback; the shard goes on.
+#[test]
+fn a_callback_that_calls_a_waiting_engine_call_is_answered_at_once_and_the_shard_goes_on() {
+    use goad::{CommitError, Outcome, Unavailable};
+    use std::sync::{OnceLock, Weak};
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.sources
+        .push(source_of_kinds("orders", "acme", &["refuse"]));
+    c.sources.push(source_of_kinds("alerts", "acme", &["page"]));
+    let (page, pages) = counting_sink();
+    // A weak handle: the engine owns the observer.
+    let handle: Arc<OnceLock<Weak<Engine>>> = Arc::default();
+    let answers: Arc<parking_lot::Mutex<Vec<(String, Duration)>>> = Arc::default();
+    let (engine_of, seen) = (handle.clone(), answers.clone());
+    let engine = Arc::new(
+        Engine::builder(c)
+            .sink(
+                "refuse",
+                sink(|_| Err(SinkError::permanent("no such order"))),
+            )
+            .sink("page", page)
+            .on_outcome(move |e| {
+                if !matches!(e.outcome, Outcome::Dead { .. }) {
+                    return;
+                }
+                let engine = engine_of.get().and_then(Weak::upgrade).unwrap();
+                let started = Instant::now();
+                let committed = engine.commit(NewHook::new("alerts", "order dead"));
+                let ticked = engine.tick();
+                let stats = engine.sink_stats().map(|_| ());
+                let took = started.elapsed();
+                let mut seen = seen.lock();
+                seen.push((format!("{committed:?} {ticked:?} {stats:?}"), took));
+                if let Err(e) = &committed {
+                    seen.push((e.to_string(), took));
+                }
+                engine
+                    .commit_then(NewHook::new("alerts", "order dead"), |r| {
+                        r.expect("the alert is durable");
+                    })
+                    .unwrap();
+            })
+            .open()
+            .unwrap(),
+    );
+    handle.set(Arc::downgrade(&engine)).unwrap();
+    engine.commit(NewHook::new("orders", "42")).unwrap();
+    wait_until("the alert paged", Duration::from_secs(10), || {
+        pages.load(Ordering::SeqCst) == 1
+    });
+    engine.tick().unwrap();
+    let answers = answers.lock().clone();
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert_eq!(
+        answers[0].0,
+        format!(
+            "{:?} {:?} {:?}",
+            Err::<String, _>(CommitError::OnShardThread),
+            Err::<u64, _>(Unavailable::OnShardThread),
+            Err::<(), _>(Unavailable::OnShardThread)
+        )
+    );
+    assert!(answers[1].0.contains("use commit_then"), "{}", answers[1].0);
+    assert!(answers[0].1 < Duration::from_secs(5), "{:?}", answers[0].1);
+    assert_eq!(pages.load(Ordering::SeqCst), 1);
+    let left: Vec<_> = rows(&engine)
+        .into_iter()
+        .map(|r| (r.source_id, r.record.status))
+        .collect();
+    assert_eq!(left, [("orders".to_string(), RowStatus::Dead)]);
+}
+
+/// `shutdown` from a callback stops the engine without waiting for the
+/// shard whose thread runs the callback (which stops once the callback
+/// returns), even with that shard's input queue full: the call returns,
+/// every queued commit is answered, later commits are refused, and the
+/// data directory opens again with every hook acknowledged, delivered.
+#[test]
+fn a_callback_may_shut_the_engine_down_with_its_shards_queue_full() {
+    use goad::CommitError;
+    use std::collections::BTreeSet;
+    use std::sync::{OnceLock, Weak};
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.sources.push(source_of_kinds("orders", "acme", &["take"]));
+    let delivered: Arc<parking_lot::Mutex<BTreeSet<String>>> = Arc::default();
+    let seen = delivered.clone();
+    let take = sink(move |d| {
+        seen.lock()
+            .insert(String::from_utf8_lossy(&d.hook.body).into_owned());
+        Ok(())
+    });
+    let handle: Arc<OnceLock<Weak<Engine>>> = Arc::default();
+    let (in_callback, go_on) = (crossbeam_channel::bounded(1), crossbeam_channel::bounded(1));
+    let returned = Arc::new(AtomicBool::new(false));
+    let (engine_of, shut_down) = (handle.clone(), returned.clone());
+    let (entered, go) = (in_callback.0, go_on.1);
+    let engine = Arc::new(
+        Engine::builder(c.clone())
+            .sink("take", take.clone())
+            .on_outcome(move |_| {
+                let Some(engine) = engine_of.get().and_then(Weak::upgrade) else {
+                    return;
+                };
+                if entered.try_send(()).is_ok() {
+                    go.recv().unwrap();
+                    engine.shutdown();
+                    shut_down.store(true, Ordering::SeqCst);
+                }
+            })
+            .open()
+            .unwrap(),
+    );
+    handle.set(Arc::downgrade(&engine)).unwrap();
+    engine.commit(NewHook::new("orders", "first")).unwrap();
+    in_callback.1.recv_timeout(Duration::from_secs(10)).unwrap();
+    // The shard waits in the callback: fill its queue.
+    let answers: Arc<parking_lot::Mutex<Vec<(String, bool)>>> = Arc::default();
+    let mut queued = 0;
+    loop {
+        let (answered, body) = (answers.clone(), format!("queued {queued}"));
+        let hook = NewHook::new("orders", body.clone());
+        match engine.commit_then(hook, move |r| answered.lock().push((body, r.is_ok()))) {
+            Ok(()) => queued += 1,
+            Err(CommitError::QueueFull) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(queued > 0);
+    go_on.0.send(()).unwrap();
+    wait_until("shutdown returned", Duration::from_secs(10), || {
+        returned.load(Ordering::SeqCst)
+    });
+    assert!(matches!(
+        engine.commit(NewHook::new("orders", "late")),
+        Err(CommitError::Stopped)
+    ));
+    drop(engine);
+    let mut reopened = None;
+    wait_until("the directory opens again", Duration::from_secs(10), || {
+        reopened = Engine::builder(c.clone())
+            .sink("take", take.clone())
+            .open()
+            .ok();
+        reopened.is_some()
+    });
+    let reopened = reopened.unwrap();
+    reopened.tick().unwrap();
+    let answers = answers.lock().clone();
+    assert_eq!(answers.len(), queued, "every queued commit answered once");
+    let acknowledged = answers.iter().filter(|(_, ok)| *ok);
+    let mut bodies: Vec<String> = acknowledged.map(|(body, _)| body.clone()).collect();
+    bodies.push("first".to_string());
+    let delivered = delivered.lock();
+    let missing: Vec<_> = bodies.iter().filter(|b| !delivered.contains(*b)).collect();
+    assert!(
+        missing.is_empty(),
+        "acknowledged, not delivered: {missing:?}"
+    );
+    assert_eq!(rows(&reopened).len(), 0, "every stored hook delivered");
 }
