@@ -9,19 +9,26 @@
 //! HMAC-SHA256 under the secret. Meta (Facebook, Instagram, WhatsApp) checks a
 //! subscription with a `GET` of the URL carrying the token the subscription
 //! was made with: a source with `ingest_verify_token_env` answers it.
-//! Microsoft's checks carry no secret, so a source answers them only when
+//! Twitch checks an EventSub callback with a signed
+//! `webhook_callback_verification`: a `twitch` source answers its
+//! challenge. The checks that carry no secret a source answers only when
 //! its `ingest_handshake` names them: Microsoft Graph's `validationToken`,
 //! Azure Event Grid's subscription validation and the CloudEvents webhook
-//! handshake (`OPTIONS`) its CloudEvents schema uses.
+//! handshake (`OPTIONS`) its CloudEvents schema uses, Dropbox's `GET
+//! ?challenge=` and Okta's `GET` with `x-okta-verification-challenge`.
+//! Each answer echoes what the request carries, so it tells a caller
+//! nothing it did not know.
 
 use super::auth::secret_matches;
 use super::http::{Request, Response};
 use serde::Deserialize;
 
 /// The values of a source's `ingest_handshake`, and what each names.
-pub const HANDSHAKES: [(&str, Handshake); 2] = [
+pub const HANDSHAKES: [(&str, Handshake); 4] = [
     ("microsoft_graph", Handshake::MicrosoftGraph),
     ("event_grid", Handshake::EventGrid),
+    ("dropbox", Handshake::Dropbox),
+    ("okta", Handshake::Okta),
 ];
 
 /// A provider's check of a new endpoint, answered for a source whose
@@ -30,6 +37,8 @@ pub const HANDSHAKES: [(&str, Handshake); 2] = [
 pub enum Handshake {
     MicrosoftGraph,
     EventGrid,
+    Dropbox,
+    Okta,
 }
 
 impl Handshake {
@@ -69,6 +78,33 @@ impl Handshake {
                     ),
                 })
             }
+            Handshake::Dropbox | Handshake::Okta => None,
+        }
+    }
+
+    /// The answer to a `GET` of the ingest path, this provider's check:
+    /// Dropbox's `?challenge=…` (200, the challenge as `text/plain`, not
+    /// to be sniffed as anything else), Okta's
+    /// `x-okta-verification-challenge` (200 `{"verification": …}`); 400
+    /// `bad_subscription_check` for a `GET` without it. `None` for a
+    /// provider that checks otherwise.
+    pub fn answer_get(self, request: &Request) -> Option<Response> {
+        let refused = |message: &str| Response::error(400, "bad_subscription_check", message);
+        match self {
+            Handshake::Dropbox => Some(match request.query_param("challenge") {
+                Some(challenge) if !challenge.is_empty() => {
+                    Response::text(200, "text/plain; charset=utf-8", challenge)
+                        .with_header("x-content-type-options", "nosniff".to_string())
+                }
+                _ => refused("a Dropbox check carries ?challenge="),
+            }),
+            Handshake::Okta => Some(match request.header("x-okta-verification-challenge") {
+                Some(challenge) if !challenge.is_empty() => {
+                    Response::json(200, &serde_json::json!({ "verification": challenge }))
+                }
+                _ => refused("an Okta check carries x-okta-verification-challenge"),
+            }),
+            Handshake::MicrosoftGraph | Handshake::EventGrid => None,
         }
     }
 
@@ -86,7 +122,7 @@ impl Handshake {
                         .with_header("webhook-allowed-rate", "*".to_string()),
                 )
             }
-            Handshake::MicrosoftGraph => None,
+            Handshake::MicrosoftGraph | Handshake::Dropbox | Handshake::Okta => None,
         }
     }
 }
@@ -137,6 +173,16 @@ pub fn zoom_plain_token(body: &[u8]) -> Option<String> {
     }
     let check: UrlValidation = serde_json::from_slice(body).ok()?;
     (check.event == "endpoint.url_validation").then_some(check.payload.plain_token)
+}
+
+/// The challenge of Twitch's `webhook_callback_verification` body.
+pub fn twitch_challenge(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Verification {
+        challenge: String,
+    }
+    let check: Verification = serde_json::from_slice(body).ok()?;
+    Some(check.challenge)
 }
 
 /// The challenge to answer, when `body` is Slack's `url_verification`.

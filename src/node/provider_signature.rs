@@ -12,20 +12,23 @@
 //! | `shopify` | `x-shopify-hmac-sha256: <sig>` | body | base64 |
 //! | `standard_webhooks` | `webhook-signature: v1,<sig> …`, `webhook-id`, `webhook-timestamp` | `<id>.<ts>.<body>` | base64 |
 //! | `svix` (Clerk, Resend and the other senders on Svix) | the same, named `svix-signature`, `svix-id`, `svix-timestamp` | `<id>.<ts>.<body>` | base64 |
+//! | `twitch` (EventSub) | `twitch-eventsub-message-signature: sha256=<sig>`, `…-message-id`, `…-message-timestamp` (RFC 3339) | `<id><ts><body>` | hex |
 //! | a table `{ header, prefix, encoding, algorithm }` | `<header>: <prefix><sig>` | body | hex or base64 |
 //!
 //! Those signatures are HMAC-SHA256 under the secret (a table may name
 //! SHA-1 or SHA-512), compared in constant time. A secret is the
 //! variable's bytes, or for `standard_webhooks` and `svix` a
 //! `whsec_<base64>` key. A
-//! signed timestamp (unix seconds) must lie within [`TOLERANCE_S`] of now,
-//! so a captured request cannot be replayed later.
+//! signed timestamp must lie within [`TOLERANCE_S`] of now (Twitch's,
+//! [`TWITCH_TOLERANCE_S`], as Twitch asks), so a captured request cannot
+//! be replayed later.
 //!
 //! Two providers send the secret itself instead, in a header of their own:
 //! `gitlab` (`x-gitlab-token`) and `telegram`
 //! (`x-telegram-bot-api-secret-token`); those headers are credentials,
 //! never stored with a hook nor forwarded.
 
+use super::http::Response;
 use crate::config::{HmacSignature, IngestSignature};
 use crate::sink::signing::Verifier;
 use crate::sink::PROVIDER_TOKENS;
@@ -49,6 +52,7 @@ pub const SCHEMES: &[&str] = &[
     "gitlab",
     "telegram",
     "zoom",
+    "twitch",
 ];
 
 /// An `ingest_signature` table's `encoding`s, the default first.
@@ -60,6 +64,15 @@ pub const ALGORITHMS: &[&str] = &["sha256", "sha1", "sha512"];
 /// How far a signed timestamp may be from now, either way (the 5 minutes
 /// Stripe, Slack and Standard Webhooks recommend).
 pub const TOLERANCE_S: u64 = 300;
+
+/// Twitch's: it asks receivers to refuse messages over 10 minutes old.
+pub const TWITCH_TOLERANCE_S: u64 = 600;
+
+/// Twitch EventSub's headers.
+const TWITCH_ID: &str = "twitch-eventsub-message-id";
+const TWITCH_TIMESTAMP: &str = "twitch-eventsub-message-timestamp";
+const TWITCH_SIGNATURE: &str = "twitch-eventsub-message-signature";
+const TWITCH_TYPE: &str = "twitch-eventsub-message-type";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Scheme {
@@ -76,6 +89,8 @@ enum Scheme {
     /// The secret itself, in this header (one of [`PROVIDER_TOKENS`]).
     Token(&'static str),
     BodyHmac(BodyHmac),
+    /// Twitch EventSub's `sha256=<hex>` of `<id><timestamp><body>`.
+    Twitch,
 }
 
 /// Slack's signature headers.
@@ -200,10 +215,11 @@ impl fmt::Debug for SignatureCheck {
 pub enum Refusal<'a> {
     Missing(&'a str),
     Malformed(&'a str),
-    /// The signed timestamp is this far from now.
+    /// The signed timestamp is this far from now, past the tolerance.
     Stale {
         header: &'a str,
         off_s: u64,
+        tolerance_s: u64,
     },
     /// Well formed, but signed with none of the source's secrets (or over
     /// other bytes).
@@ -217,9 +233,13 @@ impl fmt::Display for Refusal<'_> {
         match self {
             Refusal::Missing(header) => write!(f, "this source needs a signed hook: no {header}"),
             Refusal::Malformed(header) => write!(f, "{header} is not a signature of this scheme"),
-            Refusal::Stale { header, off_s } => write!(
+            Refusal::Stale {
+                header,
+                off_s,
+                tolerance_s,
+            } => write!(
                 f,
-                "{header} is {off_s} s from now, more than the {TOLERANCE_S} s allowed"
+                "{header} is {off_s} s from now, more than the {tolerance_s} s allowed"
             ),
             Refusal::Mismatch(header) => {
                 write!(
@@ -268,6 +288,7 @@ impl SignatureCheck {
                 }
                 "gitlab" => Scheme::Token(PROVIDER_TOKENS[0]),
                 "telegram" => Scheme::Token(PROVIDER_TOKENS[1]),
+                "twitch" => Scheme::Twitch,
                 other => return Err(format!("no signature scheme {other:?}")),
             },
         };
@@ -275,21 +296,44 @@ impl SignatureCheck {
         Ok(SignatureCheck { scheme, secrets })
     }
 
-    /// The answer to the provider's check of its endpoint, when `body` (of
-    /// a request this check verified) is one: Slack's `url_verification`
-    /// (`{"challenge"}`), Zoom's `endpoint.url_validation` (`{"plainToken",
-    /// "encryptedToken"}`: the token's HMAC under the first secret).
-    pub fn endpoint_check_answer(&self, body: &[u8]) -> Option<serde_json::Value> {
+    /// The answer to the provider's check of its endpoint, when the
+    /// request (its `headers` and `body`; one this check verified) is one:
+    /// Slack's `url_verification` (`{"challenge"}`), Zoom's
+    /// `endpoint.url_validation` (`{"plainToken", "encryptedToken"}`: the
+    /// token's HMAC under the first secret), Twitch's
+    /// `webhook_callback_verification` (the challenge as plain text).
+    pub fn endpoint_check_answer(&self, headers: Headers<'_>, body: &[u8]) -> Option<Response> {
+        use super::provider_handshake::{slack_challenge, twitch_challenge, zoom_plain_token};
         match self.scheme {
             SLACK => {
-                let challenge = super::provider_handshake::slack_challenge(body)?;
-                Some(serde_json::json!({ "challenge": challenge }))
+                let challenge = slack_challenge(body)?;
+                Some(Response::json(
+                    200,
+                    &serde_json::json!({ "challenge": challenge }),
+                ))
             }
             ZOOM => {
-                let plain = super::provider_handshake::zoom_plain_token(body)?;
+                let plain = zoom_plain_token(body)?;
                 let secret = self.secrets.first()?;
                 let encrypted = hex::encode(Algorithm::Sha256.mac(secret, &[plain.as_bytes()]));
-                Some(serde_json::json!({ "plainToken": plain, "encryptedToken": encrypted }))
+                let answer =
+                    serde_json::json!({ "plainToken": plain, "encryptedToken": encrypted });
+                Some(Response::json(200, &answer))
+            }
+            Scheme::Twitch => {
+                let kind = headers(TWITCH_TYPE)?;
+                if kind != "webhook_callback_verification" {
+                    return None;
+                }
+                let answer = match twitch_challenge(body) {
+                    Some(challenge) => Response::text(200, "text/plain; charset=utf-8", challenge),
+                    None => Response::error(
+                        400,
+                        "bad_subscription_check",
+                        "a webhook_callback_verification carries a challenge",
+                    ),
+                };
+                Some(answer)
             }
             _ => None,
         }
@@ -321,7 +365,7 @@ impl SignatureCheck {
                 let timestamp = timestamp
                     .filter(|_| !signatures.is_empty())
                     .ok_or(Refusal::Malformed(name))?;
-                fresh(name, timestamp, now_s)?;
+                fresh(name, timestamp, now_s, TOLERANCE_S)?;
                 let t = timestamp.to_string();
                 self.any_secret(sha256, name, &signatures, &[t.as_bytes(), b".", body])
             }
@@ -336,7 +380,7 @@ impl SignatureCheck {
                     .ok_or(Refusal::Malformed(name))?;
                 let t = required(headers, stamp)?;
                 let timestamp = t.parse::<u64>().map_err(|_| Refusal::Malformed(stamp))?;
-                fresh(stamp, timestamp, now_s)?;
+                fresh(stamp, timestamp, now_s, TOLERANCE_S)?;
                 let signed = [b"v0:", t.as_bytes(), b":", body];
                 self.any_secret(sha256, name, &[signature], &signed)
             }
@@ -352,7 +396,7 @@ impl SignatureCheck {
                 let id = required(headers, names.id)?;
                 let t = required(headers, stamp)?;
                 let timestamp = t.parse::<u64>().map_err(|_| Refusal::Malformed(stamp))?;
-                fresh(stamp, timestamp, now_s)?;
+                fresh(stamp, timestamp, now_s, TOLERANCE_S)?;
                 let signatures = required(headers, name)?;
                 let versioned = |entry: &str| entry.starts_with("v1,") || entry.starts_with("v1a,");
                 if !signatures.split(' ').any(versioned) {
@@ -367,6 +411,22 @@ impl SignatureCheck {
                     .signature(required(headers, name)?)
                     .ok_or(Refusal::Malformed(name))?;
                 self.any_secret(hmac.algorithm, name, &[signature], &[body])
+            }
+            Scheme::Twitch => {
+                let signature = required(headers, TWITCH_SIGNATURE)?
+                    .strip_prefix("sha256=")
+                    .and_then(|hex| hex::decode(hex).ok())
+                    .ok_or(Refusal::Malformed(TWITCH_SIGNATURE))?;
+                let id = required(headers, TWITCH_ID)?;
+                let t = required(headers, TWITCH_TIMESTAMP)?;
+                let at = humantime::parse_rfc3339(t)
+                    .map_err(|_| Refusal::Malformed(TWITCH_TIMESTAMP))?;
+                let timestamp = at
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |since| since.as_secs());
+                fresh(TWITCH_TIMESTAMP, timestamp, now_s, TWITCH_TOLERANCE_S)?;
+                let signed = [id.as_bytes(), t.as_bytes(), body];
+                self.any_secret(sha256, TWITCH_SIGNATURE, &[signature], &signed)
             }
             Scheme::Token(name) => {
                 let token = required(headers, name)?.as_bytes();
@@ -398,12 +458,16 @@ impl SignatureCheck {
     }
 }
 
-/// Ok if `timestamp` lies within the tolerance of `now_s`.
-fn fresh(header: &str, timestamp: u64, now_s: u64) -> Result<(), Refusal<'_>> {
+/// Ok if `timestamp` lies within `tolerance_s` of `now_s`.
+fn fresh(header: &str, timestamp: u64, now_s: u64, tolerance_s: u64) -> Result<(), Refusal<'_>> {
     let off_s = timestamp.abs_diff(now_s);
-    match off_s <= TOLERANCE_S {
+    match off_s <= tolerance_s {
         true => Ok(()),
-        false => Err(Refusal::Stale { header, off_s }),
+        false => Err(Refusal::Stale {
+            header,
+            off_s,
+            tolerance_s,
+        }),
     }
 }
 
@@ -618,7 +682,8 @@ mod tests {
                 lookup_at(signed_at + TOLERANCE_S + 1),
                 Err(Refusal::Stale {
                     header: names.timestamp,
-                    off_s: TOLERANCE_S + 1
+                    off_s: TOLERANCE_S + 1,
+                    tolerance_s: TOLERANCE_S
                 })
             );
             assert_eq!(
@@ -628,5 +693,70 @@ mod tests {
         }
         assert!(SignatureCheck::new(&"standard_webhooks".into(), &["whsec_!".into()]).is_err());
         assert!(SignatureCheck::new(&"paypal".into(), &["s".into()]).is_err());
+    }
+
+    /// Twitch EventSub: the HMAC of id, timestamp and body (computed
+    /// apart, with Python's `hmac`), its RFC 3339 timestamp with
+    /// nanoseconds within Twitch's 10 minutes only, and its callback
+    /// verification answered with the challenge once verified.
+    #[test]
+    fn a_twitch_message_verifies_and_its_verification_is_answered() {
+        let twitch = check("twitch", "s3cRe7-s3cRe7");
+        let body = br#"{"challenge":"pogchamp-kappa-360noscope-vohiyo","subscription":{"id":"f1c2a387-161a-49f9-a165-0f21d7a4e1c4","status":"webhook_callback_verification_pending","type":"channel.follow","version":"1","condition":{"broadcaster_user_id":"12826"},"transport":{"method":"webhook","callback":"https://example.com/webhooks/callback"},"created_at":"2019-11-16T10:11:12.634234626Z"}}"#;
+        let signature = "sha256=cea2f017753c755ee46dd6427c425555ad4e8e9b1aa4b890e6da941ea0ef434e";
+        let sent_s = 1_573_899_072;
+        let headers = |kind: &str| {
+            [
+                (
+                    TWITCH_ID,
+                    "e76c6bd4-55c9-4987-8304-da1588d8988b".to_string(),
+                ),
+                (
+                    TWITCH_TIMESTAMP,
+                    "2019-11-16T10:11:12.634234626Z".to_string(),
+                ),
+                (TWITCH_SIGNATURE, signature.to_string()),
+                (TWITCH_TYPE, kind.to_string()),
+            ]
+        };
+        let verification = headers("webhook_callback_verification");
+        let at = |now_s| verify_at(&twitch, &verification, body, now_s);
+        assert_eq!(at(sent_s), Ok(()));
+        assert_eq!(at(sent_s + TWITCH_TOLERANCE_S), Ok(()));
+        assert_eq!(
+            at(sent_s + TWITCH_TOLERANCE_S + 1),
+            Err(Refusal::Stale {
+                header: TWITCH_TIMESTAMP,
+                off_s: TWITCH_TOLERANCE_S + 1,
+                tolerance_s: TWITCH_TOLERANCE_S
+            })
+        );
+        assert_eq!(
+            verify_at(&twitch, &verification, b"{}", sent_s),
+            Err(Refusal::Mismatch(TWITCH_SIGNATURE))
+        );
+        let mut unix_time = verification.clone();
+        unix_time[1].1 = sent_s.to_string();
+        assert_eq!(
+            verify_at(&twitch, &unix_time, body, sent_s),
+            Err(Refusal::Malformed(TWITCH_TIMESTAMP))
+        );
+        let answer = |pairs: &[(&'static str, String)], body: &[u8]| {
+            let find = |name: &str| {
+                let pair = pairs.iter().find(|(n, _)| *n == name);
+                pair.map(|(_, v)| v.as_str())
+            };
+            let response = twitch.endpoint_check_answer(&find, body)?;
+            Some((response.status, String::from_utf8(response.body).unwrap()))
+        };
+        assert_eq!(
+            answer(&verification, body),
+            Some((200, "pogchamp-kappa-360noscope-vohiyo".to_string()))
+        );
+        assert_eq!(answer(&headers("notification"), body), None);
+        assert_eq!(
+            answer(&verification, b"{}").map(|(status, _)| status),
+            Some(400)
+        );
     }
 }

@@ -192,8 +192,8 @@ impl NodeHandler {
                     .or_else(|| refused_ingest(ingest, &request))
                     .or_else(|| {
                         let check = ingest.signature.as_ref()?;
-                        let answer = check.endpoint_check_answer(&request.body)?;
-                        Some(Response::json(200, &answer))
+                        let headers = |name: &str| request.header(name);
+                        check.endpoint_check_answer(&headers, &request.body)
                     });
                 (answered, dedupe_key)
             }
@@ -238,18 +238,22 @@ impl NodeHandler {
 
     /// A provider's `GET` or `OPTIONS` of the ingest path: its check of a
     /// subscription, answered for a source with `ingest_verify_token_env`
-    /// (`GET`, Meta's) or an `ingest_handshake` that has one (`OPTIONS`,
-    /// the CloudEvents webhook handshake); other sources take only `POST`.
-    /// Counted as an ingest answer.
+    /// (`GET`, Meta's) or an `ingest_handshake` that has one (`GET`,
+    /// Dropbox's and Okta's; `OPTIONS`, the CloudEvents webhook handshake);
+    /// other sources take only `POST`. Counted as an ingest answer.
     fn subscription_check(&self, source_id: &str, request: &Request) -> Response {
         let tokens = self.state.tokens.read();
         let (response, configured) = match tokens.sources.get(source_id) {
             None => (unknown_source(source_id), false),
             Some(ingest) => {
                 let answer = match request.method.as_str() {
-                    "GET" => ingest.verify_token.as_deref().map(|token| {
-                        super::provider_handshake::subscription_answer(request, token)
-                    }),
+                    "GET" => match ingest.verify_token.as_deref() {
+                        Some(token) => {
+                            let answer = super::provider_handshake::subscription_answer;
+                            Some(answer(request, token))
+                        }
+                        None => ingest.handshake.and_then(|h| h.answer_get(request)),
+                    },
                     _ => ingest.handshake.and_then(|h| h.answer_options(request)),
                 };
                 let refused = || method_not_allowed(&request.path, &request.method, &["POST"]);

@@ -1,6 +1,7 @@
 //! Provider signatures and token schemes at ingest: only hooks that carry
 //! the source's secret are taken; and providers' checks of a new endpoint
-//! (Slack, Zoom, Meta, Microsoft Graph, Event Grid), answered, not stored.
+//! (Slack, Zoom, Meta, Twitch, Microsoft Graph, Event Grid, Dropbox,
+//! Okta), answered, not stored.
 
 use super::*;
 
@@ -593,4 +594,120 @@ fn a_source_answers_microsofts_endpoint_checks_when_its_handshake_names_them() {
         graph_like.status, 202,
         "a hook of a source without the handshake"
     );
+}
+
+/// Twitch checks an EventSub callback with a signed
+/// `webhook_callback_verification`: a `twitch` source answers its
+/// challenge as plain text and stores nothing; a forged one is refused as
+/// any unsigned hook is; a signed notification is a hook, its message id
+/// its dedupe key, delivered with Twitch's headers.
+#[test]
+fn a_twitch_source_answers_twitchs_callback_verification() {
+    std::env::set_var("NODE_TEST_TWITCH_SECRET", "twitch-secret-0123");
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = node_config(dir.path());
+    let url = receiver.url("/in");
+    let mut twitch = signed_source("twitch", "twitch", "NODE_TEST_TWITCH_SECRET", &url);
+    twitch.dedupe_header = Some("twitch-eventsub-message-id".into());
+    twitch.dedupe_window_ms = Some(600_000);
+    c.sources.push(twitch);
+    let node = start(c);
+    let addr = node.local_addr();
+    let post = |kind: &str, id: &str, body: &[u8], secret: &[u8]| {
+        let sent = std::time::SystemTime::now();
+        let ts = humantime::format_rfc3339_nanos(sent).to_string();
+        let sig = hex::encode(hmac_sha256(secret, &[id.as_bytes(), ts.as_bytes(), body]));
+        let signature = format!("sha256={sig}");
+        let headers = [
+            ("content-type", "application/json"),
+            ("twitch-eventsub-message-id", id),
+            ("twitch-eventsub-message-timestamp", ts.as_str()),
+            ("twitch-eventsub-message-signature", signature.as_str()),
+            ("twitch-eventsub-message-type", kind),
+        ];
+        ingest(addr, "twitch", body, &headers)
+    };
+    let check = br#"{"challenge":"pogchamp-kappa-360noscope-vohiyo","subscription":{"id":"f1c2a387-161a-49f9-a165-0f21d7a4e1c4","status":"webhook_callback_verification_pending","type":"channel.follow","version":"2"}}"#;
+    let verification = "webhook_callback_verification";
+    let answer = post(verification, "m-1", check, b"twitch-secret-0123");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.text(), "pogchamp-kappa-360noscope-vohiyo");
+    assert_eq!(
+        answer.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    let forged = post(verification, "m-2", check, b"not the secret");
+    assert_eq!(
+        (forged.status, forged.error_code()),
+        (401, "bad_signature".to_string())
+    );
+    let engine = node.engine().unwrap();
+    assert_eq!(engine.hook_count().unwrap(), 0, "the check is not a hook");
+    let event = br#"{"subscription":{"type":"channel.follow"},"event":{"user_login":"cool_user"}}"#;
+    let first = post("notification", "m-3", event, b"twitch-secret-0123");
+    assert_eq!(first.status, 202, "{}", first.text());
+    let again = post("notification", "m-3", event, b"twitch-secret-0123");
+    assert_eq!(again.json()["id"], first.json()["id"], "a redelivery");
+    assert!(receiver.wait_for(1, Duration::from_secs(20)));
+    let delivered = &receiver.received()[0];
+    assert_eq!(delivered.body, event.to_vec());
+    assert_eq!(
+        delivered.header("twitch-eventsub-message-type"),
+        Some("notification")
+    );
+}
+
+/// Dropbox checks a webhook URL with `GET ?challenge=…`, and Okta an
+/// event hook with a `GET` carrying `x-okta-verification-challenge`;
+/// neither carries a secret, so a source answers them only when its
+/// `ingest_handshake` names them: Dropbox's echoed as `text/plain` that a
+/// browser may not sniff, Okta's as `{"verification"}`, a `GET` without
+/// the challenge 400. Nothing is stored, and a source without the
+/// handshake takes only `POST`.
+#[test]
+fn a_source_answers_dropbox_and_okta_checks_when_its_handshake_names_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = node_config(dir.path());
+    let unreachable = || vec![SinkConfig::http("http://127.0.0.1:9/x")];
+    let mut dropbox = source("dropbox", "t1", unreachable());
+    dropbox.ingest_handshake = Some("dropbox".into());
+    let mut okta = source("okta", "t1", unreachable());
+    okta.ingest_handshake = Some("okta".into());
+    c.sources
+        .extend([dropbox, okta, source("plain", "t1", unreachable())]);
+    let node = start(c);
+    let addr = node.local_addr();
+
+    let answer = get(addr, "/v1/sources/dropbox/hooks?challenge=fNj2Ue7ZkHrsH4Vr");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.text(), "fNj2Ue7ZkHrsH4Vr");
+    assert_eq!(
+        answer.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    assert_eq!(answer.header("x-content-type-options"), Some("nosniff"));
+    let bare = get(addr, "/v1/sources/dropbox/hooks");
+    assert_eq!(
+        (bare.status, bare.error_code()),
+        (400, "bad_subscription_check".to_string())
+    );
+
+    // Okta's documented example.
+    let challenge = [(
+        "x-okta-verification-challenge",
+        "j2xYlhq9ifomv9yAtf-DXGuF6fcnHbOzDhjntcWg",
+    )];
+    let answer = call(addr, "GET", "/v1/sources/okta/hooks", &challenge, b"");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(
+        answer.json(),
+        serde_json::json!({"verification": "j2xYlhq9ifomv9yAtf-DXGuF6fcnHbOzDhjntcWg"})
+    );
+    let bare = get(addr, "/v1/sources/okta/hooks");
+    assert_eq!(bare.status, 400);
+
+    let plain = get(addr, "/v1/sources/plain/hooks?challenge=x");
+    assert_eq!((plain.status, plain.header("allow")), (405, Some("POST")));
+    assert_eq!(node.engine().unwrap().hook_count().unwrap(), 0);
 }
