@@ -189,17 +189,16 @@ impl std::error::Error for OpenError {
 }
 
 /// Why an engine call that asks the shards got no answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Unavailable {
     /// The engine is shut down.
     Stopped,
     /// A shard did not take the call or answer it within its deadline.
     TimedOut,
-    /// A shard's store failed to read or write (its log says why; a shard
-    /// whose write failed rebuilds from its store, and the call may be
-    /// made again).
-    StoreFailed,
+    /// A shard's store failed to read or write (a shard whose write failed
+    /// rebuilds from its store, and the call may be made again).
+    StoreFailed(Arc<StoreError>),
     /// Called on a shard's thread (in an `on_outcome`, `on_breaker` or
     /// `commit_then` callback), where waiting for the shards could wait for
     /// the thread it blocks: call it from another thread.
@@ -218,10 +217,12 @@ impl fmt::Display for Unavailable {
                 f,
                 "a shard of the dispatch engine did not answer within the call's deadline"
             ),
-            Unavailable::StoreFailed => write!(
-                f,
-                "a shard's store failed (the log says why); the call may be made again"
-            ),
+            Unavailable::StoreFailed(e) => {
+                write!(
+                    f,
+                    "a shard's store failed ({e}); the call may be made again"
+                )
+            }
             Unavailable::OnShardThread => {
                 write!(f, "{ON_SHARD_THREAD}: call it from another thread")
             }
@@ -229,7 +230,14 @@ impl fmt::Display for Unavailable {
     }
 }
 
-impl std::error::Error for Unavailable {}
+impl std::error::Error for Unavailable {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Unavailable::StoreFailed(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+}
 
 /// The spare capacity a replay may use right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -444,7 +452,7 @@ impl Engine {
             };
             let steps = self.ask_shards(sweeping.iter().copied(), DEAD_LETTER_SOURCE_WAIT, ask)?;
             for (k, step) in sweeping.into_iter().zip(steps) {
-                let step = step.map_err(|_| Unavailable::StoreFailed)?;
+                let step = step.map_err(Unavailable::StoreFailed)?;
                 dead += step.dead;
                 from[k] = step.next;
             }
@@ -508,7 +516,7 @@ impl Engine {
             if let Some(at) = shard
                 .store
                 .oldest_due_ms()
-                .map_err(|_| Unavailable::StoreFailed)?
+                .map_err(|e| Unavailable::StoreFailed(Arc::new(e)))?
             {
                 oldest = Some(oldest.map_or(at, |o| o.min(at)));
             }

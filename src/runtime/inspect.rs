@@ -198,7 +198,7 @@ impl Engine {
     ) -> Result<T, Unavailable> {
         let mut answers = self.ask_shards([shard], SHARD_CALL_WAIT, |_, reply| ask(reply))?;
         let answer = answers.pop().ok_or(Unavailable::TimedOut)?;
-        answer.map_err(|_| Unavailable::StoreFailed)
+        answer.map_err(Unavailable::StoreFailed)
     }
 
     /// Revives, now and unpaced, every dead row matching `filter` that is
@@ -293,11 +293,11 @@ impl Engine {
             let due = self.shards[k]
                 .store
                 .due_by_tenant()
-                .map_err(|_| Unavailable::StoreFailed)?;
+                .map_err(|e| Unavailable::StoreFailed(Arc::new(e)))?;
             let stored_bytes = self.shards[k]
                 .store
                 .stored_by_tenant()
-                .map_err(|_| Unavailable::StoreFailed)?;
+                .map_err(|e| Unavailable::StoreFailed(Arc::new(e)))?;
             out.push(ShardTenants {
                 shard: k,
                 due,
