@@ -21,6 +21,7 @@ mod ingest_counts;
 mod ingest_rate;
 mod metrics;
 mod notify;
+mod open_admin;
 pub mod open_files;
 #[cfg(target_os = "linux")]
 mod process_metrics;
@@ -117,6 +118,8 @@ pub(crate) struct NodeState {
     reloading: Mutex<()>,
     reloads: reload_counts::ReloadCounts,
     tokens: RwLock<Tokens>,
+    /// Whether the node listens on a loopback address (see `open_admin`).
+    listens_on_loopback: bool,
     /// The front's TLS config, when it serves HTTPS (a reload renews it).
     tls: Option<SharedTls>,
     admin: admin::AdminQueues,
@@ -187,6 +190,7 @@ impl Node {
             reloading: Mutex::new(()),
             reloads: Default::default(),
             tokens: RwLock::new(tokens),
+            listens_on_loopback: addr.ip().is_loopback(),
             tls: tls.clone(),
             admin: admin_queues,
         });

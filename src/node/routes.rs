@@ -276,9 +276,16 @@ impl Handler for NodeHandler {
             Err(response) => return Some(response),
         };
         if route.is_admin() {
-            if let Some(token) = &self.state.tokens.read().admin {
-                if !bearer_matches(request.header("authorization"), token) {
+            match &self.state.tokens.read().admin {
+                Some(token) if !bearer_matches(request.header("authorization"), token) => {
                     return Some(unauthorized("the admin API needs the admin token"));
+                }
+                Some(_) => {}
+                None => {
+                    let loopback = self.state.listens_on_loopback;
+                    if let Some(refused) = super::open_admin::refusal(&request, loopback) {
+                        return Some(refused);
+                    }
                 }
             }
         }

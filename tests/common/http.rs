@@ -183,7 +183,7 @@ impl Client {
 /// The bytes of a well-formed request with a Content-Length.
 pub fn raw_request(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
     let mut raw = format!(
-        "{method} {path} HTTP/1.1\r\nhost: goad\r\ncontent-length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\nhost: localhost\r\ncontent-length: {}\r\n",
         body.len()
     );
     for (name, value) in headers {

@@ -63,6 +63,86 @@ fn admin_routes_need_the_admin_token_and_health_and_metrics_do_not() {
     assert_eq!(get(addr, "/metrics").status, 200);
 }
 
+/// Without an admin token, the admin API of a node on loopback is kept
+/// from the machine's browser: a web page's simple cross-site `POST` (it
+/// carries `Origin`) is refused 403 `browser_request` and does nothing,
+/// and a request addressed to a DNS name (one a page rebound to
+/// 127.0.0.1) is refused 403 `bad_host`; the node's own addresses,
+/// `localhost` and a request without `Host` are served, as are ingest,
+/// health and metrics. A node with an admin token does not check either.
+#[test]
+fn an_admin_api_without_a_token_takes_no_browsers_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = node_config(dir.path());
+    c.sources.push(source("gh", "t1", vec![]));
+    let node = start(c);
+    let addr = node.local_addr();
+    let port = addr.port().to_string();
+    let page = [
+        ("origin", "https://evil.example"),
+        ("content-type", "text/plain"),
+    ];
+    let csrf = call(addr, "POST", "/v1/drain", &page, b"");
+    assert_eq!(
+        (csrf.status, csrf.error_code()),
+        (403, "browser_request".to_string())
+    );
+    assert!(
+        csrf.text().contains("Origin: https://evil.example"),
+        "{}",
+        csrf.text()
+    );
+    assert_eq!(
+        get(addr, "/v1/drain").json()["draining"],
+        false,
+        "nothing done"
+    );
+    let rebound = format!("GET /v1/dead-letters HTTP/1.1\r\nhost: evil.example:{port}\r\n\r\n");
+    let refused = Client::connect(addr).send_and_reply(rebound.as_bytes());
+    assert_eq!(
+        (refused.status, refused.error_code()),
+        (403, "bad_host".to_string())
+    );
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        "[::1]".to_string(),
+    ] {
+        let request = format!("GET /v1/dead-letters HTTP/1.1\r\nhost: {host}\r\n\r\n");
+        let served = Client::connect(addr).send_and_reply(request.as_bytes());
+        assert_eq!(served.status, 200, "{host}");
+    }
+    let http_1_0 = Client::connect(addr).send_and_reply(b"GET /v1/stats HTTP/1.0\r\n\r\n");
+    assert_eq!(http_1_0.status, 200, "no Host");
+    let hook = call(addr, "POST", "/v1/sources/gh/hooks", &page, b"{}");
+    assert_eq!(hook.status, 202, "ingest is not the admin API");
+    for path in ["/healthz", "/metrics"] {
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nhost: evil.example\r\norigin: https://evil.example\r\n\r\n"
+        );
+        assert_eq!(
+            Client::connect(addr)
+                .send_and_reply(request.as_bytes())
+                .status,
+            200
+        );
+    }
+    node.stop();
+    node.wait().unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = node_config(dir.path());
+    std::env::set_var("NODE_TEST_BROWSER_ADMIN_TOKEN", "adm-b");
+    c.admin_token_env = Some("NODE_TEST_BROWSER_ADMIN_TOKEN".into());
+    let node = start(c);
+    let with_token = [
+        ("origin", "https://dash.example"),
+        ("authorization", "Bearer adm-b"),
+    ];
+    let answer = call(node.local_addr(), "GET", "/v1/drain", &with_token, b"");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+}
+
 #[test]
 fn a_node_refuses_a_public_address_without_an_admin_token() {
     let dir = tempfile::tempdir().unwrap();
