@@ -26,6 +26,7 @@ use crate::sink::aws_credentials::{AwsCredentials, EnvCredentials};
 use sha2::{Digest, Sha256};
 use std::fs::{self, File};
 use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
@@ -183,8 +184,11 @@ impl ClaimStore {
     }
 
     /// Deletes the claims last checked in before `now` less the retention,
-    /// and temporary files a crash left as old; returns how many. A bucket's
-    /// lifecycle rule does this for a bucket: nothing is swept there.
+    /// and temporary files a crash left as old; returns how many. The
+    /// claims it keeps are made their owner's only (`0600`), as claims
+    /// are written, for those an earlier goad wrote with the umask's mode.
+    /// A bucket's lifecycle rule does this for a bucket: nothing is swept
+    /// there.
     pub fn sweep(&self, now: SystemTime) -> io::Result<u64> {
         let Backend::Dir(dir) = &self.backend else {
             return Ok(0);
@@ -205,9 +209,12 @@ impl ClaimStore {
             }
             for claim in fs::read_dir(tenant.path())? {
                 let claim = claim?;
-                if claim.metadata()?.modified()? < cutoff {
+                let metadata = claim.metadata()?;
+                if metadata.modified()? < cutoff {
                     fs::remove_file(claim.path())?;
                     swept += 1;
+                } else if metadata.permissions().mode() & 0o077 != 0 {
+                    fs::set_permissions(claim.path(), fs::Permissions::from_mode(0o600))?;
                 }
             }
         }
@@ -248,6 +255,17 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600, "the body its owner's only");
+        // A claim an earlier goad wrote with the umask's mode is made the
+        // owner's only by the next sweep, and still redeemed.
+        let open_to_all = fs::Permissions::from_mode(0o644);
+        fs::set_permissions(dir.path().join("acme").join(&first.sha256), open_to_all).unwrap();
+        assert_eq!(claims.sweep(SystemTime::now()).unwrap(), 0);
+        let mode = fs::metadata(dir.path().join("acme").join(&first.sha256))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "tightened");
+        assert!(claims.redeem("acme", &first.sha256).unwrap().is_some());
         let files = |t: &str| fs::read_dir(dir.path().join(t)).unwrap().count();
         assert_eq!(
             (files("acme"), files("globex")),

@@ -1,5 +1,7 @@
-//! The thread that deletes claims past their retention, once an hour (or
-//! twice per retention, if that is shorter), until the engine stops.
+//! The thread that deletes claims past their retention (and makes those
+//! an earlier goad left open to all its owner's only): as the engine
+//! opens, then once an hour (or twice per retention, if that is shorter),
+//! until the engine stops.
 
 use super::ClaimStore;
 use crate::limits::CLAIM_SWEEP_INTERVAL_MS;
@@ -23,19 +25,19 @@ impl ClaimSweeper {
         let thread = std::thread::Builder::new()
             .name("goad-claims".into())
             .spawn(move || loop {
-                match stopped.recv_timeout(interval) {
-                    Err(RecvTimeoutError::Timeout) => match claims.sweep(SystemTime::now()) {
-                        Ok(0) => {}
-                        Ok(swept) => crate::log::info(
-                            "claims past their retention deleted",
-                            &[("claims", &swept), ("retention_ms", &retention_ms)],
-                        ),
-                        Err(e) => crate::log::error(
-                            "claim check sweep failed; trying again later",
-                            &[("error", &e)],
-                        ),
-                    },
-                    _ => return,
+                match claims.sweep(SystemTime::now()) {
+                    Ok(0) => {}
+                    Ok(swept) => crate::log::info(
+                        "claims past their retention deleted",
+                        &[("claims", &swept), ("retention_ms", &retention_ms)],
+                    ),
+                    Err(e) => crate::log::error(
+                        "claim check sweep failed; trying again later",
+                        &[("error", &e)],
+                    ),
+                }
+                if stopped.recv_timeout(interval) != Err(RecvTimeoutError::Timeout) {
+                    return;
                 }
             })?;
         Ok(ClaimSweeper { stop, thread })

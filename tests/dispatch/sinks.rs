@@ -279,6 +279,43 @@ fn a_host_sinks_inline_limit_brings_a_claim_and_a_broken_one_fails_only_its_rows
     }
 }
 
+/// A claim file an earlier goad wrote with the umask's mode (0644: any
+/// account of the host could read the hook's body) is made its owner's
+/// only by the claim check's sweep as the engine opens, and still redeemed.
+#[test]
+fn a_claim_left_open_to_all_is_its_owners_only_once_the_engine_opens() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let small = Arc::new(SmallInline::default());
+    let mut c = config(dir.path());
+    c.sources.push(source_of_kinds("s", "t", &["small"]));
+    let open = || {
+        let sink = small.clone();
+        Engine::builder(c.clone())
+            .sink("small", sink)
+            .open()
+            .unwrap()
+    };
+    let engine = open();
+    let body = vec![b'b'; 100];
+    engine.commit(NewHook::new("s", body.clone())).unwrap();
+    engine.tick().unwrap();
+    let claim = small.0.lock()[0].clone().expect("the body came as a claim");
+    engine.shutdown();
+    drop(engine);
+    let file = c.claim_dir().join("t").join(&claim.sha256);
+    let mode = |file: &std::path::Path| std::fs::metadata(file).unwrap().permissions().mode();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(mode(&file) & 0o777, 0o644);
+    let engine = open();
+    wait_until(
+        "the claim is its owner's only",
+        Duration::from_secs(10),
+        || mode(&file) & 0o777 == 0o600,
+    );
+    assert_eq!(engine.redeem_claim("t", &claim.sha256).unwrap(), Some(body));
+}
+
 /// Reference weakness 1, mended: an open breaker outlives a restart. An
 /// engine reopened within the breaker's open period keeps the key's rows
 /// parked until it ends, then runs one probe alone, not a wave of
