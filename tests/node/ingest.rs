@@ -230,6 +230,28 @@ fn a_chunked_ingest_body_is_decoded_and_delivered() {
     assert!(receiver.wait_for(2, Duration::from_secs(10)));
 }
 
+/// A provider header whose value is not UTF-8 (an older client's
+/// ISO-8859-1) does not get the hook refused, which would refuse every
+/// retry of it too: the value is read byte by byte as ISO-8859-1 and
+/// delivered as that text, in UTF-8.
+#[test]
+fn a_hook_with_a_header_that_is_not_utf_8_is_taken_and_delivered() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = node_config(dir.path());
+    let sinks = vec![SinkConfig::http(receiver.url("/in"))];
+    c.sources.push(source("gh", "acme", sinks));
+    let node = start(c);
+    let reply = Client::connect(node.local_addr()).send_and_reply(
+        b"POST /v1/sources/gh/hooks HTTP/1.1\r\nx-customer: Caf\xe9 M\xfcller\r\ncontent-length: 2\r\n\r\n{}",
+    );
+    assert_eq!(reply.status, 202, "{}", reply.text());
+    assert!(receiver.wait_for(1, Duration::from_secs(10)));
+    let got = &receiver.received()[0];
+    assert_eq!(got.header("x-customer"), Some("Caf\u{e9} M\u{fc}ller"));
+    assert_eq!(got.body, b"{}");
+}
+
 /// A source's `max_ingest_per_s`: past a second's worth its ingest is
 /// answered 429 `rate_limited` with `Retry-After`, counted in the ingest
 /// metrics, while another source takes hooks. A reload that leaves the

@@ -157,14 +157,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Request, usize, u8)>, Response> {
     let (path, query) = path_and_query(req.path.unwrap_or_default());
     let mut fields = Vec::with_capacity(req.headers.len());
     for h in req.headers.iter() {
-        let Ok(value) = std::str::from_utf8(h.value) else {
-            return Err(Response::error(
-                400,
-                "bad_header",
-                &format!("header {} is not UTF-8", h.name),
-            ));
-        };
-        fields.push((h.name.to_ascii_lowercase(), value.trim().to_string()));
+        fields.push((h.name.to_ascii_lowercase(), field_value(h.value)));
     }
     let mut request = Request {
         method: req.method.unwrap_or_default().to_string(),
@@ -180,6 +173,24 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Request, usize, u8)>, Response> {
         _ => connection.as_deref() == Some("keep-alive"),
     };
     Ok(Some((request, head_len, version)))
+}
+
+/// A header's value as text: its UTF-8, or, for bytes that are not (the
+/// `obs-text` of an older client, which RFC 9110 asks a recipient to keep
+/// as opaque data), each byte as the ISO-8859-1 character it was meant as,
+/// as Node.js and Python read them. Refusing the request instead would
+/// refuse every event of a provider that sends such a value, however
+/// often it retries.
+fn field_value(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => text.trim().to_string(),
+        Err(_) => bytes
+            .iter()
+            .map(|&b| char::from(b))
+            .collect::<String>()
+            .trim()
+            .to_string(),
+    }
 }
 
 /// How the body that follows the head is framed.
@@ -345,6 +356,16 @@ mod tests {
     }
 
     /// An absolute-form target is taken as its path and query.
+    /// A header value that is not UTF-8 is read as ISO-8859-1, byte by
+    /// byte, instead of refusing the request; UTF-8 stays as it is.
+    #[test]
+    fn a_header_value_that_is_not_utf_8_is_read_as_latin_1() {
+        let (r, _) = complete(b"POST / HTTP/1.1\r\nX-Name: caf\xe9\r\nX-Utf8: caf\xc3\xa9\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(r.header("x-name"), Some("caf\u{e9}"));
+        assert_eq!(r.header("x-utf8"), Some("caf\u{e9}"));
+        assert_eq!(field_value(b"\xff\xfe "), "\u{ff}\u{fe}");
+    }
+
     #[test]
     fn an_absolute_form_target_is_its_path_and_query() {
         let (r, _) = complete(b"GET http://node:7878/v1/x?limit=5 HTTP/1.1\r\nHost: node\r\n\r\n");
