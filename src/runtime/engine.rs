@@ -230,6 +230,18 @@ impl fmt::Display for Unavailable {
     }
 }
 
+impl From<StoreError> for Unavailable {
+    fn from(e: StoreError) -> Unavailable {
+        Unavailable::StoreFailed(Arc::new(e))
+    }
+}
+
+impl From<Arc<StoreError>> for Unavailable {
+    fn from(e: Arc<StoreError>) -> Unavailable {
+        Unavailable::StoreFailed(e)
+    }
+}
+
 impl std::error::Error for Unavailable {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
@@ -452,7 +464,7 @@ impl Engine {
             };
             let steps = self.ask_shards(sweeping.iter().copied(), DEAD_LETTER_SOURCE_WAIT, ask)?;
             for (k, step) in sweeping.into_iter().zip(steps) {
-                let step = step.map_err(Unavailable::StoreFailed)?;
+                let step = step?;
                 dead += step.dead;
                 from[k] = step.next;
             }
@@ -513,11 +525,7 @@ impl Engine {
         }
         let mut oldest: Option<u64> = None;
         for shard in &self.shards {
-            if let Some(at) = shard
-                .store
-                .oldest_due_ms()
-                .map_err(|e| Unavailable::StoreFailed(Arc::new(e)))?
-            {
+            if let Some(at) = shard.store.oldest_due_ms()? {
                 oldest = Some(oldest.map_or(at, |o| o.min(at)));
             }
         }

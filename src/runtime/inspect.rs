@@ -198,7 +198,7 @@ impl Engine {
     ) -> Result<T, Unavailable> {
         let mut answers = self.ask_shards([shard], SHARD_CALL_WAIT, |_, reply| ask(reply))?;
         let answer = answers.pop().ok_or(Unavailable::TimedOut)?;
-        answer.map_err(Unavailable::StoreFailed)
+        Ok(answer?)
     }
 
     /// Revives, now and unpaced, every dead row matching `filter` that is
@@ -290,14 +290,8 @@ impl Engine {
         })?;
         let mut out = Vec::new();
         for (k, tenants) in replies.into_iter().enumerate() {
-            let due = self.shards[k]
-                .store
-                .due_by_tenant()
-                .map_err(|e| Unavailable::StoreFailed(Arc::new(e)))?;
-            let stored_bytes = self.shards[k]
-                .store
-                .stored_by_tenant()
-                .map_err(|e| Unavailable::StoreFailed(Arc::new(e)))?;
+            let due = self.shards[k].store.due_by_tenant()?;
+            let stored_bytes = self.shards[k].store.stored_by_tenant()?;
             out.push(ShardTenants {
                 shard: k,
                 due,
