@@ -250,21 +250,14 @@ mod tests {
         );
         assert_eq!(claims.redeem("acme", "../globex").unwrap(), None);
         assert!(claims.check_in("../x", b"y").is_err());
-        let mode = fs::metadata(dir.path().join("acme").join(&first.sha256))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600, "the body its owner's only");
+        let claim_file = dir.path().join("acme").join(&first.sha256);
+        let mode = || fs::metadata(&claim_file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(), 0o600, "the body its owner's only");
         // A claim an earlier goad wrote with the umask's mode is made the
         // owner's only by the next sweep, and still redeemed.
-        let open_to_all = fs::Permissions::from_mode(0o644);
-        fs::set_permissions(dir.path().join("acme").join(&first.sha256), open_to_all).unwrap();
+        fs::set_permissions(&claim_file, fs::Permissions::from_mode(0o644)).unwrap();
         assert_eq!(claims.sweep(SystemTime::now()).unwrap(), 0);
-        let mode = fs::metadata(dir.path().join("acme").join(&first.sha256))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600, "tightened");
+        assert_eq!(mode(), 0o600, "tightened");
         assert!(claims.redeem("acme", &first.sha256).unwrap().is_some());
         let files = |t: &str| fs::read_dir(dir.path().join(t)).unwrap().count();
         assert_eq!(
@@ -277,7 +270,7 @@ mod tests {
         let old = SystemTime::now() - Duration::from_secs(120);
         File::options()
             .write(true)
-            .open(dir.path().join("acme").join(&first.sha256))
+            .open(&claim_file)
             .unwrap()
             .set_modified(old)
             .unwrap();
