@@ -148,9 +148,16 @@ pub fn route(method: &str, path: &str) -> Result<Route, Response> {
     Ok(route)
 }
 
-/// 405: `path` takes only the `allowed` methods.
+/// 405: `path` takes only the `allowed` methods (and `HEAD` where it
+/// takes `GET`: the front answers a `HEAD` as a `GET`, without the body).
 fn method_not_allowed(path: &str, method: &str, allowed: &[&str]) -> Response {
-    let allowed = allowed.join(", ");
+    let head = allowed.contains(&"GET").then_some("HEAD");
+    let allowed = allowed
+        .iter()
+        .copied()
+        .chain(head)
+        .collect::<Vec<_>>()
+        .join(", ");
     Response::error(
         405,
         "method_not_allowed",
@@ -422,7 +429,7 @@ mod tests {
         assert_eq!(wrong.status, 405);
         assert_eq!(
             wrong.headers,
-            vec![("allow", "GET, OPTIONS, POST".to_string())]
+            vec![("allow", "GET, OPTIONS, POST, HEAD".to_string())]
         );
         assert_eq!(route("GET", "/nope").unwrap_err().status, 404);
         // One path, two methods.
@@ -435,7 +442,10 @@ mod tests {
             Ok(Route::Worker(WorkerRoute::PurgeDeadLetters))
         );
         let wrong = route("POST", "/v1/dead-letters").unwrap_err();
-        assert_eq!(wrong.headers, vec![("allow", "GET, DELETE".to_string())]);
+        assert_eq!(
+            wrong.headers,
+            vec![("allow", "GET, DELETE, HEAD".to_string())]
+        );
     }
 
     /// While a shard that panicked twice in a row refuses commits, the node

@@ -390,6 +390,53 @@ fn keep_alive_and_pipelined_requests_are_answered_in_order() {
     assert!(client.is_closed());
 }
 
+/// A `HEAD` is answered as its `GET` is, without the body: its
+/// `content-length` is the `GET`'s, and the next answer on the connection
+/// follows its head at once (a body there would be read as the next
+/// answer's start, as it was when `HEAD` got a 405 with a body), whether
+/// the loop answers it (`/healthz`) or a worker does (`/metrics`).
+#[test]
+fn a_head_request_is_answered_as_its_get_without_the_body() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(node_config(dir.path()));
+    let addr = node.local_addr();
+    let healthz = get(addr, "/healthz");
+    for path in ["/healthz", "/metrics"] {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let head = format!("HEAD {path} HTTP/1.1\r\nhost: localhost\r\n\r\n");
+        let then = "GET /healthz HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n";
+        stream
+            .write_all(format!("{head}{then}").as_bytes())
+            .unwrap();
+        let mut answers = Vec::new();
+        stream.read_to_end(&mut answers).unwrap();
+        let answers = String::from_utf8(answers).unwrap();
+        let (head, rest) = answers.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{path}: {head}");
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(length > 0, "{path}: the GET's length");
+        if path == "/healthz" {
+            assert_eq!(length, healthz.body.len());
+        }
+        assert!(rest.starts_with("HTTP/1.1 200 OK\r\n"), "{path}: {rest}");
+        assert!(rest.ends_with(r#"{"status":"ok"}"#), "{path}: {rest}");
+    }
+    let post = call(addr, "POST", "/healthz", &[], b"");
+    assert_eq!(
+        (post.status, post.header("allow")),
+        (405, Some("GET, HEAD"))
+    );
+}
+
 #[test]
 fn connections_over_the_cap_get_503() {
     let dir = tempfile::tempdir().unwrap();

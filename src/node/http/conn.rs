@@ -24,6 +24,9 @@ pub(super) struct Conn {
     pub(super) waiting: Option<u64>,
     /// Whether the handed-off request keeps the connection open.
     pub(super) waiting_keep_alive: bool,
+    /// Whether the handed-off request was a `HEAD`: its answer goes
+    /// without its body.
+    pub(super) waiting_head: bool,
     pub(super) close_after_write: bool,
     /// The peer closed its half: answer what is in progress, then close.
     pub(super) peer_closed: bool,
@@ -52,6 +55,7 @@ impl Conn {
             written: 0,
             waiting: None,
             waiting_keep_alive: false,
+            waiting_head: false,
             close_after_write: false,
             peer_closed: false,
             fin_announced: false,
@@ -144,22 +148,30 @@ impl Conn {
                     self.drop_input();
                     answered_bytes = 0;
                 }
-                Parsed::Complete(request, used) => {
+                Parsed::Complete(mut request, used) => {
                     answered_bytes += used;
                     self.request_started = None;
                     self.continue_sent = false;
                     let keep_alive = request.keep_alive && !stopping;
+                    // HEAD is GET answered without the body (RFC 9110
+                    // §9.3.2): every GET route takes it, as monitors
+                    // that check with HEAD expect.
+                    let head = request.method == "HEAD";
+                    if head {
+                        request.method = "GET".to_string();
+                    }
                     match handle(request) {
                         Answer::Now(response) => {
-                            response.write_to(&mut self.output, keep_alive);
+                            write_answer(&mut self.output, &response, keep_alive, head);
                             self.close_after_write |= !keep_alive;
                         }
                         Answer::Later(id) => {
                             self.waiting = Some(id);
                             self.waiting_keep_alive = keep_alive;
+                            self.waiting_head = head;
                         }
                         Answer::Failed(response) => {
-                            response.write_to(&mut self.output, false);
+                            write_answer(&mut self.output, &response, false, head);
                             self.close_after_write = true;
                         }
                     }
@@ -168,6 +180,15 @@ impl Conn {
         }
         self.input.drain(..answered_bytes);
         held_back
+    }
+}
+
+/// Appends `response` to `out` as the answer to a request, without its
+/// body if that request was a `HEAD`.
+pub(super) fn write_answer(out: &mut Vec<u8>, response: &Response, keep_alive: bool, head: bool) {
+    match head {
+        true => response.write_head_to(out, keep_alive),
+        false => response.write_to(out, keep_alive),
     }
 }
 

@@ -65,6 +65,13 @@ impl Response {
 
     /// Appends the response's bytes to `out`.
     pub fn write_to(&self, out: &mut Vec<u8>, keep_alive: bool) {
+        self.write_head_to(out, keep_alive);
+        out.extend_from_slice(&self.body);
+    }
+
+    /// Appends the response's head alone to `out`, its `content-length`
+    /// the body's: the answer to a `HEAD` request (RFC 9110 §9.3.2).
+    pub fn write_head_to(&self, out: &mut Vec<u8>, keep_alive: bool) {
         use std::io::Write as _;
         let _ = write!(
             out,
@@ -81,7 +88,6 @@ impl Response {
             out.extend_from_slice(b"connection: close\r\n");
         }
         out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(&self.body);
     }
 }
 

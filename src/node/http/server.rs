@@ -21,7 +21,7 @@
 //! `connection: close`, and `run` returns once they are (or after
 //! `HTTP_DRAIN_MS`).
 
-use super::conn::{read_into, write_out, Answer, Conn};
+use super::conn::{read_into, write_answer, write_out, Answer, Conn};
 use super::front_counts::FrontCounts;
 use super::handshake::{read_hello, Answered, Hello, Signers, Tls};
 use super::request::Request;
@@ -471,7 +471,7 @@ impl Server {
             }
             conn.waiting = None;
             let keep_alive = conn.waiting_keep_alive && self.stopping_since.is_none();
-            response.write_to(&mut conn.output, keep_alive);
+            write_answer(&mut conn.output, &response, keep_alive, conn.waiting_head);
             conn.close_after_write |= !keep_alive;
             self.drive(slot, false);
         }
