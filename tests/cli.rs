@@ -1,5 +1,6 @@
 //! The `goad` command as a child process: `goad demo`, the README's first
-//! command, and output into a pipe whose reader went away.
+//! command, output into a pipe whose reader went away, and an operator
+//! command with no node to reach.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -67,4 +68,32 @@ fn output_into_a_closed_pipe_is_no_error() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
     assert_eq!(stderr, "");
+}
+
+/// An operator command with no node where it looks says so and how to
+/// name the node, and exits 1.
+#[test]
+fn a_command_with_no_node_at_its_address_says_how_to_name_one() {
+    // A port just freed: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let node = format!("http://127.0.0.1:{port}");
+    let out = Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["stats", "--node", &node])
+        .env_remove("GOAD_NODE")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!("goad: {node}/v1/stats: ")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("(no node listens there: give its address with --node or GOAD_NODE)"),
+        "{stderr}"
+    );
 }

@@ -51,6 +51,19 @@ impl std::fmt::Display for ClientError {
 
 impl std::error::Error for ClientError {}
 
+/// Why no answer came from `url`; a refused connection says where the
+/// node is looked for, and how to name another.
+fn unreached(url: &str, e: &ureq::Error) -> String {
+    let refused =
+        matches!(e, ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused);
+    match refused {
+        true => {
+            format!("{url}: {e} (no node listens there: give its address with --node or GOAD_NODE)")
+        }
+        false => format!("{url}: {e}"),
+    }
+}
+
 impl NodeClient {
     /// A client of the node at `base_url`, trusting Mozilla's roots for
     /// an https:// one.
@@ -147,7 +160,7 @@ impl NodeClient {
             "DELETE" => self.authorized(agent.delete(&url)).call(),
             _ => self.authorized(agent.get(&url)).call(),
         };
-        let mut response = response.map_err(|e| ClientError(format!("{url}: {e}")))?;
+        let mut response = response.map_err(|e| ClientError(unreached(&url, &e)))?;
         let status = response.status().as_u16();
         let text = response
             .body_mut()
