@@ -224,6 +224,10 @@ impl Config {
         if self.data_dir.as_os_str().is_empty() {
             return Err(invalid("data_dir", "a non-empty path", &self.data_dir));
         }
+        if !is_host_and_port(&self.listen) {
+            let rule = "a host:port address (a port from 0 to 65535)";
+            return Err(invalid("listen", rule, &self.listen));
+        }
         // A store must hold several of the largest hooks.
         let min_shard_bytes = MIN_SHARD_BYTES.max(8 * self.max_body_bytes);
         if !(min_shard_bytes..=MAX_SHARD_BYTES).contains(&self.max_shard_bytes) {
@@ -971,4 +975,45 @@ pub fn is_id(s: &str) -> bool {
         && s.len() <= 128
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Whether `listen` is `host:port` with a host (a name, an IPv4 address
+/// or a bracketed IPv6 one) and a port that fits 16 bits; the node
+/// resolves the name as it starts (`goad check` does not look it up).
+fn is_host_and_port(listen: &str) -> bool {
+    let Some((host, port)) = listen.rsplit_once(':') else {
+        return false;
+    };
+    let host_ok = match host.strip_prefix('[') {
+        Some(bracketed) => bracketed
+            .strip_suffix(']')
+            .is_some_and(|ip| ip.parse::<std::net::Ipv6Addr>().is_ok()),
+        None => !host.is_empty() && !host.contains(':'),
+    };
+    host_ok && port.parse::<u16>().is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_listen_address_is_a_host_and_a_16_bit_port() {
+        for listen in [
+            "127.0.0.1:7878",
+            "0.0.0.0:0",
+            "[::1]:7878",
+            "goad.internal:443",
+        ] {
+            assert!(super::is_host_and_port(listen), "{listen}");
+        }
+        for listen in [
+            "127.0.0.1:65536",
+            "127.0.0.1",
+            ":7878",
+            "::1:7878",
+            "[nope]:1",
+            "h:",
+        ] {
+            assert!(!super::is_host_and_port(listen), "{listen}");
+        }
+    }
 }
