@@ -47,9 +47,14 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
         /// Also read what the config names outside itself, as a start
-        /// does: token and secret variables, TLS and CA files, key files.
+        /// does: token and secret variables, TLS and CA files, key files;
+        /// and resolve `listen`, refusing an admin API without a token
+        /// beyond loopback as `goad serve` does.
         #[arg(long)]
         environment: bool,
+        /// With --environment: as `goad serve --allow-open-admin`.
+        #[arg(long, requires = "environment")]
+        allow_open_admin: bool,
     },
     /// Make a signing secret for an HTTP sink's `secret_env`: an Ed25519
     /// key (`whsk_…`, signatures `v1a`) and the public key its receivers
@@ -336,7 +341,8 @@ fn main() -> ExitCode {
         Command::Check {
             config,
             environment,
-        } => check(&config, environment),
+            allow_open_admin,
+        } => check(&config, environment.then_some(allow_open_admin)),
         Command::Keygen { hmac } => keygen(hmac),
         Command::Verify { config, data_dir } => verify(config, data_dir),
         Command::Reshard { config, shards } => reshard(config, shards),
@@ -412,16 +418,20 @@ fn main() -> ExitCode {
 }
 
 /// `goad check`: the file, and with `environment` what it names.
-fn check(path: &std::path::Path, environment: bool) -> ExitCode {
-    let checked = Config::load(path).and_then(|c| {
-        if environment {
-            goad::node::check_environment(&c)?;
-        }
-        Ok(c)
-    });
+/// `goad check`; `environment`: with `--environment`, whether
+/// `--allow-open-admin` was given.
+fn check(path: &std::path::Path, environment: Option<bool>) -> ExitCode {
+    let checked = Config::load(path)
+        .map_err(|e| e.to_string())
+        .and_then(|c| match environment {
+            Some(allow_open_admin) => goad::node::check_environment(&c, allow_open_admin)
+                .map(|()| c)
+                .map_err(|e| e.to_string()),
+            None => Ok(c),
+        });
     match checked {
         Ok(c) => {
-            let what = if environment {
+            let what = if environment.is_some() {
                 "; its variables and files read"
             } else {
                 ""

@@ -231,7 +231,9 @@ fn goad_check_exits_0_for_a_good_file_and_2_naming_the_key_for_a_bad_one() {
 
 /// `goad check --environment` also reads what the file names, as a start
 /// does: a secret variable that is not set and a CA file that is missing
-/// are errors naming their keys (plain `goad check` passes both).
+/// are errors naming their keys (plain `goad check` passes both), and an
+/// admin API without a token on a public address is refused unless
+/// `--allow-open-admin` is given, as `goad serve` refuses it.
 #[test]
 fn goad_check_environment_reads_the_variables_and_files_the_config_names() {
     let dir = tempfile::tempdir().unwrap();
@@ -286,6 +288,23 @@ fn goad_check_environment_reads_the_variables_and_files_the_config_names() {
             format!("{shown}: ok (1 sources; its variables and files read)")
         )
     );
+    // As a start does, it refuses an admin API without a token beyond
+    // loopback unless told to allow it.
+    let public = dir.path().join("public.toml");
+    std::fs::write(&public, "listen = \"0.0.0.0:7878\"\n").unwrap();
+    let (code, text) = check(&public, &["--environment"], None);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("admin_token_env") && text.contains("--allow-open-admin"),
+        "{text}"
+    );
+    assert_eq!(
+        check(&public, &[], None).0,
+        Some(0),
+        "without --environment"
+    );
+    let allowed = check(&public, &["--environment", "--allow-open-admin"], None);
+    assert_eq!(allowed.0, Some(0), "{}", allowed.1);
     let missing = fixtures.join("missing-ca.pem");
     let bad = write(&missing);
     assert_eq!(

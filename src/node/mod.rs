@@ -96,14 +96,34 @@ impl std::error::Error for NodeError {}
 /// Reads what `config` names outside itself, as a start does: the
 /// variables of its tokens and secrets, the HTTPS front's certificate and
 /// key, HTTP sinks' `ca_file`s and a Pub/Sub sink's key file; opens no
-/// store and starts nothing (`goad check --environment`). The error names
-/// the key.
-pub fn check_environment(config: &Config) -> Result<(), ConfigError> {
-    Tokens::from_config(config)?;
-    http::tls::from_config(&config.http)?;
+/// store and starts nothing (`goad check --environment`); and, as a start
+/// does, resolves `listen` and refuses an admin API open beyond loopback
+/// unless `allow_open_admin`. A config error names the key.
+pub fn check_environment(config: &Config, allow_open_admin: bool) -> Result<(), NodeError> {
+    let tokens = Tokens::from_config(config).map_err(NodeError::Config)?;
+    refuse_open_admin(config, &tokens, allow_open_admin)?;
+    http::tls::from_config(&config.http).map_err(NodeError::Config)?;
     let claims = Arc::new(crate::claim_check::ClaimStore::from_config(config));
-    crate::sink::SinkRegistry::build(config, &Default::default(), &claims, &Default::default())?;
+    let none = Default::default();
+    crate::sink::SinkRegistry::build(config, &none, &claims, &Default::default())
+        .map_err(NodeError::Config)?;
     Ok(())
+}
+
+/// The address `config` listens on, unless it serves the admin API
+/// without a token beyond loopback and `allow_open_admin` is not given.
+fn refuse_open_admin(
+    config: &Config,
+    tokens: &Tokens,
+    allow_open_admin: bool,
+) -> Result<SocketAddr, NodeError> {
+    let addr = resolve(&config.listen)?;
+    if !addr.ip().is_loopback() && tokens.admin.is_none() && !allow_open_admin {
+        return Err(NodeError::OpenAdmin {
+            listen: config.listen.clone(),
+        });
+    }
+    Ok(addr)
 }
 
 /// What every node thread shares.
@@ -166,12 +186,7 @@ impl Node {
             .validate_with_sinks(&names)
             .map_err(NodeError::Config)?;
         let tokens = Tokens::from_config(&config).map_err(NodeError::Config)?;
-        let addr = resolve(&config.listen)?;
-        if !addr.ip().is_loopback() && tokens.admin.is_none() && !options.allow_open_admin {
-            return Err(NodeError::OpenAdmin {
-                listen: config.listen.clone(),
-            });
-        }
+        let addr = refuse_open_admin(&config, &tokens, options.allow_open_admin)?;
         let tls = http::tls::from_config(&config.http).map_err(NodeError::Config)?;
         let tls = tls.map(|config| Arc::new(RwLock::new(config)));
         open_files::warn_if_short(&config);
