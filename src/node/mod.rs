@@ -101,18 +101,17 @@ impl std::error::Error for NodeError {}
 /// unless `allow_open_admin`. A config error names the key.
 pub fn check_environment(config: &Config, allow_open_admin: bool) -> Result<(), NodeError> {
     let tokens = Tokens::from_config(config).map_err(NodeError::Config)?;
-    refuse_open_admin(config, &tokens, allow_open_admin)?;
+    listen_addr(config, &tokens, allow_open_admin)?;
     http::tls::from_config(&config.http).map_err(NodeError::Config)?;
     let claims = Arc::new(crate::claim_check::ClaimStore::from_config(config));
-    let none = Default::default();
-    crate::sink::SinkRegistry::build(config, &none, &claims, &Default::default())
+    crate::sink::SinkRegistry::build(config, &Default::default(), &claims, &Default::default())
         .map_err(NodeError::Config)?;
     Ok(())
 }
 
 /// The address `config` listens on, unless it serves the admin API
 /// without a token beyond loopback and `allow_open_admin` is not given.
-fn refuse_open_admin(
+fn listen_addr(
     config: &Config,
     tokens: &Tokens,
     allow_open_admin: bool,
@@ -186,7 +185,7 @@ impl Node {
             .validate_with_sinks(&names)
             .map_err(NodeError::Config)?;
         let tokens = Tokens::from_config(&config).map_err(NodeError::Config)?;
-        let addr = refuse_open_admin(&config, &tokens, options.allow_open_admin)?;
+        let addr = listen_addr(&config, &tokens, options.allow_open_admin)?;
         let tls = http::tls::from_config(&config.http).map_err(NodeError::Config)?;
         let tls = tls.map(|config| Arc::new(RwLock::new(config)));
         open_files::warn_if_short(&config);
