@@ -144,6 +144,16 @@ impl Family<'_> {
             "Requests that did not arrive within http.read_timeout_ms of their first byte (408, closed).",
             get(&front.read_timeouts),
         );
+        self.by_label(
+            "goad_admin_requests_refused_total",
+            "counter",
+            "Requests to an admin API without a token refused as a browser's (403), by reason: browser_request (it carried Origin) or bad_host (addressed to a DNS name, as a rebound one is). Any is a web page trying the node.",
+            "reason",
+            &[
+                ("browser_request", get(&front.browser_requests_refused)),
+                ("bad_host", get(&front.rebound_hosts_refused)),
+            ],
+        );
     }
 
     /// The process's CPU, descriptors and memory, as Prometheus clients

@@ -13,24 +13,50 @@
 //! scripts reach a loopback node as `127.0.0.1`, `[::1]` or `localhost`).
 //! With an admin token neither check is needed: a page cannot send it.
 
-use super::http::{Request, Response};
+use super::http::{FrontCounts, Request, Response};
+
+/// Why a request to an open admin API is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused<'r> {
+    /// A browser sent it: it carries this `Origin`.
+    BrowserRequest { origin: &'r str },
+    /// It is addressed to this `Host`, a DNS name (one a page may have
+    /// rebound to 127.0.0.1).
+    ReboundHost { host: &'r str },
+}
 
 /// Why a request to an open admin API is refused, if it is.
-pub fn refusal(request: &Request, listens_on_loopback: bool) -> Option<Response> {
+pub fn refusal(request: &Request, listens_on_loopback: bool) -> Option<Refused<'_>> {
     if let Some(origin) = request.header("origin") {
-        let message = format!(
-            "the admin API has no token (admin_token_env), so it takes no request a browser sends; this one carries Origin: {origin}"
-        );
-        return Some(Response::error(403, "browser_request", &message));
+        return Some(Refused::BrowserRequest { origin });
     }
     let host = request.header("host")?;
     if !listens_on_loopback || names_loopback(host) {
         return None;
     }
-    let message = format!(
-        "the admin API has no token (admin_token_env), so on loopback it answers only requests addressed to 127.0.0.1, [::1] or localhost, not to a DNS name that may have been rebound: Host: {host}"
-    );
-    Some(Response::error(403, "bad_host", &message))
+    Some(Refused::ReboundHost { host })
+}
+
+impl Refused<'_> {
+    /// Counts the refusal in `front` and answers it: 403, saying why.
+    pub fn answer(&self, front: &FrontCounts) -> Response {
+        match self {
+            Refused::BrowserRequest { origin } => {
+                FrontCounts::add(&front.browser_requests_refused);
+                let message = format!(
+                    "the admin API has no token (admin_token_env), so it takes no request a browser sends; this one carries Origin: {origin}"
+                );
+                Response::error(403, "browser_request", &message)
+            }
+            Refused::ReboundHost { host } => {
+                FrontCounts::add(&front.rebound_hosts_refused);
+                let message = format!(
+                    "the admin API has no token (admin_token_env), so on loopback it answers only requests addressed to 127.0.0.1, [::1] or localhost, not to a DNS name that may have been rebound: Host: {host}"
+                );
+                Response::error(403, "bad_host", &message)
+            }
+        }
+    }
 }
 
 /// Whether a `Host` value names the node by an IP address or as

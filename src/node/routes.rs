@@ -291,7 +291,7 @@ impl Handler for NodeHandler {
                 None => {
                     let loopback = self.state.listens_on_loopback;
                     if let Some(refused) = super::open_admin::refusal(&request, loopback) {
-                        return Some(refused);
+                        return Some(refused.answer(&self.state.front));
                     }
                 }
             }

@@ -67,9 +67,10 @@ fn admin_routes_need_the_admin_token_and_health_and_metrics_do_not() {
 /// from the machine's browser: a web page's simple cross-site `POST` (it
 /// carries `Origin`) is refused 403 `browser_request` and does nothing,
 /// and a request addressed to a DNS name (one a page rebound to
-/// 127.0.0.1) is refused 403 `bad_host`; the node's own addresses,
-/// `localhost` and a request without `Host` are served, as are ingest,
-/// health and metrics. A node with an admin token does not check either.
+/// 127.0.0.1) is refused 403 `bad_host`, each counted in the metrics; the
+/// node's own addresses, `localhost` and a request without `Host` are
+/// served, as are ingest, health and metrics. A node with an admin token
+/// does not check either.
 #[test]
 fn an_admin_api_without_a_token_takes_no_browsers_request() {
     let dir = tempfile::tempdir().unwrap();
@@ -116,6 +117,14 @@ fn an_admin_api_without_a_token_takes_no_browsers_request() {
     assert_eq!(http_1_0.status, 200, "no Host");
     let hook = call(addr, "POST", "/v1/sources/gh/hooks", &page, b"{}");
     assert_eq!(hook.status, 202, "ingest is not the admin API");
+    let refused = |reason: &str| {
+        let labels = format!("reason=\"{reason}\"");
+        metric(addr, "goad_admin_requests_refused_total", &labels)
+    };
+    assert_eq!(
+        (refused("browser_request"), refused("bad_host")),
+        (1.0, 1.0)
+    );
     for path in ["/healthz", "/metrics"] {
         let request = format!(
             "GET {path} HTTP/1.1\r\nhost: evil.example\r\norigin: https://evil.example\r\n\r\n"

@@ -15,10 +15,15 @@ pub struct FrontCounts {
     pub refused_without_fds: AtomicU64,
     /// Requests that did not arrive within `http.read_timeout_ms` (408).
     pub read_timeouts: AtomicU64,
+    /// Requests to an admin API without a token that a browser sent
+    /// (`Origin`, 403 `browser_request`; see `node::open_admin`).
+    pub browser_requests_refused: AtomicU64,
+    /// Requests to such an API addressed to a DNS name (403 `bad_host`).
+    pub rebound_hosts_refused: AtomicU64,
 }
 
 impl FrontCounts {
-    pub(super) fn add(counter: &AtomicU64) {
+    pub(crate) fn add(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 }
