@@ -156,6 +156,20 @@ pub const MAX_BATCH_ENTRIES: u16 = 1_000;
 /// receiver's 401 to it sooner drops it).
 pub const OAUTH2_DEFAULT_LIFETIME_S: u64 = 3_600;
 
+/// How long an issuer's key set (a source's `ingest_jwt`) is used before
+/// it is fetched again, when its answer gives no `Cache-Control: max-age`;
+/// a max-age is followed up to `JWKS_MAX_FRESH_S`.
+pub const JWKS_DEFAULT_FRESH_S: u64 = 3_600;
+pub const JWKS_MAX_FRESH_S: u64 = 86_400;
+
+/// The least time between two fetches of one key set: a token naming a
+/// key the set lacks asks for it again at most this often, whoever sends
+/// such tokens.
+pub const JWKS_MIN_REFETCH_MS: u64 = 10_000;
+
+/// Seconds a token's `exp` and `nbf` may be off from the node's clock.
+pub const JWT_CLOCK_SKEW_S: u64 = 60;
+
 /// Fetched AWS credentials are fetched again this long before they expire.
 pub const CREDENTIALS_REFRESH_MS: u64 = 5 * 60_000;
 

@@ -447,6 +447,9 @@ pub struct SourceConfig {
     /// The environment variable(s) holding the provider's signing secret
     /// (several while one is rotated).
     pub ingest_secret_env: Option<OneOrMany>,
+    /// Hooks carry an OpenID Connect token its issuer signed (node only):
+    /// Google Pub/Sub push, Microsoft Entra, … (see [`IngestJwt`]).
+    pub ingest_jwt: Option<IngestJwt>,
     /// Provider headers forwarded to sinks: absent = all but the never-forwarded
     /// set; a list = only these (still minus that set).
     pub forward_headers: Option<Vec<String>>,
@@ -482,6 +485,7 @@ impl SourceConfig {
             ingest_handshake: None,
             ingest_signature: None,
             ingest_secret_env: None,
+            ingest_jwt: None,
             forward_headers: None,
             dedupe_header: None,
             dedupe_window_ms: None,
@@ -784,6 +788,27 @@ impl<'de> Deserialize<'de> for IngestSignature {
         }
         de.deserialize_any(Either)
     }
+}
+
+/// A source's `ingest_jwt`: each hook carries `Authorization: Bearer
+/// <JWT>`, signed (RS256 or ES256) by a key the issuer publishes at
+/// `jwks_url`, issued by one of `issuer`, for `audience`, and carrying
+/// each of `claims` with that value.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct IngestJwt {
+    /// Where the issuer publishes its keys (a JSON Web Key Set): HTTPS, or
+    /// HTTP to a loopback address.
+    pub jwks_url: String,
+    /// The token's `iss`: this, or one of these.
+    pub issuer: OneOrMany,
+    /// A value the token's `aud` must hold: the name the sender was given
+    /// for this endpoint (Pub/Sub's push audience, by default its URL).
+    pub audience: String,
+    /// Claims the token must carry with these values (strings, booleans,
+    /// integers): who may send, as `email = "pusher@p.iam.gserviceaccount.com"`.
+    #[serde(default)]
+    pub claims: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// A string or a list of strings.

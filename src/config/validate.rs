@@ -2,7 +2,7 @@
 
 use super::aws_role::aws_role;
 use super::{
-    Config, IngestSignature, OAuth2Config, RetryConfig, SinkConfig, SourceConfig,
+    Config, IngestJwt, IngestSignature, OAuth2Config, RetryConfig, SinkConfig, SourceConfig,
     TenantLimitsConfig,
 };
 use crate::core::LaneBy;
@@ -448,6 +448,9 @@ impl Config {
             }
             validate_ingest_signature(&at, source)?;
             validate_ingest_handshake(&at, source)?;
+            if let Some(jwt) = &source.ingest_jwt {
+                validate_ingest_jwt(&at, source, jwt)?;
+            }
             if let Some(header) = &source.dedupe_header {
                 stored_header(format!("{at}.dedupe_header"), header)?;
             }
@@ -687,6 +690,64 @@ fn validate_ingest_handshake(at: &str, source: &SourceConfig) -> Result<(), Conf
             ))
         }
         _ => Ok(()),
+    }
+}
+
+/// A source's `ingest_jwt`: keys fetched over HTTPS (or from the node's
+/// own host), an issuer and an audience to check, claims of plain values,
+/// and no `ingest_token_env`, which reads the same header.
+fn validate_ingest_jwt(
+    at: &str,
+    source: &SourceConfig,
+    jwt: &IngestJwt,
+) -> Result<(), ConfigError> {
+    let key = format!("{at}.ingest_jwt");
+    if !is_key_set_url(&jwt.jwks_url) {
+        let rule = "an https:// URL (or http:// to a loopback address) of the issuer's keys";
+        return Err(invalid(format!("{key}.jwks_url"), rule, &jwt.jwks_url));
+    }
+    let issuers = jwt.issuer.to_vec();
+    if issuers.is_empty() || issuers.iter().any(String::is_empty) {
+        let rule = "the issuer's name (the tokens' iss), or a list of them";
+        return Err(invalid(format!("{key}.issuer"), rule, issuers));
+    }
+    if jwt.audience.is_empty() {
+        let rule = "the audience the sender puts in its tokens' aud (often this endpoint's URL)";
+        return Err(invalid(format!("{key}.audience"), rule, &jwt.audience));
+    }
+    for (name, value) in &jwt.claims {
+        if !(value.is_string() || value.is_boolean() || value.is_i64() || value.is_u64()) {
+            let rule = "a string, a boolean or an integer the claim must equal";
+            return Err(invalid(
+                format!("{key}.claims.{name}"),
+                rule,
+                format_args!("{value}"),
+            ));
+        }
+    }
+    if let Some(var) = &source.ingest_token_env {
+        let rule = "not set with ingest_jwt (both read the Authorization header)";
+        return Err(invalid(format!("{at}.ingest_token_env"), rule, var));
+    }
+    Ok(())
+}
+
+/// Whether `url` is `https://…`, or `http://` to a loopback host (a key
+/// set fetched in the clear could be anyone's).
+fn is_key_set_url(url: &str) -> bool {
+    let Ok(uri) = url.parse::<ureq::http::Uri>() else {
+        return false;
+    };
+    let host = uri.host().unwrap_or("");
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    match uri.scheme_str() {
+        Some("https") => !host.is_empty(),
+        Some("http") => loopback,
+        _ => false,
     }
 }
 

@@ -619,7 +619,7 @@ fn apply_config_file(state: &NodeState, engine: &Engine) -> Result<Reloaded, Rel
     let invalid = |e: &dyn std::fmt::Display| ReloadError::Invalid(e.to_string());
     let new = Config::load(path).map_err(|e| invalid(&e))?;
     let tokens = super::auth::Tokens::from_config(&new).map_err(|e| invalid(&e))?;
-    let tokens = tokens.keep_rates_of(&state.tokens.read());
+    let tokens = tokens.keep_state_of(&state.tokens.read());
     // A front that serves HTTPS and goes on doing so takes the files again
     // (a renewed certificate); turning TLS on or off takes a restart.
     let renewed_tls = match &state.tls {
@@ -631,6 +631,7 @@ fn apply_config_file(state: &NodeState, engine: &Engine) -> Result<Reloaded, Rel
     engine.reconfigure(&new).map_err(|e| invalid(&e))?;
     adopt_live_keys(&mut current, &new);
     state.notifier.configure(&new.notifications);
+    tokens.fetch_stale_keys();
     *state.tokens.write() = tokens;
     let tls_renewed = match (&state.tls, renewed_tls) {
         (Some(shared), Some(renewed)) => {

@@ -1,9 +1,11 @@
 //! Ingest and admin authentication: the admin token, each source's ingest
 //! token and its provider's signing secrets, read from the environment
 //! variables the config names (never from the config itself); tokens are
-//! compared in constant time (signatures: see `provider_signature`).
+//! compared in constant time (signatures: see `provider_signature`; an
+//! issuer's tokens: `jwks`).
 
 use super::ingest_rate::IngestRate;
+use super::jwks::JwtCheck;
 use super::provider_handshake::Handshake;
 use super::provider_signature::SignatureCheck;
 use crate::config::{env_value, Config, ConfigError, IngestSignature};
@@ -31,6 +33,8 @@ pub struct SourceIngest {
     pub handshake: Option<Handshake>,
     /// A body signed by the provider.
     pub signature: Option<SignatureCheck>,
+    /// A bearer token the issuer signed, checked with its published keys.
+    pub jwt: Option<Arc<JwtCheck>>,
     /// Lower case: the source's `dedupe_header`, or `idempotency-key`.
     pub dedupe_header: String,
     /// The source's `max_ingest_per_s`, if it has one.
@@ -40,17 +44,35 @@ pub struct SourceIngest {
 impl Tokens {
     /// A reload's tokens: a source whose `max_ingest_per_s` did not change
     /// keeps its bucket (a reload must not hand a flooding provider a
-    /// fresh second's worth).
-    pub fn keep_rates_of(mut self, old: &Tokens) -> Tokens {
+    /// fresh second's worth), and one whose `ingest_jwt` did not change
+    /// its issuer's keys.
+    pub fn keep_state_of(mut self, old: &Tokens) -> Tokens {
         for (id, ingest) in &mut self.sources {
-            let kept = old.sources.get(id).and_then(|o| o.rate.as_ref());
-            if let (Some(rate), Some(kept)) = (&ingest.rate, kept) {
+            let Some(old) = old.sources.get(id) else {
+                continue;
+            };
+            if let (Some(rate), Some(kept)) = (&ingest.rate, &old.rate) {
                 if kept.same_rate_as(rate) {
                     ingest.rate = Some(kept.clone());
                 }
             }
+            if let (Some(jwt), Some(kept)) = (&ingest.jwt, &old.jwt) {
+                if kept.config() == jwt.config() {
+                    ingest.jwt = Some(kept.clone());
+                }
+            }
         }
         self
+    }
+
+    /// Starts fetching the keys of every source's `ingest_jwt` that has
+    /// none fresh (a node's start and reload: its first tokens are then
+    /// checked at once).
+    pub fn fetch_stale_keys(&self) {
+        self.sources
+            .values()
+            .filter_map(|ingest| ingest.jwt.as_ref())
+            .for_each(JwtCheck::refresh_if_stale);
     }
 
     /// Reads every token `config` names; a named variable that is unset or
@@ -90,11 +112,14 @@ impl Tokens {
                 .ingest_handshake
                 .as_deref()
                 .and_then(Handshake::named);
+            let jwt = (source.ingest_jwt.as_ref())
+                .map(|config| Arc::new(JwtCheck::new(&source.id, config)));
             let ingest = SourceIngest {
                 token,
                 verify_token,
                 handshake,
                 signature,
+                jwt,
                 dedupe_header,
                 rate,
             };
@@ -123,15 +148,17 @@ fn signature_check(
     })
 }
 
+/// The token of an `Authorization: Bearer <token>` value.
+pub fn bearer_token(authorization: Option<&str>) -> Option<&str> {
+    authorization.and_then(|v| {
+        v.strip_prefix("Bearer ")
+            .or_else(|| v.strip_prefix("bearer "))
+    })
+}
+
 /// Whether the request's `Authorization: Bearer <token>` matches `expected`.
 pub fn bearer_matches(authorization: Option<&str>, expected: &str) -> bool {
-    let presented = authorization
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .unwrap_or("");
-    secret_matches(presented, expected)
+    secret_matches(bearer_token(authorization).unwrap_or(""), expected)
 }
 
 /// Whether `presented` is the secret `expected`, compared in constant time.

@@ -5,7 +5,8 @@
 //! (recovery) so the node answers `/healthz` and `/readyz` meanwhile; two
 //! admin workers for the routes that read or move many rows (so the loop
 //! never waits on them); the replay pacer; a short-lived one per SIGHUP,
-//! which reloads the config file. Ingest never leaves the loop thread until
+//! which reloads the config file, and one per fetch of an issuer's keys
+//! (`jwks`). Ingest never leaves the loop thread until
 //! the engine's shard answers the commit.
 
 mod admin;
@@ -19,6 +20,8 @@ mod hook_status;
 pub mod http;
 mod ingest_counts;
 mod ingest_rate;
+mod jwks;
+mod jwt;
 mod metrics;
 mod notify;
 mod open_admin;
@@ -188,6 +191,7 @@ impl Node {
         let addr = listen_addr(&config, &tokens, options.allow_open_admin)?;
         let tls = http::tls::from_config(&config.http).map_err(NodeError::Config)?;
         let tls = tls.map(|config| Arc::new(RwLock::new(config)));
+        tokens.fetch_stale_keys();
         open_files::warn_if_short(&config);
         let scheme = if tls.is_some() { "https" } else { "http" };
         let (admin_queues, admin_jobs) = admin::admin_queues();

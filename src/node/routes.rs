@@ -339,6 +339,11 @@ fn refused_ingest(ingest: &SourceIngest, request: &Request) -> Option<Response> 
         }
     }
     let now_ms = crate::runtime::wall_ms();
+    if let Some(refused) = (ingest.jwt.as_ref())
+        .and_then(|jwt| jwt.refusal(request.header("authorization"), now_ms / 1_000))
+    {
+        return Some(refused);
+    }
     if let Some(check) = &ingest.signature {
         let headers = |name: &str| request.header(name);
         if let Err(refusal) = check.verify(&headers, &request.body, now_ms / 1_000) {
@@ -401,7 +406,7 @@ fn unknown_source(source_id: &str) -> Response {
     Response::error(404, "unknown_source", &message)
 }
 
-fn unauthorized(message: &str) -> Response {
+pub(super) fn unauthorized(message: &str) -> Response {
     Response::error(401, "unauthorized", message)
         .with_header("www-authenticate", "Bearer".to_string())
 }

@@ -1,6 +1,6 @@
 //! `GET /v1/sources`: the sources the node takes hooks for, as its config
 //! stands (after the last reload): where each one's provider posts, how
-//! ingest checks it (a token, a signature scheme), how it dedupes, and
+//! ingest checks it (a token, a signature scheme, an issuer's tokens), how it dedupes, and
 //! where each of its sinks delivers — what an operator wiring a provider
 //! or checking a reload asks. No secret is shown: tokens and secrets are
 //! named by whether they are set, and a sink's URL loses its user
@@ -28,6 +28,7 @@ fn source_json(source: &SourceConfig) -> Value {
         "ingest_verify_token": source.ingest_verify_token_env.is_some(),
         "ingest_handshake": source.ingest_handshake,
         "ingest_signature": source.ingest_signature,
+        "ingest_jwt": source.ingest_jwt,
         "dedupe_header": source.dedupe_header.as_deref().unwrap_or("idempotency-key").to_ascii_lowercase(),
         "dedupe_window_ms": source.dedupe_window_ms.filter(|ms| *ms > 0),
         "max_ingest_per_s": source.max_ingest_per_s,

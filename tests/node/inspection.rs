@@ -53,6 +53,16 @@ fn the_sources_are_listed_as_configured_without_secrets() {
     };
     let mut plain = source("app", "beta", vec![slack, pubsub]);
     plain.forward_headers = Some(vec!["x-app-event".into()]);
+    plain.ingest_jwt = Some(goad::config::IngestJwt {
+        jwks_url: "https://127.0.0.1:9/certs".into(),
+        issuer: OneOrMany::Many(vec!["https://accounts.google.com".into()]),
+        audience: "https://goad.example/v1/sources/app/hooks".into(),
+        claims: [(
+            "email".to_string(),
+            serde_json::json!("p@q.iam.gserviceaccount.com"),
+        )]
+        .into(),
+    });
     c.sources = vec![signed, plain];
     let node = start(c);
     let listed = get(node.local_addr(), "/v1/sources");
@@ -63,7 +73,7 @@ fn the_sources_are_listed_as_configured_without_secrets() {
         serde_json::json!({"sources": [
             {"id": "gh", "tenant": "acme", "ingest_path": "/v1/sources/gh/hooks",
              "ingest_token": true, "ingest_verify_token": true, "ingest_handshake": "event_grid",
-             "ingest_signature": "github",
+             "ingest_signature": "github", "ingest_jwt": null,
              "dedupe_header": "x-github-delivery", "dedupe_window_ms": 60_000,
              "max_ingest_per_s": 500, "forward_headers": null,
              "sinks": [{"index": 0, "type": "http", "target": "https://ci.example.com:8443/hooks",
@@ -72,6 +82,10 @@ fn the_sources_are_listed_as_configured_without_secrets() {
             {"id": "app", "tenant": "beta", "ingest_path": "/v1/sources/app/hooks",
              "ingest_token": false, "ingest_verify_token": false, "ingest_handshake": null,
              "ingest_signature": null,
+             "ingest_jwt": {"jwks_url": "https://127.0.0.1:9/certs",
+                            "issuer": ["https://accounts.google.com"],
+                            "audience": "https://goad.example/v1/sources/app/hooks",
+                            "claims": {"email": "p@q.iam.gserviceaccount.com"}},
              "dedupe_header": "idempotency-key", "dedupe_window_ms": null,
              "max_ingest_per_s": null, "forward_headers": ["x-app-event"],
              "sinks": [sink(0, "http", "$NODE_TEST_SOURCES_URL"),

@@ -11,6 +11,7 @@ mod dead_letters;
 mod front;
 mod ingest;
 mod inspection;
+mod jwt;
 mod metrics;
 mod notifications;
 mod operations;
