@@ -9,8 +9,8 @@ use super::open::{own_shard, send_to_shard, stop_shards, EngineBuilder};
 use super::pool::SharedRegistry;
 use super::reply::CommitReply;
 use super::shard::{ShardGauges, ShardInput, ShardStats};
-use super::shard_thread;
 use super::step::NewRows;
+use super::{io_thread, shard_thread};
 use crate::claim_check::{ClaimStore, ClaimSweeper};
 use crate::config::{Config, ConfigError};
 use crate::core::{Catalog, SourceSweep};
@@ -203,6 +203,10 @@ pub enum Unavailable {
     /// `commit_then` callback), where waiting for the shards could wait for
     /// the thread it blocks: call it from another thread.
     OnShardThread,
+    /// `tick` called inside one of the engine's own sink calls (a host
+    /// sink's `deliver`), where waiting for its attempts to end would wait
+    /// for the attempt making the call.
+    InSinkCall,
 }
 
 /// How the errors of a waiting call made on a shard's thread begin.
@@ -226,6 +230,10 @@ impl fmt::Display for Unavailable {
             Unavailable::OnShardThread => {
                 write!(f, "{ON_SHARD_THREAD}: call it from another thread")
             }
+            Unavailable::InSinkCall => write!(
+                f,
+                "tick called inside one of this engine's sink calls, where waiting for its attempts to end would wait for this one: call it from another thread"
+            ),
         }
     }
 }
@@ -269,6 +277,8 @@ pub(super) struct Shard {
 /// A running dispatch engine. Share it by reference or in an `Arc`; dropping
 /// it shuts it down.
 pub struct Engine {
+    /// Tells this engine's IO workers from another's (see `io_thread`).
+    pub(super) id: u64,
     pub(super) config: RwLock<Config>,
     /// Where the queue sinks' large bodies are kept (see `claim_check`).
     pub(super) claims: Arc<ClaimStore>,
@@ -425,12 +435,17 @@ impl Engine {
     /// Blocks until nothing is claimed, running or due on any shard; returns
     /// the rows settled (delivered or dead-lettered) meanwhile. Rows waiting
     /// out a backoff are not due, so this does not wait for them.
+    /// `InSinkCall` inside one of this engine's sink calls (which it would
+    /// wait for).
     pub fn tick(&self) -> Result<u64, Unavailable> {
         self.tick_within(TICK_WAIT)
     }
 
     /// `tick` with its own deadline.
     pub fn tick_within(&self, wait: Duration) -> Result<u64, Unavailable> {
+        if io_thread::works_for(self.id) {
+            return Err(Unavailable::InSinkCall);
+        }
         let settled = self.ask_shards(0..self.shards.len(), wait, |_, reply| {
             ShardInput::Tick(reply)
         })?;

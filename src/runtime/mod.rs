@@ -10,6 +10,7 @@ mod dead_log;
 mod engine;
 mod expiry;
 mod inspect;
+mod io_thread;
 mod job_queue;
 mod observers;
 mod oneshot;

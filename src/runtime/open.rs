@@ -112,6 +112,7 @@ impl EngineBuilder {
         let global = global_grant(&self.config.dispatch);
         let (coordinator_tx, coordinator_rx) = crossbeam_channel::bounded(1024);
         let start = ShardStart {
+            engine_id: super::io_thread::new_engine_id(),
             config: &self.config,
             catalog,
             grants: coordinator::shares(global, &vec![0; shard_count]),
@@ -156,6 +157,7 @@ impl EngineBuilder {
             }
         };
         Ok(Engine {
+            id: start.engine_id,
             claims,
             claim_sweeper: Mutex::new(Some(claim_sweeper)),
             catalog: RwLock::new(start.catalog),
@@ -176,6 +178,7 @@ impl EngineBuilder {
 
 /// What every shard is started with.
 struct ShardStart<'a> {
+    engine_id: u64,
     config: &'a Config,
     catalog: Arc<Catalog>,
     /// Each shard's first share of the global windows.
@@ -207,6 +210,7 @@ impl ShardStart<'_> {
         let (opened_tx, opened_rx) = crossbeam_channel::bounded(1);
         let gauges = Arc::new(ShardGauges::default());
         let pool = IoPool::start(
+            self.engine_id,
             k,
             self.config.dispatch.concurrency as usize,
             input.clone(),

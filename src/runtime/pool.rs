@@ -33,6 +33,8 @@ struct Shared {
     registry: SharedRegistry,
     live: AtomicUsize,
     target: usize,
+    /// The engine whose attempts the workers run (see `io_thread`).
+    engine_id: u64,
     shard_index: usize,
     spawned: AtomicUsize,
     latency: Arc<AttemptLatency>,
@@ -48,6 +50,7 @@ impl IoPool {
     /// Starts `workers` threads. The call channel holds every call the
     /// shard may start at once plus those whose workers are stuck.
     pub fn start(
+        engine_id: u64,
         shard_index: usize,
         workers: usize,
         results: Sender<ShardInput>,
@@ -60,6 +63,7 @@ impl IoPool {
             registry,
             live: AtomicUsize::new(0),
             target: workers,
+            engine_id,
             shard_index,
             spawned: AtomicUsize::new(0),
             latency,
@@ -136,6 +140,7 @@ fn run_worker(shared: &Shared) {
     if let Some(cpus) = &shared.cpus {
         cpus.apply_to_current_thread();
     }
+    super::io_thread::mark(shared.engine_id);
     while let Some(call) = shared.calls.pop() {
         let key = &call.jobs()[0].key;
         let sink = shared

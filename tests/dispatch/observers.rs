@@ -282,6 +282,54 @@ fn a_callback_that_calls_a_waiting_engine_call_is_answered_at_once_and_the_shard
     assert_eq!(left, [("orders".to_string(), RowStatus::Dead)]);
 }
 
+/// A host sink's `deliver` runs on one of the engine's IO workers. Its
+/// engine's `tick` there would wait for the attempt making the call (30
+/// s, timing the attempt out): it answers `InSinkCall` at once, and the
+/// attempt goes on to deliver. Another engine's `tick` is answered as
+/// anywhere.
+#[test]
+fn a_sink_that_ticks_its_own_engine_is_answered_at_once() {
+    use goad::Unavailable;
+    use std::sync::{OnceLock, Weak};
+    let (dir, other_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut c = config(dir.path());
+    c.sources.push(source_of_kinds("orders", "acme", &["tick"]));
+    let other = Arc::new(Engine::open(config(other_dir.path())).unwrap());
+    let handle: Arc<OnceLock<Weak<Engine>>> = Arc::default();
+    let answers: Arc<parking_lot::Mutex<Vec<(String, Duration)>>> = Arc::default();
+    let (engine_of, seen, neighbour) = (handle.clone(), answers.clone(), other.clone());
+    let ticking = sink(move |_| {
+        let engine = engine_of.get().and_then(Weak::upgrade).unwrap();
+        let started = Instant::now();
+        let own = engine.tick();
+        let took = started.elapsed();
+        let answer = format!("{own:?} {:?}", neighbour.tick());
+        seen.lock().push((answer, took));
+        if let Err(e) = own {
+            seen.lock().push((e.to_string(), took));
+        }
+        Ok(())
+    });
+    let engine = Arc::new(Engine::builder(c).sink("tick", ticking).open().unwrap());
+    handle.set(Arc::downgrade(&engine)).unwrap();
+    engine.commit(NewHook::new("orders", "42")).unwrap();
+    assert_eq!(engine.tick().unwrap(), 1);
+    let answers = answers.lock().clone();
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    let (own, elsewhere) = (
+        Err::<u64, _>(Unavailable::InSinkCall),
+        Ok::<u64, Unavailable>(0),
+    );
+    assert_eq!(answers[0].0, format!("{own:?} {elsewhere:?}"));
+    assert!(answers[0].1 < Duration::from_secs(5), "{:?}", answers[0].1);
+    assert!(
+        answers[1].0.contains("call it from another thread"),
+        "{}",
+        answers[1].0
+    );
+    assert!(rows(&engine).is_empty(), "the attempt delivered");
+}
+
 /// `shutdown` from a callback stops the engine without waiting for the
 /// shard whose thread runs the callback (which stops once the callback
 /// returns), even with that shard's input queue full: the call returns,
