@@ -70,14 +70,16 @@ impl Response {
     }
 
     /// Appends the response's head alone to `out`, its `content-length`
-    /// the body's: the answer to a `HEAD` request (RFC 9110 §9.3.2).
+    /// the body's: the answer to a `HEAD` request (RFC 9110 §9.3.2). Its
+    /// `date` is now, as RFC 9110 §6.6.1 asks of a server with a clock.
     pub fn write_head_to(&self, out: &mut Vec<u8>, keep_alive: bool) {
         use std::io::Write as _;
         let _ = write!(
             out,
-            "HTTP/1.1 {} {}\r\ncontent-type: {}\r\ncontent-length: {}\r\n",
+            "HTTP/1.1 {} {}\r\ndate: {}\r\ncontent-type: {}\r\ncontent-length: {}\r\n",
             self.status,
             reason(self.status),
+            httpdate::fmt_http_date(std::time::SystemTime::now()),
             self.content_type,
             self.body.len()
         );
@@ -97,6 +99,7 @@ fn reason(status: u16) -> &'static str {
         202 => "Accepted",
         400 => "Bad Request",
         401 => "Unauthorized",
+        403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
@@ -117,17 +120,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_error_is_json_with_its_length_and_extra_headers() {
+    fn an_error_is_json_with_its_length_date_and_extra_headers() {
         let mut out = Vec::new();
+        let before = std::time::SystemTime::now() - std::time::Duration::from_secs(1);
         Response::unavailable("queue_full", "later", 1).write_to(&mut out, false);
         let text = String::from_utf8(out).unwrap();
+        let date = text.lines().find_map(|l| l.strip_prefix("date: ")).unwrap();
+        let sent = httpdate::parse_http_date(date).unwrap();
+        assert!(
+            before <= sent && sent <= std::time::SystemTime::now(),
+            "{date}"
+        );
         let body = r#"{"error":"queue_full","message":"later"}"#;
         assert_eq!(
             text,
             format!(
-                "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+                "HTTP/1.1 503 Service Unavailable\r\ndate: {date}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
                 body.len()
             )
         );
+    }
+
+    /// Every status the node answers with has its reason phrase.
+    #[test]
+    fn every_status_answered_has_its_reason() {
+        let answered = [
+            200, 202, 400, 401, 403, 404, 405, 408, 409, 411, 413, 429, 431, 500, 501, 503,
+        ];
+        let missing: Vec<u16> = answered
+            .into_iter()
+            .filter(|s| reason(*s).is_empty())
+            .collect();
+        assert_eq!(missing, Vec::<u16>::new());
     }
 }
