@@ -162,13 +162,15 @@ impl JwtCheck {
                 keys.set = Some(Arc::new(set));
                 keys.fresh_until = Some(Instant::now() + Duration::from_secs(fresh_s));
                 keys.failure = None;
-                let fields: [(&str, &dyn fmt::Display); 4] = [
-                    ("source", source),
-                    ("jwks_url", url),
-                    ("keys", &count),
-                    ("fresh_s", &fresh_s),
-                ];
-                crate::log::info("fetched the keys of a source's ingest_jwt", &fields);
+                crate::log::info(
+                    "fetched the keys of a source's ingest_jwt",
+                    &[
+                        ("source", source),
+                        ("jwks_url", url),
+                        ("keys", &count),
+                        ("fresh_s", &fresh_s),
+                    ],
+                );
             }
             Err(e) => {
                 let held = if keys.set.is_some() {
@@ -176,13 +178,15 @@ impl JwtCheck {
                 } else {
                     "its tokens are answered 503 until a fetch succeeds"
                 };
-                let fields: [(&str, &dyn fmt::Display); 4] = [
-                    ("source", source),
-                    ("jwks_url", url),
-                    ("error", &e),
-                    ("meanwhile", &held),
-                ];
-                crate::log::warn("cannot fetch the keys of a source's ingest_jwt", &fields);
+                crate::log::warn(
+                    "cannot fetch the keys of a source's ingest_jwt",
+                    &[
+                        ("source", source),
+                        ("jwks_url", url),
+                        ("error", &e),
+                        ("meanwhile", &held),
+                    ],
+                );
                 keys.failure = Some(e.to_string());
             }
         }
