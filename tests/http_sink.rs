@@ -826,6 +826,91 @@ fn egress_denies_a_private_oauth2_token_endpoint_too() {
     );
 }
 
+/// botocore's SigV4 signature of a request (`python3` with botocore, which
+/// moto brings: `tools/test` installs it): AWS's own Python signer, an
+/// implementation independent of goad's.
+const BOTOCORE_SIGNATURE: &str = r#"
+import base64, json, sys
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+d = json.load(sys.stdin)
+request = AWSRequest(method=d["method"], url=d["url"], data=base64.b64decode(d["body"]), headers=d["headers"])
+request.context["timestamp"] = d["headers"]["x-amz-date"]
+auth = SigV4Auth(Credentials(d["key"], d["secret"], d["token"]), d["service"], d["region"])
+print(auth.signature(auth.string_to_sign(request, auth.canonical_request(request)), request))
+"#;
+
+/// An HTTP sink with `aws_service` signs each request with AWS Signature
+/// Version 4, as a Lambda function URL with `AWS_IAM` auth asks: the
+/// credentials of its variables (the session token sent along), the
+/// service and region in the scope, the host, content type and `x-amz-*`
+/// headers signed, and the signature botocore computes for the same
+/// request, query, body and time.
+#[test]
+fn an_aws_signed_sink_sends_the_signature_aws_computes() {
+    let vars = [
+        ("GOAD_TEST_SIGV4_KEY_ID", "AKIDEXAMPLE"),
+        (
+            "GOAD_TEST_SIGV4_SECRET",
+            "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+        ),
+        ("GOAD_TEST_SIGV4_SESSION", "session-token-1"),
+    ];
+    vars.iter()
+        .for_each(|(var, value)| std::env::set_var(var, value));
+    let (got, engine, _d) = deliver(provider_hook(), Reply::status(200), |s| {
+        let sink = &mut s.sinks[0];
+        sink.url = Some(format!("{}?b=2&a=1", sink.url.as_ref().unwrap()));
+        sink.aws_service = Some("lambda".into());
+        sink.region = Some("eu-west-1".into());
+        sink.access_key_id_env = Some(vars[0].0.into());
+        sink.secret_access_key_env = Some(vars[1].0.into());
+        sink.session_token_env = Some(vars[2].0.into());
+    });
+    assert_eq!(got.len(), 1);
+    let sent = &got[0];
+    assert_eq!(sent.header("x-amz-security-token"), Some("session-token-1"));
+    let amz_date = sent.header("x-amz-date").unwrap();
+    let authorization = sent.header("authorization").unwrap();
+    let (scope, signature) = authorization.split_once(", Signature=").unwrap();
+    assert_eq!(
+        scope,
+        format!(
+            "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/{}/eu-west-1/lambda/aws4_request, \
+             SignedHeaders=content-type;host;x-amz-date;x-amz-security-token",
+            &amz_date[..8]
+        )
+    );
+    let signed: serde_json::Map<String, serde_json::Value> =
+        ["content-type", "x-amz-date", "x-amz-security-token"]
+            .iter()
+            .map(|name| (name.to_string(), sent.header(name).unwrap().into()))
+            .collect();
+    let host = sent.header("host").unwrap();
+    let request = serde_json::json!({
+        "method": sent.method, "url": format!("http://{host}{}", sent.path),
+        "headers": signed, "body": base64::engine::general_purpose::STANDARD.encode(&sent.body),
+        "key": vars[0].1, "secret": vars[1].1, "token": vars[2].1,
+        "service": "lambda", "region": "eu-west-1",
+    });
+    let mut python = std::process::Command::new("python3")
+        .args(["-c", BOTOCORE_SIGNATURE])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let stdin = python.stdin.as_mut().unwrap();
+    stdin.write_all(request.to_string().as_bytes()).unwrap();
+    let out = python.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "botocore signs (tools/test installs moto, which brings it)"
+    );
+    assert_eq!(signature, String::from_utf8(out.stdout).unwrap().trim());
+    assert!(rows(&engine).is_empty(), "delivered");
+}
+
 /// A token endpoint that issues `tok-1`, `tok-2`, … (one per request).
 fn token_endpoint() -> Receiver {
     let issued = std::sync::atomic::AtomicU32::new(0);

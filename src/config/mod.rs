@@ -543,7 +543,8 @@ pub struct SinkConfig {
     /// sqs: the queue's URL (`https://sqs.<region>.amazonaws.com/<account>/<name>`;
     /// a name ending `.fifo` is a FIFO queue).
     pub queue_url: Option<String>,
-    /// sqs: the signing region; by default read from an AWS queue URL's host.
+    /// sqs: the signing region; by default read from an AWS queue URL's
+    /// host. http, with `aws_service`: the region to sign for.
     pub region: Option<String>,
     /// sqs, pubsub: where requests go; by default the queue URL's origin
     /// (sqs) or `https://pubsub.googleapis.com`.
@@ -557,22 +558,23 @@ pub struct SinkConfig {
     /// 1,048,576 (sqs) or 10,000,000 (pubsub); a larger one is
     /// dead-lettered at once.
     pub max_message_bytes: Option<u64>,
-    /// sqs: where the credentials come from: `env` (the default),
-    /// `instance`, `container`, `web_identity` or `profile`; pubsub: where the token
+    /// sqs, and http with `aws_service`: where the credentials come from:
+    /// `env` (the default), `instance`, `container`, `web_identity` or
+    /// `profile`; pubsub: where the token
     /// comes from: `env` (the default, `token_env`), `metadata`,
     /// `service_account` (the key file `GOOGLE_APPLICATION_CREDENTIALS`
     /// names) or `external_account` (the workload identity federation
     /// configuration it names).
     pub credentials: Option<String>,
-    /// sqs, with `env`: the environment variables holding the credentials,
+    /// sqs (and http with `aws_service`), with `env`: the environment variables holding the credentials,
     /// by default `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and (if set)
     /// `AWS_SESSION_TOKEN`.
     pub access_key_id_env: Option<String>,
     pub secret_access_key_env: Option<String>,
     pub session_token_env: Option<String>,
-    /// sqs: an IAM role to assume (STS `AssumeRole`, signed with the
-    /// credentials above), whose temporary credentials sign the sink's
-    /// requests: a queue in another account, say.
+    /// sqs (and http with `aws_service`): an IAM role to assume (STS
+    /// `AssumeRole`, signed with the credentials above), whose temporary
+    /// credentials sign the sink's requests: a queue in another account, say.
     pub role_arn: Option<String>,
     /// sqs, with `role_arn`: the external id the role's trust policy asks for.
     pub external_id: Option<String>,
@@ -602,6 +604,11 @@ pub struct SinkConfig {
     /// http: an OAuth 2 client-credentials grant whose token each request
     /// carries (`authorization: Bearer`).
     pub oauth2: Option<OAuth2Config>,
+    /// http: sign each request with AWS Signature Version 4 for this
+    /// service (`lambda` for a function URL with `AWS_IAM` auth,
+    /// `execute-api` for API Gateway with IAM authorization) in `region`,
+    /// with credentials as an SQS sink's.
+    pub aws_service: Option<String>,
     /// Hold its rows: none is attempted while paused; they wait, and new
     /// hooks still get theirs (live at a reload).
     #[serde(default)]
@@ -719,6 +726,7 @@ impl SinkConfig {
             retry: None,
             filter: None,
             oauth2: None,
+            aws_service: None,
             paused: false,
         }
     }

@@ -168,6 +168,15 @@ const HTTP_OPTIONS: &[&str] = &[
     "client_cert_file",
     "client_key_file",
     "oauth2",
+    "aws_service",
+    "region",
+    "credentials",
+    "access_key_id_env",
+    "secret_access_key_env",
+    "session_token_env",
+    "role_arn",
+    "external_id",
+    "role_session_name",
 ];
 const SQS_OPTIONS: &[&str] = &[
     "queue_url",
@@ -564,6 +573,7 @@ impl Config {
             ("topic", sink.topic.is_some()),
             ("token_env", sink.token_env.is_some()),
             ("oauth2", sink.oauth2.is_some()),
+            ("aws_service", sink.aws_service.is_some()),
         ];
         if let Some((key, _)) = set.iter().find(|(k, on)| *on && !accepted.contains(k)) {
             return Err(invalid(
@@ -636,6 +646,7 @@ impl Config {
         if let Some(oauth2) = &sink.oauth2 {
             validate_oauth2(at, sink, oauth2)?;
         }
+        validate_aws_signing(at, sink)?;
         if let Some(secrets) = &sink.secret_env {
             for var in secrets.to_vec() {
                 if var.is_empty() {
@@ -863,19 +874,87 @@ fn validate_oauth2(at: &str, sink: &SinkConfig, oauth2: &OAuth2Config) -> Result
         let rule = "an environment variable name";
         return Err(invalid(format!("{at}.oauth2.client_secret_env"), rule, ""));
     }
-    let operators = sink.headers.keys().chain(sink.headers_env.keys());
-    if let Some(name) = operators
-        .into_iter()
-        .find(|n| n.eq_ignore_ascii_case("authorization"))
-    {
+    if let Some(key) = operator_authorization(at, sink) {
         let rule = "absent with oauth2 (its token is the authorization)";
-        let key = match sink.headers.contains_key(name) {
-            true => format!("{at}.headers.{name}"),
-            false => format!("{at}.headers_env.{name}"),
-        };
         return Err(invalid(key, rule, "set"));
     }
     Ok(())
+}
+
+/// The key of an HTTP sink's own `authorization` header, if it sets one.
+fn operator_authorization(at: &str, sink: &SinkConfig) -> Option<String> {
+    let operators = sink.headers.keys().chain(sink.headers_env.keys());
+    let name = operators
+        .into_iter()
+        .find(|n| n.eq_ignore_ascii_case("authorization"))?;
+    Some(match sink.headers.contains_key(name) {
+        true => format!("{at}.headers.{name}"),
+        false => format!("{at}.headers_env.{name}"),
+    })
+}
+
+/// An HTTP sink's `aws_service`: a service and a region to sign for,
+/// credentials as an SQS sink's, and nothing else that sets the request's
+/// authorization (the signature is). Without it, the keys that sign are
+/// refused: there is nothing for them to sign.
+fn validate_aws_signing(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
+    let signing_keys = [
+        ("region", sink.region.is_some()),
+        ("credentials", sink.credentials.is_some()),
+        ("access_key_id_env", sink.access_key_id_env.is_some()),
+        (
+            "secret_access_key_env",
+            sink.secret_access_key_env.is_some(),
+        ),
+        ("session_token_env", sink.session_token_env.is_some()),
+        ("role_arn", sink.role_arn.is_some()),
+        ("external_id", sink.external_id.is_some()),
+        ("role_session_name", sink.role_session_name.is_some()),
+    ];
+    let Some(service) = &sink.aws_service else {
+        return match signing_keys.iter().find(|(_, set)| *set) {
+            Some((key, _)) => {
+                let rule = "absent without aws_service (it signs that service's requests)";
+                Err(invalid(format!("{at}.{key}"), rule, "set"))
+            }
+            None => Ok(()),
+        };
+    };
+    if !is_region(service) {
+        let rule = "an AWS service's signing name of lowercase letters, digits and '-' (lambda, execute-api)";
+        return Err(invalid(format!("{at}.aws_service"), rule, service));
+    }
+    match &sink.region {
+        Some(region) if !is_region(region) => {
+            let rule = "an AWS region name of lowercase letters, digits and '-'";
+            return Err(invalid(format!("{at}.region"), rule, region));
+        }
+        None => {
+            let rule = "set with aws_service: the region to sign for";
+            return Err(invalid(format!("{at}.region"), rule, "absent"));
+        }
+        _ => {}
+    }
+    let rule = "absent with aws_service (the signature is the authorization)";
+    if sink.oauth2.is_some() {
+        return Err(invalid(format!("{at}.oauth2"), rule, "set"));
+    }
+    if let Some(key) = operator_authorization(at, sink) {
+        return Err(invalid(key, rule, "set"));
+    }
+    let url = sink.url.as_deref().unwrap_or("");
+    if url
+        .parse::<ureq::http::Uri>()
+        .is_ok_and(|u| u.authority().is_some_and(|a| a.as_str().contains('@')))
+    {
+        let rule = "without user information with aws_service (the signature is the authorization)";
+        return Err(invalid(
+            format!("{at}.url"),
+            rule,
+            "a URL with user information",
+        ));
+    }
+    aws_credentials(at, sink)
 }
 
 /// An HTTP sink's TLS files, which only an https:// `url` uses.
@@ -933,6 +1012,12 @@ fn validate_sqs_sink(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
             return Err(invalid(format!("{at}.message_group_id"), rule, group));
         }
     }
+    aws_credentials(at, sink)
+}
+
+/// An AWS-signing sink's credentials (`credentials` and the variables it
+/// reads) and the role it assumes with them.
+fn aws_credentials(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
     credentials(
         at,
         &sink.credentials,

@@ -20,6 +20,7 @@ use super::egress::{Egress, PrivateAddress};
 use super::forward::{forwarded, reserved_header};
 use super::oauth2::ClientCredentials;
 use super::signing::{signature_header, SigningKey};
+use super::sigv4::{AwsSigning, SignError};
 use super::status::{classify, EXCERPT_BYTES};
 use super::{BoxError, Delivery, Sink, SinkError};
 use crate::limits::{HTTP_MAX_RESPONSE_BYTES, HTTP_TIMEOUT_MS};
@@ -70,6 +71,9 @@ pub struct HttpSinkOptions {
     /// The grant whose token every request carries (`authorization:
     /// Bearer`), if the receiver wants one.
     pub oauth2: Option<Arc<ClientCredentials>>,
+    /// AWS Signature Version 4 of every request, if the receiver is an AWS
+    /// service's endpoint that wants one (a Lambda function URL).
+    pub aws_signing: Option<AwsSigning>,
 }
 
 impl HttpSinkOptions {
@@ -91,13 +95,15 @@ impl HttpSinkOptions {
             client_certificate: None,
             egress: Egress::open(),
             oauth2: None,
+            aws_signing: None,
         }
     }
 
     /// Whether a sink built from `other` would do what one built from
     /// these does: every option equal, secrets, keys and certificates by
     /// their bytes, an OAuth 2 grant by its endpoint, client, secret and
-    /// parameters.
+    /// parameters, AWS signing by its service, region and credentials'
+    /// source.
     pub(crate) fn same_as(&self, other: &HttpSinkOptions) -> bool {
         let HttpSinkOptions {
             url,
@@ -112,6 +118,7 @@ impl HttpSinkOptions {
             client_certificate,
             egress,
             oauth2,
+            aws_signing,
         } = self;
         *url == other.url
             && *method == other.method
@@ -136,6 +143,11 @@ impl HttpSinkOptions {
                 (Some(a), Some(b)) => a.same_grant(b),
                 _ => false,
             }
+            && match (aws_signing, &other.aws_signing) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.same_as(b),
+                _ => false,
+            }
     }
 }
 
@@ -157,6 +169,7 @@ impl std::fmt::Debug for HttpSinkOptions {
             .field("client_certificate", &self.client_certificate.is_some())
             .field("egress", &self.egress)
             .field("oauth2", &self.oauth2)
+            .field("aws_signing", &self.aws_signing)
             .finish()
     }
 }
@@ -174,6 +187,7 @@ pub struct HttpSink {
     forward_allow: Option<Vec<String>>,
     max_response_bytes: u64,
     oauth2: Option<Arc<ClientCredentials>>,
+    aws_signing: Option<AwsSigning>,
 }
 
 /// An option an HTTP sink cannot be built with (the config's validation
@@ -281,7 +295,8 @@ impl HttpSink {
         }
         let (uri, basic) = without_user_info(uri);
         let authorization = ureq::http::header::AUTHORIZATION;
-        if let Some(basic) = basic.filter(|_| options.oauth2.is_none()) {
+        let authorized = options.oauth2.is_some() || options.aws_signing.is_some();
+        if let Some(basic) = basic.filter(|_| !authorized) {
             if !operator_headers.iter().any(|(n, _)| n == authorization) {
                 operator_headers.push((authorization, basic));
             }
@@ -305,6 +320,7 @@ impl HttpSink {
             forward_allow: options.forward_allow,
             max_response_bytes: options.max_response_bytes,
             oauth2: options.oauth2,
+            aws_signing: options.aws_signing,
         })
     }
 
@@ -387,6 +403,26 @@ fn without_user_info(uri: Uri) -> (Uri, Option<HeaderValue>) {
     }
 }
 
+/// Adds the headers of `request`'s AWS signature.
+fn sign(
+    request: &mut Request<()>,
+    signing: &AwsSigning,
+    body: &[u8],
+    now: SystemTime,
+) -> Result<(), SinkError> {
+    let content_type = request.headers().get(CONTENT_TYPE);
+    let content_type = content_type.and_then(|v| v.to_str().ok()).unwrap_or("");
+    let url = request.uri().to_string();
+    let method = request.method().as_str();
+    let headers = signing.headers(method, &url, content_type, body, now);
+    for (name, value) in headers.map_err(SignError::failure)? {
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| unsendable(&name, e))?;
+        let value = HeaderValue::from_str(&value).map_err(|e| unsendable(&value, e))?;
+        request.headers_mut().insert(name, value);
+    }
+    Ok(())
+}
+
 impl Sink for HttpSink {
     fn deliver(&self, delivery: &Delivery<'_>) -> Result<(), SinkError> {
         let now = SystemTime::now();
@@ -407,6 +443,9 @@ impl Sink for HttpSink {
             request.headers_mut().insert(AUTHORIZATION, bearer);
         }
         let body = &delivery.hook.body[..];
+        if let Some(signing) = &self.aws_signing {
+            sign(&mut request, signing, body, now)?;
+        }
         let response = send_past_stale_connections(|| {
             let (head, ()) = request.clone().into_parts();
             self.agent.run(Request::from_parts(head, body))

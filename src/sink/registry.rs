@@ -12,6 +12,7 @@ use super::http::{HttpSink, HttpSinkOptions, InvalidHttpSink, Method};
 use super::oauth2::ClientCredentials;
 use super::pubsub::{PubSubSink, PubSubSinkOptions};
 use super::signing::SigningKey;
+use super::sigv4::AwsSigning;
 use super::sqs::{region_of, SqsSink, SqsSinkOptions};
 use super::ClaimingSink;
 use super::Sink;
@@ -357,6 +358,14 @@ fn http_options(
         client_certificate,
         egress: egress.clone(),
         oauth2: oauth2_grant(egress, entry, at)?,
+        aws_signing: entry.aws_service.as_ref().map(|service| {
+            let region = entry.region.clone().unwrap_or_default();
+            AwsSigning {
+                service: service.clone(),
+                credentials: aws_credentials(entry, &region),
+                region,
+            }
+        }),
     })
 }
 
@@ -387,19 +396,8 @@ fn sqs_options(config: &Config, source: &SourceConfig, entry: &SinkConfig) -> Sq
         .clone()
         .or_else(|| region_of(&queue_url))
         .unwrap_or_default();
-    let env = EnvCredentials::named(
-        &entry.access_key_id_env,
-        &entry.secret_access_key_env,
-        &entry.session_token_env,
-    );
-    let role = RoleToAssume::named(
-        &entry.role_arn,
-        &entry.external_id,
-        &entry.role_session_name,
-    );
     SqsSinkOptions {
-        credentials: AwsCredentials::new(entry.credentials.as_deref(), env, &region)
-            .assuming(role, &region),
+        credentials: aws_credentials(entry, &region),
         region,
         queue_url,
         endpoint: entry.endpoint.clone(),
@@ -410,6 +408,22 @@ fn sqs_options(config: &Config, source: &SourceConfig, entry: &SinkConfig) -> Sq
         inline_max_bytes: entry.inline_max_bytes.unwrap_or(INLINE_MAX_BYTES),
         idle_connections: idle_connections(config),
     }
+}
+
+/// The credentials a sink entry signs its requests for `region` with:
+/// from where its `credentials` says, of the role it names if it does.
+fn aws_credentials(entry: &SinkConfig, region: &str) -> AwsCredentials {
+    let env = EnvCredentials::named(
+        &entry.access_key_id_env,
+        &entry.secret_access_key_env,
+        &entry.session_token_env,
+    );
+    let role = RoleToAssume::named(
+        &entry.role_arn,
+        &entry.external_id,
+        &entry.role_session_name,
+    );
+    AwsCredentials::new(entry.credentials.as_deref(), env, region).assuming(role, region)
 }
 
 fn pubsub_options(

@@ -1,4 +1,5 @@
-//! AWS Signature Version 4 for the SQS sink and the S3 claim bucket: AWS's
+//! AWS Signature Version 4 for the SQS sink, the S3 claim bucket and the
+//! HTTP sinks with an `aws_service` (a Lambda function URL, API Gateway): AWS's
 //! own signer (the `aws-sigv4` crate, without the SDK), with credentials
 //! from where the config says (see `aws_credentials`); no secret is kept in
 //! goad's config or store.
@@ -30,6 +31,63 @@ impl fmt::Display for SignError {
 }
 
 impl std::error::Error for SignError {}
+
+impl SignError {
+    /// The attempt's failure: transient without credentials (they may come
+    /// back), permanent when the request cannot be signed at all.
+    pub fn failure(self) -> super::SinkError {
+        match self {
+            SignError::Credentials(e) => super::SinkError::transient(e),
+            other => super::SinkError::permanent(other),
+        }
+    }
+}
+
+/// An HTTP sink's signing: the service and region its requests are
+/// signed for, and the credentials that sign them.
+#[derive(Debug, Clone)]
+pub struct AwsSigning {
+    pub service: String,
+    pub region: String,
+    pub credentials: AwsCredentials,
+}
+
+impl AwsSigning {
+    /// The same service and region, credentials from the same place.
+    pub(crate) fn same_as(&self, other: &AwsSigning) -> bool {
+        self.service == other.service
+            && self.region == other.region
+            && self.credentials.same_source(&other.credentials)
+    }
+
+    /// The headers that sign a request of `method` to `url` with this
+    /// `content_type` and `body` at `now`. They sign its host, content type
+    /// and body (and the `x-amz-*` headers they add), not goad's and the
+    /// provider's other headers, which a proxy on the way may rewrite.
+    pub fn headers(
+        &self,
+        method: &str,
+        url: &str,
+        content_type: &str,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Result<Vec<(String, String)>, SignError> {
+        let headers = [("content-type", content_type)];
+        let unsigned = Unsigned {
+            method,
+            url,
+            headers: &headers,
+            body,
+        };
+        sign_headers(
+            &self.credentials,
+            &self.region,
+            &self.service,
+            &unsigned,
+            now,
+        )
+    }
+}
 
 /// S3 signs its payload's hash in a header and its paths as they are (no
 /// double encoding, no normalizing); the other services take the defaults.

@@ -249,10 +249,7 @@ impl SqsSink {
             &unsigned,
             SystemTime::now(),
         )
-        .map_err(|e| match e {
-            SignError::Credentials(e) => SinkError::transient(e),
-            other => SinkError::permanent(other),
-        })?;
+        .map_err(SignError::failure)?;
         let post = || {
             let mut post = self.agent.post(&self.post_url);
             for (name, value) in headers {
