@@ -911,6 +911,140 @@ fn an_aws_signed_sink_sends_the_signature_aws_computes() {
     assert!(rows(&engine).is_empty(), "delivered");
 }
 
+/// An unsigned JWT carrying `claims` (goad reads its `exp`; the receiver,
+/// here, checks nothing).
+fn jwt_of(claims: serde_json::Value) -> String {
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    format!("e30.{}.sig", b64.encode(claims.to_string()))
+}
+
+/// The `n`-th ID token a stand-in issues, for the sink's audience, to
+/// expire in 2096 (held as long as the test runs).
+fn id_token(n: u32) -> String {
+    let claims =
+        serde_json::json!({"aud": "https://svc-abc.a.run.app", "n": n, "exp": 4_000_000_000u64});
+    jwt_of(claims)
+}
+
+/// A receiver that answers 401 to its `refused`-th request (counting from
+/// 1), 200 to the others.
+fn refusing_once(refused: u32) -> Receiver {
+    let seen = std::sync::atomic::AtomicU32::new(0);
+    Receiver::start(move |_| {
+        match seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == refused {
+            true => Reply::status(401),
+            false => Reply::status(200),
+        }
+    })
+    .unwrap()
+}
+
+/// A config whose source `s` delivers to `receiver` with a Google ID
+/// token of audience `https://svc-abc.a.run.app` from `credentials`.
+fn id_token_config(dir: &std::path::Path, receiver: &Receiver, credentials: &str) -> goad::Config {
+    let mut sink = SinkConfig::http(receiver.url("/hooks"));
+    sink.google_id_token = Some(goad::config::GoogleIdTokenConfig {
+        audience: "https://svc-abc.a.run.app".into(),
+        credentials: Some(credentials.into()),
+    });
+    let mut c = config(dir);
+    c.sources.push(source("s", "t", vec![sink]));
+    c
+}
+
+/// The bearer tokens a receiver got.
+fn bearers(receiver: &Receiver) -> Vec<String> {
+    let received = receiver.received();
+    let bearer = |r: &Received| r.header("authorization").unwrap().to_string();
+    received.iter().map(bearer).collect()
+}
+
+/// `google_id_token` with `credentials = "metadata"`: each request carries
+/// the metadata server's ID token for the sink's audience (asked with
+/// `Metadata-Flavor: Google`, the audience percent-encoded, `format=full`),
+/// kept while its `exp` is far; a 401 to a token held a while drops it and
+/// the retry carries a new one, as Cloud Run asks of a caller.
+#[test]
+fn a_google_id_token_sink_sends_the_metadata_servers_token_for_its_audience() {
+    let issued = std::sync::atomic::AtomicU32::new(0);
+    let metadata = Receiver::start(move |r| {
+        if r.header("metadata-flavor") != Some("Google") {
+            return Reply::status(403);
+        }
+        let n = issued.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        Reply::status(200).with_body(id_token(n))
+    })
+    .unwrap();
+    std::env::set_var(
+        "GCE_METADATA_HOST",
+        metadata.url("").trim_start_matches("http://"),
+    );
+    let receiver = refusing_once(2);
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(id_token_config(dir.path(), &receiver, "metadata")).unwrap();
+    commit_and_tick(&engine, "one");
+    commit_and_tick(&engine, "two");
+    let asked: Vec<String> = metadata.received().into_iter().map(|r| r.path).collect();
+    let path = "/computeMetadata/v1/instance/service-accounts/default/identity\
+                ?audience=https%3A%2F%2Fsvc-abc.a.run.app&format=full";
+    assert_eq!(asked, [path, path]);
+    let sent = [1, 1, 2].map(|n| format!("Bearer {}", id_token(n)));
+    assert_eq!(bearers(&receiver), sent);
+    assert!(rows(&engine).is_empty(), "both delivered");
+}
+
+/// `google_id_token` with `credentials = "service_account"`: the key file
+/// `GOOGLE_APPLICATION_CREDENTIALS` names is read when the engine opens (a
+/// missing one is a config error naming the key and the file); its token
+/// endpoint gets a JWT bearer grant asking for the sink's audience
+/// (`target_audience`), and its `id_token` is sent, once for both hooks.
+#[test]
+fn a_google_id_token_sink_exchanges_a_service_account_key_for_its_token() {
+    let keys = tempfile::tempdir().unwrap();
+    let key_path = keys.path().join("key.json");
+    std::env::set_var("GOOGLE_APPLICATION_CREDENTIALS", &key_path);
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let c = id_token_config(dir.path(), &receiver, "service_account");
+    let refused = Engine::open(c.clone()).err().expect("no key file");
+    assert_eq!(
+        refused.to_string(),
+        format!(
+            "sources[0].sinks[0].google_id_token.credentials must be \"service_account\" only \
+             with a usable service-account key file at GOOGLE_APPLICATION_CREDENTIALS (cannot \
+             read {}: No such file or directory (os error 2)), got \"service_account\"",
+            key_path.display()
+        )
+    );
+    let token_endpoint = Receiver::start(|_| {
+        Reply::status(200).with_body(serde_json::json!({"id_token": id_token(1)}).to_string())
+    })
+    .unwrap();
+    let token_uri = token_endpoint.url("/token");
+    let key_file = service_account_key_file(&token_uri);
+    std::fs::write(&key_path, key_file.to_string()).unwrap();
+    let engine = Engine::open(c).unwrap();
+    commit_and_tick(&engine, "one");
+    commit_and_tick(&engine, "two");
+    assert_eq!(
+        bearers(&receiver),
+        [1, 1].map(|n| format!("Bearer {}", id_token(n)))
+    );
+    let grants = token_endpoint.received();
+    assert_eq!(grants.len(), 1, "one token for both");
+    let form = String::from_utf8(grants[0].body.clone()).unwrap();
+    let assertion = form
+        .strip_prefix("grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=")
+        .expect("a JWT bearer grant");
+    let claims = assertion.split('.').nth(1).unwrap();
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let claims: serde_json::Value = serde_json::from_slice(&b64.decode(claims).unwrap()).unwrap();
+    assert_eq!(claims["target_audience"], "https://svc-abc.a.run.app");
+    assert_eq!(claims["iss"], "goad@p.iam.gserviceaccount.com");
+    assert_eq!(claims["aud"], token_uri);
+    assert_eq!(claims.get("scope"), None);
+}
+
 /// A token endpoint that issues `tok-1`, `tok-2`, … (one per request).
 fn token_endpoint() -> Receiver {
     let issued = std::sync::atomic::AtomicU32::new(0);

@@ -344,15 +344,7 @@ fn a_service_account_key_is_exchanged_for_a_token_once_while_fresh() {
     })
     .unwrap();
     let token_uri = token_endpoint.url("/token");
-    let pem = include_str!("fixtures/google-service-account-test-key.pem");
-    let key_file = json!({
-        "type": "service_account",
-        "project_id": "p",
-        "private_key_id": "key-1",
-        "private_key": pem,
-        "client_email": "goad@p.iam.gserviceaccount.com",
-        "token_uri": token_uri,
-    });
+    let key_file = service_account_key_file(&token_uri);
     std::fs::write(&key_path, key_file.to_string()).unwrap();
     let engine = Engine::open(c.clone()).unwrap();
     let publish = |body: &str| {
@@ -394,6 +386,7 @@ fn a_service_account_key_is_exchanged_for_a_token_once_while_fresh() {
     assert_eq!(claims["aud"], token_uri.as_str());
     let issued_s = claims["iat"].as_u64().unwrap();
     assert_eq!(claims["exp"].as_u64().unwrap(), issued_s + 3600);
+    let pem = key_file["private_key"].as_str().unwrap();
     let der: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
     let der = base64::engine::general_purpose::STANDARD
         .decode(der)

@@ -609,6 +609,10 @@ pub struct SinkConfig {
     /// `execute-api` for API Gateway with IAM authorization) in `region`,
     /// with credentials as an SQS sink's.
     pub aws_service: Option<String>,
+    /// http: a Google-signed ID token for this audience in each request
+    /// (`authorization: Bearer`), as Cloud Run, Cloud Functions and IAP
+    /// ask of their callers.
+    pub google_id_token: Option<GoogleIdTokenConfig>,
     /// Hold its rows: none is attempted while paused; they wait, and new
     /// hooks still get theirs (live at a reload).
     #[serde(default)]
@@ -631,6 +635,19 @@ pub struct OAuth2Config {
     /// How the client authenticates to the token endpoint.
     #[serde(default)]
     pub client_auth: ClientAuth,
+}
+
+/// An HTTP sink's `google_id_token`: for whom, and whose.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct GoogleIdTokenConfig {
+    /// The token's `aud`: the receiving service's URL (Cloud Run, Cloud
+    /// Functions) or OAuth client id (IAP).
+    pub audience: String,
+    /// `metadata` (the default: the account the node runs as, on Google
+    /// Cloud) or `service_account` (the key file
+    /// `GOOGLE_APPLICATION_CREDENTIALS` names).
+    pub credentials: Option<String>,
 }
 
 /// RFC 6749 §2.3.1: HTTP Basic (the default) or the form's fields.
@@ -727,6 +744,7 @@ impl SinkConfig {
             filter: None,
             oauth2: None,
             aws_service: None,
+            google_id_token: None,
             paused: false,
         }
     }

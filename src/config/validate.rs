@@ -2,14 +2,15 @@
 
 use super::aws_role::aws_role;
 use super::{
-    Config, IngestJwt, IngestSignature, OAuth2Config, RetryConfig, SinkConfig, SourceConfig,
-    TenantLimitsConfig,
+    Config, GoogleIdTokenConfig, IngestJwt, IngestSignature, OAuth2Config, RetryConfig, SinkConfig,
+    SourceConfig, TenantLimitsConfig,
 };
 use crate::core::LaneBy;
 use crate::limits::{
     MAX_CALLS_PER_S, MAX_COALESCE_MS, MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS, MIN_SHARD_BYTES,
 };
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
+use crate::sink::gcp_id_token::ID_TOKEN_SOURCES;
 use crate::sink::gcp_token::TOKEN_SOURCES;
 use std::fmt;
 use std::path::PathBuf;
@@ -169,6 +170,7 @@ const HTTP_OPTIONS: &[&str] = &[
     "client_key_file",
     "oauth2",
     "aws_service",
+    "google_id_token",
     "region",
     "credentials",
     "access_key_id_env",
@@ -574,6 +576,7 @@ impl Config {
             ("token_env", sink.token_env.is_some()),
             ("oauth2", sink.oauth2.is_some()),
             ("aws_service", sink.aws_service.is_some()),
+            ("google_id_token", sink.google_id_token.is_some()),
         ];
         if let Some((key, _)) = set.iter().find(|(k, on)| *on && !accepted.contains(k)) {
             return Err(invalid(
@@ -644,9 +647,13 @@ impl Config {
         }
         validate_operator_headers(at, sink)?;
         if let Some(oauth2) = &sink.oauth2 {
-            validate_oauth2(at, sink, oauth2)?;
+            validate_oauth2(at, oauth2)?;
         }
         validate_aws_signing(at, sink)?;
+        if let Some(id_token) = &sink.google_id_token {
+            validate_google_id_token(at, id_token)?;
+        }
+        one_authorization(at, sink)?;
         if let Some(secrets) = &sink.secret_env {
             for var in secrets.to_vec() {
                 if var.is_empty() {
@@ -861,7 +868,7 @@ fn validate_operator_headers(at: &str, sink: &SinkConfig) -> Result<(), ConfigEr
 
 /// An HTTP sink's `oauth2`: a token endpoint URL and a secret's variable,
 /// and no `authorization` header of the operator's beside it.
-fn validate_oauth2(at: &str, sink: &SinkConfig, oauth2: &OAuth2Config) -> Result<(), ConfigError> {
+fn validate_oauth2(at: &str, oauth2: &OAuth2Config) -> Result<(), ConfigError> {
     if !is_http_url(&oauth2.token_url) {
         let rule = "an http:// or https:// URL with a host";
         return Err(invalid(
@@ -873,10 +880,6 @@ fn validate_oauth2(at: &str, sink: &SinkConfig, oauth2: &OAuth2Config) -> Result
     if oauth2.client_secret_env.is_empty() {
         let rule = "an environment variable name";
         return Err(invalid(format!("{at}.oauth2.client_secret_env"), rule, ""));
-    }
-    if let Some(key) = operator_authorization(at, sink) {
-        let rule = "absent with oauth2 (its token is the authorization)";
-        return Err(invalid(key, rule, "set"));
     }
     Ok(())
 }
@@ -935,26 +938,74 @@ fn validate_aws_signing(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> 
         }
         _ => {}
     }
-    let rule = "absent with aws_service (the signature is the authorization)";
-    if sink.oauth2.is_some() {
-        return Err(invalid(format!("{at}.oauth2"), rule, "set"));
+    aws_credentials(at, sink)
+}
+
+/// An HTTP sink's `google_id_token`: an audience, and credentials that
+/// can ask Google for an ID token.
+fn validate_google_id_token(at: &str, id_token: &GoogleIdTokenConfig) -> Result<(), ConfigError> {
+    let key = format!("{at}.google_id_token");
+    if id_token.audience.is_empty() {
+        let rule = "the receiving service's audience (a Cloud Run service's URL, an IAP client id)";
+        return Err(invalid(format!("{key}.audience"), rule, ""));
+    }
+    let credentials = id_token.credentials.as_deref().unwrap_or("metadata");
+    if !ID_TOKEN_SOURCES.contains(&credentials) {
+        let rule = format!("one of {ID_TOKEN_SOURCES:?}");
+        return Err(invalid(format!("{key}.credentials"), rule, credentials));
+    }
+    Ok(())
+}
+
+/// An HTTP sink's ways of authorizing its requests: at most one of
+/// `oauth2`, `aws_service` and `google_id_token`, each of which is the
+/// request's `authorization`, so neither the sink's own `authorization`
+/// header nor a URL's user information (sent as Basic) goes beside it.
+fn one_authorization(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
+    let ways = [
+        (
+            sink.oauth2.is_some(),
+            "oauth2",
+            "oauth2 (its token is the authorization)",
+        ),
+        (
+            sink.aws_service.is_some(),
+            "aws_service",
+            "aws_service (the signature is the authorization)",
+        ),
+        (
+            sink.google_id_token.is_some(),
+            "google_id_token",
+            "google_id_token (its token is the authorization)",
+        ),
+    ];
+    let mut set = ways.into_iter().filter(|(on, _, _)| *on);
+    let Some((_, _, way)) = set.next() else {
+        return Ok(());
+    };
+    if let Some((_, key, _)) = set.next() {
+        return Err(invalid(
+            format!("{at}.{key}"),
+            format!("absent with {way}"),
+            "set",
+        ));
     }
     if let Some(key) = operator_authorization(at, sink) {
-        return Err(invalid(key, rule, "set"));
+        return Err(invalid(key, format!("absent with {way}"), "set"));
     }
     let url = sink.url.as_deref().unwrap_or("");
-    if url
+    let user_info = url
         .parse::<ureq::http::Uri>()
-        .is_ok_and(|u| u.authority().is_some_and(|a| a.as_str().contains('@')))
-    {
-        let rule = "without user information with aws_service (the signature is the authorization)";
+        .is_ok_and(|u| u.authority().is_some_and(|a| a.as_str().contains('@')));
+    if user_info {
+        let rule = format!("without user information with {way}");
         return Err(invalid(
             format!("{at}.url"),
             rule,
             "a URL with user information",
         ));
     }
-    aws_credentials(at, sink)
+    Ok(())
 }
 
 /// An HTTP sink's TLS files, which only an https:// `url` uses.

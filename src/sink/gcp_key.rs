@@ -95,9 +95,10 @@ impl ServiceAccountKey {
         })
     }
 
-    /// A JWT asserting this account at `now`, for an access token of `scope`
-    /// from the token endpoint.
-    pub fn assertion(&self, scope: &str, now: SystemTime) -> Result<String, BoxError> {
+    /// A JWT asserting this account at `now` to the token endpoint, with
+    /// what it asks for: `("scope", s)`, an access token of scope `s`, or
+    /// `("target_audience", a)`, an ID token for audience `a`.
+    pub fn assertion(&self, asked: (&str, &str), now: SystemTime) -> Result<String, BoxError> {
         let mut header = Map::new();
         header.insert("alg".into(), "RS256".into());
         header.insert("typ".into(), "JWT".into());
@@ -105,13 +106,13 @@ impl ServiceAccountKey {
             header.insert("kid".into(), id.as_str().into());
         }
         let issued_s = now.duration_since(UNIX_EPOCH)?.as_secs();
-        let claims = json!({
+        let mut claims = json!({
             "iss": self.client_email,
-            "scope": scope,
             "aud": self.token_uri,
             "iat": issued_s,
             "exp": issued_s + ASSERTION_LIFETIME_S,
         });
+        claims[asked.0] = asked.1.into();
         let signed = format!(
             "{}.{}",
             URL_SAFE_NO_PAD.encode(Value::Object(header).to_string()),
@@ -161,7 +162,7 @@ mod tests {
     fn an_assertion_is_signed_by_the_key_and_claims_the_account_scope_and_hour() {
         let key = ServiceAccountKey::parse(&key_file(TEST_KEY_PEM, None)).unwrap();
         let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        let jwt = key.assertion("https://s", now).unwrap();
+        let jwt = key.assertion(("scope", "https://s"), now).unwrap();
         let parts: Vec<&str> = jwt.split('.').collect();
         assert_eq!(parts.len(), 3);
         assert_eq!(

@@ -198,16 +198,7 @@ impl FetchedToken {
 
     /// The metadata server's token for the workload's account.
     fn ask_metadata(&self) -> Result<String, BoxError> {
-        let host = std::env::var("GCE_METADATA_HOST")
-            .unwrap_or_else(|_| "metadata.google.internal".into());
-        let url =
-            format!("http://{host}/computeMetadata/v1/instance/service-accounts/default/token");
-        ok_body(
-            self.agent
-                .get(url)
-                .header("metadata-flavor", "Google")
-                .call(),
-        )
+        ask_metadata(&self.agent, "token")
     }
 
     /// The token endpoint's token for a JWT signed with `key`.
@@ -216,7 +207,7 @@ impl FetchedToken {
         key: &ServiceAccountKey,
         now: SystemTime,
     ) -> Result<String, BoxError> {
-        let assertion = key.assertion(PUBSUB_SCOPE, now)?;
+        let assertion = key.assertion(("scope", PUBSUB_SCOPE), now)?;
         let body = form(&[
             ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
             ("assertion", &assertion),
@@ -227,6 +218,16 @@ impl FetchedToken {
             .header("content-type", "application/x-www-form-urlencoded");
         ok_body(request.send(body))
     }
+}
+
+/// The metadata server's answer at `path` under the workload's default
+/// service account: the server at `GCE_METADATA_HOST` (the variable
+/// Google's libraries read), or `metadata.google.internal`.
+pub(super) fn ask_metadata(agent: &ureq::Agent, path: &str) -> Result<String, BoxError> {
+    let host =
+        std::env::var("GCE_METADATA_HOST").unwrap_or_else(|_| "metadata.google.internal".into());
+    let url = format!("http://{host}/computeMetadata/v1/instance/service-accounts/default/{path}");
+    ok_body(agent.get(url).header("metadata-flavor", "Google").call())
 }
 
 /// No token to send: the attempt fails, transient (the environment or

@@ -18,7 +18,8 @@ use super::client::{
 };
 use super::egress::{Egress, PrivateAddress};
 use super::forward::{forwarded, reserved_header};
-use super::oauth2::ClientCredentials;
+use super::gcp_id_token::GoogleIdToken;
+use super::oauth2::{ClientCredentials, Token};
 use super::signing::{signature_header, SigningKey};
 use super::sigv4::{AwsSigning, SignError};
 use super::status::{classify, EXCERPT_BYTES};
@@ -71,6 +72,10 @@ pub struct HttpSinkOptions {
     /// The grant whose token every request carries (`authorization:
     /// Bearer`), if the receiver wants one.
     pub oauth2: Option<Arc<ClientCredentials>>,
+    /// The Google ID token every request carries (`authorization:
+    /// Bearer`), if the receiver is a Cloud Run service, a function or
+    /// behind IAP.
+    pub google_id_token: Option<Arc<GoogleIdToken>>,
     /// AWS Signature Version 4 of every request, if the receiver is an AWS
     /// service's endpoint that wants one (a Lambda function URL).
     pub aws_signing: Option<AwsSigning>,
@@ -95,6 +100,7 @@ impl HttpSinkOptions {
             client_certificate: None,
             egress: Egress::open(),
             oauth2: None,
+            google_id_token: None,
             aws_signing: None,
         }
     }
@@ -118,6 +124,7 @@ impl HttpSinkOptions {
             client_certificate,
             egress,
             oauth2,
+            google_id_token,
             aws_signing,
         } = self;
         *url == other.url
@@ -141,6 +148,11 @@ impl HttpSinkOptions {
             && match (oauth2, &other.oauth2) {
                 (None, None) => true,
                 (Some(a), Some(b)) => a.same_grant(b),
+                _ => false,
+            }
+            && match (google_id_token, &other.google_id_token) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.same_as(b),
                 _ => false,
             }
             && match (aws_signing, &other.aws_signing) {
@@ -169,6 +181,7 @@ impl std::fmt::Debug for HttpSinkOptions {
             .field("client_certificate", &self.client_certificate.is_some())
             .field("egress", &self.egress)
             .field("oauth2", &self.oauth2)
+            .field("google_id_token", &self.google_id_token)
             .field("aws_signing", &self.aws_signing)
             .finish()
     }
@@ -187,6 +200,7 @@ pub struct HttpSink {
     forward_allow: Option<Vec<String>>,
     max_response_bytes: u64,
     oauth2: Option<Arc<ClientCredentials>>,
+    google_id_token: Option<Arc<GoogleIdToken>>,
     aws_signing: Option<AwsSigning>,
 }
 
@@ -295,7 +309,9 @@ impl HttpSink {
         }
         let (uri, basic) = without_user_info(uri);
         let authorization = ureq::http::header::AUTHORIZATION;
-        let authorized = options.oauth2.is_some() || options.aws_signing.is_some();
+        let authorized = options.oauth2.is_some()
+            || options.google_id_token.is_some()
+            || options.aws_signing.is_some();
         if let Some(basic) = basic.filter(|_| !authorized) {
             if !operator_headers.iter().any(|(n, _)| n == authorization) {
                 operator_headers.push((authorization, basic));
@@ -320,6 +336,7 @@ impl HttpSink {
             forward_allow: options.forward_allow,
             max_response_bytes: options.max_response_bytes,
             oauth2: options.oauth2,
+            google_id_token: options.google_id_token,
             aws_signing: options.aws_signing,
         })
     }
@@ -378,6 +395,32 @@ impl HttpSink {
         }
         request.body(()).map_err(SinkError::permanent)
     }
+
+    /// The bearer token of the sink's `oauth2` grant or Google ID token,
+    /// if it has either.
+    fn bearer_token(&self, now: SystemTime) -> Result<Option<Token>, SinkError> {
+        if let Some(grant) = &self.oauth2 {
+            let token = grant.token(now).map_err(|e| match e.refused_by_egress {
+                true => SinkError::permanent(e),
+                false => SinkError::transient(e),
+            })?;
+            return Ok(Some(token));
+        }
+        let Some(id_token) = &self.google_id_token else {
+            return Ok(None);
+        };
+        id_token.token(now).map(Some).map_err(SinkError::transient)
+    }
+
+    /// The receiver refused `token`: its source does not send it again.
+    fn refused(&self, token: &str) {
+        if let Some(grant) = &self.oauth2 {
+            grant.refused(token);
+        }
+        if let Some(id_token) = &self.google_id_token {
+            id_token.refused(token);
+        }
+    }
 }
 
 /// `uri` without its user information, and that information (RFC 3986:
@@ -430,13 +473,7 @@ impl Sink for HttpSink {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let mut request = self.request(delivery, timestamp_s)?;
-        let token = match &self.oauth2 {
-            Some(grant) => Some(grant.token(now).map_err(|e| match e.refused_by_egress {
-                true => SinkError::permanent(e),
-                false => SinkError::transient(e),
-            })?),
-            None => None,
-        };
+        let token = self.bearer_token(now)?;
         if let Some(token) = &token {
             let bearer = format!("Bearer {}", token.value);
             let bearer = HeaderValue::from_str(&bearer).map_err(|e| unsendable("token", e))?;
@@ -472,15 +509,15 @@ impl Sink for HttpSink {
         }
         let _ = std::io::copy(&mut reader, &mut std::io::sink());
         let result = classify(status, retry_after.as_deref(), &answer, now);
-        match (&self.oauth2, token) {
+        match token {
             // A token held a while may have been revoked or expired early:
             // the next attempt asks for a new one. A 401 to a fresh one is
             // the receiver's refusal, permanent as any 401.
-            (Some(grant), Some(token)) if status == 401 && !token.fresh => {
-                grant.refused(&token.value);
+            Some(token) if status == 401 && !token.fresh => {
+                self.refused(&token.value);
                 result.map_err(|e| match e {
                     SinkError::Permanent(cause) => SinkError::transient(format!(
-                        "{cause}; a new OAuth 2 token is asked for the next attempt"
+                        "{cause}; a new token is asked for the next attempt"
                     )),
                     other => other,
                 })

@@ -12,6 +12,7 @@ mod egress;
 mod expiring;
 mod forward;
 mod gcp_external;
+pub(crate) mod gcp_id_token;
 mod gcp_key;
 pub(crate) mod gcp_token;
 mod gcp_user;

@@ -7,6 +7,7 @@ use super::assume_role::RoleToAssume;
 use super::aws_credentials::{AwsCredentials, EnvCredentials};
 use super::client::{client_certificate, root_certificates};
 use super::egress::Egress;
+use super::gcp_id_token::GoogleIdToken;
 use super::gcp_token::{PubSubAuth, KEY_FILE_VARIABLE};
 use super::http::{HttpSink, HttpSinkOptions, InvalidHttpSink, Method};
 use super::oauth2::ClientCredentials;
@@ -262,6 +263,23 @@ fn oauth2_grant(
     ))))
 }
 
+/// An HTTP sink's ID tokens, if it has `google_id_token`; a key file that
+/// cannot be used is an error naming its `credentials` key.
+fn google_id_token(
+    entry: &SinkConfig,
+    at: &str,
+) -> Result<Option<Arc<GoogleIdToken>>, ConfigError> {
+    let Some(config) = &entry.google_id_token else {
+        return Ok(None);
+    };
+    let id_token = GoogleIdToken::new(config).map_err(|why| ConfigError::Invalid {
+        key: format!("{at}.google_id_token.credentials"),
+        rule: format!("\"service_account\" only with a usable service-account key file at {KEY_FILE_VARIABLE} ({why})"),
+        value: "\"service_account\"".into(),
+    })?;
+    Ok(Some(Arc::new(id_token)))
+}
+
 fn http_options(
     config: &Config,
     egress: &Egress,
@@ -358,6 +376,7 @@ fn http_options(
         client_certificate,
         egress: egress.clone(),
         oauth2: oauth2_grant(egress, entry, at)?,
+        google_id_token: google_id_token(entry, at)?,
         aws_signing: entry.aws_service.as_ref().map(|service| {
             let region = entry.region.clone().unwrap_or_default();
             AwsSigning {

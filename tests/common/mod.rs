@@ -40,6 +40,21 @@ pub fn config_with_http_sink(dir: &Path, url: &str) -> Config {
     c
 }
 
+/// A Google service-account key file (as `gcloud iam service-accounts keys
+/// create` writes one) of the test key, for `goad@p.iam.gserviceaccount.com`,
+/// whose token endpoint is `token_uri`.
+pub fn service_account_key_file(token_uri: &str) -> serde_json::Value {
+    let pem = std::fs::read_to_string(fixtures().join("google-service-account-test-key.pem"));
+    serde_json::json!({
+        "type": "service_account",
+        "project_id": "p",
+        "private_key_id": "key-1",
+        "private_key": pem.unwrap(),
+        "client_email": "goad@p.iam.gserviceaccount.com",
+        "token_uri": token_uri,
+    })
+}
+
 pub fn source(id: &str, tenant: &str, sinks: Vec<SinkConfig>) -> SourceConfig {
     SourceConfig::new(id, tenant, sinks)
 }

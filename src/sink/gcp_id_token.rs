@@ -1,0 +1,192 @@
+//! An HTTP sink's Google ID token (`google_id_token`): a JWT Google signs
+//! for the sink's audience, sent as `authorization: Bearer`, as Cloud Run,
+//! Cloud Functions and Identity-Aware Proxy ask of a caller. Where it
+//! comes from, as its `credentials` says:
+//!
+//! - `metadata` (the default): the metadata server's token for the
+//!   account the node runs as on Google Cloud (see `gcp_token`);
+//! - `service_account`: the token endpoint's, for a JWT asking for that
+//!   audience signed with the key of the file
+//!   `GOOGLE_APPLICATION_CREDENTIALS` names (read when the sink is built).
+//!
+//! A token is kept until shortly before the `exp` it carries (see
+//! `expiring`); one the receiver answers 401 while held a while is
+//! dropped, and the next attempt asks for another, as for `oauth2`.
+
+use super::client::{agent, form, ok_body, percent_encoded};
+use super::expiring::Expiring;
+use super::gcp_key::ServiceAccountKey;
+use super::gcp_token::{ask_metadata, KEY_FILE_VARIABLE};
+use super::oauth2::Token;
+use super::BoxError;
+use crate::config::GoogleIdTokenConfig;
+use crate::limits::{HTTP_TIMEOUT_MS, OAUTH2_DEFAULT_LIFETIME_S};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use serde_json::Value;
+use std::fmt;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The values of `google_id_token.credentials`.
+pub const ID_TOKEN_SOURCES: &[&str] = &["metadata", "service_account"];
+
+/// Where the tokens come from.
+#[derive(Debug, PartialEq)]
+enum IdTokenSource {
+    Metadata,
+    ServiceAccount(Box<ServiceAccountKey>),
+}
+
+impl fmt::Display for IdTokenSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IdTokenSource::Metadata => f.write_str("the metadata server"),
+            IdTokenSource::ServiceAccount(key) => {
+                write!(f, "{} for {}", key.token_uri, key.client_email)
+            }
+        }
+    }
+}
+
+/// ID tokens for one audience, kept while fresh.
+pub struct GoogleIdToken {
+    audience: String,
+    from: IdTokenSource,
+    agent: ureq::Agent,
+    held: Expiring<String>,
+}
+
+/// The audience and source only: no token in logs.
+impl fmt::Debug for GoogleIdToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "GoogleIdToken({} from {})", self.audience, self.from)
+    }
+}
+
+/// No token to send: the attempt fails, transient (the metadata server or
+/// the token endpoint may come back).
+#[derive(Debug)]
+pub struct NoIdToken {
+    from: String,
+    cause: BoxError,
+}
+
+impl fmt::Display for NoIdToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (from, cause) = (&self.from, &self.cause);
+        write!(f, "cannot get a Google ID token from {from}: {cause}")
+    }
+}
+
+impl std::error::Error for NoIdToken {}
+
+impl GoogleIdToken {
+    /// The tokens of a validated `google_id_token`; with
+    /// `service_account`, the key file is read now, and the error says why
+    /// it cannot be used.
+    pub fn new(config: &GoogleIdTokenConfig) -> Result<GoogleIdToken, String> {
+        let from = match config.credentials.as_deref() {
+            Some("service_account") => {
+                let file = std::env::var_os(KEY_FILE_VARIABLE)
+                    .ok_or_else(|| format!("{KEY_FILE_VARIABLE} is not set"))?;
+                IdTokenSource::ServiceAccount(Box::new(ServiceAccountKey::read(Path::new(&file))?))
+            }
+            _ => IdTokenSource::Metadata,
+        };
+        Ok(GoogleIdToken {
+            audience: config.audience.clone(),
+            from,
+            agent: agent(HTTP_TIMEOUT_MS, 1),
+            held: Expiring::new(),
+        })
+    }
+
+    /// The same audience from the same source: its token would do.
+    pub(crate) fn same_as(&self, other: &GoogleIdToken) -> bool {
+        self.audience == other.audience && self.from == other.from
+    }
+
+    /// The token to send at `now`: the one held while fresh, else a new one.
+    pub fn token(&self, now: SystemTime) -> Result<Token, NoIdToken> {
+        let mut fresh = false;
+        let value = self.held.get(now, "a Google ID token", || {
+            fresh = true;
+            let token = match &self.from {
+                IdTokenSource::Metadata => self.ask_metadata()?,
+                IdTokenSource::ServiceAccount(key) => self.ask_token_endpoint(key, now)?,
+            };
+            let expires_at =
+                expiry_of(&token).unwrap_or(now + Duration::from_secs(OAUTH2_DEFAULT_LIFETIME_S));
+            Ok::<_, BoxError>((token, expires_at))
+        });
+        let value = value.map_err(|cause| NoIdToken {
+            from: self.from.to_string(),
+            cause,
+        })?;
+        Ok(Token { value, fresh })
+    }
+
+    /// The receiver refused `token`: it is not sent again.
+    pub fn refused(&self, token: &str) {
+        self.held.forget_if(|held| held == token);
+    }
+
+    /// The metadata server's token for the workload's account (its claims
+    /// in full: `format=full`, as Google's libraries ask).
+    fn ask_metadata(&self) -> Result<String, BoxError> {
+        let audience = percent_encoded(&self.audience);
+        let token = ask_metadata(
+            &self.agent,
+            &format!("identity?audience={audience}&format=full"),
+        )?;
+        Ok(token.trim().to_string())
+    }
+
+    /// The token endpoint's ID token for a JWT signed with `key`.
+    fn ask_token_endpoint(
+        &self,
+        key: &ServiceAccountKey,
+        now: SystemTime,
+    ) -> Result<String, BoxError> {
+        let assertion = key.assertion(("target_audience", &self.audience), now)?;
+        let body = form(&[
+            ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
+            ("assertion", &assertion),
+        ]);
+        let request = (self.agent.post(&key.token_uri))
+            .header("content-type", "application/x-www-form-urlencoded");
+        let answer: Value = serde_json::from_str(&ok_body(request.send(body))?)?;
+        match answer.get("id_token").and_then(Value::as_str) {
+            Some(token) => Ok(token.to_string()),
+            None => Err("no id_token in its answer".into()),
+        }
+    }
+}
+
+/// When a JWT expires, by its `exp` claim.
+fn expiry_of(token: &str) -> Option<SystemTime> {
+    let payload = URL_SAFE_NO_PAD.decode(token.split('.').nth(1)?).ok()?;
+    let exp = serde_json::from_slice::<Value>(&payload)
+        .ok()?
+        .get("exp")?
+        .as_u64()?;
+    Some(UNIX_EPOCH + Duration::from_secs(exp))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tokens_expiry_is_its_exp() {
+        let payload = URL_SAFE_NO_PAD.encode(r#"{"aud":"https://a","exp":1800000000}"#);
+        let at = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        assert_eq!(expiry_of(&format!("e30.{payload}.sig")), Some(at));
+        assert_eq!(expiry_of("not-a-jwt"), None);
+        assert_eq!(
+            expiry_of(&format!("e30.{}.sig", URL_SAFE_NO_PAD.encode("{}"))),
+            None
+        );
+    }
+}
