@@ -108,8 +108,8 @@ impl HttpSinkOptions {
     /// Whether a sink built from `other` would do what one built from
     /// these does: every option equal, secrets, keys and certificates by
     /// their bytes, an OAuth 2 grant by its endpoint, client, secret and
-    /// parameters, AWS signing by its service, region and credentials'
-    /// source.
+    /// parameters, a Google ID token by its audience and source, AWS
+    /// signing by its service, region and credentials' source.
     pub(crate) fn same_as(&self, other: &HttpSinkOptions) -> bool {
         let HttpSinkOptions {
             url,
