@@ -180,6 +180,17 @@ const HTTP_OPTIONS: &[&str] = &[
     "external_id",
     "role_session_name",
 ];
+/// The options that sign an HTTP sink's requests for `aws_service`.
+const AWS_SIGNING_OPTIONS: &[&str] = &[
+    "region",
+    "credentials",
+    "access_key_id_env",
+    "secret_access_key_env",
+    "session_token_env",
+    "role_arn",
+    "external_id",
+    "role_session_name",
+];
 const SQS_OPTIONS: &[&str] = &[
     "queue_url",
     "inline_max_bytes",
@@ -543,41 +554,7 @@ impl Config {
             "pubsub" => PUBSUB_OPTIONS,
             _ => &[],
         };
-        let set = [
-            ("url", sink.url.is_some()),
-            ("url_env", sink.url_env.is_some()),
-            ("method", sink.method.is_some()),
-            ("headers", !sink.headers.is_empty()),
-            ("headers_env", !sink.headers_env.is_empty()),
-            ("timeout_ms", sink.timeout_ms.is_some()),
-            ("secret_env", sink.secret_env.is_some()),
-            ("max_response_bytes", sink.max_response_bytes.is_some()),
-            ("ca_file", sink.ca_file.is_some()),
-            ("client_cert_file", sink.client_cert_file.is_some()),
-            ("client_key_file", sink.client_key_file.is_some()),
-            ("queue_url", sink.queue_url.is_some()),
-            ("region", sink.region.is_some()),
-            ("endpoint", sink.endpoint.is_some()),
-            ("message_group_id", sink.message_group_id.is_some()),
-            ("inline_max_bytes", sink.inline_max_bytes.is_some()),
-            ("max_message_bytes", sink.max_message_bytes.is_some()),
-            ("credentials", sink.credentials.is_some()),
-            ("access_key_id_env", sink.access_key_id_env.is_some()),
-            (
-                "secret_access_key_env",
-                sink.secret_access_key_env.is_some(),
-            ),
-            ("session_token_env", sink.session_token_env.is_some()),
-            ("role_arn", sink.role_arn.is_some()),
-            ("external_id", sink.external_id.is_some()),
-            ("role_session_name", sink.role_session_name.is_some()),
-            ("project", sink.project.is_some()),
-            ("topic", sink.topic.is_some()),
-            ("token_env", sink.token_env.is_some()),
-            ("oauth2", sink.oauth2.is_some()),
-            ("aws_service", sink.aws_service.is_some()),
-            ("google_id_token", sink.google_id_token.is_some()),
-        ];
+        let set = options_set(sink);
         if let Some((key, _)) = set.iter().find(|(k, on)| *on && !accepted.contains(k)) {
             return Err(invalid(
                 format!("{at}.{key}"),
@@ -667,6 +644,45 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// Each sink option's name, and whether the entry sets it.
+fn options_set(sink: &SinkConfig) -> Vec<(&'static str, bool)> {
+    vec![
+        ("url", sink.url.is_some()),
+        ("url_env", sink.url_env.is_some()),
+        ("method", sink.method.is_some()),
+        ("headers", !sink.headers.is_empty()),
+        ("headers_env", !sink.headers_env.is_empty()),
+        ("timeout_ms", sink.timeout_ms.is_some()),
+        ("secret_env", sink.secret_env.is_some()),
+        ("max_response_bytes", sink.max_response_bytes.is_some()),
+        ("ca_file", sink.ca_file.is_some()),
+        ("client_cert_file", sink.client_cert_file.is_some()),
+        ("client_key_file", sink.client_key_file.is_some()),
+        ("queue_url", sink.queue_url.is_some()),
+        ("region", sink.region.is_some()),
+        ("endpoint", sink.endpoint.is_some()),
+        ("message_group_id", sink.message_group_id.is_some()),
+        ("inline_max_bytes", sink.inline_max_bytes.is_some()),
+        ("max_message_bytes", sink.max_message_bytes.is_some()),
+        ("credentials", sink.credentials.is_some()),
+        ("access_key_id_env", sink.access_key_id_env.is_some()),
+        (
+            "secret_access_key_env",
+            sink.secret_access_key_env.is_some(),
+        ),
+        ("session_token_env", sink.session_token_env.is_some()),
+        ("role_arn", sink.role_arn.is_some()),
+        ("external_id", sink.external_id.is_some()),
+        ("role_session_name", sink.role_session_name.is_some()),
+        ("project", sink.project.is_some()),
+        ("topic", sink.topic.is_some()),
+        ("token_env", sink.token_env.is_some()),
+        ("oauth2", sink.oauth2.is_some()),
+        ("aws_service", sink.aws_service.is_some()),
+        ("google_id_token", sink.google_id_token.is_some()),
+    ]
 }
 
 /// A retry policy, `[retry]` or a sink's (with `[retry]`'s keys where it
@@ -901,21 +917,12 @@ fn operator_authorization(at: &str, sink: &SinkConfig) -> Option<String> {
 /// authorization (the signature is). Without it, the keys that sign are
 /// refused: there is nothing for them to sign.
 fn validate_aws_signing(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
-    let signing_keys = [
-        ("region", sink.region.is_some()),
-        ("credentials", sink.credentials.is_some()),
-        ("access_key_id_env", sink.access_key_id_env.is_some()),
-        (
-            "secret_access_key_env",
-            sink.secret_access_key_env.is_some(),
-        ),
-        ("session_token_env", sink.session_token_env.is_some()),
-        ("role_arn", sink.role_arn.is_some()),
-        ("external_id", sink.external_id.is_some()),
-        ("role_session_name", sink.role_session_name.is_some()),
-    ];
     let Some(service) = &sink.aws_service else {
-        return match signing_keys.iter().find(|(_, set)| *set) {
+        let options = options_set(sink);
+        let mut signing = options
+            .iter()
+            .filter(|(key, _)| AWS_SIGNING_OPTIONS.contains(key));
+        return match signing.find(|(_, set)| *set) {
             Some((key, _)) => {
                 let rule = "absent without aws_service (it signs that service's requests)";
                 Err(invalid(format!("{at}.{key}"), rule, "set"))
