@@ -171,16 +171,9 @@ const HTTP_OPTIONS: &[&str] = &[
     "oauth2",
     "aws_service",
     "google_id_token",
-    "region",
-    "credentials",
-    "access_key_id_env",
-    "secret_access_key_env",
-    "session_token_env",
-    "role_arn",
-    "external_id",
-    "role_session_name",
 ];
-/// The options that sign an HTTP sink's requests for `aws_service`.
+/// The options that sign requests to AWS (an SQS sink's, an HTTP sink's
+/// with `aws_service`): the region and where the credentials come from.
 const AWS_SIGNING_OPTIONS: &[&str] = &[
     "region",
     "credentials",
@@ -194,18 +187,10 @@ const AWS_SIGNING_OPTIONS: &[&str] = &[
 const SQS_OPTIONS: &[&str] = &[
     "queue_url",
     "inline_max_bytes",
-    "region",
     "endpoint",
     "message_group_id",
     "max_message_bytes",
     "timeout_ms",
-    "credentials",
-    "access_key_id_env",
-    "secret_access_key_env",
-    "session_token_env",
-    "role_arn",
-    "external_id",
-    "role_session_name",
 ];
 const PUBSUB_OPTIONS: &[&str] = &[
     "credentials",
@@ -548,14 +533,15 @@ impl Config {
                 &sink.kind,
             ));
         }
-        let accepted: &[&str] = match sink.kind.as_str() {
-            "http" => HTTP_OPTIONS,
-            "sqs" => SQS_OPTIONS,
-            "pubsub" => PUBSUB_OPTIONS,
+        let accepted: &[&[&str]] = match sink.kind.as_str() {
+            "http" => &[HTTP_OPTIONS, AWS_SIGNING_OPTIONS],
+            "sqs" => &[SQS_OPTIONS, AWS_SIGNING_OPTIONS],
+            "pubsub" => &[PUBSUB_OPTIONS],
             _ => &[],
         };
+        let accepts = |key: &&str| accepted.iter().any(|options| options.contains(key));
         let set = options_set(sink);
-        if let Some((key, _)) = set.iter().find(|(k, on)| *on && !accepted.contains(k)) {
+        if let Some((key, _)) = set.iter().find(|(k, on)| *on && !accepts(k)) {
             return Err(invalid(
                 format!("{at}.{key}"),
                 format!("absent for a sink of type {:?}", sink.kind),
