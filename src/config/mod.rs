@@ -458,6 +458,11 @@ pub struct SourceConfig {
     /// (`x-github-delivery`, `x-shopify-webhook-id`, `webhook-id`) makes its
     /// redeliveries share one idempotency key downstream.
     pub dedupe_header: Option<String>,
+    /// Instead of `dedupe_header` (node only): where in a JSON body the
+    /// dedupe key is, as an RFC 6901 pointer — `/id` for Stripe's event
+    /// id, `/event_id` for Slack's, `/message/messageId` for a Pub/Sub
+    /// push. A body without it (or not JSON) makes a hook without one.
+    pub dedupe_json_pointer: Option<String>,
     /// A hook whose dedupe key this source committed less than this long
     /// ago is not stored again: its commit answers the first hook's id.
     /// Absent or 0: every hook is stored.
@@ -488,6 +493,7 @@ impl SourceConfig {
             ingest_jwt: None,
             forward_headers: None,
             dedupe_header: None,
+            dedupe_json_pointer: None,
             dedupe_window_ms: None,
             max_ingest_per_s: None,
             sinks,

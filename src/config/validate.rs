@@ -461,6 +461,19 @@ impl Config {
             if let Some(header) = &source.dedupe_header {
                 stored_header(format!("{at}.dedupe_header"), header)?;
             }
+            if let Some(pointer) = &source.dedupe_json_pointer {
+                let key = format!("{at}.dedupe_json_pointer");
+                if !pointer.starts_with('/') {
+                    let rule =
+                        "a JSON pointer (RFC 6901) to the key in the body: /id, /message/messageId";
+                    return Err(invalid(key, rule, pointer));
+                }
+                if source.dedupe_header.is_some() {
+                    let rule =
+                        "absent with dedupe_header (a hook's dedupe key comes from one place)";
+                    return Err(invalid(key, rule, pointer));
+                }
+            }
             if let Some(per_s) = source.max_ingest_per_s {
                 positive(&format!("{at}.max_ingest_per_s"), per_s)?;
             }

@@ -21,8 +21,41 @@ pub struct Tokens {
     pub sources: HashMap<String, SourceIngest>,
 }
 
-/// What ingest into one source needs, and which header names its hooks'
-/// dedupe key.
+/// Where a source's hooks carry their dedupe key.
+#[derive(Debug, Clone)]
+pub enum DedupeKeyAt {
+    /// This header's value (lower case: the source's `dedupe_header`, or
+    /// `idempotency-key`).
+    Header(String),
+    /// The JSON body's string or number at this RFC 6901 pointer.
+    JsonPointer(String),
+}
+
+impl Default for DedupeKeyAt {
+    fn default() -> DedupeKeyAt {
+        DedupeKeyAt::Header("idempotency-key".into())
+    }
+}
+
+impl DedupeKeyAt {
+    /// The dedupe key of a request with these `headers` and `body`, if it
+    /// has one.
+    pub fn key(&self, header: impl Fn(&str) -> Option<String>, body: &[u8]) -> Option<String> {
+        match self {
+            DedupeKeyAt::Header(name) => header(name),
+            DedupeKeyAt::JsonPointer(pointer) => {
+                let body: serde_json::Value = serde_json::from_slice(body).ok()?;
+                match body.pointer(pointer)? {
+                    serde_json::Value::String(key) => Some(key.clone()),
+                    serde_json::Value::Number(key) => Some(key.to_string()),
+                    _ => None,
+                }
+            }
+        }
+    }
+}
+
+/// What ingest into one source needs, and where its hooks' dedupe key is.
 #[derive(Debug, Clone, Default)]
 pub struct SourceIngest {
     /// `Authorization: Bearer <token>`.
@@ -35,8 +68,8 @@ pub struct SourceIngest {
     pub signature: Option<SignatureCheck>,
     /// A bearer token the issuer signed, checked with its published keys.
     pub jwt: Option<Arc<JwtCheck>>,
-    /// Lower case: the source's `dedupe_header`, or `idempotency-key`.
-    pub dedupe_header: String,
+    /// Where a hook's dedupe key is.
+    pub dedupe: DedupeKeyAt,
     /// The source's `max_ingest_per_s`, if it has one.
     pub rate: Option<Arc<IngestRate>>,
 }
@@ -99,11 +132,14 @@ impl Tokens {
                 (Some(scheme), Some(vars)) => Some(signature_check(i, scheme, &vars.to_vec())?),
                 _ => None,
             };
-            let dedupe_header = source
-                .dedupe_header
-                .as_deref()
-                .unwrap_or("idempotency-key")
-                .to_ascii_lowercase();
+            let dedupe = match &source.dedupe_json_pointer {
+                Some(pointer) => DedupeKeyAt::JsonPointer(pointer.clone()),
+                None => DedupeKeyAt::Header(
+                    (source.dedupe_header.as_deref())
+                        .unwrap_or("idempotency-key")
+                        .to_ascii_lowercase(),
+                ),
+            };
             let now_ms = crate::runtime::wall_ms();
             let rate = source
                 .max_ingest_per_s
@@ -120,7 +156,7 @@ impl Tokens {
                 handshake,
                 signature,
                 jwt,
-                dedupe_header,
+                dedupe,
                 rate,
             };
             sources.insert(source.id.clone(), ingest);
@@ -196,6 +232,25 @@ mod tests {
         std::env::set_var("GOAD_AUTH_TEST_SECRET", "whsec_c2VjcmV0");
         let tokens = Tokens::from_config(&config).unwrap();
         assert!(tokens.sources["s"].signature.is_some());
+    }
+
+    #[test]
+    fn a_dedupe_key_is_the_header_or_the_bodys_value_at_the_pointer() {
+        let header = |name: &str| (name == "x-id").then(|| "h-1".to_string());
+        let at_header = DedupeKeyAt::Header("x-id".into());
+        assert_eq!(at_header.key(header, b"{}"), Some("h-1".into()));
+        let at_id = DedupeKeyAt::JsonPointer("/id".into());
+        assert_eq!(
+            at_id.key(header, br#"{"id": "evt_1"}"#),
+            Some("evt_1".into())
+        );
+        assert_eq!(at_id.key(header, br#"{"id": 42}"#), Some("42".into()));
+        assert_eq!(at_id.key(header, br#"{"id": {"n": 1}}"#), None);
+        assert_eq!(at_id.key(header, br#"{"other": "evt_1"}"#), None);
+        assert_eq!(at_id.key(header, b"id=evt_1"), None);
+        let nested = DedupeKeyAt::JsonPointer("/message/messageId".into());
+        let push = br#"{"message": {"data": "e30=", "messageId": "136969346945"}}"#;
+        assert_eq!(nested.key(header, push), Some("136969346945".into()));
     }
 
     #[test]

@@ -192,7 +192,8 @@ impl NodeHandler {
                 return Some(response);
             }
             Some(ingest) => {
-                let dedupe_key = request.header(&ingest.dedupe_header).map(str::to_string);
+                let header = |name: &str| request.header(name).map(str::to_string);
+                let dedupe_key = ingest.dedupe.key(header, &request.body);
                 let answered = ingest
                     .handshake
                     .and_then(|h| h.answer_post(&request))

@@ -29,7 +29,11 @@ fn source_json(source: &SourceConfig) -> Value {
         "ingest_handshake": source.ingest_handshake,
         "ingest_signature": source.ingest_signature,
         "ingest_jwt": source.ingest_jwt,
-        "dedupe_header": source.dedupe_header.as_deref().unwrap_or("idempotency-key").to_ascii_lowercase(),
+        "dedupe_header": match &source.dedupe_json_pointer {
+            Some(_) => None,
+            None => Some(source.dedupe_header.as_deref().unwrap_or("idempotency-key").to_ascii_lowercase()),
+        },
+        "dedupe_json_pointer": source.dedupe_json_pointer,
         "dedupe_window_ms": source.dedupe_window_ms.filter(|ms| *ms > 0),
         "max_ingest_per_s": source.max_ingest_per_s,
         "forward_headers": source.forward_headers,

@@ -128,6 +128,53 @@ fn a_redelivery_within_the_dedupe_window_gets_the_first_id_and_is_not_stored() {
     assert_eq!(get(addr, "/v1/stats").json()["shards"][0]["duplicates"], 2);
 }
 
+/// A source's `dedupe_json_pointer` takes a hook's dedupe key from its JSON
+/// body (Stripe's event `id`, which no header carries): a redelivery within
+/// the window gets the first hook's id, and the sink gets the key; a body
+/// without it, or not JSON, is stored as a hook without one.
+#[test]
+fn a_dedupe_key_may_come_from_the_json_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = node_config(dir.path());
+    let mut stripe = source(
+        "stripe",
+        "acme",
+        vec![SinkConfig::http(receiver.url("/in"))],
+    );
+    stripe.dedupe_json_pointer = Some("/id".into());
+    stripe.dedupe_window_ms = Some(86_400_000);
+    c.sources.push(stripe);
+    let node = start(c);
+    let addr = node.local_addr();
+    let bodies: [&[u8]; 5] = [
+        br#"{"id": "evt_1", "type": "charge.succeeded"}"#,
+        br#"{"type": "charge.succeeded", "id": "evt_1"}"#,
+        br#"{"id": "evt_2"}"#,
+        br#"{"type": "ping"}"#,
+        b"not json",
+    ];
+    let ids: Vec<String> = (bodies.iter())
+        .map(|body| {
+            let reply = ingest(addr, "stripe", body, &[("idempotency-key", "not-this")]);
+            assert_eq!(reply.status, 202, "{}", reply.text());
+            reply.json()["id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(ids[1], ids[0], "the redelivery");
+    let distinct: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(distinct.len(), 4);
+    assert!(receiver.wait_for(4, Duration::from_secs(10)));
+    let mut keys: Vec<Option<String>> = (receiver.received().iter())
+        .map(|r| r.header("x-goad-dedupe-key").map(str::to_string))
+        .collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [None, None, Some("evt_1".into()), Some("evt_2".into())]
+    );
+}
+
 #[test]
 fn ingest_refuses_unknown_sources_bad_tokens_large_bodies_and_missing_lengths() {
     let dir = tempfile::tempdir().unwrap();

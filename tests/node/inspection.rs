@@ -53,6 +53,7 @@ fn the_sources_are_listed_as_configured_without_secrets() {
     };
     let mut plain = source("app", "beta", vec![slack, pubsub]);
     plain.forward_headers = Some(vec!["x-app-event".into()]);
+    plain.dedupe_json_pointer = Some("/message/messageId".into());
     plain.ingest_jwt = Some(goad::config::IngestJwt {
         jwks_url: "https://127.0.0.1:9/certs".into(),
         issuer: OneOrMany::Many(vec!["https://accounts.google.com".into()]),
@@ -74,7 +75,8 @@ fn the_sources_are_listed_as_configured_without_secrets() {
             {"id": "gh", "tenant": "acme", "ingest_path": "/v1/sources/gh/hooks",
              "ingest_token": true, "ingest_verify_token": true, "ingest_handshake": "event_grid",
              "ingest_signature": "github", "ingest_jwt": null,
-             "dedupe_header": "x-github-delivery", "dedupe_window_ms": 60_000,
+             "dedupe_header": "x-github-delivery", "dedupe_json_pointer": null,
+             "dedupe_window_ms": 60_000,
              "max_ingest_per_s": 500, "forward_headers": null,
              "sinks": [{"index": 0, "type": "http", "target": "https://ci.example.com:8443/hooks",
                         "ordered": true, "paused": true,
@@ -86,7 +88,8 @@ fn the_sources_are_listed_as_configured_without_secrets() {
                             "issuer": ["https://accounts.google.com"],
                             "audience": "https://goad.example/v1/sources/app/hooks",
                             "claims": {"email": "p@q.iam.gserviceaccount.com"}},
-             "dedupe_header": "idempotency-key", "dedupe_window_ms": null,
+             "dedupe_header": null, "dedupe_json_pointer": "/message/messageId",
+             "dedupe_window_ms": null,
              "max_ingest_per_s": null, "forward_headers": ["x-app-event"],
              "sinks": [sink(0, "http", "$NODE_TEST_SOURCES_URL"),
                        sink(1, "pubsub", "projects/p/topics/hooks")]},
