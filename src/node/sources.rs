@@ -55,10 +55,18 @@ fn sink_json(index: usize, sink: &SinkConfig) -> Value {
         },
         _ => None,
     };
+    // How an HTTP sink's requests are authorized, beside any signature.
+    let auth = match () {
+        _ if sink.oauth2.is_some() => Some("oauth2"),
+        _ if sink.aws_service.is_some() => Some("aws_sigv4"),
+        _ if sink.google_id_token.is_some() => Some("google_id_token"),
+        _ => None,
+    };
     json!({
         "index": index,
         "type": sink.kind,
         "target": target,
+        "auth": auth,
         "ordered": sink.ordered,
         "paused": sink.paused,
         "filter": sink.filter,

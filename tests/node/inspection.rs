@@ -43,6 +43,10 @@ fn the_sources_are_listed_as_configured_without_secrets() {
     let slack = SinkConfig {
         url: None,
         url_env: Some("NODE_TEST_SOURCES_URL".into()),
+        google_id_token: Some(goad::config::GoogleIdTokenConfig {
+            audience: "https://svc-abc.a.run.app".into(),
+            credentials: None,
+        }),
         ..SinkConfig::http("http://unused")
     };
     let pubsub = SinkConfig {
@@ -68,7 +72,7 @@ fn the_sources_are_listed_as_configured_without_secrets() {
     let node = start(c);
     let listed = get(node.local_addr(), "/v1/sources");
     assert_eq!(listed.status, 200, "{}", listed.text());
-    let sink = |index: u32, kind: &str, target: &str| serde_json::json!({"index": index, "type": kind, "target": target, "ordered": false, "paused": false, "filter": null});
+    let sink = |index: u32, kind: &str, target: &str| serde_json::json!({"index": index, "type": kind, "target": target, "auth": null, "ordered": false, "paused": false, "filter": null});
     assert_eq!(
         listed.json(),
         serde_json::json!({"sources": [
@@ -79,7 +83,7 @@ fn the_sources_are_listed_as_configured_without_secrets() {
              "dedupe_window_ms": 60_000,
              "max_ingest_per_s": 500, "forward_headers": null,
              "sinks": [{"index": 0, "type": "http", "target": "https://ci.example.com:8443/hooks",
-                        "ordered": true, "paused": true,
+                        "auth": null, "ordered": true, "paused": true,
                         "filter": {"header": "x-github-event", "values": ["push"]}}]},
             {"id": "app", "tenant": "beta", "ingest_path": "/v1/sources/app/hooks",
              "ingest_token": false, "ingest_verify_token": false, "ingest_handshake": null,
@@ -91,7 +95,8 @@ fn the_sources_are_listed_as_configured_without_secrets() {
              "dedupe_header": null, "dedupe_json_pointer": "/message/messageId",
              "dedupe_window_ms": null,
              "max_ingest_per_s": null, "forward_headers": ["x-app-event"],
-             "sinks": [sink(0, "http", "$NODE_TEST_SOURCES_URL"),
+             "sinks": [{"index": 0, "type": "http", "target": "$NODE_TEST_SOURCES_URL",
+                        "auth": "google_id_token", "ordered": false, "paused": false, "filter": null},
                        sink(1, "pubsub", "projects/p/topics/hooks")]},
         ]})
     );
