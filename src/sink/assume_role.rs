@@ -8,7 +8,7 @@
 use super::aws_credentials::{sts_credentials, sts_endpoint, AwsCredentials, CredentialsError};
 use super::client::{agent, form};
 use super::expiring::Expiring;
-use super::sigv4::{sign_headers, SignError, Unsigned};
+use super::sigv4::{sign_with, Unsigned};
 use crate::limits::{ASSUMED_ROLE_DURATION_S, HTTP_TIMEOUT_MS};
 use aws_credential_types::Credentials;
 use std::fmt;
@@ -94,42 +94,48 @@ impl AssumedRole {
 
     /// One `AssumeRole` call, signed with the base credentials.
     fn assume(&self, now: SystemTime) -> Result<Credentials, super::BoxError> {
-        let duration_s = ASSUMED_ROLE_DURATION_S.to_string();
-        let mut fields = vec![
-            ("Action", "AssumeRole"),
-            ("Version", "2011-06-15"),
-            ("RoleArn", self.role.role_arn.as_str()),
-            ("RoleSessionName", self.role.session_name.as_str()),
-            ("DurationSeconds", duration_s.as_str()),
-        ];
-        if let Some(external_id) = &self.role.external_id {
-            fields.push(("ExternalId", external_id));
-        }
-        let body = form(&fields);
-        let url = sts_endpoint(&self.region);
-        let headers = [("content-type", "application/x-www-form-urlencoded")];
-        let unsigned = Unsigned {
-            method: "POST",
-            url: &url,
-            headers: &headers,
-            body: body.as_bytes(),
-        };
-        let signed = sign_headers(&self.base, &self.region, "sts", &unsigned, now).map_err(
-            |e| -> super::BoxError {
-                match e {
-                    // The base credentials' own error says where they failed.
-                    SignError::Credentials(e) => Box::new(e),
-                    other => Box::new(other),
-                }
-            },
-        )?;
-        let mut post = self.agent.post(&url);
-        for (name, value) in headers.iter().copied() {
-            post = post.header(name, value);
-        }
-        for (name, value) in &signed {
-            post = post.header(name.as_str(), value.as_str());
-        }
-        sts_credentials(post.send(body), now, "assumed_role")
+        // The base credentials' own error says where they failed.
+        let base = self.base.get(now)?;
+        assume(&self.role, base, &self.region, &self.agent, now)
     }
+}
+
+/// `role`'s credentials, asked of the STS endpoint of `region` in one
+/// `AssumeRole` call signed with `base`.
+pub(super) fn assume(
+    role: &RoleToAssume,
+    base: Credentials,
+    region: &str,
+    agent: &ureq::Agent,
+    now: SystemTime,
+) -> Result<Credentials, super::BoxError> {
+    let duration_s = ASSUMED_ROLE_DURATION_S.to_string();
+    let mut fields = vec![
+        ("Action", "AssumeRole"),
+        ("Version", "2011-06-15"),
+        ("RoleArn", role.role_arn.as_str()),
+        ("RoleSessionName", role.session_name.as_str()),
+        ("DurationSeconds", duration_s.as_str()),
+    ];
+    if let Some(external_id) = &role.external_id {
+        fields.push(("ExternalId", external_id));
+    }
+    let body = form(&fields);
+    let url = sts_endpoint(region);
+    let headers = [("content-type", "application/x-www-form-urlencoded")];
+    let unsigned = Unsigned {
+        method: "POST",
+        url: &url,
+        headers: &headers,
+        body: body.as_bytes(),
+    };
+    let signed = sign_with(base, region, "sts", &unsigned, now)?;
+    let mut post = agent.post(&url);
+    for (name, value) in headers.iter().copied() {
+        post = post.header(name, value);
+    }
+    for (name, value) in &signed {
+        post = post.header(name.as_str(), value.as_str());
+    }
+    sts_credentials(post.send(body), now, "assumed_role")
 }

@@ -205,7 +205,7 @@ impl FetchedCredentials {
             CredentialSource::Instance => self.fetch_instance(now),
             CredentialSource::Container => self.fetch_container(now),
             CredentialSource::WebIdentity => self.fetch_web_identity(now),
-            CredentialSource::Profile => profile_credentials(now),
+            CredentialSource::Profile => profile_credentials(now, &self.region, &self.agent),
         };
         fetched.map_err(|cause| match cause {
             Fetch::NotSet(variable) => CredentialsError::NotSet { variable },

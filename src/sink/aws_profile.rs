@@ -14,12 +14,23 @@
 //!    shortly before their `Expiration` (`CREDENTIALS_LIFETIME_MS` when it
 //!    names none). It may run `CREDENTIAL_PROCESS_TIMEOUT_MS`, in a process
 //!    group of its own, killed whole when it overruns.
+//!
+//! A profile whose config section names a `role_arn` is that role instead:
+//! assumed at STS (`external_id`, `role_session_name` as the section says)
+//! with the credentials of its `source_profile`, found the same way (a
+//! chain of role profiles, up to `MAX_PROFILE_CHAIN`; its own keys when it
+//! names itself). `credential_source` is not read.
 
+use super::assume_role::{assume, RoleToAssume, DEFAULT_ROLE_SESSION_NAME};
 use super::aws_credentials::{env, from_json, read_file, Fetch};
 use super::BoxError;
 use crate::limits::{
     CREDENTIALS_LIFETIME_MS, CREDENTIAL_PROCESS_OUTPUT_BYTES, CREDENTIAL_PROCESS_TIMEOUT_MS,
 };
+
+/// The most profiles in a `source_profile` chain (AWS's SDKs stop loops
+/// the same way).
+const MAX_PROFILE_CHAIN: usize = 8;
 use aws_credential_types::Credentials;
 use serde_json::Value;
 use std::io::Read;
@@ -27,53 +38,134 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime};
 
-/// The credentials of the `AWS_PROFILE` profile at `now`.
-pub(super) fn profile_credentials(now: SystemTime) -> Result<Credentials, Fetch> {
+/// The credentials of the `AWS_PROFILE` profile at `now` (a role it
+/// names assumed at the STS endpoint of `region`).
+pub(super) fn profile_credentials(
+    now: SystemTime,
+    region: &str,
+    agent: &ureq::Agent,
+) -> Result<Credentials, Fetch> {
     let profile = std::env::var("AWS_PROFILE").unwrap_or_else(|_| "default".into());
     let credentials_path = file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials")?;
-    if let Some(file) = read_if_present(&credentials_path)? {
-        if let Some(key_id) = ini_value(&file, &profile, "aws_access_key_id") {
-            let secret = ini_value(&file, &profile, "aws_secret_access_key").ok_or_else(|| {
-                failed(format!(
-                    "no aws_secret_access_key in profile [{profile}] of {credentials_path}"
-                ))
-            })?;
-            return Ok(Credentials::new(
-                key_id,
-                secret,
-                ini_value(&file, &profile, "aws_session_token"),
-                Some(now + Duration::from_millis(CREDENTIALS_LIFETIME_MS)),
-                "profile",
-            ));
+    let config_path = file_path("AWS_CONFIG_FILE", "config")?;
+    let files = SharedFiles {
+        credentials: read_if_present(&credentials_path)?,
+        credentials_path,
+        config: read_if_present(&config_path)?,
+        config_path,
+    };
+    files.credentials_of(&profile, now, region, agent, 0)
+}
+
+/// AWS's shared credentials and config files, as read for one fetch.
+struct SharedFiles {
+    credentials_path: String,
+    credentials: Option<String>,
+    config_path: String,
+    config: Option<String>,
+}
+
+impl SharedFiles {
+    /// The sections of the config file that may hold `profile`'s settings.
+    fn config_sections(profile: &str) -> Vec<String> {
+        match profile {
+            "default" => vec!["default".to_string(), "profile default".to_string()],
+            name => vec![format!("profile {name}")],
         }
     }
-    let config_path = file_path("AWS_CONFIG_FILE", "config")?;
-    let sections = match profile.as_str() {
-        "default" => vec!["default".to_string(), "profile default".to_string()],
-        name => vec![format!("profile {name}")],
-    };
-    let command = read_if_present(&config_path)?.and_then(|file| {
+
+    /// `name` in `profile`'s section of the config file.
+    fn config_value(&self, profile: &str, name: &str) -> Option<String> {
+        let file = self.config.as_deref()?;
+        let sections = SharedFiles::config_sections(profile);
         sections
             .iter()
-            .find_map(|section| ini_value(&file, section, "credential_process"))
-    });
-    let Some(command) = command else {
-        return Err(failed(format!(
-            "no aws_access_key_id in profile [{profile}] of {credentials_path} \
-             nor a credential_process in [{}] of {config_path}",
-            sections[0]
-        )));
-    };
-    let timeout = Duration::from_millis(CREDENTIAL_PROCESS_TIMEOUT_MS);
-    let document = run_credential_process(&command, timeout).map_err(Fetch::Failed)?;
-    let version = serde_json::from_str::<Value>(&document)
-        .ok()
-        .and_then(|d| d.get("Version").and_then(Value::as_u64));
-    if version != Some(1) {
-        let why = "credential_process printed no credentials document of Version 1";
-        return Err(failed(why.to_string()));
+            .find_map(|section| ini_value(file, section, name))
     }
-    from_json(&document, now)
+
+    /// `profile`'s credentials: a role it names (`role_arn`) assumed with
+    /// its `source_profile`'s credentials, else its own. `depth` counts
+    /// the profiles above it in a chain.
+    fn credentials_of(
+        &self,
+        profile: &str,
+        now: SystemTime,
+        region: &str,
+        agent: &ureq::Agent,
+        depth: usize,
+    ) -> Result<Credentials, Fetch> {
+        let Some(role_arn) = self.config_value(profile, "role_arn") else {
+            return self.own_credentials(profile, now);
+        };
+        let config_path = &self.config_path;
+        let Some(source) = self.config_value(profile, "source_profile") else {
+            return Err(failed(format!(
+                "profile [{profile}] of {config_path} names a role_arn but no source_profile \
+                 (goad does not read credential_source)"
+            )));
+        };
+        let base = match source == profile {
+            true => self.own_credentials(profile, now)?,
+            false if depth + 1 == MAX_PROFILE_CHAIN => {
+                let why = format!("the source_profile chain from [{profile}] is longer than {MAX_PROFILE_CHAIN} profiles (a loop?)");
+                return Err(failed(why));
+            }
+            false => self.credentials_of(&source, now, region, agent, depth + 1)?,
+        };
+        let role = RoleToAssume {
+            external_id: self.config_value(profile, "external_id"),
+            session_name: (self.config_value(profile, "role_session_name"))
+                .unwrap_or_else(|| DEFAULT_ROLE_SESSION_NAME.into()),
+            role_arn,
+        };
+        assume(&role, base, region, agent, now).map_err(|cause| {
+            let role_arn = &role.role_arn;
+            failed(format!(
+                "cannot assume role {role_arn} of profile [{profile}]: {cause}"
+            ))
+        })
+    }
+
+    /// `profile`'s own credentials: its keys (and session token) in the
+    /// credentials file, else its config section's `credential_process`.
+    fn own_credentials(&self, profile: &str, now: SystemTime) -> Result<Credentials, Fetch> {
+        let credentials_path = &self.credentials_path;
+        if let Some(file) = &self.credentials {
+            if let Some(key_id) = ini_value(file, profile, "aws_access_key_id") {
+                let secret =
+                    ini_value(file, profile, "aws_secret_access_key").ok_or_else(|| {
+                        failed(format!(
+                            "no aws_secret_access_key in profile [{profile}] of {credentials_path}"
+                        ))
+                    })?;
+                return Ok(Credentials::new(
+                    key_id,
+                    secret,
+                    ini_value(file, profile, "aws_session_token"),
+                    Some(now + Duration::from_millis(CREDENTIALS_LIFETIME_MS)),
+                    "profile",
+                ));
+            }
+        }
+        let Some(command) = self.config_value(profile, "credential_process") else {
+            return Err(failed(format!(
+                "no aws_access_key_id in profile [{profile}] of {credentials_path} \
+                 nor a credential_process in [{}] of {}",
+                SharedFiles::config_sections(profile)[0],
+                self.config_path
+            )));
+        };
+        let timeout = Duration::from_millis(CREDENTIAL_PROCESS_TIMEOUT_MS);
+        let document = run_credential_process(&command, timeout).map_err(Fetch::Failed)?;
+        let version = serde_json::from_str::<Value>(&document)
+            .ok()
+            .and_then(|d| d.get("Version").and_then(Value::as_u64));
+        if version != Some(1) {
+            let why = "credential_process printed no credentials document of Version 1";
+            return Err(failed(why.to_string()));
+        }
+        from_json(&document, now)
+    }
 }
 
 /// The file `variable` names, else `$HOME/.aws/<name>`.

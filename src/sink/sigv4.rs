@@ -5,6 +5,7 @@
 //! goad's config or store.
 
 use super::aws_credentials::{AwsCredentials, CredentialsError};
+use aws_credential_types::Credentials;
 use aws_sigv4::http_request::{
     sign, PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings,
     UriPathNormalizationMode,
@@ -120,26 +121,34 @@ pub fn sign_headers(
     request: &Unsigned<'_>,
     now: SystemTime,
 ) -> Result<Vec<(String, String)>, SignError> {
-    let identity: Identity = credentials.get(now).map_err(SignError::Credentials)?.into();
+    let credentials = credentials.get(now).map_err(SignError::Credentials)?;
+    sign_with(credentials, region, service, request, now).map_err(SignError::Signing)
+}
+
+/// `sign_headers` with credentials in hand.
+pub(super) fn sign_with(
+    credentials: Credentials,
+    region: &str,
+    service: &str,
+    request: &Unsigned<'_>,
+    now: SystemTime,
+) -> Result<Vec<(String, String)>, super::BoxError> {
+    let identity: Identity = credentials.into();
     let params = v4::SigningParams::builder()
         .identity(&identity)
         .region(region)
         .name(service)
         .time(now)
         .settings(settings_for(service))
-        .build()
-        .map_err(|e| SignError::Signing(e.into()))?
+        .build()?
         .into();
     let signable = SignableRequest::new(
         request.method,
         request.url,
         request.headers.iter().copied(),
         SignableBody::Bytes(request.body),
-    )
-    .map_err(|e| SignError::Signing(e.into()))?;
-    let (instructions, _signature) = sign(signable, &params)
-        .map_err(|e| SignError::Signing(e.into()))?
-        .into_parts();
+    )?;
+    let (instructions, _signature) = sign(signable, &params)?.into_parts();
     Ok(instructions
         .headers()
         .map(|(name, value)| (name.to_string(), value.to_string()))

@@ -397,6 +397,67 @@ fn dead_reason_with_profile(profile: &str, dir: &std::path::Path, queue_url: &st
     reasons.remove(0).1
 }
 
+/// `credentials = "profile"` with a profile that names a role
+/// (`role_arn`, `source_profile`, `external_id`, `role_session_name` in the
+/// config file, as `aws configure` writes a role profile): the role is
+/// assumed at STS (moto's) with the source profile's keys, and the sink
+/// signs with the role's temporary credentials; a chain of source
+/// profiles that loops fails the attempt saying so.
+#[test]
+fn a_profiles_role_is_assumed_with_its_source_profiles_keys() {
+    let _profile = PROFILE_VARIABLES.lock();
+    let _sts = STS_ENDPOINT_VARIABLE.lock();
+    let moto = Moto::start();
+    std::env::set_var("AWS_ENDPOINT_URL_STS", &moto.url);
+    let dir = tempfile::tempdir().unwrap();
+    let credentials = dir.path().join("credentials");
+    let base = "[base]\naws_access_key_id = AKIABASE\naws_secret_access_key = b\n";
+    std::fs::write(&credentials, base).unwrap();
+    std::env::set_var("AWS_SHARED_CREDENTIALS_FILE", &credentials);
+    let config = dir.path().join("config");
+    std::fs::write(
+        &config,
+        "[profile chained]\nrole_arn = arn:aws:iam::123456789012:role/writer\n\
+         source_profile = base\nexternal_id = ext-1\nrole_session_name = goad-dev\n\n\
+         [profile loop-a]\nrole_arn = arn:aws:iam::123456789012:role/a\nsource_profile = loop-b\n\n\
+         [profile loop-b]\nrole_arn = arn:aws:iam::123456789012:role/b\nsource_profile = loop-a\n",
+    )
+    .unwrap();
+    std::env::set_var("AWS_CONFIG_FILE", &config);
+    std::env::set_var("AWS_PROFILE", "chained");
+    let queue_url =
+        send_one_with_credentials(&moto, "from-role", &dir.path().join("data"), "profile");
+    let recorded = moto.recorded();
+    let assumed: Vec<&Value> = (recorded.iter())
+        .filter(|r| {
+            String::from_utf8(recorded_body(r))
+                .unwrap()
+                .contains("Action=AssumeRole")
+        })
+        .collect();
+    assert_eq!(assumed.len(), 1);
+    let body = String::from_utf8(recorded_body(assumed[0])).unwrap();
+    for part in [
+        "RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fwriter",
+        "RoleSessionName=goad-dev&",
+        "&ExternalId=ext-1",
+    ] {
+        assert!(body.contains(part), "{part} in {body}");
+    }
+    assert_eq!(
+        signed_with(assumed[0]),
+        ("AKIABASE".to_string(), String::new())
+    );
+    let (key_id, token) = signed_with(&moto.recorded_sends()[0]);
+    assert!(key_id.starts_with("ASIA") && !token.is_empty(), "{key_id}");
+
+    assert_eq!(
+        dead_reason_with_profile("loop-a", &dir.path().join("data2"), &queue_url),
+        "sink sqs: cannot get AWS credentials from the AWS profile: the source_profile \
+         chain from [loop-b] is longer than 8 profiles (a loop?)"
+    );
+}
+
 /// Tests that set `AWS_PROFILE` and the files it is read from take turns:
 /// the variables are the process's.
 static PROFILE_VARIABLES: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
