@@ -4,15 +4,10 @@
 //! makes to ask Google's token endpoint for an access token (the OAuth 2
 //! JWT bearer grant, RFC 7523).
 
+use super::jwt_key::JwtKey;
 use super::BoxError;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
-use ring::rand::SystemRandom;
-use ring::signature::{RsaKeyPair, RSA_PKCS1_SHA256};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::PrivatePkcs8KeyDer;
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::json;
 use std::fmt;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -27,8 +22,8 @@ const ASSERTION_LIFETIME_S: u64 = 3600;
 pub struct ServiceAccountKey {
     pub client_email: String,
     pub token_uri: String,
-    key_id: Option<String>,
-    key_pair: RsaKeyPair,
+    /// Named by the file's `private_key_id`.
+    key: JwtKey,
 }
 
 /// The same account, token endpoint and key (a key pair by its public key).
@@ -37,13 +32,12 @@ impl PartialEq for ServiceAccountKey {
         let ServiceAccountKey {
             client_email,
             token_uri,
-            key_id,
-            key_pair,
+            key,
         } = self;
         *client_email == other.client_email
             && *token_uri == other.token_uri
-            && *key_id == other.key_id
-            && key_pair.public().as_ref() == other.key_pair.public().as_ref()
+            && key.kid() == other.key.kid()
+            && key.public_key() == other.key.public_key()
     }
 }
 
@@ -83,15 +77,12 @@ impl ServiceAccountKey {
                 file.kind
             ));
         }
-        let der = PrivatePkcs8KeyDer::from_pem_slice(file.private_key.as_bytes())
-            .map_err(|_| "its private_key is not a PEM \"PRIVATE KEY\" (PKCS #8)")?;
-        let key_pair = RsaKeyPair::from_pkcs8(der.secret_pkcs8_der())
-            .map_err(|e| format!("its private_key is not a usable RSA key ({e})"))?;
+        let key = JwtKey::from_pem(file.private_key.as_bytes(), file.private_key_id)
+            .map_err(|why| format!("its private_key is {why}"))?;
         Ok(ServiceAccountKey {
             client_email: file.client_email,
             token_uri: file.token_uri.unwrap_or_else(|| GOOGLE_TOKEN_URI.into()),
-            key_id: file.private_key_id,
-            key_pair,
+            key,
         })
     }
 
@@ -99,12 +90,6 @@ impl ServiceAccountKey {
     /// what it asks for: `("scope", s)`, an access token of scope `s`, or
     /// `("target_audience", a)`, an ID token for audience `a`.
     pub fn assertion(&self, asked: (&str, &str), now: SystemTime) -> Result<String, BoxError> {
-        let mut header = Map::new();
-        header.insert("alg".into(), "RS256".into());
-        header.insert("typ".into(), "JWT".into());
-        if let Some(id) = &self.key_id {
-            header.insert("kid".into(), id.as_str().into());
-        }
         let issued_s = now.duration_since(UNIX_EPOCH)?.as_secs();
         let mut claims = json!({
             "iss": self.client_email,
@@ -113,28 +98,17 @@ impl ServiceAccountKey {
             "exp": issued_s + ASSERTION_LIFETIME_S,
         });
         claims[asked.0] = asked.1.into();
-        let signed = format!(
-            "{}.{}",
-            URL_SAFE_NO_PAD.encode(Value::Object(header).to_string()),
-            URL_SAFE_NO_PAD.encode(claims.to_string())
-        );
-        let mut signature = vec![0; self.key_pair.public().modulus_len()];
-        self.key_pair
-            .sign(
-                &RSA_PKCS1_SHA256,
-                &SystemRandom::new(),
-                signed.as_bytes(),
-                &mut signature,
-            )
-            .map_err(|_| "cannot sign the assertion")?;
-        Ok(format!("{signed}.{}", URL_SAFE_NO_PAD.encode(signature)))
+        self.key.sign(&claims)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine as _;
     use ring::signature::{UnparsedPublicKey, RSA_PKCS1_2048_8192_SHA256};
+    use serde_json::Value;
     use std::time::Duration;
 
     const TEST_KEY_PEM: &str =
@@ -180,8 +154,7 @@ mod tests {
             })
         );
         let signature = URL_SAFE_NO_PAD.decode(parts[2]).unwrap();
-        let public =
-            UnparsedPublicKey::new(&RSA_PKCS1_2048_8192_SHA256, key.key_pair.public().as_ref());
+        let public = UnparsedPublicKey::new(&RSA_PKCS1_2048_8192_SHA256, key.key.public_key());
         let signed = format!("{}.{}", parts[0], parts[1]);
         public.verify(signed.as_bytes(), &signature).unwrap();
         let tampered = format!("{}.{}", parts[0], parts[0]);
@@ -203,7 +176,7 @@ mod tests {
         );
         let not_rsa = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n";
         assert!(wrong(&key_file(not_rsa, None))
-            .starts_with("its private_key is not a usable RSA key ("));
+            .starts_with("its private_key is not a usable RSA or P-256 key ("));
         let missing = ServiceAccountKey::read(Path::new("/nonexistent/key.json")).unwrap_err();
         assert!(missing.starts_with("cannot read /nonexistent/key.json: "));
         let own_uri = key_file(TEST_KEY_PEM, Some("http://127.0.0.1:9/token"));

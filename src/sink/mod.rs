@@ -17,6 +17,7 @@ mod gcp_key;
 pub(crate) mod gcp_token;
 mod gcp_user;
 pub mod http;
+mod jwt_key;
 mod message;
 pub mod oauth2;
 pub mod pubsub;
