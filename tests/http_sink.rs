@@ -287,14 +287,11 @@ fn a_missing_secret_variable_is_a_config_error_naming_the_key() {
     // An OAuth 2 client's secret likewise.
     let sink = &mut c.sources[0].sinks[0];
     sink.secret_env = None;
-    sink.oauth2 = Some(goad::config::OAuth2Config {
-        token_url: "https://auth.example.com/token".into(),
-        client_id: "c".into(),
-        client_secret_env: "GOAD_TEST_UNSET_SECRET".into(),
-        scope: None,
-        audience: None,
-        client_auth: Default::default(),
-    });
+    sink.oauth2 = Some(goad::config::OAuth2Config::new(
+        "https://auth.example.com/token",
+        "c",
+        "GOAD_TEST_UNSET_SECRET",
+    ));
     let err = Engine::open(c).err().expect("refused").to_string();
     assert_eq!(err, "sources[0].sinks[0].oauth2.client_secret_env must be the name of a set, non-empty environment variable, got \"GOAD_TEST_UNSET_SECRET\" (not set)");
 }
@@ -799,14 +796,11 @@ fn egress_denies_a_private_oauth2_token_endpoint_too() {
     let mut c = config(dir.path());
     c.egress.deny_private_addresses = true;
     let mut sink = SinkConfig::http("https://hooks.example.com/in");
-    sink.oauth2 = Some(goad::config::OAuth2Config {
-        token_url: tokens.url("/token"),
-        client_id: "c".into(),
-        client_secret_env: "GOAD_TEST_EGRESS_SECRET".into(),
-        scope: None,
-        audience: None,
-        client_auth: Default::default(),
-    });
+    sink.oauth2 = Some(goad::config::OAuth2Config::new(
+        tokens.url("/token"),
+        "c",
+        "GOAD_TEST_EGRESS_SECRET",
+    ));
     c.sources.push(source("s", "t", vec![sink]));
     let engine = Engine::open(c).unwrap();
     engine.commit(NewHook::new("s", "x")).unwrap();
@@ -1085,12 +1079,13 @@ fn an_oauth2_sink_sends_the_grants_token_and_asks_again_after_a_401() {
     c.retry.max_ms = 10;
     let mut sink = SinkConfig::http(receiver.url("/in"));
     sink.oauth2 = Some(goad::config::OAuth2Config {
-        token_url: tokens.url("/token"),
-        client_id: "goad client".into(),
-        client_secret_env: "GOAD_TEST_OAUTH2_SECRET".into(),
         scope: Some("hooks:write".into()),
         audience: Some("https://api.example.com".into()),
-        client_auth: Default::default(),
+        ..goad::config::OAuth2Config::new(
+            tokens.url("/token"),
+            "goad client",
+            "GOAD_TEST_OAUTH2_SECRET",
+        )
     });
     c.sources.push(source("s", "t", vec![sink]));
     let engine = Engine::open(c).unwrap();
@@ -1167,12 +1162,8 @@ fn an_oauth2_client_may_authenticate_in_the_form_and_a_failing_endpoint_is_named
     let mut c = config(dir.path());
     c.retry.max_attempts = 1;
     let grant = |token_url: String| goad::config::OAuth2Config {
-        token_url,
-        client_id: "goad".into(),
-        client_secret_env: "GOAD_TEST_OAUTH2_BODY_SECRET".into(),
-        scope: None,
-        audience: None,
         client_auth: goad::config::ClientAuth::Body,
+        ..goad::config::OAuth2Config::new(token_url, "goad", "GOAD_TEST_OAUTH2_BODY_SECRET")
     };
     let mut good = SinkConfig::http(receiver.url("/good"));
     good.oauth2 = Some(grant(tokens.url("/token")));
@@ -1204,6 +1195,84 @@ fn an_oauth2_client_may_authenticate_in_the_form_and_a_failing_endpoint_is_named
             )
         )]
     );
+}
+
+/// With `client_auth = "private_key_jwt"` the client proves itself with a
+/// JWT it signs with its private key (RFC 7523 §2.2: ES256 here, the key
+/// read from `private_key_file` and named by `key_id`), for the token
+/// endpoint, with an id of its own; no secret and no `authorization` go
+/// to the token endpoint, and the token serves both hooks.
+#[test]
+fn an_oauth2_client_may_authenticate_with_a_jwt_signed_by_its_key() {
+    use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
+    let rng = ring::rand::SystemRandom::new();
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+    let pair =
+        EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng).unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let pem = format!(
+        "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+        b64.encode(pkcs8.as_ref())
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let key_path = dir.path().join("client-key.pem");
+    std::fs::write(&key_path, pem).unwrap();
+    let tokens = token_endpoint();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = config(dir.path());
+    let token_url = tokens.url("/token");
+    let mut sink = SinkConfig::http(receiver.url("/hooks"));
+    sink.oauth2 = Some(goad::config::OAuth2Config {
+        client_secret_env: None,
+        client_auth: goad::config::ClientAuth::PrivateKeyJwt,
+        private_key_file: Some(key_path),
+        key_id: Some("k-1".into()),
+        ..goad::config::OAuth2Config::new(&token_url, "goad", "")
+    });
+    c.sources.push(source("s", "t", vec![sink]));
+    let engine = Engine::open(c).unwrap();
+    commit_and_tick(&engine, "one");
+    commit_and_tick(&engine, "two");
+    assert_eq!(bearers(&receiver), ["Bearer tok-1", "Bearer tok-1"]);
+    let asked = tokens.received();
+    assert_eq!(asked.len(), 1, "one token for both");
+    assert_eq!(asked[0].header("authorization"), None);
+    let form = String::from_utf8(asked[0].body.clone()).unwrap();
+    let assertion = form
+        .strip_prefix(
+            "grant_type=client_credentials&client_id=goad&client_assertion_type=\
+             urn%3Aietf%3Aparams%3Aoauth%3Aclient-assertion-type%3Ajwt-bearer&client_assertion=",
+        )
+        .expect("a client assertion");
+    let parts: Vec<&str> = assertion.split('.').collect();
+    let url_safe = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let decoded = |part: &str| -> serde_json::Value {
+        serde_json::from_slice(&url_safe.decode(part).unwrap()).unwrap()
+    };
+    assert_eq!(
+        decoded(parts[0]),
+        serde_json::json!({"alg": "ES256", "typ": "JWT", "kid": "k-1"})
+    );
+    let claims = decoded(parts[1]);
+    assert_eq!(
+        (&claims["iss"], &claims["sub"]),
+        (&"goad".into(), &"goad".into())
+    );
+    assert_eq!(claims["aud"], token_url);
+    let (iat, exp) = (
+        claims["iat"].as_u64().unwrap(),
+        claims["exp"].as_u64().unwrap(),
+    );
+    assert_eq!(exp - iat, 300);
+    assert!(claims["jti"].as_str().is_some_and(|jti| !jti.is_empty()));
+    let public = ring::signature::UnparsedPublicKey::new(
+        &ring::signature::ECDSA_P256_SHA256_FIXED,
+        pair.public_key().as_ref(),
+    );
+    let signed = format!("{}.{}", parts[0], parts[1]);
+    public
+        .verify(signed.as_bytes(), &url_safe.decode(parts[2]).unwrap())
+        .expect("signed with the client's key");
 }
 
 /// A receiver over raw TCP, so it can end a kept-alive connection the
@@ -1371,14 +1440,11 @@ fn a_reconfiguration_keeps_an_unchanged_sinks_oauth2_token() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
     let mut sink = SinkConfig::http(receiver.url("/in"));
-    sink.oauth2 = Some(goad::config::OAuth2Config {
-        token_url: tokens.url("/token"),
-        client_id: "goad".into(),
-        client_secret_env: variable.into(),
-        scope: None,
-        audience: None,
-        client_auth: Default::default(),
-    });
+    sink.oauth2 = Some(goad::config::OAuth2Config::new(
+        tokens.url("/token"),
+        "goad",
+        variable,
+    ));
     c.sources.push(source("s", "t", vec![sink]));
     let engine = Engine::open(c.clone()).unwrap();
     commit_and_tick(&engine, "a");

@@ -633,14 +633,41 @@ pub struct OAuth2Config {
     pub token_url: String,
     pub client_id: String,
     /// The environment variable holding the client's secret (read when the
-    /// sink is built).
-    pub client_secret_env: String,
+    /// sink is built); with `client_auth = "private_key_jwt"`, none.
+    pub client_secret_env: Option<String>,
     pub scope: Option<String>,
     /// Asked for by some servers (Auth0) to name the receiver's API.
     pub audience: Option<String>,
     /// How the client authenticates to the token endpoint.
     #[serde(default)]
     pub client_auth: ClientAuth,
+    /// With `private_key_jwt`: the client's private key (PEM PKCS #8, RSA
+    /// or P-256; read when the sink is built), whose public key the
+    /// authorization server holds.
+    pub private_key_file: Option<PathBuf>,
+    /// With `private_key_jwt`: the key's id there (`kid`), if it wants one.
+    pub key_id: Option<String>,
+}
+
+impl OAuth2Config {
+    /// A grant of `client_id` with the secret in `client_secret_env`, its
+    /// authentication by HTTP Basic, no scope nor audience.
+    pub fn new(
+        token_url: impl Into<String>,
+        client_id: impl Into<String>,
+        client_secret_env: impl Into<String>,
+    ) -> OAuth2Config {
+        OAuth2Config {
+            token_url: token_url.into(),
+            client_id: client_id.into(),
+            client_secret_env: Some(client_secret_env.into()),
+            scope: None,
+            audience: None,
+            client_auth: ClientAuth::Basic,
+            private_key_file: None,
+            key_id: None,
+        }
+    }
 }
 
 /// An HTTP sink's `google_id_token`: for whom, and whose.
@@ -656,13 +683,16 @@ pub struct GoogleIdTokenConfig {
     pub credentials: Option<String>,
 }
 
-/// RFC 6749 §2.3.1: HTTP Basic (the default) or the form's fields.
+/// How an OAuth 2 client authenticates to the token endpoint: its secret
+/// by HTTP Basic (the default) or in the form's fields (RFC 6749 §2.3.1),
+/// or a JWT signed with its private key (`private_key_jwt`, RFC 7523 §2.2).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum ClientAuth {
     #[default]
     Basic,
     Body,
+    PrivateKeyJwt,
 }
 
 /// A sink's `filter`: a header and the values it takes.

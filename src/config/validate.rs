@@ -2,8 +2,8 @@
 
 use super::aws_role::aws_role;
 use super::{
-    Config, GoogleIdTokenConfig, IngestJwt, IngestSignature, OAuth2Config, RetryConfig, SinkConfig,
-    SourceConfig, TenantLimitsConfig,
+    ClientAuth, Config, GoogleIdTokenConfig, IngestJwt, IngestSignature, OAuth2Config, RetryConfig,
+    SinkConfig, SourceConfig, TenantLimitsConfig,
 };
 use crate::core::LaneBy;
 use crate::limits::{
@@ -892,11 +892,42 @@ fn validate_oauth2(at: &str, oauth2: &OAuth2Config) -> Result<(), ConfigError> {
             &oauth2.token_url,
         ));
     }
-    if oauth2.client_secret_env.is_empty() {
-        let rule = "an environment variable name";
-        return Err(invalid(format!("{at}.oauth2.client_secret_env"), rule, ""));
+    let key = |name: &str| format!("{at}.oauth2.{name}");
+    let signs = oauth2.client_auth == ClientAuth::PrivateKeyJwt;
+    match (&oauth2.client_secret_env, signs) {
+        (Some(var), false) if var.is_empty() => {
+            return Err(invalid(
+                key("client_secret_env"),
+                "an environment variable name",
+                "",
+            ));
+        }
+        (None, false) => {
+            let rule = "set: the variable holding the client's secret (or client_auth = \"private_key_jwt\")";
+            return Err(invalid(key("client_secret_env"), rule, "absent"));
+        }
+        (Some(_), true) => {
+            let rule =
+                "absent with client_auth = \"private_key_jwt\" (the client signs with its key)";
+            return Err(invalid(key("client_secret_env"), rule, "set"));
+        }
+        _ => {}
     }
-    Ok(())
+    let key_options = [
+        ("private_key_file", oauth2.private_key_file.is_some()),
+        ("key_id", oauth2.key_id.is_some()),
+    ];
+    match (key_options.iter().find(|(_, set)| *set), signs) {
+        (Some((name, _)), false) => {
+            let rule = "absent without client_auth = \"private_key_jwt\"";
+            Err(invalid(key(name), rule, "set"))
+        }
+        (_, true) if oauth2.private_key_file.is_none() => {
+            let rule = "set with client_auth = \"private_key_jwt\": the client's PEM private key";
+            Err(invalid(key("private_key_file"), rule, "absent"))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The key of an HTTP sink's own `authorization` header, if it sets one.

@@ -43,6 +43,11 @@ impl JwtKey {
         Ok(JwtKey { kid, pair })
     }
 
+    /// This key, named `kid`.
+    pub fn with_kid(self, kid: Option<String>) -> JwtKey {
+        JwtKey { kid, ..self }
+    }
+
     /// The public key's bytes (two keys sign alike when these are equal).
     pub fn public_key(&self) -> &[u8] {
         match &self.pair {

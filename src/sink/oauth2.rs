@@ -9,13 +9,14 @@
 use super::client::{agent_with_tls, form, ok_body};
 use super::egress::{Egress, PrivateAddress};
 use super::expiring::Expiring;
+use super::jwt_key::JwtKey;
 use super::BoxError;
 use crate::config::{ClientAuth, OAuth2Config};
 use crate::limits::{HTTP_TIMEOUT_MS, OAUTH2_DEFAULT_LIFETIME_S};
 use base64::prelude::{Engine as _, BASE64_STANDARD};
 use serde_json::Value;
 use std::fmt;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use ureq::tls::TlsConfig;
 
 /// The token and its expiry from a token endpoint's answer: `access_token`,
@@ -43,12 +44,31 @@ pub(super) fn token_answer(
 pub struct ClientCredentials {
     token_url: String,
     client_id: String,
-    client_secret: String,
+    credential: ClientCredential,
     scope: Option<String>,
     audience: Option<String>,
     client_auth: ClientAuth,
     agent: ureq::Agent,
     held: Expiring<String>,
+}
+
+/// What the client proves itself with: its secret, or a private key whose
+/// public key the authorization server holds.
+pub enum ClientCredential {
+    Secret(String),
+    Key(JwtKey),
+}
+
+impl ClientCredential {
+    fn same_as(&self, other: &ClientCredential) -> bool {
+        match (self, other) {
+            (ClientCredential::Secret(a), ClientCredential::Secret(b)) => a == b,
+            (ClientCredential::Key(a), ClientCredential::Key(b)) => {
+                a.kid() == b.kid() && a.public_key() == b.public_key()
+            }
+            _ => false,
+        }
+    }
 }
 
 /// The endpoint and client only: no secret nor token in logs.
@@ -105,13 +125,17 @@ impl NoToken {
 
 impl ClientCredentials {
     /// The grant `config` describes, with the client's secret (read from
-    /// its variable), asking the token endpoint only where `egress` (the
-    /// sink's) allows.
-    pub fn new(config: &OAuth2Config, client_secret: String, egress: Egress) -> ClientCredentials {
+    /// its variable) or key (read from its file), asking the token
+    /// endpoint only where `egress` (the sink's) allows.
+    pub fn new(
+        config: &OAuth2Config,
+        credential: ClientCredential,
+        egress: Egress,
+    ) -> ClientCredentials {
         ClientCredentials {
             token_url: config.token_url.clone(),
             client_id: config.client_id.clone(),
-            client_secret,
+            credential,
             scope: config.scope.clone(),
             audience: config.audience.clone(),
             client_auth: config.client_auth,
@@ -126,7 +150,7 @@ impl ClientCredentials {
         let ClientCredentials {
             token_url,
             client_id,
-            client_secret,
+            credential,
             scope,
             audience,
             client_auth,
@@ -135,7 +159,7 @@ impl ClientCredentials {
         } = self;
         *token_url == other.token_url
             && *client_id == other.client_id
-            && *client_secret == other.client_secret
+            && credential.same_as(&other.credential)
             && *scope == other.scope
             && *audience == other.audience
             && *client_auth == other.client_auth
@@ -146,7 +170,7 @@ impl ClientCredentials {
         let mut fresh = false;
         let value = self.held.get(now, "an OAuth 2 token", || {
             fresh = true;
-            token_answer(&self.ask()?, now)
+            token_answer(&self.ask(now)?, now)
         });
         let value = value.map_err(|cause| NoToken::new(&self.token_url, cause))?;
         Ok(Token { value, fresh })
@@ -157,8 +181,8 @@ impl ClientCredentials {
         self.held.forget_if(|held| held == token);
     }
 
-    /// The token endpoint's answer to the grant.
-    fn ask(&self) -> Result<String, BoxError> {
+    /// The token endpoint's answer to the grant at `now`.
+    fn ask(&self, now: SystemTime) -> Result<String, BoxError> {
         let mut fields = vec![("grant_type", "client_credentials")];
         fields.extend(self.scope.as_deref().map(|s| ("scope", s)));
         fields.extend(self.audience.as_deref().map(|a| ("audience", a)));
@@ -167,25 +191,53 @@ impl ClientCredentials {
             .post(&self.token_url)
             .header("content-type", "application/x-www-form-urlencoded")
             .header("accept", "application/json");
-        match self.client_auth {
+        let assertion;
+        match (&self.credential, self.client_auth) {
+            (ClientCredential::Key(key), _) => {
+                assertion = self.client_assertion(key, now)?;
+                fields.push(("client_id", &self.client_id));
+                fields.push(("client_assertion_type", CLIENT_ASSERTION_TYPE));
+                fields.push(("client_assertion", &assertion));
+            }
+            (ClientCredential::Secret(secret), ClientAuth::Body) => {
+                fields.push(("client_id", &self.client_id));
+                fields.push(("client_secret", secret));
+            }
             // RFC 6749 §2.3.1: each part form-encoded, then Basic.
-            ClientAuth::Basic => {
+            (ClientCredential::Secret(secret), _) => {
                 let pair = format!(
                     "{}:{}",
                     super::client::percent_encoded(&self.client_id),
-                    super::client::percent_encoded(&self.client_secret)
+                    super::client::percent_encoded(secret)
                 );
                 let basic = format!("Basic {}", BASE64_STANDARD.encode(pair));
                 request = request.header("authorization", basic);
             }
-            ClientAuth::Body => {
-                fields.push(("client_id", &self.client_id));
-                fields.push(("client_secret", &self.client_secret));
-            }
         }
         ok_body(request.send(form(&fields)))
     }
+
+    /// RFC 7523 §3: a JWT of the client, for the token endpoint, valid
+    /// `CLIENT_ASSERTION_LIFETIME_S`, with an id of its own (`jti`: some
+    /// servers refuse an assertion used twice).
+    fn client_assertion(&self, key: &JwtKey, now: SystemTime) -> Result<String, BoxError> {
+        let issued_s = now.duration_since(UNIX_EPOCH)?.as_secs();
+        key.sign(&serde_json::json!({
+            "iss": self.client_id,
+            "sub": self.client_id,
+            "aud": self.token_url,
+            "jti": uuid::Uuid::now_v7().to_string(),
+            "iat": issued_s,
+            "exp": issued_s + CLIENT_ASSERTION_LIFETIME_S,
+        }))
+    }
 }
+
+/// The `client_assertion_type` of a JWT client assertion (RFC 7523 §2.2).
+const CLIENT_ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+
+/// How long a client assertion is valid: long enough for the request.
+const CLIENT_ASSERTION_LIFETIME_S: u64 = 300;
 
 #[cfg(test)]
 mod tests {

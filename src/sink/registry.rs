@@ -10,7 +10,8 @@ use super::egress::Egress;
 use super::gcp_id_token::GoogleIdToken;
 use super::gcp_token::{PubSubAuth, KEY_FILE_VARIABLE};
 use super::http::{HttpSink, HttpSinkOptions, InvalidHttpSink, Method};
-use super::oauth2::ClientCredentials;
+use super::jwt_key::JwtKey;
+use super::oauth2::{ClientCredential, ClientCredentials};
 use super::pubsub::{PubSubSink, PubSubSinkOptions};
 use super::signing::SigningKey;
 use super::sigv4::AwsSigning;
@@ -252,13 +253,24 @@ fn oauth2_grant(
     let Some(o) = &entry.oauth2 else {
         return Ok(None);
     };
-    let secret = env_value(
-        format!("{at}.oauth2.client_secret_env"),
-        &o.client_secret_env,
-    )?;
+    let credential = match (&o.private_key_file, &o.client_secret_env) {
+        (Some(path), _) => {
+            let file = PemFile {
+                key: &format!("{at}.oauth2.private_key_file"),
+                holds: "the client's PEM private key (PKCS #8, RSA or P-256)",
+                path,
+            };
+            let kid = o.key_id.clone();
+            ClientCredential::Key(file.load(|pem| JwtKey::from_pem(pem, None))?.with_kid(kid))
+        }
+        (None, var) => ClientCredential::Secret(env_value(
+            format!("{at}.oauth2.client_secret_env"),
+            var.as_deref().unwrap_or_default(),
+        )?),
+    };
     Ok(Some(Arc::new(ClientCredentials::new(
         o,
-        secret,
+        credential,
         egress.clone(),
     ))))
 }
