@@ -56,7 +56,7 @@ pub struct ClientCredentials {
 /// public key the authorization server holds.
 pub enum ClientCredential {
     Secret(String),
-    Key(JwtKey),
+    Key(Box<JwtKey>),
 }
 
 impl ClientCredential {
