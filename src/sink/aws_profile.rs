@@ -27,16 +27,15 @@ use super::BoxError;
 use crate::limits::{
     CREDENTIALS_LIFETIME_MS, CREDENTIAL_PROCESS_OUTPUT_BYTES, CREDENTIAL_PROCESS_TIMEOUT_MS,
 };
-
-/// The most profiles in a `source_profile` chain (AWS's SDKs stop loops
-/// the same way).
-const MAX_PROFILE_CHAIN: usize = 8;
 use aws_credential_types::Credentials;
 use serde_json::Value;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime};
+
+/// The most profiles in a `source_profile` chain: a longer one loops.
+const MAX_PROFILE_CHAIN: usize = 8;
 
 /// The credentials of the `AWS_PROFILE` profile at `now` (a role it
 /// names assumed at the STS endpoint of `region`).
