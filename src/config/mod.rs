@@ -7,6 +7,8 @@
 //! environment variable that holds one.
 
 mod aws_role;
+mod ingest_auth;
+mod sink_auth;
 mod validate;
 
 use serde::{Deserialize, Serialize};

@@ -1,16 +1,18 @@
 //! The rules every config must pass, each naming the dotted key and the value.
 
 use super::aws_role::aws_role;
-use super::{
-    ClientAuth, Config, GoogleIdTokenConfig, IngestJwt, IngestSignature, OAuth2Config, RetryConfig,
-    SinkConfig, SourceConfig, TenantLimitsConfig,
+use super::ingest_auth::{
+    validate_ingest_handshake, validate_ingest_jwt, validate_ingest_signature,
 };
+use super::sink_auth::{
+    one_authorization, validate_aws_signing, validate_google_id_token, validate_oauth2,
+};
+use super::{Config, RetryConfig, SinkConfig, TenantLimitsConfig};
 use crate::core::LaneBy;
 use crate::limits::{
     MAX_CALLS_PER_S, MAX_COALESCE_MS, MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS, MIN_SHARD_BYTES,
 };
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
-use crate::sink::gcp_id_token::ID_TOKEN_SOURCES;
 use crate::sink::gcp_token::TOKEN_SOURCES;
 use std::fmt;
 use std::path::PathBuf;
@@ -174,7 +176,7 @@ const HTTP_OPTIONS: &[&str] = &[
 ];
 /// The options that sign requests to AWS (an SQS sink's, an HTTP sink's
 /// with `aws_service`): the region and where the credentials come from.
-const AWS_SIGNING_OPTIONS: &[&str] = &[
+pub(super) const AWS_SIGNING_OPTIONS: &[&str] = &[
     "region",
     "credentials",
     "access_key_id_env",
@@ -646,7 +648,7 @@ impl Config {
 }
 
 /// Each sink option's name, and whether the entry sets it.
-fn options_set(sink: &SinkConfig) -> Vec<(&'static str, bool)> {
+pub(super) fn options_set(sink: &SinkConfig) -> Vec<(&'static str, bool)> {
     vec![
         ("url", sink.url.is_some()),
         ("url_env", sink.url_env.is_some()),
@@ -710,129 +712,6 @@ fn stored_header(key: String, name: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// A source's `ingest_handshake`: a known one.
-fn validate_ingest_handshake(at: &str, source: &SourceConfig) -> Result<(), ConfigError> {
-    use crate::node::provider_handshake::{Handshake, HANDSHAKES};
-    match &source.ingest_handshake {
-        Some(name) if Handshake::named(name).is_none() => {
-            let names: Vec<&str> = HANDSHAKES.iter().map(|(name, _)| *name).collect();
-            Err(invalid(
-                format!("{at}.ingest_handshake"),
-                format!("one of {names:?}"),
-                name,
-            ))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// A source's `ingest_jwt`: keys fetched over HTTPS (or from the node's
-/// own host), an issuer and an audience to check, claims of plain values,
-/// and no `ingest_token_env`, which reads the same header.
-fn validate_ingest_jwt(
-    at: &str,
-    source: &SourceConfig,
-    jwt: &IngestJwt,
-) -> Result<(), ConfigError> {
-    let key = format!("{at}.ingest_jwt");
-    if !is_key_set_url(&jwt.jwks_url) {
-        let rule = "an https:// URL (or http:// to a loopback address) of the issuer's keys";
-        return Err(invalid(format!("{key}.jwks_url"), rule, &jwt.jwks_url));
-    }
-    let issuers = jwt.issuer.to_vec();
-    if issuers.is_empty() || issuers.iter().any(String::is_empty) {
-        let rule = "the issuer's name (the tokens' iss), or a list of them";
-        return Err(invalid(format!("{key}.issuer"), rule, issuers));
-    }
-    if jwt.audience.is_empty() {
-        let rule = "the audience the sender puts in its tokens' aud (often this endpoint's URL)";
-        return Err(invalid(format!("{key}.audience"), rule, &jwt.audience));
-    }
-    for (name, value) in &jwt.claims {
-        if !(value.is_string() || value.is_boolean() || value.is_i64() || value.is_u64()) {
-            let rule = "a string, a boolean or an integer the claim must equal";
-            return Err(invalid(
-                format!("{key}.claims.{name}"),
-                rule,
-                format_args!("{value}"),
-            ));
-        }
-    }
-    if let Some(var) = &source.ingest_token_env {
-        let rule = "not set with ingest_jwt (both read the Authorization header)";
-        return Err(invalid(format!("{at}.ingest_token_env"), rule, var));
-    }
-    Ok(())
-}
-
-/// Whether `url` is `https://…`, or `http://` to a loopback host (a key
-/// set fetched in the clear could be anyone's).
-fn is_key_set_url(url: &str) -> bool {
-    let Ok(uri) = url.parse::<ureq::http::Uri>() else {
-        return false;
-    };
-    let host = uri.host().unwrap_or("");
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let loopback = host == "localhost"
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    match uri.scheme_str() {
-        Some("https") => !host.is_empty(),
-        Some("http") => loopback,
-        _ => false,
-    }
-}
-
-/// A source's `ingest_signature` and `ingest_secret_env`: a known scheme
-/// or a table of known values, and the two together.
-fn validate_ingest_signature(at: &str, source: &SourceConfig) -> Result<(), ConfigError> {
-    use crate::node::provider_signature::{ALGORITHMS, ENCODINGS, SCHEMES};
-    let key = format!("{at}.ingest_signature");
-    match &source.ingest_signature {
-        Some(IngestSignature::Scheme(name)) if !SCHEMES.contains(&name.as_str()) => {
-            let rule =
-                format!("one of {SCHEMES:?} or a table {{ header, prefix, encoding, algorithm }}");
-            return Err(invalid(key, rule, name));
-        }
-        Some(IngestSignature::Hmac(table)) => {
-            let header = &table.header;
-            if ureq::http::HeaderName::from_bytes(header.as_bytes()).is_err() {
-                return Err(invalid(format!("{key}.header"), "a header name", header));
-            }
-            let options = [
-                ("encoding", &table.encoding, ENCODINGS),
-                ("algorithm", &table.algorithm, ALGORITHMS),
-            ];
-            for (name, value, allowed) in options {
-                if let Some(value) = value.as_deref().filter(|v| !allowed.contains(v)) {
-                    return Err(invalid(
-                        format!("{key}.{name}"),
-                        format!("one of {allowed:?}"),
-                        value,
-                    ));
-                }
-            }
-        }
-        _ => {}
-    }
-    match (&source.ingest_signature, &source.ingest_secret_env) {
-        (Some(scheme), None) => {
-            let rule = "set with ingest_secret_env (the provider's signing secret)";
-            Err(invalid(key, rule, scheme.to_string()))
-        }
-        (None, Some(_)) => {
-            let rule = "set with ingest_secret_env (how the provider signs)";
-            Err(invalid(key, rule, "absent"))
-        }
-        (Some(_), Some(vars)) if vars.to_vec().iter().any(String::is_empty) => {
-            let rule = "environment variable names";
-            Err(invalid(format!("{at}.ingest_secret_env"), rule, ""))
-        }
-        _ => Ok(()),
-    }
-}
-
 /// An HTTP sink's `headers` and `headers_env`: valid names, none that
 /// goad or the HTTP client sets itself, none twice (names are
 /// case-insensitive), valid values and variable names.
@@ -877,170 +756,6 @@ fn validate_operator_headers(at: &str, sink: &SinkConfig) -> Result<(), ConfigEr
             let rule = "an environment variable name";
             return Err(invalid(format!("{at}.headers_env.{name}"), rule, var));
         }
-    }
-    Ok(())
-}
-
-/// An HTTP sink's `oauth2`: a token endpoint URL and a secret's variable,
-/// and no `authorization` header of the operator's beside it.
-fn validate_oauth2(at: &str, oauth2: &OAuth2Config) -> Result<(), ConfigError> {
-    if !is_http_url(&oauth2.token_url) {
-        let rule = "an http:// or https:// URL with a host";
-        return Err(invalid(
-            format!("{at}.oauth2.token_url"),
-            rule,
-            &oauth2.token_url,
-        ));
-    }
-    let key = |name: &str| format!("{at}.oauth2.{name}");
-    let signs = oauth2.client_auth == ClientAuth::PrivateKeyJwt;
-    match (&oauth2.client_secret_env, signs) {
-        (Some(var), false) if var.is_empty() => {
-            return Err(invalid(
-                key("client_secret_env"),
-                "an environment variable name",
-                "",
-            ));
-        }
-        (None, false) => {
-            let rule = "set: the variable holding the client's secret (or client_auth = \"private_key_jwt\")";
-            return Err(invalid(key("client_secret_env"), rule, "absent"));
-        }
-        (Some(_), true) => {
-            let rule =
-                "absent with client_auth = \"private_key_jwt\" (the client signs with its key)";
-            return Err(invalid(key("client_secret_env"), rule, "set"));
-        }
-        _ => {}
-    }
-    let key_options = [
-        ("private_key_file", oauth2.private_key_file.is_some()),
-        ("key_id", oauth2.key_id.is_some()),
-    ];
-    match (key_options.iter().find(|(_, set)| *set), signs) {
-        (Some((name, _)), false) => {
-            let rule = "absent without client_auth = \"private_key_jwt\"";
-            Err(invalid(key(name), rule, "set"))
-        }
-        (_, true) if oauth2.private_key_file.is_none() => {
-            let rule = "set with client_auth = \"private_key_jwt\": the client's PEM private key";
-            Err(invalid(key("private_key_file"), rule, "absent"))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// The key of an HTTP sink's own `authorization` header, if it sets one.
-fn operator_authorization(at: &str, sink: &SinkConfig) -> Option<String> {
-    let operators = sink.headers.keys().chain(sink.headers_env.keys());
-    let name = operators
-        .into_iter()
-        .find(|n| n.eq_ignore_ascii_case("authorization"))?;
-    Some(match sink.headers.contains_key(name) {
-        true => format!("{at}.headers.{name}"),
-        false => format!("{at}.headers_env.{name}"),
-    })
-}
-
-/// An HTTP sink's `aws_service`: a service and a region to sign for,
-/// credentials as an SQS sink's, and nothing else that sets the request's
-/// authorization (the signature is). Without it, the keys that sign are
-/// refused: there is nothing for them to sign.
-fn validate_aws_signing(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
-    let Some(service) = &sink.aws_service else {
-        let options = options_set(sink);
-        let mut signing = options
-            .iter()
-            .filter(|(key, _)| AWS_SIGNING_OPTIONS.contains(key));
-        return match signing.find(|(_, set)| *set) {
-            Some((key, _)) => {
-                let rule = "absent without aws_service (it signs that service's requests)";
-                Err(invalid(format!("{at}.{key}"), rule, "set"))
-            }
-            None => Ok(()),
-        };
-    };
-    if !is_region(service) {
-        let rule = "an AWS service's signing name of lowercase letters, digits and '-' (lambda, execute-api)";
-        return Err(invalid(format!("{at}.aws_service"), rule, service));
-    }
-    match &sink.region {
-        Some(region) if !is_region(region) => {
-            let rule = "an AWS region name of lowercase letters, digits and '-'";
-            return Err(invalid(format!("{at}.region"), rule, region));
-        }
-        None => {
-            let rule = "set with aws_service: the region to sign for";
-            return Err(invalid(format!("{at}.region"), rule, "absent"));
-        }
-        _ => {}
-    }
-    aws_credentials(at, sink)
-}
-
-/// An HTTP sink's `google_id_token`: an audience, and credentials that
-/// can ask Google for an ID token.
-fn validate_google_id_token(at: &str, id_token: &GoogleIdTokenConfig) -> Result<(), ConfigError> {
-    let key = format!("{at}.google_id_token");
-    if id_token.audience.is_empty() {
-        let rule = "the receiving service's audience (a Cloud Run service's URL, an IAP client id)";
-        return Err(invalid(format!("{key}.audience"), rule, ""));
-    }
-    let credentials = id_token.credentials.as_deref().unwrap_or("metadata");
-    if !ID_TOKEN_SOURCES.contains(&credentials) {
-        let rule = format!("one of {ID_TOKEN_SOURCES:?}");
-        return Err(invalid(format!("{key}.credentials"), rule, credentials));
-    }
-    Ok(())
-}
-
-/// An HTTP sink's ways of authorizing its requests: at most one of
-/// `oauth2`, `aws_service` and `google_id_token`, each of which is the
-/// request's `authorization`, so neither the sink's own `authorization`
-/// header nor a URL's user information (sent as Basic) goes beside it.
-fn one_authorization(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
-    let ways = [
-        (
-            sink.oauth2.is_some(),
-            "oauth2",
-            "oauth2 (its token is the authorization)",
-        ),
-        (
-            sink.aws_service.is_some(),
-            "aws_service",
-            "aws_service (the signature is the authorization)",
-        ),
-        (
-            sink.google_id_token.is_some(),
-            "google_id_token",
-            "google_id_token (its token is the authorization)",
-        ),
-    ];
-    let mut set = ways.into_iter().filter(|(on, _, _)| *on);
-    let Some((_, _, way)) = set.next() else {
-        return Ok(());
-    };
-    if let Some((_, key, _)) = set.next() {
-        return Err(invalid(
-            format!("{at}.{key}"),
-            format!("absent with {way}"),
-            "set",
-        ));
-    }
-    if let Some(key) = operator_authorization(at, sink) {
-        return Err(invalid(key, format!("absent with {way}"), "set"));
-    }
-    let url = sink.url.as_deref().unwrap_or("");
-    let user_info = url
-        .parse::<ureq::http::Uri>()
-        .is_ok_and(|u| u.authority().is_some_and(|a| a.as_str().contains('@')));
-    if user_info {
-        let rule = format!("without user information with {way}");
-        return Err(invalid(
-            format!("{at}.url"),
-            rule,
-            "a URL with user information",
-        ));
     }
     Ok(())
 }
@@ -1105,7 +820,7 @@ fn validate_sqs_sink(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
 
 /// An AWS-signing sink's credentials (`credentials` and the variables it
 /// reads) and the role it assumes with them.
-fn aws_credentials(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
+pub(super) fn aws_credentials(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
     credentials(
         at,
         &sink.credentials,
@@ -1196,7 +911,7 @@ fn env_names<const N: usize>(
 }
 
 /// An AWS region name (`us-east-1`).
-fn is_region(s: &str) -> bool {
+pub(super) fn is_region(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 32
         && s.bytes()
