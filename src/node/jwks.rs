@@ -14,6 +14,7 @@ use crate::sink::client::{agent, ok_body};
 use crate::sink::BoxError;
 use parking_lot::Mutex;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,6 +28,9 @@ pub struct JwtCheck {
     issuers: Vec<String>,
     agent: ureq::Agent,
     keys: Mutex<Keys>,
+    /// Fetches of the key set that succeeded and that failed.
+    fetched: AtomicU64,
+    failed: AtomicU64,
 }
 
 /// The source and where its keys come from; no key in logs.
@@ -60,7 +64,19 @@ impl JwtCheck {
             issuers: config.issuer.to_vec(),
             agent: agent(HTTP_TIMEOUT_MS, 1),
             keys: Mutex::default(),
+            fetched: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
         }
+    }
+
+    pub fn source_id(&self) -> &str {
+        &self.source_id
+    }
+
+    /// The fetches of the key set so far: (succeeded, failed).
+    pub fn fetches(&self) -> (u64, u64) {
+        let count = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        (count(&self.fetched), count(&self.failed))
     }
 
     pub fn config(&self) -> &IngestJwt {
@@ -158,6 +174,7 @@ impl JwtCheck {
         let (source, url) = (&self.source_id, &self.config.jwks_url);
         match fetched {
             Ok((set, fresh_s)) => {
+                self.fetched.fetch_add(1, Ordering::Relaxed);
                 let count = set.len();
                 keys.set = Some(Arc::new(set));
                 keys.fresh_until = Some(Instant::now() + Duration::from_secs(fresh_s));
@@ -173,6 +190,7 @@ impl JwtCheck {
                 );
             }
             Err(e) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
                 let held = if keys.set.is_some() {
                     "the keys in hand serve"
                 } else {

@@ -2,6 +2,7 @@
 //! format (version 0.0.4). Counters are since the node started; per-shard
 //! series carry a `shard` label.
 
+use super::auth::Tokens;
 use super::http::FrontCounts;
 use super::ingest_counts::IngestCounts;
 use super::notify::NotificationCounts;
@@ -220,6 +221,30 @@ impl Family<'_> {
                 self.out,
                 "goad_ingest_requests_total{{source=\"{source}\",status=\"{status}\",error=\"{error}\"}} {count}"
             );
+        }
+    }
+
+    /// Fetches of each `ingest_jwt` source's key set, by result.
+    fn key_set_fetches(&mut self, tokens: &Tokens) {
+        let name = "goad_ingest_jwt_key_fetches_total";
+        self.head(
+            name,
+            "counter",
+            "Fetches of each ingest_jwt source's key set (its jwks_url), by result: ok or failed (the keys in hand serve meanwhile; until a first ok, its hooks are answered 503).",
+        );
+        let mut checks: Vec<_> = (tokens.sources.values())
+            .filter_map(|ingest| ingest.jwt.as_ref())
+            .collect();
+        checks.sort_by(|a, b| a.source_id().cmp(b.source_id()));
+        for check in checks {
+            let (ok, failed) = check.fetches();
+            for (result, count) in [("ok", ok), ("failed", failed)] {
+                let source = check.source_id();
+                let _ = writeln!(
+                    self.out,
+                    "{name}{{source=\"{source}\",result=\"{result}\"}} {count}"
+                );
+            }
         }
     }
 
@@ -570,6 +595,7 @@ pub(super) fn render(engine: &Engine, state: &NodeState) -> Result<String, Store
     f.stats_families(SHARD_FAMILIES, &stats);
     f.replays(&state.replays);
     f.ingest(&state.ingest);
+    f.key_set_fetches(&state.tokens.read());
     f.front(&state.front);
     f.reloads(&state.reloads);
     #[cfg(target_os = "linux")]

@@ -232,6 +232,12 @@ fn a_source_with_ingest_jwt_takes_hooks_its_issuer_signed_for_it() {
     assert!(receiver.wait_for(3, Duration::from_secs(10)));
     let taken = r#"source="push",status="202""#;
     assert_eq!(metric(addr, "goad_ingest_requests_total", taken), 3.0);
+    let fetches = "goad_ingest_jwt_key_fetches_total";
+    assert_eq!(metric(addr, fetches, r#"source="push",result="ok""#), 2.0);
+    assert_eq!(
+        metric(addr, fetches, r#"source="push",result="failed""#),
+        0.0
+    );
 
     let mut down = push("down", &k1);
     wait_until("the failed fetch", Duration::from_secs(20), || {
@@ -252,6 +258,8 @@ fn a_source_with_ingest_jwt_takes_hooks_its_issuer_signed_for_it() {
         (503, "signing_keys_unavailable".into())
     );
     assert_eq!(down.header("retry-after"), Some("5"));
+    assert_eq!(metric(addr, fetches, r#"source="down",result="ok""#), 0.0);
+    assert!(metric(addr, fetches, r#"source="down",result="failed""#) >= 1.0);
     let message = down.json()["message"].as_str().unwrap().to_string();
     assert!(
         message.starts_with("the keys to check this source's tokens with could not be fetched from http://127.0.0.1:9/certs: "),

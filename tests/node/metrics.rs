@@ -83,6 +83,16 @@ fn metrics_parse_as_prometheus_text() {
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
     let mut c = one_source(dir.path(), &receiver);
     c.shards = 2;
+    // A source whose issuer's keys cannot be fetched (nothing listens on
+    // port 9), and which has no sink: its key-set fetches are counted.
+    let mut oidc = source("oidc", "t2", vec![]);
+    oidc.ingest_jwt = Some(goad::config::IngestJwt {
+        jwks_url: "http://127.0.0.1:9/certs".into(),
+        issuer: goad::config::OneOrMany::One("https://issuer.example".into()),
+        audience: "goad".into(),
+        claims: Default::default(),
+    });
+    c.sources.push(oidc);
     let node = start(c);
     let addr = node.local_addr();
     for _ in 0..5 {
