@@ -13,7 +13,7 @@
 //! `expiring`); one the receiver answers 401 while held a while is
 //! dropped, and the next attempt asks for another, as for `oauth2`.
 
-use super::client::{agent, form, ok_body, percent_encoded};
+use super::client::{agent, percent_encoded};
 use super::expiring::Expiring;
 use super::gcp_key::ServiceAccountKey;
 use super::gcp_token::{ask_metadata, KEY_FILE_VARIABLE};
@@ -149,14 +149,8 @@ impl GoogleIdToken {
         key: &ServiceAccountKey,
         now: SystemTime,
     ) -> Result<String, BoxError> {
-        let assertion = key.assertion(("target_audience", &self.audience), now)?;
-        let body = form(&[
-            ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
-            ("assertion", &assertion),
-        ]);
-        let request = (self.agent.post(&key.token_uri))
-            .header("content-type", "application/x-www-form-urlencoded");
-        let answer: Value = serde_json::from_str(&ok_body(request.send(body))?)?;
+        let asked = ("target_audience", self.audience.as_str());
+        let answer: Value = serde_json::from_str(&key.exchange(&self.agent, asked, now)?)?;
         match answer.get("id_token").and_then(Value::as_str) {
             Some(token) => Ok(token.to_string()),
             None => Err("no id_token in its answer".into()),

@@ -4,6 +4,7 @@
 //! makes to ask Google's token endpoint for an access token (the OAuth 2
 //! JWT bearer grant, RFC 7523).
 
+use super::client::{form, ok_body};
 use super::jwt_key::JwtKey;
 use super::BoxError;
 use serde::Deserialize;
@@ -84,6 +85,24 @@ impl ServiceAccountKey {
             token_uri: file.token_uri.unwrap_or_else(|| GOOGLE_TOKEN_URI.into()),
             key,
         })
+    }
+
+    /// The token endpoint's answer (its body) to the OAuth 2 JWT bearer
+    /// grant of `assertion(asked, now)`, asked with `agent`.
+    pub fn exchange(
+        &self,
+        agent: &ureq::Agent,
+        asked: (&str, &str),
+        now: SystemTime,
+    ) -> Result<String, BoxError> {
+        let assertion = self.assertion(asked, now)?;
+        let body = form(&[
+            ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
+            ("assertion", &assertion),
+        ]);
+        let request = (agent.post(&self.token_uri))
+            .header("content-type", "application/x-www-form-urlencoded");
+        ok_body(request.send(body))
     }
 
     /// A JWT asserting this account at `now` to the token endpoint, with

@@ -25,7 +25,7 @@
 //!
 //! Fetched tokens are kept while fresh (see `expiring`).
 
-use super::client::{agent, form, ok_body};
+use super::client::{agent, ok_body};
 use super::expiring::Expiring;
 use super::gcp_external::ExternalAccount;
 use super::gcp_key::ServiceAccountKey;
@@ -186,7 +186,9 @@ impl FetchedToken {
         self.held.get(now, "a Google access token", || {
             let answer = match &self.from {
                 TokenSource::Metadata => self.ask_metadata()?,
-                TokenSource::ServiceAccount(key) => self.ask_token_endpoint(key, now)?,
+                TokenSource::ServiceAccount(key) => {
+                    key.exchange(&self.agent, ("scope", PUBSUB_SCOPE), now)?
+                }
                 TokenSource::User(user) => user.ask(&self.agent)?,
                 TokenSource::External(account) => {
                     return account.token(&self.agent, PUBSUB_SCOPE, now);
@@ -199,24 +201,6 @@ impl FetchedToken {
     /// The metadata server's token for the workload's account.
     fn ask_metadata(&self) -> Result<String, BoxError> {
         ask_metadata(&self.agent, "token")
-    }
-
-    /// The token endpoint's token for a JWT signed with `key`.
-    fn ask_token_endpoint(
-        &self,
-        key: &ServiceAccountKey,
-        now: SystemTime,
-    ) -> Result<String, BoxError> {
-        let assertion = key.assertion(("scope", PUBSUB_SCOPE), now)?;
-        let body = form(&[
-            ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
-            ("assertion", &assertion),
-        ]);
-        let request = self
-            .agent
-            .post(&key.token_uri)
-            .header("content-type", "application/x-www-form-urlencoded");
-        ok_body(request.send(body))
     }
 }
 
