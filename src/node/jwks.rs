@@ -86,11 +86,18 @@ impl JwtCheck {
     /// Starts fetching the keys unless those in hand are fresh (or a fetch
     /// is under way, or the last began within `JWKS_MIN_REFETCH_MS`).
     pub fn refresh_if_stale(self: &Arc<Self>) {
+        self.keys_in_hand();
+    }
+
+    /// The keys in hand, if any, having started fetching them if stale
+    /// (one lock a request).
+    fn keys_in_hand(self: &Arc<Self>) -> Option<Arc<KeySet>> {
         let mut keys = self.keys.lock();
         let stale = keys.fresh_until.is_none_or(|t| Instant::now() >= t);
         if stale {
             self.fetch_in_background(&mut keys);
         }
+        keys.set.clone()
     }
 
     /// The refusal of a request whose `authorization` carries no token
@@ -102,9 +109,7 @@ impl JwtCheck {
             let why = format!("this source needs a bearer token: a JWT signed by a key of {url}");
             return Some(super::routes::unauthorized(&why));
         };
-        self.refresh_if_stale();
-        let set = self.keys.lock().set.clone();
-        let Some(set) = set else {
+        let Some(set) = self.keys_in_hand() else {
             return Some(self.keys_unavailable());
         };
         let expected = Expected {

@@ -185,7 +185,7 @@ impl NodeHandler {
         // An answer without a commit: a refusal, or a provider's check of
         // the endpoint (one that carries no secret before the source's
         // token and signature checks, a signed one after them).
-        let (answered, dedupe) = match self.state.tokens.read().sources.get(&source_id) {
+        let (answered, dedupe_key) = match self.state.tokens.read().sources.get(&source_id) {
             None => {
                 let response = unknown_source(&source_id);
                 counts.count(&source_id, false, &response);
@@ -201,7 +201,14 @@ impl NodeHandler {
                         let headers = |name: &str| request.header(name);
                         check.endpoint_check_answer(&headers, &request.body)
                     });
-                (answered, ingest.dedupe.clone())
+                // Read once the request passed the source's checks (a body
+                // pointer parses the JSON).
+                let header = |name: &str| request.header(name).map(str::to_string);
+                let dedupe_key = match answered {
+                    None => ingest.dedupe.key(header, &request.body),
+                    Some(_) => None,
+                };
+                (answered, dedupe_key)
             }
         };
         // The parser framed the body by one of these (it refuses the rest).
@@ -221,9 +228,6 @@ impl NodeHandler {
         }
         let state = self.state.clone();
         let counted_as = source_id.clone();
-        // Read once the request is taken (a body pointer parses the JSON).
-        let header = |name: &str| request.header(name).map(str::to_string);
-        let dedupe_key = dedupe.key(header, &request.body);
         let hook = hook_of(source_id.clone(), dedupe_key, request);
         let replier = later.replier();
         let committed = engine.commit_then(hook, move |result| {

@@ -78,8 +78,9 @@ impl ServiceAccountKey {
                 file.kind
             ));
         }
-        let key = JwtKey::from_pem(file.private_key.as_bytes(), file.private_key_id)
-            .map_err(|why| format!("its private_key is {why}"))?;
+        let key = JwtKey::from_pem(file.private_key.as_bytes())
+            .map_err(|why| format!("its private_key is {why}"))?
+            .with_kid(file.private_key_id);
         Ok(ServiceAccountKey {
             client_email: file.client_email,
             token_uri: file.token_uri.unwrap_or_else(|| GOOGLE_TOKEN_URI.into()),

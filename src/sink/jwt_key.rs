@@ -25,8 +25,9 @@ enum Pair {
 }
 
 impl JwtKey {
-    /// The key of a PEM "PRIVATE KEY" (PKCS #8): RSA, or EC on P-256.
-    pub fn from_pem(pem: &[u8], kid: Option<String>) -> Result<JwtKey, String> {
+    /// The key of a PEM "PRIVATE KEY" (PKCS #8): RSA, or EC on P-256,
+    /// named by no `kid` (see `with_kid`).
+    pub fn from_pem(pem: &[u8]) -> Result<JwtKey, String> {
         let der = PrivatePkcs8KeyDer::from_pem_slice(pem)
             .map_err(|_| "not a PEM \"PRIVATE KEY\" (PKCS #8)")?;
         let der = der.secret_pkcs8_der();
@@ -40,7 +41,7 @@ impl JwtKey {
                 Pair::Es256(ec)
             }
         };
-        Ok(JwtKey { kid, pair })
+        Ok(JwtKey { kid: None, pair })
     }
 
     /// This key, named `kid`.
@@ -110,7 +111,9 @@ mod tests {
 
     #[test]
     fn an_ec_key_signs_es256_jwts_its_public_key_verifies() {
-        let key = JwtKey::from_pem(ec_pem().as_bytes(), Some("k2".into())).unwrap();
+        let key = JwtKey::from_pem(ec_pem().as_bytes())
+            .unwrap()
+            .with_kid(Some("k2".into()));
         let jwt = key.sign(&serde_json::json!({"sub": "goad"})).unwrap();
         let parts: Vec<&str> = jwt.split('.').collect();
         let header: Value =
@@ -127,7 +130,7 @@ mod tests {
 
     #[test]
     fn a_pem_that_is_no_usable_key_says_why() {
-        let wrong = |pem: &str| JwtKey::from_pem(pem.as_bytes(), None).err().unwrap();
+        let wrong = |pem: &str| JwtKey::from_pem(pem.as_bytes()).err().unwrap();
         assert_eq!(wrong("hello"), "not a PEM \"PRIVATE KEY\" (PKCS #8)");
         let junk = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n";
         assert!(wrong(junk).starts_with("not a usable RSA or P-256 key ("));

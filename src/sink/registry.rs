@@ -261,9 +261,7 @@ fn oauth2_grant(
                 path,
             };
             let kid = o.key_id.clone();
-            ClientCredential::Key(Box::new(
-                file.load(|pem| JwtKey::from_pem(pem, None))?.with_kid(kid),
-            ))
+            ClientCredential::Key(Box::new(file.load(JwtKey::from_pem)?.with_kid(kid)))
         }
         (None, var) => ClientCredential::Secret(env_value(
             format!("{at}.oauth2.client_secret_env"),
