@@ -289,6 +289,26 @@ fn started_by(
     started
 }
 
+/// Commits hooks "h1".."h<n>" in one step at `now_ms`; the (seq, job) of
+/// each attempt it starts.
+fn started_by_commit(state: &mut ShardState, now_ms: u64, n: u64) -> Vec<(u64, goad::core::JobId)> {
+    let mut started = Vec::new();
+    let out = state.step(
+        now_ms,
+        (1..=n).map(new_rows).collect(),
+        Vec::new(),
+        &mut |call| started.extend(call.jobs().iter().map(|job| (job.row.seq, job.id))),
+    );
+    assert!(matches!(out.committed, Some(Ok(_))), "{:?}", out.committed);
+    started
+}
+
+/// The value of `key` in tree `name`, which holds it.
+fn tree_value(store: &ShardStore, name: &str, key: &[u8]) -> Vec<u8> {
+    let rtxn = store.env().read_txn().unwrap();
+    tree(store, name).get(&rtxn, key).unwrap().unwrap().to_vec()
+}
+
 /// A store failure whose recovery cannot be written either (here: a
 /// claimed row's marker and hook that do not decode, so recovery fails
 /// until they are mended) is recovered a second later, not left undone:
@@ -303,14 +323,7 @@ fn a_recovery_that_cannot_be_written_after_a_store_failure_is_tried_again() {
     let c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
     let store = ShardStore::open(dir.path(), 0, 1).unwrap();
     let mut state = shard(&c, &store, NOW_MS);
-    let mut started = Vec::new();
-    let out = state.step(
-        NOW_MS,
-        (1..=2).map(new_rows).collect(),
-        Vec::new(),
-        &mut |call| started.extend(call.jobs().iter().map(|job| (job.row.seq, job.id))),
-    );
-    assert!(matches!(out.committed, Some(Ok(_))));
+    let mut started = started_by_commit(&mut state, NOW_MS, 2);
     // The claims are written with the next step's batch.
     state.step(NOW_MS + 20, Vec::new(), Vec::new(), &mut |_| {});
     started.sort();
@@ -319,20 +332,10 @@ fn a_recovery_that_cannot_be_written_after_a_store_failure_is_tried_again() {
     };
     assert_eq!(tree_keys(&store, "inflight").len(), 2);
 
-    let good_hook = {
-        let rtxn = store.env().read_txn().unwrap();
-        let records = tree(&store, "records");
-        records.get(&rtxn, &hook_key(1)).unwrap().unwrap().to_vec()
-    };
-    let good_marker = {
-        let rtxn = store.env().read_txn().unwrap();
-        let markers = tree(&store, "inflight");
-        markers
-            .get(&rtxn, &row_key(row(1)))
-            .unwrap()
-            .unwrap()
-            .to_vec()
-    };
+    let (good_hook, good_marker) = (
+        tree_value(&store, "records", &hook_key(1)),
+        tree_value(&store, "inflight", &row_key(row(1))),
+    );
     break_marker_and_hook(&store);
     let mut unwritable = new_rows(3);
     unwritable.hook.tenant = Arc::from("t".repeat(600));
@@ -366,6 +369,60 @@ fn a_recovery_that_cannot_be_written_after_a_store_failure_is_tried_again() {
     assert_eq!(store.hook_count().unwrap(), 0, "both delivered");
     assert_eq!(state.core().stats().delivered, 2);
     assert!(state.is_idle(t + 1_100));
+}
+
+/// A second store failure before the first one's recovery is written
+/// still holds the rows of the attempts that were running at the first:
+/// once the store mends, neither row starts again beside its attempt, and
+/// the attempts' results settle both. (The second rebuild used to forget
+/// them: both rows started again while their first attempts ran.)
+#[test]
+fn a_second_store_failure_before_the_recovery_keeps_the_running_attempts_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
+    let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+    let mut state = shard(&c, &store, NOW_MS);
+    let mut started = started_by_commit(&mut state, NOW_MS, 2);
+    state.step(NOW_MS + 20, Vec::new(), Vec::new(), &mut |_| {});
+    started.sort();
+    let [(1, first), (2, second)] = started[..] else {
+        panic!("both rows started: {started:?}");
+    };
+    let (good_hook, good_marker) = (
+        tree_value(&store, "records", &hook_key(1)),
+        tree_value(&store, "inflight", &row_key(row(1))),
+    );
+    break_marker_and_hook(&store);
+    let unwritable = || {
+        let mut rows = new_rows(3);
+        rows.hook.tenant = Arc::from("t".repeat(600));
+        vec![rows]
+    };
+    let t = NOW_MS + 100;
+    for failed_at_ms in [t, t + 500] {
+        let out = state.step(failed_at_ms, unwritable(), Vec::new(), &mut |_| {});
+        assert!(matches!(out.committed, Some(Err(_))), "{:?}", out.committed);
+    }
+    assert_eq!(state.store_failures, 2);
+    overwrite(&store, "records", &[&hook_key(1)], &good_hook);
+    overwrite(&store, "inflight", &[&row_key(row(1))], &good_marker);
+
+    let recovered_at_ms = t + 1_500;
+    let again = started_by(&mut state, recovered_at_ms, Vec::new());
+    assert!(
+        again.is_empty(),
+        "rows started beside their attempts: {again:?}"
+    );
+    let outcomes = [first, second].map(|job| goad::runtime::Completion {
+        job,
+        result: Ok(()),
+        took: Duration::from_millis(1),
+    });
+    started_by(&mut state, recovered_at_ms + 10, outcomes.to_vec());
+    started_by(&mut state, recovered_at_ms + 100, Vec::new());
+    assert_eq!(store.hook_count().unwrap(), 0, "both delivered");
+    assert_eq!(state.core().stats().delivered, 2);
+    assert!(state.is_idle(recovered_at_ms + 100));
 }
 
 /// Due entries that do not decode are set aside, not failed on: a due value

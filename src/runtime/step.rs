@@ -596,7 +596,11 @@ impl<'s> ShardState<'s> {
         self.txn = None;
         self.dirty_since_ms = None;
         self.unflushed_ops = 0;
-        self.unrecovered = Some(self.core.running_attempts());
+        // A restart before the last one's recovery was written keeps the
+        // attempts that one still holds for the new core.
+        let mut running = self.unrecovered.take().unwrap_or_default();
+        running.extend(self.core.running_attempts());
+        self.unrecovered = Some(running);
         self.core = self.core.rebuilt(now_ms);
         self.recover_after_restart(now_ms);
     }
