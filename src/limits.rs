@@ -96,6 +96,28 @@ pub const MIN_SHARD_BYTES: u64 = 16 * 1024 * 1024;
 /// address space).
 pub const MAX_SHARD_BYTES: u64 = 4 * 1024 * 1024 * 1024 * 1024;
 
+/// `min_free_disk_bytes` by default: what new hooks leave free on the file
+/// system holding the data directory, for the writes that record
+/// deliveries (and for whatever else shares the disk: logs, a claim check).
+pub const DEFAULT_MIN_FREE_DISK_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The smallest `min_free_disk_bytes`. Recording deliveries grows a
+/// store's file by what its write transactions copy before LMDB frees the
+/// old pages: measured at 12–31 MB for backlogs of 3,000 to 100,000 rows
+/// parked again and again (docs/operations.md, "The disk is full").
+pub const MIN_FREE_DISK_FLOOR_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The largest `min_free_disk_bytes` (a larger one is likely a unit mistake).
+pub const MIN_FREE_DISK_CEILING_BYTES: u64 = 1024 * 1024 * 1024 * 1024 * 1024;
+
+/// How often a shard whose store keeps failing logs it (see
+/// `runtime::failure_log`).
+pub const STORE_FAILURE_LOG_INTERVAL_MS: u64 = 10_000;
+
+/// How often a shard taking commits measures again what its store and
+/// the disk have room for (see `runtime::room`).
+pub const STORE_MEASURE_INTERVAL_MS: u64 = 1_000;
+
 /// The part of a shard's map new hooks may not fill: the writes that
 /// record deliveries, retries and replays need pages too (see
 /// `store::fill`).
@@ -225,6 +247,8 @@ pub const HTTP_DRAIN_MS: u64 = 10_000;
 const _: () = assert!(MAX_INPUTS_PER_ITERATION <= SHARD_INPUT_CAPACITY);
 const _: () = assert!(MIN_SHARD_BYTES <= DEFAULT_MAX_SHARD_BYTES);
 const _: () = assert!(DEFAULT_MAX_SHARD_BYTES <= MAX_SHARD_BYTES);
+const _: () = assert!(MIN_FREE_DISK_FLOOR_BYTES <= DEFAULT_MIN_FREE_DISK_BYTES);
+const _: () = assert!(DEFAULT_MIN_FREE_DISK_BYTES <= MIN_FREE_DISK_CEILING_BYTES);
 const _: () = assert!(MAX_SINKS_PER_SOURCE <= u16::MAX as usize);
 const _: () = assert!(MAX_SHARDS <= u32::MAX as usize);
 const _: () = assert!(SQS_BATCH_MAX_ENTRIES <= MAX_BATCH_ENTRIES);

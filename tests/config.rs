@@ -90,6 +90,8 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("max_shard_bytes = 1000", "max_shard_bytes must be an integer from 16777216 (16 MiB, and 8 × max_body_bytes) to 4398046511104, got 1000"),
         ("max_body_bytes = 4194304\nmax_shard_bytes = 16777216", "max_shard_bytes must be an integer from 33554432 (16 MiB, and 8 × max_body_bytes) to 4398046511104, got 16777216"),
         ("max_shard_bytes = 5000000000000", "max_shard_bytes must be an integer from 16777216 (16 MiB, and 8 × max_body_bytes) to 4398046511104, got 5000000000000"),
+        ("min_free_disk_bytes = 1000000", "min_free_disk_bytes must be an integer from 67108864 (64 MiB) to 1125899906842624 (1 PiB), got 1000000"),
+        ("min_free_disk_bytes = 2000000000000000", "min_free_disk_bytes must be an integer from 67108864 (64 MiB) to 1125899906842624 (1 PiB), got 2000000000000000"),
         ("[http]\ntls_cert_file = \"c.pem\"", "http.tls_key_file must be set with http.tls_cert_file, got \"absent\""),
         ("[http]\ntls_key_file = \"k.pem\"", "http.tls_cert_file must be set with http.tls_key_file, got \"absent\""),
         ("[http]\ntls_client_ca_file = \"ca.pem\"", "http.tls_client_ca_file must be absent without http.tls_cert_file (only HTTPS asks for client certificates), got \"ca.pem\""),

@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 struct ServeProcess {
     child: Child,
@@ -562,9 +562,10 @@ fn limit_file_size(pid: libc::pid_t, bytes: libc::rlim_t) {
 
 /// A full disk, made real with a file size limit on the node's process
 /// (writes past it fail with EFBIG, as they would with ENOSPC): ingest is
-/// refused with 503 `store_unavailable`, the node keeps serving, and once
-/// there is room again it commits, and every hook it acknowledged, before
-/// and after, is delivered.
+/// refused with 503 `store_unavailable`, the node keeps serving (and
+/// logs the failing store once, not once per refused batch), and once
+/// there is room again it commits, says so, and every hook it
+/// acknowledged, before and after, is delivered.
 #[test]
 fn a_full_disk_refuses_ingest_and_loses_no_acknowledged_hook() {
     const LIMIT_BYTES: libc::rlim_t = 512 * 1024;
@@ -596,6 +597,7 @@ fn a_full_disk_refuses_ingest_and_loses_no_acknowledged_hook() {
     limit_file_size(pid, LIMIT_BYTES);
     let mut client = Client::connect(node.addr);
     let mut acked = HashSet::new();
+    let failing_since = Instant::now();
     let refused = loop {
         let reply = client.request("POST", "/v1/sources/a/hooks", &[], &[b'x'; 1024]);
         match reply.status {
@@ -612,6 +614,33 @@ fn a_full_disk_refuses_ingest_and_loses_no_acknowledged_hook() {
     );
     assert!(!acked.is_empty(), "some hooks fit before the disk filled");
     assert_eq!(get(node.addr, "/healthz").status, 200);
+    // Each refused request is a batch that failed (a few fit in pages the
+    // failed ones freed); the shard logs the first failure of the run and
+    // then one line per 10 s at most.
+    let mut refusals = 0;
+    for _ in 0..2_000 {
+        if refusals == 50 {
+            break;
+        }
+        let reply = client.request("POST", "/v1/sources/a/hooks", &[], &[b'x'; 1024]);
+        if reply.status == 202 {
+            acked.insert(reply.json()["id"].as_str().unwrap().to_string());
+        } else {
+            refusals += 1;
+        }
+    }
+    assert_eq!(refusals, 50, "refused requests in 2,000");
+    let failing_s = failing_since.elapsed().as_secs();
+    let store_errors = node
+        .log
+        .try_iter()
+        .filter(|line| line.contains("level=error msg=\"shard store"))
+        .count() as u64;
+    let shards = 2;
+    assert!(
+        (1..=shards * (2 + failing_s / 10)).contains(&store_errors),
+        "{store_errors} store failures logged in {failing_s} s"
+    );
 
     limit_file_size(pid, libc::RLIM_INFINITY);
     accepting.store(true, Ordering::SeqCst);
@@ -622,6 +651,7 @@ fn a_full_disk_refuses_ingest_and_loses_no_acknowledged_hook() {
         }
         reply.status == 202
     });
+    node.logged("shard store writes succeed again");
     wait_all_delivered(&node, &receiver, &acked, Duration::from_secs(120));
     let metrics = get(node.addr, "/metrics").text();
     let failures: f64 = metrics

@@ -35,6 +35,10 @@ pub struct Config {
     /// fills). New hooks may fill 7/8 of it: past that, commits are refused
     /// (503 `store_full`) until deliveries free room.
     pub max_shard_bytes: u64,
+    /// What new hooks leave free on the file system holding `data_dir`,
+    /// for the writes that record deliveries: past it, commits are refused
+    /// (503 `disk_full`) until room is freed (see `store::fill`).
+    pub min_free_disk_bytes: u64,
     /// The environment variable holding the admin API's bearer token.
     pub admin_token_env: Option<String>,
     pub http: HttpConfig,
@@ -57,6 +61,7 @@ impl Default for Config {
             shards: 0,
             max_body_bytes: 1024 * 1024,
             max_shard_bytes: crate::limits::DEFAULT_MAX_SHARD_BYTES,
+            min_free_disk_bytes: crate::limits::DEFAULT_MIN_FREE_DISK_BYTES,
             admin_token_env: None,
             http: HttpConfig::default(),
             replay: ReplayConfig::default(),

@@ -10,7 +10,8 @@ use super::sink_auth::{
 use super::{Config, RetryConfig, SinkConfig, TenantLimitsConfig};
 use crate::core::LaneBy;
 use crate::limits::{
-    MAX_CALLS_PER_S, MAX_COALESCE_MS, MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS, MIN_SHARD_BYTES,
+    MAX_CALLS_PER_S, MAX_COALESCE_MS, MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS,
+    MIN_FREE_DISK_CEILING_BYTES, MIN_FREE_DISK_FLOOR_BYTES, MIN_SHARD_BYTES,
 };
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
 use crate::sink::gcp_token::TOKEN_SOURCES;
@@ -246,6 +247,16 @@ impl Config {
                     "an integer from {min_shard_bytes} (16 MiB, and 8 × max_body_bytes) to {MAX_SHARD_BYTES}"
                 ),
                 self.max_shard_bytes,
+            ));
+        }
+        let free_disk_bytes = MIN_FREE_DISK_FLOOR_BYTES..=MIN_FREE_DISK_CEILING_BYTES;
+        if !free_disk_bytes.contains(&self.min_free_disk_bytes) {
+            return Err(invalid(
+                "min_free_disk_bytes",
+                format!(
+                    "an integer from {MIN_FREE_DISK_FLOOR_BYTES} (64 MiB) to {MIN_FREE_DISK_CEILING_BYTES} (1 PiB)"
+                ),
+                self.min_free_disk_bytes,
             ));
         }
         if self.shards > crate::limits::MAX_SHARDS {

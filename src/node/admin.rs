@@ -727,6 +727,7 @@ mod tests {
             "data_dir",
             "listen",
             "max_shard_bytes",
+            "min_free_disk_bytes",
             "http.read_timeout_ms",
             "dead_letters.retention_ms",
             "claim_check.dir",

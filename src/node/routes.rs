@@ -393,6 +393,7 @@ fn commit_error(e: &CommitError) -> Response {
         CommitError::TimedOut => Response::unavailable("commit_timeout", &message, 1),
         CommitError::ShardRestarting => Response::unavailable("shard_restarting", &message, 1),
         CommitError::StoreFull { .. } => Response::unavailable("store_full", &message, 5),
+        CommitError::DiskFull { .. } => Response::unavailable("disk_full", &message, 5),
         CommitError::TenantFull { .. } => Response::unavailable("tenant_full", &message, 5),
         // The node commits from its HTTP loop, never from a shard's thread.
         CommitError::OnShardThread => Response::error(500, "internal", &message),

@@ -84,6 +84,16 @@ pub enum CommitError {
         /// What new hooks may fill.
         limit_bytes: u64,
     },
+    /// The file system holding the hook's shard's store has no more room
+    /// than `min_free_disk_bytes` keeps for recording deliveries (past the
+    /// pages free inside the store): commit again once deliveries free
+    /// pages in the store, or room is freed on the disk.
+    DiskFull {
+        /// What the file system had free at the last measure.
+        available_bytes: u64,
+        /// The configured `min_free_disk_bytes`.
+        min_free_bytes: u64,
+    },
     /// The hook's tenant holds its `max_stored_bytes` in its shard's store
     /// (pending and dead hooks): commit again once its deliveries, or a
     /// purge of its dead letters, free room.
@@ -129,6 +139,13 @@ impl fmt::Display for CommitError {
             } => write!(
                 f,
                 "the shard's store is full ({used_bytes} bytes in use; new hooks may fill {limit_bytes}, 7/8 of max_shard_bytes): commit again once deliveries free room"
+            ),
+            CommitError::DiskFull {
+                available_bytes,
+                min_free_bytes,
+            } => write!(
+                f,
+                "the disk is full: the file system holding the shard's store has {available_bytes} bytes free, and min_free_disk_bytes keeps {min_free_bytes} for recording deliveries: commit again once deliveries or the operator free room"
             ),
             CommitError::TenantFull {
                 tenant,

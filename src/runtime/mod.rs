@@ -9,6 +9,7 @@ mod cpu_set;
 mod dead_log;
 mod engine;
 mod expiry;
+mod failure_log;
 mod inspect;
 mod io_thread;
 mod job_queue;

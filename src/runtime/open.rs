@@ -15,7 +15,7 @@ use crate::core::{BreakerEvent, Catalog, Core, Grant, OutcomeEvent};
 use crate::latency::AttemptLatency;
 use crate::limits::SHARD_INPUT_CAPACITY;
 use crate::sink::{Sink, SinkRegistry};
-use crate::store::{refuse_unfinished_reshard, DataDirLock, ShardStore};
+use crate::store::{refuse_unfinished_reshard, DataDirLock, DiskReserve, ShardStore};
 use crossbeam_channel::{Sender, TrySendError};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
@@ -228,6 +228,10 @@ impl ShardStart<'_> {
             gauges: gauges.clone(),
             dead_retention_ms: self.config.dead_letters.retention_ms,
             observers: self.observers.clone(),
+            disk_reserve: DiskReserve {
+                min_free_bytes: self.config.min_free_disk_bytes,
+                shards: self.config.shard_count(),
+            },
         };
         let core_id = (!self.core_ids.is_empty()).then(|| self.core_ids[k % self.core_ids.len()]);
         let handle = std::thread::Builder::new()

@@ -4,32 +4,66 @@
 //!
 //! The store is measured at an iteration's first commit, and each commit
 //! taken since is counted against what was free. It is measured again
-//! once half of that is taken, or at every iteration while it is full (to
-//! see deliveries free room): outcomes, claims and replays keep the
+//! once half of that is taken, a second later, or at every iteration while
+//! it is full (to see deliveries free room): outcomes, claims and replays keep the
 //! store's size or shrink it, so between measures the count only errs on
 //! the full side. A commit past the limit is refused with
-//! `CommitError::StoreFull`; outcomes are never refused.
+//! `CommitError::StoreFull`, or `CommitError::DiskFull` where the file
+//! system holding the store fills first; outcomes are never refused.
 
 use super::engine::CommitError;
 use super::step::{NewRows, ShardState};
 use crate::core::TenantId;
+use crate::limits::STORE_MEASURE_INTERVAL_MS;
+use crate::store::DiskReserve;
 use std::collections::{HashMap, HashSet};
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct StoreRoom {
+    /// What new hooks leave free on the disk.
+    reserve: DiskReserve,
     /// What new hooks may still fill; `None` until measured again.
     free_bytes: Option<u64>,
     /// What was free at the last measure.
     measured_free_bytes: u64,
+    /// When the last measure was taken, and when this iteration started.
+    measured_at_ms: u64,
+    iteration_at_ms: u64,
+    /// Which limit the last measure found nearer.
+    bound: Bound,
     /// The last measure found no room (logged when it changes).
     full: bool,
 }
 
+/// The limit that bounds new hooks: the store's map, or the disk.
+#[derive(Clone, Copy, Debug)]
+enum Bound {
+    Map { limit_bytes: u64 },
+    Disk { available_bytes: u64 },
+}
+
 impl StoreRoom {
+    pub(super) fn new(reserve: DiskReserve) -> StoreRoom {
+        StoreRoom {
+            reserve,
+            free_bytes: None,
+            measured_free_bytes: 0,
+            measured_at_ms: 0,
+            iteration_at_ms: 0,
+            bound: Bound::Map { limit_bytes: 0 },
+            full: false,
+        }
+    }
+
     /// A new iteration: measure again at its first commit if the store was
-    /// full or half of what was free is taken.
-    pub(super) fn next_iteration(&mut self) {
-        if self.full || self.free_bytes < Some(self.measured_free_bytes / 2) {
+    /// full, half of what was free is taken, or the last measure is
+    /// `STORE_MEASURE_INTERVAL_MS` old (others write to the disk too).
+    pub(super) fn next_iteration(&mut self, now_ms: u64) {
+        self.iteration_at_ms = now_ms;
+        if self.full
+            || self.free_bytes < Some(self.measured_free_bytes / 2)
+            || now_ms >= self.measured_at_ms + STORE_MEASURE_INTERVAL_MS
+        {
             self.free_bytes = None;
         }
     }
@@ -41,47 +75,95 @@ impl StoreRoom {
         shard: usize,
         rows: &NewRows,
     ) -> Result<(), CommitError> {
-        let limit_bytes = state.store().ingest_limit_bytes();
         let free_bytes = match self.free_bytes {
             Some(free_bytes) => free_bytes,
-            None => match state.store_used_bytes() {
-                Ok(used_bytes) => {
-                    self.measured_free_bytes = limit_bytes.saturating_sub(used_bytes);
-                    self.measured_free_bytes
-                }
-                // A store that cannot be measured is written to (its writes
-                // report what is wrong with it) and measured again next time.
-                Err(_) => return Ok(()),
+            // A store that cannot be measured is written to (its writes
+            // report what is wrong with it) and measured again next time.
+            None => match self.measure(state) {
+                Some(free_bytes) => free_bytes,
+                None => return Ok(()),
             },
         };
         let bytes = rows.stored_bytes();
         let room = bytes <= free_bytes;
-        let used_bytes = limit_bytes.saturating_sub(free_bytes);
         if room == self.full {
             self.full = !room;
-            let fields: &[(&str, &dyn std::fmt::Display)] = &[
-                ("shard", &shard),
-                ("used_bytes", &used_bytes),
-                ("limit_bytes", &limit_bytes),
-            ];
-            if room {
-                crate::log::info("shard store has room again; taking new hooks", fields);
-            } else {
-                crate::log::warn(
-                    "shard store is full; refusing new hooks until deliveries free room",
-                    fields,
-                );
-            }
+            self.log_change(shard, free_bytes);
         }
         if !room {
             self.free_bytes = Some(free_bytes);
-            return Err(CommitError::StoreFull {
-                used_bytes,
-                limit_bytes,
-            });
+            return Err(self.refusal(free_bytes));
         }
         self.free_bytes = Some(free_bytes - bytes);
         Ok(())
+    }
+
+    /// What new hooks may fill: the nearer of the map's limit and the
+    /// disk's (see `store::fill`).
+    fn measure(&mut self, state: &ShardState) -> Option<u64> {
+        let used_bytes = state.store_used_bytes().ok()?;
+        self.measured_at_ms = self.iteration_at_ms;
+        let limit_bytes = state.store().ingest_limit_bytes();
+        self.bound = Bound::Map { limit_bytes };
+        self.measured_free_bytes = limit_bytes.saturating_sub(used_bytes);
+        if let Some(disk) = state.store().disk_room(used_bytes, self.reserve) {
+            if disk.room_bytes < self.measured_free_bytes {
+                self.bound = Bound::Disk {
+                    available_bytes: disk.available_bytes,
+                };
+                self.measured_free_bytes = disk.room_bytes;
+            }
+        }
+        Some(self.measured_free_bytes)
+    }
+
+    fn refusal(&self, free_bytes: u64) -> CommitError {
+        match self.bound {
+            Bound::Map { limit_bytes } => CommitError::StoreFull {
+                used_bytes: limit_bytes.saturating_sub(free_bytes),
+                limit_bytes,
+            },
+            Bound::Disk { available_bytes } => CommitError::DiskFull {
+                available_bytes,
+                min_free_bytes: self.reserve.min_free_bytes,
+            },
+        }
+    }
+
+    fn log_change(&self, shard: usize, free_bytes: u64) {
+        match (self.bound, self.full) {
+            (Bound::Map { limit_bytes }, full) => {
+                let used_bytes = limit_bytes.saturating_sub(free_bytes);
+                let fields: &[(&str, &dyn std::fmt::Display)] = &[
+                    ("shard", &shard),
+                    ("used_bytes", &used_bytes),
+                    ("limit_bytes", &limit_bytes),
+                ];
+                if full {
+                    crate::log::warn(
+                        "shard store is full; refusing new hooks until deliveries free room",
+                        fields,
+                    );
+                } else {
+                    crate::log::info("shard store has room again; taking new hooks", fields);
+                }
+            }
+            (Bound::Disk { available_bytes }, full) => {
+                let fields: &[(&str, &dyn std::fmt::Display)] = &[
+                    ("shard", &shard),
+                    ("available_bytes", &available_bytes),
+                    ("min_free_disk_bytes", &self.reserve.min_free_bytes),
+                ];
+                if full {
+                    crate::log::warn(
+                        "the disk holding the shard's store is full; refusing new hooks until deliveries or the operator free room",
+                        fields,
+                    );
+                } else {
+                    crate::log::info("the disk has room again; taking new hooks", fields);
+                }
+            }
+        }
     }
 }
 

@@ -27,8 +27,8 @@ use crate::limits::{
     DEAD_LETTER_STEP_ENTRIES, GROUP_COMMIT_LINGER_US, MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS,
     REPORT_INTERVAL_MS, SHUTDOWN_GRACE_MS,
 };
+use crate::store::{DiskReserve, Revived, ShardStore, StoreError};
 use crate::store::{PurgeStep, Purged, ReviveStep};
-use crate::store::{Revived, ShardStore, StoreError};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -148,6 +148,8 @@ pub struct ShardThread {
     pub dead_retention_ms: u64,
     /// The host's watchers, if any.
     pub observers: Observers,
+    /// What new hooks leave free on the disk (`min_free_disk_bytes`).
+    pub disk_reserve: DiskReserve,
 }
 
 impl ShardThread {
@@ -167,6 +169,7 @@ impl ShardThread {
             gauges,
             dead_retention_ms,
             observers,
+            disk_reserve,
         } = self;
         let mut clock = Clock::default();
         let expiry = DeadExpiry::new(dead_retention_ms, clock.now_ms());
@@ -201,7 +204,7 @@ impl ShardThread {
             breakers: BreakerLog::default(),
             dead_log: DeadLog::default(),
             observers,
-            room: StoreRoom::default(),
+            room: StoreRoom::new(disk_reserve),
             tenant_room: TenantRoom::default(),
             refuse_until_ms: 0,
             expiry,
@@ -293,7 +296,7 @@ impl ShardLoop {
                 }
             }
             linger_for_commits(&self.inputs, &mut self.inbox, self.last_commit_batch);
-            self.room.next_iteration();
+            self.room.next_iteration(now_ms);
             self.tenant_room.next_iteration();
             let mut commits = Vec::new();
             let mut outcomes = std::mem::take(&mut self.resubmit);

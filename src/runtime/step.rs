@@ -20,6 +20,7 @@
 //! is lost. The shard then scans again only after `STORE_RETRY_MS`, so a
 //! store that keeps failing is retried once a second, not in a busy loop.
 
+use super::failure_log::FailureLog;
 use super::reply::FirstId;
 use crate::config::{DispatchConfig, RetryConfig};
 use crate::core::{
@@ -133,6 +134,7 @@ pub struct ShardState<'s> {
     pub recovered: u64,
     /// Store writes that failed since open (each rebuilt the shard).
     pub store_failures: u64,
+    failure_log: FailureLog,
     /// Due entries that did not decode, set aside since open.
     pub unreadable_due: u64,
 }
@@ -158,6 +160,7 @@ impl<'s> ShardState<'s> {
             unrecovered: None,
             recovered: 0,
             store_failures: 0,
+            failure_log: FailureLog::default(),
             unreadable_due: 0,
         };
         state.reload(now_ms)?;
@@ -436,6 +439,7 @@ impl<'s> ShardState<'s> {
         if self.unrecovered.is_some() && now_ms >= self.holdoff_until_ms {
             self.recover_after_restart(now_ms);
         }
+        self.failure_log.tick(now_ms);
         self.handle_outcomes(now_ms, outcomes);
         self.core.handle_timers(now_ms);
         let mut out = StepOutput::default();
@@ -568,9 +572,12 @@ impl<'s> ShardState<'s> {
 
     fn commit(&mut self) -> Result<(), StoreError> {
         self.dirty_since_ms = None;
-        self.unflushed_ops = 0;
+        let wrote = std::mem::take(&mut self.unflushed_ops) > 0;
         if let Some(txn) = self.txn.take() {
             txn.commit()?;
+            if wrote {
+                self.failure_log.wrote();
+            }
         }
         Ok(())
     }
@@ -578,9 +585,10 @@ impl<'s> ShardState<'s> {
     /// After a failed write: the shard restarted from the store, and no scan
     /// for `STORE_RETRY_MS`.
     fn rebuild(&mut self, now_ms: u64, cause: &StoreError) {
-        crate::log::error(
+        self.failure_log.failed(
+            now_ms,
             "shard store write failed; rebuilding the shard's state from the store",
-            &[("error", cause), ("scan_again_in_ms", &STORE_RETRY_MS)],
+            cause,
         );
         self.store_failures += 1;
         self.holdoff_until_ms = now_ms + STORE_RETRY_MS;
@@ -614,10 +622,8 @@ impl<'s> ShardState<'s> {
             return;
         };
         if let Err(e) = self.reload(now_ms) {
-            crate::log::error(
-                "shard store reload failed; trying again later",
-                &[("error", &e), ("again_in_ms", &STORE_RETRY_MS)],
-            );
+            let msg = "shard store reload failed; trying again later";
+            self.failure_log.failed(now_ms, msg, &e);
             self.holdoff_until_ms = now_ms + STORE_RETRY_MS;
             self.unrecovered = Some(running);
             return;

@@ -15,11 +15,74 @@
 //! was lowered) is mapped at its file's size plus the same eighth: it takes
 //! no new hooks until deliveries shrink it below the limit, but it records
 //! them.
+//!
+//! The disk can fill first: the map is address space, and the file grows
+//! into whatever the file system has. A write that finds the disk full
+//! fails as a map-full one does (LMDB reports a short write as an I/O
+//! error), so new hooks leave `min_free_disk_bytes` of the file system
+//! free as well ([`DiskRoom`]). They may fill the pages free inside the
+//! store's file, which LMDB reuses before it grows the file, and the
+//! store's share (one of `shards`, which share the file system) of what
+//! the file system has free past that reserve; once the file has grown
+//! into the reserve, its share of that growth is taken off the free pages
+//! (see [`DiskReserve::room`]).
 
 use super::{ShardStore, StoreError};
 use crate::limits::SHARD_OUTCOME_RESERVE_DIVISOR;
 use heed::RoTxn;
 use std::path::Path;
+
+/// What new hooks leave free on the file system holding the data
+/// directory, which the node's shards share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DiskReserve {
+    /// `min_free_disk_bytes`.
+    pub min_free_bytes: u64,
+    /// The shards whose stores share the file system.
+    pub shards: usize,
+}
+
+/// What a store's new hooks may fill of the file system holding it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DiskRoom {
+    /// The pages free inside the store's file, and the store's share of
+    /// what the file system has free past the reserve.
+    pub room_bytes: u64,
+    /// What the file system has free for an unprivileged writer.
+    pub available_bytes: u64,
+}
+
+impl DiskReserve {
+    /// The room of a store whose file is `file_bytes` long with
+    /// `used_bytes` of it in use, on a file system with `available_bytes`
+    /// free. Below the reserve, the deficit's share is taken off the free
+    /// pages: LMDB grows the file beside them (a hook's overflow pages need
+    /// a free run, and pages the last transactions freed wait a while), so
+    /// a file that grew into the reserve leaves new hooks that much less.
+    pub fn room(&self, file_bytes: u64, used_bytes: u64, available_bytes: u64) -> DiskRoom {
+        let inside_bytes = i128::from(file_bytes.saturating_sub(used_bytes));
+        let past_reserve_bytes = i128::from(available_bytes) - i128::from(self.min_free_bytes);
+        let share_bytes = past_reserve_bytes / self.shards.max(1) as i128;
+        let room_bytes = (inside_bytes + share_bytes).clamp(0, i128::from(u64::MAX));
+        DiskRoom {
+            room_bytes: room_bytes as u64,
+            available_bytes,
+        }
+    }
+}
+
+/// The bytes an unprivileged writer may still fill on the file system
+/// holding `path`; `None` where the OS does not say.
+fn available_bytes(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `statvfs` is plain numbers; the call writes at most its size.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is NUL-terminated and `stat` is a valid out-pointer.
+    let read = unsafe { libc::statvfs(path.as_ptr(), &mut stat) };
+    #[allow(clippy::unnecessary_cast)] // the field types differ by platform
+    (read == 0).then(|| stat.f_bavail as u64 * stat.f_frsize as u64)
+}
 
 /// The OS page size, which LMDB's map size must be a multiple of.
 fn page_bytes() -> u64 {
@@ -72,6 +135,12 @@ impl ShardStore {
             &self.dead,
             &self.tenants,
             &self.meta,
+            &self.lanes,
+            &self.members,
+            &self.hook_ids,
+            &self.dedupe,
+            &self.dedupe_ends,
+            &self.tenant_bytes,
         ] {
             let stat = db.stat(txn)?;
             pages += stat.branch_pages + stat.leaf_pages + stat.overflow_pages;
@@ -90,6 +159,15 @@ impl ShardStore {
     pub fn ingest_limit_bytes(&self) -> u64 {
         self.ingest_limit_bytes
     }
+
+    /// What new hooks may fill of the file system holding the store, with
+    /// `used_bytes` of its file in use; `None` where the OS does not say.
+    pub fn disk_room(&self, used_bytes: u64, reserve: DiskReserve) -> Option<DiskRoom> {
+        let path = self.env.path();
+        let available_bytes = available_bytes(path)?;
+        let file_bytes = std::fs::metadata(path.join(super::DATA_FILE)).ok()?.len();
+        Some(reserve.room(file_bytes, used_bytes, available_bytes))
+    }
 }
 
 #[cfg(test)]
@@ -99,6 +177,55 @@ mod tests {
     use super::*;
     use crate::store::NewRow;
     use heed::RwTxn;
+
+    /// New hooks may fill the pages free inside the file and the store's
+    /// share of the file system past the reserve; below the reserve, the
+    /// deficit's share is taken off the pages inside.
+    #[test]
+    fn the_disk_room_is_the_free_pages_and_a_share_past_the_reserve() {
+        let reserve = DiskReserve {
+            min_free_bytes: 100,
+            shards: 4,
+        };
+        let room = |file, used, available| reserve.room(file, used, available).room_bytes;
+        assert_eq!(room(1_000, 600, 500), 400 + 100);
+        assert_eq!(room(1_000, 600, 100), 400);
+        assert_eq!(room(1_000, 600, 0), 400 - 25);
+        assert_eq!(room(1_000, 990, 0), 0);
+        // Pages taken in an open transaction past the file's end.
+        assert_eq!(room(1_000, 1_200, 900), 200);
+        let alone = DiskReserve {
+            shards: 1,
+            ..reserve
+        };
+        assert_eq!(alone.room(0, 0, 900).room_bytes, 800);
+        assert_eq!(alone.room(0, 0, 900).available_bytes, 900);
+        let past_the_disk = DiskReserve {
+            min_free_bytes: u64::MAX,
+            shards: 1,
+        };
+        assert_eq!(past_the_disk.room(1 << 40, 0, 0).room_bytes, 0);
+    }
+
+    /// The real file system: a store in a temporary directory has room
+    /// for what its file system has free past the reserve, and none when
+    /// the reserve is a terabyte larger than the disk.
+    #[test]
+    fn a_store_measures_the_file_system_holding_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ShardStore::open_sized(dir.path(), 0, 1, 16 << 20).unwrap();
+        let used_bytes = store.committed_used_bytes().unwrap();
+        let reserve = |min_free_bytes| DiskReserve {
+            min_free_bytes,
+            shards: 1,
+        };
+        let room = store.disk_room(used_bytes, reserve(16 << 20)).unwrap();
+        assert!(room.available_bytes > 16 << 20, "{room:?}");
+        assert!(room.room_bytes > 0, "{room:?}");
+        let past_the_disk = reserve(room.available_bytes + (1 << 40));
+        let room = store.disk_room(used_bytes, past_the_disk).unwrap();
+        assert_eq!(room.room_bytes, 0);
+    }
 
     #[test]
     fn the_limit_leaves_an_eighth_of_the_map_in_whole_pages() {

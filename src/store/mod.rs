@@ -115,6 +115,7 @@ mod verify;
 pub(crate) mod write;
 
 pub use dead::{DeadFilter, DeadItem, DeadLetter, DeadPosition, ReplayCounts, ReviveStep, Revived};
+pub use fill::{DiskReserve, DiskRoom};
 pub use held_count::HeldBySink;
 pub use hook_status::{HookStatus, SinkState, SinkStatus};
 pub use index::{TxnIndex, Unreadable};

@@ -259,3 +259,16 @@ pub fn switchable(status: u16) -> (Receiver, Arc<AtomicU16>) {
     let receiver = Receiver::start(move |_| Reply::status(c.load(Ordering::SeqCst))).unwrap();
     (receiver, current)
 }
+
+/// What the file system holding `path` has free, as `df` reports it.
+pub fn df_available_bytes(path: &Path) -> u64 {
+    let out = std::process::Command::new("df")
+        .args(["--output=avail", "-B1"])
+        .arg(path)
+        .output()
+        .expect("df runs");
+    assert!(out.status.success(), "df: {out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = text.lines().nth(1).expect("df prints a value");
+    line.trim().parse().expect("df prints bytes")
+}

@@ -401,6 +401,29 @@ fn a_full_store_answers_503_store_full_until_deliveries_free_room() {
     assert_eq!(ingest(addr, "a", &body, &[]).status, 202);
 }
 
+/// A node whose disk has less free than `min_free_disk_bytes` answers
+/// ingest 503 `disk_full`, saying what the disk has and the reserve.
+#[test]
+fn a_disk_below_its_reserve_answers_503_disk_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, _status) = switchable(200);
+    let mut c = one_source(dir.path(), &receiver);
+    let reserve_bytes = df_available_bytes(dir.path()) + (1 << 40);
+    c.min_free_disk_bytes = reserve_bytes;
+    let node = start(c);
+    let (acked, message) = ingest_until_refused(node.local_addr(), "a", b"{}", 2, "disk_full");
+    assert_eq!(acked, 0);
+    let prefix = "the disk is full: the file system holding the shard's store has ";
+    let suffix = format!(
+        " bytes free, and min_free_disk_bytes keeps {reserve_bytes} for recording deliveries: commit again once deliveries or the operator free room"
+    );
+    let available = message
+        .strip_prefix(prefix)
+        .and_then(|m| m.strip_suffix(&suffix));
+    let available: u64 = available.expect(&message).parse().expect(&message);
+    assert!(available < reserve_bytes - (1 << 39), "{message}");
+}
+
 /// A tenant at its `max_stored_bytes` gets 503 `tenant_full` (naming the
 /// tenant and its bound) while another tenant's ingest goes on; `/v1/stats`
 /// shows what each tenant's hooks hold against its bound.
