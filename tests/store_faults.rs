@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use goad::core::{Catalog, Core};
+use goad::core::{Catalog, Core, JobId};
 use goad::demo::receiver::{Receiver, Reply};
 use goad::runtime::coordinator::global_grant;
 use goad::runtime::{NewRows, ShardState};
@@ -253,11 +253,9 @@ fn after_a_store_failure_the_shard_scans_again_a_second_later() {
     let (c, store) = one_claimed_hook(dir.path());
     // Reopened, the claimed row is due again.
     let mut state = shard(&c, &store, NOW_MS + 1);
-    let mut unwritable = new_rows(1);
-    unwritable.hook.tenant = Arc::from("t".repeat(600));
     let t = NOW_MS + 10;
     let mut started = Vec::new();
-    let out = state.step(t, vec![unwritable], Vec::new(), &mut |call| {
+    let out = state.step(t, unwritable(), Vec::new(), &mut |call| {
         started.extend(call.jobs().iter().map(|job| job.row.seq))
     });
     assert!(matches!(out.committed, Some(Err(_))), "{:?}", out.committed);
@@ -281,7 +279,7 @@ fn started_by(
     state: &mut ShardState,
     now_ms: u64,
     outcomes: Vec<goad::runtime::Completion>,
-) -> Vec<(u64, goad::core::JobId)> {
+) -> Vec<(u64, JobId)> {
     let mut started = Vec::new();
     state.step(now_ms, Vec::new(), outcomes, &mut |call| {
         started.extend(call.jobs().iter().map(|job| (job.row.seq, job.id)))
@@ -291,7 +289,7 @@ fn started_by(
 
 /// Commits hooks "h1".."h<n>" in one step at `now_ms`; the (seq, job) of
 /// each attempt it starts.
-fn started_by_commit(state: &mut ShardState, now_ms: u64, n: u64) -> Vec<(u64, goad::core::JobId)> {
+fn started_by_commit(state: &mut ShardState, now_ms: u64, n: u64) -> Vec<(u64, JobId)> {
     let mut started = Vec::new();
     let out = state.step(
         now_ms,
@@ -309,6 +307,57 @@ fn tree_value(store: &ShardStore, name: &str, key: &[u8]) -> Vec<u8> {
     tree(store, name).get(&rtxn, key).unwrap().unwrap().to_vec()
 }
 
+/// Hooks 1 and 2 committed on `state`, their attempts started and left
+/// running, then hook 1's record and in-flight marker broken so that no
+/// recovery can be written until `Broken::mend`: the two attempts' jobs.
+fn two_running_then_broken(state: &mut ShardState, store: &ShardStore) -> (JobId, JobId, Broken) {
+    let mut started = started_by_commit(state, NOW_MS, 2);
+    // The claims are written with the next step's batch.
+    state.step(NOW_MS + 20, Vec::new(), Vec::new(), &mut |_| {});
+    started.sort();
+    let [(1, first), (2, second)] = started[..] else {
+        panic!("both rows started: {started:?}");
+    };
+    assert_eq!(tree_keys(store, "inflight").len(), 2);
+    let broken = Broken {
+        hook: tree_value(store, "records", &hook_key(1)),
+        marker: tree_value(store, "inflight", &row_key(row(1))),
+    };
+    break_marker_and_hook(store);
+    (first, second, broken)
+}
+
+/// What `two_running_then_broken` broke, as it was.
+struct Broken {
+    hook: Vec<u8>,
+    marker: Vec<u8>,
+}
+
+impl Broken {
+    fn mend(&self, store: &ShardStore) {
+        overwrite(store, "records", &[&hook_key(1)], &self.hook);
+        overwrite(store, "inflight", &[&row_key(row(1))], &self.marker);
+    }
+}
+
+/// A commit no store takes: a tenant id longer than LMDB takes as a key.
+fn unwritable() -> Vec<NewRows> {
+    let mut rows = new_rows(3);
+    rows.hook.tenant = Arc::from("t".repeat(600));
+    vec![rows]
+}
+
+/// Successful results of `jobs`.
+fn delivered(jobs: &[JobId]) -> Vec<goad::runtime::Completion> {
+    jobs.iter()
+        .map(|&job| goad::runtime::Completion {
+            job,
+            result: Ok(()),
+            took: Duration::from_millis(1),
+        })
+        .collect()
+}
+
 /// A store failure whose recovery cannot be written either (here: a
 /// claimed row's marker and hook that do not decode, so recovery fails
 /// until they are mended) is recovered a second later, not left undone:
@@ -323,35 +372,14 @@ fn a_recovery_that_cannot_be_written_after_a_store_failure_is_tried_again() {
     let c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
     let store = ShardStore::open(dir.path(), 0, 1).unwrap();
     let mut state = shard(&c, &store, NOW_MS);
-    let mut started = started_by_commit(&mut state, NOW_MS, 2);
-    // The claims are written with the next step's batch.
-    state.step(NOW_MS + 20, Vec::new(), Vec::new(), &mut |_| {});
-    started.sort();
-    let [(1, first), (2, second)] = started[..] else {
-        panic!("both rows started: {started:?}");
-    };
-    assert_eq!(tree_keys(&store, "inflight").len(), 2);
-
-    let (good_hook, good_marker) = (
-        tree_value(&store, "records", &hook_key(1)),
-        tree_value(&store, "inflight", &row_key(row(1))),
-    );
-    break_marker_and_hook(&store);
-    let mut unwritable = new_rows(3);
-    unwritable.hook.tenant = Arc::from("t".repeat(600));
+    let (first, second, broken) = two_running_then_broken(&mut state, &store);
     let t = NOW_MS + 100;
-    let out = state.step(t, vec![unwritable], Vec::new(), &mut |_| {});
+    let out = state.step(t, unwritable(), Vec::new(), &mut |_| {});
     assert!(matches!(out.committed, Some(Err(_))));
     assert_eq!(state.poll_deadline(t), Some(t + 1_000), "tried again then");
-    overwrite(&store, "records", &[&hook_key(1)], &good_hook);
-    overwrite(&store, "inflight", &[&row_key(row(1))], &good_marker);
+    broken.mend(&store);
     // Hook 1's old attempt ends before its row is held: not counted.
-    let ended = goad::runtime::Completion {
-        job: first,
-        result: Ok(()),
-        took: Duration::from_millis(1),
-    };
-    let claimed = started_by(&mut state, t + 500, vec![ended]);
+    let claimed = started_by(&mut state, t + 500, delivered(&[first]));
     assert!(claimed.is_empty(), "nothing claimed before the recovery");
     assert!(!state.is_idle(t + 500));
 
@@ -359,12 +387,7 @@ fn a_recovery_that_cannot_be_written_after_a_store_failure_is_tried_again() {
     let [(1, again)] = again[..] else {
         panic!("hook 1 again, hook 2's attempt still running: {again:?}");
     };
-    let outcomes = [second, again].map(|job| goad::runtime::Completion {
-        job,
-        result: Ok(()),
-        took: Duration::from_millis(1),
-    });
-    started_by(&mut state, t + 1_010, outcomes.to_vec());
+    started_by(&mut state, t + 1_010, delivered(&[second, again]));
     started_by(&mut state, t + 1_100, Vec::new());
     assert_eq!(store.hook_count().unwrap(), 0, "both delivered");
     assert_eq!(state.core().stats().delivered, 2);
@@ -382,30 +405,14 @@ fn a_second_store_failure_before_the_recovery_keeps_the_running_attempts_held() 
     let c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
     let store = ShardStore::open(dir.path(), 0, 1).unwrap();
     let mut state = shard(&c, &store, NOW_MS);
-    let mut started = started_by_commit(&mut state, NOW_MS, 2);
-    state.step(NOW_MS + 20, Vec::new(), Vec::new(), &mut |_| {});
-    started.sort();
-    let [(1, first), (2, second)] = started[..] else {
-        panic!("both rows started: {started:?}");
-    };
-    let (good_hook, good_marker) = (
-        tree_value(&store, "records", &hook_key(1)),
-        tree_value(&store, "inflight", &row_key(row(1))),
-    );
-    break_marker_and_hook(&store);
-    let unwritable = || {
-        let mut rows = new_rows(3);
-        rows.hook.tenant = Arc::from("t".repeat(600));
-        vec![rows]
-    };
+    let (first, second, broken) = two_running_then_broken(&mut state, &store);
     let t = NOW_MS + 100;
     for failed_at_ms in [t, t + 500] {
         let out = state.step(failed_at_ms, unwritable(), Vec::new(), &mut |_| {});
         assert!(matches!(out.committed, Some(Err(_))), "{:?}", out.committed);
     }
     assert_eq!(state.store_failures, 2);
-    overwrite(&store, "records", &[&hook_key(1)], &good_hook);
-    overwrite(&store, "inflight", &[&row_key(row(1))], &good_marker);
+    broken.mend(&store);
 
     let recovered_at_ms = t + 1_500;
     let again = started_by(&mut state, recovered_at_ms, Vec::new());
@@ -413,12 +420,11 @@ fn a_second_store_failure_before_the_recovery_keeps_the_running_attempts_held() 
         again.is_empty(),
         "rows started beside their attempts: {again:?}"
     );
-    let outcomes = [first, second].map(|job| goad::runtime::Completion {
-        job,
-        result: Ok(()),
-        took: Duration::from_millis(1),
-    });
-    started_by(&mut state, recovered_at_ms + 10, outcomes.to_vec());
+    started_by(
+        &mut state,
+        recovered_at_ms + 10,
+        delivered(&[first, second]),
+    );
     started_by(&mut state, recovered_at_ms + 100, Vec::new());
     assert_eq!(store.hook_count().unwrap(), 0, "both delivered");
     assert_eq!(state.core().stats().delivered, 2);

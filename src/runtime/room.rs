@@ -131,38 +131,30 @@ impl StoreRoom {
     }
 
     fn log_change(&self, shard: usize, free_bytes: u64) {
-        match (self.bound, self.full) {
-            (Bound::Map { limit_bytes }, full) => {
-                let used_bytes = limit_bytes.saturating_sub(free_bytes);
-                let fields: &[(&str, &dyn std::fmt::Display)] = &[
-                    ("shard", &shard),
-                    ("used_bytes", &used_bytes),
-                    ("limit_bytes", &limit_bytes),
-                ];
-                if full {
-                    crate::log::warn(
-                        "shard store is full; refusing new hooks until deliveries free room",
-                        fields,
-                    );
-                } else {
-                    crate::log::info("shard store has room again; taking new hooks", fields);
-                }
-            }
-            (Bound::Disk { available_bytes }, full) => {
-                let fields: &[(&str, &dyn std::fmt::Display)] = &[
-                    ("shard", &shard),
-                    ("available_bytes", &available_bytes),
-                    ("min_free_disk_bytes", &self.reserve.min_free_bytes),
-                ];
-                if full {
-                    crate::log::warn(
-                        "the disk holding the shard's store is full; refusing new hooks until deliveries or the operator free room",
-                        fields,
-                    );
-                } else {
-                    crate::log::info("the disk has room again; taking new hooks", fields);
-                }
-            }
+        let (full_msg, room_msg, values) = match self.bound {
+            Bound::Map { limit_bytes } => (
+                "shard store is full; refusing new hooks until deliveries free room",
+                "shard store has room again; taking new hooks",
+                [
+                    ("used_bytes", limit_bytes.saturating_sub(free_bytes)),
+                    ("limit_bytes", limit_bytes),
+                ],
+            ),
+            Bound::Disk { available_bytes } => (
+                "the disk holding the shard's store is full; refusing new hooks until deliveries or the operator free room",
+                "the disk has room again; taking new hooks",
+                [
+                    ("available_bytes", available_bytes),
+                    ("min_free_disk_bytes", self.reserve.min_free_bytes),
+                ],
+            ),
+        };
+        let mut fields: Vec<(&str, &dyn std::fmt::Display)> = vec![("shard", &shard)];
+        fields.extend(values.iter().map(|(key, value)| (*key, value as _)));
+        if self.full {
+            crate::log::warn(full_msg, &fields);
+        } else {
+            crate::log::info(room_msg, &fields);
         }
     }
 }
