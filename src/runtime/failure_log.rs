@@ -7,7 +7,7 @@
 //! the same full disk. `goad_store_failures_total` counts every failure.
 
 use crate::limits::{STORE_FAILURE_LOG_INTERVAL_MS, STORE_RETRY_MS};
-use crate::store::StoreError;
+use crate::store::{ShardStore, StoreError};
 
 #[derive(Debug, Default)]
 pub(super) struct FailureLog {
@@ -23,10 +23,16 @@ pub(super) struct FailureLog {
 }
 
 impl FailureLog {
-    /// A failed store write (or recovery, each tried again
-    /// `STORE_RETRY_MS` later): logged as `msg` with its cause, unless a
-    /// line was logged within the interval.
-    pub(super) fn failed(&mut self, now_ms: u64, msg: &str, cause: &StoreError) {
+    /// A failed write (or recovery, each tried again `STORE_RETRY_MS`
+    /// later) to `store`: logged as `msg` with its cause and what the disk
+    /// has free, unless a line was logged within the interval.
+    pub(super) fn failed(
+        &mut self,
+        now_ms: u64,
+        msg: &str,
+        cause: &StoreError,
+        store: &ShardStore,
+    ) {
         self.failing_since_ms.get_or_insert(now_ms);
         self.failed += 1;
         self.last_failed_at_ms = now_ms;
@@ -38,10 +44,18 @@ impl FailureLog {
             self.unlogged += 1;
             return;
         }
+        // LMDB reports a write the disk cut short as an I/O error, so the
+        // line says what the disk has free.
+        let available = store.disk_available_bytes();
+        let available: &dyn std::fmt::Display = match &available {
+            Some(bytes) => bytes,
+            None => &"unknown",
+        };
         crate::log::error(
             msg,
             &[
                 ("error", cause),
+                ("disk_available_bytes", available),
                 ("again_in_ms", &STORE_RETRY_MS),
                 ("failures_since_last_line", &self.unlogged),
             ],

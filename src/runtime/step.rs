@@ -589,6 +589,7 @@ impl<'s> ShardState<'s> {
             now_ms,
             "shard store write failed; rebuilding the shard's state from the store",
             cause,
+            self.store,
         );
         self.store_failures += 1;
         self.holdoff_until_ms = now_ms + STORE_RETRY_MS;
@@ -623,7 +624,7 @@ impl<'s> ShardState<'s> {
         };
         if let Err(e) = self.reload(now_ms) {
             let msg = "shard store reload failed; trying again later";
-            self.failure_log.failed(now_ms, msg, &e);
+            self.failure_log.failed(now_ms, msg, &e, self.store);
             self.holdoff_until_ms = now_ms + STORE_RETRY_MS;
             self.unrecovered = Some(running);
             return;

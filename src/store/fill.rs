@@ -163,10 +163,17 @@ impl ShardStore {
     /// What new hooks may fill of the file system holding the store, with
     /// `used_bytes` of its file in use; `None` where the OS does not say.
     pub fn disk_room(&self, used_bytes: u64, reserve: DiskReserve) -> Option<DiskRoom> {
-        let path = self.env.path();
-        let available_bytes = available_bytes(path)?;
-        let file_bytes = std::fs::metadata(path.join(super::DATA_FILE)).ok()?.len();
+        let available_bytes = self.disk_available_bytes()?;
+        let file_bytes = std::fs::metadata(self.env.path().join(super::DATA_FILE))
+            .ok()?
+            .len();
         Some(reserve.room(file_bytes, used_bytes, available_bytes))
+    }
+
+    /// What the file system holding the store has free for an
+    /// unprivileged writer; `None` where the OS does not say.
+    pub fn disk_available_bytes(&self) -> Option<u64> {
+        available_bytes(self.env.path())
     }
 }
 
