@@ -1237,23 +1237,11 @@ fn an_oauth2_client_may_authenticate_with_a_jwt_signed_by_its_key() {
     let asked = tokens.received();
     assert_eq!(asked.len(), 1, "one token for both");
     assert_eq!(asked[0].header("authorization"), None);
-    let form = String::from_utf8(asked[0].body.clone()).unwrap();
-    let assertion = form
-        .strip_prefix(
-            "grant_type=client_credentials&client_id=goad&client_assertion_type=\
-             urn%3Aietf%3Aparams%3Aoauth%3Aclient-assertion-type%3Ajwt-bearer&client_assertion=",
-        )
-        .expect("a client assertion");
-    let parts: Vec<&str> = assertion.split('.').collect();
-    let url_safe = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    let decoded = |part: &str| -> serde_json::Value {
-        serde_json::from_slice(&url_safe.decode(part).unwrap()).unwrap()
-    };
+    let (header, claims, signed, signature) = client_assertion(&asked[0]);
     assert_eq!(
-        decoded(parts[0]),
+        header,
         serde_json::json!({"alg": "ES256", "typ": "JWT", "kid": "k-1"})
     );
-    let claims = decoded(parts[1]);
     assert_eq!(
         (&claims["iss"], &claims["sub"]),
         (&"goad".into(), &"goad".into())
@@ -1269,10 +1257,151 @@ fn an_oauth2_client_may_authenticate_with_a_jwt_signed_by_its_key() {
         &ring::signature::ECDSA_P256_SHA256_FIXED,
         pair.public_key().as_ref(),
     );
-    let signed = format!("{}.{}", parts[0], parts[1]);
     public
-        .verify(signed.as_bytes(), &url_safe.decode(parts[2]).unwrap())
+        .verify(signed.as_bytes(), &signature)
         .expect("signed with the client's key");
+}
+
+/// The client assertion of a token request's form: its header and claims,
+/// what it signs and its signature.
+fn client_assertion(request: &Received) -> (serde_json::Value, serde_json::Value, String, Vec<u8>) {
+    let form = String::from_utf8(request.body.clone()).unwrap();
+    let assertion = form
+        .strip_prefix(
+            "grant_type=client_credentials&client_id=goad&client_assertion_type=\
+             urn%3Aietf%3Aparams%3Aoauth%3Aclient-assertion-type%3Ajwt-bearer&client_assertion=",
+        )
+        .expect("a client assertion");
+    let parts: Vec<&str> = assertion.split('.').collect();
+    let url_safe = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let decoded = |part: &str| -> serde_json::Value {
+        serde_json::from_slice(&url_safe.decode(part).unwrap()).unwrap()
+    };
+    (
+        decoded(parts[0]),
+        decoded(parts[1]),
+        format!("{}.{}", parts[0], parts[1]),
+        url_safe.decode(parts[2]).unwrap(),
+    )
+}
+
+/// `openssl` run with `args`; its standard output.
+fn openssl(args: &[&std::ffi::OsStr]) -> Vec<u8> {
+    let out = std::process::Command::new("openssl")
+        .args(args)
+        .output()
+        .expect("openssl runs");
+    assert!(out.status.success(), "openssl {args:?}: {out:?}");
+    out.stdout
+}
+
+/// The base64url thumbprint `openssl` gives the PEM certificate at `path`
+/// with `digest` (`-sha1`, `-sha256`).
+fn thumbprint(path: &std::path::Path, digest: &str) -> String {
+    let out = openssl(&[
+        "x509".as_ref(),
+        "-noout".as_ref(),
+        "-fingerprint".as_ref(),
+        digest.as_ref(),
+        "-in".as_ref(),
+        path.as_os_str(),
+    ]);
+    let out = String::from_utf8(out).unwrap();
+    let hex = out.trim().rsplit('=').next().unwrap().replace(':', "");
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// With a `certificate_file` beside its key, a `private_key_jwt`
+/// assertion names the key by the certificate's SHA-1 and SHA-256
+/// thumbprints (`x5t`, `x5t#S256`: how Microsoft Entra ID finds a
+/// certificate credential), both as `openssl` computes them, and is signed
+/// by that certificate's key (RS256, checked by `openssl` with the
+/// certificate's public key).
+#[test]
+fn an_oauth2_client_key_may_be_named_by_its_certificate() {
+    let fixtures = fixtures();
+    let (key_path, cert_path) = (
+        fixtures.join("localhost-key.pem"),
+        fixtures.join("localhost-cert.pem"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = token_endpoint();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = config(dir.path());
+    let mut sink = SinkConfig::http(receiver.url("/hooks"));
+    sink.oauth2 = Some(goad::config::OAuth2Config {
+        client_secret_env: None,
+        client_auth: goad::config::ClientAuth::PrivateKeyJwt,
+        private_key_file: Some(key_path),
+        certificate_file: Some(cert_path.clone()),
+        ..goad::config::OAuth2Config::new(tokens.url("/token"), "goad", "")
+    });
+    c.sources.push(source("s", "t", vec![sink]));
+    let engine = Engine::open(c).unwrap();
+    commit_and_tick(&engine, "one");
+    assert_eq!(bearers(&receiver), ["Bearer tok-1"]);
+    let (header, _, signed, signature) = client_assertion(&tokens.received()[0]);
+    assert_eq!(
+        header,
+        serde_json::json!({
+            "alg": "RS256",
+            "typ": "JWT",
+            "x5t": thumbprint(&cert_path, "-sha1"),
+            "x5t#S256": thumbprint(&cert_path, "-sha256"),
+        })
+    );
+    let public_key = dir.path().join("public.pem");
+    let out = openssl(&[
+        "x509".as_ref(),
+        "-pubkey".as_ref(),
+        "-noout".as_ref(),
+        "-in".as_ref(),
+        cert_path.as_os_str(),
+    ]);
+    std::fs::write(&public_key, out).unwrap();
+    let (signed_path, signature_path) = (dir.path().join("signed"), dir.path().join("signature"));
+    std::fs::write(&signed_path, signed).unwrap();
+    std::fs::write(&signature_path, signature).unwrap();
+    let verified = openssl(&[
+        "dgst".as_ref(),
+        "-sha256".as_ref(),
+        "-verify".as_ref(),
+        public_key.as_os_str(),
+        "-signature".as_ref(),
+        signature_path.as_os_str(),
+        signed_path.as_os_str(),
+    ]);
+    assert_eq!(String::from_utf8(verified).unwrap().trim(), "Verified OK");
+}
+
+/// A `certificate_file` that is not the certificate of `private_key_file`'s
+/// key is refused when the sink is built, naming the key.
+#[test]
+fn an_oauth2_client_certificate_of_another_key_is_refused() {
+    let fixtures = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let cert_path = fixtures.join("localhost-2-cert.pem");
+    let mut c = config(dir.path());
+    let mut sink = SinkConfig::http("http://127.0.0.1:9/hooks".to_string());
+    sink.oauth2 = Some(goad::config::OAuth2Config {
+        client_secret_env: None,
+        client_auth: goad::config::ClientAuth::PrivateKeyJwt,
+        private_key_file: Some(fixtures.join("localhost-key.pem")),
+        certificate_file: Some(cert_path.clone()),
+        ..goad::config::OAuth2Config::new("https://auth.example/token", "goad", "")
+    });
+    c.sources.push(source("s", "t", vec![sink]));
+    let error = Engine::open(c).map(|_| ()).unwrap_err().to_string();
+    assert_eq!(
+        error,
+        format!(
+            "sources[0].sinks[0].oauth2.certificate_file must be the PEM certificate of private_key_file's key (its public key is not private_key_file's), got {cert_path:?}"
+        )
+    );
 }
 
 /// A receiver over raw TCP, so it can end a kept-alive connection the

@@ -654,6 +654,10 @@ pub struct OAuth2Config {
     pub private_key_file: Option<PathBuf>,
     /// With `private_key_jwt`: the key's id there (`kid`), if it wants one.
     pub key_id: Option<String>,
+    /// With `private_key_jwt`: the key's certificate (PEM), whose
+    /// thumbprints the assertion names it by (`x5t`, `x5t#S256`), as
+    /// Microsoft Entra ID wants of a certificate credential.
+    pub certificate_file: Option<PathBuf>,
 }
 
 impl OAuth2Config {
@@ -673,6 +677,7 @@ impl OAuth2Config {
             client_auth: ClientAuth::Basic,
             private_key_file: None,
             key_id: None,
+            certificate_file: None,
         }
     }
 }

@@ -44,6 +44,7 @@ pub(super) fn validate_oauth2(at: &str, oauth2: &OAuth2Config) -> Result<(), Con
     let key_options = [
         ("private_key_file", oauth2.private_key_file.is_some()),
         ("key_id", oauth2.key_id.is_some()),
+        ("certificate_file", oauth2.certificate_file.is_some()),
     ];
     match (key_options.iter().find(|(_, set)| *set), signs) {
         (Some((name, _)), false) => {

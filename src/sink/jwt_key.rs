@@ -1,6 +1,8 @@
 //! A private key that signs the JWTs goad sends: a Google service
 //! account's assertion (RS256), an OAuth 2 client's `private_key_jwt`
-//! assertion (RFC 7523: RS256 or ES256).
+//! assertion (RFC 7523: RS256 or ES256), named by a `kid` or by its
+//! certificate's thumbprints (`x5t`, `x5t#S256`: RFC 7515 §4.1.7–8, how
+//! Microsoft Entra ID finds a client's certificate credential).
 
 use super::BoxError;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -10,13 +12,22 @@ use ring::signature::{
     EcdsaKeyPair, KeyPair, RsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING, RSA_PKCS1_SHA256,
 };
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::PrivatePkcs8KeyDer;
+use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
 use serde_json::{Map, Value};
+use sha2::Digest as _;
 
-/// A signing key and the id (`kid`) its JWTs name it by.
+/// A signing key and what its JWTs name it by: an id (`kid`), and the
+/// thumbprints of its certificate.
 pub struct JwtKey {
     kid: Option<String>,
+    thumbprints: Option<Thumbprints>,
     pair: Pair,
+}
+
+/// A certificate's SHA-1 and SHA-256 thumbprints, base64url.
+struct Thumbprints {
+    sha1: String,
+    sha256: String,
 }
 
 enum Pair {
@@ -41,12 +52,37 @@ impl JwtKey {
                 Pair::Es256(ec)
             }
         };
-        Ok(JwtKey { kid: None, pair })
+        Ok(JwtKey {
+            kid: None,
+            thumbprints: None,
+            pair,
+        })
     }
 
     /// This key, named `kid`.
     pub fn with_kid(self, kid: Option<String>) -> JwtKey {
         JwtKey { kid, ..self }
+    }
+
+    /// This key, named by the thumbprints of `certificate` (DER), which
+    /// must be the certificate of this key.
+    pub fn with_certificate(self, certificate: &CertificateDer) -> Result<JwtKey, String> {
+        let parsed = webpki::EndEntityCert::try_from(certificate)
+            .map_err(|e| format!("not an X.509 certificate ({e:?})"))?;
+        // The SubjectPublicKeyInfo ends with its BIT STRING: the key's
+        // public bytes, as ring gives them.
+        let spki = parsed.subject_public_key_info();
+        if !spki.as_ref().ends_with(self.public_key()) {
+            return Err("its public key is not private_key_file's".into());
+        }
+        let thumbprints = Thumbprints {
+            sha1: URL_SAFE_NO_PAD.encode(sha1::Sha1::digest(certificate)),
+            sha256: URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(certificate)),
+        };
+        Ok(JwtKey {
+            thumbprints: Some(thumbprints),
+            ..self
+        })
     }
 
     /// The public key's bytes (two keys sign alike when these are equal).
@@ -61,7 +97,8 @@ impl JwtKey {
         self.kid.as_deref()
     }
 
-    /// A JWT of `claims`: header `{"alg", "typ": "JWT", "kid"}`, signed.
+    /// A JWT of `claims`: header `{"alg", "typ": "JWT", "kid", "x5t",
+    /// "x5t#S256"}` (those it has), signed.
     pub fn sign(&self, claims: &Value) -> Result<String, BoxError> {
         let mut header = Map::new();
         let alg = match self.pair {
@@ -72,6 +109,10 @@ impl JwtKey {
         header.insert("typ".into(), "JWT".into());
         if let Some(kid) = &self.kid {
             header.insert("kid".into(), kid.as_str().into());
+        }
+        if let Some(thumbprints) = &self.thumbprints {
+            header.insert("x5t".into(), thumbprints.sha1.as_str().into());
+            header.insert("x5t#S256".into(), thumbprints.sha256.as_str().into());
         }
         let signed = format!(
             "{}.{}",

@@ -260,8 +260,12 @@ fn oauth2_grant(
                 holds: "the client's PEM private key (PKCS #8, RSA or P-256)",
                 path,
             };
-            let kid = o.key_id.clone();
-            ClientCredential::Key(Box::new(file.load(JwtKey::from_pem)?.with_kid(kid)))
+            let key = file.load(JwtKey::from_pem)?.with_kid(o.key_id.clone());
+            let key = match &o.certificate_file {
+                Some(path) => certified(key, path, &format!("{at}.oauth2.certificate_file"))?,
+                None => key,
+            };
+            ClientCredential::Key(Box::new(key))
         }
         (None, var) => ClientCredential::Secret(env_value(
             format!("{at}.oauth2.client_secret_env"),
@@ -273,6 +277,19 @@ fn oauth2_grant(
         credential,
         egress.clone(),
     ))))
+}
+
+/// `key` named by the thumbprints of the certificate at `path` (its
+/// first), which must be `key`'s; an error names `config_key`.
+fn certified(key: JwtKey, path: &std::path::Path, config_key: &str) -> Result<JwtKey, ConfigError> {
+    let file = PemFile {
+        key: config_key,
+        holds: "the PEM certificate of private_key_file's key",
+        path,
+    };
+    let certificates = file.load(crate::pem::certificates)?;
+    key.with_certificate(&certificates[0])
+        .map_err(|why| file.refused(why))
 }
 
 /// An HTTP sink's ID tokens, if it has `google_id_token`; a key file that
