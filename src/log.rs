@@ -1,9 +1,46 @@
 //! Structured log lines on stderr, in logfmt:
 //! `ts_ms=1764495000123 level=info msg="node listening" addr=127.0.0.1:7878 scheme=http`.
 //! A value with a space, a quote, an `=` or nothing in it is quoted.
+//!
+//! With `GOAD_LOG_FORMAT=json` in the environment (read at the first
+//! line), each line is a JSON object instead, for log pipelines that parse
+//! JSON (Cloud Logging, CloudWatch, Elasticsearch):
+//! `{"ts_ms":1764495000123,"level":"info","msg":"node listening","addr":"127.0.0.1:7878","scheme":"http"}`;
+//! the fields' values are strings.
 
 use std::fmt::{self, Display, Write as _};
 use std::io::Write as _;
+use std::sync::OnceLock;
+
+/// The variable that picks the format: `logfmt` (the default) or `json`.
+pub const FORMAT_VARIABLE: &str = "GOAD_LOG_FORMAT";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Logfmt,
+    Json,
+}
+
+/// The format `GOAD_LOG_FORMAT` names, read once; another value is told
+/// of (in logfmt) and logfmt used.
+fn format() -> Format {
+    static FORMAT: OnceLock<Format> = OnceLock::new();
+    *FORMAT.get_or_init(|| match std::env::var(FORMAT_VARIABLE).as_deref() {
+        Ok("json") => Format::Json,
+        Ok("logfmt") | Err(std::env::VarError::NotPresent) => Format::Logfmt,
+        Ok(other) => {
+            let line = format_line(
+                crate::runtime::wall_ms(),
+                Level::Warn,
+                "unknown log format; logging logfmt",
+                &[(FORMAT_VARIABLE, &other), ("known", &"logfmt, json")],
+            );
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
+            Format::Logfmt
+        }
+        Err(std::env::VarError::NotUnicode(_)) => Format::Logfmt,
+    })
+}
 
 #[derive(Debug, Clone, Copy)]
 pub enum Level {
@@ -54,7 +91,11 @@ macro_rules! say {
 
 /// One line, written whole so lines from threads do not interleave.
 pub fn write(level: Level, msg: &str, fields: &[(&str, &dyn Display)]) {
-    let line = format_line(crate::runtime::wall_ms(), level, msg, fields);
+    let ts_ms = crate::runtime::wall_ms();
+    let line = match format() {
+        Format::Logfmt => format_line(ts_ms, level, msg, fields),
+        Format::Json => format_json_line(ts_ms, level, msg, fields),
+    };
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
@@ -66,6 +107,26 @@ fn format_line(ts_ms: u64, level: Level, msg: &str, fields: &[(&str, &dyn Displa
         push_value(&mut line, &value.to_string());
     }
     line.push('\n');
+    line
+}
+
+fn format_json_line(
+    ts_ms: u64,
+    level: Level,
+    msg: &str,
+    fields: &[(&str, &dyn Display)],
+) -> String {
+    // Written in order (ts_ms, level, msg, then the fields as given), each
+    // key and value escaped as a JSON string.
+    let quoted = |text: &str| serde_json::Value::from(text).to_string();
+    let mut line = format!(
+        "{{\"ts_ms\":{ts_ms},\"level\":\"{level}\",\"msg\":{}",
+        quoted(msg)
+    );
+    for (key, value) in fields {
+        let _ = write!(line, ",{}:{}", quoted(key), quoted(&value.to_string()));
+    }
+    line.push_str("}\n");
     line
 }
 
@@ -96,6 +157,20 @@ mod tests {
         assert_eq!(
             line,
             "ts_ms=5 level=warn msg=\"store failed\" shard=3 error=\"disk \\\"full\\\"\" empty=\"\"\n"
+        );
+    }
+
+    #[test]
+    fn a_json_line_is_one_object_with_the_fields_as_strings() {
+        let line = format_json_line(
+            5,
+            Level::Error,
+            "store failed",
+            &[("shard", &3), ("error", &"disk \"full\"\nnow")],
+        );
+        assert_eq!(
+            line,
+            "{\"ts_ms\":5,\"level\":\"error\",\"msg\":\"store failed\",\"shard\":\"3\",\"error\":\"disk \\\"full\\\"\\nnow\"}\n"
         );
     }
 }

@@ -1,6 +1,6 @@
 //! The `goad` command as a child process: `goad demo`, the README's first
-//! command, output into a pipe whose reader went away, and an operator
-//! command with no node to reach.
+//! command, output into a pipe whose reader went away, an operator
+//! command with no node to reach, and the log's formats.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -95,5 +95,82 @@ fn a_command_with_no_node_at_its_address_says_how_to_name_one() {
     assert!(
         stderr.contains("(no node listens there: give its address with --node or GOAD_NODE)"),
         "{stderr}"
+    );
+}
+
+/// `goad serve` with `GOAD_LOG_FORMAT=format` on a fresh data directory,
+/// until it is ready: the lines it logged.
+fn serve_log_lines(format: &str) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("goad.toml");
+    let data_dir = dir.path().join("data");
+    std::fs::write(
+        &config,
+        format!("data_dir = {data_dir:?}\nlisten = \"127.0.0.1:0\"\nshards = 1\n"),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .env("GOAD_LOG_FORMAT", format)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Vec::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        let ready = line.contains("engine ready");
+        lines.push(line);
+        if ready {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        lines.last().is_some_and(|l| l.contains("engine ready")),
+        "{lines:?}"
+    );
+    lines
+}
+
+/// With `GOAD_LOG_FORMAT=json` every line is one JSON object: `ts_ms` a
+/// number, `level` and `msg` first, then the fields as strings.
+#[test]
+fn json_log_lines_are_objects_with_the_fields_as_strings() {
+    let lines = serve_log_lines("json");
+    let objects: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|line| serde_json::from_str(line).expect(line))
+        .collect();
+    for (line, object) in lines.iter().zip(&objects) {
+        assert!(line.starts_with("{\"ts_ms\":"), "{line}");
+        assert!(object["ts_ms"].is_u64(), "{line}");
+        let level = object["level"].as_str().unwrap_or_default();
+        assert!(["info", "warn", "error"].contains(&level), "{line}");
+    }
+    let listening = objects.iter().find(|o| o["msg"] == "node listening");
+    let listening = listening.expect("a node listening line");
+    assert!(listening["addr"]
+        .as_str()
+        .unwrap()
+        .starts_with("127.0.0.1:"));
+    assert_eq!(listening["scheme"], "http");
+}
+
+/// An unknown format is told of, in logfmt, which the node then logs.
+#[test]
+fn an_unknown_log_format_is_named_and_logfmt_used() {
+    let lines = serve_log_lines("xml");
+    assert!(
+        lines[0].contains(
+            "level=warn msg=\"unknown log format; logging logfmt\" GOAD_LOG_FORMAT=xml known=\"logfmt, json\""
+        ),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1..].iter().all(|l| l.starts_with("ts_ms=")),
+        "{lines:?}"
     );
 }
