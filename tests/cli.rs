@@ -2,6 +2,8 @@
 //! command, output into a pipe whose reader went away, an operator
 //! command with no node to reach, and the log's formats.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
@@ -98,15 +100,14 @@ fn a_command_with_no_node_at_its_address_says_how_to_name_one() {
     );
 }
 
-/// `goad serve` with `GOAD_LOG_FORMAT=format` on a fresh data directory,
-/// until it is ready: the lines it logged.
-fn serve_log_lines(format: &str) -> Vec<String> {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("goad.toml");
-    let data_dir = dir.path().join("data");
+/// `goad serve` with `GOAD_LOG_FORMAT=format` on a fresh data directory
+/// in `dir`, with `more_config`, until it is ready: the lines it logged.
+fn serve_log_lines(dir: &std::path::Path, format: &str, more_config: &str) -> Vec<String> {
+    let config = dir.join("goad.toml");
+    let data_dir = dir.join("data");
     std::fs::write(
         &config,
-        format!("data_dir = {data_dir:?}\nlisten = \"127.0.0.1:0\"\nshards = 1\n"),
+        format!("data_dir = {data_dir:?}\nlisten = \"127.0.0.1:0\"\nshards = 1\n{more_config}"),
     )
     .unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_goad"))
@@ -135,11 +136,34 @@ fn serve_log_lines(format: &str) -> Vec<String> {
     lines
 }
 
+/// A node whose `min_free_disk_bytes` its disk cannot meet says so as it
+/// opens: an error when the disk is smaller than the reserve (every hook
+/// would be refused), a warning when it has less free than it.
+#[test]
+fn a_disk_reserve_the_disk_cannot_meet_is_logged_at_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let past_the_disk = "min_free_disk_bytes = 1125899906842624\n";
+    let lines = serve_log_lines(dir.path(), "logfmt", past_the_disk);
+    let error = "level=error msg=\"min_free_disk_bytes is more than the file system holding the data directory has: every new hook is refused";
+    assert!(lines.iter().any(|l| l.contains(error)), "{lines:?}");
+
+    let total_bytes = common::df_bytes(dir.path(), "size");
+    let below_the_size = format!("min_free_disk_bytes = {}\n", total_bytes - 1);
+    let lines = serve_log_lines(dir.path(), "logfmt", &below_the_size);
+    let warning = "level=warn msg=\"the file system holding the data directory has less free than min_free_disk_bytes";
+    assert!(lines.iter().any(|l| l.contains(warning)), "{lines:?}");
+    assert!(
+        !lines.iter().any(|l| l.contains("level=error")),
+        "{lines:?}"
+    );
+}
+
 /// With `GOAD_LOG_FORMAT=json` every line is one JSON object: `ts_ms` a
 /// number, `level` and `msg` first, then the fields as strings.
 #[test]
 fn json_log_lines_are_objects_with_the_fields_as_strings() {
-    let lines = serve_log_lines("json");
+    let dir = tempfile::tempdir().unwrap();
+    let lines = serve_log_lines(dir.path(), "json", "");
     let objects: Vec<serde_json::Value> = lines
         .iter()
         .map(|line| serde_json::from_str(line).expect(line))
@@ -162,7 +186,8 @@ fn json_log_lines_are_objects_with_the_fields_as_strings() {
 /// An unknown format is told of, in logfmt, which the node then logs.
 #[test]
 fn an_unknown_log_format_is_named_and_logfmt_used() {
-    let lines = serve_log_lines("xml");
+    let dir = tempfile::tempdir().unwrap();
+    let lines = serve_log_lines(dir.path(), "xml", "");
     assert!(
         lines[0].contains(
             "level=warn msg=\"unknown log format; logging logfmt\" GOAD_LOG_FORMAT=xml known=\"logfmt, json\""

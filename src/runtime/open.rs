@@ -109,6 +109,13 @@ impl EngineBuilder {
             })
             .collect::<Result<Vec<_>, _>>()
             .map_err(OpenError::Store)?;
+        let disk_reserve = DiskReserve {
+            min_free_bytes: self.config.min_free_disk_bytes,
+            shards: shard_count,
+        };
+        if let Some(store) = stores.first() {
+            disk_reserve.check(store);
+        }
         let global = global_grant(&self.config.dispatch);
         let (coordinator_tx, coordinator_rx) = crossbeam_channel::bounded(1024);
         let start = ShardStart {
@@ -123,6 +130,7 @@ impl EngineBuilder {
             coordinator: coordinator_tx.clone(),
             core_ids: core_affinity::get_core_ids().unwrap_or_default(),
             observers: self.observers,
+            disk_reserve,
         };
         let mut shards = Vec::with_capacity(shard_count);
         let mut threads = Vec::with_capacity(shard_count);
@@ -190,6 +198,7 @@ struct ShardStart<'a> {
     coordinator: Sender<CoordinatorInput>,
     core_ids: Vec<core_affinity::CoreId>,
     observers: Observers,
+    disk_reserve: DiskReserve,
 }
 
 impl ShardStart<'_> {
@@ -228,10 +237,7 @@ impl ShardStart<'_> {
             gauges: gauges.clone(),
             dead_retention_ms: self.config.dead_letters.retention_ms,
             observers: self.observers.clone(),
-            disk_reserve: DiskReserve {
-                min_free_bytes: self.config.min_free_disk_bytes,
-                shards: self.config.shard_count(),
-            },
+            disk_reserve: self.disk_reserve,
         };
         let core_id = (!self.core_ids.is_empty()).then(|| self.core_ids[k % self.core_ids.len()]);
         let handle = std::thread::Builder::new()

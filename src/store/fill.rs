@@ -71,9 +71,9 @@ impl DiskReserve {
     }
 }
 
-/// The bytes an unprivileged writer may still fill on the file system
-/// holding `path`; `None` where the OS does not say.
-fn available_bytes(path: &Path) -> Option<u64> {
+/// The size of the file system holding `path` and what an unprivileged
+/// writer may still fill of it, in bytes; `None` where the OS does not say.
+fn disk_bytes(path: &Path) -> Option<DiskBytes> {
     use std::os::unix::ffi::OsStrExt;
     let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
     // SAFETY: `statvfs` is plain numbers; the call writes at most its size.
@@ -81,7 +81,45 @@ fn available_bytes(path: &Path) -> Option<u64> {
     // SAFETY: `path` is NUL-terminated and `stat` is a valid out-pointer.
     let read = unsafe { libc::statvfs(path.as_ptr(), &mut stat) };
     #[allow(clippy::unnecessary_cast)] // the field types differ by platform
-    (read == 0).then(|| stat.f_bavail as u64 * stat.f_frsize as u64)
+    let block_bytes = stat.f_frsize as u64;
+    #[allow(clippy::unnecessary_cast)]
+    (read == 0).then(|| DiskBytes {
+        total: stat.f_blocks as u64 * block_bytes,
+        available: stat.f_bavail as u64 * block_bytes,
+    })
+}
+
+struct DiskBytes {
+    total: u64,
+    available: u64,
+}
+
+impl DiskReserve {
+    /// At open: says so in the log when the file system holding `store`
+    /// has less free than the reserve (new hooks are refused until room is
+    /// freed), or is smaller than it (every new hook would be).
+    pub fn check(&self, store: &ShardStore) {
+        let Some(disk) = disk_bytes(store.env.path()) else {
+            return;
+        };
+        let fields: &[(&str, &dyn std::fmt::Display)] = &[
+            ("path", &store.env.path().display()),
+            ("available_bytes", &disk.available),
+            ("total_bytes", &disk.total),
+            ("min_free_disk_bytes", &self.min_free_bytes),
+        ];
+        if disk.total <= self.min_free_bytes {
+            crate::log::error(
+                "min_free_disk_bytes is more than the file system holding the data directory has: every new hook is refused (503 disk_full); lower it, or move data_dir to a larger disk",
+                fields,
+            );
+        } else if disk.available <= self.min_free_bytes {
+            crate::log::warn(
+                "the file system holding the data directory has less free than min_free_disk_bytes: new hooks are refused (503 disk_full) until deliveries or the operator free room",
+                fields,
+            );
+        }
+    }
 }
 
 /// The OS page size, which LMDB's map size must be a multiple of.
@@ -173,7 +211,7 @@ impl ShardStore {
     /// What the file system holding the store has free for an
     /// unprivileged writer; `None` where the OS does not say.
     pub fn disk_available_bytes(&self) -> Option<u64> {
-        available_bytes(self.env.path())
+        disk_bytes(self.env.path()).map(|disk| disk.available)
     }
 }
 

@@ -262,8 +262,14 @@ pub fn switchable(status: u16) -> (Receiver, Arc<AtomicU16>) {
 
 /// What the file system holding `path` has free, as `df` reports it.
 pub fn df_available_bytes(path: &Path) -> u64 {
+    df_bytes(path, "avail")
+}
+
+/// `df`'s `column` (`avail`, `size`) for the file system holding `path`, in bytes.
+pub fn df_bytes(path: &Path, column: &str) -> u64 {
     let out = std::process::Command::new("df")
-        .args(["--output=avail", "-B1"])
+        .arg(format!("--output={column}"))
+        .arg("-B1")
         .arg(path)
         .output()
         .expect("df runs");
