@@ -137,7 +137,7 @@ impl EnvCredentials {
         }
     }
 
-    fn read(&self) -> Result<Credentials, CredentialsError> {
+    pub(super) fn read(&self) -> Result<Credentials, CredentialsError> {
         let token = std::env::var(&self.session_token).ok();
         Ok(Credentials::new(
             variable(&self.access_key_id)?,
@@ -202,8 +202,8 @@ impl FetchedCredentials {
 
     fn fetch(&self, now: SystemTime) -> Result<Credentials, CredentialsError> {
         let fetched = match self.source {
-            CredentialSource::Instance => self.fetch_instance(now),
-            CredentialSource::Container => self.fetch_container(now),
+            CredentialSource::Instance => instance_credentials(&self.agent, now),
+            CredentialSource::Container => container_credentials(&self.agent, now),
             CredentialSource::WebIdentity => self.fetch_web_identity(now),
             CredentialSource::Profile => profile_credentials(now, &self.region, &self.agent),
         };
@@ -214,54 +214,6 @@ impl FetchedCredentials {
                 cause,
             },
         })
-    }
-
-    /// IMDSv2: a session token, the role's name, its credentials.
-    fn fetch_instance(&self, now: SystemTime) -> Result<Credentials, Fetch> {
-        let endpoint = std::env::var("AWS_EC2_METADATA_SERVICE_ENDPOINT")
-            .unwrap_or_else(|_| "http://169.254.169.254".into());
-        let endpoint = endpoint.trim_end_matches('/');
-        let token = read(
-            self.agent
-                .put(format!("{endpoint}/latest/api/token"))
-                .header("x-aws-ec2-metadata-token-ttl-seconds", "21600")
-                .send_empty(),
-        )?;
-        let roles_url = format!("{endpoint}/latest/meta-data/iam/security-credentials/");
-        let metadata = |url: &str| {
-            let request = self
-                .agent
-                .get(url)
-                .header("x-aws-ec2-metadata-token", token.trim());
-            read(request.call())
-        };
-        let roles = metadata(&roles_url)?;
-        let role = roles.lines().next().unwrap_or_default().trim();
-        if role.is_empty() {
-            return Err(Fetch::Failed("the instance has no role".into()));
-        }
-        let document = metadata(&format!("{roles_url}{role}"))?;
-        from_json(&document, now)
-    }
-
-    /// The container endpoint, with its authorization token when set.
-    fn fetch_container(&self, now: SystemTime) -> Result<Credentials, Fetch> {
-        let url = match std::env::var("AWS_CONTAINER_CREDENTIALS_FULL_URI") {
-            Ok(url) => url,
-            Err(_) => {
-                let relative = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")?;
-                format!("http://169.254.170.2{relative}")
-            }
-        };
-        let token = match std::env::var("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE") {
-            Ok(file) => Some(read_file(&file)?),
-            Err(_) => std::env::var("AWS_CONTAINER_AUTHORIZATION_TOKEN").ok(),
-        };
-        let mut request = self.agent.get(&url);
-        if let Some(token) = token {
-            request = request.header("authorization", token.trim());
-        }
-        from_json(&read(request.call())?, now)
     }
 
     /// STS's `AssumeRoleWithWebIdentity` with the service account's token.
@@ -284,6 +236,59 @@ impl FetchedCredentials {
             .send(form);
         sts_credentials(answer, now, "web_identity").map_err(Fetch::Failed)
     }
+}
+
+/// IMDSv2: a session token, the role's name, its credentials.
+pub(super) fn instance_credentials(
+    agent: &ureq::Agent,
+    now: SystemTime,
+) -> Result<Credentials, Fetch> {
+    let endpoint = std::env::var("AWS_EC2_METADATA_SERVICE_ENDPOINT")
+        .unwrap_or_else(|_| "http://169.254.169.254".into());
+    let endpoint = endpoint.trim_end_matches('/');
+    let token = read(
+        agent
+            .put(format!("{endpoint}/latest/api/token"))
+            .header("x-aws-ec2-metadata-token-ttl-seconds", "21600")
+            .send_empty(),
+    )?;
+    let roles_url = format!("{endpoint}/latest/meta-data/iam/security-credentials/");
+    let metadata = |url: &str| {
+        let request = agent
+            .get(url)
+            .header("x-aws-ec2-metadata-token", token.trim());
+        read(request.call())
+    };
+    let roles = metadata(&roles_url)?;
+    let role = roles.lines().next().unwrap_or_default().trim();
+    if role.is_empty() {
+        return Err(Fetch::Failed("the instance has no role".into()));
+    }
+    let document = metadata(&format!("{roles_url}{role}"))?;
+    from_json(&document, now)
+}
+
+/// The container endpoint, with its authorization token when set.
+pub(super) fn container_credentials(
+    agent: &ureq::Agent,
+    now: SystemTime,
+) -> Result<Credentials, Fetch> {
+    let url = match std::env::var("AWS_CONTAINER_CREDENTIALS_FULL_URI") {
+        Ok(url) => url,
+        Err(_) => {
+            let relative = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")?;
+            format!("http://169.254.170.2{relative}")
+        }
+    };
+    let token = match std::env::var("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE") {
+        Ok(file) => Some(read_file(&file)?),
+        Err(_) => std::env::var("AWS_CONTAINER_AUTHORIZATION_TOKEN").ok(),
+    };
+    let mut request = agent.get(&url);
+    if let Some(token) = token {
+        request = request.header("authorization", token.trim());
+    }
+    from_json(&read(request.call())?, now)
 }
 
 /// Where STS requests go: `AWS_ENDPOINT_URL_STS` or STS's endpoint in

@@ -19,10 +19,16 @@
 //! assumed at STS (`external_id`, `role_session_name` as the section says)
 //! with the credentials of its `source_profile`, found the same way (a
 //! chain of role profiles, up to `MAX_PROFILE_CHAIN`; its own keys when it
-//! names itself). `credential_source` is not read.
+//! names itself), or of its `credential_source`: `Environment` (the
+//! `AWS_ACCESS_KEY_ID` variables), `Ec2InstanceMetadata` (the instance's
+//! role) or `EcsContainer` (the container endpoint), as
+//! `credentials = "env"`, `"instance"` and `"container"` read them.
 
 use super::assume_role::{assume, RoleToAssume, DEFAULT_ROLE_SESSION_NAME};
-use super::aws_credentials::{env, from_json, read_file, Fetch};
+use super::aws_credentials::{
+    container_credentials, env, from_json, instance_credentials, read_file, CredentialsError,
+    EnvCredentials, Fetch,
+};
 use super::BoxError;
 use crate::limits::{
     CREDENTIALS_LIFETIME_MS, CREDENTIAL_PROCESS_OUTPUT_BYTES, CREDENTIAL_PROCESS_TIMEOUT_MS,
@@ -33,6 +39,25 @@ use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime};
+
+/// The credentials of a role profile's `credential_source`.
+fn credential_source(
+    source: &str,
+    agent: &ureq::Agent,
+    now: SystemTime,
+) -> Result<Credentials, Fetch> {
+    match source {
+        "Environment" => EnvCredentials::default().read().map_err(|e| match e {
+            CredentialsError::NotSet { variable } => Fetch::NotSet(variable),
+            other => Fetch::Failed(other.into()),
+        }),
+        "Ec2InstanceMetadata" => instance_credentials(agent, now),
+        "EcsContainer" => container_credentials(agent, now),
+        other => Err(failed(format!(
+            "{other:?} is not one of Environment, Ec2InstanceMetadata, EcsContainer"
+        ))),
+    }
+}
 
 /// The most profiles in a `source_profile` chain: a longer one loops.
 const MAX_PROFILE_CHAIN: usize = 8;
@@ -97,19 +122,33 @@ impl SharedFiles {
             return self.own_credentials(profile, now);
         };
         let config_path = &self.config_path;
-        let Some(source) = self.config_value(profile, "source_profile") else {
-            return Err(failed(format!(
-                "profile [{profile}] of {config_path} names a role_arn but no source_profile \
-                 (goad does not read credential_source)"
-            )));
-        };
-        let base = match source == profile {
-            true => self.own_credentials(profile, now)?,
-            false if depth + 1 == MAX_PROFILE_CHAIN => {
+        let sources = (
+            self.config_value(profile, "source_profile"),
+            self.config_value(profile, "credential_source"),
+        );
+        let base = match sources {
+            (Some(source), None) if source == profile => self.own_credentials(profile, now)?,
+            (Some(_), None) if depth + 1 == MAX_PROFILE_CHAIN => {
                 let why = format!("the source_profile chain from [{profile}] is longer than {MAX_PROFILE_CHAIN} profiles (a loop?)");
                 return Err(failed(why));
             }
-            false => self.credentials_of(&source, now, region, agent, depth + 1)?,
+            (Some(source), None) => self.credentials_of(&source, now, region, agent, depth + 1)?,
+            (None, Some(source)) => credential_source(&source, agent, now).map_err(|e| match e {
+                Fetch::Failed(why) => failed(format!(
+                    "profile [{profile}] of {config_path}: credential_source {source}: {why}"
+                )),
+                not_set => not_set,
+            })?,
+            (Some(_), Some(_)) => {
+                return Err(failed(format!(
+                    "profile [{profile}] of {config_path} names both a source_profile and a credential_source"
+                )))
+            }
+            (None, None) => {
+                return Err(failed(format!(
+                    "profile [{profile}] of {config_path} names a role_arn but no source_profile or credential_source"
+                )))
+            }
         };
         let role = RoleToAssume {
             external_id: self.config_value(profile, "external_id"),

@@ -1,7 +1,7 @@
 //! Where AWS credentials come from, each with a real server: signatures moto
 //! checks, the instance metadata service, an assumed role, web identity,
-//! the shared credentials file, a profile's `credential_process` and the
-//! container endpoint.
+//! the shared credentials file, a profile's `credential_process` and
+//! `credential_source`, and the container endpoint.
 
 use super::*;
 
@@ -458,6 +458,72 @@ fn a_profiles_role_is_assumed_with_its_source_profiles_keys() {
     );
 }
 
+/// `credentials = "profile"` with a role profile whose
+/// `credential_source` is `EcsContainer`: the role is assumed at STS
+/// (moto's) with the container endpoint's credentials, and the sink signs
+/// with the role's; a `credential_source` goad does not know fails the
+/// attempt naming the ones it does.
+#[test]
+fn a_profiles_role_may_be_assumed_with_its_credential_source() {
+    let _profile = PROFILE_VARIABLES.lock();
+    let _sts = STS_ENDPOINT_VARIABLE.lock();
+    let _container = CONTAINER_VARIABLES.lock();
+    let moto = Moto::start();
+    std::env::set_var("AWS_ENDPOINT_URL_STS", &moto.url);
+    let endpoint = Receiver::start(|_| {
+        let document = json!({"AccessKeyId": "CONTAINERKEY", "SecretAccessKey": "s", "Token": "container-token"});
+        Reply::status(200).with_body(document.to_string())
+    })
+    .unwrap();
+    std::env::set_var(
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        endpoint.url("/v2/credentials"),
+    );
+    std::env::remove_var("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
+    let dir = tempfile::tempdir().unwrap();
+    std::env::set_var("AWS_SHARED_CREDENTIALS_FILE", dir.path().join("none"));
+    let config = dir.path().join("config");
+    std::fs::write(
+        &config,
+        "[profile on-ecs]\nrole_arn = arn:aws:iam::123456789012:role/writer\n\
+         credential_source = EcsContainer\n\n\
+         [profile on-lambda]\nrole_arn = arn:aws:iam::123456789012:role/writer\n\
+         credential_source = Lambda\n",
+    )
+    .unwrap();
+    std::env::set_var("AWS_CONFIG_FILE", &config);
+    std::env::set_var("AWS_PROFILE", "on-ecs");
+    let queue_url =
+        send_one_with_credentials(&moto, "from-ecs-role", &dir.path().join("data"), "profile");
+    let recorded = moto.recorded();
+    let assumed: Vec<&Value> = (recorded.iter())
+        .filter(|r| {
+            String::from_utf8(recorded_body(r))
+                .unwrap()
+                .contains("Action=AssumeRole")
+        })
+        .collect();
+    assert_eq!(assumed.len(), 1);
+    assert_eq!(
+        signed_with(assumed[0]),
+        ("CONTAINERKEY".to_string(), "container-token".to_string())
+    );
+    let (key_id, token) = signed_with(&moto.recorded_sends()[0]);
+    assert!(key_id.starts_with("ASIA") && !token.is_empty(), "{key_id}");
+
+    let reason = dead_reason_with_profile("on-lambda", &dir.path().join("data2"), &queue_url);
+    let expected = format!(
+        "sink sqs: cannot get AWS credentials from the AWS profile: profile [on-lambda] of {}: \
+         credential_source Lambda: \"Lambda\" is not one of Environment, Ec2InstanceMetadata, \
+         EcsContainer",
+        config.display()
+    );
+    assert_eq!(reason, expected);
+}
+
+/// Tests that set the container endpoint's variables take turns.
+static CONTAINER_VARIABLES: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
 /// Tests that set `AWS_PROFILE` and the files it is read from take turns:
 /// the variables are the process's.
 static PROFILE_VARIABLES: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
@@ -539,6 +605,7 @@ fn a_profiles_credential_process_gives_credentials_kept_until_they_expire() {
 /// the attempt (transient), naming it, and nothing is sent.
 #[test]
 fn container_credentials_come_from_the_endpoint_and_its_failure_fails_the_attempt() {
+    let _container = CONTAINER_VARIABLES.lock();
     let moto = Moto::start();
     let serving = Arc::new(AtomicBool::new(false));
     let on = serving.clone();
