@@ -427,16 +427,9 @@ fn a_profiles_role_is_assumed_with_its_source_profiles_keys() {
     std::env::set_var("AWS_PROFILE", "chained");
     let queue_url =
         send_one_with_credentials(&moto, "from-role", &dir.path().join("data"), "profile");
-    let recorded = moto.recorded();
-    let assumed: Vec<&Value> = (recorded.iter())
-        .filter(|r| {
-            String::from_utf8(recorded_body(r))
-                .unwrap()
-                .contains("Action=AssumeRole")
-        })
-        .collect();
+    let assumed = assume_role_requests(&moto);
     assert_eq!(assumed.len(), 1);
-    let body = String::from_utf8(recorded_body(assumed[0])).unwrap();
+    let body = String::from_utf8(recorded_body(&assumed[0])).unwrap();
     for part in [
         "RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fwriter",
         "RoleSessionName=goad-dev&",
@@ -445,7 +438,7 @@ fn a_profiles_role_is_assumed_with_its_source_profiles_keys() {
         assert!(body.contains(part), "{part} in {body}");
     }
     assert_eq!(
-        signed_with(assumed[0]),
+        signed_with(&assumed[0]),
         ("AKIABASE".to_string(), String::new())
     );
     let (key_id, token) = signed_with(&moto.recorded_sends()[0]);
@@ -495,17 +488,10 @@ fn a_profiles_role_may_be_assumed_with_its_credential_source() {
     std::env::set_var("AWS_PROFILE", "on-ecs");
     let queue_url =
         send_one_with_credentials(&moto, "from-ecs-role", &dir.path().join("data"), "profile");
-    let recorded = moto.recorded();
-    let assumed: Vec<&Value> = (recorded.iter())
-        .filter(|r| {
-            String::from_utf8(recorded_body(r))
-                .unwrap()
-                .contains("Action=AssumeRole")
-        })
-        .collect();
+    let assumed = assume_role_requests(&moto);
     assert_eq!(assumed.len(), 1);
     assert_eq!(
-        signed_with(assumed[0]),
+        signed_with(&assumed[0]),
         ("CONTAINERKEY".to_string(), "container-token".to_string())
     );
     let (key_id, token) = signed_with(&moto.recorded_sends()[0]);
@@ -523,6 +509,18 @@ fn a_profiles_role_may_be_assumed_with_its_credential_source() {
 
 /// Tests that set the container endpoint's variables take turns.
 static CONTAINER_VARIABLES: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
+/// The `AssumeRole` requests moto recorded.
+fn assume_role_requests(moto: &Moto) -> Vec<Value> {
+    let recorded = moto.recorded().into_iter();
+    recorded
+        .filter(|r| {
+            String::from_utf8(recorded_body(r))
+                .unwrap()
+                .contains("Action=AssumeRole")
+        })
+        .collect()
+}
 
 /// Tests that set `AWS_PROFILE` and the files it is read from take turns:
 /// the variables are the process's.
