@@ -592,6 +592,25 @@ pub(super) fn render(engine: &Engine, state: &NodeState) -> Result<String, Store
         "Bytes new hooks may fill (7/8 of max_shard_bytes); at it, ingest answers 503 store_full.",
         &engine.store_ingest_limit_bytes(),
     );
+    f.head(
+        "goad_store_disk_available_bytes",
+        "gauge",
+        "Bytes the file system holding the shard's store has free; down to goad_min_free_disk_bytes, ingest answers 503 disk_full.",
+    );
+    for (k, available) in engine.store_disk_available_bytes().iter().enumerate() {
+        if let Some(bytes) = available {
+            let _ = writeln!(
+                f.out,
+                "goad_store_disk_available_bytes{{shard=\"{k}\"}} {bytes}"
+            );
+        }
+    }
+    f.one(
+        "goad_min_free_disk_bytes",
+        "gauge",
+        "min_free_disk_bytes: what new hooks leave free on the disk, for recording deliveries.",
+        engine.min_free_disk_bytes(),
+    );
     f.stats_families(SHARD_FAMILIES, &stats);
     f.replays(&state.replays);
     f.ingest(&state.ingest);

@@ -155,6 +155,21 @@ impl Engine {
             .collect()
     }
 
+    /// What the file system holding each shard's store has free (`None`
+    /// where the OS does not say).
+    pub fn store_disk_available_bytes(&self) -> Vec<Option<u64>> {
+        self.shards
+            .iter()
+            .map(|s| s.store.disk_available_bytes())
+            .collect()
+    }
+
+    /// The `min_free_disk_bytes` the engine opened with: new hooks leave
+    /// that much of the disk free.
+    pub fn min_free_disk_bytes(&self) -> u64 {
+        self.config.read().min_free_disk_bytes
+    }
+
     /// Dead rows per shard.
     pub fn dead_counts(&self) -> Result<Vec<u64>, StoreError> {
         self.shards.iter().map(|s| s.store.dead_count()).collect()

@@ -164,6 +164,17 @@ fn metrics_parse_as_prometheus_text() {
         2.0 * (56u64 << 30) as f64
     );
     assert!(sum("goad_store_used_bytes", "shard=\"0\"") > 0.0);
+    assert_eq!(sum("goad_min_free_disk_bytes", ""), (256u64 << 20) as f64);
+    // What the disk has free, as df says it within the 1 GiB others may
+    // have written since.
+    let df_free = df_available_bytes(dir.path()) as f64;
+    for shard in ["shard=\"0\"", "shard=\"1\""] {
+        let free = sum("goad_store_disk_available_bytes", shard);
+        assert!(
+            (free - df_free).abs() < (1u64 << 30) as f64,
+            "{free} vs {df_free}"
+        );
+    }
     for family in [
         "goad_attempts_total",
         "goad_due_rows",
