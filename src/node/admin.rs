@@ -224,6 +224,7 @@ fn stats(engine: &Engine) -> Response {
         Err(e) => return store_error(&e),
     };
     let limits = engine.store_ingest_limit_bytes();
+    let disk_available = engine.store_disk_available_bytes();
     let shards: Vec<Value> = engine
         .stats()
         .iter()
@@ -256,6 +257,7 @@ fn stats(engine: &Engine) -> Response {
                 "restarting": s.restarting,
                 "store_used_bytes": used[k],
                 "store_ingest_limit_bytes": limits[k],
+                "store_disk_available_bytes": disk_available[k],
             })
         })
         .collect();

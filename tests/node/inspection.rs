@@ -476,6 +476,13 @@ fn stats_report_shards_and_tenants() {
     assert_eq!(shard["store_ingest_limit_bytes"], 56u64 << 30);
     let used = shard["store_used_bytes"].as_u64().unwrap();
     assert!((4_096..1 << 20).contains(&used), "{used}");
+    // As df says, within the 1 GiB others may have written since.
+    let disk_available = shard["store_disk_available_bytes"].as_u64().unwrap();
+    let df_available = df_available_bytes(dir.path());
+    assert!(
+        disk_available.abs_diff(df_available) < 1 << 30,
+        "{disk_available} vs {df_available}"
+    );
     for _ in 0..3 {
         g.open.send(()).unwrap();
     }
