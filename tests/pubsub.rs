@@ -506,7 +506,8 @@ static CREDENTIALS_FILE_VARIABLE: Mutex<()> = Mutex::new(());
 /// A stand-in for Google's STS and IAM credentials, and for a platform's
 /// token endpoint (`/subject`, answering JSON when asked with `metadata:
 /// true`): STS gives `sts-for-<subject token>`, IAM credentials
-/// `ya29.as-<account>` when the bearer is an STS token.
+/// `ya29.as-<account>` when the bearer is an STS token, or an ID token
+/// (see `id_token_for`).
 fn google_stand_in() -> Receiver {
     Receiver::start(|r| {
         let answer = match r.path.as_str() {
@@ -525,9 +526,14 @@ fn google_stand_in() -> Receiver {
                 r.header("authorization"),
             ) {
                 (Some(account), Some(bearer)) if bearer.starts_with("Bearer sts-for-") => {
-                    let account = account.trim_end_matches(":generateAccessToken");
-                    json!({"accessToken": format!("ya29.as-{account}"),
-                           "expireTime": "2099-01-01T00:00:00Z"})
+                    match account.strip_suffix(":generateIdToken") {
+                        Some(account) => json!({"token": id_token_for(account, &r.body)}),
+                        None => {
+                            let account = account.trim_end_matches(":generateAccessToken");
+                            json!({"accessToken": format!("ya29.as-{account}"),
+                                   "expireTime": "2099-01-01T00:00:00Z"})
+                        }
+                    }
                 }
                 _ => return Reply::status(403).with_body("{\"error\": \"denied\"}"),
             },
@@ -537,6 +543,99 @@ fn google_stand_in() -> Receiver {
             .with_body(answer.to_string())
     })
     .unwrap()
+}
+
+/// The ID token the stand-in's IAM credentials give `account` for the
+/// `generateIdToken` request `body`: unsigned, its claims the request's
+/// audience, the account and an `exp` in 2100.
+fn id_token_for(account: &str, body: &[u8]) -> String {
+    let request: Value = serde_json::from_slice(body).unwrap();
+    let claims = json!({"aud": request["audience"], "email": account, "exp": 4_102_444_800u64});
+    let url_safe = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    format!("e30.{}.sig", url_safe.encode(claims.to_string()))
+}
+
+/// An HTTP sink's `google_id_token` with `credentials =
+/// "external_account"`: the federated token asks IAM credentials'
+/// `generateIdToken` of the impersonated service account for the sink's
+/// audience (with its email), and that token, kept while fresh, goes with
+/// both hooks: one exchange, one ID token. A configuration that
+/// impersonates no service account is a config error saying why.
+#[test]
+fn a_federated_identity_gets_a_service_accounts_id_token() {
+    let _file = CREDENTIALS_FILE_VARIABLE.lock();
+    let google = google_stand_in();
+    let files = tempfile::tempdir().unwrap();
+    let subject_file = files.path().join("oidc-token");
+    std::fs::write(&subject_file, "eyJ.platform.oidc\n").unwrap();
+    let account = "caller@p.iam.gserviceaccount.com";
+    let configuration = |impersonate: bool| {
+        let mut file = json!({
+            "type": "external_account",
+            "audience": "//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/nodes/providers/aws",
+            "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+            "token_url": google.url("/v1/token"),
+            "credential_source": {"file": subject_file},
+        });
+        if impersonate {
+            file["service_account_impersonation_url"] = google
+                .url(&format!(
+                    "/v1/projects/-/serviceAccounts/{account}:generateAccessToken"
+                ))
+                .into();
+        }
+        let path = files.path().join(format!("wif-{impersonate}.json"));
+        std::fs::write(&path, file.to_string()).unwrap();
+        std::env::set_var("GOOGLE_APPLICATION_CREDENTIALS", &path);
+        path
+    };
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let audience = "https://hooks-abc-uc.a.run.app";
+    let mut sink = SinkConfig::http(receiver.url("/hooks"));
+    sink.google_id_token = Some(goad::config::GoogleIdTokenConfig {
+        audience: audience.into(),
+        credentials: Some("external_account".into()),
+    });
+    let dir = tempfile::tempdir().unwrap();
+    configuration(true);
+    let engine = Engine::open(stripe_to(dir.path(), sink.clone())).unwrap();
+    for body in ["first", "second"] {
+        engine.commit(NewHook::new("stripe", body)).unwrap();
+        engine.tick().unwrap();
+    }
+    engine.shutdown();
+    let bearer = format!(
+        "Bearer {}",
+        id_token_for(
+            account,
+            json!({"audience": audience}).to_string().as_bytes()
+        )
+    );
+    assert_eq!(authorizations(&receiver), vec![Some(bearer); 2]);
+    let asked = google.received();
+    let paths: Vec<&str> = asked.iter().map(|r| r.path.as_str()).collect();
+    let generate = format!("/v1/projects/-/serviceAccounts/{account}:generateIdToken");
+    assert_eq!(paths, ["/v1/token", generate.as_str()]);
+    assert_eq!(
+        asked[1].header("authorization"),
+        Some("Bearer sts-for-eyJ.platform.oidc")
+    );
+    let request: Value = serde_json::from_slice(&asked[1].body).unwrap();
+    assert_eq!(request, json!({"audience": audience, "includeEmail": true}));
+
+    let unimpersonated = configuration(false);
+    let dir = tempfile::tempdir().unwrap();
+    let refused = Engine::open(stripe_to(dir.path(), sink)).err().unwrap();
+    assert_eq!(
+        refused.to_string(),
+        format!(
+            "sources[0].sinks[0].google_id_token.credentials must be \"external_account\" only \
+             with a usable external_account configuration at GOOGLE_APPLICATION_CREDENTIALS ({}: \
+             it names no service_account_impersonation_url, and an ID token is a service \
+             account's), got \"external_account\"",
+            unimpersonated.display()
+        )
+    );
 }
 
 /// `credentials = "external_account"` (workload identity federation): the

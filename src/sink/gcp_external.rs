@@ -11,7 +11,8 @@
 //! 2. Google's STS (`token_url`) exchanges it for a federated access token
 //!    (RFC 8693 token exchange, for the pool provider `audience`);
 //! 3. with `service_account_impersonation_url`, that token asks IAM
-//!    credentials for a service account's access token of Pub/Sub's scope.
+//!    credentials for a service account's access token of Pub/Sub's scope
+//!    (or, for an HTTP sink's `google_id_token`, its ID token).
 //!
 //! The file is read when the sink is built; sources of other kinds (AWS's
 //! signed `GetCallerIdentity`, executables) are refused there, naming what
@@ -165,6 +166,59 @@ impl ExternalAccount {
         scope: &str,
         now: SystemTime,
     ) -> Result<(String, SystemTime), BoxError> {
+        let federated = self.federated_token(agent, now)?;
+        let Some(url) = &self.impersonation_url else {
+            return Ok(federated);
+        };
+        let request = json!({"scope": [scope], "lifetime": IMPERSONATED_LIFETIME});
+        let answer: Value = serde_json::from_str(&ask_iam(agent, url, &federated.0, &request)?)?;
+        let token = answer.get("accessToken").and_then(Value::as_str);
+        let expiry = answer.get("expireTime").and_then(Value::as_str);
+        match (token, expiry) {
+            (Some(token), Some(at)) => {
+                let at = humantime::parse_rfc3339_weak(at)
+                    .map_err(|e| format!("an expireTime of {at:?}: {e}"))?;
+                Ok((token.to_string(), at.max(now)))
+            }
+            _ => Err("no accessToken and expireTime in IAM credentials' answer".into()),
+        }
+    }
+
+    /// Whether the identity impersonates a service account, which an ID
+    /// token needs (a federated token has no ID token of its own).
+    pub fn impersonates(&self) -> bool {
+        self.impersonation_url.is_some()
+    }
+
+    /// A Google ID token for `audience`: the impersonated service
+    /// account's, which IAM credentials' `generateIdToken` gives for the
+    /// federated token, as Google's libraries ask for one.
+    pub fn id_token(
+        &self,
+        agent: &ureq::Agent,
+        audience: &str,
+        now: SystemTime,
+    ) -> Result<String, BoxError> {
+        let url = (self.impersonation_url.as_deref())
+            .and_then(|url| url.strip_suffix(":generateAccessToken"))
+            .ok_or("the configuration's service_account_impersonation_url names no service account's :generateAccessToken")?;
+        let federated = self.federated_token(agent, now)?;
+        let request = json!({"audience": audience, "includeEmail": true});
+        let url = format!("{url}:generateIdToken");
+        let answer: Value = serde_json::from_str(&ask_iam(agent, &url, &federated.0, &request)?)?;
+        match answer.get("token").and_then(Value::as_str) {
+            Some(token) => Ok(token.to_string()),
+            None => Err("no token in IAM credentials' answer".into()),
+        }
+    }
+
+    /// The subject token exchanged at STS: a federated access token and
+    /// when it expires.
+    fn federated_token(
+        &self,
+        agent: &ureq::Agent,
+        now: SystemTime,
+    ) -> Result<(String, SystemTime), BoxError> {
         let subject_token = self.subject_token(agent)?;
         let exchange = form(&[
             (
@@ -184,27 +238,7 @@ impl ExternalAccount {
             .post(&self.token_url)
             .header("content-type", "application/x-www-form-urlencoded")
             .send(exchange);
-        let federated = super::oauth2::token_answer(&ok_body(answer)?, now)?;
-        let Some(url) = &self.impersonation_url else {
-            return Ok(federated);
-        };
-        let request = json!({"scope": [scope], "lifetime": IMPERSONATED_LIFETIME});
-        let answer = agent
-            .post(url)
-            .header("authorization", &format!("Bearer {}", federated.0))
-            .header("content-type", "application/json")
-            .send(request.to_string());
-        let answer: Value = serde_json::from_str(&ok_body(answer)?)?;
-        let token = answer.get("accessToken").and_then(Value::as_str);
-        let expiry = answer.get("expireTime").and_then(Value::as_str);
-        match (token, expiry) {
-            (Some(token), Some(at)) => {
-                let at = humantime::parse_rfc3339_weak(at)
-                    .map_err(|e| format!("an expireTime of {at:?}: {e}"))?;
-                Ok((token.to_string(), at.max(now)))
-            }
-            _ => Err("no accessToken and expireTime in IAM credentials' answer".into()),
-        }
+        super::oauth2::token_answer(&ok_body(answer)?, now)
     }
 
     /// The subject token, read now.
@@ -244,6 +278,22 @@ impl ExternalAccount {
             false => Ok(token),
         }
     }
+}
+
+/// IAM credentials' answer to `request` at `url`, asked with the
+/// federated token `bearer`.
+fn ask_iam(
+    agent: &ureq::Agent,
+    url: &str,
+    bearer: &str,
+    request: &Value,
+) -> Result<String, BoxError> {
+    let answer = agent
+        .post(url)
+        .header("authorization", &format!("Bearer {bearer}"))
+        .header("content-type", "application/json")
+        .send(request.to_string());
+    ok_body(answer)
 }
 
 fn unsupported(what: &str) -> String {

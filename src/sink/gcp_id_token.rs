@@ -7,7 +7,11 @@
 //!   account the node runs as on Google Cloud (see `gcp_token`);
 //! - `service_account`: the token endpoint's, for a JWT asking for that
 //!   audience signed with the key of the file
-//!   `GOOGLE_APPLICATION_CREDENTIALS` names (read when the sink is built).
+//!   `GOOGLE_APPLICATION_CREDENTIALS` names (read when the sink is built);
+//! - `external_account`: workload identity federation with a service
+//!   account to impersonate, the configuration file
+//!   `GOOGLE_APPLICATION_CREDENTIALS` names (read likewise): the service
+//!   account's ID token from IAM credentials (see `gcp_external`).
 //!
 //! A token is kept until shortly before the `exp` it carries (see
 //! `expiring`); one the receiver answers 401 while held a while is
@@ -15,6 +19,7 @@
 
 use super::client::{agent, percent_encoded};
 use super::expiring::Expiring;
+use super::gcp_external::ExternalAccount;
 use super::gcp_key::ServiceAccountKey;
 use super::gcp_token::{ask_metadata, KEY_FILE_VARIABLE};
 use super::oauth2::Token;
@@ -29,13 +34,14 @@ use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The values of `google_id_token.credentials`.
-pub const ID_TOKEN_SOURCES: &[&str] = &["metadata", "service_account"];
+pub const ID_TOKEN_SOURCES: &[&str] = &["metadata", "service_account", "external_account"];
 
 /// Where the tokens come from.
 #[derive(Debug, PartialEq)]
 enum IdTokenSource {
     Metadata,
     ServiceAccount(Box<ServiceAccountKey>),
+    External(Box<ExternalAccount>),
 }
 
 impl fmt::Display for IdTokenSource {
@@ -45,6 +51,7 @@ impl fmt::Display for IdTokenSource {
             IdTokenSource::ServiceAccount(key) => {
                 write!(f, "{} for {}", key.token_uri, key.client_email)
             }
+            IdTokenSource::External(account) => write!(f, "{account}"),
         }
     }
 }
@@ -83,14 +90,24 @@ impl std::error::Error for NoIdToken {}
 
 impl GoogleIdToken {
     /// The tokens of a validated `google_id_token`; with
-    /// `service_account`, the key file is read now, and the error says why
-    /// it cannot be used.
+    /// `service_account` or `external_account`, the file is read now, and
+    /// the error says why it cannot be used.
     pub fn new(config: &GoogleIdTokenConfig) -> Result<GoogleIdToken, String> {
+        let file = || {
+            std::env::var_os(KEY_FILE_VARIABLE)
+                .ok_or_else(|| format!("{KEY_FILE_VARIABLE} is not set"))
+        };
         let from = match config.credentials.as_deref() {
-            Some("service_account") => {
-                let file = std::env::var_os(KEY_FILE_VARIABLE)
-                    .ok_or_else(|| format!("{KEY_FILE_VARIABLE} is not set"))?;
-                IdTokenSource::ServiceAccount(Box::new(ServiceAccountKey::read(Path::new(&file))?))
+            Some("service_account") => IdTokenSource::ServiceAccount(Box::new(
+                ServiceAccountKey::read(Path::new(&file()?))?,
+            )),
+            Some("external_account") => {
+                let path = file()?;
+                let account = ExternalAccount::read(Path::new(&path))?;
+                if !account.impersonates() {
+                    return Err(format!("{}: it names no service_account_impersonation_url, and an ID token is a service account's", Path::new(&path).display()));
+                }
+                IdTokenSource::External(Box::new(account))
             }
             _ => IdTokenSource::Metadata,
         };
@@ -115,6 +132,9 @@ impl GoogleIdToken {
             let token = match &self.from {
                 IdTokenSource::Metadata => self.ask_metadata()?,
                 IdTokenSource::ServiceAccount(key) => self.ask_token_endpoint(key, now)?,
+                IdTokenSource::External(account) => {
+                    account.id_token(&self.agent, &self.audience, now)?
+                }
             };
             let expires_at =
                 expiry_of(&token).unwrap_or(now + Duration::from_secs(OAUTH2_DEFAULT_LIFETIME_S));

@@ -301,10 +301,19 @@ fn google_id_token(
     let Some(config) = &entry.google_id_token else {
         return Ok(None);
     };
-    let id_token = GoogleIdToken::new(config).map_err(|why| ConfigError::Invalid {
-        key: format!("{at}.google_id_token.credentials"),
-        rule: format!("\"service_account\" only with a usable service-account key file at {KEY_FILE_VARIABLE} ({why})"),
-        value: "\"service_account\"".into(),
+    let id_token = GoogleIdToken::new(config).map_err(|why| {
+        let credentials = config.credentials.as_deref().unwrap_or_default();
+        let file = match credentials {
+            "service_account" => "service-account key file",
+            _ => "external_account configuration",
+        };
+        ConfigError::Invalid {
+            key: format!("{at}.google_id_token.credentials"),
+            rule: format!(
+                "{credentials:?} only with a usable {file} at {KEY_FILE_VARIABLE} ({why})"
+            ),
+            value: format!("{credentials:?}"),
+        }
     })?;
     Ok(Some(Arc::new(id_token)))
 }
