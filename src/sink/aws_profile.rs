@@ -5,7 +5,9 @@
 //!    `AWS_SHARED_CREDENTIALS_FILE` or `$HOME/.aws/credentials` — static
 //!    keys, or a secret mounted as that file — kept for
 //!    `CREDENTIALS_LIFETIME_MS`, so a rotated file applies within minutes;
-//! 2. else its `credential_process` in the config file, `AWS_CONFIG_FILE`
+//! 2. else its IAM Identity Center (SSO) role, with the token `aws sso
+//!    login` cached (see `aws_sso`);
+//! 3. else its `credential_process` in the config file, `AWS_CONFIG_FILE`
 //!    or `$HOME/.aws/config` (section `[profile <name>]`, or `[default]`):
 //!    a command, run by `sh -c`, whose standard output is AWS's credentials
 //!    document (`Version` 1, `AccessKeyId`, `SecretAccessKey`,
@@ -29,6 +31,7 @@ use super::aws_credentials::{
     container_credentials, env, from_json, instance_credentials, read_file, CredentialsError,
     EnvCredentials, Fetch,
 };
+use super::aws_sso::SsoRole;
 use super::BoxError;
 use crate::limits::{
     CREDENTIALS_LIFETIME_MS, CREDENTIAL_PROCESS_OUTPUT_BYTES, CREDENTIAL_PROCESS_TIMEOUT_MS,
@@ -119,7 +122,7 @@ impl SharedFiles {
         depth: usize,
     ) -> Result<Credentials, Fetch> {
         let Some(role_arn) = self.config_value(profile, "role_arn") else {
-            return self.own_credentials(profile, now);
+            return self.own_credentials(profile, now, agent);
         };
         let config_path = &self.config_path;
         let sources = (
@@ -127,7 +130,7 @@ impl SharedFiles {
             self.config_value(profile, "credential_source"),
         );
         let base = match sources {
-            (Some(source), None) if source == profile => self.own_credentials(profile, now)?,
+            (Some(source), None) if source == profile => self.own_credentials(profile, now, agent)?,
             (Some(_), None) if depth + 1 == MAX_PROFILE_CHAIN => {
                 let why = format!("the source_profile chain from [{profile}] is longer than {MAX_PROFILE_CHAIN} profiles (a loop?)");
                 return Err(failed(why));
@@ -166,7 +169,12 @@ impl SharedFiles {
 
     /// `profile`'s own credentials: its keys (and session token) in the
     /// credentials file, else its config section's `credential_process`.
-    fn own_credentials(&self, profile: &str, now: SystemTime) -> Result<Credentials, Fetch> {
+    fn own_credentials(
+        &self,
+        profile: &str,
+        now: SystemTime,
+        agent: &ureq::Agent,
+    ) -> Result<Credentials, Fetch> {
         let credentials_path = &self.credentials_path;
         if let Some(file) = &self.credentials {
             if let Some(key_id) = ini_value(file, profile, "aws_access_key_id") {
@@ -185,10 +193,13 @@ impl SharedFiles {
                 ));
             }
         }
+        if let Some(role) = self.sso_role(profile)? {
+            return role.credentials(agent, now);
+        }
         let Some(command) = self.config_value(profile, "credential_process") else {
             return Err(failed(format!(
                 "no aws_access_key_id in profile [{profile}] of {credentials_path} \
-                 nor a credential_process in [{}] of {}",
+                 nor an SSO role or a credential_process in [{}] of {}",
                 SharedFiles::config_sections(profile)[0],
                 self.config_path
             )));
@@ -203,6 +214,46 @@ impl SharedFiles {
             return Err(failed(why.to_string()));
         }
         from_json(&document, now)
+    }
+}
+
+impl SharedFiles {
+    /// `profile`'s IAM Identity Center role, if its section names one
+    /// (`sso_account_id`); an error names what it lacks.
+    fn sso_role(&self, profile: &str) -> Result<Option<SsoRole>, Fetch> {
+        let Some(account_id) = self.config_value(profile, "sso_account_id") else {
+            return Ok(None);
+        };
+        let config_path = &self.config_path;
+        let lacks = |what: &str| {
+            failed(format!(
+                "profile [{profile}] of {config_path} names an sso_account_id but no {what}"
+            ))
+        };
+        let role_name = self
+            .config_value(profile, "sso_role_name")
+            .ok_or_else(|| lacks("sso_role_name"))?;
+        let (token_key, region) = match self.config_value(profile, "sso_session") {
+            Some(session) => {
+                let section = format!("sso-session {session}");
+                let region = (self.config.as_deref())
+                    .and_then(|file| ini_value(file, &section, "sso_region"))
+                    .ok_or_else(|| lacks(&format!("sso_region in [{section}]")))?;
+                (session, region)
+            }
+            None => (
+                self.config_value(profile, "sso_start_url")
+                    .ok_or_else(|| lacks("sso_session or sso_start_url"))?,
+                self.config_value(profile, "sso_region")
+                    .ok_or_else(|| lacks("sso_region"))?,
+            ),
+        };
+        Ok(Some(SsoRole {
+            account_id,
+            role_name,
+            region,
+            token_key,
+        }))
     }
 }
 

@@ -1,7 +1,8 @@
 //! Where AWS credentials come from, each with a real server: signatures moto
 //! checks, the instance metadata service, an assumed role, web identity,
-//! the shared credentials file, a profile's `credential_process` and
-//! `credential_source`, and the container endpoint.
+//! the shared credentials file, a profile's `credential_process`,
+//! `credential_source` and IAM Identity Center role, and the container
+//! endpoint.
 
 use super::*;
 
@@ -376,7 +377,7 @@ fn profile_credentials_come_from_the_shared_credentials_file() {
         format!(
             "sink sqs: cannot get AWS credentials from the AWS profile: \
              no aws_access_key_id in profile [missing] of {} \
-             nor a credential_process in [profile missing] of {}",
+             nor an SSO role or a credential_process in [profile missing] of {}",
             file.display(),
             config_file.display()
         )
@@ -505,6 +506,95 @@ fn a_profiles_role_may_be_assumed_with_its_credential_source() {
         config.display()
     );
     assert_eq!(reason, expected);
+}
+
+/// `credentials = "profile"` with an IAM Identity Center profile, as
+/// `aws configure sso` writes one (`sso_session`, `sso_account_id`,
+/// `sso_role_name`, and the session's `sso_region`): the portal (a
+/// stand-in at `AWS_ENDPOINT_URL_SSO`) gives the role's credentials for
+/// the token `aws sso login` cached under the SHA-1 of the session's name,
+/// and the sink signs with them; an expired token fails the attempt
+/// saying to log in again.
+#[test]
+fn an_sso_profiles_role_credentials_come_from_the_portal_with_the_cached_token() {
+    let _profile = PROFILE_VARIABLES.lock();
+    let moto = Moto::start();
+    let portal = Receiver::start(|r| {
+        if r.header("x-amz-sso_bearer_token") != Some("sso-access-token") {
+            return Reply::status(401).with_body("{\"message\": \"Session token not found\"}");
+        }
+        let role = json!({"roleCredentials": {"accessKeyId": "ASIASSOKEY", "secretAccessKey": "s",
+                          "sessionToken": "sso-session-token", "expiration": 4_102_444_800_000u64}});
+        Reply::status(200).with_body(role.to_string())
+    })
+    .unwrap();
+    std::env::set_var("AWS_ENDPOINT_URL_SSO", portal.url(""));
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::set(&dir.path().join("home"));
+    let cache = dir.path().join("home/.aws/sso/cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    // `printf my-sso | sha1sum`: where the CLI caches the session's token.
+    let token_file = cache.join("0ad374308c5a4e22f723adf10145eafad7c4031c.json");
+    let cached = |expires_at: &str| {
+        let token = json!({"startUrl": "https://example.awsapps.com/start", "region": "us-east-1",
+                           "accessToken": "sso-access-token", "expiresAt": expires_at});
+        std::fs::write(&token_file, token.to_string()).unwrap();
+    };
+    cached("2099-01-01T00:00:00Z");
+    let config = dir.path().join("config");
+    std::fs::write(
+        &config,
+        "[profile dev]\nsso_session = my-sso\nsso_account_id = 111122223333\n\
+         sso_role_name = Writer\n\n\
+         [sso-session my-sso]\nsso_region = us-east-1\n\
+         sso_start_url = https://example.awsapps.com/start\n",
+    )
+    .unwrap();
+    std::env::set_var("AWS_CONFIG_FILE", &config);
+    std::env::set_var("AWS_SHARED_CREDENTIALS_FILE", dir.path().join("none"));
+    std::env::set_var("AWS_PROFILE", "dev");
+    let queue_url =
+        send_one_with_credentials(&moto, "from-sso", &dir.path().join("data"), "profile");
+    let (key_id, token) = signed_with(&moto.recorded_sends()[0]);
+    assert_eq!(
+        (key_id.as_str(), token.as_str()),
+        ("ASIASSOKEY", "sso-session-token")
+    );
+    assert_eq!(
+        portal.received()[0].path,
+        "/federation/credentials?account_id=111122223333&role_name=Writer"
+    );
+
+    cached("2020-01-01T00:00:00Z");
+    assert_eq!(
+        dead_reason_with_profile("dev", &dir.path().join("data2"), &queue_url),
+        format!(
+            "sink sqs: cannot get AWS credentials from the AWS profile: the SSO token {} \
+             expired at 2020-01-01T00:00:00Z: run `aws sso login`",
+            token_file.display()
+        )
+    );
+    drop(home);
+}
+
+/// `HOME` set for a test, and put back as it was when dropped.
+struct Home(Option<std::ffi::OsString>);
+
+impl Home {
+    fn set(path: &std::path::Path) -> Home {
+        let before = std::env::var_os("HOME");
+        std::env::set_var("HOME", path);
+        Home(before)
+    }
+}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        match &self.0 {
+            Some(home) => std::env::set_var("HOME", home),
+            None => std::env::remove_var("HOME"),
+        }
+    }
 }
 
 /// Tests that set the container endpoint's variables take turns.

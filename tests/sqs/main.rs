@@ -96,6 +96,13 @@ impl Moto {
         for (name, _) in std::env::vars().filter(|(name, _)| name.starts_with("AWS_")) {
             command.env_remove(name);
         }
+        // A test may point HOME at its own (an SSO token cache); python
+        // (pyenv's shims) finds its installation under the one the tests
+        // started with, taken at the first start, before any test moves it.
+        static HOME: std::sync::OnceLock<Option<std::ffi::OsString>> = std::sync::OnceLock::new();
+        if let Some(home) = HOME.get_or_init(|| std::env::var_os("HOME")) {
+            command.env("HOME", home);
+        }
         let recording = tempfile::tempdir().unwrap();
         command.env("MOTO_RECORDER_FILEPATH", recording.path().join("recording"));
         if let Some(n) = unsigned_requests {
