@@ -16,7 +16,8 @@
 //!   `AWS_ROLE_ARN` by STS's `AssumeRoleWithWebIdentity` (unsigned), at
 //!   `AWS_ENDPOINT_URL_STS` or `https://sts.<region>.amazonaws.com`;
 //! - `profile`: the `AWS_PROFILE` profile (else `default`): its keys in the
-//!   shared credentials file or its `credential_process` (see `aws_profile`).
+//!   shared credentials file, its SSO role or its `credential_process`, or
+//!   the role it names (see `aws_profile`).
 //!
 //! These are the variables AWS's SDKs read, and the platforms set them.
 //! Fetched credentials are kept while fresh (see `expiring`). Nothing is
