@@ -300,7 +300,8 @@ impl SignatureCheck {
     /// request (its `headers` and `body`; one this check verified) is one:
     /// Slack's `url_verification` (`{"challenge"}`), Zoom's
     /// `endpoint.url_validation` (`{"plainToken", "encryptedToken"}`: the
-    /// token's HMAC under the first secret), Twitch's
+    /// token's HMAC under the secret Zoom signed the request with, the one
+    /// it holds now), Twitch's
     /// `webhook_callback_verification` (the challenge as plain text).
     pub fn endpoint_check_answer(&self, headers: Headers<'_>, body: &[u8]) -> Option<Response> {
         use super::provider_handshake::{slack_challenge, twitch_challenge, zoom_plain_token};
@@ -314,7 +315,7 @@ impl SignatureCheck {
             }
             ZOOM => {
                 let plain = zoom_plain_token(body)?;
-                let secret = self.secrets.first()?;
+                let secret = self.zoom_signing_secret(headers, body)?;
                 let encrypted = hex::encode(Algorithm::Sha256.mac(secret, &[plain.as_bytes()]));
                 let answer =
                     serde_json::json!({ "plainToken": plain, "encryptedToken": encrypted });
@@ -373,12 +374,7 @@ impl SignatureCheck {
                 signature: name,
                 timestamp: stamp,
             } => {
-                let (name, stamp) = (*name, *stamp);
-                let signature = required(headers, name)?
-                    .strip_prefix("v0=")
-                    .and_then(|hex| hex::decode(hex).ok())
-                    .ok_or(Refusal::Malformed(name))?;
-                let t = required(headers, stamp)?;
+                let (signature, t) = v0_signature(headers, name, stamp)?;
                 let timestamp = t.parse::<u64>().map_err(|_| Refusal::Malformed(stamp))?;
                 fresh(stamp, timestamp, now_s, TOLERANCE_S)?;
                 let signed = [b"v0:", t.as_bytes(), b":", body];
@@ -448,14 +444,54 @@ impl SignatureCheck {
         signatures: &[Vec<u8>],
         signed: &[&[u8]],
     ) -> Result<(), Refusal<'c>> {
-        let matched = self.secrets.iter().any(|secret| {
+        let matched = self.signing_secret(algorithm, signatures, signed);
+        matched.map(|_| ()).ok_or(Refusal::Mismatch(header))
+    }
+
+    /// The secret of the source's that made one of `signatures` of `signed`.
+    fn signing_secret(
+        &self,
+        algorithm: Algorithm,
+        signatures: &[Vec<u8>],
+        signed: &[&[u8]],
+    ) -> Option<&[u8]> {
+        let secret = self.secrets.iter().find(|secret| {
             let expected = algorithm.mac(secret, signed);
             signatures
                 .iter()
                 .any(|signature| bool::from(signature.as_slice().ct_eq(&expected)))
         });
-        matched.then_some(()).ok_or(Refusal::Mismatch(header))
+        secret.map(Vec::as_slice)
     }
+
+    /// The secret Zoom signed a `V0` request with: the one it holds now,
+    /// which it expects its endpoint check answered with.
+    fn zoom_signing_secret(&self, headers: Headers<'_>, body: &[u8]) -> Option<&[u8]> {
+        let Scheme::V0 {
+            signature,
+            timestamp,
+        } = ZOOM
+        else {
+            unreachable!("Zoom signs as Slack does");
+        };
+        let (signature, t) = v0_signature(headers, signature, timestamp).ok()?;
+        let signed = [b"v0:", t.as_bytes(), b":", body];
+        self.signing_secret(Algorithm::Sha256, &[signature], &signed)
+    }
+}
+
+/// A `V0` request's signature (the `name` header's `v0=` hex) and the
+/// `stamp` header's timestamp, as sent.
+fn v0_signature<'h, 'n>(
+    headers: Headers<'h>,
+    name: &'n str,
+    stamp: &'n str,
+) -> Result<(Vec<u8>, &'h str), Refusal<'n>> {
+    let signature = required(headers, name)?
+        .strip_prefix("v0=")
+        .and_then(|hex| hex::decode(hex).ok())
+        .ok_or(Refusal::Malformed(name))?;
+    Ok((signature, required(headers, stamp)?))
 }
 
 /// Ok if `timestamp` lies within `tolerance_s` of `now_s`.

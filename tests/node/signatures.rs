@@ -464,16 +464,25 @@ fn a_source_answers_metas_subscription_check_with_its_verify_token() {
 
 /// Zoom validates an endpoint (when it is set, and every 72 hours) with a
 /// signed `endpoint.url_validation`: a `zoom` source answers it 200 with
-/// the plain token and its HMAC-SHA256 under the secret token, hex, and
-/// stores nothing; an unsigned one is refused as any unsigned hook is.
+/// the plain token and its HMAC-SHA256 under the secret token Zoom signed
+/// the request with, hex (while a secret is rotated, the new one where
+/// Zoom signs with it, whatever its place in the list), and stores
+/// nothing; an unsigned one is refused as any unsigned hook is.
 #[test]
 fn a_zoom_source_answers_zooms_url_validation() {
     std::env::set_var("NODE_TEST_ZOOM_SECRET", "zoom-secret-token");
+    std::env::set_var("NODE_TEST_ZOOM_OLD_SECRET", "zoom-old-token");
     let dir = tempfile::tempdir().unwrap();
     let mut c = node_config(dir.path());
     let url = "http://127.0.0.1:9/x";
     c.sources
         .push(signed_source("zoom", "zoom", "NODE_TEST_ZOOM_SECRET", url));
+    let mut rotating = signed_source("zoom-rotating", "zoom", "NODE_TEST_ZOOM_OLD_SECRET", url);
+    rotating.ingest_secret_env = Some(goad::config::OneOrMany::Many(vec![
+        "NODE_TEST_ZOOM_OLD_SECRET".into(),
+        "NODE_TEST_ZOOM_SECRET".into(),
+    ]));
+    c.sources.push(rotating);
     let node = start(c);
     let addr = node.local_addr();
     let body = br#"{"payload": {"plainToken": "qgg8vlvZRS6UYooatFL8Aw"}, "event_ts": 1654503849680, "event": "endpoint.url_validation"}"#;
@@ -487,16 +496,19 @@ fn a_zoom_source_answers_zooms_url_validation() {
         ("x-zm-signature", signature.as_str()),
         ("x-zm-request-timestamp", ts.as_str()),
     ];
-    let answer = ingest(addr, "zoom", body, &headers);
-    assert_eq!(answer.status, 200, "{}", answer.text());
     let encrypted = hex::encode(hmac_sha256(
         b"zoom-secret-token",
         &[b"qgg8vlvZRS6UYooatFL8Aw"],
     ));
-    assert_eq!(
-        answer.json(),
-        serde_json::json!({"plainToken": "qgg8vlvZRS6UYooatFL8Aw", "encryptedToken": encrypted})
-    );
+    for source in ["zoom", "zoom-rotating"] {
+        let answer = ingest(addr, source, body, &headers);
+        assert_eq!(answer.status, 200, "{source}: {}", answer.text());
+        assert_eq!(
+            answer.json(),
+            serde_json::json!({"plainToken": "qgg8vlvZRS6UYooatFL8Aw", "encryptedToken": encrypted}),
+            "{source}"
+        );
+    }
     let unsigned = ingest(addr, "zoom", body, &[]);
     assert_eq!(
         (unsigned.status, unsigned.error_code()),
