@@ -545,6 +545,37 @@ fn google_stand_in() -> Receiver {
     .unwrap()
 }
 
+/// The workload identity pool provider the federation tests' files name.
+const POOL_AUDIENCE: &str =
+    "//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/nodes/providers/aws";
+
+/// An `external_account` configuration file in `dir` of the stand-in's
+/// STS, reading the subject token as `source` says and impersonating
+/// `account` if given; `GOOGLE_APPLICATION_CREDENTIALS` names it.
+fn federation_file(
+    google: &Receiver,
+    dir: &std::path::Path,
+    source: Value,
+    account: Option<&str>,
+) -> std::path::PathBuf {
+    let mut file = json!({
+        "type": "external_account",
+        "audience": POOL_AUDIENCE,
+        "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+        "token_url": google.url("/v1/token"),
+        "credential_source": source,
+    });
+    if let Some(account) = account {
+        let url = format!("/v1/projects/-/serviceAccounts/{account}:generateAccessToken");
+        file["service_account_impersonation_url"] = google.url(&url).into();
+    }
+    let written = std::fs::read_dir(dir).unwrap().count();
+    let path = dir.join(format!("wif-{written}.json"));
+    std::fs::write(&path, file.to_string()).unwrap();
+    std::env::set_var("GOOGLE_APPLICATION_CREDENTIALS", &path);
+    path
+}
+
 /// The ID token the stand-in's IAM credentials give `account` for the
 /// `generateIdToken` request `body`: unsigned, its claims the request's
 /// audience, the account and an `exp` in 2100.
@@ -570,24 +601,13 @@ fn a_federated_identity_gets_a_service_accounts_id_token() {
     std::fs::write(&subject_file, "eyJ.platform.oidc\n").unwrap();
     let account = "caller@p.iam.gserviceaccount.com";
     let configuration = |impersonate: bool| {
-        let mut file = json!({
-            "type": "external_account",
-            "audience": "//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/nodes/providers/aws",
-            "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
-            "token_url": google.url("/v1/token"),
-            "credential_source": {"file": subject_file},
-        });
-        if impersonate {
-            file["service_account_impersonation_url"] = google
-                .url(&format!(
-                    "/v1/projects/-/serviceAccounts/{account}:generateAccessToken"
-                ))
-                .into();
-        }
-        let path = files.path().join(format!("wif-{impersonate}.json"));
-        std::fs::write(&path, file.to_string()).unwrap();
-        std::env::set_var("GOOGLE_APPLICATION_CREDENTIALS", &path);
-        path
+        let source = json!({"file": subject_file});
+        federation_file(
+            &google,
+            files.path(),
+            source,
+            impersonate.then_some(account),
+        )
     };
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
     let audience = "https://hooks-abc-uc.a.run.app";
@@ -655,29 +675,15 @@ fn a_federated_identity_is_exchanged_for_a_service_accounts_token_once_while_fre
     let files = tempfile::tempdir().unwrap();
     let subject_file = files.path().join("oidc-token");
     std::fs::write(&subject_file, "eyJ.platform.oidc\n").unwrap();
-    let audience = "//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/nodes/providers/aws";
+    let audience = POOL_AUDIENCE;
     let account = "goad@p.iam.gserviceaccount.com";
     let configuration = |source: Value, impersonate: bool| {
-        let mut file = json!({
-            "type": "external_account",
-            "audience": audience,
-            "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
-            "token_url": google.url("/v1/token"),
-            "credential_source": source,
-        });
-        if impersonate {
-            file["service_account_impersonation_url"] = google
-                .url(&format!(
-                    "/v1/projects/-/serviceAccounts/{account}:generateAccessToken"
-                ))
-                .into();
-        }
-        let path = files
-            .path()
-            .join(format!("wif-{}.json", google.received().len()));
-        std::fs::write(&path, file.to_string()).unwrap();
-        std::env::set_var("GOOGLE_APPLICATION_CREDENTIALS", &path);
-        path
+        federation_file(
+            &google,
+            files.path(),
+            source,
+            impersonate.then_some(account),
+        )
     };
     let (receiver, _) = stand_in(Answer::Published);
     let sink = SinkConfig {
