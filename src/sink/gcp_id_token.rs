@@ -19,9 +19,8 @@
 
 use super::client::{agent, percent_encoded};
 use super::expiring::Expiring;
-use super::gcp_external::ExternalAccount;
 use super::gcp_key::ServiceAccountKey;
-use super::gcp_token::{ask_metadata, KEY_FILE_VARIABLE};
+use super::gcp_token::{ask_metadata, key_file, TokenSource};
 use super::oauth2::Token;
 use super::BoxError;
 use crate::config::GoogleIdTokenConfig;
@@ -30,36 +29,15 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde_json::Value;
 use std::fmt;
-use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The values of `google_id_token.credentials`.
 pub const ID_TOKEN_SOURCES: &[&str] = &["metadata", "service_account", "external_account"];
 
-/// Where the tokens come from.
-#[derive(Debug, PartialEq)]
-enum IdTokenSource {
-    Metadata,
-    ServiceAccount(Box<ServiceAccountKey>),
-    External(Box<ExternalAccount>),
-}
-
-impl fmt::Display for IdTokenSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            IdTokenSource::Metadata => f.write_str("the metadata server"),
-            IdTokenSource::ServiceAccount(key) => {
-                write!(f, "{} for {}", key.token_uri, key.client_email)
-            }
-            IdTokenSource::External(account) => write!(f, "{account}"),
-        }
-    }
-}
-
 /// ID tokens for one audience, kept while fresh.
 pub struct GoogleIdToken {
     audience: String,
-    from: IdTokenSource,
+    from: TokenSource,
     agent: ureq::Agent,
     held: Expiring<String>,
 }
@@ -93,24 +71,18 @@ impl GoogleIdToken {
     /// `service_account` or `external_account`, the file is read now, and
     /// the error says why it cannot be used.
     pub fn new(config: &GoogleIdTokenConfig) -> Result<GoogleIdToken, String> {
-        let file = || {
-            std::env::var_os(KEY_FILE_VARIABLE)
-                .ok_or_else(|| format!("{KEY_FILE_VARIABLE} is not set"))
-        };
-        let from = match config.credentials.as_deref() {
-            Some("service_account") => IdTokenSource::ServiceAccount(Box::new(
-                ServiceAccountKey::read(Path::new(&file()?))?,
-            )),
-            Some("external_account") => {
-                let path = file()?;
-                let account = ExternalAccount::read(Path::new(&path))?;
-                if !account.impersonates() {
-                    return Err(format!("{}: it names no service_account_impersonation_url, and an ID token is a service account's", Path::new(&path).display()));
-                }
-                IdTokenSource::External(Box::new(account))
+        let credentials = config.credentials.as_deref().unwrap_or("metadata");
+        let from = TokenSource::read(credentials)?.unwrap_or(TokenSource::Metadata);
+        match &from {
+            TokenSource::External(account) if !account.impersonates() => {
+                let path = key_file()?;
+                return Err(format!("{}: it names no service_account_impersonation_url, and an ID token is a service account's", path.display()));
             }
-            _ => IdTokenSource::Metadata,
-        };
+            TokenSource::User(_) => {
+                return Err("a user's credentials give no ID token for an audience".into())
+            }
+            _ => {}
+        }
         Ok(GoogleIdToken {
             audience: config.audience.clone(),
             from,
@@ -130,11 +102,12 @@ impl GoogleIdToken {
         let value = self.held.get(now, "a Google ID token", || {
             fresh = true;
             let token = match &self.from {
-                IdTokenSource::Metadata => self.ask_metadata()?,
-                IdTokenSource::ServiceAccount(key) => self.ask_token_endpoint(key, now)?,
-                IdTokenSource::External(account) => {
+                TokenSource::Metadata => self.ask_metadata()?,
+                TokenSource::ServiceAccount(key) => self.ask_token_endpoint(key, now)?,
+                TokenSource::External(account) => {
                     account.id_token(&self.agent, &self.audience, now)?
                 }
+                TokenSource::User(_) => unreachable!("GoogleIdToken::new refuses a user's"),
             };
             let expires_at =
                 expiry_of(&token).unwrap_or(now + Duration::from_secs(OAUTH2_DEFAULT_LIFETIME_S));

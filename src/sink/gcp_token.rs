@@ -34,7 +34,7 @@ use super::oauth2::token_answer;
 use super::{BoxError, SinkError};
 use crate::limits::HTTP_TIMEOUT_MS;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::SystemTime;
 
 /// The values of a Pub/Sub sink's `credentials`.
@@ -69,31 +69,14 @@ impl PubSubAuth {
     /// `service_account` or `external_account`, the file is read now, and
     /// the error says why it cannot be used.
     pub fn new(credentials: Option<&str>, token_env: Option<&str>) -> Result<PubSubAuth, String> {
-        let file = || {
-            std::env::var_os(KEY_FILE_VARIABLE)
-                .ok_or_else(|| format!("{KEY_FILE_VARIABLE} is not set"))
-        };
-        let from = match (credentials, token_env) {
-            (Some("metadata"), _) => TokenSource::Metadata,
-            (Some("service_account"), _) => {
-                TokenSource::ServiceAccount(Box::new(ServiceAccountKey::read(Path::new(&file()?))?))
+        let from = match credentials.map(TokenSource::read).transpose()?.flatten() {
+            Some(from) => from,
+            None => {
+                return Ok(match token_env {
+                    Some(variable) => PubSubAuth::Env(variable.to_string()),
+                    None => PubSubAuth::Anonymous,
+                })
             }
-            (Some("external_account"), _) => {
-                TokenSource::External(Box::new(ExternalAccount::read(Path::new(&file()?))?))
-            }
-            (Some("authorized_user"), _) => {
-                let path = match std::env::var_os(KEY_FILE_VARIABLE) {
-                    Some(path) => PathBuf::from(path),
-                    None => AuthorizedUser::gcloud_file(
-                        std::env::var_os("CLOUDSDK_CONFIG"),
-                        std::env::var_os("HOME"),
-                    )
-                    .ok_or_else(|| format!("neither {KEY_FILE_VARIABLE} nor HOME is set"))?,
-                };
-                TokenSource::User(Box::new(AuthorizedUser::read(&path)?))
-            }
-            (_, Some(variable)) => return Ok(PubSubAuth::Env(variable.to_string())),
-            (_, None) => return Ok(PubSubAuth::Anonymous),
         };
         Ok(PubSubAuth::Fetched(Box::new(FetchedToken {
             from,
@@ -145,9 +128,17 @@ impl PubSubAuth {
     }
 }
 
-/// Where a fetched token comes from.
+/// The file `GOOGLE_APPLICATION_CREDENTIALS` names.
+pub(super) fn key_file() -> Result<PathBuf, String> {
+    std::env::var_os(KEY_FILE_VARIABLE)
+        .map(PathBuf::from)
+        .ok_or_else(|| format!("{KEY_FILE_VARIABLE} is not set"))
+}
+
+/// Where a fetched token comes from (a Pub/Sub sink's access token, an
+/// HTTP sink's ID token).
 #[derive(Debug, PartialEq)]
-enum TokenSource {
+pub(super) enum TokenSource {
     Metadata,
     ServiceAccount(Box<ServiceAccountKey>),
     External(Box<ExternalAccount>),
@@ -164,6 +155,34 @@ impl fmt::Display for TokenSource {
             TokenSource::External(account) => write!(f, "{account}"),
             TokenSource::User(user) => write!(f, "{user}"),
         }
+    }
+}
+
+impl TokenSource {
+    /// The source a validated `credentials` value names, its file read
+    /// now (the error says why it cannot be used); `None` for `env`.
+    pub(super) fn read(credentials: &str) -> Result<Option<TokenSource>, String> {
+        Ok(Some(match credentials {
+            "metadata" => TokenSource::Metadata,
+            "service_account" => {
+                TokenSource::ServiceAccount(Box::new(ServiceAccountKey::read(&key_file()?)?))
+            }
+            "external_account" => {
+                TokenSource::External(Box::new(ExternalAccount::read(&key_file()?)?))
+            }
+            "authorized_user" => {
+                let path = match key_file() {
+                    Ok(path) => path,
+                    Err(_) => AuthorizedUser::gcloud_file(
+                        std::env::var_os("CLOUDSDK_CONFIG"),
+                        std::env::var_os("HOME"),
+                    )
+                    .ok_or_else(|| format!("neither {KEY_FILE_VARIABLE} nor HOME is set"))?,
+                };
+                TokenSource::User(Box::new(AuthorizedUser::read(&path)?))
+            }
+            _ => return Ok(None),
+        }))
     }
 }
 
