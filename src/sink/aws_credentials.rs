@@ -326,6 +326,13 @@ pub(super) enum Fetch {
     Failed(Box<dyn std::error::Error + Send + Sync>),
 }
 
+impl Fetch {
+    /// A failure told by `why`.
+    pub(super) fn failed(why: String) -> Fetch {
+        Fetch::Failed(why.into())
+    }
+}
+
 /// The body of a 200 answer; anything else is a failure.
 fn read(response: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<String, Fetch> {
     ok_body(response).map_err(Fetch::Failed)
@@ -336,8 +343,7 @@ pub(super) fn env(name: &str) -> Result<String, Fetch> {
 }
 
 pub(super) fn read_file(path: &str) -> Result<String, Fetch> {
-    std::fs::read_to_string(path)
-        .map_err(|e| Fetch::Failed(format!("cannot read {path}: {e}").into()))
+    std::fs::read_to_string(path).map_err(|e| Fetch::failed(format!("cannot read {path}: {e}")))
 }
 
 /// The credentials document of the instance metadata service, the
@@ -350,7 +356,7 @@ pub(super) fn from_json(document: &str, now: SystemTime) -> Result<Credentials, 
         document
             .get(name)
             .and_then(Value::as_str)
-            .ok_or_else(|| Fetch::Failed(format!("no {name} in the credentials document").into()))
+            .ok_or_else(|| Fetch::failed(format!("no {name} in the credentials document")))
     };
     let expires_at = match document.get("Expiration").and_then(Value::as_str) {
         Some(at) => parse_expiration(at).map_err(Fetch::Failed)?,

@@ -56,7 +56,7 @@ fn credential_source(
         }),
         "Ec2InstanceMetadata" => instance_credentials(agent, now),
         "EcsContainer" => container_credentials(agent, now),
-        other => Err(failed(format!(
+        other => Err(Fetch::failed(format!(
             "{other:?} is not one of Environment, Ec2InstanceMetadata, EcsContainer"
         ))),
     }
@@ -133,22 +133,22 @@ impl SharedFiles {
             (Some(source), None) if source == profile => self.own_credentials(profile, now, agent)?,
             (Some(_), None) if depth + 1 == MAX_PROFILE_CHAIN => {
                 let why = format!("the source_profile chain from [{profile}] is longer than {MAX_PROFILE_CHAIN} profiles (a loop?)");
-                return Err(failed(why));
+                return Err(Fetch::failed(why));
             }
             (Some(source), None) => self.credentials_of(&source, now, region, agent, depth + 1)?,
             (None, Some(source)) => credential_source(&source, agent, now).map_err(|e| match e {
-                Fetch::Failed(why) => failed(format!(
+                Fetch::Failed(why) => Fetch::failed(format!(
                     "profile [{profile}] of {config_path}: credential_source {source}: {why}"
                 )),
                 not_set => not_set,
             })?,
             (Some(_), Some(_)) => {
-                return Err(failed(format!(
+                return Err(Fetch::failed(format!(
                     "profile [{profile}] of {config_path} names both a source_profile and a credential_source"
                 )))
             }
             (None, None) => {
-                return Err(failed(format!(
+                return Err(Fetch::failed(format!(
                     "profile [{profile}] of {config_path} names a role_arn but no source_profile or credential_source"
                 )))
             }
@@ -161,7 +161,7 @@ impl SharedFiles {
         };
         assume(&role, base, region, agent, now).map_err(|cause| {
             let role_arn = &role.role_arn;
-            failed(format!(
+            Fetch::failed(format!(
                 "cannot assume role {role_arn} of profile [{profile}]: {cause}"
             ))
         })
@@ -180,7 +180,7 @@ impl SharedFiles {
             if let Some(key_id) = ini_value(file, profile, "aws_access_key_id") {
                 let secret =
                     ini_value(file, profile, "aws_secret_access_key").ok_or_else(|| {
-                        failed(format!(
+                        Fetch::failed(format!(
                             "no aws_secret_access_key in profile [{profile}] of {credentials_path}"
                         ))
                     })?;
@@ -197,7 +197,7 @@ impl SharedFiles {
             return role.credentials(agent, now);
         }
         let Some(command) = self.config_value(profile, "credential_process") else {
-            return Err(failed(format!(
+            return Err(Fetch::failed(format!(
                 "no aws_access_key_id in profile [{profile}] of {credentials_path} \
                  nor an SSO role or a credential_process in [{}] of {}",
                 SharedFiles::config_sections(profile)[0],
@@ -211,7 +211,7 @@ impl SharedFiles {
             .and_then(|d| d.get("Version").and_then(Value::as_u64));
         if version != Some(1) {
             let why = "credential_process printed no credentials document of Version 1";
-            return Err(failed(why.to_string()));
+            return Err(Fetch::failed(why.to_string()));
         }
         from_json(&document, now)
     }
@@ -226,7 +226,7 @@ impl SharedFiles {
         };
         let config_path = &self.config_path;
         let lacks = |what: &str| {
-            failed(format!(
+            Fetch::failed(format!(
                 "profile [{profile}] of {config_path} names an sso_account_id but no {what}"
             ))
         };
@@ -271,10 +271,6 @@ fn read_if_present(path: &str) -> Result<Option<String>, Fetch> {
         true => read_file(path).map(Some),
         false => Ok(None),
     }
-}
-
-fn failed(why: String) -> Fetch {
-    Fetch::Failed(why.into())
 }
 
 /// The value of `name` in the `[section]` of an INI text (AWS's shared

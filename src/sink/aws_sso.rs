@@ -44,7 +44,8 @@ impl SsoRole {
             .get(&url)
             .header("x-amz-sso_bearer_token", &token)
             .call();
-        let body = ok_body(answer).map_err(|e| failed(format!("GetRoleCredentials: {e}")))?;
+        let body =
+            ok_body(answer).map_err(|e| Fetch::failed(format!("GetRoleCredentials: {e}")))?;
         role_credentials(&body)
     }
 
@@ -53,16 +54,16 @@ impl SsoRole {
         let name = hex::encode(sha1::Sha1::digest(self.token_key.as_bytes()));
         let path = format!("{}/.aws/sso/cache/{name}.json", env("HOME")?);
         let text = std::fs::read_to_string(&path).map_err(|e| {
-            failed(format!(
+            Fetch::failed(format!(
                 "cannot read the SSO token {path} ({e}): run `aws sso login`"
             ))
         })?;
         let cached: Value = serde_json::from_str(&text)
-            .map_err(|e| failed(format!("the SSO token {path} is not JSON: {e}")))?;
+            .map_err(|e| Fetch::failed(format!("the SSO token {path} is not JSON: {e}")))?;
         let token = cached.get("accessToken").and_then(Value::as_str);
         let expires = cached.get("expiresAt").and_then(Value::as_str);
         let (Some(token), Some(expires)) = (token, expires) else {
-            return Err(failed(format!(
+            return Err(Fetch::failed(format!(
                 "no accessToken and expiresAt in the SSO token {path}"
             )));
         };
@@ -72,9 +73,9 @@ impl SsoRole {
             None => expires.to_string(),
         };
         let expires_at = humantime::parse_rfc3339_weak(&rfc3339)
-            .map_err(|e| failed(format!("an expiresAt of {expires:?} in {path}: {e}")))?;
+            .map_err(|e| Fetch::failed(format!("an expiresAt of {expires:?} in {path}: {e}")))?;
         if expires_at <= now {
-            return Err(failed(format!(
+            return Err(Fetch::failed(format!(
                 "the SSO token {path} expired at {expires}: run `aws sso login`"
             )));
         }
@@ -85,7 +86,7 @@ impl SsoRole {
 /// The credentials of `GetRoleCredentials`' answer.
 fn role_credentials(body: &str) -> Result<Credentials, Fetch> {
     let answer: Value = serde_json::from_str(body)
-        .map_err(|e| failed(format!("GetRoleCredentials answered no JSON: {e}")))?;
+        .map_err(|e| Fetch::failed(format!("GetRoleCredentials answered no JSON: {e}")))?;
     let role = &answer["roleCredentials"];
     let field = |name: &str| role.get(name).and_then(Value::as_str).map(str::to_string);
     match (
@@ -101,14 +102,10 @@ fn role_credentials(body: &str) -> Result<Credentials, Fetch> {
             Some(UNIX_EPOCH + Duration::from_millis(expiration_ms)),
             "sso",
         )),
-        _ => Err(failed(
+        _ => Err(Fetch::failed(
             "GetRoleCredentials answered no roleCredentials".to_string(),
         )),
     }
-}
-
-fn failed(why: String) -> Fetch {
-    Fetch::Failed(why.into())
 }
 
 #[cfg(test)]
