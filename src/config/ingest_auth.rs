@@ -3,7 +3,7 @@
 //! checks it answers (`ingest_handshake`) and an issuer's tokens
 //! (`ingest_jwt`).
 
-use super::validate::invalid;
+use super::validate::{env_name_list, invalid};
 use super::{ConfigError, IngestJwt, IngestSignature, SourceConfig};
 
 /// A source's `ingest_handshake`: a known one.
@@ -59,7 +59,11 @@ pub(super) fn validate_ingest_jwt(
     }
     if let Some(var) = &source.ingest_token_env {
         let rule = "not set with ingest_jwt (both read the Authorization header)";
-        return Err(invalid(format!("{at}.ingest_token_env"), rule, var));
+        return Err(invalid(
+            format!("{at}.ingest_token_env"),
+            rule,
+            format_args!("{var}"),
+        ));
     }
     Ok(())
 }
@@ -127,10 +131,7 @@ pub(super) fn validate_ingest_signature(
             let rule = "set with ingest_secret_env (how the provider signs)";
             Err(invalid(key, rule, "absent"))
         }
-        (Some(_), Some(vars)) if vars.to_vec().iter().any(String::is_empty) => {
-            let rule = "environment variable names";
-            Err(invalid(format!("{at}.ingest_secret_env"), rule, ""))
-        }
-        _ => Ok(()),
+        (Some(_), Some(vars)) => env_name_list(format!("{at}.ingest_secret_env"), vars),
+        (None, None) => Ok(()),
     }
 }

@@ -13,6 +13,7 @@ mod validate;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub(crate) use validate::invalid;
@@ -39,8 +40,9 @@ pub struct Config {
     /// for the writes that record deliveries: past it, commits are refused
     /// (503 `disk_full`) until room is freed (see `store::fill`).
     pub min_free_disk_bytes: u64,
-    /// The environment variable holding the admin API's bearer token.
-    pub admin_token_env: Option<String>,
+    /// The environment variable holding the admin API's bearer token (or
+    /// several, each holding a token the API takes, while one is rotated).
+    pub admin_token_env: Option<OneOrMany>,
     pub http: HttpConfig,
     pub replay: ReplayConfig,
     pub dead_letters: DeadLettersConfig,
@@ -435,8 +437,9 @@ pub struct SourceConfig {
     pub id: String,
     #[serde(default = "default_tenant")]
     pub tenant: String,
-    /// Environment variable with the bearer token ingest needs (node only).
-    pub ingest_token_env: Option<String>,
+    /// Environment variable with the bearer token ingest needs (node only),
+    /// or several, each holding a token ingest takes, while one is rotated.
+    pub ingest_token_env: Option<OneOrMany>,
     /// Environment variable with the token a provider's subscription check
     /// carries (node only): Meta's `GET …?hub.mode=subscribe&hub.verify_token=…&hub.challenge=…`
     /// is answered with the challenge when the token is this one.
@@ -895,9 +898,29 @@ pub enum OneOrMany {
 
 impl OneOrMany {
     pub fn to_vec(&self) -> Vec<String> {
+        self.as_slice().to_vec()
+    }
+
+    pub fn as_slice(&self) -> &[String] {
         match self {
-            OneOrMany::One(s) => vec![s.clone()],
-            OneOrMany::Many(v) => v.clone(),
+            OneOrMany::One(s) => std::slice::from_ref(s),
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+impl From<&str> for OneOrMany {
+    fn from(s: &str) -> OneOrMany {
+        OneOrMany::One(s.to_string())
+    }
+}
+
+impl fmt::Display for OneOrMany {
+    /// As the config writes it: `"A"` or `["A", "B"]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OneOrMany::One(s) => write!(f, "{s:?}"),
+            OneOrMany::Many(v) => write!(f, "{v:?}"),
         }
     }
 }

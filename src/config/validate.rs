@@ -7,7 +7,7 @@ use super::ingest_auth::{
 use super::sink_auth::{
     one_authorization, validate_aws_signing, validate_google_id_token, validate_oauth2,
 };
-use super::{Config, RetryConfig, SinkConfig, TenantLimitsConfig};
+use super::{Config, OneOrMany, RetryConfig, SinkConfig, TenantLimitsConfig};
 use crate::core::LaneBy;
 use crate::limits::{
     MAX_CALLS_PER_S, MAX_COALESCE_MS, MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS,
@@ -83,6 +83,17 @@ pub(crate) fn invalid(
         rule: rule.into(),
         value: format!("{value:?}"),
     }
+}
+
+/// `vars`, the config's `key`: a variable's name, or a list of them that
+/// is not empty (several while a secret is rotated).
+pub(super) fn env_name_list(key: String, vars: &OneOrMany) -> Result<(), ConfigError> {
+    let names = vars.as_slice();
+    if names.is_empty() || names.iter().any(String::is_empty) {
+        let rule = "an environment variable name, or a non-empty list of them";
+        return Err(invalid(key, rule, format_args!("{vars}")));
+    }
+    Ok(())
 }
 
 /// The value of the environment variable `var`, which the config's `key`
@@ -233,6 +244,9 @@ impl Config {
         }
         if self.data_dir.as_os_str().is_empty() {
             return Err(invalid("data_dir", "a non-empty path", &self.data_dir));
+        }
+        if let Some(vars) = &self.admin_token_env {
+            env_name_list("admin_token_env".into(), vars)?;
         }
         if !is_host_and_port(&self.listen) {
             let rule = "a host:port address (a port from 0 to 65535)";
@@ -466,6 +480,9 @@ impl Config {
                     &source.tenant,
                 ));
             }
+            if let Some(vars) = &source.ingest_token_env {
+                env_name_list(format!("{at}.ingest_token_env"), vars)?;
+            }
             validate_ingest_signature(&at, source)?;
             validate_ingest_handshake(&at, source)?;
             if let Some(jwt) = &source.ingest_jwt {
@@ -644,15 +661,7 @@ impl Config {
         }
         one_authorization(at, sink)?;
         if let Some(secrets) = &sink.secret_env {
-            for var in secrets.to_vec() {
-                if var.is_empty() {
-                    return Err(invalid(
-                        format!("{at}.secret_env"),
-                        "environment variable names",
-                        var,
-                    ));
-                }
-            }
+            env_name_list(format!("{at}.secret_env"), secrets)?;
         }
         Ok(())
     }

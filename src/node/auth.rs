@@ -8,7 +8,7 @@ use super::ingest_rate::IngestRate;
 use super::jwks::JwtCheck;
 use super::provider_handshake::Handshake;
 use super::provider_signature::SignatureCheck;
-use crate::config::{env_value, Config, ConfigError, IngestSignature};
+use crate::config::{env_value, Config, ConfigError, IngestSignature, OneOrMany};
 use std::collections::HashMap;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
@@ -16,7 +16,7 @@ use subtle::ConstantTimeEq;
 /// The tokens of one config.
 #[derive(Debug, Clone, Default)]
 pub struct Tokens {
-    pub admin: Option<String>,
+    pub admin: Option<BearerTokens>,
     /// Every configured source, with what its ingest needs.
     pub sources: HashMap<String, SourceIngest>,
 }
@@ -59,7 +59,7 @@ impl DedupeKeyAt {
 #[derive(Debug, Clone, Default)]
 pub struct SourceIngest {
     /// `Authorization: Bearer <token>`.
-    pub token: Option<String>,
+    pub token: Option<BearerTokens>,
     /// The token a provider's subscription check carries.
     pub verify_token: Option<String>,
     /// The provider's check of a new endpoint that ingest answers.
@@ -112,13 +112,16 @@ impl Tokens {
     /// empty is an error (an operator who configured a token expects it).
     pub fn from_config(config: &Config) -> Result<Tokens, ConfigError> {
         let admin = match &config.admin_token_env {
-            Some(var) => Some(env_value("admin_token_env".into(), var)?),
+            Some(vars) => Some(BearerTokens::from_env("admin_token_env", vars)?),
             None => None,
         };
         let mut sources = HashMap::new();
         for (i, source) in config.sources.iter().enumerate() {
             let token = match &source.ingest_token_env {
-                Some(var) => Some(env_value(format!("sources[{i}].ingest_token_env"), var)?),
+                Some(vars) => Some(BearerTokens::from_env(
+                    &format!("sources[{i}].ingest_token_env"),
+                    vars,
+                )?),
                 None => None,
             };
             let verify_token = match &source.ingest_verify_token_env {
@@ -184,17 +187,36 @@ fn signature_check(
     })
 }
 
+/// The bearer tokens a request may carry: one, or several while one is
+/// rotated (a client moved to the new token while others still send the
+/// old one).
+#[derive(Debug, Clone)]
+pub struct BearerTokens(Vec<String>);
+
+impl BearerTokens {
+    /// The tokens in the variables `vars`, which the config's `key` names.
+    fn from_env(key: &str, vars: &OneOrMany) -> Result<BearerTokens, ConfigError> {
+        let tokens = vars.as_slice().iter().map(|var| env_value(key.into(), var));
+        Ok(BearerTokens(tokens.collect::<Result<_, _>>()?))
+    }
+
+    /// Whether `authorization` is `Bearer <one of the tokens>`. Every
+    /// token is compared, in constant time, so the time taken does not
+    /// say which one nearly matched.
+    pub fn admit(&self, authorization: Option<&str>) -> bool {
+        let presented = bearer_token(authorization).unwrap_or("");
+        (self.0.iter()).fold(false, |admitted, token| {
+            admitted | secret_matches(presented, token)
+        })
+    }
+}
+
 /// The token of an `Authorization: Bearer <token>` value.
 pub fn bearer_token(authorization: Option<&str>) -> Option<&str> {
     authorization.and_then(|v| {
         v.strip_prefix("Bearer ")
             .or_else(|| v.strip_prefix("bearer "))
     })
-}
-
-/// Whether the request's `Authorization: Bearer <token>` matches `expected`.
-pub fn bearer_matches(authorization: Option<&str>, expected: &str) -> bool {
-    secret_matches(bearer_token(authorization).unwrap_or(""), expected)
 }
 
 /// Whether `presented` is the secret `expected`, compared in constant time.
@@ -255,9 +277,46 @@ mod tests {
 
     #[test]
     fn only_the_exact_bearer_token_matches() {
-        assert!(bearer_matches(Some("Bearer s3cret"), "s3cret"));
-        assert!(!bearer_matches(Some("Bearer s3cre"), "s3cret"));
-        assert!(!bearer_matches(Some("Basic s3cret"), "s3cret"));
-        assert!(!bearer_matches(None, "s3cret"));
+        let one = BearerTokens(vec!["s3cret".into()]);
+        assert!(one.admit(Some("Bearer s3cret")));
+        assert!(one.admit(Some("bearer s3cret")));
+        assert!(!one.admit(Some("Bearer s3cre")));
+        assert!(!one.admit(Some("Bearer s3cret2")));
+        assert!(!one.admit(Some("Basic s3cret")));
+        assert!(!one.admit(None));
+    }
+
+    #[test]
+    fn while_a_token_is_rotated_either_is_admitted() {
+        let both = BearerTokens(vec!["old-token".into(), "new-token".into()]);
+        assert!(both.admit(Some("Bearer old-token")));
+        assert!(both.admit(Some("Bearer new-token")));
+        assert!(!both.admit(Some("Bearer other")));
+        assert!(!both.admit(Some("Bearer ")));
+        assert!(!both.admit(None));
+    }
+
+    #[test]
+    fn each_token_variable_must_be_set_and_is_named_when_not() {
+        let mut source = crate::config::SourceConfig::new("s", "t", vec![]);
+        source.ingest_token_env = Some(OneOrMany::Many(vec![
+            "GOAD_AUTH_TEST_TOKEN_OLD".into(),
+            "GOAD_AUTH_TEST_TOKEN_NEW".into(),
+        ]));
+        let config = Config {
+            sources: vec![source],
+            ..Config::default()
+        };
+        std::env::set_var("GOAD_AUTH_TEST_TOKEN_OLD", "old-token");
+        assert_eq!(
+            Tokens::from_config(&config).unwrap_err().to_string(),
+            "sources[0].ingest_token_env must be the name of a set, non-empty environment \
+             variable, got \"GOAD_AUTH_TEST_TOKEN_NEW\" (not set)"
+        );
+        std::env::set_var("GOAD_AUTH_TEST_TOKEN_NEW", "new-token");
+        let tokens = Tokens::from_config(&config).unwrap();
+        let ingest = tokens.sources["s"].token.as_ref().unwrap();
+        assert!(ingest.admit(Some("Bearer old-token")));
+        assert!(ingest.admit(Some("Bearer new-token")));
     }
 }

@@ -4,7 +4,7 @@
 //! the admin workers.
 
 use super::admin::AdminJob;
-use super::auth::{bearer_matches, SourceIngest};
+use super::auth::SourceIngest;
 use super::http::{Handler, Later, Request, Response};
 use super::NodeState;
 use crate::runtime::{CommitError, NewHook};
@@ -290,7 +290,7 @@ impl Handler for NodeHandler {
         };
         if route.is_admin() {
             match &self.state.tokens.read().admin {
-                Some(token) if !bearer_matches(request.header("authorization"), token) => {
+                Some(tokens) if !tokens.admit(request.header("authorization")) => {
                     return Some(unauthorized("the admin API needs the admin token"));
                 }
                 Some(_) => {}
@@ -339,8 +339,8 @@ impl Handler for NodeHandler {
 /// The 401 of an ingest that lacks the source's token or its provider's
 /// signature, if it does.
 fn refused_ingest(ingest: &SourceIngest, request: &Request) -> Option<Response> {
-    if let Some(token) = &ingest.token {
-        if !bearer_matches(request.header("authorization"), token) {
+    if let Some(tokens) = &ingest.token {
+        if !tokens.admit(request.header("authorization")) {
             return Some(unauthorized("this source needs its ingest token"));
         }
     }

@@ -55,6 +55,109 @@ fn reload_applies_live_keys_and_names_those_that_need_a_restart() {
     );
 }
 
+/// Rotating the admin token and a source's ingest token without refusing
+/// anyone: the config lists the new variable beside the old, a reload
+/// takes both tokens, clients move to the new one, and a reload that drops
+/// the old variable refuses the old token from then on.
+#[test]
+fn tokens_are_rotated_by_listing_the_new_beside_the_old_then_dropping_the_old() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    for (var, token) in [
+        ("NODE_TEST_ROTATE_ADMIN_OLD", "adm-old"),
+        ("NODE_TEST_ROTATE_ADMIN_NEW", "adm-new"),
+        ("NODE_TEST_ROTATE_INGEST_OLD", "in-old"),
+        ("NODE_TEST_ROTATE_INGEST_NEW", "in-new"),
+    ] {
+        std::env::set_var(var, token);
+    }
+    let mut c = one_source(dir.path(), &receiver);
+    let path = dir.path().join("goad.toml");
+    let write = |c: &Config| std::fs::write(&path, toml::to_string(c).unwrap()).unwrap();
+    c.admin_token_env = Some("NODE_TEST_ROTATE_ADMIN_OLD".into());
+    c.sources[0].ingest_token_env = Some("NODE_TEST_ROTATE_INGEST_OLD".into());
+    write(&c);
+    let node = start_with(c.clone(), Some(path.clone()));
+    let addr = node.local_addr();
+    let admin_status = |token: &str| {
+        let bearer = format!("Bearer {token}");
+        call(
+            addr,
+            "GET",
+            "/v1/pressure",
+            &[("authorization", &bearer)],
+            b"",
+        )
+        .status
+    };
+    let ingest_status = |token: &str| {
+        let bearer = format!("Bearer {token}");
+        ingest(addr, "a", b"{}", &[("authorization", &bearer)]).status
+    };
+    let reload = |token: &str| {
+        let bearer = format!("Bearer {token}");
+        let reply = call(
+            addr,
+            "POST",
+            "/v1/reload",
+            &[("authorization", &bearer)],
+            b"",
+        );
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        reply.json()["applied"].clone()
+    };
+    assert_eq!(
+        (admin_status("adm-old"), admin_status("adm-new")),
+        (200, 401)
+    );
+    assert_eq!(
+        (ingest_status("in-old"), ingest_status("in-new")),
+        (202, 401)
+    );
+
+    let both = |old: &str, new: &str| goad::config::OneOrMany::Many(vec![old.into(), new.into()]);
+    c.admin_token_env = Some(both(
+        "NODE_TEST_ROTATE_ADMIN_OLD",
+        "NODE_TEST_ROTATE_ADMIN_NEW",
+    ));
+    c.sources[0].ingest_token_env = Some(both(
+        "NODE_TEST_ROTATE_INGEST_OLD",
+        "NODE_TEST_ROTATE_INGEST_NEW",
+    ));
+    write(&c);
+    assert_eq!(
+        reload("adm-old"),
+        serde_json::json!(["admin_token_env", "sources"])
+    );
+    assert_eq!(
+        (admin_status("adm-old"), admin_status("adm-new")),
+        (200, 200)
+    );
+    assert_eq!(
+        (ingest_status("in-old"), ingest_status("in-new")),
+        (202, 202)
+    );
+    assert_eq!(admin_status("adm-other"), 401);
+    assert_eq!(ingest_status("in-other"), 401);
+
+    c.admin_token_env = Some("NODE_TEST_ROTATE_ADMIN_NEW".into());
+    c.sources[0].ingest_token_env = Some("NODE_TEST_ROTATE_INGEST_NEW".into());
+    write(&c);
+    reload("adm-new");
+    assert_eq!(
+        (admin_status("adm-old"), admin_status("adm-new")),
+        (401, 200)
+    );
+    assert_eq!(
+        (ingest_status("in-old"), ingest_status("in-new")),
+        (401, 202)
+    );
+    assert!(
+        receiver.wait_for(4, Duration::from_secs(10)),
+        "every accepted hook is delivered"
+    );
+}
+
 /// A draining node takes no new hooks (503 `draining`, and `/readyz` 503
 /// so a load balancer moves providers away) while it delivers the ones it
 /// holds, counting them down to 0; it drains on after a restart, and
