@@ -14,12 +14,17 @@
 //! grew). While a breaker is open its key's rows
 //! are parked — written back due at the end of the open period with their
 //! attempt count unchanged; rows claimed while the probe runs are parked for
-//! `breaker_open_ms`. An open breaker is kept in the store (see
+//! `breaker_open_ms`. A row never attempted has no retry horizon to keep,
+//! so only the first of an open period parks until its end, to be the
+//! probe; the others wait with the held rows, past every due time, until
+//! the breaker closes and the core's pass over held rows makes them due
+//! (see `Core::park`): a backlog behind a sink that stays down is written
+//! once, not again every period. An open breaker is kept in the store (see
 //! `store::breakers`): a restart within its open period keeps it open, so
 //! the key's first attempt after it is a probe, not a wave.
 
 use super::retry::FailureClass;
-use super::types::{JobId, SinkKey};
+use super::types::{JobId, SinkKey, HELD_DUE_MS};
 
 /// A breaker's change of state, for the shell to log and count.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +74,10 @@ pub struct Breaker {
     state: State,
     failures: u32,
     opens: u32,
+    /// The end of the open period a row was parked until to be its probe.
+    probe_row_until_ms: Option<u64>,
+    /// Rows of the key wait with the held rows for it to close.
+    holds_rows: bool,
 }
 
 /// Whether a row of the key may start now.
@@ -88,6 +97,8 @@ impl Default for Breaker {
             state: State::Closed,
             failures: 0,
             opens: 0,
+            probe_row_until_ms: None,
+            holds_rows: false,
         }
     }
 }
@@ -100,6 +111,55 @@ impl Breaker {
             state: State::Open { until_ms },
             failures: 0,
             opens,
+            // Its rows may have been held before the restart (the store
+            // keeps them held); its probe row may not have been parked yet.
+            probe_row_until_ms: None,
+            holds_rows: true,
+        }
+    }
+
+    /// When a never-attempted row of the key, parked by the answer
+    /// `Park { until_ms }`, is due: the first of an open period at its
+    /// end, to be the next probe; the others (and those claimed while a
+    /// probe runs) never, until the breaker closes.
+    pub fn parked_due_ms(&mut self, until_ms: u64) -> u64 {
+        let probing = matches!(self.state, State::HalfOpen { probe: Some(_) });
+        if probing || self.probe_row_until_ms == Some(until_ms) {
+            self.holds_rows = true;
+            HELD_DUE_MS
+        } else {
+            self.probe_row_until_ms = Some(until_ms);
+            until_ms
+        }
+    }
+
+    /// Whether rows of the key wait with the held rows for it to close.
+    pub fn holds_rows(&self) -> bool {
+        self.holds_rows
+    }
+
+    /// Whether the rows it holds wait on: it holds rows, and it is open
+    /// or its probe runs. Once an open period ends with no probe started,
+    /// they are made due (one of them is then the probe).
+    pub fn keeps_rows_held(&self, now_ms: u64) -> bool {
+        self.holds_rows
+            && match self.state {
+                State::Open { until_ms } => now_ms < until_ms,
+                State::HalfOpen { probe } => probe.is_some(),
+                State::Closed => false,
+            }
+    }
+
+    /// Whether its open period ended with no probe started.
+    pub fn awaits_probe(&self, now_ms: u64) -> bool {
+        matches!(self.state, State::Open { until_ms } if until_ms <= now_ms)
+    }
+
+    /// The end of its open period, while it is open.
+    pub fn open_until_ms(&self) -> Option<u64> {
+        match self.state {
+            State::Open { until_ms } => Some(until_ms),
+            _ => None,
         }
     }
 

@@ -1,4 +1,6 @@
-//! Rows held while their sink is paused (a sink's `paused = true`).
+//! Rows held while their sink is paused (a sink's `paused = true`), and
+//! rows never attempted that wait for their key's breaker to close (see
+//! `breaker`).
 //!
 //! A row of a paused sink that comes up — claimed by a scan, or queued on
 //! its key when the pause took effect — is written back due at
@@ -9,10 +11,12 @@
 //! again at its next failure.
 //!
 //! A pass over the held rows makes those whose sink is not paused
-//! (resumed, or gone from the config, which the scan then settles) due
-//! now. A new core starts one (a shard's open, after a crash too, and its
-//! rebuild), and so does a reconfiguration that resumes or removes a
-//! paused sink. It runs in steps, one at the end of each scan, each
+//! (resumed, or gone from the config, which the scan then settles) and
+//! whose breaker does not hold them due now. A new core starts one (a
+//! shard's open, after a crash too, and its rebuild), and so do a
+//! reconfiguration that resumes or removes a paused sink (or any
+//! reconfiguration while a breaker holds rows) and a breaker that closes
+//! with rows held. It runs in steps, one at the end of each scan, each
 //! reading at most `WAKE_STEP_ROWS` held rows, so a shard with a million
 //! held rows goes on claiming and committing while it wakes them. Held
 //! rows sit at the end of their tenant's due index: a pass reads held rows
@@ -49,6 +53,7 @@ impl Core {
     /// sink is not paused due at `now_ms`; returns how many. The pass ends
     /// once every tenant's held rows were read.
     pub(super) fn wake_step(&mut self, now_ms: u64, index: &mut dyn DueIndex) -> u64 {
+        self.check_probes(now_ms);
         let Some(mut pass) = self.waking.take() else {
             return 0;
         };
@@ -86,8 +91,26 @@ impl Core {
         woken
     }
 
-    /// One held row: due now (1) unless its sink is still paused. One
-    /// that cannot be read is settled as a scan settles it.
+    /// Starts a pass over the held rows for each breaker holding rows
+    /// whose open period ended with no row of its key claimed (this scan
+    /// claims a row parked until then to be the probe).
+    fn check_probes(&mut self, now_ms: u64) {
+        while let Some((at_ms, key)) = self.probe_checks.first().cloned() {
+            if at_ms > now_ms {
+                break;
+            }
+            self.probe_checks.pop_first();
+            let unprobed = (self.breakers.get(&key)).is_some_and(|b| b.awaits_probe(now_ms));
+            let claimed = (self.keys.get(&key)).is_some_and(|k| !k.queue.is_empty() || k.calls > 0);
+            if unprobed && !claimed {
+                self.start_wake_pass();
+            }
+        }
+    }
+
+    /// One held row: due now (1) unless its sink is still paused or its
+    /// breaker still holds it (see [`Breaker::keeps_rows_held`]). One that
+    /// cannot be read is settled as a scan settles it.
     fn wake_if_resumed(&mut self, now_ms: u64, entry: DueEntry, index: &mut dyn DueIndex) -> u64 {
         let (state, hook) = match index.load(entry.row) {
             Loaded::Row { state, hook } => (state, hook),
@@ -100,6 +123,15 @@ impl Core {
         let binding = catalog.bind(&hook.source_id, entry.row.sink_index, &state.sink_type);
         if let Binding::Bound { sink_index } = binding {
             if catalog.is_paused(&hook.source_id, sink_index) {
+                return 0;
+            }
+            let key = SinkKey {
+                tenant: entry.tenant.clone(),
+                source_id: hook.source_id.clone(),
+                sink_index,
+                sink_type: state.sink_type.clone(),
+            };
+            if (self.breakers.get(&key)).is_some_and(|b| b.keeps_rows_held(now_ms)) {
                 return 0;
             }
         }

@@ -63,7 +63,7 @@ pub use types::*;
 pub use window::{Usage, Window};
 
 use crate::config::{DispatchConfig, RetryConfig, TenantLimits};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 use wheel::{TimerId, Wheel};
@@ -206,9 +206,15 @@ pub struct Core {
     abandoned: VecDeque<JobId>,
     /// A commit or freed window room asks for a scan now.
     scan_requested: bool,
-    /// A pass over the held rows under way (see `held`): a new core, or a
-    /// reconfiguration that resumed a paused sink, starts one.
+    /// A pass over the held rows under way (see `held`): a new core, a
+    /// reconfiguration that resumed a paused sink, and a breaker that
+    /// closes with rows held start one.
     waking: Option<held::WakePass>,
+    /// Breakers that hold rows, by the end of their open period: a key
+    /// with no row claimed by then to be its probe has its held rows made
+    /// due (see `held`), so a probe row that went (dead-lettered, its sink
+    /// removed, held by a pause) cannot leave them held for good.
+    probe_checks: BTreeSet<(u64, SinkKey)>,
     /// Shutting down: nothing more is claimed or started.
     draining: bool,
     /// The earliest due row of a tenant with room, as of the last scan and
@@ -276,6 +282,7 @@ impl Core {
             abandoned: VecDeque::new(),
             scan_requested: true,
             waking: Some(held::WakePass::default()),
+            probe_checks: BTreeSet::new(),
             draining: false,
             next_due_at_ms: None,
             breakers: HashMap::new(),
@@ -370,8 +377,9 @@ impl Core {
         for (tenant, state) in &mut self.tenants {
             state.limits = dispatch.tenant_limits(tenant);
         }
-        if self.catalog.resumes_in(&catalog) {
-            self.waking = Some(held::WakePass::default());
+        // A pass also settles held rows whose sink the new config removed.
+        if self.catalog.resumes_in(&catalog) || self.breakers.values().any(Breaker::holds_rows) {
+            self.start_wake_pass();
         }
         self.dispatch = dispatch;
         self.retry = retry;
@@ -451,15 +459,19 @@ impl Core {
             self.next_due_at_ms
         };
         let due = earliest(due, self.rate_wake_ms);
+        let check = (self.probe_checks.first()).filter(|_| !self.draining);
+        let due = earliest(due, check.map(|(at_ms, _)| *at_ms));
         earliest(due, self.wheel.next_deadline_ms())
     }
 
-    /// Whether a scan has work: a pass over held rows under way, or, with
-    /// window room, a scan asked for or a row due.
+    /// Whether a scan has work: a pass over held rows under way or a
+    /// breaker's probe check due, or, with window room, a scan asked for
+    /// or a row due.
     pub fn wants_scan(&self, now_ms: u64) -> bool {
         let claims = self.shard_window().has_room(self.claimed)
             && (self.scan_requested || self.next_due_at_ms.is_some_and(|at| at <= now_ms));
-        !self.draining && (self.waking.is_some() || claims)
+        let check_due = (self.probe_checks.first()).is_some_and(|(at_ms, _)| *at_ms <= now_ms);
+        !self.draining && (self.waking.is_some() || check_due || claims)
     }
 
     /// Whether the shard's share of the in-flight window is full.
@@ -529,6 +541,7 @@ impl Core {
     /// `opens`th open in a row), as a new core opens: its key's rows park
     /// until then, and then one probe runs, as before the restart.
     pub fn restore_breaker(&mut self, key: SinkKey, until_ms: u64, opens: u32) {
+        self.probe_checks.insert((until_ms, key.clone()));
         self.breakers
             .insert(key, Breaker::reopened(until_ms, opens));
     }
@@ -786,7 +799,7 @@ impl Core {
             return None;
         }
         let breaker = self.breakers.entry(key.clone()).or_default();
-        let was_open = breaker.is_open();
+        let (was_open, held_rows) = (breaker.is_open(), breaker.holds_rows());
         let opened = breaker.record(now_ms, config, job, failure);
         let event = match opened {
             Some(until_ms) => Some(BreakerEvent::Opened {
@@ -802,9 +815,24 @@ impl Core {
         if breaker.is_idle() {
             self.breakers.remove(key);
         }
+        match &event {
+            // The rows it held are due now.
+            Some(BreakerEvent::Closed { .. }) if held_rows => self.start_wake_pass(),
+            Some(BreakerEvent::Opened { until_ms, .. }) if held_rows => {
+                self.probe_checks.insert((*until_ms, key.clone()));
+            }
+            _ => {}
+        }
         self.ops.extend(event.clone().map(StoreOp::Breaker));
         self.breaker_events.extend(event);
         opened
+    }
+
+    /// Starts a pass over the held rows, afresh if one is under way (it
+    /// may have passed rows that are to wake now).
+    fn start_wake_pass(&mut self) {
+        self.waking = Some(held::WakePass::default());
+        self.scan_requested = true;
     }
 
     /// Sets every queued row of `key` aside as `admit` says (parked until
@@ -853,7 +881,10 @@ impl Core {
 
     /// Writes a row back due at `until_ms` with its attempts unchanged, but
     /// no later than its retry horizon; one parked at or past its horizon is
-    /// dead-lettered as `retry_horizon`.
+    /// dead-lettered as `retry_horizon`. A row never attempted waits with
+    /// the held rows until the breaker closes, unless it is the first of
+    /// the open period, which is due at its end to be the probe (see
+    /// [`Breaker::parked_due_ms`]).
     fn park(
         &mut self,
         now_ms: u64,
@@ -873,10 +904,18 @@ impl Core {
                 return self.sink_dead(now_ms, key, hook, row, fields, reason);
             }
             due_at_ms = due_at_ms.min(horizon_ms);
+        } else if let Some(breaker) = self.breakers.get_mut(key) {
+            // No horizon to keep: parked once, however long the sink is down.
+            due_at_ms = breaker.parked_due_ms(until_ms);
+            if let Some(check_at_ms) = breaker.open_until_ms().filter(|_| breaker.holds_rows()) {
+                self.probe_checks.insert((check_at_ms, key.clone()));
+            }
         }
         self.stats.parked += 1;
         self.tenant_mut(&fields.tenant).parked += 1;
-        self.note_due(&fields.tenant, due_at_ms);
+        if due_at_ms != HELD_DUE_MS {
+            self.note_due(&fields.tenant, due_at_ms);
+        }
         self.ops.push_back(StoreOp::Park {
             row,
             fields,

@@ -282,7 +282,7 @@ pub struct AttemptFailure {
 pub type AttemptResult = Result<(), AttemptFailure>;
 
 /// The per-sink queue key: the tenant, source, (bound) sink index and type.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SinkKey {
     pub tenant: TenantId,
     pub source_id: Arc<str>,

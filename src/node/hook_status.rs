@@ -59,6 +59,7 @@ fn sink_json(shard: u32, seq: u64, sink: &SinkStatus) -> Value {
         SinkState::InFlight(r) => ("in_flight", Some(r)),
         SinkState::InLane(r) => ("in_lane", Some(r)),
         SinkState::Held(r) => ("held", Some(r)),
+        SinkState::Parked(r) => ("parked", Some(r)),
         SinkState::Dead(r) => ("dead", Some(r)),
         SinkState::Undecodable => ("undecodable", None),
         SinkState::Delivered => ("delivered", None),

@@ -6,6 +6,7 @@
 use super::hook_index;
 use super::keys::{hook_key, member_key, parse_row_key, row_key};
 use super::record::{decode_hook, decode_row, Hook, RowRecord, RowStatus};
+use super::write::PARKED_ERROR;
 use super::{ShardStore, StoreError};
 use crate::core::{RowId, HELD_DUE_MS};
 use heed::RoTxn;
@@ -40,6 +41,8 @@ pub enum SinkState {
     InLane(RowRecord),
     /// Held while its sink is paused.
     Held(RowRecord),
+    /// Never attempted, waiting for its sink's open breaker to close.
+    Parked(RowRecord),
     /// Dead-lettered at its record's `at_ms`, for the reason in `error`.
     Dead(RowRecord),
     /// Its record does not decode (`goad verify` names it).
@@ -123,6 +126,8 @@ impl ShardStore {
         };
         Ok(if member {
             SinkState::InLane(record)
+        } else if record.at_ms == HELD_DUE_MS && record.error.as_deref() == Some(PARKED_ERROR) {
+            SinkState::Parked(record)
         } else if record.at_ms == HELD_DUE_MS {
             SinkState::Held(record)
         } else {

@@ -111,7 +111,7 @@ pub fn write_commit_counted(
 }
 
 /// The last error a parked row's record carries.
-const PARKED_ERROR: &str = "breaker open";
+pub(crate) const PARKED_ERROR: &str = "breaker open";
 const HELD_ERROR: &str = "sink paused";
 
 /// Applies one store operation the core decided. Returns the lane member

@@ -420,6 +420,42 @@ fn each_sinks_outcomes_failure_and_breaker_are_reported() {
         metric(addr, "goad_sink_breaker_open", &labels)
     };
     assert_eq!((open(0), open(2)), (0.0, 1.0));
+
+    // Hooks committed while /down's breaker is open: its row of the first
+    // is due when the open period ends (to be the probe), the second's
+    // waits, parked, for the breaker to close.
+    let ids: Vec<String> = (0..2)
+        .map(|i| {
+            ingest(addr, "a", format!("late {i}").as_bytes(), &[]).json()["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let down_row = |id: &str| get(addr, &format!("/v1/hooks/{id}")).json()["sinks"][2].clone();
+    wait_until(
+        "both rows of /down set aside",
+        Duration::from_secs(10),
+        || down_row(&ids[1])["state"] == "parked",
+    );
+    let probe_row = down_row(&ids[0]);
+    assert_eq!(
+        (
+            &probe_row["state"],
+            &probe_row["due_at_ms"],
+            &probe_row["last_error"]
+        ),
+        (&"due".into(), &open_until_ms.into(), &"breaker open".into())
+    );
+    let parked = down_row(&ids[1]);
+    assert_eq!(
+        (
+            &parked["attempts"],
+            &parked["last_error"],
+            &parked["due_at_ms"]
+        ),
+        (&0.into(), &"breaker open".into(), &serde_json::Value::Null)
+    );
 }
 
 #[test]
