@@ -139,8 +139,9 @@ impl Breaker {
     }
 
     /// Whether the rows it holds wait on: it holds rows, and it is open
-    /// or its probe runs. Once an open period ends with no probe started,
-    /// they are made due (one of them is then the probe).
+    /// or its probe runs. A pass over the held rows after an open period
+    /// ended with no probe started (the core checks for that a while
+    /// after) makes them due, and one of them is then the probe.
     pub fn keeps_rows_held(&self, now_ms: u64) -> bool {
         self.holds_rows
             && match self.state {

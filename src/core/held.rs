@@ -92,8 +92,8 @@ impl Core {
     }
 
     /// Starts a pass over the held rows for each breaker holding rows
-    /// whose open period ended with no row of its key claimed (this scan
-    /// claims a row parked until then to be the probe).
+    /// whose open period ended a while ago (see `Core::check_probe_after`)
+    /// with no probe started and no row of its key claimed to be one.
     fn check_probes(&mut self, now_ms: u64) {
         while let Some((at_ms, key)) = self.probe_checks.first().cloned() {
             if at_ms > now_ms {

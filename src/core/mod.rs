@@ -210,10 +210,11 @@ pub struct Core {
     /// reconfiguration that resumed a paused sink, and a breaker that
     /// closes with rows held start one.
     waking: Option<held::WakePass>,
-    /// Breakers that hold rows, by the end of their open period: a key
-    /// with no row claimed by then to be its probe has its held rows made
-    /// due (see `held`), so a probe row that went (dead-lettered, its sink
-    /// removed, held by a pause) cannot leave them held for good.
+    /// Breakers that hold rows, by when their probe is checked (a while
+    /// after their open period ends): a key with no row claimed by then to
+    /// be its probe has its held rows made due (see `held`), so a probe
+    /// row that went (dead-lettered, its sink removed, held by a pause)
+    /// cannot leave them held for good.
     probe_checks: BTreeSet<(u64, SinkKey)>,
     /// Shutting down: nothing more is claimed or started.
     draining: bool,
@@ -541,7 +542,7 @@ impl Core {
     /// `opens`th open in a row), as a new core opens: its key's rows park
     /// until then, and then one probe runs, as before the restart.
     pub fn restore_breaker(&mut self, key: SinkKey, until_ms: u64, opens: u32) {
-        self.probe_checks.insert((until_ms, key.clone()));
+        self.check_probe_after(until_ms, &key);
         self.breakers
             .insert(key, Breaker::reopened(until_ms, opens));
     }
@@ -819,13 +820,22 @@ impl Core {
             // The rows it held are due now.
             Some(BreakerEvent::Closed { .. }) if held_rows => self.start_wake_pass(),
             Some(BreakerEvent::Opened { until_ms, .. }) if held_rows => {
-                self.probe_checks.insert((*until_ms, key.clone()));
+                self.check_probe_after(*until_ms, key);
             }
             _ => {}
         }
         self.ops.extend(event.clone().map(StoreOp::Breaker));
         self.breaker_events.extend(event);
         opened
+    }
+
+    /// Checks, `breaker_open_ms` after the open period ending at
+    /// `open_until_ms`, that a row of `key` was claimed to probe (see
+    /// `held`): the scans have that long to reach the row parked to be
+    /// the probe, behind the tenant's other due rows.
+    fn check_probe_after(&mut self, open_until_ms: u64, key: &SinkKey) {
+        let at_ms = open_until_ms.saturating_add(self.dispatch.breaker_open_ms);
+        self.probe_checks.insert((at_ms, key.clone()));
     }
 
     /// Starts a pass over the held rows, afresh if one is under way (it
@@ -907,8 +917,8 @@ impl Core {
         } else if let Some(breaker) = self.breakers.get_mut(key) {
             // No horizon to keep: parked once, however long the sink is down.
             due_at_ms = breaker.parked_due_ms(until_ms);
-            if let Some(check_at_ms) = breaker.open_until_ms().filter(|_| breaker.holds_rows()) {
-                self.probe_checks.insert((check_at_ms, key.clone()));
+            if let Some(open_until_ms) = breaker.open_until_ms().filter(|_| breaker.holds_rows()) {
+                self.check_probe_after(open_until_ms, key);
             }
         }
         self.stats.parked += 1;

@@ -227,14 +227,17 @@ fn a_backlog_behind_a_sink_that_stays_down_is_parked_once_and_woken_by_the_closi
     // Probes at t + 100, + 300 (opened for 200), + 700 (400), + 1,100
     // (400): each fails, and only the probe row and the failed row are
     // written again.
-    let mut now_ms = t;
-    for _ in 0..4 {
+    let (mut now_ms, mut probes_at) = (t, Vec::new());
+    while probes_at.len() < 4 {
         now_ms = c.poll_deadline(now_ms).expect("woken for the next probe");
-        settle_at(&mut c, &mut m, now_ms, down);
+        settle_at(&mut c, &mut m, now_ms, &mut |_: &Job| {
+            probes_at.push(now_ms);
+            fail(FailureClass::Transient)
+        });
         let _ = m.apply(&mut c);
         assert_eq!(held(&m), 998, "at {now_ms}: the held rows are not read");
     }
-    assert_eq!(now_ms, t + 1_100);
+    assert_eq!(probes_at, [t + 100, t + 300, t + 700, t + 1_100]);
     assert!(
         c.stats().parked - parked_at_open <= 4 * 2,
         "{} parks after the open",
@@ -278,10 +281,17 @@ fn held_rows_are_made_due_when_an_open_period_ends_with_no_probe_row() {
     assert_eq!(
         c.poll_deadline(t),
         Some(t + 100),
-        "woken to check the probe"
+        "woken at the period's end"
+    );
+    settle_at(&mut c, &mut m, t + 100, &mut |_| panic!("no row is due"));
+    assert_eq!(held(&m), 8, "the scans have a while to reach the probe row");
+    assert_eq!(
+        c.poll_deadline(t + 100),
+        Some(t + 200),
+        "woken to check the probe, breaker_open_ms after the period's end"
     );
     let mut tried = Vec::new();
-    settle_at(&mut c, &mut m, t + 100, &mut |job: &Job| {
+    settle_at(&mut c, &mut m, t + 200, &mut |job: &Job| {
         tried.push(job.row);
         Ok(())
     });
@@ -295,8 +305,8 @@ fn held_rows_are_made_due_when_an_open_period_ends_with_no_probe_row() {
 }
 
 /// A breaker the store kept open holds its rows across a restart: the new
-/// core's pass leaves them held while it is open, and the end of its
-/// period makes them due (no probe row was claimed).
+/// core's pass leaves them held while it is open, and the probe's check
+/// after its period makes them due (no probe row was claimed).
 #[test]
 fn a_restored_breaker_keeps_its_held_rows_until_its_period_ends() {
     let config = breaker_config(1, 100, 100);
@@ -316,9 +326,9 @@ fn a_restored_breaker_keeps_its_held_rows_until_its_period_ends() {
         panic!("nothing starts while open")
     });
     assert_eq!(m.rows.len(), 5);
-    assert_eq!(c.poll_deadline(0), Some(500));
+    assert_eq!(c.poll_deadline(0), Some(600), "the probe checked");
     let mut tried = 0;
-    settle_at(&mut c, &mut m, 500, &mut |_| {
+    settle_at(&mut c, &mut m, 600, &mut |_| {
         tried += 1;
         Ok(())
     });
