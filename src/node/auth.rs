@@ -132,7 +132,7 @@ impl Tokens {
                 None => None,
             };
             let signature = match (&source.ingest_signature, &source.ingest_secret_env) {
-                (Some(scheme), Some(vars)) => Some(signature_check(i, scheme, &vars.to_vec())?),
+                (Some(scheme), Some(vars)) => Some(signature_check(i, scheme, vars.as_slice())?),
                 _ => None,
             };
             let dedupe = match &source.dedupe_json_pointer {
