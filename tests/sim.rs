@@ -22,7 +22,10 @@
 //! - the breaker changes the core reports account for its open breakers:
 //!   a breaker closes only after it opened, the keys reported open are
 //!   exactly as many as the core counts open, and a core rebuilt after a
-//!   crash or a restart takes back no breaker that was not open;
+//!   crash or a restart takes back no breaker that was not open (breakers
+//!   are turned off and on again by reloads at seeded times, which closes
+//!   the open ones, and a rebuild with them off closes those the store
+//!   kept);
 //! - an ordering lane (some sinks are ordered, per seed) runs one row at a
 //!   time, and its rows first start in commit order (a replayed row, which
 //!   rejoins its lane, aside);
@@ -122,6 +125,13 @@ struct Sim {
     open_breakers: HashSet<SinkKey>,
     /// Keys whose breaker the core ever reported opened.
     ever_opened: HashSet<SinkKey>,
+    /// Keys the store may have kept open that the last rebuild did not
+    /// take back: the core reports them closed at its next step.
+    closed_by_rebuild: HashSet<SinkKey>,
+    /// The seed's `breaker_failures`, which reloads at seeded times (from
+    /// a PRNG of their own) set to 0 and back.
+    breaker_failures: u32,
+    breaker_rng: Rng,
     /// Per key of a sink with a rate, its latest call starts (ms) since
     /// the last crash.
     call_starts: HashMap<SinkKey, VecDeque<u64>>,
@@ -248,6 +258,7 @@ impl Sim {
             .collect();
         let batch_max_entries = NonZeroU16::new(rng.below(6) as u16);
         let catalog = catalog_of(&config, batch_max_entries);
+        let breaker_failures = dispatch.breaker_failures;
         Sim {
             seed,
             rng,
@@ -273,6 +284,9 @@ impl Sim {
             lane_first_starts: HashMap::new(),
             open_breakers: HashSet::new(),
             ever_opened: HashSet::new(),
+            closed_by_rebuild: HashSet::new(),
+            breaker_failures,
+            breaker_rng: Rng::new(seed ^ 0xb4ea_c0ff),
             call_starts: HashMap::new(),
             next_hook: 0,
             faults: true,
@@ -382,6 +396,7 @@ impl Sim {
             "seed {}: breakers open after a rebuild that were not open before: {from_nowhere:?}",
             self.seed
         );
+        self.closed_by_rebuild = self.ever_opened.difference(&taken_back).cloned().collect();
         self.open_breakers = taken_back;
     }
 
@@ -615,11 +630,12 @@ impl Sim {
                     self.open_breakers.insert(key.clone());
                 }
                 BreakerEvent::Closed { key } => assert!(
-                    self.open_breakers.remove(key),
+                    self.open_breakers.remove(key) || self.closed_by_rebuild.remove(key),
                     "seed {seed}: breaker of {key:?} closed without having opened"
                 ),
             }
         }
+        self.closed_by_rebuild.clear();
         assert_eq!(
             self.open_breakers.len() as u64,
             shard.core().stats().breakers_open,
@@ -832,6 +848,10 @@ impl Sim {
             if self.retry_rng.below(2) == 0 {
                 self.retry.max_attempts = 1 + self.retry_rng.below(9) as u32;
                 self.retry.max_elapsed_ms = 1_000 + self.retry_rng.below(80_000);
+            }
+            if self.breaker_rng.below(3) == 0 {
+                let on = self.dispatch.breaker_failures == 0;
+                self.dispatch.breaker_failures = if on { self.breaker_failures } else { 0 };
             }
             shard.handle_reconfigure(self.dispatch.clone(), self.retry, self.catalog.clone());
         }

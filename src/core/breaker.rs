@@ -21,7 +21,10 @@
 //! (see `Core::park`): a backlog behind a sink that stays down is written
 //! once, not again every period. An open breaker is kept in the store (see
 //! `store::breakers`): a restart within its open period keeps it open, so
-//! the key's first attempt after it is a probe, not a wave.
+//! the key's first attempt after it is a probe, not a wave. A reload that
+//! sets `breaker_failures` to 0, or removes the key's sink, closes its
+//! breaker at once (see `Core::keeps_breaker`), as does an open that finds
+//! the store's breaker so.
 
 use super::retry::FailureClass;
 use super::types::{JobId, SinkKey, HELD_DUE_MS};

@@ -6,7 +6,7 @@
 //! (the source's sinks were reordered); else the row cannot be bound.
 
 use crate::config::{Config, HeaderFilter, SinkRetryConfig};
-use crate::core::types::TenantId;
+use crate::core::types::{SinkKey, TenantId};
 use std::collections::HashMap;
 use std::num::NonZeroU16;
 use std::sync::Arc;
@@ -153,6 +153,12 @@ impl Catalog {
             .get(source_id)?
             .sinks
             .get(usize::from(sink_index))
+    }
+
+    /// Whether `key` is of a configured sink: its source has a sink of its
+    /// type at its index.
+    pub fn has_key(&self, key: &SinkKey) -> bool {
+        (self.sink(&key.source_id, key.sink_index)).is_some_and(|s| s.sink_type == key.sink_type)
     }
 
     /// The batch size of the sink a key is bound to; `None` when it does

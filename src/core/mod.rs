@@ -385,6 +385,19 @@ impl Core {
         self.dispatch = dispatch;
         self.retry = retry;
         self.catalog = catalog;
+        // Rows queued on a key the new sources do not have are bound again
+        // by the next scan: the sink at their index is not theirs now.
+        self.unqueue(self.queued_keys(|key| !self.catalog.has_key(key)));
+        let dropped: Vec<SinkKey> = (self.breakers.keys())
+            .filter(|key| !self.keeps_breaker(key))
+            .cloned()
+            .collect();
+        for key in dropped {
+            let breaker = self.breakers.remove(&key).expect("a listed breaker");
+            if breaker.is_open() {
+                self.report_closed(key);
+            }
+        }
         self.scan_requested = true;
     }
 
@@ -511,27 +524,7 @@ impl Core {
     /// attempts still report their outcomes.
     pub fn handle_drain(&mut self) {
         self.draining = true;
-        let queued: Vec<RowId> = self
-            .claims
-            .iter()
-            .filter(|(_, c)| c.running.is_none())
-            .map(|(r, _)| *r)
-            .collect();
-        for row in queued {
-            let claim = self.claims.remove(&row).expect("listed above");
-            let key = self
-                .keys
-                .get_mut(&claim.key)
-                .expect("a queued row has a key");
-            key.queue.retain(|r| *r != row);
-            self.release(&claim);
-            self.ops.push_back(StoreOp::Reschedule {
-                row,
-                due_at_ms: claim.due_at_ms,
-                fields: claim.fields,
-                error: None,
-            });
-        }
+        self.unqueue(self.queued_keys(|_| true));
         self.tenant_ring.clear();
         for state in self.tenants.values_mut() {
             state.key_ring.clear();
@@ -541,7 +534,14 @@ impl Core {
     /// Takes back a breaker the store kept open until `until_ms` (its
     /// `opens`th open in a row), as a new core opens: its key's rows park
     /// until then, and then one probe runs, as before the restart.
+    ///
+    /// One of a sink the config no longer has, or any while breakers are
+    /// off, is reported closed instead (a new core's pass over the held
+    /// rows makes the rows it held due).
     pub fn restore_breaker(&mut self, key: SinkKey, until_ms: u64, opens: u32) {
+        if !self.keeps_breaker(&key) {
+            return self.report_closed(key);
+        }
         self.check_probe_after(until_ms, &key);
         self.breakers
             .insert(key, Breaker::reopened(until_ms, opens));
@@ -795,10 +795,10 @@ impl Core {
         job: JobId,
         failure: Option<FailureClass>,
     ) -> Option<u64> {
-        let config = self.breaker_config();
-        if config.failures == 0 && !self.breakers.contains_key(key) {
+        if !self.keeps_breaker(key) {
             return None;
         }
+        let config = self.breaker_config();
         let breaker = self.breakers.entry(key.clone()).or_default();
         let (was_open, held_rows) = (breaker.is_open(), breaker.holds_rows());
         let opened = breaker.record(now_ms, config, job, failure);
@@ -829,6 +829,23 @@ impl Core {
         opened
     }
 
+    /// Whether `key` has a breaker: breakers are on (`breaker_failures`
+    /// above 0) and it is of a configured sink. A reload that turns them
+    /// off or removes the sink closes its breaker at once: its rows run
+    /// again (or are dead-lettered as `sink_gone`) rather than stay parked
+    /// behind a breaker nothing would close.
+    fn keeps_breaker(&self, key: &SinkKey) -> bool {
+        self.dispatch.breaker_failures > 0 && self.catalog.has_key(key)
+    }
+
+    /// Reports `key`'s open breaker closed without a probe (the store
+    /// forgets it, the shell logs it).
+    fn report_closed(&mut self, key: SinkKey) {
+        let event = BreakerEvent::Closed { key };
+        self.ops.push_back(StoreOp::Breaker(event.clone()));
+        self.breaker_events.push_back(event);
+    }
+
     /// Checks, `breaker_open_ms` after the open period ending at
     /// `open_until_ms`, that a row of `key` was claimed to probe (see
     /// `held`): the scans have that long to reach the row parked to be
@@ -849,13 +866,21 @@ impl Core {
     /// the breaker's period ends, or held while its sink is paused) and
     /// takes the key out of the round robin.
     fn park_queue(&mut self, now_ms: u64, key: &SinkKey, admit: Admit) {
+        for (row, claim) in self.take_queue(key) {
+            self.set_aside(now_ms, key, &claim.hook, row, claim.fields, admit);
+        }
+    }
+
+    /// Takes every row queued on `key` off it, releasing their claims,
+    /// and the key out of the round robin.
+    fn take_queue(&mut self, key: &SinkKey) -> Vec<(RowId, Claim)> {
         let queued: Vec<RowId> = self
             .keys
             .get_mut(key)
             .map(|k| k.queue.drain(..).collect())
             .unwrap_or_default();
         if queued.is_empty() {
-            return;
+            return Vec::new();
         }
         let tenant = self
             .tenants
@@ -865,10 +890,38 @@ impl Core {
         if tenant.key_ring.is_empty() {
             self.tenant_ring.retain(|t| *t != key.tenant);
         }
+        let mut taken = Vec::with_capacity(queued.len());
         for row in queued {
             let claim = self.claims.remove(&row).expect("a queued row has a claim");
             self.release(&claim);
-            self.set_aside(now_ms, key, &claim.hook, row, claim.fields, admit);
+            taken.push((row, claim));
+        }
+        taken
+    }
+
+    /// The keys with rows queued that `which` picks.
+    fn queued_keys(&self, which: impl Fn(&SinkKey) -> bool) -> Vec<SinkKey> {
+        let queued = self.keys.iter().filter(|(_, k)| !k.queue.is_empty());
+        queued
+            .map(|(key, _)| key)
+            .filter(|key| which(key))
+            .cloned()
+            .collect()
+    }
+
+    /// Writes the rows queued on `keys` back due as they were claimed, for
+    /// a later scan to claim again.
+    fn unqueue(&mut self, keys: Vec<SinkKey>) {
+        for key in keys {
+            for (row, claim) in self.take_queue(&key) {
+                self.note_due(&key.tenant, claim.due_at_ms);
+                self.ops.push_back(StoreOp::Reschedule {
+                    row,
+                    due_at_ms: claim.due_at_ms,
+                    fields: claim.fields,
+                    error: None,
+                });
+            }
         }
     }
 

@@ -12,6 +12,7 @@ mod breakers;
 mod outcome_events;
 mod paused;
 mod rates;
+mod reload;
 mod sink_retry;
 mod sink_stats;
 
@@ -659,6 +660,12 @@ fn settle_at(
         let result = sink(&job);
         c.handle_outcome(now_ms, job.id, result, TOOK);
     }
+}
+
+/// Reloads `config` into the core, as the shard does.
+fn reconfigure(c: &mut Core, config: &Config) {
+    let catalog = Arc::new(Catalog::from_config(config));
+    c.handle_reconfigure(config.dispatch.clone(), config.retry, catalog);
 }
 
 /// A core with one attempt slot over `rows` due rows of source "a".

@@ -143,18 +143,17 @@ fn run_worker(shared: &Shared) {
     super::io_thread::mark(shared.engine_id);
     while let Some(call) = shared.calls.pop() {
         let key = &call.jobs()[0].key;
-        let sink = shared
-            .registry
-            .read()
-            .get(&key.source_id, key.sink_index)
-            .cloned();
+        let sink = shared.registry.read().get(key).cloned();
         let started = Instant::now();
         let results = match sink {
             Some(sink) => run_call(sink.as_ref(), &call),
             None => {
                 let failure = AttemptFailure {
                     class: FailureClass::Transient,
-                    message: format!("no sink at {}[{}]", key.source_id, key.sink_index),
+                    message: format!(
+                        "no {} sink at {}[{}]",
+                        key.sink_type, key.source_id, key.sink_index
+                    ),
                 };
                 vec![Err(failure); call.jobs().len()]
             }

@@ -22,7 +22,7 @@ use crate::claim_check::ClaimStore;
 use crate::config::{
     env_value, is_http_url, tls_files_need_https, Config, ConfigError, SinkConfig, SourceConfig,
 };
-use crate::core::{Catalog, LaneBy};
+use crate::core::{Catalog, LaneBy, SinkKey};
 use crate::limits::{
     HTTP_MAX_RESPONSE_BYTES, HTTP_TIMEOUT_MS, INLINE_MAX_BYTES, MAX_BATCH_ENTRIES, PUBSUB_ENDPOINT,
     PUBSUB_MAX_MESSAGE_BYTES, SQS_MAX_MESSAGE_BYTES,
@@ -47,6 +47,8 @@ pub struct SinkRegistry {
 #[derive(Clone)]
 struct Built {
     sink: Arc<dyn Sink>,
+    /// Its `type`, which a row's key names too.
+    kind: Arc<str>,
     batch_max_entries: Option<NonZeroU16>,
     recipe: Option<Recipe>,
 }
@@ -162,9 +164,13 @@ impl SinkRegistry {
         Ok(SinkRegistry { sinks })
     }
 
-    pub fn get(&self, source_id: &str, sink_index: u16) -> Option<&Arc<dyn Sink>> {
-        let built = self.sinks.get(source_id)?.get(usize::from(sink_index))?;
-        Some(&built.sink)
+    /// The sink a key's call goes to: none when its source has no sink of
+    /// its type at its index (a reload removed or moved it while the call
+    /// waited for a worker), so a row is never sent to another sink.
+    pub fn get(&self, key: &SinkKey) -> Option<&Arc<dyn Sink>> {
+        let sinks = self.sinks.get(&key.source_id)?;
+        let built = sinks.get(usize::from(key.sink_index))?;
+        (built.kind == key.sink_type).then_some(&built.sink)
     }
 
     /// The sources of `config` as the core sees them, with these sinks'
@@ -221,6 +227,7 @@ fn claiming(
     let batch_max_entries = batch_max_entries(sink.as_ref(), kind, at)?;
     Ok(Built {
         sink,
+        kind: Arc::from(kind),
         batch_max_entries,
         recipe,
     })
@@ -586,12 +593,37 @@ mod tests {
 
     /// Which sinks of `b` are `a`'s, by index: `Some(i)` when `b`'s sink
     /// is the very sink `a` has at `i`.
-    fn kept_from(a: &SinkRegistry, b: &SinkRegistry, sinks: u16) -> Vec<Option<u16>> {
+    fn kept_from(a: &SinkRegistry, b: &SinkRegistry, sinks: usize) -> Vec<Option<usize>> {
+        let (a, b) = (&a.sinks["s"], &b.sinks["s"]);
         (0..sinks)
-            .map(|j| {
-                (0..sinks).find(|&i| Arc::ptr_eq(a.get("s", i).unwrap(), b.get("s", j).unwrap()))
-            })
+            .map(|j| (0..sinks).find(|&i| Arc::ptr_eq(&a[i].sink, &b[j].sink)))
             .collect()
+    }
+
+    fn key(sink_index: u16, sink_type: &str) -> SinkKey {
+        SinkKey {
+            tenant: Arc::from("t"),
+            source_id: Arc::from("s"),
+            sink_index,
+            sink_type: Arc::from(sink_type),
+        }
+    }
+
+    /// A call waiting for a worker across a reload that put a sink of
+    /// another type at its key's index finds no sink, rather than that one.
+    #[test]
+    fn a_key_finds_only_a_sink_of_its_own_type_at_its_index() {
+        let queue = || SinkConfig::sqs("http://q/1/q");
+        let endpoint = || SinkConfig::http("http://a.example/hooks");
+        let first = rebuilt(vec![endpoint(), queue()], &SinkRegistry::default());
+        assert!(first.get(&key(0, "http")).is_some());
+        assert!(first.get(&key(1, "sqs")).is_some());
+        let swapped = rebuilt(vec![queue(), endpoint()], &first);
+        assert!(swapped.get(&key(0, "http")).is_none());
+        assert!(swapped.get(&key(1, "sqs")).is_none());
+        assert!(swapped.get(&key(2, "http")).is_none(), "past the last sink");
+        let http = swapped.get(&key(1, "http")).unwrap();
+        assert!(Arc::ptr_eq(http, first.get(&key(0, "http")).unwrap()));
     }
 
     #[test]

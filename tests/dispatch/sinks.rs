@@ -2,6 +2,7 @@
 //! breakers, rates, retry keys, filters and a host sink's inline limit.
 
 use super::*;
+use parking_lot::Mutex;
 
 /// Scenario 16: with four slots, two per key, twenty hooks to a sink that
 /// takes ten seconds do not delay one hook to a fast source past a second.
@@ -206,6 +207,64 @@ fn reconfigure_lowers_and_raises_concurrency_without_dropping_running_attempts()
     engine
         .reconfigure(&lowered)
         .expect("reconfigure succeeds on a stopped engine");
+}
+
+/// A reload that removes a source's first sink while rows of both are
+/// claimed: the second sink, at index 0 now, gets each hook's own row once
+/// and never a row of the removed sink, whose claimed rows are
+/// dead-lettered as `sink_gone`. (Before, the removed sink's rows queued
+/// on their key started on whatever sink the reload put at their index.)
+#[test]
+fn a_reload_that_removes_a_sink_sends_its_claimed_rows_to_no_other_sink() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.sink_concurrency = 1;
+    c.sources
+        .push(source_of_kinds("s", "t", &["first", "second"]));
+    let first = gate();
+    let second = gate();
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let received = bodies.clone();
+    let recording = second.sink.clone();
+    let engine = Engine::builder(c.clone())
+        .sink("first", first.sink.clone())
+        .sink(
+            "second",
+            sink(move |delivery| {
+                recording.deliver(delivery)?;
+                let body = String::from_utf8_lossy(&delivery.hook.body).into_owned();
+                received.lock().push(body);
+                Ok(())
+            }),
+        )
+        .open()
+        .unwrap();
+    for i in 0..4 {
+        engine.commit(NewHook::new("s", format!("{i}"))).unwrap();
+    }
+    wait_until(
+        "one attempt of each sink running, the other rows claimed",
+        Duration::from_secs(5),
+        || engine.stats()[0].running == 2 && engine.stats()[0].claimed_rows == 8,
+    );
+    let mut reloaded = c.clone();
+    reloaded.sources = vec![source_of_kinds("s", "t", &["second"])];
+    engine.reconfigure(&reloaded).unwrap();
+    first.open.send(()).unwrap();
+    for _ in 0..8 {
+        second.open.send(()).unwrap();
+    }
+    wait_until("every row settled", Duration::from_secs(10), || {
+        rows(&engine)
+            .iter()
+            .all(|r| r.record.status == RowStatus::Dead)
+    });
+    let mut bodies = bodies.lock().clone();
+    bodies.sort();
+    assert_eq!(bodies, ["0", "1", "2", "3"], "each hook's own row, once");
+    assert_eq!(first.passed.load(Ordering::SeqCst), 1, "the one running");
+    let gone = (0, "sink_gone: index 0, type first".to_string());
+    assert_eq!(dead_attempts_and_reasons(&engine), vec![gone; 3]);
 }
 
 /// A host sink that takes bodies up to 10 bytes inline, and records the

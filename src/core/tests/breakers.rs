@@ -334,3 +334,105 @@ fn a_restored_breaker_keeps_its_held_rows_until_its_period_ends() {
     });
     assert_eq!((tried, m.rows.len()), (5, 0));
 }
+
+/// Opens the breaker of `breaker_setup`'s ten rows at `t` and starts its
+/// probe at `t + 500`, leaving it running: the failed row parked again for
+/// `open_ms`, the other eight held.
+fn probe_running(config: &Config, t: u64) -> (Core, Model, Job) {
+    let (mut c, mut m) = breaker_setup(config.clone(), 10);
+    settle_at(&mut c, &mut m, t, &mut |_| fail(FailureClass::Transient));
+    c.handle_scan(t + 500, &mut m);
+    let _ = m.apply(&mut c);
+    let probe = c.poll_job(t + 500).expect("the probe starts");
+    let _ = m.apply(&mut c);
+    assert!(c.poll_job(t + 500).is_none(), "one probe");
+    let held = m.due.keys().filter(|(_, at, _)| *at == HELD_DUE_MS).count();
+    assert_eq!((m.rows.len(), held), (10, 8));
+    let _ = breaker_events(&mut c);
+    (c, m, probe)
+}
+
+/// A reload that turns breakers off (`breaker_failures = 0`) while a probe
+/// runs closes the breaker at once, and its probe failing after does not
+/// reopen it: every row runs at once. Before, the breaker stayed half-open
+/// for good and its rows parked behind it until a restart.
+#[test]
+fn a_reload_that_turns_breakers_off_closes_an_open_breaker() {
+    let config = breaker_config(1, 500, 500);
+    let t = 1_000;
+    let (mut c, mut m, probe) = probe_running(&config, t);
+    let mut off = config.clone();
+    off.dispatch.breaker_failures = 0;
+    reconfigure(&mut c, &off);
+    let closed = BreakerEvent::Closed { key: breaker_key() };
+    assert_eq!(breaker_events(&mut c), std::slice::from_ref(&closed));
+    assert_eq!(c.stats().breakers_open, 0);
+    assert!(
+        m.apply(&mut c).contains(&StoreOp::Breaker(closed)),
+        "the store forgets the breaker"
+    );
+    c.handle_outcome(t + 510, probe.id, fail(FailureClass::Transient), TOOK);
+    assert_eq!(breaker_events(&mut c), [], "the failed probe opens nothing");
+    let mut delivered = HashSet::new();
+    settle_at(&mut c, &mut m, t + 510, &mut |job| {
+        assert!(delivered.insert(job.row), "{:?} twice", job.row);
+        Ok(())
+    });
+    assert_eq!((delivered.len(), m.rows.len()), (10, 0));
+    assert_eq!((c.stats().breakers_open, c.stats().dead), (0, 0));
+}
+
+/// A reload that replaces a key's sink with one of another type closes
+/// its open breaker, and no row of the key is sent to the new sink: the
+/// row queued on the key goes back to the index and, with the held rows
+/// made due and the probe's row, is dead-lettered as `sink_gone`. The
+/// probe that fails after the reload opens no breaker for a sink that is
+/// gone.
+#[test]
+fn a_reload_that_replaces_the_sink_closes_its_breaker_and_sends_it_no_row() {
+    let config = breaker_config(1, 500, 500);
+    let t = 1_000;
+    let (mut c, mut m, probe) = probe_running(&config, t);
+    let mut replaced = config.clone();
+    replaced.sources = vec![source("a", "t", &["y"])];
+    reconfigure(&mut c, &replaced);
+    let closed = BreakerEvent::Closed { key: breaker_key() };
+    assert_eq!(breaker_events(&mut c), [closed]);
+    c.handle_outcome(t + 510, probe.id, fail(FailureClass::Transient), TOOK);
+    assert_eq!(breaker_events(&mut c), []);
+    settle_at(&mut c, &mut m, t + 510, &mut |job| {
+        panic!("no row of x goes to y: {job:?}")
+    });
+    assert_eq!((c.stats().dead, m.rows.len()), (10, 0));
+    assert_eq!(c.stats().breakers_open, 0);
+}
+
+/// A breaker the store kept is closed as a core opens when breakers are
+/// off by then (or its sink is gone): reported closed, so the store
+/// forgets it and it is logged, and the rows it held run at once.
+#[test]
+fn a_kept_breaker_is_closed_at_open_when_breakers_are_off() {
+    let mut config = breaker_config(1, 100, 100);
+    config.dispatch.breaker_failures = 0;
+    let mut m = Model::default();
+    for _ in 0..5 {
+        m.add("t", "a", &["x"], 0);
+    }
+    let held_keys: Vec<_> = m.due.keys().cloned().collect();
+    for (tenant, at, row) in held_keys {
+        let size = m.due.remove(&(tenant.clone(), at, row)).unwrap();
+        m.due.insert((tenant, HELD_DUE_MS, row), size);
+    }
+    let mut c = core(&config, BIG);
+    c.restore_breaker(breaker_key(), 500, 1);
+    assert_eq!(
+        breaker_events(&mut c),
+        [BreakerEvent::Closed { key: breaker_key() }]
+    );
+    let mut tried = 0;
+    settle_at(&mut c, &mut m, 0, &mut |_| {
+        tried += 1;
+        Ok(())
+    });
+    assert_eq!((tried, m.rows.len(), c.stats().breakers_open), (5, 0, 0));
+}

@@ -30,11 +30,6 @@ fn row(seq: u64, sink_index: u16) -> RowId {
     RowId { seq, sink_index }
 }
 
-fn reconfigure(c: &mut Core, config: &Config) {
-    let catalog = Arc::new(Catalog::from_config(config));
-    c.handle_reconfigure(config.dispatch.clone(), config.retry, catalog);
-}
-
 #[test]
 fn a_paused_sinks_rows_are_held_and_woken_once_it_is_resumed() {
     // Source `a`'s hooks have rows for `x` and `y`; `y` is paused.
