@@ -13,7 +13,9 @@
 //! on a sink that fails some of its attempts, and its open period never
 //! grew). While a breaker is open its key's rows
 //! are parked — written back due at the end of the open period with their
-//! attempt count unchanged; rows claimed while the probe runs are parked for
+//! attempt count unchanged. Rows claimed with the probe (due at the
+//! period's end too) wait queued for its answer, and then start or park;
+//! rows claimed by a later scan while it runs are parked for
 //! `breaker_open_ms`. A row never attempted has no retry horizon to keep,
 //! so only the first of an open period parks until its end, to be the
 //! probe; the others wait with the held rows, past every due time, until
@@ -126,14 +128,18 @@ impl Breaker {
     /// end, to be the next probe; the others (and those claimed while a
     /// probe runs) never, until the breaker closes.
     pub fn parked_due_ms(&mut self, until_ms: u64) -> u64 {
-        let probing = matches!(self.state, State::HalfOpen { probe: Some(_) });
-        if probing || self.probe_row_until_ms == Some(until_ms) {
+        if self.probing() || self.probe_row_until_ms == Some(until_ms) {
             self.holds_rows = true;
             HELD_DUE_MS
         } else {
             self.probe_row_until_ms = Some(until_ms);
             until_ms
         }
+    }
+
+    /// Whether its probe runs: the key's queued rows wait for its answer.
+    pub fn probing(&self) -> bool {
+        matches!(self.state, State::HalfOpen { probe: Some(_) })
     }
 
     /// Whether rows of the key wait with the held rows for it to close.

@@ -120,7 +120,11 @@ impl Core {
         for _ in 0..tenant.key_ring.len() {
             let key = tenant.key_ring.pop_front().expect("counted");
             let state = &self.keys[&key];
-            if state.calls < sink_concurrency {
+            // A key whose breaker's probe runs has no room: its queued
+            // rows start, or park, once the probe's answer moved it.
+            let probing =
+                !self.breakers.is_empty() && self.breakers.get(&key).is_some_and(Breaker::probing);
+            if state.calls < sink_concurrency && !probing {
                 let limited = self
                     .catalog
                     .call_interval_us(&key.source_id, key.sink_index)

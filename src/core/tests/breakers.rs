@@ -436,3 +436,66 @@ fn a_kept_breaker_is_closed_at_open_when_breakers_are_off() {
     });
     assert_eq!((tried, m.rows.len(), c.stats().breakers_open), (5, 0, 0));
 }
+
+/// Five rows attempted and failed at `t` open the breaker; at `t + 500`
+/// the scan claims all five and the first starts as the probe, which it
+/// returns; the other four wait for its answer, queued.
+fn probe_with_four_rows_queued(t: u64) -> (Core, Model, Job) {
+    let mut c = core(&breaker_config(1, 500, 500), BIG);
+    let mut m = Model::default();
+    for _ in 0..5 {
+        m.add("t", "a", &["x"], 0);
+    }
+    c.handle_scan(t, &mut m);
+    let _ = m.apply(&mut c);
+    let jobs: Vec<Job> = std::iter::from_fn(|| c.poll_job(t)).collect();
+    assert_eq!(jobs.len(), 5);
+    for job in &jobs {
+        c.handle_outcome(t, job.id, fail(FailureClass::Transient), TOOK);
+    }
+    settle_at(&mut c, &mut m, t, &mut |_| {
+        panic!("nothing starts while open")
+    });
+    let due: Vec<u64> = m.due.keys().map(|(_, at, _)| *at).collect();
+    assert_eq!(due, [t + 500; 5], "parked until the period ends");
+    c.handle_scan(t + 500, &mut m);
+    let _ = m.apply(&mut c);
+    let probe = c.poll_job(t + 500).expect("the probe starts");
+    let parked = c.stats().parked;
+    assert!(
+        c.poll_job(t + 500).is_none(),
+        "the others wait for the probe"
+    );
+    assert_eq!(c.stats().parked, parked, "and are not written back");
+    (c, m, probe)
+}
+
+/// Rows claimed with the probe wait for its answer, queued: when it closes
+/// the breaker they start at once. Before, they were parked for another
+/// `breaker_open_ms` however soon the probe succeeded.
+#[test]
+fn rows_claimed_with_the_probe_start_as_soon_as_it_closes_the_breaker() {
+    let t = 1_000;
+    let (mut c, mut m, probe) = probe_with_four_rows_queued(t);
+    c.handle_outcome(t + 510, probe.id, Ok(()), TOOK);
+    let rest: Vec<Job> = std::iter::from_fn(|| c.poll_job(t + 510)).collect();
+    assert_eq!(rest.len(), 4, "all four start when the breaker closes");
+    for job in &rest {
+        c.handle_outcome(t + 520, job.id, Ok(()), TOOK);
+    }
+    let _ = m.apply(&mut c);
+    assert!(m.rows.is_empty());
+}
+
+/// When the probe fails instead, the rows claimed with it park once, until
+/// the end of the new open period (before, until `breaker_open_ms` after
+/// they were claimed, to be parked again then).
+#[test]
+fn rows_claimed_with_a_failing_probe_park_until_the_new_period_ends() {
+    let t = 1_000;
+    let (mut c, mut m, probe) = probe_with_four_rows_queued(t);
+    c.handle_outcome(t + 510, probe.id, fail(FailureClass::Transient), TOOK);
+    settle_at(&mut c, &mut m, t + 510, &mut |_| panic!("open again"));
+    let due: Vec<u64> = m.due.keys().map(|(_, at, _)| *at).collect();
+    assert_eq!(due, [t + 1_010; 5], "the probe's row and the four");
+}
