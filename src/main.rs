@@ -48,8 +48,9 @@ enum Command {
         config: PathBuf,
         /// Also read what the config names outside itself, as a start
         /// does: token and secret variables, TLS and CA files, key files;
-        /// and resolve `listen`, refusing an admin API without a token
-        /// beyond loopback as `goad serve` does.
+        /// resolve `listen`, refusing an admin API without a token beyond
+        /// loopback as `goad serve` does; and fetch each `ingest_jwt` key
+        /// set, warning of one it cannot fetch (a start goes on without).
         #[arg(long)]
         environment: bool,
         /// With --environment: as `goad serve --allow-open-admin`.
@@ -425,7 +426,10 @@ fn check(path: &std::path::Path, environment: Option<bool>) -> ExitCode {
         .map_err(|e| e.to_string())
         .and_then(|c| match environment {
             Some(allow_open_admin) => goad::node::check_environment(&c, allow_open_admin)
-                .map(|()| c)
+                .map(|warnings| {
+                    warnings.iter().for_each(|w| eprintln!("warning: {w}"));
+                    c
+                })
                 .map_err(|e| e.to_string()),
             None => Ok(c),
         });

@@ -1,6 +1,7 @@
 //! Config parsing and validation: every error names the key and the value;
 //! `goad check` exits 0 or prints the error and exits 2.
 
+use goad::demo::receiver::{Receiver, Reply};
 use goad::Config;
 
 fn error_of(toml: &str) -> String {
@@ -349,6 +350,56 @@ fn goad_check_environment_reads_the_variables_and_files_the_config_names() {
             )
         )
     );
+}
+
+/// `goad check --environment` fetches each `ingest_jwt` source's key set:
+/// one it cannot fetch is a warning naming the key and why, and the check
+/// still passes, as a node starts without the keys.
+#[test]
+fn goad_check_environment_fetches_each_key_set_and_warns_of_one_it_cannot() {
+    let zeros = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"; // 32 bytes
+    let key_set = format!(
+        r#"{{"keys": [{{"kty": "EC", "crv": "P-256", "kid": "k1", "x": "{zeros}", "y": "{zeros}"}}]}}"#
+    );
+    let issuer = Receiver::start(move |_| Reply::status(200).with_body(key_set.clone())).unwrap();
+    let gone = Receiver::start(|_| Reply::status(404)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("goad.toml");
+    let source = |id: &str, jwks_url: String| {
+        format!(
+            "[[sources]]\nid = \"{id}\"\ningest_jwt = {{ jwks_url = \"{jwks_url}\", \
+             issuer = \"https://issuer.example\", audience = \"https://goad.example/{id}\" }}\n"
+        )
+    };
+    let (good_url, gone_url) = (issuer.url("/certs"), gone.url("/certs"));
+    let config = source("push", good_url) + &source("entra", gone_url.clone());
+    std::fs::write(&path, config).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["check", "--environment", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        stdout.trim(),
+        format!(
+            "{}: ok (2 sources; its variables and files read)",
+            path.display()
+        )
+    );
+    assert_eq!(
+        stderr.trim(),
+        format!(
+            "warning: sources[1].ingest_jwt.jwks_url {gone_url:?}: cannot fetch a key set goad \
+             can use (HTTP status 404); a node answers source \"entra\"'s hooks 503 until it can"
+        )
+    );
+    let requests = (issuer.received().len(), gone.received().len());
+    assert_eq!(requests, (1, 1), "each fetched once");
 }
 
 /// The README's `goad.toml` (under "Configuration") is a valid config:

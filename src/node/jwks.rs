@@ -215,6 +215,12 @@ impl JwtCheck {
         }
     }
 
+    /// Fetches the key set once, keeping nothing, as `goad check
+    /// --environment` does: how many keys goad can use in it.
+    pub fn fetch_once(&self) -> Result<usize, BoxError> {
+        Ok(self.fetched()?.0.len())
+    }
+
     /// The key set at `jwks_url`, and for how long to use it.
     fn fetched(&self) -> Result<(KeySet, u64), BoxError> {
         let answer = self.agent.get(&self.config.jwks_url).call();

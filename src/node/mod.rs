@@ -102,14 +102,33 @@ impl std::error::Error for NodeError {}
 /// store and starts nothing (`goad check --environment`); and, as a start
 /// does, resolves `listen` and refuses an admin API open beyond loopback
 /// unless `allow_open_admin`. A config error names the key.
-pub fn check_environment(config: &Config, allow_open_admin: bool) -> Result<(), NodeError> {
+///
+/// It also fetches each `ingest_jwt` source's key set. A fetch that fails
+/// is a warning, returned, not an error: a node starts without the keys
+/// (that source's hooks are answered 503 until a fetch succeeds), so an
+/// issuer's outage must not stop a start that checks first.
+pub fn check_environment(
+    config: &Config,
+    allow_open_admin: bool,
+) -> Result<Vec<String>, NodeError> {
     let tokens = Tokens::from_config(config).map_err(NodeError::Config)?;
     listen_addr(config, &tokens, allow_open_admin)?;
     http::tls::from_config(&config.http).map_err(NodeError::Config)?;
     let claims = Arc::new(crate::claim_check::ClaimStore::from_config(config));
     crate::sink::SinkRegistry::build(config, &Default::default(), &claims, &Default::default())
         .map_err(NodeError::Config)?;
-    Ok(())
+    let jwt_sources = (config.sources.iter().enumerate())
+        .filter_map(|(i, source)| Some((i, source, source.ingest_jwt.as_ref()?)));
+    let warnings = jwt_sources.filter_map(|(i, source, jwt)| {
+        let fetched = jwks::JwtCheck::new(&source.id, jwt).fetch_once();
+        let e = fetched.err()?;
+        Some(format!(
+            "sources[{i}].ingest_jwt.jwks_url {:?}: cannot fetch a key set goad can use ({e}); \
+             a node answers source {:?}'s hooks 503 until it can",
+            jwt.jwks_url, source.id
+        ))
+    });
+    Ok(warnings.collect())
 }
 
 /// The address `config` listens on, unless it serves the admin API
