@@ -342,8 +342,8 @@ fn a_restored_breaker_keeps_its_held_rows_until_its_period_ends() {
 }
 
 /// Opens the breaker of `breaker_setup`'s ten rows at `t` and starts its
-/// probe at `t + 500`, leaving it running: the failed row parked again for
-/// `open_ms`, the other eight held.
+/// probe at `t + 500`, leaving it running: the failed row, due with it,
+/// waits queued on the key, the other eight held.
 fn probe_running(config: &Config, t: u64) -> (Core, Model, Job) {
     let (mut c, mut m) = breaker_setup(config.clone(), 10);
     settle_at(&mut c, &mut m, t, &mut |_| fail(FailureClass::Transient));
