@@ -33,6 +33,9 @@
 //!   at most once per window, across crashes: a commit answered with an
 //!   earlier hook's id names the last stored hook of that source and key,
 //!   committed less than a window before;
+//! - a call starts only on a sink of its rows' type, at the index the
+//!   config now gives it (reloads swap source s0's two sinks at seeded
+//!   times, with rows of both claimed);
 //! - no call of a paused sink starts (sinks are paused and resumed at
 //!   seeded times), and once the pass over held rows that a change (or
 //!   an open) starts ends, only rows of paused sinks are held;
@@ -152,6 +155,9 @@ struct Sim {
     /// for the liveness phase.
     config: Config,
     pause_rng: Rng,
+    /// Reloads that swap source s0's two sinks (its rows bind to their
+    /// sink's new index) at seeded times, from a PRNG of their own.
+    swap_rng: Rng,
     /// A `dead_letter_source` of s1 under way: where its next step goes
     /// on. Its steps are of seeded sizes (from a PRNG of their own), one
     /// after each iteration, as a node's shard serves its commits and
@@ -297,10 +303,22 @@ impl Sim {
             next_sweep_at_ms: 0,
             config,
             pause_rng: Rng::new(seed ^ 0x9a05_ed51),
+            swap_rng: Rng::new(seed ^ 0x5a9_0f51),
             source_sweep: None,
             sweep_rng: Rng::new(seed ^ 0x5eed_50c7),
             held_check_due: false,
         }
+    }
+
+    /// Swaps source s0's two sinks (types `a` and `b`) at seeded times:
+    /// rows stored for index 0 of type `a` now bind to index 1, claimed
+    /// ones too, and no call may start on the sink now at a key's index.
+    fn swap_sinks(&mut self, shard: &mut ShardState) {
+        if self.swap_rng.below(600) != 0 {
+            return;
+        }
+        self.config.sources[0].sinks.swap(0, 1);
+        self.reconfigure_sinks(shard);
     }
 
     /// Pauses or resumes one sink (its rows park, or run again) at seeded
@@ -719,6 +737,10 @@ impl Sim {
             !self.catalog.is_paused(&key.source_id, key.sink_index),
             "seed {seed}: a call of paused {key:?} starts"
         );
+        assert!(
+            self.catalog.has_key(key),
+            "seed {seed}: a call of {key:?} starts on another type's sink, or none"
+        );
         if let Call::Batch(jobs) = call {
             let max = self.batch_max_entries.map_or(0, |m| usize::from(m.get()));
             assert!(
@@ -773,6 +795,11 @@ impl Sim {
     /// What must hold whenever an attempt starts.
     fn check_start(&mut self, job: &goad::core::Job, record: &goad::RowRecord) {
         let seed = self.seed;
+        assert_eq!(
+            job.key.sink_type, record.sink_type,
+            "seed {seed}: row {:?} starts on a key of another type",
+            job.row
+        );
         // Parked rows spend no attempts: the stored count never exceeds the
         // attempts started (some of which a crash or timeout lost).
         let started = self.started.entry(job.row).or_default();
@@ -856,6 +883,7 @@ impl Sim {
             shard.handle_reconfigure(self.dispatch.clone(), self.retry, self.catalog.clone());
         }
         self.pause_or_resume(shard);
+        self.swap_sinks(shard);
         if self.rng.below(1_500) == 0 && self.source_sweep.is_none() {
             self.source_sweep = Some(SourceSweep::default());
         }
