@@ -358,20 +358,30 @@ fn probe_running(config: &Config, t: u64) -> (Core, Model, Job) {
     (c, m, probe)
 }
 
+/// `probe_running` with `breaker_config(1, 500, 500)`, then a reload of
+/// that config as `change` leaves it, which reports the breaker closed.
+fn reloaded_while_probing(t: u64, change: impl FnOnce(&mut Config)) -> (Core, Model, Job) {
+    let config = breaker_config(1, 500, 500);
+    let (mut c, m, probe) = probe_running(&config, t);
+    let mut changed = config;
+    change(&mut changed);
+    reconfigure(&mut c, &changed);
+    let closed = BreakerEvent::Closed { key: breaker_key() };
+    assert_eq!(breaker_events(&mut c), [closed]);
+    (c, m, probe)
+}
+
 /// A reload that turns breakers off (`breaker_failures = 0`) while a probe
 /// runs closes the breaker at once, and its probe failing after does not
 /// reopen it: every row runs at once. Before, the breaker stayed half-open
 /// for good and its rows parked behind it until a restart.
 #[test]
 fn a_reload_that_turns_breakers_off_closes_an_open_breaker() {
-    let config = breaker_config(1, 500, 500);
     let t = 1_000;
-    let (mut c, mut m, probe) = probe_running(&config, t);
-    let mut off = config.clone();
-    off.dispatch.breaker_failures = 0;
-    reconfigure(&mut c, &off);
+    let (mut c, mut m, probe) = reloaded_while_probing(t, |off| {
+        off.dispatch.breaker_failures = 0;
+    });
     let closed = BreakerEvent::Closed { key: breaker_key() };
-    assert_eq!(breaker_events(&mut c), std::slice::from_ref(&closed));
     assert_eq!(c.stats().breakers_open, 0);
     assert!(
         m.apply(&mut c).contains(&StoreOp::Breaker(closed)),
@@ -396,14 +406,10 @@ fn a_reload_that_turns_breakers_off_closes_an_open_breaker() {
 /// gone.
 #[test]
 fn a_reload_that_replaces_the_sink_closes_its_breaker_and_sends_it_no_row() {
-    let config = breaker_config(1, 500, 500);
     let t = 1_000;
-    let (mut c, mut m, probe) = probe_running(&config, t);
-    let mut replaced = config.clone();
-    replaced.sources = vec![source("a", "t", &["y"])];
-    reconfigure(&mut c, &replaced);
-    let closed = BreakerEvent::Closed { key: breaker_key() };
-    assert_eq!(breaker_events(&mut c), [closed]);
+    let (mut c, mut m, probe) = reloaded_while_probing(t, |replaced| {
+        replaced.sources = vec![source("a", "t", &["y"])];
+    });
     c.handle_outcome(t + 510, probe.id, fail(FailureClass::Transient), TOOK);
     assert_eq!(breaker_events(&mut c), []);
     settle_at(&mut c, &mut m, t + 510, &mut |job| {
