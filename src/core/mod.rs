@@ -986,13 +986,15 @@ impl Core {
         });
     }
 
-    /// The retry policy of `key`'s rows: `[retry]`, with the keys its sink
-    /// sets in their place.
+    /// The retry policy of `key`'s rows: `[retry]`, with the keys their
+    /// sink sets in their place. Their sink is the one they bind to now: a
+    /// reload may have moved it from the key's index, or removed it.
     fn retry_for(&self, key: &SinkKey) -> RetryConfig {
-        match self.catalog.retry(&key.source_id, key.sink_index) {
-            Some(own) => own.over(self.retry),
-            None => self.retry,
-        }
+        let own = match (self.catalog).bind(&key.source_id, key.sink_index, &key.sink_type) {
+            Binding::Bound { sink_index } => self.catalog.retry(&key.source_id, sink_index),
+            Binding::SinkGone | Binding::SourceGone => None,
+        };
+        own.map_or(self.retry, |own| own.over(self.retry))
     }
 
     /// A lane's running attempt starts: another row of the lane may not.

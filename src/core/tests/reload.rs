@@ -2,6 +2,7 @@
 //! for whatever the new config put at its old index.
 
 use super::*;
+use crate::config::SinkRetryConfig;
 
 /// Source `a`'s two sinks swap places in a reload while rows of both are
 /// queued on their keys: each queued row goes back to the index and is
@@ -43,4 +44,51 @@ fn rows_queued_across_a_reload_that_swaps_two_sinks_start_on_their_own_sink() {
         .collect();
     assert_eq!(started, expected, "each row on its own sink's new index");
     assert!(m.rows.is_empty());
+}
+
+/// A reload swaps sinks `x` and `y` (whose own retry keys allow one
+/// attempt) while an attempt of each runs: `y`'s failure is
+/// decided by `y`'s keys (dead), not by those of `x`, the sink now at the
+/// row's old index (`[retry]`: due again).
+#[test]
+fn an_attempt_running_across_a_reload_that_moves_its_sink_fails_by_its_own_sinks_retry_keys() {
+    let one_attempt = SinkRetryConfig {
+        max_attempts: Some(1),
+        ..SinkRetryConfig::default()
+    };
+    let mut a = source("a", "t", &["x", "y"]);
+    a.sinks[1].retry = Some(one_attempt);
+    let config = config_with(vec![a]);
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    m.add("t", "a", &["x", "y"], 0);
+    c.handle_scan(0, &mut m);
+    let _ = m.apply(&mut c);
+    let jobs: Vec<Job> = std::iter::from_fn(|| c.poll_job(0)).collect();
+    let keys: Vec<(u16, &str)> = (jobs.iter())
+        .map(|job| (job.key.sink_index, &*job.key.sink_type))
+        .collect();
+    assert_eq!(keys, [(0, "x"), (1, "y")]);
+
+    let mut swapped = config.clone();
+    let mut moved = source("a", "t", &["y", "x"]);
+    moved.sinks[0].retry = Some(one_attempt);
+    swapped.sources = vec![moved];
+    reconfigure(&mut c, &swapped);
+    let failure = AttemptFailure {
+        class: FailureClass::Transient,
+        message: "boom".into(),
+    };
+    c.handle_outcome(1, jobs[0].id, Ok(()), TOOK);
+    c.handle_outcome(1, jobs[1].id, Err(failure), TOOK);
+    let settled: Vec<&str> = m
+        .apply(&mut c)
+        .iter()
+        .filter_map(|op| match op {
+            StoreOp::Reschedule { .. } => Some("retried"),
+            StoreOp::Dead { .. } => Some("dead"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(settled, ["dead"]);
 }
