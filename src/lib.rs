@@ -105,7 +105,7 @@ pub use core::{BreakerEvent, Outcome, OutcomeEvent, SinkKey};
 pub use node::{Node, NodeOptions};
 pub use runtime::{
     Backup, BackupError, CommitError, Engine, EngineBuilder, NewHook, OpenError, Pressure,
-    ShardStats, Unavailable, BACKUP_MANIFEST,
+    ShardStats, SinkWoken, Unavailable, WakeError, BACKUP_MANIFEST,
 };
 pub use sink::{Delivery, Sink, SinkError};
 pub use store::{Hook, HookStatus, RowRecord, RowStatus, RowView, SinkState, SinkStatus};

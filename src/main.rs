@@ -156,6 +156,19 @@ enum Command {
     /// A node's sources as its config stands: each one's ingest path, how
     /// ingest checks it, how it dedupes and where its sinks deliver.
     Sources(NodeArgs),
+    /// Wake a sink whose receiver is back: close its circuit breaker and
+    /// make its rows waiting out a backoff or the breaker due now
+    /// (attempts kept); prints how many and whether the breaker was open.
+    Wake {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// The sink's source.
+        #[arg(long)]
+        source: String,
+        /// The sink's index in the source's `sinks` (from 0).
+        #[arg(long)]
+        sink: u16,
+    },
 }
 
 #[derive(Subcommand)]
@@ -407,6 +420,10 @@ fn main() -> ExitCode {
         Command::Pressure(node) => print_call(&node, "GET", "/v1/pressure", None),
         Command::Stats(node) => print_call(&node, "GET", "/v1/stats", None),
         Command::Sources(node) => print_call(&node, "GET", "/v1/sources", None),
+        Command::Wake { node, source, sink } => {
+            let path = format!("/v1/sources/{}/sinks/{sink}/wake", encode(&source));
+            print_call(&node, "POST", &path, None)
+        }
         Command::Sinks {
             node,
             source,

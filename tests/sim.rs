@@ -167,6 +167,8 @@ struct Sim {
     /// A pause changed: once the core's pass over held rows ends, only
     /// paused sinks' rows may be held.
     held_check_due: bool,
+    /// Wakes of a sink at seeded times, in steps of seeded sizes.
+    wake_rng: Rng,
 }
 
 impl Sim {
@@ -307,6 +309,7 @@ impl Sim {
             source_sweep: None,
             sweep_rng: Rng::new(seed ^ 0x5eed_50c7),
             held_check_due: false,
+            wake_rng: Rng::new(seed ^ 0x3a4e_0b1c),
         }
     }
 
@@ -319,6 +322,68 @@ impl Sim {
         }
         self.config.sources[0].sinks.swap(0, 1);
         self.reconfigure_sinks(shard);
+    }
+
+    /// Wakes one sink that is not paused at seeded times, all its steps
+    /// at once: exactly its rows that waited out a backoff or an open
+    /// breaker (not claimed) are woken, due now, and its breaker closes
+    /// (reported as any close, which `check_breakers` holds to account).
+    fn wake_sink(&mut self, shard: &mut ShardState) {
+        if self.wake_rng.below(500) != 0 {
+            return;
+        }
+        let seed = self.seed;
+        let sources = &self.config.sources;
+        let source = &sources[self.wake_rng.below(sources.len() as u64) as usize];
+        let sink_index = self.wake_rng.below(source.sinks.len() as u64) as u16;
+        let sink = &source.sinks[usize::from(sink_index)];
+        if sink.paused {
+            return;
+        }
+        let key = SinkKey {
+            tenant: source.tenant.as_str().into(),
+            source_id: source.id.as_str().into(),
+            sink_index,
+            sink_type: sink.kind.as_str().into(),
+        };
+        let now_ms = self.now_ms;
+        let catalog = self.catalog.clone();
+        let waiting = |shard: &mut ShardState| -> HashSet<RowId> {
+            shard.flush().unwrap();
+            let rows = shard.store().rows().unwrap();
+            (rows.into_iter())
+                .filter(|r| {
+                    let bound = catalog.bind(&r.source_id, r.row.sink_index, &r.record.sink_type);
+                    r.record.status == RowStatus::Pending
+                        && !r.in_flight
+                        && (now_ms + 1..HELD_DUE_MS).contains(&r.record.at_ms)
+                        && r.source_id == *key.source_id
+                        && bound == Binding::Bound { sink_index }
+                })
+                .map(|r| r.row)
+                .collect()
+        };
+        let before = waiting(shard);
+        let (mut woken, mut after) = (0, None);
+        loop {
+            let max_entries = 1 + self.wake_rng.below(16) as usize;
+            let step = shard.wake_sink(now_ms, &key, after, max_entries).unwrap();
+            woken += step.woken;
+            after = step.next;
+            if after.is_none() {
+                break;
+            }
+        }
+        let left = waiting(shard);
+        assert!(
+            left.is_empty(),
+            "seed {seed}: a wake of {key:?} at {now_ms} left rows waiting: {left:?}"
+        );
+        assert_eq!(
+            woken,
+            before.len() as u64,
+            "seed {seed}: a wake of {key:?} at {now_ms} woke {woken} rows of {before:?}"
+        );
     }
 
     /// Pauses or resumes one sink (its rows park, or run again) at seeded
@@ -884,6 +949,7 @@ impl Sim {
         }
         self.pause_or_resume(shard);
         self.swap_sinks(shard);
+        self.wake_sink(shard);
         if self.rng.below(1_500) == 0 && self.source_sweep.is_none() {
             self.source_sweep = Some(SourceSweep::default());
         }

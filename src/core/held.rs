@@ -135,17 +135,21 @@ impl Core {
                 return 0;
             }
         }
-        self.ops.push_back(StoreOp::claim_of(&entry));
+        self.make_due(now_ms, &entry, &state);
+        1
+    }
+
+    /// Makes a pending row due at `now_ms`, its attempts kept.
+    pub(super) fn make_due(&mut self, now_ms: u64, entry: &DueEntry, state: &RowState) {
+        self.ops.push_back(StoreOp::claim_of(entry));
         // Its tenant is due now for the next scan, which a woken row asks
         // for (not a wake-up of its own: the windows may be full).
         self.lower_hint(&entry.tenant, now_ms);
-        let fields = RowFields::of(&entry, &state);
         self.ops.push_back(StoreOp::Reschedule {
             row: entry.row,
-            fields,
+            fields: RowFields::of(entry, state),
             due_at_ms: now_ms,
             error: None,
         });
-        1
     }
 }

@@ -15,6 +15,7 @@ mod rates;
 mod reload;
 mod sink_retry;
 mod sink_stats;
+mod wake;
 
 /// The due index and rows as plain maps; store ops are applied to it.
 #[derive(Default)]

@@ -190,6 +190,7 @@ fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Req
             }
             Err(e) => unavailable(&e),
         },
+        WorkerRoute::WakeSink(source_id, index) => super::wake::wake_sink(engine, source_id, index),
         WorkerRoute::Reload => reload(state, engine),
         WorkerRoute::Backup => super::backup::backup(engine, request),
         WorkerRoute::Drain(set) => {

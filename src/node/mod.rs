@@ -35,6 +35,7 @@ pub mod replay;
 mod routes;
 mod sinks;
 mod sources;
+mod wake;
 
 use crate::config::{Config, ConfigError};
 use crate::runtime::{Engine, OpenError};

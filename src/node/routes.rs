@@ -46,6 +46,8 @@ pub enum WorkerRoute {
     CreateReplay,
     GetReplay(String),
     DeadLetterSource(String),
+    /// A sink's backlog due now and its breaker closed: (source, sink index).
+    WakeSink(String, String),
     Reload,
     /// A backup of the data directory to a directory on the node's host.
     Backup,
@@ -130,6 +132,10 @@ pub fn route(method: &str, path: &str) -> Result<Route, Response> {
             };
             (route, &["GET", "OPTIONS", "POST"])
         }
+        ["v1", "sources", id, "sinks", index, "wake"] if !id.is_empty() => (
+            Route::Worker(WorkerRoute::WakeSink(id.to_string(), index.to_string())),
+            &["POST"],
+        ),
         ["v1", "sources", id, "dead-letter"] if !id.is_empty() => (
             Route::Worker(WorkerRoute::DeadLetterSource(id.to_string())),
             &["POST"],

@@ -472,7 +472,7 @@ impl Engine {
     /// Dead-letters every pending row of `source_id` as `source_gone` and
     /// returns how many (for deleting a source that still has a backlog).
     /// It runs inside each shard, the only mover of its rows, so no claim
-    /// races it, in steps of `DEAD_LETTER_STEP_ENTRIES` rows walked (the
+    /// races it, in steps of `SWEEP_STEP_ENTRIES` rows walked (the
     /// shards step at once), so each shard commits and delivers between
     /// them however large the backlog (see [`crate::core::SourceSweep`]: rows committed while it
     /// runs may be left). Rows whose hook is gone are dropped and not

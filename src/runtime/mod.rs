@@ -23,6 +23,7 @@ mod room;
 pub mod shard;
 mod shard_thread;
 pub mod step;
+mod wake;
 
 pub use crate::store::ReviveStep;
 pub use backup::{Backup, BackupError, BACKUP_MANIFEST};
@@ -33,3 +34,4 @@ pub use observers::{BreakerObserver, OutcomeObserver};
 pub use open::EngineBuilder;
 pub use shard::ShardStats;
 pub use step::{Completion, NewRows, ShardState, StepOutput};
+pub use wake::{SinkWoken, WakeError};

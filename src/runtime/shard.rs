@@ -22,10 +22,13 @@ use super::restart::Restarts;
 use super::room::{StoreRoom, TenantRoom};
 use super::step::{Completion, NewRows, ShardState, StepOutput};
 use crate::config::{DispatchConfig, RetryConfig};
-use crate::core::{Call, Catalog, Core, Grant, SinkStats, SourceSweep, SweepStep, TenantStats};
+use crate::core::{
+    Call, Catalog, Core, DueEntry, Grant, SinkKey, SinkStats, SourceSweep, SweepStep, TenantStats,
+    WakeStep,
+};
 use crate::limits::{
-    DEAD_LETTER_STEP_ENTRIES, GROUP_COMMIT_LINGER_US, MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS,
-    REPORT_INTERVAL_MS, SHUTDOWN_GRACE_MS,
+    GROUP_COMMIT_LINGER_US, MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS,
+    SHUTDOWN_GRACE_MS, SWEEP_STEP_ENTRIES,
 };
 use crate::store::{DiskReserve, Revived, ShardStore, StoreError};
 use crate::store::{PurgeStep, Purged, ReviveStep};
@@ -54,6 +57,13 @@ pub enum ShardInput {
         source_id: String,
         from: SourceSweep,
         reply: Sender<Result<SweepStep, Arc<StoreError>>>,
+    },
+    /// One step of waking a sink's rows; answer with how many and where
+    /// the next step goes on.
+    WakeSink {
+        key: SinkKey,
+        after: Option<DueEntry>,
+        reply: Sender<Result<WakeStep, Arc<StoreError>>>,
     },
     /// One replay step; answer with what it revived.
     Revive {
@@ -398,11 +408,14 @@ impl ShardLoop {
                 reply,
             } => {
                 let now_ms = self.clock.now_ms();
-                let dead =
-                    state.dead_letter_source(now_ms, &source_id, &from, DEAD_LETTER_STEP_ENTRIES);
+                let dead = state.dead_letter_source(now_ms, &source_id, &from, SWEEP_STEP_ENTRIES);
                 let events = state.take_outcome_events();
                 self.observers.outcomes(self.index, &events);
                 let _ = reply.send(dead);
+            }
+            ShardInput::WakeSink { key, after, reply } => {
+                let now_ms = self.clock.now_ms();
+                let _ = reply.send(state.wake_sink(now_ms, &key, after, SWEEP_STEP_ENTRIES));
             }
             ShardInput::Revive { step, reply } => {
                 let _ = reply.send(state.revive(self.clock.now_ms(), &step));

@@ -24,8 +24,9 @@ use super::failure_log::FailureLog;
 use super::reply::FirstId;
 use crate::config::{DispatchConfig, RetryConfig};
 use crate::core::{
-    AttemptResult, BreakerEvent, Call, Catalog, Core, DueCursor, Grant, JobId, OutcomeEvent, RowId,
-    RunningAttempt, SourceEntry, SourceSweep, SweepStep,
+    wake_start, AttemptResult, BreakerEvent, Call, Catalog, Core, DueCursor, DueEntry, Grant,
+    JobId, OutcomeEvent, RowId, RunningAttempt, SinkKey, SourceEntry, SourceSweep, SweepStep,
+    WakeStep,
 };
 use crate::limits::{MAX_UNFLUSHED_OPS, OUTCOME_FLUSH_MS, REPLAY_SCAN_BUDGET, STORE_RETRY_MS};
 use crate::store::{
@@ -321,6 +322,30 @@ impl<'s> ShardState<'s> {
             next
         };
         Ok(SweepStep { dead, next })
+    }
+
+    /// One step of waking `key`'s rows (see [`crate::core::WakeStep`]):
+    /// at most `max_entries` due entries after `after`, committed, so the
+    /// rows it reports woken are due. A step that set unreadable due
+    /// entries aside may have read short, so the next goes on from where
+    /// it began.
+    pub fn wake_sink(
+        &mut self,
+        now_ms: u64,
+        key: &SinkKey,
+        after: Option<DueEntry>,
+        max_entries: usize,
+    ) -> Result<WakeStep, Arc<StoreError>> {
+        let (mut step, set_aside) = self.write_now(now_ms, |store, txn, tenants, core| {
+            read_due(store, txn, tenants, core, |core, index| {
+                core.handle_wake_sink(now_ms, key, after.clone(), max_entries, index)
+            })
+        })?;
+        self.unreadable_due += set_aside as u64;
+        if set_aside > 0 {
+            step.next = Some(after.unwrap_or_else(|| wake_start(&key.tenant, now_ms)));
+        }
+        Ok(step)
     }
 
     /// One replay step (see [`store::dead::revive`]): the revived rows are

@@ -10,6 +10,7 @@ mod delivery;
 mod lifecycle;
 mod observers;
 mod sinks;
+mod wake;
 
 use common::*;
 use goad::demo::receiver::{Receiver, Reply};

@@ -471,3 +471,70 @@ fn a_sink_paused_in_the_config_file_is_resumed_by_a_reload() {
         (&false.into(), &serde_json::Value::Null)
     );
 }
+
+/// `goad wake` (`POST /v1/sources/{source_id}/sinks/{sink_index}/wake`)
+/// delivers the backlog of a sink whose receiver is back before its
+/// breaker's ten-minute period ends, and says what it did; a wake that
+/// names no sink, or a paused one, is refused with why.
+#[test]
+fn waking_a_sink_delivers_its_backlog_at_once_and_refusals_say_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, status) = switchable(503);
+    let mut c = one_source(dir.path(), &receiver);
+    c.dispatch.sink_concurrency = 1;
+    c.dispatch.breaker_failures = 1;
+    c.dispatch.breaker_open_ms = 600_000;
+    c.dispatch.breaker_max_open_ms = 600_000;
+    c.retry.base_ms = 600_000;
+    c.retry.max_ms = 600_000;
+    let mut paused = SinkConfig::http(receiver.url("/p"));
+    paused.paused = true;
+    c.sources.push(source("p", "t1", vec![paused]));
+    let node = start(c);
+    let addr = node.local_addr();
+    ingest_n(addr, "a", 3);
+    let breaker = || get(addr, "/v1/sinks?source_id=a").json()["sinks"][0]["breaker"].clone();
+    wait_until("a's breaker open", Duration::from_secs(10), || {
+        breaker() == "open"
+    });
+    assert_eq!(receiver.count(), 1, "the attempt that opened it");
+    status.store(200, Ordering::SeqCst);
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["wake", "--source", "a", "--sink", "0"])
+        .args(["--node", &format!("http://{addr}")])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        answer,
+        serde_json::json!({"woken": 2, "breaker_closed": true}),
+        "the failed row and the probe row; the third was held behind the breaker"
+    );
+    assert!(receiver.wait_for(1 + 3, Duration::from_secs(10)));
+    assert_eq!(breaker(), "closed");
+
+    let wake = |path: &str| call(addr, "POST", path, &[], b"");
+    let refused = |path: &str| {
+        let reply = wake(path);
+        (reply.status, reply.error_code())
+    };
+    assert_eq!(
+        refused("/v1/sources/nope/sinks/0/wake"),
+        (404, "unknown_source".into())
+    );
+    assert_eq!(
+        refused("/v1/sources/a/sinks/1/wake"),
+        (404, "unknown_sink".into())
+    );
+    assert_eq!(
+        refused("/v1/sources/a/sinks/x/wake"),
+        (400, "bad_sink_index".into())
+    );
+    assert_eq!(
+        refused("/v1/sources/p/sinks/0/wake"),
+        (409, "sink_paused".into())
+    );
+    assert_eq!(get(addr, "/v1/sources/a/sinks/0/wake").status, 405);
+}

@@ -1,0 +1,125 @@
+//! Waking a sink whose receiver is back: its backlog is delivered now, not
+//! after its backoffs and its breaker's open period; no other sink's rows
+//! move.
+
+use super::*;
+use goad::core::BreakerState;
+use goad::{SinkWoken, WakeError};
+
+/// Sources `a` and `b` each deliver to a receiver that answers 503: with
+/// `breaker_failures = 2`, one slot per sink and ten-minute backoffs and
+/// open periods, each sink's first two attempts fail and its breaker
+/// opens, leaving its five hooks' rows backing off, parked or held.
+fn two_sinks_down(
+    dir: &std::path::Path,
+) -> (
+    Engine,
+    [Receiver; 2],
+    [Arc<std::sync::atomic::AtomicU16>; 2],
+) {
+    let (a, a_status) = switchable(503);
+    let (b, b_status) = switchable(503);
+    let mut c = config(dir);
+    c.dispatch.sink_concurrency = 1;
+    c.dispatch.breaker_failures = 2;
+    c.dispatch.breaker_open_ms = 600_000;
+    c.dispatch.breaker_max_open_ms = 600_000;
+    c.retry.base_ms = 600_000;
+    c.retry.max_ms = 600_000;
+    c.sources
+        .push(source("a", "t", vec![SinkConfig::http(a.url("/"))]));
+    c.sources
+        .push(source("b", "t", vec![SinkConfig::http(b.url("/"))]));
+    let engine = Engine::open(c).unwrap();
+    for source in ["a", "b"] {
+        for n in 0..5 {
+            engine.commit(NewHook::new(source, format!("{n}"))).unwrap();
+        }
+    }
+    wait_until(
+        "both breakers open, nothing running",
+        Duration::from_secs(10),
+        || {
+            let sinks = engine.sink_stats().unwrap();
+            sinks.iter().all(|s| {
+                matches!(s.breaker, BreakerState::Open { .. }) && s.running == 0 && s.queued == 0
+            })
+        },
+    );
+    (engine, [a, b], [a_status, b_status])
+}
+
+/// Once `a`'s receiver is back, waking its sink closes its breaker and
+/// makes its rows due: the two that failed (attempted once) and the one
+/// parked to be the probe are counted, the two held behind the breaker are
+/// woken with them, and all five are delivered at once, attempts kept.
+/// `b`, back too but not woken, keeps its breaker open and its rows.
+#[test]
+fn waking_a_sink_delivers_its_backlog_now_and_leaves_other_sinks_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, [a, b], statuses) = two_sinks_down(dir.path());
+    assert_eq!((a.count(), b.count()), (2, 2), "two failed attempts each");
+    for status in &statuses {
+        status.store(200, Ordering::SeqCst);
+    }
+    let woken = engine.wake_sink("a", 0).unwrap();
+    assert_eq!(
+        woken,
+        SinkWoken {
+            woken: 3,
+            breaker_closed: true
+        }
+    );
+    assert!(
+        a.wait_for(2 + 5, Duration::from_secs(10)),
+        "a's 5 hooks delivered"
+    );
+    let mut attempts: Vec<String> = a.received()[2..]
+        .iter()
+        .map(|r| r.header("x-goad-attempt").unwrap().to_string())
+        .collect();
+    attempts.sort();
+    assert_eq!(attempts, ["1", "1", "1", "2", "2"]);
+    wait_until("a's hooks gone, b's kept", Duration::from_secs(10), || {
+        engine.hook_count().unwrap() == 5
+    });
+    let sinks = engine.sink_stats().unwrap();
+    assert_eq!(sinks[0].breaker, BreakerState::Closed);
+    assert!(matches!(sinks[1].breaker, BreakerState::Open { .. }));
+    assert_eq!(b.count(), 2, "b's rows wait out its open breaker");
+
+    let again = engine.wake_sink("a", 0).unwrap();
+    assert_eq!(
+        again,
+        SinkWoken {
+            woken: 0,
+            breaker_closed: false
+        }
+    );
+}
+
+/// A wake names a configured sink that is not paused; otherwise it says
+/// what is wrong and moves nothing.
+#[test]
+fn waking_an_unknown_or_paused_sink_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    let mut paused = SinkConfig::http("http://127.0.0.1:9/");
+    paused.paused = true;
+    c.sources.push(source("a", "t", vec![paused]));
+    let engine = Engine::open(c).unwrap();
+    let refused = |source, index| engine.wake_sink(source, index).unwrap_err();
+    assert!(matches!(refused("nope", 0), WakeError::UnknownSource(_)));
+    assert_eq!(
+        refused("nope", 0).to_string(),
+        "no source \"nope\" in the config"
+    );
+    assert_eq!(
+        refused("a", 1).to_string(),
+        "source \"a\" has no sink at index 1"
+    );
+    assert_eq!(
+        refused("a", 0).to_string(),
+        "sink 0 of source \"a\" is paused: its rows are held until a reload resumes it (paused = false)"
+    );
+}
