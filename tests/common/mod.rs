@@ -252,6 +252,18 @@ pub fn gate() -> Gate {
     Gate { sink, open, passed }
 }
 
+/// One attempt at a time per sink, `breaker_failures` failures to open a
+/// breaker, and its open period and every backoff ten minutes: a test that
+/// wakes a sink sees its rows wait for nothing else.
+pub fn waits_of_ten_minutes(c: &mut Config, breaker_failures: u32) {
+    c.dispatch.sink_concurrency = 1;
+    c.dispatch.breaker_failures = breaker_failures;
+    c.dispatch.breaker_open_ms = 600_000;
+    c.dispatch.breaker_max_open_ms = 600_000;
+    c.retry.base_ms = 600_000;
+    c.retry.max_ms = 600_000;
+}
+
 /// A receiver whose status can be changed while it runs.
 pub fn switchable(status: u16) -> (Receiver, Arc<AtomicU16>) {
     let current = Arc::new(AtomicU16::new(status));

@@ -5,27 +5,17 @@
 use super::*;
 use goad::core::BreakerState;
 use goad::{SinkWoken, WakeError};
+use std::sync::atomic::AtomicU16;
 
 /// Sources `a` and `b` each deliver to a receiver that answers 503: with
-/// `breaker_failures = 2`, one slot per sink and ten-minute backoffs and
-/// open periods, each sink's first two attempts fail and its breaker
-/// opens, leaving its five hooks' rows backing off, parked or held.
-fn two_sinks_down(
-    dir: &std::path::Path,
-) -> (
-    Engine,
-    [Receiver; 2],
-    [Arc<std::sync::atomic::AtomicU16>; 2],
-) {
+/// `breaker_failures = 2` (and `waits_of_ten_minutes`), each sink's first
+/// two attempts fail and its breaker opens, leaving its five hooks' rows
+/// backing off, parked or held.
+fn two_sinks_down(dir: &std::path::Path) -> (Engine, [Receiver; 2], [Arc<AtomicU16>; 2]) {
     let (a, a_status) = switchable(503);
     let (b, b_status) = switchable(503);
     let mut c = config(dir);
-    c.dispatch.sink_concurrency = 1;
-    c.dispatch.breaker_failures = 2;
-    c.dispatch.breaker_open_ms = 600_000;
-    c.dispatch.breaker_max_open_ms = 600_000;
-    c.retry.base_ms = 600_000;
-    c.retry.max_ms = 600_000;
+    waits_of_ten_minutes(&mut c, 2);
     c.sources
         .push(source("a", "t", vec![SinkConfig::http(a.url("/"))]));
     c.sources

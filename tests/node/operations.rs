@@ -481,12 +481,7 @@ fn waking_a_sink_delivers_its_backlog_at_once_and_refusals_say_why() {
     let dir = tempfile::tempdir().unwrap();
     let (receiver, status) = switchable(503);
     let mut c = one_source(dir.path(), &receiver);
-    c.dispatch.sink_concurrency = 1;
-    c.dispatch.breaker_failures = 1;
-    c.dispatch.breaker_open_ms = 600_000;
-    c.dispatch.breaker_max_open_ms = 600_000;
-    c.retry.base_ms = 600_000;
-    c.retry.max_ms = 600_000;
+    waits_of_ten_minutes(&mut c, 1);
     let mut paused = SinkConfig::http(receiver.url("/p"));
     paused.paused = true;
     c.sources.push(source("p", "t1", vec![paused]));
@@ -515,26 +510,19 @@ fn waking_a_sink_delivers_its_backlog_at_once_and_refusals_say_why() {
     assert!(receiver.wait_for(1 + 3, Duration::from_secs(10)));
     assert_eq!(breaker(), "closed");
 
-    let wake = |path: &str| call(addr, "POST", path, &[], b"");
-    let refused = |path: &str| {
-        let reply = wake(path);
-        (reply.status, reply.error_code())
-    };
-    assert_eq!(
-        refused("/v1/sources/nope/sinks/0/wake"),
-        (404, "unknown_source".into())
-    );
-    assert_eq!(
-        refused("/v1/sources/a/sinks/1/wake"),
-        (404, "unknown_sink".into())
-    );
-    assert_eq!(
-        refused("/v1/sources/a/sinks/x/wake"),
-        (400, "bad_sink_index".into())
-    );
-    assert_eq!(
-        refused("/v1/sources/p/sinks/0/wake"),
-        (409, "sink_paused".into())
-    );
+    let refusals = [
+        ("/v1/sources/nope/sinks/0/wake", 404, "unknown_source"),
+        ("/v1/sources/a/sinks/1/wake", 404, "unknown_sink"),
+        ("/v1/sources/a/sinks/x/wake", 400, "bad_sink_index"),
+        ("/v1/sources/p/sinks/0/wake", 409, "sink_paused"),
+    ];
+    for (path, status, error) in refusals {
+        let reply = call(addr, "POST", path, &[], b"");
+        assert_eq!(
+            (reply.status, reply.error_code()),
+            (status, error.into()),
+            "{path}"
+        );
+    }
     assert_eq!(get(addr, "/v1/sources/a/sinks/0/wake").status, 405);
 }
