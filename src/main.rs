@@ -457,13 +457,23 @@ fn check(path: &std::path::Path, environment: Option<bool>) -> ExitCode {
             } else {
                 ""
             };
-            say!("{}: ok ({} sources{what})", path.display(), c.sources.len());
+            let sinks = c.sources.iter().map(|s| s.sinks.len()).sum();
+            let (sources, sinks) = (counted(c.sources.len(), "source"), counted(sinks, "sink"));
+            say!("{}: ok ({sources}, {sinks}{what})", path.display());
             ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("{e}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// "1 source", "2 sources".
+fn counted(n: usize, noun: &str) -> String {
+    match n {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
     }
 }
 

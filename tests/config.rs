@@ -303,7 +303,7 @@ fn goad_check_environment_reads_the_variables_and_files_the_config_names() {
     let shown = good.display();
     assert_eq!(
         check(&good, &[], None),
-        (Some(0), format!("{shown}: ok (1 sources)"))
+        (Some(0), format!("{shown}: ok (1 source, 1 sink)"))
     );
     assert_eq!(
         check(&good, &["--environment"], None),
@@ -318,7 +318,7 @@ fn goad_check_environment_reads_the_variables_and_files_the_config_names() {
         check(&good, &["--environment"], Some("whsec_c2VjcmV0")),
         (
             Some(0),
-            format!("{shown}: ok (1 sources; its variables and files read)")
+            format!("{shown}: ok (1 source, 1 sink; its variables and files read)")
         )
     );
     // As a start does, it refuses an admin API without a token beyond
@@ -387,7 +387,7 @@ fn goad_check_environment_fetches_each_key_set_and_warns_of_one_it_cannot() {
     assert_eq!(
         stdout.trim(),
         format!(
-            "{}: ok (2 sources; its variables and files read)",
+            "{}: ok (2 sources, 0 sinks; its variables and files read)",
             path.display()
         )
     );
