@@ -199,22 +199,33 @@ impl Core {
         rows
     }
 
+    /// Counts `job`, an attempt of `row`, as running until
+    /// `deadline_at_ms`, when its timer fails it.
+    pub(super) fn track_running(
+        &mut self,
+        job: JobId,
+        row: RowId,
+        deadline_at_ms: u64,
+        batch: Option<JobId>,
+    ) {
+        let timer = self.wheel.insert(deadline_at_ms, job);
+        let running = Running {
+            row,
+            timer,
+            deadline_at_ms,
+            timeout_ms: self.dispatch.attempt_timeout_ms,
+            batch,
+        };
+        let previous = self.running.insert(job, running);
+        assert!(previous.is_none(), "{job:?} runs twice");
+        self.running_count += 1;
+    }
+
     fn start(&mut self, now_ms: u64, row: RowId, batch: Option<JobId>) -> Job {
         let id = JobId(self.next_job_id);
         self.next_job_id += 1;
         let deadline_at_ms = now_ms + self.dispatch.attempt_timeout_ms;
-        let timer = self.wheel.insert(deadline_at_ms, id);
-        self.running.insert(
-            id,
-            Running {
-                row,
-                timer,
-                deadline_at_ms,
-                timeout_ms: self.dispatch.attempt_timeout_ms,
-                batch,
-            },
-        );
-        self.running_count += 1;
+        self.track_running(id, row, deadline_at_ms, batch);
         let claim = self.claims.get_mut(&row).expect("a queued row has a claim");
         assert!(claim.running.is_none(), "row {row:?} started twice");
         claim.running = Some(id);

@@ -72,18 +72,6 @@ impl Core {
         }
         self.lane_starts(claim.fields.lane, job);
         self.add_claim(row, claim);
-        let timer = self.wheel.insert(deadline_at_ms, job);
-        let previous = self.running.insert(
-            job,
-            Running {
-                row,
-                timer,
-                deadline_at_ms,
-                timeout_ms: self.dispatch.attempt_timeout_ms,
-                batch,
-            },
-        );
-        assert!(previous.is_none(), "a straggler adopted twice");
-        self.running_count += 1;
+        self.track_running(job, row, deadline_at_ms, batch);
     }
 }
