@@ -23,6 +23,7 @@ pub struct SinkWoken {
 
 /// Why [`Engine::wake_sink`] woke nothing.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum WakeError {
     /// No configured source has this id.
     UnknownSource(String),
@@ -55,6 +56,12 @@ impl fmt::Display for WakeError {
 }
 
 impl std::error::Error for WakeError {}
+
+impl From<Unavailable> for WakeError {
+    fn from(e: Unavailable) -> WakeError {
+        WakeError::Unavailable(e)
+    }
+}
 
 impl Engine {
     /// Wakes sink `sink_index` of `source_id`, whose receiver is back:
@@ -113,11 +120,5 @@ impl Engine {
             sink_index,
             sink_type: sink.kind.as_str().into(),
         })
-    }
-}
-
-impl From<Unavailable> for WakeError {
-    fn from(e: Unavailable) -> WakeError {
-        WakeError::Unavailable(e)
     }
 }
