@@ -36,6 +36,10 @@
 //! - a call starts only on a sink of its rows' type, at the index the
 //!   config now gives it (reloads swap source s0's two sinks at seeded
 //!   times, with rows of both claimed);
+//! - a wake of a sink (at seeded times, half of them all at once, half a
+//!   step an iteration) makes exactly that sink's waiting rows due: none
+//!   is left waiting, and as many are woken as waited (checked of those
+//!   all at once);
 //! - no call of a paused sink starts (sinks are paused and resumed at
 //!   seeded times), and once the pass over held rows that a change (or
 //!   an open) starts ends, only rows of paused sinks are held;
@@ -51,8 +55,9 @@ use goad::config::{
     DispatchConfig, HeaderFilter, RetryConfig, SinkConfig, SinkRetryConfig, SourceConfig,
 };
 use goad::core::{
-    AttemptFailure, AttemptResult, Binding, BreakerEvent, Call, Catalog, Core, FailureClass, Grant,
-    JobId, LaneId, Outcome, OutcomeEvent, Rng, RowId, SinkKey, SourceSweep, HELD_DUE_MS,
+    AttemptFailure, AttemptResult, Binding, BreakerEvent, Call, Catalog, Core, DueEntry,
+    FailureClass, Grant, JobId, LaneId, Outcome, OutcomeEvent, Rng, RowId, SinkKey, SourceSweep,
+    HELD_DUE_MS,
 };
 use goad::runtime::{Completion, NewRows, ShardState};
 use goad::store::{DeadFilter, Hook, PurgeStep, ReviveStep, ShardStore};
@@ -169,6 +174,9 @@ struct Sim {
     held_check_due: bool,
     /// Wakes of a sink at seeded times, in steps of seeded sizes.
     wake_rng: Rng,
+    /// A wake under way, one step an iteration: its key and where its
+    /// next step goes on.
+    sink_wake: Option<(SinkKey, DueEntry)>,
 }
 
 impl Sim {
@@ -310,6 +318,7 @@ impl Sim {
             sweep_rng: Rng::new(seed ^ 0x5eed_50c7),
             held_check_due: false,
             wake_rng: Rng::new(seed ^ 0x3a4e_0b1c),
+            sink_wake: None,
         }
     }
 
@@ -324,15 +333,17 @@ impl Sim {
         self.reconfigure_sinks(shard);
     }
 
-    /// Wakes one sink that is not paused at seeded times, all its steps
-    /// at once: exactly its rows that waited out a backoff or an open
-    /// breaker (not claimed) are woken, due now, and its breaker closes
-    /// (reported as any close, which `check_breakers` holds to account).
+    /// Wakes one sink that is not paused at seeded times, half of them all
+    /// at once (checked by `wake_at_once`), half one step of a seeded size
+    /// an iteration, between the shard's steps, as a node runs it.
     fn wake_sink(&mut self, shard: &mut ShardState) {
+        if let Some((key, after)) = self.sink_wake.take() {
+            self.step_wake(shard, key, Some(after));
+            return;
+        }
         if self.wake_rng.below(500) != 0 {
             return;
         }
-        let seed = self.seed;
         let sources = &self.config.sources;
         let source = &sources[self.wake_rng.below(sources.len() as u64) as usize];
         let sink_index = self.wake_rng.below(source.sinks.len() as u64) as u16;
@@ -346,7 +357,30 @@ impl Sim {
             sink_index,
             sink_type: sink.kind.as_str().into(),
         };
-        let now_ms = self.now_ms;
+        if self.wake_rng.below(2) == 0 {
+            self.wake_at_once(shard, key);
+        } else {
+            self.step_wake(shard, key, None);
+        }
+    }
+
+    /// One step of a wake of `key`, from `after` (the first when `None`);
+    /// the next goes on at the next iteration.
+    fn step_wake(&mut self, shard: &mut ShardState, key: SinkKey, after: Option<DueEntry>) -> u64 {
+        let max_entries = 1 + self.wake_rng.below(16) as usize;
+        let step = shard
+            .wake_sink(self.now_ms, &key, after, max_entries)
+            .unwrap();
+        self.sink_wake = step.next.map(|next| (key, next));
+        step.woken
+    }
+
+    /// A wake of `key`, all its steps at once: exactly its rows that
+    /// waited out a backoff or an open breaker (not claimed) are woken, due
+    /// now, and its breaker closes (reported as any close, which
+    /// `check_breakers` holds to account).
+    fn wake_at_once(&mut self, shard: &mut ShardState, key: SinkKey) {
+        let (seed, now_ms, sink_index) = (self.seed, self.now_ms, key.sink_index);
         let catalog = self.catalog.clone();
         let waiting = |shard: &mut ShardState| -> HashSet<RowId> {
             shard.flush().unwrap();
@@ -364,15 +398,9 @@ impl Sim {
                 .collect()
         };
         let before = waiting(shard);
-        let (mut woken, mut after) = (0, None);
-        loop {
-            let max_entries = 1 + self.wake_rng.below(16) as usize;
-            let step = shard.wake_sink(now_ms, &key, after, max_entries).unwrap();
-            woken += step.woken;
-            after = step.next;
-            if after.is_none() {
-                break;
-            }
+        let mut woken = self.step_wake(shard, key.clone(), None);
+        while let Some((key, after)) = self.sink_wake.take() {
+            woken += self.step_wake(shard, key, Some(after));
         }
         let left = waiting(shard);
         assert!(
@@ -1064,8 +1092,9 @@ impl Sim {
                 self.operate(&mut shard);
                 if self.rng.below(400) == 0 {
                     self.check_sink_outcomes(&shard);
-                    // The crash fails the call whose sweep was under way.
+                    // The crash fails the calls whose sweep or wake was under way.
                     self.source_sweep = None;
+                    self.sink_wake = None;
                     self.pending.clear();
                     self.running.clear();
                     self.call_starts.clear();
