@@ -97,11 +97,11 @@ impl Engine {
         }
     }
 
-    /// The key of a configured sink that is not paused.
+    /// The key of a configured sink that is not paused, as the shards'
+    /// catalog has it.
     fn sink_key(&self, source_id: &str, sink_index: u16) -> Result<SinkKey, WakeError> {
-        let config = self.config.read();
-        let source = (config.sources.iter())
-            .find(|s| s.id == source_id)
+        let catalog = self.catalog.read().clone();
+        let source = (catalog.source(source_id))
             .ok_or_else(|| WakeError::UnknownSource(source_id.to_string()))?;
         let sink = source.sinks.get(usize::from(sink_index));
         let sink = sink.ok_or_else(|| WakeError::UnknownSink {
@@ -115,10 +115,10 @@ impl Engine {
             });
         }
         Ok(SinkKey {
-            tenant: source.tenant.as_str().into(),
+            tenant: source.tenant.clone(),
             source_id: source_id.into(),
             sink_index,
-            sink_type: sink.kind.as_str().into(),
+            sink_type: sink.sink_type.clone(),
         })
     }
 }
