@@ -669,6 +669,38 @@ fn reconfigure(c: &mut Core, config: &Config) {
     c.handle_reconfigure(config.dispatch.clone(), config.retry, catalog);
 }
 
+/// Source `a` (tenant `t`, one sink of type `x`) with these breaker
+/// settings, retries at once and ten attempts.
+fn breaker_config(failures: u32, open_ms: u64, max_open_ms: u64) -> Config {
+    let mut config = config_with(vec![source("a", "t", &["x"])]);
+    config.dispatch.breaker_failures = failures;
+    config.dispatch.breaker_open_ms = open_ms;
+    config.dispatch.breaker_max_open_ms = max_open_ms;
+    config.retry.base_ms = 0;
+    config.retry.max_attempts = 10;
+    config
+}
+
+/// The breaker changes the core reported since the last call.
+fn breaker_events(c: &mut Core) -> Vec<BreakerEvent> {
+    std::iter::from_fn(|| c.poll_breaker_event()).collect()
+}
+
+/// The key of tenant `t`'s source `source`, its sink at `sink_index` of type `sink_type`.
+fn key_of(source: &str, sink_index: u16, sink_type: &str) -> SinkKey {
+    SinkKey {
+        tenant: Arc::from("t"),
+        source_id: Arc::from(source),
+        sink_index,
+        sink_type: Arc::from(sink_type),
+    }
+}
+
+/// The one sink key of `breaker_config`'s source.
+fn breaker_key() -> SinkKey {
+    key_of("a", 0, "x")
+}
+
 /// A core with one attempt slot over `rows` due rows of source "a".
 fn breaker_setup(config: Config, rows: usize) -> (Core, Model) {
     let c = core(

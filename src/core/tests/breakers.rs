@@ -4,16 +4,6 @@
 
 use super::*;
 
-fn breaker_config(failures: u32, open_ms: u64, max_open_ms: u64) -> Config {
-    let mut config = config_with(vec![source("a", "t", &["x"])]);
-    config.dispatch.breaker_failures = failures;
-    config.dispatch.breaker_open_ms = open_ms;
-    config.dispatch.breaker_max_open_ms = max_open_ms;
-    config.retry.base_ms = 0;
-    config.retry.max_attempts = 10;
-    config
-}
-
 fn attempts_and_due(m: &Model) -> (u32, Vec<u32>, Vec<u64>) {
     let mut attempts: Vec<u32> = m.rows.values().map(|(s, _)| s.attempts).collect();
     attempts.sort_unstable();
@@ -22,21 +12,6 @@ fn attempts_and_due(m: &Model) -> (u32, Vec<u32>, Vec<u64>) {
         attempts,
         m.due.keys().map(|(_, at, _)| *at).collect(),
     )
-}
-
-/// The breaker changes the core reported since the last call.
-fn breaker_events(c: &mut Core) -> Vec<BreakerEvent> {
-    std::iter::from_fn(|| c.poll_breaker_event()).collect()
-}
-
-/// The one sink key of `breaker_config`'s source.
-fn breaker_key() -> SinkKey {
-    SinkKey {
-        tenant: Arc::from("t"),
-        source_id: Arc::from("a"),
-        sink_index: 0,
-        sink_type: Arc::from("x"),
-    }
 }
 
 /// Reference scenario 17: three failures open the breaker; the other rows

@@ -75,12 +75,8 @@ fn an_attempt_running_across_a_reload_that_moves_its_sink_fails_by_its_own_sinks
     moved.sinks[0].retry = Some(one_attempt);
     swapped.sources = vec![moved];
     reconfigure(&mut c, &swapped);
-    let failure = AttemptFailure {
-        class: FailureClass::Transient,
-        message: "boom".into(),
-    };
     c.handle_outcome(1, jobs[0].id, Ok(()), TOOK);
-    c.handle_outcome(1, jobs[1].id, Err(failure), TOOK);
+    c.handle_outcome(1, jobs[1].id, fail(FailureClass::Transient), TOOK);
     let settled: Vec<&str> = m
         .apply(&mut c)
         .iter()

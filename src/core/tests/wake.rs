@@ -3,16 +3,6 @@
 
 use super::*;
 
-/// The sink key of source `source`'s sink at `sink_index`, of type `sink_type`, tenant `t`.
-fn key_of(source: &str, sink_index: u16, sink_type: &str) -> SinkKey {
-    SinkKey {
-        tenant: Arc::from("t"),
-        source_id: Arc::from(source),
-        sink_index,
-        sink_type: Arc::from(sink_type),
-    }
-}
-
 /// Each row's (source, sink index, due time), in due order.
 fn due_rows(m: &Model) -> Vec<(String, u16, u64)> {
     let mut due: Vec<_> = (m.due.keys())
@@ -120,24 +110,17 @@ fn waking_a_sink_goes_in_steps_of_at_most_their_entries() {
 /// delivered once.
 #[test]
 fn waking_a_sink_closes_its_open_breaker_and_its_parked_and_held_rows_start_at_once() {
-    let mut config = config_with(vec![source("a", "t", &["x"])]);
-    config.dispatch.breaker_failures = 1;
-    config.dispatch.breaker_open_ms = 10_000;
-    config.retry.base_ms = 0;
-    let (mut c, mut m) = breaker_setup(config, 5);
+    let (mut c, mut m) = breaker_setup(breaker_config(1, 10_000, 10_000), 5);
     let t = 1_000;
     settle_at(&mut c, &mut m, t, &mut |_| fail(FailureClass::Transient));
     let at = |m: &Model, at_ms| m.due.keys().filter(|(_, at, _)| *at == at_ms).count();
     assert_eq!((at(&m, t + 10_000), at(&m, HELD_DUE_MS)), (2, 3));
-    let _ = std::iter::from_fn(|| c.poll_breaker_event()).count();
+    let _ = breaker_events(&mut c);
 
     let key = key_of("a", 0, "x");
     let step = c.handle_wake_sink(t + 1, &key, None, usize::MAX, &mut m);
     assert_eq!((step.woken, step.breaker_closed), (2, true));
-    assert_eq!(
-        std::iter::from_fn(|| c.poll_breaker_event()).collect::<Vec<_>>(),
-        [BreakerEvent::Closed { key }]
-    );
+    assert_eq!(breaker_events(&mut c), [BreakerEvent::Closed { key }]);
     let mut delivered = HashSet::new();
     settle_at(&mut c, &mut m, t + 1, &mut |job| {
         assert!(delivered.insert(job.row), "{:?} delivered twice", job.row);
