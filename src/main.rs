@@ -1,6 +1,7 @@
 //! The `goad` command.
 
 use clap::{Args, Parser, Subcommand};
+use goad::core::DeadReasonKind;
 use goad::node::client::{encode, ClientError, ClientTlsFiles, NodeClient};
 use goad::{say, Config, Node, NodeOptions};
 use std::path::PathBuf;
@@ -201,9 +202,6 @@ enum DlqCommand {
         node: NodeArgs,
         #[command(flatten)]
         filter: DeadLetterFilter,
-        /// Only rows dead at or before this time (unix ms).
-        #[arg(long)]
-        until_ms: Option<u64>,
         /// Delete every dead letter: required when no filter is given, so
         /// a forgotten one deletes nothing.
         #[arg(long)]
@@ -224,9 +222,6 @@ enum DlqCommand {
         node: NodeArgs,
         #[command(flatten)]
         filter: DeadLetterFilter,
-        /// Only rows dead at or after this time (unix ms).
-        #[arg(long)]
-        since_ms: Option<u64>,
     },
 }
 
@@ -242,6 +237,19 @@ struct DeadLetterFilter {
     /// Only this hook's (its id, as ingest answered it).
     #[arg(long)]
     hook: Option<String>,
+    /// Only the rows of the sink at this index of their source.
+    #[arg(long)]
+    sink: Option<u16>,
+    /// Only the rows that died of this: permanent, max_attempts,
+    /// retry_horizon, source_gone, sink_gone or undecodable.
+    #[arg(long, value_parser = reason_kind)]
+    reason: Option<DeadReasonKind>,
+    /// Only rows dead at or after this time (unix ms).
+    #[arg(long)]
+    since_ms: Option<u64>,
+    /// Only rows dead at or before this time (unix ms).
+    #[arg(long)]
+    until_ms: Option<u64>,
 }
 
 impl DeadLetterFilter {
@@ -251,9 +259,18 @@ impl DeadLetterFilter {
             ("source_id", self.source.clone()),
             ("tenant", self.tenant.clone()),
             ("hook_id", self.hook.clone()),
+            ("sink_index", self.sink.map(|i| i.to_string())),
+            ("reason", self.reason.map(|k| k.name().to_string())),
+            ("since_ms", self.since_ms.map(|t| t.to_string())),
+            ("until_ms", self.until_ms.map(|t| t.to_string())),
         ];
         query(mine.iter().chain(more))
     }
+}
+
+/// A `--reason` named as the node names it.
+fn reason_kind(text: &str) -> Result<DeadReasonKind, String> {
+    DeadReasonKind::named(text).ok_or_else(|| format!("not one of {}", DeadReasonKind::all_names()))
 }
 
 /// The parameters that have a value as a query string (`?a=1&b=2`, or
@@ -390,29 +407,23 @@ fn main() -> ExitCode {
             DlqCommand::Show { node, id, body } => {
                 show(&node, &format!("/v1/dead-letters/{}", encode(&id)), body)
             }
-            DlqCommand::Purge {
-                node,
-                filter,
-                until_ms,
-                all,
-            } => {
-                let query = filter.query(&[("until_ms", until_ms.map(|t| t.to_string()))]);
+            DlqCommand::Purge { node, filter, all } => {
+                let query = filter.query(&[]);
                 match (query.is_empty(), all) {
-                    (true, false) => usage("goad dlq purge: give a filter (--source, --tenant, --hook, --until-ms), or --all to delete every dead letter"),
+                    (true, false) => usage("goad dlq purge: give a filter (--source, --tenant, --hook, --sink, --reason, --since-ms, --until-ms), or --all to delete every dead letter"),
                     (false, true) => usage("goad dlq purge: --all deletes every dead letter; give it no filter"),
                     _ => print_call(&node, "DELETE", &format!("/v1/dead-letters{query}"), None),
                 }
             }
-            DlqCommand::Replay {
-                node,
-                filter,
-                since_ms,
-            } => {
+            DlqCommand::Replay { node, filter } => {
                 let body = serde_json::json!({
                     "source_id": filter.source,
                     "tenant": filter.tenant,
                     "hook_id": filter.hook,
-                    "since_ms": since_ms,
+                    "sink_index": filter.sink,
+                    "reason": filter.reason,
+                    "since_ms": filter.since_ms,
+                    "until_ms": filter.until_ms,
                 });
                 print_call(&node, "POST", "/v1/replays", Some(&body))
             }

@@ -55,9 +55,9 @@ use goad::config::{
     DispatchConfig, HeaderFilter, RetryConfig, SinkConfig, SinkRetryConfig, SourceConfig,
 };
 use goad::core::{
-    AttemptFailure, AttemptResult, Binding, BreakerEvent, Call, Catalog, Core, DueEntry,
-    FailureClass, Grant, JobId, LaneId, Outcome, OutcomeEvent, Rng, RowId, SinkKey, SourceSweep,
-    HELD_DUE_MS,
+    AttemptFailure, AttemptResult, Binding, BreakerEvent, Call, Catalog, Core, DeadReasonKind,
+    DueEntry, FailureClass, Grant, JobId, LaneId, Outcome, OutcomeEvent, Rng, RowId, SinkKey,
+    SourceSweep, HELD_DUE_MS,
 };
 use goad::runtime::{Completion, NewRows, ShardState};
 use goad::store::{DeadFilter, Hook, PurgeStep, ReviveStep, ShardStore};
@@ -177,6 +177,8 @@ struct Sim {
     /// A wake under way, one step an iteration: its key and where its
     /// next step goes on.
     sink_wake: Option<(SinkKey, DueEntry)>,
+    /// The filters of replay steps (a sink index, a kind of reason).
+    replay_rng: Rng,
 }
 
 impl Sim {
@@ -319,6 +321,7 @@ impl Sim {
             held_check_due: false,
             wake_rng: Rng::new(seed ^ 0x3a4e_0b1c),
             sink_wake: None,
+            replay_rng: Rng::new(seed ^ 0x4e91_a7c3),
         }
     }
 
@@ -558,7 +561,9 @@ impl Sim {
         let roll = self.rng.below(100);
         let mut edge = m.permanent_pct;
         if roll < edge {
-            return fail(FailureClass::Permanent, "permanent");
+            // Worded as `SinkError` words a permanent error, which its
+            // dead letters' kind of reason is read from.
+            return fail(FailureClass::Permanent, "permanent: refused");
         }
         edge += m.retry_after_pct;
         if roll < edge {
@@ -952,13 +957,8 @@ impl Sim {
     /// dead rows past their retention.
     fn operate(&mut self, shard: &mut ShardState) {
         if self.rng.below(500) == 0 {
-            let step = ReviveStep {
-                replay: Arc::from(format!("r{}", self.now_ms)),
-                filter: DeadFilter::default(),
-                cursor: None,
-                max_rows: 1 + self.rng.below(20),
-            };
-            shard.revive(self.now_ms, &step).unwrap();
+            let max_rows = 1 + self.rng.below(20);
+            self.replay_step(shard, max_rows);
         }
         if self.rng.below(300) == 0 {
             self.dispatch.sink_concurrency =
@@ -989,6 +989,62 @@ impl Sim {
         if self.rng.below(700) == 0 {
             shard.restart(self.now_ms);
             self.take_back_breakers(shard);
+        }
+    }
+
+    /// A replay step (dead rows due again now) of at most `max_rows`, its
+    /// filter seeded: every row, a sink index's, a kind of reason's, or
+    /// both. It moves only rows that match, and, when it says it is done
+    /// having moved fewer than it may, every row that did.
+    fn replay_step(&mut self, shard: &mut ShardState, max_rows: u64) {
+        let seed = self.seed;
+        let sink_index = (self.replay_rng.below(3) == 0).then(|| self.replay_rng.below(2) as u16);
+        let kinds = DeadReasonKind::ALL;
+        let reason = (self.replay_rng.below(3) == 0)
+            .then(|| kinds[self.replay_rng.below(kinds.len() as u64) as usize]);
+        let step = ReviveStep {
+            replay: Arc::from(format!("r{}", self.now_ms)),
+            filter: DeadFilter {
+                sink_index,
+                reason,
+                ..DeadFilter::default()
+            },
+            cursor: None,
+            max_rows,
+        };
+        shard.flush().unwrap();
+        let matches = |r: &goad::store::RowView| {
+            let kind = DeadReasonKind::of(r.record.error.as_deref().unwrap_or_default());
+            sink_index.is_none_or(|i| i == r.row.sink_index)
+                && reason.is_none_or(|k| kind == Some(k))
+        };
+        let dead: Vec<goad::store::RowView> = (shard.store().rows().unwrap().into_iter())
+            .filter(|r| r.record.status == RowStatus::Dead)
+            .collect();
+        let revived = shard.revive(self.now_ms, &step).unwrap();
+        let still_dead: HashSet<RowId> = (shard.store().rows().unwrap().iter())
+            .filter(|r| r.record.status == RowStatus::Dead)
+            .map(|r| r.row)
+            .collect();
+        let moved: Vec<&goad::store::RowView> = dead
+            .iter()
+            .filter(|r| !still_dead.contains(&r.row))
+            .collect();
+        assert_eq!(moved.len() as u64, revived.moved, "seed {seed}: rows moved");
+        for r in &moved {
+            assert!(
+                matches(r),
+                "seed {seed}: replay of sink {sink_index:?}, reason {reason:?} moved row {:?} ({:?})",
+                r.row,
+                r.record.error
+            );
+        }
+        if revived.exhausted && revived.moved < max_rows {
+            let matching = dead.iter().filter(|r| matches(r)).count() as u64;
+            assert_eq!(
+                revived.moved, matching,
+                "seed {seed}: every matching row moved"
+            );
         }
     }
 

@@ -37,6 +37,7 @@
 
 mod breaker;
 mod catalog;
+mod dead_reason;
 mod held;
 mod hints;
 mod outcome_event;
@@ -54,6 +55,7 @@ mod window;
 
 pub use breaker::{Admit, Breaker, BreakerConfig, BreakerEvent, BreakerState};
 pub use catalog::{Binding, Catalog, LaneBy, SinkEntry, SourceEntry};
+pub use dead_reason::{DeadReason, DeadReasonKind};
 pub use outcome_event::{Outcome, OutcomeEvent};
 pub use report::{LastFailure, SinkOutcomes, SinkStats, TenantStats, UnloggedDead};
 pub use retry::{FailureClass, RetryDecision};

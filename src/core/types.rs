@@ -119,39 +119,6 @@ pub trait DueIndex {
     fn load(&mut self, row: RowId) -> Loaded;
 }
 
-/// Why a row was dead-lettered. Stored as its text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DeadReason {
-    /// The retry policy gave up on the sink's last error, or the error was permanent.
-    Sink { sink_type: Arc<str>, error: String },
-    /// The row's source no longer exists.
-    SourceGone { source_id: Arc<str> },
-    /// The row's sink cannot be bound in its source any more.
-    SinkGone {
-        sink_index: u16,
-        sink_type: Arc<str>,
-    },
-    /// The row's retry horizon passed.
-    RetryHorizon { sink_type: Arc<str> },
-    /// The row's hook record does not decode.
-    HookCorrupt,
-}
-
-impl fmt::Display for DeadReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DeadReason::Sink { sink_type, error } => write!(f, "sink {sink_type}: {error}"),
-            DeadReason::SourceGone { source_id } => write!(f, "source_gone: {source_id}"),
-            DeadReason::SinkGone {
-                sink_index,
-                sink_type,
-            } => write!(f, "sink_gone: index {sink_index}, type {sink_type}"),
-            DeadReason::RetryHorizon { sink_type } => write!(f, "retry_horizon: {sink_type}"),
-            DeadReason::HookCorrupt => write!(f, "undecodable hook record"),
-        }
-    }
-}
-
 /// What the store keeps of a row besides where it is and its last error;
 /// a reschedule or a dead-letter writes it whole.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use super::routes::WorkerRoute;
 use super::sinks::sinks;
 use super::{metrics, NodeState};
 use crate::config::Config;
-use crate::core::TenantId;
+use crate::core::{DeadReasonKind, TenantId};
 use crate::runtime::Engine;
 use crate::store::{DeadFilter, DeadItem, DeadPosition};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -314,7 +314,15 @@ pub(super) fn format_position(p: &DeadPosition) -> String {
 }
 
 /// The query parameters of a dead-letter filter.
-const DEAD_FILTER_PARAMS: [&str; 5] = ["source_id", "tenant", "hook_id", "since_ms", "until_ms"];
+const DEAD_FILTER_PARAMS: [&str; 7] = [
+    "source_id",
+    "tenant",
+    "hook_id",
+    "sink_index",
+    "reason",
+    "since_ms",
+    "until_ms",
+];
 
 /// 400 `unknown_parameter` for a query parameter the route does not take:
 /// a misspelt filter (`?source=` for `?source_id=`) would otherwise match
@@ -333,8 +341,9 @@ pub(super) fn known_params(request: &Request, known: &[&str]) -> Result<(), Resp
     }
 }
 
-/// The dead letters a request names: `source_id`, `tenant`, and dead
-/// between `since_ms` and `until_ms` (unix ms, inclusive).
+/// The dead letters a request names: `source_id`, `tenant`, `hook_id`,
+/// `sink_index`, `reason` (a [`DeadReasonKind`]'s name), and dead between
+/// `since_ms` and `until_ms` (unix ms, inclusive).
 fn dead_filter(request: &Request) -> Result<DeadFilter, Response> {
     let time = |name: &str, default: u64| match request.query_param(name) {
         None => Ok(default),
@@ -346,10 +355,27 @@ fn dead_filter(request: &Request) -> Result<DeadFilter, Response> {
             )
         }),
     };
+    let sink_index = match request.query_param("sink_index").filter(|s| !s.is_empty()) {
+        None => None,
+        Some(text) => Some(text.parse::<u16>().map_err(|_| {
+            let message = format!("sink_index must be a number from 0 to 65535, got {text:?}");
+            Response::error(400, "bad_sink_index", &message)
+        })?),
+    };
+    let reason = match request.query_param("reason").filter(|s| !s.is_empty()) {
+        None => None,
+        Some(text) => Some(DeadReasonKind::named(&text).ok_or_else(|| {
+            let kinds = DeadReasonKind::all_names();
+            let message = format!("reason must be one of {kinds}, got {text:?}");
+            Response::error(400, "bad_reason", &message)
+        })?),
+    };
     Ok(DeadFilter {
         source_id: request.query_param("source_id").filter(|s| !s.is_empty()),
         tenant: request.query_param("tenant").filter(|s| !s.is_empty()),
         hook_id: request.query_param("hook_id").filter(|s| !s.is_empty()),
+        sink_index,
+        reason,
         since_ms: time("since_ms", 0)?,
         until_ms: time("until_ms", u64::MAX)?,
     })
@@ -372,6 +398,11 @@ fn purge_dead_letters(engine: &Engine, request: &Request) -> Response {
                     ("source", &filter.source_id.as_deref().unwrap_or("*")),
                     ("tenant", &filter.tenant.as_deref().unwrap_or("*")),
                     ("hook", &filter.hook_id.as_deref().unwrap_or("*")),
+                    (
+                        "sink",
+                        &filter.sink_index.map_or("*".into(), |i| i.to_string()),
+                    ),
+                    ("reason", &filter.reason.map_or("*", DeadReasonKind::name)),
                     ("since_ms", &filter.since_ms),
                     ("until_ms", &filter.until_ms),
                     ("purged", &purged),
@@ -440,6 +471,7 @@ fn dead_item_json(item: &DeadItem) -> Value {
         "sink_index": item.position.row.sink_index,
         "sink_type": item.sink_type,
         "reason": item.reason,
+        "reason_kind": item.reason_kind().map(DeadReasonKind::name),
         "attempts": item.attempts,
         "dead_at_ms": item.position.dead_at_ms,
     })
@@ -479,7 +511,7 @@ fn create_replay(state: &NodeState, engine: &Engine, request: &Request) -> Respo
                     400,
                     "bad_json",
                     &format!(
-                        "the body must be {{\"source_id\"?, \"tenant\"?, \"hook_id\"?, \"since_ms\"?}}: {e}"
+                        "the body must be {{\"source_id\"?, \"tenant\"?, \"hook_id\"?, \"sink_index\"?, \"reason\"?, \"since_ms\"?, \"until_ms\"?}}: {e}"
                     ),
                 )
             }

@@ -9,7 +9,7 @@
 //! dead row is told at once again. Time is passed in (the notifier's
 //! monotonic milliseconds), so the windows are tested in virtual time.
 
-use crate::core::{Outcome, OutcomeEvent, SinkKey};
+use crate::core::{DeadReasonKind, Outcome, OutcomeEvent, SinkKey};
 use crate::limits::{SUMMARY_MAX_HOOK_IDS, SUMMARY_MAX_REASONS};
 use std::collections::{BTreeMap, HashMap};
 
@@ -39,6 +39,9 @@ pub(crate) struct Summary {
     /// distinct ones; rows of other reasons are `other_reasons`.
     pub reasons: BTreeMap<String, u64>,
     pub other_reasons: u64,
+    /// How many died of each kind of reason (all of them: there are few
+    /// kinds), by the kind's name.
+    pub reason_kinds: BTreeMap<&'static str, u64>,
     /// The hooks of the first `SUMMARY_MAX_HOOK_IDS` rows.
     pub hook_ids: Vec<String>,
 }
@@ -71,6 +74,7 @@ impl DeadSummaries {
             last_at_ms: event.at_ms,
             reasons: BTreeMap::new(),
             other_reasons: 0,
+            reason_kinds: BTreeMap::new(),
             hook_ids: Vec::new(),
         });
         summary.add(event);
@@ -126,6 +130,9 @@ impl Summary {
             Some(n) => *n += 1,
             None if room => _ = self.reasons.insert(reason.clone(), 1),
             None => self.other_reasons += 1,
+        }
+        if let Some(kind) = DeadReasonKind::of(reason) {
+            *self.reason_kinds.entry(kind.name()).or_default() += 1;
         }
         if self.hook_ids.len() < SUMMARY_MAX_HOOK_IDS {
             self.hook_ids.push(event.hook_id.clone());
@@ -188,6 +195,27 @@ mod tests {
         assert!(s.windows.is_empty());
         assert_eq!(s.next_close_ms(), None);
         assert!(s.take(&dead("a", 7, 3_200, "gone"), 3_200, 1_000));
+    }
+
+    /// A summary counts its rows by kind of reason, all of them.
+    #[test]
+    fn a_summary_counts_every_row_by_its_kind_of_reason() {
+        let mut s = DeadSummaries::default();
+        assert!(s.take(&dead("a", 0, 0, "sink http: HTTP status 503"), 0, 60_000));
+        for hook in 1..=20 {
+            let reason = match hook % 4 {
+                0 => "sink http: permanent: HTTP status 400: bad".to_string(),
+                _ => format!("sink http: HTTP status 50{}", hook % 10),
+            };
+            assert!(!s.take(&dead("a", hook, hook.into(), &reason), 1, 60_000));
+        }
+        assert!(!s.take(&dead("a", 21, 21, "retry_horizon: http"), 1, 60_000));
+        let told = s.drain();
+        let kinds = [("max_attempts", 15), ("permanent", 5), ("retry_horizon", 1)];
+        assert_eq!(told[0].reason_kinds, BTreeMap::from(kinds));
+        // Twelve distinct texts: the two rows whose texts came after the
+        // ten a summary names are counted by their kinds all the same.
+        assert_eq!(told[0].other_reasons, 2);
     }
 
     /// A window of 0 tells each row alone; a summary names its first

@@ -18,7 +18,7 @@
 
 use super::dead_summary::{DeadSummaries, Summary};
 use crate::config::NotificationsConfig;
-use crate::core::{BreakerEvent, Outcome, OutcomeEvent, SinkKey};
+use crate::core::{BreakerEvent, DeadReasonKind, Outcome, OutcomeEvent, SinkKey};
 use crate::limits::NOTIFICATION_QUEUE;
 use crate::runtime::wall_ms;
 use crate::runtime::{CommitError, Engine, NewHook};
@@ -250,6 +250,8 @@ impl Notice {
                 fields.insert("hook_id".into(), event.hook_id.clone().into());
                 fields.insert("attempt".into(), event.attempt.into());
                 fields.insert("reason".into(), reason.clone().into());
+                let kind = DeadReasonKind::of(reason).map(DeadReasonKind::name);
+                fields.insert("reason_kind".into(), kind.into());
                 let (id, index, attempt) = (&event.hook_id, event.sink_index, event.attempt);
                 dedupe_key = Some(format!("{id}:{index}:dead:{attempt}"));
             }
@@ -273,6 +275,7 @@ impl Notice {
                 fields.insert("last_at_ms".into(), summary.last_at_ms.into());
                 fields.insert("reasons".into(), json!(summary.reasons));
                 fields.insert("other_reasons".into(), summary.other_reasons.into());
+                fields.insert("reason_kinds".into(), json!(summary.reason_kinds));
                 fields.insert("hook_ids".into(), json!(summary.hook_ids));
             }
         }

@@ -1,14 +1,15 @@
 //! Replays: revive dead rows through the normal pipeline at a pace.
 //!
-//! A replay takes the dead rows matching its filter (source, tenant, dead
-//! at or after `since_ms`) that were dead when it was created; rows that die
-//! later, including its own that die again, are not taken. A pacer thread
-//! moves them back to due in steps of at most `replay.rate` rows per second,
-//! and moves none while the engine's pressure shows a lag over
-//! `replay.max_lag_ms` or a full window. Each step runs inside the owning
-//! shard, which resets the rows' attempts, tags them with the replay's id
-//! (sinks see it as `x-goad-replay-id`) and counts them; the shard counts
-//! their deliveries and new deaths in the same transactions.
+//! A replay takes the dead rows matching its filter (source, tenant, hook,
+//! sink index, reason, dead between `since_ms` and `until_ms`) that were
+//! dead when it was created; rows that die later, including its own that
+//! die again, are not taken. A pacer thread moves them back to due in
+//! steps of at most `replay.rate` rows per second, and moves none while
+//! the engine's pressure shows a lag over `replay.max_lag_ms` or a full
+//! window. Each step runs inside the owning shard, which resets the rows'
+//! attempts, tags them with the replay's id (sinks see it as
+//! `x-goad-replay-id`) and counts them; the shard counts their deliveries
+//! and new deaths in the same transactions.
 //!
 //! A replay's definition and state are a JSON file in
 //! `<data_dir>/replays/`, written (synced, then renamed) when it is created
@@ -23,6 +24,7 @@
 //! letters, or parks row after row (see `auto_pause`).
 
 use super::NodeState;
+use crate::core::DeadReasonKind;
 use crate::runtime::{Engine, ReviveStep};
 use crate::store::{DeadFilter, ReplayCounts, StoreError};
 use parking_lot::Mutex;
@@ -50,7 +52,19 @@ pub struct ReplaySpec {
     /// it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hook_id: Option<String>,
+    /// Only the rows of the sink at this index of their source (this and
+    /// the next two are absent from specs written before they existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sink_index: Option<u16>,
+    /// Only the rows that died of this: an outage's `max_attempts` or
+    /// `retry_horizon`, say, and not the receiver's `permanent` refusals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<DeadReasonKind>,
     pub since_ms: Option<u64>,
+    /// Only the rows dead at or before this time (and, whatever it says,
+    /// before the replay was created).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,8 +109,11 @@ impl ReplayJob {
             source_id: self.spec.source_id.clone(),
             tenant: self.spec.tenant.clone(),
             hook_id: self.spec.hook_id.clone(),
+            sink_index: self.spec.sink_index,
+            reason: self.spec.reason,
             since_ms: self.spec.since_ms.unwrap_or(0),
-            until_ms: self.created_at_ms,
+            until_ms: (self.spec.until_ms)
+                .map_or(self.created_at_ms, |t| t.min(self.created_at_ms)),
         }
     }
 }

@@ -9,7 +9,7 @@ use super::dead_keys::DeadKeys;
 use super::keys::{self, row_key, timed_key};
 use super::record::{decode_hook, decode_hook_head, decode_row, encode_row, Hook, RowStatus};
 use super::{ShardStore, StoreError, TenantTable};
-use crate::core::{RowId, TenantId};
+use crate::core::{DeadReasonKind, RowId, TenantId};
 use heed::{RoTxn, RwTxn};
 use std::ops::Bound;
 use std::sync::Arc;
@@ -23,6 +23,11 @@ pub struct DeadFilter {
     pub tenant: Option<String>,
     /// Only the rows of this hook (its id, as sinks and ingest see it).
     pub hook_id: Option<String>,
+    /// Only the rows of the sink at this index of their source (as the
+    /// config stood when their hook was committed).
+    pub sink_index: Option<u16>,
+    /// Only the rows that died of this (read from their stored reason).
+    pub reason: Option<DeadReasonKind>,
     /// Dead at or after this time.
     pub since_ms: u64,
     /// Dead at or before this time (a replay takes rows dead before it began).
@@ -35,6 +40,8 @@ impl Default for DeadFilter {
             source_id: None,
             tenant: None,
             hook_id: None,
+            sink_index: None,
+            reason: None,
             since_ms: 0,
             until_ms: u64::MAX,
         }
@@ -84,6 +91,12 @@ impl DeadItem {
     /// whose hook does not is listed without a hook id).
     fn is_decodable(&self) -> bool {
         self.reason != UNDECODABLE && !self.hook_id.is_empty()
+    }
+
+    /// What the row died of, read from its reason; `None` for a reason
+    /// of no known kind.
+    pub fn reason_kind(&self) -> Option<DeadReasonKind> {
+        DeadReasonKind::of(&self.reason)
     }
 }
 
@@ -188,9 +201,9 @@ fn tenants_of(table: &TenantTable, filter: &DeadFilter) -> Vec<(u32, TenantId)> 
     }
 }
 
-/// A dead row's listing entry, or `None` when its source or hook does not
-/// match.
-/// A row or hook that does not decode is listed with that as its reason.
+/// A dead row's listing entry, or `None` when its source, hook, sink or
+/// reason does not match. A row or hook that does not decode is listed
+/// with that as its reason.
 fn item(
     store: &ShardStore,
     txn: &RoTxn,
@@ -199,6 +212,9 @@ fn item(
     position: DeadPosition,
 ) -> Result<Option<DeadItem>, StoreError> {
     let row = position.row;
+    if filter.sink_index.is_some_and(|i| i != row.sink_index) {
+        return Ok(None);
+    }
     let head = store
         .records
         .get(txn, &keys::hook_key(row.seq))?
@@ -221,7 +237,7 @@ fn item(
         ),
         _ => (String::new(), UNDECODABLE.to_string(), 0),
     };
-    Ok(Some(DeadItem {
+    let found = DeadItem {
         position,
         hook_id,
         source_id,
@@ -229,7 +245,11 @@ fn item(
         sink_type,
         reason,
         attempts,
-    }))
+    };
+    let other_reason = filter
+        .reason
+        .is_some_and(|k| found.reason_kind() != Some(k));
+    Ok((!other_reason).then_some(found))
 }
 
 /// One dead letter with its hook, as an operator inspects it.
@@ -511,22 +531,36 @@ mod tests {
     use super::*;
     use crate::core::{RowFields, StoreOp};
 
+    /// The reason `dead_rows` gives every row.
+    const REFUSED: &str = "sink http: permanent: HTTP status 410";
+
     /// A store whose dead letters are, in dead-key order, `sources[i]`'s
-    /// hook `i + 1`, dead at `10 + i`.
+    /// hook `i + 1`, dead at `10 + i` (as `REFUSED`, at its sink 0).
     fn dead_rows(dir: &std::path::Path, sources: &[&str]) -> (ShardStore, TenantTable) {
+        let rows: Vec<(&str, u16, &str)> = sources.iter().map(|s| (*s, 0, REFUSED)).collect();
+        dead_rows_of(dir, &rows)
+    }
+
+    /// A store whose dead letters are, in dead-key order, hook `i + 1` of
+    /// source `rows[i].0`, dead at `10 + i` at its sink `rows[i].1`, for
+    /// the reason `rows[i].2`.
+    fn dead_rows_of(
+        dir: &std::path::Path,
+        rows: &[(&str, u16, &str)],
+    ) -> (ShardStore, TenantTable) {
         let store = ShardStore::open(dir, 0, 1).unwrap();
         let mut tenants = TenantTable::load(&store).unwrap();
         let mut wtxn = store.env.write_txn().unwrap();
-        for (i, source) in sources.iter().enumerate() {
+        for (i, &(source, sink_index, reason)) in rows.iter().enumerate() {
             let hook = Hook {
-                source_id: Arc::from(*source),
+                source_id: Arc::from(source),
                 ..sample_hook(i as u64 + 1)
             };
-            let sinks = [NewRow::unordered(0, "http")];
+            let sinks = [NewRow::unordered(sink_index, "http")];
             write_commit(&store, &mut wtxn, &mut tenants, &hook, &sinks, 1).unwrap();
             let row = RowId {
                 seq: hook.seq,
-                sink_index: 0,
+                sink_index,
             };
             let fields = RowFields {
                 tenant: hook.tenant.clone(),
@@ -548,7 +582,7 @@ mod tests {
                     row,
                     fields,
                     dead_at_ms: 10 + i as u64,
-                    reason: "sink http: permanent: HTTP status 410".into(),
+                    reason: reason.into(),
                 },
             ];
             for op in &ops {
@@ -663,7 +697,7 @@ mod tests {
             max_rows: 5,
         };
         assert_eq!(store.count_dead(&step.filter).unwrap(), 1);
-        let reason = "sink http: permanent: HTTP status 410".to_string();
+        let reason = REFUSED.to_string();
         assert_eq!(
             listed_ids(&store, &step.filter),
             [("h26".to_string(), reason.clone())]
@@ -693,6 +727,63 @@ mod tests {
         assert_eq!(store.count_dead(&DeadFilter::default()).unwrap(), 29);
     }
 
+    /// A filter by sink index or by kind of reason takes only those rows,
+    /// in listings, counts, replay steps and purges alike (they share the
+    /// match): of an outage's rows and a receiver's refusals at two sinks,
+    /// a replay of sink 1's exhausted rows moves just those.
+    #[test]
+    fn dead_rows_are_taken_by_their_sink_and_their_kind_of_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let (outage, horizon) = ("sink http: HTTP status 503: down", "retry_horizon: http");
+        let rows = [
+            ("s", 0, REFUSED),
+            ("s", 1, outage),
+            ("s", 1, REFUSED),
+            ("s", 1, horizon),
+            ("s", 0, outage),
+            ("s", 1, outage),
+        ];
+        let (store, tenants) = dead_rows_of(dir.path(), &rows);
+        let filter = |sink_index, reason| DeadFilter {
+            sink_index,
+            reason,
+            ..DeadFilter::default()
+        };
+        let hooks = |f: &DeadFilter| -> Vec<String> {
+            let page = store.dead_page(0, f, None, 100).unwrap();
+            page.into_iter().rev().map(|i| i.hook_id).collect()
+        };
+        assert_eq!(hooks(&filter(Some(1), None)), ["h2", "h3", "h4", "h6"]);
+        let refused = filter(None, Some(DeadReasonKind::Permanent));
+        assert_eq!(hooks(&refused), ["h1", "h3"]);
+        let exhausted = filter(Some(1), Some(DeadReasonKind::MaxAttempts));
+        assert_eq!(hooks(&exhausted), ["h2", "h6"]);
+        assert_eq!(hooks(&filter(Some(2), None)), Vec::<String>::new());
+        assert_eq!(store.count_dead(&exhausted).unwrap(), 2);
+        let listed = store
+            .dead_page(0, &filter(Some(1), None), None, 100)
+            .unwrap();
+        let kinds: Vec<_> = listed.iter().rev().map(|i| i.reason_kind()).collect();
+        let (max, perm, horizon) = (
+            Some(DeadReasonKind::MaxAttempts),
+            Some(DeadReasonKind::Permanent),
+            Some(DeadReasonKind::RetryHorizon),
+        );
+        assert_eq!(kinds, [max, perm, horizon, max]);
+
+        let step = ReviveStep {
+            replay: Arc::from("r1"),
+            filter: exhausted.clone(),
+            cursor: None,
+            max_rows: 10,
+        };
+        let mut wtxn = store.env.write_txn().unwrap();
+        let revived = revive(&store, &mut wtxn, &tenants, &step, 100, 100).unwrap();
+        wtxn.commit().unwrap();
+        assert_eq!((revived.moved, revived.exhausted), (2, true));
+        assert_eq!(hooks(&DeadFilter::default()), ["h1", "h3", "h4", "h5"]);
+    }
+
     /// Where the index entry or a row of the named hook does not decode,
     /// the hook's dead rows are still found (by a walk): a damaged record
     /// hides no dead letter.
@@ -708,10 +799,9 @@ mod tests {
         };
         store.records.put(&mut wtxn, &row_key(h4), b"junk").unwrap();
         wtxn.commit().unwrap();
-        let reason = "sink http: permanent: HTTP status 410".to_string();
         assert_eq!(
             listed_ids(&store, &hook_filter("h2")),
-            [("h2".to_string(), reason)]
+            [("h2".to_string(), REFUSED.to_string())]
         );
         assert_eq!(
             listed_ids(&store, &hook_filter("h4")),

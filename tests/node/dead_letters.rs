@@ -159,6 +159,7 @@ fn a_dead_letter_is_shown_with_its_hook_until_replayed() {
             "sink_index": 0,
             "sink_type": "http",
             "reason": item["reason"],
+            "reason_kind": "permanent",
             "attempts": 1,
             "dead_at_ms": item["dead_at_ms"],
             "content_type": "application/json",
@@ -199,6 +200,132 @@ fn a_dead_letter_is_shown_with_its_hook_until_replayed() {
     );
     let gone = get(addr, &format!("/v1/dead-letters/{id}"));
     assert_eq!(gone.error_code(), "unknown_dead_letter");
+}
+
+/// `sink_index` and `reason` narrow the dead letters to one sink's rows
+/// and to what they died of: after an outage of one sink (its rows dead
+/// of `max_attempts`) beside another that refuses the hooks (`permanent`),
+/// a replay of the outage's rows delivers them and nothing else, and a
+/// purge of the refusals leaves no dead letter. Unknown values are refused.
+#[test]
+fn dead_letters_are_taken_by_sink_and_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let down = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let receiver = {
+        let down = down.clone();
+        Receiver::start(move |r| match r.path.as_str() {
+            "/refuses" => Reply::status(422),
+            _ if down.load(Ordering::SeqCst) => Reply::status(503),
+            _ => Reply::status(200),
+        })
+        .unwrap()
+    };
+    let mut c = node_config(dir.path());
+    c.retry.max_attempts = 1;
+    c.sources.push(source(
+        "a",
+        "t1",
+        vec![
+            SinkConfig::http(receiver.url("/refuses")),
+            SinkConfig::http(receiver.url("/recovers")),
+        ],
+    ));
+    let node = start(c);
+    let addr = node.local_addr();
+    ingest_n(addr, "a", 3);
+    let engine = node.engine().unwrap();
+    wait_until("6 dead", Duration::from_secs(10), || {
+        dead(&engine).len() == 6
+    });
+    let items = |query: &str| -> Vec<(u64, String)> {
+        let page = get(addr, &format!("/v1/dead-letters{query}")).json();
+        (page["items"].as_array().unwrap().iter())
+            .map(|i| {
+                let kind = i["reason_kind"].as_str().unwrap().to_string();
+                (i["sink_index"].as_u64().unwrap(), kind)
+            })
+            .collect()
+    };
+    let outage = vec![(1, "max_attempts".to_string()); 3];
+    let refusals = vec![(0, "permanent".to_string()); 3];
+    assert_eq!(items("?sink_index=1"), outage);
+    assert_eq!(items("?reason=max_attempts"), outage);
+    assert_eq!(
+        items("?source_id=a&sink_index=0&reason=permanent"),
+        refusals
+    );
+    assert_eq!(items("?sink_index=0&reason=max_attempts"), []);
+    for (query, code, message) in [
+        (
+            "?sink_index=one",
+            "bad_sink_index",
+            "sink_index must be a number from 0 to 65535, got \"one\"",
+        ),
+        (
+            "?reason=gone",
+            "bad_reason",
+            "reason must be one of permanent, max_attempts, retry_horizon, source_gone, sink_gone, undecodable, got \"gone\"",
+        ),
+    ] {
+        for method in ["GET", "DELETE"] {
+            let refused = call(addr, method, &format!("/v1/dead-letters{query}"), &[], b"");
+            assert_eq!(refused.status, 400, "{method} {query}");
+            assert_eq!(refused.error_code(), code);
+            assert_eq!(refused.json()["message"], message);
+        }
+    }
+    let bad_spec = call(addr, "POST", "/v1/replays", &[], br#"{"reason": "gone"}"#);
+    assert_eq!(
+        (bad_spec.status, bad_spec.error_code()),
+        (400, "bad_json".into())
+    );
+    assert!(
+        bad_spec.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown variant `gone`, expected one of `permanent`, `max_attempts`"),
+        "{}",
+        bad_spec.text()
+    );
+    assert_eq!(dead(&engine).len(), 6, "nothing purged");
+
+    down.store(false, Ordering::SeqCst);
+    let spec = br#"{"source_id": "a", "sink_index": 1, "reason": "max_attempts"}"#;
+    let created = call(addr, "POST", "/v1/replays", &[], spec).json();
+    assert_eq!(created["matched"], 3, "{created}");
+    let replay = format!("/v1/replays/{}", created["id"].as_str().unwrap());
+    wait_until(
+        "the outage's rows delivered",
+        Duration::from_secs(10),
+        || get(addr, &replay).json()["delivered"] == 3,
+    );
+    let progress = get(addr, &replay).json();
+    assert_eq!(
+        (&progress["spec"], &progress["dead_again"]),
+        (
+            &serde_json::json!({"source_id": "a", "tenant": null, "sink_index": 1,
+                "reason": "max_attempts", "since_ms": null}),
+            &0.into()
+        )
+    );
+    let sent_to = |path: &str| {
+        receiver
+            .received()
+            .iter()
+            .filter(|r| r.path == path)
+            .count()
+    };
+    assert_eq!((sent_to("/refuses"), sent_to("/recovers")), (3, 6));
+    assert_eq!(items(""), refusals, "the refusals are still dead");
+    let purged = call(
+        addr,
+        "DELETE",
+        "/v1/dead-letters?reason=permanent",
+        &[],
+        b"",
+    );
+    assert_eq!(purged.json(), serde_json::json!({"purged": 3}));
+    assert_eq!(items(""), []);
 }
 
 /// `hook_id` narrows the dead letters to one hook's rows: listed, replayed
@@ -308,7 +435,7 @@ fn dead_letters_are_purged_by_source_and_time() {
         (misspelt.status, misspelt.json()["message"].as_str().unwrap()),
         (
             400,
-            "no query parameter \"source\" here; this route takes source_id, tenant, hook_id, since_ms, until_ms"
+            "no query parameter \"source\" here; this route takes source_id, tenant, hook_id, sink_index, reason, since_ms, until_ms"
         )
     );
     assert_eq!(misspelt.error_code(), "unknown_parameter");

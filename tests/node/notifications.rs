@@ -55,6 +55,7 @@ fn a_dead_row_is_notified_through_the_notifications_source() {
             "sink_type": "http",
             "attempt": 1,
             "reason": "sink http: permanent: HTTP status 410: gone",
+            "reason_kind": "permanent",
         })
     );
     ops_status.store(410, Ordering::SeqCst);
@@ -177,6 +178,10 @@ fn a_burst_of_dead_rows_is_told_in_one_summary() {
             serde_json::json!({ "source_gone: a": count })
         );
         assert_eq!(summary["other_reasons"], 0);
+        assert_eq!(
+            summary["reason_kinds"],
+            serde_json::json!({ "source_gone": count })
+        );
         let hooks = summary["hook_ids"].as_array().unwrap().len() as u64;
         assert_eq!(hooks, count.as_u64().unwrap().min(10));
     }

@@ -316,12 +316,28 @@ fn the_operator_cli_lists_replays_and_reports() {
     let (code, out, _) = goad(&["dlq", "show", id, "--body"], true);
     assert_eq!((code, out.as_str()), (Some(0), "x"));
     let hook_id = items[0]["hook_id"].as_str().unwrap();
-    for (hook, count) in [(hook_id, 1), ("no-such-hook", 0)] {
-        let (code, out, _) = goad(&["dlq", "list", "--hook", hook], true);
+    for (filter, count) in [
+        (&["--hook", hook_id][..], 1),
+        (&["--hook", "no-such-hook"], 0),
+        (
+            &["--sink", "0", "--reason", "permanent", "--since-ms", "1"],
+            1,
+        ),
+        (&["--reason", "max_attempts"], 0),
+        (&["--sink", "1"], 0),
+        (&["--until-ms", "1"], 0),
+    ] {
+        let (code, out, _) = goad(&[&["dlq", "list"][..], filter].concat(), true);
         assert_eq!(code, Some(0), "{out}");
         let page = serde_json::from_str::<serde_json::Value>(&out).unwrap();
-        assert_eq!(page["items"].as_array().unwrap().len(), count);
+        assert_eq!(page["items"].as_array().unwrap().len(), count, "{filter:?}");
     }
+    let (code, _, err) = goad(&["dlq", "list", "--reason", "gone"], true);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("invalid value 'gone' for '--reason <REASON>': not one of permanent, max_attempts, retry_horizon, source_gone, sink_gone, undecodable"),
+        "{err}"
+    );
     let (code, out, _) = goad(&["hook", hook_id], true);
     assert_eq!(code, Some(0), "{out}");
     let hook = serde_json::from_str::<serde_json::Value>(&out).unwrap();
@@ -384,7 +400,10 @@ fn the_operator_cli_lists_replays_and_reports() {
     assert_eq!(code, Some(1));
     assert!(err.contains("HTTP 404 unknown_dead_letter"), "{err}");
     status.store(200, Ordering::SeqCst);
-    let (code, out, _) = goad(&["dlq", "replay", "--source", "a"], true);
+    let (code, out, _) = goad(
+        &["dlq", "replay", "--source", "a", "--reason", "permanent"],
+        true,
+    );
     assert_eq!(code, Some(0), "{out}");
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&out).unwrap()["matched"],

@@ -1,0 +1,207 @@
+//! Why a row was dead-lettered: the reason the core writes on a dead row
+//! (as text), and the kinds of reason an operator filters dead letters by.
+//!
+//! A dead row stores its reason as the text of [`DeadReason`]'s display,
+//! so [`DeadReasonKind::of`] reads the kind back from that text: rows
+//! written before kinds existed classify as new ones do, and the store's
+//! format did not change for them.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::sync::Arc;
+
+/// Why a row was dead-lettered. Stored as its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeadReason {
+    /// The retry policy gave up on the sink's last error, or the error was permanent.
+    Sink { sink_type: Arc<str>, error: String },
+    /// The row's source no longer exists.
+    SourceGone { source_id: Arc<str> },
+    /// The row's sink cannot be bound in its source any more.
+    SinkGone {
+        sink_index: u16,
+        sink_type: Arc<str>,
+    },
+    /// The row's retry horizon passed.
+    RetryHorizon { sink_type: Arc<str> },
+    /// The row's hook record does not decode.
+    HookCorrupt,
+}
+
+impl fmt::Display for DeadReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeadReason::Sink { sink_type, error } => write!(f, "sink {sink_type}: {error}"),
+            DeadReason::SourceGone { source_id } => write!(f, "source_gone: {source_id}"),
+            DeadReason::SinkGone {
+                sink_index,
+                sink_type,
+            } => write!(f, "sink_gone: index {sink_index}, type {sink_type}"),
+            DeadReason::RetryHorizon { sink_type } => write!(f, "retry_horizon: {sink_type}"),
+            DeadReason::HookCorrupt => write!(f, "undecodable hook record"),
+        }
+    }
+}
+
+/// What a dead row died of, as dead-letter filters name it: a replay of
+/// an outage takes the rows whose attempts ran out (`max_attempts`,
+/// `retry_horizon`) and leaves those the receiver refused (`permanent`),
+/// which would only die again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeadReasonKind {
+    /// The sink answered that no retry could succeed (`SinkError::Permanent`,
+    /// an HTTP 400, 401, 403, 404, 410, 413 or 422).
+    Permanent,
+    /// The sink kept failing until the row's `max_attempts` were used.
+    MaxAttempts,
+    /// The row was still failing at its retry horizon (`retry.max_elapsed_ms`
+    /// after its first attempt).
+    RetryHorizon,
+    /// Its source left the config, or was dead-lettered with its backlog.
+    SourceGone,
+    /// Its sink left its source's config.
+    SinkGone,
+    /// Its row or hook record does not decode.
+    Undecodable,
+}
+
+impl DeadReasonKind {
+    pub const ALL: [DeadReasonKind; 6] = [
+        DeadReasonKind::Permanent,
+        DeadReasonKind::MaxAttempts,
+        DeadReasonKind::RetryHorizon,
+        DeadReasonKind::SourceGone,
+        DeadReasonKind::SinkGone,
+        DeadReasonKind::Undecodable,
+    ];
+
+    /// The name filters and listings use.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeadReasonKind::Permanent => "permanent",
+            DeadReasonKind::MaxAttempts => "max_attempts",
+            DeadReasonKind::RetryHorizon => "retry_horizon",
+            DeadReasonKind::SourceGone => "source_gone",
+            DeadReasonKind::SinkGone => "sink_gone",
+            DeadReasonKind::Undecodable => "undecodable",
+        }
+    }
+
+    /// Every kind's name, as an error message lists them.
+    pub fn all_names() -> String {
+        let names: Vec<&str> = DeadReasonKind::ALL.iter().map(|k| k.name()).collect();
+        names.join(", ")
+    }
+
+    /// The kind named `name`, if any.
+    pub fn named(name: &str) -> Option<DeadReasonKind> {
+        DeadReasonKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// The kind of a dead row's stored reason: the text of a
+    /// [`DeadReason`] (a sink's error is permanent when its text says so,
+    /// as `SinkError`'s display of a permanent error does), or the store's
+    /// own for a row that does not decode. `None` for any other text.
+    pub fn of(reason: &str) -> Option<DeadReasonKind> {
+        if let Some(sink_error) = reason.strip_prefix("sink ") {
+            let (_sink_type, error) = sink_error.split_once(": ")?;
+            return Some(if error.starts_with("permanent: ") {
+                DeadReasonKind::Permanent
+            } else {
+                DeadReasonKind::MaxAttempts
+            });
+        }
+        let prefixes = [
+            ("source_gone: ", DeadReasonKind::SourceGone),
+            ("sink_gone: ", DeadReasonKind::SinkGone),
+            ("retry_horizon: ", DeadReasonKind::RetryHorizon),
+            ("undecodable ", DeadReasonKind::Undecodable),
+        ];
+        let kind = prefixes.into_iter().find(|(p, _)| reason.starts_with(p));
+        kind.map(|(_, kind)| kind)
+    }
+}
+
+impl fmt::Display for DeadReasonKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sink::SinkError;
+
+    /// Each reason the core writes reads back as its kind; a sink's error
+    /// as `SinkError` words it (its failure's message is what the row keeps).
+    #[test]
+    fn every_reason_the_core_writes_reads_back_as_its_kind() {
+        let sink = |error: SinkError| DeadReason::Sink {
+            sink_type: Arc::from("http"),
+            error: error.into_failure().message,
+        };
+        let cases = [
+            (
+                sink(SinkError::permanent("HTTP status 410: gone")),
+                DeadReasonKind::Permanent,
+            ),
+            (
+                sink(SinkError::transient("HTTP status 503: busy")),
+                DeadReasonKind::MaxAttempts,
+            ),
+            (
+                sink(SinkError::retry_after(5_000, "HTTP status 429")),
+                DeadReasonKind::MaxAttempts,
+            ),
+            (
+                DeadReason::Sink {
+                    sink_type: Arc::from("sqs"),
+                    error: "attempt_timeout: no result after 30000 ms".into(),
+                },
+                DeadReasonKind::MaxAttempts,
+            ),
+            (
+                DeadReason::SourceGone {
+                    source_id: Arc::from("stripe"),
+                },
+                DeadReasonKind::SourceGone,
+            ),
+            (
+                DeadReason::SinkGone {
+                    sink_index: 1,
+                    sink_type: Arc::from("pubsub"),
+                },
+                DeadReasonKind::SinkGone,
+            ),
+            (
+                DeadReason::RetryHorizon {
+                    sink_type: Arc::from("http"),
+                },
+                DeadReasonKind::RetryHorizon,
+            ),
+            (DeadReason::HookCorrupt, DeadReasonKind::Undecodable),
+        ];
+        for (reason, kind) in cases {
+            let text = reason.to_string();
+            assert_eq!(DeadReasonKind::of(&text), Some(kind), "{text}");
+        }
+        assert_eq!(
+            DeadReasonKind::of("undecodable delivery row"),
+            Some(DeadReasonKind::Undecodable)
+        );
+        assert_eq!(DeadReasonKind::of(""), None);
+        assert_eq!(DeadReasonKind::of("breaker open"), None);
+    }
+
+    #[test]
+    fn each_kind_is_named_by_its_name_alone() {
+        for kind in DeadReasonKind::ALL {
+            assert_eq!(DeadReasonKind::named(kind.name()), Some(kind));
+            let json = serde_json::to_string(&kind).unwrap();
+            assert_eq!(json, format!("\"{kind}\""));
+        }
+        assert_eq!(DeadReasonKind::named("Permanent"), None);
+    }
+}
