@@ -1014,7 +1014,8 @@ impl Sim {
         };
         shard.flush().unwrap();
         let matches = |r: &goad::store::RowView| {
-            let kind = DeadReasonKind::of(r.record.error.as_deref().unwrap_or_default());
+            let error = r.record.error.as_deref().unwrap_or_default();
+            let kind = DeadReasonKind::of(error, &r.record.sink_type);
             sink_index.is_none_or(|i| i == r.row.sink_index)
                 && reason.is_none_or(|k| kind == Some(k))
         };

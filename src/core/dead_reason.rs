@@ -99,13 +99,15 @@ impl DeadReasonKind {
         DeadReasonKind::ALL.into_iter().find(|k| k.name() == name)
     }
 
-    /// The kind of a dead row's stored reason: the text of a
-    /// [`DeadReason`] (a sink's error is permanent when its text says so,
-    /// as `SinkError`'s display of a permanent error does), or the store's
-    /// own for a row that does not decode. `None` for any other text.
-    pub fn of(reason: &str) -> Option<DeadReasonKind> {
-        if let Some(sink_error) = reason.strip_prefix("sink ") {
-            let (_sink_type, error) = sink_error.split_once(": ")?;
+    /// The kind of the stored reason of a dead row of `sink_type`: the
+    /// text of a [`DeadReason`] (a sink's error is permanent when its text
+    /// says so, as `SinkError`'s display of a permanent error does), or the
+    /// store's own for a row that does not decode. `None` for any other text.
+    pub fn of(reason: &str, sink_type: &str) -> Option<DeadReasonKind> {
+        let sink_error = reason
+            .strip_prefix("sink ")
+            .and_then(|r| r.strip_prefix(sink_type));
+        if let Some(error) = sink_error.and_then(|r| r.strip_prefix(": ")) {
             return Some(if error.starts_with("permanent: ") {
                 DeadReasonKind::Permanent
             } else {
@@ -184,15 +186,28 @@ mod tests {
             (DeadReason::HookCorrupt, DeadReasonKind::Undecodable),
         ];
         for (reason, kind) in cases {
+            let sink_type = match &reason {
+                DeadReason::Sink { sink_type, .. } => sink_type.to_string(),
+                _ => "http".into(),
+            };
             let text = reason.to_string();
-            assert_eq!(DeadReasonKind::of(&text), Some(kind), "{text}");
+            assert_eq!(DeadReasonKind::of(&text, &sink_type), Some(kind), "{text}");
         }
+        // A host's sink type may hold what a reason's parts are split by.
+        let odd = DeadReason::Sink {
+            sink_type: Arc::from("x: permanent: y"),
+            error: "down".into(),
+        };
+        let text = odd.to_string();
+        let kind = DeadReasonKind::of(&text, "x: permanent: y");
+        assert_eq!(kind, Some(DeadReasonKind::MaxAttempts), "{text}");
         assert_eq!(
-            DeadReasonKind::of("undecodable delivery row"),
+            DeadReasonKind::of("undecodable delivery row", ""),
             Some(DeadReasonKind::Undecodable)
         );
-        assert_eq!(DeadReasonKind::of(""), None);
-        assert_eq!(DeadReasonKind::of("breaker open"), None);
+        assert_eq!(DeadReasonKind::of("", "http"), None);
+        assert_eq!(DeadReasonKind::of("breaker open", "http"), None);
+        assert_eq!(DeadReasonKind::of("sink sqs: down", "http"), None);
     }
 
     #[test]

@@ -131,7 +131,7 @@ impl Summary {
             None if room => _ = self.reasons.insert(reason.clone(), 1),
             None => self.other_reasons += 1,
         }
-        if let Some(kind) = DeadReasonKind::of(reason) {
+        if let Some(kind) = DeadReasonKind::of(reason, &event.sink_type) {
             *self.reason_kinds.entry(kind.name()).or_default() += 1;
         }
         if self.hook_ids.len() < SUMMARY_MAX_HOOK_IDS {

@@ -250,7 +250,7 @@ impl Notice {
                 fields.insert("hook_id".into(), event.hook_id.clone().into());
                 fields.insert("attempt".into(), event.attempt.into());
                 fields.insert("reason".into(), reason.clone().into());
-                let kind = DeadReasonKind::of(reason).map(DeadReasonKind::name);
+                let kind = DeadReasonKind::of(reason, &event.sink_type).map(DeadReasonKind::name);
                 fields.insert("reason_kind".into(), kind.into());
                 let (id, index, attempt) = (&event.hook_id, event.sink_index, event.attempt);
                 dedupe_key = Some(format!("{id}:{index}:dead:{attempt}"));

@@ -96,7 +96,7 @@ impl DeadItem {
     /// What the row died of, read from its reason; `None` for a reason
     /// of no known kind.
     pub fn reason_kind(&self) -> Option<DeadReasonKind> {
-        DeadReasonKind::of(&self.reason)
+        DeadReasonKind::of(&self.reason, &self.sink_type)
     }
 }
 
