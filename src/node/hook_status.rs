@@ -4,6 +4,7 @@
 
 use super::admin::{format_position, store_error};
 use super::http::Response;
+use crate::core::DeadReasonKind;
 use crate::runtime::Engine;
 use crate::store::{DeadPosition, Hook, HookStatus, RowRecord, SinkState, SinkStatus};
 use base64::Engine as _;
@@ -86,6 +87,9 @@ fn sink_json(shard: u32, seq: u64, sink: &SinkStatus) -> Value {
             };
             shown.insert("dead_at_ms".into(), r.at_ms.into());
             shown.insert("dead_letter_id".into(), format_position(&position).into());
+            let reason = r.error.as_deref().unwrap_or_default();
+            let kind = DeadReasonKind::of(reason, &r.sink_type).map(DeadReasonKind::name);
+            shown.insert("reason_kind".into(), kind.into());
         }
         _ => {}
     }

@@ -200,7 +200,7 @@ fn a_hook_is_found_by_its_id_with_each_sinks_state() {
                 {"sink_index": 0, "state": "delivered"},
                 {"sink_index": 1, "state": "dead", "sink_type": "http", "attempts": 1,
                  "last_error": "sink http: permanent: HTTP status 400", "replay_id": null,
-                 "dead_letter_id": dead_letter},
+                 "dead_letter_id": dead_letter, "reason_kind": "permanent"},
                 {"sink_index": 2, "state": "due", "sink_type": "http", "attempts": 1,
                  "last_error": "retry after 3600000 ms: HTTP status 503", "replay_id": null},
                 {"sink_index": 3, "state": "in_flight", "sink_type": "http", "attempts": 0,
