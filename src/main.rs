@@ -1,7 +1,7 @@
 //! The `goad` command.
 
 use clap::{Args, Parser, Subcommand};
-use goad::core::DeadReasonKind;
+use goad::core::ReasonKinds;
 use goad::node::client::{encode, ClientError, ClientTlsFiles, NodeClient};
 use goad::{say, Config, Node, NodeOptions};
 use std::path::PathBuf;
@@ -241,9 +241,10 @@ struct DeadLetterFilter {
     #[arg(long)]
     sink: Option<u16>,
     /// Only the rows that died of this: permanent, max_attempts,
-    /// retry_horizon, source_gone, sink_gone or undecodable.
-    #[arg(long, value_parser = reason_kind)]
-    reason: Option<DeadReasonKind>,
+    /// retry_horizon, source_gone, sink_gone or undecodable, or several
+    /// separated by commas.
+    #[arg(long)]
+    reason: Option<ReasonKinds>,
     /// Only rows dead at or after this time (unix ms).
     #[arg(long)]
     since_ms: Option<u64>,
@@ -260,17 +261,12 @@ impl DeadLetterFilter {
             ("tenant", self.tenant.clone()),
             ("hook_id", self.hook.clone()),
             ("sink_index", self.sink.map(|i| i.to_string())),
-            ("reason", self.reason.map(|k| k.name().to_string())),
+            ("reason", self.reason.map(|k| k.to_string())),
             ("since_ms", self.since_ms.map(|t| t.to_string())),
             ("until_ms", self.until_ms.map(|t| t.to_string())),
         ];
         query(mine.iter().chain(more))
     }
-}
-
-/// A `--reason` named as the node names it.
-fn reason_kind(text: &str) -> Result<DeadReasonKind, String> {
-    DeadReasonKind::named(text).ok_or_else(|| format!("not one of {}", DeadReasonKind::all_names()))
 }
 
 /// The parameters that have a value as a query string (`?a=1&b=2`, or

@@ -56,8 +56,8 @@ use goad::config::{
 };
 use goad::core::{
     AttemptFailure, AttemptResult, Binding, BreakerEvent, Call, Catalog, Core, DeadReasonKind,
-    DueEntry, FailureClass, Grant, JobId, LaneId, Outcome, OutcomeEvent, Rng, RowId, SinkKey,
-    SourceSweep, HELD_DUE_MS,
+    DueEntry, FailureClass, Grant, JobId, LaneId, Outcome, OutcomeEvent, ReasonKinds, Rng, RowId,
+    SinkKey, SourceSweep, HELD_DUE_MS,
 };
 use goad::runtime::{Completion, NewRows, ShardState};
 use goad::store::{DeadFilter, Hook, PurgeStep, ReviveStep, ShardStore};
@@ -993,15 +993,20 @@ impl Sim {
     }
 
     /// A replay step (dead rows due again now) of at most `max_rows`, its
-    /// filter seeded: every row, a sink index's, a kind of reason's, or
-    /// both. It moves only rows that match, and, when it says it is done
+    /// filter seeded: every row, a sink index's, some kinds of reason's,
+    /// or both. It moves only rows that match, and, when it says it is done
     /// having moved fewer than it may, every row that did.
     fn replay_step(&mut self, shard: &mut ShardState, max_rows: u64) {
         let seed = self.seed;
         let sink_index = (self.replay_rng.below(3) == 0).then(|| self.replay_rng.below(2) as u16);
-        let kinds = DeadReasonKind::ALL;
-        let reason = (self.replay_rng.below(3) == 0)
-            .then(|| kinds[self.replay_rng.below(kinds.len() as u64) as usize]);
+        let reason = (self.replay_rng.below(3) == 0).then(|| {
+            let some = DeadReasonKind::ALL
+                .into_iter()
+                .filter(|_| self.replay_rng.below(3) == 0);
+            let mut names: Vec<&str> = some.map(DeadReasonKind::name).collect();
+            names.extend(names.is_empty().then_some("max_attempts"));
+            names.join(",").parse::<ReasonKinds>().unwrap()
+        });
         let step = ReviveStep {
             replay: Arc::from(format!("r{}", self.now_ms)),
             filter: DeadFilter {
@@ -1017,7 +1022,7 @@ impl Sim {
             let error = r.record.error.as_deref().unwrap_or_default();
             let kind = DeadReasonKind::of(error, &r.record.sink_type);
             sink_index.is_none_or(|i| i == r.row.sink_index)
-                && reason.is_none_or(|k| kind == Some(k))
+                && reason.is_none_or(|ks| kind.is_some_and(|k| ks.contains(k)))
         };
         let dead: Vec<goad::store::RowView> = (shard.store().rows().unwrap().into_iter())
             .filter(|r| r.record.status == RowStatus::Dead)

@@ -6,8 +6,9 @@
 //! written before kinds existed classify as new ones do, and the store's
 //! format did not change for them.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
+use std::str::FromStr;
 use std::sync::Arc;
 
 /// Why a row was dead-lettered. Stored as its text.
@@ -47,8 +48,7 @@ impl fmt::Display for DeadReason {
 /// an outage takes the rows whose attempts ran out (`max_attempts`,
 /// `retry_horizon`) and leaves those the receiver refused (`permanent`),
 /// which would only die again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DeadReasonKind {
     /// The sink answered that no retry could succeed (`SinkError::Permanent`,
     /// an HTTP 400, 401, 403, 404, 410, 413 or 422).
@@ -88,15 +88,17 @@ impl DeadReasonKind {
         }
     }
 
-    /// Every kind's name, as an error message lists them.
-    pub fn all_names() -> String {
-        let names: Vec<&str> = DeadReasonKind::ALL.iter().map(|k| k.name()).collect();
-        names.join(", ")
-    }
-
     /// The kind named `name`, if any.
     pub fn named(name: &str) -> Option<DeadReasonKind> {
         DeadReasonKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// Its bit in a [`ReasonKinds`].
+    fn bit(self) -> u8 {
+        1 << DeadReasonKind::ALL
+            .iter()
+            .position(|k| *k == self)
+            .expect("a kind of ALL")
     }
 
     /// The kind of the stored reason of a dead row of `sink_type`: the
@@ -128,6 +130,67 @@ impl DeadReasonKind {
 impl fmt::Display for DeadReasonKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// One or more kinds of reason, as a filter takes them: written as their
+/// names separated by commas (`max_attempts,retry_horizon`: what an
+/// outage dead-lettered), in a query, a command's flag and a replay's JSON
+/// alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ReasonKinds(u8);
+
+impl ReasonKinds {
+    pub fn contains(self, kind: DeadReasonKind) -> bool {
+        self.0 & kind.bit() != 0
+    }
+}
+
+impl From<DeadReasonKind> for ReasonKinds {
+    fn from(kind: DeadReasonKind) -> ReasonKinds {
+        ReasonKinds(kind.bit())
+    }
+}
+
+impl FromStr for ReasonKinds {
+    type Err = String;
+
+    /// Names separated by commas; the error names the part that is not
+    /// one and every name there is.
+    fn from_str(text: &str) -> Result<ReasonKinds, String> {
+        let mut kinds = 0;
+        for part in text.split(',').map(str::trim) {
+            let Some(kind) = DeadReasonKind::named(part) else {
+                let names: Vec<&str> = DeadReasonKind::ALL.iter().map(|k| k.name()).collect();
+                let names = names.join(", ");
+                return Err(format!("{part:?} is not a kind of reason: one of {names}, or several separated by commas"));
+            };
+            kinds |= kind.bit();
+        }
+        Ok(ReasonKinds(kinds))
+    }
+}
+
+impl fmt::Display for ReasonKinds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kinds = DeadReasonKind::ALL
+            .into_iter()
+            .filter(|k| self.contains(*k));
+        let names: Vec<&str> = kinds.map(DeadReasonKind::name).collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+impl Serialize for ReasonKinds {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ReasonKinds {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<ReasonKinds, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -214,9 +277,40 @@ mod tests {
     fn each_kind_is_named_by_its_name_alone() {
         for kind in DeadReasonKind::ALL {
             assert_eq!(DeadReasonKind::named(kind.name()), Some(kind));
-            let json = serde_json::to_string(&kind).unwrap();
-            assert_eq!(json, format!("\"{kind}\""));
+            let one: ReasonKinds = kind.name().parse().unwrap();
+            assert_eq!(one, ReasonKinds::from(kind));
+            let others = DeadReasonKind::ALL.into_iter().filter(|k| *k != kind);
+            assert!(one.contains(kind) && others.into_iter().all(|k| !one.contains(k)));
         }
         assert_eq!(DeadReasonKind::named("Permanent"), None);
+    }
+
+    /// Several kinds separated by commas, in any order, spaces allowed;
+    /// written back in one order; anything else refused, naming the part.
+    #[test]
+    fn kinds_of_reason_are_read_and_written_as_names_separated_by_commas() {
+        let outage: ReasonKinds = "retry_horizon, max_attempts".parse().unwrap();
+        assert!(outage.contains(DeadReasonKind::MaxAttempts));
+        assert!(outage.contains(DeadReasonKind::RetryHorizon));
+        assert!(!outage.contains(DeadReasonKind::Permanent));
+        assert_eq!(outage.to_string(), "max_attempts,retry_horizon");
+        let json = serde_json::to_string(&outage).unwrap();
+        assert_eq!(json, "\"max_attempts,retry_horizon\"");
+        assert_eq!(serde_json::from_str::<ReasonKinds>(&json).unwrap(), outage);
+        let names = "one of permanent, max_attempts, retry_horizon, source_gone, sink_gone, undecodable, or several separated by commas";
+        for (bad, part) in [("gone", "gone"), ("permanent,", ""), ("", "")] {
+            let refused = bad.parse::<ReasonKinds>().unwrap_err();
+            assert_eq!(
+                refused,
+                format!("{part:?} is not a kind of reason: {names}")
+            );
+        }
+        let refused = serde_json::from_str::<ReasonKinds>("\"x\"").unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .starts_with("\"x\" is not a kind of reason"),
+            "{refused}"
+        );
     }
 }

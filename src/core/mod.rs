@@ -55,7 +55,7 @@ mod window;
 
 pub use breaker::{Admit, Breaker, BreakerConfig, BreakerEvent, BreakerState};
 pub use catalog::{Binding, Catalog, LaneBy, SinkEntry, SourceEntry};
-pub use dead_reason::{DeadReason, DeadReasonKind};
+pub use dead_reason::{DeadReason, DeadReasonKind, ReasonKinds};
 pub use outcome_event::{Outcome, OutcomeEvent};
 pub use report::{LastFailure, SinkOutcomes, SinkStats, TenantStats, UnloggedDead};
 pub use retry::{FailureClass, RetryDecision};

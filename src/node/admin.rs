@@ -12,7 +12,7 @@ use super::routes::WorkerRoute;
 use super::sinks::sinks;
 use super::{metrics, NodeState};
 use crate::config::Config;
-use crate::core::{DeadReasonKind, TenantId};
+use crate::core::{DeadReasonKind, ReasonKinds, TenantId};
 use crate::runtime::Engine;
 use crate::store::{DeadFilter, DeadItem, DeadPosition};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -364,11 +364,10 @@ fn dead_filter(request: &Request) -> Result<DeadFilter, Response> {
     };
     let reason = match request.query_param("reason").filter(|s| !s.is_empty()) {
         None => None,
-        Some(text) => Some(DeadReasonKind::named(&text).ok_or_else(|| {
-            let kinds = DeadReasonKind::all_names();
-            let message = format!("reason must be one of {kinds}, got {text:?}");
-            Response::error(400, "bad_reason", &message)
-        })?),
+        Some(text) => Some(
+            text.parse::<ReasonKinds>()
+                .map_err(|e| Response::error(400, "bad_reason", &format!("reason: {e}")))?,
+        ),
     };
     Ok(DeadFilter {
         source_id: request.query_param("source_id").filter(|s| !s.is_empty()),
@@ -402,7 +401,10 @@ fn purge_dead_letters(engine: &Engine, request: &Request) -> Response {
                         "sink",
                         &filter.sink_index.map_or("*".into(), |i| i.to_string()),
                     ),
-                    ("reason", &filter.reason.map_or("*", DeadReasonKind::name)),
+                    (
+                        "reason",
+                        &filter.reason.map_or("*".into(), |k| k.to_string()),
+                    ),
                     ("since_ms", &filter.since_ms),
                     ("until_ms", &filter.until_ms),
                     ("purged", &purged),

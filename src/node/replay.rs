@@ -24,7 +24,7 @@
 //! letters, or parks row after row (see `auto_pause`).
 
 use super::NodeState;
-use crate::core::DeadReasonKind;
+use crate::core::ReasonKinds;
 use crate::runtime::{Engine, ReviveStep};
 use crate::store::{DeadFilter, ReplayCounts, StoreError};
 use parking_lot::Mutex;
@@ -56,10 +56,11 @@ pub struct ReplaySpec {
     /// the next two are absent from specs written before they existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sink_index: Option<u16>,
-    /// Only the rows that died of this: an outage's `max_attempts` or
-    /// `retry_horizon`, say, and not the receiver's `permanent` refusals.
+    /// Only the rows that died of one of these: an outage's
+    /// `max_attempts,retry_horizon`, say, and not the receiver's
+    /// `permanent` refusals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<DeadReasonKind>,
+    pub reason: Option<ReasonKinds>,
     pub since_ms: Option<u64>,
     /// Only the rows dead at or before this time (and, whatever it says,
     /// before the replay was created).

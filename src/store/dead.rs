@@ -9,7 +9,7 @@ use super::dead_keys::DeadKeys;
 use super::keys::{self, row_key, timed_key};
 use super::record::{decode_hook, decode_hook_head, decode_row, encode_row, Hook, RowStatus};
 use super::{ShardStore, StoreError, TenantTable};
-use crate::core::{DeadReasonKind, RowId, TenantId};
+use crate::core::{DeadReasonKind, ReasonKinds, RowId, TenantId};
 use heed::{RoTxn, RwTxn};
 use std::ops::Bound;
 use std::sync::Arc;
@@ -26,8 +26,9 @@ pub struct DeadFilter {
     /// Only the rows of the sink at this index of their source (as the
     /// config stood when their hook was committed).
     pub sink_index: Option<u16>,
-    /// Only the rows that died of this (read from their stored reason).
-    pub reason: Option<DeadReasonKind>,
+    /// Only the rows that died of one of these (read from their stored
+    /// reason).
+    pub reason: Option<ReasonKinds>,
     /// Dead at or after this time.
     pub since_ms: u64,
     /// Dead at or before this time (a replay takes rows dead before it began).
@@ -246,9 +247,8 @@ fn item(
         reason,
         attempts,
     };
-    let other_reason = filter
-        .reason
-        .is_some_and(|k| found.reason_kind() != Some(k));
+    let other_reason = (filter.reason)
+        .is_some_and(|kinds| !found.reason_kind().is_some_and(|k| kinds.contains(k)));
     Ok((!other_reason).then_some(found))
 }
 
@@ -754,10 +754,12 @@ mod tests {
             page.into_iter().rev().map(|i| i.hook_id).collect()
         };
         assert_eq!(hooks(&filter(Some(1), None)), ["h2", "h3", "h4", "h6"]);
-        let refused = filter(None, Some(DeadReasonKind::Permanent));
+        let refused = filter(None, Some(DeadReasonKind::Permanent.into()));
         assert_eq!(hooks(&refused), ["h1", "h3"]);
-        let exhausted = filter(Some(1), Some(DeadReasonKind::MaxAttempts));
+        let exhausted = filter(Some(1), Some(DeadReasonKind::MaxAttempts.into()));
         assert_eq!(hooks(&exhausted), ["h2", "h6"]);
+        let outage = filter(None, Some("max_attempts,retry_horizon".parse().unwrap()));
+        assert_eq!(hooks(&outage), ["h2", "h4", "h5", "h6"]);
         assert_eq!(hooks(&filter(Some(2), None)), Vec::<String>::new());
         assert_eq!(store.count_dead(&exhausted).unwrap(), 2);
         let listed = store

@@ -250,6 +250,7 @@ fn dead_letters_are_taken_by_sink_and_reason() {
     let refusals = vec![(0, "permanent".to_string()); 3];
     assert_eq!(items("?sink_index=1"), outage);
     assert_eq!(items("?reason=max_attempts"), outage);
+    assert_eq!(items("?reason=retry_horizon,max_attempts"), outage);
     assert_eq!(
         items("?source_id=a&sink_index=0&reason=permanent"),
         refusals
@@ -262,9 +263,9 @@ fn dead_letters_are_taken_by_sink_and_reason() {
             "sink_index must be a number from 0 to 65535, got \"one\"",
         ),
         (
-            "?reason=gone",
+            "?reason=max_attempts,gone",
             "bad_reason",
-            "reason must be one of permanent, max_attempts, retry_horizon, source_gone, sink_gone, undecodable, got \"gone\"",
+            "reason: \"gone\" is not a kind of reason: one of permanent, max_attempts, retry_horizon, source_gone, sink_gone, undecodable, or several separated by commas",
         ),
     ] {
         for method in ["GET", "DELETE"] {
@@ -283,14 +284,14 @@ fn dead_letters_are_taken_by_sink_and_reason() {
         bad_spec.json()["message"]
             .as_str()
             .unwrap()
-            .contains("unknown variant `gone`, expected one of `permanent`, `max_attempts`"),
+            .contains("\"gone\" is not a kind of reason: one of permanent, max_attempts"),
         "{}",
         bad_spec.text()
     );
     assert_eq!(dead(&engine).len(), 6, "nothing purged");
 
     down.store(false, Ordering::SeqCst);
-    let spec = br#"{"source_id": "a", "sink_index": 1, "reason": "max_attempts"}"#;
+    let spec = br#"{"source_id": "a", "sink_index": 1, "reason": "retry_horizon,max_attempts"}"#;
     let created = call(addr, "POST", "/v1/replays", &[], spec).json();
     assert_eq!(created["matched"], 3, "{created}");
     let replay = format!("/v1/replays/{}", created["id"].as_str().unwrap());
@@ -304,7 +305,7 @@ fn dead_letters_are_taken_by_sink_and_reason() {
         (&progress["spec"], &progress["dead_again"]),
         (
             &serde_json::json!({"source_id": "a", "tenant": null, "sink_index": 1,
-                "reason": "max_attempts", "since_ms": null}),
+                "reason": "max_attempts,retry_horizon", "since_ms": null}),
             &0.into()
         )
     );

@@ -323,7 +323,7 @@ fn the_operator_cli_lists_replays_and_reports() {
             &["--sink", "0", "--reason", "permanent", "--since-ms", "1"],
             1,
         ),
-        (&["--reason", "max_attempts"], 0),
+        (&["--reason", "max_attempts,retry_horizon"], 0),
         (&["--sink", "1"], 0),
         (&["--until-ms", "1"], 0),
     ] {
@@ -335,7 +335,7 @@ fn the_operator_cli_lists_replays_and_reports() {
     let (code, _, err) = goad(&["dlq", "list", "--reason", "gone"], true);
     assert_eq!(code, Some(2));
     assert!(
-        err.contains("invalid value 'gone' for '--reason <REASON>': not one of permanent, max_attempts, retry_horizon, source_gone, sink_gone, undecodable"),
+        err.contains("invalid value 'gone' for '--reason <REASON>': \"gone\" is not a kind of reason: one of permanent, max_attempts, retry_horizon, source_gone, sink_gone, undecodable, or several separated by commas"),
         "{err}"
     );
     let (code, out, _) = goad(&["hook", hook_id], true);
