@@ -223,6 +223,20 @@ enum DlqCommand {
         #[command(flatten)]
         filter: DeadLetterFilter,
     },
+    /// The node's replays with their progress, newest first; or one, by
+    /// the id `replay` printed, paused or resumed.
+    Replays {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// Only this replay.
+        id: Option<String>,
+        /// Stop it moving rows (those it moved are delivered as any).
+        #[arg(long, requires = "id", conflicts_with = "resume")]
+        pause: bool,
+        /// Let a paused replay (by itself or by --pause) go on.
+        #[arg(long, requires = "id")]
+        resume: bool,
+    },
 }
 
 /// Which dead letters a `dlq` command takes.
@@ -423,6 +437,22 @@ fn main() -> ExitCode {
                 });
                 print_call(&node, "POST", "/v1/replays", Some(&body))
             }
+            DlqCommand::Replays {
+                node,
+                id,
+                pause,
+                resume,
+            } => match (id, pause, resume) {
+                (None, ..) => print_call(&node, "GET", "/v1/replays", None),
+                (Some(id), false, false) => {
+                    print_call(&node, "GET", &format!("/v1/replays/{}", encode(&id)), None)
+                }
+                (Some(id), pause, _) => {
+                    let action = if pause { "pause" } else { "resume" };
+                    let path = format!("/v1/replays/{}/{action}", encode(&id));
+                    print_call(&node, "POST", &path, None)
+                }
+            },
         },
         Command::Pressure(node) => print_call(&node, "GET", "/v1/pressure", None),
         Command::Stats(node) => print_call(&node, "GET", "/v1/stats", None),

@@ -7,7 +7,7 @@
 
 use super::hook_status::{hook_json, hook_status};
 use super::http::{Replier, Request, Response};
-use super::replay::ReplaySpec;
+use super::replay::{ControlError, ReplaySpec};
 use super::routes::WorkerRoute;
 use super::sinks::sinks;
 use super::{metrics, NodeState};
@@ -175,11 +175,28 @@ fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Req
                 1,
             ),
         },
-        WorkerRoute::GetReplay(id) => match state.replays.progress(engine, id) {
-            Ok(Some(progress)) => Response::json(200, &progress),
-            Ok(None) => Response::error(404, "unknown_replay", &format!("no replay {id:?}")),
+        WorkerRoute::Replays => match state.replays.list(engine) {
+            Ok(replays) => Response::json(200, &json!({ "replays": replays })),
             Err(e) => store_error(&e),
         },
+        WorkerRoute::GetReplay(id) => match state.replays.progress(engine, id) {
+            Ok(Some(progress)) => Response::json(200, &progress),
+            Ok(None) => unknown_replay(id),
+            Err(e) => store_error(&e),
+        },
+        WorkerRoute::ControlReplay(id, control) => {
+            match state.replays.control(engine, id, *control) {
+                Ok(progress) => Response::json(200, &progress),
+                Err(ControlError::Unknown) => unknown_replay(id),
+                Err(ControlError::Done) => {
+                    let message = format!("replay {id:?} is done: it moved every row it takes");
+                    Response::error(409, "replay_done", &message)
+                }
+                Err(ControlError::Store(message)) => {
+                    Response::unavailable("store_unavailable", &message, 1)
+                }
+            }
+        }
         WorkerRoute::DeadLetterSource(source_id) => match engine.dead_letter_source(source_id) {
             Ok(count) => {
                 crate::log::info(
@@ -311,6 +328,10 @@ pub(super) fn format_position(p: &DeadPosition) -> String {
         "{}-{}-{}-{}",
         p.dead_at_ms, p.shard, p.row.seq, p.row.sink_index
     )
+}
+
+fn unknown_replay(id: &str) -> Response {
+    Response::error(404, "unknown_replay", &format!("no replay {id:?}"))
 }
 
 /// The query parameters of a dead-letter filter.

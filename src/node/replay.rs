@@ -21,7 +21,10 @@
 //! died again and more died than were delivered, or its rows were parked
 //! behind an open breaker that many times and more often than any were
 //! delivered: replaying into a sink that still fails only refills the dead
-//! letters, or parks row after row (see `auto_pause`).
+//! letters, or parks row after row (see `auto_pause`). An operator pauses
+//! a running replay and resumes a paused one (`Replays::control`); after
+//! a resume it counts its rows from there, as the reference counts "since
+//! last resume".
 
 use super::NodeState;
 use crate::core::ReasonKinds;
@@ -75,7 +78,7 @@ pub enum ReplayState {
     Running,
     /// Every matching row was moved; their outcomes keep counting.
     Done,
-    /// Stopped moving rows by itself (see `error`).
+    /// Stopped moving rows, by itself or by an operator (see `error`).
     Paused,
 }
 
@@ -102,6 +105,30 @@ pub struct ReplayJob {
     pub matched: u64,
     pub state: ReplayState,
     pub error: Option<String>,
+    /// Its counters when an operator last resumed it: it pauses itself on
+    /// what its rows did since (absent until a resume).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_at: Option<ReplayCounts>,
+}
+
+/// An operator's word to a replay (`POST /v1/replays/{id}/pause`, `…/resume`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayControl {
+    /// A running replay moves no more rows (those it moved are delivered
+    /// as any row).
+    Pause,
+    /// A paused replay (by itself or an operator) moves rows again.
+    Resume,
+}
+
+/// Why a replay was not paused or resumed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ControlError {
+    Unknown,
+    /// It moved every row it takes: there is nothing to pause or resume.
+    Done,
+    /// Its file could not be written (the replay is as it was).
+    Store(String),
 }
 
 impl ReplayJob {
@@ -225,6 +252,7 @@ impl Replays {
             matched: 0,
             state: ReplayState::Running,
             error: None,
+            resumed_at: None,
         };
         job.matched = engine
             .count_dead(&job.filter())
@@ -237,6 +265,68 @@ impl Replays {
             &[("replay", &job.id), ("matched", &job.matched)],
         );
         Ok((job, true))
+    }
+
+    /// Every replay's progress, newest first.
+    pub fn list(&self, engine: &Engine) -> Result<Vec<ReplayProgress>, StoreError> {
+        let ids: Vec<String> = self
+            .jobs
+            .lock()
+            .iter()
+            .rev()
+            .map(|j| j.id.clone())
+            .collect();
+        let mut listed = Vec::with_capacity(ids.len());
+        for id in ids {
+            listed.extend(self.progress(engine, &id)?);
+        }
+        Ok(listed)
+    }
+
+    /// Pauses or resumes a replay, and its progress after. One already so
+    /// is left as it is. A resumed replay pauses itself again only on what
+    /// its rows do after the resume (as the reference counts "since last
+    /// resume"), so one paused by a failing sink that was fixed goes on.
+    pub fn control(
+        &self,
+        engine: &Engine,
+        id: &str,
+        control: ReplayControl,
+    ) -> Result<ReplayProgress, ControlError> {
+        let store = |e: StoreError| ControlError::Store(e.to_string());
+        {
+            let mut jobs = self.jobs.lock();
+            let job = jobs
+                .iter_mut()
+                .find(|j| j.id == id)
+                .ok_or(ControlError::Unknown)?;
+            let mut changed = job.clone();
+            match (job.state, control) {
+                (ReplayState::Done, _) => return Err(ControlError::Done),
+                (ReplayState::Running, ReplayControl::Pause) => {
+                    changed.state = ReplayState::Paused;
+                    changed.error = Some("paused by an operator; resume it to go on".into());
+                }
+                (ReplayState::Paused, ReplayControl::Resume) => {
+                    changed.state = ReplayState::Running;
+                    changed.error = None;
+                    changed.resumed_at = Some(engine.replay_counters(id).map_err(store)?);
+                }
+                _ => {}
+            }
+            if changed != *job {
+                self.save(&changed)
+                    .map_err(|e| ControlError::Store(format!("cannot store the replay: {e}")))?;
+                *job = changed;
+                crate::log::info(
+                    "replay state",
+                    &[("replay", &id), ("state", &job.state.name())],
+                );
+                self.paces.lock().remove(id);
+            }
+        }
+        let progress = self.progress(engine, id).map_err(store)?;
+        progress.ok_or(ControlError::Unknown)
     }
 
     /// A replay's progress.
@@ -323,7 +413,7 @@ impl Replays {
         for job in running {
             let next = self.step(engine, &job, held, f64::from(rate), elapsed_s);
             if let Some((state, error)) = next {
-                self.set_state(&job.id, state, error);
+                self.set_state(&job, state, error);
             }
         }
     }
@@ -378,14 +468,22 @@ impl Replays {
         if pace.exhausted.iter().all(|e| *e) {
             return Some((ReplayState::Done, None));
         }
-        auto_pause(engine.replay_counters(&job.id).ok()?).map(|e| (ReplayState::Paused, Some(e)))
+        let counts = engine.replay_counters(&job.id).ok()?;
+        let since_resume = counts.since(job.resumed_at.unwrap_or_default());
+        auto_pause(since_resume).map(|e| (ReplayState::Paused, Some(e)))
     }
 
-    fn set_state(&self, id: &str, state: ReplayState, error: Option<String>) {
+    /// The pacer's change of a replay it stepped as `stepped`, unless an
+    /// operator paused or resumed it meanwhile (their word stands).
+    fn set_state(&self, stepped: &ReplayJob, state: ReplayState, error: Option<String>) {
+        let id = &stepped.id;
         let mut jobs = self.jobs.lock();
-        let Some(job) = jobs.iter_mut().find(|j| j.id == id) else {
+        let Some(job) = jobs.iter_mut().find(|j| j.id == *id) else {
             return;
         };
+        if job.state != stepped.state || job.resumed_at != stepped.resumed_at {
+            return;
+        }
         job.state = state;
         job.error = error;
         if let Err(e) = self.save(job) {
@@ -426,12 +524,12 @@ fn auto_pause(counts: ReplayCounts) -> Option<String> {
     } = counts;
     if dead_again >= AUTO_PAUSE_MIN_ROWS && dead_again > delivered {
         return Some(format!(
-            "auto-paused: {dead_again} replayed deliveries dead-lettered again ({delivered} delivered); fix the sink and start a new replay"
+            "auto-paused: {dead_again} replayed deliveries dead-lettered again ({delivered} delivered); fix the sink and resume it"
         ));
     }
     if parked >= AUTO_PAUSE_MIN_ROWS && parked > delivered {
         return Some(format!(
-            "auto-paused: replayed rows parked behind an open circuit breaker {parked} times ({delivered} delivered); fix the sink and start a new replay"
+            "auto-paused: replayed rows parked behind an open circuit breaker {parked} times ({delivered} delivered); fix the sink and resume it"
         ));
     }
     None

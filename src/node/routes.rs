@@ -6,6 +6,7 @@
 use super::admin::AdminJob;
 use super::auth::SourceIngest;
 use super::http::{Handler, Later, Request, Response};
+use super::replay::ReplayControl;
 use super::NodeState;
 use crate::runtime::{CommitError, NewHook};
 use std::sync::Arc;
@@ -44,7 +45,11 @@ pub enum WorkerRoute {
     /// The configured sources: ingest paths, checks and sinks' targets.
     Sources,
     CreateReplay,
+    /// Every replay's progress.
+    Replays,
     GetReplay(String),
+    /// A replay paused or resumed.
+    ControlReplay(String, ReplayControl),
     DeadLetterSource(String),
     /// A sink's backlog due now and its breaker closed: (source, sink index).
     WakeSink(String, String),
@@ -100,11 +105,22 @@ pub fn route(method: &str, path: &str) -> Result<Route, Response> {
         }
         ["v1", "sinks"] => (Route::Worker(WorkerRoute::Sinks), &["GET"]),
         ["v1", "sources"] => (Route::Worker(WorkerRoute::Sources), &["GET"]),
-        ["v1", "replays"] => (Route::Worker(WorkerRoute::CreateReplay), &["POST"]),
+        ["v1", "replays"] if method == "POST" => {
+            (Route::Worker(WorkerRoute::CreateReplay), &["GET", "POST"])
+        }
+        ["v1", "replays"] => (Route::Worker(WorkerRoute::Replays), &["GET", "POST"]),
         ["v1", "replays", id] if !id.is_empty() => (
             Route::Worker(WorkerRoute::GetReplay(id.to_string())),
             &["GET"],
         ),
+        ["v1", "replays", id, action @ ("pause" | "resume")] if !id.is_empty() => {
+            let control = match *action {
+                "pause" => ReplayControl::Pause,
+                _ => ReplayControl::Resume,
+            };
+            let route = WorkerRoute::ControlReplay(id.to_string(), control);
+            (Route::Worker(route), &["POST"])
+        }
         ["v1", "reload"] => (Route::Worker(WorkerRoute::Reload), &["POST"]),
         ["v1", "backup"] => (Route::Worker(WorkerRoute::Backup), &["POST"]),
         ["v1", "drain"] => {
@@ -437,6 +453,21 @@ mod tests {
         assert_eq!(
             route("GET", "/v1/replays/r1"),
             Ok(Route::Worker(WorkerRoute::GetReplay("r1".into())))
+        );
+        assert_eq!(
+            route("POST", "/v1/replays/r1/resume"),
+            Ok(Route::Worker(WorkerRoute::ControlReplay(
+                "r1".into(),
+                ReplayControl::Resume
+            )))
+        );
+        assert_eq!(
+            route("POST", "/v1/replays/r1/stop").unwrap_err().status,
+            404
+        );
+        assert_eq!(
+            route("GET", "/v1/replays"),
+            Ok(Route::Worker(WorkerRoute::Replays))
         );
         assert_eq!(route("GET", "/v1/sources//hooks").unwrap_err().status, 404);
         assert_eq!(

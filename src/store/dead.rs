@@ -122,7 +122,7 @@ pub enum ReplayCounter {
 }
 
 /// A replay's counters in one shard, or summed over the shards.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ReplayCounts {
     /// Rows it revived.
     pub moved: u64,
@@ -132,6 +132,19 @@ pub struct ReplayCounts {
     pub dead_again: u64,
     /// Parks of those rows behind an open breaker (a row parked twice counts twice).
     pub parked: u64,
+}
+
+impl ReplayCounts {
+    /// What was counted after `earlier` (an earlier reading of the same
+    /// counters).
+    pub fn since(self, earlier: ReplayCounts) -> ReplayCounts {
+        ReplayCounts {
+            moved: self.moved.saturating_sub(earlier.moved),
+            delivered: self.delivered.saturating_sub(earlier.delivered),
+            dead_again: self.dead_again.saturating_sub(earlier.dead_again),
+            parked: self.parked.saturating_sub(earlier.parked),
+        }
+    }
 }
 
 impl std::ops::Add for ReplayCounts {

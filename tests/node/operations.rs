@@ -405,11 +405,31 @@ fn the_operator_cli_lists_replays_and_reports() {
         true,
     );
     assert_eq!(code, Some(0), "{out}");
-    assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&out).unwrap()["matched"],
-        1
-    );
+    let replay = serde_json::from_str::<serde_json::Value>(&out).unwrap();
+    assert_eq!(replay["matched"], 1);
+    let replay_id = replay["id"].as_str().unwrap();
     assert!(receiver.wait_for(2, Duration::from_secs(10)));
+    let (code, out, _) = goad(&["dlq", "replays"], true);
+    assert_eq!(code, Some(0), "{out}");
+    let listed = serde_json::from_str::<serde_json::Value>(&out).unwrap()["replays"].clone();
+    assert_eq!(
+        (listed.as_array().unwrap().len(), &listed[0]["id"]),
+        (1, &replay_id.into())
+    );
+    wait_until("the replay done", Duration::from_secs(10), || {
+        let (_, out, _) = goad(&["dlq", "replays", replay_id], true);
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["state"] == "done"
+    });
+    let (code, _, err) = goad(&["dlq", "replays", replay_id, "--pause"], true);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("HTTP 409 replay_done"), "{err}");
+    for wrong in [
+        &["dlq", "replays", "--pause"][..],
+        &["dlq", "replays", replay_id, "--pause", "--resume"],
+    ] {
+        let (code, _, err) = goad(wrong, true);
+        assert_eq!(code, Some(2), "{wrong:?}: {err}");
+    }
     status.store(400, Ordering::SeqCst);
     assert_eq!(ingest(node.local_addr(), "a", b"y", &[]).status, 202);
     wait_until("1 dead again", Duration::from_secs(10), || {

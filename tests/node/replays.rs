@@ -201,11 +201,13 @@ fn replay_until_paused(addr: SocketAddr) -> (String, serde_json::Value) {
 }
 
 /// Scenario 31: a replay into a sink that still fails pauses itself once
-/// at least 100 of its rows died again, more than were delivered.
+/// at least 100 of its rows died again, more than were delivered. Resumed
+/// once the sink is fixed, it goes on (it counts its rows' deaths since
+/// the resume, as the reference does) and delivers the rest.
 #[test]
 fn a_replay_into_a_failing_sink_pauses_itself() {
     let dir = tempfile::tempdir().unwrap();
-    let (receiver, _) = switchable(400);
+    let (receiver, status) = switchable(400);
     let mut c = one_source(dir.path(), &receiver);
     c.replay.rate = 100;
     let node = start(c);
@@ -228,6 +230,111 @@ fn a_replay_into_a_failing_sink_pauses_itself() {
         moved,
         "a paused replay moves nothing"
     );
+
+    status.store(200, Ordering::SeqCst);
+    let resumed = call(addr, "POST", &format!("/v1/replays/{id}/resume"), &[], b"");
+    assert_eq!(resumed.status, 200, "{}", resumed.text());
+    let resumed = resumed.json();
+    assert_eq!(
+        (&resumed["state"], &resumed["error"]),
+        (&"running".into(), &serde_json::Value::Null)
+    );
+    // Its counters at the resume: what it pauses itself on is counted
+    // from them.
+    assert_eq!(resumed["resumed_at"]["moved"], moved);
+    let moved_before = moved.as_u64().unwrap();
+    wait_until("the rest delivered", Duration::from_secs(30), || {
+        let p = get(addr, &format!("/v1/replays/{id}")).json();
+        p["state"] == "done" && p["delivered"] == 250 - moved_before
+    });
+    // The rows that died again before the pause are dead letters again,
+    // which this replay does not take twice.
+    wait_until(
+        "the rows moved before the pause dead",
+        Duration::from_secs(10),
+        || dead(&engine).len() as u64 == moved_before,
+    );
+    let p = get(addr, &format!("/v1/replays/{id}")).json();
+    assert_eq!((&p["moved"], &p["dead_again"]), (&250.into(), &moved));
+}
+
+/// An operator pauses a running replay (it moves nothing more, however
+/// many passes its pacer makes) and resumes it; a replay that is done can
+/// be neither. Every replay is listed with its progress, newest first.
+#[test]
+fn an_operator_pauses_and_resumes_a_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, status) = switchable(400);
+    let mut c = one_source(dir.path(), &receiver);
+    c.replay.rate = 50;
+    let node = start(c);
+    let addr = node.local_addr();
+    let engine = node.engine().unwrap();
+    commit_until_dead(&engine, 200);
+    status.store(200, Ordering::SeqCst);
+    let created = call(addr, "POST", "/v1/replays", &[], b"").json();
+    let id = created["id"].as_str().unwrap().to_string();
+    let path = format!("/v1/replays/{id}");
+    wait_until("some rows moved", Duration::from_secs(10), || {
+        get(addr, &path).json()["moved"].as_u64() > Some(0)
+    });
+    for _ in 0..2 {
+        let paused = call(addr, "POST", &format!("{path}/pause"), &[], b"");
+        assert_eq!(paused.status, 200, "{}", paused.text());
+        assert_eq!(
+            (&paused.json()["state"], &paused.json()["error"]),
+            (
+                &"paused".into(),
+                &"paused by an operator; resume it to go on".into()
+            ),
+            "paused, and a second pause leaves it so"
+        );
+    }
+    let moved = get(addr, &path).json()["moved"].clone();
+    pacer_passes(addr, 3);
+    assert_eq!(
+        get(addr, &path).json()["moved"],
+        moved,
+        "a paused replay moves nothing"
+    );
+    assert!(
+        moved.as_u64() < Some(200),
+        "paused before it moved all: {moved}"
+    );
+    assert_eq!(metric(addr, "goad_replays", "state=\"paused\""), 1.0);
+
+    let resumed = call(addr, "POST", &format!("{path}/resume"), &[], b"").json();
+    assert_eq!(resumed["state"], "running");
+    wait_until("every row delivered", Duration::from_secs(30), || {
+        let p = get(addr, &path).json();
+        p["state"] == "done" && p["delivered"] == 200
+    });
+    for action in ["pause", "resume"] {
+        let refused = call(addr, "POST", &format!("{path}/{action}"), &[], b"");
+        assert_eq!(
+            (refused.status, refused.error_code()),
+            (409, "replay_done".into())
+        );
+        assert_eq!(
+            refused.json()["message"],
+            format!("replay \"{id}\" is done: it moved every row it takes")
+        );
+    }
+    let second = call(addr, "POST", "/v1/replays", &[], b"").json();
+    assert_eq!(second["matched"], 0);
+    let listed = get(addr, "/v1/replays").json()["replays"].clone();
+    let listed: Vec<(&str, &str)> = (listed.as_array().unwrap().iter())
+        .map(|r| (r["id"].as_str().unwrap(), r["state"].as_str().unwrap()))
+        .collect();
+    let second_id = second["id"].as_str().unwrap();
+    assert_eq!(listed[0].0, second_id, "newest first");
+    assert_eq!(listed[1], (id.as_str(), "done"));
+    let unknown = call(addr, "POST", "/v1/replays/nope/pause", &[], b"");
+    assert_eq!(
+        (unknown.status, unknown.error_code()),
+        (404, "unknown_replay".into())
+    );
+    assert_eq!(get(addr, &format!("{path}/pause")).status, 405);
 }
 
 /// Scenario 32: a replay into a sink that fails transiently opens its
