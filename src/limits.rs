@@ -145,6 +145,14 @@ pub const CLAIM_RETENTION_MS: u64 = 7 * 24 * 3_600_000;
 /// is more likely a unit mistake than a policy.
 pub const MIN_DEAD_RETENTION_MS: u64 = 1_000;
 
+/// How long a done replay is kept by default (`replay.retention_ms`): a
+/// week to look back at what it did.
+pub const DEFAULT_REPLAY_RETENTION_MS: u64 = 7 * 24 * 3_600_000;
+
+/// The shortest `replay.retention_ms`: shorter is more likely a unit
+/// mistake than a policy.
+pub const MIN_REPLAY_RETENTION_MS: u64 = 1_000;
+
 /// Longest a shard waits between sweeps for dead letters past
 /// `dead_letters.retention_ms`.
 pub const DEAD_EXPIRY_INTERVAL_MS: u64 = 60_000;

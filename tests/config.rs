@@ -57,9 +57,10 @@ fn defaults_are_the_reference_defaults() {
             c.listen.as_str(),
             c.max_body_bytes,
             c.replay.rate,
-            c.replay.max_lag_ms
+            c.replay.max_lag_ms,
+            c.replay.retention_ms
         ),
-        ("127.0.0.1:7878", 1_048_576, 1_000, 2_000)
+        ("127.0.0.1:7878", 1_048_576, 1_000, 2_000, 604_800_000)
     );
     assert_eq!(
         c.dispatch.tenant_limits("any"),
@@ -99,6 +100,7 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("[[sources]]\nid = \"a\"\ndedupe_header = \"Authorization\"", "sources[0].dedupe_header must be a header goad stores with the hook (not a credential or framing header), got \"Authorization\""),
         ("[[sources]]\nid = \"a\"\ndedupe_header = \"bad header\"", "sources[0].dedupe_header must be a header goad stores with the hook (not a credential or framing header), got \"bad header\""),
         ("[replay]\nrate = 0", "replay.rate must be an integer from 1 to 100000, got 0"),
+        ("[replay]\nretention_ms = 60", "replay.retention_ms must be at least 1000, got 60"),
         ("[dead_letters]\nretention_ms = 500", "dead_letters.retention_ms must be 0 (keep dead letters until replayed or purged) or at least 1000, got 500"),
         ("[claim_check]\nretention_ms = 0", "claim_check.retention_ms must be a positive integer, got 0"),
         ("[notifications]\nsource = \"ops\"\n[[sources]]\nid = \"a\"", "notifications.source must be the id of one of the sources, got \"ops\""),

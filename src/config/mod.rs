@@ -194,6 +194,10 @@ pub struct ReplayConfig {
     pub rate: u32,
     /// Replays back off while the oldest due row is older than this.
     pub max_lag_ms: u64,
+    /// A replay that is done is forgotten (its file and counters deleted)
+    /// this long after it finished: replays of one hook each, as a
+    /// "retry this delivery" button makes them, do not pile up.
+    pub retention_ms: u64,
 }
 
 impl Default for ReplayConfig {
@@ -201,6 +205,7 @@ impl Default for ReplayConfig {
         ReplayConfig {
             rate: 1_000,
             max_lag_ms: 2_000,
+            retention_ms: crate::limits::DEFAULT_REPLAY_RETENTION_MS,
         }
     }
 }

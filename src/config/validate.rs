@@ -11,7 +11,8 @@ use super::{Config, OneOrMany, RetryConfig, SinkConfig, TenantLimitsConfig};
 use crate::core::LaneBy;
 use crate::limits::{
     MAX_CALLS_PER_S, MAX_COALESCE_MS, MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS,
-    MIN_FREE_DISK_CEILING_BYTES, MIN_FREE_DISK_FLOOR_BYTES, MIN_SHARD_BYTES,
+    MIN_FREE_DISK_CEILING_BYTES, MIN_FREE_DISK_FLOOR_BYTES, MIN_REPLAY_RETENTION_MS,
+    MIN_SHARD_BYTES,
 };
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
 use crate::sink::gcp_token::TOKEN_SOURCES;
@@ -310,6 +311,13 @@ impl Config {
                 "replay.rate",
                 "an integer from 1 to 100000",
                 self.replay.rate,
+            ));
+        }
+        if self.replay.retention_ms < MIN_REPLAY_RETENTION_MS {
+            return Err(invalid(
+                "replay.retention_ms",
+                "at least 1000",
+                self.replay.retention_ms,
             ));
         }
         let retention_ms = self.dead_letters.retention_ms;

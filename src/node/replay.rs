@@ -109,6 +109,10 @@ pub struct ReplayJob {
     /// what its rows did since (absent until a resume).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumed_at: Option<ReplayCounts>,
+    /// When it was done (absent before; and from replays done before it
+    /// was kept, which count from their creation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done_at_ms: Option<u64>,
 }
 
 /// An operator's word to a replay (`POST /v1/replays/{id}/pause`, `…/resume`).
@@ -253,6 +257,7 @@ impl Replays {
             state: ReplayState::Running,
             error: None,
             resumed_at: None,
+            done_at_ms: None,
         };
         job.matched = engine
             .count_dead(&job.filter())
@@ -362,11 +367,13 @@ impl Replays {
                     let elapsed_s = last.elapsed().as_secs_f64();
                     last = Instant::now();
                     if let Some(engine) = state.engine() {
-                        let (rate, max_lag_ms) = {
+                        let (rate, max_lag_ms, retention_ms) = {
                             let c = state.config.read();
-                            (c.replay.rate, c.replay.max_lag_ms)
+                            (c.replay.rate, c.replay.max_lag_ms, c.replay.retention_ms)
                         };
                         state.replays.step_all(engine, rate, max_lag_ms, elapsed_s);
+                        let now_ms = crate::runtime::wall_ms();
+                        state.replays.forget_done(engine, retention_ms, now_ms);
                         state.replays.passes.fetch_add(1, Ordering::Release);
                     }
                 }
@@ -415,6 +422,41 @@ impl Replays {
             if let Some((state, error)) = next {
                 self.set_state(&job, state, error);
             }
+        }
+    }
+
+    /// Forgets the replays done at least `retention_ms` before `now_ms`:
+    /// their counters, then their files. One whose counters cannot be
+    /// deleted now is kept for a later pass.
+    fn forget_done(&self, engine: &Engine, retention_ms: u64, now_ms: u64) {
+        let expired: Vec<String> = (self.jobs.lock().iter())
+            .filter(|j| j.state == ReplayState::Done)
+            .filter(|j| {
+                j.done_at_ms
+                    .unwrap_or(j.created_at_ms)
+                    .saturating_add(retention_ms)
+                    <= now_ms
+            })
+            .map(|j| j.id.clone())
+            .collect();
+        for id in expired {
+            if let Err(e) = engine.forget_replay(&id) {
+                crate::log::warn("cannot forget a replay", &[("replay", &id), ("error", &e)]);
+                continue;
+            }
+            let path = self.dir.join(format!("{id}.json"));
+            if let Err(e) = std::fs::remove_file(&path) {
+                let shown = path.display();
+                crate::log::warn(
+                    "cannot delete a replay's file",
+                    &[("path", &shown), ("error", &e)],
+                );
+            }
+            self.jobs.lock().retain(|j| j.id != id);
+            crate::log::info(
+                "replay forgotten",
+                &[("replay", &id), ("retention_ms", &retention_ms)],
+            );
         }
     }
 
@@ -486,6 +528,9 @@ impl Replays {
         }
         job.state = state;
         job.error = error;
+        if state == ReplayState::Done {
+            job.done_at_ms = Some(crate::runtime::wall_ms());
+        }
         if let Err(e) = self.save(job) {
             crate::log::warn(
                 "cannot store a replay's state",

@@ -192,6 +192,19 @@ impl Engine {
         Ok(sum)
     }
 
+    /// Deletes a replay's counters in every shard (a node forgets a replay
+    /// that is done, past `replay.retention_ms`).
+    pub fn forget_replay(&self, replay: &str) -> Result<(), Unavailable> {
+        let replay: Arc<str> = Arc::from(replay);
+        for shard in 0..self.shards.len() {
+            self.ask_shard_to_write(shard, |reply| ShardInput::ForgetReplay {
+                replay: replay.clone(),
+                reply,
+            })?;
+        }
+        Ok(())
+    }
+
     /// Runs one replay step in shard `shard`.
     ///
     /// # Panics

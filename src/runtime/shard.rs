@@ -70,6 +70,11 @@ pub enum ShardInput {
         step: ReviveStep,
         reply: Sender<Result<Revived, Arc<StoreError>>>,
     },
+    /// Delete a forgotten replay's counters.
+    ForgetReplay {
+        replay: Arc<str>,
+        reply: Sender<Result<(), Arc<StoreError>>>,
+    },
     /// One purge step; answer with what it purged.
     Purge {
         step: PurgeStep,
@@ -422,6 +427,9 @@ impl ShardLoop {
             }
             ShardInput::Purge { step, reply } => {
                 let _ = reply.send(state.purge(self.clock.now_ms(), &step));
+            }
+            ShardInput::ForgetReplay { replay, reply } => {
+                let _ = reply.send(state.forget_replay(self.clock.now_ms(), &replay));
             }
             ShardInput::TenantStats(reply) => {
                 let _ = reply.send(state.core().tenant_stats());

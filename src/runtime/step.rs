@@ -361,6 +361,13 @@ impl<'s> ShardState<'s> {
         })
     }
 
+    /// Deletes a forgotten replay's counters. Committed.
+    pub fn forget_replay(&mut self, now_ms: u64, replay: &str) -> Result<(), Arc<StoreError>> {
+        self.write_now(now_ms, |store, txn, _tenants, _core| {
+            store::dead::forget_replay(store, txn, replay)
+        })
+    }
+
     /// One purge step (see [`store::purge::purge`]). Committed, so what it
     /// reports purged is gone.
     pub fn purge(&mut self, now_ms: u64, step: &PurgeStep) -> Result<Purged, Arc<StoreError>> {

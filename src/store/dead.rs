@@ -161,6 +161,13 @@ impl std::ops::Add for ReplayCounts {
 }
 
 impl ReplayCounter {
+    const ALL: [ReplayCounter; 4] = [
+        ReplayCounter::Moved,
+        ReplayCounter::Delivered,
+        ReplayCounter::DeadAgain,
+        ReplayCounter::Parked,
+    ];
+
     fn name(self) -> &'static str {
         match self {
             ReplayCounter::Moved => "moved",
@@ -186,6 +193,22 @@ pub(crate) fn add_replay(
     let key = counter_key(replay, counter);
     let now = store.meta_u64(wtxn, &key)?.unwrap_or(0);
     store.put_meta(wtxn, &key, now + n)
+}
+
+/// Deletes a replay's counters (the replay is forgotten). A row it
+/// revived that settles later counts again under its id, a key or two
+/// that nothing reads.
+pub(crate) fn forget_replay(
+    store: &ShardStore,
+    wtxn: &mut RwTxn,
+    replay: &str,
+) -> Result<(), StoreError> {
+    for counter in ReplayCounter::ALL {
+        store
+            .meta
+            .delete(wtxn, counter_key(replay, counter).as_bytes())?;
+    }
+    Ok(())
 }
 
 /// Adds one to a replay counter.

@@ -366,3 +366,55 @@ fn a_replay_behind_an_open_breaker_pauses_itself() {
     assert!(p["moved"].as_u64().unwrap() < 500, "{p}");
     assert_eq!(engine.stats()[0].breakers_open, 1);
 }
+
+/// A replay that is done is forgotten `replay.retention_ms` after it
+/// finished (its file and counters deleted; the route answers 404), so
+/// replays of one hook each do not pile up; a paused one is kept.
+#[test]
+fn a_done_replay_is_forgotten_past_its_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, status) = switchable(400);
+    let mut c = one_source(dir.path(), &receiver);
+    c.replay.retention_ms = 1_000;
+    let node = start(c);
+    let addr = node.local_addr();
+    let engine = node.engine().unwrap();
+    commit_until_dead(&engine, 3);
+    let paused = call(addr, "POST", "/v1/replays", &[], br#"{"since_ms": 1}"#).json();
+    let paused = paused["id"].as_str().unwrap().to_string();
+    call(
+        addr,
+        "POST",
+        &format!("/v1/replays/{paused}/pause"),
+        &[],
+        b"",
+    );
+    status.store(200, Ordering::SeqCst);
+    let done = call(addr, "POST", "/v1/replays", &[], b"").json();
+    let done = done["id"].as_str().unwrap().to_string();
+    let file = dir.path().join("replays").join(format!("{done}.json"));
+    wait_until("the replay done", Duration::from_secs(10), || {
+        get(addr, &format!("/v1/replays/{done}")).json()["state"] == "done"
+    });
+    assert!(file.exists(), "{} kept while it is recent", file.display());
+    let delivered = get(addr, &format!("/v1/replays/{done}")).json()["delivered"].clone();
+    assert_eq!(
+        engine.replay_counters(&done).unwrap().delivered,
+        delivered.as_u64().unwrap()
+    );
+    wait_until("the replay forgotten", Duration::from_secs(20), || {
+        get(addr, &format!("/v1/replays/{done}")).status == 404
+    });
+    assert!(!file.exists(), "{} deleted", file.display());
+    assert_eq!(engine.replay_counters(&done).unwrap(), Default::default());
+    let listed = get(addr, "/v1/replays").json()["replays"].clone();
+    assert_eq!(
+        (
+            listed.as_array().unwrap().len(),
+            &listed[0]["id"],
+            &listed[0]["state"]
+        ),
+        (1, &paused.into(), &"paused".into()),
+        "the paused replay is kept"
+    );
+}
