@@ -236,6 +236,12 @@ enum DlqCommand {
         /// Let a paused replay (by itself or by --pause) go on.
         #[arg(long, requires = "id")]
         resume: bool,
+        /// Only the replays in this state: running, done or paused.
+        #[arg(long, conflicts_with = "id")]
+        state: Option<String>,
+        /// The most replays to list (1 to 1000).
+        #[arg(long, default_value_t = 100, conflicts_with = "id")]
+        limit: usize,
     },
 }
 
@@ -442,8 +448,14 @@ fn main() -> ExitCode {
                 id,
                 pause,
                 resume,
+                state,
+                limit,
             } => match (id, pause, resume) {
-                (None, ..) => print_call(&node, "GET", "/v1/replays", None),
+                (None, ..) => {
+                    let params = [("state", state), ("limit", Some(limit.to_string()))];
+                    let path = format!("/v1/replays{}", query(params.iter()));
+                    print_call(&node, "GET", &path, None)
+                }
                 (Some(id), false, false) => {
                     print_call(&node, "GET", &format!("/v1/replays/{}", encode(&id)), None)
                 }

@@ -7,7 +7,7 @@
 
 use super::hook_status::{hook_json, hook_status};
 use super::http::{Replier, Request, Response};
-use super::replay::{ControlError, ReplaySpec};
+use super::replay::{ControlError, ReplaySpec, ReplayState};
 use super::routes::WorkerRoute;
 use super::sinks::sinks;
 use super::{metrics, NodeState};
@@ -175,10 +175,7 @@ fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Req
                 1,
             ),
         },
-        WorkerRoute::Replays => match state.replays.list(engine) {
-            Ok(replays) => Response::json(200, &json!({ "replays": replays })),
-            Err(e) => store_error(&e),
-        },
+        WorkerRoute::Replays => replays(state, engine, request),
         WorkerRoute::GetReplay(id) => match state.replays.progress(engine, id) {
             Ok(Some(progress)) => Response::json(200, &progress),
             Ok(None) => unknown_replay(id),
@@ -442,18 +439,9 @@ fn dead_letters(engine: &Engine, request: &Request) -> Response {
     if let Err(unknown) = known_params(request, &[&DEAD_FILTER_PARAMS[..], &paging].concat()) {
         return unknown;
     }
-    let limit = match request.query_param("limit") {
-        None => DEFAULT_PAGE,
-        Some(text) => match text.parse::<usize>() {
-            Ok(n) if (1..=MAX_PAGE).contains(&n) => n,
-            _ => {
-                return Response::error(
-                    400,
-                    "bad_limit",
-                    &format!("limit must be an integer from 1 to {MAX_PAGE}, got {text:?}"),
-                )
-            }
-        },
+    let limit = match page_limit(request) {
+        Ok(limit) => limit,
+        Err(bad) => return bad,
     };
     let after = match request.query_param("cursor").filter(|c| !c.is_empty()) {
         None => None,
@@ -481,6 +469,46 @@ fn dead_letters(engine: &Engine, request: &Request) -> Response {
         .flatten();
     let items: Vec<Value> = items.iter().map(dead_item_json).collect();
     Response::json(200, &json!({"items": items, "next_cursor": next_cursor}))
+}
+
+/// A listing's `limit`: 1 to `MAX_PAGE`, `DEFAULT_PAGE` when absent.
+fn page_limit(request: &Request) -> Result<usize, Response> {
+    match request.query_param("limit") {
+        None => Ok(DEFAULT_PAGE),
+        Some(text) => match text.parse::<usize>() {
+            Ok(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
+            _ => Err(Response::error(
+                400,
+                "bad_limit",
+                &format!("limit must be an integer from 1 to {MAX_PAGE}, got {text:?}"),
+            )),
+        },
+    }
+}
+
+/// `GET /v1/replays`: the newest `limit` replays, of one `state` if asked.
+fn replays(state: &NodeState, engine: &Engine, request: &Request) -> Response {
+    if let Err(unknown) = known_params(request, &["state", "limit"]) {
+        return unknown;
+    }
+    let limit = match page_limit(request) {
+        Ok(limit) => limit,
+        Err(bad) => return bad,
+    };
+    let wanted = match request.query_param("state").filter(|s| !s.is_empty()) {
+        None => None,
+        Some(text) => match ReplayState::ALL.into_iter().find(|s| s.name() == text) {
+            Some(wanted) => Some(wanted),
+            None => {
+                let message = format!("state must be running, done or paused, got {text:?}");
+                return Response::error(400, "bad_state", &message);
+            }
+        },
+    };
+    match state.replays.list(engine, wanted, limit) {
+        Ok(replays) => Response::json(200, &json!({ "replays": replays })),
+        Err(e) => store_error(&e),
+    }
 }
 
 /// A dead letter as listings show it; its `id` names it for

@@ -272,13 +272,17 @@ impl Replays {
         Ok((job, true))
     }
 
-    /// Every replay's progress, newest first.
-    pub fn list(&self, engine: &Engine) -> Result<Vec<ReplayProgress>, StoreError> {
-        let ids: Vec<String> = self
-            .jobs
-            .lock()
-            .iter()
-            .rev()
+    /// The progress of the newest `limit` replays (of state `wanted`, if
+    /// given), newest first.
+    pub fn list(
+        &self,
+        engine: &Engine,
+        wanted: Option<ReplayState>,
+        limit: usize,
+    ) -> Result<Vec<ReplayProgress>, StoreError> {
+        let ids: Vec<String> = (self.jobs.lock().iter().rev())
+            .filter(|j| wanted.is_none_or(|s| j.state == s))
+            .take(limit)
             .map(|j| j.id.clone())
             .collect();
         let mut listed = Vec::with_capacity(ids.len());

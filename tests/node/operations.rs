@@ -409,7 +409,7 @@ fn the_operator_cli_lists_replays_and_reports() {
     assert_eq!(replay["matched"], 1);
     let replay_id = replay["id"].as_str().unwrap();
     assert!(receiver.wait_for(2, Duration::from_secs(10)));
-    let (code, out, _) = goad(&["dlq", "replays"], true);
+    let (code, out, _) = goad(&["dlq", "replays", "--limit", "5"], true);
     assert_eq!(code, Some(0), "{out}");
     let listed = serde_json::from_str::<serde_json::Value>(&out).unwrap()["replays"].clone();
     assert_eq!(

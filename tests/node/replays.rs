@@ -329,6 +329,27 @@ fn an_operator_pauses_and_resumes_a_replay() {
     let second_id = second["id"].as_str().unwrap();
     assert_eq!(listed[0].0, second_id, "newest first");
     assert_eq!(listed[1], (id.as_str(), "done"));
+    let ids = |query: &str| -> Vec<String> {
+        let listed = get(addr, &format!("/v1/replays{query}")).json()["replays"].clone();
+        (listed.as_array().unwrap().iter())
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids("?limit=1"), [second_id]);
+    assert_eq!(ids("?state=paused"), Vec::<String>::new());
+    assert_eq!(ids("?state=done&limit=1000").last(), Some(&id));
+    for (query, code) in [
+        ("?state=stopped", "bad_state"),
+        ("?limit=0", "bad_limit"),
+        ("?states=done", "unknown_parameter"),
+    ] {
+        let refused = get(addr, &format!("/v1/replays{query}"));
+        assert_eq!(
+            (refused.status, refused.error_code()),
+            (400, code.into()),
+            "{query}"
+        );
+    }
     let unknown = call(addr, "POST", "/v1/replays/nope/pause", &[], b"");
     assert_eq!(
         (unknown.status, unknown.error_code()),
