@@ -153,6 +153,11 @@ pub const DEFAULT_REPLAY_RETENTION_MS: u64 = 7 * 24 * 3_600_000;
 /// mistake than a policy.
 pub const MIN_REPLAY_RETENTION_MS: u64 = 1_000;
 
+/// Replays a node keeps (running, paused, or done within
+/// `replay.retention_ms`) before it refuses new ones: each is a file read
+/// at start and a job the pacer looks at ten times a second.
+pub const MAX_STORED_REPLAYS: usize = 100_000;
+
 /// Longest a shard waits between sweeps for dead letters past
 /// `dead_letters.retention_ms`.
 pub const DEAD_EXPIRY_INTERVAL_MS: u64 = 60_000;

@@ -7,12 +7,13 @@
 
 use super::hook_status::{hook_json, hook_status};
 use super::http::{Replier, Request, Response};
-use super::replay::{ControlError, ReplaySpec, ReplayState};
+use super::replay::{ControlError, CreateError, ReplaySpec, ReplayState};
 use super::routes::WorkerRoute;
 use super::sinks::sinks;
 use super::{metrics, NodeState};
 use crate::config::Config;
 use crate::core::{DeadReasonKind, ReasonKinds, TenantId};
+use crate::limits::MAX_STORED_REPLAYS;
 use crate::runtime::Engine;
 use crate::store::{DeadFilter, DeadItem, DeadPosition};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -573,7 +574,13 @@ fn create_replay(state: &NodeState, engine: &Engine, request: &Request) -> Respo
             202,
             &json!({"id": job.id, "matched": job.matched, "existing": !created}),
         ),
-        Err(message) => Response::unavailable("store_unavailable", &message, 1),
+        Err(CreateError::TooMany) => {
+            let message = format!(
+                "the node keeps {MAX_STORED_REPLAYS} replays: done ones are forgotten replay.retention_ms after they finish"
+            );
+            Response::unavailable("too_many_replays", &message, 60)
+        }
+        Err(CreateError::Store(message)) => Response::unavailable("store_unavailable", &message, 1),
     }
 }
 

@@ -28,6 +28,7 @@
 
 use super::NodeState;
 use crate::core::ReasonKinds;
+use crate::limits::MAX_STORED_REPLAYS;
 use crate::runtime::{Engine, ReviveStep};
 use crate::store::{DeadFilter, ReplayCounts, StoreError};
 use parking_lot::Mutex;
@@ -123,6 +124,15 @@ pub enum ReplayControl {
     Pause,
     /// A paused replay (by itself or an operator) moves rows again.
     Resume,
+}
+
+/// Why a replay was not created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreateError {
+    /// `MAX_STORED_REPLAYS` are kept.
+    TooMany,
+    /// Its matches could not be counted, or its file written.
+    Store(String),
 }
 
 /// Why a replay was not paused or resumed.
@@ -241,13 +251,20 @@ impl Replays {
 
     /// Creates a replay, or returns the running one with the same spec
     /// (`false`: it already existed).
-    pub fn create(&self, engine: &Engine, spec: ReplaySpec) -> Result<(ReplayJob, bool), String> {
+    pub fn create(
+        &self,
+        engine: &Engine,
+        spec: ReplaySpec,
+    ) -> Result<(ReplayJob, bool), CreateError> {
         let mut jobs = self.jobs.lock();
         if let Some(job) = jobs
             .iter()
             .find(|j| j.spec == spec && j.state == ReplayState::Running)
         {
             return Ok((job.clone(), false));
+        }
+        if jobs.len() >= MAX_STORED_REPLAYS {
+            return Err(CreateError::TooMany);
         }
         let mut job = ReplayJob {
             id: uuid::Uuid::now_v7().to_string(),
@@ -259,11 +276,10 @@ impl Replays {
             resumed_at: None,
             done_at_ms: None,
         };
-        job.matched = engine
-            .count_dead(&job.filter())
-            .map_err(|e: StoreError| e.to_string())?;
+        job.matched = (engine.count_dead(&job.filter()))
+            .map_err(|e: StoreError| CreateError::Store(e.to_string()))?;
         self.save(&job)
-            .map_err(|e| format!("cannot store the replay: {e}"))?;
+            .map_err(|e| CreateError::Store(format!("cannot store the replay: {e}")))?;
         jobs.push(job.clone());
         crate::log::info(
             "replay created",
@@ -587,6 +603,43 @@ fn auto_pause(counts: ReplayCounts) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A node that keeps `MAX_STORED_REPLAYS` replays refuses another
+    /// (the same spec as a running one is still answered with it), and
+    /// takes one again once one is forgotten.
+    #[test]
+    fn a_node_keeps_a_bounded_number_of_replays() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = crate::test_support::one_source(
+            dir.path(),
+            crate::SinkConfig::http("http://127.0.0.1:9/"),
+        );
+        let engine = Engine::open(config).unwrap();
+        let replays = Replays::new(dir.path());
+        let (first, created) = replays.create(&engine, ReplaySpec::default()).unwrap();
+        assert!(created);
+        let done = ReplayJob {
+            state: ReplayState::Done,
+            ..first.clone()
+        };
+        replays.jobs.lock().resize(MAX_STORED_REPLAYS, done);
+        replays.jobs.lock()[0] = first.clone();
+        let other = ReplaySpec {
+            tenant: Some("t".into()),
+            ..ReplaySpec::default()
+        };
+        assert_eq!(
+            replays.create(&engine, other.clone()),
+            Err(CreateError::TooMany)
+        );
+        assert_eq!(
+            replays.create(&engine, ReplaySpec::default()),
+            Ok((first, false))
+        );
+        replays.jobs.lock().pop();
+        assert!(replays.create(&engine, other).unwrap().1);
+        engine.shutdown();
+    }
 
     /// Rows a pace moves in `seconds` of passes `pass_s` apart, each
     /// moving all it is granted of the `rows` left.
