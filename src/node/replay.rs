@@ -43,6 +43,10 @@ use std::time::{Duration, Instant};
 /// How often the pacer moves rows.
 const STEP_INTERVAL: Duration = Duration::from_millis(100);
 
+/// The pacer looks for done replays to forget once in this many passes
+/// (a second): a walk of every replay kept.
+const FORGET_EVERY_PASSES: u64 = 10;
+
 /// Rows of a replay dead again (or parks of its rows) before it may pause itself.
 pub const AUTO_PAUSE_MIN_ROWS: u64 = 100;
 
@@ -392,9 +396,11 @@ impl Replays {
                             (c.replay.rate, c.replay.max_lag_ms, c.replay.retention_ms)
                         };
                         state.replays.step_all(engine, rate, max_lag_ms, elapsed_s);
-                        let now_ms = crate::runtime::wall_ms();
-                        state.replays.forget_done(engine, retention_ms, now_ms);
-                        state.replays.passes.fetch_add(1, Ordering::Release);
+                        let passes = state.replays.passes.fetch_add(1, Ordering::Release);
+                        if passes.is_multiple_of(FORGET_EVERY_PASSES) {
+                            let now_ms = crate::runtime::wall_ms();
+                            state.replays.forget_done(engine, retention_ms, now_ms);
+                        }
                     }
                 }
             });
