@@ -5,17 +5,14 @@
 //! takes seconds (a backup, a source's dead-lettering, a replay's count, a
 //! claim fetched from its bucket) never delays a scrape or a pressure read.
 
-use super::hook_status::{hook_json, hook_status};
+use super::hook_status::hook_status;
 use super::http::{Replier, Request, Response};
-use super::replay::{ControlError, CreateError, ReplaySpec, ReplayState};
 use super::routes::WorkerRoute;
 use super::sinks::sinks;
-use super::{metrics, NodeState};
+use super::{dead_letters, metrics, replay_routes, NodeState};
 use crate::config::Config;
-use crate::core::{DeadReasonKind, ReasonKinds, TenantId};
-use crate::limits::MAX_STORED_REPLAYS;
+use crate::core::TenantId;
 use crate::runtime::Engine;
-use crate::store::{DeadFilter, DeadItem, DeadPosition};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use serde_json::{json, Value};
 use std::sync::{Arc, Weak};
@@ -28,7 +25,7 @@ const OPERATION_WORKERS: usize = 2;
 /// Workers of the monitoring queue.
 const MONITORING_WORKERS: usize = 1;
 
-/// Dead letters per page by default, and at most.
+/// Listed items (dead letters, replays) per page by default, and at most.
 const DEFAULT_PAGE: usize = 100;
 const MAX_PAGE: usize = 1_000;
 
@@ -150,13 +147,13 @@ fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Req
             Err(e) => unavailable(&e),
         },
         WorkerRoute::Stats => stats(engine),
-        WorkerRoute::DeadLetters => dead_letters(engine, request),
-        WorkerRoute::DeadLetter(id) => dead_letter(engine, id),
+        WorkerRoute::DeadLetters => dead_letters::list(engine, request),
+        WorkerRoute::DeadLetter(id) => dead_letters::show(engine, id),
         WorkerRoute::Hook(id) => hook_status(engine, id),
         WorkerRoute::Sinks => sinks(engine, request),
         WorkerRoute::Sources => super::sources::sources(&state.config.read()),
-        WorkerRoute::PurgeDeadLetters => purge_dead_letters(engine, request),
-        WorkerRoute::CreateReplay => create_replay(state, engine, request),
+        WorkerRoute::PurgeDeadLetters => dead_letters::purge(engine, request),
+        WorkerRoute::CreateReplay => replay_routes::create(state, engine, request),
         WorkerRoute::RedeemClaim(tenant, sha256) => match engine.redeem_claim(tenant, sha256) {
             Ok(Some(body)) => Response {
                 status: 200,
@@ -176,24 +173,10 @@ fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Req
                 1,
             ),
         },
-        WorkerRoute::Replays => replays(state, engine, request),
-        WorkerRoute::GetReplay(id) => match state.replays.progress(engine, id) {
-            Ok(Some(progress)) => Response::json(200, &progress),
-            Ok(None) => unknown_replay(id),
-            Err(e) => store_error(&e),
-        },
+        WorkerRoute::Replays => replay_routes::replays(state, engine, request),
+        WorkerRoute::GetReplay(id) => replay_routes::replay(state, engine, id),
         WorkerRoute::ControlReplay(id, control) => {
-            match state.replays.control(engine, id, *control) {
-                Ok(progress) => Response::json(200, &progress),
-                Err(ControlError::Unknown) => unknown_replay(id),
-                Err(ControlError::Done) => {
-                    let message = format!("replay {id:?} is done: it moved every row it takes");
-                    Response::error(409, "replay_done", &message)
-                }
-                Err(ControlError::Store(message)) => {
-                    Response::unavailable("store_unavailable", &message, 1)
-                }
-            }
+            replay_routes::control(state, engine, id, *control)
         }
         WorkerRoute::DeadLetterSource(source_id) => match engine.dead_letter_source(source_id) {
             Ok(count) => {
@@ -306,43 +289,6 @@ fn stats(engine: &Engine) -> Response {
     Response::json(200, &json!({"shards": shards, "tenants": tenants}))
 }
 
-/// A dead letter's id, and a listing's cursor (the last listed row's id):
-/// `dead_at_ms-shard-seq-sink_index`.
-fn parse_position(text: &str) -> Option<DeadPosition> {
-    let mut parts = text.split('-');
-    let position = DeadPosition {
-        dead_at_ms: parts.next()?.parse().ok()?,
-        shard: parts.next()?.parse().ok()?,
-        row: crate::core::RowId {
-            seq: parts.next()?.parse().ok()?,
-            sink_index: parts.next()?.parse().ok()?,
-        },
-    };
-    parts.next().is_none().then_some(position)
-}
-
-pub(super) fn format_position(p: &DeadPosition) -> String {
-    format!(
-        "{}-{}-{}-{}",
-        p.dead_at_ms, p.shard, p.row.seq, p.row.sink_index
-    )
-}
-
-fn unknown_replay(id: &str) -> Response {
-    Response::error(404, "unknown_replay", &format!("no replay {id:?}"))
-}
-
-/// The query parameters of a dead-letter filter.
-const DEAD_FILTER_PARAMS: [&str; 7] = [
-    "source_id",
-    "tenant",
-    "hook_id",
-    "sink_index",
-    "reason",
-    "since_ms",
-    "until_ms",
-];
-
 /// 400 `unknown_parameter` for a query parameter the route does not take:
 /// a misspelt filter (`?source=` for `?source_id=`) would otherwise match
 /// every row, and a purge delete them all.
@@ -360,120 +306,8 @@ pub(super) fn known_params(request: &Request, known: &[&str]) -> Result<(), Resp
     }
 }
 
-/// The dead letters a request names: `source_id`, `tenant`, `hook_id`,
-/// `sink_index`, `reason` (a [`DeadReasonKind`]'s name), and dead between
-/// `since_ms` and `until_ms` (unix ms, inclusive).
-fn dead_filter(request: &Request) -> Result<DeadFilter, Response> {
-    let time = |name: &str, default: u64| match request.query_param(name) {
-        None => Ok(default),
-        Some(text) => text.parse::<u64>().map_err(|_| {
-            Response::error(
-                400,
-                "bad_time",
-                &format!("{name} must be a time in unix milliseconds, got {text:?}"),
-            )
-        }),
-    };
-    let sink_index = match request.query_param("sink_index").filter(|s| !s.is_empty()) {
-        None => None,
-        Some(text) => Some(text.parse::<u16>().map_err(|_| {
-            let message = format!("sink_index must be a number from 0 to 65535, got {text:?}");
-            Response::error(400, "bad_sink_index", &message)
-        })?),
-    };
-    let reason = match request.query_param("reason").filter(|s| !s.is_empty()) {
-        None => None,
-        Some(text) => Some(
-            text.parse::<ReasonKinds>()
-                .map_err(|e| Response::error(400, "bad_reason", &format!("reason: {e}")))?,
-        ),
-    };
-    Ok(DeadFilter {
-        source_id: request.query_param("source_id").filter(|s| !s.is_empty()),
-        tenant: request.query_param("tenant").filter(|s| !s.is_empty()),
-        hook_id: request.query_param("hook_id").filter(|s| !s.is_empty()),
-        sink_index,
-        reason,
-        since_ms: time("since_ms", 0)?,
-        until_ms: time("until_ms", u64::MAX)?,
-    })
-}
-
-/// `DELETE /v1/dead-letters`: the matching dead letters deleted for good.
-fn purge_dead_letters(engine: &Engine, request: &Request) -> Response {
-    if let Err(unknown) = known_params(request, &DEAD_FILTER_PARAMS) {
-        return unknown;
-    }
-    let filter = match dead_filter(request) {
-        Ok(filter) => filter,
-        Err(bad) => return bad,
-    };
-    match engine.purge_dead_letters(&filter) {
-        Ok(purged) => {
-            crate::log::info(
-                "dead letters purged",
-                &[
-                    ("source", &filter.source_id.as_deref().unwrap_or("*")),
-                    ("tenant", &filter.tenant.as_deref().unwrap_or("*")),
-                    ("hook", &filter.hook_id.as_deref().unwrap_or("*")),
-                    (
-                        "sink",
-                        &filter.sink_index.map_or("*".into(), |i| i.to_string()),
-                    ),
-                    (
-                        "reason",
-                        &filter.reason.map_or("*".into(), |k| k.to_string()),
-                    ),
-                    ("since_ms", &filter.since_ms),
-                    ("until_ms", &filter.until_ms),
-                    ("purged", &purged),
-                ],
-            );
-            Response::json(200, &json!({"purged": purged}))
-        }
-        Err(e) => unavailable(&e),
-    }
-}
-
-fn dead_letters(engine: &Engine, request: &Request) -> Response {
-    let paging = ["limit", "cursor"];
-    if let Err(unknown) = known_params(request, &[&DEAD_FILTER_PARAMS[..], &paging].concat()) {
-        return unknown;
-    }
-    let limit = match page_limit(request) {
-        Ok(limit) => limit,
-        Err(bad) => return bad,
-    };
-    let after = match request.query_param("cursor").filter(|c| !c.is_empty()) {
-        None => None,
-        Some(text) => match parse_position(&text) {
-            Some(p) => Some(p),
-            None => {
-                return Response::error(
-                    400,
-                    "bad_cursor",
-                    &format!("cursor {text:?} is not a cursor this node returned"),
-                )
-            }
-        },
-    };
-    let filter = match dead_filter(request) {
-        Ok(filter) => filter,
-        Err(bad) => return bad,
-    };
-    let items = match engine.dead_letters(&filter, after, limit) {
-        Ok(items) => items,
-        Err(e) => return store_error(&e),
-    };
-    let next_cursor = (items.len() == limit)
-        .then(|| items.last().map(|i| format_position(&i.position)))
-        .flatten();
-    let items: Vec<Value> = items.iter().map(dead_item_json).collect();
-    Response::json(200, &json!({"items": items, "next_cursor": next_cursor}))
-}
-
 /// A listing's `limit`: 1 to `MAX_PAGE`, `DEFAULT_PAGE` when absent.
-fn page_limit(request: &Request) -> Result<usize, Response> {
+pub(super) fn page_limit(request: &Request) -> Result<usize, Response> {
     match request.query_param("limit") {
         None => Ok(DEFAULT_PAGE),
         Some(text) => match text.parse::<usize>() {
@@ -484,103 +318,6 @@ fn page_limit(request: &Request) -> Result<usize, Response> {
                 &format!("limit must be an integer from 1 to {MAX_PAGE}, got {text:?}"),
             )),
         },
-    }
-}
-
-/// `GET /v1/replays`: the newest `limit` replays, of one `state` if asked.
-fn replays(state: &NodeState, engine: &Engine, request: &Request) -> Response {
-    if let Err(unknown) = known_params(request, &["state", "limit"]) {
-        return unknown;
-    }
-    let limit = match page_limit(request) {
-        Ok(limit) => limit,
-        Err(bad) => return bad,
-    };
-    let wanted = match request.query_param("state").filter(|s| !s.is_empty()) {
-        None => None,
-        Some(text) => match ReplayState::ALL.into_iter().find(|s| s.name() == text) {
-            Some(wanted) => Some(wanted),
-            None => {
-                let message = format!("state must be running, done or paused, got {text:?}");
-                return Response::error(400, "bad_state", &message);
-            }
-        },
-    };
-    match state.replays.list(engine, wanted, limit) {
-        Ok(replays) => Response::json(200, &json!({ "replays": replays })),
-        Err(e) => store_error(&e),
-    }
-}
-
-/// A dead letter as listings show it; its `id` names it for
-/// `GET /v1/dead-letters/{id}`.
-fn dead_item_json(item: &DeadItem) -> Value {
-    json!({
-        "id": format_position(&item.position),
-        "hook_id": item.hook_id,
-        "source_id": item.source_id,
-        "tenant": &*item.tenant,
-        "sink_index": item.position.row.sink_index,
-        "sink_type": item.sink_type,
-        "reason": item.reason,
-        "reason_kind": item.reason_kind().map(DeadReasonKind::name),
-        "attempts": item.attempts,
-        "dead_at_ms": item.position.dead_at_ms,
-    })
-}
-
-/// One dead letter with its hook: what the listing shows, and when the
-/// hook was received, its content type, dedupe key, headers and body
-/// (base64).
-fn dead_letter(engine: &Engine, id: &str) -> Response {
-    let not_found = || {
-        let message = format!("no dead letter {id:?} (replayed, purged, or never dead)");
-        Response::error(404, "unknown_dead_letter", &message)
-    };
-    let Some(position) = parse_position(id) else {
-        return not_found();
-    };
-    let letter = match engine.dead_letter(position) {
-        Ok(Some(letter)) => letter,
-        Ok(None) => return not_found(),
-        Err(e) => return store_error(&e),
-    };
-    let mut shown = dead_item_json(&letter.item);
-    if let (Value::Object(shown), Value::Object(more)) = (&mut shown, hook_json(&letter.hook)) {
-        shown.extend(more);
-    }
-    Response::json(200, &shown)
-}
-
-fn create_replay(state: &NodeState, engine: &Engine, request: &Request) -> Response {
-    let spec: ReplaySpec = if request.body.iter().all(u8::is_ascii_whitespace) {
-        ReplaySpec::default()
-    } else {
-        match serde_json::from_slice(&request.body) {
-            Ok(spec) => spec,
-            Err(e) => {
-                return Response::error(
-                    400,
-                    "bad_json",
-                    &format!(
-                        "the body must be {{\"source_id\"?, \"tenant\"?, \"hook_id\"?, \"sink_index\"?, \"reason\"?, \"since_ms\"?, \"until_ms\"?}}: {e}"
-                    ),
-                )
-            }
-        }
-    };
-    match state.replays.create(engine, spec) {
-        Ok((job, created)) => Response::json(
-            202,
-            &json!({"id": job.id, "matched": job.matched, "existing": !created}),
-        ),
-        Err(CreateError::TooMany) => {
-            let message = format!(
-                "the node keeps {MAX_STORED_REPLAYS} replays: done ones are forgotten replay.retention_ms after they finish"
-            );
-            Response::unavailable("too_many_replays", &message, 60)
-        }
-        Err(CreateError::Store(message)) => Response::unavailable("store_unavailable", &message, 1),
     }
 }
 
@@ -779,22 +516,6 @@ pub(super) fn reload_on_hangup(state: &Arc<NodeState>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cursors_round_trip_and_junk_is_refused() {
-        let p = DeadPosition {
-            dead_at_ms: 17,
-            shard: 1,
-            row: crate::core::RowId {
-                seq: 9,
-                sink_index: 2,
-            },
-        };
-        assert_eq!(parse_position(&format_position(&p)), Some(p));
-        assert_eq!(parse_position("1-2-3"), None);
-        assert_eq!(parse_position("1-2-3-4-5"), None);
-        assert_eq!(parse_position("a-b-c-d"), None);
-    }
 
     #[test]
     fn dispatch_retry_and_replay_keys_apply_at_a_reload_and_the_rest_at_a_start() {

@@ -2,7 +2,8 @@
 //! each of its sinks' rows is (due, in flight, waiting in its lane, dead,
 //! delivered or purged).
 
-use super::admin::{format_position, store_error};
+use super::admin::store_error;
+use super::dead_letters::format_position;
 use super::http::Response;
 use crate::core::DeadReasonKind;
 use crate::runtime::Engine;
