@@ -259,15 +259,16 @@ fn a_replay_into_a_failing_sink_pauses_itself() {
 }
 
 /// An operator pauses a running replay (it moves nothing more, however
-/// many passes its pacer makes) and resumes it; a replay that is done can
-/// be neither. Every replay is listed with its progress, newest first.
+/// many passes its pacer makes, and stays paused across a restart) and
+/// resumes it; a replay that is done can be neither. Every replay is
+/// listed with its progress, newest first.
 #[test]
 fn an_operator_pauses_and_resumes_a_replay() {
     let dir = tempfile::tempdir().unwrap();
     let (receiver, status) = switchable(400);
     let mut c = one_source(dir.path(), &receiver);
     c.replay.rate = 50;
-    let node = start(c);
+    let node = start(c.clone());
     let addr = node.local_addr();
     let engine = node.engine().unwrap();
     commit_until_dead(&engine, 200);
@@ -302,6 +303,18 @@ fn an_operator_pauses_and_resumes_a_replay() {
         "paused before it moved all: {moved}"
     );
     assert_eq!(metric(addr, "goad_replays", "state=\"paused\""), 1.0);
+    drop(engine);
+    node.stop();
+    node.wait().unwrap();
+    let node = start(c);
+    let addr = node.local_addr();
+    pacer_passes(addr, 3);
+    let restarted = get(addr, &path).json();
+    assert_eq!(
+        (&restarted["state"], &restarted["moved"]),
+        (&"paused".into(), &moved),
+        "still paused after a restart"
+    );
 
     let resumed = call(addr, "POST", &format!("{path}/resume"), &[], b"").json();
     assert_eq!(resumed["state"], "running");
