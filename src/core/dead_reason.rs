@@ -44,6 +44,30 @@ impl fmt::Display for DeadReason {
     }
 }
 
+impl DeadReason {
+    /// Its kind, as [`DeadReasonKind::of`] reads it back from its text.
+    pub fn kind(&self) -> DeadReasonKind {
+        match self {
+            DeadReason::Sink { error, .. } => sink_error_kind(error),
+            DeadReason::SourceGone { .. } => DeadReasonKind::SourceGone,
+            DeadReason::SinkGone { .. } => DeadReasonKind::SinkGone,
+            DeadReason::RetryHorizon { .. } => DeadReasonKind::RetryHorizon,
+            DeadReason::HookCorrupt => DeadReasonKind::Undecodable,
+        }
+    }
+}
+
+/// The kind of a row the sink's answers dead-lettered: permanent when the
+/// error says so (as `SinkError`'s display of a permanent error begins),
+/// else its attempts ran out.
+fn sink_error_kind(error: &str) -> DeadReasonKind {
+    if error.starts_with("permanent: ") {
+        DeadReasonKind::Permanent
+    } else {
+        DeadReasonKind::MaxAttempts
+    }
+}
+
 /// What a dead row died of, as dead-letter filters name it: a replay of
 /// an outage takes the rows whose attempts ran out (`max_attempts`,
 /// `retry_horizon`) and leaves those the receiver refused (`permanent`),
@@ -93,12 +117,16 @@ impl DeadReasonKind {
         DeadReasonKind::ALL.into_iter().find(|k| k.name() == name)
     }
 
-    /// Its bit in a [`ReasonKinds`].
-    fn bit(self) -> u8 {
-        1 << DeadReasonKind::ALL
-            .iter()
+    /// Its place in [`DeadReasonKind::ALL`].
+    fn index(self) -> usize {
+        (DeadReasonKind::ALL.iter())
             .position(|k| *k == self)
             .expect("a kind of ALL")
+    }
+
+    /// Its bit in a [`ReasonKinds`].
+    fn bit(self) -> u8 {
+        1 << self.index()
     }
 
     /// The kind of the stored reason of a dead row of `sink_type`: the
@@ -110,11 +138,7 @@ impl DeadReasonKind {
             .strip_prefix("sink ")
             .and_then(|r| r.strip_prefix(sink_type));
         if let Some(error) = sink_error.and_then(|r| r.strip_prefix(": ")) {
-            return Some(if error.starts_with("permanent: ") {
-                DeadReasonKind::Permanent
-            } else {
-                DeadReasonKind::MaxAttempts
-            });
+            return Some(sink_error_kind(error));
         }
         let prefixes = [
             ("source_gone: ", DeadReasonKind::SourceGone),
@@ -130,6 +154,25 @@ impl DeadReasonKind {
 impl fmt::Display for DeadReasonKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// Rows dead-lettered, counted by their kind of reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeadCounts([u64; DeadReasonKind::ALL.len()]);
+
+impl DeadCounts {
+    pub fn add(&mut self, kind: DeadReasonKind) {
+        self.0[kind.index()] += 1;
+    }
+
+    pub fn get(&self, kind: DeadReasonKind) -> u64 {
+        self.0[kind.index()]
+    }
+
+    /// Each kind with its count, in [`DeadReasonKind::ALL`]'s order.
+    pub fn iter(&self) -> impl Iterator<Item = (DeadReasonKind, u64)> + '_ {
+        DeadReasonKind::ALL.into_iter().map(|k| (k, self.get(k)))
     }
 }
 
@@ -255,6 +298,7 @@ mod tests {
             };
             let text = reason.to_string();
             assert_eq!(DeadReasonKind::of(&text, &sink_type), Some(kind), "{text}");
+            assert_eq!(reason.kind(), kind, "{text}");
         }
         // A host's sink type may hold what a reason's parts are split by.
         let odd = DeadReason::Sink {

@@ -55,7 +55,7 @@ mod window;
 
 pub use breaker::{Admit, Breaker, BreakerConfig, BreakerEvent, BreakerState};
 pub use catalog::{Binding, Catalog, LaneBy, SinkEntry, SourceEntry};
-pub use dead_reason::{DeadReason, DeadReasonKind, ReasonKinds};
+pub use dead_reason::{DeadCounts, DeadReason, DeadReasonKind, ReasonKinds};
 pub use outcome_event::{Outcome, OutcomeEvent};
 pub use report::{LastFailure, SinkOutcomes, SinkStats, TenantStats, UnloggedDead};
 pub use retry::{FailureClass, RetryDecision};
@@ -144,6 +144,8 @@ pub struct CoreStats {
     pub queued: u64,
     pub delivered: u64,
     pub dead: u64,
+    /// `dead`, by kind of reason.
+    pub dead_by_reason: DeadCounts,
     pub retried: u64,
     pub timed_out: u64,
     /// Tenants with rows claimed or due at the last scan.
@@ -323,6 +325,7 @@ impl Core {
         core.stats = CoreStats {
             delivered: self.stats.delivered,
             dead: self.stats.dead,
+            dead_by_reason: self.stats.dead_by_reason,
             retried: self.stats.retried,
             timed_out: self.stats.timed_out,
             parked: self.stats.parked,
@@ -754,6 +757,7 @@ impl Core {
         reported_as: Option<(&SinkKey, &crate::store::Hook)>,
     ) {
         self.stats.dead += 1;
+        self.stats.dead_by_reason.add(reason.kind());
         let reason = truncate(reason.to_string());
         if let Some((key, hook)) = reported_as {
             self.observe(key, &hook.id, fields.attempts, now_ms, || Outcome::Dead {

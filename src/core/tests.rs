@@ -878,6 +878,51 @@ fn a_duplicate_due_key_is_dropped_and_its_row_runs_once() {
     assert!(core.poll_job(5).is_none());
 }
 
+/// Dead rows are counted by their kind of reason, as their stored reason
+/// reads: a sink's permanent answer, attempts used up, a source gone, a
+/// sink gone, and a record that does not decode.
+#[test]
+fn dead_rows_are_counted_by_their_kind_of_reason() {
+    let mut config = config_with(vec![source("a", "t", &["x"])]);
+    config.retry.max_attempts = 1;
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    for _ in 0..3 {
+        m.add("t", "a", &["x"], 0);
+    }
+    m.add("t", "gone", &["x"], 0);
+    m.add("t", "a", &["y"], 0);
+    m.add("t", "a", &["x"], 0);
+    m.corrupt_rows.insert(RowId {
+        seq: 6,
+        sink_index: 0,
+    });
+    let permanent = AttemptFailure {
+        class: FailureClass::Permanent,
+        message: "permanent: HTTP status 410".into(),
+    };
+    let mut results = [
+        Err(permanent.clone()),
+        Err(permanent),
+        fail(FailureClass::Transient),
+    ]
+    .into_iter();
+    settle_at(&mut c, &mut m, 0, &mut |_| results.next().unwrap_or(Ok(())));
+    let counted = c.stats().dead_by_reason;
+    let kinds: Vec<(DeadReasonKind, u64)> = counted.iter().filter(|(_, n)| *n > 0).collect();
+    assert_eq!(
+        kinds,
+        [
+            (DeadReasonKind::Permanent, 2),
+            (DeadReasonKind::MaxAttempts, 1),
+            (DeadReasonKind::SourceGone, 1),
+            (DeadReasonKind::SinkGone, 1),
+            (DeadReasonKind::Undecodable, 1),
+        ]
+    );
+    assert_eq!(c.stats().dead, 6);
+}
+
 /// A rebuilt core counts on from the old one's outcome counters, so the
 /// shard's counters (and a `tick` waiting for rows to settle) never go back
 /// after a rebuild.
@@ -898,6 +943,7 @@ fn a_rebuilt_core_keeps_the_outcome_counters() {
     settle_at(&mut c, &mut m, 0, &mut |_| results.next().unwrap_or(Ok(())));
     let before = c.stats();
     assert_eq!((before.delivered, before.dead, before.retried), (1, 1, 1));
+    assert_eq!(c.rebuilt(10).stats().dead_by_reason, before.dead_by_reason);
     let rebuilt = c.rebuilt(10).stats();
     assert_eq!(
         (

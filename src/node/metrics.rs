@@ -248,7 +248,8 @@ impl Family<'_> {
         }
     }
 
-    /// Attempt outcomes per shard and result.
+    /// Attempt outcomes per shard and result, and rows dead-lettered per
+    /// shard and kind of reason.
     fn deliveries(&mut self, stats: &[ShardStats]) {
         self.head(
             "goad_deliveries_total",
@@ -265,6 +266,19 @@ impl Family<'_> {
                 let _ = writeln!(
                     self.out,
                     "goad_deliveries_total{{shard=\"{k}\",result=\"{result}\"}} {v}"
+                );
+            }
+        }
+        self.head(
+            "goad_dead_rows_total",
+            "counter",
+            "Rows dead-lettered by kind of reason: permanent (the receiver refused the hook), max_attempts, retry_horizon, source_gone, sink_gone, undecodable.",
+        );
+        for (k, s) in stats.iter().enumerate() {
+            for (kind, v) in s.dead_by_reason.iter() {
+                let _ = writeln!(
+                    self.out,
+                    "goad_dead_rows_total{{shard=\"{k}\",reason_kind=\"{kind}\"}} {v}"
                 );
             }
         }

@@ -23,8 +23,8 @@ use super::room::{StoreRoom, TenantRoom};
 use super::step::{Completion, NewRows, ShardState, StepOutput};
 use crate::config::{DispatchConfig, RetryConfig};
 use crate::core::{
-    Call, Catalog, Core, DueEntry, Grant, SinkKey, SinkStats, SourceSweep, SweepStep, TenantStats,
-    WakeStep,
+    Call, Catalog, Core, DeadCounts, DueEntry, Grant, SinkKey, SinkStats, SourceSweep, SweepStep,
+    TenantStats, WakeStep,
 };
 use crate::limits::{
     GROUP_COMMIT_LINGER_US, MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS,
@@ -113,6 +113,8 @@ pub struct ShardStats {
     pub queued: u64,
     pub delivered: u64,
     pub dead: u64,
+    /// `dead`, by kind of reason.
+    pub dead_by_reason: DeadCounts,
     pub retried: u64,
     pub timed_out: u64,
     pub active_tenants: u64,
@@ -546,6 +548,7 @@ impl ShardLoop {
             queued: stats.queued,
             delivered: stats.delivered,
             dead: stats.dead,
+            dead_by_reason: stats.dead_by_reason,
             retried: stats.retried,
             timed_out: stats.timed_out,
             active_tenants: stats.active_tenants,

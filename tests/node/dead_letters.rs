@@ -248,6 +248,29 @@ fn dead_letters_are_taken_by_sink_and_reason() {
     };
     let outage = vec![(1, "max_attempts".to_string()); 3];
     let refusals = vec![(0, "permanent".to_string()); 3];
+    // Counted by kind too, in the metrics and the stats.
+    for (kind, n) in [
+        ("permanent", 3.0),
+        ("max_attempts", 3.0),
+        ("source_gone", 0.0),
+    ] {
+        let labels = format!("reason_kind=\"{kind}\"");
+        assert_eq!(metric(addr, "goad_dead_rows_total", &labels), n, "{kind}");
+    }
+    let shards = get(addr, "/v1/stats").json()["shards"].clone();
+    let counted = |kind: &str| -> u64 {
+        (shards.as_array().unwrap().iter())
+            .map(|s| s["dead_by_reason"][kind].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(
+        (
+            counted("permanent"),
+            counted("max_attempts"),
+            counted("undecodable")
+        ),
+        (3, 3, 0)
+    );
     assert_eq!(items("?sink_index=1"), outage);
     assert_eq!(items("?reason=max_attempts"), outage);
     assert_eq!(items("?reason=retry_horizon,max_attempts"), outage);
