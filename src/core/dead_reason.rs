@@ -183,6 +183,9 @@ impl DeadCounts {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ReasonKinds(u8);
 
+// A kind is a bit of a `ReasonKinds`.
+const _: () = assert!(DeadReasonKind::ALL.len() <= u8::BITS as usize);
+
 impl ReasonKinds {
     pub fn contains(self, kind: DeadReasonKind) -> bool {
         self.0 & kind.bit() != 0
