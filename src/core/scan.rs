@@ -196,7 +196,7 @@ impl Core {
             }
             Loaded::RowCorrupt => {
                 self.stats.dead += 1;
-                (self.stats.dead_by_reason).add(DeadReasonKind::Undecodable);
+                self.stats.dead_by_reason.add(DeadReasonKind::Undecodable);
                 self.ops.push_back(StoreOp::Quarantine {
                     row: entry.row,
                     tenant: entry.tenant,
