@@ -994,8 +994,10 @@ impl Sim {
 
     /// A replay step (dead rows due again now) of at most `max_rows`, its
     /// filter seeded: every row, a sink index's, some kinds of reason's,
-    /// or both. It moves only rows that match, and, when it says it is done
-    /// having moved fewer than it may, every row that did.
+    /// or both. Half the time it runs as a shard runs it, in the iteration's
+    /// open transaction; half the time after a flush, and checked: it moves
+    /// only rows that match, and, when it says it is done having moved
+    /// fewer than it may, every row that did.
     fn replay_step(&mut self, shard: &mut ShardState, max_rows: u64) {
         let seed = self.seed;
         let sink_index = (self.replay_rng.below(3) == 0).then(|| self.replay_rng.below(2) as u16);
@@ -1017,6 +1019,10 @@ impl Sim {
             cursor: None,
             max_rows,
         };
+        if self.replay_rng.below(2) == 0 {
+            shard.revive(self.now_ms, &step).unwrap();
+            return;
+        }
         shard.flush().unwrap();
         let matches = |r: &goad::store::RowView| {
             let error = r.record.error.as_deref().unwrap_or_default();
