@@ -173,6 +173,32 @@ fn a_replay_is_idempotent_and_takes_only_rows_dead_before_it() {
     assert_eq!(left.len(), 2, "the two late rows are still dead: {left:?}");
 }
 
+/// A node whose source `a` (tenant `t1`) posts to a receiver that answers
+/// 400 until its `status` is switched, with `n` hooks committed and dead.
+struct Refused {
+    node: Node,
+    /// Kept: the receiver answers while it lives.
+    _receiver: Receiver,
+    status: Arc<std::sync::atomic::AtomicU16>,
+    /// The node's config (`configure`d), to start it again.
+    config: Config,
+}
+
+/// Starts a [`Refused`] node on `dir`, its config `configure`d.
+fn refused_hooks(dir: &std::path::Path, n: usize, configure: impl FnOnce(&mut Config)) -> Refused {
+    let (receiver, status) = switchable(400);
+    let mut config = one_source(dir, &receiver);
+    configure(&mut config);
+    let node = start(config.clone());
+    commit_until_dead(&node.engine().unwrap(), n);
+    Refused {
+        node,
+        _receiver: receiver,
+        status,
+        config,
+    }
+}
+
 /// Commits `n` hooks to source "a", whose sink refuses them, and waits
 /// until all `n` are dead letters.
 fn commit_until_dead(engine: &goad::Engine, n: usize) {
@@ -207,13 +233,9 @@ fn replay_until_paused(addr: SocketAddr) -> (String, serde_json::Value) {
 #[test]
 fn a_replay_into_a_failing_sink_pauses_itself() {
     let dir = tempfile::tempdir().unwrap();
-    let (receiver, status) = switchable(400);
-    let mut c = one_source(dir.path(), &receiver);
-    c.replay.rate = 100;
-    let node = start(c);
-    let addr = node.local_addr();
-    let engine = node.engine().unwrap();
-    commit_until_dead(&engine, 250);
+    let r = refused_hooks(dir.path(), 250, |c| c.replay.rate = 100);
+    let addr = r.node.local_addr();
+    let engine = r.node.engine().unwrap();
     let (id, p) = replay_until_paused(addr);
     let error = p["error"].as_str().unwrap();
     assert!(
@@ -231,7 +253,7 @@ fn a_replay_into_a_failing_sink_pauses_itself() {
         "a paused replay moves nothing"
     );
 
-    status.store(200, Ordering::SeqCst);
+    r.status.store(200, Ordering::SeqCst);
     let resumed = call(addr, "POST", &format!("/v1/replays/{id}/resume"), &[], b"");
     assert_eq!(resumed.status, 200, "{}", resumed.text());
     let resumed = resumed.json();
@@ -265,14 +287,10 @@ fn a_replay_into_a_failing_sink_pauses_itself() {
 #[test]
 fn an_operator_pauses_and_resumes_a_replay() {
     let dir = tempfile::tempdir().unwrap();
-    let (receiver, status) = switchable(400);
-    let mut c = one_source(dir.path(), &receiver);
-    c.replay.rate = 50;
-    let node = start(c.clone());
-    let addr = node.local_addr();
-    let engine = node.engine().unwrap();
-    commit_until_dead(&engine, 200);
-    status.store(200, Ordering::SeqCst);
+    let r = refused_hooks(dir.path(), 200, |c| c.replay.rate = 50);
+    let addr = r.node.local_addr();
+    let engine = r.node.engine().unwrap();
+    r.status.store(200, Ordering::SeqCst);
     let created = call(addr, "POST", "/v1/replays", &[], b"").json();
     let id = created["id"].as_str().unwrap().to_string();
     let path = format!("/v1/replays/{id}");
@@ -304,9 +322,9 @@ fn an_operator_pauses_and_resumes_a_replay() {
     );
     assert_eq!(metric(addr, "goad_replays", "state=\"paused\""), 1.0);
     drop(engine);
-    node.stop();
-    node.wait().unwrap();
-    let node = start(c);
+    r.node.stop();
+    r.node.wait().unwrap();
+    let node = start(r.config);
     let addr = node.local_addr();
     pacer_passes(addr, 3);
     let restarted = get(addr, &path).json();
@@ -378,17 +396,15 @@ fn an_operator_pauses_and_resumes_a_replay() {
 #[test]
 fn a_replay_behind_an_open_breaker_pauses_itself() {
     let dir = tempfile::tempdir().unwrap();
-    let (receiver, status) = switchable(400);
-    let mut c = one_source(dir.path(), &receiver);
-    c.dispatch.breaker_failures = 5;
-    c.dispatch.breaker_open_ms = 60_000;
-    c.dispatch.breaker_max_open_ms = 60_000;
-    c.replay.rate = 100;
-    let node = start(c);
-    let addr = node.local_addr();
-    let engine = node.engine().unwrap();
-    commit_until_dead(&engine, 500);
-    status.store(503, Ordering::SeqCst);
+    let r = refused_hooks(dir.path(), 500, |c| {
+        c.dispatch.breaker_failures = 5;
+        c.dispatch.breaker_open_ms = 60_000;
+        c.dispatch.breaker_max_open_ms = 60_000;
+        c.replay.rate = 100;
+    });
+    let addr = r.node.local_addr();
+    let engine = r.node.engine().unwrap();
+    r.status.store(503, Ordering::SeqCst);
     let (_, p) = replay_until_paused(addr);
     let error = p["error"].as_str().unwrap();
     assert!(
@@ -407,13 +423,9 @@ fn a_replay_behind_an_open_breaker_pauses_itself() {
 #[test]
 fn a_done_replay_is_forgotten_past_its_retention() {
     let dir = tempfile::tempdir().unwrap();
-    let (receiver, status) = switchable(400);
-    let mut c = one_source(dir.path(), &receiver);
-    c.replay.retention_ms = 1_000;
-    let node = start(c);
-    let addr = node.local_addr();
-    let engine = node.engine().unwrap();
-    commit_until_dead(&engine, 3);
+    let r = refused_hooks(dir.path(), 3, |c| c.replay.retention_ms = 1_000);
+    let addr = r.node.local_addr();
+    let engine = r.node.engine().unwrap();
     let paused = call(addr, "POST", "/v1/replays", &[], br#"{"since_ms": 1}"#).json();
     let paused = paused["id"].as_str().unwrap().to_string();
     call(
@@ -423,7 +435,7 @@ fn a_done_replay_is_forgotten_past_its_retention() {
         &[],
         b"",
     );
-    status.store(200, Ordering::SeqCst);
+    r.status.store(200, Ordering::SeqCst);
     let done = call(addr, "POST", "/v1/replays", &[], b"").json();
     let done = done["id"].as_str().unwrap().to_string();
     let file = dir.path().join("replays").join(format!("{done}.json"));
