@@ -180,7 +180,7 @@ impl DeadCounts {
 /// names separated by commas (`max_attempts,retry_horizon`: what an
 /// outage dead-lettered), in a query, a command's flag and a replay's JSON
 /// alike.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ReasonKinds(u8);
 
 // A kind is a bit of a `ReasonKinds`.
@@ -224,6 +224,12 @@ impl fmt::Display for ReasonKinds {
             .filter(|k| self.contains(*k));
         let names: Vec<&str> = kinds.map(DeadReasonKind::name).collect();
         f.write_str(&names.join(","))
+    }
+}
+
+impl fmt::Debug for ReasonKinds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ReasonKinds({self})")
     }
 }
 
@@ -341,6 +347,10 @@ mod tests {
         assert!(outage.contains(DeadReasonKind::RetryHorizon));
         assert!(!outage.contains(DeadReasonKind::Permanent));
         assert_eq!(outage.to_string(), "max_attempts,retry_horizon");
+        assert_eq!(
+            format!("{outage:?}"),
+            "ReasonKinds(max_attempts,retry_horizon)"
+        );
         let json = serde_json::to_string(&outage).unwrap();
         assert_eq!(json, "\"max_attempts,retry_horizon\"");
         assert_eq!(serde_json::from_str::<ReasonKinds>(&json).unwrap(), outage);
