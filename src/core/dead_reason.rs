@@ -157,7 +157,8 @@ impl fmt::Display for DeadReasonKind {
     }
 }
 
-/// Rows dead-lettered, counted by their kind of reason.
+/// Rows dead-lettered, counted by their kind of reason. Serialized as a
+/// map from each kind's name to its count.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DeadCounts([u64; DeadReasonKind::ALL.len()]);
 
@@ -173,6 +174,12 @@ impl DeadCounts {
     /// Each kind with its count, in [`DeadReasonKind::ALL`]'s order.
     pub fn iter(&self) -> impl Iterator<Item = (DeadReasonKind, u64)> + '_ {
         DeadReasonKind::ALL.into_iter().map(|k| (k, self.get(k)))
+    }
+}
+
+impl Serialize for DeadCounts {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter().map(|(kind, n)| (kind.name(), n)))
     }
 }
 
@@ -336,6 +343,14 @@ mod tests {
             assert!(one.contains(kind) && others.into_iter().all(|k| !one.contains(k)));
         }
         assert_eq!(DeadReasonKind::named("Permanent"), None);
+        let mut counts = DeadCounts::default();
+        counts.add(DeadReasonKind::Permanent);
+        counts.add(DeadReasonKind::Permanent);
+        assert_eq!(
+            serde_json::to_value(counts).unwrap(),
+            serde_json::json!({"permanent": 2, "max_attempts": 0, "retry_horizon": 0,
+                "source_gone": 0, "sink_gone": 0, "undecodable": 0})
+        );
     }
 
     /// Several kinds separated by commas, in any order, spaces allowed;

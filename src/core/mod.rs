@@ -724,6 +724,7 @@ impl Core {
     ) {
         let state = self.keys.entry(key.clone()).or_default();
         state.outcomes.dead += 1;
+        state.outcomes.dead_by_reason.add(reason.kind());
         state.unlogged_dead += 1;
         if state.unlogged_dead == 1 {
             self.unlogged_dead_keys.push(key.clone());

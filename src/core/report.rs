@@ -1,6 +1,6 @@
 //! Per-tenant and per-sink gauges and counters for the node's stats routes.
 
-use super::{BreakerState, Core, SinkKey, TenantId};
+use super::{BreakerState, Core, DeadCounts, SinkKey, TenantId};
 use crate::latency::LatencyCounts;
 
 /// One tenant's claimed, running and parked rows and open breakers in a shard.
@@ -29,6 +29,8 @@ pub struct SinkOutcomes {
     /// Dead-lettered by the sink's answers: a permanent error, the
     /// attempts used up, or the retry horizon passed.
     pub dead: u64,
+    /// `dead`, by kind of reason.
+    pub dead_by_reason: DeadCounts,
     /// Attempts that reached `attempt_timeout_ms` (each also counted as
     /// retried or dead).
     pub timed_out: u64,

@@ -250,9 +250,7 @@ fn stats(engine: &Engine) -> Response {
                 "delivered": s.delivered,
                 "retried": s.retried,
                 "dead": s.dead,
-                "dead_by_reason": (s.dead_by_reason.iter())
-                    .map(|(kind, n)| (kind.name().to_string(), Value::from(n)))
-                    .collect::<serde_json::Map<_, _>>(),
+                "dead_by_reason": s.dead_by_reason,
                 "dead_expired": s.dead_expired,
                 "abandoned_workers": s.abandoned_workers,
                 "restarts": s.restarts,

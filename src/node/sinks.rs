@@ -91,6 +91,7 @@ fn sink_json(stats: &SinkStats, held: Option<u64>) -> Value {
         "delivered": outcomes.delivered,
         "retried": outcomes.retried,
         "dead": outcomes.dead,
+        "dead_by_reason": outcomes.dead_by_reason,
         "timed_out": outcomes.timed_out,
         "last_delivered_at_ms": outcomes.last_delivered_at_ms,
         "last_failure": outcomes.last_failure.as_ref().map(|f| json!({

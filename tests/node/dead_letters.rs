@@ -271,6 +271,18 @@ fn dead_letters_are_taken_by_sink_and_reason() {
         ),
         (3, 3, 0)
     );
+    // And per sink: the one that refuses, and the one that was down.
+    let sinks = get(addr, "/v1/sinks").json()["sinks"].clone();
+    let by_reason = |i: usize, kind: &str| sinks[i]["dead_by_reason"][kind].as_u64();
+    assert_eq!(
+        [
+            by_reason(0, "permanent"),
+            by_reason(0, "max_attempts"),
+            by_reason(1, "max_attempts"),
+            by_reason(1, "permanent")
+        ],
+        [Some(3), Some(0), Some(3), Some(0)]
+    );
     assert_eq!(items("?sink_index=1"), outage);
     assert_eq!(items("?reason=max_attempts"), outage);
     assert_eq!(items("?reason=retry_horizon,max_attempts"), outage);
