@@ -341,10 +341,14 @@ fn each_sinks_outcomes_failure_and_breaker_are_reported() {
         times[2] + 3_600_000,
         "opened by the last failure"
     );
+    let dead_by_reason = |permanent: u64| {
+        serde_json::json!({"permanent": permanent, "max_attempts": 0, "retry_horizon": 0,
+                           "source_gone": 0, "sink_gone": 0, "undecodable": 0})
+    };
     let sink = |source: &str, tenant: &str, index: u16| {
         serde_json::json!({
             "source_id": source, "tenant": tenant, "sink_index": index, "sink_type": "http",
-            "delivered": 0, "retried": 0, "dead": 0, "timed_out": 0,
+            "delivered": 0, "retried": 0, "dead": 0, "dead_by_reason": dead_by_reason(0), "timed_out": 0,
             "last_delivered_at_ms": null, "last_failure": null,
             "breaker": "closed", "breaker_open_until_ms": null, "consecutive_failures": 0,
             "running": 0, "queued": 0, "paused": false, "held": null,
@@ -367,7 +371,7 @@ fn each_sinks_outcomes_failure_and_breaker_are_reported() {
         ),
         with(
             sink("a", "t1", 1),
-            serde_json::json!({"dead": 2, "attempt_ms": timed,
+            serde_json::json!({"dead": 2, "dead_by_reason": dead_by_reason(2), "attempt_ms": timed,
                                "last_failure": {"at_ms": "t", "error": "permanent: HTTP status 400"}}),
         ),
         with(
