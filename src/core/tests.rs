@@ -718,9 +718,14 @@ fn breaker_setup(config: Config, rows: usize) -> (Core, Model) {
 }
 
 fn fail(class: FailureClass) -> AttemptResult {
+    // Worded as `SinkError` words it: a permanent error says so.
+    let message = match class {
+        FailureClass::Permanent => "permanent: down",
+        _ => "down",
+    };
     Err(AttemptFailure {
         class,
-        message: "down".into(),
+        message: message.into(),
     })
 }
 

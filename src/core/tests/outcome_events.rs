@@ -21,9 +21,9 @@ fn an_observed_core_reports_each_attempts_outcome_in_order() {
     c.handle_outcome(6, job_of(1), fail(FailureClass::Permanent), TOOK);
     let ops = m.apply(&mut c);
     // The event's reason is the dead letter's.
-    assert!(ops
-        .iter()
-        .any(|op| matches!(op, StoreOp::Dead { reason, .. } if reason == "sink y: down")));
+    assert!(ops.iter().any(
+        |op| matches!(op, StoreOp::Dead { reason, .. } if reason == "sink y: permanent: down")
+    ));
     c.handle_scan(10, &mut m);
     let _ = m.apply(&mut c);
     let again = c.poll_job(10).expect("sink x's row, due again at once");
@@ -60,7 +60,7 @@ fn an_observed_core_reports_each_attempts_outcome_in_order() {
                 1,
                 6,
                 Outcome::Dead {
-                    reason: "sink y: down".into()
+                    reason: "sink y: permanent: down".into()
                 }
             ),
             event(0, "x", 2, 12, Outcome::Delivered),

@@ -13,6 +13,13 @@ fn durations(took: &[Duration]) -> LatencyCounts {
     counts
 }
 
+/// One row dead of a permanent answer.
+fn refused_once() -> DeadCounts {
+    let mut counts = DeadCounts::default();
+    counts.add(DeadReasonKind::Permanent);
+    counts
+}
+
 #[test]
 fn each_sink_counts_its_own_outcomes_and_shows_its_breaker() {
     let mut config = config_with(vec![
@@ -84,9 +91,10 @@ fn each_sink_counts_its_own_outcomes_and_shows_its_breaker() {
         SinkStats {
             outcomes: SinkOutcomes {
                 dead: 1,
+                dead_by_reason: refused_once(),
                 last_failure: Some(LastFailure {
                     at_ms: 7,
-                    error: "down".into(),
+                    error: "permanent: down".into(),
                 }),
                 durations: durations(&[TOOK]),
                 ..SinkOutcomes::default()
@@ -102,7 +110,7 @@ fn each_sink_counts_its_own_outcomes_and_shows_its_breaker() {
         vec![UnloggedDead {
             key: key("u", "b", 0, "x"),
             rows: 1,
-            latest_failure: Some("down".into()),
+            latest_failure: Some("permanent: down".into()),
         }]
     );
     assert_eq!(c.take_unlogged_dead(), vec![]);
