@@ -1,0 +1,99 @@
+//! The core's circuit breakers, one per sink key (`breaker::Breaker` is
+//! one's state machine): whether a key's row may start, what an outcome
+//! does to its breaker, and closing one nothing else would close.
+
+use super::*;
+
+impl Core {
+    /// The breaker settings `[dispatch]` gives now.
+    pub(super) fn breaker_config(&self) -> BreakerConfig {
+        let d = &self.dispatch;
+        BreakerConfig {
+            failures: d.breaker_failures,
+            open_ms: d.breaker_open_ms,
+            max_open_ms: d.breaker_max_open_ms,
+        }
+    }
+
+    /// Whether a row of `key` may start now: not while its sink is paused
+    /// (its rows are held), nor while its breaker is open (they park).
+    pub(super) fn admit(&mut self, now_ms: u64, key: &SinkKey) -> Admit {
+        if self.catalog.is_paused(&key.source_id, key.sink_index) {
+            return Admit::Hold;
+        }
+        let config = self.breaker_config();
+        match self.breakers.get_mut(key) {
+            Some(breaker) => breaker.admit(now_ms, config),
+            None => Admit::Pass { probe: false },
+        }
+    }
+
+    /// Moves the key's breaker; returns the end of the open period when the
+    /// outcome opened it.
+    pub(super) fn record_breaker(
+        &mut self,
+        now_ms: u64,
+        key: &SinkKey,
+        job: JobId,
+        failure: Option<FailureClass>,
+    ) -> Option<u64> {
+        if !self.keeps_breaker(key) {
+            return None;
+        }
+        let config = self.breaker_config();
+        let breaker = self.breakers.entry(key.clone()).or_default();
+        let (was_open, held_rows) = (breaker.is_open(), breaker.holds_rows());
+        let opened = breaker.record(now_ms, config, job, failure);
+        let event = match opened {
+            Some(until_ms) => Some(BreakerEvent::Opened {
+                key: key.clone(),
+                until_ms,
+                opens: breaker.opens(),
+            }),
+            None if was_open && !breaker.is_open() => {
+                Some(BreakerEvent::Closed { key: key.clone() })
+            }
+            None => None,
+        };
+        if breaker.is_idle() {
+            self.breakers.remove(key);
+        }
+        match &event {
+            // The rows it held are due now.
+            Some(BreakerEvent::Closed { .. }) if held_rows => self.start_wake_pass(),
+            Some(BreakerEvent::Opened { until_ms, .. }) if held_rows => {
+                self.check_probe_after(*until_ms, key);
+            }
+            _ => {}
+        }
+        self.ops.extend(event.clone().map(StoreOp::Breaker));
+        self.breaker_events.extend(event);
+        opened
+    }
+
+    /// Whether `key` has a breaker: breakers are on (`breaker_failures`
+    /// above 0) and it is of a configured sink. A reload that turns them
+    /// off or removes the sink closes its breaker at once: its rows run
+    /// again (or are dead-lettered as `sink_gone`) rather than stay parked
+    /// behind a breaker nothing would close.
+    pub(super) fn keeps_breaker(&self, key: &SinkKey) -> bool {
+        self.dispatch.breaker_failures > 0 && self.catalog.has_key(key)
+    }
+
+    /// Reports `key`'s open breaker closed without a probe (the store
+    /// forgets it, the shell logs it).
+    pub(super) fn report_closed(&mut self, key: SinkKey) {
+        let event = BreakerEvent::Closed { key };
+        self.ops.push_back(StoreOp::Breaker(event.clone()));
+        self.breaker_events.push_back(event);
+    }
+
+    /// Checks, `breaker_open_ms` after the open period ending at
+    /// `open_until_ms`, that a row of `key` was claimed to probe (see
+    /// `held`): the scans have that long to reach the row parked to be
+    /// the probe, behind the tenant's other due rows.
+    pub(super) fn check_probe_after(&mut self, open_until_ms: u64, key: &SinkKey) {
+        let at_ms = open_until_ms.saturating_add(self.dispatch.breaker_open_ms);
+        self.probe_checks.insert((at_ms, key.clone()));
+    }
+}
