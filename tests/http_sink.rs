@@ -1496,10 +1496,12 @@ fn a_request_on_a_kept_alive_connection_closed_as_it_was_reused_is_sent_again_at
     let dir = tempfile::tempdir().unwrap();
     let receiver = ClosingReceiver::start(&[1]);
     let engine = engine_delivering_to(dir.path(), &receiver.url);
+    // Each tick waits for its hook's row to settle (its count could be 0
+    // if the row settled before the call), so the receiver's log is whole.
     let first = engine.commit(NewHook::new("s", "first")).unwrap();
-    assert_eq!(engine.tick().unwrap(), 1);
+    engine.tick().unwrap();
     let second = engine.commit(NewHook::new("s", "second")).unwrap();
-    assert_eq!(engine.tick().unwrap(), 1);
+    engine.tick().unwrap();
     let one = || "1".to_string();
     assert_eq!(
         receiver.seen(),

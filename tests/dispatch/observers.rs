@@ -313,7 +313,9 @@ fn a_sink_that_ticks_its_own_engine_is_answered_at_once() {
     let engine = Arc::new(Engine::builder(c).sink("tick", ticking).open().unwrap());
     handle.set(Arc::downgrade(&engine)).unwrap();
     engine.commit(NewHook::new("orders", "42")).unwrap();
-    assert_eq!(engine.tick().unwrap(), 1);
+    // The row may settle before this tick starts (it then counts 0), so
+    // the outcome is read from the sink's answers and the rows left.
+    engine.tick().unwrap();
     let answers = answers.lock().clone();
     assert_eq!(answers.len(), 2, "{answers:?}");
     let (own, elsewhere) = (
