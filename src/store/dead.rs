@@ -196,8 +196,8 @@ pub(crate) fn add_replay(
 }
 
 /// Deletes a replay's counters (the replay is forgotten). A row it
-/// revived that settles later counts again under its id, a key or two
-/// that nothing reads.
+/// revived that settles later (one retrying past the replay's retention)
+/// counts nowhere: see `count_replay`.
 pub(crate) fn forget_replay(
     store: &ShardStore,
     wtxn: &mut RwTxn,
@@ -211,13 +211,20 @@ pub(crate) fn forget_replay(
     Ok(())
 }
 
-/// Adds one to a replay counter.
+/// Adds one to a counter of a replay this shard knows: every row a
+/// replay revived was counted in its `moved` first, so a replay without
+/// one was forgotten, and its rows settle uncounted rather than leave
+/// counters nothing reads or deletes.
 pub(crate) fn count_replay(
     store: &ShardStore,
     wtxn: &mut RwTxn,
     replay: &str,
     counter: ReplayCounter,
 ) -> Result<(), StoreError> {
+    let moved = counter_key(replay, ReplayCounter::Moved);
+    if store.meta_u64(wtxn, &moved)?.is_none() {
+        return Ok(());
+    }
     add_replay(store, wtxn, replay, counter, 1)
 }
 
@@ -820,6 +827,83 @@ mod tests {
         wtxn.commit().unwrap();
         assert_eq!((revived.moved, revived.exhausted), (2, true));
         assert_eq!(hooks(&DeadFilter::default()), ["h1", "h3", "h4", "h5"]);
+    }
+
+    /// A replay counts its rows' outcomes until it is forgotten; a row it
+    /// revived that settles after that (one retrying past the replay's
+    /// retention) leaves no counter behind.
+    #[test]
+    fn a_forgotten_replays_rows_settle_uncounted() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, tenants) = dead_rows(dir.path(), &["s", "s"]);
+        let step = ReviveStep {
+            replay: Arc::from("r1"),
+            filter: DeadFilter::default(),
+            cursor: None,
+            max_rows: 10,
+        };
+        let mut wtxn = store.env.write_txn().unwrap();
+        assert_eq!(
+            revive(&store, &mut wtxn, &tenants, &step, 10, 100)
+                .unwrap()
+                .moved,
+            2
+        );
+        wtxn.commit().unwrap();
+        let deliver = |seq| {
+            let (row, hook) = (RowId { seq, sink_index: 0 }, sample_hook(seq));
+            let ops = [
+                StoreOp::Claim {
+                    row,
+                    tenant: hook.tenant.clone(),
+                    due_at_ms: 100,
+                    size_bytes: hook.size_bytes(),
+                },
+                StoreOp::Delivered {
+                    row,
+                    replay: Some(Arc::from("r1")),
+                    lane: None,
+                },
+            ];
+            let mut wtxn = store.env.write_txn().unwrap();
+            for op in &ops {
+                apply(
+                    &store,
+                    &mut wtxn,
+                    &tenants,
+                    op,
+                    &mut TenantDeltas::default(),
+                )
+                .unwrap();
+            }
+            wtxn.commit().unwrap();
+        };
+        deliver(1);
+        let counts = ReplayCounts {
+            moved: 2,
+            delivered: 1,
+            ..ReplayCounts::default()
+        };
+        assert_eq!(store.replay_counters("r1").unwrap(), counts);
+
+        let mut wtxn = store.env.write_txn().unwrap();
+        forget_replay(&store, &mut wtxn, "r1").unwrap();
+        wtxn.commit().unwrap();
+        deliver(2);
+        assert_eq!(
+            store
+                .row(RowId {
+                    seq: 2,
+                    sink_index: 0
+                })
+                .unwrap(),
+            None
+        );
+        let rtxn = store.env.read_txn().unwrap();
+        let left: Vec<_> = (store.meta.prefix_iter(&rtxn, b"replay/").unwrap())
+            .map(|entry| String::from_utf8_lossy(entry.unwrap().0).into_owned())
+            .collect();
+        assert_eq!(left, Vec::<String>::new());
     }
 
     /// Where the index entry or a row of the named hook does not decode,
