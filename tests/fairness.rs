@@ -20,10 +20,8 @@ const HOOKS_PER_TENANT: usize = 2_000;
 const WINDOW: std::ops::Range<u64> = 2_000..12_000;
 
 /// Holds every delivery until the gate opens (all tenants backlogged), then
-/// takes about 10 ms per delivery, like every other tenant's (slow enough
-/// that the sinks, not the shards, bound the rate in a debug build on a
-/// busy machine: at 5 ms the shard of nine tenants, starved of CPU by
-/// other tests, once fell behind its share), and
+/// takes about 5 ms per delivery, like every other tenant's (slow enough
+/// that the sinks, not the shards, bound the rate in a debug build), and
 /// counts the deliveries that fall in the window per tenant.
 struct Counting {
     open: Mutex<bool>,
@@ -39,7 +37,7 @@ impl Sink for Counting {
             open = self.opened.wait(open).unwrap();
         }
         drop(open);
-        std::thread::park_timeout(Duration::from_millis(10));
+        std::thread::park_timeout(Duration::from_millis(5));
         let n = self.seen.fetch_add(1, Ordering::SeqCst);
         if WINDOW.contains(&n) {
             *self
