@@ -321,6 +321,9 @@ const DEAD_LETTER_SOURCE_WAIT: Duration = Duration::from_secs(30);
 /// How long `tick` waits by default.
 const TICK_WAIT: Duration = Duration::from_secs(30);
 
+/// How long `reconfigure` waits for the shards to run on a new config.
+const RECONFIGURE_WAIT: Duration = Duration::from_secs(10);
+
 impl Engine {
     /// Opens an engine with goad's own sinks only.
     pub fn open(config: Config) -> Result<Engine, OpenError> {
@@ -575,6 +578,12 @@ impl Engine {
     /// Takes `dispatch.concurrency`, `dispatch.sink_concurrency`,
     /// `dispatch.tenants` and the sources from `config` without a restart.
     /// Claimed and running rows are kept; lowered limits stop the next start.
+    /// Commits take the new sources at once; it returns once every shard
+    /// runs on them too (its old sources dropped, so their memory can be
+    /// given back), or after 10 s with the change queued for the rest.
+    /// Called from a callback or a sink call (on a shard thread or one of
+    /// the engine's IO workers), it returns without waiting: a shard takes
+    /// the change once its callback returns.
     pub fn reconfigure(&self, config: &Config) -> Result<(), ConfigError> {
         let names: Vec<&str> = self.host_sinks.keys().map(String::as_str).collect();
         config.validate_with_sinks(&names)?;
@@ -587,24 +596,35 @@ impl Engine {
         let catalog = Arc::new(registry.catalog(config));
         *self.registry.write() = Arc::new(registry);
         *self.catalog.write() = catalog.clone();
-        let mut current = self.config.write();
-        current.dispatch = config.dispatch.clone();
-        current.retry = config.retry;
-        current.sources = config.sources.clone();
         let own = own_shard(&self.threads.lock());
-        for (k, shard) in self.shards.iter().enumerate() {
-            let input = ShardInput::Reconfigure {
-                dispatch: current.dispatch.clone(),
-                retry: current.retry,
-                catalog: catalog.clone(),
-            };
-            send_to_shard(shard, k, input, own == Some(k));
+        let waits = own.is_none() && !shard_thread::is_current() && !io_thread::works_for(self.id);
+        let mut applied = Vec::new();
+        {
+            // Held while the shards are sent the change, so that concurrent
+            // calls reach them in the order they set the config.
+            let mut current = self.config.write();
+            current.dispatch = config.dispatch.clone();
+            current.retry = config.retry;
+            current.sources = config.sources.clone();
+            let grant = global_grant(&current.dispatch);
+            let _ = self.coordinator.send(CoordinatorInput::Reconfigure(grant));
+            for (k, shard) in self.shards.iter().enumerate() {
+                let (reply, answer) = waits.then(|| crossbeam_channel::bounded(1)).unzip();
+                let input = ShardInput::Reconfigure {
+                    dispatch: current.dispatch.clone(),
+                    retry: current.retry,
+                    catalog: catalog.clone(),
+                    applied: reply,
+                };
+                send_to_shard(shard, k, input, own == Some(k));
+                applied.extend(answer);
+            }
         }
-        let _ = self
-            .coordinator
-            .send(CoordinatorInput::Reconfigure(global_grant(
-                &current.dispatch,
-            )));
+        // Not under the lock: a shard's callback may read the config.
+        let deadline = Instant::now() + RECONFIGURE_WAIT;
+        for answer in applied {
+            let _ = answer.recv_deadline(deadline);
+        }
         Ok(())
     }
 

@@ -45,11 +45,13 @@ pub enum ShardInput {
     Completion(Completion),
     /// A new share of the global windows.
     Grant(Grant),
-    /// New limits and sources.
+    /// New limits and sources; `applied` is answered once the shard runs
+    /// on them (its old catalog dropped).
     Reconfigure {
         dispatch: DispatchConfig,
         retry: RetryConfig,
         catalog: Arc<Catalog>,
+        applied: Option<Sender<()>>,
     },
     /// One step of dead-lettering the source's pending rows; answer with
     /// how many and where the next step goes on.
@@ -408,7 +410,13 @@ impl ShardLoop {
                 dispatch,
                 retry,
                 catalog,
-            } => state.handle_reconfigure(dispatch, retry, catalog),
+                applied,
+            } => {
+                state.handle_reconfigure(dispatch, retry, catalog);
+                if let Some(applied) = applied {
+                    let _ = applied.send(());
+                }
+            }
             ShardInput::DeadLetterSource {
                 source_id,
                 from,
