@@ -25,7 +25,8 @@
 //!   crash or a restart takes back no breaker that was not open (breakers
 //!   are turned off and on again by reloads at seeded times, which closes
 //!   the open ones, and a rebuild with them off closes those the store
-//!   kept);
+//!   kept); once the release of parked rows that a reload turning
+//!   breakers off starts ends, no row is parked past now;
 //! - an ordering lane (some sinks are ordered, per seed) runs one row at a
 //!   time, and its rows first start in commit order (a replayed row, which
 //!   rejoins its lane, aside);
@@ -172,6 +173,9 @@ struct Sim {
     /// A pause changed: once the core's pass over held rows ends, only
     /// paused sinks' rows may be held.
     held_check_due: bool,
+    /// A reload turned breakers off: once the core's release of parked
+    /// rows ends, no row may be parked.
+    parked_check_due: bool,
     /// Wakes of a sink at seeded times, in steps of seeded sizes.
     wake_rng: Rng,
     /// A wake under way, one step an iteration: its key and where its
@@ -319,6 +323,7 @@ impl Sim {
             source_sweep: None,
             sweep_rng: Rng::new(seed ^ 0x5eed_50c7),
             held_check_due: false,
+            parked_check_due: false,
             wake_rng: Rng::new(seed ^ 0x3a4e_0b1c),
             sink_wake: None,
             replay_rng: Rng::new(seed ^ 0x4e91_a7c3),
@@ -470,6 +475,33 @@ impl Sim {
                 self.seed,
                 view.row,
                 view.source_id
+            );
+        }
+    }
+
+    /// Once the core's release of parked rows ends after a reload turned
+    /// breakers off, no row is parked past now: the release made the
+    /// parked rows due, and nothing parks while breakers are off.
+    fn check_parked_when_released(&mut self, shard: &mut ShardState) {
+        if !self.parked_check_due || shard.core().is_releasing() {
+            return;
+        }
+        self.parked_check_due = false;
+        shard.flush().unwrap();
+        for view in shard.store().rows().unwrap() {
+            let record = &view.record;
+            // The error a parked row's record carries (`store::write`).
+            let parked = record.status == RowStatus::Pending
+                && record.error.as_deref() == Some("breaker open")
+                && record.at_ms != HELD_DUE_MS;
+            assert!(
+                !parked || record.at_ms <= self.now_ms,
+                "seed {}: row {:?} of {} is parked until {} at {}, breakers off",
+                self.seed,
+                view.row,
+                view.source_id,
+                record.at_ms,
+                self.now_ms
             );
         }
     }
@@ -972,6 +1004,7 @@ impl Sim {
             if self.breaker_rng.below(3) == 0 {
                 let on = self.dispatch.breaker_failures == 0;
                 self.dispatch.breaker_failures = if on { self.breaker_failures } else { 0 };
+                self.parked_check_due = !on;
             }
             shard.handle_reconfigure(self.dispatch.clone(), self.retry, self.catalog.clone());
         }
@@ -988,6 +1021,8 @@ impl Sim {
         // still run in the IO pool and report later.
         if self.rng.below(700) == 0 {
             shard.restart(self.now_ms);
+            // A rebuilt core forgets a release under way.
+            self.parked_check_due = false;
             self.take_back_breakers(shard);
         }
     }
@@ -1157,12 +1192,14 @@ impl Sim {
                 let commits = (0..self.rng.below(4)).map(|_| self.new_hook()).collect();
                 self.step(&mut shard, commits);
                 self.check_held_when_woken(&mut shard);
+                self.check_parked_when_released(&mut shard);
                 self.operate(&mut shard);
                 if self.rng.below(400) == 0 {
                     self.check_sink_outcomes(&shard);
                     // The crash fails the calls whose sweep or wake was under way.
                     self.source_sweep = None;
                     self.sink_wake = None;
+                    self.parked_check_due = false;
                     self.pending.clear();
                     self.running.clear();
                     self.call_starts.clear();

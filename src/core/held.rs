@@ -112,31 +112,57 @@ impl Core {
     /// breaker still holds it (see [`Breaker::keeps_rows_held`]). One that
     /// cannot be read is settled as a scan settles it.
     fn wake_if_resumed(&mut self, now_ms: u64, entry: DueEntry, index: &mut dyn DueIndex) -> u64 {
-        let (state, hook) = match index.load(entry.row) {
-            Loaded::Row { state, hook } => (state, hook),
-            unreadable => {
-                self.claim(now_ms, entry, unreadable);
-                return 0;
-            }
+        let Some((state, hook)) = self.read_or_settle(now_ms, &entry, index) else {
+            return 0;
         };
-        let catalog = &self.catalog;
-        let binding = catalog.bind(&hook.source_id, entry.row.sink_index, &state.sink_type);
-        if let Binding::Bound { sink_index } = binding {
-            if catalog.is_paused(&hook.source_id, sink_index) {
+        if let Some(key) = self.bound_key(&entry, &hook, &state) {
+            if self.catalog.is_paused(&key.source_id, key.sink_index) {
                 return 0;
             }
-            let key = SinkKey {
-                tenant: entry.tenant.clone(),
-                source_id: hook.source_id.clone(),
-                sink_index,
-                sink_type: state.sink_type.clone(),
-            };
             if (self.breakers.get(&key)).is_some_and(|b| b.keeps_rows_held(now_ms)) {
                 return 0;
             }
         }
         self.make_due(now_ms, &entry, &state);
         1
+    }
+
+    /// The state and hook of `entry`'s row, for a pass that decides on it
+    /// without claiming it; `None` when it cannot be read, once it is
+    /// settled as a scan settles it.
+    pub(super) fn read_or_settle(
+        &mut self,
+        now_ms: u64,
+        entry: &DueEntry,
+        index: &mut dyn DueIndex,
+    ) -> Option<(RowState, Arc<crate::store::Hook>)> {
+        match index.load(entry.row) {
+            Loaded::Row { state, hook } => Some((state, hook)),
+            unreadable => {
+                self.claim(now_ms, entry.clone(), unreadable);
+                None
+            }
+        }
+    }
+
+    /// The key `entry`'s row binds to now; `None` when its source or sink
+    /// is gone (the scan dead-letters it).
+    pub(super) fn bound_key(
+        &self,
+        entry: &DueEntry,
+        hook: &crate::store::Hook,
+        state: &RowState,
+    ) -> Option<SinkKey> {
+        let binding = (self.catalog).bind(&hook.source_id, entry.row.sink_index, &state.sink_type);
+        let Binding::Bound { sink_index } = binding else {
+            return None;
+        };
+        Some(SinkKey {
+            tenant: entry.tenant.clone(),
+            source_id: hook.source_id.clone(),
+            sink_index,
+            sink_type: state.sink_type.clone(),
+        })
     }
 
     /// Makes a pending row due at `now_ms`, its attempts kept.

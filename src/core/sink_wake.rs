@@ -100,12 +100,8 @@ impl Core {
         entry: DueEntry,
         index: &mut dyn DueIndex,
     ) -> u64 {
-        let (state, hook) = match index.load(entry.row) {
-            Loaded::Row { state, hook } => (state, hook),
-            unreadable => {
-                self.claim(now_ms, entry, unreadable);
-                return 0;
-            }
+        let Some((state, hook)) = self.read_or_settle(now_ms, &entry, index) else {
+            return 0;
         };
         let binding = (self.catalog).bind(&hook.source_id, entry.row.sink_index, &state.sink_type);
         let bound = Binding::Bound {

@@ -12,6 +12,7 @@ mod breakers;
 mod outcome_events;
 mod paused;
 mod rates;
+mod release;
 mod reload;
 mod sink_retry;
 mod sink_stats;
@@ -66,6 +67,7 @@ impl Model {
                         first_attempt_at_ms: 0,
                         replay: None,
                         lane: None,
+                        parked: false,
                     },
                     hook.clone(),
                 ),
@@ -114,6 +116,7 @@ impl Model {
                     let (state, _) = self.rows.get_mut(row).expect("a rescheduled row exists");
                     state.attempts = fields.attempts;
                     state.first_attempt_at_ms = fields.first_attempt_at_ms;
+                    state.parked = matches!(op, StoreOp::Park { .. });
                 }
                 StoreOp::Hold { row, fields } => {
                     self.due.insert(

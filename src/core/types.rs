@@ -59,6 +59,10 @@ pub struct RowState {
     pub replay: Option<Arc<str>>,
     /// The ordering lane of a row of an ordered sink.
     pub lane: Option<LaneId>,
+    /// Parked behind its key's open breaker (`StoreOp::Park`) and not made
+    /// due since: a reload that drops the breaker releases it (see
+    /// `release`).
+    pub parked: bool,
 }
 
 /// The length of a [`LaneId`].

@@ -10,6 +10,7 @@ use super::keys::{
     hook_key, is_hook_key, parse_row_key, parse_timed_key, row_key, timed_key, u64_at,
 };
 use super::record::{decode_hook, decode_row, Hook, RowRecord, RowStatus};
+use super::write::PARKED_ERROR;
 use super::{ShardStore, StoreError, TenantTable};
 use crate::core::{DueEntry, DueIndex, Loaded, RowId, RowState, TenantId};
 use crate::limits::MAX_UNREADABLE_DUE_PER_SCAN;
@@ -195,6 +196,7 @@ impl<'t> TxnIndex<'t> {
             return Ok(Loaded::RowCorrupt);
         }
         let state = RowState {
+            parked: record.error.as_deref() == Some(PARKED_ERROR),
             sink_type: record.sink_type,
             attempts: record.attempts,
             first_attempt_at_ms: record.first_attempt_at_ms,

@@ -1,0 +1,110 @@
+//! Rows parked behind a breaker that no longer applies: made due now,
+//! rather than left waiting to the end of an open period nothing keeps.
+//!
+//! A reload that drops an open breaker (its sink removed or moved, see
+//! `Core::keeps_breaker`) releases its tenant's parked rows, one that turns
+//! breakers off (`breaker_failures` 0) every tenant's, and a new core that
+//! closes a breaker its store kept releases that breaker's tenant. The rows
+//! the breaker held (never attempted, past every due time) are the pass over
+//! held rows' (see `held`); this pass takes those it parked with their
+//! attempts spent, due at the end of its open period.
+//!
+//! It walks each tenant's due index from now up to the held rows, one step
+//! (at most `WAKE_STEP_ROWS` entries) at the end of each scan as the pass
+//! over held rows does, so a tenant with a large backlog goes on being
+//! claimed meanwhile. It makes due each row still parked
+//! ([`RowState::parked`]) whose key has no open breaker now, attempts kept
+//! (a row whose sink is gone is then dead-lettered by the scan as
+//! `sink_gone`); it leaves rows waiting out a backoff and rows behind
+//! another key's open breaker. A rebuilt core (after a store failure or a
+//! panic) does not carry a pass under way on: its rows run when their
+//! parks end.
+
+use super::*;
+use crate::limits::WAKE_STEP_ROWS;
+
+/// Where a release stands.
+#[derive(Debug, Default)]
+pub(super) struct ReleasePass {
+    /// Every tenant is to be walked: the next step reads them from the index.
+    every_tenant: bool,
+    /// The tenants left to walk; the first is being walked.
+    tenants: VecDeque<TenantId>,
+    /// The last entry of the first tenant read, when a step stopped in it.
+    after: Option<DueEntry>,
+}
+
+impl Core {
+    /// Releases `tenant`'s parked rows (see the module docs).
+    pub(super) fn release_parked(&mut self, tenant: &TenantId) {
+        let pass = &mut self.releasing;
+        if !pass.every_tenant && !pass.tenants.contains(tenant) {
+            pass.tenants.push_back(tenant.clone());
+        }
+        self.scan_requested = true;
+    }
+
+    /// Releases every tenant's parked rows.
+    pub(super) fn release_every_parked(&mut self) {
+        self.releasing.every_tenant = true;
+        self.scan_requested = true;
+    }
+
+    /// Whether a release is under way.
+    pub fn is_releasing(&self) -> bool {
+        self.releasing.every_tenant || !self.releasing.tenants.is_empty()
+    }
+
+    /// One step of the release under way, if any: reads at most
+    /// `WAKE_STEP_ROWS` due entries after `now_ms`, tenant by tenant, and
+    /// makes the released rows due at `now_ms`; returns how many.
+    pub(super) fn release_step(&mut self, now_ms: u64, index: &mut dyn DueIndex) -> u64 {
+        if std::mem::take(&mut self.releasing.every_tenant) {
+            let mut tenants = Vec::new();
+            index.tenants(&mut tenants);
+            self.releasing.tenants = tenants.into();
+            self.releasing.after = None;
+        }
+        let (mut budget, mut released) = (WAKE_STEP_ROWS, 0);
+        while budget > 0 {
+            let Some(tenant) = self.releasing.tenants.front().cloned() else {
+                break;
+            };
+            let after = match self.releasing.after.take() {
+                Some(entry) if entry.due_at_ms > now_ms => entry,
+                _ => wake_start(&tenant, now_ms),
+            };
+            let mut page = Vec::new();
+            index.due_page(&tenant, HELD_DUE_MS - 1, Some(&after), budget, &mut page);
+            budget -= page.len();
+            match page.last() {
+                // The step's budget ran out in this tenant: it may have more.
+                Some(last) if budget == 0 => self.releasing.after = Some(last.clone()),
+                _ => {
+                    self.releasing.tenants.pop_front();
+                }
+            }
+            for entry in page {
+                released += self.release_if_parked(now_ms, entry, index);
+            }
+        }
+        self.scan_requested |= released > 0;
+        released
+    }
+
+    /// One due entry: made due now (1) if its row is parked and its key
+    /// has no open breaker.
+    fn release_if_parked(&mut self, now_ms: u64, entry: DueEntry, index: &mut dyn DueIndex) -> u64 {
+        let Some((state, hook)) = self.read_or_settle(now_ms, &entry, index) else {
+            return 0;
+        };
+        let key = self.bound_key(&entry, &hook, &state);
+        let behind_open =
+            key.is_some_and(|key| (self.breakers.get(&key)).is_some_and(Breaker::is_open));
+        if !state.parked || behind_open {
+            return 0;
+        }
+        self.make_due(now_ms, &entry, &state);
+        1
+    }
+}

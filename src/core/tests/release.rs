@@ -1,0 +1,144 @@
+//! Rows parked behind a breaker a reload drops run at once, attempts
+//! kept, rather than at the end of an open period nothing keeps; rows
+//! behind a breaker that stays open, and rows waiting out a backoff, wait.
+
+use super::*;
+
+/// Breakers that open at the first failure for a minute.
+const OPEN_MS: u64 = 60_000;
+
+/// Sources `a` and `b` of tenant `t` (one sink of type `x` each) and `c`
+/// of tenant `u`, three rows each; at `t_ms` all nine start and fail,
+/// which opens each key's breaker and parks its rows, attempted once,
+/// until `t_ms + OPEN_MS`.
+fn parked_behind_three_breakers(t_ms: u64) -> (Config, Core, Model) {
+    let mut config = breaker_config(1, OPEN_MS, OPEN_MS);
+    config.sources = vec![source("a", "t", &["x"]), source("b", "t", &["x"])];
+    config.sources.push(source("c", "u", &["x"]));
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    for (tenant, source) in [("t", "a"), ("t", "b"), ("u", "c")] {
+        for _ in 0..3 {
+            m.add(tenant, source, &["x"], 0);
+        }
+    }
+    c.handle_scan(t_ms, &mut m);
+    let _ = m.apply(&mut c);
+    let jobs: Vec<Job> = std::iter::from_fn(|| c.poll_job(t_ms)).collect();
+    assert_eq!(jobs.len(), 9);
+    for job in &jobs {
+        c.handle_outcome(t_ms, job.id, fail(FailureClass::Transient), TOOK);
+    }
+    // Due again at once (no backoff), claimed, and parked.
+    settle_at(&mut c, &mut m, t_ms, &mut |_| {
+        panic!("nothing starts while open")
+    });
+    let due: Vec<u64> = m.due.keys().map(|(_, at, _)| *at).collect();
+    assert_eq!(due, [t_ms + OPEN_MS; 9], "every row parked for the period");
+    assert!(m.rows.values().all(|(state, _)| state.parked));
+    assert_eq!(c.stats().breakers_open, 3);
+    let _ = breaker_events(&mut c);
+    (config, c, m)
+}
+
+/// The rows still due, as (source, due time), in due order.
+fn due_rows(m: &Model) -> Vec<(String, u64)> {
+    (m.due.keys())
+        .map(|(_, at, row)| (m.rows[row].1.source_id.to_string(), *at))
+        .collect()
+}
+
+/// Source `a`'s three rows dead-lettered as `sink_gone`, the six of `b`
+/// and `c` still parked to the end of their breakers' period.
+fn a_dead_and_the_others_parked(c: &Core, m: &Model, t_ms: u64) {
+    let sink_gone = c.stats().dead_by_reason.get(DeadReasonKind::SinkGone);
+    assert_eq!((c.stats().dead, sink_gone), (3, 3));
+    let parked: Vec<(String, u64)> = ["b", "b", "b", "c", "c", "c"]
+        .iter()
+        .map(|s| (s.to_string(), t_ms + OPEN_MS))
+        .collect();
+    assert_eq!(due_rows(m), parked);
+}
+
+/// A reload that turns breakers off runs every parked row at once, each
+/// as its second attempt. Before, they waited out the minute the
+/// breakers would have been open.
+#[test]
+fn turning_breakers_off_runs_the_parked_rows_at_once() {
+    let t = 1_000;
+    let (mut config, mut c, mut m) = parked_behind_three_breakers(t);
+    config.dispatch.breaker_failures = 0;
+    reconfigure(&mut c, &config);
+    assert_eq!(breaker_events(&mut c).len(), 3, "each reported closed");
+    let mut attempts = Vec::new();
+    settle_at(&mut c, &mut m, t + 10, &mut |job| {
+        attempts.push(job.attempt);
+        Ok(())
+    });
+    assert_eq!(attempts, [2; 9]);
+    assert!(m.rows.is_empty());
+    assert!(!c.is_releasing());
+}
+
+/// A reload that removes one source's sink releases that key's parked
+/// rows, which the scan dead-letters as `sink_gone` at once; the rows
+/// parked behind the other keys' breakers, still open, stay parked.
+#[test]
+fn removing_a_sink_releases_only_its_parked_rows() {
+    let t = 1_000;
+    let (mut config, mut c, mut m) = parked_behind_three_breakers(t);
+    config.sources[0] = source("a", "t", &["y"]);
+    reconfigure(&mut c, &config);
+    let closed = BreakerEvent::Closed {
+        key: key_of("a", 0, "x"),
+    };
+    assert_eq!(breaker_events(&mut c), [closed]);
+    settle_at(&mut c, &mut m, t + 10, &mut |job| {
+        panic!("nothing starts while the others are open: {job:?}")
+    });
+    a_dead_and_the_others_parked(&c, &m, t);
+    assert_eq!(c.stats().breakers_open, 2);
+}
+
+/// A row waiting out a backoff is not parked: turning breakers off leaves
+/// it due when its backoff ends.
+#[test]
+fn a_row_waiting_out_a_backoff_keeps_its_due_time() {
+    let mut config = breaker_config(5, OPEN_MS, OPEN_MS);
+    config.retry.base_ms = 10_000;
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    m.add("t", "a", &["x"], 0);
+    settle_at(&mut c, &mut m, 0, &mut |_| fail(FailureClass::Transient));
+    assert_eq!(due_rows(&m), [("a".to_string(), 10_000)]);
+    assert_eq!(c.stats().breakers_open, 0, "one failure of five");
+    config.dispatch.breaker_failures = 0;
+    reconfigure(&mut c, &config);
+    settle_at(&mut c, &mut m, 10, &mut |job| {
+        panic!("{job:?} started early")
+    });
+    assert!(!c.is_releasing());
+    assert_eq!(due_rows(&m), [("a".to_string(), 10_000)]);
+}
+
+/// A new core that closes a breaker its store kept (its sink is gone by
+/// then) releases the rows it parked, dead-lettered as `sink_gone` at
+/// once; the breakers it keeps hold theirs.
+#[test]
+fn a_kept_breaker_closed_at_open_releases_its_parked_rows() {
+    let t = 1_000;
+    let (mut config, _, mut m) = parked_behind_three_breakers(t);
+    config.sources[0] = source("a", "t", &["y"]);
+    let mut c = core(&config, BIG);
+    for (source, tenant) in [("a", "t"), ("b", "t"), ("c", "u")] {
+        let key = SinkKey {
+            tenant: Arc::from(tenant),
+            ..key_of(source, 0, "x")
+        };
+        c.restore_breaker(key, t + OPEN_MS, 1);
+    }
+    settle_at(&mut c, &mut m, t + 10, &mut |job| {
+        panic!("nothing starts while the others are open: {job:?}")
+    });
+    a_dead_and_the_others_parked(&c, &m, t);
+}
