@@ -25,7 +25,7 @@
 //!   crash or a restart takes back no breaker that was not open (breakers
 //!   are turned off and on again by reloads at seeded times, which closes
 //!   the open ones, and a rebuild with them off closes those the store
-//!   kept); once the release of parked rows that a reload turning
+//!   kept); once the unparking that a reload turning
 //!   breakers off starts ends, no row is parked past now;
 //! - an ordering lane (some sinks are ordered, per seed) runs one row at a
 //!   time, and its rows first start in commit order (a replayed row, which
@@ -173,8 +173,8 @@ struct Sim {
     /// A pause changed: once the core's pass over held rows ends, only
     /// paused sinks' rows may be held.
     held_check_due: bool,
-    /// A reload turned breakers off: once the core's release of parked
-    /// rows ends, no row may be parked.
+    /// A reload turned breakers off: once the core's unparking ends, no
+    /// row may be parked.
     parked_check_due: bool,
     /// Wakes of a sink at seeded times, in steps of seeded sizes.
     wake_rng: Rng,
@@ -479,11 +479,11 @@ impl Sim {
         }
     }
 
-    /// Once the core's release of parked rows ends after a reload turned
-    /// breakers off, no row is parked past now: the release made the
+    /// Once the core's unparking ends after a reload turned breakers off,
+    /// no row is parked past now: unparking made the
     /// parked rows due, and nothing parks while breakers are off.
-    fn check_parked_when_released(&mut self, shard: &mut ShardState) {
-        if !self.parked_check_due || shard.core().is_releasing() {
+    fn check_none_parked_when_unparked(&mut self, shard: &mut ShardState) {
+        if !self.parked_check_due || shard.core().is_unparking() {
             return;
         }
         self.parked_check_due = false;
@@ -1021,7 +1021,7 @@ impl Sim {
         // still run in the IO pool and report later.
         if self.rng.below(700) == 0 {
             shard.restart(self.now_ms);
-            // A rebuilt core forgets a release under way.
+            // A rebuilt core forgets unparking under way.
             self.parked_check_due = false;
             self.take_back_breakers(shard);
         }
@@ -1192,7 +1192,7 @@ impl Sim {
                 let commits = (0..self.rng.below(4)).map(|_| self.new_hook()).collect();
                 self.step(&mut shard, commits);
                 self.check_held_when_woken(&mut shard);
-                self.check_parked_when_released(&mut shard);
+                self.check_none_parked_when_unparked(&mut shard);
                 self.operate(&mut shard);
                 if self.rng.below(400) == 0 {
                     self.check_sink_outcomes(&shard);

@@ -26,8 +26,8 @@
 //! the key's first attempt after it is a probe, not a wave. A reload that
 //! sets `breaker_failures` to 0, or removes the key's sink, closes its
 //! breaker at once (see `Core::keeps_breaker`), as does an open that finds
-//! the store's breaker so, and releases the rows it parked (see
-//! `release`).
+//! the store's breaker so, and unparks the rows it parked (see
+//! `unpark`).
 
 use super::retry::FailureClass;
 use super::types::{JobId, SinkKey, HELD_DUE_MS};

@@ -43,7 +43,6 @@ mod dead_reason;
 mod held;
 mod hints;
 mod outcome_event;
-mod release;
 mod report;
 pub mod retry;
 pub mod rng;
@@ -53,6 +52,7 @@ mod slots;
 mod source_sweep;
 mod stragglers;
 mod types;
+mod unpark;
 pub mod wheel;
 mod window;
 
@@ -219,9 +219,9 @@ pub struct Core {
     /// reconfiguration that resumed a paused sink, and a breaker that
     /// closes with rows held start one.
     waking: Option<held::WakePass>,
-    /// Tenants whose parked rows a dropped breaker released (see
-    /// `release`), being made due.
-    releasing: release::ReleasePass,
+    /// Tenants whose rows a dropped breaker parked, being made due (see
+    /// `unpark`).
+    unparking: unpark::UnparkPass,
     /// Breakers that hold rows, by when their probe is checked (a while
     /// after their open period ends): a key with no row claimed by then to
     /// be its probe has its held rows made due (see `held`), so a probe
@@ -295,7 +295,7 @@ impl Core {
             abandoned: VecDeque::new(),
             scan_requested: true,
             waking: Some(held::WakePass::default()),
-            releasing: release::ReleasePass::default(),
+            unparking: unpark::UnparkPass::default(),
             probe_checks: BTreeSet::new(),
             draining: false,
             next_due_at_ms: None,
@@ -397,7 +397,7 @@ impl Core {
             self.start_wake_pass();
         }
         if self.dispatch.breaker_failures > 0 && dispatch.breaker_failures == 0 {
-            self.release_every_parked();
+            self.unpark_every_tenant();
         }
         self.dispatch = dispatch;
         self.retry = retry;
@@ -412,7 +412,7 @@ impl Core {
         for key in dropped {
             let breaker = self.breakers.remove(&key).expect("a listed breaker");
             if breaker.is_open() {
-                self.release_parked(&key.tenant);
+                self.unpark_tenant(&key.tenant);
                 self.report_closed(key);
             }
         }
@@ -496,14 +496,14 @@ impl Core {
         earliest(due, self.wheel.next_deadline_ms())
     }
 
-    /// Whether a scan has work: a pass over held rows or a release under
+    /// Whether a scan has work: a pass over held rows or unparking under
     /// way or a breaker's probe check due, or, with window room, a scan
     /// asked for or a row due.
     pub fn wants_scan(&self, now_ms: u64) -> bool {
         let claims = self.shard_window().has_room(self.claimed)
             && (self.scan_requested || self.next_due_at_ms.is_some_and(|at| at <= now_ms));
         let check_due = (self.probe_checks.first()).is_some_and(|(at_ms, _)| *at_ms <= now_ms);
-        let passes = self.waking.is_some() || self.is_releasing();
+        let passes = self.waking.is_some() || self.is_unparking();
         !self.draining && (passes || check_due || claims)
     }
 
@@ -556,10 +556,10 @@ impl Core {
     ///
     /// One of a sink the config no longer has, or any while breakers are
     /// off, is reported closed instead: a new core's pass over the held
-    /// rows makes the rows it held due, and a release those it parked.
+    /// rows makes the rows it held due, and unparking those it parked.
     pub fn restore_breaker(&mut self, key: SinkKey, until_ms: u64, opens: u32) {
         if !self.keeps_breaker(&key) {
-            self.release_parked(&key.tenant);
+            self.unpark_tenant(&key.tenant);
             return self.report_closed(key);
         }
         self.check_probe_after(until_ms, &key);

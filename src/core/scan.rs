@@ -21,8 +21,8 @@ struct Active {
 impl Core {
     /// Claims due rows. Claimed rows become `StoreOp::Claim` (and, for rows
     /// that cannot run, their dead or forget op) and queue on their sink key.
-    /// Then a step of each pass under way: over held rows, and releasing
-    /// parked rows.
+    /// Then a step of each pass under way: over held rows, and unparking
+    /// rows.
     pub fn handle_scan(&mut self, now_ms: u64, index: &mut dyn DueIndex) {
         self.scan_requested = false;
         // From here on it holds only the due times this scan writes (parks);
@@ -91,7 +91,7 @@ impl Core {
         self.stats.active_tenants = self.claiming_tenants + due_now;
         // Last: the rows they make due are noted as due now, for the next scan.
         self.wake_step(now_ms, index);
-        self.release_step(now_ms, index);
+        self.unpark_step(now_ms, index);
     }
 
     /// The tenants with rows due now and window room, in round-robin order;

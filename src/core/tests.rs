@@ -12,10 +12,10 @@ mod breakers;
 mod outcome_events;
 mod paused;
 mod rates;
-mod release;
 mod reload;
 mod sink_retry;
 mod sink_stats;
+mod unpark;
 mod wake;
 
 /// The due index and rows as plain maps; store ops are applied to it.

@@ -60,8 +60,8 @@ pub struct RowState {
     /// The ordering lane of a row of an ordered sink.
     pub lane: Option<LaneId>,
     /// Parked behind its key's open breaker (`StoreOp::Park`) and not made
-    /// due since: a reload that drops the breaker releases it (see
-    /// `release`).
+    /// due since: a reload that drops the breaker unparks it (see
+    /// `unpark`).
     pub parked: bool,
 }
 

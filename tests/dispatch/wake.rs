@@ -1,6 +1,6 @@
 //! Waking a sink whose receiver is back: its backlog is delivered now, not
 //! after its backoffs and its breaker's open period; no other sink's rows
-//! move.
+//! move. Turning breakers off runs what they kept back.
 
 use super::*;
 use goad::core::BreakerState;
@@ -112,4 +112,41 @@ fn waking_an_unknown_or_paused_sink_is_refused_naming_it() {
         refused("a", 0).to_string(),
         "sink 0 of source \"a\" is paused: its rows are held until a reload resumes it (paused = false)"
     );
+}
+
+/// A reload that turns breakers off runs what the breakers kept back,
+/// where before the rows they parked waited out the ten minutes of the
+/// open period: each sink's row parked to be the probe and its two held
+/// rows are delivered at once, first attempts all; the two that failed
+/// keep waiting out their backoff (a retry's, not a breaker's).
+#[test]
+fn turning_breakers_off_delivers_the_rows_they_kept_back_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, receivers, statuses) = two_sinks_down(dir.path());
+    for status in &statuses {
+        status.store(200, Ordering::SeqCst);
+    }
+    let mut c = config(dir.path());
+    waits_of_ten_minutes(&mut c, 0);
+    for (id, receiver) in ["a", "b"].iter().zip(&receivers) {
+        let sink = SinkConfig::http(receiver.url("/"));
+        c.sources.push(source(id, "t", vec![sink]));
+    }
+    engine.reconfigure(&c).unwrap();
+    for receiver in &receivers {
+        assert!(receiver.wait_for(2 + 3, Duration::from_secs(10)));
+        let attempts: Vec<_> = (receiver.received()[2..].iter())
+            .map(|r| r.header("x-goad-attempt").unwrap().to_string())
+            .collect();
+        assert_eq!(attempts, ["1", "1", "1"]);
+    }
+    wait_until(
+        "the six delivered hooks gone",
+        Duration::from_secs(10),
+        || engine.hook_count().unwrap() == 4,
+    );
+    let sinks = engine.sink_stats().unwrap();
+    assert!(sinks.iter().all(|s| s.breaker == BreakerState::Closed));
+    let waiting: Vec<u32> = rows(&engine).iter().map(|r| r.record.attempts).collect();
+    assert_eq!(waiting, [1; 4], "the failed rows still back off");
 }

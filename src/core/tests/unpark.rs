@@ -77,14 +77,14 @@ fn turning_breakers_off_runs_the_parked_rows_at_once() {
     });
     assert_eq!(attempts, [2; 9]);
     assert!(m.rows.is_empty());
-    assert!(!c.is_releasing());
+    assert!(!c.is_unparking());
 }
 
-/// A reload that removes one source's sink releases that key's parked
+/// A reload that removes one source's sink unparks that key's parked
 /// rows, which the scan dead-letters as `sink_gone` at once; the rows
 /// parked behind the other keys' breakers, still open, stay parked.
 #[test]
-fn removing_a_sink_releases_only_its_parked_rows() {
+fn removing_a_sink_unparks_only_its_rows() {
     let t = 1_000;
     let (mut config, mut c, mut m) = parked_behind_three_breakers(t);
     config.sources[0] = source("a", "t", &["y"]);
@@ -117,15 +117,15 @@ fn a_row_waiting_out_a_backoff_keeps_its_due_time() {
     settle_at(&mut c, &mut m, 10, &mut |job| {
         panic!("{job:?} started early")
     });
-    assert!(!c.is_releasing());
+    assert!(!c.is_unparking());
     assert_eq!(due_rows(&m), [("a".to_string(), 10_000)]);
 }
 
 /// A new core that closes a breaker its store kept (its sink is gone by
-/// then) releases the rows it parked, dead-lettered as `sink_gone` at
+/// then) unparks the rows it parked, dead-lettered as `sink_gone` at
 /// once; the breakers it keeps hold theirs.
 #[test]
-fn a_kept_breaker_closed_at_open_releases_its_parked_rows() {
+fn a_kept_breaker_closed_at_open_unparks_its_rows() {
     let t = 1_000;
     let (mut config, _, mut m) = parked_behind_three_breakers(t);
     config.sources[0] = source("a", "t", &["y"]);

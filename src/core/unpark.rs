@@ -2,12 +2,12 @@
 //! rather than left waiting to the end of an open period nothing keeps.
 //!
 //! A reload that drops an open breaker (its sink removed or moved, see
-//! `Core::keeps_breaker`) releases its tenant's parked rows, one that turns
+//! `Core::keeps_breaker`) unparks its tenant's parked rows, one that turns
 //! breakers off (`breaker_failures` 0) every tenant's, and a new core that
-//! closes a breaker its store kept releases that breaker's tenant. The rows
+//! closes a breaker its store kept unparks that breaker's tenant. The rows
 //! the breaker held (never attempted, past every due time) are the pass over
-//! held rows' (see `held`); this pass takes those it parked with their
-//! attempts spent, due at the end of its open period.
+//! held rows' (see `held`); this pass takes those it parked due at the
+//! end of its open period (attempted, or the one to be its probe).
 //!
 //! It walks each tenant's due index from now up to the held rows, one step
 //! (at most `WAKE_STEP_ROWS` entries) at the end of each scan as the pass
@@ -23,9 +23,9 @@
 use super::*;
 use crate::limits::WAKE_STEP_ROWS;
 
-/// Where a release stands.
+/// Where unparking stands.
 #[derive(Debug, Default)]
-pub(super) struct ReleasePass {
+pub(super) struct UnparkPass {
     /// Every tenant is to be walked: the next step reads them from the index.
     every_tenant: bool,
     /// The tenants left to walk; the first is being walked.
@@ -36,8 +36,8 @@ pub(super) struct ReleasePass {
 
 impl Core {
     /// Releases `tenant`'s parked rows (see the module docs).
-    pub(super) fn release_parked(&mut self, tenant: &TenantId) {
-        let pass = &mut self.releasing;
+    pub(super) fn unpark_tenant(&mut self, tenant: &TenantId) {
+        let pass = &mut self.unparking;
         if !pass.every_tenant && !pass.tenants.contains(tenant) {
             pass.tenants.push_back(tenant.clone());
         }
@@ -45,32 +45,32 @@ impl Core {
     }
 
     /// Releases every tenant's parked rows.
-    pub(super) fn release_every_parked(&mut self) {
-        self.releasing.every_tenant = true;
+    pub(super) fn unpark_every_tenant(&mut self) {
+        self.unparking.every_tenant = true;
         self.scan_requested = true;
     }
 
-    /// Whether a release is under way.
-    pub fn is_releasing(&self) -> bool {
-        self.releasing.every_tenant || !self.releasing.tenants.is_empty()
+    /// Whether unparking is under way.
+    pub fn is_unparking(&self) -> bool {
+        self.unparking.every_tenant || !self.unparking.tenants.is_empty()
     }
 
-    /// One step of the release under way, if any: reads at most
+    /// One step of unparking, if under way: reads at most
     /// `WAKE_STEP_ROWS` due entries after `now_ms`, tenant by tenant, and
-    /// makes the released rows due at `now_ms`; returns how many.
-    pub(super) fn release_step(&mut self, now_ms: u64, index: &mut dyn DueIndex) -> u64 {
-        if std::mem::take(&mut self.releasing.every_tenant) {
+    /// makes the unparked rows due at `now_ms`; returns how many.
+    pub(super) fn unpark_step(&mut self, now_ms: u64, index: &mut dyn DueIndex) -> u64 {
+        if std::mem::take(&mut self.unparking.every_tenant) {
             let mut tenants = Vec::new();
             index.tenants(&mut tenants);
-            self.releasing.tenants = tenants.into();
-            self.releasing.after = None;
+            self.unparking.tenants = tenants.into();
+            self.unparking.after = None;
         }
-        let (mut budget, mut released) = (WAKE_STEP_ROWS, 0);
+        let (mut budget, mut unparked) = (WAKE_STEP_ROWS, 0);
         while budget > 0 {
-            let Some(tenant) = self.releasing.tenants.front().cloned() else {
+            let Some(tenant) = self.unparking.tenants.front().cloned() else {
                 break;
             };
-            let after = match self.releasing.after.take() {
+            let after = match self.unparking.after.take() {
                 Some(entry) if entry.due_at_ms > now_ms => entry,
                 _ => wake_start(&tenant, now_ms),
             };
@@ -79,22 +79,22 @@ impl Core {
             budget -= page.len();
             match page.last() {
                 // The step's budget ran out in this tenant: it may have more.
-                Some(last) if budget == 0 => self.releasing.after = Some(last.clone()),
+                Some(last) if budget == 0 => self.unparking.after = Some(last.clone()),
                 _ => {
-                    self.releasing.tenants.pop_front();
+                    self.unparking.tenants.pop_front();
                 }
             }
             for entry in page {
-                released += self.release_if_parked(now_ms, entry, index);
+                unparked += self.unpark_if_parked(now_ms, entry, index);
             }
         }
-        self.scan_requested |= released > 0;
-        released
+        self.scan_requested |= unparked > 0;
+        unparked
     }
 
     /// One due entry: made due now (1) if its row is parked and its key
     /// has no open breaker.
-    fn release_if_parked(&mut self, now_ms: u64, entry: DueEntry, index: &mut dyn DueIndex) -> u64 {
+    fn unpark_if_parked(&mut self, now_ms: u64, entry: DueEntry, index: &mut dyn DueIndex) -> u64 {
         let Some((state, hook)) = self.read_or_settle(now_ms, &entry, index) else {
             return 0;
         };
