@@ -39,8 +39,8 @@
 //!   times, with rows of both claimed);
 //! - a wake of a sink (at seeded times, half of them all at once, half a
 //!   step an iteration) makes exactly that sink's waiting rows due: none
-//!   is left waiting, and as many are woken as waited (checked of those
-//!   all at once);
+//!   is left waiting (but rows behind their lane's head), and as many are
+//!   woken as waited (checked of those all at once);
 //! - no call of a paused sink starts (sinks are paused and resumed at
 //!   seeded times), and once the pass over held rows that a change (or
 //!   an open) starts ends, only rows of paused sinks are held;
@@ -62,7 +62,7 @@ use goad::core::{
 };
 use goad::runtime::{Completion, NewRows, ShardState};
 use goad::store::{DeadFilter, Hook, PurgeStep, ReviveStep, ShardStore};
-use goad::{Config, RowStatus};
+use goad::{Config, RowStatus, RowView, SinkState};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::num::NonZeroU16;
 use std::sync::Arc;
@@ -392,8 +392,16 @@ impl Sim {
         let catalog = self.catalog.clone();
         let waiting = |shard: &mut ShardState| -> HashSet<RowId> {
             shard.flush().unwrap();
-            let rows = shard.store().rows().unwrap();
-            (rows.into_iter())
+            let store = shard.store();
+            // A row behind its lane's head waits for the head, not for a
+            // due time (see `core::sink_wake`).
+            let in_lane = |r: &RowView| {
+                let status = store.hook_status(0, &r.hook_id).unwrap().unwrap();
+                (status.sinks.iter()).any(|s| {
+                    s.sink_index == r.row.sink_index && matches!(s.state, SinkState::InLane(_))
+                })
+            };
+            (store.rows().unwrap().into_iter())
                 .filter(|r| {
                     let bound = catalog.bind(&r.source_id, r.row.sink_index, &r.record.sink_type);
                     r.record.status == RowStatus::Pending
@@ -401,6 +409,7 @@ impl Sim {
                         && (now_ms + 1..HELD_DUE_MS).contains(&r.record.at_ms)
                         && r.source_id == *key.source_id
                         && bound == Binding::Bound { sink_index }
+                        && !in_lane(r)
                 })
                 .map(|r| r.row)
                 .collect()

@@ -12,7 +12,11 @@
 //! concurrency, by the tenants' round robin.
 //!
 //! Rows held for a paused sink are left held (the engine refuses to wake a
-//! paused sink), and rows claimed or in flight are left to their attempts.
+//! paused sink), rows claimed or in flight are left to their attempts, and
+//! rows waiting in an ordering lane behind its head are left in it: the
+//! head is woken, and a row that comes to head the lane is due when its
+//! record says — at once, unless an attempt from before a shard restart
+//! left it a backoff to wait out (a rare case the wake does not cut).
 //! The walk goes in due order from now: a row it made due sits before it,
 //! and a row a failure meanwhile rescheduled after it is woken again.
 
