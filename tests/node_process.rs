@@ -920,10 +920,14 @@ fn resident_bytes(pid: u32) -> u64 {
     kib * 1024
 }
 
-/// A reload gives back what it allocated for a while: five reloads of a
-/// 4,000-sink config leave the node's resident memory within a quarter of
-/// what it was after the first (glibc's allocator kept the freed pages:
-/// ~130 MB more a reload at 10,000 sinks, up to ~350 MB).
+/// A reload gives back what it allocated for a while: nine reloads of a
+/// 4,000-sink config leave the node's resident memory within half of what
+/// it was after the first (glibc's allocator kept the freed pages: ~130 MB
+/// more a reload at 10,000 sinks, up to ~350 MB; here ~8 MB a reload,
+/// 63 MB after the first and 130 MB after nine without giving it back).
+/// Half, not a quarter: on a busy machine the reloads ran on more of the
+/// node's threads, whose allocator arenas kept ~14 MB more (53 MB after
+/// the first, 67 MB after five, in 2 of 13 runs beside other tests).
 #[test]
 fn reloads_of_a_large_config_give_back_the_memory_they_took() {
     let dir = tempfile::tempdir().unwrap();
@@ -945,12 +949,12 @@ fn reloads_of_a_large_config_give_back_the_memory_they_took() {
     };
     reload();
     let after_first = resident_bytes(node.child.id());
-    for _ in 0..4 {
+    for _ in 0..8 {
         reload();
     }
-    let after_five = resident_bytes(node.child.id());
+    let after_nine = resident_bytes(node.child.id());
     assert!(
-        after_five <= after_first + after_first / 4,
-        "resident {after_first} bytes after the first reload, {after_five} after five"
+        after_nine <= after_first + after_first / 2,
+        "resident {after_first} bytes after the first reload, {after_nine} after nine"
     );
 }

@@ -25,8 +25,8 @@
 //!   crash or a restart takes back no breaker that was not open (breakers
 //!   are turned off and on again by reloads at seeded times, which closes
 //!   the open ones, and a rebuild with them off closes those the store
-//!   kept); once the unparking that a reload turning
-//!   breakers off starts ends, no row is parked past now;
+//!   kept); once the unparking that a reload turning breakers off starts
+//!   ends, no row is parked past now;
 //! - an ordering lane (some sinks are ordered, per seed) runs one row at a
 //!   time, and its rows first start in commit order (a replayed row, which
 //!   rejoins its lane, aside);
@@ -489,8 +489,8 @@ impl Sim {
     }
 
     /// Once the core's unparking ends after a reload turned breakers off,
-    /// no row is parked past now: unparking made the
-    /// parked rows due, and nothing parks while breakers are off.
+    /// no row is parked past now: unparking made the parked rows due, and
+    /// nothing parks while breakers are off.
     fn check_none_parked_when_unparked(&mut self, shard: &mut ShardState) {
         if !self.parked_check_due || shard.core().is_unparking() {
             return;
