@@ -57,9 +57,9 @@ fn stripe_to(dir: &std::path::Path, sink: SinkConfig) -> Config {
 struct Moto {
     child: Child,
     url: String,
-    /// Where it writes what it records (its own file: moto's default is
-    /// one in the working directory).
-    _recording: tempfile::TempDir,
+    /// Its own directory: the file it records to (moto's default is one
+    /// in the working directory) and its log, which a failed call shows.
+    dir: tempfile::TempDir,
 }
 
 impl Moto {
@@ -89,8 +89,7 @@ impl Moto {
                 "-p",
                 &port.to_string(),
             ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stdout(Stdio::null());
         // Tests point goad's credential sources at AWS variables (a
         // profile, a role); moto's own boto must not follow them.
         for (name, _) in std::env::vars().filter(|(name, _)| name.starts_with("AWS_")) {
@@ -103,8 +102,10 @@ impl Moto {
         if let Some(home) = HOME.get_or_init(|| std::env::var_os("HOME")) {
             command.env("HOME", home);
         }
-        let recording = tempfile::tempdir().unwrap();
-        command.env("MOTO_RECORDER_FILEPATH", recording.path().join("recording"));
+        let dir = tempfile::tempdir().unwrap();
+        command.env("MOTO_RECORDER_FILEPATH", dir.path().join("recording"));
+        let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
+        command.stderr(log);
         if let Some(n) = unsigned_requests {
             command.env("INITIAL_NO_AUTH_ACTION_COUNT", n.to_string());
         }
@@ -114,7 +115,7 @@ impl Moto {
         let mut moto = Moto {
             child,
             url: format!("http://127.0.0.1:{port}"),
-            _recording: recording,
+            dir,
         };
         wait_until("moto's server listens", Duration::from_secs(30), || {
             let exited = moto.child.try_wait().unwrap();
@@ -138,7 +139,7 @@ impl Moto {
             .unwrap();
         let (status, answer) = self.run(request);
         let answer = String::from_utf8_lossy(&answer).into_owned();
-        assert_eq!(status, 200, "{target}: {answer}");
+        assert_eq!(status, 200, "{target}: {answer}\n{}", self.log_tail());
         serde_json::from_str(&answer).unwrap()
     }
 
@@ -151,6 +152,14 @@ impl Moto {
         let mut response = agent.run(request).unwrap();
         let status = response.status().as_u16();
         (status, response.body_mut().read_to_vec().unwrap())
+    }
+
+    /// The last lines moto logged (a traceback, for a 500).
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = lines[lines.len().saturating_sub(30)..].join("\n");
+        format!("moto's log ends:\n{tail}")
     }
 
     fn create_queue(&self, name: &str) -> String {
@@ -172,7 +181,7 @@ impl Moto {
             .unwrap();
         let (status, answer) = self.run(request);
         let answer = String::from_utf8_lossy(&answer).into_owned();
-        assert_eq!(status, 200, "{params}: {answer}");
+        assert_eq!(status, 200, "{params}: {answer}\n{}", self.log_tail());
         answer
     }
 
