@@ -628,19 +628,17 @@ mod tests {
                     reason: reason.into(),
                 },
             ];
-            for op in &ops {
-                apply(
-                    &store,
-                    &mut wtxn,
-                    &tenants,
-                    op,
-                    &mut TenantDeltas::default(),
-                )
-                .unwrap();
-            }
+            apply_all(&store, &mut wtxn, &tenants, &ops);
         }
         wtxn.commit().unwrap();
         (store, tenants)
+    }
+
+    /// Writes `ops` as a shard writes its core's decisions.
+    fn apply_all(store: &ShardStore, wtxn: &mut RwTxn, tenants: &TenantTable, ops: &[StoreOp]) {
+        for op in ops {
+            apply(store, wtxn, tenants, op, &mut TenantDeltas::default()).unwrap();
+        }
     }
 
     /// Reference scenarios 35 and 36: a replay step examines at most its
@@ -866,16 +864,7 @@ mod tests {
                 },
             ];
             let mut wtxn = store.env.write_txn().unwrap();
-            for op in &ops {
-                apply(
-                    &store,
-                    &mut wtxn,
-                    &tenants,
-                    op,
-                    &mut TenantDeltas::default(),
-                )
-                .unwrap();
-            }
+            apply_all(&store, &mut wtxn, &tenants, &ops);
             wtxn.commit().unwrap();
         };
         deliver(1);
