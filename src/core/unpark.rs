@@ -35,7 +35,7 @@ pub(super) struct UnparkPass {
 }
 
 impl Core {
-    /// Releases `tenant`'s parked rows (see the module docs).
+    /// Unparks `tenant`'s rows (see the module docs).
     pub(super) fn unpark_tenant(&mut self, tenant: &TenantId) {
         let pass = &mut self.unparking;
         if !pass.every_tenant && !pass.tenants.contains(tenant) {
@@ -44,7 +44,7 @@ impl Core {
         self.scan_requested = true;
     }
 
-    /// Releases every tenant's parked rows.
+    /// Unparks every tenant's rows.
     pub(super) fn unpark_every_tenant(&mut self) {
         self.unparking.every_tenant = true;
         self.scan_requested = true;
