@@ -666,6 +666,21 @@ fn settle_at(
     }
 }
 
+/// Claims every due row at `t_ms` and starts all of them; each fails,
+/// which opens their keys' breakers (at one failure), and the rows, due
+/// again at once (no backoff), are claimed and parked. Returns how many
+/// started.
+fn fail_every_row_and_park(c: &mut Core, m: &mut Model, t_ms: u64) -> usize {
+    c.handle_scan(t_ms, m);
+    let _ = m.apply(c);
+    let jobs: Vec<Job> = std::iter::from_fn(|| c.poll_job(t_ms)).collect();
+    for job in &jobs {
+        c.handle_outcome(t_ms, job.id, fail(FailureClass::Transient), TOOK);
+    }
+    settle_at(c, m, t_ms, &mut |_| panic!("nothing starts while open"));
+    jobs.len()
+}
+
 /// Reloads `config` into the core, as the shard does.
 fn reconfigure(c: &mut Core, config: &Config) {
     let catalog = Arc::new(Catalog::from_config(config));

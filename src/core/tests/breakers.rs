@@ -425,16 +425,7 @@ fn probe_with_four_rows_queued(t: u64) -> (Core, Model, Job) {
     for _ in 0..5 {
         m.add("t", "a", &["x"], 0);
     }
-    c.handle_scan(t, &mut m);
-    let _ = m.apply(&mut c);
-    let jobs: Vec<Job> = std::iter::from_fn(|| c.poll_job(t)).collect();
-    assert_eq!(jobs.len(), 5);
-    for job in &jobs {
-        c.handle_outcome(t, job.id, fail(FailureClass::Transient), TOOK);
-    }
-    settle_at(&mut c, &mut m, t, &mut |_| {
-        panic!("nothing starts while open")
-    });
+    assert_eq!(fail_every_row_and_park(&mut c, &mut m, t), 5);
     let due: Vec<u64> = m.due.keys().map(|(_, at, _)| *at).collect();
     assert_eq!(due, [t + 500; 5], "parked until the period ends");
     c.handle_scan(t + 500, &mut m);

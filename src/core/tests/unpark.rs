@@ -22,17 +22,7 @@ fn parked_behind_three_breakers(t_ms: u64) -> (Config, Core, Model) {
             m.add(tenant, source, &["x"], 0);
         }
     }
-    c.handle_scan(t_ms, &mut m);
-    let _ = m.apply(&mut c);
-    let jobs: Vec<Job> = std::iter::from_fn(|| c.poll_job(t_ms)).collect();
-    assert_eq!(jobs.len(), 9);
-    for job in &jobs {
-        c.handle_outcome(t_ms, job.id, fail(FailureClass::Transient), TOOK);
-    }
-    // Due again at once (no backoff), claimed, and parked.
-    settle_at(&mut c, &mut m, t_ms, &mut |_| {
-        panic!("nothing starts while open")
-    });
+    assert_eq!(fail_every_row_and_park(&mut c, &mut m, t_ms), 9);
     let due: Vec<u64> = m.due.keys().map(|(_, at, _)| *at).collect();
     assert_eq!(due, [t_ms + OPEN_MS; 9], "every row parked for the period");
     assert!(m.rows.values().all(|(state, _)| state.parked));
