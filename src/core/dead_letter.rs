@@ -25,7 +25,7 @@ impl Core {
         if state.unlogged_dead == 1 {
             self.unlogged_dead_keys.push(key.clone());
         }
-        self.dead(now_ms, row, fields, reason, Some((key, hook)));
+        self.dead(now_ms, row, fields, reason, Some((key, &hook.id)));
     }
 
     /// Dead-letters a row its config no longer delivers (its source or
@@ -35,15 +35,16 @@ impl Core {
         &mut self,
         now_ms: u64,
         row: RowId,
-        hook: &crate::store::Hook,
+        hook_id: &str,
+        source_id: &Arc<str>,
         fields: RowFields,
         reason: DeadReason,
     ) {
-        let key = fields.key(&hook.source_id, row);
-        self.dead(now_ms, row, fields, reason, Some((&key, hook)));
+        let key = fields.key(source_id, row);
+        self.dead(now_ms, row, fields, reason, Some((&key, hook_id)));
     }
 
-    /// Writes a row dead; `reported_as` (its sink key and hook) also
+    /// Writes a row dead; `reported_as` (its sink key and hook id) also
     /// reports it, with its last attempt's number, when observed.
     pub(super) fn dead(
         &mut self,
@@ -51,13 +52,13 @@ impl Core {
         row: RowId,
         fields: RowFields,
         reason: DeadReason,
-        reported_as: Option<(&SinkKey, &crate::store::Hook)>,
+        reported_as: Option<(&SinkKey, &str)>,
     ) {
         self.stats.dead += 1;
         self.stats.dead_by_reason.add(reason.kind());
         let reason = truncate(reason.to_string());
-        if let Some((key, hook)) = reported_as {
-            self.observe(key, &hook.id, fields.attempts, now_ms, || Outcome::Dead {
+        if let Some((key, hook_id)) = reported_as {
+            self.observe(key, hook_id, fields.attempts, now_ms, || Outcome::Dead {
                 reason: reason.clone(),
             });
         }

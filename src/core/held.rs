@@ -112,10 +112,10 @@ impl Core {
     /// breaker still holds it (see [`Breaker::keeps_rows_held`]). One that
     /// cannot be read is settled as a scan settles it.
     fn wake_if_resumed(&mut self, now_ms: u64, entry: DueEntry, index: &mut dyn DueIndex) -> u64 {
-        let Some((state, hook)) = self.read_or_settle(now_ms, &entry, index) else {
+        let Some(RowHead { state, hook }) = self.read_or_settle(now_ms, &entry, index) else {
             return 0;
         };
-        if let Some(key) = self.bound_key(&entry, &hook, &state) {
+        if let Some(key) = self.bound_key(&entry, &hook.source_id, &state) {
             if self.catalog.is_paused(&key.source_id, key.sink_index) {
                 return 0;
             }
@@ -127,39 +127,39 @@ impl Core {
         1
     }
 
-    /// The state and hook of `entry`'s row, for a pass that decides on it
-    /// without claiming it; `None` when it cannot be read, once it is
+    /// The state and hook ids of `entry`'s row, for a pass that decides on
+    /// it without claiming it; `None` when it cannot be read, once it is
     /// settled as a scan settles it.
     pub(super) fn read_or_settle(
         &mut self,
         now_ms: u64,
         entry: &DueEntry,
         index: &mut dyn DueIndex,
-    ) -> Option<(RowState, Arc<crate::store::Hook>)> {
-        match index.load(entry.row) {
-            Loaded::Row { state, hook } => Some((state, hook)),
-            unreadable => {
+    ) -> Option<RowHead> {
+        match index.load_head(entry.row) {
+            Ok(head) => Some(head),
+            Err(unreadable) => {
                 self.claim(now_ms, entry.clone(), unreadable);
                 None
             }
         }
     }
 
-    /// The key `entry`'s row binds to now; `None` when its source or sink
-    /// is gone (the scan dead-letters it).
+    /// The key `entry`'s row, a row of source `source_id`, binds to now;
+    /// `None` when its source or sink is gone (the scan dead-letters it).
     pub(super) fn bound_key(
         &self,
         entry: &DueEntry,
-        hook: &crate::store::Hook,
+        source_id: &Arc<str>,
         state: &RowState,
     ) -> Option<SinkKey> {
-        let binding = (self.catalog).bind(&hook.source_id, entry.row.sink_index, &state.sink_type);
+        let binding = (self.catalog).bind(source_id, entry.row.sink_index, &state.sink_type);
         let Binding::Bound { sink_index } = binding else {
             return None;
         };
         Some(SinkKey {
             tenant: entry.tenant.clone(),
-            source_id: hook.source_id.clone(),
+            source_id: source_id.clone(),
             sink_index,
             sink_type: state.sink_type.clone(),
         })

@@ -222,14 +222,28 @@ impl Core {
                     let reason = DeadReason::SourceGone {
                         source_id: hook.source_id.clone(),
                     };
-                    return self.config_dead(now_ms, entry.row, &hook, fields, reason);
+                    return self.config_dead(
+                        now_ms,
+                        entry.row,
+                        &hook.id,
+                        &hook.source_id,
+                        fields,
+                        reason,
+                    );
                 }
                 Binding::SinkGone => {
                     let reason = DeadReason::SinkGone {
                         sink_index: entry.row.sink_index,
                         sink_type: state.sink_type,
                     };
-                    return self.config_dead(now_ms, entry.row, &hook, fields, reason);
+                    return self.config_dead(
+                        now_ms,
+                        entry.row,
+                        &hook.id,
+                        &hook.source_id,
+                        fields,
+                        reason,
+                    );
                 }
             };
         let key = SinkKey {

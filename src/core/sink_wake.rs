@@ -104,7 +104,7 @@ impl Core {
         entry: DueEntry,
         index: &mut dyn DueIndex,
     ) -> u64 {
-        let Some((state, hook)) = self.read_or_settle(now_ms, &entry, index) else {
+        let Some(RowHead { state, hook }) = self.read_or_settle(now_ms, &entry, index) else {
             return 0;
         };
         let binding = (self.catalog).bind(&hook.source_id, entry.row.sink_index, &state.sink_type);

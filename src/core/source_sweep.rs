@@ -111,22 +111,25 @@ impl Core {
         entry: DueEntry,
         index: &mut dyn DueIndex,
     ) -> u64 {
-        let (state, hook) = match index.load(entry.row) {
-            Loaded::Row { state, hook } if &*hook.source_id == source_id => (state, hook),
-            // A corrupt row's source is unknown: the scan quarantines it.
-            Loaded::Row { .. } | Loaded::RowCorrupt | Loaded::HookCorrupt { .. } => return 0,
-            Loaded::RowMissing | Loaded::HookMissing => {
+        let RowHead { state, hook } = match index.load_head(entry.row) {
+            Ok(head) => head,
+            Err(Loaded::RowMissing | Loaded::HookMissing) => {
                 self.ops.push_back(StoreOp::claim_of(&entry));
                 self.ops.push_back(StoreOp::Forget { row: entry.row });
                 return 0;
             }
+            // A corrupt row's source is unknown: the scan quarantines it.
+            Err(_) => return 0,
         };
+        if &*hook.source_id != source_id {
+            return 0;
+        }
         self.ops.push_back(StoreOp::claim_of(&entry));
         let fields = RowFields::of(&entry, &state);
         let reason = DeadReason::SourceGone {
             source_id: hook.source_id.clone(),
         };
-        self.config_dead(now_ms, entry.row, &hook, fields, reason);
+        self.config_dead(now_ms, entry.row, &hook.id, &hook.source_id, fields, reason);
         1
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::core::retry::FailureClass;
 use crate::core::BreakerEvent;
-use crate::store::Hook;
+use crate::store::{Hook, HookHead};
 use std::fmt;
 use std::sync::Arc;
 
@@ -121,6 +121,27 @@ pub trait DueIndex {
     );
     /// The row and its hook.
     fn load(&mut self, row: RowId) -> Loaded;
+    /// The row and its hook's ids, not its headers and body: for a pass
+    /// that decides on many rows without claiming them (a hook may weigh a
+    /// mebibyte). `Err` is what [`DueIndex::load`] reports of a row that
+    /// cannot be read; a hook whose ids decode is read as a row here, and
+    /// the scan that claims it finds the rest.
+    fn load_head(&mut self, row: RowId) -> Result<RowHead, Loaded> {
+        match self.load(row) {
+            Loaded::Row { state, hook } => Ok(RowHead {
+                state,
+                hook: hook.head(),
+            }),
+            unreadable => Err(unreadable),
+        }
+    }
+}
+
+/// A pending row as [`DueIndex::load_head`] reads it.
+#[derive(Debug, Clone)]
+pub struct RowHead {
+    pub state: RowState,
+    pub hook: HookHead,
 }
 
 /// What the store keeps of a row besides where it is and its last error;

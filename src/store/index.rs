@@ -9,10 +9,10 @@
 use super::keys::{
     hook_key, is_hook_key, parse_row_key, parse_timed_key, row_key, timed_key, u64_at,
 };
-use super::record::{decode_hook, decode_row, Hook, RowRecord, RowStatus};
+use super::record::{decode_hook, decode_hook_head, decode_row, Hook, RowRecord, RowStatus};
 use super::write::PARKED_ERROR;
 use super::{ShardStore, StoreError, TenantTable};
-use crate::core::{DueEntry, DueIndex, Loaded, RowId, RowState, TenantId};
+use crate::core::{DueEntry, DueIndex, Loaded, RowHead, RowId, RowState, TenantId};
 use crate::limits::MAX_UNREADABLE_DUE_PER_SCAN;
 use heed::RwTxn;
 use std::collections::HashMap;
@@ -38,10 +38,14 @@ pub struct TxnIndex<'t> {
     store: &'t ShardStore,
     txn: &'t RwTxn<'t>,
     tenants: &'t TenantTable,
+    /// Hooks loaded whole, shared by the claims of their rows.
     hooks: HashMap<u64, Arc<Hook>>,
     /// Rows of the last page read ahead (see [`TxnIndex::read_ahead`]),
     /// in row order.
     rows: Vec<(RowId, Option<RowRecord>)>,
+    /// The stored bytes of that page's hooks, decoded only as far as a
+    /// load asks (a pass over many rows reads their ids, not their bodies).
+    hook_bytes: HashMap<u64, &'t [u8]>,
     /// Due entries stepped over (at most `MAX_UNREADABLE_DUE_PER_SCAN`).
     unreadable: Vec<Unreadable>,
     error: Option<StoreError>,
@@ -59,6 +63,7 @@ impl<'t> TxnIndex<'t> {
             tenants,
             hooks: HashMap::new(),
             rows: Vec::new(),
+            hook_bytes: HashMap::new(),
             unreadable: Vec::new(),
             error: None,
         }
@@ -138,6 +143,7 @@ impl<'t> TxnIndex<'t> {
     /// beside a large tenant as alone. Sparse pages are loaded row by row.
     fn read_ahead(&mut self, page: &[DueEntry]) -> Result<(), StoreError> {
         self.rows.clear();
+        self.hook_bytes.clear();
         let mut wanted: Vec<RowId> = page.iter().map(|e| e.row).collect();
         wanted.sort_unstable();
         wanted.dedup();
@@ -150,17 +156,15 @@ impl<'t> TxnIndex<'t> {
         }
         let (low, high) = (hook_key(first.seq), row_key(*last));
         let bounds = (Bound::Included(&low[..]), Bound::Included(&high[..]));
-        // A record that does not decode is left out: `load_row` reads it
+        // A row that does not decode is left out: `row_state` reads it
         // again and reports it corrupt.
-        for item in self.store.records.range(self.txn, &bounds)? {
+        let (store, txn) = (self.store, self.txn);
+        for item in store.records.range(txn, &bounds)? {
             let (k, v) = item?;
             if is_hook_key(k) {
                 let seq = u64_at(k, 0);
-                let needed = wanted.binary_search_by(|r| r.seq.cmp(&seq)).is_ok();
-                if needed && !self.hooks.contains_key(&seq) {
-                    if let Ok(hook) = decode_hook(seq, v) {
-                        self.hooks.insert(seq, Arc::new(hook));
-                    }
+                if wanted.binary_search_by(|r| r.seq.cmp(&seq)).is_ok() {
+                    self.hook_bytes.insert(seq, v);
                 }
             } else if let Some(row) = parse_row_key(k) {
                 if wanted.binary_search(&row).is_ok() {
@@ -173,7 +177,9 @@ impl<'t> TxnIndex<'t> {
         Ok(())
     }
 
-    fn load_row(&mut self, row: RowId) -> Result<Loaded, StoreError> {
+    /// The state of a pending row, from the page read ahead or the store;
+    /// `Err` when it cannot be read (what `load` reports).
+    fn row_state(&mut self, row: RowId) -> Result<Result<RowState, Loaded>, StoreError> {
         let ahead = match self.rows.binary_search_by(|(r, _)| r.cmp(&row)) {
             Ok(i) => self.rows[i].1.take(),
             Err(_) => None,
@@ -182,42 +188,74 @@ impl<'t> TxnIndex<'t> {
             Some(record) => record,
             None => {
                 let Some(bytes) = self.store.records.get(self.txn, &row_key(row))? else {
-                    return Ok(Loaded::RowMissing);
+                    return Ok(Err(Loaded::RowMissing));
                 };
                 match decode_row(bytes) {
                     Ok(record) => record,
-                    Err(_) => return Ok(Loaded::RowCorrupt),
+                    Err(_) => return Ok(Err(Loaded::RowCorrupt)),
                 }
             }
         };
         // A due key names only pending rows; a row that says otherwise
         // contradicts the index.
         if record.status != RowStatus::Pending {
-            return Ok(Loaded::RowCorrupt);
+            return Ok(Err(Loaded::RowCorrupt));
         }
-        let state = RowState {
+        Ok(Ok(RowState {
             parked: record.error.as_deref() == Some(PARKED_ERROR),
             sink_type: record.sink_type,
             attempts: record.attempts,
             first_attempt_at_ms: record.first_attempt_at_ms,
             replay: record.replay,
             lane: record.lane,
+        }))
+    }
+
+    /// The stored bytes of hook `seq`, from the page read ahead or the store.
+    fn hook_bytes(&mut self, seq: u64) -> Result<Option<&'t [u8]>, StoreError> {
+        if let Some(bytes) = self.hook_bytes.get(&seq) {
+            return Ok(Some(bytes));
+        }
+        let (store, txn) = (self.store, self.txn);
+        Ok(store.records.get(txn, &hook_key(seq))?)
+    }
+
+    fn load_row(&mut self, row: RowId) -> Result<Loaded, StoreError> {
+        let state = match self.row_state(row)? {
+            Ok(state) => state,
+            Err(unreadable) => return Ok(unreadable),
         };
-        let hook = match self.hooks.get(&row.seq) {
-            Some(h) => h.clone(),
-            None => {
-                let Some(bytes) = self.store.records.get(self.txn, &hook_key(row.seq))? else {
-                    return Ok(Loaded::HookMissing);
-                };
-                let Ok(hook) = decode_hook(row.seq, bytes) else {
-                    return Ok(Loaded::HookCorrupt { state });
-                };
-                let hook = Arc::new(hook);
-                self.hooks.insert(row.seq, hook.clone());
-                hook
-            }
+        if let Some(hook) = self.hooks.get(&row.seq) {
+            let hook = hook.clone();
+            return Ok(Loaded::Row { state, hook });
+        }
+        let Some(bytes) = self.hook_bytes(row.seq)? else {
+            return Ok(Loaded::HookMissing);
         };
+        let Ok(hook) = decode_hook(row.seq, bytes) else {
+            return Ok(Loaded::HookCorrupt { state });
+        };
+        let hook = Arc::new(hook);
+        self.hooks.insert(row.seq, hook.clone());
         Ok(Loaded::Row { state, hook })
+    }
+
+    fn load_row_head(&mut self, row: RowId) -> Result<Result<RowHead, Loaded>, StoreError> {
+        let state = match self.row_state(row)? {
+            Ok(state) => state,
+            Err(unreadable) => return Ok(Err(unreadable)),
+        };
+        if let Some(hook) = self.hooks.get(&row.seq) {
+            let hook = hook.head();
+            return Ok(Ok(RowHead { state, hook }));
+        }
+        let Some(bytes) = self.hook_bytes(row.seq)? else {
+            return Ok(Err(Loaded::HookMissing));
+        };
+        Ok(match decode_hook_head(bytes) {
+            Ok(hook) => Ok(RowHead { state, hook }),
+            Err(_) => Err(Loaded::HookCorrupt { state }),
+        })
     }
 }
 
@@ -251,9 +289,77 @@ impl DueIndex for TxnIndex<'_> {
         }
     }
 
+    // A read error leaves the row as it is; the shell rebuilds from the store.
     fn load(&mut self, row: RowId) -> Loaded {
         let r = self.load_row(row);
-        // A read error leaves the row as it is; the shell rebuilds from the store.
         self.keep(r).unwrap_or(Loaded::RowMissing)
+    }
+
+    fn load_head(&mut self, row: RowId) -> Result<RowHead, Loaded> {
+        let r = self.load_row_head(row);
+        self.keep(r).unwrap_or(Err(Loaded::RowMissing))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::keys::hook_key;
+    use crate::store::record::{encode_hook, sample_hook};
+    use crate::store::{write_commit, NewRow};
+
+    /// A head load decodes a hook's ids only: a hook whose body is cut short
+    /// gives its ids to a head load, read ahead with its page or on its own,
+    /// while a whole load reports it corrupt. Missing rows and hooks are
+    /// reported as a whole load reports them.
+    #[test]
+    fn a_head_load_reads_a_hooks_ids_and_not_its_body() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+        let mut tenants = TenantTable::load(&store).unwrap();
+        let mut wtxn = store.env.write_txn().unwrap();
+        let sinks = [NewRow::unordered(0, "http")];
+        for seq in 1..=4 {
+            let mut hook = sample_hook(seq);
+            hook.source_id = Arc::from(format!("s{seq}"));
+            write_commit(&store, &mut wtxn, &mut tenants, &hook, &sinks, 10).unwrap();
+        }
+        let cut = |seq| {
+            let mut hook = sample_hook(seq);
+            hook.source_id = Arc::from(format!("s{seq}"));
+            let bytes = encode_hook(&hook);
+            bytes[..bytes.len() - 3].to_vec()
+        };
+        for seq in [2, 4] {
+            store
+                .records
+                .put(&mut wtxn, &hook_key(seq), &cut(seq))
+                .unwrap();
+        }
+        let hook_3 = hook_key(3);
+        store.records.delete(&mut wtxn, &hook_3).unwrap();
+
+        let mut index = TxnIndex::new(&store, &wtxn, &tenants);
+        let mut page = Vec::new();
+        index.due_page(&Arc::from("t"), 10, None, 3, &mut page);
+        assert_eq!(page.len(), 3, "rows of hooks 1 to 3, read ahead");
+        let row = |seq| RowId { seq, sink_index: 0 };
+        for seq in [1, 2, 4] {
+            let head = index.load_head(row(seq)).unwrap();
+            assert_eq!(
+                (&*head.hook.id, &*head.hook.source_id),
+                (&*format!("h{seq}"), &*format!("s{seq}"))
+            );
+            assert_eq!(&*head.state.sink_type, "http");
+            assert!(!head.state.parked);
+        }
+        assert!(matches!(index.load(row(2)), Loaded::HookCorrupt { .. }));
+        assert!(matches!(index.load(row(4)), Loaded::HookCorrupt { .. }));
+        assert!(matches!(index.load_head(row(3)), Err(Loaded::HookMissing)));
+        assert!(matches!(index.load_head(row(5)), Err(Loaded::RowMissing)));
+        // A hook loaded whole gives its head from the loaded hook.
+        assert!(matches!(index.load(row(1)), Loaded::Row { .. }));
+        assert_eq!(index.load_head(row(1)).unwrap().hook.id, "h1");
+        assert_eq!(index.finish().unwrap(), Vec::<Unreadable>::new());
     }
 }

@@ -122,7 +122,7 @@ pub use index::{TxnIndex, Unreadable};
 pub use lanes::NewHead;
 pub use lock::DataDirLock;
 pub use purge::{PurgeStep, Purged};
-pub use record::{CorruptRecord, Hook, RowRecord, RowStatus};
+pub use record::{CorruptRecord, Hook, HookHead, RowRecord, RowStatus};
 pub use repair::set_aside_unreadable;
 pub use reshard::{refuse_unfinished_reshard, reshard, Resharded};
 pub use tenants::TenantTable;

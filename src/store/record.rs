@@ -45,6 +45,15 @@ impl Hook {
         self.body.len() as u64
     }
 
+    /// Its ids, as [`decode_hook_head`] reads them.
+    pub fn head(&self) -> HookHead {
+        HookHead {
+            id: self.id.clone(),
+            tenant: self.tenant.clone(),
+            source_id: self.source_id.clone(),
+        }
+    }
+
     /// The key consumers dedupe on: `tenant:source:dedupe_key`, or the id.
     pub fn idempotency_key(&self) -> String {
         match &self.dedupe_key {
