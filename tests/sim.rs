@@ -1030,8 +1030,6 @@ impl Sim {
         // still run in the IO pool and report later.
         if self.rng.below(700) == 0 {
             shard.restart(self.now_ms);
-            // A rebuilt core forgets unparking under way.
-            self.parked_check_due = false;
             self.take_back_breakers(shard);
         }
     }

@@ -324,6 +324,9 @@ impl Core {
             self.next_job_id,
         );
         core.rng = self.rng.clone();
+        // The rows a pass under way made due may not have been written (see
+        // `unpark`): walk every tenant again.
+        core.unpark_every_tenant();
         core.draining = self.draining;
         core.observed = self.observed;
         core.unlogged_dead_keys = self.unlogged_dead_keys.clone();

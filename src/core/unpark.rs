@@ -17,8 +17,9 @@
 //! (a row whose sink is gone is then dead-lettered by the scan as
 //! `sink_gone`); it leaves rows waiting out a backoff and rows behind
 //! another key's open breaker. A rebuilt core (after a store failure or a
-//! panic) does not carry a pass under way on: its rows run when their
-//! parks end.
+//! panic) unparks every tenant: the rows a pass under way made due may
+//! have been in the write that failed. A process that dies mid-pass does
+//! not take it up again: those rows run when their parks end.
 
 use super::*;
 use crate::limits::WAKE_STEP_ROWS;

@@ -132,3 +132,29 @@ fn a_kept_breaker_closed_at_open_unparks_its_rows() {
     });
     a_dead_and_the_others_parked(&c, &m, t);
 }
+
+/// A core rebuilt after a failed write (or a panic) unparks every tenant:
+/// the rows the pass a reload started made due were not written. Here the
+/// reload turned breakers off and nothing of it reached the store; the
+/// rebuilt core runs all nine parked rows at once, each as its second
+/// attempt, rather than at the end of the minute.
+#[test]
+fn a_rebuilt_core_unparks_what_a_lost_write_left_parked() {
+    let t = 1_000;
+    let (mut config, mut c, mut m) = parked_behind_three_breakers(t);
+    config.dispatch.breaker_failures = 0;
+    reconfigure(&mut c, &config);
+    c.handle_scan(t + 5, &mut m);
+    let mut c = c.rebuilt(t + 5);
+    assert!(
+        m.rows.values().all(|(state, _)| state.parked),
+        "nothing written"
+    );
+    let mut attempts = Vec::new();
+    settle_at(&mut c, &mut m, t + 10, &mut |job| {
+        attempts.push(job.attempt);
+        Ok(())
+    });
+    assert_eq!(attempts, [2; 9]);
+    assert!(m.rows.is_empty());
+}
