@@ -173,8 +173,8 @@ struct Sim {
     /// A pause changed: once the core's pass over held rows ends, only
     /// paused sinks' rows may be held.
     held_check_due: bool,
-    /// A reload turned breakers off: once the core's unparking ends, no
-    /// row may be parked.
+    /// A reload turned breakers off: once the core's unparking ends (a new
+    /// core's too, after a restart or a crash), no row may be parked.
     parked_check_due: bool,
     /// Wakes of a sink at seeded times, in steps of seeded sizes.
     wake_rng: Rng,
@@ -1206,7 +1206,6 @@ impl Sim {
                     // The crash fails the calls whose sweep or wake was under way.
                     self.source_sweep = None;
                     self.sink_wake = None;
-                    self.parked_check_due = false;
                     self.pending.clear();
                     self.running.clear();
                     self.call_starts.clear();

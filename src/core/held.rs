@@ -17,8 +17,9 @@
 //! reconfiguration that resumes or removes a paused sink (or any
 //! reconfiguration while a breaker holds rows) and a breaker that closes
 //! with rows held. It runs in steps, one at the end of each scan, each
-//! reading at most `WAKE_STEP_ROWS` held rows, so a shard with a million
-//! held rows goes on claiming and committing while it wakes them. Held
+//! reading at most `WAKE_STEP_ROWS` held rows (a tenant with none counting
+//! one), so a shard with a million held rows, or as many tenants, goes on
+//! claiming and committing while it wakes them. Held
 //! rows sit at the end of their tenant's due index: a pass reads held rows
 //! only.
 
@@ -73,7 +74,7 @@ impl Core {
             });
             let mut page = Vec::new();
             index.due_page(tenant, u64::MAX, Some(&after), budget, &mut page);
-            budget -= page.len();
+            budget -= page.len().max(1);
             match page.last() {
                 // The step's budget ran out in this tenant: it may have more.
                 Some(last) if budget == 0 => pass.after = Some(last.clone()),

@@ -295,7 +295,7 @@ impl Core {
             abandoned: VecDeque::new(),
             scan_requested: true,
             waking: Some(held::WakePass::default()),
-            unparking: unpark::UnparkPass::default(),
+            unparking: unpark::UnparkPass::of_every_tenant(),
             probe_checks: BTreeSet::new(),
             draining: false,
             next_due_at_ms: None,
@@ -324,9 +324,6 @@ impl Core {
             self.next_job_id,
         );
         core.rng = self.rng.clone();
-        // The rows a pass under way made due may not have been written (see
-        // `unpark`): walk every tenant again.
-        core.unpark_every_tenant();
         core.draining = self.draining;
         core.observed = self.observed;
         core.unlogged_dead_keys = self.unlogged_dead_keys.clone();
@@ -562,7 +559,7 @@ impl Core {
     /// rows makes the rows it held due, and unparking those it parked.
     pub fn restore_breaker(&mut self, key: SinkKey, until_ms: u64, opens: u32) {
         if !self.keeps_breaker(&key) {
-            self.unpark_tenant(&key.tenant);
+            // Its parked rows: a new core unparks every tenant.
             return self.report_closed(key);
         }
         self.check_probe_after(until_ms, &key);

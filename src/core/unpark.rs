@@ -3,23 +3,24 @@
 //!
 //! A reload that drops an open breaker (its sink removed or moved, see
 //! `Core::keeps_breaker`) unparks its tenant's parked rows, one that turns
-//! breakers off (`breaker_failures` 0) every tenant's, and a new core that
-//! closes a breaker its store kept unparks that breaker's tenant. The rows
-//! the breaker held (never attempted, past every due time) are the pass over
-//! held rows' (see `held`); this pass takes those it parked due at the
-//! end of its open period (attempted, or the one to be its probe).
+//! breakers off (`breaker_failures` 0) every tenant's, and so does every
+//! new core (a shard's open, after a crash too, and its rebuild after a
+//! store failure or a panic): a breaker its store kept may be one the
+//! config no longer keeps, and a pass a crash or a failed write cut short
+//! left rows parked that nothing keeps. The rows the breaker held (never
+//! attempted, past every due time) are the pass over held rows' (see
+//! `held`); this pass takes those it parked due at the end of its open
+//! period (attempted, or the one to be its probe).
 //!
-//! It walks each tenant's due index from now up to the held rows, one step
-//! (at most `WAKE_STEP_ROWS` entries) at the end of each scan as the pass
-//! over held rows does, so a tenant with a large backlog goes on being
+//! It walks each tenant's due index from now up to the held rows (rows due
+//! by now are the scan's), one step at the end of each scan as the pass
+//! over held rows does — at most `WAKE_STEP_ROWS` entries, a tenant with
+//! none counting one — so a tenant with a large backlog goes on being
 //! claimed meanwhile. It makes due each row still parked
 //! ([`RowState::parked`]) whose key has no open breaker now, attempts kept
 //! (a row whose sink is gone is then dead-lettered by the scan as
-//! `sink_gone`); it leaves rows waiting out a backoff and rows behind
-//! another key's open breaker. A rebuilt core (after a store failure or a
-//! panic) unparks every tenant: the rows a pass under way made due may
-//! have been in the write that failed. A process that dies mid-pass does
-//! not take it up again: those rows run when their parks end.
+//! `sink_gone`); it leaves rows waiting out a backoff and rows behind an
+//! open breaker, restored from the store or not.
 
 use super::*;
 use crate::limits::WAKE_STEP_ROWS;
@@ -33,6 +34,16 @@ pub(super) struct UnparkPass {
     tenants: VecDeque<TenantId>,
     /// The last entry of the first tenant read, when a step stopped in it.
     after: Option<DueEntry>,
+}
+
+impl UnparkPass {
+    /// A pass over every tenant, as a new core starts.
+    pub(super) fn of_every_tenant() -> UnparkPass {
+        UnparkPass {
+            every_tenant: true,
+            ..UnparkPass::default()
+        }
+    }
 }
 
 impl Core {
@@ -77,7 +88,7 @@ impl Core {
             };
             let mut page = Vec::new();
             index.due_page(&tenant, HELD_DUE_MS - 1, Some(&after), budget, &mut page);
-            budget -= page.len();
+            budget -= page.len().max(1);
             match page.last() {
                 // The step's budget ran out in this tenant: it may have more.
                 Some(last) if budget == 0 => self.unparking.after = Some(last.clone()),

@@ -3,6 +3,7 @@
 //! behind a breaker that stays open, and rows waiting out a backoff, wait.
 
 use super::*;
+use crate::limits::WAKE_STEP_ROWS;
 
 /// Breakers that open at the first failure for a minute.
 const OPEN_MS: u64 = 60_000;
@@ -157,4 +158,38 @@ fn a_rebuilt_core_unparks_what_a_lost_write_left_parked() {
     });
     assert_eq!(attempts, [2; 9]);
     assert!(m.rows.is_empty());
+}
+
+/// A new core unparks every tenant: rows parked behind breakers its store
+/// no longer has (a reload dropped them, and the process died before its
+/// pass made their rows due) run at once, as second attempts.
+#[test]
+fn a_new_core_unparks_rows_no_breaker_keeps() {
+    let t = 1_000;
+    let (config, _, mut m) = parked_behind_three_breakers(t);
+    let mut c = core(&config, BIG);
+    let mut attempts = Vec::new();
+    settle_at(&mut c, &mut m, t + 10, &mut |job| {
+        attempts.push(job.attempt);
+        Ok(())
+    });
+    assert_eq!(attempts, [2; 9]);
+    assert!(m.rows.is_empty());
+}
+
+/// A step of unparking or of the pass over held rows reads at most
+/// `WAKE_STEP_ROWS` tenants' pages even when they have nothing to read:
+/// a new core over more tenants than that ends neither pass in its first
+/// scan, and both in its second.
+#[test]
+fn a_step_reads_a_bounded_number_of_tenants() {
+    let mut m = Model::default();
+    for i in 0..=WAKE_STEP_ROWS {
+        m.add(&format!("t{i}"), "a", &["x"], 0);
+    }
+    let mut c = core(&config_with(vec![]), BIG);
+    c.handle_scan(0, &mut m);
+    assert!(c.is_unparking() && c.is_waking());
+    c.handle_scan(0, &mut m);
+    assert!(!c.is_unparking() && !c.is_waking());
 }
