@@ -436,3 +436,55 @@ fn goad_reshard_reports_what_it_did_and_why_it_cannot() {
         "{stderr}"
     );
 }
+
+/// Open breakers close in a reshard, and the row one parked to be its
+/// probe runs at the first open after it (with the row it held), rather
+/// than at the end of its ten-minute open period: the new shards are
+/// written with unparking under way. The row whose failure opened the
+/// breaker keeps its ten-minute backoff.
+#[test]
+fn a_row_parked_behind_a_breaker_runs_at_the_first_open_after_a_reshard() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.shards = 1;
+    c.max_shard_bytes = MAX_SHARD_BYTES;
+    waits_of_ten_minutes(&mut c, 1);
+    c.sources.push(source_of_kinds("s", "t", &["later"]));
+    let engine = Engine::builder(c.clone())
+        .sink("later", sink(|_| Err(SinkError::transient("not now"))))
+        .open()
+        .unwrap();
+    for n in 0..3 {
+        engine.commit(NewHook::new("s", format!("{n}"))).unwrap();
+    }
+    let errors = |engine: &Engine| -> Vec<Option<String>> {
+        let mut errors: Vec<_> = rows(engine).into_iter().map(|r| r.record.error).collect();
+        errors.sort();
+        errors
+    };
+    wait_until(
+        "the breaker open, its rows set aside",
+        Duration::from_secs(10),
+        || {
+            let errors = errors(&engine);
+            errors.len() == 3
+                && errors
+                    .iter()
+                    .filter(|e| e.as_deref() == Some("breaker open"))
+                    .count()
+                    == 2
+                && errors.iter().any(|e| e.as_deref() == Some("not now"))
+        },
+    );
+    drop(engine);
+    let now = goad::runtime::wall_ms();
+    reshard(dir.path(), 2, MAX_SHARD_BYTES, Engine::shard_of, now).unwrap();
+    c.shards = 2;
+    let (engine, taken) = taking_engine(c);
+    let backing_off = [Some("not now".to_string())];
+    wait_until(
+        "the parked and the held row delivered",
+        Duration::from_secs(10),
+        || taken.lock().len() == 2 && errors(&engine) == backing_off,
+    );
+}

@@ -14,7 +14,6 @@ use goad::runtime::{NewRows, ShardState};
 use goad::store::keys::{hook_key, parse_inflight_value, row_key};
 use goad::store::{DeadFilter, Hook, NewRow, ShardStore};
 use goad::{Config, Engine};
-use heed::types::Bytes;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,20 +88,6 @@ fn tree_keys(store: &ShardStore, name: &str) -> Vec<Vec<u8>> {
     let rtxn = store.env().read_txn().unwrap();
     let keys = tree.iter(&rtxn).unwrap();
     keys.map(|e| e.unwrap().0.to_vec()).collect()
-}
-
-/// One of the store's named trees, opened raw.
-fn tree(store: &ShardStore, name: &str) -> heed::Database<'static, Bytes, Bytes> {
-    let wtxn = store.env().write_txn().unwrap();
-    store
-        .env()
-        .create_databases_and_commit(wtxn, |opener, wtxn| {
-            opener
-                .create_database::<Bytes, Bytes>(wtxn, Some(name))
-                .map(heed::CommitOrAbort::<_, ()>::Commit)
-        })
-        .unwrap()
-        .unwrap_commit()
 }
 
 /// Overwrites the values of `keys` in the tree `name` (hooks and rows

@@ -295,7 +295,7 @@ impl Core {
             abandoned: VecDeque::new(),
             scan_requested: true,
             waking: Some(held::WakePass::default()),
-            unparking: unpark::UnparkPass::of_every_tenant(),
+            unparking: unpark::UnparkPass::default(),
             probe_checks: BTreeSet::new(),
             draining: false,
             next_due_at_ms: None,
@@ -559,7 +559,7 @@ impl Core {
     /// rows makes the rows it held due, and unparking those it parked.
     pub fn restore_breaker(&mut self, key: SinkKey, until_ms: u64, opens: u32) {
         if !self.keeps_breaker(&key) {
-            // Its parked rows: a new core unparks every tenant.
+            self.unpark_tenant(&key.tenant);
             return self.report_closed(key);
         }
         self.check_probe_after(until_ms, &key);

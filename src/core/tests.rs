@@ -125,7 +125,7 @@ impl Model {
                     );
                 }
                 // Rows only: the breakers are the core's own to check.
-                StoreOp::Breaker(_) => {}
+                StoreOp::Breaker(_) | StoreOp::Unparking { .. } => {}
             }
             ops.push(op);
         }

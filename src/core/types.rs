@@ -248,6 +248,9 @@ pub enum StoreOp {
     /// A key's breaker opened or closed: an open one is kept in the store,
     /// so a restart in its open period keeps it open.
     Breaker(BreakerEvent),
+    /// Unparking (see `core::unpark`) started or ended: one under way is
+    /// kept in the store, so a new core takes it up.
+    Unparking { under_way: bool },
 }
 
 impl StoreOp {

@@ -3,14 +3,11 @@
 //!
 //! A reload that drops an open breaker (its sink removed or moved, see
 //! `Core::keeps_breaker`) unparks its tenant's parked rows, one that turns
-//! breakers off (`breaker_failures` 0) every tenant's, and so does every
-//! new core (a shard's open, after a crash too, and its rebuild after a
-//! store failure or a panic): a breaker its store kept may be one the
-//! config no longer keeps, and a pass a crash or a failed write cut short
-//! left rows parked that nothing keeps. The rows the breaker held (never
-//! attempted, past every due time) are the pass over held rows' (see
-//! `held`); this pass takes those it parked due at the end of its open
-//! period (attempted, or the one to be its probe).
+//! breakers off (`breaker_failures` 0) every tenant's, and a new core that
+//! closes a breaker its store kept unparks that breaker's tenant. The rows
+//! the breaker held (never attempted, past every due time) are the pass over
+//! held rows' (see `held`); this pass takes those it parked due at the
+//! end of its open period (attempted, or the one to be its probe).
 //!
 //! It walks each tenant's due index from now up to the held rows (rows due
 //! by now are the scan's), one step at the end of each scan as the pass
@@ -20,7 +17,14 @@
 //! ([`RowState::parked`]) whose key has no open breaker now, attempts kept
 //! (a row whose sink is gone is then dead-lettered by the scan as
 //! `sink_gone`); it leaves rows waiting out a backoff and rows behind an
-//! open breaker, restored from the store or not.
+//! open breaker.
+//!
+//! The store keeps whether unparking is under way ([`StoreOp::Unparking`],
+//! written with the ops that start it and with the last step's): a new
+//! core whose store says so — the process died mid-pass, or a write
+//! failed and the shard was rebuilt — unparks every tenant. A write lost
+//! with the start of a pass lost the breakers' closing too: the new core
+//! takes those breakers back, closes them, and so unparks their tenants.
 
 use super::*;
 use crate::limits::WAKE_STEP_ROWS;
@@ -36,29 +40,28 @@ pub(super) struct UnparkPass {
     after: Option<DueEntry>,
 }
 
-impl UnparkPass {
-    /// A pass over every tenant, as a new core starts.
-    pub(super) fn of_every_tenant() -> UnparkPass {
-        UnparkPass {
-            every_tenant: true,
-            ..UnparkPass::default()
-        }
-    }
-}
-
 impl Core {
     /// Unparks `tenant`'s rows (see the module docs).
     pub(super) fn unpark_tenant(&mut self, tenant: &TenantId) {
+        self.start_unparking();
         let pass = &mut self.unparking;
         if !pass.every_tenant && !pass.tenants.contains(tenant) {
             pass.tenants.push_back(tenant.clone());
         }
-        self.scan_requested = true;
     }
 
-    /// Unparks every tenant's rows.
-    pub(super) fn unpark_every_tenant(&mut self) {
+    /// Unparks every tenant's rows: after a reload that turned breakers
+    /// off, and in a new core whose store says unparking was under way.
+    pub fn unpark_every_tenant(&mut self) {
+        self.start_unparking();
         self.unparking.every_tenant = true;
+    }
+
+    /// Keeps in the store that unparking is under way, if it was not.
+    fn start_unparking(&mut self) {
+        if !self.is_unparking() {
+            (self.ops).push_back(StoreOp::Unparking { under_way: true });
+        }
         self.scan_requested = true;
     }
 
@@ -71,6 +74,9 @@ impl Core {
     /// `WAKE_STEP_ROWS` due entries after `now_ms`, tenant by tenant, and
     /// makes the unparked rows due at `now_ms`; returns how many.
     pub(super) fn unpark_step(&mut self, now_ms: u64, index: &mut dyn DueIndex) -> u64 {
+        if !self.is_unparking() {
+            return 0;
+        }
         if std::mem::take(&mut self.unparking.every_tenant) {
             let mut tenants = Vec::new();
             index.tenants(&mut tenants);
@@ -99,6 +105,10 @@ impl Core {
             for entry in page {
                 unparked += self.unpark_if_parked(now_ms, entry, index);
             }
+        }
+        if !self.is_unparking() {
+            // After the rows it made due.
+            (self.ops).push_back(StoreOp::Unparking { under_way: false });
         }
         self.scan_requested |= unparked > 0;
         unparked

@@ -176,7 +176,11 @@ impl<'s> ShardState<'s> {
         self.tenants = TenantTable::load(self.store)?;
         let rtxn = self.store.env.read_txn()?;
         self.next_seq = self.store.meta_u64(&rtxn, "next_seq")?.unwrap_or(1);
+        let unparking = self.store.meta_u64(&rtxn, store::UNPARKING)?.is_some();
         drop(rtxn);
+        if unparking {
+            self.core.unpark_every_tenant();
+        }
         self.recovered += self.store.recover(&self.tenants, now_ms)?;
         for (key, until_ms, opens) in store::breakers::take_back(self.store, &self.tenants, now_ms)?
         {

@@ -9,7 +9,9 @@
 //! first, as opening the node would. Replay counters are summed into the
 //! new shard 0, so a replay's progress reads the same. Dedupe entries go
 //! to their tenant's shard. Open breakers are
-//! not carried over: they close.
+//! not carried over: they close, and the first open unparks the rows they
+//! parked (each new shard is written with unparking under way, see
+//! `core::unpark`).
 //!
 //! The steps, each safe to crash in:
 //! 1. the old shards are recovered and verified (a store `goad verify`
@@ -33,6 +35,7 @@ use super::keys::{
     hook_key, is_hook_key, lane_parts, parse_member_key, parse_row_key, row_key, timed_key,
 };
 use super::record::{decode_hook_head, decode_row, encode_row, RowStatus};
+use super::UNPARKING;
 use super::{lanes, tenant_bytes, DataDirLock, ShardStore, StoreError, TenantTable, Verified};
 use crate::core::{LaneId, RowId, LANE_ID_BYTES};
 use crate::limits::MAX_SHARDS;
@@ -299,11 +302,12 @@ impl<'s> Target<'s> {
         })
     }
 
-    /// Commits what is written, with the next seq.
+    /// Commits what is written, with the next seq and unparking under way.
     fn finish(&mut self) -> Result<(), StoreError> {
         let next_seq = self.next_seq;
         let store = self.store;
         store.put_meta(self.txn()?, "next_seq", next_seq)?;
+        store.put_meta(self.txn()?, UNPARKING, 1)?;
         self.txn.take().expect("opened above").commit()?;
         Ok(())
     }

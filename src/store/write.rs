@@ -110,6 +110,9 @@ pub fn write_commit_counted(
     Ok(())
 }
 
+/// The `meta` entry kept while unparking is under way (see `core::unpark`).
+pub(crate) const UNPARKING: &str = "unparking";
+
 /// The last error a parked row's record carries.
 pub(crate) const PARKED_ERROR: &str = "breaker open";
 const HELD_ERROR: &str = "sink paused";
@@ -178,6 +181,10 @@ pub fn apply(
         }) => breakers::put(store, wtxn, tenants, key, *until_ms, *opens)?,
         StoreOp::Breaker(BreakerEvent::Closed { key }) => {
             breakers::delete(store, wtxn, tenants, key)?
+        }
+        StoreOp::Unparking { under_way: true } => store.put_meta(wtxn, UNPARKING, 1)?,
+        StoreOp::Unparking { under_way: false } => {
+            store.meta.delete(wtxn, UNPARKING.as_bytes())?;
         }
         StoreOp::Reschedule { row, fields, .. }
         | StoreOp::Park { row, fields, .. }

@@ -6,7 +6,9 @@ pub mod http;
 
 use goad::config::{SourceConfig, TenantLimitsConfig};
 use goad::demo::receiver::{Receiver, Reply};
+use goad::store::ShardStore;
 use goad::{Config, Delivery, Engine, RowView, Sink, SinkConfig, SinkError};
+use heed::types::Bytes;
 use std::path::Path;
 use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -289,4 +291,18 @@ pub fn df_bytes(path: &Path, column: &str) -> u64 {
     let text = String::from_utf8(out.stdout).unwrap();
     let line = text.lines().nth(1).expect("df prints a value");
     line.trim().parse().expect("df prints bytes")
+}
+
+/// One of the store's named trees, opened raw.
+pub fn tree(store: &ShardStore, name: &str) -> heed::Database<'static, Bytes, Bytes> {
+    let wtxn = store.env().write_txn().unwrap();
+    store
+        .env()
+        .create_databases_and_commit(wtxn, |opener, wtxn| {
+            opener
+                .create_database::<Bytes, Bytes>(wtxn, Some(name))
+                .map(heed::CommitOrAbort::<_, ()>::Commit)
+        })
+        .unwrap()
+        .unwrap_commit()
 }

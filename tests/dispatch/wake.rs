@@ -7,6 +7,18 @@ use goad::core::BreakerState;
 use goad::{SinkWoken, WakeError};
 use std::sync::atomic::AtomicU16;
 
+/// Sources `a` and `b` of tenant `t`, each delivering to its receiver,
+/// with `breaker_failures = 2` and `waits_of_ten_minutes`.
+fn two_sinks(dir: &std::path::Path, receivers: [&Receiver; 2]) -> goad::Config {
+    let mut c = config(dir);
+    waits_of_ten_minutes(&mut c, 2);
+    for (id, receiver) in ["a", "b"].iter().zip(receivers) {
+        let sink = SinkConfig::http(receiver.url("/"));
+        c.sources.push(source(id, "t", vec![sink]));
+    }
+    c
+}
+
 /// Sources `a` and `b` each deliver to a receiver that answers 503: with
 /// `breaker_failures = 2` (and `waits_of_ten_minutes`), each sink's first
 /// two attempts fail and its breaker opens, leaving its five hooks' rows
@@ -14,13 +26,7 @@ use std::sync::atomic::AtomicU16;
 fn two_sinks_down(dir: &std::path::Path) -> (Engine, [Receiver; 2], [Arc<AtomicU16>; 2]) {
     let (a, a_status) = switchable(503);
     let (b, b_status) = switchable(503);
-    let mut c = config(dir);
-    waits_of_ten_minutes(&mut c, 2);
-    c.sources
-        .push(source("a", "t", vec![SinkConfig::http(a.url("/"))]));
-    c.sources
-        .push(source("b", "t", vec![SinkConfig::http(b.url("/"))]));
-    let engine = Engine::open(c).unwrap();
+    let engine = Engine::open(two_sinks(dir, [&a, &b])).unwrap();
     for source in ["a", "b"] {
         for n in 0..5 {
             engine.commit(NewHook::new(source, format!("{n}"))).unwrap();
@@ -149,4 +155,51 @@ fn turning_breakers_off_delivers_the_rows_they_kept_back_at_once() {
     assert!(sinks.iter().all(|s| s.breaker == BreakerState::Closed));
     let waiting: Vec<u32> = rows(&engine).iter().map(|r| r.record.attempts).collect();
     assert_eq!(waiting, [1; 4], "the failed rows still back off");
+}
+
+/// A node that dies while it unparks takes the pass up when it opens
+/// again, as its store keeps it under way. The store is left as a reload
+/// that turned breakers off leaves it once its own writes are synced and
+/// before its pass's: both breakers forgotten, unparking under way, each
+/// sink's row parked to be its probe still parked. The next open, with
+/// breakers on again and the receivers back, delivers those rows at once
+/// with the held ones (without the pass they would wait out the ten
+/// minutes), and ends the pass.
+#[test]
+fn an_open_takes_up_unparking_that_a_crash_cut_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, receivers, statuses) = two_sinks_down(dir.path());
+    engine.shutdown();
+    drop(engine);
+    let store = goad::store::ShardStore::open(dir.path(), 0, 1).unwrap();
+    let meta = tree(&store, "meta");
+    let mut wtxn = store.env().write_txn().unwrap();
+    let breakers: Vec<Vec<u8>> = (meta.prefix_iter(&wtxn, b"breaker/").unwrap())
+        .map(|entry| entry.unwrap().0.to_vec())
+        .collect();
+    assert_eq!(breakers.len(), 2, "both breakers kept open");
+    for key in &breakers {
+        meta.delete(&mut wtxn, key).unwrap();
+    }
+    meta.put(&mut wtxn, b"unparking", &1u64.to_be_bytes())
+        .unwrap();
+    wtxn.commit().unwrap();
+    drop(store);
+    for status in &statuses {
+        status.store(200, Ordering::SeqCst);
+    }
+    let engine = Engine::open(two_sinks(dir.path(), [&receivers[0], &receivers[1]])).unwrap();
+    for receiver in &receivers {
+        assert!(receiver.wait_for(2 + 3, Duration::from_secs(10)));
+    }
+    wait_until(
+        "the six delivered hooks gone",
+        Duration::from_secs(10),
+        || engine.hook_count().unwrap() == 4,
+    );
+    engine.shutdown();
+    drop(engine);
+    let store = goad::store::ShardStore::open(dir.path(), 0, 1).unwrap();
+    let rtxn = store.env().read_txn().unwrap();
+    assert_eq!(tree(&store, "meta").get(&rtxn, b"unparking").unwrap(), None);
 }

@@ -134,53 +134,39 @@ fn a_kept_breaker_closed_at_open_unparks_its_rows() {
     a_dead_and_the_others_parked(&c, &m, t);
 }
 
-/// A core rebuilt after a failed write (or a panic) unparks every tenant:
-/// the rows the pass a reload started made due were not written. Here the
-/// reload turned breakers off and nothing of it reached the store; the
-/// rebuilt core runs all nine parked rows at once, each as its second
-/// attempt, rather than at the end of the minute.
+/// The store is told that unparking is under way with the reload that
+/// starts it, and that it ended with the step that made its last rows
+/// due, after them.
 #[test]
-fn a_rebuilt_core_unparks_what_a_lost_write_left_parked() {
+fn the_store_keeps_unparking_under_way_until_its_last_step() {
     let t = 1_000;
     let (mut config, mut c, mut m) = parked_behind_three_breakers(t);
     config.dispatch.breaker_failures = 0;
     reconfigure(&mut c, &config);
-    c.handle_scan(t + 5, &mut m);
-    let mut c = c.rebuilt(t + 5);
-    assert!(
-        m.rows.values().all(|(state, _)| state.parked),
-        "nothing written"
-    );
-    let mut attempts = Vec::new();
-    settle_at(&mut c, &mut m, t + 10, &mut |job| {
-        attempts.push(job.attempt);
-        Ok(())
-    });
-    assert_eq!(attempts, [2; 9]);
-    assert!(m.rows.is_empty());
+    let started = m.apply(&mut c);
+    assert_eq!(unparking_ops(&started), [true]);
+    c.handle_scan(t + 10, &mut m);
+    let step = m.apply(&mut c);
+    let due_now =
+        |op: &StoreOp| matches!(op, StoreOp::Reschedule { due_at_ms, .. } if *due_at_ms == t + 10);
+    assert_eq!(step.iter().filter(|op| due_now(op)).count(), 9);
+    assert_eq!(step.last(), Some(&StoreOp::Unparking { under_way: false }));
 }
 
-/// A new core unparks every tenant: rows parked behind breakers its store
-/// no longer has (a reload dropped them, and the process died before its
-/// pass made their rows due) run at once, as second attempts.
-#[test]
-fn a_new_core_unparks_rows_no_breaker_keeps() {
-    let t = 1_000;
-    let (config, _, mut m) = parked_behind_three_breakers(t);
-    let mut c = core(&config, BIG);
-    let mut attempts = Vec::new();
-    settle_at(&mut c, &mut m, t + 10, &mut |job| {
-        attempts.push(job.attempt);
-        Ok(())
-    });
-    assert_eq!(attempts, [2; 9]);
-    assert!(m.rows.is_empty());
+/// Whether each `StoreOp::Unparking` among `ops` said under way.
+fn unparking_ops(ops: &[StoreOp]) -> Vec<bool> {
+    (ops.iter())
+        .filter_map(|op| match op {
+            StoreOp::Unparking { under_way } => Some(*under_way),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A step of unparking or of the pass over held rows reads at most
 /// `WAKE_STEP_ROWS` tenants' pages even when they have nothing to read:
-/// a new core over more tenants than that ends neither pass in its first
-/// scan, and both in its second.
+/// over more tenants than that, neither pass ends in its first scan (the
+/// store keeps unparking under way), and both in the second.
 #[test]
 fn a_step_reads_a_bounded_number_of_tenants() {
     let mut m = Model::default();
@@ -188,8 +174,11 @@ fn a_step_reads_a_bounded_number_of_tenants() {
         m.add(&format!("t{i}"), "a", &["x"], 0);
     }
     let mut c = core(&config_with(vec![]), BIG);
+    c.unpark_every_tenant();
     c.handle_scan(0, &mut m);
     assert!(c.is_unparking() && c.is_waking());
+    assert_eq!(unparking_ops(&m.apply(&mut c)), [true]);
     c.handle_scan(0, &mut m);
     assert!(!c.is_unparking() && !c.is_waking());
+    assert_eq!(unparking_ops(&m.apply(&mut c)), [false]);
 }
