@@ -212,40 +212,24 @@ impl Core {
             }
         };
         let fields = RowFields::of(&entry, &state);
-        let sink_index =
-            match self
-                .catalog
-                .bind(&hook.source_id, entry.row.sink_index, &state.sink_type)
-            {
-                Binding::Bound { sink_index } => sink_index,
-                Binding::SourceGone => {
-                    let reason = DeadReason::SourceGone {
-                        source_id: hook.source_id.clone(),
-                    };
-                    return self.config_dead(
-                        now_ms,
-                        entry.row,
-                        &hook.id,
-                        &hook.source_id,
-                        fields,
-                        reason,
-                    );
-                }
-                Binding::SinkGone => {
-                    let reason = DeadReason::SinkGone {
-                        sink_index: entry.row.sink_index,
-                        sink_type: state.sink_type,
-                    };
-                    return self.config_dead(
-                        now_ms,
-                        entry.row,
-                        &hook.id,
-                        &hook.source_id,
-                        fields,
-                        reason,
-                    );
-                }
-            };
+        let binding = (self.catalog).bind(&hook.source_id, entry.row.sink_index, &state.sink_type);
+        let sink_index = match binding {
+            Binding::Bound { sink_index } => Ok(sink_index),
+            Binding::SourceGone => Err(DeadReason::SourceGone {
+                source_id: hook.source_id.clone(),
+            }),
+            Binding::SinkGone => Err(DeadReason::SinkGone {
+                sink_index: entry.row.sink_index,
+                sink_type: state.sink_type.clone(),
+            }),
+        };
+        let sink_index = match sink_index {
+            Ok(sink_index) => sink_index,
+            Err(reason) => {
+                let (id, source_id) = (&hook.id, &hook.source_id);
+                return self.config_dead(now_ms, entry.row, id, source_id, fields, reason);
+            }
+        };
         let key = SinkKey {
             tenant: entry.tenant.clone(),
             source_id: hook.source_id.clone(),

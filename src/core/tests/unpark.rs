@@ -32,6 +32,15 @@ fn parked_behind_three_breakers(t_ms: u64) -> (Config, Core, Model) {
     (config, c, m)
 }
 
+/// `parked_behind_three_breakers(t_ms)`, then a reload that turns
+/// breakers off.
+fn breakers_turned_off(t_ms: u64) -> (Core, Model) {
+    let (mut config, mut c, m) = parked_behind_three_breakers(t_ms);
+    config.dispatch.breaker_failures = 0;
+    reconfigure(&mut c, &config);
+    (c, m)
+}
+
 /// The rows still due, as (source, due time), in due order.
 fn due_rows(m: &Model) -> Vec<(String, u64)> {
     (m.due.keys())
@@ -57,9 +66,7 @@ fn a_dead_and_the_others_parked(c: &Core, m: &Model, t_ms: u64) {
 #[test]
 fn turning_breakers_off_runs_the_parked_rows_at_once() {
     let t = 1_000;
-    let (mut config, mut c, mut m) = parked_behind_three_breakers(t);
-    config.dispatch.breaker_failures = 0;
-    reconfigure(&mut c, &config);
+    let (mut c, mut m) = breakers_turned_off(t);
     assert_eq!(breaker_events(&mut c).len(), 3, "each reported closed");
     let mut attempts = Vec::new();
     settle_at(&mut c, &mut m, t + 10, &mut |job| {
@@ -140,9 +147,7 @@ fn a_kept_breaker_closed_at_open_unparks_its_rows() {
 #[test]
 fn the_store_keeps_unparking_under_way_until_its_last_step() {
     let t = 1_000;
-    let (mut config, mut c, mut m) = parked_behind_three_breakers(t);
-    config.dispatch.breaker_failures = 0;
-    reconfigure(&mut c, &config);
+    let (mut c, mut m) = breakers_turned_off(t);
     let started = m.apply(&mut c);
     assert_eq!(unparking_ops(&started), [true]);
     c.handle_scan(t + 10, &mut m);
