@@ -212,7 +212,7 @@ impl<'t> TxnIndex<'t> {
     }
 
     /// The stored bytes of hook `seq`, from the page read ahead or the store.
-    fn hook_bytes(&mut self, seq: u64) -> Result<Option<&'t [u8]>, StoreError> {
+    fn hook_bytes(&self, seq: u64) -> Result<Option<&'t [u8]>, StoreError> {
         if let Some(bytes) = self.hook_bytes.get(&seq) {
             return Ok(Some(bytes));
         }
