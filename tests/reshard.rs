@@ -21,11 +21,7 @@ const MAX_SHARD_BYTES: u64 = 64 << 20;
 /// and `later` (transient, retried in ten minutes); and tenant `lanes`
 /// whose source `ordered` delivers to `gate` in lanes keyed by header `k`.
 fn layout(dir: &Path, shards: usize) -> Config {
-    let mut c = config(dir);
-    c.shards = shards;
-    c.max_shard_bytes = MAX_SHARD_BYTES;
-    c.retry.base_ms = 600_000;
-    c.retry.max_ms = 600_000;
+    let mut c = retrying_in_ten_minutes(dir, shards);
     for i in 0..6 {
         let sinks = &["refuse", "later"];
         c.sources
@@ -37,6 +33,17 @@ fn layout(dir: &Path, shards: usize) -> Config {
         ..SinkConfig::of_kind("gate")
     };
     c.sources.push(source("ordered", "lanes", vec![ordered]));
+    c
+}
+
+/// `config(dir)` with `shards` shards of `MAX_SHARD_BYTES`, retries in
+/// ten minutes.
+fn retrying_in_ten_minutes(dir: &Path, shards: usize) -> Config {
+    let mut c = config(dir);
+    c.shards = shards;
+    c.max_shard_bytes = MAX_SHARD_BYTES;
+    c.retry.base_ms = 600_000;
+    c.retry.max_ms = 600_000;
     c
 }
 
@@ -254,11 +261,7 @@ fn dedupe_windows_move_with_their_tenants() {
 #[test]
 fn a_directory_larger_than_one_copy_transaction_is_copied_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let mut c = config(dir.path());
-    c.shards = 1;
-    c.max_shard_bytes = MAX_SHARD_BYTES;
-    c.retry.base_ms = 600_000;
-    c.retry.max_ms = 600_000;
+    let mut c = retrying_in_ten_minutes(dir.path(), 1);
     for i in 0..4 {
         let (source, tenant) = (format!("s{i}"), format!("t{i}"));
         c.sources
@@ -445,9 +448,7 @@ fn goad_reshard_reports_what_it_did_and_why_it_cannot() {
 #[test]
 fn a_row_parked_behind_a_breaker_runs_at_the_first_open_after_a_reshard() {
     let dir = tempfile::tempdir().unwrap();
-    let mut c = config(dir.path());
-    c.shards = 1;
-    c.max_shard_bytes = MAX_SHARD_BYTES;
+    let mut c = retrying_in_ten_minutes(dir.path(), 1);
     waits_of_ten_minutes(&mut c, 1);
     c.sources.push(source_of_kinds("s", "t", &["later"]));
     let engine = Engine::builder(c.clone())

@@ -107,11 +107,7 @@ impl Core {
         let Some(RowHead { state, hook }) = self.read_or_settle(now_ms, &entry, index) else {
             return 0;
         };
-        let binding = (self.catalog).bind(&hook.source_id, entry.row.sink_index, &state.sink_type);
-        let bound = Binding::Bound {
-            sink_index: key.sink_index,
-        };
-        if hook.source_id != key.source_id || state.sink_type != key.sink_type || binding != bound {
+        if self.bound_key(&entry, &hook.source_id, &state).as_ref() != Some(key) {
             return 0;
         }
         self.make_due(now_ms, &entry, &state);

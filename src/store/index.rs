@@ -319,22 +319,18 @@ mod tests {
         let mut tenants = TenantTable::load(&store).unwrap();
         let mut wtxn = store.env.write_txn().unwrap();
         let sinks = [NewRow::unordered(0, "http")];
-        for seq in 1..=4 {
-            let mut hook = sample_hook(seq);
-            hook.source_id = Arc::from(format!("s{seq}"));
-            write_commit(&store, &mut wtxn, &mut tenants, &hook, &sinks, 10).unwrap();
-        }
-        let cut = |seq| {
-            let mut hook = sample_hook(seq);
-            hook.source_id = Arc::from(format!("s{seq}"));
-            let bytes = encode_hook(&hook);
-            bytes[..bytes.len() - 3].to_vec()
+        // Hook `seq` of source `s<seq>`.
+        let hook = |seq| Hook {
+            source_id: Arc::from(format!("s{seq}")),
+            ..sample_hook(seq)
         };
+        for seq in 1..=4 {
+            write_commit(&store, &mut wtxn, &mut tenants, &hook(seq), &sinks, 10).unwrap();
+        }
         for seq in [2, 4] {
-            store
-                .records
-                .put(&mut wtxn, &hook_key(seq), &cut(seq))
-                .unwrap();
+            let bytes = encode_hook(&hook(seq));
+            let cut = &bytes[..bytes.len() - 3];
+            store.records.put(&mut wtxn, &hook_key(seq), cut).unwrap();
         }
         let hook_3 = hook_key(3);
         store.records.delete(&mut wtxn, &hook_3).unwrap();
