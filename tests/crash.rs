@@ -1,8 +1,11 @@
 //! A crash at any instant loses no acknowledged hook: a child process
 //! commits hooks and delivers them to a receiver on loopback, is killed with
-//! SIGKILL mid-flight, and a new engine on the same data directory delivers
-//! every hook the child had acknowledged, at least once, to each sink; the
-//! ordered sink's lanes get their hooks' first deliveries in commit order.
+//! SIGKILL mid-flight — five times, each child opening what the last one
+//! left, some killed just after their open, while the rows it left in
+//! flight are being delivered again — and a new engine on the same data
+//! directory delivers every hook the children had acknowledged, at least
+//! once, to each sink; the ordered sink's lanes get their hooks' first
+//! deliveries in commit order.
 
 mod common;
 
@@ -16,6 +19,15 @@ use std::time::Duration;
 
 const CHILD_DIR: &str = "GOAD_CRASH_CHILD_DIR";
 const CHILD_URL: &str = "GOAD_CRASH_CHILD_URL";
+/// The number of a child's first hook per thread: each child's hooks
+/// follow the last one's in every lane.
+const CHILD_FROM: &str = "GOAD_CRASH_CHILD_FROM";
+
+/// How many acknowledgements each child prints before it is killed: the
+/// first runs long enough for deliveries to be under way, later ones die at
+/// once (while the rows the last one left in flight are delivered again)
+/// or later.
+const KILL_AFTER_ACKS: [usize; 5] = [2_000, 10, 600, 50, 1_200];
 
 /// Lanes per source of the ordered sink (values of `x-key`).
 const KEYS: u64 = 4;
@@ -49,20 +61,25 @@ fn crash_config(dir: &std::path::Path, base_url: &str) -> goad::Config {
 
 /// The child's role: commit hooks from four threads forever, printing each
 /// acknowledged hook id. Thread `t` commits to source `s{t}` one hook at a
-/// time, hook `i` with body `t-i-…` in lane `x-key: i % KEYS`. Runs only
-/// when the parent test starts this binary.
+/// time, hook `i` (from `CHILD_FROM` on) with body `t-i-…` in lane
+/// `x-key: i % KEYS`. Runs only when the parent test starts this binary.
 #[test]
 fn crash_child_role() {
-    let (Ok(dir), Ok(url)) = (std::env::var(CHILD_DIR), std::env::var(CHILD_URL)) else {
+    let (Ok(dir), Ok(url), Ok(from)) = (
+        std::env::var(CHILD_DIR),
+        std::env::var(CHILD_URL),
+        std::env::var(CHILD_FROM),
+    ) else {
         return;
     };
+    let from: u64 = from.parse().unwrap();
     let engine = Engine::open(crash_config(std::path::Path::new(&dir), &url)).unwrap();
     let out = std::sync::Mutex::new(std::io::stdout());
     std::thread::scope(|scope| {
         for t in 0..4 {
             let (engine, out) = (&engine, &out);
             scope.spawn(move || {
-                for i in 0u64.. {
+                for i in from.. {
                     let hook = NewHook {
                         headers: vec![("x-key".into(), (i % KEYS).to_string())],
                         ..NewHook::new(format!("s{t}"), format!("{t}-{i}-{:x<500}", ""))
@@ -91,37 +108,15 @@ fn every_acknowledged_hook_is_delivered_after_sigkill() {
     })
     .unwrap();
     let url = receiver.url("");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "crash_child_role",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_DIR, dir.path())
-        .env(CHILD_URL, &url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
     let mut acked: HashSet<String> = HashSet::new();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    while acked.len() < 2_000 {
-        let line = lines.next().expect("the child exited early").unwrap();
-        if let Some(id) = line.strip_prefix("ACK ") {
-            acked.insert(id.to_string());
-        }
-    }
-    assert!(
-        receiver.ok_count() > 0,
-        "deliveries were under way when the child was killed"
-    );
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    // Acknowledgements printed before the kill that we have not read yet.
-    for line in lines.map_while(Result::ok) {
-        if let Some(id) = line.strip_prefix("ACK ") {
-            acked.insert(id.to_string());
+    for (generation, &acks) in KILL_AFTER_ACKS.iter().enumerate() {
+        let from = generation as u64 * 1_000_000;
+        acked.extend(acks_until_killed(dir.path(), &url, from, acks));
+        if generation == 0 {
+            assert!(
+                receiver.ok_count() > 0,
+                "deliveries were under way when the first child was killed"
+            );
         }
     }
     let delivered_before_kill = receiver.ok_count();
@@ -190,5 +185,42 @@ fn every_acknowledged_hook_is_delivered_after_sigkill() {
         rows(&engine).is_empty()
     });
     let recovered: u64 = engine.stats().iter().map(|s| s.recovered).sum();
-    eprintln!("{} acknowledged, {delivered_before_kill} deliveries before the kill, {recovered} rows recovered from in flight", acked.len());
+    eprintln!("{} acknowledged, {delivered_before_kill} deliveries before the last kill, {recovered} rows recovered from in flight", acked.len());
+}
+
+/// Starts a child committing on `dir` with its hooks numbered from `from`,
+/// kills it (SIGKILL) once it acknowledged `acks` hooks, and returns every
+/// hook id it acknowledged.
+fn acks_until_killed(dir: &std::path::Path, url: &str, from: u64, acks: usize) -> Vec<String> {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "crash_child_role",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_DIR, dir)
+        .env(CHILD_URL, url)
+        .env(CHILD_FROM, from.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut acked = Vec::new();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    while acked.len() < acks {
+        let line = lines.next().expect("the child exited early").unwrap();
+        if let Some(id) = line.strip_prefix("ACK ") {
+            acked.push(id.to_string());
+        }
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    // Acknowledgements printed before the kill that were not read yet.
+    for line in lines.map_while(Result::ok) {
+        if let Some(id) = line.strip_prefix("ACK ") {
+            acked.push(id.to_string());
+        }
+    }
+    acked
 }
