@@ -125,7 +125,7 @@ impl Model {
                     );
                 }
                 // Rows only: the breakers are the core's own to check.
-                StoreOp::Breaker(_) | StoreOp::Unparking { .. } => {}
+                StoreOp::Breaker(_) | StoreOp::Unparking { .. } | StoreOp::NoneParked => {}
             }
             ops.push(op);
         }

@@ -251,6 +251,9 @@ pub enum StoreOp {
     /// Unparking (see `core::unpark`) started or ended: one under way is
     /// kept in the store, so a new core takes it up.
     Unparking { under_way: bool },
+    /// Unparking walked every tenant with breakers off: no row is parked
+    /// (the store stops saying rows may be; see `core::unpark`).
+    NoneParked,
 }
 
 impl StoreOp {

@@ -25,6 +25,12 @@
 //! failed and the shard was rebuilt — unparks every tenant. A write lost
 //! with the start of a pass lost the breakers' closing too: the new core
 //! takes those breakers back, closes them, and so unparks their tenants.
+//! A breaker that closed before the reload (its probe answered) is not
+//! in the store, yet the rows parked while its probe ran wait out their
+//! parks; so the store also keeps that rows may be parked (written with
+//! every park, deleted by [`StoreOp::NoneParked`] once a pass walked every
+//! tenant with breakers off), and a new core with breakers off whose store
+//! says so unparks every tenant.
 
 use super::*;
 use crate::limits::WAKE_STEP_ROWS;
@@ -38,6 +44,9 @@ pub(super) struct UnparkPass {
     tenants: VecDeque<TenantId>,
     /// The last entry of the first tenant read, when a step stopped in it.
     after: Option<DueEntry>,
+    /// The tenants left are every tenant's: the pass ending with breakers
+    /// off leaves no row parked.
+    walks_every_tenant: bool,
 }
 
 impl Core {
@@ -51,10 +60,20 @@ impl Core {
     }
 
     /// Unparks every tenant's rows: after a reload that turned breakers
-    /// off, and in a new core whose store says unparking was under way.
+    /// off, and in a new core whose store says so (see `resume_unparking`).
     pub fn unpark_every_tenant(&mut self) {
         self.start_unparking();
         self.unparking.every_tenant = true;
+    }
+
+    /// What a new core's store says: unparking was `under_way`, or rows
+    /// may be `parked` while breakers are off now — a reload turned them
+    /// off and the start of its pass was lost with a rebuild or a crash.
+    /// Either way, every tenant is unparked.
+    pub fn resume_unparking(&mut self, under_way: bool, parked: bool) {
+        if under_way || (parked && self.dispatch.breaker_failures == 0) {
+            self.unpark_every_tenant();
+        }
     }
 
     /// Keeps in the store that unparking is under way, if it was not.
@@ -82,6 +101,7 @@ impl Core {
             index.tenants(&mut tenants);
             self.unparking.tenants = tenants.into();
             self.unparking.after = None;
+            self.unparking.walks_every_tenant = true;
         }
         let (mut budget, mut unparked) = (WAKE_STEP_ROWS, 0);
         while budget > 0 {
@@ -109,6 +129,12 @@ impl Core {
         if !self.is_unparking() {
             // After the rows it made due.
             (self.ops).push_back(StoreOp::Unparking { under_way: false });
+            // Nothing parks while breakers are off.
+            if std::mem::take(&mut self.unparking.walks_every_tenant)
+                && self.dispatch.breaker_failures == 0
+            {
+                (self.ops).push_back(StoreOp::NoneParked);
+            }
         }
         self.scan_requested |= unparked > 0;
         unparked

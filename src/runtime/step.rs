@@ -177,10 +177,9 @@ impl<'s> ShardState<'s> {
         let rtxn = self.store.env.read_txn()?;
         self.next_seq = self.store.meta_u64(&rtxn, "next_seq")?.unwrap_or(1);
         let unparking = self.store.meta_u64(&rtxn, store::UNPARKING)?.is_some();
+        let parked = self.store.meta_u64(&rtxn, store::PARKED)?.is_some();
         drop(rtxn);
-        if unparking {
-            self.core.unpark_every_tenant();
-        }
+        self.core.resume_unparking(unparking, parked);
         self.recovered += self.store.recover(&self.tenants, now_ms)?;
         for (key, until_ms, opens) in store::breakers::take_back(self.store, &self.tenants, now_ms)?
         {

@@ -37,8 +37,9 @@
 //! - `meta`: `format` u32, `shard_count` u32, `shard_index` u32, `next_seq`
 //!   u64, each replay's counters `replay/<id>/{moved,delivered,dead,parked}`
 //!   u64 (see [`dead`]), each open breaker under `breaker/` (see
-//!   [`breakers`]), and `unparking` u64 (1) while the core unparks rows
-//!   (see `core::unpark`).
+//!   [`breakers`]), `unparking` u64 (1) while the core unparks rows, and
+//!   `parked` u64 (1), written with every park and deleted once unparking
+//!   walked every tenant with breakers off (see `core::unpark`).
 //!
 //! # Durability
 //! The shard thread is the environment's only writer. It keeps one write
@@ -128,8 +129,8 @@ pub use repair::set_aside_unreadable;
 pub use reshard::{refuse_unfinished_reshard, reshard, Resharded};
 pub use tenants::TenantTable;
 pub use verify::{verify_data_dir, Verified};
-pub(crate) use write::UNPARKING;
 pub use write::{hold_in_flight, write_commit, NewRow};
+pub(crate) use write::{PARKED, UNPARKING};
 
 use crate::core::{RowId, TenantId};
 use crate::limits::DEFAULT_MAX_SHARD_BYTES;

@@ -113,6 +113,10 @@ pub fn write_commit_counted(
 /// The `meta` entry kept while unparking is under way (see `core::unpark`).
 pub(crate) const UNPARKING: &str = "unparking";
 
+/// The `meta` entry written with every park: rows may be parked (see
+/// `core::unpark`).
+pub(crate) const PARKED: &str = "parked";
+
 /// The last error a parked row's record carries.
 pub(crate) const PARKED_ERROR: &str = "breaker open";
 const HELD_ERROR: &str = "sink paused";
@@ -186,6 +190,9 @@ pub fn apply(
         StoreOp::Unparking { under_way: false } => {
             store.meta.delete(wtxn, UNPARKING.as_bytes())?;
         }
+        StoreOp::NoneParked => {
+            store.meta.delete(wtxn, PARKED.as_bytes())?;
+        }
         StoreOp::Reschedule { row, fields, .. }
         | StoreOp::Park { row, fields, .. }
         | StoreOp::Hold { row, fields }
@@ -197,6 +204,9 @@ pub fn apply(
             }
             if let (Dead, Some(lane)) = (record.status, fields.lane) {
                 return lanes::leave(store, wtxn, tenants, lane, *row);
+            }
+            if let StoreOp::Park { .. } = op {
+                store.put_meta(wtxn, PARKED, 1)?;
             }
         }
     }

@@ -203,3 +203,52 @@ fn an_open_takes_up_unparking_that_a_crash_cut_short() {
     let rtxn = store.env().read_txn().unwrap();
     assert_eq!(tree(&store, "meta").get(&rtxn, b"unparking").unwrap(), None);
 }
+
+/// A node opened with breakers off unparks every row its store says may
+/// be parked, although no breaker and no unparking is kept: the store is
+/// left as a reload turning breakers off leaves it when the shard is
+/// rebuilt (or the process dies) before the reload's writes are synced,
+/// after both breakers had closed (their entries gone) with each sink's
+/// probe-parked row still parked. The next open delivers those rows at
+/// once with the held ones (without the store's `parked` they would wait
+/// out the ten minutes), and the store then says no row is parked.
+#[test]
+fn an_open_with_breakers_off_unparks_rows_its_store_says_may_be_parked() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, receivers, statuses) = two_sinks_down(dir.path());
+    engine.shutdown();
+    drop(engine);
+    let store = goad::store::ShardStore::open(dir.path(), 0, 1).unwrap();
+    let meta = tree(&store, "meta");
+    let mut wtxn = store.env().write_txn().unwrap();
+    let breakers: Vec<Vec<u8>> = (meta.prefix_iter(&wtxn, b"breaker/").unwrap())
+        .map(|entry| entry.unwrap().0.to_vec())
+        .collect();
+    assert_eq!(breakers.len(), 2, "both breakers kept open");
+    for key in &breakers {
+        meta.delete(&mut wtxn, key).unwrap();
+    }
+    assert!(meta.get(&wtxn, b"parked").unwrap().is_some(), "parks kept");
+    assert_eq!(meta.get(&wtxn, b"unparking").unwrap(), None);
+    wtxn.commit().unwrap();
+    drop(store);
+    for status in &statuses {
+        status.store(200, Ordering::SeqCst);
+    }
+    let mut config = two_sinks(dir.path(), [&receivers[0], &receivers[1]]);
+    config.dispatch.breaker_failures = 0;
+    let engine = Engine::open(config).unwrap();
+    for receiver in &receivers {
+        assert!(receiver.wait_for(2 + 3, Duration::from_secs(10)));
+    }
+    wait_until(
+        "the six delivered hooks gone",
+        Duration::from_secs(10),
+        || engine.hook_count().unwrap() == 4,
+    );
+    engine.shutdown();
+    drop(engine);
+    let store = goad::store::ShardStore::open(dir.path(), 0, 1).unwrap();
+    let rtxn = store.env().read_txn().unwrap();
+    assert_eq!(tree(&store, "meta").get(&rtxn, b"parked").unwrap(), None);
+}

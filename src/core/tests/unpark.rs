@@ -143,7 +143,8 @@ fn a_kept_breaker_closed_at_open_unparks_its_rows() {
 
 /// The store is told that unparking is under way with the reload that
 /// starts it, and that it ended with the step that made its last rows
-/// due, after them.
+/// due, after them; as the pass walked every tenant with breakers off,
+/// that no row is parked, last.
 #[test]
 fn the_store_keeps_unparking_under_way_until_its_last_step() {
     let t = 1_000;
@@ -155,7 +156,53 @@ fn the_store_keeps_unparking_under_way_until_its_last_step() {
     let due_now =
         |op: &StoreOp| matches!(op, StoreOp::Reschedule { due_at_ms, .. } if *due_at_ms == t + 10);
     assert_eq!(step.iter().filter(|op| due_now(op)).count(), 9);
-    assert_eq!(step.last(), Some(&StoreOp::Unparking { under_way: false }));
+    let end = [StoreOp::Unparking { under_way: false }, StoreOp::NoneParked];
+    assert!(step.ends_with(&end), "{:?}", &step[step.len() - 2..]);
+}
+
+/// A pass over one tenant does not tell the store that no row is
+/// parked, even with breakers off: other tenants' rows may be. Here a new
+/// core with breakers off closes the one breaker its store kept, `u`'s,
+/// and unparks `u`'s rows; `t`'s stay parked.
+#[test]
+fn unparking_one_tenant_leaves_the_store_saying_rows_may_be_parked() {
+    let t = 1_000;
+    let (mut config, _, mut m) = parked_behind_three_breakers(t);
+    config.dispatch.breaker_failures = 0;
+    let mut c = core(&config, BIG);
+    let key = SinkKey {
+        tenant: Arc::from("u"),
+        ..key_of("c", 0, "x")
+    };
+    c.restore_breaker(key, t + OPEN_MS, 1);
+    c.handle_scan(t + 10, &mut m);
+    let ops = m.apply(&mut c);
+    assert!(!c.is_unparking());
+    assert_eq!(unparking_ops(&ops), [true, false]);
+    assert!(!ops.contains(&StoreOp::NoneParked));
+}
+
+/// A new core whose store says rows may be parked unparks every tenant
+/// when breakers are off — a reload turned them off and the start of its
+/// pass was lost — and leaves them parked when breakers are on.
+#[test]
+fn a_new_core_with_breakers_off_unparks_what_its_store_says_may_be_parked() {
+    let t = 1_000;
+    let (mut config, _, mut m) = parked_behind_three_breakers(t);
+    let mut c = core(&config, BIG);
+    c.resume_unparking(false, true);
+    assert!(!c.is_unparking(), "breakers on: the parks stand");
+    config.dispatch.breaker_failures = 0;
+    let mut c = core(&config, BIG);
+    c.resume_unparking(false, false);
+    assert!(!c.is_unparking(), "nothing parked");
+    c.resume_unparking(false, true);
+    let mut attempts = Vec::new();
+    settle_at(&mut c, &mut m, t + 10, &mut |job| {
+        attempts.push(job.attempt);
+        Ok(())
+    });
+    assert_eq!(attempts, [2; 9]);
 }
 
 /// Whether each `StoreOp::Unparking` among `ops` said under way.
