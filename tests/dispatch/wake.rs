@@ -157,6 +157,60 @@ fn turning_breakers_off_delivers_the_rows_they_kept_back_at_once() {
     assert_eq!(waiting, [1; 4], "the failed rows still back off");
 }
 
+/// Stops `engine` and leaves its store as a lost write leaves it: the two
+/// breakers it kept open deleted, and `change` made to `meta` in the same
+/// transaction.
+fn stopped_with_breakers_forgotten(
+    engine: Engine,
+    dir: &std::path::Path,
+    change: impl FnOnce(&heed::Database<heed::types::Bytes, heed::types::Bytes>, &mut heed::RwTxn),
+) {
+    engine.shutdown();
+    drop(engine);
+    let store = goad::store::ShardStore::open(dir, 0, 1).unwrap();
+    let meta = tree(&store, "meta");
+    let mut wtxn = store.env().write_txn().unwrap();
+    let breakers: Vec<Vec<u8>> = (meta.prefix_iter(&wtxn, b"breaker/").unwrap())
+        .map(|entry| entry.unwrap().0.to_vec())
+        .collect();
+    assert_eq!(breakers.len(), 2, "both breakers kept open");
+    for key in &breakers {
+        meta.delete(&mut wtxn, key).unwrap();
+    }
+    change(&meta, &mut wtxn);
+    wtxn.commit().unwrap();
+}
+
+/// With both receivers back, an engine opened with `config` delivers each
+/// sink's probe-parked and held rows at once (after its two failed
+/// attempts); then it stops, and the store's `meta` entry `name` is read.
+fn parked_rows_delivered_at_once(
+    config: goad::Config,
+    receivers: &[Receiver; 2],
+    statuses: &[Arc<AtomicU16>; 2],
+    name: &str,
+) -> Option<Vec<u8>> {
+    let dir = config.data_dir.clone();
+    for status in statuses {
+        status.store(200, Ordering::SeqCst);
+    }
+    let engine = Engine::open(config).unwrap();
+    for receiver in receivers {
+        assert!(receiver.wait_for(2 + 3, Duration::from_secs(10)));
+    }
+    wait_until(
+        "the six delivered hooks gone",
+        Duration::from_secs(10),
+        || engine.hook_count().unwrap() == 4,
+    );
+    engine.shutdown();
+    drop(engine);
+    let store = goad::store::ShardStore::open(&dir, 0, 1).unwrap();
+    let rtxn = store.env().read_txn().unwrap();
+    let value = tree(&store, "meta").get(&rtxn, name.as_bytes()).unwrap();
+    value.map(<[u8]>::to_vec)
+}
+
 /// A node that dies while it unparks takes the pass up when it opens
 /// again, as its store keeps it under way. The store is left as a reload
 /// that turned breakers off leaves it once its own writes are synced and
@@ -169,39 +223,12 @@ fn turning_breakers_off_delivers_the_rows_they_kept_back_at_once() {
 fn an_open_takes_up_unparking_that_a_crash_cut_short() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, receivers, statuses) = two_sinks_down(dir.path());
-    engine.shutdown();
-    drop(engine);
-    let store = goad::store::ShardStore::open(dir.path(), 0, 1).unwrap();
-    let meta = tree(&store, "meta");
-    let mut wtxn = store.env().write_txn().unwrap();
-    let breakers: Vec<Vec<u8>> = (meta.prefix_iter(&wtxn, b"breaker/").unwrap())
-        .map(|entry| entry.unwrap().0.to_vec())
-        .collect();
-    assert_eq!(breakers.len(), 2, "both breakers kept open");
-    for key in &breakers {
-        meta.delete(&mut wtxn, key).unwrap();
-    }
-    meta.put(&mut wtxn, b"unparking", &1u64.to_be_bytes())
-        .unwrap();
-    wtxn.commit().unwrap();
-    drop(store);
-    for status in &statuses {
-        status.store(200, Ordering::SeqCst);
-    }
-    let engine = Engine::open(two_sinks(dir.path(), [&receivers[0], &receivers[1]])).unwrap();
-    for receiver in &receivers {
-        assert!(receiver.wait_for(2 + 3, Duration::from_secs(10)));
-    }
-    wait_until(
-        "the six delivered hooks gone",
-        Duration::from_secs(10),
-        || engine.hook_count().unwrap() == 4,
-    );
-    engine.shutdown();
-    drop(engine);
-    let store = goad::store::ShardStore::open(dir.path(), 0, 1).unwrap();
-    let rtxn = store.env().read_txn().unwrap();
-    assert_eq!(tree(&store, "meta").get(&rtxn, b"unparking").unwrap(), None);
+    stopped_with_breakers_forgotten(engine, dir.path(), |meta, wtxn| {
+        meta.put(wtxn, b"unparking", &1u64.to_be_bytes()).unwrap();
+    });
+    let config = two_sinks(dir.path(), [&receivers[0], &receivers[1]]);
+    let unparking = parked_rows_delivered_at_once(config, &receivers, &statuses, "unparking");
+    assert_eq!(unparking, None);
 }
 
 /// A node opened with breakers off unparks every row its store says may
@@ -216,39 +243,12 @@ fn an_open_takes_up_unparking_that_a_crash_cut_short() {
 fn an_open_with_breakers_off_unparks_rows_its_store_says_may_be_parked() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, receivers, statuses) = two_sinks_down(dir.path());
-    engine.shutdown();
-    drop(engine);
-    let store = goad::store::ShardStore::open(dir.path(), 0, 1).unwrap();
-    let meta = tree(&store, "meta");
-    let mut wtxn = store.env().write_txn().unwrap();
-    let breakers: Vec<Vec<u8>> = (meta.prefix_iter(&wtxn, b"breaker/").unwrap())
-        .map(|entry| entry.unwrap().0.to_vec())
-        .collect();
-    assert_eq!(breakers.len(), 2, "both breakers kept open");
-    for key in &breakers {
-        meta.delete(&mut wtxn, key).unwrap();
-    }
-    assert!(meta.get(&wtxn, b"parked").unwrap().is_some(), "parks kept");
-    assert_eq!(meta.get(&wtxn, b"unparking").unwrap(), None);
-    wtxn.commit().unwrap();
-    drop(store);
-    for status in &statuses {
-        status.store(200, Ordering::SeqCst);
-    }
+    stopped_with_breakers_forgotten(engine, dir.path(), |meta, wtxn| {
+        assert!(meta.get(wtxn, b"parked").unwrap().is_some(), "parks kept");
+        assert_eq!(meta.get(wtxn, b"unparking").unwrap(), None);
+    });
     let mut config = two_sinks(dir.path(), [&receivers[0], &receivers[1]]);
     config.dispatch.breaker_failures = 0;
-    let engine = Engine::open(config).unwrap();
-    for receiver in &receivers {
-        assert!(receiver.wait_for(2 + 3, Duration::from_secs(10)));
-    }
-    wait_until(
-        "the six delivered hooks gone",
-        Duration::from_secs(10),
-        || engine.hook_count().unwrap() == 4,
-    );
-    engine.shutdown();
-    drop(engine);
-    let store = goad::store::ShardStore::open(dir.path(), 0, 1).unwrap();
-    let rtxn = store.env().read_txn().unwrap();
-    assert_eq!(tree(&store, "meta").get(&rtxn, b"parked").unwrap(), None);
+    let parked = parked_rows_delivered_at_once(config, &receivers, &statuses, "parked");
+    assert_eq!(parked, None);
 }
