@@ -49,9 +49,9 @@
 //!   entries agreeing with the hooks).
 //!
 //! CI runs a fixed set of seeds: the first 24 and those that once found a
-//! fault (`FOUND_SEEDS`); `GOAD_SIM_SEEDS=N` runs the first N instead, or
-//! N from `GOAD_SIM_FROM` (without the found ones), and `GOAD_SIM_SEED=S`
-//! one seed. A failure names its seed.
+//! fault (`FOUND_SEEDS`); `GOAD_SIM_SEEDS=N` runs the first N and the
+//! found ones, or with `GOAD_SIM_FROM` N from there alone, and
+//! `GOAD_SIM_SEED=S` one seed. A failure names its seed.
 
 use goad::config::{
     DispatchConfig, HeaderFilter, RetryConfig, SinkConfig, SinkRetryConfig, SourceConfig,
