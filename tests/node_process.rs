@@ -382,8 +382,9 @@ fn rows_dead_lettered_by_a_sink_are_logged_per_key_with_its_latest_failure() {
 }
 
 /// A second `goad serve` on a data directory in use exits with an error
-/// naming the directory and the first node's pid, and the first node goes on
-/// serving: two engines on one directory would overwrite each other's hooks.
+/// naming the directory and the first node's pid, said once, and the first
+/// node goes on serving: two engines on one directory would overwrite each
+/// other's hooks.
 #[test]
 fn a_second_node_on_a_data_directory_in_use_is_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -415,7 +416,7 @@ fn a_second_node_on_a_data_directory_in_use_is_refused() {
         dir.path().join("data").display(),
         first.child.id()
     );
-    assert!(stderr.contains(&expected), "{stderr}");
+    assert_eq!(stderr.matches(&expected).count(), 1, "{stderr}");
     let mut client = Client::connect(first.addr);
     let reply = client.request("POST", "/v1/sources/a/hooks", &[], b"still served");
     assert_eq!(reply.status, 202, "{}", reply.text());

@@ -406,7 +406,7 @@ fn try_open_engine(
             Ok(())
         }
         Err(e) => {
-            crate::log::error("cannot open the engine", &[("error", &e)]);
+            // `Node::wait` returns the error, and whoever waits reports it.
             stopper.stop();
             Err(NodeError::Open(e))
         }
