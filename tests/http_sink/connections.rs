@@ -1,0 +1,162 @@
+//! Keep-alive connections: a request on a connection the receiver closed
+//! is sent again, and a reconfiguration keeps an unchanged sink's
+//! connection.
+
+use super::*;
+use std::sync::Mutex;
+
+/// A receiver over raw TCP, so it can end a kept-alive connection the
+/// moment a request arrives: it answers 200 with keep-alive, but closes
+/// the connection unanswered on the requests `unanswered` numbers (from 0,
+/// across connections). It records each request's connection (numbered
+/// from 0), `webhook-id` and `x-goad-attempt`.
+struct ClosingReceiver {
+    url: String,
+    seen: Arc<Mutex<Vec<(usize, String, String)>>>,
+}
+
+impl ClosingReceiver {
+    fn start(unanswered: &'static [usize]) -> ClosingReceiver {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/hooks", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let recorded = seen.clone();
+        std::thread::spawn(move || {
+            for (connection, stream) in listener.incoming().enumerate() {
+                let seen = recorded.clone();
+                std::thread::spawn(move || {
+                    let mut stream = stream.unwrap();
+                    while let Some((id, attempt)) = read_request(&mut stream) {
+                        let mut seen = seen.lock().unwrap();
+                        let number = seen.len();
+                        seen.push((connection, id, attempt));
+                        if unanswered.contains(&number) {
+                            return;
+                        }
+                        let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+                        stream.write_all(ok).unwrap();
+                    }
+                });
+            }
+        });
+        ClosingReceiver { url, seen }
+    }
+
+    fn seen(&self) -> Vec<(usize, String, String)> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// An engine whose source `s` delivers to `url`; a failed attempt waits a
+/// minute, so a test sees each attempt once.
+fn engine_delivering_to(dir: &std::path::Path, url: &str) -> Engine {
+    let mut c = config(dir);
+    c.retry.base_ms = 60_000;
+    c.retry.max_ms = 60_000;
+    c.sources
+        .push(source("s", "t", vec![SinkConfig::http(url)]));
+    Engine::open(c).unwrap()
+}
+
+/// One whole request from `stream`: its `webhook-id` and `x-goad-attempt`;
+/// `None` at the end of the stream.
+fn read_request(stream: &mut std::net::TcpStream) -> Option<(String, String)> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut request = httparse::Request::new(&mut headers);
+        if let httparse::Status::Complete(head) = request.parse(&buf).unwrap() {
+            let header = |name: &str| {
+                let found = request
+                    .headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case(name));
+                String::from_utf8(found.unwrap().value.to_vec()).unwrap()
+            };
+            let length: usize = header("content-length").parse().unwrap();
+            let (id, attempt) = (header("webhook-id"), header("x-goad-attempt"));
+            while buf.len() < head + length {
+                let n = stream.read(&mut chunk).ok().filter(|&n| n > 0)?;
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            return Some((id, attempt));
+        }
+        let n = stream.read(&mut chunk).ok().filter(|&n| n > 0)?;
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// The keep-alive race: a receiver closes an idle connection just as goad
+/// reuses it (its idle timeout), so the connection ends with no answer and
+/// the request never reached the receiver's application. goad sends it
+/// again at once on a new connection, as the same attempt: no failure, no
+/// backoff, no second attempt counted.
+#[test]
+fn a_request_on_a_kept_alive_connection_closed_as_it_was_reused_is_sent_again_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = ClosingReceiver::start(&[1]);
+    let engine = engine_delivering_to(dir.path(), &receiver.url);
+    // Each tick waits for its hook's row to settle (its count could be 0
+    // if the row settled before the call), so the receiver's log is whole.
+    let first = engine.commit(NewHook::new("s", "first")).unwrap();
+    engine.tick().unwrap();
+    let second = engine.commit(NewHook::new("s", "second")).unwrap();
+    engine.tick().unwrap();
+    let one = || "1".to_string();
+    assert_eq!(
+        receiver.seen(),
+        [
+            (0, first, one()),
+            (0, second.clone(), one()),
+            (1, second, one())
+        ]
+    );
+    assert_eq!(rows(&engine).len(), 0, "both delivered");
+}
+
+/// A new connection that ends without an answer is the receiver's failure:
+/// the attempt fails (transient, retried later), and is not sent again at
+/// once.
+#[test]
+fn a_new_connection_closed_without_an_answer_fails_the_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = ClosingReceiver::start(&[0]);
+    let engine = engine_delivering_to(dir.path(), &receiver.url);
+    let id = engine.commit(NewHook::new("s", "x")).unwrap();
+    engine.tick().unwrap();
+    assert_eq!(receiver.seen(), [(0, id, "1".to_string())]);
+    let rows = rows(&engine);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].record.attempts, 1);
+    assert_eq!(rows[0].record.status, RowStatus::Pending);
+    let error = rows[0].record.error.as_deref().unwrap();
+    assert_eq!(error, "io: Peer disconnected");
+}
+
+/// A reconfiguration keeps a sink whose options did not change, with its
+/// kept-alive connection: the receiver sees the next delivery on the same
+/// connection. A sink whose options changed is built anew (a new
+/// connection).
+#[test]
+fn a_reconfiguration_keeps_an_unchanged_sinks_connection() {
+    let receiver = ClosingReceiver::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.sources.push(source(
+        "s",
+        "t",
+        vec![SinkConfig::http(receiver.url.clone())],
+    ));
+    let engine = Engine::open(c.clone()).unwrap();
+    commit_and_tick(&engine, "before");
+    engine.reconfigure(&c).unwrap();
+    commit_and_tick(&engine, "after an unchanged reconfiguration");
+    c.sources[0].sinks[0]
+        .headers
+        .insert("x-team".into(), "payments".into());
+    engine.reconfigure(&c).unwrap();
+    commit_and_tick(&engine, "after a changed one");
+    let connections: Vec<usize> = receiver.seen().into_iter().map(|(c, _, _)| c).collect();
+    assert_eq!(connections, [0, 0, 1]);
+}

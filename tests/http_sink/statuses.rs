@@ -1,0 +1,112 @@
+//! The receiver's answer mapped to the row's state: delivered, permanent,
+//! retry after, transient (reference scenarios 60 and 61 among them).
+
+use super::*;
+
+/// The status mapping over real HTTP (scenarios 60 and 61 among them: a
+/// 503 without `Retry-After`, a 302 not followed): the row's state after
+/// one attempt.
+/// A failure's error quotes the start of the answer's body, where a
+/// receiver says why (its first 256 bytes, whitespace runs as one space,
+/// "…" where cut).
+#[test]
+fn statuses_map_to_delivered_permanent_retry_after_or_transient() {
+    let html = format!("<html>\n<body>{}", "x".repeat(1_000));
+    let html_quoted = format!("HTTP status 503: <html> <body>{}…", "x".repeat(243));
+    let cases: &[(Reply, RowStatus, Option<&str>)] = &[
+        (Reply::status(204), RowStatus::Pending, None),
+        (
+            Reply::status(200).with_body("x".repeat(100_000)),
+            RowStatus::Pending,
+            None,
+        ),
+        (
+            Reply::status(400).with_body("{\n  \"error\": \"unknown event type\"\n}\n"),
+            RowStatus::Dead,
+            Some("sink http: permanent: HTTP status 400: { \"error\": \"unknown event type\" }"),
+        ),
+        (
+            Reply::status(503).with_body(html.clone()),
+            RowStatus::Pending,
+            Some(&html_quoted),
+        ),
+        (
+            Reply::status(410),
+            RowStatus::Dead,
+            Some("sink http: permanent: HTTP status 410"),
+        ),
+        (
+            Reply::status(422),
+            RowStatus::Dead,
+            Some("sink http: permanent: HTTP status 422"),
+        ),
+        (
+            Reply::status(429).header("retry-after", "30"),
+            RowStatus::Pending,
+            Some("retry after 30000 ms: HTTP status 429"),
+        ),
+        (
+            Reply::status(503),
+            RowStatus::Pending,
+            Some("HTTP status 503"),
+        ),
+        (
+            Reply::status(302).header("location", "/elsewhere"),
+            RowStatus::Pending,
+            Some("HTTP status 302"),
+        ),
+    ];
+    for (reply, status, error) in cases {
+        let (got, engine, _d) = deliver(NewHook::new("stripe", "x"), reply.clone(), |_| {});
+        let code = reply.status;
+        assert_eq!(
+            got.len(),
+            1,
+            "{code}: exactly one request (redirects are not followed)"
+        );
+        let rows = rows(&engine);
+        if (200..300).contains(&code) {
+            assert!(rows.is_empty(), "{code}: delivered rows are deleted");
+            continue;
+        }
+        assert_eq!(
+            (rows[0].record.status, rows[0].record.attempts),
+            (*status, 1),
+            "{code}"
+        );
+        assert_eq!(rows[0].record.error.as_deref(), *error, "{code}");
+    }
+}
+
+/// A connection refused is a transient failure with the transport's error.
+#[test]
+fn an_unreachable_endpoint_is_a_transient_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut c = config(dir.path());
+    c.retry.max_attempts = 1;
+    c.sources.push(source(
+        "s",
+        "t",
+        vec![SinkConfig::http(format!("http://127.0.0.1:{port}/"))],
+    ));
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("s", "x")).unwrap();
+    engine.tick_within(Duration::from_secs(10)).unwrap();
+    let dead = dead(&engine);
+    assert_eq!(dead.len(), 1);
+    assert!(
+        dead[0]
+            .record
+            .error
+            .as_deref()
+            .unwrap()
+            .starts_with("sink http: "),
+        "{:?}",
+        dead[0].record.error
+    );
+}
