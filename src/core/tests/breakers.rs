@@ -4,6 +4,11 @@
 
 use super::*;
 
+/// The one sink key of `breaker_config`'s source.
+fn breaker_key() -> SinkKey {
+    key_of("a", 0, "x")
+}
+
 fn attempts_and_due(m: &Model) -> (u32, Vec<u32>, Vec<u64>) {
     let mut attempts: Vec<u32> = m.rows.values().map(|(s, _)| s.attempts).collect();
     attempts.sort_unstable();
