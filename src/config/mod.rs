@@ -9,6 +9,7 @@
 mod aws_role;
 mod ingest_auth;
 mod sink_auth;
+mod sink_checks;
 mod validate;
 
 use serde::{Deserialize, Serialize};
@@ -16,8 +17,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub(crate) use sink_checks::tls_files_need_https;
 pub(crate) use validate::invalid;
-pub(crate) use validate::{env_value, is_http_url, tls_files_need_https};
+pub(crate) use validate::{env_value, is_http_url};
 pub use validate::{is_id, ConfigError};
 
 /// The whole node configuration.

@@ -3,9 +3,8 @@
 //! (`google_id_token`), and no two of these, nor one beside the sink's own
 //! `authorization` header or a URL's user information.
 
-use super::validate::{
-    aws_credentials, invalid, is_http_url, is_region, options_set, AWS_SIGNING_OPTIONS,
-};
+use super::sink_checks::{aws_credentials, options_set, AWS_SIGNING_OPTIONS};
+use super::validate::{invalid, is_http_url, is_region};
 use super::{ClientAuth, ConfigError, GoogleIdTokenConfig, OAuth2Config, SinkConfig};
 use crate::sink::gcp_id_token::ID_TOKEN_SOURCES;
 
