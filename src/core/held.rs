@@ -179,4 +179,11 @@ impl Core {
             error: None,
         });
     }
+
+    /// Starts a pass over the held rows, afresh if one is under way (it
+    /// may have passed rows that are to wake now).
+    pub(super) fn start_wake_pass(&mut self) {
+        self.waking = Some(held::WakePass::default());
+        self.scan_requested = true;
+    }
 }

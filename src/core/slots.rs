@@ -245,4 +245,48 @@ impl Core {
         self.lane_starts(lane, id);
         job
     }
+
+    /// A call of `key` starts: it takes a slot of the key, its tenant and
+    /// the shard.
+    pub(super) fn take_slot(&mut self, key: &SinkKey) {
+        self.keys.entry(key.clone()).or_default().calls += 1;
+        self.tenant_mut(&key.tenant).calls += 1;
+        self.calls_count += 1;
+    }
+
+    /// A call of `key` ended: its key's, tenant's and shard's slot is free.
+    pub(super) fn free_slot(&mut self, key: &SinkKey) {
+        self.keys.get_mut(key).expect("a running key").calls -= 1;
+        self.tenant_mut(&key.tenant).calls -= 1;
+        self.calls_count -= 1;
+    }
+
+    /// An attempt of `batch` (or of a call of its own) ended: whether its
+    /// call did too.
+    pub(super) fn call_ends(&mut self, batch: Option<JobId>) -> bool {
+        let Some(batch) = batch else {
+            return true;
+        };
+        let left = self.batches.get_mut(&batch).expect("a running batch");
+        *left -= 1;
+        if *left > 0 {
+            return false;
+        }
+        self.batches.remove(&batch);
+        true
+    }
+
+    /// A lane's running attempt starts: another row of the lane may not.
+    pub(super) fn lane_starts(&mut self, lane: Option<LaneId>, job: JobId) {
+        if let Some(lane) = lane {
+            let previous = self.running_lanes.insert(lane, job);
+            assert!(previous.is_none(), "lane {lane:?} runs two rows at once");
+        }
+    }
+
+    /// When the attempt running in `lane` times out, if one runs.
+    pub(super) fn lane_busy_until_ms(&self, lane: Option<LaneId>) -> Option<u64> {
+        let job = self.running_lanes.get(&lane?)?;
+        Some(self.running[job].deadline_at_ms)
+    }
 }

@@ -1,0 +1,136 @@
+//! An attempt's end: its outcome counted on its key, its slot and claim
+//! freed, its breaker told, and its row delivered, rescheduled by its
+//! sink's retry policy, or dead-lettered.
+
+use super::*;
+
+impl Core {
+    /// Settles a claimed row that ran: the outcome becomes a store op, and
+    /// counts in its key's outcomes with `took` (an attempt that timed out
+    /// counts as taking its timeout). Returns whether the attempt's call
+    /// ended with it (a batch ends with its last entry).
+    pub(super) fn finish(
+        &mut self,
+        now_ms: u64,
+        job: JobId,
+        run: Running,
+        result: AttemptResult,
+        took: Duration,
+    ) -> bool {
+        let row = run.row;
+        let claim = self
+            .claims
+            .remove(&row)
+            .expect("a running attempt has a claim");
+        let outcomes = &mut self
+            .keys
+            .get_mut(&claim.key)
+            .expect("a running key")
+            .outcomes;
+        outcomes.durations.record(took);
+        if result.is_ok() {
+            outcomes.delivered += 1;
+            outcomes.last_delivered_at_ms = Some(now_ms);
+            if claim.fields.replay.is_none() {
+                let waited_ms = now_ms.saturating_sub(claim.hook.received_at_ms);
+                outcomes
+                    .delivery_latency
+                    .record(Duration::from_millis(waited_ms));
+            }
+        }
+        self.running_count -= 1;
+        if let Some(lane) = claim.fields.lane {
+            self.running_lanes.remove(&lane);
+        }
+        let call_ended = self.call_ends(run.batch);
+        if call_ended {
+            self.free_slot(&claim.key);
+        }
+        self.release(&claim);
+        if let Some(until_ms) = self.record_breaker(
+            now_ms,
+            &claim.key,
+            job,
+            result.as_ref().err().map(|f| f.class),
+        ) {
+            self.park_queue(now_ms, &claim.key, Admit::Park { until_ms });
+        }
+        let attempt = claim.fields.attempts + 1;
+        let failure = match result {
+            Ok(()) => {
+                self.observe(&claim.key, &claim.hook.id, attempt, now_ms, || {
+                    Outcome::Delivered
+                });
+                self.stats.delivered += 1;
+                self.ops.push_back(StoreOp::Delivered {
+                    row,
+                    replay: claim.fields.replay.clone(),
+                    lane: claim.fields.lane,
+                });
+                return call_ended;
+            }
+            Err(failure) => failure,
+        };
+        let fields = RowFields {
+            attempts: attempt,
+            ..claim.fields
+        };
+        let decision = self.retry_for(&claim.key).decide(
+            now_ms,
+            fields.attempts,
+            fields.first_attempt_at_ms,
+            failure.class,
+            &mut self.rng,
+        );
+        let error = truncate(failure.message);
+        let outcomes = &mut self
+            .keys
+            .get_mut(&claim.key)
+            .expect("a running key")
+            .outcomes;
+        outcomes.last_failure = Some(LastFailure {
+            at_ms: now_ms,
+            error: error.clone(),
+        });
+        let reason = match decision {
+            RetryDecision::RetryAt { due_at_ms } => {
+                self.stats.retried += 1;
+                outcomes.retried += 1;
+                self.observe(&claim.key, &claim.hook.id, attempt, now_ms, || {
+                    Outcome::Retrying {
+                        due_at_ms,
+                        error: error.clone(),
+                    }
+                });
+                self.note_due(&fields.tenant, due_at_ms);
+                self.ops.push_back(StoreOp::Reschedule {
+                    row,
+                    fields,
+                    due_at_ms,
+                    error: Some(error),
+                });
+                return call_ended;
+            }
+            RetryDecision::GiveUp => DeadReason::Sink {
+                sink_type: fields.sink_type.clone(),
+                error,
+            },
+            RetryDecision::Horizon => DeadReason::RetryHorizon {
+                sink_type: fields.sink_type.clone(),
+            },
+        };
+        self.sink_dead(now_ms, &claim.key, &claim.hook, row, fields, reason);
+        call_ended
+    }
+
+    /// The retry policy of `key`'s rows: `[retry]`, with the keys their
+    /// sink sets in their place. Their sink is the one they bind to now: a
+    /// reload may have moved it from the key's index, or removed it.
+    pub(super) fn retry_for(&self, key: &SinkKey) -> RetryConfig {
+        let own = match (self.catalog).bind(&key.source_id, key.sink_index, &key.sink_type) {
+            Binding::Bound { sink_index } => self.catalog.retry(&key.source_id, sink_index),
+            Binding::SinkGone | Binding::SourceGone => None,
+        };
+        own.map_or(self.retry, |own| own.over(self.retry))
+    }
+}
