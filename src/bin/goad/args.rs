@@ -1,0 +1,336 @@
+//! The `goad` command's arguments: its subcommands and their options.
+
+use clap::{Args, Parser, Subcommand};
+use goad::core::ReasonKinds;
+use goad::node::client::{encode, ClientError, ClientTlsFiles, NodeClient};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "goad",
+    version,
+    about = "A thread-per-core webhook dispatch engine"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run the engine in-process against loopback receivers and print a summary.
+    Demo {
+        /// Hooks to commit.
+        #[arg(long, default_value_t = 4_000)]
+        hooks: u64,
+        /// Threads committing at once.
+        #[arg(long, default_value_t = 16)]
+        committers: usize,
+        /// Body size of each hook.
+        #[arg(long, default_value_t = 1_024)]
+        body_bytes: usize,
+    },
+    /// Run a node: the HTTP API of DESIGN.md §5 in front of the engine.
+    Serve {
+        /// The config file; without it, embedded defaults (data in
+        /// ./goad-data, listen 127.0.0.1:7878, no sources).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Serve the admin API on a non-loopback address without an admin token.
+        #[arg(long)]
+        allow_open_admin: bool,
+    },
+    /// Validate a config file: exit 0, or print the error and exit 2.
+    Check {
+        #[arg(long)]
+        config: PathBuf,
+        /// Also read what the config names outside itself, as a start
+        /// does: token and secret variables, TLS and CA files, key files;
+        /// resolve `listen`, refusing an admin API without a token beyond
+        /// loopback as `goad serve` does; and fetch each `ingest_jwt` key
+        /// set, warning of one it cannot fetch (a start goes on without).
+        #[arg(long)]
+        environment: bool,
+        /// With --environment: as `goad serve --allow-open-admin`.
+        #[arg(long, requires = "environment")]
+        allow_open_admin: bool,
+    },
+    /// Make a signing secret for an HTTP sink's `secret_env`: an Ed25519
+    /// key (`whsk_…`, signatures `v1a`) and the public key its receivers
+    /// verify with (`whpk_…`), or with --hmac a shared secret (`whsec_…`,
+    /// signatures `v1`).
+    Keygen {
+        /// A shared secret instead of a key pair.
+        #[arg(long)]
+        hmac: bool,
+    },
+    /// Check a stopped node's data directory: every row in exactly one
+    /// index, every record readable. Exit 0 if sound, 1 if not, 2 if it
+    /// cannot be checked (a node is running on it, say).
+    Verify {
+        /// The node's config file (for `data_dir` and `shards`); without
+        /// it, the embedded defaults.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Check this directory instead of the config's `data_dir` (a
+        /// backup, say).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+    /// Move a stopped node's data directory to another shard count (one
+    /// per core on a bigger machine, say): each tenant's hooks and rows go
+    /// to its shard under the new count, as they are. The old shards are
+    /// kept in <data_dir>/before-reshard/. Exit 0 when done, 2 if it cannot
+    /// be done (a node runs on it, the store is unsound, ...).
+    Reshard {
+        /// The node's config file (for `data_dir` and `max_shard_bytes`);
+        /// without it, the embedded defaults.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The new shard count (0: one per core); set the config's
+        /// `shards` to it before starting the node.
+        #[arg(long)]
+        shards: usize,
+    },
+    /// Show a hook on a node by the id its ingest returned, with each
+    /// sink's state: due, in_flight, in_lane, dead, delivered or purged.
+    Hook {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// The hook's id.
+        id: String,
+        /// Write only the body, as committed, to stdout.
+        #[arg(long)]
+        body: bool,
+    },
+    /// Back up a running node's data directory: the node writes each
+    /// shard's store as its last commit left it, the directory's other
+    /// files and backup.json (last) to a new or empty directory on its
+    /// host. Start a node on that directory to restore it.
+    Backup {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// The directory to write (a relative path is taken from here).
+        #[arg(long)]
+        to: PathBuf,
+    },
+    /// Drain a node: it takes no new hooks (503 draining, /readyz 503)
+    /// and delivers those it holds; prints how many rows it still holds.
+    Drain {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// Take hooks again.
+        #[arg(long, conflicts_with = "status")]
+        end: bool,
+        /// Only show whether it drains and what it holds.
+        #[arg(long)]
+        status: bool,
+    },
+    /// Re-read a node's config file, as SIGHUP does: prints the keys it
+    /// applied and those that need a restart; an invalid file changes
+    /// nothing and is named with its error.
+    Reload(NodeArgs),
+    /// Dead letters on a node.
+    Dlq {
+        #[command(subcommand)]
+        command: DlqCommand,
+    },
+    /// A node's pressure: the oldest due row's lag and whether the window is full.
+    Pressure(NodeArgs),
+    /// A node's gauges per shard and per tenant.
+    Stats(NodeArgs),
+    /// A node's sinks: each one's outcomes since the node started, its
+    /// latest failure and its breaker.
+    Sinks {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// Only this source's.
+        #[arg(long)]
+        source: Option<String>,
+        /// Only this tenant's.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// A node's sources as its config stands: each one's ingest path, how
+    /// ingest checks it, how it dedupes and where its sinks deliver.
+    Sources(NodeArgs),
+    /// Wake a sink whose receiver is back: close its circuit breaker and
+    /// make its rows waiting out a backoff or the breaker due now
+    /// (attempts kept); prints how many and whether the breaker was open.
+    Wake {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// The sink's source.
+        #[arg(long)]
+        source: String,
+        /// The sink's index in the source's `sinks` (from 0).
+        #[arg(long)]
+        sink: u16,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum DlqCommand {
+    /// List dead letters, newest first.
+    List {
+        #[command(flatten)]
+        node: NodeArgs,
+        #[command(flatten)]
+        filter: DeadLetterFilter,
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// The `next_cursor` of the previous page.
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// Show one dead letter with its hook's headers and body.
+    Show {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// The dead letter's `id`, as `list` gives it.
+        id: String,
+        /// Write only the body, as committed, to stdout.
+        #[arg(long)]
+        body: bool,
+    },
+    /// Delete matching dead letters for good (with their hooks).
+    Purge {
+        #[command(flatten)]
+        node: NodeArgs,
+        #[command(flatten)]
+        filter: DeadLetterFilter,
+        /// Delete every dead letter: required when no filter is given, so
+        /// a forgotten one deletes nothing.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Dead-letter every pending row of a source as `source_gone` (to
+    /// delete a source that still has a backlog); prints how many.
+    Add {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// The source whose pending rows to dead-letter.
+        #[arg(long)]
+        source: String,
+    },
+    /// Replay matching dead letters through the pipeline.
+    Replay {
+        #[command(flatten)]
+        node: NodeArgs,
+        #[command(flatten)]
+        filter: DeadLetterFilter,
+    },
+    /// The node's replays with their progress, newest first; or one, by
+    /// the id `replay` printed, paused or resumed.
+    Replays {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// Only this replay.
+        id: Option<String>,
+        /// Stop it moving rows (those it moved are delivered as any).
+        #[arg(long, requires = "id", conflicts_with = "resume")]
+        pause: bool,
+        /// Let a paused replay (by itself or by --pause) go on.
+        #[arg(long, requires = "id")]
+        resume: bool,
+        /// Only the replays in this state: running, done or paused.
+        #[arg(long, conflicts_with = "id")]
+        state: Option<String>,
+        /// The most replays to list (1 to 1000).
+        #[arg(long, default_value_t = 100, conflicts_with = "id")]
+        limit: usize,
+    },
+}
+
+/// Which dead letters a `dlq` command takes.
+#[derive(Args)]
+pub struct DeadLetterFilter {
+    /// Only this source's.
+    #[arg(long)]
+    pub source: Option<String>,
+    /// Only this tenant's.
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Only this hook's (its id, as ingest answered it).
+    #[arg(long)]
+    pub hook: Option<String>,
+    /// Only the rows of the sink at this index of their source.
+    #[arg(long)]
+    pub sink: Option<u16>,
+    /// Only the rows that died of this: permanent, max_attempts,
+    /// retry_horizon, source_gone, sink_gone or undecodable, or several
+    /// separated by commas.
+    #[arg(long)]
+    pub reason: Option<ReasonKinds>,
+    /// Only rows dead at or after this time (unix ms).
+    #[arg(long)]
+    pub since_ms: Option<u64>,
+    /// Only rows dead at or before this time (unix ms).
+    #[arg(long)]
+    pub until_ms: Option<u64>,
+}
+
+impl DeadLetterFilter {
+    /// The filter and `more` parameters as a query string.
+    pub fn query(&self, more: &[(&str, Option<String>)]) -> String {
+        let mine = [
+            ("source_id", self.source.clone()),
+            ("tenant", self.tenant.clone()),
+            ("hook_id", self.hook.clone()),
+            ("sink_index", self.sink.map(|i| i.to_string())),
+            ("reason", self.reason.map(|k| k.to_string())),
+            ("since_ms", self.since_ms.map(|t| t.to_string())),
+            ("until_ms", self.until_ms.map(|t| t.to_string())),
+        ];
+        query(mine.iter().chain(more))
+    }
+}
+
+/// The parameters that have a value as a query string (`?a=1&b=2`, or
+/// empty), values percent-encoded.
+pub fn query<'a>(params: impl Iterator<Item = &'a (&'a str, Option<String>)>) -> String {
+    let pairs: Vec<String> = params
+        .filter_map(|(name, value)| Some(format!("{name}={}", encode(value.as_ref()?))))
+        .collect();
+    if pairs.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", pairs.join("&"))
+    }
+}
+
+#[derive(Args)]
+pub struct NodeArgs {
+    /// The node's base URL.
+    #[arg(long, env = "GOAD_NODE", default_value = "http://127.0.0.1:7878")]
+    pub node: String,
+    /// The environment variable holding the node's admin token.
+    #[arg(long, default_value = "GOAD_ADMIN_TOKEN")]
+    pub token_env: String,
+    /// An https:// node: trust the certificates of this PEM file (the CA
+    /// that signed the node's) instead of Mozilla's roots.
+    #[arg(long, env = "GOAD_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// An https:// node that asks for one (`http.tls_client_ca_file`):
+    /// present this PEM certificate chain...
+    #[arg(long, env = "GOAD_CLIENT_CERT")]
+    pub client_cert: Option<PathBuf>,
+    /// ...and this PEM private key.
+    #[arg(long, env = "GOAD_CLIENT_KEY")]
+    pub client_key: Option<PathBuf>,
+}
+
+impl NodeArgs {
+    pub fn client(&self) -> Result<NodeClient, ClientError> {
+        let token = std::env::var(&self.token_env)
+            .ok()
+            .filter(|t| !t.is_empty());
+        let files = ClientTlsFiles {
+            ca_file: self.ca_file.as_deref(),
+            client_cert: self.client_cert.as_deref(),
+            client_key: self.client_key.as_deref(),
+        };
+        let client = NodeClient::new(self.node.clone(), token).with_tls(files);
+        client.map_err(|e| ClientError(e.to_string()))
+    }
+}

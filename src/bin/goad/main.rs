@@ -1,0 +1,138 @@
+//! The `goad` command.
+
+mod args;
+mod local;
+mod remote;
+
+use args::{query, Cli, Command, DlqCommand};
+use clap::Parser;
+use goad::node::client::encode;
+use local::{check, keygen, reshard, serve, verify};
+use remote::{backup, print_call, show};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Demo {
+            hooks,
+            committers,
+            body_bytes,
+        } => match goad::demo::run(&goad::demo::DemoOptions {
+            hooks,
+            committers,
+            body_bytes,
+        }) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("goad demo: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Serve {
+            config,
+            allow_open_admin,
+        } => serve(config, allow_open_admin),
+        Command::Check {
+            config,
+            environment,
+            allow_open_admin,
+        } => check(&config, environment.then_some(allow_open_admin)),
+        Command::Keygen { hmac } => keygen(hmac),
+        Command::Verify { config, data_dir } => verify(config, data_dir),
+        Command::Reshard { config, shards } => reshard(config, shards),
+        Command::Hook { node, id, body } => {
+            show(&node, &format!("/v1/hooks/{}", encode(&id)), body)
+        }
+        Command::Backup { node, to } => backup(&node, &to),
+        Command::Drain { node, end, status } => {
+            let method = match (end, status) {
+                (_, true) => "GET",
+                (true, _) => "DELETE",
+                _ => "POST",
+            };
+            print_call(&node, method, "/v1/drain", None)
+        }
+        Command::Reload(node) => print_call(&node, "POST", "/v1/reload", None),
+        Command::Dlq { command } => match command {
+            DlqCommand::List {
+                node,
+                filter,
+                limit,
+                cursor,
+            } => {
+                let query = filter.query(&[("limit", Some(limit.to_string())), ("cursor", cursor)]);
+                print_call(&node, "GET", &format!("/v1/dead-letters{query}"), None)
+            }
+            DlqCommand::Add { node, source } => {
+                let path = format!("/v1/sources/{}/dead-letter", encode(&source));
+                print_call(&node, "POST", &path, None)
+            }
+            DlqCommand::Show { node, id, body } => {
+                show(&node, &format!("/v1/dead-letters/{}", encode(&id)), body)
+            }
+            DlqCommand::Purge { node, filter, all } => {
+                let query = filter.query(&[]);
+                match (query.is_empty(), all) {
+                    (true, false) => usage("goad dlq purge: give a filter (--source, --tenant, --hook, --sink, --reason, --since-ms, --until-ms), or --all to delete every dead letter"),
+                    (false, true) => usage("goad dlq purge: --all deletes every dead letter; give it no filter"),
+                    _ => print_call(&node, "DELETE", &format!("/v1/dead-letters{query}"), None),
+                }
+            }
+            DlqCommand::Replay { node, filter } => {
+                let body = serde_json::json!({
+                    "source_id": filter.source,
+                    "tenant": filter.tenant,
+                    "hook_id": filter.hook,
+                    "sink_index": filter.sink,
+                    "reason": filter.reason,
+                    "since_ms": filter.since_ms,
+                    "until_ms": filter.until_ms,
+                });
+                print_call(&node, "POST", "/v1/replays", Some(&body))
+            }
+            DlqCommand::Replays {
+                node,
+                id,
+                pause,
+                resume,
+                state,
+                limit,
+            } => match (id, pause, resume) {
+                (None, ..) => {
+                    let params = [("state", state), ("limit", Some(limit.to_string()))];
+                    let path = format!("/v1/replays{}", query(params.iter()));
+                    print_call(&node, "GET", &path, None)
+                }
+                (Some(id), false, false) => {
+                    print_call(&node, "GET", &format!("/v1/replays/{}", encode(&id)), None)
+                }
+                (Some(id), pause, _) => {
+                    let action = if pause { "pause" } else { "resume" };
+                    let path = format!("/v1/replays/{}/{action}", encode(&id));
+                    print_call(&node, "POST", &path, None)
+                }
+            },
+        },
+        Command::Pressure(node) => print_call(&node, "GET", "/v1/pressure", None),
+        Command::Stats(node) => print_call(&node, "GET", "/v1/stats", None),
+        Command::Sources(node) => print_call(&node, "GET", "/v1/sources", None),
+        Command::Wake { node, source, sink } => {
+            let path = format!("/v1/sources/{}/sinks/{sink}/wake", encode(&source));
+            print_call(&node, "POST", &path, None)
+        }
+        Command::Sinks {
+            node,
+            source,
+            tenant,
+        } => {
+            let query = query([("source_id", source), ("tenant", tenant)].iter());
+            print_call(&node, "GET", &format!("/v1/sinks{query}"), None)
+        }
+    }
+}
+
+/// A command given wrongly: `why` on stderr, exit 2.
+fn usage(why: &str) -> ExitCode {
+    eprintln!("{why}");
+    ExitCode::from(2)
+}
