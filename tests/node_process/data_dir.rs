@@ -1,0 +1,157 @@
+//! A node's data directory: refused to a second node, checked by `goad
+//! verify`, and copied by `goad backup` while the node runs.
+
+use super::*;
+
+/// A second `goad serve` on a data directory in use exits with an error
+/// naming the directory and the first node's pid, said once, and the first
+/// node goes on serving: two engines on one directory would overwrite each
+/// other's hooks.
+#[test]
+fn a_second_node_on_a_data_directory_in_use_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let first = serve(dir.path(), &receiver.url("/hooks"));
+    let mut second = Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["serve", "--config"])
+        .arg(dir.path().join("goad.toml"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut exit = None;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while exit.is_none() && std::time::Instant::now() < deadline {
+        exit = second.try_wait().unwrap();
+        std::thread::park_timeout(Duration::from_millis(5));
+    }
+    let Some(exit) = exit else {
+        second.kill().unwrap();
+        second.wait().unwrap();
+        panic!("the second node was still running after 30 s");
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut second.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(exit.code(), Some(1), "{stderr}");
+    let expected = format!(
+        "{} is in use by another goad process (pid {}): one engine at a time may open a data directory",
+        dir.path().join("data").display(),
+        first.child.id()
+    );
+    assert_eq!(stderr.matches(&expected).count(), 1, "{stderr}");
+    let mut client = Client::connect(first.addr);
+    let reply = client.request("POST", "/v1/sources/a/hooks", &[], b"still served");
+    assert_eq!(reply.status, 202, "{}", reply.text());
+    assert!(receiver.wait_for(1, Duration::from_secs(30)), "delivered");
+    assert_eq!(receiver.received()[0].body, b"still served");
+}
+
+/// `goad verify` refuses a data directory a node runs on, and finds the
+/// directory sound once the node stopped (SIGTERM) with hooks in it.
+#[test]
+fn goad_verify_checks_a_stopped_nodes_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(503)).unwrap();
+    let mut node = serve(dir.path(), &receiver.url("/hooks"));
+    let mut client = Client::connect(node.addr);
+    for _ in 0..5 {
+        let reply = client.request("POST", "/v1/sources/a/hooks", &[], b"kept");
+        assert_eq!(reply.status, 202, "{}", reply.text());
+    }
+    let verify = || goad_verify(dir.path());
+    let running = verify();
+    assert_eq!(running.status.code(), Some(2));
+    let expected = format!(
+        "goad verify: {} is in use by another goad process (pid {})",
+        dir.path().join("data").display(),
+        node.child.id()
+    );
+    assert!(
+        String::from_utf8_lossy(&running.stderr).starts_with(&expected),
+        "{}",
+        String::from_utf8_lossy(&running.stderr)
+    );
+    // SAFETY: kill(2) on our own child's pid has no memory effects.
+    let sent = unsafe { libc::kill(node.child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(sent, 0);
+    assert!(node.child.wait().unwrap().success());
+    let stopped = verify();
+    let report = String::from_utf8_lossy(&stopped.stdout);
+    assert_eq!(stopped.status.code(), Some(0), "{report}");
+    let verdicts: Vec<&str> = report
+        .lines()
+        .map(|l| l.rsplit(": ").next().unwrap())
+        .collect();
+    assert_eq!(verdicts, vec!["sound", "sound"], "{report}");
+    // "shard k: H hooks; rows D due, F in flight, W waiting in lanes, X dead: sound"
+    let numbers: Vec<u64> = report
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    let per_shard: Vec<&[u64]> = numbers.chunks(6).collect();
+    let hooks: u64 = per_shard.iter().map(|s| s[1]).sum();
+    let rows: u64 = per_shard.iter().map(|s| s[2..].iter().sum::<u64>()).sum();
+    assert_eq!((hooks, rows), (5, 5), "{report}");
+}
+
+/// `goad backup` writes a running node's data directory to another while
+/// eight clients ingest: it exits 0 with the node's answer, `goad verify
+/// --data-dir` finds the backup sound, and a node started on it delivers
+/// every hook the first node acknowledged before the backup began (its
+/// receiver hung on them).
+#[test]
+fn goad_backup_copies_a_running_node_and_a_node_on_the_copy_delivers_its_hooks() {
+    let dir = tempfile::tempdir().unwrap();
+    let hanging = Receiver::start(|_| Reply::hang()).unwrap();
+    let mut node = serve(dir.path(), &hanging.url("/hooks"));
+    let acked = Arc::new(Mutex::new(HashSet::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients = load(node.addr, acked.clone(), stop.clone());
+    wait_until("500 hooks acknowledged", Duration::from_secs(60), || {
+        acked.lock().unwrap().len() >= 500
+    });
+    let restored_dir = tempfile::tempdir().unwrap();
+    let to = restored_dir.path().join("data");
+    let before = acked.lock().unwrap().clone();
+    let backup = Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["backup", "--node", &format!("http://{}", node.addr), "--to"])
+        .arg(&to)
+        .output()
+        .unwrap();
+    let answer = String::from_utf8_lossy(&backup.stdout);
+    assert_eq!(
+        backup.status.code(),
+        Some(0),
+        "{answer}{}",
+        String::from_utf8_lossy(&backup.stderr)
+    );
+    let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(answer["to"], to.display().to_string());
+    assert_eq!(answer["shards"].as_array().unwrap().len(), 2);
+    assert!(
+        acked.lock().unwrap().len() > before.len(),
+        "ingest went on during the backup"
+    );
+    node.logged("backup written");
+    stop.store(true, Ordering::Release);
+    kill(&mut node);
+    for c in clients {
+        c.join().unwrap();
+    }
+
+    let verify = Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["verify", "--config"])
+        .arg(dir.path().join("goad.toml"))
+        .arg("--data-dir")
+        .arg(&to)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&verify.stdout);
+    assert_eq!(verify.status.code(), Some(0), "{report}");
+    assert_eq!(report.matches(": sound\n").count(), 2, "{report}");
+
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let restored = serve(restored_dir.path(), &receiver.url("/hooks"));
+    wait_all_delivered(&restored, &receiver, &before, Duration::from_secs(60));
+    drop(restored);
+}
