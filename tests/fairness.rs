@@ -25,9 +25,9 @@ const WINDOW: std::ops::Range<u64> = 1_000..6_000;
 /// not the shards, bound the rate in a debug build on a loaded machine,
 /// where the shard of nine tenants, short of CPU, turns its 29 slots over
 /// late: beside five busy loops and a simulator soak, the lone tenant took
-/// 1.04–1.22× its share at 20 ms (one run beside a build, 1.28×, failed)
-/// and 0.97–0.99× at 50 ms; at 5 ms beside three other test binaries,
-/// 1.30× (2 runs of 4 failed).
+/// 1.04–1.22× its share at 20 ms (and failed once at 1.28× beside three
+/// busy loops and a soak) and 0.97–0.99× at 50 ms; at 5 ms beside three
+/// other test binaries, 1.30× (2 runs of 4 failed).
 struct Counting {
     open: Mutex<bool>,
     opened: Condvar,
