@@ -43,6 +43,24 @@ pub const MAX_COALESCE_MS: u64 = 86_400_000;
 /// How long an HTTP client keeps a host's addresses (see `sink::resolver`).
 pub const DNS_CACHE_MS: u64 = 30_000;
 
+/// The longest response head an HTTP client reads: a longer one fails the
+/// attempt.
+pub const HTTP_MAX_RESPONSE_HEAD_BYTES: usize = 16 * 1024;
+
+/// The longest header line an HTTP sink sends (the name, `: `, the value
+/// and the line break): a hook with a longer one is dead at once. A node's
+/// ingest reads request heads of at most `MAX_HEAD_BYTES`, so a header it
+/// forwards always fits.
+pub const HTTP_MAX_HEADER_LINE_BYTES: usize = 16 * 1024;
+
+/// Each HTTP client connection's read and write buffers, which hold a
+/// response head or a request line whole, with room to tell one that is
+/// too long. Every pooled connection keeps its buffers: ureq's defaults
+/// (128 KiB each way) made a connection cost 256 KiB, and a node with many
+/// sinks, each keeping up to `sink_concurrency` connections, grew by
+/// hundreds of megabytes.
+pub const HTTP_BUFFER_BYTES: usize = 17 * 1024;
+
 /// Longest an outcome or claim waits uncommitted in a shard's open write
 /// transaction (a crash within it redelivers, never loses).
 pub const OUTCOME_FLUSH_MS: u64 = 10;

@@ -6,6 +6,7 @@
 use super::egress::Egress;
 use super::resolver::CachingResolver;
 use crate::config::ConfigError;
+use crate::limits::{HTTP_BUFFER_BYTES, HTTP_MAX_RESPONSE_HEAD_BYTES};
 use crate::pem::{certificates, private_key, PemFile};
 use rustls::pki_types::PrivateKeyDer;
 use std::cell::Cell;
@@ -15,8 +16,10 @@ use ureq::unversioned::transport::{ConnectionDetails, Connector, DefaultConnecto
 /// The HTTP client of one sink: a keep-alive pool of `idle_connections`,
 /// per-phase timeouts of `timeout_ms` (connect, send, receive: ureq 3's
 /// `timeout_global` would start a thread per request), statuses as
-/// answers rather than errors, no redirects followed, and TLS trusting
-/// Mozilla's root certificates.
+/// answers rather than errors, no redirects followed, `HTTP_BUFFER_BYTES`
+/// of buffers each way per connection (response heads of at most
+/// `HTTP_MAX_RESPONSE_HEAD_BYTES`), and TLS trusting Mozilla's root
+/// certificates.
 pub(crate) fn agent(timeout_ms: u64, idle_connections: usize) -> ureq::Agent {
     agent_with_tls(
         timeout_ms,
@@ -43,6 +46,9 @@ pub(crate) fn agent_with_tls(
         .max_redirects_will_error(false)
         .max_idle_connections_per_host(idle_connections)
         .max_idle_connections(idle_connections)
+        .input_buffer_size(HTTP_BUFFER_BYTES)
+        .output_buffer_size(HTTP_BUFFER_BYTES)
+        .max_response_header_size(HTTP_MAX_RESPONSE_HEAD_BYTES)
         .timeout_connect(timeout)
         .timeout_send_request(timeout)
         .timeout_send_body(timeout)

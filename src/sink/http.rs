@@ -24,7 +24,7 @@ use super::signing::{signature_header, SigningKey};
 use super::sigv4::{AwsSigning, SignError};
 use super::status::{classify, EXCERPT_BYTES};
 use super::{BoxError, Delivery, Sink, SinkError};
-use crate::limits::{HTTP_MAX_RESPONSE_BYTES, HTTP_TIMEOUT_MS};
+use crate::limits::{HTTP_MAX_HEADER_LINE_BYTES, HTTP_MAX_RESPONSE_BYTES, HTTP_TIMEOUT_MS};
 use base64::prelude::{Engine as _, BASE64_STANDARD};
 use std::io::Read as _;
 use std::sync::Arc;
@@ -270,6 +270,22 @@ fn unsendable(text: &str, cause: impl Into<BoxError>) -> SinkError {
     })
 }
 
+/// Each header's line (`name: value` and its line break) is at most
+/// `HTTP_MAX_HEADER_LINE_BYTES`, which the connection's write buffer holds
+/// whole; a longer one could never be sent (a host's hook can carry any
+/// header), so it is a permanent failure naming the header.
+fn lines_fit(request: &Request<()>) -> Result<(), SinkError> {
+    let too_long = (request.headers().iter())
+        .map(|(name, value)| (name, name.as_str().len() + value.len() + 4))
+        .find(|&(_, line_bytes)| line_bytes > HTTP_MAX_HEADER_LINE_BYTES);
+    match too_long {
+        Some((name, line_bytes)) => Err(SinkError::permanent(format!(
+            "cannot send header {name}: its line of {line_bytes} bytes is longer than a request line may be ({HTTP_MAX_HEADER_LINE_BYTES})"
+        ))),
+        None => Ok(()),
+    }
+}
+
 const WEBHOOK_ID: HeaderName = HeaderName::from_static("webhook-id");
 const WEBHOOK_TIMESTAMP: HeaderName = HeaderName::from_static("webhook-timestamp");
 const WEBHOOK_SIGNATURE: HeaderName = HeaderName::from_static("webhook-signature");
@@ -483,6 +499,7 @@ impl Sink for HttpSink {
         if let Some(signing) = &self.aws_signing {
             sign(&mut request, signing, body, now)?;
         }
+        lines_fit(&request)?;
         let response = send_past_stale_connections(|| {
             let (head, ()) = request.clone().into_parts();
             self.agent.run(Request::from_parts(head, body))

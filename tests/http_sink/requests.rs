@@ -301,3 +301,36 @@ fn utf8_header_values_are_sent_verbatim() {
     );
     assert_eq!(engine.hook_count().unwrap(), 0, "delivered and reclaimed");
 }
+
+/// A header line of up to `HTTP_MAX_HEADER_LINE_BYTES` (16 KiB, which a
+/// connection's write buffer holds whole) is sent byte for byte; a host's
+/// hook with a longer one is dead at its first attempt, naming the header,
+/// as no retry could send it.
+#[test]
+fn a_header_line_over_16_kib_is_a_permanent_failure() {
+    let fits = "f".repeat(16 * 1024 - "x-big: \r\n".len());
+    let hook = NewHook {
+        headers: vec![("x-big".into(), fits.clone())],
+        ..NewHook::new("stripe", "x")
+    };
+    let (got, engine, _d) = deliver(hook, Reply::status(200), |_| {});
+    assert_eq!(got.len(), 1, "{:?}", rows(&engine));
+    assert_eq!(got[0].header("x-big"), Some(fits.as_str()));
+
+    let too_long = format!("{fits}f");
+    let hook = NewHook {
+        headers: vec![("x-big".into(), too_long)],
+        ..NewHook::new("stripe", "x")
+    };
+    let (got, engine, _d) = deliver(hook, Reply::status(200), |_| {});
+    assert!(got.is_empty(), "nothing was sent");
+    let dead = dead(&engine);
+    assert_eq!(
+        (dead.len(), dead[0].record.attempts, dead[0].record.error.as_deref()),
+        (
+            1,
+            1,
+            Some("sink http: permanent: cannot send header x-big: its line of 16385 bytes is longer than a request line may be (16384)")
+        )
+    );
+}

@@ -110,3 +110,23 @@ fn an_unreachable_endpoint_is_a_transient_failure() {
         dead[0].record.error
     );
 }
+
+/// A receiver that answers with a head longer than
+/// `HTTP_MAX_RESPONSE_HEAD_BYTES` (16 KiB) has not answered: the attempt
+/// fails as transient, saying so.
+#[test]
+fn a_response_head_over_16_kib_fails_the_attempt() {
+    let reply = Reply::status(200).header("x-big", &"b".repeat(20_000));
+    let (got, engine, _d) = deliver(NewHook::new("stripe", "x"), reply, |_| {});
+    assert_eq!(got.len(), 1, "the request was sent");
+    let rows = rows(&engine);
+    assert_eq!(
+        (rows.len(), rows[0].record.status, rows[0].record.attempts),
+        (1, RowStatus::Pending, 1)
+    );
+    let error = rows[0].record.error.as_deref().unwrap_or_default();
+    assert!(
+        error.starts_with("response header is too big: ") && error.ends_with(" > 16384"),
+        "{error}"
+    );
+}
