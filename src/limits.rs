@@ -51,7 +51,7 @@ pub const HTTP_MAX_RESPONSE_HEAD_BYTES: usize = 16 * 1024;
 /// and the line break): a hook with a longer one is dead at once. A node's
 /// ingest reads request heads of at most `MAX_HEAD_BYTES`, so a header it
 /// forwards always fits.
-pub const HTTP_MAX_HEADER_LINE_BYTES: usize = 16 * 1024;
+pub const HTTP_MAX_HEADER_LINE_BYTES: usize = MAX_HEAD_BYTES;
 
 /// Each HTTP client connection's read and write buffers, which hold a
 /// response head or a request line whole, with room to tell one that is
@@ -59,7 +59,9 @@ pub const HTTP_MAX_HEADER_LINE_BYTES: usize = 16 * 1024;
 /// (128 KiB each way) made a connection cost 256 KiB, and a node with many
 /// sinks, each keeping up to `sink_concurrency` connections, grew by
 /// hundreds of megabytes.
-pub const HTTP_BUFFER_BYTES: usize = 17 * 1024;
+pub const HTTP_BUFFER_BYTES: usize = HTTP_MAX_RESPONSE_HEAD_BYTES + 1024;
+// The write buffer holds the longest header line goad sends whole.
+const _: () = assert!(HTTP_MAX_HEADER_LINE_BYTES < HTTP_BUFFER_BYTES);
 
 /// Longest an outcome or claim waits uncommitted in a shard's open write
 /// transaction (a crash within it redelivers, never loses).
