@@ -53,6 +53,12 @@ pub const HTTP_MAX_RESPONSE_HEAD_BYTES: usize = 16 * 1024;
 /// forwards always fits.
 pub const HTTP_MAX_HEADER_LINE_BYTES: usize = MAX_HEAD_BYTES;
 
+/// The longest URL goad sends a request to (a sink's, an endpoint's, a
+/// token service's): its request line, `PATCH <path and query> HTTP/1.1`
+/// at the longest, is a header line that fits. A longer URL is refused by
+/// the config check, naming its key, rather than failing every attempt.
+pub const HTTP_MAX_URL_BYTES: usize = HTTP_MAX_HEADER_LINE_BYTES - "PATCH  HTTP/1.1\r\n".len();
+
 /// Each HTTP client connection's read and write buffers, which hold a
 /// response head or a request line whole, with room to tell one that is
 /// too long. Every pooled connection keeps its buffers: ureq's defaults

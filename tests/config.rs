@@ -211,6 +211,44 @@ fn each_range_rule_names_the_key_and_the_value() {
     }
 }
 
+/// Every URL goad sends requests to is at most `HTTP_MAX_URL_BYTES` long,
+/// so that its request line fits a connection's write buffer: a longer one
+/// is refused naming its key and its length (not the URL itself), where it
+/// would otherwise fail every attempt.
+#[test]
+fn a_url_too_long_to_send_a_request_to_names_its_key_and_length() {
+    use goad::limits::HTTP_MAX_URL_BYTES;
+    let sink = "[[sources]]\nid = \"a\"\n[[sources.sinks]]\n";
+    let cases = [
+        ("sources[0].sinks[0].url", format!("{sink}type = \"http\"\nurl = \"URL\""), "https://hooks.example.com/"),
+        ("sources[0].sinks[0].queue_url", format!("{sink}type = \"sqs\"\nregion = \"us-east-1\"\nqueue_url = \"URL\""), "https://sqs.us-east-1.amazonaws.com/1/"),
+        ("sources[0].sinks[0].endpoint", format!("{sink}type = \"sqs\"\nqueue_url = \"https://sqs.us-east-1.amazonaws.com/1/q\"\nendpoint = \"URL\""), "http://localhost:5000/"),
+        ("sources[0].sinks[0].oauth2.token_url", format!("{sink}type = \"http\"\nurl = \"http://x\"\noauth2 = {{ token_url = \"URL\", client_id = \"c\", client_secret_env = \"S\" }}"), "https://auth.example.com/"),
+        ("claim_check.s3_endpoint", "[claim_check]\ns3_bucket = \"claims\"\ns3_region = \"us-east-1\"\ns3_endpoint = \"URL\"".into(), "http://localhost:9000/"),
+        ("sources[0].ingest_jwt.jwks_url", "[[sources]]\nid = \"a\"\ningest_jwt = { jwks_url = \"URL\", issuer = \"i\", audience = \"a\" }".into(), "https://keys.example.com/"),
+    ];
+    for (key, config, prefix) in cases {
+        let with_url_of = |bytes: usize| {
+            config.replace(
+                "URL",
+                &format!("{prefix}{}", "p".repeat(bytes - prefix.len())),
+            )
+        };
+        assert_eq!(
+            error_of(&with_url_of(HTTP_MAX_URL_BYTES)),
+            "valid",
+            "{key} at {HTTP_MAX_URL_BYTES} bytes"
+        );
+        assert_eq!(
+            error_of(&with_url_of(HTTP_MAX_URL_BYTES + 1)),
+            format!(
+                "{key} must be a URL of at most 16367 bytes (its request line is sent as a \
+                 header line, of at most 16384), got a URL of 16368 bytes"
+            )
+        );
+    }
+}
+
 /// Scenario 62 among them: an option the sink does not have.
 #[test]
 fn unknown_keys_and_bad_types_name_the_dotted_key() {

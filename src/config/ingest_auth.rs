@@ -3,7 +3,7 @@
 //! checks it answers (`ingest_handshake`) and an issuer's tokens
 //! (`ingest_jwt`).
 
-use super::validate::{env_name_list, invalid};
+use super::validate::{env_name_list, invalid, url_fits};
 use super::{ConfigError, IngestJwt, IngestSignature, SourceConfig};
 
 /// A source's `ingest_handshake`: a known one.
@@ -34,6 +34,7 @@ pub(super) fn validate_ingest_jwt(
     jwt: &IngestJwt,
 ) -> Result<(), ConfigError> {
     let key = format!("{at}.ingest_jwt");
+    url_fits(&format!("{key}.jwks_url"), &jwt.jwks_url)?;
     if !is_key_set_url(&jwt.jwks_url) {
         let rule = "an https:// URL (or http:// to a loopback address) of the issuer's keys";
         return Err(invalid(format!("{key}.jwks_url"), rule, &jwt.jwks_url));

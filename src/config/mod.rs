@@ -26,7 +26,7 @@ pub use source::{
     OAuth2Config, OneOrMany, SinkConfig, SinkRetryConfig, SourceConfig,
 };
 pub(crate) use validate::invalid;
-pub(crate) use validate::{env_value, is_http_url};
+pub(crate) use validate::{env_value, is_http_url, url_fits};
 pub use validate::{is_id, ConfigError};
 
 /// The whole node configuration.

@@ -4,21 +4,14 @@
 //! `authorization` header or a URL's user information.
 
 use super::sink_checks::{aws_credentials, options_set, AWS_SIGNING_OPTIONS};
-use super::validate::{invalid, is_http_url, is_region};
+use super::validate::{check_http_url, invalid, is_region};
 use super::{ClientAuth, ConfigError, GoogleIdTokenConfig, OAuth2Config, SinkConfig};
 use crate::sink::gcp_id_token::ID_TOKEN_SOURCES;
 
 /// An HTTP sink's `oauth2`: a token endpoint URL and a secret's variable,
 /// and no `authorization` header of the operator's beside it.
 pub(super) fn validate_oauth2(at: &str, oauth2: &OAuth2Config) -> Result<(), ConfigError> {
-    if !is_http_url(&oauth2.token_url) {
-        let rule = "an http:// or https:// URL with a host";
-        return Err(invalid(
-            format!("{at}.oauth2.token_url"),
-            rule,
-            &oauth2.token_url,
-        ));
-    }
+    check_http_url(format!("{at}.oauth2.token_url"), &oauth2.token_url)?;
     let key = |name: &str| format!("{at}.oauth2.{name}");
     let signs = oauth2.client_auth == ClientAuth::PrivateKeyJwt;
     match (&oauth2.client_secret_env, signs) {

@@ -8,8 +8,8 @@ use super::sink_auth::{
     one_authorization, validate_aws_signing, validate_google_id_token, validate_oauth2,
 };
 use super::validate::{
-    credentials, env_name_list, invalid, is_http_url, is_region, positive, stored_header,
-    validate_retry_policy,
+    check_http_url, credentials, env_name_list, invalid, is_http_url, is_region, positive,
+    stored_header, url_fits, validate_retry_policy,
 };
 use super::{Config, ConfigError, SinkConfig};
 use crate::core::LaneBy;
@@ -175,10 +175,7 @@ impl Config {
             (None, Some(_)) => {}
             (url, None) => {
                 let url = url.as_deref().unwrap_or("");
-                if !is_http_url(url) {
-                    let rule = "an http:// or https:// URL with a host";
-                    return Err(invalid(format!("{at}.url"), rule, url));
-                }
+                check_http_url(format!("{at}.url"), url)?;
                 tls_files_need_https(at, sink, url)?;
             }
         }
@@ -331,6 +328,7 @@ pub(crate) fn tls_files_need_https(
 
 fn validate_sqs_sink(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
     let queue_url = sink.queue_url.as_deref().unwrap_or("");
+    url_fits(&format!("{at}.queue_url"), queue_url)?;
     if !is_http_url(queue_url) || crate::sink::sqs::queue_name(queue_url).is_none() {
         return Err(invalid(
             format!("{at}.queue_url"),
@@ -403,10 +401,7 @@ fn validate_queue_options(at: &str, sink: &SinkConfig) -> Result<(), ConfigError
         positive(&format!("{at}.inline_max_bytes"), bytes)?;
     }
     if let Some(endpoint) = &sink.endpoint {
-        if !is_http_url(endpoint) {
-            let rule = "an http:// or https:// URL with a host";
-            return Err(invalid(format!("{at}.endpoint"), rule, endpoint));
-        }
+        check_http_url(format!("{at}.endpoint"), endpoint)?;
     }
     if let Some(bytes) = sink.max_message_bytes {
         positive(&format!("{at}.max_message_bytes"), bytes)?;

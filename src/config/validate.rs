@@ -9,8 +9,9 @@ use super::ingest_auth::{
 };
 use super::{Config, OneOrMany, RetryConfig, TenantLimitsConfig};
 use crate::limits::{
-    MAX_COALESCE_MS, MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS, MIN_FREE_DISK_CEILING_BYTES,
-    MIN_FREE_DISK_FLOOR_BYTES, MIN_REPLAY_RETENTION_MS, MIN_SHARD_BYTES,
+    HTTP_MAX_HEADER_LINE_BYTES, HTTP_MAX_URL_BYTES, MAX_COALESCE_MS, MAX_SHARD_BYTES,
+    MIN_DEAD_RETENTION_MS, MIN_FREE_DISK_CEILING_BYTES, MIN_FREE_DISK_FLOOR_BYTES,
+    MIN_REPLAY_RETENTION_MS, MIN_SHARD_BYTES,
 };
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
 use std::fmt;
@@ -340,10 +341,7 @@ impl Config {
             }
         }
         if let Some(endpoint) = &c.s3_endpoint {
-            if !is_http_url(endpoint) {
-                let rule = "an http:// or https:// URL with a host";
-                return Err(invalid("claim_check.s3_endpoint", rule, endpoint));
-            }
+            check_http_url("claim_check.s3_endpoint".into(), endpoint)?;
         }
         if let Some(prefix) = &c.s3_prefix {
             let ok = prefix.len() <= 256 && !prefix.contains("..") && !prefix.starts_with('/');
@@ -497,6 +495,34 @@ pub(super) fn stored_header(key: String, name: &str) -> Result<(), ConfigError> 
         return Err(invalid(key, rule, name));
     }
     Ok(())
+}
+
+/// The config's `key`, `url`: an http:// or https:// URL with a host, no
+/// longer than goad can send a request to (see [`url_fits`]).
+pub(crate) fn check_http_url(key: String, url: &str) -> Result<(), ConfigError> {
+    url_fits(&key, url)?;
+    if !is_http_url(url) {
+        return Err(invalid(key, "an http:// or https:// URL with a host", url));
+    }
+    Ok(())
+}
+
+/// A URL, the config's `key` or the value of a variable it names, is at
+/// most [`HTTP_MAX_URL_BYTES`] long: a request to a longer one could not
+/// be sent. The error gives its length, not the URL (which may be a
+/// secret, and would fill the message).
+pub(crate) fn url_fits(key: &str, url: &str) -> Result<(), ConfigError> {
+    if url.len() <= HTTP_MAX_URL_BYTES {
+        return Ok(());
+    }
+    let rule = format!(
+        "a URL of at most {HTTP_MAX_URL_BYTES} bytes (its request line is sent as a header line, of at most {HTTP_MAX_HEADER_LINE_BYTES})"
+    );
+    Err(invalid(
+        key,
+        rule,
+        format_args!("a URL of {} bytes", url.len()),
+    ))
 }
 
 /// Whether `url` is an http:// or https:// URL with a host.

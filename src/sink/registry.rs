@@ -20,7 +20,8 @@ use super::ClaimingSink;
 use super::Sink;
 use crate::claim_check::ClaimStore;
 use crate::config::{
-    env_value, is_http_url, tls_files_need_https, Config, ConfigError, SinkConfig, SourceConfig,
+    env_value, is_http_url, tls_files_need_https, url_fits, Config, ConfigError, SinkConfig,
+    SourceConfig,
 };
 use crate::core::{Catalog, LaneBy, SinkKey};
 use crate::limits::{
@@ -442,6 +443,7 @@ fn http_url(entry: &SinkConfig, at: &str) -> Result<String, ConfigError> {
     };
     let key = format!("{at}.url_env");
     let url = env_value(key.clone(), var)?;
+    url_fits(&key, &url)?;
     if !is_http_url(&url) {
         return Err(ConfigError::Invalid {
             key,

@@ -3,6 +3,7 @@
 //! (reference scenarios 57–59 and 63–66), and header values as sent.
 
 use super::*;
+use goad::limits::HTTP_MAX_URL_BYTES;
 
 /// Scenario 57: the body verbatim, goad's headers and the content type.
 #[test]
@@ -201,13 +202,17 @@ fn secret_headers_come_from_the_environment_and_content_type_is_replaced() {
 
 /// A sink's `url_env` names the variable holding its URL (a secret, as
 /// Slack's incoming webhooks are): the hook goes there. An unset variable,
-/// one that holds no http(s) URL, or TLS files with an http:// one, are
-/// config errors naming the key and the variable, never the URL.
+/// one that holds no http(s) URL or one too long to send a request to, or
+/// TLS files with an http:// one, are config errors naming the key and the
+/// variable, never the URL.
 #[test]
 fn a_url_from_the_environment_is_delivered_to_and_never_printed() {
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
     std::env::set_var("GOAD_TEST_SINK_URL", receiver.url("/T000/B000/s3cr3t"));
     std::env::set_var("GOAD_TEST_BAD_URL", "hooks.example.com/s3cr3t");
+    let long_url = receiver.url("/s3cr3t/");
+    let long_url = long_url.clone() + &"p".repeat(HTTP_MAX_URL_BYTES + 1 - long_url.len());
+    std::env::set_var("GOAD_TEST_LONG_URL", long_url);
     let dir = tempfile::tempdir().unwrap();
     let from_env = |var: &str| SinkConfig {
         url_env: Some(var.into()),
@@ -245,6 +250,11 @@ fn a_url_from_the_environment_is_delivered_to_and_never_printed() {
         refused(from_env("GOAD_TEST_BAD_URL")),
         "sources[0].sinks[0].url_env must be a variable holding an http:// or https:// URL \
          with a host, got \"GOAD_TEST_BAD_URL\""
+    );
+    assert_eq!(
+        refused(from_env("GOAD_TEST_LONG_URL")),
+        "sources[0].sinks[0].url_env must be a URL of at most 16367 bytes (its request line \
+         is sent as a header line, of at most 16384), got a URL of 16368 bytes"
     );
     let ca_file = fixtures().join("test-ca.pem");
     let plain_with_ca = SinkConfig {
@@ -300,6 +310,25 @@ fn utf8_header_values_are_sent_verbatim() {
         Some("acme:stripe:évt_1")
     );
     assert_eq!(engine.hook_count().unwrap(), 0, "delivered and reclaimed");
+}
+
+/// A sink URL of `HTTP_MAX_URL_BYTES`, the longest the config takes, is
+/// delivered to with the longest request line goad sends (`PATCH`); a
+/// longer one is refused by the config check (`tests/config.rs`).
+#[test]
+fn a_sink_url_of_the_longest_length_is_delivered_to() {
+    let (got, engine, _d) = deliver(NewHook::new("stripe", "x"), Reply::status(200), |s| {
+        let url = s.sinks[0].url.clone().unwrap();
+        let longest = url.clone() + &"p".repeat(HTTP_MAX_URL_BYTES - url.len());
+        s.sinks[0].url = Some(longest);
+        s.sinks[0].method = Some("patch".into());
+    });
+    assert_eq!(got.len(), 1, "{:?}", rows(&engine));
+    let path_bytes = HTTP_MAX_URL_BYTES - got[0].header("host").unwrap().len() - "http://".len();
+    assert_eq!(
+        (got[0].method.as_str(), got[0].path.len()),
+        ("PATCH", path_bytes)
+    );
 }
 
 /// A header line of up to `HTTP_MAX_HEADER_LINE_BYTES` (16 KiB, which a
