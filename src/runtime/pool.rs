@@ -1,25 +1,34 @@
 //! A shard's IO pool: blocking worker threads running `Sink::deliver`.
 //!
-//! Calls come over a bounded channel: one attempt (`Sink::deliver`) or a
+//! Calls come over a bounded queue: one attempt (`Sink::deliver`) or a
 //! batch (`Sink::deliver_batch`). Each attempt's result goes back to the
-//! shard's input channel tagged with its job id (which wakes the shard). A
-//! worker whose call timed out may be stuck in a sink: the pool starts a
-//! replacement so the shard keeps its capacity, up to
-//! `MAX_ABANDONED_WORKERS` extra threads. A worker that finds the pool over
-//! its size after a job exits, so the count returns to its target once stuck
-//! workers come back. Every worker runs on the CPUs of the thread that
-//! started the pool, wherever the pinned shard thread starts a replacement.
+//! shard's input channel tagged with its job id (which wakes the shard).
+//! The pool has `dispatch.concurrency` workers, as last reconfigured: a
+//! larger value starts more at once, a smaller one lets idle workers leave
+//! at once and busy ones after their call.
+//!
+//! A call that times out (see `Core::poll_abandoned`) while still queued
+//! is taken off the queue: run late, it would only repeat an attempt the
+//! shard has failed, and since retried or dead-lettered. One that timed
+//! out on a worker may have it stuck in a sink for good: the pool starts a
+//! replacement, so the shard keeps its capacity, while fewer than
+//! `MAX_ABANDONED_WORKERS` are stuck. A stuck worker is back when its late
+//! result is (the shard tells the pool, [`IoPool::returned`]); a worker
+//! that finds the pool over its size plus its replaced stuck workers
+//! leaves. Every worker runs on the CPUs of the thread that started the
+//! pool, wherever the pinned shard thread starts a replacement.
 
 use super::cpu_set::CpuSet;
-use super::job_queue::JobQueue;
+use super::job_queue::{JobQueue, Popped};
 use super::shard::ShardInput;
 use super::step::Completion;
-use crate::core::{AttemptFailure, AttemptResult, Call, FailureClass, Job};
+use crate::core::{AttemptFailure, AttemptResult, Call, FailureClass, Job, JobId};
 use crate::latency::AttemptLatency;
 use crate::limits::MAX_ABANDONED_WORKERS;
 use crate::sink::{deliver_batch_safely, deliver_safely, Delivery, Sink, SinkRegistry};
 use crossbeam_channel::Sender;
 use parking_lot::RwLock;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,7 +41,10 @@ struct Shared {
     results: Sender<ShardInput>,
     registry: SharedRegistry,
     live: AtomicUsize,
-    target: usize,
+    /// The pool's size: `dispatch.concurrency`.
+    target: AtomicUsize,
+    /// Stuck workers a replacement was started for.
+    replaced: AtomicUsize,
     /// The engine whose attempts the workers run (see `io_thread`).
     engine_id: u64,
     shard_index: usize,
@@ -41,14 +53,38 @@ struct Shared {
     cpus: Option<CpuSet>,
 }
 
+impl Shared {
+    /// Whether a worker leaves: more are live than the pool's size and its
+    /// replaced stuck workers. If so it is no longer counted live.
+    fn leave(&self) -> bool {
+        let mut live = self.live.load(Ordering::Acquire);
+        loop {
+            let wanted =
+                self.target.load(Ordering::Acquire) + self.replaced.load(Ordering::Acquire);
+            if live <= wanted {
+                return false;
+            }
+            match (self.live).compare_exchange(live, live - 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return true,
+                Err(now) => live = now,
+            }
+        }
+    }
+}
+
 /// The pool of one shard.
 pub struct IoPool {
     shared: Arc<Shared>,
+    /// Calls that timed out on a worker, each named by the job the core
+    /// named it by, until its late result comes back.
+    stuck: HashSet<JobId>,
 }
 
 impl IoPool {
-    /// Starts `workers` threads. The call channel holds every call the
-    /// shard may start at once plus those whose workers are stuck.
+    /// Starts `workers` threads. The call queue holds more calls than the
+    /// shard may start at once (`dispatch.concurrency`): one is queued
+    /// only while its attempts run.
     pub fn start(
         engine_id: u64,
         shard_index: usize,
@@ -62,7 +98,8 @@ impl IoPool {
             results,
             registry,
             live: AtomicUsize::new(0),
-            target: workers,
+            target: AtomicUsize::new(workers),
+            replaced: AtomicUsize::new(0),
             engine_id,
             shard_index,
             spawned: AtomicUsize::new(0),
@@ -72,17 +109,20 @@ impl IoPool {
         for _ in 0..workers {
             spawn_worker(&shared);
         }
-        IoPool { shared }
+        IoPool {
+            shared,
+            stuck: HashSet::new(),
+        }
     }
 
-    /// Hands a call to a worker. A full channel (every worker stuck past
-    /// the replacement bound) fails the call's attempts at once instead of
-    /// blocking the shard.
+    /// Hands a call to a worker. A full queue (more calls waiting than the
+    /// shard may start at once, which its windows keep from happening)
+    /// fails the call's attempts at once rather than block the shard.
     pub fn submit(&self, call: Call) -> Result<(), Vec<Completion>> {
         self.shared.calls.push(call).map_err(|call| {
             let failure = AttemptFailure {
                 class: FailureClass::Transient,
-                message: "io pool saturated: every worker is stuck".into(),
+                message: "io pool queue is full".into(),
             };
             call.jobs()
                 .iter()
@@ -95,20 +135,53 @@ impl IoPool {
         })
     }
 
-    /// A call timed out: its worker may never come back, so start another
-    /// (within the bound).
-    pub fn replace_abandoned(&self) {
-        if self.abandoned() < MAX_ABANDONED_WORKERS {
+    /// The pool's size is now `workers` (a reconfiguration of
+    /// `dispatch.concurrency`): more are started at once; past it, idle
+    /// workers leave now and busy ones after their call.
+    pub fn resize(&self, workers: usize) {
+        let was = self.shared.target.swap(workers, Ordering::AcqRel);
+        self.shared
+            .calls
+            .set_capacity(workers + MAX_ABANDONED_WORKERS);
+        for _ in was..workers {
+            spawn_worker(&self.shared);
+        }
+        if workers < was {
+            self.shared.calls.wake_all();
+        }
+    }
+
+    /// A call timed out, named by `job` (see the module docs): taken off
+    /// the queue if still there, else its worker counted stuck and, while
+    /// fewer than `MAX_ABANDONED_WORKERS` are, replaced.
+    pub fn abandon(&mut self, job: JobId) {
+        let named = |call: &Call| call.jobs().iter().any(|j| j.id == job);
+        if self.shared.calls.take(named).is_some() {
+            return;
+        }
+        self.stuck.insert(job);
+        if self.stuck.len() <= MAX_ABANDONED_WORKERS {
+            self.shared.replaced.fetch_add(1, Ordering::AcqRel);
             spawn_worker(&self.shared);
         }
     }
 
-    /// Workers beyond the pool's size: stuck in an attempt that timed out.
+    /// A result came back for `job`: if it names a call that timed out on
+    /// a worker, that worker is back, and the pool one replacement over
+    /// (the first worker to find it so leaves).
+    pub fn returned(&mut self, job: JobId) {
+        if self.stuck.is_empty() || !self.stuck.remove(&job) {
+            return;
+        }
+        if self.stuck.len() < MAX_ABANDONED_WORKERS {
+            self.shared.replaced.fetch_sub(1, Ordering::AcqRel);
+            self.shared.calls.wake_all();
+        }
+    }
+
+    /// Workers stuck in a call that timed out.
     pub fn abandoned(&self) -> usize {
-        self.shared
-            .live
-            .load(Ordering::Acquire)
-            .saturating_sub(self.shared.target)
+        self.stuck.len()
     }
 }
 
@@ -141,7 +214,12 @@ fn run_worker(shared: &Shared) {
         cpus.apply_to_current_thread();
     }
     super::io_thread::mark(shared.engine_id);
-    while let Some(call) = shared.calls.pop() {
+    loop {
+        let call = match shared.calls.pop(|| shared.leave()) {
+            Popped::Item(call) => call,
+            Popped::Leave => return,
+            Popped::Closed => break,
+        };
         let key = &call.jobs()[0].key;
         let sink = shared.registry.read().get(key).cloned();
         let started = Instant::now();
@@ -174,13 +252,7 @@ fn run_worker(shared: &Shared) {
         if !sent {
             break;
         }
-        let live = shared.live.load(Ordering::Acquire);
-        if live > shared.target
-            && shared
-                .live
-                .compare_exchange(live, live - 1, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-        {
+        if shared.leave() {
             return;
         }
     }
@@ -211,5 +283,29 @@ fn run_call(sink: &dyn Sink, call: &Call) -> Vec<AttemptResult> {
                 .map(|result| result.map_err(|e| e.into_failure()))
                 .collect()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::wait_until;
+
+    /// A resized pool starts its new workers at once, and its idle workers
+    /// past a smaller size leave at once (rather than after a call each,
+    /// which an idle pool may not get for long).
+    #[test]
+    fn a_resized_pool_grows_and_shrinks_at_once() {
+        let (results, _inputs) = crossbeam_channel::unbounded();
+        let registry = Arc::new(RwLock::new(Arc::new(SinkRegistry::default())));
+        let pool = IoPool::start(0, 0, 4, results, registry, Arc::default());
+        let live = || pool.shared.live.load(Ordering::Acquire);
+        assert_eq!(live(), 4);
+        pool.resize(7);
+        assert_eq!(live(), 7);
+        pool.resize(2);
+        wait_until("five workers gone", || live() == 2);
+        pool.resize(3);
+        assert_eq!((live(), pool.abandoned()), (3, 0));
     }
 }

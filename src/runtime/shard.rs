@@ -402,6 +402,7 @@ impl ShardLoop {
                 }
             }
             ShardInput::Completion(completion) => {
+                self.pool.returned(completion.job);
                 self.outcomes_taken.push(completion.clone());
                 outcomes.push(completion);
             }
@@ -412,6 +413,7 @@ impl ShardLoop {
                 catalog,
                 applied,
             } => {
+                self.pool.resize(dispatch.concurrency as usize);
                 state.handle_reconfigure(dispatch, retry, catalog);
                 if let Some(applied) = applied {
                     let _ = applied.send(());
@@ -494,7 +496,7 @@ impl ShardLoop {
         // A committer that reads the stats once answered sees its commit
         // (or duplicate) counted.
         self.publish(state, false);
-        answer(&self.pool, out, replies);
+        answer(&mut self.pool, out, replies);
         let stats = state.core().stats();
         let (active_tenants, claimed) = (stats.active_tenants, stats.claimed.rows > 0);
         if self.reported != Some(active_tenants)
@@ -609,8 +611,8 @@ fn linger_for_commits(
     }
 }
 
-/// Answers the commits and replaces the workers of abandoned attempts.
-fn answer(pool: &IoPool, out: StepOutput, replies: Vec<CommitReply>) {
+/// Answers the commits and gives the pool the calls that timed out.
+fn answer(pool: &mut IoPool, out: StepOutput, replies: Vec<CommitReply>) {
     match out.committed {
         Some(Ok(first_ids)) => {
             for (reply, first_id) in replies.into_iter().zip(first_ids) {
@@ -624,7 +626,7 @@ fn answer(pool: &IoPool, out: StepOutput, replies: Vec<CommitReply>) {
         }
         None => {}
     }
-    for _ in &out.abandoned {
-        pool.replace_abandoned();
+    for job in out.abandoned {
+        pool.abandon(job);
     }
 }

@@ -204,6 +204,62 @@ fn a_replacement_io_worker_is_not_pinned_to_its_shards_core() {
     drop(release);
 }
 
+/// A shard starts no more than `MAX_ABANDONED_WORKERS` replacements for
+/// workers stuck in calls that timed out. Once every worker is stuck, its
+/// attempts wait queued and fail at their deadline as `attempt_timeout`,
+/// and are taken off the queue then: when the sink lets go, none of them
+/// runs late (each would repeat an attempt already failed). The stuck
+/// workers count down as they come back.
+#[test]
+fn a_pool_whose_every_worker_is_stuck_fails_attempts_at_their_deadline_and_never_runs_them_late() {
+    const HOOKS: u64 = 96;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.concurrency = 8;
+    c.dispatch.sink_concurrency = 8;
+    c.dispatch.attempt_timeout_ms = 100;
+    c.retry.max_attempts = 1;
+    c.sources
+        .push(source_of_kinds("hung", "default", &["gate"]));
+    let (release, gate) = crossbeam_channel::bounded::<()>(0);
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = calls.clone();
+    let hung = sink(move |_| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        let _ = gate.recv();
+        Ok(())
+    });
+    let engine = Engine::builder(c).sink("gate", hung).open().unwrap();
+    for _ in 0..HOOKS {
+        engine.commit(NewHook::new("hung", "x")).unwrap();
+    }
+    // Nothing runs once every row is dead: the calls stuck in the sink
+    // timed out.
+    engine.tick().unwrap();
+    // The pool's 8 workers and 64 replacements, each stuck in one call.
+    let stuck = 8 + goad::limits::MAX_ABANDONED_WORKERS as u64;
+    assert_eq!(engine.stats()[0].abandoned_workers, stuck);
+    assert_eq!(u64::from(calls.load(Ordering::SeqCst)), stuck);
+    let errors: Vec<_> = dead(&engine).into_iter().map(|r| r.record.error).collect();
+    assert_eq!(
+        errors,
+        vec![
+            Some("sink gate: attempt_timeout: no result after 100 ms".to_string());
+            HOOKS as usize
+        ]
+    );
+    drop(release);
+    wait_until("the stuck workers back", Duration::from_secs(10), || {
+        engine.stats()[0].abandoned_workers == 0
+    });
+    engine.tick().unwrap();
+    assert_eq!(
+        u64::from(calls.load(Ordering::SeqCst)),
+        stuck,
+        "no call that timed out in the queue ran late"
+    );
+}
+
 /// Scenario 8: sinks [always-fail, tag] with two attempts: tag delivered
 /// once; exactly one dead row with the sink's last error; the hook is kept.
 #[test]

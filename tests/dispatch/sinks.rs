@@ -209,6 +209,59 @@ fn reconfigure_lowers_and_raises_concurrency_without_dropping_running_attempts()
         .expect("reconfigure succeeds on a stopped engine");
 }
 
+/// A reconfiguration that raises `dispatch.concurrency` grows each shard's
+/// IO pool with it: as many attempts run in the sink at once as the new
+/// window lets start. (Before, a pool kept the size it opened with: the
+/// attempts past it waited in its queue, their deadlines running, and
+/// those past its queue failed at once as `io pool saturated`.) Lowered
+/// again, the pool gives back its extra workers as they finish: every
+/// row is delivered and none is counted stuck.
+#[test]
+fn raising_the_concurrency_grows_each_shards_io_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.concurrency = 2;
+    c.dispatch.sink_concurrency = 2;
+    c.sources.push(source_of_kinds("s", "t", &["held"]));
+    let (open, permits) = crossbeam_channel::unbounded::<()>();
+    let inside = Arc::new(AtomicU32::new(0));
+    let counted = inside.clone();
+    let held = sink(move |_| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        let permit = permits.recv();
+        counted.fetch_sub(1, Ordering::SeqCst);
+        permit.map_err(SinkError::transient)
+    });
+    let engine = Engine::builder(c.clone())
+        .sink("held", held)
+        .open()
+        .unwrap();
+    for _ in 0..24 {
+        engine.commit(NewHook::new("s", "x")).unwrap();
+    }
+    wait_until("2 attempts in the sink", Duration::from_secs(5), || {
+        inside.load(Ordering::SeqCst) == 2
+    });
+    let mut raised = c.clone();
+    raised.dispatch.concurrency = 12;
+    raised.dispatch.sink_concurrency = 12;
+    engine.reconfigure(&raised).unwrap();
+    wait_until("12 attempts in the sink", Duration::from_secs(5), || {
+        inside.load(Ordering::SeqCst) == 12
+    });
+    engine.reconfigure(&c).unwrap();
+    for _ in 0..24 {
+        open.send(()).unwrap();
+    }
+    engine.tick().unwrap();
+    assert!(rows(&engine).is_empty(), "every row delivered");
+    let stats = &engine.stats()[0];
+    assert_eq!(
+        (stats.delivered, stats.retried, stats.abandoned_workers),
+        (24, 0, 0)
+    );
+}
+
 /// A reload that removes a source's first sink while rows of both are
 /// claimed: the second sink, at index 0 now, gets each hook's own row once
 /// and never a row of the removed sink, whose claimed rows are
