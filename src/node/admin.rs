@@ -461,6 +461,7 @@ fn apply_config_file(state: &NodeState, engine: &Engine) -> Result<Reloaded, Rel
     let changed = changed_keys(&current, &new);
     engine.reconfigure(&new).map_err(|e| invalid(&e))?;
     adopt_live_keys(&mut current, &new);
+    super::open_files::warn_if_short(&current);
     state.notifier.configure(&new.notifications);
     tokens.fetch_stale_keys();
     *state.tokens.write() = tokens;

@@ -53,7 +53,9 @@ pub(crate) fn needed(config: &Config) -> u64 {
     served + running + idle + own
 }
 
-/// Logs a warning when the soft limit is below what `config` can take.
+/// Logs a warning when the soft limit is below what `config` can take
+/// (as the node starts, and after each reload: more sources, sinks or
+/// concurrency take more).
 pub(crate) fn warn_if_short(config: &Config) {
     let Some(limit) = soft_limit() else {
         return;
@@ -61,7 +63,7 @@ pub(crate) fn warn_if_short(config: &Config) {
     let needed = needed(config);
     if limit < needed {
         crate::log::warn(
-            "the open-files limit is below what http.max_connections and dispatch.concurrency can take: past it, new connections are refused with 503 (raise LimitNOFILE or ulimit -n, or lower http.max_connections)",
+            "the open-files limit is below what http.max_connections, dispatch.concurrency and the sinks' kept-alive connections can take: past it, new connections are refused with 503 (raise LimitNOFILE or ulimit -n, or lower http.max_connections)",
             &[
                 ("open_files_limit", &limit),
                 ("needed", &needed),

@@ -2,6 +2,7 @@
 //! start, and connections refused with 503 when it runs out).
 
 use super::*;
+use common::http::call;
 use std::os::unix::process::CommandExt;
 
 /// The file size limit of process `pid` (`RLIMIT_FSIZE`), in bytes.
@@ -192,6 +193,31 @@ fn goad_serve_raises_its_open_files_limit_to_the_hard_limit() {
     );
     let warned = node.started.iter().find(|l| l.contains("level=warn"));
     assert_eq!(warned, None, "no warning with the limit raised");
+}
+
+/// A node whose limit covers its config warns of nothing as it starts; a
+/// reload that raises `dispatch.concurrency` past what the limit covers is
+/// applied, and warned of with what the new config needs.
+#[test]
+fn a_reload_that_needs_more_descriptors_than_the_limit_is_warned_of() {
+    let dir = tempfile::tempdir().unwrap();
+    let limit = NEEDED_FDS + 20;
+    let node = serve_with_open_files(dir.path(), limit, limit);
+    let warned = node.started.iter().find(|l| l.contains("level=warn"));
+    assert_eq!(warned, None, "nothing to warn of at start");
+    let config = dir.path().join("goad.toml");
+    let file = std::fs::read_to_string(&config).unwrap();
+    let raised = file.replace("[dispatch]\n", "[dispatch]\nconcurrency = 200\n");
+    std::fs::write(&config, raised).unwrap();
+    let reply = call(node.addr, "POST", "/v1/reload", &[], b"");
+    assert_eq!(
+        (reply.status, reply.json()["applied"].to_string()),
+        (200, "[\"dispatch.concurrency\"]".into())
+    );
+    let warned = node.logged("the open-files limit is below what http.max_connections, dispatch.concurrency and the sinks' kept-alive connections can take: past it, new connections are refused with 503 (raise LimitNOFILE or ulimit -n, or lower http.max_connections)");
+    let needed = NEEDED_FDS - 32 + 200;
+    let expected = format!("open_files_limit={limit} needed={needed}");
+    assert!(warned.contains(&expected), "{warned}");
 }
 
 /// A node whose descriptors run out (a limit of 128, which the node warns
