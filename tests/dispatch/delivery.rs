@@ -97,19 +97,27 @@ fn a_failing_sink_does_not_hold_up_a_healthy_source() {
     eprintln!("healthy source delivered in {:?}", start.elapsed());
 }
 
+/// `config(dir)` with `concurrency` attempts at once (a sink's too), each
+/// failed after 100 ms, `max_attempts` of them, and source `hung` (of
+/// tenant `default`) with one sink of type `gate`.
+fn hung_source_config(dir: &std::path::Path, concurrency: u32, max_attempts: u32) -> goad::Config {
+    let mut c = config(dir);
+    c.dispatch.concurrency = concurrency;
+    c.dispatch.sink_concurrency = concurrency;
+    c.dispatch.attempt_timeout_ms = 100;
+    c.retry.max_attempts = max_attempts;
+    c.sources
+        .push(source_of_kinds("hung", "default", &["gate"]));
+    c
+}
+
 /// Scenario 7 (D6): an attempt that hangs is failed at the attempt deadline
 /// and frees its slot; with two attempts the row is dead-lettered as
 /// `attempt_timeout`, and the healthy source is delivered meanwhile.
 #[test]
 fn a_hung_attempt_times_out_frees_its_slot_and_dead_letters_after_its_attempts() {
     let dir = tempfile::tempdir().unwrap();
-    let mut c = config(dir.path());
-    c.dispatch.concurrency = 1;
-    c.dispatch.sink_concurrency = 1;
-    c.dispatch.attempt_timeout_ms = 100;
-    c.retry.max_attempts = 2;
-    c.sources
-        .push(source_of_kinds("hung", "default", &["gate"]));
+    let mut c = hung_source_config(dir.path(), 1, 2);
     c.sources.push(source_of_kinds("good", "default", &["ok"]));
     let (release, gate) = crossbeam_channel::bounded::<()>(0);
     let (counting, delivered) = counting_sink();
@@ -163,13 +171,7 @@ fn a_replacement_io_worker_is_not_pinned_to_its_shards_core() {
         }
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut c = config(dir.path());
-    c.dispatch.concurrency = 1;
-    c.dispatch.sink_concurrency = 1;
-    c.dispatch.attempt_timeout_ms = 100;
-    c.retry.max_attempts = 1;
-    c.sources
-        .push(source_of_kinds("hung", "default", &["gate"]));
+    let mut c = hung_source_config(dir.path(), 1, 1);
     c.sources
         .push(source_of_kinds("probe", "default", &["probe"]));
     let (release, gate) = crossbeam_channel::bounded::<()>(0);
@@ -214,13 +216,7 @@ fn a_replacement_io_worker_is_not_pinned_to_its_shards_core() {
 fn a_pool_whose_every_worker_is_stuck_fails_attempts_at_their_deadline_and_never_runs_them_late() {
     const HOOKS: u64 = 96;
     let dir = tempfile::tempdir().unwrap();
-    let mut c = config(dir.path());
-    c.dispatch.concurrency = 8;
-    c.dispatch.sink_concurrency = 8;
-    c.dispatch.attempt_timeout_ms = 100;
-    c.retry.max_attempts = 1;
-    c.sources
-        .push(source_of_kinds("hung", "default", &["gate"]));
+    let c = hung_source_config(dir.path(), 8, 1);
     let (release, gate) = crossbeam_channel::bounded::<()>(0);
     let calls = Arc::new(AtomicU32::new(0));
     let counted = calls.clone();
