@@ -104,6 +104,11 @@ pub const COMMIT_REPLY_WAIT_MS: u64 = 30_000;
 /// most this much.
 pub const MAX_SLEEP_MS: u64 = 1_000;
 
+/// The largest `dispatch.concurrency`: each shard's IO pool has that many
+/// worker threads, so a value past what threads can serve (a typo of a few
+/// zeros) would start tens of thousands of them at open or reload.
+pub const MAX_CONCURRENCY: u32 = 4_096;
+
 /// Stuck workers (their attempt timed out and never came back) a shard's IO
 /// pool replaces; past this the pool runs short and says so in its stats.
 pub const MAX_ABANDONED_WORKERS: usize = 64;

@@ -73,7 +73,8 @@ fn defaults_are_the_reference_defaults() {
 fn each_range_rule_names_the_key_and_the_value() {
     let cases = [
         ("[dispatch]\nbatch = 0", "dispatch.batch must be a positive integer, got 0"),
-        ("[dispatch]\nconcurrency = 0", "dispatch.concurrency must be a positive integer, got 0"),
+        ("[dispatch]\nconcurrency = 0", "dispatch.concurrency must be an integer from 1 to 4096 (each shard runs its attempts on as many threads), got 0"),
+        ("[dispatch]\nconcurrency = 40960", "dispatch.concurrency must be an integer from 1 to 4096 (each shard runs its attempts on as many threads), got 40960"),
         ("[dispatch]\nmax_inflight = 0", "dispatch.max_inflight must be a positive integer, got 0"),
         ("[dispatch]\nmax_inflight_bytes = 0", "dispatch.max_inflight_bytes must be a positive integer, got 0"),
         ("[dispatch]\nattempt_timeout_ms = 0", "dispatch.attempt_timeout_ms must be a positive integer, got 0"),

@@ -9,8 +9,8 @@ use super::ingest_auth::{
 };
 use super::{Config, OneOrMany, RetryConfig, TenantLimitsConfig};
 use crate::limits::{
-    HTTP_MAX_HEADER_LINE_BYTES, HTTP_MAX_URL_BYTES, MAX_COALESCE_MS, MAX_SHARD_BYTES,
-    MIN_DEAD_RETENTION_MS, MIN_FREE_DISK_CEILING_BYTES, MIN_FREE_DISK_FLOOR_BYTES,
+    HTTP_MAX_HEADER_LINE_BYTES, HTTP_MAX_URL_BYTES, MAX_COALESCE_MS, MAX_CONCURRENCY,
+    MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS, MIN_FREE_DISK_CEILING_BYTES, MIN_FREE_DISK_FLOOR_BYTES,
     MIN_REPLAY_RETENTION_MS, MIN_SHARD_BYTES,
 };
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
@@ -371,7 +371,12 @@ impl Config {
     fn validate_dispatch(&self) -> Result<(), ConfigError> {
         let d = &self.dispatch;
         positive("dispatch.batch", d.batch)?;
-        positive("dispatch.concurrency", d.concurrency)?;
+        if !(1..=MAX_CONCURRENCY).contains(&d.concurrency) {
+            let rule = format!(
+                "an integer from 1 to {MAX_CONCURRENCY} (each shard runs its attempts on as many threads)"
+            );
+            return Err(invalid("dispatch.concurrency", rule, d.concurrency));
+        }
         positive("dispatch.max_inflight", d.max_inflight)?;
         positive("dispatch.max_inflight_bytes", d.max_inflight_bytes)?;
         positive("dispatch.attempt_timeout_ms", d.attempt_timeout_ms)?;
