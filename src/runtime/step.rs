@@ -20,18 +20,19 @@
 //! is lost. The shard then scans again only after `STORE_RETRY_MS`, so a
 //! store that keeps failing is retried once a second, not in a busy loop.
 
+mod calls;
+mod rebuild;
+
 use super::failure_log::FailureLog;
 use super::reply::FirstId;
 use crate::config::{DispatchConfig, RetryConfig};
 use crate::core::{
-    wake_start, AttemptResult, BreakerEvent, Call, Catalog, Core, DueCursor, DueEntry, Grant,
-    JobId, OutcomeEvent, RowId, RunningAttempt, SinkKey, SourceEntry, SourceSweep, SweepStep,
-    WakeStep,
+    AttemptResult, BreakerEvent, Call, Catalog, Core, Grant, JobId, OutcomeEvent, RowId,
+    RunningAttempt, SourceEntry,
 };
-use crate::limits::{MAX_UNFLUSHED_OPS, OUTCOME_FLUSH_MS, REPLAY_SCAN_BUDGET, STORE_RETRY_MS};
+use crate::limits::{MAX_UNFLUSHED_OPS, OUTCOME_FLUSH_MS};
 use crate::store::{
-    self, dedupe, Hook, NewRow, PurgeStep, Purged, ReviveStep, Revived, RowRecord, ShardStore,
-    StoreError, TenantTable, TxnIndex,
+    self, dedupe, Hook, NewRow, RowRecord, ShardStore, StoreError, TenantTable, TxnIndex,
 };
 use heed::RwTxn;
 use std::sync::Arc;
@@ -265,149 +266,6 @@ impl<'s> ShardState<'s> {
         self.core.handle_drain();
     }
 
-    /// One step of dead-lettering the pending rows of `source_id` (see
-    /// [`crate::core::SourceSweep`]): at most `max_entries` lane members or
-    /// due entries from `from` on, committed, so the count it returns is
-    /// durable. A step that set unreadable due entries aside may have read
-    /// short, so the next goes on from where it began (setting aside leaves
-    /// nothing to set aside again).
-    pub fn dead_letter_source(
-        &mut self,
-        now_ms: u64,
-        source_id: &str,
-        from: &SourceSweep,
-        max_entries: usize,
-    ) -> Result<SweepStep, Arc<StoreError>> {
-        let (dead, next, set_aside) =
-            self.write_now(now_ms, |store, txn, tenants, core| match from {
-                SourceSweep::Lanes(place) => {
-                    let sweep = store::lanes::MemberSweep {
-                        source_id,
-                        from: *place,
-                        max_entries,
-                        now_ms,
-                    };
-                    let source: Arc<str> = source_id.into();
-                    let mut report = |row, hook_id: &str, fields: &_, reason: &str| {
-                        core.report_dead(now_ms, &source, (row, hook_id), fields, reason)
-                    };
-                    let (dead, next) = store::lanes::dead_letter_members(
-                        store,
-                        txn,
-                        tenants,
-                        &sweep,
-                        &mut report,
-                    )?;
-                    // After the last lane, the due index from its start.
-                    let next = next.map_or(SourceSweep::Due(DueCursor::default()), |place| {
-                        SourceSweep::Lanes(Some(place))
-                    });
-                    Ok((dead, Some(next), 0))
-                }
-                SourceSweep::Due(at) => {
-                    let ((dead, next), set_aside) =
-                        read_due(store, txn, tenants, core, |core, index| {
-                            core.handle_dead_letter_source(
-                                now_ms,
-                                source_id,
-                                at.clone(),
-                                max_entries,
-                                index,
-                            )
-                        })?;
-                    Ok((dead, next.map(SourceSweep::Due), set_aside))
-                }
-            })?;
-        self.unreadable_due += set_aside as u64;
-        let next = if set_aside > 0 {
-            Some(from.clone())
-        } else {
-            next
-        };
-        Ok(SweepStep { dead, next })
-    }
-
-    /// One step of waking `key`'s rows (see [`crate::core::WakeStep`]):
-    /// at most `max_entries` due entries after `after`, committed, so the
-    /// rows it reports woken are due. A step that set unreadable due
-    /// entries aside may have read short, so the next goes on from where
-    /// it began.
-    pub fn wake_sink(
-        &mut self,
-        now_ms: u64,
-        key: &SinkKey,
-        after: Option<DueEntry>,
-        max_entries: usize,
-    ) -> Result<WakeStep, Arc<StoreError>> {
-        let (mut step, set_aside) = self.write_now(now_ms, |store, txn, tenants, core| {
-            read_due(store, txn, tenants, core, |core, index| {
-                core.handle_wake_sink(now_ms, key, after.clone(), max_entries, index)
-            })
-        })?;
-        self.unreadable_due += set_aside as u64;
-        if set_aside > 0 {
-            step.next = Some(after.unwrap_or_else(|| wake_start(&key.tenant, now_ms)));
-        }
-        Ok(step)
-    }
-
-    /// One replay step (see [`store::dead::revive`]): the revived rows are
-    /// due now and the core scans for them. Committed, so the counts are durable.
-    pub fn revive(&mut self, now_ms: u64, step: &ReviveStep) -> Result<Revived, Arc<StoreError>> {
-        self.write_now(now_ms, |store, txn, tenants, core| {
-            let revived =
-                store::dead::revive(store, txn, tenants, step, REPLAY_SCAN_BUDGET, now_ms)?;
-            if revived.moved > 0 {
-                core.handle_committed();
-            }
-            Ok(revived)
-        })
-    }
-
-    /// Deletes a forgotten replay's counters. Committed.
-    pub fn forget_replay(&mut self, now_ms: u64, replay: &str) -> Result<(), Arc<StoreError>> {
-        self.write_now(now_ms, |store, txn, _tenants, _core| {
-            store::dead::forget_replay(store, txn, replay)
-        })
-    }
-
-    /// One purge step (see [`store::purge::purge`]). Committed, so what it
-    /// reports purged is gone.
-    pub fn purge(&mut self, now_ms: u64, step: &PurgeStep) -> Result<Purged, Arc<StoreError>> {
-        self.write_now(now_ms, |store, txn, tenants, _core| {
-            store::purge::purge(store, txn, tenants, step, REPLAY_SCAN_BUDGET)
-        })
-    }
-
-    /// Runs `write` in the open write transaction, writes the core's ops and
-    /// commits. A failure rebuilds the shard from the store.
-    fn write_now<T>(
-        &mut self,
-        now_ms: u64,
-        write: impl FnOnce(&ShardStore, &mut RwTxn, &TenantTable, &mut Core) -> Result<T, StoreError>,
-    ) -> Result<T, Arc<StoreError>> {
-        let result = self.write_now_txn(write);
-        if let Err(e) = &result {
-            self.rebuild(now_ms, e);
-        }
-        result.map_err(Arc::new)
-    }
-
-    fn write_now_txn<T>(
-        &mut self,
-        write: impl FnOnce(&ShardStore, &mut RwTxn, &TenantTable, &mut Core) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        let store = self.store;
-        let txn = match &mut self.txn {
-            Some(txn) => txn,
-            None => self.txn.insert(store.env.write_txn()?),
-        };
-        let value = write(store, txn, &self.tenants, &mut self.core)?;
-        apply_ops(store, txn, &self.tenants, &mut self.core)?;
-        self.commit()?;
-        Ok(value)
-    }
-
     /// When to call `step` again with nothing else happening: the core's
     /// deadline, or when uncommitted writes must be flushed.
     pub fn poll_deadline(&self, now_ms: u64) -> Option<u64> {
@@ -613,84 +471,6 @@ impl<'s> ShardState<'s> {
             if wrote {
                 self.failure_log.wrote();
             }
-        }
-        Ok(())
-    }
-
-    /// After a failed write: the shard restarted from the store, and no scan
-    /// for `STORE_RETRY_MS`.
-    fn rebuild(&mut self, now_ms: u64, cause: &StoreError) {
-        self.failure_log.failed(
-            now_ms,
-            "shard store write failed; rebuilding the shard's state from the store",
-            cause,
-            self.store,
-        );
-        self.store_failures += 1;
-        self.holdoff_until_ms = now_ms + STORE_RETRY_MS;
-        self.restart(now_ms);
-    }
-
-    /// After a panic in the middle of an iteration (or a failed write): the
-    /// open write transaction dropped unwritten, and a new core from the
-    /// store, as after a process restart. Job ids continue, so late results
-    /// of the old core's attempts are discarded rather than mistaken for
-    /// new ones.
-    pub fn restart(&mut self, now_ms: u64) {
-        self.txn = None;
-        self.dirty_since_ms = None;
-        self.unflushed_ops = 0;
-        // A restart before the last one's recovery was written keeps the
-        // attempts that one still holds for the new core.
-        let mut running = self.unrecovered.take().unwrap_or_default();
-        running.extend(self.core.running_attempts());
-        self.unrecovered = Some(running);
-        self.core = self.core.rebuilt(now_ms);
-        self.recover_after_restart(now_ms);
-    }
-
-    /// Reloads the store as an open does (the rows claimed in it due
-    /// again) and holds the rows of the old core's attempts still running
-    /// for the new core. While the store cannot be written, this is tried
-    /// again every `STORE_RETRY_MS`, and the shard claims nothing meanwhile.
-    fn recover_after_restart(&mut self, now_ms: u64) {
-        let Some(running) = self.unrecovered.take() else {
-            return;
-        };
-        if let Err(e) = self.reload(now_ms) {
-            let msg = "shard store reload failed; trying again later";
-            self.failure_log.failed(now_ms, msg, &e, self.store);
-            self.holdoff_until_ms = now_ms + STORE_RETRY_MS;
-            self.unrecovered = Some(running);
-            return;
-        }
-        if let Err(e) = self.adopt_stragglers(running) {
-            crate::log::error(
-                "could not hold the rows of attempts still running; they may run twice",
-                &[("error", &e)],
-            );
-        }
-    }
-
-    /// Holds the rows of the old core's attempts, which still run in the IO
-    /// pool, in flight in the store (one synced write), and hands those
-    /// attempts to the new core (see `core::stragglers`), so their rows do
-    /// not start again beside them and their results settle them.
-    fn adopt_stragglers(&mut self, running: Vec<RunningAttempt>) -> Result<(), StoreError> {
-        if running.is_empty() {
-            return Ok(());
-        }
-        let mut wtxn = self.store.env.write_txn()?;
-        let mut held = Vec::new();
-        for attempt in running {
-            let (row, tenant) = (attempt.row, attempt.tenant());
-            if store::hold_in_flight(self.store, &mut wtxn, &self.tenants, row, tenant)? {
-                held.push(attempt);
-            }
-        }
-        wtxn.commit()?;
-        for attempt in held {
-            self.core.adopt_straggler(attempt);
         }
         Ok(())
     }
