@@ -3,7 +3,8 @@
 //! (LMDB readers never block the writer); anything that moves rows runs
 //! inside the owning shard.
 
-use super::engine::{Engine, Unavailable};
+use super::engine::Engine;
+use super::errors::Unavailable;
 use super::shard::ShardInput;
 use super::wall_ms;
 use crate::core::{SinkKey, SinkStats, TenantId, TenantStats};

@@ -5,7 +5,8 @@
 
 use super::clock::wall_ms;
 use super::coordinator::{self, global_grant, CoordinatorInput};
-use super::engine::{Engine, OpenError, Shard};
+use super::engine::{Engine, Shard};
+use super::errors::OpenError;
 use super::observers::Observers;
 use super::pool::{IoPool, SharedRegistry};
 use super::shard::{ShardGauges, ShardInput, ShardThread};

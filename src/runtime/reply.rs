@@ -4,7 +4,7 @@
 //! ([`Engine::commit_then`](super::Engine::commit_then), for callers such as
 //! the node's HTTP loop that must not block).
 
-use super::engine::CommitError;
+use super::errors::CommitError;
 use super::oneshot;
 
 /// What a durable commit answers: `None` when its hook was stored, or the

@@ -11,7 +11,7 @@
 //! `CommitError::StoreFull`, or `CommitError::DiskFull` where the file
 //! system holding the store fills first; outcomes are never refused.
 
-use super::engine::CommitError;
+use super::errors::CommitError;
 use super::step::{NewRows, ShardState};
 use crate::core::TenantId;
 use crate::limits::STORE_MEASURE_INTERVAL_MS;

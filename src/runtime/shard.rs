@@ -13,7 +13,7 @@ use super::breaker_log::BreakerLog;
 use super::clock::Clock;
 use super::coordinator::{CoordinatorInput, Demand};
 use super::dead_log::DeadLog;
-use super::engine::CommitError;
+use super::errors::CommitError;
 use super::expiry::DeadExpiry;
 use super::observers::Observers;
 use super::pool::IoPool;

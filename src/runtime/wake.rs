@@ -1,7 +1,8 @@
 //! [`Engine::wake_sink`]: an operator's "the receiver is back, deliver
 //! its backlog now" (see `core::sink_wake`).
 
-use super::engine::{Engine, Unavailable};
+use super::engine::Engine;
+use super::errors::Unavailable;
 use super::shard::ShardInput;
 use crate::core::SinkKey;
 use std::fmt;
