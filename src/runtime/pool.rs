@@ -43,7 +43,8 @@ struct Shared {
     live: AtomicUsize,
     /// The pool's size: `dispatch.concurrency`.
     target: AtomicUsize,
-    /// Stuck workers a replacement was started for.
+    /// Stuck workers a replacement was started for: the first
+    /// `MAX_ABANDONED_WORKERS` of `IoPool::stuck`.
     replaced: AtomicUsize,
     /// The engine whose attempts the workers run (see `io_thread`).
     engine_id: u64,
@@ -161,7 +162,8 @@ impl IoPool {
         }
         self.stuck.insert(job);
         if self.stuck.len() <= MAX_ABANDONED_WORKERS {
-            self.shared.replaced.fetch_add(1, Ordering::AcqRel);
+            // Counted before it starts, so that no worker leaves meanwhile.
+            self.count_replaced();
             spawn_worker(&self.shared);
         }
     }
@@ -174,9 +176,14 @@ impl IoPool {
             return;
         }
         if self.stuck.len() < MAX_ABANDONED_WORKERS {
-            self.shared.replaced.fetch_sub(1, Ordering::AcqRel);
+            self.count_replaced();
             self.shared.calls.wake_all();
         }
+    }
+
+    fn count_replaced(&self) {
+        let replaced = self.stuck.len().min(MAX_ABANDONED_WORKERS);
+        self.shared.replaced.store(replaced, Ordering::Release);
     }
 
     /// Workers stuck in a call that timed out.
