@@ -17,27 +17,11 @@ impl Core {
         result: AttemptResult,
         took: Duration,
     ) -> bool {
-        let row = run.row;
         let claim = self
             .claims
-            .remove(&row)
+            .remove(&run.row)
             .expect("a running attempt has a claim");
-        let outcomes = &mut self
-            .keys
-            .get_mut(&claim.key)
-            .expect("a running key")
-            .outcomes;
-        outcomes.durations.record(took);
-        if result.is_ok() {
-            outcomes.delivered += 1;
-            outcomes.last_delivered_at_ms = Some(now_ms);
-            if claim.fields.replay.is_none() {
-                let waited_ms = now_ms.saturating_sub(claim.hook.received_at_ms);
-                outcomes
-                    .delivery_latency
-                    .record(Duration::from_millis(waited_ms));
-            }
-        }
+        self.count_outcome(now_ms, &claim, result.is_ok(), took);
         self.running_count -= 1;
         if let Some(lane) = claim.fields.lane {
             self.running_lanes.remove(&lane);
@@ -56,23 +40,50 @@ impl Core {
             self.park_queue(now_ms, &claim.key, Admit::Park { until_ms });
         }
         let attempt = claim.fields.attempts + 1;
-        let failure = match result {
+        match result {
             Ok(()) => {
                 self.observe(&claim.key, &claim.hook.id, attempt, now_ms, || {
                     Outcome::Delivered
                 });
                 self.stats.delivered += 1;
                 self.ops.push_back(StoreOp::Delivered {
-                    row,
+                    row: run.row,
                     replay: claim.fields.replay.clone(),
                     lane: claim.fields.lane,
                 });
-                return call_ended;
             }
-            Err(failure) => failure,
-        };
+            Err(failure) => self.settle_failure(now_ms, run.row, claim, failure),
+        }
+        call_ended
+    }
+
+    /// Counts an attempt of `claim`'s key that took `took`: its duration
+    /// and, when it delivered, when and how long after its hook's ingest
+    /// (a replayed row's wait is not a delivery latency).
+    fn count_outcome(&mut self, now_ms: u64, claim: &Claim, delivered: bool, took: Duration) {
+        let outcomes = &mut self
+            .keys
+            .get_mut(&claim.key)
+            .expect("a running key")
+            .outcomes;
+        outcomes.durations.record(took);
+        if delivered {
+            outcomes.delivered += 1;
+            outcomes.last_delivered_at_ms = Some(now_ms);
+            if claim.fields.replay.is_none() {
+                let waited_ms = now_ms.saturating_sub(claim.hook.received_at_ms);
+                outcomes
+                    .delivery_latency
+                    .record(Duration::from_millis(waited_ms));
+            }
+        }
+    }
+
+    /// A failed attempt of `row`: recorded as its key's last failure, then
+    /// the row is rescheduled by its sink's retry policy or dead-lettered.
+    fn settle_failure(&mut self, now_ms: u64, row: RowId, claim: Claim, failure: AttemptFailure) {
         let fields = RowFields {
-            attempts: attempt,
+            attempts: claim.fields.attempts + 1,
             ..claim.fields
         };
         let decision = self.retry_for(&claim.key).decide(
@@ -96,7 +107,7 @@ impl Core {
             RetryDecision::RetryAt { due_at_ms } => {
                 self.stats.retried += 1;
                 outcomes.retried += 1;
-                self.observe(&claim.key, &claim.hook.id, attempt, now_ms, || {
+                self.observe(&claim.key, &claim.hook.id, fields.attempts, now_ms, || {
                     Outcome::Retrying {
                         due_at_ms,
                         error: error.clone(),
@@ -109,7 +120,7 @@ impl Core {
                     due_at_ms,
                     error: Some(error),
                 });
-                return call_ended;
+                return;
             }
             RetryDecision::GiveUp => DeadReason::Sink {
                 sink_type: fields.sink_type.clone(),
@@ -120,7 +131,6 @@ impl Core {
             },
         };
         self.sink_dead(now_ms, &claim.key, &claim.hook, row, fields, reason);
-        call_ended
     }
 
     /// The retry policy of `key`'s rows: `[retry]`, with the keys their
