@@ -177,6 +177,20 @@ impl Config {
     /// Checks every rule; `host_sinks` are the sink type names the embedding
     /// host registered with the engine.
     pub fn validate_with_sinks(&self, host_sinks: &[&str]) -> Result<(), ConfigError> {
+        self.validate_node()?;
+        self.validate_http()?;
+        self.validate_retention()?;
+        crate::sink::Egress::of(&self.egress)?;
+        self.validate_notifications()?;
+        self.validate_claim_check()?;
+        self.validate_dispatch()?;
+        self.validate_retry()?;
+        self.validate_sources(host_sinks)
+    }
+
+    /// The node's own keys: ingest bodies, the data directory and its
+    /// store's bounds, the admin token, `listen`, `shards`.
+    fn validate_node(&self) -> Result<(), ConfigError> {
         at_least(
             "max_body_bytes",
             self.max_body_bytes,
@@ -228,6 +242,11 @@ impl Config {
                 self.shards,
             ));
         }
+        Ok(())
+    }
+
+    /// The `[http]` front: its timeouts, connection cap and TLS files.
+    fn validate_http(&self) -> Result<(), ConfigError> {
         positive("http.read_timeout_ms", self.http.read_timeout_ms)?;
         positive("http.idle_timeout_ms", self.http.idle_timeout_ms)?;
         positive("http.max_connections", self.http.max_connections)?;
@@ -253,6 +272,11 @@ impl Config {
                 "absent without http.tls_cert_file (only HTTPS asks for client certificates)";
             return Err(invalid("http.tls_client_ca_file", rule, file));
         }
+        Ok(())
+    }
+
+    /// How long replays and dead letters are kept, and a replay's rate.
+    fn validate_retention(&self) -> Result<(), ConfigError> {
         if !(1..=100_000).contains(&self.replay.rate) {
             return Err(invalid(
                 "replay.rate",
@@ -275,7 +299,11 @@ impl Config {
                 retention_ms,
             ));
         }
-        crate::sink::Egress::of(&self.egress)?;
+        Ok(())
+    }
+
+    /// The `[notifications]` source and coalescing window.
+    fn validate_notifications(&self) -> Result<(), ConfigError> {
         if self.notifications.coalesce_ms > MAX_COALESCE_MS {
             return Err(invalid(
                 "notifications.coalesce_ms",
@@ -289,10 +317,7 @@ impl Config {
                 return Err(invalid("notifications.source", rule, source));
             }
         }
-        self.validate_claim_check()?;
-        self.validate_dispatch()?;
-        self.validate_retry()?;
-        self.validate_sources(host_sinks)
+        Ok(())
     }
 
     fn validate_claim_check(&self) -> Result<(), ConfigError> {
