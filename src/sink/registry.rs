@@ -32,7 +32,7 @@ use crate::pem::PemFile;
 use std::collections::{HashMap, HashSet};
 use std::num::NonZeroU16;
 use std::sync::Arc;
-use ureq::tls::RootCerts;
+use ureq::tls::{ClientCert, RootCerts};
 
 /// Host sinks by type name.
 pub type HostSinks = HashMap<String, Arc<dyn Sink>>;
@@ -333,39 +333,74 @@ fn http_options(
     entry: &SinkConfig,
     at: &str,
 ) -> Result<HttpSinkOptions, ConfigError> {
-    let method = match entry
+    // In the order a config's errors are met: the first one is reported.
+    Ok(HttpSinkOptions {
+        method: http_method(entry, at)?,
+        keys: signing_keys(entry, at)?,
+        headers: http_headers(entry, at)?,
+        roots: http_roots(entry, at)?,
+        client_certificate: http_client_certificate(entry, at)?,
+        url: http_url(entry, at)?,
+        timeout_ms: sink_timeout_ms(config, entry),
+        max_response_bytes: entry.max_response_bytes.unwrap_or(HTTP_MAX_RESPONSE_BYTES),
+        forward_allow: source.forward_headers.clone(),
+        idle_connections: idle_connections(config),
+        egress: egress.clone(),
+        oauth2: oauth2_grant(egress, entry, at)?,
+        google_id_token: google_id_token(entry, at)?,
+        aws_signing: entry.aws_service.as_ref().map(|service| {
+            let region = entry.region.clone().unwrap_or_default();
+            AwsSigning {
+                service: service.clone(),
+                credentials: aws_credentials(entry, &region),
+                region,
+            }
+        }),
+    })
+}
+
+/// An HTTP sink's `method` (POST by default, any case).
+fn http_method(entry: &SinkConfig, at: &str) -> Result<Method, ConfigError> {
+    match entry
         .method
         .as_deref()
         .map(str::to_ascii_lowercase)
         .as_deref()
     {
-        None | Some("post") => Method::Post,
-        Some("put") => Method::Put,
-        Some("patch") => Method::Patch,
-        Some(other) => {
-            return Err(ConfigError::Invalid {
-                key: format!("{at}.method"),
-                rule: "one of post, put, patch".into(),
-                value: format!("{other:?}"),
-            })
-        }
-    };
-    let mut keys = Vec::new();
-    for var in entry
+        None | Some("post") => Ok(Method::Post),
+        Some("put") => Ok(Method::Put),
+        Some("patch") => Ok(Method::Patch),
+        Some(other) => Err(ConfigError::Invalid {
+            key: format!("{at}.method"),
+            rule: "one of post, put, patch".into(),
+            value: format!("{other:?}"),
+        }),
+    }
+}
+
+/// The keys an HTTP sink signs with, from the variables `secret_env` names.
+fn signing_keys(entry: &SinkConfig, at: &str) -> Result<Vec<SigningKey>, ConfigError> {
+    let vars = entry
         .secret_env
         .as_ref()
         .map(|s| s.to_vec())
-        .unwrap_or_default()
-    {
-        let key = format!("{at}.secret_env");
-        let secret = env_value(key.clone(), &var)?;
-        let parsed = SigningKey::parse(&secret).map_err(|e| ConfigError::Invalid {
-            key,
-            rule: format!("a variable holding a valid secret ({e})"),
-            value: format!("{var:?}"),
-        })?;
-        keys.push(parsed);
-    }
+        .unwrap_or_default();
+    vars.iter()
+        .map(|var| {
+            let key = format!("{at}.secret_env");
+            let secret = env_value(key.clone(), var)?;
+            SigningKey::parse(&secret).map_err(|e| ConfigError::Invalid {
+                key,
+                rule: format!("a variable holding a valid secret ({e})"),
+                value: format!("{var:?}"),
+            })
+        })
+        .collect()
+}
+
+/// An HTTP sink's own headers, names lowercased: `headers`, then those
+/// whose values `headers_env` reads from the environment.
+fn http_headers(entry: &SinkConfig, at: &str) -> Result<Vec<(String, String)>, ConfigError> {
     let mut headers: Vec<(String, String)> = entry
         .headers
         .iter()
@@ -386,52 +421,43 @@ fn http_options(
         }
         headers.push((name.to_ascii_lowercase(), value));
     }
-    let roots = match &entry.ca_file {
-        None => RootCerts::WebPki,
+    Ok(headers)
+}
+
+/// The roots an HTTPS sink trusts: its `ca_file`'s, or Mozilla's.
+fn http_roots(entry: &SinkConfig, at: &str) -> Result<RootCerts, ConfigError> {
+    match &entry.ca_file {
+        None => Ok(RootCerts::WebPki),
         Some(path) => root_certificates(&PemFile {
             key: &format!("{at}.ca_file"),
             holds: "a PEM file of root certificates",
             path,
-        })?,
-    };
-    let client_certificate = match (&entry.client_cert_file, &entry.client_key_file) {
-        (Some(cert_path), Some(key_path)) => Some(client_certificate(
-            &PemFile {
-                key: &format!("{at}.client_cert_file"),
-                holds: "a PEM certificate chain",
-                path: cert_path,
-            },
-            &PemFile {
-                key: &format!("{at}.client_key_file"),
-                holds: "the client certificate's PEM private key",
-                path: key_path,
-            },
-        )?),
-        _ => None,
-    };
-    Ok(HttpSinkOptions {
-        url: http_url(entry, at)?,
-        method,
-        headers,
-        timeout_ms: sink_timeout_ms(config, entry),
-        keys,
-        max_response_bytes: entry.max_response_bytes.unwrap_or(HTTP_MAX_RESPONSE_BYTES),
-        forward_allow: source.forward_headers.clone(),
-        idle_connections: idle_connections(config),
-        roots,
-        client_certificate,
-        egress: egress.clone(),
-        oauth2: oauth2_grant(egress, entry, at)?,
-        google_id_token: google_id_token(entry, at)?,
-        aws_signing: entry.aws_service.as_ref().map(|service| {
-            let region = entry.region.clone().unwrap_or_default();
-            AwsSigning {
-                service: service.clone(),
-                credentials: aws_credentials(entry, &region),
-                region,
-            }
         }),
-    })
+    }
+}
+
+/// The certificate an HTTPS sink presents, when it names one and its key.
+fn http_client_certificate(
+    entry: &SinkConfig,
+    at: &str,
+) -> Result<Option<ClientCert>, ConfigError> {
+    let (Some(cert_path), Some(key_path)) = (&entry.client_cert_file, &entry.client_key_file)
+    else {
+        return Ok(None);
+    };
+    let certificate = client_certificate(
+        &PemFile {
+            key: &format!("{at}.client_cert_file"),
+            holds: "a PEM certificate chain",
+            path: cert_path,
+        },
+        &PemFile {
+            key: &format!("{at}.client_key_file"),
+            holds: "the client certificate's PEM private key",
+            path: key_path,
+        },
+    )?;
+    Ok(Some(certificate))
 }
 
 /// An HTTP sink's URL: its `url`, or the value of its `url_env` variable,
