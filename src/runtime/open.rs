@@ -16,7 +16,7 @@ use crate::core::{BreakerEvent, Catalog, Core, Grant, OutcomeEvent};
 use crate::latency::AttemptLatency;
 use crate::limits::SHARD_INPUT_CAPACITY;
 use crate::sink::{Sink, SinkRegistry};
-use crate::store::{refuse_unfinished_reshard, DataDirLock, DiskReserve, ShardStore};
+use crate::store::{refuse_unfinished_reshard, DataDirLock, DiskReserve, ShardStore, StoreError};
 use crossbeam_channel::{Sender, TrySendError};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
@@ -99,17 +99,7 @@ impl EngineBuilder {
         let lock = DataDirLock::acquire(&self.config.data_dir).map_err(OpenError::Store)?;
         refuse_unfinished_reshard(&self.config.data_dir).map_err(OpenError::Store)?;
         let shard_count = self.config.shard_count();
-        let stores = (0..shard_count)
-            .map(|k| {
-                ShardStore::open_sized(
-                    &self.config.data_dir,
-                    k,
-                    shard_count,
-                    self.config.max_shard_bytes,
-                )
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(OpenError::Store)?;
+        let stores = open_stores(&self.config).map_err(OpenError::Store)?;
         let disk_reserve = DiskReserve {
             min_free_bytes: self.config.min_free_disk_bytes,
             shards: shard_count,
@@ -133,20 +123,7 @@ impl EngineBuilder {
             observers: self.observers,
             disk_reserve,
         };
-        let mut shards = Vec::with_capacity(shard_count);
-        let mut threads = Vec::with_capacity(shard_count);
-        for (k, store) in stores.into_iter().enumerate() {
-            match start.shard(k, store) {
-                Ok((shard, thread)) => {
-                    shards.push(shard);
-                    threads.push(thread);
-                }
-                Err(e) => {
-                    stop_shards(&shards, threads);
-                    return Err(e);
-                }
-            }
-        }
+        let (shards, threads) = start.shards(stores)?;
         let inputs = shards.iter().map(|s| s.input.clone()).collect();
         let coordinator = match std::thread::Builder::new()
             .name("goad-coordinator".into())
@@ -205,6 +182,29 @@ struct ShardStart<'a> {
 impl ShardStart<'_> {
     /// Starts shard `k` and waits until it has opened and recovered its
     /// store. On failure its thread has ended.
+    /// Starts a shard on each store, or none: a shard that cannot start
+    /// stops those started before it.
+    fn shards(
+        &self,
+        stores: Vec<ShardStore>,
+    ) -> Result<(Vec<Shard>, Vec<JoinHandle<()>>), OpenError> {
+        let mut shards = Vec::with_capacity(stores.len());
+        let mut threads = Vec::with_capacity(stores.len());
+        for (k, store) in stores.into_iter().enumerate() {
+            match self.shard(k, store) {
+                Ok((shard, thread)) => {
+                    shards.push(shard);
+                    threads.push(thread);
+                }
+                Err(e) => {
+                    stop_shards(&shards, threads);
+                    return Err(e);
+                }
+            }
+        }
+        Ok((shards, threads))
+    }
+
     fn shard(&self, k: usize, store: ShardStore) -> Result<(Shard, JoinHandle<()>), OpenError> {
         let (input, inputs) = crossbeam_channel::bounded(SHARD_INPUT_CAPACITY);
         let mut core = Core::new(
@@ -276,6 +276,14 @@ impl ShardStart<'_> {
 /// period) and waits for their threads (`threads[k]` is shard `k`'s), but
 /// for the caller's own when a shard's callback calls it: that shard stops
 /// once the callback returns.
+/// Opens the store of each of the config's shards.
+fn open_stores(config: &Config) -> Result<Vec<ShardStore>, StoreError> {
+    let shard_count = config.shard_count();
+    (0..shard_count)
+        .map(|k| ShardStore::open_sized(&config.data_dir, k, shard_count, config.max_shard_bytes))
+        .collect()
+}
+
 pub(super) fn stop_shards(shards: &[Shard], threads: Vec<JoinHandle<()>>) {
     let own = own_shard(&threads);
     for (k, shard) in shards.iter().enumerate() {
