@@ -17,17 +17,11 @@ fn main() -> ExitCode {
             hooks,
             committers,
             body_bytes,
-        } => match goad::demo::run(&goad::demo::DemoOptions {
+        } => demo(&goad::demo::DemoOptions {
             hooks,
             committers,
             body_bytes,
-        }) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("goad demo: {e}");
-                ExitCode::FAILURE
-            }
-        },
+        }),
         Command::Serve {
             config,
             allow_open_admin,
@@ -53,66 +47,7 @@ fn main() -> ExitCode {
             print_call(&node, method, "/v1/drain", None)
         }
         Command::Reload(node) => print_call(&node, "POST", "/v1/reload", None),
-        Command::Dlq { command } => match command {
-            DlqCommand::List {
-                node,
-                filter,
-                limit,
-                cursor,
-            } => {
-                let query = filter.query(&[("limit", Some(limit.to_string())), ("cursor", cursor)]);
-                print_call(&node, "GET", &format!("/v1/dead-letters{query}"), None)
-            }
-            DlqCommand::Add { node, source } => {
-                let path = format!("/v1/sources/{}/dead-letter", encode(&source));
-                print_call(&node, "POST", &path, None)
-            }
-            DlqCommand::Show { node, id, body } => {
-                show(&node, &format!("/v1/dead-letters/{}", encode(&id)), body)
-            }
-            DlqCommand::Purge { node, filter, all } => {
-                let query = filter.query(&[]);
-                match (query.is_empty(), all) {
-                    (true, false) => usage("goad dlq purge: give a filter (--source, --tenant, --hook, --sink, --reason, --since-ms, --until-ms), or --all to delete every dead letter"),
-                    (false, true) => usage("goad dlq purge: --all deletes every dead letter; give it no filter"),
-                    _ => print_call(&node, "DELETE", &format!("/v1/dead-letters{query}"), None),
-                }
-            }
-            DlqCommand::Replay { node, filter } => {
-                let body = serde_json::json!({
-                    "source_id": filter.source,
-                    "tenant": filter.tenant,
-                    "hook_id": filter.hook,
-                    "sink_index": filter.sink,
-                    "reason": filter.reason,
-                    "since_ms": filter.since_ms,
-                    "until_ms": filter.until_ms,
-                });
-                print_call(&node, "POST", "/v1/replays", Some(&body))
-            }
-            DlqCommand::Replays {
-                node,
-                id,
-                pause,
-                resume,
-                state,
-                limit,
-            } => match (id, pause, resume) {
-                (None, ..) => {
-                    let params = [("state", state), ("limit", Some(limit.to_string()))];
-                    let path = format!("/v1/replays{}", query(params.iter()));
-                    print_call(&node, "GET", &path, None)
-                }
-                (Some(id), false, false) => {
-                    print_call(&node, "GET", &format!("/v1/replays/{}", encode(&id)), None)
-                }
-                (Some(id), pause, _) => {
-                    let action = if pause { "pause" } else { "resume" };
-                    let path = format!("/v1/replays/{}/{action}", encode(&id));
-                    print_call(&node, "POST", &path, None)
-                }
-            },
-        },
+        Command::Dlq { command } => dlq(command),
         Command::Pressure(node) => print_call(&node, "GET", "/v1/pressure", None),
         Command::Stats(node) => print_call(&node, "GET", "/v1/stats", None),
         Command::Sources(node) => print_call(&node, "GET", "/v1/sources", None),
@@ -128,6 +63,81 @@ fn main() -> ExitCode {
             let query = query([("source_id", source), ("tenant", tenant)].iter());
             print_call(&node, "GET", &format!("/v1/sinks{query}"), None)
         }
+    }
+}
+
+/// `goad demo`: the engine against loopback receivers of its own.
+fn demo(options: &goad::demo::DemoOptions) -> ExitCode {
+    match goad::demo::run(options) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("goad demo: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `goad dlq …`: a node's dead letters and replays.
+fn dlq(command: DlqCommand) -> ExitCode {
+    match command {
+        DlqCommand::List {
+            node,
+            filter,
+            limit,
+            cursor,
+        } => {
+            let query = filter.query(&[("limit", Some(limit.to_string())), ("cursor", cursor)]);
+            print_call(&node, "GET", &format!("/v1/dead-letters{query}"), None)
+        }
+        DlqCommand::Add { node, source } => {
+            let path = format!("/v1/sources/{}/dead-letter", encode(&source));
+            print_call(&node, "POST", &path, None)
+        }
+        DlqCommand::Show { node, id, body } => {
+            show(&node, &format!("/v1/dead-letters/{}", encode(&id)), body)
+        }
+        DlqCommand::Purge { node, filter, all } => {
+            let query = filter.query(&[]);
+            match (query.is_empty(), all) {
+            (true, false) => usage("goad dlq purge: give a filter (--source, --tenant, --hook, --sink, --reason, --since-ms, --until-ms), or --all to delete every dead letter"),
+            (false, true) => usage("goad dlq purge: --all deletes every dead letter; give it no filter"),
+            _ => print_call(&node, "DELETE", &format!("/v1/dead-letters{query}"), None),
+        }
+        }
+        DlqCommand::Replay { node, filter } => {
+            let body = serde_json::json!({
+                "source_id": filter.source,
+                "tenant": filter.tenant,
+                "hook_id": filter.hook,
+                "sink_index": filter.sink,
+                "reason": filter.reason,
+                "since_ms": filter.since_ms,
+                "until_ms": filter.until_ms,
+            });
+            print_call(&node, "POST", "/v1/replays", Some(&body))
+        }
+        DlqCommand::Replays {
+            node,
+            id,
+            pause,
+            resume,
+            state,
+            limit,
+        } => match (id, pause, resume) {
+            (None, ..) => {
+                let params = [("state", state), ("limit", Some(limit.to_string()))];
+                let path = format!("/v1/replays{}", query(params.iter()));
+                print_call(&node, "GET", &path, None)
+            }
+            (Some(id), false, false) => {
+                print_call(&node, "GET", &format!("/v1/replays/{}", encode(&id)), None)
+            }
+            (Some(id), pause, _) => {
+                let action = if pause { "pause" } else { "resume" };
+                let path = format!("/v1/replays/{}/{action}", encode(&id));
+                print_call(&node, "POST", &path, None)
+            }
+        },
     }
 }
 
