@@ -413,6 +413,77 @@ impl Family<'_> {
             latency.sum_ms() / 1_000.0
         );
     }
+
+    /// What each shard's store holds: its rows due, in lanes and dead, the
+    /// age of its oldest due row, its bytes used and the room left for
+    /// ingest on it and on the disk.
+    fn store(&mut self, engine: &Engine) -> Result<(), StoreError> {
+        let due = engine.due_counts()?;
+        let dead = engine.dead_counts()?;
+        let oldest = engine.oldest_due()?;
+        let used = engine.store_used_bytes()?;
+        let now_ms = wall_ms();
+        self.per_shard(
+            "goad_due_rows",
+            "gauge",
+            "Rows due or waiting out a backoff, not claimed.",
+            &due,
+        );
+        let ages_s: Vec<f64> = oldest
+            .iter()
+            .map(|o| o.map_or(0, |at| now_ms.saturating_sub(at)) as f64 / 1_000.0)
+            .collect();
+        self.per_shard(
+            "goad_oldest_due_age_seconds",
+            "gauge",
+            "Age of the oldest due row (0 when none is due).",
+            &ages_s,
+        );
+        self.per_shard(
+            "goad_lane_members",
+            "gauge",
+            "Rows of ordered sinks waiting behind the head of their lane (neither due nor claimed).",
+            &engine.lane_member_counts()?,
+        );
+        self.per_shard(
+            "goad_dead_letters",
+            "gauge",
+            "Rows dead-lettered and kept.",
+            &dead,
+        );
+        self.per_shard(
+            "goad_store_used_bytes",
+            "gauge",
+            "Bytes the shard's store holds (its pages in use).",
+            &used,
+        );
+        self.per_shard(
+            "goad_store_ingest_limit_bytes",
+            "gauge",
+            "Bytes new hooks may fill (7/8 of max_shard_bytes); at it, ingest answers 503 store_full.",
+            &engine.store_ingest_limit_bytes(),
+        );
+        self.head(
+            "goad_store_disk_available_bytes",
+            "gauge",
+            "Bytes the file system holding the shard's store has free; down to goad_min_free_disk_bytes, ingest answers 503 disk_full.",
+        );
+        for (k, available) in engine.store_disk_available_bytes().iter().enumerate() {
+            if let Some(bytes) = available {
+                let _ = writeln!(
+                    self.out,
+                    "goad_store_disk_available_bytes{{shard=\"{k}\"}} {bytes}"
+                );
+            }
+        }
+        self.one(
+            "goad_min_free_disk_bytes",
+            "gauge",
+            "min_free_disk_bytes: what new hooks leave free on the disk, for recording deliveries.",
+            engine.min_free_disk_bytes(),
+        );
+        Ok(())
+    }
 }
 
 /// A per-shard family read from `ShardStats`: name, type, help, value.
@@ -550,11 +621,6 @@ fn escape_label(value: &str) -> String {
 pub(super) fn render(engine: &Engine, state: &NodeState) -> Result<String, StoreError> {
     let per_sink = state.config.read().metrics.per_sink;
     let stats = engine.stats();
-    let due = engine.due_counts()?;
-    let dead = engine.dead_counts()?;
-    let oldest = engine.oldest_due()?;
-    let used = engine.store_used_bytes()?;
-    let now_ms = wall_ms();
     let mut out = String::new();
     let mut f = Family { out: &mut out };
     f.stats_families(COMMIT_FAMILIES, &stats);
@@ -566,65 +632,7 @@ pub(super) fn render(engine: &Engine, state: &NodeState) -> Result<String, Store
             f.sinks(&sinks, per_sink);
         }
     }
-    f.per_shard(
-        "goad_due_rows",
-        "gauge",
-        "Rows due or waiting out a backoff, not claimed.",
-        &due,
-    );
-    let ages_s: Vec<f64> = oldest
-        .iter()
-        .map(|o| o.map_or(0, |at| now_ms.saturating_sub(at)) as f64 / 1_000.0)
-        .collect();
-    f.per_shard(
-        "goad_oldest_due_age_seconds",
-        "gauge",
-        "Age of the oldest due row (0 when none is due).",
-        &ages_s,
-    );
-    f.per_shard(
-        "goad_lane_members",
-        "gauge",
-        "Rows of ordered sinks waiting behind the head of their lane (neither due nor claimed).",
-        &engine.lane_member_counts()?,
-    );
-    f.per_shard(
-        "goad_dead_letters",
-        "gauge",
-        "Rows dead-lettered and kept.",
-        &dead,
-    );
-    f.per_shard(
-        "goad_store_used_bytes",
-        "gauge",
-        "Bytes the shard's store holds (its pages in use).",
-        &used,
-    );
-    f.per_shard(
-        "goad_store_ingest_limit_bytes",
-        "gauge",
-        "Bytes new hooks may fill (7/8 of max_shard_bytes); at it, ingest answers 503 store_full.",
-        &engine.store_ingest_limit_bytes(),
-    );
-    f.head(
-        "goad_store_disk_available_bytes",
-        "gauge",
-        "Bytes the file system holding the shard's store has free; down to goad_min_free_disk_bytes, ingest answers 503 disk_full.",
-    );
-    for (k, available) in engine.store_disk_available_bytes().iter().enumerate() {
-        if let Some(bytes) = available {
-            let _ = writeln!(
-                f.out,
-                "goad_store_disk_available_bytes{{shard=\"{k}\"}} {bytes}"
-            );
-        }
-    }
-    f.one(
-        "goad_min_free_disk_bytes",
-        "gauge",
-        "min_free_disk_bytes: what new hooks leave free on the disk, for recording deliveries.",
-        engine.min_free_disk_bytes(),
-    );
+    f.store(engine)?;
     f.stats_families(SHARD_FAMILIES, &stats);
     f.replays(&state.replays);
     f.ingest(&state.ingest);
