@@ -94,57 +94,8 @@ impl Config {
                 return Err(invalid(format!("{at}.max_calls_per_s"), rule, rate));
             }
         }
-        if let Some(key) = &sink.ordering_key {
-            if !sink.ordered {
-                return Err(invalid(
-                    format!("{at}.ordering_key"),
-                    "set only with ordered = true",
-                    key,
-                ));
-            }
-            match LaneBy::parse(Some(key)) {
-                Some(LaneBy::Header(name)) if crate::sink::never_forwarded(&name) => {
-                    return Err(invalid(
-                        format!("{at}.ordering_key"),
-                        "a header goad stores with the hook (credential and framing headers are not stored)",
-                        key,
-                    ));
-                }
-                Some(_) => {}
-                None => {
-                    return Err(invalid(
-                        format!("{at}.ordering_key"),
-                        "\"header:<name>\", a header name of letters, digits, '-', '_' or '.'",
-                        key,
-                    ));
-                }
-            }
-        }
-        let builtin = BUILTIN_SINK_TYPES.contains(&sink.kind.as_str());
-        if !builtin && !host_sinks.contains(&sink.kind.as_str()) {
-            let mut known: Vec<&str> = BUILTIN_SINK_TYPES.to_vec();
-            known.extend_from_slice(host_sinks);
-            return Err(invalid(
-                format!("{at}.type"),
-                format!("one of {known:?}"),
-                &sink.kind,
-            ));
-        }
-        let accepted: &[&[&str]] = match sink.kind.as_str() {
-            "http" => &[HTTP_OPTIONS, AWS_SIGNING_OPTIONS],
-            "sqs" => &[SQS_OPTIONS, AWS_SIGNING_OPTIONS],
-            "pubsub" => &[PUBSUB_OPTIONS],
-            _ => &[],
-        };
-        let accepts = |key: &&str| accepted.iter().any(|options| options.contains(key));
-        let set = options_set(sink);
-        if let Some((key, _)) = set.iter().find(|(k, on)| *on && !accepts(k)) {
-            return Err(invalid(
-                format!("{at}.{key}"),
-                format!("absent for a sink of type {:?}", sink.kind),
-                "set",
-            ));
-        }
+        validate_ordering_key(at, sink)?;
+        validate_type_and_options(at, sink, host_sinks)?;
         if let Some(timeout_ms) = sink.timeout_ms {
             let max = self.dispatch.attempt_timeout_ms;
             if timeout_ms < 1 || timeout_ms >= max {
@@ -216,6 +167,66 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// A sink's `ordering_key`: only on an ordered sink, and a header goad
+/// stores with the hook.
+fn validate_ordering_key(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
+    let Some(key) = &sink.ordering_key else {
+        return Ok(());
+    };
+    let key_at = format!("{at}.ordering_key");
+    if !sink.ordered {
+        return Err(invalid(key_at, "set only with ordered = true", key));
+    }
+    match LaneBy::parse(Some(key)) {
+        Some(LaneBy::Header(name)) if crate::sink::never_forwarded(&name) => Err(invalid(
+            key_at,
+            "a header goad stores with the hook (credential and framing headers are not stored)",
+            key,
+        )),
+        Some(_) => Ok(()),
+        None => Err(invalid(
+            key_at,
+            "\"header:<name>\", a header name of letters, digits, '-', '_' or '.'",
+            key,
+        )),
+    }
+}
+
+/// A sink's `type` (goad's or one the host registered) and the options
+/// set on it, each one its type takes.
+fn validate_type_and_options(
+    at: &str,
+    sink: &SinkConfig,
+    host_sinks: &[&str],
+) -> Result<(), ConfigError> {
+    let builtin = BUILTIN_SINK_TYPES.contains(&sink.kind.as_str());
+    if !builtin && !host_sinks.contains(&sink.kind.as_str()) {
+        let mut known: Vec<&str> = BUILTIN_SINK_TYPES.to_vec();
+        known.extend_from_slice(host_sinks);
+        return Err(invalid(
+            format!("{at}.type"),
+            format!("one of {known:?}"),
+            &sink.kind,
+        ));
+    }
+    let accepted: &[&[&str]] = match sink.kind.as_str() {
+        "http" => &[HTTP_OPTIONS, AWS_SIGNING_OPTIONS],
+        "sqs" => &[SQS_OPTIONS, AWS_SIGNING_OPTIONS],
+        "pubsub" => &[PUBSUB_OPTIONS],
+        _ => &[],
+    };
+    let accepts = |key: &&str| accepted.iter().any(|options| options.contains(key));
+    let set = options_set(sink);
+    if let Some((key, _)) = set.iter().find(|(k, on)| *on && !accepts(k)) {
+        return Err(invalid(
+            format!("{at}.{key}"),
+            format!("absent for a sink of type {:?}", sink.kind),
+            "set",
+        ));
+    }
+    Ok(())
 }
 
 /// Each sink option's name, and whether the entry sets it.
