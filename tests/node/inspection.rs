@@ -523,9 +523,38 @@ fn stats_report_shards_and_tenants() {
         disk_available.abs_diff(df_available) < 1 << 30,
         "{disk_available} vs {df_available}"
     );
+    // Every field the answer has is documented, and nothing more.
+    let keys = |object: &serde_json::Value| -> Vec<String> {
+        let mut names: Vec<String> = object.as_object().unwrap().keys().cloned().collect();
+        names.sort();
+        names
+    };
+    assert_eq!(keys(shard), readme_fields("GET /v1/stats", "shards"));
+    assert_eq!(keys(t), readme_fields("GET /v1/stats", "tenants"));
     for _ in 0..3 {
         g.open.send(()).unwrap();
     }
+}
+
+/// The field names the README's HTTP API table gives for `route`'s objects
+/// in the list `list` (`{"list": [{"a", "b", …}]`), sorted.
+fn readme_fields(route: &str, list: &str) -> Vec<String> {
+    let readme = include_str!("../../README.md");
+    let row = readme
+        .lines()
+        .find(|l| l.starts_with(&format!("| `{route}` |")))
+        .unwrap_or_else(|| panic!("the README has a row for {route}"));
+    let from = row
+        .find(&format!("\"{list}\": [{{"))
+        .unwrap_or_else(|| panic!("{route}'s row lists {list}"));
+    let fields = &row[from..];
+    let fields = &fields[fields.find("[{").unwrap() + 2..fields.find("}]").unwrap()];
+    let mut names: Vec<String> = fields
+        .split(", ")
+        .map(|f| f.trim_matches('"').to_string())
+        .collect();
+    names.sort();
+    names
 }
 
 /// A claim's body is served to an admin by `GET /v1/claims/{tenant}/{sha256}`;
