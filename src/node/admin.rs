@@ -12,7 +12,7 @@ use super::sinks::sinks;
 use super::{dead_letters, metrics, replay_routes, NodeState};
 use crate::config::Config;
 use crate::core::TenantId;
-use crate::runtime::Engine;
+use crate::runtime::{Engine, ShardTenants};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use serde_json::{json, Value};
 use std::sync::{Arc, Weak};
@@ -210,21 +210,23 @@ fn stats(engine: &Engine) -> Response {
         Ok(s) => s,
         Err(e) => return unavailable(&e),
     };
-    let due = match engine.due_counts() {
-        Ok(d) => d,
-        Err(e) => return store_error(&e),
-    };
-    let used = match engine.store_used_bytes() {
-        Ok(u) => u,
-        Err(e) => return store_error(&e),
-    };
-    let lane_members = match engine.lane_member_counts() {
-        Ok(m) => m,
-        Err(e) => return store_error(&e),
-    };
+    match shards_stats(engine) {
+        Ok(shards) => {
+            let tenants = tenants_stats(engine, &per_tenant);
+            Response::json(200, &json!({"shards": shards, "tenants": tenants}))
+        }
+        Err(e) => store_error(&e),
+    }
+}
+
+/// `/v1/stats`' shards: each one's counters, and what its store holds.
+fn shards_stats(engine: &Engine) -> Result<Vec<Value>, crate::store::StoreError> {
+    let due = engine.due_counts()?;
+    let used = engine.store_used_bytes()?;
+    let lane_members = engine.lane_member_counts()?;
     let limits = engine.store_ingest_limit_bytes();
     let disk_available = engine.store_disk_available_bytes();
-    let shards: Vec<Value> = engine
+    let shards = engine
         .stats()
         .iter()
         .enumerate()
@@ -261,8 +263,14 @@ fn stats(engine: &Engine) -> Response {
             })
         })
         .collect();
+    Ok(shards)
+}
+
+/// `/v1/stats`' tenants: each tenant of each shard that has rows due,
+/// stored bytes or rows claimed.
+fn tenants_stats(engine: &Engine, per_tenant: &[ShardTenants]) -> Vec<Value> {
     let mut tenants = Vec::new();
-    for shard in &per_tenant {
+    for shard in per_tenant {
         let mut names: Vec<&str> = shard.due.iter().map(|(t, _)| &**t).collect();
         names.extend(shard.stored_bytes.iter().map(|(t, _)| &**t));
         names.extend(shard.tenants.iter().map(|t| &*t.tenant));
@@ -287,7 +295,7 @@ fn stats(engine: &Engine) -> Response {
             }));
         }
     }
-    Response::json(200, &json!({"shards": shards, "tenants": tenants}))
+    tenants
 }
 
 /// 400 `unknown_parameter` for a query parameter the route does not take:
