@@ -379,36 +379,16 @@ impl Server {
             let Some(listener) = &self.listener else {
                 return;
             };
-            let (stream, _) = match listener.accept() {
-                Ok(pair) => pair,
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    self.accept_failing = false;
+                    self.admit(stream);
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if SpareFd::is_exhaustion(&e) => {
-                    let message = format!(
-                        "the node is out of file descriptors, with {} connections open",
-                        self.open
-                    );
-                    if !std::mem::replace(&mut self.accept_failing, true) {
-                        let limit = crate::node::open_files::soft_limit();
-                        let limit = limit.map_or("unlimited".into(), |n| n.to_string());
-                        crate::log::warn(
-                            "out of file descriptors: new connections are refused with 503 until some close (raise the open-files limit, or lower http.max_connections)",
-                            &[("open_connections", &self.open), ("open_files_limit", &limit)],
-                        );
-                    }
-                    let plain = self.tls.is_none();
-                    let refused = &self.counts.refused_without_fds;
-                    let refuse = |s| {
-                        FrontCounts::add(refused);
-                        refuse(s, plain, &message)
-                    };
-                    match (self.spare).refuse_one(listener, refuse) {
-                        Refusal::Refused => continue,
-                        Refusal::NoneWaiting => return,
-                        Refusal::NoSpare => {
-                            self.accept_stalled = true;
-                            return;
-                        }
+                    if !self.refuse_without_fds() {
+                        return;
                     }
                 }
                 // That connection's own failure: take the next.
@@ -426,39 +406,77 @@ impl Server {
                     self.accept_stalled = true;
                     return;
                 }
-            };
-            self.accept_failing = false;
-            if self.open >= self.http.max_connections {
-                let message = format!(
-                    "the node has {} connections open (http.max_connections)",
-                    self.open
-                );
-                FrontCounts::add(&self.counts.refused_at_cap);
-                refuse(stream, self.tls.is_none(), &message);
-                continue;
             }
-            let mut stream = stream;
-            let _ = stream.set_nodelay(true);
-            let tls = self.tls.as_ref().map(|_| Tls::Hello(Box::default()));
-            let slot = self.free.pop().unwrap_or_else(|| {
-                self.conns.push(None);
-                self.conns.len() - 1
-            });
-            if let Err(e) =
-                self.poll
-                    .registry()
-                    .register(&mut stream, Token(slot), Interest::READABLE)
-            {
-                crate::log::warn("cannot register a connection", &[("error", &e)]);
-                self.free.push(slot);
-                continue;
-            }
-            self.open += 1;
-            FrontCounts::add(&self.counts.accepted);
-            self.counts.open.store(self.open as u64, Ordering::Relaxed);
-            self.last_conn += 1;
-            self.conns[slot] = Some(Conn::new(self.last_conn, stream, tls));
         }
+    }
+
+    /// Out of file descriptors: refuses a waiting connection with 503 by
+    /// the spare descriptor (warning once until an accept succeeds).
+    /// Returns whether to go on accepting.
+    fn refuse_without_fds(&mut self) -> bool {
+        let message = format!(
+            "the node is out of file descriptors, with {} connections open",
+            self.open
+        );
+        if !std::mem::replace(&mut self.accept_failing, true) {
+            let limit = crate::node::open_files::soft_limit();
+            let limit = limit.map_or("unlimited".into(), |n| n.to_string());
+            crate::log::warn(
+                "out of file descriptors: new connections are refused with 503 until some close (raise the open-files limit, or lower http.max_connections)",
+                &[("open_connections", &self.open), ("open_files_limit", &limit)],
+            );
+        }
+        let Some(listener) = &self.listener else {
+            return false;
+        };
+        let plain = self.tls.is_none();
+        let refused = &self.counts.refused_without_fds;
+        let refuse = |s| {
+            FrontCounts::add(refused);
+            refuse(s, plain, &message)
+        };
+        match (self.spare).refuse_one(listener, refuse) {
+            Refusal::Refused => true,
+            Refusal::NoneWaiting => false,
+            Refusal::NoSpare => {
+                self.accept_stalled = true;
+                false
+            }
+        }
+    }
+
+    /// Takes an accepted connection on, or refuses it with 503 at
+    /// `http.max_connections`.
+    fn admit(&mut self, mut stream: TcpStream) {
+        if self.open >= self.http.max_connections {
+            let message = format!(
+                "the node has {} connections open (http.max_connections)",
+                self.open
+            );
+            FrontCounts::add(&self.counts.refused_at_cap);
+            refuse(stream, self.tls.is_none(), &message);
+            return;
+        }
+        let _ = stream.set_nodelay(true);
+        let tls = self.tls.as_ref().map(|_| Tls::Hello(Box::default()));
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(None);
+            self.conns.len() - 1
+        });
+        if let Err(e) = self
+            .poll
+            .registry()
+            .register(&mut stream, Token(slot), Interest::READABLE)
+        {
+            crate::log::warn("cannot register a connection", &[("error", &e)]);
+            self.free.push(slot);
+            return;
+        }
+        self.open += 1;
+        FrontCounts::add(&self.counts.accepted);
+        self.counts.open.store(self.open as u64, Ordering::Relaxed);
+        self.last_conn += 1;
+        self.conns[slot] = Some(Conn::new(self.last_conn, stream, tls));
     }
 
     fn take_replies(&mut self) {
