@@ -353,23 +353,7 @@ impl SignatureCheck {
                     .ok_or(Refusal::Malformed(name))?;
                 self.any_secret(sha256, name, &[signature], &[body])
             }
-            Scheme::Stripe => {
-                let name = "stripe-signature";
-                let (mut timestamp, mut signatures) = (None, Vec::new());
-                for pair in required(headers, name)?.split(',') {
-                    match pair.trim().split_once('=') {
-                        Some(("t", t)) => timestamp = t.parse::<u64>().ok(),
-                        Some(("v1", hex)) => signatures.extend(hex::decode(hex).ok()),
-                        _ => {}
-                    }
-                }
-                let timestamp = timestamp
-                    .filter(|_| !signatures.is_empty())
-                    .ok_or(Refusal::Malformed(name))?;
-                fresh(name, timestamp, now_s, TOLERANCE_S)?;
-                let t = timestamp.to_string();
-                self.any_secret(sha256, name, &signatures, &[t.as_bytes(), b".", body])
-            }
+            Scheme::Stripe => self.verify_stripe(headers, body, now_s),
             Scheme::V0 {
                 signature: name,
                 timestamp: stamp,
@@ -388,18 +372,7 @@ impl SignatureCheck {
                 self.any_secret(sha256, name, &[signature], &[body])
             }
             Scheme::StandardWebhooks(keys, names) => {
-                let (name, stamp) = (names.signature, names.timestamp);
-                let id = required(headers, names.id)?;
-                let t = required(headers, stamp)?;
-                let timestamp = t.parse::<u64>().map_err(|_| Refusal::Malformed(stamp))?;
-                fresh(stamp, timestamp, now_s, TOLERANCE_S)?;
-                let signatures = required(headers, name)?;
-                let versioned = |entry: &str| entry.starts_with("v1,") || entry.starts_with("v1a,");
-                if !signatures.split(' ').any(versioned) {
-                    return Err(Refusal::Malformed(name));
-                }
-                let signed = keys.iter().any(|key| key.verify(signatures, id, t, body));
-                signed.then_some(()).ok_or(Refusal::Mismatch(name))
+                verify_standard_webhooks(keys, names, headers, body, now_s)
             }
             Scheme::BodyHmac(hmac) => {
                 let name = hmac.header.as_str();
@@ -408,22 +381,7 @@ impl SignatureCheck {
                     .ok_or(Refusal::Malformed(name))?;
                 self.any_secret(hmac.algorithm, name, &[signature], &[body])
             }
-            Scheme::Twitch => {
-                let signature = required(headers, TWITCH_SIGNATURE)?
-                    .strip_prefix("sha256=")
-                    .and_then(|hex| hex::decode(hex).ok())
-                    .ok_or(Refusal::Malformed(TWITCH_SIGNATURE))?;
-                let id = required(headers, TWITCH_ID)?;
-                let t = required(headers, TWITCH_TIMESTAMP)?;
-                let at = humantime::parse_rfc3339(t)
-                    .map_err(|_| Refusal::Malformed(TWITCH_TIMESTAMP))?;
-                let timestamp = at
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |since| since.as_secs());
-                fresh(TWITCH_TIMESTAMP, timestamp, now_s, TWITCH_TOLERANCE_S)?;
-                let signed = [id.as_bytes(), t.as_bytes(), body];
-                self.any_secret(sha256, TWITCH_SIGNATURE, &[signature], &signed)
-            }
+            Scheme::Twitch => self.verify_twitch(headers, body, now_s),
             Scheme::Token(name) => {
                 let token = required(headers, name)?.as_bytes();
                 let known = self
@@ -433,6 +391,55 @@ impl SignatureCheck {
                 known.then_some(()).ok_or(Refusal::NotASecret(name))
             }
         }
+    }
+
+    /// Stripe's `stripe-signature`: `t=<unix s>,v1=<hex>[,v1=…]` over
+    /// `t.body`.
+    fn verify_stripe(
+        &self,
+        headers: Headers<'_>,
+        body: &[u8],
+        now_s: u64,
+    ) -> Result<(), Refusal<'_>> {
+        let sha256 = Algorithm::Sha256;
+        let name = "stripe-signature";
+        let (mut timestamp, mut signatures) = (None, Vec::new());
+        for pair in required(headers, name)?.split(',') {
+            match pair.trim().split_once('=') {
+                Some(("t", t)) => timestamp = t.parse::<u64>().ok(),
+                Some(("v1", hex)) => signatures.extend(hex::decode(hex).ok()),
+                _ => {}
+            }
+        }
+        let timestamp = timestamp
+            .filter(|_| !signatures.is_empty())
+            .ok_or(Refusal::Malformed(name))?;
+        fresh(name, timestamp, now_s, TOLERANCE_S)?;
+        let t = timestamp.to_string();
+        self.any_secret(sha256, name, &signatures, &[t.as_bytes(), b".", body])
+    }
+
+    /// Twitch's EventSub: the HMAC of its message id, RFC 3339 timestamp and body.
+    fn verify_twitch(
+        &self,
+        headers: Headers<'_>,
+        body: &[u8],
+        now_s: u64,
+    ) -> Result<(), Refusal<'_>> {
+        let sha256 = Algorithm::Sha256;
+        let signature = required(headers, TWITCH_SIGNATURE)?
+            .strip_prefix("sha256=")
+            .and_then(|hex| hex::decode(hex).ok())
+            .ok_or(Refusal::Malformed(TWITCH_SIGNATURE))?;
+        let id = required(headers, TWITCH_ID)?;
+        let t = required(headers, TWITCH_TIMESTAMP)?;
+        let at = humantime::parse_rfc3339(t).map_err(|_| Refusal::Malformed(TWITCH_TIMESTAMP))?;
+        let timestamp = at
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_secs());
+        fresh(TWITCH_TIMESTAMP, timestamp, now_s, TWITCH_TOLERANCE_S)?;
+        let signed = [id.as_bytes(), t.as_bytes(), body];
+        self.any_secret(sha256, TWITCH_SIGNATURE, &[signature], &signed)
     }
 
     /// Ok if any of `signatures` is the HMAC (by `algorithm`) of the
@@ -492,6 +499,29 @@ fn v0_signature<'h, 'n>(
         .and_then(|hex| hex::decode(hex).ok())
         .ok_or(Refusal::Malformed(name))?;
     Ok((signature, required(headers, stamp)?))
+}
+
+/// Standard Webhooks (and Svix's): a `v1,` (HMAC) or `v1a,` (Ed25519)
+/// signature of `id.timestamp.body` by any of `keys`.
+fn verify_standard_webhooks<'a>(
+    keys: &[Verifier],
+    names: &'a StandardHeaders,
+    headers: Headers<'_>,
+    body: &[u8],
+    now_s: u64,
+) -> Result<(), Refusal<'a>> {
+    let (name, stamp) = (names.signature, names.timestamp);
+    let id = required(headers, names.id)?;
+    let t = required(headers, stamp)?;
+    let timestamp = t.parse::<u64>().map_err(|_| Refusal::Malformed(stamp))?;
+    fresh(stamp, timestamp, now_s, TOLERANCE_S)?;
+    let signatures = required(headers, name)?;
+    let versioned = |entry: &str| entry.starts_with("v1,") || entry.starts_with("v1a,");
+    if !signatures.split(' ').any(versioned) {
+        return Err(Refusal::Malformed(name));
+    }
+    let signed = keys.iter().any(|key| key.verify(signatures, id, t, body));
+    signed.then_some(()).ok_or(Refusal::Mismatch(name))
 }
 
 /// Ok if `timestamp` lies within `tolerance_s` of `now_s`.
