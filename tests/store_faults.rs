@@ -1,5 +1,6 @@
 //! A shard over a store with broken records: a corrupt row or hook is
-//! dead-lettered and the shard delivers the rest, index entries that do not
+//! dead-lettered and the shard delivers the rest (a hook's status shows it
+//! undecodable meanwhile), index entries that do not
 //! decode are set aside or rebuilt from their rows' records, and a store
 //! failure that persists is retried once a second, not in a busy loop. The
 //! records are broken by writing bytes into a real LMDB environment.
@@ -635,4 +636,31 @@ fn a_full_store_refuses_new_hooks_and_still_records_every_delivery() {
     acked.sort_unstable();
     assert_eq!(delivered, acked);
     engine.commit(goad::NewHook::new("s", body)).unwrap();
+}
+
+/// A hook whose row no longer decodes is still shown (`GET /v1/hooks/{id}`),
+/// that sink's state `Undecodable`, where it was `InFlight` before.
+#[test]
+fn a_hook_whose_row_does_not_decode_shows_that_sink_as_undecodable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_config, store) = one_claimed_hook(dir.path());
+    let states = |store: &ShardStore| {
+        let status = store.hook_status(0, "h1").unwrap().expect("h1 is stored");
+        assert_eq!(status.hook.body, b"body 1");
+        status.sinks
+    };
+    let before = states(&store);
+    assert_eq!(before.len(), 1);
+    assert!(
+        matches!(before[0].state, goad::SinkState::InFlight(_)),
+        "{before:?}"
+    );
+    overwrite(&store, "records", &[&row_key(row(1))], b"not a record");
+    let after = states(&store);
+    assert_eq!(after.len(), 1);
+    assert_eq!(after[0].sink_index, 0);
+    assert!(
+        matches!(after[0].state, goad::SinkState::Undecodable),
+        "{after:?}"
+    );
 }

@@ -93,7 +93,8 @@ pub enum Command {
         shards: usize,
     },
     /// Show a hook on a node by the id its ingest returned, with each
-    /// sink's state: due, in_flight, in_lane, dead, delivered or purged.
+    /// sink's state: due, in_flight, in_lane, held, parked, dead,
+    /// undecodable, delivered or purged.
     Hook {
         #[command(flatten)]
         node: NodeArgs,
