@@ -1,7 +1,7 @@
 //! The README and the pages under `docs/` link to each other: every
 //! relative link names a file that exists and, after `#`, a heading of it.
 //! The README's embedding program is the crate page's, which runs as a
-//! doc test.
+//! doc test, and the README names every error code the node answers with.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -114,22 +114,71 @@ fn scenario_numbers(text: &str) -> BTreeSet<u32> {
     found
 }
 
-/// The comments (`//` lines, docs included) of every Rust file under `dir`.
-fn comments(dir: &Path, into: &mut String) {
+/// Calls `visit` with the text of every Rust file under `dir`.
+fn each_rust_file(dir: &Path, visit: &mut impl FnMut(&str)) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
-            comments(&path, into);
+            each_rust_file(&path, visit);
         } else if path.extension().is_some_and(|e| e == "rs") {
-            let text = std::fs::read_to_string(&path).unwrap();
-            for line in text.lines().map(str::trim_start) {
-                if let Some(doc) = line.strip_prefix("//") {
-                    into.push_str(doc);
-                    into.push('\n');
+            visit(&std::fs::read_to_string(&path).unwrap());
+        }
+    }
+}
+
+/// The comments (`//` lines, docs included) of every Rust file under `dir`.
+fn comments(dir: &Path, into: &mut String) {
+    each_rust_file(dir, &mut |text| {
+        for line in text.lines().map(str::trim_start) {
+            if let Some(doc) = line.strip_prefix("//") {
+                into.push_str(doc);
+                into.push('\n');
+            }
+        }
+    });
+}
+
+/// The error codes a node's answers carry: the string literal each
+/// `Response::error(…)` and `Response::unavailable(…)` call outside the
+/// files' unit tests gives.
+fn answered_error_codes(dir: &Path) -> BTreeSet<String> {
+    let mut codes = BTreeSet::new();
+    each_rust_file(dir, &mut |text| {
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        for call in ["Response::error(", "Response::unavailable("] {
+            // The code is the first argument that is a literal, before
+            // any `)`; `Response::error(503, code, …)` passes one along.
+            for after in code.split(call).skip(1) {
+                let arguments = after.split(')').next().unwrap();
+                if let Some(literal) = arguments.split('"').nth(1) {
+                    codes.insert(literal.to_string());
                 }
             }
         }
-    }
+    });
+    codes
+}
+
+/// Every error code the node answers with is named in the README, where
+/// a client's author or an operator looks it up.
+#[test]
+fn every_error_code_the_node_answers_is_in_the_readme() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let codes = answered_error_codes(&root.join("src"));
+    assert!(
+        codes.contains("unknown_source") && codes.len() > 40,
+        "{codes:?}"
+    );
+    let missing: Vec<&String> = codes
+        .iter()
+        .filter(|code| !readme.contains(&format!("`{code}`")))
+        .collect();
+    assert_eq!(
+        missing,
+        Vec::<&String>::new(),
+        "codes the README does not name"
+    );
 }
 
 /// Every one of the reference's 70 scenarios is named by a test's comment
