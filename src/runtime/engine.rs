@@ -353,9 +353,13 @@ impl Engine {
         })
     }
 
-    /// Takes `dispatch.concurrency`, `dispatch.sink_concurrency`,
-    /// `dispatch.tenants` and the sources from `config` without a restart.
-    /// Claimed and running rows are kept; lowered limits stop the next start.
+    /// Takes `[dispatch]` (windows, concurrency, breakers, deadlines, the
+    /// tenants' limits), `[retry]`, `[egress]` and the sources with their
+    /// sinks from `config` without a restart; its other keys (`data_dir`,
+    /// `shards`, `max_body_bytes`, the store's bounds, `claim_check`,
+    /// `dead_letters`) keep the values the engine opened with, as a node's
+    /// reload reports them `restart_required`. Claimed and running rows are kept; lowered
+    /// limits stop the next start.
     /// Commits take the new sources at once; it returns once every shard
     /// runs on them too (its old sources dropped, so their memory can be
     /// given back), or after 10 s with the change queued for the rest.
