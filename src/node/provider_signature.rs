@@ -347,10 +347,7 @@ impl SignatureCheck {
         match &self.scheme {
             Scheme::GitHub => {
                 let name = "x-hub-signature-256";
-                let signature = required(headers, name)?
-                    .strip_prefix("sha256=")
-                    .and_then(|hex| hex::decode(hex).ok())
-                    .ok_or(Refusal::Malformed(name))?;
+                let signature = sha256_hex(headers, name)?;
                 self.any_secret(sha256, name, &[signature], &[body])
             }
             Scheme::Stripe => self.verify_stripe(headers, body, now_s),
@@ -401,7 +398,6 @@ impl SignatureCheck {
         body: &[u8],
         now_s: u64,
     ) -> Result<(), Refusal<'_>> {
-        let sha256 = Algorithm::Sha256;
         let name = "stripe-signature";
         let (mut timestamp, mut signatures) = (None, Vec::new());
         for pair in required(headers, name)?.split(',') {
@@ -416,7 +412,8 @@ impl SignatureCheck {
             .ok_or(Refusal::Malformed(name))?;
         fresh(name, timestamp, now_s, TOLERANCE_S)?;
         let t = timestamp.to_string();
-        self.any_secret(sha256, name, &signatures, &[t.as_bytes(), b".", body])
+        let signed = [t.as_bytes(), b".", body];
+        self.any_secret(Algorithm::Sha256, name, &signatures, &signed)
     }
 
     /// Twitch's EventSub: the HMAC of its message id, RFC 3339 timestamp and body.
@@ -426,11 +423,7 @@ impl SignatureCheck {
         body: &[u8],
         now_s: u64,
     ) -> Result<(), Refusal<'_>> {
-        let sha256 = Algorithm::Sha256;
-        let signature = required(headers, TWITCH_SIGNATURE)?
-            .strip_prefix("sha256=")
-            .and_then(|hex| hex::decode(hex).ok())
-            .ok_or(Refusal::Malformed(TWITCH_SIGNATURE))?;
+        let signature = sha256_hex(headers, TWITCH_SIGNATURE)?;
         let id = required(headers, TWITCH_ID)?;
         let t = required(headers, TWITCH_TIMESTAMP)?;
         let at = humantime::parse_rfc3339(t).map_err(|_| Refusal::Malformed(TWITCH_TIMESTAMP))?;
@@ -439,7 +432,7 @@ impl SignatureCheck {
             .map_or(0, |since| since.as_secs());
         fresh(TWITCH_TIMESTAMP, timestamp, now_s, TWITCH_TOLERANCE_S)?;
         let signed = [id.as_bytes(), t.as_bytes(), body];
-        self.any_secret(sha256, TWITCH_SIGNATURE, &[signature], &signed)
+        self.any_secret(Algorithm::Sha256, TWITCH_SIGNATURE, &[signature], &signed)
     }
 
     /// Ok if any of `signatures` is the HMAC (by `algorithm`) of the
@@ -522,6 +515,14 @@ fn verify_standard_webhooks<'a>(
     }
     let signed = keys.iter().any(|key| key.verify(signatures, id, t, body));
     signed.then_some(()).ok_or(Refusal::Mismatch(name))
+}
+
+/// The bytes of a `sha256=<hex>` signature header (GitHub's, Twitch's).
+fn sha256_hex<'c>(headers: Headers<'_>, name: &'c str) -> Result<Vec<u8>, Refusal<'c>> {
+    required(headers, name)?
+        .strip_prefix("sha256=")
+        .and_then(|hex| hex::decode(hex).ok())
+        .ok_or(Refusal::Malformed(name))
 }
 
 /// Ok if `timestamp` lies within `tolerance_s` of `now_s`.
