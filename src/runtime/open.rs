@@ -16,7 +16,7 @@ use crate::core::{BreakerEvent, Catalog, Core, Grant, OutcomeEvent};
 use crate::latency::AttemptLatency;
 use crate::limits::SHARD_INPUT_CAPACITY;
 use crate::sink::{Sink, SinkRegistry};
-use crate::store::{refuse_unfinished_reshard, DataDirLock, DiskReserve, ShardStore, StoreError};
+use crate::store::{refuse_unfinished_reshard, DataDirLock, DiskReserve, ShardStore};
 use crossbeam_channel::{Sender, TrySendError};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
@@ -99,7 +99,12 @@ impl EngineBuilder {
         let lock = DataDirLock::acquire(&self.config.data_dir).map_err(OpenError::Store)?;
         refuse_unfinished_reshard(&self.config.data_dir).map_err(OpenError::Store)?;
         let shard_count = self.config.shard_count();
-        let stores = open_stores(&self.config).map_err(OpenError::Store)?;
+        let stores = ShardStore::open_all(
+            &self.config.data_dir,
+            shard_count,
+            self.config.max_shard_bytes,
+        )
+        .map_err(OpenError::Store)?;
         let disk_reserve = DiskReserve {
             min_free_bytes: self.config.min_free_disk_bytes,
             shards: shard_count,
@@ -276,14 +281,6 @@ impl ShardStart<'_> {
 /// period) and waits for their threads (`threads[k]` is shard `k`'s), but
 /// for the caller's own when a shard's callback calls it: that shard stops
 /// once the callback returns.
-/// Opens the store of each of the config's shards.
-fn open_stores(config: &Config) -> Result<Vec<ShardStore>, StoreError> {
-    let shard_count = config.shard_count();
-    (0..shard_count)
-        .map(|k| ShardStore::open_sized(&config.data_dir, k, shard_count, config.max_shard_bytes))
-        .collect()
-}
-
 pub(super) fn stop_shards(shards: &[Shard], threads: Vec<JoinHandle<()>>) {
     let own = own_shard(&threads);
     for (k, shard) in shards.iter().enumerate() {

@@ -283,6 +283,18 @@ impl ShardStore {
         ShardStore::open_sized(data_dir, index, count, DEFAULT_MAX_SHARD_BYTES)
     }
 
+    /// Opens (creating if needed) every one of `count` shards under
+    /// `data_dir`, each as [`ShardStore::open_sized`] does.
+    pub fn open_all(
+        data_dir: &Path,
+        count: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<ShardStore>, StoreError> {
+        (0..count)
+            .map(|k| ShardStore::open_sized(data_dir, k, count, max_bytes))
+            .collect()
+    }
+
     /// [`ShardStore::open`] with an LMDB map of `max_bytes`, or larger when
     /// the store's file already fills it (see "Store size" in the module docs).
     pub fn open_sized(

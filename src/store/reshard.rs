@@ -220,17 +220,10 @@ fn verified(stores: &[ShardStore], what: &str, dir: &Path) -> Result<Counts, Sto
 
 fn count(data_dir: &Path, shards: usize, max_shard_bytes: u64) -> Result<Counts, StoreError> {
     verified(
-        &open_shards(data_dir, shards, max_shard_bytes)?,
+        &ShardStore::open_all(data_dir, shards, max_shard_bytes)?,
         "the new",
         data_dir,
     )
-}
-
-/// The `count` shards under `dir`, created with that count.
-fn open_shards(dir: &Path, count: usize, max_bytes: u64) -> Result<Vec<ShardStore>, StoreError> {
-    (0..count)
-        .map(|k| ShardStore::open_sized(dir, k, count, max_bytes))
-        .collect()
 }
 
 /// What a copy takes: the counts, the store bound, the tenant placement and
@@ -248,7 +241,7 @@ impl Copy {
     /// written under `staging` and verified; both counts. Every store is
     /// closed on return.
     fn all(&self, data_dir: &Path, staging: &Path) -> Result<(Counts, Counts), StoreError> {
-        let old = open_shards(data_dir, self.from, self.max_shard_bytes)?;
+        let old = ShardStore::open_all(data_dir, self.from, self.max_shard_bytes)?;
         for store in &old {
             store.recover(&TenantTable::load(store)?, self.now_ms)?;
         }
@@ -256,7 +249,7 @@ impl Copy {
         if staging.exists() {
             fs::remove_dir_all(staging).map_err(|source| io(staging, source))?;
         }
-        let new = open_shards(staging, self.to, self.max_shard_bytes)?;
+        let new = ShardStore::open_all(staging, self.to, self.max_shard_bytes)?;
         let mut targets = new.iter().map(Target::new).collect::<Result<Vec<_>, _>>()?;
         let mut replay_counters = BTreeMap::new();
         for store in &old {
