@@ -33,9 +33,15 @@ pub const SUMMARY_MAX_HOOK_IDS: usize = 10;
 /// write of them all held them 13 s; 100,000 rows woken, up to 28 ms).
 pub const SWEEP_STEP_ENTRIES: usize = 1_024;
 
-/// Held rows (of paused sinks) one scan reads at most while a pass wakes
-/// those of resumed sinks.
+/// Held rows one scan reads at most while a pass over them, or the keys'
+/// wakes, make those of resumed sinks and closed breakers due.
 pub const WAKE_STEP_ROWS: usize = 4_096;
+
+/// A key's wake keeps this many calls' worth of its held rows due or
+/// queued per slot of `dispatch.sink_concurrency` (see `core::key_wake`):
+/// enough to keep its slots busy between scans, and all a breaker that
+/// opens again holds again.
+pub const WAKE_CALLS_PER_SLOT: usize = 4;
 
 /// The longest `notifications.coalesce_ms`: a summary waits no more than a day.
 pub const MAX_COALESCE_MS: u64 = 86_400_000;

@@ -19,9 +19,10 @@
 //! `breaker_open_ms`. A row never attempted has no retry horizon to keep,
 //! so only the first of an open period parks until its end, to be the
 //! probe; the others wait with the held rows, past every due time, until
-//! the breaker closes and the core's pass over held rows makes them due
-//! (see `Core::park`): a backlog behind a sink that stays down is written
-//! once, not again every period. An open breaker is kept in the store (see
+//! the breaker closes and the key's wake makes them due, a window at a
+//! time (see `Core::park` and `key_wake`): a backlog behind a sink that
+//! stays down is written once, not again every period, and one behind a
+//! sink that fails often is not written again at every turn. An open breaker is kept in the store (see
 //! `store::breakers`): a restart within its open period keeps it open, so
 //! the key's first attempt after it is a probe, not a wave. A reload that
 //! sets `breaker_failures` to 0, or removes the key's sink, closes its
@@ -148,10 +149,16 @@ impl Breaker {
         self.holds_rows
     }
 
+    /// Rows of the key wait with the held rows for it to close: a wake of
+    /// them was under way when it opened.
+    pub fn hold_rows(&mut self) {
+        self.holds_rows = true;
+    }
+
     /// Whether the rows it holds wait on: it holds rows, and it is open
-    /// or its probe runs. A pass over the held rows after an open period
-    /// ended with no probe started (the core checks for that a while
-    /// after) makes them due, and one of them is then the probe.
+    /// or its probe runs. After an open period that ended with no probe
+    /// started (the core checks for that a while after), the key's wake
+    /// makes them due, and one of them is then the probe.
     pub fn keeps_rows_held(&self, now_ms: u64) -> bool {
         self.holds_rows
             && match self.state {

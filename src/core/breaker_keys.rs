@@ -42,8 +42,14 @@ impl Core {
         }
         let config = self.breaker_config();
         let breaker = self.breakers.entry(key.clone()).or_default();
-        let (was_open, held_rows) = (breaker.is_open(), breaker.holds_rows());
+        let (was_open, mut held_rows) = (breaker.is_open(), breaker.holds_rows());
         let opened = breaker.record(now_ms, config, job, failure);
+        // A wake under way stops: the rows it did not make due yet wait
+        // for the close, as those its breaker holds from now on.
+        if opened.is_some() && self.key_wakes.stop(key) {
+            breaker.hold_rows();
+            held_rows = true;
+        }
         let event = match opened {
             Some(until_ms) => Some(BreakerEvent::Opened {
                 key: key.clone(),
@@ -59,8 +65,8 @@ impl Core {
             self.breakers.remove(key);
         }
         match &event {
-            // The rows it held are due now.
-            Some(BreakerEvent::Closed { .. }) if held_rows => self.start_wake_pass(),
+            // The rows it held wake, at the pace the key takes them.
+            Some(BreakerEvent::Closed { .. }) if held_rows => self.start_key_wake(key),
             Some(BreakerEvent::Opened { until_ms, .. }) if held_rows => {
                 self.check_probe_after(*until_ms, key);
             }

@@ -10,18 +10,19 @@
 //! attempts and first attempt are kept; its retry horizon is looked at
 //! again at its next failure.
 //!
-//! A pass over the held rows makes those whose sink is not paused
-//! (resumed, or gone from the config, which the scan then settles) and
-//! whose breaker does not hold them due now. A new core starts one (a
-//! shard's open, after a crash too, and its rebuild), and so do a
-//! reconfiguration that resumes or removes a paused sink (or any
-//! reconfiguration while a breaker holds rows) and a breaker that closes
-//! with rows held. It runs in steps, one at the end of each scan, each
-//! reading at most `WAKE_STEP_ROWS` held rows (a tenant with none counting
-//! one), so a shard with a million held rows, or as many tenants, goes on
-//! claiming and committing while it wakes them. Held
-//! rows sit at the end of their tenant's due index: a pass reads held rows
-//! only.
+//! A pass over the held rows finds those whose sink is not paused and
+//! whose breaker does not hold them, and starts a wake of each such key
+//! (see `key_wake`), which makes its rows due at the pace the key takes
+//! them; a row whose sink is gone from the config is made due at once,
+//! for the scan to settle it. A new core starts one (a shard's open,
+//! after a crash too, and its rebuild), and so does a reconfiguration
+//! that resumes or removes a paused sink (or any reconfiguration while a
+//! breaker holds rows or a key's wake is under way). It runs in steps,
+//! one at the end of each scan, each reading at most `WAKE_STEP_ROWS`
+//! held rows (a tenant with none counting one), so a shard with a million
+//! held rows, or as many tenants, goes on claiming and committing while
+//! it reads them. Held rows sit at the end of their tenant's due index: a
+//! pass reads held rows only.
 
 use super::*;
 use crate::limits::WAKE_STEP_ROWS;
@@ -44,17 +45,17 @@ impl Core {
         self.ops.push_back(StoreOp::Hold { row, fields });
     }
 
-    /// Whether a pass over the held rows is under way.
+    /// Whether a pass over the held rows or a key's wake is under way.
     pub fn is_waking(&self) -> bool {
-        self.waking.is_some()
+        self.waking.is_some() || self.key_wakes.any()
     }
 
     /// One step of the pass under way, if any: reads at most
-    /// `WAKE_STEP_ROWS` held rows, tenant by tenant, making those whose
-    /// sink is not paused due at `now_ms`; returns how many. The pass ends
-    /// once every tenant's held rows were read.
+    /// `WAKE_STEP_ROWS` held rows, tenant by tenant, starting the wakes of
+    /// the keys they free and making those of sinks gone due at `now_ms`;
+    /// returns how many it made due. The pass ends once every tenant's
+    /// held rows were read.
     pub(super) fn wake_step(&mut self, now_ms: u64, index: &mut dyn DueIndex) -> u64 {
-        self.check_probes(now_ms);
         let Some(mut pass) = self.waking.take() else {
             return 0;
         };
@@ -66,12 +67,7 @@ impl Core {
         let (mut budget, mut woken) = (WAKE_STEP_ROWS, 0);
         while pass.next < tenants.len() && budget > 0 {
             let tenant = &tenants[pass.next];
-            let after = pass.after.take().unwrap_or_else(|| DueEntry {
-                tenant: tenant.clone(),
-                due_at_ms: HELD_DUE_MS - 1,
-                row: RowId::MAX,
-                size_bytes: 0,
-            });
+            let after = (pass.after.take()).unwrap_or_else(|| key_wake::before_held(tenant));
             let mut page = Vec::new();
             index.due_page(tenant, u64::MAX, Some(&after), budget, &mut page);
             budget -= page.len().max(1);
@@ -81,7 +77,7 @@ impl Core {
                 _ => pass.next += 1,
             }
             for entry in page {
-                woken += self.wake_if_resumed(now_ms, entry, index);
+                woken += self.wake_or_start_key_wake(now_ms, entry, index);
             }
         }
         if pass.next < tenants.len() {
@@ -92,40 +88,29 @@ impl Core {
         woken
     }
 
-    /// Starts a pass over the held rows for each breaker holding rows
-    /// whose open period ended a while ago (see `Core::check_probe_after`)
-    /// with no probe started and no row of its key claimed to be one.
-    fn check_probes(&mut self, now_ms: u64) {
-        while let Some((at_ms, key)) = self.probe_checks.first().cloned() {
-            if at_ms > now_ms {
-                break;
-            }
-            self.probe_checks.pop_first();
-            let unprobed = (self.breakers.get(&key)).is_some_and(|b| b.awaits_probe(now_ms));
-            let claimed = (self.keys.get(&key)).is_some_and(|k| !k.queue.is_empty() || k.calls > 0);
-            if unprobed && !claimed {
-                self.start_wake_pass();
-            }
-        }
-    }
-
-    /// One held row: due now (1) unless its sink is still paused or its
-    /// breaker still holds it (see [`Breaker::keeps_rows_held`]). One that
-    /// cannot be read is settled as a scan settles it.
-    fn wake_if_resumed(&mut self, now_ms: u64, entry: DueEntry, index: &mut dyn DueIndex) -> u64 {
+    /// One held row: left held while its sink is paused or its breaker
+    /// holds it (see [`Breaker::keeps_rows_held`]); otherwise its key's
+    /// wake is started, or, when its sink is gone, it is due now (1). One
+    /// that cannot be read is settled as a scan settles it.
+    fn wake_or_start_key_wake(
+        &mut self,
+        now_ms: u64,
+        entry: DueEntry,
+        index: &mut dyn DueIndex,
+    ) -> u64 {
         let Some(RowHead { state, hook }) = self.read_or_settle(now_ms, &entry, index) else {
             return 0;
         };
-        if let Some(key) = self.bound_key(&entry, &hook.source_id, &state) {
-            if self.catalog.is_paused(&key.source_id, key.sink_index) {
-                return 0;
-            }
-            if (self.breakers.get(&key)).is_some_and(|b| b.keeps_rows_held(now_ms)) {
-                return 0;
-            }
+        let Some(key) = self.bound_key(&entry, &hook.source_id, &state) else {
+            self.make_due(now_ms, &entry, &state);
+            return 1;
+        };
+        let paused = self.catalog.is_paused(&key.source_id, key.sink_index);
+        let held = (self.breakers.get(&key)).is_some_and(|b| b.keeps_rows_held(now_ms));
+        if !paused && !held {
+            self.ensure_key_wake(&key);
         }
-        self.make_due(now_ms, &entry, &state);
-        1
+        0
     }
 
     /// The state and hook ids of `entry`'s row, for a pass that decides on
@@ -181,9 +166,11 @@ impl Core {
     }
 
     /// Starts a pass over the held rows, afresh if one is under way (it
-    /// may have passed rows that are to wake now).
+    /// may have passed rows that are to wake now); the keys' wakes under
+    /// way step too, as a reload may have given them room.
     pub(super) fn start_wake_pass(&mut self) {
         self.waking = Some(held::WakePass::default());
+        self.key_wakes.ask_step();
         self.scan_requested = true;
     }
 }

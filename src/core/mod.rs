@@ -43,6 +43,7 @@ mod dead_reason;
 mod finish;
 mod held;
 mod hints;
+mod key_wake;
 mod outcome_event;
 mod report;
 pub mod retry;
@@ -217,10 +218,13 @@ pub struct Core {
     abandoned: VecDeque<JobId>,
     /// A commit or freed window room asks for a scan now.
     scan_requested: bool,
-    /// A pass over the held rows under way (see `held`): a new core, a
-    /// reconfiguration that resumed a paused sink, and a breaker that
-    /// closes with rows held start one.
+    /// A pass over the held rows under way (see `held`): a new core and a
+    /// reconfiguration that resumed a paused sink start one.
     waking: Option<held::WakePass>,
+    /// Keys whose held rows are being made due at the pace they take them
+    /// (see `key_wake`): a breaker that closes with rows held starts one,
+    /// and so does a pass over the held rows for each key it frees.
+    key_wakes: key_wake::KeyWakes,
     /// Tenants whose rows a dropped breaker parked, being made due (see
     /// `unpark`).
     unparking: unpark::UnparkPass,
@@ -297,6 +301,7 @@ impl Core {
             abandoned: VecDeque::new(),
             scan_requested: true,
             waking: Some(held::WakePass::default()),
+            key_wakes: key_wake::KeyWakes::default(),
             unparking: unpark::UnparkPass::default(),
             probe_checks: BTreeSet::new(),
             draining: false,
@@ -394,8 +399,10 @@ impl Core {
         for (tenant, state) in &mut self.tenants {
             state.limits = dispatch.tenant_limits(tenant);
         }
-        // A pass also settles held rows whose sink the new config removed.
-        if self.catalog.resumes_in(&catalog) || self.breakers.values().any(Breaker::holds_rows) {
+        // A pass also settles held rows whose sink the new config removed
+        // (a key's wake drops itself then).
+        let holding = self.breakers.values().any(Breaker::holds_rows) || self.key_wakes.any();
+        if self.catalog.resumes_in(&catalog) || holding {
             self.start_wake_pass();
         }
         if self.dispatch.breaker_failures > 0 && dispatch.breaker_failures == 0 {
@@ -499,13 +506,13 @@ impl Core {
     }
 
     /// Whether a scan has work: a pass over held rows or unparking under
-    /// way or a breaker's probe check due, or, with window room, a scan
-    /// asked for or a row due.
+    /// way, a step of a key's wake wanted, or a breaker's probe check due,
+    /// or, with window room, a scan asked for or a row due.
     pub fn wants_scan(&self, now_ms: u64) -> bool {
         let claims = self.shard_window().has_room(self.claimed)
             && (self.scan_requested || self.next_due_at_ms.is_some_and(|at| at <= now_ms));
         let check_due = (self.probe_checks.first()).is_some_and(|(at_ms, _)| *at_ms <= now_ms);
-        let passes = self.waking.is_some() || self.is_unparking();
+        let passes = self.waking.is_some() || self.key_wakes.step_wanted() || self.is_unparking();
         !self.draining && (passes || check_due || claims)
     }
 

@@ -21,8 +21,8 @@ struct Active {
 impl Core {
     /// Claims due rows. Claimed rows become `StoreOp::Claim` (and, for rows
     /// that cannot run, their dead or forget op) and queue on their sink key.
-    /// Then a step of each pass under way: over held rows, and unparking
-    /// rows.
+    /// Then a step of each pass under way: over held rows, of the keys'
+    /// wakes, and unparking rows.
     pub fn handle_scan(&mut self, now_ms: u64, index: &mut dyn DueIndex) {
         self.scan_requested = false;
         // From here on it holds only the due times this scan writes (parks);
@@ -90,7 +90,9 @@ impl Core {
         );
         self.stats.active_tenants = self.claiming_tenants + due_now;
         // Last: the rows they make due are noted as due now, for the next scan.
+        self.check_probes(now_ms);
         self.wake_step(now_ms, index);
+        self.key_wake_step(now_ms, index);
         self.unpark_step(now_ms, index);
     }
 
@@ -184,7 +186,7 @@ impl Core {
     /// One due row claimed: queued on its key, or settled at once when it
     /// cannot run.
     pub(super) fn claim(&mut self, now_ms: u64, entry: DueEntry, loaded: Loaded) {
-        self.ops.push_back(StoreOp::claim_of(&entry));
+        self.take_due(&entry);
         if self.claims.contains_key(&entry.row) {
             // A second due key of a row already claimed (a broken index):
             // the claim op above drops it, and the row runs once.

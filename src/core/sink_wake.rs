@@ -2,11 +2,12 @@
 //! it would have waited out backoffs and an open breaker for are due now.
 //!
 //! The first step closes the key's breaker (reported closed, as a reload
-//! closes one) and, when the breaker held never-attempted rows, starts a
-//! pass over the held rows, which makes them due. Each step then reads at
-//! most a step's worth of the tenant's due index after now (rows waiting
-//! out a backoff, or parked to the end of an open period) and makes those
-//! of the sink due now, with their attempts and first attempt kept: the
+//! closes one) and, when the breaker held never-attempted rows, starts the
+//! key's wake, which makes them due at the pace the key takes them (see
+//! `key_wake`). Each step then reads at most a step's worth of the
+//! tenant's due index after now (rows waiting out a backoff, or parked to
+//! the end of an open period) and makes those of the sink due now, with
+//! their attempts and first attempt kept: the
 //! sink's `max_attempts` and retry horizon count them as before. The scan
 //! claims them as any due rows, within the windows and the sink's
 //! concurrency, by the tenants' round robin.
@@ -87,7 +88,7 @@ impl Core {
             return false;
         };
         if breaker.holds_rows() {
-            self.start_wake_pass();
+            self.start_key_wake(key);
         }
         if breaker.is_open() {
             self.report_closed(key.clone());
@@ -97,7 +98,7 @@ impl Core {
 
     /// One due entry: made due now (1) if its row binds to `key`. One that
     /// cannot be read is settled as a scan settles it.
-    fn wake_if_of(
+    pub(super) fn wake_if_of(
         &mut self,
         now_ms: u64,
         key: &SinkKey,

@@ -185,6 +185,7 @@ impl Core {
         if !key_state.queue.is_empty() {
             tenant.key_ring.push_back(key.clone());
         }
+        self.key_wakes.started(key);
         if !tenant.key_ring.is_empty() {
             self.tenant_ring.push_back(tenant_id);
         }

@@ -114,7 +114,7 @@ impl Core {
         let RowHead { state, hook } = match index.load_head(entry.row) {
             Ok(head) => head,
             Err(Loaded::RowMissing | Loaded::HookMissing) => {
-                self.ops.push_back(StoreOp::claim_of(&entry));
+                self.take_due(&entry);
                 self.ops.push_back(StoreOp::Forget { row: entry.row });
                 return 0;
             }
@@ -124,7 +124,7 @@ impl Core {
         if &*hook.source_id != source_id {
             return 0;
         }
-        self.ops.push_back(StoreOp::claim_of(&entry));
+        self.take_due(&entry);
         let fields = RowFields::of(&entry, &state);
         let reason = DeadReason::SourceGone {
             source_id: hook.source_id.clone(),

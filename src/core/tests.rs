@@ -13,6 +13,7 @@ mod batches;
 mod breakers;
 mod damaged_store;
 mod dead_letters;
+mod key_wake;
 mod outcome_events;
 mod paused;
 mod rates;

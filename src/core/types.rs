@@ -187,8 +187,9 @@ impl RowFields {
 
 /// The due time of a held row (its sink paused): later than any real
 /// time, so no scan reaches it, and far enough below `u64::MAX` that no
-/// arithmetic on due times overflows. A pass over the held rows (see
-/// `core::held`) makes it due once its sink is not paused.
+/// arithmetic on due times overflows. Its key's wake (see
+/// `core::key_wake`) makes it due once its sink is not paused and its
+/// breaker does not hold it.
 pub const HELD_DUE_MS: u64 = 1 << 62;
 
 /// A store change the core decided. The shell applies each in order, in the

@@ -16,7 +16,8 @@ const WAKE_STEP_WAIT: Duration = Duration::from_secs(30);
 pub struct SinkWoken {
     /// Rows made due now: those waiting out a backoff or parked behind
     /// the sink's breaker (rows its breaker held until it closed are made
-    /// due by the shard's pass over held rows, and not counted).
+    /// due by the shard a window at a time as the sink takes them, and
+    /// not counted).
     pub woken: u64,
     /// Whether the sink's breaker was open (or half-open) and is closed.
     pub breaker_closed: bool,

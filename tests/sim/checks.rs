@@ -4,10 +4,10 @@
 use super::*;
 
 impl Sim {
-    /// Once the core's pass over held rows ends after a pause changed (or
-    /// a process opened), held rows are those of paused sinks or of keys
-    /// whose breaker is open: a resumed sink's were made due, and so were a
-    /// closed breaker's.
+    /// Once the core's pass over held rows and the keys' wakes end after a
+    /// pause changed (or a process opened), held rows are those of paused
+    /// sinks or of keys whose breaker is open: a resumed sink's were made
+    /// due, and so were a closed breaker's.
     pub(super) fn check_held_when_woken(&mut self, shard: &mut ShardState) {
         if !self.held_check_due || shard.core().is_waking() {
             return;

@@ -43,7 +43,8 @@
 //!   woken as waited (checked of those all at once);
 //! - no call of a paused sink starts (sinks are paused and resumed at
 //!   seeded times), and once the pass over held rows that a change (or
-//!   an open) starts ends, only rows of paused sinks are held;
+//!   an open) starts and the keys' wakes it starts end, only rows of
+//!   paused sinks and open breakers are held;
 //! - at the end, `verify` finds the store sound (every row in one index,
 //!   every lane with members headed, the hook-id index and the dedupe
 //!   entries agreeing with the hooks).
@@ -175,8 +176,8 @@ struct Sim {
     /// attempts between them.
     source_sweep: Option<SourceSweep>,
     sweep_rng: Rng,
-    /// A pause changed: once the core's pass over held rows ends, only
-    /// paused sinks' rows may be held.
+    /// A pause changed: once the core's pass over held rows and the keys'
+    /// wakes end, only paused sinks' and open breakers' rows may be held.
     held_check_due: bool,
     /// A reload turned breakers off: once the core's unparking ends (a new
     /// core's too, after a restart or a crash), no row may be parked.
@@ -513,7 +514,7 @@ impl Sim {
         let store = self.store();
         let mut shard = self.open(&store);
         // The sinks were resumed while the process was down: the new
-        // core's pass makes their held rows due.
+        // core's pass wakes their held rows.
         self.held_check_due = true;
         // With an attempt timeout below the sink's latency (half the attempts
         // time out) a breaker flaps, and its rows wait out open spell after

@@ -1,7 +1,7 @@
 //! A paused sink: its rows are held (due at `HELD_DUE_MS`, attempts
 //! unchanged, no scan reaches them) while the tenant's other sinks run,
-//! and a pass over the held rows, in steps at the end of scans, makes
-//! them due once the sink is resumed or gone.
+//! and a pass over the held rows, in steps at the end of scans, wakes
+//! them once the sink is resumed or gone.
 
 use super::*;
 use crate::limits::WAKE_STEP_ROWS;
@@ -126,10 +126,12 @@ fn held_rows_of_a_removed_sink_are_woken_and_dead_lettered() {
 }
 
 /// A pass reads at most `WAKE_STEP_ROWS` held rows a scan, tenant by
-/// tenant, so a large held backlog is woken over several scans while the
-/// shard goes on; a new core starts a pass of its own.
+/// tenant, so a large held backlog is read over several scans while the
+/// shard goes on; it starts a wake of each key it frees, which makes its
+/// rows due a window at a time (see `key_wake`). A new core starts a pass
+/// of its own.
 #[test]
-fn a_pass_wakes_held_rows_a_bounded_step_at_a_time() {
+fn a_pass_reads_held_rows_a_bounded_step_at_a_time() {
     let mut config = config_with(vec![source("a", "t", &["x"]), source("b", "u", &["x"])]);
     config.sources[0].sinks[0].paused = true;
     config.sources[1].sinks[0].paused = true;
@@ -139,7 +141,7 @@ fn a_pass_wakes_held_rows_a_bounded_step_at_a_time() {
     for _ in 0..held_rows {
         m.add("t", "a", &["x"], 0);
     }
-    m.add("u", "b", &["x"], 0);
+    let u_row = row(m.add("u", "b", &["x"], 0), 0);
     while c.wants_scan(0) {
         c.handle_scan(0, &mut m);
         let _ = m.apply(&mut c);
@@ -147,16 +149,26 @@ fn a_pass_wakes_held_rows_a_bounded_step_at_a_time() {
     assert_eq!(c.stats().held, held_rows as u64 + 1);
     config.sources[0].sinks[0].paused = false;
     config.sources[1].sinks[0].paused = false;
-    // A new core over the same rows: its pass wakes them.
+    // A new core over the same rows: its pass reads t's first
+    // WAKE_STEP_ROWS, and t's wake makes its window due (4 calls for
+    // each of the 8 slots).
     let mut c = core(&config, BIG);
     assert!(c.is_waking());
     c.handle_scan(10, &mut m);
-    assert_eq!(made_due(&m.apply(&mut c)).len(), WAKE_STEP_ROWS);
-    assert!(c.is_waking(), "the step's budget ran out in tenant t");
+    let woken = made_due(&m.apply(&mut c));
+    assert_eq!(woken.len(), 32);
+    assert!(woken.iter().all(|(r, at)| r.seq <= 32 && *at == 10));
+    // The next scan claims them; the pass reads t's last 10 and u's row,
+    // whose wake makes it due; t's window is full of its queued rows.
     c.handle_scan(10, &mut m);
-    let ops = m.apply(&mut c);
-    let woken = made_due(&ops);
-    assert_eq!(woken.len(), 11, "t's last 10, then u's");
-    assert!(woken.iter().all(|(_, due_at_ms)| *due_at_ms == 10));
+    assert_eq!(made_due(&m.apply(&mut c)), [(u_row, 10)]);
+    assert_eq!(c.stats().queued, 32);
+    assert!(c.is_waking(), "t's wake goes on as its rows start");
+    let mut delivered = HashSet::new();
+    settle_at(&mut c, &mut m, 10, &mut |job| {
+        assert!(delivered.insert(job.row), "{:?} twice", job.row);
+        Ok(())
+    });
+    assert_eq!(delivered.len(), held_rows + 1);
     assert!(!c.is_waking());
 }
