@@ -16,17 +16,19 @@
 //! [`WAKE_CALLS_PER_SLOT`] calls' worth of rows per slot of
 //! `dispatch.sink_concurrency`, counting the rows it made due that no
 //! scan claimed yet and those queued on the key. A breaker that opens
-//! again holds no more than that window again, and drops the wake; the
-//! close that follows starts a new one from the first held row. A key
+//! again holds no more than that window again, and stops the wake: the
+//! rows it had not reached wait for the breaker as rows it holds, and the
+//! close that follows starts a new wake from the first held row. A key
 //! whose sink is paused or gone drops its wake too: the resume, or the
 //! reload that removed it, starts a pass over the held rows, which wakes
 //! (or settles) them.
 //!
 //! Each scan ends with a step of the wakes that may go on, in turn from
 //! where the last step stopped, reading at most `WAKE_STEP_ROWS` held rows
-//! (a key with no room counting one). A key's row started, which frees
-//! room in its window, asks for the next step. Wakes are not stored: a new
-//! core's pass over the held rows starts them again.
+//! (a key with no room counting one). A key's woken row claimed, or its
+//! queued row started, frees room in its window and asks for the next
+//! step. Wakes are not stored: a new core's pass over the held rows
+//! starts them again.
 
 use super::*;
 use crate::limits::{MAX_DUE_PAGE_ROWS, WAKE_CALLS_PER_SLOT, WAKE_STEP_ROWS};
