@@ -139,11 +139,33 @@ impl Core {
         source_id: &Arc<str>,
         state: &RowState,
     ) -> Option<SinkKey> {
+        self.bind_row(entry, source_id, state).ok()
+    }
+
+    /// The key `entry`'s row, a row of source `source_id`, binds to now
+    /// (see [`Catalog::bind`]), or why it cannot run: its source or its
+    /// sink is gone.
+    pub(super) fn bind_row(
+        &self,
+        entry: &DueEntry,
+        source_id: &Arc<str>,
+        state: &RowState,
+    ) -> Result<SinkKey, DeadReason> {
         let binding = (self.catalog).bind(source_id, entry.row.sink_index, &state.sink_type);
-        let Binding::Bound { sink_index } = binding else {
-            return None;
+        let sink_index = match binding {
+            Binding::Bound { sink_index } => sink_index,
+            Binding::SourceGone => {
+                let source_id = source_id.clone();
+                return Err(DeadReason::SourceGone { source_id });
+            }
+            Binding::SinkGone => {
+                return Err(DeadReason::SinkGone {
+                    sink_index: entry.row.sink_index,
+                    sink_type: state.sink_type.clone(),
+                })
+            }
         };
-        Some(SinkKey {
+        Ok(SinkKey {
             tenant: entry.tenant.clone(),
             source_id: source_id.clone(),
             sink_index,

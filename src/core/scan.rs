@@ -192,51 +192,16 @@ impl Core {
             // the claim op above drops it, and the row runs once.
             return;
         }
-        let (state, hook) = match loaded {
-            Loaded::Row { state, hook } => (state, hook),
-            Loaded::RowMissing | Loaded::HookMissing => {
-                self.ops.push_back(StoreOp::Forget { row: entry.row });
-                return;
-            }
-            Loaded::RowCorrupt => {
-                self.stats.dead += 1;
-                self.stats.dead_by_reason.add(DeadReasonKind::Undecodable);
-                self.ops.push_back(StoreOp::Quarantine {
-                    row: entry.row,
-                    tenant: entry.tenant,
-                    dead_at_ms: now_ms,
-                });
-                return;
-            }
-            Loaded::HookCorrupt { state } => {
-                let fields = RowFields::of(&entry, &state);
-                return self.dead(now_ms, entry.row, fields, DeadReason::HookCorrupt, None);
-            }
+        let Some((state, hook)) = self.loaded_row(now_ms, &entry, loaded) else {
+            return;
         };
         let fields = RowFields::of(&entry, &state);
-        let binding = (self.catalog).bind(&hook.source_id, entry.row.sink_index, &state.sink_type);
-        let sink_index = match binding {
-            Binding::Bound { sink_index } => Ok(sink_index),
-            Binding::SourceGone => Err(DeadReason::SourceGone {
-                source_id: hook.source_id.clone(),
-            }),
-            Binding::SinkGone => Err(DeadReason::SinkGone {
-                sink_index: entry.row.sink_index,
-                sink_type: state.sink_type.clone(),
-            }),
-        };
-        let sink_index = match sink_index {
-            Ok(sink_index) => sink_index,
+        let key = match self.bind_row(&entry, &hook.source_id, &state) {
+            Ok(key) => key,
             Err(reason) => {
                 let (id, source_id) = (&hook.id, &hook.source_id);
                 return self.config_dead(now_ms, entry.row, id, source_id, fields, reason);
             }
-        };
-        let key = SinkKey {
-            tenant: entry.tenant.clone(),
-            source_id: hook.source_id.clone(),
-            sink_index,
-            sink_type: state.sink_type,
         };
         // Another row of its lane still runs (an attempt taken on from
         // before a shard restart): it waits until that attempt ends.
@@ -263,6 +228,37 @@ impl Core {
         };
         self.add_claim(entry.row, claim);
         self.enqueue(entry.row, key);
+    }
+
+    /// A claimed row's state and hook; `None` when it cannot run without
+    /// them, once it is settled: a missing row or hook forgotten, a
+    /// corrupt row quarantined, a row of a corrupt hook dead-lettered.
+    fn loaded_row(
+        &mut self,
+        now_ms: u64,
+        entry: &DueEntry,
+        loaded: Loaded,
+    ) -> Option<(RowState, Arc<crate::store::Hook>)> {
+        match loaded {
+            Loaded::Row { state, hook } => return Some((state, hook)),
+            Loaded::RowMissing | Loaded::HookMissing => {
+                self.ops.push_back(StoreOp::Forget { row: entry.row });
+            }
+            Loaded::RowCorrupt => {
+                self.stats.dead += 1;
+                self.stats.dead_by_reason.add(DeadReasonKind::Undecodable);
+                self.ops.push_back(StoreOp::Quarantine {
+                    row: entry.row,
+                    tenant: entry.tenant.clone(),
+                    dead_at_ms: now_ms,
+                });
+            }
+            Loaded::HookCorrupt { state } => {
+                let fields = RowFields::of(entry, &state);
+                self.dead(now_ms, entry.row, fields, DeadReason::HookCorrupt, None);
+            }
+        }
+        None
     }
 
     /// Tenants the page did not reach lead the next scan; the others follow
