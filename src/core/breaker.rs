@@ -22,13 +22,13 @@
 //! the breaker closes and the key's wake makes them due, a window at a
 //! time (see `Core::park` and `key_wake`): a backlog behind a sink that
 //! stays down is written once, not again every period, and one behind a
-//! sink that fails often is not written again at every turn. An open breaker is kept in the store (see
-//! `store::breakers`): a restart within its open period keeps it open, so
-//! the key's first attempt after it is a probe, not a wave. A reload that
-//! sets `breaker_failures` to 0, or removes the key's sink, closes its
-//! breaker at once (see `Core::keeps_breaker`), as does an open that finds
-//! the store's breaker so, and unparks the rows it parked (see
-//! `unpark`).
+//! sink that fails often is not written again at every turn. An open
+//! breaker is kept in the store (see `store::breakers`): a restart within
+//! its open period keeps it open, so the key's first attempt after it is
+//! a probe, not a wave. A reload that sets `breaker_failures` to 0, or
+//! removes the key's sink, closes its breaker at once (see
+//! `Core::keeps_breaker`), as does an open that finds the store's breaker
+//! so, and unparks the rows it parked (see `unpark`).
 
 use super::retry::FailureClass;
 use super::types::{JobId, SinkKey, HELD_DUE_MS};

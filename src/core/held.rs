@@ -27,6 +27,17 @@
 use super::*;
 use crate::limits::WAKE_STEP_ROWS;
 
+/// Before the first held row of `tenant`: where a walk of its held rows
+/// starts.
+pub(super) fn before_held(tenant: &TenantId) -> DueEntry {
+    DueEntry {
+        tenant: tenant.clone(),
+        due_at_ms: HELD_DUE_MS - 1,
+        row: RowId::MAX,
+        size_bytes: 0,
+    }
+}
+
 /// Where a pass over the held rows stands.
 #[derive(Debug, Default)]
 pub(super) struct WakePass {
@@ -67,7 +78,7 @@ impl Core {
         let (mut budget, mut woken) = (WAKE_STEP_ROWS, 0);
         while pass.next < tenants.len() && budget > 0 {
             let tenant = &tenants[pass.next];
-            let after = (pass.after.take()).unwrap_or_else(|| key_wake::before_held(tenant));
+            let after = (pass.after.take()).unwrap_or_else(|| before_held(tenant));
             let mut page = Vec::new();
             index.due_page(tenant, u64::MAX, Some(&after), budget, &mut page);
             budget -= page.len().max(1);

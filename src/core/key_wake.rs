@@ -118,23 +118,14 @@ impl KeyWakes {
     }
 }
 
-/// Before the first held row of `tenant`: where a walk of its held rows
-/// starts.
-pub(super) fn before_held(tenant: &TenantId) -> DueEntry {
-    DueEntry {
-        tenant: tenant.clone(),
-        due_at_ms: HELD_DUE_MS - 1,
-        row: RowId::MAX,
-        size_bytes: 0,
-    }
-}
-
 impl Core {
     /// Starts a wake of `key`'s held rows from the first (see the module
     /// docs), afresh if one is under way: rows it passed may be held again.
     pub(super) fn start_key_wake(&mut self, key: &SinkKey) {
         let wakes = &mut self.key_wakes;
-        wakes.after.insert(key.clone(), before_held(&key.tenant));
+        wakes
+            .after
+            .insert(key.clone(), held::before_held(&key.tenant));
         wakes.ask_step();
     }
 

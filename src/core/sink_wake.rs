@@ -7,10 +7,10 @@
 //! `key_wake`). Each step then reads at most a step's worth of the
 //! tenant's due index after now (rows waiting out a backoff, or parked to
 //! the end of an open period) and makes those of the sink due now, with
-//! their attempts and first attempt kept: the
-//! sink's `max_attempts` and retry horizon count them as before. The scan
-//! claims them as any due rows, within the windows and the sink's
-//! concurrency, by the tenants' round robin.
+//! their attempts and first attempt kept: the sink's `max_attempts` and
+//! retry horizon count them as before. The scan claims them as any due
+//! rows, within the windows and the sink's concurrency, by the tenants'
+//! round robin.
 //!
 //! Rows held for a paused sink are left held (the engine refuses to wake a
 //! paused sink), rows claimed or in flight are left to their attempts, and
