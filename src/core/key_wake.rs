@@ -133,10 +133,11 @@ impl Core {
     /// reaches every row held before it started), and asks for a step: a
     /// reload may have given a waiting one room, or closed its breaker.
     pub(super) fn ensure_key_wake(&mut self, key: &SinkKey) {
-        if !self.key_wakes.after.contains_key(key) {
+        if self.key_wakes.after.contains_key(key) {
+            self.key_wakes.ask_step();
+        } else {
             self.start_key_wake(key);
         }
-        self.key_wakes.ask_step();
     }
 
     /// Takes a due entry out of the due index (a claim op): a row a wake
