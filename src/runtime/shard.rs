@@ -287,34 +287,7 @@ impl ShardLoop {
         loop {
             let now_ms = self.clock.now_ms();
             let refusing = now_ms < self.refuse_until_ms;
-            let deadline_ms = if refusing {
-                self.refuse_until_ms
-            } else {
-                let expiry_at_ms = self.expiry.wake_at_ms().unwrap_or(u64::MAX);
-                state
-                    .poll_deadline(now_ms)
-                    .unwrap_or(u64::MAX)
-                    .min(expiry_at_ms)
-            }
-            .min(now_ms + MAX_SLEEP_MS);
-            // Inputs left from an iteration that panicked are taken first.
-            if self.inbox.is_empty() && self.resubmit.is_empty() {
-                let wait = Duration::from_millis(deadline_ms.saturating_sub(now_ms));
-                match self.inputs.recv_timeout(wait) {
-                    Ok(input) => self.inbox.push_back(input),
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => {
-                        self.inbox.push_back(ShardInput::Shutdown)
-                    }
-                }
-            }
-            while self.inbox.len() < MAX_INPUTS_PER_ITERATION {
-                match self.inputs.try_recv() {
-                    Ok(input) => self.inbox.push_back(input),
-                    Err(_) => break,
-                }
-            }
-            linger_for_commits(&self.inputs, &mut self.inbox, self.last_commit_batch);
+            self.receive(state, now_ms, refusing);
             self.room.next_iteration(now_ms);
             self.tenant_room.next_iteration();
             let mut commits = Vec::new();
@@ -337,28 +310,73 @@ impl ShardLoop {
                 }
             }
             self.outcomes_taken.clear();
-            let stats = state.core().stats();
             if state.is_idle(now_ms) {
-                for (reply, baseline) in self.tick_waiters.drain(..) {
-                    let _ = reply.send(stats.settled() - baseline);
-                }
+                self.answer_tick_waiters(state);
             }
             self.publish(state, now_ms < self.refuse_until_ms);
-            if let Some(since_ms) = self.draining_since_ms {
-                if state.core().running() == 0 || now_ms >= since_ms + SHUTDOWN_GRACE_MS {
-                    if let Err(e) = state.flush() {
-                        crate::log::error(
-                            "final store write failed; its rows are due again at the next open",
-                            &[("shard", &self.index), ("error", &e)],
-                        );
-                    }
-                    for (reply, baseline) in self.tick_waiters.drain(..) {
-                        let _ = reply.send(stats.settled() - baseline);
-                    }
-                    return;
-                }
+            if self.drained(state, now_ms) {
+                return;
             }
         }
+    }
+
+    /// Fills the inbox for an iteration: waits for the first input until
+    /// the core's (or the refusal's, or the dead-letter expiry's) deadline,
+    /// then takes what else is queued and lingers for a group commit.
+    fn receive(&mut self, state: &mut ShardState, now_ms: u64, refusing: bool) {
+        let deadline_ms = if refusing {
+            self.refuse_until_ms
+        } else {
+            let expiry_at_ms = self.expiry.wake_at_ms().unwrap_or(u64::MAX);
+            state
+                .poll_deadline(now_ms)
+                .unwrap_or(u64::MAX)
+                .min(expiry_at_ms)
+        }
+        .min(now_ms + MAX_SLEEP_MS);
+        // Inputs left from an iteration that panicked are taken first.
+        if self.inbox.is_empty() && self.resubmit.is_empty() {
+            let wait = Duration::from_millis(deadline_ms.saturating_sub(now_ms));
+            match self.inputs.recv_timeout(wait) {
+                Ok(input) => self.inbox.push_back(input),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => self.inbox.push_back(ShardInput::Shutdown),
+            }
+        }
+        while self.inbox.len() < MAX_INPUTS_PER_ITERATION {
+            match self.inputs.try_recv() {
+                Ok(input) => self.inbox.push_back(input),
+                Err(_) => break,
+            }
+        }
+        linger_for_commits(&self.inputs, &mut self.inbox, self.last_commit_batch);
+    }
+
+    /// Answers every `Tick` waiting, with the rows settled since it came.
+    fn answer_tick_waiters(&mut self, state: &ShardState) {
+        let settled = state.core().stats().settled();
+        for (reply, baseline) in self.tick_waiters.drain(..) {
+            let _ = reply.send(settled - baseline);
+        }
+    }
+
+    /// Whether a draining shard is done: its attempts have ended or the
+    /// grace has passed. It then writes what is left and answers the ticks.
+    fn drained(&mut self, state: &mut ShardState, now_ms: u64) -> bool {
+        let Some(since_ms) = self.draining_since_ms else {
+            return false;
+        };
+        if state.core().running() > 0 && now_ms < since_ms + SHUTDOWN_GRACE_MS {
+            return false;
+        }
+        if let Err(e) = state.flush() {
+            crate::log::error(
+                "final store write failed; its rows are due again at the next open",
+                &[("shard", &self.index), ("error", &e)],
+            );
+        }
+        self.answer_tick_waiters(state);
+        true
     }
 
     /// One input: commits and completions are batched for the iteration's
@@ -378,29 +396,7 @@ impl ShardLoop {
             ShardInput::Commit { reply, .. } if refusing => {
                 reply.send(Err(CommitError::ShardRestarting));
             }
-            ShardInput::Commit { rows, reply } => {
-                let admitted = self
-                    .tenant_room
-                    .admit(state, self.index, &rows)
-                    .and_then(|()| self.room.admit(state, self.index, &rows));
-                // A redelivery of a hook already taken stores nothing: it
-                // gets the first id even when its tenant or store is full.
-                let clock = &mut self.clock;
-                let duplicate = |full| {
-                    if state.is_duplicate(&rows, clock.now_ms()) {
-                        Ok(())
-                    } else {
-                        Err(full)
-                    }
-                };
-                match admitted.or_else(duplicate) {
-                    Ok(()) => {
-                        commits.push(rows);
-                        self.replies.push(reply);
-                    }
-                    Err(full) => reply.send(Err(full)),
-                }
-            }
+            ShardInput::Commit { rows, reply } => self.admit(state, rows, reply, commits),
             ShardInput::Completion(completion) => {
                 self.pool.returned(completion.job);
                 self.outcomes_taken.push(completion.clone());
@@ -460,6 +456,37 @@ impl ShardLoop {
             }
             #[cfg(test)]
             ShardInput::Panic => panic!("a test made shard {} panic", self.index),
+        }
+    }
+
+    /// A commit joins the iteration's batch if its tenant and the store have
+    /// room for it. A redelivery of a hook already taken stores nothing: it
+    /// gets the first id even when its tenant or store is full.
+    fn admit(
+        &mut self,
+        state: &mut ShardState,
+        rows: NewRows,
+        reply: CommitReply,
+        commits: &mut Vec<NewRows>,
+    ) {
+        let admitted = self
+            .tenant_room
+            .admit(state, self.index, &rows)
+            .and_then(|()| self.room.admit(state, self.index, &rows));
+        let clock = &mut self.clock;
+        let duplicate = |full| {
+            if state.is_duplicate(&rows, clock.now_ms()) {
+                Ok(())
+            } else {
+                Err(full)
+            }
+        };
+        match admitted.or_else(duplicate) {
+            Ok(()) => {
+                commits.push(rows);
+                self.replies.push(reply);
+            }
+            Err(full) => reply.send(Err(full)),
         }
     }
 
