@@ -165,6 +165,15 @@ impl IoPool {
             // Counted before it starts, so that no worker leaves meanwhile.
             self.count_replaced();
             spawn_worker(&self.shared);
+        } else if self.stuck.len() == MAX_ABANDONED_WORKERS + 1 {
+            crate::log::warn(
+                "io workers stuck in calls that timed out are no longer replaced; \
+                 the shard runs short of workers until their calls return",
+                &[
+                    ("shard", &self.shared.shard_index),
+                    ("stuck", &self.stuck.len()),
+                ],
+            );
         }
     }
 
@@ -178,6 +187,11 @@ impl IoPool {
         if self.stuck.len() < MAX_ABANDONED_WORKERS {
             self.count_replaced();
             self.shared.calls.wake_all();
+        } else if self.stuck.len() == MAX_ABANDONED_WORKERS {
+            crate::log::info(
+                "io workers stuck in calls that timed out are replaced again",
+                &[("shard", &self.shared.shard_index)],
+            );
         }
     }
 
