@@ -304,67 +304,8 @@ impl ShardStore {
         max_bytes: u64,
     ) -> Result<ShardStore, StoreError> {
         let path = ShardStore::dir(data_dir, index);
-        std::fs::create_dir_all(&path).map_err(|source| StoreError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        let mut options = EnvOpenOptions::new().read_txn_without_tls();
-        options
-            .map_size(fill::map_bytes_for(&path, max_bytes))
-            .max_dbs(16)
-            .max_readers(256);
-        // SAFETY: heed requires that one process does not open the same
-        // environment twice; an engine opens each shard directory once, under
-        // the data directory's lock, and LMDB's lock file guards against
-        // other processes' readers.
-        let env = unsafe { options.open(&path)? };
-        let wtxn = env.write_txn()?;
-        let mut migrated = None;
-        let mut upgrade = None;
-        let dbs = env
-            .create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, StoreError> {
-                let mut one = |name| opener.create_database::<Bytes, Bytes>(wtxn, Some(name));
-                let dbs = [
-                    one("records")?,
-                    one("due")?,
-                    one("inflight")?,
-                    one("dead")?,
-                    one("tenants")?,
-                    one("meta")?,
-                    one("lanes")?,
-                    one("members")?,
-                    one("hook_ids")?,
-                    one("dedupe")?,
-                    one("dedupe_ends")?,
-                    one("tenant_bytes")?,
-                ];
-                let [records, _, _, _, _, meta, ..] = &dbs;
-                let format = meta_in(meta, wtxn, "format")?;
-                if format == Some(1) {
-                    let mut moved = 0;
-                    for legacy in ["hooks", "rows"] {
-                        if let Some(db) =
-                            opener.open_database::<Bytes, Bytes>(wtxn, Some(legacy))?
-                        {
-                            moved += move_all(&db, records, wtxn)?;
-                        }
-                    }
-                    migrated = Some(moved);
-                }
-                // Format 3 added the lane databases (created empty above)
-                // and the row's lane field (absent on older rows); format 4
-                // the hook-id index and format 5 the tenants' byte counts,
-                // both built below.
-                upgrade = format.filter(|f| *f < u64::from(FORMAT_VERSION));
-                Ok(CommitOrAbort::<_, ()>::Commit(dbs))
-            })?
-            .unwrap_commit();
-        if let Some(moved) = migrated {
-            crate::log::info(
-                "store migrated from format 1 (hooks and rows now share one tree)",
-                &[("path", &path.display()), ("records", &moved)],
-            );
-        }
+        let env = open_env(&path, max_bytes)?;
+        let (dbs, format) = create_databases(&env, &path)?;
         let [records, due, inflight, dead, tenants, meta, lanes, members, hook_ids, dedupe, dedupe_ends, tenant_bytes] =
             dbs;
         let store = ShardStore {
@@ -383,7 +324,10 @@ impl ShardStore {
             tenant_bytes,
             ingest_limit_bytes: fill::ingest_limit_bytes(max_bytes),
         };
-        if let Some(format) = upgrade {
+        // Format 3 added the lane databases (created empty) and the row's
+        // lane field (absent on older rows); format 4 the hook-id index and
+        // format 5 the tenants' byte counts, both built by the upgrade.
+        if let Some(format) = format.filter(|f| *f < u64::from(FORMAT_VERSION)) {
             store.upgrade(&path, format)?;
         }
         store.check_meta(&path, index as u32, count as u32)?;
@@ -647,6 +591,82 @@ impl ShardStore {
         }
         Ok(oldest)
     }
+}
+
+/// The databases of a shard's store, in the order `open_sized` takes them.
+const DATABASES: [&str; 12] = [
+    "records",
+    "due",
+    "inflight",
+    "dead",
+    "tenants",
+    "meta",
+    "lanes",
+    "members",
+    "hook_ids",
+    "dedupe",
+    "dedupe_ends",
+    "tenant_bytes",
+];
+
+/// Opens (creating the directory if needed) the LMDB environment at
+/// `path` with a map of `max_bytes`, or larger when its file fills that.
+fn open_env(path: &Path, max_bytes: u64) -> Result<Env<WithoutTls>, StoreError> {
+    std::fs::create_dir_all(path).map_err(|source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut options = EnvOpenOptions::new().read_txn_without_tls();
+    options
+        .map_size(fill::map_bytes_for(path, max_bytes))
+        .max_dbs(16)
+        .max_readers(256);
+    // SAFETY: heed requires that one process does not open the same
+    // environment twice; an engine opens each shard directory once, under
+    // the data directory's lock, and LMDB's lock file guards against
+    // other processes' readers.
+    Ok(unsafe { options.open(path)? })
+}
+
+/// Creates the store's databases that are missing, and moves a format-1
+/// store's two trees into `records`, in one transaction. Returns the
+/// databases and the stored format (none for a new store).
+fn create_databases(
+    env: &Env<WithoutTls>,
+    path: &Path,
+) -> Result<([Db; DATABASES.len()], Option<u64>), StoreError> {
+    let wtxn = env.write_txn()?;
+    let mut migrated = None;
+    let mut format = None;
+    let dbs = env
+        .create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, StoreError> {
+            let mut dbs = Vec::with_capacity(DATABASES.len());
+            for name in DATABASES {
+                dbs.push(opener.create_database::<Bytes, Bytes>(wtxn, Some(name))?);
+            }
+            let dbs: [Database<Bytes, Bytes>; DATABASES.len()] =
+                dbs.try_into().expect("one database per name");
+            let [records, _, _, _, _, meta, ..] = &dbs;
+            format = meta_in(meta, wtxn, "format")?;
+            if format == Some(1) {
+                let mut moved = 0;
+                for legacy in ["hooks", "rows"] {
+                    if let Some(db) = opener.open_database::<Bytes, Bytes>(wtxn, Some(legacy))? {
+                        moved += move_all(&db, records, wtxn)?;
+                    }
+                }
+                migrated = Some(moved);
+            }
+            Ok(CommitOrAbort::<_, ()>::Commit(dbs))
+        })?
+        .unwrap_commit();
+    if let Some(moved) = migrated {
+        crate::log::info(
+            "store migrated from format 1 (hooks and rows now share one tree)",
+            &[("path", &path.display()), ("records", &moved)],
+        );
+    }
+    Ok((dbs, format))
 }
 
 fn meta_in(
