@@ -136,18 +136,14 @@ pub fn apply(
             tenant,
             due_at_ms,
             size_bytes,
-        } => {
-            let tenant_no = number(tenants, tenant);
-            let removed = store
-                .due
-                .delete(wtxn, &timed_key(tenant_no, *due_at_ms, *row))?;
-            assert!(removed, "claimed row {row:?} had no due key at {due_at_ms}");
-            store.inflight.put(
-                wtxn,
-                &row_key(*row),
-                &inflight_value(tenant_no, *size_bytes),
-            )?;
-        }
+        } => claim(
+            store,
+            wtxn,
+            number(tenants, tenant),
+            *row,
+            *due_at_ms,
+            *size_bytes,
+        )?,
         StoreOp::Delivered { row, replay, lane } => {
             forget(store, wtxn, *row, deltas)?;
             if let Some(replay) = replay {
@@ -157,19 +153,7 @@ pub fn apply(
                 return lanes::leave(store, wtxn, tenants, *lane, *row);
             }
         }
-        StoreOp::Forget { row } => {
-            let lane = store
-                .records
-                .get(wtxn, &row_key(*row))?
-                .and_then(|bytes| decode_row(bytes).ok())
-                .map(|record| record.lane);
-            forget(store, wtxn, *row, deltas)?;
-            return match lane {
-                Some(None) => Ok(None),
-                Some(Some(lane)) => lanes::leave(store, wtxn, tenants, lane, *row),
-                None => lanes::leave_headed_by(store, wtxn, tenants, *row),
-            };
-        }
+        StoreOp::Forget { row } => return forget_any(store, wtxn, tenants, *row, deltas),
         StoreOp::Quarantine {
             row,
             tenant,
@@ -197,18 +181,73 @@ pub fn apply(
         | StoreOp::Park { row, fields, .. }
         | StoreOp::Hold { row, fields }
         | StoreOp::Dead { row, fields, .. } => {
-            let (record, counter) = settled_record(op, fields);
-            put_row(store, wtxn, number(tenants, &fields.tenant), *row, &record)?;
-            if let (Some(counter), Some(replay)) = (counter, &fields.replay) {
-                dead::count_replay(store, wtxn, replay, counter)?;
-            }
-            if let (Dead, Some(lane)) = (record.status, fields.lane) {
-                return lanes::leave(store, wtxn, tenants, lane, *row);
-            }
-            if let StoreOp::Park { .. } = op {
-                store.put_meta(wtxn, PARKED, 1)?;
-            }
+            return settle(store, wtxn, tenants, op, *row, fields);
         }
+    }
+    Ok(None)
+}
+
+/// A due row is claimed: its due key gives way to an in-flight entry.
+fn claim(
+    store: &ShardStore,
+    wtxn: &mut RwTxn,
+    tenant_no: u32,
+    row: RowId,
+    due_at_ms: u64,
+    size_bytes: u64,
+) -> Result<(), StoreError> {
+    let removed = store
+        .due
+        .delete(wtxn, &timed_key(tenant_no, due_at_ms, row))?;
+    assert!(removed, "claimed row {row:?} had no due key at {due_at_ms}");
+    store
+        .inflight
+        .put(wtxn, &row_key(row), &inflight_value(tenant_no, size_bytes))?;
+    Ok(())
+}
+
+/// A row whose record or hook is missing: what is left of it forgotten,
+/// and its lane moved on (a row whose record is gone may still head one).
+fn forget_any(
+    store: &ShardStore,
+    wtxn: &mut RwTxn,
+    tenants: &TenantTable,
+    row: RowId,
+    deltas: &mut TenantDeltas,
+) -> Result<Option<NewHead>, StoreError> {
+    let lane = store
+        .records
+        .get(wtxn, &row_key(row))?
+        .and_then(|bytes| decode_row(bytes).ok())
+        .map(|record| record.lane);
+    forget(store, wtxn, row, deltas)?;
+    match lane {
+        Some(None) => Ok(None),
+        Some(Some(lane)) => lanes::leave(store, wtxn, tenants, lane, row),
+        None => lanes::leave_headed_by(store, wtxn, tenants, row),
+    }
+}
+
+/// A row rescheduled, parked, held or dead-lettered by `op`: its record
+/// rewritten and, for a replayed row, counted; a dead row leaves its lane.
+fn settle(
+    store: &ShardStore,
+    wtxn: &mut RwTxn,
+    tenants: &TenantTable,
+    op: &StoreOp,
+    row: RowId,
+    fields: &RowFields,
+) -> Result<Option<NewHead>, StoreError> {
+    let (record, counter) = settled_record(op, fields);
+    put_row(store, wtxn, number(tenants, &fields.tenant), row, &record)?;
+    if let (Some(counter), Some(replay)) = (counter, &fields.replay) {
+        dead::count_replay(store, wtxn, replay, counter)?;
+    }
+    if let (Dead, Some(lane)) = (record.status, fields.lane) {
+        return lanes::leave(store, wtxn, tenants, lane, row);
+    }
+    if let StoreOp::Park { .. } = op {
+        store.put_meta(wtxn, PARKED, 1)?;
     }
     Ok(None)
 }
