@@ -347,6 +347,15 @@ fn copy_shard(
     Ok(())
 }
 
+/// The hook `copy_records` copied last: its old seq, and where it went.
+#[derive(Clone, Copy)]
+struct Copied {
+    old_seq: u64,
+    target: usize,
+    seq: u64,
+    tenant_no: u32,
+}
+
 /// Copies every hook and row of `old`, each tenant's in commit order, with
 /// its index entry; returns the pending rows of lanes, placed next.
 fn copy_records(
@@ -355,33 +364,13 @@ fn copy_records(
     targets: &mut [Target],
     shard_of: fn(&str, usize) -> usize,
 ) -> Result<HashMap<(LaneId, u64), Laned>, StoreError> {
-    // The hook being copied: its old seq, its target, new seq and tenant number.
-    let mut hook: Option<(u64, usize, u64, u32)> = None;
+    let mut hook: Option<Copied> = None;
     let mut laned: HashMap<(LaneId, u64), Laned> = HashMap::new();
     let mut copied = 0u64;
     for entry in old.records.iter(rtxn)? {
         let (key, value) = entry?;
         if is_hook_key(key) {
-            let head = decode_hook_head(value)?;
-            let t = shard_of(&head.tenant, targets.len());
-            let target = &mut targets[t];
-            let store = target.store;
-            if target.txn.is_none() {
-                target.txn = Some(store.env.write_txn()?);
-            }
-            let txn = target.txn.as_mut().expect("opened above");
-            let tenant_no = target.tenants.number_or_assign(store, txn, &head.tenant)?;
-            let seq = target.next_seq;
-            target.next_seq += 1;
-            store.records.put(txn, &hook_key(seq), value)?;
-            tenant_bytes::add(store, txn, tenant_no, value.len() as u64)?;
-            // Verify refuses a hook without its entry first.
-            let indexed =
-                hook_index::get(old, rtxn, &head.id)?.ok_or_else(|| corrupt("hook-id index"))?;
-            let moved = Indexed { seq, ..indexed };
-            hook_index::put(store, txn, &head.id, &moved)?;
-            let old_seq = u64::from_be_bytes(key.try_into().expect("a hook key"));
-            hook = Some((old_seq, t, seq, tenant_no));
+            hook = Some(copy_hook(old, rtxn, targets, shard_of, key, value)?);
             copied += 1;
             if copied.is_multiple_of(HOOKS_PER_TXN) {
                 for target in targets.iter_mut() {
@@ -393,45 +382,92 @@ fn copy_records(
             continue;
         }
         let old_row = parse_row_key(key).ok_or_else(|| corrupt("record key"))?;
-        let Some((old_seq, t, seq, tenant_no)) = hook.filter(|h| h.0 == old_row.seq) else {
-            // A row without its hook: verify refuses such a store first.
-            continue;
-        };
-        let mut record = decode_row(value)?;
-        let row = RowId {
-            seq,
-            sink_index: old_row.sink_index,
-        };
-        let old_lane = record.lane;
-        record.lane = old_lane.map(|lane| with_tenant(lane, tenant_no));
-        let target = &mut targets[t];
-        let store = target.store;
-        let txn = target.txn()?;
-        store
-            .records
-            .put(txn, &row_key(row), &encode_row(&record))?;
-        let timed = timed_key(tenant_no, record.at_ms, row);
-        match (record.status, old_lane, record.lane) {
-            (RowStatus::Dead, _, _) => store.dead.put(txn, &timed, &[])?,
-            (RowStatus::Pending, Some(old_lane), Some(lane)) => {
-                let waiting = Laned {
-                    target: t,
-                    lane,
-                    row,
-                    tenant_no,
-                    due_at_ms: record.at_ms,
-                    size_bytes: record.size_bytes,
-                };
-                laned.insert((old_lane, old_seq), waiting);
-            }
-            (RowStatus::Pending, _, _) => {
-                store
-                    .due
-                    .put(txn, &timed, &record.size_bytes.to_be_bytes())?
-            }
+        // A row without its hook: verify refuses such a store first.
+        if let Some(hook) = hook.filter(|h| h.old_seq == old_row.seq) {
+            copy_row(targets, hook, old_row, value, &mut laned)?;
         }
     }
     Ok(laned)
+}
+
+/// Copies one hook to the target its tenant's shard is, under the
+/// target's next seq, with its hook-id entry and its tenant's bytes.
+fn copy_hook(
+    old: &ShardStore,
+    rtxn: &RoTxn,
+    targets: &mut [Target],
+    shard_of: fn(&str, usize) -> usize,
+    key: &[u8],
+    value: &[u8],
+) -> Result<Copied, StoreError> {
+    let head = decode_hook_head(value)?;
+    let t = shard_of(&head.tenant, targets.len());
+    let target = &mut targets[t];
+    let store = target.store;
+    let seq = target.next_seq;
+    target.next_seq += 1;
+    let txn = match target.txn {
+        Some(ref mut txn) => txn,
+        None => target.txn.insert(store.env.write_txn()?),
+    };
+    let tenant_no = target.tenants.number_or_assign(store, txn, &head.tenant)?;
+    store.records.put(txn, &hook_key(seq), value)?;
+    tenant_bytes::add(store, txn, tenant_no, value.len() as u64)?;
+    // Verify refuses a hook without its entry first.
+    let indexed = hook_index::get(old, rtxn, &head.id)?.ok_or_else(|| corrupt("hook-id index"))?;
+    hook_index::put(store, txn, &head.id, &Indexed { seq, ..indexed })?;
+    Ok(Copied {
+        old_seq: u64::from_be_bytes(key.try_into().expect("a hook key")),
+        target: t,
+        seq,
+        tenant_no,
+    })
+}
+
+/// Copies one row of the hook copied last: a dead row with its dead
+/// entry, a pending one with its due entry, or, when it waits in a lane,
+/// into `laned` for `place_in_lanes`.
+fn copy_row(
+    targets: &mut [Target],
+    hook: Copied,
+    old_row: RowId,
+    value: &[u8],
+    laned: &mut HashMap<(LaneId, u64), Laned>,
+) -> Result<(), StoreError> {
+    let mut record = decode_row(value)?;
+    let row = RowId {
+        seq: hook.seq,
+        sink_index: old_row.sink_index,
+    };
+    let old_lane = record.lane;
+    record.lane = old_lane.map(|lane| with_tenant(lane, hook.tenant_no));
+    let target = &mut targets[hook.target];
+    let store = target.store;
+    let txn = target.txn()?;
+    store
+        .records
+        .put(txn, &row_key(row), &encode_row(&record))?;
+    let timed = timed_key(hook.tenant_no, record.at_ms, row);
+    match (record.status, old_lane, record.lane) {
+        (RowStatus::Dead, _, _) => store.dead.put(txn, &timed, &[])?,
+        (RowStatus::Pending, Some(old_lane), Some(lane)) => {
+            let waiting = Laned {
+                target: hook.target,
+                lane,
+                row,
+                tenant_no: hook.tenant_no,
+                due_at_ms: record.at_ms,
+                size_bytes: record.size_bytes,
+            };
+            laned.insert((old_lane, hook.old_seq), waiting);
+        }
+        (RowStatus::Pending, _, _) => {
+            store
+                .due
+                .put(txn, &timed, &record.size_bytes.to_be_bytes())?
+        }
+    }
+    Ok(())
 }
 
 /// Places the pending rows of lanes as they were in `old`: each lane's head
