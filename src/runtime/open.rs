@@ -82,36 +82,9 @@ impl EngineBuilder {
     /// Validates the config, opens every shard (recovering claimed rows) and
     /// starts the threads.
     pub fn open(self) -> Result<Engine, OpenError> {
-        let names: Vec<&str> = self.host_sinks.keys().map(String::as_str).collect();
-        self.config
-            .validate_with_sinks(&names)
-            .map_err(OpenError::Config)?;
-        let claims = Arc::new(ClaimStore::from_config(&self.config));
-        let sinks = SinkRegistry::build(
-            &self.config,
-            &self.host_sinks,
-            &claims,
-            &SinkRegistry::default(),
-        )
-        .map_err(OpenError::Config)?;
-        let catalog = Arc::new(sinks.catalog(&self.config));
-        let registry: SharedRegistry = Arc::new(RwLock::new(Arc::new(sinks)));
-        let lock = DataDirLock::acquire(&self.config.data_dir).map_err(OpenError::Store)?;
-        refuse_unfinished_reshard(&self.config.data_dir).map_err(OpenError::Store)?;
-        let shard_count = self.config.shard_count();
-        let stores = ShardStore::open_all(
-            &self.config.data_dir,
-            shard_count,
-            self.config.max_shard_bytes,
-        )
-        .map_err(OpenError::Store)?;
-        let disk_reserve = DiskReserve {
-            min_free_bytes: self.config.min_free_disk_bytes,
-            shards: shard_count,
-        };
-        if let Some(store) = stores.first() {
-            disk_reserve.check(store);
-        }
+        let (claims, catalog, registry) = self.sinks()?;
+        let (lock, stores, disk_reserve) = open_stores(&self.config)?;
+        let shard_count = stores.len();
         let global = global_grant(&self.config.dispatch);
         let (coordinator_tx, coordinator_rx) = crossbeam_channel::bounded(1024);
         let start = ShardStart {
@@ -130,18 +103,12 @@ impl EngineBuilder {
         };
         let (shards, threads) = start.shards(stores)?;
         let inputs = shards.iter().map(|s| s.input.clone()).collect();
-        let coordinator = match std::thread::Builder::new()
+        let started = std::thread::Builder::new()
             .name("goad-coordinator".into())
             .spawn(move || coordinator::run(coordinator_rx, inputs, global))
-        {
-            Ok(thread) => thread,
-            Err(e) => {
-                stop_shards(&shards, threads);
-                return Err(OpenError::Thread(e));
-            }
-        };
-        let claim_sweeper = match ClaimSweeper::start(claims.clone()) {
-            Ok(sweeper) => sweeper,
+            .and_then(|coordinator| Ok((coordinator, ClaimSweeper::start(claims.clone())?)));
+        let (coordinator, claim_sweeper) = match started {
+            Ok(started) => started,
             Err(e) => {
                 stop_shards(&shards, threads);
                 return Err(OpenError::Thread(e));
@@ -165,6 +132,43 @@ impl EngineBuilder {
             _lock: lock,
         })
     }
+
+    /// Validates the config against the host's sinks and builds the
+    /// sinks: the claim-check store, the catalog and the registry.
+    fn sinks(&self) -> Result<(Arc<ClaimStore>, Arc<Catalog>, SharedRegistry), OpenError> {
+        let names: Vec<&str> = self.host_sinks.keys().map(String::as_str).collect();
+        self.config
+            .validate_with_sinks(&names)
+            .map_err(OpenError::Config)?;
+        let claims = Arc::new(ClaimStore::from_config(&self.config));
+        let sinks = SinkRegistry::build(
+            &self.config,
+            &self.host_sinks,
+            &claims,
+            &SinkRegistry::default(),
+        )
+        .map_err(OpenError::Config)?;
+        let catalog = Arc::new(sinks.catalog(&self.config));
+        Ok((claims, catalog, Arc::new(RwLock::new(Arc::new(sinks)))))
+    }
+}
+
+/// Locks the data directory and opens every shard's store, refusing a
+/// directory a reshard left unfinished.
+fn open_stores(config: &Config) -> Result<(DataDirLock, Vec<ShardStore>, DiskReserve), OpenError> {
+    let lock = DataDirLock::acquire(&config.data_dir).map_err(OpenError::Store)?;
+    refuse_unfinished_reshard(&config.data_dir).map_err(OpenError::Store)?;
+    let shard_count = config.shard_count();
+    let stores = ShardStore::open_all(&config.data_dir, shard_count, config.max_shard_bytes)
+        .map_err(OpenError::Store)?;
+    let disk_reserve = DiskReserve {
+        min_free_bytes: config.min_free_disk_bytes,
+        shards: shard_count,
+    };
+    if let Some(store) = stores.first() {
+        disk_reserve.check(store);
+    }
+    Ok((lock, stores, disk_reserve))
 }
 
 /// What every shard is started with.
