@@ -396,56 +396,27 @@ impl<'s> ShardState<'s> {
         let held_off = now_ms < self.holdoff_until_ms || self.unrecovered.is_some();
         if has_commits || self.core.has_store_ops() || (self.core.wants_scan(now_ms) && !held_off) {
             let store = self.store;
-            let txn = match &mut self.txn {
+            // Put back once written; a failed write drops it (an abort),
+            // and the caller rebuilds the shard from the store.
+            let mut txn = match self.txn.take() {
                 Some(txn) => txn,
-                None => self.txn.insert(store.env.write_txn()?),
+                None => store.env.write_txn()?,
             };
-            let mut writes = commits.len();
-            let mut deltas = store::tenant_bytes::TenantDeltas::default();
-            for mut new in commits {
-                // A rowless hook is not stored, so it takes no dedupe key.
-                let deduped = new.dedupe_window_ms > 0 && !new.rows.is_empty();
-                if deduped {
-                    let first = dedupe::first_id(store, txn, &new.hook, now_ms)?;
-                    if first.is_some() {
-                        first_ids.push(first);
-                        continue;
-                    }
-                }
-                new.hook.seq = self.next_seq;
-                self.next_seq += 1;
-                let tenants = &mut self.tenants;
-                let (hook, rows) = (&new.hook, &new.rows);
-                store::write::write_commit_counted(
-                    store,
-                    txn,
-                    tenants,
-                    hook,
-                    rows,
-                    now_ms,
-                    &mut deltas,
-                )?;
-                if deduped {
-                    let ends_at_ms = now_ms.saturating_add(new.dedupe_window_ms);
-                    dedupe::remember(store, txn, &new.hook, now_ms, ends_at_ms)?;
-                }
-                self.core.handle_committed_for(&new.hook.tenant, now_ms);
-                first_ids.push(None);
-            }
-            if has_commits {
-                store.put_meta(txn, "next_seq", self.next_seq)?;
-                deltas.write(store, txn)?;
-            }
-            writes += apply_ops(store, txn, &self.tenants, &mut self.core)?;
+            let mut writes = self.write_commits(&mut txn, now_ms, commits, first_ids)?;
+            writes += apply_ops(store, &mut txn, &self.tenants, &mut self.core)?;
             // After the commits: new hooks ask for a scan.
             if self.core.wants_scan(now_ms) && !held_off {
-                let ((), set_aside) =
-                    read_due(store, txn, &self.tenants, &mut self.core, |core, index| {
-                        core.handle_scan(now_ms, index)
-                    })?;
+                let ((), set_aside) = read_due(
+                    store,
+                    &mut txn,
+                    &self.tenants,
+                    &mut self.core,
+                    |core, index| core.handle_scan(now_ms, index),
+                )?;
                 self.unreadable_due += set_aside as u64;
-                writes += set_aside + apply_ops(store, txn, &self.tenants, &mut self.core)?;
+                writes += set_aside + apply_ops(store, &mut txn, &self.tenants, &mut self.core)?;
             }
+            self.txn = Some(txn);
             if writes > 0 {
                 self.dirty_since_ms.get_or_insert(now_ms);
                 self.unflushed_ops += writes;
@@ -461,6 +432,55 @@ impl<'s> ShardState<'s> {
             self.commit()?;
         }
         Ok(())
+    }
+
+    /// Writes each new hook and its rows under the next seq, or, for a
+    /// hook whose dedupe key was taken within its window, nothing: its
+    /// first id is pushed onto `first_ids` instead. Returns the writes.
+    fn write_commits(
+        &mut self,
+        txn: &mut RwTxn<'s>,
+        now_ms: u64,
+        commits: Vec<NewRows>,
+        first_ids: &mut Vec<FirstId>,
+    ) -> Result<usize, StoreError> {
+        let (store, writes) = (self.store, commits.len());
+        let mut deltas = store::tenant_bytes::TenantDeltas::default();
+        for mut new in commits {
+            // A rowless hook is not stored, so it takes no dedupe key.
+            let deduped = new.dedupe_window_ms > 0 && !new.rows.is_empty();
+            if deduped {
+                let first = dedupe::first_id(store, txn, &new.hook, now_ms)?;
+                if first.is_some() {
+                    first_ids.push(first);
+                    continue;
+                }
+            }
+            new.hook.seq = self.next_seq;
+            self.next_seq += 1;
+            let tenants = &mut self.tenants;
+            let (hook, rows) = (&new.hook, &new.rows);
+            store::write::write_commit_counted(
+                store,
+                txn,
+                tenants,
+                hook,
+                rows,
+                now_ms,
+                &mut deltas,
+            )?;
+            if deduped {
+                let ends_at_ms = now_ms.saturating_add(new.dedupe_window_ms);
+                dedupe::remember(store, txn, &new.hook, now_ms, ends_at_ms)?;
+            }
+            self.core.handle_committed_for(&new.hook.tenant, now_ms);
+            first_ids.push(None);
+        }
+        if writes > 0 {
+            store.put_meta(txn, "next_seq", self.next_seq)?;
+            deltas.write(store, txn)?;
+        }
+        Ok(writes)
     }
 
     fn commit(&mut self) -> Result<(), StoreError> {
