@@ -34,7 +34,34 @@ impl Core {
             self.read_all_hints(index);
         }
         self.scan_notes = Some(HashMap::new());
-        let mut active = self.due_tenants(now_ms, index, exact);
+        let active = self.due_tenants(now_ms, index, exact);
+        let (reached, read_to) = self.claim_page(now_ms, active, index);
+        let notes = self.scan_notes.take().unwrap_or_default();
+        // The tenants read past: their earliest row after what was claimed,
+        // or written due during the scan.
+        for (tenant, after) in &read_to {
+            let at = index.earliest_due_ms(tenant, Some(after));
+            self.set_hint(tenant, earliest(at, notes.get(tenant).copied()));
+        }
+        self.reorder(reached);
+        self.note_next_due(now_ms);
+        // Last: the rows they make due are noted as due now, for the next scan.
+        self.check_probes(now_ms);
+        self.wake_step(now_ms, index);
+        self.key_wake_step(now_ms, index);
+        self.unpark_step(now_ms, index);
+    }
+
+    /// Claims a page of `dispatch.batch` rows (less when the shard's window
+    /// has less room) in equal shares of the `active` tenants, again over
+    /// those with more due while the page has room. Returns the tenants
+    /// reached, in order, and where each tenant's reads stopped.
+    fn claim_page(
+        &mut self,
+        now_ms: u64,
+        mut active: Vec<Active>,
+        index: &mut dyn DueIndex,
+    ) -> (Vec<TenantId>, HashMap<TenantId, DueEntry>) {
         let mut page =
             u64::from(self.dispatch.batch).min(self.shard_window().rows_room(self.claimed));
         let mut reached: Vec<TenantId> = Vec::new();
@@ -59,14 +86,13 @@ impl Core {
                 }
             }
         }
-        let notes = self.scan_notes.take().unwrap_or_default();
-        // The tenants read past: their earliest row after what was claimed,
-        // or written due during the scan.
-        for (tenant, after) in &read_to {
-            let at = index.earliest_due_ms(tenant, Some(after));
-            self.set_hint(tenant, earliest(at, notes.get(tenant).copied()));
-        }
-        self.reorder(reached);
+        (reached, read_to)
+    }
+
+    /// After a scan: when the shard next wakes for due rows (the earliest
+    /// hint of a tenant with window room, while the shard has room), and
+    /// how many tenants are active (claiming, or with rows due now).
+    fn note_next_due(&mut self, now_ms: u64) {
         let mut next_due: Option<u64> = None;
         let mut due_now = 0;
         for tenant in &self.scan_order {
@@ -89,11 +115,6 @@ impl Core {
             "the count of tenants with claims"
         );
         self.stats.active_tenants = self.claiming_tenants + due_now;
-        // Last: the rows they make due are noted as due now, for the next scan.
-        self.check_probes(now_ms);
-        self.wake_step(now_ms, index);
-        self.key_wake_step(now_ms, index);
-        self.unpark_step(now_ms, index);
     }
 
     /// The tenants with rows due now and window room, in round-robin order;
