@@ -177,6 +177,34 @@ pub(crate) struct NodeState {
 }
 
 impl NodeState {
+    /// A node's state before its engine opens, listening on `addr`.
+    fn new(
+        config: &Config,
+        config_path: Option<PathBuf>,
+        tokens: Tokens,
+        addr: SocketAddr,
+        tls: Option<SharedTls>,
+        admin: admin::AdminQueues,
+    ) -> NodeState {
+        NodeState {
+            engine: OnceLock::new(),
+            opened: (Mutex::new(false), Condvar::new()),
+            replays: Replays::new(&config.data_dir),
+            drain: drain::Drain::load(&config.data_dir),
+            ingest: IngestCounts::default(),
+            front: Arc::default(),
+            notifier: notify::Notifier::new(&config.notifications),
+            config: RwLock::new(config.clone()),
+            config_path,
+            reloading: Mutex::new(()),
+            reloads: Default::default(),
+            tokens: RwLock::new(tokens),
+            listens_on_loopback: addr.ip().is_loopback(),
+            tls,
+            admin,
+        }
+    }
+
     fn engine(&self) -> Option<&Arc<Engine>> {
         self.engine.get()
     }
@@ -217,23 +245,14 @@ impl Node {
         open_files::warn_if_short(&config);
         let scheme = if tls.is_some() { "https" } else { "http" };
         let (admin_queues, admin_jobs) = admin::admin_queues();
-        let state = Arc::new(NodeState {
-            engine: OnceLock::new(),
-            opened: (Mutex::new(false), Condvar::new()),
-            replays: Replays::new(&config.data_dir),
-            drain: drain::Drain::load(&config.data_dir),
-            ingest: IngestCounts::default(),
-            front: Arc::default(),
-            notifier: notify::Notifier::new(&config.notifications),
-            config: RwLock::new(config.clone()),
-            config_path: options.config_path,
-            reloading: Mutex::new(()),
-            reloads: Default::default(),
-            tokens: RwLock::new(tokens),
-            listens_on_loopback: addr.ip().is_loopback(),
-            tls: tls.clone(),
-            admin: admin_queues,
-        });
+        let state = Arc::new(NodeState::new(
+            &config,
+            options.config_path,
+            tokens,
+            addr,
+            tls.clone(),
+            admin_queues,
+        ));
         let handler = Arc::new(routes::NodeHandler::new(state.clone()));
         let server = Server::bind(
             addr,
