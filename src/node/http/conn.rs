@@ -148,38 +148,47 @@ impl Conn {
                     self.drop_input();
                     answered_bytes = 0;
                 }
-                Parsed::Complete(mut request, used) => {
+                Parsed::Complete(request, used) => {
                     answered_bytes += used;
-                    self.request_started = None;
-                    self.continue_sent = false;
-                    let keep_alive = request.keep_alive && !stopping;
-                    // HEAD is GET answered without the body (RFC 9110
-                    // §9.3.2): every GET route takes it, as monitors
-                    // that check with HEAD expect.
-                    let head = request.method == "HEAD";
-                    if head {
-                        request.method = "GET".to_string();
-                    }
-                    match handle(request) {
-                        Answer::Now(response) => {
-                            write_answer(&mut self.output, &response, keep_alive, head);
-                            self.close_after_write |= !keep_alive;
-                        }
-                        Answer::Later(id) => {
-                            self.waiting = Some(id);
-                            self.waiting_keep_alive = keep_alive;
-                            self.waiting_head = head;
-                        }
-                        Answer::Failed(response) => {
-                            write_answer(&mut self.output, &response, false, head);
-                            self.close_after_write = true;
-                        }
-                    }
+                    self.answer(request, stopping, &mut handle);
                 }
             }
         }
         self.input.drain(..answered_bytes);
         held_back
+    }
+
+    /// Answers one whole request, now or later (`waiting`).
+    fn answer(
+        &mut self,
+        mut request: Request,
+        stopping: bool,
+        handle: &mut impl FnMut(Request) -> Answer,
+    ) {
+        self.request_started = None;
+        self.continue_sent = false;
+        let keep_alive = request.keep_alive && !stopping;
+        // HEAD is GET answered without the body (RFC 9110 §9.3.2): every
+        // GET route takes it, as monitors that check with HEAD expect.
+        let head = request.method == "HEAD";
+        if head {
+            request.method = "GET".to_string();
+        }
+        match handle(request) {
+            Answer::Now(response) => {
+                write_answer(&mut self.output, &response, keep_alive, head);
+                self.close_after_write |= !keep_alive;
+            }
+            Answer::Later(id) => {
+                self.waiting = Some(id);
+                self.waiting_keep_alive = keep_alive;
+                self.waiting_head = head;
+            }
+            Answer::Failed(response) => {
+                write_answer(&mut self.output, &response, false, head);
+                self.close_after_write = true;
+            }
+        }
     }
 }
 
