@@ -204,50 +204,13 @@ impl NodeHandler {
             return Some(not_ready());
         };
         let counts = &self.state.ingest;
-        // An answer without a commit: a refusal, or a provider's check of
-        // the endpoint (one that carries no secret before the source's
-        // token and signature checks, a signed one after them).
-        let (answered, dedupe_key) = match self.state.tokens.read().sources.get(&source_id) {
-            None => {
-                let response = unknown_source(&source_id);
-                counts.count(&source_id, false, &response);
+        let dedupe_key = match self.screen(&source_id, &request) {
+            Ok(dedupe_key) => dedupe_key,
+            Err((response, configured)) => {
+                counts.count(&source_id, configured, &response);
                 return Some(response);
             }
-            Some(ingest) => {
-                let answered = ingest
-                    .handshake
-                    .and_then(|h| h.answer_post(&request))
-                    .or_else(|| refused_ingest(ingest, &request))
-                    .or_else(|| {
-                        let check = ingest.signature.as_ref()?;
-                        let headers = |name: &str| request.header(name);
-                        check.endpoint_check_answer(&headers, &request.body)
-                    });
-                // Read once the request passed the source's checks (a body
-                // pointer parses the JSON).
-                let header = |name: &str| request.header(name).map(str::to_string);
-                let dedupe_key = match answered {
-                    None => ingest.dedupe.key(header, &request.body),
-                    Some(_) => None,
-                };
-                (answered, dedupe_key)
-            }
         };
-        // The parser framed the body by one of these (it refuses the rest).
-        let framed = ["content-length", "transfer-encoding"];
-        let answered = answered.or_else(|| {
-            let unframed = framed.iter().all(|name| request.header(name).is_none());
-            unframed.then(|| {
-                let message =
-                    "a hook needs a body framed by Content-Length or Transfer-Encoding: chunked";
-                Response::error(411, "length_required", message)
-            })
-        });
-        let answered = answered.or_else(|| self.state.drain.is_on().then(super::drain::refused));
-        if let Some(response) = answered {
-            counts.count(&source_id, true, &response);
-            return Some(response);
-        }
         let state = self.state.clone();
         let counted_as = source_id.clone();
         let hook = hook_of(source_id.clone(), dedupe_key, request);
@@ -267,6 +230,42 @@ impl NodeHandler {
                 let configured = !matches!(e, CommitError::UnknownSource(_));
                 counts.count(&source_id, configured, &response);
                 Some(response)
+            }
+        }
+    }
+
+    /// An ingest's checks before its commit: its hook's dedupe key, or the
+    /// answer it gets without a commit (a refusal, or a provider's check of
+    /// the endpoint: one that carries no secret before the source's token
+    /// and signature checks, a signed one after them) and whether its
+    /// source is configured.
+    fn screen(
+        &self,
+        source_id: &str,
+        request: &Request,
+    ) -> Result<Option<String>, (Response, bool)> {
+        let tokens = self.state.tokens.read();
+        let Some(ingest) = tokens.sources.get(source_id) else {
+            return Err((unknown_source(source_id), false));
+        };
+        let answered = ingest
+            .handshake
+            .and_then(|h| h.answer_post(request))
+            .or_else(|| refused_ingest(ingest, request))
+            .or_else(|| {
+                let check = ingest.signature.as_ref()?;
+                let headers = |name: &str| request.header(name);
+                check.endpoint_check_answer(&headers, &request.body)
+            })
+            .or_else(|| unframed(request))
+            .or_else(|| self.state.drain.is_on().then(super::drain::refused));
+        match answered {
+            Some(response) => Err((response, true)),
+            // Read once the request passed the source's checks (a body
+            // pointer parses the JSON).
+            None => {
+                let header = |name: &str| request.header(name).map(str::to_string);
+                Ok(ingest.dedupe.key(header, &request.body))
             }
         }
     }
@@ -383,6 +382,17 @@ fn refused_ingest(ingest: &SourceIngest, request: &Request) -> Option<Response> 
         format!("this source takes at most its max_ingest_per_s; come back in {wait_s} s");
     let response = Response::error(429, "rate_limited", &message);
     Some(response.with_header("retry-after", wait_s.to_string()))
+}
+
+/// 411 for a hook whose body is framed by neither header the parser frames
+/// a body by (it refuses the rest).
+fn unframed(request: &Request) -> Option<Response> {
+    let framed = ["content-length", "transfer-encoding"];
+    let unframed = framed.iter().all(|name| request.header(name).is_none());
+    unframed.then(|| {
+        let message = "a hook needs a body framed by Content-Length or Transfer-Encoding: chunked";
+        Response::error(411, "length_required", message)
+    })
 }
 
 /// The hook a request carries: its body, content type, dedupe key (the
