@@ -340,6 +340,22 @@ fn settle(status: u16, reply: &[u8], md5s: &[String]) -> Vec<Result<(), SinkErro
         }
         (successful, failed) => (successful.unwrap_or_default(), failed.unwrap_or_default()),
     };
+    md5s.iter()
+        .enumerate()
+        .map(|(index, expected)| {
+            let id = index.to_string();
+            entry_result(successful.get(&id), failed.get(&id), expected)
+        })
+        .collect()
+}
+
+/// One message's result: listed `successful` with the MD5 of the body
+/// sent (`expected`), listed `failed` with SQS's code, or in neither list.
+fn entry_result(
+    successful: Option<&Value>,
+    failed: Option<&Value>,
+    expected: &str,
+) -> Result<(), SinkError> {
     let text = |entry: &Value, name: &str| {
         entry
             .get(name)
@@ -347,31 +363,25 @@ fn settle(status: u16, reply: &[u8], md5s: &[String]) -> Vec<Result<(), SinkErro
             .unwrap_or_default()
             .to_string()
     };
-    md5s.iter()
-        .enumerate()
-        .map(|(index, expected)| {
-            let id = index.to_string();
-            if let Some(entry) = successful.get(&id) {
-                let got = text(entry, "MD5OfMessageBody");
-                if got == *expected {
-                    return Ok(());
-                }
-                let expected = expected.clone();
-                return Err(SinkError::transient(SqsAnswer::Md5Mismatch {
-                    expected,
-                    got,
-                }));
-            }
-            let Some(entry) = failed.get(&id) else {
-                return Err(SinkError::transient(SqsAnswer::Unanswered));
-            };
-            let refused = SqsAnswer::Refused {
-                code: text(entry, "Code"),
-                message: text(entry, "Message"),
-            };
-            Err(classify(refused))
-        })
-        .collect()
+    if let Some(entry) = successful {
+        let got = text(entry, "MD5OfMessageBody");
+        if got == expected {
+            return Ok(());
+        }
+        let expected = expected.to_string();
+        return Err(SinkError::transient(SqsAnswer::Md5Mismatch {
+            expected,
+            got,
+        }));
+    }
+    let Some(entry) = failed else {
+        return Err(SinkError::transient(SqsAnswer::Unanswered));
+    };
+    let refused = SqsAnswer::Refused {
+        code: text(entry, "Code"),
+        message: text(entry, "Message"),
+    };
+    Err(classify(refused))
 }
 
 /// A request SQS did not take: an SQS error document (`__type` as
