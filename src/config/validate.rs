@@ -7,7 +7,7 @@ use super::aws_role::aws_role;
 use super::ingest_auth::{
     validate_ingest_handshake, validate_ingest_jwt, validate_ingest_signature,
 };
-use super::{Config, OneOrMany, RetryConfig, TenantLimitsConfig};
+use super::{ClaimCheckConfig, Config, OneOrMany, RetryConfig, TenantLimitsConfig};
 use crate::limits::{
     HTTP_MAX_HEADER_LINE_BYTES, HTTP_MAX_URL_BYTES, MAX_COALESCE_MS, MAX_CONCURRENCY,
     MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS, MIN_FREE_DISK_CEILING_BYTES, MIN_FREE_DISK_FLOOR_BYTES,
@@ -323,74 +323,10 @@ impl Config {
     fn validate_claim_check(&self) -> Result<(), ConfigError> {
         let c = &self.claim_check;
         positive("claim_check.retention_ms", c.retention_ms)?;
-        let Some(bucket) = &c.s3_bucket else {
-            let s3_only = [
-                ("s3_region", c.s3_region.is_some()),
-                ("s3_endpoint", c.s3_endpoint.is_some()),
-                ("s3_prefix", c.s3_prefix.is_some()),
-                ("credentials", c.credentials.is_some()),
-                ("access_key_id_env", c.access_key_id_env.is_some()),
-                ("secret_access_key_env", c.secret_access_key_env.is_some()),
-                ("session_token_env", c.session_token_env.is_some()),
-                ("role_arn", c.role_arn.is_some()),
-                ("external_id", c.external_id.is_some()),
-                ("role_session_name", c.role_session_name.is_some()),
-            ];
-            if let Some((key, _)) = s3_only.iter().find(|(_, set)| *set) {
-                let rule = "absent without claim_check.s3_bucket";
-                return Err(invalid(format!("claim_check.{key}"), rule, "set"));
-            }
-            return Ok(());
-        };
-        if c.dir.is_some() {
-            let rule = "absent with claim_check.s3_bucket (claims go to one place)";
-            return Err(invalid("claim_check.dir", rule, "set"));
+        match &c.s3_bucket {
+            None => refuse_s3_keys_without_bucket(c),
+            Some(bucket) => validate_s3_claims(c, bucket),
         }
-        let bucket_ok = (3..=63).contains(&bucket.len())
-            && bucket
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-');
-        if !bucket_ok {
-            let rule = "an S3 bucket name: 3 to 63 lowercase letters, digits, '.' or '-'";
-            return Err(invalid("claim_check.s3_bucket", rule, bucket));
-        }
-        match &c.s3_region {
-            Some(region) if is_region(region) => {}
-            Some(region) => {
-                let rule = "an AWS region name of lowercase letters, digits and '-'";
-                return Err(invalid("claim_check.s3_region", rule, region));
-            }
-            None => {
-                let rule = "set with claim_check.s3_bucket";
-                return Err(invalid("claim_check.s3_region", rule, "absent"));
-            }
-        }
-        if let Some(endpoint) = &c.s3_endpoint {
-            check_http_url("claim_check.s3_endpoint".into(), endpoint)?;
-        }
-        if let Some(prefix) = &c.s3_prefix {
-            let ok = prefix.len() <= 256 && !prefix.contains("..") && !prefix.starts_with('/');
-            if !ok {
-                let rule = "at most 256 characters, not starting with '/' nor holding '..'";
-                return Err(invalid("claim_check.s3_prefix", rule, prefix));
-            }
-        }
-        credentials(
-            "claim_check",
-            &c.credentials,
-            CREDENTIAL_SOURCES,
-            [
-                ("access_key_id_env", &c.access_key_id_env),
-                ("secret_access_key_env", &c.secret_access_key_env),
-                ("session_token_env", &c.session_token_env),
-            ],
-        )?;
-        aws_role(
-            "claim_check",
-            &c.role_arn,
-            &c.external_id,
-            &c.role_session_name,
-        )
     }
 
     fn validate_dispatch(&self) -> Result<(), ConfigError> {
@@ -499,6 +435,83 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// The S3 keys of `[claim_check]` without `s3_bucket`: none may be set.
+fn refuse_s3_keys_without_bucket(c: &ClaimCheckConfig) -> Result<(), ConfigError> {
+    let s3_only = [
+        ("s3_region", c.s3_region.is_some()),
+        ("s3_endpoint", c.s3_endpoint.is_some()),
+        ("s3_prefix", c.s3_prefix.is_some()),
+        ("credentials", c.credentials.is_some()),
+        ("access_key_id_env", c.access_key_id_env.is_some()),
+        ("secret_access_key_env", c.secret_access_key_env.is_some()),
+        ("session_token_env", c.session_token_env.is_some()),
+        ("role_arn", c.role_arn.is_some()),
+        ("external_id", c.external_id.is_some()),
+        ("role_session_name", c.role_session_name.is_some()),
+    ];
+    match s3_only.iter().find(|(_, set)| *set) {
+        Some((key, _)) => {
+            let rule = "absent without claim_check.s3_bucket";
+            Err(invalid(format!("claim_check.{key}"), rule, "set"))
+        }
+        None => Ok(()),
+    }
+}
+
+/// `[claim_check]` with `s3_bucket`: claims go to that bucket, in a
+/// region, with credentials as an SQS sink's.
+fn validate_s3_claims(c: &ClaimCheckConfig, bucket: &str) -> Result<(), ConfigError> {
+    if c.dir.is_some() {
+        let rule = "absent with claim_check.s3_bucket (claims go to one place)";
+        return Err(invalid("claim_check.dir", rule, "set"));
+    }
+    let bucket_ok = (3..=63).contains(&bucket.len())
+        && bucket
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-');
+    if !bucket_ok {
+        let rule = "an S3 bucket name: 3 to 63 lowercase letters, digits, '.' or '-'";
+        return Err(invalid("claim_check.s3_bucket", rule, bucket));
+    }
+    match &c.s3_region {
+        Some(region) if is_region(region) => {}
+        Some(region) => {
+            let rule = "an AWS region name of lowercase letters, digits and '-'";
+            return Err(invalid("claim_check.s3_region", rule, region));
+        }
+        None => {
+            let rule = "set with claim_check.s3_bucket";
+            return Err(invalid("claim_check.s3_region", rule, "absent"));
+        }
+    }
+    if let Some(endpoint) = &c.s3_endpoint {
+        check_http_url("claim_check.s3_endpoint".into(), endpoint)?;
+    }
+    if let Some(prefix) = &c.s3_prefix {
+        let ok = prefix.len() <= 256 && !prefix.contains("..") && !prefix.starts_with('/');
+        if !ok {
+            let rule = "at most 256 characters, not starting with '/' nor holding '..'";
+            return Err(invalid("claim_check.s3_prefix", rule, prefix));
+        }
+    }
+    credentials(
+        "claim_check",
+        &c.credentials,
+        CREDENTIAL_SOURCES,
+        [
+            ("access_key_id_env", &c.access_key_id_env),
+            ("secret_access_key_env", &c.secret_access_key_env),
+            ("session_token_env", &c.session_token_env),
+        ],
+    )?;
+    aws_role(
+        "claim_check",
+        &c.role_arn,
+        &c.external_id,
+        &c.role_session_name,
+    )
 }
 
 /// A retry policy, `[retry]` or a sink's (with `[retry]`'s keys where it
