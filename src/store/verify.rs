@@ -102,58 +102,9 @@ impl ShardStore {
         let heads = self.lane_heads(&rtxn, &mut out)?;
         let (hooks, rows) = self.records(&rtxn, &mut out)?;
         out.hooks = hooks.len() as u64;
-        for (row, decoded) in &rows {
-            let found = places.get(row).map(Vec::as_slice).unwrap_or_default();
-            let Some((status, lane)) = decoded else {
-                out.problem(format!("row {row} does not decode"));
-                continue;
-            };
-            match (status, found) {
-                (RowStatus::Pending, [Place::Due | Place::InFlight])
-                | (RowStatus::Dead, [Place::Dead]) => {}
-                (RowStatus::Pending, [Place::Member(member_of)]) if Some(*member_of) == *lane => {}
-                (status, []) => out.problem(format!(
-                    "row {row} is {status:?} but in no index: it would never be delivered"
-                )),
-                (status, found) => out.problem(format!("row {row} is {status:?} but in {found:?}")),
-            }
-            if !hooks.contains_key(&row.seq) {
-                out.problem(format!("row {row} has no hook"));
-            }
-        }
-        for (lane, head) in &heads {
-            let headed = rows.get(head).copied().flatten();
-            let at = places.get(head).map(Vec::as_slice).unwrap_or_default();
-            if !matches!(headed, Some((RowStatus::Pending, Some(l))) if l == *lane)
-                || !matches!(at, [Place::Due | Place::InFlight])
-            {
-                out.problem(format!(
-                    "lane {} is headed by row {head}, which is not a pending row of that lane due or in flight",
-                    lane_hex(*lane)
-                ));
-            }
-        }
-        for (row, found) in &places {
-            for place in found {
-                if let Place::Member(lane) = place {
-                    if !heads.contains_key(lane) {
-                        out.problem(format!(
-                            "row {row} waits in lane {}, which has no head: it would never be delivered",
-                            lane_hex(*lane)
-                        ));
-                    }
-                }
-            }
-        }
-        for row in places.keys().filter(|row| !rows.contains_key(row)) {
-            out.problem(format!(
-                "an index entry names row {row}, which does not exist"
-            ));
-        }
-        let with_rows: BTreeSet<u64> = rows.keys().map(|r| r.seq).collect();
-        for seq in hooks.keys().filter(|seq| !with_rows.contains(seq)) {
-            out.problem(format!("hook {seq} has no rows left"));
-        }
+        check_rows(&rows, &places, &hooks, &mut out);
+        check_lanes(&heads, &rows, &places, &mut out);
+        check_references(&rows, &places, &hooks, &mut out);
         self.check_hook_index(&rtxn, &hooks, &rows, &mut out)?;
         for problem in super::dedupe::check(self, &rtxn)? {
             out.problem(problem);
@@ -325,6 +276,74 @@ impl ShardStore {
             }
         }
         Ok((hooks, rows))
+    }
+}
+
+/// Each row is in the one index its status puts it in (a pending row
+/// due, in flight or waiting in its own lane; a dead row dead) and has
+/// its hook.
+fn check_rows(rows: &Rows, places: &Places, hooks: &Hooks, out: &mut Verified) {
+    for (row, decoded) in rows {
+        let found = places.get(row).map(Vec::as_slice).unwrap_or_default();
+        let Some((status, lane)) = decoded else {
+            out.problem(format!("row {row} does not decode"));
+            continue;
+        };
+        match (status, found) {
+            (RowStatus::Pending, [Place::Due | Place::InFlight])
+            | (RowStatus::Dead, [Place::Dead]) => {}
+            (RowStatus::Pending, [Place::Member(member_of)]) if Some(*member_of) == *lane => {}
+            (status, []) => out.problem(format!(
+                "row {row} is {status:?} but in no index: it would never be delivered"
+            )),
+            (status, found) => out.problem(format!("row {row} is {status:?} but in {found:?}")),
+        }
+        if !hooks.contains_key(&row.seq) {
+            out.problem(format!("row {row} has no hook"));
+        }
+    }
+}
+
+/// Each lane is headed by a pending row of its own that is due or in
+/// flight, and each lane a row waits in has a head.
+fn check_lanes(heads: &Heads, rows: &Rows, places: &Places, out: &mut Verified) {
+    for (lane, head) in heads {
+        let headed = rows.get(head).copied().flatten();
+        let at = places.get(head).map(Vec::as_slice).unwrap_or_default();
+        if !matches!(headed, Some((RowStatus::Pending, Some(l))) if l == *lane)
+            || !matches!(at, [Place::Due | Place::InFlight])
+        {
+            out.problem(format!(
+                "lane {} is headed by row {head}, which is not a pending row of that lane due or in flight",
+                lane_hex(*lane)
+            ));
+        }
+    }
+    for (row, found) in places {
+        for place in found {
+            if let Place::Member(lane) = place {
+                if !heads.contains_key(lane) {
+                    out.problem(format!(
+                        "row {row} waits in lane {}, which has no head: it would never be delivered",
+                        lane_hex(*lane)
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// No index entry names a row that does not exist, and no hook is left
+/// without rows.
+fn check_references(rows: &Rows, places: &Places, hooks: &Hooks, out: &mut Verified) {
+    for row in places.keys().filter(|row| !rows.contains_key(row)) {
+        out.problem(format!(
+            "an index entry names row {row}, which does not exist"
+        ));
+    }
+    let with_rows: BTreeSet<u64> = rows.keys().map(|r| r.seq).collect();
+    for seq in hooks.keys().filter(|seq| !with_rows.contains(seq)) {
+        out.problem(format!("hook {seq} has no rows left"));
     }
 }
 
