@@ -596,19 +596,8 @@ impl Server {
         }
         let done = !conn.output_pending();
         let close = failed || (done && conn.close_after_write);
-        if !close && done == conn.writable_interest {
-            // Ask for writable events only while output is pending.
-            conn.writable_interest = !done;
-            let interest = if done {
-                Interest::READABLE
-            } else {
-                Interest::READABLE | Interest::WRITABLE
-            };
-            failed |= self
-                .poll
-                .registry()
-                .reregister(&mut conn.stream, Token(slot), interest)
-                .is_err();
+        if !close {
+            failed |= watch_writable(self.poll.registry(), conn, slot, !done).is_err();
         }
         let stopping_and_idle = self.stopping_since.is_some() && conn.is_idle();
         if close || failed || stopping_and_idle {
@@ -662,6 +651,25 @@ impl Server {
             self.counts.open.store(self.open as u64, Ordering::Relaxed);
         }
     }
+}
+
+/// Asks for `conn`'s writable events only while it has output `pending`
+/// (else every loop would wake for a socket that is always writable).
+fn watch_writable(
+    registry: &mio::Registry,
+    conn: &mut Conn,
+    slot: usize,
+    pending: bool,
+) -> io::Result<()> {
+    if pending == conn.writable_interest {
+        return Ok(());
+    }
+    conn.writable_interest = pending;
+    let interest = match pending {
+        true => Interest::READABLE | Interest::WRITABLE,
+        false => Interest::READABLE,
+    };
+    registry.reregister(&mut conn.stream, Token(slot), interest)
 }
 
 #[cfg(test)]
