@@ -323,7 +323,7 @@ impl ShardLoop {
     /// Fills the inbox for an iteration: waits for the first input until
     /// the core's (or the refusal's, or the dead-letter expiry's) deadline,
     /// then takes what else is queued and lingers for a group commit.
-    fn receive(&mut self, state: &mut ShardState, now_ms: u64, refusing: bool) {
+    fn receive(&mut self, state: &ShardState, now_ms: u64, refusing: bool) {
         let deadline_ms = if refusing {
             self.refuse_until_ms
         } else {
