@@ -2,7 +2,8 @@
 //! shards (1 on one, 9 on the other) against equally fast sinks. The
 //! coordinator grants each shard a share of the node's attempts in
 //! proportion to its active tenants, so each tenant's share of deliveries is
-//! within ±20 % of equal and Jain's fairness index is at least 0.95.
+//! within ±20 % of equal and Jain's fairness index is at least 0.95. And a
+//! lone busy tenant beside idle shards gets the whole node's window.
 
 mod common;
 
@@ -134,4 +135,50 @@ fn tenants_get_equal_shares_of_deliveries_across_unevenly_loaded_shards() {
         );
     }
     assert!(jain >= 0.95, "Jain's index {jain}");
+}
+
+/// A lone busy tenant gets the node's whole window beside idle shards:
+/// on 8 shards its attempts run 32 at once (the node's `concurrency`, its
+/// own raised to match), never more. When each idle shard weighed a
+/// quarter tenant, they held back 21 of the 32 and it ran 11.
+#[test]
+fn a_lone_busy_tenant_takes_the_whole_node_window_beside_idle_shards() {
+    const KEYS: usize = 4;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.shards = 8;
+    let lone = goad::config::TenantLimitsConfig {
+        concurrency: Some(c.dispatch.concurrency),
+        ..Default::default()
+    };
+    c.dispatch.tenants.insert("default".into(), lone);
+    // Four keys of `sink_concurrency` 8: room for 32 attempts at once.
+    c.sources
+        .push(source_of_kinds("s", "lone", &["gate"; KEYS]));
+    let (release, gate) = crossbeam_channel::bounded::<()>(0);
+    let running = Arc::new(AtomicU64::new(0));
+    let most = Arc::new(AtomicU64::new(0));
+    let (now, peak) = (running.clone(), most.clone());
+    let held = sink(move |_| {
+        peak.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+        let _ = gate.recv();
+        now.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    });
+    let engine = Engine::builder(c).sink("gate", held).open().unwrap();
+    for _ in 0..40 {
+        engine.commit(NewHook::new("s", "x")).unwrap();
+    }
+    wait_until("32 attempts at once", Duration::from_secs(10), || {
+        running.load(Ordering::SeqCst) == 32
+    });
+    drop(release);
+    engine.tick().unwrap();
+    let delivered: u64 = engine.stats().iter().map(|s| s.delivered).sum();
+    assert_eq!(delivered, 40 * KEYS as u64);
+    assert_eq!(
+        most.load(Ordering::SeqCst),
+        32,
+        "never past the node's window"
+    );
 }

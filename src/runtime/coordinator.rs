@@ -4,11 +4,16 @@
 //! across the node rather than per shard.
 //!
 //! Shards report their active tenant count when it changes (and at most
-//! every `REPORT_INTERVAL_MS` while busy). A shard with no active tenant
-//! weighs a quarter tenant, so it can claim a new commit at once. Shares are
-//! leases the shard spends locally; a lowered share only stops the shard's
-//! next claim or start, so during a rebalance the shards' sum can exceed the
-//! global window by what the shrinking shards still hold.
+//! every `REPORT_INTERVAL_MS` while busy). The active shards share the
+//! windows; a shard with no active tenant holds one of each (a row, an
+//! attempt), so it can claim and start a new commit at once, until its
+//! report brings its share. It takes nothing from the active shards: a lone
+//! busy tenant gets the whole node whatever the shard count (with a quarter
+//! tenant's weight per idle shard, as before, one on a node of 16 shards got
+//! 7 of 32 attempts). So the shards' sum can exceed a window by one per
+//! idle shard. Shares are leases the shard spends locally; a lowered share
+//! only stops the shard's next claim or start, so during a rebalance the
+//! sum can also exceed a window by what the shrinking shards still hold.
 //!
 //! A panic in its loop (a bug in goad) is logged and the loop goes on with
 //! the demand it knew, sending every shard its share again: shards never
@@ -47,13 +52,14 @@ pub fn global_grant(dispatch: &DispatchConfig) -> Grant {
     }
 }
 
-/// Splits `global` among shards by weight: four per active tenant, one for
-/// a shard with none. Every share is at least 1; remainders go to the
-/// largest fractions.
+/// Splits `global` among shards by their active tenants, or equally while
+/// none has one. Every share is at least 1 (a shard with no active tenant
+/// gets just that); remainders go to the largest fractions.
 pub fn shares(global: Grant, active_tenants: &[u64]) -> Vec<Grant> {
+    let any_active = active_tenants.iter().any(|&a| a > 0);
     let weights: Vec<u64> = active_tenants
         .iter()
-        .map(|&a| if a == 0 { 1 } else { 4 * a })
+        .map(|&a| if any_active { a } else { 1 })
         .collect();
     let split = |total: u64| split_by_weight(total, &weights);
     let rows = split(global.max_inflight);
@@ -228,9 +234,11 @@ mod tests {
         );
         assert_eq!(s.iter().map(|g| g.max_inflight).sum::<u64>(), 4096);
         assert_eq!(s.iter().map(|g| g.max_inflight_bytes).sum::<u64>(), 1 << 27);
-        // Idle shards weigh a quarter tenant each; nobody gets zero.
+        // While no shard is active they share equally.
         let s = shares(global, &[0, 0]);
         assert_eq!(s[0].concurrency, 16);
+        // An idle shard holds one of each window, beside the active
+        // shards' whole windows.
         let s = shares(
             Grant {
                 concurrency: 2,
@@ -239,5 +247,11 @@ mod tests {
             &[0, 50],
         );
         assert_eq!((s[0].concurrency, s[1].concurrency), (1, 2));
+        let s = shares(global, &[0, 0, 3, 0, 0, 0, 0, 1]);
+        let concurrency: Vec<u64> = s.iter().map(|g| g.concurrency).collect();
+        assert_eq!(concurrency, [1, 1, 24, 1, 1, 1, 1, 8]);
+        let rows: Vec<u64> = s.iter().map(|g| g.max_inflight).collect();
+        assert_eq!(rows, [1, 1, 3072, 1, 1, 1, 1, 1024]);
+        assert_eq!(s[0].max_inflight_bytes, 1);
     }
 }
