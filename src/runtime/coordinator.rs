@@ -7,11 +7,11 @@
 //! every `REPORT_INTERVAL_MS` while busy). The active shards share the
 //! windows; a shard with no active tenant holds one of each (a row, an
 //! attempt), so it can claim and start a new commit at once, until its
-//! report brings its share. It takes nothing from the active shards: a lone
-//! busy tenant gets the whole node whatever the shard count (with a quarter
-//! tenant's weight per idle shard, as before, one on a node of 16 shards got
-//! 7 of 32 attempts). So the shards' sum can exceed a window by one per
-//! idle shard. Shares are leases the shard spends locally; a lowered share
+//! report brings its share. It takes nothing from the active shards, so a
+//! lone busy tenant gets the whole node whatever the shard count (a weight
+//! per idle shard would come out of the active shards' shares, and idle
+//! shards grow with the core count). So the shards' sum can exceed a window
+//! by one per idle shard. Shares are leases the shard spends locally; a lowered share
 //! only stops the shard's next claim or start, so during a rebalance the
 //! sum can also exceed a window by what the shrinking shards still hold.
 //!
