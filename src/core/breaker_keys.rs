@@ -86,6 +86,23 @@ impl Core {
         self.dispatch.breaker_failures > 0 && self.catalog.has_key(key)
     }
 
+    /// Drops `key`'s breaker, whatever its state, waking the rows it held
+    /// afresh from the first: a wake under way may have passed rows held
+    /// since (parked while a probe ran). Returns whether it was open (and
+    /// is now reported closed).
+    pub(super) fn forget_breaker(&mut self, key: &SinkKey) -> bool {
+        let Some(breaker) = self.breakers.remove(key) else {
+            return false;
+        };
+        if breaker.holds_rows() {
+            self.start_key_wake(key);
+        }
+        if breaker.is_open() {
+            self.report_closed(key.clone());
+        }
+        breaker.is_open()
+    }
+
     /// Reports `key`'s open breaker closed without a probe (the store
     /// forgets it, the shell logs it).
     pub(super) fn report_closed(&mut self, key: SinkKey) {

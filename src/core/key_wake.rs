@@ -18,7 +18,9 @@
 //! scan claimed yet and those queued on the key. A breaker that opens
 //! again holds no more than that window again, and stops the wake: the
 //! rows it had not reached wait for the breaker as rows it holds, and the
-//! close that follows starts a new wake from the first held row. A key
+//! close that follows starts a new wake from the first held row, as does
+//! dropping the breaker (a reload that turns breakers off, `wake_sink`):
+//! rows claimed while its probe ran wait held behind a wake under way. A key
 //! whose sink is paused or gone drops its wake too: the resume, or the
 //! reload that removed it, starts a pass over the held rows, which wakes
 //! (or settles) them.

@@ -419,10 +419,8 @@ impl Core {
             .cloned()
             .collect();
         for key in dropped {
-            let breaker = self.breakers.remove(&key).expect("a listed breaker");
-            if breaker.is_open() {
+            if self.forget_breaker(&key) {
                 self.unpark_tenant(&key.tenant);
-                self.report_closed(key);
             }
         }
         self.scan_requested = true;

@@ -81,21 +81,6 @@ impl Core {
         }
     }
 
-    /// Drops `key`'s breaker, whatever its state, waking the rows it held;
-    /// whether it was open (and is now reported closed).
-    fn forget_breaker(&mut self, key: &SinkKey) -> bool {
-        let Some(breaker) = self.breakers.remove(key) else {
-            return false;
-        };
-        if breaker.holds_rows() {
-            self.start_key_wake(key);
-        }
-        if breaker.is_open() {
-            self.report_closed(key.clone());
-        }
-        breaker.is_open()
-    }
-
     /// One due entry: made due now (1) if its row binds to `key`. One that
     /// cannot be read is settled as a scan settles it.
     pub(super) fn wake_if_of(

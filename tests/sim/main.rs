@@ -566,8 +566,10 @@ fn dead_by_config(shard: &ShardState) -> u64 {
 /// Seeds that found a fault, run by CI after its fixed set: 6600463 (a
 /// wake and a lane member's backoff), 13000327 (unparking lost with a
 /// rebuild and a crash; see `core::unpark`), 28200425 (a restart's
-/// straggler on a row the dropped write had woken: in flight, not held).
-const FOUND_SEEDS: [u64; 3] = [6_600_463, 13_000_327, 28_200_425];
+/// straggler on a row the dropped write had woken: in flight, not held),
+/// 30600032 (rows held behind a wake under way while its probe ran, their
+/// breaker then dropped by a reload; see `core::key_wake`).
+const FOUND_SEEDS: [u64; 4] = [6_600_463, 13_000_327, 28_200_425, 30_600_032];
 
 fn seeds() -> Vec<u64> {
     if let Ok(seed) = std::env::var("GOAD_SIM_SEED") {

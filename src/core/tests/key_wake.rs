@@ -176,3 +176,56 @@ fn rows_a_wake_had_not_reached_when_its_breaker_opened_wake_at_the_close() {
     assert_eq!(delivered.len(), 11, "a's rows, the failed one again too");
     assert_eq!(c.stats().breakers_open, 0);
 }
+
+/// A wake under way walks past rows that its running probe then holds
+/// again (claimed while the probe runs, they wait for its answer). A
+/// reload that turns breakers off drops that breaker, and its rows wake
+/// afresh from the first: every row is delivered. (The wake went on from
+/// where it stood, and those rows stayed held: seed 30,600,032.)
+#[test]
+fn rows_held_again_behind_a_wake_wake_when_a_reload_drops_their_breaker() {
+    const ROWS: usize = 40;
+    let mut config = breaker_config(1, 100, 100);
+    // A scan claims one row: all but the first after the probe started.
+    config.dispatch.batch = 1;
+    let mut m = Model::default();
+    for _ in 0..ROWS {
+        m.add("t", "a", &["x"], 0);
+    }
+    let keys: Vec<_> = m.due.keys().cloned().collect();
+    for (tenant, at, row) in keys {
+        let size = m.due.remove(&(tenant.clone(), at, row)).unwrap();
+        m.due.insert((tenant, HELD_DUE_MS, row), size);
+    }
+    // A new core over a breaker the store kept open until 50: at its
+    // probe check (150) no probe has started, so its key's rows wake.
+    let mut c = core(&config, BIG);
+    c.restore_breaker(key_of("a", 0, "x"), 50, 1);
+    settle_at(&mut c, &mut m, 0, &mut |_| {
+        panic!("nothing starts while open")
+    });
+    c.handle_scan(150, &mut m);
+    let _ = m.apply(&mut c);
+    assert_eq!(due_by(&m, 150), WINDOW, "the wake's first window");
+    // The first of them is the probe, left running; the others, claimed
+    // while it runs, are held again behind the wake.
+    c.handle_scan(150, &mut m);
+    let _ = m.apply(&mut c);
+    let probe = c.poll_job(150).expect("the probe");
+    let mut held = 0;
+    for _ in 1..WINDOW {
+        c.handle_scan(150, &mut m);
+        held += held_again(&m.apply(&mut c));
+    }
+    assert_eq!((held, due_by(&m, 150)), (WINDOW - 1, 0));
+    config.dispatch.breaker_failures = 0;
+    reconfigure(&mut c, &config);
+    c.handle_outcome(150, probe.id, Ok(()), TOOK);
+    let mut delivered = 1;
+    settle_at(&mut c, &mut m, 150, &mut |_| {
+        delivered += 1;
+        Ok(())
+    });
+    assert_eq!(delivered, ROWS);
+    assert!(m.rows.is_empty() && !c.is_waking());
+}
