@@ -333,6 +333,21 @@ fn key_of(source: &str, sink_index: u16, sink_type: &str) -> SinkKey {
     }
 }
 
+/// `rows` rows of source `a`, held behind its open breaker as a previous
+/// process left them.
+fn rows_held(rows: usize) -> Model {
+    let mut m = Model::default();
+    for _ in 0..rows {
+        m.add("t", "a", &["x"], 0);
+    }
+    let keys: Vec<_> = m.due.keys().cloned().collect();
+    for (tenant, at, row) in keys {
+        let size = m.due.remove(&(tenant.clone(), at, row)).unwrap();
+        m.due.insert((tenant, HELD_DUE_MS, row), size);
+    }
+    m
+}
+
 /// A core with one attempt slot over `rows` due rows of source "a".
 fn breaker_setup(config: Config, rows: usize) -> (Core, Model) {
     let c = core(

@@ -284,28 +284,13 @@ fn held_rows_are_made_due_when_an_open_period_ends_with_no_probe_row() {
     assert_eq!(c.stats().breakers_open, 0);
 }
 
-/// Five rows of source `a`, held behind its open breaker as a previous
-/// process left them.
-fn five_rows_held() -> Model {
-    let mut m = Model::default();
-    for _ in 0..5 {
-        m.add("t", "a", &["x"], 0);
-    }
-    let keys: Vec<_> = m.due.keys().cloned().collect();
-    for (tenant, at, row) in keys {
-        let size = m.due.remove(&(tenant.clone(), at, row)).unwrap();
-        m.due.insert((tenant, HELD_DUE_MS, row), size);
-    }
-    m
-}
-
 /// A breaker the store kept open holds its rows across a restart: the new
 /// core's pass leaves them held while it is open, and the probe's check
 /// after its period makes them due (no probe row was claimed).
 #[test]
 fn a_restored_breaker_keeps_its_held_rows_until_its_period_ends() {
     let config = breaker_config(1, 100, 100);
-    let mut m = five_rows_held();
+    let mut m = rows_held(5);
     let mut c = core(&config, BIG);
     c.restore_breaker(breaker_key(), 500, 1);
     settle_at(&mut c, &mut m, 0, &mut |_| {
@@ -406,7 +391,7 @@ fn a_reload_that_replaces_the_sink_closes_its_breaker_and_sends_it_no_row() {
 fn a_kept_breaker_is_closed_at_open_when_breakers_are_off() {
     let mut config = breaker_config(1, 100, 100);
     config.dispatch.breaker_failures = 0;
-    let mut m = five_rows_held();
+    let mut m = rows_held(5);
     let mut c = core(&config, BIG);
     c.restore_breaker(breaker_key(), 500, 1);
     assert_eq!(

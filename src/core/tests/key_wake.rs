@@ -188,15 +188,7 @@ fn rows_held_again_behind_a_wake_wake_when_a_reload_drops_their_breaker() {
     let mut config = breaker_config(1, 100, 100);
     // A scan claims one row: all but the first after the probe started.
     config.dispatch.batch = 1;
-    let mut m = Model::default();
-    for _ in 0..ROWS {
-        m.add("t", "a", &["x"], 0);
-    }
-    let keys: Vec<_> = m.due.keys().cloned().collect();
-    for (tenant, at, row) in keys {
-        let size = m.due.remove(&(tenant.clone(), at, row)).unwrap();
-        m.due.insert((tenant, HELD_DUE_MS, row), size);
-    }
+    let mut m = rows_held(ROWS);
     // A new core over a breaker the store kept open until 50: at its
     // probe check (150) no probe has started, so its key's rows wake.
     let mut c = core(&config, BIG);
