@@ -13,8 +13,7 @@ use common::*;
 use goad::demo::receiver::{Receiver, Reply};
 use goad::{Engine, NewHook, SinkConfig};
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::io::Write;
 use std::time::Duration;
 
 const CHILD_DIR: &str = "GOAD_CRASH_CHILD_DIR";
@@ -111,7 +110,14 @@ fn every_acknowledged_hook_is_delivered_after_sigkill() {
     let mut acked: HashSet<String> = HashSet::new();
     for (generation, &acks) in KILL_AFTER_ACKS.iter().enumerate() {
         let from = generation as u64 * 1_000_000;
-        acked.extend(acks_until_killed(dir.path(), &url, from, acks));
+        let child_env = [
+            (CHILD_DIR, dir.path().display().to_string()),
+            (CHILD_URL, url.clone()),
+            (CHILD_FROM, from.to_string()),
+        ];
+        acked.extend(acks_until_killed("crash_child_role", &child_env, |n| {
+            n >= acks
+        }));
         if generation == 0 {
             assert!(
                 receiver.ok_count() > 0,
@@ -186,41 +192,4 @@ fn every_acknowledged_hook_is_delivered_after_sigkill() {
     });
     let recovered: u64 = engine.stats().iter().map(|s| s.recovered).sum();
     eprintln!("{} acknowledged, {delivered_before_kill} deliveries before the last kill, {recovered} rows recovered from in flight", acked.len());
-}
-
-/// Starts a child committing on `dir` with its hooks numbered from `from`,
-/// kills it (SIGKILL) once it acknowledged `acks` hooks, and returns every
-/// hook id it acknowledged.
-fn acks_until_killed(dir: &std::path::Path, url: &str, from: u64, acks: usize) -> Vec<String> {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "crash_child_role",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_DIR, dir)
-        .env(CHILD_URL, url)
-        .env(CHILD_FROM, from.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut acked = Vec::new();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    while acked.len() < acks {
-        let line = lines.next().expect("the child exited early").unwrap();
-        if let Some(id) = line.strip_prefix("ACK ") {
-            acked.push(id.to_string());
-        }
-    }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    // Acknowledgements printed before the kill that were not read yet.
-    for line in lines.map_while(Result::ok) {
-        if let Some(id) = line.strip_prefix("ACK ") {
-            acked.push(id.to_string());
-        }
-    }
-    acked
 }

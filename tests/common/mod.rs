@@ -124,6 +124,46 @@ pub fn lines_of(pipe: impl std::io::Read + Send + 'static) -> crossbeam_channel:
     rx
 }
 
+/// Starts this test binary again as a child that runs only the test `role`,
+/// with `env` set, kills it (SIGKILL) once `kill_at` holds for the number
+/// of lines beginning `ACK ` it has printed (asked at each such line), and
+/// returns what follows `ACK ` on every such line it printed, those still
+/// unread at the kill too.
+pub fn acks_until_killed(
+    role: &str,
+    env: &[(&str, String)],
+    mut kill_at: impl FnMut(usize) -> bool,
+) -> Vec<String> {
+    use std::io::{BufRead, BufReader};
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", role, "--nocapture", "--test-threads=1"])
+        .envs(env.iter().map(|(name, value)| (name, value)))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut acked = Vec::new();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    loop {
+        let line = lines.next().expect("the child exited early").unwrap();
+        if let Some(ack) = line.strip_prefix("ACK ") {
+            acked.push(ack.to_string());
+            if kill_at(acked.len()) {
+                break;
+            }
+        }
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    // Acknowledgements printed before the kill that were not read yet.
+    for line in lines.map_while(Result::ok) {
+        if let Some(ack) = line.strip_prefix("ACK ") {
+            acked.push(ack.to_string());
+        }
+    }
+    acked
+}
+
 /// Waits for `cond` until `within` passes; panics naming `what` if it never holds.
 pub fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + within;

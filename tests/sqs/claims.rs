@@ -67,7 +67,7 @@ fn claims_can_go_to_an_s3_bucket() {
     assert_eq!(moto.s3("PUT", "/claims").0, 200, "bucket created");
     let dir = tempfile::tempdir().unwrap();
     let mut c = two_claiming_sinks(dir.path(), &queue_url);
-    c.claim_check = s3_claims(&moto, "claims", [KEY_ENV, SECRET_ENV, TOKEN_ENV]);
+    c.claim_check = s3_claims(&moto.url, "claims", [KEY_ENV, SECRET_ENV, TOKEN_ENV]);
     c.claim_check.s3_prefix = Some("goad/".into());
     let engine = Engine::open(c.clone()).unwrap();
     let body = vec![b'q'; 1_000];

@@ -57,7 +57,7 @@ fn moto_accepts_goads_signatures_and_refuses_a_wrong_secret() {
         vec![signed("GOAD_TEST_SIGNED_WRONG")],
     ));
     c.claim_check = s3_claims(
-        &moto,
+        &moto.url,
         "signed",
         [
             "GOAD_TEST_SIGNED_KEY",
@@ -221,7 +221,7 @@ fn a_role_to_assume_signs_the_queues_and_the_buckets_requests() {
         c.sources.push(source(id, "acme", vec![sink]));
     }
     c.claim_check = s3_claims(
-        &moto,
+        &moto.url,
         "cross-claims",
         [
             "GOAD_TEST_ROLE_KEY",

@@ -7,6 +7,7 @@
 mod common;
 
 mod claims;
+mod crash;
 mod credentials;
 mod messages;
 
@@ -295,14 +296,18 @@ fn string_attribute(message: &Value, name: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// A claim check in `bucket` of moto's S3, with the credentials in the
-/// variables `[key id, secret, session token]`.
-fn s3_claims(moto: &Moto, bucket: &str, credentials: [&str; 3]) -> goad::config::ClaimCheckConfig {
+/// A claim check in `bucket` of the S3 of the moto at `moto_url`, with the
+/// credentials in the variables `[key id, secret, session token]`.
+fn s3_claims(
+    moto_url: &str,
+    bucket: &str,
+    credentials: [&str; 3],
+) -> goad::config::ClaimCheckConfig {
     let [key, secret, token] = credentials.map(|var| Some(var.to_string()));
     goad::config::ClaimCheckConfig {
         s3_bucket: Some(bucket.into()),
         s3_region: Some("us-east-1".into()),
-        s3_endpoint: Some(moto.url.clone()),
+        s3_endpoint: Some(moto_url.into()),
         access_key_id_env: key,
         secret_access_key_env: secret,
         session_token_env: token,

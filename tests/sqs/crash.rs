@@ -1,0 +1,185 @@
+//! A crash loses no acknowledged hook of a queue sink either: a child
+//! process commits to SQS sinks whose large bodies go to an S3 claim check
+//! (both moto's), and is killed with SIGKILL mid-flight three times, each
+//! child opening what the last one left; an engine reopened on the data
+//! directory then delivers the rest. Every acknowledged hook reaches the
+//! queue at least once, its body inline or in the claim its message names.
+
+use super::*;
+use sha2::Sha256;
+use std::collections::HashMap;
+use std::io::Write;
+
+const CHILD_DIR: &str = "GOAD_SQS_CRASH_CHILD_DIR";
+const CHILD_MOTO: &str = "GOAD_SQS_CRASH_CHILD_MOTO";
+const CHILD_QUEUE: &str = "GOAD_SQS_CRASH_CHILD_QUEUE";
+/// The number of a child's first hook per thread, apart from the last one's.
+const CHILD_FROM: &str = "GOAD_SQS_CRASH_CHILD_FROM";
+
+/// Bodies over this go to the claim check.
+const INLINE_MAX_BYTES: u64 = 1_024;
+
+/// Thread `t`'s hook `i`: every third one too large to go inline.
+fn body_of(t: u64, i: u64) -> Vec<u8> {
+    let size = if i.is_multiple_of(3) { 3_000 } else { 300 };
+    format!("{t}-{i}-{:y<size$}", "").into_bytes()
+}
+
+/// Sources `s0` and `s1` of two tenants, each with an SQS sink to
+/// `queue_url`; claims in moto's bucket `claims`; retries every 10 ms.
+fn crash_config(dir: &std::path::Path, moto_url: &str, queue_url: &str) -> Config {
+    let mut c = config(dir);
+    c.shards = 2;
+    c.retry.base_ms = 10;
+    c.retry.max_ms = 10;
+    c.retry.max_attempts = 1_000;
+    let sink = SinkConfig {
+        inline_max_bytes: Some(INLINE_MAX_BYTES),
+        ..sqs_sink(queue_url)
+    };
+    for t in 0..2 {
+        c.sources.push(source(
+            &format!("s{t}"),
+            &format!("tenant-{t}"),
+            vec![sink.clone()],
+        ));
+    }
+    c.claim_check = s3_claims(moto_url, "claims", [KEY_ENV, SECRET_ENV, TOKEN_ENV]);
+    c
+}
+
+/// The child's role: commit from two threads, one a source, a hook at a
+/// time with a pause between, printing `ACK <id> <thread> <number>` for
+/// each acknowledged hook. Runs only when the parent test starts this
+/// binary.
+#[test]
+fn sqs_crash_child_role() {
+    let (Ok(dir), Ok(moto_url), Ok(queue_url), Ok(from)) = (
+        std::env::var(CHILD_DIR),
+        std::env::var(CHILD_MOTO),
+        std::env::var(CHILD_QUEUE),
+        std::env::var(CHILD_FROM),
+    ) else {
+        return;
+    };
+    let from: u64 = from.parse().unwrap();
+    let c = crash_config(std::path::Path::new(&dir), &moto_url, &queue_url);
+    let engine = Engine::open(c).unwrap();
+    let out = std::sync::Mutex::new(std::io::stdout());
+    std::thread::scope(|scope| {
+        for t in 0..2 {
+            let (engine, out) = (&engine, &out);
+            scope.spawn(move || {
+                for i in from.. {
+                    let id = engine
+                        .commit(NewHook::new(format!("s{t}"), body_of(t, i)))
+                        .unwrap();
+                    writeln!(out.lock().unwrap(), "ACK {id} {t} {i}").unwrap();
+                    // Paced, so the sinks' calls are under way at a kill.
+                    std::thread::park_timeout(Duration::from_millis(2));
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn every_acknowledged_hook_reaches_the_queue_after_sigkill() {
+    let moto = Moto::start();
+    let queue_url = moto.create_queue("crash");
+    assert_eq!(moto.s3("PUT", "/claims").0, 200, "bucket created");
+    let dir = tempfile::tempdir().unwrap();
+    let mut acked: HashMap<String, Vec<u8>> = HashMap::new();
+    for generation in 0..3u64 {
+        let child_env = [
+            (CHILD_DIR, dir.path().display().to_string()),
+            (CHILD_MOTO, moto.url.clone()),
+            (CHILD_QUEUE, queue_url.clone()),
+            (CHILD_FROM, (generation * 1_000_000).to_string()),
+        ];
+        // The first child dies once messages have reached the queue, the
+        // second at once (while the rows the first left in flight are sent
+        // again), the third later.
+        let kill_at = |n: usize| match generation {
+            0 => n >= 100 && n.is_multiple_of(20) && messages_in(&moto, &queue_url) > 0,
+            1 => n >= 10,
+            _ => n >= 200,
+        };
+        for ack in acks_until_killed("crash::sqs_crash_child_role", &child_env, kill_at) {
+            let [id, t, i]: [&str; 3] = ack.split(' ').collect::<Vec<_>>().try_into().unwrap();
+            acked.insert(id.into(), body_of(t.parse().unwrap(), i.parse().unwrap()));
+        }
+    }
+    for shard in goad::store::verify_data_dir(dir.path(), 2).unwrap() {
+        assert_eq!(shard.problems, Vec::<String>::new());
+    }
+    let engine = Engine::open(crash_config(dir.path(), &moto.url, &queue_url)).unwrap();
+    wait_until("every row delivered", Duration::from_secs(60), || {
+        rows(&engine).is_empty()
+    });
+    assert_eq!(dead(&engine).len(), 0);
+    let queued = queued_bodies(&moto, &queue_url);
+    let claimed = acked
+        .values()
+        .filter(|b| b.len() > INLINE_MAX_BYTES as usize)
+        .count();
+    assert!(
+        claimed > 0,
+        "some acknowledged bodies went to the claim check"
+    );
+    for (id, body) in &acked {
+        assert_eq!(queued.get(id), Some(body), "hook {id} in the queue");
+    }
+    eprintln!(
+        "{} acknowledged ({claimed} through the claim check), {} hooks in the queue",
+        acked.len(),
+        queued.len()
+    );
+}
+
+/// Messages SQS says `queue_url` holds.
+fn messages_in(moto: &Moto, queue_url: &str) -> u64 {
+    let request = json!({"QueueUrl": queue_url, "AttributeNames": ["ApproximateNumberOfMessages"]});
+    let attributes = moto.call("GetQueueAttributes", request);
+    attributes["Attributes"]["ApproximateNumberOfMessages"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Every message in `queue_url`, received until none is left: each hook's
+/// id and body, read from its message or from the claim it names, checked
+/// against the `sha256` its message carries.
+fn queued_bodies(moto: &Moto, queue_url: &str) -> HashMap<String, Vec<u8>> {
+    let mut bodies = HashMap::new();
+    loop {
+        let messages = moto.receive(queue_url);
+        if messages.is_empty() {
+            return bodies;
+        }
+        for message in messages {
+            let envelope: Value = serde_json::from_str(message["Body"].as_str().unwrap()).unwrap();
+            let body = match envelope["body_base64"].as_str() {
+                Some(inline) => base64::engine::general_purpose::STANDARD
+                    .decode(inline)
+                    .unwrap(),
+                None => redeem(moto, envelope["claim"].as_str().unwrap()),
+            };
+            assert_eq!(
+                hex::encode(Sha256::digest(&body)),
+                envelope["sha256"].as_str().unwrap(),
+                "{envelope}"
+            );
+            bodies.insert(envelope["id"].as_str().unwrap().to_string(), body);
+        }
+    }
+}
+
+/// The body a claim (`urn:goad:claim:v1:<tenant>:<sha256>`) names, from the bucket.
+fn redeem(moto: &Moto, claim: &str) -> Vec<u8> {
+    let name = claim.strip_prefix("urn:goad:claim:v1:").unwrap();
+    let (status, body) = moto.s3("GET", &format!("/claims/{}", name.replace(':', "/")));
+    assert_eq!(status, 200, "claim {claim} in the bucket");
+    body
+}
