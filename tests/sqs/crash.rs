@@ -1,9 +1,11 @@
 //! A crash loses no acknowledged hook of a queue sink either: a child
-//! process commits to SQS sinks whose large bodies go to an S3 claim check
-//! (both moto's), and is killed with SIGKILL mid-flight three times, each
-//! child opening what the last one left; an engine reopened on the data
-//! directory then delivers the rest. Every acknowledged hook reaches the
-//! queue at least once, its body inline or in the claim its message names.
+//! process commits to SQS sinks, a standard queue's and a FIFO queue's
+//! ordered by a header, whose large bodies go to an S3 claim check (all
+//! moto's), and is killed with SIGKILL mid-flight three times, each child
+//! opening what the last one left; an engine reopened on the data
+//! directory then delivers the rest. Every acknowledged hook reaches both
+//! queues at least once, its body inline or in the claim its message names,
+//! and each lane's hooks reach the FIFO queue first in commit order.
 
 use super::*;
 use sha2::Sha256;
@@ -13,11 +15,15 @@ use std::io::Write;
 const CHILD_DIR: &str = "GOAD_SQS_CRASH_CHILD_DIR";
 const CHILD_MOTO: &str = "GOAD_SQS_CRASH_CHILD_MOTO";
 const CHILD_QUEUE: &str = "GOAD_SQS_CRASH_CHILD_QUEUE";
+const CHILD_FIFO: &str = "GOAD_SQS_CRASH_CHILD_FIFO";
 /// The number of a child's first hook per thread, apart from the last one's.
 const CHILD_FROM: &str = "GOAD_SQS_CRASH_CHILD_FROM";
 
 /// Bodies over this go to the claim check.
 const INLINE_MAX_BYTES: u64 = 1_024;
+
+/// Lanes per source of the ordered sink (values of `x-key`).
+const KEYS: u64 = 4;
 
 /// Thread `t`'s hook `i`: every third one too large to go inline.
 fn body_of(t: u64, i: u64) -> Vec<u8> {
@@ -25,9 +31,19 @@ fn body_of(t: u64, i: u64) -> Vec<u8> {
     format!("{t}-{i}-{:y<size$}", "").into_bytes()
 }
 
-/// Sources `s0` and `s1` of two tenants, each with an SQS sink to
-/// `queue_url`; claims in moto's bucket `claims`; retries every 10 ms.
-fn crash_config(dir: &std::path::Path, moto_url: &str, queue_url: &str) -> Config {
+/// Thread `t` and number `i` of the hook whose body is `body`.
+fn thread_and_number(body: &[u8]) -> (u64, u64) {
+    let text = String::from_utf8_lossy(body);
+    let mut parts = text.split('-');
+    let mut next = || parts.next().unwrap().parse().unwrap();
+    (next(), next())
+}
+
+/// Sources `s0` and `s1` of two tenants, each with an SQS sink to the
+/// standard queue `queues[0]` and one to the FIFO queue `queues[1]` ordered
+/// by the header `x-key`; claims in moto's bucket `claims`; retries every
+/// 10 ms.
+fn crash_config(dir: &std::path::Path, moto_url: &str, queues: [&str; 2]) -> Config {
     let mut c = config(dir);
     c.shards = 2;
     c.retry.base_ms = 10;
@@ -35,13 +51,19 @@ fn crash_config(dir: &std::path::Path, moto_url: &str, queue_url: &str) -> Confi
     c.retry.max_attempts = 1_000;
     let sink = SinkConfig {
         inline_max_bytes: Some(INLINE_MAX_BYTES),
-        ..sqs_sink(queue_url)
+        ..sqs_sink(queues[0])
+    };
+    let ordered = SinkConfig {
+        inline_max_bytes: Some(INLINE_MAX_BYTES),
+        ordered: true,
+        ordering_key: Some("header:x-key".into()),
+        ..sqs_sink(queues[1])
     };
     for t in 0..2 {
         c.sources.push(source(
             &format!("s{t}"),
             &format!("tenant-{t}"),
-            vec![sink.clone()],
+            vec![sink.clone(), ordered.clone()],
         ));
     }
     c.claim_check = s3_claims(moto_url, "claims", [KEY_ENV, SECRET_ENV, TOKEN_ENV]);
@@ -49,21 +71,22 @@ fn crash_config(dir: &std::path::Path, moto_url: &str, queue_url: &str) -> Confi
 }
 
 /// The child's role: commit from two threads, one a source, a hook at a
-/// time with a pause between, printing `ACK <id> <thread> <number>` for
-/// each acknowledged hook. Runs only when the parent test starts this
-/// binary.
+/// time with a pause between, hook `i` in lane `x-key: i % KEYS`, printing
+/// `ACK <id> <thread> <number>` for each acknowledged hook. Runs only when
+/// the parent test starts this binary.
 #[test]
 fn sqs_crash_child_role() {
-    let (Ok(dir), Ok(moto_url), Ok(queue_url), Ok(from)) = (
+    let (Ok(dir), Ok(moto_url), Ok(queue), Ok(fifo), Ok(from)) = (
         std::env::var(CHILD_DIR),
         std::env::var(CHILD_MOTO),
         std::env::var(CHILD_QUEUE),
+        std::env::var(CHILD_FIFO),
         std::env::var(CHILD_FROM),
     ) else {
         return;
     };
     let from: u64 = from.parse().unwrap();
-    let c = crash_config(std::path::Path::new(&dir), &moto_url, &queue_url);
+    let c = crash_config(std::path::Path::new(&dir), &moto_url, [&queue, &fifo]);
     let engine = Engine::open(c).unwrap();
     let out = std::sync::Mutex::new(std::io::stdout());
     std::thread::scope(|scope| {
@@ -71,9 +94,11 @@ fn sqs_crash_child_role() {
             let (engine, out) = (&engine, &out);
             scope.spawn(move || {
                 for i in from.. {
-                    let id = engine
-                        .commit(NewHook::new(format!("s{t}"), body_of(t, i)))
-                        .unwrap();
+                    let hook = NewHook {
+                        headers: vec![("x-key".into(), (i % KEYS).to_string())],
+                        ..NewHook::new(format!("s{t}"), body_of(t, i))
+                    };
+                    let id = engine.commit(hook).unwrap();
                     writeln!(out.lock().unwrap(), "ACK {id} {t} {i}").unwrap();
                     // Paced, so the sinks' calls are under way at a kill.
                     std::thread::park_timeout(Duration::from_millis(2));
@@ -84,9 +109,9 @@ fn sqs_crash_child_role() {
 }
 
 #[test]
-fn every_acknowledged_hook_reaches_the_queue_after_sigkill() {
+fn every_acknowledged_hook_reaches_the_queues_after_sigkill() {
     let moto = Moto::start();
-    let queue_url = moto.create_queue("crash");
+    let queues = [moto.create_queue("crash"), moto.create_queue("crash.fifo")];
     assert_eq!(moto.s3("PUT", "/claims").0, 200, "bucket created");
     let dir = tempfile::tempdir().unwrap();
     let mut acked: HashMap<String, Vec<u8>> = HashMap::new();
@@ -94,14 +119,15 @@ fn every_acknowledged_hook_reaches_the_queue_after_sigkill() {
         let child_env = [
             (CHILD_DIR, dir.path().display().to_string()),
             (CHILD_MOTO, moto.url.clone()),
-            (CHILD_QUEUE, queue_url.clone()),
+            (CHILD_QUEUE, queues[0].clone()),
+            (CHILD_FIFO, queues[1].clone()),
             (CHILD_FROM, (generation * 1_000_000).to_string()),
         ];
         // The first child dies once messages have reached the queue, the
         // second at once (while the rows the first left in flight are sent
         // again), the third later.
         let kill_at = |n: usize| match generation {
-            0 => n >= 100 && n.is_multiple_of(20) && messages_in(&moto, &queue_url) > 0,
+            0 => n >= 100 && n.is_multiple_of(20) && messages_in(&moto, &queues[0]) > 0,
             1 => n >= 10,
             _ => n >= 200,
         };
@@ -113,12 +139,12 @@ fn every_acknowledged_hook_reaches_the_queue_after_sigkill() {
     for shard in goad::store::verify_data_dir(dir.path(), 2).unwrap() {
         assert_eq!(shard.problems, Vec::<String>::new());
     }
-    let engine = Engine::open(crash_config(dir.path(), &moto.url, &queue_url)).unwrap();
+    let c = crash_config(dir.path(), &moto.url, [&queues[0], &queues[1]]);
+    let engine = Engine::open(c).unwrap();
     wait_until("every row delivered", Duration::from_secs(60), || {
         rows(&engine).is_empty()
     });
     assert_eq!(dead(&engine).len(), 0);
-    let queued = queued_bodies(&moto, &queue_url);
     let claimed = acked
         .values()
         .filter(|b| b.len() > INLINE_MAX_BYTES as usize)
@@ -127,13 +153,35 @@ fn every_acknowledged_hook_reaches_the_queue_after_sigkill() {
         claimed > 0,
         "some acknowledged bodies went to the claim check"
     );
-    for (id, body) in &acked {
-        assert_eq!(queued.get(id), Some(body), "hook {id} in the queue");
+    let [queued, in_order] = [0, 1].map(|q| received(&moto, &queues[q]));
+    for messages in [&queued, &in_order] {
+        let bodies: HashMap<&String, &Vec<u8>> = messages.iter().map(|(id, b)| (id, b)).collect();
+        for (id, body) in &acked {
+            assert_eq!(bodies.get(id), Some(&body), "hook {id} in the queue");
+        }
     }
+    // In each lane (thread t's hooks with one x-key), first messages come
+    // in commit order: thread t committed hook i after hook i - 1.
+    let mut first_seen = std::collections::HashSet::new();
+    let mut last_in_lane: HashMap<(u64, u64), u64> = HashMap::new();
+    for (id, body) in &in_order {
+        if first_seen.insert(id) {
+            let (t, i) = thread_and_number(body);
+            if let Some(last) = last_in_lane.insert((t, i % KEYS), i) {
+                assert!(
+                    last < i,
+                    "lane {t}/{}: hook {i} after hook {last}",
+                    i % KEYS
+                );
+            }
+        }
+    }
+    assert_eq!(last_in_lane.len() as u64, 2 * KEYS, "every lane delivered");
     eprintln!(
-        "{} acknowledged ({claimed} through the claim check), {} hooks in the queue",
+        "{} acknowledged ({claimed} through the claim check); {} and {} messages received",
         acked.len(),
-        queued.len()
+        queued.len(),
+        in_order.len()
     );
 }
 
@@ -148,16 +196,20 @@ fn messages_in(moto: &Moto, queue_url: &str) -> u64 {
         .unwrap()
 }
 
-/// Every message in `queue_url`, received until none is left: each hook's
-/// id and body, read from its message or from the claim it names, checked
-/// against the `sha256` its message carries.
-fn queued_bodies(moto: &Moto, queue_url: &str) -> HashMap<String, Vec<u8>> {
-    let mut bodies = HashMap::new();
+/// Every message in `queue_url`, in the order received (and deleted,
+/// as a FIFO queue gives a group's next message only then) until none is
+/// left: each hook's id and body, read from its message or from the claim
+/// it names, checked against the `sha256` its message carries.
+fn received(moto: &Moto, queue_url: &str) -> Vec<(String, Vec<u8>)> {
+    let mut received = Vec::new();
     loop {
         let messages = moto.receive(queue_url);
         if messages.is_empty() {
-            return bodies;
+            return received;
         }
+        let handles: Vec<Value> = (0..messages.len())
+            .map(|n| json!({"Id": n.to_string(), "ReceiptHandle": messages[n]["ReceiptHandle"]}))
+            .collect();
         for message in messages {
             let envelope: Value = serde_json::from_str(message["Body"].as_str().unwrap()).unwrap();
             let body = match envelope["body_base64"].as_str() {
@@ -171,8 +223,10 @@ fn queued_bodies(moto: &Moto, queue_url: &str) -> HashMap<String, Vec<u8>> {
                 envelope["sha256"].as_str().unwrap(),
                 "{envelope}"
             );
-            bodies.insert(envelope["id"].as_str().unwrap().to_string(), body);
+            received.push((envelope["id"].as_str().unwrap().to_string(), body));
         }
+        let request = json!({"QueueUrl": queue_url, "Entries": handles});
+        moto.call("DeleteMessageBatch", request);
     }
 }
 
