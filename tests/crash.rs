@@ -11,9 +11,8 @@ mod common;
 
 use common::*;
 use goad::demo::receiver::{Receiver, Reply};
-use goad::{Engine, NewHook, SinkConfig};
+use goad::{Engine, SinkConfig};
 use std::collections::{HashMap, HashSet};
-use std::io::Write;
 use std::time::Duration;
 
 const CHILD_DIR: &str = "GOAD_CRASH_CHILD_DIR";
@@ -58,10 +57,10 @@ fn crash_config(dir: &std::path::Path, base_url: &str) -> goad::Config {
     c
 }
 
-/// The child's role: commit hooks from four threads forever, printing each
-/// acknowledged hook id. Thread `t` commits to source `s{t}` one hook at a
-/// time, hook `i` (from `CHILD_FROM` on) with body `t-i-…` in lane
-/// `x-key: i % KEYS`. Runs only when the parent test starts this binary.
+/// The child's role: commit hooks from four threads forever, thread `t`
+/// to source `s{t}`, hook `i` (from `CHILD_FROM` on) with body `t-i-…` in
+/// lane `x-key: i % KEYS`, printing `ACK <id> <t> <i>` for each. Runs only
+/// when the parent test starts this binary.
 #[test]
 fn crash_child_role() {
     let (Ok(dir), Ok(url), Ok(from)) = (
@@ -73,23 +72,8 @@ fn crash_child_role() {
     };
     let from: u64 = from.parse().unwrap();
     let engine = Engine::open(crash_config(std::path::Path::new(&dir), &url)).unwrap();
-    let out = std::sync::Mutex::new(std::io::stdout());
-    std::thread::scope(|scope| {
-        for t in 0..4 {
-            let (engine, out) = (&engine, &out);
-            scope.spawn(move || {
-                for i in from.. {
-                    let hook = NewHook {
-                        headers: vec![("x-key".into(), (i % KEYS).to_string())],
-                        ..NewHook::new(format!("s{t}"), format!("{t}-{i}-{:x<500}", ""))
-                    };
-                    let id = engine.commit(hook).unwrap();
-                    let mut out = out.lock().unwrap();
-                    writeln!(out, "ACK {id}").unwrap();
-                    out.flush().unwrap();
-                }
-            });
-        }
+    commit_and_ack_forever(&engine, 4, from, KEYS, Duration::ZERO, |t, i| {
+        format!("{t}-{i}-{:x<500}", "").into_bytes()
     });
 }
 
@@ -115,9 +99,12 @@ fn every_acknowledged_hook_is_delivered_after_sigkill() {
             (CHILD_URL, url.clone()),
             (CHILD_FROM, from.to_string()),
         ];
-        acked.extend(acks_until_killed("crash_child_role", &child_env, |n| {
-            n >= acks
-        }));
+        let acks = acks_until_killed("crash_child_role", &child_env, |n| n >= acks);
+        // Each `<id> <thread> <number>`.
+        acked.extend(
+            acks.iter()
+                .map(|ack| ack.split(' ').next().unwrap().to_string()),
+        );
         if generation == 0 {
             assert!(
                 receiver.ok_count() > 0,

@@ -164,6 +164,39 @@ pub fn acks_until_killed(
     acked
 }
 
+/// A crash test's child at work: commits forever from `threads` threads,
+/// thread `t` to source `s{t}` one hook at a time with `pause` between,
+/// hook `i` (from `from` on) with body `body(t, i)` in lane
+/// `x-key: i % keys`, printing `ACK <id> <t> <i>` for each acknowledged
+/// hook.
+pub fn commit_and_ack_forever(
+    engine: &Engine,
+    threads: u64,
+    from: u64,
+    keys: u64,
+    pause: Duration,
+    body: impl Fn(u64, u64) -> Vec<u8> + Sync,
+) {
+    use std::io::Write;
+    let out = std::sync::Mutex::new(std::io::stdout());
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            let (out, body) = (&out, &body);
+            scope.spawn(move || {
+                for i in from.. {
+                    let hook = goad::NewHook {
+                        headers: vec![("x-key".into(), (i % keys).to_string())],
+                        ..goad::NewHook::new(format!("s{t}"), body(t, i))
+                    };
+                    let id = engine.commit(hook).unwrap();
+                    writeln!(out.lock().unwrap(), "ACK {id} {t} {i}").unwrap();
+                    std::thread::park_timeout(pause);
+                }
+            });
+        }
+    });
+}
+
 /// Waits for `cond` until `within` passes; panics naming `what` if it never holds.
 pub fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + within;

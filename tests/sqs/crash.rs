@@ -10,7 +10,6 @@
 use super::*;
 use sha2::Sha256;
 use std::collections::HashMap;
-use std::io::Write;
 
 const CHILD_DIR: &str = "GOAD_SQS_CRASH_CHILD_DIR";
 const CHILD_MOTO: &str = "GOAD_SQS_CRASH_CHILD_MOTO";
@@ -70,9 +69,9 @@ fn crash_config(dir: &std::path::Path, moto_url: &str, queues: [&str; 2]) -> Con
     c
 }
 
-/// The child's role: commit from two threads, one a source, a hook at a
-/// time with a pause between, hook `i` in lane `x-key: i % KEYS`, printing
-/// `ACK <id> <thread> <number>` for each acknowledged hook. Runs only when
+/// The child's role: commit from two threads, thread `t` to source `s{t}`,
+/// hook `i` with body `body_of(t, i)` in lane `x-key: i % KEYS`, printing
+/// `ACK <id> <t> <i>` for each (`commit_and_ack_forever`). Runs only when
 /// the parent test starts this binary.
 #[test]
 fn sqs_crash_child_role() {
@@ -88,24 +87,8 @@ fn sqs_crash_child_role() {
     let from: u64 = from.parse().unwrap();
     let c = crash_config(std::path::Path::new(&dir), &moto_url, [&queue, &fifo]);
     let engine = Engine::open(c).unwrap();
-    let out = std::sync::Mutex::new(std::io::stdout());
-    std::thread::scope(|scope| {
-        for t in 0..2 {
-            let (engine, out) = (&engine, &out);
-            scope.spawn(move || {
-                for i in from.. {
-                    let hook = NewHook {
-                        headers: vec![("x-key".into(), (i % KEYS).to_string())],
-                        ..NewHook::new(format!("s{t}"), body_of(t, i))
-                    };
-                    let id = engine.commit(hook).unwrap();
-                    writeln!(out.lock().unwrap(), "ACK {id} {t} {i}").unwrap();
-                    // Paced, so the sinks' calls are under way at a kill.
-                    std::thread::park_timeout(Duration::from_millis(2));
-                }
-            });
-        }
-    });
+    // Paced, so the sinks' calls are under way at a kill.
+    commit_and_ack_forever(&engine, 2, from, KEYS, Duration::from_millis(2), body_of);
 }
 
 #[test]
