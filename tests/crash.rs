@@ -12,7 +12,7 @@ mod common;
 use common::*;
 use goad::demo::receiver::{Receiver, Reply};
 use goad::{Engine, SinkConfig};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::Duration;
 
 const CHILD_DIR: &str = "GOAD_CRASH_CHILD_DIR";
@@ -150,28 +150,16 @@ fn every_acknowledged_hook_is_delivered_after_sigkill() {
     );
     // In each lane (thread t's hooks with one x-key), first deliveries come
     // in commit order: thread t committed hook i after hook i - 1.
-    let mut first_seen: HashSet<String> = HashSet::new();
-    let mut last_in_lane: HashMap<(String, String), u64> = HashMap::new();
-    for r in receiver.received() {
-        if r.status != 200 || r.path != "/ordered" {
-            continue;
-        }
-        if !first_seen.insert(r.header("webhook-id").unwrap().to_string()) {
-            continue;
-        }
-        let body = String::from_utf8_lossy(&r.body).into_owned();
-        let mut parts = body.split('-');
-        let (t, i) = (parts.next().unwrap(), parts.next().unwrap());
-        let i: u64 = i.parse().unwrap();
-        let lane = (t.to_string(), r.header("x-key").unwrap().to_string());
-        if let Some(last) = last_in_lane.insert(lane.clone(), i) {
-            assert!(
-                last < i,
-                "lane {lane:?}: hook {i} first delivered after hook {last}"
-            );
-        }
-    }
-    assert_eq!(last_in_lane.len() as u64, 4 * KEYS, "every lane delivered");
+    let received = receiver.received();
+    let ordered = received
+        .iter()
+        .filter(|r| r.status == 200 && r.path == "/ordered")
+        .map(|r| (r.header("webhook-id").unwrap(), r.body.as_slice()));
+    assert_eq!(
+        assert_lanes_first_in_commit_order(ordered, KEYS),
+        4 * KEYS,
+        "every lane delivered"
+    );
     // Rows committed but not yet acknowledged when the child died are
     // delivered too; then nothing is left pending or dead.
     wait_until("an empty store", Duration::from_secs(60), || {

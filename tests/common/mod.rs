@@ -197,6 +197,35 @@ pub fn commit_and_ack_forever(
     });
 }
 
+/// Checks that each lane's hooks, committed as `commit_and_ack_forever`
+/// commits them (thread `t`'s hook `i`, body `t-i-…`, in lane
+/// `x-key: i % keys`), were first delivered in commit order, given each
+/// delivery's hook id and body in the order delivered; returns how many
+/// lanes were delivered.
+pub fn assert_lanes_first_in_commit_order<'a>(
+    deliveries: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+    keys: u64,
+) -> u64 {
+    let mut first_seen = std::collections::HashSet::new();
+    let mut last_in_lane = std::collections::HashMap::new();
+    for (id, body) in deliveries {
+        if !first_seen.insert(id) {
+            continue;
+        }
+        let body = String::from_utf8_lossy(body);
+        let mut numbers = body.split('-').map(|n| n.parse::<u64>().unwrap());
+        let (t, i) = (numbers.next().unwrap(), numbers.next().unwrap());
+        if let Some(last) = last_in_lane.insert((t, i % keys), i) {
+            assert!(
+                last < i,
+                "lane {t}/{}: hook {i} first delivered after hook {last}",
+                i % keys
+            );
+        }
+    }
+    last_in_lane.len() as u64
+}
+
 /// Waits for `cond` until `within` passes; panics naming `what` if it never holds.
 pub fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + within;

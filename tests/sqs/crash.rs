@@ -30,14 +30,6 @@ fn body_of(t: u64, i: u64) -> Vec<u8> {
     format!("{t}-{i}-{:y<size$}", "").into_bytes()
 }
 
-/// Thread `t` and number `i` of the hook whose body is `body`.
-fn thread_and_number(body: &[u8]) -> (u64, u64) {
-    let text = String::from_utf8_lossy(body);
-    let mut parts = text.split('-');
-    let mut next = || parts.next().unwrap().parse().unwrap();
-    (next(), next())
-}
-
 /// Sources `s0` and `s1` of two tenants, each with an SQS sink to the
 /// standard queue `queues[0]` and one to the FIFO queue `queues[1]` ordered
 /// by the header `x-key`; claims in moto's bucket `claims`; retries every
@@ -155,21 +147,12 @@ fn every_acknowledged_hook_reaches_the_queues_after_sigkill() {
     }
     // In each lane (thread t's hooks with one x-key), first messages come
     // in commit order: thread t committed hook i after hook i - 1.
-    let mut first_seen = std::collections::HashSet::new();
-    let mut last_in_lane: HashMap<(u64, u64), u64> = HashMap::new();
-    for (id, body) in &in_order {
-        if first_seen.insert(id) {
-            let (t, i) = thread_and_number(body);
-            if let Some(last) = last_in_lane.insert((t, i % KEYS), i) {
-                assert!(
-                    last < i,
-                    "lane {t}/{}: hook {i} after hook {last}",
-                    i % KEYS
-                );
-            }
-        }
-    }
-    assert_eq!(last_in_lane.len() as u64, 2 * KEYS, "every lane delivered");
+    let ordered = in_order.iter().map(|(id, b)| (id.as_str(), b.as_slice()));
+    assert_eq!(
+        assert_lanes_first_in_commit_order(ordered, KEYS),
+        2 * KEYS,
+        "every lane delivered"
+    );
     eprintln!(
         "{} acknowledged ({claimed} through the claim check); {} and {} messages received",
         acked.len(),
