@@ -388,6 +388,12 @@ fn an_unfinished_reshard_is_refused_by_an_engine_and_finished_by_resharding_agai
     let done = reshard(data, 3, MAX_SHARD_BYTES, Engine::shard_of, now()).unwrap();
     assert_eq!((done.from_shards, done.hooks, done.rows), (2, 4, 4));
     assert!(!data.join("RESHARDING").exists() && !staging.exists());
+    // A crash after every move and the staging directory's removal, before
+    // the marker's: resharding again finds nothing left to move.
+    std::fs::write(data.join("RESHARDING"), "2 3\n").unwrap();
+    let done = reshard(data, 3, MAX_SHARD_BYTES, Engine::shard_of, now()).unwrap();
+    assert_eq!((done.from_shards, done.hooks, done.rows), (2, 4, 4));
+    assert!(!data.join("RESHARDING").exists() && !staging.exists());
     let (engine, taken) = taking_engine(c);
     engine.tick().unwrap();
     assert_eq!(taken.lock().len(), 4);

@@ -586,7 +586,11 @@ fn finish_moves(data_dir: &Path, from: usize, to: usize) -> Result<(), StoreErro
     }
     let sync = || fs::File::open(data_dir)?.sync_all();
     sync().map_err(|source| io(data_dir, source))?;
-    fs::remove_dir_all(&staging).map_err(|source| io(&staging, source))?;
+    // Gone already when a crash came after its removal, before the marker's.
+    match fs::remove_dir_all(&staging) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&staging, e)),
+        _ => {}
+    }
     let marker = data_dir.join(MARKER_FILE);
     fs::remove_file(&marker).map_err(|source| io(&marker, source))?;
     sync().map_err(|source| io(data_dir, source))
