@@ -153,7 +153,8 @@ type Db = Database<'static, Bytes, Bytes>;
 pub enum StoreError {
     /// LMDB failed (disk full, I/O error, map full, ...).
     Lmdb(heed::Error),
-    /// The data directory could not be created.
+    /// A file or directory of the data directory could not be created,
+    /// read, written, moved or removed.
     Io {
         path: PathBuf,
         source: std::io::Error,
@@ -183,7 +184,7 @@ impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StoreError::Lmdb(e) => write!(f, "store: {e}"),
-            StoreError::Io { path, source } => write!(f, "store: cannot create {}: {source}", path.display()),
+            StoreError::Io { path, source } => write!(f, "store: {}: {source}", path.display()),
             StoreError::ShardCount { path, stored, configured } => write!(
                 f,
                 "{} was created with {stored} shards but the config asks for {configured}; set shards = {stored}, or reshard the stopped node to {configured} shards (goad reshard --shards {configured})",
