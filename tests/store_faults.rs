@@ -482,6 +482,34 @@ fn a_corrupt_tenant_number_is_a_clear_error_at_open() {
     assert_eq!(err.to_string(), "store: undecodable tenant record");
 }
 
+/// A store file cut short (a backup without its manifest, a disk that lost
+/// its end) is refused at open with both sizes, by the engine and by
+/// `verify`, instead of faulting the process (SIGBUS) at the first read of
+/// a page past its end.
+#[test]
+fn a_store_file_cut_short_is_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
+    drop(ShardStore::open(dir.path(), 0, 1).map(|store| leave_claimed_hooks(&c, &store, 200)));
+    let file = ShardStore::dir(dir.path(), 0).join("data.mdb");
+    let whole_bytes = std::fs::metadata(&file).unwrap().len();
+    let cut_bytes = whole_bytes / 2;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_len(cut_bytes)
+        .unwrap();
+    let refused = format!(
+        "{} holds {cut_bytes} bytes but its last commit's pages end at byte {whole_bytes}: the file was cut short (a backup without its backup.json, a disk that lost its end); restore it from a whole backup",
+        file.display()
+    );
+    let err = Engine::open(c).err().expect("refused");
+    assert_eq!(err.to_string(), refused);
+    let err = goad::store::verify_data_dir(dir.path(), 1).expect_err("refused");
+    assert_eq!(err.to_string(), refused);
+}
+
 /// Recovery reads past in-flight markers that do not decode (the engine
 /// used to refuse to open on either): a marker whose value is broken is
 /// rebuilt from its hook (the tenant) and row record (the size), and a

@@ -178,6 +178,14 @@ pub enum StoreError {
     /// The data directory cannot be resharded, or a reshard is unfinished
     /// (see [`reshard()`]).
     Reshard { path: PathBuf, reason: String },
+    /// A store file is shorter than the pages its last commit names (a
+    /// copy cut short, a disk that lost its end): reading a missing page
+    /// would fault the process, so the store is not opened.
+    Truncated {
+        path: PathBuf,
+        file_bytes: u64,
+        needed_bytes: u64,
+    },
 }
 
 impl fmt::Display for StoreError {
@@ -201,6 +209,15 @@ impl fmt::Display for StoreError {
             }
             StoreError::Corrupt(e) => write!(f, "store: {e}"),
             StoreError::Reshard { path, reason } => write!(f, "{}: {reason}", path.display()),
+            StoreError::Truncated {
+                path,
+                file_bytes,
+                needed_bytes,
+            } => write!(
+                f,
+                "{} holds {file_bytes} bytes but its last commit's pages end at byte {needed_bytes}: the file was cut short (a backup without its backup.json, a disk that lost its end); restore it from a whole backup",
+                path.display()
+            ),
         }
     }
 }
@@ -626,7 +643,32 @@ fn open_env(path: &Path, max_bytes: u64) -> Result<Env<WithoutTls>, StoreError> 
     // environment twice; an engine opens each shard directory once, under
     // the data directory's lock, and LMDB's lock file guards against
     // other processes' readers.
-    Ok(unsafe { options.open(path)? })
+    let env = unsafe { options.open(path)? };
+    refuse_truncated(&env, path)?;
+    Ok(env)
+}
+
+/// Refuses a store whose file ends before the last page its last commit
+/// names: LMDB reads pages through its map, and a page past the file's end
+/// would kill the process with SIGBUS at its first read.
+fn refuse_truncated(env: &Env<WithoutTls>, path: &Path) -> Result<(), StoreError> {
+    let file = path.join(DATA_FILE);
+    let file_bytes = std::fs::metadata(&file)
+        .map_err(|source| StoreError::Io {
+            path: file.clone(),
+            source,
+        })?
+        .len();
+    let page_bytes = u64::from(env.unnamed_database_stat().page_size);
+    let needed_bytes = (env.info().last_page_number as u64 + 1) * page_bytes;
+    if file_bytes < needed_bytes {
+        return Err(StoreError::Truncated {
+            path: file,
+            file_bytes,
+            needed_bytes,
+        });
+    }
+    Ok(())
 }
 
 /// Creates the store's databases that are missing, and moves a format-1
