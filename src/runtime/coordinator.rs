@@ -11,9 +11,10 @@
 //! lone busy tenant gets the whole node whatever the shard count (a weight
 //! per idle shard would come out of the active shards' shares, and idle
 //! shards grow with the core count). So the shards' sum can exceed a window
-//! by one per idle shard. Shares are leases the shard spends locally; a lowered share
-//! only stops the shard's next claim or start, so during a rebalance the
-//! sum can also exceed a window by what the shrinking shards still hold.
+//! by one per idle shard. Shares are leases the shard spends locally; a
+//! lowered share only stops the shard's next claim or start, so during a
+//! rebalance the sum can also exceed a window by what the shrinking shards
+//! still hold.
 //!
 //! A panic in its loop (a bug in goad) is logged and the loop goes on with
 //! the demand it knew, sending every shard its share again: shards never

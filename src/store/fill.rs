@@ -131,7 +131,7 @@ fn page_bytes() -> u64 {
 
 /// The LMDB map size for the store in `dir` bounded by `max_bytes`.
 pub(super) fn map_bytes_for(dir: &Path, max_bytes: u64) -> usize {
-    let file_bytes = std::fs::metadata(dir.join(super::DATA_FILE)).map_or(0, |m| m.len());
+    let file_bytes = super::data_file_bytes(dir).unwrap_or(0);
     let needed_bytes = file_bytes + file_bytes / (SHARD_OUTCOME_RESERVE_DIVISOR - 1);
     if needed_bytes <= max_bytes {
         return map_bytes(max_bytes);
@@ -202,9 +202,7 @@ impl ShardStore {
     /// `used_bytes` of its file in use; `None` where the OS does not say.
     pub fn disk_room(&self, used_bytes: u64, reserve: DiskReserve) -> Option<DiskRoom> {
         let available_bytes = self.disk_available_bytes()?;
-        let file_bytes = std::fs::metadata(self.env.path().join(super::DATA_FILE))
-            .ok()?
-            .len();
+        let file_bytes = super::data_file_bytes(self.env.path()).ok()?;
         Some(reserve.room(file_bytes, used_bytes, available_bytes))
     }
 

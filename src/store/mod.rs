@@ -648,17 +648,20 @@ fn open_env(path: &Path, max_bytes: u64) -> Result<Env<WithoutTls>, StoreError> 
     Ok(env)
 }
 
+/// The length of the store file in the shard directory `dir`.
+fn data_file_bytes(dir: &Path) -> std::io::Result<u64> {
+    Ok(std::fs::metadata(dir.join(DATA_FILE))?.len())
+}
+
 /// Refuses a store whose file ends before the last page its last commit
 /// names: LMDB reads pages through its map, and a page past the file's end
 /// would kill the process with SIGBUS at its first read.
 fn refuse_truncated(env: &Env<WithoutTls>, path: &Path) -> Result<(), StoreError> {
     let file = path.join(DATA_FILE);
-    let file_bytes = std::fs::metadata(&file)
-        .map_err(|source| StoreError::Io {
-            path: file.clone(),
-            source,
-        })?
-        .len();
+    let file_bytes = data_file_bytes(path).map_err(|source| StoreError::Io {
+        path: file.clone(),
+        source,
+    })?;
     let page_bytes = u64::from(env.unnamed_database_stat().page_size);
     let needed_bytes = (env.info().last_page_number as u64 + 1) * page_bytes;
     if file_bytes < needed_bytes {
