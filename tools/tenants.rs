@@ -1,21 +1,43 @@
-//! One tenant's throughput beside many idle tenants on the same shard: a
-//! shard knows every tenant it ever stored a row for, and a scan must not
-//! cost more for each of them. For each count of idle tenants, the tool
-//! commits one hook per tenant and lets them all be delivered (so the shard
-//! knows them), then has 8 threads commit `hooks` hooks for one tenant to
-//! a no-op Rust sink and times their commits and deliveries.
+//! A shard's throughput as its tenants grow, with a no-op Rust sink, for
+//! each count of tenants on one shard:
+//! - **idle**: a shard knows every tenant it ever stored a row for, and a
+//!   scan must not cost more for each of them. The tool commits one hook
+//!   per tenant and lets them all be delivered (so the shard knows them),
+//!   then has 8 threads commit `hooks` hooks for one tenant and times
+//!   their commits and deliveries;
+//! - **busy**: every tenant has rows due at once, and a scan must not cost
+//!   more for each of them either. 8 threads commit `hooks` hooks spread
+//!   evenly over the tenants while the sink holds its calls; then the sink
+//!   lets them go and the tool times the backlog's delivery.
 //!
-//! `cargo run --release --bin goad-tenants -- [hooks] [idle tenants…]`
+//! `cargo run --release --bin goad-tenants -- [hooks] [tenants…]`
 
 use goad::config::SourceConfig;
 use goad::{Config, Delivery, Engine, NewHook, Sink, SinkConfig, SinkError};
+use parking_lot::{Condvar, Mutex};
 use std::sync::Arc;
 use std::time::Instant;
 
-struct NoOp;
+/// A sink that takes everything once its gate is open.
+#[derive(Default)]
+struct Gated {
+    open: Mutex<bool>,
+    opened: Condvar,
+}
 
-impl Sink for NoOp {
+impl Gated {
+    fn open(&self) {
+        *self.open.lock() = true;
+        self.opened.notify_all();
+    }
+}
+
+impl Sink for Gated {
     fn deliver(&self, _: &Delivery<'_>) -> Result<(), SinkError> {
+        let mut open = self.open.lock();
+        while !*open {
+            self.opened.wait(&mut open);
+        }
         Ok(())
     }
 }
@@ -32,11 +54,14 @@ fn main() {
         vec![1, 1_000, 5_000]
     };
     for tenants in counts {
-        run(tenants as usize, hooks);
+        idle(tenants as usize, hooks);
+        busy(tenants as usize, hooks);
     }
 }
 
-fn run(tenants: usize, hooks: u64) {
+/// An engine on a temporary directory with one shard and `tenants`
+/// tenants, tenant `t{i}` committing to source `s{i}` and its sink.
+fn engine(tenants: usize, sink: Arc<dyn Sink>) -> (tempfile::TempDir, Engine) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = Config {
         data_dir: dir.path().to_path_buf(),
@@ -53,9 +78,16 @@ fn run(tenants: usize, hooks: u64) {
         })
         .collect();
     let engine = Engine::builder(config)
-        .sink("noop", Arc::new(NoOp))
+        .sink("noop", sink)
         .open()
         .expect("engine");
+    (dir, engine)
+}
+
+fn idle(tenants: usize, hooks: u64) {
+    let gated = Arc::new(Gated::default());
+    gated.open();
+    let (_dir, engine) = engine(tenants, gated);
     let started = Instant::now();
     for t in 0..tenants {
         engine
@@ -82,5 +114,32 @@ fn run(tenants: usize, hooks: u64) {
         hooks / 8 * 8,
         elapsed.as_secs_f64() * 1e3,
         (hooks / 8 * 8) as f64 / elapsed.as_secs_f64()
+    );
+}
+
+fn busy(tenants: usize, hooks: u64) {
+    let gated = Arc::new(Gated::default());
+    let (_dir, engine) = engine(tenants, gated.clone());
+    let committed = hooks / 8 * 8;
+    std::thread::scope(|s| {
+        for thread in 0..8 {
+            let engine = &engine;
+            s.spawn(move || {
+                for i in 0..hooks / 8 {
+                    let source = format!("s{}", (i * 8 + thread) % tenants as u64);
+                    engine.commit(NewHook::new(source, "x")).expect("commit");
+                }
+            });
+        }
+    });
+    let started = Instant::now();
+    gated.open();
+    engine.tick().expect("tick");
+    let elapsed = started.elapsed();
+    println!(
+        "{tenants:>6} tenants busy: a backlog of {committed} hooks, {} per tenant, delivered in {:.0} ms = {:.0}/s",
+        committed / tenants as u64,
+        elapsed.as_secs_f64() * 1e3,
+        committed as f64 / elapsed.as_secs_f64()
     );
 }

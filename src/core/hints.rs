@@ -10,7 +10,8 @@
 //! leave the hint early, never late: a scan then reads the index and
 //! corrects it. Rows written due by the shell for tenants it does not name
 //! (a replay step), and a new core, make the next scan read every tenant.
-//! Only tenants with a hint take part in the round robin.
+//! Only tenants with a hint take part in the round robin (see
+//! `due_tenants`).
 
 use super::*;
 
@@ -27,29 +28,13 @@ impl Core {
 
     /// Lowers a tenant's hint to `due_at_ms` (gives it one if it has none).
     pub(super) fn lower_hint(&mut self, tenant: &TenantId, due_at_ms: u64) {
-        let hint = self
-            .due_hints
-            .get(tenant)
-            .map_or(due_at_ms, |&h| h.min(due_at_ms));
+        let hint = (self.due.hint(tenant)).map_or(due_at_ms, |h| h.min(due_at_ms));
         self.set_hint(tenant, Some(hint));
     }
 
-    /// Sets a tenant's hint (`None`: no due rows). A tenant that gains one
-    /// joins the round robin at the end of its unreached part: after the
-    /// tenants already waiting, before those the last page reached.
+    /// Sets a tenant's hint (`None`: no due rows).
     pub(super) fn set_hint(&mut self, tenant: &TenantId, hint: Option<u64>) {
-        match hint {
-            Some(at_ms) => {
-                if self.due_hints.insert(tenant.clone(), at_ms).is_none() {
-                    self.scan_order.insert(self.unreached, tenant.clone());
-                    self.unreached += 1;
-                }
-            }
-            // Dropped from the order by the next `reorder`.
-            None => {
-                self.due_hints.remove(tenant);
-            }
-        }
+        self.due.set(tenant, hint);
     }
 
     /// Reads every known tenant's hint from the index.

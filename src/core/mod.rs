@@ -40,6 +40,7 @@ mod breaker_keys;
 mod catalog;
 mod dead_letter;
 mod dead_reason;
+mod due_tenants;
 mod finish;
 mod held;
 mod hints;
@@ -195,18 +196,12 @@ pub struct Core {
     /// The earliest time a key that waits out its `max_calls_per_s` may
     /// start a call, as of the last `poll_call` pass.
     rate_wake_ms: Option<u64>,
-    /// Tenants with rows claimed.
-    claiming_tenants: u64,
-    /// The deficit round robin's order for the next scan, of the tenants
-    /// with due rows (see `scan`): those the last page did not reach first,
-    /// then those it reached.
-    scan_order: VecDeque<TenantId>,
-    /// How many of `scan_order` lead it unreached.
-    unreached: usize,
-    /// Per tenant with due rows, no later than its earliest due row: read
-    /// from the index, lowered by every row written due since. A scan reads
-    /// the index only for tenants due by their hint.
-    due_hints: HashMap<TenantId, u64>,
+    /// The tenants with due rows by their hints (no later than their
+    /// earliest due row: read from the index, lowered by every row written
+    /// due since), in the deficit round robin's order for the next scan
+    /// (see `scan`), and the tenants with rows claimed. A scan reads the
+    /// index only for tenants due by their hint.
+    due: due_tenants::DueTenants,
     /// Rows of unknown tenants were written due: the next scan reads every
     /// tenant's hint from the index.
     hints_stale: bool,
@@ -290,10 +285,7 @@ impl Core {
             keys: HashMap::new(),
             rate_wake_ms: None,
             tenant_ring: VecDeque::new(),
-            claiming_tenants: 0,
-            scan_order: VecDeque::new(),
-            unreached: 0,
-            due_hints: HashMap::new(),
+            due: due_tenants::DueTenants::default(),
             hints_stale: true,
             scan_notes: None,
             wheel: Wheel::new(now_ms),
@@ -399,6 +391,7 @@ impl Core {
         for (tenant, state) in &mut self.tenants {
             state.limits = dispatch.tenant_limits(tenant);
         }
+        self.due.unfull_all();
         // A pass also settles held rows whose sink the new config removed
         // (a key's wake drops itself then).
         let holding = self.breakers.values().any(Breaker::holds_rows) || self.key_wakes.any();
@@ -619,7 +612,9 @@ impl Core {
         let tenant = self.tenant_mut(&claim.key.tenant);
         let first_claim = tenant.claimed.rows == 0;
         tenant.claimed.add(size_bytes);
-        self.claiming_tenants += u64::from(first_claim);
+        if first_claim {
+            self.due.claims_started(&claim.key.tenant);
+        }
         self.claims.insert(row, claim);
     }
 
@@ -631,8 +626,12 @@ impl Core {
         let tenant = self.tenant_mut(&claim.key.tenant);
         let tenant_was_full = !tenant.window().has_room(tenant.claimed);
         tenant.claimed.remove(claim.fields.size_bytes);
-        let last_claim = tenant.claimed.rows == 0;
-        self.claiming_tenants -= u64::from(last_claim);
+        if tenant.claimed.rows == 0 {
+            self.due.claims_ended(&claim.key.tenant);
+        }
+        if tenant_was_full {
+            self.due.unfull(&claim.key.tenant);
+        }
         if shard_was_full || tenant_was_full {
             self.scan_requested = true;
         }

@@ -1,21 +1,32 @@
 //! The scan: claiming due rows by deficit round robin over tenants.
 //!
 //! A page of `dispatch.batch` rows (less when the shard's window has less
-//! room) is split in equal shares among the tenants that have rows due and
-//! window room. A tenant with less due than its share leaves the rest to the
-//! others in further passes; a tenant the page did not reach goes first in
-//! the next scan. So a tenant with a million due rows is one share of a
-//! page, never the head of the line. Each tenant's reads start at its own
-//! prefix of the due index, so its cost does not depend on its neighbours'
-//! backlogs.
+//! room) is split in equal shares among the tenants due by their hints.
+//! A tenant with less due than its share leaves the rest to the others in
+//! further passes; a tenant the page did not reach goes first in the next
+//! scan. So a tenant with a million due rows is one share of a page, never
+//! the head of the line. Each tenant's reads start at its own prefix of the
+//! due index, so its cost does not depend on its neighbours' backlogs; and
+//! the round robin is read from its front only as far as the page goes
+//! (see `due_tenants`), so a scan's cost does not depend on how many other
+//! tenants have rows due.
 
 use super::*;
-use std::collections::HashSet;
 
 /// A tenant taking part in one scan, with its read position.
 struct Active {
     tenant: TenantId,
     after: Option<DueEntry>,
+}
+
+/// What a page of claims reached.
+struct Reached {
+    /// The tenants claimed for, in order.
+    tenants: Vec<TenantId>,
+    /// Where each tenant's reads stopped.
+    read_to: HashMap<TenantId, DueEntry>,
+    /// Whether the page reached every tenant of the round robin.
+    every: bool,
 }
 
 impl Core {
@@ -28,23 +39,27 @@ impl Core {
         // From here on it holds only the due times this scan writes (parks);
         // the index, read before those writes land, supplies the rest below.
         self.next_due_at_ms = None;
-        // Hints read from the index just now are exact.
-        let exact = self.hints_stale;
-        if exact {
+        if self.hints_stale {
             self.read_all_hints(index);
         }
+        self.due.promote(now_ms);
         self.scan_notes = Some(HashMap::new());
-        let active = self.due_tenants(now_ms, index, exact);
-        let (reached, read_to) = self.claim_page(now_ms, active, index);
+        let reached = self.claim_page(now_ms, index);
         let notes = self.scan_notes.take().unwrap_or_default();
         // The tenants read past: their earliest row after what was claimed,
         // or written due during the scan.
-        for (tenant, after) in &read_to {
+        for (tenant, after) in &reached.read_to {
             let at = index.earliest_due_ms(tenant, Some(after));
             self.set_hint(tenant, earliest(at, notes.get(tenant).copied()));
         }
-        self.reorder(reached);
-        self.note_next_due(now_ms);
+        let tenants = &self.tenants;
+        let full = |t: &TenantId| {
+            tenants
+                .get(t)
+                .is_some_and(|s| !s.window().has_room(s.claimed))
+        };
+        (self.due).requeue(reached.tenants, reached.every, now_ms, full);
+        self.note_next_due();
         // Last: the rows they make due are noted as due now, for the next scan.
         self.check_probes(now_ms);
         self.wake_step(now_ms, index);
@@ -53,104 +68,85 @@ impl Core {
     }
 
     /// Claims a page of `dispatch.batch` rows (less when the shard's window
-    /// has less room) in equal shares of the `active` tenants, again over
-    /// those with more due while the page has room. Returns the tenants
-    /// reached, in order, and where each tenant's reads stopped.
-    fn claim_page(
-        &mut self,
-        now_ms: u64,
-        mut active: Vec<Active>,
-        index: &mut dyn DueIndex,
-    ) -> (Vec<TenantId>, HashMap<TenantId, DueEntry>) {
+    /// has less room): first a share of it to each tenant of the round
+    /// robin in turn, until the page is full, then again over those with
+    /// more due while it has room. A tenant at its window leaves for full;
+    /// one with no row due after all (its hint was early) is read again.
+    fn claim_page(&mut self, now_ms: u64, index: &mut dyn DueIndex) -> Reached {
         let mut page =
             u64::from(self.dispatch.batch).min(self.shard_window().rows_room(self.claimed));
-        let mut reached: Vec<TenantId> = Vec::new();
-        let mut read_to: HashMap<TenantId, DueEntry> = HashMap::new();
-        while page > 0 && !active.is_empty() {
-            let share = (page / active.len() as u64).max(1);
+        let mut reached = Reached {
+            tenants: Vec::new(),
+            read_to: HashMap::new(),
+            every: false,
+        };
+        let share = (page / self.due.ring_len().max(1) as u64).max(1);
+        let mut more: Vec<Active> = Vec::new();
+        let mut turn = None;
+        while page > 0 && self.shard_window().has_room(self.claimed) {
+            let Some((at, tenant)) = self.due.ring_after(turn) else {
+                break;
+            };
+            turn = Some(at);
+            if (self.tenants.get(&tenant)).is_some_and(|s| !s.window().has_room(s.claimed)) {
+                self.due.set_full(&tenant);
+                continue;
+            }
+            let mut active = Active {
+                tenant,
+                after: None,
+            };
+            let (got, has_more) = self.claim_from(now_ms, &mut active, share.min(page), index);
+            let tenant = active.tenant.clone();
+            let Some(after) = active.after.clone() else {
+                let at = index.earliest_due_ms(&tenant, None);
+                let noted = self.scan_notes.as_ref().and_then(|n| n.get(&tenant));
+                self.set_hint(&tenant, earliest(at, noted.copied()));
+                continue;
+            };
+            page -= got;
+            reached.tenants.push(tenant.clone());
+            reached.read_to.insert(tenant, after);
+            if has_more {
+                more.push(active);
+            }
+        }
+        reached.every = self.due.ring_after(turn).is_none();
+        while page > 0 && !more.is_empty() {
+            let share = (page / more.len() as u64).max(1);
             let mut i = 0;
-            while i < active.len() && page > 0 {
-                if !reached.contains(&active[i].tenant) {
-                    reached.push(active[i].tenant.clone());
-                }
-                let want = share.min(page);
-                let (got, more) = self.claim_from(now_ms, &mut active[i], want, index);
+            while i < more.len() && page > 0 {
+                let (got, has_more) = self.claim_from(now_ms, &mut more[i], share.min(page), index);
                 page -= got;
-                if let Some(after) = &active[i].after {
-                    read_to.insert(active[i].tenant.clone(), after.clone());
+                if let Some(after) = &more[i].after {
+                    reached
+                        .read_to
+                        .insert(more[i].tenant.clone(), after.clone());
                 }
-                if more {
+                if has_more {
                     i += 1;
                 } else {
-                    active.remove(i);
+                    more.remove(i);
                 }
             }
         }
-        (reached, read_to)
+        reached
     }
 
-    /// After a scan: when the shard next wakes for due rows (the earliest
-    /// hint of a tenant with window room, while the shard has room), and
-    /// how many tenants are active (claiming, or with rows due now).
-    fn note_next_due(&mut self, now_ms: u64) {
-        let mut next_due: Option<u64> = None;
-        let mut due_now = 0;
-        for tenant in &self.scan_order {
-            let hint = self.due_hints[tenant];
-            let state = self.tenants.get(tenant);
-            if hint <= now_ms && state.is_none_or(|s| s.claimed.rows == 0) {
-                due_now += 1;
-            }
-            // A tenant at its window is not woken for until an outcome frees room.
-            if state.is_none_or(|s| s.window().has_room(s.claimed)) {
-                next_due = earliest(next_due, Some(hint));
-            }
-        }
+    /// After a scan: when the shard next wakes for due rows (now while the
+    /// round robin holds a tenant, else the earliest hint of later), while
+    /// the shard has room, and how many tenants are active (claiming, or
+    /// with rows due now).
+    fn note_next_due(&mut self) {
         if self.shard_window().has_room(self.claimed) {
-            self.next_due_at_ms = earliest(self.next_due_at_ms, next_due);
+            self.next_due_at_ms = earliest(self.next_due_at_ms, self.due.next_due_ms());
         }
         debug_assert_eq!(
-            self.claiming_tenants,
-            self.tenants.values().filter(|s| s.claimed.rows > 0).count() as u64,
+            self.due.claiming(),
+            self.tenants.values().filter(|s| s.claimed.rows > 0).count(),
             "the count of tenants with claims"
         );
-        self.stats.active_tenants = self.claiming_tenants + due_now;
-    }
-
-    /// The tenants with rows due now and window room, in round-robin order;
-    /// unless the hints are `exact`, the index is read for those due by
-    /// their hint, which it corrects.
-    fn due_tenants(&mut self, now_ms: u64, index: &mut dyn DueIndex, exact: bool) -> Vec<Active> {
-        let candidates: Vec<TenantId> = self
-            .scan_order
-            .iter()
-            // A tenant whose hint a read of every tenant just dropped is
-            // still in the order until `reorder`.
-            .filter(|t| self.due_hints.get(*t).is_some_and(|&at| at <= now_ms))
-            .filter(|t| {
-                self.tenants
-                    .get(*t)
-                    .is_none_or(|s| s.window().has_room(s.claimed))
-            })
-            .cloned()
-            .collect();
-        let mut active = Vec::new();
-        for tenant in candidates {
-            let at = if exact {
-                self.due_hints.get(&tenant).copied()
-            } else {
-                let at = index.earliest_due_ms(&tenant, None);
-                self.set_hint(&tenant, at);
-                at
-            };
-            if at.is_some_and(|at| at <= now_ms) {
-                active.push(Active {
-                    tenant,
-                    after: None,
-                });
-            }
-        }
-        active
+        self.stats.active_tenants = self.due.active() as u64;
     }
 
     /// Claims up to `want` of the tenant's due rows within its and the
@@ -280,31 +276,5 @@ impl Core {
             }
         }
         None
-    }
-
-    /// Tenants the page did not reach lead the next scan; the others follow
-    /// in the order they were reached (rotated by one when all were reached,
-    /// so a page's remainder does not always go to the same tenant).
-    /// Tenants left without due rows leave the order.
-    fn reorder(&mut self, mut reached: Vec<TenantId>) {
-        let was_reached: HashSet<&TenantId> = reached.iter().collect();
-        let unreached: VecDeque<TenantId> = self
-            .scan_order
-            .iter()
-            .filter(|t| !was_reached.contains(t) && self.due_hints.contains_key(*t))
-            .cloned()
-            .collect();
-        if unreached.is_empty() && !reached.is_empty() {
-            reached.rotate_left(1);
-        }
-        reached.retain(|t| self.due_hints.contains_key(t));
-        self.unreached = unreached.len();
-        self.scan_order = unreached;
-        self.scan_order.extend(reached);
-        debug_assert_eq!(
-            self.scan_order.len(),
-            self.due_hints.len(),
-            "the round robin holds each tenant with a hint once"
-        );
     }
 }
