@@ -34,9 +34,10 @@ pub(super) struct DueTenants {
     hinted: HashMap<TenantId, Hinted>,
     ring: BTreeMap<Turn, TenantId>,
     later: BTreeSet<(u64, TenantId)>,
-    /// The epoch of tenants moved into the round robin before the next
-    /// scan ends; the tenants a scan reaches take this + 1 (the epoch
-    /// grows by 2 a scan).
+    /// The epoch of the turns of tenants moved into the round robin now.
+    /// The tenants a scan reaches take this + 3, and then this grows by 2,
+    /// so tenants moved in before the next scan go before them and after
+    /// those the scan did not reach (this or less).
     epoch: u64,
     next_seq: u64,
     claiming: HashSet<TenantId>,
@@ -171,7 +172,7 @@ impl DueTenants {
             }
             self.leave(&tenant, old);
             if old.at_ms <= now_ms {
-                self.place_ring(&tenant, old.at_ms, (self.epoch + 1, i as u64));
+                self.place_ring(&tenant, old.at_ms, (self.epoch + 3, i as u64));
             } else {
                 self.place_later(&tenant, old.at_ms);
             }

@@ -53,11 +53,7 @@ impl Core {
             self.set_hint(tenant, earliest(at, notes.get(tenant).copied()));
         }
         let tenants = &self.tenants;
-        let full = |t: &TenantId| {
-            tenants
-                .get(t)
-                .is_some_and(|s| !s.window().has_room(s.claimed))
-        };
+        let full = |tenant: &TenantId| at_window(tenants, tenant);
         (self.due).requeue(reached.tenants, reached.every, now_ms, full);
         self.note_next_due();
         // Last: the rows they make due are noted as due now, for the next scan.
@@ -88,7 +84,7 @@ impl Core {
                 break;
             };
             turn = Some(at);
-            if (self.tenants.get(&tenant)).is_some_and(|s| !s.window().has_room(s.claimed)) {
+            if at_window(&self.tenants, &tenant) {
                 self.due.set_full(&tenant);
                 continue;
             }
@@ -277,4 +273,9 @@ impl Core {
         }
         None
     }
+}
+
+/// Whether a tenant has no room left in its window.
+fn at_window(tenants: &HashMap<TenantId, TenantState>, tenant: &TenantId) -> bool {
+    (tenants.get(tenant)).is_some_and(|s| !s.window().has_room(s.claimed))
 }

@@ -124,12 +124,15 @@ fn a_tenant_whose_rows_left_the_index_leaves_the_round_robin_at_the_next_read() 
     assert_eq!(c.poll_deadline(0), None, "nothing left to wake for");
 }
 
+/// A tenant the page did not reach goes first in the next scan; a tenant
+/// that became due since goes after it, before those the page reached.
 #[test]
 fn a_tenant_the_page_did_not_reach_goes_first_in_the_next_scan() {
     let mut config = config_with(vec![
         source("a", "ta", &["t"]),
         source("b", "tb", &["t"]),
         source("c", "tc", &["t"]),
+        source("d", "td", &["t"]),
     ]);
     config.dispatch.batch = 2;
     let mut c = core(&config, BIG);
@@ -148,6 +151,14 @@ fn a_tenant_the_page_did_not_reach_goes_first_in_the_next_scan() {
     assert_eq!(
         claimed_per_tenant(&m.apply(&mut c)),
         BTreeMap::from([("ta".into(), 1), ("tc".into(), 1)])
+    );
+    // Now tb leads (not reached), then ta and tc; td joins before those.
+    m.add("td", "d", &["t"], 0);
+    c.handle_committed_for(&Arc::from("td"), 0);
+    c.handle_scan(0, &mut m);
+    assert_eq!(
+        claimed_per_tenant(&m.apply(&mut c)),
+        BTreeMap::from([("tb".into(), 1), ("td".into(), 1)])
     );
 }
 
@@ -202,6 +213,31 @@ fn a_tenant_at_its_window_is_skipped_by_the_scan_and_the_wake_up_until_an_outcom
         claimed_per_tenant(&ops),
         BTreeMap::from([("full".into(), 1)])
     );
+}
+
+/// A reload that widens a tenant's window lets the next scan claim its
+/// due rows, with no outcome to free room.
+#[test]
+fn a_tenant_at_its_window_claims_again_when_a_reload_widens_it() {
+    let mut config = config_with(vec![source("a", "full", &["t"])]);
+    let limits = |max_inflight| TenantLimitsConfig {
+        max_inflight: Some(max_inflight),
+        ..Default::default()
+    };
+    config.dispatch.tenants.insert("full".into(), limits(2));
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    for _ in 0..5 {
+        m.add("full", "a", &["t"], 0);
+    }
+    c.handle_scan(0, &mut m);
+    assert_eq!(claimed_per_tenant(&m.apply(&mut c)).get("full"), Some(&2));
+    c.handle_scan(0, &mut m);
+    assert_eq!(claimed_per_tenant(&m.apply(&mut c)).get("full"), None);
+    config.dispatch.tenants.insert("full".into(), limits(5));
+    reconfigure(&mut c, &config);
+    c.handle_scan(0, &mut m);
+    assert_eq!(claimed_per_tenant(&m.apply(&mut c)).get("full"), Some(&3));
 }
 
 #[test]
