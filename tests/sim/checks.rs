@@ -234,6 +234,17 @@ impl Sim {
             stats.calls,
             self.grant.concurrency
         );
+        for tenant in shard.core().tenant_stats() {
+            let limits = self.dispatch.tenant_limits(&tenant.tenant);
+            assert!(
+                tenant.claimed_rows <= u64::from(limits.max_inflight)
+                    && tenant.running <= u64::from(limits.concurrency),
+                "seed {seed}: tenant {} has {} claimed and {} calls running, over its window {limits:?}",
+                tenant.tenant,
+                tenant.claimed_rows,
+                tenant.running
+            );
+        }
     }
 
     /// What must hold whenever a call starts: one key; a batch only of a

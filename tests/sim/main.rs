@@ -10,10 +10,11 @@
 //! Checkers:
 //! - every acknowledged hook is delivered or dead-lettered for every sink;
 //! - no row starts before it is due;
-//! - the shard's window and concurrency, and `sink_concurrency` per key,
-//!   are never exceeded, counted in calls (sink type `b` batches, per
-//!   seed: a batch is one call of up to its size, of one key); no row runs
-//!   twice at once;
+//! - the shard's window and concurrency, each tenant's window and
+//!   concurrency (some tenants have small ones, per seed, which reloads at
+//!   seeded times widen), and `sink_concurrency` per key, are never
+//!   exceeded, counted in calls (sink type `b` batches, per seed: a batch
+//!   is one call of up to its size, of one key); no row runs twice at once;
 //! - nothing is retried at or past its horizon, a sink's own where it has
 //!   one (some have their own retry keys, per seed);
 //! - a key of a sink with `max_calls_per_s` (some are, per seed) starts
@@ -60,6 +61,7 @@ mod sinks;
 
 use goad::config::{
     DispatchConfig, HeaderFilter, RetryConfig, SinkConfig, SinkRetryConfig, SourceConfig,
+    TenantLimitsConfig,
 };
 use goad::core::{
     AttemptFailure, AttemptResult, Binding, BreakerEvent, Call, Catalog, Core, DeadReasonKind,
@@ -156,6 +158,9 @@ struct Sim {
     expiry_rng: Rng,
     /// Draws for live changes of `[retry]`, from a PRNG of their own.
     retry_rng: Rng,
+    /// Draws for tenants' windows and their widening, from a PRNG of
+    /// their own.
+    window_rng: Rng,
     /// `dead_letters.retention_ms` (half the seeds), swept at seeded times.
     retention_ms: Option<u64>,
     /// Dead rows a sweep deleted past their retention.
@@ -287,6 +292,17 @@ impl Sim {
         let batch_max_entries = NonZeroU16::new(rng.below(6) as u16);
         let catalog = catalog_of(&config, batch_max_entries);
         let breaker_failures = dispatch.breaker_failures;
+        let mut window_rng = Rng::new(seed ^ 0x3e4a_7711);
+        for tenant in TENANTS {
+            if window_rng.below(2) == 0 {
+                let limits = TenantLimitsConfig {
+                    max_inflight: Some(1 + window_rng.below(6) as u32),
+                    concurrency: Some(1 + window_rng.below(4) as u32),
+                    ..TenantLimitsConfig::default()
+                };
+                dispatch.tenants.insert(tenant.to_string(), limits);
+            }
+        }
         Sim {
             seed,
             rng,
@@ -320,6 +336,7 @@ impl Sim {
             faults: true,
             expiry_rng,
             retry_rng: Rng::new(seed ^ 0x7e7_0a11),
+            window_rng,
             retention_ms,
             expired: HashSet::new(),
             next_sweep_at_ms: 0,

@@ -1,7 +1,7 @@
 //! What the simulated operator and node do at seeded times: reloads (of
-//! the concurrency, the retry policy and the breakers, and reloads that
-//! swap or pause sinks), wakes, replays, a source's dead-letter sweep,
-//! dead-letter expiry and shard restarts.
+//! the concurrency, the retry policy, tenants' windows and the breakers,
+//! and reloads that swap or pause sinks), wakes, replays, a source's
+//! dead-letter sweep, dead-letter expiry and shard restarts.
 
 use super::*;
 
@@ -143,6 +143,15 @@ impl Sim {
             if self.retry_rng.below(2) == 0 {
                 self.retry.max_attempts = 1 + self.retry_rng.below(9) as u32;
                 self.retry.max_elapsed_ms = 1_000 + self.retry_rng.below(80_000);
+            }
+            // A third of the time a tenant's window widens (never narrows:
+            // the checkers hold the rows claimed to the window now).
+            if self.window_rng.below(3) == 0 {
+                let tenant = TENANTS[self.window_rng.below(TENANTS.len() as u64) as usize];
+                let limits = self.dispatch.tenants.entry(tenant.into()).or_default();
+                limits.max_inflight = limits
+                    .max_inflight
+                    .map(|rows| rows + 1 + self.window_rng.below(4) as u32);
             }
             if self.breaker_rng.below(3) == 0 {
                 let on = self.dispatch.breaker_failures == 0;
