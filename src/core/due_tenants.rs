@@ -214,6 +214,13 @@ impl DueTenants {
 
     /// Tenants with rows claimed, or due and idle in the round robin.
     pub fn active(&self) -> usize {
+        debug_assert_eq!(
+            self.ring_idle,
+            (self.ring.values())
+                .filter(|t| !self.claiming.contains(*t))
+                .count(),
+            "the count of idle tenants in the round robin"
+        );
         self.claiming.len() + self.ring_idle
     }
 
