@@ -2,6 +2,7 @@
 
 use super::{BreakerState, Core, DeadCounts, SinkKey, TenantId};
 use crate::latency::LatencyCounts;
+use std::collections::HashMap;
 
 /// One tenant's claimed, running and parked rows and open breakers in a shard.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,6 +122,10 @@ impl Core {
 
     /// Every tenant the core has seen, by tenant id.
     pub fn tenant_stats(&self) -> Vec<TenantStats> {
+        let mut open: HashMap<&TenantId, u64> = HashMap::new();
+        for (key, _) in self.breakers.iter().filter(|(_, b)| b.is_open()) {
+            *open.entry(&key.tenant).or_default() += 1;
+        }
         let mut out: Vec<TenantStats> = self
             .tenants
             .iter()
@@ -130,11 +135,7 @@ impl Core {
                 claimed_bytes: state.claimed.bytes,
                 running: state.calls,
                 parked: state.parked,
-                breakers_open: self
-                    .breakers
-                    .iter()
-                    .filter(|(key, b)| key.tenant == *tenant && b.is_open())
-                    .count() as u64,
+                breakers_open: open.get(tenant).copied().unwrap_or(0),
             })
             .collect();
         out.sort_by(|a, b| a.tenant.cmp(&b.tenant));
