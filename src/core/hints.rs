@@ -9,7 +9,8 @@
 //! (commits, retries, parks). Rows leaving the index (claims, dead letters)
 //! leave the hint early, never late: a scan then reads the index and
 //! corrects it. Rows written due by the shell for tenants it does not name
-//! (a replay step), and a new core, make the next scan read every tenant.
+//! (unreadable due entries set aside), and a new core, make the next scan
+//! read every tenant.
 //! Only tenants with a hint take part in the round robin (see
 //! `due_tenants`).
 

@@ -358,8 +358,9 @@ impl Core {
 
     // ---- inputs -------------------------------------------------------
 
-    /// Rows were written due by the shell for tenants it does not name (a
-    /// replay step): scan at once, reading every tenant's due rows.
+    /// Rows were written due by the shell for tenants it does not name
+    /// (due entries set aside as unreadable and rewritten): scan at once,
+    /// reading every tenant's due rows.
     pub fn handle_committed(&mut self) {
         self.scan_requested = true;
         self.hints_stale = true;

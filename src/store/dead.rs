@@ -105,6 +105,9 @@ impl DeadItem {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Revived {
     pub moved: u64,
+    /// The tenants of the rows made due (a lane's row behind another
+    /// waits in its lane instead), each once.
+    pub due_tenants: Vec<TenantId>,
     /// The last dead key examined: the next step starts after it.
     pub cursor: Option<Vec<u8>>,
     /// Every matching dead row of the shard has been moved.
@@ -446,6 +449,7 @@ pub fn revive(
         last,
         exhausted,
     } = scan.run(store, wtxn, tenants, DeadItem::is_decodable)?;
+    let mut due_tenants: Vec<u32> = Vec::new();
     for (key, no, row) in &moves {
         store.dead.delete(wtxn, key)?;
         let bytes = store
@@ -469,14 +473,21 @@ pub fn revive(
                 &timed_key(*no, now_ms, *row),
                 &record.size_bytes.to_be_bytes(),
             )?;
+            due_tenants.push(*no);
         }
     }
     if !moves.is_empty() {
         let moved = moves.len() as u64;
         add_replay(store, wtxn, &step.replay, ReplayCounter::Moved, moved)?;
     }
+    due_tenants.sort_unstable();
+    due_tenants.dedup();
     Ok(Revived {
         moved: moves.len() as u64,
+        due_tenants: due_tenants
+            .iter()
+            .map(|no| tenants.name(*no).clone())
+            .collect(),
         cursor: last.or_else(|| step.cursor.clone()),
         exhausted,
     })
@@ -681,6 +692,7 @@ mod tests {
             first,
             Revived {
                 moved: 0,
+                due_tenants: vec![],
                 cursor: Some(tenth_key),
                 exhausted: false
             },
@@ -764,6 +776,7 @@ mod tests {
         let revived = revive(&store, &mut wtxn, &tenants, &step, 10, 100).unwrap();
         wtxn.commit().unwrap();
         assert_eq!((revived.moved, revived.exhausted), (1, true));
+        assert_eq!(revived.due_tenants, [TenantId::from("t")], "its tenant named");
         assert_eq!(store.count_dead(&step.filter).unwrap(), 0);
         assert_eq!(store.count_dead(&DeadFilter::default()).unwrap(), 29);
     }

@@ -102,8 +102,8 @@ impl ShardState<'_> {
         self.write_now(now_ms, |store, txn, tenants, core| {
             let revived =
                 store::dead::revive(store, txn, tenants, step, REPLAY_SCAN_BUDGET, now_ms)?;
-            if revived.moved > 0 {
-                core.handle_committed();
+            for tenant in &revived.due_tenants {
+                core.handle_committed_for(tenant, now_ms);
             }
             Ok(revived)
         })
