@@ -776,7 +776,11 @@ mod tests {
         let revived = revive(&store, &mut wtxn, &tenants, &step, 10, 100).unwrap();
         wtxn.commit().unwrap();
         assert_eq!((revived.moved, revived.exhausted), (1, true));
-        assert_eq!(revived.due_tenants, [TenantId::from("t")], "its tenant named");
+        assert_eq!(
+            revived.due_tenants,
+            [TenantId::from("t")],
+            "its tenant named"
+        );
         assert_eq!(store.count_dead(&step.filter).unwrap(), 0);
         assert_eq!(store.count_dead(&DeadFilter::default()).unwrap(), 29);
     }
