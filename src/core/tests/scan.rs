@@ -37,20 +37,29 @@ fn a_page_is_split_in_equal_shares_and_a_small_tenant_leaves_its_rest_to_others(
     );
 }
 
+/// A core of `tenants` tenants (`t{i}`, each with source `s{i}`) and
+/// `rows` rows of each due at 0.
+fn tenants_with_rows_due(tenants: usize, rows: usize) -> (Core, Model) {
+    let sources = (0..tenants)
+        .map(|t| source(&format!("s{t}"), &format!("t{t}"), &["t"]))
+        .collect();
+    let c = core(&config_with(sources), BIG);
+    let mut m = Model::default();
+    for t in 0..tenants {
+        for _ in 0..rows {
+            m.add(&format!("t{t}"), &format!("s{t}"), &["t"], 0);
+        }
+    }
+    (c, m)
+}
+
 /// A scan reads the due index only for the tenants that may have rows due:
 /// beside a thousand idle tenants, one tenant's commit costs the scan two
 /// reads (its page, its next row after the page), where it once read every
 /// tenant, twice.
 #[test]
 fn a_scan_reads_only_the_tenants_that_may_have_rows_due() {
-    let sources = (0..1_000)
-        .map(|t| source(&format!("s{t}"), &format!("t{t}"), &["t"]))
-        .collect();
-    let mut c = core(&config_with(sources), BIG);
-    let mut m = Model::default();
-    for t in 0..1_000 {
-        m.add(&format!("t{t}"), &format!("s{t}"), &["t"], 0);
-    }
+    let (mut c, mut m) = tenants_with_rows_due(1_000, 1);
     let mut ok = |_: &Job| -> AttemptResult { Ok(()) };
     settle_at(&mut c, &mut m, 0, &mut ok);
     assert_eq!((c.stats().delivered, m.due.len()), (1_000, 0));
@@ -73,15 +82,7 @@ fn a_scan_reads_only_the_tenants_that_may_have_rows_due() {
 /// row after the page), where it once read every due tenant first.
 #[test]
 fn a_scan_reads_only_as_far_into_the_round_robin_as_its_page_goes() {
-    let sources = (0..2_000)
-        .map(|t| source(&format!("s{t}"), &format!("t{t}"), &["t"]))
-        .collect();
-    let mut c = core(&config_with(sources), BIG);
-    let mut m = Model::default();
-    for t in 0..2_000 {
-        m.add(&format!("t{t}"), &format!("s{t}"), &["t"], 0);
-        m.add(&format!("t{t}"), &format!("s{t}"), &["t"], 0);
-    }
+    let (mut c, mut m) = tenants_with_rows_due(2_000, 2);
     c.handle_scan(0, &mut m);
     let first = claimed_per_tenant(&m.apply(&mut c));
     assert_eq!((first.len(), first.values().max()), (128, Some(&1)));
