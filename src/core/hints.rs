@@ -44,8 +44,7 @@ impl Core {
         let mut known = Vec::new();
         index.tenants(&mut known);
         for tenant in known {
-            let hint = index.earliest_due_ms(&tenant, None);
-            self.set_hint(&tenant, hint);
+            self.read_hint(&tenant, None, index);
         }
     }
 }

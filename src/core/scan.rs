@@ -45,13 +45,10 @@ impl Core {
         self.due.promote(now_ms);
         self.scan_notes = Some(HashMap::new());
         let reached = self.claim_page(now_ms, index);
-        let notes = self.scan_notes.take().unwrap_or_default();
-        // The tenants read past: their earliest row after what was claimed,
-        // or written due during the scan.
         for (tenant, after) in &reached.read_to {
-            let at = index.earliest_due_ms(tenant, Some(after));
-            self.set_hint(tenant, earliest(at, notes.get(tenant).copied()));
+            self.read_hint(tenant, Some(after), index);
         }
+        self.scan_notes = None;
         let tenants = &self.tenants;
         let full = |tenant: &TenantId| at_window(tenants, tenant);
         (self.due).requeue(reached.tenants, reached.every, now_ms, full);
@@ -95,9 +92,7 @@ impl Core {
             let (got, has_more) = self.claim_from(now_ms, &mut active, share.min(page), index);
             let tenant = active.tenant.clone();
             let Some(after) = active.after.clone() else {
-                let at = index.earliest_due_ms(&tenant, None);
-                let noted = self.scan_notes.as_ref().and_then(|n| n.get(&tenant));
-                self.set_hint(&tenant, earliest(at, noted.copied()));
+                self.read_hint(&tenant, None, index);
                 continue;
             };
             page -= got;
@@ -127,6 +122,20 @@ impl Core {
             }
         }
         reached
+    }
+
+    /// Sets a tenant's hint from its earliest due row in the index after
+    /// `after` (what a scan claimed), or the earliest row written due
+    /// during the scan under way, which the index does not show yet.
+    pub(super) fn read_hint(
+        &mut self,
+        tenant: &TenantId,
+        after: Option<&DueEntry>,
+        index: &mut dyn DueIndex,
+    ) {
+        let at = index.earliest_due_ms(tenant, after);
+        let noted = (self.scan_notes.as_ref()).and_then(|notes| notes.get(tenant));
+        self.set_hint(tenant, earliest(at, noted.copied()));
     }
 
     /// After a scan: when the shard next wakes for due rows (now while the
