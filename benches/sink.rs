@@ -55,6 +55,7 @@ fn main() {
             sink_index: 0,
             replay_id: None,
             claim: None,
+            deadline: std::time::Instant::now() + std::time::Duration::from_secs(30),
         };
         sink.deliver(&delivery).expect("delivered");
     };

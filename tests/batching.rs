@@ -62,6 +62,11 @@ impl Sink for Batcher {
     }
 
     fn deliver_batch(&self, deliveries: &[Delivery<'_>]) -> Vec<Result<(), SinkError>> {
+        let deadline = deliveries[0].deadline;
+        assert!(
+            deliveries.iter().all(|d| d.deadline == deadline),
+            "the attempts of one batch have one deadline"
+        );
         let entries: Vec<Entry> = deliveries
             .iter()
             .map(|d| Entry {

@@ -2,7 +2,7 @@
 //! wall-clock; a shard's clock never goes backwards, and it keeps running
 //! when the wall clock is stepped back.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Milliseconds since the Unix epoch.
 pub fn wall_ms() -> u64 {
@@ -23,9 +23,34 @@ pub struct Clock {
     last_ms: u64,
 }
 
+/// A reading of a shard's clock and the monotonic instant it was taken
+/// at: what turns a time of the core's (such as an attempt's deadline)
+/// into an instant for the IO workers.
+#[derive(Debug, Clone, Copy)]
+pub struct Reading {
+    pub ms: u64,
+    pub at: Instant,
+}
+
+impl Reading {
+    /// The instant the clock reads `ms` (the reading's own instant for a
+    /// time already past).
+    pub fn instant_of(&self, ms: u64) -> Instant {
+        self.at + Duration::from_millis(ms.saturating_sub(self.ms))
+    }
+}
+
 impl Clock {
     pub fn now_ms(&mut self) -> u64 {
-        self.at(Instant::now(), wall_ms())
+        self.read().ms
+    }
+
+    pub fn read(&mut self) -> Reading {
+        let at = Instant::now();
+        Reading {
+            ms: self.at(at, wall_ms()),
+            at,
+        }
     }
 
     /// The reading at monotonic instant `now` when the wall clock says `wall_ms`.
@@ -43,7 +68,6 @@ impl Clock {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn a_step_back_of_the_wall_clock_does_not_stop_the_clock_and_a_step_forward_is_followed() {
@@ -61,5 +85,14 @@ mod tests {
         assert_eq!(clock.at(at(1_400), wall + 61_300), wall + 61_400);
         // A monotonic reading from before the last one: never backwards.
         assert_eq!(clock.at(at(1_350), wall + 61_350), wall + 61_400);
+    }
+
+    #[test]
+    fn a_reading_turns_the_clocks_times_into_instants() {
+        let at = Instant::now();
+        let reading = Reading { ms: 5_000, at };
+        assert_eq!(reading.instant_of(35_000), at + Duration::from_secs(30));
+        assert_eq!(reading.instant_of(5_000), at);
+        assert_eq!(reading.instant_of(4_000), at, "a time past is now");
     }
 }

@@ -36,8 +36,15 @@ use std::time::{Duration, Instant};
 /// The sinks, swapped whole on reconfiguration.
 pub type SharedRegistry = Arc<RwLock<Arc<SinkRegistry>>>;
 
+/// A call as queued: the instant its attempts' deadline passes, which
+/// each [`Delivery`] carries for the sink.
+struct Queued {
+    call: Call,
+    deadline: Instant,
+}
+
 struct Shared {
-    calls: JobQueue<Call>,
+    calls: JobQueue<Queued>,
     results: Sender<ShardInput>,
     registry: SharedRegistry,
     live: AtomicUsize,
@@ -116,24 +123,29 @@ impl IoPool {
         }
     }
 
-    /// Hands a call to a worker. A full queue (more calls waiting than the
-    /// shard may start at once, which its windows keep from happening)
-    /// fails the call's attempts at once rather than block the shard.
-    pub fn submit(&self, call: Call) -> Result<(), Vec<Completion>> {
-        self.shared.calls.push(call).map_err(|call| {
-            let failure = AttemptFailure {
-                class: FailureClass::Transient,
-                message: "io pool queue is full".into(),
-            };
-            call.jobs()
-                .iter()
-                .map(|job| Completion {
-                    job: job.id,
-                    result: Err(failure.clone()),
-                    took: Duration::ZERO,
-                })
-                .collect()
-        })
+    /// Hands a call, whose attempts time out at `deadline`, to a worker.
+    /// A full queue (more calls waiting than the shard may start at once,
+    /// which its windows keep from happening) fails the call's attempts at
+    /// once rather than block the shard.
+    pub fn submit(&self, call: Call, deadline: Instant) -> Result<(), Vec<Completion>> {
+        let queued = Queued { call, deadline };
+        self.shared
+            .calls
+            .push(queued)
+            .map_err(|Queued { call, .. }| {
+                let failure = AttemptFailure {
+                    class: FailureClass::Transient,
+                    message: "io pool queue is full".into(),
+                };
+                call.jobs()
+                    .iter()
+                    .map(|job| Completion {
+                        job: job.id,
+                        result: Err(failure.clone()),
+                        took: Duration::ZERO,
+                    })
+                    .collect()
+            })
     }
 
     /// The pool's size is now `workers` (a reconfiguration of
@@ -156,7 +168,7 @@ impl IoPool {
     /// the queue if still there, else its worker counted stuck and, while
     /// fewer than `MAX_ABANDONED_WORKERS` are, replaced.
     pub fn abandon(&mut self, job: JobId) {
-        let named = |call: &Call| call.jobs().iter().any(|j| j.id == job);
+        let named = |queued: &Queued| queued.call.jobs().iter().any(|j| j.id == job);
         if self.shared.calls.take(named).is_some() {
             return;
         }
@@ -236,16 +248,16 @@ fn run_worker(shared: &Shared) {
     }
     super::io_thread::mark(shared.engine_id);
     loop {
-        let call = match shared.calls.pop(|| shared.leave()) {
-            Popped::Item(call) => call,
+        let queued = match shared.calls.pop(|| shared.leave()) {
+            Popped::Item(queued) => queued,
             Popped::Leave => return,
             Popped::Closed => break,
         };
-        let key = &call.jobs()[0].key;
+        let key = &queued.call.jobs()[0].key;
         let sink = shared.registry.read().get(key).cloned();
         let started = Instant::now();
         let results = match sink {
-            Some(sink) => run_call(sink.as_ref(), &call),
+            Some(sink) => run_call(sink.as_ref(), &queued),
             None => {
                 let failure = AttemptFailure {
                     class: FailureClass::Transient,
@@ -254,12 +266,12 @@ fn run_worker(shared: &Shared) {
                         key.sink_type, key.source_id, key.sink_index
                     ),
                 };
-                vec![Err(failure); call.jobs().len()]
+                vec![Err(failure); queued.call.jobs().len()]
             }
         };
         let took = started.elapsed();
         shared.latency.record(took);
-        let sent = call.jobs().iter().zip(results).all(|(job, result)| {
+        let sent = queued.call.jobs().iter().zip(results).all(|(job, result)| {
             let completion = Completion {
                 job: job.id,
                 result,
@@ -280,25 +292,27 @@ fn run_worker(shared: &Shared) {
     shared.live.fetch_sub(1, Ordering::AcqRel);
 }
 
-/// What the sink is given for `job`.
-fn delivery(job: &Job) -> Delivery<'_> {
+/// What the sink is given for `job`, whose deadline is `deadline`.
+fn delivery(job: &Job, deadline: Instant) -> Delivery<'_> {
     Delivery {
         hook: &job.hook,
         attempt: job.attempt,
         sink_index: job.key.sink_index,
         replay_id: job.replay.as_deref(),
         claim: None,
+        deadline,
     }
 }
 
 /// One call into `sink`: each attempt's result, in the call's order.
-fn run_call(sink: &dyn Sink, call: &Call) -> Vec<AttemptResult> {
+fn run_call(sink: &dyn Sink, Queued { call, deadline }: &Queued) -> Vec<AttemptResult> {
     match call {
         Call::One(job) => {
-            vec![deliver_safely(sink, &delivery(job)).map_err(|e| e.into_failure())]
+            vec![deliver_safely(sink, &delivery(job, *deadline)).map_err(|e| e.into_failure())]
         }
         Call::Batch(jobs) => {
-            let deliveries: Vec<Delivery<'_>> = jobs.iter().map(delivery).collect();
+            let deliveries: Vec<Delivery<'_>> =
+                jobs.iter().map(|job| delivery(job, *deadline)).collect();
             deliver_batch_safely(sink, &deliveries)
                 .into_iter()
                 .map(|result| result.map_err(|e| e.into_failure()))

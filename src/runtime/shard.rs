@@ -10,7 +10,7 @@
 //! `runtime::restart`).
 
 use super::breaker_log::BreakerLog;
-use super::clock::Clock;
+use super::clock::{Clock, Reading};
 use super::coordinator::{CoordinatorInput, Demand};
 use super::dead_log::DeadLog;
 use super::errors::CommitError;
@@ -296,14 +296,15 @@ impl ShardLoop {
             while let Some(input) = self.inbox.pop_front() {
                 self.take(state, input, refusing, &mut commits, &mut outcomes);
             }
-            let now_ms = self.clock.now_ms();
+            let now = self.clock.read();
+            let now_ms = now.ms;
             self.last_commit_batch = commits.len();
             // While refusing nothing starts; the outcomes are of attempts the
             // old core started, which the new core took on.
             if refusing {
                 state.handle_outcomes(now_ms, outcomes);
             } else {
-                self.step(state, now_ms, commits, outcomes);
+                self.step(state, now, commits, outcomes);
                 self.dead_log.run(self.index, state, now_ms);
                 if self.draining_since_ms.is_none() {
                     self.expiry.run(self.index, state, now_ms);
@@ -496,14 +497,16 @@ impl ShardLoop {
     fn step(
         &mut self,
         state: &mut ShardState,
-        now_ms: u64,
+        now: Reading,
         commits: Vec<NewRows>,
         outcomes: Vec<Completion>,
     ) {
+        let now_ms = now.ms;
         let pool = &self.pool;
         let resubmit = &mut self.resubmit;
         let mut start = |call: Call| {
-            if let Err(failed) = pool.submit(call) {
+            let deadline = now.instant_of(call.jobs()[0].deadline_at_ms);
+            if let Err(failed) = pool.submit(call, deadline) {
                 resubmit.extend(failed);
             }
         };

@@ -130,6 +130,7 @@ mod tests {
             sink_index: 0,
             replay_id: Some("r1"),
             claim: None,
+            deadline: std::time::Instant::now(),
         };
         let message: serde_json::Value =
             serde_json::from_str(&message_json(&delivery, None)).unwrap();

@@ -46,6 +46,7 @@ use crate::store::Hook;
 use std::fmt;
 use std::num::NonZeroU16;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// A boxed error with its cause chain.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -64,10 +65,16 @@ pub struct Delivery<'a> {
     /// The body's claim, when it is over the sink's
     /// [`Sink::inline_max_bytes`].
     pub claim: Option<&'a ClaimRef>,
+    /// When the engine stops waiting for this attempt: then it fails as
+    /// `attempt_timeout` (`dispatch.attempt_timeout_ms` after it started,
+    /// as configured then), a result that comes later is discarded, and
+    /// the worker is counted stuck. A sink bounds its own blocking calls
+    /// by it (every attempt of a batch has the same).
+    pub deadline: Instant,
 }
 
 /// A destination. `deliver` blocks until the sink answered; it runs on an
-/// IO pool worker and may take up to `dispatch.attempt_timeout_ms`.
+/// IO pool worker and may take until [`Delivery::deadline`].
 pub trait Sink: Send + Sync + 'static {
     /// One attempt: `Ok` settles the row as delivered; an error (or a
     /// panic, which counts as a transient failure) goes to the retry policy.
@@ -305,6 +312,7 @@ pub(crate) fn first_attempts(hooks: &[Hook]) -> Vec<Delivery<'_>> {
             sink_index: 0,
             replay_id: None,
             claim: None,
+            deadline: Instant::now() + std::time::Duration::from_secs(30),
         })
         .collect()
 }

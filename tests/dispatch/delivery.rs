@@ -153,6 +153,82 @@ fn a_hung_attempt_times_out_frees_its_slot_and_dead_letters_after_its_attempts()
     drop(release);
 }
 
+/// A host sink is told when its attempt times out: the attempt timeout in
+/// force when it started, counted from then (a reload changes it for the
+/// attempts after).
+#[test]
+fn a_host_sink_is_told_its_attempts_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.attempt_timeout_ms = 20_000;
+    c.sources.push(source_of_kinds("s", "default", &["clock"]));
+    let (told, left) = crossbeam_channel::unbounded();
+    let engine = Engine::builder(c.clone())
+        .sink(
+            "clock",
+            sink(move |d| {
+                let _ = told.send(d.deadline.saturating_duration_since(Instant::now()));
+                Ok(())
+            }),
+        )
+        .open()
+        .unwrap();
+    engine.commit(NewHook::new("s", "x")).unwrap();
+    engine.tick().unwrap();
+    let first = left.try_recv().expect("one call");
+    assert!(
+        first <= Duration::from_secs(20) && first > Duration::from_secs(10),
+        "{first:?} left of a 20 s attempt timeout"
+    );
+    c.dispatch.attempt_timeout_ms = 8_000;
+    engine.reconfigure(&c).unwrap();
+    engine.commit(NewHook::new("s", "y")).unwrap();
+    engine.tick().unwrap();
+    let second = left.try_recv().expect("one more call");
+    assert!(
+        second <= Duration::from_secs(8) && second > Duration::from_secs(4),
+        "{second:?} left of an 8 s attempt timeout"
+    );
+}
+
+/// A hung receiver's attempts, in a sink that gives up at its deadline:
+/// each fails by then (as the sink's error, or as `attempt_timeout` when
+/// the shard's timer came first), the row is dead after its two attempts,
+/// and no worker stays stuck.
+#[test]
+fn a_sink_that_gives_up_at_its_deadline_leaves_no_worker_stuck() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = hung_source_config(dir.path(), 1, 2);
+    let (_hold, gate) = crossbeam_channel::bounded::<()>(0);
+    let engine = Engine::builder(c)
+        .sink(
+            "gate",
+            sink(move |d| match gate.recv_deadline(d.deadline) {
+                Ok(()) => Ok(()),
+                Err(_) => Err(SinkError::transient(std::io::Error::other("gave up"))),
+            }),
+        )
+        .open()
+        .unwrap();
+    engine.commit(NewHook::new("hung", "x")).unwrap();
+    engine.tick().unwrap();
+    let dead = dead(&engine);
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].record.attempts, 2);
+    let error = dead[0].record.error.clone().unwrap_or_default();
+    assert!(
+        [
+            "sink gate: gave up",
+            "sink gate: attempt_timeout: no result after 100 ms"
+        ]
+        .contains(&error.as_str()),
+        "{error}"
+    );
+    wait_until("no worker stuck", Duration::from_secs(5), || {
+        engine.stats()[0].abandoned_workers == 0
+    });
+}
+
 /// A worker started in place of a stuck one runs on every CPU the engine's
 /// opener may use: a Linux thread inherits its creator's affinity, and the
 /// replacement is started by the shard thread, which is pinned to one core.
