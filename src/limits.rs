@@ -46,6 +46,11 @@ pub const WAKE_CALLS_PER_SLOT: usize = 4;
 /// The longest `notifications.coalesce_ms`: a summary waits no more than a day.
 pub const MAX_COALESCE_MS: u64 = 86_400_000;
 
+/// How long past its attempt's deadline a request of goad's sinks may run
+/// in all (see `sink::client::request_timeout`): the shard's timer fails
+/// the attempt first.
+pub const REQUEST_PAST_DEADLINE_MS: u64 = 250;
+
 /// How long an HTTP client keeps a host's addresses (see `sink::resolver`).
 pub const DNS_CACHE_MS: u64 = 30_000;
 

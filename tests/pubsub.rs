@@ -49,9 +49,13 @@ fn stand_in(answer: Answer) -> (Receiver, Arc<Mutex<Answer>>) {
 }
 
 fn pubsub_sink(receiver: &Receiver) -> SinkConfig {
+    pubsub_sink_at(&receiver.url(""))
+}
+
+fn pubsub_sink_at(endpoint: &str) -> SinkConfig {
     std::env::set_var(TOKEN_ENV, "tok");
     SinkConfig {
-        endpoint: Some(receiver.url("")),
+        endpoint: Some(endpoint.into()),
         token_env: Some(TOKEN_ENV.into()),
         ..SinkConfig::pubsub("p", "hooks")
     }
@@ -792,4 +796,12 @@ fn a_federated_identity_is_exchanged_for_a_service_accounts_token_once_while_fre
             aws.display()
         )
     );
+}
+
+/// A Pub/Sub endpoint slower than the attempt's deadline, though within
+/// the sink's timeout in each phase of the request: the request is cut
+/// off by the deadline, and its worker is not left stuck.
+#[test]
+fn an_endpoint_slower_than_the_attempts_deadline_is_cut_off_by_it() {
+    raw::assert_a_dripping_receiver_is_cut_off_by_the_deadline(pubsub_sink_at);
 }

@@ -6,10 +6,11 @@
 use super::egress::Egress;
 use super::resolver::CachingResolver;
 use crate::config::ConfigError;
-use crate::limits::{HTTP_BUFFER_BYTES, HTTP_MAX_RESPONSE_HEAD_BYTES};
+use crate::limits::{HTTP_BUFFER_BYTES, HTTP_MAX_RESPONSE_HEAD_BYTES, REQUEST_PAST_DEADLINE_MS};
 use crate::pem::{certificates, private_key, PemFile};
 use rustls::pki_types::PrivateKeyDer;
 use std::cell::Cell;
+use std::time::{Duration, Instant};
 use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
 use ureq::unversioned::transport::{ConnectionDetails, Connector, DefaultConnector, Transport};
 
@@ -59,6 +60,31 @@ pub(crate) fn agent_with_tls(
     let resolver = CachingResolver::new(egress);
     let connector = DefaultConnector::new().chain(CountsOpened);
     ureq::Agent::with_parts(config, connector, resolver)
+}
+
+/// How long a sink's request may take in all, from now, for an attempt
+/// due to time out at `deadline`: a little past it, so that the shard's
+/// timer fails the attempt as `attempt_timeout` first and the worker is
+/// back soon after. Each phase also has the agent's own timeout; together
+/// they could add up to several times the attempt's, and each worker a
+/// slow receiver held past its attempt's deadline would be replaced by
+/// another, while its slot went to the receiver's next attempt. With no
+/// name to look up (a host's addresses are kept, see
+/// [`super::resolver`]), a request-wide timeout starts no thread.
+pub(crate) fn request_timeout(deadline: Instant) -> Option<Duration> {
+    let past = Duration::from_millis(REQUEST_PAST_DEADLINE_MS);
+    Some(deadline.saturating_duration_since(Instant::now()) + past)
+}
+
+/// A request's transport error, as an attempt's failure says it: one cut
+/// by [`request_timeout`] names the attempt's deadline.
+pub(crate) fn transport_error(e: ureq::Error) -> super::BoxError {
+    match e {
+        ureq::Error::Timeout(ureq::Timeout::Global) => {
+            "no answer by the attempt's deadline (dispatch.attempt_timeout_ms)".into()
+        }
+        e => e.into(),
+    }
 }
 
 /// Whether two sets of roots trust the same certificates.

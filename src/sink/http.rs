@@ -14,7 +14,8 @@
 //! permanent: no retry could send it.
 
 use super::client::{
-    agent_with_tls, same_client_certificate, same_roots, send_past_stale_connections, shown_url,
+    agent_with_tls, request_timeout, same_client_certificate, same_roots,
+    send_past_stale_connections, shown_url, transport_error,
 };
 use super::egress::{Egress, PrivateAddress};
 use super::forward::{forwarded, reserved_header};
@@ -32,6 +33,7 @@ use std::time::SystemTime;
 use ureq::http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use ureq::http::{Request, Uri};
 use ureq::tls::{ClientCert, RootCerts, TlsConfig};
+use ureq::RequestExt as _;
 
 /// The request method of an HTTP sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -502,11 +504,16 @@ impl Sink for HttpSink {
         lines_fit(&request)?;
         let response = send_past_stale_connections(|| {
             let (head, ()) = request.clone().into_parts();
-            self.agent.run(Request::from_parts(head, body))
+            Request::from_parts(head, body)
+                .with_agent(&self.agent)
+                .configure()
+                .timeout_global(request_timeout(delivery.deadline))
+                .build()
+                .run()
         })
         .map_err(|e| match PrivateAddress::of(&e) {
             Some(refused) => SinkError::permanent(refused.to_string()),
-            None => SinkError::transient(e),
+            None => SinkError::transient(transport_error(e)),
         })?;
         let status = response.status().as_u16();
         let retry_after = response

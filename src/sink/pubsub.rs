@@ -37,7 +37,7 @@ use serde_json::{json, Map, Value};
 use std::fmt;
 use std::num::NonZeroU16;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 /// What a Pub/Sub sink needs, resolved from its config entry.
 #[derive(Debug, Clone)]
@@ -146,12 +146,13 @@ impl PubSubSink {
         Ok((message, size_bytes as u64))
     }
 
-    /// One publish of `messages`: each is delivered, or each fails alike.
-    fn publish(&self, messages: Vec<Value>) -> Vec<Result<(), SinkError>> {
+    /// One publish of `messages`, by `deadline`: each is delivered, or
+    /// each fails alike.
+    fn publish(&self, messages: Vec<Value>, deadline: Instant) -> Vec<Result<(), SinkError>> {
         let count = messages.len();
         let request = json!({ "messages": messages }).to_string();
         match self
-            .post(&request)
+            .post(&request, deadline)
             .and_then(|(status, reply)| settle(status, &reply, count))
         {
             Ok(()) => (0..count).map(|_| Ok(())).collect(),
@@ -159,9 +160,9 @@ impl PubSubSink {
         }
     }
 
-    /// Sends a publish request with the access token: the answer's status
-    /// and body.
-    fn post(&self, request: &str) -> Result<(u16, Vec<u8>), SinkError> {
+    /// Sends a publish request with the access token, by `deadline`: the
+    /// answer's status and body.
+    fn post(&self, request: &str, deadline: Instant) -> Result<(u16, Vec<u8>), SinkError> {
         let token = self.options.auth.token(SystemTime::now())?;
         let post = || {
             let mut post = self
@@ -176,7 +177,7 @@ impl PubSubSink {
             }
             post
         };
-        answer_of(post, request.as_bytes())
+        answer_of(post, request.as_bytes(), deadline)
     }
 }
 
@@ -191,7 +192,7 @@ impl Sink for PubSubSink {
             usize::from(PUBSUB_BATCH_MAX_ENTRIES),
             self.options.max_message_bytes,
             |delivery| self.message(delivery),
-            |messages| self.publish(messages),
+            |messages, deadline| self.publish(messages, deadline),
         )
     }
 

@@ -2,9 +2,10 @@
 //! into requests, sending a request and reading its answer, and the error
 //! of a message too large to send.
 
-use super::client::send_past_stale_connections;
+use super::client::{request_timeout, send_past_stale_connections, transport_error};
 use super::{Delivery, Sink, SinkError};
 use std::fmt;
+use std::time::Instant;
 
 /// The most of an answer a queue sink reads (an answer is a few hundred bytes).
 const MAX_ANSWER_BYTES: u64 = 64 * 1024;
@@ -13,14 +14,22 @@ const MAX_ANSWER_BYTES: u64 = 64 * 1024;
 /// answer (up to `MAX_ANSWER_BYTES`, so the connection can be reused): the
 /// status and the body. A request that met a kept-alive connection closed
 /// as it was reused is built and sent again (see
-/// [`send_past_stale_connections`]). A transport error is a transient
-/// failure.
+/// [`send_past_stale_connections`]). The whole exchange ends a little past
+/// `deadline`, its attempts' (see [`request_timeout`]). A transport error
+/// is a transient failure.
 pub(super) fn answer_of(
     request: impl Fn() -> ureq::RequestBuilder<ureq::typestate::WithBody>,
     body: &[u8],
+    deadline: Instant,
 ) -> Result<(u16, Vec<u8>), SinkError> {
-    let response =
-        send_past_stale_connections(|| request().send(body)).map_err(SinkError::transient)?;
+    let response = send_past_stale_connections(|| {
+        request()
+            .config()
+            .timeout_global(request_timeout(deadline))
+            .build()
+            .send(body)
+    })
+    .map_err(|e| SinkError::transient(transport_error(e)))?;
     let status = response.status().as_u16();
     let reply = response
         .into_body()
@@ -35,13 +44,14 @@ pub(super) fn answer_of(
 /// the queue counts it, or the entry's own failure), sent by `send` in
 /// requests of up to `max_entries` messages and `max_request_bytes` (a
 /// message that alone is larger goes alone), in order. `send` answers one
-/// result per message it is given. Returns one result per delivery.
+/// result per message it is given, by the deadline it is given (the
+/// attempts'). Returns one result per delivery.
 pub(super) fn deliver_in_requests<M>(
     deliveries: &[Delivery<'_>],
     max_entries: usize,
     max_request_bytes: u64,
     prepare: impl Fn(&Delivery<'_>) -> Result<(M, u64), SinkError>,
-    send: impl Fn(Vec<M>) -> Vec<Result<(), SinkError>>,
+    send: impl Fn(Vec<M>, Instant) -> Vec<Result<(), SinkError>>,
 ) -> Vec<Result<(), SinkError>> {
     let mut results: Vec<Option<Result<(), SinkError>>> = deliveries.iter().map(|_| None).collect();
     let mut prepared = Vec::new();
@@ -64,7 +74,7 @@ pub(super) fn deliver_in_requests<M>(
             bytes += size_bytes;
         }
         let count = messages.len();
-        let answers = send(messages);
+        let answers = send(messages, deliveries[index].deadline);
         assert_eq!(answers.len(), count, "one answer per message sent");
         for (index, answer) in indexes.into_iter().zip(answers) {
             results[index] = Some(answer);
@@ -124,7 +134,7 @@ mod tests {
                     Err(_) => Err(SinkError::permanent(format!("cannot send {body}"))),
                 }
             },
-            |messages| {
+            |messages, _| {
                 requests.borrow_mut().push(messages.join(","));
                 messages.iter().map(|_| Ok(())).collect()
             },

@@ -39,7 +39,7 @@ use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::fmt;
 use std::num::NonZeroU16;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 /// The SQS error codes that retrying cannot fix.
 const PERMANENT_CODES: &[&str] = &[
@@ -198,8 +198,9 @@ impl SqsSink {
         Ok((Message { entry, body_md5 }, size_bytes as u64))
     }
 
-    /// One `SendMessageBatch` of `messages`; entry `Id`s are their indexes.
-    fn send_batch(&self, messages: Vec<Message>) -> Vec<Result<(), SinkError>> {
+    /// One `SendMessageBatch` of `messages`, by `deadline`; entry `Id`s
+    /// are their indexes.
+    fn send_batch(&self, messages: Vec<Message>, deadline: Instant) -> Vec<Result<(), SinkError>> {
         let mut md5s = Vec::with_capacity(messages.len());
         let entries: Vec<Value> = messages
             .into_iter()
@@ -219,7 +220,7 @@ impl SqsSink {
             )
             .collect();
         let request = json!({"QueueUrl": self.options.queue_url, "Entries": entries});
-        match self.post(&request.to_string()) {
+        match self.post(&request.to_string(), deadline) {
             Ok((status, reply)) => settle(status, &reply, &md5s),
             Err(failure) => failure
                 .for_each_of(md5s.len())
@@ -229,9 +230,9 @@ impl SqsSink {
         }
     }
 
-    /// Signs and sends a `SendMessageBatch` request: the answer's status
-    /// and body.
-    fn post(&self, request: &str) -> Result<(u16, Vec<u8>), SinkError> {
+    /// Signs and sends a `SendMessageBatch` request, by `deadline`: the
+    /// answer's status and body.
+    fn post(&self, request: &str, deadline: Instant) -> Result<(u16, Vec<u8>), SinkError> {
         let headers = [
             ("content-type", "application/x-amz-json-1.0"),
             ("x-amz-target", "AmazonSQS.SendMessageBatch"),
@@ -260,7 +261,7 @@ impl SqsSink {
             }
             post
         };
-        answer_of(post, request.as_bytes())
+        answer_of(post, request.as_bytes(), deadline)
     }
 }
 
@@ -285,7 +286,7 @@ impl Sink for SqsSink {
             usize::from(SQS_BATCH_MAX_ENTRIES),
             self.options.max_message_bytes,
             |delivery| self.message(delivery),
-            |messages| self.send_batch(messages),
+            |messages, deadline| self.send_batch(messages, deadline),
         )
     }
 

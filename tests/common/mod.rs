@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod raw;
 
 use goad::config::{SourceConfig, TenantLimitsConfig};
 use goad::demo::receiver::{Receiver, Reply};

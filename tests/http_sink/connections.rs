@@ -61,30 +61,12 @@ fn engine_delivering_to(dir: &std::path::Path, url: &str) -> Engine {
 /// One whole request from `stream`: its `webhook-id` and `x-goad-attempt`;
 /// `None` at the end of the stream.
 fn read_request(stream: &mut std::net::TcpStream) -> Option<(String, String)> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut request = httparse::Request::new(&mut headers);
-        if let httparse::Status::Complete(head) = request.parse(&buf).unwrap() {
-            let header = |name: &str| {
-                let found = request
-                    .headers
-                    .iter()
-                    .find(|h| h.name.eq_ignore_ascii_case(name));
-                String::from_utf8(found.unwrap().value.to_vec()).unwrap()
-            };
-            let length: usize = header("content-length").parse().unwrap();
-            let (id, attempt) = (header("webhook-id"), header("x-goad-attempt"));
-            while buf.len() < head + length {
-                let n = stream.read(&mut chunk).ok().filter(|&n| n > 0)?;
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            return Some((id, attempt));
-        }
-        let n = stream.read(&mut chunk).ok().filter(|&n| n > 0)?;
-        buf.extend_from_slice(&chunk[..n]);
-    }
+    let headers = raw::read_request(stream)?;
+    let header = |name: &str| {
+        let (_, value) = headers.iter().find(|(n, _)| n == name).unwrap();
+        value.clone()
+    };
+    Some((header("webhook-id"), header("x-goad-attempt")))
 }
 
 /// The keep-alive race: a receiver closes an idle connection just as goad

@@ -7,6 +7,7 @@
 mod common;
 
 mod connections;
+mod deadline;
 mod egress;
 mod requests;
 mod signing;
@@ -18,7 +19,7 @@ use base64::Engine as _;
 use common::*;
 use goad::demo::receiver::{Received, Receiver, Reply};
 use goad::{Engine, NewHook, RowStatus, SinkConfig};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -324,3 +324,13 @@ fn a_message_too_large_or_missing_credentials_send_nothing() {
     );
     assert!(!sent.load(Ordering::SeqCst), "nothing was sent");
 }
+
+/// A queue slower than the attempt's deadline, though within the sink's
+/// timeout in each phase of the request: the request is cut off by the
+/// deadline, and its worker is not left stuck.
+#[test]
+fn a_queue_slower_than_the_attempts_deadline_is_cut_off_by_it() {
+    raw::assert_a_dripping_receiver_is_cut_off_by_the_deadline(|url| {
+        sqs_sink(&format!("{url}/123456789012/hooks"))
+    });
+}

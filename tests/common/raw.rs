@@ -1,0 +1,132 @@
+//! Receivers over raw TCP, for what a real server does not do on demand:
+//! reading one request off a connection, and a receiver slower than an
+//! attempt's deadline.
+
+use super::{config, rows, source, wait_until};
+use goad::{Engine, NewHook, SinkConfig};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+/// The headers (names in lower case) of one whole request read from
+/// `stream`, its body read too; `None` at the end of the stream.
+pub fn read_request(stream: &mut TcpStream) -> Option<Vec<(String, String)>> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut request = httparse::Request::new(&mut headers);
+        if let httparse::Status::Complete(head) = request.parse(&buf).unwrap() {
+            let headers: Vec<(String, String)> = request
+                .headers
+                .iter()
+                .map(|h| {
+                    let value = String::from_utf8(h.value.to_vec()).unwrap();
+                    (h.name.to_ascii_lowercase(), value)
+                })
+                .collect();
+            let length: usize = headers
+                .iter()
+                .find(|(name, _)| name == "content-length")
+                .map_or(0, |(_, value)| value.parse().unwrap());
+            while buf.len() < head + length {
+                let n = stream.read(&mut chunk).ok().filter(|&n| n > 0)?;
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            return Some(headers);
+        }
+        let n = stream.read(&mut chunk).ok().filter(|&n| n > 0)?;
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// How long the dripping receiver waits before its answer's head, then
+/// the bytes of its body it sends, one every `DRIP_MS`.
+pub const DRIP_HEAD_AFTER_MS: u64 = 1_500;
+pub const DRIP_BYTES: u64 = 30;
+pub const DRIP_MS: u64 = 50;
+
+/// A receiver (its URL) that answers each request with a 200 head after
+/// `DRIP_HEAD_AFTER_MS`, then its body of `DRIP_BYTES` bytes one at a
+/// time, every `DRIP_MS`: 3 s in all, no phase of the exchange longer than
+/// 1.5 s (within a sink's per-phase timeout of 1.9 s, past an attempt
+/// deadline of 2 s). For each request it tells how long after it a write
+/// failed because the client had closed the connection (`None`: the whole
+/// answer went out).
+pub fn dripping_receiver() -> (String, crossbeam_channel::Receiver<Option<Duration>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tell, told) = crossbeam_channel::unbounded();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let (mut stream, tell) = (stream.unwrap(), tell.clone());
+            std::thread::spawn(move || {
+                while read_request(&mut stream).is_some() {
+                    let started = Instant::now();
+                    // The receiver's pace, not a wait for the test.
+                    std::thread::sleep(Duration::from_millis(DRIP_HEAD_AFTER_MS));
+                    let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {DRIP_BYTES}\r\n\r\n");
+                    let mut sent = stream.write_all(head.as_bytes());
+                    for _ in 0..DRIP_BYTES {
+                        if sent.is_err() {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(DRIP_MS));
+                        sent = stream.write_all(b".");
+                    }
+                    let _ = tell.send(sent.is_err().then(|| started.elapsed()));
+                }
+            });
+        }
+    });
+    (url, told)
+}
+
+/// Delivers a hook to the sink `sink` makes of the dripping receiver's URL
+/// (with a per-phase timeout of 1.9 s) in attempts of 2 s, a minute apart,
+/// and checks the attempt: the deadline falls in the middle of the
+/// receiver's 3-s answer, so the request is cut off by it, the attempt
+/// fails and its worker is not left stuck.
+pub fn assert_a_dripping_receiver_is_cut_off_by_the_deadline(
+    sink: impl FnOnce(&str) -> SinkConfig,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, cut_after) = dripping_receiver();
+    let mut c = config(dir.path());
+    c.dispatch.attempt_timeout_ms = 2_000;
+    c.retry.base_ms = 60_000;
+    c.retry.max_ms = 60_000;
+    let sink = SinkConfig {
+        timeout_ms: Some(1_900),
+        ..sink(&url)
+    };
+    c.sources.push(source("s", "t", vec![sink]));
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("s", "x")).unwrap();
+    let cut_after = cut_after
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the receiver's answer ended")
+        .expect("the request was cut off before the answer ended");
+    assert!(
+        cut_after < Duration::from_millis(2_900),
+        "cut off {cut_after:?} after the request, past its deadline of 2 s"
+    );
+    wait_until("the attempt failed", Duration::from_secs(5), || {
+        rows(&engine)[0].record.attempts == 1
+    });
+    // Cut off 250 ms past the deadline: the shard's timer came first,
+    // unless this thread was held up that long.
+    let error = rows(&engine)[0].record.error.clone().unwrap();
+    assert!(
+        [
+            "attempt_timeout: no result after 2000 ms",
+            "no answer by the attempt's deadline (dispatch.attempt_timeout_ms)"
+        ]
+        .contains(&error.as_str()),
+        "{error}"
+    );
+    wait_until("no worker stuck", Duration::from_secs(5), || {
+        engine.stats()[0].abandoned_workers == 0
+    });
+    assert_eq!(engine.stats()[0].delivered, 0);
+}
