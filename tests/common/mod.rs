@@ -240,6 +240,17 @@ pub fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) 
     }
 }
 
+/// Checks that an attempt ended by its deadline: its `error` is one of
+/// `errors` (the sink's own failure at the deadline, and the shard's
+/// `attempt_timeout`: which comes first is a race), and no worker stays
+/// stuck in it.
+pub fn assert_ended_by_its_deadline(engine: &Engine, error: &str, errors: [&str; 2]) {
+    assert!(errors.contains(&error), "{error}");
+    wait_until("no worker stuck", Duration::from_secs(5), || {
+        engine.stats()[0].abandoned_workers == 0
+    });
+}
+
 pub fn rows(engine: &Engine) -> Vec<RowView> {
     engine.rows().expect("rows")
 }
