@@ -14,6 +14,7 @@ use crate::limits::{
     MIN_REPLAY_RETENTION_MS, MIN_SHARD_BYTES,
 };
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
+use std::collections::HashSet;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -375,6 +376,7 @@ impl Config {
     }
 
     fn validate_sources(&self, host_sinks: &[&str]) -> Result<(), ConfigError> {
+        let mut ids = HashSet::with_capacity(self.sources.len());
         for (i, source) in self.sources.iter().enumerate() {
             let at = format!("sources[{i}]");
             if !is_id(&source.id) {
@@ -384,7 +386,7 @@ impl Config {
                     &source.id,
                 ));
             }
-            if self.sources[..i].iter().any(|s| s.id == source.id) {
+            if !ids.insert(source.id.as_str()) {
                 return Err(invalid(
                     format!("{at}.id"),
                     "unique among sources",
