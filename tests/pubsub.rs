@@ -803,5 +803,8 @@ fn a_federated_identity_is_exchanged_for_a_service_accounts_token_once_while_fre
 /// off by the deadline, and its worker is not left stuck.
 #[test]
 fn an_endpoint_slower_than_the_attempts_deadline_is_cut_off_by_it() {
-    raw::assert_a_dripping_receiver_is_cut_off_by_the_deadline(pubsub_sink_at);
+    raw::assert_a_dripping_receiver_is_cut_off_by_the_deadline(
+        |url, _| pubsub_sink_at(url),
+        raw::CUT_OFF,
+    );
 }

@@ -29,7 +29,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// The largest claim redeemed from a bucket (a hook's body is at most
 /// `max_body_bytes`, itself at most 4 GiB; this bounds a bucket's answer).
@@ -127,8 +127,15 @@ impl ClaimStore {
     }
 
     /// Stores `body` for `tenant` (once: a stored claim is reused, and its
-    /// time refreshed) and returns its reference.
-    pub fn check_in(&self, tenant: &str, body: &[u8]) -> io::Result<ClaimRef> {
+    /// time refreshed) and returns its reference. A bucket's requests end a
+    /// little past `deadline`, if given (an attempt's: see
+    /// [`crate::Delivery::deadline`]).
+    pub fn check_in(
+        &self,
+        tenant: &str,
+        body: &[u8],
+        deadline: Option<Instant>,
+    ) -> io::Result<ClaimRef> {
         if !is_tenant(tenant) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -145,7 +152,9 @@ impl ClaimStore {
                     Err(e) => return Err(e),
                 }
             }
-            Backend::S3(bucket) => bucket.check_in(tenant, &sha256, body, self.retention)?,
+            Backend::S3(bucket) => {
+                bucket.check_in(tenant, &sha256, body, self.retention, deadline)?
+            }
         }
         Ok(ClaimRef {
             tenant: tenant.to_string(),
@@ -232,14 +241,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let claims = ClaimStore::new(dir.path(), 60_000);
         let body = vec![7u8; 10_000];
-        let first = claims.check_in("acme", &body).unwrap();
-        assert_eq!(first, claims.check_in("acme", &body).unwrap(), "reused");
+        let first = claims.check_in("acme", &body, None).unwrap();
+        assert_eq!(
+            first,
+            claims.check_in("acme", &body, None).unwrap(),
+            "reused"
+        );
         assert_eq!(
             first.urn(),
             format!("urn:goad:claim:v1:acme:{}", first.sha256)
         );
         assert!(is_sha256(&first.sha256));
-        let other = claims.check_in("globex", &body).unwrap();
+        let other = claims.check_in("globex", &body, None).unwrap();
         assert_eq!(other.sha256, first.sha256, "content-addressed");
         assert_eq!(claims.redeem("acme", &first.sha256).unwrap(), Some(body));
         assert_eq!(claims.redeem("acme", &"0".repeat(64)).unwrap(), None);
@@ -249,7 +262,7 @@ mod tests {
             "no path outside"
         );
         assert_eq!(claims.redeem("acme", "../globex").unwrap(), None);
-        assert!(claims.check_in("../x", b"y").is_err());
+        assert!(claims.check_in("../x", b"y", None).is_err());
         let claim_file = dir.path().join("acme").join(&first.sha256);
         let mode = || fs::metadata(&claim_file).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(), 0o600, "the body its owner's only");

@@ -6,10 +6,11 @@
 //! bucket's lifecycle rule deletes old claims: goad does not list buckets.
 
 use crate::sink::aws_credentials::AwsCredentials;
-use crate::sink::client::{agent, send_past_stale_connections};
+use crate::sink::client::{agent, request_timeout, send_past_stale_connections, transport_error};
 use crate::sink::sigv4::{sign_headers, Unsigned};
 use std::io;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
+use ureq::RequestExt as _;
 
 /// Idle connections a bucket client keeps (check-ins come from the IO
 /// workers of every shard).
@@ -61,14 +62,16 @@ impl S3Bucket {
         )
     }
 
-    /// One signed request; the status, the `Last-Modified` header and the
-    /// body (read up to `max_body_bytes`).
+    /// One signed request, ended a little past `deadline` if given; the
+    /// status, the `Last-Modified` header and the body (read up to
+    /// `max_body_bytes`).
     fn call(
         &self,
         method: &str,
         url: &str,
         body: &[u8],
         max_body_bytes: u64,
+        deadline: Option<Instant>,
     ) -> io::Result<(u16, Option<String>, Vec<u8>)> {
         let unsigned = Unsigned {
             method,
@@ -90,8 +93,16 @@ impl S3Bucket {
             request = request.header(name.as_str(), value.as_str());
         }
         let request = request.body(body).map_err(io::Error::other)?;
-        let response = send_past_stale_connections(|| self.agent.run(request.clone()))
-            .map_err(io::Error::other)?;
+        let response = send_past_stale_connections(|| {
+            request
+                .clone()
+                .with_agent(&self.agent)
+                .configure()
+                .timeout_global(deadline.and_then(request_timeout))
+                .build()
+                .run()
+        })
+        .map_err(|e| io::Error::other(transport_error(e)))?;
         let status = response.status().as_u16();
         let modified = response
             .headers()
@@ -108,16 +119,17 @@ impl S3Bucket {
     }
 
     /// Stores `body` as the claim of `tenant`/`sha256` unless a copy newer
-    /// than half of `retention` is there.
+    /// than half of `retention` is there, by `deadline` if given.
     pub fn check_in(
         &self,
         tenant: &str,
         sha256: &str,
         body: &[u8],
         retention: Duration,
+        deadline: Option<Instant>,
     ) -> io::Result<()> {
         let url = self.object_url(tenant, sha256);
-        let (status, modified, _) = self.call("HEAD", &url, &[], 0)?;
+        let (status, modified, _) = self.call("HEAD", &url, &[], 0, deadline)?;
         let fresh_after = SystemTime::now().checked_sub(retention / 2);
         let fresh = status == 200
             && modified
@@ -127,7 +139,7 @@ impl S3Bucket {
         if fresh {
             return Ok(());
         }
-        let (status, _, answer) = self.call("PUT", &url, body, MAX_ERROR_BODY_BYTES)?;
+        let (status, _, answer) = self.call("PUT", &url, body, MAX_ERROR_BODY_BYTES, deadline)?;
         match status {
             200..=299 => Ok(()),
             _ => Err(failed("PUT", status, &answer)),
@@ -137,7 +149,7 @@ impl S3Bucket {
     /// The claim's body; `None` when the bucket has no such object.
     pub fn get(&self, tenant: &str, sha256: &str, max_bytes: u64) -> io::Result<Option<Vec<u8>>> {
         let url = self.object_url(tenant, sha256);
-        let (status, _, body) = self.call("GET", &url, &[], max_bytes)?;
+        let (status, _, body) = self.call("GET", &url, &[], max_bytes, None)?;
         match status {
             200 => Ok(Some(body)),
             404 => Ok(None),

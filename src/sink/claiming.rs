@@ -71,7 +71,7 @@ impl ClaimingSink {
         match limit {
             Some(max_bytes) if hook.body.len() as u64 > max_bytes => self
                 .claims
-                .check_in(&hook.tenant, &hook.body)
+                .check_in(&hook.tenant, &hook.body, Some(delivery.deadline))
                 .map(Some)
                 .map_err(|e| SinkError::transient(ClaimCheckFailed(e))),
             _ => Ok(None),

@@ -61,9 +61,9 @@ fn engine_delivering_to(dir: &std::path::Path, url: &str) -> Engine {
 /// One whole request from `stream`: its `webhook-id` and `x-goad-attempt`;
 /// `None` at the end of the stream.
 fn read_request(stream: &mut std::net::TcpStream) -> Option<(String, String)> {
-    let headers = raw::read_request(stream)?;
+    let request = raw::read_request(stream)?;
     let header = |name: &str| {
-        let (_, value) = headers.iter().find(|(n, _)| n == name).unwrap();
+        let (_, value) = request.headers.iter().find(|(n, _)| n == name).unwrap();
         value.clone()
     };
     Some((header("webhook-id"), header("x-goad-attempt")))

@@ -6,7 +6,8 @@ use super::*;
 
 #[test]
 fn a_receiver_slower_than_the_attempts_deadline_is_cut_off_by_it() {
-    raw::assert_a_dripping_receiver_is_cut_off_by_the_deadline(|url| {
-        SinkConfig::http(format!("{url}/hooks"))
-    });
+    raw::assert_a_dripping_receiver_is_cut_off_by_the_deadline(
+        |url, _| SinkConfig::http(format!("{url}/hooks")),
+        raw::CUT_OFF,
+    );
 }

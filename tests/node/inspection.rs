@@ -565,7 +565,7 @@ fn claims_are_redeemed_over_http() {
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
     let c = one_source(dir.path(), &receiver);
     let claims = goad::claim_check::ClaimStore::new(c.claim_dir(), 60_000);
-    let claim = claims.check_in("acme", b"a large body").unwrap();
+    let claim = claims.check_in("acme", b"a large body", None).unwrap();
     let node = start(c);
     let addr = node.local_addr();
     let reply = get(addr, &format!("/v1/claims/acme/{}", claim.sha256));

@@ -89,3 +89,23 @@ fn claims_can_go_to_an_s3_bucket() {
     );
     assert!(!c.claim_dir().exists(), "nothing in the local directory");
 }
+
+/// A bucket slower than the attempt's deadline as it takes a claim: the
+/// upload is cut off by the deadline, and its worker is not left stuck.
+#[test]
+fn a_bucket_slower_than_the_attempts_deadline_is_cut_off_by_it() {
+    let cut_off = format!(
+        "cannot check the body in to the claim check: {}",
+        raw::CUT_OFF
+    );
+    raw::assert_a_dripping_receiver_is_cut_off_by_the_deadline(
+        |url, c| {
+            c.claim_check = s3_claims(url, "claims", [KEY_ENV, SECRET_ENV, TOKEN_ENV]);
+            SinkConfig {
+                inline_max_bytes: Some(16),
+                ..sqs_sink(&format!("{url}/123456789012/hooks"))
+            }
+        },
+        &cut_off,
+    );
+}

@@ -330,7 +330,8 @@ fn a_message_too_large_or_missing_credentials_send_nothing() {
 /// deadline, and its worker is not left stuck.
 #[test]
 fn a_queue_slower_than_the_attempts_deadline_is_cut_off_by_it() {
-    raw::assert_a_dripping_receiver_is_cut_off_by_the_deadline(|url| {
-        sqs_sink(&format!("{url}/123456789012/hooks"))
-    });
+    raw::assert_a_dripping_receiver_is_cut_off_by_the_deadline(
+        |url, _| sqs_sink(&format!("{url}/123456789012/hooks")),
+        raw::CUT_OFF,
+    );
 }
