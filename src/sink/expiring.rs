@@ -1,9 +1,13 @@
 //! A value fetched from a service that expires (AWS credentials, a Google
 //! or OAuth 2 access token), kept until `CREDENTIALS_REFRESH_MS` before it
 //! expires, or half its lifetime for one that lives less than twice that.
-//! One caller fetches while the others wait on the lock (they are IO
-//! workers, which may block); when a fetch fails, the value in hand serves
-//! until it expires, with a warning in the log.
+//! One caller fetches at a time. Meanwhile the others go on with the value
+//! in hand while it has not expired, rather than wait out a slow service
+//! (each waiting attempt would have had its deadline shortened by the
+//! fetch, or passed); with none in hand they wait for the fetch (they are
+//! IO workers, which may block) and take what it brought. When a fetch
+//! fails, the value in hand serves until it expires, with a warning in the
+//! log.
 
 use crate::limits::CREDENTIALS_REFRESH_MS;
 use parking_lot::Mutex;
@@ -13,6 +17,8 @@ use std::time::{Duration, SystemTime};
 /// The value held, when it was fetched and when it expires.
 pub(crate) struct Expiring<T> {
     held: Mutex<Option<Held<T>>>,
+    /// Held by the one caller fetching.
+    fetching: Mutex<()>,
 }
 
 struct Held<T> {
@@ -34,42 +40,64 @@ impl<T: Clone> Expiring<T> {
     pub fn new() -> Expiring<T> {
         Expiring {
             held: Mutex::new(None),
+            fetching: Mutex::new(()),
         }
     }
 
     /// The value at `now`: the one held while fresh, else what `fetch`
     /// returns (the value and its expiry), else the one held while it has
-    /// not expired, else `fetch`'s error. `what` names the value in the log.
+    /// not expired, else `fetch`'s error. While another caller fetches, the
+    /// one held serves if it has not expired. `what` names the value in
+    /// the log.
     pub fn get<E: Display>(
         &self,
         now: SystemTime,
         what: &str,
         fetch: impl FnOnce() -> Result<(T, SystemTime), E>,
     ) -> Result<T, E> {
-        let mut held = self.held.lock();
-        if let Some(fresh) = held.as_ref().filter(|h| h.is_fresh(now)) {
-            return Ok(fresh.value.clone());
-        }
-        let error = match fetch() {
+        let in_hand = match self.fresh_or_unexpired(now) {
+            Ok(fresh) => return Ok(fresh),
+            Err(unexpired) => unexpired,
+        };
+        let _fetching = match (&in_hand, self.fetching.try_lock()) {
+            (_, Some(fetching)) => fetching,
+            (Some(value), None) => return Ok(value.clone()),
+            (None, None) => self.fetching.lock(),
+        };
+        // The caller that fetched before may have brought a fresh one.
+        let in_hand = match self.fresh_or_unexpired(now) {
+            Ok(fresh) => return Ok(fresh),
+            Err(unexpired) => unexpired,
+        };
+        match fetch() {
             Ok((value, expires_at)) => {
-                let fetched = Held {
-                    value,
+                *self.held.lock() = Some(Held {
+                    value: value.clone(),
                     fetched_at: now,
                     expires_at,
-                };
-                return Ok(held.insert(fetched).value.clone());
+                });
+                Ok(value)
             }
-            Err(e) => e,
-        };
-        match held.as_ref().filter(|h| now < h.expires_at) {
-            Some(Held { value, .. }) => {
-                crate::log::warn(
-                    "cannot refresh; using the one in hand until it expires",
-                    &[("what", &what), ("error", &error)],
-                );
-                Ok(value.clone())
-            }
-            None => Err(error),
+            Err(error) => match in_hand {
+                Some(value) => {
+                    crate::log::warn(
+                        "cannot refresh; using the one in hand until it expires",
+                        &[("what", &what), ("error", &error)],
+                    );
+                    Ok(value)
+                }
+                None => Err(error),
+            },
+        }
+    }
+
+    /// The value held if fresh at `now`; else, as the error, the value
+    /// held if it has not expired.
+    fn fresh_or_unexpired(&self, now: SystemTime) -> Result<T, Option<T>> {
+        match self.held.lock().as_ref() {
+            Some(held) if held.is_fresh(now) => Ok(held.value.clone()),
+            Some(held) if now < held.expires_at => Err(Some(held.value.clone())),
+            _ => Err(None),
         }
     }
 
@@ -86,6 +114,7 @@ impl<T: Clone> Expiring<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn at(s: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(s)
@@ -112,5 +141,52 @@ mod tests {
         assert_eq!(get(3_331, 60).unwrap(), "t3", "a newer one is kept");
         held.forget_if(|v| v == "t3");
         assert_eq!(get(3_332, 60).unwrap(), "t4");
+    }
+
+    /// `held.get` at `now_s` on a thread of its own, with a fetch that
+    /// fails: its answer.
+    fn get_on_a_thread(
+        held: &Arc<Expiring<String>>,
+        now_s: u64,
+    ) -> crossbeam_channel::Receiver<Result<String, String>> {
+        let (answer, answered) = crossbeam_channel::bounded(1);
+        let held = held.clone();
+        std::thread::spawn(move || {
+            let got = held.get(at(now_s), "a token", || Err("a second fetch".to_string()));
+            answer.send(got).unwrap();
+        });
+        answered
+    }
+
+    #[test]
+    fn while_one_caller_fetches_the_others_go_on_with_the_value_in_hand() {
+        let held = Arc::new(Expiring::new());
+        let first = held.get(at(0), "a token", || {
+            Ok::<_, String>(("t1".into(), at(3_600)))
+        });
+        assert_eq!(first.unwrap(), "t1");
+        // Due for a refresh at 3,300 s; the service takes its time.
+        let (let_go, gate) = crossbeam_channel::bounded::<()>(0);
+        let (fetching, in_fetch) = crossbeam_channel::bounded(1);
+        let refresher = {
+            let held = held.clone();
+            std::thread::spawn(move || {
+                held.get(at(3_300), "a token", || {
+                    fetching.send(()).unwrap();
+                    gate.recv().unwrap();
+                    Ok::<_, String>(("t2".into(), at(7_200)))
+                })
+            })
+        };
+        in_fetch.recv().unwrap();
+        let meanwhile = get_on_a_thread(&held, 3_301);
+        let answer = meanwhile.recv_timeout(Duration::from_secs(10));
+        assert_eq!(answer, Ok(Ok("t1".into())), "not held up by the fetch");
+        // Past t1's expiry a caller waits for the fetch, and takes its value.
+        let expired = get_on_a_thread(&held, 3_600);
+        let_go.send(()).unwrap();
+        assert_eq!(refresher.join().unwrap().unwrap(), "t2");
+        let answer = expired.recv_timeout(Duration::from_secs(10));
+        assert_eq!(answer, Ok(Ok("t2".into())));
     }
 }

@@ -121,7 +121,9 @@ pub fn assert_a_dripping_receiver_is_cut_off_by_the_deadline(
     };
     c.sources.push(source("s", "t", vec![sink]));
     let engine = Engine::open(c).unwrap();
-    engine.commit(NewHook::new("s", "a body of 20 bytes..")).unwrap();
+    engine
+        .commit(NewHook::new("s", "a body of 20 bytes.."))
+        .unwrap();
     let cut_after = cut_after
         .recv_timeout(Duration::from_secs(10))
         .expect("the receiver's answer ended")
