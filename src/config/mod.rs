@@ -435,12 +435,18 @@ impl Config {
 
     /// Reads, parses and validates a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        Config::load_with_sinks(path, &[])
+    }
+
+    /// [`Config::load`] for an engine whose host registered sinks of the
+    /// types `host_sinks` (see [`Config::validate_with_sinks`]).
+    pub fn load_with_sinks(path: &Path, host_sinks: &[&str]) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
             source,
         })?;
         let config = Config::from_toml(&text)?;
-        config.validate()?;
+        config.validate_with_sinks(host_sinks)?;
         Ok(config)
     }
 

@@ -456,7 +456,7 @@ fn apply_config_file(state: &NodeState, engine: &Engine) -> Result<Reloaded, Rel
         .as_ref()
         .ok_or(ReloadError::NoConfigFile)?;
     let invalid = |e: &dyn std::fmt::Display| ReloadError::Invalid(e.to_string());
-    let new = Config::load(path).map_err(|e| invalid(&e))?;
+    let new = Config::load_with_sinks(path, &engine.host_sink_types()).map_err(|e| invalid(&e))?;
     let tokens = super::auth::Tokens::from_config(&new).map_err(|e| invalid(&e))?;
     let tokens = tokens.keep_state_of(&state.tokens.read());
     // A front that serves HTTPS and goes on doing so takes the files again
@@ -465,9 +465,13 @@ fn apply_config_file(state: &NodeState, engine: &Engine) -> Result<Reloaded, Rel
         Some(_) => super::http::tls::from_config(&new.http).map_err(|e| invalid(&e))?,
         None => None,
     };
-    let mut current = state.config.write();
-    let changed = changed_keys(&current, &new);
+    // Only a reload writes the config, one at a time: it is read while the
+    // keys are compared and the engine reconfigured (seconds with 100,000
+    // sources), and written after, so that a scrape of the metrics or a
+    // listing of the sources does not wait out the reload.
+    let changed = changed_keys(&state.config.read(), &new);
     engine.reconfigure(&new).map_err(|e| invalid(&e))?;
+    let mut current = state.config.write();
     adopt_live_keys(&mut current, &new);
     super::open_files::warn_if_short(&current);
     state.notifier.configure(&new.notifications);

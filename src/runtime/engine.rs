@@ -353,6 +353,12 @@ impl Engine {
         })
     }
 
+    /// The sink types the host registered (`EngineBuilder::sink`), which a
+    /// config may name beside goad's own.
+    pub fn host_sink_types(&self) -> Vec<&str> {
+        self.host_sinks.keys().map(String::as_str).collect()
+    }
+
     /// Takes `[dispatch]` (windows, concurrency, breakers, deadlines, the
     /// tenants' limits), `[retry]`, `[egress]` and the sources with their
     /// sinks from `config` without a restart; its other keys (`data_dir`,
@@ -367,8 +373,7 @@ impl Engine {
     /// the engine's IO workers), it returns without waiting: a shard takes
     /// the change once its callback returns.
     pub fn reconfigure(&self, config: &Config) -> Result<(), ConfigError> {
-        let names: Vec<&str> = self.host_sinks.keys().map(String::as_str).collect();
-        config.validate_with_sinks(&names)?;
+        config.validate_with_sinks(&self.host_sink_types())?;
         let registry = SinkRegistry::build(
             config,
             &self.host_sinks,

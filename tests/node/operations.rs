@@ -1,6 +1,9 @@
 //! Operating a node: reload, drain, backup and the operator CLI.
 
 use super::*;
+use goad::{Delivery, Sink, SinkError};
+use std::num::NonZeroU16;
+use std::sync::atomic::{AtomicBool, AtomicU32};
 
 #[test]
 fn reload_applies_live_keys_and_names_those_that_need_a_restart() {
@@ -564,4 +567,86 @@ fn waking_a_sink_delivers_its_backlog_at_once_and_refusals_say_why() {
         );
     }
     assert_eq!(get(addr, "/v1/sources/a/sinks/0/wake").status, 405);
+}
+
+/// A host sink that takes every delivery, counting them, and whose batch
+/// size, asked again as the engine is reconfigured, is answered only once
+/// the test lets it (after `hold` is set): a reload held in the middle.
+struct HeldAtReconfigure {
+    delivered: AtomicU32,
+    hold: AtomicBool,
+    asked: crossbeam_channel::Sender<()>,
+    go_on: crossbeam_channel::Receiver<()>,
+}
+
+impl Sink for HeldAtReconfigure {
+    fn deliver(&self, _: &Delivery<'_>) -> Result<(), SinkError> {
+        self.delivered.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn batch_max_entries(&self) -> Option<NonZeroU16> {
+        if self.hold.load(Ordering::SeqCst) {
+            let _ = self.asked.send(());
+            let _ = self.go_on.recv();
+        }
+        None
+    }
+}
+
+/// A node embedded with a host sink reloads a file that names the host
+/// sink's type (and, while the reload is held in the engine, still
+/// answers a scrape of its metrics).
+#[test]
+fn a_node_with_host_sinks_reloads_its_file_and_is_scraped_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("goad.toml");
+    let data = dir.path().join("data");
+    let source = |id: &str| {
+        format!(
+            "[[sources]]\nid = \"{id}\"\ntenant = \"t\"\n[[sources.sinks]]\ntype = \"ledger\"\n"
+        )
+    };
+    let head = format!("data_dir = {data:?}\nlisten = \"127.0.0.1:0\"\nshards = 1\n");
+    std::fs::write(&path, format!("{head}{}", source("a"))).unwrap();
+    let (asked, reconfiguring) = crossbeam_channel::unbounded();
+    let (let_go, go_on) = crossbeam_channel::bounded(0);
+    let ledger = Arc::new(HeldAtReconfigure {
+        delivered: AtomicU32::new(0),
+        hold: AtomicBool::new(false),
+        asked,
+        go_on,
+    });
+    let options = NodeOptions {
+        config: Config::from_toml(&std::fs::read_to_string(&path).unwrap()).unwrap(),
+        config_path: Some(path.clone()),
+        allow_open_admin: false,
+    };
+    let sinks = vec![("ledger".to_string(), ledger.clone() as Arc<dyn Sink>)];
+    let node = Node::start_with_sinks(options, sinks).expect("the node starts");
+    assert!(node.wait_ready(Duration::from_secs(20)));
+    let addr = node.local_addr();
+
+    std::fs::write(&path, format!("{head}{}{}", source("a"), source("b"))).unwrap();
+    ledger.hold.store(true, Ordering::SeqCst);
+    let reload = std::thread::spawn(move || call(addr, "POST", "/v1/reload", &[], b""));
+    reconfiguring
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the reload reached the engine");
+    let mut scrape = Client::connect(addr);
+    scrape.send(&raw_request("GET", "/metrics", &[], b""));
+    let answered = scrape.answers_within(Duration::from_secs(10));
+    // Let the reload go on first: a node dropped with it held would wait
+    // for it for good.
+    ledger.hold.store(false, Ordering::SeqCst);
+    drop(let_go);
+    assert!(answered, "a scrape waited for the reload");
+    assert_eq!(scrape.reply().unwrap().status, 200);
+    let reloaded = reload.join().unwrap();
+    assert_eq!(reloaded.status, 200, "{}", reloaded.text());
+    assert_eq!(reloaded.json()["applied"], serde_json::json!(["sources"]));
+    assert_eq!(ingest(addr, "b", b"x", &[]).status, 202);
+    wait_until("the hook delivered", Duration::from_secs(20), || {
+        ledger.delivered.load(Ordering::SeqCst) == 1
+    });
 }
