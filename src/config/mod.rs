@@ -14,6 +14,7 @@ mod ingest_auth;
 mod sink_auth;
 mod sink_checks;
 mod source;
+mod sources;
 mod validate;
 
 use serde::{Deserialize, Serialize};
@@ -25,6 +26,7 @@ pub use source::{
     ClientAuth, GoogleIdTokenConfig, HeaderFilter, HmacSignature, IngestJwt, IngestSignature,
     OAuth2Config, OneOrMany, SinkConfig, SinkRetryConfig, SourceConfig,
 };
+pub use sources::Sources;
 pub(crate) use validate::invalid;
 pub(crate) use validate::{env_value, is_http_url, url_fits};
 pub use validate::{is_id, ConfigError};
@@ -61,7 +63,7 @@ pub struct Config {
     pub notifications: NotificationsConfig,
     pub dispatch: DispatchConfig,
     pub retry: RetryConfig,
-    pub sources: Vec<SourceConfig>,
+    pub sources: Sources,
 }
 
 impl Default for Config {
@@ -83,7 +85,7 @@ impl Default for Config {
             notifications: NotificationsConfig::default(),
             dispatch: DispatchConfig::default(),
             retry: RetryConfig::default(),
-            sources: Vec::new(),
+            sources: Sources::default(),
         }
     }
 }

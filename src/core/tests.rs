@@ -243,7 +243,7 @@ fn core(config: &Config, grant: Grant) -> Core {
 
 fn config_with(sources: Vec<SourceConfig>) -> Config {
     let mut c = Config {
-        sources,
+        sources: sources.into(),
         ..Config::default()
     };
     c.dispatch.tenants.insert(

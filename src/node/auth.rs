@@ -236,7 +236,7 @@ mod tests {
             "GOAD_AUTH_TEST_SECRET".into(),
         ));
         let config = Config {
-            sources: vec![source],
+            sources: vec![source].into(),
             ..Config::default()
         };
         let refused = |config: &Config| Tokens::from_config(config).unwrap_err().to_string();
@@ -304,7 +304,7 @@ mod tests {
             "GOAD_AUTH_TEST_TOKEN_NEW".into(),
         ]));
         let config = Config {
-            sources: vec![source],
+            sources: vec![source].into(),
             ..Config::default()
         };
         std::env::set_var("GOAD_AUTH_TEST_TOKEN_OLD", "old-token");

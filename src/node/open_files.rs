@@ -104,7 +104,8 @@ mod tests {
         config.sources = vec![
             SourceConfig::new("a", "t1", sinks(2)),
             SourceConfig::new("b", "t2", sinks(1)),
-        ];
+        ]
+        .into();
         assert_eq!(
             needed(&config),
             1_000 + 50 + 3 * 10 + NODE_FDS + 3 * SHARD_FDS

@@ -102,7 +102,7 @@ fn rows_of_a_source_removed_while_stopped_are_dead_lettered_as_source_gone() {
         |engine: &Engine| -> Vec<u32> { rows(engine).iter().map(|r| r.record.attempts).collect() };
     let tried = attempts(&engine);
     drop(engine);
-    c.sources = vec![source_of_kinds("other", "t", &["later"])];
+    c.sources = vec![source_of_kinds("other", "t", &["later"])].into();
     let engine = Engine::builder(c).sink("later", later()).open().unwrap();
     wait_until("both rows dead", Duration::from_secs(10), || {
         rows(&engine)

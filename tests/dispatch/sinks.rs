@@ -301,7 +301,7 @@ fn a_reload_that_removes_a_sink_sends_its_claimed_rows_to_no_other_sink() {
         || engine.stats()[0].running == 2 && engine.stats()[0].claimed_rows == 8,
     );
     let mut reloaded = c.clone();
-    reloaded.sources = vec![source_of_kinds("s", "t", &["second"])];
+    reloaded.sources = vec![source_of_kinds("s", "t", &["second"])].into();
     engine.reconfigure(&reloaded).unwrap();
     first.open.send(()).unwrap();
     for _ in 0..8 {

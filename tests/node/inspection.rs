@@ -68,7 +68,7 @@ fn the_sources_are_listed_as_configured_without_secrets() {
         )]
         .into(),
     });
-    c.sources = vec![signed, plain];
+    c.sources = vec![signed, plain].into();
     let node = start(c);
     let listed = get(node.local_addr(), "/v1/sources");
     assert_eq!(listed.status, 200, "{}", listed.text());

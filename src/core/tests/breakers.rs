@@ -373,7 +373,7 @@ fn a_reload_that_turns_breakers_off_closes_an_open_breaker() {
 fn a_reload_that_replaces_the_sink_closes_its_breaker_and_sends_it_no_row() {
     let t = 1_000;
     let (mut c, mut m, probe) = reloaded_while_probing(t, |replaced| {
-        replaced.sources = vec![source("a", "t", &["y"])];
+        replaced.sources = vec![source("a", "t", &["y"])].into();
     });
     c.handle_outcome(t + 510, probe.id, fail(FailureClass::Transient), TOOK);
     assert_eq!(breaker_events(&mut c), []);

@@ -23,7 +23,7 @@ fn rows_queued_across_a_reload_that_swaps_two_sinks_start_on_their_own_sink() {
     assert_eq!(running.len(), 2, "one of each key; four rows queued");
 
     let mut swapped = config.clone();
-    swapped.sources = vec![source("a", "t", &["y", "x"])];
+    swapped.sources = vec![source("a", "t", &["y", "x"])].into();
     reconfigure(&mut c, &swapped);
     let written_back = m.apply(&mut c).len();
     assert_eq!(written_back, 4, "the queued rows go back to the index");
@@ -73,7 +73,7 @@ fn an_attempt_running_across_a_reload_that_moves_its_sink_fails_by_its_own_sinks
     let mut swapped = config.clone();
     let mut moved = source("a", "t", &["y", "x"]);
     moved.sinks[0].retry = Some(one_attempt);
-    swapped.sources = vec![moved];
+    swapped.sources = vec![moved].into();
     reconfigure(&mut c, &swapped);
     c.handle_outcome(1, jobs[0].id, Ok(()), TOOK);
     c.handle_outcome(1, jobs[1].id, fail(FailureClass::Transient), TOOK);

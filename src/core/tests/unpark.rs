@@ -14,7 +14,7 @@ const OPEN_MS: u64 = 60_000;
 /// until `t_ms + OPEN_MS`.
 fn parked_behind_three_breakers(t_ms: u64) -> (Config, Core, Model) {
     let mut config = breaker_config(1, OPEN_MS, OPEN_MS);
-    config.sources = vec![source("a", "t", &["x"]), source("b", "t", &["x"])];
+    config.sources = vec![source("a", "t", &["x"]), source("b", "t", &["x"])].into();
     config.sources.push(source("c", "u", &["x"]));
     let mut c = core(&config, BIG);
     let mut m = Model::default();
