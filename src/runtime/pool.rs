@@ -9,7 +9,9 @@
 //!
 //! A call that times out (see `Core::poll_abandoned`) while still queued
 //! is taken off the queue: run late, it would only repeat an attempt the
-//! shard has failed, and since retried or dead-lettered. One that timed
+//! shard has failed, and since retried or dead-lettered. A worker that
+//! pops a call past its deadline before the shard took it off fails it
+//! without running it, for the same reason. One that timed
 //! out on a worker may have it stuck in a sink for good: the pool starts a
 //! replacement, so the shard keeps its capacity, while fewer than
 //! `MAX_ABANDONED_WORKERS` are stuck. A stuck worker is back when its late
@@ -253,22 +255,8 @@ fn run_worker(shared: &Shared) {
             Popped::Leave => return,
             Popped::Closed => break,
         };
-        let key = &queued.call.jobs()[0].key;
-        let sink = shared.registry.read().get(key).cloned();
         let started = Instant::now();
-        let results = match sink {
-            Some(sink) => run_call(sink.as_ref(), &queued),
-            None => {
-                let failure = AttemptFailure {
-                    class: FailureClass::Transient,
-                    message: format!(
-                        "no {} sink at {}[{}]",
-                        key.sink_type, key.source_id, key.sink_index
-                    ),
-                };
-                vec![Err(failure); queued.call.jobs().len()]
-            }
-        };
+        let results = results_of(shared, &queued, started);
         let took = started.elapsed();
         shared.latency.record(took);
         let sent = queued.call.jobs().iter().zip(results).all(|(job, result)| {
@@ -290,6 +278,38 @@ fn run_worker(shared: &Shared) {
         }
     }
     shared.live.fetch_sub(1, Ordering::AcqRel);
+}
+
+/// The results of a call popped at `now`: its sink's answers; or, for a
+/// call whose deadline has passed (the shard fails its attempts as
+/// `attempt_timeout` and takes queued calls off the queue, but a worker
+/// may pop one first), a failure each without running it, since its
+/// attempts are retried already and running them would deliver twice.
+fn results_of(shared: &Shared, queued: &Queued, now: Instant) -> Vec<AttemptResult> {
+    let key = &queued.call.jobs()[0].key;
+    let failed = |message: String| {
+        let failure = AttemptFailure {
+            class: FailureClass::Transient,
+            message,
+        };
+        vec![Err(failure); queued.call.jobs().len()]
+    };
+    if now >= queued.deadline {
+        return failed(
+            "not started by the attempt's deadline (dispatch.attempt_timeout_ms): \
+             every IO worker was busy"
+                .into(),
+        );
+    }
+    // Not read in the match: its guard would hold the registry through the call.
+    let sink = shared.registry.read().get(key).cloned();
+    match sink {
+        Some(sink) => run_call(sink.as_ref(), queued),
+        None => failed(format!(
+            "no {} sink at {}[{}]",
+            key.sink_type, key.source_id, key.sink_index
+        )),
+    }
 }
 
 /// What the sink is given for `job`, whose deadline is `deadline`.
@@ -342,5 +362,73 @@ mod tests {
         wait_until("five workers gone", || live() == 2);
         pool.resize(3);
         assert_eq!((live(), pool.abandoned()), (3, 0));
+    }
+
+    /// A host sink that counts its calls.
+    struct Counting(AtomicUsize);
+
+    impl Sink for Counting {
+        fn deliver(&self, _: &Delivery<'_>) -> Result<(), crate::sink::SinkError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    /// A call a worker pops after its deadline is not run (the shard has
+    /// failed its attempt, which is retried: run, it would deliver twice);
+    /// its attempt fails, saying why. One popped in time runs.
+    #[test]
+    fn a_call_popped_after_its_deadline_fails_without_running() {
+        use crate::config::{Config, SinkConfig};
+        let config = Config::with_one_source(vec![SinkConfig::of_kind("host")]);
+        let counting = Arc::new(Counting(AtomicUsize::new(0)));
+        let host = [("host".to_string(), counting.clone() as Arc<dyn Sink>)];
+        let claims = Arc::new(crate::claim_check::ClaimStore::new(std::env::temp_dir(), 1));
+        let built = SinkRegistry::build(
+            &config,
+            &host.into_iter().collect(),
+            &claims,
+            &SinkRegistry::default(),
+        );
+        let registry = Arc::new(RwLock::new(Arc::new(built.unwrap())));
+        let (results, completions) = crossbeam_channel::unbounded();
+        let pool = IoPool::start(0, 0, 1, results, registry, Arc::default());
+        let call = |id| {
+            Call::One(Job {
+                id: JobId(id),
+                row: crate::core::RowId {
+                    seq: id,
+                    sink_index: 0,
+                },
+                key: crate::core::SinkKey {
+                    tenant: "t".into(),
+                    source_id: "s".into(),
+                    sink_index: 0,
+                    sink_type: "host".into(),
+                },
+                attempt: 1,
+                hook: Arc::new(crate::store::record::sample_hook(id)),
+                deadline_at_ms: 0,
+                replay: None,
+            })
+        };
+        let result_of = |call, deadline| {
+            pool.submit(call, deadline).unwrap();
+            match completions.recv_timeout(Duration::from_secs(10)).unwrap() {
+                ShardInput::Completion(done) => done.result.map_err(|e| e.message),
+                _ => panic!("not a completion"),
+            }
+        };
+        let now = Instant::now();
+        assert_eq!(result_of(call(1), now + Duration::from_secs(60)), Ok(()));
+        assert_eq!(
+            result_of(call(2), now - Duration::from_millis(1)),
+            Err(
+                "not started by the attempt's deadline (dispatch.attempt_timeout_ms): \
+                 every IO worker was busy"
+                    .to_string()
+            )
+        );
+        assert_eq!(counting.0.load(Ordering::SeqCst), 1);
     }
 }
