@@ -151,7 +151,7 @@ fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Req
         WorkerRoute::DeadLetter(id) => dead_letters::show(engine, id),
         WorkerRoute::Hook(id) => hook_status(engine, id),
         WorkerRoute::Sinks => sinks(engine, request),
-        WorkerRoute::Sources => super::sources::sources(&state.config.read()),
+        WorkerRoute::Sources => super::sources::sources(&state.config_now()),
         WorkerRoute::PurgeDeadLetters => dead_letters::purge(engine, request),
         WorkerRoute::CreateReplay => replay_routes::create(state, engine, request),
         WorkerRoute::RedeemClaim(tenant, sha256) => match engine.redeem_claim(tenant, sha256) {
@@ -192,7 +192,7 @@ fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Req
         WorkerRoute::Reload => reload(state, engine),
         WorkerRoute::Backup => super::backup::backup(engine, request),
         WorkerRoute::Drain(set) => {
-            super::drain::drain(&state.drain, engine, &state.config.read(), *set)
+            super::drain::drain(&state.drain, engine, &state.config_now(), *set)
         }
     }
 }
