@@ -344,9 +344,11 @@ impl Engine {
             .flatten()
             .map(|stats| (stats.key.clone(), stats))
             .collect();
-        let config = self.config.read();
+        // The sources as they stand, not the config's lock: a reload's
+        // write would wait for the whole list, and every commit behind it.
+        let sources = self.config.read().sources.clone();
         let mut out = Vec::new();
-        for source in &config.sources {
+        for source in &sources {
             for (index, sink) in source.sinks.iter().enumerate() {
                 let key = SinkKey {
                     tenant: source.tenant.as_str().into(),
