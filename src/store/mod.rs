@@ -111,6 +111,7 @@ pub mod purge;
 pub mod record;
 mod repair;
 pub mod reshard;
+mod tail;
 pub mod tenant_bytes;
 mod tenants;
 mod verify;
@@ -653,18 +654,28 @@ fn data_file_bytes(dir: &Path) -> std::io::Result<u64> {
     Ok(std::fs::metadata(dir.join(DATA_FILE))?.len())
 }
 
-/// Refuses a store whose file ends before the last page its last commit
-/// names: LMDB reads pages through its map, and a page past the file's end
-/// would kill the process with SIGBUS at its first read.
+/// Refuses a store whose file ends before a page its last commit uses:
+/// LMDB reads pages through its map, and a page past the file's end would
+/// kill the process with SIGBUS at its first read. The file may end
+/// before LMDB's last page when the pages past its end are free (see
+/// [`tail`]).
 fn refuse_truncated(env: &Env<WithoutTls>, path: &Path) -> Result<(), StoreError> {
     let file = path.join(DATA_FILE);
-    let file_bytes = data_file_bytes(path).map_err(|source| StoreError::Io {
+    let io_error = |source| StoreError::Io {
         path: file.clone(),
         source,
-    })?;
+    };
+    let file_bytes = data_file_bytes(path).map_err(io_error)?;
     let page_bytes = u64::from(env.unnamed_database_stat().page_size);
-    let needed_bytes = (env.info().last_page_number as u64 + 1) * page_bytes;
-    if file_bytes < needed_bytes {
+    let last_page = env.info().last_page_number as u64;
+    let needed_bytes = (last_page + 1) * page_bytes;
+    let whole = file_bytes >= needed_bytes || {
+        let opened = std::fs::File::open(&file).map_err(io_error)?;
+        let file_pages = file_bytes / page_bytes;
+        tail::missing_pages_are_free(&opened, page_bytes as usize, file_pages, last_page)
+            .map_err(io_error)?
+    };
+    if !whole {
         return Err(StoreError::Truncated {
             path: file,
             file_bytes,

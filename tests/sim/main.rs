@@ -585,8 +585,10 @@ fn dead_by_config(shard: &ShardState) -> u64 {
 /// rebuild and a crash; see `core::unpark`), 28200425 (a restart's
 /// straggler on a row the dropped write had woken: in flight, not held),
 /// 30600032 (rows held behind a wake under way while its probe ran, their
-/// breaker then dropped by a reload; see `core::key_wake`).
-const FOUND_SEEDS: [u64; 4] = [6_600_463, 13_000_327, 28_200_425, 30_600_032];
+/// breaker then dropped by a reload; see `core::key_wake`), 50950888 (a
+/// sound store refused at reopen as cut short: its file ended before
+/// LMDB's last page, whose pages were free; see `store::tail`).
+const FOUND_SEEDS: [u64; 5] = [6_600_463, 13_000_327, 28_200_425, 30_600_032, 50_950_888];
 
 fn seeds() -> Vec<u64> {
     if let Ok(seed) = std::env::var("GOAD_SIM_SEED") {
