@@ -97,6 +97,7 @@ mod private_file;
 pub mod runtime;
 pub mod sink;
 pub mod store;
+mod synced_dir;
 #[cfg(test)]
 mod test_support;
 

@@ -166,14 +166,14 @@ impl ClaimStore {
     /// then the directory synced.
     fn write_new(&self, path: &Path, body: &[u8]) -> io::Result<()> {
         let dir = path.parent().expect("a claim is in its tenant's directory");
-        fs::create_dir_all(dir)?;
+        crate::synced_dir::create_all(dir)?;
         let n = self.next_temp.fetch_add(1, Ordering::Relaxed);
         let temp = dir.join(format!(".tmp-{}-{n}", std::process::id()));
         let mut file = crate::private_file::create(&temp)?;
         file.write_all(body)?;
         file.sync_all()?;
         fs::rename(&temp, path)?;
-        File::open(dir)?.sync_all()
+        crate::synced_dir::sync(dir)
     }
 
     /// The body of a claim; `None` when there is no such claim (never

@@ -47,7 +47,7 @@ impl Drain {
             }
         }
         if let Some(dir) = self.marker.parent() {
-            std::fs::File::open(dir)?.sync_all()?;
+            crate::synced_dir::sync(dir)?;
         }
         self.on.store(on, Ordering::Release);
         Ok(())

@@ -570,14 +570,14 @@ impl Replays {
     /// Writes a replay's file durably: a synced temporary file renamed over it.
     fn save(&self, job: &ReplayJob) -> std::io::Result<()> {
         use std::io::Write as _;
-        std::fs::create_dir_all(&self.dir)?;
+        crate::synced_dir::create_all(&self.dir)?;
         let path = self.dir.join(format!("{}.json", job.id));
         let tmp = self.dir.join(format!("{}.json.tmp", job.id));
         let mut file = std::fs::File::create(&tmp)?;
         file.write_all(&serde_json::to_vec_pretty(job).map_err(std::io::Error::other)?)?;
         file.sync_all()?;
         std::fs::rename(&tmp, &path)?;
-        std::fs::File::open(&self.dir)?.sync_all()
+        crate::synced_dir::sync(&self.dir)
     }
 }
 

@@ -5,6 +5,7 @@
 use super::clock::wall_ms;
 use super::Engine;
 use crate::store::{ShardStore, StoreError};
+use crate::synced_dir;
 use std::fmt;
 use std::fs;
 use std::io;
@@ -113,7 +114,7 @@ impl Engine {
         });
         let path = dir.join(BACKUP_MANIFEST);
         write_synced(&path, manifest.to_string().as_bytes()).map_err(io_at(&path))?;
-        sync_dir(dir).map_err(io_at(dir))?;
+        synced_dir::sync(dir).map_err(io_at(dir))?;
         Ok(Backup {
             shard_bytes,
             files: copied.files,
@@ -142,7 +143,7 @@ fn prepare_target(data_dir: &Path, dir: &Path) -> Result<(), BackupError> {
             "it holds files: a backup goes to a new or empty directory",
         )),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            fs::create_dir_all(dir).map_err(io_at(dir))
+            synced_dir::create_all(dir).map_err(io_at(dir))
         }
         Err(e) if e.kind() == io::ErrorKind::NotADirectory => Err(refused("it is a file")),
         Err(e) => Err(io_at(dir)(e)),
@@ -202,9 +203,9 @@ fn copy_files(from: &Path, to: &Path, top: bool, copied: &mut Copied) -> Result<
         let (source, target) = (entry.path(), to.join(&name));
         let kind = entry.file_type().map_err(io_at(&source))?;
         if kind.is_dir() {
-            fs::create_dir_all(&target).map_err(io_at(&target))?;
+            synced_dir::create_all(&target).map_err(io_at(&target))?;
             copy_files(&source, &target, false, copied)?;
-            sync_dir(&target).map_err(io_at(&target))?;
+            synced_dir::sync(&target).map_err(io_at(&target))?;
         } else if kind.is_file() {
             match fs::copy(&source, &target) {
                 Ok(bytes) => {
@@ -227,8 +228,4 @@ fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut file = fs::File::create(path)?;
     file.write_all(bytes)?;
     file.sync_all()
-}
-
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    fs::File::open(dir)?.sync_all()
 }

@@ -20,7 +20,7 @@ impl ShardStore {
             path: path.clone(),
             source,
         };
-        std::fs::create_dir_all(dir).map_err(io)?;
+        crate::synced_dir::create_all(dir).map_err(io)?;
         let mut file = crate::private_file::create(&path).map_err(io)?;
         let (mut reader, writer) = std::io::pipe().map_err(io)?;
         let (written, copied) = std::thread::scope(|s| {
@@ -42,6 +42,10 @@ impl ShardStore {
         // failed only because its pipe closed.
         let written = written.map_err(io)?;
         copied.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        crate::synced_dir::sync(dir).map_err(|source| StoreError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
         Ok(written)
     }
 }

@@ -31,7 +31,7 @@ impl DataDirLock {
             path: path.clone(),
             source,
         };
-        std::fs::create_dir_all(data_dir).map_err(|source| StoreError::Io {
+        crate::synced_dir::create_all(data_dir).map_err(|source| StoreError::Io {
             path: data_dir.to_path_buf(),
             source,
         })?;

@@ -53,6 +53,9 @@
 //! not yet committed is lost whole by a crash and only redelivers. A row
 //! moves from one place to another (due, in flight, waiting in its lane,
 //! dead, gone) inside one transaction, so it is always in exactly one.
+//! A new store's directory, and its file's name in it, are synced when
+//! they are made (see `synced_dir`): a synced commit in a file whose name
+//! a power loss could take would be lost with it.
 //!
 //! # Corrupt records
 //! A row whose record does not decode, or is not pending while a due key
@@ -631,10 +634,12 @@ const DATABASES: [&str; 12] = [
 /// Opens (creating the directory if needed) the LMDB environment at
 /// `path` with a map of `max_bytes`, or larger when its file fills that.
 fn open_env(path: &Path, max_bytes: u64) -> Result<Env<WithoutTls>, StoreError> {
-    std::fs::create_dir_all(path).map_err(|source| StoreError::Io {
+    let io_error = |source| StoreError::Io {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    crate::synced_dir::create_all(path).map_err(io_error)?;
+    let new = !path.join(DATA_FILE).try_exists().map_err(io_error)?;
     let mut options = EnvOpenOptions::new().read_txn_without_tls();
     options
         .map_size(fill::map_bytes_for(path, max_bytes))
@@ -645,6 +650,9 @@ fn open_env(path: &Path, max_bytes: u64) -> Result<Env<WithoutTls>, StoreError> 
     // the data directory's lock, and LMDB's lock file guards against
     // other processes' readers.
     let env = unsafe { options.open(path)? };
+    if new {
+        crate::synced_dir::sync(path).map_err(io_error)?;
+    }
     refuse_truncated(&env, path)?;
     Ok(env)
 }

@@ -39,6 +39,7 @@ use super::UNPARKING;
 use super::{lanes, tenant_bytes, DataDirLock, ShardStore, StoreError, TenantTable, Verified};
 use crate::core::{LaneId, RowId, LANE_ID_BYTES};
 use crate::limits::MAX_SHARDS;
+use crate::synced_dir;
 use heed::{RoTxn, RwTxn};
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -560,7 +561,7 @@ fn write_marker(data_dir: &Path, from: usize, to: usize) -> Result<(), StoreErro
         writeln!(file, "{from} {to}")?;
         file.sync_all()?;
         fs::rename(&temp, &path)?;
-        fs::File::open(data_dir)?.sync_all()
+        synced_dir::sync(data_dir)
     };
     write().map_err(|source| io(&path, source))
 }
@@ -571,7 +572,7 @@ fn finish_moves(data_dir: &Path, from: usize, to: usize) -> Result<(), StoreErro
     let staging = data_dir.join(STAGING_DIR);
     let rename =
         |from: PathBuf, to: PathBuf| fs::rename(&from, &to).map_err(|source| io(&from, source));
-    fs::create_dir_all(&before).map_err(|source| io(&before, source))?;
+    synced_dir::create_all(&before).map_err(|source| io(&before, source))?;
     // Every old shard leaves before any new one arrives, so an old shard
     // not yet in `before-reshard/` is still in place.
     for k in 0..from {
@@ -584,8 +585,9 @@ fn finish_moves(data_dir: &Path, from: usize, to: usize) -> Result<(), StoreErro
             rename(ShardStore::dir(&staging, k), ShardStore::dir(data_dir, k))?;
         }
     }
-    let sync = || fs::File::open(data_dir)?.sync_all();
-    sync().map_err(|source| io(data_dir, source))?;
+    let sync = |dir: &Path| synced_dir::sync(dir).map_err(|source| io(dir, source));
+    sync(&before)?;
+    sync(data_dir)?;
     // Gone already when a crash came after its removal, before the marker's.
     match fs::remove_dir_all(&staging) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&staging, e)),
@@ -593,5 +595,5 @@ fn finish_moves(data_dir: &Path, from: usize, to: usize) -> Result<(), StoreErro
     }
     let marker = data_dir.join(MARKER_FILE);
     fs::remove_file(&marker).map_err(|source| io(&marker, source))?;
-    sync().map_err(|source| io(data_dir, source))
+    sync(data_dir)
 }
