@@ -25,10 +25,6 @@ const OPERATION_WORKERS: usize = 2;
 /// Workers of the monitoring queue.
 const MONITORING_WORKERS: usize = 1;
 
-/// Listed items (dead letters, replays) per page by default, and at most.
-const DEFAULT_PAGE: usize = 100;
-const MAX_PAGE: usize = 1_000;
-
 pub struct AdminJob {
     pub route: WorkerRoute,
     pub request: Request,
@@ -151,7 +147,7 @@ fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Req
         WorkerRoute::DeadLetter(id) => dead_letters::show(engine, id),
         WorkerRoute::Hook(id) => hook_status(engine, id),
         WorkerRoute::Sinks => sinks(engine, request),
-        WorkerRoute::Sources => super::sources::sources(&state.config_now()),
+        WorkerRoute::Sources => super::sources::sources(&state.config_now(), request),
         WorkerRoute::PurgeDeadLetters => dead_letters::purge(engine, request),
         WorkerRoute::CreateReplay => replay_routes::create(state, engine, request),
         WorkerRoute::RedeemClaim(tenant, sha256) => match engine.redeem_claim(tenant, sha256) {
@@ -312,21 +308,6 @@ pub(super) fn known_params(request: &Request, known: &[&str]) -> Result<(), Resp
                 known.join(", ")
             ),
         )),
-    }
-}
-
-/// A listing's `limit`: 1 to `MAX_PAGE`, `DEFAULT_PAGE` when absent.
-pub(super) fn page_limit(request: &Request) -> Result<usize, Response> {
-    match request.query_param("limit") {
-        None => Ok(DEFAULT_PAGE),
-        Some(text) => match text.parse::<usize>() {
-            Ok(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
-            _ => Err(Response::error(
-                400,
-                "bad_limit",
-                &format!("limit must be an integer from 1 to {MAX_PAGE}, got {text:?}"),
-            )),
-        },
     }
 }
 

@@ -2,9 +2,10 @@
 //! `GET /v1/dead-letters/{id}` (one with its hook) and
 //! `DELETE /v1/dead-letters` (a purge), all taking one filter.
 
-use super::admin::{known_params, page_limit, store_error, unavailable};
+use super::admin::{known_params, store_error, unavailable};
 use super::hook_status::hook_json;
 use super::http::{Request, Response};
+use super::listing::{page_limit, PAGING_PARAMS};
 use crate::core::{DeadReasonKind, ReasonKinds};
 use crate::runtime::Engine;
 use crate::store::{DeadFilter, DeadItem, DeadPosition};
@@ -121,8 +122,8 @@ pub(super) fn purge(engine: &Engine, request: &Request) -> Response {
 /// `GET /v1/dead-letters`: a page of the matching dead letters, newest
 /// first, and the cursor of the next.
 pub(super) fn list(engine: &Engine, request: &Request) -> Response {
-    let paging = ["limit", "cursor"];
-    if let Err(unknown) = known_params(request, &[&DEAD_FILTER_PARAMS[..], &paging].concat()) {
+    if let Err(unknown) = known_params(request, &[&DEAD_FILTER_PARAMS[..], &PAGING_PARAMS].concat())
+    {
         return unknown;
     }
     let limit = match page_limit(request) {

@@ -23,6 +23,7 @@ mod ingest_counts;
 mod ingest_rate;
 mod jwks;
 mod jwt;
+mod listing;
 mod metrics;
 mod notify;
 mod open_admin;

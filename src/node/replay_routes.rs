@@ -2,8 +2,9 @@
 //! page), `GET /v1/replays/{id}` and `POST /v1/replays/{id}/pause` or
 //! `…/resume`; the replays themselves are `super::replay`'s.
 
-use super::admin::{known_params, page_limit, store_error};
+use super::admin::{known_params, store_error};
 use super::http::{Request, Response};
+use super::listing::page_limit;
 use super::replay::{ControlError, CreateError, ReplayControl, ReplaySpec, ReplayState};
 use super::NodeState;
 use crate::limits::MAX_STORED_REPLAYS;

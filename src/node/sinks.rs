@@ -1,10 +1,12 @@
 //! `GET /v1/sinks`: every configured sink with what its attempts came to
 //! since the node started, its latest failure and its breaker: which
 //! receiver is failing, and why, without reading the logs; and for a
-//! paused sink, how many rows it holds.
+//! paused sink, how many rows it holds. Paged by `limit` and `cursor`
+//! (see [`super::listing`]): a sink's key is `<source id>/<sink index>`.
 
 use super::admin::{known_params, store_error, unavailable};
 use super::http::{Request, Response};
+use super::listing::{Paging, PAGING_PARAMS};
 use crate::core::{BreakerState, SinkStats};
 use crate::latency::LatencyCounts;
 use crate::runtime::Engine;
@@ -12,21 +14,33 @@ use crate::store::HeldBySink;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
+/// The filters of `/v1/sinks` and `/v1/sources`.
+pub(super) const FILTER_PARAMS: [&str; 2] = ["source_id", "tenant"];
+
 pub(super) fn sinks(engine: &Engine, request: &Request) -> Response {
-    if let Err(unknown) = known_params(request, &["source_id", "tenant"]) {
+    if let Err(unknown) = known_params(request, &[&FILTER_PARAMS[..], &PAGING_PARAMS].concat()) {
         return unknown;
     }
+    let paging = match Paging::of(request) {
+        Ok(paging) => paging,
+        Err(bad) => return bad,
+    };
     let source = request.query_param("source_id").filter(|s| !s.is_empty());
     let tenant = request.query_param("tenant").filter(|t| !t.is_empty());
     let stats = match engine.sink_stats() {
         Ok(stats) => stats,
         Err(e) => return unavailable(&e),
     };
-    let listed: Vec<&SinkStats> = stats
+    let matching: Vec<&SinkStats> = stats
         .iter()
         .filter(|s| source.as_deref().is_none_or(|id| *s.key.source_id == *id))
         .filter(|s| tenant.as_deref().is_none_or(|t| *s.key.tenant == *t))
         .collect();
+    let key = |s: &&SinkStats| format!("{}/{}", s.key.source_id, s.key.sink_index);
+    let (listed, next_cursor) = match paging.page(matching, key) {
+        Ok(page) => page,
+        Err(bad) => return bad,
+    };
     // Held rows are counted for paused sinks only, each tenant's once.
     let mut held: HashMap<&str, HeldBySink> = HashMap::new();
     for stats in listed.iter().filter(|s| s.paused) {
@@ -50,7 +64,7 @@ pub(super) fn sinks(engine: &Engine, request: &Request) -> Response {
             sink_json(stats, held)
         })
         .collect();
-    Response::json(200, &json!({ "sinks": sinks }))
+    Response::json(200, &json!({ "sinks": sinks, "next_cursor": next_cursor }))
 }
 
 /// `closed`, `open` or `half_open`, and when an open one lets a probe through.

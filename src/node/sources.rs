@@ -5,15 +5,40 @@
 //! or checking a reload asks. No secret is shown: tokens and secrets are
 //! named by whether they are set, and a sink's URL loses its user
 //! information and query (`url_env` URLs are shown as their variable).
+//! Filtered by `source_id` and `tenant`, as `/v1/sinks` is; paged by
+//! `limit` and `cursor` (see [`super::listing`]): a source's key is its id.
 
-use super::http::Response;
+use super::admin::known_params;
+use super::http::{Request, Response};
+use super::listing::{Paging, PAGING_PARAMS};
+use super::sinks::FILTER_PARAMS;
 use crate::config::{Config, SinkConfig, SourceConfig};
 use crate::sink::client::shown_url;
 use serde_json::{json, Value};
 
-pub(super) fn sources(config: &Config) -> Response {
-    let sources: Vec<Value> = config.sources.iter().map(source_json).collect();
-    Response::json(200, &json!({ "sources": sources }))
+pub(super) fn sources(config: &Config, request: &Request) -> Response {
+    if let Err(unknown) = known_params(request, &[&FILTER_PARAMS[..], &PAGING_PARAMS].concat()) {
+        return unknown;
+    }
+    let paging = match Paging::of(request) {
+        Ok(paging) => paging,
+        Err(bad) => return bad,
+    };
+    let id = request.query_param("source_id").filter(|s| !s.is_empty());
+    let tenant = request.query_param("tenant").filter(|t| !t.is_empty());
+    let matching: Vec<&SourceConfig> = (config.sources.iter())
+        .filter(|s| id.as_deref().is_none_or(|id| s.id == id))
+        .filter(|s| tenant.as_deref().is_none_or(|t| s.tenant == t))
+        .collect();
+    let (listed, next_cursor) = match paging.page(matching, |s| s.id.clone()) {
+        Ok(page) => page,
+        Err(bad) => return bad,
+    };
+    let sources: Vec<Value> = listed.into_iter().map(source_json).collect();
+    Response::json(
+        200,
+        &json!({ "sources": sources, "next_cursor": next_cursor }),
+    )
 }
 
 fn source_json(source: &SourceConfig) -> Value {

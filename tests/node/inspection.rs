@@ -75,7 +75,7 @@ fn the_sources_are_listed_as_configured_without_secrets() {
     let sink = |index: u32, kind: &str, target: &str| serde_json::json!({"index": index, "type": kind, "target": target, "auth": null, "ordered": false, "paused": false, "filter": null});
     assert_eq!(
         listed.json(),
-        serde_json::json!({"sources": [
+        serde_json::json!({"next_cursor": null, "sources": [
             {"id": "gh", "tenant": "acme", "ingest_path": "/v1/sources/gh/hooks",
              "ingest_token": true, "ingest_verify_token": true, "ingest_handshake": "event_grid",
              "ingest_signature": "github", "ingest_jwt": null,
@@ -101,6 +101,137 @@ fn the_sources_are_listed_as_configured_without_secrets() {
         ]})
     );
     assert!(!listed.text().contains("secret") && !listed.text().contains("pw"));
+}
+
+/// `/v1/sources` and `/v1/sinks` are filtered by source and tenant, and
+/// come a page at a time with `limit`: each page ends with the cursor of
+/// the next (its last item's key: a source's id, a sink's
+/// `<source id>/<sink index>`), the last page with none. A reload that
+/// removes another source leaves a cursor good; one that removes the
+/// cursor's own source makes it stale. Unknown parameters, bad limits and
+/// stale cursors get 400.
+#[test]
+fn sources_and_sinks_are_filtered_and_listed_a_page_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = node_config(dir.path());
+    let sinks = |n: usize| vec![SinkConfig::http("http://127.0.0.1:9/"); n];
+    for (id, tenant, n) in [
+        ("a", "t1", 2),
+        ("b", "t2", 1),
+        ("c", "t1", 3),
+        ("d", "t2", 1),
+    ] {
+        c.sources.push(source(id, tenant, sinks(n)));
+    }
+    let path = dir.path().join("goad.toml");
+    std::fs::write(&path, toml::to_string(&c).unwrap()).unwrap();
+    let node = start_with(c.clone(), Some(path.clone()));
+    let addr = node.local_addr();
+    // Each page's keys and the next cursor.
+    let page = |route: &str, query: &str| -> (Vec<String>, serde_json::Value) {
+        let reply = get(addr, &format!("/v1/{route}?{query}"));
+        assert_eq!(reply.status, 200, "{route}?{query}: {}", reply.text());
+        let json = reply.json();
+        let keys = json[route]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| match route {
+                "sources" => item["id"].as_str().unwrap().to_string(),
+                _ => format!(
+                    "{}/{}",
+                    item["source_id"].as_str().unwrap(),
+                    item["sink_index"]
+                ),
+            });
+        (keys.collect(), json["next_cursor"].clone())
+    };
+    let (all, none) = page("sources", "");
+    assert_eq!(
+        (all, none),
+        (
+            ["a", "b", "c", "d"].map(String::from).to_vec(),
+            serde_json::Value::Null
+        )
+    );
+    assert_eq!(page("sources", "tenant=t1").0, ["a", "c"]);
+    assert_eq!(page("sources", "source_id=c").0, ["c"]);
+    assert_eq!(
+        page("sources", "limit=3"),
+        (vec!["a".into(), "b".into(), "c".into()], "c".into())
+    );
+    assert_eq!(
+        page("sources", "limit=3&cursor=c"),
+        (vec!["d".into()], serde_json::Value::Null)
+    );
+    assert_eq!(
+        page("sources", "limit=4"),
+        (page("sources", "").0, serde_json::Value::Null)
+    );
+    assert_eq!(
+        page("sources", "tenant=t2&limit=1"),
+        (vec!["b".into()], "b".into())
+    );
+    assert_eq!(
+        page("sources", "tenant=t2&limit=1&cursor=b"),
+        (vec!["d".into()], serde_json::Value::Null)
+    );
+
+    assert_eq!(
+        page("sinks", "limit=2"),
+        (vec!["a/0".into(), "a/1".into()], "a/1".into())
+    );
+    assert_eq!(
+        page("sinks", "limit=2&cursor=a/1"),
+        (vec!["b/0".into(), "c/0".into()], "c/0".into())
+    );
+    assert_eq!(
+        page("sinks", "limit=2&cursor=c/0"),
+        (vec!["c/1".into(), "c/2".into()], "c/2".into())
+    );
+    assert_eq!(
+        page("sinks", "limit=2&cursor=c/2"),
+        (vec!["d/0".into()], serde_json::Value::Null)
+    );
+    assert_eq!(
+        page("sinks", "tenant=t1&limit=4&cursor=a/0").0,
+        ["a/1", "c/0", "c/1", "c/2"]
+    );
+    assert_eq!(page("sinks", "").0.len(), 7);
+
+    // A reload removes b: a cursor past it goes on; one naming it is stale.
+    c.sources.retain(|s| s.id != "b");
+    std::fs::write(&path, toml::to_string(&c).unwrap()).unwrap();
+    assert_eq!(call(addr, "POST", "/v1/reload", &[], b"").status, 200);
+    assert_eq!(
+        page("sources", "limit=1&cursor=a"),
+        (vec!["c".into()], "c".into())
+    );
+    assert_eq!(
+        page("sinks", "limit=1&cursor=a/1"),
+        (vec!["c/0".into()], "c/0".into())
+    );
+    for (query, code) in [
+        ("sources?limit=1&cursor=b", "bad_cursor"),
+        ("sinks?cursor=b/0", "bad_cursor"),
+        ("sinks?tenant=t2&cursor=a/0", "bad_cursor"),
+        ("sources?limit=0", "bad_limit"),
+        ("sinks?limit=1001", "bad_limit"),
+        ("sources?source=a", "unknown_parameter"),
+        ("sinks?page=2", "unknown_parameter"),
+    ] {
+        let refused = get(addr, &format!("/v1/{query}"));
+        assert_eq!(
+            (refused.status, refused.error_code()),
+            (400, code.to_string()),
+            "{query}"
+        );
+    }
+    let stale = get(addr, "/v1/sources?cursor=b").json();
+    assert_eq!(
+        stale["message"],
+        "cursor \"b\" names nothing this listing holds (a reload removed it, or the filters changed): list again from the start"
+    );
 }
 
 /// `GET /v1/hooks/{id}` finds a hook by the id its ingest returned and
