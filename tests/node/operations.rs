@@ -377,12 +377,18 @@ fn the_operator_cli_lists_replays_and_reports() {
             (&"a".into(), &1.into(), 1)
         );
     }
-    let (code, out, _) = goad(&["sinks", "--tenant", "t2"], true);
-    assert_eq!(code, Some(0));
-    assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&out).unwrap(),
-        serde_json::json!({"sinks": []})
-    );
+    for list in ["sinks", "sources"] {
+        let (code, out, _) = goad(&[list, "--tenant", "t2"], true);
+        assert_eq!(code, Some(0));
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&out).unwrap(),
+            serde_json::json!({list: [], "next_cursor": null})
+        );
+        let (code, out, _) = goad(&[list, "--source", "a"], true);
+        assert_eq!(code, Some(0));
+        let listed = serde_json::from_str::<serde_json::Value>(&out).unwrap()[list].clone();
+        assert_eq!(listed.as_array().unwrap().len(), 1, "{out}");
+    }
     for (args, draining) in [
         (&["drain"][..], true),
         (&["drain", "--status"], true),

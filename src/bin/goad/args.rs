@@ -145,16 +145,17 @@ pub enum Command {
     Sinks {
         #[command(flatten)]
         node: NodeArgs,
-        /// Only this source's.
-        #[arg(long)]
-        source: Option<String>,
-        /// Only this tenant's.
-        #[arg(long)]
-        tenant: Option<String>,
+        #[command(flatten)]
+        filter: SourceFilter,
     },
     /// A node's sources as its config stands: each one's ingest path, how
     /// ingest checks it, how it dedupes and where its sinks deliver.
-    Sources(NodeArgs),
+    Sources {
+        #[command(flatten)]
+        node: NodeArgs,
+        #[command(flatten)]
+        filter: SourceFilter,
+    },
     /// Wake a sink whose receiver is back: close its circuit breaker and
     /// make its rows waiting out a backoff or the breaker due now
     /// (attempts kept); prints how many and whether the breaker was open.
@@ -284,6 +285,30 @@ impl DeadLetterFilter {
             ("until_ms", self.until_ms.map(|t| t.to_string())),
         ];
         query(mine.iter().chain(more))
+    }
+}
+
+/// `goad sinks` and `goad sources`: only one source's, or one tenant's.
+#[derive(Args)]
+pub struct SourceFilter {
+    /// Only this source's.
+    #[arg(long)]
+    source: Option<String>,
+    /// Only this tenant's.
+    #[arg(long)]
+    tenant: Option<String>,
+}
+
+impl SourceFilter {
+    /// The filter as a query string.
+    pub fn query(&self) -> String {
+        query(
+            [
+                ("source_id", self.source.clone()),
+                ("tenant", self.tenant.clone()),
+            ]
+            .iter(),
+        )
     }
 }
 
