@@ -9,6 +9,7 @@
 //! still starts right after it; a reload that removed the item itself
 //! makes it stale (400 `bad_cursor`: list again from the start).
 
+use super::admin::known_params;
 use super::http::{Request, Response};
 
 /// Listed items per page by default (dead letters, replays), and at most.
@@ -62,6 +63,36 @@ impl Paging {
             _ => None,
         };
         Ok((page, next))
+    }
+}
+
+/// A request to a listing of sources or sinks: its filters (`source_id`,
+/// `tenant`) and its page.
+pub(super) struct SourceListing {
+    source_id: Option<String>,
+    tenant: Option<String>,
+    pub(super) paging: Paging,
+}
+
+impl SourceListing {
+    /// 400 for a parameter it does not take, or a bad limit.
+    pub(super) fn of(request: &Request) -> Result<SourceListing, Response> {
+        known_params(
+            request,
+            &[&["source_id", "tenant"][..], &PAGING_PARAMS].concat(),
+        )?;
+        let param = |name| request.query_param(name).filter(|v| !v.is_empty());
+        Ok(SourceListing {
+            source_id: param("source_id"),
+            tenant: param("tenant"),
+            paging: Paging::of(request)?,
+        })
+    }
+
+    /// Whether the filters take a source's (or its sink's) item.
+    pub(super) fn takes(&self, source_id: &str, tenant: &str) -> bool {
+        self.source_id.as_deref().is_none_or(|id| id == source_id)
+            && self.tenant.as_deref().is_none_or(|t| t == tenant)
     }
 }
 

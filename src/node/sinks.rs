@@ -4,9 +4,9 @@
 //! paused sink, how many rows it holds. Paged by `limit` and `cursor`
 //! (see [`super::listing`]): a sink's key is `<source id>/<sink index>`.
 
-use super::admin::{known_params, store_error, unavailable};
+use super::admin::{store_error, unavailable};
 use super::http::{Request, Response};
-use super::listing::{Paging, PAGING_PARAMS};
+use super::listing::SourceListing;
 use crate::core::{BreakerState, SinkStats};
 use crate::latency::LatencyCounts;
 use crate::runtime::Engine;
@@ -14,30 +14,20 @@ use crate::store::HeldBySink;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
-/// The filters of `/v1/sinks` and `/v1/sources`.
-pub(super) const FILTER_PARAMS: [&str; 2] = ["source_id", "tenant"];
-
 pub(super) fn sinks(engine: &Engine, request: &Request) -> Response {
-    if let Err(unknown) = known_params(request, &[&FILTER_PARAMS[..], &PAGING_PARAMS].concat()) {
-        return unknown;
-    }
-    let paging = match Paging::of(request) {
-        Ok(paging) => paging,
+    let listing = match SourceListing::of(request) {
+        Ok(listing) => listing,
         Err(bad) => return bad,
     };
-    let source = request.query_param("source_id").filter(|s| !s.is_empty());
-    let tenant = request.query_param("tenant").filter(|t| !t.is_empty());
     let stats = match engine.sink_stats() {
         Ok(stats) => stats,
         Err(e) => return unavailable(&e),
     };
-    let matching: Vec<&SinkStats> = stats
-        .iter()
-        .filter(|s| source.as_deref().is_none_or(|id| *s.key.source_id == *id))
-        .filter(|s| tenant.as_deref().is_none_or(|t| *s.key.tenant == *t))
+    let matching: Vec<&SinkStats> = (stats.iter())
+        .filter(|s| listing.takes(&s.key.source_id, &s.key.tenant))
         .collect();
     let key = |s: &&SinkStats| format!("{}/{}", s.key.source_id, s.key.sink_index);
-    let (listed, next_cursor) = match paging.page(matching, key) {
+    let (listed, next_cursor) = match listing.paging.page(matching, key) {
         Ok(page) => page,
         Err(bad) => return bad,
     };

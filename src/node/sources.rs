@@ -8,29 +8,21 @@
 //! Filtered by `source_id` and `tenant`, as `/v1/sinks` is; paged by
 //! `limit` and `cursor` (see [`super::listing`]): a source's key is its id.
 
-use super::admin::known_params;
 use super::http::{Request, Response};
-use super::listing::{Paging, PAGING_PARAMS};
-use super::sinks::FILTER_PARAMS;
+use super::listing::SourceListing;
 use crate::config::{Config, SinkConfig, SourceConfig};
 use crate::sink::client::shown_url;
 use serde_json::{json, Value};
 
 pub(super) fn sources(config: &Config, request: &Request) -> Response {
-    if let Err(unknown) = known_params(request, &[&FILTER_PARAMS[..], &PAGING_PARAMS].concat()) {
-        return unknown;
-    }
-    let paging = match Paging::of(request) {
-        Ok(paging) => paging,
+    let listing = match SourceListing::of(request) {
+        Ok(listing) => listing,
         Err(bad) => return bad,
     };
-    let id = request.query_param("source_id").filter(|s| !s.is_empty());
-    let tenant = request.query_param("tenant").filter(|t| !t.is_empty());
     let matching: Vec<&SourceConfig> = (config.sources.iter())
-        .filter(|s| id.as_deref().is_none_or(|id| s.id == id))
-        .filter(|s| tenant.as_deref().is_none_or(|t| s.tenant == t))
+        .filter(|s| listing.takes(&s.id, &s.tenant))
         .collect();
-    let (listed, next_cursor) = match paging.page(matching, |s| s.id.clone()) {
+    let (listed, next_cursor) = match listing.paging.page(matching, |s| s.id.clone()) {
         Ok(page) => page,
         Err(bad) => return bad,
     };
