@@ -510,6 +510,32 @@ fn a_store_file_cut_short_is_refused_at_open() {
     assert_eq!(err.to_string(), refused);
 }
 
+/// A data directory that lost a shard's store (a copy or a backup cut
+/// short, a shard's directory deleted) is refused at open, by the engine
+/// and by `verify`, and left as it is: made anew, the store would be
+/// empty, and the hooks it held lost without a word (both used to make it).
+#[test]
+fn a_data_directory_that_lost_a_shards_store_is_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
+    c.shards = 2;
+    for k in 0..2 {
+        let store = ShardStore::open(dir.path(), k, 2).unwrap();
+        leave_claimed_hooks(&c, &store, 3);
+    }
+    let lost = ShardStore::dir(dir.path(), 1);
+    std::fs::remove_dir_all(&lost).unwrap();
+    let refused = format!(
+        "{} holds no store: shard 1 of the data directory's 2 is missing (a copy or a backup cut short, a shard's directory deleted); restore the whole data directory: an engine started without it would lose the hooks that shard held",
+        lost.display()
+    );
+    let err = Engine::open(c).err().expect("refused");
+    assert_eq!(err.to_string(), refused);
+    let err = goad::store::verify_data_dir(dir.path(), 2).expect_err("refused");
+    assert_eq!(err.to_string(), refused);
+    assert!(!lost.exists(), "the lost shard was made anew");
+}
+
 /// Recovery reads past in-flight markers that do not decode (the engine
 /// used to refuse to open on either): a marker whose value is broken is
 /// rebuilt from its hook (the tenant) and row record (the size), and a
@@ -579,6 +605,7 @@ fn a_shard_that_fails_to_open_stops_the_shards_started_before_it() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
     c.shards = 2;
+    drop(ShardStore::open(dir.path(), 0, 2).unwrap());
     {
         let store = ShardStore::open(dir.path(), 1, 2).unwrap();
         leave_claimed_hooks(&c, &store, 1);

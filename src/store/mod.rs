@@ -118,6 +118,7 @@ mod tail;
 pub mod tenant_bytes;
 mod tenants;
 mod verify;
+mod whole;
 pub(crate) mod write;
 
 pub use dead::{DeadFilter, DeadItem, DeadLetter, DeadPosition, ReplayCounts, ReviveStep, Revived};
@@ -190,6 +191,14 @@ pub enum StoreError {
         file_bytes: u64,
         needed_bytes: u64,
     },
+    /// A shard's store is missing from a data directory that holds others
+    /// (see [`ShardStore::open_all`]): made anew, it would be empty.
+    MissingShard {
+        /// The shard's directory.
+        path: PathBuf,
+        shard: usize,
+        shards: usize,
+    },
 }
 
 impl fmt::Display for StoreError {
@@ -220,6 +229,11 @@ impl fmt::Display for StoreError {
             } => write!(
                 f,
                 "{} holds {file_bytes} bytes but its last commit's pages end at byte {needed_bytes}: the file was cut short (a backup without its backup.json, a disk that lost its end); restore it from a whole backup",
+                path.display()
+            ),
+            StoreError::MissingShard { path, shard, shards } => write!(
+                f,
+                "{} holds no store: shard {shard} of the data directory's {shards} is missing (a copy or a backup cut short, a shard's directory deleted); restore the whole data directory: an engine started without it would lose the hooks that shard held",
                 path.display()
             ),
         }
@@ -303,18 +317,6 @@ impl ShardStore {
     /// stored format and shard count, with the default `max_shard_bytes`.
     pub fn open(data_dir: &Path, index: usize, count: usize) -> Result<ShardStore, StoreError> {
         ShardStore::open_sized(data_dir, index, count, DEFAULT_MAX_SHARD_BYTES)
-    }
-
-    /// Opens (creating if needed) every one of `count` shards under
-    /// `data_dir`, each as [`ShardStore::open_sized`] does.
-    pub fn open_all(
-        data_dir: &Path,
-        count: usize,
-        max_bytes: u64,
-    ) -> Result<Vec<ShardStore>, StoreError> {
-        (0..count)
-            .map(|k| ShardStore::open_sized(data_dir, k, count, max_bytes))
-            .collect()
     }
 
     /// [`ShardStore::open`] with an LMDB map of `max_bytes`, or larger when

@@ -72,9 +72,8 @@ enum Place {
 pub fn verify_data_dir(data_dir: &Path, shard_count: usize) -> Result<Vec<Verified>, StoreError> {
     let _lock = DataDirLock::acquire(data_dir)?;
     super::refuse_unfinished_reshard(data_dir)?;
-    (0..shard_count)
-        .map(|k| ShardStore::open(data_dir, k, shard_count)?.verify())
-        .collect()
+    let stores = ShardStore::open_existing(data_dir, shard_count)?;
+    stores.iter().map(ShardStore::verify).collect()
 }
 
 /// Where the indexes put each row.

@@ -1,0 +1,185 @@
+//! A data directory opens whole: every shard's store, or an error. A store
+//! missing beside the others (a copy or a backup cut short, a shard's
+//! directory deleted) would otherwise be made anew, empty, and the hooks
+//! it held lost without a word. A new directory's shards are made from
+//! the last one to shard 0, so shard 0's store is there only once every
+//! other one is: a first start cut short leaves empty stores and no shard
+//! 0, which the next start completes, while a store missing beside shard
+//! 0's, or beside another that holds hooks, is refused.
+
+use super::{ShardStore, StoreError, DATA_FILE};
+use std::path::Path;
+
+impl ShardStore {
+    /// Opens every one of `count` shards under `data_dir`, each as
+    /// [`ShardStore::open_sized`] does, making a new directory's; refuses
+    /// a directory that lost a shard's store
+    /// ([`StoreError::MissingShard`]).
+    pub fn open_all(
+        data_dir: &Path,
+        count: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<ShardStore>, StoreError> {
+        let open = |k| ShardStore::open_sized(data_dir, k, count, max_bytes);
+        if has_store(data_dir, 0)? {
+            // Shard 0 first: a directory of another shard count is named
+            // as such, not as one missing shards.
+            let first = open(0)?;
+            refuse_missing(data_dir, count)?;
+            return std::iter::once(Ok(first))
+                .chain((1..count).map(open))
+                .collect();
+        }
+        let mut stores = Vec::with_capacity(count);
+        for k in (1..count).rev() {
+            let made = !has_store(data_dir, k)?;
+            let store = open(k)?;
+            if !made && store.holds_records()? {
+                return Err(missing(data_dir, 0, count));
+            }
+            stores.push(store);
+        }
+        stores.push(open(0)?);
+        stores.reverse();
+        Ok(stores)
+    }
+
+    /// Opens every one of `count` shards under `data_dir`, making none: a
+    /// missing store is refused ([`StoreError::MissingShard`]).
+    pub(crate) fn open_existing(
+        data_dir: &Path,
+        count: usize,
+    ) -> Result<Vec<ShardStore>, StoreError> {
+        refuse_missing(data_dir, count)?;
+        (0..count)
+            .map(|k| ShardStore::open(data_dir, k, count))
+            .collect()
+    }
+
+    /// Whether any hook or row is stored.
+    fn holds_records(&self) -> Result<bool, StoreError> {
+        let rtxn = self.env.read_txn()?;
+        Ok(!self.records.is_empty(&rtxn)?)
+    }
+}
+
+/// Whether shard `k`'s store file is in `data_dir`.
+fn has_store(data_dir: &Path, k: usize) -> Result<bool, StoreError> {
+    let file = ShardStore::dir(data_dir, k).join(DATA_FILE);
+    file.try_exists()
+        .map_err(|source| StoreError::Io { path: file, source })
+}
+
+/// Refuses `data_dir` if any of its `count` shards has no store.
+fn refuse_missing(data_dir: &Path, count: usize) -> Result<(), StoreError> {
+    for k in 0..count {
+        if !has_store(data_dir, k)? {
+            return Err(missing(data_dir, k, count));
+        }
+    }
+    Ok(())
+}
+
+fn missing(data_dir: &Path, shard: usize, shards: usize) -> StoreError {
+    StoreError::MissingShard {
+        path: ShardStore::dir(data_dir, shard),
+        shard,
+        shards,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::record::sample_hook;
+    use super::super::write::{write_commit, NewRow};
+    use super::super::TenantTable;
+    use super::*;
+
+    const MAX_BYTES: u64 = 16 << 20;
+
+    /// A directory of three shards, with a hook in shard 1's store.
+    fn three_shards_one_hook(dir: &Path) {
+        let stores = ShardStore::open_all(dir, 3, MAX_BYTES).unwrap();
+        let store = &stores[1];
+        let mut tenants = TenantTable::load(store).unwrap();
+        let sinks = [NewRow::unordered(0, "http")];
+        let mut wtxn = store.env.write_txn().unwrap();
+        write_commit(store, &mut wtxn, &mut tenants, &sample_hook(1), &sinks, 1).unwrap();
+        wtxn.commit().unwrap();
+    }
+
+    fn is_missing(result: Result<Vec<ShardStore>, StoreError>, dir: &Path, shard: usize) {
+        match result {
+            Err(e @ StoreError::MissingShard { .. }) => assert_eq!(
+                e.to_string(),
+                format!(
+                    "{} holds no store: shard {shard} of the data directory's 3 is missing (a copy or a backup cut short, a shard's directory deleted); restore the whole data directory: an engine started without it would lose the hooks that shard held",
+                    ShardStore::dir(dir, shard).display()
+                )
+            ),
+            Err(e) => panic!("refused as {e}"),
+            Ok(_) => panic!("opened"),
+        }
+    }
+
+    #[test]
+    fn a_directory_that_lost_a_shards_store_is_refused_and_left_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        three_shards_one_hook(dir.path());
+        std::fs::remove_dir_all(ShardStore::dir(dir.path(), 2)).unwrap();
+        is_missing(
+            ShardStore::open_all(dir.path(), 3, MAX_BYTES),
+            dir.path(),
+            2,
+        );
+        is_missing(ShardStore::open_existing(dir.path(), 3), dir.path(), 2);
+        assert!(!ShardStore::dir(dir.path(), 2).exists(), "nothing made");
+    }
+
+    #[test]
+    fn shard_zero_lost_beside_a_store_with_hooks_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        three_shards_one_hook(dir.path());
+        std::fs::remove_dir_all(ShardStore::dir(dir.path(), 0)).unwrap();
+        is_missing(
+            ShardStore::open_all(dir.path(), 3, MAX_BYTES),
+            dir.path(),
+            0,
+        );
+        assert!(!ShardStore::dir(dir.path(), 0).exists(), "nothing made");
+    }
+
+    /// A first start that stopped before it made shard 0 left only empty
+    /// stores: the next start makes the rest.
+    #[test]
+    fn a_first_start_cut_short_is_completed() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(ShardStore::open(dir.path(), 2, 3).unwrap());
+        let stores = ShardStore::open_all(dir.path(), 3, MAX_BYTES).unwrap();
+        assert_eq!(stores.len(), 3);
+        drop(stores);
+        let opened = ShardStore::open_existing(dir.path(), 3).unwrap();
+        assert_eq!(opened.len(), 3);
+    }
+
+    #[test]
+    fn another_shard_count_is_named_before_missing_shards() {
+        let dir = tempfile::tempdir().unwrap();
+        three_shards_one_hook(dir.path());
+        let refused = ShardStore::open_all(dir.path(), 4, MAX_BYTES)
+            .err()
+            .unwrap();
+        assert!(
+            matches!(
+                refused,
+                StoreError::ShardCount {
+                    stored: 3,
+                    configured: 4,
+                    ..
+                }
+            ),
+            "{refused}"
+        );
+        assert!(!ShardStore::dir(dir.path(), 3).exists(), "nothing made");
+    }
+}
