@@ -536,6 +536,31 @@ fn a_data_directory_that_lost_a_shards_store_is_refused_at_open() {
     assert!(!lost.exists(), "the lost shard was made anew");
 }
 
+/// Shard directories swapped (renamed, or mixed up in a restore) are
+/// refused at open, by the engine and by `verify`: each store knows its
+/// shard, and opened as another, its tenants' hooks would be served by
+/// the shard their ids hash to and by this one (used to open).
+#[test]
+fn a_shards_store_in_another_shards_directory_is_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
+    c.shards = 2;
+    drop(ShardStore::open_all(dir.path(), 2, c.max_shard_bytes).unwrap());
+    let [zero, one] = [0, 1].map(|k| ShardStore::dir(dir.path(), k));
+    let aside = dir.path().join("aside");
+    std::fs::rename(&zero, &aside).unwrap();
+    std::fs::rename(&one, &zero).unwrap();
+    std::fs::rename(&aside, &one).unwrap();
+    let refused = format!(
+        "{} holds the store of shard 1, not of shard 0: the shard directories were renamed or mixed up; put each store back in its own shard's directory (shard-1 for this one)",
+        zero.display()
+    );
+    let err = Engine::open(c).err().expect("refused");
+    assert_eq!(err.to_string(), refused);
+    let err = goad::store::verify_data_dir(dir.path(), 2).expect_err("refused");
+    assert_eq!(err.to_string(), refused);
+}
+
 /// Recovery reads past in-flight markers that do not decode (the engine
 /// used to refuse to open on either): a marker whose value is broken is
 /// rebuilt from its hook (the tenant) and row record (the size), and a

@@ -34,8 +34,9 @@
 //! - `tenants`: tenant id → tenant_no u32 (shard-local, never reused).
 //! - `tenant_bytes`: tenant_no → the bytes its hook records hold, written
 //!   with each hook and its deletion (see [`tenant_bytes`]).
-//! - `meta`: `format` u32, `shard_count` u32, `shard_index` u32, `next_seq`
-//!   u64, each replay's counters `replay/<id>/{moved,delivered,dead,parked}`
+//! - `meta`: `format` u32, `shard_count` u32, `shard_index` u32 (both
+//!   checked at every open: a store opened with another count, or in
+//!   another shard's directory, is refused), `next_seq` u64, each replay's counters `replay/<id>/{moved,delivered,dead,parked}`
 //!   u64 (see [`dead`]), each open breaker under `breaker/` (see
 //!   [`breakers`]), `unparking` u64 (1) while the core unparks rows, and
 //!   `parked` u64 (1), written with every park and deleted once unparking
@@ -191,6 +192,13 @@ pub enum StoreError {
         file_bytes: u64,
         needed_bytes: u64,
     },
+    /// A shard's directory holds another shard's store (directories
+    /// renamed or mixed up): its tenants would be served by two shards.
+    ShardIndex {
+        path: PathBuf,
+        stored: u32,
+        opened_as: u32,
+    },
     /// A shard's store is missing from a data directory that holds others
     /// (see [`ShardStore::open_all`]): made anew, it would be empty.
     MissingShard {
@@ -229,6 +237,11 @@ impl fmt::Display for StoreError {
             } => write!(
                 f,
                 "{} holds {file_bytes} bytes but its last commit's pages end at byte {needed_bytes}: the file was cut short (a backup without its backup.json, a disk that lost its end); restore it from a whole backup",
+                path.display()
+            ),
+            StoreError::ShardIndex { path, stored, opened_as } => write!(
+                f,
+                "{} holds the store of shard {stored}, not of shard {opened_as}: the shard directories were renamed or mixed up; put each store back in its own shard's directory (shard-{stored} for this one)",
                 path.display()
             ),
             StoreError::MissingShard { path, shard, shards } => write!(
@@ -405,6 +418,14 @@ impl ShardStore {
                         path: path.to_path_buf(),
                         stored,
                         configured: count,
+                    });
+                }
+                let stored_index = self.meta_u64(&wtxn, "shard_index")?.map(|i| i as u32);
+                if let Some(stored) = stored_index.filter(|stored| *stored != index) {
+                    return Err(StoreError::ShardIndex {
+                        path: path.to_path_buf(),
+                        stored,
+                        opened_as: index,
                     });
                 }
             }
