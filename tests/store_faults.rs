@@ -534,6 +534,13 @@ fn a_data_directory_that_lost_a_shards_store_is_refused_at_open() {
     let err = goad::store::verify_data_dir(dir.path(), 2).expect_err("refused");
     assert_eq!(err.to_string(), refused);
     assert!(!lost.exists(), "the lost shard was made anew");
+    let nowhere = dir.path().join("nowhere");
+    let err = goad::store::verify_data_dir(&nowhere, 1).expect_err("refused");
+    assert_eq!(
+        err.to_string(),
+        format!("store: {}: no data directory here", nowhere.display())
+    );
+    assert!(!nowhere.exists(), "verify made a data directory");
 }
 
 /// Shard directories swapped (renamed, or mixed up in a restore) are

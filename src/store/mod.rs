@@ -36,8 +36,9 @@
 //!   with each hook and its deletion (see [`tenant_bytes`]).
 //! - `meta`: `format` u32, `shard_count` u32, `shard_index` u32 (both
 //!   checked at every open: a store opened with another count, or in
-//!   another shard's directory, is refused), `next_seq` u64, each replay's counters `replay/<id>/{moved,delivered,dead,parked}`
-//!   u64 (see [`dead`]), each open breaker under `breaker/` (see
+//!   another shard's directory, is refused), `next_seq` u64, each
+//!   replay's counters `replay/<id>/{moved,delivered,dead,parked}` u64
+//!   (see [`dead`]), each open breaker under `breaker/` (see
 //!   [`breakers`]), `unparking` u64 (1) while the core unparks rows, and
 //!   `parked` u64 (1), written with every park and deleted once unparking
 //!   walked every tenant with breakers off (see `core::unpark`).

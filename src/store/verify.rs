@@ -68,8 +68,15 @@ enum Place {
 
 /// Verifies every shard of a data directory, holding its lock so no engine
 /// runs on it meanwhile (a running one makes this fail with
-/// [`StoreError::InUse`]).
+/// [`StoreError::InUse`]). It makes nothing: a directory that is not
+/// there, or lacks a shard's store, is refused.
 pub fn verify_data_dir(data_dir: &Path, shard_count: usize) -> Result<Vec<Verified>, StoreError> {
+    if !data_dir.is_dir() {
+        return Err(StoreError::Io {
+            path: data_dir.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no data directory here"),
+        });
+    }
     let _lock = DataDirLock::acquire(data_dir)?;
     super::refuse_unfinished_reshard(data_dir)?;
     let stores = ShardStore::open_existing(data_dir, shard_count)?;
