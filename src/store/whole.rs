@@ -21,7 +21,7 @@ impl ShardStore {
         max_bytes: u64,
     ) -> Result<Vec<ShardStore>, StoreError> {
         let open = |k| ShardStore::open_sized(data_dir, k, count, max_bytes);
-        if has_store(data_dir, 0)? {
+        if ShardStore::has_store(data_dir, 0)? {
             // Shard 0 first: a directory of another shard count is named
             // as such, not as one missing shards.
             let first = open(0)?;
@@ -32,7 +32,7 @@ impl ShardStore {
         }
         let mut stores = Vec::with_capacity(count);
         for k in (1..count).rev() {
-            let made = !has_store(data_dir, k)?;
+            let made = !ShardStore::has_store(data_dir, k)?;
             let store = open(k)?;
             if !made && store.holds_records()? {
                 return Err(missing(data_dir, 0, count));
@@ -56,6 +56,13 @@ impl ShardStore {
             .collect()
     }
 
+    /// Whether shard `k`'s store file is in `data_dir`.
+    pub(crate) fn has_store(data_dir: &Path, k: usize) -> Result<bool, StoreError> {
+        let file = ShardStore::dir(data_dir, k).join(DATA_FILE);
+        file.try_exists()
+            .map_err(|source| StoreError::Io { path: file, source })
+    }
+
     /// Whether any hook or row is stored.
     fn holds_records(&self) -> Result<bool, StoreError> {
         let rtxn = self.env.read_txn()?;
@@ -63,17 +70,10 @@ impl ShardStore {
     }
 }
 
-/// Whether shard `k`'s store file is in `data_dir`.
-fn has_store(data_dir: &Path, k: usize) -> Result<bool, StoreError> {
-    let file = ShardStore::dir(data_dir, k).join(DATA_FILE);
-    file.try_exists()
-        .map_err(|source| StoreError::Io { path: file, source })
-}
-
 /// Refuses `data_dir` if any of its `count` shards has no store.
 fn refuse_missing(data_dir: &Path, count: usize) -> Result<(), StoreError> {
     for k in 0..count {
-        if !has_store(data_dir, k)? {
+        if !ShardStore::has_store(data_dir, k)? {
             return Err(missing(data_dir, k, count));
         }
     }
