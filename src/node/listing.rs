@@ -1,13 +1,15 @@
 //! Pages of listings. Dead letters and replays are listed a page at a
 //! time (`limit` items, `DEFAULT_PAGE` by default). The listings in
 //! config order, `GET /v1/sources` and `GET /v1/sinks` (tens of MB at
-//! 100,000 sinks), are whole without `limit`, as before they had pages;
-//! with it ([`Paging`]), a page holds at most `limit` items and
-//! `next_cursor`: its last item's key when more follow, else null, which
+//! 100,000 sinks), are whole without `limit`, as before they had pages.
+//! Dead letters page by their stored position (see `dead_letters`); the
+//! others by [`Paging`]: a page holds at most `limit` items and
+//! `next_cursor`, its last item's key when more follow (else null), which
 //! the next request passes as `cursor`. A cursor names an item, not a
-//! place: after a reload that added or removed other items the next page
-//! still starts right after it; a reload that removed the item itself
-//! makes it stale (400 `bad_cursor`: list again from the start).
+//! place: after a reload or a replay that added or removed other items,
+//! the next page still starts right after it; once the item itself is
+//! gone (a reload removed it, a done replay was forgotten) the cursor is
+//! stale (400 `bad_cursor`: list again from the start).
 
 use super::admin::known_params;
 use super::http::{Request, Response};
@@ -26,10 +28,20 @@ pub(super) struct Paging {
 }
 
 impl Paging {
+    /// A listing whole without `limit`.
     pub(super) fn of(request: &Request) -> Result<Paging, Response> {
         let limit = limit(request)?;
         let after = request.query_param("cursor").filter(|c| !c.is_empty());
         Ok(Paging { limit, after })
+    }
+
+    /// A listing of `DEFAULT_PAGE` items without `limit`.
+    pub(super) fn paged(request: &Request) -> Result<Paging, Response> {
+        let paging = Paging::of(request)?;
+        Ok(Paging {
+            limit: Some(paging.limit.unwrap_or(DEFAULT_PAGE)),
+            ..paging
+        })
     }
 
     /// The page of `items` (the whole listing, filtered, in order) and the
@@ -48,7 +60,7 @@ impl Paging {
                         400,
                         "bad_cursor",
                         &format!(
-                            "cursor {cursor:?} names nothing this listing holds (a reload removed it, or the filters changed): list again from the start"
+                            "cursor {cursor:?} names nothing this listing holds (it is gone since, or the filters changed): list again from the start"
                         ),
                     ))
                 }

@@ -242,7 +242,7 @@ impl Replays {
                 }
             }
         }
-        jobs.sort_by_key(|j: &ReplayJob| j.created_at_ms);
+        jobs.sort_by(|a: &ReplayJob, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
         Replays {
             dir,
             jobs: Mutex::new(jobs),
@@ -292,24 +292,12 @@ impl Replays {
         Ok((job, true))
     }
 
-    /// The progress of the newest `limit` replays (of state `wanted`, if
-    /// given), newest first.
-    pub fn list(
-        &self,
-        engine: &Engine,
-        wanted: Option<ReplayState>,
-        limit: usize,
-    ) -> Result<Vec<ReplayProgress>, StoreError> {
-        let ids: Vec<String> = (self.jobs.lock().iter().rev())
+    /// The ids of the replays (of state `wanted`, if given), newest first.
+    pub fn ids(&self, wanted: Option<ReplayState>) -> Vec<String> {
+        (self.jobs.lock().iter().rev())
             .filter(|j| wanted.is_none_or(|s| j.state == s))
-            .take(limit)
             .map(|j| j.id.clone())
-            .collect();
-        let mut listed = Vec::with_capacity(ids.len());
-        for id in ids {
-            listed.extend(self.progress(engine, &id)?);
-        }
-        Ok(listed)
+            .collect()
     }
 
     /// Pauses or resumes a replay, and its progress after. One already so

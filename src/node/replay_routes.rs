@@ -4,7 +4,7 @@
 
 use super::admin::{known_params, store_error};
 use super::http::{Request, Response};
-use super::listing::page_limit;
+use super::listing::{Paging, PAGING_PARAMS};
 use super::replay::{ControlError, CreateError, ReplayControl, ReplaySpec, ReplayState};
 use super::NodeState;
 use crate::limits::MAX_STORED_REPLAYS;
@@ -44,13 +44,14 @@ pub(super) fn create(state: &NodeState, engine: &Engine, request: &Request) -> R
     }
 }
 
-/// `GET /v1/replays`: the newest `limit` replays, of one `state` if asked.
+/// `GET /v1/replays`: a page of the replays, newest first, of one `state`
+/// if asked; a replay's cursor is its id.
 pub(super) fn replays(state: &NodeState, engine: &Engine, request: &Request) -> Response {
-    if let Err(unknown) = known_params(request, &["state", "limit"]) {
+    if let Err(unknown) = known_params(request, &[&["state"][..], &PAGING_PARAMS].concat()) {
         return unknown;
     }
-    let limit = match page_limit(request) {
-        Ok(limit) => limit,
+    let paging = match Paging::paged(request) {
+        Ok(paging) => paging,
         Err(bad) => return bad,
     };
     let wanted = match request.query_param("state").filter(|s| !s.is_empty()) {
@@ -63,10 +64,21 @@ pub(super) fn replays(state: &NodeState, engine: &Engine, request: &Request) -> 
             }
         },
     };
-    match state.replays.list(engine, wanted, limit) {
-        Ok(replays) => Response::json(200, &json!({ "replays": replays })),
-        Err(e) => store_error(&e),
+    let (ids, next_cursor) = match paging.page(state.replays.ids(wanted), String::clone) {
+        Ok(page) => page,
+        Err(bad) => return bad,
+    };
+    let mut replays = Vec::with_capacity(ids.len());
+    for id in ids {
+        match state.replays.progress(engine, &id) {
+            Ok(progress) => replays.extend(progress),
+            Err(e) => return store_error(&e),
+        }
     }
+    Response::json(
+        200,
+        &json!({ "replays": replays, "next_cursor": next_cursor }),
+    )
 }
 
 /// `GET /v1/replays/{id}`: its progress.

@@ -230,7 +230,7 @@ fn sources_and_sinks_are_filtered_and_listed_a_page_at_a_time() {
     let stale = get(addr, "/v1/sources?cursor=b").json();
     assert_eq!(
         stale["message"],
-        "cursor \"b\" names nothing this listing holds (a reload removed it, or the filters changed): list again from the start"
+        "cursor \"b\" names nothing this listing holds (it is gone since, or the filters changed): list again from the start"
     );
 }
 

@@ -425,6 +425,15 @@ fn the_operator_cli_lists_replays_and_reports() {
         (listed.as_array().unwrap().len(), &listed[0]["id"]),
         (1, &replay_id.into())
     );
+    let (code, out, _) = goad(
+        &["dlq", "replays", "--limit", "1", "--cursor", replay_id],
+        true,
+    );
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap(),
+        serde_json::json!({"replays": [], "next_cursor": null})
+    );
     wait_until("the replay done", Duration::from_secs(10), || {
         let (_, out, _) = goad(&["dlq", "replays", replay_id], true);
         serde_json::from_str::<serde_json::Value>(&out).unwrap()["state"] == "done"

@@ -283,7 +283,7 @@ fn a_replay_into_a_failing_sink_pauses_itself() {
 /// An operator pauses a running replay (it moves nothing more, however
 /// many passes its pacer makes, and stays paused across a restart) and
 /// resumes it; a replay that is done can be neither. Every replay is
-/// listed with its progress, newest first.
+/// listed with its progress, newest first, a page at a time.
 #[test]
 fn an_operator_pauses_and_resumes_a_replay() {
     let dir = tempfile::tempdir().unwrap();
@@ -369,10 +369,20 @@ fn an_operator_pauses_and_resumes_a_replay() {
     assert_eq!(ids("?limit=1"), [second_id]);
     assert_eq!(ids("?state=paused"), Vec::<String>::new());
     assert_eq!(ids("?state=done&limit=1000").last(), Some(&id));
+    let page =
+        |query: &str| get(addr, &format!("/v1/replays{query}")).json()["next_cursor"].clone();
+    assert_eq!(page("?limit=1"), second_id, "the next page starts after it");
+    assert_eq!(ids(&format!("?limit=1&cursor={second_id}")), [id.as_str()]);
+    assert_eq!(
+        page(&format!("?limit=1&cursor={second_id}")),
+        serde_json::Value::Null
+    );
+    assert_eq!(page(""), serde_json::Value::Null);
     for (query, code) in [
         ("?state=stopped", "bad_state"),
         ("?limit=0", "bad_limit"),
         ("?states=done", "unknown_parameter"),
+        ("?cursor=01a241ad-0000-7000-8000-000000000000", "bad_cursor"),
     ] {
         let refused = get(addr, &format!("/v1/replays{query}"));
         assert_eq!(

@@ -241,6 +241,9 @@ pub enum DlqCommand {
         /// The most replays to list (1 to 1000).
         #[arg(long, default_value_t = 100, conflicts_with = "id")]
         limit: usize,
+        /// The `next_cursor` of the previous page.
+        #[arg(long, conflicts_with = "id")]
+        cursor: Option<String>,
     },
 }
 

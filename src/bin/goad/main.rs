@@ -123,9 +123,14 @@ fn dlq(command: DlqCommand) -> ExitCode {
             resume,
             state,
             limit,
+            cursor,
         } => match (id, pause, resume) {
             (None, ..) => {
-                let params = [("state", state), ("limit", Some(limit.to_string()))];
+                let params = [
+                    ("state", state),
+                    ("limit", Some(limit.to_string())),
+                    ("cursor", cursor),
+                ];
                 let path = format!("/v1/replays{}", query(params.iter()));
                 print_call(&node, "GET", &path, None)
             }
