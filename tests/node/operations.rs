@@ -388,6 +388,17 @@ fn the_operator_cli_lists_replays_and_reports() {
         assert_eq!(code, Some(0));
         let listed = serde_json::from_str::<serde_json::Value>(&out).unwrap()[list].clone();
         assert_eq!(listed.as_array().unwrap().len(), 1, "{out}");
+        let (code, out, _) = goad(&[list, "--limit", "1"], true);
+        assert_eq!(code, Some(0));
+        let page = serde_json::from_str::<serde_json::Value>(&out).unwrap();
+        assert_eq!(
+            (page[list].as_array().unwrap().len(), &page["next_cursor"]),
+            (1, &serde_json::Value::Null),
+            "{out}"
+        );
+        let (code, _, err) = goad(&[list, "--cursor", "gone"], true);
+        assert_eq!(code, Some(1));
+        assert!(err.contains("HTTP 400 bad_cursor"), "{err}");
     }
     for (args, draining) in [
         (&["drain"][..], true),

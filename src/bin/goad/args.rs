@@ -146,7 +146,7 @@ pub enum Command {
         #[command(flatten)]
         node: NodeArgs,
         #[command(flatten)]
-        filter: SourceFilter,
+        listing: SourceListing,
     },
     /// A node's sources as its config stands: each one's ingest path, how
     /// ingest checks it, how it dedupes and where its sinks deliver.
@@ -154,7 +154,7 @@ pub enum Command {
         #[command(flatten)]
         node: NodeArgs,
         #[command(flatten)]
-        filter: SourceFilter,
+        listing: SourceListing,
     },
     /// Wake a sink whose receiver is back: close its circuit breaker and
     /// make its rows waiting out a backoff or the breaker due now
@@ -291,27 +291,34 @@ impl DeadLetterFilter {
     }
 }
 
-/// `goad sinks` and `goad sources`: only one source's, or one tenant's.
+/// `goad sinks` and `goad sources`: only one source's, or one tenant's,
+/// whole or a page at a time.
 #[derive(Args)]
-pub struct SourceFilter {
+pub struct SourceListing {
     /// Only this source's.
     #[arg(long)]
     source: Option<String>,
     /// Only this tenant's.
     #[arg(long)]
     tenant: Option<String>,
+    /// At most this many (1 to 1000); all without it.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// The `next_cursor` of the previous page.
+    #[arg(long)]
+    cursor: Option<String>,
 }
 
-impl SourceFilter {
-    /// The filter as a query string.
+impl SourceListing {
+    /// The listing's query string.
     pub fn query(&self) -> String {
-        query(
-            [
-                ("source_id", self.source.clone()),
-                ("tenant", self.tenant.clone()),
-            ]
-            .iter(),
-        )
+        let params = [
+            ("source_id", self.source.clone()),
+            ("tenant", self.tenant.clone()),
+            ("limit", self.limit.map(|n| n.to_string())),
+            ("cursor", self.cursor.clone()),
+        ];
+        query(params.iter())
     }
 }
 

@@ -50,18 +50,18 @@ fn main() -> ExitCode {
         Command::Dlq { command } => dlq(command),
         Command::Pressure(node) => print_call(&node, "GET", "/v1/pressure", None),
         Command::Stats(node) => print_call(&node, "GET", "/v1/stats", None),
-        Command::Sources { node, filter } => print_call(
+        Command::Sources { node, listing } => print_call(
             &node,
             "GET",
-            &format!("/v1/sources{}", filter.query()),
+            &format!("/v1/sources{}", listing.query()),
             None,
         ),
         Command::Wake { node, source, sink } => {
             let path = format!("/v1/sources/{}/sinks/{sink}/wake", encode(&source));
             print_call(&node, "POST", &path, None)
         }
-        Command::Sinks { node, filter } => {
-            print_call(&node, "GET", &format!("/v1/sinks{}", filter.query()), None)
+        Command::Sinks { node, listing } => {
+            print_call(&node, "GET", &format!("/v1/sinks{}", listing.query()), None)
         }
     }
 }
