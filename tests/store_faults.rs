@@ -504,9 +504,16 @@ fn a_store_file_cut_short_is_refused_at_open() {
         "{} holds {cut_bytes} bytes but its last commit's pages end at byte {whole_bytes}: the file was cut short (a backup without its backup.json, a disk that lost its end); restore it from a whole backup",
         file.display()
     );
-    let err = Engine::open(c).err().expect("refused");
+    refused_by_engine_and_verify(c, &refused);
+}
+
+/// The engine and `verify` both refuse `config`'s data directory, as
+/// `refused` says.
+fn refused_by_engine_and_verify(config: Config, refused: &str) {
+    let (data_dir, shards) = (config.data_dir.clone(), config.shard_count());
+    let err = Engine::open(config).err().expect("refused");
     assert_eq!(err.to_string(), refused);
-    let err = goad::store::verify_data_dir(dir.path(), 1).expect_err("refused");
+    let err = goad::store::verify_data_dir(&data_dir, shards).expect_err("refused");
     assert_eq!(err.to_string(), refused);
 }
 
@@ -529,10 +536,7 @@ fn a_data_directory_that_lost_a_shards_store_is_refused_at_open() {
         "{} holds no store: shard 1 of the data directory's 2 is missing (a copy or a backup cut short, a shard's directory deleted); restore the whole data directory: an engine started without it would lose the hooks that shard held",
         lost.display()
     );
-    let err = Engine::open(c).err().expect("refused");
-    assert_eq!(err.to_string(), refused);
-    let err = goad::store::verify_data_dir(dir.path(), 2).expect_err("refused");
-    assert_eq!(err.to_string(), refused);
+    refused_by_engine_and_verify(c, &refused);
     assert!(!lost.exists(), "the lost shard was made anew");
     let nowhere = dir.path().join("nowhere");
     let err = goad::store::verify_data_dir(&nowhere, 1).expect_err("refused");
@@ -562,10 +566,7 @@ fn a_shards_store_in_another_shards_directory_is_refused_at_open() {
         "{} holds the store of shard 1, not of shard 0: the shard directories were renamed or mixed up; put each store back in its own shard's directory (shard-1 for this one)",
         zero.display()
     );
-    let err = Engine::open(c).err().expect("refused");
-    assert_eq!(err.to_string(), refused);
-    let err = goad::store::verify_data_dir(dir.path(), 2).expect_err("refused");
-    assert_eq!(err.to_string(), refused);
+    refused_by_engine_and_verify(c, &refused);
 }
 
 /// Recovery reads past in-flight markers that do not decode (the engine

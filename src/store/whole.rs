@@ -122,31 +122,19 @@ mod tests {
         }
     }
 
+    /// Shard 2 lost beside shard 0's store, and shard 0 lost beside shard
+    /// 1's, which holds a hook.
     #[test]
     fn a_directory_that_lost_a_shards_store_is_refused_and_left_as_it_is() {
-        let dir = tempfile::tempdir().unwrap();
-        three_shards_one_hook(dir.path());
-        std::fs::remove_dir_all(ShardStore::dir(dir.path(), 2)).unwrap();
-        is_missing(
-            ShardStore::open_all(dir.path(), 3, MAX_BYTES),
-            dir.path(),
-            2,
-        );
-        is_missing(ShardStore::open_existing(dir.path(), 3), dir.path(), 2);
-        assert!(!ShardStore::dir(dir.path(), 2).exists(), "nothing made");
-    }
-
-    #[test]
-    fn shard_zero_lost_beside_a_store_with_hooks_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        three_shards_one_hook(dir.path());
-        std::fs::remove_dir_all(ShardStore::dir(dir.path(), 0)).unwrap();
-        is_missing(
-            ShardStore::open_all(dir.path(), 3, MAX_BYTES),
-            dir.path(),
-            0,
-        );
-        assert!(!ShardStore::dir(dir.path(), 0).exists(), "nothing made");
+        for lost in [2, 0] {
+            let dir = tempfile::tempdir().unwrap();
+            three_shards_one_hook(dir.path());
+            std::fs::remove_dir_all(ShardStore::dir(dir.path(), lost)).unwrap();
+            let opened = ShardStore::open_all(dir.path(), 3, MAX_BYTES);
+            is_missing(opened, dir.path(), lost);
+            is_missing(ShardStore::open_existing(dir.path(), 3), dir.path(), lost);
+            assert!(!ShardStore::dir(dir.path(), lost).exists(), "nothing made");
+        }
     }
 
     /// A first start that stopped before it made shard 0 left only empty
