@@ -6,7 +6,7 @@ mod common;
 
 use common::{config, source, wait_until};
 use goad::demo::receiver::{Receiver, Reply};
-use goad::store::{verify_data_dir, DeadFilter};
+use goad::store::{verify_data_dir, DeadFilter, BACKUP_UNFINISHED};
 use goad::{BackupError, Config, Engine, NewHook, SinkConfig};
 use parking_lot::Mutex;
 use std::collections::HashSet;
@@ -37,7 +37,8 @@ fn delivered_ids(receiver: &Receiver) -> HashSet<String> {
 /// before it began and none committed after it returned, the dead letters
 /// as they were, and the data directory's other files but not the ones
 /// being written; it verifies sound, and an engine opened on it delivers
-/// every pending hook (its receiver hung on them before).
+/// every pending hook (its receiver hung on them before). Marked
+/// unfinished, as a backup cut short is, it is refused.
 #[test]
 fn a_backup_holds_every_hook_acknowledged_before_it_and_an_engine_on_it_delivers_them() {
     let dir = tempfile::tempdir().unwrap();
@@ -108,9 +109,25 @@ fn a_backup_holds_every_hook_acknowledged_before_it_and_an_engine_on_it_delivers
             "the store copy its owner's only, as the store"
         );
     }
+    assert!(!to.join(BACKUP_UNFINISHED).exists(), "marked finished");
     for (k, shard) in verify_data_dir(&to, 2).unwrap().iter().enumerate() {
         assert_eq!(shard.problems, Vec::<String>::new(), "shard {k}");
     }
+    // As a backup cut short is left: marked unfinished (its first file).
+    std::fs::write(to.join(BACKUP_UNFINISHED), b"").unwrap();
+    let cut_short = format!(
+        "{} is a backup cut short (it holds BACKUP_UNFINISHED: the node stopped or failed while writing it), so a store or a file may be missing or cut short; take the backup again",
+        to.display()
+    );
+    let err = verify_data_dir(&to, 2).expect_err("refused");
+    assert_eq!(err.to_string(), cut_short);
+    let err = Engine::open(two_sources(
+        &to,
+        "http://127.0.0.1:9/",
+        "http://127.0.0.1:9/",
+    ));
+    assert_eq!(err.err().expect("refused").to_string(), cut_short);
+    std::fs::remove_file(to.join(BACKUP_UNFINISHED)).unwrap();
 
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
     let restored =

@@ -4,7 +4,7 @@
 
 use super::clock::wall_ms;
 use super::Engine;
-use crate::store::{ShardStore, StoreError};
+use crate::store::{ShardStore, StoreError, BACKUP_UNFINISHED};
 use crate::synced_dir;
 use std::fmt;
 use std::fs;
@@ -87,7 +87,9 @@ impl Engine {
     /// its last commit left it (so every hook whose commit returned before
     /// the call is in it), then the directory's other files (replay
     /// definitions, the claim check's files when they are kept under it),
-    /// then `backup.json`, everything synced. A node started on `dir` with
+    /// then `backup.json`, everything synced; `dir` is marked unfinished
+    /// ([`BACKUP_UNFINISHED`]) until every store and file is in it, so an
+    /// engine or `verify` refuses a backup cut short. A node started on `dir` with
     /// the same shard count takes up from there: rows pending or in flight
     /// then are due again (delivered again if they were delivered since),
     /// and hooks committed after are not in it. One backup at a time.
@@ -105,6 +107,10 @@ impl Engine {
             .collect::<Result<Vec<u64>, StoreError>>()?;
         let mut copied = Copied::default();
         copy_files(&data_dir, dir, true, &mut copied)?;
+        // Whole now: the manifest only describes it.
+        let unfinished = dir.join(BACKUP_UNFINISHED);
+        fs::remove_file(&unfinished).map_err(io_at(&unfinished))?;
+        synced_dir::sync(dir).map_err(io_at(dir))?;
         let manifest = serde_json::json!({
             "started_at_ms": started_at_ms,
             "shards": self.shards.len(),
@@ -127,8 +133,18 @@ impl Engine {
 
 /// Makes `dir` ready for a backup of `data_dir`: created if absent,
 /// refused if it holds anything or lies inside the data directory (a
-/// backup there is lost with the disk, and would be copied into the next).
+/// backup there is lost with the disk, and would be copied into the next);
+/// then marked unfinished ([`BACKUP_UNFINISHED`], synced), so a backup
+/// cut short is never opened as a data directory.
 fn prepare_target(data_dir: &Path, dir: &Path) -> Result<(), BackupError> {
+    usable_target(data_dir, dir)?;
+    let unfinished = dir.join(BACKUP_UNFINISHED);
+    write_synced(&unfinished, b"").map_err(io_at(&unfinished))?;
+    synced_dir::sync(dir).map_err(io_at(dir))
+}
+
+/// Refuses `dir` for a backup of `data_dir`, or creates it if absent.
+fn usable_target(data_dir: &Path, dir: &Path) -> Result<(), BackupError> {
     let refused = |why| BackupError::Target {
         dir: dir.to_path_buf(),
         why,
@@ -228,4 +244,22 @@ fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut file = fs::File::create(path)?;
     file.write_all(bytes)?;
     file.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backup's directory is marked unfinished before anything is
+    /// copied into it.
+    #[test]
+    fn a_target_is_made_and_marked_unfinished_first() {
+        let (data, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let dir = root.path().join("backup");
+        prepare_target(data.path(), &dir).unwrap();
+        let names: Vec<_> = (fs::read_dir(&dir).unwrap())
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [BACKUP_UNFINISHED]);
+    }
 }

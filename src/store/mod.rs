@@ -136,6 +136,7 @@ pub use repair::set_aside_unreadable;
 pub use reshard::{refuse_unfinished_reshard, reshard, Resharded};
 pub use tenants::TenantTable;
 pub use verify::{verify_data_dir, Verified};
+pub use whole::BACKUP_UNFINISHED;
 pub use write::{hold_in_flight, write_commit, NewRow};
 pub(crate) use write::{PARKED, UNPARKING};
 
@@ -200,6 +201,9 @@ pub enum StoreError {
         stored: u32,
         opened_as: u32,
     },
+    /// The data directory is a backup cut short (see
+    /// [`BACKUP_UNFINISHED`]).
+    UnfinishedBackup { path: PathBuf },
     /// A shard's store is missing from a data directory that holds others
     /// (see [`ShardStore::open_all`]): made anew, it would be empty.
     MissingShard {
@@ -243,6 +247,11 @@ impl fmt::Display for StoreError {
             StoreError::ShardIndex { path, stored, opened_as } => write!(
                 f,
                 "{} holds the store of shard {stored}, not of shard {opened_as}: the shard directories were renamed or mixed up; put each store back in its own shard's directory (shard-{stored} for this one)",
+                path.display()
+            ),
+            StoreError::UnfinishedBackup { path } => write!(
+                f,
+                "{} is a backup cut short (it holds {BACKUP_UNFINISHED}: the node stopped or failed while writing it), so a store or a file may be missing or cut short; take the backup again",
                 path.display()
             ),
             StoreError::MissingShard { path, shard, shards } => write!(

@@ -5,10 +5,16 @@
 //! the last one to shard 0, so shard 0's store is there only once every
 //! other one is: a first start cut short leaves empty stores and no shard
 //! 0, which the next start completes, while a store missing beside shard
-//! 0's, or beside another that holds hooks, is refused.
+//! 0's, or beside another that holds hooks, is refused. So is a backup
+//! cut short, which its [`BACKUP_UNFINISHED`] file names.
 
 use super::{ShardStore, StoreError, DATA_FILE};
 use std::path::Path;
+
+/// The file a backup writes first into its directory and deletes once
+/// every store and file is in it (see `Engine::backup`): a directory that
+/// holds it is a backup cut short, which may lack a store or a file.
+pub const BACKUP_UNFINISHED: &str = "BACKUP_UNFINISHED";
 
 impl ShardStore {
     /// Opens every one of `count` shards under `data_dir`, each as
@@ -20,6 +26,7 @@ impl ShardStore {
         count: usize,
         max_bytes: u64,
     ) -> Result<Vec<ShardStore>, StoreError> {
+        refuse_unfinished_backup(data_dir)?;
         let open = |k| ShardStore::open_sized(data_dir, k, count, max_bytes);
         if ShardStore::has_store(data_dir, 0)? {
             // Shard 0 first: a directory of another shard count is named
@@ -50,6 +57,7 @@ impl ShardStore {
         data_dir: &Path,
         count: usize,
     ) -> Result<Vec<ShardStore>, StoreError> {
+        refuse_unfinished_backup(data_dir)?;
         refuse_missing(data_dir, count)?;
         (0..count)
             .map(|k| ShardStore::open(data_dir, k, count))
@@ -67,6 +75,21 @@ impl ShardStore {
     fn holds_records(&self) -> Result<bool, StoreError> {
         let rtxn = self.env.read_txn()?;
         Ok(!self.records.is_empty(&rtxn)?)
+    }
+}
+
+/// Refuses `data_dir` if it is a backup cut short.
+fn refuse_unfinished_backup(data_dir: &Path) -> Result<(), StoreError> {
+    let marker = data_dir.join(BACKUP_UNFINISHED);
+    match marker.try_exists() {
+        Ok(false) => Ok(()),
+        Ok(true) => Err(StoreError::UnfinishedBackup {
+            path: data_dir.to_path_buf(),
+        }),
+        Err(source) => Err(StoreError::Io {
+            path: marker,
+            source,
+        }),
     }
 }
 
