@@ -37,18 +37,24 @@ impl ShardStore {
                 .chain((1..count).map(open))
                 .collect();
         }
-        let mut stores = Vec::with_capacity(count);
-        for k in (1..count).rev() {
-            let made = !ShardStore::has_store(data_dir, k)?;
-            let store = open(k)?;
-            if !made && store.holds_records()? {
-                return Err(missing(data_dir, 0, count));
+        // Without shard 0's store, the others must be a first start's,
+        // empty; then the missing ones are made, the last first.
+        let mut stores: Vec<Option<ShardStore>> = (0..count).map(|_| None).collect();
+        for (k, slot) in stores.iter_mut().enumerate().skip(1) {
+            if ShardStore::has_store(data_dir, k)? {
+                let store = open(k)?;
+                if store.holds_records()? {
+                    return Err(missing(data_dir, 0, count));
+                }
+                *slot = Some(store);
             }
-            stores.push(store);
         }
-        stores.push(open(0)?);
-        stores.reverse();
-        Ok(stores)
+        for (k, slot) in stores.iter_mut().enumerate().rev() {
+            if slot.is_none() {
+                *slot = Some(open(k)?);
+            }
+        }
+        Ok(stores.into_iter().flatten().collect())
     }
 
     /// Opens every one of `count` shards under `data_dir`, making none: a
@@ -145,18 +151,25 @@ mod tests {
         }
     }
 
-    /// Shard 2 lost beside shard 0's store, and shard 0 lost beside shard
-    /// 1's, which holds a hook.
+    /// Shard 2 lost beside shard 0's store; shard 0 lost beside shard 1's,
+    /// which holds a hook; and both.
     #[test]
     fn a_directory_that_lost_a_shards_store_is_refused_and_left_as_it_is() {
-        for lost in [2, 0] {
+        for (lost, named) in [(&[2][..], 2), (&[0], 0), (&[0, 2], 0)] {
             let dir = tempfile::tempdir().unwrap();
             three_shards_one_hook(dir.path());
-            std::fs::remove_dir_all(ShardStore::dir(dir.path(), lost)).unwrap();
+            for k in lost {
+                std::fs::remove_dir_all(ShardStore::dir(dir.path(), *k)).unwrap();
+            }
             let opened = ShardStore::open_all(dir.path(), 3, MAX_BYTES);
-            is_missing(opened, dir.path(), lost);
-            is_missing(ShardStore::open_existing(dir.path(), 3), dir.path(), lost);
-            assert!(!ShardStore::dir(dir.path(), lost).exists(), "nothing made");
+            is_missing(opened, dir.path(), named);
+            is_missing(ShardStore::open_existing(dir.path(), 3), dir.path(), named);
+            for k in lost {
+                assert!(
+                    !ShardStore::dir(dir.path(), *k).exists(),
+                    "{lost:?}: shard {k} made"
+                );
+            }
         }
     }
 
