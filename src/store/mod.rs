@@ -672,7 +672,7 @@ fn open_env(path: &Path, max_bytes: u64) -> Result<Env<WithoutTls>, StoreError> 
         source,
     };
     crate::synced_dir::create_all(path).map_err(io_error)?;
-    let new = !path.join(DATA_FILE).try_exists().map_err(io_error)?;
+    let new = !has_data_file(path).map_err(io_error)?;
     let mut options = EnvOpenOptions::new().read_txn_without_tls();
     options
         .map_size(fill::map_bytes_for(path, max_bytes))
@@ -688,6 +688,11 @@ fn open_env(path: &Path, max_bytes: u64) -> Result<Env<WithoutTls>, StoreError> 
     }
     refuse_truncated(&env, path)?;
     Ok(env)
+}
+
+/// Whether the shard directory `dir` holds a store file.
+fn has_data_file(dir: &Path) -> std::io::Result<bool> {
+    dir.join(DATA_FILE).try_exists()
 }
 
 /// The length of the store file in the shard directory `dir`.

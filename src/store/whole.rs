@@ -8,7 +8,7 @@
 //! 0's, or beside another that holds hooks, is refused. So is a backup
 //! cut short, which its [`BACKUP_UNFINISHED`] file names.
 
-use super::{ShardStore, StoreError, DATA_FILE};
+use super::{has_data_file, ShardStore, StoreError};
 use std::path::Path;
 
 /// The file a backup writes first into its directory and deletes once
@@ -72,9 +72,8 @@ impl ShardStore {
 
     /// Whether shard `k`'s store file is in `data_dir`.
     pub(crate) fn has_store(data_dir: &Path, k: usize) -> Result<bool, StoreError> {
-        let file = ShardStore::dir(data_dir, k).join(DATA_FILE);
-        file.try_exists()
-            .map_err(|source| StoreError::Io { path: file, source })
+        let dir = ShardStore::dir(data_dir, k);
+        has_data_file(&dir).map_err(|source| StoreError::Io { path: dir, source })
     }
 
     /// Whether any hook or row is stored.

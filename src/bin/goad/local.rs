@@ -119,13 +119,6 @@ pub fn verify(config_path: Option<PathBuf>, data_dir: Option<PathBuf>) -> ExitCo
     if let Some(dir) = data_dir {
         config.data_dir = dir;
     }
-    if !config.data_dir.is_dir() {
-        eprintln!(
-            "goad verify: no data directory at {}",
-            config.data_dir.display()
-        );
-        return ExitCode::from(2);
-    }
     let shards = match goad::store::verify_data_dir(&config.data_dir, config.shard_count()) {
         Ok(shards) => shards,
         Err(e) => {
