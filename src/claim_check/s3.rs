@@ -86,6 +86,7 @@ impl S3Bucket {
             "s3",
             &unsigned,
             SystemTime::now(),
+            deadline,
         )
         .map_err(io::Error::other)?;
         let mut request = ureq::http::Request::builder().method(method).uri(url);

@@ -12,7 +12,7 @@ use super::sigv4::{sign_with, Unsigned};
 use crate::limits::{ASSUMED_ROLE_DURATION_S, HTTP_TIMEOUT_MS};
 use aws_credential_types::Credentials;
 use std::fmt;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 /// The session name a role's sessions get unless the config names one.
 pub const DEFAULT_ROLE_SESSION_NAME: &str = "goad";
@@ -79,23 +79,34 @@ impl AssumedRole {
         self.role == other.role && self.region == other.region && self.base.same_source(&other.base)
     }
 
-    /// The role's credentials at `now`.
-    pub fn get(&self, now: SystemTime) -> Result<Credentials, CredentialsError> {
+    /// The role's credentials at `now`, for an attempt due to time out at
+    /// `deadline`.
+    pub fn get(
+        &self,
+        now: SystemTime,
+        deadline: Option<Instant>,
+    ) -> Result<Credentials, CredentialsError> {
         let what = format!("the credentials of role {}", self.role.role_arn);
-        self.held.get(now, &what, || {
-            let assumed = self.assume(now).map_err(|cause| CredentialsError::Assume {
-                role_arn: self.role.role_arn.clone(),
-                cause,
-            })?;
+        self.held.get(now, deadline, &what, || {
+            let assumed = self
+                .assume(now, deadline)
+                .map_err(|cause| CredentialsError::Assume {
+                    role_arn: self.role.role_arn.clone(),
+                    cause,
+                })?;
             let expiry = assumed.expiry().expect("STS's credentials expire");
             Ok((assumed, expiry))
         })
     }
 
     /// One `AssumeRole` call, signed with the base credentials.
-    fn assume(&self, now: SystemTime) -> Result<Credentials, super::BoxError> {
+    fn assume(
+        &self,
+        now: SystemTime,
+        deadline: Option<Instant>,
+    ) -> Result<Credentials, super::BoxError> {
         // The base credentials' own error says where they failed.
-        let base = self.base.get(now)?;
+        let base = self.base.get(now, deadline)?;
         assume(&self.role, base, &self.region, &self.agent, now)
     }
 }

@@ -27,13 +27,13 @@
 use super::assume_role::{AssumedRole, RoleToAssume, DEFAULT_ROLE_SESSION_NAME};
 use super::aws_profile::profile_credentials;
 use super::client::{agent, form, ok_body};
-use super::expiring::Expiring;
+use super::expiring::{Expiring, StillFetching};
 use crate::limits::{CREDENTIALS_LIFETIME_MS, HTTP_TIMEOUT_MS};
 use aws_credential_types::Credentials;
 use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// The values of `credentials`.
 pub const CREDENTIAL_SOURCES: &[&str] =
@@ -92,12 +92,17 @@ impl AwsCredentials {
         }
     }
 
-    /// Credentials to sign a request at `now`.
-    pub fn get(&self, now: SystemTime) -> Result<Credentials, CredentialsError> {
+    /// Credentials to sign a request at `now`, for an attempt due to time
+    /// out at `deadline` (see `expiring`).
+    pub fn get(
+        &self,
+        now: SystemTime,
+        deadline: Option<Instant>,
+    ) -> Result<Credentials, CredentialsError> {
         match self {
             AwsCredentials::Env(env) => env.read(),
-            AwsCredentials::Fetched(fetched) => fetched.get(now),
-            AwsCredentials::Assumed(role) => role.get(now),
+            AwsCredentials::Fetched(fetched) => fetched.get(now, deadline),
+            AwsCredentials::Assumed(role) => role.get(now, deadline),
         }
     }
 }
@@ -193,8 +198,12 @@ impl fmt::Debug for FetchedCredentials {
 }
 
 impl FetchedCredentials {
-    fn get(&self, now: SystemTime) -> Result<Credentials, CredentialsError> {
-        self.held.get(now, "AWS credentials", || {
+    fn get(
+        &self,
+        now: SystemTime,
+        deadline: Option<Instant>,
+    ) -> Result<Credentials, CredentialsError> {
+        self.held.get(now, deadline, "AWS credentials", || {
             let fetched = self.fetch(now)?;
             let expiry = fetched.expiry().expect("fetched credentials expire");
             Ok((fetched, expiry))
@@ -403,6 +412,14 @@ pub enum CredentialsError {
         role_arn: String,
         cause: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// Another attempt was still asking for them at the attempt's deadline.
+    StillFetching(StillFetching),
+}
+
+impl From<StillFetching> for CredentialsError {
+    fn from(still: StillFetching) -> CredentialsError {
+        CredentialsError::StillFetching(still)
+    }
 }
 
 impl fmt::Display for CredentialsError {
@@ -417,6 +434,7 @@ impl fmt::Display for CredentialsError {
             CredentialsError::Assume { role_arn, cause } => {
                 write!(f, "cannot assume role {role_arn}: {cause}")
             }
+            CredentialsError::StillFetching(still) => still.fmt(f),
         }
     }
 }
@@ -447,7 +465,11 @@ mod tests {
         let credentials = AwsCredentials::new(Some("container"), EnvCredentials::default(), "");
         let expiry = humantime::parse_rfc3339("2030-01-01T00:00:00Z").unwrap();
         let minutes_before = |minutes: u64| expiry - Duration::from_secs(60 * minutes);
-        let key = |now| credentials.get(now).map(|c| c.access_key_id().to_string());
+        let key = |now| {
+            credentials
+                .get(now, None)
+                .map(|c| c.access_key_id().to_string())
+        };
         assert_eq!(key(minutes_before(60)).ok().as_deref(), Some("AK"));
         assert_eq!(key(minutes_before(6)).ok().as_deref(), Some("AK"));
         assert_eq!(endpoint.received().len(), 1, "fresh: kept");

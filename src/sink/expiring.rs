@@ -5,14 +5,17 @@
 //! in hand while it has not expired, rather than wait out a slow service
 //! (each waiting attempt would have had its deadline shortened by the
 //! fetch, or passed); with none in hand they wait for the fetch (they are
-//! IO workers, which may block) and take what it brought. When a fetch
-//! fails, the value in hand serves until it expires, with a warning in the
-//! log.
+//! IO workers, which may block) and take what it brought, but not past
+//! their attempt's deadline: a service that does not answer then holds up
+//! only the one worker asking it (until its HTTP client's timeouts end
+//! the request), not every attempt of every sink that uses the value, one
+//! after another. When a fetch fails, the value in hand serves until it
+//! expires, with a warning in the log.
 
-use crate::limits::CREDENTIALS_REFRESH_MS;
+use crate::limits::{CREDENTIALS_REFRESH_MS, REQUEST_PAST_DEADLINE_MS};
 use parking_lot::Mutex;
-use std::fmt::Display;
-use std::time::{Duration, SystemTime};
+use std::fmt::{self, Display};
+use std::time::{Duration, Instant, SystemTime};
 
 /// The value held, when it was fetched and when it expires.
 pub(crate) struct Expiring<T> {
@@ -47,11 +50,14 @@ impl<T: Clone> Expiring<T> {
     /// The value at `now`: the one held while fresh, else what `fetch`
     /// returns (the value and its expiry), else the one held while it has
     /// not expired, else `fetch`'s error. While another caller fetches, the
-    /// one held serves if it has not expired. `what` names the value in
-    /// the log.
-    pub fn get<E: Display>(
+    /// one held serves if it has not expired; with none, this caller waits
+    /// for that fetch until a little past its attempt's `deadline` (the
+    /// shard's timer fails the attempt first), or for as long as it takes
+    /// without one. `what` names the value in the log and in the error.
+    pub fn get<E: Display + From<StillFetching>>(
         &self,
         now: SystemTime,
+        deadline: Option<Instant>,
         what: &str,
         fetch: impl FnOnce() -> Result<(T, SystemTime), E>,
     ) -> Result<T, E> {
@@ -62,7 +68,14 @@ impl<T: Clone> Expiring<T> {
         let _fetching = match (&in_hand, self.fetching.try_lock()) {
             (_, Some(fetching)) => fetching,
             (Some(value), None) => return Ok(value.clone()),
-            (None, None) => self.fetching.lock(),
+            (None, None) => match deadline {
+                Some(deadline) => {
+                    let past = Duration::from_millis(REQUEST_PAST_DEADLINE_MS);
+                    let waited = self.fetching.try_lock_until(deadline + past);
+                    waited.ok_or_else(|| StillFetching { what: what.into() })?
+                }
+                None => self.fetching.lock(),
+            },
         };
         // The caller that fetched before may have brought a fresh one.
         let in_hand = match self.fresh_or_unexpired(now) {
@@ -111,9 +124,29 @@ impl<T: Clone> Expiring<T> {
     }
 }
 
+/// A caller with no value in hand waited for another caller's fetch
+/// until its attempt's deadline had passed.
+#[derive(Debug)]
+pub struct StillFetching {
+    what: String,
+}
+
+impl Display for StillFetching {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "another attempt's request for {} had not ended by this attempt's deadline (dispatch.attempt_timeout_ms)",
+            self.what
+        )
+    }
+}
+
+impl std::error::Error for StillFetching {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sink::BoxError;
     use std::sync::Arc;
 
     fn at(s: u64) -> SystemTime {
@@ -125,9 +158,9 @@ mod tests {
         let held = Expiring::new();
         let fetches = std::cell::Cell::new(0);
         let get = |now: u64, lifetime_s: u64| {
-            held.get(at(now), "a token", || {
+            held.get(at(now), None, "a token", || {
                 fetches.set(fetches.get() + 1);
-                Ok::<_, String>((format!("t{}", fetches.get()), at(now + lifetime_s)))
+                Ok::<_, BoxError>((format!("t{}", fetches.get()), at(now + lifetime_s)))
             })
         };
         // An hour's token: kept until 5 minutes before it expires.
@@ -143,26 +176,48 @@ mod tests {
         assert_eq!(get(3_332, 60).unwrap(), "t4");
     }
 
-    /// `held.get` at `now_s` on a thread of its own, with a fetch that
-    /// fails: its answer.
+    /// `held.get` at `now_s` by `deadline` on a thread of its own, with a
+    /// fetch that fails: its answer, errors as text.
     fn get_on_a_thread(
         held: &Arc<Expiring<String>>,
         now_s: u64,
+        deadline: Option<Instant>,
     ) -> crossbeam_channel::Receiver<Result<String, String>> {
         let (answer, answered) = crossbeam_channel::bounded(1);
         let held = held.clone();
         std::thread::spawn(move || {
-            let got = held.get(at(now_s), "a token", || Err("a second fetch".to_string()));
-            answer.send(got).unwrap();
+            let got = held.get(at(now_s), deadline, "a token", || {
+                Err::<_, BoxError>("a second fetch".into())
+            });
+            answer.send(got.map_err(|e| e.to_string())).unwrap();
         });
         answered
+    }
+
+    /// A first fetch on a thread of its own that waits for `let_go`
+    /// (once it has said so on `fetching`), then brings `t1` for an hour.
+    fn slow_first_fetch(
+        held: &Arc<Expiring<String>>,
+        let_go: crossbeam_channel::Receiver<()>,
+    ) -> std::thread::JoinHandle<Result<String, BoxError>> {
+        let (fetching, in_fetch) = crossbeam_channel::bounded(1);
+        let held = held.clone();
+        let fetcher = std::thread::spawn(move || {
+            held.get(at(0), None, "a token", || {
+                fetching.send(()).unwrap();
+                let_go.recv().unwrap();
+                Ok::<_, BoxError>(("t1".into(), at(3_600)))
+            })
+        });
+        in_fetch.recv().unwrap();
+        fetcher
     }
 
     #[test]
     fn while_one_caller_fetches_the_others_go_on_with_the_value_in_hand() {
         let held = Arc::new(Expiring::new());
-        let first = held.get(at(0), "a token", || {
-            Ok::<_, String>(("t1".into(), at(3_600)))
+        let first = held.get(at(0), None, "a token", || {
+            Ok::<_, BoxError>(("t1".into(), at(3_600)))
         });
         assert_eq!(first.unwrap(), "t1");
         // Due for a refresh at 3,300 s; the service takes its time.
@@ -171,22 +226,50 @@ mod tests {
         let refresher = {
             let held = held.clone();
             std::thread::spawn(move || {
-                held.get(at(3_300), "a token", || {
+                held.get(at(3_300), None, "a token", || {
                     fetching.send(()).unwrap();
                     gate.recv().unwrap();
-                    Ok::<_, String>(("t2".into(), at(7_200)))
+                    Ok::<_, BoxError>(("t2".into(), at(7_200)))
                 })
             })
         };
         in_fetch.recv().unwrap();
-        let meanwhile = get_on_a_thread(&held, 3_301);
+        let meanwhile = get_on_a_thread(&held, 3_301, None);
         let answer = meanwhile.recv_timeout(Duration::from_secs(10));
         assert_eq!(answer, Ok(Ok("t1".into())), "not held up by the fetch");
         // Past t1's expiry a caller waits for the fetch, and takes its value.
-        let expired = get_on_a_thread(&held, 3_600);
+        let expired = get_on_a_thread(&held, 3_600, None);
         let_go.send(()).unwrap();
         assert_eq!(refresher.join().unwrap().unwrap(), "t2");
         let answer = expired.recv_timeout(Duration::from_secs(10));
         assert_eq!(answer, Ok(Ok("t2".into())));
+    }
+
+    /// With no value in hand, a caller waits for another's fetch only
+    /// until a little past its attempt's deadline, and fails saying so;
+    /// the fetch goes on, and its value serves the callers after it.
+    #[test]
+    fn a_caller_with_a_deadline_waits_for_anothers_fetch_only_until_it() {
+        let held = Arc::new(Expiring::new());
+        let (let_go, gate) = crossbeam_channel::bounded::<()>(0);
+        let fetcher = slow_first_fetch(&held, gate);
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(100);
+        let waiter = get_on_a_thread(&held, 1, Some(deadline));
+        let answer = waiter.recv_timeout(Duration::from_secs(10)).unwrap();
+        let waited = started.elapsed();
+        assert_eq!(
+            answer,
+            Err("another attempt's request for a token had not ended by this attempt's deadline (dispatch.attempt_timeout_ms)".into())
+        );
+        let past = Duration::from_millis(REQUEST_PAST_DEADLINE_MS);
+        assert!(waited >= Duration::from_millis(100) + past, "{waited:?}");
+        let_go.send(()).unwrap();
+        assert_eq!(fetcher.join().unwrap().unwrap(), "t1");
+        let after = get_on_a_thread(&held, 2, Some(Instant::now()));
+        assert_eq!(
+            after.recv_timeout(Duration::from_secs(10)),
+            Ok(Ok("t1".into()))
+        );
     }
 }

@@ -29,7 +29,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde_json::Value;
 use std::fmt;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The values of `google_id_token.credentials`.
 pub const ID_TOKEN_SOURCES: &[&str] = &["metadata", "service_account", "external_account"];
@@ -96,10 +96,11 @@ impl GoogleIdToken {
         self.audience == other.audience && self.from == other.from
     }
 
-    /// The token to send at `now`: the one held while fresh, else a new one.
-    pub fn token(&self, now: SystemTime) -> Result<Token, NoIdToken> {
+    /// The token to send at `now`: the one held while fresh, else a new
+    /// one (waited for until about `deadline`, the attempt's, while another caller fetches it: see `expiring`).
+    pub fn token(&self, now: SystemTime, deadline: Instant) -> Result<Token, NoIdToken> {
         let mut fresh = false;
-        let value = self.held.get(now, "a Google ID token", || {
+        let value = self.held.get(now, Some(deadline), "a Google ID token", || {
             fresh = true;
             let token = match &self.from {
                 TokenSource::Metadata => self.ask_metadata()?,

@@ -35,7 +35,7 @@ use super::{BoxError, SinkError};
 use crate::limits::HTTP_TIMEOUT_MS;
 use std::fmt;
 use std::path::PathBuf;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 /// The values of a Pub/Sub sink's `credentials`.
 pub const TOKEN_SOURCES: &[&str] = &[
@@ -109,8 +109,9 @@ impl PubSubAuth {
         }
     }
 
-    /// The token to send at `now`, if any.
-    pub fn token(&self, now: SystemTime) -> Result<Option<String>, SinkError> {
+    /// The token to send at `now`, if any, for an attempt due to time out
+    /// at `deadline` (see `expiring`).
+    pub fn token(&self, now: SystemTime, deadline: Instant) -> Result<Option<String>, SinkError> {
         match self {
             PubSubAuth::Anonymous => Ok(None),
             PubSubAuth::Env(variable) => std::env::var(variable).map(Some).map_err(|_| {
@@ -118,12 +119,14 @@ impl PubSubAuth {
                     variable: variable.clone(),
                 })
             }),
-            PubSubAuth::Fetched(fetched) => fetched.token(now).map(Some).map_err(|cause| {
-                SinkError::transient(NoToken::Fetch {
-                    from: fetched.from.to_string(),
-                    cause,
+            PubSubAuth::Fetched(fetched) => {
+                fetched.token(now, deadline).map(Some).map_err(|cause| {
+                    SinkError::transient(NoToken::Fetch {
+                        from: fetched.from.to_string(),
+                        cause,
+                    })
                 })
-            }),
+            }
         }
     }
 }
@@ -201,20 +204,21 @@ impl fmt::Debug for FetchedToken {
 }
 
 impl FetchedToken {
-    fn token(&self, now: SystemTime) -> Result<String, BoxError> {
-        self.held.get(now, "a Google access token", || {
-            let answer = match &self.from {
-                TokenSource::Metadata => self.ask_metadata()?,
-                TokenSource::ServiceAccount(key) => {
-                    key.exchange(&self.agent, ("scope", PUBSUB_SCOPE), now)?
-                }
-                TokenSource::User(user) => user.ask(&self.agent)?,
-                TokenSource::External(account) => {
-                    return account.token(&self.agent, PUBSUB_SCOPE, now);
-                }
-            };
-            token_answer(&answer, now)
-        })
+    fn token(&self, now: SystemTime, deadline: Instant) -> Result<String, BoxError> {
+        self.held
+            .get(now, Some(deadline), "a Google access token", || {
+                let answer = match &self.from {
+                    TokenSource::Metadata => self.ask_metadata()?,
+                    TokenSource::ServiceAccount(key) => {
+                        key.exchange(&self.agent, ("scope", PUBSUB_SCOPE), now)?
+                    }
+                    TokenSource::User(user) => user.ask(&self.agent)?,
+                    TokenSource::External(account) => {
+                        return account.token(&self.agent, PUBSUB_SCOPE, now);
+                    }
+                };
+                token_answer(&answer, now)
+            })
     }
 
     /// The metadata server's token for the workload's account.

@@ -29,7 +29,7 @@ use crate::limits::{HTTP_MAX_HEADER_LINE_BYTES, HTTP_MAX_RESPONSE_BYTES, HTTP_TI
 use base64::prelude::{Engine as _, BASE64_STANDARD};
 use std::io::Read as _;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 use ureq::http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use ureq::http::{Request, Uri};
 use ureq::tls::{ClientCert, RootCerts, TlsConfig};
@@ -415,19 +415,22 @@ impl HttpSink {
     }
 
     /// The bearer token of the sink's `oauth2` grant or Google ID token,
-    /// if it has either.
-    fn bearer_token(&self, now: SystemTime) -> Result<Option<Token>, SinkError> {
+    /// if it has either, for an attempt due to time out at `deadline`.
+    fn bearer_token(&self, now: SystemTime, deadline: Instant) -> Result<Option<Token>, SinkError> {
         if let Some(grant) = &self.oauth2 {
-            let token = grant.token(now).map_err(|e| match e.refused_by_egress {
-                true => SinkError::permanent(e),
-                false => SinkError::transient(e),
-            })?;
+            let token = grant
+                .token(now, deadline)
+                .map_err(|e| match e.refused_by_egress {
+                    true => SinkError::permanent(e),
+                    false => SinkError::transient(e),
+                })?;
             return Ok(Some(token));
         }
         let Some(id_token) = &self.google_id_token else {
             return Ok(None);
         };
-        id_token.token(now).map(Some).map_err(SinkError::transient)
+        let token = id_token.token(now, deadline);
+        token.map(Some).map_err(SinkError::transient)
     }
 
     /// The receiver refused `token`: its source does not send it again.
@@ -464,18 +467,20 @@ fn without_user_info(uri: Uri) -> (Uri, Option<HeaderValue>) {
     }
 }
 
-/// Adds the headers of `request`'s AWS signature.
+/// Adds the headers of `request`'s AWS signature, for an attempt due to
+/// time out at `deadline`.
 fn sign(
     request: &mut Request<()>,
     signing: &AwsSigning,
     body: &[u8],
     now: SystemTime,
+    deadline: Instant,
 ) -> Result<(), SinkError> {
     let content_type = request.headers().get(CONTENT_TYPE);
     let content_type = content_type.and_then(|v| v.to_str().ok()).unwrap_or("");
     let url = request.uri().to_string();
     let method = request.method().as_str();
-    let headers = signing.headers(method, &url, content_type, body, now);
+    let headers = signing.headers(method, &url, content_type, body, now, deadline);
     for (name, value) in headers.map_err(SignError::failure)? {
         let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| unsendable(&name, e))?;
         let value = HeaderValue::from_str(&value).map_err(|e| unsendable(&value, e))?;
@@ -491,7 +496,7 @@ impl Sink for HttpSink {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let mut request = self.request(delivery, timestamp_s)?;
-        let token = self.bearer_token(now)?;
+        let token = self.bearer_token(now, delivery.deadline)?;
         if let Some(token) = &token {
             let bearer = format!("Bearer {}", token.value);
             let bearer = HeaderValue::from_str(&bearer).map_err(|e| unsendable("token", e))?;
@@ -499,7 +504,7 @@ impl Sink for HttpSink {
         }
         let body = &delivery.hook.body[..];
         if let Some(signing) = &self.aws_signing {
-            sign(&mut request, signing, body, now)?;
+            sign(&mut request, signing, body, now, delivery.deadline)?;
         }
         lines_fit(&request)?;
         let response = send_past_stale_connections(|| {

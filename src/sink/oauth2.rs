@@ -16,7 +16,7 @@ use crate::limits::{HTTP_TIMEOUT_MS, OAUTH2_DEFAULT_LIFETIME_S};
 use base64::prelude::{Engine as _, BASE64_STANDARD};
 use serde_json::Value;
 use std::fmt;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use ureq::tls::TlsConfig;
 
 /// The token and its expiry from a token endpoint's answer: `access_token`,
@@ -165,10 +165,11 @@ impl ClientCredentials {
             && *client_auth == other.client_auth
     }
 
-    /// The token to send at `now`: the one held while fresh, else a new one.
-    pub fn token(&self, now: SystemTime) -> Result<Token, NoToken> {
+    /// The token to send at `now`: the one held while fresh, else a new
+    /// one (waited for until about `deadline`, the attempt's, while another caller fetches it: see `expiring`).
+    pub fn token(&self, now: SystemTime, deadline: Instant) -> Result<Token, NoToken> {
         let mut fresh = false;
-        let value = self.held.get(now, "an OAuth 2 token", || {
+        let value = self.held.get(now, Some(deadline), "an OAuth 2 token", || {
             fresh = true;
             token_answer(&self.ask(now)?, now)
         });

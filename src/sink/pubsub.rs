@@ -163,7 +163,7 @@ impl PubSubSink {
     /// Sends a publish request with the access token, by `deadline`: the
     /// answer's status and body.
     fn post(&self, request: &str, deadline: Instant) -> Result<(u16, Vec<u8>), SinkError> {
-        let token = self.options.auth.token(SystemTime::now())?;
+        let token = self.options.auth.token(SystemTime::now(), deadline)?;
         let post = || {
             let mut post = self
                 .agent

@@ -13,7 +13,7 @@ use aws_sigv4::http_request::{
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
 use std::fmt;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 /// Why a request could not be signed.
 #[derive(Debug)]
@@ -62,7 +62,8 @@ impl AwsSigning {
     }
 
     /// The headers that sign a request of `method` to `url` with this
-    /// `content_type` and `body` at `now`. They sign its host, content type
+    /// `content_type` and `body` at `now`, for an attempt due to time out
+    /// at `deadline`. They sign its host, content type
     /// and body (and the `x-amz-*` headers they add), not goad's and the
     /// provider's other headers, which a proxy on the way may rewrite.
     pub fn headers(
@@ -72,6 +73,7 @@ impl AwsSigning {
         content_type: &str,
         body: &[u8],
         now: SystemTime,
+        deadline: Instant,
     ) -> Result<Vec<(String, String)>, SignError> {
         let headers = [("content-type", content_type)];
         let unsigned = Unsigned {
@@ -86,6 +88,7 @@ impl AwsSigning {
             &self.service,
             &unsigned,
             now,
+            Some(deadline),
         )
     }
 }
@@ -113,15 +116,18 @@ pub struct Unsigned<'a> {
 /// The headers that sign `request` for `service` in `region` at `now`
 /// (`authorization`, `x-amz-date`, and `x-amz-security-token` with a
 /// session token; for S3 also `x-amz-content-sha256`), to send beside its
-/// own.
+/// own; credentials still to fetch are waited for until about `deadline`,
+/// if given (see [`AwsCredentials::get`]).
 pub fn sign_headers(
     credentials: &AwsCredentials,
     region: &str,
     service: &str,
     request: &Unsigned<'_>,
     now: SystemTime,
+    deadline: Option<Instant>,
 ) -> Result<Vec<(String, String)>, SignError> {
-    let credentials = credentials.get(now).map_err(SignError::Credentials)?;
+    let credentials = credentials.get(now, deadline);
+    let credentials = credentials.map_err(SignError::Credentials)?;
     sign_with(credentials, region, service, request, now).map_err(SignError::Signing)
 }
 

@@ -249,6 +249,7 @@ impl SqsSink {
             "sqs",
             &unsigned,
             SystemTime::now(),
+            Some(deadline),
         )
         .map_err(SignError::failure)?;
         let post = || {

@@ -536,3 +536,67 @@ fn a_reconfiguration_keeps_an_unchanged_sinks_oauth2_token() {
     assert_eq!(sent, ["Bearer tok-1", "Bearer tok-1", "Bearer tok-2"]);
     assert_eq!(tokens.received().len(), 2);
 }
+
+/// A token endpoint that takes connections and never answers: while one
+/// attempt asks it (until the client's own timeout), the sink's other
+/// attempts wait for that request only until their deadline, then their
+/// workers are back. Before, each waited for the request, then asked
+/// again itself, one after another: every attempt of each round left its
+/// worker stuck, and within seconds the shard had none for anyone.
+#[test]
+fn attempts_waiting_for_a_token_another_asks_for_are_back_at_their_deadline() {
+    std::env::set_var("GOAD_TEST_OAUTH2_SILENT_SECRET", "s3cret");
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let token_url = format!("http://{}/token", silent.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let held: Vec<_> = silent.incoming().collect();
+        drop(held);
+    });
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.attempt_timeout_ms = 300;
+    c.dispatch.sink_concurrency = 32;
+    c.retry.base_ms = 1_500;
+    c.retry.max_ms = 1_500;
+    let mut sink = SinkConfig::http(receiver.url("/granted"));
+    sink.oauth2 = Some(goad::config::OAuth2Config::new(
+        token_url,
+        "goad",
+        "GOAD_TEST_OAUTH2_SILENT_SECRET",
+    ));
+    c.sources.push(source("granted", "a", vec![sink]));
+    let open = SinkConfig::http(receiver.url("/open"));
+    c.sources.push(source("open", "b", vec![open]));
+    let engine = Engine::open(c).unwrap();
+    for n in 0..32 {
+        engine
+            .commit(NewHook::new("granted", format!("g{n}")))
+            .unwrap();
+    }
+    wait_until(
+        "every attempt of the first round failed",
+        Duration::from_secs(10),
+        || rows(&engine).iter().all(|row| row.record.attempts >= 1),
+    );
+    // Only the worker asking for the token is left stuck (until its
+    // client's 5 s timeout), however many attempts waited for it.
+    wait_until(
+        "the waiting workers are back",
+        Duration::from_secs(4),
+        || engine.stats()[0].abandoned_workers == 1,
+    );
+    for row in rows(&engine) {
+        assert_eq!(
+            row.record.error.as_deref(),
+            Some("attempt_timeout: no result after 300 ms")
+        );
+    }
+    engine.commit(NewHook::new("open", "o")).unwrap();
+    wait_until(
+        "the other tenant's hook is delivered",
+        Duration::from_secs(10),
+        || receiver.received().iter().any(|r| r.path == "/open"),
+    );
+    assert!(receiver.received().iter().all(|r| r.path == "/open"));
+}
