@@ -43,6 +43,7 @@ mod wake;
 use crate::config::{Config, ConfigError};
 use crate::runtime::{Engine, OpenError};
 use crate::sink::Sink;
+use crate::store::ShardStore;
 use auth::Tokens;
 use http::tls::SharedTls;
 use http::{Server, Stopper};
@@ -402,6 +403,9 @@ fn try_open_engine(
     // As the process sees it: a relative `data_dir` is the working
     // directory's.
     let data_dir = std::path::absolute(&config.data_dir).unwrap_or(config.data_dir.clone());
+    // Said once opened, so that a mistyped data_dir is seen for what it is
+    // (a store it cannot read fails the open itself).
+    let is_new = !ShardStore::has_store(&config.data_dir, 0).unwrap_or(false);
     let (outcomes, breakers) = (state.notifier.clone(), state.notifier.clone());
     let builder = host_sinks
         .into_iter()
@@ -415,6 +419,15 @@ fn try_open_engine(
             let engine = Arc::new(engine);
             let recovered: u64 = engine.stats().iter().map(|s| s.recovered).sum();
             let _ = state.engine.set(engine.clone());
+            if is_new {
+                crate::log::info(
+                    "the data directory held no stores: made new, empty ones",
+                    &[
+                        ("data_dir", &data_dir.display()),
+                        ("shards", &engine.stats().len()),
+                    ],
+                );
+            }
             crate::log::info(
                 "engine ready",
                 &[

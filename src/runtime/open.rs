@@ -189,8 +189,6 @@ struct ShardStart<'a> {
 }
 
 impl ShardStart<'_> {
-    /// Starts shard `k` and waits until it has opened and recovered its
-    /// store. On failure its thread has ended.
     /// Starts a shard on each store, or none: a shard that cannot start
     /// stops those started before it.
     fn shards(
@@ -214,6 +212,8 @@ impl ShardStart<'_> {
         Ok((shards, threads))
     }
 
+    /// Starts shard `k` and waits until it has opened and recovered its
+    /// store. On failure its thread has ended.
     fn shard(&self, k: usize, store: ShardStore) -> Result<(Shard, JoinHandle<()>), OpenError> {
         let (input, inputs) = crossbeam_channel::bounded(SHARD_INPUT_CAPACITY);
         let mut core = Core::new(

@@ -47,7 +47,9 @@ fn rows_dead_lettered_by_a_sink_are_logged_per_key_with_its_latest_failure() {
 }
 
 /// A relative `data_dir` is the working directory's (not the config
-/// file's), and the node logs it as the absolute path it opened.
+/// file's), and the node logs it as the absolute path it opened; the
+/// first start says it made the stores (a mistyped path shows as such),
+/// the next does not.
 #[test]
 fn the_node_logs_the_data_directory_it_opened() {
     let dir = tempfile::tempdir().unwrap();
@@ -57,26 +59,41 @@ fn the_node_logs_the_data_directory_it_opened() {
         "data_dir = \"relative-data\"\nlisten = \"127.0.0.1:0\"\n",
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_goad"))
-        .args(["serve", "--config"])
-        .arg(&config)
-        .current_dir(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let log = lines_of(child.stderr.take().unwrap());
-    let ready = loop {
-        let line = log
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the node got ready");
-        if line.contains("msg=\"engine ready\"") {
-            break line;
-        }
+    let data_dir = dir.path().join("relative-data");
+    let made = format!(
+        "msg=\"the data directory held no stores: made new, empty ones\" data_dir={} shards=",
+        data_dir.display()
+    );
+    let start = || {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_goad"))
+            .args(["serve", "--config"])
+            .arg(&config)
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let log = lines_of(child.stderr.take().unwrap());
+        let mut before_ready = Vec::new();
+        let ready = loop {
+            let line = log
+                .recv_timeout(Duration::from_secs(30))
+                .expect("the node got ready");
+            if line.contains("msg=\"engine ready\"") {
+                break line;
+            }
+            before_ready.push(line);
+        };
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let said_made = before_ready.iter().any(|line| line.contains(&made));
+        (ready, said_made)
     };
-    let expected = format!("data_dir={}", dir.path().join("relative-data").display());
+    let (ready, said_made) = start();
+    let expected = format!("data_dir={}", data_dir.display());
     assert!(ready.contains(&expected), "{ready}");
-    assert!(dir.path().join("relative-data").is_dir());
-    child.kill().unwrap();
-    child.wait().unwrap();
+    assert!(said_made, "the first start says it made the stores");
+    assert!(data_dir.is_dir());
+    let (_, said_made) = start();
+    assert!(!said_made, "a start on stores does not");
 }
