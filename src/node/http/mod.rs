@@ -4,6 +4,8 @@ mod chunked;
 mod conn;
 mod front_counts;
 mod handshake;
+#[cfg(test)]
+mod parse_properties;
 pub mod request;
 pub mod response;
 pub mod server;
