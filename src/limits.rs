@@ -47,8 +47,9 @@ pub const WAKE_CALLS_PER_SLOT: usize = 4;
 pub const MAX_COALESCE_MS: u64 = 86_400_000;
 
 /// How long past its attempt's deadline a request of goad's sinks may run
-/// in all (see `sink::client::request_timeout`): the shard's timer fails
-/// the attempt first.
+/// in all (see `sink::client::request_timeout`), and an attempt may wait
+/// for another's fetch of a token or credentials (see `sink::expiring`):
+/// the shard's timer fails the attempt first.
 pub const REQUEST_PAST_DEADLINE_MS: u64 = 250;
 
 /// How long an HTTP client keeps a host's addresses (see `sink::resolver`).
