@@ -27,7 +27,7 @@
 use super::assume_role::{AssumedRole, RoleToAssume, DEFAULT_ROLE_SESSION_NAME};
 use super::aws_profile::profile_credentials;
 use super::client::{agent, form, ok_body};
-use super::expiring::{Expiring, StillFetching};
+use super::expiring::{Expiring, Unfetched};
 use crate::limits::{CREDENTIALS_LIFETIME_MS, HTTP_TIMEOUT_MS};
 use aws_credential_types::Credentials;
 use serde_json::Value;
@@ -412,13 +412,14 @@ pub enum CredentialsError {
         role_arn: String,
         cause: Box<dyn std::error::Error + Send + Sync>,
     },
-    /// Another attempt was still asking for them at the attempt's deadline.
-    StillFetching(StillFetching),
+    /// Another attempt's fetch, which this one waited for, failed or had
+    /// not ended by this attempt's deadline.
+    Unfetched(Unfetched),
 }
 
-impl From<StillFetching> for CredentialsError {
-    fn from(still: StillFetching) -> CredentialsError {
-        CredentialsError::StillFetching(still)
+impl From<Unfetched> for CredentialsError {
+    fn from(unfetched: Unfetched) -> CredentialsError {
+        CredentialsError::Unfetched(unfetched)
     }
 }
 
@@ -434,7 +435,7 @@ impl fmt::Display for CredentialsError {
             CredentialsError::Assume { role_arn, cause } => {
                 write!(f, "cannot assume role {role_arn}: {cause}")
             }
-            CredentialsError::StillFetching(still) => still.fmt(f),
+            CredentialsError::Unfetched(unfetched) => unfetched.fmt(f),
         }
     }
 }

@@ -5,23 +5,27 @@
 //! in hand while it has not expired, rather than wait out a slow service
 //! (each waiting attempt would have had its deadline shortened by the
 //! fetch, or passed); with none in hand they wait for the fetch (they are
-//! IO workers, which may block) and take what it brought, but not past
-//! their attempt's deadline: a service that does not answer then holds up
-//! only the one worker asking it (until its HTTP client's timeouts end
-//! the request), not every attempt of every sink that uses the value, one
-//! after another. When a fetch fails, the value in hand serves until it
-//! expires, with a warning in the log.
+//! IO workers, which may block) and take what it brought, or its failure,
+//! but not past their attempt's deadline: a service that does not answer
+//! then holds up only the one worker asking it (until its HTTP client's
+//! timeouts end the request), and one that fails is asked once for all
+//! the attempts waiting, not by each of them in turn. When a fetch fails,
+//! the value in hand serves until it expires, with a warning in the log.
 
 use crate::limits::{CREDENTIALS_REFRESH_MS, REQUEST_PAST_DEADLINE_MS};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use std::fmt::{self, Display};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 /// The value held, when it was fetched and when it expires.
 pub(crate) struct Expiring<T> {
     held: Mutex<Option<Held<T>>>,
-    /// Held by the one caller fetching.
-    fetching: Mutex<()>,
+    /// Held by the one caller fetching; the last fetch's failure, if it
+    /// failed.
+    fetching: Mutex<Option<String>>,
+    /// Fetches ended.
+    fetches: AtomicU64,
 }
 
 struct Held<T> {
@@ -43,7 +47,8 @@ impl<T: Clone> Expiring<T> {
     pub fn new() -> Expiring<T> {
         Expiring {
             held: Mutex::new(None),
-            fetching: Mutex::new(()),
+            fetching: Mutex::new(None),
+            fetches: AtomicU64::new(0),
         }
     }
 
@@ -53,8 +58,9 @@ impl<T: Clone> Expiring<T> {
     /// one held serves if it has not expired; with none, this caller waits
     /// for that fetch until a little past its attempt's `deadline` (the
     /// shard's timer fails the attempt first), or for as long as it takes
-    /// without one. `what` names the value in the log and in the error.
-    pub fn get<E: Display + From<StillFetching>>(
+    /// without one, and takes its value or its failure. `what` names the
+    /// value in the log and in the error.
+    pub fn get<E: Display + From<Unfetched>>(
         &self,
         now: SystemTime,
         deadline: Option<Instant>,
@@ -65,24 +71,25 @@ impl<T: Clone> Expiring<T> {
             Ok(fresh) => return Ok(fresh),
             Err(unexpired) => unexpired,
         };
-        let _fetching = match (&in_hand, self.fetching.try_lock()) {
-            (_, Some(fetching)) => fetching,
-            (Some(value), None) => return Ok(value.clone()),
-            (None, None) => match deadline {
-                Some(deadline) => {
-                    let past = Duration::from_millis(REQUEST_PAST_DEADLINE_MS);
-                    let waited = self.fetching.try_lock_until(deadline + past);
-                    waited.ok_or_else(|| StillFetching { what: what.into() })?
-                }
-                None => self.fetching.lock(),
-            },
+        let (mut last_failure, waited_since) = match (self.fetching.try_lock(), &in_hand) {
+            (Some(fetching), _) => (fetching, None),
+            (None, Some(value)) => return Ok(value.clone()),
+            (None, None) => self.wait_for_fetch(deadline, what)?,
         };
-        // The caller that fetched before may have brought a fresh one.
+        // The caller that fetched before may have brought a fresh one, or
+        // failed while this one waited.
         let in_hand = match self.fresh_or_unexpired(now) {
             Ok(fresh) => return Ok(fresh),
             Err(unexpired) => unexpired,
         };
-        match fetch() {
+        let ended_since = waited_since.is_some_and(|n| n != self.fetches.load(Ordering::Acquire));
+        if let (true, Some(failure)) = (ended_since, last_failure.as_ref()) {
+            return Err(Unfetched::Failed(failure.clone()).into());
+        }
+        let fetched = fetch();
+        *last_failure = fetched.as_ref().err().map(ToString::to_string);
+        self.fetches.fetch_add(1, Ordering::Release);
+        match fetched {
             Ok((value, expires_at)) => {
                 *self.held.lock() = Some(Held {
                     value: value.clone(),
@@ -102,6 +109,26 @@ impl<T: Clone> Expiring<T> {
                 None => Err(error),
             },
         }
+    }
+
+    /// Waits for the fetch under way to end, until a little past
+    /// `deadline` if given: then the turn to fetch, and how many fetches
+    /// had ended before the wait.
+    fn wait_for_fetch(
+        &self,
+        deadline: Option<Instant>,
+        what: &str,
+    ) -> Result<(MutexGuard<'_, Option<String>>, Option<u64>), Unfetched> {
+        let since = self.fetches.load(Ordering::Acquire);
+        let fetching = match deadline {
+            Some(deadline) => {
+                let past = Duration::from_millis(REQUEST_PAST_DEADLINE_MS);
+                let waited = self.fetching.try_lock_until(deadline + past);
+                waited.ok_or_else(|| Unfetched::StillFetching { what: what.into() })?
+            }
+            None => self.fetching.lock(),
+        };
+        Ok((fetching, Some(since)))
     }
 
     /// The value held if fresh at `now`; else, as the error, the value
@@ -124,24 +151,29 @@ impl<T: Clone> Expiring<T> {
     }
 }
 
-/// A caller with no value in hand waited for another caller's fetch
-/// until its attempt's deadline had passed.
+/// Why a caller with no value in hand, which waited for another caller's
+/// fetch, has none.
 #[derive(Debug)]
-pub struct StillFetching {
-    what: String,
+pub enum Unfetched {
+    /// The fetch had not ended by the caller's attempt's deadline.
+    StillFetching { what: String },
+    /// The fetch failed, as this says (its error's text).
+    Failed(String),
 }
 
-impl Display for StillFetching {
+impl Display for Unfetched {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "another attempt's request for {} had not ended by this attempt's deadline (dispatch.attempt_timeout_ms)",
-            self.what
-        )
+        match self {
+            Unfetched::StillFetching { what } => write!(
+                f,
+                "another attempt's request for {what} had not ended by this attempt's deadline (dispatch.attempt_timeout_ms)"
+            ),
+            Unfetched::Failed(error) => f.write_str(error),
+        }
     }
 }
 
-impl std::error::Error for StillFetching {}
+impl std::error::Error for Unfetched {}
 
 #[cfg(test)]
 mod tests {

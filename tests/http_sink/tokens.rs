@@ -546,12 +546,13 @@ fn a_reconfiguration_keeps_an_unchanged_sinks_oauth2_token() {
 #[test]
 fn attempts_waiting_for_a_token_another_asks_for_are_back_at_their_deadline() {
     std::env::set_var("GOAD_TEST_OAUTH2_SILENT_SECRET", "s3cret");
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let token_url = format!("http://{}/token", silent.local_addr().unwrap());
-    std::thread::spawn(move || {
-        let held: Vec<_> = silent.incoming().collect();
-        drop(held);
-    });
+    let asked = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let asking = asked.clone();
+    let silent = Receiver::start(move |_| {
+        asking.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Reply::hang()
+    })
+    .unwrap();
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
@@ -561,7 +562,7 @@ fn attempts_waiting_for_a_token_another_asks_for_are_back_at_their_deadline() {
     c.retry.max_ms = 1_500;
     let mut sink = SinkConfig::http(receiver.url("/granted"));
     sink.oauth2 = Some(goad::config::OAuth2Config::new(
-        token_url,
+        silent.url("/token"),
         "goad",
         "GOAD_TEST_OAUTH2_SILENT_SECRET",
     ));
@@ -586,6 +587,8 @@ fn attempts_waiting_for_a_token_another_asks_for_are_back_at_their_deadline() {
         Duration::from_secs(4),
         || engine.stats()[0].abandoned_workers == 1,
     );
+    let requests = asked.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(requests, 1, "one request for the token");
     for row in rows(&engine) {
         assert_eq!(
             row.record.error.as_deref(),
@@ -599,4 +602,46 @@ fn attempts_waiting_for_a_token_another_asks_for_are_back_at_their_deadline() {
         || receiver.received().iter().any(|r| r.path == "/open"),
     );
     assert!(receiver.received().iter().all(|r| r.path == "/open"));
+}
+
+/// A token endpoint that fails, slowly: the attempts that waited for its
+/// answer take its failure, so it is asked once for all of them, not by
+/// each in turn (the last waiting out every answer before its own).
+#[test]
+fn attempts_waiting_for_a_token_request_that_fails_take_its_failure() {
+    std::env::set_var("GOAD_TEST_OAUTH2_FAILING_SECRET", "s3cret");
+    let failing = Receiver::start(|_| {
+        (Reply::status(503).with_body("try later")).delayed(Duration::from_secs(2))
+    })
+    .unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.attempt_timeout_ms = 20_000;
+    c.retry.base_ms = 60_000;
+    c.retry.max_ms = 60_000;
+    let mut sink = SinkConfig::http(receiver.url("/granted"));
+    sink.oauth2 = Some(goad::config::OAuth2Config::new(
+        failing.url("/token"),
+        "goad",
+        "GOAD_TEST_OAUTH2_FAILING_SECRET",
+    ));
+    c.sources.push(source("granted", "a", vec![sink]));
+    let engine = Engine::open(c).unwrap();
+    for n in 0..8 {
+        engine
+            .commit(NewHook::new("granted", format!("g{n}")))
+            .unwrap();
+    }
+    wait_until("every attempt failed", Duration::from_secs(15), || {
+        rows(&engine).iter().all(|row| row.record.attempts == 1)
+    });
+    assert_eq!(failing.count(), 1, "one request for the token");
+    let errors: Vec<Option<String>> = rows(&engine).into_iter().map(|r| r.record.error).collect();
+    let failed = format!(
+        "cannot get an OAuth 2 token from {}: HTTP status 503: try later",
+        failing.url("/token")
+    );
+    assert_eq!(errors, vec![Some(failed); 8]);
+    assert_eq!(receiver.count(), 0);
 }
