@@ -71,7 +71,7 @@ impl<T: Clone> Expiring<T> {
             Ok(fresh) => return Ok(fresh),
             Err(unexpired) => unexpired,
         };
-        let (mut last_failure, waited_since) = match (self.fetching.try_lock(), &in_hand) {
+        let (mut last_failure, fetches_before_wait) = match (self.fetching.try_lock(), &in_hand) {
             (Some(fetching), _) => (fetching, None),
             (None, Some(value)) => return Ok(value.clone()),
             (None, None) => self.wait_for_fetch(deadline, what)?,
@@ -82,8 +82,9 @@ impl<T: Clone> Expiring<T> {
             Ok(fresh) => return Ok(fresh),
             Err(unexpired) => unexpired,
         };
-        let ended_since = waited_since.is_some_and(|n| n != self.fetches.load(Ordering::Acquire));
-        if let (true, Some(failure)) = (ended_since, last_failure.as_ref()) {
+        let ended = self.fetches.load(Ordering::Acquire);
+        let one_ended_in_the_wait = fetches_before_wait.is_some_and(|before| before != ended);
+        if let (true, Some(failure)) = (one_ended_in_the_wait, last_failure.as_ref()) {
             return Err(Unfetched::Failed(failure.clone()).into());
         }
         let fetched = fetch();
