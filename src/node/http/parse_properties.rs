@@ -1,8 +1,9 @@
 //! A connection's requests parsed from its bytes as they arrive, in reads
 //! of any size (the chunked body resumed after its whole chunks), are the
 //! requests parsed from all the bytes at once, and end in the same
-//! refusal: seeded requests of each framing, some pipelined, some with
-//! bytes changed, added or taken out. None makes the parser panic.
+//! refusal, a JSON error: seeded requests of each framing, some pipelined,
+//! some with bytes changed, added or taken out. None makes the parser
+//! panic.
 
 use super::chunked::ChunkedProgress;
 use super::request::{parse, Parsed, Request};
@@ -108,9 +109,23 @@ fn requests_arriving_in_reads_of_any_size_parse_as_they_do_whole() {
             "seed {seed}: {:?}",
             String::from_utf8_lossy(&bytes)
         );
+        if let Some(Parse::Refused(status, body)) = whole.last() {
+            assert_is_a_json_error(*status, body);
+        }
         let refused = matches!(whole.last(), Some(Parse::Refused(..)));
         kinds[usize::from(refused)] += 1;
     }
     // Both outcomes are well represented (the mutations are not all fatal).
     assert!(kinds.iter().all(|&n| n > 2_000), "{kinds:?}");
+}
+
+/// A refusal is an error status with a JSON body naming the error and
+/// saying what is wrong.
+fn assert_is_a_json_error(status: u16, body: &[u8]) {
+    assert!((400..600).contains(&status), "{status}");
+    let error: serde_json::Value = serde_json::from_slice(body).expect("a JSON body");
+    assert!(
+        error["error"].is_string() && error["message"].is_string(),
+        "{error}"
+    );
 }
