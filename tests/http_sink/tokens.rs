@@ -537,6 +537,39 @@ fn a_reconfiguration_keeps_an_unchanged_sinks_oauth2_token() {
     assert_eq!(tokens.received().len(), 2);
 }
 
+/// A config whose source `granted` (tenant `a`) posts to `receiver` with
+/// a token of a client credentials grant asked of `tokens`; its attempts
+/// time out after `attempt_timeout_ms` and are retried after `retry_ms`.
+fn granted_config(
+    dir: &std::path::Path,
+    receiver: &Receiver,
+    tokens: &Receiver,
+    attempt_timeout_ms: u64,
+    retry_ms: u64,
+) -> goad::Config {
+    std::env::set_var("GOAD_TEST_OAUTH2_GRANTED_SECRET", "s3cret");
+    let mut c = config(dir);
+    c.dispatch.attempt_timeout_ms = attempt_timeout_ms;
+    c.retry.base_ms = retry_ms;
+    c.retry.max_ms = retry_ms;
+    let mut sink = SinkConfig::http(receiver.url("/granted"));
+    sink.oauth2 = Some(goad::config::OAuth2Config::new(
+        tokens.url("/token"),
+        "goad",
+        "GOAD_TEST_OAUTH2_GRANTED_SECRET",
+    ));
+    c.sources.push(source("granted", "a", vec![sink]));
+    c
+}
+
+/// Commits `hooks` hooks of source `granted`.
+fn commit_granted(engine: &Engine, hooks: usize) {
+    for n in 0..hooks {
+        let hook = NewHook::new("granted", format!("g{n}"));
+        engine.commit(hook).unwrap();
+    }
+}
+
 /// A token endpoint that takes connections and never answers: while one
 /// attempt asks it (until the client's own timeout), the sink's other
 /// attempts wait for that request only until their deadline, then their
@@ -545,7 +578,6 @@ fn a_reconfiguration_keeps_an_unchanged_sinks_oauth2_token() {
 /// worker stuck, and within seconds the shard had none for anyone.
 #[test]
 fn attempts_waiting_for_a_token_another_asks_for_are_back_at_their_deadline() {
-    std::env::set_var("GOAD_TEST_OAUTH2_SILENT_SECRET", "s3cret");
     let asked = Arc::new(std::sync::atomic::AtomicU32::new(0));
     let asking = asked.clone();
     let silent = Receiver::start(move |_| {
@@ -555,26 +587,12 @@ fn attempts_waiting_for_a_token_another_asks_for_are_back_at_their_deadline() {
     .unwrap();
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut c = config(dir.path());
-    c.dispatch.attempt_timeout_ms = 300;
+    let mut c = granted_config(dir.path(), &receiver, &silent, 300, 1_500);
     c.dispatch.sink_concurrency = 32;
-    c.retry.base_ms = 1_500;
-    c.retry.max_ms = 1_500;
-    let mut sink = SinkConfig::http(receiver.url("/granted"));
-    sink.oauth2 = Some(goad::config::OAuth2Config::new(
-        silent.url("/token"),
-        "goad",
-        "GOAD_TEST_OAUTH2_SILENT_SECRET",
-    ));
-    c.sources.push(source("granted", "a", vec![sink]));
     let open = SinkConfig::http(receiver.url("/open"));
     c.sources.push(source("open", "b", vec![open]));
     let engine = Engine::open(c).unwrap();
-    for n in 0..32 {
-        engine
-            .commit(NewHook::new("granted", format!("g{n}")))
-            .unwrap();
-    }
+    commit_granted(&engine, 32);
     wait_until(
         "every attempt of the first round failed",
         Duration::from_secs(10),
@@ -609,30 +627,15 @@ fn attempts_waiting_for_a_token_another_asks_for_are_back_at_their_deadline() {
 /// each in turn (the last waiting out every answer before its own).
 #[test]
 fn attempts_waiting_for_a_token_request_that_fails_take_its_failure() {
-    std::env::set_var("GOAD_TEST_OAUTH2_FAILING_SECRET", "s3cret");
     let failing = Receiver::start(|_| {
         (Reply::status(503).with_body("try later")).delayed(Duration::from_secs(2))
     })
     .unwrap();
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut c = config(dir.path());
-    c.dispatch.attempt_timeout_ms = 20_000;
-    c.retry.base_ms = 60_000;
-    c.retry.max_ms = 60_000;
-    let mut sink = SinkConfig::http(receiver.url("/granted"));
-    sink.oauth2 = Some(goad::config::OAuth2Config::new(
-        failing.url("/token"),
-        "goad",
-        "GOAD_TEST_OAUTH2_FAILING_SECRET",
-    ));
-    c.sources.push(source("granted", "a", vec![sink]));
+    let c = granted_config(dir.path(), &receiver, &failing, 20_000, 60_000);
     let engine = Engine::open(c).unwrap();
-    for n in 0..8 {
-        engine
-            .commit(NewHook::new("granted", format!("g{n}")))
-            .unwrap();
-    }
+    commit_granted(&engine, 8);
     wait_until("every attempt failed", Duration::from_secs(15), || {
         rows(&engine).iter().all(|row| row.record.attempts == 1)
     });
