@@ -209,3 +209,15 @@ pub fn call(
 pub fn get(addr: SocketAddr, path: &str) -> HttpReply {
     call(addr, "GET", path, &[], b"")
 }
+
+/// Asserts that a GET of each path is refused with 400 and its error code.
+pub fn assert_gets_refused(addr: SocketAddr, refusals: &[(&str, &str)]) {
+    for &(path, code) in refusals {
+        let refused = get(addr, path);
+        assert_eq!(
+            (refused.status, refused.error_code()),
+            (400, code.to_string()),
+            "{path}"
+        );
+    }
+}

@@ -19,7 +19,7 @@ mod replays;
 mod signatures;
 mod tls;
 
-use common::http::{call, get, raw_request, Client, HttpReply};
+use common::http::{assert_gets_refused, call, get, raw_request, Client, HttpReply};
 use common::*;
 use goad::demo::receiver::{Receiver, Reply};
 use goad::{Config, Node, NodeOptions, SinkConfig};

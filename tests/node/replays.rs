@@ -378,19 +378,18 @@ fn an_operator_pauses_and_resumes_a_replay() {
         serde_json::Value::Null
     );
     assert_eq!(page(""), serde_json::Value::Null);
-    for (query, code) in [
-        ("?state=stopped", "bad_state"),
-        ("?limit=0", "bad_limit"),
-        ("?states=done", "unknown_parameter"),
-        ("?cursor=01a241ad-0000-7000-8000-000000000000", "bad_cursor"),
-    ] {
-        let refused = get(addr, &format!("/v1/replays{query}"));
-        assert_eq!(
-            (refused.status, refused.error_code()),
-            (400, code.into()),
-            "{query}"
-        );
-    }
+    assert_gets_refused(
+        addr,
+        &[
+            ("/v1/replays?state=stopped", "bad_state"),
+            ("/v1/replays?limit=0", "bad_limit"),
+            ("/v1/replays?states=done", "unknown_parameter"),
+            (
+                "/v1/replays?cursor=01a241ad-0000-7000-8000-000000000000",
+                "bad_cursor",
+            ),
+        ],
+    );
     let unknown = call(addr, "POST", "/v1/replays/nope/pause", &[], b"");
     assert_eq!(
         (unknown.status, unknown.error_code()),
