@@ -202,7 +202,7 @@ fn check_times(claims: &Map<String, Value>, now_s: u64) -> Result<(), Refusal> {
     let Some(exp) = seconds("exp")? else {
         return Err(invalid("the token has no exp (expiry)"));
     };
-    if now_s > exp + JWT_CLOCK_SKEW_S {
+    if now_s > exp.saturating_add(JWT_CLOCK_SKEW_S) {
         return Err(invalid(format!("the token expired {} s ago", now_s - exp)));
     }
     if let Some(nbf) = seconds("nbf")? {
@@ -470,6 +470,9 @@ pub(crate) mod tests {
             check(&rs(&endless), &keys, NOW_S),
             refused("the token has no exp (expiry)")
         );
+        // A far future (past u64 seconds) is a far future, not a wrapped past.
+        endless["exp"] = json!(1e30);
+        assert_eq!(check(&rs(&endless), &keys, NOW_S), Ok(()));
         endless["exp"] = json!("tomorrow");
         assert_eq!(
             check(&rs(&endless), &keys, NOW_S),
