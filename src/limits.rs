@@ -234,6 +234,12 @@ pub const MAX_BATCH_ENTRIES: u16 = 1_000;
 /// receiver's 401 to it sooner drops it).
 pub const OAUTH2_DEFAULT_LIFETIME_S: u64 = 3_600;
 
+/// The longest a fetched token or credentials are taken to live, whatever
+/// their answer says: an answer may name a time no clock holds (an
+/// `expires_in` of 10^19 s), and one kept a year is fetched again anyway
+/// when a receiver refuses it.
+pub const FETCHED_MAX_LIFETIME_S: u64 = 365 * 86_400;
+
 /// How long an issuer's key set (a source's `ingest_jwt`) is used before
 /// it is fetched again, when its answer gives no `Cache-Control: max-age`;
 /// a max-age is followed up to `JWKS_MAX_FRESH_S`.

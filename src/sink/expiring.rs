@@ -12,11 +12,11 @@
 //! the attempts waiting, not by each of them in turn. When a fetch fails,
 //! the value in hand serves until it expires, with a warning in the log.
 
-use crate::limits::{CREDENTIALS_REFRESH_MS, REQUEST_PAST_DEADLINE_MS};
+use crate::limits::{CREDENTIALS_REFRESH_MS, FETCHED_MAX_LIFETIME_S, REQUEST_PAST_DEADLINE_MS};
 use parking_lot::{Mutex, MutexGuard};
 use std::fmt::{self, Display};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The value held, when it was fetched and when it expires.
 pub(crate) struct Expiring<T> {
@@ -150,6 +150,21 @@ impl<T: Clone> Expiring<T> {
             *held = None;
         }
     }
+}
+
+/// When a value fetched at `now` whose answer gives it `lifetime_s` to
+/// live expires: at most `FETCHED_MAX_LIFETIME_S` on.
+pub(crate) fn expires_after(now: SystemTime, lifetime_s: u64) -> SystemTime {
+    now + Duration::from_secs(lifetime_s.min(FETCHED_MAX_LIFETIME_S))
+}
+
+/// When a value fetched at `now` whose answer says it expires at `unix_s`
+/// (seconds since the Unix epoch) expires: at most `FETCHED_MAX_LIFETIME_S`
+/// on.
+pub(crate) fn expires_at_unix_s(now: SystemTime, unix_s: u64) -> SystemTime {
+    let latest = expires_after(now, FETCHED_MAX_LIFETIME_S);
+    let named = UNIX_EPOCH.checked_add(Duration::from_secs(unix_s));
+    named.map_or(latest, |at| at.min(latest))
 }
 
 /// Why a caller with no value in hand, which waited for another caller's

@@ -18,7 +18,7 @@
 //! dropped, and the next attempt asks for another, as for `oauth2`.
 
 use super::client::{agent, percent_encoded};
-use super::expiring::Expiring;
+use super::expiring::{expires_after, expires_at_unix_s, Expiring};
 use super::gcp_key::ServiceAccountKey;
 use super::gcp_token::{ask_metadata, key_file, TokenSource};
 use super::oauth2::Token;
@@ -29,7 +29,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde_json::Value;
 use std::fmt;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime};
 
 /// The values of `google_id_token.credentials`.
 pub const ID_TOKEN_SOURCES: &[&str] = &["metadata", "service_account", "external_account"];
@@ -110,8 +110,8 @@ impl GoogleIdToken {
                 }
                 TokenSource::User(_) => unreachable!("GoogleIdToken::new refuses a user's"),
             };
-            let expires_at =
-                expiry_of(&token).unwrap_or(now + Duration::from_secs(OAUTH2_DEFAULT_LIFETIME_S));
+            let expires_at = expiry_of(&token, now)
+                .unwrap_or_else(|| expires_after(now, OAUTH2_DEFAULT_LIFETIME_S));
             Ok::<_, BoxError>((token, expires_at))
         });
         let value = value.map_err(|cause| NoIdToken {
@@ -152,29 +152,34 @@ impl GoogleIdToken {
     }
 }
 
-/// When a JWT expires, by its `exp` claim.
-fn expiry_of(token: &str) -> Option<SystemTime> {
+/// When a JWT fetched at `now` expires, by its `exp` claim.
+fn expiry_of(token: &str, now: SystemTime) -> Option<SystemTime> {
     let payload = URL_SAFE_NO_PAD.decode(token.split('.').nth(1)?).ok()?;
     let exp = serde_json::from_slice::<Value>(&payload)
         .ok()?
         .get("exp")?
         .as_u64()?;
-    Some(UNIX_EPOCH + Duration::from_secs(exp))
+    Some(expires_at_unix_s(now, exp))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
 
     #[test]
-    fn a_tokens_expiry_is_its_exp() {
-        let payload = URL_SAFE_NO_PAD.encode(r#"{"aud":"https://a","exp":1800000000}"#);
+    fn a_tokens_expiry_is_its_exp_up_to_the_longest_a_fetched_token_lives() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_799_996_400);
+        let with_exp = |exp: &str| {
+            let payload = URL_SAFE_NO_PAD.encode(format!(r#"{{"aud":"https://a","exp":{exp}}}"#));
+            expiry_of(&format!("e30.{payload}.sig"), now)
+        };
         let at = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        assert_eq!(expiry_of(&format!("e30.{payload}.sig")), Some(at));
-        assert_eq!(expiry_of("not-a-jwt"), None);
-        assert_eq!(
-            expiry_of(&format!("e30.{}.sig", URL_SAFE_NO_PAD.encode("{}"))),
-            None
-        );
+        assert_eq!(with_exp("1800000000"), Some(at));
+        // An exp past what a clock holds is as far as a token is kept.
+        let latest = now + Duration::from_secs(crate::limits::FETCHED_MAX_LIFETIME_S);
+        assert_eq!(with_exp("18446744073709551615"), Some(latest));
+        assert_eq!(expiry_of("not-a-jwt", now), None);
+        assert_eq!(with_exp("\"soon\""), None);
     }
 }

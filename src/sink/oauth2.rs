@@ -8,7 +8,7 @@
 
 use super::client::{agent_with_tls, form, ok_body};
 use super::egress::{Egress, PrivateAddress};
-use super::expiring::Expiring;
+use super::expiring::{expires_after, Expiring};
 use super::jwt_key::JwtKey;
 use super::BoxError;
 use crate::config::{ClientAuth, OAuth2Config};
@@ -16,7 +16,7 @@ use crate::limits::{HTTP_TIMEOUT_MS, OAUTH2_DEFAULT_LIFETIME_S};
 use base64::prelude::{Engine as _, BASE64_STANDARD};
 use serde_json::Value;
 use std::fmt;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use ureq::tls::TlsConfig;
 
 /// The token and its expiry from a token endpoint's answer: `access_token`,
@@ -36,8 +36,8 @@ pub(super) fn token_answer(
         return Err(format!("its token_type is {kind:?}, not Bearer").into());
     }
     let lifetime_s = answer.get("expires_in").and_then(Value::as_u64);
-    let lifetime = Duration::from_secs(lifetime_s.unwrap_or(OAUTH2_DEFAULT_LIFETIME_S));
-    Ok((token.to_string(), now + lifetime))
+    let lifetime_s = lifetime_s.unwrap_or(OAUTH2_DEFAULT_LIFETIME_S);
+    Ok((token.to_string(), expires_after(now, lifetime_s)))
 }
 
 /// An HTTP sink's client-credentials grant.
@@ -243,6 +243,7 @@ const CLIENT_ASSERTION_LIFETIME_S: u64 = 300;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn a_token_answer_gives_the_token_and_its_expiry() {
@@ -255,6 +256,12 @@ mod tests {
         assert_eq!(
             token_answer(answer, now).unwrap(),
             ("t".into(), at(lifetime_s))
+        );
+        // A lifetime past what a clock holds is as long as a token is kept.
+        let answer = r#"{"access_token": "t", "expires_in": 18446744073709551615}"#;
+        assert_eq!(
+            token_answer(answer, now).unwrap(),
+            ("t".into(), at(crate::limits::FETCHED_MAX_LIFETIME_S))
         );
         let refused = [
             (
