@@ -355,7 +355,6 @@ mod tests {
         assert!(r.keep_alive);
     }
 
-    /// An absolute-form target is taken as its path and query.
     /// A header value that is not UTF-8 is read as ISO-8859-1, byte by
     /// byte, instead of refusing the request; UTF-8 stays as it is.
     #[test]
@@ -366,6 +365,7 @@ mod tests {
         assert_eq!(field_value(b"\xff\xfe "), "\u{ff}\u{fe}");
     }
 
+    /// An absolute-form target is taken as its path and query.
     #[test]
     fn an_absolute_form_target_is_its_path_and_query() {
         let (r, _) = complete(b"GET http://node:7878/v1/x?limit=5 HTTP/1.1\r\nHost: node\r\n\r\n");
