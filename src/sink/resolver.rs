@@ -7,12 +7,19 @@
 //! host's addresses for `DNS_CACHE_MS`, as a JVM does without a security
 //! manager (the system's resolver does not report record TTLs), so a
 //! receiver that moves is reached at its new address within that time (a
-//! pooled connection to the old one is used until it closes). Failed
-//! look-ups are not kept. It passes on only the addresses its [`Egress`]
-//! allows (see [`super::egress`]).
+//! pooled connection to the old one is used until it closes). It passes
+//! on only the addresses its [`Egress`] allows (see [`super::egress`]).
+//!
+//! Then one caller looks the host up again while the others go on with the
+//! addresses in hand, and when that look-up fails (the DNS server is down
+//! or slow) they serve on, with a warning, up to `DNS_STALE_MAX_MS` after
+//! they were looked up, as RFC 8767 ("serve-stale") has resolvers do: the
+//! receiver is most likely where it was, and a DNS outage would otherwise
+//! fail every delivery to it after `DNS_CACHE_MS`, pooled connections and
+//! all. A first look-up that fails is not kept.
 
 use super::egress::{Egress, PrivateAddress};
-use crate::limits::DNS_CACHE_MS;
+use crate::limits::{DNS_CACHE_MS, DNS_STALE_MAX_MS};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -26,8 +33,22 @@ use ureq::unversioned::transport::NextTimeout;
 pub struct CachingResolver {
     system: Box<dyn Resolver>,
     egress: Egress,
-    /// By `host:port`: when resolved, and the addresses.
-    cache: Mutex<HashMap<String, (Instant, ResolvedSocketAddrs)>>,
+    /// By `scheme://host:port`.
+    cache: Mutex<HashMap<String, Entry>>,
+}
+
+/// A host's addresses as last looked up.
+#[derive(Debug)]
+struct Entry {
+    addresses: ResolvedSocketAddrs,
+    /// When they were looked up.
+    resolved_at: Instant,
+    /// When to look them up again: `DNS_CACHE_MS` after the last look-up,
+    /// whether it brought them or failed (but not past `DNS_STALE_MAX_MS`
+    /// after they were looked up).
+    refresh_at: Instant,
+    /// A caller is looking them up again.
+    refreshing: bool,
 }
 
 impl CachingResolver {
@@ -43,7 +64,9 @@ impl CachingResolver {
         }
     }
 
-    /// The addresses of `uri`'s host at `now`: kept ones while fresh.
+    /// The addresses of `uri`'s host at `now`: the ones in hand until
+    /// their refresh, or while another caller refreshes them, or when a
+    /// refresh fails, up to `DNS_STALE_MAX_MS` old; else looked up.
     fn addresses(
         &self,
         uri: &Uri,
@@ -53,16 +76,55 @@ impl CachingResolver {
     ) -> Result<ResolvedSocketAddrs, ureq::Error> {
         let host = uri.authority().map(|a| a.as_str()).unwrap_or_default();
         let key = format!("{}://{host}", uri.scheme_str().unwrap_or_default());
-        let fresh_for = Duration::from_millis(DNS_CACHE_MS);
-        if let Some((at, addresses)) = self.cache.lock().get(&key) {
-            if now.duration_since(*at) < fresh_for {
-                return Ok(addresses.clone());
+        let cache_for = Duration::from_millis(DNS_CACHE_MS);
+        let stale_max = Duration::from_millis(DNS_STALE_MAX_MS);
+        let in_hand = {
+            let mut cache = self.cache.lock();
+            match cache.get_mut(&key) {
+                None => false,
+                Some(entry) if now < entry.refresh_at => return Ok(entry.addresses.clone()),
+                Some(entry) if now.saturating_duration_since(entry.resolved_at) >= stale_max => {
+                    cache.remove(&key);
+                    false
+                }
+                Some(entry) if entry.refreshing => return Ok(entry.addresses.clone()),
+                Some(entry) => {
+                    entry.refreshing = true;
+                    true
+                }
             }
+        };
+        // Looked up without the lock: a slow DNS server holds up only the
+        // caller asking it.
+        let looked_up = self.system.resolve(uri, config, timeout);
+        let mut cache = self.cache.lock();
+        match (looked_up, cache.get_mut(&key)) {
+            (Ok(addresses), _) => {
+                let entry = Entry {
+                    addresses: addresses.clone(),
+                    resolved_at: now,
+                    refresh_at: now + cache_for,
+                    refreshing: false,
+                };
+                cache.insert(key, entry);
+                Ok(addresses)
+            }
+            (Err(error), Some(entry)) if in_hand => {
+                entry.refreshing = false;
+                entry.refresh_at = (now + cache_for).min(entry.resolved_at + stale_max);
+                let age_s = now.saturating_duration_since(entry.resolved_at).as_secs();
+                crate::log::warn(
+                    "cannot look up a host; using its addresses looked up before",
+                    &[
+                        ("host", &uri.host().unwrap_or_default()),
+                        ("looked_up_s_ago", &age_s),
+                        ("error", &error),
+                    ],
+                );
+                Ok(entry.addresses.clone())
+            }
+            (Err(error), _) => Err(error),
         }
-        // Looked up without the lock: a slow DNS server holds up only its host.
-        let addresses = self.system.resolve(uri, config, timeout)?;
-        self.cache.lock().insert(key, (now, addresses.clone()));
-        Ok(addresses)
     }
 }
 
@@ -154,36 +216,139 @@ mod tests {
         r.unwrap().iter().map(|a| a.to_string()).collect()
     }
 
+    /// `r`'s addresses for `uri` at `ms` after `t0`.
+    fn at(
+        r: &CachingResolver,
+        uri: &Uri,
+        t0: Instant,
+        ms: u64,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        let now = t0 + Duration::from_millis(ms);
+        r.addresses(uri, &Config::default(), NextTimeout::default(), now)
+    }
+
     #[test]
-    fn a_hosts_addresses_are_looked_up_once_per_cache_period_and_failures_are_not_kept() {
+    fn a_hosts_addresses_are_looked_up_once_per_cache_period_and_a_first_failure_is_not_kept() {
         let (r, system) = resolver(&["93.184.215.14:443"], Egress::open());
-        let config = Config::default();
         let t0 = Instant::now();
         let uri: Uri = "https://hooks.example.com/a".parse().unwrap();
         let other: Uri = "https://hooks.example.com:8443/b".parse().unwrap();
-        let at = |uri: &Uri, ms: u64| {
-            r.addresses(
-                uri,
-                &config,
-                NextTimeout::default(),
-                t0 + Duration::from_millis(ms),
-            )
-        };
-        assert_eq!(ips(at(&uri, 0)), ["93.184.215.14:443"]);
-        assert_eq!(ips(at(&uri, DNS_CACHE_MS - 1)), ["93.184.215.14:443"]);
+        assert_eq!(ips(at(&r, &uri, t0, 0)), ["93.184.215.14:443"]);
+        assert_eq!(
+            ips(at(&r, &uri, t0, DNS_CACHE_MS - 1)),
+            ["93.184.215.14:443"]
+        );
         assert_eq!(system.lookups.load(Ordering::SeqCst), 1);
         // Another port is another entry.
-        at(&other, 1).unwrap();
+        at(&r, &other, t0, 1).unwrap();
         assert_eq!(system.lookups.load(Ordering::SeqCst), 2);
-        // Stale: looked up again; a failure is returned and not kept.
+        // Due: looked up again.
+        at(&r, &uri, t0, DNS_CACHE_MS).unwrap();
+        at(&r, &uri, t0, 2 * DNS_CACHE_MS - 1).unwrap();
+        assert_eq!(system.lookups.load(Ordering::SeqCst), 3);
+        // A host never looked up: its failure is returned and not kept.
         system.failing.store(true, Ordering::SeqCst);
-        assert!(at(&uri, DNS_CACHE_MS).is_err());
-        assert!(at(&uri, DNS_CACHE_MS + 1).is_err());
-        assert_eq!(system.lookups.load(Ordering::SeqCst), 4);
-        system.failing.store(false, Ordering::SeqCst);
-        at(&uri, DNS_CACHE_MS + 2).unwrap();
-        at(&uri, DNS_CACHE_MS + 3).unwrap();
+        let new: Uri = "https://new.example.com/".parse().unwrap();
+        assert!(at(&r, &new, t0, 0).is_err());
+        assert!(at(&r, &new, t0, 1).is_err());
         assert_eq!(system.lookups.load(Ordering::SeqCst), 5);
+        system.failing.store(false, Ordering::SeqCst);
+        at(&r, &new, t0, 2).unwrap();
+        at(&r, &new, t0, 3).unwrap();
+        assert_eq!(system.lookups.load(Ordering::SeqCst), 6);
+    }
+
+    /// A DNS outage: the addresses in hand serve on, looked up again each
+    /// cache period, for up to a day after they were looked up.
+    #[test]
+    fn when_looking_a_host_up_again_fails_its_addresses_serve_for_up_to_a_day() {
+        let (r, system) = resolver(&["93.184.215.14:443"], Egress::open());
+        let t0 = Instant::now();
+        let uri: Uri = "https://hooks.example.com/a".parse().unwrap();
+        at(&r, &uri, t0, 0).unwrap();
+        system.failing.store(true, Ordering::SeqCst);
+        assert_eq!(ips(at(&r, &uri, t0, DNS_CACHE_MS)), ["93.184.215.14:443"]);
+        assert_eq!(system.lookups.load(Ordering::SeqCst), 2);
+        // Not asked again until a cache period after the failure.
+        assert_eq!(
+            ips(at(&r, &uri, t0, 2 * DNS_CACHE_MS - 1)),
+            ["93.184.215.14:443"]
+        );
+        assert_eq!(system.lookups.load(Ordering::SeqCst), 2);
+        assert_eq!(
+            ips(at(&r, &uri, t0, 2 * DNS_CACHE_MS)),
+            ["93.184.215.14:443"]
+        );
+        assert_eq!(system.lookups.load(Ordering::SeqCst), 3);
+        let last_served_ms = DNS_STALE_MAX_MS - 1;
+        assert_eq!(ips(at(&r, &uri, t0, last_served_ms)), ["93.184.215.14:443"]);
+        assert_eq!(system.lookups.load(Ordering::SeqCst), 4);
+        // A day after they were looked up they are dropped, and the
+        // failure is the answer.
+        assert!(at(&r, &uri, t0, DNS_STALE_MAX_MS).is_err());
+        assert!(at(&r, &uri, t0, DNS_STALE_MAX_MS + 1).is_err());
+        assert_eq!(system.lookups.load(Ordering::SeqCst), 6);
+        // The DNS server is back: a fresh look-up, kept again.
+        system.failing.store(false, Ordering::SeqCst);
+        at(&r, &uri, t0, DNS_STALE_MAX_MS + 2).unwrap();
+        at(&r, &uri, t0, DNS_STALE_MAX_MS + 3).unwrap();
+        assert_eq!(system.lookups.load(Ordering::SeqCst), 7);
+    }
+
+    /// Looks every host up as `93.184.215.14:443` once `release` is sent
+    /// to, saying on `started` that a look-up began.
+    #[derive(Debug)]
+    struct Held {
+        started: crossbeam_channel::Sender<()>,
+        release: crossbeam_channel::Receiver<()>,
+    }
+
+    impl Resolver for Held {
+        fn resolve(
+            &self,
+            _: &Uri,
+            _: &Config,
+            _: NextTimeout,
+        ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+            self.started.send(()).unwrap();
+            self.release.recv().unwrap();
+            let mut out = self.empty();
+            out.push("93.184.215.14:443".parse().unwrap());
+            Ok(out)
+        }
+    }
+
+    /// When a host is due to be looked up again, one caller does; the
+    /// others meanwhile go on with the addresses in hand, without waiting
+    /// for the DNS server.
+    #[test]
+    fn while_one_caller_looks_a_host_up_again_the_others_use_its_addresses_in_hand() {
+        let (started_tx, started) = crossbeam_channel::unbounded();
+        let (release, release_rx) = crossbeam_channel::unbounded();
+        let system = Held {
+            started: started_tx,
+            release: release_rx,
+        };
+        let r = Arc::new(CachingResolver::over(Box::new(system), Egress::open()));
+        let t0 = Instant::now();
+        let uri: Uri = "https://hooks.example.com/a".parse().unwrap();
+        release.send(()).unwrap();
+        at(&r, &uri, t0, 0).unwrap();
+        started.recv().unwrap();
+        let refresher = {
+            let (r, uri) = (r.clone(), uri.clone());
+            std::thread::spawn(move || ips(at(&r, &uri, t0, DNS_CACHE_MS)))
+        };
+        started.recv_timeout(Duration::from_secs(10)).unwrap();
+        for ms in [DNS_CACHE_MS, DNS_CACHE_MS + 1, 2 * DNS_CACHE_MS] {
+            assert_eq!(ips(at(&r, &uri, t0, ms)), ["93.184.215.14:443"]);
+        }
+        assert!(started.is_empty(), "only the refreshing caller looked up");
+        release.send(()).unwrap();
+        assert_eq!(refresher.join().unwrap(), ["93.184.215.14:443"]);
+        // The refresh is kept: nobody looks up until its cache period ends.
+        at(&r, &uri, t0, 2 * DNS_CACHE_MS - 1).unwrap();
+        assert!(started.is_empty());
     }
 
     #[test]
