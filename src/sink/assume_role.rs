@@ -86,7 +86,7 @@ impl AssumedRole {
         now: SystemTime,
         deadline: Option<Instant>,
     ) -> Result<Credentials, CredentialsError> {
-        let what = format!("the credentials of role {}", self.role.role_arn);
+        let what = format_args!("the credentials of role {}", self.role.role_arn);
         self.held.get(now, deadline, &what, || {
             let assumed = self
                 .assume(now, deadline)

@@ -64,7 +64,7 @@ impl<T: Clone> Expiring<T> {
         &self,
         now: SystemTime,
         deadline: Option<Instant>,
-        what: &str,
+        what: &(impl Display + ?Sized),
         fetch: impl FnOnce() -> Result<(T, SystemTime), E>,
     ) -> Result<T, E> {
         let in_hand = match self.fresh_or_unexpired(now) {
@@ -118,14 +118,16 @@ impl<T: Clone> Expiring<T> {
     fn wait_for_fetch(
         &self,
         deadline: Option<Instant>,
-        what: &str,
+        what: &(impl Display + ?Sized),
     ) -> Result<(MutexGuard<'_, Option<String>>, Option<u64>), Unfetched> {
         let since = self.fetches.load(Ordering::Acquire);
         let fetching = match deadline {
             Some(deadline) => {
                 let past = Duration::from_millis(REQUEST_PAST_DEADLINE_MS);
                 let waited = self.fetching.try_lock_until(deadline + past);
-                waited.ok_or_else(|| Unfetched::StillFetching { what: what.into() })?
+                waited.ok_or_else(|| Unfetched::StillFetching {
+                    what: what.to_string(),
+                })?
             }
             None => self.fetching.lock(),
         };
