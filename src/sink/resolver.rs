@@ -11,12 +11,15 @@
 //! on only the addresses its [`Egress`] allows (see [`super::egress`]).
 //!
 //! Then one caller looks the host up again while the others go on with the
-//! addresses in hand, and when that look-up fails (the DNS server is down
-//! or slow) they serve on, with a warning, up to `DNS_STALE_MAX_MS` after
-//! they were looked up, as RFC 8767 ("serve-stale") has resolvers do: the
-//! receiver is most likely where it was, and a DNS outage would otherwise
-//! fail every delivery to it after `DNS_CACHE_MS`, pooled connections and
-//! all. A first look-up that fails is not kept.
+//! addresses in hand, and when that look-up fails because the DNS server
+//! is down or slow, they serve on, with a warning, up to `DNS_STALE_MAX_MS`
+//! after they were looked up, as RFC 8767 ("serve-stale") has resolvers
+//! do: the receiver is most likely where it was, and a DNS outage would
+//! otherwise fail every delivery to it after `DNS_CACHE_MS`, pooled
+//! connections and all. A name that no longer resolves (the DNS answered
+//! that it has no address) is not served stale: its old addresses may be
+//! someone else's by now, and a hook must not go there. A first look-up
+//! that fails is not kept.
 
 use super::egress::{Egress, PrivateAddress};
 use crate::limits::{DNS_CACHE_MS, DNS_STALE_MAX_MS};
@@ -98,8 +101,8 @@ impl CachingResolver {
         // caller asking it.
         let looked_up = self.system.resolve(uri, config, timeout);
         let mut cache = self.cache.lock();
-        match (looked_up, cache.get_mut(&key)) {
-            (Ok(addresses), _) => {
+        let error = match looked_up {
+            Ok(addresses) => {
                 let entry = Entry {
                     addresses: addresses.clone(),
                     resolved_at: now,
@@ -107,9 +110,12 @@ impl CachingResolver {
                     refreshing: false,
                 };
                 cache.insert(key, entry);
-                Ok(addresses)
+                return Ok(addresses);
             }
-            (Err(error), Some(entry)) if in_hand => {
+            Err(error) => error,
+        };
+        match cache.get_mut(&key) {
+            Some(entry) if in_hand && dns_unavailable(&error) => {
                 entry.refreshing = false;
                 entry.refresh_at = (now + cache_for).min(entry.resolved_at + stale_max);
                 let age_s = now.saturating_duration_since(entry.resolved_at).as_secs();
@@ -123,8 +129,29 @@ impl CachingResolver {
                 );
                 Ok(entry.addresses.clone())
             }
-            (Err(error), _) => Err(error),
+            // The name no longer resolves: its addresses go.
+            Some(_) if in_hand => {
+                cache.remove(&key);
+                Err(error)
+            }
+            _ => Err(error),
         }
+    }
+}
+
+/// Whether a failed look-up says the DNS server is down or slow (RFC
+/// 8767's case for stale addresses) rather than that the name has no
+/// address: a timeout, or `getaddrinfo`'s `EAI_AGAIN`, which std's error
+/// carries only as its text (glibc's and musl's; a process that never
+/// calls `setlocale` has them untranslated).
+fn dns_unavailable(error: &ureq::Error) -> bool {
+    match error {
+        ureq::Error::Timeout(_) => true,
+        ureq::Error::Io(e) => {
+            let text = e.to_string();
+            text.ends_with("Temporary failure in name resolution") || text.ends_with(": Try again")
+        }
+        _ => false,
     }
 }
 
@@ -168,13 +195,38 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::Arc;
 
-    /// Answers every host with `addresses`, counting look-ups; fails while
-    /// `failing`.
+    /// Answers every host with `addresses`, counting look-ups; fails with
+    /// `failure`'s error while it has one.
     #[derive(Debug, Clone)]
     struct Counting {
         lookups: Arc<AtomicU32>,
         addresses: Vec<SocketAddr>,
-        failing: Arc<std::sync::atomic::AtomicBool>,
+        failure: Arc<Mutex<Option<Failure>>>,
+    }
+
+    /// A look-up's failure, made anew for each look-up.
+    type Failure = fn() -> ureq::Error;
+
+    impl Counting {
+        fn fail_with(&self, failure: Option<Failure>) {
+            *self.failure.lock() = failure;
+        }
+    }
+
+    /// `getaddrinfo`'s failure as std reports it.
+    fn gai(text: &str) -> ureq::Error {
+        let message = format!("failed to lookup address information: {text}");
+        ureq::Error::Io(std::io::Error::other(message))
+    }
+
+    /// glibc's `EAI_AGAIN`: no DNS server answered, or one failed.
+    fn dns_down() -> ureq::Error {
+        gai("Temporary failure in name resolution")
+    }
+
+    /// glibc's `EAI_NONAME`: the DNS says the name does not exist.
+    fn no_such_name() -> ureq::Error {
+        gai("Name or service not known")
     }
 
     impl Resolver for Counting {
@@ -185,8 +237,8 @@ mod tests {
             _: NextTimeout,
         ) -> Result<ResolvedSocketAddrs, ureq::Error> {
             self.lookups.fetch_add(1, Ordering::SeqCst);
-            if self.failing.load(Ordering::SeqCst) {
-                return Err(ureq::Error::HostNotFound);
+            if let Some(failure) = *self.failure.lock() {
+                return Err(failure());
             }
             let mut out = self.empty();
             self.addresses.iter().for_each(|&a| out.push(a));
@@ -198,7 +250,7 @@ mod tests {
         let counting = Counting {
             lookups: Arc::new(AtomicU32::new(0)),
             addresses: addresses.iter().map(|a| a.parse().unwrap()).collect(),
-            failing: Arc::new(false.into()),
+            failure: Arc::new(Mutex::new(None)),
         };
         (
             CachingResolver::over(Box::new(counting.clone()), egress),
@@ -247,12 +299,12 @@ mod tests {
         at(&r, &uri, t0, 2 * DNS_CACHE_MS - 1).unwrap();
         assert_eq!(system.lookups.load(Ordering::SeqCst), 3);
         // A host never looked up: its failure is returned and not kept.
-        system.failing.store(true, Ordering::SeqCst);
+        system.fail_with(Some(dns_down));
         let new: Uri = "https://new.example.com/".parse().unwrap();
         assert!(at(&r, &new, t0, 0).is_err());
         assert!(at(&r, &new, t0, 1).is_err());
         assert_eq!(system.lookups.load(Ordering::SeqCst), 5);
-        system.failing.store(false, Ordering::SeqCst);
+        system.fail_with(None);
         at(&r, &new, t0, 2).unwrap();
         at(&r, &new, t0, 3).unwrap();
         assert_eq!(system.lookups.load(Ordering::SeqCst), 6);
@@ -266,7 +318,7 @@ mod tests {
         let t0 = Instant::now();
         let uri: Uri = "https://hooks.example.com/a".parse().unwrap();
         at(&r, &uri, t0, 0).unwrap();
-        system.failing.store(true, Ordering::SeqCst);
+        system.fail_with(Some(dns_down));
         assert_eq!(ips(at(&r, &uri, t0, DNS_CACHE_MS)), ["93.184.215.14:443"]);
         assert_eq!(system.lookups.load(Ordering::SeqCst), 2);
         // Not asked again until a cache period after the failure.
@@ -275,6 +327,8 @@ mod tests {
             ["93.184.215.14:443"]
         );
         assert_eq!(system.lookups.load(Ordering::SeqCst), 2);
+        // A look-up that times out is the DNS server's silence too.
+        system.fail_with(Some(|| ureq::Error::Timeout(ureq::Timeout::Resolve)));
         assert_eq!(
             ips(at(&r, &uri, t0, 2 * DNS_CACHE_MS)),
             ["93.184.215.14:443"]
@@ -289,10 +343,44 @@ mod tests {
         assert!(at(&r, &uri, t0, DNS_STALE_MAX_MS + 1).is_err());
         assert_eq!(system.lookups.load(Ordering::SeqCst), 6);
         // The DNS server is back: a fresh look-up, kept again.
-        system.failing.store(false, Ordering::SeqCst);
+        system.fail_with(None);
         at(&r, &uri, t0, DNS_STALE_MAX_MS + 2).unwrap();
         at(&r, &uri, t0, DNS_STALE_MAX_MS + 3).unwrap();
         assert_eq!(system.lookups.load(Ordering::SeqCst), 7);
+    }
+
+    /// A name the DNS says no longer exists is not served from before: its
+    /// old addresses may be someone else's now.
+    #[test]
+    fn a_name_that_no_longer_resolves_loses_its_addresses() {
+        let (r, system) = resolver(&["93.184.215.14:443"], Egress::open());
+        let t0 = Instant::now();
+        let uri: Uri = "https://hooks.example.com/a".parse().unwrap();
+        at(&r, &uri, t0, 0).unwrap();
+        system.fail_with(Some(no_such_name));
+        let refused = at(&r, &uri, t0, DNS_CACHE_MS).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "io: failed to lookup address information: Name or service not known"
+        );
+        // Gone: the next caller looks the name up itself.
+        assert!(at(&r, &uri, t0, DNS_CACHE_MS + 1).is_err());
+        assert_eq!(system.lookups.load(Ordering::SeqCst), 3);
+    }
+
+    #[test]
+    fn only_a_timeout_or_a_temporary_failure_says_the_dns_is_unavailable() {
+        assert!(dns_unavailable(&dns_down()));
+        assert!(dns_unavailable(&gai("Try again")), "musl's EAI_AGAIN");
+        let timed_out = ureq::Error::Timeout(ureq::Timeout::Global);
+        assert!(dns_unavailable(&timed_out));
+        assert!(!dns_unavailable(&no_such_name()));
+        let musl_no_name = gai("Name does not resolve");
+        assert!(!dns_unavailable(&musl_no_name));
+        assert!(!dns_unavailable(&gai(
+            "No address associated with hostname"
+        )));
+        assert!(!dns_unavailable(&ureq::Error::HostNotFound));
     }
 
     /// Looks every host up as `93.184.215.14:443` once `release` is sent
