@@ -443,16 +443,20 @@ fn goad_check_environment_fetches_each_key_set_and_warns_of_one_it_cannot() {
     assert_eq!(requests, (1, 1), "each fetched once");
 }
 
-/// The README's `goad.toml` (under "Configuration") is a valid config:
-/// every key it shows exists and every value it shows passes.
-#[test]
-fn the_readmes_example_config_is_valid() {
+/// The README's `goad.toml`, under "Configuration".
+fn readme_example() -> &'static str {
     let readme = include_str!("../README.md");
     let section = &readme[readme.find("## Configuration").expect("the section")..];
     let start = section.find("```toml\n").expect("a toml block") + "```toml\n".len();
     let block = &section[start..];
-    let example = &block[..block.find("```").expect("the block's end")];
-    let config = Config::from_toml(example).expect("the example parses");
+    &block[..block.find("```").expect("the block's end")]
+}
+
+/// The README's `goad.toml` (under "Configuration") is a valid config:
+/// every key it shows exists and every value it shows passes.
+#[test]
+fn the_readmes_example_config_is_valid() {
+    let config = Config::from_toml(readme_example()).expect("the example parses");
     config.validate().expect("the example validates");
     assert_eq!(config.dead_letters.retention_ms, 30 * 24 * 3_600_000);
     let stripe = config.source("stripe").expect("the example's source");
@@ -466,5 +470,81 @@ fn the_readmes_example_config_is_valid() {
             sink.retry.and_then(|r| r.max_attempts)
         ),
         (Some(50), Some(10))
+    );
+}
+
+/// Each key the README's example sets, set instead to each of a list of
+/// hostile values (zero, negatives, the extremes of TOML's integers and of
+/// u16 and u32, floats, empty and odd strings, lists and tables of the
+/// wrong kind), is taken or refused with an error naming its dotted path
+/// (`sources[0].sinks[0].url`) — never a panic, never an error about
+/// something else.
+#[test]
+fn every_key_of_the_readmes_example_set_to_a_hostile_value_is_taken_or_refused_naming_it() {
+    let hostile = [
+        "0",
+        "-1",
+        "1",
+        "255",
+        "256",
+        "65535",
+        "65536",
+        "4294967296",
+        "9223372036854775807",
+        "-9223372036854775808",
+        "1.5e308",
+        "-0.0",
+        "nan",
+        "inf",
+        "true",
+        "\"\"",
+        "\"x\"",
+        "\"a,b\"",
+        "\"\\u0000\"",
+        "\"http://[::1\"",
+        "\"http://h:99999/\"",
+        "[]",
+        "[\"\"]",
+        "[0]",
+        "{}",
+    ];
+    let lines: Vec<&str> = readme_example().lines().collect();
+    let (mut table, mut sources, mut sinks) = (String::new(), 0, 0);
+    let (mut taken, mut refused, mut wrong) = (0, 0, Vec::new());
+    for (i, line) in lines.iter().enumerate() {
+        let trimmed = line.trim();
+        if trimmed == "[[sources]]" {
+            (sources, sinks) = (sources + 1, 0);
+            table = format!("sources[{}]", sources - 1);
+        } else if trimmed == "[[sources.sinks]]" {
+            sinks += 1;
+            table = format!("sources[{}].sinks[{}]", sources - 1, sinks - 1);
+        } else if let Some(name) = trimmed.strip_prefix('[') {
+            table = name[..name.find(']').expect("a table header")].to_string();
+        }
+        let Some((key, _)) = line.split_once(" = ").filter(|_| !trimmed.starts_with('#')) else {
+            continue;
+        };
+        let key = key.trim();
+        let path = match table.is_empty() {
+            true => key.to_string(),
+            false => format!("{table}.{key}"),
+        };
+        for value in hostile {
+            let mut changed: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+            changed[i] = format!("{key} = {value}");
+            let text = changed.join("\n");
+            match std::panic::catch_unwind(|| error_of(&text)) {
+                Ok(error) if error == "valid" => taken += 1,
+                Ok(error) if error.contains(&path) => refused += 1,
+                Ok(error) => wrong.push(format!("{path} = {value}: {error}")),
+                Err(_) => wrong.push(format!("{path} = {value}: a panic")),
+            }
+        }
+    }
+    assert_eq!(wrong, Vec::<String>::new());
+    assert!(
+        taken > 0 && refused > taken,
+        "{taken} taken, {refused} refused"
     );
 }
