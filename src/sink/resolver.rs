@@ -79,9 +79,8 @@ impl CachingResolver {
     ) -> Result<ResolvedSocketAddrs, ureq::Error> {
         let host = uri.authority().map(|a| a.as_str()).unwrap_or_default();
         let key = format!("{}://{host}", uri.scheme_str().unwrap_or_default());
-        let cache_for = Duration::from_millis(DNS_CACHE_MS);
         let stale_max = Duration::from_millis(DNS_STALE_MAX_MS);
-        let in_hand = {
+        let refreshing = {
             let mut cache = self.cache.lock();
             match cache.get_mut(&key) {
                 None => false,
@@ -99,43 +98,53 @@ impl CachingResolver {
         };
         // Looked up without the lock: a slow DNS server holds up only the
         // caller asking it.
-        let looked_up = self.system.resolve(uri, config, timeout);
-        let mut cache = self.cache.lock();
-        let error = match looked_up {
+        match self.system.resolve(uri, config, timeout) {
             Ok(addresses) => {
                 let entry = Entry {
                     addresses: addresses.clone(),
                     resolved_at: now,
-                    refresh_at: now + cache_for,
+                    refresh_at: now + Duration::from_millis(DNS_CACHE_MS),
                     refreshing: false,
                 };
-                cache.insert(key, entry);
-                return Ok(addresses);
+                self.cache.lock().insert(key, entry);
+                Ok(addresses)
             }
-            Err(error) => error,
-        };
-        match cache.get_mut(&key) {
-            Some(entry) if in_hand && dns_unavailable(&error) => {
-                entry.refreshing = false;
-                entry.refresh_at = (now + cache_for).min(entry.resolved_at + stale_max);
-                let age_s = now.saturating_duration_since(entry.resolved_at).as_secs();
-                crate::log::warn(
-                    "cannot look up a host; using its addresses looked up before",
-                    &[
-                        ("host", &uri.host().unwrap_or_default()),
-                        ("looked_up_s_ago", &age_s),
-                        ("error", &error),
-                    ],
-                );
-                Ok(entry.addresses.clone())
-            }
-            // The name no longer resolves: its addresses go.
-            Some(_) if in_hand => {
-                cache.remove(&key);
-                Err(error)
-            }
-            _ => Err(error),
+            Err(error) if refreshing => self.refresh_failed(&key, uri, error, now),
+            Err(error) => Err(error),
         }
+    }
+
+    /// Looking `uri`'s host up again at `now` failed with `error`: the
+    /// addresses in hand serve on if the DNS server is down or slow, and
+    /// go if it says the name no longer resolves.
+    fn refresh_failed(
+        &self,
+        key: &str,
+        uri: &Uri,
+        error: ureq::Error,
+        now: Instant,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        let mut cache = self.cache.lock();
+        let Some(entry) = cache.get_mut(key) else {
+            return Err(error);
+        };
+        if !dns_unavailable(&error) {
+            cache.remove(key);
+            return Err(error);
+        }
+        entry.refreshing = false;
+        entry.refresh_at = (now + Duration::from_millis(DNS_CACHE_MS))
+            .min(entry.resolved_at + Duration::from_millis(DNS_STALE_MAX_MS));
+        let age_s = now.saturating_duration_since(entry.resolved_at).as_secs();
+        crate::log::warn(
+            "cannot look up a host; using its addresses looked up before",
+            &[
+                ("host", &uri.host().unwrap_or_default()),
+                ("looked_up_s_ago", &age_s),
+                ("error", &error),
+            ],
+        );
+        Ok(entry.addresses.clone())
     }
 }
 
