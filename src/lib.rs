@@ -4,8 +4,9 @@
 //! A service commits a hook for a source; goad writes one durable delivery
 //! row per sink of that source and delivers every row at least once,
 //! retrying with backoff until the sink says ok or the row is
-//! dead-lettered. See `README.md` for the guarantees and `DESIGN.md` for the
-//! architecture.
+//! dead-lettered. See `README.md` for the guarantees, the configuration,
+//! the node's HTTP API and the architecture, and `src/store/mod.rs` for
+//! the on-disk layout and its durability rules.
 //!
 //! # Embedding
 //!
