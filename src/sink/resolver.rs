@@ -205,12 +205,16 @@ mod tests {
     use std::sync::Arc;
 
     /// Answers every host with `addresses`, counting look-ups; fails with
-    /// `failure`'s error while it has one.
+    /// `failure`'s error while it has one. Each look-up, once counted,
+    /// waits for `gate` (a test holding it holds the look-ups up), for 5 s
+    /// at most: a caller that should not have looked up fails its test
+    /// rather than hang it.
     #[derive(Debug, Clone)]
     struct Counting {
         lookups: Arc<AtomicU32>,
         addresses: Vec<SocketAddr>,
         failure: Arc<Mutex<Option<Failure>>>,
+        gate: Arc<Mutex<()>>,
     }
 
     /// A look-up's failure, made anew for each look-up.
@@ -246,6 +250,7 @@ mod tests {
             _: NextTimeout,
         ) -> Result<ResolvedSocketAddrs, ureq::Error> {
             self.lookups.fetch_add(1, Ordering::SeqCst);
+            drop(self.gate.try_lock_for(Duration::from_secs(5)));
             if let Some(failure) = *self.failure.lock() {
                 return Err(failure());
             }
@@ -260,6 +265,7 @@ mod tests {
             lookups: Arc::new(AtomicU32::new(0)),
             addresses: addresses.iter().map(|a| a.parse().unwrap()).collect(),
             failure: Arc::new(Mutex::new(None)),
+            gate: Arc::new(Mutex::new(())),
         };
         (
             CachingResolver::over(Box::new(counting.clone()), egress),
@@ -310,24 +316,44 @@ mod tests {
         // A host never looked up: its failure is returned and not kept.
         system.fail_with(Some(dns_down));
         let new: Uri = "https://new.example.com/".parse().unwrap();
-        assert!(at(&r, &new, t0, 0).is_err());
-        assert!(at(&r, &new, t0, 1).is_err());
-        assert_eq!(system.lookups.load(Ordering::SeqCst), 5);
+        failures_are_not_kept_and_a_recovery_is(&r, &system, &new, t0, 0);
+    }
+
+    /// At `ms` and the ms after, `uri`'s look-up fails each time, nothing
+    /// kept; once the system answers again, its answer is kept.
+    fn failures_are_not_kept_and_a_recovery_is(
+        r: &CachingResolver,
+        system: &Counting,
+        uri: &Uri,
+        t0: Instant,
+        ms: u64,
+    ) {
+        let before = system.lookups.load(Ordering::SeqCst);
+        assert!(at(r, uri, t0, ms).is_err());
+        assert!(at(r, uri, t0, ms + 1).is_err());
+        assert_eq!(system.lookups.load(Ordering::SeqCst), before + 2);
         system.fail_with(None);
-        at(&r, &new, t0, 2).unwrap();
-        at(&r, &new, t0, 3).unwrap();
-        assert_eq!(system.lookups.load(Ordering::SeqCst), 6);
+        at(r, uri, t0, ms + 2).unwrap();
+        at(r, uri, t0, ms + 3).unwrap();
+        assert_eq!(system.lookups.load(Ordering::SeqCst), before + 3);
+    }
+
+    /// A resolver that looked `uri` up at `t0` (as `93.184.215.14:443`),
+    /// over a system that fails with `failure` from then on.
+    fn looked_up_then_failing(failure: Failure) -> (CachingResolver, Counting, Uri, Instant) {
+        let (r, system) = resolver(&["93.184.215.14:443"], Egress::open());
+        let t0 = Instant::now();
+        let uri: Uri = "https://hooks.example.com/a".parse().unwrap();
+        at(&r, &uri, t0, 0).unwrap();
+        system.fail_with(Some(failure));
+        (r, system, uri, t0)
     }
 
     /// A DNS outage: the addresses in hand serve on, looked up again each
     /// cache period, for up to a day after they were looked up.
     #[test]
     fn when_looking_a_host_up_again_fails_its_addresses_serve_for_up_to_a_day() {
-        let (r, system) = resolver(&["93.184.215.14:443"], Egress::open());
-        let t0 = Instant::now();
-        let uri: Uri = "https://hooks.example.com/a".parse().unwrap();
-        at(&r, &uri, t0, 0).unwrap();
-        system.fail_with(Some(dns_down));
+        let (r, system, uri, t0) = looked_up_then_failing(dns_down);
         assert_eq!(ips(at(&r, &uri, t0, DNS_CACHE_MS)), ["93.184.215.14:443"]);
         assert_eq!(system.lookups.load(Ordering::SeqCst), 2);
         // Not asked again until a cache period after the failure.
@@ -347,26 +373,15 @@ mod tests {
         assert_eq!(ips(at(&r, &uri, t0, last_served_ms)), ["93.184.215.14:443"]);
         assert_eq!(system.lookups.load(Ordering::SeqCst), 4);
         // A day after they were looked up they are dropped, and the
-        // failure is the answer.
-        assert!(at(&r, &uri, t0, DNS_STALE_MAX_MS).is_err());
-        assert!(at(&r, &uri, t0, DNS_STALE_MAX_MS + 1).is_err());
-        assert_eq!(system.lookups.load(Ordering::SeqCst), 6);
-        // The DNS server is back: a fresh look-up, kept again.
-        system.fail_with(None);
-        at(&r, &uri, t0, DNS_STALE_MAX_MS + 2).unwrap();
-        at(&r, &uri, t0, DNS_STALE_MAX_MS + 3).unwrap();
-        assert_eq!(system.lookups.load(Ordering::SeqCst), 7);
+        // failure is the answer until the DNS server is back.
+        failures_are_not_kept_and_a_recovery_is(&r, &system, &uri, t0, DNS_STALE_MAX_MS);
     }
 
     /// A name the DNS says no longer exists is not served from before: its
     /// old addresses may be someone else's now.
     #[test]
     fn a_name_that_no_longer_resolves_loses_its_addresses() {
-        let (r, system) = resolver(&["93.184.215.14:443"], Egress::open());
-        let t0 = Instant::now();
-        let uri: Uri = "https://hooks.example.com/a".parse().unwrap();
-        at(&r, &uri, t0, 0).unwrap();
-        system.fail_with(Some(no_such_name));
+        let (r, system, uri, t0) = looked_up_then_failing(no_such_name);
         let refused = at(&r, &uri, t0, DNS_CACHE_MS).unwrap_err();
         assert_eq!(
             refused.to_string(),
@@ -392,60 +407,32 @@ mod tests {
         assert!(!dns_unavailable(&ureq::Error::HostNotFound));
     }
 
-    /// Looks every host up as `93.184.215.14:443` once `release` is sent
-    /// to, saying on `started` that a look-up began.
-    #[derive(Debug)]
-    struct Held {
-        started: crossbeam_channel::Sender<()>,
-        release: crossbeam_channel::Receiver<()>,
-    }
-
-    impl Resolver for Held {
-        fn resolve(
-            &self,
-            _: &Uri,
-            _: &Config,
-            _: NextTimeout,
-        ) -> Result<ResolvedSocketAddrs, ureq::Error> {
-            self.started.send(()).unwrap();
-            self.release.recv().unwrap();
-            let mut out = self.empty();
-            out.push("93.184.215.14:443".parse().unwrap());
-            Ok(out)
-        }
-    }
-
     /// When a host is due to be looked up again, one caller does; the
     /// others meanwhile go on with the addresses in hand, without waiting
     /// for the DNS server.
     #[test]
     fn while_one_caller_looks_a_host_up_again_the_others_use_its_addresses_in_hand() {
-        let (started_tx, started) = crossbeam_channel::unbounded();
-        let (release, release_rx) = crossbeam_channel::unbounded();
-        let system = Held {
-            started: started_tx,
-            release: release_rx,
-        };
-        let r = Arc::new(CachingResolver::over(Box::new(system), Egress::open()));
+        let (r, system) = resolver(&["93.184.215.14:443"], Egress::open());
+        let r = Arc::new(r);
         let t0 = Instant::now();
         let uri: Uri = "https://hooks.example.com/a".parse().unwrap();
-        release.send(()).unwrap();
         at(&r, &uri, t0, 0).unwrap();
-        started.recv().unwrap();
+        let held = system.gate.lock();
         let refresher = {
             let (r, uri) = (r.clone(), uri.clone());
             std::thread::spawn(move || ips(at(&r, &uri, t0, DNS_CACHE_MS)))
         };
-        started.recv_timeout(Duration::from_secs(10)).unwrap();
+        let lookups = || system.lookups.load(Ordering::SeqCst);
+        crate::test_support::wait_until("the refresh's look-up", || lookups() == 2);
         for ms in [DNS_CACHE_MS, DNS_CACHE_MS + 1, 2 * DNS_CACHE_MS] {
             assert_eq!(ips(at(&r, &uri, t0, ms)), ["93.184.215.14:443"]);
         }
-        assert!(started.is_empty(), "only the refreshing caller looked up");
-        release.send(()).unwrap();
+        assert_eq!(lookups(), 2, "only the refreshing caller looked up");
+        drop(held);
         assert_eq!(refresher.join().unwrap(), ["93.184.215.14:443"]);
         // The refresh is kept: nobody looks up until its cache period ends.
         at(&r, &uri, t0, 2 * DNS_CACHE_MS - 1).unwrap();
-        assert!(started.is_empty());
+        assert_eq!(lookups(), 2);
     }
 
     #[test]
