@@ -12,8 +12,10 @@
 //!
 //! Then one caller looks the host up again while the others go on with the
 //! addresses in hand, and when that look-up fails because the DNS server
-//! is down or slow, they serve on, with a warning, up to `DNS_STALE_MAX_MS`
-//! after they were looked up, as RFC 8767 ("serve-stale") has resolvers
+//! is down or slow, they serve on up to `DNS_STALE_MAX_MS` after they
+//! were looked up (a warning when the first refresh fails, a line when
+//! one succeeds again, not one every `DNS_CACHE_MS`), as RFC 8767
+//! ("serve-stale") has resolvers
 //! do: the receiver is most likely where it was, and a DNS outage would
 //! otherwise fail every delivery to it after `DNS_CACHE_MS`, pooled
 //! connections and all. A name that no longer resolves (the DNS answered
@@ -52,6 +54,10 @@ struct Entry {
     refresh_at: Instant,
     /// A caller is looking them up again.
     refreshing: bool,
+    /// Whether a refresh failed since they were looked up (they are
+    /// served stale): told once, when the first one fails, and once more
+    /// when a look-up brings them again.
+    stale: bool,
 }
 
 impl CachingResolver {
@@ -105,8 +111,19 @@ impl CachingResolver {
                     resolved_at: now,
                     refresh_at: now + Duration::from_millis(DNS_CACHE_MS),
                     refreshing: false,
+                    stale: false,
                 };
-                self.cache.lock().insert(key, entry);
+                let before = self.cache.lock().insert(key, entry);
+                if let Some(before) = before.filter(|b| b.stale) {
+                    let stale_s = now.saturating_duration_since(before.resolved_at).as_secs();
+                    crate::log::info(
+                        "looked a host up again after serving its addresses from before",
+                        &[
+                            ("host", &uri.host().unwrap_or_default()),
+                            ("looked_up_s_ago", &stale_s),
+                        ],
+                    );
+                }
                 Ok(addresses)
             }
             Err(error) if refreshing => self.refresh_failed(&key, uri, error, now),
@@ -135,15 +152,17 @@ impl CachingResolver {
         entry.refreshing = false;
         entry.refresh_at = (now + Duration::from_millis(DNS_CACHE_MS))
             .min(entry.resolved_at + Duration::from_millis(DNS_STALE_MAX_MS));
-        let age_s = now.saturating_duration_since(entry.resolved_at).as_secs();
-        crate::log::warn(
-            "cannot look up a host; using its addresses looked up before",
-            &[
-                ("host", &uri.host().unwrap_or_default()),
-                ("looked_up_s_ago", &age_s),
-                ("error", &error),
-            ],
-        );
+        if !std::mem::replace(&mut entry.stale, true) {
+            let age_s = now.saturating_duration_since(entry.resolved_at).as_secs();
+            crate::log::warn(
+                "cannot look up a host; using its addresses looked up before, for up to a day",
+                &[
+                    ("host", &uri.host().unwrap_or_default()),
+                    ("looked_up_s_ago", &age_s),
+                    ("error", &error),
+                ],
+            );
+        }
         Ok(entry.addresses.clone())
     }
 }
