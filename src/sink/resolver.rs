@@ -15,10 +15,9 @@
 //! is down or slow, they serve on up to `DNS_STALE_MAX_MS` after they
 //! were looked up (a warning when the first refresh fails, a line when
 //! one succeeds again, not one every `DNS_CACHE_MS`), as RFC 8767
-//! ("serve-stale") has resolvers
-//! do: the receiver is most likely where it was, and a DNS outage would
-//! otherwise fail every delivery to it after `DNS_CACHE_MS`, pooled
-//! connections and all. A name that no longer resolves (the DNS answered
+//! ("serve-stale") has resolvers do: the receiver is most likely where it
+//! was, and a DNS outage would otherwise fail every delivery to it after
+//! `DNS_CACHE_MS`, pooled connections and all. A name that no longer resolves (the DNS answered
 //! that it has no address) is not served stale: its old addresses may be
 //! someone else's by now, and a hook must not go there. A first look-up
 //! that fails is not kept.
