@@ -261,6 +261,11 @@ pub const JWT_CLOCK_SKEW_S: u64 = 60;
 /// Fetched AWS credentials are fetched again this long before they expire.
 pub const CREDENTIALS_REFRESH_MS: u64 = 5 * 60_000;
 
+/// How many times a refresh of credentials or a token that keeps failing
+/// is tried over that margin (the one in hand serving meanwhile): one
+/// try each tenth of it, not one per attempt.
+pub const CREDENTIALS_REFRESH_TRIES: u32 = 10;
+
 /// How long fetched AWS credentials that name no expiry are kept.
 pub const CREDENTIALS_LIFETIME_MS: u64 = 15 * 60_000;
 

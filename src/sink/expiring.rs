@@ -12,7 +12,10 @@
 //! the attempts waiting, not by each of them in turn. When a fetch fails,
 //! the value in hand serves until it expires, with a warning in the log.
 
-use crate::limits::{CREDENTIALS_REFRESH_MS, FETCHED_MAX_LIFETIME_S, REQUEST_PAST_DEADLINE_MS};
+use crate::limits::{
+    CREDENTIALS_REFRESH_MS, CREDENTIALS_REFRESH_TRIES, FETCHED_MAX_LIFETIME_S,
+    REQUEST_PAST_DEADLINE_MS,
+};
 use parking_lot::{Mutex, MutexGuard};
 use std::fmt::{self, Display};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,14 +35,23 @@ struct Held<T> {
     value: T,
     fetched_at: SystemTime,
     expires_at: SystemTime,
+    /// After a refresh failed: when the next is tried.
+    retry_at: Option<SystemTime>,
 }
 
 impl<T> Held<T> {
-    /// Whether it is still the one to use at `now`.
-    fn is_fresh(&self, now: SystemTime) -> bool {
+    /// How long before it expires it is refreshed.
+    fn refresh_margin(&self) -> Duration {
         let lifetime = (self.expires_at.duration_since(self.fetched_at)).unwrap_or_default();
-        let refresh = Duration::from_millis(CREDENTIALS_REFRESH_MS).min(lifetime / 2);
-        now + refresh < self.expires_at
+        Duration::from_millis(CREDENTIALS_REFRESH_MS).min(lifetime / 2)
+    }
+
+    /// Whether it is the one to use at `now` without asking for another:
+    /// before its refresh margin, or, after a failed refresh, before the
+    /// next try, while it has not expired.
+    fn is_fresh(&self, now: SystemTime) -> bool {
+        let retrying = self.retry_at.is_some_and(|at| now < at);
+        now < self.expires_at && (now + self.refresh_margin() < self.expires_at || retrying)
     }
 }
 
@@ -96,20 +108,40 @@ impl<T: Clone> Expiring<T> {
                     value: value.clone(),
                     fetched_at: now,
                     expires_at,
+                    retry_at: None,
                 });
                 Ok(value)
             }
             Err(error) => match in_hand {
                 Some(value) => {
+                    let next_try_s = self.try_again_later(now);
                     crate::log::warn(
                         "cannot refresh; using the one in hand until it expires",
-                        &[("what", &what), ("error", &error)],
+                        &[
+                            ("what", &what),
+                            ("error", &error),
+                            ("next_try_s", &next_try_s),
+                        ],
                     );
                     Ok(value)
                 }
                 None => Err(error),
             },
         }
+    }
+
+    /// After a refresh failed at `now`, the value held serves without
+    /// another try for a `CREDENTIALS_REFRESH_TRIES`th of its refresh
+    /// margin (rather than each caller asking a failing service in turn
+    /// until it expires); returns that time, in seconds.
+    fn try_again_later(&self, now: SystemTime) -> u64 {
+        let mut held = self.held.lock();
+        let Some(held) = held.as_mut() else {
+            return 0;
+        };
+        let wait = held.refresh_margin() / CREDENTIALS_REFRESH_TRIES;
+        held.retry_at = Some(now + wait);
+        wait.as_secs()
     }
 
     /// Waits for the fetch under way to end, until a little past
@@ -224,6 +256,46 @@ mod tests {
         assert_eq!(get(3_331, 60).unwrap(), "t3", "a newer one is kept");
         held.forget_if(|v| v == "t3");
         assert_eq!(get(3_332, 60).unwrap(), "t4");
+    }
+
+    /// While a refresh fails, the value in hand serves, and the service is
+    /// asked again each tenth of the refresh margin, not by every caller
+    /// in turn; once it has expired, the failure is the answer.
+    #[test]
+    fn a_failing_refresh_is_tried_again_each_tenth_of_the_margin() {
+        let held = Expiring::new();
+        let (fetches, failing) = (std::cell::Cell::new(0), std::cell::Cell::new(true));
+        let get = |now: u64| {
+            held.get(at(now), None, "a token", || {
+                fetches.set(fetches.get() + 1);
+                match failing.get() {
+                    true => Err::<_, BoxError>("HTTP status 503".into()),
+                    false => Ok((format!("t{}", fetches.get()), at(now + 3_600))),
+                }
+            })
+        };
+        failing.set(false);
+        assert_eq!(get(0).unwrap(), "t1");
+        // Refreshed from 3,300 s (5 minutes before it expires): tried at
+        // 3,300, 3,330, 3,360 and 3,390 by a hundred callers.
+        failing.set(true);
+        for now in 3_300..3_400 {
+            assert_eq!(get(now).unwrap(), "t1");
+        }
+        assert_eq!(fetches.get(), 5);
+        // The service is back: the next try brings a new one.
+        failing.set(false);
+        assert_eq!(get(3_419).unwrap(), "t1");
+        assert_eq!(get(3_420).unwrap(), "t6");
+        // Failing to the end: the one in hand serves until it expires
+        // (at 7,020 s), asked for ten times meanwhile.
+        failing.set(true);
+        for now in (6_720..7_020).step_by(10) {
+            assert_eq!(get(now).unwrap(), "t6");
+        }
+        assert_eq!(fetches.get(), 16);
+        let expired = get(7_020).map_err(|e| e.to_string());
+        assert_eq!(expired, Err("HTTP status 503".into()));
     }
 
     /// `held.get` at `now_s` by `deadline` on a thread of its own, with a
