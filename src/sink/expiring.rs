@@ -9,8 +9,11 @@
 //! but not past their attempt's deadline: a service that does not answer
 //! then holds up only the one worker asking it (until its HTTP client's
 //! timeouts end the request), and one that fails is asked once for all
-//! the attempts waiting, not by each of them in turn. When a fetch fails,
-//! the value in hand serves until it expires, with a warning in the log.
+//! the attempts waiting, not by each of them in turn. When a refresh
+//! fails, the value in hand serves until it expires, with a warning in the
+//! log, and the service is asked again after a `CREDENTIALS_REFRESH_TRIES`th
+//! of the refresh margin, not by each caller in turn (a failing identity
+//! provider was asked once per attempt, and the log had a warning each).
 
 use crate::limits::{
     CREDENTIALS_REFRESH_MS, CREDENTIALS_REFRESH_TRIES, FETCHED_MAX_LIFETIME_S,
