@@ -12,8 +12,8 @@
 //! the attempts waiting, not by each of them in turn. When a refresh
 //! fails, the value in hand serves until it expires, with a warning in the
 //! log, and the service is asked again after a `CREDENTIALS_REFRESH_TRIES`th
-//! of the refresh margin, not by each caller in turn (a failing identity
-//! provider was asked once per attempt, and the log had a warning each).
+//! of the refresh margin: not by each caller in turn, which would ask a
+//! failing identity provider once per attempt.
 
 use crate::limits::{
     CREDENTIALS_REFRESH_MS, CREDENTIALS_REFRESH_TRIES, FETCHED_MAX_LIFETIME_S,

@@ -17,10 +17,10 @@
 //! one succeeds again, not one every `DNS_CACHE_MS`), as RFC 8767
 //! ("serve-stale") has resolvers do: the receiver is most likely where it
 //! was, and a DNS outage would otherwise fail every delivery to it after
-//! `DNS_CACHE_MS`, pooled connections and all. A name that no longer resolves (the DNS answered
-//! that it has no address) is not served stale: its old addresses may be
-//! someone else's by now, and a hook must not go there. A first look-up
-//! that fails is not kept.
+//! `DNS_CACHE_MS`, pooled connections and all. A name that no longer
+//! resolves (the DNS answered that it has no address) is not served
+//! stale: its old addresses may be someone else's by now, and a hook must
+//! not go there. A first look-up that fails is not kept.
 
 use super::egress::{Egress, PrivateAddress};
 use crate::limits::{DNS_CACHE_MS, DNS_STALE_MAX_MS};
