@@ -248,7 +248,10 @@ impl FetchedCredentials {
     }
 }
 
-/// IMDSv2: a session token, the role's name, its credentials.
+/// IMDSv2: a session token, the role's name, its credentials. A session
+/// token that does not come in time is most often a container's on an
+/// instance whose metadata hop limit is 1 (its answer is dropped a hop
+/// short): the error says so.
 pub(super) fn instance_credentials(
     agent: &ureq::Agent,
     now: SystemTime,
@@ -256,12 +259,18 @@ pub(super) fn instance_credentials(
     let endpoint = std::env::var("AWS_EC2_METADATA_SERVICE_ENDPOINT")
         .unwrap_or_else(|_| "http://169.254.169.254".into());
     let endpoint = endpoint.trim_end_matches('/');
-    let token = read(
-        agent
-            .put(format!("{endpoint}/latest/api/token"))
-            .header("x-aws-ec2-metadata-token-ttl-seconds", "21600")
-            .send_empty(),
-    )?;
+    let token = agent
+        .put(format!("{endpoint}/latest/api/token"))
+        .header("x-aws-ec2-metadata-token-ttl-seconds", "21600")
+        .send_empty();
+    if let Err(e @ ureq::Error::Timeout(_)) = &token {
+        return Err(Fetch::failed(format!(
+            "no IMDSv2 session token ({e}): from a container, the instance's metadata \
+             hop limit must be 2 or more (aws ec2 modify-instance-metadata-options \
+             --http-put-response-hop-limit 2)"
+        )));
+    }
+    let token = read(token)?;
     let roles_url = format!("{endpoint}/latest/meta-data/iam/security-credentials/");
     let metadata = |url: &str| {
         let request = agent

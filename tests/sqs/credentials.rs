@@ -117,6 +117,7 @@ fn send_one_with_credentials(
 /// token, the role's name, its credentials) and kept while fresh.
 #[test]
 fn instance_credentials_come_from_the_metadata_service_once_while_fresh() {
+    let _instance = INSTANCE_VARIABLE.lock();
     let moto = Moto::start();
     std::env::set_var("AWS_EC2_METADATA_SERVICE_ENDPOINT", &moto.url);
     let queue_url = moto.create_queue("from-instance");
@@ -149,6 +150,40 @@ fn instance_credentials_come_from_the_metadata_service_once_while_fresh() {
         assert_eq!(signed, ("test-key".into(), "test-session-token".into()));
     }
 }
+
+/// `credentials = "instance"` with a metadata service that takes the
+/// session token's request and never answers, as a container's is lost
+/// on an instance whose metadata hop limit is 1: the attempt fails
+/// saying what to change, and nothing is sent.
+#[test]
+fn a_session_token_that_never_comes_is_told_with_the_hop_limit() {
+    let _instance = INSTANCE_VARIABLE.lock();
+    let moto = Moto::start();
+    let silent = Receiver::start(|_| Reply::hang()).unwrap();
+    std::env::set_var("AWS_EC2_METADATA_SERVICE_ENDPOINT", silent.url(""));
+    let queue_url = moto.create_queue("hop-limited");
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = fetching_credentials(dir.path(), &queue_url, "instance");
+    c.retry.max_attempts = 1;
+    let engine = Engine::open(c).unwrap();
+    commit_refused(&engine, "stripe", 1);
+    assert_eq!(
+        dead_attempts_and_reasons(&engine),
+        [(
+            1,
+            "sink sqs: cannot get AWS credentials from the instance metadata service: \
+             no IMDSv2 session token (timeout: receive response): from a container, the \
+             instance's metadata hop limit must be 2 or more (aws ec2 \
+             modify-instance-metadata-options --http-put-response-hop-limit 2)"
+                .to_string()
+        )]
+    );
+    assert!(moto.receive(&queue_url).is_empty(), "nothing was sent");
+}
+
+/// Tests that point `AWS_EC2_METADATA_SERVICE_ENDPOINT` somewhere take
+/// turns: the variable is the process's.
+static INSTANCE_VARIABLE: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
 
 /// Tests that point `AWS_ENDPOINT_URL_STS` at their moto take turns: the
 /// variable is the process's.
