@@ -97,7 +97,8 @@ impl GoogleIdToken {
     }
 
     /// The token to send at `now`: the one held while fresh, else a new
-    /// one (waited for until about `deadline`, the attempt's, while another caller fetches it: see `expiring`).
+    /// one (while another caller fetches it, waited for until about
+    /// `deadline`, the attempt's: see `expiring`).
     pub fn token(&self, now: SystemTime, deadline: Instant) -> Result<Token, NoIdToken> {
         let mut fresh = false;
         let value = self.held.get(now, Some(deadline), "a Google ID token", || {

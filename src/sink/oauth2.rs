@@ -166,7 +166,8 @@ impl ClientCredentials {
     }
 
     /// The token to send at `now`: the one held while fresh, else a new
-    /// one (waited for until about `deadline`, the attempt's, while another caller fetches it: see `expiring`).
+    /// one (while another caller fetches it, waited for until about
+    /// `deadline`, the attempt's: see `expiring`).
     pub fn token(&self, now: SystemTime, deadline: Instant) -> Result<Token, NoToken> {
         let mut fresh = false;
         let value = self.held.get(now, Some(deadline), "an OAuth 2 token", || {

@@ -53,10 +53,15 @@ struct Entry {
     refresh_at: Instant,
     /// A caller is looking them up again.
     refreshing: bool,
+}
+
+impl Entry {
     /// Whether a refresh failed since they were looked up (they are
-    /// served stale): told once, when the first one fails, and once more
-    /// when a look-up brings them again.
-    stale: bool,
+    /// served stale), which put off the next one: told once, when the
+    /// first fails, and once more when a look-up brings them again.
+    fn is_stale(&self) -> bool {
+        self.refresh_at > self.resolved_at + Duration::from_millis(DNS_CACHE_MS)
+    }
 }
 
 impl CachingResolver {
@@ -110,10 +115,9 @@ impl CachingResolver {
                     resolved_at: now,
                     refresh_at: now + Duration::from_millis(DNS_CACHE_MS),
                     refreshing: false,
-                    stale: false,
                 };
                 let before = self.cache.lock().insert(key, entry);
-                if let Some(before) = before.filter(|b| b.stale) {
+                if let Some(before) = before.filter(Entry::is_stale) {
                     let stale_s = now.saturating_duration_since(before.resolved_at).as_secs();
                     crate::log::info(
                         "looked a host up again after serving its addresses from before",
@@ -148,10 +152,11 @@ impl CachingResolver {
             cache.remove(key);
             return Err(error);
         }
+        let first_failure = !entry.is_stale();
         entry.refreshing = false;
         entry.refresh_at = (now + Duration::from_millis(DNS_CACHE_MS))
             .min(entry.resolved_at + Duration::from_millis(DNS_STALE_MAX_MS));
-        if !std::mem::replace(&mut entry.stale, true) {
+        if first_failure {
             let age_s = now.saturating_duration_since(entry.resolved_at).as_secs();
             crate::log::warn(
                 "cannot look up a host; using its addresses looked up before, for up to a day",

@@ -63,9 +63,9 @@ impl AwsSigning {
 
     /// The headers that sign a request of `method` to `url` with this
     /// `content_type` and `body` at `now`, for an attempt due to time out
-    /// at `deadline`. They sign its host, content type
-    /// and body (and the `x-amz-*` headers they add), not goad's and the
-    /// provider's other headers, which a proxy on the way may rewrite.
+    /// at `deadline`. They sign its host, content type and body (and the
+    /// `x-amz-*` headers they add), not goad's and the provider's other
+    /// headers, which a proxy on the way may rewrite.
     pub fn headers(
         &self,
         method: &str,
