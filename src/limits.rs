@@ -52,11 +52,11 @@ pub const MAX_COALESCE_MS: u64 = 86_400_000;
 /// the shard's timer fails the attempt first.
 pub const REQUEST_PAST_DEADLINE_MS: u64 = 250;
 
-/// How long an HTTP client keeps a host's addresses (see `sink::resolver`).
+/// How long the node keeps a host's addresses (see `sink::address_book`).
 pub const DNS_CACHE_MS: u64 = 30_000;
 
 /// How long a host's addresses serve when looking it up again fails (see
-/// `sink::resolver`): a day, within RFC 8767's one to three.
+/// `sink::address_book`): a day, within RFC 8767's one to three.
 pub const DNS_STALE_MAX_MS: u64 = 24 * 60 * 60 * 1_000;
 
 /// The longest response head an HTTP client reads: a longer one fails the

@@ -31,8 +31,8 @@ pub(crate) fn agent(timeout_ms: u64, idle_connections: usize) -> ureq::Agent {
 }
 
 /// `agent`, with TLS as `tls` says (roots, client certificate), and
-/// connecting only where `egress` allows. Hosts' addresses are kept a while (see
-/// [`super::resolver`]).
+/// connecting only where `egress` allows. Hosts' addresses are kept a
+/// while, for the whole process (see [`super::address_book`]).
 pub(crate) fn agent_with_tls(
     timeout_ms: u64,
     idle_connections: usize,
@@ -70,7 +70,7 @@ pub(crate) fn agent_with_tls(
 /// slow receiver held past its attempt's deadline would be replaced by
 /// another, while its slot went to the receiver's next attempt. With no
 /// name to look up (a host's addresses are kept, see
-/// [`super::resolver`]), a request-wide timeout starts no thread.
+/// [`super::address_book`]), a request-wide timeout starts no thread.
 pub(crate) fn request_timeout(deadline: Instant) -> Option<Duration> {
     let past = Duration::from_millis(REQUEST_PAST_DEADLINE_MS);
     Some(deadline.saturating_duration_since(Instant::now()) + past)

@@ -3,6 +3,7 @@
 //! calls it on a blocking worker thread, and a sink that panics is a failed
 //! attempt.
 
+mod address_book;
 pub(crate) mod assume_role;
 pub(crate) mod aws_credentials;
 mod aws_profile;

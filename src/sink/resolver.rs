@@ -1,189 +1,30 @@
-//! How goad's HTTP clients find a host's addresses. ureq 3 resolves a
-//! request's host before it looks for a pooled connection, so with its
-//! default resolver every delivery to a named host costs a `getaddrinfo`:
-//! reading `/etc/hosts` and, for a name it does not hold, a query to the
-//! DNS server (several, with a search list) — per delivery, on a keep-alive
-//! connection that needs no address at all. This resolver keeps each
-//! host's addresses for `DNS_CACHE_MS`, as a JVM does without a security
-//! manager (the system's resolver does not report record TTLs), so a
-//! receiver that moves is reached at its new address within that time (a
-//! pooled connection to the old one is used until it closes). It passes
-//! on only the addresses its [`Egress`] allows (see [`super::egress`]).
-//!
-//! Then one caller looks the host up again while the others go on with the
-//! addresses in hand, and when that look-up fails because the DNS server
-//! is down or slow, they serve on up to `DNS_STALE_MAX_MS` after they
-//! were looked up (a warning when the first refresh fails, a line when
-//! one succeeds again, not one every `DNS_CACHE_MS`), as RFC 8767
-//! ("serve-stale") has resolvers do: the receiver is most likely where it
-//! was, and a DNS outage would otherwise fail every delivery to it after
-//! `DNS_CACHE_MS`, pooled connections and all. A name that no longer
-//! resolves (the DNS answered that it has no address) is not served
-//! stale: its old addresses may be someone else's by now, and a hook must
-//! not go there. A first look-up that fails is not kept.
+//! How goad's HTTP clients find a host's addresses: from the process's
+//! [`AddressBook`] (kept a while, and served through a DNS outage), of
+//! which each client passes on only those its [`Egress`] allows (see
+//! [`super::egress`]).
 
+use super::address_book::AddressBook;
 use super::egress::{Egress, PrivateAddress};
-use crate::limits::{DNS_CACHE_MS, DNS_STALE_MAX_MS};
-use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 use ureq::config::Config;
 use ureq::http::Uri;
-use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::NextTimeout;
 
 /// The resolver of one client (one sink's keep-alive pool).
 #[derive(Debug)]
 pub struct CachingResolver {
-    system: Box<dyn Resolver>,
+    book: Arc<AddressBook>,
     egress: Egress,
-    /// By `scheme://host:port`.
-    cache: Mutex<HashMap<String, Entry>>,
-}
-
-/// A host's addresses as last looked up.
-#[derive(Debug)]
-struct Entry {
-    addresses: ResolvedSocketAddrs,
-    /// When they were looked up.
-    resolved_at: Instant,
-    /// When to look them up again: `DNS_CACHE_MS` after the last look-up,
-    /// whether it brought them or failed (but not past `DNS_STALE_MAX_MS`
-    /// after they were looked up).
-    refresh_at: Instant,
-    /// A caller is looking them up again.
-    refreshing: bool,
-}
-
-impl Entry {
-    /// Whether a refresh failed since they were looked up (they are
-    /// served stale), which put off the next one: told once, when the
-    /// first fails, and once more when a look-up brings them again.
-    fn is_stale(&self) -> bool {
-        self.refresh_at > self.resolved_at + Duration::from_millis(DNS_CACHE_MS)
-    }
 }
 
 impl CachingResolver {
     pub fn new(egress: Egress) -> CachingResolver {
-        CachingResolver::over(Box::new(DefaultResolver::default()), egress)
-    }
-
-    fn over(system: Box<dyn Resolver>, egress: Egress) -> CachingResolver {
         CachingResolver {
-            system,
+            book: AddressBook::shared(),
             egress,
-            cache: Mutex::new(HashMap::new()),
         }
-    }
-
-    /// The addresses of `uri`'s host at `now`: the ones in hand until
-    /// their refresh, or while another caller refreshes them, or when a
-    /// refresh fails, up to `DNS_STALE_MAX_MS` old; else looked up.
-    fn addresses(
-        &self,
-        uri: &Uri,
-        config: &Config,
-        timeout: NextTimeout,
-        now: Instant,
-    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
-        let host = uri.authority().map(|a| a.as_str()).unwrap_or_default();
-        let key = format!("{}://{host}", uri.scheme_str().unwrap_or_default());
-        let stale_max = Duration::from_millis(DNS_STALE_MAX_MS);
-        let refreshing = {
-            let mut cache = self.cache.lock();
-            match cache.get_mut(&key) {
-                None => false,
-                Some(entry) if now < entry.refresh_at => return Ok(entry.addresses.clone()),
-                Some(entry) if now.saturating_duration_since(entry.resolved_at) >= stale_max => {
-                    cache.remove(&key);
-                    false
-                }
-                Some(entry) if entry.refreshing => return Ok(entry.addresses.clone()),
-                Some(entry) => {
-                    entry.refreshing = true;
-                    true
-                }
-            }
-        };
-        // Looked up without the lock: a slow DNS server holds up only the
-        // caller asking it.
-        match self.system.resolve(uri, config, timeout) {
-            Ok(addresses) => {
-                let entry = Entry {
-                    addresses: addresses.clone(),
-                    resolved_at: now,
-                    refresh_at: now + Duration::from_millis(DNS_CACHE_MS),
-                    refreshing: false,
-                };
-                let before = self.cache.lock().insert(key, entry);
-                if let Some(before) = before.filter(Entry::is_stale) {
-                    let stale_s = now.saturating_duration_since(before.resolved_at).as_secs();
-                    crate::log::info(
-                        "looked a host up again after serving its addresses from before",
-                        &[
-                            ("host", &uri.host().unwrap_or_default()),
-                            ("looked_up_s_ago", &stale_s),
-                        ],
-                    );
-                }
-                Ok(addresses)
-            }
-            Err(error) if refreshing => self.refresh_failed(&key, uri, error, now),
-            Err(error) => Err(error),
-        }
-    }
-
-    /// Looking `uri`'s host up again at `now` failed with `error`: the
-    /// addresses in hand serve on if the DNS server is down or slow, and
-    /// go if it says the name no longer resolves.
-    fn refresh_failed(
-        &self,
-        key: &str,
-        uri: &Uri,
-        error: ureq::Error,
-        now: Instant,
-    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
-        let mut cache = self.cache.lock();
-        let Some(entry) = cache.get_mut(key) else {
-            return Err(error);
-        };
-        if !dns_unavailable(&error) {
-            cache.remove(key);
-            return Err(error);
-        }
-        let first_failure = !entry.is_stale();
-        entry.refreshing = false;
-        entry.refresh_at = (now + Duration::from_millis(DNS_CACHE_MS))
-            .min(entry.resolved_at + Duration::from_millis(DNS_STALE_MAX_MS));
-        if first_failure {
-            let age_s = now.saturating_duration_since(entry.resolved_at).as_secs();
-            crate::log::warn(
-                "cannot look up a host; using its addresses looked up before, for up to a day",
-                &[
-                    ("host", &uri.host().unwrap_or_default()),
-                    ("looked_up_s_ago", &age_s),
-                    ("error", &error),
-                ],
-            );
-        }
-        Ok(entry.addresses.clone())
-    }
-}
-
-/// Whether a failed look-up says the DNS server is down or slow (RFC
-/// 8767's case for stale addresses) rather than that the name has no
-/// address: a timeout, or `getaddrinfo`'s `EAI_AGAIN`, which std's error
-/// carries only as its text (glibc's and musl's; a process that never
-/// calls `setlocale` has them untranslated).
-fn dns_unavailable(error: &ureq::Error) -> bool {
-    match error {
-        ureq::Error::Timeout(_) => true,
-        ureq::Error::Io(e) => {
-            let text = e.to_string();
-            text.ends_with("Temporary failure in name resolution") || text.ends_with(": Try again")
-        }
-        _ => false,
     }
 }
 
@@ -194,7 +35,7 @@ impl Resolver for CachingResolver {
         config: &Config,
         timeout: NextTimeout,
     ) -> Result<ResolvedSocketAddrs, ureq::Error> {
-        let resolved = self.addresses(uri, config, timeout, Instant::now())?;
+        let resolved = self.book.addresses(uri, config, timeout, Instant::now())?;
         let is_proxy = config.proxy().is_some_and(|proxy| proxy.uri() == uri);
         if self.egress.is_open() || is_proxy {
             return Ok(resolved);
@@ -222,78 +63,14 @@ impl Resolver for CachingResolver {
 
 #[cfg(test)]
 mod tests {
+    use super::super::address_book::tests::book;
     use super::*;
-    use std::net::SocketAddr;
-    use std::sync::atomic::{AtomicU32, Ordering};
-    use std::sync::Arc;
 
-    /// Answers every host with `addresses`, counting look-ups; fails with
-    /// `failure`'s error while it has one. Each look-up, once counted,
-    /// waits for `gate` (a test holding it holds the look-ups up), for 5 s
-    /// at most: a caller that should not have looked up fails its test
-    /// rather than hang it.
-    #[derive(Debug, Clone)]
-    struct Counting {
-        lookups: Arc<AtomicU32>,
-        addresses: Vec<SocketAddr>,
-        failure: Arc<Mutex<Option<Failure>>>,
-        gate: Arc<Mutex<()>>,
-    }
-
-    /// A look-up's failure, made anew for each look-up.
-    type Failure = fn() -> ureq::Error;
-
-    impl Counting {
-        fn fail_with(&self, failure: Option<Failure>) {
-            *self.failure.lock() = failure;
-        }
-    }
-
-    /// `getaddrinfo`'s failure as std reports it.
-    fn gai(text: &str) -> ureq::Error {
-        let message = format!("failed to lookup address information: {text}");
-        ureq::Error::Io(std::io::Error::other(message))
-    }
-
-    /// glibc's `EAI_AGAIN`: no DNS server answered, or one failed.
-    fn dns_down() -> ureq::Error {
-        gai("Temporary failure in name resolution")
-    }
-
-    /// glibc's `EAI_NONAME`: the DNS says the name does not exist.
-    fn no_such_name() -> ureq::Error {
-        gai("Name or service not known")
-    }
-
-    impl Resolver for Counting {
-        fn resolve(
-            &self,
-            _: &Uri,
-            _: &Config,
-            _: NextTimeout,
-        ) -> Result<ResolvedSocketAddrs, ureq::Error> {
-            self.lookups.fetch_add(1, Ordering::SeqCst);
-            drop(self.gate.try_lock_for(Duration::from_secs(5)));
-            if let Some(failure) = *self.failure.lock() {
-                return Err(failure());
-            }
-            let mut out = self.empty();
-            self.addresses.iter().for_each(|&a| out.push(a));
-            Ok(out)
-        }
-    }
-
-    fn resolver(addresses: &[&str], egress: Egress) -> (CachingResolver, Counting) {
-        let counting = Counting {
-            lookups: Arc::new(AtomicU32::new(0)),
-            addresses: addresses.iter().map(|a| a.parse().unwrap()).collect(),
-            failure: Arc::new(Mutex::new(None)),
-            gate: Arc::new(Mutex::new(())),
-        };
-        (
-            CachingResolver::over(Box::new(counting.clone()), egress),
-            counting,
-        )
+    /// A resolver over a book of its own that answers every host with
+    /// `addresses`.
+    fn resolver(addresses: &[&str], egress: Egress) -> CachingResolver {
+        let (book, _) = book(addresses);
+        CachingResolver { book, egress }
     }
 
     /// The refusal `r` answers for `uri`'s host, as text.
@@ -306,156 +83,32 @@ mod tests {
         r.unwrap().iter().map(|a| a.to_string()).collect()
     }
 
-    /// `r`'s addresses for `uri` at `ms` after `t0`.
-    fn at(
-        r: &CachingResolver,
-        uri: &Uri,
-        t0: Instant,
-        ms: u64,
-    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
-        let now = t0 + Duration::from_millis(ms);
-        r.addresses(uri, &Config::default(), NextTimeout::default(), now)
-    }
-
+    /// Every client of the process shares one book (a sink a reload builds
+    /// anew finds the addresses its predecessor looked up, a DNS outage
+    /// or not), each passing on what its own egress allows.
     #[test]
-    fn a_hosts_addresses_are_looked_up_once_per_cache_period_and_a_first_failure_is_not_kept() {
-        let (r, system) = resolver(&["93.184.215.14:443"], Egress::open());
-        let t0 = Instant::now();
-        let uri: Uri = "https://hooks.example.com/a".parse().unwrap();
-        let other: Uri = "https://hooks.example.com:8443/b".parse().unwrap();
-        assert_eq!(ips(at(&r, &uri, t0, 0)), ["93.184.215.14:443"]);
-        assert_eq!(
-            ips(at(&r, &uri, t0, DNS_CACHE_MS - 1)),
-            ["93.184.215.14:443"]
-        );
-        assert_eq!(system.lookups.load(Ordering::SeqCst), 1);
-        // Another port is another entry.
-        at(&r, &other, t0, 1).unwrap();
-        assert_eq!(system.lookups.load(Ordering::SeqCst), 2);
-        // Due: looked up again.
-        at(&r, &uri, t0, DNS_CACHE_MS).unwrap();
-        at(&r, &uri, t0, 2 * DNS_CACHE_MS - 1).unwrap();
-        assert_eq!(system.lookups.load(Ordering::SeqCst), 3);
-        // A host never looked up: its failure is returned and not kept.
-        system.fail_with(Some(dns_down));
-        let new: Uri = "https://new.example.com/".parse().unwrap();
-        failures_are_not_kept_and_a_recovery_is(&r, &system, &new, t0, 0);
-    }
-
-    /// At `ms` and the ms after, `uri`'s look-up fails each time, nothing
-    /// kept; once the system answers again, its answer is kept.
-    fn failures_are_not_kept_and_a_recovery_is(
-        r: &CachingResolver,
-        system: &Counting,
-        uri: &Uri,
-        t0: Instant,
-        ms: u64,
-    ) {
-        let before = system.lookups.load(Ordering::SeqCst);
-        assert!(at(r, uri, t0, ms).is_err());
-        assert!(at(r, uri, t0, ms + 1).is_err());
-        assert_eq!(system.lookups.load(Ordering::SeqCst), before + 2);
-        system.fail_with(None);
-        at(r, uri, t0, ms + 2).unwrap();
-        at(r, uri, t0, ms + 3).unwrap();
-        assert_eq!(system.lookups.load(Ordering::SeqCst), before + 3);
-    }
-
-    /// A resolver that looked `uri` up at `t0` (as `93.184.215.14:443`),
-    /// over a system that fails with `failure` from then on.
-    fn looked_up_then_failing(failure: Failure) -> (CachingResolver, Counting, Uri, Instant) {
-        let (r, system) = resolver(&["93.184.215.14:443"], Egress::open());
-        let t0 = Instant::now();
-        let uri: Uri = "https://hooks.example.com/a".parse().unwrap();
-        at(&r, &uri, t0, 0).unwrap();
-        system.fail_with(Some(failure));
-        (r, system, uri, t0)
-    }
-
-    /// A DNS outage: the addresses in hand serve on, looked up again each
-    /// cache period, for up to a day after they were looked up.
-    #[test]
-    fn when_looking_a_host_up_again_fails_its_addresses_serve_for_up_to_a_day() {
-        let (r, system, uri, t0) = looked_up_then_failing(dns_down);
-        assert_eq!(ips(at(&r, &uri, t0, DNS_CACHE_MS)), ["93.184.215.14:443"]);
-        assert_eq!(system.lookups.load(Ordering::SeqCst), 2);
-        // Not asked again until a cache period after the failure.
-        assert_eq!(
-            ips(at(&r, &uri, t0, 2 * DNS_CACHE_MS - 1)),
-            ["93.184.215.14:443"]
-        );
-        assert_eq!(system.lookups.load(Ordering::SeqCst), 2);
-        // A look-up that times out is the DNS server's silence too.
-        system.fail_with(Some(|| ureq::Error::Timeout(ureq::Timeout::Resolve)));
-        assert_eq!(
-            ips(at(&r, &uri, t0, 2 * DNS_CACHE_MS)),
-            ["93.184.215.14:443"]
-        );
-        assert_eq!(system.lookups.load(Ordering::SeqCst), 3);
-        let last_served_ms = DNS_STALE_MAX_MS - 1;
-        assert_eq!(ips(at(&r, &uri, t0, last_served_ms)), ["93.184.215.14:443"]);
-        assert_eq!(system.lookups.load(Ordering::SeqCst), 4);
-        // A day after they were looked up they are dropped, and the
-        // failure is the answer until the DNS server is back.
-        failures_are_not_kept_and_a_recovery_is(&r, &system, &uri, t0, DNS_STALE_MAX_MS);
-    }
-
-    /// A name the DNS says no longer exists is not served from before: its
-    /// old addresses may be someone else's now.
-    #[test]
-    fn a_name_that_no_longer_resolves_loses_its_addresses() {
-        let (r, system, uri, t0) = looked_up_then_failing(no_such_name);
-        let refused = at(&r, &uri, t0, DNS_CACHE_MS).unwrap_err();
-        assert_eq!(
-            refused.to_string(),
-            "io: failed to lookup address information: Name or service not known"
-        );
-        // Gone: the next caller looks the name up itself.
-        assert!(at(&r, &uri, t0, DNS_CACHE_MS + 1).is_err());
-        assert_eq!(system.lookups.load(Ordering::SeqCst), 3);
-    }
-
-    #[test]
-    fn only_a_timeout_or_a_temporary_failure_says_the_dns_is_unavailable() {
-        assert!(dns_unavailable(&dns_down()));
-        assert!(dns_unavailable(&gai("Try again")), "musl's EAI_AGAIN");
-        let timed_out = ureq::Error::Timeout(ureq::Timeout::Global);
-        assert!(dns_unavailable(&timed_out));
-        assert!(!dns_unavailable(&no_such_name()));
-        let musl_no_name = gai("Name does not resolve");
-        assert!(!dns_unavailable(&musl_no_name));
-        assert!(!dns_unavailable(&gai(
-            "No address associated with hostname"
-        )));
-        assert!(!dns_unavailable(&ureq::Error::HostNotFound));
-    }
-
-    /// When a host is due to be looked up again, one caller does; the
-    /// others meanwhile go on with the addresses in hand, without waiting
-    /// for the DNS server.
-    #[test]
-    fn while_one_caller_looks_a_host_up_again_the_others_use_its_addresses_in_hand() {
-        let (r, system) = resolver(&["93.184.215.14:443"], Egress::open());
-        let r = Arc::new(r);
-        let t0 = Instant::now();
-        let uri: Uri = "https://hooks.example.com/a".parse().unwrap();
-        at(&r, &uri, t0, 0).unwrap();
-        let held = system.gate.lock();
-        let refresher = {
-            let (r, uri) = (r.clone(), uri.clone());
-            std::thread::spawn(move || ips(at(&r, &uri, t0, DNS_CACHE_MS)))
+    fn one_book_serves_every_client_each_through_its_own_egress() {
+        let a = CachingResolver::new(Egress::open());
+        let b = CachingResolver::new(Egress::public_and(Vec::new()));
+        assert!(Arc::ptr_eq(&a.book, &b.book));
+        let (book, system) = book(&["10.0.0.7:80", "93.184.215.14:80"]);
+        let open = CachingResolver {
+            book: book.clone(),
+            egress: Egress::open(),
         };
-        let lookups = || system.lookups.load(Ordering::SeqCst);
-        crate::test_support::wait_until("the refresh's look-up", || lookups() == 2);
-        for ms in [DNS_CACHE_MS, DNS_CACHE_MS + 1, 2 * DNS_CACHE_MS] {
-            assert_eq!(ips(at(&r, &uri, t0, ms)), ["93.184.215.14:443"]);
-        }
-        assert_eq!(lookups(), 2, "only the refreshing caller looked up");
-        drop(held);
-        assert_eq!(refresher.join().unwrap(), ["93.184.215.14:443"]);
-        // The refresh is kept: nobody looks up until its cache period ends.
-        at(&r, &uri, t0, 2 * DNS_CACHE_MS - 1).unwrap();
-        assert_eq!(lookups(), 2);
+        let public_only = CachingResolver {
+            book,
+            egress: Egress::public_and(Vec::new()),
+        };
+        let config = Config::default();
+        let uri: Uri = "http://mixed.example.com/".parse().unwrap();
+        let resolved = open.resolve(&uri, &config, NextTimeout::default());
+        assert_eq!(ips(resolved), ["10.0.0.7:80", "93.184.215.14:80"]);
+        let resolved = public_only.resolve(&uri, &config, NextTimeout::default());
+        assert_eq!(ips(resolved), ["93.184.215.14:80"]);
+        let resolved = open.resolve(&uri, &config, NextTimeout::default());
+        assert_eq!(ips(resolved), ["10.0.0.7:80", "93.184.215.14:80"]);
+        assert_eq!(system.lookups(), 1);
     }
 
     #[test]
@@ -464,16 +117,16 @@ mod tests {
         let uri: Uri = "http://mixed.example.com/".parse().unwrap();
         let public_only = || Egress::public_and(Vec::new());
         let mixed = ["10.0.0.7:80", "93.184.215.14:80", "[::1]:80"];
-        let (r, _) = resolver(&mixed, public_only());
+        let r = resolver(&mixed, public_only());
         let resolved = r.resolve(&uri, &config, NextTimeout::default());
         assert_eq!(ips(resolved), ["93.184.215.14:80"]);
-        let (r, _) = resolver(&["169.254.169.254:80", "[fd00::1]:80"], public_only());
+        let r = resolver(&["169.254.169.254:80", "[fd00::1]:80"], public_only());
         assert_eq!(
             refusal(&r, &uri),
             "mixed.example.com resolves only to private addresses \
              (169.254.169.254, fd00::1), which egress.deny_private_addresses refuses"
         );
-        let (r, _) = resolver(&["10.0.0.7:80"], Egress::open());
+        let r = resolver(&["10.0.0.7:80"], Egress::open());
         assert_eq!(
             ips(r.resolve(&uri, &config, NextTimeout::default())),
             ["10.0.0.7:80"]
@@ -493,10 +146,10 @@ mod tests {
             "93.184.215.14:80",
             "[::1]:80",
         ];
-        let (r, _) = resolver(&mixed, egress.clone());
+        let r = resolver(&mixed, egress.clone());
         let resolved = r.resolve(&uri, &config, NextTimeout::default());
         assert_eq!(ips(resolved), ["10.20.3.4:80", "93.184.215.14:80"]);
-        let (r, _) = resolver(&["10.21.0.1:80"], egress);
+        let r = resolver(&["10.21.0.1:80"], egress);
         assert_eq!(
             refusal(&r, &uri),
             "internal.example.com resolves only to private addresses (10.21.0.1), \
