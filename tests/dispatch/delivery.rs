@@ -271,7 +271,7 @@ fn a_replacement_io_worker_is_not_pinned_to_its_shards_core() {
     );
     // The only worker able to take this attempt is the replacement.
     engine.commit(NewHook::new("probe", "y")).unwrap();
-    let cpus = seen.recv_timeout(Duration::from_secs(5)).unwrap();
+    let cpus = seen.recv_timeout(Duration::from_secs(30)).unwrap();
     assert_eq!(cpus, allowed_cpus());
     drop(release);
 }
