@@ -6,6 +6,7 @@
 use super::ClaimStore;
 use crate::limits::CLAIM_SWEEP_INTERVAL_MS;
 use crossbeam_channel::{RecvTimeoutError, Sender};
+use std::io;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
@@ -25,7 +26,11 @@ impl ClaimSweeper {
         let thread = std::thread::Builder::new()
             .name("goad-claims".into())
             .spawn(move || loop {
-                match claims.sweep(SystemTime::now()) {
+                let panicked =
+                    |panic| Err(io::Error::other(format!("the sweep panicked: {panic}")));
+                let swept = crate::panics::catch(|| claims.sweep(SystemTime::now()))
+                    .unwrap_or_else(panicked);
+                match swept {
                     Ok(0) => {}
                     Ok(swept) => crate::log::info(
                         "claims past their retention deleted",

@@ -171,9 +171,11 @@ impl JwtCheck {
         true
     }
 
-    /// Fetches the keys and keeps them, or the failure.
+    /// Fetches the keys and keeps them, or the failure (a fetch that
+    /// panics is one).
     fn fetch(&self) {
-        let fetched = self.fetched();
+        let fetched = crate::panics::catch(|| self.fetched())
+            .unwrap_or_else(|panic| Err(format!("the fetch panicked: {panic}").into()));
         let mut keys = self.keys.lock();
         keys.fetching = false;
         let (source, url) = (&self.source_id, &self.config.jwks_url);

@@ -133,11 +133,33 @@ impl Notifier {
     /// Commits the queued events until `stop` (a dead row counted in its
     /// sink's window waits for the window's summary), and the summaries
     /// as their windows close; at `stop`, the summaries of the open
-    /// windows, each waited for.
+    /// windows, each waited for. A pass that panics is logged, and the
+    /// thread goes on with the next event: the events stay told, but for
+    /// the one it was committing.
     fn run(self: &Arc<Notifier>, engine: &Engine) {
         let started = Instant::now();
-        let now_ms = || started.elapsed().as_millis() as u64;
         let mut summaries = DeadSummaries::default();
+        while let Err(panic) = crate::panics::catch(|| self.serve(engine, started, &mut summaries))
+        {
+            crate::log::error(
+                "the notifier panicked; it goes on with the next event",
+                &[("panic", &panic)],
+            );
+        }
+        for summary in summaries.drain() {
+            self.commit(engine, &Notice::DeadRows(summary, wall_ms()), true);
+        }
+    }
+
+    /// The body of [`Notifier::run`] until `stop`, its windows' times
+    /// counted from `started`.
+    fn serve(
+        self: &Arc<Notifier>,
+        engine: &Engine,
+        started: Instant,
+        summaries: &mut DeadSummaries,
+    ) {
+        let now_ms = || started.elapsed().as_millis() as u64;
         loop {
             let window_ms = self.coalesce_ms.load(Ordering::Relaxed);
             let closes = match summaries.next_close_ms() {
@@ -157,7 +179,7 @@ impl Notifier {
                     }
                 }
                 recv(closes) -> _ => {}
-                recv(self.stopping) -> _ => break,
+                recv(self.stopping) -> _ => return,
             }
             if summaries
                 .next_close_ms()
@@ -167,9 +189,6 @@ impl Notifier {
                     self.commit(engine, &Notice::DeadRows(summary, wall_ms()), false);
                 }
             }
-        }
-        for summary in summaries.drain() {
-            self.commit(engine, &Notice::DeadRows(summary, wall_ms()), true);
         }
     }
 

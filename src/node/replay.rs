@@ -378,23 +378,40 @@ impl Replays {
                     std::thread::sleep(STEP_INTERVAL);
                     let elapsed_s = last.elapsed().as_secs_f64();
                     last = Instant::now();
-                    if let Some(engine) = state.engine() {
-                        let (rate, max_lag_ms, retention_ms) = {
-                            let c = state.config.read();
-                            (c.replay.rate, c.replay.max_lag_ms, c.replay.retention_ms)
-                        };
-                        state.replays.step_all(engine, rate, max_lag_ms, elapsed_s);
-                        let passes = state.replays.passes.fetch_add(1, Ordering::Release);
-                        if passes.is_multiple_of(FORGET_EVERY_PASSES) {
-                            let now_ms = crate::runtime::wall_ms();
-                            state.replays.forget_done(engine, retention_ms, now_ms);
-                        }
+                    let Some(engine) = state.engine() else {
+                        continue;
+                    };
+                    // A panic poisons no lock (parking_lot's), and a
+                    // replay's pace keeps the cursors of the steps that
+                    // finished: the next pass goes on from them.
+                    let pass =
+                        crate::panics::catch(|| state.replays.pass(&state, engine, elapsed_s));
+                    if let Err(panic) = pass {
+                        crate::log::error(
+                            "the replay pacer panicked; it goes on at its next pass",
+                            &[("panic", &panic)],
+                        );
                     }
                 }
             });
         match handle {
             Ok(h) => *self.pacer.lock() = Some(h),
             Err(e) => crate::log::error("cannot start the replay pacer", &[("error", &e)]),
+        }
+    }
+
+    /// One pass of the pacer, `elapsed_s` after the last: the running
+    /// replays stepped, and every `FORGET_EVERY_PASSES` the done ones
+    /// past their retention forgotten.
+    fn pass(&self, state: &NodeState, engine: &Engine, elapsed_s: f64) {
+        let (rate, max_lag_ms, retention_ms) = {
+            let c = state.config.read();
+            (c.replay.rate, c.replay.max_lag_ms, c.replay.retention_ms)
+        };
+        self.step_all(engine, rate, max_lag_ms, elapsed_s);
+        let passes = self.passes.fetch_add(1, Ordering::Release);
+        if passes.is_multiple_of(FORGET_EVERY_PASSES) {
+            self.forget_done(engine, retention_ms, crate::runtime::wall_ms());
         }
     }
 
