@@ -134,7 +134,7 @@ impl AddressBook {
         };
         // Looked up without the lock: a slow DNS server holds up only the
         // caller asking it.
-        match self.system.resolve(uri, config, timeout) {
+        match self.look_up(uri, config, timeout) {
             Ok(addresses) => {
                 self.keep(key, uri, &addresses, now);
                 Ok(addresses)
@@ -142,6 +142,22 @@ impl AddressBook {
             Err(error) if refreshing => self.refresh_failed(&key, uri, error, now),
             Err(error) => Err(error),
         }
+    }
+
+    /// The system's answer for `uri`'s host. A look-up that panics (ureq's
+    /// starts a thread to bound it by `timeout`, and `thread::spawn`
+    /// panics when the process may start no more) is a failure that says
+    /// nothing of the DNS: [`LookUpPanicked`].
+    fn look_up(
+        &self,
+        uri: &Uri,
+        config: &Config,
+        timeout: NextTimeout,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        crate::panics::catch(|| self.system.resolve(uri, config, timeout)).unwrap_or_else(|panic| {
+            let error = std::io::Error::other(LookUpPanicked(panic));
+            Err(ureq::Error::Io(error))
+        })
     }
 
     /// Keeps `addresses`, looked up for `uri` at `now`, under `key`.
@@ -214,14 +230,28 @@ impl AddressBook {
     }
 }
 
+/// A look-up that panicked, with the panic's text.
+#[derive(Debug)]
+struct LookUpPanicked(String);
+
+impl std::fmt::Display for LookUpPanicked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "looking the host up panicked: {}", self.0)
+    }
+}
+
+impl std::error::Error for LookUpPanicked {}
+
 /// Whether a failed look-up says the DNS server is down or slow (RFC
 /// 8767's case for stale addresses) rather than that the name has no
 /// address: a timeout, or `getaddrinfo`'s `EAI_AGAIN`, which std's error
 /// carries only as its text (glibc's and musl's; a process that never
-/// calls `setlocale` has them untranslated).
+/// calls `setlocale` has them untranslated). A look-up that panicked
+/// counts too: the addresses in hand are as good as they were.
 fn dns_unavailable(error: &ureq::Error) -> bool {
     match error {
         ureq::Error::Timeout(_) => true,
+        ureq::Error::Io(e) if e.get_ref().is_some_and(|e| e.is::<LookUpPanicked>()) => true,
         ureq::Error::Io(e) => {
             let text = e.to_string();
             text.ends_with("Temporary failure in name resolution") || text.ends_with(": Try again")
@@ -411,6 +441,34 @@ pub(super) mod tests {
         // A day after they were looked up they are dropped, and the
         // failure is the answer until the DNS server is back.
         failures_are_not_kept_and_a_recovery_is(&book, &system, &uri, t0, DNS_STALE_MAX_MS);
+    }
+
+    /// What a look-up does when the process may start no more threads.
+    fn cannot_spawn() -> ureq::Error {
+        panic!("failed to spawn thread: Resource temporarily unavailable")
+    }
+
+    /// A look-up that panics is a failure, not a panic; a refresh that
+    /// panics serves the addresses in hand and is tried again a cache
+    /// period later, as one the DNS server failed is, rather than leave
+    /// the host `refreshing`, looked up by nobody for a day.
+    #[test]
+    fn a_look_up_that_panics_fails_and_a_refresh_that_panics_serves_the_addresses_in_hand() {
+        let (book, system, uri, t0) = looked_up_then_failing(cannot_spawn);
+        let served = || ips(at(&book, &uri, t0, DNS_CACHE_MS));
+        assert_eq!(served(), ["93.184.215.14:443"]);
+        assert_eq!(system.lookups(), 2);
+        system.fail_with(None);
+        at(&book, &uri, t0, 2 * DNS_CACHE_MS).unwrap();
+        assert_eq!(system.lookups(), 3);
+        system.fail_with(Some(cannot_spawn));
+        let new: Uri = "https://new.example.com/".parse().unwrap();
+        let failed = at(&book, &new, t0, 0).unwrap_err();
+        assert_eq!(
+            failed.to_string(),
+            "io: looking the host up panicked: \
+             failed to spawn thread: Resource temporarily unavailable"
+        );
     }
 
     /// A name the DNS says no longer exists is not served from before: its
