@@ -18,6 +18,7 @@ pub(crate) mod gcp_id_token;
 mod gcp_key;
 pub(crate) mod gcp_token;
 mod gcp_user;
+mod grants;
 pub mod http;
 mod jwt_key;
 mod message;

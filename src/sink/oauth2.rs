@@ -48,6 +48,7 @@ pub struct ClientCredentials {
     scope: Option<String>,
     audience: Option<String>,
     client_auth: ClientAuth,
+    egress: Egress,
     agent: ureq::Agent,
     held: Expiring<String>,
 }
@@ -139,13 +140,15 @@ impl ClientCredentials {
             scope: config.scope.clone(),
             audience: config.audience.clone(),
             client_auth: config.client_auth,
-            agent: agent_with_tls(HTTP_TIMEOUT_MS, 1, TlsConfig::default(), egress),
+            agent: agent_with_tls(HTTP_TIMEOUT_MS, 1, TlsConfig::default(), egress.clone()),
+            egress,
             held: Expiring::new(),
         }
     }
 
     /// Whether `other` asks the same endpoint for the same client's token
-    /// with the same secret and parameters (its token would do for this).
+    /// with the same secret and parameters, under the same egress rule
+    /// (its token would do for this, and it may ask where this may).
     pub(crate) fn same_grant(&self, other: &ClientCredentials) -> bool {
         let ClientCredentials {
             token_url,
@@ -154,6 +157,7 @@ impl ClientCredentials {
             scope,
             audience,
             client_auth,
+            egress,
             agent: _,
             held: _,
         } = self;
@@ -163,6 +167,12 @@ impl ClientCredentials {
             && *scope == other.scope
             && *audience == other.audience
             && *client_auth == other.client_auth
+            && *egress == other.egress
+    }
+
+    /// The endpoint it asks.
+    pub(crate) fn token_url(&self) -> &str {
+        &self.token_url
     }
 
     /// The token to send at `now`: the one held while fresh, else a new

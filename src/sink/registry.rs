@@ -9,6 +9,7 @@ use super::client::{client_certificate, root_certificates};
 use super::egress::Egress;
 use super::gcp_id_token::GoogleIdToken;
 use super::gcp_token::{PubSubAuth, KEY_FILE_VARIABLE};
+use super::grants::Grants;
 use super::http::{HttpSink, HttpSinkOptions, InvalidHttpSink, Method};
 use super::jwt_key::JwtKey;
 use super::oauth2::{ClientCredential, ClientCredentials};
@@ -129,6 +130,7 @@ impl SinkRegistry {
             taken: HashSet::new(),
         };
         let egress = Egress::of(&config.egress)?;
+        let mut grants = Grants::of(previous);
         for (i, source) in config.sources.iter().enumerate() {
             for (j, entry) in source.sinks.iter().enumerate() {
                 let at = format!("sources[{i}].sinks[{j}]");
@@ -136,7 +138,8 @@ impl SinkRegistry {
                     Some(sink) => claiming(sink.clone(), None, claims, &entry.kind, &at)?,
                     None => match entry.kind.as_str() {
                         "http" => {
-                            let options = http_options(config, &egress, source, entry, &at)?;
+                            let options =
+                                http_options(config, &egress, &mut grants, source, entry, &at)?;
                             kept.or_build(source, Recipe::Http(options), entry, claims, &at)?
                         }
                         "sqs" => {
@@ -163,6 +166,20 @@ impl SinkRegistry {
             }
         }
         Ok(SinkRegistry { sinks })
+    }
+
+    /// The OAuth 2 grants its HTTP sinks hold (one per sink that has one,
+    /// shared ones again).
+    pub(super) fn oauth2_grants(&self) -> impl Iterator<Item = &Arc<ClientCredentials>> {
+        let recipes = self
+            .sinks
+            .values()
+            .flatten()
+            .filter_map(|b| b.recipe.as_ref());
+        recipes.filter_map(|recipe| match recipe {
+            Recipe::Http(options) => options.oauth2.as_ref(),
+            _ => None,
+        })
     }
 
     /// The sink a key's call goes to: none when its source has no sink of
@@ -329,6 +346,7 @@ fn google_id_token(
 fn http_options(
     config: &Config,
     egress: &Egress,
+    grants: &mut Grants,
     source: &SourceConfig,
     entry: &SinkConfig,
     at: &str,
@@ -346,7 +364,7 @@ fn http_options(
         forward_allow: source.forward_headers.clone(),
         idle_connections: idle_connections(config),
         egress: egress.clone(),
-        oauth2: oauth2_grant(egress, entry, at)?,
+        oauth2: oauth2_grant(egress, entry, at)?.map(|grant| grants.share(grant)),
         google_id_token: google_id_token(entry, at)?,
         aws_signing: entry.aws_service.as_ref().map(|service| {
             let region = entry.region.clone().unwrap_or_default();

@@ -537,6 +537,68 @@ fn a_reconfiguration_keeps_an_unchanged_sinks_oauth2_token() {
     assert_eq!(tokens.received().len(), 2);
 }
 
+/// Sinks whose grants are the same (two sources' sinks, one client and
+/// scope) share one token, asked for once; a sink that a reconfiguration
+/// builds anew for another change (its URL) keeps it; a grant of another
+/// scope has a token of its own.
+#[test]
+fn sinks_with_the_same_grant_share_one_token_across_a_reconfiguration() {
+    let variable = "GOAD_TEST_OAUTH2_SHARED_SECRET";
+    std::env::set_var(variable, "shared");
+    let tokens = token_endpoint();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    let granted = |path: &str, scope: Option<&str>| {
+        let mut sink = SinkConfig::http(receiver.url(path));
+        sink.oauth2 = Some(goad::config::OAuth2Config {
+            scope: scope.map(Into::into),
+            ..goad::config::OAuth2Config::new(tokens.url("/token"), "goad", variable)
+        });
+        sink
+    };
+    let (a, b, read) = (
+        granted("/a", None),
+        granted("/b", None),
+        granted("/b-read", Some("read")),
+    );
+    c.sources.push(source("a", "t", vec![a]));
+    c.sources.push(source("b", "u", vec![b, read]));
+    let engine = Engine::open(c.clone()).unwrap();
+    engine.commit(NewHook::new("a", "1")).unwrap();
+    engine.commit(NewHook::new("b", "2")).unwrap();
+    engine.tick().unwrap();
+    c.sources[0].sinks[0].url = Some(receiver.url("/a-moved"));
+    engine.reconfigure(&c).unwrap();
+    engine.commit(NewHook::new("a", "3")).unwrap();
+    engine.tick().unwrap();
+    let sent: std::collections::BTreeMap<String, String> = receiver
+        .received()
+        .into_iter()
+        .map(|r| {
+            (
+                r.path.clone(),
+                r.header("authorization").unwrap().to_string(),
+            )
+        })
+        .collect();
+    let shared = &sent["/a"];
+    assert_eq!((&sent["/b"], &sent["/a-moved"]), (shared, shared));
+    assert_ne!(&sent["/b-read"], shared);
+    assert_eq!(sent.len(), 4);
+    let mut asked: Vec<String> = (tokens.received().iter())
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .collect();
+    asked.sort();
+    assert_eq!(
+        asked,
+        [
+            "grant_type=client_credentials",
+            "grant_type=client_credentials&scope=read"
+        ]
+    );
+}
+
 /// A config whose source `granted` (tenant `a`) posts to `receiver` with
 /// a token of a client credentials grant asked of `tokens`; its attempts
 /// time out after `attempt_timeout_ms` and are retried after `retry_ms`.
