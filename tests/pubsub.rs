@@ -244,9 +244,9 @@ fn a_replayed_backlog_is_published_in_one_request() {
 
 /// `credentials = "metadata"`: the token of the workload's service account
 /// comes from the metadata server (a stand-in at `GCE_METADATA_HOST` that
-/// answers only `Metadata-Flavor: Google`), fetched once while it is fresh;
-/// a server that fails fails the attempt, naming it, and nothing is
-/// published.
+/// answers only `Metadata-Flavor: Google`), fetched once while it is fresh,
+/// for a sink a reconfiguration adds too; a server that fails fails the
+/// attempt, naming it, and nothing is published.
 #[test]
 fn a_metadata_token_is_fetched_once_while_fresh_and_its_failure_fails_the_attempt() {
     let serving = Arc::new(AtomicBool::new(false));
@@ -272,9 +272,9 @@ fn a_metadata_token_is_fetched_once_while_fresh_and_its_failure_fails_the_attemp
         credentials: Some("metadata".into()),
         ..pubsub_sink(&receiver)
     };
-    let mut c = stripe_to(dir.path(), sink);
+    let mut c = stripe_to(dir.path(), sink.clone());
     c.retry.max_attempts = 1;
-    let engine = Engine::open(c).unwrap();
+    let engine = Engine::open(c.clone()).unwrap();
     commit_refused(&engine, "stripe", 1);
     assert_eq!(
         dead_attempts_and_reasons(&engine),
@@ -290,12 +290,16 @@ fn a_metadata_token_is_fetched_once_while_fresh_and_its_failure_fails_the_attemp
     replay_until_delivered(&engine, 1);
     engine.commit(NewHook::new("stripe", "second")).unwrap();
     engine.tick().unwrap();
+    c.sources.push(source("added", "acme", vec![sink]));
+    engine.reconfigure(&c).unwrap();
+    engine.commit(NewHook::new("added", "third")).unwrap();
+    engine.tick().unwrap();
     assert_eq!(
         authorizations(&receiver),
-        vec![Some("Bearer ya29.token".to_string()); 2]
+        vec![Some("Bearer ya29.token".to_string()); 3]
     );
     let asked = metadata.received();
-    assert_eq!(asked.len(), 2, "the failure, then one token for both");
+    assert_eq!(asked.len(), 2, "the failure, then one token for all three");
     assert_eq!(
         asked[1].path,
         "/computeMetadata/v1/instance/service-accounts/default/token"

@@ -79,6 +79,16 @@ impl AssumedRole {
         self.role == other.role && self.region == other.region && self.base.same_source(&other.base)
     }
 
+    /// The role's ARN.
+    pub(crate) fn role_arn(&self) -> &str {
+        &self.role.role_arn
+    }
+
+    /// The credentials it is assumed with.
+    pub(crate) fn base(&self) -> &AwsCredentials {
+        &self.base
+    }
+
     /// The role's credentials at `now`, for an attempt due to time out at
     /// `deadline`.
     pub fn get(

@@ -92,6 +92,24 @@ impl AwsCredentials {
         }
     }
 
+    /// What sets holders apart: the role an assumed role's are of, else
+    /// whether they are fetched (few holders share each).
+    pub(crate) fn sharing_key(&self) -> &str {
+        match self {
+            AwsCredentials::Env(_) => "env",
+            AwsCredentials::Fetched(_) => "fetched",
+            AwsCredentials::Assumed(role) => role.role_arn(),
+        }
+    }
+
+    /// The credentials an assumed role's are asked for with.
+    pub(crate) fn base(&self) -> Option<&AwsCredentials> {
+        match self {
+            AwsCredentials::Assumed(role) => Some(role.base()),
+            _ => None,
+        }
+    }
+
     /// Credentials to sign a request at `now`, for an attempt due to time
     /// out at `deadline` (see `expiring`).
     pub fn get(

@@ -91,6 +91,11 @@ impl GoogleIdToken {
         })
     }
 
+    /// The audience its tokens are for.
+    pub(crate) fn audience(&self) -> &str {
+        &self.audience
+    }
+
     /// The same audience from the same source: its token would do.
     pub(crate) fn same_as(&self, other: &GoogleIdToken) -> bool {
         self.audience == other.audience && self.from == other.from

@@ -9,11 +9,11 @@ use super::client::{client_certificate, root_certificates};
 use super::egress::Egress;
 use super::gcp_id_token::GoogleIdToken;
 use super::gcp_token::{PubSubAuth, KEY_FILE_VARIABLE};
-use super::grants::Grants;
 use super::http::{HttpSink, HttpSinkOptions, InvalidHttpSink, Method};
 use super::jwt_key::JwtKey;
 use super::oauth2::{ClientCredential, ClientCredentials};
 use super::pubsub::{PubSubSink, PubSubSinkOptions};
+use super::shared_credentials::SharedCredentials;
 use super::signing::SigningKey;
 use super::sigv4::AwsSigning;
 use super::sqs::{region_of, SqsSink, SqsSinkOptions};
@@ -130,7 +130,7 @@ impl SinkRegistry {
             taken: HashSet::new(),
         };
         let egress = Egress::of(&config.egress)?;
-        let mut grants = Grants::of(previous);
+        let mut shared = previous.shared_credentials();
         for (i, source) in config.sources.iter().enumerate() {
             for (j, entry) in source.sinks.iter().enumerate() {
                 let at = format!("sources[{i}].sinks[{j}]");
@@ -139,15 +139,15 @@ impl SinkRegistry {
                     None => match entry.kind.as_str() {
                         "http" => {
                             let options =
-                                http_options(config, &egress, &mut grants, source, entry, &at)?;
+                                http_options(config, &egress, &mut shared, source, entry, &at)?;
                             kept.or_build(source, Recipe::Http(options), entry, claims, &at)?
                         }
                         "sqs" => {
-                            let options = sqs_options(config, source, entry);
+                            let options = sqs_options(config, &mut shared, source, entry);
                             kept.or_build(source, Recipe::Sqs(options), entry, claims, &at)?
                         }
                         "pubsub" => {
-                            let options = pubsub_options(config, source, entry, &at)?;
+                            let options = pubsub_options(config, &mut shared, source, entry, &at)?;
                             kept.or_build(source, Recipe::PubSub(options), entry, claims, &at)?
                         }
                         _ => {
@@ -168,18 +168,33 @@ impl SinkRegistry {
         Ok(SinkRegistry { sinks })
     }
 
-    /// The OAuth 2 grants its HTTP sinks hold (one per sink that has one,
-    /// shared ones again).
-    pub(super) fn oauth2_grants(&self) -> impl Iterator<Item = &Arc<ClientCredentials>> {
+    /// The credentials its sinks hold, to share with a registry that
+    /// replaces it.
+    fn shared_credentials(&self) -> SharedCredentials {
+        let mut shared = SharedCredentials::default();
         let recipes = self
             .sinks
             .values()
             .flatten()
             .filter_map(|b| b.recipe.as_ref());
-        recipes.filter_map(|recipe| match recipe {
-            Recipe::Http(options) => options.oauth2.as_ref(),
-            _ => None,
-        })
+        for recipe in recipes {
+            match recipe {
+                Recipe::Http(options) => {
+                    if let Some(grant) = &options.oauth2 {
+                        shared.oauth2(grant.clone());
+                    }
+                    if let Some(tokens) = &options.google_id_token {
+                        shared.id_token(tokens.clone());
+                    }
+                    if let Some(signing) = &options.aws_signing {
+                        shared.aws(signing.credentials.clone());
+                    }
+                }
+                Recipe::Sqs(options) => _ = shared.aws(options.credentials.clone()),
+                Recipe::PubSub(options) => _ = shared.pubsub(options.auth.clone()),
+            }
+        }
+        shared
     }
 
     /// The sink a key's call goes to: none when its source has no sink of
@@ -346,7 +361,7 @@ fn google_id_token(
 fn http_options(
     config: &Config,
     egress: &Egress,
-    grants: &mut Grants,
+    shared: &mut SharedCredentials,
     source: &SourceConfig,
     entry: &SinkConfig,
     at: &str,
@@ -364,13 +379,13 @@ fn http_options(
         forward_allow: source.forward_headers.clone(),
         idle_connections: idle_connections(config),
         egress: egress.clone(),
-        oauth2: oauth2_grant(egress, entry, at)?.map(|grant| grants.share(grant)),
-        google_id_token: google_id_token(entry, at)?,
+        oauth2: oauth2_grant(egress, entry, at)?.map(|grant| shared.oauth2(grant)),
+        google_id_token: google_id_token(entry, at)?.map(|tokens| shared.id_token(tokens)),
         aws_signing: entry.aws_service.as_ref().map(|service| {
             let region = entry.region.clone().unwrap_or_default();
             AwsSigning {
                 service: service.clone(),
-                credentials: aws_credentials(entry, &region),
+                credentials: aws_credentials(shared, entry, &region),
                 region,
             }
         }),
@@ -499,7 +514,12 @@ fn http_url(entry: &SinkConfig, at: &str) -> Result<String, ConfigError> {
     Ok(url)
 }
 
-fn sqs_options(config: &Config, source: &SourceConfig, entry: &SinkConfig) -> SqsSinkOptions {
+fn sqs_options(
+    config: &Config,
+    shared: &mut SharedCredentials,
+    source: &SourceConfig,
+    entry: &SinkConfig,
+) -> SqsSinkOptions {
     let queue_url = entry.queue_url.clone().unwrap_or_default();
     let region = entry
         .region
@@ -507,7 +527,7 @@ fn sqs_options(config: &Config, source: &SourceConfig, entry: &SinkConfig) -> Sq
         .or_else(|| region_of(&queue_url))
         .unwrap_or_default();
     SqsSinkOptions {
-        credentials: aws_credentials(entry, &region),
+        credentials: aws_credentials(shared, entry, &region),
         region,
         queue_url,
         endpoint: entry.endpoint.clone(),
@@ -521,8 +541,13 @@ fn sqs_options(config: &Config, source: &SourceConfig, entry: &SinkConfig) -> Sq
 }
 
 /// The credentials a sink entry signs its requests for `region` with:
-/// from where its `credentials` says, of the role it names if it does.
-fn aws_credentials(entry: &SinkConfig, region: &str) -> AwsCredentials {
+/// from where its `credentials` says, of the role it names if it does;
+/// `shared`'s where it holds the same.
+fn aws_credentials(
+    shared: &mut SharedCredentials,
+    entry: &SinkConfig,
+    region: &str,
+) -> AwsCredentials {
     let env = EnvCredentials::named(
         &entry.access_key_id_env,
         &entry.secret_access_key_env,
@@ -533,11 +558,17 @@ fn aws_credentials(entry: &SinkConfig, region: &str) -> AwsCredentials {
         &entry.external_id,
         &entry.role_session_name,
     );
-    AwsCredentials::new(entry.credentials.as_deref(), env, region).assuming(role, region)
+    let base = shared.aws(AwsCredentials::new(
+        entry.credentials.as_deref(),
+        env,
+        region,
+    ));
+    shared.aws(base.assuming(role, region))
 }
 
 fn pubsub_options(
     config: &Config,
+    shared: &mut SharedCredentials,
     source: &SourceConfig,
     entry: &SinkConfig,
     at: &str,
@@ -570,7 +601,7 @@ fn pubsub_options(
             .unwrap_or_else(|| PUBSUB_ENDPOINT.into()),
         project: entry.project.clone().unwrap_or_default(),
         topic: entry.topic.clone().unwrap_or_default(),
-        auth: Arc::new(auth),
+        auth: shared.pubsub(Arc::new(auth)),
         max_message_bytes: entry.max_message_bytes.unwrap_or(PUBSUB_MAX_MESSAGE_BYTES),
         timeout_ms: sink_timeout_ms(config, entry),
         forward_allow: source.forward_headers.clone(),

@@ -57,7 +57,9 @@ fn bearers(receiver: &Receiver) -> Vec<String> {
 /// the metadata server's ID token for the sink's audience (asked with
 /// `Metadata-Flavor: Google`, the audience percent-encoded, `format=full`),
 /// kept while its `exp` is far; a 401 to a token held a while drops it and
-/// the retry carries a new one, as Cloud Run asks of a caller.
+/// the retry carries a new one, as Cloud Run asks of a caller. Another
+/// sink for the same audience shares the token; one for another audience
+/// has its own.
 #[test]
 fn a_google_id_token_sink_sends_the_metadata_servers_token_for_its_audience() {
     let issued = std::sync::atomic::AtomicU32::new(0);
@@ -75,16 +77,31 @@ fn a_google_id_token_sink_sends_the_metadata_servers_token_for_its_audience() {
     );
     let receiver = refusing_once(2);
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(id_token_config(dir.path(), &receiver, "metadata")).unwrap();
+    let mut c = id_token_config(dir.path(), &receiver, "metadata");
+    let mut same = c.sources[0].sinks[0].clone();
+    same.url = Some(receiver.url("/same-audience"));
+    let mut other = same.clone();
+    other.google_id_token.as_mut().unwrap().audience = "https://svc-xyz.a.run.app".into();
+    c.sources.push(source("same", "t", vec![same]));
+    c.sources.push(source("other", "t", vec![other]));
+    let engine = Engine::open(c).unwrap();
     commit_and_tick(&engine, "one");
     commit_and_tick(&engine, "two");
+    for id in ["same", "other"] {
+        engine.commit(NewHook::new(id, id)).unwrap();
+        engine.tick().unwrap();
+    }
     let asked: Vec<String> = metadata.received().into_iter().map(|r| r.path).collect();
-    let path = "/computeMetadata/v1/instance/service-accounts/default/identity\
-                ?audience=https%3A%2F%2Fsvc-abc.a.run.app&format=full";
-    assert_eq!(asked, [path, path]);
-    let sent = [1, 1, 2].map(|n| format!("Bearer {}", id_token(n)));
+    let path = |service: &str| {
+        format!(
+            "/computeMetadata/v1/instance/service-accounts/default/identity\
+             ?audience=https%3A%2F%2F{service}.a.run.app&format=full"
+        )
+    };
+    assert_eq!(asked, [path("svc-abc"), path("svc-abc"), path("svc-xyz")]);
+    let sent = [1, 1, 2, 2, 3].map(|n| format!("Bearer {}", id_token(n)));
     assert_eq!(bearers(&receiver), sent);
-    assert!(rows(&engine).is_empty(), "both delivered");
+    assert!(rows(&engine).is_empty(), "all delivered");
 }
 
 /// `google_id_token` with `credentials = "service_account"`: the key file

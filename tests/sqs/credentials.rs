@@ -151,6 +151,81 @@ fn instance_credentials_come_from_the_metadata_service_once_while_fresh() {
     }
 }
 
+/// Sinks taking their credentials from one place share them: two sinks
+/// and two roles assumed with the instance's credentials fetch those once
+/// (and assume each role once), and a sink a reconfiguration builds anew
+/// for another queue keeps them.
+#[test]
+fn sinks_share_credentials_from_one_place_across_a_reconfiguration() {
+    let _instance = INSTANCE_VARIABLE.lock();
+    let _sts = STS_ENDPOINT_VARIABLE.lock();
+    let moto = Moto::start();
+    std::env::set_var("AWS_EC2_METADATA_SERVICE_ENDPOINT", &moto.url);
+    std::env::set_var("AWS_ENDPOINT_URL_STS", &moto.url);
+    let queues: Vec<String> = ["shared-a", "shared-b", "shared-c", "shared-d", "shared-e"]
+        .map(|name| moto.create_queue(name))
+        .into();
+    moto.start_recording();
+    let sink = |queue_url: &str, role: Option<&str>| SinkConfig {
+        credentials: Some("instance".into()),
+        region: Some("us-east-1".into()),
+        role_arn: role.map(|name| format!("arn:aws:iam::123456789012:role/{name}")),
+        ..SinkConfig::sqs(queue_url)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.sources
+        .push(source("a", "t", vec![sink(&queues[0], None)]));
+    c.sources
+        .push(source("b", "t", vec![sink(&queues[1], None)]));
+    c.sources
+        .push(source("c", "t", vec![sink(&queues[2], Some("writer"))]));
+    c.sources
+        .push(source("d", "t", vec![sink(&queues[3], Some("reader"))]));
+    let engine = Engine::open(c.clone()).unwrap();
+    for id in ["a", "b", "c", "d"] {
+        engine.commit(NewHook::new(id, "x")).unwrap();
+    }
+    engine.tick().unwrap();
+    c.sources[0].sinks[0].queue_url = Some(queues[4].clone());
+    engine.reconfigure(&c).unwrap();
+    engine.commit(NewHook::new("a", "y")).unwrap();
+    engine.tick().unwrap();
+    for queue_url in &queues[1..] {
+        assert_eq!(moto.receive(queue_url).len(), 1, "{queue_url}");
+    }
+    let recorded = moto.recorded();
+    let metadata: Vec<String> = (recorded.iter().map(recorded_path))
+        .filter(|path| path.starts_with("/latest/"))
+        .collect();
+    assert_eq!(
+        metadata,
+        [
+            "/latest/api/token",
+            "/latest/meta-data/iam/security-credentials/",
+            "/latest/meta-data/iam/security-credentials/default-role"
+        ]
+    );
+    let mut assumed: Vec<String> = (recorded.iter())
+        .map(|r| String::from_utf8(recorded_body(r)).unwrap())
+        .filter(|body| body.contains("Action=AssumeRole"))
+        .map(|body| {
+            body.split('&')
+                .find(|p| p.starts_with("RoleArn="))
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assumed.sort();
+    assert_eq!(
+        assumed,
+        [
+            "RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Freader",
+            "RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fwriter"
+        ]
+    );
+}
+
 /// `credentials = "instance"` with a metadata service that takes the
 /// session token's request and never answers, as a container's is lost
 /// on an instance whose metadata hop limit is 1: the attempt fails
