@@ -118,6 +118,16 @@ impl ClaimStore {
         ClaimStore::s3(S3Bucket::new(options), c.retention_ms)
     }
 
+    /// The AWS credentials its bucket's requests are signed with, if it
+    /// keeps claims in one (sinks whose credentials come from the same
+    /// place share them: see `sink::shared_credentials`).
+    pub(crate) fn aws_credentials(&self) -> Option<&AwsCredentials> {
+        match &self.backend {
+            Backend::S3(bucket) => Some(bucket.credentials()),
+            Backend::Dir(_) => None,
+        }
+    }
+
     fn with(backend: Backend, retention_ms: u64) -> ClaimStore {
         ClaimStore {
             backend,

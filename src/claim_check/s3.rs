@@ -52,6 +52,11 @@ impl S3Bucket {
         }
     }
 
+    /// The credentials its requests are signed with.
+    pub(crate) fn credentials(&self) -> &AwsCredentials {
+        &self.options.credentials
+    }
+
     fn object_url(&self, tenant: &str, sha256: &str) -> String {
         let o = &self.options;
         format!(

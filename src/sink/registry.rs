@@ -131,6 +131,9 @@ impl SinkRegistry {
         };
         let egress = Egress::of(&config.egress)?;
         let mut shared = previous.shared_credentials();
+        if let Some(bucket) = claims.aws_credentials() {
+            shared.aws(bucket.clone());
+        }
         for (i, source) in config.sources.iter().enumerate() {
             for (j, entry) in source.sinks.iter().enumerate() {
                 let at = format!("sources[{i}].sinks[{j}]");

@@ -3,7 +3,8 @@
 //! serves them all rather than one each — an OAuth 2 grant (one endpoint,
 //! client, secret or key, scope, audience and egress rule), a Google ID
 //! token (one audience and source), a Pub/Sub sink's Google token, AWS
-//! credentials (one source and region), a role assumed with them. An
+//! credentials (one source and region; the claim check's bucket's too), a
+//! role assumed with them. An
 //! authorization server counts and may limit a client's tokens, and the
 //! instance metadata services throttle; a hundred sinks would otherwise
 //! ask a hundred times, and again at each expiry. A registry a reload

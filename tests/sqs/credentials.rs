@@ -151,10 +151,11 @@ fn instance_credentials_come_from_the_metadata_service_once_while_fresh() {
     }
 }
 
-/// Sinks taking their credentials from one place share them: two sinks
-/// and two roles assumed with the instance's credentials fetch those once
-/// (and assume each role once), and a sink a reconfiguration builds anew
-/// for another queue keeps them.
+/// Sinks taking their credentials from one place share them, with the
+/// claim check's bucket: two sinks, the bucket and two roles assumed with
+/// the instance's credentials fetch those once (and assume each role
+/// once), and a sink a reconfiguration builds anew for another queue keeps
+/// them.
 #[test]
 fn sinks_share_credentials_from_one_place_across_a_reconfiguration() {
     let _instance = INSTANCE_VARIABLE.lock();
@@ -165,15 +166,24 @@ fn sinks_share_credentials_from_one_place_across_a_reconfiguration() {
     let queues: Vec<String> = ["shared-a", "shared-b", "shared-c", "shared-d", "shared-e"]
         .map(|name| moto.create_queue(name))
         .into();
+    assert_eq!(moto.s3("PUT", "/shared-claims").0, 200);
     moto.start_recording();
     let sink = |queue_url: &str, role: Option<&str>| SinkConfig {
         credentials: Some("instance".into()),
         region: Some("us-east-1".into()),
         role_arn: role.map(|name| format!("arn:aws:iam::123456789012:role/{name}")),
+        inline_max_bytes: Some(100),
         ..SinkConfig::sqs(queue_url)
     };
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
+    c.claim_check = goad::config::ClaimCheckConfig {
+        s3_bucket: Some("shared-claims".into()),
+        s3_region: Some("us-east-1".into()),
+        s3_endpoint: Some(moto.url.clone()),
+        credentials: Some("instance".into()),
+        ..Default::default()
+    };
     c.sources
         .push(source("a", "t", vec![sink(&queues[0], None)]));
     c.sources
@@ -186,15 +196,18 @@ fn sinks_share_credentials_from_one_place_across_a_reconfiguration() {
     for id in ["a", "b", "c", "d"] {
         engine.commit(NewHook::new(id, "x")).unwrap();
     }
+    engine.commit(NewHook::new("b", vec![b'c'; 1_000])).unwrap();
     engine.tick().unwrap();
     c.sources[0].sinks[0].queue_url = Some(queues[4].clone());
     engine.reconfigure(&c).unwrap();
     engine.commit(NewHook::new("a", "y")).unwrap();
     engine.tick().unwrap();
-    for queue_url in &queues[1..] {
-        assert_eq!(moto.receive(queue_url).len(), 1, "{queue_url}");
-    }
+    let received: Vec<usize> = queues[1..].iter().map(|q| moto.receive(q).len()).collect();
+    assert_eq!(received, [2, 1, 1, 1]);
     let recorded = moto.recorded();
+    let claims_put = (recorded.iter())
+        .filter(|r| r["method"] == "PUT" && recorded_path(r).starts_with("/shared-claims/"));
+    assert_eq!(claims_put.count(), 1);
     let metadata: Vec<String> = (recorded.iter().map(recorded_path))
         .filter(|path| path.starts_with("/latest/"))
         .collect();
