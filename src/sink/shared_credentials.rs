@@ -3,13 +3,13 @@
 //! serves them all rather than one each — an OAuth 2 grant (one endpoint,
 //! client, secret or key, scope, audience and egress rule), a Google ID
 //! token (one audience and source), a Pub/Sub sink's Google token, AWS
-//! credentials (one source and region; the claim check's bucket's too), a
-//! role assumed with them. An
-//! authorization server counts and may limit a client's tokens, and the
-//! instance metadata services throttle; a hundred sinks would otherwise
-//! ask a hundred times, and again at each expiry. A registry a reload
-//! builds takes the holders of the one it replaces, so a sink rebuilt for
-//! another change keeps the token in hand, even while its issuer is down.
+//! credentials (one source and region; the claim check's bucket's too)
+//! and a role assumed with them. An authorization server counts and may
+//! limit a client's tokens, and the instance metadata services throttle;
+//! a hundred sinks would otherwise ask a hundred times, and again at each
+//! expiry. A registry a reload builds takes the holders of the one it
+//! replaces, so a sink rebuilt for another change keeps the token in
+//! hand, even while its issuer is down.
 
 use super::aws_credentials::AwsCredentials;
 use super::gcp_id_token::GoogleIdToken;
