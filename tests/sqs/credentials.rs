@@ -111,6 +111,23 @@ fn send_one_with_credentials(
     queue_url
 }
 
+/// Asserts that of moto's `recorded` requests, those to the instance
+/// metadata service fetched the role's credentials once (IMDSv2: a
+/// session token, the role's name, its credentials).
+fn assert_instance_credentials_fetched_once(recorded: &[Value]) {
+    let metadata: Vec<String> = (recorded.iter().map(recorded_path))
+        .filter(|path| path.starts_with("/latest/"))
+        .collect();
+    assert_eq!(
+        metadata,
+        [
+            "/latest/api/token",
+            "/latest/meta-data/iam/security-credentials/",
+            "/latest/meta-data/iam/security-credentials/default-role"
+        ]
+    );
+}
+
 /// `credentials = "instance"`: the sink signs with the instance role's
 /// credentials from the instance metadata service (moto's, at
 /// `AWS_EC2_METADATA_SERVICE_ENDPOINT`), fetched once (IMDSv2: a session
@@ -129,20 +146,7 @@ fn instance_credentials_come_from_the_metadata_service_once_while_fresh() {
         engine.tick().unwrap();
     }
     assert_eq!(moto.receive(&queue_url).len(), 2);
-    let metadata: Vec<String> = moto
-        .recorded()
-        .iter()
-        .map(recorded_path)
-        .filter(|path| path.starts_with("/latest/"))
-        .collect();
-    assert_eq!(
-        metadata,
-        [
-            "/latest/api/token",
-            "/latest/meta-data/iam/security-credentials/",
-            "/latest/meta-data/iam/security-credentials/default-role"
-        ]
-    );
+    assert_instance_credentials_fetched_once(&moto.recorded());
     let sends = moto.recorded_sends();
     assert_eq!(sends.len(), 2);
     for send in &sends {
@@ -208,17 +212,7 @@ fn sinks_share_credentials_from_one_place_across_a_reconfiguration() {
     let claims_put = (recorded.iter())
         .filter(|r| r["method"] == "PUT" && recorded_path(r).starts_with("/shared-claims/"));
     assert_eq!(claims_put.count(), 1);
-    let metadata: Vec<String> = (recorded.iter().map(recorded_path))
-        .filter(|path| path.starts_with("/latest/"))
-        .collect();
-    assert_eq!(
-        metadata,
-        [
-            "/latest/api/token",
-            "/latest/meta-data/iam/security-credentials/",
-            "/latest/meta-data/iam/security-credentials/default-role"
-        ]
-    );
+    assert_instance_credentials_fetched_once(&recorded);
     let mut assumed: Vec<String> = (recorded.iter())
         .map(|r| String::from_utf8(recorded_body(r)).unwrap())
         .filter(|body| body.contains("Action=AssumeRole"))
