@@ -643,6 +643,12 @@ pub(super) fn render(engine: &Engine, state: &NodeState) -> Result<String, Store
     f.process();
     f.notifications(&state.notifier.counts);
     f.one(
+        "goad_dns_stale_hosts",
+        "gauge",
+        "Hosts whose addresses the node serves from an earlier look-up because looking them up again failed (its DNS server down or slow), each for up to a day after that look-up.",
+        crate::sink::dns_stale_hosts(),
+    );
+    f.one(
         "goad_draining",
         "gauge",
         "1 while the node drains: it takes no new hooks (POST /v1/drain).",

@@ -223,6 +223,15 @@ impl AddressBook {
         Ok(entry.addresses.clone())
     }
 
+    /// How many hosts' addresses it serves from before at `now`: looking
+    /// them up again failed (the DNS server down or slow), and they are
+    /// not a day old yet.
+    pub(super) fn stale_hosts(&self, now: Instant) -> usize {
+        let entries = self.entries.lock();
+        let stale = entries.by_host.values();
+        stale.filter(|e| e.is_stale() && !e.is_expired(now)).count()
+    }
+
     /// How many hosts the book holds.
     #[cfg(test)]
     fn len(&self) -> usize {
@@ -414,11 +423,14 @@ pub(super) mod tests {
     #[test]
     fn when_looking_a_host_up_again_fails_its_addresses_serve_for_up_to_a_day() {
         let (book, system, uri, t0) = looked_up_then_failing(dns_down);
+        let stale_at = |ms| book.stale_hosts(t0 + Duration::from_millis(ms));
+        assert_eq!(stale_at(DNS_CACHE_MS), 0);
         assert_eq!(
             ips(at(&book, &uri, t0, DNS_CACHE_MS)),
             ["93.184.215.14:443"]
         );
         assert_eq!(system.lookups(), 2);
+        assert_eq!(stale_at(DNS_CACHE_MS), 1);
         // Not asked again until a cache period after the failure.
         assert_eq!(
             ips(at(&book, &uri, t0, 2 * DNS_CACHE_MS - 1)),
@@ -438,6 +450,10 @@ pub(super) mod tests {
             ["93.184.215.14:443"]
         );
         assert_eq!(system.lookups(), 4);
+        assert_eq!(
+            (stale_at(last_served_ms), stale_at(DNS_STALE_MAX_MS)),
+            (1, 0)
+        );
         // A day after they were looked up they are dropped, and the
         // failure is the answer until the DNS server is back.
         failures_are_not_kept_and_a_recovery_is(&book, &system, &uri, t0, DNS_STALE_MAX_MS);
@@ -458,9 +474,12 @@ pub(super) mod tests {
         let served = || ips(at(&book, &uri, t0, DNS_CACHE_MS));
         assert_eq!(served(), ["93.184.215.14:443"]);
         assert_eq!(system.lookups(), 2);
+        let stale_at = |ms| book.stale_hosts(t0 + Duration::from_millis(ms));
+        assert_eq!(stale_at(DNS_CACHE_MS), 1);
         system.fail_with(None);
         at(&book, &uri, t0, 2 * DNS_CACHE_MS).unwrap();
         assert_eq!(system.lookups(), 3);
+        assert_eq!(stale_at(2 * DNS_CACHE_MS), 0, "looked up again");
         system.fail_with(Some(cannot_spawn));
         let new: Uri = "https://new.example.com/".parse().unwrap();
         let failed = at(&book, &new, t0, 0).unwrap_err();

@@ -50,6 +50,13 @@ use std::num::NonZeroU16;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// How many hosts' addresses the node serves from an earlier look-up
+/// because looking them up again failed, its DNS server down or slow (see
+/// `address_book`).
+pub(crate) fn dns_stale_hosts() -> usize {
+    address_book::AddressBook::shared().stale_hosts(Instant::now())
+}
+
 /// A boxed error with its cause chain.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 

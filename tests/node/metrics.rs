@@ -159,6 +159,8 @@ fn metrics_parse_as_prometheus_text() {
     assert_eq!(sum("goad_dead_letters_expired_total", ""), 0.0);
     assert_eq!(sum("goad_replays", ""), 0.0);
     assert_eq!(sum("goad_lane_members", ""), 0.0);
+    // Every host this process looked up answered.
+    assert_eq!(sum("goad_dns_stale_hosts", ""), 0.0);
     assert_eq!(
         sum("goad_store_ingest_limit_bytes", ""),
         2.0 * (56u64 << 30) as f64
@@ -192,6 +194,7 @@ fn metrics_parse_as_prometheus_text() {
         "goad_shard_restarts_total",
         "goad_replay_pacer_passes_total",
         "goad_lane_members",
+        "goad_dns_stale_hosts",
     ] {
         assert!(
             samples.iter().any(|(n, _, _)| n == family),
