@@ -107,6 +107,39 @@ impl HttpSinkOptions {
         }
     }
 
+    /// A client for these options' connections: a keep-alive pool of
+    /// `idle_connections` to the URL's host, their timeouts, TLS and
+    /// egress rule.
+    pub(crate) fn client(&self) -> ureq::Agent {
+        let tls = TlsConfig::builder()
+            .root_certs(self.roots.clone())
+            .client_cert(self.client_certificate.clone())
+            .build();
+        agent_with_tls(
+            self.timeout_ms,
+            self.idle_connections,
+            tls,
+            self.egress.clone(),
+        )
+    }
+
+    /// Whether a client built for `other` would carry these options'
+    /// requests as one built for them would: to the same scheme, host and
+    /// port, with the same timeouts, pool, TLS and egress rule.
+    pub(crate) fn same_connections(&self, other: &HttpSinkOptions) -> bool {
+        let host = origin(&self.url);
+        host.is_some()
+            && host == origin(&other.url)
+            && self.timeout_ms == other.timeout_ms
+            && self.idle_connections == other.idle_connections
+            && same_roots(&self.roots, &other.roots)
+            && same_client_certificate(
+                self.client_certificate.as_ref(),
+                other.client_certificate.as_ref(),
+            )
+            && self.egress == other.egress
+    }
+
     /// Whether a sink built from `other` would do what one built from
     /// these does: every option equal, secrets, keys and certificates by
     /// their bytes, an OAuth 2 grant by its endpoint, client, secret and
@@ -300,6 +333,17 @@ const GOAD_REPLAY_ID: HeaderName = HeaderName::from_static("x-goad-replay-id");
 
 impl HttpSink {
     pub fn new(options: HttpSinkOptions) -> Result<HttpSink, InvalidHttpSink> {
+        let client = options.client();
+        HttpSink::with_client(options, client)
+    }
+
+    /// A sink built from `options` whose requests go through `client`, a
+    /// client built for options of the same connections (see
+    /// [`HttpSinkOptions::same_connections`]), which other sinks may share.
+    pub(crate) fn with_client(
+        options: HttpSinkOptions,
+        client: ureq::Agent,
+    ) -> Result<HttpSink, InvalidHttpSink> {
         let uri = options
             .url
             .parse::<Uri>()
@@ -335,17 +379,8 @@ impl HttpSink {
                 operator_headers.push((authorization, basic));
             }
         }
-        let tls = TlsConfig::builder()
-            .root_certs(options.roots)
-            .client_cert(options.client_certificate)
-            .build();
         Ok(HttpSink {
-            agent: agent_with_tls(
-                options.timeout_ms,
-                options.idle_connections,
-                tls,
-                options.egress,
-            ),
+            agent: client,
             uri,
             operator_headers,
             content_type,
@@ -448,6 +483,15 @@ impl HttpSink {
 /// `user:password@`, percent-encoded) as a Basic authorization, as curl
 /// sends it. ureq would send it still encoded (a password `s%40cret` as
 /// those 8 characters), which a receiver refuses.
+/// `url`'s `scheme://host:port` (its user information left out), if it is
+/// a URL.
+pub(crate) fn origin(url: &str) -> Option<String> {
+    let uri = url.parse::<Uri>().ok()?;
+    let (scheme, host) = (uri.scheme_str()?, uri.host()?);
+    let port = uri.port_u16().map(|p| format!(":{p}")).unwrap_or_default();
+    Some(format!("{scheme}://{host}{port}"))
+}
+
 fn without_user_info(uri: Uri) -> (Uri, Option<HeaderValue>) {
     let Some((user_info, host)) = uri.authority().and_then(|a| a.as_str().rsplit_once('@')) else {
         return (uri, None);

@@ -26,6 +26,7 @@ pub mod pubsub;
 mod queue;
 mod registry;
 mod resolver;
+mod shared_clients;
 mod shared_credentials;
 pub mod signing;
 pub(crate) mod sigv4;

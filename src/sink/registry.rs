@@ -13,6 +13,7 @@ use super::http::{HttpSink, HttpSinkOptions, InvalidHttpSink, Method};
 use super::jwt_key::JwtKey;
 use super::oauth2::{ClientCredential, ClientCredentials};
 use super::pubsub::{PubSubSink, PubSubSinkOptions};
+use super::shared_clients::SharedClients;
 use super::shared_credentials::SharedCredentials;
 use super::signing::SigningKey;
 use super::sigv4::AwsSigning;
@@ -62,7 +63,8 @@ struct Built {
 /// changed one is built anew.
 #[derive(Clone)]
 enum Recipe {
-    Http(HttpSinkOptions),
+    /// With the client its sink sends through (see `shared_clients`).
+    Http(HttpSinkOptions, ureq::Agent),
     Sqs(SqsSinkOptions),
     PubSub(PubSubSinkOptions),
 }
@@ -70,7 +72,7 @@ enum Recipe {
 impl Recipe {
     fn same_as(&self, other: &Recipe) -> bool {
         match (self, other) {
-            (Recipe::Http(a), Recipe::Http(b)) => a.same_as(b),
+            (Recipe::Http(a, _), Recipe::Http(b, _)) => a.same_as(b),
             (Recipe::Sqs(a), Recipe::Sqs(b)) => a.same_as(b),
             (Recipe::PubSub(a), Recipe::PubSub(b)) => a.same_as(b),
             _ => false,
@@ -131,6 +133,7 @@ impl SinkRegistry {
         };
         let egress = Egress::of(&config.egress)?;
         let mut shared = previous.shared_credentials();
+        let mut clients = previous.shared_clients(config.dispatch.concurrency as usize);
         if let Some(bucket) = claims.aws_credentials() {
             shared.aws(bucket.clone());
         }
@@ -143,7 +146,9 @@ impl SinkRegistry {
                         "http" => {
                             let options =
                                 http_options(config, &egress, &mut shared, source, entry, &at)?;
-                            kept.or_build(source, Recipe::Http(options), entry, claims, &at)?
+                            let client = clients.client(&options);
+                            let recipe = Recipe::Http(options, client);
+                            kept.or_build(source, recipe, entry, claims, &at)?
                         }
                         "sqs" => {
                             let options = sqs_options(config, &mut shared, source, entry);
@@ -182,7 +187,7 @@ impl SinkRegistry {
             .filter_map(|b| b.recipe.as_ref());
         for recipe in recipes {
             match recipe {
-                Recipe::Http(options) => {
+                Recipe::Http(options, _) => {
                     if let Some(grant) = &options.oauth2 {
                         shared.oauth2(grant.clone());
                     }
@@ -198,6 +203,18 @@ impl SinkRegistry {
             }
         }
         shared
+    }
+
+    /// Its HTTP sinks' clients, to share with a registry that replaces it;
+    /// new ones keep at least `pool_connections` idle.
+    fn shared_clients(&self, pool_connections: usize) -> SharedClients {
+        let mut clients = SharedClients::new(pool_connections);
+        for built in self.sinks.values().flatten() {
+            if let Some(Recipe::Http(options, client)) = &built.recipe {
+                clients.hold(options, client);
+            }
+        }
+        clients
     }
 
     /// The sink a key's call goes to: none when its source has no sink of
@@ -222,8 +239,8 @@ impl SinkRegistry {
 /// A sink of goad's built from its options.
 fn built_from(recipe: &Recipe, entry: &SinkConfig, at: &str) -> Result<Arc<dyn Sink>, ConfigError> {
     match recipe {
-        Recipe::Http(options) => {
-            let sink = HttpSink::new(options.clone()).map_err(|e| {
+        Recipe::Http(options, client) => {
+            let sink = HttpSink::with_client(options.clone(), client.clone()).map_err(|e| {
                 let (field, rule, value) = match e {
                     InvalidHttpSink::Url { url, .. } => ("url", "a valid URL", url),
                     InvalidHttpSink::Header { name, .. } => ("headers", "valid HTTP headers", name),

@@ -116,10 +116,11 @@ fn a_new_connection_closed_without_an_answer_fails_the_attempt() {
     assert_eq!(error, "io: Peer disconnected");
 }
 
-/// A reconfiguration keeps a sink whose options did not change, with its
-/// kept-alive connection: the receiver sees the next delivery on the same
-/// connection. A sink whose options changed is built anew (a new
-/// connection).
+/// A reconfiguration keeps an unchanged sink, and with it its kept-alive
+/// connection: the receiver sees the next delivery on the same
+/// connection. A sink whose options changed is built anew, but goes on
+/// over its connections unless what they are changed (its timeouts here),
+/// which take new ones.
 #[test]
 fn a_reconfiguration_keeps_an_unchanged_sinks_connection() {
     let receiver = ClosingReceiver::start(&[]);
@@ -138,7 +139,36 @@ fn a_reconfiguration_keeps_an_unchanged_sinks_connection() {
         .headers
         .insert("x-team".into(), "payments".into());
     engine.reconfigure(&c).unwrap();
-    commit_and_tick(&engine, "after a changed one");
+    commit_and_tick(&engine, "after a changed header");
+    c.sources[0].sinks[0].timeout_ms = Some(4_000);
+    engine.reconfigure(&c).unwrap();
+    commit_and_tick(&engine, "after changed timeouts");
     let connections: Vec<usize> = receiver.seen().into_iter().map(|(c, _, _)| c).collect();
-    assert_eq!(connections, [0, 0, 1]);
+    assert_eq!(connections, [0, 0, 0, 1]);
+}
+
+/// Sinks of different sources posting to one host share its kept-alive
+/// connections: deliveries through each, one after the other, go over
+/// one connection; a sink with other timeouts has its own.
+#[test]
+fn sinks_posting_to_one_host_share_its_connections() {
+    let receiver = ClosingReceiver::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    let to = |path: &str| SinkConfig::http(receiver.url.replace("/hooks", path));
+    let slower = SinkConfig {
+        timeout_ms: Some(4_000),
+        ..to("/slower")
+    };
+    c.sources.push(source("a", "t", vec![to("/a")]));
+    c.sources.push(source("b", "u", vec![to("/b"), slower]));
+    let engine = Engine::open(c).unwrap();
+    for (id, body) in [("a", "1"), ("b", "2"), ("a", "3")] {
+        engine.commit(NewHook::new(id, body)).unwrap();
+        engine.tick().unwrap();
+    }
+    let seen = receiver.seen();
+    let connections: std::collections::BTreeSet<usize> = seen.iter().map(|(c, _, _)| *c).collect();
+    assert_eq!(seen.len(), 4, "a, b and slower for 2, a again");
+    assert_eq!(connections.len(), 2, "{seen:?}");
 }
