@@ -107,37 +107,16 @@ impl HttpSinkOptions {
         }
     }
 
-    /// A client for these options' connections: a keep-alive pool of
-    /// `idle_connections` to the URL's host, their timeouts, TLS and
-    /// egress rule.
-    pub(crate) fn client(&self) -> ureq::Agent {
-        let tls = TlsConfig::builder()
-            .root_certs(self.roots.clone())
-            .client_cert(self.client_certificate.clone())
-            .build();
-        agent_with_tls(
-            self.timeout_ms,
-            self.idle_connections,
-            tls,
-            self.egress.clone(),
-        )
-    }
-
-    /// Whether a client built for `other` would carry these options'
-    /// requests as one built for them would: to the same scheme, host and
-    /// port, with the same timeouts, pool, TLS and egress rule.
-    pub(crate) fn same_connections(&self, other: &HttpSinkOptions) -> bool {
-        let host = origin(&self.url);
-        host.is_some()
-            && host == origin(&other.url)
-            && self.timeout_ms == other.timeout_ms
-            && self.idle_connections == other.idle_connections
-            && same_roots(&self.roots, &other.roots)
-            && same_client_certificate(
-                self.client_certificate.as_ref(),
-                other.client_certificate.as_ref(),
-            )
-            && self.egress == other.egress
+    /// How a sink built from these connects.
+    pub(crate) fn connections(&self) -> Connections {
+        Connections {
+            origin: origin(&self.url),
+            timeout_ms: self.timeout_ms,
+            idle_connections: self.idle_connections,
+            roots: self.roots.clone(),
+            client_certificate: self.client_certificate.clone(),
+            egress: self.egress.clone(),
+        }
     }
 
     /// Whether a sink built from `other` would do what one built from
@@ -333,13 +312,13 @@ const GOAD_REPLAY_ID: HeaderName = HeaderName::from_static("x-goad-replay-id");
 
 impl HttpSink {
     pub fn new(options: HttpSinkOptions) -> Result<HttpSink, InvalidHttpSink> {
-        let client = options.client();
+        let client = options.connections().client(options.idle_connections);
         HttpSink::with_client(options, client)
     }
 
     /// A sink built from `options` whose requests go through `client`, a
-    /// client built for options of the same connections (see
-    /// [`HttpSinkOptions::same_connections`]), which other sinks may share.
+    /// client built for the same [`Connections`], which other sinks may
+    /// share.
     pub(crate) fn with_client(
         options: HttpSinkOptions,
         client: ureq::Agent,
@@ -483,9 +462,54 @@ impl HttpSink {
 /// `user:password@`, percent-encoded) as a Basic authorization, as curl
 /// sends it. ureq would send it still encoded (a password `s%40cret` as
 /// those 8 characters), which a receiver refuses.
+/// How a sink connects: to its URL's scheme, host and port, with its
+/// timeouts, pool, TLS and egress rule. Sinks whose connections are the
+/// same may share a client (see `shared_clients`).
+#[derive(Clone)]
+pub(crate) struct Connections {
+    /// `scheme://host:port`, if the URL is one.
+    pub origin: Option<String>,
+    timeout_ms: u64,
+    idle_connections: usize,
+    roots: RootCerts,
+    client_certificate: Option<ClientCert>,
+    egress: Egress,
+}
+
+impl Connections {
+    /// A client for them: a keep-alive pool keeping up to
+    /// `idle_connections` idle.
+    pub(crate) fn client(&self, idle_connections: usize) -> ureq::Agent {
+        let tls = TlsConfig::builder()
+            .root_certs(self.roots.clone())
+            .client_cert(self.client_certificate.clone())
+            .build();
+        agent_with_tls(self.timeout_ms, idle_connections, tls, self.egress.clone())
+    }
+
+    /// Whether they are `other`'s (never without an origin).
+    pub(crate) fn same_as(&self, other: &Connections) -> bool {
+        self.origin.is_some()
+            && self.origin == other.origin
+            && self.timeout_ms == other.timeout_ms
+            && self.idle_connections == other.idle_connections
+            && same_roots(&self.roots, &other.roots)
+            && same_client_certificate(
+                self.client_certificate.as_ref(),
+                other.client_certificate.as_ref(),
+            )
+            && self.egress == other.egress
+    }
+
+    /// The idle connections a sink of them keeps, at least.
+    pub(crate) fn idle_connections(&self) -> usize {
+        self.idle_connections
+    }
+}
+
 /// `url`'s `scheme://host:port` (its user information left out), if it is
 /// a URL.
-pub(crate) fn origin(url: &str) -> Option<String> {
+fn origin(url: &str) -> Option<String> {
     let uri = url.parse::<Uri>().ok()?;
     let (scheme, host) = (uri.scheme_str()?, uri.host()?);
     let port = uri.port_u16().map(|p| format!(":{p}")).unwrap_or_default();

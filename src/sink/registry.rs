@@ -146,7 +146,7 @@ impl SinkRegistry {
                         "http" => {
                             let options =
                                 http_options(config, &egress, &mut shared, source, entry, &at)?;
-                            let client = clients.client(&options);
+                            let client = clients.client(options.connections());
                             let recipe = Recipe::Http(options, client);
                             kept.or_build(source, recipe, entry, claims, &at)?
                         }
@@ -211,7 +211,7 @@ impl SinkRegistry {
         let mut clients = SharedClients::new(pool_connections);
         for built in self.sinks.values().flatten() {
             if let Some(Recipe::Http(options, client)) = &built.recipe {
-                clients.hold(options, client);
+                clients.hold(options.connections(), client.clone());
             }
         }
         clients

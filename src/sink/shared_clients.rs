@@ -1,13 +1,13 @@
 //! The HTTP clients of a registry's HTTP sinks, shared: sinks whose
 //! requests go to one scheme, host and port with the same timeouts, pool
-//! size, TLS and egress rule (see [`HttpSinkOptions::same_connections`])
-//! hold one client, and so one keep-alive pool. A hundred sources posting
-//! to one host (Slack's, Zapier's incoming webhooks) keep the connections
-//! they need between them, warm, rather than a pool each that mostly
-//! holds expired ones, each new delivery paying for a TLS handshake. A
-//! registry a reload builds takes the clients of the one it replaces, so a
-//! sink rebuilt for another change (a header, a secret, the URL's path)
-//! goes on over the connections it had.
+//! size, TLS and egress rule (the same [`Connections`]) hold one client,
+//! and so one keep-alive pool. A hundred sources posting to one host
+//! (Slack's, Zapier's incoming webhooks) keep the connections they need
+//! between them, warm, rather than a pool each that mostly holds expired
+//! ones, each new delivery paying for a TLS handshake. A registry a
+//! reload builds takes the clients of the one it replaces, so a sink
+//! rebuilt for another change (a header, a secret, the URL's path) goes
+//! on over the connections it had.
 //!
 //! A shared pool keeps as many of a host's connections idle as the node
 //! runs attempts at once (`dispatch.concurrency`; a sink's own
@@ -16,13 +16,13 @@
 //! is idle only after it was in use, so a pool holds no more than its
 //! sinks ever ran at once.
 
-use super::http::{origin, HttpSinkOptions};
+use super::http::Connections;
 use std::collections::HashMap;
 
 /// The clients so far, by origin (`scheme://host:port`), each with the
-/// options it was built for.
+/// connections it was built for.
 pub(super) struct SharedClients {
-    by_origin: HashMap<String, Vec<(HttpSinkOptions, ureq::Agent)>>,
+    by_origin: HashMap<String, Vec<(Connections, ureq::Agent)>>,
     /// The idle connections a new client keeps, at least.
     pool_connections: usize,
 }
@@ -36,33 +36,29 @@ impl SharedClients {
         }
     }
 
-    /// Holds `client`, built for `options`, for the sinks of the same
+    /// Holds `client`, built for `connections`, for the sinks of the same
     /// connections to come.
-    pub(super) fn hold(&mut self, options: &HttpSinkOptions, client: &ureq::Agent) {
-        let Some(origin) = origin(&options.url) else {
+    pub(super) fn hold(&mut self, connections: Connections, client: ureq::Agent) {
+        let Some(origin) = connections.origin.clone() else {
             return;
         };
         let held = self.by_origin.entry(origin).or_default();
-        if !held.iter().any(|(o, _)| o.same_connections(options)) {
-            held.push((options.clone(), client.clone()));
+        if !held.iter().any(|(c, _)| c.same_as(&connections)) {
+            held.push((connections, client));
         }
     }
 
-    /// The client held for options of the same connections as `options`,
-    /// else a new one, held from now on.
-    pub(super) fn client(&mut self, options: &HttpSinkOptions) -> ureq::Agent {
-        let held = origin(&options.url).and_then(|origin| self.by_origin.get(&origin));
-        let same = held.and_then(|held| held.iter().find(|(o, _)| o.same_connections(options)));
+    /// The client held for the same `connections`, else a new one, held
+    /// from now on.
+    pub(super) fn client(&mut self, connections: Connections) -> ureq::Agent {
+        let held = (connections.origin.as_ref()).and_then(|origin| self.by_origin.get(origin));
+        let same = held.and_then(|held| held.iter().find(|(c, _)| c.same_as(&connections)));
         if let Some((_, client)) = same {
             return client.clone();
         }
-        let idle_connections = options.idle_connections.max(self.pool_connections);
-        let pooled = HttpSinkOptions {
-            idle_connections,
-            ..options.clone()
-        };
-        let client = pooled.client();
-        self.hold(options, &client);
+        let idle_connections = connections.idle_connections().max(self.pool_connections);
+        let client = connections.client(idle_connections);
+        self.hold(connections, client.clone());
         client
     }
 }
