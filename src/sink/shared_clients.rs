@@ -49,16 +49,18 @@ impl SharedClients {
     }
 
     /// The client held for the same `connections`, else a new one, held
-    /// from now on.
+    /// from now on (one without an origin is held by nobody).
     pub(super) fn client(&mut self, connections: Connections) -> ureq::Agent {
-        let held = (connections.origin.as_ref()).and_then(|origin| self.by_origin.get(origin));
-        let same = held.and_then(|held| held.iter().find(|(c, _)| c.same_as(&connections)));
-        if let Some((_, client)) = same {
+        let idle_connections = connections.idle_connections().max(self.pool_connections);
+        let Some(origin) = connections.origin.clone() else {
+            return connections.client(idle_connections);
+        };
+        let held = self.by_origin.entry(origin).or_default();
+        if let Some((_, client)) = held.iter().find(|(c, _)| c.same_as(&connections)) {
             return client.clone();
         }
-        let idle_connections = connections.idle_connections().max(self.pool_connections);
         let client = connections.client(idle_connections);
-        self.hold(connections, client.clone());
+        held.push((connections, client.clone()));
         client
     }
 }
