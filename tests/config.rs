@@ -393,9 +393,10 @@ fn goad_check_environment_reads_the_variables_and_files_the_config_names() {
     );
 }
 
-/// `goad check --environment` fetches each `ingest_jwt` source's key set:
-/// one it cannot fetch is a warning naming the key and why, and the check
-/// still passes, as a node starts without the keys.
+/// `goad check --environment` fetches each `ingest_jwt` key set, once for
+/// the sources naming its URL: one it cannot fetch is a warning for each
+/// of them naming the key and why, and the check still passes, as a node
+/// starts without the keys.
 #[test]
 fn goad_check_environment_fetches_each_key_set_and_warns_of_one_it_cannot() {
     let zeros = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"; // 32 bytes
@@ -413,7 +414,9 @@ fn goad_check_environment_fetches_each_key_set_and_warns_of_one_it_cannot() {
         )
     };
     let (good_url, gone_url) = (issuer.url("/certs"), gone.url("/certs"));
-    let config = source("push", good_url) + &source("entra", gone_url.clone());
+    let config = source("push", good_url)
+        + &source("entra", gone_url.clone())
+        + &source("entra-eu", gone_url.clone());
     std::fs::write(&path, config).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_goad"))
         .args(["check", "--environment", "--config"])
@@ -428,16 +431,19 @@ fn goad_check_environment_fetches_each_key_set_and_warns_of_one_it_cannot() {
     assert_eq!(
         stdout.trim(),
         format!(
-            "{}: ok (2 sources, 0 sinks; its variables and files read)",
+            "{}: ok (3 sources, 0 sinks; its variables and files read)",
             path.display()
         )
     );
+    let warning = |i: usize, id: &str| {
+        format!(
+            "warning: sources[{i}].ingest_jwt.jwks_url {gone_url:?}: cannot fetch a key set goad \
+             can use (HTTP status 404); a node answers source {id:?}'s hooks 503 until it can"
+        )
+    };
     assert_eq!(
         stderr.trim(),
-        format!(
-            "warning: sources[1].ingest_jwt.jwks_url {gone_url:?}: cannot fetch a key set goad \
-             can use (HTTP status 404); a node answers source \"entra\"'s hooks 503 until it can"
-        )
+        format!("{}\n{}", warning(1, "entra"), warning(2, "entra-eu"))
     );
     let requests = (issuer.received().len(), gone.received().len());
     assert_eq!(requests, (1, 1), "each fetched once");

@@ -5,7 +5,8 @@
 //! issuer's tokens: `jwks`).
 
 use super::ingest_rate::IngestRate;
-use super::jwks::JwtCheck;
+use super::jwks::Jwks;
+use super::jwt_check::JwtCheck;
 use super::provider_handshake::Handshake;
 use super::provider_signature::SignatureCheck;
 use crate::config::{env_value, Config, ConfigError, IngestSignature, OneOrMany};
@@ -67,7 +68,7 @@ pub struct SourceIngest {
     /// A body signed by the provider.
     pub signature: Option<SignatureCheck>,
     /// A bearer token the issuer signed, checked with its published keys.
-    pub jwt: Option<Arc<JwtCheck>>,
+    pub jwt: Option<JwtCheck>,
     /// Where a hook's dedupe key is.
     pub dedupe: DedupeKeyAt,
     /// The source's `max_ingest_per_s`, if it has one.
@@ -77,10 +78,16 @@ pub struct SourceIngest {
 impl Tokens {
     /// A reload's tokens: a source whose `max_ingest_per_s` did not change
     /// keeps its bucket (a reload must not hand a flooding provider a
-    /// fresh second's worth), and one whose `ingest_jwt` did not change
-    /// its issuer's keys.
+    /// fresh second's worth), and the sources of an `ingest_jwt` key set
+    /// that `old` holds take its keys and their freshness.
     pub fn keep_state_of(mut self, old: &Tokens) -> Tokens {
+        let kept_key_sets = old.key_sets();
         for (id, ingest) in &mut self.sources {
+            if let Some(jwt) = &mut ingest.jwt {
+                if let Some(kept) = kept_key_sets.get(jwt.jwks().url()) {
+                    *jwt = JwtCheck::new(id, jwt.config(), Arc::clone(kept));
+                }
+            }
             let Some(old) = old.sources.get(id) else {
                 continue;
             };
@@ -89,23 +96,24 @@ impl Tokens {
                     ingest.rate = Some(kept.clone());
                 }
             }
-            if let (Some(jwt), Some(kept)) = (&ingest.jwt, &old.jwt) {
-                if kept.config() == jwt.config() {
-                    ingest.jwt = Some(kept.clone());
-                }
-            }
         }
         self
     }
 
-    /// Starts fetching the keys of every source's `ingest_jwt` that has
-    /// none fresh (a node's start and reload: its first tokens are then
-    /// checked at once).
-    pub fn fetch_stale_keys(&self) {
-        self.sources
-            .values()
+    /// Each `ingest_jwt` key set the sources share, by URL.
+    pub fn key_sets(&self) -> HashMap<&str, &Arc<Jwks>> {
+        (self.sources.values())
             .filter_map(|ingest| ingest.jwt.as_ref())
-            .for_each(JwtCheck::refresh_if_stale);
+            .map(|jwt| (jwt.jwks().url(), jwt.jwks()))
+            .collect()
+    }
+
+    /// Starts fetching every `ingest_jwt` key set that has none fresh (a
+    /// node's start and reload: its first tokens are then checked at once).
+    pub fn fetch_stale_keys(&self) {
+        for jwks in self.key_sets().values() {
+            jwks.keys_in_hand();
+        }
     }
 
     /// Reads every token `config` names; a named variable that is unset or
@@ -116,6 +124,7 @@ impl Tokens {
             None => None,
         };
         let mut sources = HashMap::new();
+        let mut key_sets: HashMap<&str, Arc<Jwks>> = HashMap::new();
         for (i, source) in config.sources.iter().enumerate() {
             let token = match &source.ingest_token_env {
                 Some(vars) => Some(BearerTokens::from_env(
@@ -151,8 +160,13 @@ impl Tokens {
                 .ingest_handshake
                 .as_deref()
                 .and_then(Handshake::named);
-            let jwt = (source.ingest_jwt.as_ref())
-                .map(|config| Arc::new(JwtCheck::new(&source.id, config)));
+            let jwt = source.ingest_jwt.as_ref().map(|jwt| {
+                let url = jwt.jwks_url.as_str();
+                let jwks = key_sets
+                    .entry(url)
+                    .or_insert_with(|| Arc::new(Jwks::new(url)));
+                JwtCheck::new(&source.id, jwt, jwks.clone())
+            });
             let ingest = SourceIngest {
                 token,
                 verify_token,

@@ -230,14 +230,14 @@ impl Family<'_> {
         self.head(
             name,
             "counter",
-            "Fetches of each ingest_jwt source's key set (its jwks_url), by result: ok or failed (the keys in hand serve meanwhile; until a first ok, its hooks are answered 503).",
+            "Fetches of each ingest_jwt source's key set (its jwks_url, shared by the sources naming it), by result: ok or failed (the keys in hand serve meanwhile; until a first ok, its hooks are answered 503).",
         );
         let mut checks: Vec<_> = (tokens.sources.values())
             .filter_map(|ingest| ingest.jwt.as_ref())
             .collect();
         checks.sort_by(|a, b| a.source_id().cmp(b.source_id()));
         for check in checks {
-            let (ok, failed) = check.fetches();
+            let (ok, failed) = check.jwks().fetches();
             for (result, count) in [("ok", ok), ("failed", failed)] {
                 let source = check.source_id();
                 let _ = writeln!(

@@ -23,6 +23,7 @@ mod ingest_counts;
 mod ingest_rate;
 mod jwks;
 mod jwt;
+mod jwt_check;
 mod listing;
 mod metrics;
 mod notify;
@@ -50,6 +51,7 @@ use http::{Server, Stopper};
 use ingest_counts::IngestCounts;
 use parking_lot::{Condvar, Mutex, RwLock};
 use replay::Replays;
+use std::collections::HashMap;
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -108,7 +110,8 @@ impl std::error::Error for NodeError {}
 /// does, resolves `listen` and refuses an admin API open beyond loopback
 /// unless `allow_open_admin`. A config error names the key.
 ///
-/// It also fetches each `ingest_jwt` source's key set. A fetch that fails
+/// It also fetches each `ingest_jwt` key set (once for the sources that
+/// share its URL). A fetch that fails
 /// is a warning, returned, not an error: a node starts without the keys
 /// (that source's hooks are answered 503 until a fetch succeeds), so an
 /// issuer's outage must not stop a start that checks first.
@@ -124,9 +127,11 @@ pub fn check_environment(
         .map_err(NodeError::Config)?;
     let jwt_sources = (config.sources.iter().enumerate())
         .filter_map(|(i, source)| Some((i, source, source.ingest_jwt.as_ref()?)));
+    let mut fetched = HashMap::new();
     let warnings = jwt_sources.filter_map(|(i, source, jwt)| {
-        let fetched = jwks::JwtCheck::new(&source.id, jwt).fetch_once();
-        let e = fetched.err()?;
+        let url = jwt.jwks_url.as_str();
+        let fetch = || jwks::Jwks::new(url).fetch_once().map_err(|e| e.to_string());
+        let e = fetched.entry(url).or_insert_with(fetch).clone().err()?;
         Some(format!(
             "sources[{i}].ingest_jwt.jwks_url {:?}: cannot fetch a key set goad can use ({e}); \
              a node answers source {:?}'s hooks 503 until it can",

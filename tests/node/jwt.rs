@@ -276,3 +276,55 @@ fn a_source_with_ingest_jwt_takes_hooks_its_issuer_signed_for_it() {
         "{message}"
     );
 }
+
+/// The key set at one `jwks_url` serves every source naming it: fetched
+/// once as the node starts however many sources name it (a URL of its
+/// own is fetched on its own), and a reload's sources take it with its
+/// keys — one the reload adds, one whose issuers it changed — fetching
+/// nothing again; each source's metric counts its key set's fetches.
+#[test]
+fn sources_naming_one_key_set_share_its_fetches() {
+    let dir = tempfile::tempdir().unwrap();
+    let issuer = Arc::new(Issuer::new());
+    let set = issuer.key_set(false);
+    let jwks = Receiver::start(move |_| {
+        Reply::status(200)
+            .header("content-type", "application/json")
+            .with_body(set.clone())
+    })
+    .unwrap();
+    let fetches_of = |path: &str| {
+        let received = jwks.received();
+        received.iter().filter(|r| r.path == path).count()
+    };
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = node_config(dir.path());
+    for (id, path) in [("a", "/certs"), ("b", "/certs"), ("c", "/other")] {
+        c.sources
+            .push(push_source(id, jwks.url(path), receiver.url("/push")));
+    }
+    let path = dir.path().join("goad.toml");
+    std::fs::write(&path, toml::to_string(&c).unwrap()).unwrap();
+    let node = start_with(c.clone(), Some(path.clone()));
+    let addr = node.local_addr();
+    let token = format!("Bearer {}", issuer.token("r1", &push_claims()));
+    let push = |source: &str| ingest(addr, source, b"{}", &[("authorization", &token)]).status;
+    wait_until("the keys to be fetched", Duration::from_secs(20), || {
+        ["a", "b", "c"].iter().all(|source| push(source) == 202)
+    });
+    assert_eq!((fetches_of("/certs"), fetches_of("/other")), (1, 1));
+
+    c.sources[1].ingest_jwt.as_mut().unwrap().issuer =
+        OneOrMany::One("https://accounts.google.com".into());
+    c.sources
+        .push(push_source("d", jwks.url("/certs"), receiver.url("/push")));
+    std::fs::write(&path, toml::to_string(&c).unwrap()).unwrap();
+    assert_eq!(call(addr, "POST", "/v1/reload", &[], b"").status, 200);
+    assert_eq!((push("b"), push("d")), (202, 202), "no wait for keys");
+    assert_eq!((fetches_of("/certs"), fetches_of("/other")), (1, 1));
+    let fetches = "goad_ingest_jwt_key_fetches_total";
+    for source in ["a", "b", "c", "d"] {
+        let ok = format!(r#"source="{source}",result="ok""#);
+        assert_eq!(metric(addr, fetches, &ok), 1.0, "{source}");
+    }
+}
