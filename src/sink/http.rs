@@ -458,10 +458,6 @@ impl HttpSink {
     }
 }
 
-/// `uri` without its user information, and that information (RFC 3986:
-/// `user:password@`, percent-encoded) as a Basic authorization, as curl
-/// sends it. ureq would send it still encoded (a password `s%40cret` as
-/// those 8 characters), which a receiver refuses.
 /// How a sink connects: to its URL's scheme, host and port, with its
 /// timeouts, pool, TLS and egress rule. Sinks whose connections are the
 /// same may share a client (see `shared_clients`).
@@ -507,15 +503,26 @@ impl Connections {
     }
 }
 
-/// `url`'s `scheme://host:port` (its user information left out), if it is
-/// a URL.
+/// `url`'s `scheme://host:port` (its user information left out; the
+/// scheme's port when it names none, so `https://h/` and `https://h:443/`
+/// are one origin), if it is a URL.
 fn origin(url: &str) -> Option<String> {
     let uri = url.parse::<Uri>().ok()?;
-    let (scheme, host) = (uri.scheme_str()?, uri.host()?);
-    let port = uri.port_u16().map(|p| format!(":{p}")).unwrap_or_default();
-    Some(format!("{scheme}://{host}{port}"))
+    let (scheme, host) = (uri.scheme_str()?.to_ascii_lowercase(), uri.host()?);
+    let default_port = match scheme.as_str() {
+        "https" => Some(443),
+        "http" => Some(80),
+        _ => None,
+    };
+    let port = uri.port_u16().or(default_port);
+    let port = port.map(|p| format!(":{p}")).unwrap_or_default();
+    Some(format!("{scheme}://{}{port}", host.to_ascii_lowercase()))
 }
 
+/// `uri` without its user information, and that information (RFC 3986:
+/// `user:password@`, percent-encoded) as a Basic authorization, as curl
+/// sends it. ureq would send it still encoded (a password `s%40cret` as
+/// those 8 characters), which a receiver refuses.
 fn without_user_info(uri: Uri) -> (Uri, Option<HeaderValue>) {
     let Some((user_info, host)) = uri.authority().and_then(|a| a.as_str().rsplit_once('@')) else {
         return (uri, None);
@@ -669,5 +676,27 @@ mod tests {
             build("http://127.0.0.1:9/h", ("transfer-encoding", "chunked")),
             Some(InvalidHttpSink::ReservedHeader { name }) if name == "transfer-encoding"
         ));
+    }
+    /// Sinks whose URLs name one scheme, host and port in other spellings
+    /// (the scheme's port left out, the host in capitals, user
+    /// information) connect to one origin, so they may share connections.
+    #[test]
+    fn a_urls_origin_is_its_scheme_host_and_port_however_spelt() {
+        let origin_of = |url| HttpSinkOptions::new(url).connections().origin;
+        let slack = Some("https://hooks.slack.com:443".to_string());
+        assert_eq!(origin_of("https://hooks.slack.com/services/a"), slack);
+        assert_eq!(origin_of("HTTPS://Hooks.Slack.com:443/services/b"), slack);
+        assert_eq!(origin_of("https://u:p@hooks.slack.com/c"), slack);
+        let other = |url| origin_of(url).unwrap();
+        assert_eq!(
+            other("http://hooks.slack.com/a"),
+            "http://hooks.slack.com:80"
+        );
+        assert_eq!(
+            other("https://hooks.slack.com:8443/a"),
+            "https://hooks.slack.com:8443"
+        );
+        assert_eq!(other("http://[::1]:8080/a"), "http://[::1]:8080");
+        assert_eq!(origin_of("not a url"), None);
     }
 }

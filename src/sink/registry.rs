@@ -13,7 +13,7 @@ use super::http::{HttpSink, HttpSinkOptions, InvalidHttpSink, Method};
 use super::jwt_key::JwtKey;
 use super::oauth2::{ClientCredential, ClientCredentials};
 use super::pubsub::{PubSubSink, PubSubSinkOptions};
-use super::shared_clients::SharedClients;
+use super::shared_clients::{PooledClient, SharedClients};
 use super::shared_credentials::SharedCredentials;
 use super::signing::SigningKey;
 use super::sigv4::AwsSigning;
@@ -64,7 +64,7 @@ struct Built {
 #[derive(Clone)]
 enum Recipe {
     /// With the client its sink sends through (see `shared_clients`).
-    Http(HttpSinkOptions, ureq::Agent),
+    Http(HttpSinkOptions, PooledClient),
     Sqs(SqsSinkOptions),
     PubSub(PubSubSinkOptions),
 }
@@ -72,7 +72,9 @@ enum Recipe {
 impl Recipe {
     fn same_as(&self, other: &Recipe) -> bool {
         match (self, other) {
-            (Recipe::Http(a, _), Recipe::Http(b, _)) => a.same_as(b),
+            (Recipe::Http(a, a_client), Recipe::Http(b, b_client)) => {
+                a.same_as(b) && a_client.idle_connections == b_client.idle_connections
+            }
             (Recipe::Sqs(a), Recipe::Sqs(b)) => a.same_as(b),
             (Recipe::PubSub(a), Recipe::PubSub(b)) => a.same_as(b),
             _ => false,
@@ -240,20 +242,23 @@ impl SinkRegistry {
 fn built_from(recipe: &Recipe, entry: &SinkConfig, at: &str) -> Result<Arc<dyn Sink>, ConfigError> {
     match recipe {
         Recipe::Http(options, client) => {
-            let sink = HttpSink::with_client(options.clone(), client.clone()).map_err(|e| {
-                let (field, rule, value) = match e {
-                    InvalidHttpSink::Url { url, .. } => ("url", "a valid URL", url),
-                    InvalidHttpSink::Header { name, .. } => ("headers", "valid HTTP headers", name),
-                    InvalidHttpSink::ReservedHeader { name } => {
-                        ("headers", "headers goad does not set itself", name)
+            let sink =
+                HttpSink::with_client(options.clone(), client.agent.clone()).map_err(|e| {
+                    let (field, rule, value) = match e {
+                        InvalidHttpSink::Url { url, .. } => ("url", "a valid URL", url),
+                        InvalidHttpSink::Header { name, .. } => {
+                            ("headers", "valid HTTP headers", name)
+                        }
+                        InvalidHttpSink::ReservedHeader { name } => {
+                            ("headers", "headers goad does not set itself", name)
+                        }
+                    };
+                    ConfigError::Invalid {
+                        key: format!("{at}.{field}"),
+                        rule: rule.into(),
+                        value: format!("{value:?}"),
                     }
-                };
-                ConfigError::Invalid {
-                    key: format!("{at}.{field}"),
-                    rule: rule.into(),
-                    value: format!("{value:?}"),
-                }
-            })?;
+                })?;
             Ok(Arc::new(sink))
         }
         Recipe::Sqs(options) => {
@@ -683,7 +688,10 @@ mod tests {
 
     /// Source "s"'s sinks built from `sinks`, keeping those of `previous`.
     fn rebuilt(sinks: Vec<SinkConfig>, previous: &SinkRegistry) -> SinkRegistry {
-        let config = Config::with_one_source(sinks);
+        rebuilt_with(Config::with_one_source(sinks), previous)
+    }
+
+    fn rebuilt_with(config: Config, previous: &SinkRegistry) -> SinkRegistry {
         let claims = Arc::new(ClaimStore::new(std::env::temp_dir(), 1));
         SinkRegistry::build(&config, &HostSinks::new(), &claims, previous).unwrap()
     }
@@ -768,6 +776,26 @@ mod tests {
             [Some(0), Some(1)],
             "two like sinks keep one each"
         );
+    }
+
+    /// An HTTP sink's shared pool keeps as many connections idle as the
+    /// node runs attempts at once: a reload raising `dispatch.concurrency`
+    /// builds the sink anew with a larger pool; one lowering it keeps it.
+    #[test]
+    fn a_rebuild_raising_the_concurrency_gives_http_sinks_a_larger_pool() {
+        let with_concurrency = |concurrency: u32| {
+            let mut config = Config::with_one_source(vec![
+                SinkConfig::http("http://a.example/hooks"),
+                SinkConfig::sqs("http://q/1/q"),
+            ]);
+            config.dispatch.concurrency = concurrency;
+            config
+        };
+        let first = rebuilt_with(with_concurrency(16), &SinkRegistry::default());
+        let raised = rebuilt_with(with_concurrency(64), &first);
+        assert_eq!(kept_from(&first, &raised, 2), [None, Some(1)]);
+        let lowered = rebuilt_with(with_concurrency(4), &raised);
+        assert_eq!(kept_from(&raised, &lowered, 2), [Some(0), Some(1)]);
     }
 
     #[test]

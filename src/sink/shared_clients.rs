@@ -14,21 +14,30 @@
 //! `idle_connections`, if more): as many as its sinks may use at once, so
 //! none is closed for want of room while they come and go. A connection
 //! is idle only after it was in use, so a pool holds no more than its
-//! sinks ever ran at once.
+//! sinks ever ran at once. A reload that raises `dispatch.concurrency`
+//! gives the sinks a client with a pool that large (their connections
+//! start anew); one that lowers it leaves them theirs.
 
 use super::http::Connections;
 use std::collections::HashMap;
 
+/// A client and the idle connections its pool keeps.
+#[derive(Clone)]
+pub(super) struct PooledClient {
+    pub(super) agent: ureq::Agent,
+    pub(super) idle_connections: usize,
+}
+
 /// The clients so far, by origin (`scheme://host:port`), each with the
 /// connections it was built for.
 pub(super) struct SharedClients {
-    by_origin: HashMap<String, Vec<(Connections, ureq::Agent)>>,
-    /// The idle connections a new client keeps, at least.
+    by_origin: HashMap<String, Vec<(Connections, PooledClient)>>,
+    /// The idle connections a client keeps, at least.
     pool_connections: usize,
 }
 
 impl SharedClients {
-    /// None held yet; a new client keeps at least `pool_connections` idle.
+    /// None held yet; a client keeps at least `pool_connections` idle.
     pub(super) fn new(pool_connections: usize) -> SharedClients {
         SharedClients {
             by_origin: HashMap::new(),
@@ -37,30 +46,86 @@ impl SharedClients {
     }
 
     /// Holds `client`, built for `connections`, for the sinks of the same
-    /// connections to come.
-    pub(super) fn hold(&mut self, connections: Connections, client: ureq::Agent) {
+    /// connections to come (of two such, the one with the larger pool).
+    pub(super) fn hold(&mut self, connections: Connections, client: PooledClient) {
         let Some(origin) = connections.origin.clone() else {
             return;
         };
         let held = self.by_origin.entry(origin).or_default();
-        if !held.iter().any(|(c, _)| c.same_as(&connections)) {
-            held.push((connections, client));
+        match held.iter_mut().find(|(c, _)| c.same_as(&connections)) {
+            Some((_, kept)) if kept.idle_connections >= client.idle_connections => {}
+            Some((_, kept)) => *kept = client,
+            None => held.push((connections, client)),
         }
     }
 
-    /// The client held for the same `connections`, else a new one, held
-    /// from now on (one without an origin is held by nobody).
-    pub(super) fn client(&mut self, connections: Connections) -> ureq::Agent {
+    /// The client held for the same `connections` if its pool is large
+    /// enough, else a new one, held from now on (one without an origin is
+    /// held by nobody).
+    pub(super) fn client(&mut self, connections: Connections) -> PooledClient {
         let idle_connections = connections.idle_connections().max(self.pool_connections);
+        let new = |connections: &Connections| PooledClient {
+            agent: connections.client(idle_connections),
+            idle_connections,
+        };
         let Some(origin) = connections.origin.clone() else {
-            return connections.client(idle_connections);
+            return new(&connections);
         };
         let held = self.by_origin.entry(origin).or_default();
-        if let Some((_, client)) = held.iter().find(|(c, _)| c.same_as(&connections)) {
-            return client.clone();
+        match held.iter_mut().find(|(c, _)| c.same_as(&connections)) {
+            Some((_, kept)) if kept.idle_connections >= idle_connections => kept.clone(),
+            Some((_, kept)) => {
+                *kept = new(&connections);
+                kept.clone()
+            }
+            None => {
+                let client = new(&connections);
+                held.push((connections, client.clone()));
+                client
+            }
         }
-        let client = connections.client(idle_connections);
-        held.push((connections, client.clone()));
-        client
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sink::http::HttpSinkOptions;
+
+    /// A client is shared by the sinks of one host while its pool is as
+    /// large as the node's concurrency asks: a reload that raises it
+    /// builds one with a larger pool, shared from then on; one that
+    /// lowers it keeps the larger.
+    #[test]
+    fn a_held_client_serves_while_its_pool_is_large_enough() {
+        let connections = || HttpSinkOptions::new("https://hooks.example/a").connections();
+        let sink_pool = connections().idle_connections();
+        let mut first = SharedClients::new(sink_pool + 8);
+        let client = first.client(connections());
+        assert_eq!(client.idle_connections, sink_pool + 8);
+
+        let mut raised = SharedClients::new(sink_pool + 56);
+        raised.hold(connections(), client.clone());
+        let larger = raised.client(connections());
+        assert_eq!(larger.idle_connections, sink_pool + 56);
+        assert_eq!(
+            raised.client(connections()).idle_connections,
+            sink_pool + 56
+        );
+        raised.hold(connections(), client);
+        assert_eq!(
+            raised.client(connections()).idle_connections,
+            sink_pool + 56,
+            "the larger pool held"
+        );
+
+        let mut lowered = SharedClients::new(1);
+        lowered.hold(connections(), larger);
+        assert_eq!(
+            lowered.client(connections()).idle_connections,
+            sink_pool + 56
+        );
+        let unheld = SharedClients::new(1).client(connections());
+        assert_eq!(unheld.idle_connections, sink_pool, "at least a sink's own");
     }
 }
