@@ -134,6 +134,9 @@ struct KeyState {
     /// For a sink with `max_calls_per_s`: when the key's next call may
     /// start (µs, on the core's clock; see `slots`).
     next_call_us: u64,
+    /// While the key waits for that turn out of its tenant's ring (in
+    /// `Core::rate_waits`): the ms the turn comes.
+    rate_wait_ms: Option<u64>,
     /// What the key's attempts came to since the shard opened.
     outcomes: SinkOutcomes,
     /// Its rows dead-lettered since the shell last logged them.
@@ -193,9 +196,11 @@ pub struct Core {
     keys: HashMap<SinkKey, KeyState>,
     /// Tenants with queued jobs, in round-robin order.
     tenant_ring: VecDeque<TenantId>,
-    /// The earliest time a key that waits out its `max_calls_per_s` may
-    /// start a call, as of the last `poll_call` pass.
-    rate_wake_ms: Option<u64>,
+    /// Keys with rows queued and a free slot that wait for their
+    /// `max_calls_per_s` turn, by the ms it comes: out of their tenant's
+    /// key ring meanwhile, so that a pass over the rings walks only the
+    /// tenants that may start a call or that run calls (see `slots`).
+    rate_waits: BTreeSet<(u64, SinkKey)>,
     /// The tenants with due rows by their hints (no later than their
     /// earliest due row: read from the index, lowered by every row written
     /// due since), in the deficit round robin's order for the next scan
@@ -283,7 +288,7 @@ impl Core {
             batches: HashMap::new(),
             tenants: HashMap::new(),
             keys: HashMap::new(),
-            rate_wake_ms: None,
+            rate_waits: BTreeSet::new(),
             tenant_ring: VecDeque::new(),
             due: due_tenants::DueTenants::default(),
             hints_stale: true,
@@ -405,6 +410,9 @@ impl Core {
         self.dispatch = dispatch;
         self.retry = retry;
         self.catalog = catalog;
+        // Keys waiting for their turn go back in the rings: the next pass
+        // holds them to their sink's new rate, or none.
+        self.end_rate_waits(u64::MAX);
         // Rows queued on a key the new sources do not have are bound again
         // by the next scan: the sink at their index is not theirs now.
         self.unqueue(self.queued_keys(|key| !self.catalog.has_key(key)));
@@ -491,7 +499,7 @@ impl Core {
         } else {
             self.next_due_at_ms
         };
-        let due = earliest(due, self.rate_wake_ms);
+        let due = earliest(due, self.rate_waits.first().map(|(turn_ms, _)| *turn_ms));
         let check = (self.probe_checks.first()).filter(|_| !self.draining);
         let due = earliest(due, check.map(|(at_ms, _)| *at_ms));
         earliest(due, self.wheel.next_deadline_ms())

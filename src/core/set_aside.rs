@@ -25,6 +25,7 @@ impl Core {
         if queued.is_empty() {
             return Vec::new();
         }
+        self.end_rate_wait(key);
         let tenant = self
             .tenants
             .get_mut(&key.tenant)

@@ -23,6 +23,16 @@
 //! idle key's next call starts at once (no burst is saved up). A process
 //! restart forgets the times; a shard rebuilt inside the process keeps
 //! them.
+//!
+//! A key with a free slot that waits for its turn leaves its tenant's
+//! ring until the turn comes (and a tenant whose keys all wait leaves the
+//! tenants' ring), so a pass looking for the next call walks only tenants
+//! and keys that may start one or that are at a cap — and those run calls,
+//! so there are no more of them than calls running. Walked, a thousand
+//! tenants whose sinks take a call a second (Slack's incoming webhooks)
+//! and have backlogs would slow every pass, and with them the shard's
+//! commits and every other tenant's deliveries (measured: to a quarter;
+//! docs/performance.md).
 
 use super::*;
 
@@ -31,9 +41,14 @@ impl Core {
     pub(super) fn enqueue(&mut self, row: RowId, key: SinkKey) {
         let queue = &mut self.keys.entry(key.clone()).or_default().queue;
         queue.push_back(row);
-        if queue.len() > 1 {
-            return;
+        if queue.len() == 1 {
+            self.ring_key(key);
         }
+    }
+
+    /// Puts `key`, which has rows queued, at the back of its tenant's ring,
+    /// and the tenant in the tenants' ring if it was not.
+    fn ring_key(&mut self, key: SinkKey) {
         let tenant = self.tenant_mut(&key.tenant);
         tenant.key_ring.push_back(key.clone());
         if tenant.key_ring.len() == 1 {
@@ -41,18 +56,43 @@ impl Core {
         }
     }
 
+    /// Rings again the keys whose turn came by `now_ms`.
+    pub(super) fn end_rate_waits(&mut self, now_ms: u64) {
+        while self
+            .rate_waits
+            .first()
+            .is_some_and(|(turn_ms, _)| *turn_ms <= now_ms)
+        {
+            let (_, key) = self.rate_waits.pop_first().expect("a first wait");
+            let state = self.keys.get_mut(&key).expect("a waiting key has state");
+            state.rate_wait_ms = None;
+            self.ring_key(key);
+        }
+    }
+
+    /// Takes `key` out of the rate waits, if it waits (its queue was taken).
+    pub(super) fn end_rate_wait(&mut self, key: &SinkKey) {
+        let state = self.keys.get_mut(key);
+        if let Some(turn_ms) = state.and_then(|state| state.rate_wait_ms.take()) {
+            let removed = self.rate_waits.remove(&(turn_ms, key.clone()));
+            assert!(removed, "{key:?} waits for its turn at {turn_ms} ms");
+        }
+    }
+
     /// The next call to start now, if a queued row has a free slot: one
     /// attempt, or for a key of a batching sink up to its batch of them (a
     /// breaker's probe goes alone). A call takes one slot whatever its size.
     pub fn poll_call(&mut self, now_ms: u64) -> Option<Call> {
-        self.rate_wake_ms = None;
+        self.end_rate_waits(now_ms);
         if self.calls_count >= self.grant.concurrency {
             return None;
         }
         for _ in 0..self.tenant_ring.len() {
             let tenant_id = self.tenant_ring.pop_front().expect("counted");
             let Some(key) = self.key_with_room(now_ms, &tenant_id) else {
-                self.tenant_ring.push_back(tenant_id);
+                if !self.tenants[&tenant_id].key_ring.is_empty() {
+                    self.tenant_ring.push_back(tenant_id);
+                }
                 continue;
             };
             let probe = match self.admit(now_ms, &key) {
@@ -107,7 +147,8 @@ impl Core {
     /// The tenant's next key in ring order with a free slot (and its turn,
     /// for a sink with a rate), taken out of the ring; `None` when the
     /// tenant is at its concurrency or none of its keys has room. A key
-    /// with a slot that waits for its turn sets `rate_wake_ms`.
+    /// with a slot that waits for its turn leaves the ring for the rate
+    /// waits.
     fn key_with_room(&mut self, now_ms: u64, tenant_id: &TenantId) -> Option<SinkKey> {
         let sink_concurrency = u64::from(self.dispatch.sink_concurrency);
         let tenant = self
@@ -119,7 +160,7 @@ impl Core {
         }
         for _ in 0..tenant.key_ring.len() {
             let key = tenant.key_ring.pop_front().expect("counted");
-            let state = &self.keys[&key];
+            let state = self.keys.get_mut(&key).expect("a ring key has state");
             // A key whose breaker's probe runs has no room: its queued
             // rows start, or park, once the probe's answer moved it.
             let probing =
@@ -133,7 +174,9 @@ impl Core {
                     return Some(key);
                 }
                 let turn_ms = state.next_call_us / 1_000;
-                self.rate_wake_ms = earliest(self.rate_wake_ms, Some(turn_ms));
+                state.rate_wait_ms = Some(turn_ms);
+                self.rate_waits.insert((turn_ms, key));
+                continue;
             }
             tenant.key_ring.push_back(key);
         }

@@ -92,3 +92,107 @@ fn a_rate_waits_behind_the_keys_concurrency_and_both_hold() {
     c.handle_outcome(301, second.id, Ok(()), TOOK);
     assert!(c.poll_job(301).is_some());
 }
+
+/// A reload holds a key waiting for its turn to its sink's new rate: one
+/// that loses its rate starts its calls at once, one whose rate is
+/// lowered waits for the turn it had, then one new interval per call.
+#[test]
+fn a_reload_holds_a_waiting_key_to_its_sinks_new_rate() {
+    let (mut c, _m) = rated_core(4, 5);
+    assert_eq!(starts(&mut c, 0), ["a", "b", "b", "b", "b", "b"]);
+    assert!(starts(&mut c, 10).is_empty(), "the turn is at 250");
+    let with_rate = |rate: Option<u32>| {
+        let mut limited = source("a", "t", &["x"]);
+        limited.sinks[0].max_calls_per_s = rate;
+        config_with(vec![limited, source("b", "t", &["x"])])
+    };
+    reconfigure(&mut c, &with_rate(Some(2)));
+    assert!(starts(&mut c, 10).is_empty(), "the turn it had");
+    assert_eq!(starts(&mut c, 250), ["a"]);
+    assert!(starts(&mut c, 749).is_empty(), "500 ms apart now");
+    assert_eq!(starts(&mut c, 750), ["a"]);
+    reconfigure(&mut c, &with_rate(None));
+    assert_eq!(starts(&mut c, 760), ["a", "a"], "no rate: at once");
+}
+
+/// Keys that wait for their turn leave the rings until it comes, so the
+/// pass looking for the next call does not walk them: 500 tenants
+/// whose sinks take one call a second, each with a row waiting, leave
+/// only the tenant that may start a call in the ring. Their rows start
+/// at their turn; a key whose rows are written back while it waits
+/// (here, a drain) leaves the waits.
+#[test]
+fn keys_waiting_for_their_turn_leave_the_rings_until_it_comes() {
+    let tenants = 500;
+    let mut sources: Vec<_> = (0..tenants)
+        .map(|i| {
+            let mut limited = source(&format!("s{i}"), &format!("t{i}"), &["x"]);
+            limited.sinks[0].max_calls_per_s = Some(1);
+            limited
+        })
+        .collect();
+    sources.push(source("fast", "f", &["x"]));
+    let mut c = core(&config_with(sources), BIG);
+    let mut m = Model::default();
+    for i in 0..tenants {
+        for _ in 0..2 {
+            m.add(&format!("t{i}"), &format!("s{i}"), &["x"], 0);
+        }
+    }
+    claim_all(&mut c, &mut m, 0);
+    assert_eq!(
+        answered_starts(&mut c, 0).len(),
+        tenants,
+        "each key's first call"
+    );
+    assert!(c.tenant_ring.is_empty(), "{} tenants", c.tenant_ring.len());
+    assert_eq!(c.rate_waits.len(), tenants);
+    assert_eq!(c.poll_deadline(0), Some(1_000));
+
+    for _ in 0..3 {
+        m.add("f", "fast", &["x"], 10);
+    }
+    c.handle_committed_for(&Arc::from("f"), 10);
+    claim_all(&mut c, &mut m, 10);
+    assert_eq!(answered_starts(&mut c, 10), ["fast", "fast", "fast"]);
+    assert!(answered_starts(&mut c, 999).is_empty());
+    assert_eq!(
+        answered_starts(&mut c, 1_000).len(),
+        tenants,
+        "each key's turn"
+    );
+    assert!(c.rate_waits.is_empty() && c.tenant_ring.is_empty());
+
+    for i in 0..tenants {
+        m.add(&format!("t{i}"), &format!("s{i}"), &["x"], 1_000);
+        c.handle_committed_for(&Arc::from(format!("t{i}")), 1_000);
+    }
+    claim_all(&mut c, &mut m, 1_000);
+    assert!(
+        answered_starts(&mut c, 1_000).is_empty(),
+        "the next turn is at 2,000"
+    );
+    assert_eq!(c.rate_waits.len(), tenants);
+    c.handle_drain();
+    assert!(c.rate_waits.is_empty(), "the drain wrote the rows back");
+    assert_eq!(c.stats().queued, 0);
+}
+
+/// Claims every row due at `now_ms`, scan after scan.
+fn claim_all(c: &mut Core, m: &mut Model, now_ms: u64) {
+    while c.wants_scan(now_ms) {
+        c.handle_scan(now_ms, m);
+        let _ = m.apply(c);
+    }
+}
+
+/// The sources of the calls that start at `now_ms`, each answered ok.
+fn answered_starts(c: &mut Core, now_ms: u64) -> Vec<String> {
+    let jobs: Vec<Job> = std::iter::from_fn(|| c.poll_job(now_ms)).collect();
+    for job in &jobs {
+        c.handle_outcome(now_ms, job.id, Ok(()), TOOK);
+    }
+    jobs.iter()
+        .map(|job| job.key.source_id.to_string())
+        .collect()
+}
