@@ -37,6 +37,11 @@ pub const SWEEP_STEP_ENTRIES: usize = 1_024;
 /// wakes, make those of resumed sinks and closed breakers due.
 pub const WAKE_STEP_ROWS: usize = 4_096;
 
+/// A key of a sink with `max_calls_per_s` queues the rows its turns start
+/// within this time; rows claimed beyond them wait in the store for their
+/// turns (see `core::pacing`), not in the windows.
+pub const RATE_QUEUE_AHEAD_MS: u64 = 1_000;
+
 /// A key's wake keeps this many calls' worth of its held rows due or
 /// queued per slot of `dispatch.sink_concurrency` (see `core::key_wake`):
 /// enough to keep its slots busy between scans, and all a breaker that

@@ -46,6 +46,7 @@ mod held;
 mod hints;
 mod key_wake;
 mod outcome_event;
+mod pacing;
 mod report;
 pub mod retry;
 pub mod rng;
@@ -137,6 +138,9 @@ struct KeyState {
     /// While the key waits for that turn out of its tenant's ring (in
     /// `Core::rate_waits`): the ms the turn comes.
     rate_wait_ms: Option<u64>,
+    /// The turn given to the last row written back to wait for its turn
+    /// in the store (µs; see `pacing`).
+    paced_until_us: u64,
     /// What the key's attempts came to since the shard opened.
     outcomes: SinkOutcomes,
     /// Its rows dead-lettered since the shell last logged them.
@@ -351,6 +355,7 @@ impl Core {
             .map(|(key, state)| {
                 let state = KeyState {
                     next_call_us: state.next_call_us,
+                    paced_until_us: state.paced_until_us,
                     outcomes: state.outcomes.clone(),
                     unlogged_dead: state.unlogged_dead,
                     ..KeyState::default()

@@ -228,18 +228,15 @@ impl Core {
         // Another row of its lane still runs (an attempt taken on from
         // before a shard restart): it waits until that attempt ends.
         if let Some(until_ms) = self.lane_busy_until_ms(fields.lane) {
-            self.note_due(&entry.tenant, until_ms);
-            self.ops.push_back(StoreOp::Reschedule {
-                row: entry.row,
-                fields,
-                due_at_ms: until_ms,
-                error: None,
-            });
-            return;
+            return self.claimed_due_again(&entry, fields, until_ms);
         }
         let admit = self.admit(now_ms, &key);
         if !matches!(admit, Admit::Pass { .. }) {
             return self.set_aside(now_ms, &key, &hook, entry.row, fields, admit);
+        }
+        // A row that waits for its sink's rate waits in the store.
+        if let Some(due_at_ms) = self.paced_due_ms(now_ms, &key, &fields) {
+            return self.claimed_due_again(&entry, fields, due_at_ms);
         }
         let claim = Claim {
             key: key.clone(),
@@ -250,6 +247,18 @@ impl Core {
         };
         self.add_claim(entry.row, claim);
         self.enqueue(entry.row, key);
+    }
+
+    /// Writes a row just claimed back due at `due_at_ms`, its attempts
+    /// unchanged.
+    fn claimed_due_again(&mut self, entry: &DueEntry, fields: RowFields, due_at_ms: u64) {
+        self.note_due(&entry.tenant, due_at_ms);
+        self.ops.push_back(StoreOp::Reschedule {
+            row: entry.row,
+            fields,
+            due_at_ms,
+            error: None,
+        });
     }
 
     /// A claimed row's state and hook; `None` when it cannot run without

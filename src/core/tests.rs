@@ -15,6 +15,7 @@ mod damaged_store;
 mod dead_letters;
 mod key_wake;
 mod outcome_events;
+mod pacing;
 mod paused;
 mod rates;
 mod rebuild;

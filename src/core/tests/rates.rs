@@ -21,8 +21,10 @@ fn rated_core(rate: u32, rows: usize) -> (Core, Model) {
     (c, m)
 }
 
-/// The sources of the calls that start at `now_ms`, in order.
-fn starts(c: &mut Core, now_ms: u64) -> Vec<String> {
+/// The sources of the calls that start at `now_ms`, in order, the rows
+/// due by then claimed first.
+fn starts(c: &mut Core, m: &mut Model, now_ms: u64) -> Vec<String> {
+    claim_all(c, m, now_ms);
     std::iter::from_fn(|| c.poll_job(now_ms))
         .map(|job| job.key.source_id.to_string())
         .collect()
@@ -31,33 +33,43 @@ fn starts(c: &mut Core, now_ms: u64) -> Vec<String> {
 #[test]
 fn a_keys_calls_start_one_interval_apart_and_the_wake_up_names_the_next_turn() {
     // 4 calls per second: one every 250 ms. The key without a rate goes on.
-    let (mut c, _m) = rated_core(4, 5);
-    assert_eq!(starts(&mut c, 0), ["a", "b", "b", "b", "b", "b"]);
+    let (mut c, mut m) = rated_core(4, 5);
+    assert_eq!(starts(&mut c, &mut m, 0), ["a", "b", "b", "b", "b", "b"]);
     assert_eq!(c.poll_deadline(0), Some(250));
-    assert!(starts(&mut c, 249).is_empty());
+    assert!(starts(&mut c, &mut m, 249).is_empty());
     assert_eq!(c.poll_deadline(249), Some(250));
-    assert_eq!(starts(&mut c, 250), ["a"]);
+    assert_eq!(starts(&mut c, &mut m, 250), ["a"]);
     // Late: the next turn counts from this start, not from the missed turn.
-    assert_eq!(starts(&mut c, 900), ["a"]);
-    assert_eq!(c.poll_deadline(900), Some(1_150));
-    assert!(starts(&mut c, 1_149).is_empty());
+    assert_eq!(starts(&mut c, &mut m, 900), ["a"]);
+    // The fifth row waited in the store, paced to come due after the four
+    // queued rows' turns (see `pacing`), and is claimed then.
+    assert_eq!(c.poll_deadline(900), Some(1_000));
+    assert!(starts(&mut c, &mut m, 1_000).is_empty());
+    assert_eq!(c.poll_deadline(1_000), Some(1_150));
+    assert!(starts(&mut c, &mut m, 1_149).is_empty());
     // Idle for long, the key saves up no burst: one call, then one interval.
-    assert_eq!(starts(&mut c, 5_000), ["a"]);
-    assert!(starts(&mut c, 5_249).is_empty());
-    assert_eq!(starts(&mut c, 5_250), ["a"]);
-    assert!(starts(&mut c, 10_000).is_empty(), "all five started");
+    assert_eq!(starts(&mut c, &mut m, 5_000), ["a"]);
+    assert!(starts(&mut c, &mut m, 5_249).is_empty());
+    assert_eq!(starts(&mut c, &mut m, 5_250), ["a"]);
+    assert!(
+        starts(&mut c, &mut m, 10_000).is_empty(),
+        "all five started"
+    );
 }
 
 #[test]
 fn a_rate_over_one_per_millisecond_starts_several_calls_in_one() {
     // 2,500 per second: one every 400 µs, so 3 calls in ms 0 (at 0, 400
     // and 800 µs) and 2 in ms 1 (1,200 and 1,600 µs), on the ms clock.
-    let (mut c, _m) = rated_core(2_500, 10);
-    let first: Vec<String> = starts(&mut c, 0).into_iter().filter(|s| s == "a").collect();
+    let (mut c, mut m) = rated_core(2_500, 10);
+    let first: Vec<String> = starts(&mut c, &mut m, 0)
+        .into_iter()
+        .filter(|s| s == "a")
+        .collect();
     assert_eq!(first.len(), 3);
     assert_eq!(c.poll_deadline(0), Some(1));
-    assert_eq!(starts(&mut c, 1), ["a", "a"]);
-    assert_eq!(starts(&mut c, 2), ["a", "a", "a"]);
+    assert_eq!(starts(&mut c, &mut m, 1), ["a", "a"]);
+    assert_eq!(starts(&mut c, &mut m, 2), ["a", "a", "a"]);
 }
 
 #[test]
@@ -98,26 +110,29 @@ fn a_rate_waits_behind_the_keys_concurrency_and_both_hold() {
 /// lowered waits for the turn it had, then one new interval per call.
 #[test]
 fn a_reload_holds_a_waiting_key_to_its_sinks_new_rate() {
-    let (mut c, _m) = rated_core(4, 5);
-    assert_eq!(starts(&mut c, 0), ["a", "b", "b", "b", "b", "b"]);
-    assert!(starts(&mut c, 10).is_empty(), "the turn is at 250");
+    let (mut c, mut m) = rated_core(4, 4);
+    assert_eq!(starts(&mut c, &mut m, 0), ["a", "b", "b", "b", "b"]);
+    assert!(starts(&mut c, &mut m, 10).is_empty(), "the turn is at 250");
     let with_rate = |rate: Option<u32>| {
         let mut limited = source("a", "t", &["x"]);
         limited.sinks[0].max_calls_per_s = rate;
         config_with(vec![limited, source("b", "t", &["x"])])
     };
     reconfigure(&mut c, &with_rate(Some(2)));
-    assert!(starts(&mut c, 10).is_empty(), "the turn it had");
-    assert_eq!(starts(&mut c, 250), ["a"]);
-    assert!(starts(&mut c, 749).is_empty(), "500 ms apart now");
-    assert_eq!(starts(&mut c, 750), ["a"]);
+    assert!(starts(&mut c, &mut m, 10).is_empty(), "the turn it had");
+    assert_eq!(starts(&mut c, &mut m, 250), ["a"]);
+    assert!(starts(&mut c, &mut m, 749).is_empty(), "500 ms apart now");
+    assert_eq!(starts(&mut c, &mut m, 750), ["a"]);
     reconfigure(&mut c, &with_rate(None));
-    assert_eq!(starts(&mut c, 760), ["a", "a"], "no rate: at once");
+    reconfigure(&mut c, &with_rate(Some(1)));
+    assert!(starts(&mut c, &mut m, 760).is_empty(), "the turn it had");
+    reconfigure(&mut c, &with_rate(None));
+    assert_eq!(starts(&mut c, &mut m, 760), ["a"], "no rate: at once");
 }
 
 /// Keys that wait for their turn leave the rings until it comes, so the
 /// pass looking for the next call does not walk them: 500 tenants
-/// whose sinks take one call a second, each with a row waiting, leave
+/// whose sinks take two calls a second, each with a row waiting, leave
 /// only the tenant that may start a call in the ring. Their rows start
 /// at their turn; a key whose rows are written back while it waits
 /// (here, a drain) leaves the waits.
@@ -127,7 +142,7 @@ fn keys_waiting_for_their_turn_leave_the_rings_until_it_comes() {
     let mut sources: Vec<_> = (0..tenants)
         .map(|i| {
             let mut limited = source(&format!("s{i}"), &format!("t{i}"), &["x"]);
-            limited.sinks[0].max_calls_per_s = Some(1);
+            limited.sinks[0].max_calls_per_s = Some(2);
             limited
         })
         .collect();
@@ -141,36 +156,39 @@ fn keys_waiting_for_their_turn_leave_the_rings_until_it_comes() {
     }
     claim_all(&mut c, &mut m, 0);
     assert_eq!(
-        answered_starts(&mut c, 0).len(),
+        answered_starts(&mut c, &mut m, 0).len(),
         tenants,
         "each key's first call"
     );
     assert!(c.tenant_ring.is_empty(), "{} tenants", c.tenant_ring.len());
     assert_eq!(c.rate_waits.len(), tenants);
-    assert_eq!(c.poll_deadline(0), Some(1_000));
+    assert_eq!(c.poll_deadline(0), Some(500));
 
     for _ in 0..3 {
         m.add("f", "fast", &["x"], 10);
     }
     c.handle_committed_for(&Arc::from("f"), 10);
     claim_all(&mut c, &mut m, 10);
-    assert_eq!(answered_starts(&mut c, 10), ["fast", "fast", "fast"]);
-    assert!(answered_starts(&mut c, 999).is_empty());
     assert_eq!(
-        answered_starts(&mut c, 1_000).len(),
+        answered_starts(&mut c, &mut m, 10),
+        ["fast", "fast", "fast"]
+    );
+    assert!(answered_starts(&mut c, &mut m, 499).is_empty());
+    assert_eq!(
+        answered_starts(&mut c, &mut m, 500).len(),
         tenants,
         "each key's turn"
     );
     assert!(c.rate_waits.is_empty() && c.tenant_ring.is_empty());
 
     for i in 0..tenants {
-        m.add(&format!("t{i}"), &format!("s{i}"), &["x"], 1_000);
-        c.handle_committed_for(&Arc::from(format!("t{i}")), 1_000);
+        m.add(&format!("t{i}"), &format!("s{i}"), &["x"], 500);
+        c.handle_committed_for(&Arc::from(format!("t{i}")), 500);
     }
-    claim_all(&mut c, &mut m, 1_000);
+    claim_all(&mut c, &mut m, 500);
     assert!(
-        answered_starts(&mut c, 1_000).is_empty(),
-        "the next turn is at 2,000"
+        answered_starts(&mut c, &mut m, 500).is_empty(),
+        "the next turn is at 1,000"
     );
     assert_eq!(c.rate_waits.len(), tenants);
     c.handle_drain();
@@ -187,7 +205,8 @@ fn claim_all(c: &mut Core, m: &mut Model, now_ms: u64) {
 }
 
 /// The sources of the calls that start at `now_ms`, each answered ok.
-fn answered_starts(c: &mut Core, now_ms: u64) -> Vec<String> {
+fn answered_starts(c: &mut Core, m: &mut Model, now_ms: u64) -> Vec<String> {
+    claim_all(c, m, now_ms);
     let jobs: Vec<Job> = std::iter::from_fn(|| c.poll_job(now_ms)).collect();
     for job in &jobs {
         c.handle_outcome(now_ms, job.id, Ok(()), TOOK);
