@@ -216,6 +216,21 @@ fn source(id: &str, tenant: &str, kinds: &[&str]) -> SourceConfig {
     )
 }
 
+/// Source `id` of `tenant` with one sink of type `x` at `rate` calls a
+/// second (none: no rate).
+fn rated_source(id: &str, tenant: &str, rate: Option<u32>) -> SourceConfig {
+    let mut rated = source(id, tenant, &["x"]);
+    rated.sinks[0].max_calls_per_s = rate;
+    rated
+}
+
+/// The rows still due, as (source, due time), in due order.
+fn due_rows(m: &Model) -> Vec<(String, u64)> {
+    (m.due.keys())
+        .map(|(_, at, row)| (m.rows[row].1.source_id.to_string(), *at))
+        .collect()
+}
+
 impl Core {
     /// The next call, of one attempt: the sinks of these tests do not batch.
     fn poll_job(&mut self, now_ms: u64) -> Option<Job> {

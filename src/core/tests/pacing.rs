@@ -7,9 +7,10 @@ use super::*;
 /// `backlog` rows due at 0; tenant `u`'s source `b`, one sink of no rate.
 /// The shard's window holds `window` rows.
 fn paced_core(rate: u32, backlog: usize, window: u64) -> (Core, Model) {
-    let mut limited = source("a", "t", &["x"]);
-    limited.sinks[0].max_calls_per_s = Some(rate);
-    let config = config_with(vec![limited, source("b", "u", &["x"])]);
+    let config = config_with(vec![
+        rated_source("a", "t", Some(rate)),
+        source("b", "u", &["x"]),
+    ]);
     let grant = Grant {
         max_inflight: window,
         ..BIG
@@ -20,13 +21,6 @@ fn paced_core(rate: u32, backlog: usize, window: u64) -> (Core, Model) {
         m.add("t", "a", &["x"], 0);
     }
     (c, m)
-}
-
-/// The rows still due, as (source, due time), in due order.
-fn due_rows(m: &Model) -> Vec<(String, u64)> {
-    (m.due.keys())
-        .map(|(_, at, row)| (m.rows[row].1.source_id.to_string(), *at))
-        .collect()
 }
 
 /// Runs the scans and starts of `now_ms`, answering each call ok; the
@@ -88,9 +82,7 @@ fn a_backlog_behind_a_rate_leaves_the_window_to_other_tenants() {
 /// (3,000) is past its horizon (2,200).
 #[test]
 fn a_retried_row_is_paced_no_later_than_its_horizon() {
-    let mut limited = source("a", "t", &["x"]);
-    limited.sinks[0].max_calls_per_s = Some(2);
-    let mut config = config_with(vec![limited]);
+    let mut config = config_with(vec![rated_source("a", "t", Some(2))]);
     config.retry.max_elapsed_ms = 1_200;
     let mut c = core(&config, BIG);
     let mut m = Model::default();

@@ -7,9 +7,10 @@ use super::*;
 /// `rate` calls per second, and source `b` with one of no rate; `rows`
 /// rows of each are due at 0.
 fn rated_core(rate: u32, rows: usize) -> (Core, Model) {
-    let mut limited = source("a", "t", &["x"]);
-    limited.sinks[0].max_calls_per_s = Some(rate);
-    let config = config_with(vec![limited, source("b", "t", &["x"])]);
+    let config = config_with(vec![
+        rated_source("a", "t", Some(rate)),
+        source("b", "t", &["x"]),
+    ]);
     let mut c = core(&config, BIG);
     let mut m = Model::default();
     for _ in 0..rows {
@@ -75,9 +76,7 @@ fn a_rate_over_one_per_millisecond_starts_several_calls_in_one() {
 #[test]
 fn a_rate_waits_behind_the_keys_concurrency_and_both_hold() {
     // One call at a time and 10 per second: a freed slot waits for the turn.
-    let mut limited = source("a", "t", &["x"]);
-    limited.sinks[0].max_calls_per_s = Some(10);
-    let mut config = config_with(vec![limited]);
+    let mut config = config_with(vec![rated_source("a", "t", Some(10))]);
     config.dispatch.sink_concurrency = 1;
     let mut c = core(&config, BIG);
     let mut m = Model::default();
@@ -114,9 +113,7 @@ fn a_reload_holds_a_waiting_key_to_its_sinks_new_rate() {
     assert_eq!(starts(&mut c, &mut m, 0), ["a", "b", "b", "b", "b"]);
     assert!(starts(&mut c, &mut m, 10).is_empty(), "the turn is at 250");
     let with_rate = |rate: Option<u32>| {
-        let mut limited = source("a", "t", &["x"]);
-        limited.sinks[0].max_calls_per_s = rate;
-        config_with(vec![limited, source("b", "t", &["x"])])
+        config_with(vec![rated_source("a", "t", rate), source("b", "t", &["x"])])
     };
     reconfigure(&mut c, &with_rate(Some(2)));
     assert!(starts(&mut c, &mut m, 10).is_empty(), "the turn it had");
@@ -140,11 +137,7 @@ fn a_reload_holds_a_waiting_key_to_its_sinks_new_rate() {
 fn keys_waiting_for_their_turn_leave_the_rings_until_it_comes() {
     let tenants = 500;
     let mut sources: Vec<_> = (0..tenants)
-        .map(|i| {
-            let mut limited = source(&format!("s{i}"), &format!("t{i}"), &["x"]);
-            limited.sinks[0].max_calls_per_s = Some(2);
-            limited
-        })
+        .map(|i| rated_source(&format!("s{i}"), &format!("t{i}"), Some(2)))
         .collect();
     sources.push(source("fast", "f", &["x"]));
     let mut c = core(&config_with(sources), BIG);

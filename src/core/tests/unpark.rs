@@ -41,13 +41,6 @@ fn breakers_turned_off(t_ms: u64) -> (Core, Model) {
     (c, m)
 }
 
-/// The rows still due, as (source, due time), in due order.
-fn due_rows(m: &Model) -> Vec<(String, u64)> {
-    (m.due.keys())
-        .map(|(_, at, row)| (m.rows[row].1.source_id.to_string(), *at))
-        .collect()
-}
-
 /// Source `a`'s three rows dead-lettered as `sink_gone`, the six of `b`
 /// and `c` still parked to the end of their breakers' period.
 fn a_dead_and_the_others_parked(c: &Core, m: &Model, t_ms: u64) {
