@@ -412,6 +412,7 @@ impl Core {
         if self.dispatch.breaker_failures > 0 && dispatch.breaker_failures == 0 {
             self.unpark_every_tenant();
         }
+        self.forget_paced_turns_of_new_rates(&catalog);
         self.dispatch = dispatch;
         self.retry = retry;
         self.catalog = catalog;

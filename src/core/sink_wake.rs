@@ -19,7 +19,9 @@
 //! record says — at once, unless an attempt from before a shard restart
 //! left it a backoff to wait out (a rare case the wake does not cut).
 //! The walk goes in due order from now: a row it made due sits before it,
-//! and a row a failure meanwhile rescheduled after it is woken again.
+//! and a row a failure meanwhile rescheduled after it is woken again. Rows
+//! waiting for their turns behind the sink's rate (see `pacing`) are made
+//! due too, and paced again from now, at the sink's rate as it stands.
 
 use super::*;
 use crate::limits::MAX_DUE_PAGE_ROWS;
@@ -61,6 +63,9 @@ impl Core {
         index: &mut dyn DueIndex,
     ) -> WakeStep {
         let breaker_closed = after.is_none() && self.forget_breaker(key);
+        if after.is_none() {
+            self.forget_paced_turns(key);
+        }
         let start = match after {
             Some(entry) if entry.due_at_ms > now_ms => entry,
             _ => wake_start(&key.tenant, now_ms),

@@ -127,3 +127,49 @@ fn a_retried_row_is_paced_no_later_than_its_horizon() {
     assert_eq!((started, dead), (4, 1), "the other four delivered");
     assert!(m.due.is_empty() && c.claims.is_empty());
 }
+
+/// A key's paced turns go on from the last one given until its rows are
+/// made due again, or its rate changes: a wake of the sink makes its
+/// backlog due, and what its queue does not take is paced again from the
+/// queue's end (not after the turns it had); after a reload that raises
+/// the rate, rows claimed beyond the queue are paced from its end at the
+/// new rate, while those written back before keep their turns.
+#[test]
+fn paced_turns_start_again_after_a_wake_or_a_new_rate() {
+    let (mut c, mut m) = paced_core(1, 6, 1_000);
+    assert_eq!(run_at(&mut c, &mut m, 1), ["a"]);
+    let turns = |m: &Model| {
+        due_rows(m)
+            .into_iter()
+            .map(|(_, at)| at)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(turns(&m), [1_001, 2_001, 3_001, 4_001, 5_001]);
+
+    let key = SinkKey {
+        tenant: Arc::from("t"),
+        ..key_of("a", 0, "x")
+    };
+    let step = c.handle_wake_sink(100, &key, None, usize::MAX, &mut m);
+    assert_eq!((step.woken, step.next), (5, None));
+    assert!(
+        run_at(&mut c, &mut m, 100).is_empty(),
+        "the turn is at 1,001"
+    );
+    assert_eq!(turns(&m), [2_001, 3_001, 4_001, 5_001], "not after 5,001");
+
+    let config = config_with(vec![
+        rated_source("a", "t", Some(4)),
+        source("b", "u", &["x"]),
+    ]);
+    reconfigure(&mut c, &config);
+    for _ in 0..5 {
+        m.add("t", "a", &["x"], 200);
+    }
+    c.handle_committed_for(&Arc::from("t"), 200);
+    assert!(run_at(&mut c, &mut m, 200).is_empty());
+    // Four queue for the turns from 1,001 on, 250 ms apart; two more are
+    // paced after them, not after 5,001.
+    assert_eq!(c.stats().claimed.rows, 4);
+    assert_eq!(turns(&m), [2_001, 2_001, 2_251, 3_001, 4_001, 5_001]);
+}
