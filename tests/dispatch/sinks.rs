@@ -531,6 +531,48 @@ fn a_sink_with_a_rate_gets_its_calls_one_interval_apart() {
     assert_eq!(engine.hook_count().unwrap(), 0);
 }
 
+/// A backlog behind a sink's rate does not hold the shard's window: with
+/// a window of 64 rows, 200 hooks to a sink at 10 calls a second, then 50
+/// to another tenant's sink, all 50 arrive while the backlog has had only
+/// its first turns — the backlog waits for its turns in the store, not in
+/// the window, whose room its turns would free one a tenth of a second.
+#[test]
+fn a_backlog_behind_a_rate_leaves_the_window_to_another_tenant() {
+    let dir = tempfile::tempdir().unwrap();
+    let limited = Receiver::start(|_| Reply::status(200)).unwrap();
+    let other = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.max_inflight = 64;
+    let rated = SinkConfig {
+        max_calls_per_s: Some(10),
+        ..SinkConfig::http(limited.url("/limited"))
+    };
+    c.sources.push(source("backlog", "acme", vec![rated]));
+    c.sources.push(source(
+        "other",
+        "globex",
+        vec![SinkConfig::http(other.url("/other"))],
+    ));
+    let engine = Engine::open(c).unwrap();
+    for i in 0..200 {
+        engine
+            .commit(NewHook::new("backlog", format!("{i}")))
+            .unwrap();
+    }
+    for i in 0..50 {
+        engine
+            .commit(NewHook::new("other", format!("{i}")))
+            .unwrap();
+    }
+    assert!(other.wait_for(50, Duration::from_secs(30)));
+    let turns_taken = limited.count();
+    assert!(
+        turns_taken < 20,
+        "{turns_taken} of the backlog's turns first"
+    );
+    engine.shutdown();
+}
+
 /// A sink's own `retry` keys hold for its rows: beside a sink on the
 /// node's policy (3 attempts), one with `retry = { max_attempts = 1 }`
 /// dead-letters the hook's row at its first failure.
