@@ -28,10 +28,11 @@ use super::*;
 use crate::limits::RATE_QUEUE_AHEAD_MS;
 
 impl Core {
-    /// For a row of `key` just claimed at `now_ms`: the time it is due
-    /// again, paced, when `key` has a rate and its queue holds the rows its
-    /// next turns start; `None` when it may queue.
-    pub(super) fn paced_due_ms(
+    /// Paces a row of `key` just claimed at `now_ms` when `key` has a rate
+    /// and its queue holds the rows its next turns start: the time the row
+    /// is due again, its turn, which the next row paced comes after.
+    /// `None` when the row may queue.
+    pub(super) fn pace_row(
         &mut self,
         now_ms: u64,
         key: &SinkKey,

@@ -235,7 +235,7 @@ impl Core {
             return self.set_aside(now_ms, &key, &hook, entry.row, fields, admit);
         }
         // A row that waits for its sink's rate waits in the store.
-        if let Some(due_at_ms) = self.paced_due_ms(now_ms, &key, &fields) {
+        if let Some(due_at_ms) = self.pace_row(now_ms, &key, &fields) {
             return self.claimed_due_again(&entry, fields, due_at_ms);
         }
         let claim = Claim {

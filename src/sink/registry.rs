@@ -242,24 +242,22 @@ impl SinkRegistry {
 fn built_from(recipe: &Recipe, entry: &SinkConfig, at: &str) -> Result<Arc<dyn Sink>, ConfigError> {
     match recipe {
         Recipe::Http(options, client) => {
-            let sink =
-                HttpSink::with_client(options.clone(), client.agent.clone()).map_err(|e| {
-                    let (field, rule, value) = match e {
-                        InvalidHttpSink::Url { url, .. } => ("url", "a valid URL", url),
-                        InvalidHttpSink::Header { name, .. } => {
-                            ("headers", "valid HTTP headers", name)
-                        }
-                        InvalidHttpSink::ReservedHeader { name } => {
-                            ("headers", "headers goad does not set itself", name)
-                        }
-                    };
-                    ConfigError::Invalid {
-                        key: format!("{at}.{field}"),
-                        rule: rule.into(),
-                        value: format!("{value:?}"),
+            let invalid = |e| {
+                let (field, rule, value) = match e {
+                    InvalidHttpSink::Url { url, .. } => ("url", "a valid URL", url),
+                    InvalidHttpSink::Header { name, .. } => ("headers", "valid HTTP headers", name),
+                    InvalidHttpSink::ReservedHeader { name } => {
+                        ("headers", "headers goad does not set itself", name)
                     }
-                })?;
-            Ok(Arc::new(sink))
+                };
+                ConfigError::Invalid {
+                    key: format!("{at}.{field}"),
+                    rule: rule.into(),
+                    value: format!("{value:?}"),
+                }
+            };
+            let sink = HttpSink::with_client(options.clone(), client.agent.clone());
+            Ok(Arc::new(sink.map_err(invalid)?))
         }
         Recipe::Sqs(options) => {
             let sink = SqsSink::new(options.clone()).ok_or_else(|| ConfigError::Invalid {
