@@ -1,12 +1,18 @@
 //! The noisy-neighbour measurement: tenant B commits hooks at a steady rate
 //! to a healthy loopback receiver, and we record each hook's
-//! commit-to-delivery latency. Run 1: B alone. Run 2: the same after tenant A
-//! (same shard, default settings) committed 10,000 hooks for an endpoint
-//! that accepts connections and never answers: A's attempts hang until the
-//! sink's 5 s timeout, its breaker opens and its rows park, all while B runs.
-//! Prints B's p50 / p99 for both.
+//! commit-to-delivery latency, alone and then beside a neighbour on the
+//! same shard (default settings) that committed its backlog first:
+//! - `hung`: tenant A's 10,000 hooks for an endpoint that accepts
+//!   connections and never answers: A's attempts hang until the sink's 5 s
+//!   timeout, its breaker opens and its rows park, all while B runs;
+//! - `rated`: 4 tenants' 1,500 hooks each for sinks with
+//!   `max_calls_per_s = 1` (a Slack webhook's rate);
+//! - `slow`: 4 tenants' 1,500 hooks each for a receiver that takes 200 ms
+//!   to answer.
 //!
-//! `cargo run --release --bin goad-neighbour -- [b_hooks] [b_rate_per_s]`
+//! Prints B's p50 / p99 alone and beside each neighbour asked for.
+//!
+//! `cargo run --release --bin goad-neighbour -- [b_hooks] [b_rate_per_s] [hung|rated|slow ...]`
 
 use goad::config::SourceConfig;
 use goad::demo::receiver::{Received, Receiver, Reply};
@@ -17,39 +23,71 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const COMMITTED_HEADER: &str = "x-neighbour-committed-us";
-const A_HOOKS: usize = 10_000;
+
+/// What shares tenant B's shard.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Neighbour {
+    Hung,
+    Rated,
+    Slow,
+}
+
+impl Neighbour {
+    fn named(name: &str) -> Neighbour {
+        match name {
+            "hung" => Neighbour::Hung,
+            "rated" => Neighbour::Rated,
+            "slow" => Neighbour::Slow,
+            other => panic!("a neighbour: hung, rated or slow, not {other:?}"),
+        }
+    }
+
+    /// Its tenants and each one's hooks.
+    fn backlog(self) -> (usize, usize) {
+        match self {
+            Neighbour::Hung => (1, 10_000),
+            Neighbour::Rated | Neighbour::Slow => (4, 1_500),
+        }
+    }
+}
 
 fn main() {
-    let args: Vec<u64> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse().expect("numbers: b_hooks b_rate_per_s"))
-        .collect();
-    let b_hooks = args.first().copied().unwrap_or(2_000);
-    let b_rate = args.get(1).copied().unwrap_or(1_000);
-    let alone = run(b_hooks, b_rate, false);
-    let beside = run(b_hooks, b_rate, true);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let number = |i: usize, default: u64| {
+        (args.get(i)).map_or(default, |a| {
+            a.parse().expect("numbers: b_hooks b_rate_per_s")
+        })
+    };
+    let (b_hooks, b_rate) = (number(0, 2_000), number(1, 1_000));
+    let neighbours: Vec<Neighbour> = match args.get(2..) {
+        Some(names) if !names.is_empty() => names.iter().map(|n| Neighbour::named(n)).collect(),
+        _ => vec![Neighbour::Hung],
+    };
     let ms = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    let alone = run(b_hooks, b_rate, None);
     println!("tenant B, {b_hooks} hooks at {b_rate}/s, commit-to-delivery:");
     println!(
-        "  alone:                      p50 {:>7.2} ms  p99 {:>7.2} ms  ({} delivered)",
+        "  alone:              p50 {:>9.2} ms  p99 {:>9.2} ms  ({} delivered)",
         ms(&alone, 0.5),
         ms(&alone, 0.99),
         alone.len()
     );
-    println!(
-        "  beside A's hung sink:       p50 {:>7.2} ms  p99 {:>7.2} ms  ({} delivered)",
-        ms(&beside, 0.5),
-        ms(&beside, 0.99),
-        beside.len()
-    );
-    println!(
-        "  p99 ratio (beside / alone): {:.2}",
-        ms(&beside, 0.99) / ms(&alone, 0.99)
-    );
+    for neighbour in neighbours {
+        let beside = run(b_hooks, b_rate, Some(neighbour));
+        let (tenants, hooks) = neighbour.backlog();
+        println!(
+            "  beside {tenants} x {hooks} {:<5}: p50 {:>9.2} ms  p99 {:>9.2} ms  ({} delivered; p99 {:.2}x alone)",
+            format!("{neighbour:?}").to_lowercase(),
+            ms(&beside, 0.5),
+            ms(&beside, 0.99),
+            beside.len(),
+            ms(&beside, 0.99) / ms(&alone, 0.99)
+        );
+    }
 }
 
-/// Tenant B's latencies (µs) for one run.
-fn run(b_hooks: u64, b_rate: u64, with_neighbour: bool) -> Histogram<u64> {
+/// Tenant B's latencies (µs) for one run, beside `neighbour` if any.
+fn run(b_hooks: u64, b_rate: u64, neighbour: Option<Neighbour>) -> Histogram<u64> {
     let started = Instant::now();
     let latencies = Arc::new(Mutex::new(
         Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).unwrap(),
@@ -70,34 +108,50 @@ fn run(b_hooks: u64, b_rate: u64, with_neighbour: bool) -> Histogram<u64> {
         false,
     )
     .expect("receiver");
-    let hung = Receiver::start_with(|_| Reply::hang(), false).expect("receiver");
+    let neighbours_receiver = Receiver::start_with(
+        move |_: &Received| match neighbour {
+            Some(Neighbour::Hung) => Reply::hang(),
+            Some(Neighbour::Slow) => Reply::status(200).delayed(Duration::from_millis(200)),
+            _ => Reply::status(200),
+        },
+        false,
+    )
+    .expect("receiver");
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = Config {
         data_dir: dir.path().to_path_buf(),
         shards: 1,
         ..Config::default()
     };
-    for (id, url) in [("a", hung.url("/")), ("b", healthy.url("/"))] {
-        config.sources.push(SourceConfig::new(
-            id,
-            format!("tenant-{id}"),
-            vec![SinkConfig::http(url)],
-        ));
+    let (a_tenants, a_hooks) = neighbour.map_or((0, 0), Neighbour::backlog);
+    for a in 0..a_tenants {
+        let sink = SinkConfig {
+            max_calls_per_s: (neighbour == Some(Neighbour::Rated)).then_some(1),
+            ..SinkConfig::http(neighbours_receiver.url("/"))
+        };
+        let (id, tenant) = (format!("a{a}"), format!("tenant-a{a}"));
+        config
+            .sources
+            .push(SourceConfig::new(id, tenant, vec![sink]));
     }
+    let b_sink = SinkConfig::http(healthy.url("/"));
+    config
+        .sources
+        .push(SourceConfig::new("b", "tenant-b", vec![b_sink]));
     let engine = Engine::open(config).expect("engine");
-    if with_neighbour {
-        std::thread::scope(|s| {
-            for _ in 0..4 {
-                s.spawn(|| {
-                    for _ in 0..A_HOOKS / 4 {
-                        engine
-                            .commit(NewHook::new("a", vec![b'a'; 1024]))
-                            .expect("commit A");
-                    }
-                });
-            }
-        });
-    }
+    // Four committers, each for one of the neighbour's tenants in turn.
+    let committers = if a_tenants == 0 { 0 } else { 4 };
+    std::thread::scope(|s| {
+        for c in 0..committers {
+            let (engine, source) = (&engine, format!("a{}", c % a_tenants));
+            s.spawn(move || {
+                for _ in 0..a_tenants * a_hooks / committers {
+                    let hook = NewHook::new(source.clone(), vec![b'a'; 1024]);
+                    engine.commit(hook).expect("commit A");
+                }
+            });
+        }
+    });
     {
         let interval = Duration::from_secs_f64(1.0 / b_rate as f64);
         let mut next = Instant::now();
