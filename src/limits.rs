@@ -42,6 +42,11 @@ pub const WAKE_STEP_ROWS: usize = 4_096;
 /// turns (see `core::pacing`), not in the windows.
 pub const RATE_QUEUE_AHEAD_MS: u64 = 1_000;
 
+/// A key queues no more rows than its slots start in this time at its
+/// calls' time (and at least its wake window); the rest of its backlog
+/// waits held (see `core::slow_keys`).
+pub const QUEUE_DRAIN_MS: u64 = 1_000;
+
 /// A key's wake keeps this many calls' worth of its held rows due or
 /// queued per slot of `dispatch.sink_concurrency` (see `core::key_wake`):
 /// enough to keep its slots busy between scans, and all a breaker that

@@ -61,6 +61,8 @@ impl Core {
     /// and, when it delivered, when and how long after its hook's ingest
     /// (a replayed row's wait is not a delivery latency).
     fn count_outcome(&mut self, now_ms: u64, claim: &Claim, delivered: bool, took: Duration) {
+        self.note_call_time(&claim.key, took.as_micros() as u64);
+        self.trim_slow_queue(&claim.key);
         let outcomes = &mut self
             .keys
             .get_mut(&claim.key)

@@ -33,8 +33,8 @@
 //! starts them again.
 
 use super::*;
-use crate::limits::{MAX_DUE_PAGE_ROWS, WAKE_CALLS_PER_SLOT, WAKE_STEP_ROWS};
-use std::collections::BTreeMap;
+use crate::limits::{MAX_DUE_PAGE_ROWS, WAKE_STEP_ROWS};
+use std::collections::{BTreeMap, HashSet};
 use std::ops::Bound;
 
 /// The wakes under way and the rows they made due that no scan claimed yet.
@@ -52,6 +52,9 @@ pub(super) struct KeyWakes {
     woken: HashMap<RowId, SinkKey>,
     /// `woken`, counted per key.
     woken_per_key: HashMap<SinkKey, usize>,
+    /// Keys with a row held behind their wake's place: the wake goes over
+    /// the held rows again once it reaches their end.
+    rewind: HashSet<SinkKey>,
 }
 
 impl KeyWakes {
@@ -67,7 +70,30 @@ impl KeyWakes {
 
     /// Ends `key`'s wake; whether it had one.
     pub(super) fn stop(&mut self, key: &SinkKey) -> bool {
+        self.rewind.remove(key);
         self.after.remove(key).is_some()
+    }
+
+    /// Whether `key` has a wake under way.
+    pub(super) fn under_way(&self, key: &SinkKey) -> bool {
+        self.after.contains_key(key)
+    }
+
+    /// Whether `row` was made due by a wake and not claimed since.
+    pub(super) fn is_woken(&self, row: RowId) -> bool {
+        !self.woken.is_empty() && self.woken.contains_key(&row)
+    }
+
+    /// `row` of `key` was just held: whether `key`'s wake is under way,
+    /// marked to go over the held rows again if it has passed the row.
+    pub(super) fn held_behind(&mut self, key: &SinkKey, row: RowId) -> bool {
+        let Some(after) = self.after.get(key) else {
+            return false;
+        };
+        if (HELD_DUE_MS, row) <= (after.due_at_ms, after.row) {
+            self.rewind.insert(key.clone());
+        }
+        true
     }
 
     /// Asks for a step of the wakes under way.
@@ -125,6 +151,7 @@ impl Core {
     /// docs), afresh if one is under way: rows it passed may be held again.
     pub(super) fn start_key_wake(&mut self, key: &SinkKey) {
         let wakes = &mut self.key_wakes;
+        wakes.rewind.remove(key);
         wakes
             .after
             .insert(key.clone(), held::before_held(&key.tenant));
@@ -223,8 +250,19 @@ impl Core {
                     room -= 1;
                 }
             }
+            if read_to_end && self.key_wakes.rewind.remove(key) {
+                // Over the held rows again from the first, at the next step:
+                // the rows this one made due are written by then.
+                let first = held::before_held(&key.tenant);
+                self.key_wakes.after.insert(key.clone(), first);
+                self.key_wakes.step_wanted = true;
+                return read;
+            }
             if read_to_end {
                 self.key_wakes.stop(key);
+                if let Some(state) = self.keys.get_mut(key) {
+                    state.holding = false;
+                }
                 return read;
             }
         }
@@ -237,11 +275,7 @@ impl Core {
     /// How many more of `key`'s rows its wake may make due now: its window
     /// less its rows made due and not claimed yet, and those queued.
     fn wake_room(&self, key: &SinkKey) -> usize {
-        let rows_per_call = (self.catalog)
-            .batch_max_entries(&key.source_id, key.sink_index)
-            .map_or(1, |n| usize::from(n.get()));
-        let slots = self.dispatch.sink_concurrency as usize;
-        let window = WAKE_CALLS_PER_SLOT * slots * rows_per_call;
+        let window = self.wake_window(key);
         let woken = self.key_wakes.woken_per_key.get(key).copied().unwrap_or(0);
         let queued = self.keys.get(key).map_or(0, |k| k.queue.len());
         window.saturating_sub(woken + queued)

@@ -54,6 +54,7 @@ mod scan;
 mod set_aside;
 mod sink_wake;
 mod slots;
+mod slow_keys;
 mod source_sweep;
 mod stragglers;
 mod types;
@@ -141,6 +142,12 @@ struct KeyState {
     /// The turn given to the last row written back to wait for its turn
     /// in the store (µs; see `pacing`).
     paced_until_us: u64,
+    /// How long its calls take, on average over the last ones (µs; 0
+    /// before the first; see `slow_keys`).
+    call_time_us: u64,
+    /// Its rows are held for its wake, beyond its queue's cap, until the
+    /// wake has woken them all (see `slow_keys`).
+    holding: bool,
     /// What the key's attempts came to since the shard opened.
     outcomes: SinkOutcomes,
     /// Its rows dead-lettered since the shell last logged them.
@@ -356,6 +363,7 @@ impl Core {
                 let state = KeyState {
                     next_call_us: state.next_call_us,
                     paced_until_us: state.paced_until_us,
+                    call_time_us: state.call_time_us,
                     outcomes: state.outcomes.clone(),
                     unlogged_dead: state.unlogged_dead,
                     ..KeyState::default()

@@ -208,6 +208,7 @@ impl Core {
     /// One due row claimed: queued on its key, or settled at once when it
     /// cannot run.
     pub(super) fn claim(&mut self, now_ms: u64, entry: DueEntry, loaded: Loaded) {
+        let woken = self.key_wakes.is_woken(entry.row);
         self.take_due(&entry);
         if self.claims.contains_key(&entry.row) {
             // A second due key of a row already claimed (a broken index):
@@ -230,13 +231,17 @@ impl Core {
         if let Some(until_ms) = self.lane_busy_until_ms(fields.lane) {
             return self.claimed_due_again(&entry, fields, until_ms);
         }
-        let admit = self.admit(now_ms, &key);
-        if !matches!(admit, Admit::Pass { .. }) {
-            return self.set_aside(now_ms, &key, &hook, entry.row, fields, admit);
-        }
-        // A row that waits for its sink's rate waits in the store.
+        let probe = match self.admit(now_ms, &key) {
+            Admit::Pass { probe } => probe,
+            admit => return self.set_aside(now_ms, &key, &hook, entry.row, fields, admit),
+        };
+        // A row that waits for its sink's rate waits in the store, one of
+        // a slow sink's backlog held for its key's wake.
         if let Some(due_at_ms) = self.pace_row(now_ms, &key, &fields) {
             return self.claimed_due_again(&entry, fields, due_at_ms);
+        }
+        if !probe && self.holds_for_slow_key(&key, woken) {
+            return self.hold_for_slow_key(&key, entry.row, fields);
         }
         let claim = Claim {
             key: key.clone(),

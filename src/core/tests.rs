@@ -23,6 +23,8 @@ mod reload;
 mod scan;
 mod sink_retry;
 mod sink_stats;
+mod slot_shares;
+mod slow_keys;
 mod unpark;
 mod wake;
 

@@ -39,7 +39,8 @@ pub enum SinkState {
     InFlight(RowRecord),
     /// Waiting behind the head of its ordering lane.
     InLane(RowRecord),
-    /// Held while its sink is paused.
+    /// Held while its sink is paused, or behind a slow sink's queue until
+    /// the sink's wake makes it due (see `core::slow_keys`).
     Held(RowRecord),
     /// Never attempted, waiting for its sink's open breaker to close.
     Parked(RowRecord),

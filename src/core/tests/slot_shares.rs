@@ -1,0 +1,84 @@
+//! Slots by shares: a freed slot goes first to a tenant under its share of
+//! the shard's concurrency, and the last eighth is kept for a tenant to
+//! come while tenants share them (see `slots`).
+
+use super::*;
+
+/// Tenants `t` and `v` (sources `a`, `b`) with 50 rows each due at 0, and
+/// tenant `u` (source `c`); the shard runs 16 calls at once.
+fn shared_core() -> (Core, Model) {
+    let config = config_with(vec![
+        source("a", "t", &["x"]),
+        source("b", "v", &["x"]),
+        source("c", "u", &["x"]),
+    ]);
+    let grant = Grant {
+        concurrency: 16,
+        ..BIG
+    };
+    let c = core(&config, grant);
+    let mut m = Model::default();
+    for _ in 0..50 {
+        m.add("t", "a", &["x"], 0);
+        m.add("v", "b", &["x"], 0);
+    }
+    (c, m)
+}
+
+/// The sources of the calls that start at `now_ms` (not answered), the
+/// rows due by then claimed first.
+fn starts(c: &mut Core, m: &mut Model, now_ms: u64) -> Vec<Job> {
+    let _ = m.apply(c);
+    while c.wants_scan(now_ms) {
+        c.handle_scan(now_ms, m);
+        let _ = m.apply(c);
+    }
+    std::iter::from_fn(|| c.poll_job(now_ms)).collect()
+}
+
+fn count(jobs: &[Job], source: &str) -> usize {
+    jobs.iter().filter(|j| &*j.key.source_id == source).count()
+}
+
+/// Two tenants with backlogs run 14 of the 16 calls (7 each), the last two
+/// kept: a third tenant's row starts the moment it is claimed, and again
+/// after its call ends, while the first two's calls all run on.
+#[test]
+fn a_tenant_that_comes_finds_a_slot_beside_tenants_holding_the_rest() {
+    let (mut c, mut m) = shared_core();
+    let first = starts(&mut c, &mut m, 0);
+    assert_eq!((count(&first, "a"), count(&first, "b")), (7, 7));
+    m.add("u", "c", &["x"], 10);
+    c.handle_committed_for(&Arc::from("u"), 10);
+    let u = starts(&mut c, &mut m, 10);
+    assert_eq!(count(&u, "c"), 1, "at once");
+    c.handle_outcome(11, u[0].id, Ok(()), TOOK);
+    m.add("u", "c", &["x"], 12);
+    c.handle_committed_for(&Arc::from("u"), 12);
+    let u = starts(&mut c, &mut m, 12);
+    assert_eq!(count(&u, "c"), 1, "at once again");
+    // Beside u's call, t and v run past their shares (16 / 3): a slot t
+    // frees is kept; once u's call ends, t takes one, the last two kept.
+    let a_job = first.iter().find(|j| &*j.key.source_id == "a").unwrap();
+    c.handle_outcome(300, a_job.id, Ok(()), TOOK);
+    assert!(starts(&mut c, &mut m, 300).is_empty());
+    c.handle_outcome(301, u[0].id, Ok(()), TOOK);
+    let after = starts(&mut c, &mut m, 301);
+    assert_eq!((after.len(), count(&after, "a")), (1, 1));
+}
+
+/// A lone tenant keeps no slot for another: it may run every one.
+#[test]
+fn a_lone_tenant_may_run_every_slot() {
+    let config = config_with(vec![source("a", "t", &["x", "y"])]);
+    let grant = Grant {
+        concurrency: 16,
+        ..BIG
+    };
+    let mut c = core(&config, grant);
+    let mut m = Model::default();
+    for _ in 0..50 {
+        m.add("t", "a", &["x", "y"], 0);
+    }
+    assert_eq!(starts(&mut c, &mut m, 0).len(), 16, "8 a sink");
+}

@@ -1,0 +1,167 @@
+//! A slow sink's backlog waits held for its key's wake, not claimed in the
+//! windows (see `slow_keys`).
+
+use super::*;
+
+/// What a call of the slow sink takes.
+const SLOW: Duration = Duration::from_millis(300);
+
+/// Tenant `t`'s source `a` (one sink), tenant `u`'s source `b`; the
+/// shard's window holds `window` rows. One row of `a` has been delivered
+/// in `SLOW`, so its key is known to be slow.
+fn slow_core(window: u64) -> (Core, Model) {
+    let config = config_with(vec![source("a", "t", &["x"]), source("b", "u", &["x"])]);
+    let grant = Grant {
+        max_inflight: window,
+        ..BIG
+    };
+    let mut c = core(&config, grant);
+    let mut m = Model::default();
+    m.add("t", "a", &["x"], 0);
+    claim_all(&mut c, &mut m, 0);
+    let job = c.poll_job(0).expect("the first row");
+    c.handle_outcome(300, job.id, Ok(()), SLOW);
+    let _ = m.apply(&mut c);
+    (c, m)
+}
+
+/// Adds `rows` rows of `source` (of `tenant`) due at `now_ms` and claims
+/// what the scans take.
+fn commit(c: &mut Core, m: &mut Model, tenant: &str, source: &str, rows: usize, now_ms: u64) {
+    for _ in 0..rows {
+        m.add(tenant, source, &["x"], now_ms);
+    }
+    c.handle_committed_for(&Arc::from(tenant), now_ms);
+    claim_all(c, m, now_ms);
+}
+
+/// Claims every row due at `now_ms`, scan after scan (wakes included).
+fn claim_all(c: &mut Core, m: &mut Model, now_ms: u64) {
+    let _ = m.apply(c);
+    while c.wants_scan(now_ms) {
+        c.handle_scan(now_ms, m);
+        let _ = m.apply(c);
+    }
+}
+
+/// The jobs that start at `now_ms` (not answered).
+fn start(c: &mut Core, m: &mut Model, now_ms: u64) -> Vec<Job> {
+    claim_all(c, m, now_ms);
+    std::iter::from_fn(|| c.poll_job(now_ms)).collect()
+}
+
+fn held(m: &Model) -> usize {
+    m.due.keys().filter(|(_, at, _)| *at == HELD_DUE_MS).count()
+}
+
+/// A slow key queues its wake window (4 calls' worth a slot: 32 rows);
+/// the rest of its backlog is held, and made due in commit order as its
+/// calls start, so every row is delivered, in the order committed.
+#[test]
+fn a_slow_keys_backlog_waits_held_and_runs_in_commit_order() {
+    let (mut c, mut m) = slow_core(100_000);
+    commit(&mut c, &mut m, "t", "a", 100, 300);
+    assert_eq!((c.stats().claimed.rows, held(&m)), (32, 68));
+    let mut delivered = Vec::new();
+    let mut now_ms = 300;
+    let mut running = start(&mut c, &mut m, now_ms);
+    while !running.is_empty() {
+        now_ms += 300;
+        for job in running.drain(..) {
+            delivered.push(job.row.seq);
+            c.handle_outcome(now_ms, job.id, Ok(()), SLOW);
+        }
+        running = start(&mut c, &mut m, now_ms);
+        assert!(c.stats().claimed.rows <= 32 + 8, "{now_ms}");
+    }
+    assert_eq!(delivered, (2..=101).collect::<Vec<u64>>());
+    assert!(m.due.is_empty() && !c.is_waking());
+}
+
+/// The fairness this is for: beside a slow tenant's backlog of 500 rows,
+/// in a shard window of 100, another tenant's 50 rows are all claimed at
+/// once (8 running, the rest queued) — not left for the room the slow
+/// calls free one at a time.
+#[test]
+fn a_slow_backlog_leaves_the_window_to_other_tenants() {
+    let (mut c, mut m) = slow_core(100);
+    commit(&mut c, &mut m, "t", "a", 500, 300);
+    let slow_running = start(&mut c, &mut m, 300);
+    assert_eq!(slow_running.len(), 8);
+    commit(&mut c, &mut m, "u", "b", 50, 310);
+    let other = start(&mut c, &mut m, 310);
+    assert_eq!(other.len(), 8, "b's slots");
+    assert_eq!(
+        c.stats().claimed.rows,
+        8 + 32 + 50,
+        "a's running and queued, b's"
+    );
+}
+
+/// A row held behind the place the key's wake has reached (here the
+/// retry of a row the wake passed long ago) is not left held: the wake
+/// goes over the held rows again once it reaches their end.
+#[test]
+fn a_row_held_behind_the_wake_is_woken_when_it_goes_over_again() {
+    let (mut c, mut m) = slow_core(100_000);
+    commit(&mut c, &mut m, "t", "a", 100, 300);
+    let mut now_ms = 300;
+    let mut running = start(&mut c, &mut m, now_ms);
+    let first = running[0].row;
+    let mut attempts_of_first = 0;
+    while !running.is_empty() {
+        now_ms += 300;
+        for job in running.drain(..) {
+            let result = if job.row == first && attempts_of_first == 0 {
+                attempts_of_first += 1;
+                fail(FailureClass::Transient)
+            } else {
+                Ok(())
+            };
+            c.handle_outcome(now_ms, job.id, result, SLOW);
+        }
+        running = start(&mut c, &mut m, now_ms);
+        let backoff_end = (m.due.keys())
+            .map(|(_, at, _)| *at)
+            .find(|at| *at < HELD_DUE_MS);
+        if let Some(at_ms) = backoff_end.filter(|_| running.is_empty()) {
+            // Only the retry's backoff is left: go to its end.
+            now_ms = at_ms;
+            running = start(&mut c, &mut m, now_ms);
+        }
+    }
+    assert_eq!(attempts_of_first, 1);
+    assert!(m.due.is_empty(), "{} rows left held", held(&m));
+    assert_eq!(c.stats().delivered, 101);
+}
+
+/// A backlog claimed before the key's calls were timed (as when a shard
+/// opens on one) is trimmed to its wake window when the first slow call
+/// ends: the newest rows are held, and every row is still delivered once.
+#[test]
+fn a_backlog_claimed_before_its_calls_were_timed_is_trimmed_to_the_window() {
+    let config = config_with(vec![source("a", "t", &["x"])]);
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    commit(&mut c, &mut m, "t", "a", 100, 0);
+    let mut running = start(&mut c, &mut m, 0);
+    assert_eq!((running.len(), c.stats().claimed.rows), (8, 100));
+    let first = running.remove(0);
+    c.handle_outcome(300, first.id, Ok(()), SLOW);
+    let _ = m.apply(&mut c);
+    assert_eq!((c.stats().claimed.rows, held(&m)), (7 + 32, 60));
+    let mut delivered = vec![first.row.seq];
+    let mut now_ms = 300;
+    running.extend(start(&mut c, &mut m, now_ms));
+    while !running.is_empty() {
+        now_ms += 300;
+        for job in running.drain(..) {
+            delivered.push(job.row.seq);
+            c.handle_outcome(now_ms, job.id, Ok(()), SLOW);
+        }
+        running = start(&mut c, &mut m, now_ms);
+    }
+    delivered.sort_unstable();
+    assert_eq!(delivered, (1..=100).collect::<Vec<u64>>());
+    assert!(m.due.is_empty() && !c.is_waking());
+}
