@@ -50,6 +50,24 @@ fn start(c: &mut Core, m: &mut Model, now_ms: u64) -> Vec<Job> {
     std::iter::from_fn(|| c.poll_job(now_ms)).collect()
 }
 
+/// Answers the `running` calls and every call that starts after them,
+/// each `SLOW`, one round of slots every 300 ms from `now_ms`: the seqs
+/// of the rows delivered, in order. The key never claims more than its
+/// wake window and its slots.
+fn deliver_all(c: &mut Core, m: &mut Model, mut now_ms: u64, mut running: Vec<Job>) -> Vec<u64> {
+    let mut delivered = Vec::new();
+    while !running.is_empty() {
+        now_ms += 300;
+        for job in running.drain(..) {
+            delivered.push(job.row.seq);
+            c.handle_outcome(now_ms, job.id, Ok(()), SLOW);
+        }
+        running = start(c, m, now_ms);
+        assert!(c.stats().claimed.rows <= 32 + 8, "{now_ms}");
+    }
+    delivered
+}
+
 fn held(m: &Model) -> usize {
     m.due.keys().filter(|(_, at, _)| *at == HELD_DUE_MS).count()
 }
@@ -62,18 +80,8 @@ fn a_slow_keys_backlog_waits_held_and_runs_in_commit_order() {
     let (mut c, mut m) = slow_core(100_000);
     commit(&mut c, &mut m, "t", "a", 100, 300);
     assert_eq!((c.stats().claimed.rows, held(&m)), (32, 68));
-    let mut delivered = Vec::new();
-    let mut now_ms = 300;
-    let mut running = start(&mut c, &mut m, now_ms);
-    while !running.is_empty() {
-        now_ms += 300;
-        for job in running.drain(..) {
-            delivered.push(job.row.seq);
-            c.handle_outcome(now_ms, job.id, Ok(()), SLOW);
-        }
-        running = start(&mut c, &mut m, now_ms);
-        assert!(c.stats().claimed.rows <= 32 + 8, "{now_ms}");
-    }
+    let running = start(&mut c, &mut m, 300);
+    let delivered = deliver_all(&mut c, &mut m, 300, running);
     assert_eq!(delivered, (2..=101).collect::<Vec<u64>>());
     assert!(m.due.is_empty() && !c.is_waking());
 }
@@ -150,17 +158,9 @@ fn a_backlog_claimed_before_its_calls_were_timed_is_trimmed_to_the_window() {
     c.handle_outcome(300, first.id, Ok(()), SLOW);
     let _ = m.apply(&mut c);
     assert_eq!((c.stats().claimed.rows, held(&m)), (7 + 32, 60));
-    let mut delivered = vec![first.row.seq];
-    let mut now_ms = 300;
-    running.extend(start(&mut c, &mut m, now_ms));
-    while !running.is_empty() {
-        now_ms += 300;
-        for job in running.drain(..) {
-            delivered.push(job.row.seq);
-            c.handle_outcome(now_ms, job.id, Ok(()), SLOW);
-        }
-        running = start(&mut c, &mut m, now_ms);
-    }
+    running.extend(start(&mut c, &mut m, 300));
+    let mut delivered = deliver_all(&mut c, &mut m, 300, running);
+    delivered.push(first.row.seq);
     delivered.sort_unstable();
     assert_eq!(delivered, (1..=100).collect::<Vec<u64>>());
     assert!(m.due.is_empty() && !c.is_waking());
