@@ -1,6 +1,6 @@
-//! Rows held while their sink is paused (a sink's `paused = true`), and
-//! rows never attempted that wait for their key's breaker to close (see
-//! `breaker`).
+//! Rows held while their sink is paused (a sink's `paused = true`), rows
+//! never attempted that wait for their key's breaker to close (see
+//! `breaker`), and rows beyond a slow key's queue (see `slow_keys`).
 //!
 //! A row of a paused sink that comes up — claimed by a scan, or queued on
 //! its key when the pause took effect — is written back due at

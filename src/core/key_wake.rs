@@ -1,7 +1,10 @@
 //! A key's held rows made due at the pace the key takes them.
 //!
 //! Rows of a key wait held (past every due time, see `held`) while its
-//! sink is paused or, never attempted, while its breaker is open. When
+//! sink is paused or, never attempted, while its breaker is open, and
+//! beyond a slow key's queue (see `slow_keys`: its wake is started as it
+//! holds the first, and goes over the held rows again when one is held
+//! behind the place it reached). When
 //! they may run again — the breaker's probe closed it, `Engine::wake_sink`
 //! did, its open period ended with no probe row (the probe check below),
 //! or a pass over the held rows found them free (a resume, a reload, a new
