@@ -226,6 +226,23 @@ fn rated_source(id: &str, tenant: &str, rate: Option<u32>) -> SourceConfig {
     rated
 }
 
+/// Claims every row due at `now_ms`, scan after scan (the decisions
+/// written before each, as the shell does).
+fn claim_all(c: &mut Core, m: &mut Model, now_ms: u64) {
+    let _ = m.apply(c);
+    while c.wants_scan(now_ms) {
+        c.handle_scan(now_ms, m);
+        let _ = m.apply(c);
+    }
+}
+
+/// The calls that start at `now_ms` (not answered), the rows due by then
+/// claimed first.
+fn start_all(c: &mut Core, m: &mut Model, now_ms: u64) -> Vec<Job> {
+    claim_all(c, m, now_ms);
+    std::iter::from_fn(|| c.poll_job(now_ms)).collect()
+}
+
 /// The rows still due, as (source, due time), in due order.
 fn due_rows(m: &Model) -> Vec<(String, u64)> {
     (m.due.keys())

@@ -189,14 +189,6 @@ fn keys_waiting_for_their_turn_leave_the_rings_until_it_comes() {
     assert_eq!(c.stats().queued, 0);
 }
 
-/// Claims every row due at `now_ms`, scan after scan.
-fn claim_all(c: &mut Core, m: &mut Model, now_ms: u64) {
-    while c.wants_scan(now_ms) {
-        c.handle_scan(now_ms, m);
-        let _ = m.apply(c);
-    }
-}
-
 /// The sources of the calls that start at `now_ms`, each answered ok.
 fn answered_starts(c: &mut Core, m: &mut Model, now_ms: u64) -> Vec<String> {
     claim_all(c, m, now_ms);

@@ -25,17 +25,6 @@ fn shared_core() -> (Core, Model) {
     (c, m)
 }
 
-/// The sources of the calls that start at `now_ms` (not answered), the
-/// rows due by then claimed first.
-fn starts(c: &mut Core, m: &mut Model, now_ms: u64) -> Vec<Job> {
-    let _ = m.apply(c);
-    while c.wants_scan(now_ms) {
-        c.handle_scan(now_ms, m);
-        let _ = m.apply(c);
-    }
-    std::iter::from_fn(|| c.poll_job(now_ms)).collect()
-}
-
 fn count(jobs: &[Job], source: &str) -> usize {
     jobs.iter().filter(|j| &*j.key.source_id == source).count()
 }
@@ -46,24 +35,24 @@ fn count(jobs: &[Job], source: &str) -> usize {
 #[test]
 fn a_tenant_that_comes_finds_a_slot_beside_tenants_holding_the_rest() {
     let (mut c, mut m) = shared_core();
-    let first = starts(&mut c, &mut m, 0);
+    let first = start_all(&mut c, &mut m, 0);
     assert_eq!((count(&first, "a"), count(&first, "b")), (7, 7));
     m.add("u", "c", &["x"], 10);
     c.handle_committed_for(&Arc::from("u"), 10);
-    let u = starts(&mut c, &mut m, 10);
+    let u = start_all(&mut c, &mut m, 10);
     assert_eq!(count(&u, "c"), 1, "at once");
     c.handle_outcome(11, u[0].id, Ok(()), TOOK);
     m.add("u", "c", &["x"], 12);
     c.handle_committed_for(&Arc::from("u"), 12);
-    let u = starts(&mut c, &mut m, 12);
+    let u = start_all(&mut c, &mut m, 12);
     assert_eq!(count(&u, "c"), 1, "at once again");
     // Beside u's call, t and v run past their shares (16 / 3): a slot t
     // frees is kept; once u's call ends, t takes one, the last two kept.
     let a_job = first.iter().find(|j| &*j.key.source_id == "a").unwrap();
     c.handle_outcome(300, a_job.id, Ok(()), TOOK);
-    assert!(starts(&mut c, &mut m, 300).is_empty());
+    assert!(start_all(&mut c, &mut m, 300).is_empty());
     c.handle_outcome(301, u[0].id, Ok(()), TOOK);
-    let after = starts(&mut c, &mut m, 301);
+    let after = start_all(&mut c, &mut m, 301);
     assert_eq!((after.len(), count(&after, "a")), (1, 1));
 }
 
@@ -80,5 +69,5 @@ fn a_lone_tenant_may_run_every_slot() {
     for _ in 0..50 {
         m.add("t", "a", &["x", "y"], 0);
     }
-    assert_eq!(starts(&mut c, &mut m, 0).len(), 16, "8 a sink");
+    assert_eq!(start_all(&mut c, &mut m, 0).len(), 16, "8 a sink");
 }

@@ -48,21 +48,6 @@ fn commit(c: &mut Core, m: &mut Model, tenant: &str, source: &str, rows: usize, 
     claim_all(c, m, now_ms);
 }
 
-/// Claims every row due at `now_ms`, scan after scan (wakes included).
-fn claim_all(c: &mut Core, m: &mut Model, now_ms: u64) {
-    let _ = m.apply(c);
-    while c.wants_scan(now_ms) {
-        c.handle_scan(now_ms, m);
-        let _ = m.apply(c);
-    }
-}
-
-/// The jobs that start at `now_ms` (not answered).
-fn start(c: &mut Core, m: &mut Model, now_ms: u64) -> Vec<Job> {
-    claim_all(c, m, now_ms);
-    std::iter::from_fn(|| c.poll_job(now_ms)).collect()
-}
-
 /// Answers the `running` calls and every call that starts after them,
 /// each `SLOW`, one round of slots every 300 ms from `now_ms`: the seqs
 /// of the rows delivered, in order. The key never claims more than its
@@ -75,7 +60,7 @@ fn deliver_all(c: &mut Core, m: &mut Model, mut now_ms: u64, mut running: Vec<Jo
             delivered.push(job.row.seq);
             c.handle_outcome(now_ms, job.id, Ok(()), SLOW);
         }
-        running = start(c, m, now_ms);
+        running = start_all(c, m, now_ms);
         assert!(c.stats().claimed.rows <= 32 + 8 + 1, "{now_ms}");
     }
     delivered
@@ -94,7 +79,7 @@ fn a_slow_keys_backlog_waits_held_and_runs_in_commit_order() {
     another_tenant_active(&mut c, &mut m, 300);
     commit(&mut c, &mut m, "t", "a", 100, 300);
     assert_eq!((c.stats().claimed.rows, held(&m)), (32 + 1, 68), "and w's");
-    let running = start(&mut c, &mut m, 300);
+    let running = start_all(&mut c, &mut m, 300);
     let delivered = deliver_all(&mut c, &mut m, 300, running);
     assert_eq!(delivered, (3..=102).collect::<Vec<u64>>(), "t's rows");
     assert!(m.due.is_empty() && !c.is_waking());
@@ -109,10 +94,10 @@ fn a_slow_backlog_leaves_the_window_to_other_tenants() {
     let (mut c, mut m) = slow_core(100);
     another_tenant_active(&mut c, &mut m, 300);
     commit(&mut c, &mut m, "t", "a", 500, 300);
-    let slow_running = start(&mut c, &mut m, 300);
+    let slow_running = start_all(&mut c, &mut m, 300);
     assert_eq!(slow_running.len(), 8);
     commit(&mut c, &mut m, "u", "b", 50, 310);
-    let other = start(&mut c, &mut m, 310);
+    let other = start_all(&mut c, &mut m, 310);
     assert_eq!(other.len(), 8, "b's slots");
     assert_eq!(c.tenants[&Arc::from("u")].claimed.rows, 50);
 }
@@ -126,7 +111,7 @@ fn a_row_held_behind_the_wake_is_woken_when_it_goes_over_again() {
     another_tenant_active(&mut c, &mut m, 300);
     commit(&mut c, &mut m, "t", "a", 100, 300);
     let mut now_ms = 300;
-    let mut running = start(&mut c, &mut m, now_ms);
+    let mut running = start_all(&mut c, &mut m, now_ms);
     let first = running[0].row;
     let mut attempts_of_first = 0;
     while !running.is_empty() {
@@ -140,14 +125,14 @@ fn a_row_held_behind_the_wake_is_woken_when_it_goes_over_again() {
             };
             c.handle_outcome(now_ms, job.id, result, SLOW);
         }
-        running = start(&mut c, &mut m, now_ms);
+        running = start_all(&mut c, &mut m, now_ms);
         let backoff_end = (m.due.keys())
             .map(|(_, at, _)| *at)
             .find(|at| *at < HELD_DUE_MS);
         if let Some(at_ms) = backoff_end.filter(|_| running.is_empty()) {
             // Only the retry's backoff is left: go to its end.
             now_ms = at_ms;
-            running = start(&mut c, &mut m, now_ms);
+            running = start_all(&mut c, &mut m, now_ms);
         }
     }
     assert_eq!(attempts_of_first, 1);
@@ -165,13 +150,13 @@ fn a_backlog_claimed_before_its_calls_were_timed_is_trimmed_to_the_window() {
     let mut m = Model::default();
     another_tenant_active(&mut c, &mut m, 0);
     commit(&mut c, &mut m, "t", "a", 100, 0);
-    let mut running = start(&mut c, &mut m, 0);
+    let mut running = start_all(&mut c, &mut m, 0);
     assert_eq!((running.len(), c.stats().claimed.rows), (8, 100 + 1));
     let first = running.remove(0);
     c.handle_outcome(300, first.id, Ok(()), SLOW);
     let _ = m.apply(&mut c);
     assert_eq!((c.stats().claimed.rows, held(&m)), (7 + 32 + 1, 60));
-    running.extend(start(&mut c, &mut m, 300));
+    running.extend(start_all(&mut c, &mut m, 300));
     let mut delivered = deliver_all(&mut c, &mut m, 300, running);
     delivered.push(first.row.seq);
     delivered.sort_unstable();
