@@ -173,7 +173,8 @@ pub struct CoreStats {
     pub active_tenants: u64,
     /// Rows written back due because their key's breaker was open.
     pub parked: u64,
-    /// Rows held because their sink was paused (each time one came up).
+    /// Rows held because their sink was paused, or beyond a slow sink's
+    /// queue for its wake (each time one came up).
     pub held: u64,
     /// Breakers open or half-open now.
     pub breakers_open: u64,
@@ -430,6 +431,7 @@ impl Core {
         // Rows queued on a key the new sources do not have are bound again
         // by the next scan: the sink at their index is not theirs now.
         self.unqueue(self.queued_keys(|key| !self.catalog.has_key(key)));
+        self.forget_gone_keys();
         let dropped: Vec<SinkKey> = (self.breakers.keys())
             .filter(|key| !self.keeps_breaker(key))
             .cloned()
@@ -440,6 +442,19 @@ impl Core {
             }
         }
         self.scan_requested = true;
+    }
+
+    /// Drops the state of the keys the sources no longer have once nothing
+    /// of theirs is queued, runs, waits for a wake or is still to log: a
+    /// node whose sources come and go keeps only the keys it serves (a key
+    /// still running goes at a later reload; a source added again starts
+    /// its sinks' counts from 0).
+    fn forget_gone_keys(&mut self) {
+        let (catalog, wakes) = (&self.catalog, &self.key_wakes);
+        self.keys.retain(|key, state| {
+            let busy = state.calls > 0 || !state.queue.is_empty() || state.holding;
+            catalog.has_key(key) || busy || state.unlogged_dead > 0 || wakes.under_way(key)
+        });
     }
 
     /// An attempt's result. A result for an attempt that already timed out

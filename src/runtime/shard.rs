@@ -122,7 +122,8 @@ pub struct ShardStats {
     pub active_tenants: u64,
     /// Rows written back due because their key's breaker was open.
     pub parked: u64,
-    /// Rows held because their sink was paused (each time one came up).
+    /// Rows held because their sink was paused, or beyond a slow sink's
+    /// queue for its wake (each time one came up).
     pub held: u64,
     /// Breakers open or half-open now.
     pub breakers_open: u64,

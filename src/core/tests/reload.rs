@@ -88,3 +88,47 @@ fn an_attempt_running_across_a_reload_that_moves_its_sink_fails_by_its_own_sinks
         .collect();
     assert_eq!(settled, ["dead"]);
 }
+
+/// A reload that removes sinks forgets their keys once nothing of theirs
+/// runs: source `b`'s key, idle, at once; `a`'s second sink, whose attempt
+/// runs across the reload, at the next reload after that attempt ended.
+#[test]
+fn a_reload_forgets_the_keys_of_removed_sinks_once_they_are_idle() {
+    let config = config_with(vec![
+        source("a", "t", &["x", "y"]),
+        source("b", "u", &["x"]),
+    ]);
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    m.add("t", "a", &["x", "y"], 0);
+    m.add("u", "b", &["x"], 0);
+    c.handle_scan(0, &mut m);
+    let _ = m.apply(&mut c);
+    let jobs: Vec<Job> = std::iter::from_fn(|| c.poll_job(0)).collect();
+    let (running, done): (Vec<Job>, Vec<Job>) = jobs
+        .into_iter()
+        .partition(|job| job.key.sink_type.as_ref() == "y");
+    for job in &done {
+        c.handle_outcome(1, job.id, Ok(()), TOOK);
+    }
+    let _ = m.apply(&mut c);
+    let keys = |c: &Core| -> Vec<(String, u16)> {
+        let stats = c.sink_stats();
+        (stats.iter())
+            .map(|s| (s.key.source_id.to_string(), s.key.sink_index))
+            .collect()
+    };
+    let key = |source: &str, index| (source.to_string(), index);
+    assert_eq!(keys(&c), [key("a", 0), key("a", 1), key("b", 0)]);
+
+    let mut fewer = config.clone();
+    fewer.sources = vec![source("a", "t", &["x"])].into();
+    reconfigure(&mut c, &fewer);
+    assert_eq!(keys(&c), [key("a", 0), key("a", 1)], "a's y still runs");
+    c.handle_outcome(2, running[0].id, Ok(()), TOOK);
+    let _ = m.apply(&mut c);
+    assert_eq!(keys(&c), [key("a", 0), key("a", 1)]);
+    reconfigure(&mut c, &fewer);
+    assert_eq!(keys(&c), [key("a", 0)]);
+    assert!(m.rows.is_empty(), "every row delivered");
+}
