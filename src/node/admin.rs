@@ -463,7 +463,7 @@ fn apply_config_file(state: &NodeState, engine: &Engine) -> Result<Reloaded, Rel
     engine.reconfigure(&new).map_err(|e| invalid(&e))?;
     let mut current = state.config.write();
     adopt_live_keys(&mut current, &new);
-    super::open_files::warn_if_short(&current);
+    super::open_files::warn_if_short(&current, engine.sink_connections_bound());
     state.notifier.configure(&new.notifications);
     tokens.fetch_stale_keys();
     *state.tokens.write() = tokens;

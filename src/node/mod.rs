@@ -257,7 +257,6 @@ impl Node {
         let tls = http::tls::from_config(&config.http).map_err(NodeError::Config)?;
         let tls = tls.map(|config| Arc::new(RwLock::new(config)));
         tokens.fetch_stale_keys();
-        open_files::warn_if_short(&config);
         let scheme = if tls.is_some() { "https" } else { "http" };
         let (admin_queues, admin_jobs) = admin::admin_queues();
         let state = Arc::new(NodeState::new(
@@ -422,6 +421,7 @@ fn try_open_engine(
     match builder.open() {
         Ok(engine) => {
             let engine = Arc::new(engine);
+            open_files::warn_if_short(&state.config.read(), engine.sink_connections_bound());
             let recovered: u64 = engine.stats().iter().map(|s| s.recovered).sum();
             let _ = state.engine.set(engine.clone());
             if is_new {

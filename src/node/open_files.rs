@@ -42,25 +42,24 @@ const NODE_FDS: u64 = 16;
 const SHARD_FDS: u64 = 4;
 
 /// The most descriptors `config` can take at once: every connection it
-/// may serve, a sink connection per attempt running, every sink's pool
-/// of idle connections full, and the node's own.
-pub(crate) fn needed(config: &Config) -> u64 {
+/// may serve, a sink connection per attempt running, the sinks' pools of
+/// idle connections (`sink_connections`, what they can keep: see
+/// `SinkRegistry::connections_bound`), and the node's own.
+pub(crate) fn needed(config: &Config, sink_connections: usize) -> u64 {
     let served = config.http.max_connections as u64;
     let running = u64::from(config.dispatch.concurrency);
-    let sinks: usize = config.sources.iter().map(|s| s.sinks.len()).sum();
-    let idle = (sinks * crate::sink::idle_connections(config)) as u64;
     let own = NODE_FDS + SHARD_FDS * config.shard_count() as u64;
-    served + running + idle + own
+    served + running + sink_connections as u64 + own
 }
 
-/// Logs a warning when the soft limit is below what `config` can take
-/// (as the node starts, and after each reload: more sources, sinks or
-/// concurrency take more).
-pub(crate) fn warn_if_short(config: &Config) {
+/// Logs a warning when the soft limit is below what `config`, whose sinks
+/// can keep `sink_connections`, can take (as the node's engine opens, and
+/// after each reload: more sources, sinks or concurrency take more).
+pub(crate) fn warn_if_short(config: &Config, sink_connections: usize) {
     let Some(limit) = soft_limit() else {
         return;
     };
-    let needed = needed(config);
+    let needed = needed(config, sink_connections);
     if limit < needed {
         crate::log::warn(
             "the open-files limit is below what http.max_connections, dispatch.concurrency and the sinks' kept-alive connections can take: past it, new connections are refused with 503 (raise LimitNOFILE or ulimit -n, or lower http.max_connections)",
@@ -87,28 +86,16 @@ fn limits() -> Option<libc::rlimit> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{SinkConfig, SourceConfig};
 
     #[test]
     fn a_node_needs_its_connections_its_sinks_and_its_own() {
         let mut config = Config::default();
         config.http.max_connections = 1_000;
         config.dispatch.concurrency = 50;
-        config.dispatch.sink_concurrency = 10;
         config.shards = 3;
-        let sinks = |n| {
-            (0..n)
-                .map(|_| SinkConfig::http("http://127.0.0.1:9/"))
-                .collect()
-        };
-        config.sources = vec![
-            SourceConfig::new("a", "t1", sinks(2)),
-            SourceConfig::new("b", "t2", sinks(1)),
-        ]
-        .into();
         assert_eq!(
-            needed(&config),
-            1_000 + 50 + 3 * 10 + NODE_FDS + 3 * SHARD_FDS
+            needed(&config, 70),
+            1_000 + 50 + 70 + NODE_FDS + 3 * SHARD_FDS
         );
     }
 }

@@ -359,6 +359,13 @@ impl Engine {
         self.host_sinks.keys().map(String::as_str).collect()
     }
 
+    /// The most connections the engine's sinks can keep open at once (see
+    /// [`SinkRegistry::connections_bound`]).
+    pub(crate) fn sink_connections_bound(&self) -> usize {
+        let sink_concurrency = self.config.read().dispatch.sink_concurrency as usize;
+        self.registry.read().connections_bound(sink_concurrency)
+    }
+
     /// Takes `[dispatch]` (windows, concurrency, breakers, deadlines, the
     /// tenants' limits), `[retry]`, `[egress]` and the sources with their
     /// sinks from `config` without a restart; its other keys (`data_dir`,

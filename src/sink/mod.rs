@@ -39,7 +39,6 @@ pub use egress::{Egress, Network};
 pub use forward::{never_forwarded, reserved_header, PROVIDER_TOKENS};
 use queue::answer_of;
 pub use queue::MessageTooLarge;
-pub(crate) use registry::idle_connections;
 pub use registry::SinkRegistry;
 use status::excerpt;
 

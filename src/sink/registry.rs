@@ -219,6 +219,36 @@ impl SinkRegistry {
         clients
     }
 
+    /// The most connections goad's sinks can keep open at once, with each
+    /// sink running up to `sink_concurrency` calls: a pool keeps no more
+    /// connections idle than its sinks ran at once, and no more than its
+    /// size, and HTTP sinks posting to one host share a pool (a host's own
+    /// sinks' connections are the host's to count).
+    pub fn connections_bound(&self, sink_concurrency: usize) -> usize {
+        let mut http = Vec::new();
+        let mut own = 0;
+        for built in self.sinks.values().flatten() {
+            match &built.recipe {
+                Some(Recipe::Http(options, client)) => {
+                    http.push((options.connections(), client.idle_connections));
+                }
+                Some(
+                    Recipe::Sqs(SqsSinkOptions {
+                        idle_connections, ..
+                    })
+                    | Recipe::PubSub(PubSubSinkOptions {
+                        idle_connections, ..
+                    }),
+                ) => own += (*idle_connections).min(sink_concurrency),
+                None => {}
+            }
+        }
+        let pools = super::shared_clients::pools(http).into_iter();
+        own + pools
+            .map(|(idle, sinks)| idle.min(sinks.saturating_mul(sink_concurrency)))
+            .sum::<usize>()
+    }
+
     /// The sink a key's call goes to: none when its source has no sink of
     /// its type at its index (a reload removed or moved it while the call
     /// waited for a worker), so a row is never sent to another sink.
@@ -645,7 +675,7 @@ fn sink_timeout_ms(config: &Config, entry: &SinkConfig) -> u64 {
 }
 
 /// Idle connections a sink keeps: at least one per attempt it may run.
-pub(crate) fn idle_connections(config: &Config) -> usize {
+fn idle_connections(config: &Config) -> usize {
     config.dispatch.sink_concurrency.max(8) as usize
 }
 
@@ -794,6 +824,33 @@ mod tests {
         assert_eq!(kept_from(&first, &raised, 2), [None, Some(1)]);
         let lowered = rebuilt_with(with_concurrency(4), &raised);
         assert_eq!(kept_from(&raised, &lowered, 2), [Some(0), Some(1)]);
+    }
+
+    /// What the sinks can keep open: a hundred HTTP sinks posting to one
+    /// host share a pool of `dispatch.concurrency`; two to another keep
+    /// what they run at once; one to the first host with other timeouts,
+    /// and a queue sink, keep their own.
+    #[test]
+    fn sinks_keep_open_at_most_their_pools_or_what_they_run_at_once() {
+        let slack = |i| SinkConfig::http(format!("https://hooks.slack.com/services/{i}"));
+        let mut sources: Vec<SourceConfig> = (0..100)
+            .map(|i| SourceConfig::new(format!("s{i}"), "t", vec![slack(i)]))
+            .collect();
+        let few = ["https://a.example/1", "https://a.example/2"].map(SinkConfig::http);
+        sources.push(SourceConfig::new("few", "t", few.into()));
+        let patient = SinkConfig {
+            timeout_ms: Some(60_000),
+            ..slack(100)
+        };
+        sources.push(SourceConfig::new("patient", "t", vec![patient]));
+        let queue = SinkConfig::sqs("http://q/1/q");
+        sources.push(SourceConfig::new("queue", "t", vec![queue]));
+        let mut config = Config::default();
+        config.dispatch.concurrency = 32;
+        config.sources = sources.into();
+        let registry = rebuilt_with(config, &SinkRegistry::default());
+        assert_eq!(registry.connections_bound(8), 32 + 2 * 8 + 8 + 8);
+        assert_eq!(registry.connections_bound(1), 32 + 2 + 1 + 1);
     }
 
     #[test]

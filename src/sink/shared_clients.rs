@@ -87,6 +87,33 @@ impl SharedClients {
     }
 }
 
+/// The pools of these clients, each once: the idle connections it keeps
+/// and how many of the clients (one a sink) share it. A client whose
+/// connections have no origin has a pool of its own.
+pub(super) fn pools(
+    clients: impl IntoIterator<Item = (Connections, usize)>,
+) -> Vec<(usize, usize)> {
+    let mut by_origin: HashMap<String, Vec<(Connections, usize, usize)>> = HashMap::new();
+    let mut own = Vec::new();
+    for (connections, idle_connections) in clients {
+        let Some(origin) = connections.origin.clone() else {
+            own.push((idle_connections, 1));
+            continue;
+        };
+        let held = by_origin.entry(origin).or_default();
+        match held.iter_mut().find(|(c, _, _)| c.same_as(&connections)) {
+            Some((_, idle, sinks)) => {
+                *idle = (*idle).max(idle_connections);
+                *sinks += 1;
+            }
+            None => held.push((connections, idle_connections, 1)),
+        }
+    }
+    let shared = by_origin.into_values().flatten();
+    own.extend(shared.map(|(_, idle, sinks)| (idle, sinks)));
+    own
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -42,11 +42,23 @@ impl ServeProcess {
 
     /// The next line the node logs with message `msg`.
     fn logged(&self, msg: &str) -> String {
+        self.lines_up_to(msg).pop().expect("the line logging msg")
+    }
+
+    /// The lines the node logs up to the next with message `msg`, that one
+    /// last.
+    fn lines_up_to(&self, msg: &str) -> Vec<String> {
         let wanted = format!("msg=\"{msg}\"");
+        let mut lines = Vec::new();
         loop {
             match self.log.recv_timeout(Duration::from_secs(30)) {
-                Ok(line) if line.contains(&wanted) => return line,
-                Ok(_) => {}
+                Ok(line) => {
+                    let found = line.contains(&wanted);
+                    lines.push(line);
+                    if found {
+                        return lines;
+                    }
+                }
                 Err(e) => panic!("the node did not log {wanted}: {e}"),
             }
         }
