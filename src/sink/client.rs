@@ -1,4 +1,5 @@
-//! The HTTP client every one of goad's sinks uses, one per sink entry, the
+//! The HTTP client every one of goad's sinks uses (HTTP sinks posting to
+//! one host share one, see `shared_clients`), the
 //! roots its TLS trusts and the certificate it presents; the
 //! percent-encoding of what goes into its URLs and forms, and reading a
 //! credentials service's answer.
@@ -14,9 +15,9 @@ use std::time::{Duration, Instant};
 use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
 use ureq::unversioned::transport::{ConnectionDetails, Connector, DefaultConnector, Transport};
 
-/// The HTTP client of one sink: a keep-alive pool of `idle_connections`,
-/// per-phase timeouts of `timeout_ms` (connect, send, receive: ureq 3's
-/// `timeout_global` would start a thread per request), statuses as
+/// An HTTP client: a keep-alive pool of `idle_connections`, per-phase
+/// timeouts of `timeout_ms` (connect, send, receive; a request also ends
+/// by its attempt's deadline, see [`request_timeout`]), statuses as
 /// answers rather than errors, no redirects followed, `HTTP_BUFFER_BYTES`
 /// of buffers each way per connection (response heads of at most
 /// `HTTP_MAX_RESPONSE_HEAD_BYTES`), and TLS trusting Mozilla's root

@@ -1,10 +1,13 @@
-//! The HTTP sink: one ureq Agent (keep-alive pool) per sink entry.
+//! The HTTP sink: a ureq Agent (keep-alive pool) shared with the sinks
+//! posting to the same host over the same connections (see
+//! `shared_clients`).
 //!
 //! Each attempt sends the body verbatim with the hook's content type,
 //! Standard Webhooks headers, goad's headers and the forwarded provider
-//! headers, and maps the status (see `status`). Timeouts are per phase
-//! (connect, send, receive): ureq 3's `timeout_global` would start a thread
-//! per request. Redirects are not followed. The response body is read up to
+//! headers, and maps the status (see `status`). Each phase (connect, send,
+//! receive) has its timeout, and the whole request ends a little past the
+//! attempt's deadline (see `client::request_timeout`). Redirects are not
+//! followed. The response body is read up to
 //! `max_response_bytes` (so the connection can be reused) and dropped, but
 //! for the start of a failure's, which its error quotes.
 //!
