@@ -58,6 +58,7 @@
 mod checks;
 mod operations;
 mod sinks;
+use checks::SinkSums;
 
 use goad::config::{
     DispatchConfig, HeaderFilter, RetryConfig, SinkConfig, SinkRetryConfig, SourceConfig,
@@ -194,6 +195,9 @@ struct Sim {
     sink_wake: Option<(SinkKey, DueEntry)>,
     /// The filters of replay steps (a sink index, a kind of reason).
     replay_rng: Rng,
+    /// The outcomes of the keys reloads forgot (their sinks gone) in this
+    /// life, which the shard still counts: see `check_sink_outcomes`.
+    forgotten: SinkSums,
 }
 
 impl Sim {
@@ -332,6 +336,7 @@ impl Sim {
             breaker_failures,
             breaker_rng: Rng::new(seed ^ 0xb4ea_c0ff),
             call_starts: HashMap::new(),
+            forgotten: SinkSums::default(),
             next_hook: 0,
             faults: true,
             expiry_rng,
@@ -368,6 +373,7 @@ impl Sim {
         let mut core = core;
         core.observe_outcomes(true);
         let shard = ShardState::open(store, core, self.now_ms).unwrap();
+        self.forgotten = SinkSums::default();
         self.take_back_breakers(&shard);
         shard
     }

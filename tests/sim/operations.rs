@@ -124,7 +124,15 @@ impl Sim {
     /// The catalog of `config` as it now stands, given to the shard.
     fn reconfigure_sinks(&mut self, shard: &mut ShardState) {
         self.catalog = catalog_of(&self.config, self.batch_max_entries);
+        self.reconfigure(shard);
+    }
+
+    /// Reloads the config into the shard, counting the outcomes of the
+    /// keys it forgets (those of sinks gone).
+    fn reconfigure(&mut self, shard: &mut ShardState) {
+        let before = SinkSums::of(shard);
         shard.handle_reconfigure(self.dispatch.clone(), self.retry, self.catalog.clone());
+        self.forgotten.add(before.less(SinkSums::of(shard)));
     }
 
     /// Seeded operator actions: a reconfiguration, deleting a source's
@@ -158,7 +166,7 @@ impl Sim {
                 self.dispatch.breaker_failures = if on { self.breaker_failures } else { 0 };
                 self.parked_check_due = !on;
             }
-            shard.handle_reconfigure(self.dispatch.clone(), self.retry, self.catalog.clone());
+            self.reconfigure(shard);
         }
         self.pause_or_resume(shard);
         self.swap_sinks(shard);
