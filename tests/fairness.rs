@@ -2,8 +2,9 @@
 //! shards (1 on one, 9 on the other) against equally fast sinks. The
 //! coordinator grants each shard a share of the node's attempts in
 //! proportion to its active tenants, so each tenant's share of deliveries is
-//! within ±20 % of equal and Jain's fairness index is at least 0.95. And a
-//! lone busy tenant beside idle shards gets the whole node's window.
+//! within ±20 % of equal and Jain's fairness index is at least 0.95. A
+//! shard whose tenants cannot use their share leaves it to another's, and
+//! a lone busy tenant beside idle shards gets the whole node's window.
 
 mod common;
 
@@ -135,6 +136,55 @@ fn tenants_get_equal_shares_of_deliveries_across_unevenly_loaded_shards() {
         );
     }
     assert!(jain >= 0.95, "Jain's index {jain}");
+}
+
+/// A shard whose tenants run few calls leaves the rest of the node's
+/// concurrency to another's: nine tenants on shard 1 each hold one
+/// attempt open, and the one tenant on shard 0, with a backlog, runs its
+/// key's 8 at once. Shared by active tenants alone (1 to 9), shard 0 held
+/// 3 of the node's 32 while 20 stood idle.
+#[test]
+fn a_shard_leaves_the_concurrency_its_tenants_cannot_use_to_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenants = uneven_tenants();
+    let mut c = config(dir.path());
+    c.shards = 2;
+    for t in &tenants {
+        c.sources.push(source_of_kinds(t, t, &["gate"]));
+    }
+    let (release, gate) = crossbeam_channel::bounded::<()>(0);
+    let running: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+    let now = running.clone();
+    let held = sink(move |d| {
+        let tenant = d.hook.tenant.to_string();
+        *now.lock().unwrap().entry(tenant.clone()).or_default() += 1;
+        let _ = gate.recv();
+        *now.lock().unwrap().get_mut(&tenant).unwrap() -= 1;
+        Ok(())
+    });
+    let engine = Engine::builder(c).sink("gate", held).open().unwrap();
+    let running_of = |t: &str| running.lock().unwrap().get(t).copied().unwrap_or(0);
+    let (lone, others) = tenants.split_first().unwrap();
+    for t in others {
+        engine.commit(NewHook::new(t.as_str(), "x")).unwrap();
+    }
+    wait_until(
+        "each of shard 1's tenants running an attempt",
+        Duration::from_secs(10),
+        || others.iter().all(|t| running_of(t) == 1),
+    );
+    for _ in 0..40 {
+        engine.commit(NewHook::new(lone.as_str(), "x")).unwrap();
+    }
+    wait_until(
+        "the lone tenant running its key's 8 attempts at once",
+        Duration::from_secs(10),
+        || running_of(lone) == 8,
+    );
+    drop(release);
+    engine.tick().unwrap();
+    let delivered: u64 = engine.stats().iter().map(|s| s.delivered).sum();
+    assert_eq!(delivered, 49);
 }
 
 /// A lone busy tenant gets the node's whole window beside idle shards:

@@ -117,6 +117,30 @@ impl Core {
         }
     }
 
+    /// The calls the shard's tenants could run now: those running, and
+    /// those their queued rows could start (a key's up to
+    /// `dispatch.sink_concurrency`, a tenant's up to its concurrency; a key
+    /// waiting for its rate's turn, none more). The coordinator gives a
+    /// shard no more of the node's concurrency than this (and one more)
+    /// while another shard's tenants could run more.
+    pub fn wanted_calls(&self) -> u64 {
+        let sink_concurrency = u64::from(self.dispatch.sink_concurrency);
+        let mut wanted = self.calls_count;
+        for tenant_id in &self.tenant_ring {
+            let tenant = &self.tenants[tenant_id];
+            let startable: u64 = (tenant.key_ring.iter())
+                .map(|key| {
+                    let state = &self.keys[key];
+                    let free = sink_concurrency.saturating_sub(state.calls);
+                    free.min(state.queue.len() as u64)
+                })
+                .sum();
+            let room = u64::from(tenant.limits.concurrency).saturating_sub(tenant.calls);
+            wanted += startable.min(room);
+        }
+        wanted
+    }
+
     /// The next call of a tenant running fewer than `max_calls` calls, in
     /// round-robin order.
     fn next_call(&mut self, now_ms: u64, max_calls: u64) -> Option<Call> {

@@ -91,7 +91,7 @@ impl EngineBuilder {
             engine_id: super::io_thread::new_engine_id(),
             config: &self.config,
             catalog,
-            grants: coordinator::shares(global, &vec![0; shard_count]),
+            grants: coordinator::shares(global, &vec![0; shard_count], &vec![0; shard_count]),
             seed: self.seed.unwrap_or_else(wall_ms),
             now_ms: wall_ms(),
             registry: registry.clone(),

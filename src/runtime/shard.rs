@@ -536,6 +536,7 @@ impl ShardLoop {
             let demand = Demand {
                 shard_index: self.index,
                 active_tenants,
+                wanted_calls: state.core().wanted_calls(),
             };
             if self
                 .coordinator

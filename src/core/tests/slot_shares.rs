@@ -71,3 +71,49 @@ fn a_lone_tenant_may_run_every_slot() {
     }
     assert_eq!(start_all(&mut c, &mut m, 0).len(), 16, "8 a sink");
 }
+
+/// The calls a shard's tenants could run, which the coordinator shares
+/// the node's concurrency by: those running, and those their queued rows
+/// could start, a key's up to `sink_concurrency` and a tenant's up to its
+/// concurrency.
+#[test]
+fn the_calls_wanted_are_those_running_and_those_queued_rows_could_start() {
+    let mut config = config_with(vec![
+        source("a", "t", &["x", "y"]),
+        source("b", "u", &["x"]),
+    ]);
+    config.dispatch.sink_concurrency = 2;
+    config.dispatch.tenants.insert(
+        "t".into(),
+        TenantLimitsConfig {
+            concurrency: Some(3),
+            ..TenantLimitsConfig::default()
+        },
+    );
+    let grant = Grant {
+        concurrency: 2,
+        ..BIG
+    };
+    let mut c = core(&config, grant);
+    let mut m = Model::default();
+    for _ in 0..10 {
+        m.add("t", "a", &["x", "y"], 0);
+    }
+    for _ in 0..5 {
+        m.add("u", "b", &["x"], 0);
+    }
+    let running = start_all(&mut c, &mut m, 0);
+    assert_eq!(running.len(), 2, "the shard's share");
+    // t: 3 in all (its concurrency); u: 2 (its key's sink_concurrency).
+    assert_eq!(c.wanted_calls(), 3 + 2);
+    for job in &running {
+        c.handle_outcome(1, job.id, Ok(()), TOOK);
+    }
+    let _ = m.apply(&mut c);
+    c.handle_grant(Grant {
+        concurrency: 100,
+        ..BIG
+    });
+    assert_eq!(start_all(&mut c, &mut m, 1).len(), 5, "as many as wanted");
+    assert_eq!(c.wanted_calls(), 5);
+}
