@@ -102,10 +102,7 @@ fn a_reload_forgets_the_keys_of_removed_sinks_once_they_are_idle() {
     let mut m = Model::default();
     m.add("t", "a", &["x", "y"], 0);
     m.add("u", "b", &["x"], 0);
-    c.handle_scan(0, &mut m);
-    let _ = m.apply(&mut c);
-    let jobs: Vec<Job> = std::iter::from_fn(|| c.poll_job(0)).collect();
-    let (running, done): (Vec<Job>, Vec<Job>) = jobs
+    let (running, done): (Vec<Job>, Vec<Job>) = start_all(&mut c, &mut m, 0)
         .into_iter()
         .partition(|job| job.key.sink_type.as_ref() == "y");
     for job in &done {

@@ -34,9 +34,7 @@ fn each_sink_counts_its_own_outcomes_and_shows_its_breaker() {
     let mut m = Model::default();
     m.add("t", "a", &["x", "y"], 0);
     m.add("u", "b", &["x"], 0);
-    c.handle_scan(0, &mut m);
-    let _ = m.apply(&mut c);
-    let jobs: Vec<Job> = std::iter::from_fn(|| c.poll_job(0)).collect();
+    let jobs = start_all(&mut c, &mut m, 0);
     let job = |source: &str, index: u16| {
         let found = jobs
             .iter()
