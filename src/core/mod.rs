@@ -169,7 +169,8 @@ pub struct CoreStats {
     pub dead_by_reason: DeadCounts,
     pub retried: u64,
     pub timed_out: u64,
-    /// Tenants with rows claimed or due at the last scan.
+    /// Tenants with rows claimed, or due and waiting their turn in the
+    /// scans' round robin.
     pub active_tenants: u64,
     /// Rows written back due because their key's breaker was open.
     pub parked: u64,
@@ -562,6 +563,7 @@ impl Core {
             calls: self.calls_count,
             queued: self.claims.len() as u64 - self.running_count,
             breakers_open: self.breakers.values().filter(|b| b.is_open()).count() as u64,
+            active_tenants: self.due.active() as u64,
             ..self.stats
         }
     }

@@ -140,8 +140,7 @@ impl Core {
 
     /// After a scan: when the shard next wakes for due rows (now while the
     /// round robin holds a tenant, else the earliest hint of later), while
-    /// the shard has room, and how many tenants are active (claiming, or
-    /// with rows due now).
+    /// the shard has room.
     fn note_next_due(&mut self) {
         if self.shard_window().has_room(self.claimed) {
             self.next_due_at_ms = earliest(self.next_due_at_ms, self.due.next_due_ms());
@@ -151,7 +150,6 @@ impl Core {
             self.tenants.values().filter(|s| s.claimed.rows > 0).count(),
             "the count of tenants with claims"
         );
-        self.stats.active_tenants = self.due.active() as u64;
     }
 
     /// Claims up to `want` of the tenant's due rows within its and the

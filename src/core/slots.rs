@@ -141,6 +141,12 @@ impl Core {
         wanted
     }
 
+    /// Whether the shard's share of the concurrency is what keeps calls
+    /// from starting: all of it runs while a tenant has rows queued.
+    pub fn short_of_calls(&self) -> bool {
+        self.calls_count >= self.grant.concurrency && !self.tenant_ring.is_empty()
+    }
+
     /// The next call of a tenant running fewer than `max_calls` calls, in
     /// round-robin order.
     fn next_call(&mut self, now_ms: u64, max_calls: u64) -> Option<Call> {

@@ -10,10 +10,14 @@
 //! tenant with a backlog on another (measured: it drained at 184
 //! deliveries/s instead of 708, with 10 of the 32 slots in use).
 //!
-//! Shards report their active tenant count and the calls they want when
-//! the count changes (and at most every `REPORT_INTERVAL_MS` while busy,
-//! so a shard whose tenants come to want more calls gets them within that
-//! time; until then it runs what it was granted). The active shards share the
+//! Shards report their active tenant count (tenants with rows claimed or
+//! due now) and the calls they want when the count changes, every
+//! `REPORT_INTERVAL_MS` while busy, and at once (at most once a
+//! millisecond) when their share keeps calls from starting and their
+//! tenants could start more than they last said: a burst on a shard that
+//! wanted little gets its share as it is claimed, not an interval later
+//! (measured: a tenant's bursts of 5 beside a shard of four backlogs
+//! started within 1 ms, and up to 100 ms without). The active shards share the
 //! windows; a shard with no active tenant holds one of each (a row, an
 //! attempt), so it can claim and start a new commit at once, until its
 //! report brings its share. It takes nothing from the active shards, so a

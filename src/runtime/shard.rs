@@ -261,7 +261,8 @@ struct ShardLoop {
     /// `restart`).
     outcomes_taken: Vec<Completion>,
     draining_since_ms: Option<u64>,
-    reported: Option<u64>,
+    /// The demand last reported to the coordinator, and when.
+    reported: Option<Demand>,
     reported_at_ms: u64,
     last_commit_batch: usize,
     commits_done: u64,
@@ -528,24 +529,40 @@ impl ShardLoop {
         // (or duplicate) counted.
         self.publish(state, false);
         answer(&mut self.pool, out, replies);
-        let stats = state.core().stats();
-        let (active_tenants, claimed) = (stats.active_tenants, stats.claimed.rows > 0);
-        if self.reported != Some(active_tenants)
-            || (claimed && now_ms >= self.reported_at_ms + REPORT_INTERVAL_MS)
-        {
-            let demand = Demand {
-                shard_index: self.index,
-                active_tenants,
-                wanted_calls: state.core().wanted_calls(),
-            };
-            if self
-                .coordinator
-                .try_send(CoordinatorInput::Demand(demand))
-                .is_ok()
-            {
-                self.reported = Some(active_tenants);
-                self.reported_at_ms = now_ms;
+        self.report_demand(state, now_ms);
+    }
+
+    /// Reports the shard's demand to the coordinator: when its count of
+    /// active tenants changed, every `REPORT_INTERVAL_MS` while it has rows
+    /// claimed, and (at most once a millisecond) when its share of the
+    /// concurrency keeps calls from starting that its tenants could start,
+    /// and they could start more than it last said.
+    fn report_demand(&mut self, state: &ShardState, now_ms: u64) {
+        let core = state.core();
+        let stats = core.stats();
+        let due = match self.reported {
+            Some(last) if last.active_tenants == stats.active_tenants => {
+                let interval = now_ms >= self.reported_at_ms + REPORT_INTERVAL_MS;
+                let short = core.short_of_calls() && now_ms > self.reported_at_ms;
+                (stats.claimed.rows > 0 && interval)
+                    || (short && core.wanted_calls() > last.wanted_calls)
             }
+            _ => true,
+        };
+        if !due {
+            return;
+        }
+        let demand = Demand {
+            shard_index: self.index,
+            active_tenants: stats.active_tenants,
+            wanted_calls: core.wanted_calls(),
+        };
+        if (self.coordinator)
+            .try_send(CoordinatorInput::Demand(demand))
+            .is_ok()
+        {
+            self.reported = Some(demand);
+            self.reported_at_ms = now_ms;
         }
     }
 

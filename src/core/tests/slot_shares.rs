@@ -75,7 +75,7 @@ fn a_lone_tenant_may_run_every_slot() {
 /// The calls a shard's tenants could run, which the coordinator shares
 /// the node's concurrency by: those running, and those their queued rows
 /// could start, a key's up to `sink_concurrency` and a tenant's up to its
-/// concurrency.
+/// concurrency; and whether the shard's share is what stops them.
 #[test]
 fn the_calls_wanted_are_those_running_and_those_queued_rows_could_start() {
     let mut config = config_with(vec![
@@ -104,6 +104,7 @@ fn the_calls_wanted_are_those_running_and_those_queued_rows_could_start() {
     }
     let running = start_all(&mut c, &mut m, 0);
     assert_eq!(running.len(), 2, "the shard's share");
+    assert!(c.short_of_calls(), "its share keeps rows from starting");
     // t: 3 in all (its concurrency); u: 2 (its key's sink_concurrency).
     assert_eq!(c.wanted_calls(), 3 + 2);
     for job in &running {
@@ -116,4 +117,31 @@ fn the_calls_wanted_are_those_running_and_those_queued_rows_could_start() {
     });
     assert_eq!(start_all(&mut c, &mut m, 1).len(), 5, "as many as wanted");
     assert_eq!(c.wanted_calls(), 5);
+    assert!(
+        !c.short_of_calls(),
+        "the tenants' caps keep the rest queued"
+    );
+}
+
+/// The tenants a shard counts active (the coordinator's weights) are those
+/// with rows claimed or due now: once their calls end and nothing is due,
+/// none, with no scan after them (a count taken at the last scan stayed at
+/// a burst's tenants while the shard slept, and kept the node's
+/// concurrency from another shard's backlog).
+#[test]
+fn a_tenant_is_active_while_its_rows_are_claimed_or_due() {
+    let config = config_with(vec![source("a", "t", &["x"]), source("b", "v", &["x"])]);
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    m.add("t", "a", &["x"], 0);
+    m.add("v", "b", &["x"], 0);
+    let running = start_all(&mut c, &mut m, 0);
+    assert_eq!((running.len(), c.stats().active_tenants), (2, 2));
+    c.handle_outcome(1, running[0].id, Ok(()), TOOK);
+    let _ = m.apply(&mut c);
+    assert_eq!(c.stats().active_tenants, 1);
+    c.handle_outcome(2, running[1].id, Ok(()), TOOK);
+    let _ = m.apply(&mut c);
+    assert_eq!(c.stats().active_tenants, 0);
+    assert!(!c.wants_scan(2), "nothing due");
 }
