@@ -141,10 +141,13 @@ impl Core {
         wanted
     }
 
-    /// Whether the shard's share of the concurrency is what keeps calls
-    /// from starting: all of it runs while a tenant has rows queued.
-    pub fn short_of_calls(&self) -> bool {
-        self.calls_count >= self.grant.concurrency && !self.tenant_ring.is_empty()
+    /// Whether the shard's share of the concurrency keeps calls from
+    /// starting (all of it runs while a tenant has rows queued) although
+    /// the coordinator was told the tenants wanted fewer calls than that
+    /// share (`told_wanted`): it is to be told again.
+    pub fn short_of_calls(&self, told_wanted: u64) -> bool {
+        let share = self.grant.concurrency;
+        self.calls_count >= share && told_wanted < share && !self.tenant_ring.is_empty()
     }
 
     /// The next call of a tenant running fewer than `max_calls` calls, in

@@ -12,12 +12,11 @@
 //!
 //! Shards report their active tenant count (tenants with rows claimed or
 //! due now) and the calls they want when the count changes, every
-//! `REPORT_INTERVAL_MS` while busy, and at once (at most once a
-//! millisecond) when their share keeps calls from starting and their
-//! tenants could start more than they last said: a burst on a shard that
-//! wanted little gets its share as it is claimed, not an interval later
-//! (measured: a tenant's bursts of 5 beside a shard of four backlogs
-//! started within 1 ms, and up to 100 ms without). The active shards share the
+//! `REPORT_INTERVAL_MS` while busy, and at once when their share keeps
+//! calls from starting though they last said they wanted fewer: a burst
+//! on a shard that wanted little gets its share as it is claimed, not an
+//! interval later (measured: a tenant's bursts of 5 beside a shard of four
+//! backlogs started within 1–17 ms, and up to 100 ms without). The active shards share the
 //! windows; a shard with no active tenant holds one of each (a row, an
 //! attempt), so it can claim and start a new commit at once, until its
 //! report brings its share. It takes nothing from the active shards, so a

@@ -534,18 +534,17 @@ impl ShardLoop {
 
     /// Reports the shard's demand to the coordinator: when its count of
     /// active tenants changed, every `REPORT_INTERVAL_MS` while it has rows
-    /// claimed, and (at most once a millisecond) when its share of the
-    /// concurrency keeps calls from starting that its tenants could start,
-    /// and they could start more than it last said.
+    /// claimed, and when its share of the concurrency keeps calls from
+    /// starting though it last said its tenants wanted fewer (then it says
+    /// they want at least that share, so it does not say it again until
+    /// its share grows).
     fn report_demand(&mut self, state: &ShardState, now_ms: u64) {
         let core = state.core();
         let stats = core.stats();
         let due = match self.reported {
             Some(last) if last.active_tenants == stats.active_tenants => {
                 let interval = now_ms >= self.reported_at_ms + REPORT_INTERVAL_MS;
-                let short = core.short_of_calls() && now_ms > self.reported_at_ms;
-                (stats.claimed.rows > 0 && interval)
-                    || (short && core.wanted_calls() > last.wanted_calls)
+                (stats.claimed.rows > 0 && interval) || core.short_of_calls(last.wanted_calls)
             }
             _ => true,
         };

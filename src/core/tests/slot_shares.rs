@@ -104,7 +104,8 @@ fn the_calls_wanted_are_those_running_and_those_queued_rows_could_start() {
     }
     let running = start_all(&mut c, &mut m, 0);
     assert_eq!(running.len(), 2, "the shard's share");
-    assert!(c.short_of_calls(), "its share keeps rows from starting");
+    assert!(c.short_of_calls(1), "its share keeps rows from starting");
+    assert!(!c.short_of_calls(2), "as the coordinator was told");
     // t: 3 in all (its concurrency); u: 2 (its key's sink_concurrency).
     assert_eq!(c.wanted_calls(), 3 + 2);
     for job in &running {
@@ -118,7 +119,7 @@ fn the_calls_wanted_are_those_running_and_those_queued_rows_could_start() {
     assert_eq!(start_all(&mut c, &mut m, 1).len(), 5, "as many as wanted");
     assert_eq!(c.wanted_calls(), 5);
     assert!(
-        !c.short_of_calls(),
+        !c.short_of_calls(0),
         "the tenants' caps keep the rest queued"
     );
 }
