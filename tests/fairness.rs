@@ -9,7 +9,7 @@
 mod common;
 
 use common::*;
-use goad::{Delivery, Engine, NewHook, Sink, SinkConfig, SinkError};
+use goad::{Delivery, Engine, NewHook, Sink, SinkError};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -71,16 +71,22 @@ fn uneven_tenants() -> Vec<String> {
     tenants
 }
 
+/// Two shards, and a source per tenant (its id the tenant's) with one
+/// sink of host kind `kind`.
+fn uneven_config(dir: &std::path::Path, tenants: &[String], kind: &str) -> goad::Config {
+    let mut c = config(dir);
+    c.shards = 2;
+    for t in tenants {
+        c.sources.push(source_of_kinds(t, t, &[kind]));
+    }
+    c
+}
+
 #[test]
 fn tenants_get_equal_shares_of_deliveries_across_unevenly_loaded_shards() {
     let dir = tempfile::tempdir().unwrap();
     let tenants = uneven_tenants();
-    let mut c = config(dir.path());
-    c.shards = 2;
-    for t in &tenants {
-        c.sources
-            .push(source(t, t, vec![SinkConfig::of_kind("counting")]));
-    }
+    let c = uneven_config(dir.path(), &tenants, "counting");
     let sink = Arc::new(Counting {
         open: Mutex::new(false),
         opened: Condvar::new(),
@@ -147,11 +153,7 @@ fn tenants_get_equal_shares_of_deliveries_across_unevenly_loaded_shards() {
 fn a_shard_leaves_the_concurrency_its_tenants_cannot_use_to_another() {
     let dir = tempfile::tempdir().unwrap();
     let tenants = uneven_tenants();
-    let mut c = config(dir.path());
-    c.shards = 2;
-    for t in &tenants {
-        c.sources.push(source_of_kinds(t, t, &["gate"]));
-    }
+    let c = uneven_config(dir.path(), &tenants, "gate");
     let (release, gate) = crossbeam_channel::bounded::<()>(0);
     let running: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
     let now = running.clone();
