@@ -28,10 +28,56 @@ pub(super) struct PooledClient {
     pub(super) idle_connections: usize,
 }
 
-/// The clients so far, by origin (`scheme://host:port`), each with the
-/// connections it was built for.
+/// Values kept per set of connections: by origin (`scheme://host:port`),
+/// then by [`Connections::same_as`].
+struct ByConnections<T> {
+    by_origin: HashMap<String, Vec<(Connections, T)>>,
+}
+
+impl<T> Default for ByConnections<T> {
+    fn default() -> ByConnections<T> {
+        ByConnections {
+            by_origin: HashMap::new(),
+        }
+    }
+}
+
+impl<T> ByConnections<T> {
+    /// The connections kept like `connections` and their value, which
+    /// `new` makes if none are; `None` for connections without an origin,
+    /// which are like no others.
+    fn entry(
+        &mut self,
+        connections: Connections,
+        new: impl FnOnce(&Connections) -> T,
+    ) -> Option<(&Connections, &mut T)> {
+        let held = self
+            .by_origin
+            .entry(connections.origin.clone()?)
+            .or_default();
+        let at = match held.iter().position(|(c, _)| c.same_as(&connections)) {
+            Some(at) => at,
+            None => {
+                let value = new(&connections);
+                held.push((connections, value));
+                held.len() - 1
+            }
+        };
+        let (kept, value) = &mut held[at];
+        Some((&*kept, value))
+    }
+
+    fn into_values(self) -> impl Iterator<Item = T> {
+        self.by_origin
+            .into_values()
+            .flatten()
+            .map(|(_, value)| value)
+    }
+}
+
+/// The clients so far, each with the connections it was built for.
 pub(super) struct SharedClients {
-    by_origin: HashMap<String, Vec<(Connections, PooledClient)>>,
+    clients: ByConnections<PooledClient>,
     /// The idle connections a client keeps, at least.
     pool_connections: usize,
 }
@@ -40,7 +86,7 @@ impl SharedClients {
     /// None held yet; a client keeps at least `pool_connections` idle.
     pub(super) fn new(pool_connections: usize) -> SharedClients {
         SharedClients {
-            by_origin: HashMap::new(),
+            clients: ByConnections::default(),
             pool_connections,
         }
     }
@@ -48,14 +94,10 @@ impl SharedClients {
     /// Holds `client`, built for `connections`, for the sinks of the same
     /// connections to come (of two such, the one with the larger pool).
     pub(super) fn hold(&mut self, connections: Connections, client: PooledClient) {
-        let Some(origin) = connections.origin.clone() else {
-            return;
-        };
-        let held = self.by_origin.entry(origin).or_default();
-        match held.iter_mut().find(|(c, _)| c.same_as(&connections)) {
-            Some((_, kept)) if kept.idle_connections >= client.idle_connections => {}
-            Some((_, kept)) => *kept = client,
-            None => held.push((connections, client)),
+        if let Some((_, kept)) = self.clients.entry(connections, |_| client.clone()) {
+            if kept.idle_connections < client.idle_connections {
+                *kept = client;
+            }
         }
     }
 
@@ -68,22 +110,14 @@ impl SharedClients {
             agent: connections.client(idle_connections),
             idle_connections,
         };
-        let Some(origin) = connections.origin.clone() else {
+        if connections.origin.is_none() {
             return new(&connections);
-        };
-        let held = self.by_origin.entry(origin).or_default();
-        match held.iter_mut().find(|(c, _)| c.same_as(&connections)) {
-            Some((_, kept)) if kept.idle_connections >= idle_connections => kept.clone(),
-            Some((_, kept)) => {
-                *kept = new(&connections);
-                kept.clone()
-            }
-            None => {
-                let client = new(&connections);
-                held.push((connections, client.clone()));
-                client
-            }
         }
+        let (held_for, kept) = (self.clients.entry(connections, new)).expect("an origin");
+        if kept.idle_connections < idle_connections {
+            *kept = new(held_for);
+        }
+        kept.clone()
     }
 }
 
@@ -93,24 +127,18 @@ impl SharedClients {
 pub(super) fn pools(
     clients: impl IntoIterator<Item = (Connections, usize)>,
 ) -> Vec<(usize, usize)> {
-    let mut by_origin: HashMap<String, Vec<(Connections, usize, usize)>> = HashMap::new();
+    let mut shared = ByConnections::default();
     let mut own = Vec::new();
     for (connections, idle_connections) in clients {
-        let Some(origin) = connections.origin.clone() else {
-            own.push((idle_connections, 1));
-            continue;
-        };
-        let held = by_origin.entry(origin).or_default();
-        match held.iter_mut().find(|(c, _, _)| c.same_as(&connections)) {
-            Some((_, idle, sinks)) => {
-                *idle = (*idle).max(idle_connections);
+        match shared.entry(connections, |_| (0, 0)) {
+            Some((_, (idle, sinks))) => {
+                *idle = idle_connections.max(*idle);
                 *sinks += 1;
             }
-            None => held.push((connections, idle_connections, 1)),
+            None => own.push((idle_connections, 1)),
         }
     }
-    let shared = by_origin.into_values().flatten();
-    own.extend(shared.map(|(_, idle, sinks)| (idle, sinks)));
+    own.extend(shared.into_values());
     own
 }
 
