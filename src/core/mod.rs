@@ -401,10 +401,12 @@ impl Core {
         }
     }
 
-    /// New dispatch limits and sources (a reload). Claimed and running rows
-    /// are kept; lowered limits only stop the next claim or start.
+    /// New dispatch limits and sources (a reload) at `now_ms`. Claimed and
+    /// running rows are kept; lowered limits only stop the next claim or
+    /// start.
     pub fn handle_reconfigure(
         &mut self,
+        now_ms: u64,
         dispatch: DispatchConfig,
         retry: RetryConfig,
         catalog: Arc<Catalog>,
@@ -432,7 +434,7 @@ impl Core {
         // Rows queued on a key the new sources do not have are bound again
         // by the next scan: the sink at their index is not theirs now.
         self.unqueue(self.queued_keys(|key| !self.catalog.has_key(key)));
-        self.forget_gone_keys();
+        self.forget_gone_keys(now_ms);
         let dropped: Vec<SinkKey> = (self.breakers.keys())
             .filter(|key| !self.keeps_breaker(key))
             .cloned()
@@ -446,15 +448,22 @@ impl Core {
     }
 
     /// Drops the state of the keys the sources no longer have once nothing
-    /// of theirs is queued, runs, waits for a wake or is still to log: a
-    /// node whose sources come and go keeps only the keys it serves (a key
-    /// still running goes at a later reload; a source added again starts
-    /// its sinks' counts from 0).
-    fn forget_gone_keys(&mut self) {
+    /// of theirs is queued, runs, waits for a wake or is still to log, and
+    /// the turn of their sink's rate has come: a node whose sources come
+    /// and go keeps only the keys it serves (a key still running goes at a
+    /// later reload; a source added again starts its sinks' counts from 0,
+    /// but a sink a reload moved and the next moved back still waits out
+    /// its rate's interval).
+    fn forget_gone_keys(&mut self, now_ms: u64) {
         let (catalog, wakes) = (&self.catalog, &self.key_wakes);
         self.keys.retain(|key, state| {
             let busy = state.calls > 0 || !state.queue.is_empty() || state.holding;
-            catalog.has_key(key) || busy || state.unlogged_dead > 0 || wakes.under_way(key)
+            let turn_to_come = state.next_call_us > now_ms * 1_000;
+            catalog.has_key(key)
+                || busy
+                || turn_to_come
+                || state.unlogged_dead > 0
+                || wakes.under_way(key)
         });
     }
 

@@ -335,10 +335,10 @@ fn fail_every_row_and_park(c: &mut Core, m: &mut Model, t_ms: u64) -> usize {
     jobs.len()
 }
 
-/// Reloads `config` into the core, as the shard does.
-fn reconfigure(c: &mut Core, config: &Config) {
+/// Reloads `config` into the core at `now_ms`, as the shard does.
+fn reconfigure(c: &mut Core, now_ms: u64, config: &Config) {
     let catalog = Arc::new(Catalog::from_config(config));
-    c.handle_reconfigure(config.dispatch.clone(), config.retry, catalog);
+    c.handle_reconfigure(now_ms, config.dispatch.clone(), config.retry, catalog);
 }
 
 /// Source `a` (tenant `t`, one sink of type `x`) with these breaker

@@ -413,7 +413,7 @@ impl ShardLoop {
                 applied,
             } => {
                 self.pool.resize(dispatch.concurrency as usize);
-                state.handle_reconfigure(dispatch, retry, catalog);
+                state.handle_reconfigure(self.clock.now_ms(), dispatch, retry, catalog);
                 if let Some(applied) = applied {
                     let _ = applied.send(());
                 }

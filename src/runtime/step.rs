@@ -253,11 +253,13 @@ impl<'s> ShardState<'s> {
 
     pub fn handle_reconfigure(
         &mut self,
+        now_ms: u64,
         dispatch: DispatchConfig,
         retry: RetryConfig,
         catalog: Arc<Catalog>,
     ) {
-        self.core.handle_reconfigure(dispatch, retry, catalog);
+        self.core
+            .handle_reconfigure(now_ms, dispatch, retry, catalog);
     }
 
     /// Stops claiming; the next step writes every claimed row that has not

@@ -131,7 +131,12 @@ impl Sim {
     /// keys it forgets (those of sinks gone).
     fn reconfigure(&mut self, shard: &mut ShardState) {
         let before = SinkSums::of(shard);
-        shard.handle_reconfigure(self.dispatch.clone(), self.retry, self.catalog.clone());
+        shard.handle_reconfigure(
+            self.now_ms,
+            self.dispatch.clone(),
+            self.retry,
+            self.catalog.clone(),
+        );
         self.forgotten.add(before.less(SinkSums::of(shard)));
     }
 

@@ -10,7 +10,7 @@ fn batching_core(config: &mut Config, batch: u16, sink_concurrency: u32) -> Core
     config.dispatch.sink_concurrency = sink_concurrency;
     let catalog = Catalog::from_config(config).with_batches(|_, _| NonZeroU16::new(batch));
     let mut c = core(config, BIG);
-    c.handle_reconfigure(config.dispatch.clone(), config.retry, Arc::new(catalog));
+    c.handle_reconfigure(0, config.dispatch.clone(), config.retry, Arc::new(catalog));
     c
 }
 

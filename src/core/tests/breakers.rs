@@ -330,7 +330,7 @@ fn reloaded_while_probing(t: u64, change: impl FnOnce(&mut Config)) -> (Core, Mo
     let (mut c, m, probe) = probe_running(&config, t);
     let mut changed = config;
     change(&mut changed);
-    reconfigure(&mut c, &changed);
+    reconfigure(&mut c, t, &changed);
     let closed = BreakerEvent::Closed { key: breaker_key() };
     assert_eq!(breaker_events(&mut c), [closed]);
     (c, m, probe)

@@ -63,7 +63,7 @@ fn a_resumed_sinks_backlog_is_made_due_a_window_at_a_time() {
     settle_at(&mut c, &mut m, 0, &mut |_| panic!("paused"));
     assert_eq!(due_by(&m, HELD_DUE_MS - 1), 0, "all held");
     config.sources[0].sinks[0].paused = false;
-    reconfigure(&mut c, &config);
+    reconfigure(&mut c, 0, &config);
     let mut delivered = HashSet::new();
     let mut most_ahead = 0;
     let mut answer = |job: &Job| {
@@ -144,7 +144,7 @@ fn rows_a_wake_had_not_reached_when_its_breaker_opened_wake_at_the_close() {
     }
     settle_at(&mut c, &mut m, 0, &mut |_| panic!("paused"));
     config.sources[0].sinks[0].paused = false;
-    reconfigure(&mut c, &config);
+    reconfigure(&mut c, 0, &config);
     // The pass reads b's rows for two scans and finds a's in the third,
     // whose wake then reads b's first WAKE_STEP_ROWS.
     for _ in 0..3 {
@@ -211,7 +211,7 @@ fn rows_held_again_behind_a_wake_wake_when_a_reload_drops_their_breaker() {
     }
     assert_eq!((held, due_by(&m, 150)), (WINDOW - 1, 0));
     config.dispatch.breaker_failures = 0;
-    reconfigure(&mut c, &config);
+    reconfigure(&mut c, 150, &config);
     c.handle_outcome(150, probe.id, Ok(()), TOOK);
     let mut delivered = 1;
     settle_at(&mut c, &mut m, 150, &mut |_| {

@@ -162,7 +162,7 @@ fn paced_turns_start_again_after_a_wake_or_a_new_rate() {
         rated_source("a", "t", Some(4)),
         source("b", "u", &["x"]),
     ]);
-    reconfigure(&mut c, &config);
+    reconfigure(&mut c, 0, &config);
     for _ in 0..5 {
         m.add("t", "a", &["x"], 200);
     }

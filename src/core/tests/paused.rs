@@ -51,12 +51,12 @@ fn a_paused_sinks_rows_are_held_and_woken_once_it_is_resumed() {
     // the sink paused starts no pass.
     c.handle_scan(1 << 50, &mut m);
     assert!(m.apply(&mut c).is_empty());
-    reconfigure(&mut c, &config);
+    reconfigure(&mut c, 1 << 50, &config);
     assert!(!c.is_waking());
     // Resumed: the next scan's pass makes them due now, attempts
     // unchanged, and the scan after claims them.
     config.sources[0].sinks[1].paused = false;
-    reconfigure(&mut c, &config);
+    reconfigure(&mut c, 1 << 50, &config);
     assert!(c.is_waking() && c.wants_scan(2_000));
     c.handle_scan(2_000, &mut m);
     assert!(!c.is_waking());
@@ -85,7 +85,7 @@ fn rows_queued_when_a_sink_is_paused_are_held_instead_of_starting() {
     let running = c.poll_job(0).expect("one slot");
     assert!(c.poll_job(0).is_none(), "the other two queue");
     config.sources[0].sinks[0].paused = true;
-    reconfigure(&mut c, &config);
+    reconfigure(&mut c, 0, &config);
     c.handle_outcome(10, running.id, Ok(()), TOOK);
     assert!(c.poll_job(10).is_none());
     let ops = m.apply(&mut c);
@@ -107,7 +107,7 @@ fn held_rows_of_a_removed_sink_are_woken_and_dead_lettered() {
     c.handle_scan(0, &mut m);
     assert_eq!(held(&m.apply(&mut c)), [row(a, 0), row(b, 0)]);
     config.sources.remove(0);
-    reconfigure(&mut c, &config);
+    reconfigure(&mut c, 0, &config);
     c.handle_scan(5, &mut m);
     assert_eq!(made_due(&m.apply(&mut c)), [(row(a, 0), 5)]);
     c.handle_scan(5, &mut m);

@@ -115,16 +115,36 @@ fn a_reload_holds_a_waiting_key_to_its_sinks_new_rate() {
     let with_rate = |rate: Option<u32>| {
         config_with(vec![rated_source("a", "t", rate), source("b", "t", &["x"])])
     };
-    reconfigure(&mut c, &with_rate(Some(2)));
+    reconfigure(&mut c, 10, &with_rate(Some(2)));
     assert!(starts(&mut c, &mut m, 10).is_empty(), "the turn it had");
     assert_eq!(starts(&mut c, &mut m, 250), ["a"]);
     assert!(starts(&mut c, &mut m, 749).is_empty(), "500 ms apart now");
     assert_eq!(starts(&mut c, &mut m, 750), ["a"]);
-    reconfigure(&mut c, &with_rate(None));
-    reconfigure(&mut c, &with_rate(Some(1)));
+    reconfigure(&mut c, 750, &with_rate(None));
+    reconfigure(&mut c, 750, &with_rate(Some(1)));
     assert!(starts(&mut c, &mut m, 760).is_empty(), "the turn it had");
-    reconfigure(&mut c, &with_rate(None));
+    reconfigure(&mut c, 760, &with_rate(None));
     assert_eq!(starts(&mut c, &mut m, 760), ["a"], "no rate: at once");
+}
+
+/// A sink a reload removed and the next put back waits out its rate's
+/// interval from its last call: its key, idle, is kept until its turn
+/// comes.
+#[test]
+fn a_sink_removed_and_put_back_waits_for_the_turn_it_had() {
+    let (mut c, mut m) = rated_core(1, 1);
+    assert_eq!(answered_starts(&mut c, &mut m, 0), ["a", "b"]);
+    let with_a = config_with(vec![
+        rated_source("a", "t", Some(1)),
+        source("b", "t", &["x"]),
+    ]);
+    let without_a = config_with(vec![source("b", "t", &["x"])]);
+    reconfigure(&mut c, 10, &without_a);
+    reconfigure(&mut c, 20, &with_a);
+    m.add("t", "a", &["x"], 20);
+    c.handle_committed_for(&Arc::from("t"), 20);
+    assert!(starts(&mut c, &mut m, 20).is_empty(), "the turn is at 1000");
+    assert_eq!(starts(&mut c, &mut m, 1_000), ["a"]);
 }
 
 /// Keys that wait for their turn leave the rings until it comes, so the

@@ -24,7 +24,7 @@ fn rows_queued_across_a_reload_that_swaps_two_sinks_start_on_their_own_sink() {
 
     let mut swapped = config.clone();
     swapped.sources = vec![source("a", "t", &["y", "x"])].into();
-    reconfigure(&mut c, &swapped);
+    reconfigure(&mut c, 0, &swapped);
     let written_back = m.apply(&mut c).len();
     assert_eq!(written_back, 4, "the queued rows go back to the index");
     for job in &running {
@@ -74,7 +74,7 @@ fn an_attempt_running_across_a_reload_that_moves_its_sink_fails_by_its_own_sinks
     let mut moved = source("a", "t", &["y", "x"]);
     moved.sinks[0].retry = Some(one_attempt);
     swapped.sources = vec![moved].into();
-    reconfigure(&mut c, &swapped);
+    reconfigure(&mut c, 0, &swapped);
     c.handle_outcome(1, jobs[0].id, Ok(()), TOOK);
     c.handle_outcome(1, jobs[1].id, fail(FailureClass::Transient), TOOK);
     let settled: Vec<&str> = m
@@ -120,12 +120,12 @@ fn a_reload_forgets_the_keys_of_removed_sinks_once_they_are_idle() {
 
     let mut fewer = config.clone();
     fewer.sources = vec![source("a", "t", &["x"])].into();
-    reconfigure(&mut c, &fewer);
+    reconfigure(&mut c, 1, &fewer);
     assert_eq!(keys(&c), [key("a", 0), key("a", 1)], "a's y still runs");
     c.handle_outcome(2, running[0].id, Ok(()), TOOK);
     let _ = m.apply(&mut c);
     assert_eq!(keys(&c), [key("a", 0), key("a", 1)]);
-    reconfigure(&mut c, &fewer);
+    reconfigure(&mut c, 2, &fewer);
     assert_eq!(keys(&c), [key("a", 0)]);
     assert!(m.rows.is_empty(), "every row delivered");
 }

@@ -236,7 +236,7 @@ fn a_tenant_at_its_window_claims_again_when_a_reload_widens_it() {
     c.handle_scan(0, &mut m);
     assert_eq!(claimed_per_tenant(&m.apply(&mut c)).get("full"), None);
     config.dispatch.tenants.insert("full".into(), limits(5));
-    reconfigure(&mut c, &config);
+    reconfigure(&mut c, 0, &config);
     c.handle_scan(0, &mut m);
     assert_eq!(claimed_per_tenant(&m.apply(&mut c)).get("full"), Some(&3));
 }

@@ -135,7 +135,7 @@ fn a_reconfigured_retry_policy_and_timeout_apply_from_then_on() {
     let mut changed = config.clone();
     changed.retry.max_attempts = 2;
     changed.dispatch.attempt_timeout_ms = 300;
-    reconfigure(&mut c, &changed);
+    reconfigure(&mut c, 1, &changed);
 
     c.handle_timers(1_001);
     let ops = m.apply(&mut c);

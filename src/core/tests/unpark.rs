@@ -37,7 +37,7 @@ fn parked_behind_three_breakers(t_ms: u64) -> (Config, Core, Model) {
 fn breakers_turned_off(t_ms: u64) -> (Core, Model) {
     let (mut config, mut c, m) = parked_behind_three_breakers(t_ms);
     config.dispatch.breaker_failures = 0;
-    reconfigure(&mut c, &config);
+    reconfigure(&mut c, t_ms, &config);
     (c, m)
 }
 
@@ -79,7 +79,7 @@ fn removing_a_sink_unparks_only_its_rows() {
     let t = 1_000;
     let (mut config, mut c, mut m) = parked_behind_three_breakers(t);
     config.sources[0] = source("a", "t", &["y"]);
-    reconfigure(&mut c, &config);
+    reconfigure(&mut c, t, &config);
     let closed = BreakerEvent::Closed {
         key: key_of("a", 0, "x"),
     };
@@ -104,7 +104,7 @@ fn a_row_waiting_out_a_backoff_keeps_its_due_time() {
     assert_eq!(due_rows(&m), [("a".to_string(), 10_000)]);
     assert_eq!(c.stats().breakers_open, 0, "one failure of five");
     config.dispatch.breaker_failures = 0;
-    reconfigure(&mut c, &config);
+    reconfigure(&mut c, 0, &config);
     settle_at(&mut c, &mut m, 10, &mut |job| {
         panic!("{job:?} started early")
     });
