@@ -224,7 +224,7 @@ impl SinkRegistry {
     /// connections idle than its sinks ran at once, and no more than its
     /// size, and HTTP sinks posting to one host share a pool (a host's own
     /// sinks' connections are the host's to count).
-    pub fn connections_bound(&self, sink_concurrency: usize) -> usize {
+    pub(crate) fn connections_bound(&self, sink_concurrency: usize) -> usize {
         let mut http = Vec::new();
         let mut own = 0;
         for built in self.sinks.values().flatten() {
