@@ -210,6 +210,11 @@ const BIG: Grant = Grant {
     concurrency: 1_000,
 };
 
+/// `BIG`, but the shard runs at most `concurrency` calls at once.
+fn calls_at_once(concurrency: u64) -> Grant {
+    Grant { concurrency, ..BIG }
+}
+
 fn source(id: &str, tenant: &str, kinds: &[&str]) -> SourceConfig {
     SourceConfig::new(
         id,
@@ -385,13 +390,7 @@ fn rows_held(rows: usize) -> Model {
 
 /// A core with one attempt slot over `rows` due rows of source "a".
 fn breaker_setup(config: Config, rows: usize) -> (Core, Model) {
-    let c = core(
-        &config,
-        Grant {
-            concurrency: 1,
-            ..BIG
-        },
-    );
+    let c = core(&config, calls_at_once(1));
     let mut m = Model::default();
     for _ in 0..rows {
         m.add("t", "a", &["x"], 0);

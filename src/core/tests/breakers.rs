@@ -158,13 +158,7 @@ fn a_permanent_answer_to_the_probe_closes_the_breaker() {
 fn a_park_never_outlives_the_rows_retry_horizon() {
     let mut config = breaker_config(1, 60_000, 60_000);
     config.retry.max_elapsed_ms = 1_000;
-    let mut c = core(
-        &config,
-        Grant {
-            concurrency: 1,
-            ..BIG
-        },
-    );
+    let mut c = core(&config, calls_at_once(1));
     let mut m = Model::default();
     m.add("t", "a", &["x"], 0);
     m.add("t", "a", &["x"], 0);

@@ -270,13 +270,7 @@ fn slots_go_round_robin_across_tenants_then_across_a_tenants_keys() {
 fn a_key_never_runs_more_than_sink_concurrency_and_the_shard_not_more_than_its_grant() {
     let mut config = config_with(vec![source("a", "t", &["x"]), source("b", "t", &["x"])]);
     config.dispatch.sink_concurrency = 2;
-    let mut c = core(
-        &config,
-        Grant {
-            concurrency: 3,
-            ..BIG
-        },
-    );
+    let mut c = core(&config, calls_at_once(3));
     let mut m = Model::default();
     for _ in 0..10 {
         m.add("t", "a", &["x"], 0);
@@ -286,10 +280,7 @@ fn a_key_never_runs_more_than_sink_concurrency_and_the_shard_not_more_than_its_g
     let _ = m.apply(&mut c);
     let jobs: Vec<Job> = std::iter::from_fn(|| c.poll_job(0)).collect();
     assert_eq!(jobs.len(), 3, "the shard's concurrency");
-    c.handle_grant(Grant {
-        concurrency: 100,
-        ..BIG
-    });
+    c.handle_grant(calls_at_once(100));
     let more: Vec<Job> = std::iter::from_fn(|| c.poll_job(0)).collect();
     assert_eq!(more.len(), 1, "each key is capped at 2");
     c.handle_outcome(1, jobs[0].id, Ok(()), TOOK);

@@ -12,10 +12,7 @@ fn shared_core() -> (Core, Model) {
         source("b", "v", &["x"]),
         source("c", "u", &["x"]),
     ]);
-    let grant = Grant {
-        concurrency: 16,
-        ..BIG
-    };
+    let grant = calls_at_once(16);
     let c = core(&config, grant);
     let mut m = Model::default();
     for _ in 0..50 {
@@ -60,10 +57,7 @@ fn a_tenant_that_comes_finds_a_slot_beside_tenants_holding_the_rest() {
 #[test]
 fn a_lone_tenant_may_run_every_slot() {
     let config = config_with(vec![source("a", "t", &["x", "y"])]);
-    let grant = Grant {
-        concurrency: 16,
-        ..BIG
-    };
+    let grant = calls_at_once(16);
     let mut c = core(&config, grant);
     let mut m = Model::default();
     for _ in 0..50 {
@@ -90,10 +84,7 @@ fn the_calls_wanted_are_those_running_and_those_queued_rows_could_start() {
             ..TenantLimitsConfig::default()
         },
     );
-    let grant = Grant {
-        concurrency: 2,
-        ..BIG
-    };
+    let grant = calls_at_once(2);
     let mut c = core(&config, grant);
     let mut m = Model::default();
     for _ in 0..10 {
@@ -112,10 +103,7 @@ fn the_calls_wanted_are_those_running_and_those_queued_rows_could_start() {
         c.handle_outcome(1, job.id, Ok(()), TOOK);
     }
     let _ = m.apply(&mut c);
-    c.handle_grant(Grant {
-        concurrency: 100,
-        ..BIG
-    });
+    c.handle_grant(calls_at_once(100));
     assert_eq!(start_all(&mut c, &mut m, 1).len(), 5, "as many as wanted");
     assert_eq!(c.wanted_calls(), 5);
     assert!(
