@@ -12,8 +12,7 @@ fn shared_core() -> (Core, Model) {
         source("b", "v", &["x"]),
         source("c", "u", &["x"]),
     ]);
-    let grant = calls_at_once(16);
-    let c = core(&config, grant);
+    let c = core(&config, calls_at_once(16));
     let mut m = Model::default();
     for _ in 0..50 {
         m.add("t", "a", &["x"], 0);
@@ -57,8 +56,7 @@ fn a_tenant_that_comes_finds_a_slot_beside_tenants_holding_the_rest() {
 #[test]
 fn a_lone_tenant_may_run_every_slot() {
     let config = config_with(vec![source("a", "t", &["x", "y"])]);
-    let grant = calls_at_once(16);
-    let mut c = core(&config, grant);
+    let mut c = core(&config, calls_at_once(16));
     let mut m = Model::default();
     for _ in 0..50 {
         m.add("t", "a", &["x", "y"], 0);
@@ -84,8 +82,7 @@ fn the_calls_wanted_are_those_running_and_those_queued_rows_could_start() {
             ..TenantLimitsConfig::default()
         },
     );
-    let grant = calls_at_once(2);
-    let mut c = core(&config, grant);
+    let mut c = core(&config, calls_at_once(2));
     let mut m = Model::default();
     for _ in 0..10 {
         m.add("t", "a", &["x", "y"], 0);
