@@ -111,7 +111,7 @@ fn open_with(c: Config, batcher: &Arc<Batcher>) -> Engine {
 }
 
 fn queued(engine: &Engine) -> u64 {
-    engine.stats()[0].queued
+    engine.stats()[0].core.queued
 }
 
 #[test]
@@ -135,7 +135,7 @@ fn ten_attempts_share_one_call_while_sink_concurrency_calls_run() {
         queued(&engine) == 25
     });
     let stats = engine.stats()[0];
-    assert_eq!((stats.running, stats.calls), (8, 8));
+    assert_eq!((stats.core.running, stats.core.calls), (8, 8));
     for _ in 0..8 {
         open.send(()).unwrap();
     }
@@ -155,7 +155,7 @@ fn ten_attempts_share_one_call_while_sink_concurrency_calls_run() {
     bodies.sort();
     bodies.dedup();
     assert_eq!(bodies.len(), 33, "each hook delivered once");
-    assert_eq!(engine.stats()[0].delivered, 33);
+    assert_eq!(engine.stats()[0].core.delivered, 33);
 }
 
 #[test]
@@ -205,7 +205,7 @@ fn each_attempt_of_a_batch_settles_on_its_own_result() {
             (10, "sink batch: not now".to_string())
         ]
     );
-    assert_eq!(engine.stats()[0].delivered, 4);
+    assert_eq!(engine.stats()[0].core.delivered, 4);
 }
 
 #[test]
@@ -230,7 +230,7 @@ fn each_attempt_of_a_hung_batch_times_out_on_its_own_and_is_retried() {
     // The first call ends at its deadline, and the second, which took the
     // freed slot, at its own: each of its attempts fails as timed out.
     wait_until("both calls timed out", Duration::from_secs(10), || {
-        engine.stats()[0].timed_out == 4
+        engine.stats()[0].core.timed_out == 4
     });
     let second = &batcher.calls()[1];
     assert_eq!(second.len(), 3);
@@ -255,7 +255,11 @@ fn each_attempt_of_a_hung_batch_times_out_on_its_own_and_is_retried() {
             ("hold-second".to_string(), 2)
         ]
     );
-    assert_eq!(engine.stats()[0].timed_out, 4, "no late result counted");
+    assert_eq!(
+        engine.stats()[0].core.timed_out,
+        4,
+        "no late result counted"
+    );
 }
 
 #[test]
@@ -276,7 +280,7 @@ fn an_open_breaker_keeps_its_tenants_entries_out_of_other_tenants_batches() {
         Duration::from_secs(10),
         || {
             let s = engine.stats()[0];
-            s.breakers_open == 1 && engine.hook_count().unwrap() == 5
+            s.core.breakers_open == 1 && engine.hook_count().unwrap() == 5
         },
     );
     let calls = batcher.calls();

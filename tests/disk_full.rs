@@ -114,7 +114,11 @@ fn a_disk_at_its_reserve_takes_hooks_into_the_store_s_free_pages_then_refuses_th
     });
     let stats = &engine.stats()[0];
     assert_eq!(stats.store_failures, 0, "no write found the disk full");
-    assert_eq!(stats.delivered, acked.len() as u64, "each recorded once");
+    assert_eq!(
+        stats.core.delivered,
+        acked.len() as u64,
+        "each recorded once"
+    );
     engine
         .commit(NewHook::new("s", body))
         .expect("a hook taken into the pages the deliveries freed");

@@ -116,7 +116,7 @@ fn tenants_get_equal_shares_of_deliveries_across_unevenly_loaded_shards() {
             engine
                 .stats()
                 .iter()
-                .map(|s| s.active_tenants)
+                .map(|s| s.core.active_tenants)
                 .collect::<Vec<_>>()
                 == [1, 9]
         },
@@ -185,7 +185,7 @@ fn a_shard_leaves_the_concurrency_its_tenants_cannot_use_to_another() {
     );
     drop(release);
     engine.tick().unwrap();
-    let delivered: u64 = engine.stats().iter().map(|s| s.delivered).sum();
+    let delivered: u64 = engine.stats().iter().map(|s| s.core.delivered).sum();
     assert_eq!(delivered, 49);
 }
 
@@ -226,7 +226,7 @@ fn a_lone_busy_tenant_takes_the_whole_node_window_beside_idle_shards() {
     });
     drop(release);
     engine.tick().unwrap();
-    let delivered: u64 = engine.stats().iter().map(|s| s.delivered).sum();
+    let delivered: u64 = engine.stats().iter().map(|s| s.core.delivered).sum();
     assert_eq!(delivered, 40 * KEYS as u64);
     assert_eq!(
         most.load(Ordering::SeqCst),

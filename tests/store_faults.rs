@@ -165,7 +165,7 @@ fn a_corrupt_row_or_hook_is_dead_lettered_and_the_shard_goes_on() {
     );
     let stats = engine.stats()[0];
     assert_eq!(
-        (stats.delivered, stats.dead, stats.store_failures),
+        (stats.core.delivered, stats.core.dead, stats.store_failures),
         (2, 2, 0)
     );
     assert_eq!(engine.replay(&DeadFilter::default()).unwrap().moved, 0);
@@ -712,7 +712,11 @@ fn a_full_store_refuses_new_hooks_and_still_records_every_delivery() {
     });
     let stats = &engine.stats()[0];
     assert_eq!(stats.store_failures, 0, "no write hit the map's end");
-    assert_eq!(stats.delivered, acked.len() as u64, "each recorded once");
+    assert_eq!(
+        stats.core.delivered,
+        acked.len() as u64,
+        "each recorded once"
+    );
     let mut delivered: Vec<String> = receiver
         .received()
         .iter()

@@ -228,7 +228,11 @@ fn commit_all(engine: &Engine, options: &DemoOptions, started: Instant) -> u64 {
 }
 
 fn settled(engine: &Engine) -> u64 {
-    engine.stats().iter().map(|s| s.delivered + s.dead).sum()
+    engine
+        .stats()
+        .iter()
+        .map(|s| s.core.delivered + s.core.dead)
+        .sum()
 }
 
 /// Prints the counts every half second until every row is settled or
@@ -237,9 +241,9 @@ fn progress(engine: &Engine, rows_total: u64, started: Instant, deadline: Instan
     while Instant::now() < deadline {
         std::thread::park_timeout(Duration::from_millis(500));
         let stats = engine.stats();
-        let delivered: u64 = stats.iter().map(|s| s.delivered).sum();
-        let retried: u64 = stats.iter().map(|s| s.retried).sum();
-        let dead: u64 = stats.iter().map(|s| s.dead).sum();
+        let delivered: u64 = stats.iter().map(|s| s.core.delivered).sum();
+        let retried: u64 = stats.iter().map(|s| s.core.retried).sum();
+        let dead: u64 = stats.iter().map(|s| s.core.dead).sum();
         say!("  {:>6.1}s  delivered {delivered:>7} / {rows_total}  retried {retried:>6}  dead {dead:>4}", started.elapsed().as_secs_f64());
         if delivered + dead >= rows_total {
             return;
@@ -249,7 +253,7 @@ fn progress(engine: &Engine, rows_total: u64, started: Instant, deadline: Instan
 
 fn print_summary(engine: &Engine, tally: &Tally, elapsed: Duration) {
     let stats = engine.stats();
-    let delivered: u64 = stats.iter().map(|s| s.delivered).sum();
+    let delivered: u64 = stats.iter().map(|s| s.core.delivered).sum();
     say!();
     say!(
         "{:<10} {:>10} {:>8} {:>6} {:>10} {:>10} {:>10}",
@@ -282,8 +286,8 @@ fn print_summary(engine: &Engine, tally: &Tally, elapsed: Duration) {
     say!();
     say!(
         "delivered {delivered}  retried {}  dead-lettered {}  in {:.2}s  = {:.0} deliveries/s",
-        stats.iter().map(|s| s.retried).sum::<u64>(),
-        stats.iter().map(|s| s.dead).sum::<u64>(),
+        stats.iter().map(|s| s.core.retried).sum::<u64>(),
+        stats.iter().map(|s| s.core.dead).sum::<u64>(),
         elapsed.as_secs_f64(),
         delivered as f64 / elapsed.as_secs_f64()
     );

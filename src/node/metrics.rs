@@ -258,10 +258,10 @@ impl Family<'_> {
         );
         for (k, s) in stats.iter().enumerate() {
             for (result, v) in [
-                ("delivered", s.delivered),
-                ("retried", s.retried),
-                ("dead", s.dead),
-                ("timed_out", s.timed_out),
+                ("delivered", s.core.delivered),
+                ("retried", s.core.retried),
+                ("dead", s.core.dead),
+                ("timed_out", s.core.timed_out),
             ] {
                 let _ = writeln!(
                     self.out,
@@ -275,7 +275,7 @@ impl Family<'_> {
             "Rows dead-lettered by kind of reason: permanent (the receiver refused the hook), max_attempts, retry_horizon, source_gone, sink_gone, undecodable.",
         );
         for (k, s) in stats.iter().enumerate() {
-            for (kind, v) in s.dead_by_reason.iter() {
+            for (kind, v) in s.core.dead_by_reason.iter() {
                 let _ = writeln!(
                     self.out,
                     "goad_dead_rows_total{{shard=\"{k}\",reason_kind=\"{kind}\"}} {v}"
@@ -517,34 +517,34 @@ const SHARD_FAMILIES: &[ShardFamily] = &[
         "goad_claimed_rows",
         "gauge",
         "Rows claimed (queued or running).",
-        |s| s.claimed_rows,
+        |s| s.core.claimed.rows,
     ),
     ("goad_running_attempts", "gauge", "Attempts running.", |s| {
-        s.running
+        s.core.running
     }),
     (
         "goad_running_calls",
         "gauge",
         "Sink calls running: one per attempt, one per batch of a batching sink.",
-        |s| s.calls,
+        |s| s.core.calls,
     ),
     (
         "goad_parked_total",
         "counter",
         "Rows parked behind an open circuit breaker.",
-        |s| s.parked,
+        |s| s.core.parked,
     ),
     (
         "goad_held_total",
         "counter",
         "Rows held because their sink is paused (each time one came up).",
-        |s| s.held,
+        |s| s.core.held,
     ),
     (
         "goad_breakers_open",
         "gauge",
         "Sink keys whose breaker is open or half-open.",
-        |s| s.breakers_open,
+        |s| s.core.breakers_open,
     ),
     (
         "goad_breaker_opens_total",

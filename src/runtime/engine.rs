@@ -344,8 +344,8 @@ impl Engine {
         }
         let stats = self.stats();
         let dispatch = &self.config.read().dispatch;
-        let rows: u64 = stats.iter().map(|s| s.claimed_rows).sum();
-        let bytes: u64 = stats.iter().map(|s| s.claimed_bytes).sum();
+        let rows: u64 = stats.iter().map(|s| s.core.claimed.rows).sum();
+        let bytes: u64 = stats.iter().map(|s| s.core.claimed.bytes).sum();
         Ok(Pressure {
             lag_ms: oldest.map_or(0, |at| wall_ms().saturating_sub(at)),
             window_full: rows >= u64::from(dispatch.max_inflight)

@@ -133,7 +133,7 @@ mod tests {
         // (The gauges are published after the iteration that started b,
         // which its worker may outrun.)
         wait_until("a's old attempt and b's counted running", || {
-            engine.stats()[0].running == 2
+            engine.stats()[0].core.running == 2
         });
 
         engine.panic_shard(0);

@@ -23,7 +23,7 @@ use super::room::{StoreRoom, TenantRoom};
 use super::step::{Completion, NewRows, ShardState, StepOutput};
 use crate::config::{DispatchConfig, RetryConfig};
 use crate::core::{
-    Call, Catalog, Core, DeadCounts, DueEntry, Grant, SinkKey, SinkStats, SourceSweep, SweepStep,
+    Call, Catalog, Core, CoreStats, DueEntry, Grant, SinkKey, SinkStats, SourceSweep, SweepStep,
     TenantStats, WakeStep,
 };
 use crate::limits::{
@@ -106,27 +106,9 @@ pub struct ShardStats {
     /// Commits not stored because their source took their dedupe key within
     /// its `dedupe_window_ms` (answered with the first hook's id).
     pub duplicates: u64,
-    pub claimed_rows: u64,
-    pub claimed_bytes: u64,
-    /// Attempts running.
-    pub running: u64,
-    /// Sink calls running: one per attempt, one per batch of attempts.
-    pub calls: u64,
-    pub queued: u64,
-    pub delivered: u64,
-    pub dead: u64,
-    /// `dead`, by kind of reason.
-    pub dead_by_reason: DeadCounts,
-    pub retried: u64,
-    pub timed_out: u64,
-    pub active_tenants: u64,
-    /// Rows written back due because their key's breaker was open.
-    pub parked: u64,
-    /// Rows held because their sink was paused, or beyond a slow sink's
-    /// queue for its wake (each time one came up).
-    pub held: u64,
-    /// Breakers open or half-open now.
-    pub breakers_open: u64,
+    /// The scheduler's counters: rows claimed, attempts and calls running
+    /// and queued, outcomes, parked and held rows, breakers open.
+    pub core: CoreStats,
     /// Times a breaker opened (again after a failed probe too), and closed.
     pub breaker_opens: u64,
     pub breaker_closes: u64,
@@ -594,25 +576,11 @@ impl ShardLoop {
 
     /// The shard's counters, for any thread to read.
     fn publish(&self, state: &ShardState, restarting: bool) {
-        let stats = state.core().stats();
         *self.gauges.lock() = ShardStats {
             commits: self.commits_done,
             group_commits: self.group_commits,
             duplicates: self.duplicates,
-            claimed_rows: stats.claimed.rows,
-            claimed_bytes: stats.claimed.bytes,
-            running: stats.running,
-            calls: stats.calls,
-            queued: stats.queued,
-            delivered: stats.delivered,
-            dead: stats.dead,
-            dead_by_reason: stats.dead_by_reason,
-            retried: stats.retried,
-            timed_out: stats.timed_out,
-            active_tenants: stats.active_tenants,
-            parked: stats.parked,
-            held: stats.held,
-            breakers_open: stats.breakers_open,
+            core: state.core().stats(),
             breaker_opens: self.breakers.opens,
             breaker_closes: self.breakers.closes,
             window_full: state.core().window_full(),

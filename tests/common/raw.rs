@@ -138,5 +138,5 @@ pub fn assert_a_dripping_receiver_is_cut_off_by_the_deadline(
     let error = rows(&engine)[0].record.error.clone().unwrap();
     let errors = ["attempt_timeout: no result after 2000 ms", cut_off];
     assert_ended_by_its_deadline(&engine, &error, errors);
-    assert_eq!(engine.stats()[0].delivered, 0);
+    assert_eq!(engine.stats()[0].core.delivered, 0);
 }

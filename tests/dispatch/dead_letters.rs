@@ -28,7 +28,7 @@ fn dead_letter_source_dead_letters_pending_rows_and_leaves_claimed_ones() {
     wait_until(
         "one attempt held at the gate",
         Duration::from_secs(2),
-        || engine.stats()[0].running == 1,
+        || engine.stats()[0].core.running == 1,
     );
     assert_eq!(engine.dead_letter_source("doomed").unwrap(), 9);
     let events = std::mem::take(&mut *seen.lock());
@@ -114,7 +114,7 @@ fn dead_letter_source_takes_a_backlog_of_many_steps_once_each() {
     wait_until(
         "one attempt of each tenant held at the gate",
         Duration::from_secs(5),
-        || engine.stats().iter().map(|s| s.running).sum::<u64>() == 2,
+        || engine.stats().iter().map(|s| s.core.running).sum::<u64>() == 2,
     );
     assert_eq!(engine.dead_letter_source("doomed").unwrap(), 2_399);
     let mut reported = std::mem::take(&mut *dead_hooks.lock());

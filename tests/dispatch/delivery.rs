@@ -145,7 +145,7 @@ fn a_hung_attempt_times_out_frees_its_slot_and_dead_letters_after_its_attempts()
         Some("sink gate: attempt_timeout: no result after 100 ms")
     );
     assert_eq!(dead[0].record.attempts, 2);
-    assert_eq!(engine.stats()[0].timed_out, 2);
+    assert_eq!(engine.stats()[0].core.timed_out, 2);
     assert!(
         engine.stats()[0].abandoned_workers >= 1,
         "the stuck workers are reported"

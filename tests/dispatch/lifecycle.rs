@@ -60,7 +60,7 @@ fn a_row_in_flight_at_a_graceful_stop_is_delivered_after_it_and_no_other_again()
     wait_until(
         "tag delivered, gate holding",
         Duration::from_secs(5),
-        || tagged.load(Ordering::SeqCst) == 1 && engine.stats()[0].running == 1,
+        || tagged.load(Ordering::SeqCst) == 1 && engine.stats()[0].core.running == 1,
     );
     engine.shutdown();
     drop(gate.open);
@@ -190,7 +190,7 @@ fn tick_waits_for_claimed_rows_and_counts_those_settled_during_the_call() {
     wait_until(
         "three attempts held at the gate",
         Duration::from_secs(2),
-        || engine.stats()[0].running == 3,
+        || engine.stats()[0].core.running == 3,
     );
     std::thread::scope(|scope| {
         let ticking = scope.spawn(|| engine.tick().unwrap());

@@ -32,7 +32,7 @@ fn a_slow_sink_is_capped_by_sink_concurrency_and_a_fast_source_runs_at_once() {
     }
     // Started by the shard and arrived at the endpoint: both.
     wait_until("two slow attempts running", Duration::from_secs(2), || {
-        engine.stats()[0].running == 2 && arrivals.load(Ordering::SeqCst) == 2
+        engine.stats()[0].core.running == 2 && arrivals.load(Ordering::SeqCst) == 2
     });
     let start = Instant::now();
     engine.commit(NewHook::new("fast", "y")).unwrap();
@@ -82,7 +82,7 @@ fn a_hung_tenant_parks_behind_its_breaker_while_another_tenant_is_delivered() {
         engine.commit(NewHook::new("a", "x")).unwrap();
     }
     wait_until("tenant A's breaker open", Duration::from_secs(10), || {
-        engine.stats()[0].breakers_open == 1
+        engine.stats()[0].core.breakers_open == 1
     });
     let start = Instant::now();
     for _ in 0..100 {
@@ -102,7 +102,7 @@ fn a_hung_tenant_parks_behind_its_breaker_while_another_tenant_is_delivered() {
     // claimed past a wake window's worth were held (see `core::slow_keys`).
     wait_until("every row of A set aside", Duration::from_secs(10), || {
         let s = engine.stats()[0];
-        s.claimed_rows == 0 && s.parked + s.held >= 9_988
+        s.core.claimed.rows == 0 && s.core.parked + s.core.held >= 9_988
     });
     let s = engine.stats()[0];
     assert_eq!(
@@ -150,7 +150,7 @@ fn reconfigure_lowers_and_raises_concurrency_without_dropping_running_attempts()
         engine.commit(NewHook::new("s", "x")).unwrap();
     }
     wait_until("8 attempts running", Duration::from_secs(2), || {
-        engine.stats()[0].running == 8
+        engine.stats()[0].core.running == 8
     });
     let lowered = goad::Config {
         dispatch: goad::config::DispatchConfig {
@@ -169,7 +169,7 @@ fn reconfigure_lowers_and_raises_concurrency_without_dropping_running_attempts()
         delivered.load(Ordering::SeqCst) == 4
     });
     wait_until("4 still running", Duration::from_secs(2), || {
-        engine.stats()[0].running == 4
+        engine.stats()[0].core.running == 4
     });
     for _ in 0..3 {
         open.send(()).unwrap();
@@ -181,7 +181,7 @@ fn reconfigure_lowers_and_raises_concurrency_without_dropping_running_attempts()
     wait_until(
         "2 running under the lowered limit",
         Duration::from_secs(2),
-        || engine.stats()[0].running == 2,
+        || engine.stats()[0].core.running == 2,
     );
     let raised = goad::Config {
         dispatch: goad::config::DispatchConfig {
@@ -194,7 +194,7 @@ fn reconfigure_lowers_and_raises_concurrency_without_dropping_running_attempts()
     wait_until(
         "16 running under the raised limit",
         Duration::from_secs(2),
-        || engine.stats()[0].running == 16,
+        || engine.stats()[0].core.running == 16,
     );
     for _ in 0..40 {
         open.send(()).unwrap();
@@ -260,7 +260,11 @@ fn raising_the_concurrency_grows_each_shards_io_pool() {
     assert!(rows(&engine).is_empty(), "every row delivered");
     let stats = &engine.stats()[0];
     assert_eq!(
-        (stats.delivered, stats.retried, stats.abandoned_workers),
+        (
+            stats.core.delivered,
+            stats.core.retried,
+            stats.abandoned_workers
+        ),
         (24, 0, 0)
     );
 }
@@ -301,7 +305,7 @@ fn a_reload_that_removes_a_sink_sends_its_claimed_rows_to_no_other_sink() {
     wait_until(
         "one attempt of each sink running, the other rows claimed",
         Duration::from_secs(5),
-        || engine.stats()[0].running == 2 && engine.stats()[0].claimed_rows == 8,
+        || engine.stats()[0].core.running == 2 && engine.stats()[0].core.claimed.rows == 8,
     );
     let mut reloaded = c.clone();
     reloaded.sources = vec![source_of_kinds("s", "t", &["second"])].into();
@@ -451,7 +455,7 @@ fn an_open_breaker_survives_a_restart_and_its_key_probes_alone() {
         down.commit(NewHook::new("s", format!("{n}"))).unwrap();
     }
     wait_until("the breaker open", Duration::from_secs(10), || {
-        down.stats()[0].breakers_open == 1
+        down.stats()[0].core.breakers_open == 1
     });
     drop(down);
     // Each call's (calls in flight when it started, calls ended before it).
@@ -474,7 +478,7 @@ fn an_open_breaker_survives_a_restart_and_its_key_probes_alone() {
         .unwrap();
     // Taken back from the store (the sink is up: nothing else opens it).
     wait_until("the breaker open again", Duration::from_secs(4), || {
-        up.stats()[0].breakers_open == 1
+        up.stats()[0].core.breakers_open == 1
     });
     wait_until("every hook delivered", Duration::from_secs(20), || {
         up.hook_count().unwrap() == 0
@@ -708,7 +712,7 @@ fn a_paused_sink_holds_its_rows_until_it_is_resumed() {
     );
     let stats = engine.sink_stats().unwrap();
     assert_eq!((stats[0].paused, stats[1].paused), (false, true));
-    assert_eq!(engine.stats()[0].held, 3);
+    assert_eq!(engine.stats()[0].core.held, 3);
     let held = engine.held_by_sink("t").unwrap();
     assert_eq!(held.into_iter().collect::<Vec<_>>(), [(("s".into(), 1), 3)]);
     assert!(engine.held_by_sink("no-such-tenant").unwrap().is_empty());

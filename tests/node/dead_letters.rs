@@ -425,7 +425,7 @@ fn dead_lettering_a_source_reports_the_count_and_lists_them() {
     assert!(receiver.wait_for(5, Duration::from_secs(10)));
     let engine = node.engine().unwrap();
     wait_until("5 backing off", Duration::from_secs(10), || {
-        engine.stats().iter().map(|s| s.retried).sum::<u64>() == 5
+        engine.stats().iter().map(|s| s.core.retried).sum::<u64>() == 5
     });
     let reply = call(addr, "POST", "/v1/sources/a/dead-letter", &[], b"");
     assert_eq!(reply.status, 200, "{}", reply.text());

@@ -397,7 +397,7 @@ fn a_full_store_answers_503_store_full_until_deliveries_free_room() {
     wait_until("every hook delivered", Duration::from_secs(30), || {
         engine.hook_count().unwrap() == 0
     });
-    assert_eq!(engine.stats()[0].delivered, acked);
+    assert_eq!(engine.stats()[0].core.delivered, acked);
     assert_eq!(ingest(addr, "a", &body, &[]).status, 202);
 }
 

@@ -599,7 +599,7 @@ fn stats_report_shards_and_tenants() {
     }
     let engine = node.engine().unwrap();
     wait_until("3 running", Duration::from_secs(10), || {
-        engine.stats().iter().map(|s| s.running).sum::<u64>() == 3
+        engine.stats().iter().map(|s| s.core.running).sum::<u64>() == 3
     });
     let stats = get(addr, "/v1/stats").json();
     assert_eq!(stats["shards"].as_array().unwrap().len(), 2);
@@ -791,7 +791,7 @@ fn hooks_waiting_in_an_ordering_lane_are_counted_in_stats_and_metrics() {
     }
     let engine = node.engine().unwrap();
     wait_until("both lanes' heads running", Duration::from_secs(10), || {
-        engine.stats()[0].running == 2
+        engine.stats()[0].core.running == 2
     });
     let stats = get(addr, "/v1/stats").json();
     assert_eq!(stats["shards"][0]["lane_members"], 2, "{stats}");
@@ -800,6 +800,6 @@ fn hooks_waiting_in_an_ordering_lane_are_counted_in_stats_and_metrics() {
         g.open.send(()).unwrap();
     }
     engine.tick().unwrap();
-    assert_eq!(engine.stats()[0].delivered, 4);
+    assert_eq!(engine.stats()[0].core.delivered, 4);
     assert_eq!(metric(addr, "goad_lane_members", ""), 0.0);
 }

@@ -102,7 +102,7 @@ fn metrics_parse_as_prometheus_text() {
     assert!(receiver.wait_for(5, Duration::from_secs(10)));
     let engine = node.engine().unwrap();
     wait_until("5 delivered", Duration::from_secs(10), || {
-        engine.stats().iter().map(|s| s.delivered).sum::<u64>() == 5
+        engine.stats().iter().map(|s| s.core.delivered).sum::<u64>() == 5
     });
     let reply = get(addr, "/metrics");
     assert_eq!(reply.status, 200);

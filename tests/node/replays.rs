@@ -423,7 +423,7 @@ fn a_replay_behind_an_open_breaker_pauses_itself() {
     assert!(p["parked"].as_u64().unwrap() >= 100, "{p}");
     assert_eq!(p["delivered"], 0, "{p}");
     assert!(p["moved"].as_u64().unwrap() < 500, "{p}");
-    assert_eq!(engine.stats()[0].breakers_open, 1);
+    assert_eq!(engine.stats()[0].core.breakers_open, 1);
 }
 
 /// A replay that is done is forgotten `replay.retention_ms` after it

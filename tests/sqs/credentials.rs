@@ -71,7 +71,7 @@ fn moto_accepts_goads_signatures_and_refuses_a_wrong_secret() {
     engine.commit(NewHook::new("bad", "x")).unwrap();
     wait_until("one delivered, one dead", Duration::from_secs(20), || {
         engine.tick().unwrap();
-        engine.stats()[0].delivered == 1 && dead(&engine).len() == 1
+        engine.stats()[0].core.delivered == 1 && dead(&engine).len() == 1
     });
     let reasons = dead_attempts_and_reasons(&engine);
     assert_eq!(reasons[0].0, 2, "{reasons:?}");
@@ -356,7 +356,7 @@ fn a_role_to_assume_signs_the_queues_and_the_buckets_requests() {
     engine.commit(NewHook::new("wrong", "w")).unwrap();
     wait_until("3 delivered, 2 dead", Duration::from_secs(30), || {
         engine.tick().unwrap();
-        engine.stats()[0].delivered == 3 && dead(&engine).len() == 2
+        engine.stats()[0].core.delivered == 3 && dead(&engine).len() == 2
     });
 
     let mut reasons: Vec<(String, String)> = dead(&engine)

@@ -27,7 +27,7 @@ fn a_hook_reaches_a_fifo_queue_as_goads_message() {
     };
     let id = engine.commit(hook).unwrap();
     engine.tick().unwrap();
-    assert_eq!(engine.stats()[0].delivered, 1);
+    assert_eq!(engine.stats()[0].core.delivered, 1);
 
     let messages = moto.receive(&queue_url);
     assert_eq!(messages.len(), 1, "{messages:?}");
