@@ -255,6 +255,16 @@ fn due_rows(m: &Model) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// The reasons and attempts of the rows `ops` dead-letter, in order.
+fn dead_reasons(ops: Vec<StoreOp>) -> Vec<(String, u32)> {
+    (ops.into_iter())
+        .filter_map(|op| match op {
+            StoreOp::Dead { reason, fields, .. } => Some((reason, fields.attempts)),
+            _ => None,
+        })
+        .collect()
+}
+
 impl Core {
     /// The next call, of one attempt: the sinks of these tests do not batch.
     fn poll_job(&mut self, now_ms: u64) -> Option<Job> {

@@ -113,14 +113,7 @@ fn rows_of_a_deleted_source_or_an_unbindable_sink_are_dead_lettered_with_attempt
     m.add("t", "gone", &["x"], 0);
     m.add("t", "a", &["y"], 0);
     c.handle_scan(0, &mut m);
-    let dead: Vec<(String, u32)> = m
-        .apply(&mut c)
-        .into_iter()
-        .filter_map(|op| match op {
-            StoreOp::Dead { reason, fields, .. } => Some((reason, fields.attempts)),
-            _ => None,
-        })
-        .collect();
+    let dead = dead_reasons(m.apply(&mut c));
     assert_eq!(
         dead,
         vec![

@@ -17,14 +17,7 @@ fn dead_letter_source_takes_only_that_sources_pending_rows_with_attempts_unchang
     let (count, next) = c.handle_dead_letter_source(10, "drop", FROM_START, ALL, &mut m);
     assert_eq!(count, 4, "due later counts too: every pending row");
     assert_eq!(next, None);
-    let reasons: Vec<(String, u32)> = m
-        .apply(&mut c)
-        .into_iter()
-        .filter_map(|op| match op {
-            StoreOp::Dead { reason, fields, .. } => Some((reason, fields.attempts)),
-            _ => None,
-        })
-        .collect();
+    let reasons = dead_reasons(m.apply(&mut c));
     assert_eq!(reasons, vec![("source_gone: drop".to_string(), 0); 4]);
     assert_eq!(m.rows.len(), 1, "the kept source's row is untouched");
     assert_eq!(c.stats().dead, 4);
