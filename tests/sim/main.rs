@@ -19,7 +19,8 @@
 //!   one (some have their own retry keys, per seed);
 //! - a key of a sink with `max_calls_per_s` (some are, per seed) starts
 //!   calls k and k + n more than n intervals less 1 ms apart, across shard
-//!   restarts (a crash forgets);
+//!   restarts (a crash forgets) and reloads that raise the rate at seeded
+//!   times (its rows paced at the old rate are paced again);
 //! - the breaker changes the core reports account for its open breakers:
 //!   a breaker closes only after it opened, the keys reported open are
 //!   exactly as many as the core counts open, and a core rebuilt after a
@@ -190,6 +191,8 @@ struct Sim {
     parked_check_due: bool,
     /// Wakes of a sink at seeded times, in steps of seeded sizes.
     wake_rng: Rng,
+    /// Reloads that raise a sink's rate at seeded times.
+    rate_rng: Rng,
     /// A wake under way, one step an iteration: its key and where its
     /// next step goes on.
     sink_wake: Option<(SinkKey, DueEntry)>,
@@ -258,6 +261,14 @@ impl Sim {
                     max_elapsed_ms: Some(500 + rates.below(20_000)),
                     ..SinkRetryConfig::default()
                 });
+            }
+        }
+        // A third of the rates slow enough that backlogs wait for their
+        // turns in the store (see `core::pacing`), from a PRNG of their own.
+        let mut slow_rates = Rng::new(seed ^ 0x5107_7a7e);
+        for sink in config.sources.iter_mut().flat_map(|s| s.sinks.iter_mut()) {
+            if sink.max_calls_per_s.is_some() && slow_rates.below(3) == 0 {
+                sink.max_calls_per_s = Some(2 + slow_rates.below(30) as u32);
             }
         }
         let mut dispatch = config.dispatch.clone();
@@ -353,6 +364,7 @@ impl Sim {
             held_check_due: false,
             parked_check_due: false,
             wake_rng: Rng::new(seed ^ 0x3a4e_0b1c),
+            rate_rng: Rng::new(seed ^ 0x7a7e_0a15),
             sink_wake: None,
             replay_rng: Rng::new(seed ^ 0x4e91_a7c3),
         }

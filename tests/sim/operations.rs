@@ -121,6 +121,23 @@ impl Sim {
         self.held_check_due = true;
     }
 
+    /// Doubles one sink's rate at seeded times, if it has one: the rate
+    /// checker holds every call to the rate now, which a raise only
+    /// shortens, while the rows paced at the old rate are paced again.
+    fn raise_rate(&mut self, shard: &mut ShardState) {
+        if self.rate_rng.below(400) != 0 {
+            return;
+        }
+        let sources = self.config.sources.len() as u64;
+        let source = &mut self.config.sources[self.rate_rng.below(sources) as usize];
+        let sink = self.rate_rng.below(source.sinks.len() as u64) as usize;
+        let Some(rate) = source.sinks[sink].max_calls_per_s else {
+            return;
+        };
+        source.sinks[sink].max_calls_per_s = Some(rate.saturating_mul(2).min(100_000));
+        self.reconfigure_sinks(shard);
+    }
+
     /// The catalog of `config` as it now stands, given to the shard.
     fn reconfigure_sinks(&mut self, shard: &mut ShardState) {
         self.catalog = catalog_of(&self.config, self.batch_max_entries);
@@ -174,6 +191,7 @@ impl Sim {
             self.reconfigure(shard);
         }
         self.pause_or_resume(shard);
+        self.raise_rate(shard);
         self.swap_sinks(shard);
         self.wake_sink(shard);
         if self.rng.below(1_500) == 0 && self.source_sweep.is_none() {
