@@ -7,7 +7,7 @@
 
 use crate::config::{Config, HeaderFilter, SinkRetryConfig};
 use crate::core::types::{SinkKey, TenantId};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::num::NonZeroU16;
 use std::sync::Arc;
 
@@ -176,6 +176,42 @@ impl Catalog {
     /// Whether the sink a key is bound to holds its rows.
     pub fn is_paused(&self, source_id: &str, sink_index: u16) -> bool {
         self.sink(source_id, sink_index).is_some_and(|s| s.paused)
+    }
+
+    /// The keys of the sinks whose pace `next` changes: a sink with a rate
+    /// here or in `next` whose key is gone from the other, or there has
+    /// another rate or batch size (which spaces its turns).
+    pub fn paces_changed_in(&self, next: &Catalog) -> HashSet<SinkKey> {
+        let mut changed = HashSet::new();
+        for (from, to) in [(self, next), (next, self)] {
+            for key in from.rated_keys() {
+                if from.pace(&key) != to.pace(&key) {
+                    changed.insert(key);
+                }
+            }
+        }
+        changed
+    }
+
+    /// The keys of the sinks with a rate.
+    fn rated_keys(&self) -> impl Iterator<Item = SinkKey> + '_ {
+        self.sources.iter().flat_map(|(source_id, entry)| {
+            (entry.sinks.iter().enumerate())
+                .filter(|(_, sink)| sink.call_interval_us.is_some())
+                .map(|(i, sink)| SinkKey {
+                    tenant: entry.tenant.clone(),
+                    source_id: source_id.clone(),
+                    sink_index: i as u16,
+                    sink_type: sink.sink_type.clone(),
+                })
+        })
+    }
+
+    /// What spaces a key's turns: its sink's call interval and batch size
+    /// (`None` for a key no sink here has).
+    fn pace(&self, key: &SinkKey) -> Option<(Option<u64>, Option<NonZeroU16>)> {
+        let sink = self.sink(&key.source_id, key.sink_index)?;
+        (sink.sink_type == key.sink_type).then_some((sink.call_interval_us, sink.batch_max_entries))
     }
 
     /// Whether a sink paused here is not in `next` (resumed, or gone).

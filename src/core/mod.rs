@@ -47,6 +47,7 @@ mod hints;
 mod key_wake;
 mod outcome_event;
 mod pacing;
+mod repace;
 mod report;
 pub mod retry;
 pub mod rng;
@@ -57,6 +58,7 @@ mod slots;
 mod slow_keys;
 mod source_sweep;
 mod stragglers;
+mod tenant_walk;
 mod types;
 mod unpark;
 pub mod wheel;
@@ -241,6 +243,9 @@ pub struct Core {
     /// Tenants whose rows a dropped breaker parked, being made due (see
     /// `unpark`).
     unparking: unpark::UnparkPass,
+    /// Tenants whose rows a reload's new rates pace again, being made due
+    /// (see `repace`).
+    repacing: repace::RepacePass,
     /// Breakers that hold rows, by when their probe is checked (a while
     /// after their open period ends): a key with no row claimed by then to
     /// be its probe has its held rows made due (see `held`), so a probe
@@ -313,6 +318,7 @@ impl Core {
             waking: Some(held::WakePass::default()),
             key_wakes: key_wake::KeyWakes::default(),
             unparking: unpark::UnparkPass::default(),
+            repacing: repace::RepacePass::default(),
             probe_checks: BTreeSet::new(),
             draining: false,
             next_due_at_ms: None,
@@ -424,7 +430,7 @@ impl Core {
         if self.dispatch.breaker_failures > 0 && dispatch.breaker_failures == 0 {
             self.unpark_every_tenant();
         }
-        self.forget_paced_turns_of_new_rates(&catalog);
+        self.repace_changed_rates(&catalog);
         self.dispatch = dispatch;
         self.retry = retry;
         self.catalog = catalog;
@@ -544,14 +550,17 @@ impl Core {
         earliest(due, self.wheel.next_deadline_ms())
     }
 
-    /// Whether a scan has work: a pass over held rows or unparking under
-    /// way, a step of a key's wake wanted, or a breaker's probe check due,
-    /// or, with window room, a scan asked for or a row due.
+    /// Whether a scan has work: a pass over held rows, unparking or pacing
+    /// again under way, a step of a key's wake wanted, or a breaker's probe
+    /// check due, or, with window room, a scan asked for or a row due.
     pub fn wants_scan(&self, now_ms: u64) -> bool {
         let claims = self.shard_window().has_room(self.claimed)
             && (self.scan_requested || self.next_due_at_ms.is_some_and(|at| at <= now_ms));
         let check_due = (self.probe_checks.first()).is_some_and(|(at_ms, _)| *at_ms <= now_ms);
-        let passes = self.waking.is_some() || self.key_wakes.step_wanted() || self.is_unparking();
+        let passes = self.waking.is_some()
+            || self.key_wakes.step_wanted()
+            || self.is_unparking()
+            || self.is_repacing();
         !self.draining && (passes || check_due || claims)
     }
 

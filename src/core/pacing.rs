@@ -9,12 +9,12 @@
 //! window, and every other tenant's rows would wait for room their turns
 //! free one a second.
 //!
-//! A key's paced turns go on from the last one given (so the rows claimed
-//! later wait behind its backlog) until its rows are made due again by a
-//! wake of its sink (`Engine::wake_sink`), or a reload changes its rate:
-//! then the rows claimed beyond its queue are paced from the queue's end,
-//! at its rate. Rows already written back keep their turns through a
-//! reload; a wake makes them due, and so paced again at the new rate.
+//! A row written back carries [`PACED_ERROR`] as its last error. A key's
+//! paced turns go on from the last one given (so the rows claimed later
+//! wait behind its backlog) until its rows are made due again by a wake
+//! of its sink (`Engine::wake_sink`), or by a reload that changes its
+//! rate (see `repace`): then the rows claimed beyond its queue are paced
+//! from the queue's end, at its rate.
 //!
 //! A row is paced once while the key's calls keep to their turns; one
 //! whose turn came while the key's slots were all busy is paced again,
@@ -66,20 +66,6 @@ impl Core {
     pub(super) fn forget_paced_turns(&mut self, key: &SinkKey) {
         if let Some(state) = self.keys.get_mut(key) {
             state.paced_until_us = 0;
-        }
-    }
-
-    /// Forgets the turns given to the rows of each key whose sink's rate
-    /// `catalog` (a reload's) changes.
-    pub(super) fn forget_paced_turns_of_new_rates(&mut self, catalog: &Catalog) {
-        let interval_us =
-            |c: &Catalog, key: &SinkKey| c.call_interval_us(&key.source_id, key.sink_index);
-        for (key, state) in &mut self.keys {
-            if state.paced_until_us > 0
-                && interval_us(&self.catalog, key) != interval_us(catalog, key)
-            {
-                state.paced_until_us = 0;
-            }
         }
     }
 }

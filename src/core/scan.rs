@@ -33,7 +33,7 @@ impl Core {
     /// Claims due rows. Claimed rows become `StoreOp::Claim` (and, for rows
     /// that cannot run, their dead or forget op) and queue on their sink key.
     /// Then a step of each pass under way: over held rows, of the keys'
-    /// wakes, and unparking rows.
+    /// wakes, unparking rows and pacing them again.
     pub fn handle_scan(&mut self, now_ms: u64, index: &mut dyn DueIndex) {
         self.scan_requested = false;
         // From here on it holds only the due times this scan writes (parks);
@@ -58,6 +58,7 @@ impl Core {
         self.wake_step(now_ms, index);
         self.key_wake_step(now_ms, index);
         self.unpark_step(now_ms, index);
+        self.repace_step(now_ms, index);
     }
 
     /// Claims a page of `dispatch.batch` rows (less when the shard's window
@@ -227,7 +228,7 @@ impl Core {
         // Another row of its lane still runs (an attempt taken on from
         // before a shard restart): it waits until that attempt ends.
         if let Some(until_ms) = self.lane_busy_until_ms(fields.lane) {
-            return self.claimed_due_again(&entry, fields, until_ms);
+            return self.claimed_due_again(&entry, fields, until_ms, None);
         }
         let probe = match self.admit(now_ms, &key) {
             Admit::Pass { probe } => probe,
@@ -236,7 +237,7 @@ impl Core {
         // A row that waits for its sink's rate waits in the store, one of
         // a slow sink's backlog held for its key's wake.
         if let Some(due_at_ms) = self.pace_row(now_ms, &key, &fields) {
-            return self.claimed_due_again(&entry, fields, due_at_ms);
+            return self.claimed_due_again(&entry, fields, due_at_ms, Some(PACED_ERROR));
         }
         if !probe && self.holds_for_slow_key(&key, woken) {
             return self.hold_for_slow_key(&key, entry.row, fields);
@@ -253,14 +254,20 @@ impl Core {
     }
 
     /// Writes a row just claimed back due at `due_at_ms`, its attempts
-    /// unchanged.
-    fn claimed_due_again(&mut self, entry: &DueEntry, fields: RowFields, due_at_ms: u64) {
+    /// unchanged, with `error` as its last.
+    fn claimed_due_again(
+        &mut self,
+        entry: &DueEntry,
+        fields: RowFields,
+        due_at_ms: u64,
+        error: Option<&str>,
+    ) {
         self.note_due(&entry.tenant, due_at_ms);
         self.ops.push_back(StoreOp::Reschedule {
             row: entry.row,
             fields,
             due_at_ms,
-            error: None,
+            error: error.map(String::from),
         });
     }
 

@@ -78,6 +78,7 @@ impl Model {
                         replay: None,
                         lane: None,
                         parked: false,
+                        paced: false,
                     },
                     hook.clone(),
                 ),
@@ -127,6 +128,7 @@ impl Model {
                     state.attempts = fields.attempts;
                     state.first_attempt_at_ms = fields.first_attempt_at_ms;
                     state.parked = matches!(op, StoreOp::Park { .. });
+                    state.paced = matches!(&op, StoreOp::Reschedule { error: Some(e), .. } if e == PACED_ERROR);
                 }
                 StoreOp::Hold { row, fields } => {
                     self.due.insert(

@@ -63,7 +63,15 @@ pub struct RowState {
     /// due since: a reload that drops the breaker unparks it (see
     /// `unpark`).
     pub parked: bool,
+    /// Written back to wait for its turn behind its sink's rate (its last
+    /// error [`PACED_ERROR`]) and not made due since: a reload that changes
+    /// the rate makes it due (see `pacing`).
+    pub paced: bool,
 }
+
+/// The last error of a row written back to wait for its turn behind its
+/// sink's rate (`max_calls_per_s`).
+pub const PACED_ERROR: &str = "waiting for its turn (max_calls_per_s)";
 
 /// The length of a [`LaneId`].
 pub const LANE_ID_BYTES: usize = 14;

@@ -9,12 +9,9 @@
 //! held rows' (see `held`); this pass takes those it parked due at the
 //! end of its open period (attempted, or the one to be its probe).
 //!
-//! It walks each tenant's due index from now up to the held rows (rows due
-//! by now are the scan's), one step at the end of each scan as the pass
-//! over held rows does — at most `WAKE_STEP_ROWS` entries, a tenant with
-//! none counting one — so a tenant with a large backlog goes on being
-//! claimed meanwhile. It makes due each row still parked
-//! ([`RowState::parked`]) whose key has no open breaker now, attempts kept
+//! It walks each tenant's rows due after now (see `tenant_walk`), one step
+//! at the end of each scan as the pass over held rows does. It makes due
+//! each row still parked ([`RowState::parked`]) whose key has no open breaker now, attempts kept
 //! (a row whose sink is gone is then dead-lettered by the scan as
 //! `sink_gone`); it leaves rows waiting out a backoff and rows behind an
 //! open breaker.
@@ -32,18 +29,15 @@
 //! tenant with breakers off), and a new core with breakers off whose store
 //! says so unparks every tenant.
 
+use super::tenant_walk::TenantWalk;
 use super::*;
-use crate::limits::WAKE_STEP_ROWS;
 
 /// Where unparking stands.
 #[derive(Debug, Default)]
 pub(super) struct UnparkPass {
     /// Every tenant is to be walked: the next step reads them from the index.
     every_tenant: bool,
-    /// The tenants left to walk; the first is being walked.
-    tenants: VecDeque<TenantId>,
-    /// The last entry of the first tenant read, when a step stopped in it.
-    after: Option<DueEntry>,
+    walk: TenantWalk,
     /// The tenants left are every tenant's: the pass ending with breakers
     /// off leaves no row parked.
     walks_every_tenant: bool,
@@ -53,9 +47,8 @@ impl Core {
     /// Unparks `tenant`'s rows (see the module docs).
     pub(super) fn unpark_tenant(&mut self, tenant: &TenantId) {
         self.start_unparking();
-        let pass = &mut self.unparking;
-        if !pass.every_tenant && !pass.tenants.contains(tenant) {
-            pass.tenants.push_back(tenant.clone());
+        if !self.unparking.every_tenant {
+            self.unparking.walk.add(tenant);
         }
     }
 
@@ -86,7 +79,7 @@ impl Core {
 
     /// Whether unparking is under way.
     pub fn is_unparking(&self) -> bool {
-        self.unparking.every_tenant || !self.unparking.tenants.is_empty()
+        self.unparking.every_tenant || !self.unparking.walk.is_done()
     }
 
     /// One step of unparking, if under way: reads at most
@@ -99,33 +92,15 @@ impl Core {
         if std::mem::take(&mut self.unparking.every_tenant) {
             let mut tenants = Vec::new();
             index.tenants(&mut tenants);
-            self.unparking.tenants = tenants.into();
-            self.unparking.after = None;
+            self.unparking.walk.restart(tenants);
             self.unparking.walks_every_tenant = true;
         }
-        let (mut budget, mut unparked) = (WAKE_STEP_ROWS, 0);
-        while budget > 0 {
-            let Some(tenant) = self.unparking.tenants.front().cloned() else {
-                break;
-            };
-            let after = match self.unparking.after.take() {
-                Some(entry) if entry.due_at_ms > now_ms => entry,
-                _ => wake_start(&tenant, now_ms),
-            };
-            let mut page = Vec::new();
-            index.due_page(&tenant, HELD_DUE_MS - 1, Some(&after), budget, &mut page);
-            budget -= page.len().max(1);
-            match page.last() {
-                // The step's budget ran out in this tenant: it may have more.
-                Some(last) if budget == 0 => self.unparking.after = Some(last.clone()),
-                _ => {
-                    self.unparking.tenants.pop_front();
-                }
-            }
-            for entry in page {
-                unparked += self.unpark_if_parked(now_ms, entry, index);
-            }
-        }
+        let mut walk = std::mem::take(&mut self.unparking.walk);
+        let mut unparked = 0;
+        walk.step(now_ms, index, |entry, index| {
+            unparked += self.unpark_if_parked(now_ms, entry, index);
+        });
+        self.unparking.walk = walk;
         if !self.is_unparking() {
             // After the rows it made due.
             (self.ops).push_back(StoreOp::Unparking { under_way: false });

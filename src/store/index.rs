@@ -12,7 +12,7 @@ use super::keys::{
 use super::record::{decode_hook, decode_hook_head, decode_row, Hook, RowRecord, RowStatus};
 use super::write::PARKED_ERROR;
 use super::{ShardStore, StoreError, TenantTable};
-use crate::core::{DueEntry, DueIndex, Loaded, RowHead, RowId, RowState, TenantId};
+use crate::core::{DueEntry, DueIndex, Loaded, RowHead, RowId, RowState, TenantId, PACED_ERROR};
 use crate::limits::MAX_UNREADABLE_DUE_PER_SCAN;
 use heed::RwTxn;
 use std::collections::HashMap;
@@ -203,6 +203,7 @@ impl<'t> TxnIndex<'t> {
         }
         Ok(Ok(RowState {
             parked: record.error.as_deref() == Some(PARKED_ERROR),
+            paced: record.error.as_deref() == Some(PACED_ERROR),
             sink_type: record.sink_type,
             attempts: record.attempts,
             first_attempt_at_ms: record.first_attempt_at_ms,

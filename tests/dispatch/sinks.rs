@@ -580,6 +580,46 @@ fn a_backlog_behind_a_rate_leaves_the_window_to_another_tenant() {
     engine.shutdown();
 }
 
+/// A reload that raises a sink's rate speeds up the backlog paced at the
+/// old one: 40 hooks to a sink at 2 calls a second wait in the store for
+/// turns spread over 20 s, each row saying so; raised to 1,000 a second,
+/// every hook arrives within 10 s, not at its old turn.
+#[test]
+fn a_raised_rate_speeds_up_the_backlog_paced_at_the_old_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let limited = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = config(dir.path());
+    let rated = SinkConfig {
+        max_calls_per_s: Some(2),
+        ..SinkConfig::http(limited.url("/limited"))
+    };
+    c.sources.push(source("backlog", "acme", vec![rated]));
+    let engine = Engine::open(c.clone()).unwrap();
+    for i in 0..40 {
+        engine
+            .commit(NewHook::new("backlog", format!("{i}")))
+            .unwrap();
+    }
+    let waiting_for_turns = || {
+        (rows(&engine).iter())
+            .filter(|r| r.record.error.as_deref() == Some(goad::core::PACED_ERROR))
+            .count()
+    };
+    wait_until("the backlog paced", Duration::from_secs(10), || {
+        waiting_for_turns() >= 30
+    });
+    assert!(limited.count() < 10, "{} arrived", limited.count());
+    c.sources[0].sinks[0].max_calls_per_s = Some(1_000);
+    engine.reconfigure(&c).unwrap();
+    assert!(
+        limited.wait_for(40, Duration::from_secs(10)),
+        "{} of 40 arrived",
+        limited.count()
+    );
+    engine.tick().unwrap();
+    assert_eq!(engine.hook_count().unwrap(), 0);
+}
+
 /// A sink's own `retry` keys hold for its rows: beside a sink on the
 /// node's policy (3 attempts), one with `retry = { max_attempts = 1 }`
 /// dead-letters the hook's row at its first failure.

@@ -132,8 +132,8 @@ fn a_retried_row_is_paced_no_later_than_its_horizon() {
 /// made due again, or its rate changes: a wake of the sink makes its
 /// backlog due, and what its queue does not take is paced again from the
 /// queue's end (not after the turns it had); after a reload that raises
-/// the rate, rows claimed beyond the queue are paced from its end at the
-/// new rate, while those written back before keep their turns.
+/// the rate, the rows written back before are due again too, and every
+/// row claimed beyond the queue is paced from its end at the new rate.
 #[test]
 fn paced_turns_start_again_after_a_wake_or_a_new_rate() {
     let (mut c, mut m) = paced_core(1, 6, 1_000);
@@ -168,8 +168,101 @@ fn paced_turns_start_again_after_a_wake_or_a_new_rate() {
     }
     c.handle_committed_for(&Arc::from("t"), 200);
     assert!(run_at(&mut c, &mut m, 200).is_empty());
-    // Four queue for the turns from 1,001 on, 250 ms apart; two more are
-    // paced after them, not after 5,001.
+    // Four queue for the turns from 1,001 on, 250 ms apart (the one woken
+    // and three new); the two other new rows and the four paced at the old
+    // rate are paced after them.
     assert_eq!(c.stats().claimed.rows, 4);
-    assert_eq!(turns(&m), [2_001, 2_001, 2_251, 3_001, 4_001, 5_001]);
+    assert_eq!(turns(&m), [2_001, 2_251, 2_501, 2_751, 3_001, 3_251]);
+}
+
+/// Tenant `t`'s source `a` has a sink at 1 call a second and one of no
+/// rate (`y`, every call failing), tenant `u`'s source `b` a sink at 1 a
+/// second; each of the three sinks has 4 rows due at 0. At 0, `a`'s first
+/// sink starts one row and paces 3 (the queue takes 1 at this rate), `a`'s
+/// second retries its 4 after a backoff, `b`'s sink paces 3. Returns the
+/// core and the model at 0 after that, and the config.
+fn two_tenants_paced() -> (Core, Model, Config) {
+    let mut a = rated_source("a", "t", Some(1));
+    a.sinks.push(SinkConfig::of_kind("y"));
+    let config = config_with(vec![a, rated_source("b", "u", Some(1))]);
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    for _ in 0..4 {
+        m.add("t", "a", &["x", "y"], 0);
+        m.add("u", "b", &["x"], 0);
+    }
+    settle_at(&mut c, &mut m, 0, &mut |job| match &*job.key.sink_type {
+        "y" => fail(FailureClass::Transient),
+        _ => Ok(()),
+    });
+    (c, m, config)
+}
+
+/// The due times of `source`'s rows of sink `sink_index`, in due order.
+fn due_of(m: &Model, source: &str, sink_index: u16) -> Vec<u64> {
+    (m.due.keys())
+        .filter(|(_, _, row)| row.sink_index == sink_index && &*m.rows[row].1.source_id == source)
+        .map(|(_, at, _)| *at)
+        .collect()
+}
+
+/// A reload that raises a sink's rate makes the rows paced at the old one
+/// due, and the scan paces them at the new rate from the key's next
+/// turn: three rows paced a second apart are due within the next 750 ms
+/// at 4 a second. Rows waiting out a backoff and the rows paced for a
+/// sink whose rate did not change keep their due times.
+#[test]
+fn a_new_rate_paces_the_rows_paced_at_the_old_one_again() {
+    let (mut c, mut m, mut config) = two_tenants_paced();
+    assert_eq!(due_of(&m, "a", 0), [1_000, 2_000, 3_000]);
+    let backoffs = due_of(&m, "a", 1);
+    assert_eq!(backoffs.len(), 4);
+    assert!(
+        backoffs.iter().all(|&at| at > 0 && at < 1_000),
+        "{backoffs:?}"
+    );
+    assert_eq!(due_of(&m, "b", 0), [1_000, 2_000, 3_000]);
+
+    config.sources[0].sinks[0].max_calls_per_s = Some(4);
+    reconfigure(&mut c, 10, &config);
+    assert!(
+        run_at(&mut c, &mut m, 10).is_empty(),
+        "the key's turn is at 1,000"
+    );
+    // The queue takes the turns at 1,000, 1,250, 1,500 and 1,750: all three.
+    assert_eq!(c.stats().claimed.rows, 3);
+    assert_eq!(due_of(&m, "a", 0), [] as [u64; 0]);
+    assert_eq!(due_of(&m, "a", 1), backoffs, "a backoff is not a turn");
+    assert_eq!(due_of(&m, "b", 0), [1_000, 2_000, 3_000], "its rate stands");
+    assert!(!c.is_repacing());
+    for turn_ms in [1_000, 1_250, 1_500] {
+        let started = run_at(&mut c, &mut m, turn_ms);
+        assert!(started.contains(&"a".to_string()), "{turn_ms}: {started:?}");
+    }
+}
+
+/// A reload that removes a rated sink makes the rows paced for it due,
+/// and the scan dead-letters them as `sink_gone` then, not at their
+/// turns. So does one that takes the rate off: they start at once.
+#[test]
+fn a_sink_removed_or_unrated_leaves_no_row_to_its_old_turns() {
+    let (mut c, mut m, mut config) = two_tenants_paced();
+    config.sources[1].sinks[0].max_calls_per_s = None;
+    config.sources[0].sinks.truncate(1);
+    config.sources[0].sinks[0].kind = "z".into();
+    reconfigure(&mut c, 10, &config);
+    c.handle_scan(10, &mut m);
+    let _ = m.apply(&mut c);
+    c.handle_scan(10, &mut m);
+    assert_eq!(
+        dead_reasons(m.apply(&mut c)),
+        vec![("sink_gone: index 0, type x".to_string(), 0); 3],
+        "a's three paced rows"
+    );
+    assert_eq!(run_at(&mut c, &mut m, 10), ["b", "b", "b"]);
+    assert_eq!(
+        due_of(&m, "a", 1).len(),
+        4,
+        "y's rows wait out their backoffs"
+    );
 }

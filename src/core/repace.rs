@@ -1,0 +1,80 @@
+//! A reload that changes a sink's rate (`max_calls_per_s`, or the batch
+//! size that spaces a batching sink's turns) paces its backlog again: the
+//! rows written back to wait for their turns at the old rate
+//! ([`RowState::paced`]) are made due now, attempts kept, and the scan
+//! paces them at the new one as it claims them. Raising a Slack sink's
+//! rate from 1 to 10 a second drains the 1,500 rows it had paced in two
+//! and a half minutes, not the 25 its old turns would take. A row of a
+//! sink the reload removed is made due too, for the scan to dead-letter
+//! as `sink_gone` now rather than at its turn.
+//!
+//! It walks the tenants of those sinks' rows due after now (see
+//! `tenant_walk`), one step at the end of each scan, and leaves rows
+//! waiting out a backoff, parked or of other sinks. Nothing of it is kept
+//! in the store: rows a crash leaves unwalked keep their old turns, as a
+//! wake of the sink (`goad wake`) would also make them due.
+
+use super::tenant_walk::TenantWalk;
+use super::*;
+use std::collections::HashSet;
+
+/// Where pacing again stands.
+#[derive(Debug, Default)]
+pub(super) struct RepacePass {
+    /// The keys whose pace the reloads changed (the rows binding to them,
+    /// or to no key now, are made due).
+    keys: HashSet<SinkKey>,
+    walk: TenantWalk,
+}
+
+impl Core {
+    /// Paces again the rows of the keys whose pace `catalog` (a reload's)
+    /// changes: forgets their turns and starts walking their tenants.
+    pub(super) fn repace_changed_rates(&mut self, catalog: &Catalog) {
+        for key in self.catalog.paces_changed_in(catalog) {
+            if let Some(state) = self.keys.get_mut(&key) {
+                state.paced_until_us = 0;
+            }
+            self.repacing.walk.add(&key.tenant);
+            self.repacing.keys.insert(key);
+        }
+    }
+
+    /// Whether pacing again is under way.
+    pub(super) fn is_repacing(&self) -> bool {
+        !self.repacing.walk.is_done()
+    }
+
+    /// One step of pacing again, if under way: makes the paced rows it
+    /// reads due at `now_ms`; returns how many.
+    pub(super) fn repace_step(&mut self, now_ms: u64, index: &mut dyn DueIndex) -> u64 {
+        if !self.is_repacing() {
+            return 0;
+        }
+        let mut walk = std::mem::take(&mut self.repacing.walk);
+        let mut made_due = 0;
+        walk.step(now_ms, index, |entry, index| {
+            made_due += self.repace_if_paced(now_ms, entry, index);
+        });
+        self.repacing.walk = walk;
+        if !self.is_repacing() {
+            self.repacing.keys.clear();
+        }
+        self.scan_requested |= made_due > 0;
+        made_due
+    }
+
+    /// One due entry: made due now (1) if its row waits for a turn given
+    /// at a pace a reload changed.
+    fn repace_if_paced(&mut self, now_ms: u64, entry: DueEntry, index: &mut dyn DueIndex) -> u64 {
+        let Some(RowHead { state, hook }) = self.read_or_settle(now_ms, &entry, index) else {
+            return 0;
+        };
+        let key = self.bound_key(&entry, &hook.source_id, &state);
+        if !state.paced || key.is_some_and(|key| !self.repacing.keys.contains(&key)) {
+            return 0;
+        }
+        self.make_due(now_ms, &entry, &state);
+        1
+    }
+}
