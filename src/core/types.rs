@@ -65,7 +65,7 @@ pub struct RowState {
     pub parked: bool,
     /// Written back to wait for its turn behind its sink's rate (its last
     /// error [`PACED_ERROR`]) and not made due since: a reload that changes
-    /// the rate makes it due (see `pacing`).
+    /// the rate makes it due (see `repace`).
     pub paced: bool,
 }
 
