@@ -98,7 +98,8 @@ fn sink_json(shard: u32, seq: u64, sink: &SinkStatus) -> Value {
 }
 
 /// A row's attempts and errors: `last_error` is the last failed attempt's
-/// error, or the dead-letter reason of a dead row.
+/// error, the dead-letter reason of a dead row, or what a row written back
+/// waits for (an open breaker, a paused sink, its turn behind a rate).
 fn record_fields(record: &RowRecord, shown: &mut Map<String, Value>) {
     let first_attempt = (record.first_attempt_at_ms > 0).then_some(record.first_attempt_at_ms);
     shown.insert("sink_type".into(), (*record.sink_type).into());
