@@ -50,10 +50,11 @@ pub(super) struct WakePass {
 }
 
 impl Core {
-    /// Holds a row of a paused sink (see the module docs).
-    pub(super) fn hold(&mut self, row: RowId, fields: RowFields) {
+    /// Holds a row of a paused sink, or one behind a slow sink's queue,
+    /// with `error` saying which (see the module docs).
+    pub(super) fn hold(&mut self, row: RowId, fields: RowFields, error: &'static str) {
         self.stats.held += 1;
-        self.ops.push_back(StoreOp::Hold { row, fields });
+        self.ops.push_back(StoreOp::Hold { row, fields, error });
     }
 
     /// Whether a pass over the held rows or a key's wake is under way.

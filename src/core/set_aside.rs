@@ -81,7 +81,7 @@ impl Core {
     ) {
         match admit {
             Admit::Park { until_ms } => self.park(now_ms, key, hook, row, fields, until_ms),
-            Admit::Hold => self.hold(row, fields),
+            Admit::Hold => self.hold(row, fields, PAUSED_ERROR),
             Admit::Pass { .. } => unreachable!("a row that may start is not set aside"),
         }
     }

@@ -104,7 +104,7 @@ impl Core {
             .get_mut(key)
             .expect("a capped key has state")
             .holding = true;
-        self.hold(row, fields);
+        self.hold(row, fields, SLOW_SINK_ERROR);
         if !self.key_wakes.held_behind(key, row) {
             self.ensure_key_wake(key);
         }

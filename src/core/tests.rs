@@ -130,7 +130,7 @@ impl Model {
                     state.parked = matches!(op, StoreOp::Park { .. });
                     state.paced = matches!(&op, StoreOp::Reschedule { error: Some(e), .. } if e == PACED_ERROR);
                 }
-                StoreOp::Hold { row, fields } => {
+                StoreOp::Hold { row, fields, .. } => {
                     self.due.insert(
                         (fields.tenant.clone(), HELD_DUE_MS, *row),
                         fields.size_bytes,

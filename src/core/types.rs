@@ -73,6 +73,13 @@ pub struct RowState {
 /// sink's rate (`max_calls_per_s`).
 pub const PACED_ERROR: &str = "waiting for its turn (max_calls_per_s)";
 
+/// The last error of a row held while its sink is paused.
+pub const PAUSED_ERROR: &str = "sink paused";
+
+/// The last error of a row held behind its slow sink's queue, until the
+/// sink's wake makes it due (see `slow_keys`).
+pub const SLOW_SINK_ERROR: &str = "held behind its slow sink's queue";
+
 /// The length of a [`LaneId`].
 pub const LANE_ID_BYTES: usize = 14;
 
@@ -234,10 +241,15 @@ pub enum StoreOp {
         fields: RowFields,
         due_at_ms: u64,
     },
-    /// Held while its sink is paused: pending again, due at
-    /// [`HELD_DUE_MS`] (no scan reaches it; a wake makes it due),
-    /// attempts unchanged, last error "sink paused".
-    Hold { row: RowId, fields: RowFields },
+    /// Held while its sink is paused, or behind a slow sink's queue:
+    /// pending again, due at [`HELD_DUE_MS`] (no scan reaches it; a wake
+    /// makes it due), attempts unchanged, last error `error` (which of
+    /// the two: [`PAUSED_ERROR`] or [`SLOW_SINK_ERROR`]).
+    Hold {
+        row: RowId,
+        fields: RowFields,
+        error: &'static str,
+    },
     /// Dead-lettered.
     Dead {
         row: RowId,

@@ -119,7 +119,6 @@ pub(crate) const PARKED: &str = "parked";
 
 /// The last error a parked row's record carries.
 pub(crate) const PARKED_ERROR: &str = "breaker open";
-const HELD_ERROR: &str = "sink paused";
 
 /// Applies one store operation the core decided. Returns the lane member
 /// that became due when the op settled its lane's head for good.
@@ -179,7 +178,7 @@ pub fn apply(
         }
         StoreOp::Reschedule { row, fields, .. }
         | StoreOp::Park { row, fields, .. }
-        | StoreOp::Hold { row, fields }
+        | StoreOp::Hold { row, fields, .. }
         | StoreOp::Dead { row, fields, .. } => {
             return settle(store, wtxn, tenants, op, *row, fields);
         }
@@ -263,8 +262,8 @@ fn settled_record(op: &StoreOp, fields: &RowFields) -> (RowRecord, Option<Replay
             settled(fields, Pending, *due_at_ms, Some(PARKED_ERROR.into())),
             Some(ReplayCounter::Parked),
         ),
-        StoreOp::Hold { .. } => (
-            settled(fields, Pending, HELD_DUE_MS, Some(HELD_ERROR.into())),
+        StoreOp::Hold { error, .. } => (
+            settled(fields, Pending, HELD_DUE_MS, Some(error.to_string())),
             None,
         ),
         StoreOp::Dead {

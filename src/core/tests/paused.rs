@@ -6,11 +6,11 @@
 use super::*;
 use crate::limits::WAKE_STEP_ROWS;
 
-/// The rows a batch of ops held.
+/// The rows a batch of ops held for a paused sink.
 fn held(ops: &[StoreOp]) -> Vec<RowId> {
     ops.iter()
         .filter_map(|op| match op {
-            StoreOp::Hold { row, .. } => Some(*row),
+            StoreOp::Hold { row, error, .. } if *error == PAUSED_ERROR => Some(*row),
             _ => None,
         })
         .collect()

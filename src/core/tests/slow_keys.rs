@@ -85,6 +85,27 @@ fn a_slow_keys_backlog_waits_held_and_runs_in_commit_order() {
     assert!(m.due.is_empty() && !c.is_waking());
 }
 
+/// A row held behind a slow sink's queue says so (its last error), not
+/// that its sink is paused: of 40 rows, the wake window's 32 queue and 8
+/// are held.
+#[test]
+fn a_row_held_behind_a_slow_sinks_queue_says_so() {
+    let (mut c, mut m) = slow_core(100_000);
+    another_tenant_active(&mut c, &mut m, 300);
+    for _ in 0..40 {
+        m.add("t", "a", &["x"], 300);
+    }
+    c.handle_committed_for(&Arc::from("t"), 300);
+    c.handle_scan(300, &mut m);
+    let errors: Vec<&str> = (m.apply(&mut c).iter())
+        .filter_map(|op| match op {
+            StoreOp::Hold { error, .. } => Some(*error),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(errors, [SLOW_SINK_ERROR; 8]);
+}
+
 /// The fairness this is for: beside a slow tenant's backlog of 500 rows,
 /// in a shard window of 100 that tenant `w` shares, another tenant's 50
 /// rows are all claimed at once (8 running, the rest queued) — not left
