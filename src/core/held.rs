@@ -185,6 +185,28 @@ impl Core {
         })
     }
 
+    /// One due entry a walk read: made due now (1) if `wanted` says so of
+    /// its row's state and the key it binds to now (`None`: its source or
+    /// its sink is gone). One that cannot be read is settled as a scan
+    /// settles it.
+    pub(super) fn make_due_if(
+        &mut self,
+        now_ms: u64,
+        entry: DueEntry,
+        index: &mut dyn DueIndex,
+        wanted: impl FnOnce(&Core, &RowState, Option<SinkKey>) -> bool,
+    ) -> u64 {
+        let Some(RowHead { state, hook }) = self.read_or_settle(now_ms, &entry, index) else {
+            return 0;
+        };
+        let key = self.bound_key(&entry, &hook.source_id, &state);
+        if !wanted(self, &state, key) {
+            return 0;
+        }
+        self.make_due(now_ms, &entry, &state);
+        1
+    }
+
     /// Makes a pending row due at `now_ms`, its attempts kept.
     pub(super) fn make_due(&mut self, now_ms: u64, entry: &DueEntry, state: &RowState) {
         self.ops.push_back(StoreOp::claim_of(entry));

@@ -67,14 +67,8 @@ impl Core {
     /// One due entry: made due now (1) if its row waits for a turn given
     /// at a pace a reload changed.
     fn repace_if_paced(&mut self, now_ms: u64, entry: DueEntry, index: &mut dyn DueIndex) -> u64 {
-        let Some(RowHead { state, hook }) = self.read_or_settle(now_ms, &entry, index) else {
-            return 0;
-        };
-        let key = self.bound_key(&entry, &hook.source_id, &state);
-        if !state.paced || key.is_some_and(|key| !self.repacing.keys.contains(&key)) {
-            return 0;
-        }
-        self.make_due(now_ms, &entry, &state);
-        1
+        self.make_due_if(now_ms, entry, index, |core, state, key| {
+            state.paced && key.is_none_or(|key| core.repacing.keys.contains(&key))
+        })
     }
 }

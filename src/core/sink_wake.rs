@@ -86,8 +86,7 @@ impl Core {
         }
     }
 
-    /// One due entry: made due now (1) if its row binds to `key`. One that
-    /// cannot be read is settled as a scan settles it.
+    /// One due entry: made due now (1) if its row binds to `key`.
     pub(super) fn wake_if_of(
         &mut self,
         now_ms: u64,
@@ -95,13 +94,8 @@ impl Core {
         entry: DueEntry,
         index: &mut dyn DueIndex,
     ) -> u64 {
-        let Some(RowHead { state, hook }) = self.read_or_settle(now_ms, &entry, index) else {
-            return 0;
-        };
-        if self.bound_key(&entry, &hook.source_id, &state).as_ref() != Some(key) {
-            return 0;
-        }
-        self.make_due(now_ms, &entry, &state);
-        1
+        self.make_due_if(now_ms, entry, index, |_, _, bound| {
+            bound.as_ref() == Some(key)
+        })
     }
 }

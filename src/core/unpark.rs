@@ -118,16 +118,10 @@ impl Core {
     /// One due entry: made due now (1) if its row is parked and its key
     /// has no open breaker.
     fn unpark_if_parked(&mut self, now_ms: u64, entry: DueEntry, index: &mut dyn DueIndex) -> u64 {
-        let Some(RowHead { state, hook }) = self.read_or_settle(now_ms, &entry, index) else {
-            return 0;
-        };
-        let key = self.bound_key(&entry, &hook.source_id, &state);
-        let behind_open =
-            key.is_some_and(|key| (self.breakers.get(&key)).is_some_and(Breaker::is_open));
-        if !state.parked || behind_open {
-            return 0;
-        }
-        self.make_due(now_ms, &entry, &state);
-        1
+        self.make_due_if(now_ms, entry, index, |core, state, key| {
+            let behind_open =
+                key.is_some_and(|key| (core.breakers.get(&key)).is_some_and(Breaker::is_open));
+            state.parked && !behind_open
+        })
     }
 }
