@@ -113,10 +113,8 @@ impl Sim {
         if self.pause_rng.below(400) != 0 {
             return;
         }
-        let sources = self.config.sources.len() as u64;
-        let source = &mut self.config.sources[self.pause_rng.below(sources) as usize];
-        let sink = self.pause_rng.below(source.sinks.len() as u64) as usize;
-        source.sinks[sink].paused = !source.sinks[sink].paused;
+        let sink = seeded_sink(&mut self.config, &mut self.pause_rng);
+        sink.paused = !sink.paused;
         self.reconfigure_sinks(shard);
         self.held_check_due = true;
     }
@@ -128,13 +126,11 @@ impl Sim {
         if self.rate_rng.below(400) != 0 {
             return;
         }
-        let sources = self.config.sources.len() as u64;
-        let source = &mut self.config.sources[self.rate_rng.below(sources) as usize];
-        let sink = self.rate_rng.below(source.sinks.len() as u64) as usize;
-        let Some(rate) = source.sinks[sink].max_calls_per_s else {
+        let sink = seeded_sink(&mut self.config, &mut self.rate_rng);
+        let Some(rate) = sink.max_calls_per_s else {
             return;
         };
-        source.sinks[sink].max_calls_per_s = Some(rate.saturating_mul(2).min(100_000));
+        sink.max_calls_per_s = Some(rate.saturating_mul(2).min(100_000));
         self.reconfigure_sinks(shard);
     }
 
@@ -350,4 +346,12 @@ impl Sim {
             }
         }
     }
+}
+
+/// A sink of `config` that `rng` picks: a source, then one of its sinks.
+fn seeded_sink<'c>(config: &'c mut Config, rng: &mut Rng) -> &'c mut SinkConfig {
+    let sources = config.sources.len() as u64;
+    let source = &mut config.sources[rng.below(sources) as usize];
+    let sink = rng.below(source.sinks.len() as u64) as usize;
+    &mut source.sinks[sink]
 }
