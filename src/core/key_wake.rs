@@ -32,8 +32,11 @@
 //! where the last step stopped, reading at most `WAKE_STEP_ROWS` held rows
 //! (a key with no room counting one). A key's woken row claimed, or its
 //! queued row started, frees room in its window and asks for the next
-//! step. Wakes are not stored: a new core's pass over the held rows
-//! starts them again.
+//! step. The step reads the index before the scan's own holds are written
+//! into it: a step that walks past the place of a row held since the last
+//! step, or to the end of the held rows it can read, goes over the held
+//! rows again, as for a row held behind its place. Wakes are not stored:
+//! a new core's pass over the held rows starts them again.
 
 use super::*;
 use crate::limits::{MAX_DUE_PAGE_ROWS, WAKE_STEP_ROWS};
@@ -58,6 +61,11 @@ pub(super) struct KeyWakes {
     /// Keys with a row held behind their wake's place: the wake goes over
     /// the held rows again once it reaches their end.
     rewind: HashSet<SinkKey>,
+    /// Per key with a wake, the first row held since the wakes' last step:
+    /// its hold is not in the index the next step reads (a scan's holds are
+    /// written after its step), so a step that walks past its place, or to
+    /// the end of the held rows it can read, goes over them again.
+    held_unwritten: HashMap<SinkKey, RowId>,
 }
 
 impl KeyWakes {
@@ -96,6 +104,8 @@ impl KeyWakes {
         if (HELD_DUE_MS, row) <= (after.due_at_ms, after.row) {
             self.rewind.insert(key.clone());
         }
+        let first = self.held_unwritten.entry(key.clone()).or_insert(row);
+        *first = (*first).min(row);
         true
     }
 
@@ -181,6 +191,8 @@ impl Core {
 
     /// One step of the wakes under way (see the module docs).
     pub(super) fn key_wake_step(&mut self, now_ms: u64, index: &mut dyn DueIndex) {
+        // Written before the next step: it sees them.
+        let held_unwritten = std::mem::take(&mut self.key_wakes.held_unwritten);
         if !self.key_wakes.step_wanted {
             return;
         }
@@ -195,7 +207,8 @@ impl Core {
                 self.key_wakes.step_wanted = true;
                 break;
             }
-            budget -= self.step_key(now_ms, &key, budget, index).clamp(1, budget);
+            let read = self.step_key(now_ms, &key, budget, held_unwritten.get(&key), index);
+            budget -= read.clamp(1, budget);
             self.key_wakes.pass_turn(&key);
             visits -= 1;
         }
@@ -222,12 +235,14 @@ impl Core {
     /// One key's step: makes due as many of its held rows as its window
     /// has room for, reading at most `budget` held rows; returns how many
     /// it read. The wake ends once it read its tenant's last held row, or
-    /// when its sink is paused or gone.
+    /// when its sink is paused or gone. `held_unwritten`: the first row of
+    /// the key held since the last step, which the index does not have yet.
     fn step_key(
         &mut self,
         now_ms: u64,
         key: &SinkKey,
         budget: usize,
+        held_unwritten: Option<&RowId>,
         index: &mut dyn DueIndex,
     ) -> usize {
         if !self.catalog.has_key(key) || self.catalog.is_paused(&key.source_id, key.sink_index) {
@@ -252,6 +267,13 @@ impl Core {
                     self.scan_requested = true;
                     room -= 1;
                 }
+            }
+            // A row held since the last step is not in the index yet: a walk
+            // that passed its place, or reached the end of what the index
+            // has, goes over the held rows again.
+            let passed = |&row: &RowId| (HELD_DUE_MS, row) <= (after.due_at_ms, after.row);
+            if held_unwritten.is_some_and(|row| read_to_end || passed(row)) {
+                self.key_wakes.rewind.insert(key.clone());
             }
             if read_to_end && self.key_wakes.rewind.remove(key) {
                 // Over the held rows again from the first, at the next step:

@@ -43,10 +43,13 @@ impl Sim {
             };
             assert!(
                 held_by.is_some(),
-                "seed {}: row {:?} of {} is held, its sink not paused nor its breaker open",
+                "seed {}: row {:?} of {} is held, its sink not paused nor its breaker open \
+                 (last error {:?}, attempts {})",
                 self.seed,
                 view.row,
-                view.source_id
+                view.source_id,
+                record.error,
+                record.attempts
             );
         }
     }

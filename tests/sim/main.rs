@@ -607,9 +607,12 @@ fn dead_by_config(shard: &ShardState) -> u64 {
 /// sound store refused at reopen as cut short: its file ended before
 /// LMDB's last page, whose pages were free; see `store::tail`), 50985762
 /// (a sink's key forgotten by the reload that swapped it away, so the
-/// reload that swapped it back started its call before its rate's turn).
-const FOUND_SEEDS: [u64; 6] = [
-    6_600_463, 13_000_327, 28_200_425, 30_600_032, 50_950_888, 50_985_762,
+/// reload that swapped it back started its call before its rate's turn),
+/// 50989725 (a slow key's retry held in the scan whose wake step, reading
+/// an index without that hold, walked to the end and stopped; see
+/// `core::key_wake`).
+const FOUND_SEEDS: [u64; 7] = [
+    6_600_463, 13_000_327, 28_200_425, 30_600_032, 50_950_888, 50_985_762, 50_989_725,
 ];
 
 fn seeds() -> Vec<u64> {
