@@ -88,6 +88,7 @@ pub mod claim_check;
 pub mod config;
 pub mod core;
 pub mod demo;
+mod fnv;
 pub mod latency;
 pub mod limits;
 pub mod log;

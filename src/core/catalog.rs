@@ -7,7 +7,9 @@
 
 use crate::config::{Config, HeaderFilter, SinkRetryConfig};
 use crate::core::types::{SinkKey, TenantId};
+use crate::fnv::Fnv1a;
 use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::num::NonZeroU16;
 use std::sync::Arc;
 
@@ -191,6 +193,17 @@ impl Catalog {
             }
         }
         changed
+    }
+
+    /// A fingerprint of every rated sink's key and pace, the same whatever
+    /// order the sources are in: the store keeps the one its paced rows
+    /// were paced at (see `repace`).
+    pub fn paces_fingerprint(&self) -> u64 {
+        self.rated_keys().fold(0, |sum, key| {
+            let mut hasher = Fnv1a::default();
+            (&key, self.pace(&key)).hash(&mut hasher);
+            sum.wrapping_add(hasher.finish())
+        })
     }
 
     /// The keys of the sinks with a rate.

@@ -12,9 +12,9 @@
 //! A row written back carries [`PACED_ERROR`] as its last error. A key's
 //! paced turns go on from the last one given (so the rows claimed later
 //! wait behind its backlog) until its rows are made due again by a wake
-//! of its sink (`Engine::wake_sink`), or by a reload that changes its
-//! rate (see `repace`): then the rows claimed beyond its queue are paced
-//! from the queue's end, at its rate.
+//! of its sink (`Engine::wake_sink`), or by a reload or restart that
+//! changes its rate (see `repace`): then the rows claimed beyond its
+//! queue are paced from the queue's end, at its rate.
 //!
 //! A row is paced once while the key's calls keep to their turns; one
 //! whose turn came while the key's slots were all busy is paced again,

@@ -10,9 +10,16 @@
 //!
 //! It walks the tenants of those sinks' rows due after now (see
 //! `tenant_walk`), one step at the end of each scan, and leaves rows
-//! waiting out a backoff, parked or of other sinks. Nothing of it is kept
-//! in the store: rows a crash leaves unwalked keep their old turns, as a
-//! wake of the sink (`goad wake`) would also make them due.
+//! waiting out a backoff, parked or of other sinks.
+//!
+//! The store keeps the fingerprint of the paces the paced rows were paced
+//! at ([`Catalog::paces_fingerprint`], [`StoreOp::PacedAt`]), written when
+//! a pass ends and deleted when one starts. A new core whose catalog's
+//! fingerprint is not the store's — the node restarted with other rates,
+//! or died mid-pass — paces again every paced row of every tenant, as it
+//! cannot tell which sinks' rates changed. A restart with the rates
+//! unchanged walks nothing; a store with no fingerprint (new, or written
+//! by a goad before this) is walked once.
 
 use super::tenant_walk::TenantWalk;
 use super::*;
@@ -24,6 +31,8 @@ pub(super) struct RepacePass {
     /// The keys whose pace the reloads changed (the rows binding to them,
     /// or to no key now, are made due).
     keys: HashSet<SinkKey>,
+    /// Every paced row is made due, whatever its key.
+    every_key: bool,
     walk: TenantWalk,
 }
 
@@ -32,12 +41,32 @@ impl Core {
     /// changes: forgets their turns and starts walking their tenants.
     pub(super) fn repace_changed_rates(&mut self, catalog: &Catalog) {
         for key in self.catalog.paces_changed_in(catalog) {
+            self.start_repacing();
             if let Some(state) = self.keys.get_mut(&key) {
                 state.paced_until_us = 0;
             }
             self.repacing.walk.add(&key.tenant);
             self.repacing.keys.insert(key);
         }
+    }
+
+    /// What a new core's store says: the fingerprint of the paces its
+    /// paced rows were paced at (`None` while a pass was under way). If it
+    /// is not this catalog's, every paced row is paced again.
+    pub fn resume_repacing(&mut self, paced_at: Option<u64>) {
+        if paced_at != Some(self.catalog.paces_fingerprint()) {
+            self.start_repacing();
+            self.repacing.every_key = true;
+            self.repacing.walk.restart_with_every_tenant();
+        }
+    }
+
+    /// Keeps in the store that a pass is under way, if none was.
+    fn start_repacing(&mut self) {
+        if !self.is_repacing() {
+            (self.ops).push_back(StoreOp::PacedAt { paces: None });
+        }
+        self.scan_requested = true;
     }
 
     /// Whether pacing again is under way.
@@ -59,6 +88,10 @@ impl Core {
         self.repacing.walk = walk;
         if !self.is_repacing() {
             self.repacing.keys.clear();
+            self.repacing.every_key = false;
+            // After the rows it made due.
+            let paces = Some(self.catalog.paces_fingerprint());
+            (self.ops).push_back(StoreOp::PacedAt { paces });
         }
         self.scan_requested |= made_due > 0;
         made_due
@@ -68,7 +101,8 @@ impl Core {
     /// at a pace a reload changed.
     fn repace_if_paced(&mut self, now_ms: u64, entry: DueEntry, index: &mut dyn DueIndex) -> u64 {
         self.make_due_if(now_ms, entry, index, |core, state, key| {
-            state.paced && key.is_none_or(|key| core.repacing.keys.contains(&key))
+            let pass = &core.repacing;
+            state.paced && (pass.every_key || key.is_none_or(|key| pass.keys.contains(&key)))
         })
     }
 }

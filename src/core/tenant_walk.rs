@@ -14,24 +14,26 @@ pub(super) struct TenantWalk {
     pub(super) tenants: VecDeque<TenantId>,
     /// The last entry of the first tenant read, when a step stopped in it.
     after: Option<DueEntry>,
+    /// Every tenant is to be walked: the next step reads them from the index.
+    every_tenant: bool,
 }
 
 impl TenantWalk {
     /// Walks `tenant` too, after those it walks already.
     pub(super) fn add(&mut self, tenant: &TenantId) {
-        if !self.tenants.contains(tenant) {
+        if !self.every_tenant && !self.tenants.contains(tenant) {
             self.tenants.push_back(tenant.clone());
         }
     }
 
-    /// Walks `tenants`, from the first, in place of what it walked.
-    pub(super) fn restart(&mut self, tenants: Vec<TenantId>) {
-        self.tenants = tenants.into();
-        self.after = None;
+    /// Walks every tenant the index has at the next step, from the first,
+    /// in place of what it walked.
+    pub(super) fn restart_with_every_tenant(&mut self) {
+        self.every_tenant = true;
     }
 
     pub(super) fn is_done(&self) -> bool {
-        self.tenants.is_empty()
+        !self.every_tenant && self.tenants.is_empty()
     }
 
     /// One step: each due entry read after `now_ms` goes to `each`, a
@@ -42,6 +44,12 @@ impl TenantWalk {
         index: &mut dyn DueIndex,
         mut each: impl FnMut(DueEntry, &mut dyn DueIndex),
     ) {
+        if std::mem::take(&mut self.every_tenant) {
+            let mut tenants = Vec::new();
+            index.tenants(&mut tenants);
+            self.tenants = tenants.into();
+            self.after = None;
+        }
         let mut budget = WAKE_STEP_ROWS;
         while budget > 0 {
             let Some(tenant) = self.tenants.front() else {

@@ -137,7 +137,10 @@ impl Model {
                     );
                 }
                 // Rows only: the breakers are the core's own to check.
-                StoreOp::Breaker(_) | StoreOp::Unparking { .. } | StoreOp::NoneParked => {}
+                StoreOp::Breaker(_)
+                | StoreOp::Unparking { .. }
+                | StoreOp::NoneParked
+                | StoreOp::PacedAt { .. } => {}
             }
             ops.push(op);
         }

@@ -275,6 +275,11 @@ pub enum StoreOp {
     /// Unparking walked every tenant with breakers off: no row is parked
     /// (the store stops saying rows may be; see `core::unpark`).
     NoneParked,
+    /// Pacing again (see `core::repace`) started (`None`: the store stops
+    /// saying which paces its rows were paced at) or ended (`Some`: their
+    /// fingerprint, [`super::Catalog::paces_fingerprint`]), so a new core
+    /// paces again what a pass left or a changed config makes stale.
+    PacedAt { paces: Option<u64> },
 }
 
 impl StoreOp {

@@ -35,8 +35,6 @@ use super::*;
 /// Where unparking stands.
 #[derive(Debug, Default)]
 pub(super) struct UnparkPass {
-    /// Every tenant is to be walked: the next step reads them from the index.
-    every_tenant: bool,
     walk: TenantWalk,
     /// The tenants left are every tenant's: the pass ending with breakers
     /// off leaves no row parked.
@@ -47,16 +45,15 @@ impl Core {
     /// Unparks `tenant`'s rows (see the module docs).
     pub(super) fn unpark_tenant(&mut self, tenant: &TenantId) {
         self.start_unparking();
-        if !self.unparking.every_tenant {
-            self.unparking.walk.add(tenant);
-        }
+        self.unparking.walk.add(tenant);
     }
 
     /// Unparks every tenant's rows: after a reload that turned breakers
     /// off, and in a new core whose store says so (see `resume_unparking`).
     pub fn unpark_every_tenant(&mut self) {
         self.start_unparking();
-        self.unparking.every_tenant = true;
+        self.unparking.walk.restart_with_every_tenant();
+        self.unparking.walks_every_tenant = true;
     }
 
     /// What a new core's store says: unparking was `under_way`, or rows
@@ -79,7 +76,7 @@ impl Core {
 
     /// Whether unparking is under way.
     pub fn is_unparking(&self) -> bool {
-        self.unparking.every_tenant || !self.unparking.walk.is_done()
+        !self.unparking.walk.is_done()
     }
 
     /// One step of unparking, if under way: reads at most
@@ -88,12 +85,6 @@ impl Core {
     pub(super) fn unpark_step(&mut self, now_ms: u64, index: &mut dyn DueIndex) -> u64 {
         if !self.is_unparking() {
             return 0;
-        }
-        if std::mem::take(&mut self.unparking.every_tenant) {
-            let mut tenants = Vec::new();
-            index.tenants(&mut tenants);
-            self.unparking.walk.restart(tenants);
-            self.unparking.walks_every_tenant = true;
         }
         let mut walk = std::mem::take(&mut self.unparking.walk);
         let mut unparked = 0;

@@ -15,6 +15,7 @@ use super::{io_thread, shard_thread};
 use crate::claim_check::{ClaimStore, ClaimSweeper};
 use crate::config::{Config, ConfigError};
 use crate::core::{Catalog, SourceSweep};
+use crate::fnv::Fnv1a;
 use crate::latency::AttemptLatency;
 use crate::limits::{COMMIT_QUEUE_WAIT_MS, COMMIT_REPLY_WAIT_MS};
 use crate::sink::{Sink, SinkRegistry};
@@ -22,6 +23,7 @@ use crate::store::{DataDirLock, Hook, RowView, ShardStore, StoreError};
 use crossbeam_channel::{RecvTimeoutError, SendTimeoutError, Sender, TrySendError};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
+use std::hash::Hasher;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -121,12 +123,9 @@ impl Engine {
 
     /// The shard that owns a tenant: a stable hash (FNV-1a) of its id.
     pub fn shard_of(tenant: &str, shard_count: usize) -> usize {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in tenant.bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        (h % shard_count as u64) as usize
+        let mut hasher = Fnv1a::default();
+        hasher.write(tenant.as_bytes());
+        (hasher.finish() % shard_count as u64) as usize
     }
 
     /// Makes a shard's loop panic, as a bug in goad would (tests of the restart).

@@ -179,8 +179,10 @@ impl<'s> ShardState<'s> {
         self.next_seq = self.store.meta_u64(&rtxn, "next_seq")?.unwrap_or(1);
         let unparking = self.store.meta_u64(&rtxn, store::UNPARKING)?.is_some();
         let parked = self.store.meta_u64(&rtxn, store::PARKED)?.is_some();
+        let paced_at = self.store.meta_u64(&rtxn, store::PACED_AT)?;
         drop(rtxn);
         self.core.resume_unparking(unparking, parked);
+        self.core.resume_repacing(paced_at);
         self.recovered += self.store.recover(&self.tenants, now_ms)?;
         for (key, until_ms, opens) in store::breakers::take_back(self.store, &self.tenants, now_ms)?
         {

@@ -41,7 +41,10 @@
 //!   (see [`dead`]), each open breaker under `breaker/` (see
 //!   [`breakers`]), `unparking` u64 (1) while the core unparks rows, and
 //!   `parked` u64 (1), written with every park and deleted once unparking
-//!   walked every tenant with breakers off (see `core::unpark`).
+//!   walked every tenant with breakers off (see `core::unpark`), and
+//!   `paced_at` u64, the fingerprint of the sinks' rates the paced rows
+//!   were paced at, deleted while the core paces them again (see
+//!   `core::repace`).
 //!
 //! # Durability
 //! The shard thread is the environment's only writer. It keeps one write
@@ -138,7 +141,7 @@ pub use tenants::TenantTable;
 pub use verify::{verify_data_dir, Verified};
 pub use whole::BACKUP_UNFINISHED;
 pub use write::{hold_in_flight, write_commit, NewRow};
-pub(crate) use write::{PARKED, UNPARKING};
+pub(crate) use write::{PACED_AT, PARKED, UNPARKING};
 
 use crate::core::{RowId, TenantId};
 use crate::limits::DEFAULT_MAX_SHARD_BYTES;

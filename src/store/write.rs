@@ -117,6 +117,10 @@ pub(crate) const UNPARKING: &str = "unparking";
 /// `core::unpark`).
 pub(crate) const PARKED: &str = "parked";
 
+/// The `meta` entry of the paces the paced rows were paced at, absent
+/// while the core paces them again (see `core::repace`).
+pub(crate) const PACED_AT: &str = "paced_at";
+
 /// The last error a parked row's record carries.
 pub(crate) const PARKED_ERROR: &str = "breaker open";
 
@@ -175,6 +179,10 @@ pub fn apply(
         }
         StoreOp::NoneParked => {
             store.meta.delete(wtxn, PARKED.as_bytes())?;
+        }
+        StoreOp::PacedAt { paces: Some(paces) } => store.put_meta(wtxn, PACED_AT, *paces)?,
+        StoreOp::PacedAt { paces: None } => {
+            store.meta.delete(wtxn, PACED_AT.as_bytes())?;
         }
         StoreOp::Reschedule { row, fields, .. }
         | StoreOp::Park { row, fields, .. }

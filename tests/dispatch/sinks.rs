@@ -586,6 +586,26 @@ fn a_backlog_behind_a_rate_leaves_the_window_to_another_tenant() {
 /// every hook arrives within 10 s, not at its old turn.
 #[test]
 fn a_raised_rate_speeds_up_the_backlog_paced_at_the_old_one() {
+    let (engine, limited, mut c, _dir) = paced_backlog();
+    c.sources[0].sinks[0].max_calls_per_s = Some(1_000);
+    engine.reconfigure(&c).unwrap();
+    all_arrive_then_none_is_left(&engine, &limited);
+}
+
+/// So does a restart with the raised rate: the store says the rows were
+/// paced at another.
+#[test]
+fn a_restart_with_a_raised_rate_speeds_up_the_backlog_paced_at_the_old_one() {
+    let (engine, limited, mut c, _dir) = paced_backlog();
+    drop(engine);
+    c.sources[0].sinks[0].max_calls_per_s = Some(1_000);
+    let engine = Engine::open(c).unwrap();
+    all_arrive_then_none_is_left(&engine, &limited);
+}
+
+/// An engine whose one source's sink, at 2 calls a second, has at least
+/// 30 of 40 hooks paced in the store; its receiver, config and directory.
+fn paced_backlog() -> (Engine, Receiver, goad::Config, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let limited = Receiver::start(|_| Reply::status(200)).unwrap();
     let mut c = config(dir.path());
@@ -609,8 +629,12 @@ fn a_raised_rate_speeds_up_the_backlog_paced_at_the_old_one() {
         waiting_for_turns() >= 30
     });
     assert!(limited.count() < 10, "{} arrived", limited.count());
-    c.sources[0].sinks[0].max_calls_per_s = Some(1_000);
-    engine.reconfigure(&c).unwrap();
+    (engine, limited, c, dir)
+}
+
+/// Every hook of `paced_backlog` arrives within 10 s (its old turns take
+/// 20), and none is left.
+fn all_arrive_then_none_is_left(engine: &Engine, limited: &Receiver) {
     assert!(
         limited.wait_for(40, Duration::from_secs(10)),
         "{} of 40 arrived",

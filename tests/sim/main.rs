@@ -20,7 +20,8 @@
 //! - a key of a sink with `max_calls_per_s` (some are, per seed) starts
 //!   calls k and k + n more than n intervals less 1 ms apart, across shard
 //!   restarts (a crash forgets) and reloads that raise the rate at seeded
-//!   times (its rows paced at the old rate are paced again);
+//!   times (its rows paced at the old rate are paced again, by the new
+//!   core when a crash comes first);
 //! - the breaker changes the core reports account for its open breakers:
 //!   a breaker closes only after it opened, the keys reported open are
 //!   exactly as many as the core counts open, and a core rebuilt after a

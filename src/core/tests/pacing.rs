@@ -266,3 +266,58 @@ fn a_sink_removed_or_unrated_leaves_no_row_to_its_old_turns() {
         "y's rows wait out their backoffs"
     );
 }
+
+/// A new core whose store's paced rows were paced at other rates (the
+/// node restarted with a changed config) paces every paced row again,
+/// whatever its key: it cannot tell which rates changed. Its store stops
+/// saying which paces its rows were paced at until the pass ends. One
+/// whose store's paces are its catalog's walks nothing.
+#[test]
+fn a_new_core_paces_again_the_rows_its_store_paced_at_other_rates() {
+    let (c, mut m, mut config) = two_tenants_paced();
+    let paced_at = c.catalog.paces_fingerprint();
+    let backoffs = due_of(&m, "a", 1);
+    let mut c = core(&config, BIG);
+    c.resume_repacing(Some(paced_at));
+    assert!(!c.is_repacing(), "the same rates");
+
+    config.sources[0].sinks[0].max_calls_per_s = Some(4);
+    let mut c = core(&config, BIG);
+    c.resume_repacing(Some(paced_at));
+    assert!(c.is_repacing());
+    c.handle_scan(10, &mut m);
+    let ops = m.apply(&mut c);
+    let paces = c.catalog.paces_fingerprint();
+    assert_ne!(paces, paced_at);
+    assert_eq!(paced_at_ops(&ops), [None, Some(paces)]);
+    assert!(!c.is_repacing());
+    // a's three rows queue for the turns from 10 on, 250 ms apart; b's
+    // first row queues, its two others are paced again one second apart.
+    assert_eq!(run_at(&mut c, &mut m, 10), ["a", "b"]);
+    assert_eq!(due_of(&m, "a", 0), [] as [u64; 0]);
+    assert_eq!(due_of(&m, "b", 0), [1_010, 2_010]);
+    assert_eq!(due_of(&m, "a", 1), backoffs, "a backoff is not a turn");
+    for turn_ms in [260, 510] {
+        let mut started = Vec::new();
+        settle_at(&mut c, &mut m, turn_ms, &mut |job| {
+            started.push((job.key.source_id.to_string(), job.key.sink_index));
+            Ok(())
+        });
+        started.retain(|(_, sink_index)| *sink_index == 0);
+        assert_eq!(started, [("a".to_string(), 0)], "{turn_ms}");
+    }
+
+    let mut c = core(&config, BIG);
+    c.resume_repacing(None);
+    assert!(c.is_repacing(), "a pass was under way");
+}
+
+/// The fingerprints each `StoreOp::PacedAt` among `ops` wrote.
+fn paced_at_ops(ops: &[StoreOp]) -> Vec<Option<u64>> {
+    (ops.iter())
+        .filter_map(|op| match op {
+            StoreOp::PacedAt { paces } => Some(*paces),
+            _ => None,
+        })
+        .collect()
+}
