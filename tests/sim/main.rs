@@ -39,7 +39,8 @@
 //!   committed less than a window before;
 //! - a call starts only on a sink of its rows' type, at the index the
 //!   config now gives it (reloads swap source s0's two sinks at seeded
-//!   times, with rows of both claimed);
+//!   times, with rows of both claimed, and remove its second sink, whose
+//!   rows are then dead-lettered as `sink_gone`, and put it back);
 //! - a wake of a sink (at seeded times, half of them all at once, half a
 //!   step an iteration) makes exactly that sink's waiting rows due: none
 //!   is left waiting (but rows behind their lane's head), and as many are
@@ -47,7 +48,7 @@
 //! - no call of a paused sink starts (sinks are paused and resumed at
 //!   seeded times), and once the pass over held rows that a change (or
 //!   an open) starts and the keys' wakes it starts end, only rows of
-//!   paused sinks and open breakers are held;
+//!   paused sinks and open breakers are held (none of a removed sink);
 //! - at the end, `verify` finds the store sound (every row in one index,
 //!   every lane with members headed, the hook-id index and the dedupe
 //!   entries agreeing with the hooks).
@@ -178,6 +179,11 @@ struct Sim {
     /// Reloads that swap source s0's two sinks (its rows bind to their
     /// sink's new index) at seeded times, from a PRNG of their own.
     swap_rng: Rng,
+    /// Reloads that remove source s0's second sink (its rows dead-letter
+    /// as `sink_gone`) and put it back, at seeded times from a PRNG of
+    /// their own; the sink while it is out of the config.
+    removal_rng: Rng,
+    removed_sink: Option<SinkConfig>,
     /// A `dead_letter_source` of s1 under way: where its next step goes
     /// on. Its steps are of seeded sizes (from a PRNG of their own), one
     /// after each iteration, as a node's shard serves its commits and
@@ -360,6 +366,8 @@ impl Sim {
             config,
             pause_rng: Rng::new(seed ^ 0x9a05_ed51),
             swap_rng: Rng::new(seed ^ 0x5a9_0f51),
+            removal_rng: Rng::new(seed ^ 0x9e30_5e71),
+            removed_sink: None,
             source_sweep: None,
             sweep_rng: Rng::new(seed ^ 0x5eed_50c7),
             held_check_due: false,

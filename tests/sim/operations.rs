@@ -1,7 +1,8 @@
 //! What the simulated operator and node do at seeded times: reloads (of
 //! the concurrency, the retry policy, tenants' windows and the breakers,
-//! and reloads that swap or pause sinks), wakes, replays, a source's
-//! dead-letter sweep, dead-letter expiry and shard restarts.
+//! and reloads that swap, remove, pause sinks or raise their rates),
+//! wakes, replays, a source's dead-letter sweep, dead-letter expiry and
+//! shard restarts.
 
 use super::*;
 
@@ -10,11 +11,29 @@ impl Sim {
     /// rows stored for index 0 of type `a` now bind to index 1, claimed
     /// ones too, and no call may start on the sink now at a key's index.
     fn swap_sinks(&mut self, shard: &mut ShardState) {
-        if self.swap_rng.below(600) != 0 {
+        if self.swap_rng.below(600) != 0 || self.removed_sink.is_some() {
             return;
         }
         self.config.sources[0].sinks.swap(0, 1);
         self.reconfigure_sinks(shard);
+    }
+
+    /// Removes source s0's second sink at seeded times, and puts it back
+    /// at the next: while it is gone its rows are dead-lettered as
+    /// `sink_gone` as the scan reaches them (its held rows by the pass over
+    /// held rows, checked; its paced rows by pacing again), and those not
+    /// reached yet run again once it is back.
+    fn remove_or_restore_sink(&mut self, shard: &mut ShardState) {
+        if self.removal_rng.below(700) != 0 {
+            return;
+        }
+        let sinks = &mut self.config.sources[0].sinks;
+        match self.removed_sink.take() {
+            Some(sink) => sinks.push(sink),
+            None => self.removed_sink = sinks.pop(),
+        }
+        self.reconfigure_sinks(shard);
+        self.held_check_due = true;
     }
 
     /// Wakes one sink that is not paused at seeded times, half of them all
@@ -189,6 +208,7 @@ impl Sim {
         self.pause_or_resume(shard);
         self.raise_rate(shard);
         self.swap_sinks(shard);
+        self.remove_or_restore_sink(shard);
         self.wake_sink(shard);
         if self.rng.below(1_500) == 0 && self.source_sweep.is_none() {
             self.source_sweep = Some(SourceSweep::default());
