@@ -30,9 +30,10 @@
 //!   the open ones, and a rebuild with them off closes those the store
 //!   kept); once the unparking that a reload turning breakers off starts
 //!   ends, no row is parked past now;
-//! - an ordering lane (some sinks are ordered, per seed) runs one row at a
-//!   time, and its rows first start in commit order (a replayed row, which
-//!   rejoins its lane, aside);
+//! - an ordering lane (some sinks are ordered, per seed, and reloads turn
+//!   a sink's ordering on or off at seeded times, which only the rows
+//!   committed after see) runs one row at a time, and its rows first start
+//!   in commit order (a replayed row, which rejoins its lane, aside);
 //! - a source with a dedupe window (some are, per seed) stores a dedupe key
 //!   at most once per window, across crashes: a commit answered with an
 //!   earlier hook's id names the last stored hook of that source and key,
@@ -184,6 +185,9 @@ struct Sim {
     /// their own; the sink while it is out of the config.
     removal_rng: Rng,
     removed_sink: Option<SinkConfig>,
+    /// Reloads that turn a sink's ordering on or off at seeded times, from
+    /// a PRNG of their own: rows keep the lane they were committed to.
+    ordering_rng: Rng,
     /// A `dead_letter_source` of s1 under way: where its next step goes
     /// on. Its steps are of seeded sizes (from a PRNG of their own), one
     /// after each iteration, as a node's shard serves its commits and
@@ -368,6 +372,7 @@ impl Sim {
             swap_rng: Rng::new(seed ^ 0x5a9_0f51),
             removal_rng: Rng::new(seed ^ 0x9e30_5e71),
             removed_sink: None,
+            ordering_rng: Rng::new(seed ^ 0x0dde_4ed5),
             source_sweep: None,
             sweep_rng: Rng::new(seed ^ 0x5eed_50c7),
             held_check_due: false,

@@ -1,8 +1,8 @@
 //! What the simulated operator and node do at seeded times: reloads (of
 //! the concurrency, the retry policy, tenants' windows and the breakers,
-//! and reloads that swap, remove, pause sinks or raise their rates),
-//! wakes, replays, a source's dead-letter sweep, dead-letter expiry and
-//! shard restarts.
+//! and reloads that swap, remove, pause or order sinks or raise their
+//! rates), wakes, replays, a source's dead-letter sweep, dead-letter
+//! expiry and shard restarts.
 
 use super::*;
 
@@ -138,6 +138,20 @@ impl Sim {
         self.held_check_due = true;
     }
 
+    /// Turns one sink's ordering on (one lane, or a lane per value of
+    /// header `k`) or off at seeded times: the rows committed before keep
+    /// their lanes, or none.
+    fn toggle_ordering(&mut self, shard: &mut ShardState) {
+        if self.ordering_rng.below(700) != 0 {
+            return;
+        }
+        let sink = seeded_sink(&mut self.config, &mut self.ordering_rng);
+        sink.ordered = !sink.ordered;
+        let by_header = sink.ordered && self.ordering_rng.below(2) == 0;
+        sink.ordering_key = by_header.then(|| "header:k".into());
+        self.reconfigure_sinks(shard);
+    }
+
     /// Doubles one sink's rate at seeded times, if it has one: the rate
     /// checker holds every call to the rate now, which a raise only
     /// shortens, while the rows paced at the old rate are paced again.
@@ -209,6 +223,7 @@ impl Sim {
         self.raise_rate(shard);
         self.swap_sinks(shard);
         self.remove_or_restore_sink(shard);
+        self.toggle_ordering(shard);
         self.wake_sink(shard);
         if self.rng.below(1_500) == 0 && self.source_sweep.is_none() {
             self.source_sweep = Some(SourceSweep::default());
