@@ -132,7 +132,11 @@ impl Sim {
                 && match &e.outcome {
                     Outcome::Delivered => true,
                     Outcome::Retrying { due_at_ms, .. } => *due_at_ms >= e.at_ms,
-                    // "sink <type>: <error>" or "retry_horizon: <type>".
+                    Outcome::Dead { reason } if reason.starts_with("source_gone: ") => {
+                        *reason == format!("source_gone: {}", e.source_id)
+                    }
+                    // "sink <type>: <error>", "retry_horizon: <type>" or
+                    // "sink_gone: index <i>, type <type>".
                     Outcome::Dead { reason } => reason.contains(&*e.sink_type),
                     _ => false,
                 };

@@ -41,7 +41,8 @@
 //! - a call starts only on a sink of its rows' type, at the index the
 //!   config now gives it (reloads swap source s0's two sinks at seeded
 //!   times, with rows of both claimed, and remove its second sink, whose
-//!   rows are then dead-lettered as `sink_gone`, and put it back);
+//!   rows are then dead-lettered as `sink_gone`, or another source, whose
+//!   rows are dead-lettered as `source_gone`, and put them back);
 //! - a wake of a sink (at seeded times, half of them all at once, half a
 //!   step an iteration) makes exactly that sink's waiting rows due: none
 //!   is left waiting (but rows behind their lane's head), and as many are
@@ -49,7 +50,8 @@
 //! - no call of a paused sink starts (sinks are paused and resumed at
 //!   seeded times), and once the pass over held rows that a change (or
 //!   an open) starts and the keys' wakes it starts end, only rows of
-//!   paused sinks and open breakers are held (none of a removed sink);
+//!   paused sinks and open breakers are held (none of a removed sink or
+//!   source);
 //! - at the end, `verify` finds the store sound (every row in one index,
 //!   every lane with members headed, the hook-id index and the dedupe
 //!   entries agreeing with the hooks).
@@ -181,10 +183,12 @@ struct Sim {
     /// sink's new index) at seeded times, from a PRNG of their own.
     swap_rng: Rng,
     /// Reloads that remove source s0's second sink (its rows dead-letter
-    /// as `sink_gone`) and put it back, at seeded times from a PRNG of
-    /// their own; the sink while it is out of the config.
+    /// as `sink_gone`), or source s1 or s2 (`source_gone`), and put them
+    /// back, at seeded times from a PRNG of their own; the sink and the
+    /// source while they are out of the config.
     removal_rng: Rng,
     removed_sink: Option<SinkConfig>,
+    removed_source: Option<SourceConfig>,
     /// Reloads that turn a sink's ordering on or off at seeded times, from
     /// a PRNG of their own: rows keep the lane they were committed to.
     ordering_rng: Rng,
@@ -372,6 +376,7 @@ impl Sim {
             swap_rng: Rng::new(seed ^ 0x5a9_0f51),
             removal_rng: Rng::new(seed ^ 0x9e30_5e71),
             removed_sink: None,
+            removed_source: None,
             ordering_rng: Rng::new(seed ^ 0x0dde_4ed5),
             source_sweep: None,
             sweep_rng: Rng::new(seed ^ 0x5eed_50c7),
@@ -532,7 +537,9 @@ impl Sim {
             let mut shard = self.open(&store);
             while steps_left > 0 {
                 steps_left -= 1;
-                let commits = (0..self.rng.below(4)).map(|_| self.new_hook()).collect();
+                let commits = (0..self.rng.below(4))
+                    .filter_map(|_| self.new_hook())
+                    .collect();
                 self.step(&mut shard, commits);
                 self.check_held_when_woken(&mut shard);
                 self.check_none_parked_when_unparked(&mut shard);

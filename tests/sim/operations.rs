@@ -1,7 +1,7 @@
 //! What the simulated operator and node do at seeded times: reloads (of
 //! the concurrency, the retry policy, tenants' windows and the breakers,
-//! and reloads that swap, remove, pause or order sinks or raise their
-//! rates), wakes, replays, a source's dead-letter sweep, dead-letter
+//! and reloads that swap, remove, pause or order sinks, raise their
+//! rates or remove sources), wakes, replays, a source's dead-letter sweep, dead-letter
 //! expiry and shard restarts.
 
 use super::*;
@@ -138,6 +138,32 @@ impl Sim {
         self.held_check_due = true;
     }
 
+    /// Removes source s1 or s2 at seeded times, and puts it back soon
+    /// after: while it is gone no hook is committed for it and its rows
+    /// are dead-lettered as `source_gone` as the scan reaches them (its
+    /// held rows by the pass over held rows, checked), and those not
+    /// reached yet run again once it is back.
+    fn remove_or_restore_source(&mut self, shard: &mut ShardState) {
+        let one_in = if self.removed_source.is_some() {
+            300
+        } else {
+            1_500
+        };
+        if self.removal_rng.below(one_in) != 0 {
+            return;
+        }
+        let sources = &mut self.config.sources;
+        match self.removed_source.take() {
+            Some(source) => sources.push(source),
+            None => {
+                let i = 1 + self.removal_rng.below(sources.len() as u64 - 1) as usize;
+                self.removed_source = Some(sources.remove(i));
+            }
+        }
+        self.reconfigure_sinks(shard);
+        self.held_check_due = true;
+    }
+
     /// Turns one sink's ordering on (one lane, or a lane per value of
     /// header `k`) or off at seeded times: the rows committed before keep
     /// their lanes, or none.
@@ -223,6 +249,7 @@ impl Sim {
         self.raise_rate(shard);
         self.swap_sinks(shard);
         self.remove_or_restore_sink(shard);
+        self.remove_or_restore_source(shard);
         self.toggle_ordering(shard);
         self.wake_sink(shard);
         if self.rng.below(1_500) == 0 && self.source_sweep.is_none() {

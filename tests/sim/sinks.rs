@@ -4,10 +4,11 @@
 use super::*;
 
 impl Sim {
-    pub(super) fn new_hook(&mut self) -> NewRows {
+    /// A hook for a seeded source; `None` when a reload removed it.
+    pub(super) fn new_hook(&mut self) -> Option<NewRows> {
         let i = self.rng.below(TENANTS.len() as u64) as usize;
+        let source = self.catalog.source(&format!("s{i}"))?.clone();
         self.next_hook += 1;
-        let source = self.catalog.source(&format!("s{i}")).unwrap().clone();
         let hook = Hook {
             id: format!("hook-{}", self.next_hook),
             seq: 0,
@@ -21,7 +22,7 @@ impl Sim {
             headers: vec![("k".into(), self.rng.below(3).to_string())],
             body: vec![0; 1 + self.rng.below(2_000) as usize],
         };
-        NewRows::of(&source, hook)
+        Some(NewRows::of(&source, hook))
     }
 
     /// How long a call to the sink takes; `None` when it hangs.
