@@ -221,20 +221,25 @@ impl Sim {
         );
     }
 
-    pub(super) fn check_limits(&self, shard: &ShardState) {
+    pub(super) fn check_limits(&mut self, shard: &ShardState) {
         let stats = shard.core().stats();
         let seed = self.seed;
+        let (over_rows, over_calls) = self.over_grant;
         assert!(
-            stats.claimed.rows <= self.grant.max_inflight,
-            "seed {seed}: {} claimed over the window {}",
+            stats.claimed.rows <= self.grant.max_inflight.max(over_rows),
+            "seed {seed}: {} claimed over the window {} (over it when lowered: {over_rows})",
             stats.claimed.rows,
             self.grant.max_inflight
         );
         assert!(
-            stats.calls <= self.grant.concurrency,
-            "seed {seed}: {} calls running over {}",
+            stats.calls <= self.grant.concurrency.max(over_calls),
+            "seed {seed}: {} calls running over {} (over it when lowered: {over_calls})",
             stats.calls,
             self.grant.concurrency
+        );
+        self.over_grant = (
+            over_rows.min(stats.claimed.rows),
+            over_calls.min(stats.calls),
         );
         for tenant in shard.core().tenant_stats() {
             let limits = self.dispatch.tenant_limits(&tenant.tenant);

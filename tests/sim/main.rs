@@ -10,7 +10,10 @@
 //! Checkers:
 //! - every acknowledged hook is delivered or dead-lettered for every sink;
 //! - no row starts before it is due;
-//! - the shard's window and concurrency, each tenant's window and
+//! - the shard's window and concurrency (its share of the global ones,
+//!   which the coordinator grants anew at seeded times: a lowered share
+//!   drops nothing, so the rows claimed and calls running it finds may
+//!   stay over it until they fit, but never rise), each tenant's window and
 //!   concurrency (some tenants have small ones, per seed, which reloads at
 //!   seeded times widen), and `sink_concurrency` per key, are never
 //!   exceeded, counted in calls (sink type `b` batches, per seed: a batch
@@ -122,7 +125,14 @@ struct Sim {
     dispatch: DispatchConfig,
     retry: RetryConfig,
     catalog: Arc<Catalog>,
+    /// The shard's share of the global windows, which the coordinator
+    /// grants anew at seeded times (from a PRNG of its own).
     grant: Grant,
+    grant_rng: Rng,
+    /// The rows claimed and calls running a lowered grant found: nothing
+    /// is dropped, so they may stay over it, but never rise, until they
+    /// fit under it.
+    over_grant: (u64, u64),
     now_ms: u64,
     /// Completions in flight: (at, job) → what the worker reports.
     pending: BTreeMap<(u64, JobId), Completion>,
@@ -344,6 +354,8 @@ impl Sim {
             retry,
             catalog,
             grant,
+            grant_rng: Rng::new(seed ^ 0x6a4e_7c0d),
+            over_grant: (0, 0),
             now_ms: 1_700_000_000_000,
             pending: BTreeMap::new(),
             running: HashMap::new(),

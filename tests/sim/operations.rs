@@ -1,8 +1,9 @@
 //! What the simulated operator and node do at seeded times: reloads (of
 //! the concurrency, the retry policy, tenants' windows and the breakers,
 //! and reloads that swap, remove, pause or order sinks, raise their
-//! rates or remove sources), wakes, replays, a source's dead-letter sweep, dead-letter
-//! expiry and shard restarts.
+//! rates or remove sources), new shares of the global windows, wakes,
+//! replays, a source's dead-letter sweep, dead-letter expiry and shard
+//! restarts.
 
 use super::*;
 
@@ -164,6 +165,20 @@ impl Sim {
         self.held_check_due = true;
     }
 
+    /// Grants the shard a new share of the global windows at seeded
+    /// times, as the coordinator does when tenants come and go on other
+    /// shards: up or down.
+    fn regrant(&mut self, shard: &mut ShardState) {
+        if self.grant_rng.below(300) != 0 {
+            return;
+        }
+        self.grant.max_inflight = 1 + self.grant_rng.below(64);
+        self.grant.concurrency = 1 + self.grant_rng.below(u64::from(self.dispatch.concurrency));
+        let stats = shard.core().stats();
+        self.over_grant = (stats.claimed.rows, stats.calls);
+        shard.handle_grant(self.grant);
+    }
+
     /// Turns one sink's ordering on (one lane, or a lane per value of
     /// header `k`) or off at seeded times: the rows committed before keep
     /// their lanes, or none.
@@ -251,6 +266,7 @@ impl Sim {
         self.remove_or_restore_sink(shard);
         self.remove_or_restore_source(shard);
         self.toggle_ordering(shard);
+        self.regrant(shard);
         self.wake_sink(shard);
         if self.rng.below(1_500) == 0 && self.source_sweep.is_none() {
             self.source_sweep = Some(SourceSweep::default());
