@@ -224,29 +224,30 @@ impl Sim {
     pub(super) fn check_limits(&mut self, shard: &ShardState) {
         let stats = shard.core().stats();
         let seed = self.seed;
-        let (over_rows, over_calls) = self.over_grant;
+        let over = self.over_grant;
         assert!(
-            stats.claimed.rows <= self.grant.max_inflight.max(over_rows),
-            "seed {seed}: {} claimed over the window {} (over it when lowered: {over_rows})",
+            self.over_grant.allows(
+                (stats.claimed.rows, stats.calls),
+                (self.grant.max_inflight, self.grant.concurrency)
+            ),
+            "seed {seed}: {} claimed and {} calls running, over the shard's share {:?} \
+             (over it when lowered: {over:?})",
             stats.claimed.rows,
-            self.grant.max_inflight
-        );
-        assert!(
-            stats.calls <= self.grant.concurrency.max(over_calls),
-            "seed {seed}: {} calls running over {} (over it when lowered: {over_calls})",
             stats.calls,
-            self.grant.concurrency
-        );
-        self.over_grant = (
-            over_rows.min(stats.claimed.rows),
-            over_calls.min(stats.calls),
+            self.grant
         );
         for tenant in shard.core().tenant_stats() {
             let limits = self.dispatch.tenant_limits(&tenant.tenant);
+            let over = self.over_tenant_windows.entry(tenant.tenant.clone());
+            let over = over.or_default();
+            let before = *over;
             assert!(
-                tenant.claimed_rows <= u64::from(limits.max_inflight)
-                    && tenant.running <= u64::from(limits.concurrency),
-                "seed {seed}: tenant {} has {} claimed and {} calls running, over its window {limits:?}",
+                over.allows(
+                    (tenant.claimed_rows, tenant.running),
+                    (limits.max_inflight.into(), limits.concurrency.into())
+                ),
+                "seed {seed}: tenant {} has {} claimed and {} calls running, over its window \
+                 {limits:?} (over it when lowered: {before:?})",
                 tenant.tenant,
                 tenant.claimed_rows,
                 tenant.running
@@ -421,6 +422,32 @@ impl Sim {
                 );
             }
         }
+    }
+}
+
+/// What a lowered limit found claimed and running: it drops nothing, so
+/// the rows claimed and calls running may stay over it, but never rise,
+/// until they fit under it.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Excess {
+    rows: u64,
+    calls: u64,
+}
+
+impl Excess {
+    /// What is claimed and running as a limit is lowered.
+    pub(super) fn of(rows: u64, calls: u64) -> Excess {
+        Excess { rows, calls }
+    }
+
+    /// Whether `(rows, calls)` claimed and running keep to the limits
+    /// `(max_rows, max_calls)` or to what the lowering found; what may
+    /// stay over them then shrinks to `(rows, calls)`.
+    fn allows(&mut self, (rows, calls): (u64, u64), (max_rows, max_calls): (u64, u64)) -> bool {
+        let kept = rows <= max_rows.max(self.rows) && calls <= max_calls.max(self.calls);
+        self.rows = self.rows.min(rows);
+        self.calls = self.calls.min(calls);
+        kept
     }
 }
 

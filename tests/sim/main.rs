@@ -11,12 +11,12 @@
 //! - every acknowledged hook is delivered or dead-lettered for every sink;
 //! - no row starts before it is due;
 //! - the shard's window and concurrency (its share of the global ones,
-//!   which the coordinator grants anew at seeded times: a lowered share
-//!   drops nothing, so the rows claimed and calls running it finds may
-//!   stay over it until they fit, but never rise), each tenant's window and
-//!   concurrency (some tenants have small ones, per seed, which reloads at
-//!   seeded times widen), and `sink_concurrency` per key, are never
-//!   exceeded, counted in calls (sink type `b` batches, per seed: a batch
+//!   which the coordinator grants anew at seeded times), each tenant's
+//!   window and concurrency (some tenants have small ones, per seed, which
+//!   reloads at seeded times widen or narrow), and `sink_concurrency` per
+//!   key, are never exceeded, counted in calls (a lowered limit drops
+//!   nothing: the rows claimed and calls running it finds may stay over
+//!   it, but never rise, until they fit under it) (sink type `b` batches, per seed: a batch
 //!   is one call of up to its size, of one key); no row runs twice at once;
 //! - nothing is retried at or past its horizon, a sink's own where it has
 //!   one (some have their own retry keys, per seed);
@@ -67,7 +67,7 @@
 mod checks;
 mod operations;
 mod sinks;
-use checks::SinkSums;
+use checks::{Excess, SinkSums};
 
 use goad::config::{
     DispatchConfig, HeaderFilter, RetryConfig, SinkConfig, SinkRetryConfig, SourceConfig,
@@ -76,7 +76,7 @@ use goad::config::{
 use goad::core::{
     AttemptFailure, AttemptResult, Binding, BreakerEvent, Call, Catalog, Core, DeadReasonKind,
     DueEntry, FailureClass, Grant, JobId, LaneId, Outcome, OutcomeEvent, ReasonKinds, Rng, RowId,
-    SinkKey, SourceSweep, HELD_DUE_MS,
+    SinkKey, SourceSweep, TenantId, HELD_DUE_MS,
 };
 use goad::runtime::{Completion, NewRows, ShardState};
 use goad::store::{DeadFilter, Hook, PurgeStep, ReviveStep, ShardStore};
@@ -129,10 +129,10 @@ struct Sim {
     /// grants anew at seeded times (from a PRNG of its own).
     grant: Grant,
     grant_rng: Rng,
-    /// The rows claimed and calls running a lowered grant found: nothing
-    /// is dropped, so they may stay over it, but never rise, until they
-    /// fit under it.
-    over_grant: (u64, u64),
+    /// What the last lowered grant found claimed and running.
+    over_grant: Excess,
+    /// What the last lowering of each tenant's window found.
+    over_tenant_windows: HashMap<TenantId, Excess>,
     now_ms: u64,
     /// Completions in flight: (at, job) → what the worker reports.
     pending: BTreeMap<(u64, JobId), Completion>,
@@ -355,7 +355,8 @@ impl Sim {
             catalog,
             grant,
             grant_rng: Rng::new(seed ^ 0x6a4e_7c0d),
-            over_grant: (0, 0),
+            over_grant: Excess::default(),
+            over_tenant_windows: HashMap::new(),
             now_ms: 1_700_000_000_000,
             pending: BTreeMap::new(),
             running: HashMap::new(),

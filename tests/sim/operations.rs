@@ -165,6 +165,27 @@ impl Sim {
         self.held_check_due = true;
     }
 
+    /// Widens a seeded tenant's window (if it has one of its own), or
+    /// half the time narrows its window and concurrency to small ones,
+    /// noting what the tenant has claimed and running, which may stay over
+    /// them.
+    fn widen_or_narrow_window(&mut self, shard: &ShardState) {
+        let tenant = TENANTS[self.window_rng.below(TENANTS.len() as u64) as usize];
+        let limits = self.dispatch.tenants.entry(tenant.into()).or_default();
+        limits.max_inflight = limits
+            .max_inflight
+            .map(|rows| rows + 1 + self.window_rng.below(4) as u32);
+        if self.window_rng.below(2) == 0 {
+            return;
+        }
+        limits.max_inflight = Some(1 + self.window_rng.below(6) as u32);
+        limits.concurrency = Some(1 + self.window_rng.below(4) as u32);
+        let stats = shard.core().tenant_stats();
+        let now = stats.iter().find(|t| &*t.tenant == tenant);
+        let excess = now.map_or_else(Excess::default, |t| Excess::of(t.claimed_rows, t.running));
+        self.over_tenant_windows.insert(tenant.into(), excess);
+    }
+
     /// Grants the shard a new share of the global windows at seeded
     /// times, as the coordinator does when tenants come and go on other
     /// shards: up or down.
@@ -175,7 +196,7 @@ impl Sim {
         self.grant.max_inflight = 1 + self.grant_rng.below(64);
         self.grant.concurrency = 1 + self.grant_rng.below(u64::from(self.dispatch.concurrency));
         let stats = shard.core().stats();
-        self.over_grant = (stats.claimed.rows, stats.calls);
+        self.over_grant = Excess::of(stats.claimed.rows, stats.calls);
         shard.handle_grant(self.grant);
     }
 
@@ -244,14 +265,9 @@ impl Sim {
                 self.retry.max_attempts = 1 + self.retry_rng.below(9) as u32;
                 self.retry.max_elapsed_ms = 1_000 + self.retry_rng.below(80_000);
             }
-            // A third of the time a tenant's window widens (never narrows:
-            // the checkers hold the rows claimed to the window now).
+            // A third of the time a tenant's window widens, or narrows.
             if self.window_rng.below(3) == 0 {
-                let tenant = TENANTS[self.window_rng.below(TENANTS.len() as u64) as usize];
-                let limits = self.dispatch.tenants.entry(tenant.into()).or_default();
-                limits.max_inflight = limits
-                    .max_inflight
-                    .map(|rows| rows + 1 + self.window_rng.below(4) as u32);
+                self.widen_or_narrow_window(shard);
             }
             if self.breaker_rng.below(3) == 0 {
                 let on = self.dispatch.breaker_failures == 0;
