@@ -98,7 +98,7 @@ impl Core {
     }
 
     /// One due entry: made due now (1) if its row waits for a turn given
-    /// at a pace a reload changed.
+    /// at a pace a reload changed (any pace, in a pass of every key).
     fn repace_if_paced(&mut self, now_ms: u64, entry: DueEntry, index: &mut dyn DueIndex) -> u64 {
         self.make_due_if(now_ms, entry, index, |core, state, key| {
             let pass = &core.repacing;
