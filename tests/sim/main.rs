@@ -2,8 +2,10 @@
 //! store (one shard, `ShardState`), driven in virtual time by a seeded
 //! scheduler. Simulated sinks have latency, transient and permanent errors,
 //! `Retry-After` and hangs; the process crashes (everything in memory is
-//! dropped and the store reopened), and the shard restarts inside a live
-//! process (its core rebuilt from the store while its attempts still run).
+//! dropped and the store reopened, half the time on a config whose
+//! sources or sinks changed meanwhile, as an operator restarts a node
+//! with a new config), and the shard restarts inside a live process (its
+//! core rebuilt from the store while its attempts still run).
 //! One seed fixes a whole run.
 //!
 //! A safety phase with faults is followed by a liveness phase without them.
@@ -66,6 +68,7 @@
 
 mod checks;
 mod operations;
+mod sink_changes;
 mod sinks;
 use checks::{Excess, SinkSums};
 
@@ -202,6 +205,8 @@ struct Sim {
     /// Reloads that turn a sink's ordering on or off at seeded times, from
     /// a PRNG of their own: rows keep the lane they were committed to.
     ordering_rng: Rng,
+    /// Changes of the sinks while the process is down, at seeded crashes.
+    down_rng: Rng,
     /// A `dead_letter_source` of s1 under way: where its next step goes
     /// on. Its steps are of seeded sizes (from a PRNG of their own), one
     /// after each iteration, as a node's shard serves its commits and
@@ -391,6 +396,7 @@ impl Sim {
             removed_sink: None,
             removed_source: None,
             ordering_rng: Rng::new(seed ^ 0x0dde_4ed5),
+            down_rng: Rng::new(seed ^ 0xd0e5_c4a6),
             source_sweep: None,
             sweep_rng: Rng::new(seed ^ 0x5eed_50c7),
             held_check_due: false,
@@ -565,6 +571,7 @@ impl Sim {
                     self.pending.clear();
                     self.running.clear();
                     self.call_starts.clear();
+                    self.change_while_down();
                     break;
                 }
                 self.advance(&shard);

@@ -1,42 +1,12 @@
 //! What the simulated operator and node do at seeded times: reloads (of
 //! the concurrency, the retry policy, tenants' windows and the breakers,
-//! and reloads that swap, remove, pause or order sinks, raise their
-//! rates or remove sources), new shares of the global windows, wakes,
-//! replays, a source's dead-letter sweep, dead-letter expiry and shard
-//! restarts.
+//! and of the sources and sinks, see `sink_changes`), new shares of the
+//! global windows, wakes, replays, a source's dead-letter sweep,
+//! dead-letter expiry and shard restarts.
 
 use super::*;
 
 impl Sim {
-    /// Swaps source s0's two sinks (types `a` and `b`) at seeded times:
-    /// rows stored for index 0 of type `a` now bind to index 1, claimed
-    /// ones too, and no call may start on the sink now at a key's index.
-    fn swap_sinks(&mut self, shard: &mut ShardState) {
-        if self.swap_rng.below(600) != 0 || self.removed_sink.is_some() {
-            return;
-        }
-        self.config.sources[0].sinks.swap(0, 1);
-        self.reconfigure_sinks(shard);
-    }
-
-    /// Removes source s0's second sink at seeded times, and puts it back
-    /// at the next: while it is gone its rows are dead-lettered as
-    /// `sink_gone` as the scan reaches them (its held rows by the pass over
-    /// held rows, checked; its paced rows by pacing again), and those not
-    /// reached yet run again once it is back.
-    fn remove_or_restore_sink(&mut self, shard: &mut ShardState) {
-        if self.removal_rng.below(700) != 0 {
-            return;
-        }
-        let sinks = &mut self.config.sources[0].sinks;
-        match self.removed_sink.take() {
-            Some(sink) => sinks.push(sink),
-            None => self.removed_sink = sinks.pop(),
-        }
-        self.reconfigure_sinks(shard);
-        self.held_check_due = true;
-    }
-
     /// Wakes one sink that is not paused at seeded times, half of them all
     /// at once (checked by `wake_at_once`), half one step of a seeded size
     /// an iteration, between the shard's steps, as a node runs it.
@@ -127,44 +97,6 @@ impl Sim {
         );
     }
 
-    /// Pauses or resumes one sink (its rows park, or run again) at seeded
-    /// times.
-    fn pause_or_resume(&mut self, shard: &mut ShardState) {
-        if self.pause_rng.below(400) != 0 {
-            return;
-        }
-        let sink = seeded_sink(&mut self.config, &mut self.pause_rng);
-        sink.paused = !sink.paused;
-        self.reconfigure_sinks(shard);
-        self.held_check_due = true;
-    }
-
-    /// Removes source s1 or s2 at seeded times, and puts it back soon
-    /// after: while it is gone no hook is committed for it and its rows
-    /// are dead-lettered as `source_gone` as the scan reaches them (its
-    /// held rows by the pass over held rows, checked), and those not
-    /// reached yet run again once it is back.
-    fn remove_or_restore_source(&mut self, shard: &mut ShardState) {
-        let one_in = if self.removed_source.is_some() {
-            300
-        } else {
-            1_500
-        };
-        if self.removal_rng.below(one_in) != 0 {
-            return;
-        }
-        let sources = &mut self.config.sources;
-        match self.removed_source.take() {
-            Some(source) => sources.push(source),
-            None => {
-                let i = 1 + self.removal_rng.below(sources.len() as u64 - 1) as usize;
-                self.removed_source = Some(sources.remove(i));
-            }
-        }
-        self.reconfigure_sinks(shard);
-        self.held_check_due = true;
-    }
-
     /// Widens a seeded tenant's window (if it has one of its own), or
     /// half the time narrows its window and concurrency to small ones,
     /// noting what the tenant has claimed and running, which may stay over
@@ -200,37 +132,8 @@ impl Sim {
         shard.handle_grant(self.grant);
     }
 
-    /// Turns one sink's ordering on (one lane, or a lane per value of
-    /// header `k`) or off at seeded times: the rows committed before keep
-    /// their lanes, or none.
-    fn toggle_ordering(&mut self, shard: &mut ShardState) {
-        if self.ordering_rng.below(700) != 0 {
-            return;
-        }
-        let sink = seeded_sink(&mut self.config, &mut self.ordering_rng);
-        sink.ordered = !sink.ordered;
-        let by_header = sink.ordered && self.ordering_rng.below(2) == 0;
-        sink.ordering_key = by_header.then(|| "header:k".into());
-        self.reconfigure_sinks(shard);
-    }
-
-    /// Doubles one sink's rate at seeded times, if it has one: the rate
-    /// checker holds every call to the rate now, which a raise only
-    /// shortens, while the rows paced at the old rate are paced again.
-    fn raise_rate(&mut self, shard: &mut ShardState) {
-        if self.rate_rng.below(400) != 0 {
-            return;
-        }
-        let sink = seeded_sink(&mut self.config, &mut self.rate_rng);
-        let Some(rate) = sink.max_calls_per_s else {
-            return;
-        };
-        sink.max_calls_per_s = Some(rate.saturating_mul(2).min(100_000));
-        self.reconfigure_sinks(shard);
-    }
-
     /// The catalog of `config` as it now stands, given to the shard.
-    fn reconfigure_sinks(&mut self, shard: &mut ShardState) {
+    pub(super) fn reconfigure_sinks(&mut self, shard: &mut ShardState) {
         self.catalog = catalog_of(&self.config, self.batch_max_entries);
         self.reconfigure(shard);
     }
@@ -276,12 +179,7 @@ impl Sim {
             }
             self.reconfigure(shard);
         }
-        self.pause_or_resume(shard);
-        self.raise_rate(shard);
-        self.swap_sinks(shard);
-        self.remove_or_restore_sink(shard);
-        self.remove_or_restore_source(shard);
-        self.toggle_ordering(shard);
+        self.reload_sink_changes(shard);
         self.regrant(shard);
         self.wake_sink(shard);
         if self.rng.below(1_500) == 0 && self.source_sweep.is_none() {
@@ -440,12 +338,4 @@ impl Sim {
             }
         }
     }
-}
-
-/// A sink of `config` that `rng` picks: a source, then one of its sinks.
-fn seeded_sink<'c>(config: &'c mut Config, rng: &mut Rng) -> &'c mut SinkConfig {
-    let sources = config.sources.len() as u64;
-    let source = &mut config.sources[rng.below(sources) as usize];
-    let sink = rng.below(source.sinks.len() as u64) as usize;
-    &mut source.sinks[sink]
 }

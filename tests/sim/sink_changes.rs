@@ -1,0 +1,141 @@
+//! Changes of the sources and their sinks: made by reloads at seeded
+//! times, or while the process is down, as an operator restarts a node
+//! with a new config (its next life opens on them). Each draws from a
+//! PRNG of its own, so adding one leaves the others' draws as they were.
+
+use super::*;
+
+/// One change of the sources or their sinks.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum SinkChange {
+    /// Pauses or resumes one sink: its rows are held, or run again.
+    PauseOrResume,
+    /// Doubles one sink's rate, if it has one: the rate checker holds
+    /// every call to the rate now, which a raise only shortens, while the
+    /// rows paced at the old rate are paced again.
+    RaiseRate,
+    /// Swaps source s0's two sinks (types `a` and `b`): rows stored for
+    /// index 0 of type `a` now bind to index 1, claimed ones too, and no
+    /// call may start on the sink now at a key's index.
+    Swap,
+    /// Removes source s0's second sink, or puts it back: while it is gone
+    /// its rows are dead-lettered as `sink_gone` as the scan reaches them
+    /// (its held rows by the pass over held rows, checked; its paced rows
+    /// by pacing again), and those not reached yet run again once it is
+    /// back.
+    RemoveOrRestoreSink,
+    /// Removes source s1 or s2, or puts it back: while it is gone no hook
+    /// is committed for it and its rows are dead-lettered as
+    /// `source_gone` as the scan reaches them.
+    RemoveOrRestoreSource,
+    /// Turns one sink's ordering on (one lane, or a lane per value of
+    /// header `k`) or off: the rows committed before keep their lanes, or
+    /// none.
+    ToggleOrdering,
+}
+
+impl Sim {
+    /// Each change as a reload, at seeded times; a removed source comes
+    /// back sooner than another goes.
+    pub(super) fn reload_sink_changes(&mut self, shard: &mut ShardState) {
+        let source_one_in = if self.removed_source.is_some() {
+            300
+        } else {
+            1_500
+        };
+        let draws = [
+            (self.pause_rng.below(400), SinkChange::PauseOrResume),
+            (self.rate_rng.below(400), SinkChange::RaiseRate),
+            (self.swap_rng.below(600), SinkChange::Swap),
+            (self.removal_rng.below(700), SinkChange::RemoveOrRestoreSink),
+            (
+                self.removal_rng.below(source_one_in),
+                SinkChange::RemoveOrRestoreSource,
+            ),
+            (self.ordering_rng.below(700), SinkChange::ToggleOrdering),
+        ];
+        for (draw, change) in draws {
+            if draw == 0 && self.change_sinks(change) {
+                self.reconfigure_sinks(shard);
+            }
+        }
+    }
+
+    /// At half the crashes, one change while the process is down: the
+    /// next life opens with it.
+    pub(super) fn change_while_down(&mut self) {
+        if self.down_rng.below(2) != 0 {
+            return;
+        }
+        let changes = [
+            SinkChange::PauseOrResume,
+            SinkChange::RaiseRate,
+            SinkChange::Swap,
+            SinkChange::RemoveOrRestoreSink,
+            SinkChange::RemoveOrRestoreSource,
+            SinkChange::ToggleOrdering,
+        ];
+        let change = changes[self.down_rng.below(changes.len() as u64) as usize];
+        if self.change_sinks(change) {
+            self.catalog = catalog_of(&self.config, self.batch_max_entries);
+        }
+    }
+
+    /// Makes `change` in the config; whether it changed it. Once the pass
+    /// over held rows it starts ends, only paused sinks' and open
+    /// breakers' rows may be held.
+    fn change_sinks(&mut self, change: SinkChange) -> bool {
+        match change {
+            SinkChange::PauseOrResume => {
+                let sink = seeded_sink(&mut self.config, &mut self.pause_rng);
+                sink.paused = !sink.paused;
+            }
+            SinkChange::RaiseRate => {
+                let sink = seeded_sink(&mut self.config, &mut self.rate_rng);
+                let Some(rate) = sink.max_calls_per_s else {
+                    return false;
+                };
+                sink.max_calls_per_s = Some(rate.saturating_mul(2).min(100_000));
+            }
+            SinkChange::Swap => {
+                if self.removed_sink.is_some() {
+                    return false;
+                }
+                self.config.sources[0].sinks.swap(0, 1);
+            }
+            SinkChange::RemoveOrRestoreSink => {
+                let sinks = &mut self.config.sources[0].sinks;
+                match self.removed_sink.take() {
+                    Some(sink) => sinks.push(sink),
+                    None => self.removed_sink = sinks.pop(),
+                }
+            }
+            SinkChange::RemoveOrRestoreSource => {
+                let sources = &mut self.config.sources;
+                match self.removed_source.take() {
+                    Some(source) => sources.push(source),
+                    None => {
+                        let i = 1 + self.removal_rng.below(sources.len() as u64 - 1) as usize;
+                        self.removed_source = Some(sources.remove(i));
+                    }
+                }
+            }
+            SinkChange::ToggleOrdering => {
+                let sink = seeded_sink(&mut self.config, &mut self.ordering_rng);
+                sink.ordered = !sink.ordered;
+                let by_header = sink.ordered && self.ordering_rng.below(2) == 0;
+                sink.ordering_key = by_header.then(|| "header:k".into());
+            }
+        }
+        self.held_check_due = true;
+        true
+    }
+}
+
+/// A sink of `config` that `rng` picks: a source, then one of its sinks.
+fn seeded_sink<'c>(config: &'c mut Config, rng: &mut Rng) -> &'c mut SinkConfig {
+    let sources = config.sources.len() as u64;
+    let source = &mut config.sources[rng.below(sources) as usize];
+    let sink = rng.below(source.sinks.len() as u64) as usize;
+    &mut source.sinks[sink]
+}
