@@ -2,10 +2,10 @@
 //! store (one shard, `ShardState`), driven in virtual time by a seeded
 //! scheduler. Simulated sinks have latency, transient and permanent errors,
 //! `Retry-After` and hangs; the process crashes (everything in memory is
-//! dropped and the store reopened, half the time on a config whose
-//! sources or sinks changed meanwhile, as an operator restarts a node
-//! with a new config), and the shard restarts inside a live process (its
-//! core rebuilt from the store while its attempts still run).
+//! dropped and the store reopened, often on a config whose sources,
+//! sinks, limits or breakers changed meanwhile, as an operator restarts a
+//! node with a new config), and the shard restarts inside a live process
+//! (its core rebuilt from the store while its attempts still run).
 //! One seed fixes a whole run.
 //!
 //! A safety phase with faults is followed by a liveness phase without them.
@@ -71,6 +71,7 @@ mod operations;
 mod sink_changes;
 mod sinks;
 use checks::{Excess, SinkSums};
+use sink_changes::SinkChange;
 
 use goad::config::{
     DispatchConfig, HeaderFilter, RetryConfig, SinkConfig, SinkRetryConfig, SourceConfig,
@@ -79,7 +80,7 @@ use goad::config::{
 use goad::core::{
     AttemptFailure, AttemptResult, Binding, BreakerEvent, Call, Catalog, Core, DeadReasonKind,
     DueEntry, FailureClass, Grant, JobId, LaneId, Outcome, OutcomeEvent, ReasonKinds, Rng, RowId,
-    SinkKey, SourceSweep, TenantId, HELD_DUE_MS,
+    SinkKey, SourceSweep, TenantId, TenantStats, HELD_DUE_MS,
 };
 use goad::runtime::{Completion, NewRows, ShardState};
 use goad::store::{DeadFilter, Hook, PurgeStep, ReviveStep, ShardStore};

@@ -97,11 +97,51 @@ impl Sim {
         );
     }
 
+    /// Changes `dispatch` and `[retry]` as a reload does, at seeded times
+    /// or while the process is down: the sink concurrency; half the time
+    /// the retry policy (the checkers hold each row to the policy in force
+    /// when it starts); a third of the time a tenant's window; a third of
+    /// the time the breakers, off or on again. `running` is what the
+    /// tenants have claimed and running.
+    fn change_dispatch(&mut self, running: &[TenantStats]) {
+        self.dispatch.sink_concurrency =
+            1 + self.rng.below(u64::from(self.dispatch.concurrency)) as u32;
+        if self.retry_rng.below(2) == 0 {
+            self.retry.max_attempts = 1 + self.retry_rng.below(9) as u32;
+            self.retry.max_elapsed_ms = 1_000 + self.retry_rng.below(80_000);
+        }
+        if self.window_rng.below(3) == 0 {
+            self.widen_or_narrow_window(running);
+        }
+        if self.breaker_rng.below(3) == 0 {
+            let on = self.dispatch.breaker_failures == 0;
+            self.dispatch.breaker_failures = if on { self.breaker_failures } else { 0 };
+            self.parked_check_due = !on;
+        }
+    }
+
+    /// At crashes, changes made while the process is down, as an operator
+    /// restarts a node with a new config: the next life opens with them.
+    /// Half the time one of the sources and sinks, a third of the time the
+    /// dispatch limits (see `change_dispatch`).
+    pub(super) fn change_while_down(&mut self) {
+        if self.down_rng.below(2) == 0 {
+            let all = SinkChange::ALL;
+            let change = all[self.down_rng.below(all.len() as u64) as usize];
+            if self.change_sinks(change) {
+                self.catalog = catalog_of(&self.config, self.batch_max_entries);
+            }
+        }
+        if self.down_rng.below(3) == 0 {
+            self.change_dispatch(&[]);
+        }
+    }
+
     /// Widens a seeded tenant's window (if it has one of its own), or
     /// half the time narrows its window and concurrency to small ones,
-    /// noting what the tenant has claimed and running, which may stay over
-    /// them.
-    fn widen_or_narrow_window(&mut self, shard: &ShardState) {
+    /// noting what the tenant has claimed and running (in `running`),
+    /// which may stay over them.
+    fn widen_or_narrow_window(&mut self, running: &[TenantStats]) {
         let tenant = TENANTS[self.window_rng.below(TENANTS.len() as u64) as usize];
         let limits = self.dispatch.tenants.entry(tenant.into()).or_default();
         limits.max_inflight = limits
@@ -112,8 +152,7 @@ impl Sim {
         }
         limits.max_inflight = Some(1 + self.window_rng.below(6) as u32);
         limits.concurrency = Some(1 + self.window_rng.below(4) as u32);
-        let stats = shard.core().tenant_stats();
-        let now = stats.iter().find(|t| &*t.tenant == tenant);
+        let now = running.iter().find(|t| &*t.tenant == tenant);
         let excess = now.map_or_else(Excess::default, |t| Excess::of(t.claimed_rows, t.running));
         self.over_tenant_windows.insert(tenant.into(), excess);
     }
@@ -160,23 +199,7 @@ impl Sim {
             self.replay_step(shard, max_rows);
         }
         if self.rng.below(300) == 0 {
-            self.dispatch.sink_concurrency =
-                1 + self.rng.below(u64::from(self.dispatch.concurrency)) as u32;
-            // Half the time the retry policy changes too: the checkers
-            // hold each row to the policy in force when it starts.
-            if self.retry_rng.below(2) == 0 {
-                self.retry.max_attempts = 1 + self.retry_rng.below(9) as u32;
-                self.retry.max_elapsed_ms = 1_000 + self.retry_rng.below(80_000);
-            }
-            // A third of the time a tenant's window widens, or narrows.
-            if self.window_rng.below(3) == 0 {
-                self.widen_or_narrow_window(shard);
-            }
-            if self.breaker_rng.below(3) == 0 {
-                let on = self.dispatch.breaker_failures == 0;
-                self.dispatch.breaker_failures = if on { self.breaker_failures } else { 0 };
-                self.parked_check_due = !on;
-            }
+            self.change_dispatch(&shard.core().tenant_stats());
             self.reconfigure(shard);
         }
         self.reload_sink_changes(shard);

@@ -34,6 +34,17 @@ pub(super) enum SinkChange {
     ToggleOrdering,
 }
 
+impl SinkChange {
+    pub(super) const ALL: [SinkChange; 6] = [
+        SinkChange::PauseOrResume,
+        SinkChange::RaiseRate,
+        SinkChange::Swap,
+        SinkChange::RemoveOrRestoreSink,
+        SinkChange::RemoveOrRestoreSource,
+        SinkChange::ToggleOrdering,
+    ];
+}
+
 impl Sim {
     /// Each change as a reload, at seeded times; a removed source comes
     /// back sooner than another goes.
@@ -61,30 +72,10 @@ impl Sim {
         }
     }
 
-    /// At half the crashes, one change while the process is down: the
-    /// next life opens with it.
-    pub(super) fn change_while_down(&mut self) {
-        if self.down_rng.below(2) != 0 {
-            return;
-        }
-        let changes = [
-            SinkChange::PauseOrResume,
-            SinkChange::RaiseRate,
-            SinkChange::Swap,
-            SinkChange::RemoveOrRestoreSink,
-            SinkChange::RemoveOrRestoreSource,
-            SinkChange::ToggleOrdering,
-        ];
-        let change = changes[self.down_rng.below(changes.len() as u64) as usize];
-        if self.change_sinks(change) {
-            self.catalog = catalog_of(&self.config, self.batch_max_entries);
-        }
-    }
-
     /// Makes `change` in the config; whether it changed it. Once the pass
     /// over held rows it starts ends, only paused sinks' and open
     /// breakers' rows may be held.
-    fn change_sinks(&mut self, change: SinkChange) -> bool {
+    pub(super) fn change_sinks(&mut self, change: SinkChange) -> bool {
         match change {
             SinkChange::PauseOrResume => {
                 let sink = seeded_sink(&mut self.config, &mut self.pause_rng);
