@@ -45,9 +45,9 @@
 //!   committed less than a window before;
 //! - a call starts only on a sink of its rows' type, at the index the
 //!   config now gives it (reloads swap source s0's two sinks at seeded
-//!   times, with rows of both claimed, and remove its second sink, whose
-//!   rows are then dead-lettered as `sink_gone`, or another source, whose
-//!   rows are dead-lettered as `source_gone`, and put them back);
+//!   times, with rows of both claimed, and remove one of them, whose rows
+//!   are then dead-lettered as `sink_gone`, or another source, whose rows
+//!   are dead-lettered as `source_gone`, and put them back);
 //! - a wake of a sink (at seeded times, half of them all at once, half a
 //!   step an iteration) makes exactly that sink's waiting rows due: none
 //!   is left waiting (but rows behind their lane's head), and as many are
@@ -196,7 +196,7 @@ struct Sim {
     /// Reloads that swap source s0's two sinks (its rows bind to their
     /// sink's new index) at seeded times, from a PRNG of their own.
     swap_rng: Rng,
-    /// Reloads that remove source s0's second sink (its rows dead-letter
+    /// Reloads that remove one of source s0's sinks (its rows dead-letter
     /// as `sink_gone`), or source s1 or s2 (`source_gone`), and put them
     /// back, at seeded times from a PRNG of their own; the sink and the
     /// source while they are out of the config.

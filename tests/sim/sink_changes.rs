@@ -18,11 +18,12 @@ pub(super) enum SinkChange {
     /// index 0 of type `a` now bind to index 1, claimed ones too, and no
     /// call may start on the sink now at a key's index.
     Swap,
-    /// Removes source s0's second sink, or puts it back: while it is gone
-    /// its rows are dead-lettered as `sink_gone` as the scan reaches them
-    /// (its held rows by the pass over held rows, checked; its paced rows
-    /// by pacing again), and those not reached yet run again once it is
-    /// back.
+    /// Removes one of source s0's two sinks, or puts it back first or
+    /// second: while it is gone its rows are dead-lettered as `sink_gone`
+    /// as the scan reaches them (its held rows by the pass over held rows,
+    /// checked; its paced rows by pacing again), and those not reached yet
+    /// run again once it is back; the other sink's rows bind to it at its
+    /// index now.
     RemoveOrRestoreSink,
     /// Removes source s1 or s2, or puts it back: while it is gone no hook
     /// is committed for it and its rows are dead-lettered as
@@ -96,9 +97,10 @@ impl Sim {
             }
             SinkChange::RemoveOrRestoreSink => {
                 let sinks = &mut self.config.sources[0].sinks;
+                let at = self.removal_rng.below(2) as usize;
                 match self.removed_sink.take() {
-                    Some(sink) => sinks.push(sink),
-                    None => self.removed_sink = sinks.pop(),
+                    Some(sink) => sinks.insert(at, sink),
+                    None => self.removed_sink = Some(sinks.remove(at)),
                 }
             }
             SinkChange::RemoveOrRestoreSource => {
