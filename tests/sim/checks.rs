@@ -236,7 +236,10 @@ impl Sim {
             stats.calls,
             self.grant
         );
-        for tenant in shard.core().tenant_stats() {
+        let tenants = shard.core().tenant_stats();
+        // A tenant with nothing claimed or running keeps no excess.
+        (self.over_tenant_windows).retain(|id, _| tenants.iter().any(|t| t.tenant == *id));
+        for tenant in tenants {
             let limits = self.dispatch.tenant_limits(&tenant.tenant);
             let over = self.over_tenant_windows.entry(tenant.tenant.clone());
             let over = over.or_default();

@@ -425,6 +425,9 @@ impl Sim {
         core.observe_outcomes(true);
         let shard = ShardState::open(store, core, self.now_ms).unwrap();
         self.forgotten = SinkSums::default();
+        // Nothing runs in a new process: no lowered limit's excess stands.
+        self.over_grant = Excess::default();
+        self.over_tenant_windows.clear();
         self.take_back_breakers(&shard);
         shard
     }
