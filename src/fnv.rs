@@ -1,7 +1,8 @@
 //! FNV-1a, 64 bits: a hash whose value does not change from one process
 //! to the next (std's `HashMap` hasher is seeded per process), for what
 //! the store keeps — the shard that owns a tenant, and the fingerprint of
-//! the paces its rows were paced at (`Catalog::paces_fingerprint`).
+//! the paces its rows were paced at (`Catalog::paces_fingerprint`, a sum
+//! of `spread` hashes).
 
 use std::hash::Hasher;
 
@@ -28,6 +29,17 @@ impl Hasher for Fnv1a {
     fn finish(&self) -> u64 {
         self.0
     }
+}
+
+/// `hash` with every bit of it spread over all 64 (SplitMix64's
+/// finalizer, a bijection). FNV-1a's last bytes move its value by a small
+/// multiple of its prime only, so two sums of such hashes whose inputs
+/// differ in their last bytes could be equal; sums of spread hashes are
+/// not, but by chance.
+pub(crate) fn spread(hash: u64) -> u64 {
+    let z = (hash ^ (hash >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]

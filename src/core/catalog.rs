@@ -7,11 +7,11 @@
 
 use crate::config::{Config, HeaderFilter, SinkRetryConfig};
 use crate::core::types::{SinkKey, TenantId};
-use crate::fnv::Fnv1a;
+use crate::fnv::{spread, Fnv1a};
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::num::NonZeroU16;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A source's tenant and its sinks, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +40,20 @@ pub struct SinkEntry {
     pub filter: Option<HeaderFilter>,
     /// Its rows are held: none is attempted.
     pub paused: bool,
+}
+
+impl SourceEntry {
+    /// The sinks with a rate, with their indexes.
+    fn rated_sinks(&self) -> impl Iterator<Item = (usize, &SinkEntry)> {
+        (self.sinks.iter().enumerate()).filter(|(_, sink)| sink.call_interval_us.is_some())
+    }
+}
+
+impl SinkEntry {
+    /// What spaces its key's turns: its call interval and batch size.
+    fn pace(&self) -> (Option<u64>, Option<NonZeroU16>) {
+        (self.call_interval_us, self.batch_max_entries)
+    }
 }
 
 /// How an ordered sink picks the lane of a hook.
@@ -94,9 +108,11 @@ pub enum Binding {
 }
 
 /// Every source of the config, by id.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Catalog {
     sources: HashMap<Arc<str>, SourceEntry>,
+    /// Its `paces_fingerprint`, once computed.
+    paces_fingerprint: OnceLock<u64>,
 }
 
 impl Catalog {
@@ -131,7 +147,10 @@ impl Catalog {
                 (Arc::from(s.id.as_str()), entry)
             })
             .collect();
-        Catalog { sources }
+        Catalog {
+            sources,
+            paces_fingerprint: OnceLock::new(),
+        }
     }
 
     /// The catalog with each sink's batch size as `batch_max_entries`
@@ -146,6 +165,8 @@ impl Catalog {
                 sink.batch_max_entries = batch_max_entries(source_id, index as u16);
             }
         }
+        // A batch size spaces a rated sink's turns.
+        self.paces_fingerprint.take();
         self
     }
 
@@ -182,49 +203,54 @@ impl Catalog {
 
     /// The keys of the sinks whose pace `next` changes: a sink with a rate
     /// here or in `next` whose key is gone from the other, or there has
-    /// another rate or batch size (which spaces its turns).
+    /// another rate or batch size (which spaces its turns). One look-up
+    /// per source with a rated sink, and a key built only for a change: a
+    /// shard runs it at each reload, over every source.
     pub fn paces_changed_in(&self, next: &Catalog) -> HashSet<SinkKey> {
         let mut changed = HashSet::new();
         for (from, to) in [(self, next), (next, self)] {
-            for key in from.rated_keys() {
-                if from.pace(&key) != to.pace(&key) {
-                    changed.insert(key);
+            for (source_id, entry) in &from.sources {
+                let mut there = None;
+                for (index, sink) in entry.rated_sinks() {
+                    let there = there.get_or_insert_with(|| to.sources.get(source_id));
+                    let same =
+                        there
+                            .and_then(|other| other.sinks.get(index))
+                            .is_some_and(|other| {
+                                other.sink_type == sink.sink_type && other.pace() == sink.pace()
+                            });
+                    if !same {
+                        changed.insert(SinkKey {
+                            tenant: entry.tenant.clone(),
+                            source_id: source_id.clone(),
+                            sink_index: index as u16,
+                            sink_type: sink.sink_type.clone(),
+                        });
+                    }
                 }
             }
         }
         changed
     }
 
-    /// A fingerprint of every rated sink's key and pace, the same whatever
-    /// order the sources are in: the store keeps the one its paced rows
-    /// were paced at (see `repace`).
+    /// A fingerprint of every rated sink's source, index, type and pace
+    /// (what `paces_changed_in` compares), the same whatever order the
+    /// sources are in: the store keeps the one its paced rows were paced
+    /// at, and a reload whose catalog has the same one changes no pace
+    /// (see `repace`). Computed once: the engine asks for it as it builds
+    /// a catalog, so no shard spends a reload's time on it.
     pub fn paces_fingerprint(&self) -> u64 {
-        self.rated_keys().fold(0, |sum, key| {
-            let mut hasher = Fnv1a::default();
-            (&key, self.pace(&key)).hash(&mut hasher);
-            sum.wrapping_add(hasher.finish())
+        *self.paces_fingerprint.get_or_init(|| {
+            let mut sum = 0u64;
+            for (source_id, entry) in &self.sources {
+                for (index, sink) in entry.rated_sinks() {
+                    let mut hasher = Fnv1a::default();
+                    (&**source_id, index, &*sink.sink_type, sink.pace()).hash(&mut hasher);
+                    sum = sum.wrapping_add(spread(hasher.finish()));
+                }
+            }
+            sum
         })
-    }
-
-    /// The keys of the sinks with a rate.
-    fn rated_keys(&self) -> impl Iterator<Item = SinkKey> + '_ {
-        self.sources.iter().flat_map(|(source_id, entry)| {
-            (entry.sinks.iter().enumerate())
-                .filter(|(_, sink)| sink.call_interval_us.is_some())
-                .map(|(i, sink)| SinkKey {
-                    tenant: entry.tenant.clone(),
-                    source_id: source_id.clone(),
-                    sink_index: i as u16,
-                    sink_type: sink.sink_type.clone(),
-                })
-        })
-    }
-
-    /// What spaces a key's turns: its sink's call interval and batch size
-    /// (`None` for a key no sink here has).
-    fn pace(&self, key: &SinkKey) -> Option<(Option<u64>, Option<NonZeroU16>)> {
-        let sink = self.sink(&key.source_id, key.sink_index)?;
-        (sink.sink_type == key.sink_type).then_some((sink.call_interval_us, sink.batch_max_entries))
     }
 
     /// Whether a sink paused here is not in `next` (resumed, or gone).
@@ -291,5 +317,57 @@ mod tests {
         let two = catalog(&["http", "http"]);
         assert_eq!(two.bind("s", 5, "http"), Binding::SinkGone);
         assert_eq!(two.bind("s", 1, "http"), Binding::Bound { sink_index: 1 });
+    }
+
+    /// A catalog of sources `s0`, `s1`, … each with one sink of each
+    /// (rate, batch size) given, listed in the config in `order`.
+    fn paced(sinks: &[&[(Option<u32>, u16)]], order: &[usize]) -> Catalog {
+        let mut config = Config::default();
+        for &i in order {
+            let sinks = (sinks[i].iter())
+                .map(|(rate, _)| SinkConfig {
+                    max_calls_per_s: *rate,
+                    ..SinkConfig::of_kind("b")
+                })
+                .collect();
+            let source = crate::config::SourceConfig::new(format!("s{i}"), "t", sinks);
+            config.sources.push(source);
+        }
+        Catalog::from_config(&config).with_batches(|source_id, index| {
+            let source: usize = source_id[1..].parse().unwrap();
+            NonZeroU16::new(sinks[source][usize::from(index)].1)
+        })
+    }
+
+    /// The fingerprint of the paces is the same for the same sources
+    /// listed in another order, and another for any rate or batch size
+    /// changed, or a rated sink moved or gone: the reload that keeps it
+    /// changes no pace. Two changes of batch sizes by one, each way, do
+    /// not cancel out.
+    #[test]
+    fn the_paces_fingerprint_is_anothers_for_any_pace_changed() {
+        let sinks: &[&[(Option<u32>, u16)]] = &[&[(Some(5), 10), (None, 3)], &[(Some(7), 1)]];
+        let base = paced(sinks, &[0, 1]);
+        let fingerprint = base.paces_fingerprint();
+        assert_eq!(paced(sinks, &[1, 0]).paces_fingerprint(), fingerprint);
+        let same = paced(&[&[(Some(5), 10), (None, 4)], &[(Some(7), 1)]], &[0, 1]);
+        assert_eq!(
+            same.paces_fingerprint(),
+            fingerprint,
+            "an unrated sink's batch"
+        );
+        assert!(same.paces_changed_in(&base).is_empty());
+        for changed in [
+            paced(&[&[(Some(6), 10), (None, 3)], &[(Some(7), 1)]], &[0, 1]),
+            paced(&[&[(Some(5), 11), (None, 3)], &[(Some(7), 1)]], &[0, 1]),
+            paced(&[&[(Some(5), 11), (None, 3)], &[(Some(7), 2)]], &[0, 1]),
+            paced(&[&[(Some(5), 9), (None, 3)], &[(Some(7), 2)]], &[0, 1]),
+            paced(&[&[(None, 3), (Some(5), 10)], &[(Some(7), 1)]], &[0, 1]),
+            paced(&[&[(Some(7), 1)], &[(Some(5), 10), (None, 3)]], &[0, 1]),
+            paced(sinks, &[0]),
+        ] {
+            assert_ne!(changed.paces_fingerprint(), fingerprint, "{changed:?}");
+            assert!(!changed.paces_changed_in(&base).is_empty(), "{changed:?}");
+        }
     }
 }

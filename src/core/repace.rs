@@ -40,6 +40,9 @@ impl Core {
     /// Paces again the rows of the keys whose pace `catalog` (a reload's)
     /// changes: forgets their turns and starts walking their tenants.
     pub(super) fn repace_changed_rates(&mut self, catalog: &Catalog) {
+        if self.catalog.paces_fingerprint() == catalog.paces_fingerprint() {
+            return; // No pace changed: the common reload, at no cost here.
+        }
         for key in self.catalog.paces_changed_in(catalog) {
             self.start_repacing();
             if let Some(state) = self.keys.get_mut(&key) {

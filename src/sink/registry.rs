@@ -259,12 +259,15 @@ impl SinkRegistry {
     }
 
     /// The sources of `config` as the core sees them, with these sinks'
-    /// batch sizes.
+    /// batch sizes (and the fingerprint of their paces computed, here
+    /// rather than on every shard).
     pub fn catalog(&self, config: &Config) -> Catalog {
-        Catalog::from_config(config).with_batches(|source_id, sink_index| {
+        let catalog = Catalog::from_config(config).with_batches(|source_id, sink_index| {
             let sinks = self.sinks.get(source_id)?;
             sinks.get(usize::from(sink_index))?.batch_max_entries
-        })
+        });
+        catalog.paces_fingerprint();
+        catalog
     }
 }
 
