@@ -54,6 +54,12 @@ impl SinkEntry {
     fn pace(&self) -> (Option<u64>, Option<NonZeroU16>) {
         (self.call_interval_us, self.batch_max_entries)
     }
+
+    /// Whether its key's turns are spaced as `other`'s: a sink of the same
+    /// type and pace.
+    fn paces_as(&self, other: &SinkEntry) -> bool {
+        self.sink_type == other.sink_type && self.pace() == other.pace()
+    }
 }
 
 /// How an ordered sink picks the lane of a hook.
@@ -203,23 +209,16 @@ impl Catalog {
 
     /// The keys of the sinks whose pace `next` changes: a sink with a rate
     /// here or in `next` whose key is gone from the other, or there has
-    /// another rate or batch size (which spaces its turns). One look-up
-    /// per source with a rated sink, and a key built only for a change: a
-    /// shard runs it at each reload, over every source.
+    /// another rate or batch size (which spaces its turns).
     pub fn paces_changed_in(&self, next: &Catalog) -> HashSet<SinkKey> {
         let mut changed = HashSet::new();
         for (from, to) in [(self, next), (next, self)] {
             for (source_id, entry) in &from.sources {
-                let mut there = None;
+                let there = to.sources.get(source_id);
                 for (index, sink) in entry.rated_sinks() {
-                    let there = there.get_or_insert_with(|| to.sources.get(source_id));
-                    let same =
-                        there
-                            .and_then(|other| other.sinks.get(index))
-                            .is_some_and(|other| {
-                                other.sink_type == sink.sink_type && other.pace() == sink.pace()
-                            });
-                    if !same {
+                    let kept = (there.and_then(|other| other.sinks.get(index)))
+                        .is_some_and(|other| other.paces_as(sink));
+                    if !kept {
                         changed.insert(SinkKey {
                             tenant: entry.tenant.clone(),
                             source_id: source_id.clone(),
