@@ -80,24 +80,20 @@ impl Core {
     /// One step of pacing again, if under way: makes the paced rows it
     /// reads due at `now_ms`; returns how many.
     pub(super) fn repace_step(&mut self, now_ms: u64, index: &mut dyn DueIndex) -> u64 {
-        if !self.is_repacing() {
-            return 0;
-        }
-        let mut walk = std::mem::take(&mut self.repacing.walk);
-        let mut made_due = 0;
-        walk.step(now_ms, index, |entry, index| {
-            made_due += self.repace_if_paced(now_ms, entry, index);
-        });
-        self.repacing.walk = walk;
-        if !self.is_repacing() {
+        let step = self.step_walk(
+            now_ms,
+            index,
+            |core| &mut core.repacing.walk,
+            Core::repace_if_paced,
+        );
+        if step.ended {
             self.repacing.keys.clear();
             self.repacing.every_key = false;
             // After the rows it made due.
             let paces = Some(self.catalog.paces_fingerprint());
             (self.ops).push_back(StoreOp::PacedAt { paces });
         }
-        self.scan_requested |= made_due > 0;
-        made_due
+        step.made_due
     }
 
     /// One due entry: made due now (1) if its row waits for a turn given

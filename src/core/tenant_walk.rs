@@ -75,3 +75,39 @@ impl TenantWalk {
         }
     }
 }
+
+/// What one step of a walk did: the rows it made due, and whether the
+/// walk ended with it.
+pub(super) struct WalkStep {
+    pub(super) made_due: u64,
+    pub(super) ended: bool,
+}
+
+impl Core {
+    /// One step of the walk `walk_of` picks, if it is under way: each due
+    /// entry it reads goes to `make_due_if` (1 when it made the row due
+    /// at `now_ms`), and rows made due ask for a scan.
+    pub(super) fn step_walk(
+        &mut self,
+        now_ms: u64,
+        index: &mut dyn DueIndex,
+        walk_of: fn(&mut Core) -> &mut TenantWalk,
+        make_due_if: fn(&mut Core, u64, DueEntry, &mut dyn DueIndex) -> u64,
+    ) -> WalkStep {
+        if walk_of(self).is_done() {
+            return WalkStep {
+                made_due: 0,
+                ended: false,
+            };
+        }
+        let mut walk = std::mem::take(walk_of(self));
+        let mut made_due = 0;
+        walk.step(now_ms, index, |entry, index| {
+            made_due += make_due_if(self, now_ms, entry, index);
+        });
+        let ended = walk.is_done();
+        *walk_of(self) = walk;
+        self.scan_requested |= made_due > 0;
+        WalkStep { made_due, ended }
+    }
+}

@@ -83,16 +83,13 @@ impl Core {
     /// `WAKE_STEP_ROWS` due entries after `now_ms`, tenant by tenant, and
     /// makes the unparked rows due at `now_ms`; returns how many.
     pub(super) fn unpark_step(&mut self, now_ms: u64, index: &mut dyn DueIndex) -> u64 {
-        if !self.is_unparking() {
-            return 0;
-        }
-        let mut walk = std::mem::take(&mut self.unparking.walk);
-        let mut unparked = 0;
-        walk.step(now_ms, index, |entry, index| {
-            unparked += self.unpark_if_parked(now_ms, entry, index);
-        });
-        self.unparking.walk = walk;
-        if !self.is_unparking() {
+        let step = self.step_walk(
+            now_ms,
+            index,
+            |core| &mut core.unparking.walk,
+            Core::unpark_if_parked,
+        );
+        if step.ended {
             // After the rows it made due.
             (self.ops).push_back(StoreOp::Unparking { under_way: false });
             // Nothing parks while breakers are off.
@@ -102,8 +99,7 @@ impl Core {
                 (self.ops).push_back(StoreOp::NoneParked);
             }
         }
-        self.scan_requested |= unparked > 0;
-        unparked
+        step.made_due
     }
 
     /// One due entry: made due now (1) if its row is parked and its key
