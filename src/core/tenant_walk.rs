@@ -6,12 +6,16 @@
 
 use super::*;
 use crate::limits::WAKE_STEP_ROWS;
+use std::collections::HashSet;
 
 /// Where a walk stands.
 #[derive(Debug, Default)]
 pub(super) struct TenantWalk {
     /// The tenants left to walk; the first is being walked.
-    pub(super) tenants: VecDeque<TenantId>,
+    tenants: VecDeque<TenantId>,
+    /// The same tenants, to add each once: a reload may add a hundred
+    /// thousand.
+    queued: HashSet<TenantId>,
     /// The last entry of the first tenant read, when a step stopped in it.
     after: Option<DueEntry>,
     /// Every tenant is to be walked: the next step reads them from the index.
@@ -21,7 +25,7 @@ pub(super) struct TenantWalk {
 impl TenantWalk {
     /// Walks `tenant` too, after those it walks already.
     pub(super) fn add(&mut self, tenant: &TenantId) {
-        if !self.every_tenant && !self.tenants.contains(tenant) {
+        if !self.every_tenant && self.queued.insert(tenant.clone()) {
             self.tenants.push_back(tenant.clone());
         }
     }
@@ -47,6 +51,7 @@ impl TenantWalk {
         if std::mem::take(&mut self.every_tenant) {
             let mut tenants = Vec::new();
             index.tenants(&mut tenants);
+            self.queued = tenants.iter().cloned().collect();
             self.tenants = tenants.into();
             self.after = None;
         }
@@ -66,7 +71,9 @@ impl TenantWalk {
                 // The step's budget ran out in this tenant: it may have more.
                 Some(last) if budget == 0 => self.after = Some(last.clone()),
                 _ => {
-                    self.tenants.pop_front();
+                    if let Some(walked) = self.tenants.pop_front() {
+                        self.queued.remove(&walked);
+                    }
                 }
             }
             for entry in page {

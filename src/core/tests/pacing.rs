@@ -241,6 +241,34 @@ fn a_new_rate_paces_the_rows_paced_at_the_old_one_again() {
     }
 }
 
+/// A reload that changes a rate after another's pass ended paces the
+/// rows again: the second pass walks the tenant the first walked. Ten
+/// rows at 1 a second, then 2, then 10: the last rate queues them all.
+#[test]
+fn each_new_rate_paces_the_backlog_again() {
+    let (mut c, mut m) = paced_core(1, 10, 1_000);
+    assert_eq!(run_at(&mut c, &mut m, 1), ["a"]);
+    let turns = |m: &Model| due_of(m, "a", 0);
+    assert_eq!(
+        turns(&m),
+        (1..10).map(|k| k * 1_000 + 1).collect::<Vec<_>>()
+    );
+    for (rate, now_ms, paced) in [
+        (2, 10, vec![2_001, 2_501, 3_001, 3_501, 4_001, 4_501, 5_001]),
+        (10, 20, vec![]),
+    ] {
+        let config = config_with(vec![
+            rated_source("a", "t", Some(rate)),
+            source("b", "u", &["x"]),
+        ]);
+        reconfigure(&mut c, now_ms, &config);
+        assert!(run_at(&mut c, &mut m, now_ms).is_empty(), "{rate}");
+        assert!(!c.is_repacing(), "{rate}");
+        assert_eq!(turns(&m), paced, "{rate} a second");
+    }
+    assert_eq!(c.stats().claimed.rows, 9, "every row queues at 10 a second");
+}
+
 /// A reload that removes a rated sink makes the rows paced for it due,
 /// and the scan dead-letters them as `sink_gone` then, not at their
 /// turns. So does one that takes the rate off: they start at once.

@@ -129,3 +129,50 @@ fn a_reload_forgets_the_keys_of_removed_sinks_once_they_are_idle() {
     assert_eq!(keys(&c), [key("a", 0)]);
     assert!(m.rows.is_empty(), "every row delivered");
 }
+
+/// A reload that removes one of tenant `t`'s two sources and tenant
+/// `u`'s only one while rows of all three queue (the shard runs one call
+/// at a time, one a key): their queued rows go back to the index, and their keys
+/// leave the round robin — `u` with them, so the calls left to start are
+/// `b`'s alone, one after another.
+#[test]
+fn a_reload_takes_the_removed_keys_out_of_the_round_robin_and_leaves_the_rest() {
+    let mut config = config_with(vec![
+        source("a", "t", &["x"]),
+        source("b", "t", &["x"]),
+        source("d", "u", &["x"]),
+    ]);
+    config.dispatch.sink_concurrency = 1;
+    let mut c = core(&config, calls_at_once(1));
+    let mut m = Model::default();
+    for source_id in ["a", "b", "d"] {
+        let tenant = if source_id == "d" { "u" } else { "t" };
+        for _ in 0..3 {
+            m.add(tenant, source_id, &["x"], 0);
+        }
+    }
+    let running = start_all(&mut c, &mut m, 0);
+    assert_eq!(running.len(), 1, "eight rows queue behind it");
+    assert_eq!(&*running[0].key.source_id, "a");
+    assert_eq!(c.wanted_calls(), 3, "a's call, and one each of b's and d's");
+
+    let mut fewer = config.clone();
+    fewer.sources = vec![source("b", "t", &["x"])].into();
+    reconfigure(&mut c, 1, &fewer);
+    let written_back = (m.apply(&mut c).iter())
+        .filter(|op| matches!(op, StoreOp::Reschedule { .. }))
+        .count();
+    assert_eq!(written_back, 2 + 3, "a's two queued rows and d's three");
+    assert_eq!(c.wanted_calls(), 2, "a's call, and one of b's");
+    c.handle_outcome(2, running[0].id, Ok(()), TOOK);
+    assert!(!c.short_of_calls(0), "b's key has the free slot");
+    let mut started = Vec::new();
+    for now_ms in 3..6 {
+        let job = c.poll_job(now_ms).expect("b's next row");
+        started.push(job.key.source_id.to_string());
+        assert!(c.poll_job(now_ms).is_none(), "one call at a time");
+        c.handle_outcome(now_ms, job.id, Ok(()), TOOK);
+    }
+    assert_eq!(started, ["b", "b", "b"]);
+    assert!(c.poll_job(6).is_none() && c.wanted_calls() == 0);
+}
