@@ -61,6 +61,11 @@ impl Core {
             }
             None => None,
         };
+        match (was_open, breaker.is_open()) {
+            (false, true) => self.breakers_open += 1,
+            (true, false) => self.breakers_open -= 1,
+            _ => {}
+        }
         if breaker.is_idle() {
             self.breakers.remove(key);
         }
@@ -98,6 +103,7 @@ impl Core {
             self.start_key_wake(key);
         }
         if breaker.is_open() {
+            self.breakers_open -= 1;
             self.report_closed(key.clone());
         }
         breaker.is_open()

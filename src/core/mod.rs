@@ -259,6 +259,9 @@ pub struct Core {
     next_due_at_ms: Option<u64>,
     /// Breakers of keys that failed lately (a closed, clean one is dropped).
     breakers: HashMap<SinkKey, Breaker>,
+    /// How many of them are open or half-open: the shard's stats read it
+    /// every iteration, and an outage may open tens of thousands.
+    breakers_open: u64,
     /// Breaker changes not yet polled (at most two per outcome handled).
     breaker_events: VecDeque<BreakerEvent>,
     /// Whether each settled attempt is queued as an [`OutcomeEvent`].
@@ -323,6 +326,7 @@ impl Core {
             draining: false,
             next_due_at_ms: None,
             breakers: HashMap::new(),
+            breakers_open: 0,
             breaker_events: VecDeque::new(),
             observed: false,
             outcome_events: VecDeque::new(),
@@ -575,12 +579,17 @@ impl Core {
     }
 
     pub fn stats(&self) -> CoreStats {
+        debug_assert_eq!(
+            self.breakers_open,
+            self.breakers.values().filter(|b| b.is_open()).count() as u64,
+            "the count of open breakers"
+        );
         CoreStats {
             claimed: self.claimed,
             running: self.running(),
             calls: self.calls_count,
             queued: self.claims.len() as u64 - self.running_count,
-            breakers_open: self.breakers.values().filter(|b| b.is_open()).count() as u64,
+            breakers_open: self.breakers_open,
             active_tenants: self.due.active() as u64,
             ..self.stats
         }
@@ -621,8 +630,12 @@ impl Core {
             return self.report_closed(key);
         }
         self.check_probe_after(until_ms, &key);
-        self.breakers
+        let replaced = self
+            .breakers
             .insert(key, Breaker::reopened(until_ms, opens));
+        if !replaced.is_some_and(|breaker| breaker.is_open()) {
+            self.breakers_open += 1;
+        }
     }
 
     /// The keys whose breaker is open or half-open.
