@@ -163,8 +163,10 @@ mod tests {
             let (q, asked, go) = (q.clone(), asked.clone(), go.clone());
             std::thread::spawn(move || {
                 q.pop(|| {
+                    // Read before counted: once asked, its answer is given.
+                    let leaves = go.load(Ordering::SeqCst);
                     asked.fetch_add(1, Ordering::SeqCst);
-                    go.load(Ordering::SeqCst)
+                    leaves
                 })
             })
         };
