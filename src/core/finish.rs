@@ -37,7 +37,6 @@ impl Core {
             job,
             result.as_ref().err().map(|f| f.class),
         ) {
-            self.unring(std::slice::from_ref(&claim.key));
             self.park_queue(now_ms, &claim.key, Admit::Park { until_ms });
         }
         let attempt = claim.fields.attempts + 1;

@@ -50,6 +50,7 @@ mod pacing;
 mod repace;
 mod report;
 pub mod retry;
+mod ring;
 pub mod rng;
 mod scan;
 mod set_aside;
@@ -78,6 +79,7 @@ pub use types::*;
 pub use window::{Usage, Window};
 
 use crate::config::{DispatchConfig, RetryConfig, TenantLimits};
+use ring::Ring;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -118,7 +120,7 @@ struct TenantState {
     /// Rows of this tenant parked behind an open breaker so far.
     parked: u64,
     /// Keys of this tenant with queued jobs, in round-robin order.
-    key_ring: VecDeque<SinkKey>,
+    key_ring: Ring<SinkKey>,
 }
 
 impl TenantState {
@@ -210,7 +212,7 @@ pub struct Core {
     tenants: HashMap<TenantId, TenantState>,
     keys: HashMap<SinkKey, KeyState>,
     /// Tenants with queued jobs, in round-robin order.
-    tenant_ring: VecDeque<TenantId>,
+    tenant_ring: Ring<TenantId>,
     /// Keys with rows queued and a free slot that wait for their
     /// `max_calls_per_s` turn, by the ms it comes: out of their tenant's
     /// key ring meanwhile, so that a pass over the rings walks only the
@@ -310,7 +312,7 @@ impl Core {
             tenants: HashMap::new(),
             keys: HashMap::new(),
             rate_waits: BTreeSet::new(),
-            tenant_ring: VecDeque::new(),
+            tenant_ring: Ring::default(),
             due: due_tenants::DueTenants::default(),
             hints_stale: true,
             scan_notes: None,
@@ -672,7 +674,7 @@ impl Core {
                 claimed: Usage::default(),
                 calls: 0,
                 parked: 0,
-                key_ring: VecDeque::new(),
+                key_ring: Ring::default(),
             })
     }
 

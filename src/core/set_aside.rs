@@ -3,21 +3,19 @@
 //! a later scan), and a parked row's due time, within its retry horizon.
 
 use super::*;
-use std::collections::HashSet;
 
 impl Core {
     /// Sets every queued row of `key` aside as `admit` says (parked until
-    /// the breaker's period ends, or held while its sink is paused). The
-    /// key is out of the round robin: popped from it, or `unring`ed.
+    /// the breaker's period ends, or held while its sink is paused) and
+    /// takes the key out of the round robin.
     pub(super) fn park_queue(&mut self, now_ms: u64, key: &SinkKey, admit: Admit) {
         for (row, claim) in self.take_queue(key) {
             self.set_aside(now_ms, key, &claim.hook, row, claim.fields, admit);
         }
     }
 
-    /// Takes every row queued on `key` off it, releasing their claims, and
-    /// the key out of its rate's waits. The key is left in the rings: the
-    /// caller takes it out (`unring`) or popped it from them.
+    /// Takes every row queued on `key` off it, releasing their claims,
+    /// and the key out of the round robin.
     fn take_queue(&mut self, key: &SinkKey) -> Vec<(RowId, Claim)> {
         let queued: Vec<RowId> = self
             .keys
@@ -28,6 +26,14 @@ impl Core {
             return Vec::new();
         }
         self.end_rate_wait(key);
+        let tenant = self
+            .tenants
+            .get_mut(&key.tenant)
+            .expect("a queued key has a tenant");
+        tenant.key_ring.remove(key);
+        if tenant.key_ring.is_empty() {
+            self.tenant_ring.remove(&key.tenant);
+        }
         let mut taken = Vec::with_capacity(queued.len());
         for row in queued {
             let claim = self.claims.remove(&row).expect("a queued row has a claim");
@@ -35,26 +41,6 @@ impl Core {
             taken.push((row, claim));
         }
         taken
-    }
-
-    /// Takes `keys` out of their tenants' rings, and a tenant left with
-    /// none out of the tenants' ring: one pass over each ring however many
-    /// keys go (a reload may take a hundred thousand tenants' keys).
-    pub(super) fn unring(&mut self, keys: &[SinkKey]) {
-        let gone: HashSet<&SinkKey> = keys.iter().collect();
-        let tenants: HashSet<&TenantId> = keys.iter().map(|key| &key.tenant).collect();
-        let mut emptied = false;
-        for tenant in tenants {
-            if let Some(state) = self.tenants.get_mut(tenant) {
-                let ringed = state.key_ring.len();
-                state.key_ring.retain(|key| !gone.contains(key));
-                emptied |= ringed > 0 && state.key_ring.is_empty();
-            }
-        }
-        if emptied {
-            let tenants = &self.tenants;
-            (self.tenant_ring).retain(|tenant| !tenants[tenant].key_ring.is_empty());
-        }
     }
 
     /// The keys with rows queued that `which` picks.
@@ -70,7 +56,6 @@ impl Core {
     /// Writes the rows queued on `keys` back due as they were claimed, for
     /// a later scan to claim again.
     pub(super) fn unqueue(&mut self, keys: Vec<SinkKey>) {
-        self.unring(&keys);
         for key in keys {
             for (row, claim) in self.take_queue(&key) {
                 self.note_due(&key.tenant, claim.due_at_ms);

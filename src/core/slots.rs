@@ -126,7 +126,7 @@ impl Core {
     pub fn wanted_calls(&self) -> u64 {
         let sink_concurrency = u64::from(self.dispatch.sink_concurrency);
         let mut wanted = self.calls_count;
-        for tenant_id in &self.tenant_ring {
+        for tenant_id in self.tenant_ring.iter() {
             let tenant = &self.tenants[tenant_id];
             let startable: u64 = (tenant.key_ring.iter())
                 .map(|key| {
