@@ -145,8 +145,7 @@ fn a_reload_takes_the_removed_keys_out_of_the_round_robin_and_leaves_the_rest() 
     config.dispatch.sink_concurrency = 1;
     let mut c = core(&config, calls_at_once(1));
     let mut m = Model::default();
-    for source_id in ["a", "b", "d"] {
-        let tenant = if source_id == "d" { "u" } else { "t" };
+    for (tenant, source_id) in [("t", "a"), ("t", "b"), ("u", "d")] {
         for _ in 0..3 {
             m.add(tenant, source_id, &["x"], 0);
         }
