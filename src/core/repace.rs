@@ -8,6 +8,9 @@
 //! sink the reload removed is made due too, for the scan to dead-letter
 //! as `sink_gone` now rather than at its turn.
 //!
+//! The keys are compared once a reload, by the engine as it builds the
+//! new catalog (`Catalog::note_paces_changed_from`), not by every shard.
+//!
 //! It walks the tenants of those sinks' rows due after now (see
 //! `tenant_walk`), one step at the end of each scan, and leaves rows
 //! waiting out a backoff, parked or of other sinks.
@@ -43,13 +46,13 @@ impl Core {
         if self.catalog.paces_fingerprint() == catalog.paces_fingerprint() {
             return; // No pace changed: the common reload, at no cost here.
         }
-        for key in self.catalog.paces_changed_in(catalog) {
+        for key in catalog.paces_changed_since(&self.catalog).iter() {
             self.start_repacing();
-            if let Some(state) = self.keys.get_mut(&key) {
+            if let Some(state) = self.keys.get_mut(key) {
                 state.paced_until_us = 0;
             }
             self.repacing.walk.add(&key.tenant);
-            self.repacing.keys.insert(key);
+            self.repacing.keys.insert(key.clone());
         }
     }
 

@@ -387,6 +387,7 @@ impl Engine {
             &self.registry.read(),
         )?;
         let catalog = Arc::new(registry.catalog(config));
+        catalog.note_paces_changed_from(&self.catalog.read());
         *self.registry.write() = Arc::new(registry);
         *self.catalog.write() = catalog.clone();
         let own = own_shard(&self.threads.lock());
