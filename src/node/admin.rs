@@ -11,10 +11,11 @@ use super::routes::WorkerRoute;
 use super::sinks::sinks;
 use super::{dead_letters, metrics, replay_routes, NodeState};
 use crate::config::{Config, Sources};
-use crate::core::TenantId;
+use crate::core::{TenantId, TenantStats};
 use crate::runtime::{Engine, ShardTenants};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
 /// Requests each queue holds for its workers; more get 503 `admin_busy`.
@@ -263,26 +264,27 @@ fn shards_stats(engine: &Engine) -> Result<Vec<Value>, crate::store::StoreError>
 }
 
 /// `/v1/stats`' tenants: each tenant of each shard that has rows due,
-/// stored bytes or rows claimed.
+/// stored bytes or rows claimed, by name.
 fn tenants_stats(engine: &Engine, per_tenant: &[ShardTenants]) -> Vec<Value> {
     let mut tenants = Vec::new();
     for shard in per_tenant {
-        let mut names: Vec<&str> = shard.due.iter().map(|(t, _)| &**t).collect();
-        names.extend(shard.stored_bytes.iter().map(|(t, _)| &**t));
-        names.extend(shard.tenants.iter().map(|t| &*t.tenant));
+        let (due, stored_bytes) = (by_name(&shard.due), by_name(&shard.stored_bytes));
+        let core: HashMap<&str, &TenantStats> =
+            shard.tenants.iter().map(|t| (&*t.tenant, t)).collect();
+        let mut names: Vec<&str> = (due.keys().chain(stored_bytes.keys()))
+            .chain(core.keys())
+            .copied()
+            .collect();
         names.sort_unstable();
         names.dedup();
         for name in names {
-            let of = |pairs: &[(TenantId, u64)]| {
-                let pair = pairs.iter().find(|(t, _)| &**t == name);
-                pair.map_or(0, |(_, n)| *n)
-            };
-            let core = shard.tenants.iter().find(|t| &*t.tenant == name);
+            let of = |counts: &HashMap<&str, u64>| counts.get(name).copied().unwrap_or(0);
+            let core = core.get(name);
             tenants.push(json!({
                 "tenant": name,
                 "shard": shard.shard,
-                "due": of(&shard.due),
-                "stored_bytes": of(&shard.stored_bytes),
+                "due": of(&due),
+                "stored_bytes": of(&stored_bytes),
                 "max_stored_bytes": engine.tenant_limits(name).max_stored_bytes,
                 "claimed": core.map_or(0, |t| t.claimed_rows),
                 "running": core.map_or(0, |t| t.running),
@@ -292,6 +294,11 @@ fn tenants_stats(engine: &Engine, per_tenant: &[ShardTenants]) -> Vec<Value> {
         }
     }
     tenants
+}
+
+/// Per-tenant counts by tenant name.
+fn by_name(pairs: &[(TenantId, u64)]) -> HashMap<&str, u64> {
+    pairs.iter().map(|(t, n)| (&**t, *n)).collect()
 }
 
 /// 400 `unknown_parameter` for a query parameter the route does not take:
