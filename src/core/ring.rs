@@ -1,6 +1,7 @@
 //! A round robin whose members may also leave from anywhere in it: the
 //! order of the tenants with calls to start, and of each tenant's keys
-//! with rows queued. A breaker that opens, or a reload, takes a key out of
+//! with rows queued (and, as a queue of unique members, the tenants a
+//! walk has left, see `tenant_walk`). A breaker that opens, or a reload, takes a key out of
 //! the middle of its tenant's ring; with a plain queue each removal read
 //! the ring, so an outage of a receiver that ten thousand of a tenant's
 //! sinks share held the shard for seconds (docs/performance.md).
@@ -55,6 +56,15 @@ impl<T: Clone + Eq + Hash> Ring<T> {
         }
     }
 
+    /// The first member.
+    pub(super) fn front(&self) -> Option<&T> {
+        self.order.values().next()
+    }
+
+    pub(super) fn contains(&self, member: &T) -> bool {
+        self.places.contains_key(member)
+    }
+
     pub(super) fn len(&self) -> usize {
         self.order.len()
     }
@@ -97,6 +107,8 @@ mod tests {
             ["c", "d", "a", "b"]
         );
         assert_eq!(ring.len(), 4);
+        assert_eq!(ring.front(), Some(&"c"));
+        assert!(ring.contains(&"b") && !ring.contains(&"e"));
         let drained: Vec<_> = std::iter::from_fn(|| ring.pop_front()).collect();
         assert_eq!(drained, ["c", "d", "a", "b"]);
         ring.remove(&"a");

@@ -4,18 +4,16 @@
 //! backlog goes on being claimed meanwhile. Rows due by now are the
 //! scan's; the walk of a tenant ends at its held rows.
 
+use super::ring::Ring;
 use super::*;
 use crate::limits::WAKE_STEP_ROWS;
-use std::collections::HashSet;
 
 /// Where a walk stands.
 #[derive(Debug, Default)]
 pub(super) struct TenantWalk {
-    /// The tenants left to walk; the first is being walked.
-    tenants: VecDeque<TenantId>,
-    /// The same tenants, to add each once: a reload may add a hundred
-    /// thousand.
-    queued: HashSet<TenantId>,
+    /// The tenants left to walk, each once (a reload may add a hundred
+    /// thousand); the first is being walked.
+    tenants: Ring<TenantId>,
     /// The last entry of the first tenant read, when a step stopped in it.
     after: Option<DueEntry>,
     /// Every tenant is to be walked: the next step reads them from the index.
@@ -25,7 +23,7 @@ pub(super) struct TenantWalk {
 impl TenantWalk {
     /// Walks `tenant` too, after those it walks already.
     pub(super) fn add(&mut self, tenant: &TenantId) {
-        if !self.every_tenant && self.queued.insert(tenant.clone()) {
+        if !self.every_tenant && !self.tenants.contains(tenant) {
             self.tenants.push_back(tenant.clone());
         }
     }
@@ -51,8 +49,10 @@ impl TenantWalk {
         if std::mem::take(&mut self.every_tenant) {
             let mut tenants = Vec::new();
             index.tenants(&mut tenants);
-            self.queued = tenants.iter().cloned().collect();
-            self.tenants = tenants.into();
+            self.tenants.clear();
+            for tenant in tenants {
+                self.tenants.push_back(tenant);
+            }
             self.after = None;
         }
         let mut budget = WAKE_STEP_ROWS;
@@ -71,9 +71,7 @@ impl TenantWalk {
                 // The step's budget ran out in this tenant: it may have more.
                 Some(last) if budget == 0 => self.after = Some(last.clone()),
                 _ => {
-                    if let Some(walked) = self.tenants.pop_front() {
-                        self.queued.remove(&walked);
-                    }
+                    self.tenants.pop_front();
                 }
             }
             for entry in page {

@@ -387,7 +387,9 @@ impl Engine {
             &self.registry.read(),
         )?;
         let catalog = Arc::new(registry.catalog(config));
-        catalog.note_paces_changed_from(&self.catalog.read());
+        // Not under the lock: the comparison may take a while.
+        let previous = self.catalog.read().clone();
+        catalog.note_paces_changed_from(&previous);
         *self.registry.write() = Arc::new(registry);
         *self.catalog.write() = catalog.clone();
         let own = own_shard(&self.threads.lock());
