@@ -6,15 +6,16 @@
 //! Claims are content-addressed per tenant (`<tenant>/<sha256>`), so a
 //! hook's body is stored once whichever of its sinks and attempts checks it
 //! in first, and every other one reuses it: nothing needs storing with the
-//! hook. In a directory, a check-in writes a temporary file, syncs it,
-//! renames it into place and syncs the directory, so a claim a message
-//! names is complete and survives a crash; checking in an existing claim
-//! refreshes its time. A claim not checked in again for `retention_ms` is
-//! deleted by [`ClaimStore::sweep`] (an engine runs it every hour). In a
+//! hook. In a directory (see `dir`), a check-in writes a claim whole, so
+//! a claim a message names is complete and survives a crash; checking in
+//! an existing claim refreshes its time. A claim not checked in again for
+//! `retention_ms` is deleted by [`ClaimStore::sweep`] (an engine runs it
+//! every hour), never one whose check-in returned within that time. In a
 //! bucket (see `s3`), the bucket's lifecycle rule deletes old claims.
 //! Consumers redeem claims within the retention, from the directory or the
 //! bucket, or through a node's `GET /v1/claims/{tenant}/{sha256}`.
 
+mod dir;
 mod s3;
 mod sweeper;
 
@@ -23,12 +24,10 @@ pub use sweeper::ClaimSweeper;
 
 use crate::sink::assume_role::RoleToAssume;
 use crate::sink::aws_credentials::{AwsCredentials, EnvCredentials};
+use dir::ClaimDir;
 use sha2::{Digest, Sha256};
-use std::fs::{self, File};
-use std::io::{self, Write};
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::io;
+use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
 /// The largest claim redeemed from a bucket (a hook's body is at most
@@ -55,13 +54,11 @@ impl ClaimRef {
 pub struct ClaimStore {
     backend: Backend,
     retention: Duration,
-    /// Names temporary files apart within this process.
-    next_temp: AtomicU64,
 }
 
 #[derive(Debug)]
 enum Backend {
-    Dir(PathBuf),
+    Dir(ClaimDir),
     S3(S3Bucket),
 }
 
@@ -81,7 +78,7 @@ fn is_sha256(name: &str) -> bool {
 impl ClaimStore {
     /// Claims in the directory `dir`.
     pub fn new(dir: impl Into<PathBuf>, retention_ms: u64) -> ClaimStore {
-        ClaimStore::with(Backend::Dir(dir.into()), retention_ms)
+        ClaimStore::with(Backend::Dir(ClaimDir::new(dir.into())), retention_ms)
     }
 
     /// Claims in an S3-compatible bucket.
@@ -132,7 +129,6 @@ impl ClaimStore {
         ClaimStore {
             backend,
             retention: Duration::from_millis(retention_ms),
-            next_temp: AtomicU64::new(0),
         }
     }
 
@@ -154,14 +150,7 @@ impl ClaimStore {
         }
         let sha256 = hex::encode(Sha256::digest(body));
         match &self.backend {
-            Backend::Dir(dir) => {
-                let path = dir.join(tenant).join(&sha256);
-                match File::options().write(true).open(&path) {
-                    Ok(file) => file.set_modified(SystemTime::now())?,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => self.write_new(&path, body)?,
-                    Err(e) => return Err(e),
-                }
-            }
+            Backend::Dir(dir) => dir.check_in(tenant, &sha256, body)?,
             Backend::S3(bucket) => {
                 bucket.check_in(tenant, &sha256, body, self.retention, deadline)?
             }
@@ -172,20 +161,6 @@ impl ClaimStore {
         })
     }
 
-    /// Writes a claim whole: a synced temporary file renamed into place,
-    /// then the directory synced.
-    fn write_new(&self, path: &Path, body: &[u8]) -> io::Result<()> {
-        let dir = path.parent().expect("a claim is in its tenant's directory");
-        crate::synced_dir::create_all(dir)?;
-        let n = self.next_temp.fetch_add(1, Ordering::Relaxed);
-        let temp = dir.join(format!(".tmp-{}-{n}", std::process::id()));
-        let mut file = crate::private_file::create(&temp)?;
-        file.write_all(body)?;
-        file.sync_all()?;
-        fs::rename(&temp, path)?;
-        crate::synced_dir::sync(dir)
-    }
-
     /// The body of a claim; `None` when there is no such claim (never
     /// stored, or swept) or the names are not a tenant id and a SHA-256.
     pub fn redeem(&self, tenant: &str, sha256: &str) -> io::Result<Option<Vec<u8>>> {
@@ -193,57 +168,32 @@ impl ClaimStore {
             return Ok(None);
         }
         match &self.backend {
-            Backend::Dir(dir) => match fs::read(dir.join(tenant).join(sha256)) {
-                Ok(body) => Ok(Some(body)),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(e),
-            },
+            Backend::Dir(dir) => dir.get(tenant, sha256),
             Backend::S3(bucket) => bucket.get(tenant, sha256, MAX_CLAIM_BYTES),
         }
     }
 
-    /// Deletes the claims last checked in before `now` less the retention,
-    /// and temporary files a crash left as old; returns how many. The
-    /// claims it keeps are made their owner's only (`0600`), as claims
-    /// are written, for those an earlier goad wrote with the umask's mode.
-    /// A bucket's lifecycle rule does this for a bucket: nothing is swept
-    /// there.
+    /// Deletes the claims last checked in before `now` less the
+    /// retention, and temporary files a crash left as old; returns how
+    /// many. The claims it keeps are made their owner's only (`0600`), as
+    /// claims are written, for those an earlier goad wrote with the umask's
+    /// mode. A bucket's lifecycle rule does this for a bucket: nothing is
+    /// swept there.
     pub fn sweep(&self, now: SystemTime) -> io::Result<u64> {
         let Backend::Dir(dir) = &self.backend else {
             return Ok(0);
         };
-        let Some(cutoff) = now.checked_sub(self.retention) else {
-            return Ok(0);
-        };
-        let tenants = match fs::read_dir(dir) {
-            Ok(tenants) => tenants,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
-            Err(e) => return Err(e),
-        };
-        let mut swept = 0;
-        for tenant in tenants {
-            let tenant = tenant?;
-            if !tenant.file_type()?.is_dir() {
-                continue;
-            }
-            for claim in fs::read_dir(tenant.path())? {
-                let claim = claim?;
-                let metadata = claim.metadata()?;
-                if metadata.modified()? < cutoff {
-                    fs::remove_file(claim.path())?;
-                    swept += 1;
-                } else if metadata.permissions().mode() & 0o077 != 0 {
-                    fs::set_permissions(claim.path(), fs::Permissions::from_mode(0o600))?;
-                }
-            }
+        match now.checked_sub(self.retention) {
+            Some(cutoff) => dir.sweep(cutoff),
+            None => Ok(0),
         }
-        Ok(swept)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::{self, File};
     use std::os::unix::fs::PermissionsExt;
 
     #[test]
