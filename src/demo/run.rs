@@ -74,7 +74,16 @@ pub fn run(options: &DemoOptions) -> Result<(), Box<dyn std::error::Error>> {
     let rows_total: u64 = (0..options.hooks)
         .map(|i| TENANTS[(i % 4) as usize].1.len() as u64)
         .sum();
-    say!("goad demo: {} hooks from {} committers, {} tenants, receivers fast / flaky (1 in 5 fails) / slow (20 ms)", options.hooks, options.committers, TENANTS.len());
+    say!(
+        "goad demo: {} hooks from {} committers, {rows_total} deliveries",
+        options.hooks,
+        options.committers
+    );
+    let routes: Vec<String> = (TENANTS.iter())
+        .map(|(tenant, sinks)| format!("{tenant} → {}", sinks.join(" + ")))
+        .collect();
+    say!("tenants: {}", routes.join(", "));
+    say!("receivers: fast, flaky (1 in 5 fails), slow (20 ms)");
     say!(
         "data directory {} ({} shards)",
         data.path().display(),
