@@ -80,7 +80,7 @@ pub use window::{Usage, Window};
 
 use crate::config::{DispatchConfig, RetryConfig, TenantLimits};
 use ring::Ring;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 use wheel::{TimerId, Wheel};
@@ -447,6 +447,7 @@ impl Core {
         // by the next scan: the sink at their index is not theirs now.
         self.unqueue(self.queued_keys(|key| !self.catalog.has_key(key)));
         self.forget_gone_keys(now_ms);
+        self.forget_gone_tenants();
         let dropped: Vec<SinkKey> = (self.breakers.keys())
             .filter(|key| !self.keeps_breaker(key))
             .cloned()
@@ -476,6 +477,20 @@ impl Core {
                 || turn_to_come
                 || state.unlogged_dead > 0
                 || wakes.under_way(key)
+        });
+    }
+
+    /// Drops the state of the tenants left with no key (after
+    /// [`Core::forget_gone_keys`]) and nothing claimed or running: a
+    /// tenant whose sources a reload removed is forgotten with its last
+    /// key, so a node whose tenants come and go keeps only those it
+    /// serves. One given a source again starts afresh (its count of
+    /// parked rows from 0).
+    fn forget_gone_tenants(&mut self) {
+        let with_keys: HashSet<&TenantId> = self.keys.keys().map(|key| &key.tenant).collect();
+        self.tenants.retain(|tenant, state| {
+            let busy = state.claimed.rows > 0 || state.calls > 0 || !state.key_ring.is_empty();
+            busy || with_keys.contains(tenant)
         });
     }
 

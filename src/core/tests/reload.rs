@@ -130,6 +130,57 @@ fn a_reload_forgets_the_keys_of_removed_sinks_once_they_are_idle() {
     assert!(m.rows.is_empty(), "every row delivered");
 }
 
+/// Tenants `u` and `v` lose their only sources in a reload while `v`'s
+/// row still runs: `u` is forgotten at once, `v` at the first reload
+/// after its call ended, and `u`, given a source again, starts afresh.
+#[test]
+fn a_reload_forgets_the_tenants_it_removed_once_they_are_idle() {
+    let config = config_with(vec![
+        source("a", "t", &["x"]),
+        source("b", "u", &["x"]),
+        source("d", "v", &["x"]),
+    ]);
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    for (tenant, source_id) in [("t", "a"), ("u", "b"), ("v", "d")] {
+        m.add(tenant, source_id, &["x"], 0);
+    }
+    let (running, done): (Vec<Job>, Vec<Job>) = start_all(&mut c, &mut m, 0)
+        .into_iter()
+        .partition(|job| &*job.key.tenant == "v");
+    for job in &done {
+        c.handle_outcome(1, job.id, Ok(()), TOOK);
+    }
+    let _ = m.apply(&mut c);
+    let tenants = |c: &Core| -> Vec<String> {
+        (c.tenant_stats().iter())
+            .map(|t| t.tenant.to_string())
+            .collect()
+    };
+    assert_eq!(tenants(&c), ["t", "u", "v"]);
+
+    let mut fewer = config.clone();
+    fewer.sources = vec![source("a", "t", &["x"])].into();
+    reconfigure(&mut c, 1, &fewer);
+    assert_eq!(tenants(&c), ["t", "v"], "v's call still runs");
+    c.handle_outcome(2, running[0].id, Ok(()), TOOK);
+    let _ = m.apply(&mut c);
+    reconfigure(&mut c, 2, &fewer);
+    assert_eq!(tenants(&c), ["t"]);
+
+    reconfigure(&mut c, 3, &config);
+    m.add("u", "b", &["x"], 3);
+    c.handle_committed_for(&Arc::from("u"), 3);
+    let again = start_all(&mut c, &mut m, 3);
+    assert_eq!(again.len(), 1);
+    c.handle_outcome(4, again[0].id, Ok(()), TOOK);
+    let _ = m.apply(&mut c);
+    assert_eq!(tenants(&c), ["t", "u"]);
+    let u = &c.tenant_stats()[1];
+    assert_eq!((u.claimed_rows, u.running), (0, 0));
+    assert!(m.rows.is_empty(), "every row delivered");
+}
+
 /// A reload that removes one of tenant `t`'s two sources and tenant
 /// `u`'s only one while rows of all three queue (the shard runs one call
 /// at a time, one a key): their queued rows go back to the index, and their keys
