@@ -62,21 +62,15 @@ impl ClaimDir {
 
     /// The body of a claim; `None` when there is none.
     pub(super) fn get(&self, tenant: &str, sha256: &str) -> io::Result<Option<Vec<u8>>> {
-        match fs::read(self.path(tenant, sha256)) {
-            Ok(body) => Ok(Some(body)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
-        }
+        if_there(fs::read(self.path(tenant, sha256)))
     }
 
     /// [`super::ClaimStore::sweep`], with claims last checked in before
     /// `cutoff` past their retention; it also puts back a fresh claim a
     /// crashed sweep left aside.
     pub(super) fn sweep(&self, cutoff: SystemTime) -> io::Result<u64> {
-        let tenants = match fs::read_dir(&self.dir) {
-            Ok(tenants) => tenants,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
-            Err(e) => return Err(e),
+        let Some(tenants) = if_there(fs::read_dir(&self.dir))? else {
+            return Ok(0);
         };
         let mut swept = 0;
         for tenant in tenants {
@@ -95,8 +89,7 @@ fn sweep_tenant(dir: &Path, cutoff: SystemTime) -> io::Result<u64> {
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
         let path = entry.path();
-        // A check-in or another sweep may move or delete any file meanwhile.
-        let Some(metadata) = metadata(&path)? else {
+        let Some(metadata) = if_there(fs::symlink_metadata(&path))? else {
             continue;
         };
         let name = entry.file_name();
@@ -118,13 +111,19 @@ fn sweep_tenant(dir: &Path, cutoff: SystemTime) -> io::Result<u64> {
     Ok(swept)
 }
 
-/// The claim at `path`, opened to refresh its time; `None` if there is none.
-fn open_existing(path: &Path) -> io::Result<Option<File>> {
-    match File::options().write(true).open(path) {
-        Ok(file) => Ok(Some(file)),
+/// `None` for a file that is not there: a check-in or another sweep may
+/// move or delete one at any time.
+fn if_there<T>(result: io::Result<T>) -> io::Result<Option<T>> {
+    match result {
+        Ok(found) => Ok(Some(found)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// The claim at `path`, opened to refresh its time; `None` if there is none.
+fn open_existing(path: &Path) -> io::Result<Option<File>> {
+    if_there(File::options().write(true).open(path))
 }
 
 /// Sets `file`'s time to now, synced.
@@ -148,11 +147,8 @@ fn keep_or_write(opened: Option<&File>, path: &Path, body: &[u8]) -> io::Result<
 /// Whether `path` still names `file`.
 fn still_at(file: &File, path: &Path) -> io::Result<bool> {
     let opened = file.metadata()?;
-    match fs::metadata(path) {
-        Ok(named) => Ok((named.dev(), named.ino()) == (opened.dev(), opened.ino())),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
-    }
+    let named = if_there(fs::metadata(path))?;
+    Ok(named.is_some_and(|named| (named.dev(), named.ino()) == (opened.dev(), opened.ino())))
 }
 
 /// Writes a claim whole: a synced temporary file (its owner's only)
@@ -170,31 +166,18 @@ fn write_new(path: &Path, body: &[u8]) -> io::Result<()> {
     crate::synced_dir::sync(dir)
 }
 
-/// What the file at `path` is; `None` if there is none.
-fn metadata(path: &Path) -> io::Result<Option<fs::Metadata>> {
-    match fs::symlink_metadata(path) {
-        Ok(metadata) => Ok(Some(metadata)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
 /// Moves the claim `name` at `path` aside, to a name no other sweep
 /// uses; `None` if it is gone.
 fn set_aside(path: &Path, name: &str) -> io::Result<Option<PathBuf>> {
     let unique = uuid::Uuid::now_v7().simple();
     let aside = path.with_file_name(format!("{SWEPT_PREFIX}{name}-{unique}"));
-    match fs::rename(path, &aside) {
-        Ok(()) => Ok(Some(aside)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
+    Ok(if_there(fs::rename(path, &aside))?.map(|()| aside))
 }
 
 /// Deletes the claim moved aside to `aside` if it is still older than
 /// `cutoff` (returns 1), or puts it back at `claim` (0).
 fn settle(aside: &Path, claim: &Path, cutoff: SystemTime) -> io::Result<u64> {
-    let Some(metadata) = metadata(aside)? else {
+    let Some(metadata) = if_there(fs::symlink_metadata(aside))? else {
         return Ok(0);
     };
     if metadata.modified()? < cutoff {
@@ -206,10 +189,8 @@ fn settle(aside: &Path, claim: &Path, cutoff: SystemTime) -> io::Result<u64> {
 
 /// Puts a claim moved aside back in its place, synced.
 fn put_back(aside: &Path, claim: &Path) -> io::Result<u64> {
-    match fs::rename(aside, claim) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(e),
+    if if_there(fs::rename(aside, claim))?.is_none() {
+        return Ok(0);
     }
     crate::synced_dir::sync(
         claim
@@ -221,11 +202,7 @@ fn put_back(aside: &Path, claim: &Path) -> io::Result<u64> {
 
 /// Deletes `path`; whether it was there.
 fn remove(path: &Path) -> io::Result<bool> {
-    match fs::remove_file(path) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
-    }
+    Ok(if_there(fs::remove_file(path))?.is_some())
 }
 
 /// Makes the file at `path` its owner's only, if it is not.
@@ -233,10 +210,7 @@ fn make_private(path: &Path, metadata: &fs::Metadata) -> io::Result<()> {
     if metadata.permissions().mode() & 0o077 == 0 {
         return Ok(());
     }
-    match fs::set_permissions(path, fs::Permissions::from_mode(0o600)) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
+    if_there(fs::set_permissions(path, fs::Permissions::from_mode(0o600))).map(drop)
 }
 
 #[cfg(test)]
@@ -289,7 +263,7 @@ mod tests {
 
     /// Whether the claim is at its place, whole, and fresh.
     fn fresh_in_place(c: &Claims) -> bool {
-        let Some(metadata) = metadata(&c.path).unwrap() else {
+        let Some(metadata) = if_there(fs::symlink_metadata(&c.path)).unwrap() else {
             return false;
         };
         fs::read(&c.path).unwrap() == BODY && metadata.modified().unwrap() >= c.cutoff
@@ -324,9 +298,7 @@ mod tests {
                     check_in_step += 1;
                 } else {
                     match sweep_step {
-                        0 => {
-                            old = metadata(&c.path).unwrap().unwrap().modified().unwrap() < c.cutoff
-                        }
+                        0 => old = fs::metadata(&c.path).unwrap().modified().unwrap() < c.cutoff,
                         1 if old => aside = set_aside(&c.path, &name).unwrap(),
                         2 => aside.iter().for_each(|aside| {
                             settle(aside, &c.path, c.cutoff).unwrap();
