@@ -18,7 +18,7 @@ impl Core {
         fields: RowFields,
         reason: DeadReason,
     ) {
-        let state = self.keys.entry(key.clone()).or_default();
+        let state = self.key_mut(key);
         state.outcomes.dead += 1;
         state.outcomes.dead_by_reason.add(reason.kind());
         state.unlogged_dead += 1;

@@ -80,7 +80,8 @@ pub use window::{Usage, Window};
 
 use crate::config::{DispatchConfig, RetryConfig, TenantLimits};
 use ring::Ring;
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 use wheel::{TimerId, Wheel};
@@ -119,6 +120,9 @@ struct TenantState {
     calls: u64,
     /// Rows of this tenant parked behind an open breaker so far.
     parked: u64,
+    /// How many of the core's keys (`Core::keys`) are this tenant's: it
+    /// is forgotten with its last one (see `Core::forget_gone_keys`).
+    keys: u32,
     /// Keys of this tenant with queued jobs, in round-robin order.
     key_ring: Ring<SinkKey>,
 }
@@ -370,21 +374,16 @@ impl Core {
         };
         // Rates and outcomes hold across the rebuild: each key keeps its
         // next call's time and what its attempts came to.
-        core.keys = self
-            .keys
-            .iter()
-            .map(|(key, state)| {
-                let state = KeyState {
-                    next_call_us: state.next_call_us,
-                    paced_until_us: state.paced_until_us,
-                    call_time_us: state.call_time_us,
-                    outcomes: state.outcomes.clone(),
-                    unlogged_dead: state.unlogged_dead,
-                    ..KeyState::default()
-                };
-                (key.clone(), state)
-            })
-            .collect();
+        for (key, state) in &self.keys {
+            *core.key_mut(key) = KeyState {
+                next_call_us: state.next_call_us,
+                paced_until_us: state.paced_until_us,
+                call_time_us: state.call_time_us,
+                outcomes: state.outcomes.clone(),
+                unlogged_dead: state.unlogged_dead,
+                ..KeyState::default()
+            };
+        }
         core
     }
 
@@ -447,7 +446,6 @@ impl Core {
         // by the next scan: the sink at their index is not theirs now.
         self.unqueue(self.queued_keys(|key| !self.catalog.has_key(key)));
         self.forget_gone_keys(now_ms);
-        self.forget_gone_tenants();
         let dropped: Vec<SinkKey> = (self.breakers.keys())
             .filter(|key| !self.keeps_breaker(key))
             .cloned()
@@ -466,32 +464,38 @@ impl Core {
     /// and go keeps only the keys it serves (a key still running goes at a
     /// later reload; a source added again starts its sinks' counts from 0,
     /// but a sink a reload moved and the next moved back still waits out
-    /// its rate's interval).
+    /// its rate's interval). A tenant goes with its last key (nothing of
+    /// it can be claimed or run without one); one given a source again
+    /// starts afresh (its count of parked rows from 0).
     fn forget_gone_keys(&mut self, now_ms: u64) {
         let (catalog, wakes) = (&self.catalog, &self.key_wakes);
+        let tenants = &mut self.tenants;
         self.keys.retain(|key, state| {
             let busy = state.calls > 0 || !state.queue.is_empty() || state.holding;
             let turn_to_come = state.next_call_us > now_ms * 1_000;
-            catalog.has_key(key)
+            let keep = catalog.has_key(key)
                 || busy
                 || turn_to_come
                 || state.unlogged_dead > 0
-                || wakes.under_way(key)
+                || wakes.under_way(key);
+            if !keep {
+                forget_key_of(tenants, &key.tenant);
+            }
+            keep
         });
+        debug_assert!(self.tenants_count_their_keys());
     }
 
-    /// Drops the state of the tenants left with no key (after
-    /// [`Core::forget_gone_keys`]) and nothing claimed or running: a
-    /// tenant whose sources a reload removed is forgotten with its last
-    /// key, so a node whose tenants come and go keeps only those it
-    /// serves. One given a source again starts afresh (its count of
-    /// parked rows from 0).
-    fn forget_gone_tenants(&mut self) {
-        let with_keys: HashSet<&TenantId> = self.keys.keys().map(|key| &key.tenant).collect();
-        self.tenants.retain(|tenant, state| {
-            let busy = state.claimed.rows > 0 || state.calls > 0 || !state.key_ring.is_empty();
-            busy || with_keys.contains(tenant)
-        });
+    /// Whether each tenant's count of keys is right (a debug check).
+    fn tenants_count_their_keys(&self) -> bool {
+        let mut counts: HashMap<&TenantId, u32> = HashMap::new();
+        for key in self.keys.keys() {
+            *counts.entry(&key.tenant).or_default() += 1;
+        }
+        let counted = (self.tenants.iter())
+            .filter(|(_, state)| state.keys > 0)
+            .map(|(tenant, state)| (tenant, state.keys));
+        counts == counted.collect()
     }
 
     /// An attempt's result. A result for an attempt that already timed out
@@ -681,16 +685,19 @@ impl Core {
     }
 
     fn tenant_mut(&mut self, tenant: &TenantId) -> &mut TenantState {
-        let dispatch = &self.dispatch;
-        self.tenants
-            .entry(tenant.clone())
-            .or_insert_with(|| TenantState {
-                limits: dispatch.tenant_limits(tenant),
-                claimed: Usage::default(),
-                calls: 0,
-                parked: 0,
-                key_ring: Ring::default(),
-            })
+        tenant_entry(&mut self.tenants, &self.dispatch, tenant)
+    }
+
+    /// The state of `key`, made (and counted in its tenant's) if it has
+    /// none.
+    fn key_mut(&mut self, key: &SinkKey) -> &mut KeyState {
+        match self.keys.entry(key.clone()) {
+            Entry::Occupied(state) => state.into_mut(),
+            Entry::Vacant(vacant) => {
+                tenant_entry(&mut self.tenants, &self.dispatch, &key.tenant).keys += 1;
+                vacant.insert(KeyState::default())
+            }
+        }
     }
 
     /// Counts a new claim in the windows.
@@ -723,6 +730,37 @@ impl Core {
         if shard_was_full || tenant_was_full {
             self.scan_requested = true;
         }
+    }
+}
+
+/// A tenant's state, made with the limits `dispatch` gives it if it has
+/// none.
+fn tenant_entry<'t>(
+    tenants: &'t mut HashMap<TenantId, TenantState>,
+    dispatch: &DispatchConfig,
+    tenant: &TenantId,
+) -> &'t mut TenantState {
+    tenants
+        .entry(tenant.clone())
+        .or_insert_with(|| TenantState {
+            limits: dispatch.tenant_limits(tenant),
+            claimed: Usage::default(),
+            calls: 0,
+            parked: 0,
+            keys: 0,
+            key_ring: Ring::default(),
+        })
+}
+
+/// Counts a key of `tenant` gone, and forgets the tenant with its last.
+fn forget_key_of(tenants: &mut HashMap<TenantId, TenantState>, tenant: &TenantId) {
+    let Some(state) = tenants.get_mut(tenant) else {
+        return debug_assert!(false, "a key's tenant has a state");
+    };
+    state.keys -= 1;
+    if state.keys == 0 {
+        debug_assert!(state.claimed.rows == 0 && state.calls == 0 && state.key_ring.is_empty());
+        tenants.remove(tenant);
     }
 }
 

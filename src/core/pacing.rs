@@ -48,7 +48,7 @@ impl Core {
         let rows_per_turn = batch_max.map_or(1, |max| u64::from(max.get()));
         let spacing_us = (interval_us / rows_per_turn).max(1);
         let queue_max = (RATE_QUEUE_AHEAD_MS * 1_000 / spacing_us).max(rows_per_turn);
-        let state = self.keys.entry(key.clone()).or_default();
+        let state = self.key_mut(key);
         let queued = state.queue.len() as u64;
         if queued < queue_max {
             return None;

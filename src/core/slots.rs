@@ -54,7 +54,7 @@ const SLOTS_KEPT_PER: u64 = 8;
 impl Core {
     /// Queues a claimed row on its key.
     pub(super) fn enqueue(&mut self, row: RowId, key: SinkKey) {
-        let queue = &mut self.keys.entry(key.clone()).or_default().queue;
+        let queue = &mut self.key_mut(&key).queue;
         queue.push_back(row);
         if queue.len() == 1 {
             self.ring_key(key);
@@ -365,7 +365,7 @@ impl Core {
     /// A call of `key` starts: it takes a slot of the key, its tenant and
     /// the shard.
     pub(super) fn take_slot(&mut self, key: &SinkKey) {
-        self.keys.entry(key.clone()).or_default().calls += 1;
+        self.key_mut(key).calls += 1;
         self.tenant_mut(&key.tenant).calls += 1;
         self.calls_count += 1;
     }
