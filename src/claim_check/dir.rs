@@ -181,23 +181,21 @@ fn settle(aside: &Path, claim: &Path, cutoff: SystemTime) -> io::Result<u64> {
         return Ok(0);
     };
     if metadata.modified()? < cutoff {
-        Ok(u64::from(remove(aside)?))
-    } else {
-        put_back(aside, claim)
+        return Ok(u64::from(remove(aside)?));
     }
+    put_back(aside, claim)?;
+    Ok(0)
 }
 
 /// Puts a claim moved aside back in its place, synced.
-fn put_back(aside: &Path, claim: &Path) -> io::Result<u64> {
-    if if_there(fs::rename(aside, claim))?.is_none() {
-        return Ok(0);
-    }
-    crate::synced_dir::sync(
-        claim
+fn put_back(aside: &Path, claim: &Path) -> io::Result<()> {
+    if if_there(fs::rename(aside, claim))?.is_some() {
+        let dir = claim
             .parent()
-            .expect("a claim is in its tenant's directory"),
-    )?;
-    Ok(0)
+            .expect("a claim is in its tenant's directory");
+        crate::synced_dir::sync(dir)?;
+    }
+    Ok(())
 }
 
 /// Deletes `path`; whether it was there.

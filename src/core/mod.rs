@@ -760,7 +760,10 @@ fn forget_key_of(tenants: &mut HashMap<TenantId, TenantState>, tenant: &TenantId
     };
     state.keys -= 1;
     let idle = state.claimed.rows == 0 && state.calls == 0 && state.key_ring.is_empty();
-    debug_assert!(state.keys > 0 || idle, "what a tenant claims or runs is on its keys");
+    debug_assert!(
+        state.keys > 0 || idle,
+        "what a tenant claims or runs is on its keys"
+    );
     if state.keys == 0 && idle {
         tenants.remove(tenant);
     }
