@@ -120,14 +120,20 @@ struct TenantState {
     calls: u64,
     /// Rows of this tenant parked behind an open breaker so far.
     parked: u64,
-    /// How many of the core's keys (`Core::keys`) are this tenant's: it
-    /// is forgotten with its last one (see `Core::forget_gone_keys`).
+    /// How many of the core's keys (`Core::keys`) are this tenant's (a
+    /// reload forgets a tenant with none that is idle: see
+    /// `Core::forget_idle_tenants`).
     keys: u32,
     /// Keys of this tenant with queued jobs, in round-robin order.
     key_ring: Ring<SinkKey>,
 }
 
 impl TenantState {
+    /// Rows of it are claimed, queued or running.
+    fn is_busy(&self) -> bool {
+        self.claimed.rows > 0 || self.calls > 0 || !self.key_ring.is_empty()
+    }
+
     fn window(&self) -> Window {
         Window {
             max_rows: self.limits.max_inflight.into(),
@@ -446,6 +452,7 @@ impl Core {
         // by the next scan: the sink at their index is not theirs now.
         self.unqueue(self.queued_keys(|key| !self.catalog.has_key(key)));
         self.forget_gone_keys(now_ms);
+        self.forget_idle_tenants();
         let dropped: Vec<SinkKey> = (self.breakers.keys())
             .filter(|key| !self.keeps_breaker(key))
             .cloned()
@@ -464,9 +471,7 @@ impl Core {
     /// and go keeps only the keys it serves (a key still running goes at a
     /// later reload; a source added again starts its sinks' counts from 0,
     /// but a sink a reload moved and the next moved back still waits out
-    /// its rate's interval). A tenant goes with its last key (nothing of
-    /// it can be claimed or run without one); one given a source again
-    /// starts afresh (its count of parked rows from 0).
+    /// its rate's interval).
     fn forget_gone_keys(&mut self, now_ms: u64) {
         let (catalog, wakes) = (&self.catalog, &self.key_wakes);
         let tenants = &mut self.tenants;
@@ -479,10 +484,23 @@ impl Core {
                 || state.unlogged_dead > 0
                 || wakes.under_way(key);
             if !keep {
-                forget_key_of(tenants, &key.tenant);
+                if let Some(tenant) = tenants.get_mut(&key.tenant) {
+                    tenant.keys -= 1;
+                }
             }
             keep
         });
+    }
+
+    /// Drops the state of the tenants left with no key (after
+    /// [`Core::forget_gone_keys`]) and nothing claimed or running: nothing
+    /// of a tenant can be claimed or run without a key, so a tenant whose
+    /// sources a reload removed goes with its last key, and a node whose
+    /// tenants come and go keeps only those it serves. One given a source
+    /// again starts afresh (its count of parked rows from 0).
+    fn forget_idle_tenants(&mut self) {
+        self.tenants
+            .retain(|_, state| state.keys > 0 || state.is_busy());
         debug_assert!(self.tenants_count_their_keys());
     }
 
@@ -750,23 +768,6 @@ fn tenant_entry<'t>(
             keys: 0,
             key_ring: Ring::default(),
         })
-}
-
-/// Counts a key of `tenant` gone, and forgets the tenant with its last.
-fn forget_key_of(tenants: &mut HashMap<TenantId, TenantState>, tenant: &TenantId) {
-    debug_assert!(tenants.contains_key(tenant), "a key's tenant has a state");
-    let Some(state) = tenants.get_mut(tenant) else {
-        return;
-    };
-    state.keys -= 1;
-    let idle = state.claimed.rows == 0 && state.calls == 0 && state.key_ring.is_empty();
-    debug_assert!(
-        state.keys > 0 || idle,
-        "what a tenant claims or runs is on its keys"
-    );
-    if state.keys == 0 && idle {
-        tenants.remove(tenant);
-    }
 }
 
 /// The earlier of two optional times.
