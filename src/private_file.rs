@@ -1,5 +1,6 @@
-//! Files that hold hook bodies (a claim check's bodies, a backup's store
-//! copies) are made readable by their owner only (`0600`), as LMDB makes a
+//! Files that hold hook bodies (a backup's store copies; a claim check's
+//! bodies, which `claim_check::dir` makes as temporary files of the same
+//! mode) are made readable by their owner only (`0600`), as LMDB makes a
 //! shard's store: a body may hold a customer's data or a provider's
 //! secrets, and other accounts of the host have no business reading it.
 
