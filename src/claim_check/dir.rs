@@ -231,7 +231,7 @@ mod tests {
     fn an_old_claim() -> Claims {
         let dir = tempfile::tempdir().unwrap();
         let claims = ClaimDir::new(dir.path().to_path_buf());
-        let sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(BODY));
+        let sha256 = crate::claim_check::body_sha256(BODY);
         claims.check_in("acme", &sha256, BODY).unwrap();
         let path = claims.path("acme", &sha256);
         let cutoff = SystemTime::now() - Duration::from_secs(60);

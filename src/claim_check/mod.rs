@@ -68,6 +68,12 @@ fn is_tenant(name: &str) -> bool {
     crate::config::is_id(name)
 }
 
+/// A body's SHA-256 in lowercase hex: the name of its claim (and a queue
+/// message's `sha256`).
+pub fn body_sha256(body: &[u8]) -> String {
+    hex::encode(Sha256::digest(body))
+}
+
 fn is_sha256(name: &str) -> bool {
     name.len() == 64
         && name
@@ -148,7 +154,7 @@ impl ClaimStore {
                 format!("not a tenant id: {tenant:?}"),
             ));
         }
-        let sha256 = hex::encode(Sha256::digest(body));
+        let sha256 = body_sha256(body);
         match &self.backend {
             Backend::Dir(dir) => dir.check_in(tenant, &sha256, body)?,
             Backend::S3(bucket) => {

@@ -143,7 +143,6 @@ mod tests {
     use super::*;
     use crate::sink::{first_attempts, hooks_with_bodies};
     use parking_lot::Mutex;
-    use sha2::{Digest, Sha256};
 
     /// Batches; takes bodies over 4 bytes by claim; records each call's
     /// bodies with whether they came with a claim.
@@ -180,7 +179,7 @@ mod tests {
     fn a_batch_checks_in_each_large_body_and_one_that_fails_fails_alone() {
         let dir = tempfile::tempdir().unwrap();
         // A directory where the claim of "broken" would go: it cannot be stored.
-        let sha = hex::encode(Sha256::digest(b"broken"));
+        let sha = crate::claim_check::body_sha256(b"broken");
         std::fs::create_dir_all(dir.path().join("t").join(sha)).unwrap();
         let recorder = Arc::new(Recorder::default());
         let claims = Arc::new(ClaimStore::new(dir.path(), 60_000));

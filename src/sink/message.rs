@@ -21,7 +21,6 @@ use super::Delivery;
 use crate::claim_check::ClaimRef;
 use base64::Engine as _;
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -54,7 +53,7 @@ pub fn message_json(delivery: &Delivery<'_>, forward_allow: Option<&[String]>) -
     let claim = delivery.claim;
     let hook = delivery.hook;
     let received_at = UNIX_EPOCH + Duration::from_millis(hook.received_at_ms);
-    let sha256 = hex::encode(Sha256::digest(&hook.body));
+    let sha256 = crate::claim_check::body_sha256(&hook.body);
     let message = Message {
         v: MESSAGE_VERSION,
         id: &hook.id,
