@@ -123,22 +123,37 @@ impl Core {
     /// waiting for its rate's turn, none more). The coordinator gives a
     /// shard no more of the node's concurrency than this (and one more)
     /// while another shard's tenants could run more.
+    ///
+    /// Counted up to the node's concurrency, which no shard is granted
+    /// more of: the count stops there, and so does the walk. A shard
+    /// reports its demand after most iterations while its tenants come and
+    /// go, and walking every tenant with rows queued each time halved the
+    /// deliveries of a backlog spread over 10,000 tenants (measured:
+    /// docs/performance.md). Tenants and keys in the rings that could start
+    /// nothing are at a cap, so run calls: the walk visits fewer than twice
+    /// the node's concurrency of them.
     pub fn wanted_calls(&self) -> u64 {
+        let most = u64::from(self.dispatch.concurrency);
         let sink_concurrency = u64::from(self.dispatch.sink_concurrency);
         let mut wanted = self.calls_count;
         for tenant_id in self.tenant_ring.iter() {
+            if wanted >= most {
+                break;
+            }
             let tenant = &self.tenants[tenant_id];
-            let startable: u64 = (tenant.key_ring.iter())
-                .map(|key| {
-                    let state = &self.keys[key];
-                    let free = sink_concurrency.saturating_sub(state.calls);
-                    free.min(state.queue.len() as u64)
-                })
-                .sum();
             let room = u64::from(tenant.limits.concurrency).saturating_sub(tenant.calls);
+            let mut startable = 0;
+            for key in tenant.key_ring.iter() {
+                if startable >= room {
+                    break;
+                }
+                let state = &self.keys[key];
+                let free = sink_concurrency.saturating_sub(state.calls);
+                startable += free.min(state.queue.len() as u64);
+            }
             wanted += startable.min(room);
         }
-        wanted
+        wanted.min(most)
     }
 
     /// Whether the shard's share of the concurrency keeps calls from

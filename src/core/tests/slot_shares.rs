@@ -131,3 +131,26 @@ fn a_tenant_is_active_while_its_rows_are_claimed_or_due() {
     assert_eq!(c.stats().active_tenants, 0);
     assert!(!c.wants_scan(2), "nothing due");
 }
+
+/// The calls wanted are counted up to the node's concurrency, which no
+/// shard is granted more of: forty tenants with a row queued each want 40
+/// calls, said as the node's 32 (and as 40 once the node runs 64).
+#[test]
+fn the_calls_wanted_are_counted_up_to_the_nodes_concurrency() {
+    let names: Vec<(String, String)> = (0..40)
+        .map(|i| (format!("s{i}"), format!("t{i}")))
+        .collect();
+    let sources = names.iter().map(|(s, t)| source(s, t, &["x"])).collect();
+    let mut config = config_with(sources);
+    config.dispatch.concurrency = 32;
+    let mut c = core(&config, calls_at_once(1));
+    let mut m = Model::default();
+    for (s, t) in &names {
+        m.add(t, s, &["x"], 0);
+    }
+    assert_eq!(start_all(&mut c, &mut m, 0).len(), 1, "the shard's share");
+    assert_eq!(c.wanted_calls(), 32);
+    config.dispatch.concurrency = 64;
+    reconfigure(&mut c, 1, &config);
+    assert_eq!(c.wanted_calls(), 40);
+}
