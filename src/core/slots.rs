@@ -129,9 +129,9 @@ impl Core {
     /// reports its demand after most iterations while its tenants come and
     /// go, and walking every tenant with rows queued each time halved the
     /// deliveries of a backlog spread over 10,000 tenants (measured:
-    /// docs/performance.md). Tenants and keys in the rings that could start
-    /// nothing are at a cap, so run calls: the walk visits fewer than twice
-    /// the node's concurrency of them.
+    /// docs/performance.md). Each tenant or key the walk visits either adds
+    /// to the count or is at a cap, so runs a call: it visits no more than
+    /// the node's concurrency and the calls running of each.
     pub fn wanted_calls(&self) -> u64 {
         let most = u64::from(self.dispatch.concurrency);
         let sink_concurrency = u64::from(self.dispatch.sink_concurrency);
