@@ -8,7 +8,9 @@
 //! - **busy**: every tenant has rows due at once, and a scan must not cost
 //!   more for each of them either. 8 threads commit `hooks` hooks spread
 //!   evenly over the tenants while the sink holds its calls; then the sink
-//!   lets them go and the tool times the backlog's delivery.
+//!   lets them go and the tool times the backlog's delivery;
+//! - **keys busy**: the same backlog over as many sources (sink keys) of
+//!   one tenant, which must not cost more for each key.
 //!
 //! `cargo run --release --bin goad-tenants -- [hooks] [tenants…]`
 
@@ -55,26 +57,36 @@ fn main() {
     };
     for tenants in counts {
         idle(tenants as usize, hooks);
-        busy(tenants as usize, hooks);
+        busy(tenants as usize, hooks, Tenants::OneEach);
+        busy(tenants as usize, hooks, Tenants::One);
     }
 }
 
-/// An engine on a temporary directory with one shard and `tenants`
-/// tenants, tenant `t{i}` committing to source `s{i}` and its sink.
-fn engine(tenants: usize, sink: Arc<dyn Sink>) -> (tempfile::TempDir, Engine) {
+/// Whose the sources are.
+#[derive(Clone, Copy, PartialEq)]
+enum Tenants {
+    /// Source `s{i}` is tenant `t{i}`'s.
+    OneEach,
+    /// Every source is tenant `t0`'s.
+    One,
+}
+
+/// An engine on a temporary directory with one shard and `sources`
+/// sources, `s{i}` with one sink, of `tenants`.
+fn engine(sources: usize, tenants: Tenants, sink: Arc<dyn Sink>) -> (tempfile::TempDir, Engine) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = Config {
         data_dir: dir.path().to_path_buf(),
         shards: 1,
         ..Config::default()
     };
-    config.sources = (0..tenants)
-        .map(|t| {
-            SourceConfig::new(
-                format!("s{t}"),
-                format!("t{t}"),
-                vec![SinkConfig::of_kind("noop")],
-            )
+    config.sources = (0..sources)
+        .map(|i| {
+            let tenant = match tenants {
+                Tenants::OneEach => format!("t{i}"),
+                Tenants::One => "t0".to_string(),
+            };
+            SourceConfig::new(format!("s{i}"), tenant, vec![SinkConfig::of_kind("noop")])
         })
         .collect();
     let engine = Engine::builder(config)
@@ -87,7 +99,7 @@ fn engine(tenants: usize, sink: Arc<dyn Sink>) -> (tempfile::TempDir, Engine) {
 fn idle(tenants: usize, hooks: u64) {
     let gated = Arc::new(Gated::default());
     gated.open();
-    let (_dir, engine) = engine(tenants, gated);
+    let (_dir, engine) = engine(tenants, Tenants::OneEach, gated);
     let started = Instant::now();
     for t in 0..tenants {
         engine
@@ -117,16 +129,16 @@ fn idle(tenants: usize, hooks: u64) {
     );
 }
 
-fn busy(tenants: usize, hooks: u64) {
+fn busy(sources: usize, hooks: u64, tenants: Tenants) {
     let gated = Arc::new(Gated::default());
-    let (_dir, engine) = engine(tenants, gated.clone());
+    let (_dir, engine) = engine(sources, tenants, gated.clone());
     let committed = hooks / 8 * 8;
     std::thread::scope(|s| {
         for thread in 0..8 {
             let engine = &engine;
             s.spawn(move || {
                 for i in 0..hooks / 8 {
-                    let source = format!("s{}", (i * 8 + thread) % tenants as u64);
+                    let source = format!("s{}", (i * 8 + thread) % sources as u64);
                     engine.commit(NewHook::new(source, "x")).expect("commit");
                 }
             });
@@ -136,9 +148,13 @@ fn busy(tenants: usize, hooks: u64) {
     gated.open();
     engine.tick().expect("tick");
     let elapsed = started.elapsed();
+    let (name, each) = match tenants {
+        Tenants::OneEach => ("tenants busy", "per tenant"),
+        Tenants::One => ("keys of one tenant busy", "per key"),
+    };
     println!(
-        "{tenants:>6} tenants busy: a backlog of {committed} hooks, {} per tenant, delivered in {:.0} ms = {:.0}/s",
-        committed / tenants as u64,
+        "{sources:>6} {name}: a backlog of {committed} hooks, {} {each}, delivered in {:.0} ms = {:.0}/s",
+        committed / sources as u64,
         elapsed.as_secs_f64() * 1e3,
         committed as f64 / elapsed.as_secs_f64()
     );
