@@ -9,7 +9,7 @@
 //!   more for each of them either. 8 threads commit `hooks` hooks spread
 //!   evenly over the tenants while the sink holds its calls; then the sink
 //!   lets them go and the tool times the backlog's delivery;
-//! - **keys busy**: the same backlog over as many sources (sink keys) of
+//! - **keys of one tenant busy**: the same backlog over as many sources (sink keys) of
 //!   one tenant, which must not cost more for each key.
 //!
 //! `cargo run --release --bin goad-tenants -- [hooks] [tenants…]`
@@ -63,7 +63,7 @@ fn main() {
 }
 
 /// Whose the sources are.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 enum Tenants {
     /// Source `s{i}` is tenant `t{i}`'s.
     OneEach,
