@@ -7,6 +7,7 @@ use crate::config::{Config, SinkConfig, SourceConfig, TenantLimitsConfig};
 use crate::store::Hook;
 use std::collections::{BTreeMap, HashSet};
 use std::num::NonZeroU16;
+use std::ops::Bound;
 
 mod attempts;
 mod batches;
@@ -148,6 +149,23 @@ impl Model {
     }
 }
 
+impl Model {
+    /// The due entries of `tenant` after `after` (all of them without
+    /// one), in due order.
+    fn due_after<'a>(
+        &'a self,
+        tenant: &TenantId,
+        after: Option<&DueEntry>,
+    ) -> impl Iterator<Item = (&'a (TenantId, u64, RowId), &'a u64)> {
+        let from = match after {
+            Some(a) => Bound::Excluded((tenant.clone(), a.due_at_ms, a.row)),
+            None => Bound::Included((tenant.clone(), 0, RowId::MIN)),
+        };
+        let tenant = tenant.clone();
+        (self.due.range((from, Bound::Unbounded))).take_while(move |((t, ..), _)| *t == tenant)
+    }
+}
+
 impl DueIndex for Model {
     fn tenants(&mut self, out: &mut Vec<TenantId>) {
         out.extend(self.tenants.iter().cloned());
@@ -155,13 +173,7 @@ impl DueIndex for Model {
 
     fn earliest_due_ms(&mut self, tenant: &TenantId, after: Option<&DueEntry>) -> Option<u64> {
         self.reads += 1;
-        self.due
-            .keys()
-            .filter(|(t, at, row)| {
-                t == tenant && after.is_none_or(|a| (*at, *row) > (a.due_at_ms, a.row))
-            })
-            .map(|(_, at, _)| *at)
-            .next()
+        self.due_after(tenant, after).map(|((_, at, _), _)| *at).next()
     }
 
     fn due_page(
@@ -173,14 +185,8 @@ impl DueIndex for Model {
         out: &mut Vec<DueEntry>,
     ) {
         self.reads += 1;
-        let page = self
-            .due
-            .iter()
-            .filter(|((t, at, row), _)| {
-                t == tenant
-                    && *at <= now_ms
-                    && after.is_none_or(|a| (*at, *row) > (a.due_at_ms, a.row))
-            })
+        let page = (self.due_after(tenant, after))
+            .take_while(|((_, at, _), _)| *at <= now_ms)
             .take(max_rows)
             .map(|((t, at, row), size)| DueEntry {
                 tenant: t.clone(),
