@@ -81,7 +81,7 @@ pub use window::{Usage, Window};
 use crate::config::{DispatchConfig, RetryConfig, TenantLimits};
 use ring::Ring;
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 use wheel::{TimerId, Wheel};
@@ -221,6 +221,11 @@ pub struct Core {
     batches: HashMap<JobId, u16>,
     tenants: HashMap<TenantId, TenantState>,
     keys: HashMap<SinkKey, KeyState>,
+    /// The keys that are not the catalog's own (`Catalog::owns_key`):
+    /// those of sinks a reload removed, kept until they are idle (see
+    /// `Core::forget_gone_keys`), and those of rows whose source moved to
+    /// another tenant.
+    stray_keys: HashSet<SinkKey>,
     /// Tenants with queued jobs, in round-robin order.
     tenant_ring: Ring<TenantId>,
     /// Keys with rows queued and a free slot that wait for their
@@ -321,6 +326,7 @@ impl Core {
             batches: HashMap::new(),
             tenants: HashMap::new(),
             keys: HashMap::new(),
+            stray_keys: HashSet::new(),
             rate_waits: BTreeSet::new(),
             tenant_ring: Ring::default(),
             due: due_tenants::DueTenants::default(),
@@ -428,6 +434,7 @@ impl Core {
         retry: RetryConfig,
         catalog: Arc<Catalog>,
     ) {
+        let maybe_stray = self.keys_maybe_stray(&catalog);
         for (tenant, state) in &mut self.tenants {
             state.limits = dispatch.tenant_limits(tenant);
         }
@@ -450,8 +457,12 @@ impl Core {
         self.end_rate_waits(u64::MAX);
         // Rows queued on a key the new sources do not have are bound again
         // by the next scan: the sink at their index is not theirs now.
-        self.unqueue(self.queued_keys(|key| !self.catalog.has_key(key)));
-        self.forget_gone_keys(now_ms);
+        let unbound = (maybe_stray.iter())
+            .filter(|key| !self.keys[*key].queue.is_empty() && !self.catalog.has_key(key))
+            .cloned()
+            .collect();
+        self.unqueue(unbound);
+        self.forget_gone_keys(now_ms, maybe_stray);
         self.forget_idle_tenants();
         let dropped: Vec<SinkKey> = (self.breakers.keys())
             .filter(|key| !self.keeps_breaker(key))
@@ -465,31 +476,75 @@ impl Core {
         self.scan_requested = true;
     }
 
+    /// The keys that may not be `catalog`'s own after a reload to it:
+    /// those the core has of the keys its catalog owned and `catalog` does
+    /// not, as the reloading thread noted them (see
+    /// `Catalog::note_changes_from`; none if it is the same catalog), and
+    /// the strays before it (`stray_keys`, taken out); without a note (a
+    /// catalog noted from another, or not at all), every key `catalog`
+    /// does not own, each looked up in it (as every reload did before the
+    /// notes: 68–108 ms of a shard's loop at 100,000 keys,
+    /// docs/performance.md).
+    fn keys_maybe_stray(&mut self, catalog: &Arc<Catalog>) -> Vec<SinkKey> {
+        let noted = match Arc::ptr_eq(catalog, &self.catalog) {
+            true => Some(Vec::new()),
+            false => (catalog.keys_disowned_since(&self.catalog)).map(|disowned| {
+                let kept = disowned.iter().filter(|key| self.keys.contains_key(*key));
+                kept.cloned().collect()
+            }),
+        };
+        match noted {
+            Some(mut keys) => {
+                keys.extend(self.stray_keys.drain());
+                keys
+            }
+            None => {
+                self.stray_keys.clear();
+                let strays = self.keys.keys().filter(|key| !catalog.owns_key(key));
+                strays.cloned().collect()
+            }
+        }
+    }
+
     /// Drops the state of the keys the sources no longer have once nothing
     /// of theirs is queued, runs, waits for a wake or is still to log, and
     /// the turn of their sink's rate has come: a node whose sources come
     /// and go keeps only the keys it serves (a key still running goes at a
     /// later reload; a source added again starts its sinks' counts from 0,
     /// but a sink a reload moved and the next moved back still waits out
-    /// its rate's interval).
-    fn forget_gone_keys(&mut self, now_ms: u64) {
-        let (catalog, wakes) = (&self.catalog, &self.key_wakes);
-        let tenants = &mut self.tenants;
-        self.keys.retain(|key, state| {
+    /// its rate's interval). It looks at the keys
+    /// `Core::keys_maybe_stray` gave, and keeps in `stray_keys` those that
+    /// are kept and not the catalog's own.
+    fn forget_gone_keys(&mut self, now_ms: u64, maybe_stray: Vec<SinkKey>) {
+        for key in maybe_stray {
+            let state = self.keys.get(&key).expect("a key looked at is the core's");
+            if self.catalog.owns_key(&key) {
+                continue;
+            }
             let busy = state.calls > 0 || !state.queue.is_empty() || state.holding;
             let turn_to_come = state.next_call_us > now_ms * 1_000;
-            let keep = catalog.has_key(key)
+            let kept = self.catalog.has_key(&key)
                 || busy
                 || turn_to_come
                 || state.unlogged_dead > 0
-                || wakes.under_way(key);
-            if !keep {
-                if let Some(tenant) = tenants.get_mut(&key.tenant) {
+                || self.key_wakes.under_way(&key);
+            if kept {
+                self.stray_keys.insert(key);
+            } else {
+                self.keys.remove(&key);
+                if let Some(tenant) = self.tenants.get_mut(&key.tenant) {
                     tenant.keys -= 1;
                 }
             }
-            keep
-        });
+        }
+        debug_assert!(self.stray_keys_are_those_not_owned());
+    }
+
+    /// Whether `stray_keys` holds exactly the keys the catalog does not
+    /// own (a debug check).
+    fn stray_keys_are_those_not_owned(&self) -> bool {
+        let not_owned = self.keys.keys().filter(|key| !self.catalog.owns_key(key));
+        not_owned.collect::<HashSet<_>>() == self.stray_keys.iter().collect()
     }
 
     /// Drops the state of the tenants left with no key (after
@@ -713,6 +768,9 @@ impl Core {
             Entry::Occupied(state) => state.into_mut(),
             Entry::Vacant(vacant) => {
                 tenant_entry(&mut self.tenants, &self.dispatch, &key.tenant).keys += 1;
+                if !self.catalog.owns_key(key) {
+                    self.stray_keys.insert(key.clone());
+                }
                 vacant.insert(KeyState::default())
             }
         }

@@ -9,7 +9,7 @@
 //! as `sink_gone` now rather than at its turn.
 //!
 //! The keys are compared once a reload, by the engine as it builds the
-//! new catalog (`Catalog::note_paces_changed_from`), not by every shard.
+//! new catalog (`Catalog::note_changes_from`), not by every shard.
 //!
 //! It walks the tenants of those sinks' rows due after now (see
 //! `tenant_walk`), one step at the end of each scan, and leaves rows

@@ -173,7 +173,9 @@ impl DueIndex for Model {
 
     fn earliest_due_ms(&mut self, tenant: &TenantId, after: Option<&DueEntry>) -> Option<u64> {
         self.reads += 1;
-        self.due_after(tenant, after).map(|((_, at, _), _)| *at).next()
+        self.due_after(tenant, after)
+            .map(|((_, at, _), _)| *at)
+            .next()
     }
 
     fn due_page(
@@ -361,9 +363,11 @@ fn fail_every_row_and_park(c: &mut Core, m: &mut Model, t_ms: u64) -> usize {
     jobs.len()
 }
 
-/// Reloads `config` into the core at `now_ms`, as the shard does.
+/// Reloads `config` into the core at `now_ms`, as the shard does (its
+/// changes noted from the core's catalog, as the engine notes them).
 fn reconfigure(c: &mut Core, now_ms: u64, config: &Config) {
     let catalog = Arc::new(Catalog::from_config(config));
+    catalog.note_changes_from(&c.catalog);
     c.handle_reconfigure(now_ms, config.dispatch.clone(), config.retry, catalog);
 }
 

@@ -389,7 +389,7 @@ impl Engine {
         let catalog = Arc::new(registry.catalog(config));
         // Not under the lock: the comparison may take a while.
         let previous = self.catalog.read().clone();
-        catalog.note_paces_changed_from(&previous);
+        catalog.note_changes_from(&previous);
         *self.registry.write() = Arc::new(registry);
         *self.catalog.write() = catalog.clone();
         let own = own_shard(&self.threads.lock());

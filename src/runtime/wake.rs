@@ -69,7 +69,9 @@ impl Engine {
     /// Wakes sink `sink_index` of `source_id`, whose receiver is back:
     /// closes its breaker and makes every row of it waiting out a backoff
     /// or an open breaker due now, attempts kept (see `core::sink_wake`).
-    /// The scan then claims them as any due rows, within the windows. It
+    /// The scan then claims them as any due rows, within the windows (the
+    /// rows of the source's tenant as configured: those of hooks committed
+    /// before a reload moved the source to another tenant keep theirs). It
     /// runs in the tenant's shard in steps, between which the shard goes
     /// on committing and delivering, so a large backlog wakes without
     /// stalling it.

@@ -206,6 +206,14 @@ struct Sim {
     /// Reloads that turn a sink's ordering on or off at seeded times, from
     /// a PRNG of their own: rows keep the lane they were committed to.
     ordering_rng: Rng,
+    /// Reloads that move source s1 or s2 to another tenant at seeded
+    /// times, from a PRNG of their own.
+    tenant_rng: Rng,
+    /// Whether a reload's changes are noted from the shard's catalog, as
+    /// the engine notes them, or not, as when two reloads race (the shard
+    /// then looks at every key): half the reloads each, from a PRNG of
+    /// its own.
+    note_rng: Rng,
     /// Changes of the sinks while the process is down, at seeded crashes.
     down_rng: Rng,
     /// A `dead_letter_source` of s1 under way: where its next step goes
@@ -397,6 +405,8 @@ impl Sim {
             removed_sink: None,
             removed_source: None,
             ordering_rng: Rng::new(seed ^ 0x0dde_4ed5),
+            tenant_rng: Rng::new(seed ^ 0x7e4a_4701),
+            note_rng: Rng::new(seed ^ 0x40fe_d011),
             down_rng: Rng::new(seed ^ 0xd0e5_c4a6),
             source_sweep: None,
             sweep_rng: Rng::new(seed ^ 0x5eed_50c7),

@@ -52,7 +52,9 @@ impl Sim {
     /// A wake of `key`, all its steps at once: exactly its rows that
     /// waited out a backoff or an open breaker (not claimed) are woken, due
     /// now, and its breaker closes (reported as any close, which
-    /// `check_breakers` holds to account).
+    /// `check_breakers` holds to account). The rows of its sink's hooks
+    /// committed before its source moved to another tenant keep their
+    /// own tenant's key, which the wake does not reach.
     fn wake_at_once(&mut self, shard: &mut ShardState, key: SinkKey) {
         let (seed, now_ms, sink_index) = (self.seed, self.now_ms, key.sink_index);
         let catalog = self.catalog.clone();
@@ -74,6 +76,7 @@ impl Sim {
                         && !r.in_flight
                         && (now_ms + 1..HELD_DUE_MS).contains(&r.record.at_ms)
                         && r.source_id == *key.source_id
+                        && r.tenant == key.tenant
                         && bound == Binding::Bound { sink_index }
                         && !in_lane(r)
                 })
@@ -173,7 +176,15 @@ impl Sim {
 
     /// The catalog of `config` as it now stands, given to the shard.
     pub(super) fn reconfigure_sinks(&mut self, shard: &mut ShardState) {
-        self.catalog = catalog_of(&self.config, self.batch_max_entries);
+        let previous = std::mem::replace(
+            &mut self.catalog,
+            catalog_of(&self.config, self.batch_max_entries),
+        );
+        // As the engine does: what changed, noted once; or not, as when
+        // two reloads race (the shard then looks at every key).
+        if self.note_rng.below(2) == 0 {
+            self.catalog.note_changes_from(&previous);
+        }
         self.reconfigure(shard);
     }
 

@@ -33,16 +33,22 @@ pub(super) enum SinkChange {
     /// header `k`) or off: the rows committed before keep their lanes, or
     /// none.
     ToggleOrdering,
+    /// Moves source s1 or s2 to another tenant: the hooks committed after
+    /// are that tenant's, and the rows of those committed before keep
+    /// their hook's tenant and its key (a key the catalog no longer owns)
+    /// until they end.
+    MoveTenant,
 }
 
 impl SinkChange {
-    pub(super) const ALL: [SinkChange; 6] = [
+    pub(super) const ALL: [SinkChange; 7] = [
         SinkChange::PauseOrResume,
         SinkChange::RaiseRate,
         SinkChange::Swap,
         SinkChange::RemoveOrRestoreSink,
         SinkChange::RemoveOrRestoreSource,
         SinkChange::ToggleOrdering,
+        SinkChange::MoveTenant,
     ];
 }
 
@@ -65,6 +71,7 @@ impl Sim {
                 SinkChange::RemoveOrRestoreSource,
             ),
             (self.ordering_rng.below(700), SinkChange::ToggleOrdering),
+            (self.tenant_rng.below(900), SinkChange::MoveTenant),
         ];
         for (draw, change) in draws {
             if draw == 0 && self.change_sinks(change) {
@@ -118,6 +125,16 @@ impl Sim {
                 sink.ordered = !sink.ordered;
                 let by_header = sink.ordered && self.ordering_rng.below(2) == 0;
                 sink.ordering_key = by_header.then(|| "header:k".into());
+            }
+            SinkChange::MoveTenant => {
+                let sources = &mut self.config.sources;
+                let at = 1 + self.tenant_rng.below(sources.len() as u64 - 1) as usize;
+                let source = &mut sources[at];
+                let others: Vec<&str> = (TENANTS.iter().copied())
+                    .filter(|tenant| *tenant != source.tenant)
+                    .collect();
+                let to = others[self.tenant_rng.below(others.len() as u64) as usize];
+                source.tenant = to.into();
             }
         }
         self.held_check_due = true;

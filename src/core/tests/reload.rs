@@ -226,3 +226,55 @@ fn a_reload_takes_the_removed_keys_out_of_the_round_robin_and_leaves_the_rest() 
     assert_eq!(started, ["b", "b", "b"]);
     assert!(c.poll_job(6).is_none() && c.wanted_calls() == 0);
 }
+
+/// Sources `a` and `b` move from tenant `t` to `u` in one reload and are
+/// removed in the next. The rows of `t`'s hooks stay on `t`'s keys while
+/// the sinks are there: `a`'s, claimed before the move, and `b`'s, claimed
+/// after it. The removal takes their queued rows back to the index, to be
+/// dead-lettered as `source_gone`, and forgets both keys once `a`'s call
+/// has ended — though the catalogs since the move owned neither key.
+#[test]
+fn a_reload_removing_sources_that_changed_tenants_takes_their_old_tenants_keys_too() {
+    let mut config = config_with(vec![source("a", "t", &["x"]), source("b", "t", &["x"])]);
+    config.dispatch.sink_concurrency = 1;
+    let mut c = core(&config, calls_at_once(1));
+    let mut m = Model::default();
+    for _ in 0..3 {
+        m.add("t", "a", &["x"], 0);
+    }
+    let running = start_all(&mut c, &mut m, 0);
+    assert_eq!(running.len(), 1, "two rows queue behind it");
+
+    let mut moved = config.clone();
+    moved.sources = vec![source("a", "u", &["x"]), source("b", "u", &["x"])].into();
+    reconfigure(&mut c, 1, &moved);
+    assert!(m.apply(&mut c).is_empty(), "the sinks are still there");
+    for _ in 0..3 {
+        m.add("t", "b", &["x"], 1);
+    }
+    c.handle_committed_for(&Arc::from("t"), 1);
+    assert!(start_all(&mut c, &mut m, 1).is_empty(), "a's call runs");
+    let mut removed = config.clone();
+    removed.sources = vec![source("d", "u", &["x"])].into();
+    reconfigure(&mut c, 2, &removed);
+    let written_back = (m.apply(&mut c).iter())
+        .filter(|op| matches!(op, StoreOp::Reschedule { .. }))
+        .count();
+    assert_eq!(written_back, 2 + 3, "the rows queued on t's keys");
+
+    c.handle_outcome(3, running[0].id, Ok(()), TOOK);
+    c.handle_scan(3, &mut m);
+    let mut dead = dead_reasons(m.apply(&mut c));
+    dead.sort();
+    let gone = |source| (format!("source_gone: {source}"), 0);
+    assert_eq!(
+        dead,
+        [gone("a"), gone("a"), gone("b"), gone("b"), gone("b")]
+    );
+    reconfigure(&mut c, 4, &removed);
+    let sources: Vec<String> = (c.sink_stats().iter())
+        .map(|s| s.key.source_id.to_string())
+        .collect();
+    assert!(sources.is_empty(), "both keys forgotten: {sources:?}");
+    assert!(m.rows.is_empty(), "one row delivered, five dead");
+}
