@@ -208,10 +208,7 @@ fn a_reload_takes_the_removed_keys_out_of_the_round_robin_and_leaves_the_rest() 
 
     let mut fewer = config.clone();
     fewer.sources = vec![source("b", "t", &["x"])].into();
-    reconfigure(&mut c, 1, &fewer);
-    let written_back = (m.apply(&mut c).iter())
-        .filter(|op| matches!(op, StoreOp::Reschedule { .. }))
-        .count();
+    let written_back = reload_writing_back(&mut c, &mut m, 1, &fewer);
     assert_eq!(written_back, 2 + 3, "a's two queued rows and d's three");
     assert_eq!(c.wanted_calls(), 2, "a's call, and one of b's");
     c.handle_outcome(2, running[0].id, Ok(()), TOOK);
@@ -256,10 +253,7 @@ fn a_reload_removing_sources_that_changed_tenants_takes_their_old_tenants_keys_t
     assert!(start_all(&mut c, &mut m, 1).is_empty(), "a's call runs");
     let mut removed = config.clone();
     removed.sources = vec![source("d", "u", &["x"])].into();
-    reconfigure(&mut c, 2, &removed);
-    let written_back = (m.apply(&mut c).iter())
-        .filter(|op| matches!(op, StoreOp::Reschedule { .. }))
-        .count();
+    let written_back = reload_writing_back(&mut c, &mut m, 2, &removed);
     assert_eq!(written_back, 2 + 3, "the rows queued on t's keys");
 
     c.handle_outcome(3, running[0].id, Ok(()), TOOK);
@@ -277,4 +271,12 @@ fn a_reload_removing_sources_that_changed_tenants_takes_their_old_tenants_keys_t
         .collect();
     assert!(sources.is_empty(), "both keys forgotten: {sources:?}");
     assert!(m.rows.is_empty(), "one row delivered, five dead");
+}
+
+/// Reloads `config` at `now_ms`: the rows it writes back to the index.
+fn reload_writing_back(c: &mut Core, m: &mut Model, now_ms: u64, config: &Config) -> usize {
+    reconfigure(c, now_ms, config);
+    (m.apply(c).iter())
+        .filter(|op| matches!(op, StoreOp::Reschedule { .. }))
+        .count()
 }
