@@ -269,10 +269,11 @@ impl Catalog {
 
     /// Notes what changed from `previous` once for every shard: the keys
     /// whose pace changed (if any did) and the keys it owned that this
-    /// catalog does not. The engine does, on the thread that
-    /// reloads, so a shard taking this catalog over `previous` does not
-    /// compare every source's sinks again (~50 ms at 100,000 sources) nor
-    /// look each of its keys up in it (15 ms at 100,000 keys).
+    /// catalog does not. The engine does, on the thread that reloads, so a
+    /// shard taking this catalog over `previous` does not compare every
+    /// source's sinks again (~50 ms at 100,000 sources) nor look each of
+    /// its keys up in it (at 100,000 keys, a reload's step took 68–108 ms
+    /// of a shard's loop before this note, 16–18 ms with it).
     pub fn note_changes_from(&self, previous: &Arc<Catalog>) {
         let paces = match previous.paces_fingerprint() == self.paces_fingerprint() {
             true => HashSet::new(),
