@@ -168,9 +168,15 @@ impl Breaker {
             }
     }
 
-    /// Whether its open period ended with no probe started.
+    /// Whether its open period ended and no probe runs: none was admitted
+    /// yet, or the row admitted to be one never started (it was
+    /// dead-lettered, paced or taken back first).
     pub fn awaits_probe(&self, now_ms: u64) -> bool {
-        matches!(self.state, State::Open { until_ms } if until_ms <= now_ms)
+        match self.state {
+            State::Open { until_ms } => until_ms <= now_ms,
+            State::HalfOpen { probe } => probe.is_none(),
+            State::Closed => false,
+        }
     }
 
     /// The end of its open period, while it is open.

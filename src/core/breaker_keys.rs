@@ -16,16 +16,23 @@ impl Core {
     }
 
     /// Whether a row of `key` may start now: not while its sink is paused
-    /// (its rows are held), nor while its breaker is open (they park).
+    /// (its rows are held), nor while its breaker is open (they park). A
+    /// row admitted to probe may never start (dead-lettered, paced or
+    /// taken back first): the probe is checked for again, as at the end of
+    /// an open period, so the rows the breaker held wake if none started.
     pub(super) fn admit(&mut self, now_ms: u64, key: &SinkKey) -> Admit {
         if self.catalog.is_paused(&key.source_id, key.sink_index) {
             return Admit::Hold;
         }
         let config = self.breaker_config();
-        match self.breakers.get_mut(key) {
+        let admit = match self.breakers.get_mut(key) {
             Some(breaker) => breaker.admit(now_ms, config),
             None => Admit::Pass { probe: false },
+        };
+        if admit == (Admit::Pass { probe: true }) {
+            self.check_probe_after(now_ms, key);
         }
+        admit
     }
 
     /// Moves the key's breaker; returns the end of the open period when the
@@ -117,12 +124,13 @@ impl Core {
         self.breaker_events.push_back(event);
     }
 
-    /// Checks, `breaker_open_ms` after the open period ending at
-    /// `open_until_ms`, that a row of `key` was claimed to probe (see
-    /// `held`): the scans have that long to reach the row parked to be
-    /// the probe, behind the tenant's other due rows.
-    pub(super) fn check_probe_after(&mut self, open_until_ms: u64, key: &SinkKey) {
-        let at_ms = open_until_ms.saturating_add(self.dispatch.breaker_open_ms);
+    /// Checks, `breaker_open_ms` after `from_ms` (the end of an open
+    /// period, or a row admitted to probe), that a row of `key` was
+    /// claimed to probe or its probe started (see `held`): the scans have
+    /// that long to reach the row parked to be the probe, behind the
+    /// tenant's other due rows.
+    pub(super) fn check_probe_after(&mut self, from_ms: u64, key: &SinkKey) {
+        let at_ms = from_ms.saturating_add(self.dispatch.breaker_open_ms);
         self.probe_checks.insert((at_ms, key.clone()));
     }
 }

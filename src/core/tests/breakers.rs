@@ -278,6 +278,56 @@ fn held_rows_are_made_due_when_an_open_period_ends_with_no_probe_row() {
     assert_eq!(c.stats().breakers_open, 0);
 }
 
+/// Nor on the row admitted to probe: when it never starts (here the
+/// failed row, past its retry horizon when its turn comes, is
+/// dead-lettered instead), the probe's check wakes the held rows, and one
+/// of them probes. Before, the breaker stayed half-open with no probe
+/// and its held rows waited for a new row of the key, which a source
+/// that went quiet (or moved to another tenant) never sends.
+#[test]
+fn held_rows_are_made_due_when_the_row_admitted_to_probe_never_starts() {
+    let mut config = breaker_config(1, 100, 100);
+    config.retry.max_elapsed_ms = 100;
+    let (mut c, mut m) = breaker_setup(config, 10);
+    let t = 1_000;
+    settle_at(&mut c, &mut m, t, &mut |_| fail(FailureClass::Transient));
+    let held = |m: &Model| m.due.keys().filter(|(_, at, _)| *at == HELD_DUE_MS).count();
+    assert_eq!(held(&m), 8);
+    // The probe row (never attempted) leaves the index, as a dead-letter
+    // pass would take it; the failed row is due at the period's end, its
+    // horizon.
+    let untried: Vec<_> = (m.due.keys())
+        .filter(|(_, at, row)| *at != HELD_DUE_MS && m.rows[row].0.attempts == 0)
+        .cloned()
+        .collect();
+    assert_eq!(untried.len(), 1);
+    m.due.remove(&untried[0]);
+    m.rows.remove(&untried[0].2);
+    let dead_before = c.stats().dead;
+    settle_at(&mut c, &mut m, t + 100, &mut |_| {
+        panic!("the failed row is past its horizon")
+    });
+    assert_eq!(c.stats().dead, dead_before + 1);
+    assert_eq!(held(&m), 8);
+    assert_eq!(
+        c.poll_deadline(t + 100),
+        Some(t + 200),
+        "woken to check the probe"
+    );
+    let mut tried = Vec::new();
+    settle_at(&mut c, &mut m, t + 200, &mut |job: &Job| {
+        tried.push(job.row);
+        Ok(())
+    });
+    assert_eq!(
+        tried.len(),
+        8,
+        "the held rows woke, one probed and closed it"
+    );
+    assert!(m.rows.is_empty());
+    assert_eq!(c.stats().breakers_open, 0);
+}
+
 /// A breaker the store kept open holds its rows across a restart: the new
 /// core's pass leaves them held while it is open, and the probe's check
 /// after its period makes them due (no probe row was claimed).
