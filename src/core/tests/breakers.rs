@@ -259,23 +259,7 @@ fn held_rows_are_made_due_when_an_open_period_ends_with_no_probe_row() {
     );
     settle_at(&mut c, &mut m, t + 100, &mut |_| panic!("no row is due"));
     assert_eq!(held(&m), 8, "the scans have a while to reach the probe row");
-    assert_eq!(
-        c.poll_deadline(t + 100),
-        Some(t + 200),
-        "woken to check the probe, breaker_open_ms after the period's end"
-    );
-    let mut tried = Vec::new();
-    settle_at(&mut c, &mut m, t + 200, &mut |job: &Job| {
-        tried.push(job.row);
-        Ok(())
-    });
-    assert_eq!(
-        tried.len(),
-        8,
-        "the held rows woke, one probed and closed it"
-    );
-    assert!(m.rows.is_empty());
-    assert_eq!(c.stats().breakers_open, 0);
+    the_probe_check_wakes_the_held_rows(&mut c, &mut m, t);
 }
 
 /// Nor on the row admitted to probe: when it never starts (here the
@@ -309,13 +293,21 @@ fn held_rows_are_made_due_when_the_row_admitted_to_probe_never_starts() {
     });
     assert_eq!(c.stats().dead, dead_before + 1);
     assert_eq!(held(&m), 8);
+    the_probe_check_wakes_the_held_rows(&mut c, &mut m, t);
+}
+
+/// After `breaker_setup`'s breaker of ten rows opened at `t` for 100 ms
+/// and no probe started by `t + 100`: the probe's check, at `t + 200`,
+/// wakes the eight held rows, one probes and closes the breaker, and
+/// every row is delivered.
+fn the_probe_check_wakes_the_held_rows(c: &mut Core, m: &mut Model, t: u64) {
     assert_eq!(
         c.poll_deadline(t + 100),
         Some(t + 200),
-        "woken to check the probe"
+        "woken to check the probe, breaker_open_ms after the period's end"
     );
     let mut tried = Vec::new();
-    settle_at(&mut c, &mut m, t + 200, &mut |job: &Job| {
+    settle_at(c, m, t + 200, &mut |job: &Job| {
         tried.push(job.row);
         Ok(())
     });
