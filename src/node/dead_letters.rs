@@ -72,15 +72,29 @@ fn dead_filter(request: &Request) -> Result<DeadFilter, Response> {
                 .map_err(|e| Response::error(400, "bad_reason", &format!("reason: {e}")))?,
         ),
     };
+    let (since_ms, until_ms) = (time("since_ms", 0)?, time("until_ms", u64::MAX)?);
+    time_range(since_ms, until_ms)?;
     Ok(DeadFilter {
         source_id: request.query_param("source_id").filter(|s| !s.is_empty()),
         tenant: request.query_param("tenant").filter(|s| !s.is_empty()),
         hook_id: request.query_param("hook_id").filter(|s| !s.is_empty()),
         sink_index,
         reason,
-        since_ms: time("since_ms", 0)?,
-        until_ms: time("until_ms", u64::MAX)?,
+        since_ms,
+        until_ms,
     })
+}
+
+/// Refuses a range of dead times that ends before it starts (a swapped
+/// pair, most likely), which would match nothing and say nothing of why.
+pub(super) fn time_range(since_ms: u64, until_ms: u64) -> Result<(), Response> {
+    if since_ms <= until_ms {
+        return Ok(());
+    }
+    let message = format!(
+        "since_ms ({since_ms}) is after until_ms ({until_ms}): no row is dead in that range; were they swapped?"
+    );
+    Err(Response::error(400, "bad_time", &message))
 }
 
 /// `DELETE /v1/dead-letters`: the matching dead letters deleted for good.

@@ -3,6 +3,7 @@
 //! `…/resume`; the replays themselves are `super::replay`'s.
 
 use super::admin::{known_params, store_error};
+use super::dead_letters::time_range;
 use super::http::{Request, Response};
 use super::listing::{Paging, PAGING_PARAMS};
 use super::replay::{ControlError, CreateError, ReplayControl, ReplaySpec, ReplayState};
@@ -29,6 +30,11 @@ pub(super) fn create(state: &NodeState, engine: &Engine, request: &Request) -> R
             }
         }
     };
+    if let (Some(since_ms), Some(until_ms)) = (spec.since_ms, spec.until_ms) {
+        if let Err(bad) = time_range(since_ms, until_ms) {
+            return bad;
+        }
+    }
     match state.replays.create(engine, spec) {
         Ok((job, created)) => Response::json(
             202,

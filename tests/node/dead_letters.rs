@@ -202,6 +202,11 @@ fn a_dead_letter_is_shown_with_its_hook_until_replayed() {
     assert_eq!(gone.error_code(), "unknown_dead_letter");
 }
 
+/// What a dead-letter route or a replay answers a time range that ends
+/// before it starts (20 to 10).
+const SWAPPED_TIMES: &str =
+    "since_ms (20) is after until_ms (10): no row is dead in that range; were they swapped?";
+
 /// `sink_index` and `reason` narrow the dead letters to one sink's rows
 /// and to what they died of: after an outage of one sink (its rows dead
 /// of `max_attempts`) beside another that refuses the hooks (`permanent`),
@@ -302,6 +307,11 @@ fn dead_letters_are_taken_by_sink_and_reason() {
             "bad_reason",
             "reason: \"gone\" is not a kind of reason: one of permanent, max_attempts, retry_horizon, source_gone, sink_gone, undecodable, or several separated by commas",
         ),
+        (
+            "?since_ms=20&until_ms=10",
+            "bad_time",
+            SWAPPED_TIMES,
+        ),
     ] {
         for method in ["GET", "DELETE"] {
             let refused = call(addr, method, &format!("/v1/dead-letters{query}"), &[], b"");
@@ -322,6 +332,16 @@ fn dead_letters_are_taken_by_sink_and_reason() {
             .contains("\"gone\" is not a kind of reason: one of permanent, max_attempts"),
         "{}",
         bad_spec.text()
+    );
+    let swapped = br#"{"since_ms": 20, "until_ms": 10}"#;
+    let swapped = call(addr, "POST", "/v1/replays", &[], swapped);
+    assert_eq!(
+        (
+            swapped.status,
+            swapped.error_code(),
+            swapped.json()["message"].clone()
+        ),
+        (400, "bad_time".into(), SWAPPED_TIMES.into())
     );
     assert_eq!(dead(&engine).len(), 6, "nothing purged");
 
