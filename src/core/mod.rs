@@ -6,7 +6,9 @@
 //! the windows and caps), what an outcome does to a row (the retry policy),
 //! and when attempts time out (a timer wheel). It never reads a clock, sleeps,
 //! spawns, locks or touches LMDB: time comes in as `now_ms`, randomness from
-//! a seeded [`Rng`], due rows through the [`DueIndex`] trait.
+//! a seeded [`Rng`], due rows through the [`DueIndex`] trait. Clippy holds
+//! it to that: `clippy.toml` lists the clocks, sleeps, spawns, locks and
+//! LMDB types, and `src/lib.rs` denies them in this module.
 //!
 //! The shell drives it in this order, once per loop iteration:
 //! 1. inputs: [`Core::handle_committed_for`] (or [`Core::handle_committed`]
