@@ -1,7 +1,8 @@
 //! The README and the pages under `docs/` link to each other: every
 //! relative link names a file that exists and, after `#`, a heading of it.
 //! The README's embedding program is the crate page's, which runs as a
-//! doc test, and the README names every error code the node answers with.
+//! doc test, and the HTTP API's page names every error code the node
+//! answers with.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -159,12 +160,12 @@ fn answered_error_codes(dir: &Path) -> BTreeSet<String> {
     codes
 }
 
-/// Every error code the node answers with is named in the README, where
-/// a client's author or an operator looks it up.
+/// Every error code the node answers with is named in `docs/http-api.md`,
+/// where a client's author or an operator looks it up.
 #[test]
-fn every_error_code_the_node_answers_is_in_the_readme() {
+fn every_error_code_the_node_answers_is_in_the_http_api_page() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let page = std::fs::read_to_string(root.join("docs/http-api.md")).unwrap();
     let codes = answered_error_codes(&root.join("src"));
     assert!(
         codes.contains("unknown_source") && codes.len() > 40,
@@ -172,12 +173,12 @@ fn every_error_code_the_node_answers_is_in_the_readme() {
     );
     let missing: Vec<&String> = codes
         .iter()
-        .filter(|code| !readme.contains(&format!("`{code}`")))
+        .filter(|code| !page.contains(&format!("`{code}`")))
         .collect();
     assert_eq!(
         missing,
         Vec::<&String>::new(),
-        "codes the README does not name"
+        "codes docs/http-api.md does not name"
     );
 }
 

@@ -652,21 +652,21 @@ fn stats_report_shards_and_tenants() {
         names.sort();
         names
     };
-    assert_eq!(keys(shard), readme_fields("GET /v1/stats", "shards"));
-    assert_eq!(keys(t), readme_fields("GET /v1/stats", "tenants"));
+    assert_eq!(keys(shard), documented_fields("GET /v1/stats", "shards"));
+    assert_eq!(keys(t), documented_fields("GET /v1/stats", "tenants"));
     for _ in 0..3 {
         g.open.send(()).unwrap();
     }
 }
 
-/// The field names the README's HTTP API table gives for `route`'s objects
+/// The field names `docs/http-api.md`'s table gives for `route`'s objects
 /// in the list `list` (`{"list": [{"a", "b", …}]`), sorted.
-fn readme_fields(route: &str, list: &str) -> Vec<String> {
-    let readme = include_str!("../../README.md");
-    let row = readme
+fn documented_fields(route: &str, list: &str) -> Vec<String> {
+    let page = include_str!("../../docs/http-api.md");
+    let row = page
         .lines()
         .find(|l| l.starts_with(&format!("| `{route}` |")))
-        .unwrap_or_else(|| panic!("the README has a row for {route}"));
+        .unwrap_or_else(|| panic!("docs/http-api.md has a row for {route}"));
     let from = row
         .find(&format!("\"{list}\": [{{"))
         .unwrap_or_else(|| panic!("{route}'s row lists {list}"));

@@ -30,7 +30,7 @@ pub enum Command {
         #[arg(long, default_value_t = 1_024)]
         body_bytes: usize,
     },
-    /// Run a node: the engine behind an HTTP API (ingest, hooks, sinks, dead letters, replays, metrics; the README's "HTTP API").
+    /// Run a node: the engine behind an HTTP API (ingest, hooks, sinks, dead letters, replays, metrics; docs/http-api.md).
     Serve {
         /// The config file; without it, embedded defaults (data in
         /// ./goad-data, listen 127.0.0.1:7878, no sources).
