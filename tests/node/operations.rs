@@ -329,12 +329,23 @@ fn the_operator_cli_lists_replays_and_reports() {
         (&["--reason", "max_attempts,retry_horizon"], 0),
         (&["--sink", "1"], 0),
         (&["--until-ms", "1"], 0),
+        // Times as an operator thinks of them: a duration ago, or RFC 3339.
+        (&["--since", "1h"], 1),
+        (&["--until", "1day"], 0),
+        (&["--since", "2026-01-01T00:00:00Z", "--until", "0s"], 1),
+        (&["--until", "2026-01-01T00:00:00Z"], 0),
     ] {
         let (code, out, _) = goad(&[&["dlq", "list"][..], filter].concat(), true);
         assert_eq!(code, Some(0), "{out}");
         let page = serde_json::from_str::<serde_json::Value>(&out).unwrap();
         assert_eq!(page["items"].as_array().unwrap().len(), count, "{filter:?}");
     }
+    let (code, _, err) = goad(&["dlq", "list", "--since", "soon"], true);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("invalid value 'soon' for '--since <WHEN>': \"soon\" is not a duration ago (30m, 2h, 1day), an RFC 3339 time (2026-12-05T10:00:00Z) nor unix ms"),
+        "{err}"
+    );
     let (code, _, err) = goad(&["dlq", "list", "--reason", "gone"], true);
     assert_eq!(code, Some(2));
     assert!(

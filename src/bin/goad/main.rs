@@ -99,7 +99,7 @@ fn dlq(command: DlqCommand) -> ExitCode {
         DlqCommand::Purge { node, filter, all } => {
             let query = filter.query(&[]);
             match (query.is_empty(), all) {
-            (true, false) => usage("goad dlq purge: give a filter (--source, --tenant, --hook, --sink, --reason, --since-ms, --until-ms), or --all to delete every dead letter"),
+            (true, false) => usage("goad dlq purge: give a filter (--source, --tenant, --hook, --sink, --reason, --since, --until), or --all to delete every dead letter"),
             (false, true) => usage("goad dlq purge: --all deletes every dead letter; give it no filter"),
             _ => print_call(&node, "DELETE", &format!("/v1/dead-letters{query}"), None),
         }
