@@ -224,6 +224,68 @@ fn a_draining_node_delivers_what_it_holds_takes_nothing_new_and_drains_across_a_
     assert!(get(addr, "/metrics").text().contains("\ngoad_draining 0\n"));
 }
 
+/// `goad drain --wait` waits until the node holds no pending row, telling
+/// the count as it falls, and exits 0 with the node's last answer; a wait
+/// that ends with rows still pending exits 1 saying how many (and, for a
+/// node not draining, that it is not).
+#[test]
+fn goad_drain_wait_returns_once_the_node_holds_nothing_or_says_what_it_still_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, status) = switchable(503);
+    let mut c = one_source(dir.path(), &receiver);
+    c.retry.base_ms = 50;
+    let node = start(c);
+    let addr = node.local_addr();
+    for body in ["one", "two", "three"] {
+        assert_eq!(ingest(addr, "a", body.as_bytes(), &[]).status, 202);
+    }
+    assert!(
+        receiver.wait_for(3, Duration::from_secs(10)),
+        "each tried once"
+    );
+    let drain = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_goad"));
+        cmd.arg("drain").args(args);
+        cmd.args(["--node", &format!("http://{addr}")]);
+        cmd.env_remove("GOAD_ADMIN_TOKEN");
+        cmd
+    };
+
+    let out = drain(&["--status", "--wait", "1s"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        [
+            "goad: 3 rows pending",
+            "goad: 3 rows still pending after 1s (the node is not draining: goad drain starts it)"
+        ]
+    );
+
+    let mut waiting = drain(&["--wait", "30s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut told = std::io::BufReader::new(waiting.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut told, &mut line).unwrap();
+    assert_eq!(line, "goad: 3 rows pending\n");
+    assert_eq!(get(addr, "/readyz").error_code(), "draining");
+    status.store(200, Ordering::SeqCst);
+    let (done, finished) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || done.send(waiting.wait_with_output().unwrap()));
+    let out = finished
+        .recv_timeout(Duration::from_secs(20))
+        .expect("goad drain --wait returned once the rows were delivered");
+    assert_eq!(out.status.code(), Some(0));
+    let last: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        last,
+        serde_json::json!({"draining": true, "pending_rows": 0, "paused_sinks": []})
+    );
+}
+
 /// `POST /v1/backup` writes the data directory to an absolute path on the
 /// node's host, answering what it wrote; a body that is not its JSON, a
 /// relative path and a directory holding files are 400s saying so.

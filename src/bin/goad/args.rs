@@ -126,6 +126,11 @@ pub enum Command {
         /// Only show whether it drains and what it holds.
         #[arg(long)]
         status: bool,
+        /// Then wait up to this long (30s, 10m, 1h) until it holds no
+        /// pending row, printing the count as it falls: exit 0 once
+        /// drained, 1 if rows are still pending then.
+        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, conflicts_with = "end")]
+        wait: Option<std::time::Duration>,
     },
     /// Re-read a node's config file, as SIGHUP does: prints the keys it
     /// applied and those that need a restart; an invalid file changes

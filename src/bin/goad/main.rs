@@ -1,11 +1,13 @@
 //! The `goad` command.
 
 mod args;
+mod drain;
 mod local;
 mod remote;
 
 use args::{query, Cli, Command, DlqCommand};
 use clap::Parser;
+use drain::drain_and_wait;
 use goad::node::client::encode;
 use local::{check, keygen, reshard, serve, verify};
 use remote::{backup, print_call, show};
@@ -38,13 +40,21 @@ fn main() -> ExitCode {
             show(&node, &format!("/v1/hooks/{}", encode(&id)), body)
         }
         Command::Backup { node, to } => backup(&node, &to),
-        Command::Drain { node, end, status } => {
+        Command::Drain {
+            node,
+            end,
+            status,
+            wait,
+        } => {
             let method = match (end, status) {
                 (_, true) => "GET",
                 (true, _) => "DELETE",
                 _ => "POST",
             };
-            print_call(&node, method, "/v1/drain", None)
+            match wait {
+                Some(wait) => drain_and_wait(&node, method, wait),
+                None => print_call(&node, method, "/v1/drain", None),
+            }
         }
         Command::Reload(node) => print_call(&node, "POST", "/v1/reload", None),
         Command::Dlq { command } => dlq(command),

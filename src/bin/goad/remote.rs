@@ -67,7 +67,7 @@ pub fn print_call(
 }
 
 /// A node's JSON answer on stdout, or its error on stderr (exit 1).
-fn print_answer(answer: Result<serde_json::Value, ClientError>) -> ExitCode {
+pub fn print_answer(answer: Result<serde_json::Value, ClientError>) -> ExitCode {
     match answer {
         Ok(value) => {
             say!(
