@@ -233,7 +233,8 @@ fn goad_drain_wait_returns_once_the_node_holds_nothing_or_says_what_it_still_hol
     let dir = tempfile::tempdir().unwrap();
     let (receiver, status) = switchable(503);
     let mut c = one_source(dir.path(), &receiver);
-    c.retry.base_ms = 50;
+    // Retried every 50-200 ms, and not dead-lettered while the test runs.
+    (c.retry.base_ms, c.retry.max_ms, c.retry.max_attempts) = (50, 200, 10_000);
     let node = start(c);
     let addr = node.local_addr();
     for body in ["one", "two", "three"] {
