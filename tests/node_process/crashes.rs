@@ -3,19 +3,6 @@
 //! way every hook it answered 202 for reaches the sink.
 
 use super::*;
-use std::sync::atomic::AtomicU64;
-
-fn flaky_receiver() -> Receiver {
-    let n = AtomicU64::new(0);
-    Receiver::start(move |_| {
-        if n.fetch_add(1, Ordering::SeqCst) % 3 == 2 {
-            Reply::status(503)
-        } else {
-            Reply::status(200)
-        }
-    })
-    .unwrap()
-}
 
 /// Ingests into `node` with `load`'s clients until `acked` holds
 /// `at_least` hooks, then stops the node with `stop` and the clients after it.

@@ -154,6 +154,19 @@ fn load(
         .collect()
 }
 
+/// A receiver that fails every third request (503): rows are mid-retry.
+fn flaky_receiver() -> Receiver {
+    let n = std::sync::atomic::AtomicU64::new(0);
+    Receiver::start(move |_| {
+        if n.fetch_add(1, Ordering::SeqCst) % 3 == 2 {
+            Reply::status(503)
+        } else {
+            Reply::status(200)
+        }
+    })
+    .unwrap()
+}
+
 /// SIGKILL, and the child reaped.
 fn kill(node: &mut ServeProcess) {
     node.child.kill().unwrap();
