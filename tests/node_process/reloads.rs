@@ -179,39 +179,42 @@ fn reloads_of_a_large_config_give_back_the_memory_they_took() {
 /// The config `serve` wrote, changed as reload `n` of a cycle changes it:
 /// the node's and a tenant's windows (each shard's IO pool grows and
 /// shrinks), a sink's headers (the sink built anew), a source added, the
-/// breakers off, and source `b` moved to another tenant.
+/// breakers off, source `b` moved to another tenant, a sink ordered, and
+/// one paused (its rows held until the next reload resumes it).
 fn reload_variant(base: &str, n: usize) -> String {
     let with = |line: &str| base.replace("[dispatch]\n", &format!("[dispatch]\n{line}\n"));
-    match n % 7 {
+    let first_sink = |line: &str| {
+        let sink = "type = \"http\"\n";
+        base.replacen(sink, &format!("{sink}{line}\n"), 1)
+    };
+    match n % 9 {
         0 => base.to_string(),
         1 => with("concurrency = 4\nsink_concurrency = 2"),
         2 => with("concurrency = 64\nsink_concurrency = 16"),
-        3 => base.replacen(
-            "type = \"http\"\n",
-            "type = \"http\"\nheaders = { x-variant = \"3\" }\n",
-            1,
-        ),
+        3 => first_sink("headers = { x-variant = \"3\" }"),
         4 => {
             let url = base.split("url = ").nth(1).unwrap().lines().next().unwrap();
             format!("{base}[[sources]]\nid = \"c\"\ntenant = \"t3\"\n[[sources.sinks]]\ntype = \"http\"\nurl = {url}\n[dispatch.tenants.t1]\nmax_inflight = 2\nconcurrency = 1\n")
         }
         5 => with("breaker_failures = 0"),
-        _ => base.replace("tenant = \"t2\"", "tenant = \"t3\""),
+        6 => base.replace("tenant = \"t2\"", "tenant = \"t3\""),
+        7 => first_sink("ordered = true"),
+        _ => first_sink("paused = true"),
     }
 }
 
 /// A node reloaded again and again under ingest load and deliveries to a
-/// flaky receiver (windows, IO pools, sinks rebuilt, sources added and
-/// moved between tenants), then killed, loses no acknowledged hook: `goad
+/// flaky receiver (windows, IO pools, sinks rebuilt, ordered and paused,
+/// sources added and moved between tenants), then killed, loses no acknowledged hook: `goad
 /// verify` finds the store sound and a node restarted on it delivers
-/// every hook answered 202. `GOAD_RELOADS` sets the number of reloads (21
+/// every hook answered 202. `GOAD_RELOADS` sets the number of reloads (27
 /// by default, as CI runs it; more for a soak).
 #[test]
 fn a_node_reloaded_again_and_again_under_load_then_killed_loses_no_acknowledged_hook() {
     let reloads: usize = std::env::var("GOAD_RELOADS")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(21);
+        .unwrap_or(27);
     let dir = tempfile::tempdir().unwrap();
     let receiver = flaky_receiver();
     let url = receiver.url("/hooks");
