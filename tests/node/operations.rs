@@ -149,6 +149,21 @@ fn tokens_are_rotated_by_listing_the_new_beside_the_old_then_dropping_the_old() 
     );
 }
 
+/// A node of `config` that took hooks `one`, `two` and `three` of source
+/// `a`, each tried once at `receiver`.
+fn holding_three_hooks(config: Config, receiver: &Receiver) -> Node {
+    let node = start(config);
+    let addr = node.local_addr();
+    for body in ["one", "two", "three"] {
+        assert_eq!(ingest(addr, "a", body.as_bytes(), &[]).status, 202);
+    }
+    assert!(
+        receiver.wait_for(3, Duration::from_secs(10)),
+        "each tried once"
+    );
+    node
+}
+
 /// A draining node takes no new hooks (503 `draining`, and `/readyz` 503
 /// so a load balancer moves providers away) while it delivers the ones it
 /// holds, counting them down to 0; it drains on after a restart, and
@@ -162,15 +177,8 @@ fn a_draining_node_delivers_what_it_holds_takes_nothing_new_and_drains_across_a_
         c.retry.base_ms = 50;
         c
     };
-    let node = start(config.clone());
+    let node = holding_three_hooks(config.clone(), &receiver);
     let addr = node.local_addr();
-    for body in ["one", "two", "three"] {
-        assert_eq!(ingest(addr, "a", body.as_bytes(), &[]).status, 202);
-    }
-    assert!(
-        receiver.wait_for(3, Duration::from_secs(10)),
-        "each tried once"
-    );
 
     let started = call(addr, "POST", "/v1/drain", &[], b"");
     assert_eq!(
@@ -235,15 +243,8 @@ fn goad_drain_wait_returns_once_the_node_holds_nothing_or_says_what_it_still_hol
     let mut c = one_source(dir.path(), &receiver);
     // Retried every 50-200 ms, and not dead-lettered while the test runs.
     (c.retry.base_ms, c.retry.max_ms, c.retry.max_attempts) = (50, 200, 10_000);
-    let node = start(c);
+    let node = holding_three_hooks(c, &receiver);
     let addr = node.local_addr();
-    for body in ["one", "two", "three"] {
-        assert_eq!(ingest(addr, "a", body.as_bytes(), &[]).status, 202);
-    }
-    assert!(
-        receiver.wait_for(3, Duration::from_secs(10)),
-        "each tried once"
-    );
     let drain = |args: &[&str]| {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_goad"));
         cmd.arg("drain").args(args);

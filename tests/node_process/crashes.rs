@@ -77,10 +77,7 @@ fn every_acknowledged_hook_is_delivered_after_sigkill_and_a_restart() {
 /// the number of kills (3 by default, as CI runs it; more for a soak).
 #[test]
 fn a_node_killed_again_and_again_loses_no_acknowledged_hook() {
-    let kills: usize = std::env::var("GOAD_KILLS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(3);
+    let kills = soak_count("GOAD_KILLS", 3);
     let dir = tempfile::tempdir().unwrap();
     let receiver = flaky_receiver();
     let url = receiver.url("/hooks");
@@ -88,13 +85,7 @@ fn a_node_killed_again_and_again_loses_no_acknowledged_hook() {
     for kills_so_far in 1..=kills {
         let mut node = serve(dir.path(), &url);
         ingest_then_stop(&mut node, &acked, kills_so_far * 1_000, kill);
-        let verified = goad_verify(dir.path());
-        let report = String::from_utf8_lossy(&verified.stdout);
-        assert_eq!(
-            verified.status.code(),
-            Some(0),
-            "after kill {kills_so_far}: {report}"
-        );
+        assert_verified(dir.path(), &format!("kill {kills_so_far}"));
     }
     let acked = acked.lock().unwrap().clone();
     let node = serve(dir.path(), &url);

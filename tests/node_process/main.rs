@@ -219,6 +219,22 @@ fn wait_all_delivered(
     );
 }
 
+/// A soak's count: the number in environment variable `var`, else
+/// `default` (as CI runs it).
+fn soak_count(var: &str, default: usize) -> usize {
+    std::env::var(var)
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
+/// `goad verify` finds the store `serve` left in `dir` sound.
+fn assert_verified(dir: &Path, after: &str) {
+    let verified = goad_verify(dir);
+    let report = String::from_utf8_lossy(&verified.stdout);
+    assert_eq!(verified.status.code(), Some(0), "after {after}: {report}");
+}
+
 /// `goad verify` of the node `serve` ran in `dir`.
 fn goad_verify(dir: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_goad"))

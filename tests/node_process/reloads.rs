@@ -205,16 +205,13 @@ fn reload_variant(base: &str, n: usize) -> String {
 
 /// A node reloaded again and again under ingest load and deliveries to a
 /// flaky receiver (windows, IO pools, sinks rebuilt, ordered and paused,
-/// sources added and moved between tenants), then killed, loses no acknowledged hook: `goad
-/// verify` finds the store sound and a node restarted on it delivers
-/// every hook answered 202. `GOAD_RELOADS` sets the number of reloads (27
+/// sources added and moved between tenants), then killed, loses no
+/// acknowledged hook: `goad verify` finds the store sound and a node
+/// restarted on it delivers every hook answered 202. `GOAD_RELOADS` sets the number of reloads (27
 /// by default, as CI runs it; more for a soak).
 #[test]
 fn a_node_reloaded_again_and_again_under_load_then_killed_loses_no_acknowledged_hook() {
-    let reloads: usize = std::env::var("GOAD_RELOADS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(27);
+    let reloads = soak_count("GOAD_RELOADS", 27);
     let dir = tempfile::tempdir().unwrap();
     let receiver = flaky_receiver();
     let url = receiver.url("/hooks");
@@ -246,9 +243,7 @@ fn a_node_reloaded_again_and_again_under_load_then_killed_loses_no_acknowledged_
     for c in clients {
         c.join().unwrap();
     }
-    let verified = goad_verify(dir.path());
-    let report = String::from_utf8_lossy(&verified.stdout);
-    assert_eq!(verified.status.code(), Some(0), "{report}");
+    assert_verified(dir.path(), &format!("{reloads} reloads and a kill"));
     let acked = acked.lock().unwrap().clone();
     let node = serve(dir.path(), &url);
     wait_all_delivered(&node, &receiver, &acked, Duration::from_secs(120));
