@@ -49,15 +49,7 @@ fn stop_under_load_then_restart(signal: Signal) {
             }
         }
     });
-    let acked = acked.lock().unwrap().clone();
-    let node = serve(dir.path(), &url);
-    wait_all_delivered(&node, &receiver, &acked, Duration::from_secs(120));
-    eprintln!(
-        "{signal:?}: {} acknowledged, all delivered; {} requests at the receiver",
-        acked.len(),
-        receiver.count()
-    );
-    drop(node);
+    all_delivered_after_a_restart(dir.path(), &receiver, &acked, &format!("{signal:?}"));
 }
 
 #[test]
@@ -87,7 +79,5 @@ fn a_node_killed_again_and_again_loses_no_acknowledged_hook() {
         ingest_then_stop(&mut node, &acked, kills_so_far * 1_000, kill);
         assert_verified(dir.path(), &format!("kill {kills_so_far}"));
     }
-    let acked = acked.lock().unwrap().clone();
-    let node = serve(dir.path(), &url);
-    wait_all_delivered(&node, &receiver, &acked, Duration::from_secs(120));
+    all_delivered_after_a_restart(dir.path(), &receiver, &acked, &format!("{kills} kills"));
 }

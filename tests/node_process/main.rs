@@ -219,6 +219,24 @@ fn wait_all_delivered(
     );
 }
 
+/// A node started again on `dir` delivers to `receiver` every hook of
+/// `acked` (said on stderr as `what`'s outcome).
+fn all_delivered_after_a_restart(
+    dir: &Path,
+    receiver: &Receiver,
+    acked: &Mutex<HashSet<String>>,
+    what: &str,
+) {
+    let acked = acked.lock().unwrap().clone();
+    let node = serve(dir, &receiver.url("/hooks"));
+    wait_all_delivered(&node, receiver, &acked, Duration::from_secs(120));
+    eprintln!(
+        "{what}: {} acknowledged, all delivered; {} requests at the receiver",
+        acked.len(),
+        receiver.count()
+    );
+}
+
 /// A soak's count: the number in environment variable `var`, else
 /// `default` (as CI runs it).
 fn soak_count(var: &str, default: usize) -> usize {

@@ -244,12 +244,6 @@ fn a_node_reloaded_again_and_again_under_load_then_killed_loses_no_acknowledged_
         c.join().unwrap();
     }
     assert_verified(dir.path(), &format!("{reloads} reloads and a kill"));
-    let acked = acked.lock().unwrap().clone();
-    let node = serve(dir.path(), &url);
-    wait_all_delivered(&node, &receiver, &acked, Duration::from_secs(120));
-    eprintln!(
-        "{reloads} reloads: {} acknowledged, all delivered; {} requests at the receiver",
-        acked.len(),
-        receiver.count()
-    );
+    let what = format!("{reloads} reloads");
+    all_delivered_after_a_restart(dir.path(), &receiver, &acked, &what);
 }
