@@ -205,7 +205,8 @@ fn reload_variant(base: &str, n: usize) -> String {
 
 /// A node reloaded again and again under ingest load and deliveries to a
 /// flaky receiver (windows, IO pools, sinks rebuilt, ordered and paused,
-/// sources added and moved between tenants), then killed, loses no
+/// sources added and moved between tenants), a sink woken after each
+/// reload, then killed, loses no
 /// acknowledged hook: `goad verify` finds the store sound and a node
 /// restarted on it delivers every hook answered 202. `GOAD_RELOADS` sets the number of reloads (27
 /// by default, as CI runs it; more for a soak).
@@ -236,6 +237,17 @@ fn a_node_reloaded_again_and_again_under_load_then_killed_loses_no_acknowledged_
             applied,
             serde_json::json!([]),
             "reload {n} changed a live key"
+        );
+        // And a wake of source a's sink, whose rows wait out backoffs
+        // while the reloads move its windows (refused while it is paused).
+        let woken = call(node.addr, "POST", "/v1/sources/a/sinks/0/wake", &[], b"");
+        let paused = reload_variant(&base, n).contains("paused = true");
+        let expected = if paused { 409 } else { 200 };
+        assert_eq!(
+            woken.status,
+            expected,
+            "wake after reload {n}: {}",
+            woken.text()
         );
     }
     kill(&mut node);
