@@ -285,18 +285,15 @@ pub struct DeadLetterFilter {
 /// duration (humantime's: `90s`, `30m`, `2h 30m`, `1day`) before now by
 /// this host's clock.
 fn when_ms(text: &str) -> Result<u64, String> {
-    let unix_ms = |at: std::time::SystemTime| {
-        let since_epoch = at.duration_since(std::time::UNIX_EPOCH);
-        since_epoch.map_or(0, |d| d.as_millis() as u64)
-    };
     if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
         return text.parse().map_err(|e| format!("{e}"));
     }
     if let Ok(at) = humantime::parse_rfc3339_weak(text) {
-        return Ok(unix_ms(at));
+        let since_epoch = at.duration_since(std::time::UNIX_EPOCH);
+        return Ok(since_epoch.map_or(0, |d| d.as_millis() as u64));
     }
     match humantime::parse_duration(text) {
-        Ok(ago) => Ok(unix_ms(std::time::SystemTime::now()).saturating_sub(ago.as_millis() as u64)),
+        Ok(ago) => Ok(goad::runtime::wall_ms().saturating_sub(ago.as_millis() as u64)),
         Err(_) => Err(format!(
             "{text:?} is not a duration ago (30m, 2h, 1day), an RFC 3339 time (2026-12-05T10:00:00Z) nor unix ms"
         )),

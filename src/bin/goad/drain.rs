@@ -33,7 +33,10 @@ fn wait_until_drained(
     let mut state = client.call(method, "/v1/drain", None)?;
     let mut last_told = None;
     loop {
-        let pending = state["pending_rows"].as_u64().unwrap_or(u64::MAX);
+        let Some(pending) = state["pending_rows"].as_u64() else {
+            let answer = format!("/v1/drain answered without a pending_rows count: {state}");
+            return Err(ClientError(answer));
+        };
         if pending == 0 {
             return Ok(state);
         }
