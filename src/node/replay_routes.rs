@@ -30,10 +30,11 @@ pub(super) fn create(state: &NodeState, engine: &Engine, request: &Request) -> R
             }
         }
     };
-    if let (Some(since_ms), Some(until_ms)) = (spec.since_ms, spec.until_ms) {
-        if let Err(bad) = time_range(since_ms, until_ms) {
-            return bad;
-        }
+    if let Err(bad) = time_range(
+        spec.since_ms.unwrap_or(0),
+        spec.until_ms.unwrap_or(u64::MAX),
+    ) {
+        return bad;
     }
     match state.replays.create(engine, spec) {
         Ok((job, created)) => Response::json(
