@@ -83,6 +83,9 @@
 //!     Ok(())
 //! }
 //! ```
+// No `unwrap` outside tests: a value that must be there is `expect`ed
+// with why, and anything else is handled.
+#![deny(clippy::unwrap_used)]
 
 pub mod claim_check;
 pub mod config;

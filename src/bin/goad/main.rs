@@ -1,5 +1,7 @@
 //! The `goad` command.
 
+#![deny(clippy::unwrap_used)]
+
 mod args;
 mod drain;
 mod local;
