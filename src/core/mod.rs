@@ -621,16 +621,19 @@ impl Core {
     // ---- outputs ------------------------------------------------------
 
     /// The next store change, in decision order.
+    #[must_use]
     pub fn poll_store_op(&mut self) -> Option<StoreOp> {
         self.ops.pop_front()
     }
 
     /// The next change of a breaker's state (opened, closed), in order.
+    #[must_use]
     pub fn poll_breaker_event(&mut self) -> Option<BreakerEvent> {
         self.breaker_events.pop_front()
     }
 
     /// A call that timed out (named by its last attempt): its worker may be stuck.
+    #[must_use]
     pub fn poll_abandoned(&mut self) -> Option<JobId> {
         self.abandoned.pop_front()
     }
@@ -638,6 +641,7 @@ impl Core {
     /// When the shell must call in again with nothing else happening: an
     /// attempt deadline, the earliest due row, the time a key that waits
     /// out its rate may start a call, or now when a scan is wanted.
+    #[must_use]
     pub fn poll_deadline(&self, now_ms: u64) -> Option<u64> {
         let due = if self.wants_scan(now_ms) {
             Some(now_ms)

@@ -62,6 +62,7 @@ impl Core {
     }
 
     /// The next attempt's outcome, in the order they were handled.
+    #[must_use]
     pub fn poll_outcome_event(&mut self) -> Option<OutcomeEvent> {
         self.outcome_events.pop_front()
     }

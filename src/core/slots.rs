@@ -97,6 +97,7 @@ impl Core {
     /// The next call to start now, if a queued row has a free slot: one
     /// attempt, or for a key of a batching sink up to its batch of them (a
     /// breaker's probe goes alone). A call takes one slot whatever its size.
+    #[must_use]
     pub fn poll_call(&mut self, now_ms: u64) -> Option<Call> {
         self.end_rate_waits(now_ms);
         if self.calls_count >= self.grant.concurrency {
