@@ -83,6 +83,7 @@ impl Signers {
         wake: Arc<dyn Fn() + Send + Sync>,
     ) -> io::Result<Signers> {
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
+        // Bounded by the connections: one hello each at most.
         let (jobs, queue) = crossbeam_channel::unbounded::<Job>();
         for n in 0..threads {
             let (queue, answered, wake) = (queue.clone(), answered.clone(), wake.clone());

@@ -246,6 +246,9 @@ impl Server {
         let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])?;
         poll.registry()
             .register(&mut signals, SIGNALS, Interest::READABLE)?;
+        // Unbounded, yet bounded by the connections: each has one request
+        // in progress, so at most `http.max_connections` replies wait here;
+        // and a shard answering a commit must never block on the loop.
         let (tx, rx) = crossbeam_channel::unbounded();
         let wake = Arc::new(Wake {
             replies: tx,
@@ -253,6 +256,7 @@ impl Server {
             pending: AtomicBool::new(false),
             stop: AtomicBool::new(false),
         });
+        // One answered hello per connection at most, as above.
         let (answered, handshakes) = crossbeam_channel::unbounded();
         let tls = match tls {
             Some(shared) => {
