@@ -85,7 +85,7 @@
 //! ```
 // No `unwrap` outside tests: a value that must be there is `expect`ed
 // with why, and anything else is handled.
-#![deny(clippy::unwrap_used)]
+#![deny(clippy::unwrap_used, clippy::undocumented_unsafe_blocks)]
 
 pub mod claim_check;
 pub mod config;

@@ -831,6 +831,8 @@ mod tests {
         options
             .map_size(DEFAULT_MAX_SHARD_BYTES as usize)
             .max_dbs(8);
+        // SAFETY: the test's store is closed (dropped) before this opens
+        // its directory, and nothing else opens it meanwhile.
         let env = unsafe { options.open(ShardStore::dir(dir, 0)) }.unwrap();
         let wtxn = env.write_txn().unwrap();
         env.create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, StoreError> {

@@ -1,6 +1,6 @@
 //! The `goad` command.
 
-#![deny(clippy::unwrap_used)]
+#![deny(clippy::unwrap_used, clippy::undocumented_unsafe_blocks)]
 
 mod args;
 mod drain;
