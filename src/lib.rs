@@ -83,8 +83,9 @@
 //!     Ok(())
 //! }
 //! ```
-// No `unwrap` outside tests: a value that must be there is `expect`ed
-// with why, and anything else is handled.
+// No `unwrap` outside tests (a value that must be there is `expect`ed
+// with why, and anything else is handled), and no `unsafe` block without a
+// `// SAFETY:` comment.
 #![deny(clippy::unwrap_used, clippy::undocumented_unsafe_blocks)]
 
 pub mod claim_check;
