@@ -494,6 +494,20 @@ fn the_operator_cli_lists_replays_and_reports() {
     let (code, _, err) = goad(&["dlq", "show", "0-0-0-0"], true);
     assert_eq!(code, Some(1));
     assert!(err.contains("HTTP 404 unknown_dead_letter"), "{err}");
+    // `goad sinks --failing`: the sinks whose latest attempt failed (or
+    // whose breaker is open), here a's while its receiver refuses.
+    let failing = || {
+        let (code, out, err) = goad(&["sinks", "--failing"], true);
+        assert_eq!(code, Some(0), "{err}");
+        let sinks = serde_json::from_str::<serde_json::Value>(&out).unwrap()["sinks"].clone();
+        let names = sinks.as_array().unwrap().iter();
+        names
+            .map(|s| format!("{}/{}", s["source_id"], s["sink_index"]))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(failing(), ["\"a\"/0"]);
+    let (code, _, _) = goad(&["sinks", "--failing", "--limit", "1"], true);
+    assert_eq!(code, Some(2), "--failing takes the whole listing");
     status.store(200, Ordering::SeqCst);
     let (code, out, _) = goad(
         &["dlq", "replay", "--source", "a", "--reason", "permanent"],
@@ -522,11 +536,13 @@ fn the_operator_cli_lists_replays_and_reports() {
     );
     wait_until("the replay done", Duration::from_secs(10), || {
         let (_, out, _) = goad(&["dlq", "replays", replay_id], true);
-        serde_json::from_str::<serde_json::Value>(&out).unwrap()["state"] == "done"
+        let progress = serde_json::from_str::<serde_json::Value>(&out).unwrap();
+        progress["state"] == "done" && progress["delivered"] == 1
     });
     let (code, _, err) = goad(&["dlq", "replays", replay_id, "--pause"], true);
     assert_eq!(code, Some(1));
     assert!(err.contains("HTTP 409 replay_done"), "{err}");
+    assert_eq!(failing(), Vec::<String>::new(), "delivered since");
     for wrong in [
         &["dlq", "replays", "--pause"][..],
         &["dlq", "replays", replay_id, "--pause", "--resume"],

@@ -152,6 +152,10 @@ pub enum Command {
         node: NodeArgs,
         #[command(flatten)]
         listing: SourceListing,
+        /// Only the sinks failing now: their breaker open or half-open, or
+        /// their latest attempt failed (a failure since their last delivery).
+        #[arg(long, conflicts_with_all = ["limit", "cursor"])]
+        failing: bool,
     },
     /// A node's sources as its config stands: each one's ingest path, how
     /// ingest checks it, how it dedupes and where its sinks deliver.

@@ -12,7 +12,7 @@ use clap::Parser;
 use drain::drain_and_wait;
 use goad::node::client::encode;
 use local::{check, keygen, reshard, serve, verify};
-use remote::{backup, print_call, show};
+use remote::{backup, failing_sinks, print_call, show};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -72,8 +72,16 @@ fn main() -> ExitCode {
             let path = format!("/v1/sources/{}/sinks/{sink}/wake", encode(&source));
             print_call(&node, "POST", &path, None)
         }
-        Command::Sinks { node, listing } => {
-            print_call(&node, "GET", &format!("/v1/sinks{}", listing.query()), None)
+        Command::Sinks {
+            node,
+            listing,
+            failing,
+        } => {
+            let path = format!("/v1/sinks{}", listing.query());
+            match failing {
+                true => failing_sinks(&node, &path),
+                false => print_call(&node, "GET", &path, None),
+            }
         }
     }
 }

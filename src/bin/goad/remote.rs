@@ -57,6 +57,26 @@ pub fn backup(node: &NodeArgs, to: &std::path::Path) -> ExitCode {
     print_answer(answer)
 }
 
+/// `goad sinks --failing`: the sinks `path` lists whose breaker is not
+/// closed or whose latest attempt failed.
+pub fn failing_sinks(node: &NodeArgs, path: &str) -> ExitCode {
+    let listed = node.client().and_then(|c| c.call("GET", path, None));
+    print_answer(listed.map(|mut listing| {
+        if let Some(sinks) = listing["sinks"].as_array_mut() {
+            sinks.retain(failing);
+        }
+        listing
+    }))
+}
+
+/// Whether a sink of `/v1/sinks` is failing now: its breaker open or
+/// half-open, or a failure since its last delivery.
+fn failing(sink: &serde_json::Value) -> bool {
+    let failed_at = sink["last_failure"]["at_ms"].as_u64();
+    let delivered_at = sink["last_delivered_at_ms"].as_u64();
+    sink["breaker"] != "closed" || failed_at > delivered_at
+}
+
 pub fn print_call(
     node: &NodeArgs,
     method: &str,
