@@ -11,6 +11,10 @@ pub const MAX_CALLS_PER_S: u32 = 100_000;
 /// Most sinks one source may list (the sink index is stored as u16).
 pub const MAX_SINKS_PER_SOURCE: usize = 64;
 
+/// The most problems one config error lists (a config of many sources,
+/// each wrong the same way, names the first ones and counts the rest).
+pub const MAX_CONFIG_PROBLEMS: usize = 20;
+
 /// Capacity of a shard's input channel (commits, completions, control).
 pub const SHARD_INPUT_CAPACITY: usize = 16_384;
 

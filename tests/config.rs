@@ -277,6 +277,41 @@ fn unknown_keys_and_bad_types_name_the_dotted_key() {
     }
 }
 
+/// A config wrong in several places is refused naming each section's
+/// first problem and each source's, in the file's order, so one reading
+/// mends them all; past 20, the rest are counted.
+#[test]
+fn every_section_and_source_that_is_wrong_is_named_at_once() {
+    let toml = "[dispatch]\nbatch = 0\n[retry]\nmax_attempts = 0\n\
+        [[sources]]\nid = \"a\"\ntenant = \"\"\n\
+        [[sources]]\nid = \"b\"\n\
+        [[sources]]\nid = \"c\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"ftp://x\"\n";
+    let config = Config::from_toml(toml).unwrap();
+    let e = config.validate().unwrap_err();
+    assert_eq!(e.key(), "dispatch.batch");
+    assert_eq!(
+        e.to_string(),
+        "dispatch.batch must be a positive integer, got 0\n\
+         retry.max_attempts must be a positive integer, got 0\n\
+         sources[0].tenant must be a tenant id of [A-Za-z0-9_-], 1 to 128 characters, got \"\"\n\
+         sources[2].sinks[0].url must be an http:// or https:// URL with a host, got \"ftp://x\""
+    );
+
+    let many: String = (0..25)
+        .map(|i| format!("[[sources]]\nid = \"s{i}\"\ntenant = \"t {i}\"\n"))
+        .collect();
+    let e = Config::from_toml(&many).unwrap().validate().unwrap_err();
+    let lines: Vec<String> = e.to_string().lines().map(String::from).collect();
+    assert_eq!(lines.len(), 21, "{e}");
+    assert_eq!(
+        (lines[19].as_str(), lines[20].as_str()),
+        (
+            "sources[19].tenant must be a tenant id of [A-Za-z0-9_-], 1 to 128 characters, got \"t 19\"",
+            "…and 5 more"
+        )
+    );
+}
+
 #[test]
 fn goad_check_exits_0_for_a_good_file_and_2_naming_the_key_for_a_bad_one() {
     let dir = tempfile::tempdir().unwrap();

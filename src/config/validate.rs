@@ -7,11 +7,11 @@ use super::aws_role::aws_role;
 use super::ingest_auth::{
     validate_ingest_handshake, validate_ingest_jwt, validate_ingest_signature,
 };
-use super::{ClaimCheckConfig, Config, OneOrMany, RetryConfig, TenantLimitsConfig};
+use super::{ClaimCheckConfig, Config, OneOrMany, RetryConfig, SourceConfig, TenantLimitsConfig};
 use crate::limits::{
     HTTP_MAX_HEADER_LINE_BYTES, HTTP_MAX_URL_BYTES, MAX_COALESCE_MS, MAX_CONCURRENCY,
-    MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS, MIN_FREE_DISK_CEILING_BYTES, MIN_FREE_DISK_FLOOR_BYTES,
-    MIN_REPLAY_RETENTION_MS, MIN_SHARD_BYTES,
+    MAX_CONFIG_PROBLEMS, MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS, MIN_FREE_DISK_CEILING_BYTES,
+    MIN_FREE_DISK_FLOOR_BYTES, MIN_REPLAY_RETENTION_MS, MIN_SHARD_BYTES,
 };
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
 use std::collections::HashSet;
@@ -35,6 +35,13 @@ pub enum ConfigError {
         rule: String,
         value: String,
     },
+    /// Several values are: each section's and each source's first, in the
+    /// file's order, at most `MAX_CONFIG_PROBLEMS` of them, and how many
+    /// more there were.
+    Several {
+        problems: Vec<ConfigError>,
+        more: usize,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -50,6 +57,14 @@ impl fmt::Display for ConfigError {
             ConfigError::Invalid { key, rule, value } => {
                 write!(f, "{key} must be {rule}, got {value}")
             }
+            ConfigError::Several { problems, more } => {
+                let shown = problems.iter().map(ToString::to_string);
+                write!(f, "{}", shown.collect::<Vec<_>>().join("\n"))?;
+                match more {
+                    0 => Ok(()),
+                    n => write!(f, "\n…and {n} more"),
+                }
+            }
         }
     }
 }
@@ -64,11 +79,26 @@ impl std::error::Error for ConfigError {
 }
 
 impl ConfigError {
-    /// The dotted key the error is about (empty for a file that cannot be read).
+    /// The dotted key the error is about (empty for a file that cannot be
+    /// read; the first one's of several).
     pub fn key(&self) -> &str {
         match self {
             ConfigError::Read { .. } => "",
             ConfigError::Parse { key, .. } | ConfigError::Invalid { key, .. } => key,
+            ConfigError::Several { problems, .. } => problems.first().map_or("", ConfigError::key),
+        }
+    }
+
+    /// `problems` as one error: none is `Ok`, one is itself.
+    fn of(mut problems: Vec<ConfigError>) -> Result<(), ConfigError> {
+        match problems.len() {
+            0 => Ok(()),
+            1 => Err(problems.remove(0)),
+            n => {
+                problems.truncate(MAX_CONFIG_PROBLEMS);
+                let more = n - problems.len();
+                Err(ConfigError::Several { problems, more })
+            }
         }
     }
 }
@@ -177,16 +207,24 @@ impl Config {
 
     /// Checks every rule; `host_sinks` are the sink type names the embedding
     /// host registered with the engine.
+    /// Every section's first problem and every source's are named at
+    /// once, so one reading of the error mends them all.
     pub fn validate_with_sinks(&self, host_sinks: &[&str]) -> Result<(), ConfigError> {
-        self.validate_node()?;
-        self.validate_http()?;
-        self.validate_retention()?;
-        crate::sink::Egress::of(&self.egress)?;
-        self.validate_notifications()?;
-        self.validate_claim_check()?;
-        self.validate_dispatch()?;
-        self.validate_retry()?;
-        self.validate_sources(host_sinks)
+        let sections = [
+            self.validate_node(),
+            self.validate_http(),
+            self.validate_retention(),
+            crate::sink::Egress::of(&self.egress).map(drop),
+            self.validate_notifications(),
+            self.validate_claim_check(),
+            self.validate_dispatch(),
+            self.validate_retry(),
+        ];
+        let mut ids = HashSet::with_capacity(self.sources.len());
+        let sources = (self.sources.iter().enumerate())
+            .map(|(i, source)| self.validate_source(i, source, &mut ids, host_sinks));
+        let checks = sections.into_iter().chain(sources);
+        ConfigError::of(checks.filter_map(Result::err).collect())
     }
 
     /// The node's own keys: ingest bodies, the data directory and its
@@ -375,65 +413,69 @@ impl Config {
         validate_retry_policy("retry", &self.retry)
     }
 
-    fn validate_sources(&self, host_sinks: &[&str]) -> Result<(), ConfigError> {
-        let mut ids = HashSet::with_capacity(self.sources.len());
-        for (i, source) in self.sources.iter().enumerate() {
-            let at = format!("sources[{i}]");
-            if !is_id(&source.id) {
-                return Err(invalid(
-                    format!("{at}.id"),
-                    "a source id of [A-Za-z0-9_-], 1 to 128 characters",
-                    &source.id,
-                ));
+    /// Source `i`'s keys and its sinks'; `ids` holds the ids of those
+    /// before it.
+    fn validate_source<'c>(
+        &self,
+        i: usize,
+        source: &'c SourceConfig,
+        ids: &mut HashSet<&'c str>,
+        host_sinks: &[&str],
+    ) -> Result<(), ConfigError> {
+        let at = format!("sources[{i}]");
+        if !is_id(&source.id) {
+            return Err(invalid(
+                format!("{at}.id"),
+                "a source id of [A-Za-z0-9_-], 1 to 128 characters",
+                &source.id,
+            ));
+        }
+        if !ids.insert(source.id.as_str()) {
+            return Err(invalid(
+                format!("{at}.id"),
+                "unique among sources",
+                &source.id,
+            ));
+        }
+        if !is_id(&source.tenant) {
+            return Err(invalid(
+                format!("{at}.tenant"),
+                "a tenant id of [A-Za-z0-9_-], 1 to 128 characters",
+                &source.tenant,
+            ));
+        }
+        if let Some(vars) = &source.ingest_token_env {
+            env_name_list(format!("{at}.ingest_token_env"), vars)?;
+        }
+        validate_ingest_signature(&at, source)?;
+        validate_ingest_handshake(&at, source)?;
+        if let Some(jwt) = &source.ingest_jwt {
+            validate_ingest_jwt(&at, source, jwt)?;
+        }
+        if let Some(header) = &source.dedupe_header {
+            stored_header(format!("{at}.dedupe_header"), header)?;
+        }
+        if let Some(pointer) = &source.dedupe_json_pointer {
+            let key = format!("{at}.dedupe_json_pointer");
+            if !pointer.starts_with('/') {
+                let rule =
+                    "a JSON pointer (RFC 6901) to the key in the body: /id, /message/messageId";
+                return Err(invalid(key, rule, pointer));
             }
-            if !ids.insert(source.id.as_str()) {
-                return Err(invalid(
-                    format!("{at}.id"),
-                    "unique among sources",
-                    &source.id,
-                ));
+            if source.dedupe_header.is_some() {
+                let rule = "absent with dedupe_header (a hook's dedupe key comes from one place)";
+                return Err(invalid(key, rule, pointer));
             }
-            if !is_id(&source.tenant) {
-                return Err(invalid(
-                    format!("{at}.tenant"),
-                    "a tenant id of [A-Za-z0-9_-], 1 to 128 characters",
-                    &source.tenant,
-                ));
-            }
-            if let Some(vars) = &source.ingest_token_env {
-                env_name_list(format!("{at}.ingest_token_env"), vars)?;
-            }
-            validate_ingest_signature(&at, source)?;
-            validate_ingest_handshake(&at, source)?;
-            if let Some(jwt) = &source.ingest_jwt {
-                validate_ingest_jwt(&at, source, jwt)?;
-            }
-            if let Some(header) = &source.dedupe_header {
-                stored_header(format!("{at}.dedupe_header"), header)?;
-            }
-            if let Some(pointer) = &source.dedupe_json_pointer {
-                let key = format!("{at}.dedupe_json_pointer");
-                if !pointer.starts_with('/') {
-                    let rule =
-                        "a JSON pointer (RFC 6901) to the key in the body: /id, /message/messageId";
-                    return Err(invalid(key, rule, pointer));
-                }
-                if source.dedupe_header.is_some() {
-                    let rule =
-                        "absent with dedupe_header (a hook's dedupe key comes from one place)";
-                    return Err(invalid(key, rule, pointer));
-                }
-            }
-            if let Some(per_s) = source.max_ingest_per_s {
-                positive(&format!("{at}.max_ingest_per_s"), per_s)?;
-            }
-            if source.sinks.len() > crate::limits::MAX_SINKS_PER_SOURCE {
-                let rule = format!("at most {} sinks", crate::limits::MAX_SINKS_PER_SOURCE);
-                return Err(invalid(format!("{at}.sinks"), rule, source.sinks.len()));
-            }
-            for (j, sink) in source.sinks.iter().enumerate() {
-                self.validate_sink(&format!("{at}.sinks[{j}]"), sink, host_sinks)?;
-            }
+        }
+        if let Some(per_s) = source.max_ingest_per_s {
+            positive(&format!("{at}.max_ingest_per_s"), per_s)?;
+        }
+        if source.sinks.len() > crate::limits::MAX_SINKS_PER_SOURCE {
+            let rule = format!("at most {} sinks", crate::limits::MAX_SINKS_PER_SOURCE);
+            return Err(invalid(format!("{at}.sinks"), rule, source.sinks.len()));
+        }
+        for (j, sink) in source.sinks.iter().enumerate() {
+            self.validate_sink(&format!("{at}.sinks[{j}]"), sink, host_sinks)?;
         }
         Ok(())
     }
