@@ -206,9 +206,9 @@ impl Config {
     }
 
     /// Checks every rule; `host_sinks` are the sink type names the embedding
-    /// host registered with the engine.
-    /// Every section's first problem and every source's are named at
-    /// once, so one reading of the error mends them all.
+    /// host registered with the engine. Every section's first problem and
+    /// every source's are named at once, so one reading of the error mends
+    /// them all.
     pub fn validate_with_sinks(&self, host_sinks: &[&str]) -> Result<(), ConfigError> {
         let sections = [
             self.validate_node(),
