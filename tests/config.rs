@@ -328,6 +328,20 @@ fn goad_check_exits_0_for_a_good_file_and_2_naming_the_key_for_a_bad_one() {
     };
     let ok = run(&good);
     assert_eq!(ok.status.code(), Some(0));
+    // Valid, but most likely a mistake: a warning, and exit 0.
+    let sinkless = dir.path().join("sinkless.toml");
+    std::fs::write(&sinkless, "[[sources]]\nid = \"quiet\"\n").unwrap();
+    let warned = run(&sinkless);
+    assert_eq!(
+        (
+            warned.status.code(),
+            String::from_utf8_lossy(&warned.stderr).trim()
+        ),
+        (
+            Some(0),
+            "warning: sources[0] (\"quiet\") has no sinks: its hooks are answered 202 and stored nowhere"
+        )
+    );
     let err = run(&bad);
     assert_eq!(err.status.code(), Some(2));
     assert_eq!(

@@ -465,4 +465,21 @@ impl Config {
     pub fn source(&self, id: &str) -> Option<&SourceConfig> {
         self.sources.iter().find(|s| s.id == id)
     }
+
+    /// What is valid but most likely a mistake, one sentence each: a
+    /// source without sinks, whose hooks are acknowledged and stored
+    /// nowhere (`goad check` prints these; a node logs them at start and
+    /// after each reload).
+    pub fn warnings(&self) -> Vec<String> {
+        let sinkless = self.sources.iter().enumerate();
+        let sinkless = sinkless.filter(|(_, source)| source.sinks.is_empty());
+        sinkless
+            .map(|(i, source)| {
+                format!(
+                    "sources[{i}] ({:?}) has no sinks: its hooks are answered 202 and stored nowhere",
+                    source.id
+                )
+            })
+            .collect()
+    }
 }

@@ -441,6 +441,7 @@ fn try_open_engine(
                     ("open_ms", &started.elapsed().as_millis()),
                 ],
             );
+            log_config_warnings(&state.config.read());
             if state.drain.is_on() {
                 crate::log::warn(
                     "the node is draining (a DRAINING file in its data directory): it takes no new hooks until DELETE /v1/drain",
@@ -456,5 +457,12 @@ fn try_open_engine(
             stopper.stop();
             Err(NodeError::Open(e))
         }
+    }
+}
+
+/// Logs what the node's config holds that is most likely a mistake.
+fn log_config_warnings(config: &Config) {
+    for warning in config.warnings() {
+        crate::log::warn("config warning", &[("warning", &warning)]);
     }
 }

@@ -47,6 +47,17 @@ fn sighup_reloads_the_config_file() {
     wait_until("the hook delivered", Duration::from_secs(10), || {
         receiver.ok_count() == 1
     });
+    // A source without sinks is valid but most likely a mistake: named.
+    let sinkless = format!("{config}[[sources]]\nid = \"quiet\"\n");
+    std::fs::write(&path, sinkless).unwrap();
+    node.signal(libc::SIGHUP);
+    let warned = node.logged("config warning");
+    assert!(
+        warned.contains(
+            r#"sources[2] (\"quiet\") has no sinks: its hooks are answered 202 and stored nowhere"#
+        ),
+        "{warned}"
+    );
     node.signal(libc::SIGTERM);
     let exit = node.child.wait().unwrap();
     assert!(exit.success(), "a graceful stop exits 0, got {exit}");

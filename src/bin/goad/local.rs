@@ -48,6 +48,7 @@ pub fn check(path: &std::path::Path, environment: Option<bool>) -> ExitCode {
         });
     match checked {
         Ok(c) => {
+            c.warnings().iter().for_each(|w| eprintln!("warning: {w}"));
             let what = if environment.is_some() {
                 "; its variables and files read"
             } else {
