@@ -471,9 +471,9 @@ impl Config {
     /// nowhere (`goad check` prints these; a node logs them at start and
     /// after each reload).
     pub fn warnings(&self) -> Vec<String> {
-        let sinkless = self.sources.iter().enumerate();
-        let sinkless = sinkless.filter(|(_, source)| source.sinks.is_empty());
-        sinkless
+        let sources = self.sources.iter().enumerate();
+        sources
+            .filter(|(_, source)| source.sinks.is_empty())
             .map(|(i, source)| {
                 format!(
                     "sources[{i}] ({:?}) has no sinks: its hooks are answered 202 and stored nowhere",
