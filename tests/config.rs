@@ -459,7 +459,8 @@ fn goad_check_environment_fetches_each_key_set_and_warns_of_one_it_cannot() {
     let source = |id: &str, jwks_url: String| {
         format!(
             "[[sources]]\nid = \"{id}\"\ningest_jwt = {{ jwks_url = \"{jwks_url}\", \
-             issuer = \"https://issuer.example\", audience = \"https://goad.example/{id}\" }}\n"
+             issuer = \"https://issuer.example\", audience = \"https://goad.example/{id}\" }}\n\
+             sinks = [{{ type = \"http\", url = \"http://127.0.0.1:9/{id}\" }}]\n"
         )
     };
     let (good_url, gone_url) = (issuer.url("/certs"), gone.url("/certs"));
@@ -480,7 +481,7 @@ fn goad_check_environment_fetches_each_key_set_and_warns_of_one_it_cannot() {
     assert_eq!(
         stdout.trim(),
         format!(
-            "{}: ok (3 sources, 0 sinks; its variables and files read)",
+            "{}: ok (3 sources, 3 sinks; its variables and files read)",
             path.display()
         )
     );
