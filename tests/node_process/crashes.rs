@@ -4,28 +4,6 @@
 
 use super::*;
 
-/// Ingests into `node` with `load`'s clients until `acked` holds
-/// `at_least` hooks, then stops the node with `stop` and the clients after it.
-fn ingest_then_stop(
-    node: &mut ServeProcess,
-    acked: &Arc<Mutex<HashSet<String>>>,
-    at_least: usize,
-    stop: impl FnOnce(&mut ServeProcess),
-) {
-    let stopped = Arc::new(AtomicBool::new(false));
-    let clients = load(node.addr, acked.clone(), stopped.clone());
-    wait_until(
-        &format!("{at_least} hooks acknowledged"),
-        Duration::from_secs(60),
-        || acked.lock().unwrap().len() >= at_least,
-    );
-    stop(node);
-    stopped.store(true, Ordering::Release);
-    for c in clients {
-        c.join().unwrap();
-    }
-}
-
 #[derive(Debug, Clone, Copy)]
 enum Signal {
     Term,

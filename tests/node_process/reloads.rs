@@ -217,55 +217,54 @@ fn reload_variant(base: &str, n: usize) -> String {
 /// A node reloaded again and again under ingest load and deliveries to a
 /// flaky receiver (windows, IO pools, sinks rebuilt, ordered and paused,
 /// sources added and moved between tenants), a sink woken after each
-/// reload, then killed, loses no
-/// acknowledged hook: `goad verify` finds the store sound and a node
-/// restarted on it delivers every hook answered 202. `GOAD_RELOADS` sets the number of reloads (27
-/// by default, as CI runs it; more for a soak).
+/// reload, then killed, loses no acknowledged hook: `goad verify` finds the
+/// store sound and a node restarted on it delivers every hook answered
+/// 202. `GOAD_RELOADS` sets the number of reloads (27 by default, as CI
+/// runs it; more for a soak).
 #[test]
 fn a_node_reloaded_again_and_again_under_load_then_killed_loses_no_acknowledged_hook() {
     let reloads = soak_count("GOAD_RELOADS", 27);
     let dir = tempfile::tempdir().unwrap();
     let receiver = flaky_receiver();
-    let url = receiver.url("/hooks");
-    let mut node = serve(dir.path(), &url);
+    let mut node = serve(dir.path(), &receiver.url("/hooks"));
     let path = dir.path().join("goad.toml");
     let base = std::fs::read_to_string(&path).unwrap();
     let acked = Arc::new(Mutex::new(HashSet::new()));
-    let stopped = Arc::new(AtomicBool::new(false));
-    let clients = load(node.addr, acked.clone(), stopped.clone());
-    for n in 1..=reloads {
-        let before = acked.lock().unwrap().len();
-        wait_until(
-            "hooks acknowledged since the last reload",
-            Duration::from_secs(30),
-            || acked.lock().unwrap().len() >= before + 200,
-        );
-        std::fs::write(&path, reload_variant(&base, n)).unwrap();
-        let reply = call(node.addr, "POST", "/v1/reload", &[], b"");
-        assert_eq!(reply.status, 200, "reload {n}: {}", reply.text());
-        let applied = reply.json()["applied"].clone();
-        assert_ne!(
-            applied,
-            serde_json::json!([]),
-            "reload {n} changed a live key"
-        );
-        // And a wake of source a's sink, whose rows wait out backoffs
-        // while the reloads move its windows (refused while it is paused).
-        let woken = call(node.addr, "POST", "/v1/sources/a/sinks/0/wake", &[], b"");
-        let paused = reload_variant(&base, n).contains("paused = true");
-        let expected = if paused { 409 } else { 200 };
-        assert_eq!(
-            woken.status,
-            expected,
-            "wake after reload {n}: {}",
-            woken.text()
-        );
-    }
-    kill(&mut node);
-    stopped.store(true, Ordering::Release);
-    for c in clients {
-        c.join().unwrap();
-    }
+    ingest_then_stop(&mut node, &acked, 200, |node| {
+        for n in 1..=reloads {
+            let before = acked.lock().unwrap().len();
+            wait_until(
+                "hooks acknowledged since the last reload",
+                Duration::from_secs(30),
+                || acked.lock().unwrap().len() >= before + 200,
+            );
+            let variant = reload_variant(&base, n);
+            std::fs::write(&path, &variant).unwrap();
+            let reply = call(node.addr, "POST", "/v1/reload", &[], b"");
+            assert_eq!(reply.status, 200, "reload {n}: {}", reply.text());
+            let applied = reply.json()["applied"].clone();
+            assert_ne!(
+                applied,
+                serde_json::json!([]),
+                "reload {n} changed a live key"
+            );
+            // And a wake of source a's sink, whose rows wait out backoffs
+            // while the reloads move its windows (refused while it is paused).
+            let woken = call(node.addr, "POST", "/v1/sources/a/sinks/0/wake", &[], b"");
+            let expected = if variant.contains("paused = true") {
+                409
+            } else {
+                200
+            };
+            assert_eq!(
+                woken.status,
+                expected,
+                "wake after reload {n}: {}",
+                woken.text()
+            );
+        }
+        kill(node);
+    });
     assert_verified(dir.path(), &format!("{reloads} reloads and a kill"));
     let what = format!("{reloads} reloads");
     all_delivered_after_a_restart(dir.path(), &receiver, &acked, &what);
