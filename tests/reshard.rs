@@ -7,13 +7,15 @@
 mod common;
 
 use common::*;
-use goad::store::{reshard, DeadFilter, ShardStore};
+use goad::core::RowId;
+use goad::store::{reshard, verify_data_dir, DeadFilter, RowRecord, ShardStore};
 use goad::{Config, Engine, NewHook, RowStatus, SinkConfig, SinkError, SinkState};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const MAX_SHARD_BYTES: u64 = 64 << 20;
 
@@ -87,6 +89,21 @@ fn taking_engine(c: Config) -> (Engine, Taken) {
         );
     }
     (builder.open().unwrap(), taken)
+}
+
+/// Commits hooks with bodies `0`..`hooks` from 16 threads, hook `n` to
+/// source `s<n % sources>`.
+fn commit_from_16_threads(engine: &Engine, hooks: usize, sources: usize) {
+    std::thread::scope(|s| {
+        for t in 0..16 {
+            s.spawn(move || {
+                for n in (t..hooks).step_by(16) {
+                    let source = format!("s{}", n % sources);
+                    engine.commit(NewHook::new(source, format!("{n}"))).unwrap();
+                }
+            });
+        }
+    });
 }
 
 #[test]
@@ -272,17 +289,7 @@ fn a_directory_larger_than_one_copy_transaction_is_copied_whole() {
         .open()
         .unwrap();
     let hooks = 10_050;
-    std::thread::scope(|s| {
-        for t in 0..16 {
-            let engine = &engine;
-            s.spawn(move || {
-                for n in (t..hooks).step_by(16) {
-                    let source = format!("s{}", n % 4);
-                    engine.commit(NewHook::new(source, format!("{n}"))).unwrap();
-                }
-            });
-        }
-    });
+    commit_from_16_threads(&engine, hooks, 4);
     // Each hook's (tenant, seq), before and after.
     let placed = |rows: Vec<goad::RowView>| -> BTreeMap<String, (String, u64)> {
         rows.into_iter()
@@ -494,4 +501,211 @@ fn a_row_parked_behind_a_breaker_runs_at_the_first_open_after_a_reshard() {
         Duration::from_secs(10),
         || taken.lock().len() == 2 && errors(&engine) == backing_off,
     );
+}
+
+/// The marker of a reshard moving directories.
+const MARKER: &str = "RESHARDING";
+
+/// When a `goad reshard` run is killed.
+#[derive(Debug, Clone, Copy)]
+enum Kill {
+    /// This long after it starts.
+    After(Duration),
+    /// As soon as this path under the data directory exists.
+    OnceThere(&'static str),
+    /// As soon as this path under the data directory, once there, is gone.
+    OnceGone(&'static str),
+}
+
+/// Starts `goad reshard --shards 3` on the 2-shard directory `data`.
+fn start_reshard(data: &Path) -> Child {
+    let file = data.with_extension("toml");
+    let toml = format!(
+        "data_dir = {:?}\nshards = 2\nmax_shard_bytes = {MAX_SHARD_BYTES}\n",
+        data.display().to_string()
+    );
+    std::fs::write(&file, toml).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args([
+            "reshard",
+            "--config",
+            file.to_str().unwrap(),
+            "--shards",
+            "3",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Runs `goad reshard` on `data`, killed with SIGKILL at `kill` unless it
+/// finishes first; whether it was killed.
+fn reshard_killed(data: &Path, kill: Kill) -> bool {
+    let mut child = start_reshard(data);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(60);
+    let mut seen = false;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "{kill:?}: goad reshard exited {status}");
+            return false;
+        }
+        let now = Instant::now();
+        assert!(now < deadline, "goad reshard did not end or reach {kill:?}");
+        let now_is_the_time = match kill {
+            Kill::After(wait) => now - started >= wait,
+            Kill::OnceThere(path) => data.join(path).exists(),
+            Kill::OnceGone(path) => {
+                let there = data.join(path).exists();
+                seen |= there;
+                seen && !there
+            }
+        };
+        if now_is_the_time {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            return true;
+        }
+        // Spinning, so that a path which exists for a moment is seen.
+        std::thread::yield_now();
+    }
+}
+
+/// Runs `goad reshard` on `data` until it finishes; how long it took.
+fn reshard_whole(data: &Path) -> Duration {
+    let started = Instant::now();
+    let status = start_reshard(data).wait().unwrap();
+    assert!(status.success(), "goad reshard exited {status}");
+    started.elapsed()
+}
+
+/// What a killed reshard left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Left {
+    /// The old shards, in place.
+    Old,
+    /// The marker: some directories moved, others not.
+    Unfinished,
+    /// The new shards, in place (killed after its last move).
+    New,
+}
+
+/// What a reshard killed at `kill` left, checked: the old directory, sound
+/// and holding every hook; one with the marker, refused until resharding
+/// again finishes it; or the new one, sound and holding every hook.
+fn left_by(data: &Path, hooks: u64, kill: Kill) -> Left {
+    if data.join(MARKER).exists() {
+        let refused = verify_data_dir(data, 3).unwrap_err().to_string();
+        assert!(refused.contains("is unfinished"), "{kill:?}: {refused}");
+        return Left::Unfinished;
+    }
+    // The old shards leave for `before-reshard/` only once the marker is
+    // written, and the marker goes only once the new shards are in place.
+    let left = match data.join("before-reshard").exists() {
+        true => Left::New,
+        false => Left::Old,
+    };
+    let shards = if left == Left::New { 3 } else { 2 };
+    let verified = verify_data_dir(data, shards).unwrap();
+    let problems: Vec<_> = verified.iter().flat_map(|v| &v.problems).collect();
+    assert!(problems.is_empty(), "{kill:?}: {problems:?}");
+    let held: u64 = verified.iter().map(|v| v.hooks).sum();
+    assert_eq!(held, hooks, "{kill:?}: the {left:?} shards hold every hook");
+    left
+}
+
+/// Every row of a 3-shard directory, by shard, as stored.
+fn stored_rows(data: &Path) -> Vec<(usize, RowId, String, String, RowRecord)> {
+    let mut rows = Vec::new();
+    for k in 0..3 {
+        let store = ShardStore::open_sized(data, k, 3, MAX_SHARD_BYTES).unwrap();
+        for r in store.rows().unwrap() {
+            assert!(!r.in_flight, "nothing runs on a stopped directory");
+            rows.push((k, r.row, r.hook_id, r.tenant.to_string(), r.record));
+        }
+    }
+    rows.sort_by_key(|r| (r.0, r.1));
+    rows
+}
+
+/// `goad reshard` killed with SIGKILL at instants spread over its run --
+/// as it starts, once it copies, a quarter and half way through, once its
+/// marker is written, while it moves directories, once its marker is gone
+/// (checking the new shards), and twice in a row -- then run again until
+/// it finishes, leaves what an uninterrupted run leaves: each row on the
+/// same shard with the same seq, due time and attempts. After each kill the directory is the old one, sound and
+/// whole, or refused as unfinished, or the new one, sound and whole. Each
+/// case starts from its own copy of the directory.
+#[test]
+fn a_reshard_killed_at_any_instant_and_run_again_ends_as_an_uninterrupted_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let pristine = dir.path().join("pristine");
+    let mut c = retrying_in_ten_minutes(&pristine, 2);
+    for i in 0..8 {
+        let (source, tenant) = (format!("s{i}"), format!("t{i}"));
+        c.sources
+            .push(source_of_kinds(&source, &tenant, &["later"]));
+    }
+    let engine = Engine::builder(c)
+        .sink("later", sink(|_| Err(SinkError::transient("not now"))))
+        .open()
+        .unwrap();
+    let hooks = 20_000;
+    commit_from_16_threads(&engine, hooks, 8);
+    // Every row waits out its ten-minute backoff: none is claimed, so a
+    // reshard keeps each one's due time.
+    engine.tick().unwrap();
+    drop(engine);
+    let copy = |name: &str| {
+        let to = dir.path().join(name);
+        let cp = Command::new("cp")
+            .arg("-a")
+            .arg(&pristine)
+            .arg(&to)
+            .status();
+        assert!(cp.unwrap().success(), "copied to {name}");
+        to
+    };
+    let uninterrupted = copy("uninterrupted");
+    let run_time = reshard_whole(&uninterrupted);
+    let expected = stored_rows(&uninterrupted);
+    assert_eq!(expected.len(), hooks);
+
+    let cases: [(&str, &[Kill]); 8] = [
+        ("starting", &[Kill::After(Duration::ZERO)]),
+        ("copying", &[Kill::OnceThere("resharding")]),
+        ("a-quarter", &[Kill::After(run_time / 4)]),
+        ("a-half", &[Kill::After(run_time / 2)]),
+        ("marked", &[Kill::OnceThere(MARKER)]),
+        ("moving", &[Kill::OnceThere("before-reshard/shard-1")]),
+        ("moved", &[Kill::OnceGone(MARKER)]),
+        (
+            "twice",
+            &[Kill::After(run_time / 3), Kill::OnceThere(MARKER)],
+        ),
+    ];
+    let mut kills = 0;
+    for (name, instants) in cases {
+        let data = copy(name);
+        let mut left = Left::Old;
+        for &kill in instants {
+            left = match reshard_killed(&data, kill) {
+                true => {
+                    kills += 1;
+                    left_by(&data, hooks as u64, kill)
+                }
+                false => Left::New,
+            };
+            if left == Left::New {
+                break;
+            }
+        }
+        if left != Left::New {
+            reshard_whole(&data);
+        }
+        assert_eq!(stored_rows(&data), expected, "{name}");
+    }
+    // A run may end before a timed instant, or before the spinning loop
+    // sees a path come or go: most are killed all the same.
+    assert!(kills >= 7, "{kills} of 9 runs killed: too few to tell");
 }
