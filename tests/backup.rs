@@ -149,7 +149,8 @@ fn a_backup_holds_every_hook_acknowledged_before_it_and_an_engine_on_it_delivers
 }
 
 /// A backup goes to a new or empty directory outside the data directory;
-/// anywhere else it is refused, saying why, and nothing is written.
+/// anywhere else it is refused, saying why (a backup cut short by name),
+/// and nothing is written.
 #[test]
 fn a_backup_into_a_directory_with_files_or_inside_the_data_directory_is_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -173,6 +174,18 @@ fn a_backup_into_a_directory_with_files_or_inside_the_data_directory_is_refused(
         )
     );
     assert_eq!(std::fs::read_dir(&full).unwrap().count(), 1);
+
+    let cut_short = dir.path().join("cut-short");
+    std::fs::create_dir(&cut_short).unwrap();
+    std::fs::write(cut_short.join(goad::store::BACKUP_UNFINISHED), b"").unwrap();
+    assert_eq!(
+        refusal(&cut_short),
+        format!(
+            "cannot back up to {}: it holds a backup cut short (its BACKUP_UNFINISHED \
+             file says so): delete it first, or back up to another directory",
+            cut_short.display()
+        )
+    );
 
     let inside = data.join("backups/today");
     assert_eq!(

@@ -155,6 +155,12 @@ fn usable_target(data_dir: &Path, dir: &Path) -> Result<(), BackupError> {
     }
     match fs::read_dir(dir).map(|mut entries| entries.next().is_none()) {
         Ok(true) => Ok(()),
+        // One cut short (its node killed, its disk full) is named as such:
+        // its files are no use, and trying again is what comes next.
+        Ok(false) if dir.join(BACKUP_UNFINISHED).exists() => Err(refused(
+            "it holds a backup cut short (its BACKUP_UNFINISHED file says so): \
+             delete it first, or back up to another directory",
+        )),
         Ok(false) => Err(refused(
             "it holds files: a backup goes to a new or empty directory",
         )),
