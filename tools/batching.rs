@@ -7,6 +7,7 @@
 //!
 //! `cargo run --release --bin goad-batching -- [hooks] [call_ms] [batch]`
 
+use clap::Parser;
 use goad::config::SourceConfig;
 use goad::{Config, Delivery, Engine, NewHook, Sink, SinkConfig, SinkError};
 use parking_lot::{Condvar, Mutex};
@@ -62,14 +63,27 @@ impl Sink for Remote {
     }
 }
 
+#[derive(Parser)]
+#[command(about = "Deliveries per second through a slow host sink: \
+                   one attempt a call, then batches")]
+struct Args {
+    /// Hooks committed, spread over 20 tenants.
+    #[arg(default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    hooks: u64,
+    /// How long each call of the sink takes.
+    #[arg(default_value_t = 5)]
+    call_ms: u64,
+    /// The most attempts a batch takes.
+    #[arg(default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..))]
+    batch: u16,
+}
+
 fn main() {
-    let args: Vec<u64> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse().expect("numbers: hooks call_ms batch"))
-        .collect();
-    let hooks = args.first().copied().unwrap_or(20_000);
-    let call_ms = args.get(1).copied().unwrap_or(5);
-    let batch = args.get(2).copied().unwrap_or(10) as u16;
+    let Args {
+        hooks,
+        call_ms,
+        batch,
+    } = Args::parse();
     println!(
         "{hooks} hooks of {TENANTS} tenants, {call_ms} ms a call, goad's default concurrency:"
     );

@@ -14,6 +14,7 @@
 //!
 //! `cargo run --release --bin goad-e2e -- [seconds] [committers] [connections]`
 
+use clap::Parser;
 use goad::config::SourceConfig;
 use goad::demo::receiver::{Receiver, Reply};
 use goad::{Config, Engine, NewHook, SinkConfig};
@@ -22,14 +23,30 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+#[derive(Parser)]
+#[command(
+    about = "goad's end-to-end delivery rate beside raw ureq's request rate \
+                   against one loopback receiver, measured in one run"
+)]
+struct Args {
+    /// How long raw ureq posts, and goad's committers commit.
+    #[arg(default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    seconds: u64,
+    /// Threads committing 1 KiB hooks as fast as they can.
+    #[arg(default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    committers: u32,
+    /// Raw ureq's threads, and the goad sink's `sink_concurrency`.
+    #[arg(default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    connections: u32,
+}
+
 fn main() {
-    let args: Vec<u64> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse().expect("numbers: seconds committers connections"))
-        .collect();
-    let seconds = args.first().copied().unwrap_or(5);
-    let committers = args.get(1).copied().unwrap_or(64) as usize;
-    let connections = args.get(2).copied().unwrap_or(8) as u32;
+    let Args {
+        seconds,
+        committers,
+        connections,
+    } = Args::parse();
+    let committers = committers as usize;
     let body = vec![b'x'; 1024];
     let receiver = Receiver::start_with(|_| Reply::status(200), false).expect("receiver");
     let url = receiver.url("/hooks");

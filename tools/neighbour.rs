@@ -14,6 +14,7 @@
 //!
 //! `cargo run --release --bin goad-neighbour -- [b_hooks] [b_rate_per_s] [hung|rated|slow ...]`
 
+use clap::{Parser, ValueEnum};
 use goad::config::SourceConfig;
 use goad::demo::receiver::{Received, Receiver, Reply};
 use goad::{Config, Engine, NewHook, SinkConfig};
@@ -25,23 +26,17 @@ use std::time::{Duration, Instant};
 const COMMITTED_HEADER: &str = "x-neighbour-committed-us";
 
 /// What shares tenant B's shard.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
 enum Neighbour {
+    /// Tenant A's 10,000 hooks for an endpoint that never answers.
     Hung,
+    /// 4 tenants' 1,500 hooks each for sinks taking one call a second.
     Rated,
+    /// 4 tenants' 1,500 hooks each for a receiver taking 200 ms a request.
     Slow,
 }
 
 impl Neighbour {
-    fn named(name: &str) -> Neighbour {
-        match name {
-            "hung" => Neighbour::Hung,
-            "rated" => Neighbour::Rated,
-            "slow" => Neighbour::Slow,
-            other => panic!("a neighbour: hung, rated or slow, not {other:?}"),
-        }
-    }
-
     /// Its tenants and each one's hooks.
     fn backlog(self) -> (usize, usize) {
         match self {
@@ -51,18 +46,29 @@ impl Neighbour {
     }
 }
 
+#[derive(Parser)]
+#[command(
+    about = "Tenant B's commit-to-delivery latency alone and beside noisy neighbours \
+                   on its shard"
+)]
+struct Args {
+    /// Hooks tenant B commits.
+    #[arg(default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..))]
+    b_hooks: u64,
+    /// Hooks per second tenant B commits.
+    #[arg(default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
+    b_rate_per_s: u64,
+    /// The neighbours to measure beside, one after another.
+    #[arg(value_enum, default_values_t = [Neighbour::Hung])]
+    neighbours: Vec<Neighbour>,
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let number = |i: usize, default: u64| {
-        (args.get(i)).map_or(default, |a| {
-            a.parse().expect("numbers: b_hooks b_rate_per_s")
-        })
-    };
-    let (b_hooks, b_rate) = (number(0, 2_000), number(1, 1_000));
-    let neighbours: Vec<Neighbour> = match args.get(2..) {
-        Some(names) if !names.is_empty() => names.iter().map(|n| Neighbour::named(n)).collect(),
-        _ => vec![Neighbour::Hung],
-    };
+    let Args {
+        b_hooks,
+        b_rate_per_s: b_rate,
+        neighbours,
+    } = Args::parse();
     let ms = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
     let alone = run(b_hooks, b_rate, None);
     println!("tenant B, {b_hooks} hooks at {b_rate}/s, commit-to-delivery:");

@@ -14,6 +14,7 @@
 //!
 //! `cargo run --release --bin goad-tenants -- [hooks] [tenants…]`
 
+use clap::Parser;
 use goad::config::SourceConfig;
 use goad::{Config, Delivery, Engine, NewHook, Sink, SinkConfig, SinkError};
 use parking_lot::{Condvar, Mutex};
@@ -44,17 +45,26 @@ impl Sink for Gated {
     }
 }
 
+#[derive(Parser)]
+#[command(
+    about = "A shard's throughput as its tenants grow: idle tenants, busy tenants, \
+                   and busy keys of one tenant"
+)]
+struct Args {
+    /// Hooks committed in each measurement.
+    #[arg(default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..))]
+    hooks: u64,
+    /// The tenant counts to measure, one after another.
+    #[arg(default_values_t = [1, 1_000, 5_000],
+          value_parser = clap::value_parser!(u64).range(1..))]
+    tenants: Vec<u64>,
+}
+
 fn main() {
-    let args: Vec<u64> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse().expect("numbers: hooks, then idle tenant counts"))
-        .collect();
-    let hooks = args.first().copied().unwrap_or(2_000);
-    let counts = if args.len() > 1 {
-        args[1..].to_vec()
-    } else {
-        vec![1, 1_000, 5_000]
-    };
+    let Args {
+        hooks,
+        tenants: counts,
+    } = Args::parse();
     for tenants in counts {
         idle(tenants as usize, hooks);
         busy(tenants as usize, hooks, Tenants::OneEach);
