@@ -60,6 +60,18 @@ pub const WAKE_CALLS_PER_SLOT: usize = 4;
 /// The longest `notifications.coalesce_ms`: a summary waits no more than a day.
 pub const MAX_COALESCE_MS: u64 = 86_400_000;
 
+/// The longest `dispatch.attempt_timeout_ms`: an hour. An attempt holds a
+/// slot of its key and an IO worker until it ends, and no receiver's answer
+/// is worth holding them longer (a deadline is also a sum in u64 ms, which
+/// an unbounded timeout would overflow).
+pub const MAX_ATTEMPT_TIMEOUT_MS: u64 = 3_600_000;
+
+/// The longest `dispatch.breaker_open_ms` and `dispatch.breaker_max_open_ms`:
+/// a day. A breaker open longer parks a sink's rows past most retry
+/// horizons (24 h by default) for want of one probe; `goad wake` closes
+/// one at once.
+pub const MAX_BREAKER_OPEN_MS: u64 = 86_400_000;
+
 /// How long past its attempt's deadline a request of goad's sinks may run
 /// in all (see `sink::client::request_timeout`), and an attempt may wait
 /// for another's fetch of a token or credentials (see `sink::expiring`):

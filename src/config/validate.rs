@@ -9,9 +9,10 @@ use super::ingest_auth::{
 };
 use super::{ClaimCheckConfig, Config, OneOrMany, RetryConfig, SourceConfig, TenantLimitsConfig};
 use crate::limits::{
-    HTTP_MAX_HEADER_LINE_BYTES, HTTP_MAX_URL_BYTES, MAX_COALESCE_MS, MAX_CONCURRENCY,
-    MAX_CONFIG_PROBLEMS, MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS, MIN_FREE_DISK_CEILING_BYTES,
-    MIN_FREE_DISK_FLOOR_BYTES, MIN_REPLAY_RETENTION_MS, MIN_SHARD_BYTES,
+    HTTP_MAX_HEADER_LINE_BYTES, HTTP_MAX_URL_BYTES, MAX_ATTEMPT_TIMEOUT_MS, MAX_BREAKER_OPEN_MS,
+    MAX_COALESCE_MS, MAX_CONCURRENCY, MAX_CONFIG_PROBLEMS, MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS,
+    MIN_FREE_DISK_CEILING_BYTES, MIN_FREE_DISK_FLOOR_BYTES, MIN_REPLAY_RETENTION_MS,
+    MIN_SHARD_BYTES,
 };
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
 use std::collections::HashSet;
@@ -379,7 +380,14 @@ impl Config {
         }
         positive("dispatch.max_inflight", d.max_inflight)?;
         positive("dispatch.max_inflight_bytes", d.max_inflight_bytes)?;
-        positive("dispatch.attempt_timeout_ms", d.attempt_timeout_ms)?;
+        if !(1..=MAX_ATTEMPT_TIMEOUT_MS).contains(&d.attempt_timeout_ms) {
+            let rule = format!("an integer from 1 to {MAX_ATTEMPT_TIMEOUT_MS} (an hour)");
+            return Err(invalid(
+                "dispatch.attempt_timeout_ms",
+                rule,
+                d.attempt_timeout_ms,
+            ));
+        }
         if d.sink_concurrency < 1 || d.sink_concurrency > d.concurrency {
             let rule = format!(
                 "an integer from 1 to dispatch.concurrency ({})",
@@ -391,10 +399,13 @@ impl Config {
                 d.sink_concurrency,
             ));
         }
-        positive("dispatch.breaker_open_ms", d.breaker_open_ms)?;
-        if d.breaker_max_open_ms < d.breaker_open_ms {
+        if !(1..=MAX_BREAKER_OPEN_MS).contains(&d.breaker_open_ms) {
+            let rule = format!("an integer from 1 to {MAX_BREAKER_OPEN_MS} (a day)");
+            return Err(invalid("dispatch.breaker_open_ms", rule, d.breaker_open_ms));
+        }
+        if !(d.breaker_open_ms..=MAX_BREAKER_OPEN_MS).contains(&d.breaker_max_open_ms) {
             let rule = format!(
-                "an integer >= dispatch.breaker_open_ms ({})",
+                "an integer from dispatch.breaker_open_ms ({}) to {MAX_BREAKER_OPEN_MS} (a day)",
                 d.breaker_open_ms
             );
             return Err(invalid(
