@@ -66,6 +66,12 @@ pub const MAX_COALESCE_MS: u64 = 86_400_000;
 /// an unbounded timeout would overflow).
 pub const MAX_ATTEMPT_TIMEOUT_MS: u64 = 3_600_000;
 
+/// The longest backoff, `retry.max_ms` (and a sink's own): 30 days. A
+/// retried row is due at its failure's time plus its backoff, which must
+/// stay below `core::HELD_DUE_MS`, where held rows wait (a row due past it
+/// would be taken for one, and made due at the next wake of its key).
+pub const MAX_RETRY_DELAY_MS: u64 = 30 * 86_400_000;
+
 /// The longest `dispatch.breaker_open_ms` and `dispatch.breaker_max_open_ms`:
 /// a day. A breaker open longer parks a sink's rows past most retry
 /// horizons (24 h by default) for want of one probe; `goad wake` closes

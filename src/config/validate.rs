@@ -10,9 +10,9 @@ use super::ingest_auth::{
 use super::{ClaimCheckConfig, Config, OneOrMany, RetryConfig, SourceConfig, TenantLimitsConfig};
 use crate::limits::{
     HTTP_MAX_HEADER_LINE_BYTES, HTTP_MAX_URL_BYTES, MAX_ATTEMPT_TIMEOUT_MS, MAX_BREAKER_OPEN_MS,
-    MAX_COALESCE_MS, MAX_CONCURRENCY, MAX_CONFIG_PROBLEMS, MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS,
-    MIN_FREE_DISK_CEILING_BYTES, MIN_FREE_DISK_FLOOR_BYTES, MIN_REPLAY_RETENTION_MS,
-    MIN_SHARD_BYTES,
+    MAX_COALESCE_MS, MAX_CONCURRENCY, MAX_CONFIG_PROBLEMS, MAX_RETRY_DELAY_MS, MAX_SHARD_BYTES,
+    MIN_DEAD_RETENTION_MS, MIN_FREE_DISK_CEILING_BYTES, MIN_FREE_DISK_FLOOR_BYTES,
+    MIN_REPLAY_RETENTION_MS, MIN_SHARD_BYTES,
 };
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
 use std::collections::HashSet;
@@ -572,10 +572,17 @@ fn validate_s3_claims(c: &ClaimCheckConfig, bucket: &str) -> Result<(), ConfigEr
 /// A retry policy, `[retry]` or a sink's (with `[retry]`'s keys where it
 /// sets none), its keys under `at`.
 pub(super) fn validate_retry_policy(at: &str, r: &RetryConfig) -> Result<(), ConfigError> {
-    if r.max_ms < r.base_ms {
+    if r.base_ms > MAX_RETRY_DELAY_MS {
+        let rule = format!("an integer from 0 to {MAX_RETRY_DELAY_MS} (30 days)");
+        return Err(invalid(format!("{at}.base_ms"), rule, r.base_ms));
+    }
+    if !(r.base_ms..=MAX_RETRY_DELAY_MS).contains(&r.max_ms) {
         return Err(invalid(
             format!("{at}.max_ms"),
-            format!("an integer >= {at}.base_ms ({})", r.base_ms),
+            format!(
+                "an integer from {at}.base_ms ({}) to {MAX_RETRY_DELAY_MS} (30 days)",
+                r.base_ms
+            ),
             r.max_ms,
         ));
     }

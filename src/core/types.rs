@@ -207,6 +207,14 @@ impl RowFields {
 /// breaker does not hold it.
 pub const HELD_DUE_MS: u64 = 1 << 62;
 
+/// The latest due time a row is given: before the year 10000 by the wall
+/// clock, plus the longest wait anything sets.
+const LATEST_REAL_DUE_MS: u64 = 253_402_300_800_000
+    + crate::limits::MAX_RETRY_DELAY_MS
+    + crate::limits::MAX_BREAKER_OPEN_MS
+    + crate::limits::MAX_ATTEMPT_TIMEOUT_MS;
+const _: () = assert!(LATEST_REAL_DUE_MS < HELD_DUE_MS);
+
 /// A store change the core decided. The shell applies each in order, in the
 /// loop iteration's one write transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -252,3 +252,65 @@ fn an_open_with_breakers_off_unparks_rows_its_store_says_may_be_parked() {
     let parked = parked_rows_delivered_at_once(config, &receivers, &statuses, "parked");
     assert_eq!(parked, None);
 }
+
+/// A config with each wait at its largest (a 30-day backoff, open periods
+/// of a day, attempts of an hour) and every limit without a bound at
+/// u64::MAX runs: a hook whose first attempt fails is due again exactly
+/// 30 days after its failure -- across a reopen too, where a row due
+/// past `HELD_DUE_MS` would have been taken for a held one and made due at
+/// once -- and a wake delivers it.
+#[test]
+fn a_config_at_its_largest_limits_delivers_and_a_30_day_backoff_waits_across_a_reopen() {
+    use goad::limits::{MAX_ATTEMPT_TIMEOUT_MS, MAX_BREAKER_OPEN_MS, MAX_RETRY_DELAY_MS};
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.retry.base_ms = MAX_RETRY_DELAY_MS;
+    c.retry.max_ms = MAX_RETRY_DELAY_MS;
+    c.retry.max_attempts = u32::MAX;
+    c.retry.max_elapsed_ms = u64::MAX;
+    c.dispatch.attempt_timeout_ms = MAX_ATTEMPT_TIMEOUT_MS;
+    c.dispatch.breaker_open_ms = MAX_BREAKER_OPEN_MS;
+    c.dispatch.breaker_max_open_ms = MAX_BREAKER_OPEN_MS;
+    c.dispatch.max_inflight = u32::MAX;
+    c.dispatch.max_inflight_bytes = u64::MAX;
+    c.dead_letters.retention_ms = u64::MAX;
+    c.replay.retention_ms = u64::MAX;
+    c.claim_check.retention_ms = u64::MAX;
+    let mut s = source_of_kinds("s", "t", &["second"]);
+    s.dedupe_header = Some("x-id".into());
+    s.dedupe_window_ms = Some(u64::MAX);
+    c.sources.push(s);
+    let open = || {
+        let second_time_lucky = sink(|d| match d.attempt {
+            1 => Err(SinkError::transient("not yet")),
+            _ => Ok(()),
+        });
+        (Engine::builder(c.clone()).sink("second", second_time_lucky)).open()
+    };
+    let engine = open().unwrap();
+    let mut hook = NewHook::new("s", "x");
+    hook.headers.push(("x-id".into(), "1".into()));
+    let before_ms = goad::runtime::wall_ms();
+    engine.commit(hook).unwrap();
+    engine.tick().unwrap();
+    let after_ms = goad::runtime::wall_ms();
+    let due_ms = |engine: &Engine| {
+        let rows = engine.rows().unwrap();
+        assert_eq!(rows.len(), 1);
+        let record = &rows[0].record;
+        assert_eq!(record.attempts, 1);
+        record.at_ms
+    };
+    let due = due_ms(&engine);
+    let waited = before_ms + MAX_RETRY_DELAY_MS..=after_ms + MAX_RETRY_DELAY_MS;
+    assert!(waited.contains(&due), "due at {due}, not in {waited:?}");
+    drop(engine);
+
+    let engine = open().unwrap();
+    engine.tick().unwrap();
+    assert_eq!(due_ms(&engine), due, "still waiting out its backoff");
+    let woken = engine.wake_sink("s", 0).unwrap();
+    assert_eq!(woken.woken, 1);
+    engine.tick().unwrap();
+    assert_eq!(engine.hook_count().unwrap(), 0, "delivered");
+}
