@@ -72,6 +72,12 @@ pub const MAX_ATTEMPT_TIMEOUT_MS: u64 = 3_600_000;
 /// would be taken for one, and made due at the next wake of its key).
 pub const MAX_RETRY_DELAY_MS: u64 = 30 * 86_400_000;
 
+/// The longest `dedupe_window_ms` of a source: 30 days, longer than any
+/// provider retries a delivery. Each hook with a dedupe key leaves an
+/// entry until its window ends, so the window bounds how many the store
+/// holds.
+pub const MAX_DEDUPE_WINDOW_MS: u64 = 30 * 86_400_000;
+
 /// The longest `dispatch.breaker_open_ms` and `dispatch.breaker_max_open_ms`:
 /// a day. A breaker open longer parks a sink's rows past most retry
 /// horizons (24 h by default) for want of one probe; `goad wake` closes

@@ -112,6 +112,8 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("[dead_letters]\nretention_ms = 500", "dead_letters.retention_ms must be 0 (keep dead letters until replayed or purged) or at least 1000, got 500"),
         ("[claim_check]\nretention_ms = 0", "claim_check.retention_ms must be a positive integer, got 0"),
         ("[notifications]\nsource = \"ops\"\n[[sources]]\nid = \"a\"", "notifications.source must be the id of one of the sources, got \"ops\""),
+        ("[[sources]]\nid = \"a\"\ndedupe_window_ms = 0", "sources[0].dedupe_window_ms must be an integer from 1 to 2592000000 (30 days); without it, every hook is stored, got 0"),
+        ("[[sources]]\nid = \"a\"\ndedupe_window_ms = 2592000001", "sources[0].dedupe_window_ms must be an integer from 1 to 2592000000 (30 days); without it, every hook is stored, got 2592000001"),
         ("[[sources]]\nid = \"a\"\ndedupe_json_pointer = \"id\"", "sources[0].dedupe_json_pointer must be a JSON pointer (RFC 6901) to the key in the body: /id, /message/messageId, got \"id\""),
         ("[[sources]]\nid = \"a\"\ndedupe_header = \"x-id\"\ndedupe_json_pointer = \"/id\"", "sources[0].dedupe_json_pointer must be absent with dedupe_header (a hook's dedupe key comes from one place), got \"/id\""),
         ("[[sources]]\nid = \"a\"\nmax_ingest_per_s = 0", "sources[0].max_ingest_per_s must be a positive integer, got 0"),

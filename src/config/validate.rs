@@ -10,9 +10,9 @@ use super::ingest_auth::{
 use super::{ClaimCheckConfig, Config, OneOrMany, RetryConfig, SourceConfig, TenantLimitsConfig};
 use crate::limits::{
     HTTP_MAX_HEADER_LINE_BYTES, HTTP_MAX_URL_BYTES, MAX_ATTEMPT_TIMEOUT_MS, MAX_BREAKER_OPEN_MS,
-    MAX_COALESCE_MS, MAX_CONCURRENCY, MAX_CONFIG_PROBLEMS, MAX_RETRY_DELAY_MS, MAX_SHARD_BYTES,
-    MIN_DEAD_RETENTION_MS, MIN_FREE_DISK_CEILING_BYTES, MIN_FREE_DISK_FLOOR_BYTES,
-    MIN_REPLAY_RETENTION_MS, MIN_SHARD_BYTES,
+    MAX_COALESCE_MS, MAX_CONCURRENCY, MAX_CONFIG_PROBLEMS, MAX_DEDUPE_WINDOW_MS,
+    MAX_RETRY_DELAY_MS, MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS, MIN_FREE_DISK_CEILING_BYTES,
+    MIN_FREE_DISK_FLOOR_BYTES, MIN_REPLAY_RETENTION_MS, MIN_SHARD_BYTES,
 };
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
 use std::collections::HashSet;
@@ -476,6 +476,15 @@ impl Config {
             if source.dedupe_header.is_some() {
                 let rule = "absent with dedupe_header (a hook's dedupe key comes from one place)";
                 return Err(invalid(key, rule, pointer));
+            }
+        }
+        if let Some(window_ms) = source.dedupe_window_ms {
+            if !(1..=MAX_DEDUPE_WINDOW_MS).contains(&window_ms) {
+                let rule = format!(
+                    "an integer from 1 to {MAX_DEDUPE_WINDOW_MS} (30 days); without it, \
+                     every hook is stored"
+                );
+                return Err(invalid(format!("{at}.dedupe_window_ms"), rule, window_ms));
             }
         }
         if let Some(per_s) = source.max_ingest_per_s {

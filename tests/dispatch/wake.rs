@@ -253,15 +253,18 @@ fn an_open_with_breakers_off_unparks_rows_its_store_says_may_be_parked() {
     assert_eq!(parked, None);
 }
 
-/// A config with each wait at its largest (a 30-day backoff, open periods
-/// of a day, attempts of an hour) and every limit without a bound at
+/// A config with each wait at its largest (a 30-day backoff and dedupe
+/// window, open periods of a day, attempts of an hour) and every limit
+/// without a bound at
 /// u64::MAX runs: a hook whose first attempt fails is due again exactly
 /// 30 days after its failure -- across a reopen too, where a row due
 /// past `HELD_DUE_MS` would have been taken for a held one and made due at
 /// once -- and a wake delivers it.
 #[test]
 fn a_config_at_its_largest_limits_delivers_and_a_30_day_backoff_waits_across_a_reopen() {
-    use goad::limits::{MAX_ATTEMPT_TIMEOUT_MS, MAX_BREAKER_OPEN_MS, MAX_RETRY_DELAY_MS};
+    use goad::limits::{
+        MAX_ATTEMPT_TIMEOUT_MS, MAX_BREAKER_OPEN_MS, MAX_DEDUPE_WINDOW_MS, MAX_RETRY_DELAY_MS,
+    };
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
     c.retry.base_ms = MAX_RETRY_DELAY_MS;
@@ -278,7 +281,7 @@ fn a_config_at_its_largest_limits_delivers_and_a_30_day_backoff_waits_across_a_r
     c.claim_check.retention_ms = u64::MAX;
     let mut s = source_of_kinds("s", "t", &["second"]);
     s.dedupe_header = Some("x-id".into());
-    s.dedupe_window_ms = Some(u64::MAX);
+    s.dedupe_window_ms = Some(MAX_DEDUPE_WINDOW_MS);
     c.sources.push(s);
     let open = || {
         let second_time_lucky = sink(|d| match d.attempt {
