@@ -102,9 +102,10 @@ pub const DNS_STALE_MAX_MS: u64 = 24 * 60 * 60 * 1_000;
 pub const HTTP_MAX_RESPONSE_HEAD_BYTES: usize = 16 * 1024;
 
 /// The longest header line an HTTP sink sends (the name, `: `, the value
-/// and the line break): a hook with a longer one is dead at once. A node's
-/// ingest reads request heads of at most `MAX_HEAD_BYTES`, so a header it
-/// forwards always fits.
+/// and the line break): a hook with a longer one is refused as it is
+/// committed. A node's ingest reads request heads of at most
+/// `MAX_HEAD_BYTES`, so a header it forwards fits (unless its ISO-8859-1
+/// bytes grow past it as text).
 pub const HTTP_MAX_HEADER_LINE_BYTES: usize = MAX_HEAD_BYTES;
 
 /// The longest URL goad sends a request to (a sink's, an endpoint's, a

@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Largest request body the receiver reads.
 const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// Most headers of a request the receiver reads: a hook's 64 and the
+/// dozen or so goad and a sink's config add.
+const MAX_HEADERS: usize = 128;
 
 /// A request as received.
 #[derive(Debug, Clone)]
@@ -362,7 +365,7 @@ pub fn lowercase_headers(headers: &[httparse::Header<'_>]) -> Vec<(String, Strin
 
 /// A complete request at the start of `buf` and how many bytes it used.
 fn parse(buf: &[u8]) -> Option<(Received, usize)> {
-    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     let head_len = match req.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,

@@ -419,6 +419,7 @@ fn commit_error(e: &CommitError) -> Response {
     match e {
         CommitError::UnknownSource(_) => Response::error(404, "unknown_source", &message),
         CommitError::TooLarge { .. } => Response::error(413, "body_too_large", &message),
+        CommitError::BadHeader { .. } => Response::error(400, "bad_header", &message),
         CommitError::QueueFull => Response::unavailable("queue_full", &message, 1),
         CommitError::Store(_) => Response::unavailable("store_unavailable", &message, 1),
         CommitError::Stopped => Response::unavailable("stopping", &message, 1),

@@ -11,7 +11,7 @@ use super::pool::SharedRegistry;
 use super::reply::CommitReply;
 use super::shard::{ShardGauges, ShardInput, ShardStats};
 use super::step::NewRows;
-use super::{io_thread, shard_thread};
+use super::{hook_headers, io_thread, shard_thread};
 use crate::claim_check::{ClaimStore, ClaimSweeper};
 use crate::config::{Config, ConfigError};
 use crate::core::{Catalog, SourceSweep};
@@ -34,14 +34,17 @@ use std::time::{Duration, Instant};
 pub struct NewHook {
     /// The configured source it is for; its sinks get one row each.
     pub source_id: String,
-    /// Provider headers in arrival order.
+    /// Provider headers in arrival order: at most 64, each a name and a
+    /// value an HTTP request can carry, on a line of at most 16 KiB (else
+    /// the commit is refused, [`CommitError::BadHeader`]).
     pub headers: Vec<(String, String)>,
     /// Sent as the delivery's `content-type` (`application/octet-stream`
-    /// when absent).
+    /// when absent): a header value, as above.
     pub content_type: Option<String>,
     /// Delivered verbatim; at most `max_body_bytes`.
     pub body: Vec<u8>,
-    /// The provider's event key, if any (the idempotency key builds on it).
+    /// The provider's event key, if any (the idempotency key builds on it;
+    /// sent as `x-goad-dedupe-key`: a header value, as above).
     pub dedupe_key: Option<String>,
 }
 
@@ -209,6 +212,7 @@ impl Engine {
                 max_bytes,
             });
         }
+        hook_headers::check(&hook)?;
         let catalog = self.catalog.read();
         let source = catalog
             .source(&hook.source_id)

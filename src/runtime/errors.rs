@@ -14,6 +14,15 @@ use std::sync::Arc;
 pub enum CommitError {
     /// No source with this id is configured.
     UnknownSource(String),
+    /// A header (or the content type, or the dedupe key, which are sent as
+    /// headers) is one no HTTP request could carry, or one too many: see
+    /// [`NewHook::headers`](super::NewHook::headers).
+    BadHeader {
+        /// The header's name as given.
+        name: String,
+        /// What is wrong with it.
+        why: String,
+    },
     /// The body is over `max_body_bytes`.
     TooLarge {
         /// The body's size.
@@ -72,6 +81,7 @@ impl fmt::Display for CommitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CommitError::UnknownSource(id) => write!(f, "unknown source {id:?}"),
+            CommitError::BadHeader { name, why } => write!(f, "header {name:?} {why}"),
             CommitError::TooLarge {
                 size_bytes,
                 max_bytes,

@@ -289,8 +289,10 @@ fn unsendable(text: &str, cause: impl Into<BoxError>) -> SinkError {
 
 /// Each header's line (`name: value` and its line break) is at most
 /// `HTTP_MAX_HEADER_LINE_BYTES`, which the connection's write buffer holds
-/// whole; a longer one could never be sent (a host's hook can carry any
-/// header), so it is a permanent failure naming the header.
+/// whole; a longer one could never be sent, so it is a permanent failure
+/// naming the header. A hook's own headers were checked as it was
+/// committed (`runtime::hook_headers`), but the idempotency key goad
+/// builds on its dedupe key is longer than the key.
 fn lines_fit(request: &Request<()>) -> Result<(), SinkError> {
     let too_long = (request.headers().iter())
         .map(|(name, value)| (name, name.as_str().len() + value.len() + 4))
@@ -310,7 +312,8 @@ const GOAD_SOURCE: HeaderName = HeaderName::from_static("x-goad-source");
 const GOAD_TENANT: HeaderName = HeaderName::from_static("x-goad-tenant");
 const GOAD_IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("x-goad-idempotency-key");
 const GOAD_ATTEMPT: HeaderName = HeaderName::from_static("x-goad-attempt");
-const GOAD_DEDUPE_KEY: HeaderName = HeaderName::from_static("x-goad-dedupe-key");
+/// The header that carries a hook's dedupe key.
+pub(crate) const GOAD_DEDUPE_KEY: HeaderName = HeaderName::from_static("x-goad-dedupe-key");
 const GOAD_REPLAY_ID: HeaderName = HeaderName::from_static("x-goad-replay-id");
 
 impl HttpSink {

@@ -4,6 +4,7 @@
 
 use super::*;
 use goad::limits::HTTP_MAX_URL_BYTES;
+use goad::CommitError;
 
 /// Scenario 57: the body verbatim, goad's headers and the content type.
 #[test]
@@ -270,26 +271,49 @@ fn a_url_from_the_environment_is_delivered_to_and_never_printed() {
     );
 }
 
-/// A hook value that cannot be sent as a header (a library caller's dedupe
-/// key with a line break, first met in the idempotency key built on it) is
-/// dead at its first attempt: no retry could send it.
+/// A hook with a header no HTTP request could carry (a library caller's:
+/// a node's ingest makes none) is refused as it is committed, naming the
+/// header, and nothing is stored: a name that is no token, a value with a
+/// line break or a NUL (the content type and the dedupe key are sent as
+/// headers too), a 65th header, a line over 16 KiB.
 #[test]
-fn a_hook_value_that_is_no_valid_header_is_a_permanent_failure() {
-    let hook = NewHook {
-        dedupe_key: Some("evt\n1".into()),
-        ..NewHook::new("stripe", "x")
+fn a_hook_with_a_header_no_request_could_carry_is_refused_at_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(config_with_http_sink(dir.path(), "http://127.0.0.1:9/")).unwrap();
+    let with = |name: &str, value: &str| NewHook {
+        headers: vec![("x-ok".into(), "ok".into()), (name.into(), value.into())],
+        ..NewHook::new("s", "x")
     };
-    let (got, engine, _d) = deliver(hook, Reply::status(200), |_| {});
-    assert!(got.is_empty(), "nothing was sent");
-    let dead = dead(&engine);
-    assert_eq!(dead.len(), 1);
-    assert_eq!(
-        (dead[0].record.attempts, dead[0].record.error.as_deref()),
+    let many = NewHook {
+        headers: (0..65).map(|i| (format!("x-{i}"), "v".into())).collect(),
+        ..NewHook::new("s", "x")
+    };
+    let long_line = "f".repeat(16 * 1024 - "x-big: \r\n".len() + 1);
+    let cases = [
+        (with("bad name", "v"), "header \"bad name\" is not an HTTP header name (a token of letters, digits and !#$%&'*+-.^_`|~)"),
+        (with("", "v"), "header \"\" is not an HTTP header name (a token of letters, digits and !#$%&'*+-.^_`|~)"),
+        (with("x-a", "a\r\nx-forged: 1"), "header \"x-a\" has a value with a control character (CR, LF, NUL, …), which HTTP cannot carry"),
+        (with("x-a", "a\0b"), "header \"x-a\" has a value with a control character (CR, LF, NUL, …), which HTTP cannot carry"),
         (
-            1,
-            Some("sink http: permanent: cannot send \"acme:stripe:evt\\n1\" in a header: failed to parse header value")
-        )
-    );
+            NewHook { dedupe_key: Some("evt\n1".into()), ..NewHook::new("s", "x") },
+            "header \"x-goad-dedupe-key\" has a value with a control character (CR, LF, NUL, …), which HTTP cannot carry",
+        ),
+        (
+            NewHook { content_type: Some("text/plain\r\n".into()), ..NewHook::new("s", "x") },
+            "header \"content-type\" has a value with a control character (CR, LF, NUL, …), which HTTP cannot carry",
+        ),
+        (many, "header \"x-64\" is one more than the 64 headers a hook may carry"),
+        (with("x-big", &long_line), "header \"x-big\" is a line of 16385 bytes, longer than the 16384 an HTTP sink sends"),
+    ];
+    for (hook, want) in cases {
+        let refused = engine.commit(hook).unwrap_err();
+        assert!(
+            matches!(refused, CommitError::BadHeader { .. }),
+            "{refused:?}"
+        );
+        assert_eq!(refused.to_string(), want);
+    }
+    assert_eq!(engine.hook_count().unwrap(), 0, "nothing stored");
 }
 
 /// Header values beyond ASCII (UTF-8 text, which HTTP carries as opaque
@@ -331,35 +355,27 @@ fn a_sink_url_of_the_longest_length_is_delivered_to() {
     );
 }
 
-/// A header line of up to `HTTP_MAX_HEADER_LINE_BYTES` (16 KiB, which a
-/// connection's write buffer holds whole) is sent byte for byte; a host's
-/// hook with a longer one is dead at its first attempt, naming the header,
-/// as no retry could send it.
+/// A hook at the header bounds -- 64 headers, one of them on a line of
+/// `HTTP_MAX_HEADER_LINE_BYTES` (16 KiB, which a connection's write buffer
+/// holds whole) -- is delivered with each header byte for byte.
 #[test]
-fn a_header_line_over_16_kib_is_a_permanent_failure() {
+fn a_hook_with_64_headers_and_a_16_kib_line_is_delivered_whole() {
     let fits = "f".repeat(16 * 1024 - "x-big: \r\n".len());
+    let mut headers: Vec<(String, String)> = (0..63)
+        .map(|i| (format!("x-{i}"), format!("{i}")))
+        .collect();
+    headers.push(("x-big".into(), fits.clone()));
     let hook = NewHook {
-        headers: vec![("x-big".into(), fits.clone())],
+        headers,
         ..NewHook::new("stripe", "x")
     };
     let (got, engine, _d) = deliver(hook, Reply::status(200), |_| {});
     assert_eq!(got.len(), 1, "{:?}", rows(&engine));
     assert_eq!(got[0].header("x-big"), Some(fits.as_str()));
-
-    let too_long = format!("{fits}f");
-    let hook = NewHook {
-        headers: vec![("x-big".into(), too_long)],
-        ..NewHook::new("stripe", "x")
-    };
-    let (got, engine, _d) = deliver(hook, Reply::status(200), |_| {});
-    assert!(got.is_empty(), "nothing was sent");
-    let dead = dead(&engine);
-    assert_eq!(
-        (dead.len(), dead[0].record.attempts, dead[0].record.error.as_deref()),
-        (
-            1,
-            1,
-            Some("sink http: permanent: cannot send header x-big: its line of 16385 bytes is longer than a request line may be (16384)")
-        )
-    );
+    for i in 0..63 {
+        assert_eq!(
+            got[0].header(&format!("x-{i}")),
+            Some(format!("{i}").as_str())
+        );
+    }
 }

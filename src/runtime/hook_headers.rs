@@ -1,0 +1,59 @@
+//! The headers a hook may carry: those an HTTP request can, as many as a
+//! request to a node may have, so that every sink can deliver them. A
+//! host's hook is checked as it is committed (a node's ingest makes only
+//! such hooks, but for a header whose ISO-8859-1 bytes grow past a line
+//! once read as text): a header no request could send is refused with the
+//! hook, by name, rather than dead-lettering each of its rows at its first
+//! attempt. The content type and the dedupe key are sent as headers too.
+
+use super::{CommitError, NewHook};
+use crate::limits::{HTTP_MAX_HEADER_LINE_BYTES, MAX_HEADERS};
+use crate::sink::http::GOAD_DEDUPE_KEY;
+use ureq::http::{HeaderName, HeaderValue};
+
+/// Checks a hook's headers, content type and dedupe key.
+pub(super) fn check(hook: &NewHook) -> Result<(), CommitError> {
+    if let Some((name, _)) = hook.headers.get(MAX_HEADERS) {
+        let why = format!("is one more than the {MAX_HEADERS} headers a hook may carry");
+        return Err(bad(name, why));
+    }
+    for (name, value) in &hook.headers {
+        if HeaderName::from_bytes(name.as_bytes()).is_err() {
+            let why = "is not an HTTP header name (a token of letters, digits and !#$%&'*+-.^_`|~)";
+            return Err(bad(name, why.into()));
+        }
+        fits(name, value)?;
+    }
+    if let Some(content_type) = &hook.content_type {
+        fits("content-type", content_type)?;
+    }
+    if let Some(key) = &hook.dedupe_key {
+        fits(GOAD_DEDUPE_KEY.as_str(), key)?;
+    }
+    Ok(())
+}
+
+/// `value` is one an HTTP request can carry under `name`, on a line an
+/// HTTP sink sends.
+fn fits(name: &str, value: &str) -> Result<(), CommitError> {
+    if HeaderValue::from_bytes(value.as_bytes()).is_err() {
+        let why = "has a value with a control character (CR, LF, NUL, …), which HTTP cannot carry";
+        return Err(bad(name, why.into()));
+    }
+    // As an HTTP sink counts it: `name: value` and the line break.
+    let line_bytes = name.len() + value.len() + 4;
+    if line_bytes > HTTP_MAX_HEADER_LINE_BYTES {
+        let why = format!(
+            "is a line of {line_bytes} bytes, longer than the {HTTP_MAX_HEADER_LINE_BYTES} an HTTP sink sends"
+        );
+        return Err(bad(name, why));
+    }
+    Ok(())
+}
+
+fn bad(name: &str, why: String) -> CommitError {
+    CommitError::BadHeader {
+        name: name.to_string(),
+        why,
+    }
+}
