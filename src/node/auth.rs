@@ -10,6 +10,7 @@ use super::jwt_check::JwtCheck;
 use super::provider_handshake::Handshake;
 use super::provider_signature::SignatureCheck;
 use crate::config::{env_value, Config, ConfigError, IngestSignature, OneOrMany};
+use crate::runtime::hook_headers::dedupe_key_fits;
 use std::collections::HashMap;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
@@ -28,7 +29,10 @@ pub enum DedupeKeyAt {
     /// This header's value (lower case: the source's `dedupe_header`, or
     /// `idempotency-key`).
     Header(String),
-    /// The JSON body's string or number at this RFC 6901 pointer.
+    /// The JSON body's string or number at this RFC 6901 pointer (one a
+    /// hook may carry: a string with a control character, or too long for
+    /// its header line, makes a hook without a key rather than a refused
+    /// one, as a body without the key does).
     JsonPointer(String),
 }
 
@@ -46,11 +50,12 @@ impl DedupeKeyAt {
             DedupeKeyAt::Header(name) => header(name),
             DedupeKeyAt::JsonPointer(pointer) => {
                 let body: serde_json::Value = serde_json::from_slice(body).ok()?;
-                match body.pointer(pointer)? {
-                    serde_json::Value::String(key) => Some(key.clone()),
-                    serde_json::Value::Number(key) => Some(key.to_string()),
-                    _ => None,
-                }
+                let key = match body.pointer(pointer)? {
+                    serde_json::Value::String(key) => key.clone(),
+                    serde_json::Value::Number(key) => key.to_string(),
+                    _ => return None,
+                };
+                dedupe_key_fits(&key).then_some(key)
             }
         }
     }
@@ -284,6 +289,14 @@ mod tests {
         assert_eq!(at_id.key(header, br#"{"id": {"n": 1}}"#), None);
         assert_eq!(at_id.key(header, br#"{"other": "evt_1"}"#), None);
         assert_eq!(at_id.key(header, b"id=evt_1"), None);
+        // A value no header could carry: the hook has no key, and is taken.
+        assert_eq!(at_id.key(header, br#"{"id": "evt\n1"}"#), None);
+        let long = format!(r#"{{"id": "{}"}}"#, "e".repeat(16 * 1024));
+        assert_eq!(at_id.key(header, long.as_bytes()), None);
+        assert_eq!(
+            at_id.key(header, br#"{"id": "\u00e9vt"}"#),
+            Some("évt".into())
+        );
         let nested = DedupeKeyAt::JsonPointer("/message/messageId".into());
         let push = br#"{"message": {"data": "e30=", "messageId": "136969346945"}}"#;
         assert_eq!(nested.key(header, push), Some("136969346945".into()));

@@ -33,6 +33,11 @@ pub(super) fn check(hook: &NewHook) -> Result<(), CommitError> {
     Ok(())
 }
 
+/// Whether `key` may be a hook's dedupe key (see [`check`]).
+pub(crate) fn dedupe_key_fits(key: &str) -> bool {
+    fits(GOAD_DEDUPE_KEY.as_str(), key).is_ok()
+}
+
 /// `value` is one an HTTP request can carry under `name`, on a line an
 /// HTTP sink sends.
 fn fits(name: &str, value: &str) -> Result<(), CommitError> {

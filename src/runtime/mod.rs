@@ -11,7 +11,7 @@ mod engine;
 mod errors;
 mod expiry;
 mod failure_log;
-mod hook_headers;
+pub(crate) mod hook_headers;
 mod inspect;
 mod io_thread;
 mod job_queue;
