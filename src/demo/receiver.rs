@@ -240,7 +240,7 @@ impl Receiver {
 
     /// Waits until `count() >= n` or the deadline passes; returns whether it did.
     pub fn wait_for(&self, n: u64, within: Duration) -> bool {
-        let deadline = Instant::now() + within;
+        let deadline = crate::runtime::deadline_after(within);
         let mut guard = self.shared.received.lock();
         while self.count() < n {
             if self

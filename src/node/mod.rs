@@ -314,7 +314,7 @@ impl Node {
 
     /// Waits until the engine is open; false if it is not within `wait`.
     pub fn wait_ready(&self, wait: Duration) -> bool {
-        let deadline = Instant::now() + wait;
+        let deadline = crate::runtime::deadline_after(wait);
         let (done, opened) = &self.state.opened;
         let mut done = done.lock();
         while !*done && !opened.wait_until(&mut done, deadline).timed_out() {}

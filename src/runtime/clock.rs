@@ -11,6 +11,14 @@ pub fn wall_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// The instant `wait` from now; for a wait longer than an `Instant` can
+/// take (a caller's `Duration::MAX`, "for ever"), a century from now.
+pub fn deadline_after(wait: Duration) -> Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 86_400);
+    let now = Instant::now();
+    now.checked_add(wait).unwrap_or(now + CENTURY)
+}
+
 /// A shard's clock: the wall clock, except that after the wall clock is
 /// stepped back it runs on at the monotonic clock's rate from where it was
 /// (a clock that only held still until the wall caught up would hold every

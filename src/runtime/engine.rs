@@ -2,7 +2,7 @@
 //! answers the library API (`commit`, `tick`, `pressure`, `reconfigure`,
 //! `shutdown`).
 
-use super::clock::wall_ms;
+use super::clock::{deadline_after, wall_ms};
 use super::coordinator::{global_grant, CoordinatorInput};
 use super::errors::{CommitError, OpenError, Unavailable};
 use super::oneshot;
@@ -305,7 +305,7 @@ impl Engine {
         if shard_thread::is_current() {
             return Err(Unavailable::OnShardThread);
         }
-        let deadline = Instant::now() + wait;
+        let deadline = deadline_after(wait);
         let mut replies = Vec::new();
         for k in shards {
             let (reply, rx) = crossbeam_channel::bounded(1);

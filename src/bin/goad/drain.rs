@@ -29,7 +29,7 @@ fn wait_until_drained(
     method: &str,
     wait: Duration,
 ) -> Result<serde_json::Value, ClientError> {
-    let deadline = Instant::now() + wait;
+    let deadline = goad::runtime::deadline_after(wait);
     let mut state = client.call(method, "/v1/drain", None)?;
     let mut last_told = None;
     loop {
