@@ -1,8 +1,12 @@
 //! Config parsing and validation: every error names the key and the value;
 //! `goad check` exits 0 or prints the error and exits 2.
 
+mod common;
+
+use common::sink;
 use goad::demo::receiver::{Receiver, Reply};
-use goad::Config;
+use goad::{Config, Engine, NewHook, SinkConfig, SinkError, SourceConfig};
+use std::time::Duration;
 
 fn error_of(toml: &str) -> String {
     match Config::from_toml(toml) {
@@ -543,7 +547,8 @@ fn the_readmes_example_config_is_valid() {
 /// u16 and u32, floats, empty and odd strings, lists and tables of the
 /// wrong kind), is taken or refused with an error naming its dotted path
 /// (`sources[0].sinks[0].url`) — never a panic, never an error about
-/// something else.
+/// something else. An engine runs a hook with each value of `[dispatch]`
+/// and `[retry]` it takes.
 #[test]
 fn every_key_of_the_readmes_example_set_to_a_hostile_value_is_taken_or_refused_naming_it() {
     let hostile = [
@@ -556,6 +561,7 @@ fn every_key_of_the_readmes_example_set_to_a_hostile_value_is_taken_or_refused_n
         "65536",
         "4294967296",
         "9223372036854775807",
+        "18446744073709551615",
         "-9223372036854775808",
         "1.5e308",
         "-0.0",
@@ -576,6 +582,7 @@ fn every_key_of_the_readmes_example_set_to_a_hostile_value_is_taken_or_refused_n
     let lines: Vec<&str> = readme_example().lines().collect();
     let (mut table, mut sources, mut sinks) = (String::new(), 0, 0);
     let (mut taken, mut refused, mut wrong) = (0, 0, Vec::new());
+    let mut engine_runs = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let trimmed = line.trim();
         if trimmed == "[[sources]]" {
@@ -600,7 +607,12 @@ fn every_key_of_the_readmes_example_set_to_a_hostile_value_is_taken_or_refused_n
             changed[i] = format!("{key} = {value}");
             let text = changed.join("\n");
             match std::panic::catch_unwind(|| error_of(&text)) {
-                Ok(error) if error == "valid" => taken += 1,
+                Ok(error) if error == "valid" => {
+                    taken += 1;
+                    if ["dispatch.", "retry."].iter().any(|s| path.starts_with(s)) {
+                        engine_runs.push((format!("{path} = {value}"), text));
+                    }
+                }
                 Ok(error) if error.contains(&path) => refused += 1,
                 Ok(error) => wrong.push(format!("{path} = {value}: {error}")),
                 Err(_) => wrong.push(format!("{path} = {value}: a panic")),
@@ -612,4 +624,33 @@ fn every_key_of_the_readmes_example_set_to_a_hostile_value_is_taken_or_refused_n
         taken > 0 && refused > taken,
         "{taken} taken, {refused} refused"
     );
+    for (what, text) in &engine_runs {
+        runs_a_hook(what, text);
+    }
+    assert!(engine_runs.len() > 30, "{} engines run", engine_runs.len());
+}
+
+/// An engine on `text`'s config -- on a directory of its own, with one
+/// shard and one source, whose sink fails each hook's first attempt --
+/// takes a hook and runs on, its shard never restarted: a sum of times or
+/// sizes that overflows (the tests have overflow checks) would panic it.
+fn runs_a_hook(what: &str, text: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Config::from_toml(text).unwrap();
+    (c.data_dir, c.shards) = (dir.path().to_path_buf(), 1);
+    c.claim_check.dir = Some(dir.path().join("claims"));
+    c.notifications.source = None;
+    let sinks = vec![SinkConfig::of_kind("second")];
+    c.sources = vec![SourceConfig::new("s", "t", sinks)].into();
+    let second_time_lucky = sink(|d| match d.attempt {
+        1 => Err(SinkError::transient("not yet")),
+        _ => Ok(()),
+    });
+    let engine = Engine::builder(c).sink("second", second_time_lucky).open();
+    let engine = engine.unwrap_or_else(|e| panic!("{what}: {e}"));
+    let committed = engine.commit(NewHook::new("s", "x"));
+    committed.unwrap_or_else(|e| panic!("{what}: {e}"));
+    let ticked = engine.tick_within(Duration::from_secs(10));
+    ticked.unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(engine.stats()[0].restarts, 0, "{what}");
 }
