@@ -547,8 +547,8 @@ fn the_readmes_example_config_is_valid() {
 /// u16 and u32, floats, empty and odd strings, lists and tables of the
 /// wrong kind), is taken or refused with an error naming its dotted path
 /// (`sources[0].sinks[0].url`) — never a panic, never an error about
-/// something else. An engine runs a hook with each value of `[dispatch]`
-/// and `[retry]` it takes.
+/// something else. An engine runs a hook with each value of `[dispatch]`,
+/// `[retry]`, `[dead_letters]` and `[claim_check]` it takes.
 #[test]
 fn every_key_of_the_readmes_example_set_to_a_hostile_value_is_taken_or_refused_naming_it() {
     let hostile = [
@@ -609,7 +609,8 @@ fn every_key_of_the_readmes_example_set_to_a_hostile_value_is_taken_or_refused_n
             match std::panic::catch_unwind(|| error_of(&text)) {
                 Ok(error) if error == "valid" => {
                     taken += 1;
-                    if ["dispatch.", "retry."].iter().any(|s| path.starts_with(s)) {
+                    let engine_keys = ["dispatch.", "retry.", "dead_letters.", "claim_check."];
+                    if engine_keys.iter().any(|s| path.starts_with(s)) {
                         engine_runs.push((format!("{path} = {value}"), text));
                     }
                 }
