@@ -91,19 +91,34 @@ fn taking_engine(c: Config) -> (Engine, Taken) {
     (builder.open().unwrap(), taken)
 }
 
-/// Commits hooks with bodies `0`..`hooks` from 16 threads, hook `n` to
-/// source `s<n % sources>`.
-fn commit_from_16_threads(engine: &Engine, hooks: usize, sources: usize) {
+/// An engine on `dir` with `shards` shards and sources `s<i>` of tenants
+/// `t<i>` (`i` below `tenants`), whose sink fails every attempt, holding
+/// hooks with bodies `0`..`hooks` (hook `n` to source `s<n % tenants>`)
+/// committed from 16 threads, each row waiting ten minutes after its first
+/// attempt.
+fn waiting_hooks(dir: &Path, shards: usize, tenants: usize, hooks: usize) -> Engine {
+    let mut c = retrying_in_ten_minutes(dir, shards);
+    for i in 0..tenants {
+        let (source, tenant) = (format!("s{i}"), format!("t{i}"));
+        c.sources
+            .push(source_of_kinds(&source, &tenant, &["later"]));
+    }
+    let engine = Engine::builder(c)
+        .sink("later", sink(|_| Err(SinkError::transient("not now"))))
+        .open()
+        .unwrap();
     std::thread::scope(|s| {
         for t in 0..16 {
+            let engine = &engine;
             s.spawn(move || {
                 for n in (t..hooks).step_by(16) {
-                    let source = format!("s{}", n % sources);
+                    let source = format!("s{}", n % tenants);
                     engine.commit(NewHook::new(source, format!("{n}"))).unwrap();
                 }
             });
         }
     });
+    engine
 }
 
 #[test]
@@ -278,18 +293,8 @@ fn dedupe_windows_move_with_their_tenants() {
 #[test]
 fn a_directory_larger_than_one_copy_transaction_is_copied_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let mut c = retrying_in_ten_minutes(dir.path(), 1);
-    for i in 0..4 {
-        let (source, tenant) = (format!("s{i}"), format!("t{i}"));
-        c.sources
-            .push(source_of_kinds(&source, &tenant, &["later"]));
-    }
-    let engine = Engine::builder(c)
-        .sink("later", sink(|_| Err(SinkError::transient("not now"))))
-        .open()
-        .unwrap();
     let hooks = 10_050;
-    commit_from_16_threads(&engine, hooks, 4);
+    let engine = waiting_hooks(dir.path(), 1, 4, hooks);
     // Each hook's (tenant, seq), before and after.
     let placed = |rows: Vec<goad::RowView>| -> BTreeMap<String, (String, u64)> {
         rows.into_iter()
@@ -640,18 +645,8 @@ fn stored_rows(data: &Path) -> Vec<(usize, RowId, String, String, RowRecord)> {
 fn a_reshard_killed_at_any_instant_and_run_again_ends_as_an_uninterrupted_one() {
     let dir = tempfile::tempdir().unwrap();
     let pristine = dir.path().join("pristine");
-    let mut c = retrying_in_ten_minutes(&pristine, 2);
-    for i in 0..8 {
-        let (source, tenant) = (format!("s{i}"), format!("t{i}"));
-        c.sources
-            .push(source_of_kinds(&source, &tenant, &["later"]));
-    }
-    let engine = Engine::builder(c)
-        .sink("later", sink(|_| Err(SinkError::transient("not now"))))
-        .open()
-        .unwrap();
     let hooks = 20_000;
-    commit_from_16_threads(&engine, hooks, 8);
+    let engine = waiting_hooks(&pristine, 2, 8, hooks);
     // Every row waits out its ten-minute backoff: none is claimed, so a
     // reshard keeps each one's due time.
     engine.tick().unwrap();
