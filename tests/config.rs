@@ -116,6 +116,8 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("[dead_letters]\nretention_ms = 500", "dead_letters.retention_ms must be 0 (keep dead letters until replayed or purged) or at least 1000, got 500"),
         ("[claim_check]\nretention_ms = 0", "claim_check.retention_ms must be a positive integer, got 0"),
         ("[notifications]\nsource = \"ops\"\n[[sources]]\nid = \"a\"", "notifications.source must be the id of one of the sources, got \"ops\""),
+        ("[[sources]]\nid = \"a\"\nforward_headers = [\"x-ok\", \"bad name\"]", "sources[0].forward_headers[1] must be a header name goad forwards (not a credential, a framing header, content-type, or goad's own x-goad-* and webhook-*), got \"bad name\""),
+        ("[[sources]]\nid = \"a\"\nforward_headers = [\"Authorization\"]", "sources[0].forward_headers[0] must be a header name goad forwards (not a credential, a framing header, content-type, or goad's own x-goad-* and webhook-*), got \"Authorization\""),
         ("[[sources]]\nid = \"a\"\ndedupe_window_ms = 0", "sources[0].dedupe_window_ms must be an integer from 1 to 2592000000 (30 days); without it, every hook is stored, got 0"),
         ("[[sources]]\nid = \"a\"\ndedupe_window_ms = 2592000001", "sources[0].dedupe_window_ms must be an integer from 1 to 2592000000 (30 days); without it, every hook is stored, got 2592000001"),
         ("[[sources]]\nid = \"a\"\ndedupe_json_pointer = \"id\"", "sources[0].dedupe_json_pointer must be a JSON pointer (RFC 6901) to the key in the body: /id, /message/messageId, got \"id\""),

@@ -478,6 +478,12 @@ impl Config {
                 return Err(invalid(key, rule, pointer));
             }
         }
+        // A name goad never forwards would be allowed in vain: say so.
+        for (k, name) in source.forward_headers.iter().flatten().enumerate() {
+            let rule = "a header name goad forwards (not a credential, a framing header, \
+                        content-type, or goad's own x-goad-* and webhook-*)";
+            passed_header(format!("{at}.forward_headers[{k}]"), name, rule)?;
+        }
         if let Some(window_ms) = source.dedupe_window_ms {
             if !(1..=MAX_DEDUPE_WINDOW_MS).contains(&window_ms) {
                 let rule = format!(
@@ -602,10 +608,16 @@ pub(super) fn validate_retry_policy(at: &str, r: &RetryConfig) -> Result<(), Con
 /// `name` (at `key`) is a header goad stores with the hook: a valid name,
 /// not a credential or framing header (those are never stored).
 pub(super) fn stored_header(key: String, name: &str) -> Result<(), ConfigError> {
+    let rule = "a header goad stores with the hook (not a credential or framing header)";
+    passed_header(key, name, rule)
+}
+
+/// `name` (at `key`) is a valid header name that goad stores and forwards;
+/// else the error says `rule`.
+fn passed_header(key: String, name: &str, rule: &str) -> Result<(), ConfigError> {
     let lower = name.to_ascii_lowercase();
     let named = ureq::http::HeaderName::from_bytes(lower.as_bytes()).is_ok();
     if !named || crate::sink::never_forwarded(&lower) {
-        let rule = "a header goad stores with the hook (not a credential or framing header)";
         return Err(invalid(key, rule, name));
     }
     Ok(())
