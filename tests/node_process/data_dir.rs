@@ -155,3 +155,67 @@ fn goad_backup_copies_a_running_node_and_a_node_on_the_copy_delivers_its_hooks()
     wait_all_delivered(&restored, &receiver, &before, Duration::from_secs(60));
     drop(restored);
 }
+
+/// A node killed with SIGKILL while `goad backup` copies its stores, under
+/// ingest load, leaves its own data directory sound, and started again it
+/// delivers every hook it acknowledged; the copy cut short is refused as a
+/// data directory (`goad verify`) and as a backup's target (saying to
+/// delete it), and a backup to a new directory is whole.
+#[test]
+fn a_node_killed_during_a_backup_keeps_its_hooks_and_the_copy_cut_short_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let hanging = Receiver::start(|_| Reply::hang()).unwrap();
+    let mut node = serve(dir.path(), &hanging.url("/hooks"));
+    let acked = Arc::new(Mutex::new(HashSet::new()));
+    let backups = tempfile::tempdir().unwrap();
+    let cut_short = backups.path().join("cut-short");
+    let backup = |node: &ServeProcess, to: &Path| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_goad"));
+        command.args(["backup", "--node", &format!("http://{}", node.addr), "--to"]);
+        command
+            .arg(to)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    };
+    ingest_then_stop(&mut node, &acked, 30_000, |node| {
+        let copying = backup(node, &cut_short).spawn().unwrap();
+        wait_until("the backup copying", Duration::from_secs(30), || {
+            cut_short.join("shard-0").exists()
+        });
+        kill(node);
+        let answer = copying.wait_with_output().unwrap();
+        assert_ne!(answer.status.code(), Some(0), "{answer:?}");
+    });
+    assert!(
+        !cut_short.join(goad::BACKUP_MANIFEST).exists(),
+        "the node was killed before the backup ended"
+    );
+    assert_verified(dir.path(), "a kill during a backup");
+    let verify_copy = Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["verify", "--config"])
+        .arg(dir.path().join("goad.toml"))
+        .arg("--data-dir")
+        .arg(&cut_short)
+        .output()
+        .unwrap();
+    let refusal = String::from_utf8_lossy(&verify_copy.stderr);
+    assert_ne!(verify_copy.status.code(), Some(0), "{refusal}");
+    assert!(refusal.contains("is a backup cut short"), "{refusal}");
+
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let restarted = serve(dir.path(), &receiver.url("/hooks"));
+    let again = backup(&restarted, &cut_short).output().unwrap();
+    let refusal = String::from_utf8_lossy(&again.stderr);
+    assert_ne!(again.status.code(), Some(0), "{refusal}");
+    assert!(
+        refusal.contains("it holds a backup cut short") && refusal.contains("delete it first"),
+        "{refusal}"
+    );
+    let whole = backups.path().join("whole");
+    let made = backup(&restarted, &whole).output().unwrap();
+    assert_eq!(made.status.code(), Some(0), "{made:?}");
+    assert!(whole.join(goad::BACKUP_MANIFEST).exists());
+    let acked = acked.lock().unwrap().clone();
+    wait_all_delivered(&restarted, &receiver, &acked, Duration::from_secs(120));
+}
