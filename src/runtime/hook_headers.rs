@@ -8,7 +8,7 @@
 
 use super::{CommitError, NewHook};
 use crate::limits::{HTTP_MAX_HEADER_LINE_BYTES, MAX_HEADERS};
-use crate::sink::http::GOAD_DEDUPE_KEY;
+use crate::sink::http::{header_line_bytes, GOAD_DEDUPE_KEY};
 use ureq::http::{HeaderName, HeaderValue};
 
 /// Checks a hook's headers, content type and dedupe key.
@@ -45,8 +45,7 @@ fn fits(name: &str, value: &str) -> Result<(), CommitError> {
         let why = "has a value with a control character (CR, LF, NUL, …), which HTTP cannot carry";
         return Err(bad(name, why.into()));
     }
-    // As an HTTP sink counts it: `name: value` and the line break.
-    let line_bytes = name.len() + value.len() + 4;
+    let line_bytes = header_line_bytes(name, value.as_bytes());
     if line_bytes > HTTP_MAX_HEADER_LINE_BYTES {
         let why = format!(
             "is a line of {line_bytes} bytes, longer than the {HTTP_MAX_HEADER_LINE_BYTES} an HTTP sink sends"

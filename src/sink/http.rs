@@ -287,6 +287,12 @@ fn unsendable(text: &str, cause: impl Into<BoxError>) -> SinkError {
     })
 }
 
+/// A header's line as an HTTP sink sends it: `name: value` and the line
+/// break.
+pub(crate) fn header_line_bytes(name: &str, value: &[u8]) -> usize {
+    name.len() + ": ".len() + value.len() + "\r\n".len()
+}
+
 /// Each header's line (`name: value` and its line break) is at most
 /// `HTTP_MAX_HEADER_LINE_BYTES`, which the connection's write buffer holds
 /// whole; a longer one could never be sent, so it is a permanent failure
@@ -295,7 +301,7 @@ fn unsendable(text: &str, cause: impl Into<BoxError>) -> SinkError {
 /// builds on its dedupe key is longer than the key.
 fn lines_fit(request: &Request<()>) -> Result<(), SinkError> {
     let too_long = (request.headers().iter())
-        .map(|(name, value)| (name, name.as_str().len() + value.len() + 4))
+        .map(|(name, value)| (name, header_line_bytes(name.as_str(), value.as_bytes())))
         .find(|&(_, line_bytes)| line_bytes > HTTP_MAX_HEADER_LINE_BYTES);
     match too_long {
         Some((name, line_bytes)) => Err(SinkError::permanent(format!(
