@@ -113,11 +113,7 @@ fn goad_backup_copies_a_running_node_and_a_node_on_the_copy_delivers_its_hooks()
     let restored_dir = tempfile::tempdir().unwrap();
     let to = restored_dir.path().join("data");
     let before = acked.lock().unwrap().clone();
-    let backup = Command::new(env!("CARGO_BIN_EXE_goad"))
-        .args(["backup", "--node", &format!("http://{}", node.addr), "--to"])
-        .arg(&to)
-        .output()
-        .unwrap();
+    let backup = goad_backup(&node, &to).output().unwrap();
     let answer = String::from_utf8_lossy(&backup.stdout);
     assert_eq!(
         backup.status.code(),
@@ -139,13 +135,7 @@ fn goad_backup_copies_a_running_node_and_a_node_on_the_copy_delivers_its_hooks()
         c.join().unwrap();
     }
 
-    let verify = Command::new(env!("CARGO_BIN_EXE_goad"))
-        .args(["verify", "--config"])
-        .arg(dir.path().join("goad.toml"))
-        .arg("--data-dir")
-        .arg(&to)
-        .output()
-        .unwrap();
+    let verify = goad_verify_copy(dir.path(), &to);
     let report = String::from_utf8_lossy(&verify.stdout);
     assert_eq!(verify.status.code(), Some(0), "{report}");
     assert_eq!(report.matches(": sound\n").count(), 2, "{report}");
@@ -169,17 +159,8 @@ fn a_node_killed_during_a_backup_keeps_its_hooks_and_the_copy_cut_short_is_refus
     let acked = Arc::new(Mutex::new(HashSet::new()));
     let backups = tempfile::tempdir().unwrap();
     let cut_short = backups.path().join("cut-short");
-    let backup = |node: &ServeProcess, to: &Path| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_goad"));
-        command.args(["backup", "--node", &format!("http://{}", node.addr), "--to"]);
-        command
-            .arg(to)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        command
-    };
     ingest_then_stop(&mut node, &acked, 30_000, |node| {
-        let copying = backup(node, &cut_short).spawn().unwrap();
+        let copying = goad_backup(node, &cut_short).spawn().unwrap();
         wait_until("the backup copying", Duration::from_secs(30), || {
             cut_short.join("shard-0").exists()
         });
@@ -192,20 +173,14 @@ fn a_node_killed_during_a_backup_keeps_its_hooks_and_the_copy_cut_short_is_refus
         "the node was killed before the backup ended"
     );
     assert_verified(dir.path(), "a kill during a backup");
-    let verify_copy = Command::new(env!("CARGO_BIN_EXE_goad"))
-        .args(["verify", "--config"])
-        .arg(dir.path().join("goad.toml"))
-        .arg("--data-dir")
-        .arg(&cut_short)
-        .output()
-        .unwrap();
+    let verify_copy = goad_verify_copy(dir.path(), &cut_short);
     let refusal = String::from_utf8_lossy(&verify_copy.stderr);
     assert_ne!(verify_copy.status.code(), Some(0), "{refusal}");
     assert!(refusal.contains("is a backup cut short"), "{refusal}");
 
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
     let restarted = serve(dir.path(), &receiver.url("/hooks"));
-    let again = backup(&restarted, &cut_short).output().unwrap();
+    let again = goad_backup(&restarted, &cut_short).output().unwrap();
     let refusal = String::from_utf8_lossy(&again.stderr);
     assert_ne!(again.status.code(), Some(0), "{refusal}");
     assert!(
@@ -213,7 +188,7 @@ fn a_node_killed_during_a_backup_keeps_its_hooks_and_the_copy_cut_short_is_refus
         "{refusal}"
     );
     let whole = backups.path().join("whole");
-    let made = backup(&restarted, &whole).output().unwrap();
+    let made = goad_backup(&restarted, &whole).output().unwrap();
     assert_eq!(made.status.code(), Some(0), "{made:?}");
     assert!(whole.join(goad::BACKUP_MANIFEST).exists());
     let acked = acked.lock().unwrap().clone();

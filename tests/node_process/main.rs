@@ -277,9 +277,31 @@ fn assert_verified(dir: &Path, after: &str) {
 
 /// `goad verify` of the node `serve` ran in `dir`.
 fn goad_verify(dir: &Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_goad"))
+    goad_verify_command(dir).output().unwrap()
+}
+
+/// `goad verify` of `data_dir` (a backup, say) with the config of the
+/// node `serve` ran in `dir`.
+fn goad_verify_copy(dir: &Path, data_dir: &Path) -> std::process::Output {
+    let mut command = goad_verify_command(dir);
+    command.arg("--data-dir").arg(data_dir).output().unwrap()
+}
+
+fn goad_verify_command(dir: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_goad"));
+    command
         .args(["verify", "--config"])
-        .arg(dir.join("goad.toml"))
-        .output()
-        .unwrap()
+        .arg(dir.join("goad.toml"));
+    command
+}
+
+/// `goad backup` of `node` to `to`, its output piped.
+fn goad_backup(node: &ServeProcess, to: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_goad"));
+    command.args(["backup", "--node", &format!("http://{}", node.addr), "--to"]);
+    command
+        .arg(to)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
 }
