@@ -106,6 +106,9 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("max_shard_bytes = 5000000000000", "max_shard_bytes must be an integer from 16777216 (16 MiB, and 8 × max_body_bytes) to 4398046511104, got 5000000000000"),
         ("min_free_disk_bytes = 1000000", "min_free_disk_bytes must be an integer from 67108864 (64 MiB) to 1125899906842624 (1 PiB), got 1000000"),
         ("min_free_disk_bytes = 2000000000000000", "min_free_disk_bytes must be an integer from 67108864 (64 MiB) to 1125899906842624 (1 PiB), got 2000000000000000"),
+        // A bound smaller than one largest request would hold it unread for ever.
+        ("[http]\nmax_buffered_bytes = 1064959", "http.max_buffered_bytes must be 0 (no bound) or at least one largest request, max_body_bytes (1048576) and a 16384-byte head: 1064960, got 1064959"),
+        ("max_body_bytes = 536870912", "http.max_buffered_bytes must be 0 (no bound) or at least one largest request, max_body_bytes (536870912) and a 16384-byte head: 536887296, got 268435456"),
         ("[http]\ntls_cert_file = \"c.pem\"", "http.tls_key_file must be set with http.tls_cert_file, got \"absent\""),
         ("[http]\ntls_key_file = \"k.pem\"", "http.tls_cert_file must be set with http.tls_key_file, got \"absent\""),
         ("[http]\ntls_client_ca_file = \"ca.pem\"", "http.tls_client_ca_file must be absent without http.tls_cert_file (only HTTPS asks for client certificates), got \"ca.pem\""),
@@ -224,6 +227,20 @@ fn each_range_rule_names_the_key_and_the_value() {
     ];
     for (toml, want) in cases {
         assert_eq!(error_of(toml), want, "for {toml:?}");
+    }
+}
+
+/// `http.max_buffered_bytes` takes no bound (0), exactly one largest
+/// request, and its default of 256 MiB with the default body bound.
+#[test]
+fn max_buffered_bytes_takes_no_bound_or_one_largest_request() {
+    assert_eq!(Config::default().http.max_buffered_bytes, 256 << 20);
+    for toml in [
+        "[http]\nmax_buffered_bytes = 0",
+        "[http]\nmax_buffered_bytes = 1064960",
+        "max_body_bytes = 4294967295\n[http]\nmax_buffered_bytes = 0",
+    ] {
+        assert_eq!(error_of(toml), "valid", "{toml}");
     }
 }
 

@@ -101,6 +101,10 @@ pub struct HttpConfig {
     pub idle_timeout_ms: u64,
     /// Open connections; more are refused with 503 and closed.
     pub max_connections: usize,
+    /// The request bytes the connections may hold at once, across them
+    /// (0: no bound): a request larger than a head waits, unread, until
+    /// its size fits (see `node::http::read_budget`).
+    pub max_buffered_bytes: u64,
     /// Serve HTTPS: the PEM certificate chain (the node's first) and the
     /// PEM private key, both or neither; read at start and at each reload.
     pub tls_cert_file: Option<PathBuf>,
@@ -117,6 +121,7 @@ impl Default for HttpConfig {
             read_timeout_ms: 10_000,
             idle_timeout_ms: 60_000,
             max_connections: 1_024,
+            max_buffered_bytes: 256 * 1024 * 1024,
             tls_cert_file: None,
             tls_key_file: None,
             tls_client_ca_file: None,

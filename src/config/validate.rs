@@ -10,7 +10,7 @@ use super::ingest_auth::{
 use super::{ClaimCheckConfig, Config, OneOrMany, RetryConfig, SourceConfig, TenantLimitsConfig};
 use crate::limits::{
     HTTP_MAX_HEADER_LINE_BYTES, HTTP_MAX_URL_BYTES, MAX_ATTEMPT_TIMEOUT_MS, MAX_BREAKER_OPEN_MS,
-    MAX_COALESCE_MS, MAX_CONCURRENCY, MAX_CONFIG_PROBLEMS, MAX_DEDUPE_WINDOW_MS,
+    MAX_COALESCE_MS, MAX_CONCURRENCY, MAX_CONFIG_PROBLEMS, MAX_DEDUPE_WINDOW_MS, MAX_HEAD_BYTES,
     MAX_RETRY_DELAY_MS, MAX_SHARD_BYTES, MIN_DEAD_RETENTION_MS, MIN_FREE_DISK_CEILING_BYTES,
     MIN_FREE_DISK_FLOOR_BYTES, MIN_REPLAY_RETENTION_MS, MIN_SHARD_BYTES,
 };
@@ -285,11 +285,20 @@ impl Config {
         Ok(())
     }
 
-    /// The `[http]` front: its timeouts, connection cap and TLS files.
+    /// The `[http]` front: its timeouts, bounds and TLS files.
     fn validate_http(&self) -> Result<(), ConfigError> {
         positive("http.read_timeout_ms", self.http.read_timeout_ms)?;
         positive("http.idle_timeout_ms", self.http.idle_timeout_ms)?;
         positive("http.max_connections", self.http.max_connections)?;
+        let largest_request = (MAX_HEAD_BYTES as u64).saturating_add(self.max_body_bytes);
+        let buffered = self.http.max_buffered_bytes;
+        if buffered > 0 && buffered < largest_request {
+            let rule = format!(
+                "0 (no bound) or at least one largest request, max_body_bytes ({}) and a {MAX_HEAD_BYTES}-byte head: {largest_request}",
+                self.max_body_bytes
+            );
+            return Err(invalid("http.max_buffered_bytes", rule, buffered));
+        }
         match (&self.http.tls_cert_file, &self.http.tls_key_file) {
             (Some(_), None) => {
                 return Err(invalid(

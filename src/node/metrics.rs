@@ -145,6 +145,18 @@ impl Family<'_> {
             "Requests that did not arrive within http.read_timeout_ms of their first byte (408, closed).",
             get(&front.read_timeouts),
         );
+        self.one(
+            "goad_http_buffered_bytes",
+            "gauge",
+            "Bytes of http.max_buffered_bytes that requests larger than a head (16 KiB) hold while they are read and committed.",
+            get(&front.buffered_bytes),
+        );
+        self.one(
+            "goad_http_buffer_waits_total",
+            "counter",
+            "Requests that waited, unread, for room in http.max_buffered_bytes: the node held more request bytes than it allows.",
+            get(&front.budget_waits),
+        );
         self.by_label(
             "goad_admin_requests_refused_total",
             "counter",

@@ -482,3 +482,120 @@ fn connections_over_the_cap_get_503() {
         c.reply().is_some_and(|r| r.status == 200)
     });
 }
+
+/// A node whose `http.max_buffered_bytes` holds one largest request (256
+/// KiB bodies and a 16 KiB head), with source `a` posting to `receiver`;
+/// and the request of a 200 KiB hook to it, with where its body's first
+/// 10 KiB end.
+fn node_with_room_for_one_request(
+    dir: &std::path::Path,
+    receiver: &Receiver,
+    read_timeout_ms: u64,
+) -> (Node, Vec<u8>, usize) {
+    let mut c = one_source(dir, receiver);
+    c.max_body_bytes = 256 * 1024;
+    c.http.max_buffered_bytes = (256 + 16) * 1024;
+    c.http.read_timeout_ms = read_timeout_ms;
+    let request = raw_request("POST", "/v1/sources/a/hooks", &[], &[b'x'; 200 * 1024]);
+    let head_and_some = request.len() - 190 * 1024;
+    (start(c), request, head_and_some)
+}
+
+/// Waits until `goad_http_buffered_bytes` is `bytes`.
+fn wait_for_buffered_bytes(addr: SocketAddr, bytes: usize) {
+    wait_until(
+        &format!("{bytes} request bytes held"),
+        Duration::from_secs(10),
+        || metric(addr, "goad_http_buffered_bytes", "") == bytes as f64,
+    );
+}
+
+/// Waits until `goad_http_buffer_waits_total` is `waits`.
+fn wait_for_buffer_waits(addr: SocketAddr, waits: u64) {
+    wait_until(
+        &format!("{waits} requests waited for room"),
+        Duration::from_secs(10),
+        || metric(addr, "goad_http_buffer_waits_total", "") == waits as f64,
+    );
+}
+
+/// A request larger than a head takes its size from
+/// `http.max_buffered_bytes` before its body is read: one that finds too
+/// little room waits unread, and goes on once the one ahead of it is
+/// answered; a request no larger than a head is not held up meanwhile.
+/// Every hook is delivered.
+#[test]
+fn a_request_past_max_buffered_bytes_waits_unread_until_the_one_ahead_is_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let (node, request, head_and_some) =
+        node_with_room_for_one_request(dir.path(), &receiver, 120_000);
+    let addr = node.local_addr();
+    let mut first = Client::connect(addr);
+    first.send(&request[..head_and_some]);
+    wait_for_buffered_bytes(addr, request.len());
+    let mut second = Client::connect(addr);
+    second.send(&request);
+    wait_for_buffer_waits(addr, 1);
+    assert_eq!(ingest(addr, "a", b"small", &[]).status, 202);
+    assert_eq!(
+        metric(addr, "goad_http_buffered_bytes", ""),
+        request.len() as f64,
+        "the waiting request holds no room"
+    );
+    first.send(&request[head_and_some..]);
+    assert_eq!(first.reply().expect("an answer").status, 202);
+    assert_eq!(second.reply().expect("an answer").status, 202);
+    wait_for_buffered_bytes(addr, 0);
+    assert_eq!(metric(addr, "goad_http_buffer_waits_total", ""), 1.0);
+    assert!(
+        receiver.wait_for(3, Duration::from_secs(10)),
+        "3 hooks delivered"
+    );
+}
+
+/// A request holding the room that stalls gets 408 after
+/// `http.read_timeout_ms` (1 s here) and gives its room to the next; a
+/// request's read timeout runs from its turn, not while it waits: the
+/// second, stalled too, gets its 408 a timeout after the first's, and the
+/// third, waiting behind both for two timeouts, is served.
+#[test]
+fn a_stalled_request_holding_the_room_times_out_and_the_waiting_ones_time_out_from_their_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let (node, request, head_and_some) =
+        node_with_room_for_one_request(dir.path(), &receiver, 1_000);
+    let addr = node.local_addr();
+    let mut first = Client::connect(addr);
+    first.send(&request[..head_and_some]);
+    wait_for_buffered_bytes(addr, request.len());
+    let mut second = Client::connect(addr);
+    second.send(&request[..head_and_some]);
+    wait_for_buffer_waits(addr, 1);
+    let mut third = Client::connect(addr);
+    third.send(&request);
+    wait_for_buffer_waits(addr, 2);
+    let reply = first.reply().expect("a 408");
+    assert_eq!(
+        (reply.status, reply.error_code().as_str()),
+        (408, "request_timeout")
+    );
+    let first_timed_out = Instant::now();
+    let reply = second.reply().expect("a 408");
+    assert_eq!(
+        (reply.status, reply.error_code().as_str()),
+        (408, "request_timeout")
+    );
+    assert!(
+        first_timed_out.elapsed() >= Duration::from_millis(500),
+        "the second's timeout ran from its turn: {:?} after the first's",
+        first_timed_out.elapsed()
+    );
+    assert_eq!(third.reply().expect("an answer").status, 202);
+    wait_for_buffered_bytes(addr, 0);
+    assert_eq!(metric(addr, "goad_http_request_timeouts_total", ""), 2.0);
+    assert!(
+        receiver.wait_for(1, Duration::from_secs(10)),
+        "the hook delivered"
+    );
+}

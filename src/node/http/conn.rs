@@ -3,10 +3,10 @@
 
 use super::chunked::ChunkedProgress;
 use super::handshake::Tls;
-use super::request::{parse, Parsed, Request};
+use super::request::{parse, Parsed, Request, RequestBytes};
 use super::response::Response;
 use super::tls::{read_plaintext, write_records};
-use crate::limits::MAX_PENDING_OUTPUT_BYTES;
+use crate::limits::{MAX_HEAD_BYTES, MAX_PENDING_OUTPUT_BYTES, READ_CHUNK_BYTES};
 use mio::net::TcpStream;
 use std::io::{self, Read, Write};
 use std::time::Instant;
@@ -40,6 +40,18 @@ pub(super) struct Conn {
     pub(super) continue_sent: bool,
     /// The whole chunks of the request in progress, if its body is chunked.
     pub(super) chunked: ChunkedProgress,
+    /// What the request in progress takes, as far as its head tells.
+    pub(super) size: RequestBytes,
+    /// Bytes of the front's read budget the request in progress holds.
+    pub(super) granted_bytes: usize,
+    /// The request in progress waits for bytes of the read budget: the
+    /// connection is not read meanwhile.
+    pub(super) budget_waiting: bool,
+    /// Bytes of the read budget the request handed off holds until its
+    /// answer comes.
+    pub(super) answering_bytes: usize,
+    /// Bytes of the read budget to give back: their requests were answered.
+    pub(super) returned_bytes: usize,
     pub(super) last_active: Instant,
     pub(super) writable_interest: bool,
 }
@@ -62,6 +74,11 @@ impl Conn {
             request_started: None,
             continue_sent: false,
             chunked: ChunkedProgress::default(),
+            size: RequestBytes::Unknown,
+            granted_bytes: 0,
+            budget_waiting: false,
+            answering_bytes: 0,
+            returned_bytes: 0,
             last_active: Instant::now(),
             writable_interest: false,
         }
@@ -79,10 +96,46 @@ impl Conn {
 
     /// Drops what is buffered, with what was known of the request in it.
     pub(super) fn drop_input(&mut self) {
-        self.input.clear();
+        self.input = Vec::new();
+        self.end_request();
+        self.returned_bytes += std::mem::take(&mut self.granted_bytes);
+    }
+
+    /// Forgets what was known of the request in progress: it was answered
+    /// or dropped.
+    fn end_request(&mut self) {
         self.request_started = None;
         self.continue_sent = false;
         self.chunked = ChunkedProgress::default();
+        self.size = RequestBytes::Unknown;
+    }
+
+    /// How far the buffer may fill: a head and a byte (enough to tell a
+    /// head too large), or the request in progress that holds
+    /// `granted_bytes` of the read budget, to at most `max_request_bytes`
+    /// (a head and a body).
+    pub(super) fn read_limit(&self, max_request_bytes: usize) -> usize {
+        self.granted_bytes
+            .clamp(MAX_HEAD_BYTES + 1, max_request_bytes)
+    }
+
+    /// Takes `bytes` of the read budget for the request in progress,
+    /// and room for all of it in the buffer when its size is known (the
+    /// buffer does not grow by doubling as the body arrives).
+    pub(super) fn take_grant(&mut self, bytes: usize) {
+        self.granted_bytes = bytes;
+        self.budget_waiting = false;
+        if let RequestBytes::Exactly(n) = self.size {
+            self.input.reserve_exact(n.saturating_sub(self.input.len()));
+        }
+    }
+
+    /// Whether the request in progress is larger than a head and holds no
+    /// bytes of the read budget (nor waits for them).
+    pub(super) fn needs_grant(&self) -> Option<usize> {
+        let bytes = self.size.most()?;
+        let ungranted = self.granted_bytes == 0 && !self.budget_waiting;
+        (ungranted && bytes > MAX_HEAD_BYTES).then_some(bytes)
     }
 
     /// Whether the answers not yet written reach `MAX_PENDING_OUTPUT_BYTES`:
@@ -133,8 +186,12 @@ impl Conn {
                 max_body_bytes,
                 &mut self.chunked,
             ) {
-                Parsed::Partial { continue_wanted } => {
+                Parsed::Partial {
+                    continue_wanted,
+                    size,
+                } => {
                     self.request_started.get_or_insert_with(Instant::now);
+                    self.size = size;
                     if continue_wanted && !self.continue_sent {
                         self.output
                             .extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
@@ -155,6 +212,12 @@ impl Conn {
             }
         }
         self.input.drain(..answered_bytes);
+        if self.input.is_empty() && self.input.capacity() > RETAINED_INPUT_BYTES {
+            // A large body's room is not kept for the connection's next
+            // (mostly small) requests: 1,024 kept-alive connections that
+            // each once sent 1 MiB held 2 GiB so.
+            self.input = Vec::new();
+        }
         held_back
     }
 
@@ -165,8 +228,8 @@ impl Conn {
         stopping: bool,
         handle: &mut impl FnMut(Request) -> Answer,
     ) {
-        self.request_started = None;
-        self.continue_sent = false;
+        self.end_request();
+        let held_bytes = std::mem::take(&mut self.granted_bytes);
         let keep_alive = request.keep_alive && !stopping;
         // HEAD is GET answered without the body (RFC 9110 §9.3.2): every
         // GET route takes it, as monitors that check with HEAD expect.
@@ -178,19 +241,26 @@ impl Conn {
             Answer::Now(response) => {
                 write_answer(&mut self.output, &response, keep_alive, head);
                 self.close_after_write |= !keep_alive;
+                self.returned_bytes += held_bytes;
             }
             Answer::Later(id) => {
                 self.waiting = Some(id);
                 self.waiting_keep_alive = keep_alive;
                 self.waiting_head = head;
+                self.answering_bytes = held_bytes;
             }
             Answer::Failed(response) => {
                 write_answer(&mut self.output, &response, false, head);
                 self.close_after_write = true;
+                self.returned_bytes += held_bytes;
             }
         }
     }
 }
+
+/// The most room a connection's empty buffer keeps between requests: a
+/// head and a read's worth.
+const RETAINED_INPUT_BYTES: usize = MAX_HEAD_BYTES + READ_CHUNK_BYTES;
 
 /// Appends `response` to `out` as the answer to a request, without its
 /// body if that request was a `HEAD`.
@@ -212,8 +282,8 @@ pub(super) enum Answer {
     Failed(Response),
 }
 
-/// Reads until the socket would block, the peer closed, or the buffer holds
-/// more than any request may be; true when it stopped at that bound. A
+/// Reads until the socket would block, the peer closed, or the buffer
+/// reaches `max_buffer` (not past it); true when it stopped at that bound. A
 /// connection whose handshake waits for its hello reads nothing here (the
 /// server reads the hello).
 pub(super) fn read_into(conn: &mut Conn, chunk: &mut [u8], max_buffer: usize) -> io::Result<bool> {
@@ -237,12 +307,13 @@ pub(super) fn read_into(conn: &mut Conn, chunk: &mut [u8], max_buffer: usize) ->
         if conn.input.len() >= max_buffer {
             return Ok(true);
         }
-        match conn.stream.read(chunk) {
+        let room = (max_buffer - conn.input.len()).min(chunk.len());
+        match conn.stream.read(&mut chunk[..room]) {
             Ok(0) => conn.peer_closed = true,
             Ok(n) => {
                 conn.input.extend_from_slice(&chunk[..n]);
                 conn.last_active = Instant::now();
-                if n < chunk.len() && !conn.fin_announced {
+                if n < room && !conn.fin_announced {
                     // The socket had no more: skip the read that would say
                     // so. Bytes (or a FIN) arriving later raise a new
                     // (edge) event.

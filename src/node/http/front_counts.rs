@@ -15,6 +15,11 @@ pub struct FrontCounts {
     pub refused_without_fds: AtomicU64,
     /// Requests that did not arrive within `http.read_timeout_ms` (408).
     pub read_timeouts: AtomicU64,
+    /// Bytes of `http.max_buffered_bytes` the requests being read and
+    /// committed hold now.
+    pub buffered_bytes: AtomicU64,
+    /// Requests that waited for room in `http.max_buffered_bytes`.
+    pub budget_waits: AtomicU64,
     /// Requests to an admin API without a token that a browser sent
     /// (`Origin`, 403 `browser_request`; see `node::open_admin`).
     pub browser_requests_refused: AtomicU64,

@@ -6,6 +6,7 @@ mod front_counts;
 mod handshake;
 #[cfg(test)]
 mod parse_properties;
+mod read_budget;
 pub mod request;
 pub mod response;
 pub mod server;

@@ -63,12 +63,39 @@ impl Request {
 #[derive(Debug)]
 pub enum Parsed {
     /// More bytes are needed. `continue_wanted`: the head is complete and
-    /// asks for `100 Continue` before the client sends its body.
-    Partial { continue_wanted: bool },
+    /// asks for `100 Continue` before the client sends its body. `size`:
+    /// what the whole request takes, as far as its head tells.
+    Partial {
+        continue_wanted: bool,
+        size: RequestBytes,
+    },
     /// A whole request, and how many bytes of the buffer it took.
     Complete(Request, usize),
     /// The request is malformed or over a bound: answer this and close.
     Reject(Response),
+}
+
+/// The bytes a request being read takes, head and body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestBytes {
+    /// Its head is still coming.
+    Unknown,
+    /// Its head and its `Content-Length` body.
+    Exactly(usize),
+    /// A chunked body: at most its bound on the coding in the buffer
+    /// (`MAX_HEAD_BYTES` and `max_body_bytes`) and `max_body_bytes` more
+    /// for what it decodes to.
+    AtMost(usize),
+}
+
+impl RequestBytes {
+    /// The most it takes, when known.
+    pub fn most(self) -> Option<usize> {
+        match self {
+            RequestBytes::Unknown => None,
+            RequestBytes::Exactly(n) | RequestBytes::AtMost(n) => Some(n),
+        }
+    }
 }
 
 /// Parses the request at the start of `buf`; a chunked body resumes after
@@ -85,17 +112,22 @@ fn parse_request(
     let Some((mut request, head_len, version)) = parse_head(buf)? else {
         return Ok(Parsed::Partial {
             continue_wanted: false,
+            size: RequestBytes::Unknown,
         });
     };
-    let body = match framing(&request, version, max_body_bytes)? {
+    let (body, size) = match framing(&request, version, max_body_bytes)? {
         Framing::Length(length) => {
             let total = head_len + length as usize;
-            buf.get(head_len..total).map(|body| chunked::Decoded {
+            let body = buf.get(head_len..total).map(|body| chunked::Decoded {
                 body: body.to_vec(),
                 used: total - head_len,
-            })
+            });
+            (body, RequestBytes::Exactly(total))
         }
-        Framing::Chunked => chunked::decode(&buf[head_len..], max_body_bytes, progress)?,
+        Framing::Chunked => (
+            chunked::decode(&buf[head_len..], max_body_bytes, progress)?,
+            RequestBytes::AtMost(MAX_HEAD_BYTES + 2 * max_body_bytes as usize),
+        ),
     };
     let Some(body) = body else {
         // A chunked body still coming once the buffer holds a whole head
@@ -114,7 +146,10 @@ fn parse_request(
             && request
                 .header("expect")
                 .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"));
-        return Ok(Parsed::Partial { continue_wanted });
+        return Ok(Parsed::Partial {
+            continue_wanted,
+            size,
+        });
     };
     request.body = body.body;
     Ok(Parsed::Complete(request, head_len + body.used))
@@ -377,29 +412,38 @@ mod tests {
         assert_eq!(path_and_query("httpx://node/p"), ("httpx://node/p", ""));
     }
 
+    /// A request still coming says whether it asked for `100 Continue`
+    /// and what it takes once its head is whole: its head and
+    /// `Content-Length`, or a chunked body's bound.
     #[test]
     fn waits_for_the_whole_head_and_body() {
-        assert!(matches!(
-            parse_new(b"POST / HTTP/1.1\r\nContent-Le", 100),
+        let partial = |buf: &[u8]| match parse_new(buf, 100) {
             Parsed::Partial {
-                continue_wanted: false
-            }
-        ));
-        assert!(matches!(
-            parse_new(b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nab", 100),
-            Parsed::Partial {
-                continue_wanted: false
-            }
-        ));
-        assert!(matches!(
-            parse_new(
-                b"POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n",
-                100
-            ),
-            Parsed::Partial {
-                continue_wanted: true
-            }
-        ));
+                continue_wanted,
+                size,
+            } => (continue_wanted, size),
+            other => panic!("expected a partial request, got {other:?}"),
+        };
+        assert_eq!(
+            partial(b"POST / HTTP/1.1\r\nContent-Le"),
+            (false, RequestBytes::Unknown)
+        );
+        let head = b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\n";
+        assert_eq!(
+            partial(&[&head[..], b"ab"].concat()),
+            (false, RequestBytes::Exactly(head.len() + 5))
+        );
+        let expecting = b"POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n";
+        assert_eq!(
+            partial(expecting),
+            (true, RequestBytes::Exactly(expecting.len() + 5))
+        );
+        assert_eq!(
+            partial(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nab"),
+            (false, RequestBytes::AtMost(MAX_HEAD_BYTES + 200))
+        );
+        assert_eq!(RequestBytes::Exactly(7).most(), Some(7));
+        assert_eq!(RequestBytes::Unknown.most(), None);
     }
 
     /// A chunked body is decoded into the request's body, and the next
@@ -416,7 +460,8 @@ mod tests {
         assert!(matches!(
             parse_new(coming, 100),
             Parsed::Partial {
-                continue_wanted: true
+                continue_wanted: true,
+                ..
             }
         ));
         let mut long_extension =

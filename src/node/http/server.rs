@@ -24,6 +24,7 @@
 use super::conn::{read_into, write_answer, write_out, Answer, Conn};
 use super::front_counts::FrontCounts;
 use super::handshake::{read_hello, Answered, Hello, Signers, Tls};
+use super::read_budget::ReadBudget;
 use super::request::Request;
 use super::response::Response;
 use super::spare_fd::{Refusal, SpareFd};
@@ -213,6 +214,11 @@ pub struct Server {
     /// The id of the latest connection accepted.
     last_conn: u64,
     max_body_bytes: u64,
+    /// The request bytes the connections hold, bounded by
+    /// `http.max_buffered_bytes`.
+    budget: ReadBudget,
+    /// Connections whose wait for the budget ended: they read on.
+    granted: Vec<usize>,
     handler: Arc<dyn Handler>,
     stopping_since: Option<Instant>,
     /// Where reads land before they join a connection's buffer (allocated once).
@@ -266,6 +272,7 @@ impl Server {
             }
             None => None,
         };
+        let budget = ReadBudget::new(http.max_buffered_bytes);
         Ok(Server {
             poll,
             listener: Some(listener),
@@ -281,6 +288,8 @@ impl Server {
             handshakes,
             last_conn: 0,
             max_body_bytes,
+            budget,
+            granted: Vec::new(),
             handler,
             stopping_since: None,
             scratch: vec![0; READ_CHUNK_BYTES].into_boxed_slice(),
@@ -307,6 +316,7 @@ impl Server {
         let mut events = Events::with_capacity(1024);
         let mut last_check = Instant::now();
         loop {
+            self.drive_granted();
             // With no connection and none waiting unanswered, nothing has a
             // deadline: the loop sleeps until an event.
             let checks = self.open > 0 || self.accept_stalled || self.stopping_since.is_some();
@@ -492,6 +502,7 @@ impl Server {
                 continue;
             }
             conn.waiting = None;
+            conn.returned_bytes += std::mem::take(&mut conn.answering_bytes);
             let keep_alive = conn.waiting_keep_alive && self.stopping_since.is_none();
             write_answer(&mut conn.output, &response, keep_alive, conn.waiting_head);
             conn.close_after_write |= !keep_alive;
@@ -552,7 +563,7 @@ impl Server {
     /// Reads what arrived (when `readable`), answers what is complete and
     /// writes what is pending; closes the connection when it is done.
     fn drive(&mut self, slot: usize, readable: bool) {
-        let max_buffer = MAX_HEAD_BYTES + self.max_body_bytes as usize + READ_CHUNK_BYTES;
+        let max_request_bytes = MAX_HEAD_BYTES + self.max_body_bytes as usize;
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
@@ -563,7 +574,8 @@ impl Server {
         let mut read = readable || conn.waiting.is_none();
         loop {
             let full = read
-                && match read_into(conn, &mut self.scratch, max_buffer) {
+                && !conn.budget_waiting
+                && match read_into(conn, &mut self.scratch, conn.read_limit(max_request_bytes)) {
                     Ok(full) => full,
                     Err(_) => {
                         failed = true;
@@ -577,10 +589,21 @@ impl Server {
                     *next_id += 1;
                     answer(handler.as_ref(), request, (slot, *next_id), wake)
                 });
+            if let Some(bytes) = conn.needs_grant() {
+                match self.budget.ask(slot, conn.id, bytes) {
+                    Some(granted) => conn.take_grant(granted),
+                    None => {
+                        conn.budget_waiting = true;
+                        FrontCounts::add(&self.counts.budget_waits);
+                    }
+                }
+            }
             // A read that stopped at the buffer bound may have left bytes in
             // the socket, which no new event will announce: read again once
-            // the buffered requests are answered.
-            if full && !held_back && conn.waiting.is_none() && !conn.close_after_write {
+            // the buffered requests are answered, or the request in
+            // progress was granted room.
+            let may_read = !conn.budget_waiting && conn.waiting.is_none();
+            if full && !held_back && may_read && !conn.close_after_write {
                 continue;
             }
             if conn.peer_closed && conn.waiting.is_none() && !held_back {
@@ -598,6 +621,7 @@ impl Server {
             }
             read = true;
         }
+        let returned_bytes = std::mem::take(&mut conn.returned_bytes);
         let done = !conn.output_pending();
         let close = failed || (done && conn.close_after_write);
         if !close {
@@ -606,6 +630,34 @@ impl Server {
         let stopping_and_idle = self.stopping_since.is_some() && conn.is_idle();
         if close || failed || stopping_and_idle {
             self.close(slot);
+        }
+        self.give_back(returned_bytes);
+    }
+
+    /// Gives `bytes` back to the read budget: the connections then granted
+    /// their wait's bytes read on (`drive_granted`), their read timeout
+    /// started anew (the node, not their client, held them up).
+    fn give_back(&mut self, bytes: usize) {
+        if bytes > 0 {
+            for (slot, conn_id, granted) in self.budget.give_back(bytes) {
+                let conn = self.conns[slot].as_mut().filter(|c| c.id == conn_id);
+                let conn =
+                    conn.expect("a connection waiting for the budget is forgotten as it closes");
+                conn.take_grant(granted);
+                conn.request_started = Some(Instant::now());
+                self.granted.push(slot);
+            }
+        }
+        let granted_bytes = self.budget.granted_bytes() as u64;
+        self.counts
+            .buffered_bytes
+            .store(granted_bytes, Ordering::Relaxed);
+    }
+
+    /// Drives the connections whose wait for the read budget ended.
+    fn drive_granted(&mut self) {
+        while let Some(slot) = self.granted.pop() {
+            self.drive(slot, true);
         }
     }
 
@@ -619,9 +671,10 @@ impl Server {
             if conn.waiting.is_some() {
                 continue;
             }
-            if conn
-                .request_started
-                .is_some_and(|t| t.elapsed() >= read_timeout)
+            if !conn.budget_waiting
+                && conn
+                    .request_started
+                    .is_some_and(|t| t.elapsed() >= read_timeout)
             {
                 FrontCounts::add(&self.counts.read_timeouts);
                 conn.drop_input();
@@ -648,6 +701,10 @@ impl Server {
 
     fn close(&mut self, slot: usize) {
         if let Some(mut conn) = self.conns[slot].take() {
+            if conn.budget_waiting {
+                self.budget.forget(slot, conn.id);
+            }
+            self.give_back(conn.granted_bytes + conn.answering_bytes + conn.returned_bytes);
             conn.say_close();
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.free.push(slot);

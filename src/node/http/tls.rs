@@ -111,7 +111,7 @@ pub(super) struct ReadEnd {
 }
 
 /// Reads plaintext into `input` until the socket would block, the peer
-/// closes, or `input` reaches `max_buffer`.
+/// closes, or `input` reaches `max_buffer` (not past it).
 pub(super) fn read_plaintext(
     tls: &mut ServerConnection,
     socket: &mut (impl Read + Write),
@@ -128,7 +128,8 @@ pub(super) fn read_plaintext(
                     closed: false,
                 });
             }
-            match tls.reader().read(chunk) {
+            let room = (max_buffer - input.len()).min(chunk.len());
+            match tls.reader().read(&mut chunk[..room]) {
                 Ok(0) => {
                     return Ok(ReadEnd {
                         full: false,
