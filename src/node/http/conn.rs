@@ -355,3 +355,76 @@ pub(super) fn write_out(conn: &mut Conn) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection over a loopback socket its client has left.
+    fn conn() -> Conn {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        Conn::new(1, TcpStream::from_std(accepted), None)
+    }
+
+    fn ok(_: Request) -> Answer {
+        Answer::Now(Response::text(202, "text/plain", "ok".into()))
+    }
+
+    /// A request larger than a head asks its size of the read budget once
+    /// its head is read; granted, it may fill the buffer to its end, which
+    /// has room for all of it at once; answered, it gives its bytes back
+    /// and leaves the connection no large buffer.
+    #[test]
+    fn a_large_request_holds_its_grant_until_answered_and_leaves_no_room_behind() {
+        let max_body_bytes = 2 << 20;
+        let mut c = conn();
+        let body = vec![b'x'; 1 << 20];
+        let head = format!("POST /h HTTP/1.1\r\ncontent-length: {}\r\n\r\n", body.len());
+        let bytes = head.len() + body.len();
+        c.input.extend_from_slice(head.as_bytes());
+        c.input.extend_from_slice(&body[..1_000]);
+        assert!(!c.answer_buffered(max_body_bytes, false, |_| unreachable!()));
+        assert_eq!(c.size, RequestBytes::Exactly(bytes));
+        assert_eq!(c.read_limit(MAX_HEAD_BYTES + (2 << 20)), MAX_HEAD_BYTES + 1);
+        assert_eq!(c.needs_grant(), Some(bytes));
+        c.take_grant(bytes);
+        assert_eq!(c.needs_grant(), None);
+        assert!(c.input.capacity() >= bytes);
+        assert_eq!(c.read_limit(MAX_HEAD_BYTES + (2 << 20)), bytes);
+        c.input.extend_from_slice(&body[1_000..]);
+        assert!(!c.answer_buffered(max_body_bytes, false, ok));
+        assert_eq!((c.granted_bytes, c.returned_bytes), (0, bytes));
+        assert_eq!((c.input.capacity(), c.size), (0, RequestBytes::Unknown));
+    }
+
+    /// A request answered later holds its bytes until its answer comes;
+    /// a small one asks none, and the buffer keeps its room for the next.
+    #[test]
+    fn a_request_answered_later_holds_its_bytes_and_a_small_one_asks_none() {
+        let mut c = conn();
+        let request = format!(
+            "POST /h HTTP/1.1\r\ncontent-length: 20000\r\n\r\n{}",
+            "y".repeat(20_000)
+        );
+        c.granted_bytes = request.len();
+        c.input.extend_from_slice(request.as_bytes());
+        assert!(!c.answer_buffered(1 << 20, false, |_| Answer::Later(7)));
+        assert_eq!(
+            (c.waiting, c.answering_bytes, c.returned_bytes),
+            (Some(7), request.len(), 0)
+        );
+        let mut c = conn();
+        let head = b"POST /h HTTP/1.1\r\ncontent-length: 5\r\n\r\n";
+        c.input.extend_from_slice(head);
+        c.input.extend_from_slice(b"ab");
+        assert!(!c.answer_buffered(1 << 20, false, ok));
+        let size = RequestBytes::Exactly(head.len() + 5);
+        assert_eq!((c.size, c.needs_grant()), (size, None));
+        c.input.extend_from_slice(b"cde");
+        let room = c.input.capacity();
+        assert!(!c.answer_buffered(1 << 20, false, ok));
+        assert_eq!((c.input.len(), c.input.capacity()), (0, room));
+    }
+}
