@@ -303,19 +303,21 @@ fn by_name(pairs: &[(TenantId, u64)]) -> HashMap<&str, u64> {
 
 /// 400 `unknown_parameter` for a query parameter the route does not take:
 /// a misspelt filter (`?source=` for `?source_id=`) would otherwise match
-/// every row, and a purge delete them all.
+/// every row, and a purge delete them all; 400 `repeated_parameter` for
+/// one given twice, of which the route would take the first alone.
 pub(super) fn known_params(request: &Request, known: &[&str]) -> Result<(), Response> {
-    match request.unknown_query_param(known) {
-        None => Ok(()),
-        Some(name) => Err(Response::error(
-            400,
-            "unknown_parameter",
-            &format!(
-                "no query parameter {name:?} here; this route takes {}",
-                known.join(", ")
-            ),
-        )),
+    if let Some(name) = request.unknown_query_param(known) {
+        let message = format!(
+            "no query parameter {name:?} here; this route takes {}",
+            known.join(", ")
+        );
+        return Err(Response::error(400, "unknown_parameter", &message));
     }
+    if let Some(name) = request.repeated_query_param() {
+        let message = format!("query parameter {name:?} is given more than once; give it once");
+        return Err(Response::error(400, "repeated_parameter", &message));
+    }
+    Ok(())
 }
 
 /// Keys whose new value `reload` applies without a restart: these, and

@@ -2,6 +2,7 @@
 //! the node to a directory on its host (see [`Engine::backup`]).
 
 use super::http::{Request, Response};
+use super::json_body::json_object;
 use crate::runtime::{BackupError, Engine};
 use serde_json::json;
 use std::path::PathBuf;
@@ -14,12 +15,10 @@ struct BackupSpec {
 }
 
 pub(super) fn backup(engine: &Engine, request: &Request) -> Response {
-    let spec: BackupSpec = match serde_json::from_slice(&request.body) {
+    let shape = r#"{"to": "/absolute/directory"}"#;
+    let spec: BackupSpec = match json_object(&request.body, shape) {
         Ok(spec) => spec,
-        Err(e) => {
-            let message = format!("the body must be {{\"to\": \"/absolute/directory\"}}: {e}");
-            return Response::error(400, "bad_json", &message);
-        }
+        Err(bad) => return bad,
     };
     if !spec.to.is_absolute() {
         let message = format!(

@@ -85,6 +85,16 @@ fn dead_filter(request: &Request) -> Result<DeadFilter, Response> {
     })
 }
 
+/// 400 `empty_filter` for a filter given with no value, where a purge or
+/// a replay would take every dead letter: a script's unset variable
+/// (`?source_id=$SOURCE`) must not purge them all.
+pub(super) fn empty_filter(name: &str) -> Response {
+    let message = format!(
+        "{name} is empty: give a value, or leave it out (which takes every dead letter, whatever its {name})"
+    );
+    Response::error(400, "empty_filter", &message)
+}
+
 /// Refuses a range of dead times that ends before it starts (a swapped
 /// pair, most likely), which would match nothing and say nothing of why.
 pub(super) fn time_range(since_ms: u64, until_ms: u64) -> Result<(), Response> {
@@ -101,6 +111,12 @@ pub(super) fn time_range(since_ms: u64, until_ms: u64) -> Result<(), Response> {
 pub(super) fn purge(engine: &Engine, request: &Request) -> Response {
     if let Err(unknown) = known_params(request, &DEAD_FILTER_PARAMS) {
         return unknown;
+    }
+    let empty = DEAD_FILTER_PARAMS
+        .iter()
+        .find(|name| request.query_param(name).as_deref() == Some(""));
+    if let Some(name) = empty {
+        return empty_filter(name);
     }
     let filter = match dead_filter(request) {
         Ok(filter) => filter,

@@ -21,6 +21,7 @@ mod hook_status;
 pub mod http;
 mod ingest_counts;
 mod ingest_rate;
+mod json_body;
 mod jwks;
 mod jwt;
 mod jwt_check;

@@ -3,8 +3,9 @@
 //! `…/resume`; the replays themselves are `super::replay`'s.
 
 use super::admin::{known_params, store_error};
-use super::dead_letters::time_range;
+use super::dead_letters::{empty_filter, time_range};
 use super::http::{Request, Response};
+use super::json_body::json_object;
 use super::listing::{Paging, PAGING_PARAMS};
 use super::replay::{ControlError, CreateError, ReplayControl, ReplaySpec, ReplayState};
 use super::NodeState;
@@ -17,19 +18,20 @@ pub(super) fn create(state: &NodeState, engine: &Engine, request: &Request) -> R
     let spec: ReplaySpec = if request.body.iter().all(u8::is_ascii_whitespace) {
         ReplaySpec::default()
     } else {
-        match serde_json::from_slice(&request.body) {
+        let shape = r#"{"source_id"?, "tenant"?, "hook_id"?, "sink_index"?, "reason"?, "since_ms"?, "until_ms"?}"#;
+        match json_object(&request.body, shape) {
             Ok(spec) => spec,
-            Err(e) => {
-                return Response::error(
-                    400,
-                    "bad_json",
-                    &format!(
-                        "the body must be {{\"source_id\"?, \"tenant\"?, \"hook_id\"?, \"sink_index\"?, \"reason\"?, \"since_ms\"?, \"until_ms\"?}}: {e}"
-                    ),
-                )
-            }
+            Err(bad) => return bad,
         }
     };
+    let named = [
+        ("source_id", &spec.source_id),
+        ("tenant", &spec.tenant),
+        ("hook_id", &spec.hook_id),
+    ];
+    if let Some((name, _)) = named.iter().find(|(_, v)| v.as_deref() == Some("")) {
+        return empty_filter(name);
+    }
     if let Err(bad) = time_range(
         spec.since_ms.unwrap_or(0),
         spec.until_ms.unwrap_or(u64::MAX),

@@ -320,6 +320,31 @@ fn dead_letters_are_taken_by_sink_and_reason() {
             assert_eq!(refused.json()["message"], message);
         }
     }
+    // A replay of an empty name, or of a body that is not one JSON
+    // object, would replay nothing (or everything): refused.
+    for (body, code, message) in [
+        (
+            r#"{"tenant": ""}"#,
+            "empty_filter",
+            "tenant is empty: give a value, or leave it out (which takes every dead letter, whatever its tenant)",
+        ),
+        (
+            "[null, null, null, null, null, null, null]",
+            "bad_json",
+            r#"the body must be {"source_id"?, "tenant"?, "hook_id"?, "sink_index"?, "reason"?, "since_ms"?, "until_ms"?}: got an array"#,
+        ),
+    ] {
+        let refused = call(addr, "POST", "/v1/replays", &[], body.as_bytes());
+        assert_eq!(
+            (refused.status, refused.error_code(), refused.json()["message"].as_str().unwrap()),
+            (400, code.into(), message),
+            "{body}"
+        );
+    }
+    assert_eq!(
+        get(addr, "/v1/replays").json()["replays"],
+        serde_json::json!([])
+    );
     let bad_spec = call(addr, "POST", "/v1/replays", &[], br#"{"reason": "gone"}"#);
     assert_eq!(
         (bad_spec.status, bad_spec.error_code()),
@@ -498,6 +523,34 @@ fn dead_letters_are_purged_by_source_and_time() {
     assert_gets_refused(
         addr,
         &[("/v1/dead-letters?sorce_id=a", "unknown_parameter")],
+    );
+    // An empty filter (a script's unset variable) is refused, not read as
+    // no filter; a filter given twice is refused, not read as its first.
+    let empty = purge("?source_id=&until_ms=99999999999999");
+    assert_eq!(
+        (empty.status, empty.error_code(), empty.json()["message"].as_str().unwrap()),
+        (
+            400,
+            "empty_filter".into(),
+            "source_id is empty: give a value, or leave it out (which takes every dead letter, whatever its source_id)"
+        )
+    );
+    let twice = purge("?source_id=a&source_id=b");
+    assert_eq!(
+        (
+            twice.status,
+            twice.error_code(),
+            twice.json()["message"].as_str().unwrap()
+        ),
+        (
+            400,
+            "repeated_parameter".into(),
+            "query parameter \"source_id\" is given more than once; give it once"
+        )
+    );
+    assert_gets_refused(
+        addr,
+        &[("/v1/dead-letters?limit=1&limit=2", "repeated_parameter")],
     );
     assert_eq!(dead(&engine).len(), 5, "nothing purged");
     assert_eq!(

@@ -305,6 +305,14 @@ fn a_backup_is_written_where_the_request_says_or_refused_with_why() {
 
     let bad = backup("{\"dir\": \"/tmp/x\"}");
     assert_eq!((bad.status, bad.error_code()), (400, "bad_json".into()));
+    let array = backup("[\"/tmp/x\"]");
+    assert_eq!(
+        (array.status, array.json()["message"].as_str().unwrap()),
+        (
+            400,
+            r#"the body must be {"to": "/absolute/directory"}: got an array"#
+        )
+    );
     let relative = backup("{\"to\": \"backups/today\"}");
     assert_eq!(
         (

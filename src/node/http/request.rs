@@ -53,6 +53,14 @@ impl Request {
             .find(|name| !known.contains(&name.as_str()))
     }
 
+    /// The first query parameter given more than once: a route refuses
+    /// it (which of `?source_id=a&source_id=b` would a purge take?).
+    pub fn repeated_query_param(&self) -> Option<String> {
+        let mut seen = std::collections::HashSet::new();
+        let names = self.query_pairs().map(|(k, _)| percent_decode(k));
+        names.into_iter().find(|name| !seen.insert(name.clone()))
+    }
+
     fn query_pairs(&self) -> impl Iterator<Item = (&str, &str)> {
         let pairs = self.query.split('&').filter(|pair| !pair.is_empty());
         pairs.map(|pair| pair.split_once('=').unwrap_or((pair, "")))

@@ -1,0 +1,69 @@
+//! An admin route's JSON body: one object, read into `T`.
+
+use super::http::Response;
+use serde::de::DeserializeOwned;
+
+/// `body` as `T`, or 400 `bad_json` saying the body must be `shape`: a
+/// JSON object (serde would also take an array of the fields' values, a
+/// form no one means), without a field `T` does not have.
+pub(super) fn json_object<T: DeserializeOwned>(body: &[u8], shape: &str) -> Result<T, Response> {
+    let bad =
+        |why: String| Response::error(400, "bad_json", &format!("the body must be {shape}: {why}"));
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| bad(e.to_string()))?;
+    if !value.is_object() {
+        return Err(bad(format!("got {}", kind_of(&value))));
+    }
+    serde_json::from_value(value).map_err(|e| bad(e.to_string()))
+}
+
+fn kind_of(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Spec {
+        to: String,
+    }
+
+    fn error_of(body: &str) -> String {
+        let response = json_object::<Spec>(body.as_bytes(), "{\"to\"}").unwrap_err();
+        assert_eq!(response.status, 400);
+        String::from_utf8(response.body).unwrap()
+    }
+
+    #[test]
+    fn only_an_object_with_the_fields_is_taken() {
+        assert_eq!(
+            json_object::<Spec>(br#"{"to": "x"}"#, "").unwrap(),
+            Spec { to: "x".into() }
+        );
+        assert_eq!(
+            error_of(r#"["x"]"#),
+            r#"{"error":"bad_json","message":"the body must be {\"to\"}: got an array"}"#
+        );
+        assert_eq!(
+            error_of("7"),
+            r#"{"error":"bad_json","message":"the body must be {\"to\"}: got a number"}"#
+        );
+        assert_eq!(
+            error_of(r#"{"to": "x", "from": 1}"#),
+            r#"{"error":"bad_json","message":"the body must be {\"to\"}: unknown field `from`, expected `to`"}"#
+        );
+        assert_eq!(
+            error_of("{"),
+            r#"{"error":"bad_json","message":"the body must be {\"to\"}: EOF while parsing an object at line 1 column 1"}"#
+        );
+    }
+}
