@@ -522,8 +522,10 @@ fn wait_for_buffer_waits(addr: SocketAddr, waits: u64) {
 /// A request larger than a head takes its size from
 /// `http.max_buffered_bytes` before its body is read: one that finds too
 /// little room waits unread, and goes on once the one ahead of it is
-/// answered; a request no larger than a head is not held up meanwhile.
-/// Every hook is delivered.
+/// answered; a request no larger than a head is not held up meanwhile. A
+/// client that waits for `100 Continue` is told to send its body once it
+/// has its room: when the room is taken, not before. Every hook is
+/// delivered.
 #[test]
 fn a_request_past_max_buffered_bytes_waits_unread_until_the_one_ahead_is_answered() {
     let dir = tempfile::tempdir().unwrap();
@@ -537,20 +539,43 @@ fn a_request_past_max_buffered_bytes_waits_unread_until_the_one_ahead_is_answere
     let mut second = Client::connect(addr);
     second.send(&request);
     wait_for_buffer_waits(addr, 1);
+    let request_line = b"POST /v1/sources/a/hooks HTTP/1.1\r\n".len();
+    let body_at = request.len() - 200 * 1024;
+    let expecting = |client: &mut Client| {
+        client.send(&request[..request_line]);
+        client.send(b"expect: 100-continue\r\n");
+        client.send(&request[request_line..body_at]);
+    };
+    let mut third = Client::connect(addr);
+    expecting(&mut third);
+    wait_for_buffer_waits(addr, 2);
     assert_eq!(ingest(addr, "a", b"small", &[]).status, 202);
     assert_eq!(
         metric(addr, "goad_http_buffered_bytes", ""),
         request.len() as f64,
-        "the waiting request holds no room"
+        "the waiting requests hold no room"
+    );
+    assert!(
+        !third.answers_within(Duration::from_millis(500)),
+        "no 100 Continue before its room"
     );
     first.send(&request[head_and_some..]);
     assert_eq!(first.reply().expect("an answer").status, 202);
     assert_eq!(second.reply().expect("an answer").status, 202);
+    assert_eq!(third.reply().expect("100 Continue").status, 100);
+    third.send(&request[body_at..]);
+    assert_eq!(third.reply().expect("an answer").status, 202);
+    // With room to spare, `100 Continue` comes at once.
+    let mut fourth = Client::connect(addr);
+    expecting(&mut fourth);
+    assert_eq!(fourth.reply().expect("100 Continue").status, 100);
+    fourth.send(&request[body_at..]);
+    assert_eq!(fourth.reply().expect("an answer").status, 202);
     wait_for_buffered_bytes(addr, 0);
-    assert_eq!(metric(addr, "goad_http_buffer_waits_total", ""), 1.0);
+    assert_eq!(metric(addr, "goad_http_buffer_waits_total", ""), 2.0);
     assert!(
-        receiver.wait_for(3, Duration::from_secs(10)),
-        "3 hooks delivered"
+        receiver.wait_for(5, Duration::from_secs(10)),
+        "5 hooks delivered"
     );
 }
 

@@ -130,12 +130,17 @@ impl Conn {
         }
     }
 
-    /// Whether the request in progress is larger than a head and holds no
-    /// bytes of the read budget (nor waits for them).
+    /// The bytes the request in progress must ask of the read budget: it
+    /// is larger than a head and holds none (nor waits for them).
     pub(super) fn needs_grant(&self) -> Option<usize> {
         let bytes = self.size.most()?;
-        let ungranted = self.granted_bytes == 0 && !self.budget_waiting;
-        (ungranted && bytes > MAX_HEAD_BYTES).then_some(bytes)
+        (self.lacks_grant(bytes) && !self.budget_waiting).then_some(bytes)
+    }
+
+    /// Whether a request of `bytes` must hold bytes of the read budget
+    /// that it does not hold yet.
+    fn lacks_grant(&self, bytes: usize) -> bool {
+        bytes > MAX_HEAD_BYTES && self.granted_bytes == 0
     }
 
     /// Whether the answers not yet written reach `MAX_PENDING_OUTPUT_BYTES`:
@@ -192,7 +197,10 @@ impl Conn {
                 } => {
                     self.request_started.get_or_insert_with(Instant::now);
                     self.size = size;
-                    if continue_wanted && !self.continue_sent {
+                    // The client is told to send its body once the node
+                    // will read it: with its room in the read budget.
+                    let unready = size.most().is_some_and(|n| self.lacks_grant(n));
+                    if continue_wanted && !self.continue_sent && !unready {
                         self.output
                             .extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
                         self.continue_sent = true;

@@ -7,8 +7,9 @@
 //! read, and gives it back with its answer: the bytes cover the request
 //! while it is read and while its hook is committed. One that finds too
 //! little left waits, first come first served: its connection is not
-//! read (its client's sends block) and its read timeout does not run,
-//! until the requests ahead of it are answered. The budget holds at least
+//! read (its client's sends block; one that asked for `100 Continue`
+//! gets it only then) and its read timeout does not run, until the
+//! requests ahead of it are answered. The budget holds at least
 //! one largest request, and a request holding bytes is answered within
 //! `http.read_timeout_ms` (408) or its commit: none waits for ever.
 //!

@@ -591,7 +591,13 @@ impl Server {
                 });
             if let Some(bytes) = conn.needs_grant() {
                 match self.budget.ask(slot, conn.id, bytes) {
-                    Some(granted) => conn.take_grant(granted),
+                    Some(granted) => {
+                        // Read on (its body may wait in the socket), and
+                        // parse again: a `100 Continue` waited for this.
+                        conn.take_grant(granted);
+                        read = true;
+                        continue;
+                    }
                     None => {
                         conn.budget_waiting = true;
                         FrontCounts::add(&self.counts.budget_waits);
