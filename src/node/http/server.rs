@@ -606,8 +606,7 @@ impl Server {
             }
             // A read that stopped at the buffer bound may have left bytes in
             // the socket, which no new event will announce: read again once
-            // the buffered requests are answered, or the request in
-            // progress was granted room.
+            // the buffered requests are answered.
             let may_read = !conn.budget_waiting && conn.waiting.is_none();
             if full && !held_back && may_read && !conn.close_after_write {
                 continue;
