@@ -485,20 +485,41 @@ fn connections_over_the_cap_get_503() {
 
 /// A node whose `http.max_buffered_bytes` holds one largest request (256
 /// KiB bodies and a 16 KiB head), with source `a` posting to `receiver`;
-/// and the request of a 200 KiB hook to it, with where its body's first
-/// 10 KiB end.
-fn node_with_room_for_one_request(
-    dir: &std::path::Path,
-    receiver: &Receiver,
-    read_timeout_ms: u64,
-) -> (Node, Vec<u8>, usize) {
-    let mut c = one_source(dir, receiver);
+/// `request`, a 200 KiB hook to it, of which `first` sent the head and
+/// the body up to `head_and_some` (10 KiB): it holds the room.
+struct RoomTaken {
+    _dir: tempfile::TempDir,
+    receiver: Receiver,
+    _node: Node,
+    addr: SocketAddr,
+    request: Vec<u8>,
+    head_and_some: usize,
+    first: Client,
+}
+
+fn room_taken(read_timeout_ms: u64) -> RoomTaken {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = one_source(dir.path(), &receiver);
     c.max_body_bytes = 256 * 1024;
     c.http.max_buffered_bytes = (256 + 16) * 1024;
     c.http.read_timeout_ms = read_timeout_ms;
+    let node = start(c);
+    let addr = node.local_addr();
     let request = raw_request("POST", "/v1/sources/a/hooks", &[], &[b'x'; 200 * 1024]);
     let head_and_some = request.len() - 190 * 1024;
-    (start(c), request, head_and_some)
+    let mut first = Client::connect(addr);
+    first.send(&request[..head_and_some]);
+    wait_for_buffered_bytes(addr, request.len());
+    RoomTaken {
+        _dir: dir,
+        receiver,
+        _node: node,
+        addr,
+        request,
+        head_and_some,
+        first,
+    }
 }
 
 /// Waits until `goad_http_buffered_bytes` is `bytes`.
@@ -528,14 +549,15 @@ fn wait_for_buffer_waits(addr: SocketAddr, waits: u64) {
 /// delivered.
 #[test]
 fn a_request_past_max_buffered_bytes_waits_unread_until_the_one_ahead_is_answered() {
-    let dir = tempfile::tempdir().unwrap();
-    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
-    let (node, request, head_and_some) =
-        node_with_room_for_one_request(dir.path(), &receiver, 120_000);
-    let addr = node.local_addr();
-    let mut first = Client::connect(addr);
-    first.send(&request[..head_and_some]);
-    wait_for_buffered_bytes(addr, request.len());
+    let RoomTaken {
+        _dir,
+        receiver,
+        _node,
+        addr,
+        request,
+        head_and_some,
+        mut first,
+    } = room_taken(120_000);
     let mut second = Client::connect(addr);
     second.send(&request);
     wait_for_buffer_waits(addr, 1);
@@ -586,14 +608,15 @@ fn a_request_past_max_buffered_bytes_waits_unread_until_the_one_ahead_is_answere
 /// third, waiting behind both for two timeouts, is served.
 #[test]
 fn a_stalled_request_holding_the_room_times_out_and_the_waiting_ones_time_out_from_their_turn() {
-    let dir = tempfile::tempdir().unwrap();
-    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
-    let (node, request, head_and_some) =
-        node_with_room_for_one_request(dir.path(), &receiver, 1_000);
-    let addr = node.local_addr();
-    let mut first = Client::connect(addr);
-    first.send(&request[..head_and_some]);
-    wait_for_buffered_bytes(addr, request.len());
+    let RoomTaken {
+        _dir,
+        receiver,
+        _node,
+        addr,
+        request,
+        head_and_some,
+        mut first,
+    } = room_taken(1_000);
     let mut second = Client::connect(addr);
     second.send(&request[..head_and_some]);
     wait_for_buffer_waits(addr, 1);
