@@ -549,54 +549,46 @@ fn wait_for_buffer_waits(addr: SocketAddr, waits: u64) {
 /// delivered.
 #[test]
 fn a_request_past_max_buffered_bytes_waits_unread_until_the_one_ahead_is_answered() {
-    let RoomTaken {
-        _dir,
-        receiver,
-        _node,
-        addr,
-        request,
-        head_and_some,
-        mut first,
-    } = room_taken(120_000);
-    let mut second = Client::connect(addr);
-    second.send(&request);
-    wait_for_buffer_waits(addr, 1);
+    let mut room = room_taken(120_000);
+    let mut second = Client::connect(room.addr);
+    second.send(&room.request);
+    wait_for_buffer_waits(room.addr, 1);
     let request_line = b"POST /v1/sources/a/hooks HTTP/1.1\r\n".len();
-    let body_at = request.len() - 200 * 1024;
+    let body_at = room.request.len() - 200 * 1024;
     let expecting = |client: &mut Client| {
-        client.send(&request[..request_line]);
+        client.send(&room.request[..request_line]);
         client.send(b"expect: 100-continue\r\n");
-        client.send(&request[request_line..body_at]);
+        client.send(&room.request[request_line..body_at]);
     };
-    let mut third = Client::connect(addr);
+    let mut third = Client::connect(room.addr);
     expecting(&mut third);
-    wait_for_buffer_waits(addr, 2);
-    assert_eq!(ingest(addr, "a", b"small", &[]).status, 202);
+    wait_for_buffer_waits(room.addr, 2);
+    assert_eq!(ingest(room.addr, "a", b"small", &[]).status, 202);
     assert_eq!(
-        metric(addr, "goad_http_buffered_bytes", ""),
-        request.len() as f64,
+        metric(room.addr, "goad_http_buffered_bytes", ""),
+        room.request.len() as f64,
         "the waiting requests hold no room"
     );
     assert!(
         !third.answers_within(Duration::from_millis(500)),
         "no 100 Continue before its room"
     );
-    first.send(&request[head_and_some..]);
-    assert_eq!(first.reply().expect("an answer").status, 202);
+    room.first.send(&room.request[room.head_and_some..]);
+    assert_eq!(room.first.reply().expect("an answer").status, 202);
     assert_eq!(second.reply().expect("an answer").status, 202);
     assert_eq!(third.reply().expect("100 Continue").status, 100);
-    third.send(&request[body_at..]);
+    third.send(&room.request[body_at..]);
     assert_eq!(third.reply().expect("an answer").status, 202);
     // With room to spare, `100 Continue` comes at once.
-    let mut fourth = Client::connect(addr);
+    let mut fourth = Client::connect(room.addr);
     expecting(&mut fourth);
     assert_eq!(fourth.reply().expect("100 Continue").status, 100);
-    fourth.send(&request[body_at..]);
+    fourth.send(&room.request[body_at..]);
     assert_eq!(fourth.reply().expect("an answer").status, 202);
-    wait_for_buffered_bytes(addr, 0);
-    assert_eq!(metric(addr, "goad_http_buffer_waits_total", ""), 2.0);
+    wait_for_buffered_bytes(room.addr, 0);
+    assert_eq!(metric(room.addr, "goad_http_buffer_waits_total", ""), 2.0);
     assert!(
-        receiver.wait_for(5, Duration::from_secs(10)),
+        room.receiver.wait_for(5, Duration::from_secs(10)),
         "5 hooks delivered"
     );
 }
@@ -608,22 +600,14 @@ fn a_request_past_max_buffered_bytes_waits_unread_until_the_one_ahead_is_answere
 /// third, waiting behind both for two timeouts, is served.
 #[test]
 fn a_stalled_request_holding_the_room_times_out_and_the_waiting_ones_time_out_from_their_turn() {
-    let RoomTaken {
-        _dir,
-        receiver,
-        _node,
-        addr,
-        request,
-        head_and_some,
-        mut first,
-    } = room_taken(1_000);
-    let mut second = Client::connect(addr);
-    second.send(&request[..head_and_some]);
-    wait_for_buffer_waits(addr, 1);
-    let mut third = Client::connect(addr);
-    third.send(&request);
-    wait_for_buffer_waits(addr, 2);
-    let reply = first.reply().expect("a 408");
+    let mut room = room_taken(1_000);
+    let mut second = Client::connect(room.addr);
+    second.send(&room.request[..room.head_and_some]);
+    wait_for_buffer_waits(room.addr, 1);
+    let mut third = Client::connect(room.addr);
+    third.send(&room.request);
+    wait_for_buffer_waits(room.addr, 2);
+    let reply = room.first.reply().expect("a 408");
     assert_eq!(
         (reply.status, reply.error_code().as_str()),
         (408, "request_timeout")
@@ -636,14 +620,17 @@ fn a_stalled_request_holding_the_room_times_out_and_the_waiting_ones_time_out_fr
     );
     assert!(
         first_timed_out.elapsed() >= Duration::from_millis(500),
-        "the second's timeout ran from its turn: {:?} after the first's",
+        "the second's timeout ran from its turn: {:?} after the room.first's",
         first_timed_out.elapsed()
     );
     assert_eq!(third.reply().expect("an answer").status, 202);
-    wait_for_buffered_bytes(addr, 0);
-    assert_eq!(metric(addr, "goad_http_request_timeouts_total", ""), 2.0);
+    wait_for_buffered_bytes(room.addr, 0);
+    assert_eq!(
+        metric(room.addr, "goad_http_request_timeouts_total", ""),
+        2.0
+    );
     assert!(
-        receiver.wait_for(1, Duration::from_secs(10)),
+        room.receiver.wait_for(1, Duration::from_secs(10)),
         "the hook delivered"
     );
 }
