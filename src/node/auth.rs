@@ -230,12 +230,13 @@ impl BearerTokens {
     }
 }
 
-/// The token of an `Authorization: Bearer <token>` value.
+/// The token of an `Authorization: Bearer <token>` value: the scheme in
+/// any case and one or more spaces before the token, as RFC 9110 §11.4
+/// writes credentials (`BEARER  t` is a client's `Bearer t`).
 pub fn bearer_token(authorization: Option<&str>) -> Option<&str> {
-    authorization.and_then(|v| {
-        v.strip_prefix("Bearer ")
-            .or_else(|| v.strip_prefix("bearer "))
-    })
+    let (scheme, token) = authorization?.split_once(' ')?;
+    let token = token.trim_start_matches(' ');
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// Whether `presented` is the secret `expected`, compared in constant time.
@@ -307,6 +308,9 @@ mod tests {
         let one = BearerTokens(vec!["s3cret".into()]);
         assert!(one.admit(Some("Bearer s3cret")));
         assert!(one.admit(Some("bearer s3cret")));
+        assert!(one.admit(Some("BEARER  s3cret")));
+        assert!(!one.admit(Some("Bearers3cret")));
+        assert!(!one.admit(Some("Bearer")));
         assert!(!one.admit(Some("Bearer s3cre")));
         assert!(!one.admit(Some("Bearer s3cret2")));
         assert!(!one.admit(Some("Basic s3cret")));
