@@ -545,8 +545,8 @@ fn wait_for_buffer_waits(addr: SocketAddr, waits: u64) {
 /// little room waits unread, and goes on once the one ahead of it is
 /// answered; a request no larger than a head is not held up meanwhile. A
 /// client that waits for `100 Continue` is told to send its body once it
-/// has its room: when the room is taken, not before. Every hook is
-/// delivered.
+/// has its room: when the room is taken, not before. One that hangs up
+/// gives its room back. Every hook is delivered.
 #[test]
 fn a_request_past_max_buffered_bytes_waits_unread_until_the_one_ahead_is_answered() {
     let mut room = room_taken(120_000);
@@ -585,6 +585,13 @@ fn a_request_past_max_buffered_bytes_waits_unread_until_the_one_ahead_is_answere
     assert_eq!(fourth.reply().expect("100 Continue").status, 100);
     fourth.send(&room.request[body_at..]);
     assert_eq!(fourth.reply().expect("an answer").status, 202);
+    wait_for_buffered_bytes(room.addr, 0);
+    // A client that hangs up mid-body gives its room back at once (the
+    // read timeout is two minutes here).
+    let mut leaving = Client::connect(room.addr);
+    leaving.send(&room.request[..room.head_and_some]);
+    wait_for_buffered_bytes(room.addr, room.request.len());
+    drop(leaving);
     wait_for_buffered_bytes(room.addr, 0);
     assert_eq!(metric(room.addr, "goad_http_buffer_waits_total", ""), 2.0);
     assert!(
