@@ -107,8 +107,8 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("min_free_disk_bytes = 1000000", "min_free_disk_bytes must be an integer from 67108864 (64 MiB) to 1125899906842624 (1 PiB), got 1000000"),
         ("min_free_disk_bytes = 2000000000000000", "min_free_disk_bytes must be an integer from 67108864 (64 MiB) to 1125899906842624 (1 PiB), got 2000000000000000"),
         // A bound smaller than one largest request would hold it unread for ever.
-        ("[http]\nmax_buffered_bytes = 1064959", "http.max_buffered_bytes must be 0 (no bound) or at least one largest request, max_body_bytes (1048576) and a 16384-byte head: 1064960, got 1064959"),
-        ("max_body_bytes = 536870912", "http.max_buffered_bytes must be 0 (no bound) or at least one largest request, max_body_bytes (536870912) and a 16384-byte head: 536887296, got 268435456"),
+        ("[http]\nmax_buffered_bytes = 1064959", "http.max_buffered_bytes must be at least one largest request, max_body_bytes (1048576) and a 16384-byte head: 1064960, got 1064959"),
+        ("max_body_bytes = 536870912", "http.max_buffered_bytes must be at least one largest request, max_body_bytes (536870912) and a 16384-byte head: 536887296, got 268435456"),
         ("[http]\ntls_cert_file = \"c.pem\"", "http.tls_key_file must be set with http.tls_cert_file, got \"absent\""),
         ("[http]\ntls_key_file = \"k.pem\"", "http.tls_cert_file must be set with http.tls_key_file, got \"absent\""),
         ("[http]\ntls_client_ca_file = \"ca.pem\"", "http.tls_client_ca_file must be absent without http.tls_cert_file (only HTTPS asks for client certificates), got \"ca.pem\""),
@@ -230,18 +230,22 @@ fn each_range_rule_names_the_key_and_the_value() {
     }
 }
 
-/// `http.max_buffered_bytes` takes no bound (0), exactly one largest
-/// request, and its default of 256 MiB with the default body bound.
+/// `http.max_buffered_bytes` takes exactly one largest request, and its
+/// default of 256 MiB with the default body bound; not 0, which is no
+/// room at all, not "no bound".
 #[test]
-fn max_buffered_bytes_takes_no_bound_or_one_largest_request() {
+fn max_buffered_bytes_takes_one_largest_request_or_more() {
     assert_eq!(Config::default().http.max_buffered_bytes, 256 << 20);
     for toml in [
-        "[http]\nmax_buffered_bytes = 0",
         "[http]\nmax_buffered_bytes = 1064960",
-        "max_body_bytes = 4294967295\n[http]\nmax_buffered_bytes = 0",
+        "max_body_bytes = 4294967295\n[http]\nmax_buffered_bytes = 18446744073709551615",
     ] {
         assert_eq!(error_of(toml), "valid", "{toml}");
     }
+    assert_eq!(
+        error_of("[http]\nmax_buffered_bytes = 0"),
+        "http.max_buffered_bytes must be at least one largest request, max_body_bytes (1048576) and a 16384-byte head: 1064960, got 0"
+    );
 }
 
 /// Every URL goad sends requests to is at most `HTTP_MAX_URL_BYTES` long,

@@ -101,9 +101,9 @@ pub struct HttpConfig {
     pub idle_timeout_ms: u64,
     /// Open connections; more are refused with 503 and closed.
     pub max_connections: usize,
-    /// The request bytes the connections may hold at once, across them
-    /// (0: no bound): a request larger than a head waits, unread, until
-    /// its size fits (see `node::http::read_budget`).
+    /// The request bytes the connections may hold at once, across them:
+    /// a request larger than a head waits, unread, until its size fits
+    /// (see `node::http::read_budget`).
     pub max_buffered_bytes: u64,
     /// Serve HTTPS: the PEM certificate chain (the node's first) and the
     /// PEM private key, both or neither; read at start and at each reload.

@@ -292,9 +292,9 @@ impl Config {
         positive("http.max_connections", self.http.max_connections)?;
         let largest_request = (MAX_HEAD_BYTES as u64).saturating_add(self.max_body_bytes);
         let buffered = self.http.max_buffered_bytes;
-        if buffered > 0 && buffered < largest_request {
+        if buffered < largest_request {
             let rule = format!(
-                "0 (no bound) or at least one largest request, max_body_bytes ({}) and a {MAX_HEAD_BYTES}-byte head: {largest_request}",
+                "at least one largest request, max_body_bytes ({}) and a {MAX_HEAD_BYTES}-byte head: {largest_request}",
                 self.max_body_bytes
             );
             return Err(invalid("http.max_buffered_bytes", rule, buffered));

@@ -28,14 +28,10 @@ pub(super) struct ReadBudget {
 }
 
 impl ReadBudget {
-    /// A budget of `limit_bytes`; 0 is no bound (bytes are still counted).
+    /// A budget of `limit_bytes` (one past the address space is all of it).
     pub(super) fn new(limit_bytes: u64) -> ReadBudget {
-        let limit_bytes = match limit_bytes {
-            0 => usize::MAX,
-            n => usize::try_from(n).unwrap_or(usize::MAX),
-        };
         ReadBudget {
-            limit_bytes,
+            limit_bytes: usize::try_from(limit_bytes).unwrap_or(usize::MAX),
             granted_bytes: 0,
             waiting: VecDeque::new(),
         }
@@ -125,8 +121,8 @@ mod tests {
     }
 
     #[test]
-    fn no_bound_grants_everything_and_counts_it() {
-        let mut budget = ReadBudget::new(0);
+    fn a_budget_past_the_address_space_grants_all_of_it_and_counts_it() {
+        let mut budget = ReadBudget::new(u64::MAX);
         assert_eq!(budget.ask(0, 1, usize::MAX / 2), Some(usize::MAX / 2));
         assert_eq!(budget.ask(1, 2, 1 << 30), Some(1 << 30));
         assert_eq!(budget.granted_bytes(), usize::MAX / 2 + (1 << 30));
