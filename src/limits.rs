@@ -346,6 +346,10 @@ pub const MAX_HEADERS: usize = 64;
 /// Bytes the node reads from a socket per read call.
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;
 
+/// The most room a connection's emptied read buffer keeps for its next
+/// request: a head and a read's worth (a large body's room is let go).
+pub const RETAINED_INPUT_BYTES: usize = MAX_HEAD_BYTES + READ_CHUNK_BYTES;
+
 /// Bytes of answers one connection to the node may hold unwritten before
 /// the node answers no further request of it (a client that pipelines
 /// requests and never reads the answers); it goes on as the client reads.

@@ -6,7 +6,7 @@ use super::handshake::Tls;
 use super::request::{parse, Parsed, Request, RequestBytes};
 use super::response::Response;
 use super::tls::{read_plaintext, write_records};
-use crate::limits::{MAX_HEAD_BYTES, MAX_PENDING_OUTPUT_BYTES, READ_CHUNK_BYTES};
+use crate::limits::{MAX_HEAD_BYTES, MAX_PENDING_OUTPUT_BYTES, RETAINED_INPUT_BYTES};
 use mio::net::TcpStream;
 use std::io::{self, Read, Write};
 use std::time::Instant;
@@ -265,10 +265,6 @@ impl Conn {
         }
     }
 }
-
-/// The most room a connection's empty buffer keeps between requests: a
-/// head and a read's worth.
-const RETAINED_INPUT_BYTES: usize = MAX_HEAD_BYTES + READ_CHUNK_BYTES;
 
 /// Appends `response` to `out` as the answer to a request, without its
 /// body if that request was a `HEAD`.
