@@ -7,14 +7,17 @@
 //! all. Each body carries its send time, so the receiver measures the
 //! latency from the ingest request to the delivery (which includes the
 //! durable commit). Prints the ingest rate (202s per second), the delivery
-//! rate, and latency percentiles; `--plot FILE.svg` writes the delivery
-//! latency distribution.
+//! rate, latency percentiles and, on Linux, the node's peak anonymous
+//! memory (its heap: the bodies it holds, sampled every 100 ms while the
+//! connections post); `--plot FILE.svg` writes the delivery latency
+//! distribution.
 //!
 //! With `--tls-cert`, `--tls-key` and `--tls-ca` the node serves HTTPS
 //! with that certificate and key, and the connections trust that CA.
 //!
 //! `cargo build --release && target/release/goad-load --connections 64 --seconds 10`
 //! `target/release/goad-load --rate 5000 --seconds 10 --plot latency.svg`
+//! `target/release/goad-load --connections 512 --body-bytes 1048576 --max-buffered-bytes 67108864`
 //! `target/release/goad-load --tls-cert tests/fixtures/localhost-cert.pem \
 //!     --tls-key tests/fixtures/localhost-key.pem --tls-ca tests/fixtures/test-ca.pem`
 
@@ -60,6 +63,9 @@ struct Args {
     /// The node's shards (0: one per core).
     #[arg(long, default_value_t = 0)]
     shards: usize,
+    /// The node's `http.max_buffered_bytes` (default: goad's, 256 MiB).
+    #[arg(long)]
+    max_buffered_bytes: Option<u64>,
     /// Write the delivery latency distribution here (SVG).
     #[arg(long)]
     plot: Option<PathBuf>,
@@ -133,7 +139,9 @@ fn main() {
     );
     let tls = args.tls_ca.as_deref().map(client_tls);
     let started_ns = now_ns();
+    let memory = PeakMemory::watch(node.child.id());
     let (acked, ack_us, failed) = send_for(&args, node.addr, tls);
+    let peak_anon_kb = memory.stop();
     let sent_s = (now_ns() - started_ns) as f64 / 1e9;
     let deadline = Instant::now() + Duration::from_secs(60);
     while deliveries.count.load(Ordering::Relaxed) < acked && Instant::now() < deadline {
@@ -152,6 +160,12 @@ fn main() {
     print_percentiles("ingest request to 202 (durable)", &ack_us);
     let delivery_us = deliveries.latency_us.lock().clone();
     print_percentiles("ingest request to delivery", &delivery_us);
+    if let Some(kb) = peak_anon_kb {
+        println!(
+            "node memory: peak RssAnon {:.1} MB while posting",
+            kb as f64 / 1_000.0
+        );
+    }
     if let Some(path) = &args.plot {
         match std::fs::write(path, svg(&delivery_us, &args)) {
             Ok(()) => println!("plot: {}", path.display()),
@@ -159,6 +173,43 @@ fn main() {
         }
     }
     node.stop();
+}
+
+/// The node's peak `RssAnon` (its anonymous memory: heap and stacks, not
+/// the store's mapped pages), read from `/proc` every 100 ms until stopped.
+struct PeakMemory {
+    stop: Arc<AtomicBool>,
+    sampler: std::thread::JoinHandle<Option<u64>>,
+}
+
+impl PeakMemory {
+    fn watch(pid: u32) -> PeakMemory {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let sampler = std::thread::spawn(move || {
+            let mut peak_kb = None;
+            while !stopped.load(Ordering::Acquire) {
+                if let Some(kb) = rss_anon_kb(pid) {
+                    peak_kb = peak_kb.max(Some(kb));
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            peak_kb
+        });
+        PeakMemory { stop, sampler }
+    }
+
+    /// The peak in kB, or `None` where `/proc` does not say (not Linux).
+    fn stop(self) -> Option<u64> {
+        self.stop.store(true, Ordering::Release);
+        self.sampler.join().expect("the memory sampler")
+    }
+}
+
+fn rss_anon_kb(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("RssAnon:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// What the receiver saw: each delivery's latency from its ingest request
@@ -412,11 +463,15 @@ fn start_node(args: &Args, dir: &std::path::Path, sink_url: &str) -> NodeProcess
         args.sink_concurrency,
         args.sink_concurrency
     );
+    config.push_str("[http]\n");
+    if let Some(bytes) = args.max_buffered_bytes {
+        config.push_str(&format!("max_buffered_bytes = {bytes}\n"));
+    }
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         let absolute = |path: &PathBuf| std::fs::canonicalize(path).expect("a TLS file");
         let (cert, key) = (absolute(cert), absolute(key));
         config.push_str(&format!(
-            "[http]\ntls_cert_file = {cert:?}\ntls_key_file = {key:?}\n"
+            "tls_cert_file = {cert:?}\ntls_key_file = {key:?}\n"
         ));
     }
     for t in 0..args.tenants {
