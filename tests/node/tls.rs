@@ -263,17 +263,14 @@ fn tls_files_that_do_not_load_stop_the_start_naming_the_key() {
     );
 }
 
-/// Over HTTPS the front's deadlines hold as over plain HTTP: a client that
-/// sends half a request through TLS gets 408 through TLS and is closed.
-#[test]
-fn a_slow_https_client_gets_408_through_tls() {
+type TlsStream = rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>;
+
+/// A TLS connection to the node at `addr` (as `localhost`), trusting the
+/// test CA, reading with a 10 s timeout.
+fn tls_stream(addr: SocketAddr) -> TlsStream {
     use rustls::pki_types::pem::PemObject;
-    use std::io::{Read, Write};
-    let fixtures = fixtures();
-    let dir = tempfile::tempdir().unwrap();
-    let node = start(https_config(dir.path()));
     let mut roots = rustls::RootCertStore::empty();
-    let ca = std::fs::read(fixtures.join("test-ca.pem")).unwrap();
+    let ca = std::fs::read(fixtures().join("test-ca.pem")).unwrap();
     for certificate in rustls::pki_types::CertificateDer::pem_slice_iter(&ca) {
         roots.add(certificate.unwrap()).unwrap();
     }
@@ -285,11 +282,21 @@ fn a_slow_https_client_gets_408_through_tls() {
         .with_no_client_auth();
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
     let tls = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
-    let socket = std::net::TcpStream::connect(node.local_addr()).unwrap();
+    let socket = std::net::TcpStream::connect(addr).unwrap();
     socket
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    let mut slow = rustls::StreamOwned::new(tls, socket);
+    rustls::StreamOwned::new(tls, socket)
+}
+
+/// Over HTTPS the front's deadlines hold as over plain HTTP: a client that
+/// sends half a request through TLS gets 408 through TLS and is closed.
+#[test]
+fn a_slow_https_client_gets_408_through_tls() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(https_config(dir.path()));
+    let mut slow = tls_stream(node.local_addr());
     slow.write_all(b"GET /healthz HTTP/1.1\r\nx-slow: ")
         .unwrap();
     let started = Instant::now();
@@ -303,6 +310,77 @@ fn a_slow_https_client_gets_408_through_tls() {
         "{answer} ({read:?})"
     );
     assert!(read.is_ok(), "closed with close_notify: {read:?}");
+}
+
+/// Over HTTPS the read budget holds as over plain HTTP: a large request
+/// that finds the room taken waits (its TLS records unread), and is read
+/// and answered once the request ahead of it is.
+#[test]
+fn over_https_a_request_past_the_read_budget_waits_for_the_one_ahead() {
+    use std::io::{Read, Write};
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = https_config(dir.path());
+    c.sources.push(source(
+        "a",
+        "t1",
+        vec![SinkConfig::http(receiver.url("/a"))],
+    ));
+    c.max_body_bytes = 256 * 1024;
+    c.http.max_buffered_bytes = (256 + 16) * 1024;
+    c.http.read_timeout_ms = 120_000;
+    let node = start(c);
+    let port = node.local_addr().port();
+    let url = move |path: &str| format!("https://localhost:{port}{path}");
+    let agent = agent_trusting("test-ca.pem");
+    let metric = |name: &str| {
+        let mut reply = agent.get(url("/metrics")).call().unwrap();
+        let text = reply.body_mut().read_to_string().unwrap();
+        let samples = parse_prometheus(&text);
+        samples
+            .iter()
+            .filter(|(n, _, _)| n == name)
+            .map(|(_, _, v)| v)
+            .sum::<f64>()
+    };
+    let body = vec![b'x'; 200 * 1024];
+    let request = raw_request(
+        "POST",
+        "/v1/sources/a/hooks",
+        &[("connection", "close")],
+        &body,
+    );
+    let head_and_some = request.len() - 190 * 1024;
+    let mut first = tls_stream(node.local_addr());
+    first.write_all(&request[..head_and_some]).unwrap();
+    wait_until("the first holds its room", Duration::from_secs(10), || {
+        metric("goad_http_buffered_bytes") == request.len() as f64
+    });
+    let second = {
+        let agent = agent.clone();
+        let target = url("/v1/sources/a/hooks");
+        std::thread::spawn(move || {
+            agent
+                .post(target)
+                .send(&body[..])
+                .unwrap()
+                .status()
+                .as_u16()
+        })
+    };
+    wait_until("the second waits", Duration::from_secs(10), || {
+        metric("goad_http_buffer_waits_total") == 1.0
+    });
+    first.write_all(&request[head_and_some..]).unwrap();
+    let mut answer = Vec::new();
+    first.read_to_end(&mut answer).unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 202 "), "{answer}");
+    assert_eq!(second.join().unwrap(), 202);
+    assert!(
+        receiver.wait_for(2, Duration::from_secs(10)),
+        "both delivered"
+    );
 }
 
 /// The operator commands reach a node that serves HTTPS with a private
