@@ -143,6 +143,19 @@ pub(crate) fn env_value(key: String, var: &str) -> Result<String, ConfigError> {
     })
 }
 
+/// `value` (at `key`) must lie in `range`; else the error says `rule`.
+fn within<T: PartialOrd + fmt::Debug>(
+    key: impl Into<String>,
+    value: T,
+    range: std::ops::RangeInclusive<T>,
+    rule: impl Into<String>,
+) -> Result<(), ConfigError> {
+    if !range.contains(&value) {
+        return Err(invalid(key, rule, value));
+    }
+    Ok(())
+}
+
 fn at_least<T: PartialOrd + fmt::Debug + Copy>(
     key: &str,
     value: T,
@@ -256,25 +269,22 @@ impl Config {
         }
         // A store must hold several of the largest hooks.
         let min_shard_bytes = MIN_SHARD_BYTES.max(8 * self.max_body_bytes);
-        if !(min_shard_bytes..=MAX_SHARD_BYTES).contains(&self.max_shard_bytes) {
-            return Err(invalid(
-                "max_shard_bytes",
-                format!(
-                    "an integer from {min_shard_bytes} (16 MiB, and 8 × max_body_bytes) to {MAX_SHARD_BYTES}"
-                ),
-                self.max_shard_bytes,
-            ));
-        }
-        let free_disk_bytes = MIN_FREE_DISK_FLOOR_BYTES..=MIN_FREE_DISK_CEILING_BYTES;
-        if !free_disk_bytes.contains(&self.min_free_disk_bytes) {
-            return Err(invalid(
-                "min_free_disk_bytes",
-                format!(
-                    "an integer from {MIN_FREE_DISK_FLOOR_BYTES} (64 MiB) to {MIN_FREE_DISK_CEILING_BYTES} (1 PiB)"
-                ),
-                self.min_free_disk_bytes,
-            ));
-        }
+        within(
+            "max_shard_bytes",
+            self.max_shard_bytes,
+            min_shard_bytes..=MAX_SHARD_BYTES,
+            format!(
+                "an integer from {min_shard_bytes} (16 MiB, and 8 × max_body_bytes) to {MAX_SHARD_BYTES}"
+            ),
+        )?;
+        within(
+            "min_free_disk_bytes",
+            self.min_free_disk_bytes,
+            MIN_FREE_DISK_FLOOR_BYTES..=MIN_FREE_DISK_CEILING_BYTES,
+            format!(
+                "an integer from {MIN_FREE_DISK_FLOOR_BYTES} (64 MiB) to {MIN_FREE_DISK_CEILING_BYTES} (1 PiB)"
+            ),
+        )?;
         if self.shards > crate::limits::MAX_SHARDS {
             return Err(invalid(
                 "shards",
@@ -291,14 +301,16 @@ impl Config {
         positive("http.idle_timeout_ms", self.http.idle_timeout_ms)?;
         positive("http.max_connections", self.http.max_connections)?;
         let largest_request = (MAX_HEAD_BYTES as u64).saturating_add(self.max_body_bytes);
-        let buffered = self.http.max_buffered_bytes;
-        if buffered < largest_request {
-            let rule = format!(
-                "at least one largest request, max_body_bytes ({}) and a {MAX_HEAD_BYTES}-byte head: {largest_request}",
-                self.max_body_bytes
-            );
-            return Err(invalid("http.max_buffered_bytes", rule, buffered));
-        }
+        let rule = format!(
+            "at least one largest request, max_body_bytes ({}) and a {MAX_HEAD_BYTES}-byte head: {largest_request}",
+            self.max_body_bytes
+        );
+        at_least(
+            "http.max_buffered_bytes",
+            self.http.max_buffered_bytes,
+            largest_request,
+            &rule,
+        )?;
         match (&self.http.tls_cert_file, &self.http.tls_key_file) {
             (Some(_), None) => {
                 return Err(invalid(
@@ -326,13 +338,12 @@ impl Config {
 
     /// How long replays and dead letters are kept, and a replay's rate.
     fn validate_retention(&self) -> Result<(), ConfigError> {
-        if !(1..=100_000).contains(&self.replay.rate) {
-            return Err(invalid(
-                "replay.rate",
-                "an integer from 1 to 100000",
-                self.replay.rate,
-            ));
-        }
+        within(
+            "replay.rate",
+            self.replay.rate,
+            1..=100_000,
+            "an integer from 1 to 100000",
+        )?;
         if self.replay.retention_ms < MIN_REPLAY_RETENTION_MS {
             return Err(invalid(
                 "replay.retention_ms",
@@ -381,22 +392,22 @@ impl Config {
     fn validate_dispatch(&self) -> Result<(), ConfigError> {
         let d = &self.dispatch;
         positive("dispatch.batch", d.batch)?;
-        if !(1..=MAX_CONCURRENCY).contains(&d.concurrency) {
-            let rule = format!(
+        within(
+            "dispatch.concurrency",
+            d.concurrency,
+            1..=MAX_CONCURRENCY,
+            format!(
                 "an integer from 1 to {MAX_CONCURRENCY} (each shard runs its attempts on as many threads)"
-            );
-            return Err(invalid("dispatch.concurrency", rule, d.concurrency));
-        }
+            ),
+        )?;
         positive("dispatch.max_inflight", d.max_inflight)?;
         positive("dispatch.max_inflight_bytes", d.max_inflight_bytes)?;
-        if !(1..=MAX_ATTEMPT_TIMEOUT_MS).contains(&d.attempt_timeout_ms) {
-            let rule = format!("an integer from 1 to {MAX_ATTEMPT_TIMEOUT_MS} (an hour)");
-            return Err(invalid(
-                "dispatch.attempt_timeout_ms",
-                rule,
-                d.attempt_timeout_ms,
-            ));
-        }
+        within(
+            "dispatch.attempt_timeout_ms",
+            d.attempt_timeout_ms,
+            1..=MAX_ATTEMPT_TIMEOUT_MS,
+            format!("an integer from 1 to {MAX_ATTEMPT_TIMEOUT_MS} (an hour)"),
+        )?;
         if d.sink_concurrency < 1 || d.sink_concurrency > d.concurrency {
             let rule = format!(
                 "an integer from 1 to dispatch.concurrency ({})",
@@ -408,21 +419,21 @@ impl Config {
                 d.sink_concurrency,
             ));
         }
-        if !(1..=MAX_BREAKER_OPEN_MS).contains(&d.breaker_open_ms) {
-            let rule = format!("an integer from 1 to {MAX_BREAKER_OPEN_MS} (a day)");
-            return Err(invalid("dispatch.breaker_open_ms", rule, d.breaker_open_ms));
-        }
-        if !(d.breaker_open_ms..=MAX_BREAKER_OPEN_MS).contains(&d.breaker_max_open_ms) {
-            let rule = format!(
+        within(
+            "dispatch.breaker_open_ms",
+            d.breaker_open_ms,
+            1..=MAX_BREAKER_OPEN_MS,
+            format!("an integer from 1 to {MAX_BREAKER_OPEN_MS} (a day)"),
+        )?;
+        within(
+            "dispatch.breaker_max_open_ms",
+            d.breaker_max_open_ms,
+            d.breaker_open_ms..=MAX_BREAKER_OPEN_MS,
+            format!(
                 "an integer from dispatch.breaker_open_ms ({}) to {MAX_BREAKER_OPEN_MS} (a day)",
                 d.breaker_open_ms
-            );
-            return Err(invalid(
-                "dispatch.breaker_max_open_ms",
-                rule,
-                d.breaker_max_open_ms,
-            ));
-        }
+            ),
+        )?;
         for (tenant, limits) in &d.tenants {
             validate_tenant_limits(tenant, limits, self.max_body_bytes)?;
         }
@@ -494,13 +505,15 @@ impl Config {
             passed_header(format!("{at}.forward_headers[{k}]"), name, rule)?;
         }
         if let Some(window_ms) = source.dedupe_window_ms {
-            if !(1..=MAX_DEDUPE_WINDOW_MS).contains(&window_ms) {
-                let rule = format!(
+            within(
+                format!("{at}.dedupe_window_ms"),
+                window_ms,
+                1..=MAX_DEDUPE_WINDOW_MS,
+                format!(
                     "an integer from 1 to {MAX_DEDUPE_WINDOW_MS} (30 days); without it, \
                      every hook is stored"
-                );
-                return Err(invalid(format!("{at}.dedupe_window_ms"), rule, window_ms));
-            }
+                ),
+            )?;
         }
         if let Some(per_s) = source.max_ingest_per_s {
             positive(&format!("{at}.max_ingest_per_s"), per_s)?;
@@ -596,20 +609,21 @@ fn validate_s3_claims(c: &ClaimCheckConfig, bucket: &str) -> Result<(), ConfigEr
 /// A retry policy, `[retry]` or a sink's (with `[retry]`'s keys where it
 /// sets none), its keys under `at`.
 pub(super) fn validate_retry_policy(at: &str, r: &RetryConfig) -> Result<(), ConfigError> {
-    if r.base_ms > MAX_RETRY_DELAY_MS {
-        let rule = format!("an integer from 0 to {MAX_RETRY_DELAY_MS} (30 days)");
-        return Err(invalid(format!("{at}.base_ms"), rule, r.base_ms));
-    }
-    if !(r.base_ms..=MAX_RETRY_DELAY_MS).contains(&r.max_ms) {
-        return Err(invalid(
-            format!("{at}.max_ms"),
-            format!(
-                "an integer from {at}.base_ms ({}) to {MAX_RETRY_DELAY_MS} (30 days)",
-                r.base_ms
-            ),
-            r.max_ms,
-        ));
-    }
+    within(
+        format!("{at}.base_ms"),
+        r.base_ms,
+        0..=MAX_RETRY_DELAY_MS,
+        format!("an integer from 0 to {MAX_RETRY_DELAY_MS} (30 days)"),
+    )?;
+    within(
+        format!("{at}.max_ms"),
+        r.max_ms,
+        r.base_ms..=MAX_RETRY_DELAY_MS,
+        format!(
+            "an integer from {at}.base_ms ({}) to {MAX_RETRY_DELAY_MS} (30 days)",
+            r.base_ms
+        ),
+    )?;
     positive(&format!("{at}.max_attempts"), r.max_attempts)?;
     positive(&format!("{at}.max_elapsed_ms"), r.max_elapsed_ms)
 }
