@@ -358,6 +358,17 @@ pub const MAX_PENDING_OUTPUT_BYTES: usize = 256 * 1024;
 /// How long a stopping node waits for in-flight requests before it closes them.
 pub const HTTP_DRAIN_MS: u64 = 10_000;
 
+/// How long a connection the node closes after its last answer (an error,
+/// `Connection: close`, a read timeout) goes on being read, and its bytes
+/// dropped, waiting for its client to close first (see
+/// `node::http::linger`).
+pub const LINGER_MS: u64 = 2_000;
+
+/// The most a closing connection reads and drops: past that the node
+/// resets it. A client sending a body well over `max_body_bytes` gets its
+/// 413 if the rest of its body is no larger.
+pub const LINGER_BYTES: usize = 16 * 1024 * 1024;
+
 const _: () = assert!(MAX_INPUTS_PER_ITERATION <= SHARD_INPUT_CAPACITY);
 const _: () = assert!(MIN_SHARD_BYTES <= DEFAULT_MAX_SHARD_BYTES);
 const _: () = assert!(DEFAULT_MAX_SHARD_BYTES <= MAX_SHARD_BYTES);

@@ -641,3 +641,78 @@ fn a_stalled_request_holding_the_room_times_out_and_the_waiting_ones_time_out_fr
         "the hook delivered"
     );
 }
+
+/// A node taking bodies of at most 64 KiB.
+fn node_taking_64_kib(dir: &std::path::Path, max_connections: usize) -> Node {
+    let mut c = node_config(dir);
+    c.max_body_bytes = 64 * 1024;
+    c.http.max_connections = max_connections;
+    start(c)
+}
+
+/// A connection on which a hook's head says `body_bytes` follow (past
+/// the node's 64 KiB) and its client's sends go unread: answered 413.
+fn too_large(addr: SocketAddr, body_bytes: usize) -> (std::net::TcpStream, Client) {
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let head = format!(
+        "POST /v1/sources/a/hooks HTTP/1.1\r\nhost: localhost\r\ncontent-length: {body_bytes}\r\n\r\n"
+    );
+    std::io::Write::write_all(&mut stream, head.as_bytes()).unwrap();
+    let reader = Client::from_stream(stream.try_clone().unwrap());
+    (stream, reader)
+}
+
+/// A client that sends a body over `max_body_bytes` whole before it
+/// reads (as Python's `http.client` does) gets its 413: the node reads
+/// and drops the rest of the body before it closes, rather than reset
+/// the connection under the client's send (which then fails and never
+/// reads the answer). A client that goes on sending past `LINGER_BYTES`
+/// is reset, and one that neither sends nor closes is let go.
+#[test]
+fn a_body_past_max_body_bytes_can_be_sent_whole_and_its_413_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = node_taking_64_kib(dir.path(), 16);
+    let addr = node.local_addr();
+    // 8 MiB: more than loopback's socket buffers hold unread.
+    let body = vec![b'x'; 8 << 20];
+    let (mut stream, mut reader) = too_large(addr, body.len());
+    std::io::Write::write_all(&mut stream, &body).expect("the whole body is taken");
+    let refused = reader.reply().expect("the 413 is read after the body");
+    assert_eq!(
+        (refused.status, refused.error_code().as_str()),
+        (413, "body_too_large")
+    );
+    assert!(reader.is_closed());
+
+    let endless = 4 * goad::limits::LINGER_BYTES;
+    let (mut stream, _) = too_large(addr, endless);
+    let sent = std::io::Write::write_all(&mut stream, &vec![b'x'; endless]);
+    assert!(sent.is_err(), "reset once LINGER_BYTES are dropped");
+
+    let (_held, mut reader) = too_large(addr, 400 * 1024);
+    assert_eq!(reader.reply().expect("a 413").status, 413);
+    assert!(reader.is_closed(), "the node's half is closed");
+    wait_until(
+        "the connection that neither sends nor closes is let go",
+        Duration::from_secs(10),
+        || metric(addr, "goad_http_connections", "") == 1.0,
+    );
+}
+
+/// At `http.max_connections`, a connection that the node is closing (its
+/// last answer written, its client not closed yet) gives its place to a
+/// new one.
+#[test]
+fn a_closing_connection_gives_its_place_to_a_new_one_at_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = node_taking_64_kib(dir.path(), 2);
+    let addr = node.local_addr();
+    let mut kept = Client::connect(addr);
+    assert_eq!(kept.request("GET", "/healthz", &[], b"").status, 200);
+    let (_held, mut closing) = too_large(addr, 400 * 1024);
+    assert_eq!(closing.reply().expect("a 413").status, 413);
+    let mut new = Client::connect(addr);
+    let served = new.request("GET", "/healthz", &[], b"");
+    assert_eq!(served.status, 200, "{}", served.text());
+    assert_eq!(kept.request("GET", "/healthz", &[], b"").status, 200);
+}

@@ -3,6 +3,7 @@
 
 use super::chunked::ChunkedProgress;
 use super::handshake::Tls;
+use super::linger::Linger;
 use super::request::{parse, Parsed, Request, RequestBytes};
 use super::response::Response;
 use super::tls::{read_plaintext, write_records};
@@ -54,6 +55,9 @@ pub(super) struct Conn {
     pub(super) returned_bytes: usize,
     pub(super) last_active: Instant,
     pub(super) writable_interest: bool,
+    /// Its answers are written and its sending half shut: what its client
+    /// still sends is dropped until it closes (see `linger`).
+    pub(super) lingering: Option<Linger>,
 }
 
 impl Conn {
@@ -81,6 +85,7 @@ impl Conn {
             returned_bytes: 0,
             last_active: Instant::now(),
             writable_interest: false,
+            lingering: None,
         }
     }
 

@@ -4,6 +4,7 @@ mod chunked;
 mod conn;
 mod front_counts;
 mod handshake;
+mod linger;
 #[cfg(test)]
 mod parse_properties;
 mod read_budget;

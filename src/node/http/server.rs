@@ -13,7 +13,8 @@
 //! no descriptor for: see `spare_fd`). A client that pipelines requests
 //! without reading the answers gets no more answered once
 //! `MAX_PENDING_OUTPUT_BYTES` of them wait: the node stops reading it, so
-//! its sends block, and goes on as it reads. With TLS, each connection's hello
+//! its sends block, and goes on as it reads. A connection closed after an
+//! answer is closed in stages (see `linger`). With TLS, each connection's hello
 //! is answered by a signer thread (see `handshake`), not the loop.
 //!
 //! Stopping (SIGTERM, SIGINT or [`Stopper::stop`]): the listener closes,
@@ -24,6 +25,7 @@
 use super::conn::{read_into, write_answer, write_out, Answer, Conn};
 use super::front_counts::FrontCounts;
 use super::handshake::{read_hello, Answered, Hello, Signers, Tls};
+use super::linger::Linger;
 use super::read_budget::ReadBudget;
 use super::request::Request;
 use super::response::Response;
@@ -205,6 +207,9 @@ pub struct Server {
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     open: usize,
+    /// Of the open connections, those closing in stages (see `linger`):
+    /// one gives its place to a new connection at `http.max_connections`.
+    lingering: usize,
     next_id: u64,
     http: HttpConfig,
     /// Every connection speaks TLS with the config in hand, when set,
@@ -282,6 +287,7 @@ impl Server {
             conns: Vec::new(),
             free: Vec::new(),
             open: 0,
+            lingering: 0,
             next_id: 0,
             http,
             tls,
@@ -462,6 +468,13 @@ impl Server {
     /// Takes an accepted connection on, or refuses it with 503 at
     /// `http.max_connections`.
     fn admit(&mut self, mut stream: TcpStream) {
+        if self.open >= self.http.max_connections && self.lingering > 0 {
+            let lingering = self
+                .conns
+                .iter()
+                .position(|conn| conn.as_ref().is_some_and(|conn| conn.lingering.is_some()));
+            self.close(lingering.expect("a lingering connection is counted"));
+        }
         if self.open >= self.http.max_connections {
             let message = format!(
                 "the node has {} connections open (http.max_connections)",
@@ -570,6 +583,12 @@ impl Server {
         if conn.in_hello() {
             return self.read_hello(slot);
         }
+        if let Some(linger) = conn.lingering.as_mut() {
+            if linger.drop_input(&mut conn.stream, &mut self.scratch) {
+                self.close(slot);
+            }
+            return;
+        }
         let mut failed = false;
         let mut read = readable || conn.waiting.is_none();
         loop {
@@ -632,11 +651,53 @@ impl Server {
         if !close {
             failed |= watch_writable(self.poll.registry(), conn, slot, !done).is_err();
         }
-        let stopping_and_idle = self.stopping_since.is_some() && conn.is_idle();
-        if close || failed || stopping_and_idle {
+        let stopping = self.stopping_since.is_some();
+        if close && !failed && !conn.peer_closed && !stopping {
+            self.linger(slot);
+        } else if close || failed || (stopping && conn.is_idle()) {
             self.close(slot);
         }
         self.give_back(returned_bytes);
+    }
+
+    /// Closes `slot`'s connection, whose answers are all written, in
+    /// stages (see `linger`): its sending half now, the rest once its
+    /// client closes or its lingering ends.
+    fn linger(&mut self, slot: usize) {
+        self.take_budget_back(slot);
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        conn.say_close();
+        match Linger::begin(&conn.stream) {
+            Ok(linger) => {
+                conn.input = Vec::new();
+                conn.output = Vec::new();
+                conn.written = 0;
+                conn.lingering = Some(linger);
+                self.lingering += 1;
+                // What arrived before now raises no new event.
+                self.drive(slot, true);
+            }
+            Err(_) => self.close(slot),
+        }
+    }
+
+    /// Takes back the read budget `slot`'s connection holds or waits for.
+    fn take_budget_back(&mut self, slot: usize) {
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        if std::mem::take(&mut conn.budget_waiting) {
+            self.budget.forget(slot, conn.id);
+        }
+        let held = [
+            &mut conn.granted_bytes,
+            &mut conn.answering_bytes,
+            &mut conn.returned_bytes,
+        ];
+        let bytes = held.into_iter().map(std::mem::take).sum();
+        self.give_back(bytes);
     }
 
     /// Gives `bytes` back to the read budget: the connections then granted
@@ -673,6 +734,12 @@ impl Server {
             let Some(conn) = self.conns[slot].as_mut() else {
                 continue;
             };
+            if let Some(linger) = &conn.lingering {
+                if linger.is_over(Instant::now()) {
+                    self.close(slot);
+                }
+                continue;
+            }
             if conn.waiting.is_some() {
                 continue;
             }
@@ -705,12 +772,12 @@ impl Server {
     }
 
     fn close(&mut self, slot: usize) {
+        self.take_budget_back(slot);
         if let Some(mut conn) = self.conns[slot].take() {
-            if conn.budget_waiting {
-                self.budget.forget(slot, conn.id);
+            match conn.lingering {
+                Some(_) => self.lingering -= 1,
+                None => conn.say_close(),
             }
-            self.give_back(conn.granted_bytes + conn.answering_bytes + conn.returned_bytes);
-            conn.say_close();
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.free.push(slot);
             self.open -= 1;
