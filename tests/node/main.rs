@@ -17,6 +17,7 @@ mod notifications;
 mod operations;
 mod replays;
 mod signatures;
+mod storm;
 mod tls;
 
 use common::http::{assert_gets_refused, call, get, raw_request, Client, HttpReply};
@@ -129,6 +130,15 @@ fn metric(addr: SocketAddr, name: &str, labels: &str) -> f64 {
         .filter(|(n, l, _)| n == name && l.contains(labels))
         .map(|(_, _, v)| v)
         .sum()
+}
+
+/// Waits until `goad_http_buffered_bytes` is `bytes`.
+fn wait_for_buffered_bytes(addr: SocketAddr, bytes: usize) {
+    wait_until(
+        &format!("{bytes} request bytes held"),
+        Duration::from_secs(10),
+        || metric(addr, "goad_http_buffered_bytes", "") == bytes as f64,
+    );
 }
 
 /// Waits until the replay pacer has made `passes` more passes.
