@@ -46,64 +46,29 @@ impl HttpReply {
     }
 }
 
-/// One client connection (keep-alive).
-pub struct Client {
-    stream: TcpStream,
+/// Responses read off a connection, over plain TCP or TLS.
+#[derive(Default)]
+pub struct Replies {
     buf: Vec<u8>,
 }
 
-impl Client {
-    pub fn connect(addr: SocketAddr) -> Client {
-        Client::try_connect(addr).expect("connect to the node")
+impl Replies {
+    /// Whether bytes of a response not taken yet were read.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
     }
 
-    pub fn try_connect(addr: SocketAddr) -> Option<Client> {
-        Some(Client::from_stream(TcpStream::connect(addr).ok()?))
-    }
-
-    /// A client on a connection already open, reading with a 30 s timeout.
-    pub fn from_stream(stream: TcpStream) -> Client {
-        stream
-            .set_read_timeout(Some(READ_TIMEOUT))
-            .expect("set a read timeout");
-        Client {
-            stream,
-            buf: Vec::new(),
-        }
-    }
-
-    pub fn send(&mut self, raw: &[u8]) {
-        self.stream.write_all(raw).expect("write the request");
-    }
-
-    /// Whether the node sends anything within `wait` (what it sends is
-    /// left for [`Client::reply`]).
-    pub fn answers_within(&mut self, wait: Duration) -> bool {
-        self.stream
-            .set_read_timeout(Some(wait))
-            .expect("set a read timeout");
-        let mut byte = [0u8; 1];
-        let answered = !self.buf.is_empty() || self.stream.peek(&mut byte).is_ok_and(|n| n > 0);
-        (self.stream)
-            .set_read_timeout(Some(READ_TIMEOUT))
-            .expect("set a read timeout");
-        answered
-    }
-
-    /// Sends `raw` on a connection of its own and reads the answer.
-    pub fn send_and_reply(mut self, raw: &[u8]) -> HttpReply {
-        self.send(raw);
-        self.reply().expect("a response")
-    }
-
-    /// The next response, or `None` if the node closed the connection first.
-    pub fn reply(&mut self) -> Option<HttpReply> {
+    /// The next response on `stream`, or `None` if the node closed the
+    /// connection first.
+    pub fn next(&mut self, stream: &mut impl Read) -> Option<HttpReply> {
         loop {
             let mut headers = [httparse::EMPTY_HEADER; 64];
             let mut response = httparse::Response::new(&mut headers);
-            if let httparse::Status::Complete(head) =
-                response.parse(&self.buf).expect("a well-formed response")
-            {
+            let parsed = response.parse(&self.buf).unwrap_or_else(|e| {
+                let got = String::from_utf8_lossy(&self.buf);
+                panic!("not a well-formed response ({e}): {got:?}")
+            });
+            if let httparse::Status::Complete(head) = parsed {
                 let headers = goad::demo::receiver::lowercase_headers(response.headers);
                 let status = response.code.unwrap();
                 let length: usize = headers
@@ -122,7 +87,7 @@ impl Client {
                 }
             }
             let mut chunk = [0u8; 16 * 1024];
-            match self.stream.read(&mut chunk) {
+            match stream.read(&mut chunk) {
                 Ok(0) => return None,
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
@@ -132,6 +97,62 @@ impl Client {
                 Err(e) => panic!("reading a response: {e}"),
             }
         }
+    }
+}
+
+/// One client connection (keep-alive).
+pub struct Client {
+    stream: TcpStream,
+    replies: Replies,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        Client::try_connect(addr).expect("connect to the node")
+    }
+
+    pub fn try_connect(addr: SocketAddr) -> Option<Client> {
+        Some(Client::from_stream(TcpStream::connect(addr).ok()?))
+    }
+
+    /// A client on a connection already open, reading with a 30 s timeout.
+    pub fn from_stream(stream: TcpStream) -> Client {
+        stream
+            .set_read_timeout(Some(READ_TIMEOUT))
+            .expect("set a read timeout");
+        Client {
+            stream,
+            replies: Replies::default(),
+        }
+    }
+
+    pub fn send(&mut self, raw: &[u8]) {
+        self.stream.write_all(raw).expect("write the request");
+    }
+
+    /// Whether the node sends anything within `wait` (what it sends is
+    /// left for [`Client::reply`]).
+    pub fn answers_within(&mut self, wait: Duration) -> bool {
+        self.stream
+            .set_read_timeout(Some(wait))
+            .expect("set a read timeout");
+        let mut byte = [0u8; 1];
+        let answered = !self.replies.is_empty() || self.stream.peek(&mut byte).is_ok_and(|n| n > 0);
+        (self.stream)
+            .set_read_timeout(Some(READ_TIMEOUT))
+            .expect("set a read timeout");
+        answered
+    }
+
+    /// Sends `raw` on a connection of its own and reads the answer.
+    pub fn send_and_reply(mut self, raw: &[u8]) -> HttpReply {
+        self.send(raw);
+        self.reply().expect("a response")
+    }
+
+    /// The next response, or `None` if the node closed the connection first.
+    pub fn reply(&mut self) -> Option<HttpReply> {
+        self.replies.next(&mut self.stream)
     }
 
     /// True once the node has closed the connection (reads EOF, or a

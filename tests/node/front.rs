@@ -522,6 +522,15 @@ fn room_taken(read_timeout_ms: u64) -> RoomTaken {
     }
 }
 
+/// Waits until `goad_http_buffered_bytes` is `bytes`.
+fn wait_for_buffered_bytes(addr: SocketAddr, bytes: usize) {
+    wait_until(
+        &format!("{bytes} request bytes held"),
+        Duration::from_secs(10),
+        || metric(addr, "goad_http_buffered_bytes", "") == bytes as f64,
+    );
+}
+
 /// Waits until `goad_http_buffer_waits_total` is `waits`.
 fn wait_for_buffer_waits(addr: SocketAddr, waits: u64) {
     wait_until(

@@ -132,15 +132,6 @@ fn metric(addr: SocketAddr, name: &str, labels: &str) -> f64 {
         .sum()
 }
 
-/// Waits until `goad_http_buffered_bytes` is `bytes`.
-fn wait_for_buffered_bytes(addr: SocketAddr, bytes: usize) {
-    wait_until(
-        &format!("{bytes} request bytes held"),
-        Duration::from_secs(10),
-        || metric(addr, "goad_http_buffered_bytes", "") == bytes as f64,
-    );
-}
-
 /// Waits until the replay pacer has made `passes` more passes.
 fn pacer_passes(addr: SocketAddr, passes: u64) {
     let name = "goad_replay_pacer_passes_total";

@@ -5,14 +5,14 @@
 //! up half-way, through a read budget that makes large bodies wait. Each
 //! request is answered in order as its kind says; every hook acknowledged
 //! is delivered verbatim exactly once and nothing else is; the node holds
-//! no request bytes after. `GOAD_STORM_SEED` runs another seed; a failure
-//! names its seed.
+//! no request bytes after; over plain HTTP and over HTTPS.
+//! `GOAD_STORM_SEED` runs another seed; a failure names its seed.
 
 use super::*;
+use common::http::Replies;
 use goad::core::rng::Rng;
 use std::collections::HashMap;
-use std::io::Write;
-use std::net::TcpStream;
+use std::io::{Read, Write};
 
 const CLIENTS: u64 = 16;
 const EXCHANGES_PER_CLIENT: usize = 60;
@@ -44,11 +44,69 @@ struct Tally {
     never_stored: Vec<Vec<u8>>,
 }
 
+/// A connection's bytes, over plain TCP or TLS.
+trait Wire: Read + Write + Send {}
+impl<T: Read + Write + Send> Wire for T {}
+
+/// One connection to the node: what is written, and its answers.
+struct Link {
+    wire: Box<dyn Wire>,
+    replies: Replies,
+}
+
+impl Link {
+    /// A connection to the node at `addr`, through TLS if `https`.
+    fn open(addr: SocketAddr, https: bool) -> Link {
+        let (wire, socket): (Box<dyn Wire>, _) = match https {
+            true => {
+                let tls = super::tls::tls_stream(addr);
+                let socket = tls.sock.try_clone().unwrap();
+                (Box::new(tls), socket)
+            }
+            false => {
+                let stream = std::net::TcpStream::connect(addr).expect("connect to the node");
+                let socket = stream.try_clone().unwrap();
+                (Box::new(stream), socket)
+            }
+        };
+        socket.set_nodelay(true).unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        Link {
+            wire,
+            replies: Replies::default(),
+        }
+    }
+
+    fn reply(&mut self) -> Option<HttpReply> {
+        self.replies.next(&mut self.wire)
+    }
+
+    /// A metric's value, scraped over a connection of its own.
+    fn metric(addr: SocketAddr, https: bool, name: &str) -> f64 {
+        let mut link = Link::open(addr, https);
+        let scrape = raw_request("GET", "/metrics", &[("connection", "close")], b"");
+        link.wire.write_all(&scrape).unwrap();
+        let text = link.reply().expect("the metrics").text();
+        let samples = parse_prometheus(&text);
+        let sample = samples.iter().find(|(n, l, _)| n == name && l.is_empty());
+        sample.map(|(_, _, value)| *value).expect("the metric")
+    }
+
+    /// Whether the node closed the connection (after its last answer).
+    fn is_closed(&mut self) -> bool {
+        let mut byte = [0u8; 1];
+        self.replies.is_empty() && self.wire.read(&mut byte).is_ok_and(|n| n == 0)
+    }
+}
+
 struct Storm {
     rng: Rng,
     client: u64,
     sent: usize,
     addr: SocketAddr,
+    https: bool,
 }
 
 impl Storm {
@@ -174,39 +232,36 @@ impl Storm {
     }
 
     /// `raw` written in one to eight pieces cut at random.
-    fn send_in_pieces(&mut self, stream: &mut TcpStream, raw: &[u8]) {
+    fn send_in_pieces(&mut self, link: &mut Link, raw: &[u8]) {
         let mut cuts: Vec<usize> = (0..self.rng.below(8))
             .map(|_| self.rng.below(raw.len() as u64 + 1) as usize)
             .collect();
         cuts.extend([0, raw.len()]);
         cuts.sort_unstable();
         for piece in cuts.windows(2) {
-            stream
+            link.wire
                 .write_all(&raw[piece[0]..piece[1]])
                 .expect("the node takes the request");
         }
     }
 
-    fn connect(&self) -> (TcpStream, Client) {
-        let stream = TcpStream::connect(self.addr).expect("connect to the node");
-        stream.set_nodelay(true).unwrap();
-        let client = Client::from_stream(stream.try_clone().unwrap());
-        (stream, client)
+    fn connect(&self) -> Link {
+        Link::open(self.addr, self.https)
     }
 
     /// Runs the client's exchanges; what it sent and was answered.
     fn run(mut self) -> Tally {
         let mut tally = Tally::default();
-        let (mut stream, mut client) = self.connect();
+        let mut link = self.connect();
         for _ in 0..EXCHANGES_PER_CLIENT {
             let reconnect = match self.rng.below(10) {
-                0..=5 => self.pipelined_hooks(&mut stream, &mut client, &mut tally),
-                6 => self.hook_after_continue(&mut stream, &mut client, &mut tally),
-                7 | 8 => self.malformed_after_hooks(&mut stream, &mut client, &mut tally),
-                _ => self.given_up(&mut stream, &mut tally),
+                0..=5 => self.pipelined_hooks(&mut link, &mut tally),
+                6 => self.hook_after_continue(&mut link, &mut tally),
+                7 | 8 => self.malformed_after_hooks(&mut link, &mut tally),
+                _ => self.given_up(&mut link, &mut tally),
             };
             if reconnect {
-                (stream, client) = self.connect();
+                link = self.connect();
             }
         }
         tally
@@ -214,42 +269,32 @@ impl Storm {
 
     /// One to three hooks sent back to back (the last may close the
     /// connection): each answered 202, in order. True if it closed.
-    fn pipelined_hooks(
-        &mut self,
-        stream: &mut TcpStream,
-        client: &mut Client,
-        tally: &mut Tally,
-    ) -> bool {
+    fn pipelined_hooks(&mut self, link: &mut Link, tally: &mut Tally) -> bool {
         let count = 1 + self.rng.below(3);
         let closes = self.chance(15);
         let hooks: Vec<Hook> = (0..count)
             .map(|i| self.hook(false, closes && i + 1 == count))
             .collect();
         let raw: Vec<u8> = hooks.iter().flat_map(Hook::raw).collect();
-        self.send_in_pieces(stream, &raw);
+        self.send_in_pieces(link, &raw);
         for hook in &hooks {
-            acknowledged(client, hook, tally);
+            acknowledged(link, hook, tally);
         }
         if closes {
-            assert!(client.is_closed(), "closed after connection: close");
+            assert!(link.is_closed(), "closed after connection: close");
         }
         closes
     }
 
     /// A hook that asks for `100 Continue` and sends its body only once
     /// told to.
-    fn hook_after_continue(
-        &mut self,
-        stream: &mut TcpStream,
-        client: &mut Client,
-        tally: &mut Tally,
-    ) -> bool {
+    fn hook_after_continue(&mut self, link: &mut Link, tally: &mut Tally) -> bool {
         let hook = self.hook(true, false);
-        stream.write_all(&hook.head).unwrap();
-        let go_on = client.reply().expect("100 Continue");
+        link.wire.write_all(&hook.head).unwrap();
+        let go_on = link.reply().expect("100 Continue");
         assert_eq!(go_on.status, 100, "{}", go_on.text());
-        self.send_in_pieces(stream, &hook.framed);
-        acknowledged(client, &hook, tally);
+        self.send_in_pieces(link, &hook.framed);
+        acknowledged(link, &hook, tally);
         hook.closes
     }
 
@@ -257,12 +302,7 @@ impl Storm {
     /// it, written at once: the hooks answered 202, the malformed one its
     /// error, and the connection closed (the hook behind never read as a
     /// request).
-    fn malformed_after_hooks(
-        &mut self,
-        stream: &mut TcpStream,
-        client: &mut Client,
-        tally: &mut Tally,
-    ) -> bool {
+    fn malformed_after_hooks(&mut self, link: &mut Link, tally: &mut Tally) -> bool {
         let hooks: Vec<Hook> = (0..self.rng.below(3))
             .map(|_| self.hook(false, false))
             .collect();
@@ -275,36 +315,36 @@ impl Storm {
             tally.never_stored.push(smuggled.body);
         }
         // Any part unread when the node closes may reset the connection.
-        let _ = stream.write_all(&raw);
+        let _ = link.wire.write_all(&raw);
         for hook in &hooks {
-            acknowledged(client, hook, tally);
+            acknowledged(link, hook, tally);
         }
-        let refused = client.reply().expect("the malformed request's answer");
+        let refused = link.reply().expect("the malformed request's answer");
         assert_eq!(
             (refused.status, refused.error_code().as_str()),
             (status, code)
         );
         assert_eq!(refused.header("connection"), Some("close"));
-        assert!(client.is_closed(), "closed after {code}");
+        assert!(link.is_closed(), "closed after {code}");
         true
     }
 
     /// A hook cut off anywhere, then the connection closed (by the
     /// caller's reconnecting): nothing stored, and any room it took given
     /// back.
-    fn given_up(&mut self, stream: &mut TcpStream, tally: &mut Tally) -> bool {
+    fn given_up(&mut self, link: &mut Link, tally: &mut Tally) -> bool {
         let hook = self.hook(false, false);
         let raw = hook.raw();
         let cut = 1 + self.rng.below(raw.len() as u64 - 1) as usize;
-        let _ = stream.write_all(&raw[..cut]);
+        let _ = link.wire.write_all(&raw[..cut]);
         tally.never_stored.push(hook.body);
         true
     }
 }
 
 /// Reads `hook`'s answer: 202 and its id.
-fn acknowledged(client: &mut Client, hook: &Hook, tally: &mut Tally) {
-    let reply = client.reply().expect("an answer to the hook");
+fn acknowledged(link: &mut Link, hook: &Hook, tally: &mut Tally) {
+    let reply = link.reply().expect("an answer to the hook");
     assert_eq!(reply.status, 202, "{}", reply.text());
     let id = reply.json()["id"].as_str().expect("a hook id").to_string();
     tally.acknowledged.push((hook.body.clone(), id));
@@ -312,12 +352,27 @@ fn acknowledged(client: &mut Client, hook: &Hook, tally: &mut Tally) {
 
 #[test]
 fn a_seeded_storm_of_clients_gets_every_answer_in_order_and_every_acknowledged_hook_delivered() {
+    storm(false);
+}
+
+#[test]
+fn over_https_a_seeded_storm_of_clients_gets_every_answer_and_every_acknowledged_hook_delivered() {
+    storm(true);
+}
+
+/// Runs the storm's clients on one node and checks what they were
+/// answered against what the receiver got.
+fn storm(https: bool) {
     let seed = std::env::var("GOAD_STORM_SEED").map_or(20_261_206, |s| {
         s.parse().expect("GOAD_STORM_SEED is a number")
     });
     let dir = tempfile::tempdir().unwrap();
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
     let mut c = one_source(dir.path(), &receiver);
+    if https {
+        c.http.tls_cert_file = Some(fixtures().join("localhost-cert.pem"));
+        c.http.tls_key_file = Some(fixtures().join("localhost-key.pem"));
+    }
     c.max_body_bytes = MAX_BODY_BYTES as u64;
     // Room for two of the largest bodies at once: more wait.
     c.http.max_buffered_bytes = 2 * (MAX_BODY_BYTES as u64 + 16 * 1024);
@@ -331,6 +386,7 @@ fn a_seeded_storm_of_clients_gets_every_answer_in_order_and_every_acknowledged_h
                 client,
                 sent: 0,
                 addr,
+                https,
             };
             std::thread::spawn(move || storm.run())
         })
@@ -357,7 +413,9 @@ fn a_seeded_storm_of_clients_gets_every_answer_in_order_and_every_acknowledged_h
         receiver.wait_for(acknowledged.len() as u64, Duration::from_secs(60)),
         "every acknowledged hook delivered; seed {seed}"
     );
-    wait_for_buffered_bytes(addr, 0);
+    wait_until("no request bytes held", Duration::from_secs(10), || {
+        Link::metric(addr, https, "goad_http_buffered_bytes") == 0.0
+    });
     let delivered: Vec<Vec<u8>> = receiver.received().into_iter().map(|r| r.body).collect();
     let mut counts: HashMap<&Vec<u8>, usize> = HashMap::new();
     for body in &delivered {
@@ -382,9 +440,9 @@ fn a_seeded_storm_of_clients_gets_every_answer_in_order_and_every_acknowledged_h
         acknowledged.len(),
         "nothing else delivered; seed {seed}"
     );
-    let waits = metric(addr, "goad_http_buffer_waits_total", "");
+    let waits = Link::metric(addr, https, "goad_http_buffer_waits_total");
     eprintln!(
-        "storm seed {seed}: {} hooks acknowledged, {} sent not to be stored, {waits} waits for room",
+        "storm seed {seed} (https {https}): {} hooks acknowledged, {} sent not to be stored, {waits} waits for room",
         acknowledged.len(),
         never_stored.len()
     );

@@ -263,11 +263,11 @@ fn tls_files_that_do_not_load_stop_the_start_naming_the_key() {
     );
 }
 
-type TlsStream = rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>;
+pub(super) type TlsStream = rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>;
 
 /// A TLS connection to the node at `addr` (as `localhost`), trusting the
 /// test CA, reading with a 10 s timeout.
-fn tls_stream(addr: SocketAddr) -> TlsStream {
+pub(super) fn tls_stream(addr: SocketAddr) -> TlsStream {
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
     let ca = std::fs::read(fixtures().join("test-ca.pem")).unwrap();
