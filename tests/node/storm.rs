@@ -4,7 +4,8 @@
 //! malformed requests (with a hook smuggled behind some) and hooks given
 //! up half-way, through a read budget that makes large bodies wait. Each
 //! request is answered in order as its kind says; every hook acknowledged
-//! is delivered verbatim exactly once and nothing else is; the node holds
+//! is delivered verbatim exactly once, with the id its answer gave, and
+//! nothing else is; the node holds
 //! no request bytes after; over plain HTTP and over HTTPS.
 //! `GOAD_STORM_SEED` runs another seed; a failure names its seed.
 
@@ -416,10 +417,16 @@ fn storm(https: bool) {
     wait_until("no request bytes held", Duration::from_secs(10), || {
         Link::metric(addr, https, "goad_http_buffered_bytes") == 0.0
     });
-    let delivered: Vec<Vec<u8>> = receiver.received().into_iter().map(|r| r.body).collect();
+    let delivered = receiver.received();
     let mut counts: HashMap<&Vec<u8>, usize> = HashMap::new();
-    for body in &delivered {
-        *counts.entry(body).or_default() += 1;
+    for request in &delivered {
+        *counts.entry(&request.body).or_default() += 1;
+        let id = acknowledged.get(&request.body).map(String::as_str);
+        assert_eq!(
+            request.header("webhook-id"),
+            id,
+            "delivered with the id its ingest was answered; seed {seed}"
+        );
     }
     for body in acknowledged.keys() {
         assert_eq!(
