@@ -270,6 +270,43 @@ impl NodeHandler {
         }
     }
 
+    /// The refusal of a request to an admin route: 401 without the admin
+    /// token, or, with none configured, a browser's or a rebound host's
+    /// request (see `open_admin`).
+    fn refused_admin(&self, route: &Route, request: &Request) -> Option<Response> {
+        if !route.is_admin() {
+            return None;
+        }
+        match &self.state.tokens.read().admin {
+            Some(tokens) => (!tokens.admit(request.header("authorization")))
+                .then(|| unauthorized("the admin API needs the admin token")),
+            None => {
+                let loopback = self.state.listens_on_loopback;
+                let refused = super::open_admin::refusal(request, loopback)?;
+                Some(refused.answer(&self.state.front))
+            }
+        }
+    }
+
+    /// An ingest refused on its head alone, counted as an ingest answer:
+    /// its source is not configured, or it lacks the source's token or
+    /// `ingest_jwt` token. A source that answers a provider's check of its
+    /// endpoint is not screened so: such a check may carry no credentials,
+    /// and is told by its body.
+    fn refused_ingest_head(&self, source_id: &str, head: &Request) -> Option<Response> {
+        self.state.engine()?;
+        let tokens = self.state.tokens.read();
+        let (response, configured) = match tokens.sources.get(source_id) {
+            None => (unknown_source(source_id), false),
+            Some(ingest) if ingest.handshake.is_none() => {
+                (refused_credentials(ingest, head)?, true)
+            }
+            Some(_) => return None,
+        };
+        self.state.ingest.count(source_id, configured, &response);
+        Some(response)
+    }
+
     /// A provider's `GET` or `OPTIONS` of the ingest path: its check of a
     /// subscription, answered for a source with `ingest_verify_token_env`
     /// (`GET`, Meta's) or an `ingest_handshake` that has one (`GET`,
@@ -304,24 +341,31 @@ impl Handler for NodeHandler {
         super::admin::reload_on_hangup(&self.state);
     }
 
+    /// A request refused before its body is read: no route takes it, an
+    /// admin route without the admin token, or an ingest its source's
+    /// credentials refuse (see `refused_ingest_head`). The whole request
+    /// is checked again as it is handled.
+    fn refuse_head(&self, head: &Request) -> Option<Response> {
+        let route = match route(&head.method, &head.path) {
+            Ok(route) => route,
+            Err(response) => return Some(response),
+        };
+        if let Some(refused) = self.refused_admin(&route, head) {
+            return Some(refused);
+        }
+        match route {
+            Route::Ingest(source_id) => self.refused_ingest_head(&source_id, head),
+            _ => None,
+        }
+    }
+
     fn handle(&self, request: Request, later: Later<'_>) -> Option<Response> {
         let route = match route(&request.method, &request.path) {
             Ok(route) => route,
             Err(response) => return Some(response),
         };
-        if route.is_admin() {
-            match &self.state.tokens.read().admin {
-                Some(tokens) if !tokens.admit(request.header("authorization")) => {
-                    return Some(unauthorized("the admin API needs the admin token"));
-                }
-                Some(_) => {}
-                None => {
-                    let loopback = self.state.listens_on_loopback;
-                    if let Some(refused) = super::open_admin::refusal(&request, loopback) {
-                        return Some(refused.answer(&self.state.front));
-                    }
-                }
-            }
+        if let Some(refused) = self.refused_admin(&route, &request) {
+            return Some(refused);
         }
         match route {
             Route::Health => Some(Response::json(200, &serde_json::json!({"status": "ok"}))),
@@ -357,20 +401,26 @@ impl Handler for NodeHandler {
     }
 }
 
-/// The 401 of an ingest that lacks the source's token or its provider's
-/// signature, if it does.
-fn refused_ingest(ingest: &SourceIngest, request: &Request) -> Option<Response> {
+/// The 401 of an ingest that lacks the source's token (or `ingest_jwt`
+/// token), if it does: its head tells.
+fn refused_credentials(ingest: &SourceIngest, request: &Request) -> Option<Response> {
     if let Some(tokens) = &ingest.token {
         if !tokens.admit(request.header("authorization")) {
             return Some(unauthorized("this source needs its ingest token"));
         }
     }
-    let now_ms = crate::runtime::wall_ms();
-    if let Some(refused) = (ingest.jwt.as_ref())
-        .and_then(|jwt| jwt.refusal(request.header("authorization"), now_ms / 1_000))
-    {
+    let now_s = crate::runtime::wall_ms() / 1_000;
+    let jwt = ingest.jwt.as_ref()?;
+    jwt.refusal(request.header("authorization"), now_s)
+}
+
+/// The 401 of an ingest that lacks the source's token or its provider's
+/// signature, or its 429 past the source's rate, if it does.
+fn refused_ingest(ingest: &SourceIngest, request: &Request) -> Option<Response> {
+    if let Some(refused) = refused_credentials(ingest, request) {
         return Some(refused);
     }
+    let now_ms = crate::runtime::wall_ms();
     if let Some(check) = &ingest.signature {
         let headers = |name: &str| request.header(name);
         if let Err(refusal) = check.verify(&headers, &request.body, now_ms / 1_000) {

@@ -716,3 +716,80 @@ fn a_closing_connection_gives_its_place_to_a_new_one_at_the_cap() {
     assert_eq!(served.status, 200, "{}", served.text());
     assert_eq!(kept.request("GET", "/healthz", &[], b"").status, 200);
 }
+
+/// A request whose head alone refuses it — no route, an admin route
+/// without the admin token, an ingest without its source's token or to
+/// a source not configured — is answered from its head: its body is not
+/// read, takes no room in the read budget (here all of it is held by
+/// another request, which would make it wait), and a client waiting for
+/// `100 Continue` gets the refusal instead. The connection closes; the
+/// refused ingests are counted as ingest answers.
+#[test]
+fn a_request_its_head_refuses_is_answered_before_its_body_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = node_config(dir.path());
+    std::env::set_var("NODE_TEST_SCREEN_ADMIN_TOKEN", "adm-s");
+    c.admin_token_env = Some("NODE_TEST_SCREEN_ADMIN_TOKEN".into());
+    std::env::set_var("NODE_TEST_SCREEN_INGEST_TOKEN", "tok-s");
+    let mut s = source("a", "t1", vec![SinkConfig::http(receiver.url("/a"))]);
+    s.ingest_token_env = Some("NODE_TEST_SCREEN_INGEST_TOKEN".into());
+    c.sources.push(s);
+    c.max_body_bytes = 256 * 1024;
+    c.http.max_buffered_bytes = (256 + 16) * 1024;
+    c.http.read_timeout_ms = 120_000;
+    let node = start(c);
+    let addr = node.local_addr();
+    let body = vec![b'x'; 200 * 1024];
+    let with_token = [("authorization", "Bearer tok-s")];
+    let holding = raw_request("POST", "/v1/sources/a/hooks", &with_token, &body);
+    let mut holder = Client::connect(addr);
+    holder.send(&holding[..holding.len() - 100 * 1024]);
+    wait_for_buffered_bytes(addr, holding.len());
+
+    let cases = [
+        ("/v1/sources/a/hooks", "", 401, "unauthorized"),
+        ("/v1/sources/a/hooks", "Bearer wrong", 401, "unauthorized"),
+        (
+            "/v1/sources/nope/hooks",
+            "Bearer tok-s",
+            404,
+            "unknown_source",
+        ),
+        ("/v1/replays", "Bearer tok-s", 401, "unauthorized"),
+        ("/v1/nothing-here", "", 404, "not_found"),
+    ];
+    for (path, authorization, status, code) in cases {
+        let mut headers = vec![("expect", "100-continue")];
+        if !authorization.is_empty() {
+            headers.push(("authorization", authorization));
+        }
+        let request = raw_request("POST", path, &headers, &body);
+        let mut client = Client::connect(addr);
+        client.send(&request[..request.len() - body.len()]);
+        let refused = client.reply().expect("an answer without the body");
+        assert_eq!(
+            (refused.status, refused.error_code().as_str()),
+            (status, code),
+            "{path} {authorization:?}"
+        );
+        assert_eq!(refused.header("connection"), Some("close"));
+        assert!(client.is_closed(), "{path}: closed");
+    }
+    assert_eq!(metric(addr, "goad_http_buffer_waits_total", ""), 0.0);
+    let refused_ingests = |labels: &str| metric(addr, "goad_ingest_requests_total", labels);
+    assert_eq!(refused_ingests(r#"source="a",status="401""#), 2.0);
+    assert_eq!(
+        refused_ingests(r#"status="404",error="unknown_source""#),
+        1.0
+    );
+
+    holder.send(&holding[holding.len() - 100 * 1024..]);
+    assert_eq!(holder.reply().expect("the held hook's answer").status, 202);
+    assert!(receiver.wait_for(1, Duration::from_secs(10)));
+    assert_eq!(
+        receiver.count(),
+        1,
+        "only the hook with its token delivered"
+    );
+}

@@ -573,6 +573,15 @@ fn a_source_answers_microsofts_endpoint_checks_when_its_handshake_names_them() {
         answer.json(),
         serde_json::json!({"validationResponse": "512d38b6-c7b8-40c8-89fe-f46f9e9622b6"})
     );
+    // Sent head first (its client waits for `100 Continue`), it is not
+    // refused on its head for want of the source's token.
+    let waiting = [grid_check[0], ("expect", "100-continue")];
+    let raw = raw_request("POST", "/v1/sources/grid/hooks", &waiting, validation);
+    let mut split = Client::connect(addr);
+    split.send(&raw[..raw.len() - validation.len()]);
+    assert_eq!(split.reply().expect("100 Continue").status, 100);
+    split.send(validation);
+    assert_eq!(split.reply().expect("the check's answer").status, 200);
     let garbled = call(addr, "POST", "/v1/sources/grid/hooks", &grid_check, b"[]");
     assert_eq!(
         (garbled.status, garbled.error_code()),

@@ -39,6 +39,9 @@ pub(super) struct Conn {
     pub(super) request_started: Option<Instant>,
     /// `100 Continue` was sent for the request in progress.
     pub(super) continue_sent: bool,
+    /// The head of the request in progress was screened (see
+    /// `answer_buffered`).
+    screened: bool,
     /// The whole chunks of the request in progress, if its body is chunked.
     pub(super) chunked: ChunkedProgress,
     /// What the request in progress takes, as far as its head tells.
@@ -77,6 +80,7 @@ impl Conn {
             fin_announced: false,
             request_started: None,
             continue_sent: false,
+            screened: false,
             chunked: ChunkedProgress::default(),
             size: RequestBytes::Unknown,
             granted_bytes: 0,
@@ -111,6 +115,7 @@ impl Conn {
     fn end_request(&mut self) {
         self.request_started = None;
         self.continue_sent = false;
+        self.screened = false;
         self.chunked = ChunkedProgress::default();
         self.size = RequestBytes::Unknown;
     }
@@ -171,11 +176,16 @@ impl Conn {
     /// Parses and answers the buffered requests, in order, until one waits
     /// for a later answer, the input runs out, the connection must close or
     /// the answers fill the output (`output_full`); true in that last case,
-    /// when requests are held back until the output has room.
+    /// when requests are held back until the output has room. A request
+    /// whose body is still to come has its head screened once, as soon
+    /// as it is whole: a refusal (`screen` answers `Some`) is its answer,
+    /// before its body is read, given room or asked for with `100
+    /// Continue`, and the connection closes.
     pub(super) fn answer_buffered(
         &mut self,
         max_body_bytes: u64,
         stopping: bool,
+        mut screen: impl FnMut(&Request) -> Option<Response>,
         mut handle: impl FnMut(Request) -> Answer,
     ) -> bool {
         // Answered requests leave the buffer once, at the end: draining each
@@ -199,9 +209,16 @@ impl Conn {
                 Parsed::Partial {
                     continue_wanted,
                     size,
+                    head,
                 } => {
                     self.request_started.get_or_insert_with(Instant::now);
                     self.size = size;
+                    let unscreened = head.filter(|_| !std::mem::replace(&mut self.screened, true));
+                    if let Some(refusal) = unscreened.as_ref().and_then(&mut screen) {
+                        self.refuse(&refusal);
+                        answered_bytes = 0;
+                        continue;
+                    }
                     // The client is told to send its body once the node
                     // will read it: with its room in the read budget.
                     let unready = size.most().is_some_and(|n| self.lacks_grant(n));
@@ -213,9 +230,7 @@ impl Conn {
                     break;
                 }
                 Parsed::Reject(response) => {
-                    response.write_to(&mut self.output, false);
-                    self.close_after_write = true;
-                    self.drop_input();
+                    self.refuse(&response);
                     answered_bytes = 0;
                 }
                 Parsed::Complete(request, used) => {
@@ -232,6 +247,14 @@ impl Conn {
             self.input = Vec::new();
         }
         held_back
+    }
+
+    /// Answers the request in progress with `response` and closes: what is
+    /// buffered is dropped, unread.
+    fn refuse(&mut self, response: &Response) {
+        response.write_to(&mut self.output, false);
+        self.close_after_write = true;
+        self.drop_input();
     }
 
     /// Answers one whole request, now or later (`waiting`).
@@ -394,7 +417,7 @@ mod tests {
         let bytes = head.len() + body.len();
         c.input.extend_from_slice(head.as_bytes());
         c.input.extend_from_slice(&body[..1_000]);
-        assert!(!c.answer_buffered(max_body_bytes, false, |_| unreachable!()));
+        assert!(!c.answer_buffered(max_body_bytes, false, |_| None, |_| unreachable!()));
         assert_eq!(c.size, RequestBytes::Exactly(bytes));
         assert_eq!(c.read_limit(MAX_HEAD_BYTES + (2 << 20)), MAX_HEAD_BYTES + 1);
         assert_eq!(c.needs_grant(), Some(bytes));
@@ -403,7 +426,7 @@ mod tests {
         assert!(c.input.capacity() >= bytes);
         assert_eq!(c.read_limit(MAX_HEAD_BYTES + (2 << 20)), bytes);
         c.input.extend_from_slice(&body[1_000..]);
-        assert!(!c.answer_buffered(max_body_bytes, false, ok));
+        assert!(!c.answer_buffered(max_body_bytes, false, |_| None, ok));
         assert_eq!((c.granted_bytes, c.returned_bytes), (0, bytes));
         assert_eq!((c.input.capacity(), c.size), (0, RequestBytes::Unknown));
     }
@@ -419,7 +442,7 @@ mod tests {
         );
         c.granted_bytes = request.len();
         c.input.extend_from_slice(request.as_bytes());
-        assert!(!c.answer_buffered(1 << 20, false, |_| Answer::Later(7)));
+        assert!(!c.answer_buffered(1 << 20, false, |_| None, |_| Answer::Later(7)));
         assert_eq!(
             (c.waiting, c.answering_bytes, c.returned_bytes),
             (Some(7), request.len(), 0)
@@ -428,12 +451,12 @@ mod tests {
         let head = b"POST /h HTTP/1.1\r\ncontent-length: 5\r\n\r\n";
         c.input.extend_from_slice(head);
         c.input.extend_from_slice(b"ab");
-        assert!(!c.answer_buffered(1 << 20, false, ok));
+        assert!(!c.answer_buffered(1 << 20, false, |_| None, ok));
         let size = RequestBytes::Exactly(head.len() + 5);
         assert_eq!((c.size, c.needs_grant()), (size, None));
         c.input.extend_from_slice(b"cde");
         let room = c.input.capacity();
-        assert!(!c.answer_buffered(1 << 20, false, ok));
+        assert!(!c.answer_buffered(1 << 20, false, |_| None, ok));
         assert_eq!((c.input.len(), c.input.capacity()), (0, room));
     }
 }

@@ -72,10 +72,12 @@ impl Request {
 pub enum Parsed {
     /// More bytes are needed. `continue_wanted`: the head is complete and
     /// asks for `100 Continue` before the client sends its body. `size`:
-    /// what the whole request takes, as far as its head tells.
+    /// what the whole request takes, as far as its head tells. `head`: the
+    /// request without its body, once its head is complete.
     Partial {
         continue_wanted: bool,
         size: RequestBytes,
+        head: Option<Request>,
     },
     /// A whole request, and how many bytes of the buffer it took.
     Complete(Request, usize),
@@ -121,6 +123,7 @@ fn parse_request(
         return Ok(Parsed::Partial {
             continue_wanted: false,
             size: RequestBytes::Unknown,
+            head: None,
         });
     };
     let (body, size) = match framing(&request, version, max_body_bytes)? {
@@ -157,6 +160,7 @@ fn parse_request(
         return Ok(Parsed::Partial {
             continue_wanted,
             size,
+            head: Some(request),
         });
     };
     request.body = body.body;
@@ -429,7 +433,11 @@ mod tests {
             Parsed::Partial {
                 continue_wanted,
                 size,
-            } => (continue_wanted, size),
+                head,
+            } => {
+                assert_eq!(head.is_some(), size != RequestBytes::Unknown);
+                (continue_wanted, size)
+            }
             other => panic!("expected a partial request, got {other:?}"),
         };
         assert_eq!(

@@ -59,6 +59,15 @@ pub trait Handler: Send + Sync + 'static {
     /// answer with it from any thread.
     fn handle(&self, request: Request, later: Later<'_>) -> Option<Response>;
 
+    /// The answer to a request whose body is still to come, when its head
+    /// alone refuses it (no such route, no credentials): given before its
+    /// body is read or given room in the read budget, and the connection
+    /// closes. `None` (the default): its body is read and the whole
+    /// request handled, head and all. It must not block the loop.
+    fn refuse_head(&self, _head: &Request) -> Option<Response> {
+        None
+    }
+
     /// The process got SIGHUP. It must not block the loop.
     fn hangup(&self) {}
 }
@@ -186,15 +195,24 @@ fn answer(
             "internal",
             "the request was not answered",
         )),
-        Err(panic) => {
-            crate::log::error("a request handler panicked", &[("panic", &panic)]);
-            Answer::Failed(Response::error(
-                500,
-                "internal",
-                "internal error while handling the request",
-            ))
-        }
+        Err(panic) => Answer::Failed(handler_panicked(&panic)),
     }
+}
+
+/// The handler's refusal of a request from its `head` alone, if any (a
+/// `HEAD`, answered as its `GET`, has no body to spare).
+fn screen(handler: &dyn Handler, head: &Request) -> Option<Response> {
+    if head.method == "HEAD" {
+        return None;
+    }
+    crate::panics::catch(|| handler.refuse_head(head))
+        .unwrap_or_else(|panic| Some(handler_panicked(&panic)))
+}
+
+/// The 500 of a request whose handler panicked (logged).
+fn handler_panicked(panic: &str) -> Response {
+    crate::log::error("a request handler panicked", &[("panic", &panic)]);
+    Response::error(500, "internal", "internal error while handling the request")
 }
 
 /// A bound server, ready to run.
@@ -603,8 +621,9 @@ impl Server {
                 };
             let stopping = self.stopping_since.is_some();
             let (handler, wake, next_id) = (&self.handler, &self.wake, &mut self.next_id);
+            let screen = |head: &Request| screen(handler.as_ref(), head);
             let held_back = !failed
-                && conn.answer_buffered(self.max_body_bytes, stopping, |request| {
+                && conn.answer_buffered(self.max_body_bytes, stopping, screen, |request| {
                     *next_id += 1;
                     answer(handler.as_ref(), request, (slot, *next_id), wake)
                 });
