@@ -1,8 +1,8 @@
 //! A seeded storm on the node's front: clients at once sending
 //! well-formed hooks (framed by length or chunked, cut anywhere,
 //! pipelined, some asking for `100 Continue`, some closing after),
-//! malformed requests (with a hook smuggled behind some) and hooks given
-//! up half-way, through a read budget that makes large bodies wait. Each
+//! malformed requests (with a hook smuggled behind some), hooks to a
+//! source not configured and hooks given up half-way, through a read budget that makes large bodies wait. Each
 //! request is answered in order as its kind says; every hook acknowledged
 //! is delivered verbatim exactly once, with the id its answer gave, and
 //! nothing else is; the node holds
@@ -255,10 +255,11 @@ impl Storm {
         let mut tally = Tally::default();
         let mut link = self.connect();
         for _ in 0..EXCHANGES_PER_CLIENT {
-            let reconnect = match self.rng.below(10) {
-                0..=5 => self.pipelined_hooks(&mut link, &mut tally),
-                6 => self.hook_after_continue(&mut link, &mut tally),
-                7 | 8 => self.malformed_after_hooks(&mut link, &mut tally),
+            let reconnect = match self.rng.below(20) {
+                0..=11 => self.pipelined_hooks(&mut link, &mut tally),
+                12 | 13 => self.hook_after_continue(&mut link, &mut tally),
+                14..=16 => self.malformed_after_hooks(&mut link, &mut tally),
+                17 => self.to_an_unknown_source(&mut link, &mut tally),
                 _ => self.given_up(&mut link, &mut tally),
             };
             if reconnect {
@@ -328,6 +329,31 @@ impl Storm {
         assert_eq!(refused.header("connection"), Some("close"));
         assert!(link.is_closed(), "closed after {code}");
         true
+    }
+
+    /// A hook to a source not configured: 404, and the connection closed
+    /// if its head was refused before its body arrived (else kept).
+    fn to_an_unknown_source(&mut self, link: &mut Link, tally: &mut Tally) -> bool {
+        let hook = self.hook(false, false);
+        let head = String::from_utf8(hook.head).unwrap();
+        let raw = [
+            head.replace(HOOKS_PATH, "/v1/sources/nope/hooks")
+                .into_bytes(),
+            hook.framed,
+        ]
+        .concat();
+        self.send_in_pieces(link, &raw);
+        tally.never_stored.push(hook.body);
+        let refused = link.reply().expect("the refusal");
+        assert_eq!(
+            (refused.status, refused.error_code().as_str()),
+            (404, "unknown_source")
+        );
+        let closes = refused.header("connection") == Some("close");
+        if closes {
+            assert!(link.is_closed(), "closed after a refusal of its head");
+        }
+        closes
     }
 
     /// A hook cut off anywhere, then the connection closed (by the
