@@ -404,6 +404,36 @@ mod tests {
         Answer::Now(Response::text(202, "text/plain", "ok".into()))
     }
 
+    /// A request whose body is still to come has its head screened once,
+    /// however many reads its body takes; a refusal is its answer before
+    /// the body: the connection closes, asking no room of the budget.
+    #[test]
+    fn a_head_is_screened_once_and_a_refusal_answers_before_the_body() {
+        let head = b"POST /h HTTP/1.1\r\ncontent-length: 100000\r\n\r\n";
+        let mut c = conn();
+        let mut screened = 0;
+        c.input.extend_from_slice(head);
+        for _ in 0..3 {
+            c.input.extend_from_slice(&[b'x'; 100]);
+            let screen = |_: &Request| {
+                screened += 1;
+                None
+            };
+            assert!(!c.answer_buffered(1 << 20, false, screen, |_| unreachable!()));
+        }
+        assert_eq!((screened, c.close_after_write), (1, false));
+
+        let mut c = conn();
+        c.input.extend_from_slice(head);
+        let refuse = |_: &Request| Some(Response::error(401, "unauthorized", "no token"));
+        assert!(!c.answer_buffered(1 << 20, false, refuse, |_| unreachable!()));
+        let answer = String::from_utf8_lossy(&c.output).into_owned();
+        assert!(answer.starts_with("HTTP/1.1 401 "), "{answer}");
+        assert!(answer.contains("connection: close"), "{answer}");
+        assert!(c.close_after_write);
+        assert_eq!((c.input.len(), c.needs_grant()), (0, None));
+    }
+
     /// A request larger than a head asks its size of the read budget once
     /// its head is read; granted, it may fill the buffer to its end, which
     /// has room for all of it at once; answered, it gives its bytes back
