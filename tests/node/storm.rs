@@ -259,7 +259,7 @@ impl Storm {
                 0..=11 => self.pipelined_hooks(&mut link, &mut tally),
                 12 | 13 => self.hook_after_continue(&mut link, &mut tally),
                 14..=16 => self.malformed_after_hooks(&mut link, &mut tally),
-                17 => self.to_an_unknown_source(&mut link, &mut tally),
+                17 => self.hook_for_an_unknown_source(&mut link, &mut tally),
                 _ => self.given_up(&mut link, &mut tally),
             };
             if reconnect {
@@ -333,7 +333,7 @@ impl Storm {
 
     /// A hook to a source not configured: 404, and the connection closed
     /// if its head was refused before its body arrived (else kept).
-    fn to_an_unknown_source(&mut self, link: &mut Link, tally: &mut Tally) -> bool {
+    fn hook_for_an_unknown_source(&mut self, link: &mut Link, tally: &mut Tally) -> bool {
         let hook = self.hook(false, false);
         let head = String::from_utf8(hook.head).unwrap();
         let raw = [
