@@ -1,13 +1,13 @@
-//! A seeded storm on the node's front: clients at once sending
-//! well-formed hooks (framed by length or chunked, cut anywhere,
-//! pipelined, some asking for `100 Continue`, some closing after),
-//! malformed requests (with a hook smuggled behind some), hooks to a
-//! source not configured and hooks given up half-way, through a read budget that makes large bodies wait. Each
-//! request is answered in order as its kind says; every hook acknowledged
-//! is delivered verbatim exactly once, with the id its answer gave, and
-//! nothing else is; the node holds
-//! no request bytes after; over plain HTTP and over HTTPS.
-//! `GOAD_STORM_SEED` runs another seed; a failure names its seed.
+//! A seeded storm on the node's front, over plain HTTP and over HTTPS:
+//! clients at once sending well-formed hooks (framed by length or
+//! chunked, cut anywhere, pipelined, some asking for `100 Continue`, some
+//! closing after), malformed requests (with a hook smuggled behind some),
+//! hooks to a source not configured and hooks given up half-way, through
+//! a read budget that makes large bodies wait. Each request is answered
+//! in order as its kind says; every hook acknowledged is delivered
+//! verbatim exactly once, with the id its answer gave, and nothing else
+//! is; the node holds no request bytes after. `GOAD_STORM_SEED` runs
+//! another seed; a failure names its seed.
 
 use super::*;
 use common::http::Replies;
