@@ -182,6 +182,11 @@ fn malformed_requests_get_a_4xx_or_a_closed_connection_and_others_are_served() {
     let addr = node.local_addr();
     let cases: Vec<(&str, Vec<u8>, u16)> = vec![
         ("garbage", b"\x16\x03\x01\x02\x00garbage\r\n\r\n".to_vec(), 400),
+        (
+            "two credentials",
+            b"GET /v1/pressure HTTP/1.1\r\nauthorization: Bearer a\r\nauthorization: Bearer b\r\n\r\n".to_vec(),
+            400,
+        ),
         ("bad length", b"POST /v1/reload HTTP/1.1\r\ncontent-length: ten\r\n\r\n".to_vec(), 400),
         (
             "two lengths",

@@ -175,6 +175,11 @@ fn head_too_large() -> Response {
     )
 }
 
+/// Header fields a request carries at most once: which of two would a
+/// proxy in front have read? (RFC 9112 §3.2 asks a 400 for two `Host`
+/// lines; `Authorization` is no list, and the node read the first.)
+const SINGLE_FIELDS: [&str; 2] = ["host", "authorization"];
+
 /// The request head (without its body), its length and the HTTP minor
 /// version; `None` while the head is incomplete.
 fn parse_head(buf: &[u8]) -> Result<Option<(Request, usize, u8)>, Response> {
@@ -214,6 +219,16 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Request, usize, u8)>, Response> {
         body: Vec::new(),
         keep_alive: false,
     };
+    if let Some(name) = SINGLE_FIELDS
+        .into_iter()
+        .find(|&name| request.headers.iter().filter(|(n, _)| n == name).count() > 1)
+    {
+        return Err(Response::error(
+            400,
+            "repeated_header",
+            &format!("the {name} header is given more than once"),
+        ));
+    }
     let connection = request.header("connection").map(str::to_ascii_lowercase);
     request.keep_alive = match version {
         1 => connection.as_deref() != Some("close"),
@@ -539,5 +554,26 @@ mod tests {
         }
         many.extend(b"\r\n");
         assert_eq!(rejected(&many), 431);
+    }
+
+    /// A `Host` or `Authorization` given twice is refused, whatever the
+    /// case of its name: which one a proxy in front read is not known.
+    /// Other fields may repeat.
+    #[test]
+    fn a_field_given_once_at_most_is_refused_when_repeated() {
+        for twice in [
+            &b"GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n"[..],
+            b"GET / HTTP/1.1\r\nAuthorization: Bearer a\r\nAUTHORIZATION: Bearer a\r\n\r\n",
+        ] {
+            match parse_new(twice, 100) {
+                Parsed::Reject(r) => {
+                    assert_eq!(r.status, 400);
+                    assert!(String::from_utf8_lossy(&r.body).contains("repeated_header"));
+                }
+                other => panic!("expected a rejection, got {other:?}"),
+            }
+        }
+        let (r, _) = complete(b"GET / HTTP/1.1\r\nHost: a\r\nX-A: 1\r\nX-A: 2\r\n\r\n");
+        assert_eq!(r.headers.len(), 3);
     }
 }
