@@ -312,6 +312,34 @@ fn a_slow_https_client_gets_408_through_tls() {
     assert!(read.is_ok(), "closed with close_notify: {read:?}");
 }
 
+/// Over HTTPS a connection closes in stages as over plain HTTP: a client
+/// that sends a body over `max_body_bytes` whole through TLS before it
+/// reads gets its 413 through TLS, then the node's `close_notify`.
+#[test]
+fn over_https_a_body_past_max_body_bytes_can_be_sent_whole_and_its_413_read() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = https_config(dir.path());
+    c.max_body_bytes = 64 * 1024;
+    let node = start(c);
+    let mut client = tls_stream(node.local_addr());
+    let body = vec![b'x'; 8 << 20];
+    let head = format!(
+        "POST /v1/sources/a/hooks HTTP/1.1\r\nhost: localhost\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    client.write_all(head.as_bytes()).unwrap();
+    client.write_all(&body).expect("the whole body is taken");
+    let mut answer = Vec::new();
+    let read = client.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 413 ") && answer.contains("body_too_large"),
+        "{answer} ({read:?})"
+    );
+    assert!(read.is_ok(), "closed with close_notify: {read:?}");
+}
+
 /// Over HTTPS the read budget holds as over plain HTTP: a large request
 /// that finds the room taken waits (its TLS records unread), and is read
 /// and answered once the request ahead of it is.
