@@ -125,7 +125,12 @@ fn listed(addr: SocketAddr, field: &str) -> Vec<String> {
 
 /// The sum of a metric's samples whose labels contain `labels`.
 fn metric(addr: SocketAddr, name: &str, labels: &str) -> f64 {
-    parse_prometheus(&get(addr, "/metrics").text())
+    sample_sum(&get(addr, "/metrics").text(), name, labels)
+}
+
+/// The sum of a scrape's samples of `name` whose labels contain `labels`.
+fn sample_sum(scrape: &str, name: &str, labels: &str) -> f64 {
+    parse_prometheus(scrape)
         .iter()
         .filter(|(n, l, _)| n == name && l.contains(labels))
         .map(|(_, _, v)| v)

@@ -89,10 +89,9 @@ impl Link {
         let mut link = Link::open(addr, https);
         let scrape = raw_request("GET", "/metrics", &[("connection", "close")], b"");
         link.wire.write_all(&scrape).unwrap();
-        let text = link.reply().expect("the metrics").text();
-        let samples = parse_prometheus(&text);
-        let sample = samples.iter().find(|(n, l, _)| n == name && l.is_empty());
-        sample.map(|(_, _, value)| *value).expect("the metric")
+        let scrape = link.reply().expect("the metrics").text();
+        assert!(scrape.contains(&format!("\n{name} ")), "{name} is scraped");
+        sample_sum(&scrape, name, "")
     }
 
     /// Whether the node closed the connection (after its last answer).

@@ -213,11 +213,13 @@ impl Conn {
                 } => {
                     self.request_started.get_or_insert_with(Instant::now);
                     self.size = size;
-                    let unscreened = head.filter(|_| !std::mem::replace(&mut self.screened, true));
-                    if let Some(refusal) = unscreened.as_ref().and_then(&mut screen) {
-                        self.refuse(&refusal);
-                        answered_bytes = 0;
-                        continue;
+                    if let Some(head) = head.filter(|_| !self.screened) {
+                        self.screened = true;
+                        if let Some(refusal) = screen(&head) {
+                            self.refuse(&refusal);
+                            answered_bytes = 0;
+                            continue;
+                        }
                     }
                     // The client is told to send its body once the node
                     // will read it: with its room in the read budget.

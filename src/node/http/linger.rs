@@ -56,7 +56,7 @@ impl Linger {
     }
 
     /// Whether its time is up.
-    pub(super) fn is_over(&self, now: Instant) -> bool {
-        now >= self.until
+    pub(super) fn is_over(&self) -> bool {
+        Instant::now() >= self.until
     }
 }

@@ -225,9 +225,6 @@ pub struct Server {
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     open: usize,
-    /// Of the open connections, those closing in stages (see `linger`):
-    /// one gives its place to a new connection at `http.max_connections`.
-    lingering: usize,
     next_id: u64,
     http: HttpConfig,
     /// Every connection speaks TLS with the config in hand, when set,
@@ -305,7 +302,6 @@ impl Server {
             conns: Vec::new(),
             free: Vec::new(),
             open: 0,
-            lingering: 0,
             next_id: 0,
             http,
             tls,
@@ -486,12 +482,13 @@ impl Server {
     /// Takes an accepted connection on, or refuses it with 503 at
     /// `http.max_connections`.
     fn admit(&mut self, mut stream: TcpStream) {
-        if self.open >= self.http.max_connections && self.lingering > 0 {
-            let lingering = self
-                .conns
-                .iter()
+        if self.open >= self.http.max_connections {
+            // A connection closing in stages gives its place.
+            let lingering = (self.conns.iter())
                 .position(|conn| conn.as_ref().is_some_and(|conn| conn.lingering.is_some()));
-            self.close(lingering.expect("a lingering connection is counted"));
+            if let Some(slot) = lingering {
+                self.close(slot);
+            }
         }
         if self.open >= self.http.max_connections {
             let message = format!(
@@ -621,12 +618,16 @@ impl Server {
                 };
             let stopping = self.stopping_since.is_some();
             let (handler, wake, next_id) = (&self.handler, &self.wake, &mut self.next_id);
-            let screen = |head: &Request| screen(handler.as_ref(), head);
             let held_back = !failed
-                && conn.answer_buffered(self.max_body_bytes, stopping, screen, |request| {
-                    *next_id += 1;
-                    answer(handler.as_ref(), request, (slot, *next_id), wake)
-                });
+                && conn.answer_buffered(
+                    self.max_body_bytes,
+                    stopping,
+                    |head| screen(handler.as_ref(), head),
+                    |request| {
+                        *next_id += 1;
+                        answer(handler.as_ref(), request, (slot, *next_id), wake)
+                    },
+                );
             if let Some(bytes) = conn.needs_grant() {
                 match self.budget.ask(slot, conn.id, bytes) {
                     Some(granted) => {
@@ -690,11 +691,10 @@ impl Server {
         conn.say_close();
         match Linger::begin(&conn.stream) {
             Ok(linger) => {
-                conn.input = Vec::new();
+                conn.drop_input();
                 conn.output = Vec::new();
                 conn.written = 0;
                 conn.lingering = Some(linger);
-                self.lingering += 1;
                 // What arrived before now raises no new event.
                 self.drive(slot, true);
             }
@@ -754,7 +754,7 @@ impl Server {
                 continue;
             };
             if let Some(linger) = &conn.lingering {
-                if linger.is_over(Instant::now()) {
+                if linger.is_over() {
                     self.close(slot);
                 }
                 continue;
@@ -793,9 +793,8 @@ impl Server {
     fn close(&mut self, slot: usize) {
         self.take_budget_back(slot);
         if let Some(mut conn) = self.conns[slot].take() {
-            match conn.lingering {
-                Some(_) => self.lingering -= 1,
-                None => conn.say_close(),
+            if conn.lingering.is_none() {
+                conn.say_close();
             }
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.free.push(slot);
