@@ -184,38 +184,40 @@ fn malformed_requests_get_a_4xx_or_a_closed_connection_and_others_are_served() {
         ("garbage", b"\x16\x03\x01\x02\x00garbage\r\n\r\n".to_vec(), 400),
         (
             "two credentials",
-            b"GET /v1/pressure HTTP/1.1\r\nauthorization: Bearer a\r\nauthorization: Bearer b\r\n\r\n".to_vec(),
+            b"GET /v1/pressure HTTP/1.1\r\nhost: h\r\nauthorization: Bearer a\r\nauthorization: Bearer b\r\n\r\n".to_vec(),
             400,
         ),
-        ("bad length", b"POST /v1/reload HTTP/1.1\r\ncontent-length: ten\r\n\r\n".to_vec(), 400),
+        ("no host", b"GET /healthz HTTP/1.1\r\n\r\n".to_vec(), 400),
+        ("a bad host", b"GET /healthz HTTP/1.1\r\nhost: a b\r\n\r\n".to_vec(), 400),
+        ("bad length", b"POST /v1/reload HTTP/1.1\r\nhost: h\r\ncontent-length: ten\r\n\r\n".to_vec(), 400),
         (
             "two lengths",
-            b"POST /v1/reload HTTP/1.1\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\nab".to_vec(),
+            b"POST /v1/reload HTTP/1.1\r\nhost: h\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\nab".to_vec(),
             400,
         ),
         (
             "chunked with a length",
-            b"POST /v1/reload HTTP/1.1\r\ntransfer-encoding: chunked\r\ncontent-length: 3\r\n\r\nabc".to_vec(),
+            b"POST /v1/reload HTTP/1.1\r\nhost: h\r\ntransfer-encoding: chunked\r\ncontent-length: 3\r\n\r\nabc".to_vec(),
             400,
         ),
         (
             "a bad chunk",
-            b"POST /v1/reload HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabcd\r\n0\r\n\r\n".to_vec(),
+            b"POST /v1/reload HTTP/1.1\r\nhost: h\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabcd\r\n0\r\n\r\n".to_vec(),
             400,
         ),
         (
             "another coding",
-            b"POST /v1/reload HTTP/1.1\r\ntransfer-encoding: gzip\r\n\r\n".to_vec(),
+            b"POST /v1/reload HTTP/1.1\r\nhost: h\r\ntransfer-encoding: gzip\r\n\r\n".to_vec(),
             501,
         ),
         ("huge header", {
-            let mut r = b"GET /healthz HTTP/1.1\r\nx-big: ".to_vec();
+            let mut r = b"GET /healthz HTTP/1.1\r\nhost: h\r\nx-big: ".to_vec();
             r.extend(std::iter::repeat_n(b'a', 20_000));
             r.extend(b"\r\n\r\n");
             r
         }, 431),
         ("many headers", {
-            let mut r = b"GET /healthz HTTP/1.1\r\n".to_vec();
+            let mut r = b"GET /healthz HTTP/1.1\r\nhost: h\r\n".to_vec();
             for i in 0..100 {
                 r.extend(format!("x-h{i}: 1\r\n").as_bytes());
             }
@@ -237,7 +239,7 @@ fn malformed_requests_get_a_4xx_or_a_closed_connection_and_others_are_served() {
     }
     // A truncated body: the client gives up mid-body; the node drops it.
     let mut truncated = Client::connect(addr);
-    truncated.send(b"POST /v1/reload HTTP/1.1\r\ncontent-length: 100\r\n\r\nonly ten b");
+    truncated.send(b"POST /v1/reload HTTP/1.1\r\nhost: h\r\ncontent-length: 100\r\n\r\nonly ten b");
     drop(truncated);
     assert_eq!(get(addr, "/healthz").status, 200);
 }
@@ -371,7 +373,7 @@ fn a_slow_client_gets_408_and_is_closed_while_others_are_served() {
     let addr = node.local_addr();
     let started = Instant::now();
     let mut slow = Client::connect(addr);
-    slow.send(b"GET /healthz HTTP/1.1\r\nx-slow: ");
+    slow.send(b"GET /healthz HTTP/1.1\r\nhost: h\r\nx-slow: ");
     // Meanwhile another client is served at once.
     assert_eq!(get(addr, "/healthz").status, 200);
     let reply = slow.reply().expect("a 408");

@@ -212,7 +212,7 @@ fn ingest_refuses_unknown_sources_bad_tokens_large_bodies_and_missing_lengths() 
         (413, "body_too_large")
     );
     let no_length = Client::connect(addr).send_and_reply(
-        b"POST /v1/sources/gh/hooks HTTP/1.1\r\nauthorization: Bearer tok-123\r\n\r\n",
+        b"POST /v1/sources/gh/hooks HTTP/1.1\r\nhost: h\r\nauthorization: Bearer tok-123\r\n\r\n",
     );
     assert_eq!(
         (no_length.status, no_length.error_code().as_str()),
@@ -255,7 +255,9 @@ fn a_chunked_ingest_body_is_decoded_and_delivered() {
     let node = start(c);
     let addr = node.local_addr();
     let mut client = Client::connect(addr);
-    client.send(b"POST /v1/sources/gh/hooks HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n");
+    client.send(
+        b"POST /v1/sources/gh/hooks HTTP/1.1\r\nhost: h\r\ntransfer-encoding: chunked\r\n\r\n",
+    );
     client.send(b"6\r\n{\"a\":1\r\n");
     client.send(b"1;ext=x\r\n}\r\n0\r\nx-trailer: t\r\n\r\n");
     let reply = client.reply().expect("a response");
@@ -268,7 +270,7 @@ fn a_chunked_ingest_body_is_decoded_and_delivered() {
     let again = client.request("POST", "/v1/sources/gh/hooks", &[], b"{}");
     assert_eq!(again.status, 202, "the connection serves on");
     let large = Client::connect(addr).send_and_reply(
-        b"POST /v1/sources/gh/hooks HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n10\r\n0123456789abcdef\r\n1\r\nx\r\n0\r\n\r\n",
+        b"POST /v1/sources/gh/hooks HTTP/1.1\r\nhost: h\r\ntransfer-encoding: chunked\r\n\r\n10\r\n0123456789abcdef\r\n1\r\nx\r\n0\r\n\r\n",
     );
     assert_eq!(
         (large.status, large.error_code().as_str()),
@@ -290,7 +292,7 @@ fn a_hook_with_a_header_that_is_not_utf_8_is_taken_and_delivered() {
     c.sources.push(source("gh", "acme", sinks));
     let node = start(c);
     let reply = Client::connect(node.local_addr()).send_and_reply(
-        b"POST /v1/sources/gh/hooks HTTP/1.1\r\nx-customer: Caf\xe9 M\xfcller\r\ncontent-length: 2\r\n\r\n{}",
+        b"POST /v1/sources/gh/hooks HTTP/1.1\r\nhost: h\r\nx-customer: Caf\xe9 M\xfcller\r\ncontent-length: 2\r\n\r\n{}",
     );
     assert_eq!(reply.status, 202, "{}", reply.text());
     assert!(receiver.wait_for(1, Duration::from_secs(10)));
@@ -489,7 +491,7 @@ fn expect_100_continue_is_answered_before_the_body() {
     let node = start(c);
     let mut client = Client::connect(node.local_addr());
     client.send(
-        b"POST /v1/sources/a/hooks HTTP/1.1\r\nexpect: 100-continue\r\ncontent-length: 5\r\n\r\n",
+        b"POST /v1/sources/a/hooks HTTP/1.1\r\nhost: h\r\nexpect: 100-continue\r\ncontent-length: 5\r\n\r\n",
     );
     let interim = client.reply().expect("100 Continue");
     assert_eq!(interim.status, 100);
@@ -499,7 +501,7 @@ fn expect_100_continue_is_answered_before_the_body() {
     assert!(receiver.wait_for(1, Duration::from_secs(10)));
     assert_eq!(receiver.received()[0].body, b"hello");
     let mut big = Client::connect(node.local_addr());
-    big.send(b"POST /v1/sources/a/hooks HTTP/1.1\r\nexpect: 100-continue\r\ncontent-length: 5000\r\n\r\n");
+    big.send(b"POST /v1/sources/a/hooks HTTP/1.1\r\nhost: h\r\nexpect: 100-continue\r\ncontent-length: 5000\r\n\r\n");
     let refused = big.reply().expect("413 without a 100 first");
     assert_eq!(refused.status, 413);
 }

@@ -297,7 +297,7 @@ fn a_slow_https_client_gets_408_through_tls() {
     let dir = tempfile::tempdir().unwrap();
     let node = start(https_config(dir.path()));
     let mut slow = tls_stream(node.local_addr());
-    slow.write_all(b"GET /healthz HTTP/1.1\r\nx-slow: ")
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nhost: h\r\nx-slow: ")
         .unwrap();
     let started = Instant::now();
     let mut answer = Vec::new();

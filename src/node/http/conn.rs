@@ -411,7 +411,7 @@ mod tests {
     /// the body: the connection closes, asking no room of the budget.
     #[test]
     fn a_head_is_screened_once_and_a_refusal_answers_before_the_body() {
-        let head = b"POST /h HTTP/1.1\r\ncontent-length: 100000\r\n\r\n";
+        let head = b"POST /h HTTP/1.1\r\nhost: h\r\ncontent-length: 100000\r\n\r\n";
         let mut c = conn();
         let mut screened = 0;
         c.input.extend_from_slice(head);
@@ -445,7 +445,10 @@ mod tests {
         let max_body_bytes = 2 << 20;
         let mut c = conn();
         let body = vec![b'x'; 1 << 20];
-        let head = format!("POST /h HTTP/1.1\r\ncontent-length: {}\r\n\r\n", body.len());
+        let head = format!(
+            "POST /h HTTP/1.1\r\nhost: h\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
         let bytes = head.len() + body.len();
         c.input.extend_from_slice(head.as_bytes());
         c.input.extend_from_slice(&body[..1_000]);
@@ -469,7 +472,7 @@ mod tests {
     fn a_request_answered_later_holds_its_bytes_and_a_small_one_asks_none() {
         let mut c = conn();
         let request = format!(
-            "POST /h HTTP/1.1\r\ncontent-length: 20000\r\n\r\n{}",
+            "POST /h HTTP/1.1\r\nhost: h\r\ncontent-length: 20000\r\n\r\n{}",
             "y".repeat(20_000)
         );
         c.granted_bytes = request.len();
@@ -480,7 +483,7 @@ mod tests {
             (Some(7), request.len(), 0)
         );
         let mut c = conn();
-        let head = b"POST /h HTTP/1.1\r\ncontent-length: 5\r\n\r\n";
+        let head = b"POST /h HTTP/1.1\r\nhost: h\r\ncontent-length: 5\r\n\r\n";
         c.input.extend_from_slice(head);
         c.input.extend_from_slice(b"ab");
         assert!(!c.answer_buffered(1 << 20, false, |_| None, ok));

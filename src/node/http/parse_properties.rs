@@ -19,11 +19,15 @@ fn request(rng: &mut Rng) -> Vec<u8> {
     match rng.below(3) {
         0 => b"GET /v1/hooks?tenant=t HTTP/1.1\r\nHost: h\r\n\r\n".to_vec(),
         1 => {
-            let head = format!("POST /p HTTP/1.1\r\nContent-Length: {}\r\n\r\n", body.len());
+            let head = format!(
+                "POST /p HTTP/1.1\r\nhost: h\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
             [head.as_bytes(), &body].concat()
         }
         _ => {
-            let mut out = b"POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+            let mut out =
+                b"POST /c HTTP/1.1\r\nhost: h\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
             for chunk in body.chunks(1 + rng.below(10) as usize) {
                 let extension = if rng.below(3) == 0 { ";e=v" } else { "" };
                 out.extend(format!("{:x}{extension}\r\n", chunk.len()).as_bytes());

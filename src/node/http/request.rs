@@ -229,12 +229,39 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Request, usize, u8)>, Response> {
             &format!("the {name} header is given more than once"),
         ));
     }
+    check_host(&request, version)?;
     let connection = request.header("connection").map(str::to_ascii_lowercase);
     request.keep_alive = match version {
         1 => connection.as_deref() != Some("close"),
         _ => connection.as_deref() == Some("keep-alive"),
     };
     Ok(Some((request, head_len, version)))
+}
+
+/// RFC 9112 §3.2: an HTTP/1.1 request carries a `Host` (empty where the
+/// target has no authority), and its value is a host and optional port.
+/// Every HTTP/1.1 client sends one; a request without it was written by
+/// hand or mangled on its way.
+fn check_host(request: &Request, version: u8) -> Result<(), Response> {
+    match request.header("host") {
+        None if version == 1 => Err(Response::error(
+            400,
+            "missing_host",
+            "an HTTP/1.1 request must carry a Host header (RFC 9112 section 3.2)",
+        )),
+        Some(host) if !host.bytes().all(is_authority_byte) => Err(Response::error(
+            400,
+            "bad_host",
+            &format!("the Host header {host:?} is not a host and port"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A byte of a URI's host and port (RFC 3986 §3.2.2): unreserved,
+/// sub-delims, a percent-encoding, an IP literal's brackets and colons.
+fn is_authority_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%:[]".contains(&b)
 }
 
 /// A header's value as text: its UTF-8, or, for bytes that are not (the
@@ -421,7 +448,7 @@ mod tests {
     /// byte, instead of refusing the request; UTF-8 stays as it is.
     #[test]
     fn a_header_value_that_is_not_utf_8_is_read_as_latin_1() {
-        let (r, _) = complete(b"POST / HTTP/1.1\r\nX-Name: caf\xe9\r\nX-Utf8: caf\xc3\xa9\r\nContent-Length: 0\r\n\r\n");
+        let (r, _) = complete(b"POST / HTTP/1.1\r\nhost: h\r\nX-Name: caf\xe9\r\nX-Utf8: caf\xc3\xa9\r\nContent-Length: 0\r\n\r\n");
         assert_eq!(r.header("x-name"), Some("caf\u{e9}"));
         assert_eq!(r.header("x-utf8"), Some("caf\u{e9}"));
         assert_eq!(field_value(b"\xff\xfe "), "\u{ff}\u{fe}");
@@ -456,21 +483,22 @@ mod tests {
             other => panic!("expected a partial request, got {other:?}"),
         };
         assert_eq!(
-            partial(b"POST / HTTP/1.1\r\nContent-Le"),
+            partial(b"POST / HTTP/1.1\r\nhost: h\r\nContent-Le"),
             (false, RequestBytes::Unknown)
         );
-        let head = b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\n";
+        let head = b"POST / HTTP/1.1\r\nhost: h\r\nContent-Length: 5\r\n\r\n";
         assert_eq!(
             partial(&[&head[..], b"ab"].concat()),
             (false, RequestBytes::Exactly(head.len() + 5))
         );
-        let expecting = b"POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n";
+        let expecting =
+            b"POST / HTTP/1.1\r\nhost: h\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n";
         assert_eq!(
             partial(expecting),
             (true, RequestBytes::Exactly(expecting.len() + 5))
         );
         assert_eq!(
-            partial(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nab"),
+            partial(b"POST / HTTP/1.1\r\nhost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nab"),
             (false, RequestBytes::AtMost(MAX_HEAD_BYTES + 200))
         );
         assert_eq!(RequestBytes::Exactly(7).most(), Some(7));
@@ -483,11 +511,11 @@ mod tests {
     /// framing outgrows what the connection buffers.
     #[test]
     fn a_chunked_body_is_decoded_and_bounded() {
-        let raw = b"POST /h HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\nGET";
+        let raw = b"POST /h HTTP/1.1\r\nhost: h\r\nTransfer-Encoding: Chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\nGET";
         let (r, n) = complete(raw);
         assert_eq!((r.body.as_slice(), n), (&b"abcde"[..], raw.len() - 3));
         let coming =
-            b"POST / HTTP/1.1\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nab";
+            b"POST / HTTP/1.1\r\nhost: h\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nab";
         assert!(matches!(
             parse_new(coming, 100),
             Parsed::Partial {
@@ -496,7 +524,7 @@ mod tests {
             }
         ));
         let mut long_extension =
-            b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1;".to_vec();
+            b"POST / HTTP/1.1\r\nhost: h\r\nTransfer-Encoding: chunked\r\n\r\n1;".to_vec();
         long_extension.extend(std::iter::repeat_n(b'a', MAX_HEAD_BYTES + 100));
         match parse_new(&long_extension, 100) {
             Parsed::Reject(r) if r.status == 413 => {
@@ -508,7 +536,7 @@ mod tests {
 
     #[test]
     fn connection_close_and_http_1_0_end_the_connection() {
-        let (r, _) = complete(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n");
+        let (r, _) = complete(b"GET / HTTP/1.1\r\nhost: h\r\nConnection: close\r\n\r\n");
         assert!(!r.keep_alive);
         let (r, _) = complete(b"GET / HTTP/1.0\r\n\r\n");
         assert!(!r.keep_alive);
@@ -518,23 +546,26 @@ mod tests {
     fn rejects_bad_framing_with_the_right_status() {
         assert_eq!(rejected(b"\x00\x01garbage\r\n\r\n"), 400);
         assert_eq!(
-            rejected(b"POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n"),
+            rejected(b"POST / HTTP/1.1\r\nhost: h\r\nContent-Length: x\r\n\r\n"),
             400
         );
         assert_eq!(
-            rejected(b"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"),
+            rejected(
+                b"POST / HTTP/1.1\r\nhost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"
+            ),
             400
         );
         // Digits only: a sign, which Rust's integer parse takes, is refused.
         for length in ["+5", "-1", "5 5", ""] {
-            let raw = format!("POST / HTTP/1.1\r\nContent-Length: {length}\r\n\r\nhello");
+            let raw =
+                format!("POST / HTTP/1.1\r\nhost: h\r\nContent-Length: {length}\r\n\r\nhello");
             assert_eq!(rejected(raw.as_bytes()), 400, "{length:?}");
         }
         let chunked_with_length =
-            b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n";
+            b"POST / HTTP/1.1\r\nhost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n";
         assert_eq!(rejected(chunked_with_length), 400);
         assert_eq!(
-            rejected(b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),
+            rejected(b"POST / HTTP/1.1\r\nhost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),
             501
         );
         assert_eq!(
@@ -542,13 +573,13 @@ mod tests {
             400
         );
         assert_eq!(
-            rejected(b"POST / HTTP/1.1\r\nContent-Length: 101\r\n\r\n"),
+            rejected(b"POST / HTTP/1.1\r\nhost: h\r\nContent-Length: 101\r\n\r\n"),
             413
         );
-        let mut long = b"GET / HTTP/1.1\r\nX-Big: ".to_vec();
+        let mut long = b"GET / HTTP/1.1\r\nhost: h\r\nX-Big: ".to_vec();
         long.extend(std::iter::repeat_n(b'a', MAX_HEAD_BYTES));
         assert_eq!(rejected(&long), 431);
-        let mut many = b"GET / HTTP/1.1\r\n".to_vec();
+        let mut many = b"GET / HTTP/1.1\r\nhost: h\r\n".to_vec();
         for i in 0..=MAX_HEADERS {
             many.extend(format!("X-{i}: 1\r\n").as_bytes());
         }
@@ -563,7 +594,7 @@ mod tests {
     fn a_field_given_once_at_most_is_refused_when_repeated() {
         for twice in [
             &b"GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n"[..],
-            b"GET / HTTP/1.1\r\nAuthorization: Bearer a\r\nAUTHORIZATION: Bearer a\r\n\r\n",
+            b"GET / HTTP/1.1\r\nhost: h\r\nAuthorization: Bearer a\r\nAUTHORIZATION: Bearer a\r\n\r\n",
         ] {
             match parse_new(twice, 100) {
                 Parsed::Reject(r) => {
@@ -575,5 +606,36 @@ mod tests {
         }
         let (r, _) = complete(b"GET / HTTP/1.1\r\nHost: a\r\nX-A: 1\r\nX-A: 2\r\n\r\n");
         assert_eq!(r.headers.len(), 3);
+    }
+
+    /// An HTTP/1.1 request carries a `Host` whose value is a host and
+    /// optional port (RFC 9112 §3.2); it may be empty, and HTTP/1.0 needs
+    /// none.
+    #[test]
+    fn an_http_1_1_request_without_a_host_or_with_a_bad_one_is_refused() {
+        for (raw, code) in [
+            (&b"GET / HTTP/1.1\r\n\r\n"[..], "missing_host"),
+            (b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n", "bad_host"),
+            (b"GET / HTTP/1.1\r\nHost: user@h\r\n\r\n", "bad_host"),
+            (b"GET / HTTP/1.0\r\nHost: h/x\r\n\r\n", "bad_host"),
+        ] {
+            match parse_new(raw, 100) {
+                Parsed::Reject(r) => {
+                    assert_eq!(r.status, 400);
+                    let body = String::from_utf8_lossy(&r.body);
+                    assert!(body.contains(code), "{body}");
+                }
+                other => panic!("expected {code}, got {other:?}"),
+            }
+        }
+        for served in [
+            &b"GET / HTTP/1.0\r\n\r\n"[..],
+            b"GET / HTTP/1.1\r\nHost:\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: goad.example.com:8443\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: [::1]:7878\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        ] {
+            complete(served);
+        }
     }
 }
