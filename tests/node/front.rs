@@ -649,9 +649,15 @@ fn a_stalled_request_holding_the_room_times_out_and_the_waiting_ones_time_out_fr
     );
 }
 
-/// A node taking bodies of at most 64 KiB.
+/// A node taking bodies of 64 KiB at most, for source `a` (whose sink
+/// no hook reaches: the tests' hooks are all too large).
 fn node_taking_64_kib(dir: &std::path::Path, max_connections: usize) -> Node {
     let mut c = node_config(dir);
+    c.sources.push(source(
+        "a",
+        "t1",
+        vec![SinkConfig::http("http://127.0.0.1:9/")],
+    ));
     c.max_body_bytes = 64 * 1024;
     c.http.max_connections = max_connections;
     start(c)
@@ -730,7 +736,9 @@ fn a_closing_connection_gives_its_place_to_a_new_one_at_the_cap() {
 /// read, takes no room in the read budget (here all of it is held by
 /// another request, which would make it wait), and a client waiting for
 /// `100 Continue` gets the refusal instead. The connection closes; the
-/// refused ingests are counted as ingest answers.
+/// refused ingests are counted as ingest answers. A request whose body is
+/// over `max_body_bytes` gets its head's refusal too, before the 413 (a
+/// client would otherwise send less, only to be refused again).
 #[test]
 fn a_request_its_head_refuses_is_answered_before_its_body_is_read() {
     let dir = tempfile::tempdir().unwrap();
@@ -754,24 +762,47 @@ fn a_request_its_head_refuses_is_answered_before_its_body_is_read() {
     holder.send(&holding[..holding.len() - 100 * 1024]);
     wait_for_buffered_bytes(addr, holding.len());
 
+    let over = vec![b'x'; 300 * 1024];
     let cases = [
-        ("/v1/sources/a/hooks", "", 401, "unauthorized"),
-        ("/v1/sources/a/hooks", "Bearer wrong", 401, "unauthorized"),
+        ("/v1/sources/a/hooks", "", &body, 401, "unauthorized"),
+        (
+            "/v1/sources/a/hooks",
+            "Bearer wrong",
+            &body,
+            401,
+            "unauthorized",
+        ),
         (
             "/v1/sources/nope/hooks",
             "Bearer tok-s",
+            &body,
             404,
             "unknown_source",
         ),
-        ("/v1/replays", "Bearer tok-s", 401, "unauthorized"),
-        ("/v1/nothing-here", "", 404, "not_found"),
+        ("/v1/replays", "Bearer tok-s", &body, 401, "unauthorized"),
+        ("/v1/nothing-here", "", &body, 404, "not_found"),
+        (
+            "/v1/sources/nope/hooks",
+            "Bearer tok-s",
+            &over,
+            404,
+            "unknown_source",
+        ),
+        ("/v1/sources/a/hooks", "", &over, 401, "unauthorized"),
+        (
+            "/v1/sources/a/hooks",
+            "Bearer tok-s",
+            &over,
+            413,
+            "body_too_large",
+        ),
     ];
-    for (path, authorization, status, code) in cases {
+    for (path, authorization, body, status, code) in cases {
         let mut headers = vec![("expect", "100-continue")];
         if !authorization.is_empty() {
             headers.push(("authorization", authorization));
         }
-        let request = raw_request("POST", path, &headers, &body);
+        let request = raw_request("POST", path, &headers, body);
         let mut client = Client::connect(addr);
         client.send(&request[..request.len() - body.len()]);
         let refused = client.reply().expect("an answer without the body");
@@ -785,10 +816,10 @@ fn a_request_its_head_refuses_is_answered_before_its_body_is_read() {
     }
     assert_eq!(metric(addr, "goad_http_buffer_waits_total", ""), 0.0);
     let refused_ingests = |labels: &str| metric(addr, "goad_ingest_requests_total", labels);
-    assert_eq!(refused_ingests(r#"source="a",status="401""#), 2.0);
+    assert_eq!(refused_ingests(r#"source="a",status="401""#), 3.0);
     assert_eq!(
         refused_ingests(r#"status="404",error="unknown_source""#),
-        1.0
+        2.0
     );
 
     holder.send(&holding[holding.len() - 100 * 1024..]);

@@ -321,6 +321,11 @@ fn over_https_a_body_past_max_body_bytes_can_be_sent_whole_and_its_413_read() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = https_config(dir.path());
     c.max_body_bytes = 64 * 1024;
+    c.sources.push(source(
+        "a",
+        "t1",
+        vec![SinkConfig::http("http://127.0.0.1:9/")],
+    ));
     let node = start(c);
     let mut client = tls_stream(node.local_addr());
     let body = vec![b'x'; 8 << 20];

@@ -180,7 +180,8 @@ impl Conn {
     /// whose body is still to come has its head screened once, as soon
     /// as it is whole: a refusal (`screen` answers `Some`) is its answer,
     /// before its body is read, given room or asked for with `100
-    /// Continue`, and the connection closes.
+    /// Continue`, and the connection closes; so is one whose body is over
+    /// `max_body_bytes` before it is answered 413.
     pub(super) fn answer_buffered(
         &mut self,
         max_body_bytes: u64,
@@ -233,6 +234,12 @@ impl Conn {
                 }
                 Parsed::Reject(response) => {
                     self.refuse(&response);
+                    answered_bytes = 0;
+                }
+                Parsed::Oversized(head, too_large) => {
+                    // A client that would be refused whatever its size is
+                    // told so, not to send less.
+                    self.refuse(&screen(&head).unwrap_or(too_large));
                     answered_bytes = 0;
                 }
                 Parsed::Complete(request, used) => {

@@ -82,7 +82,7 @@ fn parse_arriving(bytes: &[u8], reads: &[usize]) -> Vec<Parse> {
                     input.drain(..used);
                     parsed.push(Parse::Request(request));
                 }
-                Parsed::Reject(response) => {
+                Parsed::Reject(response) | Parsed::Oversized(_, response) => {
                     parsed.push(Parse::Refused(response.status, response.body));
                     return parsed;
                 }

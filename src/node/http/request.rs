@@ -83,6 +83,10 @@ pub enum Parsed {
     Complete(Request, usize),
     /// The request is malformed or over a bound: answer this and close.
     Reject(Response),
+    /// The request's head is whole and its `Content-Length` is over
+    /// `max_body_bytes`: answer this and close, unless its head is refused
+    /// for what holds whatever its size (no route, no credentials).
+    Oversized(Request, Response),
 }
 
 /// The bytes a request being read takes, head and body.
@@ -127,6 +131,14 @@ fn parse_request(
         });
     };
     let (body, size) = match framing(&request, version, max_body_bytes)? {
+        Framing::Oversized(length) => {
+            let response = Response::error(
+                413,
+                "body_too_large",
+                &format!("the body of {length} bytes is over max_body_bytes ({max_body_bytes})"),
+            );
+            return Ok(Parsed::Oversized(request, response));
+        }
         Framing::Length(length) => {
             let total = head_len + length as usize;
             let body = buf.get(head_len..total).map(|body| chunked::Decoded {
@@ -286,6 +298,8 @@ fn field_value(bytes: &[u8]) -> String {
 enum Framing {
     /// `Content-Length` bytes (0 without the header), at most `max_body_bytes`.
     Length(u64),
+    /// `Content-Length` bytes, over `max_body_bytes`.
+    Oversized(u64),
     Chunked,
 }
 
@@ -323,14 +337,10 @@ fn framing(request: &Request, version: u8, max_body_bytes: u64) -> Result<Framin
     let length = content_length(request)
         .map_err(|message| Response::error(400, "bad_content_length", &message))?
         .unwrap_or(0);
-    if length > max_body_bytes {
-        return Err(Response::error(
-            413,
-            "body_too_large",
-            &format!("the body of {length} bytes is over max_body_bytes ({max_body_bytes})"),
-        ));
-    }
-    Ok(Framing::Length(length))
+    Ok(match length > max_body_bytes {
+        true => Framing::Oversized(length),
+        false => Framing::Length(length),
+    })
 }
 
 fn bad_framing(message: &str) -> Response {
@@ -425,7 +435,7 @@ mod tests {
 
     fn rejected(raw: &[u8]) -> u16 {
         match parse_new(raw, 100) {
-            Parsed::Reject(r) => r.status,
+            Parsed::Reject(r) | Parsed::Oversized(_, r) => r.status,
             other => panic!("expected a rejection, got {other:?}"),
         }
     }
