@@ -37,6 +37,14 @@ impl Request {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The members of a list header (RFC 9110 §5.6.1): every line of
+    /// `name`, split at its commas, trimmed, empty members left out.
+    pub fn list_members<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> {
+        let lines = self.headers.iter().filter(move |(n, _)| n == name);
+        let members = lines.flat_map(|(_, v)| v.split(','));
+        members.map(str::trim).filter(|m| !m.is_empty())
+    }
+
     /// A query parameter, percent-decoded.
     pub fn query_param(&self, name: &str) -> Option<String> {
         self.query_pairs()
@@ -242,10 +250,15 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Request, usize, u8)>, Response> {
         ));
     }
     check_host(&request, version)?;
-    let connection = request.header("connection").map(str::to_ascii_lowercase);
+    // `Connection` is a list: `close` may come with other options.
+    let option = |name: &str| {
+        let mut options = request.list_members("connection");
+        options.any(|o| o.eq_ignore_ascii_case(name))
+    };
+    let close = option("close");
     request.keep_alive = match version {
-        1 => connection.as_deref() != Some("close"),
-        _ => connection.as_deref() == Some("keep-alive"),
+        1 => !close,
+        _ => option("keep-alive") && !close,
     };
     Ok(Some((request, head_len, version)))
 }
@@ -550,6 +563,17 @@ mod tests {
         assert!(!r.keep_alive);
         let (r, _) = complete(b"GET / HTTP/1.0\r\n\r\n");
         assert!(!r.keep_alive);
+        // `Connection` is a list, its options in any case, on any line.
+        let keeps = |connection: &str, version: &str| {
+            let raw = format!("GET / HTTP/{version}\r\nhost: h\r\n{connection}\r\n");
+            complete(raw.as_bytes()).0.keep_alive
+        };
+        assert!(!keeps("Connection: TE, Close\r\n", "1.1"));
+        assert!(!keeps("Connection: te\r\nConnection: close\r\n", "1.1"));
+        assert!(keeps("Connection: te\r\n", "1.1"));
+        assert!(keeps("Connection: Keep-Alive, foo\r\n", "1.0"));
+        assert!(!keeps("Connection: keep-alive, close\r\n", "1.0"));
+        assert!(!keeps("", "1.0"));
     }
 
     #[test]
