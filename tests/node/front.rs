@@ -216,6 +216,13 @@ fn malformed_requests_get_a_4xx_or_a_closed_connection_and_others_are_served() {
             r.extend(b"\r\n\r\n");
             r
         }, 431),
+        ("a long target", {
+            let mut r = b"GET /".to_vec();
+            r.extend(std::iter::repeat_n(b'a', 20_000));
+            r.extend(b" HTTP/1.1\r\nhost: h\r\n\r\n");
+            r
+        }, 414),
+        ("HTTP/2", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec(), 505),
         ("many headers", {
             let mut r = b"GET /healthz HTTP/1.1\r\nhost: h\r\n".to_vec();
             for i in 0..100 {

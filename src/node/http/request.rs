@@ -187,12 +187,22 @@ fn parse_request(
     Ok(Parsed::Complete(request, head_len + body.used))
 }
 
-fn head_too_large() -> Response {
-    Response::error(
-        431,
-        "header_too_large",
-        &format!("the request head is over {MAX_HEAD_BYTES} bytes"),
-    )
+/// 431 for a head over `MAX_HEAD_BYTES`, or 414 where its request line
+/// alone is (the target, as the line's other parts are short).
+fn head_too_large(buf: &[u8]) -> Response {
+    let head = &buf[..buf.len().min(MAX_HEAD_BYTES)];
+    match head.contains(&b'\n') {
+        true => Response::error(
+            431,
+            "header_too_large",
+            &format!("the request head is over {MAX_HEAD_BYTES} bytes"),
+        ),
+        false => Response::error(
+            414,
+            "uri_too_long",
+            &format!("the request line is over {MAX_HEAD_BYTES} bytes"),
+        ),
+    }
 }
 
 /// Header fields a request carries at most once: which of two would a
@@ -207,14 +217,23 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Request, usize, u8)>, Response> {
     let mut req = httparse::Request::new(&mut headers);
     let head_len = match req.parse(buf) {
         Ok(httparse::Status::Complete(n)) if n <= MAX_HEAD_BYTES => n,
-        Ok(httparse::Status::Complete(_)) => return Err(head_too_large()),
-        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD_BYTES => return Err(head_too_large()),
+        Ok(httparse::Status::Complete(_)) => return Err(head_too_large(buf)),
+        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD_BYTES => {
+            return Err(head_too_large(buf))
+        }
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(httparse::Error::TooManyHeaders) => {
             return Err(Response::error(
                 431,
                 "too_many_headers",
                 &format!("the request has more than {MAX_HEADERS} headers"),
+            ))
+        }
+        Err(httparse::Error::Version) => {
+            return Err(Response::error(
+                505,
+                "unsupported_http_version",
+                "the request is not HTTP/1.1 or HTTP/1.0, which the node speaks",
             ))
         }
         Err(e) => {
@@ -613,6 +632,15 @@ mod tests {
         let mut long = b"GET / HTTP/1.1\r\nhost: h\r\nX-Big: ".to_vec();
         long.extend(std::iter::repeat_n(b'a', MAX_HEAD_BYTES));
         assert_eq!(rejected(&long), 431);
+        let mut long_target = b"GET /".to_vec();
+        long_target.extend(std::iter::repeat_n(b'a', MAX_HEAD_BYTES));
+        assert_eq!(rejected(&long_target), 414);
+        long_target.extend(b" HTTP/1.1\r\nhost: h\r\n\r\n");
+        assert_eq!(rejected(&long_target), 414);
+        for version in ["HTTP/2.0", "HTTP/1.2", "HTTP/3"] {
+            let raw = format!("GET / {version}\r\nhost: h\r\n\r\n");
+            assert_eq!(rejected(raw.as_bytes()), 505, "{version}");
+        }
         let mut many = b"GET / HTTP/1.1\r\nhost: h\r\n".to_vec();
         for i in 0..=MAX_HEADERS {
             many.extend(format!("X-{i}: 1\r\n").as_bytes());
