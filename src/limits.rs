@@ -369,6 +369,11 @@ pub const LINGER_MS: u64 = 2_000;
 /// 413 if the rest of its body is no larger.
 pub const LINGER_BYTES: usize = 16 * 1024 * 1024;
 
+/// How many connections refused at `http.max_connections` (503) may close
+/// in stages at once, besides the cap; past that, one is closed at once
+/// (and its client, if it sent its request, may see a reset instead).
+pub const REFUSALS_LINGERING: usize = 64;
+
 const _: () = assert!(MAX_INPUTS_PER_ITERATION <= SHARD_INPUT_CAPACITY);
 const _: () = assert!(MIN_SHARD_BYTES <= DEFAULT_MAX_SHARD_BYTES);
 const _: () = assert!(DEFAULT_MAX_SHARD_BYTES <= MAX_SHARD_BYTES);

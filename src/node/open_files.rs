@@ -8,6 +8,7 @@
 //! `http::spare_fd`).
 
 use crate::config::Config;
+use crate::limits::REFUSALS_LINGERING;
 
 /// The soft limit now (`None` when it cannot be read, or is unlimited).
 pub(crate) fn soft_limit() -> Option<u64> {
@@ -42,11 +43,12 @@ const NODE_FDS: u64 = 16;
 const SHARD_FDS: u64 = 4;
 
 /// The most descriptors `config` can take at once: every connection it
-/// may serve, a sink connection per attempt running, the sinks' pools of
+/// may serve, and those refused at its cap closing in stages
+/// (`REFUSALS_LINGERING`), a sink connection per attempt running, the sinks' pools of
 /// idle connections (`sink_connections`, what they can keep: see
 /// `SinkRegistry::connections_bound`), and the node's own.
 pub(crate) fn needed(config: &Config, sink_connections: usize) -> u64 {
-    let served = config.http.max_connections as u64;
+    let served = (config.http.max_connections + REFUSALS_LINGERING) as u64;
     let running = u64::from(config.dispatch.concurrency);
     let own = NODE_FDS + SHARD_FDS * config.shard_count() as u64;
     served + running + sink_connections as u64 + own
@@ -95,7 +97,7 @@ mod tests {
         config.shards = 3;
         assert_eq!(
             needed(&config, 70),
-            1_000 + 50 + 70 + NODE_FDS + 3 * SHARD_FDS
+            1_000 + 64 + 50 + 70 + NODE_FDS + 3 * SHARD_FDS
         );
     }
 }

@@ -477,14 +477,25 @@ fn connections_over_the_cap_get_503() {
         (refused.status, refused.error_code().as_str()),
         (503, "too_many_connections")
     );
+    assert!(third.is_closed(), "the node's half closed");
+    drop(third);
     // Scraped over a held connection (a new one would be refused).
-    let scraped = held[0].request("GET", "/metrics", &[], b"").text();
-    let samples = parse_prometheus(&scraped);
+    let mut scrape = || parse_prometheus(&held[0].request("GET", "/metrics", &[], b"").text());
+    let mut samples = scrape();
+    wait_until(
+        "the refused connection closed",
+        Duration::from_secs(10),
+        || {
+            samples = scrape();
+            samples
+                .iter()
+                .any(|(n, _, v)| n == "goad_http_connections" && *v == 2.0)
+        },
+    );
     let value = |name: &str, labels: &str| {
         let found = samples.iter().find(|(n, l, _)| n == name && l == labels);
         found.map(|(_, _, v)| *v)
     };
-    assert_eq!(value("goad_http_connections", ""), Some(2.0));
     assert_eq!(value("goad_http_connections_total", ""), Some(2.0));
     let refused = "goad_http_connections_refused_total";
     assert_eq!(value(refused, r#"reason="max_connections""#), Some(1.0));
@@ -717,6 +728,29 @@ fn a_body_past_max_body_bytes_can_be_sent_whole_and_its_413_read() {
         Duration::from_secs(10),
         || metric(addr, "goad_http_connections", "") == 1.0,
     );
+}
+
+/// A client refused at `http.max_connections` that sends its request
+/// whole before it reads (a body larger than the sockets' buffers) reads
+/// its 503: the refused connection is closed in stages as after any last
+/// answer, not reset under the client's send.
+#[test]
+fn a_client_refused_at_the_cap_reads_its_503_after_sending_its_request_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = node_taking_64_kib(dir.path(), 1);
+    let addr = node.local_addr();
+    let mut held = Client::connect(addr);
+    assert_eq!(held.request("GET", "/healthz", &[], b"").status, 200);
+    let body = vec![b'x'; 8 << 20];
+    let (mut stream, mut reader) = too_large(addr, body.len());
+    std::io::Write::write_all(&mut stream, &body).expect("the whole request is taken");
+    let refused = reader.reply().expect("the 503 is read after the request");
+    assert_eq!(
+        (refused.status, refused.error_code().as_str()),
+        (503, "too_many_connections")
+    );
+    assert!(reader.is_closed());
+    assert_eq!(held.request("GET", "/healthz", &[], b"").status, 200);
 }
 
 /// At `http.max_connections`, a connection that the node is closing (its

@@ -144,10 +144,10 @@ fn serve_with_open_files(dir: &Path, soft: libc::rlim_t, hard: libc::rlim_t) -> 
 }
 
 /// The descriptors `serve`'s config can take: 1,024 connections
-/// (`http.max_connections`), 32 attempts (`dispatch.concurrency`), two
-/// sinks' pools of 8 idle connections, and the node's own: 16, and 4 for
-/// each of its 2 shards.
-const NEEDED_FDS: u64 = 1_024 + 32 + 2 * 8 + 16 + 2 * 4;
+/// (`http.max_connections`) and 64 being refused at that cap, 32 attempts
+/// (`dispatch.concurrency`), two sinks' pools of 8 idle connections, and
+/// the node's own: 16, and 4 for each of its 2 shards.
+const NEEDED_FDS: u64 = 1_024 + 64 + 32 + 2 * 8 + 16 + 2 * 4;
 
 /// The soft and hard open-files limits of process `pid`, from /proc.
 fn open_files_limits(pid: u32) -> (u64, u64) {

@@ -61,6 +61,9 @@ pub(super) struct Conn {
     /// Its answers are written and its sending half shut: what its client
     /// still sends is dropped until it closes (see `linger`).
     pub(super) lingering: Option<Linger>,
+    /// Taken only to be answered 503 at `http.max_connections` and closed
+    /// in stages: it does not count against the cap.
+    pub(super) refused: bool,
 }
 
 impl Conn {
@@ -90,6 +93,7 @@ impl Conn {
             last_active: Instant::now(),
             writable_interest: false,
             lingering: None,
+            refused: false,
         }
     }
 

@@ -32,7 +32,7 @@ use super::response::Response;
 use super::spare_fd::{Refusal, SpareFd};
 use super::tls::SharedTls;
 use crate::config::HttpConfig;
-use crate::limits::{HTTP_DRAIN_MS, MAX_HEAD_BYTES, READ_CHUNK_BYTES};
+use crate::limits::{HTTP_DRAIN_MS, MAX_HEAD_BYTES, READ_CHUNK_BYTES, REFUSALS_LINGERING};
 use crossbeam_channel::{Receiver, Sender};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -129,13 +129,18 @@ impl Drop for Replier {
     }
 }
 
-/// Refuses a connection the node cannot take: 503 `too_many_connections`
-/// saying why, over a `plain` connection (a TLS client could not read a
-/// plain answer: it is only closed).
-fn refuse(mut stream: TcpStream, plain: bool, why: &str) {
+/// 503 `too_many_connections`, saying why.
+fn too_many_connections(why: &str) -> Response {
+    Response::unavailable("too_many_connections", why, 1)
+}
+
+/// Refuses a connection the node cannot take, at once: its `refusal` over
+/// a `plain` connection (a TLS client could not read a plain answer: it
+/// is only closed).
+fn refuse(mut stream: TcpStream, plain: bool, refusal: &Response) {
     if plain {
         let mut out = Vec::new();
-        Response::unavailable("too_many_connections", why, 1).write_to(&mut out, false);
+        refusal.write_to(&mut out, false);
         let _ = stream.write(&out);
     }
 }
@@ -224,7 +229,10 @@ pub struct Server {
     replies: Receiver<(usize, u64, Response)>,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
+    /// Connections with a slot, `refusing` of them taken only to be
+    /// refused (see `admit`).
     open: usize,
+    refusing: usize,
     next_id: u64,
     http: HttpConfig,
     /// Every connection speaks TLS with the config in hand, when set,
@@ -302,6 +310,7 @@ impl Server {
             conns: Vec::new(),
             free: Vec::new(),
             open: 0,
+            refusing: 0,
             next_id: 0,
             http,
             tls,
@@ -467,7 +476,7 @@ impl Server {
         let refused = &self.counts.refused_without_fds;
         let refuse = |s| {
             FrontCounts::add(refused);
-            refuse(s, plain, &message)
+            refuse(s, plain, &too_many_connections(&message))
         };
         match (self.spare).refuse_one(listener, refuse) {
             Refusal::Refused => true,
@@ -480,24 +489,33 @@ impl Server {
     }
 
     /// Takes an accepted connection on, or refuses it with 503 at
-    /// `http.max_connections`.
+    /// `http.max_connections`: the 503 written and the connection closed in
+    /// stages, as after any last answer, for up to `REFUSALS_LINGERING`
+    /// connections at once, beyond which (and over TLS, which would need a
+    /// handshake first) it is closed at once.
     fn admit(&mut self, mut stream: TcpStream) {
-        if self.open >= self.http.max_connections {
+        if self.at_cap() {
             // A connection closing in stages gives its place.
-            let lingering = (self.conns.iter())
-                .position(|conn| conn.as_ref().is_some_and(|conn| conn.lingering.is_some()));
+            let lingering = (self.conns.iter()).position(|conn| {
+                conn.as_ref()
+                    .is_some_and(|conn| conn.lingering.is_some() && !conn.refused)
+            });
             if let Some(slot) = lingering {
                 self.close(slot);
             }
         }
-        if self.open >= self.http.max_connections {
-            let message = format!(
-                "the node has {} connections open (http.max_connections)",
-                self.open
-            );
+        let refusal = self.at_cap().then(|| {
             FrontCounts::add(&self.counts.refused_at_cap);
-            refuse(stream, self.tls.is_none(), &message);
-            return;
+            too_many_connections(&format!(
+                "the node has {} connections open (http.max_connections)",
+                self.open - self.refusing
+            ))
+        });
+        if let Some(refusal) = &refusal {
+            if self.tls.is_some() || self.refusing >= REFUSALS_LINGERING {
+                refuse(stream, self.tls.is_none(), refusal);
+                return;
+            }
         }
         let _ = stream.set_nodelay(true);
         let tls = self.tls.as_ref().map(|_| Tls::Hello(Box::default()));
@@ -515,10 +533,29 @@ impl Server {
             return;
         }
         self.open += 1;
-        FrontCounts::add(&self.counts.accepted);
         self.counts.open.store(self.open as u64, Ordering::Relaxed);
         self.last_conn += 1;
-        self.conns[slot] = Some(Conn::new(self.last_conn, stream, tls));
+        let mut conn = Conn::new(self.last_conn, stream, tls);
+        match refusal {
+            Some(refusal) => {
+                self.refusing += 1;
+                conn.refused = true;
+                refusal.write_to(&mut conn.output, false);
+                conn.close_after_write = true;
+                self.conns[slot] = Some(conn);
+                self.drive(slot, false);
+            }
+            None => {
+                FrontCounts::add(&self.counts.accepted);
+                self.conns[slot] = Some(conn);
+            }
+        }
+    }
+
+    /// Whether the connections served (not those being refused) are at
+    /// `http.max_connections`.
+    fn at_cap(&self) -> bool {
+        self.open - self.refusing >= self.http.max_connections
     }
 
     fn take_replies(&mut self) {
@@ -799,6 +836,7 @@ impl Server {
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.free.push(slot);
             self.open -= 1;
+            self.refusing -= usize::from(conn.refused);
             self.counts.open.store(self.open as u64, Ordering::Relaxed);
         }
     }
