@@ -2,6 +2,7 @@
 //! surplus connections.
 
 use super::*;
+use goad::limits::MAX_HEAD_BYTES;
 
 #[test]
 fn admin_routes_need_the_admin_token_and_health_and_metrics_do_not() {
@@ -175,71 +176,132 @@ fn a_node_refuses_a_public_address_without_an_admin_token() {
     allowed.wait().unwrap();
 }
 
-#[test]
-fn malformed_requests_get_a_4xx_or_a_closed_connection_and_others_are_served() {
-    let dir = tempfile::tempdir().unwrap();
-    let node = start(node_config(dir.path()));
-    let addr = node.local_addr();
-    let cases: Vec<(&str, Vec<u8>, u16)> = vec![
-        ("garbage", b"\x16\x03\x01\x02\x00garbage\r\n\r\n".to_vec(), 400),
+/// A malformed request: what it is, its bytes, and the status and error
+/// code the node answers it with before it closes the connection.
+pub(super) struct Malformed {
+    pub what: &'static str,
+    pub raw: Vec<u8>,
+    pub status: u16,
+    pub code: &'static str,
+}
+
+/// A malformed request of each kind; those with a route post to `path`
+/// (one that takes a POST without credentials), one with a body over
+/// `max_body_bytes` among them.
+pub(super) fn malformed_requests(path: &str, max_body_bytes: usize) -> Vec<Malformed> {
+    let post = |rest: &str| format!("POST {path} HTTP/1.1\r\nhost: localhost\r\n{rest}\r\n");
+    let many_headers: String = (0..100).map(|i| format!("x-h{i}: 1\r\n")).collect();
+    let huge_header = format!("x-big: {}\r\n", "a".repeat(MAX_HEAD_BYTES));
+    let long_target = format!(
+        "GET /{} HTTP/1.1\r\nhost: h\r\n\r\n",
+        "a".repeat(MAX_HEAD_BYTES)
+    );
+    let cases = [
+        (
+            "garbage",
+            "\x16\x03\x01\x02\x00garbage\r\n\r\n".to_string(),
+            400,
+            "bad_request",
+        ),
         (
             "two credentials",
-            b"GET /v1/pressure HTTP/1.1\r\nhost: h\r\nauthorization: Bearer a\r\nauthorization: Bearer b\r\n\r\n".to_vec(),
+            post("authorization: Bearer a\r\nauthorization: Bearer b\r\n"),
             400,
+            "repeated_header",
         ),
-        ("no host", b"GET /healthz HTTP/1.1\r\n\r\n".to_vec(), 400),
-        ("a bad host", b"GET /healthz HTTP/1.1\r\nhost: a b\r\n\r\n".to_vec(), 400),
-        ("bad length", b"POST /v1/reload HTTP/1.1\r\nhost: h\r\ncontent-length: ten\r\n\r\n".to_vec(), 400),
+        (
+            "no host",
+            format!("POST {path} HTTP/1.1\r\n\r\n"),
+            400,
+            "missing_host",
+        ),
+        (
+            "a bad host",
+            format!("POST {path} HTTP/1.1\r\nhost: a b\r\n\r\n"),
+            400,
+            "bad_host",
+        ),
+        (
+            "bad length",
+            post("content-length: ten\r\n"),
+            400,
+            "bad_content_length",
+        ),
         (
             "two lengths",
-            b"POST /v1/reload HTTP/1.1\r\nhost: h\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\nab".to_vec(),
+            post("content-length: 1\r\ncontent-length: 2\r\n") + "ab",
             400,
+            "bad_content_length",
         ),
         (
             "chunked with a length",
-            b"POST /v1/reload HTTP/1.1\r\nhost: h\r\ntransfer-encoding: chunked\r\ncontent-length: 3\r\n\r\nabc".to_vec(),
+            post("transfer-encoding: chunked\r\ncontent-length: 3\r\n") + "abc",
             400,
+            "bad_framing",
         ),
         (
             "a bad chunk",
-            b"POST /v1/reload HTTP/1.1\r\nhost: h\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabcd\r\n0\r\n\r\n".to_vec(),
+            post("transfer-encoding: chunked\r\n") + "3\r\nabcd\r\n0\r\n\r\n",
             400,
+            "bad_chunked_body",
         ),
         (
             "another coding",
-            b"POST /v1/reload HTTP/1.1\r\nhost: h\r\ntransfer-encoding: gzip\r\n\r\n".to_vec(),
+            post("transfer-encoding: gzip\r\n"),
             501,
+            "unsupported_transfer_encoding",
         ),
-        ("huge header", {
-            let mut r = b"GET /healthz HTTP/1.1\r\nhost: h\r\nx-big: ".to_vec();
-            r.extend(std::iter::repeat_n(b'a', 20_000));
-            r.extend(b"\r\n\r\n");
-            r
-        }, 431),
-        ("a long target", {
-            let mut r = b"GET /".to_vec();
-            r.extend(std::iter::repeat_n(b'a', 20_000));
-            r.extend(b" HTTP/1.1\r\nhost: h\r\n\r\n");
-            r
-        }, 414),
-        ("HTTP/2", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec(), 505),
-        ("many headers", {
-            let mut r = b"GET /healthz HTTP/1.1\r\nhost: h\r\n".to_vec();
-            for i in 0..100 {
-                r.extend(format!("x-h{i}: 1\r\n").as_bytes());
-            }
-            r.extend(b"\r\n");
-            r
-        }, 431),
+        (
+            "over max_body_bytes",
+            post(&format!("content-length: {}\r\n", max_body_bytes + 1)),
+            413,
+            "body_too_large",
+        ),
+        ("a huge header", post(&huge_header), 431, "header_too_large"),
+        ("many headers", post(&many_headers), 431, "too_many_headers"),
+        ("a long target", long_target, 414, "uri_too_long"),
+        (
+            "HTTP/2",
+            "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_string(),
+            505,
+            "unsupported_http_version",
+        ),
     ];
-    for (what, raw, status) in cases {
+    (cases.into_iter())
+        .map(|(what, raw, status, code)| Malformed {
+            what,
+            raw: raw.into_bytes(),
+            status,
+            code,
+        })
+        .collect()
+}
+
+#[test]
+fn malformed_requests_get_a_4xx_or_a_closed_connection_and_others_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = node_config(dir.path());
+    let max_body_bytes = c.max_body_bytes as usize;
+    let node = start(c);
+    let addr = node.local_addr();
+    for Malformed {
+        what,
+        raw,
+        status,
+        code,
+    } in malformed_requests("/v1/reload", max_body_bytes)
+    {
         let mut client = Client::connect(addr);
         client.send(&raw);
         let reply = client
             .reply()
             .unwrap_or_else(|| panic!("{what}: no response"));
-        assert_eq!(reply.status, status, "{what}: {}", reply.text());
-        assert!(!reply.error_code().is_empty(), "{what}: a JSON error");
+        assert_eq!(
+            (reply.status, reply.error_code().as_str()),
+            (status, code),
+            "{what}: {}",
+            reply.text()
+        );
         assert_eq!(reply.header("connection"), Some("close"), "{what}");
         assert!(client.is_closed(), "{what}: the connection is closed");
         assert_eq!(get(addr, "/healthz").status, 200, "served after {what}");

@@ -9,6 +9,7 @@
 //! is; the node holds no request bytes after. `GOAD_STORM_SEED` runs
 //! another seed; a failure names its seed.
 
+use super::front::{malformed_requests, Malformed};
 use super::*;
 use common::http::Replies;
 use goad::core::rng::Rng;
@@ -177,58 +178,11 @@ impl Storm {
         coded
     }
 
-    /// A malformed request, with the status and error code it gets.
-    fn malformed(&mut self) -> (Vec<u8>, u16, &'static str) {
-        let post = format!("POST {HOOKS_PATH} HTTP/1.1\r\nhost: localhost\r\n");
-        let (rest, status, code): (String, u16, &str) = match self.rng.below(8) {
-            0 => (
-                "content-length: ten\r\n\r\n".into(),
-                400,
-                "bad_content_length",
-            ),
-            1 => (
-                "content-length: 1\r\ncontent-length: 2\r\n\r\nab".into(),
-                400,
-                "bad_content_length",
-            ),
-            2 => (
-                "transfer-encoding: chunked\r\ncontent-length: 3\r\n\r\nabc".into(),
-                400,
-                "bad_framing",
-            ),
-            3 => (
-                "transfer-encoding: chunked\r\n\r\n3\r\nabcd\r\n0\r\n\r\n".into(),
-                400,
-                "bad_chunked_body",
-            ),
-            4 => (
-                "transfer-encoding: gzip\r\n\r\n".into(),
-                501,
-                "unsupported_transfer_encoding",
-            ),
-            5 => (
-                format!("content-length: {}\r\n\r\n", MAX_BODY_BYTES + 1),
-                413,
-                "body_too_large",
-            ),
-            6 => (
-                format!("x-big: {}\r\n\r\n", "a".repeat(17 * 1024)),
-                431,
-                "header_too_large",
-            ),
-            _ => {
-                return (
-                    b"\x16\x03\x01\x02\x00garbage\r\n\r\n".to_vec(),
-                    400,
-                    "bad_request",
-                )
-            }
-        };
-        (
-            [post.into_bytes(), rest.into_bytes()].concat(),
-            status,
-            code,
-        )
+    /// A malformed request of a kind picked at random.
+    fn malformed(&mut self) -> Malformed {
+        let mut kinds = malformed_requests(HOOKS_PATH, MAX_BODY_BYTES);
+        let pick = self.rng.below(kinds.len() as u64) as usize;
+        kinds.swap_remove(pick)
     }
 
     /// `raw` written in one to eight pieces cut at random.
@@ -307,7 +261,12 @@ impl Storm {
         let hooks: Vec<Hook> = (0..self.rng.below(3))
             .map(|_| self.hook(false, false))
             .collect();
-        let (bad, status, code) = self.malformed();
+        let Malformed {
+            raw: bad,
+            status,
+            code,
+            ..
+        } = self.malformed();
         let mut raw: Vec<u8> = hooks.iter().flat_map(Hook::raw).collect();
         raw.extend(&bad);
         if self.chance(50) {
