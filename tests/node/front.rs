@@ -755,6 +755,21 @@ fn too_large(addr: SocketAddr, body_bytes: usize) -> (std::net::TcpStream, Clien
     (stream, reader)
 }
 
+/// A hook of 8 MiB (more than loopback's socket buffers hold unread, and
+/// past the node's 64 KiB) sent whole before its answer is read, as
+/// Python's `http.client` sends: the answer's status and error code, the
+/// node's half closed after it.
+fn sent_whole_then_answered(addr: SocketAddr) -> (u16, String) {
+    let body = vec![b'x'; 8 << 20];
+    let (mut stream, mut reader) = too_large(addr, body.len());
+    std::io::Write::write_all(&mut stream, &body).expect("the whole request is taken");
+    let answer = reader
+        .reply()
+        .expect("the answer is read after the request");
+    assert!(reader.is_closed(), "the node's half is closed");
+    (answer.status, answer.error_code())
+}
+
 /// A client that sends a body over `max_body_bytes` whole before it
 /// reads (as Python's `http.client` does) gets its 413: the node reads
 /// and drops the rest of the body before it closes, rather than reset
@@ -766,16 +781,10 @@ fn a_body_past_max_body_bytes_can_be_sent_whole_and_its_413_read() {
     let dir = tempfile::tempdir().unwrap();
     let node = node_taking_64_kib(dir.path(), 16);
     let addr = node.local_addr();
-    // 8 MiB: more than loopback's socket buffers hold unread.
-    let body = vec![b'x'; 8 << 20];
-    let (mut stream, mut reader) = too_large(addr, body.len());
-    std::io::Write::write_all(&mut stream, &body).expect("the whole body is taken");
-    let refused = reader.reply().expect("the 413 is read after the body");
     assert_eq!(
-        (refused.status, refused.error_code().as_str()),
-        (413, "body_too_large")
+        sent_whole_then_answered(addr),
+        (413, "body_too_large".into())
     );
-    assert!(reader.is_closed());
 
     let endless = 4 * goad::limits::LINGER_BYTES;
     let (mut stream, _) = too_large(addr, endless);
@@ -803,15 +812,10 @@ fn a_client_refused_at_the_cap_reads_its_503_after_sending_its_request_whole() {
     let addr = node.local_addr();
     let mut held = Client::connect(addr);
     assert_eq!(held.request("GET", "/healthz", &[], b"").status, 200);
-    let body = vec![b'x'; 8 << 20];
-    let (mut stream, mut reader) = too_large(addr, body.len());
-    std::io::Write::write_all(&mut stream, &body).expect("the whole request is taken");
-    let refused = reader.reply().expect("the 503 is read after the request");
     assert_eq!(
-        (refused.status, refused.error_code().as_str()),
-        (503, "too_many_connections")
+        sent_whole_then_answered(addr),
+        (503, "too_many_connections".into())
     );
-    assert!(reader.is_closed());
     assert_eq!(held.request("GET", "/healthz", &[], b"").status, 200);
 }
 
