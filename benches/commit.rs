@@ -84,6 +84,19 @@ fn engine(dir: &std::path::Path, sink: &Arc<Accept>) -> Engine {
         .unwrap()
 }
 
+/// Runs `line` on a new engine in a new directory, its sink holding every
+/// delivery while `held`.
+fn on_a_fresh_engine<T>(held: bool, line: impl FnOnce(&Engine) -> T) -> T {
+    let sink = Arc::new(Accept::default());
+    sink.hold(held);
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), &sink);
+    let out = line(&engine);
+    sink.hold(false);
+    engine.shutdown();
+    out
+}
+
 /// Commits from `committers` threads to `source`; returns the mean
 /// group-commit size of the run.
 fn engine_run(
@@ -405,18 +418,15 @@ fn main() {
     let mut criterion = Criterion::default().configure_from_args();
     commits(&mut criterion);
     let blocks = if benching() { 30 } else { 1 };
-    // A fresh engine for each, as each raw run gets a fresh store.
+    // A fresh engine for each line, as each line's raw writes get a fresh
+    // store.
     let mut held_batch = 1;
     for held in [false, true] {
-        let sink = Arc::new(Accept::default());
-        sink.hold(held);
-        let dir = tempfile::tempdir().unwrap();
-        let engine = engine(dir.path(), &sink);
         let source = if held { "held" } else { "delivering" };
-        held_batch = paired_commits(&engine, source, 64, blocks);
-        paired_commits_then(&engine, source, 64, blocks);
-        sink.hold(false);
-        engine.shutdown();
+        held_batch = on_a_fresh_engine(held, |engine| paired_commits(engine, source, 64, blocks));
+        on_a_fresh_engine(held, |engine| {
+            paired_commits_then(engine, source, 64, blocks)
+        });
     }
     sync_after_a_gap(held_batch, blocks as u32);
     criterion.final_summary();
