@@ -41,6 +41,11 @@ pub struct Config {
     pub listen: String,
     /// Shard threads; 0 means one per core. Fixed when a data directory is created.
     pub shards: usize,
+    /// Whether each shard thread is pinned to a core (shard k to the k-th
+    /// core the process may run on). Off lets the OS move a shard to an
+    /// idle core: faster where the shards share a few cores with many
+    /// other threads (docs/performance.md, "Shards pinned or not").
+    pub pin_shards: bool,
     /// Ingest bodies above this get 413 from the node; also the largest hook `commit` takes.
     pub max_body_bytes: u64,
     /// The most a shard's store may hold (its LMDB map; the file grows as it
@@ -72,6 +77,7 @@ impl Default for Config {
             data_dir: PathBuf::from("goad-data"),
             listen: "127.0.0.1:7878".to_string(),
             shards: 0,
+            pin_shards: true,
             max_body_bytes: 1024 * 1024,
             max_shard_bytes: crate::limits::DEFAULT_MAX_SHARD_BYTES,
             min_free_disk_bytes: crate::limits::DEFAULT_MIN_FREE_DISK_BYTES,

@@ -552,6 +552,7 @@ mod tests {
         }
         for key in [
             "shards",
+            "pin_shards",
             "data_dir",
             "listen",
             "max_shard_bytes",

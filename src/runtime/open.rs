@@ -97,7 +97,10 @@ impl EngineBuilder {
             registry: registry.clone(),
             latency: Arc::new(AttemptLatency::default()),
             coordinator: coordinator_tx.clone(),
-            core_ids: core_affinity::get_core_ids().unwrap_or_default(),
+            core_ids: match self.config.pin_shards {
+                true => core_affinity::get_core_ids().unwrap_or_default(),
+                false => Vec::new(),
+            },
             observers: self.observers,
             disk_reserve,
         };

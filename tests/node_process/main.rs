@@ -1,7 +1,8 @@
 //! `goad serve` as a real child process: stopped with SIGTERM or killed
 //! with SIGKILL under ingest load and restarted, reloading its config on
 //! SIGHUP, its data directory (in use, verified, backed up), a full disk
-//! and its open-files limit, and what it logs.
+//! and its open-files limit, the cores its shards run on, and what it
+//! logs.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -10,6 +11,7 @@ mod crashes;
 mod data_dir;
 mod limits;
 mod logging;
+mod pinning;
 mod reloads;
 
 use common::http::{get, Client};
@@ -81,11 +83,21 @@ fn serve(dir: &Path, sink_url: &str) -> ServeProcess {
 
 /// `serve`, with `setup` applied to the command first.
 fn serve_with(dir: &Path, sink_url: &str, setup: impl FnOnce(&mut Command)) -> ServeProcess {
+    serve_configured(dir, sink_url, "", setup)
+}
+
+/// `serve_with`, the config's top-level keys `top` (lines) first.
+fn serve_configured(
+    dir: &Path,
+    sink_url: &str,
+    top: &str,
+    setup: impl FnOnce(&mut Command),
+) -> ServeProcess {
     let config = dir.join("goad.toml");
     std::fs::write(
         &config,
         format!(
-            "data_dir = {:?}\nlisten = \"127.0.0.1:0\"\nshards = 2\n[dispatch]\nbreaker_open_ms = 50\nbreaker_max_open_ms = 100\n[retry]\nbase_ms = 10\nmax_ms = 20\njitter = false\n[[sources]]\nid = \"a\"\ntenant = \"t1\"\n[[sources.sinks]]\ntype = \"http\"\nurl = {sink_url:?}\n[[sources]]\nid = \"b\"\ntenant = \"t2\"\n[[sources.sinks]]\ntype = \"http\"\nurl = {sink_url:?}\n",
+            "{top}data_dir = {:?}\nlisten = \"127.0.0.1:0\"\nshards = 2\n[dispatch]\nbreaker_open_ms = 50\nbreaker_max_open_ms = 100\n[retry]\nbase_ms = 10\nmax_ms = 20\njitter = false\n[[sources]]\nid = \"a\"\ntenant = \"t1\"\n[[sources.sinks]]\ntype = \"http\"\nurl = {sink_url:?}\n[[sources]]\nid = \"b\"\ntenant = \"t2\"\n[[sources.sinks]]\ntype = \"http\"\nurl = {sink_url:?}\n",
             dir.join("data")
         ),
     )
