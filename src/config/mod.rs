@@ -42,9 +42,9 @@ pub struct Config {
     /// Shard threads; 0 means one per core. Fixed when a data directory is created.
     pub shards: usize,
     /// Whether each shard thread is pinned to a core (shard k to the k-th
-    /// core the process may run on). Off lets the OS move a shard to an
-    /// idle core: faster where the shards share a few cores with many
-    /// other threads (docs/performance.md, "Shards pinned or not").
+    /// core the process may run on). Off lets the OS place the shards:
+    /// faster where the store's disk interrupts another CPU than a shard's
+    /// after every sync (docs/performance.md, "Shards pinned or not").
     pub pin_shards: bool,
     /// Ingest bodies above this get 413 from the node; also the largest hook `commit` takes.
     pub max_body_bytes: u64,
