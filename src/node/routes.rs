@@ -409,9 +409,11 @@ fn refused_credentials(ingest: &SourceIngest, request: &Request) -> Option<Respo
             return Some(unauthorized("this source needs its ingest token"));
         }
     }
-    let now_s = crate::runtime::wall_ms() / 1_000;
     let jwt = ingest.jwt.as_ref()?;
-    jwt.refusal(request.header("authorization"), now_s)
+    jwt.refusal(
+        request.header("authorization"),
+        crate::runtime::wall_ms() / 1_000,
+    )
 }
 
 /// The 401 of an ingest that lacks the source's token or its provider's
