@@ -23,7 +23,10 @@ fn shard_cpus(pid: u32) -> Vec<Vec<usize>> {
     let mut shards = Vec::new();
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let task = task.unwrap().path();
-        let name = std::fs::read_to_string(task.join("comm")).unwrap();
+        // A thread of the node's that ended since the listing (a look-up's).
+        let Ok(name) = std::fs::read_to_string(task.join("comm")) else {
+            continue;
+        };
         if let Some(k) = name.trim().strip_prefix("goad-shard-") {
             shards.push((
                 k.parse::<usize>().unwrap(),
