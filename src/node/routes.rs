@@ -9,6 +9,8 @@ use super::http::{Handler, Later, Request, Response};
 use super::replay::ReplayControl;
 use super::NodeState;
 use crate::runtime::{CommitError, NewHook};
+use percent_encoding::percent_decode_str;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// The body of an ingest's 202.
@@ -82,9 +84,16 @@ impl Route {
     }
 }
 
-/// Matches a method and path, or answers 404 / 405.
+/// Matches a method and path, or answers 404 / 405. Each segment is
+/// percent-decoded before it is matched (RFC 3986 §6.2.2.2: `/v1/sources/a%2Db/hooks`
+/// is `a-b`'s ingest), after the path is split: an escaped `/` stays in its segment.
 pub fn route(method: &str, path: &str) -> Result<Route, Response> {
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let decoded: Vec<Cow<str>> = path
+        .trim_start_matches('/')
+        .split('/')
+        .map(|segment| percent_decode_str(segment).decode_utf8_lossy())
+        .collect();
+    let segments: Vec<&str> = decoded.iter().map(|segment| segment.as_ref()).collect();
     let (route, allowed): (Route, &[&str]) = match segments.as_slice() {
         ["healthz"] => (Route::Health, &["GET"]),
         ["readyz"] => (Route::Ready, &["GET"]),
@@ -558,6 +567,30 @@ mod tests {
             wrong.headers,
             vec![("allow", "GET, DELETE, HEAD".to_string())]
         );
+    }
+
+    /// A client that escapes what it need not (`%2D` for `-`, `%76` for
+    /// `v`) reaches the route it names; an escaped `/` does not split its
+    /// segment, and a bad escape is kept as it is.
+    #[test]
+    fn segments_are_matched_percent_decoded() {
+        assert_eq!(
+            route("POST", "/v1/sources/stripe%2Dlive/hooks"),
+            Ok(Route::Ingest("stripe-live".into()))
+        );
+        assert_eq!(
+            route("GET", "/%761/hooks/h%5F1"),
+            Ok(Route::Worker(WorkerRoute::Hook("h_1".into())))
+        );
+        assert_eq!(
+            route("POST", "/v1/sources/a%2Fb/hooks"),
+            Ok(Route::Ingest("a/b".into()))
+        );
+        assert_eq!(
+            route("POST", "/v1/sources/a%2/hooks"),
+            Ok(Route::Ingest("a%2".into()))
+        );
+        assert_eq!(route("GET", "/v1/%2Fstats").unwrap_err().status, 404);
     }
 
     /// While a shard that panicked twice in a row refuses commits, the node

@@ -425,28 +425,12 @@ fn path_and_query(target: &str) -> (&str, &str) {
 }
 
 /// `s` with its `%XX` escapes decoded and `+` as a space (a query's or a
-/// form's value).
+/// form's value); a `%` not followed by two hex digits is kept as it is.
 pub fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push((h * 16 + l) as u8);
-                    i += 3;
-                    continue;
-                }
-                _ => out.push(b'%'),
-            },
-            b'+' => out.push(b' '),
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    let spaced = s.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 #[cfg(test)]
@@ -484,6 +468,15 @@ mod tests {
         assert_eq!(r.header("x-a"), Some("1"));
         assert_eq!(r.body, b"abc");
         assert!(r.keep_alive);
+    }
+
+    /// A query value's `+` is a space and `%2B` a plus; an escape cut short
+    /// or not hex is kept, and bytes that are not UTF-8 become U+FFFD.
+    #[test]
+    fn query_values_are_decoded_as_forms_are() {
+        assert_eq!(percent_decode("a+b%2Bc%20d"), "a b+c d");
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
+        assert_eq!(percent_decode("caf%C3%A9%FF"), "caf\u{e9}\u{fffd}");
     }
 
     /// A header value that is not UTF-8 is read as ISO-8859-1, byte by
