@@ -171,6 +171,16 @@ pub const MAX_ABANDONED_WORKERS: usize = 64;
 /// How often a busy shard reports its demand to the coordinator.
 pub const REPORT_INTERVAL_MS: u64 = 50;
 
+/// `max_body_bytes` by default: the largest hook body a commit takes.
+pub const DEFAULT_MAX_BODY_BYTES: u64 = 1024 * 1024;
+
+/// `goad demo --committers` at most: each is a thread.
+pub const DEMO_MAX_COMMITTERS: u64 = 1_024;
+
+/// `goad demo --hooks` at most: what commits and settles well within the
+/// demo's two minutes on a small machine.
+pub const DEMO_MAX_HOOKS: u64 = 1_000_000;
+
 /// `max_shard_bytes` by default: each shard's LMDB map (address space,
 /// not disk; the file grows as it fills).
 pub const DEFAULT_MAX_SHARD_BYTES: u64 = 64 * 1024 * 1024 * 1024;

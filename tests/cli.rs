@@ -54,6 +54,31 @@ fn a_reader_that_goes_away_does_not_fail_the_demo() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// A demo that could not run (no committers, no hooks, bodies over the
+/// engine's `max_body_bytes`) is refused at once, naming the option and
+/// its bounds, instead of waiting two minutes for rows never committed.
+#[test]
+fn the_demo_refuses_options_it_cannot_run_with() {
+    for (option, value, bounds) in [
+        ("--committers", "0", "1..=1024"),
+        ("--hooks", "0", "1..=1000000"),
+        ("--body-bytes", "1048577", "0..=1048576"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_goad"))
+            .args(["demo", option, value])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{option} {value}: {stderr}");
+        assert!(
+            stderr.contains(&format!("invalid value '{value}' for '{option} "))
+                && stderr.contains(&format!("{value} is not in {bounds}")),
+            "{stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{option} {value}: nothing ran");
+    }
+}
+
 /// Output into a pipe whose reader is gone before the command writes
 /// (`goad keygen | true`) is no error: the command exits 0, not with a
 /// panic at its first line.

@@ -78,7 +78,7 @@ impl Default for Config {
             listen: "127.0.0.1:7878".to_string(),
             shards: 0,
             pin_shards: true,
-            max_body_bytes: 1024 * 1024,
+            max_body_bytes: crate::limits::DEFAULT_MAX_BODY_BYTES,
             max_shard_bytes: crate::limits::DEFAULT_MAX_SHARD_BYTES,
             min_free_disk_bytes: crate::limits::DEFAULT_MIN_FREE_DISK_BYTES,
             admin_token_env: None,

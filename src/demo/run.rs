@@ -9,7 +9,7 @@ use crate::runtime::{Engine, NewHook};
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -94,11 +94,12 @@ pub fn run(options: &DemoOptions) -> Result<(), Box<dyn std::error::Error>> {
         .on_outcome(move |event| outcomes.lock().outcome(event))
         .open()?;
     let deadline = started + SETTLE_WITHIN;
-    let failed_commits = std::thread::scope(|scope| {
-        let committing = scope.spawn(|| commit_all(&engine, options, started));
-        progress(&engine, rows_total, started, deadline);
-        committing.join().expect("the committers do not panic")
+    let commits = Commits::default();
+    std::thread::scope(|scope| {
+        scope.spawn(|| commit_all(&engine, options, started, &commits));
+        progress(&engine, rows_total, &commits, started, deadline);
     });
+    let failed_commits = commits.failed.into_inner();
     let elapsed = started.elapsed();
     let settled = settled(&engine);
     print_summary(&engine, &tally.lock(), elapsed);
@@ -206,12 +207,20 @@ fn demo_config(data_dir: &std::path::Path, receivers: &Receivers) -> Config {
     config
 }
 
+/// How the committers are doing: the rows their commits wrote, the
+/// commits that failed, and whether they are done.
+#[derive(Default)]
+struct Commits {
+    rows: AtomicU64,
+    failed: AtomicU64,
+    done: AtomicBool,
+}
+
 /// Commits the demo's hooks from `options.committers` threads, round robin
-/// over the tenants, each stamped with the instant its commit started;
-/// returns how many commits failed.
-fn commit_all(engine: &Engine, options: &DemoOptions, started: Instant) -> u64 {
+/// over the tenants, each stamped with the instant its commit started,
+/// counting in `commits` what they wrote and what failed.
+fn commit_all(engine: &Engine, options: &DemoOptions, started: Instant, commits: &Commits) {
     let next = AtomicU64::new(0);
-    let failed = AtomicU64::new(0);
     let body = vec![b'x'; options.body_bytes];
     std::thread::scope(|scope| {
         for _ in 0..options.committers {
@@ -220,20 +229,25 @@ fn commit_all(engine: &Engine, options: &DemoOptions, started: Instant) -> u64 {
                 if i >= options.hooks {
                     return;
                 }
-                let tenant = TENANTS[(i % 4) as usize].0;
+                let (tenant, sinks) = TENANTS[(i % 4) as usize];
                 let mut hook = NewHook::new(format!("{tenant}-events"), body.clone());
                 hook.headers.push((
                     COMMITTED_HEADER.to_string(),
                     started.elapsed().as_micros().to_string(),
                 ));
-                if let Err(e) = engine.commit(hook) {
-                    eprintln!("commit failed: {e}");
-                    failed.fetch_add(1, Ordering::Relaxed);
-                }
+                match engine.commit(hook) {
+                    Ok(_) => commits
+                        .rows
+                        .fetch_add(sinks.len() as u64, Ordering::Relaxed),
+                    Err(e) => {
+                        eprintln!("commit failed: {e}");
+                        commits.failed.fetch_add(1, Ordering::Relaxed)
+                    }
+                };
             });
         }
     });
-    failed.into_inner()
+    commits.done.store(true, Ordering::Release);
 }
 
 fn settled(engine: &Engine) -> u64 {
@@ -244,17 +258,24 @@ fn settled(engine: &Engine) -> u64 {
         .sum()
 }
 
-/// Prints the counts every half second until every row is settled or
-/// `deadline` passed.
-fn progress(engine: &Engine, rows_total: u64, started: Instant, deadline: Instant) {
+/// Prints the counts every half second until the committers are done and
+/// every row they wrote is settled, or `deadline` passed.
+fn progress(
+    engine: &Engine,
+    rows_total: u64,
+    commits: &Commits,
+    started: Instant,
+    deadline: Instant,
+) {
     while Instant::now() < deadline {
+        let done = commits.done.load(Ordering::Acquire);
         std::thread::park_timeout(Duration::from_millis(500));
         let stats = engine.stats();
         let delivered: u64 = stats.iter().map(|s| s.core.delivered).sum();
         let retried: u64 = stats.iter().map(|s| s.core.retried).sum();
         let dead: u64 = stats.iter().map(|s| s.core.dead).sum();
         say!("  {:>6.1}s  delivered {delivered:>7} / {rows_total}  retried {retried:>6}  dead {dead:>4}", started.elapsed().as_secs_f64());
-        if delivered + dead >= rows_total {
+        if done && delivered + dead >= commits.rows.load(Ordering::Relaxed) {
             return;
         }
     }

@@ -1,7 +1,9 @@
 //! The `goad` command's arguments: its subcommands and their options.
 
+use clap::builder::RangedU64ValueParser;
 use clap::{Args, Parser, Subcommand};
 use goad::core::ReasonKinds;
+use goad::limits::{DEFAULT_MAX_BODY_BYTES, DEMO_MAX_COMMITTERS, DEMO_MAX_HOOKS};
 use goad::node::client::{encode, ClientError, ClientTlsFiles, NodeClient};
 use std::path::PathBuf;
 
@@ -21,13 +23,13 @@ pub enum Command {
     /// Run the engine in-process against loopback receivers and print a summary.
     Demo {
         /// Hooks to commit.
-        #[arg(long, default_value_t = 4_000)]
+        #[arg(long, default_value_t = 4_000, value_parser = clap::value_parser!(u64).range(1..=DEMO_MAX_HOOKS))]
         hooks: u64,
         /// Threads committing at once.
-        #[arg(long, default_value_t = 16)]
+        #[arg(long, default_value_t = 16, value_parser = RangedU64ValueParser::<usize>::new().range(1..=DEMO_MAX_COMMITTERS))]
         committers: usize,
-        /// Body size of each hook.
-        #[arg(long, default_value_t = 1_024)]
+        /// Body size of each hook, up to the engine's default `max_body_bytes` (1 MiB).
+        #[arg(long, default_value_t = 1_024, value_parser = RangedU64ValueParser::<usize>::new().range(0..=DEFAULT_MAX_BODY_BYTES))]
         body_bytes: usize,
     },
     /// Run a node: the engine behind an HTTP API (ingest, hooks, sinks, dead letters, replays, metrics; docs/http-api.md).
