@@ -5,11 +5,18 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 fn demo() -> Command {
+    demo_of("400")
+}
+
+/// `goad demo` of `hooks` hooks from 4 committers, its output piped.
+fn demo_of(hooks: &str) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_goad"));
-    command.args(["demo", "--hooks", "400", "--committers", "4"]);
+    command.args(["demo", "--hooks", hooks, "--committers", "4"]);
     command.stdout(Stdio::piped()).stderr(Stdio::piped());
     command
 }
@@ -52,6 +59,46 @@ fn a_reader_that_goes_away_does_not_fail_the_demo() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// A demo interrupted with Ctrl-C (SIGINT) while it commits stops its
+/// committers, prints its summary and says what it had done, stops its
+/// engine and removes its temporary data directory, and exits 1.
+#[test]
+fn an_interrupted_demo_summarises_and_removes_its_data_directory() {
+    let mut child = demo_of("1000000").spawn().unwrap();
+    let lines = common::lines_of(child.stdout.take().unwrap());
+    let next_line = || {
+        lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a line from the demo")
+    };
+    let data_dir = loop {
+        let line = next_line();
+        if let Some(rest) = line.strip_prefix("data directory ") {
+            break PathBuf::from(rest.split(" (").next().unwrap());
+        }
+    };
+    assert!(data_dir.is_dir(), "{}", data_dir.display());
+    // Its first progress line: the engine is open and committing.
+    next_line();
+    // SAFETY: kill(2) with the pid of a child this test spawned and has
+    // not waited for.
+    let sent = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(sent, 0);
+    let mut rest = Vec::new();
+    while let Ok(line) = lines.recv_timeout(Duration::from_secs(30)) {
+        rest.push(line);
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("goad demo: interrupted after "), "{stderr}");
+    assert!(
+        rest.iter().any(|l| l.starts_with("delivered ")),
+        "a summary: {rest:?}"
+    );
+    assert!(!data_dir.exists(), "{} was removed", data_dir.display());
 }
 
 /// A demo that could not run (no committers, no hooks, bodies over the

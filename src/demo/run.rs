@@ -23,6 +23,10 @@ pub struct DemoOptions {
     pub hooks: u64,
     pub committers: usize,
     pub body_bytes: usize,
+    /// Set to end the demo early (`goad demo` sets it on SIGINT and
+    /// SIGTERM): the committers stop, the summary shows what was done, the
+    /// engine stops and the temporary data directory is removed.
+    pub interrupted: Arc<AtomicBool>,
 }
 
 /// Per-tenant commit-to-delivery latency, as the receivers saw it (each
@@ -97,13 +101,28 @@ pub fn run(options: &DemoOptions) -> Result<(), Box<dyn std::error::Error>> {
     let commits = Commits::default();
     std::thread::scope(|scope| {
         scope.spawn(|| commit_all(&engine, options, started, &commits));
-        progress(&engine, rows_total, &commits, started, deadline);
+        progress(
+            &engine,
+            rows_total,
+            &commits,
+            started,
+            deadline,
+            &options.interrupted,
+        );
     });
     let failed_commits = commits.failed.into_inner();
     let elapsed = started.elapsed();
     let settled = settled(&engine);
     print_summary(&engine, &tally.lock(), elapsed);
     engine.shutdown();
+    if options.interrupted.load(Ordering::Relaxed) {
+        let committed = commits.hooks.into_inner();
+        let e = format!(
+            "interrupted after {committed} of {} hooks were committed; {settled} rows delivered or dead-lettered",
+            options.hooks
+        );
+        return Err(e.into());
+    }
     if failed_commits > 0 {
         return Err(format!("{failed_commits} of {} commits failed", options.hooks).into());
     }
@@ -207,10 +226,11 @@ fn demo_config(data_dir: &std::path::Path, receivers: &Receivers) -> Config {
     config
 }
 
-/// How the committers are doing: the rows their commits wrote, the
-/// commits that failed, and whether they are done.
+/// How the committers are doing: the hooks and rows their commits wrote,
+/// the commits that failed, and whether they are done.
 #[derive(Default)]
 struct Commits {
+    hooks: AtomicU64,
     rows: AtomicU64,
     failed: AtomicU64,
     done: AtomicBool,
@@ -226,7 +246,7 @@ fn commit_all(engine: &Engine, options: &DemoOptions, started: Instant, commits:
         for _ in 0..options.committers {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= options.hooks {
+                if i >= options.hooks || options.interrupted.load(Ordering::Relaxed) {
                     return;
                 }
                 let (tenant, sinks) = TENANTS[(i % 4) as usize];
@@ -236,9 +256,12 @@ fn commit_all(engine: &Engine, options: &DemoOptions, started: Instant, commits:
                     started.elapsed().as_micros().to_string(),
                 ));
                 match engine.commit(hook) {
-                    Ok(_) => commits
-                        .rows
-                        .fetch_add(sinks.len() as u64, Ordering::Relaxed),
+                    Ok(_) => {
+                        commits.hooks.fetch_add(1, Ordering::Relaxed);
+                        commits
+                            .rows
+                            .fetch_add(sinks.len() as u64, Ordering::Relaxed)
+                    }
                     Err(e) => {
                         eprintln!("commit failed: {e}");
                         commits.failed.fetch_add(1, Ordering::Relaxed)
@@ -259,15 +282,17 @@ fn settled(engine: &Engine) -> u64 {
 }
 
 /// Prints the counts every half second until the committers are done and
-/// every row they wrote is settled, or `deadline` passed.
+/// every row they wrote is settled, `deadline` passed or the demo is
+/// interrupted.
 fn progress(
     engine: &Engine,
     rows_total: u64,
     commits: &Commits,
     started: Instant,
     deadline: Instant,
+    interrupted: &AtomicBool,
 ) {
-    while Instant::now() < deadline {
+    while Instant::now() < deadline && !interrupted.load(Ordering::Relaxed) {
         let done = commits.done.load(Ordering::Acquire);
         std::thread::park_timeout(Duration::from_millis(500));
         let stats = engine.stats();

@@ -13,7 +13,9 @@ use drain::drain_and_wait;
 use goad::node::client::encode;
 use local::{check, keygen, reshard, serve, verify};
 use remote::{backup, failing_sinks, print_call, show};
+use signal_hook::consts::{SIGINT, SIGTERM};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 fn main() -> ExitCode {
     match Cli::parse().command {
@@ -21,10 +23,11 @@ fn main() -> ExitCode {
             hooks,
             committers,
             body_bytes,
-        } => demo(&goad::demo::DemoOptions {
+        } => demo(goad::demo::DemoOptions {
             hooks,
             committers,
             body_bytes,
+            interrupted: Arc::default(),
         }),
         Command::Serve {
             config,
@@ -86,9 +89,21 @@ fn main() -> ExitCode {
     }
 }
 
-/// `goad demo`: the engine against loopback receivers of its own.
-fn demo(options: &goad::demo::DemoOptions) -> ExitCode {
-    match goad::demo::run(options) {
+/// `goad demo`: the engine against loopback receivers of its own. The
+/// first SIGINT or SIGTERM ends it early, its temporary data directory
+/// removed; a second one ends the process at once.
+fn demo(options: goad::demo::DemoOptions) -> ExitCode {
+    for signal in [SIGINT, SIGTERM] {
+        let interrupted = &options.interrupted;
+        let registered =
+            signal_hook::flag::register_conditional_shutdown(signal, 1, interrupted.clone())
+                .and_then(|_| signal_hook::flag::register(signal, interrupted.clone()));
+        if let Err(e) = registered {
+            eprintln!("goad demo: cannot handle signal {signal}: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    match goad::demo::run(&options) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("goad demo: {e}");
