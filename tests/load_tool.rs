@@ -12,16 +12,15 @@ fn line<'a>(out: &'a str, prefix: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no line starting {prefix:?} in:\n{out}"))
 }
 
-/// The number after `word` in `line`.
-fn number_after(line: &str, word: &str) -> f64 {
+/// What follows `word` in `line`, up to the next space, parsed.
+fn number_after<T: std::str::FromStr>(line: &str, word: &str) -> T {
     let after = line
         .split(word)
         .nth(1)
         .unwrap_or_else(|| panic!("no {word:?} in {line:?}"));
-    let number = after.split_whitespace().next().unwrap_or_default();
-    number
-        .parse()
-        .unwrap_or_else(|_| panic!("{number:?} after {word:?} in {line:?}"))
+    let text = after.split_whitespace().next().unwrap_or_default();
+    text.parse()
+        .unwrap_or_else(|_| panic!("{text:?} after {word:?} in {line:?}"))
 }
 
 /// Bodies larger than a head take their room in the node's read budget,
@@ -43,13 +42,72 @@ fn every_hook_the_load_tool_acknowledges_is_delivered_and_the_nodes_memory_is_re
         String::from_utf8_lossy(&output.stderr)
     );
     let ingest = line(&out, "ingest:");
-    let acknowledged = number_after(ingest, "ingest:");
+    let acknowledged: f64 = number_after(ingest, "ingest:");
     assert!(acknowledged > 0.0, "{ingest}");
     assert!(ingest.ends_with("; 0 failed requests"), "{ingest}");
     let delivery = line(&out, "delivery:");
-    assert_eq!(number_after(delivery, "delivery:"), acknowledged, "{out}");
+    assert_eq!(
+        number_after::<f64>(delivery, "delivery:"),
+        acknowledged,
+        "{out}"
+    );
     if cfg!(target_os = "linux") {
         let memory = line(&out, "node memory:");
-        assert!(number_after(memory, "RssAnon") > 0.0, "{memory}");
+        assert!(number_after::<f64>(memory, "RssAnon") > 0.0, "{memory}");
     }
+}
+
+/// Ctrl-C (SIGINT) while the tool posts for ten minutes ends the run
+/// early: it reports what it measured, stops its node (whose address then
+/// refuses connections) and exits 0.
+#[test]
+fn an_interrupted_run_reports_and_stops_its_node() {
+    use std::io::{BufRead, BufReader};
+    use std::time::{Duration, Instant};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_goad-load"))
+        .args(["--goad", env!("CARGO_BIN_EXE_goad")])
+        .args(["--connections", "2", "--seconds", "600"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("goad-load runs");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let addr: std::net::SocketAddr = number_after(&first, "node at ");
+    // SAFETY: kill(2) with the pid of a child this test spawned and has
+    // not waited for.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) },
+        0
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("goad-load did not end within 60 s of SIGINT");
+        }
+        std::thread::park_timeout(Duration::from_millis(20));
+    };
+    // Read on a thread: a node the tool left running would hold the pipe.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut rest);
+        let _ = tx.send(rest);
+    });
+    let rest = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the tool's output ends with it");
+    assert!(status.success(), "{status:?}: {rest}");
+    assert!(
+        rest.starts_with("interrupted: what was measured until then\ningest: "),
+        "{rest}"
+    );
+    assert!(
+        std::net::TcpStream::connect(addr).is_err(),
+        "the node at {addr} stopped"
+    );
 }

@@ -10,7 +10,8 @@
 //! rate, latency percentiles and, on Linux, the node's peak anonymous
 //! memory (its heap: the bodies it holds, sampled every 100 ms while the
 //! connections post); `--plot FILE.svg` writes the delivery latency
-//! distribution.
+//! distribution. Ctrl-C (SIGINT, or SIGTERM) stops the posting early: it
+//! reports what it measured, stops the node and removes its directory.
 //!
 //! With `--tls-cert`, `--tls-key` and `--tls-ca` the node serves HTTPS
 //! with that certificate and key, and the connections trust that CA.
@@ -21,6 +22,7 @@
 //! `target/release/goad-load --tls-cert tests/fixtures/localhost-cert.pem \
 //!     --tls-key tests/fixtures/localhost-key.pem --tls-ca tests/fixtures/test-ca.pem`
 
+use clap::builder::RangedU64ValueParser;
 use clap::Parser;
 use goad::demo::receiver::{Receiver, Reply};
 use hdrhistogram::Histogram;
@@ -28,6 +30,7 @@ use parking_lot::Mutex;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
+use signal_hook::consts::{SIGINT, SIGTERM};
 use std::io::{BufRead, BufReader, Write as _};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -40,18 +43,18 @@ use std::time::{Duration, Instant};
 #[command(about = "Load a goad node's HTTP ingest and measure ingest and delivery")]
 struct Args {
     /// Keep-alive connections posting hooks.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     connections: usize,
     /// Hooks per second offered in all; 0 posts as fast as answered.
     #[arg(long, default_value_t = 0)]
     rate: u64,
     /// How long to post.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     seconds: u64,
     #[arg(long, default_value_t = 1_024)]
     body_bytes: usize,
     /// Tenants (one source each); hooks are spread over them.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     tenants: usize,
     /// The node's `dispatch.concurrency` (attempts at once, and each
     /// shard's IO workers).
@@ -117,8 +120,9 @@ fn main() {
     now_ns();
     let deliveries = Arc::new(Deliveries::default());
     let receiver = deliveries.receiver();
+    let interrupt = Interrupt::watch();
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let mut node = start_node(&args, dir.path(), &receiver.url("/hooks"));
+    let node = start_node(&args, dir.path(), &receiver.url("/hooks"));
     println!(
         "goad-load: {} connections{}, {}, {} s, {} B bodies, {} tenants, node at {}",
         args.connections,
@@ -140,12 +144,16 @@ fn main() {
     let tls = args.tls_ca.as_deref().map(client_tls);
     let started_ns = now_ns();
     let memory = PeakMemory::watch(node.child.id());
-    let (acked, ack_us, failed) = send_for(&args, node.addr, tls);
+    let (acked, ack_us, failed) = send_for(&args, node.addr, tls, &interrupt);
     let peak_anon_kb = memory.stop();
     let sent_s = (now_ns() - started_ns) as f64 / 1e9;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while deliveries.count.load(Ordering::Relaxed) < acked && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
+    while deliveries.count.load(Ordering::Relaxed) < acked
+        && Instant::now() < deadline
+        && !interrupt.sleep(Duration::from_millis(10))
+    {}
+    if interrupt.sleep(Duration::ZERO) {
+        println!("interrupted: what was measured until then");
     }
     let delivered_n = deliveries.count.load(Ordering::Relaxed);
     let delivery_s = (deliveries.last_ns.load(Ordering::Relaxed) - started_ns) as f64 / 1e9;
@@ -172,7 +180,42 @@ fn main() {
             Err(e) => eprintln!("goad-load: cannot write {}: {e}", path.display()),
         }
     }
-    node.stop();
+}
+
+/// SIGINT or SIGTERM while the tool waits: it then stops posting, reports
+/// what it measured and stops its node; a second signal ends it at once.
+struct Interrupt {
+    signals: crossbeam_channel::Receiver<()>,
+    seen: AtomicBool,
+}
+
+impl Interrupt {
+    fn watch() -> Interrupt {
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+            .expect("handle SIGINT and SIGTERM");
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || {
+            let mut signals = signals.forever();
+            if signals.next().is_some() {
+                let _ = tx.send(());
+            }
+            if signals.next().is_some() {
+                std::process::exit(130);
+            }
+        });
+        Interrupt {
+            signals: rx,
+            seen: AtomicBool::new(false),
+        }
+    }
+
+    /// Waits up to `timeout`; true once a signal came (before or meanwhile).
+    fn sleep(&self, timeout: Duration) -> bool {
+        if !self.seen.load(Ordering::Relaxed) && self.signals.recv_timeout(timeout).is_ok() {
+            self.seen.store(true, Ordering::Relaxed);
+        }
+        self.seen.load(Ordering::Relaxed)
+    }
 }
 
 /// The node's peak `RssAnon` (its anonymous memory: heap and stacks, not
@@ -263,6 +306,7 @@ fn send_for(
     args: &Args,
     addr: SocketAddr,
     tls: Option<Arc<ClientConfig>>,
+    interrupt: &Interrupt,
 ) -> (u64, Histogram<u64>, u64) {
     let stop = Arc::new(AtomicBool::new(false));
     let failed = Arc::new(AtomicU64::new(0));
@@ -279,7 +323,7 @@ fn send_for(
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_secs(args.seconds));
+    interrupt.sleep(Duration::from_secs(args.seconds));
     stop.store(true, Ordering::Release);
     let mut ack_us = histogram();
     let mut acked = 0u64;
@@ -443,9 +487,10 @@ struct NodeProcess {
     addr: SocketAddr,
 }
 
-impl NodeProcess {
-    /// SIGTERM, then wait for the graceful exit.
-    fn stop(&mut self) {
+/// Dropped (at the end, or as a panic unwinds), the node is stopped:
+/// SIGTERM, then its graceful exit.
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
         // SAFETY: kill(2) on our own child's pid has no memory effects.
         unsafe {
             libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
@@ -491,6 +536,7 @@ fn start_node(args: &Args, dir: &std::path::Path, sink_url: &str) -> NodeProcess
     let mut child = Command::new(&goad)
         .args(["serve", "--config"])
         .arg(&path)
+        .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| {
