@@ -184,37 +184,28 @@ fn main() {
 
 /// SIGINT or SIGTERM while the tool waits: it then stops posting, reports
 /// what it measured and stops its node; a second signal ends it at once.
-struct Interrupt {
-    signals: crossbeam_channel::Receiver<()>,
-    seen: AtomicBool,
-}
+struct Interrupt(crossbeam_channel::Receiver<()>);
 
 impl Interrupt {
     fn watch() -> Interrupt {
         let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
             .expect("handle SIGINT and SIGTERM");
-        let (tx, rx) = crossbeam_channel::bounded(1);
+        // Nothing is sent: the first signal drops the sender, which every
+        // wait then sees at once.
+        let (tx, rx) = crossbeam_channel::bounded::<()>(0);
         std::thread::spawn(move || {
             let mut signals = signals.forever();
-            if signals.next().is_some() {
-                let _ = tx.send(());
-            }
-            if signals.next().is_some() {
-                std::process::exit(130);
-            }
+            signals.next();
+            drop(tx);
+            signals.next();
+            std::process::exit(130);
         });
-        Interrupt {
-            signals: rx,
-            seen: AtomicBool::new(false),
-        }
+        Interrupt(rx)
     }
 
     /// Waits up to `timeout`; true once a signal came (before or meanwhile).
     fn sleep(&self, timeout: Duration) -> bool {
-        if !self.seen.load(Ordering::Relaxed) && self.signals.recv_timeout(timeout).is_ok() {
-            self.seen.store(true, Ordering::Relaxed);
-        }
-        self.seen.load(Ordering::Relaxed)
+        self.0.recv_timeout(timeout) == Err(crossbeam_channel::RecvTimeoutError::Disconnected)
     }
 }
 
