@@ -156,14 +156,17 @@ fn main() {
         println!("interrupted: what was measured until then");
     }
     let delivered_n = deliveries.count.load(Ordering::Relaxed);
-    let delivery_s = (deliveries.last_ns.load(Ordering::Relaxed) - started_ns) as f64 / 1e9;
+    // No delivery at all (an early Ctrl-C, a node that delivers nothing)
+    // leaves `last_ns` at 0.
+    let last_ns = deliveries.last_ns.load(Ordering::Relaxed);
+    let delivery_s = last_ns.saturating_sub(started_ns) as f64 / 1e9;
     println!(
         "ingest:   {acked} hooks acknowledged (202) in {sent_s:.2} s = {:.0} hooks/s; {failed} failed requests",
-        acked as f64 / sent_s,
+        per_s(acked, sent_s),
     );
     println!(
         "delivery: {delivered_n} delivered in {delivery_s:.2} s = {:.0} deliveries/s",
-        delivered_n as f64 / delivery_s
+        per_s(delivered_n, delivery_s)
     );
     print_percentiles("ingest request to 202 (durable)", &ack_us);
     let delivery_us = deliveries.latency_us.lock().clone();
@@ -179,6 +182,15 @@ fn main() {
             Ok(()) => println!("plot: {}", path.display()),
             Err(e) => eprintln!("goad-load: cannot write {}: {e}", path.display()),
         }
+    }
+}
+
+/// `count` a second over `seconds`; 0 over no time.
+fn per_s(count: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        count as f64 / seconds
+    } else {
+        0.0
     }
 }
 
