@@ -3,7 +3,10 @@
 //! it reports the node's peak memory. A short run: the tool's figures are
 //! for the README, not for a test to judge.
 
+mod common;
+
 use std::process::Command;
+use std::time::Duration;
 
 /// The first line of `out` that starts with `prefix`.
 fn line<'a>(out: &'a str, prefix: &str) -> &'a str {
@@ -62,17 +65,16 @@ fn every_hook_the_load_tool_acknowledges_is_delivered_and_the_nodes_memory_is_re
 /// refuses connections) and exits 0.
 #[test]
 fn an_interrupted_run_reports_and_stops_its_node() {
-    use std::io::{BufRead, BufReader};
-    use std::time::{Duration, Instant};
     let mut child = Command::new(env!("CARGO_BIN_EXE_goad-load"))
         .args(["--goad", env!("CARGO_BIN_EXE_goad")])
         .args(["--connections", "2", "--seconds", "600"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("goad-load runs");
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
+    let lines = common::lines_of(child.stdout.take().unwrap());
+    let first = lines
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the tool's first line");
     let addr: std::net::SocketAddr = number_after(&first, "node at ");
     // SAFETY: kill(2) with the pid of a child this test spawned and has
     // not waited for.
@@ -80,32 +82,25 @@ fn an_interrupted_run_reports_and_stops_its_node() {
         unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) },
         0
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("goad-load did not end within 60 s of SIGINT");
-        }
-        std::thread::park_timeout(Duration::from_millis(20));
-    };
-    // Read on a thread: a node the tool left running would hold the pipe.
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut rest = String::new();
-        let _ = std::io::Read::read_to_string(&mut stdout, &mut rest);
-        let _ = tx.send(rest);
+    let mut status = None;
+    common::wait_until("goad-load's exit", Duration::from_secs(60), || {
+        status = child.try_wait().unwrap();
+        status.is_some()
     });
-    let rest = rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the tool's output ends with it");
-    assert!(status.success(), "{status:?}: {rest}");
-    assert!(
-        rest.starts_with("interrupted: what was measured until then\ningest: "),
-        "{rest}"
+    // Its lines until its pipe closes, with a bound: a node the tool left
+    // running would hold the pipe open.
+    let mut rest = Vec::new();
+    while let Ok(line) = lines.recv_timeout(Duration::from_secs(10)) {
+        rest.push(line);
+    }
+    let status = status.expect("exited");
+    assert!(status.success(), "{status:?}: {rest:?}");
+    assert_eq!(
+        rest.first().map(String::as_str),
+        Some("interrupted: what was measured until then"),
+        "{rest:?}"
     );
+    assert!(rest[1].starts_with("ingest: "), "{rest:?}");
     assert!(
         std::net::TcpStream::connect(addr).is_err(),
         "the node at {addr} stopped"
