@@ -7,6 +7,8 @@
 //!
 //! `cargo run --release --bin goad-batching -- [hooks] [call_ms] [batch]`
 
+mod scratch;
+
 use clap::Parser;
 use goad::config::SourceConfig;
 use goad::{Config, Delivery, Engine, NewHook, Sink, SinkConfig, SinkError};
@@ -84,11 +86,12 @@ fn main() {
         call_ms,
         batch,
     } = Args::parse();
+    let scratch = scratch::Scratch::new();
     println!(
         "{hooks} hooks of {TENANTS} tenants, {call_ms} ms a call, goad's default concurrency:"
     );
     for batch in [None, NonZeroU16::new(batch)] {
-        let (seconds, calls) = run(hooks, Duration::from_millis(call_ms), batch);
+        let (seconds, calls) = run(&scratch, hooks, Duration::from_millis(call_ms), batch);
         let label = batch.map_or("one attempt a call".to_string(), |b| {
             format!("batches of up to {b}")
         });
@@ -101,8 +104,13 @@ fn main() {
 }
 
 /// Seconds from the sink's opening to the last delivery, and the calls made.
-fn run(hooks: u64, call: Duration, batch: Option<NonZeroU16>) -> (f64, u64) {
-    let dir = tempfile::tempdir().expect("a temporary directory");
+fn run(
+    scratch: &scratch::Scratch,
+    hooks: u64,
+    call: Duration,
+    batch: Option<NonZeroU16>,
+) -> (f64, u64) {
+    let dir = scratch.engine_dir();
     let mut config = Config {
         data_dir: dir.path().to_path_buf(),
         ..Config::default()

@@ -14,6 +14,8 @@
 //!
 //! `cargo run --release --bin goad-e2e -- [seconds] [committers] [connections]`
 
+mod scratch;
+
 use clap::Parser;
 use goad::config::SourceConfig;
 use goad::demo::receiver::{Receiver, Reply};
@@ -46,6 +48,7 @@ fn main() {
         committers,
         connections,
     } = Args::parse();
+    let scratch = scratch::Scratch::new();
     let committers = committers as usize;
     let body = vec![b'x'; 1024];
     let receiver = Receiver::start_with(|_| Reply::status(200), false).expect("receiver");
@@ -57,7 +60,7 @@ fn main() {
     let raw_cpu_us = (process_cpu_s() - cpu_before_raw) * 1e6 / raw_requests.max(1) as f64;
     println!("raw ureq      {connections:>3} connections: {raw:>9.0} requests/s");
 
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = scratch.engine_dir();
     let engine = Engine::open(config(dir.path(), &url, connections)).expect("engine");
     let run = GoadRun::measure(&engine, &receiver, committers, seconds, &body);
     run.report(committers, connections, raw);

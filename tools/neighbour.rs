@@ -14,6 +14,8 @@
 //!
 //! `cargo run --release --bin goad-neighbour -- [b_hooks] [b_rate_per_s] [hung|rated|slow ...]`
 
+mod scratch;
+
 use clap::{Parser, ValueEnum};
 use goad::config::SourceConfig;
 use goad::demo::receiver::{Received, Receiver, Reply};
@@ -69,8 +71,9 @@ fn main() {
         b_rate_per_s: b_rate,
         neighbours,
     } = Args::parse();
+    let scratch = scratch::Scratch::new();
     let ms = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
-    let alone = run(b_hooks, b_rate, None);
+    let alone = run(&scratch, b_hooks, b_rate, None);
     println!("tenant B, {b_hooks} hooks at {b_rate}/s, commit-to-delivery:");
     println!(
         "  alone:              p50 {:>9.2} ms  p99 {:>9.2} ms  ({} delivered)",
@@ -79,7 +82,7 @@ fn main() {
         alone.len()
     );
     for neighbour in neighbours {
-        let beside = run(b_hooks, b_rate, Some(neighbour));
+        let beside = run(&scratch, b_hooks, b_rate, Some(neighbour));
         let (tenants, hooks) = neighbour.backlog();
         println!(
             "  beside {tenants} x {hooks} {:<5}: p50 {:>9.2} ms  p99 {:>9.2} ms  ({} delivered; p99 {:.2}x alone)",
@@ -93,7 +96,12 @@ fn main() {
 }
 
 /// Tenant B's latencies (µs) for one run, beside `neighbour` if any.
-fn run(b_hooks: u64, b_rate: u64, neighbour: Option<Neighbour>) -> Histogram<u64> {
+fn run(
+    scratch: &scratch::Scratch,
+    b_hooks: u64,
+    b_rate: u64,
+    neighbour: Option<Neighbour>,
+) -> Histogram<u64> {
     let started = Instant::now();
     let latencies = Arc::new(Mutex::new(
         Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).unwrap(),
@@ -123,7 +131,7 @@ fn run(b_hooks: u64, b_rate: u64, neighbour: Option<Neighbour>) -> Histogram<u64
         false,
     )
     .expect("receiver");
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = scratch.engine_dir();
     let mut config = Config {
         data_dir: dir.path().to_path_buf(),
         shards: 1,

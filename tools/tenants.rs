@@ -14,6 +14,8 @@
 //!
 //! `cargo run --release --bin goad-tenants -- [hooks] [tenants…]`
 
+mod scratch;
+
 use clap::Parser;
 use goad::config::SourceConfig;
 use goad::{Config, Delivery, Engine, NewHook, Sink, SinkConfig, SinkError};
@@ -65,10 +67,11 @@ fn main() {
         hooks,
         tenants: counts,
     } = Args::parse();
+    let scratch = scratch::Scratch::new();
     for tenants in counts {
-        idle(tenants as usize, hooks);
-        busy(tenants as usize, hooks, Tenants::OneEach);
-        busy(tenants as usize, hooks, Tenants::One);
+        idle(&scratch, tenants as usize, hooks);
+        busy(&scratch, tenants as usize, hooks, Tenants::OneEach);
+        busy(&scratch, tenants as usize, hooks, Tenants::One);
     }
 }
 
@@ -83,8 +86,13 @@ enum Tenants {
 
 /// An engine on a temporary directory with one shard and `sources`
 /// sources, `s{i}` with one sink, of `tenants`.
-fn engine(sources: usize, tenants: Tenants, sink: Arc<dyn Sink>) -> (tempfile::TempDir, Engine) {
-    let dir = tempfile::tempdir().expect("tempdir");
+fn engine(
+    scratch: &scratch::Scratch,
+    sources: usize,
+    tenants: Tenants,
+    sink: Arc<dyn Sink>,
+) -> (tempfile::TempDir, Engine) {
+    let dir = scratch.engine_dir();
     let mut config = Config {
         data_dir: dir.path().to_path_buf(),
         shards: 1,
@@ -106,10 +114,10 @@ fn engine(sources: usize, tenants: Tenants, sink: Arc<dyn Sink>) -> (tempfile::T
     (dir, engine)
 }
 
-fn idle(tenants: usize, hooks: u64) {
+fn idle(scratch: &scratch::Scratch, tenants: usize, hooks: u64) {
     let gated = Arc::new(Gated::default());
     gated.open();
-    let (_dir, engine) = engine(tenants, Tenants::OneEach, gated);
+    let (_dir, engine) = engine(scratch, tenants, Tenants::OneEach, gated);
     let started = Instant::now();
     for t in 0..tenants {
         engine
@@ -139,9 +147,9 @@ fn idle(tenants: usize, hooks: u64) {
     );
 }
 
-fn busy(sources: usize, hooks: u64, tenants: Tenants) {
+fn busy(scratch: &scratch::Scratch, sources: usize, hooks: u64, tenants: Tenants) {
     let gated = Arc::new(Gated::default());
-    let (_dir, engine) = engine(sources, tenants, gated.clone());
+    let (_dir, engine) = engine(scratch, sources, tenants, gated.clone());
     let committed = hooks / 8 * 8;
     std::thread::scope(|s| {
         for thread in 0..8 {
