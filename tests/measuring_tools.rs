@@ -10,10 +10,14 @@ use std::time::Duration;
 
 /// Whether a file named `name` is anywhere under `dir`.
 fn holds_file(dir: &Path, name: &str) -> bool {
-    std::fs::read_dir(dir).into_iter().flatten().flatten().any(|entry| {
-        let path = entry.path();
-        path.file_name() == Some(name.as_ref()) || (path.is_dir() && holds_file(&path, name))
-    })
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|entry| {
+            let path = entry.path();
+            path.file_name() == Some(name.as_ref()) || (path.is_dir() && holds_file(&path, name))
+        })
 }
 
 /// Ctrl-C (SIGINT) once each tool's engine has its store: the tool
@@ -25,7 +29,10 @@ fn an_interrupted_tool_removes_its_engines_stores() {
         (env!("CARGO_BIN_EXE_goad-e2e"), &["2", "8", "2"][..]),
         (env!("CARGO_BIN_EXE_goad-tenants"), &["100000000", "1"]),
         (env!("CARGO_BIN_EXE_goad-neighbour"), &["1000000", "1000"]),
-        (env!("CARGO_BIN_EXE_goad-batching"), &["1000000", "1000", "1"]),
+        (
+            env!("CARGO_BIN_EXE_goad-batching"),
+            &["1000000", "1000", "1"],
+        ),
     ];
     for (tool, args) in runs {
         let tmp = tempfile::tempdir().unwrap();

@@ -230,11 +230,14 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Request, usize, u8)>, Response> {
             ))
         }
         Err(httparse::Error::Version) => {
-            return Err(Response::error(
-                505,
-                "unsupported_http_version",
-                "the request is not HTTP/1.1 or HTTP/1.0, which the node speaks",
-            ))
+            return match later_http_1(buf) {
+                Some(head) => parse_head(&head),
+                None => Err(Response::error(
+                    505,
+                    "unsupported_http_version",
+                    "the request is not HTTP/1.1 or HTTP/1.0, which the node speaks",
+                )),
+            }
         }
         Err(e) => {
             return Err(Response::error(
@@ -280,6 +283,29 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Request, usize, u8)>, Response> {
         _ => option("keep-alive") && !close,
     };
     Ok(Some((request, head_len, version)))
+}
+
+/// A head whose request line says HTTP/1.2 to HTTP/1.9, as HTTP/1.1:
+/// RFC 9110 §2.5 asks a message of a later minor version than the
+/// recipient's to be read as of its highest (none is defined; `httparse`
+/// reads only 1.0 and 1.1). `None` for any other head. The version is
+/// one digit each side of the dot (RFC 9112 §2.3), so the copy has the
+/// head's length and offsets.
+fn later_http_1(buf: &[u8]) -> Option<Vec<u8>> {
+    let line_len = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
+    let line = buf[..line_len]
+        .strip_suffix(b"\r")
+        .unwrap_or(&buf[..line_len]);
+    let version_at = line.iter().rposition(|&b| b == b' ')? + 1;
+    let minor_at = version_at + b"HTTP/1.".len();
+    let later = line[version_at..].starts_with(b"HTTP/1.")
+        && line.len() == minor_at + 1
+        && (b'2'..=b'9').contains(&line[minor_at]);
+    later.then(|| {
+        let mut head = buf.to_vec();
+        head[minor_at] = b'1';
+        head
+    })
 }
 
 /// RFC 9112 §3.2: an HTTP/1.1 request carries a `Host` (empty where the
@@ -489,6 +515,24 @@ mod tests {
         assert_eq!(field_value(b"\xff\xfe "), "\u{ff}\u{fe}");
     }
 
+    /// HTTP/1.2 to 1.9 are read as HTTP/1.1 (RFC 9110 §2.5): kept alive,
+    /// a Host asked for, a line still coming waited for.
+    #[test]
+    fn a_later_http_1_minor_version_is_read_as_http_1_1() {
+        let raw = b"POST /v1/x HTTP/1.2\r\nhost: h\r\nContent-Length: 3\r\n\r\nabc";
+        let (r, n) = complete(raw);
+        assert_eq!(
+            (r.path.as_str(), r.body.as_slice(), n),
+            ("/v1/x", &b"abc"[..], raw.len())
+        );
+        assert!(r.keep_alive);
+        assert_eq!(rejected(b"GET / HTTP/1.9\r\n\r\n"), 400);
+        assert!(matches!(
+            parse_new(b"GET / HTTP/1.2", 100),
+            Parsed::Partial { head: None, .. }
+        ));
+    }
+
     /// An absolute-form target is taken as its path and query.
     #[test]
     fn an_absolute_form_target_is_its_path_and_query() {
@@ -630,7 +674,7 @@ mod tests {
         assert_eq!(rejected(&long_target), 414);
         long_target.extend(b" HTTP/1.1\r\nhost: h\r\n\r\n");
         assert_eq!(rejected(&long_target), 414);
-        for version in ["HTTP/2.0", "HTTP/1.2", "HTTP/3"] {
+        for version in ["HTTP/2.0", "HTTP/3", "HTTP/0.9", "HTTP/1.2x"] {
             let raw = format!("GET / {version}\r\nhost: h\r\n\r\n");
             assert_eq!(rejected(raw.as_bytes()), 505, "{version}");
         }
