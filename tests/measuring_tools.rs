@@ -1,5 +1,5 @@
 //! The measuring tools that run engines in-process (tools/e2e.rs,
-//! tenants.rs, neighbour.rs, batching.rs) as child processes: interrupted
+//! tenants.rs, neighbour.rs, batching.rs, restart.rs) as child processes: interrupted
 //! while an engine runs, they leave no store behind.
 
 mod common;
@@ -33,6 +33,7 @@ fn an_interrupted_tool_removes_its_engines_stores() {
             env!("CARGO_BIN_EXE_goad-batching"),
             &["1000000", "1000", "1"],
         ),
+        (env!("CARGO_BIN_EXE_goad-restart"), &["100000000"]),
     ];
     for (tool, args) in runs {
         let tmp = tempfile::tempdir().unwrap();
