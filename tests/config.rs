@@ -314,14 +314,19 @@ fn unknown_keys_and_bad_types_name_the_dotted_key() {
 }
 
 /// A config wrong in several places is refused naming each section's
-/// first problem and each source's, in the file's order, so one reading
-/// mends them all; past 20, the rest are counted.
+/// first problem and each source's (its ids', its own keys' and each of
+/// its sinks'), in the file's order, so one reading mends them all; past
+/// 20, the rest are counted.
 #[test]
 fn every_section_and_source_that_is_wrong_is_named_at_once() {
     let toml = "[dispatch]\nbatch = 0\n[retry]\nmax_attempts = 0\n\
         [[sources]]\nid = \"a\"\ntenant = \"\"\n\
         [[sources]]\nid = \"b\"\n\
-        [[sources]]\nid = \"c\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"ftp://x\"\n";
+        [[sources]]\nid = \"c\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"ftp://x\"\n\
+        [[sources]]\nid = \"d d\"\ntenant = \"t\"\nmax_ingest_per_s = 0\n\
+        [[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\n\
+        [[sources.sinks]]\ntype = \"http\"\nurl = \"\"\n\
+        [[sources.sinks]]\ntype = \"sqs\"\n";
     let config = Config::from_toml(toml).unwrap();
     let e = config.validate().unwrap_err();
     assert_eq!(e.key(), "dispatch.batch");
@@ -330,7 +335,11 @@ fn every_section_and_source_that_is_wrong_is_named_at_once() {
         "dispatch.batch must be a positive integer, got 0\n\
          retry.max_attempts must be a positive integer, got 0\n\
          sources[0].tenant must be a tenant id of [A-Za-z0-9_-], 1 to 128 characters, got \"\"\n\
-         sources[2].sinks[0].url must be an http:// or https:// URL with a host, got \"ftp://x\""
+         sources[2].sinks[0].url must be an http:// or https:// URL with a host, got \"ftp://x\"\n\
+         sources[3].id must be a source id of [A-Za-z0-9_-], 1 to 128 characters, got \"d d\"\n\
+         sources[3].max_ingest_per_s must be a positive integer, got 0\n\
+         sources[3].sinks[1].url must be an http:// or https:// URL with a host, got \"\"\n\
+         sources[3].sinks[2].queue_url must be an http:// or https:// queue URL ending in the queue's name, got \"\""
     );
 
     let many: String = (0..25)

@@ -36,8 +36,8 @@ pub enum ConfigError {
         rule: String,
         value: String,
     },
-    /// Several values are: each section's and each source's first, in the
-    /// file's order, at most `MAX_CONFIG_PROBLEMS` of them, and how many
+    /// Several values are: each section's first, and each source's ids',
+    /// own keys' and sinks' first, in the file's order, at most `MAX_CONFIG_PROBLEMS` of them, and how many
     /// more there were.
     Several {
         problems: Vec<ConfigError>,
@@ -221,8 +221,9 @@ impl Config {
 
     /// Checks every rule; `host_sinks` are the sink type names the embedding
     /// host registered with the engine. Every section's first problem and
-    /// every source's are named at once, so one reading of the error mends
-    /// them all.
+    /// every source's are named at once (its ids', its own keys' and each
+    /// sink's: a bad id hides no bad URL), so one reading of the error
+    /// mends them all.
     pub fn validate_with_sinks(&self, host_sinks: &[&str]) -> Result<(), ConfigError> {
         let sections = [
             self.validate_node(),
@@ -235,10 +236,18 @@ impl Config {
             self.validate_retry(),
         ];
         let mut ids = HashSet::with_capacity(self.sources.len());
-        let sources = (self.sources.iter().enumerate())
-            .map(|(i, source)| self.validate_source(i, source, &mut ids, host_sinks));
-        let checks = sections.into_iter().chain(sources);
-        ConfigError::of(checks.filter_map(Result::err).collect())
+        let mut problems: Vec<ConfigError> = sections.into_iter().filter_map(Result::err).collect();
+        for (i, source) in self.sources.iter().enumerate() {
+            let at = format!("sources[{i}]");
+            let sinks = (source.sinks.iter().enumerate())
+                .map(|(j, sink)| self.validate_sink(&format!("{at}.sinks[{j}]"), sink, host_sinks));
+            let checks = [
+                validate_source_ids(&at, source, &mut ids),
+                validate_source(&at, source),
+            ];
+            problems.extend(checks.into_iter().chain(sinks).filter_map(Result::err));
+        }
+        ConfigError::of(problems)
     }
 
     /// The node's own keys: ingest bodies, the data directory and its
@@ -443,90 +452,87 @@ impl Config {
     fn validate_retry(&self) -> Result<(), ConfigError> {
         validate_retry_policy("retry", &self.retry)
     }
+}
 
-    /// Source `i`'s keys and its sinks'; `ids` holds the ids of those
-    /// before it.
-    fn validate_source<'c>(
-        &self,
-        i: usize,
-        source: &'c SourceConfig,
-        ids: &mut HashSet<&'c str>,
-        host_sinks: &[&str],
-    ) -> Result<(), ConfigError> {
-        let at = format!("sources[{i}]");
-        if !is_id(&source.id) {
-            return Err(invalid(
-                format!("{at}.id"),
-                "a source id of [A-Za-z0-9_-], 1 to 128 characters",
-                &source.id,
-            ));
-        }
-        if !ids.insert(source.id.as_str()) {
-            return Err(invalid(
-                format!("{at}.id"),
-                "unique among sources",
-                &source.id,
-            ));
-        }
-        if !is_id(&source.tenant) {
-            return Err(invalid(
-                format!("{at}.tenant"),
-                "a tenant id of [A-Za-z0-9_-], 1 to 128 characters",
-                &source.tenant,
-            ));
-        }
-        if let Some(vars) = &source.ingest_token_env {
-            env_name_list(format!("{at}.ingest_token_env"), vars)?;
-        }
-        validate_ingest_signature(&at, source)?;
-        validate_ingest_handshake(&at, source)?;
-        if let Some(jwt) = &source.ingest_jwt {
-            validate_ingest_jwt(&at, source, jwt)?;
-        }
-        if let Some(header) = &source.dedupe_header {
-            stored_header(format!("{at}.dedupe_header"), header)?;
-        }
-        if let Some(pointer) = &source.dedupe_json_pointer {
-            let key = format!("{at}.dedupe_json_pointer");
-            if !pointer.starts_with('/') {
-                let rule =
-                    "a JSON pointer (RFC 6901) to the key in the body: /id, /message/messageId";
-                return Err(invalid(key, rule, pointer));
-            }
-            if source.dedupe_header.is_some() {
-                let rule = "absent with dedupe_header (a hook's dedupe key comes from one place)";
-                return Err(invalid(key, rule, pointer));
-            }
-        }
-        // A name goad never forwards would be allowed in vain: say so.
-        for (k, name) in source.forward_headers.iter().flatten().enumerate() {
-            let rule = "a header name goad forwards (not a credential, a framing header, \
-                        content-type, or goad's own x-goad-* and webhook-*)";
-            passed_header(format!("{at}.forward_headers[{k}]"), name, rule)?;
-        }
-        if let Some(window_ms) = source.dedupe_window_ms {
-            within(
-                format!("{at}.dedupe_window_ms"),
-                window_ms,
-                1..=MAX_DEDUPE_WINDOW_MS,
-                format!(
-                    "an integer from 1 to {MAX_DEDUPE_WINDOW_MS} (30 days); without it, \
-                     every hook is stored"
-                ),
-            )?;
-        }
-        if let Some(per_s) = source.max_ingest_per_s {
-            positive(&format!("{at}.max_ingest_per_s"), per_s)?;
-        }
-        if source.sinks.len() > crate::limits::MAX_SINKS_PER_SOURCE {
-            let rule = format!("at most {} sinks", crate::limits::MAX_SINKS_PER_SOURCE);
-            return Err(invalid(format!("{at}.sinks"), rule, source.sinks.len()));
-        }
-        for (j, sink) in source.sinks.iter().enumerate() {
-            self.validate_sink(&format!("{at}.sinks[{j}]"), sink, host_sinks)?;
-        }
-        Ok(())
+/// A source's id, unique among those before it in `ids`, and its tenant's.
+fn validate_source_ids<'c>(
+    at: &str,
+    source: &'c SourceConfig,
+    ids: &mut HashSet<&'c str>,
+) -> Result<(), ConfigError> {
+    if !is_id(&source.id) {
+        return Err(invalid(
+            format!("{at}.id"),
+            "a source id of [A-Za-z0-9_-], 1 to 128 characters",
+            &source.id,
+        ));
     }
+    if !ids.insert(source.id.as_str()) {
+        return Err(invalid(
+            format!("{at}.id"),
+            "unique among sources",
+            &source.id,
+        ));
+    }
+    if !is_id(&source.tenant) {
+        return Err(invalid(
+            format!("{at}.tenant"),
+            "a tenant id of [A-Za-z0-9_-], 1 to 128 characters",
+            &source.tenant,
+        ));
+    }
+    Ok(())
+}
+
+/// A source's own keys but its ids (its sinks are checked one by one).
+fn validate_source(at: &str, source: &SourceConfig) -> Result<(), ConfigError> {
+    if let Some(vars) = &source.ingest_token_env {
+        env_name_list(format!("{at}.ingest_token_env"), vars)?;
+    }
+    validate_ingest_signature(at, source)?;
+    validate_ingest_handshake(at, source)?;
+    if let Some(jwt) = &source.ingest_jwt {
+        validate_ingest_jwt(at, source, jwt)?;
+    }
+    if let Some(header) = &source.dedupe_header {
+        stored_header(format!("{at}.dedupe_header"), header)?;
+    }
+    if let Some(pointer) = &source.dedupe_json_pointer {
+        let key = format!("{at}.dedupe_json_pointer");
+        if !pointer.starts_with('/') {
+            let rule = "a JSON pointer (RFC 6901) to the key in the body: /id, /message/messageId";
+            return Err(invalid(key, rule, pointer));
+        }
+        if source.dedupe_header.is_some() {
+            let rule = "absent with dedupe_header (a hook's dedupe key comes from one place)";
+            return Err(invalid(key, rule, pointer));
+        }
+    }
+    // A name goad never forwards would be allowed in vain: say so.
+    for (k, name) in source.forward_headers.iter().flatten().enumerate() {
+        let rule = "a header name goad forwards (not a credential, a framing header, \
+                    content-type, or goad's own x-goad-* and webhook-*)";
+        passed_header(format!("{at}.forward_headers[{k}]"), name, rule)?;
+    }
+    if let Some(window_ms) = source.dedupe_window_ms {
+        within(
+            format!("{at}.dedupe_window_ms"),
+            window_ms,
+            1..=MAX_DEDUPE_WINDOW_MS,
+            format!(
+                "an integer from 1 to {MAX_DEDUPE_WINDOW_MS} (30 days); without it, \
+                 every hook is stored"
+            ),
+        )?;
+    }
+    if let Some(per_s) = source.max_ingest_per_s {
+        positive(&format!("{at}.max_ingest_per_s"), per_s)?;
+    }
+    if source.sinks.len() > crate::limits::MAX_SINKS_PER_SOURCE {
+        let rule = format!("at most {} sinks", crate::limits::MAX_SINKS_PER_SOURCE);
+        return Err(invalid(format!("{at}.sinks"), rule, source.sinks.len()));
+    }
+    Ok(())
 }
 
 /// The S3 keys of `[claim_check]` without `s3_bucket`: none may be set.
