@@ -115,7 +115,9 @@ fn main() {
         engine
             .commit(NewHook::new("probe", "x"))
             .expect("committed");
-        (deliveries.recv_timeout(Duration::from_secs(60))).expect("the new hook delivered");
+        deliveries
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the new hook delivered");
         println!(
             "opened in {:>7.2} ms; a new hook delivered {:>7.2} ms after the opening began",
             opened.as_secs_f64() * 1e3,
