@@ -111,6 +111,7 @@ pub mod store;
 mod synced_dir;
 #[cfg(test)]
 mod test_support;
+mod tls_provider;
 
 pub use config::{Config, ConfigError, SinkConfig, SourceConfig};
 pub use core::{BreakerEvent, Outcome, OutcomeEvent, SinkKey};

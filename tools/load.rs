@@ -95,7 +95,7 @@ fn client_tls(ca_file: &std::path::Path) -> Arc<ClientConfig> {
             .add(certificate.expect("a PEM certificate in --tls-ca"))
             .expect("a CA certificate");
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .expect("TLS versions")

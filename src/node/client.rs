@@ -4,6 +4,7 @@
 use crate::config::{invalid, ConfigError};
 use crate::pem::PemFile;
 use crate::sink::client::{client_certificate, root_certificates};
+use crate::tls_provider::ureq_tls;
 use std::path::Path;
 use std::time::Duration;
 use ureq::tls::TlsConfig;
@@ -71,14 +72,14 @@ impl NodeClient {
         NodeClient {
             base_url: base_url.into(),
             admin_token,
-            tls: TlsConfig::default(),
+            tls: ureq_tls().build(),
         }
     }
 
     /// This client, with TLS as `files` say; a file that does not load, or
     /// a certificate without its key, is an error naming its option.
     pub fn with_tls(mut self, files: ClientTlsFiles<'_>) -> Result<NodeClient, ConfigError> {
-        let mut tls = TlsConfig::builder();
+        let mut tls = ureq_tls();
         if let Some(path) = files.ca_file {
             let holds = "a PEM file of root certificates";
             let ca = PemFile {

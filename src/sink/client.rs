@@ -26,7 +26,7 @@ pub(crate) fn agent(timeout_ms: u64, idle_connections: usize) -> ureq::Agent {
     agent_with_tls(
         timeout_ms,
         idle_connections,
-        TlsConfig::default(),
+        crate::tls_provider::ureq_tls().build(),
         Egress::open(),
     )
 }
@@ -199,7 +199,7 @@ pub(crate) fn client_certificate(
 ) -> Result<ClientCert, ConfigError> {
     let chain_der = chain.load(certificates)?;
     let (key_der, key_for_ureq) = key.load(rustls_and_ureq_key)?;
-    let provider = rustls::crypto::ring::default_provider();
+    let provider = crate::tls_provider::tls_provider();
     rustls::sign::CertifiedKey::from_der(chain_der.clone(), key_der, &provider)
         .map_err(|e| key.refused(format!("it does not fit the certificate ({e})")))?;
     let chain: Vec<Certificate<'static>> = chain_der

@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 use ureq::http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use ureq::http::{Request, Uri};
-use ureq::tls::{ClientCert, RootCerts, TlsConfig};
+use ureq::tls::{ClientCert, RootCerts};
 use ureq::RequestExt as _;
 
 /// The request method of an HTTP sink.
@@ -488,7 +488,7 @@ impl Connections {
     /// A client for them: a keep-alive pool keeping up to
     /// `idle_connections` idle.
     pub(crate) fn client(&self, idle_connections: usize) -> ureq::Agent {
-        let tls = TlsConfig::builder()
+        let tls = crate::tls_provider::ureq_tls()
             .root_certs(self.roots.clone())
             .client_cert(self.client_certificate.clone())
             .build();

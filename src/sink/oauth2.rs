@@ -13,11 +13,11 @@ use super::jwt_key::JwtKey;
 use super::BoxError;
 use crate::config::{ClientAuth, OAuth2Config};
 use crate::limits::{HTTP_TIMEOUT_MS, OAUTH2_DEFAULT_LIFETIME_S};
+use crate::tls_provider::ureq_tls;
 use base64::prelude::{Engine as _, BASE64_STANDARD};
 use serde_json::Value;
 use std::fmt;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-use ureq::tls::TlsConfig;
 
 /// The token and its expiry from a token endpoint's answer: `access_token`,
 /// and `expires_in` seconds (when it is missing, as the RFC allows,
@@ -140,7 +140,7 @@ impl ClientCredentials {
             scope: config.scope.clone(),
             audience: config.audience.clone(),
             client_auth: config.client_auth,
-            agent: agent_with_tls(HTTP_TIMEOUT_MS, 1, TlsConfig::default(), egress.clone()),
+            agent: agent_with_tls(HTTP_TIMEOUT_MS, 1, ureq_tls().build(), egress.clone()),
             egress,
             held: Expiring::new(),
         }

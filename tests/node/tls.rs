@@ -24,7 +24,9 @@ fn tls_agent(ca_fixture: &str, client: Option<(&str, &str)>) -> ureq::Agent {
         let key = ureq::tls::PrivateKey::from_pem(&read(key)).unwrap();
         ureq::tls::ClientCert::new_with_certs(&certificates(read(cert)), key)
     });
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let tls = ureq::tls::TlsConfig::builder()
+        .unversioned_rustls_crypto_provider(provider)
         .root_certs(ureq::tls::RootCerts::from(certificates(read(ca_fixture))))
         .client_cert(client)
         .build();
@@ -274,7 +276,7 @@ pub(super) fn tls_stream(addr: SocketAddr) -> TlsStream {
     for certificate in rustls::pki_types::CertificateDer::pem_slice_iter(&ca) {
         roots.add(certificate.unwrap()).unwrap();
     }
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()

@@ -222,7 +222,7 @@ mod tests {
         for ca in certificates(&fixture("test-ca.pem")).unwrap() {
             roots.add(ca).unwrap();
         }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = crate::tls_provider::tls_provider();
         let config = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()
@@ -250,7 +250,7 @@ mod tests {
         let (release, release_rx) = crossbeam_channel::unbounded();
         let key = private_key(&fixture("localhost-key.pem")).unwrap();
         let key = HeldFirst {
-            key: rustls::crypto::ring::sign::any_supported_type(&key).unwrap(),
+            key: rustls::crypto::aws_lc_rs::sign::any_supported_type(&key).unwrap(),
             held: Arc::new(AtomicBool::new(false)),
             started,
             release: release_rx,
@@ -258,7 +258,7 @@ mod tests {
         let chain: Vec<CertificateDer<'static>> =
             certificates(&fixture("localhost-cert.pem")).unwrap();
         let certified = Arc::new(CertifiedKey::new(chain, Arc::new(key)));
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = crate::tls_provider::tls_provider();
         let config = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()

@@ -43,7 +43,7 @@ fn client_verifier(
             .add(root)
             .map_err(|e| format!("not a usable root certificate ({e})"))?;
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = crate::tls_provider::tls_provider();
     WebPkiClientVerifier::builder_with_provider(Arc::new(store), provider)
         .build()
         .map_err(|e| format!("no usable root certificate ({e})"))
@@ -55,8 +55,7 @@ fn server_config_of(
     key: PrivateKeyDer<'static>,
     clients: Option<Arc<dyn ClientCertVerifier>>,
 ) -> Result<ServerConfig, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = ServerConfig::builder_with_provider(provider)
+    let builder = ServerConfig::builder_with_provider(crate::tls_provider::tls_provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?;
     let builder = match clients {
