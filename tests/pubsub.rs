@@ -399,10 +399,10 @@ fn a_service_account_key_is_exchanged_for_a_token_once_while_fresh() {
     let der = base64::engine::general_purpose::STANDARD
         .decode(der)
         .unwrap();
-    let key = ring::signature::RsaKeyPair::from_pkcs8(&der).unwrap();
-    let public = ring::signature::UnparsedPublicKey::new(
-        &ring::signature::RSA_PKCS1_2048_8192_SHA256,
-        key.public().as_ref(),
+    let key = aws_lc_rs::signature::RsaKeyPair::from_pkcs8(&der).unwrap();
+    let public = aws_lc_rs::signature::UnparsedPublicKey::new(
+        &aws_lc_rs::signature::RSA_PKCS1_2048_8192_SHA256,
+        aws_lc_rs::signature::KeyPair::public_key(&key).as_ref(),
     );
     let signature = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(parts[2])

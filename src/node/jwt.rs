@@ -6,11 +6,11 @@
 //! the source names. Fetching the keys is `jwks`'s.
 
 use crate::limits::JWT_CLOCK_SKEW_S;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
-use ring::signature::{
+use aws_lc_rs::signature::{
     RsaPublicKeyComponents, UnparsedPublicKey, ECDSA_P256_SHA256_FIXED, RSA_PKCS1_2048_8192_SHA256,
 };
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
@@ -253,8 +253,10 @@ fn check_claims(claims: &Map<String, Value>, expected: &Expected) -> Result<(), 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use ring::rand::SystemRandom;
-    use ring::signature::{EcdsaKeyPair, KeyPair, RsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
+    use aws_lc_rs::rand::SystemRandom;
+    use aws_lc_rs::signature::{
+        EcdsaKeyPair, KeyPair, RsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING,
+    };
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::PrivatePkcs8KeyDer;
     use serde_json::json;
@@ -270,7 +272,7 @@ pub(crate) mod tests {
     fn ec_key() -> EcdsaKeyPair {
         let rng = SystemRandom::new();
         let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
-        EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng).unwrap()
+        EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref()).unwrap()
     }
 
     fn b64(bytes: &[u8]) -> String {
@@ -278,7 +280,7 @@ pub(crate) mod tests {
     }
 
     fn rsa_jwk(key: &RsaKeyPair, kid: &str) -> Value {
-        let public = RsaPublicKeyComponents::<Vec<u8>>::from(key.public());
+        let public = RsaPublicKeyComponents::<Vec<u8>>::from(key.public_key());
         json!({
             "kty": "RSA", "use": "sig", "alg": "RS256", "kid": kid,
             "n": b64(&public.n), "e": b64(&public.e),
@@ -305,10 +307,10 @@ pub(crate) mod tests {
 
     fn rs256(key: &RsaKeyPair) -> impl Fn(&[u8]) -> Vec<u8> + '_ {
         |message| {
-            let mut signature = vec![0; key.public().modulus_len()];
+            let mut signature = vec![0; key.public_key().modulus_len()];
             let rng = SystemRandom::new();
             key.sign(
-                &ring::signature::RSA_PKCS1_SHA256,
+                &aws_lc_rs::signature::RSA_PKCS1_SHA256,
                 &rng,
                 message,
                 &mut signature,

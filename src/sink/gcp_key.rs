@@ -125,9 +125,9 @@ impl ServiceAccountKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aws_lc_rs::signature::{UnparsedPublicKey, RSA_PKCS1_2048_8192_SHA256};
     use base64::engine::general_purpose::URL_SAFE_NO_PAD;
     use base64::Engine as _;
-    use ring::signature::{UnparsedPublicKey, RSA_PKCS1_2048_8192_SHA256};
     use serde_json::Value;
     use std::time::Duration;
 

@@ -5,12 +5,12 @@
 //! Microsoft Entra ID finds a client's certificate credential).
 
 use super::BoxError;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
-use ring::rand::SystemRandom;
-use ring::signature::{
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::signature::{
     EcdsaKeyPair, KeyPair, RsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING, RSA_PKCS1_SHA256,
 };
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
 use serde_json::{Map, Value};
@@ -46,7 +46,7 @@ impl JwtKey {
             Ok(rsa) => Pair::Rs256(rsa),
             Err(rsa_refusal) => {
                 let signing = &ECDSA_P256_SHA256_FIXED_SIGNING;
-                let ec = EcdsaKeyPair::from_pkcs8(signing, der, &SystemRandom::new());
+                let ec = EcdsaKeyPair::from_pkcs8(signing, der);
                 let ec =
                     ec.map_err(|_| format!("not a usable RSA or P-256 key ({rsa_refusal})"))?;
                 Pair::Es256(ec)
@@ -70,7 +70,7 @@ impl JwtKey {
         let parsed = webpki::EndEntityCert::try_from(certificate)
             .map_err(|e| format!("not an X.509 certificate ({e:?})"))?;
         // The SubjectPublicKeyInfo ends with its BIT STRING: the key's
-        // public bytes, as ring gives them.
+        // public bytes, as aws-lc-rs gives them.
         let spki = parsed.subject_public_key_info();
         if !spki.as_ref().ends_with(self.public_key()) {
             return Err("its public key is not private_key_file's".into());
@@ -88,7 +88,7 @@ impl JwtKey {
     /// The public key's bytes (two keys sign alike when these are equal).
     pub fn public_key(&self) -> &[u8] {
         match &self.pair {
-            Pair::Rs256(rsa) => rsa.public().as_ref(),
+            Pair::Rs256(rsa) => rsa.public_key().as_ref(),
             Pair::Es256(ec) => ec.public_key().as_ref(),
         }
     }
@@ -122,7 +122,7 @@ impl JwtKey {
         let rng = SystemRandom::new();
         let signature = match &self.pair {
             Pair::Rs256(rsa) => {
-                let mut signature = vec![0; rsa.public().modulus_len()];
+                let mut signature = vec![0; rsa.public_key().modulus_len()];
                 rsa.sign(&RSA_PKCS1_SHA256, &rng, signed.as_bytes(), &mut signature)
                     .map_err(|_| "cannot sign the JWT")?;
                 signature
@@ -139,7 +139,7 @@ impl JwtKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ring::signature::{UnparsedPublicKey, ECDSA_P256_SHA256_FIXED};
+    use aws_lc_rs::signature::{UnparsedPublicKey, ECDSA_P256_SHA256_FIXED};
 
     /// A P-256 key as PEM, as `openssl genpkey` writes one.
     fn ec_pem() -> String {

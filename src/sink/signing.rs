@@ -12,11 +12,11 @@
 //! A [`SigningKey`] is what goad holds to sign; a [`Verifier`] what a
 //! receiver (or goad's own ingest) holds to check.
 
+use aws_lc_rs::rand::{SecureRandom, SystemRandom};
+use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair, UnparsedPublicKey, ED25519};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
-use ring::rand::{SecureRandom, SystemRandom};
-use ring::signature::{Ed25519KeyPair, KeyPair, UnparsedPublicKey, ED25519};
 use sha2::Sha256;
 use std::fmt;
 use std::sync::Arc;
@@ -142,11 +142,11 @@ impl SigningKey {
 
     /// A new Ed25519 key from the system's randomness: its `whsk_` text
     /// (the seed and the public key, 64 bytes) and its verifier.
-    pub fn generate() -> Result<(String, Verifier), ring::error::Unspecified> {
+    pub fn generate() -> Result<(String, Verifier), aws_lc_rs::error::Unspecified> {
         let mut seed = [0u8; SEED_BYTES];
         SystemRandom::new().fill(&mut seed)?;
-        let pair =
-            Ed25519KeyPair::from_seed_unchecked(&seed).map_err(|_| ring::error::Unspecified)?;
+        let pair = Ed25519KeyPair::from_seed_unchecked(&seed)
+            .map_err(|_| aws_lc_rs::error::Unspecified)?;
         let mut both = seed.to_vec();
         both.extend_from_slice(pair.public_key().as_ref());
         let key = SigningKey::Asymmetric(Arc::new(pair));
@@ -157,7 +157,7 @@ impl SigningKey {
     }
 
     /// A new `whsec_` secret of 32 random bytes.
-    pub fn generate_secret() -> Result<String, ring::error::Unspecified> {
+    pub fn generate_secret() -> Result<String, aws_lc_rs::error::Unspecified> {
         let mut secret = [0u8; 32];
         SystemRandom::new().fill(&mut secret)?;
         Ok(format!("{SECRET_PREFIX}{}", STANDARD.encode(secret)))

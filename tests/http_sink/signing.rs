@@ -52,7 +52,8 @@ fn the_signature_verifies_with_each_secret() {
         .decode(asymmetric.strip_prefix("v1a,").unwrap())
         .unwrap();
     let public = hex::decode(public).unwrap();
-    let public = ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, public);
+    let public =
+        aws_lc_rs::signature::UnparsedPublicKey::new(&aws_lc_rs::signature::ED25519, public);
     let content = [signed.as_bytes(), &r.body].concat();
     public
         .verify(&content, &signature)

@@ -321,11 +321,10 @@ fn an_oauth2_client_may_authenticate_in_the_form_and_a_failing_endpoint_is_named
 /// to the token endpoint, and the token serves both hooks.
 #[test]
 fn an_oauth2_client_may_authenticate_with_a_jwt_signed_by_its_key() {
-    use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
-    let rng = ring::rand::SystemRandom::new();
+    use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
+    let rng = aws_lc_rs::rand::SystemRandom::new();
     let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
-    let pair =
-        EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng).unwrap();
+    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref()).unwrap();
     let b64 = base64::engine::general_purpose::STANDARD;
     let pem = format!(
         "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
@@ -370,8 +369,8 @@ fn an_oauth2_client_may_authenticate_with_a_jwt_signed_by_its_key() {
     );
     assert_eq!(exp - iat, 300);
     assert!(claims["jti"].as_str().is_some_and(|jti| !jti.is_empty()));
-    let public = ring::signature::UnparsedPublicKey::new(
-        &ring::signature::ECDSA_P256_SHA256_FIXED,
+    let public = aws_lc_rs::signature::UnparsedPublicKey::new(
+        &aws_lc_rs::signature::ECDSA_P256_SHA256_FIXED,
         pair.public_key().as_ref(),
     );
     public

@@ -4,12 +4,12 @@
 //! loopback.
 
 use super::*;
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, RsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use goad::config::{IngestJwt, OneOrMany};
 use parking_lot::Mutex;
-use ring::rand::SystemRandom;
-use ring::signature::{EcdsaKeyPair, KeyPair, RsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::PrivatePkcs8KeyDer;
 use serde_json::{json, Value};
@@ -31,15 +31,16 @@ impl Issuer {
         let rsa = RsaKeyPair::from_pkcs8(der.secret_pkcs8_der()).unwrap();
         let rng = SystemRandom::new();
         let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
-        let ec = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
-            .unwrap();
+        let ec =
+            EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref()).unwrap();
         Issuer { rsa, ec }
     }
 
     /// The key set, with the EC key once it is published.
     fn key_set(&self, with_ec: bool) -> String {
         let b64 = |bytes: &[u8]| URL_SAFE_NO_PAD.encode(bytes);
-        let rsa = ring::signature::RsaPublicKeyComponents::<Vec<u8>>::from(self.rsa.public());
+        let rsa =
+            aws_lc_rs::signature::RsaPublicKeyComponents::<Vec<u8>>::from(self.rsa.public_key());
         let mut keys = vec![
             json!({"kty": "RSA", "alg": "RS256", "use": "sig", "kid": "r1",
                                    "n": b64(&rsa.n), "e": b64(&rsa.e)}),
@@ -71,8 +72,8 @@ impl Issuer {
                 .as_ref()
                 .to_vec()
         } else {
-            let mut signature = vec![0; self.rsa.public().modulus_len()];
-            let alg = &ring::signature::RSA_PKCS1_SHA256;
+            let mut signature = vec![0; self.rsa.public_key().modulus_len()];
+            let alg = &aws_lc_rs::signature::RSA_PKCS1_SHA256;
             self.rsa
                 .sign(alg, &rng, signed.as_bytes(), &mut signature)
                 .unwrap();
