@@ -290,19 +290,22 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Request, usize, u8)>, Response> {
 /// recipient's to be read as of its highest (none is defined; `httparse`
 /// reads only 1.0 and 1.1). `None` for any other head. The version is
 /// one digit each side of the dot (RFC 9112 §2.3), so the copy has the
-/// head's length and offsets.
+/// head's length and offsets; it goes no further than a head may (one
+/// byte past `MAX_HEAD_BYTES`, so a head over it is still refused), not
+/// into a body already read.
 fn later_http_1(buf: &[u8]) -> Option<Vec<u8>> {
-    let line_len = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
-    let line = buf[..line_len]
+    let head = &buf[..buf.len().min(MAX_HEAD_BYTES + 1)];
+    let line_len = head.iter().position(|&b| b == b'\n').unwrap_or(head.len());
+    let line = head[..line_len]
         .strip_suffix(b"\r")
-        .unwrap_or(&buf[..line_len]);
+        .unwrap_or(&head[..line_len]);
     let version_at = line.iter().rposition(|&b| b == b' ')? + 1;
     let minor_at = version_at + b"HTTP/1.".len();
     let later = line[version_at..].starts_with(b"HTTP/1.")
         && line.len() == minor_at + 1
         && (b'2'..=b'9').contains(&line[minor_at]);
     later.then(|| {
-        let mut head = buf.to_vec();
+        let mut head = head.to_vec();
         head[minor_at] = b'1';
         head
     })
@@ -527,6 +530,15 @@ mod tests {
         );
         assert!(r.keep_alive);
         assert_eq!(rejected(b"GET / HTTP/1.9\r\n\r\n"), 400);
+        let mut huge = b"GET / HTTP/1.2\r\nhost: h\r\nX-Big: ".to_vec();
+        huge.extend(std::iter::repeat_n(b'a', MAX_HEAD_BYTES));
+        assert_eq!(rejected(&huge), 431);
+        // The version of a line longer than a head may be is not looked
+        // for (and the copy stays within a head's bound).
+        let mut long_target = b"GET /".to_vec();
+        long_target.extend(std::iter::repeat_n(b'a', MAX_HEAD_BYTES));
+        long_target.extend(b" HTTP/1.2\r\nhost: h\r\n\r\n");
+        assert_eq!(rejected(&long_target), 505);
         assert!(matches!(
             parse_new(b"GET / HTTP/1.2", 100),
             Parsed::Partial { head: None, .. }
