@@ -469,6 +469,10 @@ fn keep_alive_and_pipelined_requests_are_answered_in_order() {
     let second = client.reply().unwrap();
     assert_eq!((first.status, second.status), (200, 404));
     assert!(first.json().get("lag_ms").is_some());
+    // HTTP/1.2, which no one has defined, is served as HTTP/1.1 (RFC
+    // 9110 §2.5): answered, and the connection kept for the next.
+    client.send(b"GET /healthz HTTP/1.2\r\nhost: h\r\n\r\n");
+    assert_eq!(client.reply().unwrap().status, 200);
     // Connection: close is honoured.
     let closing = client.request("GET", "/healthz", &[("connection", "close")], b"");
     assert_eq!(closing.header("connection"), Some("close"));
