@@ -25,3 +25,19 @@ pub(crate) fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(2));
     }
 }
+
+/// A file of `tests/fixtures/`.
+pub(crate) fn fixture(name: &str) -> Vec<u8> {
+    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(path).unwrap()
+}
+
+/// The roots a client trusting the tests' CA (`test-ca.pem`, which signed
+/// `localhost-cert.pem`) holds.
+pub(crate) fn test_ca_roots() -> rustls::RootCertStore {
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in crate::pem::certificates(&fixture("test-ca.pem")).unwrap() {
+        roots.add(ca).unwrap();
+    }
+    roots
+}

@@ -30,23 +30,15 @@ pub(crate) fn ureq_tls() -> ureq::tls::TlsConfigBuilder {
 mod tests {
     use super::*;
     use crate::pem::{certificates, private_key};
+    use crate::test_support::{fixture, test_ca_roots};
     use rustls::pki_types::ServerName;
-    use rustls::{ClientConfig, ClientConnection, NamedGroup, RootCertStore, ServerConfig};
+    use rustls::{ClientConfig, ClientConnection, NamedGroup, ServerConfig};
     use rustls::{ServerConnection, SideData};
-
-    fn fixture(name: &str) -> Vec<u8> {
-        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-        std::fs::read(path).unwrap()
-    }
 
     /// A client and a server with the provider agree on X25519MLKEM768;
     /// a peer that offers only X25519 still gets through.
     #[test]
     fn the_key_exchange_is_post_quantum_where_the_peer_offers_it() {
-        let mut roots = RootCertStore::empty();
-        for ca in certificates(&fixture("test-ca.pem")).unwrap() {
-            roots.add(ca).unwrap();
-        }
         let server = ServerConfig::builder_with_provider(tls_provider())
             .with_safe_default_protocol_versions()
             .unwrap()
@@ -67,7 +59,7 @@ mod tests {
             let client = ClientConfig::builder_with_provider(client_provider)
                 .with_safe_default_protocol_versions()
                 .unwrap()
-                .with_root_certificates(roots.clone())
+                .with_root_certificates(test_ca_roots())
                 .with_no_client_auth();
             let name = ServerName::try_from("localhost").unwrap();
             let mut client = ClientConnection::new(Arc::new(client), name).unwrap();

@@ -129,13 +129,14 @@ mod tests {
     use super::super::{Request, Response};
     use crate::config::HttpConfig;
     use crate::pem::{certificates, private_key};
+    use crate::test_support::{fixture, test_ca_roots};
     use crossbeam_channel::{Receiver, Sender};
     use parking_lot::RwLock;
     use rustls::pki_types::{CertificateDer, ServerName};
     use rustls::server::{ClientHello, ResolvesServerCert};
     use rustls::sign::{CertifiedKey, Signer, SigningKey};
     use rustls::{ClientConfig, ClientConnection, ServerConfig, SignatureAlgorithm};
-    use rustls::{RootCertStore, SignatureScheme, StreamOwned};
+    use rustls::{SignatureScheme, StreamOwned};
     use std::io::{Read, Write};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
@@ -206,27 +207,15 @@ mod tests {
         }
     }
 
-    fn fixture(name: &str) -> Vec<u8> {
-        std::fs::read(format!(
-            "{}/tests/fixtures/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap()
-    }
-
     /// GET `path` over a new TLS connection to `addr`, trusting the test
     /// CA; the answer's text, or the error of a connection that got none
     /// within 10 s.
     fn get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<String> {
-        let mut roots = RootCertStore::empty();
-        for ca in certificates(&fixture("test-ca.pem")).unwrap() {
-            roots.add(ca).unwrap();
-        }
         let provider = crate::tls_provider::tls_provider();
         let config = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()
-            .with_root_certificates(roots)
+            .with_root_certificates(test_ca_roots())
             .with_no_client_auth();
         let name = ServerName::try_from("localhost").unwrap();
         let tls = ClientConnection::new(Arc::new(config), name).unwrap();
