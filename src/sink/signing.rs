@@ -16,7 +16,7 @@ use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair, UnparsedPublicKey, ED25519};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use std::fmt;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! with botocore's signer.
 
 use super::*;
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 
 /// Standard Webhooks: one signature per secret, in order: `v1,` for a
 /// shared secret, an HMAC-SHA256 of `id.timestamp.body` under the decoded

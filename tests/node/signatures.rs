@@ -7,7 +7,7 @@ use super::*;
 
 /// HMAC-SHA256 of the concatenated `parts` under `secret`.
 fn hmac_sha256(secret: &[u8], parts: &[&[u8]]) -> Vec<u8> {
-    use hmac::Mac;
+    use hmac::{KeyInit, Mac};
     let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret).unwrap();
     parts.iter().for_each(|part| mac.update(part));
     mac.finalize().into_bytes().to_vec()
@@ -191,7 +191,7 @@ fn a_source_with_a_provider_signature_takes_only_signed_hooks() {
 fn a_table_or_a_token_scheme_takes_only_hooks_that_carry_the_secret() {
     use base64::Engine as _;
     use goad::config::{HmacSignature, IngestSignature, OneOrMany};
-    use hmac::Mac;
+    use hmac::{KeyInit, Mac};
     let dir = tempfile::tempdir().unwrap();
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
     let mut c = node_config(dir.path());
