@@ -299,7 +299,7 @@ fn validate_operator_headers(at: &str, sink: &SinkConfig) -> Result<(), ConfigEr
         seen.push(lowercase);
     }
     for (name, value) in &sink.headers {
-        if ureq::http::HeaderValue::from_str(value).is_err() {
+        if crate::sink::http::header_value(value).is_err() {
             return Err(invalid(
                 format!("{at}.headers.{name}"),
                 "a valid HTTP header value (no control characters but tab)",

@@ -8,8 +8,8 @@
 
 use super::{CommitError, NewHook};
 use crate::limits::{HTTP_MAX_HEADER_LINE_BYTES, MAX_HEADERS};
-use crate::sink::http::{header_line_bytes, GOAD_DEDUPE_KEY};
-use ureq::http::{HeaderName, HeaderValue};
+use crate::sink::http::{header_line_bytes, header_value, GOAD_DEDUPE_KEY};
+use ureq::http::HeaderName;
 
 /// Checks a hook's headers, content type and dedupe key.
 pub(super) fn check(hook: &NewHook) -> Result<(), CommitError> {
@@ -41,7 +41,7 @@ pub(crate) fn dedupe_key_fits(key: &str) -> bool {
 /// `value` is one an HTTP request can carry under `name`, on a line an
 /// HTTP sink sends.
 fn fits(name: &str, value: &str) -> Result<(), CommitError> {
-    if HeaderValue::from_bytes(value.as_bytes()).is_err() {
+    if header_value(value).is_err() {
         let why = "has a value with a control character (CR, LF, NUL, …), which HTTP cannot carry";
         return Err(bad(name, why.into()));
     }

@@ -33,7 +33,9 @@ use base64::prelude::{Engine as _, BASE64_STANDARD};
 use std::io::Read as _;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
-use ureq::http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use ureq::http::header::{
+    HeaderName, HeaderValue, InvalidHeaderValue, AUTHORIZATION, CONTENT_TYPE,
+};
 use ureq::http::{Request, Uri};
 use ureq::tls::{ClientCert, RootCerts};
 use ureq::RequestExt as _;
@@ -287,6 +289,16 @@ fn unsendable(text: &str, cause: impl Into<BoxError>) -> SinkError {
     })
 }
 
+/// `text` as a header value, byte for byte: UTF-8 beyond ASCII included
+/// (RFC 9110 §5.5's obs-text, which receivers read as UTF-8 or ISO-8859-1),
+/// control characters but tab refused. Every header value goad sends, and
+/// every one it checks ahead of sending, goes through here: `http`'s
+/// `HeaderValue::from_str` takes visible ASCII only (since http 1.6), so
+/// a provider's `José` would fail a hook it used to deliver.
+pub(crate) fn header_value(text: &str) -> Result<HeaderValue, InvalidHeaderValue> {
+    HeaderValue::from_bytes(text.as_bytes())
+}
+
 /// A header's line as an HTTP sink sends it: `name: value` and the line
 /// break.
 pub(crate) fn header_line_bytes(name: &str, value: &[u8]) -> usize {
@@ -354,7 +366,7 @@ impl HttpSink {
             if reserved_header(header_name.as_str()) {
                 return Err(InvalidHttpSink::ReservedHeader { name: name.clone() });
             }
-            let value = HeaderValue::from_str(value).map_err(|e| invalid(e.into()))?;
+            let value = header_value(value).map_err(|e| invalid(e.into()))?;
             match header_name == CONTENT_TYPE {
                 true => content_type = Some(value),
                 false => operator_headers.push((header_name, value)),
@@ -394,7 +406,7 @@ impl HttpSink {
             Method::Patch => ureq::http::Method::PATCH,
         };
         let mut request = Request::builder().method(method).uri(self.uri.clone());
-        let value = |v: &str| HeaderValue::from_str(v).map_err(|e| unsendable(v, e));
+        let value = |v: &str| header_value(v).map_err(|e| unsendable(v, e));
         let content_type = match &self.content_type {
             Some(operators) => operators.clone(),
             None => value(
@@ -549,7 +561,7 @@ fn without_user_info(uri: Uri) -> (Uri, Option<HeaderValue>) {
     let mut parts = uri.clone().into_parts();
     parts.authority = host.parse().ok();
     match Uri::from_parts(parts) {
-        Ok(bare) => (bare, HeaderValue::from_str(&basic).ok()),
+        Ok(bare) => (bare, header_value(&basic).ok()),
         Err(_) => (uri, None),
     }
 }
@@ -570,7 +582,7 @@ fn sign(
     let headers = signing.headers(method, &url, content_type, body, now, deadline);
     for (name, value) in headers.map_err(SignError::failure)? {
         let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| unsendable(&name, e))?;
-        let value = HeaderValue::from_str(&value).map_err(|e| unsendable(&value, e))?;
+        let value = header_value(&value).map_err(|e| unsendable(&value, e))?;
         request.headers_mut().insert(name, value);
     }
     Ok(())
@@ -586,7 +598,7 @@ impl Sink for HttpSink {
         let token = self.bearer_token(now, delivery.deadline)?;
         if let Some(token) = &token {
             let bearer = format!("Bearer {}", token.value);
-            let bearer = HeaderValue::from_str(&bearer).map_err(|e| unsendable("token", e))?;
+            let bearer = header_value(&bearer).map_err(|e| unsendable("token", e))?;
             request.headers_mut().insert(AUTHORIZATION, bearer);
         }
         let body = &delivery.hook.body[..];

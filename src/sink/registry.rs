@@ -499,7 +499,7 @@ fn http_headers(entry: &SinkConfig, at: &str) -> Result<Vec<(String, String)>, C
         let key = format!("{at}.headers_env.{name}");
         let value = env_value(key.clone(), var)?;
         // The value is a secret: the error names only its variable.
-        if ureq::http::HeaderValue::from_str(&value).is_err() {
+        if super::http::header_value(&value).is_err() {
             return Err(ConfigError::Invalid {
                 key,
                 rule:

@@ -317,17 +317,27 @@ fn a_hook_with_a_header_no_request_could_carry_is_refused_at_commit() {
 }
 
 /// Header values beyond ASCII (UTF-8 text, which HTTP carries as opaque
-/// bytes and the node accepts at ingest) are sent byte for byte, not refused.
+/// bytes and the node accepts at ingest) are sent byte for byte, not
+/// refused: a hook's headers, content type and dedupe key, and a sink's own
+/// headers (which the config check takes).
 #[test]
 fn utf8_header_values_are_sent_verbatim() {
     let hook = NewHook {
         headers: vec![("x-note".into(), "José ☃".into())],
+        content_type: Some("text/plain; title=\"Grüße\"".into()),
         dedupe_key: Some("évt_1".into()),
         ..NewHook::new("stripe", "x")
     };
-    let (got, engine, _d) = deliver(hook, Reply::status(200), |_| {});
+    let (got, engine, _d) = deliver(hook, Reply::status(200), |s| {
+        s.sinks[0].headers.insert("x-site".into(), "Zürich".into());
+    });
     assert_eq!(got.len(), 1, "{:?}", dead(&engine));
     assert_eq!(got[0].header("x-note"), Some("José ☃"));
+    assert_eq!(
+        got[0].header("content-type"),
+        Some("text/plain; title=\"Grüße\"")
+    );
+    assert_eq!(got[0].header("x-site"), Some("Zürich"));
     assert_eq!(got[0].header("x-goad-dedupe-key"), Some("évt_1"));
     assert_eq!(
         got[0].header("x-goad-idempotency-key"),
