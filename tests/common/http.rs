@@ -59,7 +59,7 @@ impl Replies {
     }
 
     /// The next response on `stream`, or `None` if the node closed the
-    /// connection first.
+    /// connection first (a read a signal interrupted is made again).
     pub fn next(&mut self, stream: &mut impl Read) -> Option<HttpReply> {
         loop {
             let mut headers = [httparse::EMPTY_HEADER; 64];
@@ -90,6 +90,7 @@ impl Replies {
             match stream.read(&mut chunk) {
                 Ok(0) => return None,
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
                 Err(e) if self.buf.is_empty() && e.kind() != std::io::ErrorKind::WouldBlock => {
                     return None
