@@ -711,7 +711,13 @@ fn a_stalled_request_holding_the_room_times_out_and_the_waiting_ones_time_out_fr
         (408, "request_timeout")
     );
     let first_timed_out = Instant::now();
-    let reply = second.reply().expect("a 408");
+    let reply = second.reply().unwrap_or_else(|| {
+        panic!(
+            "the second's connection ended without an answer; the node has answered {} 408s and holds {} connections",
+            metric(room.addr, "goad_http_request_timeouts_total", ""),
+            metric(room.addr, "goad_http_connections", "")
+        )
+    });
     assert_eq!(
         (reply.status, reply.error_code().as_str()),
         (408, "request_timeout")
