@@ -291,10 +291,11 @@ fn unsendable(text: &str, cause: impl Into<BoxError>) -> SinkError {
 
 /// `text` as a header value, byte for byte: UTF-8 beyond ASCII included
 /// (RFC 9110 §5.5's obs-text, which receivers read as UTF-8 or ISO-8859-1),
-/// control characters but tab refused. Every header value goad sends, and
-/// every one it checks ahead of sending, goes through here: `http`'s
-/// `HeaderValue::from_str` takes visible ASCII only (since http 1.6), so
-/// a provider's `José` would fail a hook it used to deliver.
+/// control characters but tab refused. Every header value an HTTP sink
+/// makes of a hook's, a config's or a signer's text goes through here, as
+/// does every check of one ahead of sending (a commit's, a config's):
+/// `http`'s `HeaderValue::from_str` takes visible ASCII only (since http
+/// 1.6), so a provider's `José` would fail a hook it used to deliver.
 pub(crate) fn header_value(text: &str) -> Result<HeaderValue, InvalidHeaderValue> {
     HeaderValue::from_bytes(text.as_bytes())
 }
