@@ -576,8 +576,16 @@ fn sign(
     now: SystemTime,
     deadline: Instant,
 ) -> Result<(), SinkError> {
-    let content_type = request.headers().get(CONTENT_TYPE);
-    let content_type = content_type.and_then(|v| v.to_str().ok()).unwrap_or("");
+    let content_type = match request.headers().get(CONTENT_TYPE) {
+        // AWS's signer takes visible ASCII only: a request it cannot sign
+        // as sent is refused here, not sent with a signature AWS refuses.
+        Some(value) => value.to_str().map_err(|_| {
+            let sent = String::from_utf8_lossy(value.as_bytes());
+            let why = format!("its content type is not ASCII, which AWS cannot sign: {sent:?}");
+            SignError::Signing(why.into()).failure()
+        })?,
+        None => "",
+    };
     let url = request.uri().to_string();
     let method = request.method().as_str();
     let headers = signing.headers(method, &url, content_type, body, now, deadline);

@@ -99,6 +99,49 @@ auth = SigV4Auth(Credentials(d["key"], d["secret"], d["token"]), d["service"], d
 print(auth.signature(auth.string_to_sign(request, auth.canonical_request(request)), request))
 "#;
 
+/// The credentials of `aws_signed`'s sink: its variables and their values.
+const AWS_TEST_VARS: [(&str, &str); 3] = [
+    ("GOAD_TEST_SIGV4_KEY_ID", "AKIDEXAMPLE"),
+    (
+        "GOAD_TEST_SIGV4_SECRET",
+        "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+    ),
+    ("GOAD_TEST_SIGV4_SESSION", "session-token-1"),
+];
+
+/// Makes the source's sink sign for Lambda in eu-west-1 with
+/// `AWS_TEST_VARS` (set here), its URL given a query.
+fn aws_signed(s: &mut goad::config::SourceConfig) {
+    (AWS_TEST_VARS.iter()).for_each(|(var, value)| std::env::set_var(var, value));
+    let sink = &mut s.sinks[0];
+    sink.url = Some(format!("{}?b=2&a=1", sink.url.as_ref().unwrap()));
+    sink.aws_service = Some("lambda".into());
+    sink.region = Some("eu-west-1".into());
+    sink.access_key_id_env = Some(AWS_TEST_VARS[0].0.into());
+    sink.secret_access_key_env = Some(AWS_TEST_VARS[1].0.into());
+    sink.session_token_env = Some(AWS_TEST_VARS[2].0.into());
+}
+
+/// A hook whose content type is beyond ASCII cannot be signed as it would
+/// be sent (AWS's signer takes visible ASCII): its row is dead-lettered at
+/// once, naming the content type, and nothing is sent with a signature AWS
+/// would refuse.
+#[test]
+fn an_aws_signed_sink_refuses_a_content_type_it_cannot_sign() {
+    let hook = NewHook {
+        content_type: Some("text/plain; title=Grüße".into()),
+        ..provider_hook()
+    };
+    let (got, engine, _d) = deliver(hook, Reply::status(200), aws_signed);
+    assert_eq!(got.len(), 0, "nothing sent");
+    let dead: Vec<_> = (rows(&engine).into_iter())
+        .map(|r| (r.record.status, r.record.attempts, r.record.error))
+        .collect();
+    let why = "sink http: permanent: cannot sign the request: \
+               its content type is not ASCII, which AWS cannot sign: \"text/plain; title=Grüße\"";
+    assert_eq!(dead, [(RowStatus::Dead, 1, Some(why.to_string()))]);
+}
+
 /// An HTTP sink with `aws_service` signs each request with AWS Signature
 /// Version 4, as a Lambda function URL with `AWS_IAM` auth asks: the
 /// credentials of its variables (the session token sent along), the
@@ -107,25 +150,8 @@ print(auth.signature(auth.string_to_sign(request, auth.canonical_request(request
 /// request, query, body and time.
 #[test]
 fn an_aws_signed_sink_sends_the_signature_aws_computes() {
-    let vars = [
-        ("GOAD_TEST_SIGV4_KEY_ID", "AKIDEXAMPLE"),
-        (
-            "GOAD_TEST_SIGV4_SECRET",
-            "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
-        ),
-        ("GOAD_TEST_SIGV4_SESSION", "session-token-1"),
-    ];
-    vars.iter()
-        .for_each(|(var, value)| std::env::set_var(var, value));
-    let (got, engine, _d) = deliver(provider_hook(), Reply::status(200), |s| {
-        let sink = &mut s.sinks[0];
-        sink.url = Some(format!("{}?b=2&a=1", sink.url.as_ref().unwrap()));
-        sink.aws_service = Some("lambda".into());
-        sink.region = Some("eu-west-1".into());
-        sink.access_key_id_env = Some(vars[0].0.into());
-        sink.secret_access_key_env = Some(vars[1].0.into());
-        sink.session_token_env = Some(vars[2].0.into());
-    });
+    let vars = AWS_TEST_VARS;
+    let (got, engine, _d) = deliver(provider_hook(), Reply::status(200), aws_signed);
     assert_eq!(got.len(), 1);
     let sent = &got[0];
     assert_eq!(sent.header("x-amz-security-token"), Some("session-token-1"));
