@@ -34,10 +34,23 @@ pub(crate) fn fixture(name: &str) -> Vec<u8> {
 
 /// The roots a client trusting the tests' CA (`test-ca.pem`, which signed
 /// `localhost-cert.pem`) holds.
-pub(crate) fn test_ca_roots() -> rustls::RootCertStore {
+fn test_ca_roots() -> rustls::RootCertStore {
     let mut roots = rustls::RootCertStore::empty();
     for ca in crate::pem::certificates(&fixture("test-ca.pem")).unwrap() {
         roots.add(ca).unwrap();
     }
     roots
+}
+
+/// A TLS client on `provider` that trusts the tests' CA and shows no
+/// certificate of its own.
+pub(crate) fn test_ca_client(
+    provider: std::sync::Arc<rustls::crypto::CryptoProvider>,
+) -> std::sync::Arc<rustls::ClientConfig> {
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(test_ca_roots())
+        .with_no_client_auth();
+    std::sync::Arc::new(config)
 }

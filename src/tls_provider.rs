@@ -30,9 +30,9 @@ pub(crate) fn ureq_tls() -> ureq::tls::TlsConfigBuilder {
 mod tests {
     use super::*;
     use crate::pem::{certificates, private_key};
-    use crate::test_support::{fixture, test_ca_roots};
+    use crate::test_support::{fixture, test_ca_client};
     use rustls::pki_types::ServerName;
-    use rustls::{ClientConfig, ClientConnection, NamedGroup, ServerConfig};
+    use rustls::{ClientConnection, NamedGroup, ServerConfig};
     use rustls::{ServerConnection, SideData};
 
     /// A client and a server with the provider agree on X25519MLKEM768;
@@ -56,13 +56,8 @@ mod tests {
             (tls_provider(), NamedGroup::X25519MLKEM768),
             (Arc::new(classical), NamedGroup::X25519),
         ] {
-            let client = ClientConfig::builder_with_provider(client_provider)
-                .with_safe_default_protocol_versions()
-                .unwrap()
-                .with_root_certificates(test_ca_roots())
-                .with_no_client_auth();
             let name = ServerName::try_from("localhost").unwrap();
-            let mut client = ClientConnection::new(Arc::new(client), name).unwrap();
+            let mut client = ClientConnection::new(test_ca_client(client_provider), name).unwrap();
             let mut server = ServerConnection::new(Arc::new(server.clone())).unwrap();
             shake_hands(&mut client, &mut server);
             assert_eq!(negotiated(&client), Some(group));

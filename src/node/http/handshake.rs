@@ -129,13 +129,13 @@ mod tests {
     use super::super::{Request, Response};
     use crate::config::HttpConfig;
     use crate::pem::{certificates, private_key};
-    use crate::test_support::{fixture, test_ca_roots};
+    use crate::test_support::{fixture, test_ca_client};
     use crossbeam_channel::{Receiver, Sender};
     use parking_lot::RwLock;
     use rustls::pki_types::{CertificateDer, ServerName};
     use rustls::server::{ClientHello, ResolvesServerCert};
     use rustls::sign::{CertifiedKey, Signer, SigningKey};
-    use rustls::{ClientConfig, ClientConnection, ServerConfig, SignatureAlgorithm};
+    use rustls::{ClientConnection, ServerConfig, SignatureAlgorithm};
     use rustls::{SignatureScheme, StreamOwned};
     use std::io::{Read, Write};
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -211,14 +211,9 @@ mod tests {
     /// CA; the answer's text, or the error of a connection that got none
     /// within 10 s.
     fn get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<String> {
-        let provider = crate::tls_provider::tls_provider();
-        let config = ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(test_ca_roots())
-            .with_no_client_auth();
+        let config = test_ca_client(crate::tls_provider::tls_provider());
         let name = ServerName::try_from("localhost").unwrap();
-        let tls = ClientConnection::new(Arc::new(config), name).unwrap();
+        let tls = ClientConnection::new(config, name).unwrap();
         let socket = std::net::TcpStream::connect(addr)?;
         socket.set_read_timeout(Some(Duration::from_secs(10)))?;
         let mut stream = StreamOwned::new(tls, socket);
