@@ -395,6 +395,30 @@ fn goad_check_exits_0_for_a_good_file_and_2_naming_the_key_for_a_bad_one() {
     );
     let missing = run(&dir.path().join("nope.toml"));
     assert_eq!(missing.status.code(), Some(2));
+    // A mistyped key: the key nearest to it among those expected is
+    // suggested; one like none of them is not. One line break ends it.
+    let stderr_of = |name: &str, toml: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, toml).unwrap();
+        let out = run(&path);
+        assert_eq!(out.status.code(), Some(2));
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let typo = stderr_of(
+        "typo.toml",
+        "[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x/\"\nsecret_evn = \"S\"\n",
+    );
+    assert!(
+        typo.starts_with("config key sources[0].sinks[0].secret_evn: TOML parse error at line 6")
+            && typo.ends_with(", `paused`\ndid you mean `secret_env`?\n"),
+        "{typo}"
+    );
+    let unlike = stderr_of("unlike.toml", "[dispatch]\npoll_ms = 5\n");
+    assert!(
+        unlike.starts_with("config key dispatch.poll_ms: TOML parse error at line 2")
+            && unlike.ends_with(", `breaker_max_open_ms`, `tenants`\n"),
+        "{unlike}"
+    );
 }
 
 /// `goad check --environment` also reads what the file names, as a start

@@ -15,6 +15,7 @@ mod sink_auth;
 mod sink_checks;
 mod source;
 mod sources;
+mod suggest;
 mod validate;
 
 use serde::{Deserialize, Serialize};
@@ -434,15 +435,24 @@ impl Default for RetryConfig {
 
 impl Config {
     /// Parses a TOML document; unknown keys and ill-typed values are errors
-    /// that name the dotted key. Does not validate ranges (see [`Config::validate`]).
+    /// that name the dotted key (an unknown one with the known key nearest
+    /// to it, when one is near). Does not validate ranges (see [`Config::validate`]).
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        // toml's messages end their span's picture with a line break.
+        let shown = |e: &toml::de::Error| e.to_string().trim_end().to_string();
         let de = toml::Deserializer::parse(text).map_err(|e| ConfigError::Parse {
             key: String::new(),
-            message: e.to_string(),
+            message: shown(&e),
         })?;
-        serde_path_to_error::deserialize(de).map_err(|e| ConfigError::Parse {
-            key: e.path().to_string(),
-            message: e.inner().to_string(),
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let mut message = shown(e.inner());
+            if let Some(name) = suggest::nearest_expected(e.inner().message()) {
+                message += &format!("\ndid you mean `{name}`?");
+            }
+            ConfigError::Parse {
+                key: e.path().to_string(),
+                message,
+            }
         })
     }
 

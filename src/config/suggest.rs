@@ -1,0 +1,47 @@
+//! "Did you mean": for a key (or a value of a fixed set) that serde does
+//! not know, the nearest one it expected, so a typo among a sink's
+//! thirty-odd keys is named rather than left to be found in the list.
+
+/// How alike (Jaro-Winkler, 0 to 1) a known name must be to what was
+/// written to be suggested; above clap's 0.7 for its subcommands, as a
+/// config's names share more prefixes (`secret_env`, `session_token_env`).
+const MIN_LIKENESS: f64 = 0.8;
+
+/// The name serde's `message` expected that is nearest to the one it
+/// calls unknown ("unknown field `x`, expected one of `a`, `b`", or
+/// "unknown variant …"), if one is near enough.
+pub(super) fn nearest_expected(message: &str) -> Option<&str> {
+    let rest = (message.strip_prefix("unknown field `"))
+        .or_else(|| message.strip_prefix("unknown variant `"))?;
+    let (unknown, expected) = rest.split_once("`, expected ")?;
+    // `a`, `a` or `b`, one of `a`, `b`, `c`: the names are every other
+    // piece between backquotes.
+    let names = (expected.split('`').skip(1).step_by(2))
+        .map(|name| (strsim::jaro_winkler(unknown, name), name));
+    let (likeness, name) = names.max_by(|a, b| a.0.total_cmp(&b.0))?;
+    (likeness >= MIN_LIKENESS).then_some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_near_name_is_suggested_and_a_far_one_is_not() {
+        let sink = "unknown field `secret_evn`, expected one of `type`, `url`, `url_env`, `secret_env`, `session_token_env`, `paused`";
+        assert_eq!(nearest_expected(sink), Some("secret_env"));
+        let dispatch = "unknown field `concurency`, expected one of `batch`, `concurrency`, `sink_concurrency`";
+        assert_eq!(nearest_expected(dispatch), Some("concurrency"));
+        let one = "unknown field `too`, expected `to`";
+        assert_eq!(nearest_expected(one), Some("to"));
+        let variant = "unknown variant `basci`, expected `basic` or `body`";
+        assert_eq!(nearest_expected(variant), Some("basic"));
+        let far = "unknown field `poll_ms`, expected one of `batch`, `concurrency`";
+        assert_eq!(nearest_expected(far), None);
+        assert_eq!(nearest_expected("invalid type: string, expected u64"), None);
+        assert_eq!(
+            nearest_expected("unknown field `x`, there are no fields"),
+            None
+        );
+    }
+}
