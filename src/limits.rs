@@ -273,6 +273,12 @@ pub const SQS_MAX_MESSAGE_BYTES: u64 = 1_048_576;
 /// Pub/Sub's own limit, for one message and for a publish request.
 pub const PUBSUB_MAX_MESSAGE_BYTES: u64 = 10_000_000;
 
+/// Longest value of a Pub/Sub message's attribute, and longest ordering
+/// key: Pub/Sub's own limits (bytes). A message past either is refused,
+/// and with it its whole publish.
+pub const PUBSUB_MAX_ATTRIBUTE_VALUE_BYTES: usize = 1_024;
+pub const PUBSUB_MAX_ORDERING_KEY_BYTES: usize = 1_024;
+
 /// Most messages in one SQS `SendMessageBatch`: SQS's own limit.
 pub const SQS_BATCH_MAX_ENTRIES: u16 = 10;
 

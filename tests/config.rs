@@ -480,6 +480,34 @@ fn goad_check_environment_reads_the_variables_and_files_the_config_names() {
             format!("{shown}: ok (1 source, 1 sink; its variables and files read)")
         )
     );
+    // A secret that cannot sign: named with why, as a start names it.
+    let cannot_sign = |why: &str| {
+        (
+            Some(2),
+            format!(
+                "sources[0].sinks[0].secret_env must be a variable holding a valid secret \
+                 ({why}), got \"GOAD_CHECK_SECRET\""
+            ),
+        )
+    };
+    let receivers_key = "whpk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+    assert_eq!(
+        check(&good, &["--environment"], Some(receivers_key)),
+        cannot_sign(
+            "a whpk_ key is a receiver's public key and cannot sign: give the whsk_ key it was \
+             made with"
+        )
+    );
+    assert_eq!(
+        check(&good, &["--environment"], Some("whsec_")),
+        cannot_sign("the secret is empty")
+    );
+    assert_eq!(
+        check(&good, &["--environment"], Some("whsk_c2VjcmV0")),
+        cannot_sign(
+            "a whsk_ key must be an Ed25519 seed (32 bytes) or a seed and its public key (64 bytes)"
+        )
+    );
     // As a start does, it refuses an admin API without a token beyond
     // loopback unless told to allow it.
     let public = dir.path().join("public.toml");

@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 const TOKEN_ENV: &str = "GOAD_TEST_PUBSUB_TOKEN";
 
@@ -25,19 +26,43 @@ enum Answer {
 }
 
 fn pubsub_reply(answer: Answer, r: &Received) -> Reply {
-    let (status, body) = match answer {
-        Answer::Published => {
+    let refused = |status: &str, message: &str| {
+        (
+            400,
+            json!({"error": {"code": 400, "message": message, "status": status}}),
+        )
+    };
+    let (status, body) = match (answer, refusal(r)) {
+        (Answer::InvalidArgument, _) => refused("INVALID_ARGUMENT", "bad"),
+        (Answer::Published, Some((status, message))) => refused(status, &message),
+        (Answer::Published, None) => {
             let ids: Vec<String> = (0..published(r).len()).map(|i| i.to_string()).collect();
             (200, json!({ "messageIds": ids }))
         }
-        Answer::InvalidArgument => (
-            400,
-            json!({"error": {"code": 400, "message": "bad", "status": "INVALID_ARGUMENT"}}),
-        ),
     };
     Reply::status(status)
         .header("content-type", "application/json")
         .with_body(body.to_string())
+}
+
+/// Why Pub/Sub would refuse a publish, whole: messages whose ordering
+/// keys differ, an attribute value or an ordering key over 1,024 bytes.
+fn refusal(r: &Received) -> Option<(&'static str, String)> {
+    let messages = published(r);
+    let key = |message: &Value| message["orderingKey"].as_str().unwrap_or("").to_string();
+    let keys: std::collections::BTreeSet<String> = messages.iter().map(|(m, _)| key(m)).collect();
+    if keys.len() > 1 {
+        let why = "In a single publish request, all messages must have no ordering key or they must all have the same ordering key.";
+        return Some(("FAILED_PRECONDITION", why.into()));
+    }
+    let too_long = |m: &Value| {
+        let values = m["attributes"].as_object().unwrap().values();
+        values.map(|v| v.as_str().unwrap().len()).any(|n| n > 1024) || key(m).len() > 1024
+    };
+    messages
+        .iter()
+        .any(|(m, _)| too_long(m))
+        .then(|| ("INVALID_ARGUMENT", "a value that is too long".into()))
 }
 
 /// A stand-in answering every publish with `answer` (switchable).
@@ -171,7 +196,7 @@ fn an_ordered_sink_sends_its_lane_key_and_a_replay_names_itself() {
         reason.contains("Pub/Sub error INVALID_ARGUMENT (HTTP status 400)"),
         "{reason}"
     );
-    // (Two lanes: in either order, in one publish or two.)
+    // (Two lanes, in either order: a publish each, as their keys differ.)
     let first_publishes = receiver.received();
     let mut keys: Vec<Option<String>> = all_published(&first_publishes)
         .iter()
@@ -193,6 +218,143 @@ fn an_ordered_sink_sends_its_lane_key_and_a_replay_names_itself() {
         );
         assert_eq!(envelope["replay_id"], replayed.replay_id.as_str());
     }
+}
+
+/// An engine on `sink`, paused, holding `hooks` until `resume` (one of
+/// its batches then takes them all at once).
+fn held_then_resumed(dir: &std::path::Path, sink: SinkConfig, hooks: Vec<NewHook>) -> Engine {
+    let mut c = stripe_to(
+        dir,
+        SinkConfig {
+            paused: true,
+            ..sink
+        },
+    );
+    let engine = Engine::open(c.clone()).unwrap();
+    for hook in hooks {
+        engine.commit(hook).unwrap();
+    }
+    c.sources[0].sinks[0].paused = false;
+    engine.reconfigure(&c).unwrap();
+    engine
+}
+
+/// A hook with `x-customer: customer` and `body`.
+fn of_customer(customer: &str, body: &str) -> NewHook {
+    NewHook {
+        headers: vec![("x-customer".into(), customer.into())],
+        ..NewHook::new("stripe", body)
+    }
+}
+
+/// Pub/Sub refuses a publish whose messages' ordering keys differ, so an
+/// ordered sink keyed by a header does not batch: five lanes' backlog
+/// (and a hook without the header) waiting at once is published a message
+/// a request, each lane in commit order, every hook delivered. A lane key
+/// over Pub/Sub's 1,024 bytes is not sent: that hook alone is dead at its
+/// first attempt, naming it.
+#[test]
+fn an_ordered_sink_publishes_one_ordering_key_a_request() {
+    let (receiver, _) = stand_in(Answer::Published);
+    let dir = tempfile::tempdir().unwrap();
+    let sink = SinkConfig {
+        ordered: true,
+        ordering_key: Some("header:x-customer".into()),
+        ..pubsub_sink(&receiver)
+    };
+    let customers = ["c1", "c2", "c3", "c4", "c5"];
+    let mut hooks: Vec<NewHook> = (1..=2)
+        .flat_map(|n| customers.map(|c| of_customer(c, &format!("{c}-{n}"))))
+        .collect();
+    hooks.push(NewHook::new("stripe", "keyless"));
+    let long_key = "k".repeat(1_025);
+    hooks.push(of_customer(&long_key, "long"));
+    let engine = held_then_resumed(dir.path(), sink, hooks);
+    wait_until(
+        "every hook delivered or dead",
+        Duration::from_secs(20),
+        || {
+            engine.tick().unwrap();
+            engine.hook_count().unwrap() == 1
+        },
+    );
+    let dead = dead(&engine);
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        (dead[0].record.attempts, dead[0].record.error.as_deref()),
+        (
+            1,
+            Some("sink pubsub: permanent: not published: the ordering key is 1025 bytes, over the 1024 Pub/Sub takes")
+        )
+    );
+    let requests = receiver.received();
+    assert!(
+        requests.iter().all(|r| published(r).len() == 1),
+        "a message a request"
+    );
+    let bodies: Vec<String> = all_published(&requests)
+        .iter()
+        .map(|(_, envelope)| {
+            let body = envelope["body_base64"].as_str().unwrap();
+            String::from_utf8(
+                base64::engine::general_purpose::STANDARD
+                    .decode(body)
+                    .unwrap(),
+            )
+            .unwrap()
+        })
+        .collect();
+    assert_eq!(bodies.len(), 11, "{bodies:?}");
+    for c in customers {
+        let at = |n: u32| {
+            bodies
+                .iter()
+                .position(|b| *b == format!("{c}-{n}"))
+                .unwrap()
+        };
+        assert!(at(1) < at(2), "{c} in commit order: {bodies:?}");
+    }
+    assert!(bodies.contains(&"keyless".to_string()));
+}
+
+/// A message Pub/Sub would refuse (here its idempotency key, built on a
+/// dedupe key of 1,100 bytes, is over 1,024 bytes as an attribute) would
+/// fail its whole publish: it is not sent and is dead at once, alone, and
+/// the hooks batched with it are published.
+#[test]
+fn a_message_with_an_attribute_pubsub_refuses_fails_alone() {
+    let (receiver, _) = stand_in(Answer::Published);
+    let dir = tempfile::tempdir().unwrap();
+    let long = NewHook {
+        dedupe_key: Some("e".repeat(1_100)),
+        ..NewHook::new("stripe", "long")
+    };
+    let hooks = vec![
+        NewHook::new("stripe", "a"),
+        long,
+        NewHook::new("stripe", "b"),
+    ];
+    let engine = held_then_resumed(dir.path(), pubsub_sink(&receiver), hooks);
+    wait_until(
+        "every hook delivered or dead",
+        Duration::from_secs(20),
+        || {
+            engine.tick().unwrap();
+            engine.hook_count().unwrap() == 1
+        },
+    );
+    let dead = dead(&engine);
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        (dead[0].record.attempts, dead[0].record.error.as_deref()),
+        (
+            1,
+            Some("sink pubsub: permanent: not published: attribute goad_idempotency_key is 1112 bytes, over the 1024 Pub/Sub takes")
+        )
+    );
+    let requests = receiver.received();
+    assert_eq!(requests.len(), 1, "one publish");
+    assert_eq!(published(&requests[0]).len(), 2);
 }
 
 /// Scenarios 50, 55: a token variable that is not set, or a message over
@@ -767,7 +929,7 @@ fn a_federated_identity_is_exchanged_for_a_service_accounts_token_once_while_fre
 
     configuration(json!({"file": files.path().join("gone")}), true);
     let engine = publish_two("gone");
-    wait_until("both rows dead", std::time::Duration::from_secs(20), || {
+    wait_until("both rows dead", Duration::from_secs(20), || {
         dead(&engine).len() == 2
     });
     let reasons = dead_attempts_and_reasons(&engine);

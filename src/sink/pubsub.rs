@@ -8,7 +8,14 @@
 //! attributes goad's (see `message`). A row of an ordered sink with a lane
 //! key (`ordering_key = "header:<name>"`) carries that key as the
 //! message's `orderingKey`: goad already publishes one lane's messages one
-//! at a time in order, as Pub/Sub's ordering needs.
+//! at a time in order, as Pub/Sub's ordering needs. Such a sink does not
+//! batch: Pub/Sub refuses a publish whose messages' ordering keys differ
+//! (`FAILED_PRECONDITION`), and a batch's rows are the heads of as many
+//! lanes; its lanes publish up to `sink_concurrency` at once instead.
+//! A message Pub/Sub would refuse for its size (over `max_message_bytes`,
+//! an attribute value over 1,024 bytes — a long dedupe key — or an
+//! ordering key over 1,024) fails alone as permanent and is not sent, as
+//! the refusal of one message is the refusal of its whole publish.
 //!
 //! Authentication: an OAuth 2 access token (`authorization: Bearer`) from
 //! the sink's `token_env` variable, the metadata server, a service
@@ -31,7 +38,9 @@ use super::message::message_json;
 use super::queue::{deliver_in_requests, deliver_one};
 use super::{agent, answer_of, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
 use crate::core::LaneBy;
-use crate::limits::PUBSUB_BATCH_MAX_ENTRIES;
+use crate::limits::{
+    PUBSUB_BATCH_MAX_ENTRIES, PUBSUB_MAX_ATTRIBUTE_VALUE_BYTES, PUBSUB_MAX_ORDERING_KEY_BYTES,
+};
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 use std::fmt;
@@ -122,6 +131,8 @@ impl PubSubSink {
             .as_ref()
             .map(|by| by.key(&delivery.hook.headers));
         let ordering_key = lane_key.as_deref().filter(|key| !key.is_empty());
+        over_limit(&attributes, ordering_key)
+            .map_or(Ok(()), |over| Err(SinkError::permanent(over)))?;
         let size_bytes = data.len()
             + attributes
                 .iter()
@@ -200,10 +211,69 @@ impl Sink for PubSubSink {
         Some(self.options.inline_max_bytes)
     }
 
+    /// None for a sink whose lanes are keyed: its messages' ordering keys
+    /// differ, and a publish takes one.
     fn batch_max_entries(&self) -> Option<NonZeroU16> {
-        NonZeroU16::new(PUBSUB_BATCH_MAX_ENTRIES)
+        match self.options.lane_by {
+            Some(_) => None,
+            None => NonZeroU16::new(PUBSUB_BATCH_MAX_ENTRIES),
+        }
     }
 }
+
+/// The first of a message's attribute values and ordering key that is
+/// longer than Pub/Sub takes.
+fn over_limit(
+    attributes: &[(&'static str, String)],
+    ordering_key: Option<&str>,
+) -> Option<OverLimit> {
+    let attributes = attributes.iter().map(|(name, value)| {
+        (
+            format!("attribute {name}"),
+            value.len(),
+            PUBSUB_MAX_ATTRIBUTE_VALUE_BYTES,
+        )
+    });
+    let ordering_key = (ordering_key.into_iter()).map(|key| {
+        (
+            "the ordering key".to_string(),
+            key.len(),
+            PUBSUB_MAX_ORDERING_KEY_BYTES,
+        )
+    });
+    (attributes.chain(ordering_key))
+        .find(|&(_, size_bytes, max_bytes)| size_bytes > max_bytes)
+        .map(|(field, size_bytes, max_bytes)| OverLimit {
+            field,
+            size_bytes,
+            max_bytes,
+        })
+}
+
+/// A field of a message longer than Pub/Sub takes: the message is not
+/// sent, as Pub/Sub would refuse its whole publish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverLimit {
+    pub field: String,
+    pub size_bytes: usize,
+    pub max_bytes: usize,
+}
+
+impl fmt::Display for OverLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let OverLimit {
+            field,
+            size_bytes,
+            max_bytes,
+        } = self;
+        write!(
+            f,
+            "not published: {field} is {size_bytes} bytes, over the {max_bytes} Pub/Sub takes"
+        )
+    }
+}
+
+impl std::error::Error for OverLimit {}
 
 /// What an answer to a publish of `count` messages means for all of them.
 fn settle(status: u16, reply: &[u8], count: usize) -> Result<(), SinkError> {
