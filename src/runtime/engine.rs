@@ -44,7 +44,9 @@ pub struct NewHook {
     /// Delivered verbatim; at most `max_body_bytes`.
     pub body: Vec<u8>,
     /// The provider's event key, if any (the idempotency key builds on it;
-    /// sent as `x-goad-dedupe-key`: a header value, as above).
+    /// sent as `x-goad-dedupe-key`: a header value, as above). An empty
+    /// key is none: a provider's empty `Idempotency-Key` names no event,
+    /// and as a key it would make every such hook a duplicate of the first.
     pub dedupe_key: Option<String>,
 }
 
@@ -225,7 +227,7 @@ impl Engine {
             source_id: Arc::from(hook.source_id),
             received_at_ms: wall_ms(),
             content_type: hook.content_type,
-            dedupe_key: hook.dedupe_key,
+            dedupe_key: hook.dedupe_key.filter(|key| !key.is_empty()),
             headers: hook.headers,
             body: hook.body,
         };

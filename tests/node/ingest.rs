@@ -97,7 +97,8 @@ fn a_sources_dedupe_header_names_its_hooks_dedupe_key() {
 
 /// With `dedupe_window_ms`, a provider's redelivery within the window is
 /// answered 202 with the first hook's id and not stored or delivered again;
-/// `goad_duplicate_hooks_total` and the stats count it.
+/// `goad_duplicate_hooks_total` and the stats count it. An empty key is
+/// none: two such hooks are two hooks.
 #[test]
 fn a_redelivery_within_the_dedupe_window_gets_the_first_id_and_is_not_stored() {
     let dir = tempfile::tempdir().unwrap();
@@ -109,7 +110,7 @@ fn a_redelivery_within_the_dedupe_window_gets_the_first_id_and_is_not_stored() {
     c.sources.push(gh);
     let node = start(c);
     let addr = node.local_addr();
-    let ids: Vec<String> = ["d-1", "d-1", "d-2", "d-1"]
+    let ids: Vec<String> = ["d-1", "d-1", "d-2", "d-1", "", ""]
         .iter()
         .map(|delivery| {
             let reply = ingest(addr, "gh", b"{}", &[("x-github-delivery", delivery)]);
@@ -118,13 +119,19 @@ fn a_redelivery_within_the_dedupe_window_gets_the_first_id_and_is_not_stored() {
         })
         .collect();
     assert_eq!((&ids[1], &ids[3]), (&ids[0], &ids[0]));
-    assert_ne!(ids[2], ids[0]);
+    let distinct: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(distinct.len(), 4, "{ids:?}");
     let engine = node.engine().unwrap();
-    wait_until("both hooks delivered", Duration::from_secs(10), || {
-        engine.hook_count().unwrap() == 0 && receiver.count() == 2
+    wait_until("the four hooks delivered", Duration::from_secs(10), || {
+        engine.hook_count().unwrap() == 0 && receiver.count() == 4
     });
+    let mut keys: Vec<Option<String>> = (receiver.received().iter())
+        .map(|r| r.header("x-goad-dedupe-key").map(str::to_string))
+        .collect();
+    keys.sort();
+    assert_eq!(keys, [None, None, Some("d-1".into()), Some("d-2".into())]);
     assert_eq!(metric(addr, "goad_duplicate_hooks_total", ""), 2.0);
-    assert_eq!(metric(addr, "goad_commits_total", ""), 2.0);
+    assert_eq!(metric(addr, "goad_commits_total", ""), 4.0);
     assert_eq!(get(addr, "/v1/stats").json()["shards"][0]["duplicates"], 2);
 }
 
