@@ -31,9 +31,14 @@ pub enum DedupeKeyAt {
     Header(String),
     /// The JSON body's string or number at this RFC 6901 pointer (one a
     /// hook may carry: a string with a control character, or too long for
-    /// its header line, makes a hook without a key rather than a refused
-    /// one, as a body without the key does).
-    JsonPointer(String),
+    /// its header lines, makes a hook without a key rather than a refused
+    /// one, as a body without the key does), for hooks of `tenant` and
+    /// `source_id` (whose idempotency key carries it too).
+    JsonPointer {
+        pointer: String,
+        tenant: String,
+        source_id: String,
+    },
 }
 
 impl Default for DedupeKeyAt {
@@ -48,14 +53,20 @@ impl DedupeKeyAt {
     pub fn key(&self, header: impl Fn(&str) -> Option<String>, body: &[u8]) -> Option<String> {
         match self {
             DedupeKeyAt::Header(name) => header(name),
-            DedupeKeyAt::JsonPointer(pointer) => {
+            DedupeKeyAt::JsonPointer {
+                pointer,
+                tenant,
+                source_id,
+            } => {
                 let body: serde_json::Value = serde_json::from_slice(body).ok()?;
                 let key = match body.pointer(pointer)? {
                     serde_json::Value::String(key) => key.clone(),
                     serde_json::Value::Number(key) => key.to_string(),
                     _ => return None,
                 };
-                dedupe_key_fits(&key).then_some(key)
+                dedupe_key_fits(tenant, source_id, &key)
+                    .is_ok()
+                    .then_some(key)
             }
         }
     }
@@ -150,7 +161,11 @@ impl Tokens {
                 _ => None,
             };
             let dedupe = match &source.dedupe_json_pointer {
-                Some(pointer) => DedupeKeyAt::JsonPointer(pointer.clone()),
+                Some(pointer) => DedupeKeyAt::JsonPointer {
+                    pointer: pointer.clone(),
+                    tenant: source.tenant.clone(),
+                    source_id: source.id.clone(),
+                },
                 None => DedupeKeyAt::Header(
                     (source.dedupe_header.as_deref())
                         .unwrap_or("idempotency-key")
@@ -281,7 +296,12 @@ mod tests {
         let header = |name: &str| (name == "x-id").then(|| "h-1".to_string());
         let at_header = DedupeKeyAt::Header("x-id".into());
         assert_eq!(at_header.key(header, b"{}"), Some("h-1".into()));
-        let at_id = DedupeKeyAt::JsonPointer("/id".into());
+        let at = |pointer: &str| DedupeKeyAt::JsonPointer {
+            pointer: pointer.into(),
+            tenant: "acme".into(),
+            source_id: "stripe".into(),
+        };
+        let at_id = at("/id");
         assert_eq!(
             at_id.key(header, br#"{"id": "evt_1"}"#),
             Some("evt_1".into())
@@ -294,11 +314,19 @@ mod tests {
         assert_eq!(at_id.key(header, br#"{"id": "evt\n1"}"#), None);
         let long = format!(r#"{{"id": "{}"}}"#, "e".repeat(16 * 1024));
         assert_eq!(at_id.key(header, long.as_bytes()), None);
+        // Its idempotency key's line (`acme:stripe:` before it) is the
+        // longer one: 16,384 bytes at most.
+        let id_of = |bytes: usize| format!(r#"{{"id": "{}"}}"#, "e".repeat(bytes));
+        assert_eq!(
+            at_id.key(header, id_of(16_346).as_bytes()).map(|k| k.len()),
+            Some(16_346)
+        );
+        assert_eq!(at_id.key(header, id_of(16_347).as_bytes()), None);
         assert_eq!(
             at_id.key(header, br#"{"id": "\u00e9vt"}"#),
             Some("évt".into())
         );
-        let nested = DedupeKeyAt::JsonPointer("/message/messageId".into());
+        let nested = at("/message/messageId");
         let push = br#"{"message": {"data": "e30=", "messageId": "136969346945"}}"#;
         assert_eq!(nested.key(header, push), Some("136969346945".into()));
     }

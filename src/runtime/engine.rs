@@ -214,11 +214,11 @@ impl Engine {
                 max_bytes,
             });
         }
-        hook_headers::check(&hook)?;
         let catalog = self.catalog.read();
         let source = catalog
             .source(&hook.source_id)
             .ok_or_else(|| CommitError::UnknownSource(hook.source_id.clone()))?;
+        hook_headers::check(&hook, &source.tenant)?;
         let id = uuid::Uuid::now_v7().to_string();
         let stored = Hook {
             id: id.clone(),

@@ -4,15 +4,18 @@
 //! such hooks, but for a header whose ISO-8859-1 bytes grow past a line
 //! once read as text): a header no request could send is refused with the
 //! hook, by name, rather than dead-lettering each of its rows at its first
-//! attempt. The content type and the dedupe key are sent as headers too.
+//! attempt. The content type and the dedupe key are sent as headers too,
+//! the dedupe key twice: alone, and after the hook's tenant and source as
+//! its idempotency key.
 
 use super::{CommitError, NewHook};
 use crate::limits::{HTTP_MAX_HEADER_LINE_BYTES, MAX_HEADERS};
-use crate::sink::http::{header_line_bytes, header_value, GOAD_DEDUPE_KEY};
+use crate::sink::http::{header_line_bytes, header_value, GOAD_DEDUPE_KEY, GOAD_IDEMPOTENCY_KEY};
+use crate::store::Hook;
 use ureq::http::HeaderName;
 
-/// Checks a hook's headers, content type and dedupe key.
-pub(super) fn check(hook: &NewHook) -> Result<(), CommitError> {
+/// Checks the headers, content type and dedupe key of a hook of `tenant`.
+pub(super) fn check(hook: &NewHook, tenant: &str) -> Result<(), CommitError> {
     if let Some((name, _)) = hook.headers.get(MAX_HEADERS) {
         let why = format!("is one more than the {MAX_HEADERS} headers a hook may carry");
         return Err(bad(name, why));
@@ -28,14 +31,23 @@ pub(super) fn check(hook: &NewHook) -> Result<(), CommitError> {
         fits("content-type", content_type)?;
     }
     if let Some(key) = &hook.dedupe_key {
-        fits(GOAD_DEDUPE_KEY.as_str(), key)?;
+        dedupe_key_fits(tenant, &hook.source_id, key)?;
     }
     Ok(())
 }
 
-/// Whether `key` may be a hook's dedupe key (see [`check`]).
-pub(crate) fn dedupe_key_fits(key: &str) -> bool {
-    fits(GOAD_DEDUPE_KEY.as_str(), key).is_ok()
+/// Whether `key` may be the dedupe key of a hook of `tenant` and
+/// `source_id`: as its own header and within its idempotency key's.
+pub(crate) fn dedupe_key_fits(tenant: &str, source_id: &str, key: &str) -> Result<(), CommitError> {
+    fits(GOAD_DEDUPE_KEY.as_str(), key)?;
+    let idempotency_key = Hook::idempotency_key_of(tenant, source_id, key);
+    fits(GOAD_IDEMPOTENCY_KEY.as_str(), &idempotency_key).map_err(|e| match e {
+        CommitError::BadHeader { name, why } => bad(
+            &name,
+            format!("(the tenant, the source and the dedupe key) {why}"),
+        ),
+        other => other,
+    })
 }
 
 /// `value` is one an HTTP request can carry under `name`, on a line an

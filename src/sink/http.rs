@@ -309,9 +309,10 @@ pub(crate) fn header_line_bytes(name: &str, value: &[u8]) -> usize {
 /// Each header's line (`name: value` and its line break) is at most
 /// `HTTP_MAX_HEADER_LINE_BYTES`, which the connection's write buffer holds
 /// whole; a longer one could never be sent, so it is a permanent failure
-/// naming the header. A hook's own headers were checked as it was
-/// committed (`runtime::hook_headers`), but the idempotency key goad
-/// builds on its dedupe key is longer than the key.
+/// naming the header. A hook's own headers, and the idempotency key goad
+/// builds on its dedupe key, were checked as it was committed
+/// (`runtime::hook_headers`): this one is for a hook committed before that
+/// check, and for a sink's own headers.
 fn lines_fit(request: &Request<()>) -> Result<(), SinkError> {
     let too_long = (request.headers().iter())
         .map(|(name, value)| (name, header_line_bytes(name.as_str(), value.as_bytes())))
@@ -329,7 +330,8 @@ const WEBHOOK_TIMESTAMP: HeaderName = HeaderName::from_static("webhook-timestamp
 const WEBHOOK_SIGNATURE: HeaderName = HeaderName::from_static("webhook-signature");
 const GOAD_SOURCE: HeaderName = HeaderName::from_static("x-goad-source");
 const GOAD_TENANT: HeaderName = HeaderName::from_static("x-goad-tenant");
-const GOAD_IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("x-goad-idempotency-key");
+pub(crate) const GOAD_IDEMPOTENCY_KEY: HeaderName =
+    HeaderName::from_static("x-goad-idempotency-key");
 const GOAD_ATTEMPT: HeaderName = HeaderName::from_static("x-goad-attempt");
 /// The header that carries a hook's dedupe key.
 pub(crate) const GOAD_DEDUPE_KEY: HeaderName = HeaderName::from_static("x-goad-dedupe-key");

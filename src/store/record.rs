@@ -57,9 +57,15 @@ impl Hook {
     /// The key consumers dedupe on: `tenant:source:dedupe_key`, or the id.
     pub fn idempotency_key(&self) -> String {
         match &self.dedupe_key {
-            Some(k) => format!("{}:{}:{}", self.tenant, self.source_id, k),
+            Some(k) => Hook::idempotency_key_of(&self.tenant, &self.source_id, k),
             None => self.id.clone(),
         }
+    }
+
+    /// The idempotency key of a hook of `tenant` and `source_id` whose
+    /// dedupe key is `dedupe_key`.
+    pub fn idempotency_key_of(tenant: &str, source_id: &str, dedupe_key: &str) -> String {
+        format!("{tenant}:{source_id}:{dedupe_key}")
     }
 }
 

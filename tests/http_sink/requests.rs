@@ -275,7 +275,8 @@ fn a_url_from_the_environment_is_delivered_to_and_never_printed() {
 /// a node's ingest makes none) is refused as it is committed, naming the
 /// header, and nothing is stored: a name that is no token, a value with a
 /// line break or a NUL (the content type and the dedupe key are sent as
-/// headers too), a 65th header, a line over 16 KiB.
+/// headers too), a 65th header, a line over 16 KiB (the dedupe key's
+/// idempotency key's too).
 #[test]
 fn a_hook_with_a_header_no_request_could_carry_is_refused_at_commit() {
     let dir = tempfile::tempdir().unwrap();
@@ -304,6 +305,16 @@ fn a_hook_with_a_header_no_request_could_carry_is_refused_at_commit() {
         ),
         (many, "header \"x-64\" is one more than the 64 headers a hook may carry"),
         (with("x-big", &long_line), "header \"x-big\" is a line of 16385 bytes, longer than the 16384 an HTTP sink sends"),
+        // The dedupe key's own line fits (16,384 bytes), but not its
+        // idempotency key's, which puts `t:s:` before it.
+        (
+            NewHook { dedupe_key: Some("k".repeat(16_363)), ..NewHook::new("s", "x") },
+            "header \"x-goad-idempotency-key\" (the tenant, the source and the dedupe key) is a line of 16393 bytes, longer than the 16384 an HTTP sink sends",
+        ),
+        (
+            NewHook { dedupe_key: Some("k".repeat(16_364)), ..NewHook::new("s", "x") },
+            "header \"x-goad-dedupe-key\" is a line of 16385 bytes, longer than the 16384 an HTTP sink sends",
+        ),
     ];
     for (hook, want) in cases {
         let refused = engine.commit(hook).unwrap_err();
