@@ -11,11 +11,12 @@ use super::validate::{
     check_http_url, credentials, env_name_list, invalid, is_http_url, is_region, positive,
     stored_header, url_fits, validate_retry_policy,
 };
-use super::{Config, ConfigError, SinkConfig};
+use super::{Config, ConfigError, SinkConfig, SourceConfig};
 use crate::core::LaneBy;
 use crate::limits::MAX_CALLS_PER_S;
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
 use crate::sink::gcp_token::TOKEN_SOURCES;
+use crate::sink::sqs::{default_group, is_fifo, is_group_id};
 
 /// The sink types goad itself provides.
 pub const BUILTIN_SINK_TYPES: &[&str] = &["http", "sqs", "pubsub"];
@@ -75,6 +76,7 @@ impl Config {
     pub(super) fn validate_sink(
         &self,
         at: &str,
+        source: &SourceConfig,
         sink: &SinkConfig,
         host_sinks: &[&str],
     ) -> Result<(), ConfigError> {
@@ -106,7 +108,7 @@ impl Config {
         }
         match sink.kind.as_str() {
             "http" => self.validate_http_sink(at, sink),
-            "sqs" => validate_sqs_sink(at, sink),
+            "sqs" => validate_sqs_sink(at, source, sink),
             "pubsub" => validate_pubsub_sink(at, sink),
             _ => Ok(()),
         }
@@ -337,7 +339,11 @@ pub(crate) fn tls_files_need_https(
     }
 }
 
-fn validate_sqs_sink(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
+fn validate_sqs_sink(
+    at: &str,
+    source: &SourceConfig,
+    sink: &SinkConfig,
+) -> Result<(), ConfigError> {
     let queue_url = sink.queue_url.as_deref().unwrap_or("");
     url_fits(&format!("{at}.queue_url"), queue_url)?;
     if !is_http_url(queue_url) || crate::sink::sqs::queue_name(queue_url).is_none() {
@@ -359,11 +365,17 @@ fn validate_sqs_sink(at: &str, sink: &SinkConfig) -> Result<(), ConfigError> {
         }
         _ => {}
     }
-    if let Some(group) = &sink.message_group_id {
-        if group.is_empty() || group.len() > 128 {
-            let rule = "1 to 128 characters";
-            return Err(invalid(format!("{at}.message_group_id"), rule, group));
+    let key = format!("{at}.message_group_id");
+    match &sink.message_group_id {
+        Some(group) if !is_group_id(group) => {
+            let rule = "1 to 128 letters, digits and punctuation (SQS's MessageGroupId)";
+            return Err(invalid(key, rule, group));
         }
+        None if is_fifo(queue_url) && !is_group_id(&default_group(&source.tenant, &source.id)) => {
+            let rule = "set for this FIFO queue: its default, \"<tenant>/<source>\", is over SQS's 128 characters";
+            return Err(invalid(key, rule, "absent"));
+        }
+        _ => {}
     }
     aws_credentials(at, sink)
 }

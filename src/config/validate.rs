@@ -239,8 +239,9 @@ impl Config {
         let mut problems: Vec<ConfigError> = sections.into_iter().filter_map(Result::err).collect();
         for (i, source) in self.sources.iter().enumerate() {
             let at = format!("sources[{i}]");
-            let sinks = (source.sinks.iter().enumerate())
-                .map(|(j, sink)| self.validate_sink(&format!("{at}.sinks[{j}]"), sink, host_sinks));
+            let sinks = (source.sinks.iter().enumerate()).map(|(j, sink)| {
+                self.validate_sink(&format!("{at}.sinks[{j}]"), source, sink, host_sinks)
+            });
             let checks = [
                 validate_source_ids(&at, source, &mut ids),
                 validate_source(&at, source),

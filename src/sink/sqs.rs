@@ -114,6 +114,23 @@ pub fn queue_name(queue_url: &str) -> Option<&str> {
     (!name.is_empty()).then_some(name)
 }
 
+/// Whether a queue URL's queue is FIFO (its name ends `.fifo`).
+pub fn is_fifo(queue_url: &str) -> bool {
+    queue_name(queue_url).is_some_and(|name| name.ends_with(".fifo"))
+}
+
+/// A FIFO queue's `MessageGroupId` when the sink sets none: the hook's
+/// tenant and source.
+pub fn default_group(tenant: &str, source_id: &str) -> String {
+    format!("{tenant}/{source_id}")
+}
+
+/// Whether SQS takes `group` as a `MessageGroupId`: 1 to 128 letters,
+/// digits and punctuation (`!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~`).
+pub fn is_group_id(group: &str) -> bool {
+    (1..=128).contains(&group.len()) && group.bytes().all(|b| b.is_ascii_graphic())
+}
+
 /// The region an AWS queue URL names (`sqs.<region>.amazonaws.com`, or the
 /// legacy `<region>.queue.amazonaws.com`).
 pub fn region_of(queue_url: &str) -> Option<String> {
@@ -142,7 +159,8 @@ impl SqsSink {
             Some(endpoint) => origin(endpoint)?,
             None => origin(&options.queue_url)?,
         };
-        let fifo = queue_name(&options.queue_url)?.ends_with(".fifo");
+        queue_name(&options.queue_url)?;
+        let fifo = is_fifo(&options.queue_url);
         Some(SqsSink {
             agent: agent(options.timeout_ms, options.idle_connections),
             post_url: format!("{endpoint}/"),
@@ -182,7 +200,7 @@ impl SqsSink {
         entry.insert("MessageAttributes".into(), Value::Object(attributes));
         let group = match &self.options.message_group_id {
             Some(group) => Some(group.clone()),
-            None if self.fifo => Some(format!("{}/{}", hook.tenant, hook.source_id)),
+            None if self.fifo => Some(default_group(&hook.tenant, &hook.source_id)),
             None => None,
         };
         if let Some(group) = group {
