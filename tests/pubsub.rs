@@ -174,17 +174,9 @@ fn a_hook_is_published_as_goads_message_with_the_token() {
 fn an_ordered_sink_sends_its_lane_key_and_a_replay_names_itself() {
     let (receiver, answer) = stand_in(Answer::InvalidArgument);
     let dir = tempfile::tempdir().unwrap();
-    let sink = SinkConfig {
-        ordered: true,
-        ordering_key: Some("header:x-customer".into()),
-        ..pubsub_sink(&receiver)
-    };
+    let sink = ordered_by_customer(&receiver);
     let engine = Engine::open(stripe_to(dir.path(), sink)).unwrap();
-    let hook = NewHook {
-        headers: vec![("x-customer".into(), "cus_1".into())],
-        ..NewHook::new("stripe", "a")
-    };
-    engine.commit(hook).unwrap();
+    engine.commit(of_customer("cus_1", "a")).unwrap();
     engine.commit(NewHook::new("stripe", "b")).unwrap();
     engine.tick().unwrap();
     // INVALID_ARGUMENT is permanent: both dead after one attempt each.
@@ -220,9 +212,11 @@ fn an_ordered_sink_sends_its_lane_key_and_a_replay_names_itself() {
     }
 }
 
-/// An engine on `sink`, paused, holding `hooks` until `resume` (one of
-/// its batches then takes them all at once).
-fn held_then_resumed(dir: &std::path::Path, sink: SinkConfig, hooks: Vec<NewHook>) -> Engine {
+/// Commits `hooks` to an engine on `sink` while the sink is paused, then
+/// resumes it, so one of its batches takes them all at once; waits until
+/// every hook but one is delivered and returns the one dead row's attempts
+/// and reason.
+fn one_dead_of(dir: &std::path::Path, sink: SinkConfig, hooks: Vec<NewHook>) -> (u32, String) {
     let mut c = stripe_to(
         dir,
         SinkConfig {
@@ -236,7 +230,23 @@ fn held_then_resumed(dir: &std::path::Path, sink: SinkConfig, hooks: Vec<NewHook
     }
     c.sources[0].sinks[0].paused = false;
     engine.reconfigure(&c).unwrap();
-    engine
+    wait_until("all delivered but one", Duration::from_secs(20), || {
+        engine.tick().unwrap();
+        engine.hook_count().unwrap() == 1
+    });
+    let dead = dead(&engine);
+    assert_eq!(dead.len(), 1);
+    let reason = dead[0].record.error.clone().unwrap();
+    (dead[0].record.attempts, reason)
+}
+
+/// A Pub/Sub sink on `receiver`, ordered by the `x-customer` header.
+fn ordered_by_customer(receiver: &Receiver) -> SinkConfig {
+    SinkConfig {
+        ordered: true,
+        ordering_key: Some("header:x-customer".into()),
+        ..pubsub_sink(receiver)
+    }
 }
 
 /// A hook with `x-customer: customer` and `body`.
@@ -257,11 +267,7 @@ fn of_customer(customer: &str, body: &str) -> NewHook {
 fn an_ordered_sink_publishes_one_ordering_key_a_request() {
     let (receiver, _) = stand_in(Answer::Published);
     let dir = tempfile::tempdir().unwrap();
-    let sink = SinkConfig {
-        ordered: true,
-        ordering_key: Some("header:x-customer".into()),
-        ..pubsub_sink(&receiver)
-    };
+    let sink = ordered_by_customer(&receiver);
     let customers = ["c1", "c2", "c3", "c4", "c5"];
     let mut hooks: Vec<NewHook> = (1..=2)
         .flat_map(|n| customers.map(|c| of_customer(c, &format!("{c}-{n}"))))
@@ -269,22 +275,11 @@ fn an_ordered_sink_publishes_one_ordering_key_a_request() {
     hooks.push(NewHook::new("stripe", "keyless"));
     let long_key = "k".repeat(1_025);
     hooks.push(of_customer(&long_key, "long"));
-    let engine = held_then_resumed(dir.path(), sink, hooks);
-    wait_until(
-        "every hook delivered or dead",
-        Duration::from_secs(20),
-        || {
-            engine.tick().unwrap();
-            engine.hook_count().unwrap() == 1
-        },
-    );
-    let dead = dead(&engine);
-    assert_eq!(dead.len(), 1);
     assert_eq!(
-        (dead[0].record.attempts, dead[0].record.error.as_deref()),
+        one_dead_of(dir.path(), sink, hooks),
         (
             1,
-            Some("sink pubsub: permanent: not published: the ordering key is 1025 bytes, over the 1024 Pub/Sub takes")
+            "sink pubsub: permanent: not published: the ordering key is 1025 bytes, over the 1024 Pub/Sub takes".into()
         )
     );
     let requests = receiver.received();
@@ -334,22 +329,11 @@ fn a_message_with_an_attribute_pubsub_refuses_fails_alone() {
         long,
         NewHook::new("stripe", "b"),
     ];
-    let engine = held_then_resumed(dir.path(), pubsub_sink(&receiver), hooks);
-    wait_until(
-        "every hook delivered or dead",
-        Duration::from_secs(20),
-        || {
-            engine.tick().unwrap();
-            engine.hook_count().unwrap() == 1
-        },
-    );
-    let dead = dead(&engine);
-    assert_eq!(dead.len(), 1);
     assert_eq!(
-        (dead[0].record.attempts, dead[0].record.error.as_deref()),
+        one_dead_of(dir.path(), pubsub_sink(&receiver), hooks),
         (
             1,
-            Some("sink pubsub: permanent: not published: attribute goad_idempotency_key is 1112 bytes, over the 1024 Pub/Sub takes")
+            "sink pubsub: permanent: not published: attribute goad_idempotency_key is 1112 bytes, over the 1024 Pub/Sub takes".into()
         )
     );
     let requests = receiver.received();
