@@ -78,20 +78,28 @@ fn a_hook_reaches_a_fifo_queue_as_goads_message() {
 }
 
 /// Scenario 39: a standard queue gets no group and no deduplication id.
+/// A hook whose dedupe key is empty has none (and SQS's attribute values
+/// may not be empty): its idempotency key is its id.
 #[test]
 fn a_standard_queue_gets_neither_group_nor_deduplication_id() {
     let moto = Moto::start();
     let queue_url = moto.create_queue("hooks");
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(stripe_to(dir.path(), sqs_sink(&queue_url))).unwrap();
-    let id = engine.commit(NewHook::new("stripe", "x")).unwrap();
+    let hook = NewHook {
+        dedupe_key: Some(String::new()),
+        ..NewHook::new("stripe", "x")
+    };
+    let id = engine.commit(hook).unwrap();
     engine.tick().unwrap();
     let messages = moto.receive(&queue_url);
-    assert_eq!(messages.len(), 1);
-    assert_eq!(
-        string_attribute(&messages[0], "goad_id").as_deref(),
-        Some(id.as_str())
-    );
+    assert_eq!(messages.len(), 1, "{:?}", dead(&engine));
+    for name in ["goad_id", "goad_idempotency_key"] {
+        assert_eq!(
+            string_attribute(&messages[0], name).as_deref(),
+            Some(id.as_str())
+        );
+    }
     assert_eq!(messages[0]["Attributes"]["MessageGroupId"], Value::Null);
     assert_eq!(
         messages[0]["Attributes"]["MessageDeduplicationId"],
