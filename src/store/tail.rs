@@ -89,17 +89,25 @@ impl Pages<'_> {
         Ok(Some(bytes))
     }
 
-    /// The free pages from page `from` on, as the newer meta page's free
-    /// list names them; `None` if its tree does not read.
-    fn free_past(&self, from: u64) -> io::Result<Option<HashSet<u64>>> {
+    /// The meta page of the last commit (the one of the two with the
+    /// higher transaction id), if both are in the file.
+    fn newer_meta(&self) -> io::Result<Option<Vec<u8>>> {
         let (Some(meta_0), Some(meta_1)) = (self.read(0, 1)?, self.read(1, 1)?) else {
             return Ok(None);
         };
         let txnid = |meta: &[u8]| u64_at(meta, META_TXNID_AT);
-        let meta = if txnid(&meta_0) < txnid(&meta_1) {
+        Ok(Some(if txnid(&meta_0) < txnid(&meta_1) {
             meta_1
         } else {
             meta_0
+        }))
+    }
+
+    /// The free pages from page `from` on, as the newer meta page's free
+    /// list names them; `None` if its tree does not read.
+    fn free_past(&self, from: u64) -> io::Result<Option<HashSet<u64>>> {
+        let Some(meta) = self.newer_meta()? else {
+            return Ok(None);
         };
         let mut free = HashSet::new();
         let mut unread = vec![u64_at(&meta, FREE_DB_AT + DB_ROOT_AT)];
@@ -202,12 +210,9 @@ mod tests {
     use heed::{CommitOrAbort, EnvOpenOptions};
     use std::fs::OpenOptions;
 
-    /// A store whose last transaction took pages at the end of the file
-    /// for a large value and freed them before it committed: LMDB's last
-    /// page is past the file's end, and those pages are on the free list.
-    /// Returns the file, its page size and LMDB's last page.
-    fn store_with_a_free_tail(dir: &std::path::Path) -> (std::path::PathBuf, usize, u64) {
-        // SAFETY: this test opens the environment once.
+    /// An environment in `dir` (opened once) with one database, `rows`.
+    fn rows_env(dir: &std::path::Path) -> (heed::Env, heed::Database<Bytes, Bytes>) {
+        // SAFETY: each test opens its environment once.
         let env = unsafe {
             let mut options = EnvOpenOptions::new();
             options.map_size(64 << 20).max_dbs(1).open(dir).unwrap()
@@ -219,6 +224,15 @@ mod tests {
             })
             .unwrap()
             .unwrap_commit();
+        (env, db)
+    }
+
+    /// A store whose last transaction took pages at the end of the file
+    /// for a large value and freed them before it committed: LMDB's last
+    /// page is past the file's end, and those pages are on the free list.
+    /// Returns the file, its page size and LMDB's last page.
+    fn store_with_a_free_tail(dir: &std::path::Path) -> (std::path::PathBuf, usize, u64) {
+        let (env, db) = rows_env(dir);
         let put_all = |byte: u8| {
             let mut wtxn = env.write_txn().unwrap();
             for i in 0..100u32 {
@@ -240,6 +254,48 @@ mod tests {
         let page_bytes = env.unnamed_database_stat().page_size as usize;
         let last_page = env.info().last_page_number as u64;
         (dir.join("data.mdb"), page_bytes, last_page)
+    }
+
+    /// A free list whose tree has branch pages reads whole: with a reader
+    /// held open, so no freed page is taken again, each of hundreds of
+    /// transactions adds an entry. Every page LMDB has used is then a meta
+    /// page, a page of a tree (the free list's own included) or free.
+    #[test]
+    fn a_free_list_of_several_pages_reads_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (env, db) = rows_env(dir.path());
+        let reader = env.read_txn().unwrap();
+        for i in 0..600u32 {
+            let mut wtxn = env.write_txn().unwrap();
+            db.put(&mut wtxn, &(i % 50).to_be_bytes(), &[i as u8; 200])
+                .unwrap();
+            wtxn.commit().unwrap();
+        }
+        // Entries stay until a write takes their pages.
+        drop(reader);
+        let rtxn = env.read_txn().unwrap();
+        let pages_of =
+            |s: heed::DatabaseStat| (s.branch_pages + s.leaf_pages + s.overflow_pages) as u64;
+        let tree_pages = pages_of(env.unnamed_database_stat()) + pages_of(db.stat(&rtxn).unwrap());
+        let page_bytes = env.unnamed_database_stat().page_size as usize;
+        let last_page = env.info().last_page_number as u64;
+        let file = File::open(dir.path().join("data.mdb")).unwrap();
+        let file_pages = file.metadata().unwrap().len() / page_bytes as u64;
+        let pages = Pages {
+            file: &file,
+            page_bytes,
+            file_pages,
+        };
+        let meta = pages.newer_meta().unwrap().unwrap();
+        let free_db = |at: usize| u64_at(&meta, FREE_DB_AT + at);
+        let depth = u16_at(&meta, FREE_DB_AT + 6);
+        assert!(depth >= 2, "the free list's tree is {depth} deep");
+        let free_db_pages = free_db(8) + free_db(16) + free_db(24);
+        let free = pages.free_past(0).unwrap().expect("the free list reads");
+        assert_eq!(
+            2 + tree_pages + free_db_pages + free.len() as u64,
+            last_page + 1
+        );
     }
 
     /// A store whose file ends before LMDB's last page, the pages past its
