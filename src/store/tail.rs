@@ -211,7 +211,7 @@ mod tests {
     use std::fs::OpenOptions;
 
     /// An environment in `dir` (opened once) with one database, `rows`.
-    fn rows_env(dir: &std::path::Path) -> (heed::Env, heed::Database<Bytes, Bytes>) {
+    fn rows_env(dir: &std::path::Path) -> (heed::Env, heed::Database<'static, Bytes, Bytes>) {
         // SAFETY: each test opens its environment once.
         let env = unsafe {
             let mut options = EnvOpenOptions::new();
