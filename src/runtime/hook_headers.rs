@@ -36,18 +36,19 @@ pub(super) fn check(hook: &NewHook, tenant: &str) -> Result<(), CommitError> {
     Ok(())
 }
 
-/// Whether `key` may be the dedupe key of a hook of `tenant` and
-/// `source_id`: as its own header and within its idempotency key's.
+/// Checks that `key` may be the dedupe key of a hook of `tenant` and
+/// `source_id`: as its own header, and within its idempotency key's.
 pub(crate) fn dedupe_key_fits(tenant: &str, source_id: &str, key: &str) -> Result<(), CommitError> {
     fits(GOAD_DEDUPE_KEY.as_str(), key)?;
+    let name = GOAD_IDEMPOTENCY_KEY;
     let idempotency_key = Hook::idempotency_key_of(tenant, source_id, key);
-    fits(GOAD_IDEMPOTENCY_KEY.as_str(), &idempotency_key).map_err(|e| match e {
-        CommitError::BadHeader { name, why } => bad(
-            &name,
+    match too_long(header_line_bytes(name.as_str(), idempotency_key.as_bytes())) {
+        Some(why) => Err(bad(
+            name.as_str(),
             format!("(the tenant, the source and the dedupe key) {why}"),
-        ),
-        other => other,
-    })
+        )),
+        None => Ok(()),
+    }
 }
 
 /// `value` is one an HTTP request can carry under `name`, on a line an
@@ -57,14 +58,19 @@ fn fits(name: &str, value: &str) -> Result<(), CommitError> {
         let why = "has a value with a control character (CR, LF, NUL, …), which HTTP cannot carry";
         return Err(bad(name, why.into()));
     }
-    let line_bytes = header_line_bytes(name, value.as_bytes());
-    if line_bytes > HTTP_MAX_HEADER_LINE_BYTES {
-        let why = format!(
-            "is a line of {line_bytes} bytes, longer than the {HTTP_MAX_HEADER_LINE_BYTES} an HTTP sink sends"
-        );
-        return Err(bad(name, why));
+    match too_long(header_line_bytes(name, value.as_bytes())) {
+        Some(why) => Err(bad(name, why)),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// Why a header line of `line_bytes` cannot be sent, if it cannot.
+fn too_long(line_bytes: usize) -> Option<String> {
+    (line_bytes > HTTP_MAX_HEADER_LINE_BYTES).then(|| {
+        format!(
+            "is a line of {line_bytes} bytes, longer than the {HTTP_MAX_HEADER_LINE_BYTES} an HTTP sink sends"
+        )
+    })
 }
 
 fn bad(name: &str, why: String) -> CommitError {
