@@ -131,8 +131,9 @@ impl PubSubSink {
             .as_ref()
             .map(|by| by.key(&delivery.hook.headers));
         let ordering_key = lane_key.as_deref().filter(|key| !key.is_empty());
-        over_limit(&attributes, ordering_key)
-            .map_or(Ok(()), |over| Err(SinkError::permanent(over)))?;
+        if let Some(over) = over_limit(&attributes, ordering_key) {
+            return Err(SinkError::permanent(over));
+        }
         let size_bytes = data.len()
             + attributes
                 .iter()
