@@ -20,7 +20,8 @@ use std::fmt;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// The token and its expiry from a token endpoint's answer: `access_token`,
-/// and `expires_in` seconds (when it is missing, as the RFC allows,
+/// and `expires_in` seconds, a number or a string of one as Microsoft's
+/// v1 endpoint writes it (when it is missing, as the RFC allows,
 /// `OAUTH2_DEFAULT_LIFETIME_S`); a `token_type` other than Bearer is
 /// refused (goad sends only Bearer tokens).
 pub(super) fn token_answer(
@@ -35,7 +36,12 @@ pub(super) fn token_answer(
     if let Some(kind) = kind.filter(|kind| !kind.eq_ignore_ascii_case("bearer")) {
         return Err(format!("its token_type is {kind:?}, not Bearer").into());
     }
-    let lifetime_s = answer.get("expires_in").and_then(Value::as_u64);
+    let lifetime_s = answer
+        .get("expires_in")
+        .and_then(|expires_in| match expires_in {
+            Value::String(seconds) => seconds.parse().ok(),
+            seconds => seconds.as_u64(),
+        });
     let lifetime_s = lifetime_s.unwrap_or(OAUTH2_DEFAULT_LIFETIME_S);
     Ok((token.to_string(), expires_after(now, lifetime_s)))
 }
@@ -262,6 +268,9 @@ mod tests {
         let at = |s: u64| now + Duration::from_secs(s);
         let answer = r#"{"access_token": "t", "token_type": "bearer", "expires_in": 60}"#;
         assert_eq!(token_answer(answer, now).unwrap(), ("t".into(), at(60)));
+        // Microsoft's v1 endpoint writes its numbers as strings.
+        let answer = r#"{"access_token": "t", "token_type": "Bearer", "expires_in": "299"}"#;
+        assert_eq!(token_answer(answer, now).unwrap(), ("t".into(), at(299)));
         let answer = r#"{"access_token": "t"}"#;
         let lifetime_s = OAUTH2_DEFAULT_LIFETIME_S;
         assert_eq!(
