@@ -16,7 +16,7 @@ use crate::core::LaneBy;
 use crate::limits::MAX_CALLS_PER_S;
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
 use crate::sink::gcp_token::TOKEN_SOURCES;
-use crate::sink::sqs::{default_group, is_fifo, is_group_id};
+use crate::sink::sqs::{default_group, is_fifo, is_group_id, queue_name};
 
 /// The sink types goad itself provides.
 pub const BUILTIN_SINK_TYPES: &[&str] = &["http", "sqs", "pubsub"];
@@ -346,7 +346,7 @@ fn validate_sqs_sink(
 ) -> Result<(), ConfigError> {
     let queue_url = sink.queue_url.as_deref().unwrap_or("");
     url_fits(&format!("{at}.queue_url"), queue_url)?;
-    if !is_http_url(queue_url) || crate::sink::sqs::queue_name(queue_url).is_none() {
+    if !is_http_url(queue_url) || queue_name(queue_url).is_none() {
         return Err(invalid(
             format!("{at}.queue_url"),
             "an http:// or https:// queue URL ending in the queue's name",
@@ -371,7 +371,9 @@ fn validate_sqs_sink(
             let rule = "1 to 128 letters, digits and punctuation (SQS's MessageGroupId)";
             return Err(invalid(key, rule, group));
         }
-        None if is_fifo(queue_url) && !is_group_id(&default_group(&source.tenant, &source.id)) => {
+        None if queue_name(queue_url).is_some_and(is_fifo)
+            && !is_group_id(&default_group(&source.tenant, &source.id)) =>
+        {
             let rule = "set for this FIFO queue: its default, \"<tenant>/<source>\", is over SQS's 128 characters";
             return Err(invalid(key, rule, "absent"));
         }

@@ -114,9 +114,9 @@ pub fn queue_name(queue_url: &str) -> Option<&str> {
     (!name.is_empty()).then_some(name)
 }
 
-/// Whether a queue URL's queue is FIFO (its name ends `.fifo`).
-pub fn is_fifo(queue_url: &str) -> bool {
-    queue_name(queue_url).is_some_and(|name| name.ends_with(".fifo"))
+/// Whether the queue of this name (see [`queue_name`]) is FIFO.
+pub fn is_fifo(queue_name: &str) -> bool {
+    queue_name.ends_with(".fifo")
 }
 
 /// A FIFO queue's `MessageGroupId` when the sink sets none: the hook's
@@ -159,8 +159,7 @@ impl SqsSink {
             Some(endpoint) => origin(endpoint)?,
             None => origin(&options.queue_url)?,
         };
-        queue_name(&options.queue_url)?;
-        let fifo = is_fifo(&options.queue_url);
+        let fifo = is_fifo(queue_name(&options.queue_url)?);
         Some(SqsSink {
             agent: agent(options.timeout_ms, options.idle_connections),
             post_url: format!("{endpoint}/"),
