@@ -58,8 +58,9 @@ fn bearers(receiver: &Receiver) -> Vec<String> {
 /// `Metadata-Flavor: Google`, the audience percent-encoded, `format=full`),
 /// kept while its `exp` is far; a 401 to a token held a while drops it and
 /// the retry carries a new one, as Cloud Run asks of a caller. Another
-/// sink for the same audience shares the token; one for another audience
-/// has its own.
+/// sink for the same audience shares the token, and keeps it when a
+/// reconfiguration builds it anew for another URL; one for another
+/// audience has its own.
 #[test]
 fn a_google_id_token_sink_sends_the_metadata_servers_token_for_its_audience() {
     let issued = std::sync::atomic::AtomicU32::new(0);
@@ -84,13 +85,17 @@ fn a_google_id_token_sink_sends_the_metadata_servers_token_for_its_audience() {
     other.google_id_token.as_mut().unwrap().audience = "https://svc-xyz.a.run.app".into();
     c.sources.push(source("same", "t", vec![same]));
     c.sources.push(source("other", "t", vec![other]));
-    let engine = Engine::open(c).unwrap();
+    let engine = Engine::open(c.clone()).unwrap();
     commit_and_tick(&engine, "one");
     commit_and_tick(&engine, "two");
     for id in ["same", "other"] {
         engine.commit(NewHook::new(id, id)).unwrap();
         engine.tick().unwrap();
     }
+    c.sources[1].sinks[0].url = Some(receiver.url("/same-moved"));
+    engine.reconfigure(&c).unwrap();
+    engine.commit(NewHook::new("same", "moved")).unwrap();
+    engine.tick().unwrap();
     let asked: Vec<String> = metadata.received().into_iter().map(|r| r.path).collect();
     let path = |service: &str| {
         format!(
@@ -99,7 +104,7 @@ fn a_google_id_token_sink_sends_the_metadata_servers_token_for_its_audience() {
         )
     };
     assert_eq!(asked, [path("svc-abc"), path("svc-abc"), path("svc-xyz")]);
-    let sent = [1, 1, 2, 2, 3].map(|n| format!("Bearer {}", id_token(n)));
+    let sent = [1, 1, 2, 2, 3, 2].map(|n| format!("Bearer {}", id_token(n)));
     assert_eq!(bearers(&receiver), sent);
     assert!(rows(&engine).is_empty(), "all delivered");
 }

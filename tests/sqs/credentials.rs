@@ -156,10 +156,11 @@ fn instance_credentials_come_from_the_metadata_service_once_while_fresh() {
 }
 
 /// Sinks taking their credentials from one place share them, with the
-/// claim check's bucket: two sinks, the bucket and two roles assumed with
-/// the instance's credentials fetch those once (and assume each role
-/// once), and a sink a reconfiguration builds anew for another queue keeps
-/// them.
+/// claim check's bucket: two sinks, the bucket and three roles assumed
+/// with the instance's credentials (one of them an HTTP sink's, signing
+/// for Lambda) fetch those once and assume each role once, and a
+/// reconfiguration keeps them for the sinks it builds anew for another
+/// queue or URL.
 #[test]
 fn sinks_share_credentials_from_one_place_across_a_reconfiguration() {
     let _instance = INSTANCE_VARIABLE.lock();
@@ -196,18 +197,32 @@ fn sinks_share_credentials_from_one_place_across_a_reconfiguration() {
         .push(source("c", "t", vec![sink(&queues[2], Some("writer"))]));
     c.sources
         .push(source("d", "t", vec![sink(&queues[3], Some("reader"))]));
+    let function = Receiver::start(|_| Reply::status(200)).unwrap();
+    let invoking = SinkConfig {
+        kind: "http".into(),
+        url: Some(function.url("/")),
+        queue_url: None,
+        inline_max_bytes: None,
+        aws_service: Some("lambda".into()),
+        ..sink(&queues[0], Some("invoker"))
+    };
+    c.sources.push(source("e", "t", vec![invoking]));
     let engine = Engine::open(c.clone()).unwrap();
-    for id in ["a", "b", "c", "d"] {
+    for id in ["a", "b", "c", "d", "e"] {
         engine.commit(NewHook::new(id, "x")).unwrap();
     }
     engine.commit(NewHook::new("b", vec![b'c'; 1_000])).unwrap();
     engine.tick().unwrap();
     c.sources[0].sinks[0].queue_url = Some(queues[4].clone());
+    c.sources[4].sinks[0].url = Some(function.url("/moved"));
     engine.reconfigure(&c).unwrap();
     engine.commit(NewHook::new("a", "y")).unwrap();
+    engine.commit(NewHook::new("e", "y")).unwrap();
     engine.tick().unwrap();
     let received: Vec<usize> = queues[1..].iter().map(|q| moto.receive(q).len()).collect();
     assert_eq!(received, [2, 1, 1, 1]);
+    let invoked: Vec<String> = (function.received().into_iter()).map(|r| r.path).collect();
+    assert_eq!(invoked, ["/", "/moved"]);
     let recorded = moto.recorded();
     let claims_put = (recorded.iter())
         .filter(|r| r["method"] == "PUT" && recorded_path(r).starts_with("/shared-claims/"));
@@ -227,6 +242,7 @@ fn sinks_share_credentials_from_one_place_across_a_reconfiguration() {
     assert_eq!(
         assumed,
         [
+            "RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Finvoker",
             "RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Freader",
             "RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fwriter"
         ]
