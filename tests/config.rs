@@ -89,6 +89,7 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("[dispatch]\nbreaker_open_ms = 86400001\nbreaker_max_open_ms = 86400001", "dispatch.breaker_open_ms must be an integer from 1 to 86400000 (a day), got 86400001"),
         ("[dispatch]\nbreaker_max_open_ms = 10", "dispatch.breaker_max_open_ms must be an integer from dispatch.breaker_open_ms (30000) to 86400000 (a day), got 10"),
         ("[dispatch]\nbreaker_max_open_ms = 18446744073709551615", "dispatch.breaker_max_open_ms must be an integer from dispatch.breaker_open_ms (30000) to 86400000 (a day), got 18446744073709551615"),
+        ("[dispatch.tenants.\"acme corp\"]\nconcurrency = 1", "dispatch.tenants.acme corp must be a tenant id of [A-Za-z0-9_-], 1 to 128 characters, got \"acme corp\""),
         ("[dispatch.tenants.acme]\nconcurrency = 0", "dispatch.tenants.acme.concurrency must be a positive integer, got 0"),
         ("[dispatch.tenants.acme]\nmax_stored_bytes = 1000", "dispatch.tenants.acme.max_stored_bytes must be 0 (no bound) or at least max_body_bytes (1048576): a smaller bound would refuse a hook goad takes, got 1000"),
         ("[retry]\nmax_attempts = 0", "retry.max_attempts must be a positive integer, got 0"),
@@ -131,6 +132,10 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("[claim_check]\ns3_bucket = \"Claims_\"\ns3_region = \"us-east-1\"", "claim_check.s3_bucket must be an S3 bucket name: 3 to 63 lowercase letters, digits, '.' or '-', got \"Claims_\""),
         ("[claim_check]\ndir = \"/tmp/c\"\ns3_bucket = \"claims\"\ns3_region = \"us-east-1\"", "claim_check.dir must be absent with claim_check.s3_bucket (claims go to one place), got \"set\""),
         ("[claim_check]\ns3_bucket = \"claims\"\ns3_region = \"us-east-1\"\ncredentials = \"sso\"", "claim_check.credentials must be one of [\"env\", \"instance\", \"container\", \"web_identity\", \"profile\"], got \"sso\""),
+        ("[claim_check]\ns3_bucket = \"claims\"\ns3_region = \"EU (Ireland)\"", "claim_check.s3_region must be an AWS region name of lowercase letters, digits and '-', got \"EU (Ireland)\""),
+        ("[claim_check]\ns3_bucket = \"claims\"\ns3_region = \"us-east-1\"\ns3_prefix = \"/goad/\"", "claim_check.s3_prefix must be at most 256 characters, not starting with '/' nor holding '..', got \"/goad/\""),
+        ("[claim_check]\ns3_bucket = \"claims\"\ns3_region = \"us-east-1\"\ns3_prefix = \"goad/../other/\"", "claim_check.s3_prefix must be at most 256 characters, not starting with '/' nor holding '..', got \"goad/../other/\""),
+        ("[claim_check]\ns3_bucket = \"claims\"\ns3_region = \"us-east-1\"\naccess_key_id_env = \"\"", "claim_check.access_key_id_env must be an environment variable name, got \"\""),
         ("[claim_check]\ncredentials = \"instance\"", "claim_check.credentials must be absent without claim_check.s3_bucket, got \"set\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"sqs\"\nqueue_url = \"https://sqs.us-east-1.amazonaws.com/1/q\"\ncredentials = \"web_identity\"\nsecret_access_key_env = \"S\"", "sources[0].sinks[0].secret_access_key_env must be absent with credentials = \"web_identity\" (only env reads variables), got \"set\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\ncredentials = \"env\"", "sources[0].sinks[0].credentials must be absent without aws_service (it signs that service's requests), got \"set\""),
@@ -231,6 +236,11 @@ fn each_range_rule_names_the_key_and_the_value() {
     for (toml, want) in cases {
         assert_eq!(error_of(toml), want, "for {toml:?}");
     }
+    let sinks = "[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\n".repeat(65);
+    assert_eq!(
+        error_of(&format!("[[sources]]\nid = \"a\"\n{sinks}")),
+        "sources[0].sinks must be at most 64 sinks, got 65"
+    );
 }
 
 /// `http.max_buffered_bytes` takes exactly one largest request, and its

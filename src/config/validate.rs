@@ -178,7 +178,7 @@ fn validate_tenant_limits(
     if tenant != "default" && !is_id(tenant) {
         return Err(invalid(
             format!("dispatch.tenants.{tenant}"),
-            "a tenant id of [A-Za-z0-9_-]",
+            "a tenant id of [A-Za-z0-9_-], 1 to 128 characters",
             tenant,
         ));
     }
