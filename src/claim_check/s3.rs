@@ -6,7 +6,9 @@
 //! bucket's lifecycle rule deletes old claims: goad does not list buckets.
 
 use crate::sink::aws_credentials::AwsCredentials;
-use crate::sink::client::{agent, request_timeout, send_past_stale_connections, transport_error};
+use crate::sink::client::{
+    agent, failed_answer, request_timeout, send_past_stale_connections, transport_error,
+};
 use crate::sink::sigv4::{sign_headers, Unsigned};
 use std::io;
 use std::time::{Duration, Instant, SystemTime};
@@ -166,9 +168,8 @@ impl S3Bucket {
 
 /// An S3 answer that is not a success, as an error.
 fn failed(method: &str, status: u16, answer: &[u8]) -> io::Error {
-    let text = String::from_utf8_lossy(&answer[..answer.len().min(256)]);
     io::Error::other(format!(
-        "S3 {method} answered HTTP status {status}: {}",
-        text.trim()
+        "S3 {method} answered {}",
+        failed_answer(status, answer)
     ))
 }

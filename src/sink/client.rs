@@ -2,7 +2,7 @@
 //! one host share one, see `shared_clients`), the
 //! roots its TLS trusts and the certificate it presents; the
 //! percent-encoding of what goes into its URLs and forms, and reading a
-//! credentials service's answer.
+//! credentials service's answer (or quoting one that failed).
 
 use super::egress::Egress;
 use super::resolver::CachingResolver;
@@ -270,11 +270,18 @@ pub(crate) fn ok_body(
     if status == 200 {
         return Ok(body);
     }
-    let excerpt: String = body.chars().take(256).collect();
-    Err(match excerpt.trim() {
-        "" => format!("HTTP status {status}").into(),
-        excerpt => format!("HTTP status {status}: {excerpt}").into(),
-    })
+    Err(failed_answer(status, body.as_bytes()).into())
+}
+
+/// An answer of `status` other than the one asked for, for an error
+/// message: `HTTP status 404: NoSuchBucket: The specified bucket does not
+/// exist` (an AWS XML error's code and message), else the start of its
+/// body (see `status::excerpt`), if any.
+pub(crate) fn failed_answer(status: u16, answer: &[u8]) -> String {
+    match super::aws_xml::error(answer).unwrap_or_else(|| super::status::excerpt(answer)) {
+        text if text.is_empty() => format!("HTTP status {status}"),
+        text => format!("HTTP status {status}: {text}"),
+    }
 }
 
 #[cfg(test)]

@@ -90,6 +90,38 @@ fn claims_can_go_to_an_s3_bucket() {
     assert!(!c.claim_dir().exists(), "nothing in the local directory");
 }
 
+/// A bucket that refuses a claim (here: it does not exist) fails only the
+/// attempt of the hook whose body it is, as transient, naming S3's answer;
+/// the small hook sent in the same batch is delivered.
+#[test]
+fn a_bucket_refusing_a_claim_fails_that_hooks_attempt_alone() {
+    let moto = Moto::start();
+    let queue_url = moto.create_queue("refused-claims");
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = two_claiming_sinks(dir.path(), &queue_url);
+    c.sources[0].sinks.truncate(1);
+    c.claim_check = s3_claims(&moto.url, "missing", [KEY_ENV, SECRET_ENV, TOKEN_ENV]);
+    c.retry.base_ms = 600_000;
+    c.retry.max_ms = 600_000;
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("stripe", "small")).unwrap();
+    engine
+        .commit(NewHook::new("stripe", vec![b'L'; 1_000]))
+        .unwrap();
+    engine.tick().unwrap();
+    let sent = moto.receive(&queue_url);
+    let bodies: Vec<&str> = sent.iter().map(|m| m["Body"].as_str().unwrap()).collect();
+    assert_eq!(bodies.len(), 1, "{bodies:?}");
+    let envelope: Value = serde_json::from_str(bodies[0]).unwrap();
+    assert_eq!(envelope["body_base64"], "c21hbGw=", "the small hook's");
+    let pending: Vec<_> = (rows(&engine).into_iter())
+        .map(|r| (r.record.status, r.record.attempts, r.record.error))
+        .collect();
+    let why = "cannot check the body in to the claim check: \
+               S3 PUT answered HTTP status 404: NoSuchBucket: The specified bucket does not exist";
+    assert_eq!(pending, [(goad::RowStatus::Pending, 1, Some(why.into()))]);
+}
+
 /// A bucket slower than the attempt's deadline as it takes a claim: the
 /// upload is cut off by the deadline, and its worker is not left stuck.
 #[test]

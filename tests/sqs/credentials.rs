@@ -386,11 +386,12 @@ fn a_role_to_assume_signs_the_queues_and_the_buckets_requests() {
         "{reasons:?}"
     );
     assert_eq!(reasons[1].0, "wrong");
-    assert!(
-        reasons[1].1.starts_with(
-            "sink sqs: cannot assume role arn:aws:iam::123456789012:role/writer: HTTP status 403"
-        ) && reasons[1].1.contains("SignatureDoesNotMatch"),
-        "{reasons:?}"
+    assert_eq!(
+        reasons[1].1,
+        "sink sqs: cannot assume role arn:aws:iam::123456789012:role/writer: HTTP status 403: \
+         SignatureDoesNotMatch: The request signature we calculated does not match the signature \
+         you provided. Check your AWS Secret Access Key and signing method. Consult the service \
+         documentation for details."
     );
 
     let recorded = moto.recorded();
