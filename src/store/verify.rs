@@ -361,7 +361,7 @@ fn lane_hex(lane: LaneId) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::hook_index::Indexed;
-    use super::super::keys::{hook_key, timed_key};
+    use super::super::keys::{hook_key, row_key, timed_key};
     use super::super::record::{encode_hook, sample_hook as hook};
     use super::super::{write_commit, NewRow};
     use super::*;
@@ -434,5 +434,71 @@ mod tests {
             ]
         );
         assert_eq!((found.hooks, found.due, found.problem_count), (4, 4, 9));
+    }
+
+    #[test]
+    fn broken_lanes_and_keys_of_the_wrong_size_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+        let mut tenants = TenantTable::load(&store).unwrap();
+        let mut wtxn = store.env.write_txn().unwrap();
+        for (seq, key) in [(1, "a"), (2, "a"), (3, "b"), (4, "b"), (5, "c")] {
+            let ordered = NewRow {
+                lane_key: Some(key.into()),
+                ..NewRow::unordered(0, "http")
+            };
+            write_commit(&store, &mut wtxn, &mut tenants, &hook(seq), &[ordered], 10).unwrap();
+        }
+        wtxn.commit().unwrap();
+        let sound = store.verify().unwrap();
+        assert_eq!(
+            (
+                sound.problems.len(),
+                sound.due,
+                sound.lanes,
+                sound.lane_members
+            ),
+            (0, 3, 3, 2)
+        );
+        let row = |seq| RowId { seq, sink_index: 0 };
+        let lane = |key| super::super::keys::lane_id(0, 0, "s", key);
+        let mut wtxn = store.env.write_txn().unwrap();
+        // Lane a loses its head entry: row 2 waits behind nothing.
+        assert!(store.lanes.delete(&mut wtxn, &lane("a").0).unwrap());
+        // Lane b names its member as its head.
+        store
+            .lanes
+            .put(&mut wtxn, &lane("b").0, &row_key(row(4)))
+            .unwrap();
+        // Hook 5 is gone, its row left.
+        assert!(store.records.delete(&mut wtxn, &hook_key(5)).unwrap());
+        // Keys and values of sizes no index has.
+        store.records.put(&mut wtxn, b"short", b"").unwrap();
+        store.inflight.put(&mut wtxn, b"short", b"").unwrap();
+        store
+            .inflight
+            .put(&mut wtxn, &row_key(row(9)), b"")
+            .unwrap();
+        store.members.put(&mut wtxn, b"short", b"").unwrap();
+        store.lanes.put(&mut wtxn, b"short", b"").unwrap();
+        wtxn.commit().unwrap();
+        let found = store.verify().unwrap();
+        let (a, b) = (lane_hex(lane("a")), lane_hex(lane("b")));
+        assert_eq!(
+            found.problems,
+            [
+                "the in-flight value of row seq 9 sink 0 is 0 bytes, not 12",
+                "an in-flight key of 5 bytes",
+                "a lane member key of 5 bytes",
+                "a lane entry of 5 and 0 bytes",
+                "a record key of 5 bytes",
+                "row seq 5 sink 0 has no hook",
+                &format!("lane {b} is headed by row seq 4 sink 0, which is not a pending row of that lane due or in flight"),
+                &format!("row seq 2 sink 0 waits in lane {a}, which has no head: it would never be delivered"),
+                "an index entry names row seq 9 sink 0, which does not exist",
+                "the hook-id index entry \"h5\" names no stored hook of that id",
+                "tenant \"t\" (number 0) counts 210 stored bytes, but its hooks hold 168",
+            ]
+        );
     }
 }
