@@ -412,6 +412,66 @@ fn an_unfinished_reshard_is_refused_by_an_engine_and_finished_by_resharding_agai
     assert_eq!(engine.hook_count().unwrap(), 0);
 }
 
+/// A reshard it cannot do is refused before anything moves, saying why:
+/// no shards, a count out of range, the shards an earlier reshard kept
+/// still there, a marker that names no counts, a shard `goad verify`
+/// finds unsound (nothing staged, no marker written).
+#[test]
+fn a_reshard_it_cannot_do_is_refused_saying_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let now = goad::runtime::wall_ms;
+    let refusal = |to: usize| {
+        let refused = reshard(data, to, MAX_SHARD_BYTES, Engine::shard_of, now());
+        let reason = refused.unwrap_err().to_string();
+        reason.replace(&data.display().to_string(), "<data>")
+    };
+    assert_eq!(refusal(2), "<data>: cannot reshard: no shards to reshard");
+    let mut c = config(data);
+    c.max_shard_bytes = MAX_SHARD_BYTES;
+    c.sources.push(source_of_kinds("s", "t", &["gate"]));
+    let gate = gate();
+    let engine = gated_engine(c, &gate);
+    engine.commit(NewHook::new("s", "x")).unwrap();
+    drop(engine);
+    drop(gate);
+    for to in [0, 257] {
+        assert_eq!(
+            refusal(to),
+            format!("<data>: cannot reshard: {to} shards: the count must be from 1 to 256")
+        );
+    }
+    reshard(data, 2, MAX_SHARD_BYTES, Engine::shard_of, now()).unwrap();
+    assert_eq!(
+        refusal(3),
+        "<data>: cannot reshard: <data>/before-reshard holds the shards an earlier reshard \
+         replaced: delete it (or move it away) first"
+    );
+    std::fs::remove_dir_all(data.join("before-reshard")).unwrap();
+    std::fs::write(data.join("RESHARDING"), "two three\n").unwrap();
+    assert_eq!(
+        refusal(3),
+        "<data>/RESHARDING: the reshard marker holds \"two three\\n\", not two shard counts"
+    );
+    std::fs::remove_file(data.join("RESHARDING")).unwrap();
+    // The row loses its due entry.
+    let k = Engine::shard_of("t", 2);
+    let shard = ShardStore::open(data, k, 2).unwrap();
+    let due = tree(&shard, "due");
+    let mut wtxn = shard.env().write_txn().unwrap();
+    due.clear(&mut wtxn).unwrap();
+    wtxn.commit().unwrap();
+    drop(shard);
+    assert_eq!(
+        refusal(3),
+        format!(
+            "<data>: cannot reshard: old shard {k} is not sound (row seq 1 sink 0 is Pending \
+             but in no index: it would never be delivered): see `goad verify`"
+        )
+    );
+    assert!(!data.join("resharding").exists() && !data.join("RESHARDING").exists());
+}
+
 /// The command: `goad reshard --config FILE --shards N` prints what it did
 /// and exits 0; run again with the same count, it says why not and exits 2.
 #[test]
