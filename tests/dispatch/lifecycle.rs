@@ -1,6 +1,7 @@
 //! An engine across stops and opens: rows left by a shutdown or a graceful
 //! stop, sources removed while stopped, the shard count and the one-engine
-//! lock of a data directory, `tick`, a panicking commit callback.
+//! lock of a data directory, `tick`, a panicking commit callback, the
+//! commits refused at once.
 
 use super::*;
 
@@ -245,4 +246,41 @@ fn a_commit_is_counted_in_the_stats_by_the_time_it_returns() {
     }
     drop(gate.open);
     engine.shutdown();
+}
+
+/// A commit the engine refuses at once stores nothing and says why, from
+/// `commit` and from `commit_then` (whose callback is never called): a
+/// source not configured, a body over `max_body_bytes` (one of exactly
+/// that size is taken), a stopped engine.
+#[test]
+fn a_commit_refused_at_once_stores_nothing_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.max_body_bytes = 1_000;
+    c.sources.push(source_of_kinds("s", "t", &["gate"]));
+    let gate = gate();
+    let engine = gated_engine(c, &gate);
+    let called = Arc::new(AtomicBool::new(false));
+    let refusals = |hook: NewHook| {
+        let then = called.clone();
+        let refused = engine.commit_then(hook.clone(), move |_| then.store(true, Ordering::SeqCst));
+        let (now, then) = (engine.commit(hook).unwrap_err(), refused.unwrap_err());
+        assert_eq!(now.to_string(), then.to_string());
+        now.to_string()
+    };
+    assert_eq!(
+        refusals(NewHook::new("nope", "x")),
+        "unknown source \"nope\""
+    );
+    assert_eq!(
+        refusals(NewHook::new("s", vec![b'x'; 1_001])),
+        "body of 1001 bytes is over max_body_bytes (1000)"
+    );
+    assert_eq!(engine.hook_count().unwrap(), 0);
+    engine.commit(NewHook::new("s", vec![b'x'; 1_000])).unwrap();
+    assert_eq!(engine.hook_count().unwrap(), 1);
+    drop(gate.open);
+    engine.shutdown();
+    assert_eq!(refusals(NewHook::new("s", "x")), "the engine is stopped");
+    assert!(!called.load(Ordering::SeqCst), "no callback for a refusal");
 }
