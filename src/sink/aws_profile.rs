@@ -326,25 +326,46 @@ fn run_credential_process(command: &str, timeout: Duration) -> Result<String, Bo
     }
 }
 
-/// Reads `child`'s output (each stream up to its limit) and waits for it.
+/// Reads `child`'s two streams at once, each to its end (kept up to
+/// `CREDENTIAL_PROCESS_OUTPUT_BYTES`), and waits for it: a process that
+/// fills one pipe while goad waits on the other would stall until killed.
 fn output_of(mut child: Child) -> Result<String, BoxError> {
-    let mut stdout = Vec::new();
-    let mut stderr = Vec::new();
-    if let Some(out) = child.stdout.take() {
-        out.take(CREDENTIAL_PROCESS_OUTPUT_BYTES)
-            .read_to_end(&mut stdout)?;
-    }
-    if let Some(err) = child.stderr.take() {
-        err.take(CREDENTIAL_PROCESS_OUTPUT_BYTES)
-            .read_to_end(&mut stderr)?;
-    }
+    let stderr = child.stderr.take().map(|err| {
+        std::thread::Builder::new()
+            .name("goad-credential-process-stderr".into())
+            .spawn(move || kept_of(err))
+    });
+    let stdout = match child.stdout.take() {
+        Some(out) => kept_of(out)?,
+        None => (Vec::new(), false),
+    };
+    let stderr = match stderr.transpose()? {
+        Some(reader) => reader
+            .join()
+            .map_err(|_| "credential_process's reader panicked")??,
+        None => (Vec::new(), false),
+    };
     let status = child.wait()?;
     if !status.success() {
-        let stderr = String::from_utf8_lossy(&stderr);
-        let excerpt: String = stderr.trim().chars().take(256).collect();
+        let excerpt = super::status::excerpt(&stderr.0);
         return Err(format!("credential_process failed ({status}): {excerpt}").into());
     }
-    String::from_utf8(stdout).map_err(|_| "credential_process printed no UTF-8 text".into())
+    if stdout.1 {
+        let limit = CREDENTIAL_PROCESS_OUTPUT_BYTES;
+        return Err(format!("credential_process printed more than {limit} bytes").into());
+    }
+    String::from_utf8(stdout.0).map_err(|_| "credential_process printed no UTF-8 text".into())
+}
+
+/// What `stream` gives up to `CREDENTIAL_PROCESS_OUTPUT_BYTES`, read to
+/// its end, and whether it gave more.
+fn kept_of(mut stream: impl Read) -> std::io::Result<(Vec<u8>, bool)> {
+    let mut kept = Vec::new();
+    (&mut stream)
+        .take(CREDENTIAL_PROCESS_OUTPUT_BYTES)
+        .read_to_end(&mut kept)?;
+    let more = std::io::copy(&mut stream, &mut std::io::sink())?;
+    Ok((kept, more > 0))
 }
 
 #[cfg(test)]
@@ -387,6 +408,22 @@ mod tests {
                 .unwrap_err()
                 .to_string(),
             "credential_process failed (exit status: 3): no token"
+        );
+        // More than a pipe holds on standard error before the answer: it
+        // is read beside standard output, not after it.
+        let chatty = "head -c 300000 /dev/zero | tr '\\0' x >&2; printf ok";
+        assert_eq!(run_credential_process(chatty, long).unwrap(), "ok");
+        let flood = "head -c 300000 /dev/zero | tr '\\0' x";
+        assert_eq!(
+            run_credential_process(flood, long).unwrap_err().to_string(),
+            "credential_process printed more than 65536 bytes"
+        );
+        let failed = "printf 'line one\\n\\tline two\\n' >&2; exit 1";
+        assert_eq!(
+            run_credential_process(failed, long)
+                .unwrap_err()
+                .to_string(),
+            "credential_process failed (exit status: 1): line one line two"
         );
     }
 
