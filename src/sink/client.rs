@@ -275,13 +275,19 @@ pub(crate) fn ok_body(
 
 /// An answer of `status` other than the one asked for, for an error
 /// message: `HTTP status 404: NoSuchBucket: The specified bucket does not
-/// exist` (an AWS XML error's code and message), else the start of its
-/// body (see `status::excerpt`), if any.
+/// exist` (see [`answer_text`]), or the status alone when its body is
+/// empty.
 pub(crate) fn failed_answer(status: u16, answer: &[u8]) -> String {
-    match super::aws_xml::error(answer).unwrap_or_else(|| super::status::excerpt(answer)) {
+    match answer_text(answer) {
         text if text.is_empty() => format!("HTTP status {status}"),
         text => format!("HTTP status {status}: {text}"),
     }
+}
+
+/// A failed answer's body for an error message: an AWS XML error's code
+/// and message, else the start of the body (see `status::excerpt`).
+pub(crate) fn answer_text(answer: &[u8]) -> String {
+    super::aws_xml::error(answer).unwrap_or_else(|| super::status::excerpt(answer))
 }
 
 #[cfg(test)]

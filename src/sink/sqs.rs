@@ -28,6 +28,7 @@
 //! the queue.
 
 use super::aws_credentials::AwsCredentials;
+use super::client::answer_text;
 use super::message::attributes;
 use super::message::message_json;
 use super::queue::{deliver_in_requests, deliver_one};
@@ -414,7 +415,7 @@ fn request_failure(
     let Some(kind) = kind else {
         return SinkError::transient(SqsAnswer::Status {
             status,
-            body: excerpt(reply),
+            body: answer_text(reply),
         });
     };
     // "com.amazonaws.sqs#QueueDoesNotExist", or the bare code.
