@@ -114,6 +114,9 @@ fn a_google_id_token_sink_sends_the_metadata_servers_token_for_its_audience() {
 /// missing one is a config error naming the key and the file); its token
 /// endpoint gets a JWT bearer grant asking for the sink's audience
 /// (`target_audience`), and its `id_token` is sent, once for both hooks.
+/// An endpoint whose answer holds no ID token (an access token alone)
+/// fails the attempt, naming the endpoint, the account and what was
+/// missing.
 #[test]
 fn a_google_id_token_sink_exchanges_a_service_account_key_for_its_token() {
     let keys = tempfile::tempdir().unwrap();
@@ -132,6 +135,27 @@ fn a_google_id_token_sink_exchanges_a_service_account_key_for_its_token() {
             key_path.display()
         )
     );
+    let access_only = Receiver::start(|_| {
+        Reply::status(200).with_body(r#"{"access_token": "ya29.x", "expires_in": 3599}"#)
+    })
+    .unwrap();
+    let key_file = service_account_key_file(&access_only.url("/token"));
+    std::fs::write(&key_path, key_file.to_string()).unwrap();
+    let other_dir = tempfile::tempdir().unwrap();
+    let mut once = id_token_config(other_dir.path(), &receiver, "service_account");
+    once.retry.max_attempts = 1;
+    let engine = Engine::open(once).unwrap();
+    commit_and_tick(&engine, "zero");
+    let dead: Vec<_> = (rows(&engine).into_iter())
+        .map(|r| (r.record.status, r.record.error))
+        .collect();
+    let why = format!(
+        "sink http: cannot get a Google ID token from {} for goad@p.iam.gserviceaccount.com: \
+         no id_token in its answer",
+        access_only.url("/token")
+    );
+    assert_eq!(dead, [(goad::RowStatus::Dead, Some(why))]);
+    drop(engine);
     let token_endpoint = Receiver::start(|_| {
         Reply::status(200).with_body(serde_json::json!({"id_token": id_token(1)}).to_string())
     })
