@@ -333,39 +333,51 @@ fn output_of(mut child: Child) -> Result<String, BoxError> {
     let stderr = child.stderr.take().map(|err| {
         std::thread::Builder::new()
             .name("goad-credential-process-stderr".into())
-            .spawn(move || kept_of(err))
+            .spawn(move || Kept::of(err))
     });
     let stdout = match child.stdout.take() {
-        Some(out) => kept_of(out)?,
-        None => (Vec::new(), false),
+        Some(out) => Kept::of(out)?,
+        None => Kept::default(),
     };
     let stderr = match stderr.transpose()? {
         Some(reader) => reader
             .join()
             .map_err(|_| "credential_process's reader panicked")??,
-        None => (Vec::new(), false),
+        None => Kept::default(),
     };
     let status = child.wait()?;
     if !status.success() {
-        let excerpt = super::status::excerpt(&stderr.0);
+        let excerpt = super::status::excerpt(&stderr.bytes);
         return Err(format!("credential_process failed ({status}): {excerpt}").into());
     }
-    if stdout.1 {
+    if stdout.cut {
         let limit = CREDENTIAL_PROCESS_OUTPUT_BYTES;
         return Err(format!("credential_process printed more than {limit} bytes").into());
     }
-    String::from_utf8(stdout.0).map_err(|_| "credential_process printed no UTF-8 text".into())
+    String::from_utf8(stdout.bytes).map_err(|_| "credential_process printed no UTF-8 text".into())
 }
 
-/// What `stream` gives up to `CREDENTIAL_PROCESS_OUTPUT_BYTES`, read to
-/// its end, and whether it gave more.
-fn kept_of(mut stream: impl Read) -> std::io::Result<(Vec<u8>, bool)> {
-    let mut kept = Vec::new();
-    (&mut stream)
-        .take(CREDENTIAL_PROCESS_OUTPUT_BYTES)
-        .read_to_end(&mut kept)?;
-    let more = std::io::copy(&mut stream, &mut std::io::sink())?;
-    Ok((kept, more > 0))
+/// What a stream of a credential process gave, up to
+/// `CREDENTIAL_PROCESS_OUTPUT_BYTES`, and whether it gave more.
+#[derive(Default)]
+struct Kept {
+    bytes: Vec<u8>,
+    cut: bool,
+}
+
+impl Kept {
+    /// Reads `stream` to its end, keeping its start.
+    fn of(mut stream: impl Read) -> std::io::Result<Kept> {
+        let mut bytes = Vec::new();
+        (&mut stream)
+            .take(CREDENTIAL_PROCESS_OUTPUT_BYTES)
+            .read_to_end(&mut bytes)?;
+        let more = std::io::copy(&mut stream, &mut std::io::sink())?;
+        Ok(Kept {
+            bytes,
+            cut: more > 0,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ pub(super) fn error(answer: &[u8]) -> Option<String> {
         ("&apos;", "'"),
     ]
     .iter()
-    .fold(line, |line, (entity, char)| line.replace(entity, char));
+    .fold(line, |line, (entity, plain)| line.replace(entity, plain));
     Some(unescaped.replace("&amp;", "&"))
 }
 
