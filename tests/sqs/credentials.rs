@@ -593,7 +593,8 @@ fn a_profiles_role_is_assumed_with_its_source_profiles_keys() {
 /// `credential_source` is `EcsContainer`: the role is assumed at STS
 /// (moto's) with the container endpoint's credentials, and the sink signs
 /// with the role's; a `credential_source` goad does not know fails the
-/// attempt naming the ones it does.
+/// attempt naming the ones it does, and so does a role profile naming
+/// both a source profile and a credential source, or neither.
 #[test]
 fn a_profiles_role_may_be_assumed_with_its_credential_source() {
     let _profile = PROFILE_VARIABLES.lock();
@@ -619,7 +620,10 @@ fn a_profiles_role_may_be_assumed_with_its_credential_source() {
         "[profile on-ecs]\nrole_arn = arn:aws:iam::123456789012:role/writer\n\
          credential_source = EcsContainer\n\n\
          [profile on-lambda]\nrole_arn = arn:aws:iam::123456789012:role/writer\n\
-         credential_source = Lambda\n",
+         credential_source = Lambda\n\n\
+         [profile both]\nrole_arn = arn:aws:iam::123456789012:role/writer\n\
+         source_profile = on-ecs\ncredential_source = EcsContainer\n\n\
+         [profile orphan]\nrole_arn = arn:aws:iam::123456789012:role/writer\n",
     )
     .unwrap();
     std::env::set_var("AWS_CONFIG_FILE", &config);
@@ -643,6 +647,25 @@ fn a_profiles_role_may_be_assumed_with_its_credential_source() {
         config.display()
     );
     assert_eq!(reason, expected);
+    for (profile, data, why) in [
+        (
+            "both",
+            "data3",
+            "names both a source_profile and a credential_source",
+        ),
+        (
+            "orphan",
+            "data4",
+            "names a role_arn but no source_profile or credential_source",
+        ),
+    ] {
+        let reason = dead_reason_with_profile(profile, &dir.path().join(data), &queue_url);
+        let expected = format!(
+            "sink sqs: cannot get AWS credentials from the AWS profile: profile [{profile}] of {} {why}",
+            config.display()
+        );
+        assert_eq!(reason, expected);
+    }
 }
 
 /// `credentials = "profile"` with an IAM Identity Center profile, as
