@@ -1,6 +1,7 @@
 //! The `goad` command as a child process: `goad demo`, the README's first
 //! command, output into a pipe whose reader went away, an operator
-//! command with no node to reach, and the log's formats.
+//! command with no node to reach, the log's formats, and `goad verify` of
+//! an unsound store.
 
 mod common;
 
@@ -270,4 +271,55 @@ fn an_unknown_log_format_is_named_and_logfmt_used() {
         lines[1..].iter().all(|l| l.starts_with("ts_ms=")),
         "{lines:?}"
     );
+}
+
+/// `goad verify` of a stopped node's unsound store (its 102 rows' due
+/// entries gone) prints the shard's counts, its first 100 problems and how
+/// many more, and exits 1.
+#[test]
+fn goad_verify_lists_the_problems_it_finds_and_exits_1() {
+    use common::{config, sink, source_of_kinds, tree};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut c = config(&data);
+    c.retry.base_ms = 600_000;
+    c.retry.max_ms = 600_000;
+    c.sources.push(source_of_kinds("s", "t", &["later"]));
+    let later = sink(|_| Err(goad::SinkError::transient("not now")));
+    let engine = goad::Engine::builder(c)
+        .sink("later", later)
+        .open()
+        .unwrap();
+    for n in 0..102 {
+        engine
+            .commit(goad::NewHook::new("s", format!("{n}")))
+            .unwrap();
+    }
+    engine.tick().unwrap();
+    drop(engine);
+    let store = goad::store::ShardStore::open(&data, 0, 1).unwrap();
+    let due = tree(&store, "due");
+    let mut wtxn = store.env().write_txn().unwrap();
+    due.clear(&mut wtxn).unwrap();
+    wtxn.commit().unwrap();
+    drop(store);
+    let file = dir.path().join("goad.toml");
+    let toml = format!("data_dir = {:?}\nshards = 1\n", data.display().to_string());
+    std::fs::write(&file, toml).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["verify", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let mut expected = vec![
+        "shard 0: 102 hooks; rows 0 due, 0 in flight, 0 waiting in lanes, 0 dead: 102 problems"
+            .to_string(),
+    ];
+    expected.extend((1..=100).map(|seq| {
+        format!("  - row seq {seq} sink 0 is Pending but in no index: it would never be delivered")
+    }));
+    expected.push("  - and 2 more".to_string());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout.lines().collect::<Vec<_>>(), expected);
+    assert_eq!(out.status.code(), Some(1));
 }
