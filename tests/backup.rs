@@ -36,7 +36,7 @@ fn delivered_ids(receiver: &Receiver) -> HashSet<String> {
 /// A backup taken while a thread commits holds every hook acknowledged
 /// before it began and none committed after it returned, the dead letters
 /// as they were, and the data directory's other files but not the ones
-/// being written; it verifies sound, and an engine opened on it delivers
+/// being written nor a reshard's leftovers; it verifies sound, and an engine opened on it delivers
 /// every pending hook (its receiver hung on them before). Marked
 /// unfinished, as a backup cut short is, it is refused.
 #[test]
@@ -50,6 +50,13 @@ fn a_backup_holds_every_hook_acknowledged_before_it_and_an_engine_on_it_delivers
     std::fs::create_dir_all(&replays).unwrap();
     std::fs::write(replays.join("r1.json"), b"{\"id\":\"r1\"}").unwrap();
     std::fs::write(replays.join("r2.json.tmp"), b"{\"id\":").unwrap();
+    // What a reshard left: the shards it replaced, and new ones staged by
+    // one cut short (the node runs on the old shards).
+    for left in ["before-reshard", "resharding"] {
+        let shard = data.join(left).join("shard-0");
+        std::fs::create_dir_all(&shard).unwrap();
+        std::fs::write(shard.join("data.mdb"), b"not copied").unwrap();
+    }
     let dead_ids: HashSet<String> = (0..5)
         .map(|i| {
             engine
@@ -95,6 +102,7 @@ fn a_backup_holds_every_hook_acknowledged_before_it_and_an_engine_on_it_delivers
         b"{\"id\":\"r1\"}"
     );
     assert!(!to.join("replays/r2.json.tmp").exists());
+    assert!(!to.join("before-reshard").exists() && !to.join("resharding").exists());
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(to.join(goad::BACKUP_MANIFEST)).unwrap()).unwrap();
     assert_eq!(manifest["shards"], 2);

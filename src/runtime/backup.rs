@@ -4,7 +4,7 @@
 
 use super::clock::wall_ms;
 use super::Engine;
-use crate::store::{ShardStore, StoreError, BACKUP_UNFINISHED};
+use crate::store::{reshard, ShardStore, StoreError, BACKUP_UNFINISHED};
 use crate::synced_dir;
 use std::fmt;
 use std::fs;
@@ -196,13 +196,14 @@ struct Copied {
 }
 
 /// Whether a top-level entry of the data directory is not copied as a
-/// file: the shards' stores (copied by LMDB), the lock, and the shards a
-/// reshard left behind.
+/// file: the shards' stores (copied by LMDB), the lock, the shards a
+/// reshard replaced and those one cut short staged (the node runs on
+/// neither).
 fn is_engine_entry(name: &str) -> bool {
     let shard = name
         .strip_prefix("shard-")
         .is_some_and(|n| n.parse::<usize>().is_ok());
-    shard || name == "goad.lock" || name == "before-reshard"
+    shard || name == "goad.lock" || name == reshard::BEFORE_DIR || name == reshard::STAGING_DIR
 }
 
 /// Whether a file is one goad is still writing (it renames it into place

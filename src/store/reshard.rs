@@ -48,8 +48,10 @@ use std::path::{Path, PathBuf};
 
 /// The marker of a reshard that is moving directories.
 pub const MARKER_FILE: &str = "RESHARDING";
-const STAGING_DIR: &str = "resharding";
-const BEFORE_DIR: &str = "before-reshard";
+/// Where a reshard writes the new shards before they move into place.
+pub const STAGING_DIR: &str = "resharding";
+/// Where a reshard keeps the shards it replaced.
+pub const BEFORE_DIR: &str = "before-reshard";
 
 /// Hooks copied per write transaction of each new shard.
 const HOOKS_PER_TXN: u64 = 10_000;
