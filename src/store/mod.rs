@@ -898,6 +898,28 @@ mod tests {
         }
     }
 
+    /// A store a newer goad wrote (a node rolled back to an older binary)
+    /// is refused, naming both formats, and left as it is.
+    #[test]
+    fn a_store_of_a_newer_format_is_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+        let newer = u64::from(FORMAT_VERSION) + 1;
+        let mut wtxn = store.env.write_txn().unwrap();
+        store.put_meta(&mut wtxn, "format", newer).unwrap();
+        wtxn.commit().unwrap();
+        drop(store);
+        for _ in 0..2 {
+            let refused = ShardStore::open(dir.path(), 0, 1).err().unwrap();
+            let path = ShardStore::dir(dir.path(), 0);
+            let expected = format!(
+                "{} has store format {newer}; this goad reads format {FORMAT_VERSION}",
+                path.display()
+            );
+            assert_eq!(refused.to_string(), expected);
+        }
+    }
+
     /// A store of format 4 (the hook-id index, no byte counts) gets each
     /// tenant's count from its hooks when opened; its index is kept.
     #[test]
