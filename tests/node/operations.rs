@@ -592,8 +592,8 @@ fn the_operator_cli_lists_replays_and_reports() {
 }
 
 /// A sink paused in the config file holds its rows — `/v1/hooks` shows
-/// them `held`, `/v1/sinks` the sink `paused` — until a reload that
-/// resumes it, which delivers them at once.
+/// them `held`, `/v1/sinks` the sink `paused`, and a drain's wait names
+/// it — until a reload that resumes it, which delivers them at once.
 #[test]
 fn a_sink_paused_in_the_config_file_is_resumed_by_a_reload() {
     let dir = tempfile::tempdir().unwrap();
@@ -631,6 +631,21 @@ fn a_sink_paused_in_the_config_file_is_resumed_by_a_reload() {
             "pending_rows": 1,
             "paused_sinks": [{"source_id": "a", "sink_index": 0, "sink_type": "http"}],
         })
+    );
+    let waited = std::process::Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["drain", "--status", "--wait", "1s"])
+        .args(["--node", &format!("http://{addr}")])
+        .env_remove("GOAD_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&waited.stderr);
+    assert_eq!(waited.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        [
+            "goad: 1 rows pending",
+            "goad: 1 rows still pending after 1s; paused sinks hold theirs until resumed: a/0"
+        ]
     );
     call(addr, "DELETE", "/v1/drain", &[], b"");
     write(false);
