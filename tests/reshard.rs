@@ -412,6 +412,16 @@ fn an_unfinished_reshard_is_refused_by_an_engine_and_finished_by_resharding_agai
     assert_eq!(engine.hook_count().unwrap(), 0);
 }
 
+/// Leaves at `data` a stopped node's one shard holding one hook, its
+/// attempt cut short.
+fn one_hook_left(data: &Path) {
+    let mut c = config(data);
+    c.sources.push(source_of_kinds("s", "t", &["gate"]));
+    let gate = gate();
+    let engine = gated_engine(c, &gate);
+    engine.commit(NewHook::new("s", "x")).unwrap();
+}
+
 /// A reshard it cannot do is refused before anything moves, saying why:
 /// no shards, a count out of range, the shards an earlier reshard kept
 /// still there, a marker that names no counts, a shard `goad verify`
@@ -427,14 +437,7 @@ fn a_reshard_it_cannot_do_is_refused_saying_why() {
         reason.replace(&data.display().to_string(), "<data>")
     };
     assert_eq!(refusal(2), "<data>: cannot reshard: no shards to reshard");
-    let mut c = config(data);
-    c.max_shard_bytes = MAX_SHARD_BYTES;
-    c.sources.push(source_of_kinds("s", "t", &["gate"]));
-    let gate = gate();
-    let engine = gated_engine(c, &gate);
-    engine.commit(NewHook::new("s", "x")).unwrap();
-    drop(engine);
-    drop(gate);
+    one_hook_left(data);
     for to in [0, 257] {
         assert_eq!(
             refusal(to),
@@ -478,14 +481,7 @@ fn a_reshard_it_cannot_do_is_refused_saying_why() {
 fn goad_reshard_reports_what_it_did_and_why_it_cannot() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let mut c = config(&data);
-    c.shards = 1;
-    c.sources.push(source_of_kinds("s", "t", &["gate"]));
-    let gate = gate();
-    let engine = gated_engine(c, &gate);
-    engine.commit(NewHook::new("s", "x")).unwrap();
-    drop(engine);
-    drop(gate);
+    one_hook_left(&data);
     let file = dir.path().join("goad.toml");
     let toml = format!("data_dir = {:?}\nshards = 1\n", data.display().to_string());
     std::fs::write(&file, toml).unwrap();

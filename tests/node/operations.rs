@@ -232,6 +232,15 @@ fn a_draining_node_delivers_what_it_holds_takes_nothing_new_and_drains_across_a_
     assert!(get(addr, "/metrics").text().contains("\ngoad_draining 0\n"));
 }
 
+/// `goad drain ARGS` of the node at `addr`, with no admin token.
+fn goad_drain(addr: SocketAddr, args: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_goad"));
+    cmd.arg("drain").args(args);
+    cmd.args(["--node", &format!("http://{addr}")]);
+    cmd.env_remove("GOAD_ADMIN_TOKEN");
+    cmd
+}
+
 /// `goad drain --wait` waits until the node holds no pending row, telling
 /// the count as it falls, and exits 0 with the node's last answer; a wait
 /// that ends with rows still pending exits 1 saying how many (and, for a
@@ -245,13 +254,7 @@ fn goad_drain_wait_returns_once_the_node_holds_nothing_or_says_what_it_still_hol
     (c.retry.base_ms, c.retry.max_ms, c.retry.max_attempts) = (50, 200, 10_000);
     let node = holding_three_hooks(c, &receiver);
     let addr = node.local_addr();
-    let drain = |args: &[&str]| {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_goad"));
-        cmd.arg("drain").args(args);
-        cmd.args(["--node", &format!("http://{addr}")]);
-        cmd.env_remove("GOAD_ADMIN_TOKEN");
-        cmd
-    };
+    let drain = |args: &[&str]| goad_drain(addr, args);
 
     let out = drain(&["--status", "--wait", "1s"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -632,10 +635,7 @@ fn a_sink_paused_in_the_config_file_is_resumed_by_a_reload() {
             "paused_sinks": [{"source_id": "a", "sink_index": 0, "sink_type": "http"}],
         })
     );
-    let waited = std::process::Command::new(env!("CARGO_BIN_EXE_goad"))
-        .args(["drain", "--status", "--wait", "1s"])
-        .args(["--node", &format!("http://{addr}")])
-        .env_remove("GOAD_ADMIN_TOKEN")
+    let waited = goad_drain(addr, &["--status", "--wait", "1s"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&waited.stderr);
