@@ -241,6 +241,17 @@ fn goad_drain(addr: SocketAddr, args: &[&str]) -> std::process::Command {
     cmd
 }
 
+/// What `goad drain --status --wait 1s` tells of the node at `addr`,
+/// which still holds rows after that second (it exits 1).
+fn still_pending_after_1s(addr: SocketAddr) -> Vec<String> {
+    let out = goad_drain(addr, &["--status", "--wait", "1s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    stderr.lines().map(String::from).collect()
+}
+
 /// `goad drain --wait` waits until the node holds no pending row, telling
 /// the count as it falls, and exits 0 with the node's last answer; a wait
 /// that ends with rows still pending exits 1 saying how many (and, for a
@@ -256,11 +267,8 @@ fn goad_drain_wait_returns_once_the_node_holds_nothing_or_says_what_it_still_hol
     let addr = node.local_addr();
     let drain = |args: &[&str]| goad_drain(addr, args);
 
-    let out = drain(&["--status", "--wait", "1s"]).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(
-        stderr.lines().collect::<Vec<_>>(),
+        still_pending_after_1s(addr),
         [
             "goad: 3 rows pending",
             "goad: 3 rows still pending after 1s (the node is not draining: goad drain starts it)"
@@ -635,13 +643,8 @@ fn a_sink_paused_in_the_config_file_is_resumed_by_a_reload() {
             "paused_sinks": [{"source_id": "a", "sink_index": 0, "sink_type": "http"}],
         })
     );
-    let waited = goad_drain(addr, &["--status", "--wait", "1s"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&waited.stderr);
-    assert_eq!(waited.status.code(), Some(1), "{stderr}");
     assert_eq!(
-        stderr.lines().collect::<Vec<_>>(),
+        still_pending_after_1s(addr),
         [
             "goad: 1 rows pending",
             "goad: 1 rows still pending after 1s; paused sinks hold theirs until resumed: a/0"
