@@ -92,7 +92,8 @@ fn claims_can_go_to_an_s3_bucket() {
 
 /// A bucket that refuses a claim (here: it does not exist) fails only the
 /// attempt of the hook whose body it is, as transient, naming S3's answer;
-/// the small hook sent in the same batch is delivered.
+/// the small hook committed beside it (in its batch when both were due at
+/// once) is delivered.
 #[test]
 fn a_bucket_refusing_a_claim_fails_that_hooks_attempt_alone() {
     let moto = Moto::start();
