@@ -6,6 +6,7 @@
 //! bucket's lifecycle rule deletes old claims: goad does not list buckets.
 
 use crate::sink::aws_credentials::AwsCredentials;
+use crate::sink::aws_xml;
 use crate::sink::client::{
     agent, failed_answer, request_timeout, send_past_stale_connections, transport_error,
 };
@@ -154,13 +155,14 @@ impl S3Bucket {
         }
     }
 
-    /// The claim's body; `None` when the bucket has no such object.
+    /// The claim's body; `None` when the bucket has no such object (a
+    /// bucket that is not there is an error: S3 answers 404 for both).
     pub fn get(&self, tenant: &str, sha256: &str, max_bytes: u64) -> io::Result<Option<Vec<u8>>> {
         let url = self.object_url(tenant, sha256);
         let (status, _, body) = self.call("GET", &url, &[], max_bytes, None)?;
         match status {
             200 => Ok(Some(body)),
-            404 => Ok(None),
+            404 if aws_xml::code(&body) != Some("NoSuchBucket") => Ok(None),
             _ => Err(failed("GET", status, &body)),
         }
     }

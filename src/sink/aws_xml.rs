@@ -10,6 +10,11 @@ pub(super) fn text<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
     Some(&xml[start..start + length])
 }
 
+/// An AWS error answer's `<Code>`, if it is one.
+pub(crate) fn code(answer: &[u8]) -> Option<&str> {
+    text(std::str::from_utf8(answer).ok()?, "Code")
+}
+
 /// An AWS error answer's `<Code>` and `<Message>` as one line
 /// (`NoSuchBucket: The specified bucket does not exist`), the five XML
 /// entities read; `None` when `answer` holds no `<Code>`.
@@ -71,6 +76,12 @@ mod tests {
             Some("SlowDown")
         );
         assert_eq!(error(b"{\"message\": \"not XML\"}"), None);
+        assert_eq!(code(s3), Some("NoSuchBucket"));
+        assert_eq!(
+            code(b"<Error><Code>NoSuchKey</Code></Error>"),
+            Some("NoSuchKey")
+        );
+        assert_eq!(code(b""), None);
         assert_eq!(error(b"&amp;lt;"), None);
     }
 }

@@ -8,7 +8,7 @@ pub(crate) mod assume_role;
 pub(crate) mod aws_credentials;
 mod aws_profile;
 mod aws_sso;
-mod aws_xml;
+pub(crate) mod aws_xml;
 mod claiming;
 pub(crate) mod client;
 mod egress;

@@ -93,7 +93,7 @@ fn claims_can_go_to_an_s3_bucket() {
 /// A bucket that refuses a claim (here: it does not exist) fails only the
 /// attempt of the hook whose body it is, as transient, naming S3's answer;
 /// the small hook committed beside it (in its batch when both were due at
-/// once) is delivered.
+/// once) is delivered. Redeeming a claim from it is an error too.
 #[test]
 fn a_bucket_refusing_a_claim_fails_that_hooks_attempt_alone() {
     let moto = Moto::start();
@@ -121,6 +121,13 @@ fn a_bucket_refusing_a_claim_fails_that_hooks_attempt_alone() {
     let why = "cannot check the body in to the claim check: \
                S3 PUT answered HTTP status 404: NoSuchBucket: The specified bucket does not exist";
     assert_eq!(pending, [(goad::RowStatus::Pending, 1, Some(why.into()))]);
+    // Redeeming from it is an error, not a claim that is not there (S3
+    // answers both with 404).
+    let redeemed = engine.redeem_claim("acme", &"0".repeat(64));
+    assert_eq!(
+        redeemed.unwrap_err().to_string(),
+        "S3 GET answered HTTP status 404: NoSuchBucket: The specified bucket does not exist"
+    );
 }
 
 /// A bucket slower than the attempt's deadline as it takes a claim: the
