@@ -83,7 +83,6 @@ fn write_paced(reader: &mut impl Read, file: &mut std::fs::File) -> std::io::Res
 mod tests {
     use super::super::record::sample_hook;
     use super::super::write::{write_commit, NewRow};
-    use super::super::TenantTable;
     use super::*;
 
     /// A copy holds what was committed when it was made, not what a write
@@ -91,8 +90,7 @@ mod tests {
     #[test]
     fn a_copy_holds_the_last_commit_and_opens_as_a_store() {
         let dir = tempfile::tempdir().unwrap();
-        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-        let mut tenants = TenantTable::load(&store).unwrap();
+        let (store, mut tenants) = super::super::fresh_store(dir.path());
         let sinks = [NewRow::unordered(0, "http")];
         let mut wtxn = store.env.write_txn().unwrap();
         for seq in 1..=3 {

@@ -110,8 +110,7 @@ mod tests {
     #[test]
     fn an_open_breaker_is_taken_back_in_its_period_and_dropped_after() {
         let dir = tempfile::tempdir().unwrap();
-        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-        let mut tenants = TenantTable::load(&store).unwrap();
+        let (store, mut tenants) = super::super::fresh_store(dir.path());
         let key = |source: &str| SinkKey {
             tenant: Arc::from("t"),
             source_id: Arc::from(source),

@@ -236,10 +236,9 @@ mod tests {
     #[test]
     fn a_purge_marks_its_sink_and_a_junk_entry_stops_nothing() {
         use super::super::record::sample_hook;
-        use super::super::{write_commit, NewRow, TenantTable};
+        use super::super::{write_commit, NewRow};
         let dir = tempfile::tempdir().unwrap();
-        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-        let mut tenants = TenantTable::load(&store).unwrap();
+        let (store, mut tenants) = super::super::fresh_store(dir.path());
         let mut wtxn = store.env.write_txn().unwrap();
         let rows = [NewRow::unordered(0, "http"), NewRow::unordered(3, "sqs")];
         for seq in [1, 2] {

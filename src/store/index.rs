@@ -316,8 +316,7 @@ mod tests {
     #[test]
     fn a_head_load_reads_a_hooks_ids_and_not_its_body() {
         let dir = tempfile::tempdir().unwrap();
-        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-        let mut tenants = TenantTable::load(&store).unwrap();
+        let (store, mut tenants) = super::super::fresh_store(dir.path());
         let mut wtxn = store.env.write_txn().unwrap();
         let sinks = [NewRow::unordered(0, "http")];
         // Hook `seq` of source `s<seq>`.

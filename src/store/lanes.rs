@@ -404,8 +404,7 @@ mod tests {
     #[test]
     fn a_lane_is_due_one_row_at_a_time_and_moves_on_when_its_head_settles() {
         let dir = tempfile::tempdir().unwrap();
-        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-        let mut tenants = TenantTable::load(&store).unwrap();
+        let (store, mut tenants) = super::super::fresh_store(dir.path());
         let (a, b) = four_hooks(&store, &mut tenants);
         assert_ne!(a, b);
         let rtxn = store.env.read_txn().unwrap();
@@ -483,8 +482,7 @@ mod tests {
     #[test]
     fn a_head_whose_record_is_gone_or_corrupt_still_moves_its_lane_on() {
         let dir = tempfile::tempdir().unwrap();
-        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-        let mut tenants = TenantTable::load(&store).unwrap();
+        let (store, mut tenants) = super::super::fresh_store(dir.path());
         four_hooks(&store, &mut tenants);
         let mut wtxn = store.env.write_txn().unwrap();
         store
@@ -517,8 +515,7 @@ mod tests {
     #[test]
     fn a_row_that_does_not_head_its_lane_waits_in_it_when_written_back() {
         let dir = tempfile::tempdir().unwrap();
-        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-        let mut tenants = TenantTable::load(&store).unwrap();
+        let (store, mut tenants) = super::super::fresh_store(dir.path());
         let (a, _) = four_hooks(&store, &mut tenants);
         let mut wtxn = store.env.write_txn().unwrap();
         let tenant: TenantId = "t".into();
@@ -548,8 +545,7 @@ mod tests {
     #[test]
     fn a_held_row_that_does_not_head_its_lane_rejoins_it_on_recovery() {
         let dir = tempfile::tempdir().unwrap();
-        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-        let mut tenants = TenantTable::load(&store).unwrap();
+        let (store, mut tenants) = super::super::fresh_store(dir.path());
         four_hooks(&store, &mut tenants);
         let mut wtxn = store.env.write_txn().unwrap();
         let tenant: TenantId = "t".into();
@@ -571,8 +567,7 @@ mod tests {
     #[test]
     fn the_members_of_a_sources_lanes_are_dead_lettered_with_it() {
         let dir = tempfile::tempdir().unwrap();
-        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-        let mut tenants = TenantTable::load(&store).unwrap();
+        let (store, mut tenants) = super::super::fresh_store(dir.path());
         four_hooks(&store, &mut tenants);
         let mut wtxn = store.env.write_txn().unwrap();
         let other = dead_letter_members(
@@ -625,8 +620,7 @@ mod tests {
     #[test]
     fn a_sources_lane_members_go_in_steps_and_an_unreadable_one_is_passed_over() {
         let dir = tempfile::tempdir().unwrap();
-        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-        let mut tenants = TenantTable::load(&store).unwrap();
+        let (store, mut tenants) = super::super::fresh_store(dir.path());
         let (a, b) = four_hooks(&store, &mut tenants);
         let mut wtxn = store.env.write_txn().unwrap();
         store

@@ -817,6 +817,14 @@ fn move_all(
     Ok(moved)
 }
 
+/// A new shard store (shard 0 of 1) in `dir` and its tenants, for tests.
+#[cfg(test)]
+pub(crate) fn fresh_store(dir: &Path) -> (ShardStore, TenantTable) {
+    let store = ShardStore::open(dir, 0, 1).unwrap();
+    let tenants = TenantTable::load(&store).unwrap();
+    (store, tenants)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -857,8 +865,7 @@ mod tests {
     #[test]
     fn a_format_1_store_is_migrated_on_open_and_its_rows_load() {
         let dir = tempfile::tempdir().unwrap();
-        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-        let mut tenants = TenantTable::load(&store).unwrap();
+        let (store, mut tenants) = fresh_store(dir.path());
         let hook = record::sample_hook(1);
         let sinks = [NewRow::unordered(0, "http"), NewRow::unordered(1, "sqs")];
         let mut wtxn = store.env.write_txn().unwrap();
@@ -925,8 +932,7 @@ mod tests {
     #[test]
     fn a_format_4_store_gets_its_tenants_byte_counts_on_open() {
         let dir = tempfile::tempdir().unwrap();
-        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-        let mut tenants = TenantTable::load(&store).unwrap();
+        let (store, mut tenants) = fresh_store(dir.path());
         let mut wtxn = store.env.write_txn().unwrap();
         let mut bytes = [0u64; 2];
         for (seq, tenant) in [(1, "a"), (2, "b"), (3, "a")] {
@@ -957,8 +963,7 @@ mod tests {
     #[test]
     fn a_format_3_store_gets_its_hook_id_index_and_byte_counts_on_open() {
         let dir = tempfile::tempdir().unwrap();
-        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-        let mut tenants = TenantTable::load(&store).unwrap();
+        let (store, mut tenants) = fresh_store(dir.path());
         let mut wtxn = store.env.write_txn().unwrap();
         let sinks = [NewRow::unordered(0, "http"), NewRow::unordered(2, "sqs")];
         for seq in [1, 2] {

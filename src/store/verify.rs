@@ -369,8 +369,7 @@ mod tests {
     #[test]
     fn each_broken_invariant_is_named() {
         let dir = tempfile::tempdir().unwrap();
-        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-        let mut tenants = TenantTable::load(&store).unwrap();
+        let (store, mut tenants) = super::super::fresh_store(dir.path());
         let mut wtxn = store.env.write_txn().unwrap();
         for seq in 1..=3 {
             let sinks = [NewRow::unordered(0, "http")];
@@ -439,8 +438,7 @@ mod tests {
     #[test]
     fn broken_lanes_and_keys_of_the_wrong_size_are_named() {
         let dir = tempfile::tempdir().unwrap();
-        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
-        let mut tenants = TenantTable::load(&store).unwrap();
+        let (store, mut tenants) = super::super::fresh_store(dir.path());
         let mut wtxn = store.env.write_txn().unwrap();
         for (seq, key) in [(1, "a"), (2, "a"), (3, "b"), (4, "b"), (5, "c")] {
             let ordered = NewRow {
