@@ -1,6 +1,7 @@
 //! The little goad reads of AWS's XML answers: a field of STS's (query
-//! protocol) and the code and message of an error (STS's and S3's), each
-//! the plain text between a tag's first opening and its close.
+//! protocol) and the code and message of an error (STS's, S3's, and an
+//! SQS endpoint's that answers in XML), each the plain text between a
+//! tag's first opening and its close.
 
 /// The text of the first `<tag>` element of `xml` (credential fields and
 /// error codes are plain text: no markup, no entities).
