@@ -131,22 +131,56 @@ pub enum ReplayControl {
 }
 
 /// Why a replay was not created.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum CreateError {
     /// `MAX_STORED_REPLAYS` are kept.
     TooMany,
     /// Its matches could not be counted, or its file written.
-    Store(String),
+    Store(KeepError),
 }
 
 /// Why a replay was not paused or resumed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum ControlError {
     Unknown,
     /// It moved every row it takes: there is nothing to pause or resume.
     Done,
-    /// Its file could not be written (the replay is as it was).
-    Store(String),
+    /// Its counters could not be read, or its file written (the replay is
+    /// as it was).
+    Store(KeepError),
+}
+
+/// Why a replay's change could not be kept.
+#[derive(Debug)]
+pub enum KeepError {
+    /// Its rows or counters could not be read from the shards' stores.
+    Shards(StoreError),
+    /// Its file in `dir` could not be written.
+    File {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for KeepError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeepError::Shards(e) => e.fmt(f),
+            KeepError::File { dir, source } => {
+                let dir = dir.display();
+                write!(f, "cannot write the replay's file in {dir}: {source}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for KeepError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            KeepError::Shards(e) => Some(e),
+            KeepError::File { source, .. } => Some(source),
+        }
+    }
 }
 
 impl ReplayJob {
@@ -220,27 +254,16 @@ pub struct Replays {
 
 impl Replays {
     /// Loads the replays stored under `data_dir`; a file that does not
-    /// parse is reported and skipped.
+    /// parse is reported and skipped, as is a directory that cannot be
+    /// read (its replays are not resumed: their rows stay dead letters).
     pub fn new(data_dir: &Path) -> Replays {
         let dir = data_dir.join("replays");
         let mut jobs = Vec::new();
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            for entry in entries.flatten() {
-                let path = entry.path();
-                if path.extension().is_none_or(|e| e != "json") {
-                    continue;
-                }
-                match std::fs::read(&path)
-                    .map_err(|e| e.to_string())
-                    .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-                {
-                    Ok(job) => jobs.push(job),
-                    Err(e) => crate::log::warn(
-                        "skipping an unreadable replay file",
-                        &[("path", &path.display()), ("error", &e)],
-                    ),
-                }
-            }
+        if let Err(e) = load_jobs(&dir, &mut jobs) {
+            crate::log::error(
+                "cannot read the replays directory: the replays it holds are not resumed",
+                &[("path", &dir.display()), ("error", &e)],
+            );
         }
         jobs.sort_by(|a: &ReplayJob, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
         Replays {
@@ -281,9 +304,8 @@ impl Replays {
             done_at_ms: None,
         };
         job.matched = (engine.count_dead(&job.filter()))
-            .map_err(|e: StoreError| CreateError::Store(e.to_string()))?;
-        self.save(&job)
-            .map_err(|e| CreateError::Store(format!("cannot store the replay: {e}")))?;
+            .map_err(|e| CreateError::Store(KeepError::Shards(e)))?;
+        self.save(&job).map_err(CreateError::Store)?;
         jobs.push(job.clone());
         crate::log::info(
             "replay created",
@@ -310,7 +332,7 @@ impl Replays {
         id: &str,
         control: ReplayControl,
     ) -> Result<ReplayProgress, ControlError> {
-        let store = |e: StoreError| ControlError::Store(e.to_string());
+        let store = |e| ControlError::Store(KeepError::Shards(e));
         {
             let mut jobs = self.jobs.lock();
             let job = jobs
@@ -332,8 +354,7 @@ impl Replays {
                 _ => {}
             }
             if changed != *job {
-                self.save(&changed)
-                    .map_err(|e| ControlError::Store(format!("cannot store the replay: {e}")))?;
+                self.save(&changed).map_err(ControlError::Store)?;
                 *job = changed;
                 crate::log::info(
                     "replay state",
@@ -573,17 +594,49 @@ impl Replays {
     }
 
     /// Writes a replay's file durably: a synced temporary file renamed over it.
-    fn save(&self, job: &ReplayJob) -> std::io::Result<()> {
+    fn save(&self, job: &ReplayJob) -> Result<(), KeepError> {
         use std::io::Write as _;
-        crate::synced_dir::create_all(&self.dir)?;
-        let path = self.dir.join(format!("{}.json", job.id));
-        let tmp = self.dir.join(format!("{}.json.tmp", job.id));
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(&serde_json::to_vec_pretty(job).map_err(std::io::Error::other)?)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
-        crate::synced_dir::sync(&self.dir)
+        let write = || -> std::io::Result<()> {
+            crate::synced_dir::create_all(&self.dir)?;
+            let path = self.dir.join(format!("{}.json", job.id));
+            let tmp = self.dir.join(format!("{}.json.tmp", job.id));
+            let mut file = std::fs::File::create(&tmp)?;
+            file.write_all(&serde_json::to_vec_pretty(job).map_err(std::io::Error::other)?)?;
+            file.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            crate::synced_dir::sync(&self.dir)
+        };
+        write().map_err(|source| KeepError::File {
+            dir: self.dir.clone(),
+            source,
+        })
     }
+}
+
+/// Adds the replays whose files are in `dir` (none if there is no `dir`)
+/// to `jobs`; a file that does not read or parse is logged and skipped.
+fn load_jobs(dir: &Path, jobs: &mut Vec<ReplayJob>) -> std::io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        entries => entries?,
+    };
+    for entry in entries {
+        let path = entry?.path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        match std::fs::read(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+        {
+            Ok(job) => jobs.push(job),
+            Err(e) => crate::log::warn(
+                "skipping an unreadable replay file",
+                &[("path", &path.display()), ("error", &e)],
+            ),
+        }
+    }
+    Ok(())
 }
 
 /// Why a replay pauses itself, if it must: of its rows, at least
@@ -639,13 +692,13 @@ mod tests {
             tenant: Some("t".into()),
             ..ReplaySpec::default()
         };
-        assert_eq!(
+        assert!(matches!(
             replays.create(&engine, other.clone()),
             Err(CreateError::TooMany)
-        );
+        ));
         assert_eq!(
-            replays.create(&engine, ReplaySpec::default()),
-            Ok((first, false))
+            replays.create(&engine, ReplaySpec::default()).unwrap(),
+            (first, false)
         );
         replays.jobs.lock().pop();
         assert!(replays.create(&engine, other).unwrap().1);

@@ -49,7 +49,7 @@ pub(super) fn create(state: &NodeState, engine: &Engine, request: &Request) -> R
             );
             Response::unavailable("too_many_replays", &message, 60)
         }
-        Err(CreateError::Store(message)) => Response::unavailable("store_unavailable", &message, 1),
+        Err(CreateError::Store(e)) => Response::unavailable("store_unavailable", &e.to_string(), 1),
     }
 }
 
@@ -113,8 +113,8 @@ pub(super) fn control(
             let message = format!("replay {id:?} is done: it moved every row it takes");
             Response::error(409, "replay_done", &message)
         }
-        Err(ControlError::Store(message)) => {
-            Response::unavailable("store_unavailable", &message, 1)
+        Err(ControlError::Store(e)) => {
+            Response::unavailable("store_unavailable", &e.to_string(), 1)
         }
     }
 }

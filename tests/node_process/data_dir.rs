@@ -2,6 +2,7 @@
 //! verify`, and copied by `goad backup` while the node runs.
 
 use super::*;
+use common::http::call;
 
 /// A second `goad serve` on a data directory in use exits with an error
 /// naming the directory and the first node's pid, said once, and the first
@@ -193,4 +194,63 @@ fn a_node_killed_during_a_backup_keeps_its_hooks_and_the_copy_cut_short_is_refus
     assert!(whole.join(goad::BACKUP_MANIFEST).exists());
     let acked = acked.lock().unwrap().clone();
     wait_all_delivered(&restarted, &receiver, &acked, Duration::from_secs(120));
+}
+
+/// A node whose replays directory cannot be read (a file stands in its
+/// place) says so as it starts, and answers a new replay 503
+/// `store_unavailable` naming the directory, creating none; restarted on a
+/// directory holding a replay file that does not parse, it skips that file
+/// saying so, and a new replay is kept.
+#[test]
+fn a_replays_directory_that_cannot_be_read_or_written_is_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let replays = dir.path().join("data").join("replays");
+    std::fs::create_dir_all(replays.parent().unwrap()).unwrap();
+    std::fs::write(&replays, b"not a directory").unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut node = serve(dir.path(), &receiver.url("/hooks"));
+    let unread = node.started.iter().find(|l| {
+        l.contains(
+            "msg=\"cannot read the replays directory: the replays it holds are not resumed\"",
+        )
+    });
+    let unread = unread.expect("the unreadable directory logged as the node started");
+    let expected = format!(
+        "level=error msg=\"cannot read the replays directory: the replays it holds are not resumed\" path={} error=\"Not a directory (os error 20)\"",
+        replays.display()
+    );
+    assert!(unread.ends_with(&expected), "{unread}");
+    let refused = call(node.addr, "POST", "/v1/replays", &[], b"{}");
+    assert_eq!(
+        (refused.status, refused.error_code().as_str()),
+        (503, "store_unavailable"),
+        "{}",
+        refused.text()
+    );
+    let expected = format!(
+        "cannot write the replay's file in {}: File exists (os error 17)",
+        replays.display()
+    );
+    assert_eq!(refused.json()["message"], expected.as_str());
+    assert_eq!(
+        get(node.addr, "/v1/replays").json()["replays"],
+        serde_json::json!([])
+    );
+    kill(&mut node);
+
+    std::fs::remove_file(&replays).unwrap();
+    std::fs::create_dir(&replays).unwrap();
+    std::fs::write(replays.join("broken.json"), b"{\"id\":").unwrap();
+    let node = serve(dir.path(), &receiver.url("/hooks"));
+    let skipped = node
+        .started
+        .iter()
+        .find(|l| l.contains("msg=\"skipping an unreadable replay file\""));
+    let skipped = skipped.expect("the broken file logged as the node started");
+    let expected = format!("path={} error=", replays.join("broken.json").display());
+    assert!(skipped.contains(&expected), "{skipped}");
+    let created = call(node.addr, "POST", "/v1/replays", &[], b"{}");
+    assert_eq!(created.status, 202, "{}", created.text());
+    let id = created.json()["id"].as_str().unwrap().to_string();
+    assert!(replays.join(format!("{id}.json")).is_file());
 }
