@@ -28,7 +28,7 @@
 //! the queue.
 
 use super::aws_credentials::AwsCredentials;
-use super::client::answer_text;
+use super::client::failed_answer;
 use super::message::attributes;
 use super::message::message_json;
 use super::queue::{deliver_in_requests, deliver_one};
@@ -413,10 +413,7 @@ fn request_failure(
     message: Option<String>,
 ) -> SinkError {
     let Some(kind) = kind else {
-        return SinkError::transient(SqsAnswer::Status {
-            status,
-            body: answer_text(reply),
-        });
+        return SinkError::transient(SqsAnswer::Status(failed_answer(status, reply)));
     };
     // "com.amazonaws.sqs#QueueDoesNotExist", or the bare code.
     let code = kind.rsplit('#').next().unwrap_or(&kind).to_string();
@@ -456,8 +453,9 @@ pub enum SqsAnswer {
     Unanswered,
     /// A 200 that is not a `SendMessageBatch` answer.
     Unexpected(String),
-    /// Another status, without an SQS error document.
-    Status { status: u16, body: String },
+    /// Another status, without an SQS error document: as
+    /// `client::failed_answer` quotes it.
+    Status(String),
 }
 
 impl fmt::Display for SqsAnswer {
@@ -477,7 +475,7 @@ impl fmt::Display for SqsAnswer {
                 "SQS stored a message body with MD5 {got}, not the {expected} sent"
             ),
             SqsAnswer::Unexpected(body) => write!(f, "unexpected SQS answer: {body}"),
-            SqsAnswer::Status { status, body } => write!(f, "HTTP status {status}: {body}"),
+            SqsAnswer::Status(answer) => f.write_str(answer),
         }
     }
 }
@@ -555,10 +553,12 @@ mod tests {
         assert_eq!(classes(400, missing), [Some(Transient), Some(Transient)]);
         let bad = r#"{"__type":"com.amazonaws.sqs#InvalidParameterValue","message":"bad"}"#;
         assert_eq!(classes(400, bad), [Some(Permanent), Some(Permanent)]);
-        let texts: Vec<String> = settle(500, b"kaboom", &[md5_hex("{}")])
-            .into_iter()
-            .map(|r| r.unwrap_err().to_string())
-            .collect();
-        assert_eq!(texts, ["HTTP status 500: kaboom"]);
+        let text = |status, reply: &[u8]| -> Vec<String> {
+            (settle(status, reply, &[md5_hex("{}")]).into_iter())
+                .map(|r| r.unwrap_err().to_string())
+                .collect()
+        };
+        assert_eq!(text(500, b"kaboom"), ["HTTP status 500: kaboom"]);
+        assert_eq!(text(503, b""), ["HTTP status 503"], "an empty answer");
     }
 }
