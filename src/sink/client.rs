@@ -6,6 +6,7 @@
 
 use super::egress::Egress;
 use super::resolver::CachingResolver;
+use super::status::BadStatus;
 use crate::config::ConfigError;
 use crate::limits::{HTTP_BUFFER_BYTES, HTTP_MAX_RESPONSE_HEAD_BYTES, REQUEST_PAST_DEADLINE_MS};
 use crate::pem::{certificates, private_key, PemFile};
@@ -273,14 +274,13 @@ pub(crate) fn ok_body(
     Err(failed_answer(status, body.as_bytes()).into())
 }
 
-/// An answer of `status` other than the one asked for, for an error
-/// message: `HTTP status 404: NoSuchBucket: The specified bucket does not
-/// exist` (see [`answer_text`]), or the status alone when its body is
-/// empty.
-pub(crate) fn failed_answer(status: u16, answer: &[u8]) -> String {
-    match answer_text(answer) {
-        text if text.is_empty() => format!("HTTP status {status}"),
-        text => format!("HTTP status {status}: {text}"),
+/// An answer of `status` other than the one asked for, as an error:
+/// `HTTP status 404: NoSuchBucket: The specified bucket does not exist`
+/// (see [`answer_text`]), or the status alone when its body is empty.
+pub(crate) fn failed_answer(status: u16, answer: &[u8]) -> BadStatus {
+    BadStatus {
+        status,
+        answer: answer_text(answer),
     }
 }
 

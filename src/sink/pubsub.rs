@@ -36,6 +36,7 @@ use super::gcp_token::PubSubAuth;
 use super::message::attributes;
 use super::message::message_json;
 use super::queue::{deliver_in_requests, deliver_one};
+use super::status::BadStatus;
 use super::{agent, answer_of, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
 use crate::core::LaneBy;
 use crate::limits::{
@@ -294,10 +295,10 @@ fn settle(status: u16, reply: &[u8], count: usize) -> Result<(), SinkError> {
     }
     let error = document.as_ref().and_then(|d| d.get("error"));
     let Some(google) = error.and_then(|e| e.get("status")).and_then(Value::as_str) else {
-        return Err(SinkError::transient(PubSubAnswer::Status {
+        return Err(SinkError::transient(PubSubAnswer::Status(BadStatus {
             status,
-            body: excerpt(reply),
-        }));
+            answer: excerpt(reply),
+        })));
     };
     let message = error
         .and_then(|e| e.get("message"))
@@ -327,7 +328,7 @@ pub enum PubSubAnswer {
     /// A 200 that is not the answer to the publish sent.
     Unexpected(String),
     /// Another status, without a Google error document.
-    Status { status: u16, body: String },
+    Status(BadStatus),
 }
 
 impl fmt::Display for PubSubAnswer {
@@ -342,7 +343,7 @@ impl fmt::Display for PubSubAnswer {
                 "Pub/Sub error {google_status} (HTTP status {status}): {message}"
             ),
             PubSubAnswer::Unexpected(body) => write!(f, "unexpected Pub/Sub answer: {body}"),
-            PubSubAnswer::Status { status, body } => write!(f, "HTTP status {status}: {body}"),
+            PubSubAnswer::Status(bad) => bad.fmt(f),
         }
     }
 }
@@ -402,5 +403,11 @@ mod tests {
             "permanent: Pub/Sub error INVALID_ARGUMENT (HTTP status 400): bad"
         );
         assert_eq!(class(500, "kaboom"), Some(FailureClass::Transient));
+        let text = |status, reply: &[u8]| settle(status, reply, 1).unwrap_err().to_string();
+        assert_eq!(
+            text(502, b"<h1>Bad\n gateway</h1>"),
+            "HTTP status 502: <h1>Bad gateway</h1>"
+        );
+        assert_eq!(text(503, b""), "HTTP status 503", "an empty answer");
     }
 }

@@ -33,6 +33,7 @@ use super::message::attributes;
 use super::message::message_json;
 use super::queue::{deliver_in_requests, deliver_one};
 use super::sigv4::{sign_headers, SignError, Unsigned};
+use super::status::BadStatus;
 use super::{agent, answer_of, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
 use crate::limits::SQS_BATCH_MAX_ENTRIES;
 use md5::{Digest, Md5};
@@ -453,9 +454,9 @@ pub enum SqsAnswer {
     Unanswered,
     /// A 200 that is not a `SendMessageBatch` answer.
     Unexpected(String),
-    /// Another status, without an SQS error document: as
-    /// `client::failed_answer` quotes it.
-    Status(String),
+    /// Another status, without an SQS error document (an AWS XML error is
+    /// quoted by its code and message: see `client::failed_answer`).
+    Status(BadStatus),
 }
 
 impl fmt::Display for SqsAnswer {
@@ -475,7 +476,7 @@ impl fmt::Display for SqsAnswer {
                 "SQS stored a message body with MD5 {got}, not the {expected} sent"
             ),
             SqsAnswer::Unexpected(body) => write!(f, "unexpected SQS answer: {body}"),
-            SqsAnswer::Status(answer) => f.write_str(answer),
+            SqsAnswer::Status(bad) => bad.fmt(f),
         }
     }
 }
