@@ -36,7 +36,7 @@ use super::gcp_token::PubSubAuth;
 use super::message::attributes;
 use super::message::message_json;
 use super::queue::{deliver_in_requests, deliver_one};
-use super::status::BadStatus;
+use super::status::{detail, BadStatus};
 use super::{agent, answer_of, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
 use crate::core::LaneBy;
 use crate::limits::{
@@ -338,10 +338,10 @@ impl fmt::Display for PubSubAnswer {
                 status,
                 google_status,
                 message,
-            } => write!(
-                f,
-                "Pub/Sub error {google_status} (HTTP status {status}): {message}"
-            ),
+            } => {
+                write!(f, "Pub/Sub error {google_status} (HTTP status {status})")?;
+                detail(f, message)
+            }
             PubSubAnswer::Unexpected(body) => write!(f, "unexpected Pub/Sub answer: {body}"),
             PubSubAnswer::Status(bad) => bad.fmt(f),
         }
@@ -409,5 +409,8 @@ mod tests {
             "HTTP status 502: <h1>Bad gateway</h1>"
         );
         assert_eq!(text(503, b""), "HTTP status 503", "an empty answer");
+        let bare = br#"{"error":{"code":503,"status":"UNAVAILABLE"}}"#;
+        let bare_text = "Pub/Sub error UNAVAILABLE (HTTP status 503)";
+        assert_eq!(text(503, bare), bare_text, "no message");
     }
 }

@@ -33,7 +33,7 @@ use super::message::attributes;
 use super::message::message_json;
 use super::queue::{deliver_in_requests, deliver_one};
 use super::sigv4::{sign_headers, SignError, Unsigned};
-use super::status::BadStatus;
+use super::status::{detail, BadStatus};
 use super::{agent, answer_of, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
 use crate::limits::SQS_BATCH_MAX_ENTRIES;
 use md5::{Digest, Md5};
@@ -466,9 +466,13 @@ impl fmt::Display for SqsAnswer {
                 status,
                 code,
                 message,
-            } => write!(f, "SQS error {code} (HTTP status {status}): {message}"),
+            } => {
+                write!(f, "SQS error {code} (HTTP status {status})")?;
+                detail(f, message)
+            }
             SqsAnswer::Refused { code, message } => {
-                write!(f, "SQS refused the message: {code}: {message}")
+                write!(f, "SQS refused the message: {code}")?;
+                detail(f, message)
             }
             SqsAnswer::Unanswered => write!(f, "SQS's batch answer does not name the message"),
             SqsAnswer::Md5Mismatch { expected, got } => write!(
@@ -545,6 +549,12 @@ mod tests {
         let throttled = r#"{"Failed":[{"Id":"0","SenderFault":false,"Code":"ServiceUnavailable","Message":"x"},{"Id":"1","SenderFault":true,"Code":"InvalidMessageContents","Message":"y"}]}"#;
         assert_eq!(classes(200, throttled), [Some(Transient), Some(Permanent)]);
         assert_eq!(classes(200, "{}"), [Some(Transient), Some(Transient)]);
+        // A failed entry's `Message` is optional.
+        let bare = r#"{"Failed":[{"Id":"0","SenderFault":true,"Code":"InvalidMessageContents"}]}"#;
+        let failure = settle(200, bare.as_bytes(), &[md5_hex("{}")]).remove(0);
+        let failure = failure.unwrap_err().to_string();
+        let expected = "permanent: SQS refused the message: InvalidMessageContents";
+        assert_eq!(failure, expected);
     }
 
     #[test]
@@ -561,5 +571,8 @@ mod tests {
         };
         assert_eq!(text(500, b"kaboom"), ["HTTP status 500: kaboom"]);
         assert_eq!(text(503, b""), ["HTTP status 503"], "an empty answer");
+        let bare = br#"{"__type":"com.amazonaws.sqs#QueueDoesNotExist"}"#;
+        let bare_text = "SQS error QueueDoesNotExist (HTTP status 400)";
+        assert_eq!(text(400, bare), [bare_text], "no message");
     }
 }

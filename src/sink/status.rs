@@ -19,10 +19,16 @@ pub struct BadStatus {
 impl fmt::Display for BadStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "HTTP status {}", self.status)?;
-        match self.answer.is_empty() {
-            true => Ok(()),
-            false => write!(f, ": {}", self.answer),
-        }
+        detail(f, &self.answer)
+    }
+}
+
+/// Writes `: <text>`, or nothing for an empty `text`: an error's detail,
+/// where the answer gave one.
+pub(super) fn detail(f: &mut fmt::Formatter<'_>, text: &str) -> fmt::Result {
+    match text.is_empty() {
+        true => Ok(()),
+        false => write!(f, ": {text}"),
     }
 }
 
