@@ -77,6 +77,33 @@ fn a_failure_reschedules_by_the_policy_and_a_permanent_error_dead_letters_with_i
     );
 }
 
+/// A failure's text is kept to `MAX_ERROR_TEXT_BYTES`, cut before the
+/// character the limit falls in.
+#[test]
+fn a_long_error_is_kept_to_its_limit_cut_at_a_character() {
+    let config = config_with(vec![source("a", "t", &["x"])]);
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    m.add("t", "a", &["x"], 0);
+    c.handle_scan(1_000, &mut m);
+    let _ = m.apply(&mut c);
+    let job = c.poll_job(1_000).unwrap();
+    // Two-byte characters from byte 1: byte 1,024 is inside one.
+    let message = format!("x{}", "é".repeat(1_000));
+    let failure = AttemptFailure {
+        class: FailureClass::Transient,
+        message,
+    };
+    c.handle_outcome(1_010, job.id, Err(failure), TOOK);
+    let ops = m.apply(&mut c);
+    let StoreOp::Reschedule { error, .. } = &ops[0] else {
+        panic!("not rescheduled: {ops:?}");
+    };
+    let kept = format!("x{}", "é".repeat(511));
+    assert_eq!(kept.len(), crate::limits::MAX_ERROR_TEXT_BYTES - 1);
+    assert_eq!(error.as_deref(), Some(kept.as_str()));
+}
+
 #[test]
 fn an_attempt_past_its_deadline_fails_as_attempt_timeout_and_its_late_result_is_discarded() {
     let mut config = config_with(vec![source("a", "t", &["x"])]);
