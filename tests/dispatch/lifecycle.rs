@@ -251,7 +251,8 @@ fn a_commit_is_counted_in_the_stats_by_the_time_it_returns() {
 /// A commit the engine refuses at once stores nothing and says why, from
 /// `commit` and from `commit_then` (whose callback is never called): a
 /// source not configured, a body over `max_body_bytes` (one of exactly
-/// that size is taken), a stopped engine.
+/// that size is taken), a stopped engine; a stopped engine's other calls
+/// say it is stopped.
 #[test]
 fn a_commit_refused_at_once_stores_nothing_and_says_why() {
     let dir = tempfile::tempdir().unwrap();
@@ -283,4 +284,12 @@ fn a_commit_refused_at_once_stores_nothing_and_says_why() {
     engine.shutdown();
     assert_eq!(refusals(NewHook::new("s", "x")), "the engine is stopped");
     assert!(!called.load(Ordering::SeqCst), "no callback for a refusal");
+    // The calls that ask the shards say so too.
+    let stopped = "the dispatch engine is stopped";
+    assert_eq!(engine.tick().unwrap_err().to_string(), stopped);
+    assert_eq!(engine.pressure().unwrap_err().to_string(), stopped);
+    assert_eq!(engine.sink_stats().unwrap_err().to_string(), stopped);
+    assert_eq!(engine.tenant_stats().unwrap_err().to_string(), stopped);
+    let dead_lettered = engine.dead_letter_source("s").unwrap_err();
+    assert_eq!(dead_lettered.to_string(), stopped);
 }
