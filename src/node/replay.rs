@@ -615,6 +615,8 @@ impl Replays {
 
 /// Adds the replays whose files are in `dir` (none if there is no `dir`)
 /// to `jobs`; a file that does not read or parse is logged and skipped.
+/// A `.json.tmp` file is a write a crash cut short (its replay's file is
+/// as it was before): it is deleted.
 fn load_jobs(dir: &Path, jobs: &mut Vec<ReplayJob>) -> std::io::Result<()> {
     let entries = match std::fs::read_dir(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -622,6 +624,16 @@ fn load_jobs(dir: &Path, jobs: &mut Vec<ReplayJob>) -> std::io::Result<()> {
     };
     for entry in entries {
         let path = entry?.path();
+        if path.to_string_lossy().ends_with(".json.tmp") {
+            if let Err(e) = std::fs::remove_file(&path) {
+                let shown = path.display();
+                crate::log::warn(
+                    "cannot delete a replay's unfinished file",
+                    &[("path", &shown), ("error", &e)],
+                );
+            }
+            continue;
+        }
         if path.extension().is_none_or(|e| e != "json") {
             continue;
         }
@@ -754,6 +766,40 @@ mod tests {
             21,
             "unspent: a fifth of a second's worth"
         );
+    }
+
+    /// The replays of a node's directory are loaded oldest first; a file
+    /// a crash left half-written (`.json.tmp`) is deleted, and one that does
+    /// not parse is skipped and left for the operator.
+    #[test]
+    fn replays_load_from_their_files_and_a_crashs_leftover_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let replays = dir.path().join("replays");
+        std::fs::create_dir(&replays).unwrap();
+        let job = |id: &str, created_at_ms| ReplayJob {
+            id: id.into(),
+            spec: ReplaySpec::default(),
+            created_at_ms,
+            matched: 3,
+            state: ReplayState::Running,
+            error: None,
+            resumed_at: None,
+            done_at_ms: None,
+        };
+        for job in [job("b", 2), job("a", 1)] {
+            let file = replays.join(format!("{}.json", job.id));
+            std::fs::write(file, serde_json::to_vec(&job).unwrap()).unwrap();
+        }
+        std::fs::write(replays.join("a.json.tmp"), b"{\"id\":").unwrap();
+        std::fs::write(replays.join("broken.json"), b"{\"id\":").unwrap();
+        let loaded = Replays::new(dir.path());
+        assert_eq!(*loaded.jobs.lock(), [job("a", 1), job("b", 2)]);
+        let mut left: Vec<_> = std::fs::read_dir(&replays)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["a.json", "b.json", "broken.json"]);
     }
 
     #[test]
