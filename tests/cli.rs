@@ -146,7 +146,9 @@ fn output_into_a_closed_pipe_is_no_error() {
 }
 
 /// An operator command with no node where it looks says so and how to
-/// name the node, and exits 1.
+/// name the node, and exits 1; a node named by its `HOST:PORT` (as its
+/// `listen` is written) is looked for over http://, and an address of
+/// another kind is refused, naming the forms taken (exit 2).
 #[test]
 fn a_command_with_no_node_at_its_address_says_how_to_name_one() {
     // A port just freed: nothing listens there.
@@ -155,22 +157,33 @@ fn a_command_with_no_node_at_its_address_says_how_to_name_one() {
         .local_addr()
         .unwrap()
         .port();
+    let stats = |node: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_goad"))
+            .args(["stats", "--node", node])
+            .env_remove("GOAD_NODE")
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8(out.stderr).unwrap())
+    };
     let node = format!("http://127.0.0.1:{port}");
-    let out = Command::new(env!("CARGO_BIN_EXE_goad"))
-        .args(["stats", "--node", &node])
-        .env_remove("GOAD_NODE")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.starts_with(&format!("goad: {node}/v1/stats: ")),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains("(no node listens there: give its address with --node or GOAD_NODE)"),
-        "{stderr}"
-    );
+    for named in [node.clone(), format!("127.0.0.1:{port}")] {
+        let (code, stderr) = stats(&named);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(
+            stderr.starts_with(&format!("goad: {node}/v1/stats: ")),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("(no node listens there: give its address with --node or GOAD_NODE)"),
+            "{stderr}"
+        );
+    }
+    for wrong in ["ftp://127.0.0.1:7878", "http://", "a b"] {
+        let (code, stderr) = stats(wrong);
+        assert_eq!(code, Some(2), "{stderr}");
+        let expected = format!("error: invalid value '{wrong}' for '--node <NODE>': not a node's address: give http://HOST:PORT, https://HOST:PORT or HOST:PORT");
+        assert!(stderr.starts_with(&expected), "{stderr}");
+    }
 }
 
 /// `goad serve` with `GOAD_LOG_FORMAT=format` on a fresh data directory

@@ -368,8 +368,9 @@ pub fn query<'a>(params: impl Iterator<Item = &'a (&'a str, Option<String>)>) ->
 
 #[derive(Args)]
 pub struct NodeArgs {
-    /// The node's base URL.
-    #[arg(long, env = "GOAD_NODE", default_value = "http://127.0.0.1:7878")]
+    /// The node's base URL (http:// or https://), or its HOST:PORT for
+    /// http:// (the form of its `listen`).
+    #[arg(long, env = "GOAD_NODE", default_value = "http://127.0.0.1:7878", value_parser = node_url)]
     pub node: String,
     /// The environment variable holding the node's admin token.
     #[arg(long, default_value = "GOAD_ADMIN_TOKEN")]
@@ -385,6 +386,23 @@ pub struct NodeArgs {
     /// ...and this PEM private key.
     #[arg(long, env = "GOAD_CLIENT_KEY")]
     pub client_key: Option<PathBuf>,
+}
+
+/// A node's base URL from `--node`: an `http://` or `https://` URL (a
+/// path kept, for a node behind a proxy's prefix), or `HOST:PORT`, read
+/// as `http://HOST:PORT`.
+fn node_url(text: &str) -> Result<String, String> {
+    let url = match text.contains("://") {
+        true => text.to_string(),
+        false => format!("http://{text}"),
+    };
+    let uri = url.parse::<ureq::http::Uri>().ok();
+    match uri.as_ref().map(|u| (u.scheme_str(), u.host())) {
+        Some((Some("http" | "https"), Some(host))) if !host.is_empty() => Ok(url),
+        _ => Err(
+            "not a node's address: give http://HOST:PORT, https://HOST:PORT or HOST:PORT".into(),
+        ),
+    }
 }
 
 impl NodeArgs {
