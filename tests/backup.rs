@@ -211,6 +211,14 @@ fn a_backup_into_a_directory_with_files_or_inside_the_data_directory_is_refused(
         refusal(&file),
         format!("cannot back up to {}: it is a file", file.display())
     );
+    let under_file = file.join("backup");
+    assert_eq!(
+        refusal(&under_file),
+        format!(
+            "cannot back up to {}: a part of its path is a file, not a directory",
+            under_file.display()
+        )
+    );
 
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();

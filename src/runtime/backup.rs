@@ -167,7 +167,10 @@ fn usable_target(data_dir: &Path, dir: &Path) -> Result<(), BackupError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             synced_dir::create_all(dir).map_err(io_at(dir))
         }
-        Err(e) if e.kind() == io::ErrorKind::NotADirectory => Err(refused("it is a file")),
+        Err(e) if e.kind() == io::ErrorKind::NotADirectory => Err(refused(match dir.is_file() {
+            true => "it is a file",
+            false => "a part of its path is a file, not a directory",
+        })),
         Err(e) => Err(io_at(dir)(e)),
     }
 }
