@@ -456,6 +456,42 @@ fn retry_after_defers_the_row_past_the_asked_delay() {
     );
 }
 
+/// `EngineBuilder::seed` fixes the shards' jitter: engines opened with one
+/// seed wait the same backoff after a failed attempt (up to the attempt's
+/// own milliseconds), and engines of other seeds do not all wait alike.
+#[test]
+fn a_seed_fixes_the_jitter_of_a_retry() {
+    let backoff_ms = |seed: u64| -> u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = config(dir.path());
+        c.retry.base_ms = 100_000;
+        c.retry.max_ms = 100_000;
+        c.retry.jitter = true;
+        c.sources.push(source_of_kinds("s", "t", &["fail"]));
+        let failing = sink(|_| Err(SinkError::transient(std::io::Error::other("no"))));
+        let engine = Engine::builder(c)
+            .sink("fail", failing)
+            .seed(seed)
+            .open()
+            .unwrap();
+        engine.commit(NewHook::new("s", "x")).unwrap();
+        engine.tick().unwrap();
+        let row = rows(&engine).remove(0).record;
+        assert_eq!(row.attempts, 1);
+        row.at_ms - row.first_attempt_at_ms
+    };
+    let waits = [7, 7, 8, 9, 10].map(backoff_ms);
+    assert!(
+        waits.iter().all(|w| (50_000..=101_000).contains(w)),
+        "half to all of 100 s: {waits:?}"
+    );
+    assert!(waits[0].abs_diff(waits[1]) <= 1_000, "one seed: {waits:?}");
+    assert!(
+        waits[2..].iter().any(|w| w.abs_diff(waits[0]) > 1_000),
+        "other seeds: {waits:?}"
+    );
+}
+
 /// Scenario 18: with breakers off, a failing sink spends every attempt.
 #[test]
 fn every_attempt_is_spent_before_a_row_is_dead_lettered() {
