@@ -341,9 +341,9 @@ fn a_message_with_an_attribute_pubsub_refuses_fails_alone() {
     assert_eq!(published(&requests[0]).len(), 2);
 }
 
-/// Scenarios 50, 55: a token variable that is not set, or a message over
-/// `max_message_bytes`, sends nothing; the first is retried (transient),
-/// the second dead-lettered at once.
+/// Scenarios 50, 55: a token variable that is not set (or holds a line
+/// break), or a message over `max_message_bytes`, sends nothing; the first
+/// is retried (transient), the second dead-lettered at once.
 #[test]
 fn a_missing_token_or_a_message_too_large_publishes_nothing() {
     let (receiver, _) = stand_in(Answer::Published);
@@ -356,10 +356,22 @@ fn a_missing_token_or_a_message_too_large_publishes_nothing() {
         max_message_bytes: Some(100),
         ..pubsub_sink(&receiver)
     };
-    let reasons = dead_within_two_attempts(dir.path(), unset, small);
+    let reasons = dead_within_two_attempts(dir.path(), unset, small.clone());
     assert_too_large_and_missing_credentials(
         &reasons,
         "no Pub/Sub access token: GOAD_TEST_PUBSUB_UNSET is not set",
+    );
+    // A token no header can carry is no token either.
+    std::env::set_var("GOAD_TEST_PUBSUB_BROKEN", "tok\nx-injected: 1");
+    let broken = SinkConfig {
+        token_env: Some("GOAD_TEST_PUBSUB_BROKEN".into()),
+        ..pubsub_sink(&receiver)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let reasons = dead_within_two_attempts(dir.path(), broken, small);
+    assert_too_large_and_missing_credentials(
+        &reasons,
+        "cannot get a Pub/Sub access token from $GOAD_TEST_PUBSUB_BROKEN: the token it gave holds a line break or another control character, which no authorization header can carry",
     );
     assert_eq!(receiver.count(), 0, "nothing was published");
 }

@@ -21,7 +21,7 @@ use super::client::{agent, percent_encoded};
 use super::expiring::{expires_after, expires_at_unix_s, Expiring};
 use super::gcp_key::ServiceAccountKey;
 use super::gcp_token::{ask_metadata, key_file, TokenSource};
-use super::oauth2::Token;
+use super::oauth2::{sendable_bearer, Token};
 use super::BoxError;
 use crate::config::GoogleIdTokenConfig;
 use crate::limits::{HTTP_TIMEOUT_MS, OAUTH2_DEFAULT_LIFETIME_S};
@@ -116,6 +116,7 @@ impl GoogleIdToken {
                 }
                 TokenSource::User(_) => unreachable!("GoogleIdToken::new refuses a user's"),
             };
+            let token = sendable_bearer(token)?;
             let expires_at = expiry_of(&token, now)
                 .unwrap_or_else(|| expires_after(now, OAUTH2_DEFAULT_LIFETIME_S));
             Ok::<_, BoxError>((token, expires_at))

@@ -30,7 +30,7 @@ use super::expiring::Expiring;
 use super::gcp_external::ExternalAccount;
 use super::gcp_key::ServiceAccountKey;
 use super::gcp_user::AuthorizedUser;
-use super::oauth2::token_answer;
+use super::oauth2::{sendable_bearer, token_answer};
 use super::{BoxError, SinkError};
 use crate::limits::HTTP_TIMEOUT_MS;
 use std::fmt;
@@ -114,11 +114,18 @@ impl PubSubAuth {
     pub fn token(&self, now: SystemTime, deadline: Instant) -> Result<Option<String>, SinkError> {
         match self {
             PubSubAuth::Anonymous => Ok(None),
-            PubSubAuth::Env(variable) => std::env::var(variable).map(Some).map_err(|_| {
-                SinkError::transient(NoToken::NotSet {
-                    variable: variable.clone(),
-                })
-            }),
+            PubSubAuth::Env(variable) => {
+                let token = std::env::var(variable).map_err(|_| {
+                    SinkError::transient(NoToken::NotSet {
+                        variable: variable.clone(),
+                    })
+                })?;
+                let unsendable = |cause| {
+                    let from = format!("${variable}");
+                    SinkError::transient(NoToken::Fetch { from, cause })
+                };
+                sendable_bearer(token).map(Some).map_err(unsendable)
+            }
             PubSubAuth::Fetched(fetched) => {
                 fetched.token(now, deadline).map(Some).map_err(|cause| {
                     SinkError::transient(NoToken::Fetch {

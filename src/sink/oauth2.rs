@@ -32,6 +32,7 @@ pub(super) fn token_answer(
     let Some(token) = answer.get("access_token").and_then(Value::as_str) else {
         return Err("no access_token in its answer".into());
     };
+    let token = sendable_bearer(token.to_string())?;
     let kind = answer.get("token_type").and_then(Value::as_str);
     if let Some(kind) = kind.filter(|kind| !kind.eq_ignore_ascii_case("bearer")) {
         return Err(format!("its token_type is {kind:?}, not Bearer").into());
@@ -43,7 +44,22 @@ pub(super) fn token_answer(
             seconds => seconds.as_u64(),
         });
     let lifetime_s = lifetime_s.unwrap_or(OAUTH2_DEFAULT_LIFETIME_S);
-    Ok((token.to_string(), expires_after(now, lifetime_s)))
+    Ok((token, expires_after(now, lifetime_s)))
+}
+
+/// `token`, if an `authorization: Bearer` header can carry it: not empty,
+/// and no control character (a line break, say). Else the token is not
+/// held (the next attempt asks again) and the error says why, without it:
+/// sent, an empty token is refused by the receiver as a 401, and one that
+/// no header can carry fails every attempt until it expires.
+pub(super) fn sendable_bearer(token: String) -> Result<String, BoxError> {
+    if token.is_empty() {
+        return Err("the token it gave is empty".into());
+    }
+    match super::http::header_value(&token) {
+        Ok(_) => Ok(token),
+        Err(_) => Err("the token it gave holds a line break or another control character, which no authorization header can carry".into()),
+    }
 }
 
 /// An HTTP sink's client-credentials grant.
@@ -291,6 +307,11 @@ mod tests {
             (
                 r#"{"access_token": "t", "token_type": "mac"}"#,
                 r#"its token_type is "mac", not Bearer"#,
+            ),
+            (r#"{"access_token": ""}"#, "the token it gave is empty"),
+            (
+                r#"{"access_token": "t\r\nx-injected: 1"}"#,
+                "the token it gave holds a line break or another control character, which no authorization header can carry",
             ),
         ];
         for (answer, why) in refused {

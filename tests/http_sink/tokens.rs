@@ -343,6 +343,56 @@ fn an_oauth2_client_may_authenticate_in_the_form_and_a_failing_endpoint_is_named
     );
 }
 
+/// A token endpoint that gives a token no header can carry (a line break
+/// in it, which would also split the request) fails that attempt alone,
+/// transient, saying so: the token is not kept, and the next attempt asks
+/// for a new one and delivers. Before, the token was kept for its hour
+/// and every attempt of the sink meanwhile was dead-lettered as
+/// permanent.
+#[test]
+fn a_token_no_header_can_carry_is_not_kept_and_the_attempt_is_retried() {
+    std::env::set_var("GOAD_TEST_OAUTH2_BROKEN_SECRET", "s3cret");
+    let issued = std::sync::atomic::AtomicU32::new(0);
+    let tokens = Receiver::start(move |_| {
+        let token = match issued.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+            0 => r"tok-1\r\nx-injected: 1",
+            _ => "tok-2",
+        };
+        Reply::status(200)
+            .header("content-type", "application/json")
+            .with_body(format!(
+                r#"{{"access_token": "{token}", "expires_in": 3600}}"#
+            ))
+    })
+    .unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.retry.max_attempts = 2;
+    let mut sink = SinkConfig::http(receiver.url("/hooks"));
+    sink.oauth2 = Some(goad::config::OAuth2Config::new(
+        tokens.url("/token"),
+        "goad",
+        "GOAD_TEST_OAUTH2_BROKEN_SECRET",
+    ));
+    c.sources.push(source("s", "t", vec![sink]));
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("s", "x")).unwrap();
+    engine.tick().unwrap();
+    let got = receiver.received();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].header("authorization"), Some("Bearer tok-2"));
+    assert_eq!(tokens.count(), 2);
+    let stats = engine.sink_stats().unwrap();
+    let outcomes = &stats[0].outcomes;
+    assert_eq!((outcomes.delivered, outcomes.retried), (1, 1));
+    let token_url = tokens.url("/token");
+    assert_eq!(
+        outcomes.last_failure.as_ref().unwrap().error,
+        format!("cannot get an OAuth 2 token from {token_url}: the token it gave holds a line break or another control character, which no authorization header can carry")
+    );
+}
+
 /// With `client_auth = "private_key_jwt"` the client proves itself with a
 /// JWT it signs with its private key (RFC 7523 §2.2: ES256 here, the key
 /// read from `private_key_file` and named by `key_id`), for the token
