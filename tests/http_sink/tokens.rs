@@ -351,7 +351,6 @@ fn an_oauth2_client_may_authenticate_in_the_form_and_a_failing_endpoint_is_named
 /// permanent.
 #[test]
 fn a_token_no_header_can_carry_is_not_kept_and_the_attempt_is_retried() {
-    std::env::set_var("GOAD_TEST_OAUTH2_BROKEN_SECRET", "s3cret");
     let issued = std::sync::atomic::AtomicU32::new(0);
     let tokens = Receiver::start(move |_| {
         let token = match issued.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
@@ -367,17 +366,8 @@ fn a_token_no_header_can_carry_is_not_kept_and_the_attempt_is_retried() {
     .unwrap();
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut c = config(dir.path());
-    c.retry.max_attempts = 2;
-    let mut sink = SinkConfig::http(receiver.url("/hooks"));
-    sink.oauth2 = Some(goad::config::OAuth2Config::new(
-        tokens.url("/token"),
-        "goad",
-        "GOAD_TEST_OAUTH2_BROKEN_SECRET",
-    ));
-    c.sources.push(source("s", "t", vec![sink]));
-    let engine = Engine::open(c).unwrap();
-    engine.commit(NewHook::new("s", "x")).unwrap();
+    let engine = Engine::open(granted_config(dir.path(), &receiver, &tokens, 30_000, 0)).unwrap();
+    commit_granted(&engine, 1);
     engine.tick().unwrap();
     let got = receiver.received();
     assert_eq!(got.len(), 1);
