@@ -117,7 +117,8 @@ impl AssumedRole {
     ) -> Result<Credentials, super::BoxError> {
         // The base credentials' own error says where they failed.
         let base = self.base.get(now, deadline)?;
-        assume(&self.role, base, &self.region, &self.agent, now)
+        let assumed = assume(&self.role, base, &self.region, &self.agent, now)?;
+        Ok(super::aws_credentials::sendable(assumed)?)
     }
 }
 

@@ -164,14 +164,59 @@ impl EnvCredentials {
 
     pub(super) fn read(&self) -> Result<Credentials, CredentialsError> {
         let token = std::env::var(&self.session_token).ok();
-        Ok(Credentials::new(
+        let credentials = Credentials::new(
             variable(&self.access_key_id)?,
             variable(&self.secret_access_key)?,
             token.filter(|t| !t.is_empty()),
             None,
             "environment",
-        ))
+        );
+        sendable(credentials).map_err(|unsendable| CredentialsError::Unsendable {
+            from: match unsendable {
+                Unsendable::AccessKeyId => self.access_key_id.clone(),
+                Unsendable::SessionToken => self.session_token.clone(),
+            },
+            unsendable,
+        })
     }
+}
+
+/// Which of a set of credentials no request can carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unsendable {
+    /// The access key id (in the `authorization` header).
+    AccessKeyId,
+    /// The session token (`x-amz-security-token`).
+    SessionToken,
+}
+
+impl fmt::Display for Unsendable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self {
+            Unsendable::AccessKeyId => "the access key id",
+            Unsendable::SessionToken => "the session token",
+        };
+        write!(
+            f,
+            "{what} is empty or holds a line break or another control character, which no request can carry"
+        )
+    }
+}
+
+impl std::error::Error for Unsendable {}
+
+/// `credentials`, if the requests they sign can carry them. Else which
+/// part cannot (not the value): such credentials would fail every request
+/// they sign, so they are not kept, and the attempt fails, transient.
+pub(super) fn sendable(credentials: Credentials) -> Result<Credentials, Unsendable> {
+    let unsendable = |text: &str| text.is_empty() || super::http::header_value(text).is_err();
+    if unsendable(credentials.access_key_id()) {
+        return Err(Unsendable::AccessKeyId);
+    }
+    if credentials.session_token().is_some_and(unsendable) {
+        return Err(Unsendable::SessionToken);
+    }
+    Ok(credentials)
 }
 
 /// An environment variable that must be set.
@@ -236,6 +281,7 @@ impl FetchedCredentials {
             CredentialSource::WebIdentity => self.fetch_web_identity(now),
             CredentialSource::Profile => profile_credentials(now, &self.region, &self.agent),
         };
+        let fetched = fetched.and_then(|c| sendable(c).map_err(|e| Fetch::Failed(e.into())));
         fetched.map_err(|cause| match cause {
             Fetch::NotSet(variable) => CredentialsError::NotSet { variable },
             Fetch::Failed(cause) => CredentialsError::Fetch {
@@ -421,6 +467,12 @@ fn parse_expiration(at: &str) -> Result<SystemTime, super::BoxError> {
 pub enum CredentialsError {
     /// A variable the credentials come from is not set.
     NotSet { variable: String },
+    /// A variable the credentials come from holds what no request can
+    /// carry.
+    Unsendable {
+        from: String,
+        unsendable: Unsendable,
+    },
     /// The source did not give credentials.
     Fetch {
         from: CredentialSource,
@@ -449,6 +501,9 @@ impl fmt::Display for CredentialsError {
             CredentialsError::NotSet { variable } => {
                 write!(f, "no AWS credentials: {variable} is not set")
             }
+            CredentialsError::Unsendable { from, unsendable } => {
+                write!(f, "no AWS credentials in {from}: {unsendable}")
+            }
             CredentialsError::Fetch { from, cause } => {
                 write!(f, "cannot get AWS credentials from {from}: {cause}")
             }
@@ -468,17 +523,27 @@ mod tests {
     use crate::demo::receiver::{Receiver, Reply};
     use std::sync::atomic::{AtomicBool, Ordering};
 
+    /// Fetched credentials are kept while fresh, and serve past a failed
+    /// refresh until they expire; credentials whose session token no
+    /// request can carry are not kept, so the next fetch asks again.
     #[test]
     fn fetched_credentials_are_kept_while_fresh_and_serve_past_a_failed_refresh_until_they_expire()
     {
         let failing = Arc::new(AtomicBool::new(false));
-        let fails = failing.clone();
+        let broken = Arc::new(AtomicBool::new(false));
+        let (fails, breaks) = (failing.clone(), broken.clone());
         let endpoint = Receiver::start(move |_| {
             if fails.load(Ordering::SeqCst) {
                 return Reply::status(503);
             }
-            let document = r#"{"AccessKeyId":"AK","SecretAccessKey":"S","Token":"T",
-                "Expiration":"2030-01-01T00:00:00Z"}"#;
+            let token = match breaks.load(Ordering::SeqCst) {
+                true => "T\\nx-injected: 1",
+                false => "T",
+            };
+            let document = format!(
+                r#"{{"AccessKeyId":"AK","SecretAccessKey":"S","Token":"{token}",
+                "Expiration":"2030-01-01T00:00:00Z"}}"#
+            );
             Reply::status(200).with_body(document)
         })
         .unwrap();
@@ -505,6 +570,48 @@ mod tests {
             expired,
             "cannot get AWS credentials from the container credentials endpoint: HTTP status 503"
         );
+        failing.store(false, Ordering::SeqCst);
+        broken.store(true, Ordering::SeqCst);
+        let unsendable = key(expiry + Duration::from_secs(2)).unwrap_err();
+        assert_eq!(
+            unsendable.to_string(),
+            "cannot get AWS credentials from the container credentials endpoint: the session token is empty or holds a line break or another control character, which no request can carry"
+        );
+        broken.store(false, Ordering::SeqCst);
+        let asked = endpoint.received().len();
+        assert!(key(expiry + Duration::from_secs(3)).is_ok());
+        assert_eq!(
+            endpoint.received().len(),
+            asked + 1,
+            "not kept: asked again"
+        );
+    }
+
+    /// Credentials from the environment that no request can carry name the
+    /// variable, not the value.
+    #[test]
+    fn environment_credentials_no_request_can_carry_name_their_variable() {
+        let env = EnvCredentials::named(
+            &Some("GOAD_TEST_UNSENDABLE_KEY".into()),
+            &Some("GOAD_TEST_UNSENDABLE_SECRET".into()),
+            &Some("GOAD_TEST_UNSENDABLE_TOKEN".into()),
+        );
+        std::env::set_var("GOAD_TEST_UNSENDABLE_KEY", "AK");
+        std::env::set_var("GOAD_TEST_UNSENDABLE_SECRET", "S\n");
+        std::env::set_var("GOAD_TEST_UNSENDABLE_TOKEN", "T\r\n");
+        assert_eq!(
+            env.read().unwrap_err().to_string(),
+            "no AWS credentials in GOAD_TEST_UNSENDABLE_TOKEN: the session token is empty or holds a line break or another control character, which no request can carry"
+        );
+        std::env::set_var("GOAD_TEST_UNSENDABLE_TOKEN", "T");
+        std::env::set_var("GOAD_TEST_UNSENDABLE_KEY", "");
+        assert_eq!(
+            env.read().unwrap_err().to_string(),
+            "no AWS credentials in GOAD_TEST_UNSENDABLE_KEY: the access key id is empty or holds a line break or another control character, which no request can carry"
+        );
+        std::env::set_var("GOAD_TEST_UNSENDABLE_KEY", "AK");
+        // The secret signs; it is never sent.
+        assert_eq!(env.read().unwrap().secret_access_key(), "S\n");
     }
 
     #[test]

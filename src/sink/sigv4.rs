@@ -35,7 +35,9 @@ impl std::error::Error for SignError {}
 
 impl SignError {
     /// The attempt's failure: transient without credentials (they may come
-    /// back), permanent when the request cannot be signed at all.
+    /// back), permanent when the request cannot be signed at all (the
+    /// credentials were checked as they came: see
+    /// `aws_credentials::sendable`).
     pub fn failure(self) -> super::SinkError {
         match self {
             SignError::Credentials(e) => super::SinkError::transient(e),
