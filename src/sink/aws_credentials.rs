@@ -209,11 +209,11 @@ impl std::error::Error for Unsendable {}
 /// part cannot (not the value): such credentials would fail every request
 /// they sign, so they are not kept, and the attempt fails, transient.
 pub(super) fn sendable(credentials: Credentials) -> Result<Credentials, Unsendable> {
-    let unsendable = |text: &str| text.is_empty() || super::http::header_value(text).is_err();
-    if unsendable(credentials.access_key_id()) {
+    let sendable = super::http::sendable_credential;
+    if !sendable(credentials.access_key_id()) {
         return Err(Unsendable::AccessKeyId);
     }
-    if credentials.session_token().is_some_and(unsendable) {
+    if credentials.session_token().is_some_and(|t| !sendable(t)) {
         return Err(Unsendable::SessionToken);
     }
     Ok(credentials)

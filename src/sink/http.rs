@@ -300,6 +300,12 @@ pub(crate) fn header_value(text: &str) -> Result<HeaderValue, InvalidHeaderValue
     HeaderValue::from_bytes(text.as_bytes())
 }
 
+/// Whether a credential (a token, a key id) can be sent in a header: not
+/// empty, and a [`header_value`].
+pub(crate) fn sendable_credential(text: &str) -> bool {
+    !text.is_empty() && header_value(text).is_ok()
+}
+
 /// A header's line as an HTTP sink sends it: `name: value` and the line
 /// break.
 pub(crate) fn header_line_bytes(name: &str, value: &[u8]) -> usize {

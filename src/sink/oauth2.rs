@@ -53,12 +53,9 @@ pub(super) fn token_answer(
 /// sent, an empty token is refused by the receiver as a 401, and one that
 /// no header can carry fails every attempt until it expires.
 pub(super) fn sendable_bearer(token: String) -> Result<String, BoxError> {
-    if token.is_empty() {
-        return Err("the token it gave is empty".into());
-    }
-    match super::http::header_value(&token) {
-        Ok(_) => Ok(token),
-        Err(_) => Err("the token it gave holds a line break or another control character, which no authorization header can carry".into()),
+    match super::http::sendable_credential(&token) {
+        true => Ok(token),
+        false => Err("the token it gave is empty or holds a line break or another control character, which no authorization header can carry".into()),
     }
 }
 
@@ -308,10 +305,13 @@ mod tests {
                 r#"{"access_token": "t", "token_type": "mac"}"#,
                 r#"its token_type is "mac", not Bearer"#,
             ),
-            (r#"{"access_token": ""}"#, "the token it gave is empty"),
+            (
+                r#"{"access_token": ""}"#,
+                "the token it gave is empty or holds a line break or another control character, which no authorization header can carry",
+            ),
             (
                 r#"{"access_token": "t\r\nx-injected: 1"}"#,
-                "the token it gave holds a line break or another control character, which no authorization header can carry",
+                "the token it gave is empty or holds a line break or another control character, which no authorization header can carry",
             ),
         ];
         for (answer, why) in refused {

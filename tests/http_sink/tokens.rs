@@ -379,7 +379,7 @@ fn a_token_no_header_can_carry_is_not_kept_and_the_attempt_is_retried() {
     let token_url = tokens.url("/token");
     assert_eq!(
         outcomes.last_failure.as_ref().unwrap().error,
-        format!("cannot get an OAuth 2 token from {token_url}: the token it gave holds a line break or another control character, which no authorization header can carry")
+        format!("cannot get an OAuth 2 token from {token_url}: the token it gave is empty or holds a line break or another control character, which no authorization header can carry")
     );
 }
 
