@@ -598,9 +598,11 @@ fn sign(
     let method = request.method().as_str();
     let headers = signing.headers(method, &url, content_type, body, now, deadline);
     for (name, value) in headers.map_err(SignError::failure)? {
-        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| unsendable(&name, e))?;
-        let value = header_value(&value).map_err(|e| unsendable(&value, e))?;
-        request.headers_mut().insert(name, value);
+        let header = HeaderName::from_bytes(name.as_bytes()).map_err(|e| unsendable(&name, e))?;
+        // Not the value in the error: a signature, or a session token.
+        let secret = || format!("the value of {name}");
+        let value = header_value(&value).map_err(|e| unsendable(&secret(), e))?;
+        request.headers_mut().insert(header, value);
     }
     Ok(())
 }
