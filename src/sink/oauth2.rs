@@ -129,14 +129,15 @@ impl fmt::Display for NoToken {
 impl std::error::Error for NoToken {}
 
 impl NoToken {
-    /// Why `token_url` gave no token; a refusal of the egress rule is told
-    /// as the receiver's would be.
+    /// Why `token_url` gave no token (the URL shown without its user
+    /// information and query, which may hold secrets); a refusal of the
+    /// egress rule is told as the receiver's would be.
     fn new(token_url: &str, cause: BoxError) -> NoToken {
         let refusal = (cause.downcast_ref::<ureq::Error>())
             .and_then(PrivateAddress::of)
             .map(ToString::to_string);
         NoToken {
-            token_url: token_url.to_string(),
+            token_url: super::client::shown_url(token_url),
             refused_by_egress: refusal.is_some(),
             cause: refusal.map_or(cause, Into::into),
         }
