@@ -620,6 +620,97 @@ fn readme_example() -> &'static str {
 
 /// The README's `goad.toml` (under "Configuration") is a valid config:
 /// every key it shows exists and every value it shows passes.
+/// `goad check --environment` warns of the credentials that sinks and the
+/// claim bucket read from the environment at each request, which a start
+/// does not need: AWS keys not set or that no request can carry (an
+/// assumed role's base keys too), a Pub/Sub `token_env`. It still exits
+/// 0, and warns of nothing once they are set.
+#[test]
+fn goad_check_environment_warns_of_credentials_read_at_each_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("goad.toml");
+    let config = r#"
+[claim_check]
+s3_bucket = "claims"
+s3_region = "eu-west-1"
+access_key_id_env = "GOAD_CHECK_CLAIM_KEY"
+secret_access_key_env = "GOAD_CHECK_CLAIM_SECRET"
+[[sources]]
+id = "a"
+[[sources.sinks]]
+type = "sqs"
+queue_url = "https://sqs.eu-west-1.amazonaws.com/1/q"
+access_key_id_env = "GOAD_CHECK_SQS_KEY"
+secret_access_key_env = "GOAD_CHECK_SQS_SECRET"
+session_token_env = "GOAD_CHECK_SQS_TOKEN"
+[[sources.sinks]]
+type = "pubsub"
+project = "p"
+topic = "t"
+token_env = "GOAD_CHECK_PUBSUB_TOKEN"
+[[sources.sinks]]
+type = "http"
+url = "https://lambda.example.com/"
+aws_service = "lambda"
+region = "eu-west-1"
+access_key_id_env = "GOAD_CHECK_LAMBDA_KEY"
+secret_access_key_env = "GOAD_CHECK_SQS_SECRET"
+role_arn = "arn:aws:iam::123456789012:role/hooks"
+[[sources.sinks]]
+type = "sqs"
+queue_url = "https://sqs.eu-west-1.amazonaws.com/1/fetched"
+credentials = "instance"
+"#;
+    std::fs::write(&path, config).unwrap();
+    let check = |env: &[(&str, &str)]| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_goad"));
+        command
+            .args(["check", "--environment", "--config"])
+            .arg(&path);
+        for name in [
+            "GOAD_CHECK_CLAIM_KEY",
+            "GOAD_CHECK_CLAIM_SECRET",
+            "GOAD_CHECK_SQS_KEY",
+            "GOAD_CHECK_SQS_SECRET",
+            "GOAD_CHECK_SQS_TOKEN",
+            "GOAD_CHECK_PUBSUB_TOKEN",
+            "GOAD_CHECK_LAMBDA_KEY",
+        ] {
+            command.env_remove(name);
+        }
+        command.envs(env.iter().copied());
+        let out = command.output().unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        (out.status.code(), stderr)
+    };
+    let (code, stderr) = check(&[
+        ("GOAD_CHECK_SQS_KEY", "AK"),
+        ("GOAD_CHECK_SQS_SECRET", "S"),
+        ("GOAD_CHECK_SQS_TOKEN", "T\nx"),
+        ("GOAD_CHECK_PUBSUB_TOKEN", "tok\r\n"),
+    ]);
+    let tail = "; a node starts, and its requests fail until it is fixed";
+    let line = |text: &str| format!("warning: {text}{tail}");
+    let expected = [
+        line("sources[0].sinks[0]: no AWS credentials in GOAD_CHECK_SQS_TOKEN: the session token is empty or holds a line break or another control character, which no request can carry"),
+        line("sources[0].sinks[1]: cannot get a Pub/Sub access token from $GOAD_CHECK_PUBSUB_TOKEN: the token it gave is empty or holds a line break or another control character, which no authorization header can carry"),
+        line("sources[0].sinks[2]: no AWS credentials: GOAD_CHECK_LAMBDA_KEY is not set"),
+        line("claim_check: no AWS credentials: GOAD_CHECK_CLAIM_KEY is not set"),
+    ];
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stderr.lines().collect::<Vec<_>>(), expected, "{stderr}");
+    let (code, stderr) = check(&[
+        ("GOAD_CHECK_SQS_KEY", "AK"),
+        ("GOAD_CHECK_SQS_SECRET", "S"),
+        ("GOAD_CHECK_SQS_TOKEN", "T"),
+        ("GOAD_CHECK_PUBSUB_TOKEN", "tok"),
+        ("GOAD_CHECK_LAMBDA_KEY", "AK"),
+        ("GOAD_CHECK_CLAIM_KEY", "AK"),
+        ("GOAD_CHECK_CLAIM_SECRET", "S"),
+    ]);
+    assert_eq!((code, stderr.as_str()), (Some(0), ""));
+}
+
 #[test]
 fn the_readmes_example_config_is_valid() {
     let config = Config::from_toml(readme_example()).expect("the example parses");

@@ -115,7 +115,10 @@ impl std::error::Error for NodeError {}
 /// share its URL). A fetch that fails
 /// is a warning, returned, not an error: a node starts without the keys
 /// (that source's hooks are answered 503 until a fetch succeeds), so an
-/// issuer's outage must not stop a start that checks first.
+/// issuer's outage must not stop a start that checks first. So are the
+/// credentials sinks and the claim bucket read from the environment at
+/// each request (AWS keys, a Pub/Sub `token_env`) that are not set or no
+/// request can carry.
 pub fn check_environment(
     config: &Config,
     allow_open_admin: bool,
@@ -124,8 +127,15 @@ pub fn check_environment(
     listen_addr(config, &tokens, allow_open_admin)?;
     http::tls::from_config(&config.http).map_err(NodeError::Config)?;
     let claims = Arc::new(crate::claim_check::ClaimStore::from_config(config));
-    crate::sink::SinkRegistry::build(config, &Default::default(), &claims, &Default::default())
-        .map_err(NodeError::Config)?;
+    let sinks =
+        crate::sink::SinkRegistry::build(config, &Default::default(), &claims, &Default::default())
+            .map_err(NodeError::Config)?;
+    let bucket = (claims.aws_credentials()).and_then(|c| c.environment_problem());
+    let credentials = (sinks.credential_problems(config).into_iter())
+        .chain(bucket.map(|e| format!("claim_check: {e}")))
+        .map(|problem| {
+            format!("{problem}; a node starts, and its requests fail until it is fixed")
+        });
     let jwt_sources = (config.sources.iter().enumerate())
         .filter_map(|(i, source)| Some((i, source, source.ingest_jwt.as_ref()?)));
     let mut fetched = HashMap::new();
@@ -139,7 +149,7 @@ pub fn check_environment(
             jwt.jwks_url, source.id
         ))
     });
-    Ok(warnings.collect())
+    Ok(credentials.chain(warnings).collect())
 }
 
 /// The address `config` listens on, unless it serves the admin API

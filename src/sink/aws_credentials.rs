@@ -103,6 +103,18 @@ impl AwsCredentials {
         }
     }
 
+    /// What the environment lacks for these credentials, which are read
+    /// at each request, not at a start: `env` credentials' variables (an
+    /// assumed role's base ones too) not set, or holding what no request
+    /// can carry. Fetched credentials are not fetched: `None`.
+    pub fn environment_problem(&self) -> Option<CredentialsError> {
+        match self {
+            AwsCredentials::Env(env) => env.read().err(),
+            AwsCredentials::Fetched(_) => None,
+            AwsCredentials::Assumed(role) => role.base().environment_problem(),
+        }
+    }
+
     /// The credentials an assumed role's are asked for with.
     pub(crate) fn base(&self) -> Option<&AwsCredentials> {
         match self {

@@ -109,6 +109,16 @@ impl PubSubAuth {
         }
     }
 
+    /// What the environment lacks for the token, which is read at each
+    /// request, not at a start: a `token_env` variable not set, or holding
+    /// what no header can carry. A fetched token is not fetched: `None`.
+    pub fn environment_problem(&self) -> Option<SinkError> {
+        match self {
+            PubSubAuth::Env(_) => self.token(SystemTime::now(), Instant::now()).err(),
+            PubSubAuth::Anonymous | PubSubAuth::Fetched(_) => None,
+        }
+    }
+
     /// The token to send at `now`, if any, for an attempt due to time out
     /// at `deadline` (see `expiring`).
     pub fn token(&self, now: SystemTime, deadline: Instant) -> Result<Option<String>, SinkError> {

@@ -249,6 +249,34 @@ impl SinkRegistry {
             .sum::<usize>()
     }
 
+    /// What the environment lacks for the credentials `config`'s sinks
+    /// read at each request — AWS keys from variables (an assumed role's
+    /// base keys too) and a Pub/Sub `token_env` — one line a sink, naming
+    /// it (`sources[i].sinks[j]`). A start does not need them, and such a
+    /// sink's attempts fail until they are there: `goad check
+    /// --environment` warns of each. Nothing is fetched.
+    pub fn credential_problems(&self, config: &Config) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (i, source) in config.sources.iter().enumerate() {
+            let built = self.sinks.get(source.id.as_str()).into_iter().flatten();
+            for (j, built) in built.enumerate() {
+                let aws = |c: &AwsCredentials| c.environment_problem().map(|e| e.to_string());
+                let problem = match &built.recipe {
+                    Some(Recipe::Sqs(options)) => aws(&options.credentials),
+                    Some(Recipe::Http(options, _)) => {
+                        (options.aws_signing.as_ref()).and_then(|s| aws(&s.credentials))
+                    }
+                    Some(Recipe::PubSub(options)) => {
+                        options.auth.environment_problem().map(|e| e.to_string())
+                    }
+                    None => None,
+                };
+                problems.extend(problem.map(|e| format!("sources[{i}].sinks[{j}]: {e}")));
+            }
+        }
+        problems
+    }
+
     /// The sink a key's call goes to: none when its source has no sink of
     /// its type at its index (a reload removed or moved it while the call
     /// waited for a worker), so a row is never sent to another sink.
