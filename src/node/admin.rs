@@ -497,7 +497,7 @@ fn apply_config_file(state: &NodeState, engine: &Engine) -> Result<Reloaded, Rel
             ("restart_required", &restart_required.join(",")),
         ],
     );
-    super::log_config_warnings(&new);
+    super::log_config_warnings(&new, engine);
     Ok(Reloaded {
         applied,
         restart_required,

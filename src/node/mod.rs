@@ -130,12 +130,9 @@ pub fn check_environment(
     let sinks =
         crate::sink::SinkRegistry::build(config, &Default::default(), &claims, &Default::default())
             .map_err(NodeError::Config)?;
-    let bucket = (claims.aws_credentials()).and_then(|c| c.environment_problem());
-    let credentials = (sinks.credential_problems(config).into_iter())
-        .chain(bucket.map(|e| format!("claim_check: {e}")))
-        .map(|problem| {
-            format!("{problem}; a node starts, and its requests fail until it is fixed")
-        });
+    let credentials = (sinks.credential_problems(config, &claims).into_iter()).map(|problem| {
+        format!("{problem}; a node starts, and its requests fail until it is fixed")
+    });
     let jwt_sources = (config.sources.iter().enumerate())
         .filter_map(|(i, source)| Some((i, source, source.ingest_jwt.as_ref()?)));
     let mut fetched = HashMap::new();
@@ -452,7 +449,7 @@ fn try_open_engine(
                     ("open_ms", &started.elapsed().as_millis()),
                 ],
             );
-            log_config_warnings(&state.config.read());
+            log_config_warnings(&state.config.read(), &engine);
             if state.drain.is_on() {
                 crate::log::warn(
                     "the node is draining (a DRAINING file in its data directory): it takes no new hooks until DELETE /v1/drain",
@@ -471,9 +468,13 @@ fn try_open_engine(
     }
 }
 
-/// Logs what the node's config holds that is most likely a mistake.
-fn log_config_warnings(config: &Config) {
-    for warning in config.warnings() {
+/// Logs what the node's config holds that is most likely a mistake, and
+/// the credentials its sinks read at each request that the environment
+/// lacks.
+fn log_config_warnings(config: &Config, engine: &Engine) {
+    let missing = engine.credential_problems().into_iter();
+    let missing = missing.map(|problem| format!("{problem}; its requests fail until it is fixed"));
+    for warning in config.warnings().into_iter().chain(missing) {
         crate::log::warn("config warning", &[("warning", &warning)]);
     }
 }

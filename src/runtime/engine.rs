@@ -371,6 +371,14 @@ impl Engine {
         self.registry.read().connections_bound(sink_concurrency)
     }
 
+    /// The credentials its sinks and claim bucket read from the
+    /// environment at each request that are not set or no request can
+    /// carry, one line each (see [`SinkRegistry::credential_problems`]).
+    pub(crate) fn credential_problems(&self) -> Vec<String> {
+        let registry = self.registry.read().clone();
+        registry.credential_problems(&self.config.read(), &self.claims)
+    }
+
     /// Takes `[dispatch]` (windows, concurrency, breakers, deadlines, the
     /// tenants' limits), `[retry]`, `[egress]` and the sources with their
     /// sinks from `config` without a restart; its other keys (`data_dir`,

@@ -250,17 +250,19 @@ impl SinkRegistry {
     }
 
     /// What the environment lacks for the credentials `config`'s sinks
-    /// read at each request — AWS keys from variables (an assumed role's
-    /// base keys too) and a Pub/Sub `token_env` — one line a sink, naming
-    /// it (`sources[i].sinks[j]`). A start does not need them, and such a
-    /// sink's attempts fail until they are there: `goad check
-    /// --environment` warns of each. Nothing is fetched.
-    pub fn credential_problems(&self, config: &Config) -> Vec<String> {
+    /// and `claims`' bucket read at each request — AWS keys from variables
+    /// (an assumed role's base keys too) and a Pub/Sub `token_env` — one
+    /// line each, naming the sink (`sources[i].sinks[j]`) or `claim_check`.
+    /// A start does not need them, and the requests that need them fail
+    /// until they are there: `goad check --environment` warns of each, and
+    /// a node logs them as it starts and after a reload. Nothing is
+    /// fetched.
+    pub fn credential_problems(&self, config: &Config, claims: &ClaimStore) -> Vec<String> {
+        let aws = |c: &AwsCredentials| c.environment_problem().map(|e| e.to_string());
         let mut problems = Vec::new();
         for (i, source) in config.sources.iter().enumerate() {
             let built = self.sinks.get(source.id.as_str()).into_iter().flatten();
             for (j, built) in built.enumerate() {
-                let aws = |c: &AwsCredentials| c.environment_problem().map(|e| e.to_string());
                 let problem = match &built.recipe {
                     Some(Recipe::Sqs(options)) => aws(&options.credentials),
                     Some(Recipe::Http(options, _)) => {
@@ -274,6 +276,8 @@ impl SinkRegistry {
                 problems.extend(problem.map(|e| format!("sources[{i}].sinks[{j}]: {e}")));
             }
         }
+        let bucket = claims.aws_credentials().and_then(aws);
+        problems.extend(bucket.map(|e| format!("claim_check: {e}")));
         problems
     }
 

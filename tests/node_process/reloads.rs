@@ -8,7 +8,8 @@ use std::io::Write;
 /// SIGHUP re-reads the config file, as `POST /v1/reload` does: a changed
 /// live key is applied and logged; a file that does not validate is logged
 /// with the error naming its key, and the node goes on serving on the
-/// config it had.
+/// config it had; a likely mistake, or a sink's credentials the
+/// environment lacks, is logged as a config warning.
 #[test]
 fn sighup_reloads_the_config_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -55,6 +56,23 @@ fn sighup_reloads_the_config_file() {
     assert!(
         warned.contains(
             r#"sources[2] (\"quiet\") has no sinks: its hooks are answered 202 and stored nowhere"#
+        ),
+        "{warned}"
+    );
+    // So are credentials a sink reads from the environment at each request
+    // that the environment lacks.
+    let keyless = format!(
+        "{config}[[sources]]\nid = \"queued\"\n[[sources.sinks]]\ntype = \"sqs\"\n\
+         queue_url = \"https://sqs.eu-west-1.amazonaws.com/1/q\"\n\
+         access_key_id_env = \"GOAD_TEST_RELOAD_UNSET_KEY\"\n"
+    );
+    std::fs::write(&path, keyless).unwrap();
+    node.signal(libc::SIGHUP);
+    node.logged("config reloaded");
+    let warned = node.logged("config warning");
+    assert!(
+        warned.ends_with(
+            r#"warning="sources[2].sinks[0]: no AWS credentials: GOAD_TEST_RELOAD_UNSET_KEY is not set; its requests fail until it is fixed""#
         ),
         "{warned}"
     );
