@@ -274,20 +274,16 @@ pub(crate) fn ok_body(
     Err(failed_answer(status, body.as_bytes()).into())
 }
 
-/// An answer of `status` other than the one asked for, as an error:
-/// `HTTP status 404: NoSuchBucket: The specified bucket does not exist`
-/// (see [`answer_text`]), or the status alone when its body is empty.
+/// An answer of `status` other than the one asked for, as an error: its
+/// body quoted as an AWS XML error's code and message (`HTTP status 404:
+/// NoSuchBucket: The specified bucket does not exist`), else as its start
+/// (see `status::excerpt`), or the status alone when the body is empty.
 pub(crate) fn failed_answer(status: u16, answer: &[u8]) -> BadStatus {
+    let quoted = super::aws_xml::error(answer).unwrap_or_else(|| super::status::excerpt(answer));
     BadStatus {
         status,
-        answer: answer_text(answer),
+        answer: quoted,
     }
-}
-
-/// A failed answer's body for an error message: an AWS XML error's code
-/// and message, else the start of the body (see `status::excerpt`).
-pub(crate) fn answer_text(answer: &[u8]) -> String {
-    super::aws_xml::error(answer).unwrap_or_else(|| super::status::excerpt(answer))
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@
 //! quotas); any other answer is transient. A topic without subscriptions takes the message and
 //! drops it: Pub/Sub does not say so.
 
-use super::client::percent_encoded;
+use super::client::{failed_answer, percent_encoded};
 use super::gcp_token::PubSubAuth;
 use super::message::attributes;
 use super::message::message_json;
@@ -295,10 +295,9 @@ fn settle(status: u16, reply: &[u8], count: usize) -> Result<(), SinkError> {
     }
     let error = document.as_ref().and_then(|d| d.get("error"));
     let Some(google) = error.and_then(|e| e.get("status")).and_then(Value::as_str) else {
-        return Err(SinkError::transient(PubSubAnswer::Status(BadStatus {
-            status,
-            answer: excerpt(reply),
-        })));
+        return Err(SinkError::transient(PubSubAnswer::Status(failed_answer(
+            status, reply,
+        ))));
     };
     let message = error
         .and_then(|e| e.get("message"))

@@ -85,9 +85,7 @@ fn a_long_error_is_kept_to_its_limit_cut_at_a_character() {
     let mut c = core(&config, BIG);
     let mut m = Model::default();
     m.add("t", "a", &["x"], 0);
-    c.handle_scan(1_000, &mut m);
-    let _ = m.apply(&mut c);
-    let job = c.poll_job(1_000).unwrap();
+    let job = start_all(&mut c, &mut m, 1_000).remove(0);
     // Two-byte characters from byte 1: byte 1,024 is inside one.
     let message = format!("x{}", "é".repeat(1_000));
     let failure = AttemptFailure {
