@@ -3,7 +3,7 @@
 //! checks it answers (`ingest_handshake`) and an issuer's tokens
 //! (`ingest_jwt`).
 
-use super::validate::{env_name_list, invalid, url_fits};
+use super::validate::{env_name_list, invalid, unknown_name, url_fits};
 use super::{ConfigError, IngestJwt, IngestSignature, SourceConfig};
 
 /// A source's `ingest_handshake`: a known one.
@@ -15,10 +15,11 @@ pub(super) fn validate_ingest_handshake(
     match &source.ingest_handshake {
         Some(name) if Handshake::named(name).is_none() => {
             let names: Vec<&str> = HANDSHAKES.iter().map(|(name, _)| *name).collect();
-            Err(invalid(
+            Err(unknown_name(
                 format!("{at}.ingest_handshake"),
                 format!("one of {names:?}"),
                 name,
+                &names,
             ))
         }
         _ => Ok(()),
@@ -100,7 +101,7 @@ pub(super) fn validate_ingest_signature(
         Some(IngestSignature::Scheme(name)) if !SCHEMES.contains(&name.as_str()) => {
             let rule =
                 format!("one of {SCHEMES:?} or a table {{ header, prefix, encoding, algorithm }}");
-            return Err(invalid(key, rule, name));
+            return Err(unknown_name(key, rule, name, SCHEMES));
         }
         Some(IngestSignature::Hmac(table)) => {
             let header = &table.header;
@@ -113,10 +114,11 @@ pub(super) fn validate_ingest_signature(
             ];
             for (name, value, allowed) in options {
                 if let Some(value) = value.as_deref().filter(|v| !allowed.contains(v)) {
-                    return Err(invalid(
+                    return Err(unknown_name(
                         format!("{key}.{name}"),
                         format!("one of {allowed:?}"),
                         value,
+                        allowed,
                     ));
                 }
             }

@@ -4,7 +4,7 @@
 //! `authorization` header or a URL's user information.
 
 use super::sink_checks::{aws_credentials, options_set, AWS_SIGNING_OPTIONS};
-use super::validate::{check_http_url, invalid, is_region};
+use super::validate::{check_http_url, invalid, is_region, unknown_name};
 use super::{ClientAuth, ConfigError, GoogleIdTokenConfig, OAuth2Config, SinkConfig};
 use crate::sink::gcp_id_token::ID_TOKEN_SOURCES;
 
@@ -113,7 +113,8 @@ pub(super) fn validate_google_id_token(
     let credentials = id_token.credentials.as_deref().unwrap_or("metadata");
     if !ID_TOKEN_SOURCES.contains(&credentials) {
         let rule = format!("one of {ID_TOKEN_SOURCES:?}");
-        return Err(invalid(format!("{key}.credentials"), rule, credentials));
+        let key = format!("{key}.credentials");
+        return Err(unknown_name(key, rule, credentials, ID_TOKEN_SOURCES));
     }
     Ok(())
 }

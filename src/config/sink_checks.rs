@@ -9,7 +9,7 @@ use super::sink_auth::{
 };
 use super::validate::{
     check_http_url, credentials, env_name_list, invalid, is_http_url, is_region, positive,
-    stored_header, url_fits, validate_retry_policy,
+    stored_header, unknown_name, url_fits, validate_retry_policy,
 };
 use super::{Config, ConfigError, SinkConfig, SourceConfig};
 use crate::core::LaneBy;
@@ -133,11 +133,13 @@ impl Config {
             }
         }
         if let Some(method) = &sink.method {
-            if !["post", "put", "patch"].contains(&method.to_ascii_lowercase().as_str()) {
-                return Err(invalid(
+            let methods = ["post", "put", "patch"];
+            if !methods.contains(&method.to_ascii_lowercase().as_str()) {
+                return Err(unknown_name(
                     format!("{at}.method"),
                     "one of post, put, patch",
                     method,
+                    &methods,
                 ));
             }
         }
@@ -207,10 +209,11 @@ fn validate_type_and_options(
     if !builtin && !host_sinks.contains(&sink.kind.as_str()) {
         let mut known: Vec<&str> = BUILTIN_SINK_TYPES.to_vec();
         known.extend_from_slice(host_sinks);
-        return Err(invalid(
+        return Err(unknown_name(
             format!("{at}.type"),
             format!("one of {known:?}"),
             &sink.kind,
+            &known,
         ));
     }
     let accepted: &[&[&str]] = match sink.kind.as_str() {

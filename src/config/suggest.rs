@@ -18,8 +18,19 @@ pub(super) fn nearest_expected(message: &str) -> Option<&str> {
     let (unknown, expected) = rest.split_once("`, expected ")?;
     // `a`, `a` or `b`, one of `a`, `b`, `c`: the names are every other
     // piece between backquotes.
-    let names =
-        (expected.split('`').skip(1).step_by(2)).map(|name| (strsim::jaro(unknown, name), name));
+    nearest(unknown, expected.split('`').skip(1).step_by(2))
+}
+
+/// The name of `known` nearest to `unknown`, if one is near enough (a
+/// name written in another case is as near as can be).
+pub(super) fn nearest<'a>(
+    unknown: &str,
+    known: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let unknown = unknown.to_lowercase();
+    let names = known
+        .into_iter()
+        .map(|name| (strsim::jaro(&unknown, &name.to_lowercase()), name));
     let (likeness, name) = names.max_by(|a, b| a.0.total_cmp(&b.0))?;
     (likeness >= MIN_LIKENESS).then_some(name)
 }
@@ -40,6 +51,8 @@ mod tests {
         assert_eq!(nearest_expected(variant), Some("basic"));
         let retry = "unknown field `retries`, expected one of `sources`, `retry`, `dispatch`";
         assert_eq!(nearest_expected(retry), Some("retry"));
+        let cased = "unknown field `Retry`, expected one of `sources`, `retry`, `dispatch`";
+        assert_eq!(nearest_expected(cased), Some("retry"));
         let far = "unknown field `poll_ms`, expected one of `batch`, `max_ms`, `concurrency`";
         assert_eq!(nearest_expected(far), None);
         let sinkish = "unknown field `req_options`, expected one of `region`, `role_arn`";
@@ -49,5 +62,16 @@ mod tests {
             nearest_expected("unknown field `x`, there are no fields"),
             None
         );
+    }
+
+    #[test]
+    fn a_value_of_a_fixed_set_gets_the_nearest_name_of_it() {
+        assert_eq!(
+            nearest("githib", ["github", "stripe", "slack"]),
+            Some("github")
+        );
+        assert_eq!(nearest("SQS", ["http", "sqs", "pubsub"]), Some("sqs"));
+        assert_eq!(nearest("kafka", ["http", "sqs", "pubsub"]), None);
+        assert_eq!(nearest("x", []), None);
     }
 }

@@ -116,6 +116,26 @@ pub(crate) fn invalid(
     }
 }
 
+/// `value`, the config's `key`, is none of the `known` names its `rule`
+/// lists: the error names the nearest of them, if one is near (`"githib"
+/// (did you mean "github"?)`).
+pub(super) fn unknown_name(
+    key: String,
+    rule: impl Into<String>,
+    value: &str,
+    known: &[&str],
+) -> ConfigError {
+    let value = match super::suggest::nearest(value, known.iter().copied()) {
+        Some(name) => format!("{value:?} (did you mean {name:?}?)"),
+        None => format!("{value:?}"),
+    };
+    ConfigError::Invalid {
+        key,
+        rule: rule.into(),
+        value,
+    }
+}
+
 /// `vars`, the config's `key`: a variable's name, or a list of them that
 /// is not empty (several while a secret is rotated).
 pub(super) fn env_name_list(key: String, vars: &OneOrMany) -> Result<(), ConfigError> {
@@ -699,7 +719,8 @@ pub(super) fn credentials<const N: usize>(
     let source = credentials.as_deref().unwrap_or("env");
     if !sources.contains(&source) {
         let rule = format!("one of {sources:?}");
-        return Err(invalid(format!("{at}.credentials"), rule, source));
+        let key = format!("{at}.credentials");
+        return Err(unknown_name(key, rule, source, sources));
     }
     if source != "env" {
         if let Some((key, _)) = env_options.iter().find(|(_, var)| var.is_some()) {
