@@ -10,7 +10,7 @@ use super::http::{Replier, Request, Response};
 use super::routes::WorkerRoute;
 use super::sinks::sinks;
 use super::{dead_letters, metrics, replay_routes, NodeState};
-use crate::config::{Config, Sources};
+use crate::config::{Config, ConfigError, Sources};
 use crate::core::{TenantId, TenantStats};
 use crate::runtime::{Engine, ShardTenants};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -400,11 +400,13 @@ pub(super) struct Reloaded {
 }
 
 /// Why a reload changed nothing.
+#[derive(Debug)]
 pub(super) enum ReloadError {
     /// The node runs on embedded defaults: there is no file to re-read.
     NoConfigFile,
-    /// The file does not load or validate; the error names the key.
-    Invalid(String),
+    /// The file does not load or validate, or a file it names (a TLS
+    /// certificate) does not; the error names the key.
+    Invalid(ConfigError),
 }
 
 impl std::fmt::Display for ReloadError {
@@ -413,7 +415,22 @@ impl std::fmt::Display for ReloadError {
             ReloadError::NoConfigFile => {
                 f.write_str("the node runs on embedded defaults; start it with --config to reload")
             }
-            ReloadError::Invalid(message) => f.write_str(message),
+            ReloadError::Invalid(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl From<ConfigError> for ReloadError {
+    fn from(e: ConfigError) -> ReloadError {
+        ReloadError::Invalid(e)
+    }
+}
+
+impl std::error::Error for ReloadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReloadError::NoConfigFile => None,
+            ReloadError::Invalid(e) => Some(e),
         }
     }
 }
@@ -454,14 +471,13 @@ fn apply_config_file(state: &NodeState, engine: &Engine) -> Result<Reloaded, Rel
         .config_path
         .as_ref()
         .ok_or(ReloadError::NoConfigFile)?;
-    let invalid = |e: &dyn std::fmt::Display| ReloadError::Invalid(e.to_string());
-    let new = Config::load_with_sinks(path, &engine.host_sink_types()).map_err(|e| invalid(&e))?;
-    let tokens = super::auth::Tokens::from_config(&new).map_err(|e| invalid(&e))?;
+    let new = Config::load_with_sinks(path, &engine.host_sink_types())?;
+    let tokens = super::auth::Tokens::from_config(&new)?;
     let tokens = tokens.keep_state_of(&state.tokens.read());
     // A front that serves HTTPS and goes on doing so takes the files again
     // (a renewed certificate); turning TLS on or off takes a restart.
     let renewed_tls = match &state.tls {
-        Some(_) => super::http::tls::from_config(&new.http).map_err(|e| invalid(&e))?,
+        Some(_) => super::http::tls::from_config(&new.http)?,
         None => None,
     };
     // Only a reload writes the config, one at a time: it is read while the
@@ -469,7 +485,7 @@ fn apply_config_file(state: &NodeState, engine: &Engine) -> Result<Reloaded, Rel
     // sources), and written after, so that a scrape of the metrics or a
     // listing of the sources does not wait out the reload.
     let changed = changed_keys(&state.config.read(), &new);
-    engine.reconfigure(&new).map_err(|e| invalid(&e))?;
+    engine.reconfigure(&new)?;
     let mut current = state.config.write();
     adopt_live_keys(&mut current, &new);
     super::open_files::warn_if_short(&current, engine.sink_connections_bound());
