@@ -439,6 +439,17 @@ fn goad_check_exits_0_for_a_good_file_and_2_naming_the_key_for_a_bad_one() {
             && unlike.ends_with(", `breaker_max_open_ms`, `tenants`\n"),
         "{unlike}"
     );
+    // A top-level key written under a table's header (TOML makes it the
+    // table's) is said to be one, not taken for a typo.
+    let misplaced = stderr_of(
+        "misplaced.toml",
+        "data_dir = \"d\"\n[http]\nmax_connections = 10\nlisten = \"127.0.0.1:7979\"\n",
+    );
+    assert!(
+        misplaced.starts_with("config key http.listen: TOML parse error at line 4")
+            && misplaced.ends_with(", `tls_client_ca_file`\n`listen` is a top-level key: in TOML every key after a [table] header is that table's, so write it above the first one\n"),
+        "{misplaced}"
+    );
 }
 
 /// `goad check --environment` also reads what the file names, as a start

@@ -446,13 +446,12 @@ impl Config {
         })?;
         serde_path_to_error::deserialize(de).map_err(|e| {
             let mut message = shown(e.inner());
-            if let Some(name) = suggest::nearest_expected(e.inner().message()) {
-                message += &format!("\ndid you mean `{name}`?");
+            let key = e.path().to_string();
+            let nested = key.contains('.');
+            if let Some(hint) = suggest::hint(e.inner().message(), nested) {
+                message += &format!("\n{hint}");
             }
-            ConfigError::Parse {
-                key: e.path().to_string(),
-                message,
-            }
+            ConfigError::Parse { key, message }
         })
     }
 
