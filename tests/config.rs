@@ -439,16 +439,26 @@ fn goad_check_exits_0_for_a_good_file_and_2_naming_the_key_for_a_bad_one() {
             && unlike.ends_with(", `breaker_max_open_ms`, `tenants`\n"),
         "{unlike}"
     );
-    // A top-level key written under a table's header (TOML makes it the
-    // table's) is said to be one, not taken for a typo.
+    // A key of an enclosing table written under a sub-table's header (TOML
+    // makes it the sub-table's) is said to be the enclosing table's, not
+    // taken for a typo.
     let misplaced = stderr_of(
         "misplaced.toml",
         "data_dir = \"d\"\n[http]\nmax_connections = 10\nlisten = \"127.0.0.1:7979\"\n",
     );
     assert!(
         misplaced.starts_with("config key http.listen: TOML parse error at line 4")
-            && misplaced.ends_with(", `tls_client_ca_file`\n`listen` is a top-level key: in TOML every key after a [table] header is that table's, so write it above the first one\n"),
+            && misplaced.ends_with(", `tls_client_ca_file`\n`listen` is a top-level key, not one of http: a key written after a table's header is that table's, so write it above the file's first table header\n"),
         "{misplaced}"
+    );
+    let source_key = stderr_of(
+        "source_key.toml",
+        "[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x/\"\ntenant = \"acme\"\n",
+    );
+    assert!(
+        source_key.starts_with("config key sources[0].sinks[0].tenant: TOML parse error at line 6")
+            && source_key.ends_with(", `paused`\n`tenant` is a key of sources[0], not of sources[0].sinks[0]: a key written after a table's header is that table's, so write it under [[sources]], above its first sub-table header\n"),
+        "{source_key}"
     );
 }
 

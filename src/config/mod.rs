@@ -446,12 +446,14 @@ impl Config {
         })?;
         serde_path_to_error::deserialize(de).map_err(|e| {
             let mut message = shown(e.inner());
-            let key = e.path().to_string();
-            let nested = key.contains('.');
-            if let Some(hint) = suggest::hint(e.inner().message(), nested) {
+            let path: Vec<_> = e.path().iter().cloned().collect();
+            if let Some(hint) = suggest::hint(e.inner().message(), &path) {
                 message += &format!("\n{hint}");
             }
-            ConfigError::Parse { key, message }
+            ConfigError::Parse {
+                key: e.path().to_string(),
+                message,
+            }
         })
     }
 

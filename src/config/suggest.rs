@@ -1,10 +1,12 @@
 //! "Did you mean": for a key (or a value of a fixed set) that serde does
 //! not know, the nearest one it expected, so a typo among a sink's
 //! thirty-odd keys is named rather than left to be found in the list; and
-//! for a top-level key written under a table's header (in TOML every key
-//! after `[http]` is `http`'s), where it belongs.
+//! for a key of an enclosing table written under a sub-table's header (in
+//! TOML every key after `[http]` is `http`'s, and after `[[sources.sinks]]`
+//! the sink's), where it belongs.
 
 use serde::de::{Deserialize, Deserializer, Error as _, Visitor};
+use serde_path_to_error::Segment;
 
 /// How alike (Jaro, 0 to 1) a known name must be to what was written to
 /// be suggested. clap suggests above 0.7 (Jaro too: strsim's
@@ -13,27 +15,88 @@ use serde::de::{Deserialize, Deserializer, Error as _, Visitor};
 /// (`req_options` and `region`: 0.70), so a little more is asked.
 const MIN_LIKENESS: f64 = 0.75;
 
-/// What to add to serde's `message` about an unknown key or value, if
-/// anything: that a key unknown in a table (`nested`) is one of the top
-/// level's, or else the known name nearest to it.
-pub(super) fn hint(message: &str, nested: bool) -> Option<String> {
-    let top_level = (message.strip_prefix("unknown field `"))
-        .and_then(|rest| rest.split_once('`'))
-        .map(|(unknown, _)| unknown)
-        .filter(|unknown| nested && top_level_keys().contains(unknown));
-    match top_level {
-        Some(key) => Some(format!(
-            "`{key}` is a top-level key: in TOML every key after a [table] header is that table's, so write it above the first one"
-        )),
-        None => nearest_expected(message).map(|name| format!("did you mean `{name}`?")),
+/// What to add to serde's `message` about the unknown key or value at
+/// `path` (the key last), if anything: that a key is one of an enclosing
+/// table's, or else the known name nearest to it.
+pub(super) fn hint(message: &str, path: &[Segment]) -> Option<String> {
+    misplaced_key(message, path)
+        .or_else(|| nearest_expected(message).map(|name| format!("did you mean `{name}`?")))
+}
+
+/// Where a key unknown in its table belongs, when a table enclosing it
+/// (the nearest) has it.
+fn misplaced_key(message: &str, path: &[Segment]) -> Option<String> {
+    let (key, _) = message.strip_prefix("unknown field `")?.split_once('`')?;
+    let (_, table) = path.split_last()?;
+    let owner = (0..table.len())
+        .rev()
+        .map(|depth| &table[..depth])
+        .find(|owner| keys_of(owner).contains(&key))?;
+    let rule = "a key written after a table's header is that table's";
+    let table = shown(table);
+    Some(match owner {
+        [] => format!(
+            "`{key}` is a top-level key, not one of {table}: {rule}, so write it above the file's first table header"
+        ),
+        _ => format!(
+            "`{key}` is a key of {}, not of {table}: {rule}, so write it under {}, above its first sub-table header",
+            shown(owner),
+            header(owner)
+        ),
+    })
+}
+
+/// The keys of the table at `path`, for the tables others are written
+/// under (the top level, `[dispatch]`, a source, a sink); none for others.
+fn keys_of(path: &[Segment]) -> &'static [&'static str] {
+    use super::{Config, DispatchConfig, SinkConfig, SourceConfig};
+    let shape: Vec<&str> = (path.iter())
+        .map(|segment| match segment {
+            Segment::Map { key } => key.as_str(),
+            _ => "[]",
+        })
+        .collect();
+    match shape[..] {
+        [] => fields::<Config>(),
+        ["dispatch"] => fields::<DispatchConfig>(),
+        ["sources", "[]"] => fields::<SourceConfig>(),
+        ["sources", "[]", "sinks", "[]"] => fields::<SinkConfig>(),
+        _ => &[],
     }
 }
 
-/// The keys of the config's top level, as serde knows them.
-fn top_level_keys() -> &'static [&'static str] {
-    let mut keys = &[][..];
-    let _ = super::Config::deserialize(StructFields(&mut keys));
-    keys
+/// `path` as errors name a key: `sources[0].sinks[1]`.
+fn shown(path: &[Segment]) -> String {
+    path.iter().fold(String::new(), |mut shown, segment| {
+        match segment {
+            Segment::Seq { index } => shown += &format!("[{index}]"),
+            Segment::Map { key } if shown.is_empty() => shown += key,
+            Segment::Map { key } => shown += &format!(".{key}"),
+            _ => shown += "?",
+        }
+        shown
+    })
+}
+
+/// The TOML header of the table at `path`: `[dispatch]`, `[[sources]]`.
+fn header(path: &[Segment]) -> String {
+    let keys: Vec<&str> = (path.iter())
+        .filter_map(|segment| match segment {
+            Segment::Map { key } => Some(key.as_str()),
+            _ => None,
+        })
+        .collect();
+    match path.last() {
+        Some(Segment::Seq { .. }) => format!("[[{}]]", keys.join(".")),
+        _ => format!("[{}]", keys.join(".")),
+    }
+}
+
+/// The field names of `T`, a struct, as serde knows them.
+fn fields<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+    let mut fields = &[][..];
+    let _ = T::deserialize(StructFields(&mut fields));
+    fields
 }
 
 /// A deserializer that only takes the field names of the struct asked of it.
@@ -118,21 +181,63 @@ mod tests {
         );
     }
 
+    /// A path of keys, `[]` an index.
+    fn path(keys: &[&str]) -> Vec<Segment> {
+        (keys.iter())
+            .map(|key| match key.parse() {
+                Ok(index) => Segment::Seq { index },
+                Err(_) => Segment::Map {
+                    key: key.to_string(),
+                },
+            })
+            .collect()
+    }
+
     #[test]
-    fn a_top_level_key_under_a_table_is_said_to_be_one() {
-        assert!(top_level_keys().contains(&"listen"));
-        assert!(top_level_keys().contains(&"sources"));
-        let listen = "unknown field `listen`, expected one of `read_timeout_ms`, `idle_timeout_ms`";
-        let told = "`listen` is a top-level key: in TOML every key after a [table] header is that table's, so write it above the first one";
-        assert_eq!(hint(listen, true).as_deref(), Some(told));
-        // At the top level it is another key's typo.
-        let top = "unknown field `listen`, expected one of `data_dir`, `listens`";
-        assert_eq!(hint(top, false).as_deref(), Some("did you mean `listens`?"));
+    fn a_key_of_an_enclosing_table_is_said_to_be_its() {
+        let unknown = |key: &str| format!("unknown field `{key}`, expected one of `a`, `{key}x`");
+        let rule = "a key written after a table's header is that table's";
+        let listen = hint(&unknown("listen"), &path(&["http", "listen"]));
+        let told = format!("`listen` is a top-level key, not one of http: {rule}, so write it above the file's first table header");
+        assert_eq!(listen, Some(told));
+        let tenant = hint(
+            &unknown("tenant"),
+            &path(&["sources", "0", "sinks", "1", "tenant"]),
+        );
+        let told = format!("`tenant` is a key of sources[0], not of sources[0].sinks[1]: {rule}, so write it under [[sources]], above its first sub-table header");
+        assert_eq!(tenant, Some(told));
+        let url = hint(
+            &unknown("url"),
+            &path(&["sources", "2", "sinks", "0", "retry", "url"]),
+        );
+        let told = format!("`url` is a key of sources[2].sinks[0], not of sources[2].sinks[0].retry: {rule}, so write it under [[sources.sinks]], above its first sub-table header");
+        assert_eq!(url, Some(told));
+        let batch = hint(
+            &unknown("batch"),
+            &path(&["dispatch", "tenants", "acme", "batch"]),
+        );
+        let told = format!("`batch` is a key of dispatch, not of dispatch.tenants.acme: {rule}, so write it under [dispatch], above its first sub-table header");
+        assert_eq!(batch, Some(told));
+        // The nearest enclosing table that has it: a sink's `retry`, not the top level's.
+        let retry = hint(
+            &unknown("retry"),
+            &path(&["sources", "0", "sinks", "0", "oauth2", "retry"]),
+        );
+        assert!(retry
+            .unwrap()
+            .starts_with("`retry` is a key of sources[0].sinks[0], "));
+        // Unknown where it stands and above: the nearest name, as ever.
         let typo =
             "unknown field `idle_timeot_ms`, expected one of `read_timeout_ms`, `idle_timeout_ms`";
-        let near = Some("did you mean `idle_timeout_ms`?");
-        assert_eq!(hint(typo, true).as_deref(), near);
-        assert_eq!(hint("invalid type: string, expected u64", true), None);
+        let near = Some("did you mean `idle_timeout_ms`?".to_string());
+        assert_eq!(hint(typo, &path(&["http", "idle_timeot_ms"])), near);
+        let top = "unknown field `listens`, expected one of `data_dir`, `listen`";
+        let near = Some("did you mean `listen`?".to_string());
+        assert_eq!(hint(top, &path(&["listens"])), near);
+        assert_eq!(
+            hint("invalid type: string, expected u64", &path(&["shards"])),
+            None
+        );
     }
 
     #[test]
