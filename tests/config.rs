@@ -407,6 +407,34 @@ fn goad_check_exits_0_for_a_good_file_and_2_naming_the_key_for_a_bad_one() {
             "warning: sources[0] (\"quiet\") has no sinks: its hooks are answered 202 and stored nowhere"
         )
     );
+    // Two sinks of a source delivering every hook to one place (a sink
+    // copied and not changed): a warning each; one with a filter, another
+    // method or another queue is not warned of.
+    let twins = dir.path().join("twins.toml");
+    std::fs::write(
+        &twins,
+        "[[sources]]\nid = \"orders\"\n\
+         [[sources.sinks]]\ntype = \"http\"\nurl = \"https://r.example/hooks\"\n\
+         [[sources.sinks]]\ntype = \"http\"\nurl = \"https://r.example/hooks\"\nmethod = \"POST\"\n\
+         [[sources.sinks]]\ntype = \"http\"\nurl = \"https://r.example/hooks\"\nmethod = \"put\"\n\
+         [[sources.sinks]]\ntype = \"http\"\nurl = \"https://r.example/hooks\"\nfilter = { header = \"x-event\", values = [\"paid\"] }\n\
+         [[sources.sinks]]\ntype = \"sqs\"\nqueue_url = \"https://sqs.us-east-1.amazonaws.com/1/q.fifo\"\n\
+         [[sources.sinks]]\ntype = \"sqs\"\nqueue_url = \"https://sqs.us-east-1.amazonaws.com/1/q.fifo\"\nmessage_group_id = \"g\"\n\
+         [[sources.sinks]]\ntype = \"sqs\"\nqueue_url = \"https://sqs.us-east-1.amazonaws.com/1/other.fifo\"\n",
+    )
+    .unwrap();
+    let warned = run(&twins);
+    assert_eq!(
+        (
+            warned.status.code(),
+            String::from_utf8_lossy(&warned.stderr).trim()
+        ),
+        (
+            Some(0),
+            "warning: sources[0].sinks[1] delivers to the place sources[0].sinks[0] does, and neither has a filter: each hook goes there twice\n\
+             warning: sources[0].sinks[5] delivers to the place sources[0].sinks[4] does, and neither has a filter: each hook goes there twice"
+        )
+    );
     let err = run(&bad);
     assert_eq!(err.status.code(), Some(2));
     assert_eq!(

@@ -490,18 +490,28 @@ impl Config {
 
     /// What is valid but most likely a mistake, one sentence each: a
     /// source without sinks, whose hooks are acknowledged and stored
-    /// nowhere (`goad check` prints these; a node logs them at start and
-    /// after each reload).
+    /// nowhere, and two sinks of a source that deliver every hook to one
+    /// place (a sink copied and not changed; to a FIFO queue, SQS drops
+    /// the second as a duplicate of the first). `goad check` prints these;
+    /// a node logs them at start and after each reload.
     pub fn warnings(&self) -> Vec<String> {
-        let sources = self.sources.iter().enumerate();
-        sources
-            .filter(|(_, source)| source.sinks.is_empty())
-            .map(|(i, source)| {
-                format!(
+        let mut warnings = Vec::new();
+        for (i, source) in self.sources.iter().enumerate() {
+            if source.sinks.is_empty() {
+                warnings.push(format!(
                     "sources[{i}] ({:?}) has no sinks: its hooks are answered 202 and stored nowhere",
                     source.id
-                )
-            })
-            .collect()
+                ));
+            }
+            for (k, sink) in source.sinks.iter().enumerate() {
+                let mut earlier = source.sinks[..k].iter();
+                if let Some(twin) = earlier.position(|other| other.delivers_as(sink)) {
+                    warnings.push(format!(
+                        "sources[{i}].sinks[{k}] delivers to the place sources[{i}].sinks[{twin}] does, and neither has a filter: each hook goes there twice"
+                    ));
+                }
+            }
+        }
+        warnings
     }
 }

@@ -335,6 +335,23 @@ impl HeaderFilter {
 }
 
 impl SinkConfig {
+    /// Whether this sink and `other` deliver every hook to one place:
+    /// goad's sinks of one type and method naming one destination (`url`
+    /// or `url_env`; `queue_url`, `project` and `topic`, at one
+    /// `endpoint`), neither with a `filter`. A host's sinks are its own to
+    /// tell apart.
+    pub(crate) fn delivers_as(&self, other: &SinkConfig) -> bool {
+        fn place(s: &SinkConfig) -> impl PartialEq + '_ {
+            let method = s.method.as_deref().unwrap_or("post").to_ascii_lowercase();
+            let named = (&s.url, &s.url_env, &s.queue_url, &s.project, &s.topic);
+            (&s.kind, method, named, &s.endpoint)
+        }
+        super::sink_checks::BUILTIN_SINK_TYPES.contains(&self.kind.as_str())
+            && self.filter.is_none()
+            && other.filter.is_none()
+            && place(self) == place(other)
+    }
+
     /// An HTTP sink posting to `url` with every other option at its default.
     pub fn http(url: impl Into<String>) -> SinkConfig {
         SinkConfig {

@@ -181,7 +181,7 @@ mod tests {
         );
     }
 
-    /// A path of keys, `[]` an index.
+    /// A path of keys; a number is an index.
     fn path(keys: &[&str]) -> Vec<Segment> {
         (keys.iter())
             .map(|key| match key.parse() {
