@@ -282,6 +282,7 @@ pub(crate) fn failed_answer(status: u16, answer: &[u8]) -> BadStatus {
     let quoted = super::aws_xml::error(answer).unwrap_or_else(|| super::status::excerpt(answer));
     BadStatus {
         status,
+        redirect_to: None,
         answer: quoted,
     }
 }

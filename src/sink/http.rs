@@ -639,14 +639,9 @@ impl Sink for HttpSink {
             None => SinkError::transient(transport_error(e)),
         })?;
         let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+        let (head, mut body) = response.into_parts();
         // Drain up to the cap so the connection goes back to the pool; past
         // the cap the rest is dropped with the connection.
-        let mut body = response.into_body();
         let mut reader = body.with_config().limit(self.max_response_bytes).reader();
         let mut answer = Vec::new();
         if !(200..300).contains(&status) {
@@ -655,7 +650,7 @@ impl Sink for HttpSink {
             let _ = start.read_to_end(&mut answer);
         }
         let _ = std::io::copy(&mut reader, &mut std::io::sink());
-        let result = classify(status, retry_after.as_deref(), &answer, now);
+        let result = classify(status, &head.headers, &answer, now);
         match token {
             // A token held a while may have been revoked or expired early:
             // the next attempt asks for a new one. A 401 to a fresh one is

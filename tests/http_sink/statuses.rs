@@ -8,7 +8,7 @@ use super::*;
 /// one attempt.
 /// A failure's error quotes the start of the answer's body, where a
 /// receiver says why (its first 256 bytes, whitespace runs as one space,
-/// "…" where cut).
+/// "…" where cut), and a redirect where it points.
 #[test]
 fn statuses_map_to_delivered_permanent_retry_after_or_transient() {
     let html = format!("<html>\n<body>{}", "x".repeat(1_000));
@@ -53,7 +53,16 @@ fn statuses_map_to_delivered_permanent_retry_after_or_transient() {
         (
             Reply::status(302).header("location", "/elsewhere"),
             RowStatus::Pending,
-            Some("HTTP status 302"),
+            Some("HTTP status 302 redirecting to /elsewhere (redirects are not followed: set the sink's url to where it should deliver)"),
+        ),
+        // A receiver that sends plain HTTP to HTTPS: the error says where
+        // (the query left out: it may hold a key).
+        (
+            Reply::status(301)
+                .header("location", "https://hooks.example/stripe?key=s3cret")
+                .with_body("Moved"),
+            RowStatus::Pending,
+            Some("HTTP status 301 redirecting to https://hooks.example/stripe (redirects are not followed: set the sink's url to where it should deliver): Moved"),
         ),
     ];
     for (reply, status, error) in cases {
