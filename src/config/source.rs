@@ -510,7 +510,7 @@ pub struct IngestJwt {
 
 /// A string or a list of strings.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "expected a string, or a list of strings")]
 pub enum OneOrMany {
     One(String),
     Many(Vec<String>),
