@@ -321,6 +321,8 @@ fn unknown_keys_and_bad_types_name_the_dotted_key() {
         ("[egress]\ndeny_private_addresses = \"yes\"", "config key egress.deny_private_addresses:", "invalid type: string \"yes\", expected a boolean"),
         ("[egress]\ndeny_private = true", "config key egress.deny_private:", "unknown field `deny_private`"),
         ("[[sources]]\nid = \"a\"\ningest_token_env = 7", "config key sources[0].ingest_token_env:", "expected a string, or a list of strings"),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nfilter = \"x-event\"", "config key sources[0].sinks[0].filter:", "invalid type: string \"x-event\", expected a table"),
+        ("http = 5", "config key http:", "invalid type: integer `5`, expected a table"),
         ("[metrics]\nper_sink = \"some\"", "config key metrics.per_sink:", "unknown variant `some`, expected one of `all`, `counts`, `off`"),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\noauth2 = { token_url = \"https://auth/t\", client_id = \"c\", client_secret_env = \"S\", client_auth = \"jwt\" }", "config key sources[0].sinks[0].oauth2.client_auth:", "unknown variant `jwt`, expected one of `basic`, `body`, `private_key_jwt`"),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\noauth2 = { token_url = \"https://auth/t\", client_secret_env = \"S\" }", "config key sources[0].sinks[0].oauth2:", "missing field `client_id`"),

@@ -99,7 +99,7 @@ impl Default for Config {
 
 /// The node's HTTP front (`[http]`; goad's addition to DESIGN §4).
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields, default, expecting = "a table")]
 pub struct HttpConfig {
     /// A request's head and body must arrive within this from its first byte
     /// (slow clients get 408 and are closed).
@@ -139,7 +139,7 @@ impl Default for HttpConfig {
 /// The claim check (`[claim_check]`): where the bodies too large to go
 /// inline in a queue sink's message are kept (see `claim_check`).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields, default, expecting = "a table")]
 pub struct ClaimCheckConfig {
     /// The directory of the claims; by default `<data_dir>/claims`.
     pub dir: Option<PathBuf>,
@@ -211,7 +211,7 @@ impl Config {
 
 /// Replay pacing (used by the node's replay jobs).
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields, default, expecting = "a table")]
 pub struct ReplayConfig {
     /// Rows revived per second.
     pub rate: u32,
@@ -235,7 +235,7 @@ impl Default for ReplayConfig {
 
 /// Dead letters (`[dead_letters]`).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields, default, expecting = "a table")]
 pub struct DeadLettersConfig {
     /// Rows dead longer than this are deleted by their shard, each hook
     /// with its last row; 0 (the default) keeps them until replayed or purged.
@@ -244,7 +244,7 @@ pub struct DeadLettersConfig {
 
 /// Where HTTP sinks may connect (`[egress]`, goad's addition).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields, default, expecting = "a table")]
 pub struct EgressConfig {
     /// HTTP sinks connect to public addresses only: an attempt whose host
     /// resolves to loopback, private, link-local (the cloud metadata
@@ -260,7 +260,7 @@ pub struct EgressConfig {
 
 /// A node's notices to its operator (`[notifications]`, goad's addition).
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields, default, expecting = "a table")]
 pub struct NotificationsConfig {
     /// A configured source to which the node commits a `row.dead` event
     /// for every row dead-lettered (but that source's own), delivered by
@@ -284,7 +284,7 @@ impl Default for NotificationsConfig {
 
 /// What a node's `/metrics` shows (`[metrics]`, goad's addition).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields, default, expecting = "a table")]
 pub struct MetricsConfig {
     /// Which series each configured sink has.
     pub per_sink: PerSinkMetrics,
@@ -306,7 +306,7 @@ pub enum PerSinkMetrics {
 
 /// The dispatch pipeline's limits (`[dispatch]`).
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields, default, expecting = "a table")]
 pub struct DispatchConfig {
     /// Rows claimed per scan of the due index (one page).
     pub batch: u32,
@@ -350,7 +350,7 @@ impl Default for DispatchConfig {
 /// The limits of one tenant, as written (missing fields fall back to
 /// `dispatch.tenants.default`, then to [`TenantLimits::DEFAULT`]).
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 pub struct TenantLimitsConfig {
     pub max_inflight: Option<u32>,
     pub max_inflight_bytes: Option<u64>,
@@ -407,7 +407,7 @@ impl DispatchConfig {
 
 /// The retry policy (`[retry]`): exponential backoff with jitter.
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields, default, expecting = "a table")]
 pub struct RetryConfig {
     /// Delay after the first failed attempt.
     pub base_ms: u64,

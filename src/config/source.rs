@@ -11,7 +11,7 @@ use std::path::PathBuf;
 /// A sink's own retry policy (`retry = { … }` on a sink entry): each key
 /// set replaces `[retry]`'s for that sink's rows.
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 pub struct SinkRetryConfig {
     pub base_ms: Option<u64>,
     pub max_ms: Option<u64>,
@@ -35,7 +35,7 @@ impl SinkRetryConfig {
 
 /// A source: where hooks are committed, and the sinks each hook goes to.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 pub struct SourceConfig {
     pub id: String,
     #[serde(default = "default_tenant")]
@@ -121,7 +121,7 @@ fn default_tenant() -> String {
 /// One sink entry of a source. `type` selects the sink; the other keys are
 /// that sink's options (validation rejects options of another type).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 pub struct SinkConfig {
     /// `http`, `sqs`, `pubsub`, or the name of a sink the host registered
     /// with the engine.
@@ -240,7 +240,7 @@ pub struct SinkConfig {
 
 /// An HTTP sink's `oauth2`: where and as whom goad asks for tokens.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 pub struct OAuth2Config {
     /// The authorization server's token endpoint.
     pub token_url: String,
@@ -290,7 +290,7 @@ impl OAuth2Config {
 
 /// An HTTP sink's `google_id_token`: for whom, and whose.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 pub struct GoogleIdTokenConfig {
     /// The token's `aud`: the receiving service's URL (Cloud Run, Cloud
     /// Functions) or OAuth client id (IAP).
@@ -315,7 +315,7 @@ pub enum ClientAuth {
 
 /// A sink's `filter`: a header and the values it takes.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 pub struct HeaderFilter {
     /// A header stored with the hook (any case).
     pub header: String,
@@ -434,7 +434,7 @@ pub enum IngestSignature {
 
 /// An HMAC of the request body, under the source's secret, in `header`.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 pub struct HmacSignature {
     /// The header carrying the signature.
     pub header: String,
@@ -492,7 +492,7 @@ impl<'de> Deserialize<'de> for IngestSignature {
 /// `jwks_url`, issued by one of `issuer`, for `audience`, and carrying
 /// each of `claims` with that value.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 pub struct IngestJwt {
     /// Where the issuer publishes its keys (a JSON Web Key Set): HTTPS, or
     /// HTTP to a loopback address.
