@@ -342,14 +342,17 @@ impl SinkConfig {
     /// tell apart.
     pub(crate) fn delivers_as(&self, other: &SinkConfig) -> bool {
         fn place(s: &SinkConfig) -> impl PartialEq + '_ {
-            let method = s.method.as_deref().unwrap_or("post").to_ascii_lowercase();
             let named = (&s.url, &s.url_env, &s.queue_url, &s.project, &s.topic);
-            (&s.kind, method, named, &s.endpoint)
+            (&s.kind, named, &s.endpoint)
+        }
+        fn method(s: &SinkConfig) -> &str {
+            s.method.as_deref().unwrap_or("post")
         }
         super::sink_checks::BUILTIN_SINK_TYPES.contains(&self.kind.as_str())
             && self.filter.is_none()
             && other.filter.is_none()
             && place(self) == place(other)
+            && method(self).eq_ignore_ascii_case(method(other))
     }
 
     /// An HTTP sink posting to `url` with every other option at its default.
