@@ -5,7 +5,8 @@ use serde::de::DeserializeOwned;
 
 /// `body` as `T`, or 400 `bad_json` saying the body must be `shape`: a
 /// JSON object (serde would also take an array of the fields' values, a
-/// form no one means), without a field `T` does not have.
+/// form no one means), without a field `T` does not have; a field of the
+/// wrong type or value is named.
 pub(super) fn json_object<T: DeserializeOwned>(body: &[u8], shape: &str) -> Result<T, Response> {
     let bad =
         |why: String| Response::error(400, "bad_json", &format!("the body must be {shape}: {why}"));
@@ -13,7 +14,13 @@ pub(super) fn json_object<T: DeserializeOwned>(body: &[u8], shape: &str) -> Resu
     if !value.is_object() {
         return Err(bad(format!("got {}", kind_of(&value))));
     }
-    serde_json::from_value(value).map_err(|e| bad(e.to_string()))
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let field = e.path().to_string();
+        match e.inner().to_string() {
+            why if field == "." || why.starts_with("unknown field") => bad(why),
+            why => bad(format!("{field}: {why}")),
+        }
+    })
 }
 
 fn kind_of(value: &serde_json::Value) -> &'static str {
@@ -60,6 +67,14 @@ mod tests {
         assert_eq!(
             error_of(r#"{"to": "x", "from": 1}"#),
             r#"{"error":"bad_json","message":"the body must be {\"to\"}: unknown field `from`, expected `to`"}"#
+        );
+        assert_eq!(
+            error_of(r#"{"to": 5}"#),
+            r#"{"error":"bad_json","message":"the body must be {\"to\"}: to: invalid type: integer `5`, expected a string"}"#
+        );
+        assert_eq!(
+            error_of("{}"),
+            r#"{"error":"bad_json","message":"the body must be {\"to\"}: missing field `to`"}"#
         );
         assert_eq!(
             error_of("{"),
