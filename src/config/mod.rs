@@ -15,7 +15,7 @@ mod sink_auth;
 mod sink_checks;
 mod source;
 mod sources;
-mod suggest;
+pub(crate) mod suggest;
 mod validate;
 
 use serde::{Deserialize, Serialize};

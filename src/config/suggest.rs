@@ -140,7 +140,7 @@ fn nearest_expected(message: &str) -> Option<&str> {
 
 /// The name of `known` nearest to `unknown`, if one is near enough (a
 /// name written in another case is as near as can be).
-pub(super) fn nearest<'a>(
+pub(crate) fn nearest<'a>(
     unknown: &str,
     known: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {

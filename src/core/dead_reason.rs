@@ -215,8 +215,10 @@ impl FromStr for ReasonKinds {
         for part in text.split(',').map(str::trim) {
             let Some(kind) = DeadReasonKind::named(part) else {
                 let names: Vec<&str> = DeadReasonKind::ALL.iter().map(|k| k.name()).collect();
+                let near = crate::config::suggest::nearest(part, names.iter().copied())
+                    .map_or(String::new(), |name| format!(" (did you mean {name:?}?)"));
                 let names = names.join(", ");
-                return Err(format!("{part:?} is not a kind of reason: one of {names}, or several separated by commas"));
+                return Err(format!("{part:?} is not a kind of reason{near}: one of {names}, or several separated by commas"));
             };
             kinds |= kind.bit();
         }
@@ -377,6 +379,13 @@ mod tests {
                 format!("{part:?} is not a kind of reason: {names}")
             );
         }
+        let near = "max_attempts,retry_horizn"
+            .parse::<ReasonKinds>()
+            .unwrap_err();
+        let told = format!(
+            "\"retry_horizn\" is not a kind of reason (did you mean \"retry_horizon\"?): {names}"
+        );
+        assert_eq!(near, told);
         let refused = serde_json::from_str::<ReasonKinds>("\"x\"").unwrap_err();
         assert!(
             refused
