@@ -87,12 +87,23 @@ impl AuthorizedUser {
                 file.kind
             ));
         }
+        // An empty one bills no other project: as if it were not there.
+        let project = file.quota_project_id.filter(|project| !project.is_empty());
+        if project
+            .as_deref()
+            .is_some_and(|p| !super::http::sendable_credential(p))
+        {
+            return Err(format!(
+                "{}: its quota_project_id holds a line break or another control character, which no x-goog-user-project header can carry",
+                path.display()
+            ));
+        }
         Ok(AuthorizedUser {
             client_id: file.client_id,
             client_secret: file.client_secret,
             refresh_token: file.refresh_token,
             token_uri: file.token_uri.unwrap_or_else(|| GOOGLE_TOKEN_URI.into()),
-            quota_project_id: file.quota_project_id,
+            quota_project_id: project,
             path: path.to_path_buf(),
         })
     }
@@ -146,6 +157,10 @@ mod tests {
                 r#"{"type": "authorized_user", "client_id": "c", "client_secret": "s"}"#,
                 "not an authorized_user file (missing field `refresh_token`",
             ),
+            (
+                r#"{"type": "authorized_user", "client_id": "c", "client_secret": "s", "refresh_token": "r", "quota_project_id": "billed\nx-injected: 1"}"#,
+                "its quota_project_id holds a line break or another control character, which no x-goog-user-project header can carry",
+            ),
         ];
         for (text, why) in cases {
             std::fs::write(&path, text).unwrap();
@@ -162,6 +177,9 @@ mod tests {
         .unwrap();
         let user = AuthorizedUser::read(&path).unwrap();
         assert_eq!(user.quota_project_id.as_deref(), Some("billed"));
+        let unbilled = r#"{"type": "authorized_user", "client_id": "c", "client_secret": "s", "refresh_token": "r", "quota_project_id": ""}"#;
+        std::fs::write(&path, unbilled).unwrap();
+        assert_eq!(AuthorizedUser::read(&path).unwrap().quota_project_id, None);
         assert_eq!(
             format!("{user:?}"),
             format!("AuthorizedUser({})", path.display())
