@@ -4,7 +4,7 @@
 //! `authorization` header or a URL's user information.
 
 use super::sink_checks::{aws_credentials, options_set, AWS_SIGNING_OPTIONS};
-use super::validate::{check_http_url, invalid, is_region, unknown_name};
+use super::validate::{check_http_url, env_name, invalid, is_region, unknown_name};
 use super::{ClientAuth, ConfigError, GoogleIdTokenConfig, OAuth2Config, SinkConfig};
 use crate::sink::gcp_id_token::ID_TOKEN_SOURCES;
 
@@ -15,13 +15,7 @@ pub(super) fn validate_oauth2(at: &str, oauth2: &OAuth2Config) -> Result<(), Con
     let key = |name: &str| format!("{at}.oauth2.{name}");
     let signs = oauth2.client_auth == ClientAuth::PrivateKeyJwt;
     match (&oauth2.client_secret_env, signs) {
-        (Some(var), false) if var.is_empty() => {
-            return Err(invalid(
-                key("client_secret_env"),
-                "an environment variable name",
-                "",
-            ));
-        }
+        (Some(var), false) => env_name(key("client_secret_env"), var)?,
         (None, false) => {
             let rule = "set: the variable holding the client's secret (or client_auth = \"private_key_jwt\")";
             return Err(invalid(key("client_secret_env"), rule, "absent"));

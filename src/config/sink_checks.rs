@@ -8,8 +8,8 @@ use super::sink_auth::{
     one_authorization, validate_aws_signing, validate_google_id_token, validate_oauth2,
 };
 use super::validate::{
-    check_http_url, credentials, env_name_list, invalid, is_http_url, is_region, positive,
-    stored_header, unknown_name, url_fits, validate_retry_policy,
+    check_http_url, credentials, env_name, env_name_list, invalid, is_http_url, is_region,
+    positive, stored_header, unknown_name, url_fits, validate_retry_policy,
 };
 use super::{Config, ConfigError, SinkConfig, SourceConfig};
 use crate::core::LaneBy;
@@ -120,12 +120,8 @@ impl Config {
                 let rule = "absent with url (the URL is one or the other)";
                 return Err(invalid(format!("{at}.url_env"), rule, "set"));
             }
-            (None, Some(var)) if var.is_empty() => {
-                let rule = "an environment variable name";
-                return Err(invalid(format!("{at}.url_env"), rule, var));
-            }
             // Read and checked when the sink is built, as a secret is.
-            (None, Some(_)) => {}
+            (None, Some(var)) => env_name(format!("{at}.url_env"), var)?,
             (url, None) => {
                 let url = url.as_deref().unwrap_or("");
                 check_http_url(format!("{at}.url"), url)?;
@@ -313,10 +309,7 @@ fn validate_operator_headers(at: &str, sink: &SinkConfig) -> Result<(), ConfigEr
         }
     }
     for (name, var) in &sink.headers_env {
-        if var.is_empty() {
-            let rule = "an environment variable name";
-            return Err(invalid(format!("{at}.headers_env.{name}"), rule, var));
-        }
+        env_name(format!("{at}.headers_env.{name}"), var)?;
     }
     Ok(())
 }

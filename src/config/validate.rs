@@ -140,12 +140,41 @@ pub(super) fn unknown_name(
 /// is not empty (several while a secret is rotated).
 pub(super) fn env_name_list(key: String, vars: &OneOrMany) -> Result<(), ConfigError> {
     let names = vars.as_slice();
-    if names.is_empty() || names.iter().any(String::is_empty) {
+    if names.is_empty() {
         let rule = "an environment variable name, or a non-empty list of them";
         return Err(invalid(key, rule, format_args!("{vars}")));
     }
+    for (i, name) in names.iter().enumerate() {
+        match vars {
+            OneOrMany::One(_) => env_name(key.clone(), name)?,
+            OneOrMany::Many(_) => env_name(format!("{key}[{i}]"), name)?,
+        }
+    }
     Ok(())
 }
+
+/// `var`, the config's `key`, must be an environment variable's name:
+/// letters, digits, `_`, `.` and `-`, not beginning with a digit (the
+/// names a shell, systemd or Kubernetes sets). A value with other
+/// characters is not shown: it is most likely the secret itself, written
+/// where its variable's name goes, and errors are logged.
+pub(super) fn env_name(key: String, var: &str) -> Result<(), ConfigError> {
+    let is_name_byte = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-');
+    let named = var.bytes().all(is_name_byte) && !var.starts_with(|c: char| c.is_ascii_digit());
+    match (var.is_empty(), named) {
+        (false, true) => Ok(()),
+        (true, _) => Err(invalid(key, ENV_NAME_RULE, "")),
+        (false, false) => Err(ConfigError::Invalid {
+            key,
+            rule: ENV_NAME_RULE.into(),
+            value: "a value that is none, not shown (is it the secret itself, not its variable's name?)".into(),
+        }),
+    }
+}
+
+/// What [`env_name`] takes.
+const ENV_NAME_RULE: &str =
+    "an environment variable's name (letters, digits, '_', '.' and '-', not beginning with a digit)";
 
 /// The value of the environment variable `var`, which the config's `key`
 /// names: a variable that is unset or empty is an error naming both (an
@@ -510,6 +539,9 @@ fn validate_source(at: &str, source: &SourceConfig) -> Result<(), ConfigError> {
     if let Some(vars) = &source.ingest_token_env {
         env_name_list(format!("{at}.ingest_token_env"), vars)?;
     }
+    if let Some(var) = &source.ingest_verify_token_env {
+        env_name(format!("{at}.ingest_verify_token_env"), var)?;
+    }
     validate_ingest_signature(at, source)?;
     validate_ingest_handshake(at, source)?;
     if let Some(jwt) = &source.ingest_jwt {
@@ -731,19 +763,17 @@ pub(super) fn credentials<const N: usize>(
     env_names(at, env_options)
 }
 
-/// Options naming environment variables: none may be empty.
+/// Options naming environment variables: each set one a name.
 fn env_names<const N: usize>(
     at: &str,
     options: [(&str, &Option<String>); N],
 ) -> Result<(), ConfigError> {
-    match options.iter().find(|(_, var)| var.as_deref() == Some("")) {
-        Some((key, _)) => Err(invalid(
-            format!("{at}.{key}"),
-            "an environment variable name",
-            "",
-        )),
-        None => Ok(()),
+    for (key, var) in options {
+        if let Some(var) = var {
+            env_name(format!("{at}.{key}"), var)?;
+        }
     }
+    Ok(())
 }
 
 /// An AWS region name (`us-east-1`).
