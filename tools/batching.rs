@@ -129,10 +129,12 @@ fn run(
         calls: AtomicU64::new(0),
         attempts: AtomicU64::new(0),
     });
-    let engine = Engine::builder(config)
-        .sink("remote", remote.clone())
-        .open()
-        .expect("the engine opens");
+    let engine = scratch.making(|| {
+        Engine::builder(config)
+            .sink("remote", remote.clone())
+            .open()
+            .expect("the engine opens")
+    });
     std::thread::scope(|s| {
         for c in 0..16 {
             let engine = &engine;

@@ -61,7 +61,8 @@ fn main() {
     println!("raw ureq      {connections:>3} connections: {raw:>9.0} requests/s");
 
     let dir = scratch.engine_dir();
-    let engine = Engine::open(config(dir.path(), &url, connections)).expect("engine");
+    let config = config(dir.path(), &url, connections);
+    let engine = scratch.making(|| Engine::open(config).expect("engine"));
     let run = GoadRun::measure(&engine, &receiver, committers, seconds, &body);
     run.report(committers, connections, raw);
     let latency = engine.attempt_latency();

@@ -152,7 +152,7 @@ fn run(
     config
         .sources
         .push(SourceConfig::new("b", "tenant-b", vec![b_sink]));
-    let engine = Engine::open(config).expect("engine");
+    let engine = scratch.making(|| Engine::open(config).expect("engine"));
     // Four committers, each for one of the neighbour's tenants in turn.
     let committers = if a_tenants == 0 { 0 } else { 4 };
     std::thread::scope(|s| {

@@ -73,11 +73,13 @@ fn main() {
     let (delivered, deliveries) = crossbeam_channel::unbounded();
     let up = Arc::new(Up(delivered));
     let open = || {
-        Engine::builder(config(dir.path(), tenants))
-            .sink("down", down.clone())
-            .sink("up", up.clone())
-            .open()
-            .expect("the engine opens")
+        scratch.making(|| {
+            Engine::builder(config(dir.path(), tenants))
+                .sink("down", down.clone())
+                .sink("up", up.clone())
+                .open()
+                .expect("the engine opens")
+        })
     };
 
     let engine = open();

@@ -107,10 +107,12 @@ fn engine(
             SourceConfig::new(format!("s{i}"), tenant, vec![SinkConfig::of_kind("noop")])
         })
         .collect();
-    let engine = Engine::builder(config)
-        .sink("noop", sink)
-        .open()
-        .expect("engine");
+    let engine = scratch.making(|| {
+        Engine::builder(config)
+            .sink("noop", sink)
+            .open()
+            .expect("engine")
+    });
     (dir, engine)
 }
 
