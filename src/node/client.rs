@@ -22,6 +22,9 @@ pub struct NodeClient {
     /// e.g. `http://127.0.0.1:7878`
     pub base_url: String,
     pub admin_token: Option<String>,
+    /// The environment variable the admin token was read from, which a
+    /// refusal of it names (see [`NodeClient::with_token_from`]).
+    token_variable: Option<String>,
     /// For an https:// node: the roots it trusts, the certificate it
     /// presents (see [`NodeClient::with_tls`]).
     tls: TlsConfig,
@@ -72,7 +75,29 @@ impl NodeClient {
         NodeClient {
             base_url: base_url.into(),
             admin_token,
+            token_variable: None,
             tls: ureq_tls().build(),
+        }
+    }
+
+    /// This client, with the admin token of the environment variable
+    /// `var` (none when it is unset or empty); a 401 then says which.
+    pub fn with_token_from(mut self, var: &str) -> NodeClient {
+        self.admin_token = std::env::var(var).ok().filter(|t| !t.is_empty());
+        self.token_variable = Some(var.to_string());
+        self
+    }
+
+    /// Why the node refused the admin token (a 401), as far as this
+    /// client can tell.
+    fn token_refused(&self) -> String {
+        match (&self.admin_token, &self.token_variable) {
+            (None, Some(var)) => format!(
+                "{var} is not set: put the node's admin token in it, or name the variable holding it with --token-env"
+            ),
+            (Some(_), Some(var)) => format!("the token in {var} is not one the node takes"),
+            (None, None) => "no admin token was given".to_string(),
+            (Some(_), None) => "the token given is not one the node takes".to_string(),
         }
     }
 
@@ -174,8 +199,12 @@ impl NodeClient {
         if status >= 400 {
             let message = value["message"].as_str().unwrap_or(&text);
             let code = value["error"].as_str().unwrap_or("error");
+            let why = match status {
+                401 => format!(" ({})", self.token_refused()),
+                _ => String::new(),
+            };
             return Err(ClientError(format!(
-                "{url}: HTTP {status} {code}: {message}"
+                "{url}: HTTP {status} {code}: {message}{why}"
             )));
         }
         Ok(value)

@@ -41,6 +41,29 @@ fn admin_routes_need_the_admin_token_and_health_and_metrics_do_not() {
         );
         assert_eq!(wrong.status, 401, "{method} {path}");
     }
+    // The operator commands say why the token was refused: none in the
+    // variable they read, or one the node does not take.
+    let goad_pressure = |token: Option<&str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_goad"));
+        cmd.args(["pressure", "--node", &addr.to_string()]);
+        cmd.args(["--token-env", "NODE_TEST_CLI_ADMIN_TOKEN"]);
+        match token {
+            Some(token) => cmd.env("NODE_TEST_CLI_ADMIN_TOKEN", token),
+            None => cmd.env_remove("NODE_TEST_CLI_ADMIN_TOKEN"),
+        };
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let refused = format!("goad: http://{addr}/v1/pressure: HTTP 401 unauthorized: the admin API needs the admin token");
+    assert_eq!(
+        goad_pressure(None),
+        format!("{refused} (NODE_TEST_CLI_ADMIN_TOKEN is not set: put the node's admin token in it, or name the variable holding it with --token-env)\n")
+    );
+    assert_eq!(
+        goad_pressure(Some("adm-2")),
+        format!("{refused} (the token in NODE_TEST_CLI_ADMIN_TOKEN is not one the node takes)\n")
+    );
     let ok = call(
         addr,
         "GET",

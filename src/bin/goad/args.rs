@@ -407,15 +407,14 @@ fn node_url(text: &str) -> Result<String, String> {
 
 impl NodeArgs {
     pub fn client(&self) -> Result<NodeClient, ClientError> {
-        let token = std::env::var(&self.token_env)
-            .ok()
-            .filter(|t| !t.is_empty());
         let files = ClientTlsFiles {
             ca_file: self.ca_file.as_deref(),
             client_cert: self.client_cert.as_deref(),
             client_key: self.client_key.as_deref(),
         };
-        let client = NodeClient::new(self.node.clone(), token).with_tls(files);
+        let client = NodeClient::new(self.node.clone(), None)
+            .with_token_from(&self.token_env)
+            .with_tls(files);
         client.map_err(|e| ClientError(e.to_string()))
     }
 }
