@@ -55,17 +55,29 @@ impl std::fmt::Display for ClientError {
 
 impl std::error::Error for ClientError {}
 
-/// Why no answer came from `url`; a refused connection says where the
-/// node is looked for, and how to name another.
+/// Why no answer came from `url`, with what to do for the common
+/// mistakes: a refused connection (no node there), a plain request to a
+/// node that serves HTTPS (its TLS alert is no HTTP answer), a node
+/// whose certificate a private CA signed.
 fn unreached(url: &str, e: &ureq::Error) -> String {
-    let refused =
-        matches!(e, ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused);
-    match refused {
-        true => {
-            format!("{url}: {e} (no node listens there: give its address with --node or GOAD_NODE)")
+    let io = match e {
+        ureq::Error::Io(io) => Some(io),
+        _ => None,
+    };
+    let tls = io.and_then(|io| io.get_ref()?.downcast_ref::<rustls::Error>());
+    let hint = match (e, tls) {
+        _ if io.is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused) => {
+            " (no node listens there: give its address with --node or GOAD_NODE)"
         }
-        false => format!("{url}: {e}"),
-    }
+        (ureq::Error::Protocol(_), _) if url.starts_with("http://") => {
+            " (a node that serves HTTPS answers a plain request so: give its address as https://…)"
+        }
+        (_, Some(rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer))) => {
+            " (a node whose certificate a private CA signed: give that CA's certificate with --ca-file or GOAD_CA_FILE)"
+        }
+        _ => "",
+    };
+    format!("{url}: {e}{hint}")
 }
 
 impl NodeClient {

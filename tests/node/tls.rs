@@ -440,7 +440,10 @@ fn operator_commands_reach_a_mutual_tls_node_with_their_tls_options() {
                 false => command.arg(fixtures.join(option)),
             };
         }
-        let out = command.env_remove("GOAD_ADMIN_TOKEN").output().unwrap();
+        command
+            .env_remove("GOAD_ADMIN_TOKEN")
+            .env_remove("GOAD_CA_FILE");
+        let out = command.output().unwrap();
         let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
         (out.status.code(), text(out.stdout), text(out.stderr))
     };
@@ -461,6 +464,28 @@ fn operator_commands_reach_a_mutual_tls_node_with_their_tls_options() {
     assert_eq!(code, Some(1));
     assert!(
         stderr.starts_with(&format!("goad: {url}/v1/pressure: ")),
+        "{stderr}"
+    );
+
+    // Without the CA's certificate, or over plain HTTP, the error says
+    // what to give.
+    let (code, _, stderr) = goad(&client);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        stderr.trim_end(),
+        format!("goad: {url}/v1/pressure: io: invalid peer certificate: UnknownIssuer (a node whose certificate a private CA signed: give that CA's certificate with --ca-file or GOAD_CA_FILE)")
+    );
+    let plain = format!("localhost:{}", node.local_addr().port());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["pressure", "--node", &plain])
+        .env_remove("GOAD_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.starts_with(&format!("goad: http://{plain}/v1/pressure: protocol: "))
+            && stderr.trim_end().ends_with(" (a node that serves HTTPS answers a plain request so: give its address as https://…)"),
         "{stderr}"
     );
 
