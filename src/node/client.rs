@@ -60,19 +60,14 @@ impl std::error::Error for ClientError {}
 /// node that serves HTTPS (its TLS alert is no HTTP answer), a node
 /// whose certificate a private CA signed.
 fn unreached(url: &str, e: &ureq::Error) -> String {
-    let io = match e {
-        ureq::Error::Io(io) => Some(io),
-        _ => None,
-    };
-    let tls = io.and_then(|io| io.get_ref()?.downcast_ref::<rustls::Error>());
-    let hint = match (e, tls) {
-        _ if io.is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused) => {
+    let hint = match e {
+        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
             " (no node listens there: give its address with --node or GOAD_NODE)"
         }
-        (ureq::Error::Protocol(_), _) if url.starts_with("http://") => {
+        ureq::Error::Protocol(_) if url.starts_with("http://") => {
             " (a node that serves HTTPS answers a plain request so: give its address as https://…)"
         }
-        (_, Some(rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer))) => {
+        e if crate::sink::client::unknown_issuer(e) => {
             " (a node whose certificate a private CA signed: give that CA's certificate with --ca-file or GOAD_CA_FILE)"
         }
         _ => "",

@@ -79,14 +79,34 @@ pub(crate) fn request_timeout(deadline: Instant) -> Option<Duration> {
 }
 
 /// A request's transport error, as an attempt's failure says it: one cut
-/// by [`request_timeout`] names the attempt's deadline.
+/// by [`request_timeout`] names the attempt's deadline, and a certificate
+/// no trusted root signed says where an HTTP sink takes a private CA's.
 pub(crate) fn transport_error(e: ureq::Error) -> super::BoxError {
     match e {
         ureq::Error::Timeout(ureq::Timeout::Global) => {
             "no answer by the attempt's deadline (dispatch.attempt_timeout_ms)".into()
         }
+        e if unknown_issuer(&e) => format!(
+            "{e} (its certificate chains to no root trusted here: an HTTP sink takes a private CA's certificate in its ca_file)"
+        )
+        .into(),
         e => e.into(),
     }
+}
+
+/// Whether `e` is a TLS certificate that chains to no root the client
+/// trusts (a private CA's, or a proxy's that intercepts TLS).
+pub(crate) fn unknown_issuer(e: &ureq::Error) -> bool {
+    let ureq::Error::Io(io) = e else {
+        return false;
+    };
+    let tls = io.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>());
+    matches!(
+        tls,
+        Some(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::UnknownIssuer
+        ))
+    )
 }
 
 /// Whether two sets of roots trust the same certificates.
