@@ -131,6 +131,11 @@ fn answer_caught(state: &NodeState, engine: &Engine, job: &AdminJob) -> Response
 }
 
 fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Request) -> Response {
+    if !route.takes_query() {
+        if let Err(refused) = known_params(request, &[]) {
+            return refused;
+        }
+    }
     match route {
         WorkerRoute::Metrics => match metrics::render(engine, state) {
             Ok(text) => Response::text(200, "text/plain; version=0.0.4", text),
@@ -307,10 +312,11 @@ fn by_name(pairs: &[(TenantId, u64)]) -> HashMap<&str, u64> {
 /// one given twice, of which the route would take the first alone.
 pub(super) fn known_params(request: &Request, known: &[&str]) -> Result<(), Response> {
     if let Some(name) = request.unknown_query_param(known) {
-        let message = format!(
-            "no query parameter {name:?} here; this route takes {}",
-            known.join(", ")
-        );
+        let takes = match known {
+            [] => "none".to_string(),
+            _ => known.join(", "),
+        };
+        let message = format!("no query parameter {name:?} here; this route takes {takes}");
         return Err(Response::error(400, "unknown_parameter", &message));
     }
     if let Some(name) = request.repeated_query_param() {

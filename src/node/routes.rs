@@ -74,6 +74,26 @@ impl WorkerRoute {
             WorkerRoute::Metrics | WorkerRoute::Pressure | WorkerRoute::Stats
         )
     }
+
+    /// Whether the route takes a query: those that do check theirs
+    /// (`admin::known_params`), the others refuse any, so that a filter
+    /// written on one is not ignored while the route acts on everything
+    /// (`POST /v1/sources/a/dead-letter?sink_index=1` dead-letters every
+    /// sink's rows; `POST /v1/replays?source_id=a` with `{}` replays every
+    /// dead letter). A scrape and a claim's redemption, asked by
+    /// machines, take any.
+    pub fn takes_query(&self) -> bool {
+        matches!(
+            self,
+            WorkerRoute::Metrics
+                | WorkerRoute::DeadLetters
+                | WorkerRoute::PurgeDeadLetters
+                | WorkerRoute::Sinks
+                | WorkerRoute::Sources
+                | WorkerRoute::Replays
+                | WorkerRoute::RedeemClaim(..)
+        )
+    }
 }
 
 impl Route {

@@ -472,6 +472,34 @@ fn dead_lettering_a_source_reports_the_count_and_lists_them() {
     wait_until("5 backing off", Duration::from_secs(10), || {
         engine.stats().iter().map(|s| s.core.retried).sum::<u64>() == 5
     });
+    // A filter written on the route (it takes none) is refused, not
+    // ignored while every row of the source is dead-lettered; so is one
+    // on a replay, whose body is the filter.
+    let filtered = call(
+        addr,
+        "POST",
+        "/v1/sources/a/dead-letter?sink_index=1",
+        &[],
+        b"",
+    );
+    assert_eq!(
+        (filtered.status, filtered.json()),
+        (
+            400,
+            serde_json::json!({"error": "unknown_parameter", "message": "no query parameter \"sink_index\" here; this route takes none"})
+        )
+    );
+    let replay = call(addr, "POST", "/v1/replays?source_id=a", &[], b"{}");
+    assert_eq!(replay.error_code(), "unknown_parameter");
+    assert_eq!(
+        get(addr, "/v1/stats?shard=0").error_code(),
+        "unknown_parameter"
+    );
+    assert_eq!(get(addr, "/metrics?name=x").status, 200);
+    assert_eq!(
+        get(addr, "/v1/dead-letters").json()["items"],
+        serde_json::json!([])
+    );
     let reply = call(addr, "POST", "/v1/sources/a/dead-letter", &[], b"");
     assert_eq!(reply.status, 200, "{}", reply.text());
     assert_eq!(reply.json(), serde_json::json!({"count": 5}));
