@@ -329,6 +329,8 @@ fn unknown_keys_and_bad_types_name_the_dotted_key() {
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nfilter = \"x-event\"", "config key sources[0].sinks[0].filter:", "invalid type: string \"x-event\", expected a table"),
         ("http = 5", "config key http:", "invalid type: integer `5`, expected a table"),
         ("[metrics]\nper_sink = \"some\"", "config key metrics.per_sink:", "unknown variant `some`, expected one of `all`, `counts`, `off`"),
+        ("[metrics]\nper_sink = 5", "config key metrics.per_sink:", "invalid type: integer `5`, expected a string"),
+        ("[metrics]\nper_sink = \"Counts\"", "config key metrics.per_sink:", "unknown variant `Counts`, expected one of `all`, `counts`, `off`\ndid you mean `counts`?"),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\noauth2 = { token_url = \"https://auth/t\", client_id = \"c\", client_secret_env = \"S\", client_auth = \"jwt\" }", "config key sources[0].sinks[0].oauth2.client_auth:", "unknown variant `jwt`, expected one of `basic`, `body`, `private_key_jwt`"),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\noauth2 = { token_url = \"https://auth/t\", client_secret_env = \"S\" }", "config key sources[0].sinks[0].oauth2:", "missing field `client_id`"),
     ];

@@ -292,7 +292,7 @@ pub struct MetricsConfig {
 
 /// A sink's series in `/metrics`: each of its two histograms is ~30
 /// series, so a node with thousands of sinks may keep only the counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PerSinkMetrics {
     /// Outcomes, breaker, attempt durations and delivery latencies.
@@ -302,6 +302,13 @@ pub enum PerSinkMetrics {
     Counts,
     /// None (`/v1/sinks` still answers with everything).
     Off,
+}
+
+impl<'de> Deserialize<'de> for PerSinkMetrics {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        use PerSinkMetrics::*;
+        suggest::named(de, &["all", "counts", "off"], &[All, Counts, Off])
+    }
 }
 
 /// The dispatch pipeline's limits (`[dispatch]`).

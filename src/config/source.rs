@@ -304,13 +304,21 @@ pub struct GoogleIdTokenConfig {
 /// How an OAuth 2 client authenticates to the token endpoint: its secret
 /// by HTTP Basic (the default) or in the form's fields (RFC 6749 §2.3.1),
 /// or a JWT signed with its private key (`private_key_jwt`, RFC 7523 §2.2).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ClientAuth {
     #[default]
     Basic,
     Body,
     PrivateKeyJwt,
+}
+
+impl<'de> Deserialize<'de> for ClientAuth {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        use ClientAuth::*;
+        let names = &["basic", "body", "private_key_jwt"];
+        super::suggest::named(de, names, &[Basic, Body, PrivateKeyJwt])
+    }
 }
 
 /// A sink's `filter`: a header and the values it takes.

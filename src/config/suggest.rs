@@ -126,6 +126,24 @@ impl<'de> Deserializer<'de> for StructFields<'_> {
     }
 }
 
+/// The one of `values` whose name in `names` a config string is: an
+/// enum of names read as a string, so that another type is `invalid
+/// type: integer 5, expected a string` (toml says `wanted string or
+/// table` for an enum) and an unknown name serde's `unknown variant`
+/// error, which [`hint`] reads.
+pub(super) fn named<'de, D: Deserializer<'de>, T: Copy>(
+    de: D,
+    names: &'static [&'static str],
+    values: &[T],
+) -> Result<T, D::Error> {
+    assert_eq!(names.len(), values.len(), "a name for each value");
+    let name = String::deserialize(de)?;
+    match names.iter().position(|known| *known == name) {
+        Some(at) => Ok(values[at]),
+        None => Err(D::Error::unknown_variant(&name, names)),
+    }
+}
+
 /// The name serde's `message` expected that is nearest to the one it
 /// calls unknown ("unknown field `x`, expected one of `a`, `b`", or
 /// "unknown variant …"), if one is near enough.
