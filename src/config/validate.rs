@@ -155,21 +155,62 @@ pub(super) fn env_name_list(key: String, vars: &OneOrMany) -> Result<(), ConfigE
 
 /// `var`, the config's `key`, must be an environment variable's name:
 /// letters, digits, `_`, `.` and `-`, not beginning with a digit (the
-/// names a shell, systemd or Kubernetes sets). A value with other
-/// characters is not shown: it is most likely the secret itself, written
-/// where its variable's name goes, and errors are logged.
+/// names a shell, systemd or Kubernetes sets), and not shaped as a
+/// well-known kind of secret ([`secret_kind`]). A value that is not a
+/// name is not shown: it is most likely the secret itself, written where
+/// its variable's name goes, and errors are logged.
 pub(super) fn env_name(key: String, var: &str) -> Result<(), ConfigError> {
     let is_name_byte = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-');
     let named = var.bytes().all(is_name_byte) && !var.starts_with(|c: char| c.is_ascii_digit());
-    match (var.is_empty(), named) {
-        (false, true) => Ok(()),
-        (true, _) => Err(invalid(key, ENV_NAME_RULE, "")),
-        (false, false) => Err(ConfigError::Invalid {
-            key,
-            rule: ENV_NAME_RULE.into(),
-            value: "a value that is none, not shown (is it the secret itself, not its variable's name?)".into(),
-        }),
+    let hint = match (var.is_empty(), named, secret_kind(var)) {
+        (true, _, _) => return Err(invalid(key, ENV_NAME_RULE, "")),
+        (false, true, None) => return Ok(()),
+        (false, true, Some(kind)) => format!("it is shaped as {kind}: "),
+        (false, false, _) => String::new(),
+    };
+    Err(ConfigError::Invalid {
+        key,
+        rule: ENV_NAME_RULE.into(),
+        value: format!(
+            "a value not shown here ({hint}is it the secret itself, not its variable's name?)"
+        ),
+    })
+}
+
+/// The kind of well-known secret `value` is shaped as, if any: each is
+/// a variable's name by its characters, and no variable is named so.
+fn secret_kind(value: &str) -> Option<&'static str> {
+    const PREFIXES: [(&str, &str); 12] = [
+        ("whsec_", "a webhook signing key"),
+        ("sk_live_", "a Stripe key"),
+        ("sk_test_", "a Stripe key"),
+        ("rk_live_", "a Stripe key"),
+        ("ghp_", "a GitHub token"),
+        ("gho_", "a GitHub token"),
+        ("ghs_", "a GitHub token"),
+        ("github_pat_", "a GitHub token"),
+        ("xoxb-", "a Slack token"),
+        ("xoxp-", "a Slack token"),
+        ("glpat-", "a GitLab token"),
+        ("AIza", "a Google API key"),
+    ];
+    let upper_alphanumeric = |s: &str| {
+        s.bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+    };
+    if let Some((_, kind)) = PREFIXES
+        .iter()
+        .find(|(prefix, _)| value.starts_with(prefix))
+    {
+        return Some(kind);
     }
+    if value.starts_with("eyJ") && value.matches('.').count() == 2 {
+        return Some("a JSON Web Token");
+    }
+    let aws_key_id = value.len() == 20
+        && (value.starts_with("AKIA") || value.starts_with("ASIA"))
+        && upper_alphanumeric(value);
+    aws_key_id.then_some("an AWS access key id")
 }
 
 /// What [`env_name`] takes.
@@ -829,6 +870,42 @@ mod tests {
             "h:",
         ] {
             assert!(!super::is_host_and_port(listen), "{listen}");
+        }
+    }
+
+    #[test]
+    fn a_secret_of_a_well_known_shape_is_not_taken_for_a_variable_name() {
+        for (value, kind) in [
+            (
+                "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+                "a webhook signing key",
+            ),
+            ("sk_live_51H8xYz", "a Stripe key"),
+            ("ghp_16C7e42F292c6912E7710c838347Ae178B4a", "a GitHub token"),
+            ("xoxb-1234-5678-abcd", "a Slack token"),
+            (
+                "AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY",
+                "a Google API key",
+            ),
+            (
+                "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhIn0.c2ln",
+                "a JSON Web Token",
+            ),
+            ("AKIAIOSFODNN7EXAMPLE", "an AWS access key id"),
+            ("ASIAIOSFODNN7EXAMPLE", "an AWS access key id"),
+        ] {
+            assert_eq!(super::secret_kind(value), Some(kind), "{value}");
+        }
+        for name in [
+            "GOAD_SECRET",
+            "WHSEC_KEY",
+            "AKIA_KEY_ID_VARIABLE",
+            "AKIAIOSFODNN7EXAMPL",
+            "eyJ.only-one-dot",
+            "github.token",
+            "ASIA_PACIFIC_1",
+        ] {
+            assert_eq!(super::secret_kind(name), None, "{name}");
         }
     }
 }
