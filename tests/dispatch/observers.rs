@@ -334,7 +334,8 @@ fn a_sink_that_ticks_its_own_engine_is_answered_at_once() {
 
 /// `shutdown` from a callback stops the engine without waiting for the
 /// shard whose thread runs the callback (which stops once the callback
-/// returns), even with that shard's input queue full: the call returns,
+/// returns), even with that shard's input queue full (where a blocking
+/// commit is refused, `QueueFull`, and not stored): the call returns,
 /// every queued commit is answered, later commits are refused, and the
 /// data directory opens again with every hook acknowledged, delivered.
 #[test]
@@ -389,6 +390,12 @@ fn a_callback_may_shut_the_engine_down_with_its_shards_queue_full() {
         }
     }
     assert!(queued > 0);
+    // A blocking commit waits a while for room, then is refused: not
+    // stored, so never delivered.
+    assert!(matches!(
+        engine.commit(NewHook::new("orders", "refused")),
+        Err(CommitError::QueueFull)
+    ));
     go_on.0.send(()).unwrap();
     wait_until("shutdown returned", Duration::from_secs(10), || {
         returned.load(Ordering::SeqCst)
@@ -418,6 +425,10 @@ fn a_callback_may_shut_the_engine_down_with_its_shards_queue_full() {
     assert!(
         missing.is_empty(),
         "acknowledged, not delivered: {missing:?}"
+    );
+    assert!(
+        !delivered.contains("refused"),
+        "a refused commit was stored"
     );
     assert_eq!(rows(&reopened).len(), 0, "every stored hook delivered");
 }
