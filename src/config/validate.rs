@@ -180,8 +180,9 @@ pub(super) fn env_name(key: String, var: &str) -> Result<(), ConfigError> {
 /// The kind of well-known secret `value` is shaped as, if any: each is
 /// a variable's name by its characters, and no variable is named so.
 fn secret_kind(value: &str) -> Option<&'static str> {
-    const PREFIXES: [(&str, &str); 12] = [
+    const PREFIXES: [(&str, &str); 13] = [
         ("whsec_", "a webhook signing key"),
+        ("whsk_", "a webhook signing key"),
         ("sk_live_", "a Stripe key"),
         ("sk_test_", "a Stripe key"),
         ("rk_live_", "a Stripe key"),
