@@ -180,6 +180,12 @@ fn answer(state: &NodeState, engine: &Engine, route: &WorkerRoute, request: &Req
         WorkerRoute::ControlReplay(id, control) => {
             replay_routes::control(state, engine, id, *control)
         }
+        WorkerRoute::DeadLetterSource(source_id) if !crate::config::is_id(source_id) => {
+            let message = format!(
+                "no source can have the id {source_id:?}: a source id is 1 to 128 letters, digits, '_' and '-'"
+            );
+            Response::error(404, "unknown_source", &message)
+        }
         WorkerRoute::DeadLetterSource(source_id) => match engine.dead_letter_source(source_id) {
             Ok(count) => {
                 crate::log::info(

@@ -500,6 +500,18 @@ fn dead_lettering_a_source_reports_the_count_and_lists_them() {
         get(addr, "/v1/dead-letters").json()["items"],
         serde_json::json!([])
     );
+    // An id no source can have is refused; one the config does not have
+    // (a source removed from it) is walked, and has nothing here.
+    let impossible = call(addr, "POST", "/v1/sources/a%20/dead-letter", &[], b"");
+    assert_eq!(
+        (impossible.status, impossible.json()),
+        (
+            404,
+            serde_json::json!({"error": "unknown_source", "message": "no source can have the id \"a \": a source id is 1 to 128 letters, digits, '_' and '-'"})
+        )
+    );
+    let removed = call(addr, "POST", "/v1/sources/gone/dead-letter", &[], b"");
+    assert_eq!(removed.json(), serde_json::json!({"count": 0}));
     let reply = call(addr, "POST", "/v1/sources/a/dead-letter", &[], b"");
     assert_eq!(reply.status, 200, "{}", reply.text());
     assert_eq!(reply.json(), serde_json::json!({"count": 5}));
