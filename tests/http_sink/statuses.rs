@@ -139,3 +139,59 @@ fn a_response_head_over_16_kib_fails_the_attempt() {
         "{error}"
     );
 }
+
+/// An informational answer (`103 Early Hints`, an unasked `100 Continue`)
+/// before the final one is not the answer: the final status decides, and
+/// the connection serves the next attempt.
+#[test]
+fn an_informational_answer_before_the_final_one_is_passed_over() {
+    use common::raw::read_request;
+    use std::net::TcpListener;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hooks", listener.local_addr().unwrap());
+    let (tell, connections) = crossbeam_channel::unbounded();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let mut stream = stream.unwrap();
+            tell.send(()).unwrap();
+            std::thread::spawn(move || {
+                let informational = [
+                    "HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload\r\n\r\n",
+                    "HTTP/1.1 100 Continue\r\n\r\n",
+                ];
+                let finals = ["503 Service Unavailable", "204 No Content"];
+                for (informational, last) in informational.iter().zip(finals) {
+                    if read_request(&mut stream).is_none() {
+                        return;
+                    }
+                    let answer =
+                        format!("{informational}HTTP/1.1 {last}\r\ncontent-length: 0\r\n\r\n");
+                    stream.write_all(answer.as_bytes()).unwrap();
+                }
+            });
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.retry.base_ms = 10;
+    c.retry.max_ms = 10;
+    c.retry.jitter = false;
+    c.sources
+        .push(source("s", "acme", vec![SinkConfig::http(url)]));
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("s", "x")).unwrap();
+    wait_until(
+        "delivered at the second attempt",
+        Duration::from_secs(10),
+        || {
+            engine.tick().unwrap();
+            rows(&engine).is_empty()
+        },
+    );
+    let core: Vec<_> = engine.stats().into_iter().map(|s| s.core).collect();
+    let (delivered, retried) = core
+        .iter()
+        .fold((0, 0), |(d, r), c| (d + c.delivered, r + c.retried));
+    assert_eq!((delivered, retried), (1, 1), "503 retried, then 204");
+    assert_eq!(connections.try_iter().count(), 1, "one connection for both");
+}
