@@ -1,8 +1,8 @@
 //! The README and the pages under `docs/` link to each other: every
 //! relative link names a file that exists and, after `#`, a heading of it.
 //! The README's embedding program is the crate page's, which runs as a
-//! doc test, and the HTTP API's page names every error code the node
-//! answers with.
+//! doc test, every TOML block is a valid config, and the HTTP API's page
+//! names every error code the node answers with.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -45,13 +45,19 @@ fn relative_links(text: &str) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn every_relative_link_of_the_docs_names_a_file_and_heading_that_exist() {
+/// The README and the pages under `docs/`.
+fn pages() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut pages = vec![root.join("README.md")];
     for entry in std::fs::read_dir(root.join("docs")).unwrap() {
         pages.push(entry.unwrap().path());
     }
+    pages
+}
+
+#[test]
+fn every_relative_link_of_the_docs_names_a_file_and_heading_that_exist() {
+    let pages = pages();
     let mut checked = 0;
     for page in &pages {
         let text = std::fs::read_to_string(page).unwrap();
@@ -75,6 +81,33 @@ fn every_relative_link_of_the_docs_names_a_file_and_heading_that_exist() {
         }
     }
     assert!(checked >= 10, "only {checked} links found");
+}
+
+/// Every TOML block of the docs is a config `goad check` takes, as an
+/// operator would copy it: a block of sink tables (`[[sources.sinks]]`)
+/// under a source of its own.
+#[test]
+fn every_toml_block_of_the_docs_is_a_valid_config() {
+    let mut checked = 0;
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for block in text.split("```toml\n").skip(1) {
+            let block = &block[..block.find("```").expect("the block's end")];
+            let config = match block.trim_start().starts_with("[[sources.sinks]]") {
+                true => format!("[[sources]]\nid = \"a\"\n{block}"),
+                false => block.to_string(),
+            };
+            let checked_config = goad::Config::from_toml(&config).and_then(|c| c.validate());
+            if let Err(e) = checked_config {
+                panic!(
+                    "{}: a TOML block is no valid config: {e}\n{block}",
+                    page.display()
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3, "only {checked} TOML blocks found");
 }
 
 #[test]
