@@ -423,7 +423,7 @@ fn one_hook_left(data: &Path) {
 }
 
 /// A reshard it cannot do is refused before anything moves, saying why:
-/// no shards, a count out of range, the shards an earlier reshard kept
+/// no directory, no shards, a count out of range, the shards an earlier reshard kept
 /// still there, a marker that names no counts, a shard `goad verify`
 /// finds unsound (nothing staged, no marker written).
 #[test]
@@ -437,6 +437,16 @@ fn a_reshard_it_cannot_do_is_refused_saying_why() {
         reason.replace(&data.display().to_string(), "<data>")
     };
     assert_eq!(refusal(2), "<data>: cannot reshard: no shards to reshard");
+    let nowhere = data.join("nowhere");
+    let refused = reshard(&nowhere, 2, MAX_SHARD_BYTES, Engine::shard_of, now());
+    assert_eq!(
+        refused.unwrap_err().to_string(),
+        format!(
+            "{}: cannot reshard: no data directory here",
+            nowhere.display()
+        )
+    );
+    assert!(!nowhere.exists(), "a mistyped path was made");
     one_hook_left(data);
     for to in [0, 257] {
         assert_eq!(

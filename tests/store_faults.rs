@@ -521,6 +521,8 @@ fn refused_by_engine_and_verify(config: Config, refused: &str) {
 /// short, a shard's directory deleted) is refused at open, by the engine
 /// and by `verify`, and left as it is: made anew, the store would be
 /// empty, and the hooks it held lost without a word (both used to make it).
+/// `verify` makes nothing where there is no data directory, or one that
+/// holds no store (a mistyped path, another directory).
 #[test]
 fn a_data_directory_that_lost_a_shards_store_is_refused_at_open() {
     let dir = tempfile::tempdir().unwrap();
@@ -545,6 +547,17 @@ fn a_data_directory_that_lost_a_shards_store_is_refused_at_open() {
         format!("store: {}: no data directory here", nowhere.display())
     );
     assert!(!nowhere.exists(), "verify made a data directory");
+    let empty = tempfile::tempdir().unwrap();
+    let err = goad::store::verify_data_dir(empty.path(), 2).expect_err("refused");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "store: {}: no shard's store here: no node has run on it (is it the node's data_dir?)",
+            empty.path().display()
+        )
+    );
+    let made: Vec<_> = std::fs::read_dir(empty.path()).unwrap().collect();
+    assert!(made.is_empty(), "verify made {made:?}");
 }
 
 /// Shard directories swapped (renamed, or mixed up in a restore) are

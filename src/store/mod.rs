@@ -276,6 +276,16 @@ impl std::error::Error for StoreError {
     }
 }
 
+impl StoreError {
+    /// `path` is not what was asked for, for the reason `why`.
+    pub(crate) fn not_found(path: &Path, why: &str) -> StoreError {
+        StoreError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, why),
+        }
+    }
+}
+
 impl From<heed::Error> for StoreError {
     fn from(e: heed::Error) -> Self {
         StoreError::Lmdb(e)

@@ -78,6 +78,9 @@ pub fn reshard(
     shard_of: fn(&str, usize) -> usize,
     now_ms: u64,
 ) -> Result<Resharded, StoreError> {
+    if !data_dir.is_dir() {
+        return Err(refused(data_dir, "no data directory here".into()));
+    }
     let _lock = DataDirLock::acquire(data_dir)?;
     if !(1..=MAX_SHARDS).contains(&to_shards) {
         let reason = format!("{to_shards} shards: the count must be from 1 to {MAX_SHARDS}");
