@@ -183,8 +183,8 @@ impl BodyHmac {
     fn signature(&self, value: &str) -> Option<Vec<u8>> {
         let text = value.trim().strip_prefix(self.prefix.as_str())?;
         match self.base64 {
-            true => STANDARD.decode(text).ok(),
-            false => hex::decode(text).ok(),
+            true => STANDARD.decode(text).ok().filter(|bytes| !bytes.is_empty()),
+            false => hex_bytes(text),
         }
     }
 }
@@ -402,7 +402,7 @@ impl SignatureCheck {
         for pair in required(headers, name)?.split(',') {
             match pair.trim().split_once('=') {
                 Some(("t", t)) => timestamp = t.parse::<u64>().ok(),
-                Some(("v1", hex)) => signatures.extend(hex::decode(hex).ok()),
+                Some(("v1", hex)) => signatures.extend(hex_bytes(hex)),
                 _ => {}
             }
         }
@@ -488,7 +488,7 @@ fn v0_signature<'h, 'n>(
 ) -> Result<(Vec<u8>, &'h str), Refusal<'n>> {
     let signature = required(headers, name)?
         .strip_prefix("v0=")
-        .and_then(|hex| hex::decode(hex).ok())
+        .and_then(hex_bytes)
         .ok_or(Refusal::Malformed(name))?;
     Ok((signature, required(headers, stamp)?))
 }
@@ -520,8 +520,14 @@ fn verify_standard_webhooks<'a>(
 fn sha256_hex<'c>(headers: Headers<'_>, name: &'c str) -> Result<Vec<u8>, Refusal<'c>> {
     required(headers, name)?
         .strip_prefix("sha256=")
-        .and_then(|hex| hex::decode(hex).ok())
+        .and_then(hex_bytes)
         .ok_or(Refusal::Malformed(name))
+}
+
+/// The bytes of a hex signature; an empty one is none (it would only
+/// ever fail to match, as if a secret were wrong).
+fn hex_bytes(hex: &str) -> Option<Vec<u8>> {
+    hex::decode(hex).ok().filter(|bytes| !bytes.is_empty())
 }
 
 /// Ok if `timestamp` lies within `tolerance_s` of `now_s`.
@@ -586,11 +592,14 @@ mod tests {
             verify(&github, &[], b"Hello, World!"),
             Err(Refusal::Missing("x-hub-signature-256"))
         );
-        let sha1 = [("x-hub-signature-256", "sha1=00".to_string())];
-        assert_eq!(
-            verify(&github, &sha1, b"x"),
-            Err(Refusal::Malformed("x-hub-signature-256"))
-        );
+        for malformed in ["sha1=00", "sha256=", "sha256=zz"] {
+            let header = [("x-hub-signature-256", malformed.to_string())];
+            assert_eq!(
+                verify(&github, &header, b"x"),
+                Err(Refusal::Malformed("x-hub-signature-256")),
+                "{malformed}"
+            );
+        }
     }
 
     fn table(header: &str, prefix: &str, encoding: &str, algorithm: &str) -> IngestSignature {
