@@ -85,6 +85,7 @@ fn sink_json(index: usize, sink: &SinkConfig) -> Value {
         "target": target,
         "auth": auth,
         "ordered": sink.ordered,
+        "ordering_key": sink.ordering_key,
         "paused": sink.paused,
         "filter": sink.filter,
     })

@@ -35,6 +35,7 @@ fn the_sources_are_listed_as_configured_without_secrets() {
     signed.dedupe_window_ms = Some(60_000);
     signed.max_ingest_per_s = Some(500);
     signed.sinks[0].ordered = true;
+    signed.sinks[0].ordering_key = Some("header:x-github-repository".into());
     signed.sinks[0].paused = true;
     signed.sinks[0].filter = Some(HeaderFilter {
         header: "x-github-event".into(),
@@ -72,7 +73,7 @@ fn the_sources_are_listed_as_configured_without_secrets() {
     let node = start(c);
     let listed = get(node.local_addr(), "/v1/sources");
     assert_eq!(listed.status, 200, "{}", listed.text());
-    let sink = |index: u32, kind: &str, target: &str| serde_json::json!({"index": index, "type": kind, "target": target, "auth": null, "ordered": false, "paused": false, "filter": null});
+    let sink = |index: u32, kind: &str, target: &str| serde_json::json!({"index": index, "type": kind, "target": target, "auth": null, "ordered": false, "ordering_key": null, "paused": false, "filter": null});
     assert_eq!(
         listed.json(),
         serde_json::json!({"next_cursor": null, "sources": [
@@ -83,7 +84,8 @@ fn the_sources_are_listed_as_configured_without_secrets() {
              "dedupe_window_ms": 60_000,
              "max_ingest_per_s": 500, "forward_headers": null,
              "sinks": [{"index": 0, "type": "http", "target": "https://ci.example.com:8443/hooks",
-                        "auth": null, "ordered": true, "paused": true,
+                        "auth": null, "ordered": true,
+                        "ordering_key": "header:x-github-repository", "paused": true,
                         "filter": {"header": "x-github-event", "values": ["push"]}}]},
             {"id": "app", "tenant": "beta", "ingest_path": "/v1/sources/app/hooks",
              "ingest_token": false, "ingest_verify_token": false, "ingest_handshake": null,
@@ -96,7 +98,8 @@ fn the_sources_are_listed_as_configured_without_secrets() {
              "dedupe_window_ms": null,
              "max_ingest_per_s": null, "forward_headers": ["x-app-event"],
              "sinks": [{"index": 0, "type": "http", "target": "$NODE_TEST_SOURCES_URL",
-                        "auth": "google_id_token", "ordered": false, "paused": false, "filter": null},
+                        "auth": "google_id_token", "ordered": false, "ordering_key": null,
+                        "paused": false, "filter": null},
                        sink(1, "pubsub", "projects/p/topics/hooks")]},
         ]})
     );
