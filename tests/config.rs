@@ -421,6 +421,20 @@ fn goad_check_exits_0_for_a_good_file_and_2_naming_the_key_for_a_bad_one() {
             "warning: sources[0] (\"quiet\") has no sinks: its hooks are answered 202 and stored nowhere"
         )
     );
+    // No source at all: the node would take no hook.
+    let empty = dir.path().join("empty.toml");
+    std::fs::write(&empty, "[dispatch]\nsink_concurrency = 4\n").unwrap();
+    let warned = run(&empty);
+    assert_eq!(
+        (
+            warned.status.code(),
+            String::from_utf8_lossy(&warned.stderr).trim()
+        ),
+        (
+            Some(0),
+            "warning: no sources: every ingest is answered 404 unknown_source (a source is a [[sources]] table with its id and its sinks)"
+        )
+    );
     // Two sinks of a source delivering every hook to one place (a sink
     // copied and not changed): a warning each; one with a filter, another
     // method or another queue is not warned of.

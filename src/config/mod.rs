@@ -495,14 +495,19 @@ impl Config {
         self.sources.iter().find(|s| s.id == id)
     }
 
-    /// What is valid but most likely a mistake, one sentence each: a
-    /// source without sinks, whose hooks are acknowledged and stored
-    /// nowhere, and two sinks of a source that deliver every hook to one
+    /// What is valid but most likely a mistake, one sentence each: no
+    /// source at all (a node that takes no hook), a source without
+    /// sinks, whose hooks are acknowledged and stored nowhere, and two sinks of a source that deliver every hook to one
     /// place (a sink copied and not changed; to a FIFO queue, SQS drops
     /// the second as a duplicate of the first). `goad check` prints these;
     /// a node logs them at start and after each reload.
     pub fn warnings(&self) -> Vec<String> {
         let mut warnings = Vec::new();
+        if self.sources.is_empty() {
+            warnings.push(
+                "no sources: every ingest is answered 404 unknown_source (a source is a [[sources]] table with its id and its sinks)".to_string(),
+            );
+        }
         for (i, source) in self.sources.iter().enumerate() {
             if source.sinks.is_empty() {
                 warnings.push(format!(
