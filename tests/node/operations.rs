@@ -440,6 +440,19 @@ fn the_operator_cli_lists_replays_and_reports() {
         err.contains("invalid value 'gone' for '--reason <REASON>': \"gone\" is not a kind of reason: one of permanent, max_attempts, retry_horizon, source_gone, sink_gone, undecodable, or several separated by commas"),
         "{err}"
     );
+    // An empty id, source or tenant (an unset shell variable) is refused
+    // before any request: it would match nothing, or no route.
+    for (args, named) in [
+        (&["dlq", "list", "--source", ""][..], "'--source <SOURCE>'"),
+        (&["dlq", "purge", "--tenant", ""], "'--tenant <TENANT>'"),
+        (&["dlq", "add", "--source", ""], "'--source <SOURCE>'"),
+        (&["hook", ""], "'<ID>'"),
+    ] {
+        let (code, _, err) = goad(args, true);
+        assert_eq!(code, Some(2), "{args:?}");
+        let refused = format!("error: a value is required for {named} but none was supplied");
+        assert!(err.starts_with(&refused), "{args:?}: {err}");
+    }
     let (code, out, _) = goad(&["hook", hook_id], true);
     assert_eq!(code, Some(0), "{out}");
     let hook = serde_json::from_str::<serde_json::Value>(&out).unwrap();

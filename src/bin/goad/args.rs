@@ -101,6 +101,7 @@ pub enum Command {
         #[command(flatten)]
         node: NodeArgs,
         /// The hook's id.
+        #[arg(value_parser = non_empty())]
         id: String,
         /// Write only the body, as committed, to stdout.
         #[arg(long)]
@@ -174,7 +175,7 @@ pub enum Command {
         #[command(flatten)]
         node: NodeArgs,
         /// The sink's source.
-        #[arg(long)]
+        #[arg(long, value_parser = non_empty())]
         source: String,
         /// The sink's index in the source's `sinks` (from 0).
         #[arg(long)]
@@ -193,7 +194,7 @@ pub enum DlqCommand {
         #[arg(long, default_value_t = 100)]
         limit: usize,
         /// The `next_cursor` of the previous page.
-        #[arg(long)]
+        #[arg(long, value_parser = non_empty())]
         cursor: Option<String>,
     },
     /// Show one dead letter with its hook's headers and body.
@@ -201,6 +202,7 @@ pub enum DlqCommand {
         #[command(flatten)]
         node: NodeArgs,
         /// The dead letter's `id`, as `list` gives it.
+        #[arg(value_parser = non_empty())]
         id: String,
         /// Write only the body, as committed, to stdout.
         #[arg(long)]
@@ -223,7 +225,7 @@ pub enum DlqCommand {
         #[command(flatten)]
         node: NodeArgs,
         /// The source whose pending rows to dead-letter.
-        #[arg(long)]
+        #[arg(long, value_parser = non_empty())]
         source: String,
     },
     /// Replay matching dead letters through the pipeline.
@@ -239,6 +241,7 @@ pub enum DlqCommand {
         #[command(flatten)]
         node: NodeArgs,
         /// Only this replay.
+        #[arg(value_parser = non_empty())]
         id: Option<String>,
         /// Stop it moving rows (those it moved are delivered as any).
         #[arg(long, requires = "id", conflicts_with = "resume")]
@@ -253,7 +256,7 @@ pub enum DlqCommand {
         #[arg(long, default_value_t = 100, conflicts_with = "id")]
         limit: usize,
         /// The `next_cursor` of the previous page.
-        #[arg(long, conflicts_with = "id")]
+        #[arg(long, conflicts_with = "id", value_parser = non_empty())]
         cursor: Option<String>,
     },
 }
@@ -262,13 +265,13 @@ pub enum DlqCommand {
 #[derive(Args)]
 pub struct DeadLetterFilter {
     /// Only this source's.
-    #[arg(long)]
+    #[arg(long, value_parser = non_empty())]
     pub source: Option<String>,
     /// Only this tenant's.
-    #[arg(long)]
+    #[arg(long, value_parser = non_empty())]
     pub tenant: Option<String>,
     /// Only this hook's (its id, as ingest answered it).
-    #[arg(long)]
+    #[arg(long, value_parser = non_empty())]
     pub hook: Option<String>,
     /// Only the rows of the sink at this index of their source.
     #[arg(long)]
@@ -290,6 +293,12 @@ pub struct DeadLetterFilter {
 /// A time a filter names, as unix ms: unix ms, an RFC 3339 time, or a
 /// duration (humantime's: `90s`, `30m`, `2h 30m`, `1day`) before now by
 /// this host's clock.
+/// An id, name or cursor: an empty one (an unset shell variable) is
+/// refused here, not sent to match nothing.
+fn non_empty() -> clap::builder::NonEmptyStringValueParser {
+    clap::builder::NonEmptyStringValueParser::new()
+}
+
 fn when_ms(text: &str) -> Result<u64, String> {
     if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
         return text.parse().map_err(|e| format!("{e}"));
@@ -327,16 +336,16 @@ impl DeadLetterFilter {
 #[derive(Args)]
 pub struct SourceListing {
     /// Only this source's.
-    #[arg(long)]
+    #[arg(long, value_parser = non_empty())]
     source: Option<String>,
     /// Only this tenant's.
-    #[arg(long)]
+    #[arg(long, value_parser = non_empty())]
     tenant: Option<String>,
     /// At most this many (1 to 1000); all without it.
     #[arg(long)]
     limit: Option<usize>,
     /// The `next_cursor` of the previous page.
-    #[arg(long)]
+    #[arg(long, value_parser = non_empty())]
     cursor: Option<String>,
 }
 
