@@ -435,6 +435,27 @@ fn goad_check_exits_0_for_a_good_file_and_2_naming_the_key_for_a_bad_one() {
             "warning: no sources: every ingest is answered 404 unknown_source (a source is a [[sources]] table with its id and its sinks)"
         )
     );
+    // An admin API open beyond loopback, which a start refuses without
+    // --allow-open-admin; with an admin token it is not warned of.
+    let open = dir.path().join("open.toml");
+    let sources = "[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://127.0.0.1:9/\"\n";
+    std::fs::write(&open, format!("listen = \"0.0.0.0:7878\"\n{sources}")).unwrap();
+    let warned = run(&open);
+    assert_eq!(
+        (
+            warned.status.code(),
+            String::from_utf8_lossy(&warned.stderr).trim()
+        ),
+        (
+            Some(0),
+            "warning: goad serve refuses this config: listen = \"0.0.0.0:7878\" is not a loopback address and no admin token is set: set admin_token_env (and the variable it names), or pass --allow-open-admin to serve the admin API unauthenticated"
+        )
+    );
+    let tokened =
+        format!("listen = \"0.0.0.0:7878\"\nadmin_token_env = \"GOAD_CHECK_ADMIN\"\n{sources}");
+    std::fs::write(&open, tokened).unwrap();
+    let quiet = run(&open);
+    assert_eq!((quiet.status.code(), quiet.stderr.len()), (Some(0), 0));
     // Two sinks of a source delivering every hook to one place (a sink
     // copied and not changed): a warning each; one with a filter, another
     // method or another queue is not warned of.

@@ -149,6 +149,18 @@ pub fn check_environment(
     Ok(credentials.chain(warnings).collect())
 }
 
+/// The refusal a start would meet for `config`'s admin API open beyond
+/// loopback (without `--allow-open-admin`), as far as the file tells:
+/// `listen` an IP address (a name is looked up only at start) and no
+/// `admin_token_env`.
+pub fn open_admin_refusal(config: &Config) -> Option<NodeError> {
+    let addr: SocketAddr = config.listen.parse().ok()?;
+    let open = !addr.ip().is_loopback() && config.admin_token_env.is_none();
+    open.then(|| NodeError::OpenAdmin {
+        listen: config.listen.clone(),
+    })
+}
+
 /// The address `config` listens on, unless it serves the admin API
 /// without a token beyond loopback and `allow_open_admin` is not given.
 fn listen_addr(

@@ -33,7 +33,8 @@ pub fn keygen(hmac: bool) -> ExitCode {
 }
 
 /// `goad check`: the file, and with `environment` (given by
-/// `--environment`: whether `--allow-open-admin` was too) what it names.
+/// `--environment`: whether `--allow-open-admin` was too) what it names;
+/// without, it warns of an admin API a start would refuse to open.
 pub fn check(path: &std::path::Path, environment: Option<bool>) -> ExitCode {
     let checked = Config::load(path)
         .map_err(|e| e.to_string())
@@ -44,7 +45,12 @@ pub fn check(path: &std::path::Path, environment: Option<bool>) -> ExitCode {
                     c
                 })
                 .map_err(|e| e.to_string()),
-            None => Ok(c),
+            None => {
+                if let Some(refusal) = goad::node::open_admin_refusal(&c) {
+                    eprintln!("warning: goad serve refuses this config: {refusal}");
+                }
+                Ok(c)
+            }
         });
     match checked {
         Ok(c) => {
