@@ -497,9 +497,10 @@ impl Config {
 
     /// What is valid but most likely a mistake, one sentence each: no
     /// source at all (a node that takes no hook), a source without
-    /// sinks, whose hooks are acknowledged and stored nowhere, and two sinks of a source that deliver every hook to one
-    /// place (a sink copied and not changed; to a FIFO queue, SQS drops
-    /// the second as a duplicate of the first). `goad check` prints these;
+    /// sinks, whose hooks are acknowledged and stored nowhere, and two
+    /// sinks of a source that deliver every hook to one place (a sink
+    /// copied and not changed; to a FIFO queue, SQS drops the second as a
+    /// duplicate of the first). `goad check` prints these;
     /// a node logs them at start and after each reload.
     pub fn warnings(&self) -> Vec<String> {
         let mut warnings = Vec::new();

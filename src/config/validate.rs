@@ -195,10 +195,6 @@ fn secret_kind(value: &str) -> Option<&'static str> {
         ("glpat-", "a GitLab token"),
         ("AIza", "a Google API key"),
     ];
-    let upper_alphanumeric = |s: &str| {
-        s.bytes()
-            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
-    };
     if let Some((_, kind)) = PREFIXES
         .iter()
         .find(|(prefix, _)| value.starts_with(prefix))
@@ -210,7 +206,7 @@ fn secret_kind(value: &str) -> Option<&'static str> {
     }
     let aws_key_id = value.len() == 20
         && (value.starts_with("AKIA") || value.starts_with("ASIA"))
-        && upper_alphanumeric(value);
+        && (value.bytes()).all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
     aws_key_id.then_some("an AWS access key id")
 }
 
