@@ -320,6 +320,10 @@ impl Node {
             })
             .map_err(NodeError::Io)?;
         crate::log::info("node listening", &[("addr", &addr), ("scheme", &scheme)]);
+        if state.tokens.read().admin.is_none() && !addr.ip().is_loopback() {
+            let why = "no admin token, and --allow-open-admin: anyone who reaches this address may replay, purge and reconfigure";
+            crate::log::warn("the admin API is open", &[("addr", &addr), ("why", &why)]);
+        }
         Ok(Node {
             addr,
             stopper,

@@ -1,5 +1,5 @@
 //! What a node logs: rows dead-lettered per key with the latest failure,
-//! and the data directory it opened.
+//! the data directory it opened, and an admin API open to the network.
 
 use super::*;
 
@@ -65,29 +65,9 @@ fn the_node_logs_the_data_directory_it_opened() {
         data_dir.display()
     );
     let start = || {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_goad"))
-            .args(["serve", "--config"])
-            .arg(&config)
-            .current_dir(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let log = lines_of(child.stderr.take().unwrap());
-        let mut before_ready = Vec::new();
-        let ready = loop {
-            let line = log
-                .recv_timeout(Duration::from_secs(30))
-                .expect("the node got ready");
-            if line.contains("msg=\"engine ready\"") {
-                break line;
-            }
-            before_ready.push(line);
-        };
-        child.kill().unwrap();
-        child.wait().unwrap();
-        let said_made = before_ready.iter().any(|line| line.contains(&made));
-        (ready, said_made)
+        let mut logged = log_until_ready(&config, &[], dir.path());
+        let ready = logged.pop().expect("the ready line");
+        (ready, logged.iter().any(|line| line.contains(&made)))
     };
     let (ready, said_made) = start();
     let expected = format!("data_dir={}", data_dir.display());
@@ -96,4 +76,56 @@ fn the_node_logs_the_data_directory_it_opened() {
     assert!(data_dir.is_dir());
     let (_, said_made) = start();
     assert!(!said_made, "a start on stores does not");
+}
+
+/// A node told to serve its admin API without a token beyond loopback
+/// (`--allow-open-admin`) says so as it starts; one on loopback does not.
+#[test]
+fn a_node_serving_its_admin_api_open_beyond_loopback_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = "the admin API is open";
+    for (listen, warned) in [("0.0.0.0:0", true), ("127.0.0.1:0", false)] {
+        let config = dir.path().join("goad.toml");
+        let data_dir = dir.path().join(format!("data-{warned}"));
+        let text = format!("data_dir = {data_dir:?}\nlisten = {listen:?}\n");
+        std::fs::write(&config, text).unwrap();
+        let logged = log_until_ready(&config, &["--allow-open-admin"], dir.path());
+        let said = logged.iter().find(|line| line.contains(open));
+        assert_eq!(said.is_some(), warned, "{listen}: {logged:?}");
+        if let Some(line) = said {
+            assert!(
+                line.contains("level=warn") && line.contains("--allow-open-admin"),
+                "{line}"
+            );
+        }
+    }
+}
+
+/// The lines `goad serve --config <config> <args>`, run in `cwd`, logs
+/// up to and including its `engine ready`; the node is killed then.
+fn log_until_ready(config: &Path, args: &[&str], cwd: &Path) -> Vec<String> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["serve", "--config"])
+        .arg(config)
+        .args(args)
+        .current_dir(cwd)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = lines_of(child.stderr.take().unwrap());
+    let mut logged = Vec::new();
+    loop {
+        let line = log
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the node got ready");
+        let ready = line.contains("msg=\"engine ready\"");
+        logged.push(line);
+        if ready {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    logged
 }
