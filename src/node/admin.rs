@@ -485,6 +485,13 @@ fn apply_config_file(state: &NodeState, engine: &Engine) -> Result<Reloaded, Rel
         .ok_or(ReloadError::NoConfigFile)?;
     let new = Config::load_with_sinks(path, &engine.host_sink_types())?;
     let tokens = super::auth::Tokens::from_config(&new)?;
+    if tokens.admin.is_none() && !state.listens_on_loopback && !state.allow_open_admin {
+        let rule = format!(
+            "set: this node listens on {} (beyond loopback) and was started without --allow-open-admin, so no reload opens its admin API",
+            state.config.read().listen
+        );
+        return Err(crate::config::invalid("admin_token_env", rule, "absent").into());
+    }
     let tokens = tokens.keep_state_of(&state.tokens.read());
     // A front that serves HTTPS and goes on doing so takes the files again
     // (a renewed certificate); turning TLS on or off takes a restart.
@@ -525,7 +532,9 @@ fn apply_config_file(state: &NodeState, engine: &Engine) -> Result<Reloaded, Rel
             ("restart_required", &restart_required.join(",")),
         ],
     );
+    drop(current);
     super::log_config_warnings(&new, engine);
+    state.warn_if_admin_open();
     Ok(Reloaded {
         applied,
         restart_required,

@@ -191,6 +191,9 @@ pub(crate) struct NodeState {
     tokens: RwLock<Tokens>,
     /// Whether the node listens on a loopback address (see `open_admin`).
     listens_on_loopback: bool,
+    /// Whether it was started with `--allow-open-admin`: beyond loopback,
+    /// without it, no reload may drop the admin token.
+    allow_open_admin: bool,
     /// The front's TLS config, when it serves HTTPS (a reload renews it).
     tls: Option<SharedTls>,
     admin: admin::AdminQueues,
@@ -210,6 +213,7 @@ impl NodeState {
         config_path: Option<PathBuf>,
         tokens: Tokens,
         addr: SocketAddr,
+        allow_open_admin: bool,
         tls: Option<SharedTls>,
         admin: admin::AdminQueues,
     ) -> NodeState {
@@ -227,6 +231,7 @@ impl NodeState {
             reloads: Default::default(),
             tokens: RwLock::new(tokens),
             listens_on_loopback: addr.ip().is_loopback(),
+            allow_open_admin,
             tls,
             admin,
         }
@@ -234,6 +239,20 @@ impl NodeState {
 
     fn engine(&self) -> Option<&Arc<Engine>> {
         self.engine.get()
+    }
+
+    /// Whether the admin API takes requests without a token from beyond
+    /// loopback; if so it is logged, as the node starts and after each
+    /// reload.
+    fn warn_if_admin_open(&self) {
+        if self.tokens.read().admin.is_none() && !self.listens_on_loopback {
+            let why = "no admin token, and --allow-open-admin: anyone who reaches this address may replay, purge and reconfigure";
+            let listen = self.config.read().listen.clone();
+            crate::log::warn(
+                "the admin API is open",
+                &[("listen", &listen), ("why", &why)],
+            );
+        }
     }
 
     /// The config as it stands, for a request that reads it a while (a
@@ -284,6 +303,7 @@ impl Node {
             options.config_path,
             tokens,
             addr,
+            options.allow_open_admin,
             tls.clone(),
             admin_queues,
         ));
@@ -320,10 +340,7 @@ impl Node {
             })
             .map_err(NodeError::Io)?;
         crate::log::info("node listening", &[("addr", &addr), ("scheme", &scheme)]);
-        if state.tokens.read().admin.is_none() && !addr.ip().is_loopback() {
-            let why = "no admin token, and --allow-open-admin: anyone who reaches this address may replay, purge and reconfigure";
-            crate::log::warn("the admin API is open", &[("addr", &addr), ("why", &why)]);
-        }
+        state.warn_if_admin_open();
         Ok(Node {
             addr,
             stopper,

@@ -149,6 +149,53 @@ fn tokens_are_rotated_by_listing_the_new_beside_the_old_then_dropping_the_old() 
     );
 }
 
+/// A node listening beyond loopback refuses a reload that drops its
+/// admin token unless it was started with `--allow-open-admin`: a reload
+/// opened what a start refuses to, and the admin API then took anyone's
+/// requests.
+#[test]
+fn a_reload_that_would_open_the_admin_api_beyond_loopback_needs_allow_open_admin() {
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    std::env::set_var("NODE_TEST_OPEN_ADMIN", "adm");
+    let bearer = [("authorization", "Bearer adm")];
+    for allow_open_admin in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = one_source(dir.path(), &receiver);
+        c.listen = "0.0.0.0:0".into();
+        c.admin_token_env = Some("NODE_TEST_OPEN_ADMIN".into());
+        let path = dir.path().join("goad.toml");
+        let node = Node::start(NodeOptions {
+            config: c.clone(),
+            config_path: Some(path.clone()),
+            allow_open_admin,
+        })
+        .expect("the node starts");
+        assert!(node.wait_ready(Duration::from_secs(20)));
+        let addr = node.local_addr();
+        c.admin_token_env = None;
+        std::fs::write(&path, toml::to_string(&c).unwrap()).unwrap();
+        let reload = call(addr, "POST", "/v1/reload", &bearer, b"");
+        let tokenless = call(addr, "GET", "/v1/pressure", &[], b"").status;
+        if allow_open_admin {
+            assert_eq!(
+                reload.json()["applied"],
+                serde_json::json!(["admin_token_env"])
+            );
+            assert_eq!(tokenless, 200);
+            continue;
+        }
+        assert_eq!(
+            (reload.status, reload.json()),
+            (
+                400,
+                serde_json::json!({"error": "invalid_config", "message": "admin_token_env must be set: this node listens on 0.0.0.0:0 (beyond loopback) and was started without --allow-open-admin, so no reload opens its admin API, got \"absent\""})
+            )
+        );
+        assert_eq!(tokenless, 401, "the admin API stays closed");
+        assert_eq!(call(addr, "GET", "/v1/pressure", &bearer, b"").status, 200);
+    }
+}
+
 /// A node of `config` that took hooks `one`, `two` and `three` of source
 /// `a`, each tried once at `receiver`.
 fn holding_three_hooks(config: Config, receiver: &Receiver) -> Node {
