@@ -521,8 +521,8 @@ fn refused_by_engine_and_verify(config: Config, refused: &str) {
 /// short, a shard's directory deleted) is refused at open, by the engine
 /// and by `verify`, and left as it is: made anew, the store would be
 /// empty, and the hooks it held lost without a word (both used to make it).
-/// `verify` makes nothing where there is no data directory, or one that
-/// holds no store (a mistyped path, another directory).
+/// `verify` makes nothing where there is no data directory, or an empty
+/// one (a mistyped path, a new directory).
 #[test]
 fn a_data_directory_that_lost_a_shards_store_is_refused_at_open() {
     let dir = tempfile::tempdir().unwrap();
@@ -552,7 +552,7 @@ fn a_data_directory_that_lost_a_shards_store_is_refused_at_open() {
     assert_eq!(
         err.to_string(),
         format!(
-            "store: {}: no shard's store here: no node has run on it (is it the node's data_dir?)",
+            "store: {}: an empty directory: no node has run on it (is it the node's data_dir?)",
             empty.path().display()
         )
     );

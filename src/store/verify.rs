@@ -69,14 +69,17 @@ enum Place {
 /// Verifies every shard of a data directory, holding its lock so no engine
 /// runs on it meanwhile (a running one makes this fail with
 /// [`StoreError::InUse`]). It makes nothing: a directory that is not
-/// there, holds no store, or lacks a shard's store, is refused.
+/// there, is empty, or lacks a shard's store, is refused.
 pub fn verify_data_dir(data_dir: &Path, shard_count: usize) -> Result<Vec<Verified>, StoreError> {
     if !data_dir.is_dir() {
         return Err(StoreError::not_found(data_dir, "no data directory here"));
     }
-    let mut stores = (0..shard_count).map(|k| ShardStore::has_store(data_dir, k));
-    if !stores.try_fold(false, |any, has| has.map(|has| any || has))? {
-        let why = "no shard's store here: no node has run on it (is it the node's data_dir?)";
+    let mut entries = std::fs::read_dir(data_dir).map_err(|source| StoreError::Io {
+        path: data_dir.to_path_buf(),
+        source,
+    })?;
+    if entries.next().is_none() {
+        let why = "an empty directory: no node has run on it (is it the node's data_dir?)";
         return Err(StoreError::not_found(data_dir, why));
     }
     let _lock = DataDirLock::acquire(data_dir)?;
