@@ -407,14 +407,17 @@ fn goad_check_exits_0_for_a_good_file_and_2_naming_the_key_for_a_bad_one() {
     };
     let ok = run(&good);
     assert_eq!(ok.status.code(), Some(0));
-    // Valid, but most likely a mistake: a warning, and exit 0.
-    let warnings_of = |name: &str, toml: &str| {
+    // What `goad check` prints to stderr for `toml` written as `name`,
+    // exiting `code`.
+    let stderr_of = |name: &str, toml: &str, code: i32| {
         let path = dir.path().join(name);
         std::fs::write(&path, toml).unwrap();
         let out = run(&path);
-        assert_eq!(out.status.code(), Some(0), "{name}");
-        String::from_utf8_lossy(&out.stderr).trim().to_string()
+        assert_eq!(out.status.code(), Some(code), "{name}");
+        String::from_utf8(out.stderr).unwrap()
     };
+    // Valid, but most likely a mistake: a warning, and exit 0.
+    let warnings_of = |name: &str, toml: &str| stderr_of(name, toml, 0).trim().to_string();
     assert_eq!(
         warnings_of("sinkless.toml", "[[sources]]\nid = \"quiet\"\n"),
         "warning: sources[0] (\"quiet\") has no sinks: its hooks are answered 202 and stored nowhere"
@@ -460,23 +463,17 @@ fn goad_check_exits_0_for_a_good_file_and_2_naming_the_key_for_a_bad_one() {
     assert_eq!(missing.status.code(), Some(2));
     // A mistyped key: the key nearest to it among those expected is
     // suggested; one like none of them is not. One line break ends it.
-    let stderr_of = |name: &str, toml: &str| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, toml).unwrap();
-        let out = run(&path);
-        assert_eq!(out.status.code(), Some(2));
-        String::from_utf8(out.stderr).unwrap()
-    };
     let typo = stderr_of(
         "typo.toml",
         "[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x/\"\nsecret_evn = \"S\"\n",
+        2,
     );
     assert!(
         typo.starts_with("config key sources[0].sinks[0].secret_evn: TOML parse error at line 6")
             && typo.ends_with(", `paused`\ndid you mean `secret_env`?\n"),
         "{typo}"
     );
-    let unlike = stderr_of("unlike.toml", "[dispatch]\npoll_ms = 5\n");
+    let unlike = stderr_of("unlike.toml", "[dispatch]\npoll_ms = 5\n", 2);
     assert!(
         unlike.starts_with("config key dispatch.poll_ms: TOML parse error at line 2")
             && unlike.ends_with(", `breaker_max_open_ms`, `tenants`\n"),
@@ -488,6 +485,7 @@ fn goad_check_exits_0_for_a_good_file_and_2_naming_the_key_for_a_bad_one() {
     let misplaced = stderr_of(
         "misplaced.toml",
         "data_dir = \"d\"\n[http]\nmax_connections = 10\nlisten = \"127.0.0.1:7979\"\n",
+        2,
     );
     assert!(
         misplaced.starts_with("config key http.listen: TOML parse error at line 4")
@@ -497,6 +495,7 @@ fn goad_check_exits_0_for_a_good_file_and_2_naming_the_key_for_a_bad_one() {
     let source_key = stderr_of(
         "source_key.toml",
         "[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x/\"\ntenant = \"acme\"\n",
+        2,
     );
     assert!(
         source_key.starts_with("config key sources[0].sinks[0].tenant: TOML parse error at line 6")
