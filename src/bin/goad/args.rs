@@ -290,15 +290,15 @@ pub struct DeadLetterFilter {
     pub until_ms: Option<u64>,
 }
 
-/// A time a filter names, as unix ms: unix ms, an RFC 3339 time, or a
-/// duration (humantime's: `90s`, `30m`, `2h 30m`, `1day`) before now by
-/// this host's clock.
 /// An id, name or cursor: an empty one (an unset shell variable) is
 /// refused here, not sent to match nothing.
 fn non_empty() -> clap::builder::NonEmptyStringValueParser {
     clap::builder::NonEmptyStringValueParser::new()
 }
 
+/// A time a filter names, as unix ms: unix ms, an RFC 3339 time, or a
+/// duration (humantime's: `90s`, `30m`, `2h 30m`, `1day`) before now by
+/// this host's clock.
 fn when_ms(text: &str) -> Result<u64, String> {
     if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
         return text.parse().map_err(|e| format!("{e}"));
