@@ -288,6 +288,10 @@ impl Default for NotificationsConfig {
 pub struct MetricsConfig {
     /// Which series each configured sink has.
     pub per_sink: PerSinkMetrics,
+    /// Whether `/metrics` needs the admin token as the admin routes do
+    /// (its series name tenants and sources); open by default, as
+    /// Prometheus endpoints are.
+    pub needs_admin_token: bool,
 }
 
 /// A sink's series in `/metrics`: each of its two histograms is ~30

@@ -360,6 +360,10 @@ impl Config {
         if let Some(vars) = &self.admin_token_env {
             env_name_list("admin_token_env".into(), vars)?;
         }
+        if self.metrics.needs_admin_token && self.admin_token_env.is_none() {
+            let rule = "false without admin_token_env (there is no token to need)";
+            return Err(invalid("metrics.needs_admin_token", rule, true));
+        }
         if !is_host_and_port(&self.listen) {
             let rule = "a host:port address (a port from 0 to 65535)";
             return Err(invalid("listen", rule, &self.listen));

@@ -98,7 +98,8 @@ impl WorkerRoute {
 
 impl Route {
     /// Admin routes (all but ingest, health and metrics) need the admin
-    /// token when one is configured.
+    /// token when one is configured; so does metrics with
+    /// `metrics.needs_admin_token`.
     fn is_admin(&self) -> bool {
         matches!(self, Route::Worker(w) if *w != WorkerRoute::Metrics)
     }
@@ -303,7 +304,13 @@ impl NodeHandler {
     /// token, or, with none configured, a browser's or a rebound host's
     /// request (see `open_admin`).
     fn refused_admin(&self, route: &Route, request: &Request) -> Option<Response> {
-        if !route.is_admin() {
+        let needs_token = match route {
+            Route::Worker(WorkerRoute::Metrics) => {
+                self.state.config.read().metrics.needs_admin_token
+            }
+            route => route.is_admin(),
+        };
+        if !needs_token {
             return None;
         }
         match &self.state.tokens.read().admin {

@@ -87,6 +87,42 @@ fn admin_routes_need_the_admin_token_and_health_and_metrics_do_not() {
     assert_eq!(get(addr, "/metrics").status, 200);
 }
 
+/// With `metrics.needs_admin_token`, `/metrics` needs the admin token as
+/// the admin routes do (its series name tenants and sources); a reload
+/// turns it off again.
+#[test]
+fn metrics_need_the_admin_token_when_the_config_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = node_config(dir.path());
+    std::env::set_var("NODE_TEST_METRICS_TOKEN", "adm-m");
+    c.admin_token_env = Some("NODE_TEST_METRICS_TOKEN".into());
+    c.metrics.needs_admin_token = true;
+    let path = dir.path().join("goad.toml");
+    std::fs::write(&path, toml::to_string(&c).unwrap()).unwrap();
+    let node = start_with(c.clone(), Some(path.clone()));
+    let addr = node.local_addr();
+    let bearer = [("authorization", "Bearer adm-m")];
+    let denied = get(addr, "/metrics");
+    assert_eq!(denied.status, 401);
+    assert_eq!(denied.error_code(), "unauthorized");
+    let scraped = call(addr, "GET", "/metrics", &bearer, b"");
+    assert_eq!(scraped.status, 200);
+    assert!(
+        scraped.text().contains("goad_build_info"),
+        "{}",
+        scraped.text()
+    );
+    assert_eq!(get(addr, "/healthz").status, 200, "health stays open");
+    c.metrics.needs_admin_token = false;
+    std::fs::write(&path, toml::to_string(&c).unwrap()).unwrap();
+    let reload = call(addr, "POST", "/v1/reload", &bearer, b"");
+    assert_eq!(
+        reload.json()["applied"],
+        serde_json::json!(["metrics.needs_admin_token"])
+    );
+    assert_eq!(get(addr, "/metrics").status, 200);
+}
+
 /// Without an admin token, the admin API of a node on loopback is kept
 /// from the machine's browser: a web page's simple cross-site `POST` (it
 /// carries `Origin`) is refused 403 `browser_request` and does nothing,
