@@ -463,46 +463,43 @@ fn goad_check_exits_0_for_a_good_file_and_2_naming_the_key_for_a_bad_one() {
     let missing = run(&dir.path().join("nope.toml"));
     assert_eq!(missing.status.code(), Some(2));
     // A mistyped key: the key nearest to it among those expected is
-    // suggested; one like none of them is not. One line break ends it.
-    let typo = stderr_of(
-        "typo.toml",
-        "[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x/\"\nsecret_evn = \"S\"\n",
-        2,
-    );
-    assert!(
-        typo.starts_with("config key sources[0].sinks[0].secret_evn: TOML parse error at line 6")
-            && typo.ends_with(", `paused`\ndid you mean `secret_env`?\n"),
-        "{typo}"
-    );
-    let unlike = stderr_of("unlike.toml", "[dispatch]\npoll_ms = 5\n", 2);
-    assert!(
-        unlike.starts_with("config key dispatch.poll_ms: TOML parse error at line 2")
-            && unlike.ends_with(", `breaker_max_open_ms`, `tenants`\n"),
-        "{unlike}"
-    );
-    // A key of an enclosing table written under a sub-table's header (TOML
+    // suggested; one like none of them is not. One line break ends it. A
+    // key of an enclosing table written under a sub-table's header (TOML
     // makes it the sub-table's) is said to be the enclosing table's, not
     // taken for a typo.
-    let misplaced = stderr_of(
-        "misplaced.toml",
-        "data_dir = \"d\"\n[http]\nmax_connections = 10\nlisten = \"127.0.0.1:7979\"\n",
-        2,
-    );
-    assert!(
-        misplaced.starts_with("config key http.listen: TOML parse error at line 4")
-            && misplaced.ends_with(", `tls_client_ca_file`\n`listen` is a top-level key, not one of http: a key written after a table's header is that table's, so write it above the file's first table header\n"),
-        "{misplaced}"
-    );
-    let source_key = stderr_of(
-        "source_key.toml",
-        "[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x/\"\ntenant = \"acme\"\n",
-        2,
-    );
-    assert!(
-        source_key.starts_with("config key sources[0].sinks[0].tenant: TOML parse error at line 6")
-            && source_key.ends_with(", `paused`\n`tenant` is a key of sources[0], not of sources[0].sinks[0]: a key written after a table's header is that table's, so write it under [[sources]], above its first sub-table header\n"),
-        "{source_key}"
-    );
+    let refusals = [
+        (
+            "typo.toml",
+            "[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x/\"\nsecret_evn = \"S\"\n",
+            "config key sources[0].sinks[0].secret_evn: TOML parse error at line 6",
+            ", `paused`\ndid you mean `secret_env`?\n",
+        ),
+        (
+            "unlike.toml",
+            "[dispatch]\npoll_ms = 5\n",
+            "config key dispatch.poll_ms: TOML parse error at line 2",
+            ", `breaker_max_open_ms`, `tenants`\n",
+        ),
+        (
+            "misplaced.toml",
+            "data_dir = \"d\"\n[http]\nmax_connections = 10\nlisten = \"127.0.0.1:7979\"\n",
+            "config key http.listen: TOML parse error at line 4",
+            ", `tls_client_ca_file`\n`listen` is a top-level key, not one of http: a key written after a table's header is that table's, so write it above the file's first table header\n",
+        ),
+        (
+            "source_key.toml",
+            "[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x/\"\ntenant = \"acme\"\n",
+            "config key sources[0].sinks[0].tenant: TOML parse error at line 6",
+            ", `paused`\n`tenant` is a key of sources[0], not of sources[0].sinks[0]: a key written after a table's header is that table's, so write it under [[sources]], above its first sub-table header\n",
+        ),
+    ];
+    for (name, toml, starts, ends) in refusals {
+        let refused = stderr_of(name, toml, 2);
+        assert!(
+            refused.starts_with(starts) && refused.ends_with(ends),
+            "{refused}"
+        );
+    }
 }
 
 /// `goad check --environment` also reads what the file names, as a start

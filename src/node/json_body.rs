@@ -56,29 +56,24 @@ mod tests {
             json_object::<Spec>(br#"{"to": "x"}"#, "").unwrap(),
             Spec { to: "x".into() }
         );
-        assert_eq!(
-            error_of(r#"["x"]"#),
-            r#"{"error":"bad_json","message":"the body must be {\"to\"}: got an array"}"#
-        );
-        assert_eq!(
-            error_of("7"),
-            r#"{"error":"bad_json","message":"the body must be {\"to\"}: got a number"}"#
-        );
-        assert_eq!(
-            error_of(r#"{"to": "x", "from": 1}"#),
-            r#"{"error":"bad_json","message":"the body must be {\"to\"}: unknown field `from`, expected `to`"}"#
-        );
-        assert_eq!(
-            error_of(r#"{"to": 5}"#),
-            r#"{"error":"bad_json","message":"the body must be {\"to\"}: to: invalid type: integer `5`, expected a string"}"#
-        );
-        assert_eq!(
-            error_of("{}"),
-            r#"{"error":"bad_json","message":"the body must be {\"to\"}: missing field `to`"}"#
-        );
-        assert_eq!(
-            error_of("{"),
-            r#"{"error":"bad_json","message":"the body must be {\"to\"}: EOF while parsing an object at line 1 column 1"}"#
-        );
+        let refusals = [
+            (r#"["x"]"#, "got an array"),
+            ("7", "got a number"),
+            (
+                r#"{"to": "x", "from": 1}"#,
+                "unknown field `from`, expected `to`",
+            ),
+            (
+                r#"{"to": 5}"#,
+                "to: invalid type: integer `5`, expected a string",
+            ),
+            ("{}", "missing field `to`"),
+            ("{", "EOF while parsing an object at line 1 column 1"),
+        ];
+        for (body, why) in refusals {
+            let message = format!("the body must be {{\"to\"}}: {why}");
+            let expected = serde_json::json!({"error": "bad_json", "message": message});
+            assert_eq!(error_of(body), expected.to_string(), "{body}");
+        }
     }
 }
