@@ -156,9 +156,9 @@ fn a_backup_holds_every_hook_acknowledged_before_it_and_an_engine_on_it_delivers
     assert_eq!(listed, dead_ids);
 }
 
-/// A backup goes to a new or empty directory outside the data directory;
-/// anywhere else it is refused, saying why (a backup cut short by name),
-/// and nothing is written.
+/// A backup goes to a new or empty directory outside the data directory
+/// that the node can make or write in; anywhere else it is refused, saying
+/// why (a backup cut short by name), and nothing is written.
 #[test]
 fn a_backup_into_a_directory_with_files_or_inside_the_data_directory_is_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -219,6 +219,21 @@ fn a_backup_into_a_directory_with_files_or_inside_the_data_directory_is_refused(
             under_file.display()
         )
     );
+
+    // A place the node cannot make a directory in (a pseudo file system
+    // here; a path its user may not write elsewhere) says what the system
+    // said.
+    let unmakeable = Path::new("/proc/goad-backup");
+    let why = std::fs::create_dir(unmakeable).unwrap_err();
+    match engine.backup(unmakeable) {
+        Err(e @ BackupError::Unwritable { .. }) => assert_eq!(
+            e.to_string(),
+            format!(
+                "cannot back up to /proc/goad-backup: the node cannot make it or write in it: {why}"
+            )
+        ),
+        other => panic!("/proc/goad-backup was not refused: {other:?}"),
+    }
 
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();

@@ -50,7 +50,7 @@ pub(super) fn backup(engine: &Engine, request: &Request) -> Response {
                 }),
             )
         }
-        Err(e @ BackupError::Target { .. }) => {
+        Err(e @ (BackupError::Target { .. } | BackupError::Unwritable { .. })) => {
             Response::error(400, "bad_backup_dir", &e.to_string())
         }
         Err(e @ BackupError::Running) => Response::error(409, "backup_running", &e.to_string()),

@@ -35,6 +35,9 @@ pub struct Backup {
 pub enum BackupError {
     /// The directory given is not a place for a backup.
     Target { dir: PathBuf, why: &'static str },
+    /// The directory given could not be made, read or written in: a path
+    /// the node's user may not write, a read-only or pseudo file system.
+    Unwritable { dir: PathBuf, source: io::Error },
     /// Another backup of this engine is running.
     Running,
     /// A store could not be copied.
@@ -49,6 +52,11 @@ impl fmt::Display for BackupError {
             BackupError::Target { dir, why } => {
                 write!(f, "cannot back up to {}: {why}", dir.display())
             }
+            BackupError::Unwritable { dir, source } => write!(
+                f,
+                "cannot back up to {}: the node cannot make it or write in it: {source}",
+                dir.display()
+            ),
             BackupError::Running => write!(f, "a backup of this engine is running"),
             BackupError::Store(e) => write!(f, "backup: {e}"),
             BackupError::Io { path, source } => {
@@ -62,7 +70,7 @@ impl std::error::Error for BackupError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BackupError::Store(e) => Some(e),
-            BackupError::Io { source, .. } => Some(source),
+            BackupError::Io { source, .. } | BackupError::Unwritable { source, .. } => Some(source),
             _ => None,
         }
     }
@@ -77,6 +85,13 @@ impl From<StoreError> for BackupError {
 fn io_at(path: &Path) -> impl Fn(io::Error) -> BackupError + '_ {
     move |source| BackupError::Io {
         path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn unwritable(dir: &Path) -> impl Fn(io::Error) -> BackupError + '_ {
+    move |source| BackupError::Unwritable {
+        dir: dir.to_path_buf(),
         source,
     }
 }
@@ -138,9 +153,8 @@ impl Engine {
 /// cut short is never opened as a data directory.
 fn prepare_target(data_dir: &Path, dir: &Path) -> Result<(), BackupError> {
     usable_target(data_dir, dir)?;
-    let unfinished = dir.join(BACKUP_UNFINISHED);
-    write_synced(&unfinished, b"").map_err(io_at(&unfinished))?;
-    synced_dir::sync(dir).map_err(io_at(dir))
+    write_synced(&dir.join(BACKUP_UNFINISHED), b"").map_err(unwritable(dir))?;
+    synced_dir::sync(dir).map_err(unwritable(dir))
 }
 
 /// Refuses `dir` for a backup of `data_dir`, or creates it if absent.
@@ -150,7 +164,10 @@ fn usable_target(data_dir: &Path, dir: &Path) -> Result<(), BackupError> {
         why,
     };
     let data_dir = fs::canonicalize(data_dir).map_err(io_at(data_dir))?;
-    if resolved(dir).map_err(io_at(dir))?.starts_with(&data_dir) {
+    if resolved(dir)
+        .map_err(unwritable(dir))?
+        .starts_with(&data_dir)
+    {
         return Err(refused("it is inside the data directory"));
     }
     match fs::read_dir(dir).map(|mut entries| entries.next().is_none()) {
@@ -165,13 +182,13 @@ fn usable_target(data_dir: &Path, dir: &Path) -> Result<(), BackupError> {
             "it holds files: a backup goes to a new or empty directory",
         )),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            synced_dir::create_all(dir).map_err(io_at(dir))
+            synced_dir::create_all(dir).map_err(unwritable(dir))
         }
         Err(e) if e.kind() == io::ErrorKind::NotADirectory => Err(refused(match dir.is_file() {
             true => "it is a file",
             false => "a part of its path is a file, not a directory",
         })),
-        Err(e) => Err(io_at(dir)(e)),
+        Err(e) => Err(unwritable(dir)(e)),
     }
 }
 

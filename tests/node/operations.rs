@@ -392,6 +392,14 @@ fn a_backup_is_written_where_the_request_says_or_refused_with_why() {
         refused.text()
     );
 
+    let unmakeable = backup(r#"{"to": "/proc/goad-backup"}"#);
+    assert_eq!(
+        (unmakeable.status, unmakeable.error_code()),
+        (400, "bad_backup_dir".into()),
+        "{}",
+        unmakeable.text()
+    );
+
     let to = full.path().join("today");
     let made = backup(&serde_json::json!({"to": to}).to_string());
     assert_eq!(made.status, 200, "{}", made.text());
