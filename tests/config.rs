@@ -506,7 +506,8 @@ fn goad_check_exits_0_for_a_good_file_and_2_naming_the_key_for_a_bad_one() {
 /// does: a secret variable that is not set and a CA file that is missing
 /// are errors naming their keys (plain `goad check` passes both), and an
 /// admin API without a token on a public address is refused unless
-/// `--allow-open-admin` is given, as `goad serve` refuses it.
+/// `--allow-open-admin` is given, as `goad serve` refuses it, and so is a
+/// data directory that is a file.
 #[test]
 fn goad_check_environment_reads_the_variables_and_files_the_config_names() {
     let dir = tempfile::tempdir().unwrap();
@@ -606,6 +607,28 @@ fn goad_check_environment_reads_the_variables_and_files_the_config_names() {
     );
     let allowed = check(&public, &["--environment", "--allow-open-admin"], None);
     assert_eq!(allowed.0, Some(0), "{}", allowed.1);
+    // A data directory that is a file, or under one, is named: a start
+    // refuses it before it listens.
+    for (data_dir, why) in [
+        (public.clone(), "data_dir is a file, not a directory"),
+        (
+            public.join("data"),
+            "a part of data_dir's path is a file, not a directory",
+        ),
+    ] {
+        let filed = dir.path().join("filed.toml");
+        std::fs::write(&filed, format!("data_dir = {data_dir:?}\n")).unwrap();
+        assert_eq!(
+            check(&filed, &["--environment"], None),
+            (
+                Some(2),
+                format!(
+                    "cannot open the engine: store: {}: {why}",
+                    data_dir.display()
+                )
+            )
+        );
+    }
     let missing = fixtures.join("missing-ca.pem");
     let bad = write(&missing);
     assert_eq!(

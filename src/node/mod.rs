@@ -124,6 +124,8 @@ pub fn check_environment(
     allow_open_admin: bool,
 ) -> Result<Vec<String>, NodeError> {
     let tokens = Tokens::from_config(config).map_err(NodeError::Config)?;
+    crate::store::refuse_file_data_dir(&config.data_dir)
+        .map_err(|e| NodeError::Open(OpenError::Store(e)))?;
     listen_addr(config, &tokens, allow_open_admin)?;
     http::tls::from_config(&config.http).map_err(NodeError::Config)?;
     let claims = Arc::new(crate::claim_check::ClaimStore::from_config(config));
@@ -292,6 +294,9 @@ impl Node {
             .validate_with_sinks(&names)
             .map_err(NodeError::Config)?;
         let tokens = Tokens::from_config(&config).map_err(NodeError::Config)?;
+        // Before listening: the engine opens after, and would stop the node.
+        crate::store::refuse_file_data_dir(&config.data_dir)
+            .map_err(|e| NodeError::Open(OpenError::Store(e)))?;
         let addr = listen_addr(&config, &tokens, options.allow_open_admin)?;
         let tls = http::tls::from_config(&config.http).map_err(NodeError::Config)?;
         let tls = tls.map(|config| Arc::new(RwLock::new(config)));

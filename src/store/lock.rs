@@ -31,6 +31,7 @@ impl DataDirLock {
             path: path.clone(),
             source,
         };
+        refuse_file_data_dir(data_dir)?;
         crate::synced_dir::create_all(data_dir).map_err(|source| StoreError::Io {
             path: data_dir.to_path_buf(),
             source,
@@ -57,6 +58,23 @@ impl DataDirLock {
         writeln!(file, "{}", std::process::id()).map_err(io)?;
         Ok(DataDirLock { _file: file })
     }
+}
+
+/// Refuses a `data_dir` that is a file, or lies under one, saying so (the
+/// system's own word for it, "File exists" or "Not a directory", leaves an
+/// operator to guess which path is wrong).
+pub fn refuse_file_data_dir(data_dir: &Path) -> Result<(), StoreError> {
+    let why = match std::fs::metadata(data_dir) {
+        Ok(meta) if !meta.is_dir() => "data_dir is a file, not a directory",
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+            "a part of data_dir's path is a file, not a directory"
+        }
+        _ => return Ok(()),
+    };
+    Err(StoreError::Io {
+        path: data_dir.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::NotADirectory, why),
+    })
 }
 
 /// The pid the holder wrote, if it is there yet.
@@ -97,5 +115,26 @@ mod tests {
         }
         drop(first);
         DataDirLock::acquire(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn a_data_dir_that_is_a_file_or_under_one_is_named_so_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("data");
+        std::fs::write(&file, b"x").unwrap();
+        for (data_dir, why) in [
+            (file.clone(), "data_dir is a file, not a directory"),
+            (
+                file.join("shards"),
+                "a part of data_dir's path is a file, not a directory",
+            ),
+        ] {
+            let refused = DataDirLock::acquire(&data_dir).unwrap_err();
+            assert_eq!(
+                refused.to_string(),
+                format!("store: {}: {why}", data_dir.display())
+            );
+        }
+        assert_eq!(std::fs::read(&file).unwrap(), b"x");
     }
 }

@@ -133,7 +133,7 @@ pub use held_count::HeldBySink;
 pub use hook_status::{HookStatus, SinkState, SinkStatus};
 pub use index::{TxnIndex, Unreadable};
 pub use lanes::NewHead;
-pub use lock::DataDirLock;
+pub use lock::{refuse_file_data_dir, DataDirLock};
 pub use purge::{PurgeStep, Purged};
 pub use record::{CorruptRecord, Hook, HookHead, RowRecord, RowStatus};
 pub use repair::set_aside_unreadable;

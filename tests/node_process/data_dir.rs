@@ -47,6 +47,37 @@ fn a_second_node_on_a_data_directory_in_use_is_refused() {
     assert_eq!(receiver.received()[0].body, b"still served");
 }
 
+/// `goad serve` with a `data_dir` that is a file exits 2 at once saying
+/// so, before it listens: the system's own word, "File exists", named no
+/// culprit, and the node listened before its engine stopped it.
+#[test]
+fn a_node_whose_data_dir_is_a_file_says_so_and_does_not_listen() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("data");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let config = dir.path().join("goad.toml");
+    std::fs::write(
+        &config,
+        format!("listen = \"127.0.0.1:0\"\ndata_dir = {file:?}\n"),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let expected = format!(
+        "level=error msg=\"cannot start the node\" error=\"cannot open the engine: store: {}: \
+         data_dir is a file, not a directory\"",
+        file.display()
+    );
+    assert_eq!(stderr.matches(&expected).count(), 1, "{stderr}");
+    assert!(!stderr.contains("node listening"), "{stderr}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"not a directory");
+}
+
 /// `goad verify` refuses a data directory a node runs on, and finds the
 /// directory sound once the node stopped (SIGTERM) with hooks in it.
 #[test]
