@@ -325,6 +325,12 @@ pub(super) fn malformed_requests(path: &str, max_body_bytes: usize) -> Vec<Malfo
             505,
             "unsupported_http_version",
         ),
+        (
+            "a line with no version after its target",
+            "GET /readyz HTTP.0\r\n\r\n".to_string(),
+            400,
+            "bad_request",
+        ),
     ];
     (cases.into_iter())
         .map(|(what, raw, status, code)| Malformed {

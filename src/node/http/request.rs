@@ -229,16 +229,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Request, usize, u8)>, Response> {
                 &format!("the request has more than {MAX_HEADERS} headers"),
             ))
         }
-        Err(httparse::Error::Version) => {
-            return match later_http_1(buf) {
-                Some(head) => parse_head(&head),
-                None => Err(Response::error(
-                    505,
-                    "unsupported_http_version",
-                    "the request is not HTTP/1.1 or HTTP/1.0, which the node speaks",
-                )),
-            }
-        }
+        Err(httparse::Error::Version) => return unread_version(buf),
         Err(e) => {
             return Err(Response::error(
                 400,
@@ -285,30 +276,70 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Request, usize, u8)>, Response> {
     Ok(Some((request, head_len, version)))
 }
 
-/// A head whose request line says HTTP/1.2 to HTTP/1.9, as HTTP/1.1:
-/// RFC 9110 §2.5 asks a message of a later minor version than the
-/// recipient's to be read as of its highest (none is defined; `httparse`
-/// reads only 1.0 and 1.1). `None` for any other head. The version is
-/// one digit each side of the dot (RFC 9112 §2.3), so the copy has the
-/// head's length and offsets; it goes no further than a head may (one
-/// byte past `MAX_HEAD_BYTES`, so a head over it is still refused), not
-/// into a body already read.
-fn later_http_1(buf: &[u8]) -> Option<Vec<u8>> {
+/// A head whose version `httparse` does not read: one of a later HTTP/1
+/// minor version is read as HTTP/1.1 (RFC 9110 §2.5 asks a message of a
+/// later minor version than the recipient's to be read as of its highest;
+/// none is defined, and `httparse` reads only 1.0 and 1.1); another
+/// version is answered 505; a request line that has no version after its
+/// target is malformed, 400 (as is one too long to look at, 414).
+fn unread_version(buf: &[u8]) -> Result<Option<(Request, usize, u8)>, Response> {
+    let Some((line, whole)) = request_line(buf) else {
+        return Err(head_too_large(buf));
+    };
+    // What follows the target: `method SP target SP version`.
+    let version = line.splitn(3, |&b| b == b' ').nth(2).unwrap_or_default();
+    match version {
+        [b'H', b'T', b'T', b'P', b'/', b'1', b'.', b'2'..=b'9'] => {
+            // One digit each side of the dot (RFC 9112 §2.3): the copy has
+            // the head's length and offsets; it goes no further than a
+            // head may (so a head over it is still refused), not into a
+            // body already read.
+            let mut head = buf[..buf.len().min(MAX_HEAD_BYTES + 1)].to_vec();
+            head[line.len() - 1] = b'1';
+            parse_head(&head)
+        }
+        _ if is_version_shaped(version, true) => Err(Response::error(
+            505,
+            "unsupported_http_version",
+            "the request is not HTTP/1.1 or HTTP/1.0, which the node speaks",
+        )),
+        _ if !whole && is_version_shaped(version, false) => Ok(None),
+        _ => Err(Response::error(
+            400,
+            "bad_request",
+            &format!(
+                "malformed request: its line must be `METHOD /target HTTP/1.1`, and after its \
+                 target it has {:?}",
+                String::from_utf8_lossy(&version[..version.len().min(32)])
+            ),
+        )),
+    }
+}
+
+/// Whether `word` is an HTTP version, `HTTP/<digit>.<digit>` (RFC 9112
+/// §2.3), or, not `whole` yet, may still become one.
+fn is_version_shaped(word: &[u8], whole: bool) -> bool {
+    let shape = b"HTTP/9.9";
+    let length_fits = word.len() == shape.len() || (!whole && word.len() < shape.len());
+    length_fits
+        && (word.iter().zip(shape)).all(|(&b, &s)| match s {
+            b'9' => b.is_ascii_digit(),
+            _ => b == s,
+        })
+}
+
+/// The request line (without its line end) as far as it is read and
+/// whether it is whole, or `None` if it runs past what a head may hold.
+fn request_line(buf: &[u8]) -> Option<(&[u8], bool)> {
     let head = &buf[..buf.len().min(MAX_HEAD_BYTES + 1)];
-    let line_len = head.iter().position(|&b| b == b'\n').unwrap_or(head.len());
-    let line = head[..line_len]
-        .strip_suffix(b"\r")
-        .unwrap_or(&head[..line_len]);
-    let version_at = line.iter().rposition(|&b| b == b' ')? + 1;
-    let minor_at = version_at + b"HTTP/1.".len();
-    let later = line[version_at..].starts_with(b"HTTP/1.")
-        && line.len() == minor_at + 1
-        && (b'2'..=b'9').contains(&line[minor_at]);
-    later.then(|| {
-        let mut head = head.to_vec();
-        head[minor_at] = b'1';
-        head
-    })
+    match head.iter().position(|&b| b == b'\n') {
+        Some(end) => Some((
+            head[..end].strip_suffix(b"\r").unwrap_or(&head[..end]),
+            true,
+        )),
+        None if head.len() > MAX_HEAD_BYTES => None,
+        None => Some((head, false)),
+    }
 }
 
 /// RFC 9112 §3.2: an HTTP/1.1 request carries a `Host` (empty where the
@@ -485,6 +516,17 @@ mod tests {
         }
     }
 
+    /// A rejection's status and message.
+    fn error_of(raw: &[u8]) -> (u16, String) {
+        match parse_new(raw, 100) {
+            Parsed::Reject(r) => {
+                let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+                (r.status, body["message"].as_str().unwrap().to_string())
+            }
+            other => panic!("expected a rejection, got {other:?}"),
+        }
+    }
+
     #[test]
     fn parses_a_post_with_body_query_and_keep_alive() {
         let raw = b"POST /v1/x?limit=5&source_id=a%20b HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nX-A: 1\r\n\r\nabcGET";
@@ -534,15 +576,24 @@ mod tests {
         huge.extend(std::iter::repeat_n(b'a', MAX_HEAD_BYTES));
         assert_eq!(rejected(&huge), 431);
         // The version of a line longer than a head may be is not looked
-        // for (and the copy stays within a head's bound).
+        // for: it is too long, as with HTTP/1.1.
         let mut long_target = b"GET /".to_vec();
         long_target.extend(std::iter::repeat_n(b'a', MAX_HEAD_BYTES));
         long_target.extend(b" HTTP/1.2\r\nhost: h\r\n\r\n");
-        assert_eq!(rejected(&long_target), 505);
-        assert!(matches!(
-            parse_new(b"GET / HTTP/1.2", 100),
-            Parsed::Partial { head: None, .. }
-        ));
+        assert_eq!(rejected(&long_target), 414);
+        // A line still coming is waited for while its version may
+        // become one.
+        for partial in ["GET / HTTP/1.2", "GET / HTTP/2", "GET / HTTP/2."] {
+            assert!(
+                matches!(
+                    parse_new(partial.as_bytes(), 100),
+                    Parsed::Partial { head: None, .. }
+                ),
+                "{partial}"
+            );
+        }
+        assert_eq!(rejected(b"GET / HTTP/2.0"), 505);
+        assert_eq!(rejected(b"GET / HTTP/2.0x"), 400);
     }
 
     /// An absolute-form target is taken as its path and query.
@@ -686,10 +737,31 @@ mod tests {
         assert_eq!(rejected(&long_target), 414);
         long_target.extend(b" HTTP/1.1\r\nhost: h\r\n\r\n");
         assert_eq!(rejected(&long_target), 414);
-        for version in ["HTTP/2.0", "HTTP/3", "HTTP/0.9", "HTTP/1.2x"] {
+        for version in ["HTTP/2.0", "HTTP/3.0", "HTTP/0.9"] {
             let raw = format!("GET / {version}\r\nhost: h\r\n\r\n");
             assert_eq!(rejected(raw.as_bytes()), 505, "{version}");
         }
+        // A line that ends in no version is malformed, not of another one.
+        for line in [
+            "GET / HTTP/1.2x",
+            "GET / HTTP/1.23",
+            "GET / HTTP/2",
+            "GET / HTTP.0",
+            "GET / \0HTTP/1.1",
+            "GET /a b HTTP/1.1",
+        ] {
+            let raw = format!("{line}\r\nhost: h\r\n\r\n");
+            assert_eq!(rejected(raw.as_bytes()), 400, "{line:?}");
+        }
+        assert_eq!(
+            error_of(b"GET /x HTTQ/1.1\r\n\r\n"),
+            (
+                400,
+                "malformed request: its line must be `METHOD /target HTTP/1.1`, and after its \
+                 target it has \"HTTQ/1.1\""
+                    .to_string()
+            )
+        );
         let mut many = b"GET / HTTP/1.1\r\nhost: h\r\n".to_vec();
         for i in 0..=MAX_HEADERS {
             many.extend(format!("X-{i}: 1\r\n").as_bytes());
