@@ -45,6 +45,7 @@ use status::excerpt;
 
 use crate::claim_check::ClaimRef;
 use crate::core::{AttemptFailure, FailureClass};
+use crate::limits::MAX_RETRY_AFTER_MS;
 use crate::store::Hook;
 use std::fmt;
 use std::num::NonZeroU16;
@@ -206,6 +207,11 @@ impl fmt::Display for SinkError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SinkError::Permanent(_) => write!(f, "permanent: ")?,
+            // What the core waits: a longer ask is capped.
+            SinkError::RetryAfter { after_ms, .. } if *after_ms > MAX_RETRY_AFTER_MS => write!(
+                f,
+                "retry after {MAX_RETRY_AFTER_MS} ms (an hour at most; it asked for longer): "
+            )?,
             SinkError::RetryAfter { after_ms, .. } => write!(f, "retry after {after_ms} ms: ")?,
             SinkError::Transient(_) => {}
         }

@@ -45,6 +45,13 @@ fn statuses_map_to_delivered_permanent_retry_after_or_transient() {
             RowStatus::Pending,
             Some("retry after 30000 ms: HTTP status 429"),
         ),
+        // A wait over an hour is an hour, and its error says so, not the
+        // ask (here more seconds than a u64 holds).
+        (
+            Reply::status(503).header("retry-after", "99999999999999999999"),
+            RowStatus::Pending,
+            Some("retry after 3600000 ms (an hour at most; it asked for longer): HTTP status 503"),
+        ),
         (
             Reply::status(503),
             RowStatus::Pending,
