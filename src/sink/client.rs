@@ -79,8 +79,9 @@ pub(crate) fn request_timeout(deadline: Instant) -> Option<Duration> {
 }
 
 /// A request's transport error, as an attempt's failure says it: one cut
-/// by [`request_timeout`] names the attempt's deadline, and a certificate
-/// no trusted root signed says where an HTTP sink takes a private CA's.
+/// by [`request_timeout`] names the attempt's deadline, a certificate no
+/// trusted root signed says where an HTTP sink takes a private CA's, and
+/// a connection the peer ended says so before the system's word for it.
 pub(crate) fn transport_error(e: ureq::Error) -> super::BoxError {
     match e {
         ureq::Error::Timeout(ureq::Timeout::Global) => {
@@ -90,6 +91,7 @@ pub(crate) fn transport_error(e: ureq::Error) -> super::BoxError {
             "{e} (its certificate chains to no root trusted here: an HTTP sink takes a private CA's certificate in its ca_file)"
         )
         .into(),
+        e if ended_by_peer(&e) => format!("the connection ended with no answer ({e})").into(),
         e => e.into(),
     }
 }

@@ -113,7 +113,10 @@ fn a_new_connection_closed_without_an_answer_fails_the_attempt() {
     assert_eq!(rows[0].record.attempts, 1);
     assert_eq!(rows[0].record.status, RowStatus::Pending);
     let error = rows[0].record.error.as_deref().unwrap();
-    assert_eq!(error, "io: Peer disconnected");
+    assert_eq!(
+        error,
+        "the connection ended with no answer (io: Peer disconnected)"
+    );
 }
 
 /// A reconfiguration keeps an unchanged sink, and with it its kept-alive

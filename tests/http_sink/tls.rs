@@ -116,8 +116,8 @@ fn an_endpoint_asking_for_a_client_certificate_gets_the_sinks() {
     let refusals = [
         "sink http: io: received fatal alert: CertificateRequired",
         "sink http: io: received fatal alert: UnknownCA",
-        "sink http: io: Broken pipe (os error 32)",
-        "sink http: io: Connection reset by peer (os error 104)",
+        "sink http: the connection ended with no answer (io: Broken pipe (os error 32))",
+        "sink http: the connection ended with no answer (io: Connection reset by peer (os error 104))",
     ];
     for (attempts, reason) in dead_attempts_and_reasons(&engine) {
         assert_eq!(attempts, 1);
