@@ -80,7 +80,7 @@ pub enum CommitError {
 impl fmt::Display for CommitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CommitError::UnknownSource(id) => write!(f, "unknown source {id:?}"),
+            CommitError::UnknownSource(id) => write!(f, "no source {id:?} is configured"),
             CommitError::BadHeader { name, why } => write!(f, "header {name:?} {why}"),
             CommitError::TooLarge {
                 size_bytes,

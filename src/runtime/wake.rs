@@ -40,7 +40,7 @@ pub enum WakeError {
 impl fmt::Display for WakeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            WakeError::UnknownSource(id) => write!(f, "no source {id:?} in the config"),
+            WakeError::UnknownSource(id) => write!(f, "no source {id:?} is configured"),
             WakeError::UnknownSink {
                 source_id,
                 sink_index,

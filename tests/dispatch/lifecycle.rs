@@ -271,7 +271,7 @@ fn a_commit_refused_at_once_stores_nothing_and_says_why() {
     };
     assert_eq!(
         refusals(NewHook::new("nope", "x")),
-        "unknown source \"nope\""
+        "no source \"nope\" is configured"
     );
     assert_eq!(
         refusals(NewHook::new("s", vec![b'x'; 1_001])),

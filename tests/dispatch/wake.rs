@@ -108,7 +108,7 @@ fn waking_an_unknown_or_paused_sink_is_refused_naming_it() {
     assert!(matches!(refused("nope", 0), WakeError::UnknownSource(_)));
     assert_eq!(
         refused("nope", 0).to_string(),
-        "no source \"nope\" in the config"
+        "no source \"nope\" is configured"
     );
     assert_eq!(
         refused("a", 1).to_string(),
