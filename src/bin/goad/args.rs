@@ -44,10 +44,12 @@ pub enum Command {
     },
     /// Validate a config file: exit 0, or print the error and exit 2.
     Check {
+        /// The config file (TOML) to check.
         #[arg(long)]
         config: PathBuf,
         /// Also read what the config names outside itself, as a start
-        /// does: token and secret variables, TLS and CA files, key files;
+        /// does: token and secret variables, TLS and CA files, key files,
+        /// a data_dir that is a file;
         /// resolve `listen`, refusing an admin API without a token beyond
         /// loopback as `goad serve` does; and fetch each `ingest_jwt` key
         /// set, warning of one it cannot fetch (a start goes on without).
@@ -191,6 +193,7 @@ pub enum DlqCommand {
         node: NodeArgs,
         #[command(flatten)]
         filter: DeadLetterFilter,
+        /// The most dead letters to list on this page (1 to 1000).
         #[arg(long, default_value_t = 100)]
         limit: usize,
         /// The `next_cursor` of the previous page.
