@@ -260,6 +260,74 @@ fn each_range_rule_names_the_key_and_the_value() {
     );
 }
 
+/// A path goad would take as something else than meant is refused, for
+/// every key that names a file or directory: a leading `~` (no shell
+/// expands it here: goad would make a directory named `~` in its working
+/// directory), whitespace at an end, or nothing. A `~` inside is a name.
+#[test]
+fn a_path_key_refuses_a_tilde_whitespace_at_its_ends_or_nothing() {
+    let tilde =
+        "a path without a leading ~ (only a shell expands it: write the home directory out)";
+    let ends = "a path without whitespace at its start or end";
+    let https_sink =
+        "[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"https://x\"\n";
+    let oauth2 = "oauth2 = { token_url = \"https://auth\", client_id = \"c\", client_auth = \"private_key_jwt\", key_id = \"k\", private_key_file = ";
+    let cases = [
+        (
+            "data_dir = \"~/goad\"".to_string(),
+            "data_dir",
+            tilde,
+            "\"~/goad\"",
+        ),
+        ("data_dir = \"~\"".into(), "data_dir", tilde, "\"~\""),
+        (
+            "data_dir = \"goad-data \"".into(),
+            "data_dir",
+            ends,
+            "\"goad-data \"",
+        ),
+        (
+            "data_dir = \"\"".into(),
+            "data_dir",
+            "a non-empty path",
+            "\"\"",
+        ),
+        (
+            "[claim_check]\ndir = \"~/claims\"".into(),
+            "claim_check.dir",
+            tilde,
+            "\"~/claims\"",
+        ),
+        (
+            "[http]\ntls_cert_file = \" /etc/goad/cert.pem\"\ntls_key_file = \"/etc/goad/key.pem\""
+                .into(),
+            "http.tls_cert_file",
+            ends,
+            "\" /etc/goad/cert.pem\"",
+        ),
+        (
+            format!("{https_sink}ca_file = \"~/ca.pem\""),
+            "sources[0].sinks[0].ca_file",
+            tilde,
+            "\"~/ca.pem\"",
+        ),
+        (
+            format!("{https_sink}{oauth2}\"~alice/key.pem\" }}"),
+            "sources[0].sinks[0].oauth2.private_key_file",
+            tilde,
+            "\"~alice/key.pem\"",
+        ),
+    ];
+    for (toml, key, rule, value) in cases {
+        assert_eq!(
+            error_of(&toml),
+            format!("{key} must be {rule}, got {value}"),
+            "for {toml:?}"
+        );
+    }
+    assert_eq!(error_of("data_dir = \"/srv/goad~old/data\""), "valid");
+}
+
 /// `http.max_buffered_bytes` takes exactly one largest request, and its
 /// default of 256 MiB with the default body bound; not 0, which is no
 /// room at all, not "no bound".

@@ -4,7 +4,7 @@
 //! `authorization` header or a URL's user information.
 
 use super::sink_checks::{aws_credentials, options_set, AWS_SIGNING_OPTIONS};
-use super::validate::{check_http_url, env_name, invalid, is_region, unknown_name};
+use super::validate::{check_http_url, env_name, invalid, is_region, unknown_name, usable_path};
 use super::{ClientAuth, ConfigError, GoogleIdTokenConfig, OAuth2Config, SinkConfig};
 use crate::sink::gcp_id_token::ID_TOKEN_SOURCES;
 
@@ -27,6 +27,8 @@ pub(super) fn validate_oauth2(at: &str, oauth2: &OAuth2Config) -> Result<(), Con
         }
         _ => {}
     }
+    usable_path(key("private_key_file"), oauth2.private_key_file.as_deref())?;
+    usable_path(key("certificate_file"), oauth2.certificate_file.as_deref())?;
     let key_options = [
         ("private_key_file", oauth2.private_key_file.is_some()),
         ("key_id", oauth2.key_id.is_some()),

@@ -9,7 +9,7 @@ use super::sink_auth::{
 };
 use super::validate::{
     check_http_url, credentials, env_name, env_name_list, invalid, is_http_url, is_region,
-    positive, stored_header, unknown_name, url_fits, validate_retry_policy,
+    positive, stored_header, unknown_name, url_fits, usable_path, validate_retry_policy,
 };
 use super::{Config, ConfigError, SinkConfig, SourceConfig};
 use crate::core::LaneBy;
@@ -325,6 +325,9 @@ pub(crate) fn tls_files_need_https(
         ("client_cert_file", &sink.client_cert_file),
         ("client_key_file", &sink.client_key_file),
     ];
+    for (field, file) in tls_files {
+        usable_path(format!("{at}.{field}"), file.as_deref())?;
+    }
     let https = url.to_ascii_lowercase().starts_with("https://");
     match tls_files.into_iter().find(|(_, file)| file.is_some()) {
         Some((field, Some(file))) if !https => {

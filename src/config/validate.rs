@@ -17,7 +17,7 @@ use crate::limits::{
 use crate::sink::aws_credentials::CREDENTIAL_SOURCES;
 use std::collections::HashSet;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A config that cannot be used. Every variant names the key.
 #[derive(Debug)]
@@ -114,6 +114,26 @@ pub(crate) fn invalid(
         rule: rule.into(),
         value: format!("{value:?}"),
     }
+}
+
+/// A path key's value, where it is set, refused where it cannot be what
+/// was meant: empty; beginning with `~`, which only a shell expands (goad
+/// would make or read a directory named `~` in its working directory);
+/// or with whitespace at an end (a name no one types on purpose).
+pub(crate) fn usable_path(key: impl Into<String>, path: Option<&Path>) -> Result<(), ConfigError> {
+    let Some(path) = path else {
+        return Ok(());
+    };
+    let text = path.to_string_lossy();
+    let rule = match () {
+        _ if text.is_empty() => "a non-empty path",
+        _ if text.starts_with('~') => {
+            "a path without a leading ~ (only a shell expands it: write the home directory out)"
+        }
+        _ if text.trim() != text => "a path without whitespace at its start or end",
+        _ => return Ok(()),
+    };
+    Err(invalid(key, rule, path))
 }
 
 /// `value`, the config's `key`, is none of the `known` names its `rule`
@@ -354,9 +374,7 @@ impl Config {
                 self.max_body_bytes,
             ));
         }
-        if self.data_dir.as_os_str().is_empty() {
-            return Err(invalid("data_dir", "a non-empty path", &self.data_dir));
-        }
+        usable_path("data_dir", Some(&self.data_dir))?;
         if let Some(vars) = &self.admin_token_env {
             env_name_list("admin_token_env".into(), vars)?;
         }
@@ -411,6 +429,13 @@ impl Config {
             self.http.max_buffered_bytes,
             largest_request,
             &rule,
+        )?;
+        let http = &self.http;
+        usable_path("http.tls_cert_file", http.tls_cert_file.as_deref())?;
+        usable_path("http.tls_key_file", http.tls_key_file.as_deref())?;
+        usable_path(
+            "http.tls_client_ca_file",
+            http.tls_client_ca_file.as_deref(),
         )?;
         match (&self.http.tls_cert_file, &self.http.tls_key_file) {
             (Some(_), None) => {
@@ -484,6 +509,7 @@ impl Config {
     fn validate_claim_check(&self) -> Result<(), ConfigError> {
         let c = &self.claim_check;
         positive("claim_check.retention_ms", c.retention_ms)?;
+        usable_path("claim_check.dir", c.dir.as_deref())?;
         match &c.s3_bucket {
             None => refuse_s3_keys_without_bucket(c),
             Some(bucket) => validate_s3_claims(c, bucket),
