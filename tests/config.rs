@@ -522,6 +522,20 @@ fn goad_check_exits_0_for_a_good_file_and_2_naming_the_key_for_a_bad_one() {
         "warning: sources[0].sinks[1] delivers to the place sources[0].sinks[0] does, and neither has a filter: each hook goes there twice\n\
          warning: sources[0].sinks[5] delivers to the place sources[0].sinks[4] does, and neither has a filter: each hook goes there twice"
     );
+    // A credential written in the file (a credential header's value, a
+    // URL's password), where the issue asks it come from the environment:
+    // a warning naming where it goes instead; a user alone, or a header
+    // that is no credential, is not warned of.
+    let written = "[[sources]]\nid = \"a\"\n\
+         [[sources.sinks]]\ntype = \"http\"\nurl = \"https://bob:s3cret@r.example/\"\n\
+         headers = { Authorization = \"Bearer abc\", x-team = \"payments\" }\n\
+         [[sources.sinks]]\ntype = \"http\"\nurl = \"https://bob@r.example/other\"\n\
+         headers_env = { authorization = \"RECEIVER_AUTH\" }\n";
+    assert_eq!(
+        warnings_of("written.toml", written),
+        "warning: sources[0].sinks[0].headers.Authorization is a credential written in the config file, where whoever reads the file reads it: keep it in the environment and name its variable in headers_env\n\
+         warning: sources[0].sinks[0].url holds a password, written in the config file where whoever reads the file reads it: keep the URL in the environment and name its variable in url_env"
+    );
     let err = run(&bad);
     assert_eq!(err.status.code(), Some(2));
     assert_eq!(

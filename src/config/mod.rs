@@ -521,6 +521,7 @@ impl Config {
                 ));
             }
             for (k, sink) in source.sinks.iter().enumerate() {
+                warnings.extend(sink.written_credentials(&format!("sources[{i}].sinks[{k}]")));
                 let mut earlier = source.sinks[..k].iter();
                 if let Some(twin) = earlier.position(|other| other.delivers_as(sink)) {
                     warnings.push(format!(

@@ -363,6 +363,31 @@ impl SinkConfig {
             && method(self).eq_ignore_ascii_case(method(other))
     }
 
+    /// A warning for each credential written in the sink's entry itself
+    /// (`at` names it), where whoever reads the config file reads it: a
+    /// credential header's value in `headers`, a password in `url`.
+    pub(crate) fn written_credentials(&self, at: &str) -> Vec<String> {
+        let headers = self
+            .headers
+            .keys()
+            .filter(|name| crate::sink::is_credential(&name.to_ascii_lowercase()));
+        let mut warnings: Vec<String> = headers
+            .map(|name| {
+                format!(
+                    "{at}.headers.{name} is a credential written in the config file, where whoever reads the file reads it: keep it in the environment and name its variable in headers_env"
+                )
+            })
+            .collect();
+        let uri = (self.url.as_deref()).and_then(|url| url.parse::<ureq::http::Uri>().ok());
+        let user_info = uri.as_ref().and_then(crate::sink::http::user_info_and_host);
+        if user_info.is_some_and(|(user_info, _)| user_info.contains(':')) {
+            warnings.push(format!(
+                "{at}.url holds a password, written in the config file where whoever reads the file reads it: keep the URL in the environment and name its variable in url_env"
+            ));
+        }
+        warnings
+    }
+
     /// An HTTP sink posting to `url` with every other option at its default.
     pub fn http(url: impl Into<String>) -> SinkConfig {
         SinkConfig {

@@ -7,7 +7,8 @@
 //! joined with ", " in arrival order.
 
 /// Credentials: never stored with a hook nor forwarded, but a sink's own
-/// `headers` may send them (a receiver's API key).
+/// `headers` may send them (a receiver's API key; best from `headers_env`,
+/// and one written in the config file is warned of).
 const CREDENTIALS: &[&str] = &[
     "authorization",
     "proxy-authorization",
@@ -40,12 +41,14 @@ pub fn reserved_header(name: &str) -> bool {
     FRAMING.contains(&name) || name.starts_with("x-goad-") || name.starts_with("webhook-")
 }
 
+/// Whether a header carries a credential (lowercase name).
+pub fn is_credential(name: &str) -> bool {
+    CREDENTIALS.contains(&name) || PROVIDER_TOKENS.contains(&name)
+}
+
 /// Whether a header is never stored with a hook nor forwarded (lowercase name).
 pub fn never_forwarded(name: &str) -> bool {
-    reserved_header(name)
-        || CREDENTIALS.contains(&name)
-        || PROVIDER_TOKENS.contains(&name)
-        || name == "content-type"
+    reserved_header(name) || is_credential(name) || name == "content-type"
 }
 
 /// The forwarded headers of a hook, lowercased and joined.

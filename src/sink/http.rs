@@ -552,12 +552,18 @@ fn origin(url: &str) -> Option<String> {
     Some(format!("{scheme}://{}{port}", host.to_ascii_lowercase()))
 }
 
+/// The user information of `uri`'s authority (before its `@`) and the
+/// host and port after it; `None` without user information.
+pub(crate) fn user_info_and_host(uri: &Uri) -> Option<(&str, &str)> {
+    uri.authority()?.as_str().rsplit_once('@')
+}
+
 /// `uri` without its user information, and that information (RFC 3986:
 /// `user:password@`, percent-encoded) as a Basic authorization, as curl
 /// sends it. ureq would send it still encoded (a password `s%40cret` as
 /// those 8 characters), which a receiver refuses.
 fn without_user_info(uri: Uri) -> (Uri, Option<HeaderValue>) {
-    let Some((user_info, host)) = uri.authority().and_then(|a| a.as_str().rsplit_once('@')) else {
+    let Some((user_info, host)) = user_info_and_host(&uri) else {
         return (uri, None);
     };
     // A user alone (no `:` before decoding) has an empty password.

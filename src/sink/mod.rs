@@ -37,7 +37,7 @@ mod status;
 pub use claiming::{ClaimCheckFailed, ClaimingSink};
 use client::agent;
 pub use egress::{Egress, Network};
-pub use forward::{never_forwarded, reserved_header, PROVIDER_TOKENS};
+pub use forward::{is_credential, never_forwarded, reserved_header, PROVIDER_TOKENS};
 use queue::answer_of;
 pub use queue::MessageTooLarge;
 pub use registry::SinkRegistry;
