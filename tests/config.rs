@@ -192,6 +192,9 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nmethod = \"pots\"", "sources[0].sinks[0].method must be one of post, put, patch, got \"pots\" (did you mean \"post\"?)"),
         ("[claim_check]\ns3_bucket = \"claims\"\ns3_region = \"us-east-1\"\ncredentials = \"webidentity\"", "claim_check.credentials must be one of [\"env\", \"instance\", \"container\", \"web_identity\", \"profile\"], got \"webidentity\" (did you mean \"web_identity\"?)"),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"ftp://x\"", "sources[0].sinks[0].url must be an http:// or https:// URL with a host, got \"ftp://x\""),
+        // A port no connection can go to (the URL parser drops one over 65535).
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x:99999/\"", "sources[0].sinks[0].url must be an http:// or https:// URL with a host and a port from 1 to 65535, got \"http://x:99999/\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://[::1]:0/\"", "sources[0].sinks[0].url must be an http:// or https:// URL with a host and a port from 1 to 65535, got \"http://[::1]:0/\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\ntimeout_ms = 30000", "sources[0].sinks[0].timeout_ms must be an integer from 1 to below dispatch.attempt_timeout_ms (30000), got 30000"),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nmethod = \"get\"", "sources[0].sinks[0].method must be one of post, put, patch, got \"get\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nheaders = { \"x a\" = \"1\" }", "sources[0].sinks[0].headers must be valid HTTP header names, got \"x a\""),

@@ -778,7 +778,12 @@ fn passed_header(key: String, name: &str, rule: &str) -> Result<(), ConfigError>
 pub(crate) fn check_http_url(key: String, url: &str) -> Result<(), ConfigError> {
     url_fits(&key, url)?;
     if !is_http_url(url) {
-        return Err(invalid(key, "an http:// or https:// URL with a host", url));
+        let has_port = (url.parse::<ureq::http::Uri>()).is_ok_and(|u| port_of(&u).is_some());
+        let rule = match has_port {
+            true => "an http:// or https:// URL with a host and a port from 1 to 65535",
+            false => "an http:// or https:// URL with a host",
+        };
+        return Err(invalid(key, rule, url));
     }
     Ok(())
 }
@@ -801,11 +806,25 @@ pub(crate) fn url_fits(key: &str, url: &str) -> Result<(), ConfigError> {
     ))
 }
 
-/// Whether `url` is an http:// or https:// URL with a host.
+/// Whether `url` is an http:// or https:// URL with a host, and a port
+/// from 1 to 65535 where it gives one.
 pub(crate) fn is_http_url(url: &str) -> bool {
     url.parse::<ureq::http::Uri>().is_ok_and(|u| {
-        matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some_and(|h| !h.is_empty())
+        matches!(u.scheme_str(), Some("http" | "https"))
+            && u.host().is_some_and(|h| !h.is_empty())
+            && port_of(&u).is_none_or(|p| p.parse::<u16>().is_ok_and(|n| n > 0))
     })
+}
+
+/// The port a URL's authority gives, as written (`Uri::port` is `None`
+/// for one that is no `u16`); `None` where it gives none.
+fn port_of(uri: &ureq::http::Uri) -> Option<&str> {
+    let authority = uri.authority()?.as_str();
+    let host_and_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let (host, port) = host_and_port.rsplit_once(':')?;
+    // An IPv6 literal's colons are inside its brackets.
+    let after_host = host.ends_with(']') || !host.starts_with('[');
+    (after_host && !port.is_empty()).then_some(port)
 }
 
 /// Where credentials come from (`credentials`, one of `sources`), and the
