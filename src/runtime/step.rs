@@ -13,6 +13,10 @@
 //! cost no sync, and nothing is written to the file unsynced (LMDB's
 //! `NOSYNC`, which can corrupt the file on power loss, is not used). A crash
 //! loses at most the uncommitted outcomes and claims, which only redelivers.
+//! One exception waits for the commit: an ordering lane handed on from a
+//! head that was not delivered (dead-lettered, gone) starts no call until
+//! that is durable, so a crash cannot bring the head back behind a later
+//! row already sent (the iteration commits before its calls start).
 //!
 //! A store failure drops the transaction and rebuilds the core from the
 //! store as a restart would (claims dropped, in-flight rows due again): the
@@ -28,7 +32,7 @@ use super::reply::FirstId;
 use crate::config::{DispatchConfig, RetryConfig};
 use crate::core::{
     AttemptResult, BreakerEvent, Call, Catalog, Core, Grant, JobId, OutcomeEvent, RowId,
-    RunningAttempt, SourceEntry,
+    RunningAttempt, SourceEntry, StoreOp,
 };
 use crate::limits::{MAX_UNFLUSHED_OPS, OUTCOME_FLUSH_MS};
 use crate::store::{
@@ -139,6 +143,10 @@ pub struct ShardState<'s> {
     failure_log: FailureLog,
     /// Due entries that did not decode, set aside since open.
     pub unreadable_due: u64,
+    /// The open transaction handed a lane on from a head that was not
+    /// delivered (dead-lettered, gone): no call starts until it commits
+    /// (see `step`).
+    lane_passed_undelivered: bool,
 }
 
 impl<'s> ShardState<'s> {
@@ -164,6 +172,7 @@ impl<'s> ShardState<'s> {
             store_failures: 0,
             failure_log: FailureLog::default(),
             unreadable_due: 0,
+            lane_passed_undelivered: false,
         };
         state.reload(now_ms)?;
         Ok(state)
@@ -346,14 +355,19 @@ impl<'s> ShardState<'s> {
         let mut first_ids = Vec::new();
         let mut written = self.write_txn(now_ms, commits, &mut first_ids);
         if written.is_ok() {
+            // A lane's next row starts only once its head's end is durable:
+            // a crash that lost a dead-lettering would bring the head back
+            // (due, perhaps deliverable again) behind a later row already
+            // sent. A delivered head needs no wait: it comes back first.
+            let lane_passed = self.lane_passed_undelivered;
             while let Some(call) = self.core.poll_call(now_ms) {
-                if call.jobs().iter().any(|job| job.row.seq >= first_new_seq) {
+                if lane_passed || call.jobs().iter().any(|job| job.row.seq >= first_new_seq) {
                     held.push(call);
                 } else {
                     start(call);
                 }
             }
-            if has_commits {
+            if has_commits || lane_passed {
                 written = self.commit();
             }
         }
@@ -407,7 +421,14 @@ impl<'s> ShardState<'s> {
                 None => store.env.write_txn()?,
             };
             let mut writes = self.write_commits(&mut txn, now_ms, commits, first_ids)?;
-            writes += apply_ops(store, &mut txn, &self.tenants, &mut self.core)?;
+            let mut lane_passed = false;
+            writes += apply_ops(
+                store,
+                &mut txn,
+                &self.tenants,
+                &mut self.core,
+                &mut lane_passed,
+            )?;
             // After the commits: new hooks ask for a scan.
             if self.core.wants_scan(now_ms) && !held_off {
                 let ((), set_aside) = read_due(
@@ -418,9 +439,17 @@ impl<'s> ShardState<'s> {
                     |core, index| core.handle_scan(now_ms, index),
                 )?;
                 self.unreadable_due += set_aside as u64;
-                writes += set_aside + apply_ops(store, &mut txn, &self.tenants, &mut self.core)?;
+                writes += set_aside
+                    + apply_ops(
+                        store,
+                        &mut txn,
+                        &self.tenants,
+                        &mut self.core,
+                        &mut lane_passed,
+                    )?;
             }
             self.txn = Some(txn);
+            self.lane_passed_undelivered |= lane_passed;
             if writes > 0 {
                 self.dirty_since_ms.get_or_insert(now_ms);
                 self.unflushed_ops += writes;
@@ -489,6 +518,7 @@ impl<'s> ShardState<'s> {
 
     fn commit(&mut self) -> Result<(), StoreError> {
         self.dirty_since_ms = None;
+        self.lane_passed_undelivered = false;
         let wrote = std::mem::take(&mut self.unflushed_ops) > 0;
         if let Some(txn) = self.txn.take() {
             txn.commit()?;
@@ -523,18 +553,21 @@ fn read_due<T>(
 }
 
 /// Writes every op the core decided; returns how many. A lane member that
-/// an op made due is announced to the core.
+/// an op made due is announced to the core, and `lane_passed` set when the
+/// head it follows was not delivered.
 fn apply_ops(
     store: &ShardStore,
     txn: &mut RwTxn,
     tenants: &TenantTable,
     core: &mut Core,
+    lane_passed: &mut bool,
 ) -> Result<usize, StoreError> {
     let mut applied = 0;
     let mut deltas = store::tenant_bytes::TenantDeltas::default();
     while let Some(op) = core.poll_store_op() {
         if let Some(head) = store::write::apply(store, txn, tenants, &op, &mut deltas)? {
             core.handle_committed_for(&head.tenant, head.due_at_ms);
+            *lane_passed |= !matches!(op, StoreOp::Delivered { .. });
         }
         applied += 1;
     }

@@ -148,7 +148,8 @@ impl ShardState<'_> {
             None => self.txn.insert(store.env.write_txn()?),
         };
         let value = write(store, txn, &self.tenants, &mut self.core)?;
-        apply_ops(store, txn, &self.tenants, &mut self.core)?;
+        // Committed at once: a lane it passes on needs no wait.
+        apply_ops(store, txn, &self.tenants, &mut self.core, &mut false)?;
         self.commit()?;
         Ok(value)
     }

@@ -30,6 +30,7 @@ impl ShardState<'_> {
         self.txn = None;
         self.dirty_since_ms = None;
         self.unflushed_ops = 0;
+        self.lane_passed_undelivered = false;
         // A restart before the last one's recovery was written keeps the
         // attempts that one still holds for the new core.
         let mut running = self.unrecovered.take().unwrap_or_default();
