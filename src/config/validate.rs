@@ -431,13 +431,15 @@ impl Config {
             &rule,
         )?;
         let http = &self.http;
-        usable_path("http.tls_cert_file", http.tls_cert_file.as_deref())?;
-        usable_path("http.tls_key_file", http.tls_key_file.as_deref())?;
-        usable_path(
-            "http.tls_client_ca_file",
-            http.tls_client_ca_file.as_deref(),
-        )?;
-        match (&self.http.tls_cert_file, &self.http.tls_key_file) {
+        let tls_files = [
+            ("http.tls_cert_file", &http.tls_cert_file),
+            ("http.tls_key_file", &http.tls_key_file),
+            ("http.tls_client_ca_file", &http.tls_client_ca_file),
+        ];
+        for (key, file) in tls_files {
+            usable_path(key, file.as_deref())?;
+        }
+        match (&http.tls_cert_file, &http.tls_key_file) {
             (Some(_), None) => {
                 return Err(invalid(
                     "http.tls_key_file",
@@ -454,7 +456,7 @@ impl Config {
             }
             _ => {}
         }
-        if let (Some(file), None) = (&self.http.tls_client_ca_file, &self.http.tls_cert_file) {
+        if let (Some(file), None) = (&http.tls_client_ca_file, &http.tls_cert_file) {
             let rule =
                 "absent without http.tls_cert_file (only HTTPS asks for client certificates)";
             return Err(invalid("http.tls_client_ca_file", rule, file));

@@ -422,18 +422,17 @@ impl<'s> ShardState<'s> {
             };
             let mut writes = self.write_commits(&mut txn, now_ms, commits, first_ids)?;
             let (tenants, core) = (&self.tenants, &mut self.core);
-            let mut lane_passed = false;
-            writes += apply_ops(store, &mut txn, tenants, core, &mut lane_passed)?;
+            let lane_passed = &mut self.lane_passed_undelivered;
+            writes += apply_ops(store, &mut txn, tenants, core, lane_passed)?;
             // After the commits: new hooks ask for a scan.
             if core.wants_scan(now_ms) && !held_off {
                 let ((), set_aside) = read_due(store, &mut txn, tenants, core, |core, index| {
                     core.handle_scan(now_ms, index)
                 })?;
                 self.unreadable_due += set_aside as u64;
-                writes += set_aside + apply_ops(store, &mut txn, tenants, core, &mut lane_passed)?;
+                writes += set_aside + apply_ops(store, &mut txn, tenants, core, lane_passed)?;
             }
             self.txn = Some(txn);
-            self.lane_passed_undelivered |= lane_passed;
             if writes > 0 {
                 self.dirty_since_ms.get_or_insert(now_ms);
                 self.unflushed_ops += writes;
