@@ -967,6 +967,6 @@ fn a_federated_identity_is_exchanged_for_a_service_accounts_token_once_while_fre
 fn an_endpoint_slower_than_the_attempts_deadline_is_cut_off_by_it() {
     raw::assert_a_dripping_receiver_is_cut_off_by_the_deadline(
         |url, _| pubsub_sink_at(url),
-        raw::CUT_OFF,
+        raw::ANSWER_CUT_OFF,
     );
 }

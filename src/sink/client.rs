@@ -194,7 +194,7 @@ pub(crate) fn send_past_stale_connections<T>(
 }
 
 /// Whether `e` is the connection's end: reset, or closed, by the peer.
-fn ended_by_peer(e: &ureq::Error) -> bool {
+pub(super) fn ended_by_peer(e: &ureq::Error) -> bool {
     use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
     match e {
         ureq::Error::Io(io) => matches!(

@@ -2,7 +2,7 @@
 //! into requests, sending a request and reading its answer, and the error
 //! of a message too large to send.
 
-use super::client::{request_timeout, send_past_stale_connections, transport_error};
+use super::client::{ended_by_peer, request_timeout, send_past_stale_connections, transport_error};
 use super::{Delivery, Sink, SinkError};
 use std::fmt;
 use std::time::Instant;
@@ -15,8 +15,9 @@ const MAX_ANSWER_BYTES: u64 = 64 * 1024;
 /// status and the body. A request that met a kept-alive connection closed
 /// as it was reused is built and sent again (see
 /// [`send_past_stale_connections`]). The whole exchange ends a little past
-/// `deadline`, its attempts' (see [`request_timeout`]). A transport error
-/// is a transient failure.
+/// `deadline`, its attempts' (see [`request_timeout`]). A transport error,
+/// or an answer whose body cannot be read (whether the queue took the
+/// messages is then unknown), is a transient failure.
 pub(super) fn answer_of(
     request: impl Fn() -> ureq::RequestBuilder<ureq::typestate::WithBody>,
     body: &[u8],
@@ -36,8 +37,27 @@ pub(super) fn answer_of(
         .with_config()
         .limit(MAX_ANSWER_BYTES)
         .read_to_vec()
-        .unwrap_or_default();
+        .map_err(|e| unread_answer(status, e))?;
     Ok((status, reply))
+}
+
+/// The failure of an answer of `status` whose body could not be read:
+/// longer than any queue's answer, cut short or too slow.
+fn unread_answer(status: u16, e: ureq::Error) -> SinkError {
+    let why = match e {
+        ureq::Error::BodyExceedsLimit(limit_bytes) => format!(
+            "it is over {} KiB, longer than any answer of a queue's",
+            limit_bytes / 1024
+        ),
+        ureq::Error::Timeout(ureq::Timeout::Global) => {
+            "it had not ended by the attempt's deadline (dispatch.attempt_timeout_ms)".into()
+        }
+        e if ended_by_peer(&e) => format!("the connection ended before it did ({e})"),
+        e => e.to_string(),
+    };
+    SinkError::transient(format!(
+        "the answer (HTTP status {status}) could not be read: {why}"
+    ))
 }
 
 /// A batch's messages, prepared by `prepare` (its message and its size as

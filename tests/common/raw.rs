@@ -98,6 +98,11 @@ pub fn dripping_receiver() -> (String, crossbeam_channel::Receiver<Option<Durati
 /// How goad's sinks say a request was cut off by its attempt's deadline.
 pub const CUT_OFF: &str = "no answer by the attempt's deadline (dispatch.attempt_timeout_ms)";
 
+/// How goad's queue sinks say an answer's body was cut off by its
+/// attempt's deadline (its head had come: the dripping receiver's).
+pub const ANSWER_CUT_OFF: &str = "the answer (HTTP status 200) could not be read: \
+     it had not ended by the attempt's deadline (dispatch.attempt_timeout_ms)";
+
 /// Delivers a hook to the sink `sink` makes of the dripping receiver's URL
 /// (with a per-phase timeout of 1.9 s; it may point the config there too)
 /// in attempts of 2 s, a minute apart, and checks the attempt: the

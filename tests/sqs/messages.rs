@@ -174,6 +174,9 @@ enum Answer {
     WrongMd5,
     /// Failed: `InvalidParameterValue`.
     Invalid,
+    /// Successful, and then 64 KiB of spaces: longer than any answer of
+    /// SQS's.
+    Oversized,
 }
 
 fn sqs_reply(r: &Received, answer: Answer) -> Reply {
@@ -184,7 +187,7 @@ fn sqs_reply(r: &Received, answer: Answer) -> Reply {
         let message_body = entry["MessageBody"].as_str().unwrap();
         let md5 = hex::encode(Md5::digest(message_body.as_bytes()));
         match answer {
-            Answer::Stored => {
+            Answer::Stored | Answer::Oversized => {
                 successful.push(json!({"Id": id, "MessageId": "m", "MD5OfMessageBody": md5}))
             }
             Answer::WrongMd5 => successful
@@ -194,10 +197,13 @@ fn sqs_reply(r: &Received, answer: Answer) -> Reply {
             })),
         }
     }
-    let body = json!({"Successful": successful, "Failed": failed});
+    let mut body = json!({"Successful": successful, "Failed": failed}).to_string();
+    if answer == Answer::Oversized {
+        body.push_str(&" ".repeat(64 * 1024));
+    }
     Reply::status(200)
         .header("content-type", "application/x-amz-json-1.0")
-        .with_body(body.to_string())
+        .with_body(body)
 }
 
 /// Scenarios 38, 41, 42, 44: the request is a signed `SendMessageBatch`
@@ -333,6 +339,35 @@ fn a_message_too_large_or_missing_credentials_send_nothing() {
     assert!(!sent.load(Ordering::SeqCst), "nothing was sent");
 }
 
+/// An answer longer than any of SQS's is not read on: its messages are
+/// retried (whether the queue took them is not known), and the failure
+/// says why.
+#[test]
+fn an_answer_longer_than_any_of_sqss_is_a_failure_that_says_so() {
+    let receiver = Receiver::start(|r| sqs_reply(r, Answer::Oversized)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = stripe_to(dir.path(), sqs_sink(&receiver.url("/1/q")));
+    c.retry.max_attempts = 2;
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("stripe", "x")).unwrap();
+    wait_until("the row dead-lettered", Duration::from_secs(20), || {
+        engine.tick().unwrap();
+        dead(&engine).len() == 1
+    });
+    let row = &dead(&engine)[0].record;
+    assert_eq!(
+        (row.attempts, row.error.as_deref()),
+        (
+            2,
+            Some(
+                "sink sqs: the answer (HTTP status 200) could not be read: \
+                 it is over 64 KiB, longer than any answer of a queue's"
+            )
+        )
+    );
+    assert_eq!(receiver.received().len(), 2);
+}
+
 /// A queue slower than the attempt's deadline, though within the sink's
 /// timeout in each phase of the request: the request is cut off by the
 /// deadline, and its worker is not left stuck.
@@ -340,6 +375,6 @@ fn a_message_too_large_or_missing_credentials_send_nothing() {
 fn a_queue_slower_than_the_attempts_deadline_is_cut_off_by_it() {
     raw::assert_a_dripping_receiver_is_cut_off_by_the_deadline(
         |url, _| sqs_sink(&format!("{url}/123456789012/hooks")),
-        raw::CUT_OFF,
+        raw::ANSWER_CUT_OFF,
     );
 }
