@@ -199,6 +199,8 @@ fn each_range_rule_names_the_key_and_the_value() {
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nmethod = \"get\"", "sources[0].sinks[0].method must be one of post, put, patch, got \"get\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nheaders = { \"x a\" = \"1\" }", "sources[0].sinks[0].headers must be valid HTTP header names, got \"x a\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nheaders = { x-a = \"1\\n2\" }", "sources[0].sinks[0].headers.x-a must be a valid HTTP header value (no control characters but tab), got \"1\\n2\""),
+        // ureq sends nothing but printable ASCII in an authorization header.
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nheaders = { Authorization = \"Basic José\" }", "sources[0].sinks[0].headers.Authorization must be printable ASCII (all an authorization header carries), got a value not shown here (a credential)"),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nheaders = { Content-Length = \"3\" }", "sources[0].sinks[0].headers must be a header goad does not set itself (not a framing or hop-by-hop header, x-goad-* or webhook-*), got \"Content-Length\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nheaders = { webhook-signature = \"v1,x\" }", "sources[0].sinks[0].headers must be a header goad does not set itself (not a framing or hop-by-hop header, x-goad-* or webhook-*), got \"webhook-signature\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nheaders_env = { x-goad-tenant = \"T\" }", "sources[0].sinks[0].headers_env must be a header goad does not set itself (not a framing or hop-by-hop header, x-goad-* or webhook-*), got \"x-goad-tenant\""),
@@ -868,8 +870,8 @@ credentials = "instance"
     let tail = "; a node starts, and its requests fail until it is fixed";
     let line = |text: &str| format!("warning: {text}{tail}");
     let expected = [
-        line("sources[0].sinks[0]: no AWS credentials in GOAD_CHECK_SQS_TOKEN: the session token is empty or holds a line break or another control character, which no request can carry"),
-        line("sources[0].sinks[1]: cannot get a Pub/Sub access token from $GOAD_CHECK_PUBSUB_TOKEN: the token it gave is empty or holds a line break or another control character, which no authorization header can carry"),
+        line("sources[0].sinks[0]: no AWS credentials in GOAD_CHECK_SQS_TOKEN: the session token is empty or holds a character other than printable ASCII (a line break, a letter beyond ASCII), which no request can carry"),
+        line("sources[0].sinks[1]: cannot get a Pub/Sub access token from $GOAD_CHECK_PUBSUB_TOKEN: the token it gave is empty or holds a character other than printable ASCII (a line break, a letter beyond ASCII), which no authorization header can carry"),
         line("sources[0].sinks[2]: no AWS credentials: GOAD_CHECK_LAMBDA_KEY is not set"),
         line("claim_check: no AWS credentials: GOAD_CHECK_CLAIM_KEY is not set"),
     ];

@@ -371,7 +371,7 @@ fn a_missing_token_or_a_message_too_large_publishes_nothing() {
     let reasons = dead_within_two_attempts(dir.path(), broken, small);
     assert_too_large_and_missing_credentials(
         &reasons,
-        "cannot get a Pub/Sub access token from $GOAD_TEST_PUBSUB_BROKEN: the token it gave is empty or holds a line break or another control character, which no authorization header can carry",
+        "cannot get a Pub/Sub access token from $GOAD_TEST_PUBSUB_BROKEN: the token it gave is empty or holds a character other than printable ASCII (a line break, a letter beyond ASCII), which no authorization header can carry",
     );
     assert_eq!(receiver.count(), 0, "nothing was published");
 }

@@ -300,13 +300,16 @@ fn validate_operator_headers(at: &str, sink: &SinkConfig) -> Result<(), ConfigEr
         seen.push(lowercase);
     }
     for (name, value) in &sink.headers {
-        if crate::sink::http::header_value(value).is_err() {
-            return Err(invalid(
-                format!("{at}.headers.{name}"),
-                "a valid HTTP header value (no control characters but tab)",
-                value,
-            ));
+        let Some(rule) = crate::sink::http::unsendable_header_rule(name, value) else {
+            continue;
+        };
+        let key = format!("{at}.headers.{name}");
+        // A credential is not shown: errors are logged.
+        if crate::sink::is_credential(&name.to_ascii_lowercase()) {
+            let value = "a value not shown here (a credential)".into();
+            return Err(ConfigError::Invalid { key, rule: rule.into(), value });
         }
+        return Err(invalid(key, rule, value));
     }
     for (name, var) in &sink.headers_env {
         env_name(format!("{at}.headers_env.{name}"), var)?;

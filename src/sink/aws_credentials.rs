@@ -210,7 +210,7 @@ impl fmt::Display for Unsendable {
         };
         write!(
             f,
-            "{what} is empty or holds a line break or another control character, which no request can carry"
+            "{what} is empty or holds a character other than printable ASCII (a line break, a letter beyond ASCII), which no request can carry"
         )
     }
 }
@@ -587,7 +587,7 @@ mod tests {
         let unsendable = key(expiry + Duration::from_secs(2)).unwrap_err();
         assert_eq!(
             unsendable.to_string(),
-            "cannot get AWS credentials from the container credentials endpoint: the session token is empty or holds a line break or another control character, which no request can carry"
+            "cannot get AWS credentials from the container credentials endpoint: the session token is empty or holds a character other than printable ASCII (a line break, a letter beyond ASCII), which no request can carry"
         );
         broken.store(false, Ordering::SeqCst);
         let asked = endpoint.received().len();
@@ -613,13 +613,13 @@ mod tests {
         std::env::set_var("GOAD_TEST_UNSENDABLE_TOKEN", "T\r\n");
         assert_eq!(
             env.read().unwrap_err().to_string(),
-            "no AWS credentials in GOAD_TEST_UNSENDABLE_TOKEN: the session token is empty or holds a line break or another control character, which no request can carry"
+            "no AWS credentials in GOAD_TEST_UNSENDABLE_TOKEN: the session token is empty or holds a character other than printable ASCII (a line break, a letter beyond ASCII), which no request can carry"
         );
         std::env::set_var("GOAD_TEST_UNSENDABLE_TOKEN", "T");
         std::env::set_var("GOAD_TEST_UNSENDABLE_KEY", "");
         assert_eq!(
             env.read().unwrap_err().to_string(),
-            "no AWS credentials in GOAD_TEST_UNSENDABLE_KEY: the access key id is empty or holds a line break or another control character, which no request can carry"
+            "no AWS credentials in GOAD_TEST_UNSENDABLE_KEY: the access key id is empty or holds a character other than printable ASCII (a line break, a letter beyond ASCII), which no request can carry"
         );
         std::env::set_var("GOAD_TEST_UNSENDABLE_KEY", "AK");
         // The secret signs; it is never sent.

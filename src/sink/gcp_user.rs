@@ -94,7 +94,7 @@ impl AuthorizedUser {
             .is_some_and(|p| !super::http::sendable_credential(p))
         {
             return Err(format!(
-                "{}: its quota_project_id holds a line break or another control character, which no x-goog-user-project header can carry",
+                "{}: its quota_project_id holds a character other than printable ASCII (a line break, a letter beyond ASCII), which no x-goog-user-project header can carry",
                 path.display()
             ));
         }
@@ -159,7 +159,7 @@ mod tests {
             ),
             (
                 r#"{"type": "authorized_user", "client_id": "c", "client_secret": "s", "refresh_token": "r", "quota_project_id": "billed\nx-injected: 1"}"#,
-                "its quota_project_id holds a line break or another control character, which no x-goog-user-project header can carry",
+                "its quota_project_id holds a character other than printable ASCII (a line break, a letter beyond ASCII), which no x-goog-user-project header can carry",
             ),
         ];
         for (text, why) in cases {

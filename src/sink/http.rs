@@ -301,9 +301,24 @@ pub(crate) fn header_value(text: &str) -> Result<HeaderValue, InvalidHeaderValue
 }
 
 /// Whether a credential (a token, a key id) can be sent in a header: not
-/// empty, and a [`header_value`].
+/// empty, and printable ASCII (RFC 6749's `VSCHAR`: what tokens are made
+/// of, and all ureq sends in an `authorization` header, where it refuses
+/// a [`header_value`]'s UTF-8 beyond ASCII).
 pub(crate) fn sendable_credential(text: &str) -> bool {
-    !text.is_empty() && header_value(text).is_ok()
+    !text.is_empty() && text.bytes().all(|b| matches!(b, b' '..=b'~'))
+}
+
+/// Why `value` cannot be sent in an operator's header `name` (a sink's
+/// `headers` and `headers_env`), if it cannot: as a [`header_value`], and
+/// in `authorization` as printable ASCII alone (ureq refuses a request
+/// with any other byte there).
+pub(crate) fn unsendable_header_rule(name: &str, value: &str) -> Option<&'static str> {
+    if name.eq_ignore_ascii_case(AUTHORIZATION.as_str()) {
+        let printable = value.bytes().all(|b| matches!(b, b' '..=b'~' | b'\t'));
+        return (!printable).then_some("printable ASCII (all an authorization header carries)");
+    }
+    let rule = "a valid HTTP header value (no control characters but tab)";
+    header_value(value).is_err().then_some(rule)
 }
 
 /// A header's line as an HTTP sink sends it: `name: value` and the line

@@ -48,14 +48,14 @@ pub(super) fn token_answer(
 }
 
 /// `token`, if an `authorization: Bearer` header can carry it: not empty,
-/// and no control character (a line break, say). Else the token is not
+/// and printable ASCII (no line break, no letter beyond ASCII). Else the token is not
 /// held (the next attempt asks again) and the error says why, without it:
 /// sent, an empty token is refused by the receiver as a 401, and one that
 /// no header can carry fails every attempt until it expires.
 pub(super) fn sendable_bearer(token: String) -> Result<String, BoxError> {
     match super::http::sendable_credential(&token) {
         true => Ok(token),
-        false => Err("the token it gave is empty or holds a line break or another control character, which no authorization header can carry".into()),
+        false => Err("the token it gave is empty or holds a character other than printable ASCII (a line break, a letter beyond ASCII), which no authorization header can carry".into()),
     }
 }
 
@@ -308,11 +308,15 @@ mod tests {
             ),
             (
                 r#"{"access_token": ""}"#,
-                "the token it gave is empty or holds a line break or another control character, which no authorization header can carry",
+                "the token it gave is empty or holds a character other than printable ASCII (a line break, a letter beyond ASCII), which no authorization header can carry",
             ),
             (
                 r#"{"access_token": "t\r\nx-injected: 1"}"#,
-                "the token it gave is empty or holds a line break or another control character, which no authorization header can carry",
+                "the token it gave is empty or holds a character other than printable ASCII (a line break, a letter beyond ASCII), which no authorization header can carry",
+            ),
+            (
+                r#"{"access_token": "tök"}"#,
+                "the token it gave is empty or holds a character other than printable ASCII (a line break, a letter beyond ASCII), which no authorization header can carry",
             ),
         ];
         for (answer, why) in refused {

@@ -531,12 +531,10 @@ fn http_headers(entry: &SinkConfig, at: &str) -> Result<Vec<(String, String)>, C
         let key = format!("{at}.headers_env.{name}");
         let value = env_value(key.clone(), var)?;
         // The value is a secret: the error names only its variable.
-        if super::http::header_value(&value).is_err() {
+        if let Some(rule) = super::http::unsendable_header_rule(name, &value) {
             return Err(ConfigError::Invalid {
                 key,
-                rule:
-                    "a variable holding a valid HTTP header value (no control characters but tab)"
-                        .into(),
+                rule: format!("a variable holding {rule}"),
                 value: format!("{var:?}"),
             });
         }

@@ -170,6 +170,7 @@ fn without_a_dedupe_key_the_idempotency_key_is_the_hook_id() {
 fn secret_headers_come_from_the_environment_and_content_type_is_replaced() {
     std::env::set_var("GOAD_TEST_RECEIVER_AUTH", "Bearer receiver-token");
     std::env::set_var("GOAD_TEST_BROKEN_HEADER", "secret\nvalue");
+    std::env::set_var("GOAD_TEST_UNSENDABLE_AUTH", "Bearer sécret");
     let (got, _e, _d) = deliver(provider_hook(), Reply::status(200), |s| {
         let sink = &mut s.sinks[0];
         sink.headers_env
@@ -188,16 +189,18 @@ fn secret_headers_come_from_the_environment_and_content_type_is_replaced() {
     assert_eq!(content_types, ["application/cloudevents+json"]);
 
     let dir = tempfile::tempdir().unwrap();
-    for (var, why) in [
-        ("GOAD_TEST_UNSET_HEADER", "the name of a set, non-empty environment variable, got \"GOAD_TEST_UNSET_HEADER\" (not set)"),
-        ("GOAD_TEST_BROKEN_HEADER", "a variable holding a valid HTTP header value (no control characters but tab), got \"GOAD_TEST_BROKEN_HEADER\""),
+    for (header, var, why) in [
+        ("x-api-key", "GOAD_TEST_UNSET_HEADER", "the name of a set, non-empty environment variable, got \"GOAD_TEST_UNSET_HEADER\" (not set)"),
+        ("x-api-key", "GOAD_TEST_BROKEN_HEADER", "a variable holding a valid HTTP header value (no control characters but tab), got \"GOAD_TEST_BROKEN_HEADER\""),
+        // ureq sends nothing but printable ASCII in an authorization header.
+        ("authorization", "GOAD_TEST_UNSENDABLE_AUTH", "a variable holding printable ASCII (all an authorization header carries), got \"GOAD_TEST_UNSENDABLE_AUTH\""),
     ] {
         let mut c = config(dir.path());
         let mut sink = SinkConfig::http("http://127.0.0.1:9/");
-        sink.headers_env.insert("x-api-key".into(), var.into());
+        sink.headers_env.insert(header.into(), var.into());
         c.sources.push(source("s", "t", vec![sink]));
         let err = Engine::open(c).err().expect("refused").to_string();
-        assert_eq!(err, format!("sources[0].sinks[0].headers_env.x-api-key must be {why}"));
+        assert_eq!(err, format!("sources[0].sinks[0].headers_env.{header} must be {why}"));
     }
 }
 

@@ -345,18 +345,21 @@ fn an_oauth2_client_may_authenticate_in_the_form_and_a_failing_endpoint_is_named
 }
 
 /// A token endpoint that gives a token no header can carry (a line break
-/// in it, which would also split the request) fails that attempt alone,
-/// transient, saying so: the token is not kept, and the next attempt asks
-/// for a new one and delivers. Before, the token was kept for its hour
-/// and every attempt of the sink meanwhile was dead-lettered as
-/// permanent.
+/// in it, which would also split the request; a letter beyond ASCII,
+/// which ureq refuses in an `authorization` header) fails that attempt
+/// alone, transient, saying so: the token is not kept, and the next
+/// attempt asks for a new one and delivers. Before, the token was kept
+/// for its hour and every attempt of the sink meanwhile failed (the line
+/// break's dead-lettered as permanent, the letter's with ureq's
+/// `authorization header is not a string`).
 #[test]
 fn a_token_no_header_can_carry_is_not_kept_and_the_attempt_is_retried() {
     let issued = std::sync::atomic::AtomicU32::new(0);
     let tokens = Receiver::start(move |_| {
         let token = match issued.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
             0 => r"tok-1\r\nx-injected: 1",
-            _ => "tok-2",
+            1 => "tök-2",
+            _ => "tok-3",
         };
         Reply::status(200)
             .header("content-type", "application/json")
@@ -372,15 +375,15 @@ fn a_token_no_header_can_carry_is_not_kept_and_the_attempt_is_retried() {
     engine.tick().unwrap();
     let got = receiver.received();
     assert_eq!(got.len(), 1);
-    assert_eq!(got[0].header("authorization"), Some("Bearer tok-2"));
-    assert_eq!(tokens.count(), 2);
+    assert_eq!(got[0].header("authorization"), Some("Bearer tok-3"));
+    assert_eq!(tokens.count(), 3);
     let stats = engine.sink_stats().unwrap();
     let outcomes = &stats[0].outcomes;
-    assert_eq!((outcomes.delivered, outcomes.retried), (1, 1));
+    assert_eq!((outcomes.delivered, outcomes.retried), (1, 2));
     let token_url = tokens.url("/token");
     assert_eq!(
         outcomes.last_failure.as_ref().unwrap().error,
-        format!("cannot get an OAuth 2 token from {token_url}: the token it gave is empty or holds a line break or another control character, which no authorization header can carry")
+        format!("cannot get an OAuth 2 token from {token_url}: the token it gave is empty or holds a character other than printable ASCII (a line break, a letter beyond ASCII), which no authorization header can carry")
     );
 }
 
