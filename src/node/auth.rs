@@ -229,8 +229,27 @@ pub struct BearerTokens(Vec<String>);
 
 impl BearerTokens {
     /// The tokens in the variables `vars`, which the config's `key` names.
+    /// A token no request could present is refused: one beyond printable
+    /// ASCII (all an `authorization` header carries) or with a space at
+    /// an end (a header's value is read trimmed), as a line break a
+    /// secret's file left at its end makes it.
     fn from_env(key: &str, vars: &OneOrMany) -> Result<BearerTokens, ConfigError> {
-        let tokens = vars.as_slice().iter().map(|var| env_value(key.into(), var));
+        let token = |var: &String| {
+            let token = env_value(key.into(), var)?;
+            let carried = crate::sink::http::sendable_credential(&token)
+                && token.trim_matches(' ') == token;
+            match carried {
+                true => Ok(token),
+                false => Err(ConfigError::Invalid {
+                    key: key.into(),
+                    rule: "a variable holding a token a request can present: printable ASCII, \
+                           no space at either end (nor a line break)"
+                        .into(),
+                    value: format!("{var:?}"),
+                }),
+            }
+        };
+        let tokens = vars.as_slice().iter().map(token);
         Ok(BearerTokens(tokens.collect::<Result<_, _>>()?))
     }
 
@@ -262,6 +281,26 @@ pub fn secret_matches(presented: &str, expected: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_no_request_can_present_is_refused_naming_its_variable() {
+        let rule = "admin_token_env must be a variable holding a token a request can present: \
+                    printable ASCII, no space at either end (nor a line break)";
+        for (var, token) in [
+            ("GOAD_AUTH_TEST_LINE_BREAK", "s3cret\n"),
+            ("GOAD_AUTH_TEST_SPACE", " s3cret"),
+            ("GOAD_AUTH_TEST_LETTER", "sécret"),
+        ] {
+            std::env::set_var(var, token);
+            let vars = OneOrMany::One(var.into());
+            let refused = BearerTokens::from_env("admin_token_env", &vars).unwrap_err();
+            assert_eq!(refused.to_string(), format!("{rule}, got \"{var}\""));
+        }
+        std::env::set_var("GOAD_AUTH_TEST_FINE", "s3 cret");
+        let vars = OneOrMany::One("GOAD_AUTH_TEST_FINE".into());
+        let tokens = BearerTokens::from_env("admin_token_env", &vars).unwrap();
+        assert!(tokens.admit(Some("Bearer s3 cret")));
+    }
 
     #[test]
     fn a_signing_secret_that_is_unset_or_not_of_the_scheme_names_the_key() {
