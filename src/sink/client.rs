@@ -278,12 +278,13 @@ pub(crate) fn form(fields: &[(&str, &str)]) -> String {
 /// The most of a credentials service's answer read.
 const MAX_CREDENTIALS_ANSWER_BYTES: u64 = 64 * 1024;
 
-/// The body of a credentials service's 200 answer; a transport error or
-/// another status (with the start of its body) is the error.
+/// The body of a credentials service's 200 answer; a transport error (as
+/// [`transport_error`] says it) or another status (with the start of its
+/// body) is the error.
 pub(crate) fn ok_body(
     response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
 ) -> Result<String, super::BoxError> {
-    let response = response?;
+    let response = response.map_err(transport_error)?;
     let status = response.status().as_u16();
     let body = response
         .into_body()
@@ -324,5 +325,15 @@ mod tests {
             "http://127.0.0.1/hooks"
         );
         assert_eq!(shown_url("not a url"), "(not a URL)");
+    }
+
+    #[test]
+    fn a_credentials_service_that_ended_the_connection_is_said_so() {
+        let ended = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        let failed = ok_body(Err(ureq::Error::Io(ended))).unwrap_err();
+        assert_eq!(
+            failed.to_string(),
+            "the connection ended with no answer (io: connection reset)"
+        );
     }
 }
