@@ -236,15 +236,11 @@ impl BearerTokens {
     fn from_env(key: &str, vars: &OneOrMany) -> Result<BearerTokens, ConfigError> {
         let token = |var: &String| {
             let token = env_value(key.into(), var)?;
-            let carried = crate::sink::http::sendable_credential(&token)
-                && token.trim_matches(' ') == token;
-            match carried {
+            match presentable(&token) {
                 true => Ok(token),
                 false => Err(ConfigError::Invalid {
                     key: key.into(),
-                    rule: "a variable holding a token a request can present: printable ASCII, \
-                           no space at either end (nor a line break)"
-                        .into(),
+                    rule: format!("a variable holding a token a request can present: {PRESENTABLE}"),
                     value: format!("{var:?}"),
                 }),
             }
@@ -262,6 +258,16 @@ impl BearerTokens {
             admitted | secret_matches(presented, token)
         })
     }
+}
+
+/// What a bearer token a request can present is made of.
+pub const PRESENTABLE: &str = "printable ASCII, no space at either end (nor a line break)";
+
+/// Whether a request can present `token` in its `authorization` header
+/// (see [`PRESENTABLE`]): ureq sends nothing but printable ASCII there,
+/// and a header's value is read trimmed.
+pub fn presentable(token: &str) -> bool {
+    crate::sink::http::sendable_credential(token) && token.trim_matches(' ') == token
 }
 
 /// The token of an `Authorization: Bearer <token>` value: the scheme in

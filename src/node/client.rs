@@ -1,6 +1,7 @@
 //! The operator subcommands' HTTP client (`goad dlq`, `goad pressure`,
 //! `goad stats`, `goad backup`, ...): one request to a node's admin API, the JSON answer back.
 
+use super::auth::{presentable, PRESENTABLE};
 use crate::config::{invalid, ConfigError};
 use crate::pem::PemFile;
 use crate::sink::client::{client_certificate, root_certificates};
@@ -178,6 +179,14 @@ impl NodeClient {
         body: Option<&serde_json::Value>,
         wait: Duration,
     ) -> Result<serde_json::Value, ClientError> {
+        if self.admin_token.as_deref().is_some_and(|t| !presentable(t)) {
+            let held = match &self.token_variable {
+                Some(var) => format!("the token in {var}"),
+                None => "the token given".to_string(),
+            };
+            let why = format!("{held} is not one a request can present: {PRESENTABLE}");
+            return Err(ClientError(why));
+        }
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .tls_config(self.tls.clone())
             .http_status_as_error(false)

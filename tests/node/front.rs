@@ -64,6 +64,12 @@ fn admin_routes_need_the_admin_token_and_health_and_metrics_do_not() {
         goad_pressure(Some("adm-2")),
         format!("{refused} (the token in NODE_TEST_CLI_ADMIN_TOKEN is not one the node takes)\n")
     );
+    // One no request can carry is not sent (a line break a file left).
+    assert_eq!(
+        goad_pressure(Some("adm-1\n")),
+        "goad: the token in NODE_TEST_CLI_ADMIN_TOKEN is not one a request can present: \
+         printable ASCII, no space at either end (nor a line break)\n"
+    );
     let ok = call(
         addr,
         "GET",
