@@ -74,9 +74,14 @@ fn a_disk_at_its_reserve_takes_hooks_into_the_store_s_free_pages_then_refuses_th
     let file_bytes = store_file_bytes(dir.path());
     assert!(file_bytes > hooks as u64 * 4_000, "{file_bytes}");
 
+    // Each new hook's row fails once and then waits (until it is woken
+    // below): retries meanwhile would take free pages too, as many as the
+    // machine's pace lets them.
     status.store(503, SeqCst);
     let reserve_bytes = df_available_bytes(dir.path());
     c.min_free_disk_bytes = reserve_bytes;
+    c.retry.base_ms = 600_000;
+    c.retry.max_ms = 600_000;
     let engine = Engine::open(c).unwrap();
     let (acked, refusal) = commit_until_refused(&engine, &body, 4 * hooks);
     // The first hooks' pages hold about as many again (with their rows'
@@ -108,7 +113,11 @@ fn a_disk_at_its_reserve_takes_hooks_into_the_store_s_free_pages_then_refuses_th
         )
     );
 
+    wait_until("each row failed once", Duration::from_secs(60), || {
+        rows(&engine).iter().all(|row| row.record.attempts == 1)
+    });
     status.store(200, SeqCst);
+    engine.wake_sink("s", 0).unwrap();
     wait_until("the hooks taken delivered", Duration::from_secs(60), || {
         engine.hook_count().unwrap() == 0
     });
