@@ -307,7 +307,11 @@ fn validate_operator_headers(at: &str, sink: &SinkConfig) -> Result<(), ConfigEr
         // A credential is not shown: errors are logged.
         if crate::sink::is_credential(&name.to_ascii_lowercase()) {
             let value = "a value not shown here (a credential)".into();
-            return Err(ConfigError::Invalid { key, rule: rule.into(), value });
+            return Err(ConfigError::Invalid {
+                key,
+                rule: rule.into(),
+                value,
+            });
         }
         return Err(invalid(key, rule, value));
     }

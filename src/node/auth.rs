@@ -240,7 +240,9 @@ impl BearerTokens {
                 true => Ok(token),
                 false => Err(ConfigError::Invalid {
                     key: key.into(),
-                    rule: format!("a variable holding a token a request can present: {PRESENTABLE}"),
+                    rule: format!(
+                        "a variable holding a token a request can present: {PRESENTABLE}"
+                    ),
                     value: format!("{var:?}"),
                 }),
             }
@@ -334,6 +336,27 @@ mod tests {
         std::env::set_var("GOAD_AUTH_TEST_SECRET", "whsec_c2VjcmV0");
         let tokens = Tokens::from_config(&config).unwrap();
         assert!(tokens.sources["s"].signature.is_some());
+    }
+
+    #[test]
+    fn a_providers_token_no_header_can_carry_is_refused() {
+        let mut source = crate::config::SourceConfig::new("s", "t", vec![]);
+        source.ingest_signature = Some("gitlab".into());
+        let var = crate::config::OneOrMany::One("GOAD_AUTH_TEST_GITLAB".into());
+        source.ingest_secret_env = Some(var);
+        let config = Config {
+            sources: vec![source].into(),
+            ..Config::default()
+        };
+        std::env::set_var("GOAD_AUTH_TEST_GITLAB", "gitlab-secret\n");
+        assert_eq!(
+            Tokens::from_config(&config).unwrap_err().to_string(),
+            "sources[0].ingest_secret_env must be variables holding gitlab secrets (tokens the \
+             x-gitlab-token header can carry: no space or line break at either end, no control \
+             character), got [\"GOAD_AUTH_TEST_GITLAB\"]"
+        );
+        std::env::set_var("GOAD_AUTH_TEST_GITLAB", "gitlab-secret");
+        assert!(Tokens::from_config(&config).is_ok());
     }
 
     #[test]
