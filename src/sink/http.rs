@@ -305,7 +305,11 @@ pub(crate) fn header_value(text: &str) -> Result<HeaderValue, InvalidHeaderValue
 /// of, and all ureq sends in an `authorization` header, where it refuses
 /// a [`header_value`]'s UTF-8 beyond ASCII).
 pub(crate) fn sendable_credential(text: &str) -> bool {
-    !text.is_empty() && text.bytes().all(|b| matches!(b, b' '..=b'~'))
+    !text.is_empty() && printable_ascii(text)
+}
+
+fn printable_ascii(text: &str) -> bool {
+    text.bytes().all(|b| matches!(b, b' '..=b'~'))
 }
 
 /// Why `value` cannot be sent in an operator's header `name` (a sink's
@@ -314,8 +318,8 @@ pub(crate) fn sendable_credential(text: &str) -> bool {
 /// with any other byte there).
 pub(crate) fn unsendable_header_rule(name: &str, value: &str) -> Option<&'static str> {
     if name.eq_ignore_ascii_case(AUTHORIZATION.as_str()) {
-        let printable = value.bytes().all(|b| matches!(b, b' '..=b'~' | b'\t'));
-        return (!printable).then_some("printable ASCII (all an authorization header carries)");
+        let rule = "printable ASCII (all an authorization header carries)";
+        return (!printable_ascii(value)).then_some(rule);
     }
     let rule = "a valid HTTP header value (no control characters but tab)";
     header_value(value).is_err().then_some(rule)

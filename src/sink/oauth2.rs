@@ -48,10 +48,11 @@ pub(super) fn token_answer(
 }
 
 /// `token`, if an `authorization: Bearer` header can carry it: not empty,
-/// and printable ASCII (no line break, no letter beyond ASCII). Else the token is not
-/// held (the next attempt asks again) and the error says why, without it:
-/// sent, an empty token is refused by the receiver as a 401, and one that
-/// no header can carry fails every attempt until it expires.
+/// and printable ASCII (no line break, no letter beyond ASCII). Else the
+/// token is not held (the next attempt asks again) and the error says
+/// why, without it: sent, an empty token is refused by the receiver as a
+/// 401, and one that no header can carry fails every attempt until it
+/// expires.
 pub(super) fn sendable_bearer(token: String) -> Result<String, BoxError> {
     match super::http::sendable_credential(&token) {
         true => Ok(token),
