@@ -677,6 +677,17 @@ fn goad_check_environment_reads_the_variables_and_files_the_config_names() {
             "a whsk_ key must be an Ed25519 seed (32 bytes) or a seed and its public key (64 bytes)"
         )
     );
+    // A line break a secret's file left: receivers would check every
+    // signature with a secret other than the one it was made with.
+    assert_eq!(
+        check(&good, &["--environment"], Some("whsec_c2VjcmV0\n")),
+        (
+            Some(2),
+            "sources[0].sinks[0].secret_env must be a variable holding a secret with no space \
+             or line break at either end (a secret's file may leave one), got \"GOAD_CHECK_SECRET\""
+                .to_string()
+        )
+    );
     // As a start does, it refuses an admin API without a token beyond
     // loopback unless told to allow it.
     let public = dir.path().join("public.toml");

@@ -250,6 +250,23 @@ pub(crate) fn env_value(key: String, var: &str) -> Result<String, ConfigError> {
     })
 }
 
+/// The secret in the variable `var`, which the config's `key` names: set,
+/// not empty, and with no space or line break at either end (a secret's
+/// file may leave one, and no provider or receiver signs with it).
+pub(crate) fn secret_value(key: String, var: &str) -> Result<String, ConfigError> {
+    let secret = env_value(key.clone(), var)?;
+    match secret.trim() == secret {
+        true => Ok(secret),
+        false => Err(ConfigError::Invalid {
+            key,
+            rule: "a variable holding a secret with no space or line break at either end \
+                   (a secret's file may leave one)"
+                .into(),
+            value: format!("{var:?}"),
+        }),
+    }
+}
+
 /// `value` (at `key`) must lie in `range`; else the error says `rule`.
 fn within<T: PartialOrd + fmt::Debug>(
     key: impl Into<String>,

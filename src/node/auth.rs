@@ -9,7 +9,7 @@ use super::jwks::Jwks;
 use super::jwt_check::JwtCheck;
 use super::provider_handshake::Handshake;
 use super::provider_signature::SignatureCheck;
-use crate::config::{env_value, Config, ConfigError, IngestSignature, OneOrMany};
+use crate::config::{env_value, secret_value, Config, ConfigError, IngestSignature, OneOrMany};
 use crate::runtime::hook_headers::dedupe_key_fits;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -150,7 +150,7 @@ impl Tokens {
                 None => None,
             };
             let verify_token = match &source.ingest_verify_token_env {
-                Some(var) => Some(env_value(
+                Some(var) => Some(secret_value(
                     format!("sources[{i}].ingest_verify_token_env"),
                     var,
                 )?),
@@ -212,7 +212,7 @@ fn signature_check(
     let key = format!("sources[{i}].ingest_secret_env");
     let secrets = vars
         .iter()
-        .map(|var| env_value(key.clone(), var))
+        .map(|var| secret_value(key.clone(), var))
         .collect::<Result<Vec<_>, _>>()?;
     SignatureCheck::new(scheme, &secrets).map_err(|why| ConfigError::Invalid {
         key: key.clone(),
@@ -339,7 +339,7 @@ mod tests {
     }
 
     #[test]
-    fn a_providers_token_no_header_can_carry_is_refused() {
+    fn a_secret_with_a_line_break_at_its_end_is_refused() {
         let mut source = crate::config::SourceConfig::new("s", "t", vec![]);
         source.ingest_signature = Some("gitlab".into());
         let var = crate::config::OneOrMany::One("GOAD_AUTH_TEST_GITLAB".into());
@@ -351,9 +351,8 @@ mod tests {
         std::env::set_var("GOAD_AUTH_TEST_GITLAB", "gitlab-secret\n");
         assert_eq!(
             Tokens::from_config(&config).unwrap_err().to_string(),
-            "sources[0].ingest_secret_env must be variables holding gitlab secrets (tokens the \
-             x-gitlab-token header can carry: no space or line break at either end, no control \
-             character), got [\"GOAD_AUTH_TEST_GITLAB\"]"
+            "sources[0].ingest_secret_env must be a variable holding a secret with no space or \
+             line break at either end (a secret's file may leave one), got \"GOAD_AUTH_TEST_GITLAB\""
         );
         std::env::set_var("GOAD_AUTH_TEST_GITLAB", "gitlab-secret");
         assert!(Tokens::from_config(&config).is_ok());

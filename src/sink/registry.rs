@@ -22,8 +22,8 @@ use super::ClaimingSink;
 use super::Sink;
 use crate::claim_check::ClaimStore;
 use crate::config::{
-    env_value, is_http_url, tls_files_need_https, url_fits, Config, ConfigError, SinkConfig,
-    SourceConfig,
+    env_value, is_http_url, secret_value, tls_files_need_https, url_fits, Config, ConfigError,
+    SinkConfig, SourceConfig,
 };
 use crate::core::{Catalog, LaneBy, SinkKey};
 use crate::limits::{
@@ -395,7 +395,7 @@ fn oauth2_grant(
             };
             ClientCredential::Key(Box::new(key))
         }
-        (None, var) => ClientCredential::Secret(env_value(
+        (None, var) => ClientCredential::Secret(secret_value(
             format!("{at}.oauth2.client_secret_env"),
             var.as_deref().unwrap_or_default(),
         )?),
@@ -509,7 +509,7 @@ fn signing_keys(entry: &SinkConfig, at: &str) -> Result<Vec<SigningKey>, ConfigE
     vars.iter()
         .map(|var| {
             let key = format!("{at}.secret_env");
-            let secret = env_value(key.clone(), var)?;
+            let secret = secret_value(key.clone(), var)?;
             SigningKey::parse(&secret).map_err(|e| ConfigError::Invalid {
                 key,
                 rule: format!("a variable holding a valid secret ({e})"),
