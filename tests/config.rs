@@ -395,7 +395,8 @@ fn unknown_keys_and_bad_types_name_the_dotted_key() {
     let cases = [
         ("[dispatch]\npoll_ms = 5", "config key dispatch.poll_ms:", "unknown field `poll_ms`"),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nreq_options = 1", "config key sources[0].sinks[0].req_options:", "unknown field `req_options`"),
-        ("[dispatch]\nconcurrency = -1", "config key dispatch.concurrency:", "invalid value: integer `-1`"),
+        ("[dispatch]\nconcurrency = -1", "config key dispatch.concurrency:", "invalid value: integer `-1`, expected u32\nthis key takes a whole number from 0 to 4294967295, without quotes"),
+        ("[retry]\nbase_ms = \"100\"", "config key retry.base_ms:", "invalid type: string \"100\", expected u64\nthis key takes a whole number from 0 to 18446744073709551615, without quotes"),
         ("[[sources]]\nid = \"a\"\ningest_signature = { header = \"x-sig\", digest = \"sha1\" }", "config key sources[0].ingest_signature.digest:", "unknown field `digest`, expected one of `header`, `prefix`, `encoding`, `algorithm`"),
         ("[[sources]]\nid = \"a\"\ningest_signature = { prefix = \"sha1=\" }", "config key sources[0].ingest_signature:", "missing field `header`"),
         ("[[sources]]\nid = \"a\"\ningest_signature = 1", "config key sources[0].ingest_signature:", "expected a scheme's name or a table { header, prefix, encoding, algorithm }"),

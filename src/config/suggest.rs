@@ -21,6 +21,22 @@ const MIN_LIKENESS: f64 = 0.75;
 pub(super) fn hint(message: &str, path: &[Segment]) -> Option<String> {
     misplaced_key(message, path)
         .or_else(|| nearest_expected(message).map(|name| format!("did you mean `{name}`?")))
+        .or_else(|| whole_number(message))
+}
+
+/// What serde's Rust type means, for a key whose value is no number of
+/// that type ("invalid value: integer `-1`, expected u32").
+fn whole_number(message: &str) -> Option<String> {
+    let max = match message.rsplit_once("expected ")?.1 {
+        "u8" => u64::from(u8::MAX),
+        "u16" => u64::from(u16::MAX),
+        "u32" => u64::from(u32::MAX),
+        "u64" | "usize" => u64::MAX,
+        _ => return None,
+    };
+    Some(format!(
+        "this key takes a whole number from 0 to {max}, without quotes"
+    ))
 }
 
 /// Where a key unknown in its table belongs, when a table enclosing it
