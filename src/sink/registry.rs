@@ -22,8 +22,8 @@ use super::ClaimingSink;
 use super::Sink;
 use crate::claim_check::ClaimStore;
 use crate::config::{
-    env_value, is_http_url, secret_value, tls_files_need_https, url_fits, Config, ConfigError,
-    SinkConfig, SourceConfig,
+    is_http_url, secret_value, tls_files_need_https, url_fits, Config, ConfigError, SinkConfig,
+    SourceConfig,
 };
 use crate::core::{Catalog, LaneBy, SinkKey};
 use crate::limits::{
@@ -529,7 +529,7 @@ fn http_headers(entry: &SinkConfig, at: &str) -> Result<Vec<(String, String)>, C
         .collect();
     for (name, var) in &entry.headers_env {
         let key = format!("{at}.headers_env.{name}");
-        let value = env_value(key.clone(), var)?;
+        let value = secret_value(key.clone(), var)?;
         // The value is a secret: the error names only its variable.
         if let Some(rule) = super::http::unsendable_header_rule(name, &value) {
             return Err(ConfigError::Invalid {
@@ -587,7 +587,7 @@ fn http_url(entry: &SinkConfig, at: &str) -> Result<String, ConfigError> {
         return Ok(entry.url.clone().unwrap_or_default());
     };
     let key = format!("{at}.url_env");
-    let url = env_value(key.clone(), var)?;
+    let url = secret_value(key.clone(), var)?;
     url_fits(&key, &url)?;
     if !is_http_url(&url) {
         return Err(ConfigError::Invalid {

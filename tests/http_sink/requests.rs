@@ -206,14 +206,17 @@ fn secret_headers_come_from_the_environment_and_content_type_is_replaced() {
 
 /// A sink's `url_env` names the variable holding its URL (a secret, as
 /// Slack's incoming webhooks are): the hook goes there. An unset variable,
-/// one that holds no http(s) URL or one too long to send a request to, or
-/// TLS files with an http:// one, are config errors naming the key and the
+/// one that holds no http(s) URL, one with the line break its secret's
+/// file left at its end, or one too long to send a request to, or TLS
+/// files with an http:// one, are config errors naming the key and the
 /// variable, never the URL.
 #[test]
 fn a_url_from_the_environment_is_delivered_to_and_never_printed() {
     let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
     std::env::set_var("GOAD_TEST_SINK_URL", receiver.url("/T000/B000/s3cr3t"));
     std::env::set_var("GOAD_TEST_BAD_URL", "hooks.example.com/s3cr3t");
+    let from_a_file = receiver.url("/T000/B000/s3cr3t") + "\n";
+    std::env::set_var("GOAD_TEST_FILED_URL", from_a_file);
     let long_url = receiver.url("/s3cr3t/");
     let long_url = long_url.clone() + &"p".repeat(HTTP_MAX_URL_BYTES + 1 - long_url.len());
     std::env::set_var("GOAD_TEST_LONG_URL", long_url);
@@ -254,6 +257,11 @@ fn a_url_from_the_environment_is_delivered_to_and_never_printed() {
         refused(from_env("GOAD_TEST_BAD_URL")),
         "sources[0].sinks[0].url_env must be a variable holding an http:// or https:// URL \
          with a host, got \"GOAD_TEST_BAD_URL\""
+    );
+    assert_eq!(
+        refused(from_env("GOAD_TEST_FILED_URL")),
+        "sources[0].sinks[0].url_env must be a variable holding a secret with no space or \
+         line break at either end (a secret's file may leave one), got \"GOAD_TEST_FILED_URL\""
     );
     assert_eq!(
         refused(from_env("GOAD_TEST_LONG_URL")),
