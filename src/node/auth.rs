@@ -290,6 +290,16 @@ pub fn secret_matches(presented: &str, expected: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// A config of one source, `s` of tenant `t`, as `edit` makes it.
+    fn one_source(edit: impl FnOnce(&mut crate::config::SourceConfig)) -> Config {
+        let mut source = crate::config::SourceConfig::new("s", "t", vec![]);
+        edit(&mut source);
+        Config {
+            sources: vec![source].into(),
+            ..Config::default()
+        }
+    }
+
     #[test]
     fn a_token_no_request_can_present_is_refused_naming_its_variable() {
         let rule = "admin_token_env must be a variable holding a token a request can present: \
@@ -312,15 +322,10 @@ mod tests {
 
     #[test]
     fn a_signing_secret_that_is_unset_or_not_of_the_scheme_names_the_key() {
-        let mut source = crate::config::SourceConfig::new("s", "t", vec![]);
-        source.ingest_signature = Some("standard_webhooks".into());
-        source.ingest_secret_env = Some(crate::config::OneOrMany::One(
-            "GOAD_AUTH_TEST_SECRET".into(),
-        ));
-        let config = Config {
-            sources: vec![source].into(),
-            ..Config::default()
-        };
+        let config = one_source(|source| {
+            source.ingest_signature = Some("standard_webhooks".into());
+            source.ingest_secret_env = Some(OneOrMany::One("GOAD_AUTH_TEST_SECRET".into()));
+        });
         let refused = |config: &Config| Tokens::from_config(config).unwrap_err().to_string();
         assert_eq!(
             refused(&config),
@@ -340,14 +345,10 @@ mod tests {
 
     #[test]
     fn a_secret_with_a_line_break_at_its_end_is_refused() {
-        let mut source = crate::config::SourceConfig::new("s", "t", vec![]);
-        source.ingest_signature = Some("gitlab".into());
-        let var = crate::config::OneOrMany::One("GOAD_AUTH_TEST_GITLAB".into());
-        source.ingest_secret_env = Some(var);
-        let config = Config {
-            sources: vec![source].into(),
-            ..Config::default()
-        };
+        let config = one_source(|source| {
+            source.ingest_signature = Some("gitlab".into());
+            source.ingest_secret_env = Some(OneOrMany::One("GOAD_AUTH_TEST_GITLAB".into()));
+        });
         std::env::set_var("GOAD_AUTH_TEST_GITLAB", "gitlab-secret\n");
         assert_eq!(
             Tokens::from_config(&config).unwrap_err().to_string(),
@@ -424,15 +425,12 @@ mod tests {
 
     #[test]
     fn each_token_variable_must_be_set_and_is_named_when_not() {
-        let mut source = crate::config::SourceConfig::new("s", "t", vec![]);
-        source.ingest_token_env = Some(OneOrMany::Many(vec![
-            "GOAD_AUTH_TEST_TOKEN_OLD".into(),
-            "GOAD_AUTH_TEST_TOKEN_NEW".into(),
-        ]));
-        let config = Config {
-            sources: vec![source].into(),
-            ..Config::default()
-        };
+        let config = one_source(|source| {
+            source.ingest_token_env = Some(OneOrMany::Many(vec![
+                "GOAD_AUTH_TEST_TOKEN_OLD".into(),
+                "GOAD_AUTH_TEST_TOKEN_NEW".into(),
+            ]));
+        });
         std::env::set_var("GOAD_AUTH_TEST_TOKEN_OLD", "old-token");
         assert_eq!(
             Tokens::from_config(&config).unwrap_err().to_string(),

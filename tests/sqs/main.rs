@@ -54,6 +54,19 @@ fn stripe_to(dir: &std::path::Path, sink: SinkConfig) -> Config {
     c
 }
 
+/// The dead letter of a hook committed to source `stripe` of an engine on
+/// `c` whose row ran out of `max_attempts` attempts (or failed for good).
+fn dead_letter_of_one_hook(mut c: Config, max_attempts: u32) -> goad::RowView {
+    c.retry.max_attempts = max_attempts;
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("stripe", "x")).unwrap();
+    wait_until("the row dead-lettered", Duration::from_secs(20), || {
+        engine.tick().unwrap();
+        dead(&engine).len() == 1
+    });
+    dead(&engine).remove(0)
+}
+
 /// A moto server on a free loopback port, killed when dropped.
 struct Moto {
     child: Child,

@@ -115,15 +115,7 @@ fn a_queue_that_does_not_exist_is_retried_until_the_attempts_run_out() {
     let moto = Moto::start();
     let missing = format!("{}/123456789012/nope", moto.url);
     let dir = tempfile::tempdir().unwrap();
-    let mut c = stripe_to(dir.path(), sqs_sink(&missing));
-    c.retry.max_attempts = 3;
-    let engine = Engine::open(c).unwrap();
-    engine.commit(NewHook::new("stripe", "x")).unwrap();
-    wait_until("the row dead-lettered", Duration::from_secs(20), || {
-        engine.tick().unwrap();
-        dead(&engine).len() == 1
-    });
-    let row = &dead(&engine)[0];
+    let row = dead_letter_of_one_hook(stripe_to(dir.path(), sqs_sink(&missing)), 3);
     assert_eq!(row.record.attempts, 3, "transient: every attempt spent");
     let reason = row.record.error.as_deref().unwrap();
     assert!(
@@ -346,15 +338,8 @@ fn a_message_too_large_or_missing_credentials_send_nothing() {
 fn an_answer_longer_than_any_of_sqss_is_a_failure_that_says_so() {
     let receiver = Receiver::start(|r| sqs_reply(r, Answer::Oversized)).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut c = stripe_to(dir.path(), sqs_sink(&receiver.url("/1/q")));
-    c.retry.max_attempts = 2;
-    let engine = Engine::open(c).unwrap();
-    engine.commit(NewHook::new("stripe", "x")).unwrap();
-    wait_until("the row dead-lettered", Duration::from_secs(20), || {
-        engine.tick().unwrap();
-        dead(&engine).len() == 1
-    });
-    let row = &dead(&engine)[0].record;
+    let c = stripe_to(dir.path(), sqs_sink(&receiver.url("/1/q")));
+    let row = dead_letter_of_one_hook(c, 2).record;
     assert_eq!(
         (row.attempts, row.error.as_deref()),
         (
