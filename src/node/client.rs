@@ -5,6 +5,7 @@ use super::auth::{presentable, PRESENTABLE};
 use crate::config::{invalid, ConfigError};
 use crate::pem::PemFile;
 use crate::sink::client::{client_certificate, root_certificates};
+use crate::sink::http::sendable_credential;
 use crate::tls_provider::ureq_tls;
 use std::path::Path;
 use std::time::Duration;
@@ -179,12 +180,15 @@ impl NodeClient {
         body: Option<&serde_json::Value>,
         wait: Duration,
     ) -> Result<serde_json::Value, ClientError> {
-        if self.admin_token.as_deref().is_some_and(|t| !presentable(t)) {
+        // ureq sends nothing but printable ASCII in an authorization header.
+        let unsendable = |t: &str| !presentable(t) || !sendable_credential(t);
+        if self.admin_token.as_deref().is_some_and(unsendable) {
             let held = match &self.token_variable {
                 Some(var) => format!("the token in {var}"),
                 None => "the token given".to_string(),
             };
-            let why = format!("{held} is not one a request can present: {PRESENTABLE}");
+            let why =
+                format!("{held} is not one this command can send: printable ASCII, {PRESENTABLE}");
             return Err(ClientError(why));
         }
         let agent: ureq::Agent = ureq::Agent::config_builder()

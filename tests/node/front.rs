@@ -67,8 +67,8 @@ fn admin_routes_need_the_admin_token_and_health_and_metrics_do_not() {
     // One no request can carry is not sent (a line break a file left).
     assert_eq!(
         goad_pressure(Some("adm-1\n")),
-        "goad: the token in NODE_TEST_CLI_ADMIN_TOKEN is not one a request can present: \
-         printable ASCII, no space at either end (nor a line break)\n"
+        "goad: the token in NODE_TEST_CLI_ADMIN_TOKEN is not one this command can send: \
+         printable ASCII, no space or line break at either end, no control character\n"
     );
     let ok = call(
         addr,
