@@ -268,10 +268,16 @@ mod tests {
         let top = "unknown field `listens`, expected one of `data_dir`, `listen`";
         let near = Some("did you mean `listen`?".to_string());
         assert_eq!(hint(top, &path(&["listens"])), near);
+        // A type error: what serde's Rust type means, for a number.
         assert_eq!(
             hint("invalid type: string, expected u64", &path(&["shards"])),
-            None
+            Some(
+                "this key takes a whole number from 0 to 18446744073709551615, without quotes"
+                    .into()
+            )
         );
+        let boolean = "invalid type: string \"yes\", expected a boolean";
+        assert_eq!(hint(boolean, &path(&["pin_shards"])), None);
     }
 
     #[test]
