@@ -237,7 +237,7 @@ const ENV_NAME_RULE: &str =
 /// The value of the environment variable `var`, which the config's `key`
 /// names: a variable that is unset or empty is an error naming both (an
 /// operator who named one expects it read).
-pub(crate) fn env_value(key: String, var: &str) -> Result<String, ConfigError> {
+fn env_value(key: String, var: &str) -> Result<String, ConfigError> {
     let why = match std::env::var(var) {
         Ok(value) if !value.is_empty() => return Ok(value),
         Ok(_) => "empty",

@@ -9,7 +9,7 @@ use super::jwks::Jwks;
 use super::jwt_check::JwtCheck;
 use super::provider_handshake::Handshake;
 use super::provider_signature::SignatureCheck;
-use crate::config::{env_value, secret_value, Config, ConfigError, IngestSignature, OneOrMany};
+use crate::config::{secret_value, Config, ConfigError, IngestSignature, OneOrMany};
 use crate::runtime::hook_headers::dedupe_key_fits;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -229,18 +229,19 @@ pub struct BearerTokens(Vec<String>);
 
 impl BearerTokens {
     /// The tokens in the variables `vars`, which the config's `key` names.
-    /// A token no request could present is refused (see [`presentable`]):
-    /// one with a line break a secret's file left at its end, say.
+    /// A token no request could present is refused: one with a space or
+    /// a line break at an end (see [`secret_value`]) or a control
+    /// character.
     fn from_env(key: &str, vars: &OneOrMany) -> Result<BearerTokens, ConfigError> {
         let token = |var: &String| {
-            let token = env_value(key.into(), var)?;
-            match presentable(&token) {
-                true => Ok(token),
-                false => Err(ConfigError::Invalid {
+            let token = secret_value(key.into(), var)?;
+            match token.chars().any(char::is_control) {
+                false => Ok(token),
+                true => Err(ConfigError::Invalid {
                     key: key.into(),
-                    rule: format!(
-                        "a variable holding a token a request can present: {PRESENTABLE}"
-                    ),
+                    rule: "a variable holding a token with no control character (no request \
+                           can present one)"
+                        .into(),
                     value: format!("{var:?}"),
                 }),
             }
@@ -258,16 +259,6 @@ impl BearerTokens {
             admitted | secret_matches(presented, token)
         })
     }
-}
-
-/// What a bearer token a request can present is made of.
-pub const PRESENTABLE: &str = "no space or line break at either end, no control character";
-
-/// Whether a request can present `token` in its `authorization` header
-/// (see [`PRESENTABLE`]): a header's value is read trimmed, and holds no
-/// control character.
-pub fn presentable(token: &str) -> bool {
-    !token.is_empty() && token.trim() == token && !token.chars().any(char::is_control)
 }
 
 /// The token of an `Authorization: Bearer <token>` value: the scheme in
@@ -300,17 +291,21 @@ mod tests {
 
     #[test]
     fn a_token_no_request_can_present_is_refused_naming_its_variable() {
-        let rule = "admin_token_env must be a variable holding a token a request can present: \
-                    no space or line break at either end, no control character";
-        for (var, token) in [
-            ("GOAD_AUTH_TEST_LINE_BREAK", "s3cret\n"),
-            ("GOAD_AUTH_TEST_SPACE", " s3cret"),
-            ("GOAD_AUTH_TEST_BELL", "s3\u{7}cret"),
+        let at_an_end = "a secret with no space or line break at either end (a secret's file \
+                         may leave one)";
+        let control = "a token with no control character (no request can present one)";
+        for (var, token, rule) in [
+            ("GOAD_AUTH_TEST_LINE_BREAK", "s3cret\n", at_an_end),
+            ("GOAD_AUTH_TEST_SPACE", " s3cret", at_an_end),
+            ("GOAD_AUTH_TEST_BELL", "s3\u{7}cret", control),
         ] {
             std::env::set_var(var, token);
             let vars = OneOrMany::One(var.into());
             let refused = BearerTokens::from_env("admin_token_env", &vars).unwrap_err();
-            assert_eq!(refused.to_string(), format!("{rule}, got \"{var}\""));
+            assert_eq!(
+                refused.to_string(),
+                format!("admin_token_env must be a variable holding {rule}, got \"{var}\"")
+            );
         }
         // A header carries a space inside, and UTF-8 (which curl sends).
         std::env::set_var("GOAD_AUTH_TEST_FINE", "s3 crét");

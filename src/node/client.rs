@@ -1,7 +1,6 @@
 //! The operator subcommands' HTTP client (`goad dlq`, `goad pressure`,
 //! `goad stats`, `goad backup`, ...): one request to a node's admin API, the JSON answer back.
 
-use super::auth::{presentable, PRESENTABLE};
 use crate::config::{invalid, ConfigError};
 use crate::pem::PemFile;
 use crate::sink::client::{client_certificate, root_certificates};
@@ -180,15 +179,16 @@ impl NodeClient {
         body: Option<&serde_json::Value>,
         wait: Duration,
     ) -> Result<serde_json::Value, ClientError> {
-        // ureq sends nothing but printable ASCII in an authorization header.
-        let unsendable = |t: &str| !presentable(t) || !sendable_credential(t);
+        // ureq sends nothing but printable ASCII in an authorization
+        // header, and a node reads its value trimmed.
+        let unsendable = |t: &str| !sendable_credential(t) || t.trim() != t;
         if self.admin_token.as_deref().is_some_and(unsendable) {
             let held = match &self.token_variable {
                 Some(var) => format!("the token in {var}"),
                 None => "the token given".to_string(),
             };
-            let why =
-                format!("{held} is not one this command can send: printable ASCII, {PRESENTABLE}");
+            let rule = "printable ASCII, no space at either end (nor a line break)";
+            let why = format!("{held} is not one this command can send: {rule}");
             return Err(ClientError(why));
         }
         let agent: ureq::Agent = ureq::Agent::config_builder()

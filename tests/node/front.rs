@@ -68,7 +68,7 @@ fn admin_routes_need_the_admin_token_and_health_and_metrics_do_not() {
     assert_eq!(
         goad_pressure(Some("adm-1\n")),
         "goad: the token in NODE_TEST_CLI_ADMIN_TOKEN is not one this command can send: \
-         printable ASCII, no space or line break at either end, no control character\n"
+         printable ASCII, no space at either end (nor a line break)\n"
     );
     let ok = call(
         addr,
