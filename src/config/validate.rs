@@ -257,13 +257,12 @@ pub(crate) fn secret_value(key: String, var: &str) -> Result<String, ConfigError
     let secret = env_value(key.clone(), var)?;
     match secret.trim() == secret {
         true => Ok(secret),
-        false => Err(ConfigError::Invalid {
+        false => Err(invalid(
             key,
-            rule: "a variable holding a secret with no space or line break at either end \
-                   (a secret's file may leave one)"
-                .into(),
-            value: format!("{var:?}"),
-        }),
+            "a variable holding a secret with no space or line break at either end \
+             (a secret's file may leave one)",
+            var,
+        )),
     }
 }
 

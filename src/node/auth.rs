@@ -9,7 +9,7 @@ use super::jwks::Jwks;
 use super::jwt_check::JwtCheck;
 use super::provider_handshake::Handshake;
 use super::provider_signature::SignatureCheck;
-use crate::config::{secret_value, Config, ConfigError, IngestSignature, OneOrMany};
+use crate::config::{invalid, secret_value, Config, ConfigError, IngestSignature, OneOrMany};
 use crate::runtime::hook_headers::dedupe_key_fits;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -237,13 +237,12 @@ impl BearerTokens {
             let token = secret_value(key.into(), var)?;
             match token.chars().any(char::is_control) {
                 false => Ok(token),
-                true => Err(ConfigError::Invalid {
-                    key: key.into(),
-                    rule: "a variable holding a token with no control character (no request \
-                           can present one)"
-                        .into(),
-                    value: format!("{var:?}"),
-                }),
+                true => Err(invalid(
+                    key,
+                    "a variable holding a token with no control character (no request can \
+                     present one)",
+                    var,
+                )),
             }
         };
         let tokens = vars.as_slice().iter().map(token);

@@ -22,8 +22,8 @@ use super::ClaimingSink;
 use super::Sink;
 use crate::claim_check::ClaimStore;
 use crate::config::{
-    is_http_url, secret_value, tls_files_need_https, url_fits, Config, ConfigError, SinkConfig,
-    SourceConfig,
+    invalid, is_http_url, secret_value, tls_files_need_https, url_fits, Config, ConfigError,
+    SinkConfig, SourceConfig,
 };
 use crate::core::{Catalog, LaneBy, SinkKey};
 use crate::limits::{
@@ -532,11 +532,7 @@ fn http_headers(entry: &SinkConfig, at: &str) -> Result<Vec<(String, String)>, C
         let value = secret_value(key.clone(), var)?;
         // The value is a secret: the error names only its variable.
         if let Some(rule) = super::http::unsendable_header_rule(name, &value) {
-            return Err(ConfigError::Invalid {
-                key,
-                rule: format!("a variable holding {rule}"),
-                value: format!("{var:?}"),
-            });
+            return Err(invalid(key, format!("a variable holding {rule}"), var));
         }
         headers.push((name.to_ascii_lowercase(), value));
     }
