@@ -58,9 +58,11 @@ impl std::error::Error for ClientError {}
 
 /// Why no answer came from `url`, with what to do for the common
 /// mistakes: a refused connection (no node there), a plain request to a
-/// node that serves HTTPS (its TLS alert is no HTTP answer), a node
-/// whose certificate a private CA signed.
+/// node that serves HTTPS (its TLS alert is no HTTP answer) or a TLS one
+/// to a node that serves plain HTTP, a node whose certificate a private
+/// CA signed.
 fn unreached(url: &str, e: &ureq::Error) -> String {
+    use rustls::{CertificateError, Error, InvalidMessage};
     let hint = match e {
         ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
             " (no node listens there: give its address with --node or GOAD_NODE)"
@@ -68,10 +70,15 @@ fn unreached(url: &str, e: &ureq::Error) -> String {
         ureq::Error::Protocol(_) if url.starts_with("http://") => {
             " (a node that serves HTTPS answers a plain request so: give its address as https://…)"
         }
-        e if crate::sink::client::unknown_issuer(e) => {
-            " (a node whose certificate a private CA signed: give that CA's certificate with --ca-file or GOAD_CA_FILE)"
-        }
-        _ => "",
+        e => match crate::sink::client::tls_error(e) {
+            Some(Error::InvalidCertificate(CertificateError::UnknownIssuer)) => {
+                " (a node whose certificate a private CA signed: give that CA's certificate with --ca-file or GOAD_CA_FILE)"
+            }
+            Some(Error::InvalidMessage(InvalidMessage::InvalidContentType)) => {
+                " (a node that serves plain HTTP answers so: give its address as http://…)"
+            }
+            _ => "",
+        },
     };
     format!("{url}: {e}{hint}")
 }

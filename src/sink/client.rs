@@ -79,36 +79,58 @@ pub(crate) fn request_timeout(deadline: Instant) -> Option<Duration> {
 }
 
 /// A request's transport error, as an attempt's failure says it: one cut
-/// by [`request_timeout`] names the attempt's deadline, a certificate no
-/// trusted root signed says where an HTTP sink takes a private CA's, and
-/// a connection the peer ended says so before the system's word for it.
+/// by [`request_timeout`] names the attempt's deadline, a TLS failure that
+/// a sink's config can mend says how (see [`tls_hint`]), and a connection
+/// the peer ended says so before the system's word for it.
 pub(crate) fn transport_error(e: ureq::Error) -> super::BoxError {
     match e {
         ureq::Error::Timeout(ureq::Timeout::Global) => {
             "no answer by the attempt's deadline (dispatch.attempt_timeout_ms)".into()
         }
-        e if unknown_issuer(&e) => format!(
-            "{e} (its certificate chains to no root trusted here: an HTTP sink takes a private CA's certificate in its ca_file)"
-        )
-        .into(),
-        e if ended_by_peer(&e) => format!("the connection ended with no answer ({e})").into(),
-        e => e.into(),
+        e => match tls_hint(&e) {
+            Some(hint) => format!("{e} ({hint})").into(),
+            None if ended_by_peer(&e) => {
+                format!("the connection ended with no answer ({e})").into()
+            }
+            None => e.into(),
+        },
     }
 }
 
-/// Whether `e` is a TLS certificate that chains to no root the client
-/// trusts (a private CA's, or a proxy's that intercepts TLS).
-pub(crate) fn unknown_issuer(e: &ureq::Error) -> bool {
+/// What a sink's config can do about a TLS handshake that failed, where
+/// the failure says: a certificate that chains to no root trusted here
+/// (a private CA's, or a proxy's that intercepts TLS), an answer that is
+/// not TLS (a plain HTTP server at an https:// URL), a receiver that asks
+/// for a client certificate or does not trust the one presented, or one
+/// that speaks no TLS version goad does.
+fn tls_hint(e: &ureq::Error) -> Option<&'static str> {
+    use rustls::{AlertDescription, CertificateError, Error, InvalidMessage};
+    Some(match tls_error(e)? {
+        Error::InvalidCertificate(CertificateError::UnknownIssuer) => {
+            "its certificate chains to no root trusted here: an HTTP sink takes a private CA's certificate in its ca_file"
+        }
+        Error::InvalidMessage(InvalidMessage::InvalidContentType) => {
+            "the receiver answered with something other than TLS: one that serves plain HTTP takes an http:// URL"
+        }
+        Error::AlertReceived(AlertDescription::CertificateRequired) => {
+            "the receiver asks for a client certificate: an HTTP sink presents one with client_cert_file and client_key_file"
+        }
+        Error::AlertReceived(AlertDescription::UnknownCA) => {
+            "the receiver trusts no CA that signed the client certificate presented (client_cert_file)"
+        }
+        Error::AlertReceived(AlertDescription::ProtocolVersion) => {
+            "the receiver speaks no TLS version goad does: TLS 1.2 and 1.3"
+        }
+        _ => return None,
+    })
+}
+
+/// The TLS error that failed a request, if one did.
+pub(crate) fn tls_error(e: &ureq::Error) -> Option<&rustls::Error> {
     let ureq::Error::Io(io) = e else {
-        return false;
+        return None;
     };
-    let tls = io.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>());
-    matches!(
-        tls,
-        Some(rustls::Error::InvalidCertificate(
-            rustls::CertificateError::UnknownIssuer
-        ))
-    )
+    io.get_ref()?.downcast_ref::<rustls::Error>()
 }
 
 /// Whether two sets of roots trust the same certificates.

@@ -111,11 +111,13 @@ fn an_endpoint_asking_for_a_client_certificate_gets_the_sinks() {
         dead(&engine).len() == 2
     });
     // Under TLS 1.3 the server refuses the certificate after the client's
-    // handshake is over: the client may see the alert, or the closed
-    // socket first.
+    // handshake is over: the client may see the alert (which says what the
+    // sink's config lacks), or the closed socket first.
     let refusals = [
-        "sink http: io: received fatal alert: CertificateRequired",
-        "sink http: io: received fatal alert: UnknownCA",
+        "sink http: io: received fatal alert: CertificateRequired (the receiver asks for a client \
+         certificate: an HTTP sink presents one with client_cert_file and client_key_file)",
+        "sink http: io: received fatal alert: UnknownCA (the receiver trusts no CA that signed \
+         the client certificate presented (client_cert_file))",
         "sink http: the connection ended with no answer (io: Broken pipe (os error 32))",
         "sink http: the connection ended with no answer (io: Connection reset by peer (os error 104))",
     ];
@@ -153,4 +155,68 @@ fn an_endpoint_asking_for_a_client_certificate_gets_the_sinks() {
             fixtures.join("missing-cert.pem")
         )
     );
+}
+
+/// A TLS handshake that fails in a way the sink's config can mend says
+/// how: an https:// URL whose receiver answers in plain HTTP, and one
+/// whose receiver speaks only a TLS version older than 1.2 (its alert).
+#[test]
+fn a_receiver_that_does_not_speak_goads_tls_fails_the_attempt_saying_so() {
+    let plain = raw_answerer(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n");
+    // A fatal `protocol_version` alert, as a TLS 1.0 server sends.
+    let old = raw_answerer(&[0x15, 0x03, 0x01, 0x00, 0x02, 0x02, 0x46]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.retry.max_attempts = 1;
+    for (id, url) in [("plain", plain), ("old", old)] {
+        c.sources
+            .push(source(id, "acme", vec![SinkConfig::http(url)]));
+    }
+    let engine = Engine::open(c).unwrap();
+    for id in ["plain", "old"] {
+        engine.commit(NewHook::new(id, "x")).unwrap();
+    }
+    wait_until("both rows dead", Duration::from_secs(20), || {
+        dead(&engine).len() == 2
+    });
+    assert_eq!(
+        dead_attempts_and_reasons(&engine),
+        [
+            (
+                1,
+                "sink http: io: received corrupt message of type InvalidContentType (the receiver \
+                 answered with something other than TLS: one that serves plain HTTP takes an \
+                 http:// URL)"
+                    .to_string()
+            ),
+            (
+                1,
+                "sink http: io: received fatal alert: ProtocolVersion (the receiver speaks no \
+                 TLS version goad does: TLS 1.2 and 1.3)"
+                    .to_string()
+            ),
+        ]
+    );
+}
+
+/// An https:// URL on loopback whose server answers every connection's
+/// first bytes with `answer`, then reads on to the client's end (so that
+/// its close resets nothing before the client has read the answer).
+fn raw_answerer(answer: &'static [u8]) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://{}/hooks", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let mut stream = stream.unwrap();
+            std::thread::spawn(move || {
+                let mut hello = [0u8; 4096];
+                if stream.read(&mut hello).unwrap_or(0) > 0 && stream.write_all(answer).is_ok() {
+                    let _ = stream.shutdown(std::net::Shutdown::Write);
+                    let _ = std::io::copy(&mut stream, &mut std::io::sink());
+                }
+            });
+        }
+    });
+    url
 }

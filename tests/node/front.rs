@@ -70,6 +70,20 @@ fn admin_routes_need_the_admin_token_and_health_and_metrics_do_not() {
         "goad: the token in NODE_TEST_CLI_ADMIN_TOKEN is not one this command can send: \
          printable ASCII, no space at either end (nor a line break)\n"
     );
+    // Asked over TLS, a node that serves plain HTTP answers in plain HTTP.
+    let https = std::process::Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["pressure", "--node", &format!("https://{addr}")])
+        .output()
+        .unwrap();
+    assert_eq!(https.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(https.stderr).unwrap(),
+        format!(
+            "goad: https://{addr}/v1/pressure: io: received corrupt message of type \
+             InvalidContentType (a node that serves plain HTTP answers so: give its address as \
+             http://…)\n"
+        )
+    );
     let ok = call(
         addr,
         "GET",
