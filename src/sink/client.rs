@@ -79,14 +79,16 @@ pub(crate) fn request_timeout(deadline: Instant) -> Option<Duration> {
 }
 
 /// A request's transport error, as an attempt's failure says it: one cut
-/// by [`request_timeout`] names the attempt's deadline, a TLS failure that
-/// a sink's config can mend says how (see [`tls_hint`]), and a connection
-/// the peer ended says so before the system's word for it.
+/// by [`request_timeout`] names the attempt's deadline, a tunnel the
+/// egress proxy did not open says why (see [`proxy_refusal`]), a TLS
+/// failure that a sink's config can mend says how (see [`tls_hint`]), and
+/// a connection the peer ended says so before the system's word for it.
 pub(crate) fn transport_error(e: ureq::Error) -> super::BoxError {
     match e {
         ureq::Error::Timeout(ureq::Timeout::Global) => {
             "no answer by the attempt's deadline (dispatch.attempt_timeout_ms)".into()
         }
+        ureq::Error::ConnectProxyFailed(why) => proxy_refusal(&why).into(),
         e => match tls_hint(&e) {
             Some(hint) => format!("{e} ({hint})").into(),
             None if ended_by_peer(&e) => {
@@ -95,6 +97,30 @@ pub(crate) fn transport_error(e: ureq::Error) -> super::BoxError {
             None => e.into(),
         },
     }
+}
+
+/// The environment's egress proxy's refusal of a tunnel (`why` is ureq's
+/// `proxy server responded 407/407`, or `… did not respond` when it ended
+/// the connection without answering), with what its status most often
+/// means.
+fn proxy_refusal(why: &str) -> String {
+    let status = why
+        .strip_prefix("proxy server responded ")
+        .and_then(|s| s.split('/').next())
+        .and_then(|s| s.parse::<u16>().ok());
+    let said = match status {
+        Some(407) => "HTTP 407: it wants credentials, or others than those given: they go in its \
+                      URL, as HTTPS_PROXY=http://user:password@proxy:3128"
+            .to_string(),
+        Some(403) => "HTTP 403: its policy refuses the receiver's host or port".to_string(),
+        Some(status @ (502..=504)) => format!("HTTP {status}: it could not reach the receiver"),
+        Some(status) => format!("HTTP {status}"),
+        None if why == "proxy server did not respond" => {
+            "it ended the connection without answering".to_string()
+        }
+        None => why.to_string(),
+    };
+    format!("the egress proxy opened no tunnel to the receiver ({said})")
 }
 
 /// What a sink's config can do about a TLS handshake that failed, where
