@@ -1,8 +1,8 @@
 //! Outbound requests and an egress proxy: goad's HTTP clients take the
 //! proxy of the environment (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`,
 //! skipping the hosts of `NO_PROXY`), as ureq does by default. A test binary
-//! of its own: the variables hold for the whole process, so each test
-//! holds `ENVIRONMENT` while it sets them and its engine runs.
+//! of its own: the variables hold for the whole process, so each test sets
+//! them through [`proxy_environment`] and holds its lock while it runs.
 
 mod common;
 
@@ -10,11 +10,23 @@ use common::*;
 use goad::demo::receiver::{Receiver, Reply};
 use goad::{Engine, NewHook, SinkConfig};
 use std::io::{Read, Write};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-/// Held by a test while the proxy variables it set are in force.
-static ENVIRONMENT: Mutex<()> = Mutex::new(());
+/// The proxy variables of the environment set to `vars` and no others,
+/// for as long as the lock returned is held (one test at a time).
+fn proxy_environment(vars: &[(&str, &str)]) -> MutexGuard<'static, ()> {
+    static ENVIRONMENT: Mutex<()> = Mutex::new(());
+    let held = ENVIRONMENT.lock().unwrap_or_else(|e| e.into_inner());
+    for var in ["ALL_PROXY", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY"] {
+        std::env::remove_var(var);
+        std::env::remove_var(var.to_lowercase());
+    }
+    for (var, value) in vars {
+        std::env::set_var(var, value);
+    }
+    held
+}
 
 /// A sink whose host is not in `NO_PROXY` is delivered through the proxy:
 /// ureq asks it for a tunnel (`CONNECT host:port`, for http:// URLs too),
@@ -23,11 +35,10 @@ static ENVIRONMENT: Mutex<()> = Mutex::new(());
 /// in `NO_PROXY` is delivered directly.
 #[test]
 fn an_http_sink_delivers_through_the_environments_proxy_unless_no_proxy_names_its_host() {
-    let _environment = ENVIRONMENT.lock().unwrap();
     let proxy = Receiver::start(|_| Reply::status(200)).unwrap();
     let direct = Receiver::start(|_| Reply::status(200)).unwrap();
-    std::env::set_var("HTTP_PROXY", proxy.url(""));
-    std::env::set_var("NO_PROXY", "127.0.0.1");
+    let _environment =
+        proxy_environment(&[("HTTP_PROXY", &proxy.url("")), ("NO_PROXY", "127.0.0.1")]);
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
     let sinks = vec![
@@ -87,13 +98,9 @@ fn an_http_sink_delivers_through_the_environments_proxy_unless_no_proxy_names_it
 /// or no answer at all.
 #[test]
 fn a_tunnel_the_proxy_refuses_fails_the_attempt_naming_the_proxy() {
-    let _environment = ENVIRONMENT.lock().unwrap();
     let proxy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    std::env::set_var(
-        "HTTP_PROXY",
-        format!("http://{}", proxy.local_addr().unwrap()),
-    );
-    std::env::remove_var("NO_PROXY");
+    let url = format!("http://{}", proxy.local_addr().unwrap());
+    let _environment = proxy_environment(&[("HTTP_PROXY", &url)]);
     // Answers each CONNECT by the port asked for.
     std::thread::spawn(move || {
         for stream in proxy.incoming() {
@@ -144,4 +151,114 @@ fn a_tunnel_the_proxy_refuses_fails_the_attempt_naming_the_proxy() {
             (3, format!("{refused} (it ended the connection without answering)")),
         ]
     );
+}
+
+/// A SOCKS proxy the environment names (`socks5h://`: the proxy resolves
+/// the receiver's name) carries the sink's requests: this stand-in reads
+/// the SOCKS 5 handshake, records the host and port asked for, and
+/// relays the connection to a loopback receiver.
+#[test]
+fn an_http_sink_delivers_through_a_socks_proxy() {
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let relayed_to = receiver.url("").replace("http://", "");
+    let proxy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("socks5h://{}", proxy.local_addr().unwrap());
+    let _environment = proxy_environment(&[("ALL_PROXY", &url)]);
+    let (asked, asked_for) = crossbeam_channel::unbounded();
+    std::thread::spawn(move || {
+        for client in proxy.incoming() {
+            let mut client = client.unwrap();
+            let (host, port) = socks5_request(&mut client);
+            asked.send(format!("{host}:{port}")).unwrap();
+            let mut receiver = std::net::TcpStream::connect(&relayed_to).unwrap();
+            // Succeeded, bound to 0.0.0.0:0.
+            client.write_all(&[5, 0, 0, 1, 0, 0, 0, 0, 0, 0]).unwrap();
+            let mut back = (receiver.try_clone().unwrap(), client.try_clone().unwrap());
+            std::thread::spawn(move || std::io::copy(&mut back.0, &mut back.1));
+            std::thread::spawn(move || std::io::copy(&mut client, &mut receiver));
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    let sink = SinkConfig::http("http://hooks.example.invalid:8080/socks");
+    c.sources.push(source("stripe", "acme", vec![sink]));
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("stripe", "via socks")).unwrap();
+    engine.tick().unwrap();
+    assert_eq!(
+        asked_for.try_iter().collect::<Vec<_>>(),
+        ["hooks.example.invalid:8080"]
+    );
+    let received = receiver.received();
+    assert_eq!(received.len(), 1);
+    assert_eq!(
+        (received[0].path.as_str(), received[0].body.as_slice()),
+        ("/socks", &b"via socks"[..])
+    );
+}
+
+/// The host and port of a SOCKS 5 client's CONNECT by domain name, its
+/// greeting answered with "no authentication".
+fn socks5_request(client: &mut std::net::TcpStream) -> (String, u16) {
+    let mut greeting = [0u8; 2];
+    client.read_exact(&mut greeting).unwrap();
+    let mut methods = vec![0u8; greeting[1] as usize];
+    client.read_exact(&mut methods).unwrap();
+    client.write_all(&[5, 0]).unwrap();
+    let mut request = [0u8; 5];
+    client.read_exact(&mut request).unwrap();
+    assert_eq!(request[..4], [5, 1, 0, 3], "CONNECT to a domain name");
+    let mut host = vec![0u8; request[4] as usize];
+    client.read_exact(&mut host).unwrap();
+    let mut port = [0u8; 2];
+    client.read_exact(&mut port).unwrap();
+    (String::from_utf8(host).unwrap(), u16::from_be_bytes(port))
+}
+
+/// A proxy variable that names no proxy goad's clients can use is a
+/// config error naming the variable, not passed over for a direct
+/// connection (or the next variable's proxy); a value that may hold a
+/// password is not shown. An empty one names no proxy, and one after the
+/// proxy in use is never read.
+#[test]
+fn a_proxy_variable_no_client_can_use_is_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.sources.push(source(
+        "stripe",
+        "acme",
+        vec![SinkConfig::http("http://hooks.example.invalid/")],
+    ));
+    let rule = "a proxy's URL, as http://HOST:PORT or socks5h://HOST:PORT (or https, socks5, \
+                socks4a, socks4; user:password@ before the host for credentials)";
+    for (var, value, shown) in [
+        (
+            "ALL_PROXY",
+            "proxy.example:3128 x",
+            "\"proxy.example:3128 x\"",
+        ),
+        (
+            "https_proxy",
+            "ftp://proxy.example:21",
+            "\"ftp://proxy.example:21\"",
+        ),
+        (
+            "HTTP_PROXY",
+            "http://user:pass word@proxy.example:3128",
+            "a value not shown here (it may hold a password)",
+        ),
+    ] {
+        let _environment = proxy_environment(&[(var, value), ("http_proxy", "http://127.0.0.1:9")]);
+        let refused = Engine::open(c.clone()).err().expect("a config error");
+        assert_eq!(
+            refused.to_string(),
+            format!("the environment's {var} must be {rule}, got {shown}")
+        );
+    }
+    let _environment = proxy_environment(&[
+        ("ALL_PROXY", ""),
+        ("HTTPS_PROXY", "proxy.example:3128"),
+        ("HTTP_PROXY", "not a proxy"),
+    ]);
+    Engine::open(c).unwrap();
 }

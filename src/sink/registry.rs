@@ -121,7 +121,8 @@ impl SinkRegistry {
     /// Builds every sink, keeping those of `previous` (the registry a
     /// reload replaces) whose options did not change. Secrets are read
     /// from the environment now; a missing or bad one is a config error
-    /// naming its key.
+    /// naming its key, as is a proxy variable goad's clients would pass
+    /// over (when any is built: a host's sinks are the host's).
     pub fn build(
         config: &Config,
         host: &HostSinks,
@@ -134,6 +135,11 @@ impl SinkRegistry {
             taken: HashSet::new(),
         };
         let egress = Egress::of(&config.egress)?;
+        let goads_own = config.sources.iter().flat_map(|s| &s.sinks);
+        let goads_own = goads_own.filter(|entry| host.get(&entry.kind).is_none());
+        if goads_own.count() > 0 || claims.aws_credentials().is_some() {
+            super::proxy_env::check_proxy_variables()?;
+        }
         let mut shared = previous.shared_credentials();
         let mut clients = previous.shared_clients(config.dispatch.concurrency as usize);
         if let Some(bucket) = claims.aws_credentials() {
