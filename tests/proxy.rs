@@ -262,3 +262,63 @@ fn a_proxy_variable_no_client_can_use_is_refused_at_open() {
     ]);
     Engine::open(c).unwrap();
 }
+
+/// `NO_PROXY` is read as curl and Go read it, not as ureq would: a name
+/// matches its subdomains too, a leading `.` only subdomains, an entry's
+/// port and the spaces around it are passed over, an IPv4 range matches
+/// the addresses written in it; and a loopback receiver is reached
+/// directly though `NO_PROXY` does not name it. The proxy sees a tunnel
+/// request for every other host, and none for these.
+#[test]
+fn no_proxy_is_read_as_operators_write_it() {
+    let proxy = Receiver::start(|_| Reply::status(200)).unwrap();
+    let direct = Receiver::start(|_| Reply::status(200)).unwrap();
+    let _environment = proxy_environment(&[
+        ("HTTP_PROXY", &proxy.url("")),
+        ("NO_PROXY", " .svc, example.invalid:8080 ,10.0.0.0/8"),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.retry.max_attempts = 1;
+    // Addresses of a private network are refused when connected to
+    // directly: a bypassed row fails at once, never reaching the network.
+    c.egress.deny_private_addresses = true;
+    c.egress.allow_private_networks = vec!["127.0.0.0/8".into()];
+    let sinks = [
+        "http://hooks.example.invalid/bypassed",
+        "http://example.invalid:8080/bypassed",
+        "http://api.svc/bypassed",
+        "http://10.20.30.40:9/bypassed",
+        "http://svc/proxied",
+        "http://11.0.0.1:9/proxied",
+        &direct.url("/direct"),
+    ];
+    let sinks = sinks.iter().map(|url| SinkConfig::http(*url)).collect();
+    c.sources.push(source("stripe", "acme", sinks));
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("stripe", "x")).unwrap();
+    wait_until(
+        "three delivered, four dead",
+        Duration::from_secs(20),
+        || {
+            engine.tick().unwrap();
+            rows(&engine).len() == 4 && dead(&engine).len() == 4
+        },
+    );
+    let mut tunnels: Vec<_> = proxy
+        .received()
+        .into_iter()
+        .filter(|r| r.method == "CONNECT")
+        .map(|r| r.path)
+        .collect();
+    tunnels.sort();
+    assert_eq!(tunnels, ["11.0.0.1:9", "svc:80"]);
+    assert_eq!(direct.received().len(), 1);
+    let mut dead: Vec<_> = dead(&engine).iter().map(|r| r.row.sink_index).collect();
+    dead.sort();
+    assert_eq!(
+        dead,
+        [0, 1, 2, 3],
+        "the bypassed hosts, refused or unknown here"
+    );
+}

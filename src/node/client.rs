@@ -5,6 +5,7 @@ use crate::config::{invalid, ConfigError};
 use crate::pem::PemFile;
 use crate::sink::client::{client_certificate, root_certificates};
 use crate::sink::http::sendable_credential;
+use crate::sink::proxy_env::environment_proxy;
 use crate::tls_provider::ureq_tls;
 use std::path::Path;
 use std::time::Duration;
@@ -81,23 +82,6 @@ fn unreached(url: &str, e: &ureq::Error) -> String {
         },
     };
     format!("{url}: {e}{hint}")
-}
-
-/// Whether `url`'s host is this machine: `localhost` or a loopback
-/// address.
-fn on_loopback(url: &str) -> bool {
-    let Some(host) = url
-        .parse::<ureq::http::Uri>()
-        .ok()
-        .and_then(|u| u.host().map(str::to_owned))
-    else {
-        return false;
-    };
-    let address = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || address
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 impl NodeClient {
@@ -215,17 +199,16 @@ impl NodeClient {
             let why = format!("{held} is not one this command can send: {rule}");
             return Err(ClientError(why));
         }
-        let url = format!("{}{}", self.base_url.trim_end_matches('/'), path_and_query);
-        let mut config = ureq::Agent::config_builder()
+        // The environment's proxy, as a sink's: never for this machine.
+        let proxy = environment_proxy().map_err(|e| ClientError(e.to_string()))?;
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .proxy(proxy)
             .tls_config(self.tls.clone())
             .http_status_as_error(false)
-            .timeout_global(Some(wait));
-        if on_loopback(&url) {
-            // The environment's proxy (an operator's shell often names
-            // one) would reach its own loopback, not this machine's.
-            config = config.proxy(None);
-        }
-        let agent: ureq::Agent = config.build().into();
+            .timeout_global(Some(wait))
+            .build()
+            .into();
+        let url = format!("{}{}", self.base_url.trim_end_matches('/'), path_and_query);
         let response = match method {
             "POST" => self
                 .authorized(agent.post(&url))

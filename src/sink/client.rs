@@ -42,7 +42,11 @@ pub(crate) fn agent_with_tls(
     egress: Egress,
 ) -> ureq::Agent {
     let timeout = Some(std::time::Duration::from_millis(timeout_ms));
+    // A proxy variable that names none was refused before any sink was
+    // built (`check_proxy_variables`).
+    let proxy = super::proxy_env::environment_proxy().ok().flatten();
     let config = ureq::Agent::config_builder()
+        .proxy(proxy)
         .tls_config(tls)
         .http_status_as_error(false)
         .max_redirects(0)

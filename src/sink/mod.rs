@@ -23,7 +23,7 @@ pub mod http;
 mod jwt_key;
 mod message;
 pub mod oauth2;
-mod proxy_env;
+pub(crate) mod proxy_env;
 pub mod pubsub;
 mod queue;
 mod registry;

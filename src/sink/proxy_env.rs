@@ -1,12 +1,28 @@
-//! The egress proxy the environment names, checked before goad's clients
-//! take it. ureq reads `ALL_PROXY`, `HTTPS_PROXY` and `HTTP_PROXY` (each
-//! in capitals, then in lower case) in that order and uses the first that
+//! The egress proxy the environment names, as goad's clients take it.
+//!
+//! ureq reads `ALL_PROXY`, `HTTPS_PROXY` and `HTTP_PROXY` (each in
+//! capitals, then in lower case) in that order and uses the first that
 //! parses as a proxy's URL, passing over any before it that does not: a
 //! mistyped variable would send every request around the proxy its
-//! operator named (directly, or through a later variable's proxy).
+//! operator named. goad refuses such a variable instead
+//! ([`check_proxy_variables`]).
+//!
+//! ureq reads `NO_PROXY` its own way: each entry an exact host name
+//! (`example.com` not matching `www.example.com`), spaces kept, no
+//! address ranges. Operators write it as curl and Go read it (Kubernetes
+//! clusters set `NO_PROXY=.svc,.cluster.local,10.0.0.0/8` for every
+//! program alike), so goad gives ureq the proxy with `NO_PROXY` read that
+//! way ([`environment_proxy`]): a name matches itself and its subdomains,
+//! a leading `.` or `*.` only its subdomains, an entry's port and the
+//! spaces around it are passed over, an IPv4 range (`10.0.0.0/8`) matches
+//! the addresses written in its range, `*` every host. As in Go, this
+//! machine's own names (`localhost`, loopback addresses) are never
+//! proxied: a proxy would reach its own. Like both, an entry matches the
+//! host as the URL writes it, not the addresses a name resolves to.
 
 use crate::config::{invalid, ConfigError};
 use std::env::VarError;
+use std::net::{IpAddr, Ipv4Addr};
 
 /// The variables ureq reads for a proxy, in its order.
 const PROXY_VARIABLES: [&str; 6] = [
@@ -18,11 +34,52 @@ const PROXY_VARIABLES: [&str; 6] = [
     "http_proxy",
 ];
 
+/// Hosts never proxied, in ureq's `NO_PROXY` syntax (`127.` a prefix).
+const THIS_MACHINE: [&str; 3] = ["localhost", "127.", "[::1]"];
+
+/// What a proxy variable must hold.
+const RULE: &str = "a proxy's URL, as http://HOST:PORT or socks5h://HOST:PORT (or https, \
+                    socks5, socks4a, socks4; user:password@ before the host for credentials)";
+
 /// Refuses a proxy variable that ureq would pass over: set, not empty (an
 /// empty one names no proxy), and not a proxy's URL or not UTF-8, before
 /// the one that names the proxy in use (if any). A refused value that may
 /// hold a password (it has an `@`) is not shown.
 pub(crate) fn check_proxy_variables() -> Result<(), ConfigError> {
+    named_proxy().map(drop)
+}
+
+/// The proxy of the environment for goad's clients, with `NO_PROXY` read
+/// as the module docs say; none if no variable names one, and an error
+/// for a variable [`check_proxy_variables`] refuses.
+pub(crate) fn environment_proxy() -> Result<Option<ureq::Proxy>, ConfigError> {
+    let Some(named) = named_proxy()? else {
+        return Ok(None);
+    };
+    let mut proxy = ureq::Proxy::builder(named.protocol())
+        .host(named.host())
+        .port(named.port())
+        .resolve_target(named.resolve_target());
+    if let Some(user) = named.username() {
+        proxy = proxy.username(user);
+    }
+    if let Some(password) = named.password() {
+        proxy = proxy.password(password);
+    }
+    let no_proxy = ["NO_PROXY", "no_proxy"]
+        .iter()
+        .find_map(|var| std::env::var(var).ok())
+        .unwrap_or_default();
+    let direct = THIS_MACHINE.map(String::from).into_iter();
+    for entry in direct.chain(ureq_no_proxy(&no_proxy)) {
+        proxy = proxy.no_proxy(&entry);
+    }
+    Ok(proxy.build().ok())
+}
+
+/// The proxy the first proxy variable set names, or the refusal of one
+/// that names none.
+fn named_proxy() -> Result<Option<ureq::Proxy>, ConfigError> {
     for var in PROXY_VARIABLES {
         let value = match std::env::var(var) {
             Ok(value) if value.is_empty() => continue,
@@ -32,24 +89,18 @@ pub(crate) fn check_proxy_variables() -> Result<(), ConfigError> {
                 return Err(refused(var, "a proxy's URL in UTF-8", "bytes that are not"))
             }
         };
-        match ureq::Proxy::new(&value) {
-            Ok(_) => return Ok(()),
-            Err(_) if value.contains('@') => {
-                return Err(refused(
-                    var,
-                    RULE,
-                    "a value not shown here (it may hold a password)",
-                ))
-            }
-            Err(_) => return Err(invalid(format!("the environment's {var}"), RULE, value)),
-        }
+        return match ureq::Proxy::new(&value) {
+            Ok(proxy) => Ok(Some(proxy)),
+            Err(_) if value.contains('@') => Err(refused(
+                var,
+                RULE,
+                "a value not shown here (it may hold a password)",
+            )),
+            Err(_) => Err(invalid(format!("the environment's {var}"), RULE, value)),
+        };
     }
-    Ok(())
+    Ok(None)
 }
-
-/// What a proxy variable must hold.
-const RULE: &str = "a proxy's URL, as http://HOST:PORT or socks5h://HOST:PORT (or https, \
-                    socks5, socks4a, socks4; user:password@ before the host for credentials)";
 
 /// The refusal of `var`, its value described rather than shown.
 fn refused(var: &str, rule: &str, described: &str) -> ConfigError {
@@ -57,5 +108,119 @@ fn refused(var: &str, rule: &str, described: &str) -> ConfigError {
         key: format!("the environment's {var}"),
         rule: rule.into(),
         value: described.into(),
+    }
+}
+
+/// A `NO_PROXY` value as curl and Go read it, in ureq's syntax: exact
+/// hosts, `.suffix`es and `prefix.`es (see the module docs). An IPv6
+/// range, which no prefix of the written address can stand for, is
+/// passed over.
+fn ureq_no_proxy(value: &str) -> Vec<String> {
+    let mut entries = Vec::new();
+    for entry in value.split(',').map(|e| e.trim().to_ascii_lowercase()) {
+        if entry.is_empty() {
+            continue;
+        }
+        if entry == "*" {
+            entries.push(entry);
+        } else if let Some((address, bits)) = entry.split_once('/') {
+            let range = address.parse::<Ipv4Addr>().ok().zip(bits.parse().ok());
+            if let Some((address, bits)) = range.filter(|&(_, bits)| bits <= 32) {
+                entries.extend(ipv4_prefixes(address, bits));
+            }
+        } else if let Some(subdomains) = entry.strip_prefix("*.").or(entry.strip_prefix('.')) {
+            entries.push(format!(".{subdomains}"));
+        } else if let Ok(ip) = entry.trim_start_matches('[').trim_end_matches(']').parse() {
+            entries.push(written_address(ip));
+        } else {
+            let host = without_port(&entry);
+            if let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse() {
+                entries.push(written_address(ip));
+            } else {
+                entries.push(format!(".{host}"));
+                entries.push(host.to_string());
+            }
+        }
+    }
+    entries
+}
+
+/// An address as a URL's host writes it (IPv6 in brackets).
+fn written_address(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(ip) => ip.to_string(),
+        IpAddr::V6(ip) => format!("[{ip}]"),
+    }
+}
+
+/// `host:port`'s host (`[v6]:port`'s `[v6]`); anything else as it is.
+fn without_port(entry: &str) -> &str {
+    match entry.rsplit_once(':') {
+        Some((host, port)) if port.parse::<u16>().is_ok() && !host.contains(':') => host,
+        Some((host, port)) if port.parse::<u16>().is_ok() && host.ends_with(']') => host,
+        _ => entry,
+    }
+}
+
+/// The written addresses of `address/bits` as host prefixes (`10.` for
+/// `10.0.0.0/8`; `172.16.` to `172.31.` for `172.16.0.0/12`), or the one
+/// address for a `/32`.
+fn ipv4_prefixes(address: Ipv4Addr, bits: u8) -> Vec<String> {
+    if bits == 0 {
+        return vec!["*".to_string()];
+    }
+    let octets = address.octets();
+    // The octets the range fixes, the last of them perhaps in part.
+    let whole = usize::from(bits.div_ceil(8));
+    let free_bits = whole as u8 * 8 - bits;
+    let base = octets[whole - 1] & (0xff << free_bits);
+    (0..1u16 << free_bits)
+        .map(|low| {
+            let mut fixed: Vec<String> = octets[..whole - 1].iter().map(u8::to_string).collect();
+            fixed.push((base | low as u8).to_string());
+            let joined = fixed.join(".");
+            if whole == 4 {
+                joined
+            } else {
+                joined + "."
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_proxy_is_read_as_curl_and_go_read_it() {
+        let read = |value: &str| ureq_no_proxy(value);
+        assert_eq!(read("Example.com"), [".example.com", "example.com"]);
+        assert_eq!(
+            read(" a.test , b.test:8080,,"),
+            [".a.test", "a.test", ".b.test", "b.test"]
+        );
+        assert_eq!(read(".svc,*.cluster.local"), [".svc", ".cluster.local"]);
+        assert_eq!(read("*"), ["*"]);
+        assert_eq!(
+            read("169.254.169.254,::1,[fd00::1]:443"),
+            ["169.254.169.254", "[::1]", "[fd00::1]"]
+        );
+        assert_eq!(read("10.0.0.0/8,192.168.1.7/32"), ["10.", "192.168.1.7"]);
+        assert_eq!(read("0.0.0.0/0"), ["*"]);
+        assert_eq!(read("fd00::/8,10.0.0.0/33,x/8"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn an_ipv4_range_is_the_prefixes_of_its_written_addresses() {
+        let prefixes = ipv4_prefixes(Ipv4Addr::new(172, 16, 0, 0), 12);
+        let expected: Vec<String> = (16..=31).map(|o| format!("172.{o}.")).collect();
+        assert_eq!(prefixes, expected);
+        assert_eq!(ipv4_prefixes(Ipv4Addr::new(10, 96, 7, 9), 24), ["10.96.7."]);
+        assert_eq!(
+            ipv4_prefixes(Ipv4Addr::new(10, 1, 2, 3), 31),
+            ["10.1.2.2", "10.1.2.3"]
+        );
+        assert_eq!(ipv4_prefixes(Ipv4Addr::new(128, 0, 0, 0), 1).len(), 128);
     }
 }
