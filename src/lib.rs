@@ -112,6 +112,7 @@ mod synced_dir;
 #[cfg(test)]
 mod test_support;
 mod tls_provider;
+mod trusted_roots;
 
 pub use config::{Config, ConfigError, SinkConfig, SourceConfig};
 pub use core::{BreakerEvent, Outcome, OutcomeEvent, SinkKey};

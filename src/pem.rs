@@ -18,9 +18,13 @@ pub(crate) struct PemFile<'a> {
 impl PemFile<'_> {
     /// What `parse` makes of the file, or an error naming its key.
     pub fn load<T>(&self, parse: fn(&[u8]) -> Result<T, String>) -> Result<T, ConfigError> {
-        let pem = std::fs::read(self.path).map_err(|e| format!("cannot read it: {e}"));
-        pem.and_then(|pem| parse(&pem))
-            .map_err(|why| self.refused(why))
+        self.parse(parse).map_err(|why| self.refused(why))
+    }
+
+    /// What `parse` makes of the file, or why it makes nothing of it.
+    pub fn parse<T>(&self, parse: fn(&[u8]) -> Result<T, String>) -> Result<T, String> {
+        let pem = std::fs::read(self.path).map_err(|e| format!("cannot read it: {e}"))?;
+        parse(&pem)
     }
 
     /// The error naming the key, what the file must hold and why it does not.

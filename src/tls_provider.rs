@@ -20,10 +20,13 @@ pub(crate) fn tls_provider() -> Arc<CryptoProvider> {
     PROVIDER.get_or_init(provider).clone()
 }
 
-/// A ureq TLS config with the provider, trusting Mozilla's roots until
+/// A ureq TLS config with the provider, trusting the default roots
+/// (Mozilla's, or `SSL_CERT_FILE`'s: see [`crate::trusted_roots`]) until
 /// told otherwise.
 pub(crate) fn ureq_tls() -> ureq::tls::TlsConfigBuilder {
-    ureq::tls::TlsConfig::builder().unversioned_rustls_crypto_provider(tls_provider())
+    ureq::tls::TlsConfig::builder()
+        .unversioned_rustls_crypto_provider(tls_provider())
+        .root_certs(crate::trusted_roots::default_roots())
 }
 
 #[cfg(test)]

@@ -120,6 +120,7 @@ impl NodeClient {
     /// This client, with TLS as `files` say; a file that does not load, or
     /// a certificate without its key, is an error naming its option.
     pub fn with_tls(mut self, files: ClientTlsFiles<'_>) -> Result<NodeClient, ConfigError> {
+        crate::trusted_roots::check_default_roots()?;
         let mut tls = ureq_tls();
         if let Some(path) = files.ca_file {
             let holds = "a PEM file of root certificates";

@@ -137,7 +137,7 @@ fn tls_hint(e: &ureq::Error) -> Option<&'static str> {
     use rustls::{AlertDescription, CertificateError, Error, InvalidMessage};
     Some(match tls_error(e)? {
         Error::InvalidCertificate(CertificateError::UnknownIssuer) => {
-            "its certificate chains to no root trusted here: an HTTP sink takes a private CA's certificate in its ca_file"
+            "its certificate chains to no root trusted here: a private CA's certificate goes in an HTTP sink's ca_file, or, for all of goad's clients, in the file SSL_CERT_FILE names"
         }
         Error::InvalidMessage(InvalidMessage::InvalidContentType) => {
             "the receiver answered with something other than TLS: one that serves plain HTTP takes an http:// URL"
@@ -259,7 +259,13 @@ pub(super) fn ended_by_peer(e: &ureq::Error) -> bool {
 
 /// The certificates of a PEM file, as roots to trust.
 pub(crate) fn root_certificates(file: &PemFile<'_>) -> Result<RootCerts, ConfigError> {
-    let roots = file.load(certificates)?;
+    file.load(roots)
+}
+
+/// The certificates of a PEM text, as roots to trust; an error says why
+/// there are none.
+pub(crate) fn roots(pem: &[u8]) -> Result<RootCerts, String> {
+    let roots = certificates(pem)?;
     let roots = roots
         .iter()
         .map(|der| Certificate::from_der(der).to_owned());

@@ -68,7 +68,7 @@ pub struct HttpSinkOptions {
     /// Idle keep-alive connections to keep (at least the sink's concurrency).
     pub idle_connections: usize,
     /// The root certificates an https:// endpoint's must chain to
-    /// (`RootCerts::WebPki`: Mozilla's).
+    /// (`RootCerts::WebPki`: Mozilla's, built in).
     pub roots: RootCerts,
     /// The certificate presented to an https:// endpoint that asks for one
     /// (mutual TLS).
@@ -91,8 +91,9 @@ pub struct HttpSinkOptions {
 impl HttpSinkOptions {
     /// A sink posting to `url` with the config's defaults: no headers nor
     /// secrets, 5 s per phase, 64 KiB of response read, every provider
-    /// header forwarded, 8 idle connections, Mozilla's roots, no client
-    /// certificate, any address.
+    /// header forwarded, 8 idle connections, the default roots (Mozilla's,
+    /// or those of the file the environment's `SSL_CERT_FILE` names), no
+    /// client certificate, any address.
     pub fn new(url: impl Into<String>) -> HttpSinkOptions {
         HttpSinkOptions {
             url: url.into(),
@@ -103,7 +104,7 @@ impl HttpSinkOptions {
             max_response_bytes: HTTP_MAX_RESPONSE_BYTES,
             forward_allow: None,
             idle_connections: 8,
-            roots: RootCerts::WebPki,
+            roots: crate::trusted_roots::default_roots(),
             client_certificate: None,
             egress: Egress::open(),
             oauth2: None,

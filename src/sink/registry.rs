@@ -122,7 +122,8 @@ impl SinkRegistry {
     /// reload replaces) whose options did not change. Secrets are read
     /// from the environment now; a missing or bad one is a config error
     /// naming its key, as is a proxy variable goad's clients would pass
-    /// over (when any is built: a host's sinks are the host's).
+    /// over or an `SSL_CERT_FILE` that does not load (when any client is
+    /// built: a host's sinks are the host's).
     pub fn build(
         config: &Config,
         host: &HostSinks,
@@ -139,6 +140,7 @@ impl SinkRegistry {
         let goads_own = goads_own.filter(|entry| host.get(&entry.kind).is_none());
         if goads_own.count() > 0 || claims.aws_credentials().is_some() {
             super::proxy_env::check_proxy_variables()?;
+            crate::trusted_roots::check_default_roots()?;
         }
         let mut shared = previous.shared_credentials();
         let mut clients = previous.shared_clients(config.dispatch.concurrency as usize);
@@ -545,10 +547,10 @@ fn http_headers(entry: &SinkConfig, at: &str) -> Result<Vec<(String, String)>, C
     Ok(headers)
 }
 
-/// The roots an HTTPS sink trusts: its `ca_file`'s, or Mozilla's.
+/// The roots an HTTPS sink trusts: its `ca_file`'s, or the default ones.
 fn http_roots(entry: &SinkConfig, at: &str) -> Result<RootCerts, ConfigError> {
     match &entry.ca_file {
-        None => Ok(RootCerts::WebPki),
+        None => Ok(crate::trusted_roots::default_roots()),
         Some(path) => root_certificates(&PemFile {
             key: &format!("{at}.ca_file"),
             holds: "a PEM file of root certificates",

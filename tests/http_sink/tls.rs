@@ -40,7 +40,7 @@ fn an_https_endpoint_is_trusted_through_the_sinks_ca_file() {
         dead_attempts_and_reasons(&engine),
         [(
             1,
-            "sink http: io: invalid peer certificate: UnknownIssuer (its certificate chains to no root trusted here: an HTTP sink takes a private CA's certificate in its ca_file)".to_string()
+            "sink http: io: invalid peer certificate: UnknownIssuer (its certificate chains to no root trusted here: a private CA's certificate goes in an HTTP sink's ca_file, or, for all of goad's clients, in the file SSL_CERT_FILE names)".to_string()
         )]
     );
     assert_eq!(receiver.received().len(), 1, "nothing over untrusted TLS");

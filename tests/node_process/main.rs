@@ -1,14 +1,15 @@
 //! `goad serve` as a real child process: stopped with SIGTERM or killed
 //! with SIGKILL under ingest load and restarted, reloading its config on
 //! SIGHUP, its data directory (in use, verified, backed up), a full disk
-//! and its open-files limit, the cores its shards run on, and what it
-//! logs.
+//! and its open-files limit, the cores its shards run on, what it takes
+//! from its environment, and what it logs.
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod crashes;
 mod data_dir;
+mod environment;
 mod limits;
 mod logging;
 mod pinning;
