@@ -195,6 +195,9 @@ fn each_range_rule_names_the_key_and_the_value() {
         // A port no connection can go to (the URL parser drops one over 65535).
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x:99999/\"", "sources[0].sinks[0].url must be an http:// or https:// URL with a host and a port from 1 to 65535, got \"http://x:99999/\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://[::1]:0/\"", "sources[0].sinks[0].url must be an http:// or https:// URL with a host and a port from 1 to 65535, got \"http://[::1]:0/\""),
+        // A name beyond ASCII, a space: what to write instead.
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"https://bücher.example/hooks\"", "sources[0].sinks[0].url must be an http:// or https:// URL with a host, in ASCII: a name beyond it is written as its punycode (xn--…), got \"https://bücher.example/hooks\""),
+        ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"https://example.com/new hook\"", "sources[0].sinks[0].url must be an http:// or https:// URL with a host, and no space or line break (a space in a path or query is written %20), got \"https://example.com/new hook\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\ntimeout_ms = 30000", "sources[0].sinks[0].timeout_ms must be an integer from 1 to below dispatch.attempt_timeout_ms (30000), got 30000"),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nmethod = \"get\"", "sources[0].sinks[0].method must be one of post, put, patch, got \"get\""),
         ("[[sources]]\nid = \"a\"\n[[sources.sinks]]\ntype = \"http\"\nurl = \"http://x\"\nheaders = { \"x a\" = \"1\" }", "sources[0].sinks[0].headers must be valid HTTP header names, got \"x a\""),

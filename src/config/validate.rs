@@ -797,9 +797,19 @@ pub(crate) fn check_http_url(key: String, url: &str) -> Result<(), ConfigError> 
     url_fits(&key, url)?;
     if !is_http_url(url) {
         let has_port = (url.parse::<ureq::http::Uri>()).is_ok_and(|u| port_of(&u).is_some());
-        let rule = match has_port {
-            true => "an http:// or https:// URL with a host and a port from 1 to 65535",
-            false => "an http:// or https:// URL with a host",
+        let host = url.split_once("://").map_or("", |(_, rest)| {
+            rest.split(['/', '?', '#']).next().unwrap_or_default()
+        });
+        let rule = if !host.is_ascii() {
+            "an http:// or https:// URL with a host, in ASCII: a name beyond it is written as \
+             its punycode (xn--…)"
+        } else if url.contains(char::is_whitespace) {
+            "an http:// or https:// URL with a host, and no space or line break (a space in a \
+             path or query is written %20)"
+        } else if has_port {
+            "an http:// or https:// URL with a host and a port from 1 to 65535"
+        } else {
+            "an http:// or https:// URL with a host"
         };
         return Err(invalid(key, rule, url));
     }

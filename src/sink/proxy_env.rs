@@ -74,7 +74,9 @@ pub(crate) fn environment_proxy() -> Result<Option<ureq::Proxy>, ConfigError> {
     for entry in direct.chain(ureq_no_proxy(&no_proxy)) {
         proxy = proxy.no_proxy(&entry);
     }
-    Ok(proxy.build().ok())
+    // Rebuilt from what parsed, it parses; were it not to, every request
+    // would still go through the proxy, none around it.
+    Ok(Some(proxy.build().unwrap_or(named)))
 }
 
 /// The proxy the first proxy variable set names, or the refusal of one
