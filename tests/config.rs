@@ -709,6 +709,19 @@ fn goad_check_environment_reads_the_variables_and_files_the_config_names() {
     );
     let allowed = check(&public, &["--environment", "--allow-open-admin"], None);
     assert_eq!(allowed.0, Some(0), "{}", allowed.1);
+    // A host that does not resolve here is named as such (the system's
+    // words for why vary with its resolver).
+    let unknown = dir.path().join("unknown.toml");
+    std::fs::write(&unknown, "listen = \"example.invalid:7878\"\n").unwrap();
+    let (code, text) = check(&unknown, &["--environment"], None);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.starts_with(
+            "listen must be a host:port address of this machine's (its host does not resolve \
+             here: "
+        ) && text.ends_with("), got \"example.invalid:7878\""),
+        "{text}"
+    );
     // A data directory that is a file, or under one, is named: a start
     // refuses it before it listens.
     for (data_dir, why) in [

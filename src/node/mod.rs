@@ -412,19 +412,21 @@ impl Drop for Node {
     }
 }
 
+/// The address `listen` names; an error says why there is none (its host
+/// does not resolve here, say).
 fn resolve(listen: &str) -> Result<SocketAddr, NodeError> {
-    let invalid = || {
+    let invalid = |why: String| {
         NodeError::Config(ConfigError::Invalid {
             key: "listen".into(),
-            rule: "a host:port address".into(),
+            rule: format!("a host:port address of this machine's ({why})"),
             value: format!("{listen:?}"),
         })
     };
     listen
         .to_socket_addrs()
-        .map_err(|_| invalid())?
+        .map_err(|e| invalid(format!("its host does not resolve here: {e}")))?
         .next()
-        .ok_or_else(invalid)
+        .ok_or_else(|| invalid("its host resolves to no address".into()))
 }
 
 /// Opens the engine (recovering claimed rows), then resumes replays. On
