@@ -132,15 +132,11 @@ fn ureq_no_proxy(value: &str) -> Vec<String> {
             }
         } else if let Some(subdomains) = entry.strip_prefix("*.").or(entry.strip_prefix('.')) {
             entries.push(format!(".{subdomains}"));
-        } else if let Ok(ip) = entry.trim_start_matches('[').trim_end_matches(']').parse() {
-            entries.push(written_address(ip));
         } else {
             let host = without_port(&entry);
-            if let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse() {
-                entries.push(written_address(ip));
-            } else {
-                entries.push(format!(".{host}"));
-                entries.push(host.to_string());
+            match host.trim_start_matches('[').trim_end_matches(']').parse() {
+                Ok(ip) => entries.push(written_address(ip)),
+                Err(_) => entries.extend([format!(".{host}"), host.to_string()]),
             }
         }
     }
