@@ -274,7 +274,10 @@ fn stat_cpu_s(stat: &str) -> (String, f64) {
 }
 
 fn raw_rate(url: &str, connections: u32, duration: Duration, body: &[u8]) -> f64 {
+    // On loopback, as goad's clients reach it: never through a proxy the
+    // shell names.
     let agent: ureq::Agent = ureq::Agent::config_builder()
+        .proxy(None)
         .max_idle_connections_per_host(connections as usize)
         .http_status_as_error(false)
         .build()
