@@ -30,7 +30,9 @@ fn tls_agent(ca_fixture: &str, client: Option<(&str, &str)>) -> ureq::Agent {
         .root_certs(ureq::tls::RootCerts::from(certificates(read(ca_fixture))))
         .client_cert(client)
         .build();
+    // The node is on loopback: never through a proxy the shell names.
     ureq::Agent::config_builder()
+        .proxy(None)
         .tls_config(tls)
         .http_status_as_error(false)
         .build()

@@ -159,7 +159,9 @@ impl Moto {
 
     /// A request to moto: the status and the body.
     fn run(&self, request: ureq::http::Request<impl ureq::AsSendBody>) -> (u16, Vec<u8>) {
+        // moto is on loopback: never through a proxy the shell names.
         let agent: ureq::Agent = ureq::Agent::config_builder()
+            .proxy(None)
             .http_status_as_error(false)
             .build()
             .into();
