@@ -7,7 +7,7 @@
 //! operator named. goad refuses such a variable instead
 //! ([`check_proxy_variables`]).
 //!
-//! ureq reads `NO_PROXY` its own way: each entry an exact host name
+//! ureq reads `NO_PROXY` its own way: a name as that name alone
 //! (`example.com` not matching `www.example.com`), spaces kept, no
 //! address ranges. Operators write it as curl and Go read it (Kubernetes
 //! clusters set `NO_PROXY=.svc,.cluster.local,10.0.0.0/8` for every
