@@ -370,7 +370,7 @@ fn a_url_too_long_to_send_a_request_to_names_its_key_and_length() {
         ("claim_check.s3_endpoint", "[claim_check]\ns3_bucket = \"claims\"\ns3_region = \"us-east-1\"\ns3_endpoint = \"URL\"".into(), "http://localhost:9000/"),
         ("sources[0].ingest_jwt.jwks_url", "[[sources]]\nid = \"a\"\ningest_jwt = { jwks_url = \"URL\", issuer = \"i\", audience = \"a\" }".into(), "https://keys.example.com/"),
     ];
-    for (key, config, prefix) in cases {
+    for (key, config, prefix) in &cases {
         let with_url_of = |bytes: usize| {
             config.replace(
                 "URL",
@@ -390,6 +390,18 @@ fn a_url_too_long_to_send_a_request_to_names_its_key_and_length() {
             )
         );
     }
+    // Counted as sent: `é`'s two bytes go as six (`%C3%A9`).
+    let (key, config, prefix) = &cases[0];
+    let path = "p".repeat(HTTP_MAX_URL_BYTES - prefix.len() - 2);
+    let url = format!("{prefix}{path}é");
+    assert_eq!(url.len(), HTTP_MAX_URL_BYTES);
+    assert_eq!(
+        error_of(&config.replace("URL", &url)),
+        format!(
+            "{key} must be a URL of at most 16367 bytes (its request line is sent as a header \
+             line, of at most 16384), got a URL of 16371 bytes"
+        )
+    );
 }
 
 /// Scenario 62 among them: an option the sink does not have.

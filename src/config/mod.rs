@@ -29,7 +29,7 @@ pub use source::{
 };
 pub use sources::Sources;
 pub(crate) use validate::invalid;
-pub(crate) use validate::{is_http_url, secret_value, url_fits};
+pub(crate) use validate::{ascii_url, is_http_url, secret_value, url_fits};
 pub use validate::{is_id, ConfigError};
 
 /// The whole node configuration.

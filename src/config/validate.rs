@@ -817,11 +817,12 @@ pub(crate) fn check_http_url(key: String, url: &str) -> Result<(), ConfigError> 
 }
 
 /// A URL, the config's `key` or the value of a variable it names, is at
-/// most [`HTTP_MAX_URL_BYTES`] long: a request to a longer one could not
-/// be sent. The error gives its length, not the URL (which may be a
+/// most [`HTTP_MAX_URL_BYTES`] long as it is sent ([`ascii_url`]): a
+/// request to a longer one could not be sent. The error gives its length, not the URL (which may be a
 /// secret, and would fill the message).
 pub(crate) fn url_fits(key: &str, url: &str) -> Result<(), ConfigError> {
-    if url.len() <= HTTP_MAX_URL_BYTES {
+    let sent_bytes = ascii_url(url).len();
+    if sent_bytes <= HTTP_MAX_URL_BYTES {
         return Ok(());
     }
     let rule = format!(
@@ -830,8 +831,17 @@ pub(crate) fn url_fits(key: &str, url: &str) -> Result<(), ConfigError> {
     Err(invalid(
         key,
         rule,
-        format_args!("a URL of {} bytes", url.len()),
+        format_args!("a URL of {sent_bytes} bytes"),
     ))
+}
+
+/// `url` as a request can carry it: each character beyond ASCII (in its
+/// path or query: a host is ASCII, see [`check_http_url`])
+/// percent-encoded as its UTF-8 bytes, as a browser sends `/café` as
+/// `/caf%C3%A9`. A request target holds ASCII alone (RFC 9112 §3.2), and a
+/// strict server refuses the raw bytes (400).
+pub(crate) fn ascii_url(url: &str) -> std::borrow::Cow<'_, str> {
+    percent_encoding::utf8_percent_encode(url, &percent_encoding::AsciiSet::EMPTY).into()
 }
 
 /// Whether `url` is an http:// or https:// URL with a host, and a port

@@ -22,8 +22,8 @@ use super::ClaimingSink;
 use super::Sink;
 use crate::claim_check::ClaimStore;
 use crate::config::{
-    invalid, is_http_url, secret_value, tls_files_need_https, url_fits, Config, ConfigError,
-    SinkConfig, SourceConfig,
+    ascii_url, invalid, is_http_url, secret_value, tls_files_need_https, url_fits, Config,
+    ConfigError, SinkConfig, SourceConfig,
 };
 use crate::core::{Catalog, LaneBy, SinkKey};
 use crate::limits::{
@@ -469,7 +469,7 @@ fn http_options(
         headers: http_headers(entry, at)?,
         roots: http_roots(entry, at)?,
         client_certificate: http_client_certificate(entry, at)?,
-        url: http_url(entry, at)?,
+        url: ascii_url(&http_url(entry, at)?).into_owned(),
         timeout_ms: sink_timeout_ms(config, entry),
         max_response_bytes: entry.max_response_bytes.unwrap_or(HTTP_MAX_RESPONSE_BYTES),
         forward_allow: source.forward_headers.clone(),

@@ -371,6 +371,19 @@ fn utf8_header_values_are_sent_verbatim() {
 /// A sink URL of `HTTP_MAX_URL_BYTES`, the longest the config takes, is
 /// delivered to with the longest request line goad sends (`PATCH`); a
 /// longer one is refused by the config check (`tests/config.rs`).
+/// A path and query beyond ASCII are sent percent-encoded, as a browser
+/// sends them: a request target holds ASCII alone, and a strict server
+/// refuses the raw bytes.
+#[test]
+fn a_url_beyond_ascii_is_sent_percent_encoded() {
+    let (got, engine, _d) = deliver(NewHook::new("stripe", "x"), Reply::status(200), |s| {
+        let url = s.sinks[0].url.clone().unwrap();
+        s.sinks[0].url = Some(url.replace("/hooks", "/hooks/café?name=zoë&done=✓"));
+    });
+    assert_eq!(got.len(), 1, "{:?}", rows(&engine));
+    assert_eq!(got[0].path, "/hooks/caf%C3%A9?name=zo%C3%AB&done=%E2%9C%93");
+}
+
 #[test]
 fn a_sink_url_of_the_longest_length_is_delivered_to() {
     let (got, engine, _d) = deliver(NewHook::new("stripe", "x"), Reply::status(200), |s| {
