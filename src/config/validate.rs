@@ -797,9 +797,10 @@ pub(crate) fn check_http_url(key: String, url: &str) -> Result<(), ConfigError> 
     url_fits(&key, url)?;
     if !is_http_url(url) {
         let has_port = (url.parse::<ureq::http::Uri>()).is_ok_and(|u| port_of(&u).is_some());
-        let host = url.split_once("://").map_or("", |(_, rest)| {
+        let authority = url.split_once("://").map_or("", |(_, rest)| {
             rest.split(['/', '?', '#']).next().unwrap_or_default()
         });
+        let host = authority.rsplit('@').next().unwrap_or_default();
         let rule = if !host.is_ascii() {
             "an http:// or https:// URL with a host, in ASCII: a name beyond it is written as \
              its punycode (xn--…)"
@@ -818,8 +819,9 @@ pub(crate) fn check_http_url(key: String, url: &str) -> Result<(), ConfigError> 
 
 /// A URL, the config's `key` or the value of a variable it names, is at
 /// most [`HTTP_MAX_URL_BYTES`] long as it is sent ([`ascii_url`]): a
-/// request to a longer one could not be sent. The error gives its length, not the URL (which may be a
-/// secret, and would fill the message).
+/// request to a longer one could not be sent. The error gives its
+/// length, not the URL (which may be a secret, and would fill the
+/// message).
 pub(crate) fn url_fits(key: &str, url: &str) -> Result<(), ConfigError> {
     let sent_bytes = ascii_url(url).len();
     if sent_bytes <= HTTP_MAX_URL_BYTES {

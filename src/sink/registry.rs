@@ -136,9 +136,9 @@ impl SinkRegistry {
             taken: HashSet::new(),
         };
         let egress = Egress::of(&config.egress)?;
-        let goads_own = config.sources.iter().flat_map(|s| &s.sinks);
-        let goads_own = goads_own.filter(|entry| host.get(&entry.kind).is_none());
-        if goads_own.count() > 0 || claims.aws_credentials().is_some() {
+        let mut entries = config.sources.iter().flat_map(|s| &s.sinks);
+        let goads_own = entries.any(|entry| host.get(&entry.kind).is_none());
+        if goads_own || claims.aws_credentials().is_some() {
             super::proxy_env::check_proxy_variables()?;
             crate::trusted_roots::check_default_roots()?;
         }
