@@ -385,6 +385,15 @@ pub const LINGER_MS: u64 = 2_000;
 /// 413 if the rest of its body is no larger.
 pub const LINGER_BYTES: usize = 16 * 1024 * 1024;
 
+/// The largest config file goad reads (a node of 100,000 sources is
+/// ~20 MB): one larger, or an endless stream, is refused, not read into
+/// memory (`bounded_read`).
+pub const MAX_CONFIG_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The largest certificate, key or credentials file goad reads (a CA
+/// bundle of every public root is ~220 KB).
+pub const MAX_KEY_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
 /// How many connections refused at `http.max_connections` (503) may close
 /// in stages at once, besides the cap; past that, one is closed at once
 /// (and its client, if it sent its request, may see a reset instead).

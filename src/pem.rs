@@ -2,7 +2,9 @@
 //! HTTPS, and the root certificates and client certificate of an HTTP
 //! sink; and the files the config names for them.
 
+use crate::bounded_read::read_at_most;
 use crate::config::ConfigError;
+use crate::limits::MAX_KEY_FILE_BYTES;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::path::Path;
@@ -23,7 +25,8 @@ impl PemFile<'_> {
 
     /// What `parse` makes of the file, or why it makes nothing of it.
     pub fn parse<T>(&self, parse: fn(&[u8]) -> Result<T, String>) -> Result<T, String> {
-        let pem = std::fs::read(self.path).map_err(|e| format!("cannot read it: {e}"))?;
+        let pem = read_at_most(self.path, MAX_KEY_FILE_BYTES);
+        let pem = pem.map_err(|e| format!("cannot read it: {e}"))?;
         parse(&pem)
     }
 

@@ -18,6 +18,8 @@ mod sources;
 pub(crate) mod suggest;
 mod validate;
 
+use crate::bounded_read::read_text_at_most;
+use crate::limits::MAX_CONFIG_FILE_BYTES;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -476,7 +478,8 @@ impl Config {
     /// [`Config::load`] for an engine whose host registered sinks of the
     /// types `host_sinks` (see [`Config::validate_with_sinks`]).
     pub fn load_with_sinks(path: &Path, host_sinks: &[&str]) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = read_text_at_most(path, MAX_CONFIG_FILE_BYTES);
+        let text = text.map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
             source,
         })?;

@@ -29,7 +29,8 @@ use super::aws_profile::profile_credentials;
 use super::aws_xml;
 use super::client::{agent, form, ok_body};
 use super::expiring::{Expiring, Unfetched};
-use crate::limits::{CREDENTIALS_LIFETIME_MS, HTTP_TIMEOUT_MS};
+use crate::bounded_read::read_text_at_most;
+use crate::limits::{CREDENTIALS_LIFETIME_MS, HTTP_TIMEOUT_MS, MAX_KEY_FILE_BYTES};
 use aws_credential_types::Credentials;
 use serde_json::Value;
 use std::fmt;
@@ -438,7 +439,8 @@ pub(super) fn env(name: &str) -> Result<String, Fetch> {
 }
 
 pub(super) fn read_file(path: &str) -> Result<String, Fetch> {
-    std::fs::read_to_string(path).map_err(|e| Fetch::failed(format!("cannot read {path}: {e}")))
+    read_text_at_most(path, MAX_KEY_FILE_BYTES)
+        .map_err(|e| Fetch::failed(format!("cannot read {path}: {e}")))
 }
 
 /// The credentials document of the instance metadata service, the

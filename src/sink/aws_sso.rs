@@ -13,6 +13,8 @@
 
 use super::aws_credentials::{env, Fetch};
 use super::client::{ok_body, percent_encoded};
+use crate::bounded_read::read_text_at_most;
+use crate::limits::MAX_KEY_FILE_BYTES;
 use aws_credential_types::Credentials;
 use serde_json::Value;
 use sha1::Digest as _;
@@ -53,7 +55,7 @@ impl SsoRole {
     fn cached_token(&self, now: SystemTime) -> Result<String, Fetch> {
         let name = hex::encode(sha1::Sha1::digest(self.token_key.as_bytes()));
         let path = format!("{}/.aws/sso/cache/{name}.json", env("HOME")?);
-        let text = std::fs::read_to_string(&path).map_err(|e| {
+        let text = read_text_at_most(&path, MAX_KEY_FILE_BYTES).map_err(|e| {
             Fetch::failed(format!(
                 "cannot read the SSO token {path} ({e}): run `aws sso login`"
             ))

@@ -20,6 +20,8 @@
 
 use super::client::{form, ok_body};
 use super::BoxError;
+use crate::bounded_read::read_text_at_most;
+use crate::limits::MAX_KEY_FILE_BYTES;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -112,7 +114,7 @@ impl ExternalAccount {
     /// The identity the file at `path` configures; the error names the
     /// file and what is wrong with it.
     pub fn read(path: &Path) -> Result<ExternalAccount, String> {
-        let text = std::fs::read_to_string(path)
+        let text = read_text_at_most(path, MAX_KEY_FILE_BYTES)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         ExternalAccount::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
@@ -245,7 +247,7 @@ impl ExternalAccount {
     fn subject_token(&self, agent: &ureq::Agent) -> Result<String, BoxError> {
         let (text, format) = match &self.source {
             SubjectTokenSource::File(path, format) => {
-                let text = std::fs::read_to_string(path)
+                let text = read_text_at_most(path, MAX_KEY_FILE_BYTES)
                     .map_err(|e| format!("cannot read the subject token {path}: {e}"))?;
                 (text, format)
             }

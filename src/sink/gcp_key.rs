@@ -7,6 +7,8 @@
 use super::client::{form, ok_body};
 use super::jwt_key::JwtKey;
 use super::BoxError;
+use crate::bounded_read::read_text_at_most;
+use crate::limits::MAX_KEY_FILE_BYTES;
 use serde::Deserialize;
 use serde_json::json;
 use std::fmt;
@@ -64,7 +66,7 @@ impl ServiceAccountKey {
     /// The key in the file at `path`; the error names the file and what is
     /// wrong with it.
     pub fn read(path: &Path) -> Result<ServiceAccountKey, String> {
-        let text = std::fs::read_to_string(path)
+        let text = read_text_at_most(path, MAX_KEY_FILE_BYTES)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         ServiceAccountKey::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
     }

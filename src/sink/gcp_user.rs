@@ -8,6 +8,8 @@
 use super::client::{form, ok_body};
 use super::gcp_key::GOOGLE_TOKEN_URI;
 use super::BoxError;
+use crate::bounded_read::read_text_at_most;
+use crate::limits::MAX_KEY_FILE_BYTES;
 use serde::Deserialize;
 use std::ffi::OsString;
 use std::fmt;
@@ -76,7 +78,7 @@ impl AuthorizedUser {
     /// The credentials in the file at `path`; the error names the file and
     /// what is wrong with it.
     pub fn read(path: &Path) -> Result<AuthorizedUser, String> {
-        let text = std::fs::read_to_string(path)
+        let text = read_text_at_most(path, MAX_KEY_FILE_BYTES)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let file: UserFile = serde_json::from_str(&text)
             .map_err(|e| format!("{}: not an authorized_user file ({e})", path.display()))?;

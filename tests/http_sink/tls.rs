@@ -52,6 +52,11 @@ fn an_https_endpoint_is_trusted_through_the_sinks_ca_file() {
             "cannot read it: No such file or directory (os error 2)",
         ),
         ("localhost-key.pem", "no CERTIFICATE in it"),
+        // An endless stream is not read into memory.
+        (
+            "/dev/zero",
+            "cannot read it: it holds over 16 MiB, more than any file of its kind",
+        ),
     ] {
         let path = fixtures.join(file);
         c.sources[0].sinks[0] = trusting(file);
