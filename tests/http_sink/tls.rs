@@ -6,8 +6,8 @@ use super::*;
 /// An https:// endpoint whose certificate chains to the sink's `ca_file`
 /// (a private CA) gets the hook over TLS; one whose sink trusts Mozilla's
 /// roots (no `ca_file`) gets nothing, and the attempt's failure names the
-/// certificate. A `ca_file` that is missing or holds no certificate is a
-/// config error naming the key and the file.
+/// certificate. A `ca_file` that is missing, holds no certificate or is an
+/// endless stream is a config error naming the key and the file.
 #[test]
 fn an_https_endpoint_is_trusted_through_the_sinks_ca_file() {
     let fixtures = fixtures();
