@@ -322,3 +322,27 @@ fn no_proxy_is_read_as_operators_write_it() {
         "the bypassed hosts, refused or unknown here"
     );
 }
+
+/// A node whose only outbound requests fetch an `ingest_jwt` key set (no
+/// sink of goad's) refuses the same proxy variable, as its start and
+/// `goad check --environment` read the config.
+#[test]
+fn a_node_that_only_fetches_key_sets_refuses_a_proxy_variable_too() {
+    let _environment = proxy_environment(&[("ALL_PROXY", "ftp://proxy.example:21")]);
+    let dir = tempfile::tempdir().unwrap();
+    let c = goad::Config::from_toml(&format!(
+        "data_dir = {:?}\n[[sources]]\nid = \"pubsub\"\n\
+         ingest_jwt = {{ jwks_url = \"https://keys.example.com/certs\", issuer = \"i\", audience = \"a\" }}\n",
+        dir.path()
+    ))
+    .unwrap();
+    let refused = goad::node::check_environment(&c, false)
+        .err()
+        .expect("a config error");
+    assert_eq!(
+        refused.to_string(),
+        "the environment's ALL_PROXY must be a proxy's URL, as http://HOST:PORT or \
+         socks5h://HOST:PORT (or https, socks5, socks4a, socks4; user:password@ before the \
+         host for credentials), got \"ftp://proxy.example:21\""
+    );
+}
