@@ -336,9 +336,7 @@ fn a_node_that_only_fetches_key_sets_refuses_a_proxy_variable_too() {
         dir.path()
     ))
     .unwrap();
-    let refused = goad::node::check_environment(&c, false)
-        .err()
-        .expect("a config error");
+    let refused = goad::node::check_environment(&c, false).expect_err("a config error");
     assert_eq!(
         refused.to_string(),
         "the environment's ALL_PROXY must be a proxy's URL, as http://HOST:PORT or \
