@@ -10,7 +10,7 @@
 
 use crate::config::ConfigError;
 use crate::pem::PemFile;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use ureq::tls::RootCerts;
 
@@ -18,27 +18,29 @@ use ureq::tls::RootCerts;
 /// cannot be loaded, which [`check_default_roots`] refuses before any
 /// client is built.
 pub(crate) fn default_roots() -> RootCerts {
-    loaded().clone().unwrap_or(RootCerts::WebPki)
+    loaded().as_ref().cloned().unwrap_or(RootCerts::WebPki)
 }
 
 /// Refuses an `SSL_CERT_FILE` (set, not empty) that is not a readable PEM
 /// file of certificates, naming the variable and the file.
 pub(crate) fn check_default_roots() -> Result<(), ConfigError> {
-    match (loaded(), std::env::var_os("SSL_CERT_FILE")) {
-        (Err(why), Some(path)) => Err(the_file(Path::new(&path)).refused(why.clone())),
-        _ => Ok(()),
+    match loaded() {
+        Ok(_) => Ok(()),
+        Err((path, why)) => Err(the_file(path).refused(why.clone())),
     }
 }
 
 /// The roots `SSL_CERT_FILE` names (Mozilla's when it is unset or empty),
-/// or why its file does not load; read once.
-fn loaded() -> &'static Result<RootCerts, String> {
-    static ROOTS: OnceLock<Result<RootCerts, String>> = OnceLock::new();
+/// or its file and why it does not load; read once.
+fn loaded() -> &'static Result<RootCerts, (PathBuf, String)> {
+    static ROOTS: OnceLock<Result<RootCerts, (PathBuf, String)>> = OnceLock::new();
     ROOTS.get_or_init(|| {
         let Some(path) = std::env::var_os("SSL_CERT_FILE").filter(|p| !p.is_empty()) else {
             return Ok(RootCerts::WebPki);
         };
-        the_file(Path::new(&path)).parse(crate::sink::client::roots)
+        let path = PathBuf::from(path);
+        let roots = the_file(&path).parse(crate::sink::client::roots);
+        roots.map_err(|why| (path, why))
     })
 }
 

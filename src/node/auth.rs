@@ -139,8 +139,7 @@ impl Tokens {
     /// (as where sinks are built: a node of no sink fetches key sets too).
     pub fn from_config(config: &Config) -> Result<Tokens, ConfigError> {
         if config.sources.iter().any(|s| s.ingest_jwt.is_some()) {
-            crate::sink::proxy_env::check_proxy_variables()?;
-            crate::trusted_roots::check_default_roots()?;
+            crate::sink::client::check_client_environment()?;
         }
         let admin = match &config.admin_token_env {
             Some(vars) => Some(BearerTokens::from_env("admin_token_env", vars)?),

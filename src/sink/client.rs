@@ -43,7 +43,7 @@ pub(crate) fn agent_with_tls(
 ) -> ureq::Agent {
     let timeout = Some(std::time::Duration::from_millis(timeout_ms));
     // A proxy variable that names none was refused before any sink was
-    // built (`check_proxy_variables`).
+    // built (`check_client_environment`).
     let proxy = super::proxy_env::environment_proxy().ok().flatten();
     let config = ureq::Agent::config_builder()
         .proxy(proxy)
@@ -66,6 +66,16 @@ pub(crate) fn agent_with_tls(
     let resolver = CachingResolver::new(egress);
     let connector = DefaultConnector::new().chain(CountsOpened);
     ureq::Agent::with_parts(config, connector, resolver)
+}
+
+/// Refuses what every client of goad's reads from the environment and
+/// would otherwise pass over: a proxy variable that names no proxy
+/// ([`super::proxy_env`]) and an `SSL_CERT_FILE` that does not load
+/// ([`crate::trusted_roots`]). Run where a config's clients are first
+/// built: its sinks and claim bucket, its `ingest_jwt` key sets.
+pub(crate) fn check_client_environment() -> Result<(), ConfigError> {
+    super::proxy_env::check_proxy_variables()?;
+    crate::trusted_roots::check_default_roots()
 }
 
 /// How long a sink's request may take in all, from now, for an attempt

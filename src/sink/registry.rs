@@ -139,8 +139,7 @@ impl SinkRegistry {
         let mut entries = config.sources.iter().flat_map(|s| &s.sinks);
         let goads_own = entries.any(|entry| host.get(&entry.kind).is_none());
         if goads_own || claims.aws_credentials().is_some() {
-            super::proxy_env::check_proxy_variables()?;
-            crate::trusted_roots::check_default_roots()?;
+            super::client::check_client_environment()?;
         }
         let mut shared = previous.shared_credentials();
         let mut clients = previous.shared_clients(config.dispatch.concurrency as usize);
