@@ -1,6 +1,6 @@
 //! Outbound requests and an egress proxy: goad's HTTP clients take the
 //! proxy of the environment (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`,
-//! skipping the hosts of `NO_PROXY`), as ureq does by default. A test binary
+//! skipping the hosts of `NO_PROXY`), as curl reads them. A test binary
 //! of its own: the variables hold for the whole process, so each test sets
 //! them through [`proxy_environment`] and holds its lock while it runs.
 
@@ -256,11 +256,72 @@ fn a_proxy_variable_no_client_can_use_is_refused_at_open() {
         );
     }
     let _environment = proxy_environment(&[
-        ("ALL_PROXY", ""),
-        ("HTTPS_PROXY", "proxy.example:3128"),
-        ("HTTP_PROXY", "not a proxy"),
+        ("HTTPS_PROXY", ""),
+        ("https_proxy", "proxy.example:3128"),
+        ("HTTP_PROXY", "http://proxy.example:3128"),
+        ("ALL_PROXY", "not a proxy"),
     ]);
     Engine::open(c).unwrap();
+}
+
+/// Each request goes through the proxy named for its URL's scheme, as
+/// curl reads the variables: `HTTPS_PROXY` for an https:// URL,
+/// `HTTP_PROXY` for an http:// one, `ALL_PROXY` for a scheme whose own is
+/// not set, none for a scheme with none. (ureq by itself takes the first
+/// of `ALL_PROXY`, `HTTPS_PROXY`, `HTTP_PROXY` for every URL.)
+#[test]
+fn each_request_goes_through_the_proxy_named_for_its_urls_scheme() {
+    let all = Receiver::start(|_| Reply::status(200)).unwrap();
+    let https = Receiver::start(|_| Reply::status(200)).unwrap();
+    let tunnels = |proxy: &Receiver| -> Vec<String> {
+        let received = proxy.received().into_iter();
+        received
+            .filter(|r| r.method == "CONNECT")
+            .map(|r| r.path)
+            .collect()
+    };
+    // Delivers one hook to an http:// and an https:// sink, until each row
+    // is delivered or dead; the row of the http:// sink is returned.
+    let deliver = |vars: &[(&str, &str)]| {
+        let _environment = proxy_environment(vars);
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = config(dir.path());
+        c.retry.max_attempts = 1;
+        let sinks = vec![
+            SinkConfig::http("http://plain.example.invalid/a"),
+            SinkConfig::http("https://tls.example.invalid/b"),
+        ];
+        c.sources.push(source("stripe", "acme", sinks));
+        let engine = Engine::open(c).unwrap();
+        engine.commit(NewHook::new("stripe", "x")).unwrap();
+        wait_until(
+            "each row delivered or dead",
+            Duration::from_secs(20),
+            || {
+                let rows = rows(&engine);
+                rows.iter()
+                    .all(|r| r.record.status == goad::RowStatus::Dead)
+            },
+        );
+        dead(&engine).into_iter().find(|r| r.row.sink_index == 0)
+    };
+
+    let plain = deliver(&[("ALL_PROXY", &all.url("")), ("HTTPS_PROXY", &https.url(""))]);
+    assert!(plain.is_none(), "delivered through ALL_PROXY's proxy");
+    assert_eq!(tunnels(&all), ["plain.example.invalid:80"]);
+    assert_eq!(tunnels(&https), ["tls.example.invalid:443"]);
+
+    let plain = deliver(&[("https_proxy", &https.url(""))]).expect("not delivered");
+    let error = plain.record.error.unwrap_or_default();
+    assert!(
+        error.starts_with("sink http: io: failed to lookup address information"),
+        "looked up here, not sent to the proxy: {error}"
+    );
+    assert_eq!(tunnels(&all), ["plain.example.invalid:80"]);
+    assert_eq!(
+        tunnels(&https),
+        ["tls.example.invalid:443", "tls.example.invalid:443"]
+    );
 }
 
 /// `NO_PROXY` is read as curl and Go read it, not as ureq would: a name
@@ -343,4 +404,50 @@ fn a_node_that_only_fetches_key_sets_refuses_a_proxy_variable_too() {
          socks5h://HOST:PORT (or https, socks5, socks4a, socks4; user:password@ before the \
          host for credentials), got \"ftp://proxy.example:21\""
     );
+}
+
+/// A client that asks URLs of both schemes takes each one's proxy: an
+/// SQS sink's credentials fetched from the instance's metadata service
+/// (an http:// URL) go through `HTTP_PROXY`'s proxy, not the
+/// `HTTPS_PROXY` one its queue's requests would take.
+#[test]
+fn credentials_fetched_over_http_take_http_proxy_beside_an_https_queue() {
+    let plain = Receiver::start(|_| Reply::status(200)).unwrap();
+    let https = Receiver::start(|_| Reply::status(200)).unwrap();
+    let _environment = proxy_environment(&[
+        ("HTTPS_PROXY", &https.url("")),
+        ("HTTP_PROXY", &plain.url("")),
+    ]);
+    std::env::set_var(
+        "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+        "http://imds.example.invalid",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.retry.max_attempts = 1;
+    let sink = SinkConfig {
+        credentials: Some("instance".into()),
+        region: Some("us-east-1".into()),
+        ..SinkConfig::sqs("https://sqs.us-east-1.amazonaws.com/123456789012/hooks")
+    };
+    c.sources.push(source("stripe", "acme", vec![sink]));
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("stripe", "x")).unwrap();
+    wait_until("the row dead", Duration::from_secs(20), || {
+        dead(&engine).len() == 1
+    });
+    std::env::remove_var("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+    let error = dead(&engine)[0].record.error.clone().unwrap_or_default();
+    assert!(error.ends_with("the instance has no role"), "{error}");
+    let asked: Vec<_> = plain
+        .received()
+        .into_iter()
+        .take(2)
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(
+        asked,
+        ["CONNECT imds.example.invalid:80", "PUT /latest/api/token"]
+    );
+    assert_eq!(https.received().len(), 0);
 }

@@ -59,7 +59,7 @@ pub struct ClaimStore {
 #[derive(Debug)]
 enum Backend {
     Dir(ClaimDir),
-    S3(S3Bucket),
+    S3(Box<S3Bucket>),
 }
 
 /// Whether `name` is a tenant id or a SHA-256 in hex (a claim's path has no
@@ -89,7 +89,7 @@ impl ClaimStore {
 
     /// Claims in an S3-compatible bucket.
     pub fn s3(bucket: S3Bucket, retention_ms: u64) -> ClaimStore {
-        ClaimStore::with(Backend::S3(bucket), retention_ms)
+        ClaimStore::with(Backend::S3(Box::new(bucket)), retention_ms)
     }
 
     /// The claim check a config names (`[claim_check]`).

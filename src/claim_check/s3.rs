@@ -8,7 +8,7 @@
 use crate::sink::aws_credentials::AwsCredentials;
 use crate::sink::aws_xml;
 use crate::sink::client::{
-    agent, failed_answer, request_timeout, send_past_stale_connections, transport_error,
+    failed_answer, request_timeout, send_past_stale_connections, transport_error, Client,
 };
 use crate::sink::sigv4::{sign_headers, Unsigned};
 use std::io;
@@ -33,7 +33,7 @@ pub struct S3Options {
 /// A bucket of claims.
 pub struct S3Bucket {
     options: S3Options,
-    agent: ureq::Agent,
+    client: Client,
 }
 
 impl std::fmt::Debug for S3Bucket {
@@ -50,7 +50,7 @@ const MAX_ERROR_BODY_BYTES: u64 = 4 * 1024;
 impl S3Bucket {
     pub fn new(options: S3Options) -> S3Bucket {
         S3Bucket {
-            agent: agent(options.timeout_ms, IDLE_CONNECTIONS),
+            client: Client::new(options.timeout_ms, IDLE_CONNECTIONS),
             options,
         }
     }
@@ -105,7 +105,7 @@ impl S3Bucket {
         let response = send_past_stale_connections(|| {
             request
                 .clone()
-                .with_agent(&self.agent)
+                .with_agent(self.client.agent(url))
                 .configure()
                 .timeout_global(deadline.and_then(request_timeout))
                 .build()

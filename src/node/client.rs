@@ -5,7 +5,7 @@ use crate::config::{invalid, ConfigError};
 use crate::pem::PemFile;
 use crate::sink::client::{client_certificate, root_certificates};
 use crate::sink::http::sendable_credential;
-use crate::sink::proxy_env::environment_proxy;
+use crate::sink::proxy_env::{environment_proxy, Scheme};
 use crate::tls_provider::ureq_tls;
 use std::path::Path;
 use std::time::Duration;
@@ -201,7 +201,8 @@ impl NodeClient {
             return Err(ClientError(why));
         }
         // The environment's proxy, as a sink's: never for this machine.
-        let proxy = environment_proxy().map_err(|e| ClientError(e.to_string()))?;
+        let scheme = Scheme::of(&self.base_url);
+        let proxy = environment_proxy(scheme).map_err(|e| ClientError(e.to_string()))?;
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .proxy(proxy)
             .tls_config(self.tls.clone())

@@ -11,7 +11,7 @@
 
 use super::jwt::KeySet;
 use crate::limits::{HTTP_TIMEOUT_MS, JWKS_DEFAULT_FRESH_S, JWKS_MAX_FRESH_S, JWKS_MIN_REFETCH_MS};
-use crate::sink::client::{agent, ok_body};
+use crate::sink::client::{ok_body, Client};
 use crate::sink::BoxError;
 use parking_lot::Mutex;
 use std::fmt;
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 /// The key set at one URL, and its fetches.
 pub struct Jwks {
     url: String,
-    agent: ureq::Agent,
+    client: Client,
     keys: Mutex<Keys>,
     /// Fetches of the key set that succeeded and that failed.
     fetched: AtomicU64,
@@ -52,7 +52,7 @@ impl Jwks {
     pub fn new(url: &str) -> Jwks {
         Jwks {
             url: url.to_string(),
-            agent: agent(HTTP_TIMEOUT_MS, 1),
+            client: Client::new(HTTP_TIMEOUT_MS, 1),
             keys: Mutex::default(),
             fetched: AtomicU64::new(0),
             failed: AtomicU64::new(0),
@@ -158,7 +158,7 @@ impl Jwks {
 
     /// The key set at the URL, and for how long to use it.
     fn fetched(&self) -> Result<(KeySet, u64), BoxError> {
-        let answer = self.agent.get(&self.url).call();
+        let answer = self.client.get(&self.url).call();
         let max_age_s = answer.as_ref().ok().and_then(|a| {
             let cache_control = a.headers().get("cache-control")?.to_str().ok()?;
             max_age_s(cache_control)

@@ -6,7 +6,7 @@
 //! asked once an hour per sink, not per request.
 
 use super::aws_credentials::{sts_credentials, sts_endpoint, AwsCredentials, CredentialsError};
-use super::client::{agent, form};
+use super::client::{form, Client};
 use super::expiring::Expiring;
 use super::sigv4::{sign_with, Unsigned};
 use crate::limits::{ASSUMED_ROLE_DURATION_S, HTTP_TIMEOUT_MS};
@@ -50,7 +50,7 @@ pub struct AssumedRole {
     role: RoleToAssume,
     base: AwsCredentials,
     region: String,
-    agent: ureq::Agent,
+    client: Client,
     held: Expiring<Credentials>,
 }
 
@@ -68,7 +68,7 @@ impl AssumedRole {
             role,
             base,
             region: region.to_string(),
-            agent: agent(HTTP_TIMEOUT_MS, 1),
+            client: Client::new(HTTP_TIMEOUT_MS, 1),
             held: Expiring::new(),
         }
     }
@@ -117,7 +117,7 @@ impl AssumedRole {
     ) -> Result<Credentials, super::BoxError> {
         // The base credentials' own error says where they failed.
         let base = self.base.get(now, deadline)?;
-        let assumed = assume(&self.role, base, &self.region, &self.agent, now)?;
+        let assumed = assume(&self.role, base, &self.region, &self.client, now)?;
         Ok(super::aws_credentials::sendable(assumed)?)
     }
 }
@@ -128,7 +128,7 @@ pub(super) fn assume(
     role: &RoleToAssume,
     base: Credentials,
     region: &str,
-    agent: &ureq::Agent,
+    client: &Client,
     now: SystemTime,
 ) -> Result<Credentials, super::BoxError> {
     let duration_s = ASSUMED_ROLE_DURATION_S.to_string();
@@ -152,7 +152,7 @@ pub(super) fn assume(
         body: body.as_bytes(),
     };
     let signed = sign_with(base, region, "sts", &unsigned, now)?;
-    let mut post = agent.post(&url);
+    let mut post = client.post(&url);
     for (name, value) in headers.iter().copied() {
         post = post.header(name, value);
     }

@@ -27,7 +27,7 @@
 use super::assume_role::{AssumedRole, RoleToAssume, DEFAULT_ROLE_SESSION_NAME};
 use super::aws_profile::profile_credentials;
 use super::aws_xml;
-use super::client::{agent, form, ok_body};
+use super::client::{form, ok_body, Client};
 use super::expiring::{Expiring, Unfetched};
 use crate::bounded_read::read_text_at_most;
 use crate::limits::{CREDENTIALS_LIFETIME_MS, HTTP_TIMEOUT_MS, MAX_KEY_FILE_BYTES};
@@ -66,7 +66,7 @@ impl AwsCredentials {
         AwsCredentials::Fetched(Arc::new(FetchedCredentials {
             source,
             region: region.to_string(),
-            agent: agent(HTTP_TIMEOUT_MS, 1),
+            client: Client::new(HTTP_TIMEOUT_MS, 1),
             held: Expiring::new(),
         }))
     }
@@ -263,7 +263,7 @@ impl fmt::Display for CredentialSource {
 pub struct FetchedCredentials {
     source: CredentialSource,
     region: String,
-    agent: ureq::Agent,
+    client: Client,
     held: Expiring<Credentials>,
 }
 
@@ -289,10 +289,10 @@ impl FetchedCredentials {
 
     fn fetch(&self, now: SystemTime) -> Result<Credentials, CredentialsError> {
         let fetched = match self.source {
-            CredentialSource::Instance => instance_credentials(&self.agent, now),
-            CredentialSource::Container => container_credentials(&self.agent, now),
+            CredentialSource::Instance => instance_credentials(&self.client, now),
+            CredentialSource::Container => container_credentials(&self.client, now),
             CredentialSource::WebIdentity => self.fetch_web_identity(now),
-            CredentialSource::Profile => profile_credentials(now, &self.region, &self.agent),
+            CredentialSource::Profile => profile_credentials(now, &self.region, &self.client),
         };
         let fetched = fetched.and_then(|c| sendable(c).map_err(|e| Fetch::Failed(e.into())));
         fetched.map_err(|cause| match cause {
@@ -318,7 +318,7 @@ impl FetchedCredentials {
             ("WebIdentityToken", token.trim()),
         ]);
         let answer = self
-            .agent
+            .client
             .post(sts_endpoint(&self.region))
             .header("content-type", "application/x-www-form-urlencoded")
             .send(form);
@@ -330,14 +330,11 @@ impl FetchedCredentials {
 /// token that does not come in time is most often a container's on an
 /// instance whose metadata hop limit is 1 (its answer is dropped a hop
 /// short): the error says so.
-pub(super) fn instance_credentials(
-    agent: &ureq::Agent,
-    now: SystemTime,
-) -> Result<Credentials, Fetch> {
+pub(super) fn instance_credentials(client: &Client, now: SystemTime) -> Result<Credentials, Fetch> {
     let endpoint = std::env::var("AWS_EC2_METADATA_SERVICE_ENDPOINT")
         .unwrap_or_else(|_| "http://169.254.169.254".into());
     let endpoint = endpoint.trim_end_matches('/');
-    let token = agent
+    let token = client
         .put(format!("{endpoint}/latest/api/token"))
         .header("x-aws-ec2-metadata-token-ttl-seconds", "21600")
         .send_empty();
@@ -351,7 +348,7 @@ pub(super) fn instance_credentials(
     let token = read(token)?;
     let roles_url = format!("{endpoint}/latest/meta-data/iam/security-credentials/");
     let metadata = |url: &str| {
-        let request = agent
+        let request = client
             .get(url)
             .header("x-aws-ec2-metadata-token", token.trim());
         read(request.call())
@@ -367,7 +364,7 @@ pub(super) fn instance_credentials(
 
 /// The container endpoint, with its authorization token when set.
 pub(super) fn container_credentials(
-    agent: &ureq::Agent,
+    client: &Client,
     now: SystemTime,
 ) -> Result<Credentials, Fetch> {
     let url = match std::env::var("AWS_CONTAINER_CREDENTIALS_FULL_URI") {
@@ -381,7 +378,7 @@ pub(super) fn container_credentials(
         Ok(file) => Some(read_file(&file)?),
         Err(_) => std::env::var("AWS_CONTAINER_AUTHORIZATION_TOKEN").ok(),
     };
-    let mut request = agent.get(&url);
+    let mut request = client.get(&url);
     if let Some(token) = token {
         request = request.header("authorization", token.trim());
     }

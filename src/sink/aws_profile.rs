@@ -32,6 +32,7 @@ use super::aws_credentials::{
     EnvCredentials, Fetch,
 };
 use super::aws_sso::SsoRole;
+use super::client::Client;
 use super::BoxError;
 use crate::limits::{
     CREDENTIALS_LIFETIME_MS, CREDENTIAL_PROCESS_OUTPUT_BYTES, CREDENTIAL_PROCESS_TIMEOUT_MS,
@@ -44,18 +45,14 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime};
 
 /// The credentials of a role profile's `credential_source`.
-fn credential_source(
-    source: &str,
-    agent: &ureq::Agent,
-    now: SystemTime,
-) -> Result<Credentials, Fetch> {
+fn credential_source(source: &str, client: &Client, now: SystemTime) -> Result<Credentials, Fetch> {
     match source {
         "Environment" => EnvCredentials::default().read().map_err(|e| match e {
             CredentialsError::NotSet { variable } => Fetch::NotSet(variable),
             other => Fetch::Failed(other.into()),
         }),
-        "Ec2InstanceMetadata" => instance_credentials(agent, now),
-        "EcsContainer" => container_credentials(agent, now),
+        "Ec2InstanceMetadata" => instance_credentials(client, now),
+        "EcsContainer" => container_credentials(client, now),
         other => Err(Fetch::failed(format!(
             "{other:?} is not one of Environment, Ec2InstanceMetadata, EcsContainer"
         ))),
@@ -70,7 +67,7 @@ const MAX_PROFILE_CHAIN: usize = 8;
 pub(super) fn profile_credentials(
     now: SystemTime,
     region: &str,
-    agent: &ureq::Agent,
+    client: &Client,
 ) -> Result<Credentials, Fetch> {
     let profile = std::env::var("AWS_PROFILE").unwrap_or_else(|_| "default".into());
     let credentials_path = file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials")?;
@@ -81,7 +78,7 @@ pub(super) fn profile_credentials(
         config: read_if_present(&config_path)?,
         config_path,
     };
-    files.credentials_of(&profile, now, region, agent, 0)
+    files.credentials_of(&profile, now, region, client, 0)
 }
 
 /// AWS's shared credentials and config files, as read for one fetch.
@@ -118,11 +115,11 @@ impl SharedFiles {
         profile: &str,
         now: SystemTime,
         region: &str,
-        agent: &ureq::Agent,
+        client: &Client,
         depth: usize,
     ) -> Result<Credentials, Fetch> {
         let Some(role_arn) = self.config_value(profile, "role_arn") else {
-            return self.own_credentials(profile, now, agent);
+            return self.own_credentials(profile, now, client);
         };
         let config_path = &self.config_path;
         let sources = (
@@ -130,13 +127,13 @@ impl SharedFiles {
             self.config_value(profile, "credential_source"),
         );
         let base = match sources {
-            (Some(source), None) if source == profile => self.own_credentials(profile, now, agent)?,
+            (Some(source), None) if source == profile => self.own_credentials(profile, now, client)?,
             (Some(_), None) if depth + 1 == MAX_PROFILE_CHAIN => {
                 let why = format!("the source_profile chain from [{profile}] is longer than {MAX_PROFILE_CHAIN} profiles (a loop?)");
                 return Err(Fetch::failed(why));
             }
-            (Some(source), None) => self.credentials_of(&source, now, region, agent, depth + 1)?,
-            (None, Some(source)) => credential_source(&source, agent, now).map_err(|e| match e {
+            (Some(source), None) => self.credentials_of(&source, now, region, client, depth + 1)?,
+            (None, Some(source)) => credential_source(&source, client, now).map_err(|e| match e {
                 Fetch::Failed(why) => Fetch::failed(format!(
                     "profile [{profile}] of {config_path}: credential_source {source}: {why}"
                 )),
@@ -159,7 +156,7 @@ impl SharedFiles {
                 .unwrap_or_else(|| DEFAULT_ROLE_SESSION_NAME.into()),
             role_arn,
         };
-        assume(&role, base, region, agent, now).map_err(|cause| {
+        assume(&role, base, region, client, now).map_err(|cause| {
             let role_arn = &role.role_arn;
             Fetch::failed(format!(
                 "cannot assume role {role_arn} of profile [{profile}]: {cause}"
@@ -173,7 +170,7 @@ impl SharedFiles {
         &self,
         profile: &str,
         now: SystemTime,
-        agent: &ureq::Agent,
+        client: &Client,
     ) -> Result<Credentials, Fetch> {
         let credentials_path = &self.credentials_path;
         if let Some(file) = &self.credentials {
@@ -194,7 +191,7 @@ impl SharedFiles {
             }
         }
         if let Some(role) = self.sso_role(profile)? {
-            return role.credentials(agent, now);
+            return role.credentials(client, now);
         }
         let Some(command) = self.config_value(profile, "credential_process") else {
             return Err(Fetch::failed(format!(

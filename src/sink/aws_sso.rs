@@ -12,7 +12,7 @@
 //! temporary credentials, kept until shortly before they expire.
 
 use super::aws_credentials::{env, Fetch};
-use super::client::{ok_body, percent_encoded};
+use super::client::{ok_body, percent_encoded, Client};
 use crate::bounded_read::read_text_at_most;
 use crate::limits::MAX_KEY_FILE_BYTES;
 use aws_credential_types::Credentials;
@@ -32,7 +32,7 @@ pub(super) struct SsoRole {
 
 impl SsoRole {
     /// The role's credentials at `now`, asked with the cached token.
-    pub fn credentials(&self, agent: &ureq::Agent, now: SystemTime) -> Result<Credentials, Fetch> {
+    pub fn credentials(&self, client: &Client, now: SystemTime) -> Result<Credentials, Fetch> {
         let token = self.cached_token(now)?;
         let endpoint = std::env::var("AWS_ENDPOINT_URL_SSO")
             .unwrap_or_else(|_| format!("https://portal.sso.{}.amazonaws.com", self.region));
@@ -42,7 +42,7 @@ impl SsoRole {
             percent_encoded(&self.account_id),
             percent_encoded(&self.role_name)
         );
-        let answer = agent
+        let answer = client
             .get(&url)
             .header("x-amz-sso_bearer_token", &token)
             .call();

@@ -5,6 +5,7 @@
 //! credentials service's answer (or quoting one that failed).
 
 use super::egress::Egress;
+use super::proxy_env::{environment_proxy, Scheme};
 use super::resolver::CachingResolver;
 use super::status::BadStatus;
 use crate::config::ConfigError;
@@ -14,37 +15,90 @@ use rustls::pki_types::PrivateKeyDer;
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
+use ureq::typestate::{WithBody, WithoutBody};
 use ureq::unversioned::transport::{ConnectionDetails, Connector, DefaultConnector, Transport};
+use ureq::RequestBuilder;
 
-/// An HTTP client: a keep-alive pool of `idle_connections`, per-phase
-/// timeouts of `timeout_ms` (connect, send, receive; a request also ends
-/// by its attempt's deadline, see [`request_timeout`]), statuses as
-/// answers rather than errors, no redirects followed, `HTTP_BUFFER_BYTES`
-/// of buffers each way per connection (response heads of at most
-/// `HTTP_MAX_RESPONSE_HEAD_BYTES`), and TLS trusting Mozilla's root
-/// certificates.
-pub(crate) fn agent(timeout_ms: u64, idle_connections: usize) -> ureq::Agent {
-    agent_with_tls(
-        timeout_ms,
-        idle_connections,
-        crate::tls_provider::ureq_tls().build(),
-        Egress::open(),
-    )
+/// An HTTP client for URLs of both schemes: an [`agent_with_tls`] for
+/// each, so that a request goes through the proxy the environment names
+/// for its URL's scheme (see [`super::proxy_env`]). Its requests are made
+/// as an agent's are.
+pub(crate) struct Client {
+    http: ureq::Agent,
+    https: ureq::Agent,
 }
 
-/// `agent`, with TLS as `tls` says (roots, client certificate), and
-/// connecting only where `egress` allows. Hosts' addresses are kept a
-/// while, for the whole process (see [`super::address_book`]).
+impl Client {
+    /// A keep-alive pool of `idle_connections` per scheme, per-phase
+    /// timeouts of `timeout_ms`, and TLS trusting the default roots (see
+    /// [`agent_with_tls`]).
+    pub(crate) fn new(timeout_ms: u64, idle_connections: usize) -> Client {
+        let tls = crate::tls_provider::ureq_tls().build();
+        Client::with_tls(timeout_ms, idle_connections, tls, Egress::open())
+    }
+
+    /// `new`, with TLS as `tls` says, connecting only where `egress` allows.
+    pub(crate) fn with_tls(
+        timeout_ms: u64,
+        idle_connections: usize,
+        tls: TlsConfig,
+        egress: Egress,
+    ) -> Client {
+        let agent = |scheme| {
+            let (tls, egress) = (tls.clone(), egress.clone());
+            agent_with_tls(timeout_ms, idle_connections, tls, egress, scheme)
+        };
+        Client {
+            http: agent(Scheme::Http),
+            https: agent(Scheme::Https),
+        }
+    }
+
+    /// The agent for requests to `url`.
+    pub(crate) fn agent(&self, url: &str) -> &ureq::Agent {
+        match Scheme::of(url) {
+            Scheme::Http => &self.http,
+            Scheme::Https => &self.https,
+        }
+    }
+
+    pub(crate) fn get(&self, url: impl AsRef<str>) -> RequestBuilder<WithoutBody> {
+        let url = url.as_ref();
+        self.agent(url).get(url)
+    }
+
+    pub(crate) fn put(&self, url: impl AsRef<str>) -> RequestBuilder<WithBody> {
+        let url = url.as_ref();
+        self.agent(url).put(url)
+    }
+
+    pub(crate) fn post(&self, url: impl AsRef<str>) -> RequestBuilder<WithBody> {
+        let url = url.as_ref();
+        self.agent(url).post(url)
+    }
+}
+
+/// An HTTP client for URLs of `scheme`: a keep-alive pool of
+/// `idle_connections`, per-phase timeouts of `timeout_ms` (connect, send,
+/// receive; a request also ends by its attempt's deadline, see
+/// [`request_timeout`]), statuses as answers rather than errors, no
+/// redirects followed, `HTTP_BUFFER_BYTES` of buffers each way per
+/// connection (response heads of at most `HTTP_MAX_RESPONSE_HEAD_BYTES`),
+/// TLS as `tls` says (roots, client certificate), the environment's proxy
+/// for `scheme`, and connecting only where `egress` allows. Hosts'
+/// addresses are kept a while, for the whole process (see
+/// [`super::address_book`]).
 pub(crate) fn agent_with_tls(
     timeout_ms: u64,
     idle_connections: usize,
     tls: TlsConfig,
     egress: Egress,
+    scheme: Scheme,
 ) -> ureq::Agent {
     let timeout = Some(std::time::Duration::from_millis(timeout_ms));
     // A proxy variable that names none was refused before any sink was
     // built (`check_client_environment`).
-    let proxy = super::proxy_env::environment_proxy().ok().flatten();
+    let proxy = environment_proxy(scheme).ok().flatten();
     let config = ureq::Agent::config_builder()
         .proxy(proxy)
         .tls_config(tls)

@@ -18,7 +18,7 @@
 //! signed `GetCallerIdentity`, executables) are refused there, naming what
 //! is supported.
 
-use super::client::{form, ok_body};
+use super::client::{form, ok_body, Client};
 use super::BoxError;
 use crate::bounded_read::read_text_at_most;
 use crate::limits::MAX_KEY_FILE_BYTES;
@@ -164,16 +164,16 @@ impl ExternalAccount {
     /// exchanged at STS, then, with impersonation, the service account's.
     pub fn token(
         &self,
-        agent: &ureq::Agent,
+        client: &Client,
         scope: &str,
         now: SystemTime,
     ) -> Result<(String, SystemTime), BoxError> {
-        let federated = self.federated_token(agent, now)?;
+        let federated = self.federated_token(client, now)?;
         let Some(url) = &self.impersonation_url else {
             return Ok(federated);
         };
         let request = json!({"scope": [scope], "lifetime": IMPERSONATED_LIFETIME});
-        let answer: Value = serde_json::from_str(&ask_iam(agent, url, &federated.0, &request)?)?;
+        let answer: Value = serde_json::from_str(&ask_iam(client, url, &federated.0, &request)?)?;
         let token = answer.get("accessToken").and_then(Value::as_str);
         let expiry = answer.get("expireTime").and_then(Value::as_str);
         match (token, expiry) {
@@ -197,17 +197,17 @@ impl ExternalAccount {
     /// federated token, as Google's libraries ask for one.
     pub fn id_token(
         &self,
-        agent: &ureq::Agent,
+        client: &Client,
         audience: &str,
         now: SystemTime,
     ) -> Result<String, BoxError> {
         let url = (self.impersonation_url.as_deref())
             .and_then(|url| url.strip_suffix(":generateAccessToken"))
             .ok_or("the configuration's service_account_impersonation_url names no service account's :generateAccessToken")?;
-        let federated = self.federated_token(agent, now)?;
+        let federated = self.federated_token(client, now)?;
         let request = json!({"audience": audience, "includeEmail": true});
         let url = format!("{url}:generateIdToken");
-        let answer: Value = serde_json::from_str(&ask_iam(agent, &url, &federated.0, &request)?)?;
+        let answer: Value = serde_json::from_str(&ask_iam(client, &url, &federated.0, &request)?)?;
         match answer.get("token").and_then(Value::as_str) {
             Some(token) => Ok(token.to_string()),
             None => Err("no token in IAM credentials' answer".into()),
@@ -218,10 +218,10 @@ impl ExternalAccount {
     /// when it expires.
     fn federated_token(
         &self,
-        agent: &ureq::Agent,
+        client: &Client,
         now: SystemTime,
     ) -> Result<(String, SystemTime), BoxError> {
-        let subject_token = self.subject_token(agent)?;
+        let subject_token = self.subject_token(client)?;
         let exchange = form(&[
             (
                 "grant_type",
@@ -236,7 +236,7 @@ impl ExternalAccount {
             ("subject_token", &subject_token),
             ("subject_token_type", &self.subject_token_type),
         ]);
-        let answer = agent
+        let answer = client
             .post(&self.token_url)
             .header("content-type", "application/x-www-form-urlencoded")
             .send(exchange);
@@ -244,7 +244,7 @@ impl ExternalAccount {
     }
 
     /// The subject token, read now.
-    fn subject_token(&self, agent: &ureq::Agent) -> Result<String, BoxError> {
+    fn subject_token(&self, client: &Client) -> Result<String, BoxError> {
         let (text, format) = match &self.source {
             SubjectTokenSource::File(path, format) => {
                 let text = read_text_at_most(path, MAX_KEY_FILE_BYTES)
@@ -256,7 +256,7 @@ impl ExternalAccount {
                 headers,
                 format,
             } => {
-                let mut request = agent.get(url);
+                let mut request = client.get(url);
                 for (name, value) in headers {
                     request = request.header(name, value);
                 }
@@ -284,13 +284,8 @@ impl ExternalAccount {
 
 /// IAM credentials' answer to `request` at `url`, asked with the
 /// federated token `bearer`.
-fn ask_iam(
-    agent: &ureq::Agent,
-    url: &str,
-    bearer: &str,
-    request: &Value,
-) -> Result<String, BoxError> {
-    let answer = agent
+fn ask_iam(client: &Client, url: &str, bearer: &str, request: &Value) -> Result<String, BoxError> {
+    let answer = client
         .post(url)
         .header("authorization", &format!("Bearer {bearer}"))
         .header("content-type", "application/json")

@@ -17,7 +17,7 @@
 //! `expiring`); one the receiver answers 401 while held a while is
 //! dropped, and the next attempt asks for another, as for `oauth2`.
 
-use super::client::{agent, percent_encoded};
+use super::client::{percent_encoded, Client};
 use super::expiring::{expires_after, expires_at_unix_s, Expiring};
 use super::gcp_key::ServiceAccountKey;
 use super::gcp_token::{ask_metadata, key_file, TokenSource};
@@ -38,7 +38,7 @@ pub const ID_TOKEN_SOURCES: &[&str] = &["metadata", "service_account", "external
 pub struct GoogleIdToken {
     audience: String,
     from: TokenSource,
-    agent: ureq::Agent,
+    client: Client,
     held: Expiring<String>,
 }
 
@@ -86,7 +86,7 @@ impl GoogleIdToken {
         Ok(GoogleIdToken {
             audience: config.audience.clone(),
             from,
-            agent: agent(HTTP_TIMEOUT_MS, 1),
+            client: Client::new(HTTP_TIMEOUT_MS, 1),
             held: Expiring::new(),
         })
     }
@@ -112,7 +112,7 @@ impl GoogleIdToken {
                 TokenSource::Metadata => self.ask_metadata()?,
                 TokenSource::ServiceAccount(key) => self.ask_token_endpoint(key, now)?,
                 TokenSource::External(account) => {
-                    account.id_token(&self.agent, &self.audience, now)?
+                    account.id_token(&self.client, &self.audience, now)?
                 }
                 TokenSource::User(_) => unreachable!("GoogleIdToken::new refuses a user's"),
             };
@@ -138,7 +138,7 @@ impl GoogleIdToken {
     fn ask_metadata(&self) -> Result<String, BoxError> {
         let audience = percent_encoded(&self.audience);
         let token = ask_metadata(
-            &self.agent,
+            &self.client,
             &format!("identity?audience={audience}&format=full"),
         )?;
         Ok(token.trim().to_string())
@@ -151,7 +151,7 @@ impl GoogleIdToken {
         now: SystemTime,
     ) -> Result<String, BoxError> {
         let asked = ("target_audience", self.audience.as_str());
-        let answer: Value = serde_json::from_str(&key.exchange(&self.agent, asked, now)?)?;
+        let answer: Value = serde_json::from_str(&key.exchange(&self.client, asked, now)?)?;
         match answer.get("id_token").and_then(Value::as_str) {
             Some(token) => Ok(token.to_string()),
             None => Err("no id_token in its answer".into()),

@@ -4,7 +4,7 @@
 //! makes to ask Google's token endpoint for an access token (the OAuth 2
 //! JWT bearer grant, RFC 7523).
 
-use super::client::{form, ok_body};
+use super::client::{form, ok_body, Client};
 use super::jwt_key::JwtKey;
 use super::BoxError;
 use crate::bounded_read::read_text_at_most;
@@ -91,10 +91,10 @@ impl ServiceAccountKey {
     }
 
     /// The token endpoint's answer (its body) to the OAuth 2 JWT bearer
-    /// grant of `assertion(asked, now)`, asked with `agent`.
+    /// grant of `assertion(asked, now)`, asked with `client`.
     pub fn exchange(
         &self,
-        agent: &ureq::Agent,
+        client: &Client,
         asked: (&str, &str),
         now: SystemTime,
     ) -> Result<String, BoxError> {
@@ -103,7 +103,7 @@ impl ServiceAccountKey {
             ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
             ("assertion", &assertion),
         ]);
-        let request = (agent.post(&self.token_uri))
+        let request = (client.post(&self.token_uri))
             .header("content-type", "application/x-www-form-urlencoded");
         ok_body(request.send(body))
     }

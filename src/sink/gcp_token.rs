@@ -25,7 +25,7 @@
 //!
 //! Fetched tokens are kept while fresh (see `expiring`).
 
-use super::client::{agent, ok_body};
+use super::client::{ok_body, Client};
 use super::expiring::Expiring;
 use super::gcp_external::ExternalAccount;
 use super::gcp_key::ServiceAccountKey;
@@ -80,7 +80,7 @@ impl PubSubAuth {
         };
         Ok(PubSubAuth::Fetched(Box::new(FetchedToken {
             from,
-            agent: agent(HTTP_TIMEOUT_MS, 1),
+            client: Client::new(HTTP_TIMEOUT_MS, 1),
             held: Expiring::new(),
         })))
     }
@@ -209,7 +209,7 @@ impl TokenSource {
 /// Tokens fetched from `from`, kept while fresh.
 pub struct FetchedToken {
     from: TokenSource,
-    agent: ureq::Agent,
+    client: Client,
     held: Expiring<String>,
 }
 
@@ -227,11 +227,11 @@ impl FetchedToken {
                 let answer = match &self.from {
                     TokenSource::Metadata => self.ask_metadata()?,
                     TokenSource::ServiceAccount(key) => {
-                        key.exchange(&self.agent, ("scope", PUBSUB_SCOPE), now)?
+                        key.exchange(&self.client, ("scope", PUBSUB_SCOPE), now)?
                     }
-                    TokenSource::User(user) => user.ask(&self.agent)?,
+                    TokenSource::User(user) => user.ask(&self.client)?,
                     TokenSource::External(account) => {
-                        return account.token(&self.agent, PUBSUB_SCOPE, now);
+                        return account.token(&self.client, PUBSUB_SCOPE, now);
                     }
                 };
                 token_answer(&answer, now)
@@ -240,18 +240,18 @@ impl FetchedToken {
 
     /// The metadata server's token for the workload's account.
     fn ask_metadata(&self) -> Result<String, BoxError> {
-        ask_metadata(&self.agent, "token")
+        ask_metadata(&self.client, "token")
     }
 }
 
 /// The metadata server's answer at `path` under the workload's default
 /// service account: the server at `GCE_METADATA_HOST` (the variable
 /// Google's libraries read), or `metadata.google.internal`.
-pub(super) fn ask_metadata(agent: &ureq::Agent, path: &str) -> Result<String, BoxError> {
+pub(super) fn ask_metadata(client: &Client, path: &str) -> Result<String, BoxError> {
     let host =
         std::env::var("GCE_METADATA_HOST").unwrap_or_else(|_| "metadata.google.internal".into());
     let url = format!("http://{host}/computeMetadata/v1/instance/service-accounts/default/{path}");
-    ok_body(agent.get(url).header("metadata-flavor", "Google").call())
+    ok_body(client.get(url).header("metadata-flavor", "Google").call())
 }
 
 /// No token to send: the attempt fails, transient (the environment or

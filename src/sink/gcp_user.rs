@@ -5,7 +5,7 @@
 //! as a service account (`metadata`, `service_account`,
 //! `external_account`).
 
-use super::client::{form, ok_body};
+use super::client::{form, ok_body, Client};
 use super::gcp_key::GOOGLE_TOKEN_URI;
 use super::BoxError;
 use crate::bounded_read::read_text_at_most;
@@ -111,14 +111,14 @@ impl AuthorizedUser {
     }
 
     /// The token endpoint's answer to the refresh token.
-    pub fn ask(&self, agent: &ureq::Agent) -> Result<String, BoxError> {
+    pub fn ask(&self, client: &Client) -> Result<String, BoxError> {
         let body = form(&[
             ("grant_type", "refresh_token"),
             ("client_id", &self.client_id),
             ("client_secret", &self.client_secret),
             ("refresh_token", &self.refresh_token),
         ]);
-        let request = agent
+        let request = client
             .post(&self.token_uri)
             .header("content-type", "application/x-www-form-urlencoded");
         ok_body(request.send(body))

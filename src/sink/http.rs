@@ -24,6 +24,7 @@ use super::egress::{Egress, PrivateAddress};
 use super::forward::{forwarded, reserved_header};
 use super::gcp_id_token::GoogleIdToken;
 use super::oauth2::{ClientCredentials, Token};
+use super::proxy_env::Scheme;
 use super::signing::{signature_header, SigningKey};
 use super::sigv4::{AwsSigning, SignError};
 use super::status::{classify, EXCERPT_BYTES};
@@ -117,6 +118,7 @@ impl HttpSinkOptions {
     pub(crate) fn connections(&self) -> Connections {
         Connections {
             origin: origin(&self.url),
+            scheme: Scheme::of(&self.url),
             timeout_ms: self.timeout_ms,
             idle_connections: self.idle_connections,
             roots: self.roots.clone(),
@@ -518,6 +520,8 @@ impl HttpSink {
 pub(crate) struct Connections {
     /// `scheme://host:port`, if the URL is one.
     pub origin: Option<String>,
+    /// The URL's scheme, whose proxy it goes through.
+    scheme: Scheme,
     timeout_ms: u64,
     idle_connections: usize,
     roots: RootCerts,
@@ -533,7 +537,8 @@ impl Connections {
             .root_certs(self.roots.clone())
             .client_cert(self.client_certificate.clone())
             .build();
-        agent_with_tls(self.timeout_ms, idle_connections, tls, self.egress.clone())
+        let egress = self.egress.clone();
+        agent_with_tls(self.timeout_ms, idle_connections, tls, egress, self.scheme)
     }
 
     /// Whether they are `other`'s (never without an origin).

@@ -36,7 +36,6 @@ pub mod sqs;
 mod status;
 
 pub use claiming::{ClaimCheckFailed, ClaimingSink};
-use client::agent;
 pub use egress::{Egress, Network};
 pub use forward::{is_credential, never_forwarded, reserved_header, PROVIDER_TOKENS};
 use queue::answer_of;

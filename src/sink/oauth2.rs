@@ -6,7 +6,7 @@
 //! answers 401 to it, so the next attempt asks for a new one. The token
 //! endpoint is held to the sink's `egress` rule, as the receiver is.
 
-use super::client::{agent_with_tls, form, ok_body};
+use super::client::{form, ok_body, Client};
 use super::egress::{Egress, PrivateAddress};
 use super::expiring::{expires_after, Expiring};
 use super::jwt_key::JwtKey;
@@ -69,7 +69,7 @@ pub struct ClientCredentials {
     audience: Option<String>,
     client_auth: ClientAuth,
     egress: Egress,
-    agent: ureq::Agent,
+    client: Client,
     held: Expiring<String>,
 }
 
@@ -161,7 +161,7 @@ impl ClientCredentials {
             scope: config.scope.clone(),
             audience: config.audience.clone(),
             client_auth: config.client_auth,
-            agent: agent_with_tls(HTTP_TIMEOUT_MS, 1, ureq_tls().build(), egress.clone()),
+            client: Client::with_tls(HTTP_TIMEOUT_MS, 1, ureq_tls().build(), egress.clone()),
             egress,
             held: Expiring::new(),
         }
@@ -179,7 +179,7 @@ impl ClientCredentials {
             audience,
             client_auth,
             egress,
-            agent: _,
+            client: _,
             held: _,
         } = self;
         *token_url == other.token_url
@@ -220,7 +220,7 @@ impl ClientCredentials {
         fields.extend(self.scope.as_deref().map(|s| ("scope", s)));
         fields.extend(self.audience.as_deref().map(|a| ("audience", a)));
         let mut request = self
-            .agent
+            .client
             .post(&self.token_url)
             .header("content-type", "application/x-www-form-urlencoded")
             .header("accept", "application/json");

@@ -1,10 +1,16 @@
 //! The egress proxy the environment names, as goad's clients take it.
 //!
-//! ureq reads `ALL_PROXY`, `HTTPS_PROXY` and `HTTP_PROXY` (each in
-//! capitals, then in lower case) in that order and uses the first that
-//! parses as a proxy's URL, passing over any before it that does not: a
-//! mistyped variable would send every request around the proxy its
-//! operator named. goad refuses such a variable instead
+//! A request goes through the proxy named for its URL's scheme, as curl
+//! reads the variables: `HTTPS_PROXY` for an https:// URL, `HTTP_PROXY`
+//! for an http:// one, `ALL_PROXY` for either when its own is not set
+//! (each variable in capitals, then in lower case, as ureq and Go read
+//! them). ureq itself takes the first of `ALL_PROXY`, `HTTPS_PROXY` and
+//! `HTTP_PROXY` for every URL: with only `HTTPS_PROXY` set, it would send
+//! a request to an instance's metadata service (`http://169.254.169.254`)
+//! to the proxy, which curl and Go send directly. ureq also passes over
+//! a variable that does not parse as a proxy's URL, for the next one or
+//! none: a mistyped variable would send every request around the proxy
+//! its operator named. goad refuses such a variable instead
 //! ([`check_proxy_variables`]).
 //!
 //! ureq reads `NO_PROXY` its own way: a name as that name alone
@@ -24,15 +30,31 @@ use crate::config::{invalid, ConfigError};
 use std::env::VarError;
 use std::net::{IpAddr, Ipv4Addr};
 
-/// The variables ureq reads for a proxy, in its order.
-const PROXY_VARIABLES: [&str; 6] = [
-    "ALL_PROXY",
-    "all_proxy",
-    "HTTPS_PROXY",
-    "https_proxy",
-    "HTTP_PROXY",
-    "http_proxy",
-];
+/// A URL's scheme, as far as its proxy goes: http://, or https:// (any
+/// other; goad's clients reach no other).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scheme {
+    Http,
+    Https,
+}
+
+impl Scheme {
+    /// The scheme of `url`.
+    pub(crate) fn of(url: &str) -> Scheme {
+        match url.get(..5) {
+            Some(start) if start.eq_ignore_ascii_case("http:") => Scheme::Http,
+            _ => Scheme::Https,
+        }
+    }
+
+    /// The variables that name this scheme's proxy, in the order read.
+    fn proxy_variables(self) -> [&'static str; 4] {
+        match self {
+            Scheme::Http => ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"],
+            Scheme::Https => ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"],
+        }
+    }
+}
 
 /// Hosts never proxied, in ureq's `NO_PROXY` syntax (`127.` a prefix).
 const THIS_MACHINE: [&str; 3] = ["localhost", "127.", "[::1]"];
@@ -43,17 +65,18 @@ const RULE: &str = "a proxy's URL, as http://HOST:PORT or socks5h://HOST:PORT (o
 
 /// Refuses a proxy variable that ureq would pass over: set, not empty (an
 /// empty one names no proxy), and not a proxy's URL or not UTF-8, before
-/// the one that names the proxy in use (if any). A refused value that may
-/// hold a password (it has an `@`) is not shown.
+/// the one that names the proxy in use for either scheme (if any). A
+/// refused value that may hold a password (it has an `@`) is not shown.
 pub(crate) fn check_proxy_variables() -> Result<(), ConfigError> {
-    named_proxy().map(drop)
+    named_proxy(Scheme::Http)?;
+    named_proxy(Scheme::Https).map(drop)
 }
 
-/// The proxy of the environment for goad's clients, with `NO_PROXY` read
-/// as the module docs say; none if no variable names one, and an error
-/// for a variable [`check_proxy_variables`] refuses.
-pub(crate) fn environment_proxy() -> Result<Option<ureq::Proxy>, ConfigError> {
-    let Some(named) = named_proxy()? else {
+/// The environment's proxy for URLs of `scheme`, with `NO_PROXY` read as
+/// the module docs say; none if no variable names one, and an error for
+/// a variable [`check_proxy_variables`] refuses.
+pub(crate) fn environment_proxy(scheme: Scheme) -> Result<Option<ureq::Proxy>, ConfigError> {
+    let Some(named) = named_proxy(scheme)? else {
         return Ok(None);
     };
     let mut proxy = ureq::Proxy::builder(named.protocol())
@@ -79,10 +102,10 @@ pub(crate) fn environment_proxy() -> Result<Option<ureq::Proxy>, ConfigError> {
     Ok(Some(proxy.build().unwrap_or(named)))
 }
 
-/// The proxy the first proxy variable set names, or the refusal of one
-/// that names none.
-fn named_proxy() -> Result<Option<ureq::Proxy>, ConfigError> {
-    for var in PROXY_VARIABLES {
+/// The proxy the first of `scheme`'s proxy variables that is set names,
+/// or the refusal of one that names none.
+fn named_proxy(scheme: Scheme) -> Result<Option<ureq::Proxy>, ConfigError> {
+    for var in scheme.proxy_variables() {
         let value = match std::env::var(var) {
             Ok(value) if value.is_empty() => continue,
             Ok(value) => value,
@@ -207,6 +230,14 @@ mod tests {
         assert_eq!(read("10.0.0.0/8,192.168.1.7/32"), ["10.", "192.168.1.7"]);
         assert_eq!(read("0.0.0.0/0"), ["*"]);
         assert_eq!(read("fd00::/8,10.0.0.0/33,x/8"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_urls_scheme_is_read_in_either_case() {
+        assert_eq!(Scheme::of("http://169.254.169.254/latest"), Scheme::Http);
+        assert_eq!(Scheme::of("HTTP://a.example"), Scheme::Http);
+        assert_eq!(Scheme::of("https://a.example"), Scheme::Https);
+        assert_eq!(Scheme::of("Https://a.example"), Scheme::Https);
     }
 
     #[test]

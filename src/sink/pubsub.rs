@@ -31,13 +31,13 @@
 //! quotas); any other answer is transient. A topic without subscriptions takes the message and
 //! drops it: Pub/Sub does not say so.
 
-use super::client::{failed_answer, percent_encoded};
+use super::client::{failed_answer, percent_encoded, Client};
 use super::gcp_token::PubSubAuth;
 use super::message::attributes;
 use super::message::message_json;
 use super::queue::{deliver_in_requests, deliver_one};
 use super::status::{detail, BadStatus};
-use super::{agent, answer_of, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
+use super::{answer_of, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
 use crate::core::LaneBy;
 use crate::limits::{
     PUBSUB_BATCH_MAX_ENTRIES, PUBSUB_MAX_ATTRIBUTE_VALUE_BYTES, PUBSUB_MAX_ORDERING_KEY_BYTES,
@@ -100,7 +100,7 @@ impl PubSubSinkOptions {
 
 /// A Pub/Sub topic.
 pub struct PubSubSink {
-    agent: ureq::Agent,
+    client: Client,
     /// The topic's `:publish` URL.
     publish_url: String,
     options: PubSubSinkOptions,
@@ -115,7 +115,7 @@ impl PubSubSink {
             percent_encoded(&options.topic)
         );
         PubSubSink {
-            agent: agent(options.timeout_ms, options.idle_connections),
+            client: Client::new(options.timeout_ms, options.idle_connections),
             publish_url,
             options,
         }
@@ -179,7 +179,7 @@ impl PubSubSink {
         let token = self.options.auth.token(SystemTime::now(), deadline)?;
         let post = || {
             let mut post = self
-                .agent
+                .client
                 .post(&self.publish_url)
                 .header("content-type", "application/json");
             if let Some(token) = &token {

@@ -28,13 +28,13 @@
 //! the queue.
 
 use super::aws_credentials::AwsCredentials;
-use super::client::failed_answer;
+use super::client::{failed_answer, Client};
 use super::message::attributes;
 use super::message::message_json;
 use super::queue::{deliver_in_requests, deliver_one};
 use super::sigv4::{sign_headers, SignError, Unsigned};
 use super::status::{detail, BadStatus};
-use super::{agent, answer_of, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
+use super::{answer_of, excerpt, Delivery, MessageTooLarge, Sink, SinkError};
 use crate::limits::SQS_BATCH_MAX_ENTRIES;
 use md5::{Digest, Md5};
 use serde_json::{json, Map, Value};
@@ -100,7 +100,7 @@ impl SqsSinkOptions {
 
 /// An SQS queue.
 pub struct SqsSink {
-    agent: ureq::Agent,
+    client: Client,
     /// `<endpoint>/`, where every request goes.
     post_url: String,
     options: SqsSinkOptions,
@@ -163,7 +163,7 @@ impl SqsSink {
         };
         let fifo = is_fifo(queue_name(&options.queue_url)?);
         Some(SqsSink {
-            agent: agent(options.timeout_ms, options.idle_connections),
+            client: Client::new(options.timeout_ms, options.idle_connections),
             post_url: format!("{endpoint}/"),
             options,
             fifo,
@@ -272,7 +272,7 @@ impl SqsSink {
         )
         .map_err(SignError::failure)?;
         let post = || {
-            let mut post = self.agent.post(&self.post_url);
+            let mut post = self.client.post(&self.post_url);
             for (name, value) in headers {
                 post = post.header(name, value);
             }
