@@ -151,7 +151,8 @@ fn output_into_a_closed_pipe_is_no_error() {
 }
 
 /// An operator command with no node where it looks says so and how to
-/// name the node, and exits 1; a node named by its `HOST:PORT` (as its
+/// name the node, and exits 1 (or, through a proxy it cannot reach, names
+/// the proxy); a node named by its `HOST:PORT` (as its
 /// `listen` is written) is looked for over http://, and an address of
 /// another kind is refused, naming the forms taken (exit 2).
 #[test]
@@ -183,6 +184,22 @@ fn a_command_with_no_node_at_its_address_says_how_to_name_one() {
             "{stderr}"
         );
     }
+    // A node elsewhere, through a proxy that is not there: the proxy is
+    // named, not a node said to be missing.
+    let out = Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["stats", "--node", "http://node.example.invalid:7878"])
+        .env("HTTP_PROXY", format!("http://127.0.0.1:{port}"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        format!(
+            "goad: http://node.example.invalid:7878/v1/stats: the egress proxy \
+             127.0.0.1:{port} (HTTP_PROXY) could not be reached: Connection refused (os error \
+             111)\n"
+        )
+    );
     for wrong in ["ftp://127.0.0.1:7878", "http://", "a b"] {
         let (code, stderr) = stats(wrong);
         assert_eq!(code, Some(2), "{stderr}");

@@ -153,6 +153,53 @@ fn a_tunnel_the_proxy_refuses_fails_the_attempt_naming_the_proxy() {
     );
 }
 
+/// A proxy that cannot be reached fails the attempt naming it and the
+/// variable that names it, where the system's words alone (`Connection
+/// refused`) would read as the receiver's: one that refuses the
+/// connection, and one whose host does not resolve.
+#[test]
+fn a_proxy_that_cannot_be_reached_is_named() {
+    // A port just freed: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let reasons = |vars: &[(&str, &str)]| {
+        let _environment = proxy_environment(vars);
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = config(dir.path());
+        c.retry.max_attempts = 1;
+        let sinks = vec![
+            SinkConfig::http("http://plain.example.invalid/a"),
+            SinkConfig::http("https://tls.example.invalid/b"),
+        ];
+        c.sources.push(source("stripe", "acme", sinks));
+        let engine = Engine::open(c).unwrap();
+        engine.commit(NewHook::new("stripe", "x")).unwrap();
+        wait_until("both rows dead", Duration::from_secs(20), || {
+            dead(&engine).len() == 2
+        });
+        dead_attempts_and_reasons(&engine)
+            .into_iter()
+            .map(|(_, reason)| reason)
+            .collect::<Vec<_>>()
+    };
+    let refused = format!("http://127.0.0.1:{port}");
+    let unresolved = "socks5h://proxy.example.invalid:1080";
+    let reasons = reasons(&[("HTTP_PROXY", &refused), ("all_proxy", unresolved)]);
+    assert_eq!(
+        reasons[0],
+        format!(
+            "sink http: the egress proxy 127.0.0.1:{port} (HTTP_PROXY) could not be reached: \
+             Connection refused (os error 111)"
+        )
+    );
+    let unresolved = "sink http: the egress proxy proxy.example.invalid:1080 (all_proxy) could \
+                      not be reached: failed to lookup address information";
+    assert!(reasons[1].starts_with(unresolved), "{}", reasons[1]);
+}
+
 /// A SOCKS proxy the environment names (`socks5h://`: the proxy resolves
 /// the receiver's name) carries the sink's requests: this stand-in reads
 /// the SOCKS 5 handshake, records the host and port asked for, and

@@ -3,9 +3,10 @@
 
 use crate::config::{invalid, ConfigError};
 use crate::pem::PemFile;
-use crate::sink::client::{client_certificate, root_certificates};
+use crate::sink::client::{agent_of, client_certificate, root_certificates};
 use crate::sink::http::sendable_credential;
-use crate::sink::proxy_env::{environment_proxy, Scheme};
+use crate::sink::proxy_env::{environment_proxy, ProxyUnreached, Scheme};
+use crate::sink::Egress;
 use crate::tls_provider::ureq_tls;
 use std::path::Path;
 use std::time::Duration;
@@ -64,6 +65,9 @@ impl std::error::Error for ClientError {}
 /// CA signed.
 fn unreached(url: &str, e: &ureq::Error) -> String {
     use rustls::{CertificateError, Error, InvalidMessage};
+    if let Some(unreached) = ProxyUnreached::of(e) {
+        return format!("{url}: {unreached}");
+    }
     let hint = match e {
         ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
             " (no node listens there: give its address with --node or GOAD_NODE)"
@@ -203,13 +207,13 @@ impl NodeClient {
         // The environment's proxy, as a sink's: never for this machine.
         let scheme = Scheme::of(&self.base_url);
         let proxy = environment_proxy(scheme).map_err(|e| ClientError(e.to_string()))?;
-        let agent: ureq::Agent = ureq::Agent::config_builder()
+        let config = ureq::Agent::config_builder()
             .proxy(proxy)
             .tls_config(self.tls.clone())
             .http_status_as_error(false)
             .timeout_global(Some(wait))
-            .build()
-            .into();
+            .build();
+        let agent = agent_of(config, Egress::open(), scheme);
         let url = format!("{}{}", self.base_url.trim_end_matches('/'), path_and_query);
         let response = match method {
             "POST" => self

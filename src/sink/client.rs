@@ -5,7 +5,7 @@
 //! credentials service's answer (or quoting one that failed).
 
 use super::egress::Egress;
-use super::proxy_env::{environment_proxy, Scheme};
+use super::proxy_env::{environment_proxy, ProxyUnreached, Scheme};
 use super::resolver::CachingResolver;
 use super::status::BadStatus;
 use crate::config::ConfigError;
@@ -117,8 +117,19 @@ pub(crate) fn agent_with_tls(
         .timeout_recv_body(timeout)
         .user_agent(concat!("goad/", env!("CARGO_PKG_VERSION")))
         .build();
-    let resolver = CachingResolver::new(egress);
-    let connector = DefaultConnector::new().chain(CountsOpened);
+    agent_of(config, egress, scheme)
+}
+
+/// An agent of `config`, for URLs of `scheme`, with goad's resolver (see
+/// [`CachingResolver`]) and connectors (a failure to reach the proxy said
+/// as such, and connections counted).
+pub(crate) fn agent_of(
+    config: ureq::config::Config,
+    egress: Egress,
+    scheme: Scheme,
+) -> ureq::Agent {
+    let resolver = CachingResolver::new(egress, scheme);
+    let connector = NamesProxy(DefaultConnector::new(), scheme).chain(CountsOpened);
     ureq::Agent::with_parts(config, connector, resolver)
 }
 
@@ -148,7 +159,8 @@ pub(crate) fn request_timeout(deadline: Instant) -> Option<Duration> {
 
 /// A request's transport error, as an attempt's failure says it: one cut
 /// by [`request_timeout`] names the attempt's deadline, a tunnel the
-/// egress proxy did not open says why (see [`proxy_refusal`]), a TLS
+/// egress proxy did not open says why (see [`proxy_refusal`]), a proxy
+/// not reached says so ([`ProxyUnreached`]), a TLS
 /// failure that a sink's config can mend says how (see [`tls_hint`]), and
 /// a connection the peer ended says so before the system's word for it.
 pub(crate) fn transport_error(e: ureq::Error) -> super::BoxError {
@@ -158,6 +170,7 @@ pub(crate) fn transport_error(e: ureq::Error) -> super::BoxError {
         }
         ureq::Error::ConnectProxyFailed(why) => proxy_refusal(&why).into(),
         e => match tls_hint(&e) {
+            None if ProxyUnreached::of(&e).is_some() => e.into_io().to_string().into(),
             Some(hint) => format!("{e} ({hint})").into(),
             None if ended_by_peer(&e) => {
                 format!("the connection ended with no answer ({e})").into()
@@ -262,6 +275,35 @@ thread_local! {
     /// Connections this thread's agents opened (ureq connects on the
     /// thread that sends): a try that opened none went over a pooled one.
     static OPENED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The first link of every agent's connector chain: ureq's connectors (a
+/// proxy's, TCP, TLS), with a failure to reach the environment's proxy
+/// for URLs of its scheme said as such ([`ProxyUnreached`]). (A failure
+/// to look its host up is said so by [`CachingResolver`].)
+#[derive(Debug)]
+struct NamesProxy(DefaultConnector, Scheme);
+
+impl Connector for NamesProxy {
+    type Out = Box<dyn Transport>;
+
+    fn connect(
+        &self,
+        details: &ConnectionDetails,
+        chained: Option<()>,
+    ) -> Result<Option<Self::Out>, ureq::Error> {
+        let NamesProxy(connector, scheme) = self;
+        connector
+            .connect(details, chained)
+            .map_err(|e| match details.config.proxy() {
+                Some(proxy)
+                    if !proxy.is_no_proxy(details.uri) && ProxyUnreached::is_unreached(&e) =>
+                {
+                    ProxyUnreached::error(proxy, *scheme, e)
+                }
+                _ => e,
+            })
+    }
 }
 
 /// The last link of every agent's connector chain: counts the connections

@@ -127,6 +127,65 @@ fn named_proxy(scheme: Scheme) -> Result<Option<ureq::Proxy>, ConfigError> {
     Ok(None)
 }
 
+/// A connection through the environment's proxy that failed before the
+/// proxy was reached: its host does not resolve, or it refuses the
+/// connection, or no route leads to it. Said as such, where the system's
+/// words (`Connection refused`) would read as the receiver's.
+#[derive(Debug)]
+pub(crate) struct ProxyUnreached {
+    /// The proxy's `host:port`.
+    proxy: String,
+    /// The variable that names it.
+    variable: Option<&'static str>,
+    /// What failed, in the system's words.
+    cause: String,
+}
+
+impl ProxyUnreached {
+    /// `cause`, a failure to reach `proxy`, the environment's proxy for
+    /// URLs of `scheme`, as a ureq error.
+    pub(crate) fn error(proxy: &ureq::Proxy, scheme: Scheme, cause: ureq::Error) -> ureq::Error {
+        let is_set = |var: &&str| std::env::var_os(var).is_some_and(|value| !value.is_empty());
+        let unreached = ProxyUnreached {
+            proxy: format!("{}:{}", proxy.host(), proxy.port()),
+            variable: scheme.proxy_variables().into_iter().find(is_set),
+            cause: match cause {
+                ureq::Error::Io(e) => e.to_string(),
+                e => e.to_string(),
+            },
+        };
+        ureq::Error::Io(std::io::Error::other(unreached))
+    }
+
+    /// Whether `e`, a failure to connect, says that no connection was
+    /// made: refused, or no route to the peer.
+    pub(crate) fn is_unreached(e: &ureq::Error) -> bool {
+        use std::io::ErrorKind::*;
+        let unreached = [ConnectionRefused, HostUnreachable, NetworkUnreachable];
+        matches!(e, ureq::Error::Io(io) if unreached.contains(&io.kind()))
+    }
+
+    /// The failure `e` is, if it is one.
+    pub(crate) fn of(e: &ureq::Error) -> Option<&ProxyUnreached> {
+        match e {
+            ureq::Error::Io(io) => io.get_ref()?.downcast_ref(),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ProxyUnreached {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the egress proxy {}", self.proxy)?;
+        if let Some(variable) = self.variable {
+            write!(f, " ({variable})")?;
+        }
+        write!(f, " could not be reached: {}", self.cause)
+    }
+}
+
+impl std::error::Error for ProxyUnreached {}
+
 /// The refusal of `var`, its value described rather than shown.
 fn refused(var: &str, rule: &str, described: &str) -> ConfigError {
     ConfigError::Invalid {

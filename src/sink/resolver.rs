@@ -5,6 +5,7 @@
 
 use super::address_book::AddressBook;
 use super::egress::{Egress, PrivateAddress};
+use super::proxy_env::{ProxyUnreached, Scheme};
 use std::sync::Arc;
 use std::time::Instant;
 use ureq::config::Config;
@@ -12,18 +13,21 @@ use ureq::http::Uri;
 use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::NextTimeout;
 
-/// The resolver of one client (one sink's keep-alive pool).
+/// The resolver of one client (one sink's keep-alive pool), for URLs of
+/// one scheme.
 #[derive(Debug)]
 pub struct CachingResolver {
     book: Arc<AddressBook>,
     egress: Egress,
+    scheme: Scheme,
 }
 
 impl CachingResolver {
-    pub fn new(egress: Egress) -> CachingResolver {
+    pub fn new(egress: Egress, scheme: Scheme) -> CachingResolver {
         CachingResolver {
             book: AddressBook::shared(),
             egress,
+            scheme,
         }
     }
 }
@@ -35,9 +39,15 @@ impl Resolver for CachingResolver {
         config: &Config,
         timeout: NextTimeout,
     ) -> Result<ResolvedSocketAddrs, ureq::Error> {
-        let resolved = self.book.addresses(uri, config, timeout, Instant::now())?;
-        let is_proxy = config.proxy().is_some_and(|proxy| proxy.uri() == uri);
-        if self.egress.is_open() || is_proxy {
+        let resolved = self.book.addresses(uri, config, timeout, Instant::now());
+        // The proxy's host, resolved for a connection through it, is let
+        // through (it resolves and connects the receiver, under its own
+        // policy); a failure to look it up is said as the proxy's.
+        if let Some(proxy) = config.proxy().filter(|proxy| proxy.uri() == uri) {
+            return resolved.map_err(|e| ProxyUnreached::error(proxy, self.scheme, e));
+        }
+        let resolved = resolved?;
+        if self.egress.is_open() {
             return Ok(resolved);
         }
         let mut allowed = self.empty();
@@ -70,7 +80,11 @@ mod tests {
     /// `addresses`.
     fn resolver(addresses: &[&str], egress: Egress) -> CachingResolver {
         let (book, _) = book(addresses);
-        CachingResolver { book, egress }
+        CachingResolver {
+            book,
+            egress,
+            scheme: Scheme::Http,
+        }
     }
 
     /// The refusal `r` answers for `uri`'s host, as text.
@@ -88,17 +102,19 @@ mod tests {
     /// or not), each passing on what its own egress allows.
     #[test]
     fn one_book_serves_every_client_each_through_its_own_egress() {
-        let a = CachingResolver::new(Egress::open());
-        let b = CachingResolver::new(Egress::public_and(Vec::new()));
+        let a = CachingResolver::new(Egress::open(), Scheme::Http);
+        let b = CachingResolver::new(Egress::public_and(Vec::new()), Scheme::Http);
         assert!(Arc::ptr_eq(&a.book, &b.book));
         let (book, system) = book(&["10.0.0.7:80", "93.184.215.14:80"]);
         let open = CachingResolver {
             book: book.clone(),
             egress: Egress::open(),
+            scheme: Scheme::Http,
         };
         let public_only = CachingResolver {
             book,
             egress: Egress::public_and(Vec::new()),
+            scheme: Scheme::Http,
         };
         let config = Config::default();
         let uri: Uri = "http://mixed.example.com/".parse().unwrap();
