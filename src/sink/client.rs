@@ -13,6 +13,7 @@ use crate::limits::{HTTP_BUFFER_BYTES, HTTP_MAX_RESPONSE_HEAD_BYTES, REQUEST_PAS
 use crate::pem::{certificates, private_key, PemFile};
 use rustls::pki_types::PrivateKeyDer;
 use std::cell::Cell;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
 use ureq::typestate::{WithBody, WithoutBody};
@@ -21,11 +22,16 @@ use ureq::RequestBuilder;
 
 /// An HTTP client for URLs of both schemes: an [`agent_with_tls`] for
 /// each, so that a request goes through the proxy the environment names
-/// for its URL's scheme (see [`super::proxy_env`]). Its requests are made
-/// as an agent's are.
+/// for its URL's scheme (see [`super::proxy_env`]); each built as its
+/// first request is made (most clients only ever ask URLs of one scheme).
+/// Its requests are made as an agent's are.
 pub(crate) struct Client {
-    http: ureq::Agent,
-    https: ureq::Agent,
+    timeout_ms: u64,
+    idle_connections: usize,
+    tls: TlsConfig,
+    egress: Egress,
+    http: OnceLock<ureq::Agent>,
+    https: OnceLock<ureq::Agent>,
 }
 
 impl Client {
@@ -44,22 +50,27 @@ impl Client {
         tls: TlsConfig,
         egress: Egress,
     ) -> Client {
-        let agent = |scheme| {
-            let (tls, egress) = (tls.clone(), egress.clone());
-            agent_with_tls(timeout_ms, idle_connections, tls, egress, scheme)
-        };
         Client {
-            http: agent(Scheme::Http),
-            https: agent(Scheme::Https),
+            timeout_ms,
+            idle_connections,
+            tls,
+            egress,
+            http: OnceLock::new(),
+            https: OnceLock::new(),
         }
     }
 
     /// The agent for requests to `url`.
     pub(crate) fn agent(&self, url: &str) -> &ureq::Agent {
-        match Scheme::of(url) {
+        let scheme = Scheme::of(url);
+        let agent = match scheme {
             Scheme::Http => &self.http,
             Scheme::Https => &self.https,
-        }
+        };
+        agent.get_or_init(|| {
+            let (tls, egress) = (self.tls.clone(), self.egress.clone());
+            agent_with_tls(self.timeout_ms, self.idle_connections, tls, egress, scheme)
+        })
     }
 
     pub(crate) fn get(&self, url: impl AsRef<str>) -> RequestBuilder<WithoutBody> {
