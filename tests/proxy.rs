@@ -153,6 +153,38 @@ fn a_tunnel_the_proxy_refuses_fails_the_attempt_naming_the_proxy() {
     );
 }
 
+/// Delivers one hook to two sinks, `http://plain.example.invalid/a` and
+/// `https://tls.example.invalid/b`, in one attempt each, with the proxy
+/// variables `vars`: each sink's dead row's reason, none where the
+/// attempt delivered.
+fn one_attempt_for_each_scheme(vars: &[(&str, &str)]) -> [Option<String>; 2] {
+    let _environment = proxy_environment(vars);
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.retry.max_attempts = 1;
+    let sinks = vec![
+        SinkConfig::http("http://plain.example.invalid/a"),
+        SinkConfig::http("https://tls.example.invalid/b"),
+    ];
+    c.sources.push(source("stripe", "acme", sinks));
+    let engine = Engine::open(c).unwrap();
+    engine.commit(NewHook::new("stripe", "x")).unwrap();
+    wait_until(
+        "each row delivered or dead",
+        Duration::from_secs(20),
+        || {
+            let rows = rows(&engine);
+            rows.iter()
+                .all(|r| r.record.status == goad::RowStatus::Dead)
+        },
+    );
+    let dead = dead(&engine);
+    [0, 1].map(|sink_index| {
+        let row = dead.iter().find(|r| r.row.sink_index == sink_index);
+        row.map(|r| r.record.error.clone().unwrap_or_default())
+    })
+}
+
 /// A proxy that cannot be reached fails the attempt naming it and the
 /// variable that names it, where the system's words alone (`Connection
 /// refused`) would read as the receiver's: one that refuses the
@@ -165,39 +197,21 @@ fn a_proxy_that_cannot_be_reached_is_named() {
         .local_addr()
         .unwrap()
         .port();
-    let reasons = |vars: &[(&str, &str)]| {
-        let _environment = proxy_environment(vars);
-        let dir = tempfile::tempdir().unwrap();
-        let mut c = config(dir.path());
-        c.retry.max_attempts = 1;
-        let sinks = vec![
-            SinkConfig::http("http://plain.example.invalid/a"),
-            SinkConfig::http("https://tls.example.invalid/b"),
-        ];
-        c.sources.push(source("stripe", "acme", sinks));
-        let engine = Engine::open(c).unwrap();
-        engine.commit(NewHook::new("stripe", "x")).unwrap();
-        wait_until("both rows dead", Duration::from_secs(20), || {
-            dead(&engine).len() == 2
-        });
-        dead_attempts_and_reasons(&engine)
-            .into_iter()
-            .map(|(_, reason)| reason)
-            .collect::<Vec<_>>()
-    };
     let refused = format!("http://127.0.0.1:{port}");
     let unresolved = "socks5h://proxy.example.invalid:1080";
-    let reasons = reasons(&[("HTTP_PROXY", &refused), ("all_proxy", unresolved)]);
+    let [plain, tls] =
+        one_attempt_for_each_scheme(&[("HTTP_PROXY", &refused), ("all_proxy", unresolved)]);
     assert_eq!(
-        reasons[0],
+        plain.expect("dead"),
         format!(
             "sink http: the egress proxy 127.0.0.1:{port} (HTTP_PROXY) could not be reached: \
              Connection refused (os error 111)"
         )
     );
+    let tls = tls.expect("dead");
     let unresolved = "sink http: the egress proxy proxy.example.invalid:1080 (all_proxy) could \
                       not be reached: failed to lookup address information";
-    assert!(reasons[1].starts_with(unresolved), "{}", reasons[1]);
+    assert!(tls.starts_with(unresolved), "{tls}");
 }
 
 /// A SOCKS proxy the environment names (`socks5h://`: the proxy resolves
@@ -327,39 +341,16 @@ fn each_request_goes_through_the_proxy_named_for_its_urls_scheme() {
             .map(|r| r.path)
             .collect()
     };
-    // Delivers one hook to an http:// and an https:// sink, until each row
-    // is delivered or dead; the row of the http:// sink is returned.
-    let deliver = |vars: &[(&str, &str)]| {
-        let _environment = proxy_environment(vars);
-        let dir = tempfile::tempdir().unwrap();
-        let mut c = config(dir.path());
-        c.retry.max_attempts = 1;
-        let sinks = vec![
-            SinkConfig::http("http://plain.example.invalid/a"),
-            SinkConfig::http("https://tls.example.invalid/b"),
-        ];
-        c.sources.push(source("stripe", "acme", sinks));
-        let engine = Engine::open(c).unwrap();
-        engine.commit(NewHook::new("stripe", "x")).unwrap();
-        wait_until(
-            "each row delivered or dead",
-            Duration::from_secs(20),
-            || {
-                let rows = rows(&engine);
-                rows.iter()
-                    .all(|r| r.record.status == goad::RowStatus::Dead)
-            },
-        );
-        dead(&engine).into_iter().find(|r| r.row.sink_index == 0)
-    };
-
-    let plain = deliver(&[("ALL_PROXY", &all.url("")), ("HTTPS_PROXY", &https.url(""))]);
-    assert!(plain.is_none(), "delivered through ALL_PROXY's proxy");
+    let [plain, _] = one_attempt_for_each_scheme(&[
+        ("ALL_PROXY", &all.url("")),
+        ("HTTPS_PROXY", &https.url("")),
+    ]);
+    assert_eq!(plain, None, "delivered through ALL_PROXY's proxy");
     assert_eq!(tunnels(&all), ["plain.example.invalid:80"]);
     assert_eq!(tunnels(&https), ["tls.example.invalid:443"]);
 
-    let plain = deliver(&[("https_proxy", &https.url(""))]).expect("not delivered");
-    let error = plain.record.error.unwrap_or_default();
+    let [plain, _] = one_attempt_for_each_scheme(&[("https_proxy", &https.url(""))]);
+    let error = plain.expect("not delivered");
     assert!(
         error.starts_with("sink http: io: failed to lookup address information"),
         "looked up here, not sent to the proxy: {error}"
