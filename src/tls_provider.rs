@@ -21,7 +21,8 @@ pub(crate) fn tls_provider() -> Arc<CryptoProvider> {
 }
 
 /// A ureq TLS config with the provider, trusting the default roots
-/// (Mozilla's, or `SSL_CERT_FILE`'s: see [`crate::trusted_roots`]) until
+/// (Mozilla's, or those the environment names: see
+/// [`crate::trusted_roots`]) until
 /// told otherwise.
 pub(crate) fn ureq_tls() -> ureq::tls::TlsConfigBuilder {
     ureq::tls::TlsConfig::builder()

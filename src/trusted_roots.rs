@@ -1,54 +1,112 @@
 //! The root certificates goad's clients trust where nothing more
 //! particular is said (a sink's `ca_file`, the operator commands'
 //! `--ca-file`): Mozilla's, built in (`webpki-roots`), or, when the
-//! environment's `SSL_CERT_FILE` names a PEM file, its certificates
-//! instead. OpenSSL, curl, Python and Go read that variable too, and a
-//! network whose proxy inspects TLS (re-signing with its own CA) sets it
-//! for every program; without it, every queue, credentials and key-set
-//! request there would fail as `UnknownIssuer`. The file is read once, at
-//! its first use (a restart reads it again).
+//! environment names roots of its own, those instead: the certificates
+//! of the PEM file `SSL_CERT_FILE` names and of every PEM file in the
+//! directories `SSL_CERT_DIR` lists (separated by `:`; a file holding no
+//! certificate, or not a file, is passed over). OpenSSL, curl, Python and
+//! Go read these variables too, and a network whose proxy inspects TLS
+//! (re-signing with its own CA) sets them for every program; without
+//! them, every queue, credentials and key-set request there would fail as
+//! `UnknownIssuer`. They are read once, at their first use (a restart
+//! reads them again).
 
 use crate::config::ConfigError;
-use crate::pem::PemFile;
+use crate::pem::{certificates, PemFile};
+use rustls::pki_types::CertificateDer;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use ureq::tls::RootCerts;
+use ureq::tls::{Certificate, RootCerts};
 
-/// The roots (see the module docs); Mozilla's when `SSL_CERT_FILE`'s file
-/// cannot be loaded, which [`check_default_roots`] refuses before any
-/// client is built.
+/// The roots (see the module docs); Mozilla's when those the environment
+/// names cannot be loaded, which [`check_default_roots`] refuses before
+/// any client is built.
 pub(crate) fn default_roots() -> RootCerts {
     loaded().as_ref().cloned().unwrap_or(RootCerts::WebPki)
 }
 
 /// Refuses an `SSL_CERT_FILE` (set, not empty) that is not a readable PEM
-/// file of certificates, naming the variable and the file.
+/// file of certificates, or an `SSL_CERT_DIR` directory that cannot be
+/// read or holds no PEM certificate, naming the variable and the path.
 pub(crate) fn check_default_roots() -> Result<(), ConfigError> {
     match loaded() {
         Ok(_) => Ok(()),
-        Err((path, why)) => Err(the_file(path).refused(why.clone())),
+        Err((variable, path, why)) => Err(named(*variable, path).refused(why.clone())),
     }
 }
 
-/// The roots `SSL_CERT_FILE` names (Mozilla's when it is unset or empty),
-/// or its file and why it does not load; read once.
-fn loaded() -> &'static Result<RootCerts, (PathBuf, String)> {
-    static ROOTS: OnceLock<Result<RootCerts, (PathBuf, String)>> = OnceLock::new();
+/// The variables that name roots.
+#[derive(Clone, Copy)]
+enum Variable {
+    SslCertFile,
+    SslCertDir,
+}
+
+/// The path `variable` names, as its errors name it.
+fn named(variable: Variable, path: &Path) -> PemFile<'_> {
+    let (key, holds) = match variable {
+        Variable::SslCertFile => (
+            "the environment's SSL_CERT_FILE",
+            "a PEM file of root certificates",
+        ),
+        Variable::SslCertDir => (
+            "the environment's SSL_CERT_DIR",
+            "directories of PEM files of root certificates, separated by ':'",
+        ),
+    };
+    PemFile { key, holds, path }
+}
+
+/// The roots the environment names (Mozilla's when it names none), or
+/// the variable and path that do not load and why; read once.
+fn loaded() -> &'static Result<RootCerts, (Variable, PathBuf, String)> {
+    static ROOTS: OnceLock<Result<RootCerts, (Variable, PathBuf, String)>> = OnceLock::new();
     ROOTS.get_or_init(|| {
-        let Some(path) = std::env::var_os("SSL_CERT_FILE").filter(|p| !p.is_empty()) else {
+        let set = |variable| std::env::var_os(variable).filter(|value| !value.is_empty());
+        let (file, directories) = (set("SSL_CERT_FILE"), set("SSL_CERT_DIR"));
+        if file.is_none() && directories.is_none() {
             return Ok(RootCerts::WebPki);
-        };
-        let path = PathBuf::from(path);
-        let roots = the_file(&path).parse(crate::sink::client::roots);
-        roots.map_err(|why| (path, why))
+        }
+        let mut roots = Vec::new();
+        if let Some(path) = file.map(PathBuf::from) {
+            match named(Variable::SslCertFile, &path).parse(certificates) {
+                Ok(found) => roots.extend(found),
+                Err(why) => return Err((Variable::SslCertFile, path, why)),
+            }
+        }
+        let directories = directories.iter().flat_map(std::env::split_paths);
+        for directory in directories.filter(|d| !d.as_os_str().is_empty()) {
+            match directory_certificates(&directory) {
+                Ok(found) => roots.extend(found),
+                Err(why) => return Err((Variable::SslCertDir, directory, why)),
+            }
+        }
+        let mut seen = HashSet::new();
+        roots.retain(|root| seen.insert(root.as_ref().to_vec()));
+        let roots = roots
+            .iter()
+            .map(|der| Certificate::from_der(der).to_owned());
+        Ok(RootCerts::from(roots))
     })
 }
 
-/// `SSL_CERT_FILE` as a PEM file its errors name.
-fn the_file(path: &Path) -> PemFile<'_> {
-    PemFile {
-        key: "the environment's SSL_CERT_FILE",
-        holds: "a PEM file of root certificates",
-        path,
+/// The certificates of the PEM files in `directory`, in the order of
+/// their names; a file that holds none, or cannot be read, and what is
+/// not a file (or a link to one: an OpenSSL directory's hashed names are
+/// links) are passed over, as OpenSSL and Go pass them over. An error
+/// says why there are none.
+fn directory_certificates(directory: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let entries = std::fs::read_dir(directory).map_err(|e| format!("cannot read it: {e}"))?;
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| Some(e.ok()?.path())).collect();
+    paths.sort();
+    let mut found = Vec::new();
+    for path in paths.iter().filter(|path| path.is_file()) {
+        let file = named(Variable::SslCertDir, path).parse(certificates);
+        found.extend(file.unwrap_or_default());
+    }
+    match found.is_empty() {
+        true => Err("no PEM certificate in any file in it".into()),
+        false => Ok(found),
     }
 }

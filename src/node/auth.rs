@@ -135,7 +135,7 @@ impl Tokens {
     /// Reads every token `config` names; a named variable that is unset or
     /// empty is an error (an operator who configured a token expects it).
     /// With an `ingest_jwt` key set to fetch, so is a proxy variable its
-    /// client would pass over, or an `SSL_CERT_FILE` that does not load
+    /// client would pass over, or roots named that do not load
     /// (as where sinks are built: a node of no sink fetches key sets too).
     pub fn from_config(config: &Config) -> Result<Tokens, ConfigError> {
         if config.sources.iter().any(|s| s.ingest_jwt.is_some()) {

@@ -146,8 +146,8 @@ pub(crate) fn agent_of(
 
 /// Refuses what every client of goad's reads from the environment and
 /// would otherwise pass over: a proxy variable that names no proxy
-/// ([`super::proxy_env`]) and an `SSL_CERT_FILE` that does not load
-/// ([`crate::trusted_roots`]). Run where a config's clients are first
+/// ([`super::proxy_env`]) and roots named (`SSL_CERT_FILE`,
+/// `SSL_CERT_DIR`) that do not load ([`crate::trusted_roots`]). Run where a config's clients are first
 /// built: its sinks and claim bucket, its `ingest_jwt` key sets.
 pub(crate) fn check_client_environment() -> Result<(), ConfigError> {
     super::proxy_env::check_proxy_variables()?;
@@ -256,7 +256,7 @@ pub(crate) fn same_roots(a: &RootCerts, b: &RootCerts) -> bool {
     match (a, b) {
         (RootCerts::WebPki, RootCerts::WebPki) => true,
         (RootCerts::PlatformVerifier, RootCerts::PlatformVerifier) => true,
-        // One list (`SSL_CERT_FILE`'s, held by every sink without a
+        // One list (the environment's, held by every sink without a
         // `ca_file`) is the same without reading its certificates.
         (RootCerts::Specific(a), RootCerts::Specific(b)) => {
             std::sync::Arc::ptr_eq(a, b)

@@ -93,7 +93,7 @@ impl HttpSinkOptions {
     /// A sink posting to `url` with the config's defaults: no headers nor
     /// secrets, 5 s per phase, 64 KiB of response read, every provider
     /// header forwarded, 8 idle connections, the default roots (Mozilla's,
-    /// or those of the file the environment's `SSL_CERT_FILE` names), no
+    /// or those the environment names: `crate::trusted_roots`), no
     /// client certificate, any address.
     pub fn new(url: impl Into<String>) -> HttpSinkOptions {
         HttpSinkOptions {

@@ -122,7 +122,7 @@ impl SinkRegistry {
     /// reload replaces) whose options did not change. Secrets are read
     /// from the environment now; a missing or bad one is a config error
     /// naming its key, as is a proxy variable goad's clients would pass
-    /// over or an `SSL_CERT_FILE` that does not load (when any client is
+    /// over or roots named that do not load (when any client is
     /// built: a host's sinks are the host's).
     pub fn build(
         config: &Config,

@@ -1,5 +1,5 @@
 //! What a node takes from its environment beyond its config: the roots
-//! its clients trust (`SSL_CERT_FILE`).
+//! its clients trust (`SSL_CERT_FILE`, `SSL_CERT_DIR`).
 
 use super::*;
 use common::fixtures;
@@ -19,7 +19,7 @@ fn ssl_cert_file_names_the_roots_every_client_trusts() {
     let dir = tempfile::tempdir().unwrap();
     let ca = fixtures().join("test-ca.pem");
     let node = serve_with(dir.path(), &receiver.url("/hooks"), |command| {
-        command.env("SSL_CERT_FILE", &ca);
+        command.env("SSL_CERT_FILE", &ca).env_remove("SSL_CERT_DIR");
     });
     let reply = Client::connect(node.addr).request("POST", "/v1/sources/a/hooks", &[], b"trusted");
     assert_eq!(reply.status, 202);
@@ -41,12 +41,86 @@ fn ssl_cert_file_names_the_roots_every_client_trusts() {
             .args(["check", "--environment", "--config"])
             .arg(dir.path().join("goad.toml"))
             .env("SSL_CERT_FILE", &path)
+            .env_remove("SSL_CERT_DIR")
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(2));
         assert_eq!(
             String::from_utf8(out.stderr).unwrap(),
             format!("the environment's SSL_CERT_FILE must be a PEM file of root certificates ({why}), got {path:?}\n")
+        );
+    }
+}
+
+/// With `SSL_CERT_DIR` listing a directory that holds a private CA's
+/// certificate (behind a link, as an OpenSSL directory's hashed names
+/// are) beside a file that is no certificate and a directory, a sink
+/// with no `ca_file` trusts that CA; a directory that cannot be read, or
+/// holds no certificate, is refused, naming the variable and the
+/// directory.
+#[test]
+fn ssl_cert_dir_lists_directories_of_the_roots_every_client_trusts() {
+    let receiver = Receiver::start_tls(
+        include_bytes!("../fixtures/localhost-cert.pem"),
+        include_bytes!("../fixtures/localhost-key.pem"),
+        |_| Reply::status(200),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let roots = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(
+        fixtures().join("test-ca.pem"),
+        roots.path().join("1a2b3c4d.0"),
+    )
+    .unwrap();
+    std::fs::copy(
+        fixtures().join("localhost-key.pem"),
+        roots.path().join("key.pem"),
+    )
+    .unwrap();
+    std::fs::create_dir(roots.path().join("private")).unwrap();
+    let listed = format!(":{}", roots.path().display());
+    let node = serve_with(dir.path(), &receiver.url("/hooks"), |command| {
+        command
+            .env("SSL_CERT_DIR", &listed)
+            .env_remove("SSL_CERT_FILE");
+    });
+    let reply = Client::connect(node.addr).request("POST", "/v1/sources/a/hooks", &[], b"trusted");
+    assert_eq!(reply.status, 202);
+    wait_until("delivered over TLS", Duration::from_secs(20), || {
+        receiver.count() == 1
+    });
+    assert_eq!(receiver.received()[0].body, b"trusted");
+    drop(node);
+
+    let empty = tempfile::tempdir().unwrap();
+    let missing = roots.path().join("missing");
+    for (listed, refused, why) in [
+        (
+            format!("{}", empty.path().display()),
+            empty.path(),
+            "no PEM certificate in any file in it",
+        ),
+        (
+            format!("{}:{}", roots.path().display(), missing.display()),
+            missing.as_path(),
+            "cannot read it: No such file or directory (os error 2)",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_goad"))
+            .args(["check", "--environment", "--config"])
+            .arg(dir.path().join("goad.toml"))
+            .env("SSL_CERT_DIR", &listed)
+            .env_remove("SSL_CERT_FILE")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(
+            String::from_utf8(out.stderr).unwrap(),
+            format!(
+                "the environment's SSL_CERT_DIR must be directories of PEM files of root \
+                 certificates, separated by ':' ({why}), got {refused:?}\n"
+            )
         );
     }
 }
