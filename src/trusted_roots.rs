@@ -26,6 +26,42 @@ pub(crate) fn default_roots() -> RootCerts {
     loaded().as_ref().cloned().unwrap_or(RootCerts::WebPki)
 }
 
+/// The roots the clients of AWS's services trust (SQS, STS, S3, SSO): the
+/// certificates of the PEM file `AWS_CA_BUNDLE` names, as the AWS SDKs
+/// and CLI read it, instead of the default roots (for an S3-compatible
+/// store or an endpoint of a private CA's); the default roots when it is
+/// unset or empty, or does not load, which [`check_aws_roots`] refuses
+/// before any such client is built.
+pub(crate) fn aws_roots() -> RootCerts {
+    aws_loaded()
+        .as_ref()
+        .cloned()
+        .unwrap_or_else(|_| default_roots())
+}
+
+/// Refuses an `AWS_CA_BUNDLE` (set, not empty) that is not a readable PEM
+/// file of certificates, naming the variable and the file.
+pub(crate) fn check_aws_roots() -> Result<(), ConfigError> {
+    match aws_loaded() {
+        Ok(_) => Ok(()),
+        Err((variable, path, why)) => Err(named(*variable, path).refused(why.clone())),
+    }
+}
+
+/// The roots `AWS_CA_BUNDLE` names (the default roots when it is unset or
+/// empty), or its file and why it does not load; read once.
+fn aws_loaded() -> &'static Result<RootCerts, Unloadable> {
+    static ROOTS: OnceLock<Result<RootCerts, Unloadable>> = OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let Some(path) = std::env::var_os("AWS_CA_BUNDLE").filter(|p| !p.is_empty()) else {
+            return Ok(default_roots());
+        };
+        let path = PathBuf::from(path);
+        let roots = named(Variable::AwsCaBundle, &path).parse(crate::sink::client::roots);
+        roots.map_err(|why| (Variable::AwsCaBundle, path, why))
+    })
+}
+
 /// Refuses an `SSL_CERT_FILE` (set, not empty) that is not a readable PEM
 /// file of certificates, or an `SSL_CERT_DIR` directory that cannot be
 /// read or holds no PEM certificate, naming the variable and the path.
@@ -41,7 +77,11 @@ pub(crate) fn check_default_roots() -> Result<(), ConfigError> {
 enum Variable {
     SslCertFile,
     SslCertDir,
+    AwsCaBundle,
 }
+
+/// A variable whose file or directory does not load, its path and why.
+type Unloadable = (Variable, PathBuf, String);
 
 /// The path `variable` names, as its errors name it.
 fn named(variable: Variable, path: &Path) -> PemFile<'_> {
@@ -54,14 +94,18 @@ fn named(variable: Variable, path: &Path) -> PemFile<'_> {
             "the environment's SSL_CERT_DIR",
             "directories of PEM files of root certificates, separated by ':'",
         ),
+        Variable::AwsCaBundle => (
+            "the environment's AWS_CA_BUNDLE",
+            "a PEM file of root certificates",
+        ),
     };
     PemFile { key, holds, path }
 }
 
 /// The roots the environment names (Mozilla's when it names none), or
 /// the variable and path that do not load and why; read once.
-fn loaded() -> &'static Result<RootCerts, (Variable, PathBuf, String)> {
-    static ROOTS: OnceLock<Result<RootCerts, (Variable, PathBuf, String)>> = OnceLock::new();
+fn loaded() -> &'static Result<RootCerts, Unloadable> {
+    static ROOTS: OnceLock<Result<RootCerts, Unloadable>> = OnceLock::new();
     ROOTS.get_or_init(|| {
         let set = |variable| std::env::var_os(variable).filter(|value| !value.is_empty());
         let (file, directories) = (set("SSL_CERT_FILE"), set("SSL_CERT_DIR"));

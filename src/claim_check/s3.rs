@@ -50,7 +50,7 @@ const MAX_ERROR_BODY_BYTES: u64 = 4 * 1024;
 impl S3Bucket {
     pub fn new(options: S3Options) -> S3Bucket {
         S3Bucket {
-            client: Client::new(options.timeout_ms, IDLE_CONNECTIONS),
+            client: Client::for_aws(options.timeout_ms, IDLE_CONNECTIONS),
             options,
         }
     }

@@ -68,7 +68,7 @@ impl AssumedRole {
             role,
             base,
             region: region.to_string(),
-            client: Client::new(HTTP_TIMEOUT_MS, 1),
+            client: Client::for_aws(HTTP_TIMEOUT_MS, 1),
             held: Expiring::new(),
         }
     }

@@ -66,7 +66,7 @@ impl AwsCredentials {
         AwsCredentials::Fetched(Arc::new(FetchedCredentials {
             source,
             region: region.to_string(),
-            client: Client::new(HTTP_TIMEOUT_MS, 1),
+            client: Client::for_aws(HTTP_TIMEOUT_MS, 1),
             held: Expiring::new(),
         }))
     }

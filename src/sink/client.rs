@@ -43,6 +43,14 @@ impl Client {
         Client::with_tls(timeout_ms, idle_connections, tls, Egress::open())
     }
 
+    /// `new`, for the clients of AWS's services: trusting the roots
+    /// `AWS_CA_BUNDLE` names, if any (see [`crate::trusted_roots::aws_roots`]).
+    pub(crate) fn for_aws(timeout_ms: u64, idle_connections: usize) -> Client {
+        let roots = crate::trusted_roots::aws_roots();
+        let tls = crate::tls_provider::ureq_tls().root_certs(roots).build();
+        Client::with_tls(timeout_ms, idle_connections, tls, Egress::open())
+    }
+
     /// `new`, with TLS as `tls` says, connecting only where `egress` allows.
     pub(crate) fn with_tls(
         timeout_ms: u64,

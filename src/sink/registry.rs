@@ -123,7 +123,8 @@ impl SinkRegistry {
     /// from the environment now; a missing or bad one is a config error
     /// naming its key, as is a proxy variable goad's clients would pass
     /// over or roots named that do not load (when any client is
-    /// built: a host's sinks are the host's).
+    /// built: a host's sinks are the host's; `AWS_CA_BUNDLE` when an AWS
+    /// service's is).
     pub fn build(
         config: &Config,
         host: &HostSinks,
@@ -136,10 +137,17 @@ impl SinkRegistry {
             taken: HashSet::new(),
         };
         let egress = Egress::of(&config.egress)?;
-        let mut entries = config.sources.iter().flat_map(|s| &s.sinks);
-        let goads_own = entries.any(|entry| host.get(&entry.kind).is_none());
-        if goads_own || claims.aws_credentials().is_some() {
+        let goads_own = || {
+            let entries = config.sources.iter().flat_map(|s| &s.sinks);
+            entries.filter(|entry| host.get(&entry.kind).is_none())
+        };
+        let in_s3 = claims.aws_credentials().is_some();
+        if goads_own().next().is_some() || in_s3 {
             super::client::check_client_environment()?;
+        }
+        let aws = |entry: &SinkConfig| entry.kind == "sqs" || entry.aws_service.is_some();
+        if goads_own().any(aws) || in_s3 {
+            crate::trusted_roots::check_aws_roots()?;
         }
         let mut shared = previous.shared_credentials();
         let mut clients = previous.shared_clients(config.dispatch.concurrency as usize);

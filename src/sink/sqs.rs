@@ -163,7 +163,7 @@ impl SqsSink {
         };
         let fifo = is_fifo(queue_name(&options.queue_url)?);
         Some(SqsSink {
-            client: Client::new(options.timeout_ms, options.idle_connections),
+            client: Client::for_aws(options.timeout_ms, options.idle_connections),
             post_url: format!("{endpoint}/"),
             options,
             fifo,

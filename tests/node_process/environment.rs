@@ -1,5 +1,6 @@
 //! What a node takes from its environment beyond its config: the roots
-//! its clients trust (`SSL_CERT_FILE`, `SSL_CERT_DIR`).
+//! its clients trust (`SSL_CERT_FILE`, `SSL_CERT_DIR`; `AWS_CA_BUNDLE`
+//! for AWS's services).
 
 use super::*;
 use common::fixtures;
@@ -123,4 +124,64 @@ fn ssl_cert_dir_lists_directories_of_the_roots_every_client_trusts() {
             )
         );
     }
+}
+
+/// With `AWS_CA_BUNDLE` naming a private CA's certificate, the clients of
+/// AWS's services trust it (and only it), as the AWS SDKs do: an SQS
+/// sink whose endpoint (an SQS-compatible server) has a certificate that
+/// CA signed reaches it, where the default roots refuse it. A file that
+/// does not load is refused where an AWS service's client is built.
+#[test]
+fn aws_ca_bundle_names_the_roots_of_aws_services_clients() {
+    let endpoint = Receiver::start_tls(
+        include_bytes!("../fixtures/localhost-cert.pem"),
+        include_bytes!("../fixtures/localhost-key.pem"),
+        |_| Reply::status(200),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "data_dir = {:?}\nlisten = \"127.0.0.1:0\"\nshards = 1\n[retry]\nmax_attempts = 1\n\
+         [[sources]]\nid = \"a\"\ntenant = \"t\"\n[[sources.sinks]]\ntype = \"sqs\"\n\
+         queue_url = \"https://sqs.us-east-1.amazonaws.com/123456789012/hooks\"\n\
+         endpoint = {:?}\n",
+        dir.path().join("data"),
+        endpoint.url(""),
+    );
+    let node = serve_config(dir.path(), &config, |command| {
+        command
+            .env("AWS_CA_BUNDLE", fixtures().join("test-ca.pem"))
+            .env("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+            .env(
+                "AWS_SECRET_ACCESS_KEY",
+                "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+            )
+            .env_remove("AWS_SESSION_TOKEN");
+    });
+    let reply = Client::connect(node.addr).request("POST", "/v1/sources/a/hooks", &[], b"queued");
+    assert_eq!(reply.status, 202);
+    wait_until(
+        "the endpoint reached over TLS",
+        Duration::from_secs(20),
+        || endpoint.count() == 1,
+    );
+    let sent = &endpoint.received()[0];
+    assert_eq!((sent.method.as_str(), sent.path.as_str()), ("POST", "/"));
+    drop(node);
+
+    let key = fixtures().join("localhost-key.pem");
+    let out = Command::new(env!("CARGO_BIN_EXE_goad"))
+        .args(["check", "--environment", "--config"])
+        .arg(dir.path().join("goad.toml"))
+        .env("AWS_CA_BUNDLE", &key)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        format!(
+            "the environment's AWS_CA_BUNDLE must be a PEM file of root certificates (no \
+             CERTIFICATE in it), got {key:?}\n"
+        )
+    );
 }

@@ -94,15 +94,20 @@ fn serve_configured(
     top: &str,
     setup: impl FnOnce(&mut Command),
 ) -> ServeProcess {
-    let config = dir.join("goad.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "{top}data_dir = {:?}\nlisten = \"127.0.0.1:0\"\nshards = 2\n[dispatch]\nbreaker_open_ms = 50\nbreaker_max_open_ms = 100\n[retry]\nbase_ms = 10\nmax_ms = 20\njitter = false\n[[sources]]\nid = \"a\"\ntenant = \"t1\"\n[[sources.sinks]]\ntype = \"http\"\nurl = {sink_url:?}\n[[sources]]\nid = \"b\"\ntenant = \"t2\"\n[[sources.sinks]]\ntype = \"http\"\nurl = {sink_url:?}\n",
-            dir.join("data")
-        ),
-    )
-    .unwrap();
+    let config = format!(
+        "{top}data_dir = {:?}\nlisten = \"127.0.0.1:0\"\nshards = 2\n[dispatch]\nbreaker_open_ms = 50\nbreaker_max_open_ms = 100\n[retry]\nbase_ms = 10\nmax_ms = 20\njitter = false\n[[sources]]\nid = \"a\"\ntenant = \"t1\"\n[[sources.sinks]]\ntype = \"http\"\nurl = {sink_url:?}\n[[sources]]\nid = \"b\"\ntenant = \"t2\"\n[[sources.sinks]]\ntype = \"http\"\nurl = {sink_url:?}\n",
+        dir.join("data")
+    );
+    serve_config(dir, &config, setup)
+}
+
+/// Starts `goad serve` on `config` (written to `<dir>/goad.toml`; its
+/// `listen` must be `127.0.0.1:0`), `setup` applied to the command
+/// first, and waits until it is ready.
+fn serve_config(dir: &Path, config: &str, setup: impl FnOnce(&mut Command)) -> ServeProcess {
+    let path = dir.join("goad.toml");
+    std::fs::write(&path, config).unwrap();
+    let config = path;
     let mut command = Command::new(env!("CARGO_BIN_EXE_goad"));
     command
         .args(["serve", "--config"])
