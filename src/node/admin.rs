@@ -467,8 +467,17 @@ fn reload(state: &NodeState, engine: &Engine) -> Response {
 /// older config.
 pub(super) fn reload_config(state: &NodeState, engine: &Engine) -> Result<Reloaded, ReloadError> {
     let _one_at_a_time = state.reloading.lock();
+    if let Some(systemd) = &state.systemd {
+        systemd.reloading();
+    }
     let reloaded = apply_config_file(state, engine);
     super::free_memory::give_back();
+    if let Some(systemd) = &state.systemd {
+        systemd.ready(&match &reloaded {
+            Ok(_) => "serving: config reloaded".to_string(),
+            Err(e) => format!("serving: config reload failed: {e}"),
+        });
+    }
     match &reloaded {
         Ok(_) => state.reloads.applied(),
         Err(ReloadError::Invalid(_)) => state.reloads.failed(),

@@ -40,6 +40,7 @@ mod replay_routes;
 mod routes;
 mod sinks;
 mod sources;
+mod systemd;
 mod wake;
 
 use crate::config::{Config, ConfigError};
@@ -68,6 +69,11 @@ pub struct NodeOptions {
     pub config_path: Option<PathBuf>,
     /// Listen on a non-loopback address without an admin token.
     pub allow_open_admin: bool,
+    /// Tell the service manager `NOTIFY_SOCKET` names, if any, when the
+    /// node is ready, reloads and stops, and feed its watchdog
+    /// (sd_notify(3); `goad serve` does): leave it off in a host that
+    /// tells systemd of its own readiness.
+    pub notify_systemd: bool,
 }
 
 /// Why a node did not start or stopped with an error.
@@ -206,6 +212,8 @@ pub(crate) struct NodeState {
     /// What the HTTP front did with its connections.
     front: Arc<http::FrontCounts>,
     notifier: Arc<notify::Notifier>,
+    /// The service manager told of the node's state, if any.
+    systemd: Option<systemd::Systemd>,
 }
 
 impl NodeState {
@@ -220,6 +228,7 @@ impl NodeState {
         admin: admin::AdminQueues,
     ) -> NodeState {
         NodeState {
+            systemd: None,
             engine: OnceLock::new(),
             opened: (Mutex::new(false), Condvar::new()),
             replays: Replays::new(&config.data_dir),
@@ -303,7 +312,7 @@ impl Node {
         tokens.fetch_stale_keys();
         let scheme = if tls.is_some() { "https" } else { "http" };
         let (admin_queues, admin_jobs) = admin::admin_queues();
-        let state = Arc::new(NodeState::new(
+        let mut state = NodeState::new(
             &config,
             options.config_path,
             tokens,
@@ -311,7 +320,11 @@ impl Node {
             options.allow_open_admin,
             tls.clone(),
             admin_queues,
-        ));
+        );
+        if options.notify_systemd {
+            state.systemd = systemd::Systemd::from_environment();
+        }
+        let state = Arc::new(state);
         let handler = Arc::new(routes::NodeHandler::new(state.clone()));
         let server = Server::bind(
             addr,
@@ -498,6 +511,9 @@ fn try_open_engine(
             }
             state.replays.start(state.clone());
             state.notifier.start(engine).map_err(NodeError::Io)?;
+            if let Some(systemd) = &state.systemd {
+                systemd.ready(&format!("serving: {recovered} rows recovered"));
+            }
             Ok(())
         }
         Err(e) => {

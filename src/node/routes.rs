@@ -377,6 +377,23 @@ impl Handler for NodeHandler {
         super::admin::reload_on_hangup(&self.state);
     }
 
+    fn stopping(&self) {
+        if let Some(systemd) = &self.state.systemd {
+            systemd.stopping();
+        }
+    }
+
+    /// The service manager's watchdog, if it watches.
+    fn turning_every(&self) -> Option<std::time::Duration> {
+        self.state.systemd.as_ref()?.watchdog_every()
+    }
+
+    fn turning(&self) {
+        if let Some(systemd) = &self.state.systemd {
+            systemd.alive();
+        }
+    }
+
     /// A request refused before its body is read: no route takes it, an
     /// admin route without the admin token, or an ingest its source's
     /// credentials refuse (see `refused_ingest_head`). The whole request
@@ -635,6 +652,7 @@ mod tests {
             config,
             config_path: None,
             allow_open_admin: false,
+            notify_systemd: false,
         })
         .unwrap();
         assert!(node.wait_ready(Duration::from_secs(20)));

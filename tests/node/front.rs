@@ -243,6 +243,7 @@ fn a_node_refuses_a_public_address_without_an_admin_token() {
         config: c.clone(),
         config_path: None,
         allow_open_admin: false,
+        notify_systemd: false,
     });
     let message = refused.err().expect("refused").to_string();
     assert!(message.contains("admin_token_env"), "{message}");
@@ -251,6 +252,7 @@ fn a_node_refuses_a_public_address_without_an_admin_token() {
         config: c,
         config_path: None,
         allow_open_admin: true,
+        notify_systemd: false,
     })
     .expect("allowed explicitly");
     allowed.stop();

@@ -46,6 +46,7 @@ fn start_with(config: Config, config_path: Option<std::path::PathBuf>) -> Node {
         config,
         config_path,
         allow_open_admin: false,
+        notify_systemd: false,
     })
     .expect("the node starts");
     assert!(
@@ -72,6 +73,7 @@ fn start_gated(config: Config, gate: &Gate) -> Node {
             config,
             config_path: None,
             allow_open_admin: false,
+            notify_systemd: false,
         },
         vec![("gated".to_string(), gate.sink.clone())],
     )

@@ -168,6 +168,7 @@ fn a_reload_that_would_open_the_admin_api_beyond_loopback_needs_allow_open_admin
             config: c.clone(),
             config_path: Some(path.clone()),
             allow_open_admin,
+            notify_systemd: false,
         })
         .expect("the node starts");
         assert!(node.wait_ready(Duration::from_secs(20)));
@@ -837,6 +838,7 @@ fn a_node_with_host_sinks_reloads_its_file_and_is_scraped_meanwhile() {
         config: Config::from_toml(&std::fs::read_to_string(&path).unwrap()).unwrap(),
         config_path: Some(path.clone()),
         allow_open_admin: false,
+        notify_systemd: false,
     };
     let sinks = vec![("ledger".to_string(), ledger.clone() as Arc<dyn Sink>)];
     let node = Node::start_with_sinks(options, sinks).expect("the node starts");

@@ -112,6 +112,7 @@ fn with_a_client_ca_the_node_serves_only_clients_it_signed() {
         config,
         config_path: None,
         allow_open_admin: false,
+        notify_systemd: false,
     };
     assert_eq!(
         Node::start(options).err().expect("refused").to_string(),
@@ -238,6 +239,7 @@ fn tls_files_that_do_not_load_stop_the_start_naming_the_key() {
             config,
             config_path: None,
             allow_open_admin: false,
+            notify_systemd: false,
         };
         Node::start(options).err().expect("refused").to_string()
     };

@@ -2,7 +2,7 @@
 //! with SIGKILL under ingest load and restarted, reloading its config on
 //! SIGHUP, its data directory (in use, verified, backed up), a full disk
 //! and its open-files limit, the cores its shards run on, what it takes
-//! from its environment, and what it logs.
+//! from its environment, what it logs, and what it tells systemd.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -14,6 +14,7 @@ mod limits;
 mod logging;
 mod pinning;
 mod reloads;
+mod systemd;
 
 use common::http::{get, Client};
 use common::{lines_of, wait_until};
@@ -113,7 +114,9 @@ fn serve_config(dir: &Path, config: &str, setup: impl FnOnce(&mut Command)) -> S
         .args(["serve", "--config"])
         .arg(&config)
         .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        .stderr(Stdio::piped())
+        // No service manager but the one a test stands in for.
+        .env_remove("NOTIFY_SOCKET");
     setup(&mut command);
     let mut child = command.spawn().unwrap();
     let rx = lines_of(child.stderr.take().unwrap());

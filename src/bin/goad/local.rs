@@ -102,6 +102,7 @@ pub fn serve(config_path: Option<PathBuf>, allow_open_admin: bool) -> ExitCode {
         config,
         config_path,
         allow_open_admin,
+        notify_systemd: true,
     }) {
         Ok(node) => node,
         Err(e) => {

@@ -70,6 +70,20 @@ pub trait Handler: Send + Sync + 'static {
 
     /// The process got SIGHUP. It must not block the loop.
     fn hangup(&self) {}
+
+    /// The loop begins to stop (a signal, or [`Stopper::stop`]). It must
+    /// not block the loop.
+    fn stopping(&self) {}
+
+    /// How often the loop must say it turns ([`Handler::turning`]), if at
+    /// all.
+    fn turning_every(&self) -> Option<Duration> {
+        None
+    }
+
+    /// The loop turns, at least every [`Handler::turning_every`]. It must
+    /// not block the loop.
+    fn turning(&self) {}
 }
 
 /// The means to answer a request later.
@@ -344,15 +358,19 @@ impl Server {
     pub fn run(mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
         let mut last_check = Instant::now();
+        let turning_every = self.handler.turning_every();
+        let mut last_turning = None;
         loop {
             self.drive_granted();
             // With no connection and none waiting unanswered, nothing has a
-            // deadline: the loop sleeps until an event.
+            // deadline: the loop sleeps until an event (or until it must
+            // say it turns).
             let checks = self.open > 0 || self.accept_stalled || self.stopping_since.is_some();
-            match self
-                .poll
-                .poll(&mut events, checks.then_some(DEADLINE_CHECK))
-            {
+            let sleep = match (checks.then_some(DEADLINE_CHECK), turning_every) {
+                (Some(check), Some(every)) => Some(check.min(every)),
+                (check, every) => check.or(every),
+            };
+            match self.poll.poll(&mut events, sleep) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
@@ -386,6 +404,12 @@ impl Server {
             if self.wake.stop.load(Ordering::Acquire) && self.stopping_since.is_none() {
                 self.begin_stop();
             }
+            if let Some(every) = turning_every {
+                if last_turning.is_none_or(|at: Instant| at.elapsed() >= every) {
+                    last_turning = Some(Instant::now());
+                    self.handler.turning();
+                }
+            }
             if last_check.elapsed() >= DEADLINE_CHECK {
                 last_check = Instant::now();
                 self.check_deadlines();
@@ -406,6 +430,7 @@ impl Server {
             return;
         }
         self.stopping_since = Some(Instant::now());
+        self.handler.stopping();
         if let Some(mut listener) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut listener);
         }
