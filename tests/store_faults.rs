@@ -249,6 +249,8 @@ fn after_a_store_failure_the_shard_scans_again_a_second_later() {
         (state.store_failures, state.poll_deadline(t)),
         (1, Some(t + 1_000))
     );
+    // The store was read back at once: the node stays ready.
+    assert!(!state.is_store_failing());
     let mut step = |now_ms| {
         state.step(now_ms, Vec::new(), Vec::new(), &mut |call| {
             started.extend(call.jobs().iter().map(|job| job.row.seq))
@@ -363,6 +365,7 @@ fn a_recovery_that_cannot_be_written_after_a_store_failure_is_tried_again() {
     let out = state.step(t, unwritable(), Vec::new(), &mut |_| {});
     assert!(matches!(out.committed, Some(Err(_))));
     assert_eq!(state.poll_deadline(t), Some(t + 1_000), "tried again then");
+    assert!(state.is_store_failing(), "as /readyz says");
     broken.mend(&store);
     // Hook 1's old attempt ends before its row is held: not counted.
     let claimed = started_by(&mut state, t + 500, delivered(&[first]));
@@ -373,6 +376,7 @@ fn a_recovery_that_cannot_be_written_after_a_store_failure_is_tried_again() {
     let [(1, again)] = again[..] else {
         panic!("hook 1 again, hook 2's attempt still running: {again:?}");
     };
+    assert!(!state.is_store_failing());
     started_by(&mut state, t + 1_010, delivered(&[second, again]));
     started_by(&mut state, t + 1_100, Vec::new());
     assert_eq!(store.hook_count().unwrap(), 0, "both delivered");

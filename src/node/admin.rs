@@ -265,6 +265,7 @@ fn shards_stats(engine: &Engine) -> Result<Vec<Value>, crate::store::StoreError>
                 "abandoned_workers": s.abandoned_workers,
                 "restarts": s.restarts,
                 "restarting": s.restarting,
+                "store_failing": s.store_failing,
                 "store_used_bytes": used[k],
                 "store_ingest_limit_bytes": limits[k],
                 "store_disk_available_bytes": disk_available[k],

@@ -8,7 +8,7 @@ use super::auth::SourceIngest;
 use super::http::{Handler, Later, Request, Response};
 use super::replay::ReplayControl;
 use super::NodeState;
-use crate::runtime::{CommitError, NewHook};
+use crate::runtime::{CommitError, NewHook, ShardStats};
 use percent_encoding::percent_decode_str;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -424,14 +424,7 @@ impl Handler for NodeHandler {
             Route::Health => Some(Response::json(200, &serde_json::json!({"status": "ok"}))),
             Route::Ready => Some(match self.state.engine() {
                 Some(_) if self.state.drain.is_on() => super::drain::not_ready(),
-                Some(engine) => match engine.stats().iter().position(|s| s.restarting) {
-                    None => Response::json(200, &serde_json::json!({"status": "ready"})),
-                    Some(shard) => Response::unavailable(
-                        "shard_restarting",
-                        &format!("shard {shard} is restarting after an internal error"),
-                        1,
-                    ),
-                },
+                Some(engine) => readiness(&engine.stats()),
                 None => not_ready(),
             }),
             Route::Ingest(source_id) => self.ingest(source_id, request, later),
@@ -538,6 +531,26 @@ fn commit_error(e: &CommitError) -> Response {
     }
 }
 
+/// `/readyz` of an open engine whose shards' stats are `shards`: ready,
+/// unless a shard refuses commits — one that panicked again soon after a
+/// restart, or whose store keeps failing (a file system gone read-only:
+/// every commit fails until it mends), which a load balancer had better
+/// not send hooks to.
+fn readiness(shards: &[ShardStats]) -> Response {
+    if let Some(shard) = shards.iter().position(|s| s.restarting) {
+        let message = format!("shard {shard} is restarting after an internal error");
+        return Response::unavailable("shard_restarting", &message, 1);
+    }
+    if let Some(shard) = shards.iter().position(|s| s.store_failing) {
+        let message = format!(
+            "shard {shard}'s store failed a write and cannot be read back yet (the log says why; \
+             it is tried again every second)"
+        );
+        return Response::unavailable("store_unavailable", &message, 1);
+    }
+    Response::json(200, &serde_json::json!({"status": "ready"}))
+}
+
 fn not_ready() -> Response {
     Response::unavailable(
         "not_ready",
@@ -635,6 +648,43 @@ mod tests {
             Ok(Route::Ingest("a%2".into()))
         );
         assert_eq!(route("GET", "/v1/%2Fstats").unwrap_err().status, 404);
+    }
+
+    /// A node is ready unless a shard refuses commits: one restarting
+    /// after panics in a row, or one whose store keeps failing.
+    #[test]
+    fn readiness_says_which_shard_refuses_commits_and_why() {
+        let answer = |shards: &[ShardStats]| {
+            let r = readiness(shards);
+            let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            (r.status, body)
+        };
+        let fine = ShardStats::default();
+        let failing = ShardStats {
+            store_failing: true,
+            ..fine
+        };
+        let restarting = ShardStats {
+            restarting: true,
+            ..fine
+        };
+        assert_eq!(
+            answer(&[fine, fine]),
+            (200, serde_json::json!({"status": "ready"}))
+        );
+        assert_eq!(
+            answer(&[fine, failing]),
+            (
+                503,
+                serde_json::json!({
+                    "error": "store_unavailable",
+                    "message": "shard 1's store failed a write and cannot be read back yet (the \
+                                log says why; it is tried again every second)"
+                })
+            )
+        );
+        let (status, body) = answer(&[failing, restarting]);
+        assert_eq!((status, &body["error"]), (503, &"shard_restarting".into()));
     }
 
     /// While a shard that panicked twice in a row refuses commits, the node

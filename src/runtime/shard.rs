@@ -127,6 +127,9 @@ pub struct ShardStats {
     pub restarts: u64,
     /// Refusing commits now, after panics in a row (see `runtime::restart`).
     pub restarting: bool,
+    /// A store write failed and the shard could not read its store back
+    /// since (see `ShardState::is_store_failing`): commits fail meanwhile.
+    pub store_failing: bool,
     /// `tick` calls waiting on this shard.
     pub tick_waiters: u64,
 }
@@ -591,6 +594,7 @@ impl ShardLoop {
             dead_expired: self.expiry.expired,
             restarts: self.restarts.count,
             restarting,
+            store_failing: state.is_store_failing(),
             tick_waiters: self.tick_waiters.len() as u64,
         };
     }

@@ -297,6 +297,14 @@ impl<'s> ShardState<'s> {
         }
     }
 
+    /// Whether a store write failed and the shard has not read its store
+    /// back since (it tries every `STORE_RETRY_MS`): a store that keeps
+    /// failing (a file system gone read-only), whose commits fail
+    /// meanwhile.
+    pub fn is_store_failing(&self) -> bool {
+        self.unrecovered.is_some()
+    }
+
     /// Nothing claimed, running or due, and everything written is committed.
     pub fn is_idle(&self, now_ms: u64) -> bool {
         self.core.is_idle(now_ms) && self.txn.is_none() && self.unrecovered.is_none()
