@@ -112,8 +112,9 @@ impl std::error::Error for NodeError {}
 
 /// Reads what `config` names outside itself, as a start does: the
 /// variables of its tokens and secrets, the HTTPS front's certificate and
-/// key, HTTP sinks' `ca_file`s and a Pub/Sub sink's key file; opens no
-/// store and starts nothing (`goad check --environment`); and, as a start
+/// key, HTTP sinks' `ca_file`s and a Pub/Sub sink's key file, whether its
+/// data directory can be written; opens no store and starts nothing
+/// (`goad check --environment`); and, as a start
 /// does, resolves `listen` and refuses an admin API open beyond loopback
 /// unless `allow_open_admin`. A config error names the key.
 ///
@@ -130,7 +131,7 @@ pub fn check_environment(
     allow_open_admin: bool,
 ) -> Result<Vec<String>, NodeError> {
     let tokens = Tokens::from_config(config).map_err(NodeError::Config)?;
-    crate::store::refuse_file_data_dir(&config.data_dir)
+    crate::store::refuse_unusable_data_dir(&config.data_dir)
         .map_err(|e| NodeError::Open(OpenError::Store(e)))?;
     listen_addr(config, &tokens, allow_open_admin)?;
     http::tls::from_config(&config.http).map_err(NodeError::Config)?;
@@ -304,7 +305,7 @@ impl Node {
             .map_err(NodeError::Config)?;
         let tokens = Tokens::from_config(&config).map_err(NodeError::Config)?;
         // Before listening: the engine opens after, and would stop the node.
-        crate::store::refuse_file_data_dir(&config.data_dir)
+        crate::store::refuse_unusable_data_dir(&config.data_dir)
             .map_err(|e| NodeError::Open(OpenError::Store(e)))?;
         let addr = listen_addr(&config, &tokens, options.allow_open_admin)?;
         let tls = http::tls::from_config(&config.http).map_err(NodeError::Config)?;

@@ -14,7 +14,7 @@ use std::io::{Read, Seek, Write};
 use std::path::Path;
 
 /// The lock file's name under the data directory.
-const LOCK_FILE: &str = "goad.lock";
+pub(super) const LOCK_FILE: &str = "goad.lock";
 
 /// Held while an engine runs on a data directory; dropping it unlocks.
 #[derive(Debug)]
@@ -31,7 +31,7 @@ impl DataDirLock {
             path: path.clone(),
             source,
         };
-        refuse_file_data_dir(data_dir)?;
+        super::usable_dir::refuse_unusable_data_dir(data_dir)?;
         crate::synced_dir::create_all(data_dir).map_err(|source| StoreError::Io {
             path: data_dir.to_path_buf(),
             source,
@@ -58,23 +58,6 @@ impl DataDirLock {
         writeln!(file, "{}", std::process::id()).map_err(io)?;
         Ok(DataDirLock { _file: file })
     }
-}
-
-/// Refuses a `data_dir` that is a file, or lies under one, saying so (the
-/// system's own word for it, "File exists" or "Not a directory", leaves an
-/// operator to guess which path is wrong).
-pub fn refuse_file_data_dir(data_dir: &Path) -> Result<(), StoreError> {
-    let why = match std::fs::metadata(data_dir) {
-        Ok(meta) if !meta.is_dir() => "data_dir is a file, not a directory",
-        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
-            "a part of data_dir's path is a file, not a directory"
-        }
-        _ => return Ok(()),
-    };
-    Err(StoreError::Io {
-        path: data_dir.to_path_buf(),
-        source: std::io::Error::new(std::io::ErrorKind::NotADirectory, why),
-    })
 }
 
 /// The pid the holder wrote, if it is there yet.

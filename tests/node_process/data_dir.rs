@@ -1,5 +1,6 @@
-//! A node's data directory: refused to a second node, checked by `goad
-//! verify`, and copied by `goad backup` while the node runs.
+//! A node's data directory: refused to a second node or to a user who
+//! cannot write it, checked by `goad verify`, and copied by `goad backup`
+//! while the node runs.
 
 use super::*;
 use common::http::call;
@@ -76,6 +77,82 @@ fn a_node_whose_data_dir_is_a_file_says_so_and_does_not_listen() {
     assert_eq!(stderr.matches(&expected).count(), 1, "{stderr}");
     assert!(!stderr.contains("node listening"), "{stderr}");
     assert_eq!(std::fs::read(&file).unwrap(), b"not a directory");
+}
+
+/// `goad serve` run by a user who cannot write its data directory (one
+/// root made, say), or cannot make it, exits 2 at once saying so and what
+/// to mend, before it listens; `goad check --environment` refuses it the
+/// same way. (The node used to listen, then stop when its engine's open
+/// met the system's "Permission denied".) Run as `nobody` when the test
+/// runs as root, whom permissions do not stop.
+#[test]
+fn a_node_whose_user_cannot_write_its_data_dir_says_so_and_does_not_listen() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mode = |path: &Path, mode| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    mode(dir.path(), 0o755);
+    let made = dir.path().join("made");
+    std::fs::create_dir(&made).unwrap();
+    mode(&made, 0o755);
+    let locked = dir.path().join("locked");
+    std::fs::create_dir(&locked).unwrap();
+    mode(&locked, 0o555);
+    let not_written = "this process cannot write it (Permission denied (os error 13)): a data \
+                       directory must be writable by the user goad runs as, on a file system \
+                       mounted read-write (one another user made is given to this one with chown \
+                       -R)";
+    let not_made = format!(
+        "it does not exist, and this process cannot make it in {locked:?} (Permission denied \
+         (os error 13))"
+    );
+    for (data_dir, why) in [
+        (made, not_written.to_string()),
+        (locked.join("data"), not_made),
+    ] {
+        let config = dir.path().join("goad.toml");
+        std::fs::write(
+            &config,
+            format!("listen = \"127.0.0.1:0\"\ndata_dir = {data_dir:?}\n"),
+        )
+        .unwrap();
+        mode(&config, 0o644);
+        let run = |args: &[&str]| {
+            let mut command = Command::new(env!("CARGO_BIN_EXE_goad"));
+            command.args(args).arg(&config);
+            // SAFETY: the child only calls async-signal-safe functions.
+            if unsafe { libc::geteuid() } == 0 {
+                unsafe {
+                    command.pre_exec(|| {
+                        let nobody = 65534;
+                        if libc::setgroups(0, std::ptr::null()) != 0
+                            || libc::setgid(nobody) != 0
+                            || libc::setuid(nobody) != 0
+                        {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        Ok(())
+                    });
+                }
+            }
+            command.output().unwrap()
+        };
+        let refused = format!(
+            "cannot open the engine: store: {}: {why}",
+            data_dir.display()
+        );
+        let out = run(&["serve", "--config"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let logged = format!("msg=\"cannot start the node\" error={refused:?}");
+        assert_eq!(stderr.matches(&logged).count(), 1, "{stderr}");
+        assert!(!stderr.contains("node listening"), "{stderr}");
+        let out = run(&["check", "--environment", "--config"]);
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(String::from_utf8_lossy(&out.stderr), format!("{refused}\n"));
+    }
 }
 
 /// `goad verify` refuses a data directory a node runs on, and finds the
