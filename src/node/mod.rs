@@ -101,7 +101,9 @@ impl fmt::Display for NodeError {
                 f,
                 "listen = {listen:?} is not a loopback address and no admin token is set: set admin_token_env (and the variable it names), or pass --allow-open-admin to serve the admin API unauthenticated"
             ),
-            NodeError::Listen { listen, source } => write!(f, "cannot listen on {listen}: {source}"),
+            NodeError::Listen { listen, source } => {
+                write!(f, "cannot listen on {listen}: {source}{}", listen_hint(source))
+            }
             NodeError::Open(e) => write!(f, "cannot open the engine: {e}"),
             NodeError::Io(e) => write!(f, "the HTTP loop failed: {e}"),
         }
@@ -109,6 +111,24 @@ impl fmt::Display for NodeError {
 }
 
 impl std::error::Error for NodeError {}
+
+/// What most often makes `listen`'s address one a node cannot take.
+fn listen_hint(e: &std::io::Error) -> &'static str {
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => {
+            " (a port below net.ipv4.ip_unprivileged_port_start, 1024 by default, takes root or \
+             CAP_NET_BIND_SERVICE: under systemd, AmbientCapabilities=CAP_NET_BIND_SERVICE)"
+        }
+        std::io::ErrorKind::AddrInUse => {
+            " (another process listens there, perhaps a node on the same config: ss -ltnp \
+             names it)"
+        }
+        std::io::ErrorKind::AddrNotAvailable => {
+            " (no network interface of this machine has that address: 0.0.0.0 listens on all)"
+        }
+        _ => "",
+    }
+}
 
 /// Reads what `config` names outside itself, as a start does: the
 /// variables of its tokens and secrets, the HTTPS front's certificate and

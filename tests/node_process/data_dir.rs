@@ -88,7 +88,6 @@ fn a_node_whose_data_dir_is_a_file_says_so_and_does_not_listen() {
 #[test]
 fn a_node_whose_user_cannot_write_its_data_dir_says_so_and_does_not_listen() {
     use std::os::unix::fs::PermissionsExt;
-    use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap();
     let mode = |path: &Path, mode| {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
@@ -122,22 +121,7 @@ fn a_node_whose_user_cannot_write_its_data_dir_says_so_and_does_not_listen() {
         let run = |args: &[&str]| {
             let mut command = Command::new(env!("CARGO_BIN_EXE_goad"));
             command.args(args).arg(&config);
-            // SAFETY: the child only calls async-signal-safe functions.
-            if unsafe { libc::geteuid() } == 0 {
-                unsafe {
-                    command.pre_exec(|| {
-                        let nobody = 65534;
-                        if libc::setgroups(0, std::ptr::null()) != 0
-                            || libc::setgid(nobody) != 0
-                            || libc::setuid(nobody) != 0
-                        {
-                            return Err(std::io::Error::last_os_error());
-                        }
-                        Ok(())
-                    });
-                }
-            }
-            command.output().unwrap()
+            unprivileged(&mut command).output().unwrap()
         };
         let refused = format!(
             "cannot open the engine: store: {}: {why}",

@@ -1,6 +1,6 @@
 //! What a node takes from its environment beyond its config: the roots
 //! its clients trust (`SSL_CERT_FILE`, `SSL_CERT_DIR`; `AWS_CA_BUNDLE`
-//! for AWS's services).
+//! for AWS's services), and the machine's addresses and ports.
 
 use super::*;
 use common::fixtures;
@@ -184,4 +184,62 @@ fn aws_ca_bundle_names_the_roots_of_aws_services_clients() {
              CERTIFICATE in it), got {key:?}\n"
         )
     );
+}
+
+/// A `listen` address the node cannot take is refused saying what most
+/// often makes it so: a port another process holds, an address no
+/// interface of this machine has, a privileged port to a user without
+/// the capability (run as `nobody` when the test runs as root).
+#[test]
+fn a_listen_address_the_node_cannot_take_says_why() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    // Its data directory made by whoever runs it.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let held = held.local_addr().unwrap().to_string();
+    let first_unprivileged: u16 =
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+            .map_or(1024, |text| text.trim().parse().unwrap());
+    assert!(
+        first_unprivileged > 1,
+        "this machine has no privileged port to try"
+    );
+    let privileged = format!("127.0.0.1:{}", first_unprivileged - 1);
+    for (listen, why) in [
+        (
+            held.as_str(),
+            "Address already in use (os error 98) (another process listens there, perhaps a \
+             node on the same config: ss -ltnp names it)",
+        ),
+        (
+            "192.0.2.1:7878",
+            "Cannot assign requested address (os error 99) (no network interface of this \
+             machine has that address: 0.0.0.0 listens on all)",
+        ),
+        (
+            privileged.as_str(),
+            "Permission denied (os error 13) (a port below net.ipv4.ip_unprivileged_port_start, \
+             1024 by default, takes root or CAP_NET_BIND_SERVICE: under systemd, \
+             AmbientCapabilities=CAP_NET_BIND_SERVICE)",
+        ),
+    ] {
+        let config = dir.path().join("goad.toml");
+        let data_dir = dir.path().join("data");
+        std::fs::write(
+            &config,
+            format!("listen = {listen:?}\ndata_dir = {data_dir:?}\n"),
+        )
+        .unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_goad"));
+        command
+            .args(["serve", "--allow-open-admin", "--config"])
+            .arg(&config);
+        let out = unprivileged(&mut command).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let logged =
+            format!("msg=\"cannot start the node\" error=\"cannot listen on {listen}: {why}\"");
+        assert_eq!(stderr.matches(&logged).count(), 1, "{stderr}");
+    }
 }

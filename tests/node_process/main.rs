@@ -140,6 +140,29 @@ fn serve_config(dir: &Path, config: &str, setup: impl FnOnce(&mut Command)) -> S
     }
 }
 
+/// `command`, run as `nobody` when the test runs as root, whom
+/// permissions do not stop: as a service's own user.
+fn unprivileged(command: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid(2) reads the process's credentials, nothing else.
+    if unsafe { libc::geteuid() } != 0 {
+        return command;
+    }
+    // SAFETY: the child only calls async-signal-safe functions.
+    unsafe {
+        command.pre_exec(|| {
+            let nobody = 65534;
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(nobody) != 0
+                || libc::setuid(nobody) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
 /// Eight keep-alive clients ingest until the node stops answering; returns
 /// the ids answered 202.
 fn load(
