@@ -42,7 +42,9 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// The node's HTTP listen address (`goad serve`).
     pub listen: String,
-    /// Shard threads; 0 means one per core. Fixed when a data directory is created.
+    /// Shard threads; 0 means one per core for a new data directory, and
+    /// the count a data directory was made with for one that has stores
+    /// (`runtime::shards_to_open`). Fixed when a data directory is created.
     pub shards: usize,
     /// Whether each shard thread is pinned to a core (shard k to the k-th
     /// core the process may run on). Off lets the OS place the shards:
@@ -488,7 +490,9 @@ impl Config {
         Ok(config)
     }
 
-    /// The shard count to use: `shards`, or one per core when 0.
+    /// The shard count for a new data directory: `shards`, or one per
+    /// core when 0 (an engine opens one that has stores with the count it
+    /// was made with: `runtime::shards_to_open`).
     pub fn shard_count(&self) -> usize {
         if self.shards > 0 {
             self.shards

@@ -519,6 +519,7 @@ fn try_open_engine(
                 "engine ready",
                 &[
                     ("data_dir", &data_dir.display()),
+                    ("shards", &engine.stats().len()),
                     ("recovered_rows", &recovered),
                     ("open_ms", &started.elapsed().as_millis()),
                 ],

@@ -34,7 +34,7 @@ pub use engine::{Engine, NewHook, Pressure};
 pub use errors::{CommitError, OpenError, Unavailable};
 pub use inspect::{Replayed, ShardTenants};
 pub use observers::{BreakerObserver, OutcomeObserver};
-pub use open::EngineBuilder;
+pub use open::{shards_to_open, EngineBuilder};
 pub use shard::ShardStats;
 pub use step::{Completion, NewRows, ShardState, StepOutput};
 pub use wake::{SinkWoken, WakeError};

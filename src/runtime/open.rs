@@ -16,7 +16,9 @@ use crate::core::{BreakerEvent, Catalog, Core, Grant, OutcomeEvent};
 use crate::latency::AttemptLatency;
 use crate::limits::SHARD_INPUT_CAPACITY;
 use crate::sink::{Sink, SinkRegistry};
-use crate::store::{refuse_unfinished_reshard, DataDirLock, DiskReserve, ShardStore};
+use crate::store::{
+    refuse_unfinished_reshard, stored_shard_count, DataDirLock, DiskReserve, ShardStore, StoreError,
+};
 use crossbeam_channel::{Sender, TrySendError};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
@@ -161,7 +163,7 @@ impl EngineBuilder {
 fn open_stores(config: &Config) -> Result<(DataDirLock, Vec<ShardStore>, DiskReserve), OpenError> {
     let lock = DataDirLock::acquire(&config.data_dir).map_err(OpenError::Store)?;
     refuse_unfinished_reshard(&config.data_dir).map_err(OpenError::Store)?;
-    let shard_count = config.shard_count();
+    let shard_count = shards_to_open(config).map_err(OpenError::Store)?;
     let stores = ShardStore::open_all(&config.data_dir, shard_count, config.max_shard_bytes)
         .map_err(OpenError::Store)?;
     let disk_reserve = DiskReserve {
@@ -172,6 +174,22 @@ fn open_stores(config: &Config) -> Result<(DataDirLock, Vec<ShardStore>, DiskRes
         disk_reserve.check(store);
     }
     Ok((lock, stores, disk_reserve))
+}
+
+/// The shard count an engine opens `config`'s data directory with: its
+/// `shards`, or, with `shards = 0` (one per core), the count the
+/// directory was made with (one per core for a new one), so that a node
+/// whose machine gains or loses cores (a resized VM, a pod given another
+/// CPU limit) opens its data as it was made; `goad reshard --shards 0`
+/// moves it to one per core.
+pub fn shards_to_open(config: &Config) -> Result<usize, StoreError> {
+    match config.shards {
+        0 => Ok(
+            stored_shard_count(&config.data_dir, config.max_shard_bytes)?
+                .unwrap_or(config.shard_count()),
+        ),
+        configured => Ok(configured),
+    }
 }
 
 /// What every shard is started with.

@@ -138,7 +138,7 @@ pub use lock::DataDirLock;
 pub use purge::{PurgeStep, Purged};
 pub use record::{CorruptRecord, Hook, HookHead, RowRecord, RowStatus};
 pub use repair::set_aside_unreadable;
-pub use reshard::{refuse_unfinished_reshard, reshard, Resharded};
+pub use reshard::{refuse_unfinished_reshard, reshard, stored_shard_count, Resharded};
 pub use tenants::TenantTable;
 pub use usable_dir::refuse_unusable_data_dir;
 pub use verify::{verify_data_dir, Verified};

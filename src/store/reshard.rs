@@ -173,7 +173,10 @@ pub fn refuse_unfinished_reshard(data_dir: &Path) -> Result<(), StoreError> {
 }
 
 /// The shard count shard 0 was created with; `None` when there is none.
-fn stored_shard_count(data_dir: &Path, max_shard_bytes: u64) -> Result<Option<usize>, StoreError> {
+pub fn stored_shard_count(
+    data_dir: &Path,
+    max_shard_bytes: u64,
+) -> Result<Option<usize>, StoreError> {
     if !ShardStore::has_store(data_dir, 0)? {
         return Ok(None);
     }

@@ -141,6 +141,33 @@ fn opening_a_data_directory_with_another_shard_count_is_a_clear_error() {
     );
 }
 
+/// With `shards = 0` (one per core), a data directory opens with the
+/// count it was made with, whatever the cores now: a node whose machine
+/// gained or lost cores (a resized VM, a pod given another CPU limit)
+/// opened none of its hooks ("created with 2 shards but the config asks
+/// for 1"), though its config asked for no count. Its hooks are there.
+#[test]
+fn a_data_directory_made_one_per_core_opens_as_made_on_another_machine() {
+    let dir = tempfile::tempdir().unwrap();
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let mut c = goad::Config {
+        shards: cores + 1,
+        ..config(dir.path())
+    };
+    c.sources.push(source(
+        "s",
+        "acme",
+        vec![SinkConfig::http("http://127.0.0.1:9/")],
+    ));
+    let engine = Engine::open(c.clone()).unwrap();
+    engine.commit(NewHook::new("s", "kept")).unwrap();
+    engine.shutdown();
+    drop(engine);
+    let engine = Engine::open(goad::Config { shards: 0, ..c }).unwrap();
+    assert_eq!(engine.stats().len(), cores + 1);
+    assert_eq!(engine.hook_count().unwrap(), 1);
+}
+
 /// A second engine on a data directory in use is refused with a message that
 /// names the directory and the holder, and opens once the first is gone.
 #[test]

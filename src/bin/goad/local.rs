@@ -127,7 +127,9 @@ pub fn verify(config_path: Option<PathBuf>, data_dir: Option<PathBuf>) -> ExitCo
     if let Some(dir) = data_dir {
         config.data_dir = dir;
     }
-    let shards = match goad::store::verify_data_dir(&config.data_dir, config.shard_count()) {
+    let verified = goad::runtime::shards_to_open(&config)
+        .and_then(|shards| goad::store::verify_data_dir(&config.data_dir, shards));
+    let shards = match verified {
         Ok(shards) => shards,
         Err(e) => {
             eprintln!("goad verify: {e}");
