@@ -17,7 +17,8 @@ use crate::latency::AttemptLatency;
 use crate::limits::SHARD_INPUT_CAPACITY;
 use crate::sink::{Sink, SinkRegistry};
 use crate::store::{
-    refuse_unfinished_reshard, stored_shard_count, DataDirLock, DiskReserve, ShardStore, StoreError,
+    refuse_unfinished_reshard, refuse_unmappable, stored_shard_count, DataDirLock, DiskReserve,
+    ShardStore, StoreError,
 };
 use crossbeam_channel::{Sender, TrySendError};
 use parking_lot::{Mutex, RwLock};
@@ -164,6 +165,8 @@ fn open_stores(config: &Config) -> Result<(DataDirLock, Vec<ShardStore>, DiskRes
     let lock = DataDirLock::acquire(&config.data_dir).map_err(OpenError::Store)?;
     refuse_unfinished_reshard(&config.data_dir).map_err(OpenError::Store)?;
     let shard_count = shards_to_open(config).map_err(OpenError::Store)?;
+    refuse_unmappable(&config.data_dir, shard_count, config.max_shard_bytes)
+        .map_err(OpenError::Store)?;
     let stores = ShardStore::open_all(&config.data_dir, shard_count, config.max_shard_bytes)
         .map_err(OpenError::Store)?;
     let disk_reserve = DiskReserve {

@@ -102,6 +102,7 @@
 //! not decode fails the open with an error saying so: dropping it would
 //! leave its row in no index.
 
+mod address_space;
 mod backup;
 pub mod breakers;
 pub mod dead;
@@ -128,6 +129,7 @@ mod verify;
 mod whole;
 pub(crate) mod write;
 
+pub use address_space::refuse_unmappable;
 pub use dead::{DeadFilter, DeadItem, DeadLetter, DeadPosition, ReplayCounts, ReviveStep, Revived};
 pub use fill::{DiskReserve, DiskRoom};
 pub use held_count::HeldBySink;

@@ -1,5 +1,6 @@
-//! A node at its limits: a full disk, and its open-files limit (raised at
-//! start, and connections refused with 503 when it runs out).
+//! A node at its limits: a full disk, its open-files limit (raised at
+//! start, and connections refused with 503 when it runs out), and its
+//! address-space limit.
 
 use super::*;
 use common::http::call;
@@ -295,4 +296,47 @@ fn a_node_out_of_file_descriptors_refuses_connections_with_503_and_recovers() {
         value("goad_http_connections_refused_total{reason=\"max_connections\"} "),
         0.0
     );
+}
+
+/// A node whose shards' maps do not fit its address-space limit (`ulimit
+/// -v`: 8 GB here, for two shards of the default 64 GiB) stops at once
+/// saying so and what to change, where LMDB said "Cannot allocate memory"
+/// of a machine with memory to spare.
+#[test]
+fn shards_that_do_not_fit_the_address_space_limit_are_refused_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("goad.toml");
+    let data_dir = dir.path().join("data");
+    std::fs::write(
+        &config,
+        format!("listen = \"127.0.0.1:0\"\nshards = 2\ndata_dir = {data_dir:?}\n"),
+    )
+    .unwrap();
+    let limit_bytes: libc::rlim_t = 8_000_000_000;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_goad"));
+    command.args(["serve", "--config"]).arg(&config);
+    // SAFETY: setrlimit(2) is async-signal-safe; it only reads `limit`.
+    unsafe {
+        command.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: limit_bytes,
+                rlim_max: limit_bytes,
+            };
+            match libc::setrlimit(libc::RLIMIT_AS, &limit) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
+    let out = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let refused = format!(
+        "error=\"cannot open the engine: store: {}: its 2 shards map 137438953472 bytes of \
+         address space (2 × max_shard_bytes 68719476736), more than this process may map (its \
+         address-space limit, ulimit -v or systemd's LimitAS=: 8000000000 bytes): lower \
+         max_shard_bytes, or raise the limit\"",
+        data_dir.display()
+    );
+    assert_eq!(stderr.matches(&refused).count(), 1, "{stderr}");
 }
