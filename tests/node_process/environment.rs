@@ -4,6 +4,34 @@
 
 use super::*;
 use common::fixtures;
+use std::ffi::OsStr;
+
+/// A receiver over TLS whose certificate (for `localhost`) the test CA
+/// signed.
+fn localhost_tls_receiver() -> Receiver {
+    Receiver::start_tls(
+        include_bytes!("../fixtures/localhost-cert.pem"),
+        include_bytes!("../fixtures/localhost-key.pem"),
+        |_| Reply::status(200),
+    )
+    .unwrap()
+}
+
+/// What `goad check --environment` says of `<dir>/goad.toml` with
+/// `variable` set to `value` and no other variable naming roots, which it
+/// refuses (exit 2).
+fn check_environment(dir: &Path, variable: &str, value: &OsStr) -> String {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_goad"));
+    command
+        .args(["check", "--environment", "--config"])
+        .arg(dir.join("goad.toml"));
+    for named in ["SSL_CERT_FILE", "SSL_CERT_DIR", "AWS_CA_BUNDLE"] {
+        command.env_remove(named);
+    }
+    let out = command.env(variable, value).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    String::from_utf8(out.stderr).unwrap()
+}
 
 /// With `SSL_CERT_FILE` naming a private CA's certificate, a sink with no
 /// `ca_file` trusts that CA (as a network that inspects TLS needs of
@@ -11,12 +39,7 @@ use common::fixtures;
 /// variable and the file.
 #[test]
 fn ssl_cert_file_names_the_roots_every_client_trusts() {
-    let receiver = Receiver::start_tls(
-        include_bytes!("../fixtures/localhost-cert.pem"),
-        include_bytes!("../fixtures/localhost-key.pem"),
-        |_| Reply::status(200),
-    )
-    .unwrap();
+    let receiver = localhost_tls_receiver();
     let dir = tempfile::tempdir().unwrap();
     let ca = fixtures().join("test-ca.pem");
     let node = serve_with(dir.path(), &receiver.url("/hooks"), |command| {
@@ -38,16 +61,9 @@ fn ssl_cert_file_names_the_roots_every_client_trusts() {
         ("localhost-key.pem", "no CERTIFICATE in it"),
     ] {
         let path = fixtures().join(file);
-        let out = Command::new(env!("CARGO_BIN_EXE_goad"))
-            .args(["check", "--environment", "--config"])
-            .arg(dir.path().join("goad.toml"))
-            .env("SSL_CERT_FILE", &path)
-            .env_remove("SSL_CERT_DIR")
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2));
+        let checked = check_environment(dir.path(), "SSL_CERT_FILE", path.as_os_str());
         assert_eq!(
-            String::from_utf8(out.stderr).unwrap(),
+            checked,
             format!("the environment's SSL_CERT_FILE must be a PEM file of root certificates ({why}), got {path:?}\n")
         );
     }
@@ -61,12 +77,7 @@ fn ssl_cert_file_names_the_roots_every_client_trusts() {
 /// directory.
 #[test]
 fn ssl_cert_dir_lists_directories_of_the_roots_every_client_trusts() {
-    let receiver = Receiver::start_tls(
-        include_bytes!("../fixtures/localhost-cert.pem"),
-        include_bytes!("../fixtures/localhost-key.pem"),
-        |_| Reply::status(200),
-    )
-    .unwrap();
+    let receiver = localhost_tls_receiver();
     let dir = tempfile::tempdir().unwrap();
     let roots = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(
@@ -108,16 +119,9 @@ fn ssl_cert_dir_lists_directories_of_the_roots_every_client_trusts() {
             "cannot read it: No such file or directory (os error 2)",
         ),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_goad"))
-            .args(["check", "--environment", "--config"])
-            .arg(dir.path().join("goad.toml"))
-            .env("SSL_CERT_DIR", &listed)
-            .env_remove("SSL_CERT_FILE")
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2));
+        let checked = check_environment(dir.path(), "SSL_CERT_DIR", listed.as_ref());
         assert_eq!(
-            String::from_utf8(out.stderr).unwrap(),
+            checked,
             format!(
                 "the environment's SSL_CERT_DIR must be directories of PEM files of root \
                  certificates, separated by ':' ({why}), got {refused:?}\n"
@@ -133,12 +137,7 @@ fn ssl_cert_dir_lists_directories_of_the_roots_every_client_trusts() {
 /// does not load is refused where an AWS service's client is built.
 #[test]
 fn aws_ca_bundle_names_the_roots_of_aws_services_clients() {
-    let endpoint = Receiver::start_tls(
-        include_bytes!("../fixtures/localhost-cert.pem"),
-        include_bytes!("../fixtures/localhost-key.pem"),
-        |_| Reply::status(200),
-    )
-    .unwrap();
+    let endpoint = localhost_tls_receiver();
     let dir = tempfile::tempdir().unwrap();
     let config = format!(
         "data_dir = {:?}\nlisten = \"127.0.0.1:0\"\nshards = 1\n[retry]\nmax_attempts = 1\n\
@@ -170,15 +169,8 @@ fn aws_ca_bundle_names_the_roots_of_aws_services_clients() {
     drop(node);
 
     let key = fixtures().join("localhost-key.pem");
-    let out = Command::new(env!("CARGO_BIN_EXE_goad"))
-        .args(["check", "--environment", "--config"])
-        .arg(dir.path().join("goad.toml"))
-        .env("AWS_CA_BUNDLE", &key)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
     assert_eq!(
-        String::from_utf8(out.stderr).unwrap(),
+        check_environment(dir.path(), "AWS_CA_BUNDLE", key.as_os_str()),
         format!(
             "the environment's AWS_CA_BUNDLE must be a PEM file of root certificates (no \
              CERTIFICATE in it), got {key:?}\n"

@@ -128,20 +128,31 @@ fn a_full_disk_refuses_ingest_and_loses_no_acknowledged_hook() {
 /// and `hard` before it starts.
 fn serve_with_open_files(dir: &Path, soft: libc::rlim_t, hard: libc::rlim_t) -> ServeProcess {
     serve_with(dir, "http://127.0.0.1:9/unused", |command| {
-        // SAFETY: setrlimit(2) is async-signal-safe; it only reads `limit`.
-        unsafe {
-            command.pre_exec(move || {
-                let limit = libc::rlimit {
-                    rlim_cur: soft,
-                    rlim_max: hard,
-                };
-                match libc::setrlimit(libc::RLIMIT_NOFILE, &limit) {
-                    0 => Ok(()),
-                    _ => Err(std::io::Error::last_os_error()),
-                }
-            });
-        }
+        limited(command, libc::RLIMIT_NOFILE, soft, hard);
     })
+}
+
+/// `command`, its child's limit of `resource` set to `soft` and `hard`
+/// before it starts.
+fn limited(
+    command: &mut Command,
+    resource: libc::__rlimit_resource_t,
+    soft: libc::rlim_t,
+    hard: libc::rlim_t,
+) -> &mut Command {
+    // SAFETY: setrlimit(2) is async-signal-safe; it only reads `limit`.
+    unsafe {
+        command.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: soft,
+                rlim_max: hard,
+            };
+            match libc::setrlimit(resource, &limit) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        })
+    }
 }
 
 /// The descriptors `serve`'s config can take: 1,024 connections
@@ -312,23 +323,12 @@ fn shards_that_do_not_fit_the_address_space_limit_are_refused_saying_so() {
         format!("listen = \"127.0.0.1:0\"\nshards = 2\ndata_dir = {data_dir:?}\n"),
     )
     .unwrap();
-    let limit_bytes: libc::rlim_t = 8_000_000_000;
+    let limit_bytes = 8_000_000_000;
     let mut command = Command::new(env!("CARGO_BIN_EXE_goad"));
     command.args(["serve", "--config"]).arg(&config);
-    // SAFETY: setrlimit(2) is async-signal-safe; it only reads `limit`.
-    unsafe {
-        command.pre_exec(move || {
-            let limit = libc::rlimit {
-                rlim_cur: limit_bytes,
-                rlim_max: limit_bytes,
-            };
-            match libc::setrlimit(libc::RLIMIT_AS, &limit) {
-                0 => Ok(()),
-                _ => Err(std::io::Error::last_os_error()),
-            }
-        });
-    }
-    let out = command.output().unwrap();
+    let out = limited(&mut command, libc::RLIMIT_AS, limit_bytes, limit_bytes)
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     let refused = format!(
