@@ -17,6 +17,35 @@ fn localhost_tls_receiver() -> Receiver {
     .unwrap()
 }
 
+/// `command` with `variable` set to `value` and no other variable naming
+/// roots.
+fn only_root_variable<'c>(
+    command: &'c mut Command,
+    variable: &str,
+    value: &OsStr,
+) -> &'c mut Command {
+    for named in ["SSL_CERT_FILE", "SSL_CERT_DIR", "AWS_CA_BUNDLE"] {
+        command.env_remove(named);
+    }
+    command.env(variable, value)
+}
+
+/// A node (its config left in `dir`) with `variable` set to `value`, and
+/// no other variable naming roots, delivers a hook to a TLS receiver
+/// whose certificate the test CA signed, from a sink with no `ca_file`.
+fn delivers_over_tls_with(dir: &Path, variable: &str, value: &OsStr) {
+    let receiver = localhost_tls_receiver();
+    let node = serve_with(dir, &receiver.url("/hooks"), |command| {
+        only_root_variable(command, variable, value);
+    });
+    let reply = Client::connect(node.addr).request("POST", "/v1/sources/a/hooks", &[], b"trusted");
+    assert_eq!(reply.status, 202);
+    wait_until("delivered over TLS", Duration::from_secs(20), || {
+        receiver.count() == 1
+    });
+    assert_eq!(receiver.received()[0].body, b"trusted");
+}
+
 /// What `goad check --environment` says of `<dir>/goad.toml` with
 /// `variable` set to `value` and no other variable naming roots, which it
 /// refuses (exit 2).
@@ -25,10 +54,9 @@ fn check_environment(dir: &Path, variable: &str, value: &OsStr) -> String {
     command
         .args(["check", "--environment", "--config"])
         .arg(dir.join("goad.toml"));
-    for named in ["SSL_CERT_FILE", "SSL_CERT_DIR", "AWS_CA_BUNDLE"] {
-        command.env_remove(named);
-    }
-    let out = command.env(variable, value).output().unwrap();
+    let out = only_root_variable(&mut command, variable, value)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     String::from_utf8(out.stderr).unwrap()
 }
@@ -39,19 +67,9 @@ fn check_environment(dir: &Path, variable: &str, value: &OsStr) -> String {
 /// variable and the file.
 #[test]
 fn ssl_cert_file_names_the_roots_every_client_trusts() {
-    let receiver = localhost_tls_receiver();
     let dir = tempfile::tempdir().unwrap();
     let ca = fixtures().join("test-ca.pem");
-    let node = serve_with(dir.path(), &receiver.url("/hooks"), |command| {
-        command.env("SSL_CERT_FILE", &ca).env_remove("SSL_CERT_DIR");
-    });
-    let reply = Client::connect(node.addr).request("POST", "/v1/sources/a/hooks", &[], b"trusted");
-    assert_eq!(reply.status, 202);
-    wait_until("delivered over TLS", Duration::from_secs(20), || {
-        receiver.count() == 1
-    });
-    assert_eq!(receiver.received()[0].body, b"trusted");
-    drop(node);
+    delivers_over_tls_with(dir.path(), "SSL_CERT_FILE", ca.as_os_str());
 
     for (file, why) in [
         (
@@ -77,7 +95,6 @@ fn ssl_cert_file_names_the_roots_every_client_trusts() {
 /// directory.
 #[test]
 fn ssl_cert_dir_lists_directories_of_the_roots_every_client_trusts() {
-    let receiver = localhost_tls_receiver();
     let dir = tempfile::tempdir().unwrap();
     let roots = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(
@@ -92,18 +109,7 @@ fn ssl_cert_dir_lists_directories_of_the_roots_every_client_trusts() {
     .unwrap();
     std::fs::create_dir(roots.path().join("private")).unwrap();
     let listed = format!(":{}", roots.path().display());
-    let node = serve_with(dir.path(), &receiver.url("/hooks"), |command| {
-        command
-            .env("SSL_CERT_DIR", &listed)
-            .env_remove("SSL_CERT_FILE");
-    });
-    let reply = Client::connect(node.addr).request("POST", "/v1/sources/a/hooks", &[], b"trusted");
-    assert_eq!(reply.status, 202);
-    wait_until("delivered over TLS", Duration::from_secs(20), || {
-        receiver.count() == 1
-    });
-    assert_eq!(receiver.received()[0].body, b"trusted");
-    drop(node);
+    delivers_over_tls_with(dir.path(), "SSL_CERT_DIR", listed.as_ref());
 
     let empty = tempfile::tempdir().unwrap();
     let missing = roots.path().join("missing");
