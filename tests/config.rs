@@ -929,6 +929,62 @@ credentials = "instance"
     assert_eq!((code, stderr.as_str()), (Some(0), ""));
 }
 
+/// `goad check --environment` warns of an SQS sink's profile credentials
+/// (`credentials = "profile"`) that cannot be found at all, read without
+/// fetching: no `HOME` to find the files in (a service's user may have
+/// none), or neither file holding the profile's section. It passes once
+/// the profile is there.
+#[test]
+fn goad_check_environment_warns_of_a_profile_it_cannot_find() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("goad.toml");
+    let config = r#"
+[[sources]]
+id = "a"
+sinks = [{ type = "sqs", queue_url = "https://sqs.us-east-1.amazonaws.com/123456789012/q", credentials = "profile" }]
+"#;
+    std::fs::write(&path, config).unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    let credentials = "[other]\naws_access_key_id = AK\naws_secret_access_key = S\n";
+    std::fs::write(home.join(".aws/credentials"), credentials).unwrap();
+    let check = |env: &[(&str, &std::ffi::OsStr)]| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_goad"));
+        command
+            .args(["check", "--environment", "--config"])
+            .arg(&path);
+        for name in [
+            "HOME",
+            "AWS_PROFILE",
+            "AWS_CONFIG_FILE",
+            "AWS_SHARED_CREDENTIALS_FILE",
+        ] {
+            command.env_remove(name);
+        }
+        let out = command.envs(env.iter().copied()).output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let tail = "; a node starts, and its requests fail until it is fixed\n";
+    assert_eq!(
+        check(&[]),
+        format!("warning: sources[0].sinks[0]: no AWS credentials: HOME is not set{tail}")
+    );
+    let at = home.as_os_str();
+    assert_eq!(
+        check(&[("HOME", at)]),
+        format!(
+            "warning: sources[0].sinks[0]: cannot get AWS credentials from the AWS profile: \
+             profile [default] is in neither {0}/.aws/credentials nor {0}/.aws/config{tail}",
+            home.display()
+        )
+    );
+    assert_eq!(
+        check(&[("HOME", at), ("AWS_PROFILE", "other".as_ref())]),
+        ""
+    );
+}
+
 #[test]
 fn the_readmes_example_config_is_valid() {
     let config = Config::from_toml(readme_example()).expect("the example parses");

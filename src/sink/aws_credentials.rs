@@ -107,11 +107,12 @@ impl AwsCredentials {
     /// What the environment lacks for these credentials, which are read
     /// at each request, not at a start: `env` credentials' variables (an
     /// assumed role's base ones too) not set, or holding what no request
-    /// can carry. Fetched credentials are not fetched: `None`.
+    /// can carry, or a profile that cannot be found. Fetched credentials
+    /// are not fetched.
     pub fn environment_problem(&self) -> Option<CredentialsError> {
         match self {
             AwsCredentials::Env(env) => env.read().err(),
-            AwsCredentials::Fetched(_) => None,
+            AwsCredentials::Fetched(fetched) => fetched.environment_problem(),
             AwsCredentials::Assumed(role) => role.base().environment_problem(),
         }
     }
@@ -295,13 +296,30 @@ impl FetchedCredentials {
             CredentialSource::Profile => profile_credentials(now, &self.region, &self.client),
         };
         let fetched = fetched.and_then(|c| sendable(c).map_err(|e| Fetch::Failed(e.into())));
-        fetched.map_err(|cause| match cause {
+        fetched.map_err(|cause| self.error(cause))
+    }
+
+    /// What keeps a profile's credentials from being found at all (see
+    /// `aws_profile::profile_problem`); the other sources are only known
+    /// by fetching: `None`.
+    fn environment_problem(&self) -> Option<CredentialsError> {
+        match self.source {
+            CredentialSource::Profile => {
+                super::aws_profile::profile_problem().map(|e| self.error(e))
+            }
+            _ => None,
+        }
+    }
+
+    /// A failure to fetch from this source, as its error says it.
+    fn error(&self, cause: Fetch) -> CredentialsError {
+        match cause {
             Fetch::NotSet(variable) => CredentialsError::NotSet { variable },
             Fetch::Failed(cause) => CredentialsError::Fetch {
                 from: self.source,
                 cause,
             },
-        })
+        }
     }
 
     /// STS's `AssumeRoleWithWebIdentity` with the service account's token.

@@ -69,16 +69,40 @@ pub(super) fn profile_credentials(
     region: &str,
     client: &Client,
 ) -> Result<Credentials, Fetch> {
-    let profile = std::env::var("AWS_PROFILE").unwrap_or_else(|_| "default".into());
-    let credentials_path = file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials")?;
-    let config_path = file_path("AWS_CONFIG_FILE", "config")?;
-    let files = SharedFiles {
-        credentials: read_if_present(&credentials_path)?,
-        credentials_path,
-        config: read_if_present(&config_path)?,
-        config_path,
+    SharedFiles::read()?.credentials_of(&profile_name(), now, region, client, 0)
+}
+
+/// What keeps the `AWS_PROFILE` profile from being found at all, read
+/// without fetching anything (no request, no process run): the files'
+/// places unknown (`HOME` not set, nor the variables naming them), or
+/// neither file holding the profile's section. Said at a start and by
+/// `goad check --environment`, as a missing variable is.
+pub(super) fn profile_problem() -> Option<Fetch> {
+    let files = match SharedFiles::read() {
+        Ok(files) => files,
+        Err(e) => return Some(e),
     };
-    files.credentials_of(&profile, now, region, client, 0)
+    let profile = profile_name();
+    let holds = |file: &Option<String>, section: &str| {
+        (file.as_deref())
+            .is_some_and(|text| text.lines().any(|l| header_is(l, section) == Some(true)))
+    };
+    let in_config = SharedFiles::config_sections(&profile)
+        .iter()
+        .any(|section| holds(&files.config, section));
+    if holds(&files.credentials, &profile) || in_config {
+        return None;
+    }
+    Some(Fetch::failed(format!(
+        "profile [{profile}] is in neither {} nor {}",
+        files.credentials_path, files.config_path
+    )))
+}
+
+/// The profile whose credentials are asked for: `AWS_PROFILE`, else
+/// `default`.
+fn profile_name() -> String {
+    std::env::var("AWS_PROFILE").unwrap_or_else(|_| "default".into())
 }
 
 /// AWS's shared credentials and config files, as read for one fetch.
@@ -90,6 +114,18 @@ struct SharedFiles {
 }
 
 impl SharedFiles {
+    /// The files where the environment says they are, as they are now.
+    fn read() -> Result<SharedFiles, Fetch> {
+        let credentials_path = file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials")?;
+        let config_path = file_path("AWS_CONFIG_FILE", "config")?;
+        Ok(SharedFiles {
+            credentials: read_if_present(&credentials_path)?,
+            credentials_path,
+            config: read_if_present(&config_path)?,
+            config_path,
+        })
+    }
+
     /// The sections of the config file that may hold `profile`'s settings.
     fn config_sections(profile: &str) -> Vec<String> {
         match profile {
@@ -279,8 +315,8 @@ fn ini_value(text: &str, section: &str, name: &str) -> Option<String> {
         if line.starts_with('#') || line.starts_with(';') {
             continue;
         }
-        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            in_section = header.split_whitespace().eq(section.split(' '));
+        if let Some(is_section) = header_is(line, section) {
+            in_section = is_section;
         } else if let Some((key, value)) = line.split_once('=').filter(|_| in_section) {
             if key.trim() == name {
                 return Some(value.trim().to_string());
@@ -288,6 +324,13 @@ fn ini_value(text: &str, section: &str, name: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// Whether `line`, if an INI section's header, is `[section]`'s (spaces
+/// inside the brackets as they come); `None` for another line.
+fn header_is(line: &str, section: &str) -> Option<bool> {
+    let header = line.trim().strip_prefix('[')?.strip_suffix(']')?;
+    Some(header.split_whitespace().eq(section.split(' ')))
 }
 
 /// The standard output of `command` run by `sh -c`, once it exits 0
