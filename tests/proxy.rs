@@ -162,9 +162,15 @@ fn one_attempt_for_each_scheme(vars: &[(&str, &str)]) -> [Option<String>; 2] {
     let dir = tempfile::tempdir().unwrap();
     let mut c = config(dir.path());
     c.retry.max_attempts = 1;
+    // Each phase of a request bounded by 2 s: a proxy that never answers
+    // fails the attempt then.
+    let sink = |url| SinkConfig {
+        timeout_ms: Some(2_000),
+        ..SinkConfig::http(url)
+    };
     let sinks = vec![
-        SinkConfig::http("http://plain.example.invalid/a"),
-        SinkConfig::http("https://tls.example.invalid/b"),
+        sink("http://plain.example.invalid/a"),
+        sink("https://tls.example.invalid/b"),
     ];
     c.sources.push(source("stripe", "acme", sinks));
     let engine = Engine::open(c).unwrap();
@@ -187,8 +193,9 @@ fn one_attempt_for_each_scheme(vars: &[(&str, &str)]) -> [Option<String>; 2] {
 
 /// A proxy that cannot be reached fails the attempt naming it and the
 /// variable that names it, where the system's words alone (`Connection
-/// refused`) would read as the receiver's: one that refuses the
-/// connection, and one whose host does not resolve.
+/// refused`, `timeout: connect`) would read as the receiver's: one that
+/// refuses the connection, one whose host does not resolve, and one that
+/// never answers.
 #[test]
 fn a_proxy_that_cannot_be_reached_is_named() {
     // A port just freed: nothing listens there.
@@ -212,6 +219,18 @@ fn a_proxy_that_cannot_be_reached_is_named() {
     let unresolved = "sink http: the egress proxy proxy.example.invalid:1080 (all_proxy) could \
                       not be reached: failed to lookup address information";
     assert!(tls.starts_with(unresolved), "{tls}");
+
+    // One that takes the connection and never answers its CONNECT.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = silent.local_addr().unwrap();
+    let [_, tls] = one_attempt_for_each_scheme(&[("HTTPS_PROXY", &format!("http://{at}"))]);
+    assert_eq!(
+        tls.expect("dead"),
+        format!(
+            "sink http: the egress proxy {at} (HTTPS_PROXY) made no connection in time (timeout: \
+             connect): it does not answer, or cannot reach the receiver"
+        )
+    );
 }
 
 /// A SOCKS proxy the environment names (`socks5h://`: the proxy resolves

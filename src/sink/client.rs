@@ -297,8 +297,8 @@ thread_local! {
 }
 
 /// The first link of every agent's connector chain: ureq's connectors (a
-/// proxy's, TCP, TLS), with a failure to reach the environment's proxy
-/// for URLs of its scheme said as such ([`ProxyUnreached`]). (A failure
+/// proxy's, TCP, TLS), with a connection the environment's proxy for URLs
+/// of its scheme did not make said as such ([`ProxyUnreached`]). (A failure
 /// to look its host up is said so by [`CachingResolver`].)
 #[derive(Debug)]
 struct NamesProxy(DefaultConnector, Scheme);
@@ -315,9 +315,7 @@ impl Connector for NamesProxy {
         connector
             .connect(details, chained)
             .map_err(|e| match details.config.proxy() {
-                Some(proxy)
-                    if !proxy.is_no_proxy(details.uri) && ProxyUnreached::is_unreached(&e) =>
-                {
+                Some(proxy) if !proxy.is_no_proxy(details.uri) && ProxyUnreached::is_proxys(&e) => {
                     ProxyUnreached::error(proxy, *scheme, e)
                 }
                 _ => e,

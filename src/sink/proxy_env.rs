@@ -127,10 +127,11 @@ fn named_proxy(scheme: Scheme) -> Result<Option<ureq::Proxy>, ConfigError> {
     Ok(None)
 }
 
-/// A connection through the environment's proxy that failed before the
-/// proxy was reached: its host does not resolve, or it refuses the
-/// connection, or no route leads to it. Said as such, where the system's
-/// words (`Connection refused`) would read as the receiver's.
+/// A connection through the environment's proxy that the proxy did not
+/// make: its host does not resolve, or it refuses the connection, or no
+/// route leads to it, or no connection came in time. Said as such, where
+/// the system's words (`Connection refused`, `timeout: connect`) would
+/// read as the receiver's.
 #[derive(Debug)]
 pub(crate) struct ProxyUnreached {
     /// The proxy's `host:port`.
@@ -138,31 +139,32 @@ pub(crate) struct ProxyUnreached {
     /// The variable that names it.
     variable: Option<&'static str>,
     /// What failed, in the system's words.
-    cause: String,
+    cause: ureq::Error,
 }
 
 impl ProxyUnreached {
-    /// `cause`, a failure to reach `proxy`, the environment's proxy for
-    /// URLs of `scheme`, as a ureq error.
+    /// `cause`, a failure of a connection through `proxy`, the
+    /// environment's proxy for URLs of `scheme`, as a ureq error.
     pub(crate) fn error(proxy: &ureq::Proxy, scheme: Scheme, cause: ureq::Error) -> ureq::Error {
         let is_set = |var: &&str| std::env::var_os(var).is_some_and(|value| !value.is_empty());
         let unreached = ProxyUnreached {
             proxy: format!("{}:{}", proxy.host(), proxy.port()),
             variable: scheme.proxy_variables().into_iter().find(is_set),
-            cause: match cause {
-                ureq::Error::Io(e) => e.to_string(),
-                e => e.to_string(),
-            },
+            cause,
         };
         ureq::Error::Io(std::io::Error::other(unreached))
     }
 
-    /// Whether `e`, a failure to connect, says that no connection was
-    /// made: refused, or no route to the peer.
-    pub(crate) fn is_unreached(e: &ureq::Error) -> bool {
+    /// Whether `e`, a proxied connection's failure, is the proxy's: no
+    /// connection made (refused, no route), or none in time.
+    pub(crate) fn is_proxys(e: &ureq::Error) -> bool {
         use std::io::ErrorKind::*;
         let unreached = [ConnectionRefused, HostUnreachable, NetworkUnreachable];
-        matches!(e, ureq::Error::Io(io) if unreached.contains(&io.kind()))
+        match e {
+            ureq::Error::Io(io) => unreached.contains(&io.kind()),
+            ureq::Error::Timeout(ureq::Timeout::Connect) => true,
+            _ => false,
+        }
     }
 
     /// The failure `e` is, if it is one.
@@ -180,7 +182,15 @@ impl std::fmt::Display for ProxyUnreached {
         if let Some(variable) = self.variable {
             write!(f, " ({variable})")?;
         }
-        write!(f, " could not be reached: {}", self.cause)
+        match &self.cause {
+            ureq::Error::Timeout(_) => write!(
+                f,
+                " made no connection in time ({}): it does not answer, or cannot reach the receiver",
+                self.cause
+            ),
+            ureq::Error::Io(e) => write!(f, " could not be reached: {e}"),
+            e => write!(f, " could not be reached: {e}"),
+        }
     }
 }
 
