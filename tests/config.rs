@@ -836,8 +836,24 @@ fn readme_example() -> &'static str {
     &block[..block.find("```").expect("the block's end")]
 }
 
-/// The README's `goad.toml` (under "Configuration") is a valid config:
-/// every key it shows exists and every value it shows passes.
+/// `goad check --environment --config path`, the variables `unset` unset
+/// and `env` set: its exit code and what it wrote to standard error.
+fn check_environment_with(
+    path: &std::path::Path,
+    unset: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<i32>, String) {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_goad"));
+    command
+        .args(["check", "--environment", "--config"])
+        .arg(path);
+    for name in unset {
+        command.env_remove(name);
+    }
+    let out = command.envs(env.iter().copied()).output().unwrap();
+    (out.status.code(), String::from_utf8(out.stderr).unwrap())
+}
+
 /// `goad check --environment` warns of the credentials that sinks and the
 /// claim bucket read from the environment at each request, which a start
 /// does not need: AWS keys not set or that no request can carry (an
@@ -880,27 +896,16 @@ queue_url = "https://sqs.eu-west-1.amazonaws.com/1/fetched"
 credentials = "instance"
 "#;
     std::fs::write(&path, config).unwrap();
-    let check = |env: &[(&str, &str)]| {
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_goad"));
-        command
-            .args(["check", "--environment", "--config"])
-            .arg(&path);
-        for name in [
-            "GOAD_CHECK_CLAIM_KEY",
-            "GOAD_CHECK_CLAIM_SECRET",
-            "GOAD_CHECK_SQS_KEY",
-            "GOAD_CHECK_SQS_SECRET",
-            "GOAD_CHECK_SQS_TOKEN",
-            "GOAD_CHECK_PUBSUB_TOKEN",
-            "GOAD_CHECK_LAMBDA_KEY",
-        ] {
-            command.env_remove(name);
-        }
-        command.envs(env.iter().copied());
-        let out = command.output().unwrap();
-        let stderr = String::from_utf8(out.stderr).unwrap();
-        (out.status.code(), stderr)
-    };
+    let unset = [
+        "GOAD_CHECK_CLAIM_KEY",
+        "GOAD_CHECK_CLAIM_SECRET",
+        "GOAD_CHECK_SQS_KEY",
+        "GOAD_CHECK_SQS_SECRET",
+        "GOAD_CHECK_SQS_TOKEN",
+        "GOAD_CHECK_PUBSUB_TOKEN",
+        "GOAD_CHECK_LAMBDA_KEY",
+    ];
+    let check = |env: &[(&str, &str)]| check_environment_with(&path, &unset, env);
     let (code, stderr) = check(&[
         ("GOAD_CHECK_SQS_KEY", "AK"),
         ("GOAD_CHECK_SQS_SECRET", "S"),
@@ -948,29 +953,23 @@ sinks = [{ type = "sqs", queue_url = "https://sqs.us-east-1.amazonaws.com/123456
     std::fs::create_dir_all(home.join(".aws")).unwrap();
     let credentials = "[other]\naws_access_key_id = AK\naws_secret_access_key = S\n";
     std::fs::write(home.join(".aws/credentials"), credentials).unwrap();
-    let check = |env: &[(&str, &std::ffi::OsStr)]| {
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_goad"));
-        command
-            .args(["check", "--environment", "--config"])
-            .arg(&path);
-        for name in [
-            "HOME",
-            "AWS_PROFILE",
-            "AWS_CONFIG_FILE",
-            "AWS_SHARED_CREDENTIALS_FILE",
-        ] {
-            command.env_remove(name);
-        }
-        let out = command.envs(env.iter().copied()).output().unwrap();
-        assert_eq!(out.status.code(), Some(0));
-        String::from_utf8(out.stderr).unwrap()
+    let unset = [
+        "HOME",
+        "AWS_PROFILE",
+        "AWS_CONFIG_FILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+    ];
+    let check = |env: &[(&str, &str)]| {
+        let (code, stderr) = check_environment_with(&path, &unset, env);
+        assert_eq!(code, Some(0));
+        stderr
     };
     let tail = "; a node starts, and its requests fail until it is fixed\n";
     assert_eq!(
         check(&[]),
         format!("warning: sources[0].sinks[0]: no AWS credentials: HOME is not set{tail}")
     );
-    let at = home.as_os_str();
+    let at = home.to_str().unwrap();
     assert_eq!(
         check(&[("HOME", at)]),
         format!(
@@ -979,12 +978,11 @@ sinks = [{ type = "sqs", queue_url = "https://sqs.us-east-1.amazonaws.com/123456
             home.display()
         )
     );
-    assert_eq!(
-        check(&[("HOME", at), ("AWS_PROFILE", "other".as_ref())]),
-        ""
-    );
+    assert_eq!(check(&[("HOME", at), ("AWS_PROFILE", "other")]), "");
 }
 
+/// The README's `goad.toml` (under "Configuration") is a valid config:
+/// every key it shows exists and every value it shows passes.
 #[test]
 fn the_readmes_example_config_is_valid() {
     let config = Config::from_toml(readme_example()).expect("the example parses");
