@@ -42,10 +42,7 @@ pub(crate) fn aws_roots() -> RootCerts {
 /// Refuses an `AWS_CA_BUNDLE` (set, not empty) that is not a readable PEM
 /// file of certificates, naming the variable and the file.
 pub(crate) fn check_aws_roots() -> Result<(), ConfigError> {
-    match aws_loaded() {
-        Ok(_) => Ok(()),
-        Err((variable, path, why)) => Err(named(*variable, path).refused(why.clone())),
-    }
+    refusal(aws_loaded())
 }
 
 /// The roots `AWS_CA_BUNDLE` names (the default roots when it is unset or
@@ -53,10 +50,9 @@ pub(crate) fn check_aws_roots() -> Result<(), ConfigError> {
 fn aws_loaded() -> &'static Result<RootCerts, Unloadable> {
     static ROOTS: OnceLock<Result<RootCerts, Unloadable>> = OnceLock::new();
     ROOTS.get_or_init(|| {
-        let Some(path) = std::env::var_os("AWS_CA_BUNDLE").filter(|p| !p.is_empty()) else {
+        let Some(path) = set_path("AWS_CA_BUNDLE") else {
             return Ok(default_roots());
         };
-        let path = PathBuf::from(path);
         let roots = named(Variable::AwsCaBundle, &path).parse(crate::sink::client::roots);
         roots.map_err(|why| (Variable::AwsCaBundle, path, why))
     })
@@ -66,10 +62,24 @@ fn aws_loaded() -> &'static Result<RootCerts, Unloadable> {
 /// file of certificates, or an `SSL_CERT_DIR` directory that cannot be
 /// read or holds no PEM certificate, naming the variable and the path.
 pub(crate) fn check_default_roots() -> Result<(), ConfigError> {
-    match loaded() {
+    refusal(loaded())
+}
+
+/// The config error of roots that did not load, naming the variable and
+/// the path.
+fn refusal(loaded: &Result<RootCerts, Unloadable>) -> Result<(), ConfigError> {
+    match loaded {
         Ok(_) => Ok(()),
         Err((variable, path, why)) => Err(named(*variable, path).refused(why.clone())),
     }
+}
+
+/// The path `variable` holds, if it is set and not empty (an empty one
+/// names none).
+fn set_path(variable: &str) -> Option<PathBuf> {
+    std::env::var_os(variable)
+        .filter(|value| !value.is_empty())
+        .map(PathBuf::from)
 }
 
 /// The variables that name roots.
@@ -107,13 +117,12 @@ fn named(variable: Variable, path: &Path) -> PemFile<'_> {
 fn loaded() -> &'static Result<RootCerts, Unloadable> {
     static ROOTS: OnceLock<Result<RootCerts, Unloadable>> = OnceLock::new();
     ROOTS.get_or_init(|| {
-        let set = |variable| std::env::var_os(variable).filter(|value| !value.is_empty());
-        let (file, directories) = (set("SSL_CERT_FILE"), set("SSL_CERT_DIR"));
+        let (file, directories) = (set_path("SSL_CERT_FILE"), set_path("SSL_CERT_DIR"));
         if file.is_none() && directories.is_none() {
             return Ok(RootCerts::WebPki);
         }
         let mut roots = Vec::new();
-        if let Some(path) = file.map(PathBuf::from) {
+        if let Some(path) = file {
             match named(Variable::SslCertFile, &path).parse(certificates) {
                 Ok(found) => roots.extend(found),
                 Err(why) => return Err((Variable::SslCertFile, path, why)),

@@ -47,12 +47,16 @@ impl Scheme {
         }
     }
 
-    /// The variables that name this scheme's proxy, in the order read.
-    fn proxy_variables(self) -> [&'static str; 4] {
-        match self {
+    /// The variable that names this scheme's proxy: the first of its
+    /// variables, in the order read, that is set and not empty (an empty
+    /// one names none).
+    fn naming_variable(self) -> Option<&'static str> {
+        let variables = match self {
             Scheme::Http => ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"],
             Scheme::Https => ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"],
-        }
+        };
+        let is_set = |var: &&str| std::env::var_os(var).is_some_and(|value| !value.is_empty());
+        variables.into_iter().find(is_set)
     }
 }
 
@@ -105,26 +109,25 @@ pub(crate) fn environment_proxy(scheme: Scheme) -> Result<Option<ureq::Proxy>, C
 /// The proxy the first of `scheme`'s proxy variables that is set names,
 /// or the refusal of one that names none.
 fn named_proxy(scheme: Scheme) -> Result<Option<ureq::Proxy>, ConfigError> {
-    for var in scheme.proxy_variables() {
-        let value = match std::env::var(var) {
-            Ok(value) if value.is_empty() => continue,
-            Ok(value) => value,
-            Err(VarError::NotPresent) => continue,
-            Err(VarError::NotUnicode(_)) => {
-                return Err(refused(var, "a proxy's URL in UTF-8", "bytes that are not"))
-            }
-        };
-        return match ureq::Proxy::new(&value) {
-            Ok(proxy) => Ok(Some(proxy)),
-            Err(_) if value.contains('@') => Err(refused(
-                var,
-                RULE,
-                "a value not shown here (it may hold a password)",
-            )),
-            Err(_) => Err(invalid(format!("the environment's {var}"), RULE, value)),
-        };
+    let Some(var) = scheme.naming_variable() else {
+        return Ok(None);
+    };
+    let value = match std::env::var(var) {
+        Ok(value) => value,
+        Err(VarError::NotUnicode(_)) => {
+            return Err(refused(var, "a proxy's URL in UTF-8", "bytes that are not"))
+        }
+        Err(VarError::NotPresent) => return Ok(None),
+    };
+    match ureq::Proxy::new(&value) {
+        Ok(proxy) => Ok(Some(proxy)),
+        Err(_) if value.contains('@') => Err(refused(
+            var,
+            RULE,
+            "a value not shown here (it may hold a password)",
+        )),
+        Err(_) => Err(invalid(format!("the environment's {var}"), RULE, value)),
     }
-    Ok(None)
 }
 
 /// A connection through the environment's proxy that the proxy did not
@@ -146,10 +149,9 @@ impl ProxyUnreached {
     /// `cause`, a failure of a connection through `proxy`, the
     /// environment's proxy for URLs of `scheme`, as a ureq error.
     pub(crate) fn error(proxy: &ureq::Proxy, scheme: Scheme, cause: ureq::Error) -> ureq::Error {
-        let is_set = |var: &&str| std::env::var_os(var).is_some_and(|value| !value.is_empty());
         let unreached = ProxyUnreached {
             proxy: format!("{}:{}", proxy.host(), proxy.port()),
-            variable: scheme.proxy_variables().into_iter().find(is_set),
+            variable: scheme.naming_variable(),
             cause,
         };
         ureq::Error::Io(std::io::Error::other(unreached))
