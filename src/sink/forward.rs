@@ -3,8 +3,9 @@
 //! Never forwarded: credentials, hop-by-hop and framing headers, and
 //! goad's own namespaces (`x-goad-*`, `webhook-*`), so a provider cannot
 //! forge an id or a signature. A source's `forward_headers` list is an
-//! allowlist, still minus that set. Names are lowercased and repeats are
-//! joined with ", " in arrival order.
+//! allowlist, still minus that set; `content-encoding` is forwarded
+//! whatever it lists, as it says how to read the body it comes with.
+//! Names are lowercased and repeats are joined with ", " in arrival order.
 
 /// Credentials: never stored with a hook nor forwarded, but a sink's own
 /// `headers` may send them (a receiver's API key; best from `headers_env`,
@@ -34,6 +35,11 @@ const FRAMING: &[&str] = &[
     "expect",
 ];
 
+/// Headers that say how to read the body they come with (a gzip body
+/// without its `content-encoding` is bytes no receiver can read):
+/// forwarded whatever a source's allowlist says.
+const REPRESENTATION: &[&str] = &["content-encoding"];
+
 /// Whether a header is goad's or the HTTP client's to send (lowercase
 /// name): framing and hop-by-hop headers and goad's own namespaces. A
 /// sink's own `headers` may not name one.
@@ -56,9 +62,11 @@ pub fn forwarded(headers: &[(String, String)], allow: Option<&[String]>) -> Vec<
     let mut out: Vec<(String, String)> = Vec::new();
     for (name, value) in headers {
         let name = name.to_ascii_lowercase();
-        if never_forwarded(&name)
-            || allow.is_some_and(|a| !a.iter().any(|n| n.eq_ignore_ascii_case(&name)))
-        {
+        let allowed = |a: &[String]| {
+            REPRESENTATION.contains(&name.as_str())
+                || a.iter().any(|n| n.eq_ignore_ascii_case(&name))
+        };
+        if never_forwarded(&name) || allow.is_some_and(|a| !allowed(a)) {
             continue;
         }
         match out.iter_mut().find(|(n, _)| *n == name) {
@@ -101,12 +109,17 @@ mod tests {
     }
 
     #[test]
-    fn an_allowlist_keeps_only_its_names_minus_the_never_set() {
+    fn an_allowlist_keeps_only_its_names_minus_the_never_set_plus_the_body_encoding() {
         let allow = vec!["x-keep".to_string(), "cookie".to_string()];
         let got = forwarded(
-            &h(&[("x-keep", "1"), ("x-drop", "2"), ("cookie", "c")]),
+            &h(&[
+                ("x-keep", "1"),
+                ("x-drop", "2"),
+                ("cookie", "c"),
+                ("Content-Encoding", "gzip"),
+            ]),
             Some(&allow),
         );
-        assert_eq!(got, h(&[("x-keep", "1")]));
+        assert_eq!(got, h(&[("x-keep", "1"), ("content-encoding", "gzip")]));
     }
 }

@@ -139,13 +139,19 @@ fn provider_headers_are_forwarded_minus_credentials_and_forgeries() {
     );
 }
 
-/// Scenario 64: a `forward_headers` allowlist forwards only its names.
+/// Scenario 64: a `forward_headers` allowlist forwards only its names —
+/// and the body's `content-encoding`, without which its bytes cannot be
+/// read.
 #[test]
 fn a_forward_headers_allowlist_forwards_only_its_names() {
-    let (got, _e, _d) = deliver(provider_hook(), Reply::status(200), |s| {
+    let mut hook = provider_hook();
+    hook.headers
+        .push(("Content-Encoding".into(), "gzip".into()));
+    let (got, _e, _d) = deliver(hook, Reply::status(200), |s| {
         s.forward_headers = Some(vec!["x-keep".into()])
     });
     assert_eq!(got[0].header("x-keep"), Some("1"));
+    assert_eq!(got[0].header("content-encoding"), Some("gzip"));
     assert_eq!(got[0].header("x-github-event"), None);
     assert_eq!(got[0].header("x-trace"), None);
 }
