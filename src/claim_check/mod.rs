@@ -24,6 +24,7 @@ pub use sweeper::ClaimSweeper;
 
 use crate::sink::assume_role::RoleToAssume;
 use crate::sink::aws_credentials::{AwsCredentials, EnvCredentials};
+use crate::sink::aws_endpoint::AwsService;
 use dir::ClaimDir;
 use sha2::{Digest, Sha256};
 use std::io;
@@ -108,9 +109,8 @@ impl ClaimStore {
         let credentials =
             AwsCredentials::new(c.credentials.as_deref(), env, &region).assuming(role, &region);
         let options = S3Options {
-            endpoint: c
-                .s3_endpoint
-                .clone()
+            endpoint: (c.s3_endpoint.clone())
+                .or_else(|| AwsService::S3.environment_endpoint())
                 .unwrap_or_else(|| format!("https://s3.{region}.amazonaws.com")),
             bucket: bucket.clone(),
             region,

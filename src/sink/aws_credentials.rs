@@ -14,7 +14,8 @@
 //! - `web_identity`: an EKS service account's role (IRSA): the token in
 //!   `AWS_WEB_IDENTITY_TOKEN_FILE` exchanged for the credentials of
 //!   `AWS_ROLE_ARN` by STS's `AssumeRoleWithWebIdentity` (unsigned), at
-//!   `AWS_ENDPOINT_URL_STS` or `https://sts.<region>.amazonaws.com`;
+//!   `AWS_ENDPOINT_URL_STS`, `AWS_ENDPOINT_URL` (see `aws_endpoint`) or
+//!   `https://sts.<region>.amazonaws.com`;
 //! - `profile`: the `AWS_PROFILE` profile (else `default`): its keys in the
 //!   shared credentials file, its SSO role or its `credential_process`, or
 //!   the role it names (see `aws_profile`).
@@ -25,6 +26,7 @@
 //! any of these assume that role (see `assume_role`).
 
 use super::assume_role::{AssumedRole, RoleToAssume, DEFAULT_ROLE_SESSION_NAME};
+use super::aws_endpoint::AwsService;
 use super::aws_profile::profile_credentials;
 use super::aws_xml;
 use super::client::{form, ok_body, Client};
@@ -403,12 +405,13 @@ pub(super) fn container_credentials(
     from_json(&read(request.call())?, now)
 }
 
-/// Where STS requests go: `AWS_ENDPOINT_URL_STS` or STS's endpoint in
-/// `region`, as `<origin>/`.
+/// Where STS requests go: the endpoint the environment names for STS
+/// (see [`super::aws_endpoint`]) or STS's endpoint in `region`, as
+/// `<origin>/`.
 pub(super) fn sts_endpoint(region: &str) -> String {
-    let endpoint = std::env::var("AWS_ENDPOINT_URL_STS")
-        .unwrap_or_else(|_| format!("https://sts.{region}.amazonaws.com"));
-    format!("{}/", endpoint.trim_end_matches('/'))
+    let endpoint = AwsService::Sts.environment_endpoint();
+    let endpoint = endpoint.unwrap_or_else(|| format!("https://sts.{region}.amazonaws.com"));
+    format!("{endpoint}/")
 }
 
 /// The credentials of STS's answer to an `AssumeRole*` call (its

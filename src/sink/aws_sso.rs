@@ -7,11 +7,12 @@
 //! `$HOME/.aws/sso/cache/<SHA-1 of the session name, or of the start URL>.json`;
 //! goad reads it at each fetch and does not refresh it: an expired token
 //! fails the attempt saying to log in again. With it, the portal's
-//! `GetRoleCredentials` (at `AWS_ENDPOINT_URL_SSO`, else
-//! `https://portal.sso.<sso_region>.amazonaws.com`) gives the role's
+//! `GetRoleCredentials` (at `AWS_ENDPOINT_URL_SSO` or `AWS_ENDPOINT_URL`,
+//! see `aws_endpoint`, else `https://portal.sso.<sso_region>.amazonaws.com`) gives the role's
 //! temporary credentials, kept until shortly before they expire.
 
 use super::aws_credentials::{env, Fetch};
+use super::aws_endpoint::AwsService;
 use super::client::{ok_body, percent_encoded, Client};
 use crate::bounded_read::read_text_at_most;
 use crate::limits::MAX_KEY_FILE_BYTES;
@@ -34,11 +35,11 @@ impl SsoRole {
     /// The role's credentials at `now`, asked with the cached token.
     pub fn credentials(&self, client: &Client, now: SystemTime) -> Result<Credentials, Fetch> {
         let token = self.cached_token(now)?;
-        let endpoint = std::env::var("AWS_ENDPOINT_URL_SSO")
-            .unwrap_or_else(|_| format!("https://portal.sso.{}.amazonaws.com", self.region));
+        let endpoint = AwsService::Sso.environment_endpoint();
+        let endpoint =
+            endpoint.unwrap_or_else(|| format!("https://portal.sso.{}.amazonaws.com", self.region));
         let url = format!(
-            "{}/federation/credentials?account_id={}&role_name={}",
-            endpoint.trim_end_matches('/'),
+            "{endpoint}/federation/credentials?account_id={}&role_name={}",
             percent_encoded(&self.account_id),
             percent_encoded(&self.role_name)
         );

@@ -6,6 +6,7 @@
 mod address_book;
 pub(crate) mod assume_role;
 pub(crate) mod aws_credentials;
+pub(crate) mod aws_endpoint;
 mod aws_profile;
 mod aws_sso;
 pub(crate) mod aws_xml;

@@ -5,6 +5,7 @@
 
 use super::assume_role::RoleToAssume;
 use super::aws_credentials::{AwsCredentials, EnvCredentials};
+use super::aws_endpoint::AwsService;
 use super::client::{client_certificate, root_certificates};
 use super::egress::Egress;
 use super::gcp_id_token::GoogleIdToken;
@@ -148,6 +149,7 @@ impl SinkRegistry {
         let aws = |entry: &SinkConfig| entry.kind == "sqs" || entry.aws_service.is_some();
         if goads_own().any(aws) || in_s3 {
             crate::trusted_roots::check_aws_roots()?;
+            super::aws_endpoint::check_endpoint_variables()?;
         }
         let mut shared = previous.shared_credentials();
         let mut clients = previous.shared_clients(config.dispatch.concurrency as usize);
@@ -627,7 +629,7 @@ fn sqs_options(
         credentials: aws_credentials(shared, entry, &region),
         region,
         queue_url,
-        endpoint: entry.endpoint.clone(),
+        endpoint: (entry.endpoint.clone()).or_else(|| AwsService::Sqs.environment_endpoint()),
         message_group_id: entry.message_group_id.clone(),
         max_message_bytes: entry.max_message_bytes.unwrap_or(SQS_MAX_MESSAGE_BYTES),
         timeout_ms: sink_timeout_ms(config, entry),

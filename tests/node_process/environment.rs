@@ -50,13 +50,20 @@ fn delivers_over_tls_with(dir: &Path, variable: &str, value: &OsStr) {
 /// `variable` set to `value` and no other variable naming roots, which it
 /// refuses (exit 2).
 fn check_environment(dir: &Path, variable: &str, value: &OsStr) -> String {
+    refused_environment(dir, |command| {
+        only_root_variable(command, variable, value);
+    })
+}
+
+/// What `goad check --environment` says of `<dir>/goad.toml` in the
+/// environment `setup` makes, which it refuses (exit 2).
+fn refused_environment(dir: &Path, setup: impl FnOnce(&mut Command)) -> String {
     let mut command = Command::new(env!("CARGO_BIN_EXE_goad"));
     command
         .args(["check", "--environment", "--config"])
         .arg(dir.join("goad.toml"));
-    let out = only_root_variable(&mut command, variable, value)
-        .output()
-        .unwrap();
+    setup(&mut command);
+    let out = command.output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     String::from_utf8(out.stderr).unwrap()
 }
@@ -145,33 +152,16 @@ fn ssl_cert_dir_lists_directories_of_the_roots_every_client_trusts() {
 fn aws_ca_bundle_names_the_roots_of_aws_services_clients() {
     let endpoint = localhost_tls_receiver();
     let dir = tempfile::tempdir().unwrap();
-    let config = format!(
-        "data_dir = {:?}\nlisten = \"127.0.0.1:0\"\nshards = 1\n[retry]\nmax_attempts = 1\n\
-         [[sources]]\nid = \"a\"\ntenant = \"t\"\n[[sources.sinks]]\ntype = \"sqs\"\n\
-         queue_url = \"https://sqs.us-east-1.amazonaws.com/123456789012/hooks\"\n\
-         endpoint = {:?}\n",
-        dir.path().join("data"),
-        endpoint.url(""),
+    let queue_url = "https://sqs.us-east-1.amazonaws.com/123456789012/hooks";
+    let sink = format!("endpoint = {:?}\n", endpoint.url(""));
+    let node = serve_config(
+        dir.path(),
+        &sqs_config(dir.path(), queue_url, &sink),
+        |command| {
+            with_aws_test_keys(command).env("AWS_CA_BUNDLE", fixtures().join("test-ca.pem"));
+        },
     );
-    let node = serve_config(dir.path(), &config, |command| {
-        command
-            .env("AWS_CA_BUNDLE", fixtures().join("test-ca.pem"))
-            .env("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-            .env(
-                "AWS_SECRET_ACCESS_KEY",
-                "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
-            )
-            .env_remove("AWS_SESSION_TOKEN");
-    });
-    let reply = Client::connect(node.addr).request("POST", "/v1/sources/a/hooks", &[], b"queued");
-    assert_eq!(reply.status, 202);
-    wait_until(
-        "the endpoint reached over TLS",
-        Duration::from_secs(20),
-        || endpoint.count() == 1,
-    );
-    let sent = &endpoint.received()[0];
-    assert_eq!((sent.method.as_str(), sent.path.as_str()), ("POST", "/"));
+    queue_one_hook(&node, &endpoint, "the endpoint reached over TLS");
     drop(node);
 
     let key = fixtures().join("localhost-key.pem");
@@ -181,6 +171,104 @@ fn aws_ca_bundle_names_the_roots_of_aws_services_clients() {
             "the environment's AWS_CA_BUNDLE must be a PEM file of root certificates (no \
              CERTIFICATE in it), got {key:?}\n"
         )
+    );
+}
+
+/// A node's config (`shards = 1`, one attempt a row) of source `a`
+/// delivering to an SQS sink of `queue_url` signing for us-east-1, the
+/// sink's own keys `sink` (lines) added.
+fn sqs_config(dir: &Path, queue_url: &str, sink: &str) -> String {
+    format!(
+        "data_dir = {:?}\nlisten = \"127.0.0.1:0\"\nshards = 1\n[retry]\nmax_attempts = 1\n\
+         [[sources]]\nid = \"a\"\ntenant = \"t\"\n[[sources.sinks]]\ntype = \"sqs\"\n\
+         queue_url = {queue_url:?}\nregion = \"us-east-1\"\n{sink}",
+        dir.join("data"),
+    )
+}
+
+/// `command` with made-up AWS keys in the variables an SQS sink reads by
+/// default, and no endpoint variable but those the test sets.
+fn with_aws_test_keys(command: &mut Command) -> &mut Command {
+    for variable in [
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_SQS",
+        "AWS_SESSION_TOKEN",
+    ] {
+        command.env_remove(variable);
+    }
+    command.env("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE").env(
+        "AWS_SECRET_ACCESS_KEY",
+        "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+    )
+}
+
+/// Ingests one hook to source `a` of `node`, and waits until `endpoint`
+/// (an SQS sink's) has one `SendMessageBatch` request, posted to `/`.
+fn queue_one_hook(node: &ServeProcess, endpoint: &Receiver, reached: &str) {
+    let reply = Client::connect(node.addr).request("POST", "/v1/sources/a/hooks", &[], b"queued");
+    assert_eq!(reply.status, 202);
+    wait_until(reached, Duration::from_secs(20), || endpoint.count() == 1);
+    let sent = &endpoint.received()[0];
+    assert_eq!((sent.method.as_str(), sent.path.as_str()), ("POST", "/"));
+    let target = sent.header("x-amz-target");
+    assert_eq!(target, Some("AmazonSQS.SendMessageBatch"));
+}
+
+/// An SQS sink with no `endpoint` sends where the environment says, as
+/// AWS's SDKs do: to `AWS_ENDPOINT_URL_SQS`, else `AWS_ENDPOINT_URL` (a
+/// LocalStack or moto server named once for every program of a
+/// machine), else its queue URL's origin, which is also where it sends
+/// while `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS` is `true`. A variable in
+/// use that is no URL is refused, naming it.
+#[test]
+fn an_sqs_sink_sends_to_the_endpoint_aws_endpoint_url_names() {
+    let answer = |_: &goad::demo::receiver::Received| Reply::status(200);
+    let [queue, sqs_only, every] = [(); 3].map(|_| Receiver::start(answer).unwrap());
+    let cases = [
+        (
+            "AWS_ENDPOINT_URL_SQS and AWS_ENDPOINT_URL",
+            &sqs_only,
+            false,
+        ),
+        ("AWS_ENDPOINT_URL alone", &every, false),
+        ("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", &queue, true),
+    ];
+    for (i, (case, reached, ignore)) in cases.into_iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue_url = queue.url("/123456789012/hooks");
+        let config = sqs_config(dir.path(), &queue_url, "");
+        let node = serve_config(dir.path(), &config, |command| {
+            with_aws_test_keys(command).env("AWS_ENDPOINT_URL", every.url("/"));
+            if i == 0 {
+                command.env("AWS_ENDPOINT_URL_SQS", sqs_only.url(""));
+            }
+            if ignore {
+                command.env("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true");
+            }
+        });
+        queue_one_hook(&node, reached, case);
+        let counts = [&queue, &sqs_only, &every].map(|r| r.count());
+        assert_eq!(
+            counts.iter().sum::<u64>(),
+            i as u64 + 1,
+            "{case}: {counts:?}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = sqs_config(
+        dir.path(),
+        "https://sqs.us-east-1.amazonaws.com/1/hooks",
+        "",
+    );
+    std::fs::write(dir.path().join("goad.toml"), config).unwrap();
+    let refusal = refused_environment(dir.path(), |command| {
+        with_aws_test_keys(command).env("AWS_ENDPOINT_URL_SQS", "localhost:4566");
+    });
+    assert_eq!(
+        refusal,
+        "the environment's AWS_ENDPOINT_URL_SQS must be an http:// or https:// URL with a host \
+         (an AWS service's endpoint, or a server that speaks its API), as AWS's SDKs read it, \
+         got \"localhost:4566\"\n"
     );
 }
 
