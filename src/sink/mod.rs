@@ -26,6 +26,7 @@ mod message;
 pub mod oauth2;
 pub(crate) mod proxy_env;
 pub mod pubsub;
+mod pubsub_emulator;
 mod queue;
 mod registry;
 mod resolver;

@@ -14,6 +14,7 @@ use super::http::{HttpSink, HttpSinkOptions, InvalidHttpSink, Method};
 use super::jwt_key::JwtKey;
 use super::oauth2::{ClientCredential, ClientCredentials};
 use super::pubsub::{PubSubSink, PubSubSinkOptions};
+use super::pubsub_emulator::emulator_endpoint;
 use super::shared_clients::{PooledClient, SharedClients};
 use super::shared_credentials::SharedCredentials;
 use super::signing::SigningKey;
@@ -672,31 +673,17 @@ fn pubsub_options(
     entry: &SinkConfig,
     at: &str,
 ) -> Result<PubSubSinkOptions, ConfigError> {
-    let credentials = entry.credentials.as_deref();
-    let auth = PubSubAuth::new(credentials, entry.token_env.as_deref()).map_err(|why| {
-        ConfigError::Invalid {
-            key: format!("{at}.credentials"),
-            rule: format!(
-                "{:?} only with a usable {} ({why})",
-                credentials.unwrap_or_default(),
-                match credentials {
-                    Some("external_account") => {
-                        format!("external_account configuration at {KEY_FILE_VARIABLE}")
-                    }
-                    Some("authorized_user") => format!(
-                        "authorized_user file at {KEY_FILE_VARIABLE} or gcloud's application \
-                         default credentials"
-                    ),
-                    _ => format!("key file at {KEY_FILE_VARIABLE}"),
-                }
-            ),
-            value: format!("{:?}", credentials.unwrap_or_default()),
-        }
-    })?;
+    let emulator = match &entry.endpoint {
+        Some(_) => None,
+        None => emulator_endpoint()?,
+    };
+    let auth = match emulator {
+        Some(_) => PubSubAuth::Anonymous,
+        None => pubsub_auth(entry, at)?,
+    };
     Ok(PubSubSinkOptions {
-        endpoint: entry
-            .endpoint
-            .clone()
+        endpoint: (entry.endpoint.clone())
+            .or(emulator)
             .unwrap_or_else(|| PUBSUB_ENDPOINT.into()),
         project: entry.project.clone().unwrap_or_default(),
         topic: entry.topic.clone().unwrap_or_default(),
@@ -710,6 +697,31 @@ fn pubsub_options(
             .ordered
             .then(|| LaneBy::parse(entry.ordering_key.as_deref()))
             .flatten(),
+    })
+}
+
+/// Where a Pub/Sub sink entry's token comes from, as its `credentials`
+/// and `token_env` say; an error naming `credentials` if its file does
+/// not serve.
+fn pubsub_auth(entry: &SinkConfig, at: &str) -> Result<PubSubAuth, ConfigError> {
+    let credentials = entry.credentials.as_deref();
+    PubSubAuth::new(credentials, entry.token_env.as_deref()).map_err(|why| ConfigError::Invalid {
+        key: format!("{at}.credentials"),
+        rule: format!(
+            "{:?} only with a usable {} ({why})",
+            credentials.unwrap_or_default(),
+            match credentials {
+                Some("external_account") => {
+                    format!("external_account configuration at {KEY_FILE_VARIABLE}")
+                }
+                Some("authorized_user") => format!(
+                    "authorized_user file at {KEY_FILE_VARIABLE} or gcloud's application \
+                         default credentials"
+                ),
+                _ => format!("key file at {KEY_FILE_VARIABLE}"),
+            }
+        ),
+        value: format!("{:?}", credentials.unwrap_or_default()),
     })
 }
 

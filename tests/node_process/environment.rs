@@ -1,6 +1,8 @@
 //! What a node takes from its environment beyond its config: the roots
 //! its clients trust (`SSL_CERT_FILE`, `SSL_CERT_DIR`; `AWS_CA_BUNDLE`
-//! for AWS's services), and the machine's addresses and ports.
+//! for AWS's services), the endpoints AWS's SDKs and Google's libraries
+//! read (`AWS_ENDPOINT_URL`…, `PUBSUB_EMULATOR_HOST`), and the machine's
+//! addresses and ports.
 
 use super::*;
 use common::fixtures;
@@ -269,6 +271,49 @@ fn an_sqs_sink_sends_to_the_endpoint_aws_endpoint_url_names() {
         "the environment's AWS_ENDPOINT_URL_SQS must be an http:// or https:// URL with a host \
          (an AWS service's endpoint, or a server that speaks its API), as AWS's SDKs read it, \
          got \"localhost:4566\"\n"
+    );
+}
+
+/// A Pub/Sub sink with no `endpoint` publishes to the emulator
+/// `PUBSUB_EMULATOR_HOST` names, as Google's libraries do: over plain
+/// HTTP, with no token (its `credentials = "metadata"` unused: a
+/// developer's machine has no metadata server). A value that is not
+/// `HOST:PORT` is refused, naming the variable.
+#[test]
+fn a_pubsub_sink_publishes_to_the_emulator_pubsub_emulator_host_names() {
+    let emulator = Receiver::start(|_| Reply::status(200)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "data_dir = {:?}\nlisten = \"127.0.0.1:0\"\nshards = 1\n[retry]\nmax_attempts = 1\n\
+         [[sources]]\nid = \"a\"\ntenant = \"t\"\n[[sources.sinks]]\ntype = \"pubsub\"\n\
+         project = \"p\"\ntopic = \"t\"\ncredentials = \"metadata\"\n",
+        dir.path().join("data"),
+    );
+    let host = emulator.url("").trim_start_matches("http://").to_string();
+    let node = serve_config(dir.path(), &config, |command| {
+        command.env("PUBSUB_EMULATOR_HOST", &host);
+    });
+    let reply =
+        Client::connect(node.addr).request("POST", "/v1/sources/a/hooks", &[], b"published");
+    assert_eq!(reply.status, 202);
+    wait_until("published to the emulator", Duration::from_secs(20), || {
+        emulator.count() == 1
+    });
+    let sent = &emulator.received()[0];
+    let request = (sent.method.as_str(), sent.path.as_str());
+    assert_eq!(request, ("POST", "/v1/projects/p/topics/t:publish"));
+    assert_eq!(sent.header("authorization"), None);
+    drop(node);
+
+    let refusal = refused_environment(dir.path(), |command| {
+        command.env("PUBSUB_EMULATOR_HOST", format!("http://{host}"));
+    });
+    assert_eq!(
+        refusal,
+        format!(
+            "the environment's PUBSUB_EMULATOR_HOST must be the emulator's HOST:PORT (as \
+             localhost:8085), as Google's libraries read it, got \"http://{host}\"\n"
+        )
     );
 }
 
