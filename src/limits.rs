@@ -155,6 +155,10 @@ pub const COMMIT_QUEUE_WAIT_MS: u64 = 1_000;
 /// How long `commit` waits for its batch to be durable before giving up.
 pub const COMMIT_REPLY_WAIT_MS: u64 = 30_000;
 
+/// How far the wall clock must be behind a shard's stored clock at open
+/// for the step back to be logged (see `runtime::clock`).
+pub const CLOCK_BEHIND_LOGGED_MS: u64 = 1_000;
+
 /// Longest a shard sleeps with nothing to do, so that a lost wake-up costs at
 /// most this much.
 pub const MAX_SLEEP_MS: u64 = 1_000;

@@ -183,12 +183,23 @@ fn a_resharded_directory_keeps_every_row_as_it_was_each_tenant_on_its_new_shard(
     drop(engine);
     drop(gate);
 
+    // Resharded with the wall clock stepped an hour back since: the new
+    // shards' clocks start where the old ones' last wrote.
+    let old_clock_ms = (0..2)
+        .map(|k| {
+            ShardStore::open(dir.path(), k, 2)
+                .unwrap()
+                .clock_ms()
+                .unwrap()
+        })
+        .max()
+        .unwrap();
     let done = reshard(
         dir.path(),
         3,
         MAX_SHARD_BYTES,
         Engine::shard_of,
-        goad::runtime::wall_ms(),
+        goad::runtime::wall_ms() - 3_600_000,
     )
     .unwrap();
     assert_eq!((done.from_shards, done.to_shards), (2, 3));
@@ -197,6 +208,7 @@ fn a_resharded_directory_keeps_every_row_as_it_was_each_tenant_on_its_new_shard(
     for k in 0..3 {
         let store = ShardStore::open(dir.path(), k, 3).unwrap();
         assert_eq!(store.verify().unwrap().problems, Vec::<String>::new());
+        assert_eq!(store.clock_ms().unwrap(), old_clock_ms);
         for row in store.rows().unwrap() {
             assert_eq!(Engine::shard_of(&row.tenant, 3), k, "{row:?}");
         }

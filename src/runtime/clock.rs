@@ -1,6 +1,7 @@
 //! Wall-clock milliseconds for the shell. Due times are stored, so they are
 //! wall-clock; a shard's clock never goes backwards, and it keeps running
-//! when the wall clock is stepped back.
+//! when the wall clock is stepped back — while the process runs, and
+//! across a restart (it starts from the reading its store last wrote at).
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -49,6 +50,21 @@ impl Reading {
 }
 
 impl Clock {
+    /// A shard's clock that starts from `stored_ms`, the reading its store
+    /// last committed writes at, if the wall clock is behind it (stepped
+    /// back while the process was down): due times written then come due
+    /// as they were set, not held for the length of the step.
+    pub fn resumed_from(stored_ms: u64) -> Clock {
+        Clock::resumed_at(Instant::now(), stored_ms)
+    }
+
+    fn resumed_at(now: Instant, stored_ms: u64) -> Clock {
+        Clock {
+            anchor: Some((now, stored_ms)),
+            last_ms: stored_ms,
+        }
+    }
+
     pub fn now_ms(&mut self) -> u64 {
         self.read().ms
     }
@@ -93,6 +109,23 @@ mod tests {
         assert_eq!(clock.at(at(1_400), wall + 61_300), wall + 61_400);
         // A monotonic reading from before the last one: never backwards.
         assert_eq!(clock.at(at(1_350), wall + 61_350), wall + 61_400);
+    }
+
+    #[test]
+    fn a_clock_resumed_ahead_of_the_wall_runs_on_from_there_and_one_behind_follows_the_wall() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let wall = 10_000_000;
+        // The store last wrote an hour ahead of the wall clock now.
+        let mut clock = Clock::resumed_at(t0, wall + 3_600_000);
+        assert_eq!(clock.at(at(0), wall), wall + 3_600_000);
+        assert_eq!(clock.at(at(500), wall + 500), wall + 3_600_500);
+        // The wall clock stepped forward past it: followed.
+        assert_eq!(clock.at(at(600), wall + 3_700_000), wall + 3_700_000);
+        // A store that wrote before the wall clock now: the wall clock.
+        let mut clock = Clock::resumed_at(t0, wall - 60_000);
+        assert_eq!(clock.at(at(0), wall), wall);
+        assert_eq!(clock.at(at(100), wall + 100), wall + 100);
     }
 
     #[test]

@@ -27,8 +27,8 @@ use crate::core::{
     TenantStats, WakeStep,
 };
 use crate::limits::{
-    GROUP_COMMIT_LINGER_US, MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS, REPORT_INTERVAL_MS,
-    SHUTDOWN_GRACE_MS, SWEEP_STEP_ENTRIES,
+    CLOCK_BEHIND_LOGGED_MS, GROUP_COMMIT_LINGER_US, MAX_INPUTS_PER_ITERATION, MAX_SLEEP_MS,
+    REPORT_INTERVAL_MS, SHUTDOWN_GRACE_MS, SWEEP_STEP_ENTRIES,
 };
 use crate::store::{DiskReserve, Revived, ShardStore, StoreError};
 use crate::store::{PurgeStep, Purged, ReviveStep};
@@ -176,7 +176,13 @@ impl ShardThread {
             observers,
             disk_reserve,
         } = self;
-        let mut clock = Clock::default();
+        let mut clock = match resumed_clock(index, &store) {
+            Ok(clock) => clock,
+            Err(e) => {
+                let _ = opened.send(Err(e));
+                return;
+            }
+        };
         let expiry = DeadExpiry::new(dead_retention_ms, clock.now_ms());
         let mut state = match ShardState::open(&store, core, clock.now_ms()) {
             Ok(state) => state,
@@ -222,6 +228,24 @@ impl ShardThread {
             }
         }
     }
+}
+
+/// The shard's clock, from where its store last committed writes if the
+/// wall clock is behind that (see [`Clock::resumed_from`]), which is
+/// logged: the wall clock was stepped back while the process was down.
+fn resumed_clock(index: usize, store: &ShardStore) -> Result<Clock, StoreError> {
+    let stored_ms = store.clock_ms()?;
+    let behind_ms = stored_ms.saturating_sub(super::clock::wall_ms());
+    if behind_ms >= CLOCK_BEHIND_LOGGED_MS {
+        crate::log::warn(
+            "the wall clock is behind where this shard's clock was when it last wrote: \
+             stepped back while the node was down; the shard's clock runs on from there, \
+             so rows come due as they were set to (its times are ahead of the wall clock \
+             until it catches up)",
+            &[("shard", &index), ("behind_ms", &behind_ms)],
+        );
+    }
+    Ok(Clock::resumed_from(stored_ms))
 }
 
 /// A shard thread's loop and what it keeps across iterations (and across

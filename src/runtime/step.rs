@@ -126,6 +126,9 @@ pub struct ShardState<'s> {
     /// When the open transaction got its first uncommitted write.
     dirty_since_ms: Option<u64>,
     unflushed_ops: usize,
+    /// The latest time of the shard's clock a step or call was given:
+    /// written with each commit of writes (see [`store::CLOCK_MS`]).
+    clock_ms: u64,
     tenants: TenantTable,
     next_seq: u64,
     core: Core,
@@ -163,6 +166,7 @@ impl<'s> ShardState<'s> {
             txn: None,
             dirty_since_ms: None,
             unflushed_ops: 0,
+            clock_ms: now_ms,
             tenants: TenantTable::default(),
             next_seq: 0,
             core,
@@ -350,6 +354,7 @@ impl<'s> ShardState<'s> {
         outcomes: Vec<Completion>,
         start: &mut dyn FnMut(Call),
     ) -> StepOutput {
+        self.clock_ms = self.clock_ms.max(now_ms);
         if self.unrecovered.is_some() && now_ms >= self.holdoff_until_ms {
             self.recover_after_restart(now_ms);
         }
@@ -511,7 +516,11 @@ impl<'s> ShardState<'s> {
         self.dirty_since_ms = None;
         self.lane_passed_undelivered = false;
         let wrote = std::mem::take(&mut self.unflushed_ops) > 0;
-        if let Some(txn) = self.txn.take() {
+        if let Some(mut txn) = self.txn.take() {
+            if wrote {
+                self.store
+                    .put_meta(&mut txn, store::CLOCK_MS, self.clock_ms)?;
+            }
             txn.commit()?;
             if wrote {
                 self.failure_log.wrote();

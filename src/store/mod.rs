@@ -44,7 +44,9 @@
 //!   walked every tenant with breakers off (see `core::unpark`), and
 //!   `paced_at` u64, the fingerprint of the sinks' rates the paced rows
 //!   were paced at, deleted while the core paces them again (see
-//!   `core::repace`).
+//!   `core::repace`), and `clock_ms` u64, the shard's clock when it last
+//!   committed writes, where the next open's clock starts if the wall
+//!   clock is behind it (see `runtime::clock`).
 //!
 //! # Durability
 //! The shard thread is the environment's only writer. It keeps one write
@@ -146,7 +148,7 @@ pub use usable_dir::refuse_unusable_data_dir;
 pub use verify::{verify_data_dir, Verified};
 pub use whole::BACKUP_UNFINISHED;
 pub use write::{hold_in_flight, write_commit, NewRow};
-pub(crate) use write::{PACED_AT, PARKED, UNPARKING};
+pub(crate) use write::{CLOCK_MS, PACED_AT, PARKED, UNPARKING};
 
 use crate::core::{RowId, TenantId};
 use crate::limits::DEFAULT_MAX_SHARD_BYTES;
@@ -440,6 +442,13 @@ impl ShardStore {
         name: &str,
     ) -> Result<Option<u64>, StoreError> {
         meta_in(&self.meta, txn, name)
+    }
+
+    /// The shard's clock when it last committed writes (see
+    /// [`CLOCK_MS`]); 0 for a store that never did.
+    pub fn clock_ms(&self) -> Result<u64, StoreError> {
+        let rtxn = self.env.read_txn()?;
+        Ok(self.meta_u64(&rtxn, CLOCK_MS)?.unwrap_or(0))
     }
 
     pub(crate) fn put_meta(

@@ -35,8 +35,8 @@ use super::keys::{
     hook_key, is_hook_key, lane_parts, parse_member_key, parse_row_key, row_key, timed_key,
 };
 use super::record::{decode_hook_head, decode_row, encode_row, RowStatus};
-use super::UNPARKING;
 use super::{lanes, tenant_bytes, DataDirLock, ShardStore, StoreError, TenantTable, Verified};
+use super::{CLOCK_MS, UNPARKING};
 use crate::core::{LaneId, RowId, LANE_ID_BYTES};
 use crate::limits::MAX_SHARDS;
 use crate::synced_dir;
@@ -251,8 +251,14 @@ impl Copy {
     /// closed on return.
     fn all(&self, data_dir: &Path, staging: &Path) -> Result<(Counts, Counts), StoreError> {
         let old = ShardStore::open_all(data_dir, self.from, self.max_shard_bytes)?;
+        // As a shard's open: no earlier than the old shards' clocks (see
+        // `runtime::clock`), which the new ones start from.
+        let mut now_ms = self.now_ms;
         for store in &old {
-            store.recover(&TenantTable::load(store)?, self.now_ms)?;
+            now_ms = now_ms.max(store.clock_ms()?);
+        }
+        for store in &old {
+            store.recover(&TenantTable::load(store)?, now_ms)?;
         }
         let old_counts = verified(&old, "old", data_dir)?;
         if staging.exists() {
@@ -271,7 +277,7 @@ impl Copy {
             store.meta.put(txn, name, &value.to_be_bytes())?;
         }
         for target in &mut targets {
-            target.finish()?;
+            target.finish(now_ms)?;
         }
         drop(targets);
         let new_counts = verified(&new, "the new", staging)?;
@@ -304,11 +310,13 @@ impl<'s> Target<'s> {
         })
     }
 
-    /// Commits what is written, with the next seq and unparking under way.
-    fn finish(&mut self) -> Result<(), StoreError> {
+    /// Commits what is written, with the next seq, unparking under way and
+    /// the shards' clock (`clock_ms`).
+    fn finish(&mut self, clock_ms: u64) -> Result<(), StoreError> {
         let next_seq = self.next_seq;
         let store = self.store;
         store.put_meta(self.txn()?, "next_seq", next_seq)?;
+        store.put_meta(self.txn()?, CLOCK_MS, clock_ms)?;
         store.put_meta(self.txn()?, UNPARKING, 1)?;
         self.txn.take().expect("opened above").commit()?;
         Ok(())

@@ -121,6 +121,12 @@ pub(crate) const PARKED: &str = "parked";
 /// while the core paces them again (see `core::repace`).
 pub(crate) const PACED_AT: &str = "paced_at";
 
+/// The `meta` entry of the shard's clock when it last committed writes:
+/// the next open's clock starts no earlier (see `runtime::clock`), so the
+/// due times those writes set are not held for the length of a step back
+/// of the wall clock while the process was down.
+pub(crate) const CLOCK_MS: &str = "clock_ms";
+
 /// The last error a parked row's record carries.
 pub(crate) const PARKED_ERROR: &str = "breaker open";
 

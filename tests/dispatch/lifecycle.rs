@@ -1,7 +1,7 @@
 //! An engine across stops and opens: rows left by a shutdown or a graceful
-//! stop, sources removed while stopped, the shard count and the one-engine
-//! lock of a data directory, `tick`, a panicking commit callback, the
-//! commits refused at once.
+//! stop, a wall clock stepped back while stopped, sources removed while
+//! stopped, the shard count and the one-engine lock of a data directory,
+//! `tick`, a panicking commit callback, the commits refused at once.
 
 use super::*;
 
@@ -37,6 +37,51 @@ fn rows_left_by_a_shutdown_are_delivered_after_reopening() {
         .iter()
         .all(|r| r.record.attempts == 1 && !r.in_flight));
     assert_eq!(delivered.load(Ordering::SeqCst), 0, "not due for an hour");
+}
+
+/// A wall clock stepped back while the engine was down holds no row: a
+/// shard's clock starts where its store last wrote (`clock_ms` in its
+/// meta, written with the writes) when the wall clock is behind that.
+/// Here the store's clock is moved two hours on, as if the wall clock had
+/// read two hours more when the engine stopped and was set back while it
+/// was down: the row whose attempt asked to come back in an hour
+/// (`Retry-After`) is due at once, where the wall clock alone would hold
+/// it for that hour.
+#[test]
+fn a_wall_clock_stepped_back_while_stopped_holds_no_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.sources.push(source_of_kinds("s", "t", &["later"]));
+    let in_an_hour = sink(|_| {
+        let later = std::io::Error::other("not yet");
+        Err(SinkError::retry_after(3_600_000, later))
+    });
+    let started_ms = goad::runtime::wall_ms();
+    let engine = Engine::builder(c.clone())
+        .sink("later", in_an_hour)
+        .open()
+        .unwrap();
+    engine.commit(NewHook::new("s", "x")).unwrap();
+    engine.tick().unwrap();
+    engine.shutdown();
+    drop(engine);
+    let store = goad::store::ShardStore::open(dir.path(), 0, 1).unwrap();
+    let meta = tree(&store, "meta");
+    let mut wtxn = store.env().write_txn().unwrap();
+    let stored = meta.get(&wtxn, b"clock_ms").unwrap().expect("written");
+    let clock_ms = u64::from_be_bytes(stored.try_into().unwrap());
+    let stopped_ms = goad::runtime::wall_ms();
+    assert!((started_ms..=stopped_ms).contains(&clock_ms), "{clock_ms}");
+    let stepped_ms = clock_ms + 7_200_000;
+    meta.put(&mut wtxn, b"clock_ms", &stepped_ms.to_be_bytes())
+        .unwrap();
+    wtxn.commit().unwrap();
+    drop(store);
+    let (counting, delivered) = counting_sink();
+    let engine = Engine::builder(c).sink("later", counting).open().unwrap();
+    wait_until("the row delivered", Duration::from_secs(20), || {
+        delivered.load(Ordering::SeqCst) == 1 && rows(&engine).is_empty()
+    });
 }
 
 /// Scenario 13 (D7): sinks [tag, gate] with one attempt slot: tag is

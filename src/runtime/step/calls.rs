@@ -131,6 +131,7 @@ impl ShardState<'_> {
         now_ms: u64,
         write: impl FnOnce(&ShardStore, &mut RwTxn, &TenantTable, &mut Core) -> Result<T, StoreError>,
     ) -> Result<T, Arc<StoreError>> {
+        self.clock_ms = self.clock_ms.max(now_ms);
         let result = self.write_now_txn(write);
         if let Err(e) = &result {
             self.rebuild(now_ms, e);
@@ -150,6 +151,7 @@ impl ShardState<'_> {
         let value = write(store, txn, &self.tenants, &mut self.core)?;
         // Committed at once: a lane it passes on needs no wait.
         apply_ops(store, txn, &self.tenants, &mut self.core, &mut false)?;
+        self.unflushed_ops += 1;
         self.commit()?;
         Ok(value)
     }
