@@ -69,9 +69,11 @@ fn environment(variable: &str) -> Option<String> {
     std::env::var_os(variable).map(|value| value.to_string_lossy().into_owned())
 }
 
-/// Refuses an endpoint variable in use (see the module docs) that is not
-/// an http:// or https:// URL with a host, naming the variable and its
-/// value. Run where a client of an AWS service is first built.
+/// Refuses an endpoint variable that is set, not empty and not ignored
+/// (see the module docs) but is not an http:// or https:// URL with a
+/// host, naming the variable and its value — of every service, not only
+/// of those the config's clients use now. Run where a client of an AWS
+/// service is first built.
 pub(crate) fn check_endpoint_variables() -> Result<(), ConfigError> {
     check_named_by(environment)
 }
@@ -141,7 +143,7 @@ mod tests {
     }
 
     #[test]
-    fn a_variable_in_use_that_is_no_http_url_is_refused_naming_it() {
+    fn a_set_variable_that_is_no_http_url_is_refused_naming_it() {
         let refused = |pairs: &[(&str, &str)]| check_named_by(of(pairs)).unwrap_err().to_string();
         let rule = "an http:// or https:// URL with a host (an AWS service's endpoint, or a \
                     server that speaks its API), as AWS's SDKs read it";
