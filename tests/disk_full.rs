@@ -7,11 +7,17 @@
 
 mod common;
 
+use common::http::{call, get};
 use common::*;
+use goad::node::{Node, NodeOptions};
 use goad::{CommitError, Engine, NewHook};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
+
+/// Held by the tests that set a reserve near what the file system has
+/// free, or fill it: one's file would move the other's disk.
+static NEAR_THE_RESERVE: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
 
 /// `/dev/shm` if it has a GiB free, else the temporary directory.
 fn quiet_file_system() -> PathBuf {
@@ -49,6 +55,7 @@ fn commit_until_refused(engine: &Engine, body: &[u8], max: usize) -> (Vec<String
 /// free pages, it takes hooks again.
 #[test]
 fn a_disk_at_its_reserve_takes_hooks_into_the_store_s_free_pages_then_refuses_them() {
+    let _turn = NEAR_THE_RESERVE.lock();
     let dir = tempfile::tempdir_in(quiet_file_system()).unwrap();
     let (receiver, status) = switchable(503);
     let mut c = config_with_http_sink(dir.path(), &receiver.url("/h"));
@@ -155,4 +162,57 @@ fn a_disk_below_its_reserve_refuses_the_first_hook() {
         other => panic!("not refused as DiskFull: {other:?}"),
     }
     assert_eq!(engine.hook_count().unwrap(), 0);
+}
+
+/// A node none of whose shards has room for a new hook is not ready:
+/// `/readyz` answers 503 `disk_full` (as ingest does) while a file fills
+/// the disk past the reserve, measured at each probe — so it is ready
+/// again once room is freed, though no hook came to measure it.
+#[test]
+fn a_node_whose_disk_is_at_its_reserve_is_not_ready_until_room_is_freed() {
+    let _turn = NEAR_THE_RESERVE.lock();
+    let dir = tempfile::tempdir_in(quiet_file_system()).unwrap();
+    let mut config = config_with_http_sink(dir.path(), "http://127.0.0.1:9/");
+    config.listen = "127.0.0.1:0".into();
+    let filler_bytes: u64 = 256 << 20;
+    config.min_free_disk_bytes = df_available_bytes(dir.path()) - filler_bytes / 2;
+    let node = Node::start(NodeOptions {
+        config,
+        config_path: None,
+        allow_open_admin: false,
+        notify_systemd: false,
+    })
+    .unwrap();
+    assert!(node.wait_ready(Duration::from_secs(20)));
+    let addr = node.local_addr();
+    assert_eq!(get(addr, "/readyz").status, 200);
+
+    let filler = dir.path().join("filler");
+    std::fs::write(&filler, vec![0u8; filler_bytes as usize]).unwrap();
+    let refused = get(addr, "/readyz");
+    assert_eq!(
+        (refused.status, refused.error_code()),
+        (503, "disk_full".into())
+    );
+    let message = refused.json()["message"].as_str().unwrap().to_string();
+    assert!(
+        message.starts_with(
+            "no shard takes new hooks: the file system holding the data directory has "
+        ),
+        "{message}"
+    );
+    let ingest = call(addr, "POST", "/v1/sources/s/hooks", &[], b"{}");
+    assert_eq!(
+        (ingest.status, ingest.error_code()),
+        (503, "disk_full".into())
+    );
+
+    std::fs::remove_file(&filler).unwrap();
+    assert_eq!(get(addr, "/readyz").status, 200);
+    assert_eq!(
+        call(addr, "POST", "/v1/sources/s/hooks", &[], b"{}").status,
+        202
+    );
+    node.stop();
+    node.wait().unwrap();
 }

@@ -9,6 +9,7 @@ use super::http::{Handler, Later, Request, Response};
 use super::replay::ReplayControl;
 use super::NodeState;
 use crate::runtime::{CommitError, NewHook, ShardStats};
+use crate::store::{IngestRoom, RoomBound};
 use percent_encoding::percent_decode_str;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -424,7 +425,11 @@ impl Handler for NodeHandler {
             Route::Health => Some(Response::json(200, &serde_json::json!({"status": "ok"}))),
             Route::Ready => Some(match self.state.engine() {
                 Some(_) if self.state.drain.is_on() => super::drain::not_ready(),
-                Some(engine) => readiness(&engine.stats()),
+                Some(engine) => readiness(
+                    &engine.stats(),
+                    &engine.ingest_rooms(),
+                    engine.min_free_disk_bytes(),
+                ),
                 None => not_ready(),
             }),
             Route::Ingest(source_id) => self.ingest(source_id, request, later),
@@ -531,12 +536,17 @@ fn commit_error(e: &CommitError) -> Response {
     }
 }
 
-/// `/readyz` of an open engine whose shards' stats are `shards`: ready,
-/// unless a shard refuses commits — one that panicked again soon after a
-/// restart, or whose store keeps failing (a file system gone read-only:
-/// every commit fails until it mends), which a load balancer had better
-/// not send hooks to.
-fn readiness(shards: &[ShardStats]) -> Response {
+/// `/readyz` of an open engine whose shards' stats are `shards` and
+/// whose stores have `rooms` for new hooks (measured now: see
+/// [`crate::runtime::Engine::ingest_rooms`]), `min_free_bytes` kept free
+/// on their disk: ready, unless a shard refuses commits — one that
+/// panicked again soon after a restart, or whose store keeps failing (a
+/// file system gone read-only: every commit fails until it mends) — or
+/// no shard has room for a new hook (the disk at `min_free_disk_bytes`,
+/// or every store full), which a load balancer had better not send hooks
+/// to. One full shard of several leaves the node ready: it refuses its
+/// own tenants' hooks alone.
+fn readiness(shards: &[ShardStats], rooms: &[Option<IngestRoom>], min_free_bytes: u64) -> Response {
     if let Some(shard) = shards.iter().position(|s| s.restarting) {
         let message = format!("shard {shard} is restarting after an internal error");
         return Response::unavailable("shard_restarting", &message, 1);
@@ -548,7 +558,41 @@ fn readiness(shards: &[ShardStats]) -> Response {
         );
         return Response::unavailable("store_unavailable", &message, 1);
     }
+    if let Some(full) = no_room(rooms, min_free_bytes) {
+        return full;
+    }
     Response::json(200, &serde_json::json!({"status": "ready"}))
+}
+
+/// The answer of a node none of whose shards has room for a new hook
+/// (see [`readiness`]); `None` if one has, or cannot be measured.
+fn no_room(rooms: &[Option<IngestRoom>], min_free_bytes: u64) -> Option<Response> {
+    let full: Vec<IngestRoom> = rooms
+        .iter()
+        .map_while(|room| room.filter(|r| r.room_bytes == 0))
+        .collect();
+    if full.is_empty() || full.len() < rooms.len() {
+        return None;
+    }
+    let on_disk = full.iter().find_map(|room| match room.bound {
+        RoomBound::Disk { available_bytes } => Some(available_bytes),
+        RoomBound::Map { .. } => None,
+    });
+    Some(match on_disk {
+        Some(available_bytes) => {
+            let message = format!(
+                "no shard takes new hooks: the file system holding the data directory has \
+                 {available_bytes} bytes free, and min_free_disk_bytes keeps {min_free_bytes} for \
+                 recording deliveries (ready again once deliveries or the operator free room)"
+            );
+            Response::unavailable("disk_full", &message, 5)
+        }
+        None => {
+            let message = "no shard takes new hooks: each shard's store holds what new hooks may \
+                           fill, 7/8 of max_shard_bytes (ready again once deliveries free room)";
+            Response::unavailable("store_full", message, 5)
+        }
+    })
 }
 
 fn not_ready() -> Response {
@@ -655,7 +699,7 @@ mod tests {
     #[test]
     fn readiness_says_which_shard_refuses_commits_and_why() {
         let answer = |shards: &[ShardStats]| {
-            let r = readiness(shards);
+            let r = readiness(shards, &[None; 2], 0);
             let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
             (r.status, body)
         };
@@ -685,6 +729,45 @@ mod tests {
         );
         let (status, body) = answer(&[failing, restarting]);
         assert_eq!((status, &body["error"]), (503, &"shard_restarting".into()));
+    }
+
+    /// A node none of whose shards has room for a new hook is not ready,
+    /// saying which limit is met (the disk's where one shard's is); one
+    /// with room in a shard, or a shard it cannot measure, is.
+    #[test]
+    fn readiness_says_when_no_shard_has_room_for_a_hook() {
+        let answer = |rooms: &[Option<IngestRoom>]| {
+            let r = readiness(&[ShardStats::default(); 2], rooms, 1_000);
+            let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            let retry_after = r.headers.iter().find(|(name, _)| *name == "retry-after");
+            (r.status, body, retry_after.map(|(_, value)| value.clone()))
+        };
+        let room = |room_bytes, bound| Some(IngestRoom { room_bytes, bound });
+        let map = RoomBound::Map {
+            limit_bytes: 7 << 20,
+        };
+        let disk = RoomBound::Disk {
+            available_bytes: 900,
+        };
+        let ready = (200, serde_json::json!({"status": "ready"}), None);
+        assert_eq!(answer(&[room(0, map), room(4_096, disk)]), ready);
+        assert_eq!(answer(&[room(0, disk), None]), ready);
+        assert_eq!(
+            answer(&[room(0, map), room(0, disk)]),
+            (
+                503,
+                serde_json::json!({
+                    "error": "disk_full",
+                    "message": "no shard takes new hooks: the file system holding the data \
+                                directory has 900 bytes free, and min_free_disk_bytes keeps 1000 \
+                                for recording deliveries (ready again once deliveries or the \
+                                operator free room)"
+                }),
+                Some("5".into())
+            )
+        );
+        let (status, body, _) = answer(&[room(0, map), room(0, map)]);
+        assert_eq!((status, &body["error"]), (503, &"store_full".into()));
     }
 
     /// While a shard that panicked twice in a row refuses commits, the node

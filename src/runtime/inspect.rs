@@ -12,6 +12,7 @@ use crate::latency::LatencyCounts;
 use crate::store::{
     DeadFilter, DeadItem, DeadLetter, DeadPosition, HookStatus, Revived, StoreError,
 };
+use crate::store::{DiskReserve, IngestRoom, ShardStore};
 use crate::store::{HeldBySink, PurgeStep, ReplayCounts, ReviveStep};
 use crossbeam_channel::Sender;
 use std::collections::HashMap;
@@ -163,6 +164,23 @@ impl Engine {
             .iter()
             .map(|s| s.store.disk_available_bytes())
             .collect()
+    }
+
+    /// What new hooks may fill of each shard's store now, and the nearer
+    /// of its limits (see [`ShardStore::ingest_room`]); `None` for a
+    /// store that cannot be read.
+    ///
+    /// [`ShardStore::ingest_room`]: crate::store::ShardStore::ingest_room
+    pub fn ingest_rooms(&self) -> Vec<Option<IngestRoom>> {
+        let reserve = DiskReserve {
+            min_free_bytes: self.min_free_disk_bytes(),
+            shards: self.shards.len(),
+        };
+        let room = |store: &ShardStore| {
+            let used_bytes = store.committed_used_bytes().ok()?;
+            Some(store.ingest_room(used_bytes, reserve))
+        };
+        self.shards.iter().map(|s| room(&s.store)).collect()
     }
 
     /// The `min_free_disk_bytes` the engine opened with: new hooks leave

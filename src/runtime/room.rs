@@ -15,7 +15,7 @@ use super::errors::CommitError;
 use super::step::{NewRows, ShardState};
 use crate::core::TenantId;
 use crate::limits::STORE_MEASURE_INTERVAL_MS;
-use crate::store::DiskReserve;
+use crate::store::{DiskReserve, RoomBound};
 use std::collections::{HashMap, HashSet};
 
 #[derive(Debug)]
@@ -30,16 +30,9 @@ pub(super) struct StoreRoom {
     measured_at_ms: u64,
     iteration_at_ms: u64,
     /// Which limit the last measure found nearer.
-    bound: Bound,
+    bound: RoomBound,
     /// The last measure found no room (logged when it changes).
     full: bool,
-}
-
-/// The limit that bounds new hooks: the store's map, or the disk.
-#[derive(Clone, Copy, Debug)]
-enum Bound {
-    Map { limit_bytes: u64 },
-    Disk { available_bytes: u64 },
 }
 
 impl StoreRoom {
@@ -50,7 +43,7 @@ impl StoreRoom {
             measured_free_bytes: 0,
             measured_at_ms: 0,
             iteration_at_ms: 0,
-            bound: Bound::Map { limit_bytes: 0 },
+            bound: RoomBound::Map { limit_bytes: 0 },
             full: false,
         }
     }
@@ -103,27 +96,19 @@ impl StoreRoom {
     fn measure(&mut self, state: &ShardState) -> Option<u64> {
         let used_bytes = state.store_used_bytes().ok()?;
         self.measured_at_ms = self.iteration_at_ms;
-        let limit_bytes = state.store().ingest_limit_bytes();
-        self.bound = Bound::Map { limit_bytes };
-        self.measured_free_bytes = limit_bytes.saturating_sub(used_bytes);
-        if let Some(disk) = state.store().disk_room(used_bytes, self.reserve) {
-            if disk.room_bytes < self.measured_free_bytes {
-                self.bound = Bound::Disk {
-                    available_bytes: disk.available_bytes,
-                };
-                self.measured_free_bytes = disk.room_bytes;
-            }
-        }
-        Some(self.measured_free_bytes)
+        let room = state.store().ingest_room(used_bytes, self.reserve);
+        self.bound = room.bound;
+        self.measured_free_bytes = room.room_bytes;
+        Some(room.room_bytes)
     }
 
     fn refusal(&self, free_bytes: u64) -> CommitError {
         match self.bound {
-            Bound::Map { limit_bytes } => CommitError::StoreFull {
+            RoomBound::Map { limit_bytes } => CommitError::StoreFull {
                 used_bytes: limit_bytes.saturating_sub(free_bytes),
                 limit_bytes,
             },
-            Bound::Disk { available_bytes } => CommitError::DiskFull {
+            RoomBound::Disk { available_bytes } => CommitError::DiskFull {
                 available_bytes,
                 min_free_bytes: self.reserve.min_free_bytes,
             },
@@ -132,7 +117,7 @@ impl StoreRoom {
 
     fn log_change(&self, shard: usize, free_bytes: u64) {
         let (full_msg, room_msg, values) = match self.bound {
-            Bound::Map { limit_bytes } => (
+            RoomBound::Map { limit_bytes } => (
                 "shard store is full; refusing new hooks until deliveries free room",
                 "shard store has room again; taking new hooks",
                 [
@@ -140,7 +125,7 @@ impl StoreRoom {
                     ("limit_bytes", limit_bytes),
                 ],
             ),
-            Bound::Disk { available_bytes } => (
+            RoomBound::Disk { available_bytes } => (
                 "the disk holding the shard's store is full; refusing new hooks until deliveries or the operator free room",
                 "the disk has room again; taking new hooks",
                 [

@@ -71,6 +71,22 @@ impl DiskReserve {
     }
 }
 
+/// What new hooks may fill of a store, and the nearer of its limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IngestRoom {
+    pub room_bytes: u64,
+    pub bound: RoomBound,
+}
+
+/// The limit that bounds new hooks: the store's map, or the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoomBound {
+    /// What new hooks may fill of the map (7/8 of it).
+    Map { limit_bytes: u64 },
+    /// What the file system has free for an unprivileged writer.
+    Disk { available_bytes: u64 },
+}
+
 /// The size of the file system holding `path` and what an unprivileged
 /// writer may still fill of it, in bytes; `None` where the OS does not say.
 fn disk_bytes(path: &Path) -> Option<DiskBytes> {
@@ -204,6 +220,26 @@ impl ShardStore {
         let available_bytes = self.disk_available_bytes()?;
         let file_bytes = super::data_file_bytes(self.env.path()).ok()?;
         Some(reserve.room(file_bytes, used_bytes, available_bytes))
+    }
+
+    /// What new hooks may fill with `used_bytes` of the store in use: the
+    /// nearer of the map's limit and the disk's (see [`DiskReserve::room`];
+    /// the map's alone where the OS does not say what the disk has).
+    pub fn ingest_room(&self, used_bytes: u64, reserve: DiskReserve) -> IngestRoom {
+        let limit_bytes = self.ingest_limit_bytes();
+        let map = IngestRoom {
+            room_bytes: limit_bytes.saturating_sub(used_bytes),
+            bound: RoomBound::Map { limit_bytes },
+        };
+        match self.disk_room(used_bytes, reserve) {
+            Some(disk) if disk.room_bytes < map.room_bytes => IngestRoom {
+                room_bytes: disk.room_bytes,
+                bound: RoomBound::Disk {
+                    available_bytes: disk.available_bytes,
+                },
+            },
+            _ => map,
+        }
     }
 
     /// What the file system holding the store has free for an

@@ -133,7 +133,7 @@ pub(crate) mod write;
 
 pub use address_space::refuse_unmappable;
 pub use dead::{DeadFilter, DeadItem, DeadLetter, DeadPosition, ReplayCounts, ReviveStep, Revived};
-pub use fill::{DiskReserve, DiskRoom};
+pub use fill::{DiskReserve, DiskRoom, IngestRoom, RoomBound};
 pub use held_count::HeldBySink;
 pub use hook_status::{HookStatus, SinkState, SinkStatus};
 pub use index::{TxnIndex, Unreadable};
