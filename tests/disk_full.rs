@@ -176,13 +176,7 @@ fn a_node_whose_disk_is_at_its_reserve_is_not_ready_until_room_is_freed() {
     config.listen = "127.0.0.1:0".into();
     let filler_bytes: u64 = 256 << 20;
     config.min_free_disk_bytes = df_available_bytes(dir.path()) - filler_bytes / 2;
-    let node = Node::start(NodeOptions {
-        config,
-        config_path: None,
-        allow_open_admin: false,
-        notify_systemd: false,
-    })
-    .unwrap();
+    let node = Node::start(NodeOptions::new(config)).unwrap();
     assert!(node.wait_ready(Duration::from_secs(20)));
     let addr = node.local_addr();
     assert_eq!(get(addr, "/readyz").status, 200);

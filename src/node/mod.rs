@@ -76,6 +76,21 @@ pub struct NodeOptions {
     pub notify_systemd: bool,
 }
 
+impl NodeOptions {
+    /// A node on `config` alone: no config file to reload (`POST
+    /// /v1/reload` answers that there is none), its admin API refused on
+    /// a non-loopback address without a token, and no service manager
+    /// told of it. Set the other fields for more.
+    pub fn new(config: Config) -> NodeOptions {
+        NodeOptions {
+            config,
+            config_path: None,
+            allow_open_admin: false,
+            notify_systemd: false,
+        }
+    }
+}
+
 /// Why a node did not start or stopped with an error.
 #[derive(Debug)]
 #[non_exhaustive]

@@ -781,13 +781,7 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         let config = one_source(dir.path(), SinkConfig::http("http://127.0.0.1:9/"));
-        let node = Node::start(NodeOptions {
-            config,
-            config_path: None,
-            allow_open_admin: false,
-            notify_systemd: false,
-        })
-        .unwrap();
+        let node = Node::start(NodeOptions::new(config)).unwrap();
         assert!(node.wait_ready(Duration::from_secs(20)));
         let engine = node.engine().unwrap();
         let agent: ureq::Agent = ureq::Agent::config_builder()

@@ -239,20 +239,13 @@ fn a_node_refuses_a_public_address_without_an_admin_token() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = node_config(dir.path());
     c.listen = "0.0.0.0:0".into();
-    let refused = Node::start(NodeOptions {
-        config: c.clone(),
-        config_path: None,
-        allow_open_admin: false,
-        notify_systemd: false,
-    });
+    let refused = Node::start(NodeOptions::new(c.clone()));
     let message = refused.err().expect("refused").to_string();
     assert!(message.contains("admin_token_env"), "{message}");
     assert!(message.contains("--allow-open-admin"), "{message}");
     let allowed = Node::start(NodeOptions {
-        config: c,
-        config_path: None,
         allow_open_admin: true,
-        notify_systemd: false,
+        ..NodeOptions::new(c)
     })
     .expect("allowed explicitly");
     allowed.stop();

@@ -43,10 +43,8 @@ fn start(config: Config) -> Node {
 
 fn start_with(config: Config, config_path: Option<std::path::PathBuf>) -> Node {
     let node = Node::start(NodeOptions {
-        config,
         config_path,
-        allow_open_admin: false,
-        notify_systemd: false,
+        ..NodeOptions::new(config)
     })
     .expect("the node starts");
     assert!(
@@ -69,12 +67,7 @@ fn ingest(addr: SocketAddr, source: &str, body: &[u8], headers: &[(&str, &str)])
 /// Starts a node whose sinks of type `gated` hold each delivery on `gate`.
 fn start_gated(config: Config, gate: &Gate) -> Node {
     let node = Node::start_with_sinks(
-        NodeOptions {
-            config,
-            config_path: None,
-            allow_open_admin: false,
-            notify_systemd: false,
-        },
+        NodeOptions::new(config),
         vec![("gated".to_string(), gate.sink.clone())],
     )
     .expect("the node starts");

@@ -165,10 +165,9 @@ fn a_reload_that_would_open_the_admin_api_beyond_loopback_needs_allow_open_admin
         c.admin_token_env = Some("NODE_TEST_OPEN_ADMIN".into());
         let path = dir.path().join("goad.toml");
         let node = Node::start(NodeOptions {
-            config: c.clone(),
             config_path: Some(path.clone()),
             allow_open_admin,
-            notify_systemd: false,
+            ..NodeOptions::new(c.clone())
         })
         .expect("the node starts");
         assert!(node.wait_ready(Duration::from_secs(20)));
@@ -835,10 +834,8 @@ fn a_node_with_host_sinks_reloads_its_file_and_is_scraped_meanwhile() {
         go_on,
     });
     let options = NodeOptions {
-        config: Config::from_toml(&std::fs::read_to_string(&path).unwrap()).unwrap(),
         config_path: Some(path.clone()),
-        allow_open_admin: false,
-        notify_systemd: false,
+        ..NodeOptions::new(Config::from_toml(&std::fs::read_to_string(&path).unwrap()).unwrap())
     };
     let sinks = vec![("ledger".to_string(), ledger.clone() as Arc<dyn Sink>)];
     let node = Node::start_with_sinks(options, sinks).expect("the node starts");

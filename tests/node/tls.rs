@@ -108,12 +108,7 @@ fn with_a_client_ca_the_node_serves_only_clients_it_signed() {
     let missing = fixtures.join("missing-ca.pem");
     let mut config = Config::load(&path).unwrap();
     config.http.tls_client_ca_file = Some(missing.clone());
-    let options = NodeOptions {
-        config,
-        config_path: None,
-        allow_open_admin: false,
-        notify_systemd: false,
-    };
+    let options = NodeOptions::new(config);
     assert_eq!(
         Node::start(options).err().expect("refused").to_string(),
         format!(
@@ -235,12 +230,7 @@ fn tls_files_that_do_not_load_stop_the_start_naming_the_key() {
         let mut config = node_config(dir.path());
         config.http.tls_cert_file = Some(fixtures.join(cert_file));
         config.http.tls_key_file = Some(fixtures.join(key_file));
-        let options = NodeOptions {
-            config,
-            config_path: None,
-            allow_open_admin: false,
-            notify_systemd: false,
-        };
+        let options = NodeOptions::new(config);
         Node::start(options).err().expect("refused").to_string()
     };
     let missing = fixtures.join("missing-key.pem");
