@@ -444,8 +444,8 @@ impl ShardStore {
         meta_in(&self.meta, txn, name)
     }
 
-    /// The shard's clock when it last committed writes (see
-    /// [`CLOCK_MS`]); 0 for a store that never did.
+    /// The shard's clock when it last committed writes (`meta`'s
+    /// `clock_ms`: see the module docs); 0 for a store that never did.
     pub fn clock_ms(&self) -> Result<u64, StoreError> {
         let rtxn = self.env.read_txn()?;
         Ok(self.meta_u64(&rtxn, CLOCK_MS)?.unwrap_or(0))
