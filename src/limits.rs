@@ -155,6 +155,14 @@ pub const COMMIT_QUEUE_WAIT_MS: u64 = 1_000;
 /// How long `commit` waits for its batch to be durable before giving up.
 pub const COMMIT_REPLY_WAIT_MS: u64 = 30_000;
 
+/// How often the stall watcher wakes (see `runtime::stall`).
+pub const STALL_TICK_MS: u64 = 100;
+
+/// How late past its tick the stall watcher must wake for the gap to be a
+/// stall of the process (see `runtime::stall`): well above any delay of
+/// a sleeping thread's wake-up on a busy machine.
+pub const STALL_MIN_MS: u64 = 2_000;
+
 /// How far the wall clock must be behind a shard's stored clock at open
 /// for the step back to be logged (see `runtime::clock`).
 pub const CLOCK_BEHIND_LOGGED_MS: u64 = 1_000;

@@ -213,6 +213,15 @@ impl Breaker {
         self.state = State::HalfOpen { probe: Some(job) };
     }
 
+    /// An attempt of the key ended saying nothing of its sink (cut short
+    /// by a stall of the process: see `core::stall`): not counted; a probe
+    /// so ended lets the next attempt probe.
+    pub fn excuse(&mut self, job: JobId) {
+        if self.state == (State::HalfOpen { probe: Some(job) }) {
+            self.state = State::HalfOpen { probe: None };
+        }
+    }
+
     /// An attempt of the key ended. Returns the end of the open period when
     /// this outcome opened the breaker.
     pub fn record(

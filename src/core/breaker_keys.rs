@@ -37,6 +37,14 @@ impl Core {
 
     /// Moves the key's breaker; returns the end of the open period when the
     /// outcome opened it.
+    /// An attempt of `key` ended saying nothing of its sink (see
+    /// [`Breaker::excuse`]).
+    pub(super) fn excuse_breaker(&mut self, key: &SinkKey, job: JobId) {
+        if let Some(breaker) = self.breakers.get_mut(key) {
+            breaker.excuse(job);
+        }
+    }
+
     pub(super) fn record_breaker(
         &mut self,
         now_ms: u64,

@@ -17,6 +17,7 @@ impl Core {
         result: AttemptResult,
         took: Duration,
     ) -> bool {
+        let cut = self.cut_by_stall(&run, now_ms, &result);
         let claim = self
             .claims
             .remove(&run.row)
@@ -31,12 +32,10 @@ impl Core {
             self.free_slot(&claim.key);
         }
         self.release(&claim);
-        if let Some(until_ms) = self.record_breaker(
-            now_ms,
-            &claim.key,
-            job,
-            result.as_ref().err().map(|f| f.class),
-        ) {
+        let failure = result.as_ref().err().map(|f| f.class);
+        if cut.is_some() {
+            self.excuse_breaker(&claim.key, job);
+        } else if let Some(until_ms) = self.record_breaker(now_ms, &claim.key, job, failure) {
             self.park_queue(now_ms, &claim.key, Admit::Park { until_ms });
         }
         let attempt = claim.fields.attempts + 1;
@@ -52,7 +51,10 @@ impl Core {
                     lane: claim.fields.lane,
                 });
             }
-            Err(failure) => self.settle_failure(now_ms, run.row, claim, failure),
+            Err(failure) => match cut {
+                Some(cut) => self.settle_failure(now_ms, run.row, claim, cut, true),
+                None => self.settle_failure(now_ms, run.row, claim, failure, false),
+            },
         }
         call_ended
     }
@@ -83,18 +85,29 @@ impl Core {
 
     /// A failed attempt of `row`: recorded as its key's last failure, then
     /// the row is rescheduled by its sink's retry policy or dead-lettered.
-    fn settle_failure(&mut self, now_ms: u64, row: RowId, claim: Claim, failure: AttemptFailure) {
+    fn settle_failure(
+        &mut self,
+        now_ms: u64,
+        row: RowId,
+        claim: Claim,
+        failure: AttemptFailure,
+        at_once: bool,
+    ) {
         let fields = RowFields {
             attempts: claim.fields.attempts + 1,
             ..claim.fields
         };
-        let decision = self.retry_for(&claim.key).decide(
-            now_ms,
-            fields.attempts,
-            fields.first_attempt_at_ms,
-            failure.class,
-            &mut self.rng,
-        );
+        let policy = self.retry_for(&claim.key);
+        let decision = match at_once {
+            true => policy.retry_at_once(now_ms, fields.first_attempt_at_ms),
+            false => policy.decide(
+                now_ms,
+                fields.attempts,
+                fields.first_attempt_at_ms,
+                failure.class,
+                &mut self.rng,
+            ),
+        };
         let error = truncate(failure.message);
         let outcomes = &mut self
             .keys

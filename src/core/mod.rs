@@ -60,6 +60,7 @@ mod sink_wake;
 mod slots;
 mod slow_keys;
 mod source_sweep;
+mod stall;
 mod stragglers;
 mod tenant_walk;
 mod types;
@@ -296,6 +297,8 @@ pub struct Core {
     /// lane moved on in the dropped batch, is kept apart by this (see
     /// `scan::claim`).
     running_lanes: HashMap<LaneId, JobId>,
+    /// The process's latest stall (see `stall`).
+    stall: stall::Stall,
     stats: CoreStats,
 }
 
@@ -352,6 +355,7 @@ impl Core {
             outcome_events: VecDeque::new(),
             unlogged_dead_keys: Vec::new(),
             running_lanes: HashMap::new(),
+            stall: stall::Stall::default(),
             stats: CoreStats::default(),
         }
     }
@@ -371,6 +375,7 @@ impl Core {
             self.next_job_id,
         );
         core.rng = self.rng.clone();
+        core.stall = self.stall;
         core.draining = self.draining;
         core.observed = self.observed;
         core.unlogged_dead_keys = self.unlogged_dead_keys.clone();

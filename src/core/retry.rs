@@ -63,9 +63,28 @@ impl RetryConfig {
                 .backoff_ms(attempts_made, rng)
                 .map(|d| d.max(after_ms.min(MAX_RETRY_AFTER_MS))),
         };
-        let Some(delay_ms) = delay_ms else {
-            return RetryDecision::GiveUp;
-        };
+        match delay_ms {
+            Some(delay_ms) => self.retry_within_horizon(now_ms, first_attempt_at_ms, delay_ms),
+            None => RetryDecision::GiveUp,
+        }
+    }
+
+    /// The decision after a failed attempt at `now_ms` that says nothing
+    /// of its sink (cut short by a stall of the process: see
+    /// `core::stall`): due again at once, whatever the attempts made,
+    /// unless the row's horizon has passed.
+    pub fn retry_at_once(&self, now_ms: u64, first_attempt_at_ms: u64) -> RetryDecision {
+        self.retry_within_horizon(now_ms, first_attempt_at_ms, 0)
+    }
+
+    /// Due `delay_ms` after `now_ms`, no later than the horizon of a row
+    /// first tried at `first_attempt_at_ms`; dead once it has passed.
+    fn retry_within_horizon(
+        &self,
+        now_ms: u64,
+        first_attempt_at_ms: u64,
+        delay_ms: u64,
+    ) -> RetryDecision {
         let horizon_ms = self.horizon_ms(first_attempt_at_ms);
         if now_ms >= horizon_ms {
             return RetryDecision::Horizon;

@@ -26,6 +26,7 @@ mod sink_retry;
 mod sink_stats;
 mod slot_shares;
 mod slow_keys;
+mod stalls;
 mod unpark;
 mod wake;
 

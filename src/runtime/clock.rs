@@ -42,6 +42,13 @@ pub struct Reading {
 }
 
 impl Reading {
+    /// What the clock read at `instant`, one before the reading (its own
+    /// reading for one after).
+    pub fn ms_at(&self, instant: Instant) -> u64 {
+        let before = self.at.saturating_duration_since(instant);
+        self.ms.saturating_sub(before.as_millis() as u64)
+    }
+
     /// The instant the clock reads `ms` (the reading's own instant for a
     /// time already past).
     pub fn instant_of(&self, ms: u64) -> Instant {
@@ -135,5 +142,7 @@ mod tests {
         assert_eq!(reading.instant_of(35_000), at + Duration::from_secs(30));
         assert_eq!(reading.instant_of(5_000), at);
         assert_eq!(reading.instant_of(4_000), at, "a time past is now");
+        assert_eq!(reading.ms_at(at - Duration::from_secs(2)), 3_000);
+        assert_eq!(reading.ms_at(at + Duration::from_secs(2)), 5_000);
     }
 }

@@ -24,6 +24,7 @@ mod restart;
 mod room;
 pub mod shard;
 mod shard_thread;
+mod stall;
 pub mod step;
 mod wake;
 

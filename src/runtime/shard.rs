@@ -219,6 +219,7 @@ impl ShardThread {
             tenant_room: TenantRoom::default(),
             refuse_until_ms: 0,
             expiry,
+            stall_noted: None,
         };
         loop {
             // What a panic leaves half-changed, `restart` rebuilds from the store.
@@ -290,6 +291,8 @@ struct ShardLoop {
     refuse_until_ms: u64,
     /// Deletes dead letters past their retention.
     expiry: DeadExpiry,
+    /// The end of the latest stall of the process the core was told of.
+    stall_noted: Option<Instant>,
 }
 
 impl ShardLoop {
@@ -309,6 +312,7 @@ impl ShardLoop {
             }
             let now = self.clock.read();
             let now_ms = now.ms;
+            self.note_stall(state, now);
             self.last_commit_batch = commits.len();
             // While refusing nothing starts; the outcomes are of attempts the
             // old core started, which the new core took on.
@@ -329,6 +333,18 @@ impl ShardLoop {
             if self.drained(state, now_ms) {
                 return;
             }
+        }
+    }
+
+    /// Tells the core of a stall of the process it has not been told of
+    /// (see `runtime::stall`), in its clock's time as `now` reads it.
+    fn note_stall(&mut self, state: &mut ShardState, now: Reading) {
+        let Some((from, to)) = super::stall::watch().latest(now.at) else {
+            return;
+        };
+        if self.stall_noted.is_none_or(|noted| to > noted) {
+            self.stall_noted = Some(to);
+            state.note_stall(now.ms_at(from), now.ms_at(to));
         }
     }
 

@@ -301,6 +301,12 @@ impl<'s> ShardState<'s> {
         }
     }
 
+    /// The process did not run from `from_ms` to `to_ms` (see
+    /// `core::stall`).
+    pub fn note_stall(&mut self, from_ms: u64, to_ms: u64) {
+        self.core.note_stall(from_ms, to_ms);
+    }
+
     /// Whether a store write failed and the shard has not read its store
     /// back since (it tries every `STORE_RETRY_MS`): a store that keeps
     /// failing (a file system gone read-only), whose commits fail

@@ -14,6 +14,7 @@ mod limits;
 mod logging;
 mod pinning;
 mod reloads;
+mod stalls;
 mod systemd;
 
 use common::http::{get, Client};
