@@ -60,6 +60,31 @@ fn every_hook_the_load_tool_acknowledges_is_delivered_and_the_nodes_memory_is_re
     }
 }
 
+/// With `--sinks 3` each source fans a hook out to three sinks: the
+/// receiver counts three deliveries for every hook acknowledged.
+#[test]
+fn a_hook_of_a_source_with_three_sinks_is_delivered_three_times() {
+    let output = Command::new(env!("CARGO_BIN_EXE_goad-load"))
+        .args(["--goad", env!("CARGO_BIN_EXE_goad")])
+        .args(["--connections", "4", "--seconds", "1", "--sinks", "3"])
+        .output()
+        .expect("goad-load runs");
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        line(&out, "goad-load:").contains(", 3 sinks a source,"),
+        "{out}"
+    );
+    let acknowledged: f64 = number_after(line(&out, "ingest:"), "ingest:");
+    assert!(acknowledged > 0.0, "{out}");
+    let delivered: f64 = number_after(line(&out, "delivery:"), "delivery:");
+    assert_eq!(delivered, 3.0 * acknowledged, "{out}");
+}
+
 /// Ctrl-C (SIGINT) while the tool posts for ten minutes ends the run
 /// early: it reports what it measured, stops its node (whose address then
 /// refuses connections) and exits 0.

@@ -1,7 +1,8 @@
 //! goad-load: drives a `goad serve` node's ingest over HTTP and measures it.
 //!
 //! It starts a loopback receiver (answering 200), writes a config whose
-//! sources deliver there, starts `goad serve` on it (the `goad` binary next
+//! sources deliver there (through `--sinks` HTTP sinks each, so a hook is
+//! that many deliveries), starts `goad serve` on it (the `goad` binary next
 //! to this one), and posts hooks from `--connections` keep-alive
 //! connections, as fast as they are answered or at `--rate` hooks/s in
 //! all. Each body carries its send time, so the receiver measures the
@@ -18,6 +19,7 @@
 //!
 //! `cargo build --release && target/release/goad-load --connections 64 --seconds 10`
 //! `target/release/goad-load --rate 5000 --seconds 10 --plot latency.svg`
+//! `target/release/goad-load --tenants 1 --sinks 64 --connections 8`
 //! `target/release/goad-load --connections 512 --body-bytes 1048576 --max-buffered-bytes 67108864`
 //! `target/release/goad-load --tls-cert tests/fixtures/localhost-cert.pem \
 //!     --tls-key tests/fixtures/localhost-key.pem --tls-ca tests/fixtures/test-ca.pem`
@@ -56,6 +58,10 @@ struct Args {
     /// Tenants (one source each); hooks are spread over them.
     #[arg(long, default_value_t = 4, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     tenants: usize,
+    /// HTTP sinks of each source (each hook is a delivery row per sink),
+    /// all posting to the tool's receiver, each at a path of its own.
+    #[arg(long, default_value_t = 1, value_parser = RangedU64ValueParser::<usize>::new().range(1..=goad::limits::MAX_SINKS_PER_SOURCE as u64))]
+    sinks: usize,
     /// The node's `dispatch.concurrency` (attempts at once, and each
     /// shard's IO workers).
     #[arg(long, default_value_t = 32)]
@@ -104,6 +110,10 @@ fn client_tls(ca_file: &std::path::Path) -> Arc<ClientConfig> {
     Arc::new(config)
 }
 
+/// How long the tool waits, after the posting ends, for the deliveries
+/// of the hooks acknowledged.
+const DRAIN_WAIT: Duration = Duration::from_secs(60);
+
 /// Send times are nanoseconds since this instant.
 static EPOCH: OnceLock<Instant> = OnceLock::new();
 
@@ -124,7 +134,7 @@ fn main() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let node = start_node(&args, dir.path(), &receiver.url("/hooks"));
     println!(
-        "goad-load: {} connections{}, {}, {} s, {} B bodies, {} tenants, node at {}",
+        "goad-load: {} connections{}, {}, {} s, {} B bodies, {} tenants, {} sinks a source, node at {}",
         args.connections,
         if args.tls_cert.is_some() {
             " (HTTPS)"
@@ -139,6 +149,7 @@ fn main() {
         args.seconds,
         args.body_bytes,
         args.tenants,
+        args.sinks,
         node.addr
     );
     let tls = args.tls_ca.as_deref().map(client_tls);
@@ -147,8 +158,9 @@ fn main() {
     let (acked, ack_us, failed) = send_for(&args, node.addr, tls, &interrupt);
     let peak_anon_kb = memory.stop();
     let sent_s = (now_ns() - started_ns) as f64 / 1e9;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while deliveries.count.load(Ordering::Relaxed) < acked
+    let expected = acked * args.sinks as u64;
+    let deadline = Instant::now() + DRAIN_WAIT;
+    while deliveries.count.load(Ordering::Relaxed) < expected
         && Instant::now() < deadline
         && !interrupt.sleep(Duration::from_millis(10))
     {}
@@ -164,8 +176,15 @@ fn main() {
         "ingest:   {acked} hooks acknowledged (202) in {sent_s:.2} s = {:.0} hooks/s; {failed} failed requests",
         per_s(acked, sent_s),
     );
+    let undelivered = match expected.saturating_sub(delivered_n) {
+        0 => String::new(),
+        n => format!(
+            "; {n} of the {expected} deliveries its hooks make not made within {} s of the last post",
+            DRAIN_WAIT.as_secs()
+        ),
+    };
     println!(
-        "delivery: {delivered_n} delivered in {delivery_s:.2} s = {:.0} deliveries/s",
+        "delivery: {delivered_n} delivered in {delivery_s:.2} s = {:.0} deliveries/s{undelivered}",
         per_s(delivered_n, delivery_s)
     );
     print_percentiles("ingest request to 202 (durable)", &ack_us);
@@ -524,8 +543,13 @@ fn start_node(args: &Args, dir: &std::path::Path, sink_url: &str) -> NodeProcess
     }
     for t in 0..args.tenants {
         config.push_str(&format!(
-            "[[sources]]\nid = \"s{t}\"\ntenant = \"tenant-{t}\"\n[[sources.sinks]]\ntype = \"http\"\nurl = {sink_url:?}\n"
+            "[[sources]]\nid = \"s{t}\"\ntenant = \"tenant-{t}\"\n"
         ));
+        for s in 0..args.sinks {
+            config.push_str(&format!(
+                "[[sources.sinks]]\ntype = \"http\"\nurl = \"{sink_url}/{s}\"\n"
+            ));
+        }
     }
     let path = dir.join("goad.toml");
     std::fs::File::create(&path)
