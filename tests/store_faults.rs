@@ -67,6 +67,7 @@ fn new_rows(i: u64) -> NewRows {
             body: format!("body {i}").into_bytes(),
         },
         rows: vec![NewRow::unordered(0, "http")],
+        places: None,
         dedupe_window_ms: 0,
     }
 }
@@ -693,7 +694,8 @@ fn a_full_store_refuses_new_hooks_and_still_records_every_delivery() {
     c.retry.max_ms = 200;
     c.retry.max_attempts = 10_000;
     let engine = Engine::open(c).unwrap();
-    let body = vec![b'x'; 4_000];
+    // Each hook's record in one 4 KiB page (LMDB's overflow page).
+    let body = vec![b'x'; 3_000];
     let acked: Vec<String> = std::thread::scope(|s| {
         let committers: Vec<_> = (0..8)
             .map(|_| {
@@ -721,7 +723,8 @@ fn a_full_store_refuses_new_hooks_and_still_records_every_delivery() {
             .flat_map(|c| c.join().unwrap())
             .collect()
     });
-    // About 14 MiB of 4 kB hooks were taken before the first refusal.
+    // About 14 MiB of hooks of a page each were taken before the first
+    // refusal.
     assert!((2_500..3_700).contains(&acked.len()), "{}", acked.len());
     status.store(200, SeqCst);
     wait_until("every hook delivered", Duration::from_secs(60), || {

@@ -6,6 +6,7 @@ use super::RetryConfig;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::hash::Hasher as _;
 use std::path::PathBuf;
 
 /// A sink's own retry policy (`retry = { … }` on a sink entry): each key
@@ -363,6 +364,51 @@ impl SinkConfig {
             && method(self).eq_ignore_ascii_case(method(other))
     }
 
+    /// Where the sink delivers, as a number that stays the same from one
+    /// config (and goad release) to the next: a hash of its type, method,
+    /// destination (`url` or `url_env`; `queue_url`, `project`, `topic`
+    /// and `endpoint`) and `filter`. A hook's record keeps its sinks'
+    /// places, so a reload or restart that moves, inserts or removes
+    /// sinks sends each stored row to the sink it was written for, not
+    /// to whichever now holds its index (`Catalog::bind`).
+    pub fn place(&self) -> u64 {
+        let mut hasher = crate::fnv::Fnv1a::default();
+        let mut field = |value: Option<&str>| {
+            let bytes = value.map_or(&[][..], str::as_bytes);
+            hasher.write_u8(u8::from(value.is_some()));
+            hasher.write(&(bytes.len() as u64).to_be_bytes());
+            hasher.write(bytes);
+        };
+        field(Some(&self.kind));
+        field(Some(
+            &self
+                .method
+                .as_deref()
+                .unwrap_or("post")
+                .to_ascii_lowercase(),
+        ));
+        for destination in [
+            &self.url,
+            &self.url_env,
+            &self.queue_url,
+            &self.project,
+            &self.topic,
+            &self.endpoint,
+        ] {
+            field(destination.as_deref());
+        }
+        field(
+            self.filter
+                .as_ref()
+                .map(|f| f.header.to_ascii_lowercase())
+                .as_deref(),
+        );
+        for value in self.filter.iter().flat_map(|f| &f.values) {
+            field(Some(value));
+        }
+        hasher.finish()
+    }
+
     /// A warning for each credential written in the sink's entry itself
     /// (`at` names it), where whoever reads the config file reads it: a
     /// credential header's value in `headers`, a password in `url`.
@@ -577,6 +623,48 @@ impl fmt::Display for OneOrMany {
         match self {
             OneOrMany::One(s) => write!(f, "{s:?}"),
             OneOrMany::Many(v) => write!(f, "{v:?}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sink's place is stored in its hooks' records, so it must not
+    /// change from one goad release to the next: these are the values
+    /// every release computes. Its options beyond where it delivers leave
+    /// it as it is; its destination, method and filter do not.
+    #[test]
+    fn a_sinks_place_is_the_same_in_every_release_and_follows_where_it_delivers() {
+        let a = SinkConfig::http("https://a/");
+        assert_eq!(a.place(), 0x5fab_6428_2cda_e5d9);
+        let filtered = SinkConfig {
+            filter: Some(HeaderFilter {
+                header: "X-Event".into(),
+                values: vec!["push".into()],
+            }),
+            ..a.clone()
+        };
+        assert_eq!(filtered.place(), 0xcd72_a957_8e06_eebb);
+        let other_options = SinkConfig {
+            timeout_ms: Some(1_000),
+            headers: BTreeMap::from([("x-a".into(), "1".into())]),
+            paused: true,
+            ..a.clone()
+        };
+        assert_eq!(other_options.place(), a.place());
+        let put = SinkConfig {
+            method: Some("PUT".into()),
+            ..a.clone()
+        };
+        let moved = [
+            put,
+            SinkConfig::http("https://b/"),
+            SinkConfig::of_kind("http"),
+        ];
+        for other in moved {
+            assert_ne!(other.place(), a.place(), "{other:?}");
         }
     }
 }

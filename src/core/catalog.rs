@@ -1,13 +1,16 @@
 //! The sources as the core sees them, and binding a row to a sink.
 //!
-//! A row binds to (sink index, sink type) when it is committed. Its sink is
-//! looked up in the source as it is now: the sink at the row's index if it
-//! has the same type; else the one sink of that type if there is exactly one
-//! (the source's sinks were reordered); else the row cannot be bound.
+//! A row is stored with its sink's index and type, and its hook with the
+//! places of its source's sinks (where each delivers) when it was
+//! committed. Its sink is looked up in the source as it is now: the sink
+//! at its place, wherever a reload or restart moved it; else, for a sink
+//! whose destination was changed where it stood, the sink at its index;
+//! else the row cannot be bound (see [`Catalog::bind`]).
 
-use crate::config::{Config, HeaderFilter, SinkRetryConfig};
+use crate::config::{Config, HeaderFilter, SinkConfig, SinkRetryConfig};
 use crate::core::types::{SinkKey, TenantId};
 use crate::fnv::{spread, Fnv1a};
+use crate::store::record::SinkPlaces;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
@@ -19,6 +22,9 @@ use std::sync::{Arc, OnceLock, Weak};
 pub struct SourceEntry {
     pub tenant: TenantId,
     pub sinks: Vec<SinkEntry>,
+    /// Each sink's place (`SinkConfig::place`), by index: a hook's record
+    /// keeps them, and [`Catalog::bind`] reads its rows' sinks by them.
+    pub places: SinkPlaces,
     /// Its `dedupe_window_ms` (0: no dedupe).
     pub dedupe_window_ms: u64,
 }
@@ -174,6 +180,7 @@ impl Catalog {
                 let entry = SourceEntry {
                     tenant: Arc::from(s.tenant.as_str()),
                     sinks,
+                    places: s.sinks.iter().map(SinkConfig::place).collect(),
                     dedupe_window_ms: s.dedupe_window_ms.unwrap_or(0),
                 };
                 (Arc::from(s.id.as_str()), entry)
@@ -358,11 +365,56 @@ impl Catalog {
         self.sources.get(source_id)
     }
 
-    /// Binds a row stored with (`sink_index`, `sink_type`) of `source_id`.
-    pub fn bind(&self, source_id: &str, sink_index: u16, sink_type: &str) -> Binding {
+    /// Binds a row stored with (`sink_index`, `sink_type`) of `source_id`,
+    /// whose hook's record kept `places`, its sinks' places then (`None`:
+    /// a hook written before store format 6). The row goes to the sink now
+    /// at the place its index had then (the first such sink for the first
+    /// of equal places, the second for the second): a sink a reload moved,
+    /// or before which it inserted or removed sinks, keeps its rows. A
+    /// row whose place no sink has now goes to the sink now at its index,
+    /// if of its type and at a place no sink had then: that sink's
+    /// destination was changed where it stood. Else its sink is gone.
+    /// A hook without places binds by index and type, else to the one
+    /// sink of its type.
+    pub fn bind(
+        &self,
+        source_id: &str,
+        sink_index: u16,
+        sink_type: &str,
+        places: Option<&[u64]>,
+    ) -> Binding {
         let Some(source) = self.sources.get(source_id) else {
             return Binding::SourceGone;
         };
+        let index = usize::from(sink_index);
+        let Some(places) = places.filter(|places| index < places.len()) else {
+            return Self::bind_by_type(source, sink_index, sink_type);
+        };
+        let place = places[index];
+        let rank = places[..index].iter().filter(|p| **p == place).count();
+        let now = source
+            .places
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| **p == place);
+        if let Some((i, _)) = now.clone().nth(rank) {
+            return Binding::Bound {
+                sink_index: i as u16,
+            };
+        }
+        let edited_in_place = now.count() == 0
+            && (source.sinks.get(index)).is_some_and(|sink| &*sink.sink_type == sink_type)
+            && !places.contains(&source.places[index]);
+        if edited_in_place {
+            Binding::Bound { sink_index }
+        } else {
+            Binding::SinkGone
+        }
+    }
+
+    /// How a row of a hook without places binds: by index and type, else
+    /// to the one sink of its type.
+    fn bind_by_type(source: &SourceEntry, sink_index: u16, sink_type: &str) -> Binding {
         if source
             .sinks
             .get(sink_index as usize)
@@ -395,16 +447,94 @@ mod tests {
     }
 
     #[test]
-    fn binds_by_index_then_by_the_unique_type_else_gone() {
+    fn a_row_of_a_hook_without_places_binds_by_index_then_by_the_unique_type_else_gone() {
         let c = catalog(&["http", "tag"]);
-        assert_eq!(c.bind("s", 1, "tag"), Binding::Bound { sink_index: 1 });
+        assert_eq!(
+            c.bind("s", 1, "tag", None),
+            Binding::Bound { sink_index: 1 }
+        );
         // Reordered: the row was stored at index 0 as "tag"; the one "tag" is at 1.
-        assert_eq!(c.bind("s", 0, "tag"), Binding::Bound { sink_index: 1 });
-        assert_eq!(c.bind("s", 0, "sqs"), Binding::SinkGone);
-        assert_eq!(c.bind("nope", 0, "http"), Binding::SourceGone);
+        assert_eq!(
+            c.bind("s", 0, "tag", None),
+            Binding::Bound { sink_index: 1 }
+        );
+        assert_eq!(c.bind("s", 0, "sqs", None), Binding::SinkGone);
+        assert_eq!(c.bind("nope", 0, "http", None), Binding::SourceGone);
         let two = catalog(&["http", "http"]);
-        assert_eq!(two.bind("s", 5, "http"), Binding::SinkGone);
-        assert_eq!(two.bind("s", 1, "http"), Binding::Bound { sink_index: 1 });
+        assert_eq!(two.bind("s", 5, "http", None), Binding::SinkGone);
+        assert_eq!(
+            two.bind("s", 1, "http", None),
+            Binding::Bound { sink_index: 1 }
+        );
+    }
+
+    /// A catalog of one source whose HTTP sinks post to these URLs.
+    fn posting_to(urls: &[&str]) -> Catalog {
+        let sinks = (urls.iter())
+            .map(|url| SinkConfig {
+                url: Some(url.to_string()),
+                ..SinkConfig::of_kind("http")
+            })
+            .collect();
+        Catalog::from_config(&Config::with_one_source(sinks))
+    }
+
+    /// Where each row of a hook committed under `then` goes under `now`.
+    fn bound(then: &Catalog, now: &Catalog) -> Vec<Binding> {
+        let places = &then.source("s").unwrap().places;
+        (0..places.len() as u16)
+            .map(|i| now.bind("s", i, "http", Some(places)))
+            .collect()
+    }
+
+    #[test]
+    fn a_row_goes_to_the_sink_at_its_place_wherever_the_config_moved_it() {
+        let bound_to = |i| Binding::Bound { sink_index: i };
+        let gone = Binding::SinkGone;
+        let ab = posting_to(&["https://a/", "https://b/"]);
+        // Unchanged, and with a sink added at the end.
+        assert_eq!(bound(&ab, &ab), [bound_to(0), bound_to(1)]);
+        let abc = posting_to(&["https://a/", "https://b/", "https://c/"]);
+        assert_eq!(bound(&ab, &abc), [bound_to(0), bound_to(1)]);
+        // The first removed: its rows go to no other sink (by index and
+        // type they went to b).
+        assert_eq!(
+            bound(&ab, &posting_to(&["https://b/"])),
+            [gone, bound_to(0)]
+        );
+        // A sink inserted first, and the two swapped.
+        let cab = posting_to(&["https://c/", "https://a/", "https://b/"]);
+        assert_eq!(bound(&ab, &cab), [bound_to(1), bound_to(2)]);
+        assert_eq!(
+            bound(&ab, &posting_to(&["https://b/", "https://a/"])),
+            [bound_to(1), bound_to(0)]
+        );
+        // a's URL mended where it stood: its rows go to the mended sink.
+        let mended = posting_to(&["https://a.example/", "https://b/"]);
+        assert_eq!(bound(&ab, &mended), [bound_to(0), bound_to(1)]);
+        // a removed and another sink in its index: that sink is a new
+        // place, so it is taken for a mended a.
+        assert_eq!(
+            bound(&ab, &posting_to(&["https://c/", "https://b/"])),
+            [bound_to(0), bound_to(1)]
+        );
+        // b moved into a's index and a removed: a's rows are gone.
+        assert_eq!(
+            bound(&ab, &posting_to(&["https://b/", "https://c/"])),
+            [gone, bound_to(0)]
+        );
+        // Two sinks at one place (with different headers, say): the
+        // first's rows go to the first now, the second's to the second.
+        let aba = posting_to(&["https://a/", "https://b/", "https://a/"]);
+        let a_ab = posting_to(&["https://a/", "https://c/", "https://a/", "https://b/"]);
+        assert_eq!(bound(&aba, &a_ab), [bound_to(0), bound_to(3), bound_to(2)]);
+        // One of the two removed: the first's rows stay with the one left.
+        assert_eq!(
+            bound(&aba, &posting_to(&["https://b/", "https://a/"])),
+            [bound_to(1), bound_to(0), gone]
+        );
+        // A place the hook did not keep for the row's index: by type.
+        assert_eq!(ab.bind("s", 2, "http", Some(&[1, 2])), gone);
     }
 
     /// A catalog of sources `s0`, `s1`, … each with one sink of each

@@ -152,7 +152,8 @@ impl Core {
     /// sink sets in their place. Their sink is the one they bind to now: a
     /// reload may have moved it from the key's index, or removed it.
     pub(super) fn retry_for(&self, key: &SinkKey) -> RetryConfig {
-        let own = match (self.catalog).bind(&key.source_id, key.sink_index, &key.sink_type) {
+        // The key's index is its sink's when its rows were bound.
+        let own = match (self.catalog).bind(&key.source_id, key.sink_index, &key.sink_type, None) {
             Binding::Bound { sink_index } => self.catalog.retry(&key.source_id, sink_index),
             Binding::SinkGone | Binding::SourceGone => None,
         };

@@ -163,7 +163,9 @@ impl Core {
         source_id: &Arc<str>,
         state: &RowState,
     ) -> Result<SinkKey, DeadReason> {
-        let binding = (self.catalog).bind(source_id, entry.row.sink_index, &state.sink_type);
+        let places = state.sink_places.as_deref();
+        let binding =
+            (self.catalog).bind(source_id, entry.row.sink_index, &state.sink_type, places);
         let sink_index = match binding {
             Binding::Bound { sink_index } => sink_index,
             Binding::SourceGone => {

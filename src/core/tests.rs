@@ -79,6 +79,7 @@ impl Model {
                         first_attempt_at_ms: 0,
                         replay: None,
                         lane: None,
+                        sink_places: None,
                         parked: false,
                         paced: false,
                     },

@@ -3,6 +3,7 @@
 
 use crate::core::retry::FailureClass;
 use crate::core::BreakerEvent;
+use crate::store::record::SinkPlaces;
 use crate::store::{Hook, HookHead};
 use std::fmt;
 use std::sync::Arc;
@@ -59,6 +60,10 @@ pub struct RowState {
     pub replay: Option<Arc<str>>,
     /// The ordering lane of a row of an ordered sink.
     pub lane: Option<LaneId>,
+    /// Its hook's sinks' places when it was committed (`None` until its
+    /// hook is read, and for a hook stored without them): what binds it
+    /// to a sink (`Catalog::bind`).
+    pub sink_places: Option<SinkPlaces>,
     /// Parked behind its key's open breaker (`StoreOp::Park`) and not made
     /// due since: a reload that drops the breaker unparks it (see
     /// `unpark`).

@@ -7,7 +7,7 @@ use super::engine::Engine;
 use super::errors::Unavailable;
 use super::shard::ShardInput;
 use super::wall_ms;
-use crate::core::{SinkKey, SinkStats, TenantId, TenantStats};
+use crate::core::{Binding, SinkKey, SinkStats, TenantId, TenantStats};
 use crate::latency::LatencyCounts;
 use crate::store::{
     DeadFilter, DeadItem, DeadLetter, DeadPosition, HookStatus, Revived, StoreError,
@@ -111,13 +111,21 @@ impl Engine {
     }
 
     /// How many of `tenant`'s rows are held for paused sinks, by source
-    /// and sink index (see [`ShardStore::held_by_sink`]: a walk of the
-    /// tenant's held rows, on the calling thread).
+    /// and the index of the sink each binds to now (see
+    /// [`ShardStore::held_by_sink`]: a walk of the tenant's held rows, on
+    /// the calling thread).
     ///
     /// [`ShardStore::held_by_sink`]: crate::store::ShardStore::held_by_sink
     pub fn held_by_sink(&self, tenant: &str) -> Result<HeldBySink, StoreError> {
         let shard = &self.shards[Engine::shard_of(tenant, self.shards.len())];
-        shard.store.held_by_sink(tenant)
+        let catalog = self.catalog.read().clone();
+        let bind = |source: &str, index, sink_type: &str, places: Option<&[u64]>| match catalog
+            .bind(source, index, sink_type, places)
+        {
+            Binding::Bound { sink_index } => Some(sink_index),
+            Binding::SinkGone | Binding::SourceGone => None,
+        };
+        shard.store.held_by_sink(tenant, &bind)
     }
 
     /// Due rows per shard.

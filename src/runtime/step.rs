@@ -36,7 +36,8 @@ use crate::core::{
 };
 use crate::limits::{MAX_UNFLUSHED_OPS, OUTCOME_FLUSH_MS};
 use crate::store::{
-    self, dedupe, Hook, NewRow, RowRecord, ShardStore, StoreError, TenantTable, TxnIndex,
+    self, dedupe, record::SinkPlaces, Hook, NewRow, RowRecord, ShardStore, StoreError, TenantTable,
+    TxnIndex,
 };
 use heed::RwTxn;
 use std::sync::Arc;
@@ -57,6 +58,9 @@ pub struct NewRows {
     /// The hook; its `seq` is assigned by the shard.
     pub hook: Hook,
     pub rows: Vec<NewRow>,
+    /// Its source's sinks' places, which its record keeps (`None`: none,
+    /// as a hook written before store format 6).
+    pub places: Option<SinkPlaces>,
     /// Its source's `dedupe_window_ms` (0: no dedupe).
     pub dedupe_window_ms: u64,
 }
@@ -85,6 +89,7 @@ impl NewRows {
         NewRows {
             hook,
             rows,
+            places: Some(source.places.clone()),
             dedupe_window_ms: source.dedupe_window_ms,
         }
     }
@@ -493,17 +498,13 @@ impl<'s> ShardState<'s> {
             }
             new.hook.seq = self.next_seq;
             self.next_seq += 1;
+            let commit = store::write::Commit {
+                hook: &new.hook,
+                places: new.places.as_deref(),
+                rows: &new.rows,
+            };
             let tenants = &mut self.tenants;
-            let (hook, rows) = (&new.hook, &new.rows);
-            store::write::write_commit_counted(
-                store,
-                txn,
-                tenants,
-                hook,
-                rows,
-                now_ms,
-                &mut deltas,
-            )?;
+            store::write::write_commit_counted(store, txn, tenants, commit, now_ms, &mut deltas)?;
             if deduped {
                 let ends_at_ms = now_ms.saturating_add(new.dedupe_window_ms);
                 dedupe::remember(store, txn, &new.hook, now_ms, ends_at_ms)?;

@@ -9,6 +9,10 @@
 //!   are created empty and a row without a lane is unordered.
 //! - Format 4 added the hook-id index, and format 5 each tenant's stored
 //!   bytes: [`ShardStore::upgrade`] builds both from the records.
+//! - Format 6 added the hook record that keeps its sinks' places (see
+//!   [`super::record`]): hooks written before are read without them, so
+//!   the upgrade only sets the format (a goad that reads format 5 would
+//!   take the new hooks for corrupt ones).
 //!
 //! A store of a newer format than [`FORMAT_VERSION`] (a node rolled back
 //! to an older binary) is refused, not read.
@@ -20,7 +24,7 @@ use std::ops::Bound;
 use std::path::Path;
 
 /// The format this goad writes and reads.
-pub(super) const FORMAT_VERSION: u32 = 5;
+pub(super) const FORMAT_VERSION: u32 = 6;
 
 impl ShardStore {
     /// Brings a store of an older `format` to this one in one transaction:
@@ -34,11 +38,15 @@ impl ShardStore {
         } else {
             0
         };
-        let counted = tenant_bytes::recount(self, &mut wtxn)?;
+        let counted = if format < 5 {
+            tenant_bytes::recount(self, &mut wtxn)?
+        } else {
+            0
+        };
         self.put_meta(&mut wtxn, "format", FORMAT_VERSION.into())?;
         wtxn.commit()?;
         crate::log::info(
-            "store upgraded to format 5 (hooks can be looked up by id; each tenant's stored bytes are counted)",
+            "store upgraded to format 6 (hooks can be looked up by id; each tenant's stored bytes are counted; new hooks keep their sinks' places)",
             &[
                 ("path", &path.display()),
                 ("from_format", &format),
@@ -200,6 +208,28 @@ mod tests {
             );
             assert_eq!(refused.to_string(), expected);
         }
+    }
+
+    /// A store of format 5 (hooks without their sinks' places) is set to
+    /// format 6 when opened and its hooks read as they were.
+    #[test]
+    fn a_format_5_store_is_set_to_format_6_and_its_hooks_read_as_they_were() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, mut tenants) = fresh_store(dir.path());
+        let mut wtxn = store.env.write_txn().unwrap();
+        let sinks = [NewRow::unordered(0, "http")];
+        let hook = record::sample_hook(1);
+        write_commit(&store, &mut wtxn, &mut tenants, &hook, &sinks, 10).unwrap();
+        store.put_meta(&mut wtxn, "format", 5).unwrap();
+        wtxn.commit().unwrap();
+        drop(store);
+
+        let store = ShardStore::open(dir.path(), 0, 1).unwrap();
+        let rtxn = store.env.read_txn().unwrap();
+        assert_eq!(store.meta_u64(&rtxn, "format").unwrap(), Some(6));
+        drop(rtxn);
+        assert_eq!(store.hook_status(0, "h1").unwrap().unwrap().hook, hook);
+        assert_eq!(store.verify().unwrap().problems, Vec::<String>::new());
     }
 
     /// A store of format 4 (the hook-id index, no byte counts) gets each

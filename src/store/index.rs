@@ -9,7 +9,9 @@
 use super::keys::{
     hook_key, is_hook_key, parse_row_key, parse_timed_key, row_key, timed_key, u64_at,
 };
-use super::record::{decode_hook, decode_hook_head, decode_row, Hook, RowRecord, RowStatus};
+use super::record::{
+    decode_placed_hook, decode_placed_hook_head, decode_row, Hook, RowRecord, RowStatus, SinkPlaces,
+};
 use super::write::PARKED_ERROR;
 use super::{ShardStore, StoreError, TenantTable};
 use crate::core::{DueEntry, DueIndex, Loaded, RowHead, RowId, RowState, TenantId, PACED_ERROR};
@@ -39,7 +41,7 @@ pub struct TxnIndex<'t> {
     txn: &'t RwTxn<'t>,
     tenants: &'t TenantTable,
     /// Hooks loaded whole, shared by the claims of their rows.
-    hooks: HashMap<u64, Arc<Hook>>,
+    hooks: HashMap<u64, (Arc<Hook>, Option<SinkPlaces>)>,
     /// Rows of the last page read ahead (see [`TxnIndex::read_ahead`]),
     /// in row order.
     rows: Vec<(RowId, Option<RowRecord>)>,
@@ -209,6 +211,7 @@ impl<'t> TxnIndex<'t> {
             first_attempt_at_ms: record.first_attempt_at_ms,
             replay: record.replay,
             lane: record.lane,
+            sink_places: None,
         }))
     }
 
@@ -226,18 +229,26 @@ impl<'t> TxnIndex<'t> {
             Ok(state) => state,
             Err(unreadable) => return Ok(unreadable),
         };
-        if let Some(hook) = self.hooks.get(&row.seq) {
-            let hook = hook.clone();
+        if let Some((hook, places)) = self.hooks.get(&row.seq) {
+            let (hook, sink_places) = (hook.clone(), places.clone());
+            let state = RowState {
+                sink_places,
+                ..state
+            };
             return Ok(Loaded::Row { state, hook });
         }
         let Some(bytes) = self.hook_bytes(row.seq)? else {
             return Ok(Loaded::HookMissing);
         };
-        let Ok(hook) = decode_hook(row.seq, bytes) else {
+        let Ok((hook, sink_places)) = decode_placed_hook(row.seq, bytes) else {
             return Ok(Loaded::HookCorrupt { state });
         };
         let hook = Arc::new(hook);
-        self.hooks.insert(row.seq, hook.clone());
+        (self.hooks).insert(row.seq, (hook.clone(), sink_places.clone()));
+        let state = RowState {
+            sink_places,
+            ..state
+        };
         Ok(Loaded::Row { state, hook })
     }
 
@@ -246,15 +257,25 @@ impl<'t> TxnIndex<'t> {
             Ok(state) => state,
             Err(unreadable) => return Ok(Err(unreadable)),
         };
-        if let Some(hook) = self.hooks.get(&row.seq) {
-            let hook = hook.head();
+        if let Some((hook, places)) = self.hooks.get(&row.seq) {
+            let (hook, sink_places) = (hook.head(), places.clone());
+            let state = RowState {
+                sink_places,
+                ..state
+            };
             return Ok(Ok(RowHead { state, hook }));
         }
         let Some(bytes) = self.hook_bytes(row.seq)? else {
             return Ok(Err(Loaded::HookMissing));
         };
-        Ok(match decode_hook_head(bytes) {
-            Ok(hook) => Ok(RowHead { state, hook }),
+        Ok(match decode_placed_hook_head(bytes) {
+            Ok((hook, sink_places)) => {
+                let state = RowState {
+                    sink_places,
+                    ..state
+                };
+                Ok(RowHead { state, hook })
+            }
             Err(_) => Err(Loaded::HookCorrupt { state }),
         })
     }

@@ -339,6 +339,9 @@ pub struct RowView {
     pub tenant: TenantId,
     pub source_id: String,
     pub record: RowRecord,
+    /// Its hook's sinks' places when it was committed (`Catalog::bind`
+    /// reads its sink by them).
+    pub sink_places: Option<record::SinkPlaces>,
     /// Claimed by a running or queued attempt when the snapshot was taken.
     pub in_flight: bool,
 }
@@ -391,7 +394,9 @@ impl ShardStore {
         };
         // Format 3 added the lane databases (created empty) and the row's
         // lane field (absent on older rows); format 4 the hook-id index and
-        // format 5 the tenants' byte counts, both built by the upgrade.
+        // format 5 the tenants' byte counts, both built by the upgrade;
+        // format 6 the hook record with its sinks' places (older hooks are
+        // read without).
         if let Some(format) = format.filter(|f| *f < u64::from(FORMAT_VERSION)) {
             store.upgrade(&path, format)?;
         }
@@ -507,8 +512,8 @@ impl ShardStore {
             }
             let row = keys::parse_row_key(k).ok_or(CorruptRecord { what: "row" })?;
             let record = record::decode_row(v)?;
-            let hook = match self.records.get(&rtxn, &keys::hook_key(row.seq))? {
-                Some(h) => record::decode_hook(row.seq, h)?,
+            let (hook, sink_places) = match self.records.get(&rtxn, &keys::hook_key(row.seq))? {
+                Some(h) => record::decode_placed_hook_head(h)?,
                 None => continue,
             };
             let in_flight = self.inflight.get(&rtxn, &keys::row_key(row))?.is_some();
@@ -518,6 +523,7 @@ impl ShardStore {
                 tenant: hook.tenant,
                 source_id: hook.source_id.to_string(),
                 record,
+                sink_places,
                 in_flight,
             });
         }

@@ -1,10 +1,15 @@
 //! Record codecs: the hook and the delivery row, as stored.
 //!
-//! Both start with a format byte (1). Strings and byte strings are a u32
+//! Both start with a format byte. Strings and byte strings are a u32
 //! big-endian length and the bytes; optional strings a presence byte first.
 //!
-//! Hook (key: seq): `1, id, tenant, source_id, received_at_ms u64,
-//! content_type?, dedupe_key?, header count u32, (name, value)*, body`.
+//! Hook (key: seq): `2, id, tenant, source_id, place count u32, place
+//! u64*, received_at_ms u64, content_type?, dedupe_key?, header count u32,
+//! (name, value)*, body`. The places are its source's sinks' (see
+//! `SinkConfig::place`) when it was committed, in the config's order: what
+//! binds its rows, stored by sink index, to the sinks a later config
+//! lists (`Catalog::bind`). A hook written before store format 6 starts
+//! with 1 and has no places.
 //!
 //! Row (key: seq, sink index): `1, state u8 (0 pending, 1 dead), sink_type,
 //! attempts u32, first_attempt_at_ms u64 (0 = never), at_ms u64 (due time
@@ -17,6 +22,13 @@ use std::fmt;
 use std::sync::Arc;
 
 const FORMAT: u8 = 1;
+
+/// The format byte of a hook record with its sinks' places.
+const PLACED_HOOK_FORMAT: u8 = 2;
+
+/// The places of a hook's source's sinks when it was committed, by sink
+/// index.
+pub type SinkPlaces = Arc<[u64]>;
 
 /// A stored hook: the body verbatim and what came with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,6 +210,28 @@ impl<'a> Reader<'a> {
             _ => Err(CorruptRecord { what: self.what }),
         }
     }
+    /// A hook record's format byte, ids and places (format 2).
+    fn hook_head(&mut self) -> Result<(HookHead, Option<SinkPlaces>), CorruptRecord> {
+        let placed = match self.u8()? {
+            FORMAT => false,
+            PLACED_HOOK_FORMAT => true,
+            _ => return Err(CorruptRecord { what: self.what }),
+        };
+        let head = HookHead {
+            id: self.string()?,
+            tenant: Arc::from(self.string()?),
+            source_id: Arc::from(self.string()?),
+        };
+        if !placed {
+            return Ok((head, None));
+        }
+        let count = self.u32()? as usize;
+        if count > self.b.len() / 8 {
+            return Err(CorruptRecord { what: self.what });
+        }
+        let places = (0..count).map(|_| self.u64()).collect::<Result<_, _>>()?;
+        Ok((head, Some(places)))
+    }
     fn end(&self) -> Result<(), CorruptRecord> {
         if self.b.is_empty() {
             Ok(())
@@ -207,12 +241,28 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// A hook record without places (as before store format 6).
 pub fn encode_hook(h: &Hook) -> Vec<u8> {
+    encode_placed_hook(h, None)
+}
+
+/// A hook record with its sinks' places, or without them (`None`).
+pub fn encode_placed_hook(h: &Hook, places: Option<&[u64]>) -> Vec<u8> {
     let mut w = Writer(Vec::with_capacity(64 + h.body.len()));
-    w.0.push(FORMAT);
+    w.0.push(if places.is_some() {
+        PLACED_HOOK_FORMAT
+    } else {
+        FORMAT
+    });
     w.bytes(h.id.as_bytes());
     w.bytes(h.tenant.as_bytes());
     w.bytes(h.source_id.as_bytes());
+    if let Some(places) = places {
+        w.u32(places.len() as u32);
+        for &place in places {
+            w.u64(place);
+        }
+    }
     w.u64(h.received_at_ms);
     w.opt(h.content_type.as_deref());
     w.opt(h.dedupe_key.as_deref());
@@ -226,13 +276,13 @@ pub fn encode_hook(h: &Hook) -> Vec<u8> {
 }
 
 pub fn decode_hook(seq: u64, b: &[u8]) -> Result<Hook, CorruptRecord> {
+    decode_placed_hook(seq, b).map(|(hook, _)| hook)
+}
+
+/// A hook record and its sinks' places (`None` for a record without).
+pub fn decode_placed_hook(seq: u64, b: &[u8]) -> Result<(Hook, Option<SinkPlaces>), CorruptRecord> {
     let mut r = Reader { b, what: "hook" };
-    if r.u8()? != FORMAT {
-        return Err(CorruptRecord { what: "hook" });
-    }
-    let id = r.string()?;
-    let tenant = Arc::from(r.string()?);
-    let source_id = Arc::from(r.string()?);
+    let (head, places) = r.hook_head()?;
     let received_at_ms = r.u64()?;
     let content_type = r.opt()?;
     let dedupe_key = r.opt()?;
@@ -243,17 +293,18 @@ pub fn decode_hook(seq: u64, b: &[u8]) -> Result<Hook, CorruptRecord> {
     }
     let body = r.bytes()?.to_vec();
     r.end()?;
-    Ok(Hook {
-        id,
+    let hook = Hook {
+        id: head.id,
         seq,
-        tenant,
-        source_id,
+        tenant: head.tenant,
+        source_id: head.source_id,
         received_at_ms,
         content_type,
         dedupe_key,
         headers,
         body,
-    })
+    };
+    Ok((hook, places))
 }
 
 /// A hook's ids without its headers and body (dead-letter listings).
@@ -265,15 +316,12 @@ pub struct HookHead {
 }
 
 pub fn decode_hook_head(b: &[u8]) -> Result<HookHead, CorruptRecord> {
-    let mut r = Reader { b, what: "hook" };
-    if r.u8()? != FORMAT {
-        return Err(CorruptRecord { what: "hook" });
-    }
-    Ok(HookHead {
-        id: r.string()?,
-        tenant: Arc::from(r.string()?),
-        source_id: Arc::from(r.string()?),
-    })
+    decode_placed_hook_head(b).map(|(head, _)| head)
+}
+
+/// A hook record's ids and its sinks' places.
+pub fn decode_placed_hook_head(b: &[u8]) -> Result<(HookHead, Option<SinkPlaces>), CorruptRecord> {
+    Reader { b, what: "hook" }.hook_head()
 }
 
 pub fn encode_row(row: &RowRecord) -> Vec<u8> {
@@ -361,8 +409,28 @@ mod tests {
                 source_id: hook.source_id.clone(),
             })
         );
-        assert_eq!(decode_hook(9, &bytes), Ok(hook));
+        assert_eq!(decode_hook(9, &bytes), Ok(hook.clone()));
         assert!(decode_hook(9, &bytes[..bytes.len() - 1]).is_err());
+        // With its sinks' places (store format 6): read back with them,
+        // and the old format without.
+        let places: SinkPlaces = Arc::from([7, u64::MAX]);
+        let placed = encode_placed_hook(&hook, Some(&places));
+        assert_eq!(placed.len(), bytes.len() + 4 + 16);
+        assert_eq!(
+            decode_placed_hook(9, &placed),
+            Ok((hook.clone(), Some(places.clone())))
+        );
+        assert_eq!(decode_placed_hook(9, &bytes), Ok((hook.clone(), None)));
+        assert_eq!(
+            decode_placed_hook_head(&placed),
+            Ok((hook.head(), Some(places)))
+        );
+        assert!(decode_hook(9, &placed[..placed.len() - 1]).is_err());
+        // A count of places the record cannot hold.
+        let mut lying = placed.clone();
+        let count_at = 1 + 3 * 4 + hook.id.len() + hook.tenant.len() + hook.source_id.len();
+        lying[count_at..count_at + 4].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert!(decode_placed_hook_head(&lying).is_err());
         let row = RowRecord {
             status: RowStatus::Dead,
             sink_type: "http".into(),

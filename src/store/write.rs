@@ -9,7 +9,7 @@ use super::keys::{
 };
 use super::lanes::{self, NewHead};
 use super::record::{
-    decode_hook_head, decode_row, encode_hook, encode_row, Hook, RowRecord, RowStatus,
+    decode_hook_head, decode_row, encode_placed_hook, encode_row, Hook, RowRecord, RowStatus,
 };
 use super::tenant_bytes::{self, TenantDeltas};
 use super::{ShardStore, StoreError, TenantTable};
@@ -41,8 +41,18 @@ impl NewRow {
     }
 }
 
-/// Writes a committed hook and one pending row per sink, each due now, or
-/// for an ordered sink behind the rows already in its lane (see [`lanes`]).
+/// A committed hook, its rows, and its source's sinks' places then (see
+/// `SinkConfig::place`; `None` writes it as before store format 6).
+#[derive(Debug, Clone, Copy)]
+pub struct Commit<'a> {
+    pub hook: &'a Hook,
+    pub places: Option<&'a [u64]>,
+    pub rows: &'a [NewRow],
+}
+
+/// Writes a committed hook (without places) and one pending row per
+/// sink, each due now, or for an ordered sink behind the rows already in
+/// its lane (see [`lanes`]).
 pub fn write_commit(
     store: &ShardStore,
     wtxn: &mut RwTxn,
@@ -52,26 +62,31 @@ pub fn write_commit(
     now_ms: u64,
 ) -> Result<(), StoreError> {
     let mut deltas = TenantDeltas::default();
-    write_commit_counted(store, wtxn, tenants, hook, rows, now_ms, &mut deltas)?;
+    let commit = Commit {
+        hook,
+        places: None,
+        rows,
+    };
+    write_commit_counted(store, wtxn, tenants, commit, now_ms, &mut deltas)?;
     deltas.write(store, wtxn)
 }
 
-/// [`write_commit`], one of a batch: its hook's bytes go into `deltas`,
-/// which the batch writes at its end.
+/// [`write_commit`] of a [`Commit`], one of a batch: its hook's bytes go
+/// into `deltas`, which the batch writes at its end.
 pub fn write_commit_counted(
     store: &ShardStore,
     wtxn: &mut RwTxn,
     tenants: &mut TenantTable,
-    hook: &Hook,
-    rows: &[NewRow],
+    commit: Commit<'_>,
     now_ms: u64,
     deltas: &mut TenantDeltas,
 ) -> Result<(), StoreError> {
+    let Commit { hook, places, rows } = commit;
     if rows.is_empty() {
         return Ok(());
     }
     let tenant_no = tenants.number_or_assign(store, wtxn, &hook.tenant)?;
-    let encoded = encode_hook(hook);
+    let encoded = encode_placed_hook(hook, places);
     store.records.put(wtxn, &hook_key(hook.seq), &encoded)?;
     deltas.add(tenant_no, encoded.len() as u64);
     let sinks = rows.iter().map(|row| row.sink_index);

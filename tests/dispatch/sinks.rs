@@ -817,3 +817,79 @@ fn a_paused_sink_holds_its_rows_until_it_is_resumed() {
         engine.hook_count().unwrap() == 0
     });
 }
+
+/// The paths of what `receiver` got, sorted.
+fn sorted_paths(receiver: &Receiver) -> Vec<String> {
+    let mut paths: Vec<String> = receiver.received().into_iter().map(|r| r.path).collect();
+    paths.sort();
+    paths
+}
+
+/// A source posting to `/a` (paused: its rows wait) and `/b`, each of
+/// three hooks delivered to `/b`: the engine, its config and receiver.
+fn three_hooks_held_for_a(dir: &std::path::Path) -> (Engine, goad::Config, Receiver) {
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = config(dir);
+    let a = SinkConfig {
+        paused: true,
+        ..SinkConfig::http(receiver.url("/a"))
+    };
+    let b = SinkConfig::http(receiver.url("/b"));
+    c.sources.push(source("s", "t", vec![a, b]));
+    let engine = Engine::open(c.clone()).unwrap();
+    for i in 0..3 {
+        engine.commit(NewHook::new("s", format!("{i}"))).unwrap();
+    }
+    assert!(receiver.wait_for(3, Duration::from_secs(5)));
+    engine.tick().unwrap();
+    assert_eq!(engine.stats()[0].core.held, 3);
+    (engine, c, receiver)
+}
+
+/// Two HTTP sinks, the first's rows waiting, and a reload that removes
+/// the first: its rows are dead-lettered as `sink_gone`, not sent to the
+/// second sink, which took the first's index and has its type. (Until
+/// 2026-12-07 a row went to whichever sink of its type held its index
+/// then: `/b` got each hook twice.)
+#[test]
+fn a_reload_that_removes_a_sink_sends_its_rows_to_no_other_sink_of_its_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, mut c, receiver) = three_hooks_held_for_a(dir.path());
+    c.sources[0].sinks.remove(0);
+    engine.reconfigure(&c).unwrap();
+    wait_until(
+        "the removed sink's rows dead",
+        Duration::from_secs(5),
+        || dead(&engine).len() == 3,
+    );
+    engine.tick().unwrap();
+    assert_eq!(sorted_paths(&receiver), ["/b"; 3]);
+    let gone = (0, "sink_gone: index 0, type http".to_string());
+    assert_eq!(dead_attempts_and_reasons(&engine), vec![gone; 3]);
+}
+
+/// The same two sinks, and a sink inserted before them while the engine
+/// is stopped: the first's rows are held for it at its new index, and go
+/// to it once it is resumed, none to the new sink at its old one.
+#[test]
+fn a_sink_inserted_first_while_stopped_takes_none_of_the_rows_stored_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, mut c, receiver) = three_hooks_held_for_a(dir.path());
+    engine.shutdown();
+    drop(engine);
+    let new = SinkConfig::http(receiver.url("/new"));
+    c.sources[0].sinks.insert(0, new);
+    let engine = Engine::open(c.clone()).unwrap();
+    engine.tick().unwrap();
+    let held = engine.held_by_sink("t").unwrap();
+    assert_eq!(held.into_iter().collect::<Vec<_>>(), [(("s".into(), 1), 3)]);
+    c.sources[0].sinks[1].paused = false;
+    engine.reconfigure(&c).unwrap();
+    assert!(receiver.wait_for(6, Duration::from_secs(5)));
+    engine.tick().unwrap();
+    assert_eq!(engine.hook_count().unwrap(), 0);
+    assert_eq!(
+        sorted_paths(&receiver),
+        ["/a", "/a", "/a", "/b", "/b", "/b"]
+    );
+}

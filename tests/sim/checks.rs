@@ -25,8 +25,13 @@ impl Sim {
             {
                 continue;
             }
-            let binding =
-                (self.catalog).bind(&view.source_id, view.row.sink_index, &record.sink_type);
+            let places = view.sink_places.as_deref();
+            let binding = (self.catalog).bind(
+                &view.source_id,
+                view.row.sink_index,
+                &record.sink_type,
+                places,
+            );
             let held_by = match binding {
                 Binding::Bound { sink_index } => {
                     let key = SinkKey {

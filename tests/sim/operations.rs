@@ -71,7 +71,8 @@ impl Sim {
             };
             (store.rows().unwrap().into_iter())
                 .filter(|r| {
-                    let bound = catalog.bind(&r.source_id, r.row.sink_index, &r.record.sink_type);
+                    let (index, places) = (r.row.sink_index, r.sink_places.as_deref());
+                    let bound = catalog.bind(&r.source_id, index, &r.record.sink_type, places);
                     r.record.status == RowStatus::Pending
                         && !r.in_flight
                         && (now_ms + 1..HELD_DUE_MS).contains(&r.record.at_ms)
