@@ -50,6 +50,15 @@ pub struct SinkEntry {
 }
 
 impl SourceEntry {
+    /// The index of its sink at the place `places` has at `index` (the
+    /// first such for the first of equal places there, and so on).
+    fn index_of(&self, places: &[u64], index: usize) -> Option<usize> {
+        let place = places[index];
+        let rank = places[..index].iter().filter(|p| **p == place).count();
+        let mut at_place = self.places.iter().enumerate().filter(|(_, p)| **p == place);
+        at_place.nth(rank).map(|(i, _)| i)
+    }
+
     /// The sinks with a rate, with their indexes.
     fn rated_sinks(&self) -> impl Iterator<Item = (usize, &SinkEntry)> {
         (self.sinks.iter().enumerate()).filter(|(_, sink)| sink.call_interval_us.is_some())
@@ -225,6 +234,24 @@ impl Catalog {
         (self.sink(&key.source_id, key.sink_index)).is_some_and(|s| s.sink_type == key.sink_type)
     }
 
+    /// Whether `key` is still of the sink it was of in `previous`: its
+    /// source has a sink of its type at its index, the one at the place
+    /// its index had in `previous` (the first such for the first of equal
+    /// places, and so on). Rows queued on a key that a reload gave another
+    /// sink are bound again, so they go to no other sink.
+    pub fn has_key_of(&self, previous: &Catalog, key: &SinkKey) -> bool {
+        let index = usize::from(key.sink_index);
+        let (Some(now), Some(then)) = (
+            self.sources.get(&key.source_id),
+            previous.sources.get(&key.source_id),
+        ) else {
+            return false;
+        };
+        self.has_key(key)
+            && index < then.places.len()
+            && now.index_of(&then.places, index) == Some(index)
+    }
+
     /// Whether `key` is one of the catalog's own: of a configured sink
     /// whose source is its tenant's. (Rows of a hook committed before its
     /// source moved to another tenant keep their hook's tenant: their key
@@ -287,7 +314,7 @@ impl Catalog {
             false => previous.paces_changed_in(self),
         };
         let keys_disowned = (previous.keys())
-            .filter(|key| !self.owns_key(key))
+            .filter(|key| !self.owns_key(key) || !self.has_key_of(previous, key))
             .collect();
         let from = Arc::downgrade(previous);
         let _ = self.changes.set(Changes {
@@ -348,11 +375,19 @@ impl Catalog {
         })
     }
 
-    /// Whether a sink paused here is not in `next` (resumed, or gone).
+    /// Whether a reload to `next` may free rows held for a sink paused
+    /// here: its source is gone, its sinks' places changed (a held row may
+    /// bind to another sink now), or the sink is resumed.
     pub fn resumes_in(&self, next: &Catalog) -> bool {
         self.sources.iter().any(|(source_id, entry)| {
-            (entry.sinks.iter().enumerate())
-                .any(|(i, sink)| sink.paused && !next.is_paused(source_id, i as u16))
+            let paused = entry.sinks.iter().map(|sink| sink.paused);
+            entry.sinks.iter().any(|sink| sink.paused)
+                && next.sources.get(source_id).is_none_or(|there| {
+                    there.places != entry.places
+                        || paused
+                            .zip(&there.sinks)
+                            .any(|(was, sink)| was && !sink.paused)
+                })
         })
     }
 
@@ -390,19 +425,12 @@ impl Catalog {
         let Some(places) = places.filter(|places| index < places.len()) else {
             return Self::bind_by_type(source, sink_index, sink_type);
         };
-        let place = places[index];
-        let rank = places[..index].iter().filter(|p| **p == place).count();
-        let now = source
-            .places
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| **p == place);
-        if let Some((i, _)) = now.clone().nth(rank) {
+        if let Some(i) = source.index_of(places, index) {
             return Binding::Bound {
                 sink_index: i as u16,
             };
         }
-        let edited_in_place = now.count() == 0
+        let edited_in_place = !source.places.contains(&places[index])
             && (source.sinks.get(index)).is_some_and(|sink| &*sink.sink_type == sink_type)
             && !places.contains(&source.places[index]);
         if edited_in_place {

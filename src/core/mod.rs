@@ -458,21 +458,26 @@ impl Core {
         self.repace_changed_rates(&catalog);
         self.dispatch = dispatch;
         self.retry = retry;
-        self.catalog = catalog;
+        let previous = std::mem::replace(&mut self.catalog, catalog);
         // Keys waiting for their turn go back in the rings: the next pass
         // holds them to their sink's new rate, or none.
         self.end_rate_waits(u64::MAX);
-        // Rows queued on a key the new sources do not have are bound again
-        // by the next scan: the sink at their index is not theirs now.
+        // Rows queued on a key the new sources do not have, or whose index
+        // another sink now holds, are bound again by the next scan: the
+        // sink at their index is not theirs now.
         let unbound = (maybe_stray.iter())
-            .filter(|key| !self.keys[*key].queue.is_empty() && !self.catalog.has_key(key))
+            .filter(|key| {
+                !self.keys[*key].queue.is_empty() && !self.catalog.has_key_of(&previous, key)
+            })
             .cloned()
             .collect();
         self.unqueue(unbound);
         self.forget_gone_keys(now_ms, maybe_stray);
         self.forget_idle_tenants();
+        // A breaker is its sink's: one whose index another sink now holds
+        // goes too, and the rows it parked run again.
         let dropped: Vec<SinkKey> = (self.breakers.keys())
-            .filter(|key| !self.keeps_breaker(key))
+            .filter(|key| !self.keeps_breaker(key) || !self.catalog.has_key_of(&previous, key))
             .cloned()
             .collect();
         for key in dropped {
@@ -507,7 +512,9 @@ impl Core {
             }
             None => {
                 self.stray_keys.clear();
-                let strays = self.keys.keys().filter(|key| !catalog.owns_key(key));
+                let strays = (self.keys.keys()).filter(|key| {
+                    !catalog.owns_key(key) || !catalog.has_key_of(&self.catalog, key)
+                });
                 strays.cloned().collect()
             }
         }

@@ -90,6 +90,20 @@ impl Model {
         seq
     }
 
+    /// [`Model::add`] for a hook whose record keeps `places`, its sinks'.
+    fn add_placed(
+        &mut self,
+        tenant: &str,
+        source: &str,
+        kinds: &[&str],
+        places: &crate::store::record::SinkPlaces,
+    ) {
+        let seq = self.add(tenant, source, kinds, 0);
+        for (_, (state, _)) in self.rows.iter_mut().filter(|(row, _)| row.seq == seq) {
+            state.sink_places = Some(places.clone());
+        }
+    }
+
     /// Applies every op the core has, returning them.
     fn apply(&mut self, core: &mut Core) -> Vec<StoreOp> {
         let mut ops = Vec::new();

@@ -341,6 +341,32 @@ impl Sim {
             "seed {seed}: row {:?} starts on a key of another type",
             job.row
         );
+        // The sink it starts on is at the place its index had at commit
+        // (the first such for the first of equal places, and so on), or,
+        // that place gone, at its index and at a place its hook did not
+        // know (as if that sink's destination had been changed there).
+        let then = &self.hook_places[&job.hook.id];
+        let now = &self
+            .catalog
+            .source(&job.key.source_id)
+            .expect("a bound source")
+            .places;
+        let (index, started_at) = (
+            usize::from(job.row.sink_index),
+            usize::from(job.key.sink_index),
+        );
+        let place = then[index];
+        let rank = then[..index].iter().filter(|p| **p == place).count();
+        let own = (now.iter().enumerate())
+            .filter(|(_, p)| **p == place)
+            .nth(rank);
+        let edited_in_place = own.is_none() && started_at == index && !then.contains(&now[index]);
+        assert!(
+            own.is_some_and(|(i, _)| i == started_at) || edited_in_place,
+            "seed {seed}: row {:?} starts at index {started_at}, not on its sink (places then \
+             {then:?}, now {now:?})",
+            job.row
+        );
         // Parked rows spend no attempts: the stored count never exceeds the
         // attempts started (some of which a crash or timeout lost).
         let started = self.started.entry(job.row).or_default();

@@ -43,11 +43,13 @@
 //!   at most once per window, across crashes: a commit answered with an
 //!   earlier hook's id names the last stored hook of that source and key,
 //!   committed less than a window before;
-//! - a call starts only on a sink of its rows' type, at the index the
-//!   config now gives it (reloads swap source s0's two sinks at seeded
-//!   times, with rows of both claimed, and remove one of them, whose rows
-//!   are then dead-lettered as `sink_gone`, or another source, whose rows
-//!   are dead-lettered as `source_gone`, and put them back);
+//! - a call starts only on the sink its rows were written for — of their
+//!   type and at their place (source s0 has two sinks of one type) — at
+//!   the index the config now gives it (reloads swap two of source s0's
+//!   three sinks at seeded times, with rows of each claimed, and remove
+//!   one of them, whose rows are then dead-lettered as `sink_gone`, or
+//!   another source, whose rows are dead-lettered as `source_gone`, and
+//!   put them back anywhere);
 //! - a wake of a sink (at seeded times, half of them all at once, half a
 //!   step an iteration) makes exactly that sink's waiting rows due: none
 //!   is left waiting (but rows behind their lane's head), and as many are
@@ -83,6 +85,7 @@ use goad::core::{
     SinkKey, SourceSweep, TenantId, TenantStats, HELD_DUE_MS,
 };
 use goad::runtime::{Completion, NewRows, ShardState};
+use goad::store::record::SinkPlaces;
 use goad::store::{DeadFilter, Hook, PurgeStep, ReviveStep, ShardStore};
 use goad::{Config, RowStatus, RowView, SinkState};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -193,9 +196,12 @@ struct Sim {
     /// for the liveness phase.
     config: Config,
     pause_rng: Rng,
-    /// Reloads that swap source s0's two sinks (its rows bind to their
+    /// Reloads that swap two of source s0's sinks (its rows bind to their
     /// sink's new index) at seeded times, from a PRNG of their own.
     swap_rng: Rng,
+    /// The places of each committed hook's sinks (by hook id), which a
+    /// row's sink must have at the row's index whenever an attempt starts.
+    hook_places: HashMap<String, SinkPlaces>,
     /// Reloads that remove one of source s0's sinks (its rows dead-letter
     /// as `sink_gone`), or source s1 or s2 (`source_gone`), and put them
     /// back, at seeded times from a PRNG of their own; the sink and the
@@ -248,7 +254,16 @@ impl Sim {
         let mut config = Config::default();
         for (i, tenant) in TENANTS.iter().enumerate() {
             let mut sinks = if i == 0 {
-                vec![SinkConfig::of_kind("a"), SinkConfig::of_kind("b")]
+                // A second sink of type `a`, at another place (its
+                // filter): only the places tell its rows from the first's.
+                let filtered = SinkConfig {
+                    filter: Some(HeaderFilter {
+                        header: "k".into(),
+                        values: vec!["0".into(), "1".into()],
+                    }),
+                    ..SinkConfig::of_kind("a")
+                };
+                vec![SinkConfig::of_kind("a"), SinkConfig::of_kind("b"), filtered]
             } else {
                 vec![SinkConfig::of_kind(SINK_TYPES[i % 2])]
             };
@@ -401,6 +416,7 @@ impl Sim {
             config,
             pause_rng: Rng::new(seed ^ 0x9a05_ed51),
             swap_rng: Rng::new(seed ^ 0x5a9_0f51),
+            hook_places: HashMap::new(),
             removal_rng: Rng::new(seed ^ 0x9e30_5e71),
             removed_sink: None,
             removed_source: None,
@@ -669,8 +685,9 @@ fn dead_by_config(shard: &ShardState) -> u64 {
 /// dead-lettering as `sink_gone` was unsynced; a crash brought the head
 /// back, deliverable after a reload, behind the row; see
 /// `runtime::step`).
-const FOUND_SEEDS: [u64; 8] = [
+const FOUND_SEEDS: [u64; 9] = [
     6_600_463, 13_000_327, 28_200_425, 30_600_032, 50_950_888, 50_985_762, 50_989_725, 51_084_848,
+    51_119_606,
 ];
 
 fn seeds() -> Vec<u64> {

@@ -186,6 +186,10 @@ impl Sim {
         if self.note_rng.below(2) == 0 {
             self.catalog.note_changes_from(&previous);
         }
+        // A key whose index another sink took now spaces that sink's
+        // calls: its own, at its old index, are another key's.
+        let catalog = &self.catalog;
+        (self.call_starts).retain(|key, _| catalog.has_key_of(&previous, key));
         self.reconfigure(shard);
     }
 

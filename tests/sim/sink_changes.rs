@@ -14,12 +14,13 @@ pub(super) enum SinkChange {
     /// every call to the rate now, which a raise only shortens, while the
     /// rows paced at the old rate are paced again.
     RaiseRate,
-    /// Swaps source s0's two sinks (types `a` and `b`): rows stored for
-    /// index 0 of type `a` now bind to index 1, claimed ones too, and no
-    /// call may start on the sink now at a key's index.
+    /// Swaps two of source s0's three sinks (types `a`, `b` and `a` at
+    /// another place): rows stored for one's index now bind to the
+    /// other's, claimed ones too, and no call may start on the sink now
+    /// at a key's index.
     Swap,
-    /// Removes one of source s0's two sinks, or puts it back first or
-    /// second: while it is gone its rows are dead-lettered as `sink_gone`
+    /// Removes one of source s0's sinks, or puts it back at any index:
+    /// while it is gone its rows are dead-lettered as `sink_gone`
     /// as the scan reaches them (its held rows by the pass over held rows,
     /// checked; its paced rows by pacing again), and those not reached yet
     /// run again once it is back; the other sink's rows bind to it at its
@@ -97,17 +98,23 @@ impl Sim {
                 sink.max_calls_per_s = Some(rate.saturating_mul(2).min(100_000));
             }
             SinkChange::Swap => {
-                if self.removed_sink.is_some() {
-                    return false;
-                }
-                self.config.sources[0].sinks.swap(0, 1);
+                let sinks = &mut self.config.sources[0].sinks;
+                let n = sinks.len() as u64;
+                let first = self.swap_rng.below(n);
+                let second = (first + 1 + self.swap_rng.below(n - 1)) % n;
+                sinks.swap(first as usize, second as usize);
             }
             SinkChange::RemoveOrRestoreSink => {
                 let sinks = &mut self.config.sources[0].sinks;
-                let at = self.removal_rng.below(2) as usize;
                 match self.removed_sink.take() {
-                    Some(sink) => sinks.insert(at, sink),
-                    None => self.removed_sink = Some(sinks.remove(at)),
+                    Some(sink) => {
+                        let at = self.removal_rng.below(sinks.len() as u64 + 1) as usize;
+                        sinks.insert(at, sink);
+                    }
+                    None => {
+                        let at = self.removal_rng.below(sinks.len() as u64) as usize;
+                        self.removed_sink = Some(sinks.remove(at));
+                    }
                 }
             }
             SinkChange::RemoveOrRestoreSource => {

@@ -22,7 +22,10 @@ impl Sim {
             headers: vec![("k".into(), self.rng.below(3).to_string())],
             body: vec![0; 1 + self.rng.below(2_000) as usize],
         };
-        Some(NewRows::of(&source, hook))
+        let rows = NewRows::of(&source, hook);
+        let places = rows.places.clone().expect("a commit's places");
+        self.hook_places.insert(rows.hook.id.clone(), places);
+        Some(rows)
     }
 
     /// How long a call to the sink takes; `None` when it hangs.

@@ -46,6 +46,62 @@ fn rows_queued_across_a_reload_that_swaps_two_sinks_start_on_their_own_sink() {
     assert!(m.rows.is_empty());
 }
 
+/// The same with two sinks of one type, told apart by their places only:
+/// the keys of both are still the config's after the swap, but each is
+/// now the other sink's, so the rows queued on them go back to the index
+/// and start on their own sink at its new index.
+#[test]
+fn rows_queued_across_a_reload_that_swaps_two_sinks_of_one_type_start_on_their_own_sink() {
+    let posting_to = |urls: [&str; 2]| {
+        let sinks = (urls.iter())
+            .map(|url| SinkConfig {
+                url: Some(url.to_string()),
+                ..SinkConfig::of_kind("x")
+            })
+            .collect();
+        SourceConfig::new("a", "t", sinks)
+    };
+    let mut config = config_with(vec![posting_to(["https://one/", "https://two/"])]);
+    config.dispatch.sink_concurrency = 1;
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    let places = Catalog::from_config(&config)
+        .source("a")
+        .unwrap()
+        .places
+        .clone();
+    for _ in 0..3 {
+        m.add_placed("t", "a", &["x", "x"], &places);
+    }
+    c.handle_scan(0, &mut m);
+    let _ = m.apply(&mut c);
+    let running: Vec<Job> = std::iter::from_fn(|| c.poll_job(0)).collect();
+    assert_eq!(running.len(), 2, "one of each key; four rows queued");
+
+    let mut swapped = config.clone();
+    swapped.sources = vec![posting_to(["https://two/", "https://one/"])].into();
+    reconfigure(&mut c, 0, &swapped);
+    let written_back = m.apply(&mut c).len();
+    assert_eq!(written_back, 4, "the queued rows go back to the index");
+    for job in &running {
+        c.handle_outcome(1, job.id, Ok(()), TOOK);
+    }
+    let mut started = Vec::new();
+    settle_at(&mut c, &mut m, 1, &mut |job| {
+        started.push((job.row, job.key.sink_index));
+        Ok(())
+    });
+    started.sort();
+    let expected: Vec<_> = (2..=3)
+        .flat_map(|seq| {
+            let row = |sink_index| RowId { seq, sink_index };
+            [(row(0), 1), (row(1), 0)]
+        })
+        .collect();
+    assert_eq!(started, expected, "each row on its own sink's new index");
+    assert!(m.rows.is_empty());
+}
+
 /// A reload swaps sinks `x` and `y` (whose own retry keys allow one
 /// attempt) while an attempt of each runs: `y`'s failure is
 /// decided by `y`'s keys (dead), not by those of `x`, the sink now at the
