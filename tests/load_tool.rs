@@ -26,24 +26,41 @@ fn number_after<T: std::str::FromStr>(line: &str, word: &str) -> T {
         .unwrap_or_else(|_| panic!("{text:?} after {word:?} in {line:?}"))
 }
 
+/// A run of `goad-load` with `args` driving this build's `goad`, which
+/// succeeds: what it printed.
+fn load_run(args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_goad-load"))
+        .args(["--goad", env!("CARGO_BIN_EXE_goad")])
+        .args(args)
+        .output()
+        .expect("goad-load runs");
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    out
+}
+
 /// Bodies larger than a head take their room in the node's read budget,
 /// here the least it may be (one largest request), so the connections
 /// take turns: the run still acknowledges hooks, fails no request and
 /// delivers every hook it acknowledged.
 #[test]
 fn every_hook_the_load_tool_acknowledges_is_delivered_and_the_nodes_memory_is_reported() {
-    let output = Command::new(env!("CARGO_BIN_EXE_goad-load"))
-        .args(["--goad", env!("CARGO_BIN_EXE_goad")])
-        .args(["--connections", "8", "--seconds", "2", "--tenants", "2"])
-        .args(["--body-bytes", "100000", "--max-buffered-bytes", "1064960"])
-        .output()
-        .expect("goad-load runs");
-    let out = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{out}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let out = load_run(&[
+        "--connections",
+        "8",
+        "--seconds",
+        "2",
+        "--tenants",
+        "2",
+        "--body-bytes",
+        "100000",
+        "--max-buffered-bytes",
+        "1064960",
+    ]);
     let ingest = line(&out, "ingest:");
     let acknowledged: f64 = number_after(ingest, "ingest:");
     assert!(acknowledged > 0.0, "{ingest}");
@@ -64,17 +81,7 @@ fn every_hook_the_load_tool_acknowledges_is_delivered_and_the_nodes_memory_is_re
 /// receiver counts three deliveries for every hook acknowledged.
 #[test]
 fn a_hook_of_a_source_with_three_sinks_is_delivered_three_times() {
-    let output = Command::new(env!("CARGO_BIN_EXE_goad-load"))
-        .args(["--goad", env!("CARGO_BIN_EXE_goad")])
-        .args(["--connections", "4", "--seconds", "1", "--sinks", "3"])
-        .output()
-        .expect("goad-load runs");
-    let out = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{out}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let out = load_run(&["--connections", "4", "--seconds", "1", "--sinks", "3"]);
     assert!(
         line(&out, "goad-load:").contains(", 3 sinks a source,"),
         "{out}"

@@ -10,40 +10,17 @@ use crate::config::SinkRetryConfig;
 /// row is delivered once.
 #[test]
 fn rows_queued_across_a_reload_that_swaps_two_sinks_start_on_their_own_sink() {
-    let mut config = config_with(vec![source("a", "t", &["x", "y"])]);
-    config.dispatch.sink_concurrency = 1;
-    let mut c = core(&config, BIG);
-    let mut m = Model::default();
-    for _ in 0..3 {
+    let config = config_with(vec![source("a", "t", &["x", "y"])]);
+    let swapped = config_with(vec![source("a", "t", &["y", "x"])]);
+    let add = |m: &mut Model| {
         m.add("t", "a", &["x", "y"], 0);
-    }
-    c.handle_scan(0, &mut m);
-    let _ = m.apply(&mut c);
-    let running: Vec<Job> = std::iter::from_fn(|| c.poll_job(0)).collect();
-    assert_eq!(running.len(), 2, "one of each key; four rows queued");
-
-    let mut swapped = config.clone();
-    swapped.sources = vec![source("a", "t", &["y", "x"])].into();
-    reconfigure(&mut c, 0, &swapped);
-    let written_back = m.apply(&mut c).len();
-    assert_eq!(written_back, 4, "the queued rows go back to the index");
-    for job in &running {
-        c.handle_outcome(1, job.id, Ok(()), TOOK);
-    }
-    let mut started = Vec::new();
-    settle_at(&mut c, &mut m, 1, &mut |job| {
-        started.push((job.row, job.key.sink_index, job.key.sink_type.to_string()));
-        Ok(())
-    });
-    started.sort();
-    let expected: Vec<_> = (2..=3)
-        .flat_map(|seq| {
-            let row = |sink_index| RowId { seq, sink_index };
-            [(row(0), 1, "x".to_string()), (row(1), 0, "y".to_string())]
-        })
-        .collect();
-    assert_eq!(started, expected, "each row on its own sink's new index");
-    assert!(m.rows.is_empty());
+    };
+    let started = started_across_a_swap(&config, &swapped, add);
+    assert_eq!(
+        started,
+        swapped_rows(),
+        "each row on its own sink's new index"
+    );
 }
 
 /// The same with two sinks of one type, told apart by their places only:
@@ -59,27 +36,49 @@ fn rows_queued_across_a_reload_that_swaps_two_sinks_of_one_type_start_on_their_o
                 ..SinkConfig::of_kind("x")
             })
             .collect();
-        SourceConfig::new("a", "t", sinks)
+        config_with(vec![SourceConfig::new("a", "t", sinks)])
     };
-    let mut config = config_with(vec![posting_to(["https://one/", "https://two/"])]);
-    config.dispatch.sink_concurrency = 1;
-    let mut c = core(&config, BIG);
-    let mut m = Model::default();
+    let config = posting_to(["https://one/", "https://two/"]);
+    let swapped = posting_to(["https://two/", "https://one/"]);
     let places = Catalog::from_config(&config)
         .source("a")
         .unwrap()
         .places
         .clone();
+    let add = |m: &mut Model| m.add_placed("t", "a", &["x", "x"], &places);
+    let started = started_across_a_swap(&config, &swapped, add);
+    assert_eq!(
+        started,
+        swapped_rows(),
+        "each row on its own sink's new index"
+    );
+}
+
+/// Three hooks of source `a` (each `add`ed), committed under `config`
+/// with one call a key at once, and a reload to `swapped` while four of
+/// their rows are queued (each of the two running ends after it): every
+/// row that started after the reload, with its key's index, in row order.
+fn started_across_a_swap(
+    config: &Config,
+    swapped: &Config,
+    add: impl Fn(&mut Model),
+) -> Vec<(RowId, u16)> {
+    let mut config = config.clone();
+    config.dispatch.sink_concurrency = 1;
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
     for _ in 0..3 {
-        m.add_placed("t", "a", &["x", "x"], &places);
+        add(&mut m);
     }
     c.handle_scan(0, &mut m);
     let _ = m.apply(&mut c);
     let running: Vec<Job> = std::iter::from_fn(|| c.poll_job(0)).collect();
     assert_eq!(running.len(), 2, "one of each key; four rows queued");
 
-    let mut swapped = config.clone();
-    swapped.sources = vec![posting_to(["https://two/", "https://one/"])].into();
+    let swapped = Config {
+        dispatch: config.dispatch.clone(),
+        ..swapped.clone()
+    };
     reconfigure(&mut c, 0, &swapped);
     let written_back = m.apply(&mut c).len();
     assert_eq!(written_back, 4, "the queued rows go back to the index");
@@ -91,15 +90,19 @@ fn rows_queued_across_a_reload_that_swaps_two_sinks_of_one_type_start_on_their_o
         started.push((job.row, job.key.sink_index));
         Ok(())
     });
+    assert!(m.rows.is_empty());
     started.sort();
-    let expected: Vec<_> = (2..=3)
+    started
+}
+
+/// Rows 0 and 1 of hooks 2 and 3 with the index of their sinks swapped.
+fn swapped_rows() -> Vec<(RowId, u16)> {
+    (2..=3)
         .flat_map(|seq| {
             let row = |sink_index| RowId { seq, sink_index };
             [(row(0), 1), (row(1), 0)]
         })
-        .collect();
-    assert_eq!(started, expected, "each row on its own sink's new index");
-    assert!(m.rows.is_empty());
+        .collect()
 }
 
 /// A reload swaps sinks `x` and `y` (whose own retry keys allow one
