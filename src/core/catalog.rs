@@ -157,9 +157,11 @@ struct Changes {
     from: Weak<Catalog>,
     /// The keys whose pace changed (`paces_changed_in`).
     paces: HashSet<SinkKey>,
-    /// The keys that catalog owned and this one does not (see
-    /// `owns_key`): of sinks gone, or of sources moved to another tenant.
-    keys_disowned: HashSet<SinkKey>,
+    /// The keys that catalog owned whose rows may bind to another key in
+    /// this one: it does not own them (see `owns_key`: of sinks gone, or
+    /// of sources moved to another tenant), or their source's sinks'
+    /// places changed (see `places_changed_from`).
+    keys_to_rebind: HashSet<SinkKey>,
 }
 
 impl Catalog {
@@ -313,14 +315,14 @@ impl Catalog {
             true => HashSet::new(),
             false => previous.paces_changed_in(self),
         };
-        let keys_disowned = (previous.keys())
-            .filter(|key| !self.owns_key(key) || !self.has_key_of(previous, key))
+        let keys_to_rebind = (previous.keys())
+            .filter(|key| !self.owns_key(key) || self.places_changed_from(previous, &key.source_id))
             .collect();
         let from = Arc::downgrade(previous);
         let _ = self.changes.set(Changes {
             from,
             paces,
-            keys_disowned,
+            keys_to_rebind,
         });
     }
 
@@ -340,11 +342,21 @@ impl Catalog {
         }
     }
 
-    /// The keys `previous` owned that this catalog does not, when noted
-    /// from that very catalog.
-    pub fn keys_disowned_since(&self, previous: &Arc<Catalog>) -> Option<&HashSet<SinkKey>> {
+    /// The keys `previous` owned whose rows may bind to another key in
+    /// this catalog (see `Changes::keys_to_rebind`), when noted from that
+    /// very catalog.
+    pub fn keys_to_rebind_since(&self, previous: &Arc<Catalog>) -> Option<&HashSet<SinkKey>> {
         self.changes_from(previous)
-            .map(|noted| &noted.keys_disowned)
+            .map(|noted| &noted.keys_to_rebind)
+    }
+
+    /// Whether `source_id`'s sinks' places differ from those it has in
+    /// `previous` (a sink inserted, removed or moved, or where it delivers
+    /// changed), or it is in only one of the two: its rows, bound by
+    /// their places (see [`Catalog::bind`]), may bind to other sinks.
+    pub fn places_changed_from(&self, previous: &Catalog, source_id: &str) -> bool {
+        let now = self.sources.get(source_id).map(|s| &s.places[..]);
+        now != previous.sources.get(source_id).map(|s| &s.places[..])
     }
 
     /// Every key it owns: one a sink.
@@ -618,7 +630,8 @@ mod tests {
     }
 
     /// What a reload changes is noted once, from the catalog before it:
-    /// the keys whose pace changed and the keys of the sinks gone. A core
+    /// the keys whose pace changed and the keys to bind again (of the
+    /// sinks gone, and of sources whose sinks' places changed). A core
     /// holding another catalog (a copy, or one a reload in between gave
     /// it) compares its own paces and finds no keys noted.
     #[test]
@@ -639,20 +652,21 @@ mod tests {
             Cow::Borrowed(noted) => assert_eq!(*noted, changed),
             Cow::Owned(_) => panic!("compared again"),
         }
+        // s1 lost a sink: its other key's rows are bound again too.
         assert_eq!(
-            next.keys_disowned_since(&previous),
-            Some(&HashSet::from([s1(1)]))
+            next.keys_to_rebind_since(&previous),
+            Some(&HashSet::from([s1(0), s1(1)]))
         );
         let copy = Arc::new(paced(before, &[1, 0]));
         match next.paces_changed_since(&copy) {
             Cow::Owned(compared) => assert_eq!(compared, changed),
             Cow::Borrowed(_) => panic!("noted from another catalog"),
         }
-        assert_eq!(next.keys_disowned_since(&copy), None);
+        assert_eq!(next.keys_to_rebind_since(&copy), None);
         let same = paced(before, &[1, 0]);
         same.note_changes_from(&previous);
         assert!(same.paces_changed_since(&previous).is_empty());
-        assert_eq!(same.keys_disowned_since(&previous), Some(&HashSet::new()));
+        assert_eq!(same.keys_to_rebind_since(&previous), Some(&HashSet::new()));
     }
 
     /// A source moved to another tenant keeps its sinks (`has_key`), but
@@ -679,6 +693,6 @@ mod tests {
         assert!(moved.owns_key(&key("u", 0, "x")));
         assert!(!moved.has_key(&key("t", 1, "y")) && !moved.owns_key(&key("u", 1, "y")));
         let disowned = HashSet::from([key("t", 0, "x"), key("t", 1, "y")]);
-        assert_eq!(moved.keys_disowned_since(&before), Some(&disowned));
+        assert_eq!(moved.keys_to_rebind_since(&before), Some(&disowned));
     }
 }

@@ -462,12 +462,15 @@ impl Core {
         // Keys waiting for their turn go back in the rings: the next pass
         // holds them to their sink's new rate, or none.
         self.end_rate_waits(u64::MAX);
-        // Rows queued on a key the new sources do not have, or whose index
-        // another sink now holds, are bound again by the next scan: the
-        // sink at their index is not theirs now.
+        // Rows queued on a key the new sources do not have, or of a source
+        // whose sinks' places changed, are bound again by the next scan:
+        // the sink at their index may not be theirs now.
         let unbound = (maybe_stray.iter())
             .filter(|key| {
-                !self.keys[*key].queue.is_empty() && !self.catalog.has_key_of(&previous, key)
+                let source_id = &key.source_id;
+                !self.keys[*key].queue.is_empty()
+                    && (!self.catalog.has_key(key)
+                        || self.catalog.places_changed_from(&previous, source_id))
             })
             .cloned()
             .collect();
@@ -488,20 +491,20 @@ impl Core {
         self.scan_requested = true;
     }
 
-    /// The keys that may not be `catalog`'s own after a reload to it:
-    /// those the core has of the keys its catalog owned and `catalog` does
-    /// not, as the reloading thread noted them (see
+    /// The keys that may not be `catalog`'s own after a reload to it, or
+    /// whose rows may bind to other keys: those the core has of the keys
+    /// its catalog owned and `catalog` does not, or of sources whose
+    /// sinks' places changed, as the reloading thread noted them (see
     /// `Catalog::note_changes_from`; none if it is the same catalog), and
     /// the strays before it (`stray_keys`, taken out); without a note (a
-    /// catalog noted from another, or not at all), every key `catalog`
-    /// does not own, each looked up in it (as every reload did before the
-    /// notes: 68–108 ms of a shard's loop at 100,000 keys,
-    /// docs/performance.md).
+    /// catalog noted from another, or not at all), every such key, each
+    /// looked up in it (as every reload did before the notes: 68–108 ms
+    /// of a shard's loop at 100,000 keys, docs/performance.md).
     fn keys_maybe_stray(&mut self, catalog: &Arc<Catalog>) -> Vec<SinkKey> {
         let noted = match Arc::ptr_eq(catalog, &self.catalog) {
             true => Some(Vec::new()),
-            false => (catalog.keys_disowned_since(&self.catalog)).map(|disowned| {
-                let kept = disowned.iter().filter(|key| self.keys.contains_key(*key));
+            false => (catalog.keys_to_rebind_since(&self.catalog)).map(|to_rebind| {
+                let kept = to_rebind.iter().filter(|key| self.keys.contains_key(*key));
                 kept.cloned().collect()
             }),
         };
@@ -513,7 +516,8 @@ impl Core {
             None => {
                 self.stray_keys.clear();
                 let strays = (self.keys.keys()).filter(|key| {
-                    !catalog.owns_key(key) || !catalog.has_key_of(&self.catalog, key)
+                    !catalog.owns_key(key)
+                        || catalog.places_changed_from(&self.catalog, &key.source_id)
                 });
                 strays.cloned().collect()
             }
