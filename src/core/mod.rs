@@ -475,6 +475,16 @@ impl Core {
             .cloned()
             .collect();
         self.unqueue(unbound);
+        // A wake under way of a key of such a source starts again from the
+        // first held row: rows it passed may bind to its key now.
+        let rewound: Vec<SinkKey> = (maybe_stray.iter())
+            .filter(|key| self.key_wakes.under_way(key))
+            .filter(|key| self.catalog.places_changed_from(&previous, &key.source_id))
+            .cloned()
+            .collect();
+        for key in rewound {
+            self.start_key_wake(&key);
+        }
         self.forget_gone_keys(now_ms, maybe_stray);
         self.forget_idle_tenants();
         // A breaker is its sink's: one whose index another sink now holds

@@ -685,9 +685,9 @@ fn dead_by_config(shard: &ShardState) -> u64 {
 /// dead-lettering as `sink_gone` was unsynced; a crash brought the head
 /// back, deliverable after a reload, behind the row; see
 /// `runtime::step`).
-const FOUND_SEEDS: [u64; 10] = [
+const FOUND_SEEDS: [u64; 11] = [
     6_600_463, 13_000_327, 28_200_425, 30_600_032, 50_950_888, 50_985_762, 50_989_725, 51_084_848,
-    51_119_606, 51_119_620,
+    51_119_606, 51_119_620, 51_119_960,
 ];
 
 fn seeds() -> Vec<u64> {
