@@ -239,8 +239,8 @@ impl Catalog {
     /// Whether `key` is still of the sink it was of in `previous`: its
     /// source has a sink of its type at its index, the one at the place
     /// its index had in `previous` (the first such for the first of equal
-    /// places, and so on). Rows queued on a key that a reload gave another
-    /// sink are bound again, so they go to no other sink.
+    /// places, and so on). A reload drops the breaker of a key it gave
+    /// another sink: a breaker is its sink's.
     pub fn has_key_of(&self, previous: &Catalog, key: &SinkKey) -> bool {
         let index = usize::from(key.sink_index);
         let (Some(now), Some(then)) = (
