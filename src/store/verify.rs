@@ -11,7 +11,7 @@
 
 use super::hook_index;
 use super::keys::{is_hook_key, parse_member_key, parse_row_key, parse_timed_key, u64_at};
-use super::record::{decode_hook, decode_row, RowStatus};
+use super::record::{decode_placed_hook, decode_row, RowStatus};
 use super::{DataDirLock, ShardStore, StoreError, TenantTable};
 use crate::core::{LaneId, RowId, LANE_ID_BYTES};
 use heed::RoTxn;
@@ -267,20 +267,32 @@ impl ShardStore {
         Ok(heads)
     }
 
-    /// Reads the hook and row records, naming the ones that do not decode.
+    /// Reads the hook and row records, naming the ones that do not decode
+    /// and the rows whose index their hook has no sink's place for (a
+    /// hook's key sorts before its rows').
     fn records(&self, rtxn: &RoTxn, out: &mut Verified) -> Result<(Hooks, Rows), StoreError> {
         let mut hooks = Hooks::new();
         let mut rows = Rows::new();
+        let mut placed: Option<(u64, usize)> = None;
         for item in self.records.iter(rtxn)? {
             let (k, v) = item?;
             if is_hook_key(k) {
                 let seq = u64_at(k, 0);
-                let id = decode_hook(seq, v).ok().map(|hook| hook.id);
-                if id.is_none() {
+                let decoded = decode_placed_hook(seq, v).ok();
+                if decoded.is_none() {
                     out.problem(format!("hook {seq} does not decode"));
                 }
-                hooks.insert(seq, id);
+                let places = decoded.as_ref().and_then(|(_, places)| places.as_ref());
+                placed = places.map(|places| (seq, places.len()));
+                hooks.insert(seq, decoded.map(|(hook, _)| hook.id));
             } else if let Some(row) = parse_row_key(k) {
+                if let Some((_, count)) = placed
+                    .filter(|(seq, count)| *seq == row.seq && usize::from(row.sink_index) >= *count)
+                {
+                    out.problem(format!(
+                        "row {row} has an index its hook keeps no sink's place for (it keeps {count})"
+                    ));
+                }
                 rows.insert(row, decode_row(v).ok().map(|r| (r.status, r.lane)));
             } else {
                 out.problem(format!("a record key of {} bytes", k.len()));
@@ -438,6 +450,41 @@ mod tests {
             ]
         );
         assert_eq!((found.hooks, found.due, found.problem_count), (4, 4, 9));
+    }
+
+    /// A hook that keeps its sinks' places names the rows it has no place
+    /// for: hook 1 keeps two and has rows 0 and 1, hook 2 keeps one.
+    #[test]
+    fn a_row_whose_hook_keeps_no_place_for_its_index_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, mut tenants) = super::super::fresh_store(dir.path());
+        let mut wtxn = store.env.write_txn().unwrap();
+        let rows = [NewRow::unordered(0, "http"), NewRow::unordered(1, "http")];
+        let mut deltas = super::super::tenant_bytes::TenantDeltas::default();
+        for (seq, places) in [(1, &[7, 8][..]), (2, &[7][..])] {
+            let hook = hook(seq);
+            let places = Some(places);
+            let commit = super::super::write::Commit {
+                hook: &hook,
+                places,
+                rows: &rows,
+            };
+            super::super::write::write_commit_counted(
+                &store,
+                &mut wtxn,
+                &mut tenants,
+                commit,
+                10,
+                &mut deltas,
+            )
+            .unwrap();
+        }
+        deltas.write(&store, &mut wtxn).unwrap();
+        wtxn.commit().unwrap();
+        assert_eq!(
+            store.verify().unwrap().problems,
+            ["row seq 2 sink 1 has an index its hook keeps no sink's place for (it keeps 1)"]
+        );
     }
 
     #[test]
