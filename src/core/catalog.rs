@@ -139,6 +139,17 @@ pub enum Binding {
     SinkGone,
 }
 
+impl Binding {
+    /// The index of the sink bound to; `None` when its source or sink is
+    /// gone.
+    pub fn sink_index(self) -> Option<u16> {
+        match self {
+            Binding::Bound { sink_index } => Some(sink_index),
+            Binding::SourceGone | Binding::SinkGone => None,
+        }
+    }
+}
+
 /// Every source of the config, by id.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {

@@ -153,10 +153,10 @@ impl Core {
     /// reload may have moved it from the key's index, or removed it.
     pub(super) fn retry_for(&self, key: &SinkKey) -> RetryConfig {
         // The key's index is its sink's when its rows were bound.
-        let own = match (self.catalog).bind(&key.source_id, key.sink_index, &key.sink_type, None) {
-            Binding::Bound { sink_index } => self.catalog.retry(&key.source_id, sink_index),
-            Binding::SinkGone | Binding::SourceGone => None,
-        };
+        let bound = (self.catalog).bind(&key.source_id, key.sink_index, &key.sink_type, None);
+        let own = bound
+            .sink_index()
+            .and_then(|sink_index| self.catalog.retry(&key.source_id, sink_index));
         own.map_or(self.retry, |own| own.over(self.retry))
     }
 }

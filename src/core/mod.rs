@@ -464,24 +464,20 @@ impl Core {
         self.end_rate_waits(u64::MAX);
         // Rows queued on a key the new sources do not have, or of a source
         // whose sinks' places changed, are bound again by the next scan:
-        // the sink at their index may not be theirs now.
-        let unbound = (maybe_stray.iter())
-            .filter(|key| {
-                let source_id = &key.source_id;
-                !self.keys[*key].queue.is_empty()
-                    && (!self.catalog.has_key(key)
-                        || self.catalog.places_changed_from(&previous, source_id))
-            })
-            .cloned()
-            .collect();
+        // the sink at their index may not be theirs now. A wake under way
+        // of a key of such a source starts again from the first held row:
+        // rows it passed may bind to its key now.
+        let (mut unbound, mut rewound) = (Vec::new(), Vec::new());
+        for key in &maybe_stray {
+            let moved = self.catalog.places_changed_from(&previous, &key.source_id);
+            if !self.keys[key].queue.is_empty() && (moved || !self.catalog.has_key(key)) {
+                unbound.push(key.clone());
+            }
+            if moved && self.key_wakes.under_way(key) {
+                rewound.push(key.clone());
+            }
+        }
         self.unqueue(unbound);
-        // A wake under way of a key of such a source starts again from the
-        // first held row: rows it passed may bind to its key now.
-        let rewound: Vec<SinkKey> = (maybe_stray.iter())
-            .filter(|key| self.key_wakes.under_way(key))
-            .filter(|key| self.catalog.places_changed_from(&previous, &key.source_id))
-            .cloned()
-            .collect();
         for key in rewound {
             self.start_key_wake(&key);
         }

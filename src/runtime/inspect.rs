@@ -7,7 +7,7 @@ use super::engine::Engine;
 use super::errors::Unavailable;
 use super::shard::ShardInput;
 use super::wall_ms;
-use crate::core::{Binding, SinkKey, SinkStats, TenantId, TenantStats};
+use crate::core::{SinkKey, SinkStats, TenantId, TenantStats};
 use crate::latency::LatencyCounts;
 use crate::store::{
     DeadFilter, DeadItem, DeadLetter, DeadPosition, HookStatus, Revived, StoreError,
@@ -119,11 +119,8 @@ impl Engine {
     pub fn held_by_sink(&self, tenant: &str) -> Result<HeldBySink, StoreError> {
         let shard = &self.shards[Engine::shard_of(tenant, self.shards.len())];
         let catalog = self.catalog.read().clone();
-        let bind = |source: &str, index, sink_type: &str, places: Option<&[u64]>| match catalog
-            .bind(source, index, sink_type, places)
-        {
-            Binding::Bound { sink_index } => Some(sink_index),
-            Binding::SinkGone | Binding::SourceGone => None,
+        let bind = |source: &str, index, sink_type: &str, places: Option<&[u64]>| {
+            catalog.bind(source, index, sink_type, places).sink_index()
         };
         shard.store.held_by_sink(tenant, &bind)
     }
