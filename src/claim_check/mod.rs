@@ -22,9 +22,11 @@ mod sweeper;
 pub use s3::{S3Bucket, S3Options};
 pub use sweeper::ClaimSweeper;
 
+use crate::config::ConfigError;
 use crate::sink::assume_role::RoleToAssume;
 use crate::sink::aws_credentials::{AwsCredentials, EnvCredentials};
 use crate::sink::aws_endpoint::AwsService;
+use crate::sink::aws_region::EnvironmentRegion;
 use dir::ClaimDir;
 use sha2::{Digest, Sha256};
 use std::io;
@@ -93,13 +95,19 @@ impl ClaimStore {
         ClaimStore::with(Backend::S3(Box::new(bucket)), retention_ms)
     }
 
-    /// The claim check a config names (`[claim_check]`).
-    pub fn from_config(config: &crate::config::Config) -> ClaimStore {
+    /// The claim check a config names (`[claim_check]`); an error naming
+    /// `claim_check.s3_region` when a bucket's region is neither set nor
+    /// named by the environment (see `sink::aws_region`).
+    pub fn from_config(config: &crate::config::Config) -> Result<ClaimStore, ConfigError> {
         let c = &config.claim_check;
         let Some(bucket) = &c.s3_bucket else {
-            return ClaimStore::new(config.claim_dir(), c.retention_ms);
+            return Ok(ClaimStore::new(config.claim_dir(), c.retention_ms));
         };
-        let region = c.s3_region.clone().unwrap_or_default();
+        let region = EnvironmentRegion::default().or(
+            c.s3_region.clone(),
+            "claim_check.s3_region",
+            " with claim_check.s3_bucket",
+        )?;
         let env = EnvCredentials::named(
             &c.access_key_id_env,
             &c.secret_access_key_env,
@@ -118,7 +126,7 @@ impl ClaimStore {
             credentials,
             timeout_ms: crate::limits::HTTP_TIMEOUT_MS,
         };
-        ClaimStore::s3(S3Bucket::new(options), c.retention_ms)
+        Ok(ClaimStore::s3(S3Bucket::new(options), c.retention_ms))
     }
 
     /// The AWS credentials its bucket's requests are signed with, if it

@@ -30,8 +30,8 @@ pub use source::{
     OAuth2Config, OneOrMany, SinkConfig, SinkRetryConfig, SourceConfig,
 };
 pub use sources::Sources;
-pub(crate) use validate::invalid;
 pub(crate) use validate::{ascii_url, is_http_url, secret_value, url_fits};
+pub(crate) use validate::{invalid, is_region, REGION_RULE};
 pub use validate::{is_id, ConfigError};
 
 /// The whole node configuration.

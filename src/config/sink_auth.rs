@@ -4,7 +4,9 @@
 //! `authorization` header or a URL's user information.
 
 use super::sink_checks::{aws_credentials, options_set, AWS_SIGNING_OPTIONS};
-use super::validate::{check_http_url, env_name, invalid, is_region, unknown_name, usable_path};
+use super::validate::{
+    check_http_url, check_region, env_name, invalid, is_region, unknown_name, usable_path,
+};
 use super::{ClientAuth, ConfigError, GoogleIdTokenConfig, OAuth2Config, SinkConfig};
 use crate::sink::gcp_id_token::ID_TOKEN_SOURCES;
 
@@ -81,17 +83,7 @@ pub(super) fn validate_aws_signing(at: &str, sink: &SinkConfig) -> Result<(), Co
         let rule = "an AWS service's signing name of lowercase letters, digits and '-' (lambda, execute-api)";
         return Err(invalid(format!("{at}.aws_service"), rule, service));
     }
-    match &sink.region {
-        Some(region) if !is_region(region) => {
-            let rule = "an AWS region name of lowercase letters, digits and '-'";
-            return Err(invalid(format!("{at}.region"), rule, region));
-        }
-        None => {
-            let rule = "set with aws_service: the region to sign for";
-            return Err(invalid(format!("{at}.region"), rule, "absent"));
-        }
-        _ => {}
-    }
+    check_region(format!("{at}.region"), sink.region.as_ref())?;
     aws_credentials(at, sink)
 }
 

@@ -8,7 +8,7 @@ use super::sink_auth::{
     one_authorization, validate_aws_signing, validate_google_id_token, validate_oauth2,
 };
 use super::validate::{
-    check_http_url, credentials, env_name, env_name_list, invalid, is_http_url, is_region,
+    check_http_url, check_region, credentials, env_name, env_name_list, invalid, is_http_url,
     positive, stored_header, unknown_name, url_fits, usable_path, validate_retry_policy,
 };
 use super::{Config, ConfigError, SinkConfig, SourceConfig};
@@ -360,17 +360,7 @@ fn validate_sqs_sink(
         ));
     }
     validate_queue_options(at, sink)?;
-    match &sink.region {
-        Some(region) if !is_region(region) => {
-            let rule = "an AWS region name of lowercase letters, digits and '-'";
-            return Err(invalid(format!("{at}.region"), rule, region));
-        }
-        None if crate::sink::sqs::region_of(queue_url).is_none() => {
-            let rule = "set: the queue URL's host names no AWS region";
-            return Err(invalid(format!("{at}.region"), rule, "absent"));
-        }
-        _ => {}
-    }
+    check_region(format!("{at}.region"), sink.region.as_ref())?;
     let key = format!("{at}.message_group_id");
     match &sink.message_group_id {
         Some(group) if !is_group_id(group) => {

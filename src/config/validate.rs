@@ -712,17 +712,7 @@ fn validate_s3_claims(c: &ClaimCheckConfig, bucket: &str) -> Result<(), ConfigEr
         let rule = "an S3 bucket name: 3 to 63 lowercase letters, digits, '.' or '-'";
         return Err(invalid("claim_check.s3_bucket", rule, bucket));
     }
-    match &c.s3_region {
-        Some(region) if is_region(region) => {}
-        Some(region) => {
-            let rule = "an AWS region name of lowercase letters, digits and '-'";
-            return Err(invalid("claim_check.s3_region", rule, region));
-        }
-        None => {
-            let rule = "set with claim_check.s3_bucket";
-            return Err(invalid("claim_check.s3_region", rule, "absent"));
-        }
-    }
+    check_region("claim_check.s3_region".into(), c.s3_region.as_ref())?;
     if let Some(endpoint) = &c.s3_endpoint {
         check_http_url("claim_check.s3_endpoint".into(), endpoint)?;
     }
@@ -904,7 +894,20 @@ fn env_names<const N: usize>(
 }
 
 /// An AWS region name (`us-east-1`).
-pub(super) fn is_region(s: &str) -> bool {
+/// What a region's name is, for the errors that refuse one.
+pub(crate) const REGION_RULE: &str = "an AWS region name of lowercase letters, digits and '-'";
+
+/// Refuses a `region` set at `key` that is not a region's name. Where none
+/// is set, the environment names one when the clients are built (see
+/// `sink::aws_region`).
+pub(super) fn check_region(key: String, region: Option<&String>) -> Result<(), ConfigError> {
+    match region {
+        Some(region) if !is_region(region) => Err(invalid(key, REGION_RULE, region)),
+        _ => Ok(()),
+    }
+}
+
+pub(crate) fn is_region(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 32
         && s.bytes()

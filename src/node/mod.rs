@@ -170,7 +170,8 @@ pub fn check_environment(
         .map_err(|e| NodeError::Open(OpenError::Store(e)))?;
     listen_addr(config, &tokens, allow_open_admin)?;
     http::tls::from_config(&config.http).map_err(NodeError::Config)?;
-    let claims = Arc::new(crate::claim_check::ClaimStore::from_config(config));
+    let claims = crate::claim_check::ClaimStore::from_config(config).map_err(NodeError::Config)?;
+    let claims = Arc::new(claims);
     let sinks =
         crate::sink::SinkRegistry::build(config, &Default::default(), &claims, &Default::default())
             .map_err(NodeError::Config)?;

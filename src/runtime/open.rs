@@ -146,7 +146,8 @@ impl EngineBuilder {
         self.config
             .validate_with_sinks(&names)
             .map_err(OpenError::Config)?;
-        let claims = Arc::new(ClaimStore::from_config(&self.config));
+        let claims = ClaimStore::from_config(&self.config).map_err(OpenError::Config)?;
+        let claims = Arc::new(claims);
         let sinks = SinkRegistry::build(
             &self.config,
             &self.host_sinks,

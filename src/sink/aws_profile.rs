@@ -290,6 +290,26 @@ impl SharedFiles {
     }
 }
 
+/// The `region` the profile (`AWS_PROFILE`, else `default`) names in
+/// the shared config file, with where it was read; `None` where the file,
+/// or the setting, or `$HOME` to find the file by, is absent.
+pub(super) fn profile_region() -> Result<Option<(String, String)>, Fetch> {
+    let path = match file_path("AWS_CONFIG_FILE", "config") {
+        Err(Fetch::NotSet(_)) => return Ok(None),
+        found => found?,
+    };
+    let Some(text) = read_if_present(&path)? else {
+        return Ok(None);
+    };
+    let profile = profile_name();
+    let sections = SharedFiles::config_sections(&profile);
+    let region = sections
+        .iter()
+        .find_map(|section| ini_value(&text, section, "region"));
+    let from = format!("the region of AWS profile {profile:?} in {path}");
+    Ok(region.map(|region| (from, region)))
+}
+
 /// The file `variable` names, else `$HOME/.aws/<name>`.
 fn file_path(variable: &str, name: &str) -> Result<String, Fetch> {
     match std::env::var(variable) {

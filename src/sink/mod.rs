@@ -8,6 +8,7 @@ pub(crate) mod assume_role;
 pub(crate) mod aws_credentials;
 pub(crate) mod aws_endpoint;
 mod aws_profile;
+pub(crate) mod aws_region;
 mod aws_sso;
 pub(crate) mod aws_xml;
 mod claiming;

@@ -6,6 +6,7 @@
 use super::assume_role::RoleToAssume;
 use super::aws_credentials::{AwsCredentials, EnvCredentials};
 use super::aws_endpoint::AwsService;
+use super::aws_region::EnvironmentRegion;
 use super::client::{client_certificate, root_certificates};
 use super::egress::Egress;
 use super::gcp_id_token::GoogleIdToken;
@@ -153,6 +154,7 @@ impl SinkRegistry {
             super::aws_endpoint::check_endpoint_variables()?;
         }
         let mut shared = previous.shared_credentials();
+        let mut regions = EnvironmentRegion::default();
         let mut clients = previous.shared_clients(config.dispatch.concurrency as usize);
         if let Some(bucket) = claims.aws_credentials() {
             shared.aws(bucket.clone());
@@ -164,14 +166,22 @@ impl SinkRegistry {
                     Some(sink) => claiming(sink.clone(), None, claims, &entry.kind, &at)?,
                     None => match entry.kind.as_str() {
                         "http" => {
-                            let options =
-                                http_options(config, &egress, &mut shared, source, entry, &at)?;
+                            let options = http_options(
+                                config,
+                                &egress,
+                                &mut shared,
+                                &mut regions,
+                                source,
+                                entry,
+                                &at,
+                            )?;
                             let client = clients.client(options.connections());
                             let recipe = Recipe::Http(options, client);
                             kept.or_build(source, recipe, entry, claims, &at)?
                         }
                         "sqs" => {
-                            let options = sqs_options(config, &mut shared, source, entry);
+                            let options =
+                                sqs_options(config, &mut shared, &mut regions, source, entry, &at)?;
                             kept.or_build(source, Recipe::Sqs(options), entry, claims, &at)?
                         }
                         "pubsub" => {
@@ -468,6 +478,7 @@ fn http_options(
     config: &Config,
     egress: &Egress,
     shared: &mut SharedCredentials,
+    regions: &mut EnvironmentRegion,
     source: &SourceConfig,
     entry: &SinkConfig,
     at: &str,
@@ -487,14 +498,18 @@ fn http_options(
         egress: egress.clone(),
         oauth2: oauth2_grant(egress, entry, at)?.map(|grant| shared.oauth2(grant)),
         google_id_token: google_id_token(entry, at)?.map(|tokens| shared.id_token(tokens)),
-        aws_signing: entry.aws_service.as_ref().map(|service| {
-            let region = entry.region.clone().unwrap_or_default();
-            AwsSigning {
-                service: service.clone(),
-                credentials: aws_credentials(shared, entry, &region),
-                region,
+        aws_signing: match &entry.aws_service {
+            Some(service) => {
+                let needed = " with aws_service (the region to sign for)";
+                let region = regions.or(entry.region.clone(), &format!("{at}.region"), needed)?;
+                Some(AwsSigning {
+                    service: service.clone(),
+                    credentials: aws_credentials(shared, entry, &region),
+                    region,
+                })
             }
-        }),
+            None => None,
+        },
     })
 }
 
@@ -617,16 +632,16 @@ fn http_url(entry: &SinkConfig, at: &str) -> Result<String, ConfigError> {
 fn sqs_options(
     config: &Config,
     shared: &mut SharedCredentials,
+    regions: &mut EnvironmentRegion,
     source: &SourceConfig,
     entry: &SinkConfig,
-) -> SqsSinkOptions {
+    at: &str,
+) -> Result<SqsSinkOptions, ConfigError> {
     let queue_url = entry.queue_url.clone().unwrap_or_default();
-    let region = entry
-        .region
-        .clone()
-        .or_else(|| region_of(&queue_url))
-        .unwrap_or_default();
-    SqsSinkOptions {
+    let configured = entry.region.clone().or_else(|| region_of(&queue_url));
+    let needed = " where the queue URL's host names no AWS region";
+    let region = regions.or(configured, &format!("{at}.region"), needed)?;
+    Ok(SqsSinkOptions {
         credentials: aws_credentials(shared, entry, &region),
         region,
         queue_url,
@@ -637,7 +652,7 @@ fn sqs_options(
         forward_allow: source.forward_headers.clone(),
         inline_max_bytes: entry.inline_max_bytes.unwrap_or(INLINE_MAX_BYTES),
         idle_connections: idle_connections(config),
-    }
+    })
 }
 
 /// The credentials a sink entry signs its requests for `region` with:
@@ -757,7 +772,10 @@ mod tests {
     }
 
     fn build(batch: fn() -> Option<NonZeroU16>) -> Result<Catalog, ConfigError> {
-        let sinks = vec![SinkConfig::of_kind("host"), SinkConfig::sqs("http://q/1/q")];
+        let sinks = vec![
+            SinkConfig::of_kind("host"),
+            SinkConfig::sqs("https://sqs.us-east-1.amazonaws.com/1/q"),
+        ];
         let config = Config::with_one_source(sinks);
         let host: HostSinks = [(
             "host".to_string(),
@@ -804,7 +822,7 @@ mod tests {
     /// another type at its key's index finds no sink, rather than that one.
     #[test]
     fn a_key_finds_only_a_sink_of_its_own_type_at_its_index() {
-        let queue = || SinkConfig::sqs("http://q/1/q");
+        let queue = || SinkConfig::sqs("https://sqs.us-east-1.amazonaws.com/1/q");
         let endpoint = || SinkConfig::http("http://a.example/hooks");
         let first = rebuilt(vec![endpoint(), queue()], &SinkRegistry::default());
         assert!(first.get(&key(0, "http")).is_some());
@@ -826,7 +844,7 @@ mod tests {
             ..SinkConfig::http("http://a.example/hooks")
         };
         let other = || SinkConfig::http("http://b.example/hooks");
-        let queue = || SinkConfig::sqs("http://q/1/q");
+        let queue = || SinkConfig::sqs("https://sqs.us-east-1.amazonaws.com/1/q");
         let first = rebuilt(vec![signed(), queue(), other()], &SinkRegistry::default());
         let same = rebuilt(vec![signed(), queue(), other()], &first);
         assert_eq!(kept_from(&first, &same, 3), [Some(0), Some(1), Some(2)]);
@@ -872,7 +890,7 @@ mod tests {
         let with_concurrency = |concurrency: u32| {
             let mut config = Config::with_one_source(vec![
                 SinkConfig::http("http://a.example/hooks"),
-                SinkConfig::sqs("http://q/1/q"),
+                SinkConfig::sqs("https://sqs.us-east-1.amazonaws.com/1/q"),
             ]);
             config.dispatch.concurrency = concurrency;
             config
@@ -901,7 +919,7 @@ mod tests {
             ..slack(100)
         };
         sources.push(SourceConfig::new("patient", "t", vec![patient]));
-        let queue = SinkConfig::sqs("http://q/1/q");
+        let queue = SinkConfig::sqs("https://sqs.us-east-1.amazonaws.com/1/q");
         sources.push(SourceConfig::new("queue", "t", vec![queue]));
         let mut config = Config::default();
         config.dispatch.concurrency = 32;

@@ -133,18 +133,20 @@ pub fn is_group_id(group: &str) -> bool {
     (1..=128).contains(&group.len()) && group.bytes().all(|b| b.is_ascii_graphic())
 }
 
-/// The region an AWS queue URL names (`sqs.<region>.amazonaws.com`, or the
-/// legacy `<region>.queue.amazonaws.com`).
+/// The region an AWS queue URL names: `sqs.<region>.amazonaws.com` (and
+/// `.com.cn`), `sqs-fips.<region>.amazonaws.com`, the dual-stack
+/// `sqs.<region>.api.aws`, an interface VPC endpoint's
+/// `<id>.sqs.<region>.vpce.amazonaws.com`, or the legacy
+/// `<region>.queue.amazonaws.com`.
 pub fn region_of(queue_url: &str) -> Option<String> {
     let uri = queue_url.parse::<ureq::http::Uri>().ok()?;
-    let host = uri.host()?;
-    let labels: Vec<&str> = host.split('.').collect();
-    match labels.as_slice() {
-        ["sqs", region, "amazonaws", ..] | [region, "queue", "amazonaws", ..] => {
-            Some(region.to_string())
-        }
-        _ => None,
-    }
+    let labels: Vec<&str> = uri.host()?.split('.').collect();
+    let sqs = |w: &[&str]| matches!(w, ["sqs" | "sqs-fips", _, "amazonaws" | "api" | "vpce"]);
+    let region = match labels.as_slice() {
+        [region, "queue", "amazonaws", ..] => region,
+        _ => labels.windows(3).find(|w| sqs(w))?.get(1)?,
+    };
+    Some(region.to_string())
 }
 
 /// The origin (`scheme://authority`) of a URL.
@@ -497,8 +499,22 @@ mod tests {
         let aws = "https://sqs.eu-west-1.amazonaws.com/123456789012/hooks.fifo";
         assert_eq!(queue_name(aws), Some("hooks.fifo"));
         assert_eq!(region_of(aws).as_deref(), Some("eu-west-1"));
-        let legacy = "https://us-east-2.queue.amazonaws.com/1/q";
-        assert_eq!(region_of(legacy).as_deref(), Some("us-east-2"));
+        for (url, region) in [
+            ("https://us-east-2.queue.amazonaws.com/1/q", "us-east-2"),
+            ("https://sqs.cn-north-1.amazonaws.com.cn/1/q", "cn-north-1"),
+            (
+                "https://sqs-fips.us-gov-west-1.amazonaws.com/1/q",
+                "us-gov-west-1",
+            ),
+            ("https://sqs.ap-south-1.api.aws/1/q", "ap-south-1"),
+            (
+                "https://vpce-0a1b-c2d3.sqs.eu-central-1.vpce.amazonaws.com/1/q",
+                "eu-central-1",
+            ),
+        ] {
+            assert_eq!(region_of(url).as_deref(), Some(region), "{url}");
+        }
+        assert_eq!(region_of("https://sqs.example.com/1/q"), None);
         let local = "http://127.0.0.1:5000/123456789012/q/";
         assert_eq!((queue_name(local), region_of(local)), (Some("q"), None));
         assert_eq!(queue_name("http://127.0.0.1:5000/"), None);

@@ -180,21 +180,30 @@ fn aws_ca_bundle_names_the_roots_of_aws_services_clients() {
 /// delivering to an SQS sink of `queue_url` signing for us-east-1, the
 /// sink's own keys `sink` (lines) added.
 fn sqs_config(dir: &Path, queue_url: &str, sink: &str) -> String {
+    sqs_config_of(dir, queue_url, &format!("region = \"us-east-1\"\n{sink}"))
+}
+
+/// As [`sqs_config`], with no `region` but one `sink` may set.
+fn sqs_config_of(dir: &Path, queue_url: &str, sink: &str) -> String {
     format!(
         "data_dir = {:?}\nlisten = \"127.0.0.1:0\"\nshards = 1\n[retry]\nmax_attempts = 1\n\
          [[sources]]\nid = \"a\"\ntenant = \"t\"\n[[sources.sinks]]\ntype = \"sqs\"\n\
-         queue_url = {queue_url:?}\nregion = \"us-east-1\"\n{sink}",
+         queue_url = {queue_url:?}\n{sink}",
         dir.join("data"),
     )
 }
 
 /// `command` with made-up AWS keys in the variables an SQS sink reads by
-/// default, and no endpoint variable but those the test sets.
+/// default, and no endpoint or region variable but those the test sets.
 fn with_aws_test_keys(command: &mut Command) -> &mut Command {
     for variable in [
         "AWS_ENDPOINT_URL",
         "AWS_ENDPOINT_URL_SQS",
         "AWS_SESSION_TOKEN",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_PROFILE",
+        "AWS_CONFIG_FILE",
     ] {
         command.env_remove(variable);
     }
@@ -271,6 +280,76 @@ fn an_sqs_sink_sends_to_the_endpoint_aws_endpoint_url_names() {
         "the environment's AWS_ENDPOINT_URL_SQS must be an http:// or https:// URL with a host \
          (an AWS service's endpoint, or a server that speaks its API), as AWS's SDKs read it, \
          got \"localhost:4566\"\n"
+    );
+}
+
+/// An SQS sink whose config and queue URL name no region (a LocalStack or
+/// moto queue, a VPC endpoint's) signs for the one the environment names,
+/// as AWS's SDKs find it: `AWS_REGION`, else `AWS_DEFAULT_REGION`, else
+/// the `region` of the profile (`AWS_PROFILE`, else `default`) in the
+/// config file. Where none does, or one is no region's name, the node is
+/// refused, naming the key or the variable.
+#[test]
+fn an_sqs_sink_with_no_region_signs_for_the_one_the_environment_names() {
+    let answer = |_: &goad::demo::receiver::Received| Reply::status(200);
+    let dir = tempfile::tempdir().unwrap();
+    let profiles = dir.path().join("aws-config");
+    let text = "[default]\nregion = us-west-2\n\n[profile hooks]\nregion = ap-south-1\n";
+    std::fs::write(&profiles, text).unwrap();
+    let both = [
+        ("AWS_REGION", "eu-west-1"),
+        ("AWS_DEFAULT_REGION", "us-east-2"),
+    ];
+    let cases: [(&[(&str, &str)], &str); 4] = [
+        (&both, "eu-west-1"),
+        (&both[1..], "us-east-2"),
+        (&[], "us-west-2"),
+        (&[("AWS_PROFILE", "hooks")], "ap-south-1"),
+    ];
+    for (variables, region) in cases {
+        let queue = Receiver::start(answer).unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let config = sqs_config_of(data.path(), &queue.url("/123456789012/hooks"), "");
+        let node = serve_config(data.path(), &config, |command| {
+            with_aws_test_keys(command)
+                .env("AWS_CONFIG_FILE", &profiles)
+                .envs(variables.iter().copied());
+        });
+        queue_one_hook(&node, &queue, region);
+        let signed = queue.received()[0]
+            .header("authorization")
+            .unwrap()
+            .to_string();
+        let scope = format!("/{region}/sqs/aws4_request");
+        assert!(signed.contains(&scope), "{variables:?}: {signed}");
+    }
+
+    let none = |command: &mut Command| {
+        with_aws_test_keys(command).env("AWS_CONFIG_FILE", dir.path().join("no-such-file"));
+    };
+    let config = sqs_config_of(dir.path(), "http://127.0.0.1:1/123456789012/hooks", "");
+    std::fs::write(dir.path().join("goad.toml"), config).unwrap();
+    assert_eq!(
+        refused_environment(dir.path(), none),
+        "sources[0].sinks[0].region must be set where the queue URL's host names no AWS region, \
+         or named by AWS_REGION, AWS_DEFAULT_REGION or the AWS profile's `region`, got \"absent\"\n"
+    );
+    let refusal = refused_environment(dir.path(), |command| {
+        none(command);
+        command.env("AWS_REGION", "EU West");
+    });
+    assert_eq!(
+        refusal,
+        "the environment's AWS_REGION must be an AWS region name of lowercase letters, digits \
+         and '-', got \"EU West\"\n"
+    );
+    let claims = "[claim_check]\ns3_bucket = \"claims\"\n";
+    let config = sqs_config(dir.path(), "http://127.0.0.1:1/123456789012/hooks", "");
+    std::fs::write(dir.path().join("goad.toml"), format!("{config}{claims}")).unwrap();
+    assert_eq!(
+        refused_environment(dir.path(), none),
+        "claim_check.s3_region must be set with claim_check.s3_bucket, or named by AWS_REGION, \
+         AWS_DEFAULT_REGION or the AWS profile's `region`, got \"absent\"\n"
     );
 }
 
