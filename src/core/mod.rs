@@ -455,7 +455,7 @@ impl Core {
         if self.dispatch.breaker_failures > 0 && dispatch.breaker_failures == 0 {
             self.unpark_every_tenant();
         }
-        self.repace_changed_rates(&catalog);
+        self.repace_changed_rates(&catalog, &maybe_stray);
         self.dispatch = dispatch;
         self.retry = retry;
         let previous = std::mem::replace(&mut self.catalog, catalog);

@@ -20,9 +20,10 @@
 //! it may start one within the current millisecond, which then moves that
 //! time to one interval after the later of itself and now. So calls
 //! k and k + n of a key start more than n intervals less 1 ms apart; an
-//! idle key's next call starts at once (no burst is saved up). A process
-//! restart forgets the times; a shard rebuilt inside the process keeps
-//! them.
+//! idle key's next call starts at once (no burst is saved up). A reload
+//! that changes a sink's rate moves its key's next call to one new
+//! interval after its last (see `repace`). A process restart forgets the
+//! times; a shard rebuilt inside the process keeps them.
 //!
 //! A freed slot goes first to a tenant running fewer calls than its share
 //! of the shard's concurrency (divided among the tenants with rows

@@ -24,9 +24,10 @@
 //!   one (some have their own retry keys, per seed);
 //! - a key of a sink with `max_calls_per_s` (some are, per seed) starts
 //!   calls k and k + n more than n intervals less 1 ms apart, across shard
-//!   restarts (a crash forgets) and reloads that raise the rate at seeded
-//!   times (its rows paced at the old rate are paced again, by the new
-//!   core when a crash comes first);
+//!   restarts (a crash forgets) and reloads that double or halve the rate
+//!   at seeded times (the first call after one more than a new interval
+//!   after the last before; its rows paced at the old rate are paced
+//!   again, by the new core when a crash comes first);
 //! - the breaker changes the core reports account for its open breakers:
 //!   a breaker closes only after it opened, the keys reported open are
 //!   exactly as many as the core counts open, and a core rebuilt after a
@@ -236,7 +237,7 @@ struct Sim {
     parked_check_due: bool,
     /// Wakes of a sink at seeded times, in steps of seeded sizes.
     wake_rng: Rng,
-    /// Reloads that raise a sink's rate at seeded times.
+    /// Reloads that double or halve a sink's rate at seeded times.
     rate_rng: Rng,
     /// A wake under way, one step an iteration: its key and where its
     /// next step goes on.
@@ -685,9 +686,9 @@ fn dead_by_config(shard: &ShardState) -> u64 {
 /// dead-lettering as `sink_gone` was unsynced; a crash brought the head
 /// back, deliverable after a reload, behind the row; see
 /// `runtime::step`).
-const FOUND_SEEDS: [u64; 11] = [
+const FOUND_SEEDS: [u64; 12] = [
     6_600_463, 13_000_327, 28_200_425, 30_600_032, 50_950_888, 50_985_762, 50_989_725, 51_084_848,
-    51_119_606, 51_119_620, 51_119_960,
+    51_119_606, 51_119_620, 51_119_960, 51_122_183,
 ];
 
 fn seeds() -> Vec<u64> {

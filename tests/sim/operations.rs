@@ -190,6 +190,14 @@ impl Sim {
         // calls: its own, at its old index, are another key's.
         let catalog = &self.catalog;
         (self.call_starts).retain(|key, _| catalog.has_key_of(&previous, key));
+        // A key whose rate changed takes its next call one new interval
+        // after its last: the calls before were spaced at the old one.
+        for (key, starts) in &mut self.call_starts {
+            let interval = |c: &Catalog| c.call_interval_us(&key.source_id, key.sink_index);
+            if interval(catalog) != interval(&previous) {
+                starts.drain(..starts.len().saturating_sub(1));
+            }
+        }
         self.reconfigure(shard);
     }
 

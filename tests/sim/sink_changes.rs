@@ -10,10 +10,11 @@ use super::*;
 pub(super) enum SinkChange {
     /// Pauses or resumes one sink: its rows are held, or run again.
     PauseOrResume,
-    /// Doubles one sink's rate, if it has one: the rate checker holds
-    /// every call to the rate now, which a raise only shortens, while the
-    /// rows paced at the old rate are paced again.
-    RaiseRate,
+    /// Doubles or halves one sink's rate, if it has one: the rate checker
+    /// holds every call to the rate now from the last one before (a
+    /// lowered rate too), while the rows paced at the old rate are paced
+    /// again.
+    ChangeRate,
     /// Swaps two of source s0's three sinks (types `a`, `b` and `a` at
     /// another place): rows stored for one's index now bind to the
     /// other's, claimed ones too, and no call may start on the sink now
@@ -44,7 +45,7 @@ pub(super) enum SinkChange {
 impl SinkChange {
     pub(super) const ALL: [SinkChange; 7] = [
         SinkChange::PauseOrResume,
-        SinkChange::RaiseRate,
+        SinkChange::ChangeRate,
         SinkChange::Swap,
         SinkChange::RemoveOrRestoreSink,
         SinkChange::RemoveOrRestoreSource,
@@ -64,7 +65,7 @@ impl Sim {
         };
         let draws = [
             (self.pause_rng.below(400), SinkChange::PauseOrResume),
-            (self.rate_rng.below(400), SinkChange::RaiseRate),
+            (self.rate_rng.below(400), SinkChange::ChangeRate),
             (self.swap_rng.below(600), SinkChange::Swap),
             (self.removal_rng.below(700), SinkChange::RemoveOrRestoreSink),
             (
@@ -90,12 +91,15 @@ impl Sim {
                 let sink = seeded_sink(&mut self.config, &mut self.pause_rng);
                 sink.paused = !sink.paused;
             }
-            SinkChange::RaiseRate => {
+            SinkChange::ChangeRate => {
                 let sink = seeded_sink(&mut self.config, &mut self.rate_rng);
                 let Some(rate) = sink.max_calls_per_s else {
                     return false;
                 };
-                sink.max_calls_per_s = Some(rate.saturating_mul(2).min(100_000));
+                sink.max_calls_per_s = Some(match self.rate_rng.below(2) {
+                    0 => rate.saturating_mul(2).min(100_000),
+                    _ => (rate / 2).max(1),
+                });
             }
             SinkChange::Swap => {
                 let sinks = &mut self.config.sources[0].sinks;

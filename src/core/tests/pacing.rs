@@ -168,11 +168,11 @@ fn paced_turns_start_again_after_a_wake_or_a_new_rate() {
     }
     c.handle_committed_for(&Arc::from("t"), 200);
     assert!(run_at(&mut c, &mut m, 200).is_empty());
-    // Four queue for the turns from 1,001 on, 250 ms apart (the one woken
-    // and three new); the two other new rows and the four paced at the old
-    // rate are paced after them.
+    // Four queue for the turns from 251 on, 250 ms apart from the call at
+    // 1 (the one woken and three new); the two other new rows and the
+    // four paced at the old rate are paced after them.
     assert_eq!(c.stats().claimed.rows, 4);
-    assert_eq!(turns(&m), [2_001, 2_251, 2_501, 2_751, 3_001, 3_251]);
+    assert_eq!(turns(&m), [1_251, 1_501, 1_751, 2_001, 2_251, 2_501]);
 }
 
 /// Tenant `t`'s source `a` has a sink at 1 call a second and one of no
@@ -254,7 +254,7 @@ fn each_new_rate_paces_the_backlog_again() {
         (1..10).map(|k| k * 1_000 + 1).collect::<Vec<_>>()
     );
     for (rate, now_ms, paced) in [
-        (2, 10, vec![2_001, 2_501, 3_001, 3_501, 4_001, 4_501, 5_001]),
+        (2, 10, vec![1_501, 2_001, 2_501, 3_001, 3_501, 4_001, 4_501]),
         (10, 20, vec![]),
     ] {
         let config = config_with(vec![

@@ -104,27 +104,35 @@ fn a_rate_waits_behind_the_keys_concurrency_and_both_hold() {
     assert!(c.poll_job(301).is_some());
 }
 
-/// A reload holds a key waiting for its turn to its sink's new rate: one
-/// that loses its rate starts its calls at once, one whose rate is
-/// lowered waits for the turn it had, then one new interval per call.
+/// A reload holds a key waiting for its turn to its sink's new rate from
+/// its last call: one whose rate is lowered waits one new interval after
+/// it (a receiver that asked for fewer calls gets none sooner), one whose
+/// rate is raised takes its turn sooner, and one that loses its rate
+/// starts its calls at once.
 #[test]
 fn a_reload_holds_a_waiting_key_to_its_sinks_new_rate() {
-    let (mut c, mut m) = rated_core(4, 4);
-    assert_eq!(starts(&mut c, &mut m, 0), ["a", "b", "b", "b", "b"]);
+    let (mut c, mut m) = rated_core(4, 5);
+    assert_eq!(starts(&mut c, &mut m, 0), ["a", "b", "b", "b", "b", "b"]);
     assert!(starts(&mut c, &mut m, 10).is_empty(), "the turn is at 250");
     let with_rate = |rate: Option<u32>| {
         config_with(vec![rated_source("a", "t", rate), source("b", "t", &["x"])])
     };
     reconfigure(&mut c, 10, &with_rate(Some(2)));
-    assert!(starts(&mut c, &mut m, 10).is_empty(), "the turn it had");
-    assert_eq!(starts(&mut c, &mut m, 250), ["a"]);
-    assert!(starts(&mut c, &mut m, 749).is_empty(), "500 ms apart now");
-    assert_eq!(starts(&mut c, &mut m, 750), ["a"]);
-    reconfigure(&mut c, 750, &with_rate(None));
-    reconfigure(&mut c, 750, &with_rate(Some(1)));
-    assert!(starts(&mut c, &mut m, 760).is_empty(), "the turn it had");
-    reconfigure(&mut c, 760, &with_rate(None));
-    assert_eq!(starts(&mut c, &mut m, 760), ["a"], "no rate: at once");
+    assert!(
+        starts(&mut c, &mut m, 499).is_empty(),
+        "500 ms after the last call"
+    );
+    assert_eq!(starts(&mut c, &mut m, 500), ["a"]);
+    reconfigure(&mut c, 600, &with_rate(Some(5)));
+    assert!(
+        starts(&mut c, &mut m, 699).is_empty(),
+        "200 ms after the last call"
+    );
+    assert_eq!(starts(&mut c, &mut m, 700), ["a"]);
+    assert!(starts(&mut c, &mut m, 899).is_empty());
+    assert_eq!(starts(&mut c, &mut m, 900), ["a"]);
+    reconfigure(&mut c, 910, &with_rate(None));
+    assert_eq!(starts(&mut c, &mut m, 910), ["a"], "no rate: at once");
 }
 
 /// A sink a reload removed and the next put back waits out its rate's
