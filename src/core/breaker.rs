@@ -31,7 +31,7 @@
 //! so, and unparks the rows it parked (see `unpark`).
 
 use super::retry::FailureClass;
-use super::types::{JobId, SinkKey, HELD_DUE_MS};
+use super::types::{JobId, SinkKey, SinkSpot, HELD_DUE_MS};
 
 /// A breaker's change of state, for the shell to log and count.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +46,18 @@ pub enum BreakerEvent {
     },
     /// Closed by an answer after it was open.
     Closed { key: SinkKey },
+}
+
+/// An open breaker as the store keeps it over a restart: its key, the end
+/// of its open period, its opens in a row, and its sink's spot (`None` in
+/// an entry written before 2026-12-07), which finds the sink again where
+/// the restart's config put it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenBreaker {
+    pub key: SinkKey,
+    pub until_ms: u64,
+    pub opens: u32,
+    pub spot: Option<SinkSpot>,
 }
 
 /// The breaker settings (from `[dispatch]`).

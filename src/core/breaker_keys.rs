@@ -92,7 +92,8 @@ impl Core {
             }
             _ => {}
         }
-        self.ops.extend(event.clone().map(StoreOp::Breaker));
+        let spot = self.catalog.spot_of(key);
+        (self.ops).extend(event.clone().map(|event| StoreOp::Breaker { event, spot }));
         self.breaker_events.extend(event);
         opened
     }
@@ -128,7 +129,11 @@ impl Core {
     /// forgets it, the shell logs it).
     pub(super) fn report_closed(&mut self, key: SinkKey) {
         let event = BreakerEvent::Closed { key };
-        self.ops.push_back(StoreOp::Breaker(event.clone()));
+        let spot = None;
+        (self.ops).push_back(StoreOp::Breaker {
+            event: event.clone(),
+            spot,
+        });
         self.breaker_events.push_back(event);
     }
 

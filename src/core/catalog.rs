@@ -8,7 +8,7 @@
 //! else the row cannot be bound (see [`Catalog::bind`]).
 
 use crate::config::{Config, HeaderFilter, SinkConfig, SinkRetryConfig};
-use crate::core::types::{SinkKey, TenantId};
+use crate::core::types::{SinkKey, SinkSpot, TenantId};
 use crate::fnv::{spread, Fnv1a};
 use crate::store::record::SinkPlaces;
 use std::borrow::Cow;
@@ -49,14 +49,27 @@ pub struct SinkEntry {
     pub paused: bool,
 }
 
+/// The spot of the sink at `index` of a source whose sinks have `places`.
+fn spot_in(places: &[u64], index: usize) -> SinkSpot {
+    let place = places[index];
+    let rank = places[..index].iter().filter(|p| **p == place).count();
+    SinkSpot {
+        place,
+        rank: rank as u16,
+    }
+}
+
 impl SourceEntry {
     /// The index of its sink at the place `places` has at `index` (the
     /// first such for the first of equal places there, and so on).
     fn index_of(&self, places: &[u64], index: usize) -> Option<usize> {
-        let place = places[index];
-        let rank = places[..index].iter().filter(|p| **p == place).count();
-        let mut at_place = self.places.iter().enumerate().filter(|(_, p)| **p == place);
-        at_place.nth(rank).map(|(i, _)| i)
+        self.index_at(spot_in(places, index))
+    }
+
+    /// The index of its sink at `spot`, if one stands there.
+    fn index_at(&self, spot: SinkSpot) -> Option<usize> {
+        let mut at_place = (self.places.iter().enumerate()).filter(|(_, p)| **p == spot.place);
+        at_place.nth(usize::from(spot.rank)).map(|(i, _)| i)
     }
 
     /// The sinks with a rate, with their indexes.
@@ -245,6 +258,19 @@ impl Catalog {
     /// type at its index.
     pub fn has_key(&self, key: &SinkKey) -> bool {
         (self.sink(&key.source_id, key.sink_index)).is_some_and(|s| s.sink_type == key.sink_type)
+    }
+
+    /// The spot of `key`'s sink, if its source has a sink at its index.
+    pub fn spot_of(&self, key: &SinkKey) -> Option<SinkSpot> {
+        let entry = self.sources.get(&key.source_id)?;
+        let index = usize::from(key.sink_index);
+        (index < entry.places.len()).then(|| spot_in(&entry.places, index))
+    }
+
+    /// The index of the sink of `source_id` at `spot`, if one stands there.
+    pub fn index_at(&self, source_id: &str, spot: SinkSpot) -> Option<u16> {
+        let index = self.sources.get(source_id)?.index_at(spot)?;
+        Some(index as u16)
     }
 
     /// Whether `key` is still of the sink it was of in `previous`: its

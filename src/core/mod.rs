@@ -68,7 +68,7 @@ mod unpark;
 pub mod wheel;
 mod window;
 
-pub use breaker::{Admit, Breaker, BreakerConfig, BreakerEvent, BreakerState};
+pub use breaker::{Admit, Breaker, BreakerConfig, BreakerEvent, BreakerState, OpenBreaker};
 pub use catalog::{Binding, Catalog, LaneBy, SinkEntry, SourceEntry};
 pub use dead_reason::{DeadCounts, DeadReason, DeadReasonKind, ReasonKinds};
 pub use outcome_event::{Outcome, OutcomeEvent};
@@ -739,18 +739,52 @@ impl Core {
         }
     }
 
-    /// Takes back a breaker the store kept open until `until_ms` (its
-    /// `opens`th open in a row), as a new core opens: its key's rows park
-    /// until then, and then one probe runs, as before the restart.
+    /// Takes back a breaker the store kept open, as a new core opens: its
+    /// key's rows park until the end of its open period, and then one
+    /// probe runs, as before the restart. It goes to its sink wherever
+    /// the config put it (by its spot: a sink inserted before it, or one
+    /// before it removed, moves it to another index; the store keeps it
+    /// there from now on); one stored without a spot stays at its index.
     ///
     /// One of a sink the config no longer has, or any while breakers are
     /// off, is reported closed instead: a new core's pass over the held
     /// rows makes the rows it held due, and unparking those it parked.
-    pub fn restore_breaker(&mut self, key: SinkKey, until_ms: u64, opens: u32) {
-        if !self.keeps_breaker(&key) {
+    pub fn restore_breaker(&mut self, open: OpenBreaker) {
+        let OpenBreaker {
+            key,
+            until_ms,
+            opens,
+            spot,
+        } = open;
+        let index = match spot {
+            Some(spot) => self.catalog.index_at(&key.source_id, spot),
+            None => Some(key.sink_index),
+        };
+        let kept = index.map(|sink_index| SinkKey {
+            sink_index,
+            ..key.clone()
+        });
+        let Some(at) = kept.filter(|at| self.keeps_breaker(at)) else {
             self.unpark_tenant(&key.tenant);
             return self.report_closed(key);
+        };
+        if at != key {
+            let closed = BreakerEvent::Closed { key };
+            let opened = BreakerEvent::Opened {
+                key: at.clone(),
+                until_ms,
+                opens,
+            };
+            (self.ops).push_back(StoreOp::Breaker {
+                event: closed,
+                spot: None,
+            });
+            (self.ops).push_back(StoreOp::Breaker {
+                event: opened,
+                spot,
+            });
         }
+        let key = at;
         self.check_probe_after(until_ms, &key);
         let replaced = self
             .breakers

@@ -154,7 +154,7 @@ impl Model {
                     );
                 }
                 // Rows only: the breakers are the core's own to check.
-                StoreOp::Breaker(_)
+                StoreOp::Breaker { .. }
                 | StoreOp::Unparking { .. }
                 | StoreOp::NoneParked
                 | StoreOp::PacedAt { .. } => {}
@@ -402,6 +402,18 @@ fn breaker_config(failures: u32, open_ms: u64, max_open_ms: u64) -> Config {
 /// The breaker changes the core reported since the last call.
 fn breaker_events(c: &mut Core) -> Vec<BreakerEvent> {
     std::iter::from_fn(|| c.poll_breaker_event()).collect()
+}
+
+/// `key`'s breaker as the store keeps it open until `until_ms`, with
+/// the spot `c`'s config gives its sink.
+fn kept_open(c: &Core, key: SinkKey, until_ms: u64, opens: u32) -> OpenBreaker {
+    let spot = c.catalog.spot_of(&key);
+    OpenBreaker {
+        key,
+        until_ms,
+        opens,
+        spot,
+    }
 }
 
 /// The key of tenant `t`'s source `source`, its sink at `sink_index` of type `sink_type`.

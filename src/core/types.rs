@@ -280,8 +280,12 @@ pub enum StoreOp {
         dead_at_ms: u64,
     },
     /// A key's breaker opened or closed: an open one is kept in the store,
-    /// so a restart in its open period keeps it open.
-    Breaker(BreakerEvent),
+    /// with its sink's spot, so a restart in its open period keeps it open
+    /// on that sink, wherever the restart's config put it.
+    Breaker {
+        event: BreakerEvent,
+        spot: Option<SinkSpot>,
+    },
     /// Unparking (see `core::unpark`) started or ended: one under way is
     /// kept in the store, so a new core takes it up.
     Unparking { under_way: bool },
@@ -317,6 +321,16 @@ pub struct AttemptFailure {
 
 /// The result of one attempt.
 pub type AttemptResult = Result<(), AttemptFailure>;
+
+/// Where a sink stands among its source's sinks by place (see
+/// [`super::Catalog::bind`]): its place, and how many sinks of that place
+/// come before it. What finds the sink again after a reload or a restart
+/// on another config moved it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SinkSpot {
+    pub place: u64,
+    pub rank: u16,
+}
 
 /// The per-sink queue key: the tenant, source, (bound) sink index and type.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

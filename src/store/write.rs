@@ -13,7 +13,7 @@ use super::record::{
 };
 use super::tenant_bytes::{self, TenantDeltas};
 use super::{ShardStore, StoreError, TenantTable};
-use crate::core::{BreakerEvent, RowFields, RowId, StoreOp, TenantId, HELD_DUE_MS};
+use crate::core::{BreakerEvent, OpenBreaker, RowFields, RowId, StoreOp, TenantId, HELD_DUE_MS};
 use heed::RwTxn;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -186,14 +186,27 @@ pub fn apply(
             quarantine(store, wtxn, *row, number(tenants, tenant), *dead_at_ms)?;
             return lanes::leave_headed_by(store, wtxn, tenants, *row);
         }
-        StoreOp::Breaker(BreakerEvent::Opened {
-            key,
-            until_ms,
-            opens,
-        }) => breakers::put(store, wtxn, tenants, key, *until_ms, *opens)?,
-        StoreOp::Breaker(BreakerEvent::Closed { key }) => {
-            breakers::delete(store, wtxn, tenants, key)?
+        StoreOp::Breaker {
+            event:
+                BreakerEvent::Opened {
+                    key,
+                    until_ms,
+                    opens,
+                },
+            spot,
+        } => {
+            let open = OpenBreaker {
+                key: key.clone(),
+                until_ms: *until_ms,
+                opens: *opens,
+                spot: *spot,
+            };
+            breakers::put(store, wtxn, tenants, &open)?
         }
+        StoreOp::Breaker {
+            event: BreakerEvent::Closed { key },
+            ..
+        } => breakers::delete(store, wtxn, tenants, key)?,
         StoreOp::Unparking { under_way: true } => store.put_meta(wtxn, UNPARKING, 1)?,
         StoreOp::Unparking { under_way: false } => {
             store.meta.delete(wtxn, UNPARKING.as_bytes())?;

@@ -2,6 +2,7 @@
 //! breakers, rates, retry keys, filters and a host sink's inline limit.
 
 use super::*;
+use goad::core::BreakerState;
 use parking_lot::Mutex;
 
 /// Scenario 16: with four slots, two per key, twenty hooks to a sink that
@@ -489,6 +490,63 @@ fn an_open_breaker_survives_a_restart_and_its_key_probes_alone() {
     assert!(
         calls[1..].iter().all(|&(_, ended)| ended >= 1),
         "the rest start after the probe: {calls:?}"
+    );
+}
+
+/// An open breaker kept over a restart stays with its sink when the
+/// config it restarts on inserts another HTTP sink before it: the sink
+/// that was down stays held until the breaker's period ends, and the new
+/// sink, at the index the breaker was stored with, gets its hooks at
+/// once. (Before, the breaker stayed with its index: the new sink's
+/// hooks waited for the period to end, and the down sink got a wave.)
+#[test]
+fn an_open_breaker_kept_over_a_restart_stays_with_its_sink_when_another_is_inserted_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|r| match r.path.as_str() {
+        "/down" => Reply::status(503),
+        _ => Reply::status(200),
+    })
+    .unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.breaker_failures = 2;
+    c.dispatch.breaker_open_ms = 600_000;
+    c.dispatch.breaker_max_open_ms = 600_000;
+    let down = SinkConfig::http(receiver.url("/down"));
+    c.sources.push(source("s", "t", vec![down]));
+    let engine = Engine::open(c.clone()).unwrap();
+    for n in 0..3 {
+        engine.commit(NewHook::new("s", format!("{n}"))).unwrap();
+    }
+    wait_until("the breaker open", Duration::from_secs(10), || {
+        engine.stats()[0].core.breakers_open == 1
+    });
+    engine.shutdown();
+    drop(engine);
+    let calls_while_up = receiver.count();
+    let new = SinkConfig::http(receiver.url("/new"));
+    c.sources[0].sinks.insert(0, new);
+    let engine = Engine::open(c).unwrap();
+    for n in 3..6 {
+        engine.commit(NewHook::new("s", format!("{n}"))).unwrap();
+    }
+    assert!(receiver.wait_for(calls_while_up + 3, Duration::from_secs(10)));
+    let breakers: Vec<_> = (engine.sink_stats().unwrap().into_iter())
+        .map(|sink| (sink.key.sink_index, sink.breaker))
+        .collect();
+    assert!(
+        matches!(
+            breakers[..],
+            [(0, BreakerState::Closed), (1, BreakerState::Open { .. })]
+        ),
+        "{breakers:?}"
+    );
+    let paths = sorted_paths(&receiver);
+    let new_paths = paths.iter().filter(|p| *p == "/new").count();
+    assert_eq!(new_paths, 3, "the new sink's hooks, at once: {paths:?}");
+    assert_eq!(
+        receiver.count(),
+        calls_while_up + 3,
+        "none to the down sink"
     );
 }
 

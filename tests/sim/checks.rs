@@ -171,6 +171,10 @@ impl Sim {
             match event {
                 BreakerEvent::Opened { key, .. } => {
                     self.ever_opened.insert(key.clone());
+                    if let Some(spot) = self.catalog.spot_of(key) {
+                        let sink = (key.tenant.clone(), key.source_id.clone(), spot);
+                        self.ever_opened_spots.insert(sink);
+                    }
                     self.open_breakers.insert(key.clone());
                 }
                 BreakerEvent::Closed { key } => assert!(

@@ -83,7 +83,7 @@ use goad::config::{
 use goad::core::{
     AttemptFailure, AttemptResult, Binding, BreakerEvent, Call, Catalog, Core, DeadReasonKind,
     DueEntry, FailureClass, Grant, JobId, LaneId, Outcome, OutcomeEvent, ReasonKinds, Rng, RowId,
-    SinkKey, SourceSweep, TenantId, TenantStats, HELD_DUE_MS,
+    SinkKey, SinkSpot, SourceSweep, TenantId, TenantStats, HELD_DUE_MS,
 };
 use goad::runtime::{Completion, NewRows, ShardState};
 use goad::store::record::SinkPlaces;
@@ -167,6 +167,9 @@ struct Sim {
     open_breakers: HashSet<SinkKey>,
     /// Keys whose breaker the core ever reported opened.
     ever_opened: HashSet<SinkKey>,
+    /// The spots of their sinks then (tenant, source, spot): a breaker
+    /// the store kept goes to its sink's index now.
+    ever_opened_spots: HashSet<(TenantId, Arc<str>, SinkSpot)>,
     /// Keys the store may have kept open that the last rebuild did not
     /// take back: the core reports them closed at its next step.
     closed_by_rebuild: HashSet<SinkKey>,
@@ -401,6 +404,7 @@ impl Sim {
             lane_first_starts: HashMap::new(),
             open_breakers: HashSet::new(),
             ever_opened: HashSet::new(),
+            ever_opened_spots: HashSet::new(),
             closed_by_rebuild: HashSet::new(),
             breaker_failures,
             breaker_rng: Rng::new(seed ^ 0xb4ea_c0ff),
@@ -461,10 +465,23 @@ impl Sim {
 
     /// A rebuilt core's open breakers are those the store kept: breakers
     /// reported opened (a close lost with a dropped batch leaves one open
-    /// until its period ends), none from nowhere.
+    /// until its period ends), at their sinks' indexes now, none from
+    /// nowhere.
     fn take_back_breakers(&mut self, shard: &ShardState) {
         let taken_back: HashSet<SinkKey> = shard.core().open_breaker_keys().into_iter().collect();
-        let from_nowhere: Vec<&SinkKey> = taken_back.difference(&self.ever_opened).collect();
+        let from_nowhere: Vec<&SinkKey> = (taken_back.difference(&self.ever_opened))
+            .filter(|key| {
+                let spot = self
+                    .catalog
+                    .spot_of(key)
+                    .expect("a kept breaker's sink is configured");
+                !(self.ever_opened_spots).contains(&(
+                    key.tenant.clone(),
+                    key.source_id.clone(),
+                    spot,
+                ))
+            })
+            .collect();
         assert!(
             from_nowhere.is_empty(),
             "seed {}: breakers open after a rebuild that were not open before: {from_nowhere:?}",

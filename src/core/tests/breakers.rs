@@ -328,7 +328,7 @@ fn a_restored_breaker_keeps_its_held_rows_until_its_period_ends() {
     let config = breaker_config(1, 100, 100);
     let mut m = rows_held(5);
     let mut c = core(&config, BIG);
-    c.restore_breaker(breaker_key(), 500, 1);
+    c.restore_breaker(kept_open(&c, breaker_key(), 500, 1));
     settle_at(&mut c, &mut m, 0, &mut |_| {
         panic!("nothing starts while open")
     });
@@ -385,7 +385,10 @@ fn a_reload_that_turns_breakers_off_closes_an_open_breaker() {
     let closed = BreakerEvent::Closed { key: breaker_key() };
     assert_eq!(c.stats().breakers_open, 0);
     assert!(
-        m.apply(&mut c).contains(&StoreOp::Breaker(closed)),
+        m.apply(&mut c).contains(&StoreOp::Breaker {
+            event: closed,
+            spot: None
+        }),
         "the store forgets the breaker"
     );
     c.handle_outcome(t + 510, probe.id, fail(FailureClass::Transient), TOOK);
@@ -429,7 +432,7 @@ fn a_kept_breaker_is_closed_at_open_when_breakers_are_off() {
     config.dispatch.breaker_failures = 0;
     let mut m = rows_held(5);
     let mut c = core(&config, BIG);
-    c.restore_breaker(breaker_key(), 500, 1);
+    c.restore_breaker(kept_open(&c, breaker_key(), 500, 1));
     assert_eq!(
         breaker_events(&mut c),
         [BreakerEvent::Closed { key: breaker_key() }]
@@ -494,4 +497,68 @@ fn rows_claimed_with_a_failing_probe_park_until_the_new_period_ends() {
     settle_at(&mut c, &mut m, t + 510, &mut |_| panic!("open again"));
     let due: Vec<u64> = m.due.keys().map(|(_, at, _)| *at).collect();
     assert_eq!(due, [t + 1_010; 5], "the probe's row and the four");
+}
+
+/// A breaker the store kept open goes to its sink wherever the new core's
+/// config put it: here an HTTP sink inserted before it took its index.
+/// The breaker's sink, now at index 1, holds its rows until the probe;
+/// the new sink at index 0 runs at once, and the store keeps the breaker
+/// at index 1 from now on. One whose sink the config no longer has is
+/// reported closed. (Before, a breaker stayed with its index: the new
+/// sink's rows were held, and the sink that was down got a wave.)
+#[test]
+fn a_kept_breaker_goes_to_its_sink_wherever_the_config_put_it() {
+    let source = |paths: &[&str]| {
+        let sinks = paths
+            .iter()
+            .map(|p| SinkConfig::http(format!("http://r/{p}")));
+        let mut config = breaker_config(1, 100, 100);
+        config.sources = vec![SourceConfig::new("a", "t", sinks.collect())].into();
+        config
+    };
+    let stored = kept_open(
+        &core(&source(&["down"]), BIG),
+        key_of("a", 0, "http"),
+        500,
+        1,
+    );
+    let mut c = core(&source(&["new", "down"]), BIG);
+    let mut m = Model::default();
+    c.restore_breaker(stored.clone());
+    assert_eq!(c.open_breaker_keys(), [key_of("a", 1, "http")]);
+    let moved = [
+        StoreOp::Breaker {
+            event: BreakerEvent::Closed {
+                key: key_of("a", 0, "http"),
+            },
+            spot: None,
+        },
+        StoreOp::Breaker {
+            event: BreakerEvent::Opened {
+                key: key_of("a", 1, "http"),
+                until_ms: 500,
+                opens: 1,
+            },
+            spot: stored.spot,
+        },
+    ];
+    assert_eq!(m.apply(&mut c), moved);
+    for _ in 0..3 {
+        m.add("t", "a", &["http", "http"], 0);
+    }
+    let mut started = Vec::new();
+    settle_at(&mut c, &mut m, 0, &mut |job| {
+        started.push(job.key.sink_index);
+        Ok(())
+    });
+    assert_eq!(started, [0, 0, 0], "the down sink's rows are held");
+    assert_eq!(m.rows.len(), 3);
+
+    let mut c = core(&source(&["new"]), BIG);
+    c.restore_breaker(stored);
+    assert_eq!(c.open_breaker_keys(), []);
+    let closed = BreakerEvent::Closed {
+        key: key_of("a", 0, "http"),
+    };
+    assert_eq!(breaker_events(&mut c), [closed]);
 }
