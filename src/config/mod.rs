@@ -153,7 +153,9 @@ pub struct ClaimCheckConfig {
     /// An S3-compatible bucket to keep claims in instead of `dir`: objects
     /// `<s3_prefix><tenant>/<sha256>`.
     pub s3_bucket: Option<String>,
-    /// The bucket's region (signing), required with `s3_bucket`.
+    /// The bucket's region (signing); by default the environment's
+    /// (`AWS_REGION`…, see `sink::aws_region`), one of which `s3_bucket`
+    /// needs.
     pub s3_region: Option<String>,
     /// Where S3 requests go (path-style), by default
     /// `https://s3.<region>.amazonaws.com`.

@@ -164,7 +164,9 @@ pub struct SinkConfig {
     /// a name ending `.fifo` is a FIFO queue).
     pub queue_url: Option<String>,
     /// sqs: the signing region; by default read from an AWS queue URL's
-    /// host. http, with `aws_service`: the region to sign for.
+    /// host, else the environment's (`AWS_REGION`…, see
+    /// `sink::aws_region`). http, with `aws_service`: the region to sign
+    /// for, by default the environment's.
     pub region: Option<String>,
     /// sqs, pubsub: where requests go; by default the queue URL's origin
     /// (sqs) or `https://pubsub.googleapis.com`.
