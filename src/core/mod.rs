@@ -455,10 +455,11 @@ impl Core {
         if self.dispatch.breaker_failures > 0 && dispatch.breaker_failures == 0 {
             self.unpark_every_tenant();
         }
-        self.repace_changed_rates(&catalog, &maybe_stray);
+        self.repace_changed_rates(&catalog);
         self.dispatch = dispatch;
         self.retry = retry;
         let previous = std::mem::replace(&mut self.catalog, catalog);
+        self.carry_turns(&previous, &maybe_stray);
         // Keys waiting for their turn go back in the rings: the next pass
         // holds them to their sink's new rate, or none.
         self.end_rate_waits(u64::MAX);

@@ -41,51 +41,18 @@ pub(super) struct RepacePass {
 
 impl Core {
     /// Paces again the rows of the keys whose pace `catalog` (a reload's)
-    /// changes: forgets their turns and starts walking their tenants. A
-    /// key whose interval changed, or of `strays` (keys that may not be
-    /// the catalog's) of such a sink, takes its next call one new interval
-    /// after its last (see `slots`).
-    pub(super) fn repace_changed_rates(&mut self, catalog: &Catalog, strays: &[SinkKey]) {
+    /// changes: forgets their turns and starts walking their tenants.
+    pub(super) fn repace_changed_rates(&mut self, catalog: &Catalog) {
         if self.catalog.paces_fingerprint() == catalog.paces_fingerprint() {
             return; // No pace changed: the common reload, at no cost here.
         }
-        let changed = catalog.paces_changed_since(&self.catalog);
-        self.respace_next_calls(catalog, &changed, strays);
-        for key in changed.iter() {
+        for key in catalog.paces_changed_since(&self.catalog).iter() {
             self.start_repacing();
             if let Some(state) = self.keys.get_mut(key) {
                 state.paced_until_us = 0;
             }
             self.repacing.walk.add(&key.tenant);
             self.repacing.keys.insert(key.clone());
-        }
-    }
-
-    /// Moves the next call of each key of a sink whose interval `catalog`
-    /// changes — the `changed` keys, and those of `others` of their sinks
-    /// (the stray keys: of rows whose source moved to another tenant) —
-    /// to one new interval after its last call.
-    fn respace_next_calls(
-        &mut self,
-        catalog: &Catalog,
-        changed: &HashSet<SinkKey>,
-        others: &[SinkKey],
-    ) {
-        let sinks: HashSet<(&str, u16)> = (changed.iter())
-            .map(|key| (&*key.source_id, key.sink_index))
-            .collect();
-        let others = others
-            .iter()
-            .filter(|key| sinks.contains(&(&*key.source_id, key.sink_index)));
-        let keys: HashSet<&SinkKey> = changed.iter().chain(others).collect();
-        for key in keys {
-            let interval = |c: &Catalog| c.call_interval_us(&key.source_id, key.sink_index);
-            let (Some(then_us), Some(now_us)) = (interval(&self.catalog), interval(catalog)) else {
-                continue;
-            };
-            if let Some(state) = self.keys.get_mut(key) {
-                state.next_call_us = (state.next_call_us + now_us).saturating_sub(then_us);
-            }
         }
     }
 

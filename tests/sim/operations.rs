@@ -186,17 +186,25 @@ impl Sim {
         if self.note_rng.below(2) == 0 {
             self.catalog.note_changes_from(&previous);
         }
-        // A key whose index another sink took now spaces that sink's
-        // calls: its own, at its old index, are another key's.
+        // A sink's calls go with it to the index the reload moved it to
+        // (by its spot): its key there spaces them; where its rate changed,
+        // its next call comes one new interval after its last (the calls
+        // before were spaced at the old one).
         let catalog = &self.catalog;
-        (self.call_starts).retain(|key, _| catalog.has_key_of(&previous, key));
-        // A key whose rate changed takes its next call one new interval
-        // after its last: the calls before were spaced at the old one.
-        for (key, starts) in &mut self.call_starts {
-            let interval = |c: &Catalog| c.call_interval_us(&key.source_id, key.sink_index);
-            if interval(catalog) != interval(&previous) {
+        let starts = std::mem::take(&mut self.call_starts);
+        for (key, mut starts) in starts {
+            let Some(spot) = previous.spot_of(&key) else {
+                continue;
+            };
+            let Some(sink_index) = catalog.index_at(&key.source_id, spot) else {
+                continue;
+            };
+            let then_us = previous.call_interval_us(&key.source_id, key.sink_index);
+            if catalog.call_interval_us(&key.source_id, sink_index) != then_us {
                 starts.drain(..starts.len().saturating_sub(1));
             }
+            let key = SinkKey { sink_index, ..key };
+            self.call_starts.insert(key, starts);
         }
         self.reconfigure(shard);
     }

@@ -155,6 +155,36 @@ fn a_sink_removed_and_put_back_waits_for_the_turn_it_had() {
     assert_eq!(starts(&mut c, &mut m, 1_000), ["a"]);
 }
 
+/// A sink a reload moves to another index takes its turn with it: an
+/// HTTP sink at one call a second, called at 0, then moved behind another
+/// sink inserted first, takes its next call at 1,000, not at once (as
+/// its key at index 1, which had no calls, would).
+#[test]
+fn a_sink_a_reload_moves_takes_its_turn_with_it() {
+    let http = |path: &str, rate| SinkConfig {
+        max_calls_per_s: rate,
+        ..SinkConfig::http(format!("http://r/{path}"))
+    };
+    let config = |sinks| config_with(vec![SourceConfig::new("a", "t", sinks)]);
+    let mut c = core(&config(vec![http("rated", Some(1))]), BIG);
+    let mut m = Model::default();
+    m.add("t", "a", &["http"], 0);
+    assert_eq!(answered_jobs(&mut c, &mut m, 0), [0]);
+    reconfigure(
+        &mut c,
+        10,
+        &config(vec![http("new", None), http("rated", Some(1))]),
+    );
+    for _ in 0..2 {
+        m.add("t", "a", &["http", "http"], 10);
+    }
+    c.handle_committed_for(&Arc::from("t"), 10);
+    assert_eq!(answered_jobs(&mut c, &mut m, 10), [0, 0], "the new sink's");
+    assert!(answered_jobs(&mut c, &mut m, 999).is_empty());
+    assert_eq!(answered_jobs(&mut c, &mut m, 1_000), [1]);
+    assert_eq!(answered_jobs(&mut c, &mut m, 2_000), [1]);
+}
+
 /// Keys that wait for their turn leave the rings until it comes, so the
 /// pass looking for the next call does not walk them: 500 tenants
 /// whose sinks take two calls a second, each with a row waiting, leave
@@ -219,12 +249,26 @@ fn keys_waiting_for_their_turn_leave_the_rings_until_it_comes() {
 
 /// The sources of the calls that start at `now_ms`, each answered ok.
 fn answered_starts(c: &mut Core, m: &mut Model, now_ms: u64) -> Vec<String> {
+    let jobs = answered(c, m, now_ms);
+    jobs.iter()
+        .map(|job| job.key.source_id.to_string())
+        .collect()
+}
+
+/// The sink indexes of the calls that start at `now_ms`, each answered
+/// at once.
+fn answered_jobs(c: &mut Core, m: &mut Model, now_ms: u64) -> Vec<u16> {
+    let jobs = answered(c, m, now_ms);
+    jobs.iter().map(|job| job.key.sink_index).collect()
+}
+
+/// The calls that start at `now_ms`, the rows due by then claimed first,
+/// each answered at once.
+fn answered(c: &mut Core, m: &mut Model, now_ms: u64) -> Vec<Job> {
     claim_all(c, m, now_ms);
     let jobs: Vec<Job> = std::iter::from_fn(|| c.poll_job(now_ms)).collect();
     for job in &jobs {
         c.handle_outcome(now_ms, job.id, Ok(()), TOOK);
     }
-    jobs.iter()
-        .map(|job| job.key.source_id.to_string())
-        .collect()
+    jobs
 }
