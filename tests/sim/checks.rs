@@ -165,16 +165,21 @@ impl Sim {
         }
     }
 
+    /// Notes `key`'s breaker open, and its sink's spot now.
+    pub(super) fn note_opened(&mut self, key: &SinkKey) {
+        self.ever_opened.insert(key.clone());
+        if let Some(spot) = self.catalog.spot_of(key) {
+            let sink = (key.tenant.clone(), key.source_id.clone(), spot);
+            self.ever_opened_spots.insert(sink);
+        }
+    }
+
     pub(super) fn check_breakers(&mut self, events: &[BreakerEvent], shard: &ShardState) {
         let seed = self.seed;
         for event in events {
             match event {
                 BreakerEvent::Opened { key, .. } => {
-                    self.ever_opened.insert(key.clone());
-                    if let Some(spot) = self.catalog.spot_of(key) {
-                        let sink = (key.tenant.clone(), key.source_id.clone(), spot);
-                        self.ever_opened_spots.insert(sink);
-                    }
+                    self.note_opened(key);
                     self.open_breakers.insert(key.clone());
                 }
                 BreakerEvent::Closed { key } => assert!(
