@@ -64,8 +64,9 @@ impl AwsService {
     }
 }
 
-/// A variable's value (one that is not UTF-8 as well, which no URL is).
-fn environment(variable: &str) -> Option<String> {
+/// A variable's value (one that is not UTF-8 as well, which no URL or
+/// region is).
+pub(super) fn environment(variable: &str) -> Option<String> {
     std::env::var_os(variable).map(|value| value.to_string_lossy().into_owned())
 }
 

@@ -9,8 +9,9 @@
 //! start, a reload and `goad check --environment`.
 
 use super::aws_credentials::Fetch;
+use super::aws_endpoint::environment;
 use super::aws_profile::profile_region;
-use crate::config::{invalid, is_region, ConfigError};
+use crate::config::{invalid, is_region, ConfigError, REGION_RULE};
 
 /// The variables that name a region, in the order they are read.
 const VARIABLES: [&str; 2] = ["AWS_REGION", "AWS_DEFAULT_REGION"];
@@ -49,9 +50,7 @@ impl EnvironmentRegion {
 
 /// A variable's value, `None` when unset or empty.
 fn lookup_variable(variable: &str) -> Option<String> {
-    std::env::var_os(variable)
-        .map(|value| value.to_string_lossy().into_owned())
-        .filter(|value| !value.is_empty())
+    environment(variable).filter(|value| !value.is_empty())
 }
 
 /// The region `variable` (the first of [`VARIABLES`] set) or else
@@ -77,7 +76,7 @@ fn read(
     match named {
         Some((_, region)) if region.is_empty() => Ok(None),
         Some((_, region)) if is_region(&region) => Ok(Some(region)),
-        Some((from, region)) => Err(invalid(from, crate::config::REGION_RULE, region)),
+        Some((from, region)) => Err(invalid(from, REGION_RULE, region)),
         None => Ok(None),
     }
 }
