@@ -740,59 +740,73 @@ impl Core {
         }
     }
 
-    /// Takes back a breaker the store kept open, as a new core opens: its
-    /// key's rows park until the end of its open period, and then one
-    /// probe runs, as before the restart. It goes to its sink wherever
+    /// Takes back the breakers the store kept open, as a new core opens:
+    /// each key's rows park until the end of its open period, and then one
+    /// probe runs, as before the restart. Each goes to its sink wherever
     /// the config put it (by its spot: a sink inserted before it, or one
-    /// before it removed, moves it to another index; the store keeps it
-    /// there from now on); one stored without a spot stays at its index.
+    /// before it removed, moves it to another index, where the store keeps
+    /// it from now on); one stored without a spot stays at its index.
     ///
     /// One of a sink the config no longer has, or any while breakers are
-    /// off, is reported closed instead: a new core's pass over the held
-    /// rows makes the rows it held due, and unparking those it parked.
-    pub fn restore_breaker(&mut self, open: OpenBreaker) {
-        let OpenBreaker {
-            key,
-            until_ms,
-            opens,
-            spot,
-        } = open;
-        let index = match spot {
-            Some(spot) => self.catalog.index_at(&key.source_id, spot),
-            None => Some(key.sink_index),
-        };
-        let kept = index.map(|sink_index| SinkKey {
-            sink_index,
-            ..key.clone()
-        });
-        let Some(at) = kept.filter(|at| self.keeps_breaker(at)) else {
-            self.unpark_tenant(&key.tenant);
-            return self.report_closed(key);
-        };
-        if at != key {
-            let closed = BreakerEvent::Closed { key };
-            let opened = BreakerEvent::Opened {
-                key: at.clone(),
+    /// off, is reported closed instead (but where another breaker's sink
+    /// now has its key): a new core's pass over the held rows makes the
+    /// rows it held due, and unparking those it parked.
+    pub fn restore_breakers(&mut self, kept: Vec<OpenBreaker>) {
+        let placed: Vec<(OpenBreaker, Option<SinkKey>)> = (kept.into_iter())
+            .map(|open| {
+                let at = self.breaker_key_now(&open);
+                (open, at)
+            })
+            .collect();
+        let taken: HashSet<SinkKey> = placed.iter().filter_map(|(_, at)| at.clone()).collect();
+        for (open, at) in placed {
+            let OpenBreaker {
+                key,
                 until_ms,
                 opens,
-            };
-            (self.ops).push_back(StoreOp::Breaker {
-                event: closed,
-                spot: None,
-            });
-            (self.ops).push_back(StoreOp::Breaker {
-                event: opened,
                 spot,
-            });
+            } = open;
+            let Some(at) = at else {
+                self.unpark_tenant(&key.tenant);
+                if !taken.contains(&key) {
+                    self.report_closed(key);
+                }
+                continue;
+            };
+            if at != key {
+                // Where another breaker moved to, the store keeps that one.
+                if !taken.contains(&key) {
+                    let event = BreakerEvent::Closed { key };
+                    (self.ops).push_back(StoreOp::Breaker { event, spot: None });
+                }
+                let event = BreakerEvent::Opened {
+                    key: at.clone(),
+                    until_ms,
+                    opens,
+                };
+                (self.ops).push_back(StoreOp::Breaker { event, spot });
+            }
+            self.check_probe_after(until_ms, &at);
+            let replaced = (self.breakers).insert(at, Breaker::reopened(until_ms, opens));
+            if !replaced.is_some_and(|breaker| breaker.is_open()) {
+                self.breakers_open += 1;
+            }
         }
-        let key = at;
-        self.check_probe_after(until_ms, &key);
-        let replaced = self
-            .breakers
-            .insert(key, Breaker::reopened(until_ms, opens));
-        if !replaced.is_some_and(|breaker| breaker.is_open()) {
-            self.breakers_open += 1;
-        }
+    }
+
+    /// The key of the sink a kept breaker is of now, if it keeps one: the
+    /// sink at its spot (at its index without one).
+    fn breaker_key_now(&self, open: &OpenBreaker) -> Option<SinkKey> {
+        let key = &open.key;
+        let sink_index = match open.spot {
+            Some(spot) => self.catalog.index_at(&key.source_id, spot)?,
+            None => key.sink_index,
+        };
+        let at = SinkKey {
+            sink_index,
+            ..key.clone()
+        };
+        self.keeps_breaker(&at).then_some(at)
     }
 
     /// The keys whose breaker is open or half-open.

@@ -202,9 +202,8 @@ impl<'s> ShardState<'s> {
         self.core.resume_unparking(unparking, parked);
         self.core.resume_repacing(paced_at);
         self.recovered += self.store.recover(&self.tenants, now_ms)?;
-        for open in store::breakers::take_back(self.store, &self.tenants, now_ms)? {
-            self.core.restore_breaker(open);
-        }
+        let kept = store::breakers::take_back(self.store, &self.tenants, now_ms)?;
+        self.core.restore_breakers(kept);
         Ok(())
     }
 

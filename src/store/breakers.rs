@@ -12,7 +12,7 @@
 //! transaction of the outcome that moved it. Opening a shard takes back
 //! the entries still in their open period and deletes the others (their
 //! breaker would probe at once: as good as closed, with nothing to tell);
-//! the core finds each one's sink by its spot (see `Core::restore_breaker`).
+//! the core finds each one's sink by its spot (see `Core::restore_breakers`).
 
 use super::{ShardStore, StoreError, TenantTable};
 use crate::core::{OpenBreaker, SinkKey, SinkSpot};

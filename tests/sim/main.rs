@@ -708,9 +708,9 @@ fn dead_by_config(shard: &ShardState) -> u64 {
 /// dead-lettering as `sink_gone` was unsynced; a crash brought the head
 /// back, deliverable after a reload, behind the row; see
 /// `runtime::step`).
-const FOUND_SEEDS: [u64; 13] = [
+const FOUND_SEEDS: [u64; 14] = [
     6_600_463, 13_000_327, 28_200_425, 30_600_032, 50_950_888, 50_985_762, 50_989_725, 51_084_848,
-    51_119_606, 51_119_620, 51_119_960, 51_122_183, 51_124_931,
+    51_119_606, 51_119_620, 51_119_960, 51_122_183, 51_124_931, 51_126_340,
 ];
 
 fn seeds() -> Vec<u64> {

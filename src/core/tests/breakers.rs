@@ -328,7 +328,7 @@ fn a_restored_breaker_keeps_its_held_rows_until_its_period_ends() {
     let config = breaker_config(1, 100, 100);
     let mut m = rows_held(5);
     let mut c = core(&config, BIG);
-    c.restore_breaker(kept_open(&c, breaker_key(), 500, 1));
+    c.restore_breakers(vec![kept_open(&c, breaker_key(), 500, 1)]);
     settle_at(&mut c, &mut m, 0, &mut |_| {
         panic!("nothing starts while open")
     });
@@ -432,7 +432,7 @@ fn a_kept_breaker_is_closed_at_open_when_breakers_are_off() {
     config.dispatch.breaker_failures = 0;
     let mut m = rows_held(5);
     let mut c = core(&config, BIG);
-    c.restore_breaker(kept_open(&c, breaker_key(), 500, 1));
+    c.restore_breakers(vec![kept_open(&c, breaker_key(), 500, 1)]);
     assert_eq!(
         breaker_events(&mut c),
         [BreakerEvent::Closed { key: breaker_key() }]
@@ -499,6 +499,17 @@ fn rows_claimed_with_a_failing_probe_park_until_the_new_period_ends() {
     assert_eq!(due, [t + 1_010; 5], "the probe's row and the four");
 }
 
+/// `breaker_config`'s settings, with source `a`'s sinks HTTP sinks
+/// posting to these paths.
+fn http_sinks(paths: &[&str]) -> Config {
+    let sinks = paths
+        .iter()
+        .map(|p| SinkConfig::http(format!("http://r/{p}")));
+    let mut config = breaker_config(1, 100, 100);
+    config.sources = vec![SourceConfig::new("a", "t", sinks.collect())].into();
+    config
+}
+
 /// A breaker the store kept open goes to its sink wherever the new core's
 /// config put it: here an HTTP sink inserted before it took its index.
 /// The breaker's sink, now at index 1, holds its rows until the probe;
@@ -508,23 +519,15 @@ fn rows_claimed_with_a_failing_probe_park_until_the_new_period_ends() {
 /// sink's rows were held, and the sink that was down got a wave.)
 #[test]
 fn a_kept_breaker_goes_to_its_sink_wherever_the_config_put_it() {
-    let source = |paths: &[&str]| {
-        let sinks = paths
-            .iter()
-            .map(|p| SinkConfig::http(format!("http://r/{p}")));
-        let mut config = breaker_config(1, 100, 100);
-        config.sources = vec![SourceConfig::new("a", "t", sinks.collect())].into();
-        config
-    };
     let stored = kept_open(
-        &core(&source(&["down"]), BIG),
+        &core(&http_sinks(&["down"]), BIG),
         key_of("a", 0, "http"),
         500,
         1,
     );
-    let mut c = core(&source(&["new", "down"]), BIG);
+    let mut c = core(&http_sinks(&["new", "down"]), BIG);
     let mut m = Model::default();
-    c.restore_breaker(stored.clone());
+    c.restore_breakers(vec![stored.clone()]);
     assert_eq!(c.open_breaker_keys(), [key_of("a", 1, "http")]);
     let moved = [
         StoreOp::Breaker {
@@ -554,11 +557,61 @@ fn a_kept_breaker_goes_to_its_sink_wherever_the_config_put_it() {
     assert_eq!(started, [0, 0, 0], "the down sink's rows are held");
     assert_eq!(m.rows.len(), 3);
 
-    let mut c = core(&source(&["new"]), BIG);
-    c.restore_breaker(stored);
+    let mut c = core(&http_sinks(&["new"]), BIG);
+    c.restore_breakers(vec![stored]);
     assert_eq!(c.open_breaker_keys(), []);
     let closed = BreakerEvent::Closed {
         key: key_of("a", 0, "http"),
     };
     assert_eq!(breaker_events(&mut c), [closed]);
+}
+
+/// Breakers kept for two sinks a restart's config swapped each go to
+/// their own sink, and the store keeps each at its sink's index (no close
+/// written for a key another breaker now has). With the first sink gone,
+/// the second's breaker takes its index, and no close is reported for it
+/// (the gone sink's parked rows are unparked, to be dead-lettered).
+#[test]
+fn kept_breakers_of_swapped_or_gone_sinks_each_go_to_their_own() {
+    let before = core(&http_sinks(&["a", "b"]), BIG);
+    let kept = vec![
+        kept_open(&before, key_of("a", 0, "http"), 500, 1),
+        kept_open(&before, key_of("a", 1, "http"), 700, 2),
+    ];
+    let breakers = |c: &Core| -> Vec<(u16, BreakerState)> {
+        let mut states: Vec<_> = (c.sink_stats().into_iter())
+            .map(|s| (s.key.sink_index, s.breaker))
+            .collect();
+        states.sort_by_key(|(index, _)| *index);
+        states
+    };
+    let open = |until_ms| BreakerState::Open { until_ms };
+    let opened = |index, until_ms, opens| StoreOp::Breaker {
+        event: BreakerEvent::Opened {
+            key: key_of("a", index, "http"),
+            until_ms,
+            opens,
+        },
+        spot: before.catalog.spot_of(&key_of("a", 1 - index, "http")),
+    };
+
+    let mut c = core(&http_sinks(&["b", "a"]), BIG);
+    let mut m = Model::default();
+    c.restore_breakers(kept.clone());
+    assert_eq!(breakers(&c), [(0, open(700)), (1, open(500))]);
+    assert_eq!(m.apply(&mut c), [opened(1, 500, 1), opened(0, 700, 2)]);
+    assert_eq!(breaker_events(&mut c), []);
+
+    let mut c = core(&http_sinks(&["b"]), BIG);
+    c.restore_breakers(kept);
+    assert_eq!(breakers(&c), [(0, open(700))]);
+    let b_left = StoreOp::Breaker {
+        event: BreakerEvent::Closed {
+            key: key_of("a", 1, "http"),
+        },
+        spot: None,
+    };
+    let unparking = StoreOp::Unparking { under_way: true };
+    assert_eq!(m.apply(&mut c), [unparking, b_left, opened(0, 700, 2)]);
+    assert_eq!(breaker_events(&mut c), [], "no close of the key b has now");
 }

@@ -192,7 +192,7 @@ fn rows_held_again_behind_a_wake_wake_when_a_reload_drops_their_breaker() {
     // A new core over a breaker the store kept open until 50: at its
     // probe check (150) no probe has started, so its key's rows wake.
     let mut c = core(&config, BIG);
-    c.restore_breaker(kept_open(&c, key_of("a", 0, "x"), 50, 1));
+    c.restore_breakers(vec![kept_open(&c, key_of("a", 0, "x"), 50, 1)]);
     settle_at(&mut c, &mut m, 0, &mut |_| {
         panic!("nothing starts while open")
     });

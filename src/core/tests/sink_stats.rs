@@ -114,10 +114,10 @@ fn each_sink_counts_its_own_outcomes_and_shows_its_breaker() {
     assert_eq!(c.take_unlogged_dead(), vec![]);
 
     // A rebuilt core keeps the outcomes; its breakers come back from the
-    // store (`restore_breaker`), as at any open.
+    // store (`restore_breakers`), as at any open.
     let mut rebuilt = c.rebuilt(1_020);
     let open = kept_open(&rebuilt, key("t", "a", 1, "y"), 2_010, 1);
-    rebuilt.restore_breaker(open);
+    rebuilt.restore_breakers(vec![open]);
     let mut kept = expected;
     kept[1].consecutive_failures = 0;
     assert_eq!(rebuilt.sink_stats(), kept);

@@ -126,7 +126,7 @@ fn a_kept_breaker_closed_at_open_unparks_its_rows() {
             tenant: Arc::from(tenant),
             ..key_of(source, 0, "x")
         };
-        c.restore_breaker(kept_open(&c, key, t + OPEN_MS, 1));
+        c.restore_breakers(vec![kept_open(&c, key, t + OPEN_MS, 1)]);
     }
     settle_at(&mut c, &mut m, t + 10, &mut |job| {
         panic!("nothing starts while the others are open: {job:?}")
@@ -167,7 +167,7 @@ fn unparking_one_tenant_leaves_the_store_saying_rows_may_be_parked() {
         tenant: Arc::from("u"),
         ..key_of("c", 0, "x")
     };
-    c.restore_breaker(kept_open(&c, key, t + OPEN_MS, 1));
+    c.restore_breakers(vec![kept_open(&c, key, t + OPEN_MS, 1)]);
     c.handle_scan(t + 10, &mut m);
     let ops = m.apply(&mut c);
     assert!(!c.is_unparking());
