@@ -267,10 +267,20 @@ impl Catalog {
         (index < entry.places.len()).then(|| spot_in(&entry.places, index))
     }
 
-    /// The index of the sink of `source_id` at `spot`, if one stands there.
-    pub fn index_at(&self, source_id: &str, spot: SinkSpot) -> Option<u16> {
-        let index = self.sources.get(source_id)?.index_at(spot)?;
-        Some(index as u16)
+    /// `key` at the index of its source's sink at `spot`, if one stands
+    /// there.
+    pub fn key_at(&self, key: &SinkKey, spot: SinkSpot) -> Option<SinkKey> {
+        let index = self.sources.get(&key.source_id)?.index_at(spot)?;
+        Some(SinkKey {
+            sink_index: index as u16,
+            ..key.clone()
+        })
+    }
+
+    /// `key` of a sink in `previous` at the index that sink has here (found
+    /// by its spot); `None` when it is gone.
+    pub fn key_moved_from(&self, previous: &Catalog, key: &SinkKey) -> Option<SinkKey> {
+        self.key_at(key, previous.spot_of(key)?)
     }
 
     /// Whether `key` is still of the sink it was of in `previous`: its
@@ -279,16 +289,7 @@ impl Catalog {
     /// places, and so on). A reload drops the breaker of a key it gave
     /// another sink: a breaker is its sink's.
     pub fn has_key_of(&self, previous: &Catalog, key: &SinkKey) -> bool {
-        let index = usize::from(key.sink_index);
-        let (Some(now), Some(then)) = (
-            self.sources.get(&key.source_id),
-            previous.sources.get(&key.source_id),
-        ) else {
-            return false;
-        };
-        self.has_key(key)
-            && index < then.places.len()
-            && now.index_of(&then.places, index) == Some(index)
+        self.has_key(key) && self.key_moved_from(previous, key).as_ref() == Some(key)
     }
 
     /// Whether `key` is one of the catalog's own: of a configured sink

@@ -797,14 +797,9 @@ impl Core {
     /// The key of the sink a kept breaker is of now, if it keeps one: the
     /// sink at its spot (at its index without one).
     fn breaker_key_now(&self, open: &OpenBreaker) -> Option<SinkKey> {
-        let key = &open.key;
-        let sink_index = match open.spot {
-            Some(spot) => self.catalog.index_at(&key.source_id, spot)?,
-            None => key.sink_index,
-        };
-        let at = SinkKey {
-            sink_index,
-            ..key.clone()
+        let at = match open.spot {
+            Some(spot) => self.catalog.key_at(&open.key, spot)?,
+            None => open.key.clone(),
         };
         self.keeps_breaker(&at).then_some(at)
     }

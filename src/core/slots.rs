@@ -299,23 +299,19 @@ impl Core {
         let keys: HashSet<&SinkKey> = changed.iter().chain(others).collect();
         let mut carried = Vec::new();
         for key in keys {
-            let (Some(state), Some(spot)) = (self.keys.get(key), previous.spot_of(key)) else {
+            let Some(state) = self.keys.get(key) else {
                 continue;
             };
-            let Some(sink_index) = catalog.index_at(&key.source_id, spot) else {
+            let Some(to) = catalog.key_moved_from(previous, key) else {
                 continue; // Its sink is gone.
             };
             let then_us = previous.call_interval_us(&key.source_id, key.sink_index);
-            let now_us = catalog.call_interval_us(&key.source_id, sink_index);
+            let now_us = catalog.call_interval_us(&to.source_id, to.sink_index);
             let next_call_us = match (then_us, now_us) {
                 (Some(then_us), Some(now_us)) => {
                     (state.next_call_us + now_us).saturating_sub(then_us)
                 }
                 _ => state.next_call_us,
-            };
-            let to = SinkKey {
-                sink_index,
-                ..key.clone()
             };
             if to != *key || next_call_us != state.next_call_us {
                 carried.push((to, next_call_us));

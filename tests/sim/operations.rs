@@ -193,18 +193,14 @@ impl Sim {
         let catalog = &self.catalog;
         let starts = std::mem::take(&mut self.call_starts);
         for (key, mut starts) in starts {
-            let Some(spot) = previous.spot_of(&key) else {
-                continue;
-            };
-            let Some(sink_index) = catalog.index_at(&key.source_id, spot) else {
+            let Some(to) = catalog.key_moved_from(&previous, &key) else {
                 continue;
             };
             let then_us = previous.call_interval_us(&key.source_id, key.sink_index);
-            if catalog.call_interval_us(&key.source_id, sink_index) != then_us {
+            if catalog.call_interval_us(&to.source_id, to.sink_index) != then_us {
                 starts.drain(..starts.len().saturating_sub(1));
             }
-            let key = SinkKey { sink_index, ..key };
-            self.call_starts.insert(key, starts);
+            self.call_starts.insert(to, starts);
         }
         self.reconfigure(shard);
     }
