@@ -107,6 +107,84 @@ impl Core {
         self.dispatch.breaker_failures > 0 && self.catalog.has_key(key)
     }
 
+    /// After a reload from `previous`: each breaker goes with its sink to
+    /// the index the reload moved it to (found by its spot), state,
+    /// failures and held rows with it; one whose sink is gone (removed, or
+    /// given another destination where it stood), or every one with
+    /// breakers off, is dropped (the rows it parked run again). A move is not reported (logs and
+    /// notices tell of a sink's health, which it does not change): the
+    /// store moves the entry of an open one. A probe running under the old
+    /// key answers there, so the next attempt probes; each open breaker
+    /// moved is checked for a probe as a restored one is.
+    pub(super) fn carry_breakers(&mut self, now_ms: u64, previous: &Catalog) {
+        let catalog = self.catalog.clone();
+        let moved: Vec<(SinkKey, SinkKey)> = (self.breakers.keys())
+            .filter_map(|key| {
+                let to = catalog.key_moved_from(previous, key)?;
+                (to != *key && self.keeps_breaker(&to)).then(|| (key.clone(), to))
+            })
+            .collect();
+        let mut carried = Vec::with_capacity(moved.len());
+        for (from, to) in moved {
+            let mut breaker = self.breakers.remove(&from).expect("a breaker's key");
+            breaker.forget_probe();
+            self.breakers_open -= u64::from(breaker.is_open());
+            carried.push((from, to, breaker));
+        }
+        let dropped: Vec<SinkKey> = (self.breakers.keys())
+            .filter(|key| !self.keeps_breaker(key) || !catalog.has_key_of(previous, key))
+            .cloned()
+            .collect();
+        for key in dropped {
+            if self.forget_breaker(&key) {
+                self.unpark_tenant(&key.tenant);
+            }
+        }
+        // Where an open breaker moves to, the store keeps that one.
+        let taken: HashSet<SinkKey> = (carried.iter())
+            .filter(|(_, _, breaker)| breaker.is_open())
+            .map(|(_, to, _)| to.clone())
+            .collect();
+        for (from, to, breaker) in carried {
+            if breaker.is_open() {
+                self.breakers_open += 1;
+                let until_ms = breaker.open_until_ms().unwrap_or(now_ms);
+                let from_taken = taken.contains(&from);
+                self.store_breaker_moved(from, &to, until_ms, breaker.opens(), from_taken);
+                self.check_probe_after(until_ms, &to);
+            }
+            if breaker.holds_rows() && !breaker.keeps_rows_held(now_ms) {
+                self.start_key_wake(&to);
+            }
+            let replaced = self.breakers.insert(to, breaker);
+            debug_assert!(replaced.is_none(), "a moved sink's key had no breaker left");
+        }
+    }
+
+    /// Moves an open breaker's store entry from `from` to `to` (with its
+    /// sink's spot there), leaving none at `from` unless another breaker
+    /// moved there (`from_taken`).
+    pub(super) fn store_breaker_moved(
+        &mut self,
+        from: SinkKey,
+        to: &SinkKey,
+        until_ms: u64,
+        opens: u32,
+        from_taken: bool,
+    ) {
+        if !from_taken {
+            let event = BreakerEvent::Closed { key: from };
+            (self.ops).push_back(StoreOp::Breaker { event, spot: None });
+        }
+        let event = BreakerEvent::Opened {
+            key: to.clone(),
+            until_ms,
+            opens,
+        };
+        let spot = self.catalog.spot_of(to);
+        (self.ops).push_back(StoreOp::Breaker { event, spot });
+    }
+
     /// Drops `key`'s breaker, whatever its state, waking the rows it held
     /// afresh from the first: a wake under way may have passed rows held
     /// since (parked while a probe ran). Returns whether it was open (and

@@ -286,8 +286,8 @@ impl Catalog {
     /// Whether `key` is still of the sink it was of in `previous`: its
     /// source has a sink of its type at its index, the one at the place
     /// its index had in `previous` (the first such for the first of equal
-    /// places, and so on). A reload drops the breaker of a key it gave
-    /// another sink: a breaker is its sink's.
+    /// places, and so on). A breaker is its sink's: a reload keeps it at
+    /// such a key, and moves or drops any other (`Core::carry_breakers`).
     pub fn has_key_of(&self, previous: &Catalog, key: &SinkKey) -> bool {
         self.has_key(key) && self.key_moved_from(previous, key).as_ref() == Some(key)
     }

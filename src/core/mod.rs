@@ -484,17 +484,7 @@ impl Core {
         }
         self.forget_gone_keys(now_ms, maybe_stray);
         self.forget_idle_tenants();
-        // A breaker is its sink's: one whose index another sink now holds
-        // goes too, and the rows it parked run again.
-        let dropped: Vec<SinkKey> = (self.breakers.keys())
-            .filter(|key| !self.keeps_breaker(key) || !self.catalog.has_key_of(&previous, key))
-            .cloned()
-            .collect();
-        for key in dropped {
-            if self.forget_breaker(&key) {
-                self.unpark_tenant(&key.tenant);
-            }
-        }
+        self.carry_breakers(now_ms, &previous);
         self.scan_requested = true;
     }
 
@@ -764,7 +754,7 @@ impl Core {
                 key,
                 until_ms,
                 opens,
-                spot,
+                spot: _,
             } = open;
             let Some(at) = at else {
                 self.unpark_tenant(&key.tenant);
@@ -775,16 +765,8 @@ impl Core {
             };
             if at != key {
                 // Where another breaker moved to, the store keeps that one.
-                if !taken.contains(&key) {
-                    let event = BreakerEvent::Closed { key };
-                    (self.ops).push_back(StoreOp::Breaker { event, spot: None });
-                }
-                let event = BreakerEvent::Opened {
-                    key: at.clone(),
-                    until_ms,
-                    opens,
-                };
-                (self.ops).push_back(StoreOp::Breaker { event, spot });
+                let from_taken = taken.contains(&key);
+                self.store_breaker_moved(key, &at, until_ms, opens, from_taken);
             }
             self.check_probe_after(until_ms, &at);
             let replaced = (self.breakers).insert(at, Breaker::reopened(until_ms, opens));

@@ -65,7 +65,8 @@ pub struct RowState {
     /// to a sink (`Catalog::bind`).
     pub sink_places: Option<SinkPlaces>,
     /// Parked behind its key's open breaker (`StoreOp::Park`) and not made
-    /// due since: a reload that drops the breaker unparks it (see
+    /// due since: a reload that drops the breaker (not one that moves it
+    /// with its sink) unparks it (see
     /// `unpark`).
     pub parked: bool,
     /// Written back to wait for its turn behind its sink's rate (its last

@@ -1,8 +1,9 @@
 //! Rows parked behind a breaker that no longer applies: made due now,
 //! rather than left waiting to the end of an open period nothing keeps.
 //!
-//! A reload that drops an open breaker (its sink removed or moved, see
-//! `Core::keeps_breaker`) unparks its tenant's parked rows, one that turns
+//! A reload that drops an open breaker (its sink removed, or its
+//! destination changed where it stands; a moved sink takes its breaker
+//! along, see `Core::carry_breakers`) unparks its tenant's parked rows, one that turns
 //! breakers off (`breaker_failures` 0) every tenant's, and a new core that
 //! closes a breaker its store kept unparks that breaker's tenant. The rows
 //! the breaker held (never attempted, past every due time) are the pass over

@@ -501,6 +501,32 @@ fn an_open_breaker_survives_a_restart_and_its_key_probes_alone() {
 /// hooks waited for the period to end, and the down sink got a wave.)
 #[test]
 fn an_open_breaker_kept_over_a_restart_stays_with_its_sink_when_another_is_inserted_first() {
+    a_breaker_stays_with_its_sink_when_another_is_inserted_first(|engine, config| {
+        engine.shutdown();
+        drop(engine);
+        Engine::open(config.clone()).unwrap()
+    });
+}
+
+/// The same across a reload: the reload takes the open breaker to the
+/// sink's new index. (Before, it dropped the breaker, and the sink that
+/// was down got its hooks at once.)
+#[test]
+fn an_open_breaker_stays_with_its_sink_when_a_reload_inserts_another_first() {
+    a_breaker_stays_with_its_sink_when_another_is_inserted_first(|engine, config| {
+        engine.reconfigure(config).unwrap();
+        engine
+    });
+}
+
+/// A source's one sink answers 503 until its breaker opens (two failures,
+/// open ten minutes); `insert` then brings the engine on a config with an
+/// HTTP sink inserted before it, and three more hooks are committed: the
+/// new sink gets them at once, the down sink nothing, and the breaker is
+/// the down sink's, at index 1.
+fn a_breaker_stays_with_its_sink_when_another_is_inserted_first(
+    insert: impl FnOnce(Engine, &goad::Config) -> Engine,
+) {
     let dir = tempfile::tempdir().unwrap();
     let receiver = Receiver::start(|r| match r.path.as_str() {
         "/down" => Reply::status(503),
@@ -520,12 +546,10 @@ fn an_open_breaker_kept_over_a_restart_stays_with_its_sink_when_another_is_inser
     wait_until("the breaker open", Duration::from_secs(10), || {
         engine.stats()[0].core.breakers_open == 1
     });
-    engine.shutdown();
-    drop(engine);
     let calls_while_up = receiver.count();
     let new = SinkConfig::http(receiver.url("/new"));
     c.sources[0].sinks.insert(0, new);
-    let engine = Engine::open(c).unwrap();
+    let engine = insert(engine, &c);
     for n in 3..6 {
         engine.commit(NewHook::new("s", format!("{n}"))).unwrap();
     }

@@ -183,17 +183,61 @@ impl Sim {
                     self.open_breakers.insert(key.clone());
                 }
                 BreakerEvent::Closed { key } => assert!(
-                    self.open_breakers.remove(key) || self.closed_by_rebuild.remove(key),
+                    self.closing.remove(key)
+                        || self.open_breakers.remove(key)
+                        || self.closed_by_rebuild.remove(key),
                     "seed {seed}: breaker of {key:?} closed without having opened"
                 ),
             }
         }
+        assert!(
+            self.closing.is_empty(),
+            "seed {seed}: breakers a reload dropped not reported closed: {:?}",
+            self.closing
+        );
         self.closed_by_rebuild.clear();
         assert_eq!(
             self.open_breakers.len() as u64,
             shard.core().stats().breakers_open,
             "seed {seed}: breakers reported open vs counted open"
         );
+    }
+
+    /// After a reload from `previous`: each breaker open before it is open
+    /// at its sink's index now (found by its spot), if breakers are on and
+    /// the sink is still configured, and no other is; the keys reported
+    /// open and not open at their sink's index now are reported closed at
+    /// the next step (a move is not reported).
+    pub(super) fn check_breakers_carried(
+        &mut self,
+        previous: &Catalog,
+        open_before: Vec<SinkKey>,
+        shard: &ShardState,
+    ) {
+        let on = self.dispatch.breaker_failures > 0;
+        let mut carried = HashMap::new();
+        for key in open_before {
+            let to = self.catalog.key_moved_from(previous, &key);
+            if let Some(to) = to.filter(|to| on && self.catalog.has_key(to)) {
+                carried.insert(key, to);
+            }
+        }
+        let open_now: HashSet<SinkKey> = shard.core().open_breaker_keys().into_iter().collect();
+        let expected: HashSet<SinkKey> = carried.values().cloned().collect();
+        assert_eq!(
+            open_now, expected,
+            "seed {}: open breakers after a reload vs those open before, at their sinks' index now",
+            self.seed
+        );
+        for key in std::mem::take(&mut self.open_breakers) {
+            if !carried.contains_key(&key) {
+                self.closing.insert(key);
+            }
+        }
+        for key in &expected {
+            self.note_opened(key);
+        }
+        self.open_breakers = expected;
     }
 
     /// Each outcome of an attempt is its sink key's: the keys' counts add

@@ -31,7 +31,10 @@
 //! - the breaker changes the core reports account for its open breakers:
 //!   a breaker closes only after it opened, the keys reported open are
 //!   exactly as many as the core counts open, and a core rebuilt after a
-//!   crash or a restart takes back no breaker that was not open (breakers
+//!   crash or a restart takes back no breaker that was not open; after
+//!   a reload, the breakers open are exactly those open before it, each
+//!   at its sink's index now (a swap or an insertion moves it), less those
+//!   of sinks gone, which are reported closed at the next step (breakers
 //!   are turned off and on again by reloads at seeded times, which closes
 //!   the open ones, and a rebuild with them off closes those the store
 //!   kept); once the unparking that a reload turning breakers off starts
@@ -170,6 +173,9 @@ struct Sim {
     /// The spots of their sinks then (tenant, source, spot): a breaker
     /// the store kept goes to its sink's index now.
     ever_opened_spots: HashSet<(TenantId, Arc<str>, SinkSpot)>,
+    /// Keys reported open whose breaker a reload dropped (or that closed
+    /// since the last step): reported closed at the next step.
+    closing: HashSet<SinkKey>,
     /// Keys the store may have kept open that the last rebuild did not
     /// take back: the core reports them closed at its next step.
     closed_by_rebuild: HashSet<SinkKey>,
@@ -405,6 +411,7 @@ impl Sim {
             open_breakers: HashSet::new(),
             ever_opened: HashSet::new(),
             ever_opened_spots: HashSet::new(),
+            closing: HashSet::new(),
             closed_by_rebuild: HashSet::new(),
             breaker_failures,
             breaker_rng: Rng::new(seed ^ 0xb4ea_c0ff),
@@ -493,6 +500,7 @@ impl Sim {
             self.note_opened(key);
         }
         self.closed_by_rebuild = self.ever_opened.difference(&taken_back).cloned().collect();
+        self.closing.clear();
         self.open_breakers = taken_back;
     }
 

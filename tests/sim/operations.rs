@@ -202,13 +202,15 @@ impl Sim {
             }
             self.call_starts.insert(to, starts);
         }
-        self.reconfigure(shard);
+        self.reconfigure(shard, &previous);
     }
 
-    /// Reloads the config into the shard, counting the outcomes of the
-    /// keys it forgets (those of sinks gone).
-    fn reconfigure(&mut self, shard: &mut ShardState) {
+    /// Reloads the config into the shard (its sinks' catalog, `previous`
+    /// before), counting the outcomes of the keys it forgets (those of
+    /// sinks gone), and checks where the open breakers went.
+    fn reconfigure(&mut self, shard: &mut ShardState, previous: &Catalog) {
         let before = SinkSums::of(shard);
+        let open_before = shard.core().open_breaker_keys();
         shard.handle_reconfigure(
             self.now_ms,
             self.dispatch.clone(),
@@ -216,6 +218,7 @@ impl Sim {
             self.catalog.clone(),
         );
         self.forgotten.add(before.less(SinkSums::of(shard)));
+        self.check_breakers_carried(previous, open_before, shard);
     }
 
     /// Seeded operator actions: a reconfiguration, deleting a source's
@@ -228,7 +231,8 @@ impl Sim {
         }
         if self.rng.below(300) == 0 {
             self.change_dispatch(&shard.core().tenant_stats());
-            self.reconfigure(shard);
+            let same = self.catalog.clone();
+            self.reconfigure(shard, &same);
         }
         self.reload_sink_changes(shard);
         self.regrant(shard);

@@ -615,3 +615,111 @@ fn kept_breakers_of_swapped_or_gone_sinks_each_go_to_their_own() {
     assert_eq!(m.apply(&mut c), [unparking, b_left, opened(0, 700, 2)]);
     assert_eq!(breaker_events(&mut c), [], "no close of the key b has now");
 }
+
+/// A reload that inserts a sink before one whose breaker is open takes
+/// the breaker with its sink: the sink that was down, now at index 1,
+/// keeps its rows parked and held until its period ends and a probe
+/// closes it; the new sink at index 0 gets its rows at once. The move is
+/// not reported (the sink's health did not change); the store moves the
+/// entry to the sink's new index. (Before, the reload dropped the breaker,
+/// reported it closed, and the down sink got its rows at once.)
+#[test]
+fn a_reload_that_moves_a_sink_takes_its_open_breaker_with_it() {
+    let t = 1_000;
+    let mut config = http_sinks(&["down"]);
+    config.dispatch.sink_concurrency = 2;
+    let places = |config: &Config| {
+        let catalog = Catalog::from_config(config);
+        catalog.source("a").unwrap().places.clone()
+    };
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    for _ in 0..5 {
+        m.add_placed("t", "a", &["http"], &places(&config));
+    }
+    assert_eq!(fail_every_row_and_park(&mut c, &mut m, t), 2);
+    assert_eq!(breaker_events(&mut c).len(), 1, "opened until t + 100");
+
+    let mut moved = http_sinks(&["new", "down"]);
+    moved.dispatch.sink_concurrency = 2;
+    reconfigure(&mut c, t + 10, &moved);
+    assert_eq!(breaker_events(&mut c), [], "a move is no close");
+    assert_eq!(c.open_breaker_keys(), [key_of("a", 1, "http")]);
+    let breaker_ops: Vec<StoreOp> = (m.apply(&mut c).into_iter())
+        .filter(|op| matches!(op, StoreOp::Breaker { .. }))
+        .collect();
+    let entry_moved = [
+        StoreOp::Breaker {
+            event: BreakerEvent::Closed {
+                key: key_of("a", 0, "http"),
+            },
+            spot: None,
+        },
+        StoreOp::Breaker {
+            event: BreakerEvent::Opened {
+                key: key_of("a", 1, "http"),
+                until_ms: t + 100,
+                opens: 1,
+            },
+            spot: c.catalog.spot_of(&key_of("a", 1, "http")),
+        },
+    ];
+    assert_eq!(breaker_ops, entry_moved);
+
+    for _ in 0..3 {
+        m.add_placed("t", "a", &["http", "http"], &places(&moved));
+    }
+    c.handle_committed();
+    let mut started = Vec::new();
+    settle_at(&mut c, &mut m, t + 10, &mut |job| {
+        started.push(job.key.sink_index);
+        Ok(())
+    });
+    assert_eq!(started, [0, 0, 0], "the down sink's rows wait");
+    assert_eq!(m.rows.len(), 8);
+
+    started.clear();
+    settle_at(&mut c, &mut m, t + 100, &mut |job| {
+        started.push(job.key.sink_index);
+        Ok(())
+    });
+    assert_eq!(started, [1; 8], "the probe closed it, and all ran");
+    assert!(m.rows.is_empty());
+    let closed = BreakerEvent::Closed {
+        key: key_of("a", 1, "http"),
+    };
+    assert_eq!(breaker_events(&mut c), [closed]);
+}
+
+/// A reload that moves a sink while its breaker's probe runs takes the
+/// breaker along half-open: the probe's answer comes under the old key
+/// (another sink's now) and closes nothing, so the sink's next attempt
+/// probes, and its success closes the breaker and wakes the held rows.
+#[test]
+fn a_probe_running_when_a_reload_moves_its_sink_leaves_the_next_attempt_to_probe() {
+    let t = 1_000;
+    let config = breaker_config(1, 500, 500);
+    let (mut c, mut m, probe) = probe_running(&config, t);
+    let mut moved = config;
+    moved.sources = vec![source("a", "t", &["y", "x"])].into();
+    reconfigure(&mut c, t + 500, &moved);
+    assert_eq!(breaker_events(&mut c), [], "a move is no close");
+    assert_eq!(c.open_breaker_keys(), [key_of("a", 1, "x")]);
+    c.handle_outcome(t + 510, probe.id, Ok(()), TOOK);
+    assert_eq!(c.open_breaker_keys(), [key_of("a", 1, "x")]);
+    let mut started = Vec::new();
+    settle_at(&mut c, &mut m, t + 510, &mut |job| {
+        started.push(job.key.clone());
+        Ok(())
+    });
+    assert_eq!(
+        started,
+        vec![key_of("a", 1, "x"); 9],
+        "the probe's row is gone"
+    );
+    assert!(m.rows.is_empty());
+    let closed = BreakerEvent::Closed {
+        key: key_of("a", 1, "x"),
+    };
+    assert_eq!(breaker_events(&mut c), [closed]);
+}
