@@ -234,17 +234,6 @@ impl Breaker {
         }
     }
 
-    /// Its probe's answer will not reach it (a reload moved its sink to
-    /// another key: the probe's attempt ends under the old one), so the
-    /// next attempt probes. Returns whether a probe ran.
-    pub fn forget_probe(&mut self) -> bool {
-        let probing = self.probing();
-        if probing {
-            self.state = State::HalfOpen { probe: None };
-        }
-        probing
-    }
-
     /// An attempt of the key ended. Returns the end of the open period when
     /// this outcome opened the breaker.
     pub fn record(

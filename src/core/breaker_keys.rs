@@ -113,9 +113,9 @@ impl Core {
     /// given another destination where it stood), or every one with
     /// breakers off, is dropped (the rows it parked run again). A move is not reported (logs and
     /// notices tell of a sink's health, which it does not change): the
-    /// store moves the entry of an open one. A probe running under the old
-    /// key answers there, so the next attempt probes; each open breaker
-    /// moved is checked for a probe as a restored one is.
+    /// store moves the entry of an open one. A probe running across the
+    /// move answers to it (its row moved with it, see `carry`); each open
+    /// breaker moved is checked for a probe as a restored one is.
     pub(super) fn carry_breakers(&mut self, now_ms: u64, previous: &Catalog) {
         let catalog = self.catalog.clone();
         let moved: Vec<(SinkKey, SinkKey)> = (self.breakers.keys())
@@ -126,8 +126,7 @@ impl Core {
             .collect();
         let mut carried = Vec::with_capacity(moved.len());
         for (from, to) in moved {
-            let mut breaker = self.breakers.remove(&from).expect("a breaker's key");
-            breaker.forget_probe();
+            let breaker = self.breakers.remove(&from).expect("a breaker's key");
             self.breakers_open -= u64::from(breaker.is_open());
             carried.push((from, to, breaker));
         }

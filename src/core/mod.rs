@@ -39,6 +39,7 @@
 
 mod breaker;
 mod breaker_keys;
+mod carry;
 mod catalog;
 mod dead_letter;
 mod dead_reason;
@@ -459,7 +460,7 @@ impl Core {
         self.dispatch = dispatch;
         self.retry = retry;
         let previous = std::mem::replace(&mut self.catalog, catalog);
-        self.carry_turns(&previous, &maybe_stray);
+        self.carry_key_states(&previous, &maybe_stray);
         // Keys waiting for their turn go back in the rings: the next pass
         // holds them to their sink's new rate, or none.
         self.end_rate_waits(u64::MAX);

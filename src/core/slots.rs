@@ -23,7 +23,7 @@
 //! idle key's next call starts at once (no burst is saved up). A reload
 //! carries a sink's next call to the index it moves the sink to, one new
 //! interval after its last call where it changes the rate
-//! ([`Core::carry_turns`]). A process restart forgets the times; a shard
+//! (`carry`). A process restart forgets the times; a shard
 //! rebuilt inside the process keeps them.
 //!
 //! A freed slot goes first to a tenant running fewer calls than its share
@@ -282,43 +282,6 @@ impl Core {
         if let Some(interval_us) = interval_us {
             let state = self.keys.get_mut(key).expect("a starting key has state");
             state.next_call_us = state.next_call_us.max(now_ms * 1_000) + interval_us;
-        }
-    }
-
-    /// Carries the next call of each sink with a rate over a reload from
-    /// `previous`: to its key at the index the catalog moved it to (found
-    /// by its spot), one new interval after its last call where its rate
-    /// changed. The keys looked at are those whose pace changed and
-    /// `others` (the keys that may bind elsewhere: of sources whose sinks
-    /// moved, and the stray keys of sources moved to another tenant). A
-    /// key whose sink moved away keeps its turn for the sink that takes
-    /// its index, if none is carried to it: at most one interval late.
-    pub(super) fn carry_turns(&mut self, previous: &Arc<Catalog>, others: &[SinkKey]) {
-        let catalog = self.catalog.clone();
-        let changed = catalog.paces_changed_since(previous);
-        let keys: HashSet<&SinkKey> = changed.iter().chain(others).collect();
-        let mut carried = Vec::new();
-        for key in keys {
-            let Some(state) = self.keys.get(key) else {
-                continue;
-            };
-            let Some(to) = catalog.key_moved_from(previous, key) else {
-                continue; // Its sink is gone.
-            };
-            let then_us = previous.call_interval_us(&key.source_id, key.sink_index);
-            let now_us = catalog.call_interval_us(&to.source_id, to.sink_index);
-            let next_call_us = match (then_us, now_us) {
-                (Some(then_us), Some(now_us)) => {
-                    (state.next_call_us + now_us).saturating_sub(then_us)
-                }
-                _ => state.next_call_us,
-            };
-            if to != *key || next_call_us != state.next_call_us {
-                carried.push((to, next_call_us));
-            }
-        }
-        for (key, next_call_us) in carried {
-            self.key_mut(&key).next_call_us = next_call_us;
         }
     }
 

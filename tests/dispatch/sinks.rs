@@ -543,9 +543,15 @@ fn a_breaker_stays_with_its_sink_when_another_is_inserted_first(
     for n in 0..3 {
         engine.commit(NewHook::new("s", format!("{n}"))).unwrap();
     }
-    wait_until("the breaker open", Duration::from_secs(10), || {
-        engine.stats()[0].core.breakers_open == 1
-    });
+    // Every attempt started before it opened has reached the receiver.
+    wait_until(
+        "the breaker open, no attempt running",
+        Duration::from_secs(10),
+        || {
+            let core = engine.stats()[0].core;
+            core.breakers_open == 1 && core.running == 0
+        },
+    );
     let calls_while_up = receiver.count();
     let new = SinkConfig::http(receiver.url("/new"));
     c.sources[0].sinks.insert(0, new);

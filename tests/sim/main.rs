@@ -16,7 +16,8 @@
 //!   which the coordinator grants anew at seeded times), each tenant's
 //!   window and concurrency (some tenants have small ones, per seed, which
 //!   reloads at seeded times widen or narrow), and `sink_concurrency` per
-//!   key, are never exceeded, counted in calls (a lowered limit drops
+//!   key (a sink's calls go with it when a reload moves it to another
+//!   index), are never exceeded, counted in calls (a lowered limit drops
 //!   nothing: the rows claimed and calls running it finds may stay over
 //!   it, but never rise, until they fit under it) (sink type `b` batches, per seed: a batch
 //!   is one call of up to its size, of one key); no row runs twice at once;

@@ -186,8 +186,8 @@ impl Sim {
         if self.note_rng.below(2) == 0 {
             self.catalog.note_changes_from(&previous);
         }
-        // A sink's calls go with it to the index the reload moved it to
-        // (by its spot): its key there spaces them; where its rate changed,
+        // A sink's call starts go with it to the index the reload moved it
+        // to (by its spot): its key there spaces them; where its rate changed,
         // its next call comes one new interval after its last (the calls
         // before were spaced at the old one).
         let catalog = &self.catalog;
@@ -201,6 +201,13 @@ impl Sim {
                 starts.drain(..starts.len().saturating_sub(1));
             }
             self.call_starts.insert(to, starts);
+        }
+        // So do its calls running: they count against its concurrency at
+        // its new index (those of a sink gone stay on its old key).
+        for run in self.running.values_mut() {
+            if let Some(to) = catalog.key_moved_from(&previous, &run.key) {
+                run.key = to;
+            }
         }
         self.reconfigure(shard, &previous);
     }

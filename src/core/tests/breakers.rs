@@ -692,11 +692,13 @@ fn a_reload_that_moves_a_sink_takes_its_open_breaker_with_it() {
 }
 
 /// A reload that moves a sink while its breaker's probe runs takes the
-/// breaker along half-open: the probe's answer comes under the old key
-/// (another sink's now) and closes nothing, so the sink's next attempt
-/// probes, and its success closes the breaker and wakes the held rows.
+/// breaker along half-open, and the probe's row with it: the probe's
+/// success closes the breaker at the sink's new index, its rows wake and
+/// run there, and the sink's counts, from before the reload too, are
+/// shown at that index. (Before, the probe's answer went to the key of
+/// its old index, another sink's now.)
 #[test]
-fn a_probe_running_when_a_reload_moves_its_sink_leaves_the_next_attempt_to_probe() {
+fn a_probe_running_when_a_reload_moves_its_sink_answers_for_it() {
     let t = 1_000;
     let config = breaker_config(1, 500, 500);
     let (mut c, mut m, probe) = probe_running(&config, t);
@@ -706,20 +708,23 @@ fn a_probe_running_when_a_reload_moves_its_sink_leaves_the_next_attempt_to_probe
     assert_eq!(breaker_events(&mut c), [], "a move is no close");
     assert_eq!(c.open_breaker_keys(), [key_of("a", 1, "x")]);
     c.handle_outcome(t + 510, probe.id, Ok(()), TOOK);
-    assert_eq!(c.open_breaker_keys(), [key_of("a", 1, "x")]);
+    let closed = BreakerEvent::Closed {
+        key: key_of("a", 1, "x"),
+    };
+    assert_eq!(breaker_events(&mut c), [closed]);
     let mut started = Vec::new();
     settle_at(&mut c, &mut m, t + 510, &mut |job| {
         started.push(job.key.clone());
         Ok(())
     });
-    assert_eq!(
-        started,
-        vec![key_of("a", 1, "x"); 9],
-        "the probe's row is gone"
-    );
+    assert_eq!(started, vec![key_of("a", 1, "x"); 9]);
     assert!(m.rows.is_empty());
-    let closed = BreakerEvent::Closed {
-        key: key_of("a", 1, "x"),
-    };
-    assert_eq!(breaker_events(&mut c), [closed]);
+    let counts: Vec<(u16, u64, u64)> = (c.sink_stats().into_iter())
+        .map(|s| (s.key.sink_index, s.outcomes.retried, s.outcomes.delivered))
+        .collect();
+    assert_eq!(
+        counts,
+        [(1, 1, 10)],
+        "the failure that opened it, ten deliveries"
+    );
 }

@@ -148,6 +148,57 @@ fn an_attempt_running_across_a_reload_that_moves_its_sink_fails_by_its_own_sinks
     assert_eq!(settled, ["dead"]);
 }
 
+/// A reload that inserts sink `y` before `x` while two calls of `x` run
+/// (its `sink_concurrency`): they count against `x` at its new index, so
+/// `x` starts no third call until one ends, while `y` takes its two at
+/// once; and each sink's counts are its own. (Before, they stayed on the
+/// key of index 0: `x` started two more at once, four calls at a receiver
+/// that asked for two, and `y` waited for `x`'s to end.)
+#[test]
+fn calls_running_when_a_reload_moves_their_sink_count_against_it_at_its_new_index() {
+    let mut config = config_with(vec![source("a", "t", &["x"])]);
+    config.dispatch.sink_concurrency = 2;
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    for _ in 0..4 {
+        m.add("t", "a", &["x"], 0);
+    }
+    c.handle_scan(0, &mut m);
+    let _ = m.apply(&mut c);
+    let running: Vec<Job> = std::iter::from_fn(|| c.poll_job(0)).collect();
+    assert_eq!(running.len(), 2);
+
+    let mut inserted = config.clone();
+    inserted.sources = vec![source("a", "t", &["y", "x"])].into();
+    reconfigure(&mut c, 0, &inserted);
+    for _ in 0..2 {
+        m.add("t", "a", &["y", "x"], 0);
+    }
+    c.handle_committed();
+    let _ = m.apply(&mut c);
+    c.handle_scan(1, &mut m);
+    let _ = m.apply(&mut c);
+    let started: Vec<u16> = std::iter::from_fn(|| c.poll_job(1))
+        .map(|job| job.key.sink_index)
+        .collect();
+    assert_eq!(started, [0, 0], "y's two; x has its two running");
+    assert_eq!(c.stats().calls, 4);
+
+    for job in &running {
+        c.handle_outcome(2, job.id, Ok(()), TOOK);
+    }
+    let mut started = Vec::new();
+    settle_at(&mut c, &mut m, 2, &mut |job| {
+        started.push(job.key.sink_index);
+        Ok(())
+    });
+    assert_eq!(started, [1; 4], "x's other rows, once its calls ended");
+    let delivered: Vec<(u16, u64)> = (c.sink_stats().into_iter())
+        .map(|s| (s.key.sink_index, s.outcomes.delivered))
+        .collect();
+    assert_eq!(delivered, [(0, 0), (1, 6)], "y's two are still running");
+}
+
 /// A reload that removes sinks forgets their keys once nothing of theirs
 /// runs: source `b`'s key, idle, at once; `a`'s second sink, whose attempt
 /// runs across the reload, at the next reload after that attempt ended.

@@ -1,0 +1,90 @@
+//! What a key knows of its sink follows the sink when a reload moves it
+//! to another index (found by its spot: place and rank, see `catalog`).
+//!
+//! Its next call (a rate's turn, see `slots`), shifted where the reload
+//! changed the rate: the next call comes one new interval after the last.
+//! Its calls running: they count against the sink's `sink_concurrency` at
+//! its new index, not against the sink that took the old one, and their
+//! rows are re-keyed, so an attempt's outcome is its own sink's — its
+//! breaker (a probe running across the move closes or reopens the
+//! breaker that moved with it, see `breaker_keys`), its retry keys, its
+//! counts. And its counts and call time, which `goad sinks` shows. A
+//! sink the reload removed, or gave another destination where it stood,
+//! has nowhere to go: its key keeps its running calls and counts until
+//! they end (the sink that takes its index shares them meanwhile).
+
+use super::*;
+use std::mem::take;
+
+/// A moved sink's state, taken from the key of its old index.
+struct Carried {
+    next_call_us: u64,
+    calls: u64,
+    outcomes: SinkOutcomes,
+    call_time_us: u64,
+}
+
+impl Core {
+    /// Carries the key states of the sinks a reload from `previous`
+    /// moved, and holds each sink with a rate to its new one (see the
+    /// module docs). The keys looked at are those whose pace changed and
+    /// `others` (the keys that may bind elsewhere: of sources whose sinks
+    /// moved, and the stray keys of sources moved to another tenant). A
+    /// key whose sink moved away keeps its turn for the sink that takes
+    /// its index, if none is carried to it: at most one interval late.
+    pub(super) fn carry_key_states(&mut self, previous: &Arc<Catalog>, others: &[SinkKey]) {
+        let catalog = self.catalog.clone();
+        let changed = catalog.paces_changed_since(previous);
+        let keys: HashSet<&SinkKey> = changed.iter().chain(others).collect();
+        let mut carried = Vec::new();
+        for key in keys {
+            let Some(state) = self.keys.get_mut(key) else {
+                continue;
+            };
+            let Some(to) = catalog.key_moved_from(previous, key) else {
+                continue; // Its sink is gone.
+            };
+            let then_us = previous.call_interval_us(&key.source_id, key.sink_index);
+            let now_us = catalog.call_interval_us(&to.source_id, to.sink_index);
+            let next_call_us = match (then_us, now_us) {
+                (Some(then_us), Some(now_us)) => {
+                    (state.next_call_us + now_us).saturating_sub(then_us)
+                }
+                _ => state.next_call_us,
+            };
+            if to == *key {
+                state.next_call_us = next_call_us;
+                continue;
+            }
+            let moved = Carried {
+                next_call_us,
+                calls: take(&mut state.calls),
+                outcomes: take(&mut state.outcomes),
+                call_time_us: take(&mut state.call_time_us),
+            };
+            carried.push((key.clone(), to, moved));
+        }
+        // Taken from every old key before any is given: a swap's two keys
+        // each take the other's.
+        let mut running_to = HashMap::new();
+        for (from, to, moved) in carried {
+            let state = self.key_mut(&to);
+            state.next_call_us = moved.next_call_us;
+            state.calls += moved.calls;
+            state.outcomes = moved.outcomes;
+            state.call_time_us = moved.call_time_us;
+            if moved.calls > 0 {
+                running_to.insert(from, to);
+            }
+        }
+        if running_to.is_empty() {
+            return;
+        }
+        for claim in self.claims.values_mut() {
+            let to = claim.running.and_then(|_| running_to.get(&claim.key));
+            if let Some(to) = to {
+                claim.key = to.clone();
+            }
+        }
+    }
+}
