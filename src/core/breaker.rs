@@ -46,6 +46,9 @@ pub enum BreakerEvent {
     },
     /// Closed by an answer after it was open.
     Closed { key: SinkKey },
+    /// Still open, now at `to`: a reload moved its sink from `from` to
+    /// another index (the sink's health did not change).
+    Moved { from: SinkKey, to: SinkKey },
 }
 
 /// An open breaker as the store keeps it over a restart: its key, the end

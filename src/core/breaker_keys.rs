@@ -111,11 +111,12 @@ impl Core {
     /// the index the reload moved it to (found by its spot), state,
     /// failures and held rows with it; one whose sink is gone (removed, or
     /// given another destination where it stood), or every one with
-    /// breakers off, is dropped (the rows it parked run again). A move is not reported (logs and
-    /// notices tell of a sink's health, which it does not change): the
-    /// store moves the entry of an open one. A probe running across the
-    /// move answers to it (its row moved with it, see `carry`); each open
-    /// breaker moved is checked for a probe as a restored one is.
+    /// breakers off, is dropped (the rows it parked run again). An open
+    /// one's move is reported as a move, not as a close and an open (the
+    /// sink's health did not change), and the store moves its entry. A
+    /// probe running across the move answers to it (its row moved with it,
+    /// see `carry`); each open breaker moved is checked for a probe as a
+    /// restored one is.
     pub(super) fn carry_breakers(&mut self, now_ms: u64, previous: &Catalog) {
         let catalog = self.catalog.clone();
         let moved: Vec<(SinkKey, SinkKey)> = (self.breakers.keys())
@@ -149,8 +150,13 @@ impl Core {
                 self.breakers_open += 1;
                 let until_ms = breaker.open_until_ms().unwrap_or(now_ms);
                 let from_taken = taken.contains(&from);
-                self.store_breaker_moved(from, &to, until_ms, breaker.opens(), from_taken);
+                self.store_breaker_moved(from.clone(), &to, until_ms, breaker.opens(), from_taken);
                 self.check_probe_after(until_ms, &to);
+                let event = BreakerEvent::Moved {
+                    from,
+                    to: to.clone(),
+                };
+                self.breaker_events.push_back(event);
             }
             if breaker.holds_rows() && !breaker.keeps_rows_held(now_ms) {
                 self.start_key_wake(&to);

@@ -736,7 +736,8 @@ impl Core {
     /// probe runs, as before the restart. Each goes to its sink wherever
     /// the config put it (by its spot: a sink inserted before it, or one
     /// before it removed, moves it to another index, where the store keeps
-    /// it from now on); one stored without a spot stays at its index.
+    /// it from now on, and it is reported moved); one stored without a
+    /// spot stays at its index.
     ///
     /// One of a sink the config no longer has, or any while breakers are
     /// off, is reported closed instead (but where another breaker's sink
@@ -767,7 +768,12 @@ impl Core {
             if at != key {
                 // Where another breaker moved to, the store keeps that one.
                 let from_taken = taken.contains(&key);
-                self.store_breaker_moved(key, &at, until_ms, opens, from_taken);
+                self.store_breaker_moved(key.clone(), &at, until_ms, opens, from_taken);
+                let event = BreakerEvent::Moved {
+                    from: key,
+                    to: at.clone(),
+                };
+                self.breaker_events.push_back(event);
             }
             self.check_probe_after(until_ms, &at);
             let replaced = (self.breakers).insert(at, Breaker::reopened(until_ms, opens));

@@ -238,7 +238,9 @@ impl Notifier {
 /// The sink key a breaker change is of.
 fn breaker_key(event: &BreakerEvent) -> &SinkKey {
     match event {
-        BreakerEvent::Opened { key, .. } | BreakerEvent::Closed { key } => key,
+        BreakerEvent::Opened { key, .. }
+        | BreakerEvent::Closed { key }
+        | BreakerEvent::Moved { to: key, .. } => key,
     }
 }
 
@@ -286,6 +288,10 @@ impl Notice {
             }
             Notice::Breaker(BreakerEvent::Closed { .. }, _) => {
                 fields.insert("type".into(), "sink.breaker_closed".into());
+            }
+            Notice::Breaker(BreakerEvent::Moved { from, .. }, _) => {
+                fields.insert("type".into(), "sink.breaker_moved".into());
+                fields.insert("from_sink_index".into(), from.sink_index.into());
             }
             Notice::DeadRows(summary, _) => {
                 fields.insert("type".into(), "rows.dead".into());

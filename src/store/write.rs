@@ -207,6 +207,12 @@ pub fn apply(
             event: BreakerEvent::Closed { key },
             ..
         } => breakers::delete(store, wtxn, tenants, key)?,
+        // The core writes a move as the close of the old key and the open
+        // of the new (`Core::store_breaker_moved`).
+        StoreOp::Breaker {
+            event: BreakerEvent::Moved { .. },
+            ..
+        } => {}
         StoreOp::Unparking { under_way: true } => store.put_meta(wtxn, UNPARKING, 1)?,
         StoreOp::Unparking { under_way: false } => {
             store.meta.delete(wtxn, UNPARKING.as_bytes())?;

@@ -271,3 +271,42 @@ fn a_breaker_opening_and_closing_is_notified() {
     closed["at_ms"] = closed_at_ms.clone();
     assert_eq!(events, [opened, closed]);
 }
+
+/// A reload that inserts a sink before one whose breaker is open raises
+/// `sink.breaker_moved`: the breaker is the same sink's, still open, at
+/// its new `sink_index` (from `from_sink_index`) — not a close and an open.
+#[test]
+fn a_breaker_a_reload_moves_with_its_sink_is_notified_moved() {
+    let dir = tempfile::tempdir().unwrap();
+    let failing = Receiver::start(|_| Reply::status(503)).unwrap();
+    let ops = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = notifying(dir.path(), &failing, &ops);
+    c.dispatch.breaker_failures = 2;
+    c.dispatch.breaker_open_ms = 600_000;
+    c.dispatch.breaker_max_open_ms = 600_000;
+    let path = dir.path().join("goad.toml");
+    let write = |c: &Config| std::fs::write(&path, toml::to_string(c).unwrap()).unwrap();
+    write(&c);
+    let node = start_with(c.clone(), Some(path.clone()));
+    let addr = node.local_addr();
+    for _ in 0..2 {
+        assert_eq!(ingest(addr, "a", b"x", &[]).status, 202);
+    }
+    assert!(ops.wait_for(1, Duration::from_secs(10)));
+    let new = SinkConfig::http(failing.url("/new"));
+    c.sources[0].sinks.insert(0, new);
+    write(&c);
+    assert_eq!(call(addr, "POST", "/v1/reload", &[], b"").status, 200);
+    assert!(ops.wait_for(2, Duration::from_secs(10)));
+    let events: Vec<serde_json::Value> = ops
+        .received()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    assert_eq!(events[0]["type"], "sink.breaker_opened");
+    let moved = serde_json::json!({
+        "type": "sink.breaker_moved", "tenant": "t1", "source_id": "a", "sink_index": 1,
+        "sink_type": "http", "from_sink_index": 0, "at_ms": events[1]["at_ms"].clone(),
+    });
+    assert_eq!(events[1..], [moved]);
+}

@@ -188,14 +188,22 @@ impl Sim {
                         || self.closed_by_rebuild.remove(key),
                     "seed {seed}: breaker of {key:?} closed without having opened"
                 ),
+                BreakerEvent::Moved { from, to } => assert!(
+                    self.moving.remove(&(from.clone(), to.clone()))
+                        || self.moved_by_rebuild.remove(to),
+                    "seed {seed}: a breaker reported moved from {from:?} to {to:?} by no reload"
+                ),
             }
         }
         assert!(
-            self.closing.is_empty(),
-            "seed {seed}: breakers a reload dropped not reported closed: {:?}",
-            self.closing
+            self.closing.is_empty() && self.moving.is_empty(),
+            "seed {seed}: breakers a reload dropped not reported closed: {:?}, \
+             or moved not reported moved: {:?}",
+            self.closing,
+            self.moving
         );
         self.closed_by_rebuild.clear();
+        self.moved_by_rebuild.clear();
         assert_eq!(
             self.open_breakers.len() as u64,
             shard.core().stats().breakers_open,
@@ -205,9 +213,10 @@ impl Sim {
 
     /// After a reload from `previous`: each breaker open before it is open
     /// at its sink's index now (found by its spot), if breakers are on and
-    /// the sink is still configured, and no other is; the keys reported
-    /// open and not open at their sink's index now are reported closed at
-    /// the next step (a move is not reported).
+    /// the sink is still configured, and no other is; at the next step,
+    /// each one moved to another index is reported moved, and the keys
+    /// reported open and not open at their sink's index now are reported
+    /// closed.
     pub(super) fn check_breakers_carried(
         &mut self,
         previous: &Catalog,
@@ -230,8 +239,14 @@ impl Sim {
             self.seed
         );
         for key in std::mem::take(&mut self.open_breakers) {
-            if !carried.contains_key(&key) {
-                self.closing.insert(key);
+            match carried.remove(&key) {
+                Some(to) if to != key => {
+                    self.moving.insert((key, to));
+                }
+                Some(_) => {}
+                None => {
+                    self.closing.insert(key);
+                }
             }
         }
         for key in &expected {

@@ -177,6 +177,12 @@ struct Sim {
     /// Keys reported open whose breaker a reload dropped (or that closed
     /// since the last step): reported closed at the next step.
     closing: HashSet<SinkKey>,
+    /// Breakers a reload moved with their sinks (from, to): reported moved
+    /// at the next step.
+    moving: HashSet<(SinkKey, SinkKey)>,
+    /// Keys the last rebuild took a kept breaker back at: it may report
+    /// the breaker moved there (its sink's index changed) at its next step.
+    moved_by_rebuild: HashSet<SinkKey>,
     /// Keys the store may have kept open that the last rebuild did not
     /// take back: the core reports them closed at its next step.
     closed_by_rebuild: HashSet<SinkKey>,
@@ -413,6 +419,8 @@ impl Sim {
             ever_opened: HashSet::new(),
             ever_opened_spots: HashSet::new(),
             closing: HashSet::new(),
+            moving: HashSet::new(),
+            moved_by_rebuild: HashSet::new(),
             closed_by_rebuild: HashSet::new(),
             breaker_failures,
             breaker_rng: Rng::new(seed ^ 0xb4ea_c0ff),
@@ -502,6 +510,8 @@ impl Sim {
         }
         self.closed_by_rebuild = self.ever_opened.difference(&taken_back).cloned().collect();
         self.closing.clear();
+        self.moving.clear();
+        self.moved_by_rebuild = taken_back.clone();
         self.open_breakers = taken_back;
     }
 

@@ -9,6 +9,14 @@ fn breaker_key() -> SinkKey {
     key_of("a", 0, "x")
 }
 
+/// Source `a`'s breaker of type `kind` reported moved from one index to another.
+fn moved_event(from: u16, to: u16, kind: &str) -> BreakerEvent {
+    BreakerEvent::Moved {
+        from: key_of("a", from, kind),
+        to: key_of("a", to, kind),
+    }
+}
+
 fn attempts_and_due(m: &Model) -> (u32, Vec<u32>, Vec<u64>) {
     let mut attempts: Vec<u32> = m.rows.values().map(|(s, _)| s.attempts).collect();
     attempts.sort_unstable();
@@ -600,7 +608,8 @@ fn kept_breakers_of_swapped_or_gone_sinks_each_go_to_their_own() {
     c.restore_breakers(kept.clone());
     assert_eq!(breakers(&c), [(0, open(700)), (1, open(500))]);
     assert_eq!(m.apply(&mut c), [opened(1, 500, 1), opened(0, 700, 2)]);
-    assert_eq!(breaker_events(&mut c), []);
+    let swapped = [moved_event(0, 1, "http"), moved_event(1, 0, "http")];
+    assert_eq!(breaker_events(&mut c), swapped);
 
     let mut c = core(&http_sinks(&["b"]), BIG);
     c.restore_breakers(kept);
@@ -613,15 +622,20 @@ fn kept_breakers_of_swapped_or_gone_sinks_each_go_to_their_own() {
     };
     let unparking = StoreOp::Unparking { under_way: true };
     assert_eq!(m.apply(&mut c), [unparking, b_left, opened(0, 700, 2)]);
-    assert_eq!(breaker_events(&mut c), [], "no close of the key b has now");
+    let b_moved = [moved_event(1, 0, "http")];
+    assert_eq!(
+        breaker_events(&mut c),
+        b_moved,
+        "no close of the key b has now"
+    );
 }
 
 /// A reload that inserts a sink before one whose breaker is open takes
 /// the breaker with its sink: the sink that was down, now at index 1,
 /// keeps its rows parked and held until its period ends and a probe
-/// closes it; the new sink at index 0 gets its rows at once. The move is
-/// not reported (the sink's health did not change); the store moves the
-/// entry to the sink's new index. (Before, the reload dropped the breaker,
+/// closes it; the new sink at index 0 gets its rows at once. It is
+/// reported moved, not closed (the sink's health did not change); the
+/// store moves the entry to the sink's new index. (Before, the reload dropped the breaker,
 /// reported it closed, and the down sink got its rows at once.)
 #[test]
 fn a_reload_that_moves_a_sink_takes_its_open_breaker_with_it() {
@@ -643,7 +657,8 @@ fn a_reload_that_moves_a_sink_takes_its_open_breaker_with_it() {
     let mut moved = http_sinks(&["new", "down"]);
     moved.dispatch.sink_concurrency = 2;
     reconfigure(&mut c, t + 10, &moved);
-    assert_eq!(breaker_events(&mut c), [], "a move is no close");
+    let reported = [moved_event(0, 1, "http")];
+    assert_eq!(breaker_events(&mut c), reported, "a move, no close");
     assert_eq!(c.open_breaker_keys(), [key_of("a", 1, "http")]);
     let breaker_ops: Vec<StoreOp> = (m.apply(&mut c).into_iter())
         .filter(|op| matches!(op, StoreOp::Breaker { .. }))
@@ -705,7 +720,8 @@ fn a_probe_running_when_a_reload_moves_its_sink_answers_for_it() {
     let mut moved = config;
     moved.sources = vec![source("a", "t", &["y", "x"])].into();
     reconfigure(&mut c, t + 500, &moved);
-    assert_eq!(breaker_events(&mut c), [], "a move is no close");
+    let reported = [moved_event(0, 1, "x")];
+    assert_eq!(breaker_events(&mut c), reported, "a move, no close");
     assert_eq!(c.open_breaker_keys(), [key_of("a", 1, "x")]);
     c.handle_outcome(t + 510, probe.id, Ok(()), TOOK);
     let closed = BreakerEvent::Closed {
