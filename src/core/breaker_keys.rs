@@ -150,13 +150,8 @@ impl Core {
                 self.breakers_open += 1;
                 let until_ms = breaker.open_until_ms().unwrap_or(now_ms);
                 let from_taken = taken.contains(&from);
-                self.store_breaker_moved(from.clone(), &to, until_ms, breaker.opens(), from_taken);
+                self.breaker_moved(from, &to, until_ms, breaker.opens(), from_taken);
                 self.check_probe_after(until_ms, &to);
-                let event = BreakerEvent::Moved {
-                    from,
-                    to: to.clone(),
-                };
-                self.breaker_events.push_back(event);
             }
             if breaker.holds_rows() && !breaker.keeps_rows_held(now_ms) {
                 self.start_key_wake(&to);
@@ -166,10 +161,10 @@ impl Core {
         }
     }
 
-    /// Moves an open breaker's store entry from `from` to `to` (with its
-    /// sink's spot there), leaving none at `from` unless another breaker
-    /// moved there (`from_taken`).
-    pub(super) fn store_breaker_moved(
+    /// Reports an open breaker moved from `from` to `to` with its sink,
+    /// and moves its store entry (with its sink's spot there), leaving
+    /// none at `from` unless another breaker moved there (`from_taken`).
+    pub(super) fn breaker_moved(
         &mut self,
         from: SinkKey,
         to: &SinkKey,
@@ -178,7 +173,7 @@ impl Core {
         from_taken: bool,
     ) {
         if !from_taken {
-            let event = BreakerEvent::Closed { key: from };
+            let event = BreakerEvent::Closed { key: from.clone() };
             (self.ops).push_back(StoreOp::Breaker { event, spot: None });
         }
         let event = BreakerEvent::Opened {
@@ -188,6 +183,9 @@ impl Core {
         };
         let spot = self.catalog.spot_of(to);
         (self.ops).push_back(StoreOp::Breaker { event, spot });
+        let to = to.clone();
+        self.breaker_events
+            .push_back(BreakerEvent::Moved { from, to });
     }
 
     /// Drops `key`'s breaker, whatever its state, waking the rows it held

@@ -768,12 +768,7 @@ impl Core {
             if at != key {
                 // Where another breaker moved to, the store keeps that one.
                 let from_taken = taken.contains(&key);
-                self.store_breaker_moved(key.clone(), &at, until_ms, opens, from_taken);
-                let event = BreakerEvent::Moved {
-                    from: key,
-                    to: at.clone(),
-                };
-                self.breaker_events.push_back(event);
+                self.breaker_moved(key, &at, until_ms, opens, from_taken);
             }
             self.check_probe_after(until_ms, &at);
             let replaced = (self.breakers).insert(at, Breaker::reopened(until_ms, opens));

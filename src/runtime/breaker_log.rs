@@ -1,8 +1,9 @@
 //! What a shard tells operators about its breakers: a log line when one
 //! opens (its key's rows are parked), when it closes, and when a reload
 //! or a restart moves it with its sink to another index, and counts of
-//! opens and closes for the metrics. The core reports the changes; the shard thread, which
-//! does IO, writes them (the simulator, which drives the same core, does not).
+//! opens and closes for the metrics. The core reports the changes; the
+//! shard thread, which does IO, writes them (the simulator, which drives
+//! the same core, does not).
 
 use crate::core::{BreakerEvent, SinkKey};
 use crate::log::Level;
@@ -46,7 +47,7 @@ impl BreakerLog {
             }
             BreakerEvent::Moved { from, to } => log_change(
                 Level::Info,
-                "breaker moved with its sink, which a reload put at another index; still open",
+                "breaker moved with its sink, which the config put at another index; still open",
                 shard,
                 to,
                 &[("from_sink_index", &from.sink_index)],

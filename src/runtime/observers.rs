@@ -1,7 +1,8 @@
 //! The host's watchers of what the shards decide: each attempt's outcome
 //! (`EngineBuilder::on_outcome`) and each breaker that opens, closes or
-//! moves with its sink (`EngineBuilder::on_breaker`). They run on the shard thread, so they
-//! must return quickly; one that panics is logged and the shard goes on.
+//! moves with its sink (`EngineBuilder::on_breaker`). They run on the
+//! shard thread, so they must return quickly; one that panics is logged
+//! and the shard goes on.
 
 use crate::core::{BreakerEvent, OutcomeEvent};
 use std::sync::Arc;

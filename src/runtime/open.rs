@@ -64,11 +64,11 @@ impl EngineBuilder {
     /// Calls `observer` with each change of a sink key's circuit breaker
     /// — opened (its rows park until `until_ms`), closed (they run
     /// again), or moved with its sink to another index by a reload or a
-    /// restart (still open) — and the time its shard saw it, on that shard's thread: to
-    /// tell someone a receiver is failing. It must return quickly; one that
-    /// panics is logged and the shard goes on. Breakers are kept in the
-    /// store, so one open at a crash is open again at the next start,
-    /// without a second report.
+    /// restart (still open) — and the time its shard saw it, on that
+    /// shard's thread: to tell someone a receiver is failing. It must
+    /// return quickly; one that panics is logged and the shard goes on.
+    /// Breakers are kept in the store, so one open at a crash is open
+    /// again at the next start, without a second report.
     pub fn on_breaker(
         mut self,
         observer: impl Fn(&BreakerEvent, u64) + Send + Sync + 'static,

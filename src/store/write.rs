@@ -208,7 +208,7 @@ pub fn apply(
             ..
         } => breakers::delete(store, wtxn, tenants, key)?,
         // The core writes a move as the close of the old key and the open
-        // of the new (`Core::store_breaker_moved`).
+        // of the new (`Core::breaker_moved`).
         StoreOp::Breaker {
             event: BreakerEvent::Moved { .. },
             ..
