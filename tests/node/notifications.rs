@@ -21,6 +21,13 @@ fn notifying(dir: &std::path::Path, receiver: &Receiver, ops: &Receiver) -> Conf
     c
 }
 
+/// The events the notifications source's receiver got, in order.
+fn told_events(ops: &Receiver) -> Vec<serde_json::Value> {
+    (ops.received().iter())
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect()
+}
+
 /// `notifications.source`: a row dead-lettered raises a `row.dead` event,
 /// committed to that source and delivered by its sink as a JSON hook; a
 /// row of that source itself raises none (a failing notifications sink
@@ -141,11 +148,7 @@ fn a_burst_of_dead_rows_is_told_in_one_summary() {
             &format!("result=\"{result}\""),
         )
     };
-    let events = || -> Vec<serde_json::Value> {
-        (ops.received().iter())
-            .map(|r| serde_json::from_slice(&r.body).unwrap())
-            .collect()
-    };
+    let events = || told_events(&ops);
     let told = |events: &[serde_json::Value]| -> u64 {
         (events.iter())
             .map(|e| e["count"].as_u64().unwrap_or(1))
@@ -252,11 +255,7 @@ fn a_breaker_opening_and_closing_is_notified() {
     assert!(ops.wait_for(1, Duration::from_secs(10)));
     status.store(200, Ordering::SeqCst);
     assert!(ops.wait_for(2, Duration::from_secs(10)));
-    let events: Vec<serde_json::Value> = ops
-        .received()
-        .iter()
-        .map(|r| serde_json::from_slice(&r.body).unwrap())
-        .collect();
+    let events = told_events(&ops);
     let (opened_at_ms, closed_at_ms) = (&events[0]["at_ms"], &events[1]["at_ms"]);
     let key = |kind: &str| {
         serde_json::json!({
@@ -298,11 +297,7 @@ fn a_breaker_a_reload_moves_with_its_sink_is_notified_moved() {
     write(&c);
     assert_eq!(call(addr, "POST", "/v1/reload", &[], b"").status, 200);
     assert!(ops.wait_for(2, Duration::from_secs(10)));
-    let events: Vec<serde_json::Value> = ops
-        .received()
-        .iter()
-        .map(|r| serde_json::from_slice(&r.body).unwrap())
-        .collect();
+    let events = told_events(&ops);
     assert_eq!(events[0]["type"], "sink.breaker_opened");
     let moved = serde_json::json!({
         "type": "sink.breaker_moved", "tenant": "t1", "source_id": "a", "sink_index": 1,

@@ -17,6 +17,29 @@ fn moved_event(from: u16, to: u16, kind: &str) -> BreakerEvent {
     }
 }
 
+/// The store ops that move source `a`'s open HTTP breaker (its first
+/// open, until `until_ms`) from index 0 to index 1, its sink at `spot`.
+fn entry_moved(until_ms: u64, spot: Option<SinkSpot>) -> [StoreOp; 2] {
+    let closed = BreakerEvent::Closed {
+        key: key_of("a", 0, "http"),
+    };
+    let opened = BreakerEvent::Opened {
+        key: key_of("a", 1, "http"),
+        until_ms,
+        opens: 1,
+    };
+    [
+        StoreOp::Breaker {
+            event: closed,
+            spot: None,
+        },
+        StoreOp::Breaker {
+            event: opened,
+            spot,
+        },
+    ]
+}
+
 fn attempts_and_due(m: &Model) -> (u32, Vec<u32>, Vec<u64>) {
     let mut attempts: Vec<u32> = m.rows.values().map(|(s, _)| s.attempts).collect();
     attempts.sort_unstable();
@@ -537,23 +560,7 @@ fn a_kept_breaker_goes_to_its_sink_wherever_the_config_put_it() {
     let mut m = Model::default();
     c.restore_breakers(vec![stored.clone()]);
     assert_eq!(c.open_breaker_keys(), [key_of("a", 1, "http")]);
-    let moved = [
-        StoreOp::Breaker {
-            event: BreakerEvent::Closed {
-                key: key_of("a", 0, "http"),
-            },
-            spot: None,
-        },
-        StoreOp::Breaker {
-            event: BreakerEvent::Opened {
-                key: key_of("a", 1, "http"),
-                until_ms: 500,
-                opens: 1,
-            },
-            spot: stored.spot,
-        },
-    ];
-    assert_eq!(m.apply(&mut c), moved);
+    assert_eq!(m.apply(&mut c), entry_moved(500, stored.spot));
     for _ in 0..3 {
         m.add("t", "a", &["http", "http"], 0);
     }
@@ -663,23 +670,8 @@ fn a_reload_that_moves_a_sink_takes_its_open_breaker_with_it() {
     let breaker_ops: Vec<StoreOp> = (m.apply(&mut c).into_iter())
         .filter(|op| matches!(op, StoreOp::Breaker { .. }))
         .collect();
-    let entry_moved = [
-        StoreOp::Breaker {
-            event: BreakerEvent::Closed {
-                key: key_of("a", 0, "http"),
-            },
-            spot: None,
-        },
-        StoreOp::Breaker {
-            event: BreakerEvent::Opened {
-                key: key_of("a", 1, "http"),
-                until_ms: t + 100,
-                opens: 1,
-            },
-            spot: c.catalog.spot_of(&key_of("a", 1, "http")),
-        },
-    ];
-    assert_eq!(breaker_ops, entry_moved);
+    let spot = c.catalog.spot_of(&key_of("a", 1, "http"));
+    assert_eq!(breaker_ops, entry_moved(t + 100, spot));
 
     for _ in 0..3 {
         m.add_placed("t", "a", &["http", "http"], &places(&moved));
