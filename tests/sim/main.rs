@@ -34,8 +34,10 @@
 //!   exactly as many as the core counts open, and a core rebuilt after a
 //!   crash or a restart takes back no breaker that was not open; after
 //!   a reload, the breakers open are exactly those open before it, each
-//!   at its sink's index now (a swap or an insertion moves it), less those
-//!   of sinks gone, which are reported closed at the next step (breakers
+//!   at its sink's index now (a swap or an insertion moves it, and the
+//!   move is reported once at the next step, as is one a rebuild takes
+//!   back at another index), less those of sinks gone, which are reported
+//!   closed at the next step (breakers
 //!   are turned off and on again by reloads at seeded times, which closes
 //!   the open ones, and a rebuild with them off closes those the store
 //!   kept); once the unparking that a reload turning breakers off starts
