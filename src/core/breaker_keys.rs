@@ -118,23 +118,23 @@ impl Core {
     /// see `carry`); each open breaker moved is checked for a probe as a
     /// restored one is.
     pub(super) fn carry_breakers(&mut self, now_ms: u64, previous: &Catalog) {
-        let catalog = self.catalog.clone();
-        let moved: Vec<(SinkKey, SinkKey)> = (self.breakers.keys())
-            .filter_map(|key| {
-                let to = catalog.key_moved_from(previous, key)?;
-                (to != *key && self.keeps_breaker(&to)).then(|| (key.clone(), to))
-            })
-            .collect();
+        // Each stays (its sink is at its key still), moves, or is dropped.
+        let (mut moved, mut dropped) = (Vec::new(), Vec::new());
+        for key in self.breakers.keys() {
+            let to =
+                (self.catalog.key_moved_from(previous, key)).filter(|to| self.keeps_breaker(to));
+            match to {
+                Some(to) if to == *key => {}
+                Some(to) => moved.push((key.clone(), to)),
+                None => dropped.push(key.clone()),
+            }
+        }
         let mut carried = Vec::with_capacity(moved.len());
         for (from, to) in moved {
             let breaker = self.breakers.remove(&from).expect("a breaker's key");
             self.breakers_open -= u64::from(breaker.is_open());
             carried.push((from, to, breaker));
         }
-        let dropped: Vec<SinkKey> = (self.breakers.keys())
-            .filter(|key| !self.keeps_breaker(key) || !catalog.has_key_of(previous, key))
-            .cloned()
-            .collect();
         for key in dropped {
             if self.forget_breaker(&key) {
                 self.unpark_tenant(&key.tenant);

@@ -283,15 +283,6 @@ impl Catalog {
         self.key_at(key, previous.spot_of(key)?)
     }
 
-    /// Whether `key` is still of the sink it was of in `previous`: its
-    /// source has a sink of its type at its index, the one at the place
-    /// its index had in `previous` (the first such for the first of equal
-    /// places, and so on). A breaker is its sink's: a reload keeps it at
-    /// such a key, and moves or drops any other (`Core::carry_breakers`).
-    pub fn has_key_of(&self, previous: &Catalog, key: &SinkKey) -> bool {
-        self.has_key(key) && self.key_moved_from(previous, key).as_ref() == Some(key)
-    }
-
     /// Whether `key` is one of the catalog's own: of a configured sink
     /// whose source is its tenant's. (Rows of a hook committed before its
     /// source moved to another tenant keep their hook's tenant: their key
