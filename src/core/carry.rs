@@ -8,10 +8,17 @@
 //! rows are re-keyed, so an attempt's outcome is its own sink's — its
 //! breaker (a probe running across the move closes or reopens the
 //! breaker that moved with it, see `breaker_keys`), its retry keys, its
-//! counts. And its counts and call time, which `goad sinks` shows. A
-//! sink the reload removed, or gave another destination where it stood,
-//! has nowhere to go: its key keeps its running calls and counts until
-//! they end (the sink that takes its index shares them meanwhile).
+//! counts. And its counts and call time, which `goad sinks` shows.
+//!
+//! A sink the reload removed, or gave another destination where it stood,
+//! has nowhere to go. Its calls running are no sink's: they keep its key
+//! until they end, but count against no sink's `sink_concurrency` there
+//! (the sink that takes its index, or its new destination, has all its
+//! slots) and their outcomes tell no breaker and no slow-sink call time
+//! (they speak of a receiver the config no longer has). Their rows settle
+//! as any other's (a failure retries by the policy of the sink they bind
+//! to now, if any), and the key's counts take them: a key counts the
+//! attempts started at it.
 
 use super::*;
 use std::mem::take;
@@ -26,23 +33,28 @@ struct Carried {
 
 impl Core {
     /// Carries the key states of the sinks a reload from `previous`
-    /// moved, and holds each sink with a rate to its new one (see the
-    /// module docs). The keys looked at are those whose pace changed and
-    /// `others` (the keys that may bind elsewhere: of sources whose sinks
-    /// moved, and the stray keys of sources moved to another tenant). A
-    /// key whose sink moved away keeps its turn for the sink that takes
-    /// its index, if none is carried to it: at most one interval late.
+    /// moved, holds each sink with a rate to its new one, and sets the
+    /// calls running of the sinks gone apart (see the module docs). The
+    /// keys looked at are those whose pace changed and `others` (the keys
+    /// that may bind elsewhere: of sources whose sinks moved, and the
+    /// stray keys of sources moved to another tenant). A key whose sink
+    /// moved away keeps its turn for the sink that takes its index, if
+    /// none is carried to it: at most one interval late.
     pub(super) fn carry_key_states(&mut self, previous: &Arc<Catalog>, others: &[SinkKey]) {
         let catalog = self.catalog.clone();
         let changed = catalog.paces_changed_since(previous);
         let keys: HashSet<&SinkKey> = changed.iter().chain(others).collect();
-        let mut carried = Vec::new();
+        let (mut carried, mut gone) = (Vec::new(), HashSet::new());
         for key in keys {
             let Some(state) = self.keys.get_mut(key) else {
                 continue;
             };
             let Some(to) = catalog.key_moved_from(previous, key) else {
-                continue; // Its sink is gone.
+                if state.calls > 0 {
+                    state.gone_calls += take(&mut state.calls);
+                    gone.insert(key.clone());
+                }
+                continue;
             };
             let then_us = previous.call_interval_us(&key.source_id, key.sink_index);
             let now_us = catalog.call_interval_us(&to.source_id, to.sink_index);
@@ -77,12 +89,14 @@ impl Core {
                 running_to.insert(from, to);
             }
         }
-        if running_to.is_empty() {
+        if running_to.is_empty() && gone.is_empty() {
             return;
         }
-        for claim in self.claims.values_mut() {
-            let to = claim.running.and_then(|_| running_to.get(&claim.key));
-            if let Some(to) = to {
+        let running = self.claims.values_mut();
+        for claim in running.filter(|claim| claim.running.is_some() && !claim.sink_gone) {
+            if gone.contains(&claim.key) {
+                claim.sink_gone = true;
+            } else if let Some(to) = running_to.get(&claim.key) {
                 claim.key = to.clone();
             }
         }

@@ -29,11 +29,13 @@ impl Core {
         }
         let call_ended = self.call_ends(run.batch);
         if call_ended {
-            self.free_slot(&claim.key);
+            self.free_slot(&claim.key, claim.sink_gone);
         }
         self.release(&claim);
         let failure = result.as_ref().err().map(|f| f.class);
-        if cut.is_some() {
+        // An attempt cut by a stall says nothing of its sink, and one of a
+        // sink gone from its key nothing of the sink there now.
+        if cut.is_some() || claim.sink_gone {
             self.excuse_breaker(&claim.key, job);
         } else if let Some(until_ms) = self.record_breaker(now_ms, &claim.key, job, failure) {
             self.park_queue(now_ms, &claim.key, Admit::Park { until_ms });
@@ -61,10 +63,14 @@ impl Core {
 
     /// Counts an attempt of `claim`'s key that took `took`: its duration
     /// and, when it delivered, when and how long after its hook's ingest
-    /// (a replayed row's wait is not a delivery latency).
+    /// (a replayed row's wait is not a delivery latency). The key's counts
+    /// are of the attempts started at it; the call time that tells a slow
+    /// sink (see `slow_keys`) is only of its sink's own.
     fn count_outcome(&mut self, now_ms: u64, claim: &Claim, delivered: bool, took: Duration) {
-        self.note_call_time(&claim.key, took.as_micros() as u64);
-        self.trim_slow_queue(&claim.key);
+        if !claim.sink_gone {
+            self.note_call_time(&claim.key, took.as_micros() as u64);
+            self.trim_slow_queue(&claim.key);
+        }
         let outcomes = &mut self
             .keys
             .get_mut(&claim.key)

@@ -100,6 +100,10 @@ struct Claim {
     fields: RowFields,
     hook: Arc<crate::store::Hook>,
     running: Option<JobId>,
+    /// A reload removed its sink, or gave it another destination, while
+    /// its attempt ran: the attempt counts against no sink's
+    /// `sink_concurrency` and tells no breaker (see `carry`).
+    sink_gone: bool,
 }
 
 #[derive(Debug)]
@@ -151,6 +155,10 @@ struct KeyState {
     queue: VecDeque<RowId>,
     /// Sink calls running (a batch counts once), against `sink_concurrency`.
     calls: u64,
+    /// Calls still running of a sink a reload took from this key (removed,
+    /// or given another destination): they keep the key, but count
+    /// against no sink's `sink_concurrency` (see `carry`).
+    gone_calls: u64,
     /// For a sink with `max_calls_per_s`: when the key's next call may
     /// start (µs, on the core's clock; see `slots`).
     next_call_us: u64,
@@ -170,6 +178,17 @@ struct KeyState {
     outcomes: SinkOutcomes,
     /// Its rows dead-lettered since the shell last logged them.
     unlogged_dead: u64,
+}
+
+impl KeyState {
+    /// Its calls running of its sink, or (`sink_gone`) of one a reload
+    /// took away from it.
+    fn calls_of(&mut self, sink_gone: bool) -> &mut u64 {
+        match sink_gone {
+            true => &mut self.gone_calls,
+            false => &mut self.calls,
+        }
+    }
 }
 
 /// Counters the shell reports (stats, demo, tick).
@@ -537,7 +556,8 @@ impl Core {
             if self.catalog.owns_key(&key) {
                 continue;
             }
-            let busy = state.calls > 0 || !state.queue.is_empty() || state.holding;
+            let calls = state.calls + state.gone_calls;
+            let busy = calls > 0 || !state.queue.is_empty() || state.holding;
             let turn_to_come = state.next_call_us > now_ms * 1_000;
             let kept = self.catalog.has_key(&key)
                 || busy

@@ -248,6 +248,7 @@ impl Core {
             fields,
             hook,
             running: None,
+            sink_gone: false,
         };
         self.add_claim(entry.row, claim);
         self.enqueue(entry.row, key);

@@ -202,7 +202,7 @@ impl Core {
             if rows.is_empty() {
                 continue;
             }
-            self.take_slot(&key);
+            self.take_slot(&key, false);
             self.take_turn(now_ms, &key);
             let call = match batch_max {
                 None => Call::One(self.start(now_ms, rows[0], None)),
@@ -380,17 +380,19 @@ impl Core {
         job
     }
 
-    /// A call of `key` starts: it takes a slot of the key, its tenant and
-    /// the shard.
-    pub(super) fn take_slot(&mut self, key: &SinkKey) {
-        self.key_mut(key).calls += 1;
+    /// A call of `key` starts: it takes a slot of the key (of a sink a
+    /// reload took away from it, when `sink_gone`: see `carry`), its
+    /// tenant and the shard.
+    pub(super) fn take_slot(&mut self, key: &SinkKey, sink_gone: bool) {
+        *self.key_mut(key).calls_of(sink_gone) += 1;
         self.tenant_mut(&key.tenant).calls += 1;
         self.calls_count += 1;
     }
 
     /// A call of `key` ended: its key's, tenant's and shard's slot is free.
-    pub(super) fn free_slot(&mut self, key: &SinkKey) {
-        self.keys.get_mut(key).expect("a running key").calls -= 1;
+    pub(super) fn free_slot(&mut self, key: &SinkKey, sink_gone: bool) {
+        let state = self.keys.get_mut(key).expect("a running key");
+        *state.calls_of(sink_gone) -= 1;
         self.tenant_mut(&key.tenant).calls -= 1;
         self.calls_count -= 1;
     }

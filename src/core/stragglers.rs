@@ -68,7 +68,7 @@ impl Core {
             None => true,
         };
         if new_call {
-            self.take_slot(&claim.key);
+            self.take_slot(&claim.key, claim.sink_gone);
         }
         self.lane_starts(claim.fields.lane, job);
         self.add_claim(row, claim);

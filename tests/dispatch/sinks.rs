@@ -328,6 +328,78 @@ fn a_reload_that_removes_a_sink_sends_its_claimed_rows_to_no_other_sink() {
     assert_eq!(dead_attempts_and_reasons(&engine), vec![gone; 3]);
 }
 
+/// A reload gives a sink another URL while its two calls (its
+/// `sink_concurrency`) hang at the old one: the new URL gets the two rows
+/// left at once; when the old calls then fail (503), the sink's breaker
+/// (at two failures) stays closed, and their rows retry at the new URL.
+/// (Before, the old calls held the sink's slots until they ended, and
+/// their failures opened the breaker of the new URL, which then got none
+/// of their rows for the breaker's ten minutes.)
+#[test]
+fn a_sink_given_another_url_while_its_calls_hang_sends_its_rows_there_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (release, released) = crossbeam_channel::unbounded::<()>();
+    let hanging = Arc::new(AtomicU32::new(0));
+    let hung = hanging.clone();
+    let receiver = Receiver::start(move |r| match r.path.as_str() {
+        "/old" => {
+            hung.fetch_add(1, Ordering::SeqCst);
+            released.recv().unwrap();
+            Reply::status(503)
+        }
+        _ => Reply::status(200),
+    })
+    .unwrap();
+    let mut c = config(dir.path());
+    c.dispatch.sink_concurrency = 2;
+    c.dispatch.breaker_failures = 2;
+    c.dispatch.breaker_open_ms = 600_000;
+    c.dispatch.breaker_max_open_ms = 600_000;
+    let old = SinkConfig::http(receiver.url("/old"));
+    c.sources.push(source("s", "t", vec![old]));
+    let engine = Engine::open(c.clone()).unwrap();
+    for n in 0..4 {
+        engine.commit(NewHook::new("s", format!("{n}"))).unwrap();
+    }
+    wait_until(
+        "two calls hanging at the old URL",
+        Duration::from_secs(10),
+        || hanging.load(Ordering::SeqCst) == 2 && engine.stats()[0].core.running == 2,
+    );
+    c.sources[0].sinks[0] = SinkConfig::http(receiver.url("/new"));
+    engine.reconfigure(&c).unwrap();
+    wait_until(
+        "the two rows left delivered at the new URL",
+        Duration::from_secs(10),
+        || receiver.ok_count() == 2,
+    );
+    for _ in 0..2 {
+        release.send(()).unwrap();
+    }
+    wait_until(
+        "every hook delivered at the new URL",
+        Duration::from_secs(10),
+        || receiver.ok_count() == 4 && rows(&engine).is_empty(),
+    );
+    let sinks = engine.sink_stats().unwrap();
+    let breakers: Vec<_> = (sinks.iter())
+        .map(|sink| {
+            (
+                sink.breaker,
+                sink.consecutive_failures,
+                sink.outcomes.retried,
+            )
+        })
+        .collect();
+    assert_eq!(breakers, [(BreakerState::Closed, 0, 2)]);
+    assert_eq!(engine.stats()[0].breaker_opens, 0);
+    assert_eq!(
+        hanging.load(Ordering::SeqCst),
+        2,
+        "none more to the old URL"
+    );
+}
+
 /// A host sink that takes bodies up to 10 bytes inline, and records the
 /// claim each delivery carried.
 #[derive(Default)]

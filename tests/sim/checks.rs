@@ -362,7 +362,7 @@ impl Sim {
         let calls_on_key: HashSet<JobId> = self
             .running
             .values()
-            .filter(|run| run.key == *key)
+            .filter(|run| run.key.as_ref() == Some(key))
             .map(|run| run.call)
             .collect();
         assert!(

@@ -116,7 +116,10 @@ struct SinkModel {
 /// An attempt the simulated IO pool runs.
 struct Running {
     row: RowId,
-    key: SinkKey,
+    /// Its sink's key; `None` once a reload removed its sink or gave it
+    /// another destination (its call counts against no sink's
+    /// concurrency).
+    key: Option<SinkKey>,
     lane: Option<LaneId>,
     /// The call it is part of (its first attempt's id).
     call: JobId,
@@ -591,7 +594,7 @@ impl Sim {
                 self.check_start(job, &record);
                 let run = Running {
                     row: job.row,
-                    key: job.key.clone(),
+                    key: Some(job.key.clone()),
                     lane: record.lane,
                     call: jobs[0].id,
                 };

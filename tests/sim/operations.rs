@@ -203,10 +203,10 @@ impl Sim {
             self.call_starts.insert(to, starts);
         }
         // So do its calls running: they count against its concurrency at
-        // its new index (those of a sink gone stay on its old key).
+        // its new index; those of a sink gone count against none.
         for run in self.running.values_mut() {
-            if let Some(to) = catalog.key_moved_from(&previous, &run.key) {
-                run.key = to;
+            if let Some(key) = &run.key {
+                run.key = catalog.key_moved_from(&previous, key);
             }
         }
         self.reconfigure(shard, &previous);

@@ -29,22 +29,9 @@ fn rows_queued_across_a_reload_that_swaps_two_sinks_start_on_their_own_sink() {
 /// and start on their own sink at its new index.
 #[test]
 fn rows_queued_across_a_reload_that_swaps_two_sinks_of_one_type_start_on_their_own_sink() {
-    let posting_to = |urls: [&str; 2]| {
-        let sinks = (urls.iter())
-            .map(|url| SinkConfig {
-                url: Some(url.to_string()),
-                ..SinkConfig::of_kind("x")
-            })
-            .collect();
-        config_with(vec![SourceConfig::new("a", "t", sinks)])
-    };
-    let config = posting_to(["https://one/", "https://two/"]);
-    let swapped = posting_to(["https://two/", "https://one/"]);
-    let places = Catalog::from_config(&config)
-        .source("a")
-        .unwrap()
-        .places
-        .clone();
+    let config = posting_to(&["https://one/", "https://two/"]);
+    let swapped = posting_to(&["https://two/", "https://one/"]);
+    let places = places_of(&config);
     let add = |m: &mut Model| m.add_placed("t", "a", &["x", "x"], &places);
     let started = started_across_a_swap(&config, &swapped, add);
     assert_eq!(
@@ -52,6 +39,23 @@ fn rows_queued_across_a_reload_that_swaps_two_sinks_of_one_type_start_on_their_o
         swapped_rows(),
         "each row on its own sink's new index"
     );
+}
+
+/// Source `a` of tenant `t` with a sink of type `x` posting to each URL.
+fn posting_to(urls: &[&str]) -> Config {
+    let sinks = (urls.iter())
+        .map(|url| SinkConfig {
+            url: Some(url.to_string()),
+            ..SinkConfig::of_kind("x")
+        })
+        .collect();
+    config_with(vec![SourceConfig::new("a", "t", sinks)])
+}
+
+/// The places of source `a`'s sinks in `config`.
+fn places_of(config: &Config) -> crate::store::record::SinkPlaces {
+    let catalog = Catalog::from_config(config);
+    catalog.source("a").unwrap().places.clone()
 }
 
 /// Three hooks of source `a` (each `add`ed), committed under `config`
@@ -197,6 +201,113 @@ fn calls_running_when_a_reload_moves_their_sink_count_against_it_at_its_new_inde
         .map(|s| (s.key.sink_index, s.outcomes.delivered))
         .collect();
     assert_eq!(delivered, [(0, 0), (1, 6)], "y's two are still running");
+}
+
+/// A reload gives sink `x` another destination while two calls to its old
+/// one run (its `sink_concurrency`), and both fail: they were the old
+/// receiver's, so the new one has both its slots at once (its two rows
+/// queued start) and its breaker (at two failures) stays closed; the
+/// index's counts take them. (Before, they counted on the sink's key:
+/// nothing started until they ended, and their failures opened the new
+/// destination's breaker.)
+#[test]
+fn calls_running_when_a_reload_gives_their_sink_another_destination_are_not_the_new_ones() {
+    let mut config = posting_to(&["https://old/"]);
+    config.dispatch.sink_concurrency = 2;
+    config.dispatch.breaker_failures = 2;
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    for _ in 0..4 {
+        m.add_placed("t", "a", &["x"], &places_of(&config));
+    }
+    c.handle_scan(0, &mut m);
+    let _ = m.apply(&mut c);
+    let running: Vec<Job> = std::iter::from_fn(|| c.poll_job(0)).collect();
+    assert_eq!(running.len(), 2);
+
+    let mut moved = posting_to(&["https://new/"]);
+    moved.dispatch = config.dispatch.clone();
+    reconfigure(&mut c, 0, &moved);
+    let _ = m.apply(&mut c);
+    c.handle_scan(1, &mut m);
+    let _ = m.apply(&mut c);
+    let started: Vec<Job> = std::iter::from_fn(|| c.poll_job(1)).collect();
+    assert_eq!(started.len(), 2, "the new destination's two rows");
+    assert_eq!(
+        c.stats().calls,
+        4,
+        "the old calls still count for the shard"
+    );
+
+    for job in &running {
+        c.handle_outcome(2, job.id, fail(FailureClass::Transient), TOOK);
+    }
+    let _ = m.apply(&mut c);
+    assert_eq!(breaker_events(&mut c), []);
+    let stats = c.sink_stats();
+    let counts: Vec<_> = (stats.iter())
+        .map(|s| {
+            (
+                s.key.sink_index,
+                s.breaker,
+                s.consecutive_failures,
+                s.outcomes.retried,
+            )
+        })
+        .collect();
+    assert_eq!(counts, [(0, BreakerState::Closed, 0, 2)]);
+    assert_eq!((stats[0].running, c.stats().calls), (2, 2));
+}
+
+/// A reload removes the first of two sinks of type `x` while two calls of
+/// each run (their `sink_concurrency`): the second moves to index 0, its
+/// calls with it, and the first's calls there are no sink's. Once one of
+/// its own ends, the second starts its queued row; the first's failures
+/// leave its breaker closed. (Before, the four counted on index 0's key.)
+#[test]
+fn calls_running_when_a_reload_removes_their_sink_leave_its_index_to_the_sink_moved_there() {
+    let mut config = posting_to(&["https://one/", "https://two/"]);
+    config.dispatch.sink_concurrency = 2;
+    config.dispatch.breaker_failures = 2;
+    let mut c = core(&config, BIG);
+    let mut m = Model::default();
+    for _ in 0..3 {
+        m.add_placed("t", "a", &["x", "x"], &places_of(&config));
+    }
+    c.handle_scan(0, &mut m);
+    let _ = m.apply(&mut c);
+    let (gone, own): (Vec<Job>, Vec<Job>) =
+        (std::iter::from_fn(|| c.poll_job(0))).partition(|job| job.key.sink_index == 0);
+    assert_eq!((gone.len(), own.len()), (2, 2));
+
+    let mut removed = posting_to(&["https://two/"]);
+    removed.dispatch = config.dispatch.clone();
+    reconfigure(&mut c, 0, &removed);
+    c.handle_outcome(1, own[0].id, Ok(()), TOOK);
+    let _ = m.apply(&mut c);
+    c.handle_scan(1, &mut m);
+    let _ = m.apply(&mut c);
+    let started: Vec<RowId> = std::iter::from_fn(|| c.poll_job(1))
+        .map(|job| job.row)
+        .collect();
+    assert_eq!(
+        started,
+        [RowId {
+            seq: 3,
+            sink_index: 1
+        }]
+    );
+
+    for job in &gone {
+        c.handle_outcome(2, job.id, fail(FailureClass::Transient), TOOK);
+    }
+    let _ = m.apply(&mut c);
+    assert_eq!(breaker_events(&mut c), []);
+    let stats = c.sink_stats();
+    let own_key: Vec<_> = (stats.iter())
+        .map(|s| (s.key.sink_index, s.consecutive_failures, s.running))
+        .collect();
+    assert_eq!(own_key, [(0, 0, 2)]);
 }
 
 /// A reload that removes sinks forgets their keys once nothing of theirs
