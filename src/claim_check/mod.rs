@@ -118,7 +118,7 @@ impl ClaimStore {
             AwsCredentials::new(c.credentials.as_deref(), env, &region).assuming(role, &region);
         let options = S3Options {
             endpoint: (c.s3_endpoint.clone())
-                .or_else(|| AwsService::S3.environment_endpoint())
+                .or_else(|| AwsService::S3.configured_endpoint())
                 .unwrap_or_else(|| format!("https://s3.{region}.amazonaws.com")),
             bucket: bucket.clone(),
             region,

@@ -409,7 +409,7 @@ pub(super) fn container_credentials(
 /// (see [`super::aws_endpoint`]) or STS's endpoint in `region`, as
 /// `<origin>/`.
 pub(super) fn sts_endpoint(region: &str) -> String {
-    let endpoint = AwsService::Sts.environment_endpoint();
+    let endpoint = AwsService::Sts.configured_endpoint();
     let endpoint = endpoint.unwrap_or_else(|| format!("https://sts.{region}.amazonaws.com"));
     format!("{endpoint}/")
 }

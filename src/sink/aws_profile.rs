@@ -31,9 +31,11 @@ use super::aws_credentials::{
     container_credentials, env, from_json, instance_credentials, read_file, CredentialsError,
     EnvCredentials, Fetch,
 };
+use super::aws_endpoint::ProfileEndpoints;
 use super::aws_sso::SsoRole;
 use super::client::Client;
 use super::BoxError;
+use crate::config::{invalid, ConfigError};
 use crate::limits::{
     CREDENTIALS_LIFETIME_MS, CREDENTIAL_PROCESS_OUTPUT_BYTES, CREDENTIAL_PROCESS_TIMEOUT_MS,
 };
@@ -136,11 +138,7 @@ impl SharedFiles {
 
     /// `name` in `profile`'s section of the config file.
     fn config_value(&self, profile: &str, name: &str) -> Option<String> {
-        let file = self.config.as_deref()?;
-        let sections = SharedFiles::config_sections(profile);
-        sections
-            .iter()
-            .find_map(|section| ini_value(file, section, name))
+        profile_value(self.config.as_deref()?, profile, name)
     }
 
     /// `profile`'s credentials: a role it names (`role_arn`) assumed with
@@ -294,20 +292,85 @@ impl SharedFiles {
 /// the shared config file, with where it was read; `None` where the file,
 /// or the setting, or `$HOME` to find the file by, is absent.
 pub(super) fn profile_region() -> Result<Option<(String, String)>, Fetch> {
-    let path = match file_path("AWS_CONFIG_FILE", "config") {
-        Err(Fetch::NotSet(_)) => return Ok(None),
-        found => found?,
-    };
-    let Some(text) = read_if_present(&path)? else {
+    let Some(config) = ProfileConfig::read()? else {
         return Ok(None);
     };
-    let profile = profile_name();
-    let sections = SharedFiles::config_sections(&profile);
-    let region = sections
-        .iter()
-        .find_map(|section| ini_value(&text, section, "region"));
-    let from = format!("the region of AWS profile {profile:?} in {path}");
-    Ok(region.map(|region| (from, region)))
+    let from = format!("the region of {}", config.name());
+    Ok(config.value("region").map(|region| (from, region)))
+}
+
+/// The endpoints the profile (`AWS_PROFILE`, else `default`) names in
+/// the shared config file: its `endpoint_url`, and each service's in the
+/// `[services <name>]` section its `services` setting names (AWS's
+/// nested form: `sqs =`, then `endpoint_url = …` indented below it);
+/// `None` where the file, or `$HOME` to find it by, is absent.
+pub(super) fn profile_endpoints() -> Result<Option<ProfileEndpoints>, Fetch> {
+    let Some(config) = ProfileConfig::read()? else {
+        return Ok(None);
+    };
+    let services = match config.value("services") {
+        Some(name) => ini_settings(&config.text, &format!("services {name}"))
+            .filter(|setting| setting.name == "endpoint_url")
+            .filter_map(|setting| Some((setting.under?.to_string(), setting.value.to_string())))
+            .collect(),
+        None => Vec::new(),
+    };
+    let ignore = config.value("ignore_configured_endpoint_urls");
+    Ok(Some(ProfileEndpoints {
+        from: config.name(),
+        ignore: ignore.is_some_and(|value| value.eq_ignore_ascii_case("true")),
+        every_service: config.value("endpoint_url"),
+        services,
+    }))
+}
+
+/// The error of a config file that could not be read (`e`) for what was
+/// `wanted` of it.
+pub(super) fn unreadable_config(e: Fetch, wanted: &str) -> ConfigError {
+    let why = match e {
+        Fetch::NotSet(variable) => format!("{variable} is not set"),
+        Fetch::Failed(e) => e.to_string(),
+    };
+    let rule = format!("a readable AWS config file, for {wanted}");
+    invalid("the environment's AWS_CONFIG_FILE", rule, why)
+}
+
+/// The profile's section of the shared config file, as read now.
+struct ProfileConfig {
+    path: String,
+    text: String,
+    profile: String,
+}
+
+impl ProfileConfig {
+    /// `AWS_CONFIG_FILE`, else `$HOME/.aws/config`, with the profile
+    /// `AWS_PROFILE` (else `default`); `None` where the file, or `$HOME`
+    /// to find it by, is absent.
+    fn read() -> Result<Option<ProfileConfig>, Fetch> {
+        let path = match file_path("AWS_CONFIG_FILE", "config") {
+            Err(Fetch::NotSet(_)) => return Ok(None),
+            found => found?,
+        };
+        let Some(text) = read_if_present(&path)? else {
+            return Ok(None);
+        };
+        let profile = profile_name();
+        Ok(Some(ProfileConfig {
+            path,
+            text,
+            profile,
+        }))
+    }
+
+    /// `name` in the profile's section.
+    fn value(&self, name: &str) -> Option<String> {
+        profile_value(&self.text, &self.profile, name)
+    }
+
+    /// The profile and the file, as an error names them.
+    fn name(&self) -> String {
+        format!("AWS profile {:?} in {}", self.profile, self.path)
+    }
 }
 
 /// The file `variable` names, else `$HOME/.aws/<name>`.
@@ -326,24 +389,52 @@ fn read_if_present(path: &str) -> Result<Option<String>, Fetch> {
     }
 }
 
-/// The value of `name` in the `[section]` of an INI text (AWS's shared
-/// files: `name = value` lines, `#` and `;` comments; a section's name
-/// with its words one space apart).
+/// `name` in `profile`'s section of a config file's `text`.
+fn profile_value(text: &str, profile: &str, name: &str) -> Option<String> {
+    let sections = SharedFiles::config_sections(profile);
+    (sections.iter()).find_map(|section| ini_value(text, section, name))
+}
+
+/// The value of `name` in the `[section]` of an INI text, not nested
+/// under another setting (see [`ini_settings`]).
 fn ini_value(text: &str, section: &str, name: &str) -> Option<String> {
-    let mut in_section = false;
-    for line in text.lines().map(str::trim) {
+    ini_settings(text, section)
+        .find(|setting| setting.under.is_none() && setting.name == name)
+        .map(|setting| setting.value.to_string())
+}
+
+/// One `name = value` line of an INI text.
+struct IniSetting<'a> {
+    /// The setting it is nested under, if any: AWS's nested form, a
+    /// `name =` line with no value and the indented lines below it.
+    under: Option<&'a str>,
+    name: &'a str,
+    value: &'a str,
+}
+
+/// The settings in the `[section]` of an INI text (AWS's shared files:
+/// `name = value` lines, `#` and `;` comments; a section's name with its
+/// words one space apart), in order.
+fn ini_settings<'a>(text: &'a str, section: &'a str) -> impl Iterator<Item = IniSetting<'a>> {
+    let (mut in_section, mut nesting) = (false, None);
+    text.lines().filter_map(move |raw| {
+        let line = raw.trim();
         if line.starts_with('#') || line.starts_with(';') {
-            continue;
+            return None;
         }
         if let Some(is_section) = header_is(line, section) {
-            in_section = is_section;
-        } else if let Some((key, value)) = line.split_once('=').filter(|_| in_section) {
-            if key.trim() == name {
-                return Some(value.trim().to_string());
-            }
+            (in_section, nesting) = (is_section, None);
+            return None;
         }
-    }
-    None
+        let (name, value) = line.split_once('=').filter(|_| in_section)?;
+        let (name, value) = (name.trim(), value.trim());
+        let indented = raw.starts_with([' ', '\t']);
+        if !indented {
+            nesting = value.is_empty().then_some(name);
+        }
+        let under = nesting.filter(|_| indented);
+        Some(IniSetting { under, name, value })
+    })
 }
 
 /// Whether `line`, if an INI section's header, is `[section]`'s (spaces
@@ -466,6 +557,29 @@ mod tests {
         );
         assert_eq!(value("default", "aws_secret_access_key"), None);
         assert_eq!(value("other", "aws_access_key_id"), None);
+    }
+
+    #[test]
+    fn a_nested_setting_is_of_the_setting_above_it_not_of_the_section() {
+        let file = "[profile local]\nservices = moto\ns3 =\n  addressing_style = path\n\
+                    \x20 endpoint_url = http://nested\nregion = eu-west-1\n\n\
+                    [services moto]\nsqs =\n  endpoint_url = http://sqs:1\n\
+                    s3 =\n\tendpoint_url = http://s3:2\n";
+        assert_eq!(ini_value(file, "profile local", "endpoint_url"), None);
+        let region = ini_value(file, "profile local", "region");
+        assert_eq!(region.as_deref(), Some("eu-west-1"));
+        let services: Vec<_> = ini_settings(file, "services moto")
+            .map(|setting| (setting.under, setting.name, setting.value))
+            .collect();
+        assert_eq!(
+            services,
+            [
+                (None, "sqs", ""),
+                (Some("sqs"), "endpoint_url", "http://sqs:1"),
+                (None, "s3", ""),
+                (Some("s3"), "endpoint_url", "http://s3:2"),
+            ]
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@
 
 use super::aws_credentials::Fetch;
 use super::aws_endpoint::environment;
-use super::aws_profile::profile_region;
+use super::aws_profile::{profile_region, unreadable_config};
 use crate::config::{invalid, is_region, ConfigError, REGION_RULE};
 
 /// The variables that name a region, in the order they are read.
@@ -64,14 +64,7 @@ fn read(
         .find_map(|v| Some((format!("the environment's {v}"), variable(v)?)));
     let named = match named {
         Some(named) => Some(named),
-        None => profile().map_err(|e| {
-            let why = match e {
-                Fetch::NotSet(variable) => format!("{variable} is not set"),
-                Fetch::Failed(e) => e.to_string(),
-            };
-            let rule = "a readable AWS config file, for its profile's region";
-            invalid("the environment's AWS_CONFIG_FILE", rule, why)
-        })?,
+        None => profile().map_err(|e| unreadable_config(e, "its profile's region"))?,
     };
     match named {
         Some((_, region)) if region.is_empty() => Ok(None),

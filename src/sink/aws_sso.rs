@@ -35,7 +35,7 @@ impl SsoRole {
     /// The role's credentials at `now`, asked with the cached token.
     pub fn credentials(&self, client: &Client, now: SystemTime) -> Result<Credentials, Fetch> {
         let token = self.cached_token(now)?;
-        let endpoint = AwsService::Sso.environment_endpoint();
+        let endpoint = AwsService::Sso.configured_endpoint();
         let endpoint =
             endpoint.unwrap_or_else(|| format!("https://portal.sso.{}.amazonaws.com", self.region));
         let url = format!(

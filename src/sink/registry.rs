@@ -151,7 +151,7 @@ impl SinkRegistry {
         let aws = |entry: &SinkConfig| entry.kind == "sqs" || entry.aws_service.is_some();
         if goads_own().any(aws) || in_s3 {
             crate::trusted_roots::check_aws_roots()?;
-            super::aws_endpoint::check_endpoint_variables()?;
+            super::aws_endpoint::check_configured_endpoints()?;
         }
         let mut shared = previous.shared_credentials();
         let mut regions = EnvironmentRegion::default();
@@ -645,7 +645,7 @@ fn sqs_options(
         credentials: aws_credentials(shared, entry, &region),
         region,
         queue_url,
-        endpoint: (entry.endpoint.clone()).or_else(|| AwsService::Sqs.environment_endpoint()),
+        endpoint: (entry.endpoint.clone()).or_else(|| AwsService::Sqs.configured_endpoint()),
         message_group_id: entry.message_group_id.clone(),
         max_message_bytes: entry.max_message_bytes.unwrap_or(SQS_MAX_MESSAGE_BYTES),
         timeout_ms: sink_timeout_ms(config, entry),

@@ -165,6 +165,22 @@ pub fn acks_until_killed(
     acked
 }
 
+/// Starts this test binary again as a child that runs only the test `role`,
+/// with `env` set, and waits for it to pass; a failure shows its output.
+pub fn run_role(role: &str, env: &[(&str, String)]) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", role, "--nocapture", "--test-threads=1"])
+        .envs(env.iter().map(|(name, value)| (name, value)))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+        "{role} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A crash test's child at work: commits forever from `threads` threads,
 /// thread `t` to source `s{t}` one hook at a time with `pause` between,
 /// hook `i` (from `from` on) with body `body(t, i)` in lane

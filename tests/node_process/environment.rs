@@ -283,6 +283,30 @@ fn an_sqs_sink_sends_to_the_endpoint_aws_endpoint_url_names() {
     );
 }
 
+/// An endpoint the AWS profile names that is no URL is refused as a
+/// variable's is, naming the setting, the profile and its file.
+#[test]
+fn an_aws_profiles_endpoint_that_is_no_url_is_refused_naming_where_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let profiles = dir.path().join("aws-config");
+    std::fs::write(&profiles, "[default]\nendpoint_url = localhost:4566\n").unwrap();
+    let queue_url = "https://sqs.us-east-1.amazonaws.com/1/hooks";
+    let config = sqs_config(dir.path(), queue_url, "");
+    std::fs::write(dir.path().join("goad.toml"), config).unwrap();
+    let refusal = refused_environment(dir.path(), |command| {
+        with_aws_test_keys(command).env("AWS_CONFIG_FILE", &profiles);
+    });
+    assert_eq!(
+        refusal,
+        format!(
+            "the endpoint_url of AWS profile \"default\" in {} must be an http:// or https:// \
+             URL with a host (an AWS service's endpoint, or a server that speaks its API), as \
+             AWS's SDKs read it, got \"localhost:4566\"\n",
+            profiles.display()
+        )
+    );
+}
+
 /// An SQS sink whose config and queue URL name no region (a LocalStack or
 /// moto queue, a VPC endpoint's) signs for the one the environment names,
 /// as AWS's SDKs find it: `AWS_REGION`, else `AWS_DEFAULT_REGION`, else

@@ -9,6 +9,7 @@ mod common;
 mod claims;
 mod crash;
 mod credentials;
+mod endpoints;
 mod messages;
 
 use base64::Engine as _;
