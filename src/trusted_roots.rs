@@ -27,11 +27,13 @@ pub(crate) fn default_roots() -> RootCerts {
 }
 
 /// The roots the clients of AWS's services trust (SQS, STS, S3, SSO): the
-/// certificates of the PEM file `AWS_CA_BUNDLE` names, as the AWS SDKs
-/// and CLI read it, instead of the default roots (for an S3-compatible
-/// store or an endpoint of a private CA's); the default roots when it is
-/// unset or empty, or does not load, which [`check_aws_roots`] refuses
-/// before any such client is built.
+/// certificates of the PEM file `AWS_CA_BUNDLE` names, else the AWS
+/// profile's `ca_bundle` (`AWS_PROFILE`, else `default`, in
+/// `AWS_CONFIG_FILE` or `$HOME/.aws/config`), as the AWS SDKs and CLI
+/// read them, instead of the default roots (for an S3-compatible store or
+/// an endpoint of a private CA's); the default roots when neither names
+/// a file, or it does not load, which [`check_aws_roots`] refuses before
+/// any such client is built.
 pub(crate) fn aws_roots() -> RootCerts {
     aws_loaded()
         .as_ref()
@@ -39,22 +41,28 @@ pub(crate) fn aws_roots() -> RootCerts {
         .unwrap_or_else(|_| default_roots())
 }
 
-/// Refuses an `AWS_CA_BUNDLE` (set, not empty) that is not a readable PEM
-/// file of certificates, naming the variable and the file.
+/// Refuses an `AWS_CA_BUNDLE` (set, not empty), or a profile's
+/// `ca_bundle`, that is not a readable PEM file of certificates, naming
+/// the variable or setting and the file.
 pub(crate) fn check_aws_roots() -> Result<(), ConfigError> {
     refusal(aws_loaded())
 }
 
-/// The roots `AWS_CA_BUNDLE` names (the default roots when it is unset or
-/// empty), or its file and why it does not load; read once.
+/// The roots `AWS_CA_BUNDLE` or the profile's `ca_bundle` names (the
+/// default roots when neither names a file), or the file and why it does
+/// not load; read once.
 fn aws_loaded() -> &'static Result<RootCerts, Unloadable> {
     static ROOTS: OnceLock<Result<RootCerts, Unloadable>> = OnceLock::new();
     ROOTS.get_or_init(|| {
-        let Some(path) = set_path("AWS_CA_BUNDLE") else {
+        let bundle = match set_path("AWS_CA_BUNDLE") {
+            Some(path) => Some((Variable::AwsCaBundle, path)),
+            None => crate::sink::profile_ca_bundle().map(|path| (Variable::AwsProfile, path)),
+        };
+        let Some((variable, path)) = bundle else {
             return Ok(default_roots());
         };
-        let roots = named(Variable::AwsCaBundle, &path).parse(crate::sink::client::roots);
-        roots.map_err(|why| (Variable::AwsCaBundle, path, why))
+        let roots = named(variable, &path).parse(crate::sink::client::roots);
+        roots.map_err(|why| (variable, path, why))
     })
 }
 
@@ -82,12 +90,14 @@ fn set_path(variable: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// The variables that name roots.
+/// The variables (and the setting) that name roots.
 #[derive(Clone, Copy)]
 enum Variable {
     SslCertFile,
     SslCertDir,
     AwsCaBundle,
+    /// The AWS profile's `ca_bundle`.
+    AwsProfile,
 }
 
 /// A variable whose file or directory does not load, its path and why.
@@ -106,6 +116,10 @@ fn named(variable: Variable, path: &Path) -> PemFile<'_> {
         ),
         Variable::AwsCaBundle => (
             "the environment's AWS_CA_BUNDLE",
+            "a PEM file of root certificates",
+        ),
+        Variable::AwsProfile => (
+            "the AWS profile's ca_bundle",
             "a PEM file of root certificates",
         ),
     };

@@ -324,6 +324,16 @@ pub(super) fn profile_endpoints() -> Result<Option<ProfileEndpoints>, Fetch> {
     }))
 }
 
+/// The `ca_bundle` the profile (`AWS_PROFILE`, else `default`) names in
+/// the shared config file: a PEM file of the roots AWS's services'
+/// clients trust; `None` where the file, or the setting, is absent (or
+/// the file cannot be read, which `aws_endpoint` refuses).
+pub(crate) fn profile_ca_bundle() -> Option<std::path::PathBuf> {
+    let config = ProfileConfig::read().ok()??;
+    let bundle = config.value("ca_bundle").filter(|path| !path.is_empty());
+    bundle.map(std::path::PathBuf::from)
+}
+
 /// The error of a config file that could not be read (`e`) for what was
 /// `wanted` of it.
 pub(super) fn unreadable_config(e: Fetch, wanted: &str) -> ConfigError {

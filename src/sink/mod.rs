@@ -38,6 +38,7 @@ pub(crate) mod sigv4;
 pub mod sqs;
 mod status;
 
+pub(crate) use aws_profile::profile_ca_bundle;
 pub use claiming::{ClaimCheckFailed, ClaimingSink};
 pub use egress::{Egress, Network};
 pub use forward::{is_credential, never_forwarded, reserved_header, PROVIDER_TOKENS};

@@ -176,6 +176,42 @@ fn aws_ca_bundle_names_the_roots_of_aws_services_clients() {
     );
 }
 
+/// The same with the AWS profile's `ca_bundle` (`AWS_CA_BUNDLE` unset),
+/// as the AWS SDKs read it; a file that does not load is refused, naming
+/// the setting and the file.
+#[test]
+fn an_aws_profiles_ca_bundle_names_the_roots_of_aws_services_clients() {
+    let endpoint = localhost_tls_receiver();
+    let dir = tempfile::tempdir().unwrap();
+    let profiles = dir.path().join("aws-config");
+    let bundle_in_profile = |bundle: &Path| {
+        let text = format!("[default]\nca_bundle = {}\n", bundle.display());
+        std::fs::write(&profiles, text).unwrap();
+    };
+    let in_profile = |command: &mut Command| {
+        with_aws_test_keys(command)
+            .env_remove("AWS_CA_BUNDLE")
+            .env("AWS_CONFIG_FILE", &profiles);
+    };
+    bundle_in_profile(&fixtures().join("test-ca.pem"));
+    let queue_url = "https://sqs.us-east-1.amazonaws.com/123456789012/hooks";
+    let sink = format!("endpoint = {:?}\n", endpoint.url(""));
+    let config = sqs_config(dir.path(), queue_url, &sink);
+    let node = serve_config(dir.path(), &config, in_profile);
+    queue_one_hook(&node, &endpoint, "the endpoint reached over TLS");
+    drop(node);
+
+    let key = fixtures().join("localhost-key.pem");
+    bundle_in_profile(&key);
+    assert_eq!(
+        refused_environment(dir.path(), in_profile),
+        format!(
+            "the AWS profile's ca_bundle must be a PEM file of root certificates (no CERTIFICATE \
+             in it), got {key:?}\n"
+        )
+    );
+}
+
 /// A node's config (`shards = 1`, one attempt a row) of source `a`
 /// delivering to an SQS sink of `queue_url` signing for us-east-1, the
 /// sink's own keys `sink` (lines) added.
