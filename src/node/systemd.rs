@@ -97,13 +97,7 @@ fn abstract_address(_: &[u8]) -> Option<SocketAddr> {
 /// `CLOCK_MONOTONIC` in microseconds, the clock systemd's `MONOTONIC_USEC`
 /// is on.
 fn monotonic_us() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime(2) writes the timespec it is given, nothing else.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    now.tv_sec as u64 * 1_000_000 + now.tv_nsec as u64 / 1_000
+    crate::runtime::clock_ns(libc::CLOCK_MONOTONIC) / 1_000
 }
 
 /// `text` on one line, as a notification's field must be.

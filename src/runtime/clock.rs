@@ -12,6 +12,17 @@ pub fn wall_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// What clock `id` reads now (`clock_gettime(2)`), in nanoseconds.
+pub fn clock_ns(id: libc::clockid_t) -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime(2) writes the timespec it is given, nothing else.
+    unsafe { libc::clock_gettime(id, &mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}
+
 /// The instant `wait` from now; for a wait longer than an `Instant` can
 /// take (a caller's `Duration::MAX`, "for ever"), a century from now.
 pub fn deadline_after(wait: Duration) -> Instant {
@@ -42,11 +53,9 @@ pub struct Reading {
 }
 
 impl Reading {
-    /// What the clock read at `instant`, one before the reading (its own
-    /// reading for one after).
-    pub fn ms_at(&self, instant: Instant) -> u64 {
-        let before = self.at.saturating_duration_since(instant);
-        self.ms.saturating_sub(before.as_millis() as u64)
+    /// What the clock read `ago` before the reading.
+    pub fn ms_before(&self, ago: Duration) -> u64 {
+        self.ms.saturating_sub(ago.as_millis() as u64)
     }
 
     /// The instant the clock reads `ms` (the reading's own instant for a
@@ -142,7 +151,7 @@ mod tests {
         assert_eq!(reading.instant_of(35_000), at + Duration::from_secs(30));
         assert_eq!(reading.instant_of(5_000), at);
         assert_eq!(reading.instant_of(4_000), at, "a time past is now");
-        assert_eq!(reading.ms_at(at - Duration::from_secs(2)), 3_000);
-        assert_eq!(reading.ms_at(at + Duration::from_secs(2)), 5_000);
+        assert_eq!(reading.ms_before(Duration::from_secs(2)), 3_000);
+        assert_eq!(reading.ms_before(Duration::from_secs(9)), 0);
     }
 }

@@ -30,7 +30,7 @@ mod wake;
 
 pub use crate::store::ReviveStep;
 pub use backup::{Backup, BackupError, BACKUP_MANIFEST};
-pub use clock::{deadline_after, wall_ms};
+pub use clock::{clock_ns, deadline_after, wall_ms};
 pub use engine::{Engine, NewHook, Pressure};
 pub use errors::{CommitError, OpenError, Unavailable};
 pub use inspect::{Replayed, ShardTenants};

@@ -291,8 +291,9 @@ struct ShardLoop {
     refuse_until_ms: u64,
     /// Deletes dead letters past their retention.
     expiry: DeadExpiry,
-    /// The end of the latest stall of the process the core was told of.
-    stall_noted: Option<Instant>,
+    /// The end of the latest stall of the process the core was told of
+    /// (on the stall watcher's clock, see `runtime::stall`).
+    stall_noted: Option<u64>,
 }
 
 impl ShardLoop {
@@ -339,12 +340,14 @@ impl ShardLoop {
     /// Tells the core of a stall of the process it has not been told of
     /// (see `runtime::stall`), in its clock's time as `now` reads it.
     fn note_stall(&mut self, state: &mut ShardState, now: Reading) {
-        let Some((from, to)) = super::stall::watch().latest(now.at) else {
+        let now_ns = super::stall::stall_clock_ns();
+        let Some((from_ns, to_ns)) = super::stall::watch().latest(now_ns) else {
             return;
         };
-        if self.stall_noted.is_none_or(|noted| to > noted) {
-            self.stall_noted = Some(to);
-            state.note_stall(now.ms_at(from), now.ms_at(to));
+        if self.stall_noted.is_none_or(|noted_ns| to_ns > noted_ns) {
+            self.stall_noted = Some(to_ns);
+            let ms_at = |ns: u64| now.ms_before(Duration::from_nanos(now_ns.saturating_sub(ns)));
+            state.note_stall(ms_at(from_ns), ms_at(to_ns));
         }
     }
 
