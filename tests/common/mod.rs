@@ -389,11 +389,16 @@ pub fn gate() -> Gate {
 /// wakes a sink sees its rows wait for nothing else.
 pub fn waits_of_ten_minutes(c: &mut Config, breaker_failures: u32) {
     c.dispatch.sink_concurrency = 1;
+    breakers_open_ten_minutes(c, breaker_failures);
+    c.retry.base_ms = 600_000;
+    c.retry.max_ms = 600_000;
+}
+
+/// `breaker_failures` failures to open a breaker, open ten minutes.
+pub fn breakers_open_ten_minutes(c: &mut Config, breaker_failures: u32) {
     c.dispatch.breaker_failures = breaker_failures;
     c.dispatch.breaker_open_ms = 600_000;
     c.dispatch.breaker_max_open_ms = 600_000;
-    c.retry.base_ms = 600_000;
-    c.retry.max_ms = 600_000;
 }
 
 /// A receiver whose status can be changed while it runs.

@@ -352,9 +352,7 @@ fn a_sink_given_another_url_while_its_calls_hang_sends_its_rows_there_at_once() 
     .unwrap();
     let mut c = config(dir.path());
     c.dispatch.sink_concurrency = 2;
-    c.dispatch.breaker_failures = 2;
-    c.dispatch.breaker_open_ms = 600_000;
-    c.dispatch.breaker_max_open_ms = 600_000;
+    breakers_open_ten_minutes(&mut c, 2);
     let old = SinkConfig::http(receiver.url("/old"));
     c.sources.push(source("s", "t", vec![old]));
     let engine = Engine::open(c.clone()).unwrap();
@@ -606,9 +604,7 @@ fn a_breaker_stays_with_its_sink_when_another_is_inserted_first(
     })
     .unwrap();
     let mut c = config(dir.path());
-    c.dispatch.breaker_failures = 2;
-    c.dispatch.breaker_open_ms = 600_000;
-    c.dispatch.breaker_max_open_ms = 600_000;
+    breakers_open_ten_minutes(&mut c, 2);
     let down = SinkConfig::http(receiver.url("/down"));
     c.sources.push(source("s", "t", vec![down]));
     let engine = Engine::open(c.clone()).unwrap();

@@ -280,9 +280,7 @@ fn a_breaker_a_reload_moves_with_its_sink_is_notified_moved() {
     let failing = Receiver::start(|_| Reply::status(503)).unwrap();
     let ops = Receiver::start(|_| Reply::status(200)).unwrap();
     let mut c = notifying(dir.path(), &failing, &ops);
-    c.dispatch.breaker_failures = 2;
-    c.dispatch.breaker_open_ms = 600_000;
-    c.dispatch.breaker_max_open_ms = 600_000;
+    breakers_open_ten_minutes(&mut c, 2);
     let path = dir.path().join("goad.toml");
     let write = |c: &Config| std::fs::write(&path, toml::to_string(c).unwrap()).unwrap();
     write(&c);
