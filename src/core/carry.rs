@@ -16,9 +16,11 @@
 //! (the sink that takes its index, or its new destination, has all its
 //! slots) and their outcomes tell no breaker and no slow-sink call time
 //! (they speak of a receiver the config no longer has). Their rows settle
-//! as any other's (a failure retries by the policy of the sink they bind
-//! to now, if any), and the key's counts take them: a key counts the
-//! attempts started at it.
+//! as any other's — a failure is retried by the retry keys of the sink at
+//! the key now (the same entry, for a sink given another destination) and
+//! bound again at its next claim, where a removed sink's row is
+//! dead-lettered as `sink_gone` — and the key's counts take them: a key
+//! counts the attempts started at it.
 
 use super::*;
 use std::mem::take;
