@@ -186,6 +186,11 @@ pub const REPORT_INTERVAL_MS: u64 = 50;
 /// `max_body_bytes` by default: the largest hook body a commit takes.
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 1024 * 1024;
 
+/// The most of a content-encoded ingest body decoded to find its dedupe
+/// key at a source's `dedupe_json_pointer`: a body that decodes to more
+/// (a compression bomb among them) makes a hook without a key.
+pub const DEDUPE_DECODED_MAX_BYTES: u64 = 4 * 1024 * 1024;
+
 /// `goad demo --committers` at most: each is a thread.
 pub const DEMO_MAX_COMMITTERS: u64 = 1_024;
 

@@ -33,7 +33,9 @@ pub enum DedupeKeyAt {
     /// hook may carry: a string with a control character, or too long for
     /// its header lines, makes a hook without a key rather than a refused
     /// one, as a body without the key does), for hooks of `tenant` and
-    /// `source_id` (whose idempotency key carries it too).
+    /// `source_id` (whose idempotency key carries it too). A body whose
+    /// `content-encoding` is gzip or deflate is looked into decoded (up to
+    /// `DEDUPE_DECODED_MAX_BYTES`); one of another encoding has no key.
     JsonPointer {
         pointer: String,
         tenant: String,
@@ -58,7 +60,7 @@ impl DedupeKeyAt {
                 tenant,
                 source_id,
             } => {
-                let body: serde_json::Value = serde_json::from_slice(body).ok()?;
+                let body = json_of(body, header("content-encoding").as_deref())?;
                 let key = match body.pointer(pointer)? {
                     serde_json::Value::String(key) => key.clone(),
                     serde_json::Value::Number(key) => key.to_string(),
@@ -70,6 +72,23 @@ impl DedupeKeyAt {
             }
         }
     }
+}
+
+/// The JSON value of a body sent with `encoding` (its `content-encoding`:
+/// none, identity, gzip or deflate, whose decoding stops at
+/// `DEDUPE_DECODED_MAX_BYTES`); `None` for a body that is not JSON once
+/// decoded, or of another encoding.
+fn json_of(body: &[u8], encoding: Option<&str>) -> Option<serde_json::Value> {
+    let limit = crate::limits::DEDUPE_DECODED_MAX_BYTES;
+    let encoding = encoding.map(|e| e.trim().to_ascii_lowercase());
+    let decoded: Box<dyn std::io::Read + '_> = match encoding.as_deref() {
+        None | Some("" | "identity") => return serde_json::from_slice(body).ok(),
+        Some("gzip" | "x-gzip") => Box::new(flate2::read::MultiGzDecoder::new(body)),
+        Some("deflate") => Box::new(flate2::read::ZlibDecoder::new(body)),
+        Some(_) => return None,
+    };
+    let decoded = std::io::BufReader::new(std::io::Read::take(decoded, limit));
+    serde_json::from_reader(decoded).ok()
 }
 
 /// What ingest into one source needs, and where its hooks' dedupe key is.
@@ -396,6 +415,55 @@ mod tests {
         let nested = at("/message/messageId");
         let push = br#"{"message": {"data": "e30=", "messageId": "136969346945"}}"#;
         assert_eq!(nested.key(header, push), Some("136969346945".into()));
+    }
+
+    #[test]
+    fn a_gzip_or_deflate_body_is_looked_into_decoded_up_to_a_bound() {
+        use flate2::write::{GzEncoder, ZlibEncoder};
+        use flate2::Compression;
+        use std::io::Write;
+        let gzip = |json: &[u8]| {
+            let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
+            encoder.write_all(json).unwrap();
+            encoder.finish().unwrap()
+        };
+        let deflate = |json: &[u8]| {
+            let mut encoder = ZlibEncoder::new(Vec::new(), Compression::default());
+            encoder.write_all(json).unwrap();
+            encoder.finish().unwrap()
+        };
+        let at_id = DedupeKeyAt::JsonPointer {
+            pointer: "/id".into(),
+            tenant: "acme".into(),
+            source_id: "stripe".into(),
+        };
+        let encoded = |encoding: &'static str| {
+            move |name: &str| (name == "content-encoding").then(|| encoding.to_string())
+        };
+        let event = br#"{"id": "evt_1"}"#;
+        assert_eq!(
+            at_id.key(encoded("gzip"), &gzip(event)),
+            Some("evt_1".into())
+        );
+        assert_eq!(
+            at_id.key(encoded(" X-GZIP "), &gzip(event)),
+            Some("evt_1".into())
+        );
+        assert_eq!(
+            at_id.key(encoded("deflate"), &deflate(event)),
+            Some("evt_1".into())
+        );
+        assert_eq!(at_id.key(encoded("identity"), event), Some("evt_1".into()));
+        assert_eq!(at_id.key(encoded("br"), event), None, "not decoded");
+        assert_eq!(at_id.key(encoded("gzip"), event), None, "not gzip");
+        // Past the bound decoded: a bomb, or a body too large to look into.
+        let limit = crate::limits::DEDUPE_DECODED_MAX_BYTES as usize;
+        let padded = |spaces: usize| [&b" ".repeat(spaces)[..], event].concat();
+        let within = gzip(&padded(limit - event.len()));
+        assert_eq!(at_id.key(encoded("gzip"), &within), Some("evt_1".into()));
+        let past = gzip(&padded(limit - event.len() + 1));
+        assert!(past.len() < 8 * 1024, "{} bytes", past.len());
+        assert_eq!(at_id.key(encoded("gzip"), &past), None);
     }
 
     #[test]

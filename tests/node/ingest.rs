@@ -182,6 +182,53 @@ fn a_dedupe_key_may_come_from_the_json_body() {
     );
 }
 
+/// A gzip body (`content-encoding: gzip`) is looked into decoded for its
+/// dedupe key at the pointer: the same event again, gzipped anew, gets
+/// the first hook's id; the sink gets the body as it came, encoded, with
+/// its `content-encoding` and the key.
+#[test]
+fn a_gzip_bodys_dedupe_key_is_found_in_it_decoded() {
+    use flate2::write::GzEncoder;
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = node_config(dir.path());
+    let mut stripe = source(
+        "stripe",
+        "acme",
+        vec![SinkConfig::http(receiver.url("/in"))],
+    );
+    stripe.dedupe_json_pointer = Some("/id".into());
+    stripe.dedupe_window_ms = Some(86_400_000);
+    c.sources.push(stripe);
+    let node = start(c);
+    let gzip = |json: &str, level: u32| {
+        let mut encoder = GzEncoder::new(Vec::new(), flate2::Compression::new(level));
+        encoder.write_all(json.as_bytes()).unwrap();
+        encoder.finish().unwrap()
+    };
+    let first = gzip(r#"{"id": "evt_9", "type": "charge.succeeded"}"#, 6);
+    let again = gzip(r#"{"type": "charge.succeeded", "id": "evt_9"}"#, 1);
+    let ids: Vec<String> = [&first, &again]
+        .map(|body| {
+            let reply = ingest(
+                node.local_addr(),
+                "stripe",
+                body,
+                &[("content-encoding", "gzip")],
+            );
+            assert_eq!(reply.status, 202, "{}", reply.text());
+            reply.json()["id"].as_str().unwrap().to_string()
+        })
+        .to_vec();
+    assert_eq!(ids[1], ids[0], "the redelivery");
+    assert!(receiver.wait_for(1, Duration::from_secs(10)));
+    let sent = &receiver.received()[0];
+    assert_eq!(sent.body, first);
+    assert_eq!(sent.header("content-encoding"), Some("gzip"));
+    assert_eq!(sent.header("x-goad-dedupe-key"), Some("evt_9"));
+}
+
 #[test]
 fn ingest_refuses_unknown_sources_bad_tokens_large_bodies_and_missing_lengths() {
     let dir = tempfile::tempdir().unwrap();
