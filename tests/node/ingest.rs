@@ -142,17 +142,7 @@ fn a_redelivery_within_the_dedupe_window_gets_the_first_id_and_is_not_stored() {
 #[test]
 fn a_dedupe_key_may_come_from_the_json_body() {
     let dir = tempfile::tempdir().unwrap();
-    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
-    let mut c = node_config(dir.path());
-    let mut stripe = source(
-        "stripe",
-        "acme",
-        vec![SinkConfig::http(receiver.url("/in"))],
-    );
-    stripe.dedupe_json_pointer = Some("/id".into());
-    stripe.dedupe_window_ms = Some(86_400_000);
-    c.sources.push(stripe);
-    let node = start(c);
+    let (node, receiver) = deduped_by_body_id(dir.path());
     let addr = node.local_addr();
     let bodies: [&[u8]; 5] = [
         br#"{"id": "evt_1", "type": "charge.succeeded"}"#,
@@ -182,6 +172,23 @@ fn a_dedupe_key_may_come_from_the_json_body() {
     );
 }
 
+/// A node whose source `stripe` (tenant `acme`) takes a hook's dedupe key
+/// at its JSON body's `/id`, with a day's window, and delivers to the
+/// receiver returned.
+fn deduped_by_body_id(dir: &std::path::Path) -> (Node, Receiver) {
+    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
+    let mut c = node_config(dir);
+    let mut stripe = source(
+        "stripe",
+        "acme",
+        vec![SinkConfig::http(receiver.url("/in"))],
+    );
+    stripe.dedupe_json_pointer = Some("/id".into());
+    stripe.dedupe_window_ms = Some(86_400_000);
+    c.sources.push(stripe);
+    (start(c), receiver)
+}
+
 /// A gzip body (`content-encoding: gzip`) is looked into decoded for its
 /// dedupe key at the pointer: the same event again, gzipped anew, gets
 /// the first hook's id; the sink gets the body as it came, encoded, with
@@ -191,17 +198,7 @@ fn a_gzip_bodys_dedupe_key_is_found_in_it_decoded() {
     use flate2::write::GzEncoder;
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
-    let receiver = Receiver::start(|_| Reply::status(200)).unwrap();
-    let mut c = node_config(dir.path());
-    let mut stripe = source(
-        "stripe",
-        "acme",
-        vec![SinkConfig::http(receiver.url("/in"))],
-    );
-    stripe.dedupe_json_pointer = Some("/id".into());
-    stripe.dedupe_window_ms = Some(86_400_000);
-    c.sources.push(stripe);
-    let node = start(c);
+    let (node, receiver) = deduped_by_body_id(dir.path());
     let gzip = |json: &str, level: u32| {
         let mut encoder = GzEncoder::new(Vec::new(), flate2::Compression::new(level));
         encoder.write_all(json.as_bytes()).unwrap();
