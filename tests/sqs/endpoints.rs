@@ -53,6 +53,10 @@ fn an_sqs_sink_sends_where_the_aws_profile_names_sqs_endpoint() {
         (CHILD_QUEUE, queue_url.to_string()),
         ("AWS_CONFIG_FILE", config_file.display().to_string()),
         ("AWS_PROFILE", "local".to_string()),
+        // Empty, they name no endpoint, whatever the tests' process has.
+        ("AWS_ENDPOINT_URL_SQS", String::new()),
+        ("AWS_ENDPOINT_URL", String::new()),
+        ("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", String::new()),
     ];
     run_role("endpoints::profile_endpoint_child_role", &env);
     let messages = moto.receive(&moto_queue_url);
