@@ -32,7 +32,6 @@ const EVERY_SERVICE: &str = "AWS_ENDPOINT_URL";
 const IGNORE: &str = "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS";
 
 /// The endpoints an AWS profile names (see `aws_profile::profile_endpoints`).
-#[derive(Debug, Default)]
 pub(super) struct ProfileEndpoints {
     /// The profile and its file, as an error names them.
     pub(super) from: String,
