@@ -617,6 +617,78 @@ pub(super) fn unauthorized(message: &str) -> Response {
 mod tests {
     use super::*;
 
+    /// Each refused commit answers as docs/http-api.md says: its status,
+    /// its error code and, for a 503, how long to wait (`Retry-After`).
+    #[test]
+    fn a_refused_commit_answers_the_status_code_and_wait_the_api_documents() {
+        let answer = |e: CommitError| {
+            let response = commit_error(&e);
+            let wait = (response.headers.iter()).find(|(name, _)| *name == "retry-after");
+            let wait = wait.map(|(_, seconds)| seconds.clone());
+            (response.status, response.error.unwrap(), wait)
+        };
+        let at_once = |code| (503, code, Some("1".to_string()));
+        let later = |code| (503, code, Some("5".to_string()));
+        let io = std::io::Error::other("read-only file system");
+        let store = crate::store::StoreError::Io {
+            path: "/data/shard-0".into(),
+            source: io,
+        };
+        let cases = [
+            (CommitError::QueueFull, at_once("queue_full")),
+            (
+                CommitError::Store(Arc::new(store)),
+                at_once("store_unavailable"),
+            ),
+            (CommitError::TimedOut, at_once("commit_timeout")),
+            (CommitError::ShardRestarting, at_once("shard_restarting")),
+            (CommitError::Stopped, at_once("stopping")),
+            (
+                CommitError::StoreFull {
+                    used_bytes: 7,
+                    limit_bytes: 7,
+                },
+                later("store_full"),
+            ),
+            (
+                CommitError::DiskFull {
+                    available_bytes: 1,
+                    min_free_bytes: 2,
+                },
+                later("disk_full"),
+            ),
+            (
+                CommitError::TenantFull {
+                    tenant: "acme".into(),
+                    used_bytes: 9,
+                    limit_bytes: 8,
+                },
+                later("tenant_full"),
+            ),
+            (
+                CommitError::UnknownSource("nope".into()),
+                (404, "unknown_source", None),
+            ),
+            (
+                CommitError::TooLarge {
+                    size_bytes: 2,
+                    max_bytes: 1,
+                },
+                (413, "body_too_large", None),
+            ),
+            (
+                CommitError::BadHeader {
+                    name: "x".into(),
+                    why: "a line break".into(),
+                },
+                (400, "bad_header", None),
+            ),
+        ];
+        for (refusal, expected) in cases {
+            assert_eq!(answer(refusal.clone()), expected, "{refusal:?}");
+        }
+    }
+
     #[test]
     fn routes_match_with_their_methods() {
         assert_eq!(
