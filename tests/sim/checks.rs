@@ -183,13 +183,13 @@ impl Sim {
                     self.open_breakers.insert(key.clone());
                 }
                 BreakerEvent::Closed { key } => assert!(
-                    self.closing.remove(key)
+                    take_one(&mut self.closing, key)
                         || self.open_breakers.remove(key)
                         || self.closed_by_rebuild.remove(key),
                     "seed {seed}: breaker of {key:?} closed without having opened"
                 ),
                 BreakerEvent::Moved { from, to } => assert!(
-                    self.moving.remove(&(from.clone(), to.clone()))
+                    take_one(&mut self.moving, &(from.clone(), to.clone()))
                         || self.moved_by_rebuild.remove(to),
                     "seed {seed}: a breaker reported moved from {from:?} to {to:?} by no reload"
                 ),
@@ -241,11 +241,11 @@ impl Sim {
         for key in std::mem::take(&mut self.open_breakers) {
             match carried.remove(&key) {
                 Some(to) if to != key => {
-                    self.moving.insert((key, to));
+                    self.moving.push((key, to));
                 }
                 Some(_) => {}
                 None => {
-                    self.closing.insert(key);
+                    self.closing.push(key);
                 }
             }
         }
@@ -551,6 +551,12 @@ impl Excess {
         self.calls = self.calls.min(calls);
         kept
     }
+}
+
+/// Takes one `item` out of `items`; whether there was one.
+fn take_one<T: PartialEq>(items: &mut Vec<T>, item: &T) -> bool {
+    let found = items.iter().position(|each| each == item);
+    found.map(|at| items.swap_remove(at)).is_some()
 }
 
 /// The outcomes of a shard's sink keys, summed.
