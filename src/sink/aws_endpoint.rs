@@ -73,14 +73,13 @@ impl AwsService {
     }
 
     /// The endpoint the environment or the AWS profile names for this
-    /// service, without a trailing `/`; `None` where neither names one
-    /// (see the module docs). A profile that cannot be read names none
-    /// here: [`check_configured_endpoints`] said so where the clients
-    /// were built.
+    /// service now, without a trailing `/`; `None` where neither names
+    /// one (see the module docs). A profile that cannot be read names none
+    /// here: [`ConfiguredEndpoints::read`] said so where the clients were
+    /// built. (A config's clients take theirs from the one reading.)
     pub(crate) fn configured_endpoint(self) -> Option<String> {
         let profile = profile_endpoints().ok().flatten();
-        self.named_by(environment, profile.as_ref())
-            .map(|(_, url)| url)
+        ConfiguredEndpoints { profile }.of(self)
     }
 
     /// Where this service's endpoint is named (as an error says it) and
@@ -131,15 +130,33 @@ pub(super) fn environment(variable: &str) -> Option<String> {
     std::env::var_os(variable).map(|value| value.to_string_lossy().into_owned())
 }
 
-/// Refuses an endpoint that a variable or the AWS profile names (see the
-/// module docs) but is not an http:// or https:// URL with a host, naming
-/// where it was read and its value — of every service, not only of those
-/// the config's clients use now — and a config file that cannot be read.
-/// Run where a client of an AWS service is first built.
-pub(crate) fn check_configured_endpoints() -> Result<(), ConfigError> {
-    let profile =
-        profile_endpoints().map_err(|e| unreadable_config(e, "its profile's endpoints"))?;
-    check_named_by(environment, profile.as_ref())
+/// The endpoints the environment and the AWS profile name (see the module
+/// docs), the profile read once for the clients of one config.
+#[derive(Default)]
+pub(crate) struct ConfiguredEndpoints {
+    profile: Option<ProfileEndpoints>,
+}
+
+impl ConfiguredEndpoints {
+    /// The endpoints named now. Refuses one that a variable or the AWS
+    /// profile names but is not an http:// or https:// URL with a host,
+    /// naming where it was read and its value — of every service, not
+    /// only of those the config's clients use — and a config file that
+    /// cannot be read. Read where a config's clients of AWS's services
+    /// are built.
+    pub(crate) fn read() -> Result<ConfiguredEndpoints, ConfigError> {
+        let profile =
+            profile_endpoints().map_err(|e| unreadable_config(e, "its profile's endpoints"))?;
+        check_named_by(environment, profile.as_ref())?;
+        Ok(ConfiguredEndpoints { profile })
+    }
+
+    /// `service`'s endpoint, without a trailing `/`; `None` where none
+    /// is named.
+    pub(crate) fn of(&self, service: AwsService) -> Option<String> {
+        let named = service.named_by(environment, self.profile.as_ref());
+        named.map(|(_, url)| url)
+    }
 }
 
 fn check_named_by(

@@ -5,7 +5,7 @@
 
 use super::assume_role::RoleToAssume;
 use super::aws_credentials::{AwsCredentials, EnvCredentials};
-use super::aws_endpoint::AwsService;
+use super::aws_endpoint::{AwsService, ConfiguredEndpoints};
 use super::aws_region::EnvironmentRegion;
 use super::client::{client_certificate, root_certificates};
 use super::egress::Egress;
@@ -149,9 +149,10 @@ impl SinkRegistry {
             super::client::check_client_environment()?;
         }
         let aws = |entry: &SinkConfig| entry.kind == "sqs" || entry.aws_service.is_some();
+        let mut endpoints = ConfiguredEndpoints::default();
         if goads_own().any(aws) || in_s3 {
             crate::trusted_roots::check_aws_roots()?;
-            super::aws_endpoint::check_configured_endpoints()?;
+            endpoints = ConfiguredEndpoints::read()?;
         }
         let mut shared = previous.shared_credentials();
         let mut regions = EnvironmentRegion::default();
@@ -180,8 +181,15 @@ impl SinkRegistry {
                             kept.or_build(source, recipe, entry, claims, &at)?
                         }
                         "sqs" => {
-                            let options =
-                                sqs_options(config, &mut shared, &mut regions, source, entry, &at)?;
+                            let options = sqs_options(
+                                config,
+                                &mut shared,
+                                &mut regions,
+                                &endpoints,
+                                source,
+                                entry,
+                                &at,
+                            )?;
                             kept.or_build(source, Recipe::Sqs(options), entry, claims, &at)?
                         }
                         "pubsub" => {
@@ -633,6 +641,7 @@ fn sqs_options(
     config: &Config,
     shared: &mut SharedCredentials,
     regions: &mut EnvironmentRegion,
+    endpoints: &ConfiguredEndpoints,
     source: &SourceConfig,
     entry: &SinkConfig,
     at: &str,
@@ -645,7 +654,7 @@ fn sqs_options(
         credentials: aws_credentials(shared, entry, &region),
         region,
         queue_url,
-        endpoint: (entry.endpoint.clone()).or_else(|| AwsService::Sqs.configured_endpoint()),
+        endpoint: (entry.endpoint.clone()).or_else(|| endpoints.of(AwsService::Sqs)),
         message_group_id: entry.message_group_id.clone(),
         max_message_bytes: entry.max_message_bytes.unwrap_or(SQS_MAX_MESSAGE_BYTES),
         timeout_ms: sink_timeout_ms(config, entry),
