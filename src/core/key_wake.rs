@@ -26,7 +26,9 @@
 //! rows claimed while its probe ran wait held behind a wake under way. A key
 //! whose sink is paused or gone drops its wake too: the resume, or the
 //! reload that removed it, starts a pass over the held rows, which wakes
-//! (or settles) them.
+//! (or settles) them. A reload that moves a source's sinks starts each
+//! wake of its keys again from the first held row: rows it passed as
+//! another key's may bind to its key now (`Core::handle_reconfigure`).
 //!
 //! Each scan ends with a step of the wakes that may go on, in turn from
 //! where the last step stopped, reading at most `WAKE_STEP_ROWS` held rows
@@ -88,6 +90,11 @@ impl KeyWakes {
     /// Whether `key` has a wake under way.
     pub(super) fn under_way(&self, key: &SinkKey) -> bool {
         self.after.contains_key(key)
+    }
+
+    /// The keys with a wake under way.
+    pub(super) fn keys(&self) -> impl Iterator<Item = &SinkKey> {
+        self.after.keys()
     }
 
     /// Whether `row` was made due by a wake and not claimed since.

@@ -320,6 +320,23 @@ fn core(config: &Config, grant: Grant) -> Core {
     )
 }
 
+/// Source `a` of tenant `t` with a sink of type `x` posting to each URL.
+fn posting_to(urls: &[&str]) -> Config {
+    let sinks = (urls.iter())
+        .map(|url| SinkConfig {
+            url: Some(url.to_string()),
+            ..SinkConfig::of_kind("x")
+        })
+        .collect();
+    config_with(vec![SourceConfig::new("a", "t", sinks)])
+}
+
+/// The places of source `a`'s sinks in `config`.
+fn places_of(config: &Config) -> crate::store::record::SinkPlaces {
+    let catalog = Catalog::from_config(config);
+    catalog.source("a").unwrap().places.clone()
+}
+
 fn config_with(sources: Vec<SourceConfig>) -> Config {
     let mut c = Config {
         sources: sources.into(),

@@ -41,23 +41,6 @@ fn rows_queued_across_a_reload_that_swaps_two_sinks_of_one_type_start_on_their_o
     );
 }
 
-/// Source `a` of tenant `t` with a sink of type `x` posting to each URL.
-fn posting_to(urls: &[&str]) -> Config {
-    let sinks = (urls.iter())
-        .map(|url| SinkConfig {
-            url: Some(url.to_string()),
-            ..SinkConfig::of_kind("x")
-        })
-        .collect();
-    config_with(vec![SourceConfig::new("a", "t", sinks)])
-}
-
-/// The places of source `a`'s sinks in `config`.
-fn places_of(config: &Config) -> crate::store::record::SinkPlaces {
-    let catalog = Catalog::from_config(config);
-    catalog.source("a").unwrap().places.clone()
-}
-
 /// Three hooks of source `a` (each `add`ed), committed under `config`
 /// with one call a key at once, and a reload to `swapped` while four of
 /// their rows are queued (each of the two running ends after it): every
