@@ -96,9 +96,12 @@ fn a_disk_at_its_reserve_takes_hooks_into_the_store_s_free_pages_then_refuses_th
     let (acked, refusal) = commit_until_refused(&engine, &body, 4 * hooks);
     // The first hooks' pages hold about as many again (with their rows'
     // pages too; LMDB grows the file beside the free pages now and then,
-    // which is taken off them).
+    // which is taken off them). How many depends on how the commits of
+    // each round shared their transactions, which the machine's pace
+    // decides: 1,527 under coverage instrumentation. That none went into
+    // the reserve is what the file's size below says.
     assert!(
-        (hooks / 2..=hooks * 3 / 2).contains(&acked.len()),
+        (hooks / 2..=hooks * 2).contains(&acked.len()),
         "{} hooks taken into the free pages of {hooks}",
         acked.len()
     );
