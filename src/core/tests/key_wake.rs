@@ -223,15 +223,17 @@ fn rows_held_again_behind_a_wake_wake_when_a_reload_drops_their_breaker() {
 }
 
 /// Two sinks of one type, both resumed, so each key's wake walks the
-/// tenant's held rows: the first sink's passes the second's rows on its
-/// way to its own and stops a window into them, while the second's stops
-/// a window into its rows. A reload then swaps the two: the second's
-/// rows it had not reached bind to the first index now, whose wake has
-/// passed them, and its own wake walks the other sink's rows. A wake of
-/// a source whose sinks' places changed starts again from the first held
-/// row, so those rows wake too. (Seed 51,144,859: they stayed held until
-/// the key's breaker next closed or the node restarted, as the keys had
-/// no state for the reload to find their wakes by: all their rows held.)
+/// tenant's held rows: the first index's wake passes every row of the
+/// second sink on its way to the first sink's and stops a window into
+/// those, while the second index's wake stops a window into the second
+/// sink's rows. A reload then swaps the two sinks: the second sink's
+/// rows its wake had not reached bind to the first index now, whose wake
+/// has passed them, and the second index's wake looks for the first
+/// sink's rows. A wake of a source whose sinks' places changed starts
+/// again from the first held row, so those rows wake too. (Seed
+/// 51,144,859: they stayed held until the key's breaker next closed or
+/// the node restarted, as the keys had no state for the reload to find
+/// their wakes by: all their rows were held.)
 #[test]
 fn a_reload_that_swaps_two_sinks_leaves_no_row_behind_their_wakes() {
     const HOOKS: usize = 2 * WINDOW;
