@@ -19,7 +19,21 @@ pub(super) const LOCK_FILE: &str = "goad.lock";
 /// Held while an engine runs on a data directory; dropping it unlocks.
 #[derive(Debug)]
 pub struct DataDirLock {
-    _file: File,
+    file: File,
+}
+
+impl Drop for DataDirLock {
+    /// Unlocks before the file closes. An `flock` belongs to the open file,
+    /// which a child process forked meanwhile (by any thread of the host:
+    /// a `Command`, goad's own `credential_process`) shares until it execs
+    /// or exits; closing this descriptor alone would leave the directory
+    /// locked until then, and an engine opened on it at once refused as
+    /// "another engine in this process". Unlocking through any descriptor
+    /// of the open file releases it for all. (Should it fail, closing the
+    /// file still unlocks once the child lets go.)
+    fn drop(&mut self) {
+        let _ = self.file.unlock();
+    }
 }
 
 impl DataDirLock {
@@ -56,7 +70,7 @@ impl DataDirLock {
         file.set_len(0).map_err(io)?;
         file.rewind().map_err(io)?;
         writeln!(file, "{}", std::process::id()).map_err(io)?;
-        Ok(DataDirLock { _file: file })
+        Ok(DataDirLock { file })
     }
 }
 
@@ -98,6 +112,26 @@ mod tests {
         }
         drop(first);
         DataDirLock::acquire(dir.path()).unwrap();
+    }
+
+    /// A child process forked while an engine ran shares the lock's open
+    /// file until it execs (here, a copy of the descriptor stands for
+    /// it): the engine's drop unlocks the directory all the same, so an
+    /// engine opened on it at once is not refused.
+    #[test]
+    fn a_descriptor_a_forked_child_shares_does_not_keep_the_directory_locked() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = DataDirLock::acquire(dir.path()).unwrap();
+        let forked_copy = first.file.try_clone().unwrap();
+        drop(first);
+        let again = DataDirLock::acquire(dir.path()).expect("the directory is unlocked");
+        match DataDirLock::acquire(dir.path()) {
+            Err(StoreError::InUse { holder_pid, .. }) => {
+                assert_eq!(holder_pid, Some(std::process::id()))
+            }
+            other => panic!("expected InUse while the second lock is held, got {other:?}"),
+        }
+        drop((again, forked_copy));
     }
 
     #[test]
