@@ -67,10 +67,12 @@ impl DataDirLock {
             }
             Err(TryLockError::Error(source)) => return Err(io(source)),
         }
-        file.set_len(0).map_err(io)?;
-        file.rewind().map_err(io)?;
-        writeln!(file, "{}", std::process::id()).map_err(io)?;
-        Ok(DataDirLock { file })
+        // Locked: a failure from here on unlocks as it drops.
+        let mut lock = DataDirLock { file };
+        lock.file.set_len(0).map_err(io)?;
+        lock.file.rewind().map_err(io)?;
+        writeln!(lock.file, "{}", std::process::id()).map_err(io)?;
+        Ok(lock)
     }
 }
 
