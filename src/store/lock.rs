@@ -6,7 +6,9 @@
 //! opens. So an engine holds an exclusive `flock` on `<data_dir>/goad.lock`
 //! while it runs, and a second engine, in this process or another, is
 //! refused with the holder's pid. The kernel drops the lock when its holder
-//! exits, killed or not, so a crash never leaves the directory locked.
+//! exits, killed or not, so a crash never leaves the directory locked
+//! (unless a child the host forked lives on without calling `exec`: it
+//! shares the lock's file; goad's own children exec at once).
 
 use super::StoreError;
 use std::fs::{File, OpenOptions, TryLockError};
