@@ -495,9 +495,8 @@ impl Core {
         // A wake under way of a key of such a source starts again from the
         // first held row: rows it passed may bind to its key now. Looked
         // for among the wakes, not the keys with a state: a key whose rows
-        // are all held has none (seed 51,144,859: a swap of two sinks
-        // left a row behind the wake of the key it moved to, held until
-        // the next close or restart).
+        // are all held has none, and a row a swap of two sinks moved
+        // behind its wake would stay held until the next close or restart.
         let rewound: Vec<SinkKey> = (self.key_wakes.keys())
             .filter(|key| self.catalog.places_changed_from(&previous, &key.source_id))
             .cloned()
