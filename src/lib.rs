@@ -119,8 +119,8 @@ pub use config::{Config, ConfigError, SinkConfig, SourceConfig};
 pub use core::{BreakerEvent, Outcome, OutcomeEvent, SinkKey};
 pub use node::{Node, NodeOptions};
 pub use runtime::{
-    Backup, BackupError, CommitError, Engine, EngineBuilder, NewHook, OpenError, Pressure,
-    ShardStats, SinkWoken, Unavailable, WakeError, BACKUP_MANIFEST,
+    Backup, BackupError, CommitError, Committing, Engine, EngineBuilder, NewHook, OpenError,
+    Pressure, ShardStats, SinkWoken, Unavailable, WakeError, BACKUP_MANIFEST,
 };
 pub use sink::{Delivery, Sink, SinkError};
 pub use store::{Hook, HookStatus, RowRecord, RowStatus, RowView, SinkState, SinkStatus};

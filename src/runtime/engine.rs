@@ -3,6 +3,7 @@
 //! `shutdown`).
 
 use super::clock::{deadline_after, wall_ms};
+use super::committing::Committing;
 use super::coordinator::{global_grant, CoordinatorInput};
 use super::errors::{CommitError, OpenError, Unavailable};
 use super::oneshot;
@@ -199,6 +200,28 @@ impl Engine {
                 Err(error)
             }
             (_, error) => Err(error),
+        }
+    }
+
+    /// Commits a hook from async code: the future resolves to the hook id
+    /// once the hook and its rows are synced to disk, as [`commit`]
+    /// returns it, without holding the executor's thread meanwhile (it is
+    /// [`commit_then`], awaited; any executor polls it, and goad runs
+    /// none). A commit refused at once resolves at once; a full shard
+    /// queue is refused at once as [`CommitError::QueueFull`], where
+    /// `commit` waits a while for room. Dropping the future does not take
+    /// the commit back. It has no deadline of its own (`commit` gives up
+    /// after 30 s as [`CommitError::TimedOut`]): a caller that needs one
+    /// wraps it in its executor's timeout. It may be called on a shard's
+    /// thread.
+    ///
+    /// [`commit`]: Engine::commit
+    /// [`commit_then`]: Engine::commit_then
+    pub fn commit_async(&self, hook: NewHook) -> Committing {
+        let (committing, answer) = Committing::pending();
+        match self.commit_then(hook, answer) {
+            Ok(()) => committing,
+            Err(refused) => Committing::answered(Err(refused)),
         }
     }
 

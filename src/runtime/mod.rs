@@ -4,6 +4,7 @@
 mod backup;
 mod breaker_log;
 mod clock;
+mod committing;
 pub mod coordinator;
 mod cpu_set;
 mod dead_log;
@@ -31,6 +32,7 @@ mod wake;
 pub use crate::store::ReviveStep;
 pub use backup::{Backup, BackupError, BACKUP_MANIFEST};
 pub use clock::{clock_ns, deadline_after, wall_ms};
+pub use committing::Committing;
 pub use engine::{Engine, NewHook, Pressure};
 pub use errors::{CommitError, OpenError, Unavailable};
 pub use inspect::{Replayed, ShardTenants};

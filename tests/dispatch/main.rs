@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod awaited;
 mod dead_letters;
 mod delivery;
 mod lifecycle;
