@@ -31,6 +31,12 @@ pub struct Committing {
     slot: Option<Arc<Mutex<Slot>>>,
 }
 
+// A host awaits it on any executor's task, spawned anywhere.
+const _: fn() = || {
+    fn spawnable<T: Send + 'static>() {}
+    spawnable::<Committing>();
+};
+
 impl Committing {
     /// A commit answered already: refused before it reached a shard.
     pub(super) fn answered(answer: Answer) -> Committing {
