@@ -83,6 +83,10 @@
 //!     Ok(())
 //! }
 //! ```
+//!
+//! A host whose request handlers are futures commits with
+//! [`Engine::commit_async`]`(hook).await`, which holds no executor thread
+//! while the hook's batch syncs (goad itself runs no async runtime).
 // No `unwrap` outside tests (a value that must be there is `expect`ed
 // with why, and anything else is handled), and no `unsafe` block without a
 // `// SAFETY:` comment.
