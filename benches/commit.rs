@@ -15,17 +15,22 @@
 //! engine at 64 committers and raw LMDB at the engine's batch size
 //! alternated in blocks; the same with 64 commits in flight from one
 //! thread through `commit_then`, as the node's event loop commits (no
-//! committer thread to wake per commit); and raw transactions back to back
+//! committer thread to wake per commit), and through `commit_async`,
+//! awaited as an executor's tasks would be; and raw transactions back to back
 //! against the same after a gap of busy work, as an engine's syncs are.
 
 use criterion::measurement::WallTime;
 use criterion::Throughput;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion};
 use goad::config::{SourceConfig, TenantLimitsConfig};
-use goad::{Config, Delivery, Engine, NewHook, Sink, SinkConfig, SinkError};
+use goad::{Committing, Config, Delivery, Engine, NewHook, Sink, SinkConfig, SinkError};
 use heed::types::Bytes;
 use parking_lot::{Condvar, Mutex};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 mod common;
@@ -361,6 +366,72 @@ fn paired_commits_then(engine: &Engine, source: &str, in_flight: usize, blocks: 
     );
 }
 
+/// `in_flight` commits at a time awaited on one thread with
+/// `commit_async`, as a host whose request handlers are futures commits,
+/// `in_flight * PER_COMMITTER` hooks a block, against raw LMDB.
+fn paired_commits_async(engine: &Engine, source: &str, in_flight: usize, blocks: usize) {
+    let hooks = in_flight * PER_COMMITTER;
+    let mut paired = PairedBlocks::new(engine);
+    for _ in 0..blocks {
+        paired.block(hooks, || {
+            await_in_flight(in_flight, hooks, || {
+                engine.commit_async(NewHook::new(source, vec![b'x'; BODY_BYTES]))
+            })
+        });
+    }
+    paired.report(
+        &format!("{source}/{in_flight} in flight, commit_async"),
+        hooks,
+    );
+}
+
+/// Unparks the thread that awaits the commits.
+struct Unpark {
+    woken: AtomicBool,
+    thread: std::thread::Thread,
+}
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.woken.store(true, Ordering::SeqCst);
+        self.thread.unpark();
+    }
+}
+
+/// Awaits `total` commits on this thread, `in_flight` at a time, as an
+/// executor runs that many tasks: each commit `commit` starts is polled
+/// when a wake comes, and one that resolved is replaced by the next.
+fn await_in_flight(in_flight: usize, total: usize, commit: impl Fn() -> Committing) {
+    let unpark = Arc::new(Unpark {
+        woken: AtomicBool::new(false),
+        thread: std::thread::current(),
+    });
+    let waker = Waker::from(unpark.clone());
+    let mut cx = Context::from_waker(&waker);
+    let (mut started, mut resolved) = (0, 0);
+    let mut tasks: Vec<Option<Committing>> = (0..in_flight).map(|_| None).collect();
+    while resolved < total {
+        for task in &mut tasks {
+            loop {
+                match task {
+                    Some(committing) => match Pin::new(committing).poll(&mut cx) {
+                        Poll::Ready(answer) => {
+                            answer.unwrap();
+                            (*task, resolved) = (None, resolved + 1);
+                        }
+                        Poll::Pending => break,
+                    },
+                    None if started < total => (*task, started) = (Some(commit()), started + 1),
+                    None => break,
+                }
+            }
+        }
+        while resolved < total && !unpark.woken.swap(false, Ordering::SeqCst) {
+            std::thread::park();
+        }
+    }
+}
+
 /// A raw synced transaction of `batch` hooks written back to back, and the
 /// same after `GAP_US` of busy work, as an engine's sync follows its other
 /// work: alternated in blocks, the transaction's own time in each.
@@ -426,6 +497,9 @@ fn main() {
         held_batch = on_a_fresh_engine(held, |engine| paired_commits(engine, source, 64, blocks));
         on_a_fresh_engine(held, |engine| {
             paired_commits_then(engine, source, 64, blocks)
+        });
+        on_a_fresh_engine(held, |engine| {
+            paired_commits_async(engine, source, 64, blocks)
         });
     }
     sync_after_a_gap(held_batch, blocks as u32);
