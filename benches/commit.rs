@@ -23,16 +23,14 @@ use criterion::measurement::WallTime;
 use criterion::Throughput;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion};
 use goad::config::{SourceConfig, TenantLimitsConfig};
-use goad::{Committing, Config, Delivery, Engine, NewHook, Sink, SinkConfig, SinkError};
+use goad::{Config, Delivery, Engine, NewHook, Sink, SinkConfig, SinkError};
 use heed::types::Bytes;
 use parking_lot::{Condvar, Mutex};
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
-use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
+#[path = "../tests/common/awaiting.rs"]
+mod awaiting;
 mod common;
 use common::paired::{benching, paired};
 
@@ -374,62 +372,17 @@ fn paired_commits_async(engine: &Engine, source: &str, in_flight: usize, blocks:
     let mut paired = PairedBlocks::new(engine);
     for _ in 0..blocks {
         paired.block(hooks, || {
-            await_in_flight(in_flight, hooks, || {
-                engine.commit_async(NewHook::new(source, vec![b'x'; BODY_BYTES]))
-            })
+            let commits = (0..hooks)
+                .map(|_| engine.commit_async(NewHook::new(source, vec![b'x'; BODY_BYTES])));
+            for answer in awaiting::await_in_flight(in_flight, commits, Duration::from_secs(30)) {
+                answer.unwrap();
+            }
         });
     }
     paired.report(
         &format!("{source}/{in_flight} in flight, commit_async"),
         hooks,
     );
-}
-
-/// Unparks the thread that awaits the commits.
-struct Unpark {
-    woken: AtomicBool,
-    thread: std::thread::Thread,
-}
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.woken.store(true, Ordering::SeqCst);
-        self.thread.unpark();
-    }
-}
-
-/// Awaits `total` commits on this thread, `in_flight` at a time, as an
-/// executor runs that many tasks: each commit `commit` starts is polled
-/// when a wake comes, and one that resolved is replaced by the next.
-fn await_in_flight(in_flight: usize, total: usize, commit: impl Fn() -> Committing) {
-    let unpark = Arc::new(Unpark {
-        woken: AtomicBool::new(false),
-        thread: std::thread::current(),
-    });
-    let waker = Waker::from(unpark.clone());
-    let mut cx = Context::from_waker(&waker);
-    let (mut started, mut resolved) = (0, 0);
-    let mut tasks: Vec<Option<Committing>> = (0..in_flight).map(|_| None).collect();
-    while resolved < total {
-        for task in &mut tasks {
-            loop {
-                match task {
-                    Some(committing) => match Pin::new(committing).poll(&mut cx) {
-                        Poll::Ready(answer) => {
-                            answer.unwrap();
-                            (*task, resolved) = (None, resolved + 1);
-                        }
-                        Poll::Pending => break,
-                    },
-                    None if started < total => (*task, started) = (Some(commit()), started + 1),
-                    None => break,
-                }
-            }
-        }
-        while resolved < total && !unpark.woken.swap(false, Ordering::SeqCst) {
-            std::thread::park();
-        }
-    }
 }
 
 /// A raw synced transaction of `batch` hooks written back to back, and the

@@ -2,6 +2,7 @@
 //! waiting on a condition with a deadline.
 #![allow(dead_code)]
 
+pub mod awaiting;
 pub mod http;
 pub mod raw;
 

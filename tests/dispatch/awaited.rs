@@ -1,74 +1,53 @@
-//! Commits awaited from async code (`Engine::commit_async`), polled by a
-//! small executor of the test's own that polls again only when woken: a
+//! Commits awaited from async code (`Engine::commit_async`), polled by the
+//! tests' small executor (`common::awaiting`), which polls again only
+//! when woken: a
 //! commit resolves to its stored hook's id once the shard wakes its task,
 //! many awaited on one thread share synced batches, one dropped unawaited
 //! is committed all the same, and one under way when the engine stops
-//! still resolves.
+//! still resolves. (A commit refused at once: `lifecycle.rs`.)
 
 use super::*;
 use goad::{CommitError, Committing};
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll, Wake, Waker};
 
-/// How long a pending commit's task may wait for its wake.
-const WAKE_WITHIN: Duration = Duration::from_secs(10);
-
-/// Unparks the polling thread, and says it was woken.
-struct Unpark {
-    woken: AtomicBool,
-    thread: std::thread::Thread,
-}
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.woken.store(true, Ordering::SeqCst);
-        self.thread.unpark();
-    }
-}
-
-/// Polls `commits` on this thread until each resolved, polling again only
-/// after a wake: a commit whose answer came without waking its task fails
-/// the test after `WAKE_WITHIN`. Their answers, in order.
+/// Awaits `commits`, all in flight at once (see `await_in_flight`),
+/// failing the test if a pending one's task is not woken within 10 s.
 fn await_all(commits: Vec<Committing>) -> Vec<Result<String, CommitError>> {
-    let unpark = Arc::new(Unpark {
-        woken: AtomicBool::new(false),
-        thread: std::thread::current(),
-    });
-    let waker = Waker::from(unpark.clone());
-    let mut cx = Context::from_waker(&waker);
-    let mut pending: Vec<Option<Committing>> = commits.into_iter().map(Some).collect();
-    let mut answers: Vec<Option<Result<String, CommitError>>> =
-        pending.iter().map(|_| None).collect();
-    loop {
-        for (commit, answer) in pending.iter_mut().zip(&mut answers) {
-            if let Some(future) = commit {
-                if let Poll::Ready(a) = Pin::new(future).poll(&mut cx) {
-                    (*answer, *commit) = (Some(a), None);
-                }
-            }
-        }
-        if pending.iter().all(Option::is_none) {
-            return answers.into_iter().map(Option::unwrap).collect();
-        }
-        let deadline = Instant::now() + WAKE_WITHIN;
-        while !unpark.woken.swap(false, Ordering::SeqCst) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            assert!(!left.is_zero(), "a pending commit's task was not woken");
-            std::thread::park_timeout(left);
-        }
-    }
+    let in_flight = commits.len();
+    awaiting::await_in_flight(in_flight, commits.into_iter(), Duration::from_secs(10))
 }
 
-/// A sink of type `seen` that keeps the id of each hook delivered to it.
-fn recording() -> (Arc<dyn Sink>, Arc<parking_lot::Mutex<Vec<String>>>) {
-    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
-    let kept = seen.clone();
-    let sink = sink(move |d| {
-        kept.lock().push(d.hook.id.clone());
-        Ok(())
-    });
-    (sink, seen)
+/// A data directory whose source `s` delivers to a sink that keeps the id
+/// of each hook it gets, for the engines opened on it.
+struct Recorded {
+    _dir: tempfile::TempDir,
+    config: goad::Config,
+    sink: Arc<dyn Sink>,
+    seen: Arc<parking_lot::Mutex<Vec<String>>>,
+}
+
+impl Recorded {
+    fn new() -> Recorded {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = config(dir.path());
+        config.sources.push(source_of_kinds("s", "t", &["seen"]));
+        let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let kept = seen.clone();
+        let sink = sink(move |d| {
+            kept.lock().push(d.hook.id.clone());
+            Ok(())
+        });
+        Recorded {
+            _dir: dir,
+            config,
+            sink,
+            seen,
+        }
+    }
+
+    fn open(&self) -> Engine {
+        let builder = Engine::builder(self.config.clone()).sink("seen", self.sink.clone());
+        builder.open().unwrap()
+    }
 }
 
 /// An awaited commit resolves, once its shard wakes the task, to the id of
@@ -104,11 +83,8 @@ fn an_awaited_commit_resolves_to_its_stored_hooks_id() {
 #[test]
 fn many_commits_awaited_on_one_thread_share_synced_batches() {
     const COMMITS: usize = 64;
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = config(dir.path());
-    c.sources.push(source_of_kinds("s", "t", &["seen"]));
-    let (seen_sink, seen) = recording();
-    let engine = Engine::builder(c).sink("seen", seen_sink).open().unwrap();
+    let recorded = Recorded::new();
+    let (engine, seen) = (recorded.open(), &recorded.seen);
     let commits = (0..COMMITS)
         .map(|n| engine.commit_async(NewHook::new("s", format!("{n}"))))
         .collect();
@@ -136,11 +112,8 @@ fn many_commits_awaited_on_one_thread_share_synced_batches() {
 /// is committed and delivered all the same.
 #[test]
 fn a_commit_dropped_unawaited_is_committed_all_the_same() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = config(dir.path());
-    c.sources.push(source_of_kinds("s", "t", &["seen"]));
-    let (seen_sink, seen) = recording();
-    let engine = Engine::builder(c).sink("seen", seen_sink).open().unwrap();
+    let recorded = Recorded::new();
+    let (engine, seen) = (recorded.open(), &recorded.seen);
     drop(engine.commit_async(NewHook::new("s", "x")));
     wait_until(
         "the dropped commit delivered",
@@ -155,22 +128,15 @@ fn a_commit_dropped_unawaited_is_committed_all_the_same() {
 /// refused as stopped.
 #[test]
 fn a_commit_under_way_when_the_engine_stops_still_resolves() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = config(dir.path());
-    c.sources.push(source_of_kinds("s", "t", &["seen"]));
-    let (seen_sink, seen) = recording();
-    let open = || {
-        let builder = Engine::builder(c.clone()).sink("seen", seen_sink.clone());
-        builder.open().unwrap()
-    };
-    let engine = open();
+    let recorded = Recorded::new();
+    let (engine, seen) = (recorded.open(), &recorded.seen);
     let commit = engine.commit_async(NewHook::new("s", "x"));
     engine.shutdown();
     let answer = await_all(vec![commit]).pop().unwrap();
     drop(engine);
     match answer {
         Ok(id) => {
-            let _next = open();
+            let _next = recorded.open();
             wait_until("the stored hook delivered", Duration::from_secs(10), || {
                 !seen.lock().is_empty()
             });
@@ -182,38 +148,4 @@ fn a_commit_under_way_when_the_engine_stops_still_resolves() {
         }
         Err(e) => assert!(matches!(e, CommitError::Stopped), "{e}"),
     }
-}
-
-/// A commit refused at once (a source not configured, a body over
-/// `max_body_bytes`, a stopped engine) resolves at its first poll, with
-/// the error `commit` gives, and stores nothing.
-#[test]
-fn a_commit_refused_at_once_resolves_at_its_first_poll() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = config(dir.path());
-    c.max_body_bytes = 1_000;
-    c.sources.push(source_of_kinds("s", "t", &["seen"]));
-    let (seen_sink, _) = recording();
-    let engine = Engine::builder(c).sink("seen", seen_sink).open().unwrap();
-    let refusal = |hook: NewHook| {
-        let mut cx = Context::from_waker(Waker::noop());
-        match Pin::new(&mut engine.commit_async(hook.clone())).poll(&mut cx) {
-            Poll::Ready(Err(e)) => {
-                assert_eq!(e.to_string(), engine.commit(hook).unwrap_err().to_string());
-                e.to_string()
-            }
-            other => panic!("not refused at once: {other:?}"),
-        }
-    };
-    assert_eq!(
-        refusal(NewHook::new("nope", "x")),
-        "no source \"nope\" is configured"
-    );
-    assert_eq!(
-        refusal(NewHook::new("s", vec![b'x'; 1_001])),
-        "body of 1001 bytes is over max_body_bytes (1000)"
-    );
-    assert_eq!(engine.hook_count().unwrap(), 0);
-    engine.shutdown();
-    assert_eq!(refusal(NewHook::new("s", "x")), "the engine is stopped");
 }

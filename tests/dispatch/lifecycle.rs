@@ -4,6 +4,9 @@
 //! `tick`, a panicking commit callback, the commits refused at once.
 
 use super::*;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 
 /// A committed hook survives a restart of the engine: rows not yet
 /// delivered are delivered by the next engine on the same directory.
@@ -321,7 +324,8 @@ fn a_commit_is_counted_in_the_stats_by_the_time_it_returns() {
 }
 
 /// A commit the engine refuses at once stores nothing and says why, from
-/// `commit` and from `commit_then` (whose callback is never called): a
+/// `commit`, from `commit_then` (whose callback is never called) and
+/// from `commit_async` (resolved at its first poll): a
 /// source not configured, a body over `max_body_bytes` (one of exactly
 /// that size is taken), a stopped engine; a stopped engine's other calls
 /// say it is stopped.
@@ -337,8 +341,14 @@ fn a_commit_refused_at_once_stores_nothing_and_says_why() {
     let refusals = |hook: NewHook| {
         let then = called.clone();
         let refused = engine.commit_then(hook.clone(), move |_| then.store(true, Ordering::SeqCst));
+        let mut awaited = engine.commit_async(hook.clone());
+        let mut cx = Context::from_waker(Waker::noop());
+        let Poll::Ready(awaited) = Pin::new(&mut awaited).poll(&mut cx) else {
+            panic!("commit_async not refused at its first poll");
+        };
         let (now, then) = (engine.commit(hook).unwrap_err(), refused.unwrap_err());
         assert_eq!(now.to_string(), then.to_string());
+        assert_eq!(now.to_string(), awaited.unwrap_err().to_string());
         now.to_string()
     };
     assert_eq!(
