@@ -3,7 +3,8 @@
 //! record deliveries still find room. The file system is a real one: the
 //! stores live in `/dev/shm` where it has room (a tmpfs no build or log
 //! writes to), and a reserve set at what it has free stands for a disk
-//! filled to its reserve.
+//! filled to its reserve. The simulator keeps its stores there too: a
+//! simulator soak run beside these tests moves their disk.
 
 mod common;
 
