@@ -147,7 +147,9 @@ impl Engine {
     /// hook id once the hook and its rows are synced to disk. On a shard's
     /// thread (in a callback) it commits nothing and answers
     /// [`CommitError::OnShardThread`]: commit there with
-    /// [`commit_then`](Engine::commit_then).
+    /// [`commit_then`](Engine::commit_then). From async code, await
+    /// [`commit_async`](Engine::commit_async) instead, which holds no
+    /// executor thread while the batch syncs.
     pub fn commit(&self, hook: NewHook) -> Result<String, CommitError> {
         if shard_thread::is_current() {
             return Err(CommitError::OnShardThread);
