@@ -19,6 +19,8 @@ pub(super) struct DeadExpiry {
     retention_ms: u64,
     interval_ms: u64,
     next_at_ms: u64,
+    /// Rows one step deletes at most.
+    step_rows: u64,
     /// Where the sweep under way goes on (`None`: a new sweep starts).
     cursor: Option<Vec<u8>>,
     /// Rows the sweep under way deleted so far.
@@ -34,6 +36,7 @@ impl DeadExpiry {
             retention_ms,
             interval_ms: DEAD_EXPIRY_INTERVAL_MS.min(retention_ms / 2).max(1),
             next_at_ms: now_ms,
+            step_rows: EXPIRY_STEP_ROWS,
             cursor: None,
             swept: 0,
             expired: 0,
@@ -56,7 +59,7 @@ impl DeadExpiry {
                 ..DeadFilter::default()
             },
             cursor: self.cursor.take(),
-            max_rows: EXPIRY_STEP_ROWS,
+            max_rows: self.step_rows,
         };
         match state.purge(now_ms, &step) {
             Ok(purged) if purged.exhausted => {
@@ -88,5 +91,82 @@ impl DeadExpiry {
                 self.next_at_ms = now_ms + self.interval_ms;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::core::{Catalog, Core, Grant};
+    use crate::store::dead_fixture::dead_rows;
+    use crate::store::{DeadPosition, ShardStore};
+    use std::sync::Arc;
+
+    /// A shard of the default config over `store`, opened at `now_ms`.
+    fn shard_over(store: &ShardStore, now_ms: u64) -> ShardState<'_> {
+        let config = Config::default();
+        let grant = Grant {
+            max_inflight: 100,
+            max_inflight_bytes: 1 << 20,
+            concurrency: 100,
+        };
+        let catalog = Arc::new(Catalog::from_config(&config));
+        let core = Core::new(config.dispatch, config.retry, catalog, grant, now_ms, 1, 1);
+        ShardState::open(store, core, now_ms).unwrap()
+    }
+
+    /// A sweep larger than one step goes on from its cursor at the
+    /// shard's next iteration, at once, each step taking the rows dead
+    /// longer than the retention at its own time; once it has reached the
+    /// end, the next sweep comes half a retention later.
+    #[test]
+    fn a_sweep_larger_than_a_step_goes_on_from_its_cursor_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        // Hooks 1 to 10, each with one row, dead at 10 to 19.
+        let (store, _) = dead_rows(dir.path(), &["s"; 10]);
+        let mut state = shard_over(&store, 1_000);
+        let mut expiry = DeadExpiry {
+            step_rows: 4,
+            ..DeadExpiry::new(1_000, 1_000)
+        };
+        let seqs_left = || -> Vec<u64> {
+            let rows = store.rows().unwrap();
+            rows.iter().map(|r| r.row.seq).collect()
+        };
+        // What the sweep has deleted, when it wakes the shard, the rows
+        // left, and the hook its cursor is at.
+        let mut sweep = |at_ms: u64| {
+            expiry.run(0, &mut state, at_ms);
+            let at = (expiry.cursor.as_ref())
+                .map(|key| DeadPosition::of_key(0, key).expect("a dead key").row.seq);
+            (expiry.expired, expiry.wake_at_ms(), seqs_left(), at)
+        };
+        // Rows dead until 15 may go: the first step takes 4 of the 6, and
+        // the sweep stays due (since 1,000), so the shard does not sleep.
+        let left = vec![5, 6, 7, 8, 9, 10];
+        assert_eq!(sweep(1_015), (4, Some(1_000), left, Some(4)));
+        // The next goes on after hook 4, up to 16 now, and ends the sweep.
+        assert_eq!(sweep(1_016), (7, Some(1_516), vec![8, 9, 10], None));
+        assert_eq!(sweep(1_515), (7, Some(1_516), vec![8, 9, 10], None));
+        // Half a retention later a new sweep takes the rest.
+        assert_eq!(sweep(1_516), (10, Some(2_016), vec![], None));
+        for n in 1..=10 {
+            let id = format!("h{n}");
+            assert!(store.hook_status(0, &id).unwrap().is_none(), "{id} is gone");
+        }
+    }
+
+    /// With no retention, dead letters are kept: the shard never wakes
+    /// for them and a run deletes nothing.
+    #[test]
+    fn without_a_retention_nothing_expires() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = dead_rows(dir.path(), &["s"; 3]);
+        let mut state = shard_over(&store, 1_000);
+        let mut expiry = DeadExpiry::new(0, 1_000);
+        assert_eq!(expiry.wake_at_ms(), None);
+        expiry.run(0, &mut state, u64::MAX / 2);
+        assert_eq!((expiry.expired, store.dead_count().unwrap()), (0, 3));
     }
 }

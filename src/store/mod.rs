@@ -108,6 +108,8 @@ mod address_space;
 mod backup;
 pub mod breakers;
 pub mod dead;
+#[cfg(test)]
+pub(crate) mod dead_fixture;
 mod dead_keys;
 pub mod dedupe;
 mod fill;
