@@ -1,10 +1,10 @@
 //! Commits awaited from async code (`Engine::commit_async`), polled by the
 //! tests' small executor (`common::awaiting`), which polls again only
-//! when woken: a
-//! commit resolves to its stored hook's id once the shard wakes its task,
-//! many awaited on one thread share synced batches, one dropped unawaited
-//! is committed all the same, and one under way when the engine stops
-//! still resolves. (A commit refused at once: `lifecycle.rs`.)
+//! when woken: a commit resolves to its stored hook's id once the shard
+//! wakes its task, many awaited on one thread share synced batches, one
+//! dropped unawaited is committed all the same, and one under way when
+//! the engine stops still resolves. (A commit refused at once:
+//! `lifecycle.rs`.)
 
 use super::*;
 use goad::{CommitError, Committing};
